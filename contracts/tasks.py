@@ -1,0 +1,93 @@
+"""The task message a provisioner receives on `TASKS`, and what a plugin returns.
+
+A task carries everything a plugin needs (Coopr's SchedulableTask, coopr-facts §5.2): the node,
+the node's accumulated results from earlier tasks (provider id, addresses, host keys...), and a
+`nodes` map of every node in the cluster. Sensitive provider fields are *not* in it: the
+provisioner resolves them locally from its secrets file (docs/secrets.md), so they never reach
+the bus or the log.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .catalog import Action, ServiceAction
+
+OUTPUT_LIMIT = 4096
+"""Bytes of stdout/stderr kept per task attempt in `TaskFailed`/`TaskSucceeded` (the head and
+the tail are kept; Coopr kept only 2048 bytes from the start)."""
+
+
+def trim_output(text: str, limit: int = OUTPUT_LIMIT) -> str:
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    half = limit // 2
+    head = data[:half].decode("utf-8", "ignore")
+    tail = data[-half:].decode("utf-8", "ignore")
+    return f"{head}\n...[{len(data) - limit} bytes trimmed]...\n{tail}"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeInfo(_Wire):
+    """What every task knows about a node (Coopr's NodeProperties)."""
+
+    id: str
+    hostname: str
+    nodenum: int
+    hardwaretype: str
+    imagetype: str
+    flavor: str = ""
+    image: str = ""
+    sshuser: str = ""
+    services: list[str] = Field(default_factory=list)
+    automators: list[str] = Field(default_factory=list)
+    ipaddresses: dict[str, str] = Field(default_factory=dict)
+
+
+class ServiceRef(_Wire):
+    name: str
+    action: ServiceAction
+
+
+class ProviderRef(_Wire):
+    name: str
+    providertype: str
+    # Non-sensitive fields only; see the module docstring.
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskMessage(_Wire):
+    type: Literal["Task"] = "Task"
+    v: Literal[1] = 1
+    tenant: str
+    cluster_id: str
+    job_id: str
+    task_id: str
+    attempt: int = Field(ge=1)
+    action: Action
+    provisioner_class: str = "default"
+    node: NodeInfo
+    service: ServiceRef | None = None
+    provider: ProviderRef
+    results: dict[str, Any] = Field(default_factory=dict, description="this node's accumulated results")
+    nodes: dict[str, NodeInfo] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict, description="cluster config")
+    timeout_s: float = Field(default=600, gt=0, description="the action's time limit")
+
+
+class TaskOutcome(_Wire):
+    """What a plugin returns. `ok=False` is a failure of the action, reported, not raised."""
+
+    ok: bool
+    result: dict[str, Any] = Field(default_factory=dict, description="merged into the node's results")
+    ipaddresses: dict[str, str] = Field(default_factory=dict)
+    hostname: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    error: str = ""

@@ -1,0 +1,46 @@
+"""The `muster` command. Each subcommand lives next to the code it drives and is imported
+only when used, so `muster solve` does not pay for aiohttp and `muster up` does not pay for
+the solver."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+# name -> ("module:attribute" of a click command, one-line help shown without importing it)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("muster.runtime.cli:up", "Start nats-server and the four services."),
+    "demo": ("muster.runtime.cli:demo", "Start everything, build a 5-node cluster, then delete it."),
+    "solver": ("services.solver.entrypoint:main", "Run the solver service."),
+    "planner": ("services.planner.entrypoint:main", "Run the planner service."),
+    "provisioner": ("services.provisioner.entrypoint:main", "Run a provisioner (workers + plugins)."),
+    "tracker": ("services.tracker.entrypoint:main", "Run the tracker HTTP API."),
+    "solve": ("services.solver.cli:solve", "Solve a cluster layout from a catalog folder (no bus)."),
+    "plan": ("services.planner.cli:plan", "Plan the task DAG of an operation (dry run, no bus)."),
+    "request": ("muster.runtime.cli:request", "Send an operation request over the bus."),
+    "status": ("muster.runtime.cli:status", "Show a job's status from the tracker."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in sorted(COMMANDS)])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, _, attr = COMMANDS[name][0].partition(":")
+        command: Any = getattr(importlib.import_module(module), attr)
+        return command  # type: ignore[no-any-return]
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="muster")
+def main() -> None:
+    """muster: an event-sourced cluster manager on NATS JetStream."""
