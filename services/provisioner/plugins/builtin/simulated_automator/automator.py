@@ -1,0 +1,59 @@
+"""The simulated automator: records what would have run, with injected latency and failures.
+
+Settings come from the service action's fields, then from the task's provider fields (so the
+demo's `sim` provider `latency_ms`/`failure_rate` apply to service actions too), then 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.catalog import Action
+from contracts.tasks import TaskOutcome
+
+from services.provisioner.plugins.base import PluginEnv, AutomatorPlugin, PluginContext, failed, succeeded
+from services.provisioner.plugins.descriptor import PluginDescriptor
+from services.provisioner.plugins.simulation import behaviour, simulate_latency
+
+
+@dataclass(frozen=True)
+class SimulatedRun:
+    cluster_id: str
+    node_id: str
+    service: str
+    action: Action
+    script: str
+    ok: bool
+
+
+class SimulatedAutomator(AutomatorPlugin):
+    runs: list[SimulatedRun]
+    """What ran, in order (bounded; for tests and demos)."""
+
+    MAX_RUNS = 10_000
+
+    def __init__(self, descriptor: PluginDescriptor, env: PluginEnv) -> None:
+        super().__init__(descriptor, env)
+        self.runs = []
+
+    async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome:
+        b = behaviour(ctx.task, ctx.fields, "automator", fallback=ctx.task.provider.fields)
+        await simulate_latency(b)
+        service = ctx.task.service.name if ctx.task.service else ""
+        script = " ".join(str(ctx.fields.get(k) or "") for k in ("script", "args")).strip()
+        line = (
+            f"[simulated {action.value}] {service or 'node'} on {ctx.node.hostname}"
+            f"{': ' + script if script else ''} ({b.latency_ms:.0f} ms)"
+        )
+        if len(self.runs) < self.MAX_RUNS:
+            self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails))
+        if b.fails:
+            return failed(
+                f"simulated failure of {action.value} (failure rate {b.failure_rate:g})",
+                stdout=line,
+                stderr=f"simulated error in {script or action.value}",
+            )
+        return succeeded(stdout=line)
+
+    async def aclose(self) -> None:
+        self.runs.clear()

@@ -1,0 +1,339 @@
+"""Discover plugins, dispatch tasks to them as Coopr's worker does, and keep secrets in.
+
+Dispatch (coopr-facts §5.3): create/confirm/delete go to the provider plugin named by
+`task.provider.providertype`; install/configure/initialize/start/stop/remove to the automator
+named by `task.service.action.type`; bootstrap to every automator in `task.node.automators`,
+in order, with their results merged (later keys win, outputs concatenated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from contracts.catalog import Action
+from contracts.tasks import TaskMessage, TaskOutcome, trim_output
+
+from .base import AutomatorPlugin, Plugin, PluginContext, PluginEnv, ProviderPlugin, failed
+from .descriptor import (
+    DESCRIPTOR_FILE,
+    PROVIDER_ACTIONS,
+    PluginDescriptor,
+    PluginError,
+    PluginType,
+    load_descriptor,
+)
+from .masking import Masker
+
+log = structlog.get_logger("muster.provisioner.plugins")
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+_BUILTIN_PACKAGE = f"{__package__}.builtin"
+_BASES: dict[PluginType, type[Plugin]] = {
+    PluginType.PROVIDER: ProviderPlugin,
+    PluginType.AUTOMATOR: AutomatorPlugin,
+}
+
+
+@dataclass(frozen=True)
+class LoadedPlugin:
+    descriptor: PluginDescriptor
+    path: Path
+    """The descriptor file."""
+    instance: Plugin
+
+
+def _plugin_folders(folder: Path) -> list[Path]:
+    """A folder is a plugin (it has a descriptor) or holds plugins in its subfolders."""
+    if not folder.is_dir():
+        raise PluginError(f"{folder}: plugin folder does not exist or is not a directory")
+    if (folder / DESCRIPTOR_FILE).is_file():
+        return [folder]
+    return sorted(p for p in folder.iterdir() if p.is_dir() and (p / DESCRIPTOR_FILE).is_file())
+
+
+def _import_entry_point(folder: Path, descriptor: PluginDescriptor, path: Path) -> type[Plugin]:
+    if folder.parent == BUILTIN_DIR and folder.name.isidentifier():
+        package = f"{_BUILTIN_PACKAGE}.{folder.name}"
+    else:
+        # A plugin from elsewhere is imported as a package of its own, so that its modules can
+        # import each other relatively.
+        package = f"_muster_plugin_{descriptor.type.value}_{descriptor.name.replace('-', '_')}"
+        if package not in sys.modules:
+            module = types.ModuleType(package)
+            module.__path__ = [str(folder)]
+            sys.modules[package] = module
+    try:
+        module = importlib.import_module(f"{package}.{descriptor.module}")
+    except Exception as err:  # noqa: BLE001 - any import failure is a bad plugin
+        raise PluginError(
+            f"{path}: field 'entry_point': cannot import module {descriptor.module!r}: "
+            f"{type(err).__name__}: {err}"
+        ) from None
+    cls = getattr(module, descriptor.classname, None)
+    base = _BASES[descriptor.type]
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise PluginError(
+            f"{path}: field 'entry_point': {descriptor.entry_point!r} is not a subclass of "
+            f"{base.__name__}"
+        )
+    return cls
+
+
+class PluginRegistry:
+    """The plugins of one provisioner process. Use `discover`; close with `aclose`."""
+
+    def __init__(
+        self,
+        plugins: Sequence[LoadedPlugin],
+        secrets: Mapping[str, Mapping[str, Any]],
+        work_dir: Path,
+        owns_work_dir: bool,
+    ) -> None:
+        self._plugins: dict[tuple[PluginType, str], LoadedPlugin] = {
+            (p.descriptor.type, p.descriptor.name): p for p in plugins
+        }
+        self._secrets = {name: dict(fields) for name, fields in secrets.items()}
+        self.work_dir = work_dir
+        self._owns_work_dir = owns_work_dir
+        self._closed = False
+
+    # ------------------------------------------------------------------ discovery
+
+    @classmethod
+    def discover(
+        cls,
+        extra_dirs: Sequence[Path] = (),
+        secrets: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        work_dir: Path | None = None,
+    ) -> "PluginRegistry":
+        """Load the built-in plugins and those in `extra_dirs`.
+
+        `secrets` is the provisioner's secrets file, `{provider_name: {field: value}}`.
+        `work_dir` holds plugin state and the key directory; without it a temporary directory
+        is used and removed by `aclose`. Raises PluginError naming the file and the field.
+        """
+        secrets = secrets or {}
+        for provider, fields in secrets.items():
+            if not isinstance(fields, Mapping):
+                raise PluginError(
+                    f"secrets: entry {provider!r} must be an object of field values, "
+                    f"got {type(fields).__name__}"
+                )
+        owns = work_dir is None
+        root = Path(tempfile.mkdtemp(prefix="muster-provisioner-")) if work_dir is None else Path(work_dir)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            key_dir = root / "keys"
+            key_dir.mkdir(mode=0o700, exist_ok=True)
+            os.chmod(key_dir, 0o700)
+            loaded: dict[tuple[PluginType, str], LoadedPlugin] = {}
+            folders = _plugin_folders(BUILTIN_DIR) + [f for d in extra_dirs for f in _plugin_folders(Path(d))]
+            for folder in folders:
+                path = folder / DESCRIPTOR_FILE
+                descriptor = load_descriptor(path)
+                key = (descriptor.type, descriptor.name)
+                if key in loaded:
+                    raise PluginError(
+                        f"{path}: field 'name': {descriptor.type.value} plugin {descriptor.name!r} "
+                        f"is already defined by {loaded[key].path}"
+                    )
+                plugin_cls = _import_entry_point(folder, descriptor, path)
+                state_dir = root / "plugins" / descriptor.type.value / descriptor.name
+                state_dir.mkdir(parents=True, exist_ok=True)
+                try:
+                    instance = plugin_cls(descriptor, PluginEnv(state_dir=state_dir, key_dir=key_dir))
+                except Exception as err:  # noqa: BLE001
+                    raise PluginError(
+                        f"{path}: field 'entry_point': {descriptor.entry_point!r} failed to start: "
+                        f"{type(err).__name__}: {err}"
+                    ) from None
+                loaded[key] = LoadedPlugin(descriptor, path, instance)
+        except BaseException:
+            if owns:
+                shutil.rmtree(root, ignore_errors=True)
+            raise
+        log.info("plugins loaded", plugins=[f"{t.value}:{n}" for t, n in loaded], work_dir=str(root))
+        return cls(list(loaded.values()), secrets, root, owns)
+
+    # ------------------------------------------------------------------ queries
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Name, type, version, actions and fields (never values) of every plugin."""
+        return [p.descriptor.describe() for _, p in sorted(self._plugins.items())]
+
+    def get(self, kind: PluginType, name: str) -> Plugin | None:
+        loaded = self._plugins.get((kind, name))
+        return loaded.instance if loaded else None
+
+    def provider(self, name: str) -> ProviderPlugin | None:
+        plugin = self.get(PluginType.PROVIDER, name)
+        return plugin if isinstance(plugin, ProviderPlugin) else None
+
+    def automator(self, name: str) -> AutomatorPlugin | None:
+        plugin = self.get(PluginType.AUTOMATOR, name)
+        return plugin if isinstance(plugin, AutomatorPlugin) else None
+
+    def _names(self, kind: PluginType) -> list[str]:
+        return sorted(name for t, name in self._plugins if t is kind)
+
+    # ------------------------------------------------------------------ execution
+
+    def masker(self, task: TaskMessage) -> Masker:
+        """The secret values to hide from anything this task returns."""
+        loaded = self._plugins.get((PluginType.PROVIDER, task.provider.providertype))
+        declared = loaded.descriptor.fields if loaded else {}
+        secret_fields = self._secrets.get(task.provider.name, {})
+        values: list[Any] = [v for k, v in secret_fields.items() if k not in declared or declared[k].sensitive]
+        values += [v for k, v in task.provider.fields.items() if k in declared and declared[k].sensitive]
+        return Masker(values)
+
+    async def execute(self, task: TaskMessage) -> TaskOutcome:
+        """Run one task. Never raises for a plugin or action failure; enforces `task.timeout_s`."""
+        if self._closed:
+            raise RuntimeError("the plugin registry is closed")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + task.timeout_s
+        masker = self.masker(task)
+        started = time.perf_counter()
+        timeout = asyncio.timeout_at(deadline)
+        try:
+            async with timeout:
+                outcome = await self._dispatch(task, deadline)
+        except TimeoutError:
+            if not timeout.expired():
+                outcome = failed("plugin error: TimeoutError (a timeout inside the plugin)")
+            else:
+                outcome = failed(f"{task.action.value} timed out after {task.timeout_s:g} s")
+        except Exception as err:  # noqa: BLE001 - a plugin bug fails the task, not the worker
+            outcome = failed(f"plugin error: {type(err).__name__}: {err}")
+        if not isinstance(outcome, TaskOutcome):
+            outcome = failed(f"plugin error: returned {type(outcome).__name__}, not a TaskOutcome")
+        outcome = masker.outcome(outcome)
+        outcome = outcome.model_copy(
+            update={
+                "stdout": trim_output(outcome.stdout),
+                "stderr": trim_output(outcome.stderr),
+                "error": trim_output(outcome.error or ("" if outcome.ok else "failed without an error message")),
+            }
+        )
+        log.info(
+            "task executed",
+            task_id=task.task_id,
+            action=task.action.value,
+            ok=outcome.ok,
+            error=outcome.error or None,
+            seconds=round(time.perf_counter() - started, 4),
+        )
+        return outcome
+
+    async def _dispatch(self, task: TaskMessage, deadline: float) -> TaskOutcome:
+        action = task.action
+        if action in PROVIDER_ACTIONS:
+            return await self._run_provider(task, deadline)
+        if action is Action.BOOTSTRAP:
+            return await self._run_bootstrap(task, deadline)
+        if task.service is None:
+            return failed(f"{action.value} task {task.task_id} has no service")
+        name = task.service.action.type
+        loaded = self._plugins.get((PluginType.AUTOMATOR, name))
+        if loaded is None:
+            return failed(
+                f"no automator plugin {name!r} on this provisioner "
+                f"(automators: {', '.join(self._names(PluginType.AUTOMATOR)) or 'none'})"
+            )
+        if action not in loaded.descriptor.actions:
+            return failed(f"automator {name!r} does not handle {action.value!r}")
+        try:
+            fields = loaded.descriptor.resolve(task.service.action.fields)
+        except ValueError as err:
+            return failed(f"service {task.service.name!r} action {action.value!r}: {err}")
+        assert isinstance(loaded.instance, AutomatorPlugin)
+        return await loaded.instance.run(action, PluginContext(task, fields, deadline))
+
+    async def _run_provider(self, task: TaskMessage, deadline: float) -> TaskOutcome:
+        name = task.provider.providertype
+        loaded = self._plugins.get((PluginType.PROVIDER, name))
+        if loaded is None:
+            return failed(
+                f"no provider plugin {name!r} on this provisioner "
+                f"(providers: {', '.join(self._names(PluginType.PROVIDER)) or 'none'})"
+            )
+        if task.action not in loaded.descriptor.actions:
+            return failed(f"provider {name!r} does not handle {task.action.value!r}")
+        values = {**task.provider.fields, **self._secrets.get(task.provider.name, {})}
+        try:
+            fields = loaded.descriptor.resolve(values)
+        except ValueError as err:
+            return failed(f"provider {task.provider.name!r} ({name}): {err}")
+        plugin = loaded.instance
+        assert isinstance(plugin, ProviderPlugin)
+        ctx = PluginContext(task, fields, deadline)
+        if task.action is Action.CREATE:
+            return await plugin.create(ctx)
+        if task.action is Action.CONFIRM:
+            return await plugin.confirm(ctx)
+        return await plugin.delete(ctx)
+
+    async def _run_bootstrap(self, task: TaskMessage, deadline: float) -> TaskOutcome:
+        merged: dict[str, Any] = {"result": {}, "ipaddresses": {}, "hostname": ""}
+        stdout: list[str] = []
+        stderr: list[str] = []
+        for name in task.node.automators:
+            loaded = self._plugins.get((PluginType.AUTOMATOR, name))
+            if loaded is None:
+                return failed(
+                    f"no automator plugin {name!r} on this provisioner "
+                    f"(automators: {', '.join(self._names(PluginType.AUTOMATOR)) or 'none'})",
+                    stdout="\n".join(stdout),
+                    stderr="\n".join(stderr),
+                )
+            if Action.BOOTSTRAP not in loaded.descriptor.actions:
+                continue  # this automator needs no bootstrap
+            fields = loaded.descriptor.resolve({}, check_required=False)
+            assert isinstance(loaded.instance, AutomatorPlugin)
+            outcome = await loaded.instance.run(Action.BOOTSTRAP, PluginContext(task, fields, deadline))
+            if outcome.stdout:
+                stdout.append(outcome.stdout)
+            if outcome.stderr:
+                stderr.append(outcome.stderr)
+            if not outcome.ok:
+                return outcome.model_copy(
+                    update={
+                        "error": f"bootstrap by {name!r}: {outcome.error}",
+                        "stdout": "\n".join(stdout),
+                        "stderr": "\n".join(stderr),
+                    }
+                )
+            merged["result"].update(outcome.result)
+            merged["ipaddresses"].update(outcome.ipaddresses)
+            merged["hostname"] = outcome.hostname or merged["hostname"]
+        return TaskOutcome(ok=True, stdout="\n".join(stdout), stderr="\n".join(stderr), **merged)
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def aclose(self) -> None:
+        """Close every plugin (stops localhost SSH servers...); remove a temporary work dir."""
+        if self._closed:
+            return
+        self._closed = True
+        for key, loaded in sorted(self._plugins.items(), reverse=True):
+            try:
+                await loaded.instance.aclose()
+            except Exception as err:  # noqa: BLE001 - close the others anyway
+                log.warning("plugin close failed", plugin=f"{key[0].value}:{key[1]}", error=str(err))
+        if self._owns_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
