@@ -1,0 +1,115 @@
+"""Which tasks to dispatch now: eager (a task goes when its own predecessors are done) or
+staged (Coopr: a stage goes when the previous one is done). One running task per node in
+both. Pure and deterministic.
+
+`done` = succeeded tasks; `running` = dispatched and not finished (queued, claimed, in
+progress). A failed task waiting for a retry is neither, so it comes back as ready.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+
+from .plan import Plan
+
+__all__ = ["Dispatcher", "ready", "ready_eager", "ready_staged"]
+
+
+def ready_eager(plan: Plan, done: Collection[str], running: Collection[str]) -> tuple[str, ...]:
+    """Tasks to dispatch now: not done or running, every predecessor done, on a node with no
+    running task; at most one per node (the first in `plan.priority`). In priority order."""
+    busy = {plan.by_id[t].node for t in running}
+    link_done = [all(s in done for s in sources) for sources, _ in plan.links]
+    out = []
+    for task in plan.priority:
+        node = plan.by_id[task].node
+        if task in done or task in running or node in busy:
+            continue
+        if all(link_done[i] for i in plan.in_links[task]):
+            busy.add(node)
+            out.append(task)
+    return tuple(out)
+
+
+def ready_staged(plan: Plan, done: Collection[str], running: Collection[str]) -> tuple[str, ...]:
+    """Coopr's order: the tasks of the first unfinished stage that are not running yet; none
+    of a later stage until every task of this one is done."""
+    for stage in plan.stages:
+        pending = [t for t in stage if t not in done]
+        if pending:
+            return tuple(t for t in pending if t not in running)
+    return ()
+
+
+def ready(plan: Plan, done: Collection[str], running: Collection[str], mode: str = "eager") -> tuple[str, ...]:
+    if mode == "eager":
+        return ready_eager(plan, done, running)
+    if mode == "staged":
+        return ready_staged(plan, done, running)
+    raise ValueError(f"unknown mode {mode!r}; modes are eager, staged")
+
+
+class Dispatcher:
+    """The same decisions as `ready_eager` / `ready_staged`, kept up to date incrementally
+    (linear in the plan's size over a whole run). Deterministic; no IO."""
+
+    def __init__(self, plan: Plan, mode: str = "eager") -> None:
+        if mode not in ("eager", "staged"):
+            raise ValueError(f"unknown mode {mode!r}; modes are eager, staged")
+        self.plan, self.mode = plan, mode
+        self.done: set[str] = set()
+        self.running: set[str] = set()
+        self._rank = {t: i for i, t in enumerate(plan.priority)}
+        self._waiting = {t: len(plan.in_links[t]) for t in plan.index}
+        self._link_left = [len(sources) for sources, _ in plan.links]
+        self._ready: dict[str, set[str]] = {}  # node -> tasks whose predecessors are done
+        self._stage = 0
+        for t, n in self._waiting.items():
+            if n == 0:
+                self._ready.setdefault(plan.by_id[t].node, set()).add(t)
+
+    def start(self) -> list[str]:
+        """The first tasks to dispatch."""
+        return self._pick(self._ready) if self.mode == "eager" else self._next_stage()
+
+    def finished(self, task: str) -> list[str]:
+        """`task` succeeded: the tasks to dispatch now."""
+        self.running.discard(task)
+        self.done.add(task)
+        node = self.plan.by_id[task].node
+        touched = {node}
+        for i in self.plan.out_links[task]:
+            self._link_left[i] -= 1
+            if self._link_left[i] == 0:
+                for t in self.plan.links[i][1]:
+                    self._waiting[t] -= 1
+                    if self._waiting[t] == 0:
+                        other = self.plan.by_id[t].node
+                        self._ready.setdefault(other, set()).add(t)
+                        touched.add(other)
+        if self.mode == "staged":
+            return self._next_stage()
+        return self._pick({n: self._ready.get(n, set()) for n in touched})
+
+    def _pick(self, candidates: dict[str, set[str]]) -> list[str]:
+        busy = {self.plan.by_id[t].node for t in self.running}
+        out = []
+        for node, tasks in candidates.items():
+            if tasks and node not in busy:
+                task = min(tasks, key=self._rank.__getitem__)
+                tasks.discard(task)
+                out.append(task)
+        return self._run(out)
+
+    def _next_stage(self) -> list[str]:
+        stages = self.plan.stages
+        while self._stage < len(stages) and all(t in self.done for t in stages[self._stage]):
+            self._stage += 1
+        if self._stage == len(stages) or self.running:
+            return []
+        return self._run(stages[self._stage])
+
+    def _run(self, tasks: Iterable[str]) -> list[str]:
+        out = sorted(tasks, key=self._rank.__getitem__)
+        self.running.update(out)
+        return out
