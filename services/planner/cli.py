@@ -1,0 +1,114 @@
+"""`muster plan`: the task DAG of an operation, as JSON, without a bus (docs/planner.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from contracts.catalog import Catalog
+from contracts.layout import NodeSpec
+from contracts.templates import TemplateError, resolve_template
+from muster.catalog_files import CatalogFileError, describe_validation_error, load_catalog
+
+from .domain.plan import PlanError, build_plan
+
+CLI_OPERATIONS = (
+    "create", "delete", "add-services", "remove-services", "configure", "configure-restart", "start", "stop", "restart",
+)
+MODES = ("eager", "staged")
+
+
+class Invalid(ValueError):
+    """Bad input: exit 2 with `{"error": {"kind": "invalid", ...}}`."""
+
+
+@click.command("plan")
+@click.option("--catalog", "catalog_dir", help="Catalog folder in Coopr's format.")
+@click.option("--template", help="Cluster template name (must exist in the catalog).")
+@click.option("--nodes-file", help='JSON {"nodes": [{"id", "hardwaretype", "imagetype", "services"}]}.')
+@click.option("--operation", help=f"One of: {', '.join(CLI_OPERATIONS)}.")
+@click.option("--services", default=None, help="Comma-separated services to add / remove / start / stop / restart.")
+@click.option("--mode", default="eager", show_default=True, help="eager or staged: how the plan would be run.")
+def plan(catalog_dir: str | None, template: str | None, nodes_file: str | None, operation: str | None,
+         services: str | None, mode: str) -> None:
+    """Plan the task DAG of an operation (dry run, no bus). Prints tasks, edges and stages."""
+    try:
+        result = dry_run(catalog_dir, template, nodes_file, operation, services, mode)
+    except Invalid as err:
+        click.echo(json.dumps({"error": {"kind": "invalid", "message": str(err)}}))
+        raise SystemExit(2) from None
+    except Exception as err:  # noqa: BLE001 - the command's contract: anything else is exit 1
+        click.echo(f"muster plan: {type(err).__name__}: {err}", err=True)
+        raise SystemExit(1) from None
+    click.echo(dumps(result))
+
+
+def dumps(result: dict[str, Any]) -> str:
+    """JSON with one task, edge or stage per line."""
+    parts = []
+    for key, items in result.items():
+        body = ",\n".join(f"    {json.dumps(item)}" for item in items)
+        parts.append(f"  {json.dumps(key)}: [\n{body}\n  ]" if items else f"  {json.dumps(key)}: []")
+    return "{\n" + ",\n".join(parts) + "\n}"
+
+
+def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | None, operation: str | None,
+            services: str | None, mode: str) -> dict[str, Any]:
+    for flag, value in (("--catalog", catalog_dir), ("--template", template), ("--nodes-file", nodes_file), ("--operation", operation)):
+        if not value:
+            raise Invalid(f"{flag} is required")
+    assert catalog_dir and template and nodes_file and operation
+    if operation not in CLI_OPERATIONS:
+        raise Invalid(f"unknown operation {operation!r}; operations are {', '.join(CLI_OPERATIONS)}")
+    if mode not in MODES:
+        raise Invalid(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
+    try:
+        catalog = load_catalog(catalog_dir)
+        resolve_template(catalog, template)
+    except (CatalogFileError, TemplateError) as err:
+        raise Invalid(str(err)) from None
+    nodes = read_nodes(nodes_file)
+    named = [s.strip() for s in services.split(",") if s.strip()] if services is not None else None
+    try:
+        if operation == "add-services":
+            nodes = with_added_services(catalog, nodes, named)
+        return build_plan(catalog.services, nodes, operation, services=named).to_json()
+    except PlanError as err:
+        raise Invalid(str(err)) from None
+
+
+def read_nodes(path: str) -> list[NodeSpec]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise Invalid(f"{path}: cannot read a JSON nodes file: {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise Invalid(f'{path}: expected {{"nodes": [...]}}')
+    nodes = []
+    for i, raw in enumerate(data["nodes"]):
+        if not isinstance(raw, dict):
+            raise Invalid(f"{path}: nodes.{i}: expected an object")
+        fields = {"hardwaretype": "", "imagetype": "", **{k: v for k, v in raw.items() if k in NodeSpec.model_fields}}
+        try:
+            nodes.append(NodeSpec.model_validate(fields))
+        except ValidationError as err:
+            raise Invalid(f"{path}: nodes.{i}: {describe_validation_error(err)}") from None
+    return nodes
+
+
+def with_added_services(catalog: Catalog, nodes: list[NodeSpec], named: list[str] | None) -> list[NodeSpec]:
+    """The layout after add-services: a named service the file does not place on any node is
+    added to every node; one the file already places stays where it is (the file is then read
+    as the layout after the operation)."""
+    if not named:
+        raise Invalid("add-services needs --services (the services to add)")
+    unknown = sorted(set(named) - set(catalog.services))
+    if unknown:
+        raise Invalid(f"service(s) {unknown} not in the catalog")
+    placed = {s for n in nodes for s in n.services}
+    new = [s for s in dict.fromkeys(named) if s not in placed]
+    return [n.model_copy(update={"services": [*n.services, *new]}) for n in nodes]

@@ -1,0 +1,89 @@
+"""The rollback plan of a failed job: undo what had completed, in reverse dependency order.
+
+Inverse of each completed task (docs/planner.md, "Rollback"):
+- on a node this job created (its CREATE completed): one DELETE of the machine covers every
+  completed task on it (confirm, bootstrap, installs, starts...);
+- INSTALL s -> REMOVE s, which also covers s's CONFIGURE and INITIALIZE on that node;
+- START s -> STOP s; STOP s -> START s; REMOVE s -> INSTALL s;
+- CONFIGURE s -> CONFIGURE s (the executor supplies the previous config);
+- no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back), and
+  START tasks thrown in for services outside the operation (they were running before).
+If u had to finish before v, inverse(v) finishes before inverse(u); a completed task without
+an inverse passes the ordering through. DELETEs are not ordered among themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from contracts.catalog import Action, Service
+
+from .plan import Plan, PlannedTask, task_id
+from .stages import Link
+
+A = Action
+_INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE, A.REMOVE: A.INSTALL}
+
+
+def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str, Service] | None = None) -> Plan:
+    """Inverse tasks of `completed` (task ids of `plan`), ordered in reverse. With the
+    catalog's `services`, an inverse the service does not define (often REMOVE) is left out."""
+    done = [t for t in plan.tasks if t.id in completed]
+    inverse = _inverses(done, plan.thrown_in, services)
+    fronts: dict[str, frozenset[str]] = {}
+    links: list[Link] = []
+    for sources, targets in plan.links:
+        after = [inverse[s].id for s in sources if s in inverse]
+        before = set().union(*(_front(t, plan, inverse, completed, fronts) for t in targets if t in completed))
+        links.extend(_split(sorted(before), after, inverse))
+    tasks = {t.id: t for t in inverse.values()}
+    node_order = list(dict.fromkeys(t.node for t in plan.tasks))
+    return Plan.assemble(tasks.values(), links, (), node_order)
+
+
+def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Mapping[str, Service] | None) -> dict[str, PlannedTask]:
+    created = {t.node for t in done if t.action is A.CREATE}
+    installed = {(t.node, t.service) for t in done if t.action is A.INSTALL}
+    out: dict[str, PlannedTask] = {}
+    for t in done:
+        if t.node in created:
+            out[t.id] = PlannedTask(task_id(t.node, A.DELETE, None), t.node, A.DELETE, None)
+            continue
+        if t.id in thrown_in or t.service is None:
+            continue
+        action = A.REMOVE if (t.node, t.service) in installed and t.action in (A.INSTALL, A.CONFIGURE, A.INITIALIZE) else _INVERSE.get(t.action)
+        if action is None or (services is not None and not services[t.service].has_action(action)):
+            continue
+        out[t.id] = PlannedTask(task_id(t.node, action, t.service), t.node, action, t.service)
+    return out
+
+
+def _front(task: str, plan: Plan, inverse: Mapping[str, PlannedTask], completed: Collection[str], memo: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The nearest inverse tasks at or after `task`: its own, or, if it has none, those reached
+    through its completed successors."""
+    if task in inverse:
+        return frozenset({inverse[task].id})
+    if task not in memo:
+        memo[task] = frozenset()  # the plan is a DAG; this only guards the recursion
+        found: set[str] = set()
+        for nxt in plan.successors(task):
+            if nxt in completed:
+                found |= _front(nxt, plan, inverse, completed, memo)
+        memo[task] = frozenset(found)
+    return memo[task]
+
+
+def _split(before: list[str], after: list[str], inverse: Mapping[str, PlannedTask]) -> list[Link]:
+    """`before` x `after` without self pairs and without DELETE -> DELETE pairs."""
+    deletes = {t.id for t in inverse.values() if t.action is A.DELETE}
+    b_del, b_other = [t for t in before if t in deletes], [t for t in before if t not in deletes]
+    a_del, a_other = [t for t in after if t in deletes], [t for t in after if t not in deletes]
+    out: list[Link] = []
+    for src, dst in ((b_other, a_other), (b_del, a_other), (b_other, a_del)):
+        if not src or not dst:
+            continue
+        if set(src) & set(dst):
+            out.extend(((s,), (d,)) for s in src for d in dst if s != d)
+        else:
+            out.append((tuple(src), tuple(dst)))
+    return out
