@@ -58,8 +58,12 @@ def _merge(base: ClusterTemplate, top: ClusterTemplate, locked: dict[str, Any], 
             "cantcoexist": _union(k.layout.cantcoexist, tk.layout.cantcoexist),
         }
     )
-    size = tk.size if "size" in tk.model_fields_set else k.size
-    constraints = k.model_copy(update={"layout": layout, "services": {**k.services, **tk.services}, "size": size})
+    update: dict[str, Any] = {"layout": layout, "services": {**k.services, **tk.services}}
+    # Only an explicit size overrides (model_copy marks updated fields as set, so an
+    # inherited default must not be passed along as if it were explicit).
+    if "size" in tk.model_fields_set:
+        update["size"] = tk.size
+    constraints = k.model_copy(update=update)
     return top.model_copy(
         update={
             "defaults": defaults,

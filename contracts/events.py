@@ -1,0 +1,281 @@
+"""Events: facts in the past tense, one JSON document per message in the `EVENTS` stream.
+
+Every event has a `type` literal and a schema version `v`. The message body is exactly the
+model's JSON; who/when/which-aggregate travel in headers (see `contracts.envelope`). An old
+version is upcast on read by a `model_validator(mode="before")` on the current model; stored
+events are never rewritten.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .catalog import Action
+from .layout import Layout, NodeSpec
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# -- jobs (written by the planner) -------------------------------------------------------------
+
+JobState = Literal["running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention"]
+TaskState = Literal["queued", "claimed", "succeeded", "failed", "timed_out", "cancelled"]
+
+
+class JobRequested(Event):
+    type: Literal["JobRequested"] = "JobRequested"
+    v: Literal[1] = 1
+    tenant: str
+    job_id: str
+    cluster_id: str
+    operation: str
+    request: dict[str, Any] = Field(description="the accepted command, as sent")
+    requested_by: str = "anonymous"
+    planner: str = Field(default="", description="the planner instance that owns the job")
+
+
+class PlannedTaskRecord(Event):
+    id: str
+    node: str
+    action: Action
+    service: str | None = None
+
+
+class JobPlanned(Event):
+    type: Literal["JobPlanned"] = "JobPlanned"
+    v: Literal[1] = 1
+    job_id: str
+    mode: Literal["eager", "staged"] = "eager"
+    tasks: list[PlannedTaskRecord]
+    edges: list[tuple[str, str]]
+    stages: list[list[str]]
+
+
+class TaskQueued(Event):
+    type: Literal["TaskQueued"] = "TaskQueued"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int = Field(ge=1)
+    node: str
+    action: Action
+    service: str | None = None
+    provisioner_class: str = "default"
+
+
+class TaskCompleted(Event):
+    """The planner took a task's success into the job (idempotency marker for redelivery)."""
+
+    type: Literal["TaskCompleted"] = "TaskCompleted"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int
+    result: dict[str, Any] = Field(default_factory=dict)
+    ipaddresses: dict[str, str] = Field(default_factory=dict)
+    hostname: str = ""
+
+
+class TaskAttemptFailed(Event):
+    """The planner took a task attempt's failure into the job."""
+
+    type: Literal["TaskAttemptFailed"] = "TaskAttemptFailed"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int
+    error: str
+
+
+class JobSucceeded(Event):
+    type: Literal["JobSucceeded"] = "JobSucceeded"
+    v: Literal[1] = 1
+    job_id: str
+
+
+class JobFailed(Event):
+    type: Literal["JobFailed"] = "JobFailed"
+    v: Literal[1] = 1
+    job_id: str
+    reason: str
+
+
+# -- layouts (request by the planner, answer by a solver) --------------------------------------
+
+
+class LayoutRequested(Event):
+    """Self-contained: the solver needs nothing but this event (it keeps no state)."""
+
+    type: Literal["LayoutRequested"] = "LayoutRequested"
+    v: Literal[1] = 1
+    job_id: str
+    cluster_id: str
+    template: str
+    nodes: int = Field(ge=0)
+    services: list[str] | None = None
+    provider: str | None = None
+    hardwaretype: str | None = None
+    imagetype: str | None = None
+    existing: Layout | None = None
+    add_services: list[str] = Field(default_factory=list)
+    remove_services: list[str] = Field(default_factory=list)
+    exclude: list[Layout] = Field(default_factory=list)
+    catalog: dict[str, Any] = Field(description="the catalog entities the solver needs (no secrets)")
+
+
+class LayoutSolved(Event):
+    type: Literal["LayoutSolved"] = "LayoutSolved"
+    v: Literal[1] = 1
+    job_id: str
+    layout: Layout
+    solver: str = ""
+
+
+class LayoutUnsolvable(Event):
+    type: Literal["LayoutUnsolvable"] = "LayoutUnsolvable"
+    v: Literal[1] = 1
+    job_id: str
+    kind: Literal["unsolvable", "invalid"]
+    message: str
+    solver: str = ""
+
+
+# -- task attempts (written by provisioners) ---------------------------------------------------
+
+
+class TaskClaimed(Event):
+    type: Literal["TaskClaimed"] = "TaskClaimed"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int
+    provisioner: str
+    worker: str
+    delivery: int = 1
+
+
+class TaskSucceeded(Event):
+    type: Literal["TaskSucceeded"] = "TaskSucceeded"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int
+    provisioner: str
+    worker: str
+    result: dict[str, Any] = Field(default_factory=dict)
+    ipaddresses: dict[str, str] = Field(default_factory=dict)
+    hostname: str = ""
+    stdout: str = ""
+    stderr: str = ""
+
+
+class TaskFailed(Event):
+    type: Literal["TaskFailed"] = "TaskFailed"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int
+    provisioner: str
+    worker: str
+    error: str
+    stdout: str = ""
+    stderr: str = ""
+
+
+# -- clusters (written by the planner) ---------------------------------------------------------
+
+ClusterStatus = Literal["pending", "active", "incomplete", "failed", "deleting", "deleted", "needs_attention"]
+
+
+class ClusterRequested(Event):
+    type: Literal["ClusterRequested"] = "ClusterRequested"
+    v: Literal[1] = 1
+    tenant: str
+    cluster_id: str
+    name: str
+    template: str
+    provider: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    job_id: str
+
+
+class ClusterLayoutChanged(Event):
+    type: Literal["ClusterLayoutChanged"] = "ClusterLayoutChanged"
+    v: Literal[1] = 1
+    cluster_id: str
+    job_id: str
+    nodes: list[NodeSpec]
+
+
+class NodeResultsRecorded(Event):
+    type: Literal["NodeResultsRecorded"] = "NodeResultsRecorded"
+    v: Literal[1] = 1
+    cluster_id: str
+    node_id: str
+    task_id: str
+    result: dict[str, Any] = Field(default_factory=dict)
+    ipaddresses: dict[str, str] = Field(default_factory=dict)
+    hostname: str = ""
+
+
+class ClusterStatusChanged(Event):
+    type: Literal["ClusterStatusChanged"] = "ClusterStatusChanged"
+    v: Literal[1] = 1
+    cluster_id: str
+    status: ClusterStatus
+    job_id: str
+    reason: str = ""
+
+
+# -- catalog ------------------------------------------------------------------------------------
+
+
+class CatalogEntityPut(Event):
+    type: Literal["CatalogEntityPut"] = "CatalogEntityPut"
+    v: Literal[1] = 1
+    kind: str
+    name: str
+    entity: dict[str, Any]
+    by: str = "anonymous"
+
+
+AnyEvent = Annotated[
+    Union[
+        JobRequested,
+        JobPlanned,
+        TaskQueued,
+        TaskCompleted,
+        TaskAttemptFailed,
+        JobSucceeded,
+        JobFailed,
+        LayoutRequested,
+        LayoutSolved,
+        LayoutUnsolvable,
+        TaskClaimed,
+        TaskSucceeded,
+        TaskFailed,
+        ClusterRequested,
+        ClusterLayoutChanged,
+        NodeResultsRecorded,
+        ClusterStatusChanged,
+        CatalogEntityPut,
+    ],
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.model_fields["type"].default: cls  # type: ignore[misc]
+    for cls in Event.__subclasses__()
+    if "type" in cls.model_fields
+}
+
+
+def parse_event(data: bytes | str) -> Any:
+    """Decode one event message body (raises pydantic.ValidationError naming the field)."""
+    return EVENT_ADAPTER.validate_json(data)

@@ -1,0 +1,104 @@
+"""Every subject, stream, consumer and bucket name on the bus, in one place (docs/bus.md).
+
+Tokens that come from users (tenant, ids, names) are checked against `TOKEN` so that no input
+can inject a wildcard or an extra subject level.
+"""
+
+from __future__ import annotations
+
+import re
+
+EVENTS_STREAM = "EVENTS"
+TASKS_STREAM = "TASKS"
+LOCATIONS_BUCKET = "locations"
+PRESENCE_BUCKET = "presence"
+
+EVT = "muster.evt"
+TASK = "muster.task"
+OPS = "muster.ops"
+QUERY = "muster.q"
+
+TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
+
+
+class SubjectError(ValueError):
+    pass
+
+
+def token(value: str, what: str) -> str:
+    if not isinstance(value, str) or not TOKEN.fullmatch(value):
+        raise SubjectError(f"{what} {value!r} is not a valid name: use 1-128 letters, digits, '-' or '_'")
+    return value
+
+
+# -- the log: muster.evt.<tenant>.<aggregate>.<id>[.<sub-id>] -------------------------------
+
+
+def cluster_events(tenant: str, cluster_id: str) -> str:
+    return f"{EVT}.{token(tenant, 'tenant')}.cluster.{token(cluster_id, 'cluster id')}"
+
+
+def job_events(tenant: str, job_id: str) -> str:
+    return f"{EVT}.{token(tenant, 'tenant')}.job.{token(job_id, 'job id')}"
+
+
+def layout_events(tenant: str, job_id: str) -> str:
+    """Layout requests and answers of one job: written by the planner (request) and the
+    solver (answer), so the solver's answer is fenced by the request's sequence."""
+    return f"{EVT}.{token(tenant, 'tenant')}.layout.{token(job_id, 'job id')}"
+
+
+def task_events(tenant: str, job_id: str, task_id: str) -> str:
+    """Claims and outcomes of one task of a job, written by provisioners."""
+    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{token(task_id, 'task id')}"
+
+
+def catalog_events(tenant: str, kind: str, name: str) -> str:
+    return f"{EVT}.{token(tenant, 'tenant')}.catalog.{token(kind, 'kind')}.{token(name, 'name')}"
+
+
+def provisioner_events(tenant: str, provisioner_id: str) -> str:
+    return f"{EVT}.{token(tenant, 'tenant')}.provisioner.{token(provisioner_id, 'provisioner id')}"
+
+
+def job_history_filters(tenant: str, job_id: str) -> list[str]:
+    """Every subject that tells a job's story."""
+    return [job_events(tenant, job_id), layout_events(tenant, job_id), f"{EVT}.{tenant}.task.{job_id}.*"]
+
+
+ALL_EVENTS = f"{EVT}.>"
+ALL_LAYOUT_EVENTS = f"{EVT}.*.layout.*"
+ALL_TASK_EVENTS = f"{EVT}.*.task.*.*"
+ALL_JOB_EVENTS = f"{EVT}.*.job.*"
+ALL_CLUSTER_EVENTS = f"{EVT}.*.cluster.*"
+ALL_CATALOG_EVENTS = f"{EVT}.*.catalog.>"
+
+
+# -- task queues: muster.task.<tenant>.<class> -------------------------------------------------
+
+
+def task_queue(tenant: str, provisioner_class: str) -> str:
+    return f"{TASK}.{token(tenant, 'tenant')}.{token(provisioner_class, 'provisioner class')}"
+
+
+def task_consumer(tenant: str, provisioner_class: str) -> str:
+    """One durable consumer per (tenant, class), shared by every worker that serves it:
+    work-queue streams allow no two consumers with overlapping filters."""
+    return f"workers-{token(tenant, 'tenant')}-{token(provisioner_class, 'provisioner class')}"
+
+
+# -- request/reply ---------------------------------------------------------------------------
+
+OPERATION_VERBS = ("create", "delete")
+ALL_OPS = f"{OPS}.>"
+
+
+def operation(tenant: str, verb: str) -> str:
+    return f"{OPS}.{token(tenant, 'tenant')}.{token(verb, 'operation')}"
+
+
+def job_query(tenant: str, job_id: str) -> str:
+    return f"{QUERY}.{token(tenant, 'tenant')}.job.{token(job_id, 'job id')}"
+
+
+ALL_JOB_QUERIES = f"{QUERY}.*.job.*"

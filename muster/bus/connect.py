@@ -1,0 +1,42 @@
+"""One way to connect to NATS, with reconnects that never give up while a service runs."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import nats
+import structlog
+from nats.aio.client import Client
+
+log = structlog.get_logger("muster.bus")
+
+DEFAULT_URL = "nats://127.0.0.1:4222"
+
+
+def nats_url(explicit: str | None = None) -> str:
+    return explicit or os.environ.get("NATS_URL") or DEFAULT_URL
+
+
+async def connect(url: str | None = None, name: str = "muster", **options: Any) -> Client:
+    async def on_error(err: Exception) -> None:
+        log.warning("nats error", error=str(err) or type(err).__name__)
+
+    async def on_disconnect() -> None:
+        log.warning("nats disconnected")
+
+    async def on_reconnect() -> None:
+        log.info("nats reconnected")
+
+    settings: dict[str, Any] = dict(
+        servers=nats_url(url).split(","),
+        name=name,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        connect_timeout=5,
+        error_cb=on_error,
+        disconnected_cb=on_disconnect,
+        reconnected_cb=on_reconnect,
+    )
+    settings.update(options)
+    return await nats.connect(**settings)

@@ -1,0 +1,224 @@
+"""The log: append and read contract events on the `EVENTS` stream.
+
+Appends carry the subject's expected last sequence (`Nats-Expected-Last-Subject-Sequence`), so
+a second writer working from a stale view is refused, never merged; and an idempotency key
+(`Nats-Msg-Id`), so a retried publish is stored once. Several events for one subject go in one
+atomic batch: all land or none do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import PubAck
+from nats.js.errors import APIError
+
+from contracts import subjects
+from contracts.events import Event, parse_event
+
+H_TYPE = "Muster-Type"
+H_AGGREGATE = "Muster-Aggregate"
+H_VERSION = "Muster-Version"
+H_TIME = "Muster-Time"
+H_MSG_ID = "Nats-Msg-Id"
+H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+
+WRONG_LAST_SEQUENCE = (10071, 10164)
+READ_BATCH = 1000
+BATCH_DUPLICATE = 10201  # an atomic batch whose message ids were already stored
+
+
+class ConcurrencyError(Exception):
+    """A stale writer: the subject moved on since the writer read it."""
+
+
+class StoreError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One event as it sits in the log."""
+
+    seq: int
+    subject: str
+    time: datetime
+    event: Any
+    aggregate_id: str | None = None
+    version: int | None = None
+
+    @property
+    def type(self) -> str:
+        return str(self.event.type)
+
+
+@dataclass(frozen=True)
+class Append:
+    """One event to append, with what the log needs to know about it."""
+
+    event: Event
+    msg_id: str
+    aggregate_id: str | None = None
+    version: int | None = None
+    time: datetime | None = None
+
+    def headers(self) -> dict[str, str]:
+        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}
+        if self.aggregate_id is not None:
+            h[H_AGGREGATE] = self.aggregate_id
+        if self.version is not None:
+            h[H_VERSION] = str(self.version)
+        h[H_TIME] = (self.time or datetime.now(timezone.utc)).isoformat()
+        return h
+
+
+def _recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
+    time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
+    time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc)
+    version = headers.get(H_VERSION)
+    return Recorded(
+        seq=seq,
+        subject=subject,
+        time=time,
+        event=parse_event(data),
+        aggregate_id=headers.get(H_AGGREGATE),
+        version=int(version) if version else None,
+    )
+
+
+def recorded_from_msg(msg: Msg) -> Recorded:
+    """For consumers: a JetStream message of the EVENTS stream as a Recorded event."""
+    return _recorded(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
+
+
+class EventStore:
+    def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=timeout)
+        self.stream = stream
+        self.timeout = timeout
+        self._batch = 0
+
+    # -- writing ------------------------------------------------------------------------
+
+    async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None = None) -> list[int]:
+        """Append `items` to `subject`; returns their stream sequences. With `expect_last_seq`
+        (0 = the subject must be empty) a stale writer gets ConcurrencyError."""
+        if not items:
+            return []
+        try:
+            if len(items) == 1:
+                headers = items[0].headers()
+                if expect_last_seq is not None:
+                    headers[H_EXPECT] = str(expect_last_seq)
+                ack = await self.js.publish(subject, items[0].event.model_dump_json().encode(), headers=headers)
+                return [ack.seq]
+            ack = await self._atomic_batch(subject, items, expect_last_seq)
+            return list(range(ack.seq - len(items) + 1, ack.seq + 1))
+        except APIError as err:
+            if err.err_code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
+                raise StoreError(f"{subject}: {err.description or err} (code {err.err_code})") from None
+            # The server checks the expected sequence before de-duplicating, so a retry of
+            # an append that did land looks like a stale write. It is a duplicate if the
+            # subject's last event carries the retried append's last idempotency key.
+            last = await self._last(subject)
+            if last is not None and last[1].get(H_MSG_ID) == items[-1].msg_id:
+                return list(range(last[0] - len(items) + 1, last[0] + 1))
+            raise ConcurrencyError(f"{subject}: {err.description}") from None
+
+    async def _atomic_batch(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> PubAck:
+        # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.
+        self._batch += 1
+        batch_id = f"{items[0].msg_id}~{len(items)}"[:64]
+        for i, item in enumerate(items, start=1):
+            headers = item.headers()
+            headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
+            if i == 1 and expect_last_seq is not None:
+                headers[H_EXPECT] = str(expect_last_seq)
+            data = item.event.model_dump_json().encode()
+            if i < len(items):
+                await self.nc.publish(subject, data, headers=headers)
+            else:
+                headers["Nats-Batch-Commit"] = "1"
+                reply = await self.nc.request(subject, data, timeout=self.timeout, headers=headers)
+        answer = json.loads(reply.data)
+        if "error" in answer:
+            err = answer["error"]
+            raise APIError(code=err.get("code"), err_code=err.get("err_code"), description=err.get("description"))
+        return PubAck.from_response(answer)
+
+    # -- reading ------------------------------------------------------------------------
+
+    async def last_seq(self, subject: str) -> int:
+        """The sequence of the subject's last event, 0 if it has none."""
+        last = await self._last(subject)
+        return last[0] if last else 0
+
+    async def _last(self, subject: str) -> tuple[int, dict[str, str]] | None:
+        raw: list[tuple[int, dict[str, str]]] = []
+        await self._direct_batch({"multi_last": [subject], "batch": 1}, raw=raw)
+        return raw[-1] if raw else None
+
+    async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
+        """Every event on subjects matching the filter, in log order."""
+        out: list[Recorded] = []
+        seq = start_seq
+        while True:
+            request: dict[str, Any] = {"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter}
+            if up_to_seq is not None:
+                request["up_to_seq"] = up_to_seq
+            batch = await self._direct_batch(request)
+            out.extend(batch)
+            if len(batch) < READ_BATCH:
+                return out
+            seq = batch[-1].seq + 1
+
+    async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
+        merged: dict[int, Recorded] = {}
+        for f in subject_filters:
+            for r in await self.read(f, up_to_seq=up_to_seq):
+                merged[r.seq] = r
+        return [merged[s] for s in sorted(merged)]
+
+    async def _direct_batch(
+        self, request: dict[str, Any], raw: list[tuple[int, dict[str, str]]] | None = None
+    ) -> list[Recorded]:
+        """Batch direct get: the server streams the messages, then a 204 EOB (or 404)."""
+        inbox = self.nc.new_inbox()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        got: list[Recorded] = []
+        failure: list[BaseException] = []
+
+        async def on_msg(msg: Msg) -> None:
+            headers = dict(msg.headers or {})
+            status = headers.get("Status")
+            if status:
+                if status not in ("204", "404") and not done.done():
+                    failure.append(StoreError(f"direct get failed: {status} {headers.get('Description', '')}"))
+                if not done.done():
+                    done.set_result(None)
+                return
+            if raw is not None:
+                raw.append((int(headers["Nats-Sequence"]), headers))
+                return
+            try:
+                got.append(_recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
+            except Exception as err:  # a message that is not a valid event must not hang the read
+                failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
+
+        sub = await self.nc.subscribe(inbox, cb=on_msg)
+        try:
+            await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox)
+            await asyncio.wait_for(done, self.timeout)
+        finally:
+            await sub.unsubscribe()
+        if failure:
+            raise failure[0]
+        return got

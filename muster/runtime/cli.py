@@ -1,0 +1,227 @@
+"""`muster up`, `muster demo`, `muster request`, `muster status`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
+from contracts.events import JobFailed, JobPlanned, JobSucceeded, TaskCompleted, TaskQueued
+from muster.bus.eventstore import EventStore
+from muster.catalog_files import CatalogFileError, load_catalog
+from muster.catalog_store import apply_catalog
+from muster.client import MusterClient
+
+from .supervisor import Deployment, StartError
+
+console = Console(stderr=False)
+DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))
+
+
+def _data_dir_option(f: Any) -> Any:
+    return click.option(
+        "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
+        help="where nats-server keeps its store and the services their logs",
+    )(f)
+
+
+def _nats_url_from(data_dir: Path) -> str | None:
+    url = os.environ.get("NATS_URL")
+    if url:
+        return url
+    saved = data_dir / "nats.url"
+    return saved.read_text().strip() if saved.exists() else None
+
+
+async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
+    try:
+        catalog = load_catalog(folder)
+    except CatalogFileError as err:
+        raise click.ClickException(str(err)) from None
+    return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli")
+
+
+async def _run_until_signal(deployment: Deployment) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    exited = asyncio.ensure_future(deployment.wait_for_exit())
+    stopping = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait({exited, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if exited in done:
+        child = exited.result()
+        console.print(f"[red]{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}[/red]")
+    for f in (exited, stopping):
+        f.cancel()
+
+
+@click.command("up")
+@_data_dir_option
+@click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
+@click.option("--catalog", "catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="load this Coopr-format catalog folder")
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--capacity", default=8, show_default=True, help="provisioner workers")
+def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int) -> None:
+    """Start nats-server (unless NATS_URL is set) and the four services; Ctrl-C stops all."""
+
+    async def main() -> None:
+        deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
+                                capacity=capacity, tenants=tenant)
+        try:
+            await deployment.start()
+            if catalog_dir is not None:
+                async with await MusterClient.connect(deployment.nats_url) as client:
+                    n = await _load_catalog(client, tenant, catalog_dir)
+                console.print(f"catalog: {n} entities applied for tenant {tenant}")
+            console.print(f"nats:    {deployment.nats_url}")
+            console.print(f"tracker: {deployment.tracker_url}")
+            console.print(f"logs:    {data_dir / 'logs'}")
+            console.print("muster is up; Ctrl-C stops it.", style="bold")
+            sys.stdout.flush()
+            await _run_until_signal(deployment)
+        finally:
+            await deployment.stop()
+            console.print("stopped.")
+
+    _run(main())
+
+
+def _run(coro: Any) -> None:
+    try:
+        asyncio.run(coro)
+    except StartError as err:
+        raise click.ClickException(str(err)) from None
+    except KeyboardInterrupt:
+        pass
+
+
+# -- demo ------------------------------------------------------------------------------------
+
+
+async def follow(client: MusterClient, job_id: str, tenant: str, title: str) -> Any:
+    """Live progress of a job from its events; returns the final event."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        bar = progress.add_task(f"{title}: solving layout", total=None)
+        final: Any = None
+        async for recorded in client.events(job_id, tenant):
+            e = recorded.event
+            if isinstance(e, JobPlanned):
+                progress.update(bar, total=len(e.tasks), description=f"{title}: {len(e.tasks)} tasks, {len(e.stages)} stages")
+            elif isinstance(e, TaskQueued):
+                progress.update(bar, description=f"{title}: {e.action.value} {e.service or ''} on {e.node}".rstrip())
+            elif isinstance(e, TaskCompleted):
+                progress.advance(bar)
+            elif isinstance(e, (JobSucceeded, JobFailed)):
+                final = e
+                progress.update(bar, description=f"{title}: {'done' if isinstance(e, JobSucceeded) else 'FAILED'}")
+        return final
+
+
+def _layout_table(layout: dict[str, Any]) -> Table:
+    table = Table(title=f"layout: {layout['nodes']} nodes")
+    for col in ("count", "hardware", "image", "services"):
+        table.add_column(col)
+    for g in layout["layout"]:
+        table.add_row(str(g["count"]), g["hardwaretype"], g["imagetype"], ", ".join(g["services"]))
+    return table
+
+
+async def _tracker_job(tracker_url: str, tenant: str, job_id: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant}) as resp:
+            return await resp.json()  # type: ignore[no-any-return]
+
+
+@click.command("demo")
+@_data_dir_option
+@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50))
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--keep", is_flag=True, help="do not delete the cluster at the end")
+def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
+    """Start everything, load the demo catalog, build a cluster, show it, delete it."""
+
+    async def main() -> None:
+        deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=0, tenants=tenant)
+        try:
+            await deployment.start()
+            console.print(f"nats {deployment.nats_url} · tracker {deployment.tracker_url} · logs {data_dir / 'logs'}")
+            async with await MusterClient.connect(deployment.nats_url) as client:
+                n = await _load_catalog(client, tenant, DEMO_CATALOG)
+                console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
+                reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
+                if isinstance(reply, Rejected):
+                    raise click.ClickException(f"create rejected: {reply.reason}")
+                console.print(f"create accepted: job {reply.job_id}, cluster {reply.cluster_id}")
+                final = await follow(client, reply.job_id, tenant, "create")
+                status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
+                console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
+                if status.get("layout"):
+                    console.print(_layout_table(status["layout"]))
+                if isinstance(final, JobFailed):
+                    raise click.ClickException(f"create failed: {final.reason}")
+                if not keep:
+                    deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
+                    if isinstance(deleted, Rejected):
+                        raise click.ClickException(f"delete rejected: {deleted.reason}")
+                    final = await follow(client, deleted.job_id, tenant, "delete")
+                    if isinstance(final, JobFailed):
+                        raise click.ClickException(f"delete failed: {final.reason}")
+                    console.print(f"cluster {reply.cluster_id} deleted.")
+        finally:
+            await deployment.stop()
+            console.print("everything stopped.")
+
+    _run(main())
+
+
+# -- for scripts -------------------------------------------------------------------------------
+
+
+@click.command("request")
+@click.argument("verb", type=click.Choice(["create", "delete"]))
+@click.argument("body", default="-")
+@_data_dir_option
+@click.option("--tenant", default="default", show_default=True)
+@click.option("--wait", is_flag=True, help="wait until the job ends; exit 1 if it failed")
+def request(verb: str, body: str, data_dir: Path, tenant: str, wait: bool) -> None:
+    """Send an operation request (JSON BODY, or - for stdin) and print the reply as JSON."""
+    raw = sys.stdin.read() if body == "-" else body
+
+    async def main() -> int:
+        async with await MusterClient.connect(_nats_url_from(data_dir)) as client:
+            reply = await client.send_raw(tenant, verb, raw.encode())
+            click.echo(reply.model_dump_json())
+            if isinstance(reply, Rejected):
+                return 2
+            if wait and isinstance(reply, Accepted):
+                final = await client.wait(reply.job_id, tenant)
+                click.echo(final.model_dump_json())
+                return 0 if isinstance(final, JobSucceeded) else 1
+            return 0
+
+    sys.exit(asyncio.run(main()))
+
+
+@click.command("status")
+@click.argument("job_id")
+@_data_dir_option
+@click.option("--tenant", default="default", show_default=True)
+def status(job_id: str, data_dir: Path, tenant: str) -> None:
+    """Print a job's status (from the tracker) as JSON."""
+    saved = data_dir / "tracker.url"
+    tracker = os.environ.get("MUSTER_TRACKER_URL") or (saved.read_text().strip() if saved.exists() else "http://127.0.0.1:8080")
+    click.echo(json.dumps(asyncio.run(_tracker_job(tracker, tenant, job_id)), indent=2))

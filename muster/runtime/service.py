@@ -1,0 +1,65 @@
+"""What every service process shares: logging, connecting, and running until a signal."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+
+import structlog
+from nats.aio.client import Client
+
+from muster.bus.connect import connect
+from muster.bus.streams import ensure_streams
+
+
+def configure_logging(service: str) -> None:
+    level = getattr(logging, os.environ.get("MUSTER_LOG_LEVEL", "INFO").upper(), logging.INFO)
+    renderer: structlog.typing.Processor = (
+        structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+    structlog.contextvars.bind_contextvars(service=service)
+
+
+Setup = Callable[[Client, AsyncExitStack], Awaitable[None]]
+
+
+async def run_service(name: str, url: str | None, setup: Setup) -> None:
+    """Connect, declare streams, let `setup` subscribe, then run until SIGINT/SIGTERM and
+    drain (finish in-flight callbacks, flush acks) before exiting."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log = structlog.get_logger(f"muster.{name}")
+    nc = await connect(url, name=name)
+    try:
+        await ensure_streams(nc.jetstream())
+        async with AsyncExitStack() as stack:
+            await setup(nc, stack)
+            log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")
+            await stop.wait()
+            log.info("stopping")
+    finally:
+        if not nc.is_closed:
+            await nc.drain()
+
+
+def main_for(name: str, url: str | None, setup: Setup) -> None:
+    configure_logging(name)
+    asyncio.run(run_service(name, url, setup))

@@ -1,0 +1,66 @@
+"""Composition root of the planner service."""
+
+from __future__ import annotations
+
+import os
+import socket
+from contextlib import AsyncExitStack
+
+import click
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from contracts import subjects
+from muster.bus.consume import consume_events
+from muster.bus.eventstore import EventStore
+from muster.runtime.service import main_for
+
+from .app import Planner, PlannerConfig
+
+log = structlog.get_logger("muster.planner")
+
+
+async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
+    planner = Planner(nc=nc, store=EventStore(nc), config=config)
+    await planner.resume()
+
+    async def on_request(msg: Msg) -> None:
+        _, _, tenant, verb = (msg.subject.split(".") + ["", "", "", ""])[:4]
+        try:
+            reply = await planner.handle_request(tenant, verb, msg.data)
+        except Exception:  # a bug must not leave a requester without an answer
+            log.exception("request failed", subject=msg.subject)
+            from contracts.commands import Rejected
+
+            reply = Rejected(reason="internal error while handling the request; see the planner's log")
+        if msg.reply:
+            await msg.respond(reply.model_dump_json().encode())
+
+    subs = [
+        await nc.subscribe(f"{subjects.OPS}.*.*", queue="planners", cb=on_request),
+        await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event),
+        await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event),
+    ]
+    for sub in subs:
+        stack.push_async_callback(sub.unsubscribe)
+    return planner
+
+
+@click.command("planner")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--instance", default=None, help="this planner's name (default: planner-<host>-<pid>)")
+@click.option("--max-attempts", default=3, show_default=True, help="attempts per task before the job fails")
+@click.option("--mode", type=click.Choice(["eager", "staged"]), default="eager", show_default=True)
+def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str) -> None:
+    """Run the planner service."""
+    config = PlannerConfig(
+        instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode
+    )
+
+    async def setup(nc: Client, stack: AsyncExitStack) -> None:
+        await start_planner(nc, stack, config)
+
+    main_for("planner", nats_url, setup)
+
+

@@ -1,0 +1,61 @@
+"""Build the message a provisioner receives for one task attempt (pure)."""
+
+from __future__ import annotations
+
+from contracts.catalog import Action, Catalog
+from contracts.tasks import NodeInfo, ProviderRef, ServiceRef, TaskMessage
+
+from .domain.cluster import Cluster
+from .domain.job import Job
+
+
+def node_info(cluster: Cluster, catalog: Catalog, node_id: str) -> NodeInfo:
+    node = cluster.nodes[node_id]
+    automators = sorted(
+        {
+            action.type
+            for name in node.services
+            if name in catalog.services
+            for action in catalog.services[name].provisioner.actions.values()
+        }
+    )
+    return NodeInfo(
+        id=node.id,
+        hostname=cluster.hostname(node_id),
+        nodenum=node.nodenum,
+        hardwaretype=node.hardwaretype,
+        imagetype=node.imagetype,
+        flavor=node.flavor,
+        image=node.image,
+        sshuser=node.sshuser,
+        services=sorted(node.services),
+        automators=automators,
+        ipaddresses=cluster.ipaddresses.get(node_id, {}),
+    )
+
+
+def task_message(job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, provisioner_class: str) -> TaskMessage:
+    task = job.tasks[task_id]
+    action = Action(task["action"])
+    service = None
+    if task["service"]:
+        definition = catalog.services[task["service"]].provisioner.actions[action]
+        service = ServiceRef(name=task["service"], action=definition)
+    provider = catalog.providers[cluster.provider]
+    return TaskMessage(
+        tenant=job.tenant,
+        cluster_id=str(cluster.id),
+        job_id=str(job.id),
+        task_id=task_id,
+        attempt=attempt,
+        action=action,
+        provisioner_class=provisioner_class,
+        node=node_info(cluster, catalog, task["node"]),
+        service=service,
+        # Sensitive fields never reach the catalog in the log (docs/secrets.md), so every
+        # field here may travel.
+        provider=ProviderRef(name=provider.name, providertype=provider.providertype, fields=provider.provisioner),
+        results=cluster.results.get(task["node"], {}),
+        nodes={n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)},
+        config=cluster.config,
+    )

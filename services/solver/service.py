@@ -1,0 +1,70 @@
+"""The solver on the bus: answers `LayoutRequested` with `LayoutSolved` / `LayoutUnsolvable`.
+
+Stateless: the request event carries the catalog it needs. Several solvers share the work
+through one durable consumer with a queue group; if two ever answer the same request, the
+answer is appended with the request's sequence as the expected last sequence, so only the
+first lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from pydantic import ValidationError
+
+from contracts.catalog import Catalog
+from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable
+from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
+
+from .domain import SolveError, SolveRequest, solve
+
+log = structlog.get_logger("muster.solver")
+
+
+def answer(request: LayoutRequested, solver: str) -> LayoutSolved | LayoutUnsolvable:
+    """Pure: the answer to one request."""
+    try:
+        catalog = Catalog.model_validate(request.catalog)
+    except ValidationError as err:
+        return LayoutUnsolvable(job_id=request.job_id, kind="invalid", message=f"catalog in request: {err}", solver=solver)
+    solve_request = SolveRequest(
+        template=request.template,
+        nodes=request.nodes,
+        services=tuple(request.services) if request.services is not None else None,
+        provider=request.provider,
+        hardware=request.hardwaretype,
+        image=request.imagetype,
+        existing=request.existing,
+        add_services=tuple(request.add_services),
+        remove_services=tuple(request.remove_services),
+        exclude=tuple(request.exclude),
+    )
+    try:
+        layout = solve(catalog, solve_request)
+    except SolveError as err:
+        return LayoutUnsolvable(job_id=request.job_id, kind=err.kind, message=err.message, solver=solver)
+    return LayoutSolved(job_id=request.job_id, layout=layout, solver=solver)
+
+
+class SolverService:
+    def __init__(self, store: EventStore, name: str) -> None:
+        self.store = store
+        self.name = name
+
+    async def on_event(self, recorded: Recorded) -> None:
+        if not isinstance(recorded.event, LayoutRequested):
+            return
+        request = recorded.event
+        # CPU-bound; a thread keeps this process answering heartbeats and acks meanwhile.
+        result = await asyncio.to_thread(answer, request, self.name)
+        try:
+            await self.store.append(
+                recorded.subject,
+                [Append(result, msg_id=f"{request.job_id}:layout-answer:{recorded.seq}")],
+                expect_last_seq=recorded.seq,
+            )
+        except ConcurrencyError:
+            log.info("request already answered", job=request.job_id)
+            return
+        log.info("answered", job=request.job_id, result=result.type)

@@ -1,0 +1,36 @@
+"""Composition root of the tracker service."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+import click
+import structlog
+from aiohttp import web
+from nats.aio.client import Client
+
+from muster.bus.eventstore import EventStore
+from muster.runtime.service import main_for
+
+from .http import make_app
+
+log = structlog.get_logger("muster.tracker")
+
+
+@click.command("tracker")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+def main(nats_url: str | None, host: str, port: int) -> None:
+    """Run the tracker HTTP API."""
+
+    async def setup(nc: Client, stack: AsyncExitStack) -> None:
+        runner = web.AppRunner(make_app(EventStore(nc)), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        stack.push_async_callback(runner.cleanup)
+        bound = runner.addresses[0] if runner.addresses else (host, port)
+        log.info("listening", url=f"http://{bound[0]}:{bound[1]}")
+
+    main_for("tracker", nats_url, setup)

@@ -1,0 +1,63 @@
+"""Commands and events: type literals, schema versions, errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.commands import COMMAND_ADAPTER, CreateCluster
+from contracts.events import EVENT_TYPES, TaskQueued, parse_event
+
+
+def test_every_event_has_a_type_literal_and_a_version() -> None:
+    assert len(EVENT_TYPES) >= 15
+    for name, cls in EVENT_TYPES.items():
+        assert cls.model_fields["type"].default == name
+        assert cls.model_fields["v"].default >= 1
+        assert name[0].isupper() and name.endswith(("ed", "Put", "Solved", "Unsolvable"))  # facts, past tense
+
+
+def test_event_round_trip() -> None:
+    e = TaskQueued(job_id="j", task_id="n1.create", attempt=1, node="n1", action="create")
+    assert parse_event(e.model_dump_json()) == e
+
+
+def test_unknown_event_type_is_refused() -> None:
+    with pytest.raises(ValidationError):
+        parse_event(b'{"type": "Nope", "v": 1}')
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"type": "CreateCluster", "name": "c", "template": "t", "nodes": 0}, "nodes"),
+        ({"type": "CreateCluster", "name": "c", "template": "t", "nodes": 10_001}, "nodes"),
+        ({"type": "CreateCluster", "name": "c", "template": "t", "nodes": "five"}, "nodes"),
+        ({"type": "CreateCluster", "name": "c", "template": "t", "nodes": 3, "colour": "red"}, "colour"),
+        ({"type": "CreateCluster", "name": "a.b", "template": "t", "nodes": 3}, "name"),
+        ({"type": "DeleteCluster", "cluster_id": "x>y"}, "cluster_id"),
+    ],
+)
+def test_invalid_command_names_the_field(body: dict[str, object], field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        COMMAND_ADAPTER.validate_python(body)
+    assert any(field in [str(p) for p in e["loc"]] for e in err.value.errors())
+
+
+def test_commands_are_imperative_and_versioned() -> None:
+    c = CreateCluster(name="c", template="t", nodes=3)
+    assert c.type == "CreateCluster" and c.v == 1
+
+
+@pytest.mark.parametrize("bad", ["a.b", "*", ">", "", "a b", "x" * 129])
+def test_subject_tokens_refuse_injection(bad: str) -> None:
+    with pytest.raises(subjects.SubjectError):
+        subjects.job_events(bad, "j")
+
+
+def test_subjects_have_the_documented_shape() -> None:
+    assert subjects.job_events("acme", "j1") == "muster.evt.acme.job.j1"
+    assert subjects.task_events("acme", "j1", "n1-create") == "muster.evt.acme.task.j1.n1-create"
+    assert subjects.task_queue("acme", "default") == "muster.task.acme.default"
+    assert subjects.operation("acme", "create") == "muster.ops.acme.create"
