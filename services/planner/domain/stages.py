@@ -61,6 +61,8 @@ def _a_cycle(task_ids: Sequence[str], links: Sequence[Link], incoming: dict[str,
         node = preds[node]
     cycle = path[path.index(node):]
     cycle.reverse()
+    first = cycle.index(min(cycle))  # the same cycle is always named the same way
+    cycle = cycle[first:] + cycle[:first]
     return [*cycle, cycle[0]]
 
 

@@ -1,0 +1,354 @@
+"""build_plan: chains per operation, the four cross-service rules, provides, minimization,
+skipping, subsets and thrown-in starts, start/stop expansion, errors (coopr-facts §2.2-2.4)."""
+
+from __future__ import annotations
+
+import pytest
+from planner_support import catalog, node, svc
+
+from contracts.catalog import Action
+from services.planner.domain.plan import OPERATIONS, Plan, PlanError, build_plan, task_id
+
+HADOOP = catalog(
+    svc("base", ["install", "configure"]),
+    svc("zk", ["install", "configure", "start", "stop"], install=["base"]),
+    svc("nn", ["install", "configure", "initialize", "start", "stop"], install=["base"], runtime=["zk"]),
+    svc("dn", ["install", "configure", "start", "stop", "remove"], install=["base"], runtime=["nn"], provides=["hdfs"]),
+    svc("hb", ["install", "configure", "initialize", "start", "stop", "remove"], install=["base"], runtime=["hdfs", "zk"]),
+)
+CLUSTER = [node("n1", "base", "zk"), node("n2", "base", "nn"), node("n3", "base", "dn"), node("n4", "base", "dn")]
+
+
+def ids(plan: Plan) -> set[str]:
+    return {t.id for t in plan.tasks}
+
+
+def edges(plan: Plan) -> set[tuple[str, str]]:
+    return set(plan.edges)
+
+
+def chain(*tasks: str) -> set[tuple[str, str]]:
+    return set(zip(tasks, tasks[1:]))
+
+
+# -- chains per operation ---------------------------------------------------------------------
+
+
+def test_create_runs_the_full_chain_for_one_service() -> None:
+    plan = build_plan(catalog(svc("s")), [node("n1", "s")], "create")
+    expected = ["n1.create", "n1.confirm", "n1.bootstrap", "n1.install.s", "n1.configure.s", "n1.initialize.s", "n1.start.s"]
+    assert [t.id for t in plan.tasks] == expected
+    assert edges(plan) == chain(*expected)
+    assert [list(s) for s in plan.stages] == [[t] for t in expected]
+
+
+def test_machine_actions_are_planned_once_per_node_and_shared_by_its_services() -> None:
+    plan = build_plan(catalog(svc("a"), svc("b")), [node("n1", "a", "b")], "create")
+    machine = [t for t in plan.tasks if t.service is None]
+    assert [t.id for t in machine] == ["n1.create", "n1.confirm", "n1.bootstrap"]
+    assert {("n1.bootstrap", "n1.install.a"), ("n1.bootstrap", "n1.install.b")} <= edges(plan)
+
+
+def test_a_service_lacking_actions_is_skipped_and_its_chain_goes_on() -> None:
+    plan = build_plan(catalog(svc("s", ["configure", "start"])), [node("n1", "s")], "add-services", services=["s"])
+    assert [t.id for t in plan.tasks] == ["n1.bootstrap", "n1.configure.s", "n1.start.s"]
+    assert edges(plan) == chain("n1.bootstrap", "n1.configure.s", "n1.start.s")
+
+
+def test_a_node_without_services_still_gets_its_machine_in_create_and_delete() -> None:
+    assert ids(build_plan({}, [node("n1")], "create")) == {"n1.create", "n1.confirm", "n1.bootstrap"}
+    assert ids(build_plan({}, [node("n1")], "delete")) == {"n1.delete"}
+    assert ids(build_plan({}, [node("n1")], "configure")) == set()
+
+
+def test_delete_is_one_isolated_delete_per_node() -> None:
+    plan = build_plan(HADOOP, CLUSTER, "delete")
+    assert [t.id for t in plan.tasks] == ["n1.delete", "n2.delete", "n3.delete", "n4.delete"]
+    assert plan.edges == ()
+    assert plan.stages == (("n1.delete", "n2.delete", "n3.delete", "n4.delete"),)
+
+
+def test_delete_does_not_need_the_services_in_the_catalog() -> None:
+    assert ids(build_plan({}, [node("n1", "gone-from-catalog")], "delete")) == {"n1.delete"}
+
+
+@pytest.mark.parametrize(
+    ("operation", "expected"),
+    [
+        ("create", ["n1.create", "n1.confirm", "n1.bootstrap", "n1.install.s", "n1.configure.s", "n1.initialize.s", "n1.start.s"]),
+        ("add-services", ["n1.bootstrap", "n1.install.s", "n1.configure.s", "n1.initialize.s", "n1.start.s"]),
+        ("configure", ["n1.bootstrap", "n1.configure.s"]),
+        ("configure-restart", ["n1.bootstrap", "n1.stop.s", "n1.configure.s", "n1.start.s"]),
+        ("start", ["n1.start.s"]),
+        ("stop", ["n1.stop.s"]),
+        ("restart", ["n1.stop.s", "n1.start.s"]),
+        ("remove-services", ["n1.stop.s", "n1.remove.s"]),
+        ("delete", ["n1.delete"]),
+    ],
+)
+def test_each_operation_has_its_chain(operation: str, expected: list[str]) -> None:
+    plan = build_plan(catalog(svc("s")), [node("n1", "s")], operation, services=["s"] if "services" in operation else None)
+    assert [t.id for t in plan.tasks] == expected
+    assert edges(plan) == chain(*expected)
+
+
+def test_expand_and_shrink_chains() -> None:
+    nodes = [node("n1", "s"), node("n2", "s")]
+    assert [t.id for t in build_plan(catalog(svc("s")), nodes, "expand", node_ids=["n2"]).tasks] == [
+        "n2.create", "n2.confirm", "n2.bootstrap", "n2.install.s", "n2.configure.s", "n2.initialize.s", "n2.start.s"]
+    assert [t.id for t in build_plan(catalog(svc("s")), nodes, "shrink", node_ids=["n2"]).tasks] == ["n2.stop.s", "n2.delete"]
+
+
+def test_operation_orders_follow_coopr() -> None:
+    A = Action
+    assert OPERATIONS["create"] == (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
+    assert OPERATIONS["delete"] == (A.DELETE,)
+    assert OPERATIONS["add-services"] == (A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
+    assert OPERATIONS["configure"] == (A.BOOTSTRAP, A.CONFIGURE)
+    assert OPERATIONS["configure-restart"] == (A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START)
+    assert OPERATIONS["start"] == (A.START,)
+    assert OPERATIONS["stop"] == (A.STOP,)
+    assert OPERATIONS["restart"] == (A.STOP, A.START)
+
+
+# -- the four cross-service rules -------------------------------------------------------------
+
+RULES_CAT = catalog(svc("b"), svc("a", install=["b"], runtime=["b"]))
+RULES_NODES = [node("n1", "b"), node("n2", "b"), node("n3", "a")]
+
+
+def test_rule_start_b_before_start_a_on_every_node_hosting_b() -> None:
+    plan = build_plan(RULES_CAT, RULES_NODES, "start")
+    assert edges(plan) == {("n1.start.b", "n3.start.a"), ("n2.start.b", "n3.start.a")}
+
+
+def test_rule_start_b_before_initialize_a() -> None:
+    plan = build_plan(RULES_CAT, RULES_NODES, "create")
+    assert {("n1.start.b", "n3.initialize.a"), ("n2.start.b", "n3.initialize.a")} <= edges(plan)
+
+
+def test_rule_stop_a_before_stop_b() -> None:
+    plan = build_plan(RULES_CAT, RULES_NODES, "stop")
+    assert edges(plan) == {("n3.stop.a", "n1.stop.b"), ("n3.stop.a", "n2.stop.b")}
+
+
+def test_rule_install_b_before_install_a() -> None:
+    plan = build_plan(RULES_CAT, RULES_NODES, "create")
+    assert {("n1.install.b", "n3.install.a"), ("n2.install.b", "n3.install.a")} <= edges(plan)
+
+
+def test_install_rules_use_the_install_graph_and_runtime_rules_the_runtime_graph() -> None:
+    cat = catalog(svc("b"), svc("c"), svc("a", install=["b"], runtime=["c"]))
+    plan = build_plan(cat, [node("n1", "a", "b", "c")], "create")
+    cross = {e for e in edges(plan) if e[0].split(".")[-1] != e[1].split(".")[-1] and plan.by_id[e[0]].service}
+    assert cross == {("n1.install.b", "n1.install.a"), ("n1.start.c", "n1.initialize.a"), ("n1.start.c", "n1.start.a")}
+
+
+def test_a_fan_in_is_one_link_not_a_pair_per_node() -> None:
+    nodes = [node(f"n{i}", "b") for i in range(50)] + [node(f"m{i}", "a") for i in range(50)]
+    plan = build_plan(RULES_CAT, nodes, "start")
+    assert len(plan.links) == 1 and len(plan.edges) == 2500
+    assert plan.predecessors("m7.start.a") == tuple(f"n{i}.start.b" for i in range(50))
+
+
+def test_provides_substitutes_every_provider_of_the_name() -> None:
+    plan = build_plan(HADOOP, [*CLUSTER, node("n5", "hb")], "create")
+    assert set(plan.predecessors("n5.start.hb")) == {"n5.initialize.hb", "n3.start.dn", "n4.start.dn"}
+    assert set(plan.predecessors("n5.initialize.hb")) == {"n5.configure.hb", "n3.start.dn", "n4.start.dn"}
+
+
+def test_minimized_dependencies_give_only_the_nearest_edges() -> None:
+    cat = catalog(
+        svc("base"),
+        svc("s1", runtime=["base"]),
+        svc("s2", runtime=["base", "s1"]),
+        svc("s3", runtime=["base", "s1", "s2"]),
+        svc("s4", runtime=["base"]),
+        svc("s5", runtime=["base", "s1", "s2", "s3", "s4"]),
+    )
+    plan = build_plan(cat, [node(f"n{i}", s) for i, s in enumerate(cat)], "start")
+    assert set(plan.predecessors("n5.start.s5")) == {"n3.start.s3", "n4.start.s4"}
+
+
+def test_cluster_runtime_dependencies_in_a_plan() -> None:
+    cat = catalog(
+        svc("s1", ["initialize", "start"]),
+        svc("s2", ["configure", "initialize"], runtime=["s1"]),
+        svc("s3", ["start"], runtime=["s1"]),
+        svc("s4", ["initialize", "start"], runtime=["s2", "s3", "s6"]),
+        svc("s5", ["initialize", "start"]),
+        svc("s6", ["initialize"], runtime=["s5"]),
+    )
+    plan = build_plan(cat, [node("h", *cat)], "create")
+    cross = {(a, b) for a, b in plan.edges if plan.by_id[a].service not in (None, plan.by_id[b].service)}
+    assert cross == {
+        ("h.start.s1", "h.initialize.s2"),
+        ("h.start.s1", "h.start.s3"),
+        ("h.start.s3", "h.start.s4"), ("h.start.s5", "h.start.s4"),
+        ("h.start.s3", "h.initialize.s4"), ("h.start.s5", "h.initialize.s4"),
+        ("h.start.s5", "h.initialize.s6"),
+    }
+
+
+def test_cluster_install_dependencies_in_a_plan() -> None:
+    cat = catalog(
+        svc("s1", ["install"]),
+        svc("s2", ["configure"], install=["s1"]),
+        svc("s3", ["install"], install=["s1"]),
+        svc("s4", ["install"], install=["s2", "s3", "s6"]),
+        svc("s5", ["install"]),
+        svc("s6", ["configure"], install=["s5"]),
+    )
+    plan = build_plan(cat, [node("h", *cat)], "create")
+    cross = {(a, b) for a, b in plan.edges if plan.by_id[a].service not in (None, plan.by_id[b].service)}
+    assert cross == {("h.install.s1", "h.install.s3"), ("h.install.s3", "h.install.s4"), ("h.install.s5", "h.install.s4")}
+
+
+def test_dependencies_on_services_not_on_the_cluster_are_ignored() -> None:
+    cat = catalog(svc("s1", ["install"]), svc("s2", ["install"], install_uses=["s1", "s3"]), svc("s3", ["install"]))
+    plan = build_plan(cat, [node("n1", "s1"), node("n2", "s2")], "create")
+    assert plan.predecessors("n2.install.s2") == ("n2.bootstrap", "n1.install.s1")
+
+
+def test_a_rule_applies_only_if_the_dependent_has_the_action() -> None:
+    cat = catalog(svc("b"), svc("a", ["install", "configure"], runtime=["b"]))
+    plan = build_plan(cat, [node("n1", "a", "b")], "create")
+    assert not any(plan.by_id[x].service == "b" and plan.by_id[y].service == "a" for x, y in plan.edges)
+
+
+# -- subsets: thrown-in starts, dropped install edges ----------------------------------------
+
+
+def test_add_services_throws_in_starts_of_running_dependencies_and_drops_their_install_edges() -> None:
+    nodes = [*CLUSTER[:3], node("n4", "base", "dn", "hb")]
+    plan = build_plan(HADOOP, nodes, "add-services", services=["hb"], node_ids=["n4"])
+    assert ids(plan) == {
+        "n4.bootstrap", "n4.install.hb", "n4.configure.hb", "n4.initialize.hb", "n4.start.hb",
+        "n3.start.dn", "n4.start.dn",  # thrown in: hb needs hdfs (provided by dn) running
+    }
+    assert plan.thrown_in == {"n3.start.dn", "n4.start.dn"}
+    assert plan.predecessors("n4.install.hb") == ("n4.bootstrap",)  # install base is not planned
+    assert set(plan.predecessors("n4.start.hb")) == {"n4.initialize.hb", "n3.start.dn", "n4.start.dn"}
+    assert plan.predecessors("n3.start.dn") == ()  # thrown-in tasks get no edges of their own
+
+
+def test_restart_of_a_subset_throws_in_the_start_of_what_it_needs() -> None:
+    plan = build_plan(HADOOP, CLUSTER, "restart", services=["dn"])
+    assert ids(plan) == {"n3.stop.dn", "n3.start.dn", "n4.stop.dn", "n4.start.dn", "n2.start.nn"}
+    assert plan.thrown_in == {"n2.start.nn"}
+
+
+def test_expand_gives_new_nodes_the_create_chain_and_runtime_edges_to_existing_services() -> None:
+    nodes = [*CLUSTER, node("n5", "base", "dn")]
+    plan = build_plan(HADOOP, nodes, "expand", node_ids=["n5"])
+    assert {t.node for t in plan.tasks if t.id not in plan.thrown_in} == {"n5"}
+    assert plan.thrown_in == {"n2.start.nn"}
+    assert ("n2.start.nn", "n5.start.dn") in edges(plan)
+    assert plan.predecessors("n5.install.dn") == ("n5.bootstrap", "n5.install.base")  # old installs dropped
+
+
+def test_shrink_stops_in_reverse_dependency_order_then_deletes_and_leaves_other_nodes_alone() -> None:
+    nodes = [node("n1", "base", "zk", "nn"), node("n2", "base", "dn"), node("n3", "base", "dn", "hb")]
+    plan = build_plan(HADOOP, nodes, "shrink", node_ids=["n1"])
+    assert ids(plan) == {"n1.stop.zk", "n1.stop.nn", "n1.delete"}
+    assert edges(plan) == {("n1.stop.nn", "n1.stop.zk"), ("n1.stop.zk", "n1.delete"), ("n1.stop.nn", "n1.delete")}
+
+
+def test_remove_services_stops_then_removes_in_reverse_dependency_order() -> None:
+    cat = catalog(svc("b"), svc("a", install=["b"], runtime=["b"]), svc("keep"))
+    nodes = [node("n1", "b", "keep"), node("n2", "a")]
+    plan = build_plan(cat, nodes, "remove-services", services=["a", "b"])
+    assert ids(plan) == {"n1.stop.b", "n1.remove.b", "n2.stop.a", "n2.remove.a"}
+    assert edges(plan) == {
+        ("n2.stop.a", "n1.stop.b"), ("n1.stop.b", "n1.remove.b"), ("n2.stop.a", "n2.remove.a"),
+        ("n2.remove.a", "n1.remove.b"),
+    }
+
+
+# -- start / stop expansion -------------------------------------------------------------------
+
+
+def test_start_expands_to_what_the_services_need_running() -> None:
+    plan = build_plan(HADOOP, CLUSTER, "start", services=["nn"])
+    assert ids(plan) == {"n1.start.zk", "n2.start.nn"}
+    assert plan.edges == (("n1.start.zk", "n2.start.nn"),)
+
+
+def test_stop_and_restart_expand_to_the_services_that_depend_on_them() -> None:
+    stop = build_plan(HADOOP, CLUSTER, "stop", services=["nn"])
+    assert ids(stop) == {"n2.stop.nn", "n3.stop.dn", "n4.stop.dn"}
+    assert edges(stop) == {("n3.stop.dn", "n2.stop.nn"), ("n4.stop.dn", "n2.stop.nn")}
+    restart = build_plan(HADOOP, CLUSTER, "restart", services=["zk"])
+    assert {t.service for t in restart.tasks} == {"zk", "nn", "dn"}
+    assert [list(s) for s in restart.stages] == [
+        ["n3.stop.dn", "n4.stop.dn"], ["n2.stop.nn"], ["n1.stop.zk"], ["n1.start.zk"], ["n2.start.nn"],
+        ["n3.start.dn", "n4.start.dn"],
+    ]
+
+
+def test_start_stop_restart_default_to_every_service() -> None:
+    assert {t.service for t in build_plan(HADOOP, CLUSTER, "start").tasks} == {"zk", "nn", "dn"}
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def test_a_dependency_cycle_is_an_error_naming_the_services() -> None:
+    cat = catalog(svc("x", runtime=["y"]), svc("y", runtime=["x"]))
+    with pytest.raises(PlanError, match="runtime dependency cycle between services: x -> y -> x"):
+        build_plan(cat, [node("n1", "x"), node("n2", "y")], "create")
+    assert ids(build_plan(cat, [node("n1", "x"), node("n2", "y")], "delete")) == {"n1.delete", "n2.delete"}
+
+
+@pytest.mark.parametrize(
+    ("operation", "kwargs", "message"),
+    [
+        ("explode", {}, "unknown operation 'explode'"),
+        ("expand", {}, "expand needs node_ids"),
+        ("shrink", {}, "shrink needs node_ids"),
+        ("add-services", {}, "add-services needs the services"),
+        ("remove-services", {}, "remove-services needs the services"),
+        ("start", {"services": ["ghost"]}, r"service\(s\) \['ghost'\] not in the catalog"),
+        ("start", {"services": ["hb"]}, r"service\(s\) \['hb'\] not on the cluster"),
+        ("create", {"node_ids": ["n9"]}, r"unknown node\(s\) \['n9'\]"),
+    ],
+)
+def test_invalid_requests_are_plan_errors(operation: str, kwargs: dict[str, list[str]], message: str) -> None:
+    with pytest.raises(PlanError, match=message):
+        build_plan(HADOOP, CLUSTER, operation, **kwargs)  # type: ignore[arg-type]
+
+
+def test_unknown_services_and_duplicate_nodes_are_plan_errors() -> None:
+    with pytest.raises(PlanError, match=r"unknown service\(s\) \['ghost'\]"):
+        build_plan(HADOOP, [node("n1", "ghost")], "create")
+    with pytest.raises(PlanError, match="node id 'n1' appears twice"):
+        build_plan(HADOOP, [node("n1"), node("n1")], "create")
+
+
+def test_plan_error_is_a_value_error() -> None:
+    assert issubclass(PlanError, ValueError)
+
+
+# -- ids and determinism ------------------------------------------------------------------------
+
+
+def test_task_ids_are_node_action_service() -> None:
+    assert task_id("n1", Action.CREATE, None) == "n1.create"
+    assert task_id("n1", Action.INSTALL, "hdfs-datanode") == "n1.install.hdfs-datanode"
+    plan = build_plan(HADOOP, CLUSTER, "create")
+    for t in plan.tasks:
+        assert t.id == task_id(t.node, t.action, t.service)
+        assert all(part and all(c.isalnum() or c in "_-" for c in part) for part in t.id.split("."))
+
+
+def test_the_same_request_gives_the_same_plan() -> None:
+    first = build_plan(HADOOP, CLUSTER, "create")
+    again = build_plan(HADOOP, list(CLUSTER), "create")
+    assert first == again and first.to_json() == again.to_json()
+
+
+def test_json_round_trips() -> None:
+    plan = build_plan(HADOOP, [*CLUSTER[:3], node("n4", "base", "dn", "hb")], "add-services", services=["hb"], node_ids=["n4"])
+    assert Plan.from_json(plan.to_compact_json()) == plan
+    assert Plan.from_json(plan.to_json()).edges == plan.edges
+    assert plan.to_json()["tasks"][1] == {"id": "n4.bootstrap", "node": "n4", "action": "bootstrap", "service": None}
