@@ -1,0 +1,110 @@
+"""`muster solve`: the solver from the command line, without a bus (docs/solver.md).
+
+Exit 0 with the layout as JSON on stdout; exit 2 with `{"error": {"kind", "message"}}` on
+stdout when the request is unsolvable or invalid (a bad catalog folder or existing-cluster
+file included); exit 1 with a message on stderr for anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import click
+from pydantic import ValidationError
+
+from contracts.layout import Layout
+from muster.catalog_files import CatalogFileError, describe_validation_error, load_catalog
+
+from .domain import SolveError, SolveRequest, solve as solve_layout
+
+
+def _names(value: str | None) -> tuple[str, ...]:
+    return tuple(name.strip() for name in (value or "").split(",") if name.strip())
+
+
+def _fail(kind: str, message: str) -> NoReturn:
+    click.echo(json.dumps({"error": {"kind": kind, "message": message}}))
+    sys.exit(2)
+
+
+def _read_existing(path: str) -> Layout:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        _fail("invalid", f"{path}: cannot read the existing cluster: {err.strerror or err}")
+    try:
+        return Layout.model_validate_json(text)
+    except ValidationError as err:
+        _fail("invalid", f"{path}: not a layout: {describe_validation_error(err)}")
+
+
+@click.command()
+@click.option("--catalog", "catalog_dir", required=True, metavar="DIR", help="Coopr-format catalog folder.")
+@click.option("--template", required=True, metavar="NAME", help="Cluster template.")
+@click.option("--nodes", required=True, type=int, metavar="N", help="Node count of the cluster after the operation.")
+@click.option("--services", default=None, metavar="a,b,...", help="Services (default: the template's).")
+@click.option("--provider", default=None, metavar="P", help="Provider (default: the template's).")
+@click.option("--hardware", default=None, metavar="H", help="Use only this hardware type.")
+@click.option("--image", default=None, metavar="I", help="Use only this image type.")
+@click.option("--comparator", default="default", metavar="default|coopr", help="Preference order of node layouts.")
+@click.option("--existing", default=None, metavar="FILE", help="The current cluster, as JSON in the output's form.")
+@click.option("--add-services", default=None, metavar="a,b", help="Services to add to the existing cluster.")
+@click.option("--remove-services", default=None, metavar="a,b", help="Services to remove from the existing cluster.")
+def solve(
+    catalog_dir: str,
+    template: str,
+    nodes: int,
+    services: str | None,
+    provider: str | None,
+    hardware: str | None,
+    image: str | None,
+    comparator: str,
+    existing: str | None,
+    add_services: str | None,
+    remove_services: str | None,
+) -> None:
+    """Solve a cluster layout from a catalog folder (no bus)."""
+    try:
+        layout = _solve(catalog_dir, template, nodes, services, provider, hardware, image, comparator, existing, add_services, remove_services)
+    except Exception as err:  # anything that is not the request's fault: exit 1, say what
+        click.echo(f"muster solve: {type(err).__name__}: {err}", err=True)
+        sys.exit(1)
+    click.echo(json.dumps(layout.model_dump()))
+
+
+def _solve(
+    catalog_dir: str,
+    template: str,
+    nodes: int,
+    services: str | None,
+    provider: str | None,
+    hardware: str | None,
+    image: str | None,
+    comparator: str,
+    existing: str | None,
+    add_services: str | None,
+    remove_services: str | None,
+) -> Layout:
+    try:
+        catalog = load_catalog(catalog_dir)
+    except CatalogFileError as err:
+        _fail("invalid", str(err))
+    request = SolveRequest(
+        template=template,
+        nodes=nodes,
+        services=_names(services) if services is not None else None,
+        provider=provider,
+        hardware=hardware,
+        image=image,
+        comparator=comparator,
+        existing=_read_existing(existing) if existing is not None else None,
+        add_services=_names(add_services),
+        remove_services=_names(remove_services),
+    )
+    try:
+        return solve_layout(catalog, request)
+    except SolveError as err:
+        _fail(err.kind, err.message)

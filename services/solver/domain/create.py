@@ -1,0 +1,68 @@
+"""A new cluster: stages 1-3 from scratch."""
+
+from __future__ import annotations
+
+from contracts.catalog import ClusterTemplate
+from contracts.layout import Layout
+
+from .comparators import NodeLayout
+from .errors import invalid, unsolvable
+from .model import CountModel, Limit, service_limits
+from .node_layouts import node_layouts
+from .outcome import build_layout, first_allowed
+from .placement import why_unplaceable
+from .quantities import lower_bound, upper_bound
+from .request import SolveRequest
+from .service_sets import unconstrained
+from .services import requested_services
+from .setting import Setting
+
+
+def check_size(template: ClusterTemplate, nodes: int) -> None:
+    if nodes < 0:
+        raise invalid(f"the node count must not be negative; {nodes} requested")
+    size = template.constraints.size
+    if nodes < size.min or (size.max is not None and nodes > size.max):
+        allowed = f"{size.min} to {size.max}" if size.max is not None else f"at least {size.min}"
+        raise unsolvable(f"template {template.name} allows {allowed} nodes (size constraint); {nodes} requested")
+
+
+def service_model(
+    setting: Setting,
+    cluster: frozenset[str],
+    layouts: list[NodeLayout],
+    nodes: int,
+    total: int,
+    already: dict[str, int],
+) -> list[Limit]:
+    """Rows for every constrained service over `layouts` (which hold `total` nodes at most),
+    for a cluster of `nodes` nodes, of which `already[s]` run service s outside `layouts`."""
+    limits: list[Limit] = []
+    for service in sorted(cluster - unconstrained(setting.template, cluster)):
+        members = tuple(j for j, layout in enumerate(layouts) if service in layout.services)
+        lo = lower_bound(setting.template, service, nodes)
+        hi = upper_bound(setting.template, service, nodes)
+        have = already.get(service, 0)
+        if lo.value > hi.value:
+            raise unsolvable(f"{lo.text}, but {hi.text}")
+        if have > hi.value:
+            raise unsolvable(f"{hi.text}, but {have} existing nodes run {service}")
+        if not members and lo.value > have:
+            raise unsolvable(why_unplaceable(setting, cluster, service))
+        limits += service_limits(members, service, lo, hi, have, total)
+    return limits
+
+
+def solve_create(setting: Setting, request: SolveRequest) -> Layout:
+    cluster = requested_services(setting, request.services)
+    check_size(setting.template, request.nodes)
+    layouts = node_layouts(setting, cluster)
+    everything = tuple(range(len(layouts)))
+    shape = (Limit(everything, request.nodes, request.nodes, "exact", f"{request.nodes} nodes"),)
+    limits = service_model(setting, cluster, layouts, request.nodes, request.nodes, {})
+    model = CountModel(len(layouts), shape, tuple(limits), total_row=0)
+
+    def to_layout(counts: tuple[int, ...]) -> Layout:
+        return build_layout(zip(layouts, counts), setting.comparator)
+
+    return first_allowed(model, to_layout, request.exclude, f"{request.nodes} nodes")

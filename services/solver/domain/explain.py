@@ -1,0 +1,87 @@
+"""Why no layout exists, in words a person can act on.
+
+An unsolvable count problem is explained by a smallest set of the template's limits that is
+unsolvable on its own (a deletion filter: drop each limit in turn, keep it only if the rest
+becomes solvable). When that set holds only maxima the message is "these maxima allow at
+most M nodes; N requested"; only minima, "these minima need at least M nodes"; otherwise the
+limits are listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .counts import feasible
+from .model import CountModel, Limit
+
+
+def _solvable(model: CountModel, limits: Sequence[Limit]) -> bool:
+    return feasible(model.size, model.rows(limits))
+
+
+def smallest_core(model: CountModel, limits: Sequence[Limit]) -> list[Limit]:
+    core = list(limits)
+    # Implied limits are tried first, so that what stays is what someone wrote down.
+    for limit in sorted(core, key=lambda c: not c.implied):
+        trial = [c for c in core if c is not limit]
+        if not _solvable(model, trial):
+            core = trial
+    return core
+
+
+def _terms(core: Sequence[Limit]) -> str:
+    return " + ".join(limit.text for limit in core)
+
+
+def _most_nodes(model: CountModel, core: Sequence[Limit], requested: int) -> int:
+    # With maxima only, fewer nodes never hurt: binary search the largest solvable total.
+    low, high = 0, requested - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        if _solvable(model.with_total(mid), core):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _fewest_nodes(model: CountModel, core: Sequence[Limit], requested: int) -> int:
+    # With minima only, more nodes never hurt (nothing caps the new nodes but the total).
+    low, high = requested + 1, requested + 1 + sum(limit.lo for limit in core)
+    while low < high:
+        mid = (low + high) // 2
+        if _solvable(model.with_total(mid), core):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _pairwise_disjoint(core: Sequence[Limit]) -> bool:
+    seen: set[int] = set()
+    for limit in core:
+        if seen & set(limit.members):
+            return False
+        seen.update(limit.members)
+    return True
+
+
+def explain(model: CountModel, requested: str) -> str:
+    """`requested` names what was asked, e.g. "62 nodes"."""
+    maxima = [limit for limit in model.limits if limit.side == "max"]
+    minima = [limit for limit in model.limits if limit.side == "min"]
+    kept = model.kept_nodes
+    if model.total_row is not None:
+        new = model.shape[model.total_row].lo
+        if not _solvable(model, maxima):
+            # Name the maxima that already fail one node above the most that fit.
+            most = _most_nodes(model, maxima, new)
+            core = sorted(smallest_core(model.with_total(most + 1), maxima), key=lambda c: (-c.hi, c.text))
+            return f"{_terms(core)} allow at most {most + kept} nodes; {new + kept} requested"
+        if not _solvable(model, minima):
+            fewest = _fewest_nodes(model, minima, new)
+            core = sorted(smallest_core(model.with_total(fewest - 1), minima), key=lambda c: (-c.lo, c.text))
+            why = " (no node layout holds two of them)" if len(core) > 1 and _pairwise_disjoint(core) else ""
+            return f"{_terms(core)} need at least {fewest + kept} nodes{why}; {new + kept} requested"
+    core = smallest_core(model, [*minima, *maxima])
+    return f"no layout of {requested} satisfies all of: {'; '.join(limit.text for limit in core)}"

@@ -1,0 +1,49 @@
+"""Why a service fits on no node layout at all: the first check after stage 2, because it
+gives the most useful message (what to change in the request or the template)."""
+
+from __future__ import annotations
+
+from .node_layouts import allowed_hardware, allowed_images
+from .setting import Setting, names
+
+
+def must_closure(setting: Setting, cluster: frozenset[str], service: str) -> frozenset[str]:
+    """The smallest set holding `service` that breaks no must-coexist set."""
+    groups = [cluster.intersection(g) for g in setting.template.constraints.layout.mustcoexist]
+    closure = {service}
+    grown = True
+    while grown:
+        grown = False
+        for group in groups:
+            if group & closure and not group <= closure:
+                closure |= group
+                grown = True
+    return frozenset(closure)
+
+
+def _wanted(setting: Setting, service: str, kind: str) -> list[str]:
+    constraint = setting.template.constraints.services.get(service)
+    return list(getattr(constraint, kind)) if constraint is not None else []
+
+
+def why_unplaceable(setting: Setting, cluster: frozenset[str], service: str) -> str:
+    head = f"{service} cannot be placed on any node"
+    if not allowed_hardware(setting, [service]):
+        return f"{head}: it needs hardware type {' or '.join(_wanted(setting, service, 'hardwaretypes'))}; {setting.hardware_scope}"
+    if not allowed_images(setting, [service]):
+        return f"{head}: it needs image type {' or '.join(_wanted(setting, service, 'imagetypes'))}; {setting.image_scope}"
+    closure = must_closure(setting, cluster, service)
+    partners = names(sorted(closure - {service}))
+    for group in setting.template.constraints.layout.cantcoexist:
+        if closure.issuperset(group):
+            return f"{head}: it must coexist with {partners}, but {names(sorted(group))} can't coexist"
+    for kind, word, allowed in (
+        ("hardwaretypes", "hardware type", allowed_hardware),
+        ("imagetypes", "image type", allowed_images),
+    ):
+        if not allowed(setting, closure):
+            wants = "; ".join(
+                f"{s} needs {' or '.join(_wanted(setting, s, kind))}" for s in sorted(closure) if _wanted(setting, s, kind)
+            )
+            return f"{head}: it must coexist with {partners}, and no {word} suits them all ({wants})"
+    return f"{head}: no valid node layout holds it"

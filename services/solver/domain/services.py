@@ -1,0 +1,52 @@
+"""Which services the cluster gets, and whether they may go together (coopr-facts §3.1):
+every service exists and is allowed by the template; every `requires` is met by a service on
+the cluster or by something one of them `provides`; no `conflicts` partner is present."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .errors import invalid
+from .setting import Setting, names
+
+
+def check_known(setting: Setting, services: Iterable[str], what: str = "service") -> None:
+    catalog, template = setting.catalog, setting.template
+    for service in services:
+        if service not in catalog.services:
+            raise invalid(f"unknown {what} {service!r}")
+        if not template.compatibility.allows_service(service):
+            raise invalid(
+                f"{what} {service!r} is not allowed by template {template.name!r} "
+                f"(allowed: {names(template.compatibility.services)})"
+            )
+
+
+def check_dependencies(setting: Setting, cluster: frozenset[str]) -> None:
+    catalog = setting.catalog
+    provided = set(cluster)
+    for service in cluster:
+        provided.update(catalog.services[service].dependencies.provides)
+    problems = []
+    for service in sorted(cluster):
+        deps = catalog.services[service].dependencies
+        missing = sorted(r for r in deps.requires if r not in provided)
+        if missing:
+            problems.append(
+                f"{service} requires {names(missing)}, which no service on the cluster is or provides"
+            )
+        clashing = sorted(c for c in deps.conflicts if c in cluster and c != service)
+        if clashing:
+            problems.append(f"{service} conflicts with {names(clashing)}")
+    if problems:
+        raise invalid("; ".join(problems))
+
+
+def requested_services(setting: Setting, services: tuple[str, ...] | None) -> frozenset[str]:
+    chosen = list(services) if services is not None else list(setting.template.defaults.services)
+    if not chosen:
+        raise invalid(f"no services: template {setting.template.name!r} has no default services and none were requested")
+    check_known(setting, chosen)
+    cluster = frozenset(chosen)
+    check_dependencies(setting, cluster)
+    return cluster
