@@ -179,6 +179,11 @@ class Plan:
         """Dispatch preference among ready tasks: longest remaining chain first, then plan order."""
         return tuple(sorted(self.index, key=lambda t: (-self.heights[t], self.index[t])))
 
+    @cached_property
+    def rank(self) -> dict[str, int]:
+        """Position of each task in `priority`."""
+        return {t: i for i, t in enumerate(self.priority)}
+
     def predecessors(self, task: str) -> tuple[str, ...]:
         """Tasks that must finish before `task`, in plan order."""
         found = {s for i in self.in_links[task] for s in self.links[i][0]}

@@ -33,11 +33,11 @@ def ready_eager(plan: Plan, done: Collection[str], running: Collection[str]) -> 
 
 def ready_staged(plan: Plan, done: Collection[str], running: Collection[str]) -> tuple[str, ...]:
     """Coopr's order: the tasks of the first unfinished stage that are not running yet; none
-    of a later stage until every task of this one is done."""
+    of a later stage until every task of this one is done. In priority order."""
     for stage in plan.stages:
         pending = [t for t in stage if t not in done]
         if pending:
-            return tuple(t for t in pending if t not in running)
+            return tuple(sorted((t for t in pending if t not in running), key=plan.rank.__getitem__))
     return ()
 
 
@@ -59,7 +59,7 @@ class Dispatcher:
         self.plan, self.mode = plan, mode
         self.done: set[str] = set()
         self.running: set[str] = set()
-        self._rank = {t: i for i, t in enumerate(plan.priority)}
+        self._rank = plan.rank
         self._waiting = {t: len(plan.in_links[t]) for t in plan.index}
         self._link_left = [len(sources) for sources, _ in plan.links]
         self._ready: dict[str, set[str]] = {}  # node -> tasks whose predecessors are done

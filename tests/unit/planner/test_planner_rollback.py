@@ -1,0 +1,109 @@
+"""Rollback plans: the inverse of what completed, in reverse dependency order."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from planner_support import catalog, node, svc
+
+from contracts.catalog import Action
+from services.planner.domain.plan import Plan, build_plan
+from services.planner.domain.rollback import rollback_plan
+from services.planner.domain.scheduling import Dispatcher
+
+CAT = catalog(
+    svc("base", ["install", "configure"]),
+    svc("b", install=["base"]),
+    svc("a", install=["b"], runtime=["b"]),
+)
+
+
+def run_until(plan: Plan, stop_after: int) -> set[str]:
+    """Task ids an eager run has completed after `stop_after` completions."""
+    dispatcher = Dispatcher(plan)
+    running = dispatcher.start()
+    while running and len(dispatcher.done) < stop_after:
+        running.extend(dispatcher.finished(running.pop(0)))
+    return set(dispatcher.done)
+
+
+def test_a_failed_create_deletes_every_machine_it_made_and_nothing_else() -> None:
+    plan = build_plan(CAT, [node("n1", "base", "b"), node("n2", "base", "a"), node("n3", "base", "a")], "create")
+    completed = {t.id for t in plan.tasks if t.node != "n3"} | {"n3.create", "n3.confirm"}
+    back = rollback_plan(plan, completed)
+    assert [t.id for t in back.tasks] == ["n1.delete", "n2.delete", "n3.delete"]
+    assert back.edges == ()
+
+
+def test_nothing_completed_nothing_to_undo() -> None:
+    plan = build_plan(CAT, [node("n1", "b")], "create")
+    assert rollback_plan(plan, set()).tasks == ()
+
+
+def test_add_services_rollback_stops_then_removes_in_reverse_dependency_order() -> None:
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a")]
+    plan = build_plan(CAT, nodes, "add-services", services=["a", "b"])
+    back = rollback_plan(plan, {t.id for t in plan.tasks})
+    assert {t.id for t in back.tasks} == {"n1.stop.b", "n1.remove.b", "n2.stop.a", "n2.remove.a"}
+    assert set(back.edges) == {
+        ("n2.stop.a", "n1.stop.b"),  # stop the dependent first
+        ("n2.remove.a", "n1.remove.b"),  # remove the dependent first
+        ("n1.stop.b", "n1.remove.b"),
+        ("n2.stop.a", "n2.remove.a"),
+        ("n2.remove.a", "n1.stop.b"),  # start b came before initialize a, which remove a undoes
+    }
+
+
+def test_thrown_in_starts_are_not_undone() -> None:
+    nodes = [node("n1", "base", "b"), node("n2", "base", "a")]
+    plan = build_plan(CAT, nodes, "add-services", services=["a"], node_ids=["n2"])
+    assert plan.thrown_in == {"n1.start.b"}
+    back = rollback_plan(plan, {t.id for t in plan.tasks})
+    assert {t.id for t in back.tasks} == {"n2.stop.a", "n2.remove.a"}
+
+
+def test_configure_restart_rollback_restores_the_old_config_with_a_restart() -> None:
+    plan = build_plan(CAT, [node("n1", "b")], "configure-restart")
+    back = rollback_plan(plan, {t.id for t in plan.tasks})
+    assert [t.id for t in back.tasks] == ["n1.stop.b", "n1.configure.b", "n1.start.b"]
+    assert set(back.edges) == {("n1.stop.b", "n1.configure.b"), ("n1.configure.b", "n1.start.b")}
+
+
+def test_stop_is_undone_by_start_and_remove_by_install() -> None:
+    plan = build_plan(CAT, [node("n1", "b"), node("n2", "a")], "remove-services", services=["a", "b"])
+    back = rollback_plan(plan, {t.id for t in plan.tasks})
+    assert {(t.action, t.service) for t in back.tasks} == {
+        (Action.INSTALL, "a"), (Action.INSTALL, "b"), (Action.START, "a"), (Action.START, "b")}
+    assert ("n1.install.b", "n2.install.a") in back.edges and ("n1.start.b", "n2.start.a") in back.edges
+
+
+def test_with_the_catalog_undefined_inverse_actions_are_left_out() -> None:
+    cat = catalog(svc("s", ["install", "configure", "start", "stop"]))  # no remove
+    plan = build_plan(cat, [node("n1", "s")], "add-services", services=["s"])
+    assert [t.id for t in rollback_plan(plan, set(plan.index), cat).tasks] == ["n1.stop.s"]
+    assert [t.id for t in rollback_plan(plan, set(plan.index)).tasks] == ["n1.stop.s", "n1.remove.s"]
+
+
+def test_completed_tasks_without_an_inverse_pass_the_order_through() -> None:
+    cat = catalog(svc("x", ["initialize", "start", "configure"]), svc("y", ["start"], runtime=["x"]))
+    plan = build_plan(cat, [node("n1", "x"), node("n2", "y")], "add-services", services=["x", "y"])
+    back = rollback_plan(plan, set(plan.index))
+    # initialize x has no inverse; stop y must still come before stop x
+    assert ("n2.stop.y", "n1.stop.x") in back.edges
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 60), st.randoms(use_true_random=False))
+def test_rollback_of_a_partial_add_services_is_a_dag_that_reverses_the_order(cut: int, rnd: random.Random) -> None:
+    nodes = [node(f"n{i}", "base", rnd.choice(["a", "b"])) for i in range(4)]
+    plan = build_plan(CAT, nodes, "add-services", services=sorted({s for n in nodes for s in n.services} - {"base"}))
+    done = run_until(plan, cut)
+    back = rollback_plan(plan, done)
+    position = {t.id: i for i, t in enumerate(back.tasks)}
+    for before, after in back.edges:
+        assert position[before] < position[after]
+    undone = {(t.node, t.service) for t in back.tasks}
+    installed = {(plan.by_id[t].node, plan.by_id[t].service) for t in done if plan.by_id[t].action is Action.INSTALL}
+    assert installed <= undone
