@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import os
+
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from contracts.catalog import Action, ServiceAction
@@ -85,3 +88,35 @@ def next_task(previous: TaskMessage, outcome: TaskOutcome, action: Action | str,
     }
     update.update(overrides)
     return previous.model_copy(update=update)
+
+
+def service_task(node: TaskMessage, action: Action | str, script: str, *, automator: str = "shell", service: str = "svc", **fields: str) -> TaskMessage:
+    """A service action on the node that `node` (a task carrying its results) describes."""
+    action = Action(action)
+    return node.model_copy(
+        update={
+            "action": action,
+            "task_id": f"{node.cluster_id}-{node.node.id}-{action.value}",
+            "service": ServiceRef(name=service, action=ServiceAction(type=automator, fields={"script": script, **fields})),
+        }
+    )
+
+
+NodeFactory = Callable[..., Awaitable[TaskMessage]]
+"""Makes a created and confirmed node; returns a task carrying its results (test fixtures)."""
+
+
+async def process_exited(pid: int, timeout: float) -> None:
+    """Wait for any process (not only a child) to exit, event-driven via a pidfd, with a deadline."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    gone: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(fd, lambda: gone.done() or gone.set_result(None))
+    try:
+        await asyncio.wait_for(gone, timeout)
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)

@@ -1,0 +1,131 @@
+"""The localhost provider: every node is an in-process SSH server on 127.0.0.1.
+
+Results: `providerid`, `ssh_port`, `ssh-auth` `{user, identityfile}` (the client key's path
+relative to the provisioner's key directory: the key itself never leaves this machine) and, at
+confirm, `ssh_host_keys`. Nodes live as long as the provisioner process that created them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from contracts.tasks import TaskOutcome
+from services.provisioner.plugins.base import PluginContext, PluginEnv, ProviderPlugin, failed, succeeded
+from services.provisioner.plugins.descriptor import PluginDescriptor
+from services.provisioner.plugins.ssh import SshError, SshTarget, connect, host_keys_result, run, write_private_key
+from services.provisioner.plugins.sshserver import LocalSshEndpoint
+
+LOOPBACK = "127.0.0.1"
+_ID = re.compile(r"^local-[0-9a-f]{12}$")
+
+
+@dataclass
+class LocalNode:
+    providerid: str
+    endpoint: LocalSshEndpoint
+    key_id: str
+    key_path: Path
+    client_key: asyncssh.SSHKey
+
+
+class LocalhostProvider(ProviderPlugin):
+    def __init__(self, descriptor: PluginDescriptor, env: PluginEnv) -> None:
+        super().__init__(descriptor, env)
+        self.nodes: dict[str, LocalNode] = {}
+
+    def _base_dir(self, ctx: PluginContext) -> Path:
+        configured = ctx.fields.get("base_dir")
+        return Path(configured).expanduser() if configured else self.env.state_dir / "nodes"
+
+    def _ips(self) -> dict[str, str]:
+        return {"access_v4": LOOPBACK, "bind_v4": LOOPBACK}
+
+    async def create(self, ctx: PluginContext) -> TaskOutcome:
+        providerid = f"local-{uuid.uuid4().hex[:12]}"
+        key_id = f"localhost/{providerid}"
+        key_path = self.env.key_dir / key_id
+        client_key = asyncssh.generate_private_key("ssh-ed25519")
+        host_key = asyncssh.generate_private_key("ssh-ed25519")
+        write_private_key(key_path, client_key)
+        endpoint = LocalSshEndpoint(
+            self._base_dir(ctx) / providerid,
+            host_key,
+            client_key.export_public_key().decode(),
+            env={"MUSTER_PROVIDERID": providerid},
+        )
+        # Known before it starts, so that aclose stops it even if this task is cancelled.
+        self.nodes[providerid] = LocalNode(providerid, endpoint, key_id, key_path, client_key)
+        try:
+            port = await endpoint.start()
+        except OSError as err:
+            await self._remove(providerid)
+            return failed(f"cannot start an ssh endpoint on {LOOPBACK}: {err.strerror or err}")
+        user = str(ctx.fields.get("user") or getpass.getuser())
+        return succeeded(
+            {"providerid": providerid, "ssh_port": port, "ssh-auth": {"user": user, "identityfile": key_id}},
+            ipaddresses=self._ips(),
+            stdout=f"node {ctx.node.id}: ssh endpoint {LOOPBACK}:{port}, directory {endpoint.workdir}",
+        )
+
+    async def confirm(self, ctx: PluginContext) -> TaskOutcome:
+        providerid = ctx.providerid
+        if not providerid:
+            return failed("confirm: the node has no providerid (its create did not succeed)")
+        node = self.nodes.get(providerid)
+        if node is None:
+            return failed(
+                f"localhost node {providerid} is not running in this provisioner process "
+                "(localhost nodes live and die with the process that created them)"
+            )
+        endpoint = node.endpoint
+        target = SshTarget(
+            host=LOOPBACK,
+            port=endpoint.port,
+            user=str(ctx.fields.get("user") or getpass.getuser()),
+            client_key=node.client_key,
+            host_keys=(endpoint.host_public_key,),
+        )
+        timeout = min(float(ctx.fields.get("connect_timeout_s") or 10), max(ctx.remaining(), 0.001))
+        try:
+            async with await connect(target, timeout) as conn:
+                probe = await run(conn, "pwd", timeout=timeout)
+        except SshError as err:
+            return failed(f"confirm: {err}")
+        if probe.exit_status != 0:
+            return failed(f"confirm: probe command exited with {probe.exit_status}", stderr=probe.stderr)
+        return succeeded(
+            {"ssh_host_keys": host_keys_result(endpoint.host_key)},
+            ipaddresses=self._ips(),
+            stdout=f"node {ctx.node.id} is up: {LOOPBACK}:{endpoint.port} in {probe.stdout.strip()}",
+        )
+
+    async def delete(self, ctx: PluginContext) -> TaskOutcome:
+        providerid = ctx.providerid
+        if not providerid:
+            return succeeded(stdout="nothing to delete (no providerid)")
+        known = providerid in self.nodes
+        await self._remove(providerid, self._base_dir(ctx))
+        return succeeded(stdout=f"deleted {providerid}" + ("" if known else " (not running here; leftovers removed)"))
+
+    async def _remove(self, providerid: str, base_dir: Path | None = None) -> None:
+        node = self.nodes.pop(providerid, None)
+        if node is not None:
+            await node.endpoint.stop()
+            await asyncio.to_thread(shutil.rmtree, node.endpoint.workdir, True)
+            node.key_path.unlink(missing_ok=True)
+        elif _ID.match(providerid):  # a leftover of an earlier process with the same work dir
+            if base_dir is not None:
+                await asyncio.to_thread(shutil.rmtree, base_dir / providerid, True)
+            (self.env.key_dir / "localhost" / providerid).unlink(missing_ok=True)
+
+    async def aclose(self) -> None:
+        for providerid in list(self.nodes):
+            await self._remove(providerid)

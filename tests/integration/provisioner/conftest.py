@@ -1,0 +1,146 @@
+"""Fixtures for real-SSH provisioner tests: a plugin registry, localhost nodes, a real sshd."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import shutil
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+import pytest_asyncio
+
+from contracts.tasks import TaskMessage
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.testing import NodeFactory, make_task, next_task
+
+SSHD = Path("/usr/sbin/sshd")
+SSHD_START_TIMEOUT_S = 10.0
+
+
+@pytest_asyncio.fixture
+async def registry(tmp_path: Path) -> AsyncIterator[PluginRegistry]:
+    reg = PluginRegistry.discover(work_dir=tmp_path / "work")
+    yield reg
+    await reg.aclose()
+
+
+@pytest.fixture
+def localhost_node(registry: PluginRegistry) -> NodeFactory:
+    """Create and confirm a localhost node; returns a task template carrying its results."""
+
+    async def make(node_id: str = "n1", cluster_id: str = "c1", **kw: Any) -> TaskMessage:
+        create = make_task(
+            "create", providertype="localhost", provider_name="local", node_id=node_id, cluster_id=cluster_id,
+            automators=["shell"], **kw,
+        )
+        created = await registry.execute(create)
+        assert created.ok, created.error
+        confirm = next_task(create, created, "confirm")
+        confirmed = await registry.execute(confirm)
+        assert confirmed.ok, confirmed.error
+        return next_task(confirm, confirmed, "bootstrap")
+
+    return make
+
+
+# ---------------------------------------------------------------------------- real sshd
+
+
+@dataclass
+class Sshd:
+    host: str
+    port: int
+    user: str
+    client_key: Path
+    host_key: str
+    """The host public key, 'algorithm base64'."""
+    log: list[str] = field(default_factory=list)
+
+    def pool_host(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "host": self.host, "port": self.port, "user": self.user,
+            "identityfile": str(self.client_key), "host_key": self.host_key, **overrides,
+        }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest_asyncio.fixture
+async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
+    """A real OpenSSH sshd on a free 127.0.0.1 port with a temporary config (stopped by PID)."""
+    if not SSHD.exists():
+        pytest.skip(f"{SSHD} not found: install Debian's openssh-server to run real-sshd tests")
+    try:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    except OSError as err:
+        pytest.skip(f"sshd needs its privilege-separation directory /run/sshd: {err}")
+    d = tmp_path / "sshd"
+    d.mkdir(mode=0o700)
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    client_key = asyncssh.generate_private_key("ssh-ed25519")
+    for name, key in (("ssh_host_ed25519_key", host_key), ("client_key", client_key)):
+        (d / name).write_bytes(key.export_private_key())
+        (d / name).chmod(0o600)
+    (d / "authorized_keys").write_bytes(client_key.export_public_key())
+    (d / "authorized_keys").chmod(0o600)
+    port = _free_port()
+    (d / "sshd_config").write_text(
+        f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {d}/ssh_host_ed25519_key\nPidFile {d}/sshd.pid\n"
+        f"AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\nStrictModes no\n"
+        "LogLevel VERBOSE\n"
+    )
+    check = await asyncio.create_subprocess_exec(
+        str(SSHD), "-t", "-f", str(d / "sshd_config"), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out, _ = await check.communicate()
+    if check.returncode != 0:
+        pytest.skip(f"sshd rejects the test config: {out.decode(errors='replace').strip()}")
+    # -D: stay in the foreground as our child; -e: log to stderr, where we see it start listening.
+    proc = await asyncio.create_subprocess_exec(
+        str(SSHD), "-D", "-e", "-f", str(d / "sshd_config"), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    log: list[str] = []
+    listening = asyncio.get_running_loop().create_future()
+
+    async def follow() -> None:
+        assert proc.stderr is not None
+        async for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            log.append(line)
+            if "Server listening on" in line and not listening.done():
+                listening.set_result(True)
+        if not listening.done():
+            listening.set_exception(RuntimeError("sshd exited: " + " | ".join(log[-5:])))
+
+    follower = asyncio.ensure_future(follow())
+    try:
+        try:
+            await asyncio.wait_for(asyncio.shield(listening), SSHD_START_TIMEOUT_S)
+        except (TimeoutError, RuntimeError) as err:
+            pytest.skip(f"sshd did not start: {err}")
+        yield Sshd(
+            host="127.0.0.1", port=port, user=getpass.getuser(), client_key=d / "client_key",
+            host_key=host_key.export_public_key().decode().strip(), log=log,
+        )
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, 15)  # stop it by its PID
+            await asyncio.wait_for(proc.wait(), SSHD_START_TIMEOUT_S)
+        await follower
+        shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,166 @@
+"""Real SSH on one machine: localhost provider endpoints and the shell automator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.builtin.localhost.provider import LocalhostProvider
+from services.provisioner.plugins.testing import NodeFactory, make_task, next_task, process_exited, service_task
+
+
+def node_dir(registry: PluginRegistry, providerid: str) -> Path:
+    provider = registry.provider("localhost")
+    assert isinstance(provider, LocalhostProvider)
+    return provider.nodes[providerid].endpoint.workdir
+
+
+async def test_create_confirm_install_start_delete_with_real_commands(registry: PluginRegistry) -> None:
+    create = make_task("create", providertype="localhost", provider_name="local", automators=["shell"],
+                       config={"zookeeper": {"port": 2181}})
+    created = await registry.execute(create)
+    assert created.ok, created.error
+    pid = created.result["providerid"]
+    assert created.ipaddresses["access_v4"] == "127.0.0.1"
+    assert isinstance(created.result["ssh_port"], int)
+    auth = created.result["ssh-auth"]
+    assert auth["identityfile"] == f"localhost/{pid}"  # a key id, never key material
+    assert "PRIVATE KEY" not in json.dumps(created.model_dump())
+    assert (registry.work_dir / "keys" / auth["identityfile"]).stat().st_mode & 0o077 == 0
+
+    confirmed = await registry.execute(next_task(create, created, "confirm"))
+    assert confirmed.ok, confirmed.error
+    (algorithm, key), = confirmed.result["ssh_host_keys"].items()
+    assert algorithm == "ssh-ed25519" and key.startswith("ssh-ed25519 AAAA")
+
+    node = next_task(next_task(create, created, "confirm"), confirmed, "bootstrap")
+    booted = await registry.execute(node)
+    assert booted.ok, booted.error
+    assert str(node_dir(registry, pid)) in booted.stdout
+
+    install = service_task(
+        node, "install",
+        'echo "$MUSTER_SERVICE/$MUSTER_ACTION on $MUSTER_HOSTNAME ($MUSTER_NODE_ID in $MUSTER_CLUSTER_ID)" > installed.txt;'
+        ' python3 -c "import json,os; t=json.load(open(os.environ[\'MUSTER_TASK_FILE\'])); print(t[\'config\'][\'zookeeper\'][\'port\'], len(t[\'nodes\']))";'
+        ' echo "$MUSTER_CONFIG"; echo "$EXTRA"; echo "args:"',
+        args="one 'two words'",
+        env='{"EXTRA": "from-env-field"}',
+    )
+    out = await registry.execute(install)
+    assert out.ok, (out.error, out.stderr)
+    assert out.stdout.splitlines() == ['2181 1', '{"zookeeper":{"port":2181}}', "from-env-field", "args: one two words"]
+    home = node_dir(registry, pid)
+    assert (home / "installed.txt").read_text() == "svc/install on node-1.example (n1 in c1)\n"
+    assert not list((home / ".muster").glob("task-*.json")), "the task file is removed afterwards"
+
+    started = await registry.execute(service_task(node, "start", "test -f installed.txt && echo started >&2"))
+    assert started.ok and started.stderr == "started\n"
+
+    deleted = await registry.execute(next_task(node, booted, "delete"))
+    assert deleted.ok, deleted.error
+    assert not home.exists()
+    assert not (registry.work_dir / "keys" / auth["identityfile"]).exists()
+    with pytest.raises(OSError):
+        await asyncssh.connect("127.0.0.1", created.result["ssh_port"], known_hosts=None, connect_timeout=2)
+    again = await registry.execute(next_task(node, booted, "delete"))
+    assert again.ok  # a retried delete
+
+
+async def test_non_zero_exit_fails_with_the_status_and_output(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    out = await registry.execute(service_task(node, "configure", "echo partial; echo 'bad config' >&2; exit 7"))
+    assert not out.ok
+    assert out.error == "svc configure: script exited with status 7"
+    assert out.stdout == "partial\n" and out.stderr == "bad config\n"
+
+
+async def test_wrong_host_key_is_refused(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    tampered = node.model_copy(update={"results": {**node.results, "ssh_host_keys": {"ssh-ed25519": impostor}}})
+    out = await registry.execute(service_task(tampered, "install", "touch ran"))
+    assert not out.ok and "host key verification failed" in out.error
+    assert not (node_dir(registry, node.results["providerid"]) / "ran").exists()
+
+
+async def test_missing_host_key_is_refused(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    results = {k: v for k, v in node.results.items() if k != "ssh_host_keys"}
+    out = await registry.execute(service_task(node.model_copy(update={"results": results}), "install", "touch ran"))
+    assert not out.ok and "no ssh_host_keys" in out.error and "refused" in out.error
+
+
+async def test_missing_address_or_key_is_a_clear_failure(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    no_ip = node.model_copy(update={"node": node.node.model_copy(update={"ipaddresses": {}})})
+    out = await registry.execute(service_task(no_ip, "install", "true"))
+    assert not out.ok and "no access_v4 address" in out.error
+    escape = {**node.results, "ssh-auth": {"user": "x", "identityfile": "../../etc/passwd"}}
+    out = await registry.execute(service_task(node.model_copy(update={"results": escape}), "install", "true"))
+    assert not out.ok and "outside the key directory" in out.error
+
+
+async def test_action_timeout_kills_the_remote_command(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    task = service_task(node, "start", "echo $$ > pid; echo waiting; exec sleep 30", timeout_s="0.5")
+    out = await asyncio.wait_for(registry.execute(task), 10)
+    assert not out.ok and out.error.startswith("svc start: timed out after 0.5 s")
+    assert out.stdout == "waiting\n"
+    pid = int((node_dir(registry, node.results["providerid"]) / "pid").read_text())
+    await process_exited(pid, 5)
+
+
+async def test_task_timeout_applies_to_the_shell_automator(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    task = service_task(node, "start", "exec sleep 30").model_copy(update={"timeout_s": 0.4})
+    out = await asyncio.wait_for(registry.execute(task), 10)
+    assert not out.ok and "timed out after 0.4 s" in out.error
+
+
+async def test_large_output_is_trimmed(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    out = await registry.execute(service_task(node, "install", "head -c 200000 /dev/zero | tr '\\0' x; echo; echo END"))
+    assert out.ok and "bytes trimmed" in out.stdout and out.stdout.endswith("END\n")
+
+
+async def test_bootstrap_fails_cleanly_when_the_node_is_gone(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    provider = registry.provider("localhost")
+    assert isinstance(provider, LocalhostProvider)
+    await provider.nodes[node.results["providerid"]].endpoint.stop()
+    out = await registry.execute(node)
+    assert not out.ok and "cannot connect" in out.error
+
+
+async def test_confirm_of_a_node_of_another_process_fails(registry: PluginRegistry) -> None:
+    out = await registry.execute(
+        make_task("confirm", providertype="localhost", provider_name="local", results={"providerid": "local-0123456789ab"})
+    )
+    assert not out.ok and "not running in this provisioner process" in out.error
+
+
+async def test_nodes_are_independent(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    a, b = await asyncio.gather(localhost_node("a"), localhost_node("b"))
+    assert a.results["ssh_port"] != b.results["ssh_port"]
+    assert a.results["ssh_host_keys"] != b.results["ssh_host_keys"]
+    outs = await asyncio.gather(*(registry.execute(service_task(n, "install", "pwd")) for n in (a, b)))
+    assert outs[0].stdout != outs[1].stdout
+    # a's key does not open b
+    crossed = b.model_copy(update={"results": {**b.results, "ssh-auth": a.results["ssh-auth"]}})
+    out = await registry.execute(service_task(crossed, "install", "true"))
+    assert not out.ok and "login refused" in out.error
+
+
+async def test_aclose_stops_every_endpoint(tmp_path: Path) -> None:
+    reg = PluginRegistry.discover(work_dir=tmp_path / "w")
+    create = make_task("create", providertype="localhost", provider_name="local")
+    out = await reg.execute(create)
+    port = out.result["ssh_port"]
+    await reg.aclose()
+    with pytest.raises(OSError):
+        await asyncssh.connect("127.0.0.1", port, known_hosts=None, connect_timeout=2)
