@@ -19,6 +19,7 @@ OPS = "muster.ops"
 QUERY = "muster.q"
 
 TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
+TASK_TOKEN = re.compile(r"^[A-Za-z0-9_\-~]{1,400}$")
 
 
 class SubjectError(ValueError):
@@ -49,8 +50,12 @@ def layout_events(tenant: str, job_id: str) -> str:
 
 
 def task_events(tenant: str, job_id: str, task_id: str) -> str:
-    """Claims and outcomes of one task of a job, written by provisioners."""
-    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{token(task_id, 'task id')}"
+    """Claims and outcomes of one task of a job, written by provisioners. Task ids are
+    `<node>.<action>[.<service>]`; their dots become `~` to stay one subject token."""
+    escaped = task_id.replace(".", "~")
+    if not TASK_TOKEN.fullmatch(escaped):
+        raise SubjectError(f"task id {task_id!r} is not a valid task id")
+    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{escaped}"
 
 
 def catalog_events(tenant: str, kind: str, name: str) -> str:

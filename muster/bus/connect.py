@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import nats
 import structlog
 from nats.aio.client import Client
 
@@ -19,11 +18,14 @@ def nats_url(explicit: str | None = None) -> str:
 
 
 async def connect(url: str | None = None, name: str = "muster", **options: Any) -> Client:
+    nc = Client()
+
     async def on_error(err: Exception) -> None:
         log.warning("nats error", error=str(err) or type(err).__name__)
 
     async def on_disconnect() -> None:
-        log.warning("nats disconnected")
+        if not (nc.is_closed or nc.is_draining):  # our own close is not news
+            log.warning("nats disconnected")
 
     async def on_reconnect() -> None:
         log.info("nats reconnected")
@@ -39,4 +41,5 @@ async def connect(url: str | None = None, name: str = "muster", **options: Any) 
         reconnected_cb=on_reconnect,
     )
     settings.update(options)
-    return await nats.connect(**settings)
+    await nc.connect(**settings)
+    return nc

@@ -135,6 +135,15 @@ class Workers:
             log.error("undecodable task terminated", error=str(err)[:500])
             await msg.term()
             return
+        try:
+            await self._run(msg, task)
+        except Exception:
+            # The bus or the log failed us (a plugin failure is an outcome, not an
+            # exception): let the task come back rather than lose it.
+            log.exception("task handling failed; will be redelivered", task=task.task_id)
+            await msg.nak(delay=1.0)
+
+    async def _run(self, msg: Msg, task: TaskMessage) -> None:
         worker = f"{self.config.provisioner_id}/w{id(asyncio.current_task()) % 10000:04d}"
         bound = log.bind(job=task.job_id, task=task.task_id, attempt=task.attempt, action=task.action.value)
         subject = subjects.task_events(task.tenant, task.job_id, task.task_id)

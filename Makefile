@@ -1,0 +1,43 @@
+# One command installs and runs the demo (`make demo`), one installs and runs the tests
+# (`make test`). Needs only python3 (>= 3.11) and make.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install demo up test test-unit test-integration bench lock clean
+
+$(STAMP):
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/muster demo
+
+up: install
+	$(BIN)/muster up
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-unit: install
+	$(BIN)/python -m pytest -q tests/unit
+
+test-integration: install
+	$(BIN)/python -m pytest -q tests/integration tests/e2e
+
+bench: install
+	$(BIN)/python bench/run_all.py
+
+# Re-pin dependencies after changing pyproject.toml.
+lock: install
+	$(BIN)/python -m pip install --quiet uv
+	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .muster .pytest_cache

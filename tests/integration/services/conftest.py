@@ -1,0 +1,76 @@
+"""The four services in this test's event loop, on a nats-server of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest_asyncio
+from aiohttp.test_utils import TestClient, TestServer
+
+from contracts import subjects
+from muster.bus.connect import connect
+from muster.bus.consume import consume_events
+from muster.bus.eventstore import EventStore
+from muster.bus.streams import ensure_streams
+from muster.catalog_files import load_catalog
+from muster.catalog_store import apply_catalog
+from muster.client import MusterClient
+from services.planner.app import Planner, PlannerConfig
+from services.planner.entrypoint import start_planner
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.worker import WorkerConfig, Workers
+from services.solver.service import SolverService
+from services.tracker.http import make_app
+
+DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+
+
+@dataclass
+class Stack:
+    client: MusterClient
+    store: EventStore
+    planner: Planner
+    workers: Workers
+    http: TestClient
+    tenant: str = "default"
+
+
+@pytest_asyncio.fixture
+async def stack(fresh_nats: str) -> AsyncIterator[Stack]:
+    async with AsyncExitStack() as exit_stack:
+        ncs = []
+        for name in ("planner", "solver", "provisioner", "tracker", "client"):
+            nc = await connect(fresh_nats, name=name)
+            ncs.append(nc)
+            exit_stack.push_async_callback(nc.close)
+        await ensure_streams(ncs[0].jetstream())
+
+        planner = await start_planner(ncs[0], exit_stack, PlannerConfig(instance="planner-test"))
+        solver = SolverService(EventStore(ncs[1]), "solver-test")
+        sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
+        exit_stack.push_async_callback(sub.unsubscribe)
+
+        registry = PluginRegistry.discover()
+        exit_stack.push_async_callback(registry.aclose)
+        workers = Workers(ncs[2].jetstream(), EventStore(ncs[2]), registry, WorkerConfig(provisioner_id="prov-test", capacity=8))
+        await workers.ensure_queues()
+        runner = asyncio.create_task(workers.run())
+
+        async def stop_workers() -> None:
+            await workers.drain()
+            await runner
+
+        exit_stack.push_async_callback(stop_workers)
+
+        http = TestClient(TestServer(make_app(EventStore(ncs[3]))))
+        await http.start_server()
+        exit_stack.push_async_callback(http.close)
+
+        client = MusterClient(ncs[4])
+        store = EventStore(ncs[4])
+        await apply_catalog(store, "default", load_catalog(DEMO))
+        yield Stack(client=client, store=store, planner=planner, workers=workers, http=http)
