@@ -61,6 +61,8 @@ class LocalSshEndpoint:
         self._acceptor: asyncssh.SSHAcceptor | None = None
         self._connections: set[asyncssh.SSHServerConnection] = set()
         self._running: set[asyncio.subprocess.Process] = set()
+        self._sessions: set[int] = set()
+        self._started_ticks = 0
         self.port = 0
 
     @property
@@ -70,6 +72,7 @@ class LocalSshEndpoint:
 
     async def start(self, port: int = 0) -> int:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._started_ticks = _now_ticks()
         self._acceptor = await asyncssh.create_server(
             lambda: _Server(self),
             self.host,
@@ -88,7 +91,8 @@ class LocalSshEndpoint:
         return self.port
 
     async def stop(self) -> None:
-        """Stop listening, close every connection, kill every command still running."""
+        """Stop listening, close every connection, kill every command still running and every
+        process those commands left behind in their sessions (daemons started by scripts)."""
         if self._acceptor is not None:
             self._acceptor.close()
             await self._acceptor.wait_closed()
@@ -101,6 +105,11 @@ class LocalSshEndpoint:
             await conn.wait_closed()
         if self._running:
             await asyncio.wait([asyncio.ensure_future(p.wait()) for p in self._running], timeout=_KILL_GRACE_S)
+        for pid in _members(self._sessions, self._started_ticks):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     async def _handle(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         command = process.command
@@ -130,6 +139,7 @@ class LocalSshEndpoint:
             process.exit(127)
             return
         self._running.add(proc)
+        self._sessions.add(proc.pid)  # start_new_session: the shell's pid is the session id
         try:
             # send_eof=False, then drain both: otherwise the channel closes when stdout ends and
             # stderr is lost (nats-and-eventsourcing.md §5.1).
@@ -163,3 +173,37 @@ def _kill_group(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _now_ticks() -> int:
+    """Now, in clock ticks since boot (the unit of /proc/<pid>/stat's start time); 0 off Linux."""
+    try:
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return int(uptime * os.sysconf("SC_CLK_TCK"))
+
+
+def _members(sessions: set[int], not_before: int) -> list[int]:
+    """Processes still in one of `sessions` that started after `not_before` (so a recycled
+    session id of an unrelated process is never hit). Linux only: empty without /proc."""
+    if not sessions:
+        return []
+    found = []
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
+        try:
+            session, started = int(fields[3]), int(fields[19])
+        except (IndexError, ValueError):
+            continue
+        if session in sessions and started >= not_before - 1:
+            found.append(int(entry))
+    return found

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import asyncssh
 import pytest
 
+from contracts.catalog import Action
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.localhost.provider import LocalhostProvider
 from services.provisioner.plugins.testing import NodeFactory, make_task, next_task, process_exited, service_task
@@ -164,3 +166,13 @@ async def test_aclose_stops_every_endpoint(tmp_path: Path) -> None:
     await reg.aclose()
     with pytest.raises(OSError):
         await asyncssh.connect("127.0.0.1", port, known_hosts=None, connect_timeout=2)
+
+
+async def test_delete_stops_daemons_the_scripts_started(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    started = await registry.execute(service_task(node, "start", "nohup sleep 60 > daemon.log 2>&1 & echo $! > daemon.pid"))
+    assert started.ok, started.error
+    daemon = int((node_dir(registry, node.results["providerid"]) / "daemon.pid").read_text())
+    os.kill(daemon, 0)  # it outlived the action, as a service should
+    assert (await registry.execute(node.model_copy(update={"action": Action.DELETE}))).ok
+    await process_exited(daemon, 5)
