@@ -49,7 +49,7 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
     log = structlog.get_logger(f"muster.{name}")
     nc = await connect(url, name=name)
     try:
-        await ensure_streams(nc.jetstream())
+        await ensure_streams(nc.jetstream(), replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
         async with AsyncExitStack() as stack:
             await setup(nc, stack)
             log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")
