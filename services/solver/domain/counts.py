@@ -8,9 +8,10 @@ the most preferred layout as possible, then as many of the next, and so on.
 Coopr walks candidate vectors in that order and tests each one; that takes astronomically
 long on big clusters and its skip-ahead cut-offs miss valid vectors. Here the counts are fixed
 one at a time, each to the largest value for which the remaining counts can still satisfy every
-row. That question is answered exactly by `feasibility.max_first`, a branch-and-prune search
-over a model in which the remaining layouts are merged by the rows they belong to: it runs
-over a handful of classes, whatever the node count.
+row. We keep a witness, a whole solution that agrees with the counts fixed so far: where the
+witness already gives a count its largest possible value nothing needs asking. Otherwise the
+question "can this count be larger?" is answered exactly by `feasibility.max_first` over a
+model in which the remaining layouts are merged by the rows they belong to.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .feasibility import LocalRow, max_first
+from .feasibility import LocalRow, complete, max_first
 
 UNBOUNDED = 1 << 62
 
@@ -42,18 +43,16 @@ def solutions(n: int, rows: Sequence[Row]) -> Iterator[tuple[int, ...]]:
     search = _Search(n, rows)
     x = [0] * n
     limit = [UNBOUNDED] * n
-    known_extendable = False
     i = 0
     while True:
         if i < n:
-            value = search.best(i, limit[i], known_extendable)
+            value = search.best(i, limit[i])
             if value is not None:
-                search.assign(i, value)
+                search.fix(i, value)
                 x[i] = value
                 i += 1
                 if i < n:
                     limit[i] = UNBOUNDED
-                known_extendable = True
                 continue
         else:
             yield tuple(x)
@@ -63,10 +62,10 @@ def solutions(n: int, rows: Sequence[Row]) -> Iterator[tuple[int, ...]]:
             i -= 1
         if i < 0:
             return
-        search.assign(i, -x[i])
+        search.fix(i, -x[i])
         limit[i] = x[i] - 1
         x[i] = 0
-        known_extendable = False
+        search.witness = None
 
 
 def lex_max(n: int, rows: Sequence[Row]) -> tuple[int, ...] | None:
@@ -77,12 +76,12 @@ def feasible(n: int, rows: Sequence[Row]) -> bool:
     if n == 0:
         return all(r.lo <= 0 <= r.hi for r in rows)
     # One question suffices: can the first count take any value at all?
-    return _Search(n, rows).best(0, UNBOUNDED, False) is not None
+    return _Search(n, rows).best(0, UNBOUNDED) is not None
 
 
 class _Search:
-    """Residual rows for a growing prefix of fixed counts, and the question: what is the
-    largest value the next count can take?"""
+    """Residual rows for a growing prefix of fixed counts, a witness, and the question: what
+    is the largest value the next count can take?"""
 
     def __init__(self, n: int, rows: Sequence[Row]) -> None:
         self.n = n
@@ -93,48 +92,83 @@ class _Search:
         for k, row in enumerate(rows):
             for j in row.members:
                 self.rows_of[j].append(k)
-        unbounded = [j for j in range(n) if all(self.hi[k] >= UNBOUNDED for k in self.rows_of[j])]
+        unbounded = [j for j in range(n) if self.cap(j) >= UNBOUNDED]
         if unbounded:
             raise ValueError(f"counts {unbounded} are in no row with an upper bound")
+        self.witness: list[int] | None = self._greedy_witness()
 
-    def assign(self, j: int, delta: int) -> None:
+    def fix(self, j: int, delta: int) -> None:
         for k in self.rows_of[j]:
             self.lo[k] -= delta
             self.hi[k] -= delta
 
     def cap(self, j: int) -> int:
-        return max(0, min(self.hi[k] for k in self.rows_of[j]))
+        return max(0, min(map(self.hi.__getitem__, self.rows_of[j])))
 
-    def best(self, i: int, limit: int, known_extendable: bool) -> int | None:
+    def best(self, i: int, limit: int) -> int | None:
         top = min(self.cap(i), limit)
         if top < 0:
             return None
-        if top == 0 and known_extendable:
-            return 0  # a completion exists and this count can only be 0 in it
-        return self._max_feasible(i, top)
+        witness = self.witness
+        if witness is not None and witness[i] == top:
+            return top  # the witness already has it as large as it can be
+        found = self._max_feasible(i, top, witness[i] + 1 if witness is not None else 0)
+        if found is None:
+            return witness[i] if witness is not None else None
+        return found
 
-    def _max_feasible(self, i: int, top: int) -> int | None:
-        caps = {j: self.cap(j) for j in range(i, self.n)}
+    def _greedy_witness(self) -> list[int] | None:
+        # Most inputs have an obvious solution, and starting from one saves the widest
+        # question. Two tries: rows in their order (the node total first: fill layouts in
+        # preference order), then the rows with a minimum first (place what must be placed).
+        rows = list(zip(self.members, self.lo, self.hi))
+        caps = [self.cap(j) for j in range(self.n)]
+        found = complete([0] * self.n, caps, rows, self.rows_of)
+        if found is not None:
+            return found
+        order = sorted(range(len(rows)), key=lambda k: rows[k][1] <= 0)
+        rows_of = [sorted(order.index(k) for k in ks) for ks in self.rows_of]
+        return complete([0] * self.n, caps, [rows[k] for k in order], rows_of)
+
+    def _max_feasible(self, i: int, top: int, at_least: int) -> int | None:
+        """The largest value >= at_least of count i that the rest can complete, with a new
+        witness; None when there is none."""
+        caps = [0] * i + [self.cap(j) for j in range(i, self.n)]
         active: list[int] = []
         for k, members in enumerate(self.members):
-            rest = members[bisect_left(members, i):]
+            rest = members[bisect_left(members, i) :]
             if not rest:
                 if not self.lo[k] <= 0 <= self.hi[k]:
                     return None  # a row whose counts are all fixed is violated
             elif self.lo[k] > 0 or self.hi[k] < sum(caps[j] for j in rest):
                 active.append(k)
         # Counts in the same active rows are interchangeable: merge them into one class.
-        classes: dict[tuple[int, ...], int] = {}
         active_set = set(active)
+        classes: dict[tuple[int, ...], list[int]] = {}
         for j in range(i + 1, self.n):
-            signature = tuple(k for k in self.rows_of[j] if k in active_set)
-            if signature:
-                classes[signature] = classes.get(signature, 0) + caps[j]
+            if caps[j]:
+                signature = tuple(k for k in self.rows_of[j] if k in active_set)
+                classes.setdefault(signature, []).append(j)
         own = tuple(k for k in self.rows_of[i] if k in active_set)
         signatures = [own, *classes]
-        upper = [top] + [min(total, *(self.hi[k] for k in sig)) for sig, total in classes.items()]
-        local = []
-        for k in active:
-            local_members = tuple(c for c, sig in enumerate(signatures) if k in sig)
-            local.append(LocalRow(local_members, self.lo[k], self.hi[k]))
-        return max_first(upper, local)
+        upper = [top] + [
+            min(sum(caps[j] for j in group), *(self.hi[k] for k in sig)) for sig, group in classes.items()
+        ]
+        local = [LocalRow(tuple(c for c, sig in enumerate(signatures) if k in sig), self.lo[k], self.hi[k]) for k in active]
+        values = max_first(upper, local, at_least)
+        if values is None:
+            return None
+        self.witness = self._spread(i, values, list(classes.values()), caps)
+        return values[0]
+
+    def _spread(self, i: int, values: list[int], groups: list[list[int]], caps: list[int]) -> list[int]:
+        """Class totals back to counts, earliest layout first: inactive rows hold for any
+        counts within their caps, active rows only see the totals."""
+        witness = [0] * self.n
+        witness[i] = values[0]
+        for total, group in zip(values[1:], groups):
+            for j in group:
+                take = min(total, caps[j])
+                witness[j] = take
+                total -= take
+        return witness

@@ -38,8 +38,12 @@ def service_model(
     """Rows for every constrained service over `layouts` (which hold `total` nodes at most),
     for a cluster of `nodes` nodes, of which `already[s]` run service s outside `layouts`."""
     limits: list[Limit] = []
+    holders: dict[str, list[int]] = {}
+    for j, layout in enumerate(layouts):
+        for service in layout.services:
+            holders.setdefault(service, []).append(j)
     for service in sorted(cluster - unconstrained(setting.template, cluster)):
-        members = tuple(j for j, layout in enumerate(layouts) if service in layout.services)
+        members = tuple(holders.get(service, ()))
         lo = lower_bound(setting.template, service, nodes)
         hi = upper_bound(setting.template, service, nodes)
         have = already.get(service, 0)

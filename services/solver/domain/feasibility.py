@@ -10,8 +10,10 @@ half first, so the first solution found has the largest possible value of variab
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
+from operator import itemgetter, sub
 
 # Propagation on wide domains can creep (each pass tightens a bound by one); past this many
 # passes splitting a domain is cheaper.
@@ -27,13 +29,23 @@ class LocalRow:
     hi: int
 
 
-def max_first(upper: list[int], rows: list[LocalRow]) -> int | None:
-    """The largest value of variable 0 in a solution with 0 <= v_c <= upper[c] that
-    satisfies every row, or None when there is no solution."""
+def max_first(upper: list[int], rows: list[LocalRow], lower0: int = 0) -> list[int] | None:
+    """A solution with 0 <= v_c <= upper[c] (and v_0 >= lower0) satisfying every row whose
+    variable 0 is as large as possible, or None when there is none."""
+    if lower0 > upper[0]:
+        return None
     all_rows = [(r.members, r.lo, r.hi) for r in rows] + _implied(rows)
-    stack: list[tuple[list[int], list[int], bool]] = [([0] * len(upper), list(upper), True)]
+    rows_of: list[list[int]] = [[] for _ in upper]
+    for k, (members, _, _) in enumerate(all_rows):
+        for c in members:
+            rows_of[c].append(k)
+    stack: list[tuple[list[int], list[int], bool]] = [([lower0] + [0] * (len(upper) - 1), list(upper), True)]
     while stack:
         lb, ub, at_root = stack.pop()
+        # A cheap completion first: when it works, propagation is not needed at all.
+        found = complete(lb, ub, all_rows, rows_of) if lb[0] == ub[0] else None
+        if found is not None:
+            return found
         if not _propagate(lb, ub, all_rows):
             continue
         if lb[0] < ub[0]:
@@ -44,10 +56,12 @@ def max_first(upper: list[int], rows: list[LocalRow]) -> int | None:
             else:
                 _split(stack, lb, ub, 0)
             continue
+        found = complete(lb, ub, all_rows, rows_of)
+        if found is not None:
+            return found
         widest = max(range(len(ub)), key=lambda c: ub[c] - lb[c])
-        if ub[widest] == lb[widest]:
-            return lb[0]
-        _split(stack, lb, ub, widest)
+        if ub[widest] > lb[widest]:
+            _split(stack, lb, ub, widest)
     return None
 
 
@@ -61,20 +75,42 @@ def _split(stack: list[tuple[list[int], list[int], bool]], lb: list[int], ub: li
     stack.append((high_lb, ub[:], False))  # popped first: upper half first
 
 
+def complete(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int, int]], rows_of: list[list[int]]) -> list[int] | None:
+    """Try to finish cheaply: start from the lower bounds and raise counts, earliest class
+    first, until every row's minimum is met without passing any maximum. Succeeds on most
+    feasible nodes long before splitting would fix every domain."""
+    x = lb[:]
+    sums = [sum(map(x.__getitem__, members)) for members, _, _ in rows]
+    slack = [hi - total for (_, _, hi), total in zip(rows, sums)]
+    for k, (members, lo, _) in enumerate(rows):
+        for c in members:
+            if sums[k] >= lo:
+                break
+            room = min(ub[c] - x[c], lo - sums[k], min(map(slack.__getitem__, rows_of[c])))
+            if room > 0:
+                x[c] += room
+                for r in rows_of[c]:
+                    sums[r] += room
+                    slack[r] -= room
+        if sums[k] < lo:
+            return None
+    return x if all(sums[k] >= lo for k, (_, lo, _) in enumerate(rows)) else None
+
+
 def _propagate(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int, int]]) -> bool:
-    """Narrow the domains to what each row allows given the others; False when a domain
-    empties."""
+    """Narrow the domains to what each row allows given the others; False when a row cannot
+    be met. Sums run in C (itemgetter); members are visited one by one only when some
+    domain is wider than the row's slack, i.e. when something can actually be narrowed."""
+    getters = [(itemgetter(*members) if len(members) > 1 else _single(members[0]), members, lo, hi) for members, lo, hi in rows]
     for _ in range(_PASSES):
         changed = False
-        for members, lo, hi in rows:
-            smin = smax = 0
-            for c in members:
-                smin += lb[c]
-                smax += ub[c]
+        for get, members, lo, hi in getters:
+            lows, ups = get(lb), get(ub)
+            smin, smax = sum(lows), sum(ups)
             if smin > hi or smax < lo:
                 return False
-            if smin >= lo and smax <= hi:
-                continue  # satisfied whatever the members take
+            if (smin >= lo and smax <= hi) or max(map(sub, ups, lows)) <= min(hi - smin, smax - lo):
+                continue
             for c in members:
                 low, up = lb[c], ub[c]
                 new_up = hi - smin + low
@@ -92,6 +128,10 @@ def _propagate(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], i
         if not changed:
             return True
     return True
+
+
+def _single(c: int) -> Callable[[list[int]], tuple[int]]:
+    return lambda values: (values[c],)
 
 
 def _implied(rows: list[LocalRow]) -> list[tuple[tuple[int, ...], int, int]]:

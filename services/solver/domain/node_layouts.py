@@ -1,7 +1,11 @@
 """Stage 2: node layouts (coopr-facts §3.3). A service set may run on the hardware and image
 types every one of its services allows; of those, the comparator's favourite is kept, one
 layout per service set, and the layouts are sorted by the same comparator: that order is the
-preference order of stage 3."""
+preference order of stage 3.
+
+Which (hardware, image) pairs suit a service is a bitmask over the candidate pairs, so stage 1
+can drop sets no pair suits while it builds them and stage 2 reads the survivors off the mask.
+"""
 
 from __future__ import annotations
 
@@ -37,25 +41,40 @@ def fits(setting: Setting, hardware: str, image: str, services: Iterable[str]) -
     return bool(allowed_hardware(setting, services, [hardware]) and allowed_images(setting, services, [image]))
 
 
-def best_layout(setting: Setting, services: frozenset[str]) -> NodeLayout | None:
-    hardware = allowed_hardware(setting, services)
-    images = allowed_images(setting, services)
-    if not hardware or not images:
-        return None
-    comparator = setting.comparator
-    return NodeLayout(comparator.best_hardware(hardware), comparator.best_image(images), tuple(sorted(services)))
+class _Pairs:
+    """Bit h * len(images) + i stands for (hardware[h], images[i])."""
+
+    def __init__(self, setting: Setting) -> None:
+        self.hardware, self.images = setting.hardware, setting.images
+        width = len(self.images)
+        self.hw_bits = [((1 << width) - 1) << (h * width) for h in range(len(self.hardware))]
+        self.img_bits = [sum(1 << (h * width + i) for h in range(len(self.hardware))) for i in range(width)]
+
+    def mask(self, hardware: Iterable[str], images: Iterable[str]) -> int:
+        hw, img = set(hardware), set(images)
+        rows = sum(b for h, b in zip(self.hardware, self.hw_bits) if h in hw)
+        cols = sum(b for i, b in zip(self.images, self.img_bits) if i in img)
+        return rows & cols
+
+    def decode(self, mask: int) -> tuple[list[str], list[str]]:
+        return (
+            [h for h, b in zip(self.hardware, self.hw_bits) if mask & b],
+            [i for i, b in zip(self.images, self.img_bits) if mask & b],
+        )
 
 
 def node_layouts(setting: Setting, cluster: frozenset[str]) -> list[NodeLayout]:
     """Stages 1 and 2: one layout per valid service set, in preference order."""
     free = unconstrained(setting.template, cluster)
-
-    def placeable(services: frozenset[str]) -> bool:
-        # Monotone: a set no hardware or image fits stays unfit with more services.
-        return bool(allowed_hardware(setting, services) and allowed_images(setting, services))
-
-    sets = [s | free for s in valid_service_sets(cluster - free, setting.template.constraints.layout, cluster, placeable)]
+    pairs = _Pairs(setting)
+    suits = {s: pairs.mask(allowed_hardware(setting, [s]), allowed_images(setting, [s])) for s in cluster - free}
+    found = valid_service_sets(cluster - free, setting.template.constraints.layout, cluster, suits)
     if free:
-        sets.append(free)
-    layouts = [layout for layout in (best_layout(setting, s) for s in sets) if layout is not None]
-    return sorted(layouts, key=setting.comparator.key)
+        found.append((frozenset(), pairs.mask(setting.hardware, setting.images)))
+    comparator = setting.comparator
+    layouts = []
+    for services, mask in found:
+        hardware, images = pairs.decode(mask)
+        if hardware and images:
+            layouts.append(NodeLayout(comparator.best_hardware(hardware), comparator.best_image(images), tuple(sorted(services | free))))
+    return sorted(layouts, key=comparator.key)

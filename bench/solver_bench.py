@@ -1,0 +1,134 @@
+"""Solver benchmark: time and peak memory of `solve` for 5 to 10,000 nodes on a 30-service
+template with must/can't-coexist groups, hardware/image restrictions and min/max/ratio
+constraints. Not a test: run it and copy the table into docs/benchmarks.md ("## Solver").
+
+    .venv/bin/python bench/solver_bench.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import time
+import tracemalloc
+from typing import Any
+
+from contracts.catalog import Catalog
+from services.solver.domain import SolveRequest, solve
+
+PROVIDER = "sim"
+HARDWARE = {  # name: (flavor, cost)
+    "small": ("s1", 0.05),
+    "medium": ("m1", 0.10),
+    "large": ("l1", 0.20),
+    "worker-large": ("w1", 0.30),
+    "worker-xlarge": ("w2", 0.45),
+    "memory-xl": ("x1", 0.60),
+}
+IMAGES = ["ubuntu22", "centos7", "rocky9"]
+
+EVERYWHERE = ["base", "ntp", "node-exporter", "logrotate", "firewall"]
+MASTERS = ["hdfs-namenode", "yarn-resourcemanager", "hbase-master", "mapreduce-historyserver", "hive-metastore", "spark-historyserver"]
+WORKERS = ["hdfs-datanode", "yarn-nodemanager", "hbase-regionserver", "impala-daemon"]
+EDGE = ["hue", "hive-server2", "oozie"]
+OTHERS = [
+    "hdfs-secondarynamenode", "zookeeper-server", "kafka-broker", "kafka-connect", "hadoop-gateway",
+    "prometheus", "alertmanager", "grafana", "elasticsearch", "kibana", "mysql-server", "impala-catalog",
+]  # fmt: skip
+SERVICES = EVERYWHERE + MASTERS + WORKERS + EDGE + OTHERS
+
+
+def _q(lo: int = 0, hi: int | None = None, ratio: dict[str, float] | None = None) -> dict[str, Any]:
+    quantities: dict[str, Any] = {"min": lo}
+    if hi is not None:
+        quantities["max"] = hi
+    if ratio:
+        quantities["ratio"] = ratio
+    return {"quantities": quantities}
+
+
+def template() -> dict[str, Any]:
+    constraints = {
+        **{s: _q(1, 1) for s in MASTERS},
+        "hdfs-namenode": {"hardwaretypes": ["large", "memory-xl"], **_q(1, 1)},
+        "hdfs-secondarynamenode": {"hardwaretypes": ["large", "memory-xl"], **_q(0, 1)},
+        "hdfs-datanode": {"hardwaretypes": ["worker-large", "worker-xlarge"], **_q(1, None, {"max": 90})},
+        "zookeeper-server": {"hardwaretypes": ["small", "medium"], **_q(1, 5)},
+        "kafka-broker": {"hardwaretypes": ["medium", "large"], **_q(1, 20, {"max": 25})},
+        "hadoop-gateway": _q(1, None, {"min": 2}),
+        "prometheus": _q(1, 1),
+        "grafana": _q(0, 1),
+        "elasticsearch": {"imagetypes": ["ubuntu22", "rocky9"], **_q(1, None, {"max": 20})},
+        "kibana": _q(0, 1),
+        "mysql-server": {"imagetypes": ["centos7", "rocky9"], **_q(1, 1)},
+        "impala-catalog": _q(1, 1),
+        "hue": _q(1, 3),
+    }
+    return {
+        "name": "platform",
+        "defaults": {"services": SERVICES, "provider": PROVIDER, "imagetype": "ubuntu22"},
+        "compatibility": {"services": SERVICES},
+        "constraints": {
+            "layout": {
+                "mustcoexist": [MASTERS, WORKERS, EDGE, ["kafka-broker", "kafka-connect"], ["prometheus", "alertmanager"]],
+                "cantcoexist": [
+                    ["hdfs-namenode", "hdfs-datanode"], ["hdfs-namenode", "hdfs-secondarynamenode"],
+                    ["zookeeper-server", "hdfs-datanode"], ["zookeeper-server", "hdfs-namenode"],
+                    ["kafka-broker", "hdfs-datanode"], ["kafka-broker", "hdfs-namenode"],
+                    ["elasticsearch", "hdfs-datanode"], ["elasticsearch", "hdfs-namenode"],
+                    ["hue", "hdfs-datanode"], ["hue", "hdfs-namenode"], ["prometheus", "hdfs-datanode"],
+                    ["mysql-server", "hdfs-datanode"], ["impala-catalog", "hdfs-datanode"],
+                    ["hadoop-gateway", "hdfs-datanode"], ["kibana", "hdfs-datanode"], ["grafana", "hdfs-datanode"],
+                ],  # fmt: skip
+            },
+            "services": constraints,
+            "size": {"min": 1, "max": 10000},
+        },
+    }
+
+
+def catalog() -> Catalog:
+    return Catalog.model_validate(
+        {
+            "providers": {PROVIDER: {"name": PROVIDER, "providertype": "simulated"}},
+            "hardwaretypes": {
+                name: {"name": name, "providermap": {PROVIDER: {"flavor": flavor, "cost": str(cost)}}}
+                for name, (flavor, cost) in HARDWARE.items()
+            },
+            "imagetypes": {name: {"name": name, "providermap": {PROVIDER: {"image": f"img-{name}"}}} for name in IMAGES},
+            "services": {name: {"name": name} for name in SERVICES},
+            "clustertemplates": {"platform": template()},
+        }
+    )
+
+
+def measure(cat: Catalog, nodes: int, repeat: int) -> tuple[float, float, int, int]:
+    request = SolveRequest(template="platform", nodes=nodes)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        layout = solve(cat, request)
+        times.append((time.perf_counter() - start) * 1000)
+    tracemalloc.start()
+    solve(cat, request)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return statistics.median(times), max(times), peak, len(layout.layout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    cat = catalog()
+    print(f"template: {len(SERVICES)} services; python {platform.python_version()} on {platform.machine()}")
+    print(f"{'nodes':>6} | {'median ms':>9} | {'max ms':>7} | {'peak MiB':>8} | groups")
+    print(f"{'-' * 6}-|-{'-' * 9}-|-{'-' * 7}-|-{'-' * 8}-|-------")
+    for nodes in (5, 100, 1000, 10000):
+        median, worst, peak, groups = measure(cat, nodes, args.repeat)
+        print(f"{nodes:>6} | {median:>9.1f} | {worst:>7.1f} | {peak / 2**20:>8.2f} | {groups}")
+
+
+if __name__ == "__main__":
+    main()
