@@ -176,3 +176,15 @@ async def test_delete_stops_daemons_the_scripts_started(registry: PluginRegistry
     os.kill(daemon, 0)  # it outlived the action, as a service should
     assert (await registry.execute(node.model_copy(update={"action": Action.DELETE}))).ok
     await process_exited(daemon, 5)
+
+
+async def test_task_values_reach_the_script_verbatim_never_as_shell_code(
+    registry: PluginRegistry, localhost_node: NodeFactory
+) -> None:
+    nasty = "it's $(touch pwned) `touch pwned2` \"q\" \\ ;"
+    node = await localhost_node(config={"motd": nasty}, hostname="h'1")
+    out = await registry.execute(service_task(node, "configure", 'printf "%s\\n" "$MUSTER_CONFIG" "$MUSTER_HOSTNAME"'))
+    assert out.ok, out.error
+    assert out.stdout.splitlines() == [json.dumps({"motd": nasty}, separators=(",", ":")), "h'1"]
+    home = node_dir(registry, node.results["providerid"])
+    assert not (home / "pwned").exists() and not (home / "pwned2").exists()

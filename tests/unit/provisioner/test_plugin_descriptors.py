@@ -44,7 +44,13 @@ def write_plugin(folder: Path, descriptor: dict[str, Any] | str, code: str = ECH
 
 async def test_builtin_plugins_are_discovered(registry: PluginRegistry) -> None:
     kinds = {(d["type"], d["name"]) for d in registry.describe()}
-    assert {("provider", "simulated"), ("automator", "simulated")} <= kinds
+    assert kinds == {
+        ("provider", "simulated"),
+        ("automator", "simulated"),
+        ("provider", "localhost"),
+        ("provider", "static-pool"),
+        ("automator", "shell"),
+    }
     assert registry.provider("simulated") is not None
     assert registry.automator("simulated") is not None
 
