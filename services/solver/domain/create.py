@@ -34,15 +34,19 @@ def service_model(
     nodes: int,
     total: int,
     already: dict[str, int],
+    every_service: bool = False,
 ) -> list[Limit]:
-    """Rows for every constrained service over `layouts` (which hold `total` nodes at most),
-    for a cluster of `nodes` nodes, of which `already[s]` run service s outside `layouts`."""
+    """Rows for the services over `layouts` (which hold `total` nodes at most), for a cluster
+    of `nodes` nodes, of which `already[s]` run service s outside `layouts`. A new cluster
+    needs no rows for unconstrained services (every layout has them); existing nodes may
+    not, so changes to a cluster pass `every_service`."""
     limits: list[Limit] = []
     holders: dict[str, list[int]] = {}
     for j, layout in enumerate(layouts):
         for service in layout.services:
             holders.setdefault(service, []).append(j)
-    for service in sorted(cluster - unconstrained(setting.template, cluster)):
+    counted = cluster if every_service else cluster - unconstrained(setting.template, cluster)
+    for service in sorted(counted):
         members = tuple(holders.get(service, ()))
         lo = lower_bound(setting.template, service, nodes)
         hi = upper_bound(setting.template, service, nodes)

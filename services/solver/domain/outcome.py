@@ -50,5 +50,7 @@ def first_allowed(
             return layout
         skipped += 1
     if skipped:
-        raise unsolvable(f"all {skipped} layouts that satisfy the constraints for {requested} have been excluded")
+        which = "the only layout" if skipped == 1 else f"all {skipped} layouts"
+        verb = ("satisfies", "was") if skipped == 1 else ("satisfy", "were")
+        raise unsolvable(f"{which} that {verb[0]} the constraints for {requested} {verb[1]} excluded")
     raise unsolvable(explain(model, requested))

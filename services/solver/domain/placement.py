@@ -3,7 +3,10 @@ gives the most useful message (what to change in the request or the template).""
 
 from __future__ import annotations
 
-from .node_layouts import allowed_hardware, allowed_images
+from collections.abc import Sequence
+
+from .comparators import NodeLayout
+from .node_layouts import allowed_hardware, allowed_images, fits
 from .setting import Setting, names
 
 
@@ -47,3 +50,33 @@ def why_unplaceable(setting: Setting, cluster: frozenset[str], service: str) -> 
             )
             return f"{head}: it must coexist with {partners}, and no {word} suits them all ({wants})"
     return f"{head}: no valid node layout holds it"
+
+
+def why_not_added(setting: Setting, cluster: frozenset[str], service: str, groups: Sequence[tuple[NodeLayout, int]]) -> str:
+    """Why no existing node can take `service` (add-services adds no nodes)."""
+    blockers: list[str] = []
+    hardware: list[str] = []
+    images: list[str] = []
+    others: list[str] = []
+    for layout, _ in groups:
+        present = set(layout.services)
+        blocking = [g for g in setting.template.constraints.layout.cantcoexist if service in g and set(g) - {service} <= present]
+        if blocking:
+            blockers += [s for g in blocking for s in sorted(set(g) - {service}) if s not in blockers]
+        elif not fits(setting, layout.hardware, layout.image, [service]):
+            if not allowed_hardware(setting, [service], [layout.hardware]) and layout.hardware not in hardware:
+                hardware.append(layout.hardware)
+            elif not allowed_images(setting, [service], [layout.image]) and layout.image not in images:
+                images.append(layout.image)
+        else:
+            others += [s for s in sorted(must_closure(setting, cluster, service) - present - {service}) if s not in others]
+    parts = []
+    if blockers:
+        parts.append(f"it can't coexist with {names(blockers)}")
+    if hardware:
+        parts.append(f"it needs hardware type {' or '.join(_wanted(setting, service, 'hardwaretypes'))}, not {names(hardware)}")
+    if images:
+        parts.append(f"it needs image type {' or '.join(_wanted(setting, service, 'imagetypes'))}, not {names(images)}")
+    if others:
+        parts.append(f"it must coexist with {names(others)}, which cannot join it there")
+    return f"{service} cannot be placed: {'; '.join(parts) or 'no existing node can take it'} and add-services adds no nodes"

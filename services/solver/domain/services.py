@@ -22,7 +22,7 @@ def check_known(setting: Setting, services: Iterable[str], what: str = "service"
             )
 
 
-def check_dependencies(setting: Setting, cluster: frozenset[str]) -> None:
+def check_dependencies(setting: Setting, cluster: frozenset[str], removed: frozenset[str] = frozenset()) -> None:
     catalog = setting.catalog
     provided = set(cluster)
     for service in cluster:
@@ -31,6 +31,9 @@ def check_dependencies(setting: Setting, cluster: frozenset[str]) -> None:
     for service in sorted(cluster):
         deps = catalog.services[service].dependencies
         missing = sorted(r for r in deps.requires if r not in provided)
+        if set(missing) & removed:
+            problems.append(f"cannot remove {names(sorted(set(missing) & removed))}: {service} requires it")
+            missing = [m for m in missing if m not in removed]
         if missing:
             problems.append(
                 f"{service} requires {names(missing)}, which no service on the cluster is or provides"
