@@ -119,9 +119,10 @@ async def test_action_timeout_kills_the_remote_command(registry: PluginRegistry,
 
 async def test_task_timeout_applies_to_the_shell_automator(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
     node = await localhost_node()
-    task = service_task(node, "start", "exec sleep 30").model_copy(update={"timeout_s": 0.4})
+    task = service_task(node, "start", "echo $$ > pid; exec sleep 30").model_copy(update={"timeout_s": 0.4})
     out = await asyncio.wait_for(registry.execute(task), 10)
-    assert not out.ok and "timed out after 0.4 s" in out.error
+    assert not out.ok and "svc start: timed out after 0.36 s" in out.error  # leaves time to kill it
+    await process_exited(int((node_dir(registry, node.results["providerid"]) / "pid").read_text()), 5)
 
 
 async def test_large_output_is_trimmed(registry: PluginRegistry, localhost_node: NodeFactory) -> None:

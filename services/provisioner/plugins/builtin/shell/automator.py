@@ -27,6 +27,7 @@ from services.provisioner.plugins.ssh import SshCommandTimeout, SshError, connec
 CONFIG_ENV_LIMIT = 32 * 1024
 """Bytes of compact cluster-config JSON still passed in MUSTER_CONFIG (the file always has it)."""
 CLEANUP_TIMEOUT_S = 5.0
+CLEANUP_MARGIN_S = 2.0
 BOOTSTRAP_PROBE = 'echo "bootstrap: $(id -un)@$(hostname) in $PWD"'
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -120,7 +121,9 @@ class ShellAutomator(AutomatorPlugin):
         extra_env = ctx.fields.get("env") or {}
         if not isinstance(extra_env, Mapping) or not all(_ENV_NAME.match(str(k)) for k in extra_env):
             return failed(f"{what}: field 'env' must be a JSON object of environment variable names to values")
-        limit = ctx.remaining()
+        # Time out a little before the task's deadline, so that there is time to kill the script.
+        remaining = ctx.remaining()
+        limit = remaining - min(CLEANUP_MARGIN_S, 0.1 * remaining)
         if ctx.fields.get("timeout_s"):
             limit = min(limit, float(ctx.fields["timeout_s"]))
         try:
@@ -153,13 +156,16 @@ class ShellAutomator(AutomatorPlugin):
                         with contextlib.suppress(SshCommandTimeout, asyncssh.Error, OSError):
                             await run(conn, command.cleanup, timeout=CLEANUP_TIMEOUT_S)
                     return failed(
-                        f"{what}: timed out after {limit:g} s on {target.address}", stdout=err.stdout, stderr=err.stderr
+                        f"{what}: timed out after {limit:.3g} s on {target.address}", stdout=err.stdout, stderr=err.stderr
                     )
         except SshError as err:
             return failed(f"{what}: {err}")
         if result.exit_status != 0:
-            reason = (
-                f"killed by signal {result.signal}" if result.signal else f"exited with status {result.exit_status}"
-            )
+            if result.signal:
+                reason = f"killed by signal {result.signal}"
+            elif result.exit_status is None:
+                reason = "ended without an exit status (connection lost?)"
+            else:
+                reason = f"exited with status {result.exit_status}"
             return failed(f"{what}: script {reason}", stdout=result.stdout, stderr=result.stderr)
         return succeeded(stdout=result.stdout, stderr=result.stderr)
