@@ -6,6 +6,7 @@ demo's `sim` provider `latency_ms`/`failure_rate` apply to service actions too),
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from contracts.catalog import Action
@@ -27,14 +28,14 @@ class SimulatedRun:
 
 
 class SimulatedAutomator(AutomatorPlugin):
-    runs: list[SimulatedRun]
-    """What ran, in order (bounded; for tests and demos)."""
+    runs: deque[SimulatedRun]
+    """What ran, in order: the latest MAX_RUNS (for tests and demos)."""
 
     MAX_RUNS = 10_000
 
     def __init__(self, descriptor: PluginDescriptor, env: PluginEnv) -> None:
         super().__init__(descriptor, env)
-        self.runs = []
+        self.runs = deque(maxlen=self.MAX_RUNS)
 
     async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome:
         b = behaviour(ctx.task, ctx.fields, "automator", fallback=ctx.task.provider.fields)
@@ -45,8 +46,7 @@ class SimulatedAutomator(AutomatorPlugin):
             f"[simulated {action.value}] {service or 'node'} on {ctx.node.hostname}"
             f"{': ' + script if script else ''} ({b.latency_ms:.0f} ms)"
         )
-        if len(self.runs) < self.MAX_RUNS:
-            self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails))
+        self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails))
         if b.fails:
             return failed(
                 f"simulated failure of {action.value} (failure rate {b.failure_rate:g})",
