@@ -43,6 +43,16 @@ async def lifecycle(reg: PluginRegistry, cluster: str, node: str = "n1") -> tupl
     return create, await reg.execute(create)
 
 
+async def pool_node(reg: PluginRegistry, cluster: str) -> tuple[TaskMessage, TaskOutcome]:
+    """Create and confirm a pool node: (its bootstrap task, carrying its results; confirm's outcome)."""
+    create, created = await lifecycle(reg, cluster)
+    assert created.ok, created.error
+    confirm = next_task(create, created, "confirm")
+    confirmed = await reg.execute(confirm)
+    assert confirmed.ok, confirmed.error
+    return next_task(confirm, confirmed, "bootstrap"), confirmed
+
+
 async def test_hosts_are_lent_to_one_cluster_at_a_time_and_returned(
     registry: PluginRegistry, localhost_node: NodeFactory
 ) -> None:
@@ -87,12 +97,8 @@ async def test_confirm_learns_host_keys_and_the_shell_automator_runs_there(
     a = await localhost_node("host-a")
     reg = await pool_registry(registry.work_dir, [pool_host(a)], registry.work_dir)
     try:
-        create, created = await lifecycle(reg, "c1")
-        confirm = next_task(create, created, "confirm")
-        confirmed = await reg.execute(confirm)
-        assert confirmed.ok, confirmed.error
+        node, confirmed = await pool_node(reg, "c1")
         assert confirmed.result["ssh_host_keys"] == a.results["ssh_host_keys"]
-        node = next_task(confirm, confirmed, "bootstrap")
         out = await reg.execute(service_task(node, "install", "echo $MUSTER_CLUSTER_ID > pooled.txt"))
         assert out.ok, out.error
         localhost = registry.provider("localhost")
@@ -170,13 +176,8 @@ async def test_assignments_survive_a_restart_with_the_same_work_dir(tmp_path: Pa
 async def test_real_sshd_create_confirm_install_delete(sshd: Any, tmp_path: Path) -> None:
     reg = await pool_registry(tmp_path, [sshd.pool_host()], tmp_path / "w")
     try:
-        create, created = await lifecycle(reg, "c1")
-        assert created.ok, created.error
-        confirm = next_task(create, created, "confirm")
-        confirmed = await reg.execute(confirm)
-        assert confirmed.ok, (confirmed.error, sshd.log[-5:])
+        node, confirmed = await pool_node(reg, "c1")
         assert confirmed.result["ssh_host_keys"] == {"ssh-ed25519": sshd.host_key}
-        node = next_task(confirm, confirmed, "bootstrap")
         assert (await reg.execute(node)).ok
         out = await reg.execute(
             service_task(
@@ -210,10 +211,7 @@ async def test_real_sshd_with_a_wrong_host_key_is_refused(sshd: Any, tmp_path: P
 async def test_real_sshd_timeout(sshd: Any, tmp_path: Path) -> None:
     reg = await pool_registry(tmp_path, [sshd.pool_host()], tmp_path / "w")
     try:
-        create, created = await lifecycle(reg, "c1")
-        confirm = next_task(create, created, "confirm")
-        confirmed = await reg.execute(confirm)
-        node = next_task(confirm, confirmed, "bootstrap")
+        node, _ = await pool_node(reg, "c1")
         workdir = tmp_path / "node"
         script = "echo $$ > pid; echo started; exec sleep 30"
         out = await reg.execute(service_task(node, "start", script, timeout_s="0.5", workdir=str(workdir)))

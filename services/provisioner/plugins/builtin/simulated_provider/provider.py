@@ -9,7 +9,7 @@ from contracts.tasks import TaskOutcome
 
 from services.provisioner.plugins.base import PluginEnv, PluginContext, ProviderPlugin, failed, succeeded
 from services.provisioner.plugins.descriptor import PluginDescriptor
-from services.provisioner.plugins.simulation import behaviour, fake_ipv4, simulate_latency
+from services.provisioner.plugins.simulation import Behaviour, behaviour, fake_ipv4, simulate_latency
 
 
 @dataclass
@@ -32,18 +32,25 @@ class SimulatedProvider(ProviderPlugin):
         super().__init__(descriptor, env)
         self.machines = {}
 
-    def _describe(self, ctx: PluginContext, latency_ms: float) -> str:
-        return (
-            f"[simulated {ctx.action.value}] node {ctx.node.id} ({ctx.node.hostname}) "
-            f"region {ctx.fields.get('region', 'local')}, {latency_ms:.0f} ms"
-        )
-
-    async def create(self, ctx: PluginContext) -> TaskOutcome:
+    async def _simulate(self, ctx: PluginContext) -> tuple[Behaviour, str, TaskOutcome | None]:
+        """Wait the drawn latency; (the draw, a line of output, the failure if one was drawn)."""
         b = behaviour(ctx.task, ctx.fields, "provider")
         await simulate_latency(b)
-        line = self._describe(ctx, b.latency_ms)
-        if b.fails:
-            return failed(f"simulated failure of create (failure rate {b.failure_rate:g})", stdout=line)
+        line = (
+            f"[simulated {ctx.action.value}] node {ctx.node.id} ({ctx.node.hostname}) "
+            f"region {ctx.fields.get('region', 'local')}, {b.latency_ms:.0f} ms"
+        )
+        failure = (
+            failed(f"simulated failure of {ctx.action.value} (failure rate {b.failure_rate:g})", stdout=line)
+            if b.fails
+            else None
+        )
+        return b, line, failure
+
+    async def create(self, ctx: PluginContext) -> TaskOutcome:
+        b, line, failure = await self._simulate(ctx)
+        if failure:
+            return failure
         seeded = ctx.fields.get("seed") not in (None, "")
         providerid = f"sim-{b.rng.getrandbits(48):012x}" if seeded else f"sim-{uuid.uuid4().hex[:12]}"
         ip = fake_ipv4(providerid)
@@ -58,11 +65,9 @@ class SimulatedProvider(ProviderPlugin):
         providerid = ctx.providerid
         if not providerid:
             return failed("confirm: the node has no providerid (its create did not succeed)")
-        b = behaviour(ctx.task, ctx.fields, "provider")
-        await simulate_latency(b)
-        line = self._describe(ctx, b.latency_ms)
-        if b.fails:
-            return failed(f"simulated failure of confirm (failure rate {b.failure_rate:g})", stdout=line)
+        _, line, failure = await self._simulate(ctx)
+        if failure:
+            return failure
         machine = self.machines.get(providerid)
         if machine is not None:
             machine.confirmed = True
@@ -74,11 +79,9 @@ class SimulatedProvider(ProviderPlugin):
         )
 
     async def delete(self, ctx: PluginContext) -> TaskOutcome:
-        b = behaviour(ctx.task, ctx.fields, "provider")
-        await simulate_latency(b)
-        line = self._describe(ctx, b.latency_ms)
-        if b.fails:
-            return failed(f"simulated failure of delete (failure rate {b.failure_rate:g})", stdout=line)
+        _, line, failure = await self._simulate(ctx)
+        if failure:
+            return failure
         providerid = ctx.providerid
         if not providerid:
             return succeeded(stdout=f"{line}: nothing to delete (no providerid)")
