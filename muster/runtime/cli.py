@@ -53,19 +53,35 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
     return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli")
 
 
-async def _run_until_signal(deployment: Deployment) -> None:
+async def _guarded(deployment: Deployment, work: Any = None) -> Any:
+    """Run `work` (or nothing) until it ends, a signal arrives, or a service dies;
+    SIGINT and SIGTERM are handled here so a clean stop never depends on how we were
+    started (a background job starts with SIGINT ignored)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    exited = asyncio.ensure_future(deployment.wait_for_exit())
-    stopping = asyncio.ensure_future(stop.wait())
-    done, _ = await asyncio.wait({exited, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if exited in done:
-        child = exited.result()
-        console.print(f"[red]{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}[/red]")
-    for f in (exited, stopping):
-        f.cancel()
+    waits = {
+        "exit": asyncio.ensure_future(deployment.wait_for_exit()),
+        "signal": asyncio.ensure_future(stop.wait()),
+    }
+    if work is not None:
+        waits["work"] = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
+        if waits["exit"] in done:
+            child = waits["exit"].result()
+            raise click.ClickException(f"{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}")
+        if waits["signal"] in done:
+            console.print("interrupted; stopping.")
+            return None
+        return waits["work"].result()
+    finally:
+        for f in waits.values():
+            f.cancel()
+        await asyncio.gather(*waits.values(), return_exceptions=True)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 @click.command("up")
@@ -91,7 +107,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
             console.print(f"logs:    {data_dir / 'logs'}")
             console.print("muster is up; Ctrl-C stops it.", style="bold")
             sys.stdout.flush()
-            await _run_until_signal(deployment)
+            await _guarded(deployment)
         finally:
             await deployment.stop()
             console.print("stopped.")
@@ -159,33 +175,39 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
         try:
             await deployment.start()
             console.print(f"nats {deployment.nats_url} · tracker {deployment.tracker_url} · logs {data_dir / 'logs'}")
-            async with await MusterClient.connect(deployment.nats_url) as client:
-                n = await _load_catalog(client, tenant, DEMO_CATALOG)
-                console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
-                reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
-                if isinstance(reply, Rejected):
-                    raise click.ClickException(f"create rejected: {reply.reason}")
-                console.print(f"create accepted: job {reply.job_id}, cluster {reply.cluster_id}")
-                final = await follow(client, reply.job_id, tenant, "create")
-                status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
-                console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
-                if status.get("layout"):
-                    console.print(_layout_table(status["layout"]))
-                if isinstance(final, JobFailed):
-                    raise click.ClickException(f"create failed: {final.reason}")
-                if not keep:
-                    deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
-                    if isinstance(deleted, Rejected):
-                        raise click.ClickException(f"delete rejected: {deleted.reason}")
-                    final = await follow(client, deleted.job_id, tenant, "delete")
-                    if isinstance(final, JobFailed):
-                        raise click.ClickException(f"delete failed: {final.reason}")
-                    console.print(f"cluster {reply.cluster_id} deleted.")
+            await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
             await deployment.stop()
             console.print("everything stopped.")
 
     _run(main())
+
+
+async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:
+    async with await MusterClient.connect(deployment.nats_url) as client:
+        n = await _load_catalog(client, tenant, DEMO_CATALOG)
+        console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
+        reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
+        if isinstance(reply, Rejected):
+            raise click.ClickException(f"create rejected: {reply.reason}")
+        console.print(f"create accepted: job {reply.job_id}")
+        console.print(f"cluster {reply.cluster_id}")
+        final = await follow(client, reply.job_id, tenant, "create")
+        status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
+        console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
+        if status.get("layout"):
+            console.print(_layout_table(status["layout"]))
+        if isinstance(final, JobFailed):
+            raise click.ClickException(f"create failed: {final.reason}")
+        if keep:
+            return
+        deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
+        if isinstance(deleted, Rejected):
+            raise click.ClickException(f"delete rejected: {deleted.reason}")
+        final = await follow(client, deleted.job_id, tenant, "delete")
+        if isinstance(final, JobFailed):
+            raise click.ClickException(f"delete failed: {final.reason}")
+        console.print(f"cluster {reply.cluster_id} deleted.")
 
 
 # -- for scripts -------------------------------------------------------------------------------
