@@ -195,6 +195,14 @@ class Planner:
         log.info("accepted", tenant=tenant, job=job_id, operation="delete")
         return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
 
+    # -- queries ---------------------------------------------------------------------------
+
+    def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        job = self.jobs.get(job_id)
+        if job is None or job.tenant != tenant:
+            return None
+        return job.view()
+
     # -- layouts ---------------------------------------------------------------------------
 
     async def on_layout_event(self, recorded: Recorded) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import json
 from contextlib import AsyncExitStack
 
 import click
@@ -37,8 +38,17 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         if msg.reply:
             await msg.respond(reply.model_dump_json().encode())
 
+    async def on_query(msg: Msg) -> None:
+        # muster.q.<tenant>.job.<id>: answered only by the planner that has the job; the
+        # tracker falls back to the log when nobody answers.
+        parts = msg.subject.split(".")
+        view = planner.job_view(parts[2], parts[4]) if len(parts) == 5 else None
+        if view is not None and msg.reply:
+            await msg.respond(json.dumps(view).encode())
+
     subs = [
         await nc.subscribe(f"{subjects.OPS}.*.*", queue="planners", cb=on_request),
+        await nc.subscribe(subjects.ALL_JOB_QUERIES, cb=on_query),
         await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event),
         await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event),
     ]

@@ -142,6 +142,29 @@ class Job(Aggregate):
     def in_flight(self) -> int:
         return sum(1 for s in self.task_state.values() if s == "queued")
 
+    # -- views --------------------------------------------------------------------------
+
+    def view(self) -> dict[str, Any]:
+        """The job as its owner sees it (the tracker adds where each task runs)."""
+        tasks = [
+            {**t, "state": self.task_state.get(t["id"], "planned"), "attempt": self.attempts.get(t["id"], 0)}
+            for t in self.tasks.values()
+        ]
+        counts: dict[str, int] = {}
+        for t in tasks:
+            counts[t["state"]] = counts.get(t["state"], 0) + 1
+        done = {t for t, s in self.task_state.items() if s == "succeeded"}
+        stages = self.plan.stages if self.plan is not None else ()
+        current = next((i for i, st in enumerate(stages, 1) if not set(st) <= done), None)
+        return {
+            "id": str(self.id), "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
+            "state": self.state, "error": self.error or None, "owner": self.planner, "mode": self.mode,
+            "requested_by": self.requested_by, "started_at": self.created_on.isoformat(),
+            "finished_at": self.modified_on.isoformat() if self.is_final else None,
+            "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
+            "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
+        }
+
     # -- the end --------------------------------------------------------------------------
 
     @property

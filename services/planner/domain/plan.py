@@ -67,9 +67,12 @@ RULES = (
 )
 
 
+_NAME = {a: a.value for a in Action}  # Enum.value is slow in a loop of 10^5
+
+
 def task_id(node: str, action: Action, service: str | None) -> str:
     """`<node>.<action>` for machine tasks, `<node>.<action>.<service>` for service tasks."""
-    return f"{node}.{action.value}" if service is None else f"{node}.{action.value}.{service}"
+    return f"{node}.{_NAME[action]}" if service is None else f"{node}.{_NAME[action]}.{service}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +111,17 @@ class Plan:
         nodes = {n: i for i, n in enumerate(dict.fromkeys([*node_order, *(t.node for t in by_id.values())]))}
         links = [lk for lk in links if lk[0] and lk[1]]
 
-        def key(tid: str) -> tuple[int, int, str]:
-            t = by_id[tid]
-            return nodes[t.node], ACTION_INDEX[t.action], t.service or ""
-
-        stages = staged(list(by_id), links, lambda tid: by_id[tid].node, key)
+        keys = {t.id: (nodes[t.node], ACTION_INDEX[t.action], t.service or "") for t in by_id.values()}
+        stages = staged(list(by_id), links, lambda tid: by_id[tid].node, keys.__getitem__)
         order = [tid for stage in stages for tid in stage]
-        pos = {tid: i for i, tid in enumerate(order)}
-        norm = sorted(
-            {(tuple(sorted(set(s), key=pos.__getitem__)), tuple(sorted(set(t), key=pos.__getitem__))) for s, t in links},
-            key=lambda lk: (pos[lk[1][0]], pos[lk[0][0]], len(lk[1]), len(lk[0]), lk),
-        )
-        return cls(tuple(by_id[t] for t in order), tuple(norm), stages, frozenset(thrown_in))
+        pos = {tid: i for i, tid in enumerate(order)}.__getitem__
+
+        def norm(side: tuple[str, ...]) -> tuple[str, ...]:
+            return side if len(side) == 1 else tuple(sorted(set(side), key=pos))
+
+        unique = {(norm(s), norm(t)) for s, t in links}
+        ordered = sorted((pos(t[0]), pos(s[0]), len(t), len(s), s, t) for s, t in unique)
+        return cls(tuple(by_id[t] for t in order), tuple((s, t) for *_, s, t in ordered), stages, frozenset(thrown_in))
 
     @classmethod
     def from_edges(cls, tasks: Iterable[PlannedTask], edges: Iterable[tuple[str, str]], thrown_in: Iterable[str] = ()) -> Plan:
@@ -307,6 +309,7 @@ class _Builder:
             for service in dict.fromkeys(node.services):
                 self.hosts.setdefault(service, []).append(node.id)
         self.planned: dict[tuple[Action, str], list[str]] = {}  # (action, service) -> chain tasks
+        self._chains: dict[str | None, list[tuple[Action, str | None]]] = {}
 
     def _add(self, node: str, action: Action, service: str | None) -> str:
         tid = task_id(node, action, service)
@@ -314,16 +317,22 @@ class _Builder:
             self.tasks[tid] = PlannedTask(tid, node, action, service)
         return tid
 
+    def _chain_of(self, service: str | None) -> list[tuple[Action, str | None]]:
+        if service not in self._chains:
+            # A service lacking an action is skipped: the chain goes on from the last one.
+            self._chains[service] = [
+                (a, None if a in HARDWARE_ACTIONS else service)
+                for a in self.order
+                if a in HARDWARE_ACTIONS or (service is not None and self.catalog[service].has_action(a))
+            ]
+        return self._chains[service]
+
     def add_chain(self, node: str, service: str | None) -> None:
         previous: str | None = None
-        for action in self.order:
-            if action in HARDWARE_ACTIONS:
-                tid = self._add(node, action, None)
-            elif service is not None and self.catalog[service].has_action(action):
-                tid = self._add(node, action, service)
-                self.planned.setdefault((action, service), []).append(tid)
-            else:
-                continue  # the service lacks the action: the chain goes on from the last one
+        for action, owner in self._chain_of(service):
+            tid = self._add(node, action, owner)
+            if owner is not None:
+                self.planned.setdefault((action, owner), []).append(tid)
             if previous is not None:
                 self.chain[(previous, tid)] = None
             previous = tid

@@ -63,6 +63,7 @@ class Dispatcher:
         self._waiting = {t: len(plan.in_links[t]) for t in plan.index}
         self._link_left = [len(sources) for sources, _ in plan.links]
         self._ready: dict[str, set[str]] = {}  # node -> tasks whose predecessors are done
+        self._busy: set[str] = set()  # nodes with a running task
         self._stage = 0
         for t, n in self._waiting.items():
             if n == 0:
@@ -70,13 +71,16 @@ class Dispatcher:
 
     def start(self) -> list[str]:
         """The first tasks to dispatch."""
-        return self._pick(self._ready) if self.mode == "eager" else self._next_stage()
+        if self.mode == "staged":
+            return self._run(self.plan.stages[0]) if self.plan.stages else []
+        return self._pick(self._ready)
 
     def finished(self, task: str) -> list[str]:
         """`task` succeeded: the tasks to dispatch now."""
         self.running.discard(task)
         self.done.add(task)
         node = self.plan.by_id[task].node
+        self._busy.discard(node)
         touched = {node}
         for i in self.plan.out_links[task]:
             self._link_left[i] -= 1
@@ -88,28 +92,34 @@ class Dispatcher:
                         self._ready.setdefault(other, set()).add(t)
                         touched.add(other)
         if self.mode == "staged":
-            return self._next_stage()
+            if self.running:
+                return []
+            self._stage += 1
+            return self._run(self.plan.stages[self._stage]) if self._stage < len(self.plan.stages) else []
         return self._pick({n: self._ready.get(n, set()) for n in touched})
 
+    def released(self, task: str) -> list[str]:
+        """`task` failed and may be retried: it is ready again. The tasks to dispatch now (in
+        eager mode possibly another task of the same node first)."""
+        self.running.discard(task)
+        node = self.plan.by_id[task].node
+        self._busy.discard(node)
+        if self.mode == "staged":
+            return self._run([task])
+        self._ready.setdefault(node, set()).add(task)
+        return self._pick({node: self._ready[node]})
+
     def _pick(self, candidates: dict[str, set[str]]) -> list[str]:
-        busy = {self.plan.by_id[t].node for t in self.running}
         out = []
         for node, tasks in candidates.items():
-            if tasks and node not in busy:
+            if tasks and node not in self._busy:
                 task = min(tasks, key=self._rank.__getitem__)
                 tasks.discard(task)
                 out.append(task)
         return self._run(out)
 
-    def _next_stage(self) -> list[str]:
-        stages = self.plan.stages
-        while self._stage < len(stages) and all(t in self.done for t in stages[self._stage]):
-            self._stage += 1
-        if self._stage == len(stages) or self.running:
-            return []
-        return self._run(stages[self._stage])
-
     def _run(self, tasks: Iterable[str]) -> list[str]:
         out = sorted(tasks, key=self._rank.__getitem__)
         self.running.update(out)
+        self._busy.update(self.plan.by_id[t].node for t in out)
         return out

@@ -18,35 +18,71 @@ Link = tuple[tuple[str, ...], tuple[str, ...]]
 def layers(task_ids: Sequence[str], links: Sequence[Link]) -> dict[str, int]:
     """Kahn layering: level 0 = the DAG's sources; a task sits one level after its last
     predecessor. Raises PlanError on a cycle, naming the tasks of one cycle."""
-    incoming = dict.fromkeys(task_ids, 0)
-    outgoing: dict[str, list[int]] = {t: [] for t in task_ids}
-    waiting = [len(sources) for sources, _ in links]
-    link_level = [0] * len(links)
-    for i, (sources, targets) in enumerate(links):
-        for s in sources:
-            outgoing[s].append(i)
+    index = {t: i for i, t in enumerate(task_ids)}
+    n = len(task_ids)
+    # Forward-star arrays (flat lists of ints, no list per task: 10^5 small containers cost
+    # more in garbage-collector passes than in the walk itself). Edge e: into target[e].
+    # A one-source link is a plain edge from its source; a fan-in is a pseudo-node n + k that
+    # its sources feed and that feeds its targets once all of them are done.
+    first = [-1] * n
+    target: list[int] = []
+    after: list[int] = []
+    waiting: list[int] = []  # per fan-in: sources not done yet
+    incoming = [0] * n
+    for sources, targets in links:
+        if len(sources) == 1:
+            origin = index[sources[0]]
+        else:
+            origin = len(first)
+            first.append(-1)
+            waiting.append(len(sources))
+            for src in sources:
+                i = index[src]
+                target.append(origin)
+                after.append(first[i])
+                first[i] = len(target) - 1
         for t in targets:
-            incoming[t] += 1
-    level = dict.fromkeys(task_ids, 0)
-    queue = [t for t in task_ids if incoming[t] == 0]
-    for task in queue:  # the list grows while we walk it
-        for i in outgoing[task]:
-            waiting[i] -= 1
-            link_level[i] = max(link_level[i], level[task])
-            if waiting[i] == 0:
-                for t in links[i][1]:
-                    level[t] = max(level[t], link_level[i] + 1)
-                    incoming[t] -= 1
-                    if incoming[t] == 0:
-                        queue.append(t)
-    if len(queue) < len(task_ids):
-        raise PlanError(f"dependency cycle between tasks: {' -> '.join(_a_cycle(task_ids, links, incoming))}")
-    return level
+            i = index[t]
+            incoming[i] += 1
+            target.append(i)
+            after.append(first[origin])
+            first[origin] = len(target) - 1
+    level = [0] * len(first)
+    queue = [i for i in range(n) if incoming[i] == 0]
+    for i in queue:  # the list grows while we walk it
+        up = level[i] + 1
+        e = first[i]
+        while e >= 0:
+            t = target[e]
+            e = after[e]
+            if t >= n:  # a fan-in: its targets go one level after its last source
+                if level[t] < level[i]:
+                    level[t] = level[i]
+                waiting[t - n] -= 1
+                if waiting[t - n]:
+                    continue
+                fan_up, f = level[t] + 1, first[t]
+                while f >= 0:
+                    u, f = target[f], after[f]
+                    if level[u] < fan_up:
+                        level[u] = fan_up
+                    incoming[u] -= 1
+                    if incoming[u] == 0:
+                        queue.append(u)
+                continue
+            if level[t] < up:
+                level[t] = up
+            incoming[t] -= 1
+            if incoming[t] == 0:
+                queue.append(t)
+    if len(queue) < n:
+        stuck = {task_ids[i] for i in range(n) if incoming[i] > 0}
+        raise PlanError(f"dependency cycle between tasks: {' -> '.join(_a_cycle(stuck, links))}")
+    return dict(zip(task_ids, level))
 
 
-def _a_cycle(task_ids: Sequence[str], links: Sequence[Link], incoming: dict[str, int]) -> list[str]:
-    # Every task left with incoming > 0 has a predecessor that is also left: walk back.
-    stuck = {t for t in task_ids if incoming[t] > 0}
+def _a_cycle(stuck: set[str], links: Sequence[Link]) -> list[str]:
+    # Every task left waiting has a predecessor that is also left: walk back.
     preds: dict[str, str] = {}
     for sources, targets in links:
         for t in targets:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import nats.errors
 import pytest
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
@@ -85,3 +86,16 @@ async def test_tracker_answers_404_and_400_as_json(stack: Stack) -> None:
     assert resp.status == 400 and "not a job id" in (await resp.json())["error"]["message"]
     resp = await stack.http.get("/v1/jobs/00000000-0000-4000-8000-000000000000", headers={"X-Muster-Tenant": "a.b"})
     assert resp.status == 400
+
+
+async def test_the_owner_answers_status_queries(stack: Stack) -> None:
+    from contracts import subjects
+
+    reply = await _create(stack, nodes=2)
+    await stack.client.wait(reply.job_id, timeout=60)
+    answer = await stack.client.nc.request(subjects.job_query(stack.tenant, reply.job_id), b"", timeout=5)
+    view = json.loads(answer.data)
+    assert view["state"] == "succeeded" and view["owner"] == "planner-test"
+    assert view["counts"] == {"succeeded": view["tasks_total"]} and view["finished_at"]
+    with pytest.raises(nats.errors.TimeoutError):  # nobody answers for another tenant
+        await stack.client.nc.request(subjects.job_query("other-tenant", reply.job_id), b"", timeout=0.5)
