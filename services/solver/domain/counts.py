@@ -154,7 +154,13 @@ class _Search:
         upper = [top] + [
             min(sum(caps[j] for j in group), *(self.hi[k] for k in sig)) for sig, group in classes.items()
         ]
-        local = [LocalRow(tuple(c for c, sig in enumerate(signatures) if k in sig), self.lo[k], self.hi[k]) for k in active]
+        local = []
+        for k in active:
+            members = tuple(c for c, sig in enumerate(signatures) if k in sig)
+            if members:
+                local.append(LocalRow(members, self.lo[k], self.hi[k]))
+            elif self.lo[k] > 0:
+                return None  # every count that could meet this minimum is capped at 0
         values = max_first(upper, local, at_least)
         if values is None:
             return None

@@ -66,22 +66,49 @@ def _pairwise_disjoint(core: Sequence[Limit]) -> bool:
     return True
 
 
+def _bounded_by(model: CountModel, side: str, requested: int) -> tuple[list[Limit], int] | None:
+    """When the limits of one side alone rule `requested` out and none of them scales with the
+    node count (so that "fewer/more nodes" reasoning holds): the limits to name and the
+    nearest node count they allow."""
+    limits = [limit for limit in model.limits if limit.side == side]
+    if _solvable(model, limits):
+        return None
+    if side == "max":
+        core = smallest_core(model, limits)
+        if any(limit.scales for limit in core):
+            return None
+        if not any(limit.scales for limit in limits):
+            # Name the maxima that already fail one node above the most that fit.
+            most = _most_nodes(model, limits, requested)
+            return smallest_core(model.with_total(most + 1), limits), most
+        return core, _most_nodes(model, core, requested)
+    core = smallest_core(model, limits)
+    if any(limit.scales for limit in core):
+        return None
+    if any(limit.scales for limit in limits):
+        fewest = _fewest_nodes(model, core, requested)
+        return (core, fewest) if _solvable(model.with_total(fewest), core) else None
+    fewest = _fewest_nodes(model, limits, requested)
+    if not _solvable(model.with_total(fewest), limits):
+        return None  # more nodes do not help either (existing groups cap them)
+    return smallest_core(model.with_total(fewest - 1), limits), fewest
+
+
 def explain(model: CountModel, requested: str) -> str:
     """`requested` names what was asked, e.g. "62 nodes"."""
-    maxima = [limit for limit in model.limits if limit.side == "max"]
-    minima = [limit for limit in model.limits if limit.side == "min"]
     kept = model.kept_nodes
     if model.total_row is not None:
         new = model.shape[model.total_row].lo
-        if not _solvable(model, maxima):
-            # Name the maxima that already fail one node above the most that fit.
-            most = _most_nodes(model, maxima, new)
-            core = sorted(smallest_core(model.with_total(most + 1), maxima), key=lambda c: (-c.hi, c.text))
+        found = _bounded_by(model, "max", new)
+        if found is not None:
+            core, most = found
+            core = sorted(core, key=lambda c: (-c.hi, c.text))
             return f"{_terms(core)} allow at most {most + kept} nodes; {new + kept} requested"
-        if not _solvable(model, minima):
-            fewest = _fewest_nodes(model, minima, new)
-            core = sorted(smallest_core(model.with_total(fewest - 1), minima), key=lambda c: (-c.lo, c.text))
+        found = _bounded_by(model, "min", new)
+        if found is not None:
+            core, fewest = found
+            core = sorted(core, key=lambda c: (-c.lo, c.text))
             why = " (no node layout holds two of them)" if len(core) > 1 and _pairwise_disjoint(core) else ""
             return f"{_terms(core)} need at least {fewest + kept} nodes{why}; {new + kept} requested"
-    core = smallest_core(model, [*minima, *maxima])
+    core = smallest_core(model, model.limits)
     return f"no layout of {requested} satisfies all of: {'; '.join(limit.text for limit in core)}"

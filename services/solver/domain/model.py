@@ -22,6 +22,7 @@ class Limit:
     text: str
     service: str | None = None
     implied: bool = False
+    scales: bool = False
 
     @property
     def row(self) -> Row:
@@ -64,7 +65,7 @@ def service_limits(
     held = f" ({have} on existing nodes)" if have else ""
     out = []
     if lo.value > have:
-        out.append(Limit(members, lo.value - have, UNBOUNDED, "min", lo.text + held, service, lo.implied))
+        out.append(Limit(members, lo.value - have, UNBOUNDED, "min", lo.text + held, service, lo.implied, lo.scales))
     if hi.value - have < total:
-        out.append(Limit(members, 0, hi.value - have, "max", hi.text + held, service))
+        out.append(Limit(members, 0, hi.value - have, "max", hi.text + held, service, scales=hi.scales))
     return out

@@ -19,6 +19,8 @@ class Bound:
     text: str
     # Explanations prefer limits a person wrote down over the implied "at least 1 node".
     implied: bool = False
+    # A ratio bound changes with the node count: "at most M nodes" reasoning must not use it.
+    scales: bool = False
 
 
 def _percent(value: float) -> Fraction:
@@ -39,7 +41,7 @@ def lower_bound(template: ClusterTemplate, service: str, nodes: int) -> Bound:
     if quantities.ratio is not None and quantities.ratio.min is not None:
         needed = math.ceil(_percent(quantities.ratio.min) * nodes)
         if needed >= best.value:
-            best = Bound(needed, f"{service} ratio min {_show(quantities.ratio.min)} (= {needed} of {nodes} nodes)")
+            best = Bound(needed, f"{service} ratio min {_show(quantities.ratio.min)} (= {needed} of {nodes} nodes)", scales=True)
     if quantities.min >= best.value:
         best = Bound(quantities.min, f"{service} min {quantities.min}")
     return best
@@ -56,5 +58,5 @@ def upper_bound(template: ClusterTemplate, service: str, nodes: int) -> Bound:
     if quantities.ratio is not None and quantities.ratio.max is not None:
         allowed = math.floor(_percent(quantities.ratio.max) * nodes)
         if allowed < best.value:
-            best = Bound(allowed, f"{service} ratio max {_show(quantities.ratio.max)} (= {allowed} of {nodes} nodes)")
+            best = Bound(allowed, f"{service} ratio max {_show(quantities.ratio.max)} (= {allowed} of {nodes} nodes)", scales=True)
     return best
