@@ -94,7 +94,10 @@ def task_consumer(tenant: str, provisioner_class: str) -> str:
 
 # -- request/reply ---------------------------------------------------------------------------
 
-OPERATION_VERBS = ("create", "delete")
+OPERATION_VERBS = (
+    "create", "delete", "expand", "shrink", "add-services", "remove-services", "configure",
+    "start", "stop", "restart", "upgrade", "rollback", "pause", "resume", "cancel", "retry",
+)
 ALL_OPS = f"{OPS}.>"
 
 
@@ -107,3 +110,11 @@ def job_query(tenant: str, job_id: str) -> str:
 
 
 ALL_JOB_QUERIES = f"{QUERY}.*.job.*"
+
+
+def solve_request(tenant: str) -> str:
+    """Request/reply to any solver, for dry runs (nothing is logged)."""
+    return f"{QUERY}.{token(tenant, 'tenant')}.solve"
+
+
+ALL_SOLVE_REQUESTS = f"{QUERY}.*.solve"
