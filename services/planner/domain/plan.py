@@ -105,8 +105,8 @@ class Plan:
         thrown_in: Iterable[str] = (),
         node_order: Sequence[str] = (),
     ) -> Plan:
-        """Order, stage and normalize. Ties are broken by node (in `node_order`, then first
-        appearance), action (Coopr's order) and service name."""
+        """Order and stage the tasks; ties are broken by node (in `node_order`, then first
+        appearance), action (Coopr's order) and service name. Links keep their order."""
         by_id = {t.id: t for t in tasks}
         nodes = {n: i for i, n in enumerate(dict.fromkeys([*node_order, *(t.node for t in by_id.values())]))}
         links = [lk for lk in links if lk[0] and lk[1]]
@@ -116,12 +116,15 @@ class Plan:
         order = [tid for stage in stages for tid in stage]
         pos = {tid: i for i, tid in enumerate(order)}.__getitem__
 
-        def norm(side: tuple[str, ...]) -> tuple[str, ...]:
-            return side if len(side) == 1 else tuple(sorted(set(side), key=pos))
+        def norm(link: Link) -> Link:
+            s, t = link
+            if len(s) == 1 and len(t) == 1:
+                return link
+            return tuple(sorted(set(s), key=pos)), tuple(sorted(set(t), key=pos))
 
-        unique = {(norm(s), norm(t)) for s, t in links}
-        ordered = sorted((pos(t[0]), pos(s[0]), len(t), len(s), s, t) for s, t in unique)
-        return cls(tuple(by_id[t] for t in order), tuple((s, t) for *_, s, t in ordered), stages, frozenset(thrown_in))
+        # Links keep the order they were given in (build_plan's is deterministic), once each.
+        unique = tuple(dict.fromkeys(map(norm, links)))
+        return cls(tuple(by_id[t] for t in order), unique, stages, frozenset(thrown_in))
 
     @classmethod
     def from_edges(cls, tasks: Iterable[PlannedTask], edges: Iterable[tuple[str, str]], thrown_in: Iterable[str] = ()) -> Plan:
@@ -246,13 +249,9 @@ def build_plan(
     planned_services = _planned_services(operation, resolver, services)
     builder = _Builder(catalog_services, nodes, OPERATIONS[operation])
     for node in nodes:
-        if node.id not in planned_nodes:
-            continue
-        chosen = [s for s in dict.fromkeys(node.services) if s in planned_services]
-        for service in chosen:
-            builder.add_chain(node.id, service)
-        if not chosen and operation in MACHINE_OPERATIONS:
-            builder.add_chain(node.id, None)
+        if node.id in planned_nodes:
+            chosen = [s for s in dict.fromkeys(node.services) if s in planned_services]
+            builder.add_node(node.id, chosen, operation in MACHINE_OPERATIONS)
     builder.add_rules(resolver)
     return Plan.assemble(builder.tasks.values(), builder.links(), builder.thrown_in, [n.id for n in nodes])
 
@@ -327,15 +326,21 @@ class _Builder:
             ]
         return self._chains[service]
 
-    def add_chain(self, node: str, service: str | None) -> None:
-        previous: str | None = None
-        for action, owner in self._chain_of(service):
-            tid = self._add(node, action, owner)
-            if owner is not None:
-                self.planned.setdefault((action, owner), []).append(tid)
-            if previous is not None:
-                self.chain[(previous, tid)] = None
-            previous = tid
+    def add_node(self, node: str, services: list[str], machine: bool) -> None:
+        """Each service's chain on `node`; machine tasks are shared by the node's chains. A
+        machine operation plans the machine even without services."""
+        hardware: dict[Action, str] = {}
+        for service in services or ([None] if machine else []):
+            previous: str | None = None
+            for action, owner in self._chain_of(service):
+                if owner is None:
+                    tid = hardware.get(action) or hardware.setdefault(action, self._add(node, action, None))
+                else:
+                    tid = self._add(node, action, owner)
+                    self.planned.setdefault((action, owner), []).append(tid)
+                if previous is not None:
+                    self.chain[(previous, tid)] = None
+                previous = tid
 
     def add_rules(self, resolver: DependencyResolver) -> None:
         for rule in RULES:

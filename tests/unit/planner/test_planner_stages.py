@@ -139,5 +139,5 @@ def test_stages_do_not_depend_on_input_order(dag: tuple[list[PlannedTask], list[
     rnd.shuffle(shuffled_tasks)
     rnd.shuffle(shuffled_edges)
     again = Plan.assemble(shuffled_tasks, [((a,), (b,)) for a, b in shuffled_edges], (), node_order)
-    assert again == plan
+    assert again.tasks == plan.tasks and again.stages == plan.stages
     assert again.to_json() == plan.to_json()
