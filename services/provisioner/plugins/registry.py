@@ -9,6 +9,7 @@ in order, with their results merged (later keys win, outputs concatenated).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib
 import os
 import shutil
@@ -69,8 +70,10 @@ def _import_entry_point(folder: Path, descriptor: PluginDescriptor, path: Path) 
         package = f"{_BUILTIN_PACKAGE}.{folder.name}"
     else:
         # A plugin from elsewhere is imported as a package of its own, so that its modules can
-        # import each other relatively.
-        package = f"_muster_plugin_{descriptor.type.value}_{descriptor.name.replace('-', '_')}"
+        # import each other relatively; one package per folder, so that two folders declaring
+        # the same name (in two registries) never share modules.
+        digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:10]
+        package = f"_muster_plugin_{descriptor.type.value}_{descriptor.name.replace('-', '_')}_{digest}"
         if package not in sys.modules:
             module = types.ModuleType(package)
             module.__path__ = [str(folder)]

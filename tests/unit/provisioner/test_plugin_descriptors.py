@@ -189,3 +189,19 @@ def test_field_values_are_parsed_from_text_and_defaulted() -> None:
     with pytest.raises(ValueError) as err:
         d.resolve({"pw": {"not": "text"}})
     assert "not" not in str(err.value) and "invalid value" in str(err.value)
+
+
+async def test_two_folders_with_the_same_plugin_name_do_not_share_code(tmp_path: Path) -> None:
+    from services.provisioner.plugins.testing import make_task
+
+    write_plugin(tmp_path / "a" / "echo", GOOD)
+    write_plugin(tmp_path / "b" / "echo", GOOD)
+    (tmp_path / "b" / "echo" / "helper.py").write_text("def greeting(token):\n    return 'bonjour'\n")
+    outs = []
+    for folder in ("a", "b"):
+        reg = PluginRegistry.discover([tmp_path / folder], secrets={"e": {"token": "a-token"}}, work_dir=tmp_path / f"w{folder}")
+        try:
+            outs.append((await reg.execute(make_task("create", providertype="echo", provider_name="e"))).stdout)
+        finally:
+            await reg.aclose()
+    assert outs == ["hello with ********", "bonjour"]
