@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +31,14 @@ def pool_host(node: TaskMessage) -> dict[str, Any]:
     }
 
 
-async def pool_registry(tmp_path: Path, hosts: list[dict[str, Any]], work: Path, **fields: Any) -> PluginRegistry:
-    return PluginRegistry.discover(secrets={"pool": {"hosts": hosts, **fields}}, work_dir=work)
+@contextlib.asynccontextmanager
+async def pool_registry(hosts: list[dict[str, Any]], work: Path, **fields: Any) -> AsyncIterator[PluginRegistry]:
+    """A registry whose secrets file describes the pool `pool` (closed on exit)."""
+    reg = PluginRegistry.discover(secrets={"pool": {"hosts": hosts, **fields}}, work_dir=work)
+    try:
+        yield reg
+    finally:
+        await reg.aclose()
 
 
 def pool_task(action: str, cluster: str, node: str = "n1", **kw: Any) -> TaskMessage:
@@ -58,8 +66,7 @@ async def test_hosts_are_lent_to_one_cluster_at_a_time_and_returned(
 ) -> None:
     a, b = await asyncio.gather(localhost_node("host-a"), localhost_node("host-b"))
     hosts = [pool_host(a), pool_host(b)]
-    reg = await pool_registry(Path(registry.work_dir), hosts, registry.work_dir)  # shares the key dir
-    try:
+    async with pool_registry(hosts, registry.work_dir) as reg:  # shares the key dir
         c1, out1 = await lifecycle(reg, "cluster-1")
         c2, out2 = await lifecycle(reg, "cluster-2")
         assert out1.ok and out2.ok
@@ -87,16 +94,13 @@ async def test_hosts_are_lent_to_one_cluster_at_a_time_and_returned(
         provider = reg.provider("static-pool")
         assert isinstance(provider, StaticPoolProvider)
         assert {v["cluster_id"] for v in provider.assignments("pool").values()} == {"cluster-2", "cluster-3"}
-    finally:
-        await reg.aclose()
 
 
 async def test_confirm_learns_host_keys_and_the_shell_automator_runs_there(
     registry: PluginRegistry, localhost_node: NodeFactory
 ) -> None:
     a = await localhost_node("host-a")
-    reg = await pool_registry(registry.work_dir, [pool_host(a)], registry.work_dir)
-    try:
+    async with pool_registry([pool_host(a)], registry.work_dir) as reg:
         node, confirmed = await pool_node(reg, "c1")
         assert confirmed.result["ssh_host_keys"] == a.results["ssh_host_keys"]
         out = await reg.execute(service_task(node, "install", "echo $MUSTER_CLUSTER_ID > pooled.txt"))
@@ -105,8 +109,6 @@ async def test_confirm_learns_host_keys_and_the_shell_automator_runs_there(
         assert isinstance(localhost, LocalhostProvider)
         home = localhost.nodes[a.results["providerid"]].endpoint.workdir
         assert (home / "pooled.txt").read_text() == "c1\n"
-    finally:
-        await reg.aclose()
 
 
 async def test_a_pool_host_with_a_wrong_known_key_fails_confirm(
@@ -114,68 +116,53 @@ async def test_a_pool_host_with_a_wrong_known_key_fails_confirm(
 ) -> None:
     a = await localhost_node("host-a")
     wrong = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()
-    reg = await pool_registry(registry.work_dir, [pool_host(a) | {"host_key": wrong}], registry.work_dir)
-    try:
+    async with pool_registry([pool_host(a) | {"host_key": wrong}], registry.work_dir) as reg:
         create, created = await lifecycle(reg, "c1")
         out = await reg.execute(next_task(create, created, "confirm"))
         assert not out.ok and "host key verification failed" in out.error
-    finally:
-        await reg.aclose()
 
 
 async def test_release_command_runs_before_the_host_goes_back(
     registry: PluginRegistry, localhost_node: NodeFactory
 ) -> None:
     a = await localhost_node("host-a")
-    reg = await pool_registry(registry.work_dir, [pool_host(a)], registry.work_dir, release_command="rm -f pooled.txt && echo wiped")
     absolute_key = str(registry.work_dir / "keys" / pool_host(a)["identityfile"])
-    failing = await pool_registry(
-        registry.work_dir, [pool_host(a) | {"identityfile": absolute_key}], registry.work_dir / "other", release_command="exit 4"
-    )
-    try:
+    async with (
+        pool_registry([pool_host(a)], registry.work_dir, release_command="rm -f pooled.txt && echo wiped") as reg,
+        pool_registry([pool_host(a) | {"identityfile": absolute_key}], registry.work_dir / "other", release_command="exit 4") as failing,
+    ):
         create, created = await lifecycle(reg, "c1")
         out = await reg.execute(next_task(create, created, "delete"))
         assert out.ok and out.stdout.startswith("wiped\n")
         create, created = await lifecycle(failing, "c2")
         out = await failing.execute(next_task(create, created, "delete"))
         assert not out.ok and "release command exited with status 4" in out.error and "stays assigned" in out.error
-    finally:
-        await reg.aclose()
-        await failing.aclose()
 
 
 async def test_a_bad_pool_description_is_a_clear_failure(tmp_path: Path) -> None:
-    reg = await pool_registry(tmp_path, [{"host": "h", "identityfile": "/k"}], tmp_path / "w")
-    try:
+    async with pool_registry([{"host": "h", "identityfile": "/k"}], tmp_path / "w") as reg:
         out = await reg.execute(pool_task("create", "c1"))
         assert not out.ok and out.error == "static pool 'pool': field 'hosts[0].host_key': Field required"
         out = await reg.execute(make_task("create", providertype="static-pool", provider_name="nothing"))
         assert not out.ok and "missing required field 'hosts'" in out.error
-    finally:
-        await reg.aclose()
 
 
 async def test_assignments_survive_a_restart_with_the_same_work_dir(tmp_path: Path) -> None:
     host = {"host": "10.9.9.9", "identityfile": "/k", "host_key": asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode()}
-    first = await pool_registry(tmp_path, [host], tmp_path / "w")
-    assert (await first.execute(pool_task("create", "c1"))).ok
-    await first.aclose()
-    second = await pool_registry(tmp_path, [host], tmp_path / "w")
-    try:
+    async with pool_registry([host], tmp_path / "w") as first:
+        assert (await first.execute(pool_task("create", "c1"))).ok
+    async with pool_registry([host], tmp_path / "w") as second:
         out = await second.execute(pool_task("create", "c2"))
         assert not out.ok and "exhausted" in out.error
         state = json.loads((tmp_path / "w" / "plugins" / "provider" / "static-pool" / "pool.json").read_text())
         assert state == {"assignments": {"10.9.9.9:22": {"cluster_id": "c1", "node_id": "n1"}}}
-    finally:
-        await second.aclose()
 
 
 # ---------------------------------------------------------------------------- real sshd
 
 
 async def test_real_sshd_create_confirm_install_delete(sshd: Any, tmp_path: Path) -> None:
-    reg = await pool_registry(tmp_path, [sshd.pool_host()], tmp_path / "w")
-    try:
+    async with pool_registry([sshd.pool_host()], tmp_path / "w") as reg:
         node, confirmed = await pool_node(reg, "c1")
         assert confirmed.result["ssh_host_keys"] == {"ssh-ed25519": sshd.host_key}
         assert (await reg.execute(node)).ok
@@ -193,24 +180,18 @@ async def test_real_sshd_create_confirm_install_delete(sshd: Any, tmp_path: Path
         deleted = await reg.execute(next_task(node, confirmed, "delete"))
         assert deleted.ok
         assert (await lifecycle(reg, "c2"))[1].ok  # the host is back in the pool
-    finally:
-        await reg.aclose()
 
 
 async def test_real_sshd_with_a_wrong_host_key_is_refused(sshd: Any, tmp_path: Path) -> None:
     wrong = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
-    reg = await pool_registry(tmp_path, [sshd.pool_host(host_key=wrong)], tmp_path / "w")
-    try:
+    async with pool_registry([sshd.pool_host(host_key=wrong)], tmp_path / "w") as reg:
         create, created = await lifecycle(reg, "c1")
         out = await reg.execute(next_task(create, created, "confirm"))
         assert not out.ok and "host key verification failed" in out.error
-    finally:
-        await reg.aclose()
 
 
 async def test_real_sshd_timeout(sshd: Any, tmp_path: Path) -> None:
-    reg = await pool_registry(tmp_path, [sshd.pool_host()], tmp_path / "w")
-    try:
+    async with pool_registry([sshd.pool_host()], tmp_path / "w") as reg:
         node, _ = await pool_node(reg, "c1")
         workdir = tmp_path / "node"
         script = "echo $$ > pid; echo started; exec sleep 30"
@@ -218,5 +199,3 @@ async def test_real_sshd_timeout(sshd: Any, tmp_path: Path) -> None:
         assert not out.ok and "timed out after 0.5 s" in out.error and out.stdout == "started\n"
         await process_exited(int((workdir / "pid").read_text()), 5)  # killed, not left behind
         assert not list((workdir / ".muster").iterdir())
-    finally:
-        await reg.aclose()
