@@ -46,6 +46,9 @@ def service_model(
         for service in layout.services:
             holders.setdefault(service, []).append(j)
     counted = cluster if every_service else cluster - unconstrained(setting.template, cluster)
+    homeless = [s for s in sorted(counted) if s not in holders and already.get(s, 0) == 0]
+    if homeless:
+        raise unsolvable(why_unplaceable(setting, cluster, homeless))
     for service in sorted(counted):
         members = tuple(holders.get(service, ()))
         lo = lower_bound(setting.template, service, nodes)
@@ -55,8 +58,6 @@ def service_model(
             raise unsolvable(f"{lo.text}, but {hi.text}")
         if have > hi.value:
             raise unsolvable(f"{hi.text}, but {have} existing nodes run {service}")
-        if not members and lo.value > have:
-            raise unsolvable(why_unplaceable(setting, cluster, service))
         limits += service_limits(members, service, lo, hi, have, total)
     return limits
 

@@ -106,7 +106,7 @@ def _shrink(setting: Setting, request: SolveRequest, groups: list[Group], cluste
     total = Limit(tuple(range(len(layouts))), request.nodes, request.nodes, "exact", f"{request.nodes} nodes")
     caps = tuple(Limit((j,), 0, n, "exact", f"{n} existing nodes of group {j}") for j, (_, n) in enumerate(ordered))
     limits = service_model(setting, cluster, layouts, request.nodes, request.nodes, {}, every_service=True)
-    model = CountModel(len(layouts), (total, *caps), tuple(limits), total_row=0)
+    model = CountModel(len(layouts), (total, *caps), tuple(limits), total_row=0, max_total=sum(n for _, n in groups))
 
     def to_layout(counts: tuple[int, ...]) -> Layout:
         return build_layout(zip(layouts, counts), setting.comparator)

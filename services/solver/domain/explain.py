@@ -48,6 +48,8 @@ def _most_nodes(model: CountModel, core: Sequence[Limit], requested: int) -> int
 def _fewest_nodes(model: CountModel, core: Sequence[Limit], requested: int) -> int:
     # With minima only, more nodes never hurt (nothing caps the new nodes but the total).
     low, high = requested + 1, requested + 1 + sum(limit.lo for limit in core)
+    if model.max_total is not None:
+        high = min(high, model.max_total)
     while low < high:
         mid = (low + high) // 2
         if _solvable(model.with_total(mid), core):

@@ -41,13 +41,15 @@ class CountModel:
     # nodes the cluster has besides them: explanations speak of cluster totals.
     total_row: int | None = None
     kept_nodes: int = 0
+    # The most new nodes the shape allows at all (a shrink cannot go above the existing nodes).
+    max_total: int | None = None
 
     def with_total(self, total: int) -> CountModel:
         assert self.total_row is not None
         shape = list(self.shape)
         row = shape[self.total_row]
         shape[self.total_row] = Limit(row.members, total, total, row.side, row.text)
-        return CountModel(self.size, tuple(shape), self.limits, self.total_row, self.kept_nodes)
+        return CountModel(self.size, tuple(shape), self.limits, self.total_row, self.kept_nodes, self.max_total)
 
     def rows(self, limits: Sequence[Limit] | None = None) -> list[Row]:
         chosen = self.limits if limits is None else limits

@@ -29,7 +29,14 @@ def _wanted(setting: Setting, service: str, kind: str) -> list[str]:
     return list(getattr(constraint, kind)) if constraint is not None else []
 
 
-def why_unplaceable(setting: Setting, cluster: frozenset[str], service: str) -> str:
+def why_unplaceable(setting: Setting, cluster: frozenset[str], services: Sequence[str]) -> str:
+    """For the first of `services` that cannot be placed for a reason of its own (hardware,
+    image), else for the first one: the root cause is the more useful message."""
+    reasons = [_why_unplaceable(setting, cluster, service) for service in services]
+    return min(reasons, key=lambda r: "must coexist" in r)
+
+
+def _why_unplaceable(setting: Setting, cluster: frozenset[str], service: str) -> str:
     head = f"{service} cannot be placed on any node"
     if not allowed_hardware(setting, [service]):
         return f"{head}: it needs hardware type {' or '.join(_wanted(setting, service, 'hardwaretypes'))}; {setting.hardware_scope}"
