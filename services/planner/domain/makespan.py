@@ -5,7 +5,7 @@ run of the eager or staged dispatcher with unlimited workers."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .plan import Plan
 from .scheduling import Dispatcher
@@ -44,9 +44,18 @@ def busiest_node(plan: Plan, durations: Mapping[str, float]) -> float:
     return max(total.values(), default=0.0)
 
 
-def simulate(plan: Plan, durations: Mapping[str, float], mode: str = "eager") -> float:
+def by_remaining_time(plan: Plan, durations: Mapping[str, float]) -> tuple[str, ...]:
+    """A dispatch priority: most remaining work (the task's longest path to the end) first."""
+    remaining: dict[str, float] = {}
+    for task in reversed(plan.tasks):
+        after = max((remaining[s] for s in plan.successors(task.id)), default=0.0)
+        remaining[task.id] = durations[task.id] + after
+    return tuple(sorted(remaining, key=lambda t: (-remaining[t], plan.index[t])))
+
+
+def simulate(plan: Plan, durations: Mapping[str, float], mode: str = "eager", priority: Sequence[str] | None = None) -> float:
     """Makespan of running `plan` with `Dispatcher` (every dispatched task starts at once)."""
-    dispatcher = Dispatcher(plan, mode)
+    dispatcher = Dispatcher(plan, mode, priority)
     events: list[tuple[float, int, str]] = []
     now = 0.0
 

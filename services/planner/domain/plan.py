@@ -181,8 +181,10 @@ class Plan:
 
     @cached_property
     def priority(self) -> tuple[str, ...]:
-        """Dispatch preference among ready tasks: longest remaining chain first, then plan order."""
-        return tuple(sorted(self.index, key=lambda t: (-self.heights[t], self.index[t])))
+        """Dispatch preference among ready tasks: longest remaining chain first, then the most
+        tasks waiting directly on it, then plan order."""
+        fanout = {t: sum(len(self.links[i][1]) for i in self.out_links[t]) for t in self.index}
+        return tuple(sorted(self.index, key=lambda t: (-self.heights[t], -fanout[t], self.index[t])))
 
     @cached_property
     def rank(self) -> dict[str, int]:

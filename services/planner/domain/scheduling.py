@@ -8,7 +8,7 @@ progress). A failed task waiting for a retry is neither, so it comes back as rea
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 
 from .plan import Plan
 
@@ -53,13 +53,15 @@ class Dispatcher:
     """The same decisions as `ready_eager` / `ready_staged`, kept up to date incrementally
     (linear in the plan's size over a whole run). Deterministic; no IO."""
 
-    def __init__(self, plan: Plan, mode: str = "eager") -> None:
+    def __init__(self, plan: Plan, mode: str = "eager", priority: Sequence[str] | None = None) -> None:
+        """`priority`: every task id, most urgent first (default `plan.priority`), e.g. ranked
+        by expected durations."""
         if mode not in ("eager", "staged"):
             raise ValueError(f"unknown mode {mode!r}; modes are eager, staged")
         self.plan, self.mode = plan, mode
         self.done: set[str] = set()
         self.running: set[str] = set()
-        self._rank = plan.rank
+        self._rank = plan.rank if priority is None else {t: i for i, t in enumerate(priority)}
         self._waiting = {t: len(plan.in_links[t]) for t in plan.index}
         self._link_left = [len(sources) for sources, _ in plan.links]
         self._ready: dict[str, set[str]] = {}  # node -> tasks whose predecessors are done
