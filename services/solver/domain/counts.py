@@ -119,16 +119,44 @@ class _Search:
 
     def _greedy_witness(self) -> list[int] | None:
         # Most inputs have an obvious solution, and starting from one saves the widest
-        # question. Two tries: rows in their order (the node total first: fill layouts in
-        # preference order), then the rows with a minimum first (place what must be placed).
+        # question. Two tries: fill layouts in preference order (rows in their order, the
+        # node total first); else first cover every minimum, each time with the layout that
+        # meets the most unmet minima, then fill.
         rows = list(zip(self.members, self.lo, self.hi))
         caps = [self.cap(j) for j in range(self.n)]
         found = complete([0] * self.n, caps, rows, self.rows_of)
         if found is not None:
             return found
-        order = sorted(range(len(rows)), key=lambda k: rows[k][1] <= 0)
-        rows_of = [sorted(order.index(k) for k in ks) for ks in self.rows_of]
-        return complete([0] * self.n, caps, [rows[k] for k in order], rows_of)
+        covered = self._cover(caps)
+        return complete(covered, caps, rows, self.rows_of) if covered is not None else None
+
+    def _cover(self, caps: list[int]) -> list[int] | None:
+        wanted = [k for k, lo in enumerate(self.lo) if lo > 0]
+        bit = {k: 1 << b for b, k in enumerate(wanted)}
+        masks = [sum(bit.get(k, 0) for k in ks) for ks in self.rows_of]
+        need = dict(zip(wanted, (self.lo[k] for k in wanted)))
+        slack = list(self.hi)
+        x = [0] * self.n
+        unmet = sum(bit.values())
+        while unmet:
+            scores = [(mask & unmet).bit_count() if cap else 0 for mask, cap in zip(masks, caps)]
+            for j in sorted(range(self.n), key=lambda j: -scores[j]):
+                if not scores[j]:
+                    return None
+                room = min(caps[j] - x[j], *(slack[k] for k in self.rows_of[j]))
+                if room > 0:
+                    break
+            else:
+                return None
+            step = min(room, *(need[k] for k in self.rows_of[j] if k in need and bit[k] & unmet))
+            x[j] += step
+            for k in self.rows_of[j]:
+                slack[k] -= step
+                if k in need and bit[k] & unmet:
+                    need[k] -= step
+                    if need[k] <= 0:
+                        unmet &= ~bit[k]
+        return x
 
     def _max_feasible(self, i: int, top: int, at_least: int) -> int | None:
         """The largest value >= at_least of count i that the rest can complete, with a new

@@ -53,11 +53,13 @@ def resolve_setting(catalog: Catalog, request: SolveRequest) -> Setting:
     # only prefers the default image and picks hardware by cost.
     hw_required = request.hardware or (template.defaults.hardwaretype if coopr else None)
     img_required = request.image or (template.defaults.imagetype if coopr else None)
+    hw_why = "was requested" if request.hardware else "is the template's default, which the coopr comparator requires"
+    img_why = "was requested" if request.image else "is the template's default, which the coopr comparator requires"
     hardware, hw_scope = _candidates(
-        "hardware type", "flavor", catalog.hardwaretypes, template.compatibility.hardwaretypes, hw_required, provider, template.name
+        "hardware type", "flavor", catalog.hardwaretypes, template.compatibility.hardwaretypes, hw_required, provider, template.name, hw_why
     )
     images, img_scope = _candidates(
-        "image type", "image", catalog.imagetypes, template.compatibility.imagetypes, img_required, provider, template.name
+        "image type", "image", catalog.imagetypes, template.compatibility.imagetypes, img_required, provider, template.name, img_why
     )
     return Setting(
         catalog=catalog,
@@ -79,6 +81,7 @@ def _candidates(
     required: str | None,
     provider: str,
     template: str,
+    why_required: str,
 ) -> tuple[tuple[str, ...], str]:
     def usable(name: str) -> bool:
         return key in entities[name].providermap.get(provider, {})  # type: ignore[attr-defined]
@@ -90,7 +93,7 @@ def _candidates(
             raise invalid(f"{kind} {required!r} is not allowed by template {template!r} (allowed: {names(compatible)})")
         if not usable(required):
             raise invalid(f"{kind} {required!r} has no {key} for provider {provider!r}")
-        return (required,), f"{required} was requested"
+        return (required,), f"{required} {why_required}"
     found = tuple(sorted(n for n in entities if (not compatible or n in compatible) and usable(n)))
     if not found:
         raise invalid(
