@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping, Sequence
 
-from .plan import Plan
+from .model import Plan
 from .scheduling import Dispatcher
 
 

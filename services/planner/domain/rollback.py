@@ -18,8 +18,7 @@ from collections.abc import Collection, Mapping
 
 from contracts.catalog import Action, Service
 
-from .plan import Plan, PlannedTask, task_id
-from .stages import Link
+from .model import Link, Plan, PlannedTask, task_id
 
 A = Action
 _INVERSE = {A.INSTALL: A.REMOVE, A.START: A.STOP, A.STOP: A.START, A.CONFIGURE: A.CONFIGURE, A.REMOVE: A.INSTALL}
@@ -37,8 +36,7 @@ def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str,
         before = set().union(*(_front(t, plan, inverse, completed, fronts) for t in targets if t in completed))
         links.extend(_split(sorted(before), after, inverse))
     tasks = {t.id: t for t in inverse.values()}
-    node_order = list(dict.fromkeys(t.node for t in plan.tasks))
-    return Plan.assemble(tasks.values(), links, (), node_order)
+    return Plan.assemble(tasks.values(), links)
 
 
 def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Mapping[str, Service] | None) -> dict[str, PlannedTask]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from .plan import Plan
+from .model import Plan
 
 __all__ = ["Dispatcher", "ready", "ready_eager", "ready_staged"]
 

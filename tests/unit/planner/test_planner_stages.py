@@ -131,13 +131,18 @@ def test_stages_respect_edges_and_hold_one_task_per_node(dag: tuple[list[Planned
 
 @settings(max_examples=100, deadline=None)
 @given(random_dags(), st.randoms(use_true_random=False))
-def test_stages_do_not_depend_on_input_order(dag: tuple[list[PlannedTask], list[tuple[str, str]]], rnd: random.Random) -> None:
+def test_plans_do_not_depend_on_input_order(dag: tuple[list[PlannedTask], list[tuple[str, str]]], rnd: random.Random) -> None:
     tasks, edges = dag
-    node_order = sorted({t.node for t in tasks})
-    plan = Plan.assemble(tasks, [((a,), (b,)) for a, b in edges], (), node_order)
+    plan = Plan.from_edges(tasks, edges)
     shuffled_tasks, shuffled_edges = list(tasks), list(edges)
     rnd.shuffle(shuffled_tasks)
     rnd.shuffle(shuffled_edges)
-    again = Plan.assemble(shuffled_tasks, [((a,), (b,)) for a, b in shuffled_edges], (), node_order)
+    again = Plan.from_edges(shuffled_tasks, shuffled_edges)
     assert again.tasks == plan.tasks and again.stages == plan.stages
     assert again.to_json() == plan.to_json()
+    assert again.priority == plan.priority
+
+
+def test_nodes_sort_naturally_within_a_stage() -> None:
+    tasks = [PlannedTask(f"{n}.create", n, Action.CREATE, None) for n in ("n10", "n2", "m1", "n1")]
+    assert Plan.from_edges(tasks, []).stages == (("m1.create", "n1.create", "n2.create", "n10.create"),)
