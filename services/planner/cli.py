@@ -58,10 +58,10 @@ def dumps(result: dict[str, Any]) -> str:
 
 def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | None, operation: str | None,
             services: str | None, mode: str) -> dict[str, Any]:
-    for flag, value in (("--catalog", catalog_dir), ("--template", template), ("--nodes-file", nodes_file), ("--operation", operation)):
-        if not value:
-            raise Invalid(f"{flag} is required")
-    assert catalog_dir and template and nodes_file and operation
+    required = {"--catalog": catalog_dir, "--template": template, "--nodes-file": nodes_file, "--operation": operation}
+    missing = [flag for flag, value in required.items() if not value]
+    if missing or catalog_dir is None or template is None or nodes_file is None or operation is None:
+        raise Invalid(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required")
     if operation not in CLI_OPERATIONS:
         raise Invalid(f"unknown operation {operation!r}; operations are {', '.join(CLI_OPERATIONS)}")
     if mode not in MODES:

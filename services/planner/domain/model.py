@@ -14,6 +14,7 @@ from typing import Any
 
 from contracts.catalog import Action
 
+from .errors import PlanError
 from .stages import Link, staged
 
 __all__ = ["ACTION_INDEX", "Link", "Plan", "PlannedTask", "task_id"]
@@ -54,8 +55,12 @@ class Plan:
     def assemble(cls, tasks: Iterable[PlannedTask], links: Iterable[Link], thrown_in: Iterable[str] = ()) -> Plan:
         """Order and stage the tasks. The order depends only on the tasks and links, not on
         the order they come in: by stage, then node id (natural order: n2 before n10), action
-        (Coopr's order) and service. Links keep their order, each once."""
-        by_id, links = {t.id: t for t in tasks}, list(links)
+        (Coopr's order) and service. Links keep their order, each once. Raises PlanError on
+        a cycle or a link to a task that is not there."""
+        by_id, links, thrown_in = {t.id: t for t in tasks}, list(links), frozenset(thrown_in)
+        unknown = {tid for s, t in links for tid in (*s, *t) if tid not in by_id} | (thrown_in - by_id.keys())
+        if unknown:
+            raise PlanError(f"links or thrown_in name tasks that are not in the plan: {sorted(unknown)[:5]}")
         node_key = {n: _natural(n) for n in {t.node for t in by_id.values()}}
         keys = {t.id: (node_key[t.node], ACTION_INDEX[t.action], t.service or "") for t in by_id.values()}
         stages = staged(list(by_id), links, lambda tid: by_id[tid].node, keys.__getitem__)
@@ -69,7 +74,7 @@ class Plan:
             return tuple(sorted(set(s), key=pos)), tuple(sorted(set(t), key=pos))
 
         unique = tuple(dict.fromkeys(norm(lk) for lk in links if lk[0] and lk[1]))
-        return cls(tuple(by_id[t] for t in order), unique, stages, frozenset(thrown_in))
+        return cls(tuple(by_id[t] for t in order), unique, stages, thrown_in)
 
     @classmethod
     def from_edges(cls, tasks: Iterable[PlannedTask], edges: Iterable[tuple[str, str]], thrown_in: Iterable[str] = ()) -> Plan:

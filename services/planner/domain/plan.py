@@ -168,14 +168,11 @@ class _Builder:
     def add_node(self, node: str, services: list[str], machine: bool) -> None:
         """Each service's chain on `node`; machine tasks are shared by the node's chains. A
         machine operation plans the machine even without services."""
-        hardware: dict[Action, str] = {}
         for service in services or ([None] if machine else []):
             previous: str | None = None
             for action, owner in self._chain_of(service):
-                if owner is None:
-                    tid = hardware.get(action) or hardware.setdefault(action, self._add(node, action, None))
-                else:
-                    tid = self._add(node, action, owner)
+                tid = self._add(node, action, owner)
+                if owner is not None:
                     self.planned.setdefault((action, owner), []).append(tid)
                 if previous is not None:
                     self.chain[(previous, tid)] = None

@@ -3,7 +3,9 @@ staged (Coopr: a stage goes when the previous one is done). One running task per
 both. Pure and deterministic.
 
 `done` = succeeded tasks; `running` = dispatched and not finished (queued, claimed, in
-progress). A failed task waiting for a retry is neither, so it comes back as ready.
+progress), both best given as sets. A failed task waiting for a retry is neither, so it
+comes back as ready. The `ready_*` functions look at the whole plan on every call; for plans
+of many thousands of tasks keep a `Dispatcher`, which does the same incrementally.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ def ready_eager(plan: Plan, done: Collection[str], running: Collection[str]) -> 
     """Tasks to dispatch now: not done or running, every predecessor done, on a node with no
     running task; at most one per node (the first in `plan.priority`). In priority order."""
     busy = {plan.by_id[t].node for t in running}
-    link_done = [all(s in done for s in sources) for sources, _ in plan.links]
+    link_done: dict[int, bool] = {}
+
+    def satisfied(i: int) -> bool:
+        if i not in link_done:
+            link_done[i] = all(s in done for s in plan.links[i][0])
+        return link_done[i]
+
     out = []
     for task in plan.priority:
         node = plan.by_id[task].node
         if task in done or task in running or node in busy:
             continue
-        if all(link_done[i] for i in plan.in_links[task]):
+        if all(satisfied(i) for i in plan.in_links[task]):
             busy.add(node)
             out.append(task)
     return tuple(out)

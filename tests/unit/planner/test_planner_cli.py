@@ -158,7 +158,7 @@ def test_missing_files_and_options_are_invalid(tmp_path: Path) -> None:
     code, out = run("--catalog", str(tmp_path / "absent"), "--template", "hadoop", "--nodes-file", NODES, "--operation", "create")
     assert code == 2 and "not a catalog folder" in out["error"]["message"]
     code, out = run("--catalog", CATALOG, "--operation", "create")
-    assert code == 2 and out["error"]["message"] == "--template is required"
+    assert code == 2 and out["error"]["message"] == "--template, --nodes-file are required"
 
 
 def test_extra_node_fields_are_ignored(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ import random
 import pytest
 from planner_support import catalog, node, svc
 
-from services.planner.domain.makespan import busiest_node, critical_path, simulate
-from services.planner.domain.plan import Plan, PlannedTask, build_plan
 from contracts.catalog import Action
+from services.planner.domain.makespan import busiest_node, by_remaining_time, critical_path, simulate
+from services.planner.domain.plan import Plan, PlannedTask, build_plan
 
 
 def test_critical_path_follows_the_longest_chain() -> None:
@@ -46,3 +46,11 @@ def test_simulated_makespans_respect_the_bounds(seed: int) -> None:
     bound = max(critical_path(plan, durations)[0], busiest_node(plan, durations))
     for mode in ("eager", "staged"):
         assert simulate(plan, durations, mode) >= bound - 1e-9
+
+
+def test_ranking_by_remaining_time_puts_the_long_branch_first() -> None:
+    tasks = [PlannedTask(t, "n", Action.START, t) for t in ("a", "b", "c")]
+    plan = Plan.from_edges(tasks, [("a", "c")])
+    durations = {"a": 1.0, "b": 5.0, "c": 1.0}
+    assert by_remaining_time(plan, durations) == ("b", "a", "c")
+    assert simulate(plan, durations, "eager", by_remaining_time(plan, durations)) == 7.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from planner_support import catalog, node, svc
@@ -99,3 +100,36 @@ def test_the_dispatcher_makes_the_ready_functions_decisions(plan: Plan, mode: st
         nodes = [plan.by_id[t].node for t in running]
         assert len(nodes) == len(set(nodes))  # one running task per node
     assert dispatcher.done == set(plan.index)
+
+
+def test_a_released_task_is_dispatched_again_or_yields_to_a_more_urgent_one() -> None:
+    cat = catalog(svc("x"), svc("y"))
+    plan = build_plan(cat, [node("n1", "x", "y")], "create")
+    dispatcher = Dispatcher(plan)
+    assert dispatcher.start() == ["n1.create"]
+    assert dispatcher.released("n1.create") == ["n1.create"]  # a retry
+    for t in ("n1.create", "n1.confirm"):
+        dispatcher.finished(t)
+    assert dispatcher.finished("n1.bootstrap") == ["n1.install.x"]
+    assert dispatcher.released("n1.install.x") == ["n1.install.x"]
+    staged = Dispatcher(plan, "staged")
+    assert staged.start() == ["n1.create"]
+    assert staged.released("n1.create") == ["n1.create"]
+    assert staged.finished("n1.create") == ["n1.confirm"]
+
+
+def test_a_custom_priority_changes_the_order_on_a_node() -> None:
+    cat = catalog(svc("short", ["install"]), svc("long", ["install", "configure", "start"]))
+    plan = build_plan(cat, [node("n1", "short", "long")], "create")
+    backwards = tuple(reversed(plan.priority))
+    dispatcher = Dispatcher(plan, priority=backwards)
+    for t in dispatcher.start() + ["n1.confirm"]:
+        dispatcher.finished(t)
+    assert dispatcher.finished("n1.bootstrap") == ["n1.install.short"]
+
+
+def test_unknown_modes_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown mode 'fast'"):
+        ready(create(), set(), set(), "fast")
+    with pytest.raises(ValueError, match="unknown mode 'fast'"):
+        Dispatcher(create(), "fast")

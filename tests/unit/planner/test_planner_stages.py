@@ -146,3 +146,11 @@ def test_plans_do_not_depend_on_input_order(dag: tuple[list[PlannedTask], list[t
 def test_nodes_sort_naturally_within_a_stage() -> None:
     tasks = [PlannedTask(f"{n}.create", n, Action.CREATE, None) for n in ("n10", "n2", "m1", "n1")]
     assert Plan.from_edges(tasks, []).stages == (("m1.create", "n1.create", "n2.create", "n10.create"),)
+
+
+def test_links_to_tasks_that_are_not_there_are_refused() -> None:
+    task = PlannedTask("n1.create", "n1", Action.CREATE, None)
+    with pytest.raises(PlanError, match=r"not in the plan: \['n9.create'\]"):
+        Plan.from_edges([task], [("n9.create", "n1.create")])
+    with pytest.raises(PlanError, match="not in the plan"):
+        Plan.assemble([task], [], thrown_in=["n2.start.x"])
