@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from contracts.catalog import Action, Service
+from contracts.catalog import Service
 from contracts.layout import NodeSpec
 
 ALL_ACTIONS = ("install", "configure", "initialize", "start", "stop", "remove")
@@ -41,8 +41,47 @@ def node(node_id: str, *services: str) -> NodeSpec:
     return NodeSpec(id=node_id, hardwaretype="medium", imagetype="ubuntu22", services=list(services))
 
 
-def actions(plan_tasks: Iterable[object]) -> list[str]:
-    return [t.id for t in plan_tasks]  # type: ignore[attr-defined]
 
 
-A = Action
+# -- Coopr's ServiceDependencyResolverTest catalogs (coopr-facts §4.5) ----------------------------
+
+
+def coopr_minimize() -> dict[str, Service]:
+    """testMinimizeDependencies."""
+    return catalog(
+        svc("base"),
+        svc("s1", runtime=["base"]),
+        svc("s2", runtime=["base", "s1"]),
+        svc("s3", runtime=["base", "s1", "s2"]),
+        svc("s4", runtime=["base"]),
+        svc("s5", runtime=["base", "s1", "s2", "s3", "s4"]),
+    )
+
+
+def coopr_runtime() -> dict[str, Service]:
+    """testClusterRuntimeDependencies."""
+    return catalog(
+        svc("s1", ["initialize", "start"]),
+        svc("s2", ["configure", "initialize"], runtime=["s1"]),
+        svc("s3", ["start"], runtime=["s1"]),
+        svc("s4", ["initialize", "start"], runtime=["s2", "s3", "s6"]),
+        svc("s5", ["initialize", "start"]),
+        svc("s6", ["initialize"], runtime=["s5"]),
+    )
+
+
+def coopr_install() -> dict[str, Service]:
+    """testClusterInstallDependencies."""
+    return catalog(
+        svc("s1", ["install"]),
+        svc("s2", ["configure"], install=["s1"]),
+        svc("s3", ["install"], install=["s1"]),
+        svc("s4", ["install"], install=["s2", "s3", "s6"]),
+        svc("s5", ["install"]),
+        svc("s6", ["configure"], install=["s5"]),
+    )
+
+
+def coopr_uses() -> dict[str, Service]:
+    """testServiceUsesDependency: s3 is in the catalog; tests leave it off the cluster."""
+    return catalog(svc("s1", ["install"]), svc("s2", ["install"], install_uses=["s1", "s3"]), svc("s3", ["install"]))

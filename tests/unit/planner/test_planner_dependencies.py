@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import pytest
-from planner_support import catalog, svc
+from planner_support import catalog, coopr_install, coopr_minimize, coopr_runtime, coopr_uses, svc
 
-from contracts.catalog import Action
+from contracts.catalog import Action, Service
 from services.planner.domain.dependencies import DependencyResolver, Kind
 from services.planner.domain.errors import PlanError
 
 RUNTIME_ONLY = ("initialize", "start", "stop")
 
 
-def resolver(*services, cluster=None):  # type: ignore[no-untyped-def]
+def resolver(*services: Service) -> DependencyResolver:
     cat = catalog(*services)
-    return DependencyResolver(cat, cluster if cluster is not None else cat)
+    return DependencyResolver(cat, cat)
 
 
 def test_minimize_dependencies_keeps_only_direct_ones() -> None:
-    r = resolver(
-        svc("base"),
-        svc("s1", runtime=["base"]),
-        svc("s2", runtime=["base", "s1"]),
-        svc("s3", runtime=["base", "s1", "s2"]),
-        svc("s4", runtime=["base"]),
-        svc("s5", runtime=["base", "s1", "s2", "s3", "s4"]),
-    )
+    cat = coopr_minimize()
+    r = DependencyResolver(cat, cat)
     assert r.minimized(Kind.RUNTIME) == {
         "base": frozenset(),
         "s1": {"base"},
@@ -68,14 +62,8 @@ def test_depends_on_is_the_transitive_closure() -> None:
 
 
 def test_cluster_runtime_dependencies_skip_services_lacking_the_action() -> None:
-    r = resolver(
-        svc("s1", ["initialize", "start"]),
-        svc("s2", ["configure", "initialize"], runtime=["s1"]),
-        svc("s3", ["start"], runtime=["s1"]),
-        svc("s4", ["initialize", "start"], runtime=["s2", "s3", "s6"]),
-        svc("s5", ["initialize", "start"]),
-        svc("s6", ["initialize"], runtime=["s5"]),
-    )
+    cat = coopr_runtime()
+    r = DependencyResolver(cat, cat)
     start = Action.START
     # rule (START, INITIALIZE) and (START, START): which services must have started first
     assert r.direct("s2", Kind.RUNTIME, start) == {"s1"}  # INIT s2 <- START s1
@@ -86,14 +74,8 @@ def test_cluster_runtime_dependencies_skip_services_lacking_the_action() -> None
 
 
 def test_cluster_install_dependencies_search_through_services_without_install() -> None:
-    r = resolver(
-        svc("s1", ["install"]),
-        svc("s2", ["configure"], install=["s1"]),
-        svc("s3", ["install"], install=["s1"]),
-        svc("s4", ["install"], install=["s2", "s3", "s6"]),
-        svc("s5", ["install"]),
-        svc("s6", ["configure"], install=["s5"]),
-    )
+    cat = coopr_install()
+    r = DependencyResolver(cat, cat)
     inst = Action.INSTALL
     assert r.direct("s3", Kind.INSTALL, inst) == {"s1"}
     assert r.direct("s4", Kind.INSTALL, inst) == {"s3", "s5"}
@@ -102,8 +84,7 @@ def test_cluster_install_dependencies_search_through_services_without_install() 
 
 
 def test_uses_orders_only_services_on_the_cluster() -> None:
-    cat = catalog(svc("s1", ["install"]), svc("s2", ["install"], install_uses=["s1", "s3"]), svc("s3", ["install"]))
-    r = DependencyResolver(cat, ["s1", "s2"])  # s3 is in the catalog, not on the cluster
+    r = DependencyResolver(coopr_uses(), ["s1", "s2"])  # s3 is in the catalog, not on the cluster
     assert r.direct("s2", Kind.INSTALL, Action.INSTALL) == {"s1"}
 
 

@@ -4,7 +4,7 @@ skipping, subsets and thrown-in starts, start/stop expansion, errors (coopr-fact
 from __future__ import annotations
 
 import pytest
-from planner_support import catalog, node, svc
+from planner_support import catalog, coopr_install, coopr_minimize, coopr_runtime, coopr_uses, node, svc
 
 from contracts.catalog import Action
 from services.planner.domain.plan import OPERATIONS, Plan, PlanError, build_plan, task_id
@@ -158,27 +158,13 @@ def test_provides_substitutes_every_provider_of_the_name() -> None:
 
 
 def test_minimized_dependencies_give_only_the_nearest_edges() -> None:
-    cat = catalog(
-        svc("base"),
-        svc("s1", runtime=["base"]),
-        svc("s2", runtime=["base", "s1"]),
-        svc("s3", runtime=["base", "s1", "s2"]),
-        svc("s4", runtime=["base"]),
-        svc("s5", runtime=["base", "s1", "s2", "s3", "s4"]),
-    )
+    cat = coopr_minimize()
     plan = build_plan(cat, [node(f"n{i}", s) for i, s in enumerate(cat)], "start")
     assert set(plan.predecessors("n5.start.s5")) == {"n3.start.s3", "n4.start.s4"}
 
 
 def test_cluster_runtime_dependencies_in_a_plan() -> None:
-    cat = catalog(
-        svc("s1", ["initialize", "start"]),
-        svc("s2", ["configure", "initialize"], runtime=["s1"]),
-        svc("s3", ["start"], runtime=["s1"]),
-        svc("s4", ["initialize", "start"], runtime=["s2", "s3", "s6"]),
-        svc("s5", ["initialize", "start"]),
-        svc("s6", ["initialize"], runtime=["s5"]),
-    )
+    cat = coopr_runtime()
     plan = build_plan(cat, [node("h", *cat)], "create")
     cross = {(a, b) for a, b in plan.edges if plan.by_id[a].service not in (None, plan.by_id[b].service)}
     assert cross == {
@@ -191,22 +177,14 @@ def test_cluster_runtime_dependencies_in_a_plan() -> None:
 
 
 def test_cluster_install_dependencies_in_a_plan() -> None:
-    cat = catalog(
-        svc("s1", ["install"]),
-        svc("s2", ["configure"], install=["s1"]),
-        svc("s3", ["install"], install=["s1"]),
-        svc("s4", ["install"], install=["s2", "s3", "s6"]),
-        svc("s5", ["install"]),
-        svc("s6", ["configure"], install=["s5"]),
-    )
+    cat = coopr_install()
     plan = build_plan(cat, [node("h", *cat)], "create")
     cross = {(a, b) for a, b in plan.edges if plan.by_id[a].service not in (None, plan.by_id[b].service)}
     assert cross == {("h.install.s1", "h.install.s3"), ("h.install.s3", "h.install.s4"), ("h.install.s5", "h.install.s4")}
 
 
 def test_dependencies_on_services_not_on_the_cluster_are_ignored() -> None:
-    cat = catalog(svc("s1", ["install"]), svc("s2", ["install"], install_uses=["s1", "s3"]), svc("s3", ["install"]))
-    plan = build_plan(cat, [node("n1", "s1"), node("n2", "s2")], "create")
+    plan = build_plan(coopr_uses(), [node("n1", "s1"), node("n2", "s2")], "create")
     assert plan.predecessors("n2.install.s2") == ("n2.bootstrap", "n1.install.s1")
 
 
