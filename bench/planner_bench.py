@@ -184,11 +184,12 @@ def report(big: dict[str, Any], runs: list[dict[str, Any]], seeds: int) -> str:
 def write_docs(section: str, path: Path = DOCS) -> None:
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     pattern = re.compile(r"^## Planner\n.*?(?=^## |\Z)", re.S | re.M)
+    section = section.rstrip("\n") + "\n\n"
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text, count=1)
     else:
         text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 
 def main() -> None:
