@@ -1,44 +1,296 @@
-"""The catalog lives in the log: one subject per entity, one `CatalogEntityPut` per version."""
+"""The catalog lives in the log: one subject per entity, one `CatalogEntityPut` per version.
+
+`muster.evt.<tenant>.catalog.<kind>.<name>`; the entity's `version` is its number of puts
+(1, 2, ...), whatever the file said. An apply is all-or-nothing:
+
+1. read the tenant's catalog from the log (and the sequence of its last catalog event);
+2. merge the incoming entities over it and validate the whole result
+   (`contracts.catalog_validation`); an error that the log did not already have blocks the
+   apply, and nothing is written;
+3. append one event per added or changed entity in a single atomic batch that carries the
+   expected last sequence of the whole catalog (`Nats-Expected-Last-Subject-Sequence` with
+   `...-Subject: muster.evt.<t>.catalog.>`), so a concurrent apply that validated against an
+   older catalog is refused rather than merged.
+
+Running the same apply again changes nothing, so a retry after a lost answer is harmless.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
 
 from contracts import subjects
 from contracts.catalog import KINDS, Catalog
+from contracts.catalog_validation import PluginSpec, Problem, validate_catalog
 from contracts.events import CatalogEntityPut
 
-from .bus.eventstore import Append, EventStore
+from .bus.eventstore import H_EXPECT, Append, EventStore, Recorded, StoreError
+from .catalog_files import CatalogFileError
+
+MAX_BATCH = 1000
+"""nats-server's limit on messages per atomic batch."""
+H_EXPECT_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
+WRONG_LAST_SEQUENCE = (10071, 10164)
+
+
+class CatalogRejected(CatalogFileError):
+    """The catalog (merged with the log) has errors; nothing was written."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        n = len(self.problems)
+        super().__init__(f"catalog not applied: {n} error{'s' if n != 1 else ''}; first: {self.problems[0]}")
+
+
+class CatalogConflict(CatalogFileError):
+    """Someone changed the catalog between our read and our write; nothing was written."""
+
+
+def catalog_filter(tenant: str) -> str:
+    return f"{subjects.EVT}.{subjects.token(tenant, 'tenant')}.catalog.>"
+
+
+def _body(entity: Any) -> dict[str, Any]:
+    """What an entity says, without the version number the log assigns."""
+    body = entity.model_dump(mode="json") if not isinstance(entity, dict) else dict(entity)
+    body.pop("version", None)
+    return body  # type: ignore[no-any-return]
 
 
 def _digest(body: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def changed_fields(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths where two JSON values differ (maps recursively; lists as a whole)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old or key not in new:
+                out.append(path)
+            else:
+                out += changed_fields(old[key], new[key], path)
+        return out
+    return [] if old == new else [prefix or "(whole entity)"]
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EntityVersion:
+    """One version of one entity, as the log has it."""
+
+    kind: str
+    name: str
+    version: int
+    seq: int
+    time: datetime
+    by: str
+    entity: dict[str, Any]
+    changed: tuple[str, ...]
+    """Fields changed against the previous version; empty for the first."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "name": self.name, "version": self.version, "seq": self.seq,
+            "time": self.time.isoformat(), "by": self.by, "changed": list(self.changed), "entity": self.entity,
+        }
+
+
+@dataclass
+class CatalogState:
+    """The tenant's catalog as of `last_seq` (0 = no catalog event yet)."""
+
+    catalog: Catalog = field(default_factory=Catalog)
+    last_seq: int = 0
+    versions: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def _history(records: Sequence[Recorded]) -> list[EntityVersion]:
+    out: list[EntityVersion] = []
+    last: dict[tuple[str, str], dict[str, Any]] = {}
+    count: dict[tuple[str, str], int] = {}
+    for r in records:
+        put = r.event
+        if not isinstance(put, CatalogEntityPut) or put.kind not in KINDS:
+            continue
+        key = (put.kind, put.name)
+        count[key] = count.get(key, 0) + 1
+        previous = last.get(key)
+        changed = tuple(changed_fields(previous, _body(put.entity))) if previous is not None else ()
+        last[key] = _body(put.entity)
+        out.append(EntityVersion(put.kind, put.name, count[key], r.seq, r.time, put.by, dict(put.entity), changed))
+    return out
+
+
+async def read_history(store: EventStore, tenant: str) -> list[EntityVersion]:
+    """Every version of every catalog entity of the tenant, in log order."""
+    return _history(await store.read(catalog_filter(tenant)))
+
+
+async def read_state(store: EventStore, tenant: str) -> CatalogState:
+    records = await store.read(catalog_filter(tenant))
+    state = CatalogState(last_seq=records[-1].seq if records else 0)
+    for v in _history(records):
+        state.catalog.entities(v.kind)[v.name] = KINDS[v.kind].model_validate(v.entity)
+        state.versions[(v.kind, v.name)] = v.version
+    return state
+
+
 async def read_catalog(store: EventStore, tenant: str) -> Catalog:
-    catalog = Catalog()
-    prefix = f"{subjects.EVT}.{subjects.token(tenant, 'tenant')}.catalog.>"
-    for recorded in await store.read(prefix):
-        put = recorded.event
-        if isinstance(put, CatalogEntityPut) and put.kind in KINDS:
-            catalog.entities(put.kind)[put.name] = KINDS[put.kind].model_validate(put.entity)
-    return catalog
+    return (await read_state(store, tenant)).catalog
 
 
-async def apply_catalog(store: EventStore, tenant: str, catalog: Catalog, by: str = "anonymous") -> int:
-    """Append a version of every entity that differs from what the log holds; returns how
-    many were appended. Applying the same catalog twice appends nothing."""
-    current = await read_catalog(store, tenant)
-    appended = 0
+# -- planning an apply (no IO) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str
+    name: str
+    action: Literal["add", "change"]
+    fields: tuple[str, ...]
+    version: int
+    """The version this change creates."""
+    body: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "action": self.action, "version": self.version, "fields": list(self.fields)}
+
+
+def plan_changes(state: CatalogState, incoming: Catalog) -> list[Change]:
+    """The entities of `incoming` that differ from the log, as the versions they would add."""
+    changes = []
     for kind in KINDS:
-        for name, entity in sorted(catalog.entities(kind).items()):
-            body = entity.model_dump(mode="json")
-            old = current.entities(kind).get(name)
-            if old is not None and old.model_dump(mode="json") == body:
+        for name, entity in sorted(incoming.entities(kind).items()):
+            body = _body(entity)
+            old = state.catalog.entities(kind).get(name)
+            if old is not None and _body(old) == body:
                 continue
-            subject = subjects.catalog_events(tenant, kind, name)
-            event = CatalogEntityPut(kind=kind, name=name, entity=body, by=by)
-            await store.append(subject, [Append(event, msg_id=f"catalog:{tenant}:{kind}:{name}:{_digest(body)}")])
-            appended += 1
-    return appended
+            version = state.versions.get((kind, name), 0) + 1
+            changes.append(
+                Change(kind, name, "change" if old is not None else "add",
+                       tuple(changed_fields(_body(old), body)) if old is not None else (), version, {**body, "version": version})
+            )
+    return changes
+
+
+def merge(base: Catalog, incoming: Catalog) -> Catalog:
+    merged = base.model_copy(deep=True)
+    for kind in KINDS:
+        merged.entities(kind).update(incoming.entities(kind))
+    return merged
+
+
+@dataclass
+class ApplyCheck:
+    changes: list[Change]
+    errors: list[Problem]
+    """Errors this apply would introduce: any of them blocks it."""
+    warnings: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def check_apply(
+    state: CatalogState,
+    incoming: Catalog,
+    plugins: Sequence[PluginSpec] | None,
+    sources: dict[tuple[str, str], str] | None = None,
+    log_label: str = "log",
+) -> ApplyCheck:
+    """Validate the catalog the apply would leave; errors the log already had do not block
+    (an apply never makes the catalog worse) but are reported as warnings for the entities
+    being applied."""
+    sources = sources or {}
+    before = {p.key() for p in validate_catalog(state.catalog, plugins) if p.is_error}
+    after = validate_catalog(merge(state.catalog, incoming), plugins)
+    applied = {(k, n) for k in KINDS for n in incoming.entities(k)}
+
+    def located(p: Problem, **update: Any) -> Problem:
+        src = sources.get((p.kind, p.name)) or (log_label if p.kind else "")
+        return replace(p, source=src, **update)
+
+    errors, warnings = [], []
+    for p in after:
+        if p.is_error and p.key() not in before:
+            errors.append(located(p))
+        elif p.is_error:
+            if (p.kind, p.name) in applied:
+                warnings.append(located(p, severity="warning", message=f"{p.message} (already so in the log)"))
+        elif (p.kind, p.name) in applied:
+            warnings.append(located(p))
+    return ApplyCheck(plan_changes(state, incoming), errors, warnings)
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+async def append_changes(store: EventStore, tenant: str, changes: Sequence[Change], expect_seq: int, by: str) -> list[int]:
+    """One atomic batch of `CatalogEntityPut`, refused (CatalogConflict) if the tenant's
+    catalog moved past `expect_seq`."""
+    if not changes:
+        return []
+    if len(changes) > MAX_BATCH:
+        raise CatalogFileError(
+            f"{len(changes)} entities changed; the log takes at most {MAX_BATCH} in one atomic write: apply the catalog in parts"
+        )
+    nc = store.nc
+    batch_id = f"catalog-{tenant}-{expect_seq}-{_digest({'c': [c.to_json() for c in changes]})}"[:64]
+    reply = None
+    for i, c in enumerate(changes, start=1):
+        event = CatalogEntityPut(kind=c.kind, name=c.name, entity=c.body, by=by)
+        item = Append(event, msg_id=f"catalog:{tenant}:{c.kind}:{c.name}:v{c.version}:{_digest(c.body)}", version=c.version)
+        headers = item.headers()
+        headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
+        if i == 1:
+            headers[H_EXPECT] = str(expect_seq)
+            headers[H_EXPECT_SUBJECT] = catalog_filter(tenant)
+        subject = subjects.catalog_events(tenant, c.kind, c.name)
+        data = event.model_dump_json().encode()
+        if i < len(changes):
+            await nc.publish(subject, data, headers=headers)
+        else:
+            headers["Nats-Batch-Commit"] = "1"
+            reply = await nc.request(subject, data, timeout=store.timeout, headers=headers)
+    assert reply is not None
+    answer = json.loads(reply.data)
+    err = answer.get("error")
+    if err:
+        if err.get("err_code") in WRONG_LAST_SEQUENCE:
+            raise CatalogConflict("the catalog changed while this apply was being checked; nothing was written: run it again")
+        raise StoreError(f"catalog apply refused by the log: {err.get('description')} (code {err.get('err_code')})")
+    last = int(answer["seq"])
+    return list(range(last - len(changes) + 1, last + 1))
+
+
+async def apply_catalog(
+    store: EventStore,
+    tenant: str,
+    catalog: Catalog,
+    by: str = "anonymous",
+    plugins: Sequence[PluginSpec] | None = None,
+    sources: dict[tuple[str, str], str] | None = None,
+) -> int:
+    """Validate and append every entity that differs from what the log holds, all or none;
+    returns how many were appended. Applying the same catalog twice appends nothing.
+    Raises CatalogRejected (with every problem) or CatalogConflict."""
+    if plugins is None:
+        from .catalog_plugins import plugin_specs
+
+        plugins = plugin_specs()
+    state = await read_state(store, tenant)
+    check = check_apply(state, catalog, plugins, sources)
+    if not check.ok:
+        raise CatalogRejected(check.errors)
+    await append_changes(store, tenant, check.changes, state.last_seq, by)
+    return len(check.changes)

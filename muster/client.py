@@ -1,43 +1,187 @@
 """A small typed async client: send operations, follow a job through its events.
 
     async with await MusterClient.connect("nats://127.0.0.1:4222") as client:
-        reply = await client.create_cluster("default", CreateCluster(name="c1", template="t", nodes=5))
-        final = await client.wait(reply.job_id, tenant="default", timeout=300)
+        reply = await client.create_cluster("c1", template="hadoop-small", nodes=5)
+        if isinstance(reply, Accepted):
+            final = await client.wait(reply.job_id)          # JobSucceeded, JobRolledBack...
+        outcome = await client.run(ExpandCluster(cluster_id=reply.cluster_id, nodes=8))
 
-Waiting never polls: it reads the job's subject from the start with an ordered consumer and
-returns on the final event, so it cannot miss an outcome that happened before it subscribed.
+Requests are idempotent: every operation carries a `request_id` (generated when the caller
+gives none) and a request that times out or finds no planner is sent again with the same key,
+so the planner maps the retry to the same job and never starts a second one.
+
+Waiting never polls: it reads the job's subject with an ordered consumer (from the start, or
+from just after a given sequence) and returns on the final event, so it cannot miss an outcome
+that happened before it subscribed.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import getpass
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from contracts import subjects
-from contracts.commands import REPLY_ADAPTER, VERB_OF, Accepted, Command, Rejected
-from contracts.events import JobFailed, JobSucceeded
+from contracts.commands import (
+    REPLY_ADAPTER,
+    VERB_OF,
+    Accepted,
+    AddServices,
+    CancelJob,
+    Command,
+    ConfigureCluster,
+    CreateCluster,
+    DeleteCluster,
+    DryRun,
+    ExpandCluster,
+    PauseJob,
+    Rejected,
+    RemoveServices,
+    RestartServices,
+    ResumeJob,
+    RetryJob,
+    RollbackCluster,
+    ShrinkCluster,
+    StartServices,
+    StopServices,
+    UpgradeService,
+)
+from contracts.events import EVENT_TYPES
+from contracts.layout import NodeSpec
 
 from .bus.connect import connect
-from .bus.eventstore import Recorded, recorded_from_msg
+from .bus.eventstore import EventStore, Recorded, recorded_from_msg
 
-FINAL_EVENTS = (JobSucceeded, JobFailed)
+FINAL_TYPES = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
+"""A job's story ends with one of these (a failed job may be retried: a later one follows)."""
+FINAL_EVENTS: tuple[type, ...] = tuple(EVENT_TYPES[t] for t in FINAL_TYPES if t in EVENT_TYPES)
+
+Reply = Accepted | Rejected | DryRun
+RETRYABLE = (nats.errors.TimeoutError, nats.errors.NoRespondersError)
+
+
+class MusterError(Exception):
+    """Base of the client's errors; the message is one sentence a person can act on."""
+
+
+class RequestRejected(MusterError):
+    def __init__(self, reply: Rejected, verb: str) -> None:
+        self.reply = reply
+        super().__init__(f"{verb} rejected: {reply.reason}")
+
+
+class NoAnswer(MusterError):
+    """No planner answered, after every retry."""
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def default_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name in a bare container
+        return "anonymous"
+
+
+async def _quiet(*_: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An accepted operation and how its job ended."""
+
+    reply: Accepted
+    final: Any
+    """The final event: JobSucceeded, JobFailed, JobRolledBack or JobNeedsAttention."""
+
+    @property
+    def succeeded(self) -> bool:
+        return self.final.type == "JobSucceeded"
+
+    @property
+    def reason(self) -> str:
+        return str(getattr(self.final, "reason", ""))
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A cluster as the log tells it (folded with the planner's own aggregate)."""
+
+    id: str
+    name: str
+    tenant: str
+    template: str
+    provider: str
+    status: str
+    status_reason: str
+    job_id: str
+    config: dict[str, Any]
+    nodes: list[NodeSpec]
+    ipaddresses: dict[str, dict[str, str]] = field(default_factory=dict)
+    hostnames: dict[str, str] = field(default_factory=dict)
+    updated: str = ""
+
+    @property
+    def services(self) -> list[str]:
+        return sorted({s for n in self.nodes for s in n.services})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "tenant": self.tenant, "template": self.template, "provider": self.provider,
+            "status": self.status, "status_reason": self.status_reason, "job_id": self.job_id, "updated": self.updated,
+            "services": self.services, "config": self.config,
+            "nodes": [
+                {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,
+                 "ipaddresses": self.ipaddresses.get(n.id, {})}
+                for n in self.nodes
+            ],
+        }
 
 
 class MusterClient:
-    def __init__(self, nc: Client, owns_connection: bool = False) -> None:
+    """Operations over the bus for one tenant (each call may name another)."""
+
+    def __init__(
+        self,
+        nc: Client,
+        owns_connection: bool = False,
+        *,
+        tenant: str = "default",
+        requested_by: str | None = None,
+        timeout: float = 10.0,
+        attempts: int = 3,
+    ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
         self._owns = owns_connection
+        self.tenant = tenant
+        self.requested_by = requested_by or default_user()
+        self.timeout = timeout
+        self.attempts = max(1, attempts)
 
     @classmethod
-    async def connect(cls, url: str | None = None) -> "MusterClient":
-        return cls(await connect(url, name="muster-client"), owns_connection=True)
+    async def connect(
+        cls, url: str | None = None, *, connect_attempts: int | None = None, **options: Any
+    ) -> "MusterClient":
+        """Connect to NATS (`url`, else $NATS_URL, else localhost). With `connect_attempts`,
+        an unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
+        extra: dict[str, Any] = {}
+        if connect_attempts is not None:
+            extra = {"max_reconnect_attempts": connect_attempts, "connect_timeout": 2, "error_cb": _quiet,
+                     "disconnected_cb": _quiet}
+        return cls(await connect(url, name="muster-client", **extra), owns_connection=True, **options)
 
     async def __aenter__(self) -> "MusterClient":
         return self
@@ -46,39 +190,235 @@ class MusterClient:
         if self._owns:
             await self.nc.drain()
 
-    async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Accepted | Rejected:
+    # -- sending ---------------------------------------------------------------------------
+
+    async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
+        """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
         reply = await self.nc.request(subjects.operation(tenant, verb), command.model_dump_json().encode(), timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
 
-    async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Accepted | Rejected:
+    async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
         reply = await self.nc.request(subjects.operation(tenant, verb), body, timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
 
-    async def events(self, job_id: str, tenant: str = "default") -> AsyncIterator[Recorded]:
-        """The job's events (its own subject), from the first, until its final event."""
+    async def request(
+        self, command: Command, *, tenant: str | None = None, timeout: float | None = None, attempts: int | None = None
+    ) -> Reply:
+        """Send with an idempotency key; on a timeout or when no planner answers, send again
+        with the same key. Raises NoAnswer when every attempt went unanswered."""
+        update: dict[str, Any] = {}
+        if not command.request_id:
+            update["request_id"] = new_request_id()
+        if command.requested_by == "anonymous":
+            update["requested_by"] = self.requested_by
+        command = command.model_copy(update=update) if update else command
+        tenant = tenant or self.tenant
+        attempts = attempts or self.attempts
+        verb = VERB_OF[command.type]  # type: ignore[attr-defined]
+        last: BaseException | None = None
+        for attempt in range(attempts):
+            if attempt and isinstance(last, nats.errors.NoRespondersError):
+                await asyncio.sleep(0.2 * 2**attempt)  # back off: no planner is subscribed right now
+            try:
+                return await self.send(tenant, command, timeout or self.timeout)
+            except RETRYABLE as err:
+                last = err
+        what = "no planner is listening" if isinstance(last, nats.errors.NoRespondersError) else "no answer in time"
+        raise NoAnswer(f"{verb} request {command.request_id} got no answer after {attempts} attempts ({what})")
+
+    async def submit(self, command: Command, *, tenant: str | None = None) -> Accepted | DryRun:
+        """`request`, with a rejection raised as RequestRejected."""
+        reply = await self.request(command, tenant=tenant)
+        if isinstance(reply, Rejected):
+            raise RequestRejected(reply, VERB_OF[command.type])  # type: ignore[attr-defined]
+        return reply
+
+    async def run(self, command: Command, *, tenant: str | None = None, timeout: float = 600.0) -> Outcome:
+        """Submit and wait for the job's end. Job-control commands (retry, resume...) wait for
+        the end that follows the request, not an earlier one."""
+        tenant = tenant or self.tenant
+        since = 0
+        job_id = getattr(command, "job_id", None)
+        if job_id:
+            since = await self.job_seq(job_id, tenant)
+        reply = await self.submit(command, tenant=tenant)
+        if isinstance(reply, DryRun):
+            raise MusterError("run() executes operations; send dry runs with request()")
+        return Outcome(reply, await self.wait(reply.job_id, tenant=tenant, timeout=timeout, since_seq=since))
+
+    # -- one method per operation ---------------------------------------------------------------
+
+    def _common(self, request_id: str | None, requested_by: str | None) -> dict[str, Any]:
+        return {"request_id": request_id or new_request_id(), "requested_by": requested_by or self.requested_by}
+
+    async def create_cluster(
+        self, name: str, *, template: str, nodes: int, services: Sequence[str] | None = None, provider: str | None = None,
+        hardwaretype: str | None = None, imagetype: str | None = None, config: dict[str, Any] | None = None,
+        dry_run: bool = False, tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None,
+    ) -> Reply:
+        return await self.request(CreateCluster(
+            name=name, template=template, nodes=nodes, services=list(services) if services is not None else None,
+            provider=provider, hardwaretype=hardwaretype, imagetype=imagetype, config=config or {}, dry_run=dry_run,
+            **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def delete_cluster(self, cluster_id: str, *, dry_run: bool = False, tenant: str | None = None,
+                             request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        return await self.request(DeleteCluster(cluster_id=cluster_id, dry_run=dry_run, **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def expand_cluster(self, cluster_id: str, nodes: int, *, dry_run: bool = False, tenant: str | None = None,
+                             request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        """Grow to `nodes` nodes in total."""
+        return await self.request(ExpandCluster(cluster_id=cluster_id, nodes=nodes, dry_run=dry_run,
+                                                **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def shrink_cluster(self, cluster_id: str, nodes: int, *, dry_run: bool = False, tenant: str | None = None,
+                             request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        """Shrink to `nodes` nodes in total."""
+        return await self.request(ShrinkCluster(cluster_id=cluster_id, nodes=nodes, dry_run=dry_run,
+                                                **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def add_services(self, cluster_id: str, services: Iterable[str], *, dry_run: bool = False, tenant: str | None = None,
+                           request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        return await self.request(AddServices(cluster_id=cluster_id, services=list(services), dry_run=dry_run,
+                                              **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def remove_services(self, cluster_id: str, services: Iterable[str], *, dry_run: bool = False, tenant: str | None = None,
+                              request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        return await self.request(RemoveServices(cluster_id=cluster_id, services=list(services), dry_run=dry_run,
+                                                 **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def configure_cluster(self, cluster_id: str, config: dict[str, Any], *, restart: bool = False, dry_run: bool = False,
+                                tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        return await self.request(ConfigureCluster(cluster_id=cluster_id, config=config, restart=restart, dry_run=dry_run,
+                                                   **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def start_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
+                             tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        """Start `services` (default: all) and what they depend on."""
+        return await self.request(StartServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
+                                                **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def stop_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
+                            tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        """Stop `services` (default: all) and what depends on them."""
+        return await self.request(StopServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
+                                               **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def restart_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
+                               tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        return await self.request(RestartServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
+                                                  **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def upgrade_service(self, cluster_id: str, service: str, *, dry_run: bool = False, tenant: str | None = None,
+                              request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        return await self.request(UpgradeService(cluster_id=cluster_id, service=service, dry_run=dry_run,
+                                                 **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def rollback_cluster(self, cluster_id: str, to_job: str, *, dry_run: bool = False, tenant: str | None = None,
+                               request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        """Back to the cluster as it was before job `to_job`."""
+        return await self.request(RollbackCluster(cluster_id=cluster_id, to_job=to_job, dry_run=dry_run,
+                                                  **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def pause_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
+                        requested_by: str | None = None) -> Reply:
+        return await self.request(PauseJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def resume_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
+                         requested_by: str | None = None) -> Reply:
+        return await self.request(ResumeJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def cancel_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
+                         requested_by: str | None = None) -> Reply:
+        return await self.request(CancelJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def retry_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
+                        requested_by: str | None = None) -> Reply:
+        return await self.request(RetryJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
+
+    # -- following a job ------------------------------------------------------------------------
+
+    async def job_seq(self, job_id: str, tenant: str | None = None) -> int:
+        """The log sequence of the job's latest event (0 if none): wait from there to see only
+        what happens next."""
+        return await EventStore(self.nc).last_seq(subjects.job_events(tenant or self.tenant, job_id))
+
+    async def events(
+        self, job_id: str, tenant: str | None = None, since_seq: int = 0, until: Iterable[str] = FINAL_TYPES
+    ) -> AsyncIterator[Recorded]:
+        """The job's events (its own subject), from the first (or the first after
+        `since_seq`), up to and including the first whose type is in `until`."""
+        stop = frozenset(until)
         queue: asyncio.Queue[Msg] = asyncio.Queue()
 
         async def on_msg(msg: Msg) -> None:
             await queue.put(msg)
 
+        start: dict[str, Any] = (
+            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": since_seq + 1} if since_seq
+            else {"deliver_policy": DeliverPolicy.ALL}
+        )
         sub = await self.js.subscribe(
-            subjects.job_events(tenant, job_id), ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
-            cb=on_msg, idle_heartbeat=2.0,
+            subjects.job_events(tenant or self.tenant, job_id), ordered_consumer=True, cb=on_msg, idle_heartbeat=2.0, **start,
         )
         try:
             while True:
                 recorded = recorded_from_msg(await queue.get())
                 yield recorded
-                if isinstance(recorded.event, FINAL_EVENTS):
+                if recorded.type in stop:
                     return
         finally:
             await sub.unsubscribe()
 
-    async def wait(self, job_id: str, tenant: str = "default", timeout: float = 600.0) -> Any:
-        """The job's final event (JobSucceeded or JobFailed); TimeoutError past the deadline."""
+    async def wait(self, job_id: str, tenant: str | None = None, timeout: float = 600.0, since_seq: int = 0) -> Any:
+        """The job's final event (JobSucceeded, JobFailed, JobRolledBack, JobNeedsAttention),
+        the first after `since_seq`; TimeoutError past the deadline."""
         async with asyncio.timeout(timeout):
-            async for recorded in self.events(job_id, tenant):
-                if isinstance(recorded.event, FINAL_EVENTS):
+            async for recorded in self.events(job_id, tenant, since_seq):
+                if recorded.type in FINAL_TYPES:
                     return recorded.event
-        raise RuntimeError("job events ended without a final event")
+        raise MusterError("job events ended without a final event")
+
+    # -- reading clusters from the log ----------------------------------------------------------
+
+    async def clusters(self, tenant: str | None = None) -> list[ClusterInfo]:
+        """Every cluster of the tenant, folded from `muster.evt.<tenant>.cluster.*`."""
+        from muster.bus.repository import rebuild
+        from services.planner.domain.cluster import Cluster
+
+        tenant = tenant or self.tenant
+        by_subject: dict[str, list[Recorded]] = {}
+        for r in await EventStore(self.nc).read(f"{subjects.EVT}.{subjects.token(tenant, 'tenant')}.cluster.*"):
+            by_subject.setdefault(r.subject, []).append(r)
+        out = []
+        for history in by_subject.values():
+            c: Any = rebuild(Cluster, history)
+            if c is None:
+                continue
+            out.append(ClusterInfo(
+                id=str(c.id), name=c.name, tenant=c.tenant, template=c.template, provider=c.provider, status=c.status,
+                status_reason=getattr(c, "status_reason", ""), job_id=c.job_id, config=dict(c.config),
+                nodes=list(c.nodes.values()), ipaddresses=dict(getattr(c, "ipaddresses", {})),
+                hostnames=dict(getattr(c, "hostnames", {})), updated=history[-1].time.isoformat(),
+            ))
+        return sorted(out, key=lambda c: (c.name, c.updated))
+
+    async def cluster(self, ref: str, tenant: str | None = None, include_deleted: bool = True) -> ClusterInfo:
+        """A cluster by id, or by name (the live one of that name). Raises MusterError."""
+        clusters = await self.clusters(tenant)
+        for c in clusters:
+            if c.id == ref:
+                return c
+        named = [c for c in clusters if c.name == ref and c.status != "deleted"]
+        if not named and include_deleted:
+            named = [c for c in clusters if c.name == ref][-1:]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise MusterError(f"{len(named)} clusters are named {ref!r} ({', '.join(c.id for c in named)}): give the id")
+        raise MusterError(f"no cluster {ref!r} in tenant {tenant or self.tenant!r}")
+
+
+def _opt_list(items: Iterable[str] | None) -> list[str] | None:
+    return list(items) if items is not None else None

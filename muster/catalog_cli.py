@@ -1,0 +1,255 @@
+"""`muster catalog`: validate, apply, read, diff and trace the tenant's catalog (docs/client.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from contracts.catalog import KINDS, Catalog
+from contracts.catalog_validation import KIND_LABEL, PluginSpec, Problem, sensitive_provider_fields, validate_catalog
+from contracts.templates import TemplateError, resolve_template
+
+from .bus.eventstore import EventStore
+from .catalog_files import LoadedCatalog, kind_of, load_sources
+from .catalog_plugins import plugin_specs, redact
+from .catalog_store import CatalogRejected, append_changes, check_apply, read_history, read_state
+from .cli_support import CliError, bus_options, command, echo_json, json_option, open_client, resolve_nats_url
+from .client import default_user
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _plugins_option(f: Any) -> Any:
+    return click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+                        help="extra plugin folders whose descriptors apply (as the provisioners load them)")(f)
+
+
+def _specs(dirs: Sequence[Path]) -> list[PluginSpec]:
+    from services.provisioner.plugins.descriptor import PluginError
+
+    try:
+        return plugin_specs(dirs)
+    except PluginError as e:
+        raise CliError(str(e)) from None
+
+
+def _kind(word: str) -> str:
+    kind = kind_of(word)
+    if kind is None:
+        raise CliError(f"unknown kind {word!r}; kinds are {', '.join(KINDS)}")
+    return kind
+
+
+def _load(paths: Sequence[Path]) -> LoadedCatalog:
+    loaded = load_sources(paths)
+    if loaded.problems:
+        _print_problems(loaded.problems)
+        raise CliError(f"{len(loaded.problems)} file error(s); nothing was applied", 2)
+    return loaded
+
+
+def _print_problems(problems: Sequence[Problem]) -> None:
+    for p in problems:
+        style = "red" if p.is_error else "yellow"
+        err.print(f"[{style}]{p.severity}[/{style}]: {p}", markup=True, highlight=False)
+
+
+def _drop_sensitive(loaded: LoadedCatalog, plugins: Sequence[PluginSpec]) -> dict[str, list[str]]:
+    hidden = sensitive_provider_fields(loaded.catalog, plugins)
+    for name, fields in hidden.items():
+        p = loaded.catalog.providers[name]
+        loaded.catalog.providers[name] = p.model_copy(update={"provisioner": {k: v for k, v in p.provisioner.items() if k not in fields}})
+    return hidden
+
+
+def _problem_json(p: Problem) -> dict[str, Any]:
+    return {"severity": p.severity, "file": p.source, "kind": p.kind, "entity": p.name, "field": p.field, "message": p.message}
+
+
+@click.group("catalog")
+def catalog() -> None:
+    """Administer the tenant's catalog: providers, hardware, images, services, templates."""
+
+
+@catalog.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@_plugins_option
+@json_option
+def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bool) -> None:
+    """Check catalog folders/files on their own, without the bus (for CI)."""
+    loaded = load_sources(paths)
+    problems = list(loaded.problems)
+    if not any(p.is_error for p in problems):
+        problems += [replace(p, source=loaded.source(p.kind, p.name) or "") for p in validate_catalog(loaded.catalog, _specs(plugins_dir))]
+    errors = [p for p in problems if p.is_error]
+    if as_json:
+        echo_json({"valid": not errors, "entities": loaded.count, "problems": [_problem_json(p) for p in problems]})
+    else:
+        _print_problems(problems)
+        if not errors:
+            out.print(f"{loaded.count} entities: valid")
+    if errors:
+        raise CliError(f"{len(errors)} error(s) in the catalog", 2)
+
+
+@catalog.command("apply")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@bus_options
+@_plugins_option
+@click.option("--by", default=None, help="who is applying (recorded in the log; default: your user name)")
+@click.option("--drop-sensitive", is_flag=True,
+              help="leave sensitive provider fields out (they belong in the provisioners' secrets file) instead of refusing")
+@json_option
+@command
+async def apply(paths: tuple[Path, ...], tenant: str, nats_server: str | None, data_dir: Path, plugins_dir: tuple[Path, ...],
+                by: str | None, drop_sensitive: bool, as_json: bool) -> None:
+    """Validate every entity against the catalog in the log and append the changes, all or none."""
+    url = resolve_nats_url(nats_server, data_dir)
+    plugins = _specs(plugins_dir)
+    loaded = _load(paths)
+    dropped = _drop_sensitive(loaded, plugins) if drop_sensitive else {}
+    async with await open_client(url, tenant) as client:
+        store = EventStore(client.nc)
+        state = await read_state(store, tenant)
+        check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
+        if not as_json:
+            _print_problems(check.warnings)
+        if not check.ok:
+            if as_json:
+                echo_json({"applied": 0, "problems": [_problem_json(p) for p in check.errors + check.warnings]})
+            else:
+                _print_problems(check.errors)
+            raise CatalogRejected(check.errors)
+        seqs = await append_changes(store, tenant, check.changes, state.last_seq, by or default_user())
+    if as_json:
+        echo_json({"applied": len(seqs), "changes": [c.to_json() for c in check.changes],
+                   "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in check.warnings]})
+        return
+    for name, fields in dropped.items():
+        err.print(f"left out of provider {name!r}: {', '.join(fields)} — set them in the provisioners' secrets file "
+                  f"(docs/secrets.md): {json.dumps({name: {f: '...' for f in fields}})}")
+    _print_changes(check.changes)
+    unchanged = loaded.count - len(check.changes)
+    out.print(f"applied {len(seqs)} change(s) for tenant {tenant!r}" + (f"; {unchanged} unchanged" if unchanged else ""))
+
+
+def _print_changes(changes: Sequence[Any]) -> None:
+    for c in changes:
+        label = KIND_LABEL[c.kind]
+        if c.action == "add":
+            out.print(f"+ {label} {c.name} (v{c.version})")
+        else:
+            out.print(f"~ {label} {c.name} (v{c.version}): {', '.join(c.fields)}")
+
+
+@catalog.command("diff")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@bus_options
+@_plugins_option
+@json_option
+@command
+async def diff(paths: tuple[Path, ...], tenant: str, data_dir: Path, plugins_dir: tuple[Path, ...], as_json: bool,
+               nats_server: str | None) -> None:
+    """What `apply` would change, and whether it would be accepted; writes nothing."""
+    plugins = _specs(plugins_dir)
+    loaded = _load(paths)
+    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as client:
+        state = await read_state(EventStore(client.nc), tenant)
+    check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
+    if as_json:
+        echo_json({"changes": [c.to_json() for c in check.changes], "valid": check.ok,
+                   "problems": [_problem_json(p) for p in check.errors + check.warnings]})
+    else:
+        _print_problems(check.errors + check.warnings)
+        _print_changes(check.changes)
+        unchanged = loaded.count - len(check.changes)
+        verdict = "apply would be accepted" if check.ok else f"apply would be refused ({len(check.errors)} error(s))"
+        out.print(f"{len(check.changes)} change(s), {unchanged} unchanged; {verdict}")
+    if not check.ok:
+        raise CliError(f"{len(check.errors)} error(s): apply would be refused", 2)
+
+
+@catalog.command("get")
+@click.argument("kind")
+@click.argument("name", required=False)
+@bus_options
+@click.option("--resolved", is_flag=True, help="a cluster template with its extends/includes merged in")
+@json_option
+@command
+async def get(kind: str, name: str | None, tenant: str, data_dir: Path, resolved: bool, as_json: bool,
+              nats_server: str | None) -> None:
+    """List the entities of KIND, or show one (sensitive provider fields are masked)."""
+    k = _kind(kind)
+    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as client:
+        state = await read_state(EventStore(client.nc), tenant)
+    catalog: Catalog = redact(state.catalog, plugin_specs())
+    entities = catalog.entities(k)
+    if name is None:
+        rows = [{"name": n, "version": state.versions.get((k, n), 1), "description": e.description}
+                for n, e in sorted(entities.items())]
+        if as_json:
+            echo_json(rows)
+            return
+        table = Table(title=f"{KIND_LABEL[k]}s of tenant {tenant!r}")
+        for col in ("name", "version", "description"):
+            table.add_column(col)
+        for r in rows:
+            table.add_row(r["name"], str(r["version"]), r["description"])
+        out.print(table)
+        return
+    if name not in entities:
+        raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r}")
+    entity: Any = entities[name]
+    if resolved:
+        if k != "clustertemplates":
+            raise CliError("--resolved applies to cluster templates only")
+        try:
+            entity = resolve_template(catalog, name)
+        except TemplateError as e:
+            raise CliError(str(e)) from None
+    body = entity.model_dump(mode="json", exclude_defaults=not as_json)
+    body["version"] = state.versions.get((k, name), 1)
+    click.echo(json.dumps(body) if as_json else json.dumps(body, indent=2))
+
+
+@catalog.command("history")
+@click.argument("name")
+@click.option("--kind", "kind_word", default=None, help="only this kind (a name may be used by several kinds)")
+@bus_options
+@json_option
+@command
+async def history(name: str, kind_word: str | None, tenant: str, data_dir: Path, as_json: bool,
+                  nats_server: str | None) -> None:
+    """Every version of NAME from the log: when, by whom, which fields changed."""
+    k = _kind(kind_word) if kind_word else None
+    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as client:
+        versions = [v for v in await read_history(EventStore(client.nc), tenant)
+                    if v.name == name and (k is None or v.kind == k)]
+    if not versions:
+        raise CliError(f"no catalog entity {name!r} in the log of tenant {tenant!r}")
+    specs = plugin_specs()
+    rows = []
+    for v in versions:
+        entity = v.entity
+        if v.kind == "providers":
+            entity = redact(Catalog.model_validate({"providers": {v.name: v.entity}}), specs).providers[v.name].model_dump(mode="json")
+        rows.append({**v.to_json(), "entity": entity})
+    if as_json:
+        for r in rows:
+            echo_json(r)
+        return
+    table = Table(title=f"history of {name!r} (tenant {tenant!r})")
+    for col in ("kind", "version", "time", "by", "changed", "seq"):
+        table.add_column(col)
+    for r in rows:
+        changed = "created" if r["version"] == 1 else (", ".join(r["changed"]) or "(same)")
+        table.add_row(KIND_LABEL[r["kind"]], f"v{r['version']}", r["time"], r["by"], changed, str(r["seq"]))
+    out.print(table)
