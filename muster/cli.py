@@ -21,6 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("services.planner.cli:plan", "Plan the task DAG of an operation (dry run, no bus)."),
     "request": ("muster.runtime.cli:request", "Send an operation request over the bus."),
     "status": ("muster.runtime.cli:status", "Show a job's status from the tracker."),
+    "catalog": ("muster.catalog_cli:catalog", "Validate, apply, get, diff and trace the catalog."),
+    "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
+    "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
 }
 
 
