@@ -36,6 +36,7 @@ class JobRequested(Event):
     request: dict[str, Any] = Field(description="the accepted command, as sent")
     requested_by: str = "anonymous"
     planner: str = Field(default="", description="the planner instance that owns the job")
+    max_attempts: int = Field(default=3, ge=1, description="attempts per task before the job rolls back")
 
 
 class PlannedTaskRecord(Event):
@@ -46,13 +47,86 @@ class PlannedTaskRecord(Event):
 
 
 class JobPlanned(Event):
+    """The job's task DAG. `links` are `[sources, targets]` pairs: every source finishes
+    before every target (linear in size where a fan-in would be quadratic as edges)."""
+
     type: Literal["JobPlanned"] = "JobPlanned"
     v: Literal[1] = 1
     job_id: str
     mode: Literal["eager", "staged"] = "eager"
     tasks: list[PlannedTaskRecord]
-    edges: list[tuple[str, str]]
+    links: list[tuple[list[str], list[str]]]
     stages: list[list[str]]
+    thrown_in: list[str] = Field(default_factory=list)
+    nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster the job builds")
+    previous_nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster before the job: the rollback target")
+    previous_config: dict[str, Any] = Field(default_factory=dict)
+
+
+class RollbackPlanned(Event):
+    """A task exhausted its retries (or the job was cancelled): undo what completed."""
+
+    type: Literal["RollbackPlanned"] = "RollbackPlanned"
+    v: Literal[1] = 1
+    job_id: str
+    reason: str
+    tasks: list[PlannedTaskRecord]
+    links: list[tuple[list[str], list[str]]]
+    stages: list[list[str]]
+
+
+class CleanupQueued(Event):
+    """A failed create/confirm left a machine behind: delete it before creating again."""
+
+    type: Literal["CleanupQueued"] = "CleanupQueued"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    node: str
+    for_task: str
+    attempt: int = 1
+
+
+class JobPaused(Event):
+    type: Literal["JobPaused"] = "JobPaused"
+    v: Literal[1] = 1
+    job_id: str
+    by: str = "anonymous"
+
+
+class JobResumed(Event):
+    type: Literal["JobResumed"] = "JobResumed"
+    v: Literal[1] = 1
+    job_id: str
+    by: str = "anonymous"
+
+
+class JobCancelRequested(Event):
+    type: Literal["JobCancelRequested"] = "JobCancelRequested"
+    v: Literal[1] = 1
+    job_id: str
+    by: str = "anonymous"
+
+
+class JobRetried(Event):
+    type: Literal["JobRetried"] = "JobRetried"
+    v: Literal[1] = 1
+    job_id: str
+    by: str = "anonymous"
+
+
+class JobRolledBack(Event):
+    type: Literal["JobRolledBack"] = "JobRolledBack"
+    v: Literal[1] = 1
+    job_id: str
+    reason: str
+
+
+class JobNeedsAttention(Event):
+    type: Literal["JobNeedsAttention"] = "JobNeedsAttention"
+    v: Literal[1] = 1
+    job_id: str
+    reason: str
 
 
 class TaskQueued(Event):
@@ -211,6 +285,14 @@ class ClusterLayoutChanged(Event):
     nodes: list[NodeSpec]
 
 
+class ClusterConfigChanged(Event):
+    type: Literal["ClusterConfigChanged"] = "ClusterConfigChanged"
+    v: Literal[1] = 1
+    cluster_id: str
+    job_id: str
+    config: dict[str, Any]
+
+
 class NodeResultsRecorded(Event):
     type: Literal["NodeResultsRecorded"] = "NodeResultsRecorded"
     v: Literal[1] = 1
@@ -247,6 +329,14 @@ AnyEvent = Annotated[
     Union[
         JobRequested,
         JobPlanned,
+        RollbackPlanned,
+        CleanupQueued,
+        JobPaused,
+        JobResumed,
+        JobCancelRequested,
+        JobRetried,
+        JobRolledBack,
+        JobNeedsAttention,
         TaskQueued,
         TaskCompleted,
         TaskAttemptFailed,
@@ -260,6 +350,7 @@ AnyEvent = Annotated[
         TaskFailed,
         ClusterRequested,
         ClusterLayoutChanged,
+        ClusterConfigChanged,
         NodeResultsRecorded,
         ClusterStatusChanged,
         CatalogEntityPut,

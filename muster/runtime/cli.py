@@ -22,7 +22,7 @@ from contracts.events import JobFailed, JobPlanned, JobSucceeded, TaskCompleted,
 from muster.bus.eventstore import EventStore
 from muster.catalog_files import CatalogFileError, load_catalog
 from muster.catalog_store import apply_catalog
-from muster.client import MusterClient
+from muster.client import FINAL_EVENTS, MusterClient
 
 from .supervisor import Deployment, StartError
 
@@ -141,9 +141,9 @@ async def follow(client: MusterClient, job_id: str, tenant: str, title: str) -> 
                 progress.update(bar, description=f"{title}: {e.action.value} {e.service or ''} on {e.node}".rstrip())
             elif isinstance(e, TaskCompleted):
                 progress.advance(bar)
-            elif isinstance(e, (JobSucceeded, JobFailed)):
+            elif isinstance(e, FINAL_EVENTS):
                 final = e
-                progress.update(bar, description=f"{title}: {'done' if isinstance(e, JobSucceeded) else 'FAILED'}")
+                progress.update(bar, description=f"{title}: {'done' if isinstance(e, JobSucceeded) else e.type}")
         return final
 
 
@@ -197,16 +197,16 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
             console.print(_layout_table(status["layout"]))
-        if isinstance(final, JobFailed):
-            raise click.ClickException(f"create failed: {final.reason}")
+        if not isinstance(final, JobSucceeded):
+            raise click.ClickException(f"create ended {final.type}: {getattr(final, 'reason', '')}")
         if keep:
             return
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
         if isinstance(deleted, Rejected):
             raise click.ClickException(f"delete rejected: {deleted.reason}")
         final = await follow(client, deleted.job_id, tenant, "delete")
-        if isinstance(final, JobFailed):
-            raise click.ClickException(f"delete failed: {final.reason}")
+        if not isinstance(final, JobSucceeded):
+            raise click.ClickException(f"delete ended {final.type}: {getattr(final, 'reason', '')}")
         console.print(f"cluster {reply.cluster_id} deleted.")
 
 

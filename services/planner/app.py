@@ -1,4 +1,5 @@
-"""The planner's use cases: accept operations, plan, dispatch, fold results, finish.
+"""The planner's use cases: accept operations, get layouts, plan; the execution of a planned
+job lives in `execution.py`.
 
 State is only a fold of the log: `resume()` rebuilds every job and cluster from it, and every
 handler is idempotent, so a redelivered event or a restarted planner changes nothing twice.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -18,7 +20,31 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.catalog import Catalog
-from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, CreateCluster, DeleteCluster, Rejected
+from contracts.commands import (
+    COMMAND_ADAPTER,
+    VERB_OF,
+    Accepted,
+    AddServices,
+    CancelJob,
+    ClusterCommand,
+    ConfigureCluster,
+    CreateCluster,
+    DeleteCluster,
+    DryRun,
+    ExpandCluster,
+    JobCommand,
+    PauseJob,
+    Rejected,
+    RemoveServices,
+    RestartServices,
+    ResumeJob,
+    RetryJob,
+    RollbackCluster,
+    ShrinkCluster,
+    StartServices,
+    StopServices,
+    UpgradeService,
+)
 from contracts.events import (
     ClusterRequested,
     JobPlanned,
@@ -27,10 +53,6 @@ from contracts.events import (
     LayoutSolved,
     LayoutUnsolvable,
     PlannedTaskRecord,
-    TaskAttemptFailed,
-    TaskCompleted,
-    TaskFailed,
-    TaskSucceeded,
 )
 from contracts.layout import Layout, NodeSpec
 from contracts.templates import TemplateError, resolve_template
@@ -39,12 +61,16 @@ from muster.bus.repository import Repository, rebuild
 from muster.catalog_files import describe_validation_error
 from muster.catalog_store import read_catalog
 
+from . import execution
+from .domain import resize
 from .domain.cluster import Cluster
+from .domain.errors import PlanError
 from .domain.job import Job, job_uuid
-from .domain.plan import PlanError, build_plan
-from .tasks import task_message
+from .domain.plan import Plan, build_plan
 
 log = structlog.get_logger("muster.planner")
+
+LAYOUT_OPERATIONS = {"create", "expand", "shrink", "add-services", "remove-services"}
 
 
 class Rejection(Exception):
@@ -57,6 +83,9 @@ class PlannerConfig:
     max_attempts: int = 3
     provisioner_class: str = "default"
     mode: str = "eager"
+    task_timeout_s: float = 900.0
+    action_timeout_s: dict[str, float] = field(default_factory=lambda: {"default": 600.0})
+    solve_timeout_s: float = 30.0
 
 
 @dataclass
@@ -67,6 +96,7 @@ class Planner:
     jobs: dict[str, Job] = field(default_factory=dict)
     clusters: dict[str, Cluster] = field(default_factory=dict)
     catalogs: dict[str, Catalog] = field(default_factory=dict)
+    timers: execution.Timers = field(default_factory=execution.Timers)
 
     def __post_init__(self) -> None:
         self.repo = Repository(self.store)
@@ -75,7 +105,8 @@ class Planner:
     # -- start: rebuild from the log ---------------------------------------------------
 
     async def resume(self) -> None:
-        for cls, pattern, into in ((Job, subjects.ALL_JOB_EVENTS, self.jobs), (Cluster, subjects.ALL_CLUSTER_EVENTS, self.clusters)):
+        histories: dict[str, list[Recorded]] = {}
+        for cls, pattern, into in ((Cluster, subjects.ALL_CLUSTER_EVENTS, self.clusters), (Job, subjects.ALL_JOB_EVENTS, self.jobs)):
             by_subject: dict[str, list[Recorded]] = {}
             for r in await self.store.read(pattern):
                 by_subject.setdefault(r.subject, []).append(r)
@@ -83,32 +114,58 @@ class Planner:
                 aggregate = rebuild(cls, history)
                 if aggregate is not None:
                     into[str(aggregate.id)] = aggregate  # type: ignore[assignment]
-        for job in self.jobs.values():
-            if not job.is_final and job.planned:
-                await self._publish_queued(job)
-        log.info("resumed", jobs=len(self.jobs), clusters=len(self.clusters))
+                    histories[str(aggregate.id)] = history
+        async with self.lock:
+            for job_id, job in list(self.jobs.items()):
+                if not job.is_final:
+                    await self._resume_job(job, histories[job_id])
+        log.info("resumed", jobs=len(self.jobs), clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
+
+    async def _resume_job(self, job: Job, history: list[Recorded]) -> None:
+        cluster = self.clusters[job.cluster_id]
+        if not job.planned:
+            if job.operation in LAYOUT_OPERATIONS:
+                await self._ensure_layout_request(job, cluster)
+            return
+        # Queued attempts may never have reached TASKS; the message id makes a repeat
+        # harmless. Their timers count from when they were queued.
+        times = execution.queued_times(history)
+        catalog = await self.catalog(job.tenant)
+        for task_id, state in job.task_state.items():
+            if state == "queued":
+                attempt = job.attempts[task_id]
+                await execution.publish(self, job, cluster, catalog, task_id, attempt, times.get((task_id, attempt)))
+        await execution.advance(self, job, cluster)
 
     async def catalog(self, tenant: str, refresh: bool = False) -> Catalog:
         if refresh or tenant not in self.catalogs:
             self.catalogs[tenant] = await read_catalog(self.store, tenant)
         return self.catalogs[tenant]
 
+    # -- queries ---------------------------------------------------------------------------
+
+    def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        job = self.jobs.get(job_id)
+        if job is None or job.tenant != tenant:
+            return None
+        return job.view()
+
     # -- operations (request/reply) ----------------------------------------------------------
 
-    async def handle_request(self, tenant: str, verb: str, data: bytes) -> Accepted | Rejected:
+    async def handle_request(self, tenant: str, verb: str, data: bytes) -> Accepted | Rejected | DryRun:
         try:
             subjects.token(tenant, "tenant")
             command = self._parse(verb, data)
             async with self.lock:
+                if isinstance(command, JobCommand):
+                    return await self._control(tenant, command)
                 if isinstance(command, CreateCluster):
                     return await self._create(tenant, command)
-                return await self._delete(tenant, command)
-        except Rejection as err:
-            return Rejected(reason=str(err))
-        except subjects.SubjectError as err:
+                return await self._cluster_operation(tenant, command)
+        except (Rejection, subjects.SubjectError) as err:
             return Rejected(reason=str(err))
 
-    def _parse(self, verb: str, data: bytes) -> CreateCluster | DeleteCluster:
+    def _parse(self, verb: str, data: bytes) -> Any:
         try:
             body = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
@@ -122,14 +179,16 @@ class Planner:
         if body["type"] != expected:
             raise Rejection(f"operation {verb!r} takes a {expected} command, not {body['type']!r}")
         try:
-            return COMMAND_ADAPTER.validate_python(body)  # type: ignore[no-any-return]
+            return COMMAND_ADAPTER.validate_python(body)
         except ValidationError as err:
             raise Rejection(f"invalid {expected}: {describe_validation_error(err)}") from None
 
-    async def _create(self, tenant: str, cmd: CreateCluster) -> Accepted:
+    # -- create -----------------------------------------------------------------------------
+
+    async def _create(self, tenant: str, cmd: CreateCluster) -> Accepted | DryRun:
         job_id = str(job_uuid(tenant, cmd.request_id))
         cluster_id = str(cluster_uuid(job_id))
-        if job_id in self.jobs:
+        if job_id in self.jobs and not cmd.dry_run:
             return Accepted(job_id=job_id, cluster_id=self.jobs[job_id].cluster_id, duplicate=True)
         catalog = await self.catalog(tenant, refresh=True)
         try:
@@ -147,63 +206,144 @@ class Planner:
         unknown = sorted(set(services) - set(catalog.services))
         if unknown:
             raise Rejection(f"unknown services: {', '.join(unknown)}")
-
-        request = cmd.model_dump(mode="json")
         job = Job(JobRequested(tenant=tenant, job_id=job_id, cluster_id=cluster_id, operation="create",
-                               request=request, requested_by=cmd.requested_by, planner=self.config.instance))
+                               request=cmd.model_dump(mode="json"), requested_by=cmd.requested_by,
+                               planner=self.config.instance, max_attempts=self.config.max_attempts))
         cluster = Cluster(ClusterRequested(tenant=tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,
                                            provider=provider, config={**template.defaults.config, **cmd.config}, job_id=job_id))
+        request = LayoutRequested(
+            job_id=job_id, cluster_id=cluster_id, template=cmd.template, nodes=cmd.nodes, services=list(services),
+            provider=provider, hardwaretype=cmd.hardwaretype, imagetype=cmd.imagetype,
+            catalog=_solver_catalog(catalog),
+        )
+        if cmd.dry_run:
+            return await self._dry_run(job, cluster, catalog, request)
         try:
             await self.repo.save(job, subjects.job_events(tenant, job_id))
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         await self.repo.save(cluster, subjects.cluster_events(tenant, cluster_id))
         self.jobs[job_id], self.clusters[cluster_id] = job, cluster
-        layout_request = LayoutRequested(
-            job_id=job_id, cluster_id=cluster_id, template=cmd.template, nodes=cmd.nodes, services=list(services),
-            provider=provider, hardwaretype=cmd.hardwaretype, imagetype=cmd.imagetype,
-            catalog=_solver_catalog(catalog, cmd.template),
-        )
-        await self.store.append(subjects.layout_events(tenant, job_id), [Append(layout_request, msg_id=f"{job_id}:layout:1")], expect_last_seq=0)
+        await self._append_layout_request(job, request)
         log.info("accepted", tenant=tenant, job=job_id, operation="create", nodes=cmd.nodes)
         return Accepted(job_id=job_id, cluster_id=cluster_id)
 
-    async def _delete(self, tenant: str, cmd: DeleteCluster) -> Accepted:
+    # -- operations on an existing cluster ------------------------------------------------
+
+    async def _cluster_operation(self, tenant: str, cmd: ClusterCommand) -> Accepted | DryRun:
         cluster = self.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != tenant:
             raise Rejection(f"unknown cluster {cmd.cluster_id!r}")
-        current = self.jobs.get(cluster.job_id)
-        if current is not None and not current.is_final:
-            raise Rejection(f"cluster {cmd.cluster_id!r} is busy with job {cluster.job_id} ({current.operation})")
-        if cluster.status == "deleted":
-            raise Rejection(f"cluster {cmd.cluster_id!r} is already deleted")
+        operation = _operation_of(cmd)
         job_id = str(job_uuid(tenant, cmd.request_id))
-        if job_id in self.jobs:
+        if job_id in self.jobs and not cmd.dry_run:
             return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, duplicate=True)
-        job = Job(JobRequested(tenant=tenant, job_id=job_id, cluster_id=cmd.cluster_id, operation="delete",
-                               request=cmd.model_dump(mode="json"), requested_by=cmd.requested_by, planner=self.config.instance))
-        catalog = await self.catalog(tenant)
-        self._plan(job, cluster, catalog, "delete")
-        try:
-            await self.repo.save(job, subjects.job_events(tenant, job_id))
-        except ConcurrencyError:
-            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, duplicate=True)
-        self.jobs[job_id] = job
-        cluster.set_status("deleting", job_id)
-        await self.repo.save(cluster, subjects.cluster_events(tenant, cmd.cluster_id))
-        await self._dispatch(job, cluster)
-        log.info("accepted", tenant=tenant, job=job_id, operation="delete")
+        current = self.jobs.get(cluster.job_id)
+        if current is not None and not current.is_final and current.id != UUID(job_id):
+            raise Rejection(f"cluster {cmd.cluster_id!r} is busy with job {cluster.job_id} ({current.operation}, {current.state})")
+        if cluster.status == "deleted":
+            raise Rejection(f"cluster {cmd.cluster_id!r} is deleted")
+        if isinstance(cmd, RollbackCluster):
+            raise Rejection("rollback to an earlier cluster state is not supported yet; a failed job rolls back by itself")
+        if operation not in ("delete",) and cluster.status not in ("active", "incomplete"):
+            raise Rejection(f"cluster {cmd.cluster_id!r} is {cluster.status}; {operation} needs an active cluster")
+        catalog = await self.catalog(tenant, refresh=True)
+        job = Job(JobRequested(tenant=tenant, job_id=job_id, cluster_id=cmd.cluster_id, operation=operation,
+                               request=cmd.model_dump(mode="json"), requested_by=cmd.requested_by,
+                               planner=self.config.instance, max_attempts=self.config.max_attempts))
+        if operation in LAYOUT_OPERATIONS:
+            request = self._layout_request(job, cluster, catalog, cmd)
+            if cmd.dry_run:
+                return await self._dry_run(job, cluster, catalog, request)
+            await self._accept(job, cluster)
+            await self._append_layout_request(job, request)
+        else:
+            config = cmd.config if isinstance(cmd, ConfigureCluster) else None
+            if cmd.dry_run:
+                plan = self._plan_direct(job, cluster, catalog, cmd)
+                return DryRun(layout=resize.layout_of(list(cluster.nodes.values())), plan=plan.to_json())
+            self._record_plan(job, cluster, self._plan_direct(job, cluster, catalog, cmd), list(cluster.nodes.values()))
+            await self._accept(job, cluster)
+            if config is not None:
+                cluster.change_config(job_id, config)
+            await execution.advance(self, job, cluster)
+        log.info("accepted", tenant=tenant, job=job_id, operation=operation)
         return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
 
-    # -- queries ---------------------------------------------------------------------------
+    async def _accept(self, job: Job, cluster: Cluster) -> None:
+        try:
+            await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
+        except ConcurrencyError:
+            raise Rejection(f"job {job.id} exists already") from None
+        self.jobs[str(job.id)] = job
+        cluster.set_status(cluster.status, str(job.id))
+        await self.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
 
-    def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:
-        job = self.jobs.get(job_id)
-        if job is None or job.tenant != tenant:
-            return None
-        return job.view()
+    def _layout_request(self, job: Job, cluster: Cluster, catalog: Catalog, cmd: ClusterCommand) -> LayoutRequested:
+        nodes = list(cluster.nodes.values())
+        total = len(nodes)
+        if isinstance(cmd, ExpandCluster):
+            if cmd.nodes <= total:
+                raise Rejection(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested")
+            total = cmd.nodes
+        elif isinstance(cmd, ShrinkCluster):
+            if cmd.nodes >= total:
+                raise Rejection(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested")
+            total = cmd.nodes
+        on_cluster = {s for n in nodes for s in n.services}
+        add = list(cmd.services) if isinstance(cmd, AddServices) else []
+        remove = list(cmd.services) if isinstance(cmd, RemoveServices) else []
+        if unknown := sorted(set(add) - set(catalog.services)):
+            raise Rejection(f"unknown services: {', '.join(unknown)}")
+        if present := sorted(set(add) & on_cluster):
+            raise Rejection(f"already on the cluster: {', '.join(present)}")
+        if absent := sorted(set(remove) - on_cluster):
+            raise Rejection(f"not on the cluster: {', '.join(absent)}")
+        return LayoutRequested(
+            job_id=str(job.id), cluster_id=str(cluster.id), template=cluster.template, nodes=total,
+            services=sorted(on_cluster), provider=cluster.provider, existing=resize.layout_of(nodes),
+            add_services=add, remove_services=remove, catalog=_solver_catalog(catalog),
+        )
+
+    def _plan_direct(self, job: Job, cluster: Cluster, catalog: Catalog, cmd: ClusterCommand) -> Plan:
+        """Operations that change no layout: plan them on the cluster as it is."""
+        nodes = list(cluster.nodes.values())
+        services: Sequence[str] | None = None
+        operation = job.operation
+        if isinstance(cmd, (StartServices, StopServices, RestartServices)):
+            services = cmd.services
+        elif isinstance(cmd, UpgradeService):
+            services, operation = [cmd.service], "upgrade"
+        try:
+            return build_plan(catalog.services, nodes, operation, services=services)
+        except PlanError as err:
+            raise Rejection(f"cannot plan {job.operation}: {err}") from None
 
     # -- layouts ---------------------------------------------------------------------------
+
+    async def _append_layout_request(self, job: Job, request: LayoutRequested) -> None:
+        try:
+            await self.store.append(subjects.layout_events(job.tenant, str(job.id)),
+                                    [Append(request, msg_id=f"{job.id}:layout:1")], expect_last_seq=0)
+        except ConcurrencyError:
+            pass  # already asked (a restart after a crash between the two appends)
+
+    async def _ensure_layout_request(self, job: Job, cluster: Cluster) -> None:
+        if await self.store.last_seq(subjects.layout_events(job.tenant, str(job.id))):
+            return
+        catalog = await self.catalog(job.tenant)
+        cmd = COMMAND_ADAPTER.validate_python(job.request)
+        if isinstance(cmd, CreateCluster):
+            template = resolve_template(catalog, cmd.template)
+            request = LayoutRequested(
+                job_id=str(job.id), cluster_id=job.cluster_id, template=cmd.template, nodes=cmd.nodes,
+                services=list(cmd.services if cmd.services is not None else template.defaults.services),
+                provider=cluster.provider, hardwaretype=cmd.hardwaretype, imagetype=cmd.imagetype,
+                catalog=_solver_catalog(catalog),
+            )
+        else:
+            request = self._layout_request(job, cluster, catalog, cmd)
+        await self._append_layout_request(job, request)
 
     async def on_layout_event(self, recorded: Recorded) -> None:
         event = recorded.event
@@ -215,138 +355,115 @@ class Planner:
                 return
             cluster = self.clusters[job.cluster_id]
             if isinstance(event, LayoutUnsolvable):
-                await self._finish(job, cluster, failed=f"no layout: {event.message}")
+                await self._fail_unplanned(job, cluster, f"no layout: {event.message}")
                 return
             catalog = await self.catalog(job.tenant)
-            cluster.change_layout(str(job.id), _nodes(cluster, catalog, event.layout))
             try:
-                self._plan(job, cluster, catalog, "create")
+                plan, target = self._plan_layout(job, cluster, catalog, event.layout)
             except PlanError as err:
-                await self._finish(job, cluster, failed=f"planning failed: {err}")
+                await self._fail_unplanned(job, cluster, f"planning failed: {err}")
                 return
-            await self.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
-            await self._dispatch(job, cluster)
+            self._record_plan(job, cluster, plan, target)
+            if job.operation not in execution.SHRINKING:
+                cluster.change_layout(str(job.id), target)
+            await execution.advance(self, job, cluster)
 
-    def _plan(self, job: Job, cluster: Cluster, catalog: Catalog, operation: str) -> None:
-        plan = build_plan(catalog.services, list(cluster.nodes.values()), operation)
-        job.record_plan(
-            JobPlanned(
-                job_id=str(job.id),
-                mode=self.config.mode,  # type: ignore[arg-type]
-                tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
-                edges=[tuple(e) for e in plan.edges],  # type: ignore[misc]
-                stages=[list(s) for s in plan.stages],
-            )
-        )
+    def _plan_layout(self, job: Job, cluster: Cluster, catalog: Catalog, layout: Layout) -> tuple[Plan, list[NodeSpec]]:
+        current = list(cluster.nodes.values())
+        cmd = COMMAND_ADAPTER.validate_python(job.request)
+        op = job.operation
+        if op in ("create", "expand"):
+            change = resize.expand(current, layout, _node_factory(cluster, catalog, current))
+            plan = build_plan(catalog.services, change.nodes, op, node_ids=None if op == "create" else change.planned)
+        elif op == "shrink":
+            change = resize.shrink(current, layout)
+            plan = build_plan(catalog.services, current, op, node_ids=change.planned)
+        elif op == "add-services":
+            change = resize.add_services(current, layout, cmd.services)
+            plan = build_plan(catalog.services, change.nodes, op, services=cmd.services, node_ids=change.planned)
+        else:  # remove-services
+            change = resize.remove_services(current, cmd.services)
+            plan = build_plan(catalog.services, current, op, services=cmd.services, node_ids=change.planned)
+        return plan, list(change.nodes)
 
-    # -- dispatch -----------------------------------------------------------------------
+    def _record_plan(self, job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec]) -> None:
+        compact = plan.to_compact_json()
+        job.record_plan(JobPlanned(
+            job_id=str(job.id), mode=self.config.mode,  # type: ignore[arg-type]
+            tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
+            links=compact["links"], stages=compact["stages"], thrown_in=compact["thrown_in"],
+            nodes=target, previous_nodes=list(cluster.nodes.values()), previous_config=cluster.config,
+        ))
 
-    async def _dispatch(self, job: Job, cluster: Cluster) -> None:
-        queued = [job.queue(t, self.config.provisioner_class) for t in job.ready()]
-        await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
-        catalog = await self.catalog(job.tenant)
-        for q in queued:
-            await self._publish(job, cluster, catalog, q.task_id, q.attempt)
+    async def _fail_unplanned(self, job: Job, cluster: Cluster, reason: str) -> None:
+        job.fail(reason)
+        status = "failed" if job.operation == "create" else cluster.status
+        cluster.set_status(status, str(job.id), reason)
+        await execution.save(self, job, cluster)
+        log.info("job finished", job=str(job.id), state=job.state, error=reason)
 
-    async def _publish(self, job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int) -> None:
-        message = task_message(job, cluster, catalog, task_id, attempt, self.config.provisioner_class)
-        await self.store.js.publish(
-            subjects.task_queue(job.tenant, self.config.provisioner_class),
-            message.model_dump_json().encode(),
-            headers={"Nats-Msg-Id": f"{job.id}.{task_id}.{attempt}"},
-        )
+    # -- dry runs: the same decisions, nothing recorded -----------------------------------
 
-    async def _publish_queued(self, job: Job) -> None:
-        # After a restart: a queued attempt may never have reached TASKS. The message id
-        # makes the repeat harmless inside the stream's duplicate window.
+    async def _dry_run(self, job: Job, cluster: Cluster, catalog: Catalog, request: LayoutRequested) -> DryRun:
+        try:
+            reply = await self.nc.request(subjects.solve_request(job.tenant), request.model_dump_json().encode(),
+                                          timeout=self.config.solve_timeout_s)
+        except Exception as err:  # no solver running, or it timed out
+            raise Rejection(f"dry run needs a solver and none answered: {type(err).__name__}") from None
+        answer = json.loads(reply.data)
+        if answer.get("type") != "LayoutSolved":
+            raise Rejection(f"no layout: {answer.get('message', answer)}")
+        layout = Layout.model_validate(answer["layout"])
+        try:
+            plan, _ = self._plan_layout(job, cluster, catalog, layout)
+        except PlanError as err:
+            raise Rejection(f"cannot plan {job.operation}: {err}") from None
+        return DryRun(layout=layout, plan=plan.to_json())
+
+    # -- job control ---------------------------------------------------------------------
+
+    async def _control(self, tenant: str, cmd: JobCommand) -> Accepted:
+        job = self.jobs.get(cmd.job_id)
+        if job is None or job.tenant != tenant:
+            raise Rejection(f"unknown job {cmd.job_id!r}")
         cluster = self.clusters[job.cluster_id]
-        catalog = await self.catalog(job.tenant)
-        for task_id, state in job.task_state.items():
-            if state == "queued":
-                await self._publish(job, cluster, catalog, task_id, job.attempts[task_id])
-
-    # -- outcomes ---------------------------------------------------------------------------
+        by = cmd.requested_by
+        changed = {
+            PauseJob: lambda: job.pause(by), ResumeJob: lambda: job.resume(by),
+            CancelJob: lambda: job.cancel(by), RetryJob: lambda: job.retry(by),
+        }[type(cmd)]()
+        if not changed:
+            raise Rejection(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it")  # type: ignore[attr-defined]
+        if isinstance(cmd, RetryJob):
+            if job.operation not in execution.SHRINKING:
+                cluster.change_layout(str(job.id), job.nodes)
+            cluster.set_status(cluster.status, str(job.id))
+        await execution.advance(self, job, cluster)
+        return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
 
     async def on_task_event(self, recorded: Recorded) -> None:
-        event = recorded.event
-        if not isinstance(event, (TaskSucceeded, TaskFailed)):
-            return
-        async with self.lock:
-            job = self.jobs.get(event.job_id)
-            if job is None or job.is_final:
-                return
-            cluster = self.clusters[job.cluster_id]
-            if isinstance(event, TaskSucceeded):
-                await self._succeeded(job, cluster, event)
-            else:
-                await self._failed(job, cluster, event)
-
-    async def _succeeded(self, job: Job, cluster: Cluster, event: TaskSucceeded) -> None:
-        done = TaskCompleted(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt,
-                             result=event.result, ipaddresses=event.ipaddresses, hostname=event.hostname)
-        if not job.complete(done):
-            return
-        node = job.tasks[event.task_id]["node"]
-        if cluster.record_results(node, event.task_id, event.result, event.ipaddresses, event.hostname):
-            await self.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
-        if job.all_done:
-            await self._finish(job, cluster)
-        else:
-            await self._dispatch(job, cluster)
-
-    async def _failed(self, job: Job, cluster: Cluster, event: TaskFailed) -> None:
-        if not job.fail_attempt(TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)):
-            return
-        if job.retry_allowed(event.task_id, self.config.max_attempts):
-            queued = job.requeue(event.task_id, self.config.provisioner_class)
-            await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
-            await self._publish(job, cluster, await self.catalog(job.tenant), queued.task_id, queued.attempt)
-            return
-        reason = f"task {event.task_id} failed {job.attempts[event.task_id]} times; last error: {event.error}"
-        await self._finish(job, cluster, failed=reason)
-
-    async def _finish(self, job: Job, cluster: Cluster, failed: str | None = None) -> None:
-        if failed is None:
-            job.succeed()
-            status = "deleted" if job.operation == "delete" else "active"
-        else:
-            job.fail(failed)
-            status = "failed" if job.operation == "create" and not cluster.results else "incomplete"
-        await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
-        cluster.set_status(status, str(job.id), failed or "")
-        await self.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
-        log.info("job finished", job=str(job.id), state=job.state, error=failed or "")
+        await execution.on_task_event(self, recorded)
 
 
-def _solver_catalog(catalog: Catalog, template: str) -> dict[str, Any]:
+def _operation_of(cmd: ClusterCommand) -> str:
+    verb = VERB_OF[cmd.type]  # type: ignore[attr-defined]
+    if isinstance(cmd, ConfigureCluster) and cmd.restart:
+        return "configure-restart"
+    return verb
+
+
+def _solver_catalog(catalog: Catalog) -> dict[str, Any]:
     """What a solver needs, without provider fields (which may hold plugin settings)."""
     data = catalog.model_dump(mode="json", include={"hardwaretypes", "imagetypes", "services", "clustertemplates", "partialtemplates"})
     data["providers"] = {n: {"name": p.name, "providertype": p.providertype} for n, p in catalog.providers.items()}
     return data
 
 
-def _nodes(cluster: Cluster, catalog: Catalog, layout: Layout) -> list[NodeSpec]:
-    nodes: list[NodeSpec] = []
-    nodenum = 1000
-    for group in layout.layout:
-        hw = catalog.hardwaretypes.get(group.hardwaretype)
-        img = catalog.imagetypes.get(group.imagetype)
-        for _ in range(group.count):
-            nodes.append(
-                NodeSpec(
-                    id=f"n{nodenum}",
-                    hardwaretype=group.hardwaretype,
-                    imagetype=group.imagetype,
-                    services=list(group.services),
-                    hostname=f"{cluster.name}-{nodenum}.local",
-                    nodenum=nodenum,
-                    flavor=(hw.flavor(cluster.provider) if hw else None) or "",
-                    image=(img.image(cluster.provider) if img else None) or "",
-                    sshuser=(img.providermap.get(cluster.provider, {}).get("sshuser", "") if img else ""),
-                )
-            )
-            nodenum += 1
-    return nodes
+def _node_factory(cluster: Cluster, catalog: Catalog, existing: list[NodeSpec]) -> resize.NodeFactory:
+    provider = cluster.provider
+    flavors = {n: hw.flavor(provider) or "" for n, hw in catalog.hardwaretypes.items()}
+    images = {n: (img.image(provider) or "", img.providermap.get(provider, {}).get("sshuser", "")) for n, img in catalog.imagetypes.items()}
+    return resize.NodeFactory(cluster.name, provider, existing, flavors, images)
 
 
 def cluster_uuid(job_id: str) -> UUID:

@@ -24,6 +24,7 @@ log = structlog.get_logger("muster.planner")
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     planner = Planner(nc=nc, store=EventStore(nc), config=config)
+    stack.callback(planner.timers.cancel_all)
     await planner.resume()
 
     async def on_request(msg: Msg) -> None:
@@ -62,10 +63,15 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
 @click.option("--instance", default=None, help="this planner's name (default: planner-<host>-<pid>)")
 @click.option("--max-attempts", default=3, show_default=True, help="attempts per task before the job fails")
 @click.option("--mode", type=click.Choice(["eager", "staged"]), default="eager", show_default=True)
-def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str) -> None:
+@click.option("--task-timeout", default=900.0, show_default=True, type=click.FloatRange(0.01),
+              help="seconds without an outcome after which a task attempt counts as failed")
+@click.option("--action-timeout", default=600.0, show_default=True, type=click.FloatRange(0.01),
+              help="time limit given to plugins for one action")
+def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float, action_timeout: float) -> None:
     """Run the planner service."""
     config = PlannerConfig(
-        instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode
+        instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
+        task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout},
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

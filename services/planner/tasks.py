@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from contracts.catalog import Action, Catalog
 from contracts.tasks import NodeInfo, ProviderRef, ServiceRef, TaskMessage
 
 from .domain.cluster import Cluster
-from .domain.job import Job
+from .domain.job import UNDO, Job
 
 
 def node_info(cluster: Cluster, catalog: Catalog, node_id: str) -> NodeInfo:
@@ -34,13 +36,19 @@ def node_info(cluster: Cluster, catalog: Catalog, node_id: str) -> NodeInfo:
     )
 
 
-def task_message(job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, provisioner_class: str) -> TaskMessage:
+def task_message(
+    job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, provisioner_class: str,
+    timeouts: Mapping[str, float] | None = None,
+) -> TaskMessage:
     task = job.tasks[task_id]
     action = Action(task["action"])
     service = None
     if task["service"]:
         definition = catalog.services[task["service"]].provisioner.actions[action]
         service = ServiceRef(name=task["service"], action=definition)
+    undoing = task_id.startswith(UNDO)
+    # A rollback's configure puts back the config the job replaced.
+    config = job.previous_config if undoing and action is Action.CONFIGURE and job.previous_config else cluster.config
     provider = catalog.providers[cluster.provider]
     return TaskMessage(
         tenant=job.tenant,
@@ -57,5 +65,6 @@ def task_message(job: Job, cluster: Cluster, catalog: Catalog, task_id: str, att
         provider=ProviderRef(name=provider.name, providertype=provider.providertype, fields=provider.provisioner),
         results=cluster.results.get(task["node"], {}),
         nodes={n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)},
-        config=cluster.config,
+        config=config,
+        timeout_s=(timeouts or {}).get(action.value, (timeouts or {}).get("default", 600.0)),
     )

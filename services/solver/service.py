@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import structlog
+from nats.aio.msg import Msg
 from pydantic import ValidationError
 
 from contracts.catalog import Catalog
@@ -68,3 +69,14 @@ class SolverService:
             log.info("request already answered", job=request.job_id)
             return
         log.info("answered", job=request.job_id, result=result.type)
+
+    async def on_solve_request(self, msg: Msg) -> None:
+        """Dry runs: the same answer, over request/reply, recorded nowhere."""
+        try:
+            request = LayoutRequested.model_validate_json(msg.data)
+        except ValidationError as err:
+            result: LayoutSolved | LayoutUnsolvable = LayoutUnsolvable(job_id="", kind="invalid", message=str(err), solver=self.name)
+        else:
+            result = await asyncio.to_thread(answer, request, self.name)
+        if msg.reply:
+            await msg.respond(result.model_dump_json().encode())

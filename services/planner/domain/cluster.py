@@ -11,7 +11,13 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from contracts.events import ClusterLayoutChanged, ClusterRequested, ClusterStatusChanged, NodeResultsRecorded
+from contracts.events import (
+    ClusterConfigChanged,
+    ClusterLayoutChanged,
+    ClusterRequested,
+    ClusterStatusChanged,
+    NodeResultsRecorded,
+)
 from contracts.layout import NodeSpec
 
 
@@ -41,8 +47,21 @@ class Cluster(Aggregate):
         for gone in set(self.results) - set(self.nodes):
             self.results.pop(gone, None)
 
-    def change_layout(self, job_id: str, nodes: list[NodeSpec]) -> None:
-        self._layout_changed(ClusterLayoutChanged(cluster_id=str(self.id), job_id=job_id, nodes=nodes))
+    def change_layout(self, job_id: str, nodes: list[NodeSpec]) -> bool:
+        if [n.model_dump() for n in nodes] == [n.model_dump() for n in self.nodes.values()]:
+            return False
+        self._layout_changed(ClusterLayoutChanged(cluster_id=str(self.id), job_id=job_id, nodes=list(nodes)))
+        return True
+
+    @event("ClusterConfigChanged")
+    def _config_changed(self, payload: ClusterConfigChanged) -> None:
+        self.config = dict(payload.config)
+
+    def change_config(self, job_id: str, config: dict[str, Any]) -> bool:
+        if config == self.config:
+            return False
+        self._config_changed(ClusterConfigChanged(cluster_id=str(self.id), job_id=job_id, config=config))
+        return True
 
     @event("NodeResultsRecorded")
     def _results(self, payload: NodeResultsRecorded) -> None:

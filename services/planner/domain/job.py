@@ -1,30 +1,50 @@
 """The Job aggregate: one operation on one cluster, from request to its final state.
 
-Pure: no IO, no clock reads in apply (times come with the events), no randomness.
-Commands return whether they changed anything, so a redelivered message is harmless.
+Pure: no IO, no clock reads in apply (times come with the events), no randomness. Commands
+return whether they changed anything, so a redelivered message is harmless.
+
+Life of a job: `running` (forward plan) → `succeeded`; or, when a task exhausts its attempts
+or the job is cancelled, dispatch stops, in-flight tasks finish, and a rollback plan of inverse
+tasks runs (`rolling_back`) → `rolled_back`, or `needs_attention` if the rollback fails too.
+`failed` is for jobs that never got a plan (no layout, a planning error).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from contracts.catalog import Action, Service
 from contracts.events import (
+    CleanupQueued,
+    JobCancelRequested,
     JobFailed,
+    JobNeedsAttention,
+    JobPaused,
     JobPlanned,
     JobRequested,
+    JobResumed,
+    JobRetried,
+    JobRolledBack,
     JobSucceeded,
+    PlannedTaskRecord,
+    RollbackPlanned,
     TaskAttemptFailed,
     TaskCompleted,
     TaskQueued,
 )
+from contracts.layout import NodeSpec
 
 from .plan import Plan
+from .rollback import rollback_plan
 from .scheduling import ready
 
 FINAL_STATES = frozenset({"succeeded", "failed", "rolled_back", "needs_attention"})
+UNDO = "undo."
+"""Prefix of rollback task ids, so they never collide with the forward plan's."""
 
 
 def job_uuid(tenant: str, request_id: str | None) -> UUID:
@@ -33,6 +53,10 @@ def job_uuid(tenant: str, request_id: str | None) -> UUID:
     if request_id:
         return uuid5(NAMESPACE_URL, f"muster:{tenant}:request:{request_id}")
     return uuid4()
+
+
+def _plan_of(tasks: list[PlannedTaskRecord], links: list[tuple[list[str], list[str]]], thrown_in: list[str] = ()) -> Plan:  # type: ignore[assignment]
+    return Plan.from_json({"tasks": [t.model_dump(mode="json") for t in tasks], "links": links, "thrown_in": list(thrown_in)})
 
 
 class Job(Aggregate):
@@ -48,29 +72,47 @@ class Job(Aggregate):
         self.request: dict[str, Any] = dict(payload.request)
         self.requested_by = payload.requested_by
         self.planner = payload.planner
+        self.max_attempts = payload.max_attempts
         self.state = "running"
         self.error = ""
-        self.tasks: dict[str, dict[str, Any]] = {}
-        self.plan: Plan | None = None
         self.mode = "eager"
+        self.plan: Plan | None = None
+        self.rollback: Plan | None = None
+        self.tasks: dict[str, dict[str, Any]] = {}
+        self.nodes: list[NodeSpec] = []
+        self.previous_nodes: list[NodeSpec] = []
+        self.previous_config: dict[str, Any] = {}
         self.attempts: dict[str, int] = {}
+        self.retry_base: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
-        self.planned = False
+        self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
+        self.paused = False
+        self.cancel_requested = False
 
     # -- planning -----------------------------------------------------------------------
 
+    @property
+    def planned(self) -> bool:
+        return self.plan is not None
+
     @event("JobPlanned")
     def _planned(self, payload: JobPlanned) -> None:
-        self.planned = True
         self.mode = payload.mode
         self.tasks = {t.id: t.model_dump(mode="json") for t in payload.tasks}
-        self.plan = Plan.from_json({"tasks": list(self.tasks.values()), "edges": payload.edges})
+        self.plan = _plan_of(payload.tasks, payload.links, payload.thrown_in)
+        self.nodes = list(payload.nodes)
+        self.previous_nodes = list(payload.previous_nodes)
+        self.previous_config = dict(payload.previous_config)
 
     def record_plan(self, payload: JobPlanned) -> bool:
         if self.planned or self.is_final:
             return False
         self._planned(payload)
         return True
+
+    @property
+    def active_plan(self) -> Plan | None:
+        return self.rollback if self.state == "rolling_back" else self.plan
 
     # -- dispatch -----------------------------------------------------------------------
 
@@ -82,25 +124,22 @@ class Job(Aggregate):
     def queue(self, task_id: str, provisioner_class: str = "default") -> TaskQueued:
         task = self.tasks[task_id]
         payload = TaskQueued(
-            job_id=str(self.id),
-            task_id=task_id,
-            attempt=self.attempts.get(task_id, 0) + 1,
-            node=task["node"],
-            action=task["action"],
-            service=task["service"],
-            provisioner_class=provisioner_class,
+            job_id=str(self.id), task_id=task_id, attempt=self.attempts.get(task_id, 0) + 1,
+            node=task["node"], action=task["action"], service=task["service"], provisioner_class=provisioner_class,
         )
         self._queued(payload)
         return payload
 
     def ready(self) -> list[str]:
-        """Tasks to dispatch now, by the job's mode (eager or staged), never two at once on
-        one node."""
-        if self.plan is None or self.state != "running":
+        """Tasks to dispatch now, by the job's mode, never two at once on one node; nothing
+        while paused or stopping (a task out of attempts, or a cancel)."""
+        plan = self.active_plan
+        if plan is None or self.paused or self.stopping or self.state not in ("running", "rolling_back"):
             return []
-        done = [t for t, s in self.task_state.items() if s == "succeeded"]
-        running = [t for t, s in self.task_state.items() if s == "queued"]
-        return list(ready(self.plan, done, running, self.mode))
+        states = {t: s for t, s in self.task_state.items() if t in plan.by_id}
+        done = [t for t, s in states.items() if s == "succeeded"]
+        running = [t for t, s in states.items() if s == "queued"]
+        return [t for t in ready(plan, done, running, self.mode) if plan.by_id[t].node not in self.cleanups]
 
     # -- outcomes -------------------------------------------------------------------------
 
@@ -110,6 +149,9 @@ class Job(Aggregate):
     @event("TaskCompleted")
     def _completed(self, payload: TaskCompleted) -> None:
         self.task_state[payload.task_id] = "succeeded"
+        for node, cleanup in list(self.cleanups.items()):
+            if cleanup == payload.task_id:
+                del self.cleanups[node]
 
     def complete(self, payload: TaskCompleted) -> bool:
         if not self.is_current(payload.task_id, payload.attempt):
@@ -127,20 +169,146 @@ class Job(Aggregate):
         self._attempt_failed(payload)
         return True
 
-    def retry_allowed(self, task_id: str, max_attempts: int) -> bool:
-        return self.attempts.get(task_id, 0) < max_attempts
-
-    def requeue(self, task_id: str, provisioner_class: str = "default") -> TaskQueued:
-        del self.task_state[task_id]
-        return self.queue(task_id, provisioner_class)
+    def attempts_left(self, task_id: str) -> int:
+        return self.max_attempts - (self.attempts.get(task_id, 0) - self.retry_base.get(task_id, 0))
 
     @property
-    def all_done(self) -> bool:
-        return self.planned and all(self.task_state.get(t) == "succeeded" for t in self.tasks)
+    def exhausted(self) -> list[str]:
+        """Failed tasks of the current phase with no attempt left (each one stops the job)."""
+        undo = self.state == "rolling_back"
+        return [
+            t for t, s in self.task_state.items()
+            if s == "failed" and self.attempts_left(t) <= 0 and t.startswith(UNDO) == undo
+        ]
+
+    @property
+    def stopping(self) -> bool:
+        """Dispatch stops; once nothing is in flight the job rolls back."""
+        return self.state == "running" and (self.cancel_requested or bool(self.exhausted))
 
     @property
     def in_flight(self) -> int:
         return sum(1 for s in self.task_state.values() if s == "queued")
+
+    @property
+    def all_done(self) -> bool:
+        plan = self.active_plan
+        return plan is not None and all(self.task_state.get(t.id) == "succeeded" for t in plan.tasks)
+
+    # -- a failed create leaves a machine: delete it, then create again ------------------
+
+    @event("CleanupQueued")
+    def _cleanup_queued(self, payload: CleanupQueued) -> None:
+        self.tasks[payload.task_id] = {"id": payload.task_id, "node": payload.node, "action": Action.DELETE.value, "service": None}
+        self.attempts[payload.task_id] = payload.attempt
+        self.task_state[payload.task_id] = "queued"
+        self.cleanups[payload.node] = payload.task_id
+        create = next((t.id for t in self.plan.tasks if t.node == payload.node and t.action is Action.CREATE), None) if self.plan else None
+        if create is not None and create != payload.for_task:
+            self.task_state.pop(create, None)  # the machine goes, so create must run again
+
+    def queue_cleanup(self, failed_task: str) -> CleanupQueued:
+        node = self.tasks[failed_task]["node"]
+        n = 1 + sum(1 for t in self.tasks if t.startswith(f"{node}.cleanup"))
+        payload = CleanupQueued(job_id=str(self.id), task_id=f"{node}.cleanup{n}", node=node, for_task=failed_task)
+        self._cleanup_queued(payload)
+        return payload
+
+    # -- job control ----------------------------------------------------------------------
+
+    @event("JobPaused")
+    def _paused(self, payload: JobPaused) -> None:
+        self.paused = True
+
+    def pause(self, by: str) -> bool:
+        if self.is_final or self.paused:
+            return False
+        self._paused(JobPaused(job_id=str(self.id), by=by))
+        return True
+
+    @event("JobResumed")
+    def _resumed(self, payload: JobResumed) -> None:
+        self.paused = False
+
+    def resume(self, by: str) -> bool:
+        if not self.paused:
+            return False
+        self._resumed(JobResumed(job_id=str(self.id), by=by))
+        return True
+
+    @event("JobCancelRequested")
+    def _cancel_requested(self, payload: JobCancelRequested) -> None:
+        self.cancel_requested = True
+        self.paused = False
+
+    def cancel(self, by: str) -> bool:
+        if self.is_final or self.cancel_requested or self.state == "rolling_back":
+            return False
+        self._cancel_requested(JobCancelRequested(job_id=str(self.id), by=by))
+        return True
+
+    @event("JobRetried")
+    def _retried(self, payload: JobRetried) -> None:
+        # Everything the rollback undid must be done again: start over with fresh attempts.
+        self.state, self.error = "running", ""
+        self.rollback = None
+        self.cancel_requested = self.paused = False
+        self.cleanups = {}
+        self.retry_base = dict(self.attempts)
+        self.task_state = {}
+
+    def retry(self, by: str) -> bool:
+        if self.state not in ("rolled_back", "failed") or not self.planned:
+            return False
+        self._retried(JobRetried(job_id=str(self.id), by=by))
+        return True
+
+    # -- rollback --------------------------------------------------------------------------
+
+    @event("RollbackPlanned")
+    def _rollback_planned(self, payload: RollbackPlanned) -> None:
+        self.state = "rolling_back"
+        self.error = payload.reason
+        self.rollback = _plan_of(payload.tasks, payload.links)
+        for t in payload.tasks:
+            self.tasks[t.id] = t.model_dump(mode="json")
+
+    def plan_rollback(self, reason: str, services: Mapping[str, Service]) -> RollbackPlanned | None:
+        """Inverse tasks of what the forward plan completed, in reverse dependency order."""
+        if self.plan is None or self.state != "running":
+            return None
+        completed = [t.id for t in self.plan.tasks if self.task_state.get(t.id) == "succeeded"]
+        undo = rollback_plan(self.plan, completed, services)
+        rename = {t.id: UNDO + t.id for t in undo.tasks}
+        payload = RollbackPlanned(
+            job_id=str(self.id), reason=reason,
+            tasks=[PlannedTaskRecord(id=rename[t.id], node=t.node, action=t.action, service=t.service) for t in undo.tasks],
+            links=[([rename[x] for x in s], [rename[x] for x in t]) for s, t in undo.links],
+            stages=[[rename[x] for x in st] for st in undo.stages],
+        )
+        self._rollback_planned(payload)
+        return payload
+
+    @event("JobRolledBack")
+    def _rolled_back(self, payload: JobRolledBack) -> None:
+        self.state = "rolled_back"
+
+    def finish_rollback(self) -> bool:
+        if self.state != "rolling_back":
+            return False
+        self._rolled_back(JobRolledBack(job_id=str(self.id), reason=self.error))
+        return True
+
+    @event("JobNeedsAttention")
+    def _needs_attention(self, payload: JobNeedsAttention) -> None:
+        self.state = "needs_attention"
+        self.error = payload.reason
+
+    def needs_attention(self, reason: str) -> bool:
+        if self.is_final:
+            return False
+        self._needs_attention(JobNeedsAttention(job_id=str(self.id), reason=reason))
+        return True
 
     # -- views --------------------------------------------------------------------------
 
@@ -154,11 +322,13 @@ class Job(Aggregate):
         for t in tasks:
             counts[t["state"]] = counts.get(t["state"], 0) + 1
         done = {t for t, s in self.task_state.items() if s == "succeeded"}
-        stages = self.plan.stages if self.plan is not None else ()
+        plan = self.active_plan
+        stages = plan.stages if plan is not None else ()
         current = next((i for i, st in enumerate(stages, 1) if not set(st) <= done), None)
         return {
             "id": str(self.id), "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
-            "state": self.state, "error": self.error or None, "owner": self.planner, "mode": self.mode,
+            "state": "paused" if self.paused and not self.is_final else self.state,
+            "error": self.error or None, "owner": self.planner, "mode": self.mode,
             "requested_by": self.requested_by, "started_at": self.created_on.isoformat(),
             "finished_at": self.modified_on.isoformat() if self.is_final else None,
             "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
@@ -176,7 +346,7 @@ class Job(Aggregate):
         self.state = "succeeded"
 
     def succeed(self) -> bool:
-        if self.is_final:
+        if self.state != "running":
             return False
         self._succeeded(JobSucceeded(job_id=str(self.id)))
         return True

@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -24,7 +26,6 @@ from services.planner.entrypoint import start_planner
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.service import SolverService
-from services.tracker.http import make_app
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -35,12 +36,12 @@ class Stack:
     store: EventStore
     planner: Planner
     workers: Workers
-    http: TestClient
+    http: Any
     tenant: str = "default"
 
 
 @pytest_asyncio.fixture
-async def stack(fresh_nats: str) -> AsyncIterator[Stack]:
+async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
     async with AsyncExitStack() as exit_stack:
         ncs = []
         for name in ("planner", "solver", "provisioner", "tracker", "client"):
@@ -49,10 +50,14 @@ async def stack(fresh_nats: str) -> AsyncIterator[Stack]:
             exit_stack.push_async_callback(nc.close)
         await ensure_streams(ncs[0].jetstream())
 
-        planner = await start_planner(ncs[0], exit_stack, PlannerConfig(instance="planner-test"))
+        options = dict(getattr(request, "param", {}))
+        with_http = options.pop("http", True)
+        planner = await start_planner(ncs[0], exit_stack, PlannerConfig(instance="planner-test", **options))
         solver = SolverService(EventStore(ncs[1]), "solver-test")
         sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
         exit_stack.push_async_callback(sub.unsubscribe)
+        dry = await ncs[1].subscribe(subjects.ALL_SOLVE_REQUESTS, queue="solvers", cb=solver.on_solve_request)
+        exit_stack.push_async_callback(dry.unsubscribe)
 
         registry = PluginRegistry.discover()
         exit_stack.push_async_callback(registry.aclose)
@@ -66,9 +71,12 @@ async def stack(fresh_nats: str) -> AsyncIterator[Stack]:
 
         exit_stack.push_async_callback(stop_workers)
 
-        http = TestClient(TestServer(make_app(EventStore(ncs[3]))))
-        await http.start_server()
-        exit_stack.push_async_callback(http.close)
+        http: Any = None
+        if with_http:
+            
+            http = TestClient(TestServer(make_app(EventStore(ncs[3]))))
+            await http.start_server()
+            exit_stack.push_async_callback(http.close)
 
         client = MusterClient(ncs[4])
         store = EventStore(ncs[4])

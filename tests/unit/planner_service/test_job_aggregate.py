@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from contracts.catalog import Service
 from contracts.events import JobPlanned, JobRequested, PlannedTaskRecord, TaskAttemptFailed, TaskCompleted
 from muster.bus.eventstore import Recorded
 from muster.bus.repository import pending_appends, rebuild
@@ -12,15 +13,15 @@ from services.planner.domain.job import Job, job_uuid
 
 def _job(mode: str = "eager") -> Job:
     job_id = str(job_uuid("acme", "req-1"))
-    job = Job(JobRequested(tenant="acme", job_id=job_id, cluster_id="c", operation="create", request={}))
+    job = Job(JobRequested(tenant="acme", job_id=job_id, cluster_id="c", operation="create", request={}, max_attempts=3))
     tasks = [
         PlannedTaskRecord(id="n1.create", node="n1", action="create"),
         PlannedTaskRecord(id="n2.create", node="n2", action="create"),
         PlannedTaskRecord(id="n1.install.a", node="n1", action="install", service="a"),
         PlannedTaskRecord(id="n2.install.b", node="n2", action="install", service="b"),
     ]
-    edges = [("n1.create", "n1.install.a"), ("n2.create", "n2.install.b"), ("n1.install.a", "n2.install.b")]
-    job.record_plan(JobPlanned(job_id=job_id, mode=mode, tasks=tasks, edges=edges,  # type: ignore[arg-type]
+    links = [(["n1.create"], ["n1.install.a"]), (["n2.create"], ["n2.install.b"]), (["n1.install.a"], ["n2.install.b"])]
+    job.record_plan(JobPlanned(job_id=job_id, mode=mode, tasks=tasks, links=links,  # type: ignore[arg-type]
                                stages=[["n1.create", "n2.create"], ["n1.install.a"], ["n2.install.b"]]))
     return job
 
@@ -55,20 +56,25 @@ def test_a_repeated_or_late_result_changes_nothing() -> None:
     assert _done(job, "n1.create")
     assert not _done(job, "n1.create")  # redelivered
     job.queue("n2.create")
-    assert job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id="n2.create", attempt=1, error="boom"))
-    job.requeue("n2.create")
+    assert _fail(job, "n2.create")
+    job.queue("n2.create")
     late = TaskCompleted(job_id=str(job.id), task_id="n2.create", attempt=1)
     assert not job.complete(late)  # attempt 1 is superseded by attempt 2
     assert job.task_state["n2.create"] == "queued" and job.attempts["n2.create"] == 2
 
 
-def test_retry_limit() -> None:
+def _fail(job: Job, task: str) -> bool:
+    return job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=task, attempt=job.attempts[task], error="boom"))
+
+
+def test_a_failed_task_is_offered_again_until_its_attempts_run_out() -> None:
     job = _job()
-    job.queue("n1.create")
-    assert job.retry_allowed("n1.create", 3)
-    job.requeue("n1.create")
-    job.requeue("n1.create")
-    assert job.attempts["n1.create"] == 3 and not job.retry_allowed("n1.create", 3)
+    for attempt in (1, 2, 3):
+        assert "n1.create" in job.ready()
+        assert job.queue("n1.create").attempt == attempt
+        assert _fail(job, "n1.create")
+    assert job.attempts_left("n1.create") == 0 and job.exhausted == ["n1.create"]
+    assert job.stopping and job.ready() == []  # nothing new once a task is out of attempts
 
 
 def test_staged_mode_waits_for_the_whole_stage() -> None:
@@ -102,3 +108,75 @@ def test_rebuilding_from_recorded_events_gives_the_same_state() -> None:
     assert rebuilt is not None
     assert rebuilt.task_state == job.task_state and rebuilt.attempts == job.attempts
     assert rebuilt.ready() == job.ready() and rebuilt.version == job.version
+
+
+SERVICES = {
+    "a": Service.model_validate({"name": "a", "provisioner": {"actions": {"install": {"type": "x"}, "remove": {"type": "x"}}}}),
+    "b": Service.model_validate({"name": "b", "provisioner": {"actions": {"install": {"type": "x"}, "remove": {"type": "x"}}}}),
+}
+
+
+def test_rollback_undoes_what_completed_in_reverse_and_ends_rolled_back() -> None:
+    job = _job()
+    for t in job.ready():
+        job.queue(t)
+    _done(job, "n1.create")
+    _done(job, "n2.create")
+    for _ in range(3):
+        job.queue("n1.install.a")
+        _fail(job, "n1.install.a")
+    assert job.stopping and job.in_flight == 0
+    rollback = job.plan_rollback("task n1.install.a failed 3 times", SERVICES)
+    assert rollback is not None and job.state == "rolling_back"
+    assert sorted(t.id for t in rollback.tasks) == ["undo.n1.delete", "undo.n2.delete"]
+    assert not job.stopping and sorted(job.ready()) == ["undo.n1.delete", "undo.n2.delete"]
+    for t in job.ready():
+        job.queue(t)
+        _done(job, t)
+    assert job.all_done and job.finish_rollback() and job.state == "rolled_back" and job.is_final
+
+
+def test_a_failing_rollback_needs_attention() -> None:
+    job = _job()
+    job.queue("n1.create")
+    _done(job, "n1.create")
+    job.cancel("ops")
+    assert job.stopping
+    job.plan_rollback("cancelled", SERVICES)
+    for _ in range(3):
+        job.queue("undo.n1.delete")
+        _fail(job, "undo.n1.delete")
+    assert job.exhausted == ["undo.n1.delete"]
+    assert job.needs_attention("rollback failed") and job.state == "needs_attention"
+
+
+def test_pause_holds_dispatch_and_resume_releases_it() -> None:
+    job = _job()
+    assert job.pause("ops") and not job.pause("ops")
+    assert job.ready() == [] and job.view()["state"] == "paused"
+    assert job.resume("ops") and job.ready() == ["n1.create", "n2.create"]
+
+
+def test_retry_after_rollback_starts_over_with_fresh_attempts() -> None:
+    job = _job()
+    for _ in range(3):
+        job.queue("n1.create")
+        _fail(job, "n1.create")
+    job.plan_rollback("create failed", SERVICES)
+    job.finish_rollback()
+    assert job.retry("ops") and job.state == "running"
+    assert job.ready() == ["n1.create", "n2.create"] and job.attempts_left("n1.create") == 3
+    assert job.queue("n1.create").attempt == 4  # attempts keep counting: ids stay unique
+
+
+def test_a_failed_create_with_a_machine_is_cleaned_up_before_creating_again() -> None:
+    job = _job()
+    job.queue("n1.create")
+    _done(job, "n1.create")
+    job.queue("n2.create")
+    _fail(job, "n2.create")
+    cleanup = job.queue_cleanup("n2.create")
+    assert cleanup.node == "n2" and job.tasks[cleanup.task_id]["action"] == "delete"
+    assert "n2.create" not in job.ready()  # n2 is busy being cleaned up
+    assert job.complete(TaskCompleted(job_id=str(job.id), task_id=cleanup.task_id, attempt=1))
+    assert "n2.create" in job.ready()

@@ -1,0 +1,213 @@
+"""Driving a planned job: dispatch, outcomes, retries, timeouts, rollback.
+
+Everything here is a reaction to an event or a timer, under the planner's lock, and ends by
+recording events before anything is published: a task message goes to TASKS only after its
+`TaskQueued` is in the log, so a restarted planner re-publishes exactly the attempts the log
+says are queued (same message id, de-duplicated by the stream) and never invents a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+import structlog
+
+from contracts import subjects
+from contracts.catalog import Action, Catalog
+from contracts.events import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskSucceeded
+from muster.bus.eventstore import ConcurrencyError, Recorded
+from muster.bus.repository import rebuild
+
+from .domain.cluster import Cluster
+from .domain.job import Job
+from .tasks import task_message
+
+if TYPE_CHECKING:
+    from .app import Planner
+
+log = structlog.get_logger("muster.planner")
+
+# After these operations succeed the cluster loses what the tasks took away.
+SHRINKING = {"delete", "shrink", "remove-services"}
+
+
+@dataclass
+class Timers:
+    """One timer per queued attempt: a worker silent past the timeout fails the attempt.
+    Rebuilt from the log's `TaskQueued` times on restart; no loop polls for it."""
+
+    handles: dict[tuple[str, str, int], asyncio.TimerHandle] = field(default_factory=dict)
+    fired: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def cancel_all(self) -> None:
+        for h in self.handles.values():
+            h.cancel()
+        self.handles.clear()
+
+
+async def advance(p: "Planner", job: Job, cluster: Cluster) -> None:
+    """Take the job one step: finish, roll back, or dispatch what is ready; then record."""
+    if not job.is_final:
+        if job.state == "running" and job.stopping and job.in_flight == 0:
+            reason = "cancelled by request" if job.cancel_requested else _exhausted_reason(job)
+            catalog = await p.catalog(job.tenant)
+            job.plan_rollback(reason, catalog.services)
+        if job.state == "running" and job.all_done:
+            _succeeded(job, cluster)
+        elif job.state == "rolling_back" and job.exhausted:
+            reason = f"rollback failed: {_exhausted_reason(job)} (after: {job.error})"
+            job.needs_attention(reason)
+            cluster.set_status("needs_attention", str(job.id), reason)
+        elif job.state == "rolling_back" and job.all_done:
+            _rolled_back(job, cluster)
+    queued = [job.queue(t, p.config.provisioner_class) for t in job.ready()]
+    await save(p, job, cluster)
+    catalog = await p.catalog(job.tenant)
+    for q in queued:
+        await publish(p, job, cluster, catalog, q.task_id, q.attempt)
+    if job.is_final:
+        log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
+
+
+def _exhausted_reason(job: Job) -> str:
+    task = job.exhausted[0]
+    return f"task {task} failed {job.attempts[task] - job.retry_base.get(task, 0)} times"
+
+
+def _succeeded(job: Job, cluster: Cluster) -> None:
+    job.succeed()
+    if job.operation in SHRINKING:
+        cluster.change_layout(str(job.id), [] if job.operation == "delete" else job.nodes)
+    cluster.set_status("deleted" if job.operation == "delete" else "active", str(job.id))
+
+
+def _rolled_back(job: Job, cluster: Cluster) -> None:
+    job.finish_rollback()
+    cluster.change_layout(str(job.id), job.previous_nodes)
+    cluster.change_config(str(job.id), job.previous_config or cluster.config)
+    status = "failed" if job.operation == "create" else "active"
+    cluster.set_status(status, str(job.id), f"{job.operation} rolled back: {job.error}")
+
+
+async def save(p: "Planner", job: Job, cluster: Cluster) -> None:
+    try:
+        await p.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
+        await p.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
+    except ConcurrencyError:
+        # Someone else wrote (another planner took over, or a stale copy): our view is
+        # wrong. Reload both from the log and let the event be redelivered.
+        await reload(p, job.tenant, str(job.id), job.cluster_id)
+        raise
+
+
+async def reload(p: "Planner", tenant: str, job_id: str, cluster_id: str) -> None:
+    job = rebuild(Job, await p.store.read(subjects.job_events(tenant, job_id)))
+    cluster = rebuild(Cluster, await p.store.read(subjects.cluster_events(tenant, cluster_id)))
+    if job is not None:
+        p.jobs[job_id] = job
+    if cluster is not None:
+        p.clusters[cluster_id] = cluster
+
+
+async def publish(p: "Planner", job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, queued_at: datetime | None = None) -> None:
+    message = task_message(job, cluster, catalog, task_id, attempt, p.config.provisioner_class, p.config.action_timeout_s)
+    await p.store.js.publish(
+        subjects.task_queue(job.tenant, p.config.provisioner_class),
+        message.model_dump_json().encode(),
+        headers={"Nats-Msg-Id": f"{job.id}.{task_id}.{attempt}"},
+    )
+    arm_timer(p, job, task_id, attempt, queued_at)
+
+
+# -- outcomes ---------------------------------------------------------------------------------
+
+
+async def on_task_event(p: "Planner", recorded: Recorded) -> None:
+    event = recorded.event
+    if not isinstance(event, (TaskSucceeded, TaskFailed)):
+        return
+    async with p.lock:
+        job = p.jobs.get(event.job_id)
+        if job is None or job.is_final:
+            return
+        cluster = p.clusters[job.cluster_id]
+        disarm_timer(p, event.job_id, event.task_id, event.attempt)
+        if isinstance(event, TaskSucceeded):
+            done = TaskCompleted(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt,
+                                 result=event.result, ipaddresses=event.ipaddresses, hostname=event.hostname)
+            if not job.complete(done):
+                return
+            node = job.tasks[event.task_id]["node"]
+            cluster.record_results(node, event.task_id, event.result, event.ipaddresses, event.hostname)
+        else:
+            failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
+            if not job.fail_attempt(failed):
+                return
+            await after_failure(p, job, cluster, event.task_id)
+        await advance(p, job, cluster)
+
+
+async def after_failure(p: "Planner", job: Job, cluster: Cluster, task_id: str) -> None:
+    """A failed create or confirm may have left a machine: delete it before creating again
+    (coopr-facts §5.7). Other failures are simply retried by `advance`."""
+    task = job.tasks[task_id]
+    if job.attempts_left(task_id) <= 0 or task["action"] not in (Action.CREATE.value, Action.CONFIRM.value):
+        return
+    if not cluster.results.get(task["node"], {}).get("providerid"):
+        return
+    cleanup = job.queue_cleanup(task_id)
+    await save(p, job, cluster)
+    await publish(p, job, cluster, await p.catalog(job.tenant), cleanup.task_id, cleanup.attempt)
+
+
+# -- timeouts --------------------------------------------------------------------------------
+
+
+def arm_timer(p: "Planner", job: Job, task_id: str, attempt: int, queued_at: datetime | None = None) -> None:
+    key = (str(job.id), task_id, attempt)
+    if key in p.timers.handles:
+        return
+    elapsed = (datetime.now(timezone.utc) - queued_at).total_seconds() if queued_at else 0.0
+    delay = max(0.0, p.config.task_timeout_s - elapsed)
+
+    def fire() -> None:
+        p.timers.handles.pop(key, None)
+        t = asyncio.get_running_loop().create_task(timed_out(p, *key))
+        p.timers.fired.add(t)
+        t.add_done_callback(p.timers.fired.discard)
+
+    p.timers.handles[key] = asyncio.get_running_loop().call_later(delay, fire)
+
+
+def disarm_timer(p: "Planner", job_id: str, task_id: str, attempt: int) -> None:
+    handle = p.timers.handles.pop((job_id, task_id, attempt), None)
+    if handle is not None:
+        handle.cancel()
+
+
+async def timed_out(p: "Planner", job_id: str, task_id: str, attempt: int) -> None:
+    async with p.lock:
+        job = p.jobs.get(job_id)
+        if job is None or not job.is_current(task_id, attempt):
+            return
+        cluster = p.clusters[job.cluster_id]
+        error = f"timed out: no outcome within {p.config.task_timeout_s:g}s"
+        job.fail_attempt(TaskAttemptFailed(job_id=job_id, task_id=task_id, attempt=attempt, error=error))
+        log.warning("task timed out", job=job_id, task=task_id, attempt=attempt)
+        try:
+            await after_failure(p, job, cluster, task_id)
+            await advance(p, job, cluster)
+        except ConcurrencyError:
+            log.warning("timeout lost a race with another writer; state reloaded", job=job_id)
+
+
+def queued_times(history: list[Recorded]) -> dict[tuple[str, int], datetime]:
+    """When each attempt of a job was queued, from the job's recorded events."""
+    out: dict[tuple[str, int], datetime] = {}
+    for r in history:
+        if r.type in ("TaskQueued", "CleanupQueued"):
+            out[(r.event.task_id, r.event.attempt)] = r.time
+    return out
