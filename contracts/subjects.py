@@ -118,3 +118,7 @@ def solve_request(tenant: str) -> str:
 
 
 ALL_SOLVE_REQUESTS = f"{QUERY}.*.solve"
+
+PLANNER_METRICS = "muster.metrics.planner"
+"""Request/reply: every planner answers with its queue metrics (JSON list, one per tenant and
+provisioner class); collect all replies."""

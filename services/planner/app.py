@@ -67,6 +67,7 @@ from .domain.cluster import Cluster
 from .domain.errors import PlanError
 from .domain.job import Job, job_uuid
 from .domain.plan import Plan, build_plan
+from .metrics import QueueMetrics
 
 log = structlog.get_logger("muster.planner")
 
@@ -97,6 +98,7 @@ class Planner:
     clusters: dict[str, Cluster] = field(default_factory=dict)
     catalogs: dict[str, Catalog] = field(default_factory=dict)
     timers: execution.Timers = field(default_factory=execution.Timers)
+    metrics: QueueMetrics = field(default_factory=QueueMetrics)
 
     def __post_init__(self) -> None:
         self.repo = Repository(self.store)

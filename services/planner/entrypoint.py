@@ -47,7 +47,12 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         if view is not None and msg.reply:
             await msg.respond(json.dumps(view).encode())
 
+    async def on_metrics(msg: Msg) -> None:
+        if msg.reply:
+            await msg.respond(json.dumps({"planner": config.instance, "queues": planner.metrics.snapshot()}).encode())
+
     subs = [
+        await nc.subscribe(subjects.PLANNER_METRICS, cb=on_metrics),
         await nc.subscribe(f"{subjects.OPS}.*.*", queue="planners", cb=on_request),
         await nc.subscribe(subjects.ALL_JOB_QUERIES, cb=on_query),
         await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event),

@@ -17,7 +17,7 @@ import structlog
 
 from contracts import subjects
 from contracts.catalog import Action, Catalog
-from contracts.events import TaskAttemptFailed, TaskCompleted, TaskFailed, TaskSucceeded
+from contracts.events import TaskAttemptFailed, TaskClaimed, TaskCompleted, TaskFailed, TaskSucceeded
 from muster.bus.eventstore import ConcurrencyError, Recorded
 from muster.bus.repository import rebuild
 
@@ -119,6 +119,7 @@ async def publish(p: "Planner", job: Job, cluster: Cluster, catalog: Catalog, ta
         message.model_dump_json().encode(),
         headers={"Nats-Msg-Id": f"{job.id}.{task_id}.{attempt}"},
     )
+    p.metrics.queued(job.tenant, p.config.provisioner_class, str(job.id), task_id, attempt, queued_at or datetime.now(timezone.utc))
     arm_timer(p, job, task_id, attempt, queued_at)
 
 
@@ -127,8 +128,12 @@ async def publish(p: "Planner", job: Job, cluster: Cluster, catalog: Catalog, ta
 
 async def on_task_event(p: "Planner", recorded: Recorded) -> None:
     event = recorded.event
+    if isinstance(event, TaskClaimed):
+        p.metrics.claimed(event.job_id, event.task_id, event.attempt, recorded.time)
+        return
     if not isinstance(event, (TaskSucceeded, TaskFailed)):
         return
+    p.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
     async with p.lock:
         job = p.jobs.get(event.job_id)
         if job is None or job.is_final:

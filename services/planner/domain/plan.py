@@ -32,13 +32,16 @@ OPERATIONS: dict[str, tuple[Action, ...]] = {
     "start": (A.START,),
     "stop": (A.STOP,),
     "restart": (A.STOP, A.START),
+    # The named services only, with the catalog's current definition; dependents keep
+    # running (a rolling upgrade), so the service's install must cope with a live peer.
+    "upgrade": (A.STOP, A.INSTALL, A.CONFIGURE, A.START),
 }
 """Each operation's per-service action chain, in order (Coopr's `Actions.actionOrder`)."""
 
 # Operations whose planned nodes get their machine actions even without a planned service.
 MACHINE_OPERATIONS = frozenset({"create", "expand", "delete", "shrink"})
 _NEED_NODES = frozenset({"expand", "shrink"})
-_NEED_SERVICES = frozenset({"add-services", "remove-services"})
+_NEED_SERVICES = frozenset({"add-services", "remove-services", "upgrade"})
 
 
 @dataclass(frozen=True)

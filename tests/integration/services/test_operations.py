@@ -175,3 +175,17 @@ def stack_catalog() -> Any:
     from pathlib import Path
 
     return Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+
+
+async def test_the_planner_reports_queue_metrics(stack: Stack) -> None:
+    import json
+
+    from contracts import subjects
+
+    await _cluster(stack, 2)
+    reply = await stack.client.nc.request(subjects.PLANNER_METRICS, b"", timeout=5)
+    body = json.loads(reply.data)
+    [queue] = [q for q in body["queues"] if q["tenant"] == stack.tenant]
+    assert body["planner"] == "planner-test" and queue["class"] == "default"
+    assert queue["finished"] > 10 and queue["queue_length"] == 0 and queue["task_duration_s"]["mean"] > 0
+    assert queue["recommended_workers"] >= 0

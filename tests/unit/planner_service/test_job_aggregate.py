@@ -180,3 +180,16 @@ def test_a_failed_create_with_a_machine_is_cleaned_up_before_creating_again() ->
     assert "n2.create" not in job.ready()  # n2 is busy being cleaned up
     assert job.complete(TaskCompleted(job_id=str(job.id), task_id=cleanup.task_id, attempt=1))
     assert "n2.create" in job.ready()
+
+
+def test_upgrade_plans_stop_install_configure_start_of_the_named_service_only() -> None:
+    from contracts.layout import NodeSpec
+    from services.planner.domain.plan import build_plan
+
+    svc = {
+        name: Service.model_validate({"name": name, "dependencies": {"runtime": {"requires": req}},
+                                      "provisioner": {"actions": {a: {"type": "x"} for a in ("install", "configure", "start", "stop")}}})
+        for name, req in (("db", []), ("app", ["db"]))
+    }
+    plan = build_plan(svc, [NodeSpec(id="n1", hardwaretype="h", imagetype="i", services=["db", "app"])], "upgrade", services=["db"])
+    assert [t.id for t in plan.tasks] == ["n1.stop.db", "n1.install.db", "n1.configure.db", "n1.start.db"]
