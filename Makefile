@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo up test test-unit test-integration bench lock clean
+.PHONY: install demo up test test-unit test-integration bench lock clean contracts
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ test-integration: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# Regenerate the AsyncAPI document from contracts/ (a test fails when it is stale).
+contracts: install
+	$(BIN)/python -m contracts.asyncapi > docs/asyncapi.json
 
 # Re-pin dependencies after changing pyproject.toml.
 lock: install

@@ -1,0 +1,322 @@
+"""The contracts as an AsyncAPI 3.0 document, generated from the pydantic models.
+
+    python -m contracts.asyncapi > docs/asyncapi.json      (or: make contracts)
+
+Every subject (channel), message and field: operation requests and their replies, events of
+the log with their headers, task messages, queries. Schemas are JSON Schema (draft-07, the
+AsyncAPI default) in `components.schemas`; every command message carries an example that a
+client in any language can send as it is. `tests/unit/client/test_asyncapi.py` fails when the
+checked-in document differs from what this module generates.
+
+Imports pydantic and the stdlib only, like the rest of `contracts`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import metadata
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from . import commands, events, subjects, tasks
+
+SCHEMA_REF = "#/components/schemas/{model}"
+
+EVENT_HEADERS: dict[str, Any] = {
+    "type": "object",
+    "description": "Headers of every message in the EVENTS stream (the body is the event alone).",
+    "properties": {
+        "Muster-Type": {"type": "string", "description": "the event's `type` (routing without parsing the body)"},
+        "Muster-Aggregate": {"type": "string", "description": "the aggregate's id (cluster, job...), when it has one"},
+        "Muster-Version": {"type": "string", "description": "the aggregate's (or catalog entity's) version after this event, as a decimal"},
+        "Muster-Time": {"type": "string", "format": "date-time", "description": "when the fact was decided (ISO 8601)"},
+        "Nats-Msg-Id": {"type": "string", "description": "idempotency key: a retried append is stored once"},
+        "Nats-Expected-Last-Subject-Sequence": {
+            "type": "string", "description": "optimistic concurrency: the writer's last seen sequence of this subject"},
+    },
+    "required": ["Muster-Type", "Nats-Msg-Id", "Muster-Time"],
+}
+
+# Channels of the log, by aggregate: (channel id, address, parameters, description).
+EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
+    ("events.job", "muster.evt.{tenant}.job.{jobId}", {"jobId": "the job's id (a UUID)"},
+     "A job's own story, written by the planner that owns it: request, plan, queued and completed tasks, "
+     "control (pause, resume, cancel, retry), rollback, and the end."),
+    ("events.layout", "muster.evt.{tenant}.layout.{jobId}", {"jobId": "the job's id"},
+     "Layout requests of a job (planner) and their answers (a solver)."),
+    ("events.task", "muster.evt.{tenant}.task.{jobId}.{taskId}",
+     {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`"},
+     "Claims and outcomes of one task's attempts, written by provisioners."),
+    ("events.cluster", "muster.evt.{tenant}.cluster.{clusterId}", {"clusterId": "the cluster's id (a UUID)"},
+     "A cluster's layout, config, node results and status, written by the planner."),
+    ("events.catalog", "muster.evt.{tenant}.catalog.{kind}.{name}",
+     {"kind": "providers, hardwaretypes, imagetypes, services, clustertemplates or partialtemplates",
+      "name": "the entity's name"},
+     "One `CatalogEntityPut` per version of a catalog entity (`muster catalog apply`)."),
+    ("events.other", "muster.evt.{tenant}.{aggregate}.{id}", {"aggregate": "the aggregate kind", "id": "its id"},
+     "Events of aggregates not listed above."),
+]
+
+TASK_CHANNEL_EVENTS = {"TaskClaimed", "TaskSucceeded", "TaskFailed"}
+
+
+def event_channel(event_type: str) -> str:
+    """Which channel of the log an event type is written to."""
+    if event_type in TASK_CHANNEL_EVENTS:
+        return "events.task"
+    if event_type.startswith("Layout"):
+        return "events.layout"
+    if event_type.startswith(("Job", "Task", "Rollback", "Cleanup")):
+        return "events.job"
+    if event_type.startswith(("Cluster", "Node")):
+        return "events.cluster"
+    if event_type.startswith("Catalog"):
+        return "events.catalog"
+    return "events.other"
+
+
+COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
+    "CreateCluster": {"name": "hadoop-dev", "template": "hadoop-small", "nodes": 5},
+    "DeleteCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
+    "ExpandCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "nodes": 8},
+    "ShrinkCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "nodes": 3},
+    "AddServices": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "services": ["hbase-master"]},
+    "RemoveServices": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "services": ["yarn-nodemanager"]},
+    "ConfigureCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "config": {"hdfs": {"replication": 3}}, "restart": True},
+    "StartServices": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "services": ["hdfs-namenode"]},
+    "StopServices": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
+    "RestartServices": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "services": ["zookeeper-server"]},
+    "UpgradeService": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "service": "hdfs-datanode"},
+    "RollbackCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "to_job": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "PauseJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "ResumeJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "CancelJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "RetryJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+}
+
+
+def _union_members(adapter_type: Any) -> list[type[BaseModel]]:
+    """The models of an `Annotated[Union[...], Field(discriminator=...)]`."""
+    union = adapter_type.__origin__ if hasattr(adapter_type, "__metadata__") else adapter_type
+    return list(union.__args__)
+
+
+def _draft07(node: Any) -> Any:
+    """pydantic writes JSON Schema 2020-12; AsyncAPI's default schema format is draft-07."""
+    if isinstance(node, list):
+        return [_draft07(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _draft07(v) for k, v in node.items()}
+    if "prefixItems" in out:  # a tuple: draft-07 writes positional items as an array
+        out["items"] = out.pop("prefixItems")
+        out.setdefault("minItems", len(out["items"]))
+        out["additionalItems"] = False
+    if isinstance(out.get("discriminator"), dict):  # OpenAPI style -> AsyncAPI's property name
+        out["discriminator"] = out["discriminator"]["propertyName"]
+    return out
+
+
+def _schemas(models: list[type[BaseModel]]) -> dict[str, Any]:
+    _, top = models_json_schema([(m, "validation") for m in models], ref_template=SCHEMA_REF)
+    defs = top.get("$defs", {})
+    return {name: _draft07(schema) for name, schema in sorted(defs.items())}
+
+
+def _type_of(model: type[BaseModel]) -> str:
+    return str(model.model_fields["type"].default)
+
+
+def _message(model: type[BaseModel], summary: str, **extra: Any) -> dict[str, Any]:
+    name = _type_of(model) if "type" in model.model_fields else model.__name__
+    doc = (model.__doc__ or "").strip()
+    message = {"name": name, "title": name, "summary": summary, "contentType": "application/json",
+               "payload": {"$ref": SCHEMA_REF.format(model=model.__name__)}}
+    if doc and not doc.startswith(("Usage docs", "A base class")):
+        message["description"] = " ".join(doc.split())
+    message.update(extra)
+    return message
+
+
+def _params(names: dict[str, str]) -> dict[str, Any]:
+    return {"tenant": {"description": "the tenant (1-128 letters, digits, '-' or '_')"}, **{
+        k: {"description": v} for k, v in names.items()}}
+
+
+def build() -> dict[str, Any]:
+    command_models = _union_members(commands.AnyCommand)
+    reply_models = _union_members(commands.Reply)
+    event_models = _union_members(events.AnyEvent)
+    schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage])
+    messages: dict[str, Any] = {}
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+
+    # -- operations: request/reply ---------------------------------------------------------
+    for model in reply_models:
+        messages[_type_of(model)] = _message(model, "The planner's answer to an operation request.")
+    channels["operations.reply"] = {
+        "address": None,
+        "description": "The requester's reply subject (a NATS inbox): one `Accepted`, `Rejected` or `DryRun` per request.",
+        "messages": {_type_of(m): {"$ref": f"#/components/messages/{_type_of(m)}"} for m in reply_models},
+    }
+    for model in command_models:
+        t = _type_of(model)
+        verb = commands.VERB_OF[t]
+        example = {"type": t, **COMMAND_EXAMPLES[t], "request_id": f"example-{verb}-1", "requested_by": "alice"}
+        model.model_validate(example)  # an example that does not validate must never be published
+        messages[t] = _message(model, f"Request the `{verb}` operation.",
+                               examples=[{"name": f"{verb}-example", "payload": example}])
+        cid = f"operations.{verb}"
+        channels[cid] = {
+            "address": f"{subjects.OPS}.{{tenant}}.{verb}",
+            "title": f"{verb} requests",
+            "description": (f"Core NATS request/reply (queue group `planners`). Send one `{t}` as JSON; the reply "
+                            "comes at once. `request_id` is the idempotency key: resending with the same key "
+                            "(after a timeout) answers with the same job, `duplicate: true`."),
+            "parameters": _params({}),
+            "messages": {t: {"$ref": f"#/components/messages/{t}"}},
+        }
+        operations[f"request.{verb}"] = {
+            "action": "send",
+            "channel": {"$ref": f"#/channels/{cid}"},
+            "summary": f"Ask for `{verb}`; the answer is Accepted (job id), Rejected (reason) or DryRun (layout and plan).",
+            "messages": [{"$ref": f"#/channels/{cid}/messages/{t}"}],
+            "reply": {
+                "channel": {"$ref": "#/channels/operations.reply"},
+                "messages": [{"$ref": f"#/channels/operations.reply/messages/{_type_of(m)}"} for m in reply_models],
+            },
+        }
+
+    # -- the log ---------------------------------------------------------------------------------
+    by_channel: dict[str, list[str]] = {}
+    for model in event_models:
+        t = _type_of(model)
+        messages[t] = _message(model, f"Event `{t}` (a fact, past tense).", headers={"$ref": "#/components/schemas/EventHeaders"})
+        by_channel.setdefault(event_channel(t), []).append(t)
+    schemas["EventHeaders"] = EVENT_HEADERS
+    for cid, address, params, description in EVENT_CHANNELS:
+        names = by_channel.get(cid, [])
+        if not names and cid != "events.other":
+            continue
+        channels[cid] = {
+            "address": address,
+            "description": f"{description} Stream `{subjects.EVENTS_STREAM}` (the log; never expires). "
+                           "Read with a JetStream consumer filtered on the subject (ordered consumer to follow).",
+            "parameters": _params(params),
+            "messages": {n: {"$ref": f"#/components/messages/{n}"} for n in names},
+        }
+        if not names:
+            continue
+        operations[f"receive.{cid}"] = {
+            "action": "receive",
+            "channel": {"$ref": f"#/channels/{cid}"},
+            "messages": [{"$ref": f"#/channels/{cid}/messages/{n}"} for n in names],
+        }
+
+    # -- tasks and queries -------------------------------------------------------------------------
+    messages["Task"] = _message(tasks.TaskMessage, "One attempt of one node task, for a provisioner worker.",
+                                headers={"type": "object", "properties": {"Nats-Msg-Id": {
+                                    "type": "string", "description": "`<job>.<task>.<attempt>`: a re-publish is stored once"}}})
+    channels["tasks"] = {
+        "address": f"{subjects.TASK}.{{tenant}}.{{provisionerClass}}",
+        "description": (f"Stream `{subjects.TASKS_STREAM}` (work queue): one message per task attempt; workers of a "
+                        "class share one durable consumer `workers-<tenant>-<class>`."),
+        "parameters": _params({"provisionerClass": "the provisioner class (default `default`)"}),
+        "messages": {"Task": {"$ref": "#/components/messages/Task"}},
+    }
+    operations["receive.tasks"] = {"action": "receive", "channel": {"$ref": "#/channels/tasks"},
+                                   "messages": [{"$ref": "#/channels/tasks/messages/Task"}]}
+    messages["JobQuery"] = {"name": "JobQuery", "summary": "An empty request for a job's status.",
+                            "payload": {"type": "string", "maxLength": 0}}
+    messages["JobView"] = {"name": "JobView", "contentType": "application/json",
+                           "summary": "The job as its owning planner sees it (state, counts, stage, tasks).",
+                           "payload": {"type": "object", "additionalProperties": True}}
+    channels["queries.job"] = {
+        "address": f"{subjects.QUERY}.{{tenant}}.job.{{jobId}}",
+        "description": "Request/reply: answered only by the planner that owns the job; no answer means ask the log.",
+        "parameters": _params({"jobId": "the job's id"}),
+        "messages": {"JobQuery": {"$ref": "#/components/messages/JobQuery"}},
+    }
+    channels["queries.job.reply"] = {"address": None, "messages": {"JobView": {"$ref": "#/components/messages/JobView"}}}
+    operations["request.job-status"] = {
+        "action": "send", "channel": {"$ref": "#/channels/queries.job"},
+        "messages": [{"$ref": "#/channels/queries.job/messages/JobQuery"}],
+        "reply": {"channel": {"$ref": "#/channels/queries.job.reply"},
+                  "messages": [{"$ref": "#/channels/queries.job.reply/messages/JobView"}]},
+    }
+    channels["queries.solve"] = {
+        "address": f"{subjects.QUERY}.{{tenant}}.solve",
+        "description": "Request/reply to any solver (queue group `solvers`) for dry runs: a `LayoutRequested` in, "
+                       "a `LayoutSolved` or `LayoutUnsolvable` out; nothing is recorded.",
+        "parameters": _params({}),
+        "messages": {"LayoutRequested": {"$ref": "#/components/messages/LayoutRequested"}},
+    }
+    channels["queries.solve.reply"] = {"address": None, "messages": {
+        n: {"$ref": f"#/components/messages/{n}"} for n in ("LayoutSolved", "LayoutUnsolvable")}}
+    operations["request.solve"] = {
+        "action": "send", "channel": {"$ref": "#/channels/queries.solve"},
+        "messages": [{"$ref": "#/channels/queries.solve/messages/LayoutRequested"}],
+        "reply": {"channel": {"$ref": "#/channels/queries.solve.reply"},
+                  "messages": [{"$ref": f"#/channels/queries.solve.reply/messages/{n}"} for n in ("LayoutSolved", "LayoutUnsolvable")]},
+    }
+
+    metrics = getattr(subjects, "PLANNER_METRICS", None)
+    if metrics:
+        messages["MetricsQuery"] = {"name": "MetricsQuery", "summary": "An empty request for queue metrics.",
+                                    "payload": {"type": "string", "maxLength": 0}}
+        messages["PlannerMetrics"] = {"name": "PlannerMetrics", "contentType": "application/json",
+                                      "summary": "One planner's queue metrics: a list, one entry per tenant and provisioner class.",
+                                      "payload": {"type": "array", "items": {"type": "object", "additionalProperties": True}}}
+        channels["metrics.planner"] = {
+            "address": metrics,
+            "description": "Request/reply: every planner answers; collect all replies until the timeout.",
+            "messages": {"MetricsQuery": {"$ref": "#/components/messages/MetricsQuery"}},
+        }
+        channels["metrics.planner.reply"] = {"address": None, "messages": {
+            "PlannerMetrics": {"$ref": "#/components/messages/PlannerMetrics"}}}
+        operations["request.planner-metrics"] = {
+            "action": "send", "channel": {"$ref": "#/channels/metrics.planner"},
+            "messages": [{"$ref": "#/channels/metrics.planner/messages/MetricsQuery"}],
+            "reply": {"channel": {"$ref": "#/channels/metrics.planner.reply"},
+                      "messages": [{"$ref": "#/channels/metrics.planner.reply/messages/PlannerMetrics"}]},
+        }
+
+    try:
+        version = metadata.version("muster")
+    except metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        version = "0.0.0"
+    return {
+        "asyncapi": "3.0.0",
+        "info": {
+            "title": "muster",
+            "version": version,
+            "description": (
+                "The wire of muster, an event-sourced cluster manager on NATS JetStream. Bodies are JSON (UTF-8). "
+                "To run an operation: publish a command to `muster.ops.<tenant>.<verb>` as a NATS request and read the "
+                "one reply (`Accepted` with the job id, `Rejected` with a reason, or `DryRun`). Then follow the job "
+                "on the log: subscribe with a JetStream ordered consumer on `muster.evt.<tenant>.job.<jobId>` from the "
+                "first message; the job ends with JobSucceeded, JobFailed, JobRolledBack or JobNeedsAttention. "
+                "Every message has `type` (its name) and `v` (its schema version); old versions are upcast on "
+                "read, never rewritten. Generated from `contracts/` by `python -m contracts.asyncapi`."),
+        },
+        "defaultContentType": "application/json",
+        "servers": {
+            "local": {"host": "127.0.0.1:4222", "protocol": "nats",
+                      "description": "`muster up` (the URL it chose is saved in `.muster/nats.url`)"},
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": {"schemas": schemas, "messages": dict(sorted(messages.items()))},
+    }
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, sort_keys=False) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

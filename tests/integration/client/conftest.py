@@ -1,0 +1,43 @@
+"""The `stack` fixture of tests/integration/services (all four services in this test's loop),
+and a way to run the `muster` command as a user does: a real process, against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("_muster_services_stack", Path(__file__).parents[1] / "services" / "conftest.py")
+assert _spec is not None and _spec.loader is not None
+_services = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = _services
+_spec.loader.exec_module(_services)
+
+stack = _services.stack
+Stack = _services.Stack
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+
+async def muster(url: str, *args: str, cwd: Path | None = None, timeout: float = 90) -> Run:
+    """`muster ARGS...` as a process with NATS_URL set; waits at most `timeout` seconds."""
+    env = {**os.environ, "NATS_URL": url, "COLUMNS": "200", "USER": "tester"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "muster", *args, cwd=cwd, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    return Run(proc.returncode or 0, out.decode(), err.decode())

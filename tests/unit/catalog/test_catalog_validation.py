@@ -1,0 +1,241 @@
+"""Whole-catalog validation: references, template merging, defaults, constraints, secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.catalog import KINDS, Catalog
+from contracts.catalog_validation import PluginField, PluginSpec, Problem, sensitive_provider_fields, validate_catalog
+from muster.catalog_files import load_catalog
+from muster.catalog_plugins import MASK, plugin_specs, redact
+
+DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+
+
+def demo(**changes: dict[str, Any]) -> Catalog:
+    """The demo catalog with entities replaced or added: kind -> {name: body or None (drop)}."""
+    data = load_catalog(DEMO).model_dump(mode="json")
+    for kind, entities in changes.items():
+        for name, body in entities.items():
+            if body is None:
+                data[kind].pop(name, None)
+            else:
+                data[kind][name] = {"name": name, **body}
+    return Catalog.model_validate(data)
+
+
+def template(**body: Any) -> dict[str, Any]:
+    """The demo template's body with top-level sections replaced."""
+    base = load_catalog(DEMO).clustertemplates["hadoop-small"].model_dump(mode="json", exclude={"name"})
+    return {**base, **body}
+
+
+def errors(catalog: Catalog, plugins: list[PluginSpec] | None = None) -> list[Problem]:
+    return [p for p in validate_catalog(catalog, plugins) if p.is_error]
+
+
+def only_error(catalog: Catalog, plugins: list[PluginSpec] | None = None) -> Problem:
+    found = errors(catalog, plugins)
+    assert len(found) == 1, [str(p) for p in found]
+    return found[0]
+
+
+def test_the_demo_catalog_is_valid_with_the_built_in_plugins() -> None:
+    assert validate_catalog(load_catalog(DEMO), plugin_specs()) == []
+
+
+# -- references --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "expected"),
+    [
+        ({"defaults": {**template()["defaults"], "provider": "nowhere"}}, "defaults.provider", "provider 'nowhere'"),
+        ({"defaults": {**template()["defaults"], "services": ["base", "ghost"]}}, "defaults.services", "service 'ghost'"),
+        ({"compatibility": {**template()["compatibility"], "imagetypes": ["ubuntu22", "win95"]}},
+         "compatibility.imagetypes", "image type 'win95'"),
+        ({"constraints": {**template()["constraints"], "services": {"base": {"hardwaretypes": ["huge"]}}}},
+         "constraints.services.base.hardwaretypes", "hardware type 'huge'"),
+        ({"constraints": {**template()["constraints"], "layout": {"mustcoexist": [["base", "nope"]]}}},
+         "constraints.layout.mustcoexist[0]", "service 'nope'"),
+    ],
+)
+def test_a_template_reference_to_a_missing_entity_names_the_field(section: dict[str, Any], field: str, expected: str) -> None:
+    p = only_error(demo(clustertemplates={"hadoop-small": template(**section)}))
+    assert (p.kind, p.name, p.field) == ("clustertemplates", "hadoop-small", field)
+    assert expected in p.message and "not in the catalog" in p.message
+
+
+def test_requires_must_be_satisfiable_by_a_name_or_a_provides() -> None:
+    extra = {"name": "needy", "dependencies": {"runtime": {"requires": ["hdfs-client"]}, "install": {"requires": ["java"]}}}
+    found = errors(demo(services={"needy": extra}))
+    # hdfs-client is provided by hdfs-datanode; nothing is or provides java.
+    assert [(p.name, p.field) for p in found] == [("needy", "dependencies.install.requires")]
+    assert "'java'" in found[0].message
+
+
+def test_default_services_must_satisfy_each_other() -> None:
+    body = template(defaults={**template()["defaults"], "services": ["hdfs-datanode", "yarn-nodemanager"]})
+    messages = [p.message for p in errors(demo(clustertemplates={"hadoop-small": body}))]
+    assert any("'hdfs-datanode' requires 'base'" in m for m in messages), messages
+
+
+# -- defaults vs compatibility -------------------------------------------------------------------
+
+
+def test_defaults_must_be_allowed_by_the_compatibility_lists() -> None:
+    body = template(compatibility={**template()["compatibility"], "hardwaretypes": ["small", "large"]})
+    p = only_error(demo(clustertemplates={"hadoop-small": body}))
+    assert p.field == "defaults.hardwaretype" and "'medium' is not in compatibility.hardwaretypes" in p.message
+
+    body = template(compatibility={**template()["compatibility"], "services": ["base", "zookeeper-server"]})
+    found = errors(demo(clustertemplates={"hadoop-small": body}))
+    assert {p.field for p in found} == {"defaults.services"} and len(found) == 4
+
+
+def test_the_default_hardware_must_exist_for_the_default_provider() -> None:
+    p = only_error(demo(hardwaretypes={"medium": {"providermap": {"other": {"flavor": "m"}}}}))
+    assert p.field == "defaults.hardwaretype" and "no 'flavor' for the default provider 'sim'" in p.message
+
+
+# -- templates: extends / includes ------------------------------------------------------------------
+
+
+def test_a_cycle_of_extends_is_an_error_naming_the_chain() -> None:
+    catalog = demo(clustertemplates={
+        "a": {"extends": {"name": "b"}},
+        "b": {"extends": {"name": "c"}},
+        "c": {"extends": {"name": "a"}},
+    })
+    found = {p.name: p for p in errors(catalog)}
+    assert set(found) == {"a", "b", "c"}
+    assert found["a"].field == "extends" and "template cycle: a -> b -> c -> a" in found["a"].message
+
+
+def test_a_missing_parent_or_partial_is_an_error() -> None:
+    catalog = demo(clustertemplates={"child": {"extends": {"name": "hadoop-small"}, "includes": [{"name": "nope"}]}})
+    p = only_error(catalog)
+    assert (p.name, p.field) == ("child", "extends/includes") and "unknown partial template 'nope'" in p.message
+
+
+def test_an_immutable_partial_cannot_be_overridden() -> None:
+    catalog = demo(
+        partialtemplates={"monitoring": {"immutable": True, "defaults": {"config": {"monitor": {"url": "a"}}}}},
+        clustertemplates={"child": {"extends": {"name": "hadoop-small"}, "includes": [{"name": "monitoring"}],
+                                    "defaults": {"config": {"monitor": {"url": "b"}}}}},
+    )
+    p = only_error(catalog)
+    assert (p.name, p.field) == ("child", "defaults.config") and "immutable" in p.message
+
+
+def test_a_child_template_inherits_and_is_checked_merged() -> None:
+    # The child alone names no provider or services; merged with its parent it is complete.
+    catalog = demo(clustertemplates={"child": {"extends": {"name": "hadoop-small"}, "constraints": {"size": {"max": 3}}}})
+    assert errors(catalog) == []
+    catalog = demo(clustertemplates={"child": {"extends": {"name": "hadoop-small"},
+                                               "defaults": {"hardwaretype": "gigantic"}}})
+    assert [(p.name, p.field) for p in errors(catalog)] == [("child", "defaults.hardwaretype")]
+
+
+# -- constraints ----------------------------------------------------------------------------------------
+
+
+def test_must_coexist_contradicting_cant_coexist_is_an_error() -> None:
+    layout = {"mustcoexist": [["hdfs-datanode", "yarn-nodemanager", "zookeeper-server"]],
+              "cantcoexist": [["zookeeper-server", "hdfs-datanode"]]}
+    p = only_error(demo(clustertemplates={"hadoop-small": template(
+        constraints={**template()["constraints"], "layout": layout})}))
+    assert p.field == "constraints.layout.cantcoexist[0]" and "must coexist" in p.message and "can't coexist" in p.message
+
+
+def test_a_service_minimum_above_the_size_maximum_is_an_error() -> None:
+    constraints = {**template()["constraints"], "size": {"min": 2, "max": 3}}
+    constraints["services"] = {**constraints["services"], "hdfs-datanode": {"quantities": {"min": 4}}}
+    p = only_error(demo(clustertemplates={"hadoop-small": template(constraints=constraints)}))
+    assert p.field == "constraints.services.hdfs-datanode.quantities.min" and "size max is 3" in p.message
+
+
+def test_must_coexist_services_need_compatible_counts() -> None:
+    constraints = {**template()["constraints"]}
+    constraints["services"] = {**constraints["services"], "yarn-nodemanager": {"quantities": {"max": 1}},
+                               "hdfs-datanode": {"quantities": {"min": 2}}}
+    p = only_error(demo(clustertemplates={"hadoop-small": template(constraints=constraints)}))
+    assert p.field == "constraints.layout.mustcoexist[0]" and "same nodes" in p.message
+
+
+def test_a_default_service_with_max_zero_can_run_nowhere() -> None:
+    constraints = {**template()["constraints"]}
+    constraints["services"] = {**constraints["services"], "base": {"quantities": {"max": 0}}}
+    p = only_error(demo(clustertemplates={"hadoop-small": template(constraints=constraints)}))
+    assert p.field == "constraints.services.base.quantities.max"
+
+
+def test_a_requires_cycle_between_services_is_an_error() -> None:
+    catalog = demo(services={
+        "a": {"dependencies": {"runtime": {"requires": ["b"]}}},
+        "b": {"dependencies": {"runtime": {"requires": ["a"]}}},
+    })
+    p = only_error(catalog)
+    assert p.field == "dependencies.runtime" and "a -> b -> a" in p.message
+
+
+def test_a_uses_cycle_is_only_a_warning() -> None:
+    catalog = demo(services={
+        "a": {"dependencies": {"install": {"uses": ["b"]}}},
+        "b": {"dependencies": {"install": {"requires": ["a"]}}},
+    })
+    assert errors(catalog) == []
+    assert any("through 'uses'" in p.message for p in validate_catalog(catalog))
+
+
+# -- plugins and sensitive fields --------------------------------------------------------------------------
+
+CLOUD = PluginSpec("cloud", "provider", {"region": PluginField(), "api_password": PluginField(sensitive=True),
+                                          "token_url": PluginField()})
+
+
+def test_a_field_the_plugin_declares_sensitive_is_refused_naming_the_secrets_file() -> None:
+    catalog = demo(providers={"aws": {"providertype": "cloud", "provisioner": {"region": "x", "api_password": "hunter22",
+                                                                               "token_url": "https://t"}}})
+    p = only_error(catalog, [CLOUD])
+    assert (p.kind, p.name, p.field) == ("providers", "aws", "provisioner.api_password")
+    assert "declared sensitive" in p.message and "secrets file" in p.message and "hunter22" not in str(p)
+    assert sensitive_provider_fields(catalog, [CLOUD]) == {"aws": ["api_password"]}
+
+
+def test_credential_looking_fields_of_unknown_provider_types_are_refused() -> None:
+    catalog = demo(providers={"rackspace": {"providertype": "rackspace", "provisioner": {
+        "api_user": "me", "api_key": "k", "rackspace_region": "dfw", "ssh": "-----BEGIN OPENSSH PRIVATE KEY-----\nx"}}})
+    found = errors(catalog, plugin_specs())
+    assert {p.field for p in found} == {"provisioner.api_key", "provisioner.ssh"}
+    assert any("no provider plugin 'rackspace'" in p.message for p in validate_catalog(catalog, plugin_specs()))
+
+
+def test_answers_mask_sensitive_values() -> None:
+    catalog = demo(providers={"aws": {"providertype": "cloud", "provisioner": {"region": "x", "api_password": "hunter22"}}})
+    shown = redact(catalog, [CLOUD]).providers["aws"].provisioner
+    assert shown == {"region": "x", "api_password": MASK}
+
+
+def test_provider_and_automator_fields_are_checked_against_the_descriptors() -> None:
+    catalog = demo(
+        providers={"sim": {"providertype": "simulated", "provisioner": {"failure_rate": "often"}}},
+        services={"s": {"provisioner": {"actions": {"install": {"type": "shell", "fields": {"args": "-x"}}}}}},
+    )
+    found = {(p.name, p.field): p.message for p in errors(catalog, plugin_specs())}
+    assert "expected a number" in found[("sim", "provisioner.failure_rate")]
+    assert "requires this field" in found[("s", "provisioner.actions.install.fields.script")]
+
+
+def test_every_kind_has_a_label() -> None:
+    from contracts.catalog_validation import KIND_LABEL
+
+    assert set(KIND_LABEL) == set(KINDS)
+
+
+def test_a_problem_reads_as_one_sentence_with_file_entity_and_field() -> None:
+    p = Problem("services", "hdfs", "dependencies.install.requires", "requires 'java'", source="cat/services/hdfs.json")
+    assert str(p) == "cat/services/hdfs.json: service 'hdfs', field dependencies.install.requires: requires 'java'"

@@ -1,0 +1,61 @@
+"""The client's idempotent requests, without a broker: a retry reuses the request's key."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import nats.errors
+import pytest
+
+from contracts.commands import Accepted, CreateCluster, ExpandCluster, Rejected
+from muster.client import MusterClient, NoAnswer, RequestRejected
+
+
+class FlakyBus:
+    """Fails the first `failures` requests with `error`, then answers Accepted."""
+
+    def __init__(self, failures: int, error: type[Exception] = nats.errors.TimeoutError, reply: Any = None) -> None:
+        self.failures = failures
+        self.error = error
+        self.reply = reply or Accepted(job_id="j1", cluster_id="c1")
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def jetstream(self) -> None:
+        return None
+
+    async def request(self, subject: str, data: bytes, timeout: float) -> Any:
+        self.sent.append((subject, json.loads(data)))
+        if len(self.sent) <= self.failures:
+            raise self.error()
+        return type("Msg", (), {"data": self.reply.model_dump_json().encode()})()
+
+
+async def test_a_timed_out_request_is_sent_again_with_the_same_key() -> None:
+    bus = FlakyBus(failures=2)
+    client = MusterClient(bus, tenant="acme", requested_by="alice")  # type: ignore[arg-type]
+    reply = await client.create_cluster("c", template="t", nodes=3)
+    assert isinstance(reply, Accepted)
+    assert [s for s, _ in bus.sent] == ["muster.ops.acme.create"] * 3
+    keys = {body["request_id"] for _, body in bus.sent}
+    assert len(keys) == 1 and keys != {None}
+    assert all(body["requested_by"] == "alice" for _, body in bus.sent)
+
+
+async def test_a_request_with_its_own_key_keeps_it() -> None:
+    bus = FlakyBus(failures=1, error=nats.errors.NoRespondersError)
+    client = MusterClient(bus)  # type: ignore[arg-type]
+    await client.request(ExpandCluster(cluster_id="c1", nodes=4, request_id="mine"))
+    assert [body["request_id"] for _, body in bus.sent] == ["mine", "mine"]
+
+
+async def test_no_answer_after_every_attempt_is_one_clear_error() -> None:
+    client = MusterClient(FlakyBus(failures=99), attempts=2, timeout=0.01)  # type: ignore[arg-type]
+    with pytest.raises(NoAnswer, match="got no answer after 2 attempts"):
+        await client.request(CreateCluster(name="c", template="t", nodes=1))
+
+
+async def test_submit_raises_a_rejection_with_its_reason() -> None:
+    client = MusterClient(FlakyBus(failures=0, reply=Rejected(reason="unknown template 'x'")))  # type: ignore[arg-type]
+    with pytest.raises(RequestRejected, match="create rejected: unknown template 'x'"):
+        await client.submit(CreateCluster(name="c", template="x", nodes=1))
