@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import PubAck
+from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError
 
 from contracts import subjects
@@ -179,6 +179,42 @@ class EventStore:
             if len(batch) < READ_BATCH:
                 return out
             seq = batch[-1].seq + 1
+
+    async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
+        """Feed every event matching the filter, in log order, to `on_event`; returns how many.
+        For bulk reads (a service rebuilding its state): an ordered push consumer with a
+        callback is several times faster than batch gets."""
+        done = asyncio.get_running_loop().create_future()
+        count = 0
+        failure: list[BaseException] = []
+
+        async def on_msg(msg: Msg) -> None:
+            nonlocal count
+            try:
+                on_event(recorded_from_msg(msg))
+                count += 1
+            except Exception as err:  # stop at the first event we cannot fold
+                failure.append(err)
+                if not done.done():
+                    done.set_result(None)
+                return
+            if msg.metadata.num_pending == 0 and not done.done():
+                done.set_result(None)
+
+        sub = await self.js.subscribe(
+            subject_filter, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
+            stream=self.stream, pending_msgs_limit=-1, pending_bytes_limit=-1,
+        )
+        try:
+            info = await sub.consumer_info()
+            if info.num_pending == 0 and info.delivered.stream_seq == 0 and count == 0:
+                return 0
+            await asyncio.wait_for(done, timeout)
+        finally:
+            await sub.unsubscribe()
+        if failure:
+            raise StoreError(f"replay of {subject_filter} stopped: {failure[0]}") from failure[0]
+        return count
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
         merged: dict[int, Recorded] = {}

@@ -44,12 +44,18 @@ def to_domain_event(cls: type[A], recorded: Recorded) -> Any:
     return event_cls(**kwargs)
 
 
+def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
+    """One step of a rebuild: apply one recorded event."""
+    aggregate = to_domain_event(cls, recorded).mutate(aggregate)
+    setattr(aggregate, SEQ_ATTR, recorded.seq)
+    return aggregate  # type: ignore[return-value]
+
+
 def rebuild(cls: type[A], history: Iterable[Recorded]) -> A | None:
     """Fold an aggregate's recorded events; None if there are none."""
     aggregate: A | None = None
     for recorded in history:
-        aggregate = to_domain_event(cls, recorded).mutate(aggregate)
-        setattr(aggregate, SEQ_ATTR, recorded.seq)
+        aggregate = fold(cls, aggregate, recorded)
     return aggregate
 
 

@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -57,7 +58,7 @@ from contracts.events import (
 from contracts.layout import Layout, NodeSpec
 from contracts.templates import TemplateError, resolve_template
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
-from muster.bus.repository import Repository, rebuild
+from muster.bus.repository import Repository, fold
 from muster.catalog_files import describe_validation_error
 from muster.catalog_store import read_catalog
 
@@ -87,6 +88,7 @@ class PlannerConfig:
     task_timeout_s: float = 900.0
     action_timeout_s: dict[str, float] = field(default_factory=lambda: {"default": 600.0})
     solve_timeout_s: float = 30.0
+    ack_wait_s: float = 30.0
 
 
 @dataclass
@@ -107,23 +109,28 @@ class Planner:
     # -- start: rebuild from the log ---------------------------------------------------
 
     async def resume(self) -> None:
-        histories: dict[str, list[Recorded]] = {}
-        for cls, pattern, into in ((Cluster, subjects.ALL_CLUSTER_EVENTS, self.clusters), (Job, subjects.ALL_JOB_EVENTS, self.jobs)):
-            by_subject: dict[str, list[Recorded]] = {}
-            for r in await self.store.read(pattern):
-                by_subject.setdefault(r.subject, []).append(r)
-            for history in by_subject.values():
-                aggregate = rebuild(cls, history)
-                if aggregate is not None:
-                    into[str(aggregate.id)] = aggregate  # type: ignore[assignment]
-                    histories[str(aggregate.id)] = history
+        """Rebuild every cluster and job from the log, then carry on with the open jobs."""
+        queued_at: dict[str, dict[tuple[str, int], datetime]] = {}
+
+        def on_cluster(r: Recorded) -> None:
+            key = r.subject.rsplit(".", 1)[1]
+            self.clusters[key] = fold(Cluster, self.clusters.get(key), r)
+
+        def on_job(r: Recorded) -> None:
+            key = r.subject.rsplit(".", 1)[1]
+            self.jobs[key] = fold(Job, self.jobs.get(key), r)
+            if r.type in ("TaskQueued", "CleanupQueued"):
+                queued_at.setdefault(key, {})[(r.event.task_id, r.event.attempt)] = r.time
+
+        await self.store.replay(subjects.ALL_CLUSTER_EVENTS, on_cluster)
+        await self.store.replay(subjects.ALL_JOB_EVENTS, on_job)
         async with self.lock:
             for job_id, job in list(self.jobs.items()):
                 if not job.is_final:
-                    await self._resume_job(job, histories[job_id])
+                    await self._resume_job(job, queued_at.get(job_id, {}))
         log.info("resumed", jobs=len(self.jobs), clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
 
-    async def _resume_job(self, job: Job, history: list[Recorded]) -> None:
+    async def _resume_job(self, job: Job, times: dict[tuple[str, int], datetime]) -> None:
         cluster = self.clusters[job.cluster_id]
         if not job.planned:
             if job.operation in LAYOUT_OPERATIONS:
@@ -131,7 +138,6 @@ class Planner:
             return
         # Queued attempts may never have reached TASKS; the message id makes a repeat
         # harmless. Their timers count from when they were queued.
-        times = execution.queued_times(history)
         catalog = await self.catalog(job.tenant)
         for task_id, state in job.task_state.items():
             if state == "queued":

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 import socket
+import contextlib
 import json
 from contextlib import AsyncExitStack
+from typing import Any
 
 import click
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
 
 from contracts import subjects
 from muster.bus.consume import consume_events
@@ -55,12 +58,17 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         await nc.subscribe(subjects.PLANNER_METRICS, cb=on_metrics),
         await nc.subscribe(f"{subjects.OPS}.*.*", queue="planners", cb=on_request),
         await nc.subscribe(subjects.ALL_JOB_QUERIES, cb=on_query),
-        await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event),
-        await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event),
+        await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event, ack_wait=config.ack_wait_s),
+        await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event, ack_wait=config.ack_wait_s),
     ]
     for sub in subs:
-        stack.push_async_callback(sub.unsubscribe)
+        stack.push_async_callback(_unsubscribe, sub)
     return planner
+
+
+async def _unsubscribe(sub: Any) -> None:
+    with contextlib.suppress(ConnectionClosedError):  # the connection died first
+        await sub.unsubscribe()
 
 
 @click.command("planner")

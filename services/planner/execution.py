@@ -207,12 +207,3 @@ async def timed_out(p: "Planner", job_id: str, task_id: str, attempt: int) -> No
             await advance(p, job, cluster)
         except ConcurrencyError:
             log.warning("timeout lost a race with another writer; state reloaded", job=job_id)
-
-
-def queued_times(history: list[Recorded]) -> dict[tuple[str, int], datetime]:
-    """When each attempt of a job was queued, from the job's recorded events."""
-    out: dict[tuple[str, int], datetime] = {}
-    for r in history:
-        if r.type in ("TaskQueued", "CleanupQueued"):
-            out[(r.event.task_id, r.event.attempt)] = r.time
-    return out

@@ -37,6 +37,7 @@ class Stack:
     planner: Planner
     workers: Workers
     http: Any
+    url: str = ""
     tenant: str = "default"
 
 
@@ -81,4 +82,4 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
         client = MusterClient(ncs[4])
         store = EventStore(ncs[4])
         await apply_catalog(store, "default", load_catalog(DEMO))
-        yield Stack(client=client, store=store, planner=planner, workers=workers, http=http)
+        yield Stack(client=client, store=store, planner=planner, workers=workers, http=http, url=fresh_nats)

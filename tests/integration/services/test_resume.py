@@ -1,0 +1,58 @@
+"""A planner that dies mid-operation is replaced by one rebuilt from the log; the job ends as
+if nothing happened, and no attempt was dispatched twice."""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+
+from contracts.commands import Accepted, CreateCluster, ExpandCluster
+from contracts.events import JobSucceeded, TaskCompleted
+from muster.bus.connect import connect
+from services.planner.app import PlannerConfig
+from services.planner.entrypoint import start_planner
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(150),
+              pytest.mark.parametrize("stack", [{"http": False, "ack_wait_s": 1.0}], indirect=True)]
+Stack = Any
+
+
+async def _kill(stack: Stack) -> None:
+    """As close to kill -9 as one process allows: timers gone, connection dropped unacked."""
+    stack.planner.timers.cancel_all()
+    await stack.planner.nc.close()
+
+
+@pytest.mark.parametrize("after", [0, 8])
+async def test_a_restarted_planner_finishes_the_job(stack: Stack, after: int) -> None:
+    reply = await stack.client.send(stack.tenant, CreateCluster(name="resumed", template="hadoop-small", nodes=3))
+    assert isinstance(reply, Accepted)
+    if after:
+        seen = 0
+        async for recorded in stack.client.events(reply.job_id):
+            seen += isinstance(recorded.event, TaskCompleted)
+            if seen >= after:
+                break
+    await _kill(stack)
+
+    async with AsyncExitStack() as es:
+        nc = await connect(stack.url, name="planner-2")
+        es.push_async_callback(nc.close)
+        second = await start_planner(nc, es, PlannerConfig(instance="planner-2", ack_wait_s=1.0))
+        es.callback(second.timers.cancel_all)
+        assert reply.job_id in second.jobs  # rebuilt from the log
+        final = await stack.client.wait(reply.job_id, timeout=90)
+        assert isinstance(final, JobSucceeded), final
+
+        history = await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")
+        queued = Counter((r.event.task_id, r.event.attempt) for r in history if r.type == "TaskQueued")
+        assert queued and max(queued.values()) == 1  # no attempt recorded twice
+        assert all(a == 1 for _, a in queued)  # and none needed a new attempt
+        assert second.clusters[reply.cluster_id].status == "active"
+
+        # The new planner is fully in charge: another operation works.
+        more = await stack.client.send(stack.tenant, ExpandCluster(cluster_id=reply.cluster_id, nodes=4))
+        assert isinstance(more, Accepted) and isinstance(await stack.client.wait(more.job_id, timeout=90), JobSucceeded)
