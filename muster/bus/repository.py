@@ -10,6 +10,7 @@ version and time travel in headers.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from collections.abc import Iterable
 from typing import Any, TypeVar
 from uuid import UUID
@@ -30,11 +31,16 @@ def log_seq(aggregate: BaseAggregate[Any]) -> int:
     return int(getattr(aggregate, SEQ_ATTR, 0))
 
 
+@lru_cache(maxsize=65536)
+def _uuid(text: str) -> UUID:
+    return UUID(text)
+
+
 def to_domain_event(cls: type[A], recorded: Recorded) -> Any:
     payload = recorded.event
     event_cls = getattr(cls, payload.type)
     kwargs: dict[str, Any] = dict(
-        originator_id=UUID(recorded.aggregate_id) if recorded.aggregate_id else None,
+        originator_id=_uuid(recorded.aggregate_id) if recorded.aggregate_id else None,
         originator_version=recorded.version,
         timestamp=recorded.time,
         payload=payload,

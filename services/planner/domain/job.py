@@ -55,10 +55,6 @@ def job_uuid(tenant: str, request_id: str | None) -> UUID:
     return uuid4()
 
 
-def _plan_of(tasks: list[PlannedTaskRecord], links: list[tuple[list[str], list[str]]], thrown_in: list[str] = ()) -> Plan:  # type: ignore[assignment]
-    return Plan.from_json({"tasks": [t.model_dump(mode="json") for t in tasks], "links": links, "thrown_in": list(thrown_in)})
-
-
 class Job(Aggregate):
     @staticmethod
     def create_id(payload: JobRequested) -> UUID:  # type: ignore[override]
@@ -76,8 +72,9 @@ class Job(Aggregate):
         self.state = "running"
         self.error = ""
         self.mode = "eager"
-        self.plan: Plan | None = None
-        self.rollback: Plan | None = None
+        self._plan_json: dict[str, Any] | None = None
+        self._rollback_json: dict[str, Any] | None = None
+        self._plans: dict[str, Plan] = {}
         self.tasks: dict[str, dict[str, Any]] = {}
         self.nodes: list[NodeSpec] = []
         self.previous_nodes: list[NodeSpec] = []
@@ -93,13 +90,30 @@ class Job(Aggregate):
 
     @property
     def planned(self) -> bool:
-        return self.plan is not None
+        return self._plan_json is not None
+
+    # Plans are derived from the recorded JSON on first use: a rebuild of a log full of
+    # finished jobs never pays for them.
+    @property
+    def plan(self) -> Plan | None:
+        return self._derived("plan", self._plan_json)
+
+    @property
+    def rollback(self) -> Plan | None:
+        return self._derived("rollback", self._rollback_json)
+
+    def _derived(self, name: str, data: dict[str, Any] | None) -> Plan | None:
+        if data is None:
+            return None
+        if name not in self._plans:
+            self._plans[name] = Plan.from_json(data)
+        return self._plans[name]
 
     @event("JobPlanned")
     def _planned(self, payload: JobPlanned) -> None:
         self.mode = payload.mode
-        self.tasks = {t.id: t.model_dump(mode="json") for t in payload.tasks}
-        self.plan = _plan_of(payload.tasks, payload.links, payload.thrown_in)
+        self.tasks = {t.id: {"id": t.id, "node": t.node, "action": t.action.value, "service": t.service} for t in payload.tasks}
+        self._plan_json = {"tasks": list(self.tasks.values()), "links": payload.links, "thrown_in": payload.thrown_in}
         self.nodes = list(payload.nodes)
         self.previous_nodes = list(payload.previous_nodes)
         self.previous_config = dict(payload.previous_config)
@@ -251,7 +265,8 @@ class Job(Aggregate):
     def _retried(self, payload: JobRetried) -> None:
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
-        self.rollback = None
+        self._rollback_json = None
+        self._plans.pop("rollback", None)
         self.cancel_requested = self.paused = False
         self.cleanups = {}
         self.retry_base = dict(self.attempts)
@@ -269,9 +284,10 @@ class Job(Aggregate):
     def _rollback_planned(self, payload: RollbackPlanned) -> None:
         self.state = "rolling_back"
         self.error = payload.reason
-        self.rollback = _plan_of(payload.tasks, payload.links)
-        for t in payload.tasks:
-            self.tasks[t.id] = t.model_dump(mode="json")
+        undo = [{"id": t.id, "node": t.node, "action": t.action.value, "service": t.service} for t in payload.tasks]
+        self._rollback_json = {"tasks": undo, "links": payload.links}
+        self._plans.pop("rollback", None)
+        self.tasks.update({t["id"]: t for t in undo})
 
     def plan_rollback(self, reason: str, services: Mapping[str, Service]) -> RollbackPlanned | None:
         """Inverse tasks of what the forward plan completed, in reverse dependency order."""

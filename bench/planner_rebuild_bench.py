@@ -1,0 +1,156 @@
+"""How fast a planner rebuilds its state from the log, next to how fast this machine can merely
+read the same messages from JetStream (the limit), in the same run.
+
+    python bench/planner_rebuild_bench.py [--events 1000000] [--write-docs]
+
+Writes a log of jobs the way the planner does (JobRequested, JobPlanned, then TaskQueued and
+TaskCompleted per task, JobSucceeded), then measures:
+  raw:     an ordered consumer with a callback that only counts messages;
+  rebuild: `Planner.resume()` (decode every event, fold Jobs and Clusters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from uuid import uuid4
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nats.js.api import DeliverPolicy  # noqa: E402
+
+from contracts import subjects  # noqa: E402
+from contracts.events import (  # noqa: E402
+    ClusterRequested,
+    JobPlanned,
+    JobRequested,
+    JobSucceeded,
+    PlannedTaskRecord,
+    TaskCompleted,
+    TaskQueued,
+)
+from muster.bus.connect import connect  # noqa: E402
+from muster.bus.eventstore import EventStore  # noqa: E402
+from muster.bus.server import NatsServer  # noqa: E402
+from muster.bus.streams import ensure_streams  # noqa: E402
+from services.planner.app import Planner, PlannerConfig  # noqa: E402
+
+TASKS_PER_JOB = 50  # 2 + 2*50 + 1 = 103 events per job
+TENANT = "bench"
+
+
+def _headers(aggregate: str, version: int, now: str) -> dict[str, str]:
+    return {"Muster-Aggregate": aggregate, "Muster-Version": str(version), "Muster-Time": now}
+
+
+async def write_log(nc, events: int) -> int:  # type: ignore[no-untyped-def]
+    js = nc.jetstream()
+    now = datetime.now(timezone.utc).isoformat()
+    written = 0
+    tasks = [PlannedTaskRecord(id=f"n{i}.install.s", node=f"n{i}", action="install", service="s") for i in range(TASKS_PER_JOB)]
+    links = [([tasks[i].id], [tasks[i + 1].id]) for i in range(TASKS_PER_JOB - 1)]
+    while written < events:
+        job, cluster = str(uuid4()), str(uuid4())
+        jsub, csub = subjects.job_events(TENANT, job), subjects.cluster_events(TENANT, cluster)
+        batch = [
+            (csub, ClusterRequested(tenant=TENANT, cluster_id=cluster, name="c", template="t", provider="p", job_id=job), cluster, 1),
+            (jsub, JobRequested(tenant=TENANT, job_id=job, cluster_id=cluster, operation="configure", request={}), job, 1),
+            (jsub, JobPlanned(job_id=job, tasks=tasks, links=links, stages=[[t.id] for t in tasks]), job, 2),
+        ]
+        version = 3
+        for t in tasks:
+            batch.append((jsub, TaskQueued(job_id=job, task_id=t.id, attempt=1, node=t.node, action="install", service="s"), job, version))
+            batch.append((jsub, TaskCompleted(job_id=job, task_id=t.id, attempt=1), job, version + 1))
+            version += 2
+        batch.append((jsub, JobSucceeded(job_id=job), job, version))
+        for subject, event, aggregate, v in batch:
+            await js.publish_async(subject, event.model_dump_json().encode(), headers=_headers(aggregate, v, now))
+        written += len(batch)
+    await js.publish_async_completed()
+    return written
+
+
+async def raw_read(nc, count: int) -> float:  # type: ignore[no-untyped-def]
+    done = asyncio.get_running_loop().create_future()
+    seen = 0
+
+    async def cb(msg) -> None:  # type: ignore[no-untyped-def]
+        nonlocal seen
+        seen += 1
+        if seen >= count and not done.done():
+            done.set_result(None)
+
+    start = time.perf_counter()
+    sub = await nc.jetstream().subscribe(subjects.ALL_EVENTS, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=cb,
+                                         pending_msgs_limit=-1, pending_bytes_limit=-1)
+    await asyncio.wait_for(done, 3600)
+    elapsed = time.perf_counter() - start
+    await sub.unsubscribe()
+    return elapsed
+
+
+async def rebuild(nc) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    planner = Planner(nc=nc, store=EventStore(nc), config=PlannerConfig(instance="bench"))
+    start = time.perf_counter()
+    await planner.resume()
+    return time.perf_counter() - start, len(planner.jobs)
+
+
+async def main(events: int, write_docs: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with NatsServer(Path(tmp)) as server:
+            nc = await connect(server.url, name="bench")
+            await ensure_streams(nc.jetstream())
+            t0 = time.perf_counter()
+            written = await write_log(nc, events)
+            write_s = time.perf_counter() - t0
+            raw_s = await raw_read(nc, written)
+            rebuild_s, jobs = await rebuild(nc)
+            await nc.close()
+    raw_rate, rebuild_rate = written / raw_s, written / rebuild_s
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rows = [
+        ("events in the log", f"{written:,} ({jobs:,} jobs)"),
+        ("write (publish_async)", f"{written / write_s:,.0f} events/s"),
+        ("raw read (ordered consumer, count only) — the limit", f"{raw_rate:,.0f} events/s ({raw_s:.1f} s)"),
+        ("planner rebuild (decode + fold Jobs and Clusters)", f"{rebuild_rate:,.0f} events/s ({rebuild_s:.1f} s)"),
+        ("rebuild / raw", f"{rebuild_rate / raw_rate:.2f} (target >= 0.5)"),
+        ("peak RSS of this process", f"{rss_mb:,.0f} MB"),
+    ]
+    for k, v in rows:
+        print(f"{k:55s} {v}")
+    print(json.dumps({"events": written, "raw_per_s": raw_rate, "rebuild_per_s": rebuild_rate}))
+    if write_docs:
+        section = "## Planner state rebuild\n\n" + (
+            f"`python bench/planner_rebuild_bench.py --events {events}` on {os.cpu_count()} cores, "
+            f"{datetime.now(timezone.utc):%Y-%m-%d}. nats-server and this process share the machine.\n\n"
+            "| figure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+        )
+        replace_section(Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md", "## Planner state rebuild", section)
+
+
+def replace_section(path: Path, heading: str, section: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    if heading in text:
+        before, rest = text.split(heading, 1)
+        after = rest[rest.find("\n## "):] if "\n## " in rest else ""
+        text = before + section.rstrip() + "\n" + after
+    else:
+        text = text.rstrip() + "\n\n" + section
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    asyncio.run(main(args.events, args.write_docs))
