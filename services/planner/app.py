@@ -68,6 +68,7 @@ from .domain.cluster import Cluster
 from .domain.errors import PlanError
 from .domain.job import Job, job_uuid
 from .domain.plan import Plan, build_plan
+from .domain.restore import restore_plan
 from .metrics import QueueMetrics
 
 log = structlog.get_logger("muster.planner")
@@ -251,14 +252,14 @@ class Planner:
             raise Rejection(f"cluster {cmd.cluster_id!r} is busy with job {cluster.job_id} ({current.operation}, {current.state})")
         if cluster.status == "deleted":
             raise Rejection(f"cluster {cmd.cluster_id!r} is deleted")
-        if isinstance(cmd, RollbackCluster):
-            raise Rejection("rollback to an earlier cluster state is not supported yet; a failed job rolls back by itself")
         if operation not in ("delete",) and cluster.status not in ("active", "incomplete"):
             raise Rejection(f"cluster {cmd.cluster_id!r} is {cluster.status}; {operation} needs an active cluster")
         catalog = await self.catalog(tenant, refresh=True)
         job = Job(JobRequested(tenant=tenant, job_id=job_id, cluster_id=cmd.cluster_id, operation=operation,
                                request=cmd.model_dump(mode="json"), requested_by=cmd.requested_by,
                                planner=self.config.instance, max_attempts=self.config.max_attempts))
+        if isinstance(cmd, RollbackCluster):
+            return await self._restore(job, cluster, catalog, cmd)
         if operation in LAYOUT_OPERATIONS:
             request = self._layout_request(job, cluster, catalog, cmd)
             if cmd.dry_run:
@@ -277,6 +278,30 @@ class Planner:
             await execution.advance(self, job, cluster)
         log.info("accepted", tenant=tenant, job=job_id, operation=operation)
         return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
+
+    async def _restore(self, job: Job, cluster: Cluster, catalog: Catalog, cmd: RollbackCluster) -> Accepted | DryRun:
+        """Back to the cluster as it was before job `to_job` (its recorded previous state)."""
+        source = self.jobs.get(cmd.to_job)
+        if source is None or source.tenant != job.tenant or source.cluster_id != job.cluster_id:
+            raise Rejection(f"unknown job {cmd.to_job!r} for cluster {job.cluster_id!r}")
+        if not source.planned or source.operation == "create":
+            raise Rejection(f"job {cmd.to_job} left no earlier state to return to ({source.operation}, {source.state})")
+        target, config = source.previous_nodes, source.previous_config
+        try:
+            restore = restore_plan(catalog.services, list(cluster.nodes.values()), target, config != cluster.config)
+        except PlanError as err:
+            raise Rejection(f"cannot plan the rollback: {err}") from None
+        if not restore.plan.tasks:
+            raise Rejection(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
+        if cmd.dry_run:
+            return DryRun(layout=resize.layout_of(target), plan=restore.plan.to_json())
+        self._record_plan(job, cluster, restore.plan, list(target))
+        await self._accept(job, cluster)
+        cluster.change_layout(str(job.id), list(restore.interim))
+        cluster.change_config(str(job.id), config)
+        await execution.advance(self, job, cluster)
+        log.info("accepted", tenant=job.tenant, job=str(job.id), operation="rollback", to_job=cmd.to_job)
+        return Accepted(job_id=str(job.id), cluster_id=job.cluster_id)
 
     async def _accept(self, job: Job, cluster: Cluster) -> None:
         try:

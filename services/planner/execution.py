@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("muster.planner")
 
 # After these operations succeed the cluster loses what the tasks took away.
-SHRINKING = {"delete", "shrink", "remove-services"}
+SHRINKING = {"delete", "shrink", "remove-services", "rollback"}
 
 
 @dataclass

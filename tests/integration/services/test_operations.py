@@ -189,3 +189,25 @@ async def test_the_planner_reports_queue_metrics(stack: Stack) -> None:
     assert body["planner"] == "planner-test" and queue["class"] == "default"
     assert queue["finished"] > 10 and queue["queue_length"] == 0 and queue["task_duration_s"]["mean"] > 0
     assert queue["recommended_workers"] >= 0
+
+
+async def test_rollback_to_the_state_before_a_job(stack: Stack) -> None:
+    from contracts.commands import RollbackCluster
+
+    cid = await _cluster(stack, 2)
+    original = _services(stack, cid)
+    config = dict(stack.planner.clusters[cid].config)
+    expand = await _ok(stack, ExpandCluster(cluster_id=cid, nodes=3))
+    await _ok(stack, RemoveServices(cluster_id=cid, services=["yarn-nodemanager"]))
+    await _ok(stack, ConfigureCluster(cluster_id=cid, config={"changed": True}))
+
+    dry = await stack.client.send(stack.tenant, RollbackCluster(cluster_id=cid, to_job=expand.job_id, dry_run=True))
+    assert isinstance(dry, DryRun) and dry.layout is not None and dry.layout.nodes == 2
+    actions = {t["action"] for t in dry.plan["tasks"]}
+    assert {"delete", "install", "configure"} <= actions
+
+    await _ok(stack, RollbackCluster(cluster_id=cid, to_job=expand.job_id))
+    assert _services(stack, cid) == original
+    assert stack.planner.clusters[cid].config == config
+    again = await stack.client.send(stack.tenant, RollbackCluster(cluster_id=cid, to_job=expand.job_id))
+    assert isinstance(again, Rejected) and "already as it was" in again.reason

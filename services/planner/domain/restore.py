@@ -1,0 +1,74 @@
+"""Bring a cluster back to an earlier state (pure): the plan of `rollback --to-job`.
+
+The difference between the cluster now and the target state becomes up to five sub-plans,
+run one phase after another (a barrier link between phases):
+  1. remove the services the target does not have, on nodes both states have;
+  2. delete the nodes the target does not have;
+  3. create the nodes the target has and the cluster lost;
+  4. add the services the target has on nodes both states have;
+  5. configure everything, if the config differs.
+Each phase is an ordinary `build_plan`, so every dependency rule holds inside it; task ids
+get the phase as a prefix so they never collide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from contracts.catalog import Service
+from contracts.layout import NodeSpec
+
+from .model import Plan, PlannedTask
+from .plan import build_plan
+
+
+@dataclass(frozen=True)
+class Restore:
+    plan: Plan
+    interim: tuple[NodeSpec, ...]
+    """The nodes while the job runs: today's nodes plus the ones to create again."""
+
+
+def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], target: Sequence[NodeSpec], config_changed: bool) -> Restore:
+    now = {n.id: n for n in current}
+    then = {n.id: n for n in target}
+    common = [i for i in now if i in then]
+    phases: list[Plan] = []
+
+    extra = sorted({s for i in common for s in set(now[i].services) - set(then[i].services)})
+    if extra:
+        nodes = [i for i in common if set(now[i].services) & set(extra)]
+        phases.append(build_plan(services, current, "remove-services", services=extra, node_ids=nodes))
+    gone = [i for i in now if i not in then]
+    if gone:
+        phases.append(build_plan(services, current, "shrink", node_ids=gone))
+    back = [then[i] for i in then if i not in now]
+    interim = [*current, *back]
+    if back:
+        phases.append(build_plan(services, interim, "expand", node_ids=[n.id for n in back]))
+    missing = sorted({s for i in common for s in set(then[i].services) - set(now[i].services)})
+    if missing:
+        widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in interim]
+        nodes = [i for i in common if set(then[i].services) - set(now[i].services)]
+        phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
+    if config_changed:
+        phases.append(build_plan(services, list(target), "configure"))
+    return Restore(_chain(phases), tuple(interim))
+
+
+def _chain(phases: Sequence[Plan]) -> Plan:
+    tasks: list[PlannedTask] = []
+    links: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
+    thrown_in: list[str] = []
+    previous: tuple[str, ...] = ()
+    for n, phase in enumerate(phases, 1):
+        name = {t.id: f"p{n}.{t.id}" for t in phase.tasks}
+        thrown_in.extend(name[t] for t in phase.thrown_in)
+        tasks.extend(PlannedTask(name[t.id], t.node, t.action, t.service) for t in phase.tasks)
+        links.extend((tuple(name[s] for s in src), tuple(name[t] for t in dst)) for src, dst in phase.links)
+        ids = tuple(name[t.id] for t in phase.tasks)
+        if previous and ids:
+            links.append((previous, ids))  # a barrier: this phase starts when the last is done
+        previous = ids or previous
+    return Plan.assemble(tasks, links, thrown_in)
