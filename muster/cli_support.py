@@ -88,6 +88,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
         raise CliError(f"the event log refused or failed: {err or type(err).__name__}", EXIT_UNREACHABLE) from None
     except KeyboardInterrupt:
         raise CliError("interrupted; an accepted operation goes on without us", 130) from None
+    except Exception as err:  # a bug: still one sentence; MUSTER_DEBUG=1 shows the traceback
+        if os.environ.get("MUSTER_DEBUG"):
+            raise
+        raise CliError(f"internal error ({type(err).__name__}: {err}); run again with MUSTER_DEBUG=1 for details",
+                       EXIT_FAILED) from None
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:

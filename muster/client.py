@@ -28,7 +28,7 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
 from contracts.commands import (
@@ -356,8 +356,8 @@ class MusterClient:
             await queue.put(msg)
 
         start: dict[str, Any] = (
-            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "opt_start_seq": since_seq + 1} if since_seq
-            else {"deliver_policy": DeliverPolicy.ALL}
+            {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "config": ConsumerConfig(opt_start_seq=since_seq + 1)}
+            if since_seq else {"deliver_policy": DeliverPolicy.ALL}
         )
         sub = await self.js.subscribe(
             subjects.job_events(tenant or self.tenant, job_id), ordered_consumer=True, cb=on_msg, idle_heartbeat=2.0, **start,

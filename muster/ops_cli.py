@@ -168,10 +168,10 @@ class Session:
         final = await follow(self.c, job_id, title, since, until, self.opts.timeout, quiet=self.opts.as_json)
         if self.opts.as_json:
             echo_json(final.model_dump(mode="json"))
-        else:
-            out.print(describe_end(job_id, final))
         if final.type not in ("JobSucceeded", "JobPaused"):
             raise CliError(describe_end(job_id, final), EXIT_FAILED)
+        if not self.opts.as_json:
+            out.print(describe_end(job_id, final))
 
 
 def describe_end(job_id: str, final: Any) -> str:
