@@ -21,7 +21,7 @@ from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError
 
 from contracts import subjects
-from contracts.events import Event, parse_event
+from contracts.events import EVENT_TYPES, Event, parse_event
 
 H_TYPE = "Muster-Type"
 H_AGGREGATE = "Muster-Aggregate"
@@ -83,11 +83,14 @@ def _recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> R
     time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
     time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc)
     version = headers.get(H_VERSION)
+    model = EVENT_TYPES.get(headers.get(H_TYPE, ""))
     return Recorded(
         seq=seq,
         subject=subject,
         time=time,
-        event=parse_event(data),
+        # The type header names the model: validating against it alone is cheaper than the
+        # discriminated union, and the body's own `type` literal still has to agree.
+        event=model.model_validate_json(data) if model is not None else parse_event(data),
         aggregate_id=headers.get(H_AGGREGATE),
         version=int(version) if version else None,
     )

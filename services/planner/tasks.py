@@ -36,6 +36,22 @@ def node_info(cluster: Cluster, catalog: Catalog, node_id: str) -> NodeInfo:
     )
 
 
+PROVIDER_ACTIONS = frozenset({Action.CREATE, Action.CONFIRM, Action.DELETE})
+_NODES_CACHE: dict[tuple[str, int], dict[str, NodeInfo]] = {}
+
+
+def nodes_map(cluster: Cluster, catalog: Catalog) -> dict[str, NodeInfo]:
+    """Every node of the cluster, computed once per cluster version (a create of N nodes
+    sends O(N) tasks; rebuilding the map for each would be O(N^2))."""
+    key = (str(cluster.id), cluster.version)
+    found = _NODES_CACHE.get(key)
+    if found is None:
+        if len(_NODES_CACHE) > 64:
+            _NODES_CACHE.clear()
+        found = _NODES_CACHE[key] = {n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)}
+    return found
+
+
 def task_message(
     job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, provisioner_class: str,
     timeouts: Mapping[str, float] | None = None,
@@ -64,7 +80,8 @@ def task_message(
         # field here may travel.
         provider=ProviderRef(name=provider.name, providertype=provider.providertype, fields=provider.provisioner),
         results=cluster.results.get(task["node"], {}),
-        nodes={n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)},
+        # Providers create and delete machines; only automators need the cluster's topology.
+        nodes={} if action in PROVIDER_ACTIONS else nodes_map(cluster, catalog),
         config=config,
         timeout_s=(timeouts or {}).get(action.value, (timeouts or {}).get("default", 600.0)),
     )

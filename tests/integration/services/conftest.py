@@ -74,7 +74,8 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
 
         http: Any = None
         if with_http:
-            
+            from services.tracker.http import make_app
+
             http = TestClient(TestServer(make_app(EventStore(ncs[3]))))
             await http.start_server()
             exit_stack.push_async_callback(http.close)
