@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .catalog import Action
 from .layout import Layout, NodeSpec
+from .tasks import ProvisionerInfo
 
 
 class Event(BaseModel):
@@ -260,6 +261,28 @@ class TaskFailed(Event):
     stderr: str = ""
 
 
+# -- provisioners (written by each provisioner, on every tenant it serves) ----------------------
+
+
+class ProvisionerRegistered(Event):
+    """A provisioner process started taking this tenant's tasks."""
+
+    type: Literal["ProvisionerRegistered"] = "ProvisionerRegistered"
+    v: Literal[1] = 1
+    provisioner: ProvisionerInfo
+
+
+class ProvisionerDeregistered(Event):
+    """A provisioner process stopped cleanly (a dead one only lets its presence expire)."""
+
+    type: Literal["ProvisionerDeregistered"] = "ProvisionerDeregistered"
+    v: Literal[1] = 1
+    provisioner_id: str
+    session: str
+    reason: Literal["drained", "stopped"]
+    completed: int = Field(default=0, description="task attempts it finished in this session")
+
+
 # -- clusters (written by the planner) ---------------------------------------------------------
 
 ClusterStatus = Literal["pending", "active", "incomplete", "failed", "deleting", "deleted", "needs_attention"]
@@ -348,6 +371,8 @@ AnyEvent = Annotated[
         TaskClaimed,
         TaskSucceeded,
         TaskFailed,
+        ProvisionerRegistered,
+        ProvisionerDeregistered,
         ClusterRequested,
         ClusterLayoutChanged,
         ClusterConfigChanged,

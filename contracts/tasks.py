@@ -9,6 +9,7 @@ the bus or the log.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -79,6 +80,11 @@ class TaskMessage(_Wire):
     nodes: dict[str, NodeInfo] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict, description="cluster config")
     timeout_s: float = Field(default=600, gt=0, description="the action's time limit")
+    avoid: list[str] = Field(
+        default_factory=list,
+        description="provisioners that ran earlier attempts: they let this attempt go on its first "
+        "deliveries so that another provisioner can take it, and run it only if nobody else does",
+    )
 
 
 class TaskOutcome(_Wire):
@@ -91,3 +97,35 @@ class TaskOutcome(_Wire):
     stdout: str = ""
     stderr: str = ""
     error: str = ""
+
+
+class ProvisionerInfo(_Wire):
+    """Who a provisioner is, as it registers (recorded as `ProvisionerRegistered`, and inside
+    its presence record)."""
+
+    id: str
+    session: str = Field(description="unique per process start: tells two lives of one id apart")
+    host: str
+    pid: int
+    capacity: int = Field(ge=1, description="tasks it runs at once")
+    provisioner_class: str
+    tenants: list[str]
+    plugins: list[dict[str, Any]] = Field(
+        default_factory=list, description="`PluginRegistry.describe()`: name, type, version, actions, fields"
+    )
+    started_at: datetime
+
+
+class ProvisionerPresence(_Wire):
+    """The value of key `provisioner.<id>` in the `presence` KV bucket. The provisioner
+    rewrites it every `ttl_s / 3` seconds; it expires `ttl_s` after the last write, so a dead
+    provisioner disappears on its own. A clean shutdown deletes it."""
+
+    type: Literal["ProvisionerPresence"] = "ProvisionerPresence"
+    v: Literal[1] = 1
+    info: ProvisionerInfo
+    in_flight: int = 0
+    completed: int = 0
+    draining: bool = False
+    ttl_s: float
+    refreshed_at: datetime

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import re
+import signal
 import socket
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -14,11 +15,13 @@ import click
 import structlog
 from nats.aio.client import Client
 
-from muster.bus.eventstore import EventStore
+from contracts import subjects
 from muster.runtime.service import main_for
 
-from .plugins import PluginRegistry
-from .worker import WorkerConfig, Workers
+from .app import Provisioner
+from .plugins import PluginError, PluginRegistry
+from .presence import DEFAULT_TTL_S, MAX_TTL_S
+from .worker import WorkerConfig
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -35,6 +38,18 @@ def load_secrets(path: str | None) -> dict[str, Any]:
     return data
 
 
+def default_id() -> str:
+    """`prov-<host>-<pid>`, with whatever the host name has that a subject token may not
+    (dots of a domain) written as `-`."""
+    host = re.sub(r"[^A-Za-z0-9_\-]", "-", socket.gethostname().split(".")[0]) or "host"
+    return f"prov-{host}-{os.getpid()}"
+
+
+def default_work_dir(provisioner_id: str) -> Path:
+    """Plugin state (static-pool assignments) and keys survive restarts under the same id."""
+    return Path(".muster") / "provisioner" / provisioner_id
+
+
 @click.command("provisioner")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
 @click.option("--id", "provisioner_id", default=None, help="provisioner id (default: prov-<host>-<pid>)")
@@ -44,25 +59,47 @@ def load_secrets(path: str | None) -> dict[str, Any]:
 @click.option("--ack-wait", default=30.0, show_default=True, type=click.FloatRange(0.1), help="seconds of silence before a task is redelivered")
 @click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path), help="extra plugin folders")
 @click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields")
+@click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="plugin state and keys, kept across restarts (default: .muster/provisioner/<id>)")
+@click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.IntRange(1, MAX_TTL_S),
+              help="seconds without a refresh after which this provisioner counts as gone")
 def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisioner_class: str, capacity: int,
-         ack_wait: float, plugins_dir: tuple[Path, ...], secrets_file: str | None) -> None:
-    """Run a provisioner: register plugins, then take tasks as they arrive."""
-    pid = provisioner_id or f"prov-{socket.gethostname()}-{os.getpid()}"
-    registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=load_secrets(secrets_file))
-    config = WorkerConfig(provisioner_id=pid, tenants=tuple(t for t in tenants.split(",") if t),
-                          provisioner_class=provisioner_class, capacity=capacity, ack_wait_s=ack_wait)
+         ack_wait: float, plugins_dir: tuple[Path, ...], secrets_file: str | None, work_dir: Path | None,
+         presence_ttl: int) -> None:
+    """Run a provisioner: register plugins, then take tasks as they arrive.
+
+    Stops cleanly on SIGTERM/SIGINT or on a drain request (`muster provisioners drain ID`):
+    takes no new task, finishes those in flight, deregisters, exits."""
+    pid = provisioner_id or default_id()
+    tenant_list = tuple(t for t in tenants.split(",") if t)
+    try:
+        subjects.token(pid, "provisioner id")
+        subjects.token(provisioner_class, "provisioner class")
+        for t in tenant_list:
+            subjects.token(t, "tenant")
+    except subjects.SubjectError as err:
+        raise click.BadParameter(str(err)) from None
+    if not tenant_list:
+        raise click.BadParameter("give at least one tenant", param_hint="--tenants")
+    try:
+        registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=load_secrets(secrets_file),
+                                           work_dir=work_dir or default_work_dir(pid))
+    except PluginError as err:
+        raise click.ClickException(str(err)) from None
+    config = WorkerConfig(provisioner_id=pid, tenants=tenant_list, provisioner_class=provisioner_class,
+                          capacity=capacity, ack_wait_s=ack_wait)
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        workers = Workers(js=nc.jetstream(), store=EventStore(nc), executor=registry, config=config)
-        await workers.ensure_queues()
-        runner = asyncio.create_task(workers.run(), name="workers")
         stack.push_async_callback(registry.aclose)
-
-        async def drain() -> None:
-            await workers.drain()
-            await runner
-
-        stack.push_async_callback(drain)
-        log.info("plugins", plugins=[p["name"] for p in registry.describe()], capacity=capacity, tenants=config.tenants)
+        provisioner = Provisioner(
+            nc, registry, config, presence_ttl_s=presence_ttl,
+            replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
+            # Drained on request: stop the process the way SIGTERM does (it is already drained).
+            on_drained=lambda: signal.raise_signal(signal.SIGTERM),
+        )
+        await provisioner.start()
+        stack.push_async_callback(provisioner.stop)
+        log.info("plugins", provisioner=pid, plugins=[f"{p['name']} {p['version']}" for p in registry.describe()],
+                 capacity=capacity, tenants=config.tenants, work_dir=str(registry.work_dir))
 
     main_for("provisioner", nats_url, setup)

@@ -2,16 +2,22 @@
 
 One long-poll pull per (tenant, class) queue: `fetch()` waits on the server until at least one
 task is there and returns at once when one arrives; no worker ever sleeps and asks again.
-Capacity bounds the tasks in flight. While a task runs its claim is kept alive with
-in-progress acks, so only a dead worker loses its task (which the server then redelivers to
-another worker after `ack_wait`).
+Capacity bounds the tasks in flight: a puller asks for at most as many tasks as there are free
+slots, and a task that arrives with no slot free (two tenants' pulls answered at once) goes
+straight back to the queue. While a task runs its claim is kept alive with in-progress acks, so
+only a dead worker loses its task (which the server then redelivers to another worker after
+`ack_wait`). Drain stops the pulls (the pull subscriptions are removed, so the server drops
+their waiting requests and hands new tasks to other provisioners) and waits for the tasks in
+flight. docs/provisioner.md has the whole story.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 from nats.aio.msg import Msg
@@ -29,6 +35,14 @@ from muster.bus.eventstore import Append, EventStore
 log = structlog.get_logger("muster.provisioner")
 
 FETCH_WAIT_S = 30.0
+"""How long one pull waits on the server for a task (it returns as soon as one arrives)."""
+MAX_BATCH = 256
+"""The most tasks one pull asks for."""
+RETRY_DELAY_S = 1.0
+"""Redelivery delay of a task whose handling failed for a reason of the bus or the log."""
+MAX_PAUSE_S = 10.0
+"""The longest pause of a puller after the bus failed it (it doubles from 0.5 s)."""
+CONSUMER_EXISTS = 10148  # the durable exists with other settings: use it as it is
 
 
 class Executor(Protocol):
@@ -42,6 +56,53 @@ class WorkerConfig:
     provisioner_class: str = "default"
     capacity: int = 8
     ack_wait_s: float = 30.0
+    avoid_deliveries: int = 2
+    """A provisioner named in a task's `avoid` lets this many deliveries of it go."""
+    avoid_delay_s: float = 0.5
+    """...each coming back to the queue after this delay, for another provisioner to take."""
+
+
+def lets_go(task: TaskMessage, provisioner_id: str, delivery: int, config: WorkerConfig) -> bool:
+    """Prefer another provisioner on retry: one that ran an earlier attempt (it is in `avoid`)
+    passes on the first `avoid_deliveries` deliveries, and runs the task after that."""
+    return provisioner_id in task.avoid and delivery <= config.avoid_deliveries
+
+
+class Slots:
+    """The capacity of one provisioner: numbered slots (the worker numbers in `TaskClaimed`).
+    The lowest free number is taken first."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._free = list(range(capacity))  # a heap
+        self._available = asyncio.Event()
+        self._available.set()
+
+    @property
+    def free(self) -> int:
+        return len(self._free)
+
+    @property
+    def busy(self) -> int:
+        return self.capacity - len(self._free)
+
+    def take(self) -> int | None:
+        if not self._free:
+            return None
+        slot = heapq.heappop(self._free)
+        if not self._free:
+            self._available.clear()
+        return slot
+
+    def give(self, slot: int) -> None:
+        heapq.heappush(self._free, slot)
+        self._available.set()
+
+    async def available(self) -> None:
+        """Return when at least one slot is free (without taking it)."""
+        await self._available.wait()
 
 
 @dataclass
@@ -53,105 +114,196 @@ class Workers:
     running: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.slots = asyncio.Semaphore(self.config.capacity)
+        self.slots = Slots(self.config.capacity)
         self.draining = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
+        self.stopped = asyncio.Event()
+        """Set when the pulls have stopped (after a drain, or if `run` never started)."""
         self.completed = 0
+        self.passed = 0
+        """Deliveries let go: `avoid`, overflow, or arriving while draining."""
+        self._keepalive_s: dict[str, float] = {}
+        self._pullers: list[asyncio.Task[None]] = []
+        self._side: set[asyncio.Task[None]] = set()
+        self._started = False
+
+    @property
+    def in_flight(self) -> int:
+        return self.slots.busy
+
+    # -- queues -----------------------------------------------------------------------------
 
     async def ensure_queues(self) -> None:
         for tenant in self.config.tenants:
-            config = ConsumerConfig(
-                durable_name=subjects.task_consumer(tenant, self.config.provisioner_class),
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=self.config.ack_wait_s,
-                max_deliver=-1,
-                filter_subject=subjects.task_queue(tenant, self.config.provisioner_class),
-                max_ack_pending=-1,
-            )
-            try:
-                await self.js.add_consumer(subjects.TASKS_STREAM, config)
-            except BadRequestError as err:
-                if err.err_code != 10148:  # exists with other settings: use it as it is
-                    raise
+            await self._ensure_queue(tenant)
+
+    async def _ensure_queue(self, tenant: str) -> None:
+        durable = subjects.task_consumer(tenant, self.config.provisioner_class)
+        config = ConsumerConfig(
+            durable_name=durable,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.config.ack_wait_s,
+            max_deliver=-1,
+            filter_subject=subjects.task_queue(tenant, self.config.provisioner_class),
+            max_ack_pending=-1,
+        )
+        try:
+            info = await self.js.add_consumer(subjects.TASKS_STREAM, config)
+        except BadRequestError as err:
+            if err.err_code != CONSUMER_EXISTS:
+                raise
+            info = await self.js.consumer_info(subjects.TASKS_STREAM, durable)
+        # Keep claims alive by the queue's real ack_wait, which another provisioner may have set.
+        ack_wait = info.config.ack_wait or self.config.ack_wait_s
+        self._keepalive_s[tenant] = max(min(ack_wait, self.config.ack_wait_s) / 3, 0.05)
+
+    # -- running and draining ---------------------------------------------------------------
 
     async def run(self) -> None:
-        """Fetch and run tasks until drained."""
-        await self.ensure_queues()
-        pullers = [
-            asyncio.create_task(self._pull(tenant), name=f"pull-{tenant}") for tenant in self.config.tenants
-        ]
-        await self.draining.wait()
-        for p in pullers:
-            p.cancel()
-        await asyncio.gather(*pullers, return_exceptions=True)
+        """Take and run tasks until drained; return when the last one in flight is done."""
+        if not self.draining.is_set():
+            missing = [t for t in self.config.tenants if t not in self._keepalive_s]
+            for tenant in missing:
+                await self._ensure_queue(tenant)
+            subs = [
+                await self.js.pull_subscribe_bind(
+                    durable=subjects.task_consumer(tenant, self.config.provisioner_class),
+                    stream=subjects.TASKS_STREAM,
+                )
+                for tenant in self.config.tenants
+            ]
+            self._pullers = [
+                asyncio.create_task(self._pull(tenant, psub), name=f"pull-{tenant}")
+                for tenant, psub in zip(self.config.tenants, subs)
+            ]
+            self._started = True
+            try:
+                await self.draining.wait()
+            finally:
+                for p in self._pullers:
+                    p.cancel()
+                await asyncio.gather(*self._pullers, return_exceptions=True)
+                # Without its subscription a waiting pull request has no interest: the server
+                # drops it, and the next task goes to another provisioner at once.
+                for psub in subs:
+                    try:
+                        await psub.unsubscribe()
+                    except Exception as err:  # noqa: BLE001 - a closed connection has no interest either
+                        log.debug("unsubscribe failed", error=str(err) or type(err).__name__)
+        self.stopped.set()
         await self.idle.wait()
+        if self._side:
+            await asyncio.gather(*self._side, return_exceptions=True)
 
     async def drain(self) -> None:
         """Take no new tasks; return when the ones in flight are finished."""
         self.draining.set()
+        if self._started:
+            await self.stopped.wait()
         await self.idle.wait()
 
-    async def _pull(self, tenant: str) -> None:
-        psub = await self.js.pull_subscribe_bind(
-            durable=subjects.task_consumer(tenant, self.config.provisioner_class), stream=subjects.TASKS_STREAM
-        )
-        while not self.draining.is_set():
-            await self.slots.acquire()
-            free = 1
-            while free < 256 and not self.slots.locked():
-                await self.slots.acquire()
-                free += 1
-            try:
-                msgs = await psub.fetch(batch=free, timeout=FETCH_WAIT_S)
-            except NatsTimeout:
-                msgs = []
-            except Exception:
-                for _ in range(free):
-                    self.slots.release()
-                raise
-            for _ in range(free - len(msgs)):
-                self.slots.release()
-            for msg in msgs:
-                self._start(msg)
+    async def abort(self) -> None:
+        """Stop at once, abandoning the tasks in flight (they come back after `ack_wait`):
+        for tests that play a dying process, and for a shutdown that cannot wait."""
+        self.draining.set()
+        for t in [*self._pullers, *self.running, *self._side]:
+            t.cancel()
+        await asyncio.gather(*self._pullers, *self.running, *self._side, return_exceptions=True)
 
-    def _start(self, msg: Msg) -> None:
+    async def _pull(self, tenant: str, psub: JetStreamContext.PullSubscription) -> None:
+        failures = 0
+        while True:
+            await self.slots.available()
+            want = min(self.slots.free, MAX_BATCH)
+            try:
+                msgs = await psub.fetch(batch=want, timeout=FETCH_WAIT_S)
+            except NatsTimeout:
+                continue
+            except Exception as err:  # noqa: BLE001 - the bus failed us: pause, then ask again
+                failures += 1
+                pause = min(0.5 * 2 ** (failures - 1), MAX_PAUSE_S)
+                log.warning("task pull failed", tenant=tenant, error=str(err) or type(err).__name__, retry_in_s=pause)
+                await self._pause(pause)
+                try:
+                    await self._ensure_queue(tenant)  # it may have been deleted
+                except Exception:  # noqa: BLE001 - the next fetch will tell
+                    pass
+                continue
+            failures = 0
+            # No await from here to the next fetch: a drain cannot cut a batch in half.
+            for msg in msgs:
+                self._accept(msg, tenant)
+
+    async def _pause(self, seconds: float) -> None:
+        try:
+            await asyncio.wait_for(self.draining.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _accept(self, msg: Msg, tenant: str) -> None:
+        slot = None if self.draining.is_set() else self.slots.take()
+        if slot is None:
+            # Draining, or two queues answered at once beyond capacity: back to the queue
+            # now, for a provisioner that has room.
+            self.passed += 1
+            self._aside(self._settle(msg.nak()))
+            return
         self.idle.clear()
-        task = asyncio.create_task(self._handle(msg))
+        task = asyncio.create_task(self._handle(msg, tenant, slot))
         self.running.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
             self.running.discard(t)
-            self.slots.release()
+            self.slots.give(slot)
             if not self.running:
                 self.idle.set()
 
         task.add_done_callback(done)
 
-    async def _handle(self, msg: Msg) -> None:
+    def _aside(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a fire-and-forget ack/nak, keeping a reference until it is done."""
+        t = asyncio.ensure_future(coro)
+        self._side.add(t)
+        t.add_done_callback(self._side.discard)
+
+    # -- one task ---------------------------------------------------------------------------
+
+    async def _handle(self, msg: Msg, tenant: str, slot: int) -> None:
         try:
             task = TaskMessage.model_validate_json(msg.data)
         except ValidationError as err:
             log.error("undecodable task terminated", error=str(err)[:500])
-            await msg.term()
+            await self._settle(msg.term())
+            return
+        delivery = msg.metadata.num_delivered
+        if lets_go(task, self.config.provisioner_id, delivery, self.config):
+            self.passed += 1
+            log.info("task let go for another provisioner", task=task.task_id, attempt=task.attempt, delivery=delivery)
+            await self._settle(msg.nak(delay=self.config.avoid_delay_s))
             return
         try:
-            await self._run(msg, task)
+            await self._run(msg, task, delivery, f"{self.config.provisioner_id}/w{slot}", self._keepalive_s.get(tenant, 1.0))
         except Exception:
             # The bus or the log failed us (a plugin failure is an outcome, not an
             # exception): let the task come back rather than lose it.
             log.exception("task handling failed; will be redelivered", task=task.task_id)
-            await msg.nak(delay=1.0)
+            await self._settle(msg.nak(delay=RETRY_DELAY_S))
 
-    async def _run(self, msg: Msg, task: TaskMessage) -> None:
-        worker = f"{self.config.provisioner_id}/w{id(asyncio.current_task()) % 10000:04d}"
-        bound = log.bind(job=task.job_id, task=task.task_id, attempt=task.attempt, action=task.action.value)
+    @staticmethod
+    async def _settle(ack: Awaitable[None]) -> None:
+        try:
+            await ack
+        except Exception as err:  # noqa: BLE001 - lost with the connection: the server redelivers
+            log.warning("ack failed", error=str(err) or type(err).__name__)
+
+    async def _run(self, msg: Msg, task: TaskMessage, delivery: int, worker: str, keepalive_s: float) -> None:
         subject = subjects.task_events(task.tenant, task.job_id, task.task_id)
-        delivery = msg.metadata.num_delivered
+        key = f"{task.job_id}.{task.task_id}.{task.attempt}"
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
                             provisioner=self.config.provisioner_id, worker=worker, delivery=delivery)
-        await self.store.append(subject, [Append(claim, msg_id=f"{task.job_id}.{task.task_id}.{task.attempt}.claim.{delivery}")])
-        outcome = await self._run_keeping_claim(msg, task)
+        await self.store.append(subject, [Append(claim, msg_id=f"{key}.claim.{delivery}")])
+        outcome = await self._run_keeping_claim(msg, task, keepalive_s)
         if outcome.ok:
             result: TaskSucceeded | TaskFailed = TaskSucceeded(
                 job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
@@ -165,18 +317,20 @@ class Workers:
                 provisioner=self.config.provisioner_id, worker=worker, error=outcome.error or "failed",
                 stdout=trim_output(outcome.stdout), stderr=trim_output(outcome.stderr),
             )
-        await self.store.append(subject, [Append(result, msg_id=f"{task.job_id}.{task.task_id}.{task.attempt}.outcome")])
+        await self.store.append(subject, [Append(result, msg_id=f"{key}.outcome")])
         await msg.ack()
         self.completed += 1
-        bound.info("task finished", ok=outcome.ok)
+        log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=worker, ok=outcome.ok)
 
-    async def _run_keeping_claim(self, msg: Msg, task: TaskMessage) -> TaskOutcome:
+    async def _run_keeping_claim(self, msg: Msg, task: TaskMessage, interval: float) -> TaskOutcome:
         run = asyncio.ensure_future(self.executor.execute(task))
-        interval = max(self.config.ack_wait_s / 3, 0.05)
-        while True:
-            # Wait on the task itself, with a deadline: on each deadline tell the server we
-            # still hold the task.
-            done, _ = await asyncio.wait({run}, timeout=interval)
-            if done:
-                return run.result()
-            await msg.in_progress()
+        try:
+            while True:
+                # Wait on the task itself, with a deadline: on each deadline tell the server we
+                # still hold the task.
+                done, _ = await asyncio.wait({run}, timeout=interval)
+                if done:
+                    return run.result()
+                await self._settle(msg.in_progress())
+        finally:
+            run.cancel()

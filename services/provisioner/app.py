@@ -1,0 +1,161 @@
+"""A provisioner: workers, registration and presence, and drain on request.
+
+    prov = Provisioner(nc, registry, WorkerConfig(provisioner_id="p1", tenants=("acme",)))
+    await prov.start()     # queues, ProvisionerRegistered, presence record, drain subject, workers
+    ...
+    await prov.stop()      # SIGTERM: drain, then ProvisionerDeregistered and the record deleted
+
+A drain request on `muster.q.provisioner.<id>.drain` (`request_drain`, or
+`muster provisioners drain ID`) is answered at once; the provisioner then stops taking tasks,
+finishes the ones in flight, deregisters (reason `drained`) and calls `on_drained` (the process
+exits, so that it can be restarted with new plugins). docs/provisioner.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, Literal, Protocol
+
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.errors import NoRespondersError
+
+from contracts import subjects
+from contracts.tasks import ProvisionerInfo
+from muster.bus.eventstore import EventStore
+
+from .presence import DEFAULT_TTL_S, Presence
+from .worker import Executor, WorkerConfig, Workers
+
+log = structlog.get_logger("muster.provisioner")
+
+
+def drain_subject(provisioner_id: str) -> str:
+    return f"{subjects.QUERY}.provisioner.{subjects.token(provisioner_id, 'provisioner id')}.drain"
+
+
+async def request_drain(nc: Client, provisioner_id: str, timeout: float = 5.0) -> dict[str, Any]:
+    """Ask a provisioner to drain. Returns its answer (`draining`, `in_flight`, `already`);
+    LookupError if no provisioner with that id is listening."""
+    try:
+        reply = await nc.request(drain_subject(provisioner_id), b"{}", timeout=timeout)
+    except NoRespondersError:
+        raise LookupError(f"no live provisioner {provisioner_id!r} answers on {drain_subject(provisioner_id)}") from None
+    answer: dict[str, Any] = json.loads(reply.data)
+    return answer
+
+
+class Plugins(Executor, Protocol):
+    def describe(self) -> list[dict[str, Any]]: ...
+
+
+class Provisioner:
+    def __init__(
+        self,
+        nc: Client,
+        plugins: Plugins,
+        config: WorkerConfig,
+        *,
+        presence_ttl_s: int = DEFAULT_TTL_S,
+        replicas: int = 1,
+        host: str | None = None,
+        on_drained: Callable[[], None] | None = None,
+    ) -> None:
+        self.nc = nc
+        self.config = config
+        self.on_drained = on_drained
+        self.info = ProvisionerInfo(
+            id=subjects.token(config.provisioner_id, "provisioner id"),
+            session=uuid.uuid4().hex[:12],
+            host=host or socket.gethostname(),
+            pid=os.getpid(),
+            capacity=config.capacity,
+            provisioner_class=config.provisioner_class,
+            tenants=list(config.tenants),
+            plugins=plugins.describe(),
+            started_at=datetime.now(timezone.utc),
+        )
+        self.workers = Workers(nc.jetstream(), EventStore(nc), plugins, config)
+        self.presence = Presence(nc, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
+        self.finished = asyncio.Event()
+        """Set when drained and deregistered."""
+        self._runner: asyncio.Task[None] | None = None
+        self._control: Subscription | None = None
+        self._drain: asyncio.Task[None] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.info.id
+
+    def _state(self) -> tuple[int, int, bool]:
+        return self.workers.in_flight, self.workers.completed, self.workers.draining.is_set()
+
+    async def start(self) -> None:
+        await self.workers.ensure_queues()
+        await self.presence.register()
+        self._control = await self.nc.subscribe(drain_subject(self.id), cb=self._on_drain_request)
+        self._runner = asyncio.create_task(self.workers.run(), name=f"workers-{self.id}")
+
+    async def drain(self) -> None:
+        """Stop taking tasks, finish those in flight, deregister (reason `drained`)."""
+        await self._begin("drained")
+
+    async def stop(self) -> None:
+        """The same, on SIGTERM (reason `stopped`; `on_drained` is not called)."""
+        await self._begin("stopped")
+
+    async def abort(self) -> None:
+        """Die without a word (tests): tasks abandoned, the presence record left to expire."""
+        await self.presence.halt()
+        await self._unsubscribe()
+        await self.workers.abort()
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+
+    def _begin(self, reason: Literal["drained", "stopped"]) -> asyncio.Task[None]:
+        if self._drain is None:
+            self._drain = asyncio.create_task(self._drain_and_leave(reason), name=f"drain-{self.id}")
+        return self._drain
+
+    async def _on_drain_request(self, msg: Msg) -> None:
+        already = self._drain is not None
+        self._begin("drained")
+        log.info("drain requested", provisioner=self.id, in_flight=self.workers.in_flight, already=already)
+        answer = {"provisioner": self.id, "draining": True, "already": already, "in_flight": self.workers.in_flight}
+        await msg.respond(json.dumps(answer).encode())
+
+    async def _drain_and_leave(self, reason: Literal["drained", "stopped"]) -> None:
+        self.workers.draining.set()
+        try:
+            await self.presence.refresh()  # readers see `draining` at once
+        except Exception as err:  # noqa: BLE001 - the record expires anyway
+            log.warning("presence refresh failed", error=str(err) or type(err).__name__)
+        await self.workers.drain()
+        if self._runner is not None:
+            await self._runner
+        await self._unsubscribe()
+        try:
+            await self.presence.deregister(reason, self.workers.completed)
+        except Exception as err:  # noqa: BLE001 - without the bus the record expires on its own
+            log.warning("deregistration failed; the presence record will expire", error=str(err) or type(err).__name__)
+            await self.presence.halt()
+        self.finished.set()
+        if reason == "drained" and self.on_drained is not None:
+            self.on_drained()
+
+    async def _unsubscribe(self) -> None:
+        control, self._control = self._control, None
+        if control is not None:
+            try:
+                await control.unsubscribe()
+            except Exception as err:  # noqa: BLE001 - gone with the connection
+                log.debug("unsubscribe failed", error=str(err) or type(err).__name__)

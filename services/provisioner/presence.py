@@ -1,0 +1,316 @@
+"""Provisioner registration and presence, and the read API the planner and tracker use.
+
+Presence is the JetStream KV bucket `presence` (memory storage). Key `provisioner.<id>` holds a
+`ProvisionerPresence` record. Every write carries a per-message TTL (`Nats-TTL`), so each
+provisioner chooses its own TTL; the bucket places a marker when an entry expires, so a watcher
+sees a dead provisioner go (`expired`) as well as a clean one (`left`: the key is deleted). The
+record is rewritten every `ttl / 3` seconds by a timer that waits on the stop event, and at once
+when something a reader cares about changes (draining).
+
+The log gets the facts: `ProvisionerRegistered` when a provisioner starts and
+`ProvisionerDeregistered` when it stops cleanly, on `muster.evt.<tenant>.provisioner.<id>` of
+every tenant it serves. docs/provisioner.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Literal
+
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import BadRequestError, BucketNotFoundError
+from nats.js.kv import KeyValue
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
+from contracts.tasks import ProvisionerInfo, ProvisionerPresence
+from muster.bus.eventstore import Append, EventStore
+
+log = structlog.get_logger("muster.provisioner")
+
+DEFAULT_TTL_S = 15
+"""A provisioner that has not refreshed its record for this long is gone."""
+MAX_TTL_S = 300
+"""The bucket's max age: the upper bound of any record, and how long a clean leave's
+tombstone stays."""
+MARKER_TTL_S = 60
+"""How long the marker of an expired record stays (a watcher sees it as `expired`)."""
+KEY_PREFIX = "provisioner."
+KV_STREAM = f"KV_{subjects.PRESENCE_BUCKET}"
+KV_SUBJECT_PREFIX = f"$KV.{subjects.PRESENCE_BUCKET}."
+BUCKET_EXISTS = 10058  # the bucket's stream exists with other settings: use it as it is
+
+
+def presence_key(provisioner_id: str) -> str:
+    return KEY_PREFIX + subjects.token(provisioner_id, "provisioner id")
+
+
+async def presence_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
+    """Create the bucket (idempotent), or bind to it if it exists with other settings."""
+    config = KeyValueConfig(
+        bucket=subjects.PRESENCE_BUCKET,
+        description="live provisioners: provisioner.<id> -> ProvisionerPresence, with a TTL per record",
+        history=1,
+        ttl=MAX_TTL_S,
+        limit_marker_ttl=MARKER_TTL_S,
+        storage=StorageType.MEMORY,
+        replicas=replicas,
+        direct=True,
+    )
+    try:
+        return await js.create_key_value(config)
+    except BadRequestError as err:
+        if err.err_code != BUCKET_EXISTS:
+            raise
+        return await js.key_value(subjects.PRESENCE_BUCKET)
+
+
+def serves(p: ProvisionerPresence, tenant: str | None, provisioner_class: str | None) -> bool:
+    return (tenant is None or tenant in p.info.tenants) and (
+        provisioner_class is None or p.info.provisioner_class == provisioner_class
+    )
+
+
+def _parse(data: bytes, key: str) -> ProvisionerPresence | None:
+    try:
+        return ProvisionerPresence.model_validate_json(data)
+    except ValidationError as err:
+        log.warning("unreadable presence record ignored", key=key, error=str(err)[:300])
+        return None
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+async def live_provisioners(
+    nc: Client, tenant: str | None = None, provisioner_class: str | None = None, timeout: float = 5.0
+) -> list[ProvisionerPresence]:
+    """The provisioners alive now (optionally: serving this tenant / class), by id. One batch
+    direct get of the last record of every key: no consumer is created."""
+    inbox = nc.new_inbox()
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    found: list[ProvisionerPresence] = []
+    failure: list[str] = []
+
+    async def on_msg(msg: Msg) -> None:
+        headers = msg.headers or {}
+        status = headers.get("Status")
+        if status:
+            if status not in ("204", "404"):
+                failure.append(f"{status} {headers.get('Description', '')}")
+            if not done.done():
+                done.set_result(None)
+            return
+        if "KV-Operation" in headers or "Nats-Marker-Reason" in headers or not msg.data:
+            return  # a deleted or expired record
+        record = _parse(msg.data, headers.get("Nats-Subject", "?"))
+        if record is not None:
+            found.append(record)
+
+    sub = await nc.subscribe(inbox, cb=on_msg)
+    try:
+        request = {"multi_last": [f"{KV_SUBJECT_PREFIX}{KEY_PREFIX}*"]}
+        await nc.publish(f"$JS.API.DIRECT.GET.{KV_STREAM}", json.dumps(request).encode(), reply=inbox)
+        await asyncio.wait_for(done, timeout)
+    finally:
+        await sub.unsubscribe()
+    if failure:
+        if failure[0].startswith("503"):  # no such stream: nobody ever registered
+            return []
+        raise RuntimeError(f"reading provisioner presence failed: {failure[0]}")
+    return sorted((p for p in found if serves(p, tenant, provisioner_class)), key=lambda p: p.info.id)
+
+
+Change = Literal["seen", "left", "expired"]
+
+
+@dataclass
+class PresenceWatch:
+    """A live view of the provisioners, pushed by the bucket (a KV watcher; nothing polls).
+
+    `live` maps id -> record. `on_change(id, record or None, change)` is called for every
+    change: `seen` (registered or refreshed), `left` (deregistered), `expired` (its TTL ran
+    out: it died or lost the bus). Use `async with PresenceWatch(js) as view:`."""
+
+    js: JetStreamContext
+    on_change: Callable[[str, ProvisionerPresence | None, Change], None] | None = None
+    live: dict[str, ProvisionerPresence] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._changed = asyncio.Condition()
+        self._task: asyncio.Task[None] | None = None
+        self._watcher: KeyValue.KeyWatcher | None = None
+
+    async def start(self) -> "PresenceWatch":
+        kv = await presence_bucket(self.js)
+        self._watcher = await kv.watch(f"{KEY_PREFIX}*")
+        ready = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._follow(self._watcher, ready))
+        await ready
+        return self
+
+    async def stop(self) -> None:
+        if self._watcher is not None:
+            try:
+                await self._watcher.stop()
+            except Exception as err:  # noqa: BLE001 - closed with the connection
+                log.debug("presence watcher stop failed", error=str(err) or type(err).__name__)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def __aenter__(self) -> "PresenceWatch":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _follow(self, watcher: KeyValue.KeyWatcher, ready: asyncio.Future[None]) -> None:
+        async for entry in watcher:
+            if entry is None:  # the current values are in
+                if not ready.done():
+                    ready.set_result(None)
+                continue
+            pid = entry.key.removeprefix(KEY_PREFIX)
+            record: ProvisionerPresence | None = None
+            change: Change
+            if entry.operation == "DEL":
+                change = "left"
+            elif entry.operation == "PURGE":
+                change = "expired"
+            else:
+                record = _parse(entry.value, entry.key)
+                if record is None:
+                    continue
+                change = "seen"
+            if record is None and pid not in self.live:
+                continue  # a tombstone of one that went before we looked
+            if record is None:
+                self.live.pop(pid, None)
+            else:
+                self.live[pid] = record
+            if self.on_change is not None:
+                self.on_change(pid, record, change)
+            async with self._changed:
+                self._changed.notify_all()
+
+    def serving(self, tenant: str | None = None, provisioner_class: str | None = None) -> list[ProvisionerPresence]:
+        return sorted((p for p in self.live.values() if serves(p, tenant, provisioner_class)), key=lambda p: p.info.id)
+
+    async def wait_until(self, predicate: Callable[[dict[str, ProvisionerPresence]], bool], timeout: float) -> None:
+        """Return when `predicate(live)` holds; TimeoutError after `timeout` seconds."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: predicate(self.live)), timeout)
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+class Presence:
+    """One provisioner's registration: the log events and the refreshed presence record."""
+
+    def __init__(
+        self,
+        nc: Client,
+        info: ProvisionerInfo,
+        state: Callable[[], tuple[int, int, bool]],
+        ttl_s: int = DEFAULT_TTL_S,
+        replicas: int = 1,
+    ) -> None:
+        """`state()` gives (in_flight, completed, draining) for each refresh."""
+        if not 1 <= ttl_s <= MAX_TTL_S:
+            raise ValueError(f"presence TTL must be 1..{MAX_TTL_S} s, got {ttl_s}")
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.store = EventStore(nc)
+        self.info = info
+        self.state = state
+        self.ttl_s = int(ttl_s)
+        self.replicas = replicas
+        self.subject = KV_SUBJECT_PREFIX + presence_key(info.id)
+        self._stop = asyncio.Event()
+        self._refresher: asyncio.Task[None] | None = None
+
+    async def register(self) -> None:
+        """Record the registration on every tenant's log, publish the record, start refreshing."""
+        await presence_bucket(self.js, self.replicas)
+        await self._record(ProvisionerRegistered(provisioner=self.info), "registered")
+        await self.refresh()
+        self._refresher = asyncio.create_task(self._refresh_until_stopped(), name=f"presence-{self.info.id}")
+        log.info("provisioner registered", provisioner=self.info.id, ttl_s=self.ttl_s,
+                 tenants=self.info.tenants, capacity=self.info.capacity)
+
+    async def refresh(self) -> None:
+        in_flight, completed, draining = self.state()
+        record = ProvisionerPresence(
+            info=self.info, in_flight=in_flight, completed=completed, draining=draining,
+            ttl_s=self.ttl_s, refreshed_at=datetime.now(timezone.utc),
+        )
+        await self.js.publish(self.subject, record.model_dump_json().encode(), msg_ttl=self.ttl_s)
+
+    async def _refresh_until_stopped(self) -> None:
+        interval = self.ttl_s / 3
+        while True:
+            try:
+                await asyncio.wait_for(self._stop.wait(), interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                await self.refresh()
+            except Exception as err:  # noqa: BLE001 - the bus is away; the next tick tries again
+                log.warning("presence refresh failed", error=str(err) or type(err).__name__)
+
+    async def deregister(self, reason: Literal["drained", "stopped"], completed: int) -> None:
+        """Stop refreshing, delete the record (watchers see `left`), record the leave."""
+        await self.halt()
+        kv = await self.js.key_value(subjects.PRESENCE_BUCKET)
+        await kv.delete(presence_key(self.info.id))
+        await self._record(
+            ProvisionerDeregistered(provisioner_id=self.info.id, session=self.info.session, reason=reason,
+                                    completed=completed),
+            "deregistered",
+        )
+        log.info("provisioner deregistered", provisioner=self.info.id, reason=reason, completed=completed)
+
+    async def halt(self) -> None:
+        """Stop refreshing and leave the record to expire (what a crash looks like)."""
+        self._stop.set()
+        if self._refresher is not None:
+            await self._refresher
+
+    async def _record(self, event: ProvisionerRegistered | ProvisionerDeregistered, what: str) -> None:
+        for tenant in self.info.tenants:
+            await self.store.append(
+                subjects.provisioner_events(tenant, self.info.id),
+                [Append(event, msg_id=f"{self.info.id}.{self.info.session}.{what}", aggregate_id=self.info.id)],
+            )
+
+
+async def wait_gone(js: JetStreamContext, provisioner_id: str, timeout: float) -> Change:
+    """Wait until a provisioner's record is deleted or expires; returns how it went."""
+    gone: asyncio.Future[Change] = asyncio.get_running_loop().create_future()
+
+    def on_change(pid: str, record: ProvisionerPresence | None, change: Change) -> None:
+        if pid == provisioner_id and record is None and not gone.done():
+            gone.set_result(change)
+
+    async with PresenceWatch(js, on_change=on_change) as view:
+        if provisioner_id not in view.live and not gone.done():
+            return "left"
+        return await asyncio.wait_for(gone, timeout)
+
+
+__all__ = [
+    "DEFAULT_TTL_S", "Presence", "PresenceWatch", "live_provisioners", "presence_bucket", "presence_key",
+    "serves", "wait_gone",
+]

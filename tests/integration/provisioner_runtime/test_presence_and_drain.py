@@ -1,0 +1,118 @@
+"""Registration, presence (appears, refreshes, expires when the process dies, leaves on a clean
+stop) and drain (on request: finishes what runs, takes nothing new, leaves)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.provisioner.app import drain_subject, request_drain
+from services.provisioner.presence import PresenceWatch, live_provisioners, wait_gone
+
+from .conftest import DEADLINE_S, Bench, HeldExecutor
+
+pytestmark = pytest.mark.nats
+
+
+async def test_a_provisioner_registers_and_is_listed(bench: Bench, tenant: str) -> None:
+    pid = f"p-{tenant}"
+    await bench.provisioner(HeldExecutor(), pid, capacity=4, provisioner_class="default")
+
+    live = await live_provisioners(bench.nc, tenant=tenant)
+    assert [p.info.id for p in live] == [pid]
+    record = live[0]
+    assert record.info.capacity == 4 and record.info.tenants == [tenant]
+    assert record.info.plugins == [{"name": "held", "type": "automator", "version": "0.1"}]
+    assert record.in_flight == 0 and not record.draining
+    assert await live_provisioners(bench.nc, tenant=f"{tenant}-other") == []
+    assert await live_provisioners(bench.nc, tenant=tenant, provisioner_class="gpu") == []
+
+    await bench.log.wait_for(lambda log: len(log.of("ProvisionerRegistered")) == 1)
+    registered = bench.log.of("ProvisionerRegistered")[0]
+    assert registered.provisioner == record.info
+
+
+async def test_presence_expires_when_the_provisioner_dies(bench: Bench, tenant: str) -> None:
+    pid = f"p-{tenant}"
+    changes: list[tuple[str, str]] = []
+    async with PresenceWatch(bench.nc.jetstream(), on_change=lambda i, _, c: changes.append((i, c))) as view:
+        p = await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=1)
+        await view.wait_until(lambda live: pid in live, DEADLINE_S)
+
+        await p.abort()  # no deregistration: only the TTL tells
+        await view.wait_until(lambda live: pid not in live, DEADLINE_S)
+    mine = [c for i, c in changes if i == pid]
+    assert mine[-1] == "expired" and set(mine[:-1]) == {"seen"}
+    assert pid not in [r.info.id for r in await live_provisioners(bench.nc)]
+    assert bench.log.of("ProvisionerDeregistered") == []
+
+
+async def test_a_live_provisioner_refreshes_its_presence(bench: Bench, tenant: str) -> None:
+    pid = f"p-{tenant}"
+    refreshed: list[str] = []
+    async with PresenceWatch(bench.nc.jetstream(), on_change=lambda i, _, c: refreshed.append(c) if i == pid else None) as view:
+        await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=1)
+        # Three refreshes (every ttl/3) span more than one TTL: still there.
+        await view.wait_until(lambda live: refreshed.count("seen") >= 4, DEADLINE_S)
+        assert pid in view.live and "expired" not in refreshed
+
+
+async def test_a_clean_stop_deregisters(bench: Bench, tenant: str) -> None:
+    pid = f"p-{tenant}"
+    p = await bench.provisioner(HeldExecutor(), pid)
+    gone = asyncio.create_task(wait_gone(bench.nc.jetstream(), pid, DEADLINE_S))
+    await p.stop()
+    assert await gone == "left"
+    await bench.log.wait_for(lambda log: len(log.of("ProvisionerDeregistered")) == 1)
+    left = bench.log.of("ProvisionerDeregistered")[0]
+    assert (left.provisioner_id, left.reason, left.session) == (pid, "stopped", p.info.session)
+    assert pid not in [r.info.id for r in await live_provisioners(bench.nc)]
+
+
+async def test_drain_finishes_in_flight_work_and_takes_nothing_new(bench: Bench, tenant: str) -> None:
+    pid = f"p-{tenant}"
+    held, other = HeldExecutor(), HeldExecutor(hold=False)
+    drained = asyncio.Event()
+    p = await bench.provisioner(held, pid, capacity=4)
+    p.on_drained = drained.set
+    await bench.publish("n1-install")
+    await bench.publish("n2-install")
+    await held.wait_started(2)
+
+    answer = await request_drain(bench.nc, pid)
+    assert answer == {"provisioner": pid, "draining": True, "already": False, "in_flight": 2}
+    assert (await request_drain(bench.nc, pid))["already"] is True
+    [record] = await live_provisioners(bench.nc, tenant=tenant)
+    assert record.draining and record.in_flight == 2
+
+    # A task published now goes to another provisioner, at once; the draining one, with two
+    # free slots, takes nothing.
+    await bench.workers(other, f"q-{tenant}")
+    await bench.publish("n3-install")
+    await other.wait_started(1)
+    assert [t.task_id for t in other.started] == ["n3-install"]
+    assert not p.finished.is_set()
+
+    held.release()
+    await asyncio.wait_for(p.finished.wait(), DEADLINE_S)
+    assert drained.is_set()
+    assert sorted(t.task_id for t in held.finished) == ["n1-install", "n2-install"]
+    await bench.log.wait_for(lambda log: len(log.of("ProvisionerDeregistered")) == 1)
+    left = bench.log.of("ProvisionerDeregistered")[0]
+    assert (left.reason, left.completed) == ("drained", 2)
+    by = {e.task_id: e.provisioner for e in bench.log.of("TaskSucceeded")}
+    assert by == {"n1-install": pid, "n2-install": pid, "n3-install": f"q-{tenant}"}
+    assert await live_provisioners(bench.nc, tenant=tenant) == []
+
+    # Gone: nobody answers on its drain subject.
+    with pytest.raises(LookupError, match=drain_subject(pid).replace(".", r"\.")):
+        await request_drain(bench.nc, pid)
+
+
+async def test_drain_of_an_idle_provisioner_leaves_at_once(bench: Bench, tenant: str) -> None:
+    pid = f"p-{tenant}"
+    p = await bench.provisioner(HeldExecutor(), pid)
+    await request_drain(bench.nc, pid)
+    await asyncio.wait_for(p.finished.wait(), DEADLINE_S)
+    assert await live_provisioners(bench.nc, tenant=tenant) == []
