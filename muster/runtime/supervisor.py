@@ -30,6 +30,12 @@ class Child:
     process: asyncio.subprocess.Process
     log_path: Path
     copier: asyncio.Task[None] | None = None
+    args: list[str] = field(default_factory=list)
+    """The `muster` arguments it was started with (a restart uses the same)."""
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
 
 @dataclass
@@ -41,12 +47,18 @@ class Deployment:
     tenants: str = "default"
     server: NatsServer | None = None
     children: list[Child] = field(default_factory=list)
+    replicas: dict[str, int] = field(default_factory=dict)
+    """Processes per service (default 1); several are named `<service>-1`, `<service>-2`..."""
+    extra_args: dict[str, list[str]] = field(default_factory=dict)
+    """More options, by service (`planner`) or by process name (`provisioner-2`)."""
 
     @property
     def tracker_url(self) -> str:
         return f"http://127.0.0.1:{self.tracker_port}"
 
-    async def start(self) -> None:
+    async def start(self, first: tuple[str, ...] = ()) -> None:
+        """Start nats-server (unless `nats_url` is given) and every service; the processes
+        named in `first` are started, and ready, before the others."""
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         if not self.nats_url:
             self.server = await NatsServer(self.data_dir / "nats").start()
@@ -54,17 +66,52 @@ class Deployment:
         (self.data_dir / "nats.url").write_text(self.nats_url)
         self.tracker_port = self.tracker_port or free_port()
         (self.data_dir / "tracker.url").write_text(self.tracker_url)
-        commands = {
+        commands = self.commands()
+        try:
+            for name in first:
+                await self._spawn(name, commands.pop(name))
+            await asyncio.gather(*(self._spawn(name, args) for name, args in commands.items()))
+        except BaseException:
+            await self.stop()
+            raise
+
+    def commands(self) -> dict[str, list[str]]:
+        """Process name -> its `muster` arguments."""
+        services = {
             "solver": ["solver"],
             "planner": ["planner"],
             "provisioner": ["provisioner", "--capacity", str(self.capacity), "--tenants", self.tenants],
             "tracker": ["tracker", "--port", str(self.tracker_port)],
         }
-        try:
-            await asyncio.gather(*(self._spawn(name, args) for name, args in commands.items()))
-        except BaseException:
-            await self.stop()
-            raise
+        out: dict[str, list[str]] = {}
+        for service, args in services.items():
+            n = self.replicas.get(service, 1)
+            for name in [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]:
+                out[name] = [*args, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
+        return out
+
+    def child(self, name: str) -> Child:
+        for c in self.children:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    async def kill(self, name: str) -> int:
+        """kill -9 one child by its PID (fault tests); returns the PID."""
+        child = self.child(name)
+        os.kill(child.pid, signal.SIGKILL)
+        await child.process.wait()
+        if child.copier is not None:
+            await asyncio.gather(child.copier, return_exceptions=True)
+        self.children.remove(child)
+        return child.pid
+
+    async def restart(self, name: str, args: list[str] | None = None) -> Child:
+        """Start a child that was killed again, with the same arguments (or `args`)."""
+        if any(c.name == name for c in self.children):
+            raise StartError(f"{name} is running")
+        await self._spawn(name, args if args is not None else self.commands()[name])
+        return self.child(name)
 
     async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> None:
         env = {**os.environ, "NATS_URL": self.nats_url or "", "MUSTER_LOG_LEVEL": os.environ.get("MUSTER_LOG_LEVEL", "INFO")}
@@ -72,7 +119,7 @@ class Deployment:
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
         )
-        child = Child(name, process, self.data_dir / "logs" / f"{name}.log")
+        child = Child(name, process, self.data_dir / "logs" / f"{name}.log", args=list(args))
         self.children.append(child)
         ready = asyncio.get_running_loop().create_future()
         child.copier = asyncio.create_task(self._copy(child, ready))

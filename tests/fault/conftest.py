@@ -1,0 +1,1 @@
+"""Fault scenarios: real processes, killed with SIGKILL mid-operation (docs/faults.md)."""

@@ -1,0 +1,246 @@
+"""Real processes, started as a user starts them (`Deployment`: `python -m muster <service>
+--nats-url ...`, readiness from each one's "started" log line), on one nats-server or on a
+3-node loopback cluster, with a way to kill -9 and restart any of them by PID.
+
+    async with FaultStack.single(tmp_path) as fs:          # or FaultStack.cluster(tmp_path)
+        await fs.load_demo_catalog("default")
+        reply = await fs.client.send("default", CreateCluster(...))
+        await fs.kill("planner"); await fs.restart("planner")
+        await fs.kill_server(); await fs.restart_server()
+
+Everything listens on 127.0.0.1; every wait has a deadline; `stop` (or leaving the `async
+with`) stops every process this stack started, by its PID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.errors import BadRequestError
+
+from contracts.catalog import Catalog
+from contracts.events import EVENT_TYPES
+from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
+from muster.bus.connect import connect
+from muster.bus.eventstore import EventStore, Recorded
+from muster.bus.server import NatsServer, free_port
+from muster.bus.streams import ensure_streams
+from muster.catalog_files import load_catalog
+from muster.catalog_store import apply_catalog
+from muster.client import MusterClient
+from muster.runtime.supervisor import Deployment
+
+from .invariants import Report, check
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "muster" / "demo" / "catalog"
+PEER_OFFLINE = 10005
+
+
+def demo_catalog(**provider_fields: str) -> Catalog:
+    """The demo catalog, with the simulated provider's fields changed (latency, failures)."""
+    catalog = copy.deepcopy(load_catalog(DEMO))
+    sim = catalog.providers["sim"]
+    catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, **provider_fields}})
+    return catalog
+
+
+def fault_options(base: Path, provisioners: int = 1) -> dict[str, list[str]]:
+    """Options for quick recovery: a dead provisioner's task comes back after 2 s; an attempt
+    with no outcome for 60 s fails (a lost task would show as a timeout, which the checks
+    report). Each provisioner has its own id and work dir under `base`."""
+    options: dict[str, list[str]] = {
+        "planner": ["--task-timeout", "60"],
+        "provisioner": ["--ack-wait", "2"],
+    }
+    names = ["provisioner"] if provisioners == 1 else [f"provisioner-{i}" for i in range(1, provisioners + 1)]
+    for i, name in enumerate(names, 1):
+        options[name] = [*options.get(name, []), "--id", f"prov-{i}", "--work-dir", str(base / "work" / name)]
+    return options
+
+
+@dataclass
+class FaultStack:
+    base: Path
+    deployment: Deployment
+    server: NatsServer | None = None
+    nodes: list[ClusterNode] = field(default_factory=list)
+    nc: Client | None = None
+    client: MusterClient = field(init=False)
+
+    # -- starting ------------------------------------------------------------------------------
+
+    @classmethod
+    async def single(cls, base: Path, *, tenants: str = "default", provisioners: int = 1, capacity: int = 8,
+                     extra_args: dict[str, list[str]] | None = None) -> "FaultStack":
+        server = await NatsServer(base / "nats").start()
+        options = fault_options(base, provisioners)
+        for name, args in (extra_args or {}).items():
+            options[name] = [*options.get(name, []), *args]
+        deployment = Deployment(base / "deploy", nats_url=server.url, capacity=capacity, tenants=tenants,
+                                replicas={"provisioner": provisioners}, extra_args=options)
+        return await cls(base, deployment, server=server)._start()
+
+    @classmethod
+    async def cluster(cls, base: Path, *, replicas: dict[str, int], extra_args: dict[str, list[str]],
+                      tenants: str = "default", capacity: int = 8) -> "FaultStack":
+        """Three nats-server processes with cluster routes on loopback (rendered as
+        deploy/nats/*.conf is), streams with 3 replicas (the caller sets MUSTER_REPLICAS=3)."""
+        nodes = loopback_cluster(base / "nats", [(free_port(), free_port()) for _ in range(3)])
+        stack_: FaultStack | None = None
+        try:
+            url = await start_cluster(nodes)
+            deployment = Deployment(base / "deploy", nats_url=url, capacity=capacity, tenants=tenants,
+                                    replicas=replicas, extra_args=extra_args)
+            stack_ = cls(base, deployment, nodes=nodes)
+            await stack_._create_streams(int(os.environ.get("MUSTER_REPLICAS", "1")))
+            return await stack_._start()
+        except BaseException:
+            if stack_ is None:
+                for n in nodes:
+                    await n.stop()
+            else:
+                await stack_.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        assert self.deployment.nats_url
+        return self.deployment.nats_url
+
+    async def _connect(self) -> None:
+        if self.nc is None:
+            self.nc = await connect(self.url, name="fault-test")
+            self.client = MusterClient(self.nc)
+
+    async def _create_streams(self, replicas: int, timeout: float = 20.0) -> None:
+        """The cluster has elected a meta leader, but it may not have heard from every peer yet
+        and refuses a 3-replica stream ("peer offline", 10005) until it has. The server tells a
+        client outside the system account no event for that, so this one call is retried on that
+        one error, under a deadline."""
+        await self._connect()
+        assert self.nc is not None
+
+        async def until_created() -> None:
+            for _ in range(int(timeout / 0.1)):
+                try:
+                    await ensure_streams(self.nc.jetstream(), replicas=replicas)  # type: ignore[union-attr]
+                    return
+                except BadRequestError as err:
+                    if err.err_code != PEER_OFFLINE:
+                        raise
+                await asyncio.sleep(0.1)
+
+        await asyncio.wait_for(until_created(), timeout)
+
+    async def _start(self) -> "FaultStack":
+        try:
+            await self._connect()
+            assert self.nc is not None
+            await ensure_streams(self.nc.jetstream(), replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
+            # The planner first, on a log with no event yet: a planner that starts on a log
+            # holding events but none of a cluster may hang in its replay (test_found_bugs.py).
+            await self.deployment.start(first=("planner",))
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aenter__(self) -> "FaultStack":
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        await self.stop()
+
+    async def stop(self) -> None:
+        if self.nc is not None and not self.nc.is_closed:
+            await self.nc.close()
+        await self.deployment.stop()
+        if self.server is not None:
+            await self.server.stop()
+        for n in self.nodes:
+            await n.stop()
+
+    # -- the catalog ------------------------------------------------------------------------
+
+    async def load_catalog(self, tenant: str, catalog: Catalog) -> None:
+        assert self.nc is not None
+        await apply_catalog(EventStore(self.nc), tenant, catalog, by="fault-test")
+
+    # -- faults -----------------------------------------------------------------------------
+
+    def pids(self) -> dict[str, int]:
+        return {c.name: c.pid for c in self.deployment.children}
+
+    async def kill(self, name: str) -> int:
+        """kill -9 a service process by its PID."""
+        return await self.deployment.kill(name)
+
+    async def restart(self, name: str) -> int:
+        return (await self.deployment.restart(name)).pid
+
+    async def kill_server(self, node: int | None = None) -> str:
+        """kill -9 the nats-server (or one cluster node); returns its name."""
+        server = self.server if node is None else self.nodes[node]
+        assert server is not None and server.process is not None
+        os.kill(server.process.pid, signal.SIGKILL)
+        await asyncio.wait_for(server.process.wait(), 10)
+        server.process = None
+        return server.name
+
+    async def restart_server(self, node: int | None = None) -> None:
+        """Start it again on the same port with the same store."""
+        server = self.server if node is None else self.nodes[node]
+        assert server is not None
+        await server.start()
+
+    # -- watching the log -------------------------------------------------------------------
+
+    async def when(self, subject: str, predicate: Callable[[Recorded], bool], action: Callable[[], Awaitable[Any]],
+                   timeout: float = 60.0) -> Recorded:
+        """Subscribe (core NATS: sees each event as it is published), then run `action`, and
+        return the first event on `subject` matching `predicate`."""
+        assert self.nc is not None
+        found: asyncio.Future[Recorded] = asyncio.get_running_loop().create_future()
+
+        async def on_msg(msg: Msg) -> None:
+            if found.done() or not msg.headers:
+                return
+            model = EVENT_TYPES.get(msg.headers.get("Muster-Type", ""))
+            if model is None:
+                return
+            r = Recorded(seq=0, subject=msg.subject, time=datetime.now(timezone.utc), event=model.model_validate_json(msg.data))
+            if predicate(r):
+                found.set_result(r)
+
+        sub = await self.nc.subscribe(subject, cb=on_msg)
+        try:
+            await action()
+            return await asyncio.wait_for(found, timeout)
+        finally:
+            await sub.unsubscribe()
+
+    # -- after -------------------------------------------------------------------------------
+
+    async def check(self, *, planner_running: bool = True) -> Report:
+        assert self.nc is not None
+        report = await check(self.nc, tracker_url=self.deployment.tracker_url if self._tracker_up() else None,
+                             planner_running=planner_running)
+        print(f"\n[invariants] {report.summary()}")
+        for line in report.ended_in_flight + report.timed_out:
+            print(f"[invariants]   {line}")
+        return report
+
+    def _tracker_up(self) -> bool:
+        return any(c.name == "tracker" for c in self.deployment.children)

@@ -1,0 +1,325 @@
+"""What must hold after any fault, checked by replaying the WHOLE log (reusable: any test with a
+NATS connection can call `check`).
+
+1. Every job reached a final state (succeeded, failed, rolled back, needs attention), and its
+   story is whole: it starts with `JobRequested`; after a final event only `JobRetried` follows.
+2. Every task attempt the planner queued (`TaskQueued` / `CleanupQueued`, task id + attempt, on
+   the job's subject) was queued once and has exactly one outcome recorded by the planner
+   (`TaskCompleted` or `TaskAttemptFailed`); an outcome has a queued attempt. The only allowed
+   exception: the job ended (a final event) while the attempt was in flight — listed by name in
+   `Report.ended_in_flight`. Every `TaskCompleted` has the provisioner's `TaskSucceeded` for the
+   same attempt; every `TaskAttemptFailed` has its `TaskFailed`, or is a timeout (listed).
+3. State rebuilt from the log equals what the services report: each job's view from its owner
+   (`muster.q.<tenant>.job.<id>`) equals `rebuild(Job, ...)`.view(); each cluster rebuilt from
+   the log equals the cluster of a planner freshly rebuilt from the log (`Planner.resume`), and
+   the tracker's `GET /v1/clusters/{id}` and `GET /v1/jobs/{id}` when a tracker URL is given.
+4. Tenants are isolated: no event on a tenant's subjects names another tenant's cluster or job
+   id, and an event's own `tenant` field is its subject's tenant.
+
+`check` returns a `Report`; `Report.problems` lists every violation in words (empty = all hold).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from nats.aio.client import Client
+from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+
+from contracts import subjects
+from muster.bus.eventstore import EventStore, Recorded
+from muster.bus.repository import rebuild
+from services.planner.app import Planner, PlannerConfig
+from services.planner.domain.cluster import Cluster
+from services.planner.domain.job import Job
+
+FINAL = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
+QUEUED = ("TaskQueued", "CleanupQueued")
+PLANNER_OUTCOMES = ("TaskCompleted", "TaskAttemptFailed")
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+TRACKER_TENANT_HEADER = "X-Muster-Tenant"
+
+
+@dataclass
+class Report:
+    events: int = 0
+    jobs: Counter[str] = field(default_factory=Counter)
+    """Final state -> number of jobs."""
+    attempts: int = 0
+    retries: int = 0
+    """Attempts after the first of a task."""
+    outcomes: Counter[str] = field(default_factory=Counter)
+    timed_out: list[str] = field(default_factory=list)
+    ended_in_flight: list[str] = field(default_factory=list)
+    """Attempts without a planner outcome because their job had ended first (allowed)."""
+    redelivered: int = 0
+    """Attempts a provisioner claimed more than once (its worker died or the bus failed it)."""
+    late_results: int = 0
+    """Provisioner outcomes of attempts the planner had already closed (recorded, ignored)."""
+    compared: Counter[str] = field(default_factory=Counter)
+    problems: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return (
+            f"{self.events} events; jobs {dict(self.jobs)}; {self.attempts} attempts ({self.retries} retries), "
+            f"outcomes {dict(self.outcomes)}; {len(self.timed_out)} timed out; {self.redelivered} redelivered; "
+            f"{self.late_results} late results; {len(self.ended_in_flight)} ended in flight; "
+            f"compared {dict(self.compared)}; {len(self.problems)} problems"
+        )
+
+    def assert_ok(self) -> None:
+        assert not self.problems, "invariants violated:\n  " + "\n  ".join(self.problems[:50])
+
+
+@dataclass(frozen=True)
+class Where:
+    tenant: str
+    kind: str
+    id: str
+    sub: str = ""
+
+
+def where(subject: str) -> Where | None:
+    parts = subject.split(".")
+    if len(parts) < 5 or ".".join(parts[:2]) != subjects.EVT:
+        return None
+    return Where(parts[2], parts[3], parts[4], ".".join(parts[5:]))
+
+
+async def check(
+    nc: Client,
+    *,
+    tracker_url: str | None = None,
+    planner_running: bool = True,
+    query_timeout: float = 5.0,
+) -> Report:
+    """Replay the whole log and check every invariant (module docstring)."""
+    store = EventStore(nc, timeout=30.0)
+    log = await store.read(subjects.ALL_EVENTS)
+    report = Report(events=len(log))
+    by_subject: dict[str, list[Recorded]] = defaultdict(list)
+    for r in log:
+        by_subject[r.subject].append(r)
+
+    jobs: dict[tuple[str, str], Job] = {}
+    clusters: dict[tuple[str, str], Cluster] = {}
+    owner: dict[str, str] = {}  # cluster or job id -> tenant
+    for subject, history in by_subject.items():
+        w = where(subject)
+        if w is None:
+            report.problems.append(f"{subject}: not a muster event subject")
+            continue
+        if w.kind in ("job", "cluster", "layout", "task"):
+            owner.setdefault(w.id, w.tenant)
+            if owner[w.id] != w.tenant:
+                report.problems.append(f"id {w.id} is used by tenants {owner[w.id]} and {w.tenant}")
+        try:
+            if w.kind == "job":
+                job = rebuild(Job, history)
+                assert job is not None
+                jobs[(w.tenant, w.id)] = job
+            elif w.kind == "cluster":
+                cluster = rebuild(Cluster, history)
+                assert cluster is not None
+                clusters[(w.tenant, w.id)] = cluster
+        except Exception as err:  # noqa: BLE001 - a log that does not fold is itself the finding
+            report.problems.append(f"{subject}: the log does not rebuild: {type(err).__name__}: {err}")
+
+    _check_jobs(report, by_subject, jobs)
+    _check_isolation(report, log, owner)
+    if planner_running:
+        await _compare_job_views(report, nc, jobs, query_timeout)
+    if jobs and all(j.is_final for j in jobs.values()):
+        await _compare_fresh_planner(report, nc, jobs, clusters)
+    if tracker_url:
+        await _compare_tracker(report, tracker_url, jobs, clusters)
+    return report
+
+
+# -- 1 and 2: jobs and attempts -----------------------------------------------------------------
+
+
+def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dict[tuple[str, str], Job]) -> None:
+    for (tenant, job_id), job in jobs.items():
+        history = by_subject[subjects.job_events(tenant, job_id)]
+        name = f"job {job_id} ({tenant}, {job.operation})"
+        if job.is_final:
+            report.jobs[job.state] += 1
+        else:
+            report.problems.append(f"{name} did not reach a final state: {job.state}")
+        if history[0].type != "JobRequested":
+            report.problems.append(f"{name}: its story starts with {history[0].type}, not JobRequested")
+        finals = [i for i, r in enumerate(history) if r.type in FINAL]
+        for i in finals:
+            after = [r.type for r in history[i + 1:]]
+            if after and after[0] != "JobRetried":
+                report.problems.append(f"{name}: {after} recorded after {history[i].type}")
+
+        queued: dict[tuple[str, int], Recorded] = {}
+        outcomes: dict[tuple[str, int], list[Recorded]] = defaultdict(list)
+        for r in history:
+            if r.type in QUEUED:
+                key = (r.event.task_id, r.event.attempt)
+                if key in queued:
+                    report.problems.append(f"{name}: attempt {key[1]} of {key[0]} dispatched twice (seq {queued[key].seq} and {r.seq})")
+                queued[key] = r
+                report.attempts += 1
+                report.retries += r.event.attempt > 1
+            elif r.type in PLANNER_OUTCOMES:
+                outcomes[(r.event.task_id, r.event.attempt)].append(r)
+        last_final = history[finals[-1]].seq if finals else None
+        for key, r in queued.items():
+            got = outcomes.get(key, [])
+            if len(got) > 1:
+                report.problems.append(f"{name}: attempt {key[1]} of {key[0]} has {len(got)} outcomes: {[o.type for o in got]}")
+            elif not got:
+                if last_final is not None and r.seq < last_final:
+                    report.ended_in_flight.append(f"{name}: attempt {key[1]} of {key[0]} (queued at seq {r.seq}) "
+                                                  f"was in flight when the job ended ({job.state}) at seq {last_final}")
+                else:
+                    report.problems.append(f"{name}: attempt {key[1]} of {key[0]} (seq {r.seq}) has no outcome")
+        for key, got in outcomes.items():
+            if key not in queued:
+                report.problems.append(f"{name}: outcome {got[0].type} of attempt {key[1]} of {key[0]} that was never queued")
+            for o in got:
+                report.outcomes[o.type] += 1
+                _check_provisioner_side(report, by_subject, tenant, job_id, name, o)
+        _count_provisioner_side(report, by_subject, tenant, job_id, outcomes)
+
+
+def _task_history(by_subject: dict[str, list[Recorded]], tenant: str, job_id: str, task_id: str) -> list[Recorded]:
+    return by_subject.get(subjects.task_events(tenant, job_id, task_id), [])
+
+
+def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
+                            name: str, outcome: Recorded) -> None:
+    e = outcome.event
+    mine = [r for r in _task_history(by_subject, tenant, job_id, e.task_id) if r.event.attempt == e.attempt]
+    types = {r.type for r in mine}
+    if outcome.type == "TaskCompleted" and "TaskSucceeded" not in types:
+        report.problems.append(f"{name}: TaskCompleted of attempt {e.attempt} of {e.task_id} without a provisioner's TaskSucceeded")
+    if outcome.type == "TaskAttemptFailed":
+        if e.error.startswith("timed out"):
+            report.timed_out.append(f"{name}: attempt {e.attempt} of {e.task_id}")
+        elif "TaskFailed" not in types:
+            report.problems.append(f"{name}: TaskAttemptFailed of attempt {e.attempt} of {e.task_id} without a provisioner's TaskFailed")
+
+
+def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
+                            outcomes: dict[tuple[str, int], list[Recorded]]) -> None:
+    prefix = f"{subjects.EVT}.{tenant}.task.{job_id}."
+    for subject, history in by_subject.items():
+        if not subject.startswith(prefix):
+            continue
+        claims = Counter(r.event.attempt for r in history if r.type == "TaskClaimed")
+        report.redelivered += sum(1 for n in claims.values() if n > 1)
+        for r in history:
+            if r.type not in ("TaskSucceeded", "TaskFailed"):
+                continue
+            planner = outcomes.get((r.event.task_id, r.event.attempt), [])
+            if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.error.startswith("timed out")):
+                report.late_results += 1
+
+
+# -- 4: tenants ---------------------------------------------------------------------------------
+
+
+def _check_isolation(report: Report, log: list[Recorded], owner: dict[str, str]) -> None:
+    for r in log:
+        w = where(r.subject)
+        if w is None:
+            continue
+        own = getattr(r.event, "tenant", None)
+        if own is not None and own != w.tenant:
+            report.problems.append(f"seq {r.seq} on {r.subject}: {r.type} names tenant {own!r}")
+        text = r.event.model_dump_json()
+        for found in set(UUID_RE.findall(text)):
+            other = owner.get(found)
+            if other is not None and other != w.tenant:
+                report.problems.append(f"seq {r.seq} ({w.tenant}, {r.type}) names {other}'s id {found}")
+
+
+# -- 3: what the services report ----------------------------------------------------------------
+
+
+def _normal(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+async def _compare_job_views(report: Report, nc: Client, jobs: dict[tuple[str, str], Job], timeout: float) -> None:
+    for (tenant, job_id), job in jobs.items():
+        try:
+            reply = await nc.request(subjects.job_query(tenant, job_id), b"{}", timeout=timeout)
+        except (NoRespondersError, NatsTimeout):
+            report.problems.append(f"job {job_id} ({tenant}): no planner answers its query")
+            continue
+        live, folded = json.loads(reply.data), _normal(job.view())
+        report.compared["planner job views"] += 1
+        if live != folded:
+            diff = sorted(k for k in set(live) | set(folded) if live.get(k) != folded.get(k))
+            report.problems.append(f"job {job_id} ({tenant}): the planner's view differs from the log's in {diff}")
+
+
+def _cluster_state(c: Cluster) -> dict[str, Any]:
+    return _normal({
+        "tenant": c.tenant, "name": c.name, "status": c.status, "job_id": c.job_id, "config": c.config,
+        "nodes": {n.id: n.model_dump(mode="json") for n in c.nodes.values()}, "results": c.results,
+        "ipaddresses": c.ipaddresses, "hostnames": c.hostnames, "version": c.version,
+    })
+
+
+async def _compare_fresh_planner(report: Report, nc: Client, jobs: dict[tuple[str, str], Job],
+                                 clusters: dict[tuple[str, str], Cluster]) -> None:
+    """A planner rebuilt from the log (all jobs are final, so `resume` dispatches nothing)."""
+    fresh = Planner(nc=nc, store=EventStore(nc, timeout=30.0), config=PlannerConfig(instance="invariants"))
+    try:
+        await fresh.resume()
+    finally:
+        fresh.timers.cancel_all()
+    for (tenant, cluster_id), cluster in clusters.items():
+        other = fresh.clusters.get(cluster_id)
+        report.compared["fresh planner clusters"] += 1
+        if other is None or _cluster_state(other) != _cluster_state(cluster):
+            report.problems.append(f"cluster {cluster_id} ({tenant}): a planner rebuilt from the log sees it differently")
+    for (tenant, job_id), job in jobs.items():
+        other_job = fresh.jobs.get(job_id)
+        report.compared["fresh planner jobs"] += 1
+        if other_job is None or _normal(other_job.view()) != _normal(job.view()):
+            report.problems.append(f"job {job_id} ({tenant}): a planner rebuilt from the log sees it differently")
+
+
+def _tracker_nodes(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {n["id"]: (n.get("hardwaretype"), n.get("imagetype"), sorted(n.get("services", []))) for n in nodes}
+
+
+async def _compare_tracker(report: Report, url: str, jobs: dict[tuple[str, str], Job],
+                           clusters: dict[tuple[str, str], Cluster]) -> None:
+    async with aiohttp.ClientSession(base_url=url, timeout=aiohttp.ClientTimeout(total=30)) as http:
+        for (tenant, cluster_id), cluster in clusters.items():
+            async with http.get(f"/v1/clusters/{cluster_id}", headers={TRACKER_TENANT_HEADER: tenant}) as resp:
+                if resp.status != 200:
+                    report.problems.append(f"cluster {cluster_id} ({tenant}): tracker answers {resp.status}")
+                    continue
+                seen = await resp.json()
+            report.compared["tracker clusters"] += 1
+            expected = {"status": cluster.status, "job_id": cluster.job_id, "tenant": cluster.tenant,
+                        "nodes": {n.id: (n.hardwaretype, n.imagetype, sorted(n.services)) for n in cluster.nodes.values()}}
+            got = {"status": seen.get("status"), "job_id": seen.get("job_id"), "tenant": seen.get("tenant"),
+                   "nodes": _tracker_nodes(seen.get("nodes", []))}
+            if _normal(got) != _normal(expected):
+                diff = sorted(k for k in expected if _normal(got[k]) != _normal(expected[k]))
+                report.problems.append(f"cluster {cluster_id} ({tenant}): the tracker differs from the log in {diff}")
+        for (tenant, job_id), job in jobs.items():
+            async with http.get(f"/v1/jobs/{job_id}", headers={TRACKER_TENANT_HEADER: tenant}) as resp:
+                if resp.status != 200:
+                    report.problems.append(f"job {job_id} ({tenant}): tracker answers {resp.status}")
+                    continue
+                seen = await resp.json()
+            report.compared["tracker jobs"] += 1
+            if seen.get("state") != job.view()["state"]:
+                report.problems.append(f"job {job_id} ({tenant}): the tracker says {seen.get('state')!r}, the log {job.state!r}")
