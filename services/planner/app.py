@@ -58,7 +58,7 @@ from contracts.events import (
 from contracts.layout import Layout, NodeSpec
 from contracts.templates import TemplateError, resolve_template
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
-from muster.bus.repository import Repository, fold
+from muster.bus.repository import Repository, fold, rebuild
 from muster.catalog_files import describe_validation_error
 from muster.catalog_store import read_catalog
 
@@ -110,26 +110,39 @@ class Planner:
     # -- start: rebuild from the log ---------------------------------------------------
 
     async def resume(self) -> None:
-        """Rebuild every cluster and job from the log, then carry on with the open jobs."""
-        queued_at: dict[str, dict[tuple[str, int], datetime]] = {}
+        """Rebuild every cluster and each cluster's current job from the log, then carry on
+        with the open ones. Other (finished) jobs are loaded when a request names them: one
+        job per cluster runs at a time, and accept records the cluster's pointer to a job
+        before the job itself, so no open job can be missed."""
 
         def on_cluster(r: Recorded) -> None:
             key = r.subject.rsplit(".", 1)[1]
             self.clusters[key] = fold(Cluster, self.clusters.get(key), r)
 
-        def on_job(r: Recorded) -> None:
-            key = r.subject.rsplit(".", 1)[1]
-            self.jobs[key] = fold(Job, self.jobs.get(key), r)
-            if r.type in ("TaskQueued", "CleanupQueued"):
-                queued_at.setdefault(key, {})[(r.event.task_id, r.event.attempt)] = r.time
-
         await self.store.replay(subjects.ALL_CLUSTER_EVENTS, on_cluster)
-        await self.store.replay(subjects.ALL_JOB_EVENTS, on_job)
         async with self.lock:
-            for job_id, job in list(self.jobs.items()):
+            for cluster in list(self.clusters.values()):
+                history = await self.store.read(subjects.job_events(cluster.tenant, cluster.job_id))
+                job = rebuild(Job, history)
+                if job is None:
+                    continue  # accepted, then lost before the job was recorded: never answered
+                self.jobs[cluster.job_id] = job
                 if not job.is_final:
-                    await self._resume_job(job, queued_at.get(job_id, {}))
-        log.info("resumed", jobs=len(self.jobs), clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
+                    times = {(r.event.task_id, r.event.attempt): r.time for r in history if r.type in ("TaskQueued", "CleanupQueued")}
+                    await self._resume_job(job, times)
+        log.info("resumed", clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
+
+    async def find_job(self, tenant: str, job_id: str) -> Job | None:
+        """A job from memory, or from the log (finished jobs are not kept at start)."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            try:
+                job = rebuild(Job, await self.store.read(subjects.job_events(tenant, job_id)))
+            except subjects.SubjectError:
+                return None
+            if job is not None:
+                self.jobs[job_id] = job
+        return job if job is not None and job.tenant == tenant else None
 
     async def _resume_job(self, job: Job, times: dict[tuple[str, int], datetime]) -> None:
         cluster = self.clusters[job.cluster_id]
@@ -197,8 +210,9 @@ class Planner:
     async def _create(self, tenant: str, cmd: CreateCluster) -> Accepted | DryRun:
         job_id = str(job_uuid(tenant, cmd.request_id))
         cluster_id = str(cluster_uuid(job_id))
-        if job_id in self.jobs and not cmd.dry_run:
-            return Accepted(job_id=job_id, cluster_id=self.jobs[job_id].cluster_id, duplicate=True)
+        known = await self.find_job(tenant, job_id)
+        if known is not None and not cmd.dry_run:
+            return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         catalog = await self.catalog(tenant, refresh=True)
         try:
             template = resolve_template(catalog, cmd.template)
@@ -227,11 +241,15 @@ class Planner:
         )
         if cmd.dry_run:
             return await self._dry_run(job, cluster, catalog, request)
+        # The cluster (which points to its job) first: see resume().
+        try:
+            await self.repo.save(cluster, subjects.cluster_events(tenant, cluster_id))
+        except ConcurrencyError:  # a retry after a crash between the two saves
+            cluster = rebuild(Cluster, await self.store.read(subjects.cluster_events(tenant, cluster_id)))  # type: ignore[assignment]
         try:
             await self.repo.save(job, subjects.job_events(tenant, job_id))
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
-        await self.repo.save(cluster, subjects.cluster_events(tenant, cluster_id))
         self.jobs[job_id], self.clusters[cluster_id] = job, cluster
         await self._append_layout_request(job, request)
         log.info("accepted", tenant=tenant, job=job_id, operation="create", nodes=cmd.nodes)
@@ -245,9 +263,9 @@ class Planner:
             raise Rejection(f"unknown cluster {cmd.cluster_id!r}")
         operation = _operation_of(cmd)
         job_id = str(job_uuid(tenant, cmd.request_id))
-        if job_id in self.jobs and not cmd.dry_run:
+        if await self.find_job(tenant, job_id) is not None and not cmd.dry_run:
             return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, duplicate=True)
-        current = self.jobs.get(cluster.job_id)
+        current = await self.find_job(tenant, cluster.job_id)
         if current is not None and not current.is_final and current.id != UUID(job_id):
             raise Rejection(f"cluster {cmd.cluster_id!r} is busy with job {cluster.job_id} ({current.operation}, {current.state})")
         if cluster.status == "deleted":
@@ -281,8 +299,8 @@ class Planner:
 
     async def _restore(self, job: Job, cluster: Cluster, catalog: Catalog, cmd: RollbackCluster) -> Accepted | DryRun:
         """Back to the cluster as it was before job `to_job` (its recorded previous state)."""
-        source = self.jobs.get(cmd.to_job)
-        if source is None or source.tenant != job.tenant or source.cluster_id != job.cluster_id:
+        source = await self.find_job(job.tenant, cmd.to_job)
+        if source is None or source.cluster_id != job.cluster_id:
             raise Rejection(f"unknown job {cmd.to_job!r} for cluster {job.cluster_id!r}")
         if not source.planned or source.operation == "create":
             raise Rejection(f"job {cmd.to_job} left no earlier state to return to ({source.operation}, {source.state})")
@@ -304,13 +322,14 @@ class Planner:
         return Accepted(job_id=str(job.id), cluster_id=job.cluster_id)
 
     async def _accept(self, job: Job, cluster: Cluster) -> None:
+        # The cluster's pointer to its job first: see resume().
+        cluster.set_status(cluster.status, str(job.id))
+        await self.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
         try:
             await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
         except ConcurrencyError:
             raise Rejection(f"job {job.id} exists already") from None
         self.jobs[str(job.id)] = job
-        cluster.set_status(cluster.status, str(job.id))
-        await self.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
 
     def _layout_request(self, job: Job, cluster: Cluster, catalog: Catalog, cmd: ClusterCommand) -> LayoutRequested:
         nodes = list(cluster.nodes.values())
@@ -456,8 +475,8 @@ class Planner:
     # -- job control ---------------------------------------------------------------------
 
     async def _control(self, tenant: str, cmd: JobCommand) -> Accepted:
-        job = self.jobs.get(cmd.job_id)
-        if job is None or job.tenant != tenant:
+        job = await self.find_job(tenant, cmd.job_id)
+        if job is None:
             raise Rejection(f"unknown job {cmd.job_id!r}")
         cluster = self.clusters[job.cluster_id]
         by = cmd.requested_by
