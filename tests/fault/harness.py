@@ -29,7 +29,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.errors import BadRequestError
 
-from contracts.catalog import Catalog
+from contracts.catalog import Catalog, Service
 from contracts.events import EVENT_TYPES
 from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
 from muster.bus.connect import connect
@@ -68,6 +68,25 @@ def fault_options(base: Path, provisioners: int = 1) -> dict[str, list[str]]:
     for i, name in enumerate(names, 1):
         options[name] = [*options.get(name, []), "--id", f"prov-{i}", "--work-dir", str(base / "work" / name)]
     return options
+
+
+BROKEN = {
+    "name": "broken", "description": "installs, but never starts; its removal is slow",
+    "dependencies": {"install": {"requires": ["base"]}},
+    "provisioner": {"actions": {
+        "install": {"type": "simulated", "fields": {"script": "install broken"}},
+        "start": {"type": "simulated", "fields": {"failure_rate": "1"}},
+        "remove": {"type": "simulated", "fields": {"latency_ms": "1500"}},
+    }},
+}
+
+
+def with_broken_service(catalog: Catalog) -> Catalog:
+    """`broken` added to the catalog and allowed by hadoop-small: adding it always fails (its
+    start fails every attempt) and rolls back (its removal takes 1.5 s)."""
+    catalog.services["broken"] = Service.model_validate(BROKEN)
+    catalog.clustertemplates["hadoop-small"].compatibility.services.append("broken")
+    return catalog
 
 
 @dataclass
