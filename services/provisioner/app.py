@@ -102,6 +102,7 @@ class Provisioner:
         await self.workers.ensure_queues()
         await self.presence.register()
         self._control = await self.nc.subscribe(drain_subject(self.id), cb=self._on_drain_request)
+        await self.nc.flush()  # the drain subject answers once start() returns
         self._runner = asyncio.create_task(self.workers.run(), name=f"workers-{self.id}")
 
     async def drain(self) -> None:

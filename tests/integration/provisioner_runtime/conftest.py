@@ -81,7 +81,7 @@ class SlowExecutor(HeldExecutor):
     hold: bool = False
 
     async def execute(self, task: TaskMessage) -> TaskOutcome:
-        await asyncio.sleep(self.seconds)  # the work itself, not a wait for a condition
+        await asyncio.sleep(self.seconds)  # the simulated work itself
         return await super().execute(task)
 
 

@@ -37,7 +37,7 @@ async def test_presence_expires_when_the_provisioner_dies(bench: Bench, tenant: 
     pid = f"p-{tenant}"
     changes: list[tuple[str, str]] = []
     async with PresenceWatch(bench.nc.jetstream(), on_change=lambda i, _, c: changes.append((i, c))) as view:
-        p = await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=1)
+        p = await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=2)
         await view.wait_until(lambda live: pid in live, DEADLINE_S)
 
         await p.abort()  # no deregistration: only the TTL tells
@@ -52,8 +52,8 @@ async def test_a_live_provisioner_refreshes_its_presence(bench: Bench, tenant: s
     pid = f"p-{tenant}"
     refreshed: list[str] = []
     async with PresenceWatch(bench.nc.jetstream(), on_change=lambda i, _, c: refreshed.append(c) if i == pid else None) as view:
-        await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=1)
-        # Three refreshes (every ttl/3) span more than one TTL: still there.
+        await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=2)
+        # Three refreshes (every ttl/3) span a whole TTL: still there.
         await view.wait_until(lambda live: refreshed.count("seen") >= 4, DEADLINE_S)
         assert pid in view.live and "expired" not in refreshed
 

@@ -54,13 +54,13 @@ async def test_capacity_bounds_the_tasks_in_flight(bench: Bench) -> None:
 
 
 async def test_a_long_task_keeps_its_claim(bench: Bench) -> None:
-    # The task takes four times the ack wait: in-progress acks keep it, so a second worker,
+    # The task takes three times the ack wait: in-progress acks keep it, so a second worker,
     # idle and waiting for work all along, never sees it.
-    slow, idle = SlowExecutor(seconds=2.0), HeldExecutor(hold=False)
-    await bench.workers(slow, "prov-slow", ack_wait_s=0.5)
+    slow, idle = SlowExecutor(seconds=3.0), HeldExecutor(hold=False)
+    await bench.workers(slow, "prov-slow", ack_wait_s=1.0)
     await bench.publish("n1-install")
     await bench.log.wait_for(lambda log: len(log.of("TaskClaimed")) == 1)
-    await bench.workers(idle, "prov-idle", ack_wait_s=0.5)
+    await bench.workers(idle, "prov-idle", ack_wait_s=1.0)
 
     await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded")) == 1)
     assert [(c.provisioner, c.delivery) for c in bench.log.of("TaskClaimed")] == [("prov-slow", 1)]
@@ -114,11 +114,13 @@ async def test_a_provisioner_in_avoid_leaves_the_task_to_another(bench: Bench) -
 
 async def test_an_undecodable_task_is_dropped_and_the_worker_goes_on(bench: Bench) -> None:
     held = HeldExecutor(hold=False)
-    w = await bench.workers(held, "prov-bad")
+    conn = await bench.connection("prov-bad")
+    w = await bench.workers(held, "prov-bad", nc=conn)
     await bench.nc.jetstream().publish(subjects.task_queue(bench.tenant, "default"), b'{"type": "Task", "v": 1}')
     await bench.publish("n1-install")
     await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded")) == 1)
     assert [t.task_id for t in held.started] == ["n1-install"]
     await asyncio.wait_for(w.idle.wait(), DEADLINE_S)
+    await conn.flush()  # the server has the worker's term and ack
     info = await bench.nc.jetstream().consumer_info("TASKS", f"workers-{bench.tenant}-default")
     assert info.num_pending == 0 and info.num_ack_pending == 0

@@ -1,0 +1,417 @@
+"""Provisioner dispatch benchmark: how fast a queued task reaches a worker and how many no-op
+tasks go through, next to the raw JetStream figures of the same server in the same run.
+Not a test: run it, read the table; `--write-docs` puts it into docs/benchmarks.md
+("## Provisioner dispatch").
+
+    .venv/bin/python bench/dispatch_bench.py [--samples 500] [--tasks 5000] [--in-flight 1000] [--write-docs]
+
+What is measured (one nats-server of its own, `sync_interval: always`, a temp store):
+
+- raw latency: `js.publish` of a 1 KB message on a work-queue stream -> received by a durable
+  pull consumer waiting in `fetch` (the workers' way), one at a time.
+- raw throughput: N messages published with `publish_async` while the consumer fetches (up to
+  256 a time) and acks each; N / (last ack - first publish).
+- dispatch latency: the task message published to TASKS (after which the planner has nothing
+  more to do) -> its `TaskClaimed` seen in the log by a subscriber; one at a time, idle workers.
+- task throughput: N tasks published as above -> each claimed (TaskClaimed appended), run by the
+  `simulated` automator with no latency, outcome appended (TaskSucceeded), acked; N / (last
+  outcome seen - first publish), for capacities 1, 4 and 16.
+- in flight: 1,000 tasks of 5 s each on one provisioner of capacity 1,000 with a 2 s ack wait
+  (so every claim lives on in-progress acks): all must run at once, none may fail or be
+  delivered twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+
+from contracts import subjects
+from contracts.tasks import TaskMessage, TaskOutcome
+from muster.bus.connect import connect
+from muster.bus.eventstore import H_TYPE, EventStore
+from muster.bus.server import NatsServer
+from muster.bus.streams import ensure_streams
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.testing import make_task
+from services.provisioner.worker import WorkerConfig, Workers
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+SECTION = "## Provisioner dispatch"
+PAYLOAD = 1024
+DEADLINE_S = 300.0
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+# -- raw JetStream ----------------------------------------------------------------------------
+
+
+async def raw_setup(nc: Client, name: str) -> None:
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name=name, subjects=[f"{name.lower()}.>"], retention=RetentionPolicy.WORK_QUEUE,
+                                     storage=StorageType.FILE))
+    await js.add_consumer(name, ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT, ack_wait=30,
+                                               max_ack_pending=-1))
+
+
+async def raw_consumer(nc: Client, name: str, on_msg: Callable[[Msg], Awaitable[None]], stop: asyncio.Event) -> None:
+    psub = await nc.jetstream().pull_subscribe_bind(durable="c", stream=name)
+    while not stop.is_set():
+        try:
+            msgs = await psub.fetch(batch=256, timeout=2)
+        except NatsTimeout:
+            continue
+        for m in msgs:
+            await on_msg(m)
+
+
+async def raw_latency(url: str, samples: int) -> list[float]:
+    pub, sub = await connect(url, name="raw-pub"), await connect(url, name="raw-sub")
+    await raw_setup(pub, "RAWLAT")
+    loop = asyncio.get_running_loop()
+    got: asyncio.Future[float] = loop.create_future()
+
+    async def on_msg(m: Msg) -> None:
+        await m.ack()
+        if not got.done():
+            got.set_result(time.perf_counter())
+
+    stop = asyncio.Event()
+    consumer = asyncio.create_task(raw_consumer(sub, "RAWLAT", on_msg, stop))
+    js = pub.jetstream()
+    body = b"x" * PAYLOAD
+    out = []
+    for i in range(samples + 20):
+        got = loop.create_future()
+        start = time.perf_counter()
+        await js.publish("rawlat.x", body)
+        received = await asyncio.wait_for(got, 10)
+        if i >= 20:  # warm-up
+            out.append(received - start)
+    stop.set()
+    await asyncio.wait_for(consumer, 10)
+    await pub.close()
+    await sub.close()
+    return out
+
+
+async def raw_throughput(url: str, n: int) -> float:
+    pub, sub = await connect(url, name="raw-pub"), await connect(url, name="raw-sub")
+    await raw_setup(pub, "RAWTPUT")
+    done = asyncio.Event()
+    count = 0
+    last = 0.0
+
+    async def on_msg(m: Msg) -> None:
+        nonlocal count, last
+        await m.ack()
+        count += 1
+        if count == n:
+            last = time.perf_counter()
+            done.set()
+
+    stop = asyncio.Event()
+    consumer = asyncio.create_task(raw_consumer(sub, "RAWTPUT", on_msg, stop))
+    js = pub.jetstream()
+    body = b"x" * PAYLOAD
+    start = time.perf_counter()
+    for _ in range(n):
+        await js.publish_async("rawtput.x", body)
+    await asyncio.wait_for(done.wait(), DEADLINE_S)
+    stop.set()
+    await asyncio.wait_for(consumer, 10)
+    await pub.close()
+    await sub.close()
+    return n / (last - start)
+
+
+# -- the provisioner --------------------------------------------------------------------------
+
+
+@dataclass
+class Counting:
+    """The real plugin registry, noting the most tasks the workers held at once (claimed and
+    not yet acked: a no-op plugin returns at once, the appends around it take the time)."""
+
+    registry: PluginRegistry
+    in_flight: Callable[[], int] = lambda: 0
+    most: int = 0
+
+    async def execute(self, task: TaskMessage) -> TaskOutcome:
+        self.most = max(self.most, self.in_flight())
+        return await self.registry.execute(task)
+
+
+class Provisioner:
+    """Workers with the real plugin registry, on a connection of their own."""
+
+    def __init__(self, url: str, tenant: str, capacity: int, ack_wait_s: float = 30.0) -> None:
+        self.url, self.tenant, self.capacity, self.ack_wait_s = url, tenant, capacity, ack_wait_s
+
+    async def __aenter__(self) -> "Provisioner":
+        self.nc = await connect(self.url, name=f"prov-{self.tenant}")
+        self.registry = PluginRegistry.discover()
+        self.executor = Counting(self.registry)
+        config = WorkerConfig(provisioner_id=f"bench-{self.tenant}", tenants=(self.tenant,), capacity=self.capacity,
+                              ack_wait_s=self.ack_wait_s)
+        self.workers = Workers(self.nc.jetstream(), EventStore(self.nc), self.executor, config)
+        self.executor.in_flight = lambda: self.workers.in_flight
+        await self.workers.ensure_queues()
+        self.runner = asyncio.create_task(self.workers.run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.workers.drain()
+        await self.runner
+        await self.registry.aclose()
+        await self.nc.close()
+
+
+class Observer:
+    """Sees every event of a tenant's tasks as the log stores it (a core subscription)."""
+
+    def __init__(self) -> None:
+        self.claimed: dict[str, float] = {}
+        self.claims = 0
+        self.redelivered = 0
+        self.succeeded = 0
+        self.failed = 0
+        self.last = 0.0
+        self.waiting: tuple[int, asyncio.Event] | None = None
+        self.claim_waiter: asyncio.Future[float] | None = None
+
+    async def on_msg(self, msg: Msg) -> None:
+        now = time.perf_counter()
+        kind = (msg.headers or {}).get(H_TYPE)
+        if kind == "TaskClaimed":
+            self.claims += 1
+            if json.loads(msg.data)["delivery"] != 1:
+                self.redelivered += 1
+            if self.claim_waiter is not None and not self.claim_waiter.done():
+                self.claim_waiter.set_result(now)
+        elif kind in ("TaskSucceeded", "TaskFailed"):
+            if kind == "TaskSucceeded":
+                self.succeeded += 1
+            else:
+                self.failed += 1
+            self.last = now
+            if self.waiting is not None and self.succeeded + self.failed >= self.waiting[0]:
+                self.waiting[1].set()
+
+    async def outcomes(self, n: int, timeout: float = DEADLINE_S) -> None:
+        event = asyncio.Event()
+        self.waiting = (n, event)
+        if self.succeeded + self.failed >= n:
+            return
+        await asyncio.wait_for(event.wait(), timeout)
+
+
+def tasks(tenant: str, n: int, **fields: str) -> list[tuple[str, bytes, dict[str, str]]]:
+    out = []
+    for i in range(n):
+        t = make_task("install", service="svc", automator="simulated", action_fields=fields or None,
+                      task_id=f"n{i}-install", tenant=tenant, cluster_id=f"c-{tenant}", node_id=f"n{i}")
+        out.append((subjects.task_queue(tenant, "default"), t.model_dump_json().encode(),
+                    {"Nats-Msg-Id": f"{t.job_id}.{t.task_id}.{t.attempt}"}))
+    return out
+
+
+async def observe(nc: Client, tenant: str) -> tuple[Observer, Any]:
+    observer = Observer()
+    sub = await nc.subscribe(f"{subjects.EVT}.{tenant}.task.>", cb=observer.on_msg)
+    await nc.flush()
+    return observer, sub
+
+
+async def dispatch_latency(url: str, nc: Client, samples: int) -> list[float]:
+    tenant = "benchlat"
+    observer, sub = await observe(nc, tenant)
+    js = nc.jetstream()
+    loop = asyncio.get_running_loop()
+    out = []
+    async with Provisioner(url, tenant, capacity=16):
+        for i, (subject, body, headers) in enumerate(tasks(tenant, samples + 20)):
+            observer.claim_waiter = loop.create_future()
+            start = time.perf_counter()
+            await js.publish(subject, body, headers=headers)
+            claimed = await asyncio.wait_for(observer.claim_waiter, 10)
+            await observer.outcomes(i + 1, 10)  # idle again before the next one
+            if i >= 20:
+                out.append(claimed - start)
+    await sub.unsubscribe()
+    return out
+
+
+@dataclass
+class Throughput:
+    rate: float
+    observer: Observer
+    most: int
+    cpu_per_task: float
+    """CPU seconds of this whole process (publisher, workers, observer) per task."""
+
+
+async def task_throughput(url: str, nc: Client, n: int, capacity: int) -> Throughput:
+    tenant = f"benchtput{capacity}"
+    observer, sub = await observe(nc, tenant)
+    js = nc.jetstream()
+    batch = tasks(tenant, n)
+    async with Provisioner(url, tenant, capacity=capacity) as prov:
+        cpu = time.process_time()
+        start = time.perf_counter()
+        for subject, body, headers in batch:
+            await js.publish_async(subject, body, headers=headers)
+        await observer.outcomes(n)
+        result = Throughput(n / (observer.last - start), observer, prov.executor.most, (time.process_time() - cpu) / n)
+    await sub.unsubscribe()
+    return result
+
+
+async def in_flight(url: str, nc: Client, n: int, seconds: float) -> tuple[float, Observer, int]:
+    tenant = "benchinflight"
+    observer, sub = await observe(nc, tenant)
+    js = nc.jetstream()
+    batch = tasks(tenant, n, latency_ms=str(int(seconds * 1000)))
+    async with Provisioner(url, tenant, capacity=n, ack_wait_s=2.0) as prov:
+        start = time.perf_counter()
+        for subject, body, headers in batch:
+            await js.publish_async(subject, body, headers=headers)
+        await observer.outcomes(n)
+        wall = observer.last - start
+        most = prov.executor.most
+    await sub.unsubscribe()
+    return wall, observer, most
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "meets" if ok else "**misses**"
+
+
+async def run(args: argparse.Namespace) -> str:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    with tempfile.TemporaryDirectory(prefix="muster-dispatch-bench-") as tmp:
+        async with NatsServer(Path(tmp) / "nats", name="dispatch-bench") as server:
+            nc = await connect(server.url, name="bench")
+            await ensure_streams(nc.jetstream())
+            print(f"nats-server on {server.url}, store {tmp}", file=sys.stderr)
+
+            raw_lat = await raw_latency(server.url, args.samples)
+            print(f"raw latency p50 {ms(pct(raw_lat, .5))}", file=sys.stderr)
+            raw_tput = await raw_throughput(server.url, args.tasks)
+            print(f"raw throughput {raw_tput:,.0f}/s", file=sys.stderr)
+            lat = await dispatch_latency(server.url, nc, args.samples)
+            print(f"dispatch p50 {ms(pct(lat, .5))}", file=sys.stderr)
+            tput = {}
+            for capacity in (1, 4, 16):
+                tput[capacity] = await task_throughput(server.url, nc, args.tasks, capacity)
+                print(f"throughput capacity {capacity}: {tput[capacity].rate:,.0f}/s", file=sys.stderr)
+            wall, seen, at_once = await in_flight(server.url, nc, args.in_flight, args.task_seconds)
+            print(f"in flight: {at_once} at once, {wall:.1f} s", file=sys.stderr)
+            await nc.close()
+
+    p50_ratio = pct(lat, .5) / pct(raw_lat, .5)
+    cpus = os.cpu_count()
+    lines = [
+        SECTION,
+        "",
+        f"`bench/dispatch_bench.py` (`.venv/bin/python bench/dispatch_bench.py --write-docs`). One nats-server of "
+        f"its own (`sync_interval: always`, file storage, temp dir) and the provisioner in one Python process; "
+        f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}, {cpus} CPUs, "
+        f"shared with other jobs. Logging at WARNING. Raw figures are from the same server in the same run.",
+        "",
+        "| what | provisioner | raw JetStream | ratio | target |",
+        "|---|---|---|---|---|",
+        f"| dispatch latency p50: task published to TASKS -> `TaskClaimed` in the log | {ms(pct(lat, .5))} | "
+        f"{ms(pct(raw_lat, .5))} (publish -> pull consumer) | {p50_ratio:.1f}x | <= 3x: {verdict(p50_ratio <= 3)} |",
+        f"| dispatch latency p99 | {ms(pct(lat, .99))} | {ms(pct(raw_lat, .99))} | "
+        f"{pct(lat, .99) / pct(raw_lat, .99):.1f}x | |",
+    ]
+    for capacity, t in tput.items():
+        ratio = t.rate / raw_tput
+        lines.append(
+            f"| no-op tasks/s, capacity {capacity} (claim, run, outcome, ack; {args.tasks:,} tasks) | {t.rate:,.0f} | "
+            f"{raw_tput:,.0f} (publish + fetch + ack) | 1/{1 / ratio:.1f} | "
+            f"{'>= 1/5: ' + verdict(ratio >= 0.2) if capacity == 16 else ''} |"
+        )
+    ok_flight = seen.succeeded == args.in_flight and seen.failed == 0 and seen.redelivered == 0 and at_once == args.in_flight
+    lines += [
+        f"| {args.in_flight:,} tasks of {args.task_seconds:g} s at once, capacity {args.in_flight:,}, ack wait 2 s | "
+        f"{at_once:,} ran at once; {seen.succeeded:,} succeeded, {seen.failed} failed, {seen.redelivered} redelivered; "
+        f"all done in {wall:.1f} s | | | no errors: {verdict(ok_flight)} |",
+        "",
+        f"Samples: {args.samples} latencies each (after 20 warm-up), {args.tasks:,} tasks per throughput row, "
+        f"1 KB raw messages (a task message is about 1 KB).",
+        "",
+    ]
+    errors = sum(t.observer.failed + t.observer.redelivered for t in tput.values())
+    lines.append(f"Throughput rows: {errors} failed or redelivered tasks; the most in flight at once was "
+                 f"{', '.join(f'{t.most} (capacity {c})' for c, t in tput.items())}. CPU of the whole benchmark "
+                 f"process (publisher, workers, plugin, observer; not nats-server) per task: "
+                 f"{', '.join(f'{t.cpu_per_task * 1e6:.0f} µs (capacity {c})' for c, t in tput.items())}.")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_docs(section: str) -> None:
+    """Replace this benchmark's section, or put it after "## Provisioner plugins"."""
+    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section + "\n", text, count=1)
+    else:
+        plugins = text.find("## Provisioner plugins")
+        after = text.find("\n## ", plugins + 1) if plugins >= 0 else -1
+        if after >= 0:
+            text = text[: after + 1] + section + "\n" + text[after + 1 :]
+        else:
+            text = text.rstrip("\n") + "\n\n" + section
+    DOCS.write_text(text, encoding="utf-8")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=500, help="latency samples")
+    parser.add_argument("--tasks", type=int, default=5000, help="tasks per throughput run")
+    parser.add_argument("--in-flight", type=int, default=1000, help="tasks at once on one provisioner")
+    parser.add_argument("--task-seconds", type=float, default=5.0, help="length of each of those tasks")
+    parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' in docs/benchmarks.md")
+    args = parser.parse_args()
+    section = asyncio.run(run(args))
+    print(section)
+    if args.write_docs:
+        write_docs(section)
+        print(f"written to {DOCS}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
