@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .feasibility import LocalRow, complete, max_first
+from .feasibility import Effort, LocalRow, complete, max_first, needs_first
 
 UNBOUNDED = 1 << 62
 
@@ -72,19 +72,21 @@ def lex_max(n: int, rows: Sequence[Row]) -> tuple[int, ...] | None:
     return next(iter(solutions(n, rows)), None)
 
 
-def feasible(n: int, rows: Sequence[Row]) -> bool:
+def feasible(n: int, rows: Sequence[Row], effort: Effort | None = None) -> bool:
+    """Whether any solution exists; raises OutOfEffort when `effort` runs out first."""
     if n == 0:
         return all(r.lo <= 0 <= r.hi for r in rows)
     # One question suffices: can the first count take any value at all?
-    return _Search(n, rows).best(0, UNBOUNDED) is not None
+    return _Search(n, rows, effort).best(0, UNBOUNDED) is not None
 
 
 class _Search:
     """Residual rows for a growing prefix of fixed counts, a witness, and the question: what
     is the largest value the next count can take?"""
 
-    def __init__(self, n: int, rows: Sequence[Row]) -> None:
+    def __init__(self, n: int, rows: Sequence[Row], effort: Effort | None = None) -> None:
         self.n = n
+        self.effort = effort
         self.members = [r.members for r in rows]
         self.lo = [r.lo for r in rows]
         self.hi = [r.hi for r in rows]
@@ -119,16 +121,18 @@ class _Search:
 
     def _greedy_witness(self) -> list[int] | None:
         # Most inputs have an obvious solution, and starting from one saves the widest
-        # question. Two tries: fill layouts in preference order (rows in their order, the
+        # question. Three tries: fill layouts in preference order (rows in their order, the
         # node total first); else first cover every minimum, each time with the layout that
-        # meets the most unmet minima, then fill.
+        # meets the most unmet minima, then fill; else meet the largest minima first.
         rows = list(zip(self.members, self.lo, self.hi))
         caps = [self.cap(j) for j in range(self.n)]
         found = complete([0] * self.n, caps, rows, self.rows_of)
         if found is not None:
             return found
         covered = self._cover(caps)
-        return complete(covered, caps, rows, self.rows_of) if covered is not None else None
+        if covered is not None:
+            found = complete(covered, caps, rows, self.rows_of)
+        return found or complete([0] * self.n, caps, rows, self.rows_of, needs_first(rows))
 
     def _cover(self, caps: list[int]) -> list[int] | None:
         wanted = [k for k, lo in enumerate(self.lo) if lo > 0]
@@ -189,7 +193,7 @@ class _Search:
                 local.append(LocalRow(members, self.lo[k], self.hi[k]))
             elif self.lo[k] > 0:
                 return None  # every count that could meet this minimum is capped at 0
-        values = max_first(upper, local, at_least)
+        values = max_first(upper, local, at_least, self.effort)
         if values is None:
             return None
         self.witness = self._spread(i, values, list(classes.values()), caps)

@@ -10,16 +10,33 @@ half first, so the first solution found has the largest possible value of variab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from operator import itemgetter, sub
 
 # Propagation on wide domains can creep (each pass tightens a bound by one); past this many
 # passes splitting a domain is cheaper.
-_PASSES = 32
+_PASSES = 12
 # Implied rows cost a little on every pass; past this many they rarely pay for themselves.
 _MAX_IMPLIED = 64
+
+
+class OutOfEffort(Exception):
+    """An `Effort` ran out before the search had an answer."""
+
+
+class Effort:
+    """A budget of work (class-visits by the search) shared by several questions. Counting
+    work, not time, keeps the outcome the same on every machine. The solver's own search has
+    none (it must be complete); explanations, which ask many side questions, do."""
+
+    def __init__(self, units: int) -> None:
+        self.left = units
+
+    def spend(self, units: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise OutOfEffort
 
 
 @dataclass(frozen=True)
@@ -29,21 +46,27 @@ class LocalRow:
     hi: int
 
 
-def max_first(upper: list[int], rows: list[LocalRow], lower0: int = 0) -> list[int] | None:
+def max_first(upper: list[int], rows: list[LocalRow], lower0: int = 0, effort: Effort | None = None) -> list[int] | None:
     """A solution with 0 <= v_c <= upper[c] (and v_0 >= lower0) satisfying every row whose
     variable 0 is as large as possible, or None when there is none."""
     if lower0 > upper[0]:
+        return None
+    rows = _merged(rows)
+    if any(row.lo > row.hi for row in rows):
         return None
     all_rows = [(r.members, r.lo, r.hi) for r in rows] + _implied(rows)
     rows_of: list[list[int]] = [[] for _ in upper]
     for k, (members, _, _) in enumerate(all_rows):
         for c in members:
             rows_of[c].append(k)
+    order = needs_first(all_rows)
     stack: list[tuple[list[int], list[int], bool]] = [([lower0] + [0] * (len(upper) - 1), list(upper), True)]
     while stack:
+        if effort is not None:
+            effort.spend(len(upper) * _PASSES)
         lb, ub, at_root = stack.pop()
         # A cheap completion first: when it works, propagation is not needed at all.
-        found = complete(lb, ub, all_rows, rows_of) if lb[0] == ub[0] else None
+        found = _probe(lb, ub, all_rows, rows_of, order) if lb[0] == ub[0] else None
         if found is not None:
             return found
         if not _propagate(lb, ub, all_rows):
@@ -56,12 +79,14 @@ def max_first(upper: list[int], rows: list[LocalRow], lower0: int = 0) -> list[i
             else:
                 _split(stack, lb, ub, 0)
             continue
-        found = complete(lb, ub, all_rows, rows_of)
+        found = _probe(lb, ub, all_rows, rows_of, order)
         if found is not None:
             return found
-        widest = max(range(len(ub)), key=lambda c: ub[c] - lb[c])
-        if ub[widest] > lb[widest]:
-            _split(stack, lb, ub, widest)
+        # First fail: split the narrowest open domain. The wide ones are bulk that the
+        # probe fills once the few small, tightly bounded counts are settled.
+        open_ = [c for c in range(len(ub)) if ub[c] > lb[c]]
+        if open_:
+            _split(stack, lb, ub, min(open_, key=lambda c: ub[c] - lb[c]))
     return None
 
 
@@ -75,14 +100,21 @@ def _split(stack: list[tuple[list[int], list[int], bool]], lb: list[int], ub: li
     stack.append((high_lb, ub[:], False))  # popped first: upper half first
 
 
-def complete(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int, int]], rows_of: list[list[int]]) -> list[int] | None:
-    """Try to finish cheaply: start from the lower bounds and raise counts, earliest class
-    first, until every row's minimum is met without passing any maximum. Succeeds on most
-    feasible nodes long before splitting would fix every domain."""
+def complete(
+    lb: list[int],
+    ub: list[int],
+    rows: Sequence[tuple[tuple[int, ...], int, int]],
+    rows_of: list[list[int]],
+    order: Iterable[int] | None = None,
+) -> list[int] | None:
+    """Try to finish cheaply: start from the lower bounds and, row by row (in `order`), raise
+    counts, earliest class first, until the row's minimum is met without passing any maximum.
+    Succeeds on most feasible nodes long before splitting would fix every domain."""
     x = lb[:]
     sums = [sum(map(x.__getitem__, members)) for members, _, _ in rows]
     slack = [hi - total for (_, _, hi), total in zip(rows, sums)]
-    for k, (members, lo, _) in enumerate(rows):
+    for k in range(len(rows)) if order is None else order:
+        members, lo, _ = rows[k]
         for c in members:
             if sums[k] >= lo:
                 break
@@ -95,6 +127,16 @@ def complete(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int
         if sums[k] < lo:
             return None
     return x if all(sums[k] >= lo for k, (_, lo, _) in enumerate(rows)) else None
+
+
+def needs_first(rows: Sequence[tuple[tuple[int, ...], int, int]]) -> list[int]:
+    """Rows with a minimum first (largest first), rows fixing a total (lo == hi) last: meet
+    what must be met before filling up."""
+    return sorted(range(len(rows)), key=lambda k: (rows[k][1] == rows[k][2], -rows[k][1]))
+
+
+def _probe(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int, int]], rows_of: list[list[int]], order: list[int]) -> list[int] | None:
+    return complete(lb, ub, rows, rows_of) or complete(lb, ub, rows, rows_of, order)
 
 
 def _propagate(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int, int]]) -> bool:
@@ -134,13 +176,35 @@ def _single(c: int) -> Callable[[list[int]], tuple[int]]:
     return lambda values: (values[c],)
 
 
+def _merged(rows: list[LocalRow]) -> list[LocalRow]:
+    """One row per member set, with the tightest bounds: services of one must-coexist unit
+    have the same members, and only a merged row compares one's minimum with another's
+    maximum (propagation looks at one row at a time)."""
+    bounds: dict[tuple[int, ...], tuple[int, int]] = {}
+    for row in rows:
+        lo, hi = bounds.get(row.members, (row.lo, row.hi))
+        bounds[row.members] = (max(lo, row.lo), min(hi, row.hi))
+    return [LocalRow(members, lo, hi) for members, (lo, hi) in bounds.items()]
+
+
 def _implied(rows: list[LocalRow]) -> list[tuple[tuple[int, ...], int, int]]:
-    """Rows implied by pairs: two disjoint rows bound their union; a row inside another
-    bounds the difference (total minus a service's minimum = what the other layouts may
-    take at most)."""
+    """Rows implied by the given ones. Minima over disjoint member sets add up: for each row
+    with a minimum, a greedy family of pairwise disjoint such rows bounds its union from
+    below ("namenode, zookeeper and datanode never share a node: 3 nodes at least"). A row
+    inside another bounds the difference (the node total minus a service's minimum is what
+    the other layouts may take at most)."""
     sets = [(frozenset(r.members), r.lo, r.hi) for r in rows]
-    unions = [(a | b, la + lb_, ha + hb) for (a, la, ha), (b, lb_, hb) in combinations(sets, 2) if not a & b and la > 0 and lb_ > 0]
-    out: list[tuple[tuple[int, ...], int, int]] = []
+    minima = sorted((s for s in sets if s[1] > 0), key=lambda s: (-s[1], len(s[0]), sorted(s[0])))
+    families: dict[frozenset[int], tuple[int, int]] = {}
+    for seed in minima:
+        union, lo, hi, size = seed[0], seed[1], seed[2], 1
+        for other, o_lo, o_hi in minima:
+            if not other & union:
+                union, lo, hi, size = union | other, lo + o_lo, hi + o_hi, size + 1
+        if size > 1 and lo > families.get(union, (0, 0))[0]:
+            families[union] = (lo, hi)
+    unions = [(members, lo, hi) for members, (lo, hi) in families.items()]
+    out = [(tuple(sorted(members)), lo, hi) for members, lo, hi in unions]
     for small, s_lo, s_hi in sets + unions:
         for big, b_lo, b_hi in sets:
             if small < big and (s_lo > 0 or s_hi < b_hi):
