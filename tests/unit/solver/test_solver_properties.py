@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from fractions import Fraction
-from itertools import combinations
+from itertools import combinations, product
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -197,3 +197,115 @@ def test_every_layout_satisfies_every_constraint(scenario: tuple[Catalog, SolveR
     result = outcome(catalog, request)
     if isinstance(result, Layout):
         assert violations(catalog, request, result) == []
+
+
+# --- changes to existing clusters, against brute force ----------------------------------------
+
+
+def _layout_of(rules: Rules, groups: list[tuple[tuple[str, str, tuple[str, ...]], int]], nodes: int) -> Layout:
+    merged: dict[tuple[str, str, tuple[str, ...]], int] = {}
+    for key, n in groups:
+        if n:
+            merged[key] = merged.get(key, 0) + n
+    ordered = sorted(merged, key=lambda k: (rules.key(*k), k))
+    return Layout.model_validate(
+        {"nodes": nodes, "layout": [{"hardwaretype": h, "imagetype": i, "services": list(s), "count": merged[(h, i, s)]} for h, i, s in ordered]}
+    )
+
+
+def _counted(groups: list[tuple[tuple[str, str, tuple[str, ...]], int]]) -> dict[str, int]:
+    counted: dict[str, int] = {}
+    for (_, _, services), n in groups:
+        for s in services:
+            counted[s] = counted.get(s, 0) + n
+    return counted
+
+
+def _capped(caps: list[int], total: int) -> Iterator[tuple[int, ...]]:
+    """Vectors with v[j] <= caps[j] summing to total, lexicographically descending."""
+    if not caps:
+        if total == 0:
+            yield ()
+        return
+    for first in range(min(caps[0], total), -1, -1):
+        for rest in _capped(caps[1:], total - first):
+            yield (first, *rest)
+
+
+def brute_force_change(catalog: Catalog, request: SolveRequest) -> Layout | str:
+    assert request.existing is not None
+    rules = Rules(catalog, request)
+    old = [((g.hardwaretype, g.imagetype, tuple(g.services)), g.count) for g in request.existing.layout]
+    rules.cluster = frozenset(s for (_, _, ss), _ in old for s in ss) - set(request.remove_services) | set(request.add_services)
+    size = rules.t.constraints.size
+    if request.nodes < size.min or (size.max is not None and request.nodes > size.max):
+        return "unsolvable"
+    ok = lambda groups: rules.counts_ok(_counted(groups), request.nodes)  # noqa: E731
+    kept = request.existing.nodes
+    if request.add_services or request.remove_services:
+        trimmed = [((h, i, tuple(s for s in ss if s not in request.remove_services)), n) for (h, i, ss), n in old]
+        add = sorted(request.add_services)
+        options = []  # (resulting key, group index)
+        for g, ((h, i, ss), _) in enumerate(trimmed):
+            for k in range(len(add) + 1):
+                for extra in combinations(add, k):
+                    services = frozenset(ss) | set(extra)
+                    if rules.valid_set(services) and all(rules.allows(s, h, i) for s in extra):
+                        options.append(((h, i, tuple(sorted(services))), g))
+        options.sort(key=lambda o: (rules.key(*o[0]), o[0], o[1]))
+        per_group = [[j for j, (_, g) in enumerate(options) if g == group] for group in range(len(trimmed))]
+        vectors = []
+        for parts in product(*(list(_capped([n] * len(js), n)) for js, (_, n) in zip(per_group, trimmed))):
+            vector = [0] * len(options)
+            for js, part in zip(per_group, parts):
+                for j, v in zip(js, part):
+                    vector[j] = v
+            vectors.append(tuple(vector))
+        for vector in sorted(vectors, reverse=True):
+            groups = [(key, n) for (key, _), n in zip(options, vector)]
+            if ok(groups):
+                return _layout_of(rules, groups, request.nodes)
+        return "unsolvable"
+    if request.nodes > kept:
+        layouts = rules.layouts()
+        for counts in descending(request.nodes - kept, len(layouts)):
+            groups = old + list(zip(layouts, counts))
+            if ok(groups):
+                return _layout_of(rules, groups, request.nodes)
+        return "unsolvable"
+    ordered = sorted(old, key=lambda o: (rules.key(*o[0]), o[0]))
+    for counts in _capped([n for _, n in ordered], request.nodes):
+        groups = [(key, c) for (key, _), c in zip(ordered, counts)]
+        if ok(groups):
+            return _layout_of(rules, groups, request.nodes)
+    return "unsolvable"
+
+
+@st.composite
+def changes(draw: st.DrawFn) -> tuple[Catalog, SolveRequest]:
+    catalog, request = draw(scenarios(max_services=4, max_nodes=5))
+    existing = outcome(catalog, request)
+    if not isinstance(existing, Layout):
+        return catalog, request  # nothing to change: compared as a creation
+    old = {s for g in existing.layout for s in g.services}
+    others = sorted(set(catalog.services) - old)
+    kind = draw(st.sampled_from(["expand", "shrink", "add", "remove"]))
+    nodes, add, remove = existing.nodes, (), ()
+    if kind == "expand":
+        nodes += draw(st.integers(1, 3))
+    elif kind == "shrink":
+        nodes -= draw(st.integers(0, nodes - 1))
+    elif kind == "add" and others:
+        add = tuple(draw(st.lists(st.sampled_from(others), min_size=1, max_size=2, unique=True)))
+    elif kind == "remove" and len(old) > 1:
+        remove = tuple(draw(st.lists(st.sampled_from(sorted(old)), min_size=1, max_size=len(old) - 1, unique=True)))
+    fields = {"template": "t", "nodes": nodes, "comparator": request.comparator, "existing": existing}
+    return catalog, SolveRequest(**fields, add_services=add, remove_services=remove)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(changes())
+def test_changes_give_the_same_answer_as_brute_force(scenario: tuple[Catalog, SolveRequest]) -> None:
+    catalog, request = scenario
+    expected = brute_force_change(catalog, request) if request.existing is not None else brute_force(catalog, request)
+    assert outcome(catalog, request) == expected
