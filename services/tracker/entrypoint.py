@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import AsyncExitStack
 
 import click
@@ -21,11 +22,14 @@ log = structlog.get_logger("muster.tracker")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
-def main(nats_url: str | None, host: str, port: int) -> None:
-    """Run the tracker HTTP API."""
+@click.option("--owner-timeout", default=0.25, show_default=True, type=click.FloatRange(0.01, 10.0),
+              help="seconds to wait for a job's owner before folding its status from the log")
+def main(nats_url: str | None, host: str, port: int, owner_timeout: float) -> None:
+    """Run the tracker HTTP API (docs/tracker.md)."""
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        runner = web.AppRunner(make_app(EventStore(nc)), access_log=None)
+        app = make_app(EventStore(nc), owner_timeout=owner_timeout, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()

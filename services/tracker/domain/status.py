@@ -1,76 +1,111 @@
-"""A job's status, folded from its events (pure). Used when the owner of the job's state does
-not answer, and by tools that read the log directly."""
+"""A job's status as the tracker answers it (pure).
+
+The job's own view comes from its owner (the planner answers with `Job.view()`) or, when the
+owner is gone, from the Job aggregate rebuilt from the log, which gives the very same view.
+Either way the tracker adds where each task runs (its location) and the layout.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contracts.events import (
-    JobFailed,
-    JobPlanned,
-    JobRequested,
-    JobSucceeded,
-    LayoutSolved,
-    LayoutUnsolvable,
-    TaskAttemptFailed,
-    TaskClaimed,
-    TaskCompleted,
-    TaskFailed,
-    TaskQueued,
-    TaskSucceeded,
-)
 from muster.bus.eventstore import Recorded
+from muster.bus.repository import rebuild
+from services.planner.domain.job import Job
+
+from .locations import Record, merge_all, parse_subject, updates_from
+
+FINAL_STATES = frozenset({"succeeded", "failed", "rolled_back", "needs_attention"})
+JOB_FIELDS = ("id", "tenant", "cluster_id", "operation", "state", "error", "owner", "requested_by", "mode",
+              "started_at", "finished_at")
 
 
-def job_status(history: Iterable[Recorded]) -> dict[str, Any] | None:
-    status: dict[str, Any] | None = None
-    tasks: dict[str, dict[str, Any]] = {}
-    stages: list[list[str]] = []
-    for r in history:
-        e = r.event
-        if isinstance(e, JobRequested):
-            status = {
-                "id": e.job_id, "tenant": e.tenant, "cluster_id": e.cluster_id, "operation": e.operation,
-                "state": "running", "requested_by": e.requested_by, "owner": e.planner,
-                "started_at": r.time.isoformat(), "finished_at": None, "error": None, "layout": None,
-            }
-        if status is None:
-            continue
-        if isinstance(e, LayoutSolved):
-            status["layout"] = e.layout.model_dump(mode="json")
-        elif isinstance(e, LayoutUnsolvable):
-            status["error"] = e.message
-        elif isinstance(e, JobPlanned):
-            stages = e.stages
-            for t in e.tasks:
-                tasks[t.id] = {"id": t.id, "node": t.node, "action": t.action.value, "service": t.service,
-                               "state": "planned", "attempt": 0, "provisioner": None, "worker": None}
-        elif isinstance(e, TaskQueued) and e.task_id in tasks:
-            tasks[e.task_id].update(state="queued", attempt=e.attempt, provisioner=None, worker=None)
-        elif isinstance(e, TaskClaimed) and _current(tasks, e.task_id, e.attempt):
-            tasks[e.task_id].update(state="claimed", provisioner=e.provisioner, worker=e.worker)
-        elif isinstance(e, (TaskSucceeded, TaskCompleted)) and _current(tasks, e.task_id, e.attempt):
-            tasks[e.task_id]["state"] = "succeeded"
-        elif isinstance(e, (TaskFailed, TaskAttemptFailed)) and _current(tasks, e.task_id, e.attempt):
-            tasks[e.task_id]["state"] = "failed"
-        elif isinstance(e, JobSucceeded):
-            status.update(state="succeeded", finished_at=r.time.isoformat())
-        elif isinstance(e, JobFailed):
-            status.update(state="failed", finished_at=r.time.isoformat(), error=e.reason)
-    if status is None:
-        return None
-    done = {t for t, v in tasks.items() if v["state"] == "succeeded"}
-    current = next((i for i, s in enumerate(stages, 1) if not set(s) <= done), None)
-    status.update(
-        counts=dict(sorted(Counter(v["state"] for v in tasks.values()).items())),
-        tasks_total=len(tasks),
-        stage={"current": current, "total": len(stages)},
-        tasks=list(tasks.values()),
+def compose(view: Mapping[str, Any], locations: Mapping[str, Record], layout: Any, source: str) -> dict[str, Any]:
+    """The answer of `GET /v1/jobs/{id}`: the job's view, each task with its location, counts
+    of tasks by state (a task whose current attempt is claimed counts as `claimed`)."""
+    tasks = []
+    for t in view.get("tasks", ()):
+        attempt = int(t.get("attempt") or 0)
+        loc = locations.get(str(t.get("id")))
+        here = loc is not None and attempt > 0 and loc.get("attempt") == attempt
+        state = t.get("state")
+        if here and state == "queued" and loc.get("state") == "claimed":  # type: ignore[union-attr]
+            state = "claimed"
+        tasks.append({
+            "id": t.get("id"), "node": t.get("node"), "action": t.get("action"), "service": t.get("service"),
+            "state": state, "attempt": attempt,
+            "provisioner": loc.get("provisioner") if here else None,  # type: ignore[union-attr]
+            "worker": loc.get("worker") if here else None,  # type: ignore[union-attr]
+        })
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t["state"]] = counts.get(t["state"], 0) + 1
+    body = {k: view.get(k) for k in JOB_FIELDS}
+    body.update(
+        counts=dict(sorted(counts.items())), tasks_total=len(tasks),
+        stage=dict(view.get("stage") or {"current": None, "total": 0}),
+        layout=layout, tasks=tasks, source=source,
     )
-    return status
+    return body
 
 
-def _current(tasks: dict[str, dict[str, Any]], task_id: str, attempt: int) -> bool:
-    return task_id in tasks and tasks[task_id]["attempt"] == attempt
+def split_history(history: Iterable[Recorded]) -> tuple[list[Recorded], list[Recorded], list[Recorded]]:
+    """A job's story by subject kind: (job, layout, task events)."""
+    job: list[Recorded] = []
+    layout: list[Recorded] = []
+    tasks: list[Recorded] = []
+    by_kind = {"job": job, "layout": layout, "task": tasks}
+    for r in history:
+        parsed = parse_subject(r.subject)
+        if parsed is not None and parsed[1] in by_kind:
+            by_kind[parsed[1]].append(r)
+    return job, layout, tasks
+
+
+def view_from_log(job_history: list[Recorded]) -> dict[str, Any] | None:
+    """The owner's view, rebuilt from the job's own events."""
+    job = rebuild(Job, job_history)
+    return job.view() if job is not None else None
+
+
+def task_records(task_history: Iterable[Recorded], base: Mapping[str, Record] | None = None) -> dict[str, Record]:
+    """Task locations folded from task events, on top of `base` (records by task id)."""
+    records: dict[str, Record] = dict(base or {})
+    for r in task_history:
+        for u in updates_from(r.seq, r.subject, r.time.isoformat(), r.event):
+            task_id = u.ident.get("task_id")
+            if task_id is not None:
+                records[task_id] = merge_all(records.get(task_id), [u])  # type: ignore[assignment]
+    return records
+
+
+def layout_of(layout_history: Iterable[Recorded]) -> Any:
+    """The job's layout: the last solved one, as JSON."""
+    solved = [r.event for r in layout_history if r.type == "LayoutSolved"]
+    return solved[-1].layout.model_dump(mode="json") if solved else None
+
+
+def status_from_log(history: list[Recorded]) -> dict[str, Any] | None:
+    job, layout, tasks = split_history(history)
+    view = view_from_log(job)
+    if view is None:
+        return None
+    return compose(view, task_records(tasks), layout_of(layout), "log")
+
+
+def needs_repair(view: Mapping[str, Any], locations: Mapping[str, Record]) -> list[str]:
+    """Tasks whose location the index has not caught up with (the owner knows a newer
+    attempt, or an outcome the index has no claim for): read them from the log."""
+    stale = []
+    for t in view.get("tasks", ()):
+        attempt = int(t.get("attempt") or 0)
+        if attempt == 0:
+            continue
+        loc = locations.get(str(t.get("id")))
+        if loc is None or int(loc.get("attempt", 0)) < attempt:
+            stale.append(str(t["id"]))
+        elif t.get("state") in ("succeeded", "failed") and loc.get("provisioner") is None:
+            stale.append(str(t["id"]))
+    return stale
+

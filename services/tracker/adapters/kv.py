@@ -1,0 +1,191 @@
+"""The location index in the JetStream KV bucket `locations`, shared by every tracker.
+
+Writes are compare-and-set (`update(last=revision)`): a tracker merges an update into the
+record it knows and writes it only if nobody wrote the key since; otherwise it re-reads and
+merges again. Because merging is a per-field maximum (domain/locations.py), trackers that
+race on a key, or see events out of order, still converge.
+
+Each tracker mirrors the whole bucket in memory through an ordered consumer on the bucket's
+stream (last value per key, then every change), so reads never leave the process; a restarted
+tracker loads the mirror before it serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+from nats.js.api import DeliverPolicy, KeyValueConfig, StorageType
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
+
+from contracts import subjects
+
+from ..domain.locations import CLUSTER, JOB, TASK, Record, Update, merge
+
+log = structlog.get_logger("muster.tracker")
+
+MAX_CAS_TRIES = 50
+
+
+class IndexConflict(Exception):
+    """A key kept changing under us: the update is retried later (redelivery)."""
+
+
+class Mirror:
+    """The bucket's records by key, with the secondary indexes the API needs."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, tuple[int, Record]] = {}
+        self.tasks_of: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.jobs_of_tenant: dict[str, set[str]] = defaultdict(set)
+        self.clusters_of_tenant: dict[str, set[str]] = defaultdict(set)
+        self.versions: dict[tuple[str, str], int] = {}
+        self.changed = asyncio.Condition()
+        self.listeners: list[Callable[[str, Record], None]] = []
+
+    def offer(self, key: str, revision: int, record: Record) -> bool:
+        """Take a record at a revision, unless we already have that revision or a newer one."""
+        held = self.records.get(key)
+        if held is not None and held[0] >= revision:
+            return False
+        self.records[key] = (revision, record)
+        ident = record.ident
+        tenant = ident.get("tenant", "")
+        if record.kind == TASK:
+            self.tasks_of[(tenant, ident["job_id"])].add(key)
+        elif record.kind == JOB:
+            self.jobs_of_tenant[tenant].add(key)
+        elif record.kind == CLUSTER:
+            self.clusters_of_tenant[tenant].add(key)
+        if "job_id" in ident:
+            job = (tenant, ident["job_id"])
+            self.versions[job] = self.versions.get(job, 0) + 1
+        for listener in self.listeners:
+            listener(key, record)
+        return True
+
+    def get(self, key: str) -> Record | None:
+        held = self.records.get(key)
+        return held[1] if held is not None else None
+
+    def revision(self, key: str) -> int:
+        held = self.records.get(key)
+        return held[0] if held is not None else 0
+
+    def job_version(self, tenant: str, job_id: str) -> int:
+        """Changes whenever any record of the job changes (a cache key)."""
+        return self.versions.get((tenant, job_id), 0)
+
+    def tasks(self, tenant: str, job_id: str) -> list[Record]:
+        return [self.records[k][1] for k in sorted(self.tasks_of.get((tenant, job_id), ()))]
+
+    def jobs(self, tenant: str) -> list[Record]:
+        return [self.records[k][1] for k in self.jobs_of_tenant.get(tenant, ())]
+
+    async def notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Until `predicate()` holds (checked after every change); TimeoutError past the deadline."""
+        async with asyncio.timeout(timeout):
+            async with self.changed:
+                await self.changed.wait_for(predicate)
+
+
+class LocationIndex:
+    def __init__(self, js: JetStreamContext, kv: KeyValue, bucket: str = subjects.LOCATIONS_BUCKET) -> None:
+        self.js = js
+        self.kv = kv
+        self.bucket = bucket
+        self.mirror = Mirror()
+        self.ready = asyncio.Event()
+        self._sub: Any = None
+        self._prefix = f"$KV.{bucket}."
+
+    @classmethod
+    async def open(cls, js: JetStreamContext, bucket: str = subjects.LOCATIONS_BUCKET, replicas: int = 1) -> "LocationIndex":
+        try:
+            kv = await js.key_value(bucket)
+        except BucketNotFoundError:
+            kv = await js.create_key_value(
+                KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, replicas=replicas,
+                               description="muster tracker: job, task and cluster locations (docs/tracker.md)")
+            )
+        return cls(js, kv, bucket)
+
+    # -- the mirror -------------------------------------------------------------------------
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Follow the bucket; returns once the mirror holds every key that existed at start."""
+        stream = f"KV_{self.bucket}"
+        if (await self.js.stream_info(stream)).state.messages == 0:
+            self.ready.set()
+        self._sub = await self.js.subscribe(
+            f"{self._prefix}>", stream=stream, ordered_consumer=True, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
+            cb=self._on_msg, idle_heartbeat=1.0,
+        )
+        try:
+            await asyncio.wait_for(self.ready.wait(), timeout)
+        except TimeoutError:
+            log.warning("location mirror still loading; serving what it has", keys=len(self.mirror.records))
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+            self._sub = None
+
+    async def _on_msg(self, msg: Msg) -> None:
+        key = msg.subject[len(self._prefix):]
+        meta = msg.metadata
+        if msg.headers and msg.headers.get(KV_OP) in (KV_DEL, KV_PURGE):
+            self.mirror.records.pop(key, None)
+        else:
+            try:
+                record = Record.from_json(json.loads(msg.data))
+            except (ValueError, KeyError, TypeError, IndexError) as err:
+                log.warning("unreadable location record ignored", key=key, error=str(err))
+            else:
+                if self.mirror.offer(key, meta.sequence.stream, record):
+                    await self.mirror.notify()
+        if meta.num_pending == 0:
+            self.ready.set()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def apply(self, update: Update) -> bool:
+        """Merge one update into the bucket; False if it changed nothing (a repeat, or
+        superseded by newer updates already there)."""
+        for _ in range(MAX_CAS_TRIES):
+            revision, current = self.mirror.revision(update.key), self.mirror.get(update.key)
+            merged = merge(current, update)
+            if merged is None:
+                return False
+            data = json.dumps(merged.to_json(), separators=(",", ":")).encode()
+            try:
+                if revision:
+                    new = await self.kv.update(update.key, data, last=revision)
+                else:
+                    new = await self.kv.create(update.key, data)
+            except KeyWrongLastSequenceError:
+                await self._refresh(update.key)
+                continue
+            if self.mirror.offer(update.key, new, merged):
+                await self.mirror.notify()
+            return True
+        raise IndexConflict(f"location {update.key} kept changing; retrying later")
+
+    async def _refresh(self, key: str) -> None:
+        try:
+            entry = await self.kv.get(key)
+        except KeyNotFoundError:
+            return
+        if entry.value is not None and entry.revision is not None:
+            self.mirror.offer(key, entry.revision, Record.from_json(json.loads(entry.value)))

@@ -1,0 +1,279 @@
+"""The tracker's HTTP contract: response models and the OpenAPI 3.1 document built from them.
+
+The routes are declared once, here; `http.py` registers exactly these, so the document and
+the server cannot drift apart (a test checks every documented route answers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.json_schema import models_json_schema
+
+from contracts import subjects
+from contracts.layout import Layout
+
+TENANT_HEADER = "X-Muster-Tenant"
+DEFAULT_TENANT = "default"
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+JOB_STATES = ("running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention")
+MAX_LIMIT = 500
+DEFAULT_LIMIT = 50
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(_Out):
+    status: int
+    message: str
+    parameter: str | None = None
+
+
+class Error(_Out):
+    error: ErrorDetail
+
+
+class TaskStatus(_Out):
+    id: str
+    node: str | None
+    action: str | None
+    service: str | None
+    state: str
+    attempt: int
+    provisioner: str | None
+    worker: str | None
+
+
+class Stage(_Out):
+    current: int | None
+    total: int
+
+
+class JobStatus(_Out):
+    id: str
+    tenant: str
+    cluster_id: str
+    operation: str
+    state: str
+    error: str | None
+    owner: str | None
+    requested_by: str | None
+    mode: str | None
+    started_at: str | None
+    finished_at: str | None
+    counts: dict[str, int]
+    tasks_total: int
+    stage: Stage
+    layout: Layout | None
+    tasks: list[TaskStatus]
+    source: Literal["owner", "log"]
+
+
+class TaskLocation(_Out):
+    task_id: str
+    node: str | None
+    attempt: int
+    state: str | None
+    provisioner: str | None
+    worker: str | None
+    since: str | None
+    seq: int
+
+
+class JobLocation(_Out):
+    job_id: str
+    cluster_id: str | None
+    owner: str | None
+    owner_seq: int
+    source: Literal["index", "log"]
+    tasks: list[TaskLocation]
+
+
+class EventItem(_Out):
+    seq: int
+    subject: str
+    time: str
+    type: str
+    aggregate_id: str | None
+    version: int | None
+    event: dict[str, Any]
+
+
+class EventPage(_Out):
+    items: list[EventItem]
+    next_after: int | None
+
+
+class JobSummary(_Out):
+    id: str
+    cluster_id: str | None
+    operation: str | None
+    state: str
+    owner: str | None
+    requested_by: str | None
+    started_at: str | None
+    finished_at: str | None
+    error: str | None
+    tasks_total: int
+    seq: int
+
+
+class JobPage(_Out):
+    items: list[JobSummary]
+    next_after: int | None
+
+
+class ClusterNode(_Out):
+    id: str
+    hostname: str
+    hardwaretype: str
+    imagetype: str
+    services: list[str]
+    ipaddresses: dict[str, str]
+
+
+class LayoutGroupCount(_Out):
+    hardwaretype: str
+    imagetype: str
+    services: list[str]
+    count: int
+
+
+class ClusterDetail(_Out):
+    id: str
+    tenant: str
+    name: str
+    template: str
+    provider: str
+    status: str
+    status_reason: str | None
+    job_id: str | None
+    layout: list[LayoutGroupCount]
+    nodes: list[ClusterNode]
+    created_at: str
+    updated_at: str
+    seq: int
+
+
+class ClusterSummary(_Out):
+    id: str
+    name: str | None
+    status: str | None
+    job_id: str | None
+    nodes: int
+    created_at: str | None
+    seq: int
+
+
+class ClusterPage(_Out):
+    items: list[ClusterSummary]
+    next_after: int | None
+
+
+class Health(_Out):
+    """Whether NATS is connected and the location index loaded (503 when not)."""
+
+    ok: bool
+    nats: str
+    index: str
+
+
+MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health]
+
+
+# -- routes and parameters -------------------------------------------------------------------
+
+
+def _param(name: str, where: str, schema: dict[str, Any], description: str, required: bool = False) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "schema": schema, "description": description}
+
+
+TENANT = _param(TENANT_HEADER, "header", {"type": "string", "pattern": subjects.TOKEN.pattern, "default": DEFAULT_TENANT},
+                "The tenant every route is scoped to (default `default`); another tenant's job is a 404.")
+JOB_ID = _param("job_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A job id (UUID).", required=True)
+CLUSTER_ID = _param("cluster_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A cluster id (UUID).", required=True)
+LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+               "Page size.")
+AFTER = _param("after", "query", {"type": "integer", "minimum": 0, "default": 0},
+               "Cursor: return items after this log sequence (a page's `next_after`).")
+CLUSTER_FILTER = _param("cluster", "query", {"type": "string", "pattern": UUID_PATTERN}, "Only jobs of this cluster.")
+STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STATES)}, "Only jobs in this state.")
+
+
+@dataclass(frozen=True)
+class Route:
+    path: str
+    name: str
+    summary: str
+    response: type[BaseModel] | None
+    params: tuple[dict[str, Any], ...] = ()
+    content_type: str = "application/json"
+    errors: tuple[int, ...] = (400, 404, 503)
+    extra: dict[str, type[BaseModel]] = field(default_factory=dict)
+    """Other responses: status -> body model."""
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("/v1/jobs", "list_jobs", "Jobs of the tenant, oldest first, paged; filter by cluster and state.", JobPage,
+          (TENANT, CLUSTER_FILTER, STATE_FILTER, LIMIT, AFTER), errors=(400, 503)),
+    Route("/v1/jobs/{job_id}", "get_job",
+          "A job's status: state, operation, cluster, counts of tasks by state, current stage, times, error, "
+          "and every task with its state and location. `source` says whether the job's owner answered or the "
+          "status was folded from the log.", JobStatus, (TENANT, JOB_ID)),
+    Route("/v1/jobs/{job_id}/location", "get_job_location",
+          "Where the job is: the planner that owns it and where each task runs now.", JobLocation, (TENANT, JOB_ID)),
+    Route("/v1/jobs/{job_id}/events", "get_job_events", "The job's events in log order, paged.", EventPage,
+          (TENANT, JOB_ID, LIMIT, AFTER)),
+    Route("/v1/jobs/{job_id}/stream", "stream_job",
+          "Server-sent events: one `progress` event per event of the job (id = log sequence), then `end` when "
+          "the job ends. Resumes after the `Last-Event-ID` header.", None, (TENANT, JOB_ID),
+          content_type="text/event-stream"),
+    Route("/v1/clusters", "list_clusters", "Clusters of the tenant, oldest first, paged.", ClusterPage,
+          (TENANT, LIMIT, AFTER), errors=(400, 503)),
+    Route("/v1/clusters/{cluster_id}", "get_cluster", "A cluster: status, layout, nodes and its current job.",
+          ClusterDetail, (TENANT, CLUSTER_ID)),
+    Route("/v1/clusters/{cluster_id}/jobs", "get_cluster_jobs", "The jobs of a cluster, oldest first, paged.", JobPage,
+          (TENANT, CLUSTER_ID, LIMIT, AFTER)),
+    Route("/healthz", "healthz", "Whether the tracker is connected to NATS and its index is loaded.", Health,
+          errors=(), extra={"503": Health}),
+    Route("/metrics", "metrics", "Prometheus metrics (text format 0.0.4).", None, content_type="text/plain", errors=()),
+    Route("/v1/openapi.json", "openapi", "This document.", None, errors=()),
+)
+
+ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "No such job or cluster in this tenant.",
+              503: "NATS is unreachable."}
+
+
+def openapi() -> dict[str, Any]:
+    _, defs = models_json_schema([(m, "serialization") for m in MODELS], ref_template="#/components/schemas/{model}")
+    schemas = defs.get("$defs", {})
+    paths: dict[str, Any] = {}
+    for r in ROUTES:
+        ok: dict[str, Any] = {"description": "OK"}
+        if r.response is not None:
+            ok["content"] = {r.content_type: {"schema": {"$ref": f"#/components/schemas/{r.response.__name__}"}}}
+        elif r.content_type == "application/json":
+            ok["content"] = {"application/json": {"schema": {"type": "object"}}}
+        else:
+            ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
+        responses: dict[str, Any] = {"200": ok}
+        for status in r.errors:
+            responses[str(status)] = {"description": ERROR_TEXT[status],
+                                      "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        for status_text, model in r.extra.items():
+            responses[status_text] = {"description": model.__doc__ or model.__name__,
+                                      "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
+        paths[r.path] = {"get": {"operationId": r.name, "summary": r.summary, "parameters": list(r.params),
+                                 "responses": responses}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "muster tracker", "version": "1",
+                 "description": "Where jobs are, what they are doing, what happened (docs/tracker.md). Every /v1 "
+                                f"route is scoped to the tenant named by the `{TENANT_HEADER}` header."},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }

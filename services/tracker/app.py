@@ -1,0 +1,234 @@
+"""The tracker's use cases: status, locations, history and progress of jobs; clusters.
+
+Status comes from the job's owner (a request on `muster.q.<tenant>.job.<id>` with a short
+timeout; only the owning planner answers) or, when nobody answers, from the job's events in
+the log. Locations come from the shared index (KV `locations`), repaired from the log for any
+task the index has not caught up with yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats.errors
+import structlog
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from contracts import subjects
+from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
+
+from .adapters.kv import LocationIndex
+from .domain.clusters import cluster_view
+from .domain.locations import FINAL_JOB_STATES, Record, cluster_key, job_key, task_location, updates_from
+from .domain.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
+from .domain.timeline import FINAL_EVENTS
+
+log = structlog.get_logger("muster.tracker")
+
+CACHE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, Any]]
+    next_after: int | None
+
+
+def event_json(r: Recorded) -> dict[str, Any]:
+    return {"seq": r.seq, "subject": r.subject, "time": r.time.isoformat(), "type": r.type,
+            "aggregate_id": r.aggregate_id, "version": r.version, "event": r.event.model_dump(mode="json")}
+
+
+def job_summary(record: Record) -> dict[str, Any]:
+    state = record.get("state", "running")
+    if record.get("paused") and state not in FINAL_JOB_STATES:
+        state = "paused"
+    return {
+        "id": record.ident["job_id"], "cluster_id": record.get("cluster_id"), "operation": record.get("operation"),
+        "state": state, "owner": record.get("owner"), "requested_by": record.get("requested_by"),
+        "started_at": record.get("started_at"), "finished_at": record.get("finished_at"), "error": record.get("error"),
+        "tasks_total": record.get("tasks_total", 0), "seq": record.get("requested_seq", 0),
+    }
+
+
+def _page(items: Sequence[dict[str, Any]], after: int, limit: int, key: str = "seq") -> Page:
+    rest = [i for i in items if i[key] > after]
+    page = list(rest[:limit])
+    return Page(page, page[-1][key] if len(rest) > limit else None)
+
+
+@dataclass
+class Tracker:
+    store: EventStore
+    index: LocationIndex | None = None
+    owner_timeout: float = 0.25
+    _final: "OrderedDict[tuple[str, str], tuple[int, bytes]]" = field(default_factory=OrderedDict)
+
+    @property
+    def nc(self) -> Any:
+        return self.store.nc
+
+    # -- feeding the index from the log ----------------------------------------------------
+
+    async def on_event(self, recorded: Recorded) -> tuple[int, int]:
+        """Apply the location updates of one event: (how many it makes, how many changed the
+        index; the others were repeats or superseded)."""
+        assert self.index is not None
+        updates = updates_from(recorded.seq, recorded.subject, recorded.time.isoformat(), recorded.event)
+        changed = 0
+        for update in updates:
+            changed += await self.index.apply(update)
+        return len(updates), changed
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    async def job_exists(self, tenant: str, job_id: str) -> bool:
+        if self.index is not None and self.index.mirror.get(job_key(tenant, job_id)) is not None:
+            return True
+        return await self.store.last_seq(subjects.job_events(tenant, job_id)) > 0
+
+    async def ask_owner(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        try:
+            msg = await self.nc.request(subjects.job_query(tenant, job_id), b"", timeout=self.owner_timeout)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            return None
+        try:
+            view = json.loads(msg.data)
+        except ValueError:
+            return None
+        if not isinstance(view, dict) or view.get("id") != job_id or view.get("tenant") != tenant:
+            return None
+        return view
+
+    async def job_status_json(self, tenant: str, job_id: str) -> bytes | None:
+        """`GET /v1/jobs/{id}` as JSON bytes; a final job's answer is kept until any of its
+        locations changes (a retried job changes them)."""
+        version = self.index.mirror.job_version(tenant, job_id) if self.index is not None else -1
+        cached = self._final.get((tenant, job_id))
+        if cached is not None and cached[0] == version and version >= 0:
+            self._final.move_to_end((tenant, job_id))
+            return cached[1]
+        status = await self.job_status(tenant, job_id)
+        if status is None:
+            return None
+        body = json.dumps(status).encode()
+        if status["state"] in FINAL_JOB_STATES and version >= 0:
+            self._final[(tenant, job_id)] = (version, body)
+            if len(self._final) > CACHE_SIZE:
+                self._final.popitem(last=False)
+        return body
+
+    async def job_status(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        if not await self.job_exists(tenant, job_id):
+            return None
+        view = await self.ask_owner(tenant, job_id)
+        if view is None:
+            return status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
+        locations = await self.task_locations(tenant, job_id, view)
+        layout = layout_of(await self.store.read(subjects.layout_events(tenant, job_id)))
+        return compose(view, locations, layout, "owner")
+
+    async def task_locations(self, tenant: str, job_id: str, view: dict[str, Any] | None = None) -> dict[str, Record]:
+        """Task locations by task id from the index, with the tasks it lags on read from the log."""
+        records = {r.ident["task_id"]: r for r in self.index.mirror.tasks(tenant, job_id)} if self.index else {}
+        stale = needs_repair(view, records) if view is not None else []
+        if stale:
+            histories = await asyncio.gather(*(self.store.read(subjects.task_events(tenant, job_id, t)) for t in stale))
+            for t, history in zip(stale, histories):
+                records.update(task_records(history, {t: records[t]} if t in records else None))
+        return records
+
+    async def job_location(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        record = self.index.mirror.get(job_key(tenant, job_id)) if self.index is not None else None
+        if record is not None:
+            tasks = await self.task_locations(tenant, job_id)
+            return {"job_id": job_id, "cluster_id": record.get("cluster_id"), "owner": record.get("owner"),
+                    "owner_seq": _stamp_seq(record, "owner"), "source": "index",
+                    "tasks": [task_location(r) for _, r in sorted(tasks.items())]}
+        history = await self.store.read_many(subjects.job_history_filters(tenant, job_id))
+        job, _, task_history = split_history(history)
+        requested = next((r for r in job if r.type == "JobRequested"), None)
+        if requested is None:
+            return None
+        tasks = task_records(task_history)
+        return {"job_id": job_id, "cluster_id": requested.event.cluster_id, "owner": requested.event.planner,
+                "owner_seq": requested.seq, "source": "log", "tasks": [task_location(r) for _, r in sorted(tasks.items())]}
+
+    async def job_events(self, tenant: str, job_id: str, after: int, limit: int) -> Page | None:
+        merged: dict[int, Recorded] = {}
+        for f in subjects.job_history_filters(tenant, job_id):
+            for r in await self.store.read(f, start_seq=after + 1):
+                merged[r.seq] = r
+        if not merged and not await self.job_exists(tenant, job_id):
+            return None
+        return _page([event_json(merged[s]) for s in sorted(merged)], after, limit)
+
+    def list_jobs(self, tenant: str, cluster: str | None, state: str | None, after: int, limit: int) -> Page:
+        assert self.index is not None
+        jobs = sorted((job_summary(r) for r in self.index.mirror.jobs(tenant)), key=lambda j: j["seq"])
+        chosen = [j for j in jobs if (cluster is None or j["cluster_id"] == cluster) and (state is None or j["state"] == state)]
+        return _page(chosen, after, limit)
+
+    async def follow(self, tenant: str, job_id: str, idle: float | None = None) -> AsyncIterator[Recorded | None]:
+        """The job's story from its first event, live, until its final event; yields None
+        after `idle` seconds without an event (for keep-alives). Driven by an ordered
+        consumer: nothing polls."""
+        queue: asyncio.Queue[Msg] = asyncio.Queue()
+        config = ConsumerConfig(filter_subjects=subjects.job_history_filters(tenant, job_id), deliver_policy=DeliverPolicy.ALL)
+        sub = await self.store.js.subscribe(
+            subjects.job_events(tenant, job_id), stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config,
+            cb=queue.put, idle_heartbeat=2.0,
+        )
+        try:
+            while True:
+                try:
+                    msg = await asyncio.wait_for(queue.get(), idle)
+                except TimeoutError:
+                    yield None
+                    continue
+                recorded = recorded_from_msg(msg)
+                yield recorded
+                if recorded.type in FINAL_EVENTS:
+                    return
+        finally:
+            await sub.unsubscribe()
+
+    # -- clusters ------------------------------------------------------------------------------
+
+    async def cluster(self, tenant: str, cluster_id: str) -> dict[str, Any] | None:
+        history = await self.store.read(subjects.cluster_events(tenant, cluster_id))
+        view = cluster_view(history) if history else None
+        if view is None:
+            return None
+        record = self.index.mirror.get(cluster_key(tenant, cluster_id)) if self.index is not None else None
+        if record is not None and _stamp_seq(record, "job_id") > view["seq"]:
+            view["job_id"] = record.get("job_id")  # a newer job started on it than its own events say
+        return view
+
+    def list_clusters(self, tenant: str, after: int, limit: int) -> Page:
+        assert self.index is not None
+        items = []
+        for key in self.index.mirror.clusters_of_tenant.get(tenant, ()):
+            r = self.index.mirror.get(key)
+            if r is not None:
+                items.append({"id": r.ident["cluster_id"], "name": r.get("name"), "status": r.get("status"),
+                              "job_id": r.get("job_id"), "nodes": r.get("nodes", 0), "created_at": r.get("created_at"),
+                              "seq": _stamp_seq(r, "created_at") or r.seq})
+        return _page(sorted(items, key=lambda c: c["seq"]), after, limit)
+
+    async def cluster_jobs(self, tenant: str, cluster_id: str, after: int, limit: int) -> Page | None:
+        known = self.index is not None and self.index.mirror.get(cluster_key(tenant, cluster_id)) is not None
+        if not known and await self.store.last_seq(subjects.cluster_events(tenant, cluster_id)) == 0:
+            return None
+        return self.list_jobs(tenant, cluster_id, None, after, limit)
+
+
+def _stamp_seq(record: Record, name: str) -> int:
+    stamp = record.stamp(name)
+    return stamp.seq if stamp is not None else 0

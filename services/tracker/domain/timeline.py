@@ -1,0 +1,160 @@
+"""A readable timeline of events (pure): who did what, when, and how long it took.
+
+Used by `muster history` and by the live progress stream. Event types this module does not
+know are shown by name, so a newer log never breaks an older reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from muster.bus.eventstore import Recorded
+
+FINAL_EVENTS = frozenset({"JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention"})
+
+
+@dataclass(frozen=True)
+class Line:
+    seq: int
+    time: datetime
+    offset: float
+    type: str
+    who: str
+    text: str
+    took: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "time": self.time.isoformat(), "offset_s": round(self.offset, 3), "type": self.type,
+                "who": self.who, "text": self.text, "took_s": None if self.took is None else round(self.took, 3)}
+
+    def render(self) -> str:
+        took = f"  ({_duration(self.took)})" if self.took is not None else ""
+        who = f"  [{self.who}]" if self.who else ""
+        return f"{self.time.isoformat(timespec='milliseconds')}  +{self.offset:9.3f}s  #{self.seq:<6} {self.type:<20} {self.text}{who}{took}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.2f} s"
+    return f"{seconds / 60:.1f} min"
+
+
+def _layout_text(layout: Any) -> str:
+    groups = "; ".join(f"{g.count}× {g.hardwaretype}/{g.imagetype} [{', '.join(g.services)}]" for g in layout.layout)
+    return f"{layout.nodes} nodes: {groups}" if groups else f"{layout.nodes} nodes"
+
+
+def who(e: Any) -> str:
+    """Who did it: the requester, the solver, the provisioner and worker."""
+    if e.type == "JobRequested":
+        return str(e.requested_by)
+    if hasattr(e, "provisioner") and hasattr(e, "worker"):
+        return f"{e.provisioner}/{e.worker}"
+    for name in ("solver", "by"):
+        value = getattr(e, name, None)
+        if value:
+            return str(value)
+    return ""
+
+
+def describe(e: Any) -> str:
+    """One line saying what an event records."""
+    t = e.type
+    task = getattr(e, "task_id", "")
+    attempt = getattr(e, "attempt", 1)
+    match t:
+        case "JobRequested":
+            req = e.request
+            what = f" ({req.get('nodes')} nodes of {req.get('template')})" if "template" in req else ""
+            return f"{e.operation} of cluster {e.cluster_id} requested{what}; owner {e.planner or '?'}"
+        case "LayoutRequested":
+            services = f", services {', '.join(e.services)}" if e.services else ""
+            return f"layout requested: {e.nodes} nodes of {e.template}{services}"
+        case "LayoutSolved":
+            return f"layout: {_layout_text(e.layout)}"
+        case "LayoutUnsolvable":
+            return f"no layout ({e.kind}): {e.message}"
+        case "JobPlanned":
+            return f"plan: {len(e.tasks)} tasks in {len(e.stages)} stages ({e.mode})"
+        case "RollbackPlanned":
+            return f"rollback planned: {len(e.tasks)} tasks in {len(e.stages)} stages, because {e.reason}"
+        case "TaskQueued":
+            retry = ", a retry" if attempt > 1 else ""
+            return f"{task} queued (attempt {attempt}{retry})"
+        case "CleanupQueued":
+            return f"{task} queued to clean up {e.node} after {e.for_task} failed"
+        case "TaskClaimed":
+            return f"{task} claimed (attempt {attempt})"
+        case "TaskSucceeded":
+            return f"{task} succeeded (attempt {attempt})"
+        case "TaskFailed":
+            return f"{task} failed (attempt {attempt}): {e.error}"
+        case "TaskCompleted":
+            return f"{task} done: taken into the job"
+        case "TaskAttemptFailed":
+            return f"{task} attempt {attempt} failed: taken into the job"
+        case "JobSucceeded":
+            return "job succeeded"
+        case "JobFailed" | "JobRolledBack" | "JobNeedsAttention":
+            verb = {"JobFailed": "job failed", "JobRolledBack": "job rolled back", "JobNeedsAttention": "job needs attention"}[t]
+            return f"{verb}: {e.reason}"
+        case "JobPaused" | "JobResumed" | "JobCancelRequested" | "JobRetried":
+            return {"JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "cancel requested",
+                    "JobRetried": "job retried"}[t]
+        case "ClusterRequested":
+            return f"cluster {e.name!r} requested: template {e.template}, provider {e.provider}"
+        case "ClusterLayoutChanged":
+            return f"cluster layout: {len(e.nodes)} nodes"
+        case "ClusterConfigChanged":
+            return "cluster config changed"
+        case "NodeResultsRecorded":
+            ips = ", ".join(f"{k} {v}" for k, v in sorted(e.ipaddresses.items()))
+            return f"results of {e.node_id} from {e.task_id}" + (f" ({ips})" if ips else "")
+        case "ClusterStatusChanged":
+            return f"cluster {e.status}" + (f": {e.reason}" if e.reason else "")
+        case "CatalogEntityPut":
+            return f"catalog {e.kind} {e.name!r} put"
+    return t
+
+
+def _clock_key(e: Any) -> tuple[str, ...]:
+    job = str(getattr(e, "job_id", ""))
+    if e.type in ("LayoutRequested", "LayoutSolved", "LayoutUnsolvable"):
+        return ("layout", job)
+    if e.type == "JobRequested" or e.type in FINAL_EVENTS:
+        return ("job", job)
+    return ("task", job, str(getattr(e, "task_id", "")), str(getattr(e, "attempt", "")))
+
+
+STARTS = frozenset({"JobRequested", "LayoutRequested", "TaskQueued", "CleanupQueued", "TaskClaimed"})
+ENDS = frozenset({"LayoutSolved", "LayoutUnsolvable", "TaskSucceeded", "TaskFailed"}) | FINAL_EVENTS
+
+
+def timeline(history: Iterable[Recorded]) -> list[Line]:
+    """Lines in log order; a claim says how long the task waited in its queue, an outcome how
+    long the attempt ran, a final event how long the job took."""
+    lines: list[Line] = []
+    start: datetime | None = None
+    clocks: dict[tuple[str, ...], datetime] = {}
+    owners: dict[str, str] = {}  # job -> its planner, who writes the job's and cluster's events
+    for r in history:
+        e = r.event
+        start = start or r.time
+        key = _clock_key(e)
+        text, took = describe(e), None
+        if e.type in ENDS and key in clocks:
+            took = (r.time - clocks[key]).total_seconds()
+        elif e.type == "TaskClaimed" and key in clocks:
+            text += f" after {_duration((r.time - clocks[key]).total_seconds())} in the queue"
+        if e.type in STARTS:
+            clocks[key] = r.time
+        if e.type == "JobRequested" and e.planner:
+            owners[e.job_id] = e.planner
+        by = who(e) or owners.get(str(getattr(e, "job_id", "")), "")
+        lines.append(Line(r.seq, r.time, (r.time - start).total_seconds(), e.type, by, text, took))
+    return lines

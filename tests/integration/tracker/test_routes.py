@@ -1,0 +1,216 @@
+"""Every route of the tracker against a real nats-server with the four services running."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from aiohttp import ClientResponse
+
+from contracts import subjects
+from contracts.commands import Accepted, DeleteCluster
+from contracts.events import JobSucceeded
+from services.tracker.api import ROUTES
+
+pytestmark = pytest.mark.nats
+
+Tracked = Any
+UNKNOWN = "00000000-0000-4000-8000-000000000000"
+
+
+async def _finished_job(tracked: Tracked, nodes: int = 2) -> Accepted:
+    reply = await tracked.create(nodes=nodes)
+    assert isinstance(await tracked.client.wait(reply.job_id, timeout=60), JobSucceeded)
+    await tracked.indexed_final(reply.job_id)
+    return reply
+
+
+async def _json(resp: ClientResponse, status: int = 200) -> Any:
+    body = await resp.json()
+    assert resp.status == status, body
+    return body
+
+
+async def test_a_jobs_status_comes_from_its_owner_with_every_task_located(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    body = await _json(await tracked.http.get(f"/v1/jobs/{reply.job_id}"))
+    assert body["source"] == "owner" and body["state"] == "succeeded" and body["owner"] == "planner-test"
+    assert body["cluster_id"] == reply.cluster_id and body["operation"] == "create" and body["error"] is None
+    assert body["counts"] == {"succeeded": body["tasks_total"]} and body["tasks_total"] > 5
+    assert body["started_at"] and body["finished_at"] and body["stage"]["total"] > 0 and body["stage"]["current"] is None
+    assert body["layout"]["nodes"] == 2
+    assert all(t["provisioner"] == "prov-test" and t["worker"] and t["attempt"] == 1 for t in body["tasks"])
+
+
+async def test_when_the_owner_is_gone_the_status_is_folded_from_the_log_and_says_so(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    from_owner = await tracked.tracker.job_status("default", reply.job_id)
+    await tracked.stop_planner()
+    from_log = await _json(await tracked.http.get(f"/v1/jobs/{reply.job_id}"))
+    assert from_log["source"] == "log" and from_owner is not None and from_owner["source"] == "owner"
+    assert {**from_log, "source": None} == {**from_owner, "source": None}
+
+
+async def test_the_location_of_a_job_names_its_owner_and_where_each_task_ran(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    status = await _json(await tracked.http.get(f"/v1/jobs/{reply.job_id}"))
+    body = await _json(await tracked.http.get(f"/v1/jobs/{reply.job_id}/location"))
+    assert body["owner"] == "planner-test" and body["owner_seq"] > 0 and body["cluster_id"] == reply.cluster_id
+    assert body["source"] == "index"
+    assert sorted(t["task_id"] for t in body["tasks"]) == sorted(t["id"] for t in status["tasks"])
+    for t in body["tasks"]:
+        assert t["provisioner"] == "prov-test" and t["worker"] and t["node"] and t["state"] == "succeeded" and t["seq"] > 0
+
+
+async def test_a_jobs_events_come_in_log_order_page_by_page(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    seen: list[dict[str, Any]] = []
+    after: int | None = 0
+    while after is not None:
+        page = await _json(await tracked.http.get(f"/v1/jobs/{reply.job_id}/events", params={"after": after, "limit": 7}))
+        assert len(page["items"]) <= 7
+        seen += page["items"]
+        after = page["next_after"]
+    log = await tracked.store.read_many(subjects.job_history_filters("default", reply.job_id))
+    assert [e["seq"] for e in seen] == [r.seq for r in log]
+    assert seen[0]["type"] == "JobRequested" and seen[-1]["type"] == "JobSucceeded"
+    assert seen[0]["event"]["job_id"] == reply.job_id and seen[0]["time"]
+
+
+async def _read_sse(resp: ClientResponse, timeout: float = 60) -> list[tuple[str, str | None, dict[str, Any]]]:
+    events: list[tuple[str, str | None, dict[str, Any]]] = []
+    fields: dict[str, str] = {}
+    async with asyncio.timeout(timeout):
+        async for raw in resp.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith(":"):
+                continue
+            if line:
+                name, _, value = line.partition(": ")
+                fields[name] = value
+                continue
+            if fields:
+                events.append((fields["event"], fields.get("id"), json.loads(fields["data"])))
+                fields = {}
+    return events
+
+
+async def test_the_stream_shows_live_progress_until_the_job_ends(tracked: Tracked) -> None:
+    reply = await tracked.create(nodes=2)
+    resp = await tracked.http.get(f"/v1/jobs/{reply.job_id}/stream")
+    assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
+    events = await _read_sse(resp)
+    progress = [e for e in events if e[0] == "progress"]
+    assert events[-1][0] == "end" and events[-1][2]["state"] == "succeeded" and events[-1][2]["type"] == "JobSucceeded"
+    ids = [int(e[1]) for e in progress if e[1] is not None]
+    assert ids == sorted(ids) and len(ids) == len(progress)
+    assert progress[0][2]["type"] == "JobRequested" and progress[-1][2]["final"]
+    done = [p[2]["counts"].get("succeeded", 0) for p in progress]
+    assert done == sorted(done) and done[-1] == progress[-1][2]["tasks_total"]
+    assert any(p[2]["type"] == "TaskClaimed" and "prov-test" in p[2]["who"] for p in progress)
+
+    # Reconnecting with Last-Event-ID resumes after it.
+    middle = ids[len(ids) // 2]
+    again = await _read_sse(await tracked.http.get(f"/v1/jobs/{reply.job_id}/stream", headers={"Last-Event-ID": str(middle)}))
+    assert [int(e[1]) for e in again if e[0] == "progress"] == [i for i in ids if i > middle]
+    assert again[-1][0] == "end"
+
+
+async def test_a_cluster_its_jobs_and_its_current_job(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    cluster = await _json(await tracked.http.get(f"/v1/clusters/{reply.cluster_id}"))
+    assert cluster["status"] == "active" and cluster["job_id"] == reply.job_id and len(cluster["nodes"]) == 2
+    assert sum(g["count"] for g in cluster["layout"]) == 2 and all(n["hostname"] for n in cluster["nodes"])
+
+    deleted = await tracked.client.send("default", DeleteCluster(cluster_id=reply.cluster_id))
+    assert isinstance(deleted, Accepted)
+    assert isinstance(await tracked.client.wait(deleted.job_id, timeout=60), JobSucceeded)
+    await tracked.indexed_final(deleted.job_id)
+
+    cluster = await _json(await tracked.http.get(f"/v1/clusters/{reply.cluster_id}"))
+    assert cluster["status"] == "deleted" and cluster["job_id"] == deleted.job_id
+    jobs = await _json(await tracked.http.get(f"/v1/clusters/{reply.cluster_id}/jobs"))
+    assert [(j["id"], j["operation"], j["state"]) for j in jobs["items"]] == [
+        (reply.job_id, "create", "succeeded"), (deleted.job_id, "delete", "succeeded")]
+    clusters = await _json(await tracked.http.get("/v1/clusters"))
+    assert [c["id"] for c in clusters["items"]] == [reply.cluster_id] and clusters["items"][0]["status"] == "deleted"
+
+
+async def test_jobs_are_listed_by_cluster_and_state_page_by_page(tracked: Tracked) -> None:
+    first = await _finished_job(tracked)
+    second = await _finished_job(tracked)
+    listed = await _json(await tracked.http.get("/v1/jobs", params={"limit": 1}))
+    assert [j["id"] for j in listed["items"]] == [first.job_id] and listed["next_after"]
+    rest = await _json(await tracked.http.get("/v1/jobs", params={"limit": 1, "after": listed["next_after"]}))
+    assert [j["id"] for j in rest["items"]] == [second.job_id] and rest["next_after"] is None
+    by_cluster = await _json(await tracked.http.get("/v1/jobs", params={"cluster": second.cluster_id}))
+    assert [j["id"] for j in by_cluster["items"]] == [second.job_id]
+    assert len((await _json(await tracked.http.get("/v1/jobs", params={"state": "succeeded"})))["items"]) == 2
+    assert (await _json(await tracked.http.get("/v1/jobs", params={"state": "failed"})))["items"] == []
+
+
+async def test_another_tenants_job_and_cluster_are_not_found(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    other = {"X-Muster-Tenant": "someone-else"}
+    for path in (f"/v1/jobs/{reply.job_id}", f"/v1/jobs/{reply.job_id}/location", f"/v1/jobs/{reply.job_id}/events",
+                 f"/v1/jobs/{reply.job_id}/stream", f"/v1/clusters/{reply.cluster_id}", f"/v1/clusters/{reply.cluster_id}/jobs"):
+        body = await _json(await tracked.http.get(path, headers=other), 404)
+        assert body["error"]["status"] == 404 and "someone-else" in body["error"]["message"]
+        await _json(await tracked.http.get(path), 200) if not path.endswith("/stream") else None
+    assert (await _json(await tracked.http.get("/v1/jobs", headers=other)))["items"] == []
+    assert (await _json(await tracked.http.get("/v1/clusters", headers=other)))["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "parameter"),
+    [
+        ("/v1/jobs/not-a-uuid", {}, "job_id"),
+        ("/v1/jobs/not-a-uuid/location", {}, "job_id"),
+        (f"/v1/jobs/{UNKNOWN}", {"X-Muster-Tenant": "a.b"}, "X-Muster-Tenant"),
+        (f"/v1/jobs/{UNKNOWN}", {"X-Muster-Tenant": ""}, "X-Muster-Tenant"),
+        (f"/v1/jobs/{UNKNOWN}/events?limit=0", {}, "limit"),
+        (f"/v1/jobs/{UNKNOWN}/events?limit=many", {}, "limit"),
+        (f"/v1/jobs/{UNKNOWN}/events?after=-1", {}, "after"),
+        (f"/v1/jobs/{UNKNOWN}/stream", {"Last-Event-ID": "x"}, "Last-Event-ID"),
+        ("/v1/jobs?state=bogus", {}, "state"),
+        ("/v1/jobs?cluster=c1", {}, "cluster"),
+        ("/v1/jobs?limit=501", {}, "limit"),
+        ("/v1/clusters/zzz", {}, "cluster_id"),
+        ("/v1/clusters/zzz/jobs", {}, "cluster_id"),
+    ],
+)
+async def test_a_malformed_parameter_is_a_400_naming_it(lone: Any, path: str, headers: dict[str, str], parameter: str) -> None:
+    body = await _json(await lone.get(path, headers=headers), 400)
+    assert body["error"]["parameter"] == parameter and body["error"]["message"]
+
+
+@pytest.mark.parametrize("path", [f"/v1/jobs/{UNKNOWN}", f"/v1/jobs/{UNKNOWN}/location", f"/v1/jobs/{UNKNOWN}/events",
+                                  f"/v1/jobs/{UNKNOWN}/stream", f"/v1/clusters/{UNKNOWN}", f"/v1/clusters/{UNKNOWN}/jobs",
+                                  "/v1/nothing-here"])
+async def test_an_unknown_id_or_path_is_a_404_in_json(lone: Any, path: str) -> None:
+    body = await _json(await lone.get(path), 404)
+    assert body["error"]["status"] == 404
+
+
+async def test_a_wrong_method_is_a_405_in_json(lone: Any) -> None:
+    resp = await lone.post("/v1/jobs", data=b"{")
+    body = await _json(resp, 405)
+    assert body["error"]["status"] == 405 and "GET" in resp.headers["Allow"]
+
+
+async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None:
+    assert await _json(await tracked.http.get("/healthz")) == {"ok": True, "nats": "connected", "index": "ready"}
+    await tracked.http.get(f"/v1/jobs/{UNKNOWN}")
+    resp = await tracked.http.get("/metrics")
+    text = await resp.text()
+    assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
+    assert 'muster_tracker_http_requests_total{method="GET",route="/v1/jobs/{job_id}",status="404"} 1.0' in text
+    assert "muster_tracker_http_request_duration_seconds_bucket" in text and "muster_tracker_index_keys" in text
+    doc = await _json(await tracked.http.get("/v1/openapi.json"))
+    assert doc["openapi"].startswith("3.") and set(doc["paths"]) == {r.path for r in ROUTES}
+    registered = {r.resource.canonical for r in tracked.http.app.router.routes() if r.method == "GET"}  # type: ignore[union-attr]
+    assert registered == set(doc["paths"])
+    assert doc["paths"]["/v1/jobs/{job_id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/JobStatus"}
