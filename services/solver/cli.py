@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -67,31 +68,6 @@ def solve(
     remove_services: str | None,
 ) -> None:
     """Solve a cluster layout from a catalog folder (no bus)."""
-    try:
-        layout = _solve(catalog_dir, template, nodes, services, provider, hardware, image, comparator, existing, add_services, remove_services)
-    except Exception as err:  # anything that is not the request's fault: exit 1, say what
-        click.echo(f"muster solve: {type(err).__name__}: {err}", err=True)
-        sys.exit(1)
-    click.echo(json.dumps(layout.model_dump()))
-
-
-def _solve(
-    catalog_dir: str,
-    template: str,
-    nodes: int,
-    services: str | None,
-    provider: str | None,
-    hardware: str | None,
-    image: str | None,
-    comparator: str,
-    existing: str | None,
-    add_services: str | None,
-    remove_services: str | None,
-) -> Layout:
-    try:
-        catalog = load_catalog(catalog_dir)
-    except CatalogFileError as err:
-        _fail("invalid", str(err))
     request = SolveRequest(
         template=template,
         nodes=nodes,
@@ -100,10 +76,24 @@ def _solve(
         hardware=hardware,
         image=image,
         comparator=comparator,
-        existing=_read_existing(existing) if existing is not None else None,
         add_services=_names(add_services),
         remove_services=_names(remove_services),
     )
+    try:
+        layout = _answer(catalog_dir, existing, request)
+    except Exception as err:  # anything that is not the request's fault: exit 1, say what
+        click.echo(f"muster solve: {type(err).__name__}: {err}", err=True)
+        sys.exit(1)
+    click.echo(json.dumps(layout.model_dump()))
+
+
+def _answer(catalog_dir: str, existing: str | None, request: SolveRequest) -> Layout:
+    try:
+        catalog = load_catalog(catalog_dir)
+    except CatalogFileError as err:
+        _fail("invalid", str(err))
+    if existing is not None:
+        request = replace(request, existing=_read_existing(existing))
     try:
         return solve_layout(catalog, request)
     except SolveError as err:

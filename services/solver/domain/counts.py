@@ -20,7 +20,8 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .feasibility import Effort, LocalRow, complete, max_first, needs_first
+from .feasibility import Effort, LocalRow, max_first
+from .probes import complete, cover, needs_first
 
 UNBOUNDED = 1 << 62
 
@@ -129,38 +130,10 @@ class _Search:
         found = complete([0] * self.n, caps, rows, self.rows_of)
         if found is not None:
             return found
-        covered = self._cover(caps)
+        covered = cover(self.rows_of, self.lo, self.hi, caps)
         if covered is not None:
             found = complete(covered, caps, rows, self.rows_of)
         return found or complete([0] * self.n, caps, rows, self.rows_of, needs_first(rows))
-
-    def _cover(self, caps: list[int]) -> list[int] | None:
-        wanted = [k for k, lo in enumerate(self.lo) if lo > 0]
-        bit = {k: 1 << b for b, k in enumerate(wanted)}
-        masks = [sum(bit.get(k, 0) for k in ks) for ks in self.rows_of]
-        need = dict(zip(wanted, (self.lo[k] for k in wanted)))
-        slack = list(self.hi)
-        x = [0] * self.n
-        unmet = sum(bit.values())
-        while unmet:
-            scores = [(mask & unmet).bit_count() if cap else 0 for mask, cap in zip(masks, caps)]
-            for j in sorted(range(self.n), key=lambda j: -scores[j]):
-                if not scores[j]:
-                    return None
-                room = min(caps[j] - x[j], *(slack[k] for k in self.rows_of[j]))
-                if room > 0:
-                    break
-            else:
-                return None
-            step = min(room, *(need[k] for k in self.rows_of[j] if k in need and bit[k] & unmet))
-            x[j] += step
-            for k in self.rows_of[j]:
-                slack[k] -= step
-                if k in need and bit[k] & unmet:
-                    need[k] -= step
-                    if need[k] <= 0:
-                        unmet &= ~bit[k]
-        return x
 
     def _max_feasible(self, i: int, top: int, at_least: int) -> int | None:
         """The largest value >= at_least of count i that the rest can complete, with a new

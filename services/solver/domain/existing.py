@@ -58,7 +58,9 @@ def _read_groups(setting: Setting, existing: Layout) -> list[Group]:
     return [(NodeLayout(g.hardwaretype, g.imagetype, tuple(sorted(set(g.services)))), g.count) for g in existing.layout]
 
 
-def _check_change(setting: Setting, request: SolveRequest, old: frozenset[str], add: frozenset[str], remove: frozenset[str]) -> None:
+def _check_change(
+    setting: Setting, request: SolveRequest, old: frozenset[str], add: frozenset[str], remove: frozenset[str]
+) -> None:
     if request.services is not None and frozenset(request.services) != old:
         raise invalid("to change the services of an existing cluster use add-services / remove-services")
     if add & old:
@@ -122,7 +124,10 @@ def _change_services(
     add: frozenset[str],
     remove: frozenset[str],
 ) -> Layout:
-    trimmed = [(NodeLayout(layout.hardware, layout.image, tuple(s for s in layout.services if s not in remove)), n) for layout, n in groups]
+    trimmed = [
+        (NodeLayout(layout.hardware, layout.image, tuple(s for s in layout.services if s not in remove)), n)
+        for layout, n in groups
+    ]
     options: list[tuple[NodeLayout, int]] = []  # (resulting layout, index of the group it comes from)
     for g, (layout, _) in enumerate(trimmed):
         options += [(option, g) for option in _additions(setting, layout, add, cluster)]

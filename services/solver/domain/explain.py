@@ -119,7 +119,9 @@ def _disjoint_minima(model: CountModel, requested: int) -> tuple[list[Limit], in
     return best
 
 
-def _nearest(model: CountModel, side: str, limits: list[Limit], requested: int, effort: Effort) -> tuple[list[Limit], int] | None:
+def _nearest(
+    model: CountModel, side: str, limits: list[Limit], requested: int, effort: Effort
+) -> tuple[list[Limit], int] | None:
     core = smallest_core(model, limits, effort)
     if any(limit.scales for limit in core):
         return None

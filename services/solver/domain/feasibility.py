@@ -1,24 +1,27 @@
 """Exact feasibility of a small integer model: classes of counts with bounds, and rows that
 bound sums of classes. Used by `counts` to ask "how large can this count be?".
 
-Branch and prune: bounds propagation narrows every domain as far as the rows allow (plus
-rows implied by pairs of rows, which catch "these nodes are reserved for that service"), and
-when it stalls a domain is split in two. Every split keeps all integer points, so the search
+Branch and prune: bounds propagation narrows every domain as far as the rows allow (plus the
+rows `implied` adds, which catch "these nodes are reserved for that service"); a cheap
+`probes` completion is tried at each node; when propagation stalls the narrowest open domain
+is split in two. Every split keeps all integer points, so the search
 is complete: it says no only when there is no solution. Variable 0 is split first, upper
 half first, so the first solution found has the largest possible value of variable 0.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from operator import itemgetter, sub
+
+from .implied import LocalRow, implied, merged
+from .probes import needs_first, probe
+
+__all__ = ["Effort", "LocalRow", "OutOfEffort", "max_first"]
 
 # Propagation on wide domains can creep (each pass tightens a bound by one); past this many
 # passes splitting a domain is cheaper.
 _PASSES = 12
-# Implied rows cost a little on every pass; past this many they rarely pay for themselves.
-_MAX_IMPLIED = 64
 
 
 class OutOfEffort(Exception):
@@ -39,22 +42,15 @@ class Effort:
             raise OutOfEffort
 
 
-@dataclass(frozen=True)
-class LocalRow:
-    members: tuple[int, ...]
-    lo: int
-    hi: int
-
-
 def max_first(upper: list[int], rows: list[LocalRow], lower0: int = 0, effort: Effort | None = None) -> list[int] | None:
     """A solution with 0 <= v_c <= upper[c] (and v_0 >= lower0) satisfying every row whose
     variable 0 is as large as possible, or None when there is none."""
     if lower0 > upper[0]:
         return None
-    rows = _merged(rows)
+    rows = merged(rows)
     if any(row.lo > row.hi for row in rows):
         return None
-    all_rows = [(r.members, r.lo, r.hi) for r in rows] + _implied(rows)
+    all_rows = [(r.members, r.lo, r.hi) for r in rows] + implied(rows)
     rows_of: list[list[int]] = [[] for _ in upper]
     for k, (members, _, _) in enumerate(all_rows):
         for c in members:
@@ -66,7 +62,7 @@ def max_first(upper: list[int], rows: list[LocalRow], lower0: int = 0, effort: E
             effort.spend(len(upper) * _PASSES)
         lb, ub, at_root = stack.pop()
         # A cheap completion first: when it works, propagation is not needed at all.
-        found = _probe(lb, ub, all_rows, rows_of, order) if lb[0] == ub[0] else None
+        found = probe(lb, ub, all_rows, rows_of, order) if lb[0] == ub[0] else None
         if found is not None:
             return found
         if not _propagate(lb, ub, all_rows):
@@ -79,7 +75,7 @@ def max_first(upper: list[int], rows: list[LocalRow], lower0: int = 0, effort: E
             else:
                 _split(stack, lb, ub, 0)
             continue
-        found = _probe(lb, ub, all_rows, rows_of, order)
+        found = probe(lb, ub, all_rows, rows_of, order)
         if found is not None:
             return found
         # First fail: split the narrowest open domain. The wide ones are bulk that the
@@ -98,45 +94,6 @@ def _split(stack: list[tuple[list[int], list[int], bool]], lb: list[int], ub: li
     high_lb[c] = mid + 1
     stack.append((lb[:], low_ub, False))
     stack.append((high_lb, ub[:], False))  # popped first: upper half first
-
-
-def complete(
-    lb: list[int],
-    ub: list[int],
-    rows: Sequence[tuple[tuple[int, ...], int, int]],
-    rows_of: list[list[int]],
-    order: Iterable[int] | None = None,
-) -> list[int] | None:
-    """Try to finish cheaply: start from the lower bounds and, row by row (in `order`), raise
-    counts, earliest class first, until the row's minimum is met without passing any maximum.
-    Succeeds on most feasible nodes long before splitting would fix every domain."""
-    x = lb[:]
-    sums = [sum(map(x.__getitem__, members)) for members, _, _ in rows]
-    slack = [hi - total for (_, _, hi), total in zip(rows, sums)]
-    for k in range(len(rows)) if order is None else order:
-        members, lo, _ = rows[k]
-        for c in members:
-            if sums[k] >= lo:
-                break
-            room = min(ub[c] - x[c], lo - sums[k], min(map(slack.__getitem__, rows_of[c])))
-            if room > 0:
-                x[c] += room
-                for r in rows_of[c]:
-                    sums[r] += room
-                    slack[r] -= room
-        if sums[k] < lo:
-            return None
-    return x if all(sums[k] >= lo for k, (_, lo, _) in enumerate(rows)) else None
-
-
-def needs_first(rows: Sequence[tuple[tuple[int, ...], int, int]]) -> list[int]:
-    """Rows with a minimum first (largest first), rows fixing a total (lo == hi) last: meet
-    what must be met before filling up."""
-    return sorted(range(len(rows)), key=lambda k: (rows[k][1] == rows[k][2], -rows[k][1]))
-
-
-def _probe(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int, int]], rows_of: list[list[int]], order: list[int]) -> list[int] | None:
-    return complete(lb, ub, rows, rows_of) or complete(lb, ub, rows, rows_of, order)
 
 
 def _propagate(lb: list[int], ub: list[int], rows: list[tuple[tuple[int, ...], int, int]]) -> bool:
@@ -176,39 +133,3 @@ def _single(c: int) -> Callable[[list[int]], tuple[int]]:
     return lambda values: (values[c],)
 
 
-def _merged(rows: list[LocalRow]) -> list[LocalRow]:
-    """One row per member set, with the tightest bounds: services of one must-coexist unit
-    have the same members, and only a merged row compares one's minimum with another's
-    maximum (propagation looks at one row at a time)."""
-    bounds: dict[tuple[int, ...], tuple[int, int]] = {}
-    for row in rows:
-        lo, hi = bounds.get(row.members, (row.lo, row.hi))
-        bounds[row.members] = (max(lo, row.lo), min(hi, row.hi))
-    return [LocalRow(members, lo, hi) for members, (lo, hi) in bounds.items()]
-
-
-def _implied(rows: list[LocalRow]) -> list[tuple[tuple[int, ...], int, int]]:
-    """Rows implied by the given ones. Minima over disjoint member sets add up: for each row
-    with a minimum, a greedy family of pairwise disjoint such rows bounds its union from
-    below ("namenode, zookeeper and datanode never share a node: 3 nodes at least"). A row
-    inside another bounds the difference (the node total minus a service's minimum is what
-    the other layouts may take at most)."""
-    sets = [(frozenset(r.members), r.lo, r.hi) for r in rows]
-    minima = sorted((s for s in sets if s[1] > 0), key=lambda s: (-s[1], len(s[0]), sorted(s[0])))
-    families: dict[frozenset[int], tuple[int, int]] = {}
-    for seed in minima:
-        union, lo, hi, size = seed[0], seed[1], seed[2], 1
-        for other, o_lo, o_hi in minima:
-            if not other & union:
-                union, lo, hi, size = union | other, lo + o_lo, hi + o_hi, size + 1
-        if size > 1 and lo > families.get(union, (0, 0))[0]:
-            families[union] = (lo, hi)
-    unions = [(members, lo, hi) for members, (lo, hi) in families.items()]
-    out = [(tuple(sorted(members)), lo, hi) for members, lo, hi in unions]
-    for small, s_lo, s_hi in sets + unions:
-        for big, b_lo, b_hi in sets:
-            if small < big and (s_lo > 0 or s_hi < b_hi):
-                out.append((tuple(sorted(big - small)), max(0, b_lo - s_hi), b_hi - s_lo))
-                if len(out) >= _MAX_IMPLIED:
-                    return out
-    return out

@@ -17,22 +17,21 @@ from .setting import Setting
 
 
 def allowed_hardware(setting: Setting, services: Iterable[str], among: Iterable[str] | None = None) -> list[str]:
-    constraints = setting.template.constraints.services
-    allowed = list(setting.hardware if among is None else among)
-    for service in services:
-        wanted = constraints[service].hardwaretypes if service in constraints else []
-        if wanted:
-            allowed = [h for h in allowed if h in wanted]
-    return allowed
+    return _allowed(setting, services, setting.hardware if among is None else among, "hardwaretypes")
 
 
 def allowed_images(setting: Setting, services: Iterable[str], among: Iterable[str] | None = None) -> list[str]:
+    return _allowed(setting, services, setting.images if among is None else among, "imagetypes")
+
+
+def _allowed(setting: Setting, services: Iterable[str], among: Iterable[str], kind: str) -> list[str]:
+    """The types in `among` that every service's constraint allows (an empty list allows all)."""
     constraints = setting.template.constraints.services
-    allowed = list(setting.images if among is None else among)
+    allowed = list(among)
     for service in services:
-        wanted = constraints[service].imagetypes if service in constraints else []
+        wanted: list[str] = getattr(constraints[service], kind) if service in constraints else []
         if wanted:
-            allowed = [i for i in allowed if i in wanted]
+            allowed = [name for name in allowed if name in wanted]
     return allowed
 
 
@@ -76,5 +75,6 @@ def node_layouts(setting: Setting, cluster: frozenset[str]) -> list[NodeLayout]:
     for services, mask in found:
         hardware, images = pairs.decode(mask)
         if hardware and images:
-            layouts.append(NodeLayout(comparator.best_hardware(hardware), comparator.best_image(images), tuple(sorted(services | free))))
+            best = comparator.best_hardware(hardware), comparator.best_image(images)
+            layouts.append(NodeLayout(*best, tuple(sorted(services | free))))
     return sorted(layouts, key=comparator.key)

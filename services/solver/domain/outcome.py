@@ -25,7 +25,9 @@ def build_layout(groups: Iterable[tuple[NodeLayout, int]], comparator: Comparato
     return Layout(
         nodes=sum(merged.values()),
         layout=[
-            LayoutGroup(hardwaretype=layout.hardware, imagetype=layout.image, services=list(layout.services), count=merged[layout])
+            LayoutGroup(
+                hardwaretype=layout.hardware, imagetype=layout.image, services=list(layout.services), count=merged[layout]
+            )
             for layout in ordered
         ],
     )

@@ -39,7 +39,8 @@ def why_unplaceable(setting: Setting, cluster: frozenset[str], services: Sequenc
 def _why_unplaceable(setting: Setting, cluster: frozenset[str], service: str) -> str:
     head = f"{service} cannot be placed on any node"
     if not allowed_hardware(setting, [service]):
-        return f"{head}: it needs hardware type {' or '.join(_wanted(setting, service, 'hardwaretypes'))}; {setting.hardware_scope}"
+        wanted = " or ".join(_wanted(setting, service, "hardwaretypes"))
+        return f"{head}: it needs hardware type {wanted}; {setting.hardware_scope}"
     if not allowed_images(setting, [service]):
         return f"{head}: it needs image type {' or '.join(_wanted(setting, service, 'imagetypes'))}; {setting.image_scope}"
     closure = must_closure(setting, cluster, service)

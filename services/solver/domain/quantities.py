@@ -41,7 +41,8 @@ def lower_bound(template: ClusterTemplate, service: str, nodes: int) -> Bound:
     if quantities.ratio is not None and quantities.ratio.min is not None:
         needed = math.ceil(_percent(quantities.ratio.min) * nodes)
         if needed >= best.value:
-            best = Bound(needed, f"{service} ratio min {_show(quantities.ratio.min)} (= {needed} of {nodes} nodes)", scales=True)
+            text = f"{service} ratio min {_show(quantities.ratio.min)} (= {needed} of {nodes} nodes)"
+            best = Bound(needed, text, scales=True)
     if quantities.min >= best.value:
         best = Bound(quantities.min, f"{service} min {quantities.min}")
     return best
@@ -58,5 +59,6 @@ def upper_bound(template: ClusterTemplate, service: str, nodes: int) -> Bound:
     if quantities.ratio is not None and quantities.ratio.max is not None:
         allowed = math.floor(_percent(quantities.ratio.max) * nodes)
         if allowed < best.value:
-            best = Bound(allowed, f"{service} ratio max {_show(quantities.ratio.max)} (= {allowed} of {nodes} nodes)", scales=True)
+            text = f"{service} ratio max {_show(quantities.ratio.max)} (= {allowed} of {nodes} nodes)"
+            best = Bound(allowed, text, scales=True)
     return best

@@ -60,7 +60,11 @@ def valid_service_sets(
     bit = {s: 1 << i for i, unit in enumerate(blocks) for s in unit}
     # A can't-coexist set with a member off the cluster can never be complete on a node;
     # one whose members all sit in a single unit rules that unit out.
-    cant = [sum({bit[s] for s in group}) for group in layout.cantcoexist if cluster.issuperset(group) and all(s in bit for s in group)]
+    cant = [
+        sum({bit[s] for s in group})
+        for group in layout.cantcoexist
+        if cluster.issuperset(group) and all(s in bit for s in group)
+    ]
     cant_of = [[c & ~(1 << i) for c in cant if c >> i & 1] for i in range(len(blocks))]
     fit_of = [_fit(unit, fits) for unit in blocks]
     found: list[tuple[frozenset[str], int]] = []

@@ -56,10 +56,12 @@ def resolve_setting(catalog: Catalog, request: SolveRequest) -> Setting:
     hw_why = "was requested" if request.hardware else "is the template's default, which the coopr comparator requires"
     img_why = "was requested" if request.image else "is the template's default, which the coopr comparator requires"
     hardware, hw_scope = _candidates(
-        "hardware type", "flavor", catalog.hardwaretypes, template.compatibility.hardwaretypes, hw_required, provider, template.name, hw_why
+        "hardware type", "flavor", catalog.hardwaretypes, template.compatibility.hardwaretypes,
+        hw_required, provider, template.name, hw_why,
     )
     images, img_scope = _candidates(
-        "image type", "image", catalog.imagetypes, template.compatibility.imagetypes, img_required, provider, template.name, img_why
+        "image type", "image", catalog.imagetypes, template.compatibility.imagetypes,
+        img_required, provider, template.name, img_why,
     )
     return Setting(
         catalog=catalog,
