@@ -210,7 +210,10 @@ class EventStore:
         )
         try:
             info = await sub.consumer_info()
-            if info.num_pending == 0 and info.delivered.stream_seq == 0 and count == 0:
+            # Nothing pending and nothing delivered to this consumer: the filter matches no
+            # event. (The consumer's stream position may already have moved past events of
+            # other subjects, so only its own delivery count tells.)
+            if info.num_pending == 0 and info.delivered.consumer_seq == 0:
                 return 0
             await asyncio.wait_for(done, timeout)
         finally:

@@ -102,6 +102,9 @@ class Planner:
     catalogs: dict[str, Catalog] = field(default_factory=dict)
     timers: execution.Timers = field(default_factory=execution.Timers)
     metrics: QueueMetrics = field(default_factory=QueueMetrics)
+    ran_attempts: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """Provisioners that claimed earlier attempts of a task, which its retries avoid where
+    possible (best effort: not rebuilt after a restart)."""
 
     def __post_init__(self) -> None:
         self.repo = Repository(self.store)

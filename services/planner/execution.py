@@ -113,7 +113,8 @@ async def reload(p: "Planner", tenant: str, job_id: str, cluster_id: str) -> Non
 
 
 async def publish(p: "Planner", job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, queued_at: datetime | None = None) -> None:
-    message = task_message(job, cluster, catalog, task_id, attempt, p.config.provisioner_class, p.config.action_timeout_s)
+    avoid = p.ran_attempts.get((str(job.id), task_id), [])
+    message = task_message(job, cluster, catalog, task_id, attempt, p.config.provisioner_class, p.config.action_timeout_s, avoid)
     await p.store.js.publish(
         subjects.task_queue(job.tenant, p.config.provisioner_class),
         message.model_dump_json().encode(),
@@ -130,6 +131,9 @@ async def on_task_event(p: "Planner", recorded: Recorded) -> None:
     event = recorded.event
     if isinstance(event, TaskClaimed):
         p.metrics.claimed(event.job_id, event.task_id, event.attempt, recorded.time)
+        ran = p.ran_attempts.setdefault((event.job_id, event.task_id), [])
+        if event.provisioner not in ran:  # a retry prefers another provisioner
+            ran.append(event.provisioner)
         return
     if not isinstance(event, (TaskSucceeded, TaskFailed)):
         return

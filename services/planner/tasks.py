@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from contracts.catalog import Action, Catalog
 from contracts.tasks import NodeInfo, ProviderRef, ServiceRef, TaskMessage
@@ -55,6 +55,7 @@ def nodes_map(cluster: Cluster, catalog: Catalog) -> dict[str, NodeInfo]:
 def task_message(
     job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, provisioner_class: str,
     timeouts: Mapping[str, float] | None = None,
+    avoid: Sequence[str] = (),
 ) -> TaskMessage:
     task = job.tasks[task_id]
     action = Action(task["action"])
@@ -84,4 +85,5 @@ def task_message(
         nodes={} if action in PROVIDER_ACTIONS else nodes_map(cluster, catalog),
         config=config,
         timeout_s=(timeouts or {}).get(action.value, (timeouts or {}).get("default", 600.0)),
+        avoid=list(avoid) if attempt > 1 else [],
     )

@@ -1,5 +1,5 @@
-"""Bugs the fault suite found, outside the fault suite's own code: each test fails until the bug
-is fixed (xfail strict), so a fix shows up as an XPASS to remove the marker."""
+"""Bugs the fault suite found outside its own code, kept as regression tests once fixed (a bug
+still open is marked xfail(strict=True) with its cause, so its fix shows up as an XPASS)."""
 
 from __future__ import annotations
 
@@ -25,13 +25,8 @@ pytestmark = [pytest.mark.fault, pytest.mark.timeout(60)]
 T = "default"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "muster/bus/eventstore.py EventStore.replay: when the filter matches no event but the stream "
-    "holds others, the ordered consumer may already have moved `delivered.stream_seq` past 0 when "
-    "`consumer_info()` is read, so the 'nothing to replay' check (num_pending == 0 and "
-    "delivered.stream_seq == 0) fails and replay waits for a message that never comes, until its "
-    "600 s timeout. A planner starting on a log with events but no cluster events (provisioners "
-    "registered first, or a catalog loaded) hangs in resume() about half the time."))
+# Found by the fault suite: replay of a filter that matches nothing once waited for its timeout
+# whenever the consumer had already moved past other subjects' events.
 async def test_replay_of_a_filter_matching_nothing_returns_at_once(tmp_path: Path) -> None:
     async with NatsServer(tmp_path / "nats") as server:
         nc = await connect(server.url, name="replay-bug")
@@ -49,13 +44,8 @@ async def test_replay_of_a_filter_matching_nothing_returns_at_once(tmp_path: Pat
             await nc.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "services/planner/tasks.py task_message never sets TaskMessage.avoid (contracts/tasks.py), so a "
-    "retry is not steered away from the provisioner that ran the failed attempt: MISSION §4 'retried "
-    "... on a different provisioner where possible'. The worker side (services/provisioner/worker.py "
-    "lets_go) is there; the planner would have to put the provisioners of the task's earlier "
-    "attempts (from their TaskClaimed/TaskFailed events) into `avoid`. Seen in scenario 5: all three "
-    "attempts of n1001.start.broken ran on prov-2 while prov-1 was idle."))
+# Found by the fault suite: retries were not steered away from the provisioner that ran the
+# failed attempt (MISSION §4: "on a different provisioner where possible").
 async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path) -> None:
     async with await FaultStack.single(tmp_path) as fs:
         await fs.load_catalog(T, with_broken_service(demo_catalog(latency_ms="0")))
