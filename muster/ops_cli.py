@@ -300,26 +300,6 @@ async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: 
         await s.execute(ShrinkCluster(cluster_id=c.id, nodes=total))
 
 
-@cluster.command("add-services")
-@click.argument("cluster_ref", metavar="CLUSTER")
-@click.argument("services", nargs=-1, required=True)
-@cluster_op
-async def add_services(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
-    """Add SERVICES to CLUSTER (the solver places them)."""
-    async with Session(opts) as s:
-        await s.execute(AddServices(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services)))
-
-
-@cluster.command("remove-services")
-@click.argument("cluster_ref", metavar="CLUSTER")
-@click.argument("services", nargs=-1, required=True)
-@cluster_op
-async def remove_services(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
-    """Stop and remove SERVICES from CLUSTER."""
-    async with Session(opts) as s:
-        await s.execute(RemoveServices(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services)))
-
-
 @cluster.command("configure")
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.argument("config_text", metavar="CONFIG")
@@ -334,19 +314,21 @@ async def configure(cluster_ref: str, config_text: str, restart: bool, opts: Opt
         await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart))
 
 
-def _service_action(name: str, model: type[Command], doc: str) -> None:
+def _services_operation(name: str, model: type[Command], doc: str, required: bool = False) -> None:
     @cluster.command(name, help=doc)
     @click.argument("cluster_ref", metavar="CLUSTER")
-    @click.argument("services", nargs=-1)
+    @click.argument("services", nargs=-1, required=required)
     @cluster_op
-    async def action(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
+    async def operation(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
         async with Session(opts) as s:
             await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services) or None))
 
 
-_service_action("start", StartServices, "Start SERVICES on CLUSTER (default: all) and what they depend on.")
-_service_action("stop", StopServices, "Stop SERVICES on CLUSTER (default: all) and what depends on them.")
-_service_action("restart", RestartServices, "Restart SERVICES on CLUSTER (default: all) and what depends on them.")
+_services_operation("add-services", AddServices, "Add SERVICES to CLUSTER (the solver places them).", required=True)
+_services_operation("remove-services", RemoveServices, "Stop and remove SERVICES from CLUSTER.", required=True)
+_services_operation("start", StartServices, "Start SERVICES on CLUSTER (default: all) and what they depend on.")
+_services_operation("stop", StopServices, "Stop SERVICES on CLUSTER (default: all) and what depends on them.")
+_services_operation("restart", RestartServices, "Restart SERVICES on CLUSTER (default: all) and what depends on them.")
 
 
 @cluster.command("upgrade")

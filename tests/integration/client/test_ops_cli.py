@@ -79,7 +79,6 @@ async def test_upgrade_from_the_command_line(stack: Stack, fresh_nats: str) -> N
     assert upgrade.code == 0 and "succeeded" in upgrade.stdout, upgrade.stderr
 
 
-@pytest.mark.xfail(strict=False, reason="planner support pending")
 async def test_rollback_from_the_command_line(stack: Stack, fresh_nats: str) -> None:
     created = await muster(fresh_nats, "cluster", "create", "rb", "-t", "hadoop-small", "-n", "2", "--wait")
     assert created.code == 0, created.stderr
