@@ -29,7 +29,7 @@ from . import api
 from .adapters.kv import LocationIndex
 from .app import Page, Tracker
 from .domain.progress import JobProgress
-from .metrics import CONTENT_TYPE, TrackerMetrics
+from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
 
 log = structlog.get_logger("muster.tracker")
 
@@ -214,7 +214,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
+    return web.Response(body=await request.app[METRICS].render(), headers={"Content-Type": CONTENT_TYPE})
 
 
 def _openapi_handler(document: bytes) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -269,6 +269,7 @@ def make_app(
     consume: bool = True,
     owner_timeout: float = 0.25,
     collectors: Iterable[Collector] = (),
+    planner_metrics: bool = True,
     replicas: int = 1,
 ) -> web.Application:
     """The tracker app. With `index=True` it opens the shared KV index at startup (and with
@@ -278,7 +279,7 @@ def make_app(
     app = web.Application(middlewares=[guard])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout)
     app[TRACKER] = tracker
-    app[METRICS] = TrackerMetrics(collectors)
+    app[METRICS] = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]

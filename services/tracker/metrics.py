@@ -1,25 +1,41 @@
 """The tracker's Prometheus metrics, in a registry of its own (one per app, so several apps in
-one process, as in tests, never collide).
+one process, as in tests, never collide), and the planners' queue metrics.
 
-Hook for other services' metrics: pass collectors to `TrackerMetrics(extra=...)` (or call
-`add`); `/metrics` renders them with the tracker's own. The planner's queue metrics (ready,
-in-flight and retried tasks per job and class) are meant to arrive this way: a collector that
-asks the planners over the bus at scrape time (see docs/tracker.md, "Metrics").
+Hook for other services' metrics: a `Source` is a collector that is refreshed (asynchronously,
+over the bus) before each scrape; pass it to `TrackerMetrics(sources=...)`. `PlannerQueues`
+is the first: it asks every planner on `muster.metrics.planner` and gathers the answers that
+arrive within a short window (see docs/tracker.md, "Metrics").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol
 
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from contracts import subjects
+
+log = structlog.get_logger("muster.tracker")
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+class Source(Collector, Protocol):
+    async def refresh(self) -> None: ...
+
+
 class TrackerMetrics:
-    def __init__(self, extra: Iterable[Collector] = ()) -> None:
+    def __init__(self, extra: Iterable[Collector] = (), sources: Iterable[Source] = ()) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("muster_tracker_http_requests", "HTTP requests answered", ["method", "route", "status"], registry=r)
@@ -33,6 +49,9 @@ class TrackerMetrics:
         self.index_keys = Gauge("muster_tracker_index_keys", "Records in the location index mirror", registry=r)
         for collector in extra:
             self.add(collector)
+        self.sources = list(sources)
+        for source in self.sources:
+            self.add(source)
 
     def add(self, collector: Collector) -> None:
         self.registry.register(collector)
@@ -40,5 +59,73 @@ class TrackerMetrics:
     def watch_index(self, size: Callable[[], int]) -> None:
         self.index_keys.set_function(size)
 
-    def render(self) -> bytes:
+    async def render(self) -> bytes:
+        for source in self.sources:
+            try:
+                await source.refresh()
+            except Exception as err:  # a scrape shows what it can; the tracker's own always
+                log.warning("metrics source failed", source=type(source).__name__, error=str(err))
         return generate_latest(self.registry)
+
+
+class PlannerQueues:
+    """The planners' task-queue metrics, asked for over the bus at scrape time (every planner
+    answers `muster.metrics.planner`; answers arriving within `window` seconds count)."""
+
+    def __init__(self, nc: Client, window: float = 0.2, expected: int | None = None) -> None:
+        self.nc = nc
+        self.window = window
+        self.expected = expected
+        self.answers: list[dict[str, Any]] = []
+
+    async def refresh(self) -> None:
+        """Scatter-gather: until `expected` planners answered, or the window closes."""
+        answers: list[dict[str, Any]] = []
+        enough = asyncio.Event()
+
+        async def on_answer(msg: Msg) -> None:
+            try:
+                answers.append(json.loads(msg.data))
+            except ValueError:
+                return
+            if self.expected is not None and len(answers) >= self.expected:
+                enough.set()
+
+        inbox = self.nc.new_inbox()
+        sub = await self.nc.subscribe(inbox, cb=on_answer)
+        try:
+            await self.nc.publish(subjects.PLANNER_METRICS, b"", reply=inbox)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(enough.wait(), self.window)
+        finally:
+            await sub.unsubscribe()
+        self.answers = [a for a in answers if isinstance(a, dict)]
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["planner", "tenant", "class"]
+        gauges = {
+            "queue_length": GaugeMetricFamily("muster_planner_queue_length", "Tasks queued, not yet claimed", labels=labels),
+            "in_progress": GaugeMetricFamily("muster_planner_tasks_in_progress", "Tasks claimed, not yet finished", labels=labels),
+            "arrival_rate_per_s": GaugeMetricFamily("muster_planner_arrival_rate_per_second", "Tasks queued per second", labels=labels),
+            "recommended_workers": GaugeMetricFamily("muster_planner_recommended_workers", "Workers the queue needs", labels=labels),
+        }
+        finished = CounterMetricFamily("muster_planner_tasks_finished", "Tasks finished since the planner started", labels=labels)
+        timing = {
+            "time_in_queue_s": GaugeMetricFamily("muster_planner_time_in_queue_seconds", "Time tasks waited", labels=[*labels, "stat"]),
+            "task_duration_s": GaugeMetricFamily("muster_planner_task_duration_seconds", "Time tasks ran", labels=[*labels, "stat"]),
+        }
+        for answer in self.answers:
+            for q in answer.get("queues") or ():
+                try:
+                    key = [str(answer.get("planner", "")), str(q["tenant"]), str(q["class"])]
+                    for name, family in gauges.items():
+                        family.add_metric(key, float(q[name]))
+                    finished.add_metric(key, float(q["finished"]))
+                    for name, family in timing.items():
+                        for stat, value in sorted(q[name].items()):
+                            family.add_metric([*key, stat], float(value))
+                except (KeyError, TypeError, ValueError, AttributeError):
+                    continue  # an answer of another shape: skip it
+        yield from gauges.values()
+        yield finished
+        yield from timing.values()

@@ -15,7 +15,7 @@ from services.planner.domain.job import Job
 
 from .locations import Record, parse_subject
 from .status import compose, task_records
-from .timeline import FINAL_EVENTS, describe, who
+from .timeline import FINAL_EVENTS, describe, place, who
 
 
 class JobProgress:
@@ -74,6 +74,6 @@ class JobProgress:
             out.append({
                 "stage": i, "total": len(stage), "done": sum(1 for t in tasks if t["state"] == "succeeded"),
                 "failed": sum(1 for t in tasks if t["state"] == "failed"),
-                "running": [f"{t['id']}" + (f" @ {t['provisioner']}/{t['worker']}" if t["provisioner"] else "") for t in running],
+                "running": [t["id"] + (f" @ {place(t['provisioner'], t['worker'])}" if t["provisioner"] else "") for t in running],
             })
         return out

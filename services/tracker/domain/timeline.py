@@ -49,12 +49,21 @@ def _layout_text(layout: Any) -> str:
     return f"{layout.nodes} nodes: {groups}" if groups else f"{layout.nodes} nodes"
 
 
+def place(provisioner: str | None, worker: str | None) -> str:
+    """`provisioner/worker`, without saying the provisioner twice when the worker's name has it."""
+    if not provisioner:
+        return worker or ""
+    if worker and worker.startswith(f"{provisioner}/"):
+        return worker
+    return f"{provisioner}/{worker}" if worker else provisioner
+
+
 def who(e: Any) -> str:
     """Who did it: the requester, the solver, the provisioner and worker."""
     if e.type == "JobRequested":
         return str(e.requested_by)
     if hasattr(e, "provisioner") and hasattr(e, "worker"):
-        return f"{e.provisioner}/{e.worker}"
+        return place(e.provisioner, e.worker)
     for name in ("solver", "by"):
         value = getattr(e, name, None)
         if value:
@@ -71,7 +80,7 @@ def describe(e: Any) -> str:
         case "JobRequested":
             req = e.request
             what = f" ({req.get('nodes')} nodes of {req.get('template')})" if "template" in req else ""
-            return f"{e.operation} of cluster {e.cluster_id} requested{what}; owner {e.planner or '?'}"
+            return f"{e.operation} of cluster {e.cluster_id}{what} requested by {e.requested_by}; owner {e.planner or '?'}"
         case "LayoutRequested":
             services = f", services {', '.join(e.services)}" if e.services else ""
             return f"layout requested: {e.nodes} nodes of {e.template}{services}"

@@ -214,3 +214,12 @@ async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None
     assert registered == set(doc["paths"])
     assert doc["paths"]["/v1/jobs/{job_id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/JobStatus"}
+
+
+async def test_metrics_carry_the_planners_queue_metrics(tracked: Tracked) -> None:
+    await _finished_job(tracked)
+    text = await (await tracked.http.get("/metrics")).text()
+    finished = [line for line in text.splitlines() if line.startswith("muster_planner_tasks_finished_total{")]
+    assert finished and 'planner="planner-test"' in finished[0] and 'tenant="default"' in finished[0]
+    assert float(finished[0].rsplit(" ", 1)[1]) > 0
+    assert 'muster_planner_time_in_queue_seconds{class="default",planner="planner-test",stat="p99",tenant="default"}' in text

@@ -1,0 +1,165 @@
+"""The operator commands (`muster status|watch|history|replay|events`) against a real server,
+through the `muster` group as a user calls them. Each runs in a thread: they call
+asyncio.run themselves, and the services run in this test's loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from contracts import subjects
+from contracts.events import JobSucceeded
+from muster.cli import main
+
+pytestmark = pytest.mark.nats
+
+Tracked = Any
+
+
+_SERVICE_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")
+
+
+@dataclass
+class Ran:
+    exit_code: int
+    output: str
+
+
+async def muster(*args: str) -> Ran:
+    """The command's exit code and output, without the lines the services running in this
+    process log meanwhile (the runner captures the whole process's stdout)."""
+    result = await asyncio.to_thread(CliRunner().invoke, main, list(args), catch_exceptions=False)
+    lines = [line for line in result.output.splitlines(keepends=True) if not _SERVICE_LOG.match(line)]
+    return Ran(result.exit_code, "".join(lines))
+
+
+async def _finished_job(tracked: Tracked) -> Any:
+    reply = await tracked.create(nodes=2)
+    assert isinstance(await tracked.client.wait(reply.job_id, timeout=60), JobSucceeded)
+    await tracked.indexed_final(reply.job_id)
+    return reply
+
+
+def _tracker_url(tracked: Tracked) -> str:
+    return str(tracked.http.make_url("")).rstrip("/")
+
+
+async def test_status_asks_the_tracker_and_without_one_the_bus(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    out = await muster("status", reply.job_id, "--nats-url", tracked.url, "--tracker-url", _tracker_url(tracked))
+    assert out.exit_code == 0, out.output
+    assert f"job {reply.job_id}: succeeded" in out.output and "from the owner" in out.output and "prov-test/" in out.output
+
+    body = json.loads((await muster("status", reply.job_id, "--json", "--tracker-url", _tracker_url(tracked))).output)
+    assert body["state"] == "succeeded" and body["source"] == "owner"
+
+    # No tracker: the command asks the owner over the bus itself.
+    out = await muster("status", reply.job_id, "--json", "--nats-url", tracked.url, "--tracker-url", "http://127.0.0.1:9")
+    assert out.exit_code == 0 and json.loads(out.output)["tasks"] == body["tasks"]
+
+    out = await muster("status", "00000000-0000-4000-8000-000000000000", "--nats-url", tracked.url, "--tracker-url", "http://127.0.0.1:9")
+    assert out.exit_code == 2 and "no job" in out.output
+    assert (await muster("status", "not-a-job", "--nats-url", tracked.url)).exit_code == 2
+
+
+async def test_watch_follows_a_job_to_its_end_and_says_how_it_ended(tracked: Tracked) -> None:
+    reply = await tracked.create(nodes=2)
+    out = await muster("watch", reply.job_id, "--nats-url", tracked.url, "--timeout", "60")
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert "create of cluster" in lines[0] and lines[-1].startswith(f"job {reply.job_id} succeeded")
+    assert any("claimed" in line and "[prov-test/" in line for line in lines)
+    # Once the job is over, watching it replays its story and ends at once.
+    again = await muster("watch", reply.job_id, "--nats-url", tracked.url)
+    assert again.exit_code == 0 and again.output.splitlines()[-1] == lines[-1]
+    missing = await muster("watch", "00000000-0000-4000-8000-000000000000", "--nats-url", tracked.url)
+    assert missing.exit_code == 2
+
+
+async def test_history_of_a_job_and_of_its_cluster(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    out = await muster("history", reply.job_id, "--nats-url", tracked.url)
+    assert out.exit_code == 0, out.output
+    text = out.output
+    for expected in ("JobRequested", "requested by", "LayoutRequested", "LayoutSolved", "layout: 2 nodes", "JobPlanned",
+                     "TaskQueued", "TaskClaimed", "in the queue", "[prov-test/", "TaskSucceeded", "JobSucceeded", "[planner-test]"):
+        assert expected in text, expected
+    lines = [json.loads(line) for line in (await muster("history", reply.job_id, "--json", "--nats-url", tracked.url)).output.splitlines()]
+    assert [line["seq"] for line in lines] == sorted(line["seq"] for line in lines)
+    assert lines[-1]["type"] == "JobSucceeded" and lines[-1]["took_s"] > 0
+    assert all(line["took_s"] is not None for line in lines if line["type"] == "TaskSucceeded")
+
+    cluster = await muster("history", "--cluster", reply.cluster_id, "--nats-url", tracked.url)
+    assert cluster.exit_code == 0 and "ClusterRequested" in cluster.output and "JobSucceeded" in cluster.output
+    assert "cluster active" in cluster.output
+    assert (await muster("history", "--nats-url", tracked.url)).exit_code == 2
+
+
+async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    log = await tracked.store.read_many(subjects.job_history_filters("default", reply.job_id))
+    planned = next(r.seq for r in log if r.type == "JobPlanned")
+    args = ("replay", "--cluster", reply.cluster_id, "--nats-url", tracked.url)
+
+    early = await muster(*args, "--seq", str(planned), "--json")
+    assert early.exit_code == 0, early.output
+    state = json.loads(early.output)
+    assert state["as_of"]["seq"] == planned and state["cluster"]["status"] == "pending"
+    assert [(j["id"], j["state"]) for j in state["jobs"]] == [(reply.job_id, "running")]
+    assert state["jobs"][0]["counts"] == {"planned": state["jobs"][0]["tasks_total"]}
+    assert (await muster(*args, "--seq", str(planned), "--json")).output == early.output
+
+    final = json.loads((await muster(*args, "--json")).output)
+    assert final["cluster"]["status"] == "active" and final["jobs"][0]["state"] == "succeeded" and len(final["cluster"]["nodes"]) == 2
+
+    at = (await tracked.store.read(subjects.cluster_events("default", reply.cluster_id)))[-1].time.isoformat()
+    by_time = await muster(*args, "--at", at)
+    assert by_time.exit_code == 0 and "status active" in by_time.output and "succeeded" in by_time.output
+    assert (await muster(*args, "--at", at)).output == by_time.output
+    before = await muster(*args, "--at", "2000-01-01T00:00:00")
+    assert before.exit_code == 2
+    assert (await muster(*args, "--at", "yesterday")).exit_code == 2
+
+
+async def test_events_dumps_the_log_as_json_lines(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    out = await muster("events", "--tenant", "default", "--subject", f"job.{reply.job_id}", "--nats-url", tracked.url)
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in out.output.splitlines()]
+    assert lines[0]["type"] == "JobRequested" and lines[-1]["type"] == "JobSucceeded"
+    assert {line["subject"] for line in lines} == {subjects.job_events("default", reply.job_id)}
+    middle = lines[len(lines) // 2]["seq"]
+    since = await muster("events", "--subject", f"muster.evt.default.job.{reply.job_id}", "--since", str(middle), "--nats-url", tracked.url)
+    assert [json.loads(line)["seq"] for line in since.output.splitlines()] == [line["seq"] for line in lines if line["seq"] >= middle]
+    everything = (await muster("events", "--since", "1h", "--nats-url", tracked.url)).output.splitlines()
+    assert len(everything) > len(lines) and any('"CatalogEntityPut"' in line for line in everything)
+    assert (await muster("events", "--tenant", "nobody", "--nats-url", tracked.url)).output == ""
+    assert (await muster("events", "--since", "soon", "--nats-url", tracked.url)).exit_code == 2
+    assert (await muster("events", "--tenant", "a.b", "--nats-url", tracked.url)).exit_code == 2
+
+
+async def test_events_follow_prints_new_events_as_they_come(tracked: Tracked) -> None:
+    import subprocess
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "muster", "events", "--follow", "--subject", "job.*", "--nats-url", tracked.url,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    try:
+        reply = await tracked.create(nodes=2)
+        async with asyncio.timeout(60):
+            while True:
+                line = json.loads(await proc.stdout.readline())  # type: ignore[union-attr]
+                if line["type"] == "JobSucceeded":
+                    break
+        assert line["event"]["job_id"] == reply.job_id
+    finally:
+        proc.terminate()
+        await proc.wait()
