@@ -239,7 +239,11 @@ class FaultStack:
             model = EVENT_TYPES.get(msg.headers.get("Muster-Type", ""))
             if model is None:
                 return
-            r = Recorded(seq=0, subject=msg.subject, time=datetime.now(timezone.utc), event=model.model_validate_json(msg.data))
+            try:
+                event = model.model_validate_json(msg.data)
+            except ValueError:
+                return
+            r = Recorded(seq=0, subject=msg.subject, time=datetime.now(timezone.utc), event=event)
             if predicate(r):
                 found.set_result(r)
 

@@ -1,0 +1,460 @@
+"""Run every benchmark in bench/ and put the figures in one place: docs/benchmarks.md.
+
+    .venv/bin/python bench/run_all.py [--quick] [--only NAME ...] [--no-docs]     (make bench)
+
+1. Measures the raw limits of this machine in this run: a nats-server from the wheel
+   (`sync_interval: always`, file storage) — `js.publish` round trip, core request/reply, an
+   ordered-consumer replay, a durable pull consumer's fetch + ack — and aiohttp (a trivial JSON
+   handler on loopback).
+2. Runs each `bench/*.py` script as a process, one after another (they would compete for the 2
+   cores otherwise), with `--write-docs` where the script has it (it rewrites its own `## ...`
+   section). `--quick` gives smaller sizes (only options the script's `--help` lists) and then
+   leaves the scripts' sections alone: quick figures only go into the summary.
+3. Writes the top of docs/benchmarks.md: the machine (cores, memory, CPU), the date, and a
+   summary table of every figure the scripts printed, each next to the raw figure measured in
+   the same run (the script's own raw column where it has one, else the matching raw limit of
+   step 1, or "pure CPU" for code that does no IO). Scripts without `--write-docs` get their
+   output kept there verbatim.
+
+Nothing here is a test: no figure is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DOCS = ROOT / "docs" / "benchmarks.md"
+BEGIN = "<!-- summary: written by bench/run_all.py; the sections below belong to their scripts -->"
+END = "<!-- end of summary -->"
+SCRIPT_TIMEOUT_S = 1800
+
+QUICK: dict[str, list[str]] = {
+    "solver_bench.py": ["--repeat", "3"],
+    "planner_bench.py": ["--seeds", "5"],
+    "planner_rebuild_bench.py": ["--events", "100000"],
+    "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
+    "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
+}
+"""Smaller sizes for --quick, per script (an option the script does not list is left out)."""
+
+PURE_CPU = {"solver_bench.py", "planner_bench.py"}
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\{\"|\[)")
+"""Log lines a script's libraries print (structlog, JSON): not figures."""
+"""Scripts that measure pure code (no bus, no HTTP): their raw column says so."""
+
+
+# -- the machine ----------------------------------------------------------------------------------
+
+
+def machine() -> dict[str, str]:
+    mem = ""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = ""
+    try:
+        load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        pass
+    return {
+        "cores": str(os.cpu_count() or "?"), "memory": mem, "cpu": cpu, "load": load,
+        "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# -- raw limits -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Raw:
+    figures: dict[str, tuple[float, str]] = field(default_factory=dict)
+    """name -> (value, unit)"""
+
+    def text(self, name: str) -> str:
+        if name not in self.figures:
+            return "—"
+        value, unit = self.figures[name]
+        return f"{_fmt(value)} {unit}"
+
+
+def _fmt(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _p50_us(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e6
+
+
+async def measure_raw(quick: bool) -> Raw:
+    import aiohttp
+    from aiohttp import web
+    from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StreamConfig
+
+    from muster.bus.connect import connect
+    from muster.bus.server import NatsServer, free_port
+
+    raw = Raw()
+    n = 500 if quick else 2000
+    replay_n = 20_000 if quick else 100_000
+    payload = b"x" * 200
+    with tempfile.TemporaryDirectory(prefix="muster-raw-") as tmp:
+        async with NatsServer(Path(tmp)) as server:
+            pub = await connect(server.url, name="raw-pub")
+            sub = await connect(server.url, name="raw-sub")
+            js = pub.jetstream()
+            try:
+                await js.add_stream(StreamConfig(name="RAW", subjects=["raw.>"]))
+                rtt = []
+                started = time.perf_counter()
+                for i in range(n):
+                    t = time.perf_counter()
+                    await js.publish("raw.pub", payload)
+                    rtt.append(time.perf_counter() - t)
+                raw.figures["js.publish round trip p50"] = (_p50_us(rtt), "µs")
+                raw.figures["js.publish sequential"] = (n / (time.perf_counter() - started), "msg/s")
+
+                async def respond(msg: Any) -> None:
+                    await msg.respond(msg.data)
+
+                await sub.subscribe("raw.echo", cb=respond)
+                await sub.flush()
+                rr = []
+                for _ in range(n):
+                    t = time.perf_counter()
+                    await pub.request("raw.echo", payload, timeout=5)
+                    rr.append(time.perf_counter() - t)
+                raw.figures["core request/reply p50"] = (_p50_us(rr), "µs")
+
+                for i in range(0, replay_n, 1000):
+                    for _ in range(1000):
+                        await js.publish_async("raw.log", payload)
+                    await js.publish_async_completed()
+                done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                count = 0
+
+                async def on_msg(msg: Any) -> None:
+                    nonlocal count
+                    count += 1
+                    if count == replay_n and not done.done():
+                        done.set_result(None)
+
+                started = time.perf_counter()
+                ordered = await sub.jetstream().subscribe("raw.log", ordered_consumer=True, cb=on_msg,
+                                                          deliver_policy=DeliverPolicy.ALL,
+                                                          pending_msgs_limit=-1, pending_bytes_limit=-1)
+                await asyncio.wait_for(done, 120)
+                raw.figures["ordered consumer replay"] = (replay_n / (time.perf_counter() - started), "msg/s")
+                await ordered.unsubscribe()
+
+                await sub.jetstream().add_consumer("RAW", ConsumerConfig(durable_name="raw-pull", ack_policy=AckPolicy.EXPLICIT,
+                                                                         filter_subject="raw.log"))
+                psub = await sub.jetstream().pull_subscribe_bind(durable="raw-pull", stream="RAW")
+                got = 0
+                pull_n = replay_n // 5
+                started = time.perf_counter()
+                while got < pull_n:  # a bounded read of a known number of messages, not a wait
+                    for msg in await psub.fetch(batch=256, timeout=10):
+                        await msg.ack()
+                        got += 1
+                raw.figures["durable pull fetch + ack"] = (got / (time.perf_counter() - started), "msg/s")
+            finally:
+                await pub.close()
+                await sub.close()
+
+    async def hello(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_get("/", hello)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
+            lat = []
+            for _ in range(n):
+                t = time.perf_counter()
+                async with http.get("/") as resp:
+                    await resp.read()
+                lat.append(time.perf_counter() - t)
+            raw.figures["aiohttp GET p50"] = (_p50_us(lat), "µs")
+
+            total = n * 2
+            sem = asyncio.Semaphore(32)
+
+            async def one() -> None:
+                async with sem, http.get("/") as resp:
+                    await resp.read()
+
+            started = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(total)))
+            raw.figures["aiohttp GET, 32 at once"] = (total / (time.perf_counter() - started), "req/s")
+    finally:
+        await runner.cleanup()
+    return raw
+
+
+# -- running the scripts ----------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    script: str
+    args: list[str]
+    code: int
+    seconds: float
+    stdout: str
+    stderr: str
+    writes_docs: bool
+
+
+def scripts(only: list[str]) -> list[Path]:
+    found = sorted(p for p in (ROOT / "bench").glob("*.py") if p.name != Path(__file__).name)
+    if only:
+        found = [p for p in found if p.stem in only or p.name in only]
+    return found
+
+
+def options_of(script: Path) -> str:
+    return subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60).stdout
+
+
+def plan_args(script: Path, quick: bool, write_docs: bool) -> tuple[list[str], bool]:
+    help_text = options_of(script)
+    args: list[str] = []
+    if quick:
+        given = QUICK.get(script.name, [])
+        for i in range(0, len(given), 2):
+            if given[i] in help_text:
+                args += given[i:i + 2]
+        if "--quick" in help_text:
+            args.append("--quick")
+    writes = "--write-docs" in help_text
+    if writes and write_docs and not quick:  # quick figures never replace a script's own section
+        args.append("--write-docs")
+    return args, writes and write_docs and not quick
+
+
+def run_script(script: Path, args: list[str], writes_docs: bool) -> Run:
+    print(f"== {script.name} {' '.join(args)}", flush=True)
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    try:
+        proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                              timeout=SCRIPT_TIMEOUT_S)
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code, out, err = -1, str(exc.stdout or ""), f"timed out after {SCRIPT_TIMEOUT_S} s"
+    seconds = time.perf_counter() - started
+    print(out, end="" if out.endswith("\n") else "\n")
+    if code:
+        print(f"!! {script.name} exited {code}: {err.strip()[-2000:]}", flush=True)
+    print(f"   ({seconds:.0f} s)", flush=True)
+    return Run(script.name, args, code, seconds, out, err, writes_docs)
+
+
+# -- figures out of what the scripts print ------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    script: str
+    what: str
+    value: str
+    raw: str
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def figures_of(run: Run, raw: Raw) -> list[Figure]:
+    """Every figure a script printed: rows of its markdown tables (header-named columns; a
+    column named like 'raw ...' is the script's own raw figure), `label   value` lines, and
+    `label p50 ... p99 ...` lines."""
+    out: list[Figure] = []
+    default_raw = "pure CPU (no bus)" if run.script in PURE_CPU else ""
+    lines = [line for line in run.stdout.splitlines() if not LOG_LINE.match(line)]
+    tables_only = any(line.lstrip().startswith("|") for line in lines)  # then its other lines repeat them
+    header: list[str] | None = None
+    own_raw = ""
+    for line in lines:
+        if line.startswith("{") or line.startswith("#"):
+            header = None
+            continue
+        if line.lstrip().startswith("|"):
+            cells = _cells(line)
+            if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
+                continue
+            if header is None:
+                header = cells
+                continue
+            row = dict(zip(header, cells))
+            what = cells[0]
+            raw_cols = [h for h in header if "raw" in h.lower()]
+            value_cols = [h for h in header[1:] if h not in raw_cols and h.lower() not in ("ratio", "target")]
+            value = "; ".join(f"{h} {row[h]}" if len(value_cols) > 1 else row[h] for h in value_cols if row.get(h))
+            raw_text = "; ".join(row[h] for h in raw_cols if row.get(h)) or default_raw
+            if "ratio" in row and row["ratio"]:
+                raw_text += f" (ratio {row['ratio']})"
+            out.append(Figure(run.script, what, value, raw_text))
+            continue
+        header = None
+        if tables_only:
+            continue
+        m = re.match(r"^\s*(?P<what>.+?)\s{2,}(?P<value>\S.*\S)\s*$", line)
+        if m and re.search(r"\d", m["value"]):
+            what = re.sub(r"\s{2,}", " ", m["what"].strip())
+            if "the limit" in what or what.startswith("raw"):
+                own_raw = f"{what}: {m['value']}"
+            out.append(Figure(run.script, what, re.sub(r"\s{2,}", " ", m["value"]), default_raw))
+            continue
+        m = re.match(r"^\s*(?P<what>[^:]+?):\s+(?P<value>[\d.,]+\s*\S*/s.*)$", line)
+        if m:
+            out.append(Figure(run.script, m["what"].strip(), m["value"].strip(), default_raw))
+    if own_raw:
+        for f in out:
+            if not f.raw and own_raw.split(":")[0] not in f.what:
+                f.raw = own_raw if ("/s" in f.value or "x raw" in f.value) else "—"
+    for f in out:
+        if not f.raw:
+            f.raw = _matching_raw(f, raw)
+    return out
+
+
+def _matching_raw(f: Figure, raw: Raw) -> str:
+    what = f.what.lower()
+    if "ssh" in f.script or "sshd" in what or "localhost" in what:
+        return "— (SSH: compare the sshd rows)"
+    if "http" in what or "tracker" in f.script:
+        return f"aiohttp GET p50 {raw.text('aiohttp GET p50')}; {raw.text('aiohttp GET, 32 at once')}"
+    if "/s" in f.value:
+        return f"ordered replay {raw.text('ordered consumer replay')}; pull+ack {raw.text('durable pull fetch + ack')}"
+    if "ms" in f.value or "µs" in f.value:
+        return f"js.publish p50 {raw.text('js.publish round trip p50')}; request/reply p50 {raw.text('core request/reply p50')}"
+    return "—"
+
+
+# -- the document -----------------------------------------------------------------------------------
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def summary(m: dict[str, str], raw: Raw, runs: list[Run], quick: bool, total_s: float) -> str:
+    lines = [
+        BEGIN,
+        "",
+        f"Last run: `bench/run_all.py{' --quick' if quick else ''}` (`make bench` runs it at full size), {m['date']}, on "
+        f"**{m['cores']} cores**, **{m['memory']} memory** ({m['cpu']}; {m['os']}; Python {m['python']}; load average "
+        f"at the start {m['load']}). The scripts ran one after another, {total_s / 60:.1f} minutes in all"
+        f"{'; with --quick sizes' if quick else ''}. Every client and server shared the same cores, so read the "
+        "figures as sizes, not capacity.",
+        "",
+        "### Raw limits, measured in the same run",
+        "",
+        "nats-server from the wheel (`sync_interval: always`, file storage, 200 B messages) and aiohttp, on loopback:",
+        "",
+        "| raw figure | value |",
+        "|---|---|",
+        *[f"| {name} | {raw.text(name)} |" for name in raw.figures],
+        "",
+        "### Every figure, next to its raw figure",
+        "",
+        "| script | figure | value | raw figure in the same run |",
+        "|---|---|---|---|",
+    ]
+    for run in runs:
+        if run.code:
+            lines.append(f"| `{run.script}` | **failed** (exit {run.code}) | see its output | |")
+            continue
+        for f in figures_of(run, raw):
+            lines.append(f"| `{f.script}` | {_md(f.what)} | {_md(f.value)} | {_md(f.raw)} |")
+    lines += ["", "| script | options | seconds | writes its own section |", "|---|---|---|---|"]
+    for run in runs:
+        lines.append(f"| `{run.script}` | `{' '.join(run.args) or '(defaults)'}` | {run.seconds:.0f} | "
+                     f"{'yes' if run.writes_docs else 'no: its output is below'} |")
+    for run in runs:
+        if not run.writes_docs and run.stdout.strip():
+            # Indented, not fenced: a script's own "## Section" line must not start a line here,
+            # or that script's --write-docs would find it.
+            body = [f"    {line}" for line in run.stdout.rstrip().splitlines() if not LOG_LINE.match(line)]
+            lines += ["", f"<details><summary>output of <code>{run.script}</code></summary>", "", *body, "", "</details>"]
+    lines += ["", END]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(text: str, path: Path = DOCS) -> None:
+    doc = path.read_text() if path.exists() else "# Benchmarks\n"
+    if BEGIN in doc and END in doc:
+        head, rest = doc.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1].lstrip("\n")
+        doc = head + text + "\n" + tail
+    else:
+        title, _, body = doc.partition("\n")
+        doc = f"{title}\n\n{text}\n{body.lstrip(chr(10))}"
+    path.write_text(doc)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes in all)")
+    parser.add_argument("--only", nargs="*", default=[], help="only these scripts (names, with or without .py)")
+    parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    m = machine()
+    print(f"machine: {m}", flush=True)
+    raw = asyncio.run(measure_raw(args.quick))
+    for name in raw.figures:
+        print(f"raw {name}: {raw.text(name)}", flush=True)
+    runs = []
+    for script in scripts(args.only):
+        script_args, writes = plan_args(script, args.quick, not args.no_docs)
+        runs.append(run_script(script, script_args, writes))
+    text = summary(m, raw, runs, args.quick, time.perf_counter() - started)
+    if not args.no_docs:
+        write_summary(text)
+        print(f"wrote the summary of {DOCS.relative_to(ROOT)}")
+    failed = [r.script for r in runs if r.code]
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
