@@ -20,6 +20,7 @@ DEFAULT_TENANT = "default"
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 JOB_STATES = ("running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention")
 MAX_LIMIT = 500
+MAX_SEQ = 1 << 62
 DEFAULT_LIMIT = 50
 
 
@@ -198,9 +199,11 @@ JOB_ID = _param("job_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "
 CLUSTER_ID = _param("cluster_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A cluster id (UUID).", required=True)
 LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
                "Page size.")
-AFTER = _param("after", "query", {"type": "integer", "minimum": 0, "default": 0},
+AFTER = _param("after", "query", {"type": "integer", "minimum": 0, "maximum": MAX_SEQ, "default": 0},
                "Cursor: return items after this log sequence (a page's `next_after`).")
 CLUSTER_FILTER = _param("cluster", "query", {"type": "string", "pattern": UUID_PATTERN}, "Only jobs of this cluster.")
+LAST_EVENT_ID = _param("Last-Event-ID", "header", {"type": "string", "pattern": "^[0-9]{1,18}$"},
+                       "Resume a stream after this event id (a log sequence), as browsers do on reconnect.")
 STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STATES)}, "Only jobs in this state.")
 
 
@@ -230,7 +233,7 @@ ROUTES: tuple[Route, ...] = (
           (TENANT, JOB_ID, LIMIT, AFTER)),
     Route("/v1/jobs/{job_id}/stream", "stream_job",
           "Server-sent events: one `progress` event per event of the job (id = log sequence), then `end` when "
-          "the job ends. Resumes after the `Last-Event-ID` header.", None, (TENANT, JOB_ID),
+          "the job ends. Resumes after the `Last-Event-ID` header.", None, (TENANT, JOB_ID, LAST_EVENT_ID),
           content_type="text/event-stream"),
     Route("/v1/clusters", "list_clusters", "Clusters of the tenant, oldest first, paged.", ClusterPage,
           (TENANT, LIMIT, AFTER), errors=(400, 503)),

@@ -86,7 +86,7 @@ def int_query(request: web.Request, name: str, default: int, low: int, high: int
 
 
 def paging(request: web.Request) -> tuple[int, int]:
-    return (int_query(request, "after", 0, 0, 1 << 62), int_query(request, "limit", api.DEFAULT_LIMIT, 1, api.MAX_LIMIT))
+    return (int_query(request, "after", 0, 0, api.MAX_SEQ), int_query(request, "limit", api.DEFAULT_LIMIT, 1, api.MAX_LIMIT))
 
 
 def page_json(page: Page) -> web.Response:
@@ -143,7 +143,7 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
     last_id = 0
     raw_last = request.headers.get("Last-Event-ID")
     if raw_last:
-        if not raw_last.isdigit():
+        if not re.fullmatch(r"[0-9]{1,18}", raw_last):
             raise BadParameter("Last-Event-ID", f"Last-Event-ID {_shown(raw_last)} is not a log sequence")
         last_id = int(raw_last)
     tracker, metrics = request.app[TRACKER], request.app[METRICS]

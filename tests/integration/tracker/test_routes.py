@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from aiohttp import ClientResponse
 from contracts import subjects
 from contracts.commands import Accepted, DeleteCluster
 from contracts.events import JobSucceeded
+from services.tracker import api
 from services.tracker.api import ROUTES
 
 pytestmark = pytest.mark.nats
@@ -28,9 +30,20 @@ async def _finished_job(tracked: Tracked, nodes: int = 2) -> Accepted:
 
 
 async def _json(resp: ClientResponse, status: int = 200) -> Any:
+    """The body, checked against the model the OpenAPI document gives for this route."""
     body = await resp.json()
     assert resp.status == status, body
+    model = _model_of(resp.request_info.url.path) if status == 200 else api.Error
+    if model is not None:
+        model.model_validate(body)
     return body
+
+
+def _model_of(path: str) -> Any:
+    for r in ROUTES:
+        if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", r.path), path):
+            return r.response
+    return None
 
 
 async def test_a_jobs_status_comes_from_its_owner_with_every_task_located(tracked: Tracked) -> None:
