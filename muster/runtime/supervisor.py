@@ -56,9 +56,7 @@ class Deployment:
     def tracker_url(self) -> str:
         return f"http://127.0.0.1:{self.tracker_port}"
 
-    async def start(self, first: tuple[str, ...] = ()) -> None:
-        """Start nats-server (unless `nats_url` is given) and every service; the processes
-        named in `first` are started, and ready, before the others."""
+    async def start(self) -> None:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         if not self.nats_url:
             self.server = await NatsServer(self.data_dir / "nats").start()
@@ -66,11 +64,8 @@ class Deployment:
         (self.data_dir / "nats.url").write_text(self.nats_url)
         self.tracker_port = self.tracker_port or free_port()
         (self.data_dir / "tracker.url").write_text(self.tracker_url)
-        commands = self.commands()
         try:
-            for name in first:
-                await self._spawn(name, commands.pop(name))
-            await asyncio.gather(*(self._spawn(name, args) for name, args in commands.items()))
+            await asyncio.gather(*(self._spawn(name, args) for name, args in self.commands().items()))
         except BaseException:
             await self.stop()
             raise

@@ -168,9 +168,7 @@ class FaultStack:
             await self._connect()
             assert self.nc is not None
             await ensure_streams(self.nc.jetstream(), replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
-            # The planner first, on a log with no event yet: a planner that starts on a log
-            # holding events but none of a cluster may hang in its replay (test_found_bugs.py).
-            await self.deployment.start(first=("planner",))
+            await self.deployment.start()
         except BaseException:
             await self.stop()
             raise

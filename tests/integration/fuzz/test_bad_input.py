@@ -86,7 +86,7 @@ async def fuzz(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fuzz]:
     nc = await connect(server.url, name="fuzz")
     try:
         await ensure_streams(nc.jetstream())
-        await deployment.start(first=("planner",))
+        await deployment.start()
         catalog = load_catalog(DEMO)
         sim = catalog.providers["sim"]
         catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "0"}})
