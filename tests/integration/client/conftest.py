@@ -9,6 +9,12 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest_asyncio
+
+from contracts.catalog import Catalog, Provider
+from muster.catalog_store import apply_catalog
 
 _spec = importlib.util.spec_from_file_location("_muster_services_stack", Path(__file__).parents[1] / "services" / "conftest.py")
 assert _spec is not None and _spec.loader is not None
@@ -41,3 +47,11 @@ async def muster(url: str, *args: str, cwd: Path | None = None, timeout: float =
         await proc.wait()
         raise
     return Run(proc.returncode or 0, out.decode(), err.decode())
+
+
+@pytest_asyncio.fixture
+async def fast(stack: Any) -> Any:
+    """The demo's simulated cloud without its latency: these tests are about the client."""
+    quick = Provider(name="sim", providertype="simulated", provisioner={"region": "local", "latency_ms": "0-20", "failure_rate": "0"})
+    await apply_catalog(stack.store, stack.tenant, Catalog(providers={"sim": quick}))
+    return stack

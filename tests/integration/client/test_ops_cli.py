@@ -8,9 +8,13 @@ from typing import Any
 
 import pytest
 
+from contracts.catalog import Catalog, Provider
+from muster.catalog_store import apply_catalog
+
 from .conftest import muster
 
-pytestmark = [pytest.mark.nats, pytest.mark.timeout(240), pytest.mark.parametrize("stack", [{"http": False}], indirect=True)]
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(240), pytest.mark.parametrize("stack", [{"http": False}], indirect=True),
+              pytest.mark.usefixtures("fast")]
 Stack = Any
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -91,6 +95,8 @@ async def test_rollback_from_the_command_line(stack: Stack, fresh_nats: str) -> 
 
 
 async def test_job_control_and_exit_codes(stack: Stack, fresh_nats: str) -> None:
+    slow = Provider(name="sim", providertype="simulated", provisioner={"latency_ms": "400"})  # time to pause it
+    await apply_catalog(stack.store, stack.tenant, Catalog(providers={"sim": slow}))
     accepted = await muster(fresh_nats, "cluster", "create", "slow", "-t", "hadoop-small", "-n", "2", "--json")
     job_id = _lines(accepted.stdout)[0]["job_id"]
     paused = await muster(fresh_nats, "job", "pause", job_id, "--wait")

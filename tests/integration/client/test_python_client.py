@@ -17,7 +17,8 @@ from contracts.commands import Accepted, DryRun, ExpandCluster, Rejected
 from contracts.events import JobSucceeded
 from muster.client import MusterClient, RequestRejected
 
-pytestmark = [pytest.mark.nats, pytest.mark.timeout(180), pytest.mark.parametrize("stack", [{"http": False}], indirect=True)]
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(180), pytest.mark.parametrize("stack", [{"http": False}], indirect=True),
+              pytest.mark.usefixtures("fast")]
 Stack = Any
 ROOT = Path(__file__).parents[3]
 
