@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +69,12 @@ class Tracker:
     store: EventStore
     index: LocationIndex | None = None
     owner_timeout: float = 0.25
-    _final: "OrderedDict[tuple[str, str], tuple[int, bytes]]" = field(default_factory=OrderedDict)
+    max_age: float = 0.05
+    """How long an answer for a running job may be served again (while none of the job's
+    locations changed): many clients polling one job cost its owner one request per window.
+    A final job's answer is kept until its locations change, however old."""
+    _answers: "OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]]" = field(default_factory=OrderedDict)
+    _asking: dict[tuple[str, str], "asyncio.Future[dict[str, Any] | None]"] = field(default_factory=dict)
 
     @property
     def nc(self) -> Any:
@@ -94,6 +100,17 @@ class Tracker:
         return await self.store.last_seq(subjects.job_events(tenant, job_id)) > 0
 
     async def ask_owner(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        """The owner's view of the job. Requests for one job that arrive while one is in
+        flight share its answer (the answer is at most one round trip older)."""
+        key = (tenant, job_id)
+        pending = self._asking.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._ask_owner(tenant, job_id))
+            self._asking[key] = pending
+            pending.add_done_callback(lambda _: self._asking.pop(key, None))
+        return await asyncio.shield(pending)
+
+    async def _ask_owner(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         try:
             msg = await self.nc.request(subjects.job_query(tenant, job_id), b"", timeout=self.owner_timeout)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
@@ -107,21 +124,24 @@ class Tracker:
         return view
 
     async def job_status_json(self, tenant: str, job_id: str) -> bytes | None:
-        """`GET /v1/jobs/{id}` as JSON bytes; a final job's answer is kept until any of its
-        locations changes (a retried job changes them)."""
+        """`GET /v1/jobs/{id}` as JSON bytes, served again while the job's locations in the
+        index do not change: a final job's answer for as long as that holds (a retried job
+        changes them), a running job's for `max_age` seconds at most."""
+        key = (tenant, job_id)
         version = self.index.mirror.job_version(tenant, job_id) if self.index is not None else -1
-        cached = self._final.get((tenant, job_id))
-        if cached is not None and cached[0] == version and version >= 0:
-            self._final.move_to_end((tenant, job_id))
-            return cached[1]
+        cached = self._answers.get(key)
+        now = time.monotonic()
+        if cached is not None and version >= 0 and cached[1] == version and (cached[2] or now - cached[0] < self.max_age):
+            self._answers.move_to_end(key)
+            return cached[3]
         status = await self.job_status(tenant, job_id)
         if status is None:
             return None
         body = json.dumps(status).encode()
-        if status["state"] in FINAL_JOB_STATES and version >= 0:
-            self._final[(tenant, job_id)] = (version, body)
-            if len(self._final) > CACHE_SIZE:
-                self._final.popitem(last=False)
+        if version >= 0 and (self.max_age > 0 or status["state"] in FINAL_JOB_STATES):
+            self._answers[key] = (now, version, status["state"] in FINAL_JOB_STATES, body)
+            if len(self._answers) > CACHE_SIZE:
+                self._answers.popitem(last=False)
         return body
 
     async def job_status(self, tenant: str, job_id: str) -> dict[str, Any] | None:
@@ -131,8 +151,15 @@ class Tracker:
         if view is None:
             return status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
         locations = await self.task_locations(tenant, job_id, view)
-        layout = layout_of(await self.store.read(subjects.layout_events(tenant, job_id)))
-        return compose(view, locations, layout, "owner")
+        return compose(view, locations, await self.layout(tenant, job_id, view), "owner")
+
+    async def layout(self, tenant: str, job_id: str, view: dict[str, Any]) -> Any:
+        """The job's layout from the index; from the log if the index has none yet (a job
+        planned without one, or an index that lags)."""
+        record = self.index.mirror.get(job_key(tenant, job_id)) if self.index is not None else None
+        if record is not None and record.stamp("layout") is not None:
+            return record.get("layout")
+        return layout_of(await self.store.read(subjects.layout_events(tenant, job_id)))
 
     async def task_locations(self, tenant: str, job_id: str, view: dict[str, Any] | None = None) -> dict[str, Record]:
         """Task locations by task id from the index, with the tasks it lags on read from the log."""

@@ -24,11 +24,13 @@ log = structlog.get_logger("muster.tracker")
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--owner-timeout", default=0.25, show_default=True, type=click.FloatRange(0.01, 10.0),
               help="seconds to wait for a job's owner before folding its status from the log")
-def main(nats_url: str | None, host: str, port: int, owner_timeout: float) -> None:
+@click.option("--max-age", default=0.05, show_default=True, type=click.FloatRange(0.0, 10.0),
+              help="seconds a running job's status may be served again while none of its locations changed (0: ask the owner every time)")
+def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_age: float) -> None:
     """Run the tracker HTTP API (docs/tracker.md)."""
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        app = make_app(EventStore(nc), owner_timeout=owner_timeout, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
+        app = make_app(EventStore(nc), owner_timeout=owner_timeout, max_age=max_age, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, host, port)

@@ -268,6 +268,7 @@ def make_app(
     index: LocationIndex | bool = True,
     consume: bool = True,
     owner_timeout: float = 0.25,
+    max_age: float = 0.05,
     collectors: Iterable[Collector] = (),
     planner_metrics: bool = True,
     replicas: int = 1,
@@ -277,7 +278,7 @@ def make_app(
     LocationIndex to share one, or False for a tracker that answers from the owner and the
     log alone."""
     app = web.Application(middlewares=[guard])
-    tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout)
+    tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
     app[TRACKER] = tracker
     app[METRICS] = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
     document = json.dumps(api.openapi()).encode()

@@ -161,6 +161,8 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
                     requested_seq=seq, started_at=time, state="running", paused=False, finished_at=None, error=None),
                 cluster(e.cluster_id, job_id=e.job_id),
             ]
+        case "LayoutSolved":
+            return [job(e.job_id, layout=e.layout.model_dump(mode="json"))]
         case "JobPlanned":
             return [job(e.job_id, tasks_total=len(e.tasks), stages_total=len(e.stages))]
         case "RollbackPlanned":
