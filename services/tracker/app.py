@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,8 @@ class Tracker:
     """How long an answer for a running job may be served again (while none of the job's
     locations changed): many clients polling one job cost its owner one request per window.
     A final job's answer is kept until its locations change, however old."""
+    on_answer: Callable[[str], None] | None = None
+    """Told the source ("owner" or "log") of every status it computes (for metrics)."""
     _answers: "OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]]" = field(default_factory=OrderedDict)
     _asking: dict[tuple[str, str], "asyncio.Future[dict[str, Any] | None]"] = field(default_factory=dict)
 
@@ -148,6 +150,8 @@ class Tracker:
         if not await self.job_exists(tenant, job_id):
             return None
         view = await self.ask_owner(tenant, job_id)
+        if self.on_answer is not None:
+            self.on_answer("owner" if view is not None else "log")
         if view is None:
             return status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
         locations = await self.task_locations(tenant, job_id, view)

@@ -280,7 +280,8 @@ def make_app(
     app = web.Application(middlewares=[guard])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
     app[TRACKER] = tracker
-    app[METRICS] = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
+    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
+    tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]

@@ -63,6 +63,8 @@ async def test_when_the_owner_is_gone_the_status_is_folded_from_the_log_and_says
     await tracked.stop_planner()
     from_log = await _json(await tracked.http.get(f"/v1/jobs/{reply.job_id}"))
     assert from_log["source"] == "log" and from_owner is not None and from_owner["source"] == "owner"
+    text = await (await tracked.http.get("/metrics")).text()
+    assert 'muster_tracker_job_status_total{source="log"} 1.0' in text
     assert {**from_log, "source": None} == {**from_owner, "source": None}
 
 
