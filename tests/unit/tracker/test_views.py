@@ -1,0 +1,85 @@
+"""Pure views: a job's status with task locations, and the readable timeline."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from contracts.catalog import Action
+from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
+from muster.bus.eventstore import Recorded
+from services.tracker.domain.status import compose, needs_repair, task_records
+from services.tracker.domain.timeline import place, timeline
+
+T, J = "acme", "11111111-1111-4111-8111-111111111111"
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def rec(seq: int, ms: int, kind: str, event: Any, task: str = "") -> Recorded:
+    subject = f"muster.evt.{T}.{kind}.{J}" + (f".{task.replace('.', '~')}" if task else "")
+    return Recorded(seq=seq, subject=subject, time=START + timedelta(milliseconds=ms), event=event)
+
+
+VIEW = {
+    "id": J, "tenant": T, "cluster_id": "c", "operation": "create", "state": "running", "error": None, "owner": "p1",
+    "requested_by": "ann", "mode": "eager", "started_at": "t0", "finished_at": None,
+    "stage": {"current": 1, "total": 2},
+    "tasks": [
+        {"id": "n1.create", "node": "n1", "action": "create", "service": None, "state": "queued", "attempt": 2},
+        {"id": "n2.create", "node": "n2", "action": "create", "service": None, "state": "succeeded", "attempt": 1},
+        {"id": "n3.create", "node": "n3", "action": "create", "service": None, "state": "planned", "attempt": 0},
+    ],
+}
+
+TASK_EVENTS = [
+    rec(5, 10, "task", TaskClaimed(job_id=J, task_id="n1.create", attempt=1, provisioner="p", worker="w1"), "n1.create"),
+    rec(6, 20, "task", TaskFailed(job_id=J, task_id="n1.create", attempt=1, provisioner="p", worker="w1", error="x"), "n1.create"),
+    rec(8, 30, "task", TaskClaimed(job_id=J, task_id="n1.create", attempt=2, provisioner="p", worker="w2"), "n1.create"),
+    rec(9, 40, "task", TaskClaimed(job_id=J, task_id="n2.create", attempt=1, provisioner="q", worker="q/w1"), "n2.create"),
+    rec(10, 90, "task", TaskSucceeded(job_id=J, task_id="n2.create", attempt=1, provisioner="q", worker="q/w1"), "n2.create"),
+]
+
+
+def test_a_status_shows_where_each_current_attempt_runs_and_counts_claims() -> None:
+    body = compose(VIEW, task_records(TASK_EVENTS), {"nodes": 3, "layout": []}, "owner")
+    tasks = {t["id"]: t for t in body["tasks"]}
+    assert tasks["n1.create"]["state"] == "claimed" and tasks["n1.create"]["worker"] == "w2"
+    assert tasks["n2.create"]["provisioner"] == "q" and tasks["n2.create"]["state"] == "succeeded"
+    assert tasks["n3.create"]["provisioner"] is None
+    assert body["counts"] == {"claimed": 1, "planned": 1, "succeeded": 1} and body["tasks_total"] == 3
+    assert body["source"] == "owner" and body["stage"] == {"current": 1, "total": 2} and body["layout"]["nodes"] == 3
+
+
+def test_a_location_of_an_older_attempt_is_not_shown_and_is_repaired_from_the_log() -> None:
+    stale = task_records(TASK_EVENTS[:2] + TASK_EVENTS[3:])  # the index missed attempt 2's claim
+    body = compose(VIEW, stale, None, "owner")
+    n1 = next(t for t in body["tasks"] if t["id"] == "n1.create")
+    assert n1["provisioner"] is None and n1["state"] == "queued"
+    assert needs_repair(VIEW, stale) == ["n1.create"]  # the index knows attempt 1 only
+    assert needs_repair(VIEW, {k: v for k, v in stale.items() if k != "n1.create"}) == ["n1.create"]  # or nothing
+    assert needs_repair(VIEW, task_records(TASK_EVENTS)) == []
+    assert needs_repair(VIEW, task_records(TASK_EVENTS[:3])) == ["n2.create"]  # an outcome without its claim
+
+
+def test_the_timeline_says_who_did_what_and_how_long_it_took() -> None:
+    history = [
+        rec(1, 0, "job", JobRequested(tenant=T, job_id=J, cluster_id="c", operation="create",
+                                      request={"template": "t", "nodes": 2}, requested_by="ann", planner="p1")),
+        rec(2, 5, "job", TaskQueued(job_id=J, task_id="n1.create", attempt=1, node="n1", action=Action.CREATE)),
+        rec(3, 25, "task", TaskClaimed(job_id=J, task_id="n1.create", attempt=1, provisioner="p", worker="p/w1"), "n1.create"),
+        rec(4, 1525, "task", TaskSucceeded(job_id=J, task_id="n1.create", attempt=1, provisioner="p", worker="p/w1"), "n1.create"),
+        rec(5, 2000, "job", JobSucceeded(job_id=J)),
+    ]
+    lines = timeline(history)
+    assert [line.type for line in lines] == ["JobRequested", "TaskQueued", "TaskClaimed", "TaskSucceeded", "JobSucceeded"]
+    assert "requested by ann" in lines[0].text and lines[0].who == "ann"
+    assert lines[1].who == "p1"  # the planner that owns the job wrote it
+    assert lines[2].text.endswith("after 20 ms in the queue") and lines[2].who == "p/w1"
+    assert lines[3].took == 1.5 and lines[4].took == 2.0 and lines[4].offset == 2.0
+    assert "(1.50 s)" in lines[3].render() and lines[4].to_json()["took_s"] == 2.0
+
+
+def test_a_worker_named_after_its_provisioner_is_not_named_twice() -> None:
+    assert place("prov", "prov/w1") == "prov/w1"
+    assert place("prov", "w1") == "prov/w1"
+    assert place(None, None) == ""
