@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Literal
@@ -44,6 +44,11 @@ MAX_TTL_S = 300
 tombstone stays."""
 MARKER_TTL_S = 60
 """How long the marker of an expired record stays (a watcher sees it as `expired`)."""
+RETRY_S = 1.0
+"""After a failed write of the record, the next try (a stream just created in a cluster has no
+leader yet for a moment)."""
+REGISTER_TRIES = 6
+"""Tries of the registration event before the start fails (0.25 s, doubling: about 8 s)."""
 KEY_PREFIX = "provisioner."
 KV_STREAM = f"KV_{subjects.PRESENCE_BUCKET}"
 KV_SUBJECT_PREFIX = f"$KV.{subjects.PRESENCE_BUCKET}."
@@ -239,13 +244,14 @@ class Presence:
         self.subject = KV_SUBJECT_PREFIX + presence_key(info.id)
         self._stop = asyncio.Event()
         self._refresher: asyncio.Task[None] | None = None
+        self._bucket_ready = False
 
     async def register(self) -> None:
-        """Record the registration on every tenant's log, publish the record, start refreshing."""
-        await presence_bucket(self.js, self.replicas)
-        await self._record(ProvisionerRegistered(provisioner=self.info), "registered")
-        await self.refresh()
-        self._refresher = asyncio.create_task(self._refresh_until_stopped(), name=f"presence-{self.info.id}")
+        """Record the registration on every tenant's log, publish the record, start refreshing.
+        A record that cannot be written yet is retried every second by the refresher."""
+        await self._retrying("registration", lambda: self._record(ProvisionerRegistered(provisioner=self.info), "registered"))
+        written = await self._write()
+        self._refresher = asyncio.create_task(self._refresh_until_stopped(written), name=f"presence-{self.info.id}")
         log.info("provisioner registered", provisioner=self.info.id, ttl_s=self.ttl_s,
                  tenants=self.info.tenants, capacity=self.info.capacity)
 
@@ -257,18 +263,42 @@ class Presence:
         )
         await self.js.publish(self.subject, record.model_dump_json().encode(), msg_ttl=self.ttl_s)
 
-    async def _refresh_until_stopped(self) -> None:
+    async def _write(self) -> bool:
+        try:
+            if not self._bucket_ready:
+                await presence_bucket(self.js, self.replicas)
+                self._bucket_ready = True
+            await self.refresh()
+            return True
+        except Exception as err:  # noqa: BLE001 - the bus is away; the refresher tries again
+            log.warning("presence refresh failed", error=str(err) or type(err).__name__, retry_in_s=RETRY_S)
+            return False
+
+    async def _refresh_until_stopped(self, written: bool) -> None:
         interval = self.ttl_s / 3
         while True:
             try:
-                await asyncio.wait_for(self._stop.wait(), interval)
+                await asyncio.wait_for(self._stop.wait(), interval if written else min(RETRY_S, interval))
                 return
             except TimeoutError:
                 pass
+            written = await self._write()
+
+    async def _retrying(self, what: str, attempt: Callable[[], Awaitable[None]]) -> None:
+        delay = 0.25
+        for tries in range(1, REGISTER_TRIES + 1):
             try:
-                await self.refresh()
-            except Exception as err:  # noqa: BLE001 - the bus is away; the next tick tries again
-                log.warning("presence refresh failed", error=str(err) or type(err).__name__)
+                await attempt()
+                return
+            except Exception as err:
+                if tries == REGISTER_TRIES or self._stop.is_set():
+                    raise
+                log.warning(f"{what} failed; trying again", error=str(err) or type(err).__name__, retry_in_s=delay)
+            try:
+                await asyncio.wait_for(self._stop.wait(), delay)
+            except TimeoutError:
+                pass
+            delay *= 2
 
     async def deregister(self, reason: Literal["drained", "stopped"], completed: int) -> None:
         """Stop refreshing, delete the record (watchers see `left`), record the leave."""

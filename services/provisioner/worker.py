@@ -24,7 +24,7 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 from pydantic import ValidationError
 
 from contracts import subjects
@@ -34,8 +34,9 @@ from muster.bus.eventstore import Append, EventStore
 
 log = structlog.get_logger("muster.provisioner")
 
-FETCH_WAIT_S = 30.0
-"""How long one pull waits on the server for a task (it returns as soon as one arrives)."""
+FETCH_WAIT_S = 5.0
+"""How long one pull waits on the server for a task. It returns as soon as one arrives; the
+renewal only bounds how long a pull lost with a broken connection goes unnoticed."""
 MAX_BATCH = 256
 """The most tasks one pull asks for."""
 RETRY_DELAY_S = 1.0
@@ -225,10 +226,19 @@ class Workers:
                 pause = min(0.5 * 2 ** (failures - 1), MAX_PAUSE_S)
                 log.warning("task pull failed", tenant=tenant, error=str(err) or type(err).__name__, retry_in_s=pause)
                 await self._pause(pause)
-                try:
-                    await self._ensure_queue(tenant)  # it may have been deleted
-                except Exception:  # noqa: BLE001 - the next fetch will tell
-                    pass
+                if isinstance(err, (NotFoundError, ServiceUnavailableError)):  # deleted, or no leader yet
+                    try:
+                        await self._ensure_queue(tenant)
+                    except Exception as again:  # noqa: BLE001 - the next fetch will tell
+                        log.warning("task queue declaration failed", tenant=tenant, error=str(again) or type(again).__name__)
+                continue
+            if not msgs:
+                # Only a status (no leader, consumer gone...) ends a pull with nothing: do not
+                # ask again at once, or the loop would spin until the server is back.
+                failures += 1
+                pause = min(0.5 * 2 ** (failures - 1), MAX_PAUSE_S)
+                log.warning("task pull ended empty", tenant=tenant, retry_in_s=pause)
+                await self._pause(pause)
                 continue
             failures = 0
             # No await from here to the next fetch: a drain cannot cut a batch in half.

@@ -124,3 +124,14 @@ async def test_an_undecodable_task_is_dropped_and_the_worker_goes_on(bench: Benc
     await conn.flush()  # the server has the worker's term and ack
     info = await bench.nc.jetstream().consumer_info("TASKS", f"workers-{bench.tenant}-default")
     assert info.num_pending == 0 and info.num_ack_pending == 0
+
+
+async def test_a_deleted_queue_is_declared_again(bench: Bench) -> None:
+    held = HeldExecutor(hold=False)
+    await bench.workers(held, "prov-redeclare")
+    durable = f"workers-{bench.tenant}-default"
+    await bench.nc.jetstream().delete_consumer("TASKS", durable)
+    await bench.publish("n1-install")
+    await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded")) == 1)
+    info = await bench.nc.jetstream().consumer_info("TASKS", durable)
+    assert info.config.filter_subject == subjects.task_queue(bench.tenant, "default")
