@@ -2,13 +2,14 @@
 template with must/can't-coexist groups, hardware/image restrictions and min/max/ratio
 constraints. Not a test: run it and copy the table into docs/benchmarks.md ("## Solver").
 
-    .venv/bin/python bench/solver_bench.py [--repeat 7]
+    .venv/bin/python bench/solver_bench.py [--repeat 7] [--random 900 --seed 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import random
 import resource
 import statistics
 import time
@@ -16,7 +17,7 @@ import tracemalloc
 from typing import Any
 
 from contracts.catalog import Catalog
-from services.solver.domain import SolveRequest, solve
+from services.solver.domain import SolveError, SolveRequest, solve
 
 PROVIDER = "sim"
 HARDWARE = {  # name: (flavor, cost)
@@ -134,9 +135,68 @@ def operations(cat: Catalog) -> list[tuple[str, SolveRequest]]:
     ]
 
 
+def random_catalog(rnd: random.Random) -> Catalog:
+    """8-16 services with random bounds, hardware/image restrictions, up to 3 must-coexist
+    and 12 can't-coexist groups: no one would write such templates, which is the point."""
+    services = [f"s{i}" for i in range(rnd.randint(8, 16))]
+    hardware, images = [f"h{i}" for i in range(4)], ["i0", "i1", "i2"]
+    constraints: dict[str, Any] = {}
+    for service in services:
+        if rnd.random() < 0.7:
+            q: dict[str, Any] = {"min": rnd.choice([0, 0, 1, 1, 2, 3])}
+            if rnd.random() < 0.5:
+                q["max"] = max(q["min"], rnd.choice([1, 1, 2, 3, 5, 20, 500]))
+            if rnd.random() < 0.3:
+                q["ratio"] = {"min": rnd.choice([0, 1, 5, 10, 30]), "max": rnd.choice([30, 50, 90, 100])}
+            constraints[service] = {
+                "hardwaretypes": rnd.sample(hardware, rnd.randint(0, 3)),
+                "imagetypes": rnd.sample(images, rnd.randint(0, 2)),
+                "quantities": q,
+            }
+    groups = lambda k: [rnd.sample(services, rnd.randint(2, 3)) for _ in range(k)]  # noqa: E731
+    layout = {"mustcoexist": groups(rnd.randint(0, 3)), "cantcoexist": groups(rnd.randint(0, 12))}
+    return Catalog.model_validate(
+        {
+            "providers": {PROVIDER: {"name": PROVIDER, "providertype": "simulated"}},
+            "hardwaretypes": {h: {"name": h, "providermap": {PROVIDER: {"flavor": h, "cost": str(rnd.randint(1, 5))}}} for h in hardware},
+            "imagetypes": {i: {"name": i, "providermap": {PROVIDER: {"image": i}}} for i in images},
+            "services": {s: {"name": s} for s in services},
+            "clustertemplates": {
+                "random": {
+                    "name": "random",
+                    "defaults": {"services": services, "provider": PROVIDER},
+                    "constraints": {"layout": layout, "services": constraints},
+                }
+            },
+        }
+    )
+
+
+def sweep(count: int, seed: int) -> None:
+    """Solve `count` random templates at random sizes; print the spread of times."""
+    rnd = random.Random(seed)
+    times, outcomes = [], {"solved": 0, "unsolvable": 0, "invalid": 0}
+    for _ in range(count):
+        cat = random_catalog(rnd)
+        request = SolveRequest(template="random", nodes=rnd.choice([5, 37, 100, 1000, 10000]))
+        start = time.perf_counter()
+        try:
+            solve(cat, request)
+            outcomes["solved"] += 1
+        except SolveError as err:
+            outcomes[err.kind] += 1
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    cut = lambda q: times[min(len(times) - 1, int(q * len(times)))]  # noqa: E731
+    print(f"{count} random templates (seed {seed}): {outcomes}")
+    print(f"ms: median {cut(0.5):.1f}, p90 {cut(0.9):.1f}, p99 {cut(0.99):.1f}, max {times[-1]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--random", type=int, default=0, metavar="N", help="also solve N random templates")
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     cat = catalog()
     print(f"template: {len(SERVICES)} services; python {platform.python_version()} on {platform.machine()}")
@@ -146,6 +206,8 @@ def main() -> None:
     for label, request in rows + operations(cat):
         wall, cpu, peak, groups = measure(cat, request, args.repeat)
         print(f"| {label:38} | {wall:7.1f} | {cpu:6.1f} | {peak:8.2f} | {groups:6} |")
+    if args.random:
+        sweep(args.random, args.seed)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"whole benchmark process, max RSS (interpreter, pydantic and all): {rss:.0f} MiB")
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from itertools import product
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from services.solver.domain import feasibility, relaxation
 from services.solver.domain.counts import UNBOUNDED, Row, feasible, lex_max, solutions
 
 
@@ -83,3 +85,30 @@ def test_every_solution_in_order_like_brute_force(problem: tuple[int, int, list[
     n, total, rows = problem
     assert list(solutions(n, rows)) == brute_force(n, total, rows)
     assert feasible(n, rows) == bool(brute_force(n, total, rows))
+
+
+@settings(max_examples=200, deadline=None)
+@given(problems())
+def test_hard_input_paths_are_exact_too(problem: tuple[int, int, list[Row]]) -> None:
+    # The linear relaxation and cover branching only start after some search nodes; force
+    # them from the first node so that small problems exercise them against brute force.
+    n, total, rows = problem
+    with patch.object(feasibility, "_RELAX_AFTER", 0), patch.object(feasibility, "_COVER_SHORT", 10**9):
+        assert list(solutions(n, rows)) == brute_force(n, total, rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems())
+def test_relaxation_never_rules_out_an_integer_solution(problem: tuple[int, int, list[Row]]) -> None:
+    n, total, rows = problem
+    specs = [(r.members, r.lo, r.hi) for r in rows]
+    if brute_force(n, total, rows):
+        assert relaxation.feasible([0] * n, [total] * n, specs)
+
+
+def test_relaxation_sees_what_single_rows_do_not() -> None:
+    # Three minima of 2 over pairs of three layouts, at most 2 nodes: each row alone and each
+    # pair is fine, all three together need 3 nodes (sum of the rows = 2 x total >= 6).
+    rows = [((0, 1), 2, 9), ((1, 2), 2, 9), ((0, 2), 2, 9), ((0, 1, 2), 2, 2)]
+    assert not relaxation.feasible([0, 0, 0], [2, 2, 2], rows)
+    assert relaxation.feasible([0, 0, 0], [3, 3, 3], [*rows[:3], ((0, 1, 2), 3, 3)])
