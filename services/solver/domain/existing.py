@@ -14,11 +14,12 @@ never change, and services not named by the operation never move.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from contracts.layout import Layout
 
 from .comparators import NodeLayout
-from .create import check_size, service_model
+from .create import check_size, service_model, solve_create
 from .errors import invalid, unsolvable
 from .model import CountModel, Limit
 from .node_layouts import fits, node_layouts
@@ -35,6 +36,8 @@ Group = tuple[NodeLayout, int]
 def solve_existing(setting: Setting, request: SolveRequest) -> Layout:
     assert request.existing is not None
     groups = _read_groups(setting, request.existing)
+    if not groups and not (request.add_services or request.remove_services):
+        return solve_create(setting, replace(request, existing=None))  # nothing exists yet
     old = frozenset(s for layout, _ in groups for s in layout.services)
     add, remove = frozenset(request.add_services), frozenset(request.remove_services)
     _check_change(setting, request, old, add, remove)
