@@ -70,7 +70,9 @@ def why_not_added(setting: Setting, cluster: frozenset[str], service: str, group
         present = set(layout.services)
         blocking = [g for g in setting.template.constraints.layout.cantcoexist if service in g and set(g) - {service} <= present]
         if blocking:
-            blockers += [s for g in blocking for s in sorted(set(g) - {service}) if s not in blockers]
+            for s in (s for g in blocking for s in sorted(set(g) - {service})):
+                if s not in blockers:
+                    blockers.append(s)
         elif not fits(setting, layout.hardware, layout.image, [service]):
             if not allowed_hardware(setting, [service], [layout.hardware]) and layout.hardware not in hardware:
                 hardware.append(layout.hardware)
