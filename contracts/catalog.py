@@ -211,8 +211,8 @@ class Ratio(_Model):
     """Share of the cluster's nodes a service may occupy, in percent (muster extension).
 
     JSON: `"quantities": {"ratio": {"min": 10, "max": 50}}` = the service runs on at least 10%
-    and at most 50% of the cluster's nodes (bounds rounded towards feasibility: ceil for min,
-    floor for max).
+    and at most 50% of the cluster's nodes; the bounds are rounded inwards (ceil for min, floor
+    for max), so a percentage is never exceeded.
     """
 
     min: float | None = Field(default=None, ge=0, le=100)
