@@ -93,6 +93,7 @@ class JobPaused(Event):
     v: Literal[1] = 1
     job_id: str
     by: str = "anonymous"
+    request_id: str | None = Field(default=None, description="the request's idempotency key")
 
 
 class JobResumed(Event):
@@ -100,6 +101,7 @@ class JobResumed(Event):
     v: Literal[1] = 1
     job_id: str
     by: str = "anonymous"
+    request_id: str | None = Field(default=None, description="the request's idempotency key")
 
 
 class JobCancelRequested(Event):
@@ -107,6 +109,7 @@ class JobCancelRequested(Event):
     v: Literal[1] = 1
     job_id: str
     by: str = "anonymous"
+    request_id: str | None = Field(default=None, description="the request's idempotency key")
 
 
 class JobRetried(Event):
@@ -114,6 +117,7 @@ class JobRetried(Event):
     v: Literal[1] = 1
     job_id: str
     by: str = "anonymous"
+    request_id: str | None = Field(default=None, description="the request's idempotency key")
 
 
 class JobRolledBack(Event):

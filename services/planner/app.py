@@ -482,10 +482,12 @@ class Planner:
         if job is None:
             raise Rejection(f"unknown job {cmd.job_id!r}")
         cluster = self.clusters[job.cluster_id]
-        by = cmd.requested_by
+        if cmd.request_id and cmd.request_id in job.control_requests:
+            return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
+        by, rid = cmd.requested_by, cmd.request_id
         changed = {
-            PauseJob: lambda: job.pause(by), ResumeJob: lambda: job.resume(by),
-            CancelJob: lambda: job.cancel(by), RetryJob: lambda: job.retry(by),
+            PauseJob: lambda: job.pause(by, rid), ResumeJob: lambda: job.resume(by, rid),
+            CancelJob: lambda: job.cancel(by, rid), RetryJob: lambda: job.retry(by, rid),
         }[type(cmd)]()
         if not changed:
             raise Rejection(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it")  # type: ignore[attr-defined]

@@ -85,6 +85,7 @@ class Job(Aggregate):
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
+        self.control_requests: set[str] = set()
 
     # -- planning -----------------------------------------------------------------------
 
@@ -232,37 +233,45 @@ class Job(Aggregate):
 
     @event("JobPaused")
     def _paused(self, payload: JobPaused) -> None:
+        if payload.request_id:
+            self.control_requests.add(payload.request_id)
         self.paused = True
 
-    def pause(self, by: str) -> bool:
+    def pause(self, by: str, request_id: str | None = None) -> bool:
         if self.is_final or self.paused:
             return False
-        self._paused(JobPaused(job_id=str(self.id), by=by))
+        self._paused(JobPaused(job_id=str(self.id), by=by, request_id=request_id))
         return True
 
     @event("JobResumed")
     def _resumed(self, payload: JobResumed) -> None:
+        if payload.request_id:
+            self.control_requests.add(payload.request_id)
         self.paused = False
 
-    def resume(self, by: str) -> bool:
+    def resume(self, by: str, request_id: str | None = None) -> bool:
         if not self.paused:
             return False
-        self._resumed(JobResumed(job_id=str(self.id), by=by))
+        self._resumed(JobResumed(job_id=str(self.id), by=by, request_id=request_id))
         return True
 
     @event("JobCancelRequested")
     def _cancel_requested(self, payload: JobCancelRequested) -> None:
+        if payload.request_id:
+            self.control_requests.add(payload.request_id)
         self.cancel_requested = True
         self.paused = False
 
-    def cancel(self, by: str) -> bool:
+    def cancel(self, by: str, request_id: str | None = None) -> bool:
         if self.is_final or self.cancel_requested or self.state == "rolling_back":
             return False
-        self._cancel_requested(JobCancelRequested(job_id=str(self.id), by=by))
+        self._cancel_requested(JobCancelRequested(job_id=str(self.id), by=by, request_id=request_id))
         return True
 
     @event("JobRetried")
     def _retried(self, payload: JobRetried) -> None:
+        if payload.request_id:
+            self.control_requests.add(payload.request_id)
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
         self._rollback_json = None
@@ -272,10 +281,10 @@ class Job(Aggregate):
         self.retry_base = dict(self.attempts)
         self.task_state = {}
 
-    def retry(self, by: str) -> bool:
+    def retry(self, by: str, request_id: str | None = None) -> bool:
         if self.state not in ("rolled_back", "failed") or not self.planned:
             return False
-        self._retried(JobRetried(job_id=str(self.id), by=by))
+        self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id))
         return True
 
     # -- rollback --------------------------------------------------------------------------

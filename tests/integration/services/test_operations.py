@@ -211,3 +211,16 @@ async def test_rollback_to_the_state_before_a_job(stack: Stack) -> None:
     assert stack.planner.clusters[cid].config == config
     again = await stack.client.send(stack.tenant, RollbackCluster(cluster_id=cid, to_job=expand.job_id))
     assert isinstance(again, Rejected) and "already as it was" in again.reason
+
+
+async def test_a_repeated_job_control_request_gets_the_first_answer(stack: Stack) -> None:
+    reply = await stack.client.send(stack.tenant, CreateCluster(name="ctl", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    first = await stack.client.send(stack.tenant, PauseJob(job_id=reply.job_id, request_id="pause-once"))
+    again = await stack.client.send(stack.tenant, PauseJob(job_id=reply.job_id, request_id="pause-once"))
+    assert isinstance(first, Accepted) and not first.duplicate
+    assert isinstance(again, Accepted) and again.duplicate
+    other = await stack.client.send(stack.tenant, PauseJob(job_id=reply.job_id, request_id="pause-twice"))
+    assert isinstance(other, Rejected)
+    assert isinstance(await stack.client.send(stack.tenant, ResumeJob(job_id=reply.job_id)), Accepted)
+    assert isinstance(await stack.client.wait(reply.job_id, timeout=90), JobSucceeded)

@@ -193,3 +193,10 @@ def test_upgrade_plans_stop_install_configure_start_of_the_named_service_only() 
     }
     plan = build_plan(svc, [NodeSpec(id="n1", hardwaretype="h", imagetype="i", services=["db", "app"])], "upgrade", services=["db"])
     assert [t.id for t in plan.tasks] == ["n1.stop.db", "n1.install.db", "n1.configure.db", "n1.start.db"]
+
+
+def test_job_control_remembers_request_ids() -> None:
+    job = _job()
+    assert job.pause("ops", request_id="p-1") and "p-1" in job.control_requests
+    rebuilt_requests = set(job.control_requests)
+    assert job.resume("ops", request_id="r-1") and job.control_requests == rebuilt_requests | {"r-1"}
