@@ -27,6 +27,7 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError
 
 from contracts.catalog import Catalog, Service
@@ -89,6 +90,25 @@ def with_broken_service(catalog: Catalog) -> Catalog:
     return catalog
 
 
+async def create_streams(nc: Client, replicas: int, timeout: float = 20.0) -> None:
+    """Declare the streams on a cluster that has just elected a meta leader. It may not have
+    heard from every peer yet, and refuses a 3-replica stream ("peer offline", 10005) until it
+    has; the server tells a client outside the system account no event for that, so this one
+    call is retried on that one error, under a deadline."""
+
+    async def until_created() -> None:
+        for _ in range(int(timeout / 0.1)):
+            try:
+                await ensure_streams(nc.jetstream(), replicas=replicas)
+                return
+            except BadRequestError as err:
+                if err.err_code != PEER_OFFLINE:
+                    raise
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(until_created(), timeout)
+
+
 @dataclass
 class FaultStack:
     base: Path
@@ -143,25 +163,10 @@ class FaultStack:
             self.nc = await connect(self.url, name="fault-test")
             self.client = MusterClient(self.nc)
 
-    async def _create_streams(self, replicas: int, timeout: float = 20.0) -> None:
-        """The cluster has elected a meta leader, but it may not have heard from every peer yet
-        and refuses a 3-replica stream ("peer offline", 10005) until it has. The server tells a
-        client outside the system account no event for that, so this one call is retried on that
-        one error, under a deadline."""
+    async def _create_streams(self, replicas: int) -> None:
         await self._connect()
         assert self.nc is not None
-
-        async def until_created() -> None:
-            for _ in range(int(timeout / 0.1)):
-                try:
-                    await ensure_streams(self.nc.jetstream(), replicas=replicas)  # type: ignore[union-attr]
-                    return
-                except BadRequestError as err:
-                    if err.err_code != PEER_OFFLINE:
-                        raise
-                await asyncio.sleep(0.1)
-
-        await asyncio.wait_for(until_created(), timeout)
+        await create_streams(self.nc, replicas)
 
     async def _start(self) -> "FaultStack":
         try:
@@ -251,6 +256,17 @@ class FaultStack:
             return await asyncio.wait_for(found, timeout)
         finally:
             await sub.unsubscribe()
+
+    async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0) -> Any:
+        """The job's final event. While a cluster elects a new leader for the stream, creating
+        the consumer `MusterClient.wait` reads with times out (nats TimeoutError, after the
+        JetStream API's 5 s): subscribe again, under the same overall deadline."""
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    return await self.client.wait(job_id, tenant=tenant, timeout=timeout)
+                except NatsTimeout:
+                    print(f"[harness] waiting for job {job_id}: the stream did not answer; subscribing again")
 
     # -- after -------------------------------------------------------------------------------
 
