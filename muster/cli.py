@@ -19,7 +19,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tracker": ("services.tracker.entrypoint:main", "Run the tracker HTTP API."),
     "solve": ("services.solver.cli:solve", "Solve a cluster layout from a catalog folder (no bus)."),
     "plan": ("services.planner.cli:plan", "Plan the task DAG of an operation (dry run, no bus)."),
-    "request": ("muster.runtime.cli:request", "Send an operation request over the bus."),
     "status": ("services.tracker.cli:status", "Show a job's status (from the tracker, else from the bus)."),
     "watch": ("services.tracker.cli:watch", "Follow a job live, stage by stage, until it ends."),
     "history": ("services.tracker.cli:history", "A job's or a cluster's readable timeline from the log."),

@@ -1,9 +1,8 @@
-"""`muster up`, `muster demo`, `muster request`, `muster status`."""
+"""`muster up` and `muster demo`: the embedded deployment."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -14,20 +13,21 @@ from typing import Any
 import aiohttp
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
-from contracts.events import JobFailed, JobPlanned, JobSucceeded, TaskCompleted, TaskQueued
+from contracts.commands import CreateCluster, DeleteCluster, Rejected
+from contracts.events import JobSucceeded
 from muster.bus.eventstore import EventStore
 from muster.catalog_files import CatalogFileError, load_catalog
 from muster.catalog_store import apply_catalog
-from muster.client import FINAL_EVENTS, MusterClient
+from muster.client import FINAL_TYPES, MusterClient
+from muster.ops_cli import follow
 
 from .supervisor import Deployment, StartError
 
 console = Console(stderr=False)
 DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))
+DEMO_TIMEOUT_S = 600.0
 
 
 def _data_dir_option(f: Any) -> Any:
@@ -35,14 +35,6 @@ def _data_dir_option(f: Any) -> Any:
         "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
         help="where nats-server keeps its store and the services their logs",
     )(f)
-
-
-def _nats_url_from(data_dir: Path) -> str | None:
-    url = os.environ.get("NATS_URL")
-    if url:
-        return url
-    saved = data_dir / "nats.url"
-    return saved.read_text().strip() if saved.exists() else None
 
 
 async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
@@ -127,26 +119,6 @@ def _run(coro: Any) -> None:
 # -- demo ------------------------------------------------------------------------------------
 
 
-async def follow(client: MusterClient, job_id: str, tenant: str, title: str) -> Any:
-    """Live progress of a job from its events; returns the final event."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as progress:
-        bar = progress.add_task(f"{title}: solving layout", total=None)
-        final: Any = None
-        async for recorded in client.events(job_id, tenant):
-            e = recorded.event
-            if isinstance(e, JobPlanned):
-                progress.update(bar, total=len(e.tasks), description=f"{title}: {len(e.tasks)} tasks, {len(e.stages)} stages")
-            elif isinstance(e, TaskQueued):
-                progress.update(bar, description=f"{title}: {e.action.value} {e.service or ''} on {e.node}".rstrip())
-            elif isinstance(e, TaskCompleted):
-                progress.advance(bar)
-            elif isinstance(e, FINAL_EVENTS):
-                final = e
-                progress.update(bar, description=f"{title}: {'done' if isinstance(e, JobSucceeded) else e.type}")
-        return final
-
-
 def _layout_table(layout: dict[str, Any]) -> Table:
     table = Table(title=f"layout: {layout['nodes']} nodes")
     for col in ("count", "hardware", "image", "services"):
@@ -192,7 +164,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
             raise click.ClickException(f"create rejected: {reply.reason}")
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
-        final = await follow(client, reply.job_id, tenant, "create")
+        final = await follow(client, reply.job_id, "create", 0, FINAL_TYPES, timeout=DEMO_TIMEOUT_S)
         status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
@@ -204,46 +176,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
         if isinstance(deleted, Rejected):
             raise click.ClickException(f"delete rejected: {deleted.reason}")
-        final = await follow(client, deleted.job_id, tenant, "delete")
+        final = await follow(client, deleted.job_id, "delete", 0, FINAL_TYPES, timeout=DEMO_TIMEOUT_S)
         if not isinstance(final, JobSucceeded):
             raise click.ClickException(f"delete ended {final.type}: {getattr(final, 'reason', '')}")
         console.print(f"cluster {reply.cluster_id} deleted.")
-
-
-# -- for scripts -------------------------------------------------------------------------------
-
-
-@click.command("request")
-@click.argument("verb", type=click.Choice(["create", "delete"]))
-@click.argument("body", default="-")
-@_data_dir_option
-@click.option("--tenant", default="default", show_default=True)
-@click.option("--wait", is_flag=True, help="wait until the job ends; exit 1 if it failed")
-def request(verb: str, body: str, data_dir: Path, tenant: str, wait: bool) -> None:
-    """Send an operation request (JSON BODY, or - for stdin) and print the reply as JSON."""
-    raw = sys.stdin.read() if body == "-" else body
-
-    async def main() -> int:
-        async with await MusterClient.connect(_nats_url_from(data_dir)) as client:
-            reply = await client.send_raw(tenant, verb, raw.encode())
-            click.echo(reply.model_dump_json())
-            if isinstance(reply, Rejected):
-                return 2
-            if wait and isinstance(reply, Accepted):
-                final = await client.wait(reply.job_id, tenant)
-                click.echo(final.model_dump_json())
-                return 0 if isinstance(final, JobSucceeded) else 1
-            return 0
-
-    sys.exit(asyncio.run(main()))
-
-
-@click.command("status")
-@click.argument("job_id")
-@_data_dir_option
-@click.option("--tenant", default="default", show_default=True)
-def status(job_id: str, data_dir: Path, tenant: str) -> None:
-    """Print a job's status (from the tracker) as JSON."""
-    saved = data_dir / "tracker.url"
-    tracker = os.environ.get("MUSTER_TRACKER_URL") or (saved.read_text().strip() if saved.exists() else "http://127.0.0.1:8080")
-    click.echo(json.dumps(asyncio.run(_tracker_job(tracker, tenant, job_id)), indent=2))
