@@ -233,7 +233,7 @@ class LiveView:
             self.bars.update(bar, completed=s["done"], description=f"  {self.phase} stage {s['stage']}{failed}{running}")
         done = step["counts"].get("succeeded", 0)
         self.bars.update(self.job, total=step["tasks_total"] or None, completed=done,
-                         description=f"job {step['state']}: {step['text']}"[:100])
+                         description=f"job {step['state']}: {step['text']}"[:70])
 
     def close(self) -> None:
         self.bars.stop()

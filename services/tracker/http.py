@@ -8,7 +8,6 @@ anything unexpected a logged 500 — always as JSON.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
@@ -155,8 +154,10 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
     metrics.streams.inc()
     try:
         await _stream(response, tracker.follow(tenant, job_id, idle=KEEPALIVE_S), last_id)
-    except (ConnectionResetError, ConnectionError):
+    except ConnectionError:
         pass  # the client went away
+    except Exception:  # the response has started: all that is left is to end it
+        log.exception("progress stream failed", job=job_id)
     finally:
         metrics.streams.dec()
     return response

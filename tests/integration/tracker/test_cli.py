@@ -31,10 +31,10 @@ class Ran:
     output: str
 
 
-async def muster(*args: str) -> Ran:
+async def muster(*args: str, env: dict[str, str] | None = None) -> Ran:
     """The command's exit code and output, without the lines the services running in this
     process log meanwhile (the runner captures the whole process's stdout)."""
-    result = await asyncio.to_thread(CliRunner().invoke, main, list(args), catch_exceptions=False)
+    result = await asyncio.to_thread(CliRunner(env=env).invoke, main, list(args), catch_exceptions=False)
     lines = [line for line in result.output.splitlines(keepends=True) if not _SERVICE_LOG.match(line)]
     return Ran(result.exit_code, "".join(lines))
 
@@ -80,6 +80,10 @@ async def test_watch_follows_a_job_to_its_end_and_says_how_it_ended(tracked: Tra
     assert again.exit_code == 0 and again.output.splitlines()[-1] == lines[-1]
     missing = await muster("watch", "00000000-0000-4000-8000-000000000000", "--nats-url", tracked.url)
     assert missing.exit_code == 2
+    # On a terminal: bars for the job and its stages, then the same last line.
+    bars = await muster("watch", reply.job_id, "--nats-url", tracked.url, env={"TTY_COMPATIBLE": "1", "COLUMNS": "160"})
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", bars.output)  # what is drawn depends on timing; the end does not
+    assert bars.exit_code == 0 and "━" in plain and plain.splitlines()[-1] == lines[-1]
 
 
 async def test_history_of_a_job_and_of_its_cluster(tracked: Tracked) -> None:
