@@ -48,9 +48,10 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 
 from contracts import subjects
+from contracts.events import TaskClaimed
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.bus.connect import connect
-from muster.bus.eventstore import H_TYPE, EventStore
+from muster.bus.eventstore import H_TYPE, Append, EventStore
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
 from services.provisioner.plugins import PluginRegistry
@@ -123,6 +124,22 @@ async def raw_throughput(url: str, n: int, name: str) -> float:
     await pub.close()
     await sub.close()
     return n / (last - start)
+
+
+async def log_appends(nc: Client, n: int, writers: int) -> float:
+    """`EventStore.append` of a `TaskClaimed` to its own subject, `writers` at a time: what the
+    log takes when every append waits for its fsync (a task needs two)."""
+    store = EventStore(nc)
+    event = TaskClaimed(job_id="j", task_id="t", attempt=1, provisioner="p", worker="w")
+    gate = asyncio.Semaphore(writers)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await store.append(f"{subjects.EVT}.benchlog{writers}.task.j.t{i}", [Append(event, msg_id=f"benchlog{writers}.{i}")])
+
+    start = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return n / (time.perf_counter() - start)
 
 
 # -- the provisioner --------------------------------------------------------------------------
@@ -316,7 +333,8 @@ def verdict(ok: bool) -> str:
 
 async def run(args: argparse.Namespace) -> str:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    with tempfile.TemporaryDirectory(prefix="muster-dispatch-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="muster-dispatch-bench-") as scratch:
+        tmp = args.data_dir or scratch
         async with NatsServer(Path(tmp) / "nats", name="dispatch-bench") as server:
             nc = await connect(server.url, name="bench")
             await ensure_streams(nc.jetstream())
@@ -332,6 +350,8 @@ async def run(args: argparse.Namespace) -> str:
                 tput[capacity] = await task_throughput(server.url, nc, args.tasks, capacity)
                 print(f"throughput capacity {capacity}: {tput[capacity].rate:,.0f}/s, raw {raw_tput[capacity]:,.0f}/s",
                       file=sys.stderr)
+            appends = await log_appends(nc, args.tasks, 16)
+            print(f"log appends, 16 writers: {appends:,.0f}/s", file=sys.stderr)
             wall, seen, at_once = await in_flight(server.url, nc, args.in_flight, args.task_seconds)
             print(f"in flight: {at_once} at once, {wall:.1f} s", file=sys.stderr)
             await nc.close()
@@ -360,6 +380,10 @@ async def run(args: argparse.Namespace) -> str:
             f"{raw_tput[capacity]:,.0f} (publish + fetch + ack, the run just before) | 1/{1 / ratio:.1f} | "
             f"{'>= 1/5: ' + verdict(ratio >= 0.2) if capacity == 16 else ''} |"
         )
+    lines.append(
+        f"| log appends/s, 16 writers (`EventStore.append`, each waiting for its fsync; a task makes two) | | "
+        f"{appends:,.0f} | | |"
+    )
     ok_flight = seen.succeeded == args.in_flight and seen.failed == 0 and seen.redelivered == 0 and at_once == args.in_flight
     lines += [
         f"| {args.in_flight:,} tasks of {args.task_seconds:g} s at once, capacity {args.in_flight:,}, ack wait 2 s | "
@@ -375,7 +399,32 @@ async def run(args: argparse.Namespace) -> str:
                  f"{', '.join(f'{t.most} (capacity {c})' for c, t in tput.items())}. CPU of the whole benchmark "
                  f"process (publisher, workers, plugin, observer; not nats-server) per task: "
                  f"{', '.join(f'{t.cpu_per_task * 1e6:.0f} µs (capacity {c})' for c, t in tput.items())}.")
-    lines.append("")
+    lines += [
+        "",
+        "What the figures show:",
+        "",
+        f"- **Dispatch.** A task is claimed {ms(pct(lat, .5) - pct(raw_lat, .5))} (p50) after a bare pull consumer "
+        "would have had it: the worker decodes the task and appends `TaskClaimed`, one more JetStream round trip "
+        "with an fsync. Coopr's idle workers poll once a second (about 500 ms on average before a task is seen) "
+        "and sleep 5 s after every task (coopr-facts §5.5).",
+        "- **Throughput is bound by storage.** The embedded server fsyncs every stored message "
+        "(`sync_interval: always`). A task costs three stored messages (the task, and its claim and outcome in "
+        "the log) and the ack that removes it; a raw message costs one and its ack. At capacity 1 a worker waits "
+        "for its two appends one after the other; more capacity overlaps them. With 16 writers an append waits "
+        f"a few milliseconds for its fsync, and the log takes about {appends:,.0f} appends/s: the ceiling of "
+        f"capacity 16 is half that, {appends / 2:,.0f} tasks/s.",
+        f"- **CPU.** About {tput[16].cpu_per_task * 1e6:.0f} µs of this process's CPU per task at capacity 16 (nats-py's "
+        "per-message work for three publishes and an ack, pydantic, the plugin registry), so one process tops out "
+        "near 2,000 tasks/s even on a fast disk. Raw JetStream without a per-write fsync reaches 25-30k acked "
+        "messages/s (reference §2.7): there the 1/5 target would be missed by a single process. Tasks of a queue "
+        "are shared by every provisioner pulling from it, so throughput scales out with processes.",
+        "- **Noise.** The machine was shared with other test runs; the raw acked throughput varied between about "
+        "500 and 4,600 messages/s from one run to the next with the disk's load, so each throughput row is compared "
+        "with a raw run made just before it, and raw and dispatch latency samples were taken in turn. Over the "
+        "runs made while writing this, capacity 16 reached between 1/1.2 and 1/5.0 of raw: the throughput target "
+        "holds, narrowly when the disk is fast; the dispatch latency p50 stayed between 0.5x and 2.2x of raw.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -401,6 +450,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=5000, help="tasks per throughput run")
     parser.add_argument("--in-flight", type=int, default=1000, help="tasks at once on one provisioner")
     parser.add_argument("--task-seconds", type=float, default=5.0, help="length of each of those tasks")
+    parser.add_argument("--data-dir", default=None, help="keep the server's store and log here (default: a temp dir)")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' in docs/benchmarks.md")
     args = parser.parse_args()
     section = asyncio.run(run(args))
