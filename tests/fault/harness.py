@@ -49,6 +49,10 @@ DEMO = ROOT / "muster" / "demo" / "catalog"
 PEER_OFFLINE = 10005
 
 
+async def _quiet(*_: Any) -> None:
+    """The test's own connection: the faults it causes are not news."""
+
+
 def demo_catalog(**provider_fields: str) -> Catalog:
     """The demo catalog, with the simulated provider's fields changed (latency, failures)."""
     catalog = copy.deepcopy(load_catalog(DEMO))
@@ -160,7 +164,7 @@ class FaultStack:
 
     async def _connect(self) -> None:
         if self.nc is None:
-            self.nc = await connect(self.url, name="fault-test")
+            self.nc = await connect(self.url, name="fault-test", error_cb=_quiet, disconnected_cb=_quiet)
             self.client = MusterClient(self.nc)
 
     async def _create_streams(self, replicas: int) -> None:
