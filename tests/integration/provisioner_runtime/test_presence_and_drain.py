@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from muster.bus.connect import connect
 from services.provisioner.app import drain_subject, request_drain
 from services.provisioner.presence import PresenceWatch, live_provisioners, wait_gone
 
@@ -116,3 +117,11 @@ async def test_drain_of_an_idle_provisioner_leaves_at_once(bench: Bench, tenant:
     await request_drain(bench.nc, pid)
     await asyncio.wait_for(p.finished.wait(), DEADLINE_S)
     assert await live_provisioners(bench.nc, tenant=tenant) == []
+
+
+async def test_nobody_is_listed_before_any_provisioner_ever_registered(fresh_nats: str) -> None:
+    nc = await connect(fresh_nats, name="test")
+    try:
+        assert await live_provisioners(nc) == []
+    finally:
+        await nc.close()
