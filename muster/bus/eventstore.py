@@ -174,10 +174,10 @@ class EventStore:
         out: list[Recorded] = []
         seq = start_seq
         while True:
-            request: dict[str, Any] = {"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter}
-            if up_to_seq is not None:
-                request["up_to_seq"] = up_to_seq
-            batch = await self._direct_batch(request)
+            # `up_to_seq` is applied here: nats-server 2.15 ignores it in a batch direct get.
+            batch = await self._direct_batch({"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter})
+            if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
+                return out + [r for r in batch if r.seq <= up_to_seq]
             out.extend(batch)
             if len(batch) < READ_BATCH:
                 return out

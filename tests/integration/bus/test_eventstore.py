@@ -95,3 +95,13 @@ async def test_the_events_stream_cannot_be_purged_or_have_messages_deleted(nc: C
         await js.delete_msg(subjects.EVENTS_STREAM, seq)
     with pytest.raises(APIError):
         await js.purge_stream(subjects.EVENTS_STREAM)
+
+
+async def test_read_up_to_a_sequence_stops_there(nc: Client, tenant: str) -> None:
+    store = EventStore(nc)
+    subject = subjects.job_events(tenant, "j4")
+    seqs = [
+        (await store.append(subject, [Append(_requested(tenant, "j4"), msg_id=f"{tenant}-j4-{i}")]))[0] for i in range(4)
+    ]
+    assert [r.seq for r in await store.read(subject, up_to_seq=seqs[1])] == seqs[:2]
+    assert [r.seq for r in await store.read(subject)] == seqs
