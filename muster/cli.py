@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "catalog": ("muster.catalog_cli:catalog", "Validate, apply, get, diff and trace the catalog."),
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
     "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
+    "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
 }
 
 

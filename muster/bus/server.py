@@ -7,7 +7,6 @@ truth, and JetStream's default of one fsync every two minutes can lose acknowled
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import signal
 import socket
@@ -131,7 +130,7 @@ class NatsServer:
     def kill(self) -> None:
         """kill -9, for fault tests."""
         if self.process and self.process.returncode is None:
-            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.kill()
 
     async def __aenter__(self) -> "NatsServer":
         return await self.start()

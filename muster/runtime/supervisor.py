@@ -76,13 +76,16 @@ class Deployment:
             "solver": ["solver"],
             "planner": ["planner"],
             "provisioner": ["provisioner", "--capacity", str(self.capacity), "--tenants", self.tenants],
+            # A stable id and work dir per process, so plugin state (static-pool
+            # assignments, localhost keys) survives a restart.
             "tracker": ["tracker", "--port", str(self.tracker_port)],
         }
         out: dict[str, list[str]] = {}
         for service, args in services.items():
             n = self.replicas.get(service, 1)
             for name in [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]:
-                out[name] = [*args, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
+                own = ["--id", name, "--work-dir", str(self.data_dir / name)] if service == "provisioner" else []
+                out[name] = [*args, *own, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
         return out
 
     def child(self, name: str) -> Child:
@@ -94,7 +97,10 @@ class Deployment:
     async def kill(self, name: str) -> int:
         """kill -9 one child by its PID (fault tests); returns the PID."""
         child = self.child(name)
-        os.kill(child.pid, signal.SIGKILL)
+        # Through the process handle, never a bare PID: a reaped child's PID may belong to
+        # someone else by now.
+        if child.process.returncode is None:
+            child.process.kill()
         await child.process.wait()
         if child.copier is not None:
             await asyncio.gather(child.copier, return_exceptions=True)
