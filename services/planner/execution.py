@@ -96,9 +96,10 @@ async def save(p: "Planner", job: Job, cluster: Cluster) -> None:
     try:
         await p.repo.save(cluster, subjects.cluster_events(job.tenant, job.cluster_id))
         await p.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
-    except ConcurrencyError:
-        # Someone else wrote (another planner took over, or a stale copy): our view is
-        # wrong. Reload both from the log and let the event be redelivered.
+    except Exception:
+        # Our view is no longer the log's: someone else wrote (another planner, a stale
+        # copy), or an append failed, or it landed and its ack was lost (a server failover).
+        # Take the log's view; the event that brought us here is redelivered.
         await reload(p, job.tenant, str(job.id), job.cluster_id)
         raise
 
@@ -148,15 +149,28 @@ async def on_task_event(p: "Planner", recorded: Recorded) -> None:
             done = TaskCompleted(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt,
                                  result=event.result, ipaddresses=event.ipaddresses, hostname=event.hostname)
             if not job.complete(done):
+                await republish_queued(p, job, cluster)
                 return
             node = job.tasks[event.task_id]["node"]
             cluster.record_results(node, event.task_id, event.result, event.ipaddresses, event.hostname)
         else:
             failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
             if not job.fail_attempt(failed):
+                await republish_queued(p, job, cluster)
                 return
             await after_failure(p, job, cluster, event.task_id)
         await advance(p, job, cluster)
+
+
+async def republish_queued(p: "Planner", job: Job, cluster: Cluster) -> None:
+    """An outcome that changes nothing is a redelivery (or a superseded attempt's late
+    result). If it is a redelivery, what we did with it the first time may have been recorded
+    without its task messages getting out (a publish failed, or an ack was lost in a server
+    failover): publish the job's queued attempts again. Their message ids make this harmless."""
+    catalog = await p.catalog(job.tenant)
+    for task_id, state in list(job.task_state.items()):
+        if state == "queued":
+            await publish(p, job, cluster, catalog, task_id, job.attempts[task_id])
 
 
 async def after_failure(p: "Planner", job: Job, cluster: Cluster, task_id: str) -> None:

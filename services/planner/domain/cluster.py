@@ -75,6 +75,10 @@ class Cluster(Aggregate):
     def record_results(self, node_id: str, task_id: str, result: dict[str, Any], ipaddresses: dict[str, str], hostname: str) -> bool:
         if not (result or ipaddresses or hostname):
             return False
+        known = self.results.get(node_id, {})
+        if (all(known.get(k) == v for k, v in result.items()) and (not ipaddresses or self.ipaddresses.get(node_id) == ipaddresses)
+                and (not hostname or self.hostnames.get(node_id) == hostname)):
+            return False  # taken in already (a redelivered outcome)
         self._results(
             NodeResultsRecorded(
                 cluster_id=str(self.id), node_id=node_id, task_id=task_id,

@@ -56,3 +56,27 @@ async def test_a_restarted_planner_finishes_the_job(stack: Stack, after: int) ->
         # The new planner is fully in charge: another operation works.
         more = await stack.client.send(stack.tenant, ExpandCluster(cluster_id=reply.cluster_id, nodes=4))
         assert isinstance(more, Accepted) and isinstance(await stack.client.wait(more.job_id, timeout=90), JobSucceeded)
+
+
+@pytest.mark.parametrize("failures", [1, 3])
+async def test_a_lost_task_publish_is_repaired_by_the_redelivered_outcome(stack: Stack, failures: int) -> None:
+    """As in a server failover: the planner records TaskQueued, then its publish to TASKS
+    fails. The outcome that triggered it is redelivered; taking it in changes nothing, so the
+    planner re-publishes the job's queued attempts, and the job goes on."""
+    js = stack.planner.store.js
+    real_publish = js.publish
+    left = {"n": failures}
+
+    async def flaky(subject: str, *args: Any, **kwargs: Any) -> Any:
+        if subject.startswith("muster.task.") and left["n"] > 0 and "install" in str(kwargs.get("headers", {})):
+            left["n"] -= 1
+            raise TimeoutError("simulated: the publish was lost")
+        return await real_publish(subject, *args, **kwargs)
+
+    js.publish = flaky  # type: ignore[method-assign]
+    reply = await stack.client.send(stack.tenant, CreateCluster(name="lossy", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    assert isinstance(await stack.client.wait(reply.job_id, timeout=90), JobSucceeded)
+    assert left["n"] == 0  # the failures did happen
+    history = await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")
+    assert all(r.event.attempt == 1 for r in history if r.type == "TaskQueued")  # repaired, not retried
