@@ -50,6 +50,7 @@ QUICK: dict[str, list[str]] = {
     "planner_rebuild_bench.py": ["--events", "100000"],
     "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
+    "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 
