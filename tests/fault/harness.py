@@ -49,6 +49,18 @@ DEMO = ROOT / "muster" / "demo" / "catalog"
 PEER_OFFLINE = 10005
 
 
+def nth(event_type: str, n: int) -> Callable[[Recorded], bool]:
+    """A predicate for `FaultStack.when`: true from the n-th event of that type on."""
+    seen = 0
+
+    def predicate(r: Recorded) -> bool:
+        nonlocal seen
+        seen += r.type == event_type
+        return seen >= n
+
+    return predicate
+
+
 async def _quiet(*_: Any) -> None:
     """The test's own connection: the faults it causes are not news."""
 

@@ -315,16 +315,22 @@ def _tracker_nodes(nodes: list[dict[str, Any]]) -> dict[str, Any]:
     return {n["id"]: (n.get("hardwaretype"), n.get("imagetype"), sorted(n.get("services", []))) for n in nodes}
 
 
+async def _tracker_get(http: aiohttp.ClientSession, report: Report, path: str, tenant: str, what: str) -> dict[str, Any] | None:
+    async with http.get(path, headers={TRACKER_TENANT_HEADER: tenant}) as resp:
+        if resp.status != 200:
+            report.problems.append(f"{what} ({tenant}): tracker answers {resp.status}")
+            return None
+        report.compared[f"tracker {what.split()[0]}s"] += 1
+        return await resp.json()  # type: ignore[no-any-return]
+
+
 async def _compare_tracker(report: Report, url: str, jobs: dict[tuple[str, str], Job],
                            clusters: dict[tuple[str, str], Cluster]) -> None:
     async with aiohttp.ClientSession(base_url=url, timeout=aiohttp.ClientTimeout(total=30)) as http:
         for (tenant, cluster_id), cluster in clusters.items():
-            async with http.get(f"/v1/clusters/{cluster_id}", headers={TRACKER_TENANT_HEADER: tenant}) as resp:
-                if resp.status != 200:
-                    report.problems.append(f"cluster {cluster_id} ({tenant}): tracker answers {resp.status}")
-                    continue
-                seen = await resp.json()
-            report.compared["tracker clusters"] += 1
+            seen = await _tracker_get(http, report, f"/v1/clusters/{cluster_id}", tenant, f"cluster {cluster_id}")
+            if seen is None:
+                continue
             expected = {"status": cluster.status, "job_id": cluster.job_id, "tenant": cluster.tenant,
                         "nodes": {n.id: (n.hardwaretype, n.imagetype, sorted(n.services)) for n in cluster.nodes.values()}}
             got = {"status": seen.get("status"), "job_id": seen.get("job_id"), "tenant": seen.get("tenant"),
@@ -333,11 +339,6 @@ async def _compare_tracker(report: Report, url: str, jobs: dict[tuple[str, str],
                 diff = sorted(k for k in expected if _normal(got[k]) != _normal(expected[k]))
                 report.problems.append(f"cluster {cluster_id} ({tenant}): the tracker differs from the log in {diff}")
         for (tenant, job_id), job in jobs.items():
-            async with http.get(f"/v1/jobs/{job_id}", headers={TRACKER_TENANT_HEADER: tenant}) as resp:
-                if resp.status != 200:
-                    report.problems.append(f"job {job_id} ({tenant}): tracker answers {resp.status}")
-                    continue
-                seen = await resp.json()
-            report.compared["tracker jobs"] += 1
-            if seen.get("state") != job.view()["state"]:
+            seen = await _tracker_get(http, report, f"/v1/jobs/{job_id}", tenant, f"job {job_id}")
+            if seen is not None and seen.get("state") != job.view()["state"]:
                 report.problems.append(f"job {job_id} ({tenant}): the tracker says {seen.get('state')!r}, the log {job.state!r}")

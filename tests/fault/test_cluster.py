@@ -19,7 +19,7 @@ from contracts.events import JobSucceeded
 from muster.bus.cluster import REPLICAS, SERVICE_OPTIONS, SERVICE_REPLICAS
 from muster.bus.eventstore import EventStore
 
-from .harness import FaultStack, demo_catalog
+from .harness import FaultStack, demo_catalog, nth
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 T = "default"
@@ -95,7 +95,6 @@ async def test_the_job_finishes_when_the_stream_leader_dies(tmp_path: Path, monk
         assert info.config.num_replicas == REPLICAS and info.cluster is not None
         await fs.load_catalog(T, demo_catalog(latency_ms="100-300"))
         replies: list[Accepted] = []
-        done = 0
 
         async def create() -> None:
             # The planner reads the catalog just applied; a follower may answer that read without
@@ -108,13 +107,8 @@ async def test_the_job_finishes_when_the_stream_leader_dies(tmp_path: Path, monk
             assert isinstance(reply, Accepted), reply
             replies.append(reply)
 
-        def sixth_completed(r: object) -> bool:
-            nonlocal done
-            done += getattr(r, "type", "") == "TaskCompleted"
-            return done >= 6
-
         leader = await choose_victim(fs)
-        await fs.when(f"muster.evt.{T}.job.*", sixth_completed, create)
+        await fs.when(f"muster.evt.{T}.job.*", nth("TaskCompleted", 6), create)
         stored = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.nc).read(subjects.ALL_EVENTS)}
         await fs.kill_server(next(i for i, n in enumerate(fs.nodes) if n.name == leader))
 

@@ -15,7 +15,7 @@ from muster.bus.repository import rebuild
 from contracts import subjects
 from services.planner.domain.cluster import Cluster
 
-from .harness import FaultStack, demo_catalog, with_broken_service
+from .harness import FaultStack, demo_catalog, nth, with_broken_service
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 T = "default"
@@ -44,19 +44,13 @@ async def test_a_planner_killed_anywhere_is_restarted_and_finishes_the_job(tmp_p
         # (b) mid-stage: tasks in flight, some done.
         t0 = time.perf_counter()
         replies: list[Accepted] = []
-        done = 0
 
         async def create() -> None:
             reply = await fs.client.send(T, CreateCluster(name="mid-stage", template="hadoop-small", nodes=3))
             assert isinstance(reply, Accepted), reply
             replies.append(reply)
 
-        def sixth_completed(r: object) -> bool:
-            nonlocal done
-            done += getattr(r, "type", "") == "TaskCompleted"
-            return done >= 6
-
-        await fs.when(f"muster.evt.{T}.job.*", sixth_completed, create)
+        await fs.when(f"muster.evt.{T}.job.*", nth("TaskCompleted", 6), create)
         await fs.kill("planner")
         await fs.restart("planner")
         assert isinstance(await fs.client.wait(replies[0].job_id, timeout=60), JobSucceeded)
