@@ -31,6 +31,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError
 
 from contracts.catalog import Catalog, Service
+from contracts.commands import Accepted
 from contracts.events import EVENT_TYPES
 from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
 from muster.bus.connect import connect
@@ -272,6 +273,16 @@ class FaultStack:
             return await asyncio.wait_for(found, timeout)
         finally:
             await sub.unsubscribe()
+
+    def sending(self, tenant: str, command: Any, replies: list[Accepted]) -> Callable[[], Awaitable[None]]:
+        """An action for `when`: send `command`, expect it accepted, keep the reply."""
+
+        async def send() -> None:
+            reply = await self.client.send(tenant, command)
+            assert isinstance(reply, Accepted), reply
+            replies.append(reply)
+
+        return send
 
     async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0) -> Any:
         """The job's final event. While a cluster elects a new leader for the stream, creating

@@ -30,11 +30,7 @@ async def test_services_ride_through_a_nats_server_restart(tmp_path: Path) -> No
         pids = fs.pids()
         replies: list[Accepted] = []
 
-        async def create() -> None:
-            reply = await fs.client.send(T, CreateCluster(name="outage", template="hadoop-small", nodes=3))
-            assert isinstance(reply, Accepted), reply
-            replies.append(reply)
-
+        create = fs.sending(T, CreateCluster(name="outage", template="hadoop-small", nodes=3), replies)
         await fs.when(f"muster.evt.{T}.task.>", lambda r: r.type == "TaskClaimed" and ".install." in r.event.task_id, create)
         # Let the planner finish publishing that wave: a planner write that fails when its
         # connection dies is never made again (a known bug, test_found_bugs.py), and the job would

@@ -45,11 +45,7 @@ async def test_a_planner_killed_anywhere_is_restarted_and_finishes_the_job(tmp_p
         t0 = time.perf_counter()
         replies: list[Accepted] = []
 
-        async def create() -> None:
-            reply = await fs.client.send(T, CreateCluster(name="mid-stage", template="hadoop-small", nodes=3))
-            assert isinstance(reply, Accepted), reply
-            replies.append(reply)
-
+        create = fs.sending(T, CreateCluster(name="mid-stage", template="hadoop-small", nodes=3), replies)
         await fs.when(f"muster.evt.{T}.job.*", nth("TaskCompleted", 6), create)
         await fs.kill("planner")
         await fs.restart("planner")
@@ -61,11 +57,7 @@ async def test_a_planner_killed_anywhere_is_restarted_and_finishes_the_job(tmp_p
         before = await _layout(fs, a.cluster_id)
         added: list[Accepted] = []
 
-        async def add() -> None:
-            reply = await fs.client.send(T, AddServices(cluster_id=a.cluster_id, services=["broken"]))
-            assert isinstance(reply, Accepted), reply
-            added.append(reply)
-
+        add = fs.sending(T, AddServices(cluster_id=a.cluster_id, services=["broken"]), added)
         await fs.when(f"muster.evt.{T}.job.*", lambda r: r.type == "RollbackPlanned", add)
         await fs.kill("planner")
         await fs.restart("planner")
