@@ -18,7 +18,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy, PubAck
-from nats.js.errors import APIError
+from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
 from contracts.events import EVENT_TYPES, Event, parse_event
@@ -108,6 +108,7 @@ class EventStore:
         self.stream = stream
         self.timeout = timeout
         self._batch = 0
+        self._replicated: bool | None = None
 
     # -- writing ------------------------------------------------------------------------
 
@@ -165,12 +166,25 @@ class EventStore:
         return last[0] if last else 0
 
     async def _last(self, subject: str) -> tuple[int, dict[str, str]] | None:
+        if await self.replicated():
+            try:  # the leader: it has every acknowledged write (see `_from_leader`)
+                msg = await self.js.get_last_msg(self.stream, subject)
+            except NotFoundError:
+                return None
+            return msg.seq, dict(msg.headers or {})
         raw: list[tuple[int, dict[str, str]]] = []
         await self._direct_batch({"multi_last": [subject], "batch": 1}, raw=raw)
         return raw[-1] if raw else None
 
+    async def replicated(self) -> bool:
+        if self._replicated is None:
+            info = await self.js.stream_info(self.stream)
+            self._replicated = info.config.num_replicas is not None and info.config.num_replicas > 1
+        return self._replicated
+
     async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
-        """Every event on subjects matching the filter, in log order."""
+        """Every event on subjects matching the filter, in log order, including every event
+        acknowledged to anyone before the call."""
         out: list[Recorded] = []
         seq = start_seq
         while True:
@@ -179,9 +193,30 @@ class EventStore:
             if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
                 return out + [r for r in batch if r.seq <= up_to_seq]
             out.extend(batch)
+            seq = batch[-1].seq + 1 if batch else seq
             if len(batch) < READ_BATCH:
-                return out
-            seq = batch[-1].seq + 1
+                break
+        if await self.replicated():
+            out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
+        return out
+
+    async def _from_leader(self, subject_filter: str, seq: int, up_to_seq: int | None) -> list[Recorded]:
+        """Direct gets may be answered by any replica, and a follower may not have applied
+        the latest writes yet (server 2.15 ignores ADR-53's `min_last_seq`). A replica holding
+        sequence N holds everything before it, so only what follows can be missing: ask the
+        leader (the message API is answered by the stream leader) for the next match, and read
+        on from it while it has more. Usually this finds nothing: one round trip."""
+        out: list[Recorded] = []
+        while up_to_seq is None or seq <= up_to_seq:
+            try:
+                msg = await self.js.get_msg(self.stream, seq=seq, subject=subject_filter, next=True)
+            except NotFoundError:
+                break
+            if up_to_seq is not None and msg.seq > up_to_seq:
+                break
+            out.append(_recorded(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            seq = msg.seq + 1
+        return out
 
     async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
         """Feed every event matching the filter, in log order, to `on_event`; returns how many.

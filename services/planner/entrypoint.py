@@ -80,11 +80,14 @@ async def _unsubscribe(sub: Any) -> None:
               help="seconds without an outcome after which a task attempt counts as failed")
 @click.option("--action-timeout", default=600.0, show_default=True, type=click.FloatRange(0.01),
               help="time limit given to plugins for one action")
-def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float, action_timeout: float) -> None:
+@click.option("--ack-wait", default=30.0, show_default=True, type=click.FloatRange(0.1),
+              help="seconds before an event a dead planner held is redelivered to another")
+def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
+         action_timeout: float, ack_wait: float) -> None:
     """Run the planner service."""
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
-        task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout},
+        task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

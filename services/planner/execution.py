@@ -32,6 +32,7 @@ log = structlog.get_logger("muster.planner")
 
 # After these operations succeed the cluster loses what the tasks took away.
 SHRINKING = {"delete", "shrink", "remove-services", "rollback"}
+REPUBLISH_MAX_S = 15.0
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Timers:
 
     handles: dict[tuple[str, str, int], asyncio.TimerHandle] = field(default_factory=dict)
     fired: set[asyncio.Task[None]] = field(default_factory=set)
+    republish_tries: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
     def cancel_all(self) -> None:
         for h in self.handles.values():
@@ -116,13 +118,44 @@ async def reload(p: "Planner", tenant: str, job_id: str, cluster_id: str) -> Non
 async def publish(p: "Planner", job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, queued_at: datetime | None = None) -> None:
     avoid = p.ran_attempts.get((str(job.id), task_id), [])
     message = task_message(job, cluster, catalog, task_id, attempt, p.config.provisioner_class, p.config.action_timeout_s, avoid)
-    await p.store.js.publish(
-        subjects.task_queue(job.tenant, p.config.provisioner_class),
-        message.model_dump_json().encode(),
-        headers={"Nats-Msg-Id": f"{job.id}.{task_id}.{attempt}"},
-    )
     p.metrics.queued(job.tenant, p.config.provisioner_class, str(job.id), task_id, attempt, queued_at or datetime.now(timezone.utc))
     arm_timer(p, job, task_id, attempt, queued_at)
+    try:
+        await p.store.js.publish(
+            subjects.task_queue(job.tenant, p.config.provisioner_class),
+            message.model_dump_json().encode(),
+            headers={"Nats-Msg-Id": f"{job.id}.{task_id}.{attempt}"},
+        )
+    except Exception as err:
+        # The attempt is recorded (TaskQueued); only its message is missing. Publish it again
+        # from a timer, backing off, until it gets out or stops being current.
+        log.warning("task publish failed; will publish again", job=str(job.id), task=task_id, attempt=attempt, error=repr(err))
+        schedule_republish(p, str(job.id), task_id, attempt)
+
+
+def schedule_republish(p: "Planner", job_id: str, task_id: str, attempt: int) -> None:
+    key = (job_id, task_id, attempt)
+    tries = p.timers.republish_tries.get(key, 0) + 1
+    p.timers.republish_tries[key] = tries
+    delay = min(REPUBLISH_MAX_S, 0.25 * 2 ** (tries - 1))
+
+    def fire() -> None:
+        t = asyncio.get_running_loop().create_task(republish(p, *key))
+        p.timers.fired.add(t)
+        t.add_done_callback(p.timers.fired.discard)
+
+    p.timers.handles[("republish", *key)] = asyncio.get_running_loop().call_later(delay, fire)  # type: ignore[index]
+
+
+async def republish(p: "Planner", job_id: str, task_id: str, attempt: int) -> None:
+    async with p.lock:
+        p.timers.handles.pop(("republish", job_id, task_id, attempt), None)  # type: ignore[arg-type]
+        job = p.jobs.get(job_id)
+        if job is None or not job.is_current(task_id, attempt):
+            p.timers.republish_tries.pop((job_id, task_id, attempt), None)
+            return
+        cluster = p.clusters[job.cluster_id]
+        await publish(p, job, cluster, await p.catalog(job.tenant), task_id, attempt)
 
 
 # -- outcomes ---------------------------------------------------------------------------------
@@ -177,6 +210,12 @@ async def after_failure(p: "Planner", job: Job, cluster: Cluster, task_id: str) 
     """A failed create or confirm may have left a machine: delete it before creating again
     (coopr-facts §5.7). Other failures are simply retried by `advance`."""
     task = job.tasks[task_id]
+    if task_id in job.cleanups.values():
+        if job.attempts_left(task_id) > 0:  # the cleanup itself failed: delete again
+            job.queue(task_id, p.config.provisioner_class)
+            await save(p, job, cluster)
+            await publish(p, job, cluster, await p.catalog(job.tenant), task_id, job.attempts[task_id])
+        return  # out of attempts: the job stops, and its rollback deletes the machine
     if job.attempts_left(task_id) <= 0 or task["action"] not in (Action.CREATE.value, Action.CONFIRM.value):
         return
     if not cluster.results.get(task["node"], {}).get("providerid"):

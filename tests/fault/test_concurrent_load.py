@@ -24,9 +24,7 @@ FAILURE_RATE = "0.05"
 async def test_twenty_concurrent_operations_across_four_tenants_with_failures(tmp_path: Path) -> None:
     async with await FaultStack.single(tmp_path, tenants=",".join(TENANTS), provisioners=2, capacity=16) as fs:
         for tenant in TENANTS:
-            # Deletes never fail: a failed cleanup delete stalls its job for good (a known bug,
-            # test_found_bugs.py). Remove `failure_rate_delete` when it is fixed.
-            await fs.load_catalog(tenant, demo_catalog(latency_ms="20-100", failure_rate=FAILURE_RATE, failure_rate_delete="0"))
+            await fs.load_catalog(tenant, demo_catalog(latency_ms="20-100", failure_rate=FAILURE_RATE))
         started = time.perf_counter()
         commands = [(TENANTS[i % len(TENANTS)], CreateCluster(name=f"load-{i}", template="hadoop-small", nodes=2 + i % 3))
                     for i in range(OPERATIONS)]

@@ -24,18 +24,13 @@ OUTAGE_S = 2.0
 
 async def test_services_ride_through_a_nats_server_restart(tmp_path: Path) -> None:
     async with await FaultStack.single(tmp_path) as fs:
-        # Installs take 2 s: the server dies while provisioners are mid-task and the planner is
-        # idle (see below).
+        # Installs take 2 s: the server dies while provisioners are mid-task.
         await fs.load_catalog(T, demo_catalog(latency_ms="50-150", latency_ms_install="2000"))
         pids = fs.pids()
         replies: list[Accepted] = []
 
         create = fs.sending(T, CreateCluster(name="outage", template="hadoop-small", nodes=3), replies)
         await fs.when(f"muster.evt.{T}.task.>", lambda r: r.type == "TaskClaimed" and ".install." in r.event.task_id, create)
-        # Let the planner finish publishing that wave: a planner write that fails when its
-        # connection dies is never made again (a known bug, test_found_bugs.py), and the job would
-        # stall. Remove this pause when it is fixed.
-        await asyncio.sleep(0.3)
         stored = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.nc).read(subjects.ALL_EVENTS)}
         await fs.kill_server()
         await asyncio.sleep(OUTAGE_S)  # a deliberate outage, not a wait for a condition

@@ -293,6 +293,7 @@ class Job(Aggregate):
     def _rollback_planned(self, payload: RollbackPlanned) -> None:
         self.state = "rolling_back"
         self.error = payload.reason
+        self.cleanups = {}  # the rollback deals with those nodes now
         undo = [{"id": t.id, "node": t.node, "action": t.action.value, "service": t.service} for t in payload.tasks]
         self._rollback_json = {"tasks": undo, "links": payload.links}
         self._plans.pop("rollback", None)
@@ -303,6 +304,9 @@ class Job(Aggregate):
         if self.plan is None or self.state != "running":
             return None
         completed = [t.id for t in self.plan.tasks if self.task_state.get(t.id) == "succeeded"]
+        # A node whose cleanup never succeeded may still have a machine: count its create as
+        # done, so the rollback deletes it.
+        completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.node in self.cleanups]
         undo = rollback_plan(self.plan, completed, services)
         rename = {t.id: UNDO + t.id for t in undo.tasks}
         payload = RollbackPlanned(
