@@ -38,6 +38,9 @@ from .worker import Executor, WorkerConfig, Workers
 log = structlog.get_logger("muster.provisioner")
 
 
+NO_RESPONDERS_RETRIES = 4
+
+
 def drain_subject(provisioner_id: str) -> str:
     return f"{subjects.QUERY}.provisioner.{subjects.token(provisioner_id, 'provisioner id')}.drain"
 
@@ -45,10 +48,16 @@ def drain_subject(provisioner_id: str) -> str:
 async def request_drain(nc: Client, provisioner_id: str, timeout: float = 5.0) -> dict[str, Any]:
     """Ask a provisioner to drain. Returns its answer (`draining`, `in_flight`, `already`);
     LookupError if no provisioner with that id is listening."""
-    try:
-        reply = await nc.request(drain_subject(provisioner_id), b"{}", timeout=timeout)
-    except NoRespondersError:
-        raise LookupError(f"no live provisioner {provisioner_id!r} answers on {drain_subject(provisioner_id)}") from None
+    # Interest in a subject reaches the other servers of a cluster a moment after a
+    # provisioner subscribes, so "no responders" right after its start is retried briefly.
+    for attempt in range(NO_RESPONDERS_RETRIES + 1):
+        try:
+            reply = await nc.request(drain_subject(provisioner_id), b"{}", timeout=timeout)
+            break
+        except NoRespondersError:
+            if attempt == NO_RESPONDERS_RETRIES:
+                raise LookupError(f"no live provisioner {provisioner_id!r} answers on {drain_subject(provisioner_id)}") from None
+            await asyncio.sleep(0.05 * 2**attempt)  # a bounded retry of a request, not a poll
     answer: dict[str, Any] = json.loads(reply.data)
     return answer
 

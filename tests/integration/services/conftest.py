@@ -30,6 +30,15 @@ from services.solver.service import SolverService
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
 
+def quick_demo_catalog(latency_ms: str = "0-20") -> Any:
+    """The demo catalog with short simulated tasks: these tests check logic, not pacing (a
+    test that must catch a job running gives one service a slow action of its own)."""
+    catalog = load_catalog(DEMO)
+    sim = catalog.providers["sim"]
+    catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": latency_ms}})
+    return catalog
+
+
 @dataclass
 class Stack:
     client: MusterClient
@@ -82,5 +91,5 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
 
         client = MusterClient(ncs[4])
         store = EventStore(ncs[4])
-        await apply_catalog(store, "default", load_catalog(DEMO))
+        await apply_catalog(store, "default", quick_demo_catalog())
         yield Stack(client=client, store=store, planner=planner, workers=workers, http=http, url=fresh_nats)

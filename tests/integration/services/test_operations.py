@@ -124,6 +124,8 @@ BROKEN = {
 
 async def test_a_task_out_of_attempts_rolls_the_job_back(stack: Stack) -> None:
     catalog = load_catalog(stack_catalog())
+    sim = catalog.providers["sim"]
+    catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "0-20"}})
     catalog.services["broken"] = Service.model_validate(BROKEN)
     template = catalog.clustertemplates["hadoop-small"]
     template.compatibility.services.append("broken")
