@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from .server import NatsServer, ServerError, nats_server_binary
+from .server import NatsServer
 
 CLUSTER_NAME = "muster"
 NODES = ("nats-1", "nats-2", "nats-3")
@@ -165,23 +165,14 @@ class ClusterNode(NatsServer):
     address: NodeAddress | None = None
     leader_known: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def start(self, timeout: float = 20.0) -> "ClusterNode":
+    def config_text(self) -> str:
         assert self.address is not None
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.address.client_port
-        conf = self.data_dir / "nats.conf"
-        conf.write_text(render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1"))
-        self.log_path = self.data_dir / "nats-server.log"
+        return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1")
+
+    async def start(self, timeout: float = 20.0) -> "ClusterNode":
         self.leader_known.clear()
-        self.process = await asyncio.create_subprocess_exec(
-            nats_server_binary(), "-c", str(conf),
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        )
-        try:
-            await asyncio.wait_for(self._until_ready(), timeout)
-        except (asyncio.TimeoutError, ServerError):
-            await self.stop()
-            raise ServerError(f"{self.address.name} did not become ready on port {self.port}; see {self.log_path}") from None
+        await super().start(timeout)
         return self
 
     async def _copy_log(self) -> None:

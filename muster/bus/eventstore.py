@@ -43,6 +43,10 @@ class StoreError(Exception):
     pass
 
 
+class NoDirectGet(StoreError):
+    """Nobody answers direct gets (503): a replicated stream's replicas are not serving yet."""
+
+
 @dataclass(frozen=True)
 class Recorded:
     """One event as it sits in the log."""
@@ -189,7 +193,12 @@ class EventStore:
         seq = start_seq
         while True:
             # `up_to_seq` is applied here: nats-server 2.15 ignores it in a batch direct get.
-            batch = await self._direct_batch({"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter})
+            try:
+                batch = await self._direct_batch({"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter})
+            except NoDirectGet:
+                if not await self.replicated():
+                    raise
+                break  # a stream just created or electing: the leader answers the rest
             if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
                 return out + [r for r in batch if r.seq <= up_to_seq]
             out.extend(batch)
@@ -277,7 +286,9 @@ class EventStore:
             headers = dict(msg.headers or {})
             status = headers.get("Status")
             if status:
-                if status not in ("204", "404") and not done.done():
+                if status == "503" and not done.done():
+                    failure.append(NoDirectGet(f"no replica answers direct gets of {self.stream} yet"))
+                elif status not in ("204", "404") and not done.done():
                     failure.append(StoreError(f"direct get failed: {status} {headers.get('Description', '')}"))
                 if not done.done():
                     done.set_result(None)

@@ -74,11 +74,15 @@ class NatsServer:
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
+    def config_text(self) -> str:
+        """The server's config file; a cluster node renders its own."""
+        self.port = self.port or free_port()
+        return render_config(self.port, self.data_dir / "jetstream", self.name)
+
     async def start(self, timeout: float = 20.0) -> "NatsServer":
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or free_port()
         conf = self.data_dir / "nats.conf"
-        conf.write_text(render_config(self.port, self.data_dir / "jetstream", self.name))
+        conf.write_text(self.config_text())
         self.log_path = self.data_dir / "nats-server.log"
         self.process = await asyncio.create_subprocess_exec(
             nats_server_binary(), "-c", str(conf),
@@ -89,7 +93,7 @@ class NatsServer:
             await asyncio.wait_for(self._until_ready(), timeout)
         except (asyncio.TimeoutError, ServerError):
             await self.stop()
-            raise ServerError(f"nats-server did not become ready on port {self.port}; see {self.log_path}") from None
+            raise ServerError(f"nats-server {self.name} did not become ready on port {self.port}; see {self.log_path}") from None
         return self
 
     async def _until_ready(self) -> None:
