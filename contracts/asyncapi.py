@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from . import commands, events, subjects, tasks
+from . import commands, events, pool_commands, pools, subjects, tasks
 
 SCHEMA_REF = "#/components/schemas/{model}"
 
@@ -56,6 +56,13 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      {"kind": "providers, hardwaretypes, imagetypes, services, clustertemplates or partialtemplates",
       "name": "the entity's name"},
      "One `CatalogEntityPut` per version of a catalog entity (`muster catalog apply`)."),
+    ("events.pool", "muster.evt._system.pool.{pool}", {"pool": "the pool's name"},
+     "A resource pool, written only by a pool service (one writer, expected-sequence fencing): hosts added, "
+     "frozen as ambiguous, resolved, removed, reset; requests accepted or refused; every grant, confirmation, "
+     "release, failure, cancel, expiry and callback. No tenant: pools are shared by tenants (docs/pools.md)."),
+    ("events.poolreq", "muster.evt.{tenant}.poolreq.{pool}.{requestId}",
+     {"pool": "the pool's name", "requestId": "the requester's id for the request (the planner uses the job id)"},
+     "What one requester asked of a pool and reported back; the pool service follows these and decides."),
     ("events.other", "muster.evt.{tenant}.{aggregate}.{id}", {"aggregate": "the aggregate kind", "id": "its id"},
      "Events of aggregates not listed above."),
 ]
@@ -63,8 +70,17 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
 TASK_CHANNEL_EVENTS = {"TaskClaimed", "TaskSucceeded", "TaskFailed"}
 
 
+POOL_REQUEST_EVENTS = {"PoolHostsRequested", "PoolRequestCancelled", "PoolNodesReported", "PoolDynamicHostCreated",
+                       "PoolRequestClosed"}
+POOL_EVENTS = {m.model_fields["type"].default for m in pools.POOL_EVENTS} - POOL_REQUEST_EVENTS
+
+
 def event_channel(event_type: str) -> str:
     """Which channel of the log an event type is written to."""
+    if event_type in POOL_REQUEST_EVENTS:
+        return "events.poolreq"
+    if event_type in POOL_EVENTS:
+        return "events.pool"
     if event_type in TASK_CHANNEL_EVENTS:
         return "events.task"
     if event_type.startswith("Layout"):
@@ -141,16 +157,18 @@ def _message(model: type[BaseModel], summary: str, **extra: Any) -> dict[str, An
     return message
 
 
-def _params(names: dict[str, str]) -> dict[str, Any]:
-    return {"tenant": {"description": "the tenant (1-128 letters, digits, '-' or '_')"}, **{
-        k: {"description": v} for k, v in names.items()}}
+def _params(names: dict[str, str], tenant: bool = True) -> dict[str, Any]:
+    own = {k: {"description": v} for k, v in names.items()}
+    return {"tenant": {"description": "the tenant (1-128 letters, digits, '-' or '_')"}, **own} if tenant else own
 
 
 def build() -> dict[str, Any]:
     command_models = _union_members(commands.AnyCommand)
     reply_models = _union_members(commands.Reply)
     event_models = _union_members(events.AnyEvent)
-    schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage])
+    pool_command_models = _union_members(pool_commands.AnyPoolCommand)
+    schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage, *pool_command_models,
+                        pool_commands.PoolAnswer])
     messages: dict[str, Any] = {}
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
@@ -206,7 +224,7 @@ def build() -> dict[str, Any]:
             "address": address,
             "description": f"{description} Stream `{subjects.EVENTS_STREAM}` (the log; never expires). "
                            "Read with a JetStream consumer filtered on the subject (ordered consumer to follow).",
-            "parameters": _params(params),
+            "parameters": _params(params, tenant="{tenant}" in address),
             "messages": {n: {"$ref": f"#/components/messages/{n}"} for n in names},
         }
         if not names:
@@ -264,6 +282,8 @@ def build() -> dict[str, Any]:
                   "messages": [{"$ref": f"#/channels/queries.solve.reply/messages/{n}"} for n in ("LayoutSolved", "LayoutUnsolvable")]},
     }
 
+    _pool_channels(pool_command_models, messages, channels, operations)
+
     metrics = getattr(subjects, "PLANNER_METRICS", None)
     if metrics:
         messages["MetricsQuery"] = {"name": "MetricsQuery", "summary": "An empty request for queue metrics.",
@@ -312,6 +332,35 @@ def build() -> dict[str, Any]:
         "operations": operations,
         "components": {"schemas": schemas, "messages": dict(sorted(messages.items()))},
     }
+
+
+def _pool_channels(models: list[type[BaseModel]], messages: dict[str, Any], channels: dict[str, Any],
+                   operations: dict[str, Any]) -> None:
+    """Commands to pool services (docs/pools.md): request/reply, queue group `pools`."""
+    messages["PoolAnswer"] = _message(pool_commands.PoolAnswer, "A pool service's answer to a command.")
+    channels["pools.reply"] = {"address": None, "description": "One `PoolAnswer` or `Rejected` per command.",
+                               "messages": {n: {"$ref": f"#/components/messages/{n}"} for n in ("PoolAnswer", "Rejected")}}
+    for model in models:
+        t = _type_of(model)
+        verb = pool_commands.VERB_OF[t]
+        messages[t] = _message(model, f"Pool command `{verb}`.")
+        cid = f"pools.{verb}"
+        channels[cid] = {
+            "address": f"{subjects.POOL}.{{pool}}.{verb}",
+            "description": f"Core NATS request/reply to any pool service (queue group `pools`): one `{t}`, one answer.",
+            "parameters": _params({"pool": "the pool's name"}, tenant=False),
+            "messages": {t: {"$ref": f"#/components/messages/{t}"}},
+        }
+        operations[f"pool.{verb}"] = {
+            "action": "send", "channel": {"$ref": f"#/channels/{cid}"},
+            "messages": [{"$ref": f"#/channels/{cid}/messages/{t}"}],
+            "reply": {"channel": {"$ref": "#/channels/pools.reply"},
+                      "messages": [{"$ref": f"#/channels/pools.reply/messages/{n}"} for n in ("PoolAnswer", "Rejected")]},
+        }
+    messages["PoolList"] = {"name": "PoolList", "contentType": "application/json", "summary": "Every pool's summary.",
+                            "payload": {"type": "array", "items": {"type": "object", "additionalProperties": True}}}
+    channels["pools.list"] = {"address": subjects.POOL_LIST, "description": "Request/reply (empty body): every pool.",
+                              "messages": {"PoolList": {"$ref": "#/components/messages/PoolList"}}}
 
 
 def render() -> str:

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
+from .base import Event
 from .catalog import Action
 from .layout import Layout, NodeSpec
+from .pools import POOL_EVENTS
 from .tasks import ProvisionerInfo
-
-
-class Event(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 # -- jobs (written by the planner) -------------------------------------------------------------
@@ -383,6 +381,7 @@ AnyEvent = Annotated[
         NodeResultsRecorded,
         ClusterStatusChanged,
         CatalogEntityPut,
+        *POOL_EVENTS,
     ],
     Field(discriminator="type"),
 ]

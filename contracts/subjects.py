@@ -122,3 +122,35 @@ ALL_SOLVE_REQUESTS = f"{QUERY}.*.solve"
 PLANNER_METRICS = "muster.metrics.planner"
 """Request/reply: every planner answers with its queue metrics (JSON list, one per tenant and
 provisioner class); collect all replies."""
+
+
+# -- resource pools (docs/pools.md) -----------------------------------------------------------
+
+SYSTEM = "_system"
+"""The log's scope for what belongs to no tenant: pools are shared by tenants."""
+POOL = "muster.pool"
+POOL_VERBS = ("add-hosts", "remove-host", "resolve", "reset", "configure", "request", "cancel", "report", "close", "show")
+
+
+def pool_events(pool: str) -> str:
+    """The pool aggregate: hosts, requests and every decision; one writer at a time."""
+    return f"{EVT}.{SYSTEM}.pool.{token(pool, 'pool')}"
+
+
+def pool_request_events(tenant: str, pool: str, request_id: str) -> str:
+    """What one requester (a job) asked of a pool and reported back."""
+    return f"{EVT}.{token(tenant, 'tenant')}.poolreq.{token(pool, 'pool')}.{token(request_id, 'request id')}"
+
+
+ALL_POOL_EVENTS = f"{EVT}.{SYSTEM}.pool.*"
+ALL_POOL_REQUEST_EVENTS = f"{EVT}.*.poolreq.*.*"
+
+
+def pool_command(pool: str, verb: str) -> str:
+    """Request/reply to the pool service (queue group `pools`)."""
+    return f"{POOL}.{token(pool, 'pool')}.{token(verb, 'pool command')}"
+
+
+ALL_POOL_COMMANDS = f"{POOL}.*.*"
+POOL_LIST = "muster.pools"
+"""Request/reply: the pool service answers with every pool's summary."""

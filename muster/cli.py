@@ -11,7 +11,7 @@ import click
 
 # name -> ("module:attribute" of a click command, one-line help shown without importing it)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("muster.runtime.cli:up", "Start nats-server and the four services."),
+    "up": ("muster.runtime.cli:up", "Start nats-server and the services."),
     "demo": ("muster.runtime.cli:demo", "Start everything, build a 5-node cluster, then delete it."),
     "solver": ("services.solver.entrypoint:main", "Run the solver service."),
     "planner": ("services.planner.entrypoint:main", "Run the planner service."),
@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
     "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
+    "pool": ("services.pool.cli:pool", "Resource pools: add, list, show, resolve, reset, remove hosts; serve."),
 }
 
 

@@ -83,7 +83,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--capacity", default=8, show_default=True, help="provisioner workers")
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int) -> None:
-    """Start nats-server (unless NATS_URL is set) and the four services; Ctrl-C stops all."""
+    """Start nats-server (unless NATS_URL is set) and the services; Ctrl-C stops all."""
 
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,

@@ -1,4 +1,4 @@
-"""Run the embedded deployment: nats-server and the four services as child processes.
+"""Run the embedded deployment: nats-server and the services as child processes.
 
 Each child is `python -m muster <service>`; readiness is the child's own "started" log line,
 read from its stderr (which is also copied to `<data-dir>/logs/<name>.log`), so nothing here
@@ -79,12 +79,14 @@ class Deployment:
             # A stable id and work dir per process, so plugin state (static-pool
             # assignments, localhost keys) survives a restart.
             "tracker": ["tracker", "--port", str(self.tracker_port)],
+            "pool": ["pool", "serve"],
         }
         out: dict[str, list[str]] = {}
         for service, args in services.items():
             n = self.replicas.get(service, 1)
             for name in [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]:
                 own = ["--id", name, "--work-dir", str(self.data_dir / name)] if service == "provisioner" else []
+                own = ["--instance", name] if service == "pool" else own
                 out[name] = [*args, *own, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
         return out
 

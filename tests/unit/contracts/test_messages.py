@@ -10,7 +10,7 @@ from contracts.commands import COMMAND_ADAPTER, CreateCluster
 from contracts.events import EVENT_TYPES, TaskQueued, parse_event
 
 
-STATE_FACTS = {"JobRolledBack", "JobNeedsAttention"}
+STATE_FACTS = {"JobRolledBack", "JobNeedsAttention", "HostReset"}  # HostReset: "reset" is its own past tense
 
 
 def test_every_event_has_a_type_literal_and_a_version() -> None:

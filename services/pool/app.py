@@ -1,0 +1,312 @@
+"""The pool service's use cases: decide on pools and record the decisions in the log.
+
+Every change of a pool goes through `decide`: run a decision of the Pool aggregate, append its
+events to the pool's subject with the expected last sequence, and only then answer anyone.
+Another pool service that decided first makes the append fail; this one rebuilds the pool from
+the log and decides again, so any number of pool services (and of planners asking them) never
+hand out a host twice.
+
+Requests come two ways: as facts in the log (the planner writes `PoolHostsRequested` and the
+rest to its request subject; a durable consumer brings them here), or as request/reply commands
+(`muster.pool.<pool>.<verb>`) from administrators and other requesters, answered at once.
+Deadlines are timers rebuilt from the pool on every start; callbacks still due are sent again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import structlog
+from nats.aio.client import Client
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.commands import Rejected
+from contracts.pool_commands import (
+    POOL_COMMAND_ADAPTER, VERB_OF, AddHosts, CancelRequest, CloseRequest, ConfigurePool, PoolAnswer, PoolCommand,
+    RemoveHost, ReportNodes, RequestHosts, ResetHost, ResolveHost, ShowPool,
+)
+from contracts.pools import (
+    Callback, PoolHostsRequested, PoolNodesReported, PoolRequestCancelled, PoolRequestClosed,
+)
+from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
+from muster.bus.repository import Repository, fold, log_seq, rebuild
+from muster.catalog_files import describe_validation_error
+
+from .adapters.callbacks import CallbackSender, target_text
+from .domain.intake import FACT_TYPES, take
+from .domain.pool import Pool, PoolCreated, PoolError
+
+log = structlog.get_logger("muster.pool")
+T = TypeVar("T")
+MAX_CONFLICTS = 20
+
+
+def principal_of(command: PoolCommand) -> str:
+    """Who asks. The one place to change when authenticated principals arrive: today, as
+    everywhere in muster, it is what the request names."""
+    return command.requested_by
+
+
+@dataclass
+class PoolService:
+    nc: Client
+    store: EventStore
+    instance: str = "pool-1"
+    sender: CallbackSender | None = None
+    pools: dict[str, Pool] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.repo = Repository(self.store)
+        self.locks: dict[str, asyncio.Lock] = {}
+        self.timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self.sending: set[tuple[str, str, str]] = set()
+        self.background: set[asyncio.Task[Any]] = set()
+        self.sender = self.sender or CallbackSender(self.nc)
+        self.decisions = 0
+
+    # -- the log -----------------------------------------------------------------------
+
+    async def resume(self) -> None:
+        """Rebuild every pool from the log, then set its deadline timers and send the
+        callbacks it still owes."""
+
+        def on_event(r: Recorded) -> None:
+            name = r.subject.rsplit(".", 1)[1]
+            self.pools[name] = fold(Pool, self.pools.get(name), r)
+
+        await self.store.replay(subjects.ALL_POOL_EVENTS, on_event)
+        for name, pool in self.pools.items():
+            self._after(name, pool)
+        log.info("resumed", pools=len(self.pools), hosts=sum(len(p.book.hosts) for p in self.pools.values()))
+
+    async def catch_up(self, name: str) -> Pool | None:
+        """Take in what other pool services recorded since this one last wrote or read."""
+        pool = self.pools.get(name)
+        if pool is None:
+            pool = rebuild(Pool, await self.store.read(subjects.pool_events(name)))
+        else:
+            for r in await self.store.read(subjects.pool_events(name), start_seq=log_seq(pool) + 1):
+                pool = fold(Pool, pool, r)
+        if pool is not None:
+            self.pools[name] = pool
+        return pool
+
+    async def decide(self, name: str, change: Callable[[Pool], T], create_by: str | None = None) -> T:
+        """Run `change` on the pool and record what it decided; a stale view is rebuilt from
+        the log and the decision made again. `create_by`: make the pool if there is none."""
+        lock = self.locks.setdefault(name, asyncio.Lock())
+        async with lock:
+            for _ in range(MAX_CONFLICTS):
+                pool = self.pools.get(name)
+                if pool is None and create_by is None:
+                    raise PoolError(f"there is no pool {name!r}")
+                pool = pool if pool is not None else Pool(PoolCreated(pool=name, by=create_by or "anonymous"))
+                result = change(pool)  # PoolError: nothing was recorded, nothing to undo
+                try:
+                    await self.repo.save(pool, subjects.pool_events(name))
+                except ConcurrencyError:
+                    await self._rebuild(name)  # someone else decided first: decide again on their result
+                    continue
+                except BaseException:
+                    await self._rebuild(name)  # the events may or may not be in the log
+                    raise
+                self.pools[name] = pool
+                self.decisions += 1
+                self._after(name, pool)
+                return result
+        raise PoolError(f"pool {name}: {MAX_CONFLICTS} other writers got there first; try again")
+
+    async def _rebuild(self, name: str) -> None:
+        pool = rebuild(Pool, await self.store.read(subjects.pool_events(name)))
+        if pool is None:
+            self.pools.pop(name, None)
+        else:
+            self.pools[name] = pool
+
+    # -- requesters' facts, from the log ---------------------------------------------------
+
+    async def on_request_event(self, r: Recorded) -> None:
+        """A requester wrote to `muster.evt.<tenant>.poolreq.<pool>.<request-id>`: take in the
+        request's whole history (a handful of facts), in order."""
+        parts = r.subject.split(".")
+        if len(parts) != 6 or r.type not in FACT_TYPES:
+            return
+        tenant, name, request_id = parts[2], parts[4], parts[5]
+        history = [h.event for h in await self.store.read(r.subject) if h.type in FACT_TYPES]
+        creates = any(isinstance(f, PoolHostsRequested) for f in history)
+        if name not in self.pools and not creates:
+            log.warning("fact for an unknown pool ignored", pool=name, type=r.type)
+            return
+        # A request to an unknown pool makes it (empty), so the refusal can be recorded where
+        # the requester looks for its answer.
+        outcomes = await self.decide(name, lambda p: [take(p, tenant, request_id, f) for f in history],
+                                     create_by=f"pool-service:{self.instance}" if creates else None)
+        log.info("request facts taken", pool=name, request=request_id, outcomes=outcomes)
+
+    # -- commands, request/reply -------------------------------------------------------
+
+    async def handle_command(self, name: str, verb: str, data: bytes) -> PoolAnswer | Rejected:
+        try:
+            subjects.token(name, "pool")
+            command = POOL_COMMAND_ADAPTER.validate_json(data)
+        except ValidationError as err:
+            return Rejected(reason=describe_validation_error(err))
+        except ValueError as err:
+            return Rejected(reason=str(err))
+        if VERB_OF[command.type] != verb:
+            return Rejected(reason=f"{command.type} goes to {subjects.POOL}.<pool>.{VERB_OF[command.type]}, not .{verb}")
+        try:
+            return await self._command(name, command, principal_of(command))
+        except PoolError as err:
+            return Rejected(reason=str(err))
+
+    async def _command(self, name: str, c: Any, by: str) -> PoolAnswer | Rejected:
+        if isinstance(c, AddHosts):
+            frozen = await self.decide(name, lambda p: p.add_hosts(list(c.hosts), by), create_by=by)
+            message = f"{len(c.hosts)} hosts registered in pool {name}"
+            if frozen:
+                message += f"; ambiguous, lent to nobody until resolved: {', '.join(frozen)}"
+            return PoolAnswer(message=message, changed=[h.id for h in c.hosts])
+        if isinstance(c, RemoveHost):
+            await self.decide(name, lambda p: p.remove_host(c.host_id, by, c.reason))
+            return PoolAnswer(message=f"host {c.host_id} removed from pool {name}", changed=[c.host_id])
+        if isinstance(c, ResetHost):
+            await self.decide(name, lambda p: p.reset(c.host_id, by))
+            return PoolAnswer(message=f"host {c.host_id} reset: back in pool {name}", changed=[c.host_id])
+        if isinstance(c, ResolveHost):
+            unfrozen = await self.decide(name, lambda p: p.resolve(c.host_id, by, c.use_claim, c.drop))
+            done = f"dropped {c.host_id}" if c.drop else f"kept registration {c.use_claim} of {c.host_id}"
+            return PoolAnswer(message=f"{done}; no longer ambiguous: {', '.join(unfrozen) or 'none'}", changed=unfrozen)
+        if isinstance(c, ConfigurePool):
+            await self.decide(name, lambda p: p.configure(c.terms, by), create_by=by)
+            return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy})")
+        if isinstance(c, ShowPool):
+            pool = await self.catch_up(name)
+            if pool is None:
+                raise PoolError(f"there is no pool {name!r}")
+            return PoolAnswer(view=self.view(pool, c.hosts))
+        return await self._as_requester(name, c, by)
+
+    async def _as_requester(self, name: str, c: Any, by: str) -> PoolAnswer | Rejected:
+        """A requester's command: recorded as its fact on the request subject (as the planner
+        records its own), then taken in at once, so the answer can say where it stands."""
+        if isinstance(c, RequestHosts):
+            req = c.request.model_copy(update={"by": by})
+            if req.pool != name:
+                raise PoolError(f"the request names pool {req.pool!r} but was sent to pool {name!r}")
+            pool = await self.catch_up(name)
+            if pool is None:
+                raise PoolError(f"there is no pool {name!r}")
+            reason = "" if pool.requests.known(req.request_id) else pool.refusal(req)
+            if reason:
+                return Rejected(reason=reason)  # refused at admission: nothing is recorded
+            tenant, rid, fact = req.tenant, req.request_id, PoolHostsRequested(request=req)
+        elif isinstance(c, CancelRequest):
+            tenant, rid, fact = c.tenant, c.request_id, PoolRequestCancelled(request_id=c.request_id, reason=c.reason, by=by)
+        elif isinstance(c, ReportNodes):
+            tenant, rid = c.tenant, c.request_id
+            fact = PoolNodesReported(request_id=rid, cluster_id=c.cluster_id, status=c.status, node_ids=list(c.node_ids),
+                                     reason=c.reason, by=by)
+        else:
+            assert isinstance(c, CloseRequest)
+            tenant, rid, fact = c.tenant, c.request_id, PoolRequestClosed(request_id=c.request_id, outcome=c.outcome, by=by)
+        if name not in self.pools and not isinstance(c, RequestHosts):
+            raise PoolError(f"there is no pool {name!r}")
+        subject = subjects.pool_request_events(tenant, name, rid)
+        digest = hashlib.sha256(fact.model_dump_json().encode()).hexdigest()[:16]
+        await self.store.append(subject, [Append(event=fact, msg_id=f"poolreq:{subject}:{digest}")])
+        outcome = await self.decide(name, lambda p: take(p, tenant, rid, fact))
+        pool = self.pools[name]
+        if isinstance(c, RequestHosts):
+            return self.request_answer(pool, rid, outcome)
+        return PoolAnswer(message=outcome, state=outcome)
+
+    def request_answer(self, pool: Pool, request_id: str, outcome: str) -> PoolAnswer:
+        r = pool.requests.open.get(request_id)
+        if r is None:
+            how = pool.requests.finished.get(request_id, outcome)
+            return PoolAnswer(state=how, message=f"request {request_id} is {how}")
+        if r.state == "waiting":
+            position = pool.position(request_id)
+            return PoolAnswer(state="waiting", position=position,
+                              message=f"waiting for {r.size} hosts of pool {pool.name}: {position} in line")
+        hosts = [{"node_id": a.node_id, **pool.book.hosts[a.host_id].view()} for a in r.assignments
+                 if a.host_id in pool.book.hosts]
+        return PoolAnswer(state="granted", hosts=hosts, message=f"granted {len(r.assignments)} hosts of pool {pool.name}")
+
+    @staticmethod
+    def view(pool: Pool, hosts: bool = True) -> dict[str, Any]:
+        out = {**pool.summary(), "queue": pool.queue_view()}
+        if hosts:
+            out["hosts_detail"] = pool.hosts_view()
+        return out
+
+    async def list_pools(self) -> list[dict[str, Any]]:
+        """Every pool in the log (another pool service may have made some)."""
+        info = await self.store.js.stream_info(self.store.stream, subjects_filter=subjects.ALL_POOL_EVENTS)
+        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in (info.state.subjects or {})}
+        for name in names:
+            await self.catch_up(name)
+        return [self.pools[n].summary() for n in sorted(names) if n in self.pools]
+
+    # -- timers and callbacks ----------------------------------------------------------
+
+    def _after(self, name: str, pool: Pool) -> None:
+        """After every decision: one timer per waiting request with a deadline; a send for
+        every callback due."""
+        loop = asyncio.get_running_loop()
+        deadlines = pool.deadlines()
+        for key in [k for k in self.timers if k[0] == name and k[1] not in deadlines]:
+            self.timers.pop(key).cancel()
+        now = datetime.now(timezone.utc)
+        for rid, deadline in deadlines.items():
+            if (name, rid) not in self.timers:
+                delay = max(0.0, (deadline - now).total_seconds())
+                self.timers[(name, rid)] = loop.call_later(delay, self._on_deadline, name, rid)
+        for (rid, on), due in pool.callbacks_due.items():
+            key = (name, rid, on)
+            if key not in self.sending:
+                self.sending.add(key)
+                self._spawn(self._send(key, due["target"], due["body"]))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    def _on_deadline(self, name: str, request_id: str) -> None:
+        self.timers.pop((name, request_id), None)
+        self._spawn(self._expire(name, request_id))
+
+    async def _expire(self, name: str, request_id: str) -> None:
+        try:
+            if await self.decide(name, lambda p: p.expire(request_id, datetime.now(timezone.utc))):
+                log.info("request expired", pool=name, request=request_id)
+        except Exception:
+            log.exception("expiry failed", pool=name, request=request_id)
+
+    async def _send(self, key: tuple[str, str, str], target: Callback, body: dict[str, Any]) -> None:
+        name, rid, on = key
+        try:
+            assert self.sender is not None
+            attempts, error = await self.sender.send(target, body)
+            await self.decide(name, lambda p: p.delivered(rid, on, target_text(target), attempts, error))
+            log.info("callback sent" if not error else "callback gave up", pool=name, request=rid, on=on, error=error)
+        except Exception:
+            log.exception("callback failed", pool=name, request=rid, on=on)
+        finally:
+            self.sending.discard(key)
+
+    async def close(self) -> None:
+        for timer in self.timers.values():
+            timer.cancel()
+        self.timers.clear()
+        for task in list(self.background):
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)

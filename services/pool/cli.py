@@ -1,0 +1,239 @@
+"""`muster pool`: hosts, terms and the waiting line of resource pools (docs/pools.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from contracts.pool_commands import (
+    MAX_HOSTS_PER_COMMAND, AddHosts, ConfigurePool, RemoveHost, ResetHost, ResolveHost, ShowPool,
+)
+from contracts.pools import HostSpec, PoolTerms, TenantTerms
+from muster.cli_support import CliError, bus_options, command, echo_json, json_option, open_client, parse_json_arg, resolve_nats_url
+from muster.client import default_user
+
+from . import client as pools
+from .entrypoint import serve
+
+out = Console()
+PROPERTY_KEYS = ("cpu", "memory", "labels", "extra")
+
+
+@click.group("pool")
+def pool() -> None:
+    """Resource pools: SSH hosts lent to one node of one cluster at a time."""
+
+
+pool.add_command(serve)
+
+
+def _options(f: Any) -> Any:
+    return bus_options(json_option(f))
+
+
+async def _send(nats_server: str | None, data_dir: Path, tenant: str, name: str, cmd: Any) -> Any:
+    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as c:
+        try:
+            return await pools.send(c.nc, name, cmd)
+        except pools.NoPoolService as err:
+            raise CliError(str(err), 3) from None
+        except pools.PoolRejected as err:
+            raise CliError(f"refused: {err.reason}") from None
+
+
+def host_entries(raw: Any, source: str) -> list[HostSpec]:
+    """Hosts from a file: the contract's shape, or with cpu/memory/labels at the top level and
+    `host_key` for a single key."""
+    if isinstance(raw, dict) and "hosts" in raw:
+        raw = raw["hosts"]
+    if not isinstance(raw, list) or not raw:
+        raise CliError(f"{source}: expected a list of hosts (or {{hosts: [...]}})")
+    specs = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise CliError(f"{source}: host {i + 1} is not a mapping")
+        item = dict(item)
+        props = dict(item.pop("properties", {}) or {})
+        props.update({k: item.pop(k) for k in PROPERTY_KEYS if k in item})
+        if "host_key" in item:
+            item["host_keys"] = item.pop("host_key")
+        try:
+            specs.append(HostSpec.model_validate({**item, "properties": props}))
+        except ValueError as err:
+            first = getattr(err, "errors", lambda: [{"loc": (), "msg": str(err)}])()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise CliError(f"{source}: host {i + 1} ({item.get('id', '?')}): {where + ': ' if where else ''}{first['msg']}") from None
+    return specs
+
+
+@pool.command("add-hosts")
+@click.argument("name")
+@click.argument("hosts_file", metavar="FILE")
+@_options
+@command
+async def add_hosts(name: str, hosts_file: str, tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+    """Register static hosts from FILE (YAML or JSON: id, address, port, user, host_keys,
+    cpu, memory, labels). Makes the pool if it is new."""
+    specs = host_entries(parse_json_arg(f"@{hosts_file}", "hosts"), hosts_file)
+    answers = []
+    for i in range(0, len(specs), MAX_HOSTS_PER_COMMAND):
+        chunk = specs[i : i + MAX_HOSTS_PER_COMMAND]
+        answers.append(await _send(nats_server, data_dir, tenant, name, AddHosts(hosts=chunk, requested_by=default_user())))
+    if as_json:
+        echo_json([a.model_dump() for a in answers])
+    else:
+        for a in answers:
+            out.print(a.message)
+
+
+@pool.command("list")
+@_options
+@command
+async def list_pools(tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+    """Every pool: hosts by state, free hosts, waiting requests."""
+    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as c:
+        try:
+            found = await pools.list_pools(c.nc)
+        except pools.NoPoolService as err:
+            raise CliError(str(err), 3) from None
+    if as_json:
+        echo_json(found)
+        return
+    table = Table(title="pools")
+    for col in ("pool", "hosts", "free", "states", "waiting", "granted", "policy"):
+        table.add_column(col)
+    for p in found:
+        states = ", ".join(f"{k} {v}" for k, v in p["states"].items())
+        table.add_row(p["pool"], str(p["hosts"]), str(p["free"]), states, str(p["waiting"]), str(p["granted"]), p["terms"]["policy"])
+    out.print(table if found else "no pools yet: `muster pool add-hosts NAME FILE` makes one")
+
+
+@pool.command("show")
+@click.argument("name")
+@click.option("--no-hosts", is_flag=True, help="only the summary and the waiting line")
+@_options
+@command
+async def show(name: str, no_hosts: bool, tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+    """A pool: its terms, every host and the waiting line in policy order."""
+    answer = await _send(nats_server, data_dir, tenant, name, ShowPool(hosts=not no_hosts))
+    view = answer.view or {}
+    if as_json:
+        echo_json(view)
+        return
+    terms = view["terms"]
+    out.print(f"pool {name}: {view['hosts']} hosts, {view['free']} free; policy {terms['policy']}"
+              + (f", at most {terms['job_limit']} hosts per job" if terms.get("job_limit") else ""))
+    for t, tt in sorted(terms["tenants"].items()):
+        out.print(f"  tenant {t}: priority {tt['priority']}, max nodes {tt['max_nodes']}, max clusters {tt['max_clusters']}")
+    if not no_hosts:
+        table = Table(title="hosts")
+        for col in ("host", "address", "state", "cpu", "memory", "labels", "held by", "note"):
+            table.add_column(col)
+        for h in view.get("hosts_detail", []):
+            holder = h["holder"]
+            note = h["error"] or ("ambiguous" + (f": shares address with {', '.join(h['shares_address_with'])}"
+                                                 if h["shares_address_with"] else f": {len(h['claims']) + 1} registrations")
+                                  if h["ambiguous"] else "")
+            table.add_row(h["id"], f"{h['address']}:{h['port']}", h["state"], str(h["properties"]["cpu"]),
+                          f"{h['properties']['memory']}M", ",".join(h["properties"]["labels"]),
+                          f"{holder['tenant']}/{holder['cluster_id'][:8]}/{holder['node_id']}" if holder else "", note)
+        out.print(table)
+    queue = view.get("queue", [])
+    if queue:
+        table = Table(title="waiting, in policy order")
+        for col in ("#", "request", "tenant", "cluster", "hosts", "urgency", "priority", "score", "deadline"):
+            table.add_column(col)
+        for q in queue:
+            table.add_row(str(q["position"]), q["request_id"], q["tenant"], q["cluster_id"], str(q["hosts"]),
+                          str(q["urgency"]), str(q["priority"]), f"{q['score']:g}", q["deadline"] or "")
+        out.print(table)
+    else:
+        out.print("nobody is waiting")
+
+
+@pool.command("resolve")
+@click.argument("name")
+@click.argument("host_id", metavar="HOST")
+@click.option("--use", "use_claim", type=click.IntRange(1), help="keep this registration of the host (1 = the first)")
+@click.option("--drop", is_flag=True, help="remove the host from the pool instead")
+@_options
+@command
+async def resolve(name: str, host_id: str, use_claim: int | None, drop: bool, tenant: str, nats_server: str | None,
+                  data_dir: Path, as_json: bool) -> None:
+    """End an ambiguity: say which registration of HOST is right, or drop it."""
+    answer = await _send(nats_server, data_dir, tenant, name,
+                         ResolveHost(host_id=host_id, use_claim=use_claim, drop=drop, requested_by=default_user()))
+    echo_json(answer.model_dump()) if as_json else out.print(answer.message)
+
+
+@pool.command("reset")
+@click.argument("name")
+@click.argument("host_id", metavar="HOST")
+@_options
+@command
+async def reset(name: str, host_id: str, tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+    """Put a host in error back in the pool (after you repaired it)."""
+    answer = await _send(nats_server, data_dir, tenant, name, ResetHost(host_id=host_id, requested_by=default_user()))
+    echo_json(answer.model_dump()) if as_json else out.print(answer.message)
+
+
+@pool.command("remove-host")
+@click.argument("name")
+@click.argument("host_id", metavar="HOST")
+@click.option("--reason", default="", help="recorded with the removal")
+@_options
+@command
+async def remove_host(name: str, host_id: str, reason: str, tenant: str, nats_server: str | None, data_dir: Path,
+                      as_json: bool) -> None:
+    """Take a host that nobody holds out of the pool."""
+    answer = await _send(nats_server, data_dir, tenant, name,
+                         RemoveHost(host_id=host_id, reason=reason, requested_by=default_user()))
+    echo_json(answer.model_dump()) if as_json else out.print(answer.message)
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, int]:
+    found = {}
+    for v in values:
+        key, sep, number = v.partition("=")
+        if not sep or not number.isdigit():
+            raise CliError(f"{what} {v!r}: use TENANT=NUMBER")
+        found[key] = int(number)
+    return found
+
+
+@pool.command("configure")
+@click.argument("name")
+@click.option("--policy", help="urgency-x-priority (default), priority or fifo")
+@click.option("--default-priority", type=click.IntRange(0, 1000), help="priority of tenants not listed")
+@click.option("--priority", multiple=True, metavar="TENANT=N", help="a tenant's priority (repeat)")
+@click.option("--max-nodes", multiple=True, metavar="TENANT=N", help="most hosts a tenant may hold and wait for")
+@click.option("--max-clusters", multiple=True, metavar="TENANT=N", help="most clusters a tenant may use the pool for")
+@click.option("--job-limit", type=click.IntRange(0), help="most hosts one job may ask for (0 = no limit)")
+@_options
+@command
+async def configure(name: str, policy: str | None, default_priority: int | None, priority: tuple[str, ...],
+                    max_nodes: tuple[str, ...], max_clusters: tuple[str, ...], job_limit: int | None, tenant: str,
+                    nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+    """Change a pool's policy, priorities and quotas (what is not given stays)."""
+    try:
+        current = (await _send(nats_server, data_dir, tenant, name, ShowPool(hosts=False))).view["terms"]
+    except CliError as err:
+        if "there is no pool" not in str(err):
+            raise
+        current = PoolTerms().model_dump()
+    tenants = {t: dict(v) for t, v in current["tenants"].items()}
+    for field, values in (("priority", priority), ("max_nodes", max_nodes), ("max_clusters", max_clusters)):
+        for t, n in _pairs(values, "--" + field.replace("_", "-")).items():
+            tenants.setdefault(t, TenantTerms().model_dump())[field] = n
+    terms = PoolTerms.model_validate({
+        **current, "tenants": tenants,
+        **({"policy": policy} if policy else {}),
+        **({"default_priority": default_priority} if default_priority is not None else {}),
+        **({"job_limit": job_limit or None} if job_limit is not None else {}),
+    })
+    answer = await _send(nats_server, data_dir, tenant, name, ConfigurePool(terms=terms, requested_by=default_user()))
+    echo_json(answer.model_dump()) if as_json else out.print(answer.message)

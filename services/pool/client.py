@@ -1,0 +1,48 @@
+"""Talking to a pool service over the bus (for the CLI, tests and other requesters)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client
+from pydantic import TypeAdapter
+
+from contracts import subjects
+from contracts.commands import Rejected
+from contracts.pool_commands import VERB_OF, PoolAnswer, PoolCommand
+from muster.client import MusterError
+
+ANSWER: TypeAdapter[PoolAnswer | Rejected] = TypeAdapter(PoolAnswer | Rejected)
+
+
+class PoolRejected(MusterError):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class NoPoolService(MusterError):
+    pass
+
+
+async def send(nc: Client, pool: str, command: PoolCommand, timeout: float = 10.0) -> PoolAnswer:
+    """One command, one answer; a refusal raises PoolRejected with the pool's reason."""
+    verb = VERB_OF[command.type]  # type: ignore[attr-defined]
+    try:
+        msg = await nc.request(subjects.pool_command(pool, verb), command.model_dump_json().encode(), timeout=timeout)
+    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+        raise NoPoolService("no pool service answered: is `muster up` (or `muster pool serve`) running?") from None
+    answer = ANSWER.validate_json(msg.data)
+    if isinstance(answer, Rejected):
+        raise PoolRejected(answer.reason)
+    return answer
+
+
+async def list_pools(nc: Client, timeout: float = 10.0) -> list[dict[str, Any]]:
+    try:
+        msg = await nc.request(subjects.POOL_LIST, b"", timeout=timeout)
+    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+        raise NoPoolService("no pool service answered: is `muster up` (or `muster pool serve`) running?") from None
+    return list(json.loads(msg.data))

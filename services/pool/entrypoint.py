@@ -1,0 +1,79 @@
+"""Composition root of the pool service (`muster pool serve`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from contextlib import AsyncExitStack
+from typing import Any
+
+import click
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
+
+from contracts import subjects
+from contracts.commands import Rejected
+from muster.bus.consume import consume_events
+from muster.bus.eventstore import EventStore
+from muster.runtime.service import main_for
+
+from .adapters.callbacks import CallbackSender
+from .app import PoolService
+
+log = structlog.get_logger("muster.pool")
+
+
+async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, ack_wait: float = 30.0,
+                             callback_attempts: int = 5, callback_backoff_s: float = 0.5) -> PoolService:
+    service = PoolService(nc=nc, store=EventStore(nc), instance=instance,
+                          sender=CallbackSender(nc, attempts=callback_attempts, backoff_s=callback_backoff_s))
+    stack.push_async_callback(service.close)
+    await service.resume()
+
+    async def on_command(msg: Msg) -> None:
+        _, _, pool, verb = (msg.subject.split(".") + ["", "", "", ""])[:4]
+        try:
+            reply: Any = await service.handle_command(pool, verb, msg.data)
+        except Exception:  # a bug must not leave a requester without an answer
+            log.exception("command failed", subject=msg.subject)
+            reply = Rejected(reason="internal error while handling the command; see the pool service's log")
+        if msg.reply:
+            await msg.respond(reply.model_dump_json().encode())
+
+    async def on_list(msg: Msg) -> None:
+        if msg.reply:
+            await msg.respond(json.dumps(await service.list_pools()).encode())
+
+    subs = [
+        await nc.subscribe(subjects.ALL_POOL_COMMANDS, queue="pools", cb=on_command),
+        await nc.subscribe(subjects.POOL_LIST, queue="pools", cb=on_list),
+        await consume_events(nc.jetstream(), subjects.ALL_POOL_REQUEST_EVENTS, "pool-requests",
+                             service.on_request_event, queue="pool-requests", ack_wait=ack_wait),
+    ]
+    for sub in subs:
+        stack.push_async_callback(_unsubscribe, sub)
+    return service
+
+
+async def _unsubscribe(sub: Any) -> None:
+    with contextlib.suppress(ConnectionClosedError):
+        await sub.unsubscribe()
+
+
+@click.command("serve")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--instance", default=None, help="this pool service's name (default: pool-<host>-<pid>)")
+@click.option("--callback-attempts", default=5, show_default=True, type=click.IntRange(1, 100),
+              help="tries of an HTTP callback before giving up (recorded either way)")
+def serve(nats_url: str | None, instance: str | None, callback_attempts: int) -> None:
+    """Run the pool service: decide which hosts go to which nodes."""
+    name = instance or f"pool-{socket.gethostname()}-{os.getpid()}"
+
+    async def setup(nc: Client, stack: AsyncExitStack) -> None:
+        await start_pool_service(nc, stack, name, callback_attempts=callback_attempts)
+
+    main_for("pool", nats_url, setup)
