@@ -1,7 +1,7 @@
 """A job's status as the tracker answers it (pure).
 
 The job's own view comes from its owner (the planner answers with `Job.view()`) or, when the
-owner is gone, from the Job aggregate rebuilt from the log, which gives the very same view.
+owner is gone, from the job's events folded by `jobs.JobView`, which gives the very same view.
 Either way the tracker adds where each task runs (its location) and the layout.
 """
 
@@ -10,13 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from muster.bus.eventstore import Recorded
-from muster.bus.repository import rebuild
-from services.planner.domain.job import Job
+from contracts.envelope import Recorded
 
+from .jobs import job_view
 from .locations import Record, merge_all, parse_subject, updates_from
 
-FINAL_STATES = frozenset({"succeeded", "failed", "rolled_back", "needs_attention"})
 JOB_FIELDS = ("id", "tenant", "cluster_id", "operation", "state", "error", "owner", "requested_by", "mode",
               "started_at", "finished_at")
 
@@ -63,12 +61,6 @@ def split_history(history: Iterable[Recorded]) -> tuple[list[Recorded], list[Rec
     return job, layout, tasks
 
 
-def view_from_log(job_history: list[Recorded]) -> dict[str, Any] | None:
-    """The owner's view, rebuilt from the job's own events."""
-    job = rebuild(Job, job_history)
-    return job.view() if job is not None else None
-
-
 def task_records(task_history: Iterable[Recorded], base: Mapping[str, Record] | None = None) -> dict[str, Record]:
     """Task locations folded from task events, on top of `base` (records by task id)."""
     records: dict[str, Record] = dict(base or {})
@@ -88,7 +80,7 @@ def layout_of(layout_history: Iterable[Recorded]) -> Any:
 
 def status_from_log(history: list[Recorded]) -> dict[str, Any] | None:
     job, layout, tasks = split_history(history)
-    view = view_from_log(job)
+    view = job_view(job)
     if view is None:
         return None
     return compose(view, task_records(tasks), layout_of(layout), "log")

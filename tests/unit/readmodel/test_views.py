@@ -8,8 +8,8 @@ from typing import Any
 from contracts.catalog import Action
 from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from muster.bus.eventstore import Recorded
-from services.tracker.domain.status import compose, needs_repair, task_records
-from services.tracker.domain.timeline import place, timeline
+from muster.readmodel.status import compose, needs_repair, task_records
+from muster.readmodel.timeline import place, timeline
 
 T, J = "acme", "11111111-1111-4111-8111-111111111111"
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)

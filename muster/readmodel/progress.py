@@ -1,7 +1,7 @@
 """Live progress of one job, folded event by event from its story (pure).
 
-The job part is the planner's own Job aggregate, so the progress after each event is exactly
-what the owner would answer at that point; task locations come from the provisioners' claims
+The job part is `jobs.JobView`, the same document the owner answers with, so the progress after
+each event is what the owner would have answered at that point; task locations come from the provisioners' claims
 and outcomes; the stages are those of the plan being run (forward, or the rollback).
 """
 
@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from muster.bus.eventstore import Recorded
-from muster.bus.repository import to_domain_event
-from services.planner.domain.job import Job
+from contracts.envelope import Recorded
+from contracts.events import FINAL_JOB_EVENTS
 
+from .jobs import JobView
 from .locations import Record, parse_subject
 from .status import compose, task_records
-from .timeline import FINAL_EVENTS, describe, place, who
+from .timeline import describe, place, who
 
 
 class JobProgress:
     def __init__(self) -> None:
-        self.job: Job | None = None
+        self.job = JobView()
         self.locations: dict[str, Record] = {}
         self.layout: Any = None
         self.phase = "forward"
@@ -34,7 +34,7 @@ class JobProgress:
         kind = parsed[1] if parsed else ""
         e = r.event
         if kind == "job":
-            self.job = to_domain_event(Job, r).mutate(self.job)
+            self.job.apply(r)
         elif kind == "task":
             self.locations = task_records([r], self.locations)
         if e.type == "LayoutSolved":
@@ -46,7 +46,7 @@ class JobProgress:
             self.phase, self.stages = "rollback", [list(s) for s in e.stages]
         elif e.type == "JobRetried":
             self.phase, self.stages = "forward", self._forward
-        if e.type in FINAL_EVENTS:
+        if e.type in FINAL_JOB_EVENTS:
             self.final = r
         status = self.status()
         return {
@@ -59,7 +59,7 @@ class JobProgress:
         }
 
     def status(self) -> dict[str, Any] | None:
-        if self.job is None:
+        if not self.job.requested:
             return None
         return compose(self.job.view(), self.locations, self.layout, "log")
 
