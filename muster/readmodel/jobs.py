@@ -35,7 +35,10 @@ class JobView:
         self.attempts: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
         self.forward_tasks: list[dict[str, Any]] = []
+        self.forward_links: list[tuple[list[str], list[str]]] = []
         self.forward_stages: list[list[str]] = []
+        self.rollback_tasks: list[dict[str, Any]] = []
+        self.rollback_links: list[tuple[list[str], list[str]]] = []
         self.rollback_stages: list[list[str]] | None = None
         self.started_at: str | None = None
         self.updated_at: str | None = None
@@ -55,6 +58,25 @@ class JobView:
             return self.rollback_stages
         return self.forward_stages
 
+    def graph(self) -> dict[str, Any]:
+        """The plans as graphs: the forward plan and the rollback being (or last) run, each with
+        its tasks, links (`[sources, targets]`: every source before every target) and stages;
+        cleanup tasks (deletes of half-made machines) apart."""
+        planned = {t["id"] for t in self.forward_tasks} | {t["id"] for t in self.rollback_tasks}
+        return {
+            "forward": {"tasks": self.forward_tasks, "links": self.forward_links, "stages": self.forward_stages},
+            "rollback": None if self.rollback_stages is None else
+            {"tasks": self.rollback_tasks, "links": self.rollback_links, "stages": self.rollback_stages},
+            "cleanups": [t for t in self.tasks.values() if t["id"] not in planned],
+        }
+
+    def task(self, task_id: str) -> dict[str, Any] | None:
+        """One task's state and attempt, as in the view (O(1))."""
+        t = self.tasks.get(task_id)
+        if t is None:
+            return None
+        return {**t, "state": self.task_state.get(task_id, "planned"), "attempt": self.attempts.get(task_id, 0)}
+
     def apply(self, r: Recorded) -> None:
         e = r.event
         handler = _APPLY.get(e.type)
@@ -66,10 +88,7 @@ class JobView:
 
     def view(self) -> dict[str, Any]:
         """The job as its owner sees it (the tracker adds where each task runs)."""
-        tasks = [
-            {**t, "state": self.task_state.get(t["id"], "planned"), "attempt": self.attempts.get(t["id"], 0)}
-            for t in self.tasks.values()
-        ]
+        tasks = [{**t, "state": self.task_state.get(i, "planned"), "attempt": self.attempts.get(i, 0)} for i, t in self.tasks.items()]
         counts: dict[str, int] = {}
         for t in tasks:
             counts[t["state"]] = counts.get(t["state"], 0) + 1
@@ -97,6 +116,7 @@ class JobView:
         self.mode = e.mode
         self.tasks = {t.id: _task(t.id, t.node, t.action.value, t.service) for t in e.tasks}
         self.forward_tasks = list(self.tasks.values())
+        self.forward_links = [(list(a), list(b)) for a, b in e.links]
         self.forward_stages = [list(s) for s in e.stages]
 
     def _queued(self, e: Any) -> None:
@@ -125,13 +145,14 @@ class JobView:
 
     def _retried(self, e: Any) -> None:
         self.state, self.error, self.paused = "running", "", False
-        self.rollback_stages = None
         self.task_state = {}
 
     def _rollback_planned(self, e: Any) -> None:
         self.state, self.error = "rolling_back", e.reason
+        self.rollback_tasks = [_task(t.id, t.node, t.action.value, t.service) for t in e.tasks]
+        self.rollback_links = [(list(a), list(b)) for a, b in e.links]
         self.rollback_stages = [list(s) for s in e.stages]
-        self.tasks.update({t.id: _task(t.id, t.node, t.action.value, t.service) for t in e.tasks})
+        self.tasks.update({t["id"]: t for t in self.rollback_tasks})
 
     def _ended(self, e: Any) -> None:
         self.state = FINAL_STATE_OF[e.type]

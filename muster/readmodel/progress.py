@@ -14,7 +14,7 @@ from contracts.events import FINAL_JOB_EVENTS
 
 from .jobs import JobView
 from .locations import Record, parse_subject
-from .status import compose, task_records
+from .status import compose, located, task_records
 from .timeline import describe, place, who
 
 
@@ -51,12 +51,18 @@ class JobProgress:
         status = self.status()
         return {
             "seq": r.seq, "time": r.time.isoformat(), "type": e.type, "text": describe(e), "who": who(e),
-            "task_id": getattr(e, "task_id", None),
+            "task_id": getattr(e, "task_id", None), "task": self.task(getattr(e, "task_id", None)),
             "state": status["state"] if status else "running", "phase": self.phase,
             "counts": status["counts"] if status else {}, "tasks_total": status["tasks_total"] if status else 0,
             "stage": status["stage"] if status else {"current": None, "total": 0},
             "final": self.final is not None,
         }
+
+    def task(self, task_id: str | None) -> dict[str, Any] | None:
+        """One task as the status shows it (state, attempt, where it runs), without composing
+        the whole status."""
+        t = self.job.task(task_id) if task_id else None
+        return located(t, self.locations.get(str(task_id))) if t is not None else None
 
     def status(self) -> dict[str, Any] | None:
         if not self.job.requested:

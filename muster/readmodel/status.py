@@ -19,23 +19,26 @@ JOB_FIELDS = ("id", "tenant", "cluster_id", "operation", "state", "error", "owne
               "started_at", "finished_at")
 
 
+def located(t: Mapping[str, Any], loc: Record | None) -> dict[str, Any]:
+    """A task of the job's view with where its current attempt runs (a claimed current
+    attempt counts as `claimed`); an older attempt's location is not shown."""
+    attempt = int(t.get("attempt") or 0)
+    here = loc is not None and attempt > 0 and loc.get("attempt") == attempt
+    state = t.get("state")
+    if here and state == "queued" and loc.get("state") == "claimed":  # type: ignore[union-attr]
+        state = "claimed"
+    return {
+        "id": t.get("id"), "node": t.get("node"), "action": t.get("action"), "service": t.get("service"),
+        "state": state, "attempt": attempt,
+        "provisioner": loc.get("provisioner") if here else None,  # type: ignore[union-attr]
+        "worker": loc.get("worker") if here else None,  # type: ignore[union-attr]
+    }
+
+
 def compose(view: Mapping[str, Any], locations: Mapping[str, Record], layout: Any, source: str) -> dict[str, Any]:
     """The answer of `GET /v1/jobs/{id}`: the job's view, each task with its location, counts
-    of tasks by state (a task whose current attempt is claimed counts as `claimed`)."""
-    tasks = []
-    for t in view.get("tasks", ()):
-        attempt = int(t.get("attempt") or 0)
-        loc = locations.get(str(t.get("id")))
-        here = loc is not None and attempt > 0 and loc.get("attempt") == attempt
-        state = t.get("state")
-        if here and state == "queued" and loc.get("state") == "claimed":  # type: ignore[union-attr]
-            state = "claimed"
-        tasks.append({
-            "id": t.get("id"), "node": t.get("node"), "action": t.get("action"), "service": t.get("service"),
-            "state": state, "attempt": attempt,
-            "provisioner": loc.get("provisioner") if here else None,  # type: ignore[union-attr]
-            "worker": loc.get("worker") if here else None,  # type: ignore[union-attr]
-        })
+    of tasks by state."""
+    tasks = [located(t, locations.get(str(t.get("id")))) for t in view.get("tasks", ())]
     counts: dict[str, int] = {}
     for t in tasks:
         counts[t["state"]] = counts.get(t["state"], 0) + 1

@@ -112,3 +112,30 @@ def test_events_before_the_request_and_unknown_types_are_skipped() -> None:
     stray = Recorded(seq=99, subject="s", time=walk.log[0].time, event=TaskCompleted(job_id="x", task_id="n1.create", attempt=1))
     assert job_view([stray]) is None
     assert job_view([stray, *walk.log]) == walk.job.view()
+
+
+def test_the_plan_graphs_and_one_task_as_a_page_draws_them() -> None:
+    walk = Walk(max_attempts=1)
+    walk.step(0)  # planned
+    for _ in range(3):
+        walk.step(0)  # n1.create and n2.create queued, n1.create done
+    fold = JobView()
+    for r in walk.log:
+        fold.apply(r)
+    graph = fold.graph()
+    assert [t["id"] for t in graph["forward"]["tasks"]] == [t.id for t in TASKS]
+    assert graph["forward"]["links"] == LINKS and graph["forward"]["stages"] == STAGES
+    assert graph["rollback"] is None and graph["cleanups"] == []
+    assert fold.task("n1.create") == {"id": "n1.create", "node": "n1", "action": "create", "service": None,
+                                      "state": "succeeded", "attempt": 1}
+    assert fold.task("nope") is None
+
+    walk.job.fail_attempt(TaskAttemptFailed(job_id=str(walk.job.id), task_id="n2.create", attempt=1, error="x"))
+    walk.job.plan_rollback("n2.create failed", SERVICES)
+    walk.collect()
+    for r in walk.log[-2:]:
+        fold.apply(r)
+    rollback = fold.graph()["rollback"]
+    assert rollback is not None and [t["id"] for t in rollback["tasks"]] == ["undo.n1.delete"]
+    assert rollback["stages"] == [["undo.n1.delete"]]
+    assert fold.view() == walk.job.view()
