@@ -183,7 +183,67 @@ class Health(_Out):
     index: str
 
 
-MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health]
+class PoolSummary(_Out):
+    pool: str
+    terms: dict[str, Any]
+    hosts: int
+    states: dict[str, int]
+    free: int
+    waiting: int
+    granted: int
+
+
+class PoolList(_Out):
+    items: list[PoolSummary]
+
+
+class PoolHolder(_Out):
+    tenant: str | None
+    cluster_id: str | None
+    node_id: str | None
+    request_id: str | None
+
+
+class PoolHost(_Out):
+    id: str
+    address: str
+    port: int
+    user: str
+    state: str
+    kind: str
+    ambiguous: bool
+    properties: dict[str, Any]
+    holder: PoolHolder | None
+    error: str
+    claims: list[dict[str, Any]]
+    shares_address_with: list[str]
+    host_keys: list[str]
+
+
+class PoolQueueEntry(_Out):
+    """A waiting request; another tenant's shows only its place, size and score."""
+
+    position: int
+    request_id: str | None
+    tenant: str | None
+    cluster_id: str | None
+    job_id: str | None
+    hosts: int
+    urgency: int
+    priority: int
+    score: float
+    deadline: str | None
+    by: str | None
+
+
+class PoolDetail(PoolSummary):
+    queue: list[PoolQueueEntry]
+    hosts_detail: list[PoolHost]
+    seq: int
+
+
+MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health,
+                                 PoolList, PoolDetail]
 
 
 # -- routes and parameters -------------------------------------------------------------------
@@ -204,6 +264,8 @@ AFTER = _param("after", "query", {"type": "integer", "minimum": 0, "maximum": MA
 CLUSTER_FILTER = _param("cluster", "query", {"type": "string", "pattern": UUID_PATTERN}, "Only jobs of this cluster.")
 LAST_EVENT_ID = _param("Last-Event-ID", "header", {"type": "string", "pattern": "^[0-9]{1,18}$"},
                        "Resume a stream after this event id (a log sequence), as browsers do on reconnect.")
+POOL = _param("pool", "path", {"type": "string", "pattern": subjects.TOKEN.pattern}, "A pool's name.", required=True)
+HOSTS_FLAG = _param("hosts", "query", {"type": "boolean", "default": True}, "Include every host (false: summary and line).")
 STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STATES)}, "Only jobs in this state.")
 
 
@@ -241,13 +303,22 @@ ROUTES: tuple[Route, ...] = (
           ClusterDetail, (TENANT, CLUSTER_ID)),
     Route("/v1/clusters/{cluster_id}/jobs", "get_cluster_jobs", "The jobs of a cluster, oldest first, paged.", JobPage,
           (TENANT, CLUSTER_ID, LIMIT, AFTER)),
+    Route("/v1/pools", "list_pools", "Every resource pool: hosts by state, free hosts, waiting and granted requests "
+          "(docs/pools.md).", PoolList, (TENANT,), errors=(400, 503)),
+    Route("/v1/pools/{pool}", "get_pool",
+          "A pool: its terms (this tenant's quota), every host (state, properties; holders of other tenants are "
+          "hidden) and the waiting line in policy order.", PoolDetail, (TENANT, POOL, HOSTS_FLAG)),
+    Route("/v1/pools/{pool}/stream", "stream_pool",
+          "Server-sent events: `pool` (the pool as `GET /v1/pools/{pool}` shows it), then one `change` per event "
+          "of the pool (id = log sequence: the event's type, the hosts it touched, the new summary and line).",
+          None, (TENANT, POOL), content_type="text/event-stream"),
     Route("/healthz", "healthz", "Whether the tracker is connected to NATS and its index is loaded.", Health,
           errors=(), extra={"503": Health}),
     Route("/metrics", "metrics", "Prometheus metrics (text format 0.0.4).", None, content_type="text/plain", errors=()),
     Route("/v1/openapi.json", "openapi", "This document.", None, errors=()),
 )
 
-ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "No such job or cluster in this tenant.",
+ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "No such job, cluster or pool in this tenant.",
               503: "NATS is unreachable."}
 
 

@@ -26,7 +26,7 @@ from contracts.envelope import Recorded
 from muster.bus.eventstore import EventStore, StoreError
 from muster.readmodel.progress import JobProgress
 
-from . import api
+from . import api, pools
 from .adapters.kv import LocationIndex
 from .app import Page, Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
@@ -226,10 +226,36 @@ def _openapi_handler(document: bytes) -> Callable[[web.Request], Awaitable[web.R
     return openapi
 
 
+# -- pools (services/tracker/pools.py) ---------------------------------------------------------
+
+
+def pool_of(request: web.Request) -> str:
+    name = request.match_info["pool"]
+    if not subjects.TOKEN.fullmatch(name):
+        raise BadParameter("pool", f"pool {_shown(name)} is not a pool name: use 1-128 letters, digits, '-' or '_'")
+    return name
+
+
+async def list_pools(request: web.Request) -> web.Response:
+    return await pools.list_pools(request, tenant_of(request))
+
+
+async def get_pool(request: web.Request) -> web.Response:
+    hosts = request.query.get("hosts", "true")
+    if hosts not in ("true", "false"):
+        raise BadParameter("hosts", f"hosts {_shown(hosts)} is not true or false")
+    return await pools.get_pool(request, tenant_of(request), pool_of(request), not_found, hosts == "true")
+
+
+async def stream_pool(request: web.Request) -> web.StreamResponse:
+    return await pools.stream_pool(request, tenant_of(request), pool_of(request), not_found, sse, KEEPALIVE_S)
+
+
 HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "list_jobs": list_jobs, "get_job": get_job, "get_job_location": get_job_location, "get_job_events": get_job_events,
     "stream_job": stream_job, "list_clusters": list_clusters, "get_cluster": get_cluster,
     "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics,
+    "list_pools": list_pools, "get_pool": get_pool, "stream_pool": stream_pool,
 }
 
 
@@ -284,6 +310,7 @@ def make_app(
     app[TRACKER] = tracker
     app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
+    pools.setup_pools(app, store)
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]

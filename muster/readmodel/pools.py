@@ -1,0 +1,63 @@
+"""Pools as one tenant may see them (pure).
+
+The fold is the Pool aggregate itself (`services/pool/domain/pool.py`: it is pure, and a second
+fold of the same events could only drift from it; readers fold with `muster.bus.repository.fold`).
+What this adds is the view: pools are
+shared by tenants, so a tenant sees every host and the whole waiting line, but not whose
+other hosts and requests they are: another tenant's holder is `{"tenant": null}` and its place
+in line shows only its size and score.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts.envelope import Recorded
+from services.pool.domain.pool import Pool
+
+HIDDEN_REQUEST_FIELDS = ("tenant", "cluster_id", "job_id", "request_id", "by", "deadline")
+
+
+def host_for(host: dict[str, Any], tenant: str | None) -> dict[str, Any]:
+    holder = host.get("holder")
+    if tenant is None or holder is None or holder.get("tenant") == tenant:
+        return host
+    return {**host, "holder": {"tenant": None, "cluster_id": None, "node_id": None, "request_id": None}}
+
+
+def queue_for(queue: list[dict[str, Any]], tenant: str | None) -> list[dict[str, Any]]:
+    if tenant is None:
+        return queue
+    return [q if q["tenant"] == tenant else {**q, **{k: None for k in HIDDEN_REQUEST_FIELDS}} for q in queue]
+
+
+def pool_view(pool: Pool, tenant: str | None, hosts: bool = True) -> dict[str, Any]:
+    """Summary, terms (only this tenant's own quota), the waiting line and, with `hosts`,
+    every host. `tenant=None`: everything (administrators)."""
+    summary = pool.summary()
+    if tenant is not None:
+        terms = dict(summary["terms"])
+        terms["tenants"] = {t: v for t, v in terms["tenants"].items() if t == tenant}
+        summary = {**summary, "terms": terms}
+    view = {**summary, "queue": queue_for(pool.queue_view(), tenant)}
+    if hosts:
+        view["hosts_detail"] = [host_for(h, tenant) for h in pool.hosts_view()]
+    return view
+
+
+def change_for(pool: Pool, recorded: Recorded, tenant: str | None) -> dict[str, Any]:
+    """One SSE `change`: what happened (the event's type, its hosts) and where things stand
+    now (summary and waiting line); the event's own fields are left out, they name other
+    tenants' requests."""
+    touched: list[str] = []
+    event = recorded.event
+    for name in ("host_ids", "returned"):
+        touched += list(getattr(event, name, []) or [])
+    if getattr(event, "host_id", None):
+        touched.append(event.host_id)
+    touched += [a.host_id for a in getattr(event, "assignments", []) or []]
+    touched += [h.id for h in getattr(event, "hosts", []) or []]
+    hosts = [host_for(pool.book.hosts[h].view(), tenant) if h in pool.book.hosts else {"id": h, "state": "removed"}
+             for h in dict.fromkeys(touched)]
+    return {"seq": recorded.seq, "type": recorded.type, "time": recorded.time.isoformat(), "hosts": hosts,
+            "summary": pool_view(pool, tenant, hosts=False)}
