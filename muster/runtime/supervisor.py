@@ -76,8 +76,8 @@ class Deployment:
             "solver": ["solver"],
             "planner": ["planner"],
             "provisioner": ["provisioner", "--capacity", str(self.capacity), "--tenants", self.tenants],
-            # A stable id and work dir per process, so plugin state (static-pool
-            # assignments, localhost keys) survives a restart.
+            # A stable id and work dir per process, so plugin state (localhost keys)
+            # survives a restart.
             "tracker": ["tracker", "--port", str(self.tracker_port)],
             "pool": ["pool", "serve"],
         }

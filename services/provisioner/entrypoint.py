@@ -46,7 +46,7 @@ def default_id() -> str:
 
 
 def default_work_dir(provisioner_id: str) -> Path:
-    """Plugin state (static-pool assignments) and keys survive restarts under the same id."""
+    """Plugin state and keys survive restarts under the same id."""
     return Path(".muster") / "provisioner" / provisioner_id
 
 

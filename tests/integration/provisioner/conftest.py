@@ -64,11 +64,10 @@ class Sshd:
     """The host public key, 'algorithm base64'."""
     log: list[str] = field(default_factory=list)
 
-    def pool_host(self, **overrides: Any) -> dict[str, Any]:
-        return {
-            "host": self.host, "port": self.port, "user": self.user,
-            "identityfile": str(self.client_key), "host_key": self.host_key, **overrides,
-        }
+    def grant(self, pool: str, host_id: str = "sshd-1") -> dict[str, Any]:
+        """This sshd as a pool grants it (what the planner puts in a node's results)."""
+        return {"pool": pool, "host_id": host_id, "address": self.host, "port": self.port, "user": self.user,
+                "host_keys": [self.host_key]}
 
 
 def _free_port() -> int:
