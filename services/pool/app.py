@@ -132,13 +132,19 @@ class PoolService:
     # -- requesters' facts, from the log ---------------------------------------------------
 
     async def on_request_event(self, r: Recorded) -> None:
-        """A requester wrote to `muster.evt.<tenant>.poolreq.<pool>.<request-id>`: take in the
-        request's whole history (a handful of facts), in order."""
+        """A requester wrote to `muster.evt.<tenant>.poolreq.<pool>.<request-id>`. Facts of one
+        request are taken in their order: a fact about a request this service does not know
+        (another pool service took the request, or is taking it now) makes it read the
+        request's whole short history and take all of it."""
         parts = r.subject.split(".")
         if len(parts) != 6 or r.type not in FACT_TYPES:
             return
         tenant, name, request_id = parts[2], parts[4], parts[5]
-        history = [h.event for h in await self.store.read(r.subject) if h.type in FACT_TYPES]
+        pool = self.pools.get(name)
+        if isinstance(r.event, PoolHostsRequested) or (pool is not None and pool.requests.known(request_id)):
+            history = [r.event]  # in order by itself: a request first, or a fact about a known request
+        else:  # a fact about a request this service has not seen: take the request's facts in order
+            history = [h.event for h in await self.store.read(r.subject) if h.type in FACT_TYPES]
         creates = any(isinstance(f, PoolHostsRequested) for f in history)
         if name not in self.pools and not creates:
             log.warning("fact for an unknown pool ignored", pool=name, type=r.type)
@@ -147,7 +153,7 @@ class PoolService:
         # the requester looks for its answer.
         outcomes = await self.decide(name, lambda p: [take(p, tenant, request_id, f) for f in history],
                                      create_by=f"pool-service:{self.instance}" if creates else None)
-        log.info("request facts taken", pool=name, request=request_id, outcomes=outcomes)
+        log.debug("request facts taken", pool=name, request=request_id, outcomes=outcomes)
 
     # -- commands, request/reply -------------------------------------------------------
 

@@ -1,0 +1,230 @@
+"""Resource pools: how fast the pool decides, what it costs to hold, and how soon a freed host
+reaches a waiting request, next to a raw JetStream publish round trip measured in the same run.
+
+    python bench/pool_bench.py [--hosts 10000] [--waiting 1000] [--cycles 2000] [--samples 200] [--write-docs]
+
+1. Decisions (pure, the Pool aggregate alone): a pool of `--hosts` hosts (four kinds), every
+   host held, `--waiting` requests waiting (1-4 hosts each, four kinds of requirement). One
+   cycle releases one held node and lets the pool decide: the release, then grants to the first
+   in line that now fit, each an event. Reported: cycles/s and events/s, the time of one
+   cycle (p50, p99), the memory of the pool (tracemalloc), and the fold of all its events.
+2. Freed host -> grant recorded (a real nats-server, a pool service in this process): a
+   requester appends "released" to its request subject; the pool service takes it from the
+   log, decides, and records the release and the waiting request's grant; the time until that
+   grant is delivered to a follower of the pool's subject, next to `js.publish` round trips in
+   the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from contextlib import AsyncExitStack
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contracts import subjects  # noqa: E402
+from contracts.pools import HostSpec, NodeNeed, PoolNodesReported, PoolRequest  # noqa: E402
+from services.pool.domain.pool import Pool, PoolCreated  # noqa: E402
+
+KINDS = [{"cpu": 16, "memory": "64G", "labels": ["ssd"]}, {"cpu": 8, "memory": "32G", "labels": ["ssd"]},
+         {"cpu": 8, "memory": "16G"}, {"cpu": 4, "memory": "8G"}]
+NEEDS = ["", "cpu >= 8", "labels contains ssd", "cpu >= 8, memory >= 32G"]
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"
+PERCENTILE_99 = 0.99
+
+
+def hosts(n: int) -> list[HostSpec]:
+    return [HostSpec(id=f"h{i:05d}", address=f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", host_keys=[KEY],
+                     properties=KINDS[i % len(KINDS)]) for i in range(n)]
+
+
+def request(i: int, rng: random.Random, tenant: str | None = None) -> PoolRequest:
+    size = rng.randint(1, 4)
+    need = NEEDS[rng.randrange(len(NEEDS))]
+    return PoolRequest(request_id=f"r{i}", pool="bench", tenant=tenant or f"t{i % 3}", cluster_id=f"c{i}",
+                       nodes=[NodeNeed(node_id=f"n{k}", requires=need) for k in range(size)],
+                       urgency=rng.randint(0, 100))
+
+
+def full_pool(n_hosts: int, n_waiting: int, rng: random.Random) -> tuple[Pool, int]:
+    """Every host held (by requests granted at once), then `n_waiting` waiting."""
+    pool = Pool(PoolCreated(pool="bench", by="bench"))
+    pool.add_hosts(hosts(n_hosts), by="bench")
+    i = 0
+    while pool.book.free_counts():
+        pool.request(request(i, rng))
+        i += 1
+    waiting_from = i
+    while len(pool.requests.waiting) < n_waiting:
+        pool.request(request(i, rng))
+        i += 1
+    del waiting_from
+    return pool, i
+
+
+def decisions(n_hosts: int, n_waiting: int, cycles: int) -> list[tuple[str, str]]:
+    rng = random.Random(7)
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    pool, next_id = full_pool(n_hosts, n_waiting, rng)
+    held_mb = (tracemalloc.get_traced_memory()[0] - before) / 1e6
+    tracemalloc.stop()
+    events = pool.collect_events()
+    t = time.perf_counter()
+    folded: Any = None
+    for e in events:
+        folded = e.mutate(folded)
+    fold_s = time.perf_counter() - t
+    assert folded.state()["hosts"] == n_hosts
+
+    holders = sorted(pool.book.holders)
+    times: list[float] = []
+    recorded = 0
+    started = time.perf_counter()
+    for c in range(cycles):
+        cluster, node = holders[rng.randrange(len(holders))]
+        host = pool.book.held(cluster, node)
+        if host is None or host.holder is None:
+            holders = sorted(pool.book.holders)
+            continue
+        fact = PoolNodesReported(request_id="x", cluster_id=cluster, status="released", node_ids=[node])
+        t = time.perf_counter()
+        pool.report(host.holder.tenant, fact)
+        times.append(time.perf_counter() - t)
+        recorded += len(pool.collect_events())
+        if len(pool.requests.waiting) < n_waiting:  # keep the line as long as it was
+            pool.request(request(next_id, rng))
+            next_id += 1
+            pool.collect_events()
+        if c % 200 == 0:
+            holders = sorted(pool.book.holders)
+    total = time.perf_counter() - started
+    times.sort()
+    return [
+        ("pool", f"{n_hosts:,} hosts, all held; {n_waiting:,} requests waiting (1-4 hosts, 4 kinds)"),
+        ("release + decide, one cycle p50", f"{statistics.median(times) * 1e6:,.0f} µs"),
+        ("release + decide, one cycle p99", f"{times[int(len(times) * PERCENTILE_99)] * 1e6:,.0f} µs"),
+        ("decision cycles", f"{len(times) / total:,.0f} /s ({recorded / total:,.0f} events recorded/s)"),
+        ("memory of the pool (hosts, line, indexes)", f"{held_mb:,.1f} MB"),
+        ("fold of its events (rebuild)", f"{len(events):,} events in {fold_s * 1e3:,.0f} ms ({len(events) / fold_s:,.0f} events/s)"),
+    ]
+
+
+async def freed_to_granted(samples: int) -> list[tuple[str, str]]:
+    from nats.js.api import DeliverPolicy
+
+    from contracts.pool_commands import AddHosts
+    from muster.bus.connect import connect
+    from muster.bus.eventstore import Append, EventStore
+    from muster.bus.server import NatsServer
+    from muster.bus.streams import ensure_streams
+    from services.pool import client as pools
+    from services.pool.entrypoint import start_pool_service
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with NatsServer(Path(tmp)) as server, AsyncExitStack() as stack:
+            nc = await connect(server.url, name="bench")
+            stack.push_async_callback(nc.close)
+            service_nc = await connect(server.url, name="pool-service")
+            stack.push_async_callback(service_nc.close)
+            await ensure_streams(nc.jetstream())
+            await start_pool_service(service_nc, stack, "bench")
+            store = EventStore(nc)
+            js = nc.jetstream()
+            rtt = []
+            for _ in range(samples):
+                t = time.perf_counter()
+                await js.publish("muster.evt.bench.raw.x", b"x" * 200, headers={"Muster-Type": "none"})
+                rtt.append(time.perf_counter() - t)
+            await pools.send(nc, "bench", AddHosts(hosts=hosts(1)))
+            grants: dict[str, asyncio.Future[float]] = {}
+            accepted: dict[str, asyncio.Future[float]] = {}
+
+            async def on_pool_event(msg: Any) -> None:
+                kind = (msg.headers or {}).get("Muster-Type")
+                body = json.loads(msg.data)
+                rid = body["request_id"] if kind == "HostsGranted" else body.get("request", {}).get("request_id")
+                wanted = grants if kind == "HostsGranted" else accepted if kind == "RequestAccepted" else {}
+                if rid in wanted and not wanted[rid].done():
+                    wanted[rid].set_result(time.perf_counter())
+
+            await js.subscribe(subjects.pool_events("bench"), ordered_consumer=True, cb=on_pool_event,
+                               deliver_policy=DeliverPolicy.NEW)
+            lat = []
+            holder = "r0"
+            grants[holder] = asyncio.get_running_loop().create_future()
+            await _ask(store, holder)
+            await asyncio.wait_for(grants[holder], 10)
+            for i in range(1, samples + 1):
+                waiting = f"r{i}"
+                grants[waiting] = asyncio.get_running_loop().create_future()
+                accepted[waiting] = asyncio.get_running_loop().create_future()
+                await _ask(store, waiting)
+                await asyncio.wait_for(accepted[waiting], 10)  # it waits in line before the host is freed
+                fact = PoolNodesReported(request_id=holder, cluster_id=f"c-{holder}", status="released", node_ids=["n0"])
+                t = time.perf_counter()
+                await store.append(subjects.pool_request_events("bench", "bench", holder),
+                                   [Append(event=fact, msg_id=f"{holder}-released")])
+                lat.append(await asyncio.wait_for(grants[waiting], 10) - t)
+                holder = waiting
+    p50_raw, p50 = statistics.median(rtt) * 1e6, statistics.median(lat) * 1e6
+    lat.sort()
+    return [
+        ("raw js.publish round trip p50 (the limit)", f"{p50_raw:,.0f} µs"),
+        ("freed host -> grant recorded and delivered p50", f"{p50:,.0f} µs ({p50 / p50_raw:.1f} x raw)"),
+        ("freed host -> grant recorded and delivered p99", f"{lat[int(len(lat) * PERCENTILE_99)] * 1e6:,.0f} µs"),
+    ]
+
+
+async def _ask(store: Any, rid: str) -> None:
+    from contracts.pools import PoolHostsRequested
+    from muster.bus.eventstore import Append
+
+    req = PoolRequest(request_id=rid, pool="bench", tenant="bench", cluster_id=f"c-{rid}", nodes=[NodeNeed(node_id="n0")])
+    await store.append(subjects.pool_request_events("bench", "bench", rid), [Append(event=PoolHostsRequested(request=req),
+                                                                                     msg_id=f"{rid}-requested")])
+
+
+def main() -> None:
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, default=10_000)
+    parser.add_argument("--waiting", type=int, default=1_000)
+    parser.add_argument("--cycles", type=int, default=2_000)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    rows = decisions(args.hosts, args.waiting, args.cycles) + asyncio.run(freed_to_granted(args.samples))
+    for k, v in rows:
+        print(f"{k:55s} {v}")
+    if args.write_docs:
+        from bench.planner_rebuild_bench import replace_section
+
+        section = "## Pools\n\n" + (
+            f"`python bench/pool_bench.py --hosts {args.hosts} --waiting {args.waiting}` on {os.cpu_count()} cores, "
+            f"{datetime.now(timezone.utc):%Y-%m-%d}. nats-server and this process share the machine.\n\n"
+            "| figure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+        )
+        replace_section(Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md", "## Pools", section)
+
+
+if __name__ == "__main__":
+    main()
