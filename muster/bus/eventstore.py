@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,66 +20,24 @@ from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.events import EVENT_TYPES, Event, parse_event
+from contracts.events import EVENT_TYPES, parse_event
+from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded
 
-H_TYPE = "Muster-Type"
-H_AGGREGATE = "Muster-Aggregate"
-H_VERSION = "Muster-Version"
-H_TIME = "Muster-Time"
-H_MSG_ID = "Nats-Msg-Id"
-H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+# The port's types live without NATS (read models and unit tests use them); re-exported here.
+from ..ports.eventlog import ConcurrencyError, StoreError
+
+__all__ = [
+    "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
+    "NoDirectGet", "Recorded", "StoreError", "recorded_from_msg",
+]
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
 READ_BATCH = 1000
 BATCH_DUPLICATE = 10201  # an atomic batch whose message ids were already stored
 
 
-class ConcurrencyError(Exception):
-    """A stale writer: the subject moved on since the writer read it."""
-
-
-class StoreError(Exception):
-    pass
-
-
 class NoDirectGet(StoreError):
     """Nobody answers direct gets (503): a replicated stream's replicas are not serving yet."""
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One event as it sits in the log."""
-
-    seq: int
-    subject: str
-    time: datetime
-    event: Any
-    aggregate_id: str | None = None
-    version: int | None = None
-
-    @property
-    def type(self) -> str:
-        return str(self.event.type)
-
-
-@dataclass(frozen=True)
-class Append:
-    """One event to append, with what the log needs to know about it."""
-
-    event: Event
-    msg_id: str
-    aggregate_id: str | None = None
-    version: int | None = None
-    time: datetime | None = None
-
-    def headers(self) -> dict[str, str]:
-        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}
-        if self.aggregate_id is not None:
-            h[H_AGGREGATE] = self.aggregate_id
-        if self.version is not None:
-            h[H_VERSION] = str(self.version)
-        h[H_TIME] = (self.time or datetime.now(timezone.utc)).isoformat()
-        return h
 
 
 def _recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
