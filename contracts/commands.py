@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .layout import Layout
+from .pools import Callback
 
 MAX_CLUSTER_SIZE = 10_000
 ID = r"^[A-Za-z0-9_\-]{1,128}$"
@@ -22,6 +23,18 @@ class Command(BaseModel):
 
     request_id: str | None = Field(default=None, pattern=ID, description="idempotency key")
     requested_by: str = Field(default="anonymous", max_length=128)
+
+
+class PoolWait(BaseModel):
+    """How a create or expand on a pool provider waits for hosts (docs/pools.md); ignored by
+    other providers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    urgency: int = Field(default=50, ge=0, le=1000, description="Hedeby's urgency: higher is served first")
+    wait_s: float | None = Field(default=None, gt=0, le=30 * 86400,
+                                 description="fail the job if its hosts are not granted within this many seconds")
+    callback: Callback | None = Field(default=None, description="told when the hosts are granted and when the job ends")
 
 
 class CreateCluster(Command):
@@ -36,6 +49,7 @@ class CreateCluster(Command):
     imagetype: str | None = Field(default=None, max_length=128)
     config: dict[str, Any] = Field(default_factory=dict)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
+    pool: PoolWait = Field(default_factory=PoolWait)
 
 
 class ClusterCommand(Command):
@@ -54,6 +68,7 @@ class ExpandCluster(ClusterCommand):
     type: Literal["ExpandCluster"] = "ExpandCluster"
     v: Literal[1] = 1
     nodes: int = Field(ge=1, le=MAX_CLUSTER_SIZE, description="the new total")
+    pool: PoolWait = Field(default_factory=PoolWait)
 
 
 class ShrinkCluster(ClusterCommand):

@@ -22,6 +22,8 @@ from .tasks import ProvisionerInfo
 # -- jobs (written by the planner) -------------------------------------------------------------
 
 JobState = Literal["running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention"]
+"""A job's state in the log. Views also show `waiting_for_resources` (running, hosts asked of
+a pool and not granted yet) and `paused`."""
 TaskState = Literal["queued", "claimed", "succeeded", "failed", "timed_out", "cancelled"]
 
 FINAL_STATE_OF: dict[str, JobState] = {
@@ -124,6 +126,28 @@ class JobRetried(Event):
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
+
+
+class JobResourcesRequested(Event):
+    """The job asked a pool for hosts (docs/pools.md); it waits for the grant."""
+
+    type: Literal["JobResourcesRequested"] = "JobResourcesRequested"
+    v: Literal[1] = 1
+    job_id: str
+    pool: str
+    request_id: str
+    hosts: int = Field(ge=1)
+
+
+class JobResourcesGranted(Event):
+    """The pool granted the hosts; the job's nodes take them (`pool_host` in their results)."""
+
+    type: Literal["JobResourcesGranted"] = "JobResourcesGranted"
+    v: Literal[1] = 1
+    job_id: str
+    pool: str
+    request_id: str
+    assignments: dict[str, str] = Field(description="node id -> host id")
 
 
 class JobRolledBack(Event):
@@ -368,6 +392,8 @@ AnyEvent = Annotated[
         JobResumed,
         JobCancelRequested,
         JobRetried,
+        JobResourcesRequested,
+        JobResourcesGranted,
         JobRolledBack,
         JobNeedsAttention,
         TaskQueued,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -45,6 +46,11 @@ async def consume_events(
         try:
             await handler(recorded)
         except Exception:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Stopped mid-event (the subscription is going away), and the cancel turned
+                # into another error on the way out: stop now; the event is redelivered.
+                raise asyncio.CancelledError() from None
             log.exception("handler failed; will redeliver", type=recorded.type)
             await msg.nak(delay=RETRY_DELAY_S)
             return

@@ -42,6 +42,7 @@ class JobView:
         self.rollback_stages: list[list[str]] | None = None
         self.started_at: str | None = None
         self.updated_at: str | None = None
+        self.resources: dict[str, Any] | None = None
 
     @property
     def requested(self) -> bool:
@@ -95,14 +96,16 @@ class JobView:
         done = {t for t, s in self.task_state.items() if s == "succeeded"}
         stages = self.stages
         current = next((i for i, st in enumerate(stages, 1) if not set(st) <= done), None)
+        waiting = self.resources is not None and not self.resources["granted"] and self.state == "running"
         return {
             "id": self.id, "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
-            "state": "paused" if self.paused and not self.is_final else self.state,
+            "state": "paused" if self.paused and not self.is_final else "waiting_for_resources" if waiting else self.state,
             "error": self.error or None, "owner": self.owner, "mode": self.mode,
             "requested_by": self.requested_by, "started_at": self.started_at,
             "finished_at": self.updated_at if self.is_final else None,
             "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
+            "resources": dict(self.resources) if self.resources else None,
         }
 
     # -- one method per event type ---------------------------------------------------------
@@ -154,6 +157,13 @@ class JobView:
         self.rollback_stages = [list(s) for s in e.stages]
         self.tasks.update({t["id"]: t for t in self.rollback_tasks})
 
+    def _resources_requested(self, e: Any) -> None:
+        self.resources = {"pool": e.pool, "request_id": e.request_id, "hosts": e.hosts, "granted": False}
+
+    def _resources_granted(self, e: Any) -> None:
+        if self.resources is not None:
+            self.resources = {**self.resources, "granted": True}
+
     def _ended(self, e: Any) -> None:
         self.state = FINAL_STATE_OF[e.type]
         if e.type in ("JobFailed", "JobNeedsAttention"):  # a rollback keeps the reason it started with
@@ -176,6 +186,8 @@ _APPLY = {
     "JobCancelRequested": JobView._resumed,  # a cancel unpauses: the rollback must run
     "JobRetried": JobView._retried,
     "RollbackPlanned": JobView._rollback_planned,
+    "JobResourcesRequested": JobView._resources_requested,
+    "JobResourcesGranted": JobView._resources_granted,
     **{t: JobView._ended for t in FINAL_STATE_OF},
 }
 """Routing table: which job event changes the view, and how (every other type is skipped)."""

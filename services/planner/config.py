@@ -3,13 +3,15 @@ touching the saga (see docs/planner.md, "Service layer")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .domain.saga import DispatchAll, DispatchPolicy, Settings
 
 if TYPE_CHECKING:
+    from .domain.cluster import Cluster
+    from .domain.job import Job
     from .domain.operations import Operation
     from .requests import RequestContext
 
@@ -35,6 +37,12 @@ AdmissionCheck = Callable[["RequestContext", "Operation", Any], None]
 `domain.admission.Refused` to reject (a permission check, a quota)."""
 
 
+AfterHook = Callable[["Job", "Cluster"], Awaitable[None]]
+"""Runs after every decision of the saga is recorded (and its tasks published), under the
+planner's lock: for what must follow a job's changes outside the planner (a pool told of a
+node's confirm, delete or failure)."""
+
+
 def owns_everything(tenant: str, cluster_id: str) -> bool:
     return True
 
@@ -48,3 +56,6 @@ class Hooks:
     admission: tuple[AdmissionCheck, ...] = ()
     dispatch: DispatchPolicy = field(default_factory=DispatchAll)
     """Which ready tasks may be queued now (limits per provider, a pool's grant)."""
+    after: tuple[AfterHook, ...] = ()
+    pools: Any = None
+    """Resource pools (`pools.PoolBroker`): admission asks it (`admission.pool_admits`)."""

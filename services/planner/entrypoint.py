@@ -20,20 +20,36 @@ from muster.bus.eventstore import EventStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.runtime.service import main_for
 
+from services.pool.mirror import PoolMirror
+
 from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
+from .config import Hooks
+from .pools import PoolBroker
 from .routing import REPLIES, ROUTES, Reply, router
 
+
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:
-    """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
+    """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers,
+    resource pools followed live (docs/pools.md)."""
     store = store or EventStore(nc)
-    return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s))
+    broker = PoolBroker(store, PoolMirror(store))
+    planner = Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
+                      hooks=Hooks(dispatch=broker, after=(broker.after,), pools=broker))
+    broker.attach(planner)
+    return planner
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     planner = nats_planner(nc, config)
     stack.callback(planner.timers.cancel_all)
     await planner.resume()
+    # After resume: the pools' history replays into the jobs just rebuilt (a grant recorded
+    # while this planner was down is taken now), and admission sees every pool.
+    mirror = planner.hooks.pools.mirror
+    await mirror.start()
+    stack.push_async_callback(mirror.stop)
+    await mirror.wait_ready()
 
     subs: list[Any] = []
     for reply in REPLIES:

@@ -62,6 +62,8 @@ class Execution:
                 await self.publish(job, cluster, catalog, a)
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
+        for hook in self.hooks.after:
+            await hook(job, cluster)
 
     async def advance(self, job: Job, cluster: Cluster) -> None:
         catalog = await self.state.catalog(job.tenant)

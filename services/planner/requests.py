@@ -108,7 +108,7 @@ class Requests:
         if known is not None and not cmd.dry_run:
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         catalog = await self.state.catalog(ctx.tenant, refresh=True)
-        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal)
+        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.hooks.pools)
         self._check(op, facts)
         job = self._new_job(ctx, facts, cluster_id)
         cluster = planning.new_cluster(facts, cluster_id)
@@ -146,7 +146,8 @@ class Requests:
             return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, duplicate=True)
         facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
-                      source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None)
+                      source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None,
+                      pools=self.hooks.pools)
         self._check(op, facts)
         job = self._new_job(ctx, facts, cmd.cluster_id)
         if isinstance(cmd, RollbackCluster):

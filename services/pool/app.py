@@ -86,7 +86,12 @@ class PoolService:
         log.info("resumed", pools=len(self.pools), hosts=sum(len(p.book.hosts) for p in self.pools.values()))
 
     async def catch_up(self, name: str) -> Pool | None:
-        """Take in what other pool services recorded since this one last wrote or read."""
+        """Take in what other pool services recorded since this one last wrote or read (under
+        the pool's lock: a decision in flight has events folded but not yet stored)."""
+        async with self.locks.setdefault(name, asyncio.Lock()):
+            return await self._catch_up(name)
+
+    async def _catch_up(self, name: str) -> Pool | None:
         pool = self.pools.get(name)
         if pool is None:
             pool = rebuild(Pool, await self.store.read(subjects.pool_events(name)))
@@ -141,8 +146,10 @@ class PoolService:
             return
         tenant, name, request_id = parts[2], parts[4], parts[5]
         pool = self.pools.get(name)
-        if isinstance(r.event, PoolHostsRequested) or (pool is not None and pool.requests.known(request_id)):
-            history = [r.event]  # in order by itself: a request first, or a fact about a known request
+        if isinstance(r.event, (PoolHostsRequested, PoolNodesReported)) or (pool is not None and pool.requests.known(request_id)):
+            # In order by itself: a request, a report (about nodes, whichever request), or a
+            # fact about a request already taken.
+            history = [r.event]
         else:  # a fact about a request this service has not seen: take the request's facts in order
             history = [h.event for h in await self.store.read(r.subject) if h.type in FACT_TYPES]
         creates = any(isinstance(f, PoolHostsRequested) for f in history)

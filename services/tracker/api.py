@@ -18,7 +18,8 @@ from contracts.layout import Layout
 TENANT_HEADER = "X-Muster-Tenant"
 DEFAULT_TENANT = "default"
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-JOB_STATES = ("running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention")
+JOB_STATES = ("running", "waiting_for_resources", "paused", "succeeded", "failed", "rolling_back", "rolled_back",
+              "needs_attention")
 MAX_LIMIT = 500
 MAX_SEQ = 1 << 62
 DEFAULT_LIMIT = 50
@@ -54,6 +55,16 @@ class Stage(_Out):
     total: int
 
 
+class JobResources(_Out):
+    """Hosts the job asked of a pool (docs/pools.md); `position` 1 = next to be served."""
+
+    pool: str
+    request_id: str
+    hosts: int
+    granted: bool
+    position: int | None = None
+
+
 class JobStatus(_Out):
     id: str
     tenant: str
@@ -72,6 +83,7 @@ class JobStatus(_Out):
     layout: Layout | None
     tasks: list[TaskStatus]
     source: Literal["owner", "log"]
+    resources: JobResources | None = None
 
 
 class TaskLocation(_Out):

@@ -25,6 +25,8 @@ from contracts import subjects
 from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from muster.bus.eventstore import EventStore, recorded_from_msg
+from muster.bus.repository import rebuild
+from services.pool.domain.pool import Pool
 from muster.readmodel.clusters import cluster_view
 from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
 from muster.readmodel.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
@@ -51,6 +53,8 @@ def job_summary(record: Record) -> dict[str, Any]:
     state = record.get("state", "running")
     if record.get("paused") and state not in FINAL_JOB_STATES:
         state = "paused"
+    elif record.get("waiting") and state == "running":
+        state = "waiting_for_resources"
     return {
         "id": record.ident["job_id"], "cluster_id": record.get("cluster_id"), "operation": record.get("operation"),
         "state": state, "owner": record.get("owner"), "requested_by": record.get("requested_by"),
@@ -76,6 +80,9 @@ class Tracker:
     A final job's answer is kept until its locations change, however old."""
     on_answer: Callable[[str], None] | None = None
     """Told the source ("owner" or "log") of every status it computes (for metrics)."""
+    position_of: Callable[[str, str], int | None] | None = None
+    """(pool, request id) -> place in the pool's line, from a live fold of the pools; without
+    it a waiting job's place is folded from the pool's events."""
     _answers: "OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]]" = field(default_factory=OrderedDict)
     _asking: dict[tuple[str, str], "asyncio.Future[dict[str, Any] | None]"] = field(default_factory=dict)
 
@@ -154,9 +161,23 @@ class Tracker:
         if self.on_answer is not None:
             self.on_answer("owner" if view is not None else "log")
         if view is None:
-            return status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
-        locations = await self.task_locations(tenant, job_id, view)
-        return compose(view, locations, await self.layout(tenant, job_id, view), "owner")
+            status = status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
+        else:
+            locations = await self.task_locations(tenant, job_id, view)
+            status = compose(view, locations, await self.layout(tenant, job_id, view), "owner")
+        return await self._place_in_line(status) if status is not None else None
+
+    async def _place_in_line(self, status: dict[str, Any]) -> dict[str, Any]:
+        """A job waiting for pool hosts: where its request stands in the pool's line."""
+        wanted = status.get("resources")
+        if not wanted or wanted.get("granted") or status.get("state") in FINAL_JOB_STATES:
+            return status
+        if self.position_of is not None:
+            position = self.position_of(wanted["pool"], wanted["request_id"])
+        else:
+            pool = rebuild(Pool, await self.store.read(subjects.pool_events(wanted["pool"])))
+            position = pool.position(wanted["request_id"]) if pool is not None else None
+        return {**status, "resources": {**wanted, "position": position}}
 
     async def layout(self, tenant: str, job_id: str, view: dict[str, Any]) -> Any:
         """The job's layout from the index; from the log if the index has none yet (a job

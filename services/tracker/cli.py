@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from contracts import subjects
+from services.pool.domain.pool import ordinal
 from muster.bus.connect import DEFAULT_URL, connect
 from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
 from muster.readmodel.clusters import cluster_view, job_ids, prefix
@@ -139,6 +140,16 @@ async def _status_from_tracker(url: str, tenant: str, job_id: str) -> dict[str, 
         return None
 
 
+def resources_line(wanted: dict[str, Any]) -> str:
+    """`waiting for 3 hosts of pool lab: 2nd in line` (docs/pools.md)."""
+    what = f"{wanted['hosts']} hosts of pool {wanted['pool']}"
+    if wanted.get("granted"):
+        return f"granted {what}"
+    position = wanted.get("position")
+    place = f"{ordinal(position)} in line" if position else "not in line (the pool has not taken the request yet, or it ended)"
+    return f"waiting for {what}: {place}"
+
+
 def print_status(body: dict[str, Any], console: Console) -> None:
     stage = body.get("stage") or {}
     counts = ", ".join(f"{n} {s}" for s, n in body.get("counts", {}).items()) or "no tasks yet"
@@ -148,6 +159,9 @@ def print_status(body: dict[str, Any], console: Console) -> None:
     console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · stage {stage.get('current') or '-'} of {stage.get('total', 0)}")
     if body.get("error"):
         console.print(f"  error: {body['error']}")
+    wanted = body.get("resources")
+    if wanted:
+        console.print("  " + resources_line(wanted))
     if body.get("tasks"):
         table = Table(show_edge=False)
         for col in ("task", "state", "attempt", "node", "runs on"):

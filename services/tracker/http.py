@@ -311,6 +311,7 @@ def make_app(
     app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     pools.setup_pools(app, store)
+    tracker.position_of = app[pools.POOLS].position
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]

@@ -8,71 +8,15 @@ polls, and nothing asks a pool service.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import structlog
 from aiohttp import web
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
 
-from contracts import subjects
-from contracts.envelope import Recorded
-from muster.bus.eventstore import EventStore, recorded_from_msg
-from muster.bus.repository import fold, log_seq
+from muster.bus.eventstore import EventStore
+from muster.bus.repository import log_seq
 from muster.readmodel.pools import change_for, pool_view
-from services.pool.domain.pool import Pool
-
-log = structlog.get_logger("muster.tracker")
-READY_TIMEOUT_S = 30.0
-
-
-class PoolMirror:
-    def __init__(self, store: EventStore) -> None:
-        self.store = store
-        self.pools: dict[str, Pool] = {}
-        self.listeners: dict[str, set[asyncio.Queue[Recorded]]] = {}
-        self.ready = asyncio.Event()
-        self.sub: Any = None
-
-    async def start(self) -> None:
-        async def on_msg(msg: Msg) -> None:
-            try:
-                r = recorded_from_msg(msg)
-                name = r.subject.rsplit(".", 1)[1]
-                self.pools[name] = fold(Pool, self.pools.get(name), r)
-            except Exception:  # a reader that cannot fold must not stop the others
-                log.exception("cannot fold pool event", subject=msg.subject)
-                return
-            for queue in self.listeners.get(name, ()):
-                queue.put_nowait(r)
-            if msg.metadata.num_pending == 0:
-                self.ready.set()
-
-        self.sub = await self.store.js.subscribe(subjects.ALL_POOL_EVENTS, ordered_consumer=True, cb=on_msg,
-                                                 deliver_policy=DeliverPolicy.ALL, stream=subjects.EVENTS_STREAM)
-        info = await self.sub.consumer_info()
-        if info.num_pending == 0 and info.delivered.consumer_seq == 0:
-            self.ready.set()  # no pool events at all
-
-    async def stop(self) -> None:
-        if self.sub is not None:
-            with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
-
-    async def pool(self, name: str) -> Pool | None:
-        await asyncio.wait_for(self.ready.wait(), READY_TIMEOUT_S)
-        return self.pools.get(name)
-
-    @contextlib.contextmanager
-    def listening(self, name: str) -> Any:
-        queue: asyncio.Queue[Recorded] = asyncio.Queue()
-        self.listeners.setdefault(name, set()).add(queue)
-        try:
-            yield queue
-        finally:
-            self.listeners[name].discard(queue)
+from services.pool.mirror import READY_TIMEOUT_S, PoolMirror
 
 
 POOLS = web.AppKey("pools", PoolMirror)

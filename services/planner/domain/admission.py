@@ -45,6 +45,8 @@ class Facts:
     """`rollback`: the job whose earlier state is the target."""
     principal: str | None = None
     """Who asks (authenticated), when the transport knows; None before identities exist."""
+    pools: Any = None
+    """Resource pools, when the planner has them: `.refusal(facts) -> str` ('' = admitted)."""
 
 
 Rule = Callable[[Facts], None]
@@ -95,6 +97,14 @@ def template_allows_size(f: Facts) -> None:
 
 def provider_of(f: Facts) -> str:
     return f.command.provider or template_of(f).defaults.provider
+
+
+def pool_admits(f: Facts) -> None:
+    """A cluster on a pool: the pool exists, and its quotas and per-job limit allow the nodes
+    (docs/pools.md). The pool checks again when it takes the request: it decides."""
+    reason = f.pools.refusal(f) if f.pools is not None else ""
+    if reason:
+        raise Refused(reason)
 
 
 def provider_known(f: Facts) -> None:

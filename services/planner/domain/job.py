@@ -27,6 +27,8 @@ from contracts.events import (
     JobPaused,
     JobPlanned,
     JobRequested,
+    JobResourcesGranted,
+    JobResourcesRequested,
     JobResumed,
     JobRetried,
     JobRolledBack,
@@ -86,6 +88,8 @@ class Job(Aggregate):
         self.paused = False
         self.cancel_requested = False
         self.control_requests: set[str] = set()
+        self.resources: dict[str, Any] | None = None
+        """Hosts asked of a pool: {pool, request_id, hosts, granted} (docs/pools.md)."""
 
     # -- planning -----------------------------------------------------------------------
 
@@ -287,6 +291,36 @@ class Job(Aggregate):
         self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id))
         return True
 
+    # -- pool hosts (docs/pools.md) -------------------------------------------------------
+
+    @event("JobResourcesRequested")
+    def _resources_requested(self, payload: JobResourcesRequested) -> None:
+        self.resources = {"pool": payload.pool, "request_id": payload.request_id, "hosts": payload.hosts, "granted": False}
+
+    def request_resources(self, pool: str, request_id: str, hosts: int) -> bool:
+        """Record that the job asked a pool for hosts (again, after a retry: a new request)."""
+        if self.is_final or (self.resources is not None and (not self.resources["granted"] or self.resources["request_id"] == request_id)):
+            return False
+        self._resources_requested(JobResourcesRequested(job_id=str(self.id), pool=pool, request_id=request_id, hosts=hosts))
+        return True
+
+    @event("JobResourcesGranted")
+    def _resources_granted(self, payload: JobResourcesGranted) -> None:
+        assert self.resources is not None
+        self.resources = {**self.resources, "granted": True}
+
+    def take_resources(self, assignments: dict[str, str]) -> bool:
+        """The pool's grant: False if there was nothing to wait for (or it came before)."""
+        if self.resources is None or self.resources["granted"] or self.is_final:
+            return False
+        self._resources_granted(JobResourcesGranted(job_id=str(self.id), pool=self.resources["pool"],
+                                                    request_id=self.resources["request_id"], assignments=assignments))
+        return True
+
+    @property
+    def waiting_for_resources(self) -> bool:
+        return self.resources is not None and not self.resources["granted"] and not self.is_final
+
     # -- rollback --------------------------------------------------------------------------
 
     @event("RollbackPlanned")
@@ -356,12 +390,14 @@ class Job(Aggregate):
         current = next((i for i, st in enumerate(stages, 1) if not set(st) <= done), None)
         return {
             "id": str(self.id), "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
-            "state": "paused" if self.paused and not self.is_final else self.state,
+            "state": "paused" if self.paused and not self.is_final else
+                     "waiting_for_resources" if self.waiting_for_resources and self.state == "running" else self.state,
             "error": self.error or None, "owner": self.planner, "mode": self.mode,
             "requested_by": self.requested_by, "started_at": self.created_on.isoformat(),
             "finished_at": self.modified_on.isoformat() if self.is_final else None,
             "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
+            "resources": dict(self.resources) if self.resources else None,
         }
 
     # -- the end --------------------------------------------------------------------------

@@ -244,7 +244,7 @@ class Pool(Aggregate):
         self._expired(RequestExpired(
             request_id=request_id,
             reason=f"no hosts of pool {self.name} were free by the deadline {deadline.isoformat()} "
-                   f"({_ordinal(position or 0)} in line for {r.size} hosts)",
+                   f"({ordinal(position or 0)} in line for {r.size} hosts)",
         ))
         self.serve()
         return True
@@ -522,7 +522,7 @@ def _holder(host: Host) -> str:
     return f"node {h.node_id} of cluster {h.cluster_id} (tenant {h.tenant})" if h else "nobody"
 
 
-def _ordinal(n: int) -> str:
+def ordinal(n: int) -> str:
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 from nats.js.api import DeliverPolicy
@@ -70,6 +71,14 @@ class Watch:
         self.waiters.append((predicate, fut))
         return await asyncio.wait_for(fut, timeout)
 
+    async def more_than(self, count: int, timeout: float) -> None:
+        """Until more than `count` events have been seen."""
+        if len(self.seen) > count:
+            return
+        fut: asyncio.Future[Recorded] = asyncio.get_running_loop().create_future()
+        self.waiters.append((lambda r: len(self.seen) > count, fut))
+        await asyncio.wait_for(fut, timeout)
+
     def types(self) -> list[str]:
         return [r.type for r in self.seen]
 
@@ -123,3 +132,89 @@ async def muster(url: str, *args: str, timeout: float = 60) -> Run:
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     return Run(proc.returncode or 0, out.decode(), err.decode())
+
+
+# -- the whole pipeline in this loop: planner, solver, provisioner, pool service ----------------
+
+POOL_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "pool-catalog"
+
+
+@dataclass
+class Pipeline:
+    url: str
+    nc: Client
+    store: EventStore
+    client: Any
+    planner: Any
+    pools: PoolService
+    hosts: Any
+    tenant: str = "default"
+
+    async def watch(self, subject_filter: str) -> Watch:
+        return await Watch(self.nc, subject_filter).start()
+
+    async def until_pool(self, predicate: Any, timeout: float = 30.0) -> Any:
+        """The pool rebuilt from the log, once `predicate(pool)` holds: checked now and after
+        each new pool event (the planner's reports reach the pool after its jobs end)."""
+        from muster.bus.repository import rebuild
+        from services.pool.domain.pool import Pool
+
+        watch = await self.watch(subjects.pool_events("lab"))
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            count = len(watch.seen)
+            pool = rebuild(Pool, await self.store.read(subjects.pool_events("lab")))
+            if pool is not None and predicate(pool):
+                return pool
+            await watch.more_than(count, max(0.1, deadline - asyncio.get_running_loop().time()))
+
+    async def add_hosts(self, *host_ids: str, **properties: Any) -> None:
+        from contracts.pool_commands import AddHosts
+        from services.pool import client as pools
+
+        specs = [await self.hosts.start(h, **properties) for h in host_ids]
+        await pools.send(self.nc, "lab", AddHosts(hosts=specs, requested_by="admin"))
+
+
+@pytest_asyncio.fixture
+async def pipeline(fresh_nats: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
+    from muster.bus.consume import consume_events
+    from muster.catalog_files import load_catalog
+    from muster.catalog_store import apply_catalog
+    from muster.client import MusterClient
+    from muster.demo.pool_hosts import LocalPoolHosts
+    from services.planner.app import PlannerConfig
+    from services.planner.entrypoint import start_planner
+    from services.provisioner.plugins import PluginRegistry
+    from services.provisioner.worker import WorkerConfig, Workers
+    from services.solver.service import SolverService
+
+    async with AsyncExitStack() as stack:
+        ncs = []
+        for name in ("planner", "solver", "provisioner", "pools", "client"):
+            nc = await connect(fresh_nats, name=name)
+            ncs.append(nc)
+            stack.push_async_callback(nc.close)
+        await ensure_streams(ncs[0].jetstream())
+        hosts = LocalPoolHosts(tmp_path / "hosts")
+        stack.push_async_callback(hosts.stop)
+        pool_service = await start_pool_service(ncs[3], stack, "pool-test", callback_backoff_s=0.05)
+        planner = await start_planner(ncs[0], stack, PlannerConfig(instance="planner-test", max_attempts=2,
+                                                                   action_timeout_s={"default": 20.0}))
+        solver = SolverService(EventStore(ncs[1]), "solver-test")
+        sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
+        stack.push_async_callback(sub.unsubscribe)
+        registry = PluginRegistry.discover(secrets={"lab": {"identityfile": str(hosts.key_path)}}, work_dir=tmp_path / "prov")
+        stack.push_async_callback(registry.aclose)
+        workers = Workers(ncs[2].jetstream(), EventStore(ncs[2]), registry, WorkerConfig(provisioner_id="prov-test", capacity=8))
+        await workers.ensure_queues()
+        runner = asyncio.create_task(workers.run())
+
+        async def stop_workers() -> None:
+            await workers.drain()
+            await runner
+
+        stack.push_async_callback(stop_workers)
+        store = EventStore(ncs[4])
+        await apply_catalog(store, "default", load_catalog(POOL_CATALOG))
+        yield Pipeline(fresh_nats, ncs[4], store, MusterClient(ncs[4]), planner, pool_service, hosts)

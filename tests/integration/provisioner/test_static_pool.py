@@ -101,11 +101,15 @@ async def test_release_command_runs_before_the_host_goes_back(registry: PluginRe
         pool_registry(registry.work_dir, key, release_command="rm -f pooled.txt && echo wiped") as reg,
         pool_registry(registry.work_dir / "other", absolute_key, release_command="exit 4") as failing,
     ):
-        create = pool_task("create", grant_of_node(a))
-        out = await reg.execute(next_task(create, await reg.execute(create), "delete"))
+        node, confirmed = await pool_node(reg, grant_of_node(a))
+        out = await reg.execute(next_task(node, confirmed, "delete"))
         assert out.ok and out.stdout.startswith("wiped\n") and "host host-a released to pool 'lab'" in out.stdout
-        out = await failing.execute(next_task(create, await failing.execute(create), "delete"))
+        node, confirmed = await pool_node(failing, grant_of_node(a))
+        out = await failing.execute(next_task(node, confirmed, "delete"))
         assert not out.ok and out.error == "delete: release command exited with status 4 on host host-a"
+        create = pool_task("create", grant_of_node(a))  # never confirmed: nothing of ours ran there
+        out = await failing.execute(next_task(create, await failing.execute(create), "delete"))
+        assert out.ok and "was never confirmed: nothing to release" in out.stdout
         nothing = await reg.execute(pool_task("delete", None))
         assert nothing.ok and "holds no pool host" in nothing.stdout
 

@@ -104,6 +104,10 @@ class StaticPoolProvider(ProviderPlugin):
         release = ctx.fields.get("release_command")
         if not release:
             return succeeded(stdout=f"host {grant.get('host_id')} goes back to pool {grant.get('pool')!r}")
+        if "ssh_host_keys" not in ctx.results:
+            # Never confirmed (a host that did not answer, or answered with another key): we ran
+            # nothing there, so there is nothing to wipe, and no checked connection to wipe with.
+            return succeeded(stdout=f"host {grant.get('host_id')} was never confirmed: nothing to release")
         try:
             grant = grant_of(ctx)
             target = self._target(ctx, grant)

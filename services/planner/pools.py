@@ -1,0 +1,309 @@
+"""The planner's side of resource pools (docs/pools.md): a cluster on a `static-pool` provider
+gets its machines from a pool.
+
+- Admission (`refusal`, run by the `pool_admits` rule): the pool exists, and the tenant's
+  quotas and the pool's per-job limit allow the nodes asked for; else the request is rejected
+  with the pool's reason. The pool checks again when it takes the request (it decides).
+- Dispatch (`admit`, the planner's DispatchPolicy): a node's `create` waits until the node
+  holds a host (`pool_host` in its results). Nothing else is held: every other task of the
+  node comes after its create.
+- After every decision of the saga (`after`): ask for the hosts the job's held creates need
+  (`PoolHostsRequested` on the job's request subject, then `JobResourcesRequested` on the job),
+  report what happened to nodes holding hosts (confirmed, releasing, released, failed), and
+  close the request when the job ends (a job cancelled while waiting cancels its request).
+- Pool events (`on_pool_event`, from a live fold of the pools): a grant gives each node its
+  host (`NodeResultsRecorded` with `pool_host`; `JobResourcesGranted`) and the job goes on; a
+  refusal or an expired deadline fails the waiting job with the pool's reason. A grant that
+  finds its job already ended hands the hosts straight back.
+
+Every reaction is idempotent: the live fold replays every pool's history when a planner
+starts, which is also how a planner killed between a grant and its use picks the grant up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from contracts import subjects
+from contracts.catalog import Catalog
+from contracts.commands import COMMAND_ADAPTER, CreateCluster, ExpandCluster
+from contracts.envelope import Recorded
+from contracts.events import Event
+from contracts.pools import (
+    NodeNeed, PoolHostsRequested, PoolNodesReported, PoolRequest, PoolRequestCancelled, PoolRequestClosed,
+)
+from muster.ports.eventlog import Append, ConcurrencyError, EventLog
+
+from .domain.admission import Facts, provider_of
+from .domain.cluster import Cluster
+from .domain.job import Job
+
+if TYPE_CHECKING:
+    from services.pool.domain.pool import Pool
+    from services.pool.mirror import PoolMirror
+
+    from .app import Planner
+
+log = structlog.get_logger("muster.planner")
+
+POOL_PROVIDER = "static-pool"
+GRANT = "pool_host"
+"""The node results key of a grant (the static-pool plugin reads it)."""
+REACTION_TRIES = 3
+
+
+def request_id_of(job_id: str, nth: int) -> str:
+    """The job's n-th request (a retried job asks again): `<job>`, `<job>_r2`, ..."""
+    return job_id if nth == 1 else f"{job_id}_r{nth}"
+
+
+def job_id_of(request_id: str) -> str:
+    return request_id.split("_r", 1)[0]
+
+
+class PoolBroker:
+    def __init__(self, log: EventLog, mirror: "PoolMirror") -> None:
+        self.log = log
+        self.mirror = mirror
+        self.planner: "Planner | None" = None
+        self.reported: dict[str, set[tuple[str, str]]] = {}
+        """job id -> (node, status) reported to its pool in this life (read from the log the
+        first time a job is seen)."""
+
+    def attach(self, planner: "Planner") -> None:
+        self.planner = planner
+        self.mirror.watch(self.on_pool_event)
+
+    # -- which clusters use pools ------------------------------------------------------------
+
+    @staticmethod
+    def pool_named(catalog: Catalog | None, provider: str) -> str | None:
+        p = catalog.providers.get(provider) if catalog is not None else None
+        if p is None or p.providertype != POOL_PROVIDER:
+            return None
+        return str(p.provisioner.get("pool") or "") or None
+
+    def _pool_of(self, job: Job, cluster: Cluster) -> str | None:
+        assert self.planner is not None
+        return self.pool_named(self.planner.state.catalogs.get(job.tenant), cluster.provider)
+
+    # -- admission ---------------------------------------------------------------------------
+
+    def refusal(self, f: Facts) -> str:
+        """Why the pool would refuse this create or expand now ('' if it would not)."""
+        cmd = f.command
+        provider = provider_of(f) if isinstance(cmd, CreateCluster) else f.cluster.provider if f.cluster else ""
+        name = self.pool_named(f.catalog, provider)
+        if name is None or not isinstance(cmd, (CreateCluster, ExpandCluster)):
+            if f.catalog.providers.get(provider) is not None and f.catalog.providers[provider].providertype == POOL_PROVIDER:
+                return f"provider {provider!r} is a static pool without its 'pool' field"
+            return ""
+        pool = self.mirror.pools.get(name)
+        if pool is None:
+            return f"pool {name!r} (provider {provider!r}) does not exist: add hosts with `muster pool add-hosts {name} FILE`"
+        count = cmd.nodes - (len(f.cluster.nodes) if f.cluster is not None and isinstance(cmd, ExpandCluster) else 0)
+        cluster_id = str(f.cluster.id) if f.cluster is not None else f"new-{f.job_id}"
+        probe = PoolRequest(request_id=f.job_id, pool=name, tenant=f.tenant, cluster_id=cluster_id,
+                            nodes=[NodeNeed(node_id=f"n{i}") for i in range(max(1, count))])
+        return pool.refusal(probe)
+
+    # -- dispatch ----------------------------------------------------------------------------
+
+    def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
+        if self._pool_of(job, cluster) is None:
+            return ready
+        return [t for t in ready if not self._needs_grant(job, cluster, t)]
+
+    @staticmethod
+    def _needs_grant(job: Job, cluster: Cluster, task_id: str) -> bool:
+        task = job.tasks[task_id]
+        return task["action"] == "create" and GRANT not in cluster.results.get(task["node"], {})
+
+    # -- after every decision ------------------------------------------------------------------
+
+    async def after(self, job: Job, cluster: Cluster) -> None:
+        name = self._pool_of(job, cluster)
+        if name is None:
+            return
+        job_id = str(job.id)
+        rid = job.resources["request_id"] if job.resources is not None else job_id
+        if job_id not in self.reported:
+            await self._load_reports(job, name)
+        done = self.reported[job_id]
+        for fact in self._reports(job, rid, done):
+            await self._write(job, name, rid, fact)
+        if job.is_final and job.resources is not None and (rid, "closed") not in done:
+            if not job.resources["granted"] and job.cancel_requested:
+                await self._write(job, name, rid, PoolRequestCancelled(request_id=rid, reason=f"job {job_id} cancelled",
+                                                                       by=job.requested_by))
+            await self._write(job, name, rid, PoolRequestClosed(request_id=rid, by=job.requested_by,
+                                                                outcome=f"job {job.state}: {job.error}".rstrip(": ")))
+            done.add((rid, "closed"))
+        await self._ask(job, cluster, name)
+
+    async def _ask(self, job: Job, cluster: Cluster, name: str) -> None:
+        """Ask for the hosts of creates that wait for one, unless a request is out already."""
+        if job.is_final or not job.planned or job.waiting_for_resources or job.state != "running":
+            return
+        plan = job.active_plan
+        nodes = sorted({t.node for t in plan.tasks if t.action.value == "create"} if plan is not None else set())
+        needs = [n for n in nodes if GRANT not in cluster.results.get(n, {}) and job.task_state.get(f"{n}.create") != "succeeded"]
+        if not needs:
+            return
+        assert self.planner is not None
+        catalog = await self.planner.state.catalog(job.tenant)
+        nth = 1 if job.resources is None else _nth(job.resources["request_id"]) + 1
+        rid = request_id_of(str(job.id), nth)
+        wait = getattr(COMMAND_ADAPTER.validate_python(job.request), "pool", None)
+        request = PoolRequest(
+            request_id=rid, pool=name, tenant=job.tenant, cluster_id=job.cluster_id, job_id=str(job.id),
+            nodes=[NodeNeed(node_id=n, hardwaretype=cluster.nodes[n].hardwaretype,
+                            requires=_requires(catalog, cluster.nodes[n].hardwaretype, cluster.provider)) for n in needs],
+            urgency=wait.urgency if wait is not None else 50,
+            deadline=job.created_on + timedelta(seconds=wait.wait_s) if wait is not None and wait.wait_s else None,
+            callback=wait.callback if wait is not None else None, by=job.requested_by,
+        )
+        subject = subjects.pool_request_events(job.tenant, name, rid)
+        try:  # the fact first: a restart between the two appends asks again, and finds it asked
+            await self.log.append(subject, [Append(PoolHostsRequested(request=request), msg_id=f"{subject}:requested")],
+                                  expect_last_seq=0)
+        except ConcurrencyError:
+            pass
+        if job.request_resources(name, rid, len(needs)):
+            await self.planner.state.save_job(job)
+        log.info("hosts requested", job=str(job.id), pool=name, request=rid, hosts=len(needs))
+
+    @staticmethod
+    def _reports(job: Job, rid: str, done: set[tuple[str, str]]) -> list[PoolNodesReported]:
+        """What to tell the pool about the job's nodes that it has not been told yet: a node
+        confirmed, being deleted, deleted, or failed for good (its host goes to error)."""
+        found: dict[str, list[str]] = {}
+        failed: list[PoolNodesReported] = []
+        for task_id, state in job.task_state.items():
+            task = job.tasks.get(task_id)
+            if task is None or task_id in job.cleanups.values() or ".cleanup" in task_id:
+                continue  # a cleanup deletes a half-made machine; the node keeps its host
+            node, action = task["node"], task["action"]
+            status = ""
+            if action == "confirm" and state == "succeeded":
+                status = "confirmed"
+            elif action == "delete" and state in ("queued", "succeeded"):
+                status = "released" if state == "succeeded" else "releasing"
+            elif action in ("confirm", "delete") and state == "failed" and job.attempts_left(task_id) <= 0:
+                status = "failed"
+            key = (f"{rid}:{node}", status)
+            if not status or key in done:
+                continue
+            done.add(key)
+            if status == "failed":
+                failed.append(PoolNodesReported(request_id=rid, cluster_id=job.cluster_id, status="failed", node_ids=[node],
+                                                reason=f"{action} of node {node} failed for good (job {job.id})",
+                                                by=job.requested_by))
+            else:
+                found.setdefault(status, []).append(node)
+        def report(status: str) -> PoolNodesReported:
+            return PoolNodesReported(request_id=rid, cluster_id=job.cluster_id, status=status,  # type: ignore[arg-type]
+                                     node_ids=sorted(found[status]), by=job.requested_by)
+
+        # Released last: a host that failed for good goes to error before it is given back.
+        return [report(s) for s in ("confirmed", "releasing") if s in found] + failed + \
+            [report(s) for s in ("released",) if s in found]
+
+    async def _load_reports(self, job: Job, name: str) -> None:
+        """What earlier lives of this planner told the pool about the job."""
+        done: set[tuple[str, str]] = set()
+        last = _nth(job.resources["request_id"]) if job.resources is not None else 1
+        for nth in range(1, last + 1):
+            rid = request_id_of(str(job.id), nth)
+            for r in await self.log.read(subjects.pool_request_events(job.tenant, name, rid)):
+                if r.type == "PoolNodesReported":
+                    done |= {(f"{rid}:{n}", r.event.status) for n in r.event.node_ids}
+                elif r.type == "PoolRequestClosed":
+                    done.add((rid, "closed"))
+        self.reported[str(job.id)] = done
+
+    async def _write(self, job: Job, name: str, rid: str, fact: Event) -> None:
+        subject = subjects.pool_request_events(job.tenant, name, rid)
+        key = getattr(fact, "status", fact.type)
+        nodes = ",".join(getattr(fact, "node_ids", []))
+        await self.log.append(subject, [Append(fact, msg_id=f"{subject}:{key}:{nodes}"[:250])])
+
+    # -- the pool's decisions --------------------------------------------------------------
+
+    async def on_pool_event(self, name: str, pool: "Pool", r: Recorded) -> None:
+        if r.type not in ("HostsGranted", "RequestRefused", "RequestExpired", "RequestCancelled"):
+            return
+        assert self.planner is not None
+        rid = r.event.request_id
+        for attempt in range(REACTION_TRIES):
+            try:
+                await self._react(name, pool, r, rid)
+                return
+            except ConcurrencyError:
+                log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
+
+    async def _react(self, name: str, pool: "Pool", r: Recorded, rid: str) -> None:
+        assert self.planner is not None
+        state = self.planner.state
+        async with state.lock:
+            job = state.jobs.get(job_id_of(rid))
+            if job is None or job.resources is None or job.resources["request_id"] != rid:
+                return  # not ours, not loaded (finished long ago), or an older request of the job
+            if not self.planner.hooks.owns(job.tenant, job.cluster_id):
+                return
+            cluster = state.clusters[job.cluster_id]
+            if r.type != "HostsGranted":
+                if job.waiting_for_resources and job.state == "running":
+                    reason = getattr(r.event, "reason", "") or "the request was cancelled"
+                    await self._give_up(job, cluster, f"pool {name}: {reason}")
+                return
+            assignments = {a.node_id: a.host_id for a in r.event.assignments}
+            if job.is_final or job.state != "running":  # it ended while the pool decided: give them back
+                if not job.resources["granted"]:
+                    fact = PoolNodesReported(request_id=str(job.id), cluster_id=job.cluster_id, status="released",
+                                             node_ids=sorted(assignments), by=job.requested_by)
+                    await self._write(job, name, str(job.id), fact)
+                return
+            for node, host_id in sorted(assignments.items()):
+                host = pool.book.hosts.get(host_id)
+                if host is None or node not in cluster.nodes:
+                    continue
+                spec = host.spec
+                cluster.record_results(node, "pool.grant", {GRANT: {
+                    "pool": name, "host_id": spec.id, "address": spec.address, "port": spec.port, "user": spec.user,
+                    "host_keys": list(spec.host_keys)}}, {}, "")
+            if job.take_resources(assignments):
+                log.info("hosts granted", job=str(job.id), pool=name, hosts=len(assignments))
+                await self.planner.execution.advance(job, cluster)
+
+    async def _give_up(self, job: Job, cluster: Cluster, reason: str) -> None:
+        """The pool will not serve the job: it fails with the pool's reason; an expand's
+        cluster goes back to the nodes it had (nothing ran)."""
+        assert self.planner is not None
+        job.fail(reason)
+        if job.operation == "create":
+            cluster.set_status("failed", str(job.id), reason)
+        else:
+            cluster.change_layout(str(job.id), job.previous_nodes)
+            cluster.set_status(cluster.status, str(job.id), reason)
+        await self.planner.execution.execute(job, cluster, _no_effects())
+        log.info("job gave up waiting for hosts", job=str(job.id), reason=reason)
+
+
+def _requires(catalog: Catalog, hardwaretype: str, provider: str) -> str:
+    hw = catalog.hardwaretypes.get(hardwaretype)
+    return str((hw.providermap.get(provider, {}) if hw is not None else {}).get("requires", "") or "")
+
+
+def _nth(request_id: str) -> int:
+    return int(request_id.split("_r", 1)[1]) if "_r" in request_id else 1
+
+
+def _no_effects() -> Any:
+    from .domain.saga import Effects
+
+    return Effects()
