@@ -24,6 +24,7 @@ from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
 from .routing import REPLIES, ROUTES, Reply, router
 
+
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
