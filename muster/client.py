@@ -59,7 +59,8 @@ from contracts.events import EVENT_TYPES
 from contracts.layout import NodeSpec
 
 from .bus.connect import connect
-from .bus.eventstore import EventStore, Recorded, recorded_from_msg
+from .bus.bodies import Bodies
+from .bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
 
 FINAL_TYPES = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
 """A job's story ends with one of these (a failed job may be retried: a later one follows)."""
@@ -165,6 +166,7 @@ class MusterClient:
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
+        self._bodies = Bodies(self.js)
         self._owns = owns_connection
         self.tenant = tenant
         self.requested_by = requested_by or default_user()
@@ -364,7 +366,7 @@ class MusterClient:
         )
         try:
             while True:
-                recorded = recorded_from_msg(await queue.get())
+                recorded = await inflate(self._bodies, recorded_from_msg(await queue.get()))
                 yield recorded
                 if recorded.type in stop:
                     return

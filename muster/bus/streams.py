@@ -8,6 +8,8 @@ from nats.js.errors import BadRequestError
 
 from contracts import subjects
 
+from .bodies import bodies_config
+
 
 def events_config(replicas: int = 1) -> StreamConfig:
     return StreamConfig(
@@ -40,7 +42,7 @@ def tasks_config(replicas: int = 1) -> StreamConfig:
 
 
 async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
-    for config in (events_config(replicas), tasks_config(replicas)):
+    for config in (events_config(replicas), tasks_config(replicas), bodies_config(replicas)):
         try:
             await js.add_stream(config)
         except BadRequestError as err:

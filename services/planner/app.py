@@ -56,6 +56,7 @@ from contracts.events import (
     PlannedTaskRecord,
 )
 from contracts.layout import Layout, NodeSpec
+from contracts.limits import MAX_REQUEST_BYTES, json_size, over_budget
 from contracts.templates import TemplateError, resolve_template
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
 from muster.bus.repository import Repository, fold, rebuild
@@ -156,10 +157,8 @@ class Planner:
         # Queued attempts may never have reached TASKS; the message id makes a repeat
         # harmless. Their timers count from when they were queued.
         catalog = await self.catalog(job.tenant)
-        for task_id, state in job.task_state.items():
-            if state == "queued":
-                attempt = job.attempts[task_id]
-                await execution.publish(self, job, cluster, catalog, task_id, attempt, times.get((task_id, attempt)))
+        queued = [(t, job.attempts[t]) for t, state in job.task_state.items() if state == "queued"]
+        await execution.publish_many(self, job, cluster, catalog, [(t, a, times.get((t, a))) for t, a in queued])
         await execution.advance(self, job, cluster)
 
     async def catalog(self, tenant: str, refresh: bool = False) -> Catalog:
@@ -197,6 +196,10 @@ class Planner:
             raise Rejection(f"request body is not JSON: {err}") from None
         if not isinstance(body, dict):
             raise Rejection("request body must be a JSON object")
+        if len(data) > MAX_REQUEST_BYTES:
+            biggest = max(body, key=lambda k: json_size(body[k]), default="")
+            raise Rejection(f"request {over_budget('body', len(data), MAX_REQUEST_BYTES)}"
+                            + (f" (field {biggest!r} alone is {json_size(body[biggest]):,} bytes)" if biggest else ""))
         expected = {v: k for k, v in VERB_OF.items()}.get(verb)
         if expected is None:
             raise Rejection(f"unknown operation {verb!r}; known: {', '.join(sorted(VERB_OF.values()))}")
@@ -500,6 +503,31 @@ class Planner:
 
     async def on_task_event(self, recorded: Recorded) -> None:
         await execution.on_task_event(self, recorded)
+
+    async def on_poison(self, recorded: Recorded, err: BaseException) -> None:
+        """An event about a job that the planner could not take in, however often it tried
+        (what it would record is refused by the log, a bug): the job ends with the reason,
+        instead of the event jamming the planner forever. A job that has a plan may have
+        made machines: it needs an administrator; one without a plan simply failed."""
+        job_id = getattr(recorded.event, "job_id", None)
+        tenant = recorded.subject.split(".")[2]
+        if not job_id:
+            return
+        async with self.lock:
+            job = await self.find_job(tenant, job_id)
+            if job is None or job.is_final:
+                return
+            await execution.reload(self, tenant, job_id, job.cluster_id)
+            job, cluster = self.jobs[job_id], self.clusters[job.cluster_id]
+            reason = f"the planner could not take in {recorded.type} (log seq {recorded.seq}): {type(err).__name__}: {err}"[:1000]
+            if job.planned:
+                job.needs_attention(reason)
+                cluster.set_status("needs_attention", job_id, reason)
+            else:
+                job.fail(reason)
+                cluster.set_status("failed" if job.operation == "create" else cluster.status, job_id, reason)
+            await execution.save(self, job, cluster)
+            log.error("job ended: an event could not be taken in", job=job_id, event=recorded.type, error=str(err)[:300])
 
 
 def _operation_of(cmd: ClusterCommand) -> str:

@@ -58,8 +58,10 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         await nc.subscribe(subjects.PLANNER_METRICS, cb=on_metrics),
         await nc.subscribe(f"{subjects.OPS}.*.*", queue="planners", cb=on_request),
         await nc.subscribe(subjects.ALL_JOB_QUERIES, cb=on_query),
-        await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event, ack_wait=config.ack_wait_s),
-        await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event, ack_wait=config.ack_wait_s),
+        await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event,
+                             ack_wait=config.ack_wait_s, on_poison=planner.on_poison),
+        await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event,
+                             ack_wait=config.ack_wait_s, on_poison=planner.on_poison),
     ]
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)

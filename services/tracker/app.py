@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
-from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
+from muster.bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
 
 from .adapters.kv import LocationIndex
 from .domain.clusters import cluster_view
@@ -223,7 +223,7 @@ class Tracker:
                 except TimeoutError:
                     yield None
                     continue
-                recorded = recorded_from_msg(msg)
+                recorded = await inflate(self.store.bodies, recorded_from_msg(msg))
                 yield recorded
                 if recorded.type in FINAL_EVENTS:
                     return
