@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -21,16 +21,17 @@ from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.events import EVENT_TYPES, Event, parse_event
+from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
+from contracts.events import EVENT_TYPES, parse_event
 
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
 
-H_TYPE = "Muster-Type"
-H_AGGREGATE = "Muster-Aggregate"
-H_VERSION = "Muster-Version"
-H_TIME = "Muster-Time"
-H_MSG_ID = "Nats-Msg-Id"
-H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+# The envelope types live in contracts.envelope (no NATS import); they are re-exported here
+# for the adapters that already name them.
+__all__ = [
+    "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
+    "NoDirectGet", "Recorded", "StoreError", "full_recorded_from_msg", "inflate", "recorded", "recorded_from_msg",
+]
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
 READ_BATCH = 1000
@@ -52,78 +53,34 @@ class NoDirectGet(StoreError):
     """Nobody answers direct gets (503): a replicated stream's replicas are not serving yet."""
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """One event as it sits in the log."""
-
-    seq: int
-    subject: str
-    time: datetime
-    event: Any
-    aggregate_id: str | None = None
-    version: int | None = None
-
-    @property
-    def type(self) -> str:
-        return str(self.event.type)
-
-
-@dataclass(frozen=True)
-class Append:
-    """One event to append, with what the log needs to know about it."""
-
-    event: Event
-    msg_id: str
-    aggregate_id: str | None = None
-    version: int | None = None
-    time: datetime | None = None
-
-    def headers(self) -> dict[str, str]:
-        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}
-        if self.aggregate_id is not None:
-            h[H_AGGREGATE] = self.aggregate_id
-        if self.version is not None:
-            h[H_VERSION] = str(self.version)
-        h[H_TIME] = (self.time or datetime.now(timezone.utc)).isoformat()
-        return h
-
-
-def _recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
+def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
+    """A stored message as a Recorded event; an offloaded body stays an `Offloaded` stub until
+    the async readers fetch it (`inflate`)."""
+    if H_BODY not in headers:
+        return recorded(subject, seq, data, headers)
     time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
-    time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc)
     version = headers.get(H_VERSION)
     return Recorded(
-        seq=seq,
-        subject=subject,
-        time=time,
-        # An offloaded body is fetched by the async readers (`inflate`) before anyone sees it.
-        event=parse_stub(data) if H_BODY in headers else _parse(headers.get(H_TYPE, ""), data),
-        aggregate_id=headers.get(H_AGGREGATE),
-        version=int(version) if version else None,
+        seq=seq, subject=subject,
+        time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc),
+        event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
     )
-
-
-def _parse(event_type: str, data: bytes) -> Any:
-    # The type header names the model: validating against it alone is cheaper than the
-    # discriminated union, and the body's own `type` literal still has to agree.
-    model = EVENT_TYPES.get(event_type)
-    return model.model_validate_json(data) if model is not None else parse_event(data)
 
 
 def recorded_from_msg(msg: Msg) -> Recorded:
     """For consumers: a JetStream message of the EVENTS stream as a Recorded event. Its event
     is an `Offloaded` stub if the body is in BODIES: pass it through `inflate` (or use
     `full_recorded_from_msg`)."""
-    return _recorded(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
+    return _decode(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
 
 
-async def inflate(bodies: Bodies, recorded: Recorded) -> Recorded:
+async def inflate(bodies: Bodies, r: Recorded) -> Recorded:
     """The recorded event with its offloaded body put back (unchanged if it was inline)."""
-    stub_ = recorded.event
-    if not isinstance(stub_, Offloaded):
-        return recorded
-    data = await bodies.get(tenant_of(recorded.subject), stub_.ref)
-    return replace(recorded, event=_parse(stub_.type, data))
+    if not isinstance(r.event, Offloaded):
+        return r
+    data = await bodies.get(tenant_of(r.subject), r.event.ref)
+    model = EVENT_TYPES.get(r.event.type)
+    return replace(r, event=model.model_validate_json(data) if model is not None else parse_event(data))
 
 
 async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:
@@ -267,7 +224,7 @@ class EventStore:
                 break
             if up_to_seq is not None and msg.seq > up_to_seq:
                 break
-            out.append(_recorded(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            out.append(_decode(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
             seq = msg.seq + 1
         return out
 
@@ -341,7 +298,7 @@ class EventStore:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
-                got.append(_recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
+                got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
             except Exception as err:  # a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 
