@@ -71,6 +71,7 @@ from .domain.job import Job, job_uuid
 from .domain.plan import Plan, build_plan
 from .domain.restore import restore_plan
 from .metrics import QueueMetrics
+from .nodemaps import LazyBucket, NodeMaps
 
 log = structlog.get_logger("muster.planner")
 
@@ -91,6 +92,7 @@ class PlannerConfig:
     action_timeout_s: dict[str, float] = field(default_factory=lambda: {"default": 600.0})
     solve_timeout_s: float = 30.0
     ack_wait_s: float = 30.0
+    replicas: int = 1
 
 
 @dataclass
@@ -108,6 +110,7 @@ class Planner:
     possible (best effort: not rebuilt after a restart)."""
 
     def __post_init__(self) -> None:
+        self.nodemaps = NodeMaps(LazyBucket(self.nc.jetstream(), self.config.replicas))
         self.repo = Repository(self.store)
         self.lock = asyncio.Lock()
 

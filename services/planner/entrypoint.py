@@ -90,6 +90,7 @@ def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: st
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
+        replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

@@ -23,7 +23,7 @@ from muster.bus.repository import rebuild
 
 from .domain.cluster import Cluster
 from .domain.job import Job
-from .tasks import task_message
+from .tasks import needs_nodes, task_message
 
 if TYPE_CHECKING:
     from .app import Planner
@@ -121,7 +121,8 @@ async def reload(p: "Planner", tenant: str, job_id: str, cluster_id: str) -> Non
 
 async def publish(p: "Planner", job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, queued_at: datetime | None = None) -> None:
     avoid = p.ran_attempts.get((str(job.id), task_id), [])
-    message = task_message(job, cluster, catalog, task_id, attempt, p.config.provisioner_class, p.config.action_timeout_s, avoid)
+    ref = await p.nodemaps.ref(cluster, catalog) if needs_nodes(job.tasks[task_id]["action"]) else None
+    message = task_message(job, cluster, catalog, task_id, attempt, p.config.provisioner_class, p.config.action_timeout_s, avoid, ref)
     p.metrics.queued(job.tenant, p.config.provisioner_class, str(job.id), task_id, attempt, queued_at or datetime.now(timezone.utc))
     arm_timer(p, job, task_id, attempt, queued_at)
     try:
