@@ -26,8 +26,10 @@ from contracts.events import EVENT_TYPES, parse_event
 
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
 
-# The envelope types live in contracts.envelope (no NATS import); they are re-exported here
-# for the adapters that already name them.
+from ..ports.eventlog import ConcurrencyError, StoreError
+
+# The envelope types live in contracts.envelope, the port's errors in muster.ports.eventlog (no
+# NATS import in either); they are re-exported here for the adapters that already name them.
 __all__ = [
     "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
     "NoDirectGet", "Recorded", "StoreError", "full_recorded_from_msg", "inflate", "recorded", "recorded_from_msg",
@@ -39,14 +41,6 @@ MAX_ATOMIC = 1000
 """The server takes at most 1000 messages in one atomic batch (error 10199); a longer append is
 written in consecutive batches, each fenced by the sequence the previous one ended at."""
 BATCH_DUPLICATE = 10201  # an atomic batch whose message ids were already stored
-
-
-class ConcurrencyError(Exception):
-    """A stale writer: the subject moved on since the writer read it."""
-
-
-class StoreError(Exception):
-    pass
 
 
 class NoDirectGet(StoreError):
