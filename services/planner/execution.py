@@ -84,12 +84,13 @@ class Execution:
     async def publish(self, job: Job, cluster: Cluster, catalog: Catalog, a: Attempt, queued_at: datetime | None = None) -> None:
         avoid = self.ran_attempts.get((str(job.id), a.task_id), [])
         queued_at = queued_at or self.timers.clock.now()
-        self.metrics.queued(job.tenant, self.config.provisioner_class, str(job.id), a.task_id, a.attempt, queued_at)
+        klass = saga.queue_class(cluster, self.config.settings)
+        self.metrics.queued(job.tenant, klass, str(job.id), a.task_id, a.attempt, queued_at)
         self.timers.arm(("timeout", str(job.id), a.task_id, a.attempt), queued_at + timedelta(seconds=self.config.task_timeout_s))
         try:
             # The nodes map travels by reference (nodemaps.py); only automators get one.
             ref = await self.nodemaps.ref(cluster, catalog) if needs_nodes(job.tasks[a.task_id]["action"]) else None
-            message = task_message(job, cluster, catalog, a.task_id, a.attempt, self.config.provisioner_class,
+            message = task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
                                    self.config.action_timeout_s, avoid, ref)
             await self.queue.publish(message)
         except Exception as err:

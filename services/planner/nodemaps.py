@@ -43,6 +43,17 @@ async def ensure_bucket(js: JetStreamContext, replicas: int = 1) -> Store:
     ))
 
 
+class MemoryStore:
+    """For planners on in-memory ports (unit tests)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    async def put(self, key: str, value: bytes) -> object:
+        self.data[key] = value
+        return None
+
+
 class LazyBucket:
     """The bucket, declared on first use (for planners built without the composition root)."""
 

@@ -28,6 +28,7 @@ from muster.bus.streams import ensure_streams
 from muster.catalog_store import apply_catalog
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
+from services.planner.domain import saga
 from services.planner.domain.job import Job, job_uuid
 from services.planner.entrypoint import start_planner
 from services.solver.service import SolverService
@@ -184,7 +185,7 @@ async def test_an_event_the_planner_cannot_take_in_fails_the_job_instead_of_jamm
         calls += 1
         raise RuntimeError("the plan cannot be recorded")
 
-    monkeypatch.setattr(bare.planner, "_plan_layout", broken)
+    monkeypatch.setattr(saga, "plan_layout", broken)
     reply = await bare.client.send("default", CreateCluster(name="poison", template="hadoop-small", nodes=3))
     assert isinstance(reply, Accepted), reply
     final = await bare.client.wait(reply.job_id, timeout=60)
