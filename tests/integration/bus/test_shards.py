@@ -60,6 +60,16 @@ def _member(nc: Client, name: str, ledger: Ledger) -> ShardLeases:
     return ShardLeases(nc.jetstream(), name, shards=SHARDS, ttl_s=TTL, **ledger.callbacks(name))
 
 
+async def _pair(ncs: list[Client]) -> tuple[Ledger, ShardLeases, ShardLeases]:
+    """Two members that have shared the shards."""
+    ledger = Ledger()
+    a, b = _member(ncs[0], "a", ledger), _member(ncs[1], "b", ledger)
+    await a.start()
+    await b.start()
+    await ledger.until(lambda: _counts([a, b]) == [6, 6], 10)
+    return ledger, a, b
+
+
 def _counts(members: list[ShardLeases]) -> list[int]:
     return [len(m.held) for m in members]
 
@@ -101,11 +111,7 @@ async def test_members_take_a_fair_share_and_a_graceful_stop_hands_over_at_once(
 
 
 async def test_a_dead_members_shards_are_taken_over_within_the_ttl_and_never_owned_twice(ncs: list[Client]) -> None:
-    ledger = Ledger()
-    a, b = _member(ncs[0], "a", ledger), _member(ncs[1], "b", ledger)
-    await a.start()
-    await b.start()
-    await ledger.until(lambda: _counts([a, b]) == [6, 6], 10)
+    ledger, a, b = await _pair(ncs)
     dead = set(a.held)
     died = time.monotonic()
     await a.abort()  # kill -9: no release, no renewal
@@ -119,11 +125,7 @@ async def test_a_dead_members_shards_are_taken_over_within_the_ttl_and_never_own
 async def test_a_member_cut_off_stops_acting_before_anyone_else_can_take_over(ncs: list[Client]) -> None:
     """The lease decides: a member that cannot renew assumes it lost the shard before the
     key expires; a renewal that comes too late is refused by the server (expected sequence)."""
-    ledger = Ledger()
-    a, b = _member(ncs[0], "a", ledger), _member(ncs[1], "b", ledger)
-    await a.start()
-    await b.start()
-    await ledger.until(lambda: _counts([a, b]) == [6, 6], 10)
+    ledger, a, b = await _pair(ncs)
     mine = set(a.held)
     real_write = a._write
 
