@@ -1,9 +1,9 @@
 """What the console draws of a job (pure): its task graph and each task's attempts.
 
-The job's state is not folded here: states, attempts and places come from the tracker's status
-document (`status_from_log`, the same fold the API and `muster status` use). This module only
-reads what the plan events say about the shape of the graph — which tasks, which links, which
-stages, in which phase — and lists each task's attempts as the log recorded them.
+Nothing is folded here: the plans come from the read model's `JobView.graph()` and each task's
+state, attempt and place from the status document (the same fold the API and `muster status`
+use). This module puts them together for the page, and lists a task's attempts as the log
+recorded them.
 """
 
 from __future__ import annotations
@@ -31,47 +31,35 @@ class Graph:
         return {"tasks": self.tasks, "links": self.links, "stages": self.stages}
 
 
-def plan_graph(history: Iterable[Recorded], status: Mapping[str, Any] | None) -> Graph:
-    """The task graph of the plans recorded in a job's history (forward plan, latest rollback
-    plan, cleanup tasks), each task with its state, attempt and place from `status`."""
-    forward: Any = None
-    rollback: Any = None
-    cleanups: dict[str, Any] = {}
-    for r in history:
-        e = r.event
-        if e.type == "JobPlanned" and forward is None:
-            forward = e
-        elif e.type == "RollbackPlanned":
-            rollback = e
-        elif e.type == "CleanupQueued":
-            cleanups[e.task_id] = e
+def plan_graph(plans: Mapping[str, Any], status: Mapping[str, Any] | None) -> Graph:
+    """The task graph of a job's plans (`JobView.graph()`: the forward plan, the rollback being
+    or last run, cleanup tasks), each task with its state, attempt and place from `status`."""
     graph = Graph()
-    if forward is None:
-        return graph
     now = {t["id"]: t for t in (status or {}).get("tasks", ())}
     seen: set[str] = set()
 
-    def add(task_id: str, node: str, action: str, service: str | None, phase: str, stage: int | None) -> None:
-        if task_id in seen:
+    def add(t: Mapping[str, Any], phase: str, stage: int | None) -> None:
+        if t["id"] in seen:
             return
-        seen.add(task_id)
-        t = now.get(task_id, {})
+        seen.add(t["id"])
+        n = now.get(t["id"], {})
         graph.tasks.append({
-            "id": task_id, "node": node, "action": action, "service": service, "phase": phase, "stage": stage,
-            "state": t.get("state", "planned"), "attempt": t.get("attempt", 0),
-            "provisioner": t.get("provisioner"), "worker": t.get("worker"),
+            "id": t["id"], "node": t["node"], "action": t["action"], "service": t.get("service"), "phase": phase,
+            "stage": stage, "state": n.get("state", "planned"), "attempt": n.get("attempt", 0),
+            "provisioner": n.get("provisioner"), "worker": n.get("worker"),
         })
 
-    for phase, plan in (("forward", forward), ("rollback", rollback)):
-        if plan is None:
+    for phase in ("forward", "rollback"):
+        plan = plans.get(phase)
+        if not plan or not plan.get("tasks"):
             continue
-        stage_of = _stage_index(plan.stages)
-        graph.stages[phase] = [list(s) for s in plan.stages]
-        graph.links += [[list(s), list(t)] for s, t in plan.links]
-        for t in plan.tasks:
-            add(t.id, t.node, t.action.value, t.service, phase, stage_of.get(t.id))
-    for c in cleanups.values():
-        add(c.task_id, c.node, "delete", None, "cleanup", None)
+        stage_of = _stage_index(plan["stages"])
+        graph.stages[phase] = [list(st) for st in plan["stages"]]
+        graph.links += [[list(a), list(b)] for a, b in plan["links"]]
+        for t in plan["tasks"]:
+            add(t, phase, stage_of.get(t["id"]))
+    for t in plans.get("cleanups") or ():
+        add(t, "cleanup", None)
     return graph
 
 

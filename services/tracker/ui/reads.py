@@ -12,12 +12,13 @@ from typing import Any
 from contracts import subjects
 from muster.catalog_plugins import plugin_specs, redact
 from muster.catalog_store import read_state
+from muster.readmodel.jobs import JobView
+from muster.readmodel.status import compose, layout_of, split_history, task_records
+from muster.readmodel.timeline import timeline
 from services.provisioner.presence import live_provisioners
 
 from ..app import Tracker
 from ..cli import _cluster_history, replay_cluster
-from ..domain.status import status_from_log
-from ..domain.timeline import timeline
 from ..metrics import PlannerQueues
 from .graph import plan_graph
 
@@ -36,21 +37,33 @@ async def job_history(tracker: Tracker, tenant: str, job_id: str) -> list[Any]:
     return await tracker.store.read_many(subjects.job_history_filters(tenant, job_id))
 
 
+def fold(history: list[Any]) -> tuple[JobView, dict[str, Any]] | None:
+    """The job's view (read model) and its status as the API's log fold gives it."""
+    job_events, layout, tasks = split_history(history)
+    view = JobView()
+    for r in job_events:
+        view.apply(r)
+    if not view.requested:
+        return None
+    return view, compose(view.view(), task_records(tasks), layout_of(layout), "log")
+
+
 def job_page(history: list[Any]) -> dict[str, Any] | None:
     """Status, graph and recent timeline of a job, all as of the last event read (`seq`); the
     page's live stream continues from there."""
-    status = status_from_log(history)
-    if status is None:
+    folded = fold(history)
+    if folded is None:
         return None
-    graph = plan_graph(history, status)
+    view, status = folded
     lines = lines_json(history)
-    return {"status": status, "graph": graph, "timeline": lines[-TIMELINE_TAIL:], "timeline_total": len(lines),
-            "seq": history[-1].seq if history else 0}
+    return {"status": status, "graph": plan_graph(view.graph(), status), "timeline": lines[-TIMELINE_TAIL:],
+            "timeline_total": len(lines), "seq": history[-1].seq if history else 0}
 
 
 def graph_json(history: list[Any]) -> dict[str, Any]:
-    status = status_from_log(history)
-    return {**plan_graph(history, status).to_json(), "seq": history[-1].seq if history else 0}
+    folded = fold(history)
+    graph = plan_graph(folded[0].graph(), folded[1]) if folded else plan_graph({}, None)
+    return {**graph.to_json(), "seq": history[-1].seq if history else 0}
 
 
 # -- clusters --------------------------------------------------------------------------------------
