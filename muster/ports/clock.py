@@ -40,7 +40,7 @@ class AsyncioClock:
         loop = asyncio.get_running_loop()
 
         def fire() -> None:
-            task = loop.create_task(call())  # type: ignore[arg-type]
+            task: asyncio.Task[None] = loop.create_task(call())  # type: ignore[arg-type]
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 

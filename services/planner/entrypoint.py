@@ -25,6 +25,7 @@ from services.pool.mirror import PoolMirror
 from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
 from .config import Hooks
+from .nodemaps import LazyBucket, NodeMaps
 from .pools import PoolBroker
 from .routing import REPLIES, ROUTES, Reply, router
 
@@ -35,6 +36,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     store = store or EventStore(nc)
     broker = PoolBroker(store, PoolMirror(store))
     planner = Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
+                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)),
                       hooks=Hooks(dispatch=broker, after=(broker.after,), pools=broker))
     broker.attach(planner)
     return planner
@@ -55,7 +57,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     for reply in REPLIES:
         subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, reply)))
     for route in ROUTES:
-        subs.append(await consume_events(nc.jetstream(), route.filter, route.durable, router(planner, route), ack_wait=config.ack_wait_s))
+        subs.append(await consume_events(nc.jetstream(), route.filter, route.durable, router(planner, route),
+                                         ack_wait=config.ack_wait_s, on_poison=planner.on_poison))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     return planner
@@ -92,6 +95,7 @@ def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: st
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
+        replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

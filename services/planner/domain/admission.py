@@ -96,7 +96,7 @@ def template_allows_size(f: Facts) -> None:
 
 
 def provider_of(f: Facts) -> str:
-    return f.command.provider or template_of(f).defaults.provider
+    return str(f.command.provider or template_of(f).defaults.provider or "")
 
 
 def pool_admits(f: Facts) -> None:

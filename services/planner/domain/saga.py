@@ -75,12 +75,17 @@ class DispatchAll:
         return ready
 
 
+DISPATCH_ALL = DispatchAll()
+
+
 def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], settings: Settings,
-            policy: DispatchPolicy = DispatchAll()) -> Effects:
+            policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Take the job one step: finish, roll back, or queue what is ready."""
     if not job.is_final:
         if job.state == "running" and job.stopping and job.in_flight == 0:
             reason = "cancelled by request" if job.cancel_requested else exhausted_reason(job)
+            if not job.planned:  # cancelled before it had a plan: nothing ran, nothing to undo
+                return fail_unplanned(job, cluster, reason)
             job.plan_rollback(reason, services)
         if job.state == "running" and job.all_done:
             _succeeded(job, cluster)
@@ -90,8 +95,13 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
             cluster.set_status("needs_attention", str(job.id), reason)
         elif job.state == "rolling_back" and job.all_done:
             _rolled_back(job, cluster)
-    queued = [job.queue(t, settings.provisioner_class) for t in policy.admit(job, cluster, job.ready())]
+    queued = [job.queue(t, queue_class(cluster, settings)) for t in policy.admit(job, cluster, job.ready())]
     return Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
+
+
+def queue_class(cluster: Cluster, settings: Settings) -> str:
+    """The provisioner class a cluster's tasks are queued on (decided when it was created)."""
+    return cluster.provisioner_class or settings.provisioner_class
 
 
 def exhausted_reason(job: Job) -> str:
@@ -130,7 +140,7 @@ def queued_attempts(job: Job) -> list[Attempt]:
 
 
 def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, services: Mapping[str, Service],
-                 settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects:
+                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """A worker's result. One that changes nothing is a redelivery (or a superseded attempt's
     late result); if a redelivery, what we did with it the first time may have been recorded
     without its task messages getting out (a failed publish, an ack lost in a failover), so the
@@ -154,9 +164,9 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
 
 
 def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, services: Mapping[str, Service],
-             settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects | None:
+             settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects | None:
     """A worker silent past the timeout: the attempt fails (None if it is no longer current)."""
-    if not job.is_current(attempt.task_id, attempt.attempt):
+    if job.is_final or not job.is_current(attempt.task_id, attempt.attempt):
         return None
     error = f"timed out: no outcome within {timeout_s:g}s"
     job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error))
@@ -171,7 +181,7 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
     task = job.tasks[task_id]
     if task_id in job.cleanups.values():
         if job.attempts_left(task_id) > 0:  # the cleanup itself failed: delete again
-            q = job.queue(task_id, settings.provisioner_class)
+            q = job.queue(task_id, queue_class(cluster, settings))
             return Effects(dispatch=[Attempt(q.task_id, q.attempt)])
         return Effects()  # out of attempts: the job stops, and its rollback deletes the machine
     if job.attempts_left(task_id) <= 0 or task["action"] not in (Action.CREATE.value, Action.CONFIRM.value):
@@ -186,7 +196,7 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
 
 
 def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolvable, catalog: Catalog,
-                settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects:
+                settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Record the plan made from the solver's layout and dispatch; or fail the job."""
     if isinstance(answer, LayoutUnsolvable):
         return fail_unplanned(job, cluster, f"no layout: {answer.message}")
@@ -204,7 +214,7 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
 
 
 def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapping[str, Service],
-            settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects:
+            settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Pause, resume, cancel or retry; refused when the job's state does not allow it."""
     change = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel, RetryJob: job.retry}[type(cmd)]
     if not change(by, cmd.request_id):
