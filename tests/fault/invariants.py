@@ -16,7 +16,10 @@ NATS connection can call `check`).
    the log equals the cluster of a planner freshly rebuilt from the log (`Planner.resume`), and
    the tracker's `GET /v1/clusters/{id}` and `GET /v1/jobs/{id}` when a tracker URL is given.
 4. Tenants are isolated: no event on a tenant's subjects names another tenant's cluster or job
-   id, and an event's own `tenant` field is its subject's tenant.
+   id, and an event's own `tenant` field is its subject's tenant. (`_system` subjects are
+   shared by design: a pool's decisions name every tenant's requests.)
+5. Resource pools (`pool_invariants.py`): no host is ever lent twice, quotas hold at every
+   step, and each pool rebuilt from the log equals what a pool service reports.
 
 `check` returns a `Report`; `Report.problems` lists every violation in words (empty = all hold).
 """
@@ -41,6 +44,8 @@ from services.planner.app import PlannerConfig
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.entrypoint import nats_planner
+
+from .pool_invariants import compare_with_service, pool_problems
 
 FINAL = FINAL_JOB_EVENTS
 QUEUED = ("TaskQueued", "CleanupQueued")
@@ -139,6 +144,11 @@ async def check(
 
     _check_jobs(report, by_subject, jobs)
     _check_isolation(report, log, owner)
+    pools_rebuilt, pool_problems_found = pool_problems(log)
+    report.problems += pool_problems_found
+    compared, differ = await compare_with_service(nc, pools_rebuilt)
+    report.compared["pools"] += compared
+    report.problems += differ
     if planner_running:
         await _compare_job_views(report, nc, jobs, clusters, query_timeout)
     if jobs and all(j.is_final for j in jobs.values()):
@@ -239,7 +249,7 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
 def _check_isolation(report: Report, log: list[Recorded], owner: dict[str, str]) -> None:
     for r in log:
         w = where(r.subject)
-        if w is None:
+        if w is None or w.tenant == subjects.SYSTEM:
             continue
         own = getattr(r.event, "tenant", None)
         if own is not None and own != w.tenant:
