@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from contracts.events import FINAL_JOB_EVENTS
+from contracts.pools import Callback
 from contracts.commands import (
     VERB_OF,
     Accepted,
@@ -36,6 +37,7 @@ from contracts.commands import (
     ExpandCluster,
     JobCommand,
     PauseJob,
+    PoolWait,
     Rejected,
     RemoveServices,
     RestartServices,
@@ -240,6 +242,24 @@ def cluster() -> None:
     """Create, change and delete clusters; list and show them (from the log)."""
 
 
+def pool_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """How a create or expand on a pool provider waits for its hosts (docs/pools.md)."""
+    f = click.option("--callback", default=None, metavar="URL|SUBJECT",
+                     help="pool: told when the hosts are granted and when the job ends (an http(s) URL, or muster.cb.<tenant>.…)")(f)
+    f = click.option("--wait-for-hosts", type=click.FloatRange(min=0.001), default=None, metavar="SECONDS",
+                     help="pool: fail the job if its hosts are not granted within this time")(f)
+    f = click.option("--urgency", type=click.IntRange(0, 1000), default=50, show_default=True,
+                     help="pool: how urgent (the pool serves urgency x tenant priority first)")(f)
+    return f
+
+
+def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> PoolWait:
+    target = None
+    if callback:
+        target = Callback(url=callback) if "://" in callback else Callback(subject=callback)
+    return PoolWait(urgency=urgency, wait_s=wait_s, callback=target)
+
+
 @cluster.command("create")
 @click.argument("name")
 @click.option("--template", "-t", required=True, help="cluster template")
@@ -249,13 +269,16 @@ def cluster() -> None:
 @click.option("--hardwaretype", default=None, help="hardware type for every node")
 @click.option("--imagetype", default=None, help="image type for every node")
 @click.option("--config", "config_text", default=None, help="cluster config: JSON, or @FILE (JSON or YAML)")
+@pool_options
 @cluster_op
 async def create(name: str, template: str, nodes: int, services: tuple[str, ...], provider: str | None,
-                 hardwaretype: str | None, imagetype: str | None, config_text: str | None, opts: Options) -> None:
+                 hardwaretype: str | None, imagetype: str | None, config_text: str | None, urgency: int,
+                 wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
     cmd = CreateCluster(name=name, template=template, nodes=nodes, services=_services(services) or None, provider=provider,
-                        hardwaretype=hardwaretype, imagetype=imagetype, config=config)
+                        hardwaretype=hardwaretype, imagetype=imagetype, config=config,
+                        pool=_pool_wait(urgency, wait_for_hosts, callback))
     async with Session(opts) as s:
         await s.execute(cmd)
 
@@ -273,12 +296,15 @@ async def delete(cluster_ref: str, opts: Options) -> None:
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="the new total")
 @click.option("--add", type=click.IntRange(1), default=None, help="how many nodes to add")
+@pool_options
 @cluster_op
-async def expand(cluster_ref: str, nodes: int | None, add: int | None, opts: Options) -> None:
+async def expand(cluster_ref: str, nodes: int | None, add: int | None, urgency: int, wait_for_hosts: float | None,
+                 callback: str | None, opts: Options) -> None:
     """Add nodes to CLUSTER (existing nodes are not touched)."""
     async with Session(opts) as s:
         c = await s.cluster(cluster_ref)
-        await s.execute(ExpandCluster(cluster_id=c.id, nodes=_total(nodes, add, len(c.nodes), +1, "expand")))
+        await s.execute(ExpandCluster(cluster_id=c.id, nodes=_total(nodes, add, len(c.nodes), +1, "expand"),
+                                      pool=_pool_wait(urgency, wait_for_hosts, callback)))
 
 
 @cluster.command("shrink")

@@ -106,6 +106,11 @@ def describe(e: Any) -> str:
             return f"{task} done: taken into the job"
         case "TaskAttemptFailed":
             return f"{task} attempt {attempt} failed: taken into the job"
+        case "JobResourcesRequested":
+            return f"asked pool {e.pool} for {e.hosts} hosts (request {e.request_id}); waiting for the grant"
+        case "JobResourcesGranted":
+            hosts = ", ".join(f"{n}→{h}" for n, h in sorted(e.assignments.items()))
+            return f"pool {e.pool} granted {len(e.assignments)} hosts: {hosts}"
         case "JobSucceeded":
             return "job succeeded"
         case "JobFailed" | "JobRolledBack" | "JobNeedsAttention":

@@ -139,7 +139,10 @@ async def _tracker_job(tracker_url: str, tenant: str, job_id: str) -> dict[str, 
 @click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50))
 @click.option("--tenant", default="default", show_default=True)
 @click.option("--keep", is_flag=True, help="keep the cluster and everything running until Ctrl-C, to look around in the console")
-def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
+@click.option("--pool", "on_pool", is_flag=True,
+              help="the demo on a pool of SSH hosts on this machine: a cluster waits for hosts and gets them "
+                   "when another is deleted (docs/pools.md)")
+def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
 
     async def main() -> None:
@@ -147,6 +150,11 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
         try:
             await deployment.start()
             console.print(f"nats {deployment.nats_url} · tracker {deployment.tracker_url} · logs {data_dir / 'logs'}")
+            if on_pool:
+                from .pool_demo import scenario
+
+                await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console))
+                return
             await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
             await deployment.stop()

@@ -23,3 +23,20 @@ def test_demo_builds_shows_and_deletes_a_cluster(tmp_path: Path) -> None:
     assert "create accepted" in out and "succeeded" in out and "layout: 3 nodes" in out
     assert "deleted." in out and "everything stopped." in out
     assert (tmp_path / "data" / "logs" / "planner.log").stat().st_size > 0
+
+
+def test_demo_on_a_pool_shows_a_cluster_waiting_for_hosts_and_getting_them(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "muster", "demo", "--pool", "--data-dir", str(tmp_path / "data")],
+        capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=200,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "4 hosts registered in pool lab" in out
+    assert "create of shop (3 nodes) accepted at once" in out and "create of blog (2 nodes) accepted at once" in out
+    assert "is waiting_for_resources: waiting for 2 hosts of pool lab: 1st in line" in out
+    assert out.index("waiting for 2 hosts") < out.index("deleting shop") < out.rindex("pool lab: 4 hosts, 4 free, 0 waiting")
+    assert "everything stopped." in out
+    # The hosts ran the services' scripts over SSH, and the release command wiped them again.
+    assert not list((tmp_path / "data" / "pool-hosts").glob("*/app"))

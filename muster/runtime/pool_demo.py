@@ -1,0 +1,133 @@
+"""`muster demo --pool`: the demo on a pool of SSH hosts on this machine (docs/pools.md).
+
+Four hosts (in-process SSH servers, each its own port and host key; two large with an SSD, two
+small) go into the pool `lab`. A 3-node cluster takes the large one its database needs and both
+small ones. A second cluster asks for a large and a small host: a large one is free, a small one
+is not, so it is accepted at once and waits, first in line. Deleting the first cluster gives
+its hosts back; the pool records the grant and the waiting cluster is built on them.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from contracts import subjects
+from contracts.commands import CreateCluster, DeleteCluster, Rejected
+from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
+from contracts.pool_commands import AddHosts, ShowPool
+from muster.bus.eventstore import EventStore
+from muster.catalog_files import load_catalog
+from muster.catalog_store import apply_catalog
+from muster.client import MusterClient
+from muster.demo.pool_hosts import LocalPoolHosts
+from muster.ops_cli import follow
+from services.pool import client as pools
+from services.tracker.cli import resources_line
+
+from .supervisor import Deployment
+
+POOL_CATALOG = Path(str(resources.files("muster.demo") / "pool-catalog"))
+TIMEOUT_S = 600.0
+HOSTS = {"lab-large-1": {"cpu": 8, "memory": "16G", "labels": ["ssd"]},
+         "lab-large-2": {"cpu": 8, "memory": "16G", "labels": ["ssd"]},
+         "lab-small-1": {"cpu": 2, "memory": "4G"},
+         "lab-small-2": {"cpu": 2, "memory": "4G"}}
+
+
+def pool_table(view: dict[str, Any]) -> Table:
+    table = Table(title=f"pool lab: {view['hosts']} hosts, {view['free']} free, {view['waiting']} waiting")
+    for col in ("host", "address", "cpu", "labels", "state", "held by node"):
+        table.add_column(col)
+    for h in view.get("hosts_detail", []):
+        holder = h["holder"]
+        table.add_row(h["id"], f"{h['address']}:{h['port']}", str(h["properties"]["cpu"]), ",".join(h["properties"]["labels"]),
+                      h["state"], f"{holder['node_id']} of {holder['cluster_id'][:8]}" if holder else "")
+    return table
+
+
+async def scenario(deployment: Deployment, data_dir: Path, tenant: str, keep: bool, console: Console) -> None:
+    hosts = LocalPoolHosts(data_dir / "pool-hosts")
+    try:
+        specs = [await hosts.start(name, **props) for name, props in HOSTS.items()]
+        async with await MusterClient.connect(deployment.nats_url) as client:
+            await _run(client, deployment, hosts, specs, tenant, keep, console)
+    finally:
+        await hosts.stop()
+
+
+async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHosts, specs: list[Any], tenant: str,
+               keep: bool, console: Console) -> None:
+    catalog = load_catalog(POOL_CATALOG)
+    lab = catalog.providers["lab"]
+    catalog.providers["lab"] = lab.model_copy(update={"provisioner": {**lab.provisioner, "identityfile": str(hosts.key_path)}})
+    await apply_catalog(EventStore(client.nc), tenant, catalog, by="demo")
+    answer = await pools.send(client.nc, "lab", AddHosts(hosts=specs, requested_by="demo"))
+    console.print(f"{answer.message} (SSH servers on 127.0.0.1, client key {hosts.key_path})")
+
+    async def show() -> None:
+        view = (await pools.send(client.nc, "lab", ShowPool())).view or {}
+        console.print(pool_table(view))
+
+    await show()
+    shop = await _create(client, tenant, "shop", 3, console)
+    final = await follow(client, shop.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S)
+    _require(final, "create of shop")
+    await show()
+
+    blog = await _create(client, tenant, "blog", 2, console)
+    waiting = await _until_waiting(client, tenant, blog.job_id)
+    console.print(f"cluster blog: job {blog.job_id} is [bold]{waiting['state']}[/bold]: {resources_line(waiting['resources'])}")
+    await show()
+
+    console.print("deleting shop: its hosts go back to the pool, and blog gets them")
+    gone = await client.submit(DeleteCluster(cluster_id=shop.cluster_id, requested_by="demo"), tenant=tenant)
+    _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of shop")
+    _require(await follow(client, blog.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "create of blog")
+    await show()
+    if keep:
+        console.print(f"blog is kept; the tracker is at {deployment.tracker_url} (GET /v1/pools/lab). Ctrl-C stops everything.")
+        await _forever()
+    gone = await client.submit(DeleteCluster(cluster_id=blog.cluster_id, requested_by="demo"), tenant=tenant)
+    _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of blog")
+    await show()
+
+
+async def _create(client: MusterClient, tenant: str, name: str, nodes: int, console: Console) -> Any:
+    reply = await client.send(tenant, CreateCluster(name=name, template="app-on-pool", nodes=nodes, requested_by="demo"))
+    if isinstance(reply, Rejected):
+        raise click.ClickException(f"create of {name} rejected: {reply.reason}")
+    console.print(f"create of {name} ({nodes} nodes) accepted at once: job {reply.job_id}")
+    return reply
+
+
+async def _until_waiting(client: MusterClient, tenant: str, job_id: str) -> dict[str, Any]:
+    """The job's status once it asked the pool (read from the log: its events say so)."""
+    from services.tracker.app import Tracker
+
+    store = EventStore(client.nc)
+    sub = await client.nc.subscribe(subjects.job_events(tenant, job_id))
+    try:
+        while True:  # each turn waits for the job's next event, with a deadline
+            status = await Tracker(store).job_status(tenant, job_id)
+            if status is not None and status.get("resources"):
+                return status
+            await sub.next_msg(timeout=TIMEOUT_S)
+    finally:
+        await sub.unsubscribe()
+
+
+def _require(final: Any, what: str) -> None:
+    if not isinstance(final, JobSucceeded):
+        raise click.ClickException(f"{what} ended {final.type}: {getattr(final, 'reason', '')}")
+
+
+async def _forever() -> None:
+    import asyncio
+
+    await asyncio.Event().wait()
