@@ -13,6 +13,10 @@ reaches a waiting request, next to a raw JetStream publish round trip measured i
    log, decides, and records the release and the waiting request's grant; the time until that
    grant is delivered to a follower of the pool's subject, next to `js.publish` round trips in
    the same run.
+3. Freed host -> the waiting job's next task queued (planner, pool service, solver and a
+   provisioner in this process; one pool host, an SSH server here): from the pool's record of
+   the release to the waiting job's `TaskQueued`, both as a follower of the log receives them
+   (the goal: within 3 x a raw `js.publish` round trip of the same run).
 """
 
 from __future__ import annotations
@@ -190,6 +194,115 @@ async def freed_to_granted(samples: int) -> list[tuple[str, str]]:
     ]
 
 
+async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
+    """A pool of one host (an SSH server in this process); cluster i+1 waits for it while
+    cluster i holds it; deleting cluster i frees it. Measured: from the pool recording the
+    release (the host is free) to the waiting job's create task queued, both as delivered to
+    a follower of the log, with the planner, the pool service and a provisioner in this process."""
+    from nats.js.api import DeliverPolicy
+
+    from contracts.catalog import Catalog
+    from contracts.commands import CreateCluster, DeleteCluster
+    from contracts.pool_commands import AddHosts
+    from muster.bus.connect import connect
+    from muster.bus.consume import consume_events
+    from muster.bus.eventstore import EventStore, recorded_from_msg
+    from muster.bus.server import NatsServer
+    from muster.bus.streams import ensure_streams
+    from muster.catalog_store import apply_catalog
+    from muster.client import MusterClient
+    from muster.demo.pool_hosts import LocalPoolHosts
+    from services.planner.app import PlannerConfig
+    from services.planner.entrypoint import start_planner
+    from services.pool import client as pools
+    from services.pool.entrypoint import start_pool_service
+    from services.provisioner.plugins import PluginRegistry
+    from services.provisioner.worker import WorkerConfig, Workers
+    from services.solver.service import SolverService
+
+    with tempfile.TemporaryDirectory() as tmp:
+        async with NatsServer(Path(tmp) / "nats") as server, AsyncExitStack() as stack:
+            ncs = []
+            for name in ("bench", "planner", "pools", "solver", "provisioner"):
+                ncs.append(await connect(server.url, name=name))
+                stack.push_async_callback(ncs[-1].close)
+            nc = ncs[0]
+            await ensure_streams(nc.jetstream())
+            hosts = LocalPoolHosts(Path(tmp) / "hosts")
+            stack.push_async_callback(hosts.stop)
+            spec = await hosts.start("only")
+            await start_pool_service(ncs[2], stack, "bench")
+            await start_planner(ncs[1], stack, PlannerConfig(instance="bench"))
+            solver = SolverService(EventStore(ncs[3]), "bench")
+            sub = await consume_events(ncs[3].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
+            stack.push_async_callback(sub.unsubscribe)
+            registry = PluginRegistry.discover(secrets={"lab": {"identityfile": str(hosts.key_path)}}, work_dir=Path(tmp) / "prov")
+            stack.push_async_callback(registry.aclose)
+            workers = Workers(ncs[4].jetstream(), EventStore(ncs[4]), registry, WorkerConfig(provisioner_id="bench", tenants=("bench",)))
+            await workers.ensure_queues()
+            runner = asyncio.create_task(workers.run())
+
+            async def stop_workers() -> None:
+                await workers.drain()
+                await runner
+
+            stack.push_async_callback(stop_workers)
+            await apply_catalog(EventStore(nc), "bench", Catalog.model_validate(ONE_NODE_CATALOG))
+            await pools.send(nc, "lab", AddHosts(hosts=[spec]))
+            client = MusterClient(nc)
+
+            js, seen = nc.jetstream(), asyncio.Queue()  # type: ignore[var-annotated]
+
+            async def on_event(msg: Any) -> None:
+                r = recorded_from_msg(msg)
+                if r.type == "HostsReleased" or (r.type == "TaskQueued" and r.event.action.value == "create"):
+                    seen.put_nowait((time.perf_counter(), r))
+
+            for subject in (subjects.pool_events("lab"), "muster.evt.bench.job.*"):
+                await js.subscribe(subject, ordered_consumer=True, cb=on_event, deliver_policy=DeliverPolicy.NEW)
+            rtt = []
+            for _ in range(samples):
+                t = time.perf_counter()
+                await js.publish("muster.evt.bench.raw.x", b"x" * 200, headers={"Muster-Type": "none"})
+                rtt.append(time.perf_counter() - t)
+
+            held = await client.run(CreateCluster(name="c0", template="one", nodes=1), tenant="bench", timeout=60)
+            lat = []
+            for i in range(1, samples + 1):
+                waiting = await client.submit(CreateCluster(name=f"c{i}", template="one", nodes=1), tenant="bench")
+                freed = None
+                gone = await client.submit(DeleteCluster(cluster_id=held.reply.cluster_id if i == 1 else held.cluster_id),
+                                           tenant="bench")
+                while True:  # each turn takes the next event the follower got (no sleeping)
+                    at, r = await asyncio.wait_for(seen.get(), 30)
+                    if r.type == "HostsReleased":
+                        freed = at
+                    elif r.event.job_id == waiting.job_id and freed is not None:
+                        lat.append(at - freed)
+                        break
+                await client.wait(gone.job_id, tenant="bench", timeout=60)
+                await client.wait(waiting.job_id, tenant="bench", timeout=60)
+                held = waiting
+    p50_raw, p50 = statistics.median(rtt) * 1e6, statistics.median(lat) * 1e6
+    lat.sort()
+    return [
+        ("freed host -> waiting job's create task queued p50", f"{p50:,.0f} µs ({p50 / p50_raw:.1f} x raw; goal 3 x)"),
+        ("freed host -> waiting job's create task queued p99", f"{lat[int(len(lat) * PERCENTILE_99)] * 1e6:,.0f} µs"),
+        ("raw js.publish round trip p50 (the limit, this run)", f"{p50_raw:,.0f} µs"),
+    ]
+
+
+ONE_NODE_CATALOG: dict[str, Any] = {
+    "providers": {"lab": {"name": "lab", "providertype": "static-pool", "provisioner": {"pool": "lab"}}},
+    "hardwaretypes": {"any": {"name": "any", "providermap": {"lab": {"flavor": "host", "requires": ""}}}},
+    "imagetypes": {"os": {"name": "os", "providermap": {"lab": {"image": "as-installed"}}}},
+    "services": {"noop": {"name": "noop", "provisioner": {"actions": {"install": {"type": "simulated"}}}}},
+    "clustertemplates": {"one": {
+        "name": "one", "defaults": {"services": ["noop"], "provider": "lab", "hardwaretype": "any", "imagetype": "os"},
+        "compatibility": {"services": ["noop"]}, "constraints": {"size": {"min": 1, "max": 1}}}},
+}
+
+
 async def _ask(store: Any, rid: str) -> None:
     from contracts.pools import PoolHostsRequested
     from muster.bus.eventstore import Append
@@ -212,7 +325,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
-    rows = decisions(args.hosts, args.waiting, args.cycles) + asyncio.run(freed_to_granted(args.samples))
+    rows = decisions(args.hosts, args.waiting, args.cycles) + asyncio.run(freed_to_granted(args.samples)) + \
+        asyncio.run(freed_to_task_queued(max(5, args.samples // 4)))
     for k, v in rows:
         print(f"{k:55s} {v}")
     if args.write_docs:

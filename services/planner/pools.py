@@ -22,6 +22,7 @@ starts, which is also how a planner killed between a grant and its use picks the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -278,6 +279,14 @@ class PoolBroker:
                     "host_keys": list(spec.host_keys)}}, {}, "")
             if job.take_resources(assignments):
                 log.info("hosts granted", job=str(job.id), pool=name, hosts=len(assignments))
+                # The grant on its own first, then the tasks it lets go: small appends cost
+                # less than one atomic batch of all (docs/pools.md, "Latency"); the cluster's
+                # and the job's go out together (two subjects, no order between them here).
+                try:
+                    await asyncio.gather(state.save_cluster(cluster), state.save_job(job))
+                except Exception:
+                    await state.reload(job.tenant, str(job.id), job.cluster_id)
+                    raise
                 await self.planner.execution.advance(job, cluster)
 
     async def _give_up(self, job: Job, cluster: Cluster, reason: str) -> None:
