@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from contracts.catalog import KINDS, Catalog
 from contracts.catalog_validation import Problem
+from contracts.errors import describe_validation_error
 
 SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -48,15 +49,6 @@ class CatalogFileError(ValueError):
 def kind_of(word: str) -> str | None:
     """'service', 'Services', 'clusterTemplates', 'cluster-template' -> the catalog kind."""
     return KIND_ALIASES.get(word.lower().replace("-", "").replace("_", ""))
-
-
-def describe_validation_error(err: ValidationError) -> str:
-    """One line per problem, each naming the field by its dotted path."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(document)"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
 
 
 def parse_entity(kind: str, data: Any, source: str) -> Any:

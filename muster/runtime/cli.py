@@ -20,8 +20,10 @@ from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.eventstore import EventStore
 from muster.catalog_files import CatalogFileError, load_catalog
 from muster.catalog_store import apply_catalog
+from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
+from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliError, run, translates
 from muster.client import MusterClient
-from muster.ops_cli import follow
+from muster.ops_session import follow
 
 from .supervisor import Deployment, StartError
 
@@ -41,7 +43,7 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
     try:
         catalog = load_catalog(folder)
     except CatalogFileError as err:
-        raise click.ClickException(str(err)) from None
+        raise CliError(str(err), EXIT_INVALID) from None
     return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli")
 
 
@@ -63,7 +65,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         done, _ = await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
         if waits["exit"] in done:
             child = waits["exit"].result()
-            raise click.ClickException(f"{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}")
+            raise CliError(f"{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}", EXIT_FAILED)
         if waits["signal"] in done:
             console.print("interrupted; stopping.")
             return None
@@ -108,12 +110,17 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 
 
 def _run(coro: Any) -> None:
+    """Errors as every command reports them (muster.cli_support); Ctrl-C is a clean stop here."""
     try:
-        asyncio.run(coro)
-    except StartError as err:
-        raise click.ClickException(str(err)) from None
-    except KeyboardInterrupt:
-        pass
+        run(coro)
+    except CliError as err:
+        if err.exit_code != EXIT_INTERRUPTED:
+            raise
+
+
+@translates
+def start_errors(err: BaseException) -> CliError | None:
+    return CliError(str(err), EXIT_FAILED) if isinstance(err, StartError) else None
 
 
 # -- demo ------------------------------------------------------------------------------------
@@ -161,7 +168,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
         reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
         if isinstance(reply, Rejected):
-            raise click.ClickException(f"create rejected: {reply.reason}")
+            raise CliError(f"create rejected: {reply.reason}", EXIT_INVALID)
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
@@ -170,13 +177,13 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         if status.get("layout"):
             console.print(_layout_table(status["layout"]))
         if not isinstance(final, JobSucceeded):
-            raise click.ClickException(f"create ended {final.type}: {getattr(final, 'reason', '')}")
+            raise CliError(f"create ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         if keep:
             return
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
         if isinstance(deleted, Rejected):
-            raise click.ClickException(f"delete rejected: {deleted.reason}")
+            raise CliError(f"delete rejected: {deleted.reason}", EXIT_INVALID)
         final = await follow(client, deleted.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         if not isinstance(final, JobSucceeded):
-            raise click.ClickException(f"delete ended {final.type}: {getattr(final, 'reason', '')}")
+            raise CliError(f"delete ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         console.print(f"cluster {reply.cluster_id} deleted.")

@@ -46,6 +46,7 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
+from contracts.errors import describe_validation_error
 from contracts.events import (
     ClusterRequested,
     JobPlanned,
@@ -59,7 +60,6 @@ from contracts.layout import Layout, NodeSpec
 from contracts.templates import TemplateError, resolve_template
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
 from muster.bus.repository import Repository, fold, rebuild
-from muster.catalog_files import describe_validation_error
 from muster.catalog_store import read_catalog
 
 from . import execution
