@@ -1,7 +1,7 @@
 """Events: facts in the past tense, one JSON document per message in the `EVENTS` stream.
 
 Every event has a `type` literal and a schema version `v`. The message body is exactly the
-model's JSON; who/when/which-aggregate travel in headers (see `contracts.envelope`). An old
+model's JSON; who/when/which-aggregate travel in headers (see `contracts.records`). An old
 version is upcast on read by a `model_validator(mode="before")` on the current model; stored
 events are never rewritten.
 """

@@ -55,7 +55,7 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS
 
 from .bus.connect import connect

@@ -19,9 +19,9 @@ from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
+from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
-# The envelope types live in contracts.envelope (no NATS import); they are re-exported here
+# The envelope types live in contracts.records (no NATS import); they are re-exported here
 # for the adapters that already name them.
 __all__ = [
     "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",

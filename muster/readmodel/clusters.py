@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from contracts.layout import NodeSpec
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS
 
 from .jobs import JobView

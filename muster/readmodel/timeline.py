@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS
 
 

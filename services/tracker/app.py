@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.readmodel.clusters import cluster_view

@@ -20,7 +20,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from rich.console import Console
 
 from contracts import subjects
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, json_option, stop

@@ -22,7 +22,7 @@ from prometheus_client.registry import Collector
 
 from contracts import subjects
 from muster.bus.consume import consume_events
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from muster.bus.eventstore import EventStore, StoreError
 from muster.readmodel.progress import JobProgress
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from contracts import subjects
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from muster.bus.eventstore import EventStore
 from muster.readmodel.clusters import cluster_view, job_ids, prefix
 from muster.readmodel.status import status_from_log

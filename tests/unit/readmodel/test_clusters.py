@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from contracts.events import ClusterRequested
 from contracts.layout import NodeSpec
 from muster.bus.repository import pending_appends, rebuild

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contracts.catalog import Service
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS, JobPlanned, JobRequested, PlannedTaskRecord, TaskAttemptFailed, TaskCompleted
 from muster.bus.repository import pending_appends
 from muster.readmodel.jobs import JobView, job_view
