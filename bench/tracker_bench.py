@@ -152,10 +152,10 @@ FINAL = "tracker, finished job (answer kept until the job changes)"
 
 async def bench(seconds: float, concurrency: int, nodes: int, repeat: int) -> None:
     from contracts.commands import Accepted, CreateCluster
-    from muster.catalog_files import load_catalog
-    from muster.catalog_store import apply_catalog
-    from muster.client import MusterClient
     from muster.bus.eventstore import EventStore
+    from muster.catalog.files import load_catalog
+    from muster.catalog.store import apply_catalog
+    from muster.client import MusterClient
 
     with tempfile.TemporaryDirectory(prefix="tracker-bench-") as tmp:
         async with NatsServer(Path(tmp) / "nats") as server:

@@ -18,12 +18,13 @@ from rich.table import Table
 from contracts.commands import CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.eventstore import EventStore
-from muster.catalog_files import CatalogFileError, load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
+from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
 from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliError, run, translates
 from muster.client import MusterClient
 from muster.ops_session import follow
+from services.provisioner.plugins.specs import catalog_plugins
 
 from .supervisor import Deployment, StartError
 
@@ -44,7 +45,7 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
         catalog = load_catalog(folder)
     except CatalogFileError as err:
         raise CliError(str(err), EXIT_INVALID) from None
-    return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli")
+    return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli", plugins=catalog_plugins())
 
 
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:

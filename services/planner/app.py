@@ -57,10 +57,10 @@ from contracts.events import (
     PlannedTaskRecord,
 )
 from contracts.layout import Layout, NodeSpec
-from contracts.templates import TemplateError, resolve_template
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
 from muster.bus.repository import Repository, fold, rebuild
-from muster.catalog_store import read_catalog
+from muster.catalog.store import read_catalog
+from muster.catalog.templates import TemplateError, resolve_template
 
 from . import execution
 from .domain import resize

@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from contracts.catalog import Catalog
 from contracts.errors import describe_validation_error
 from contracts.layout import NodeSpec
-from contracts.templates import TemplateError, resolve_template
-from muster.catalog_files import CatalogFileError, load_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
+from muster.catalog.templates import TemplateError, resolve_template
 from muster.cli_support import EXIT_INVALID, CliError, guarded
 
 from .domain.plan import PlanError, build_plan

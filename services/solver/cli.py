@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from contracts.errors import describe_validation_error
 from contracts.layout import Layout
-from muster.catalog_files import CatalogFileError, load_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
 from muster.cli_support import EXIT_INVALID, CliError, guarded
 
 from .domain import SolveError, SolveRequest

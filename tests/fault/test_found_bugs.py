@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
@@ -22,7 +21,7 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from muster.bus.server import NatsServer, free_port
 from muster.bus.streams import ensure_streams
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 
 from .harness import FaultStack, create_streams, demo_catalog, with_broken_service
 

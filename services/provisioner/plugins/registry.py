@@ -56,7 +56,7 @@ class LoadedPlugin:
     instance: Plugin
 
 
-def _plugin_folders(folder: Path) -> list[Path]:
+def plugin_folders(folder: Path) -> list[Path]:
     """A folder is a plugin (it has a descriptor) or holds plugins in its subfolders."""
     if not folder.is_dir():
         raise PluginError(f"{folder}: plugin folder does not exist or is not a directory")
@@ -144,7 +144,7 @@ class PluginRegistry:
             key_dir.mkdir(mode=0o700, exist_ok=True)
             os.chmod(key_dir, 0o700)
             loaded: dict[tuple[PluginType, str], LoadedPlugin] = {}
-            folders = _plugin_folders(BUILTIN_DIR) + [f for d in extra_dirs for f in _plugin_folders(Path(d))]
+            folders = plugin_folders(BUILTIN_DIR) + [f for d in extra_dirs for f in plugin_folders(Path(d))]
             for folder in folders:
                 path = folder / DESCRIPTOR_FILE
                 descriptor = load_descriptor(path)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from contracts.catalog import Catalog, ClusterTemplate
-from contracts.templates import TemplateError, resolve_template
+from muster.catalog.templates import TemplateError, resolve_template
 
 from .comparators import COMPARATORS, Comparator, make_comparator
 from .errors import invalid

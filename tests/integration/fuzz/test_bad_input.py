@@ -34,8 +34,8 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.runtime.supervisor import Deployment
 

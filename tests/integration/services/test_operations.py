@@ -25,8 +25,8 @@ from contracts.commands import (
     StopServices,
 )
 from contracts.events import JobRolledBack, JobSucceeded, TaskCompleted
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(150), pytest.mark.parametrize("stack", [{"http": False}], indirect=True)]
 Stack = Any

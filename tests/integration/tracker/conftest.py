@@ -15,21 +15,21 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
+from contracts.events import FINAL_JOB_STATES
 from muster.bus.connect import connect
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
+from muster.readmodel.locations import job_key
 from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.service import SolverService
 from services.tracker.app import Tracker
-from contracts.events import FINAL_JOB_STATES
-from muster.readmodel.locations import job_key
 from services.tracker.http import TRACKER, make_app
 
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"

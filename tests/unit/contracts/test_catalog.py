@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.catalog import Action, ClusterTemplate, HardwareType, Service
-from contracts.templates import TemplateError, resolve_template
-from muster.catalog_files import CatalogFileError, load_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
+from muster.catalog.templates import TemplateError, resolve_template
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 

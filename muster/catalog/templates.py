@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import Catalog, ClusterTemplate
+from contracts.catalog import Catalog, ClusterTemplate
 
 
 class TemplateError(ValueError):

@@ -25,8 +25,9 @@ import yaml
 from pydantic import ValidationError
 
 from contracts.catalog import KINDS, Catalog
-from contracts.catalog_validation import Problem
 from contracts.errors import describe_validation_error
+
+from .problems import Problem
 
 SUFFIXES = (".json", ".yaml", ".yml")
 

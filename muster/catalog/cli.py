@@ -13,16 +13,20 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.catalog import KINDS, Catalog
-from contracts.catalog_validation import KIND_LABEL, PluginSpec, Problem, sensitive_provider_fields, validate_catalog
-from contracts.templates import TemplateError, resolve_template
+from muster.bus.eventstore import EventStore
+from muster.cli_bus import Bus, bus_options, open_client
+from muster.cli_support import EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
+from muster.client import default_user
+from services.provisioner.plugins.descriptor import PluginError
+from services.provisioner.plugins.specs import catalog_plugins
 
-from .bus.eventstore import EventStore
-from .catalog_files import CatalogFileError, LoadedCatalog, kind_of, load_sources
-from .catalog_plugins import plugin_specs, redact
-from .catalog_store import CatalogRejected, append_changes, check_apply, read_history, read_state
-from .cli_bus import Bus, bus_options, open_client
-from .cli_support import EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
-from .client import default_user
+from .files import CatalogFileError, LoadedCatalog, kind_of, load_sources
+from .plugins import PluginSpecs
+from .problems import KIND_LABEL, Problem
+from .sensitive import redact, strip_sensitive
+from .store import CatalogRejected, append_changes, check_apply, read_history, read_state
+from .templates import TemplateError, resolve_template
+from .validation import validate_catalog
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -33,11 +37,11 @@ def _plugins_option(f: Any) -> Any:
                         help="extra plugin folders whose descriptors apply (as the provisioners load them)")(f)
 
 
-def _specs(dirs: Sequence[Path]) -> list[PluginSpec]:
-    from services.provisioner.plugins.descriptor import PluginError
-
+def _specs(dirs: Sequence[Path] = ()) -> PluginSpecs:
+    """The plugins to check against: the provisioner's descriptors (this command is where the
+    catalog and the provisioner's plugins meet)."""
     try:
-        return plugin_specs(dirs)
+        return catalog_plugins(dirs)
     except PluginError as e:
         raise CliError(str(e)) from None
 
@@ -61,14 +65,6 @@ def _print_problems(problems: Sequence[Problem]) -> None:
     for p in problems:
         style = "red" if p.is_error else "yellow"
         err.print(f"[{style}]{p.severity}[/{style}]: {p}", markup=True, highlight=False)
-
-
-def _drop_sensitive(loaded: LoadedCatalog, plugins: Sequence[PluginSpec]) -> dict[str, list[str]]:
-    hidden = sensitive_provider_fields(loaded.catalog, plugins)
-    for name, fields in hidden.items():
-        p = loaded.catalog.providers[name]
-        loaded.catalog.providers[name] = p.model_copy(update={"provisioner": {k: v for k, v in p.provisioner.items() if k not in fields}})
-    return hidden
 
 
 def _problem_json(p: Problem) -> dict[str, Any]:
@@ -123,7 +119,7 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
     tenant = bus.tenant
     plugins = _specs(plugins_dir)
     loaded = _load(paths)
-    dropped = _drop_sensitive(loaded, plugins) if drop_sensitive else {}
+    dropped = strip_sensitive(loaded.catalog, plugins) if drop_sensitive else {}
     async with await open_client(bus) as client:
         store = EventStore(client.nc)
         state = await read_state(store, tenant)
@@ -197,7 +193,7 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
     k, tenant = _kind(kind), bus.tenant
     async with await open_client(bus) as client:
         state = await read_state(EventStore(client.nc), tenant)
-    catalog: Catalog = redact(state.catalog, plugin_specs())
+    catalog: Catalog = redact(state.catalog, _specs())
     entities = catalog.entities(k)
     if name is None:
         rows = [{"name": n, "version": state.versions.get((k, n), 1), "description": e.description}
@@ -241,7 +237,7 @@ async def history(name: str, kind_word: str | None, bus: Bus, as_json: bool) -> 
                     if v.name == name and (k is None or v.kind == k)]
     if not versions:
         raise CliError(f"no catalog entity {name!r} in the log of tenant {tenant!r}")
-    specs = plugin_specs()
+    specs = _specs()
     rows = []
     for v in versions:
         entity = v.entity
