@@ -21,8 +21,10 @@ from nats.js.errors import APIError, NotFoundError
 from contracts import subjects
 from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
-# The envelope types live in contracts.records (no NATS import); they are re-exported here
-# for the adapters that already name them.
+from ..ports.eventlog import ConcurrencyError, StoreError
+
+# The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
+# NATS import in either); they are re-exported here for the adapters that already name them.
 __all__ = [
     "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
     "NoDirectGet", "Recorded", "StoreError", "recorded", "recorded_from_msg",
@@ -31,14 +33,6 @@ __all__ = [
 WRONG_LAST_SEQUENCE = (10071, 10164)
 READ_BATCH = 1000
 BATCH_DUPLICATE = 10201  # an atomic batch whose message ids were already stored
-
-
-class ConcurrencyError(Exception):
-    """A stale writer: the subject moved on since the writer read it."""
-
-
-class StoreError(Exception):
-    pass
 
 
 class NoDirectGet(StoreError):

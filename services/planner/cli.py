@@ -16,11 +16,9 @@ from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.templates import TemplateError, resolve_template
 from muster.cli_support import EXIT_INVALID, CliError, guarded
 
+from .domain.operations import OFFLINE as CLI_OPERATIONS  # what can be planned without a solver
 from .domain.plan import PlanError, build_plan
 
-CLI_OPERATIONS = (
-    "create", "delete", "add-services", "remove-services", "configure", "configure-restart", "start", "stop", "restart",
-)
 MODES = ("eager", "staged")
 
 
