@@ -55,8 +55,8 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
-from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS
+from contracts.records import Recorded
 
 from .bus.connect import connect
 from .bus.eventstore import EventStore, recorded_from_msg

@@ -1,8 +1,10 @@
-"""Durable consumption of the log, with one place that decides ack / nak / term."""
+"""Durable consumption of the log, with one place that decides ack / nak / term; services
+subscribe their routing tables (`muster.routing.Route`) with `consume_routes`."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Sequence
+from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
@@ -12,11 +14,10 @@ from pydantic import ValidationError
 
 from contracts import subjects
 
-from .eventstore import Recorded, recorded_from_msg
+from ..routing import Handler, Route, router
+from .eventstore import recorded_from_msg
 
 log = structlog.get_logger("muster.bus")
-
-Handler = Callable[[Recorded], Awaitable[None]]
 
 RETRY_DELAY_S = 1.0
 
@@ -67,3 +68,9 @@ async def consume_events(
         manual_ack=True,
         config=config,
     )
+
+
+async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Route],
+                         **options: Any) -> list[JetStreamContext.PushSubscription]:
+    """Subscribe `service` to every route of its table."""
+    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, **options) for r in routes]

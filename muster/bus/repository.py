@@ -13,8 +13,8 @@ the in-memory fake).
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, TypeVar
 from uuid import UUID
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts.records import Recorded
 from contracts.layout import NodeSpec
+from contracts.records import Recorded
 
 
 class ClusterState:

@@ -136,6 +136,15 @@ def parse_subject(subject: str) -> tuple[str, str, list[str]] | None:
     return parts[2], parts[3], parts[4:]
 
 
+LOCATION_EVENTS = frozenset({
+    "JobRequested", "LayoutSolved", "JobPlanned", "RollbackPlanned", "JobSucceeded", "JobFailed", "JobRolledBack",
+    "JobNeedsAttention", "JobRetried", "JobPaused", "JobResumed", "JobCancelRequested", "TaskQueued", "CleanupQueued",
+    "TaskClaimed", "TaskSucceeded", "TaskFailed", "ClusterRequested", "ClusterStatusChanged", "ClusterLayoutChanged",
+})
+"""The event types `updates_from` turns into location updates (the tracker's routing table
+takes exactly these; a test keeps the three in step)."""
+
+
 def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
     """The location updates one recorded event makes (none for most events)."""
     parsed = parse_subject(subject)

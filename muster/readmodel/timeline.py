@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS
+from contracts.records import Recorded
 
 
 @dataclass(frozen=True)

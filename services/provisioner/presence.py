@@ -26,7 +26,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError, BucketNotFoundError
+from nats.js.errors import BadRequestError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 

@@ -22,8 +22,8 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
-from contracts.records import Recorded
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
+from contracts.records import Recorded
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.readmodel.clusters import cluster_view
 from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from

@@ -21,8 +21,8 @@ from aiohttp import web
 from prometheus_client.registry import Collector
 
 from contracts import subjects
-from muster.bus.consume import consume_events
 from contracts.records import Recorded
+from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.readmodel.progress import JobProgress
 
@@ -30,12 +30,12 @@ from . import api
 from .adapters.kv import LocationIndex
 from .app import Page, Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
+from .routing import ROUTES, IndexFeeder
 
 log = structlog.get_logger("muster.tracker")
 
 TRACKER = web.AppKey("tracker", Tracker)
 METRICS = web.AppKey("metrics", TrackerMetrics)
-DURABLE = "tracker-locations"
 KEEPALIVE_S = 15.0
 _UUID = re.compile(api.UUID_PATTERN)
 
@@ -296,11 +296,11 @@ def make_app(
             await tracker.index.start()
         if tracker.index is not None:
             app[METRICS].watch_index(lambda: len(tracker.index.mirror.records) if tracker.index else 0)
-        sub = None
+        subs = []
         if consume and tracker.index is not None:
-            sub = await consume_events(store.js, subjects.ALL_EVENTS, DURABLE, _feeder(tracker, app[METRICS]), queue=DURABLE)
+            subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS]), ROUTES)
         yield
-        if sub is not None:
+        for sub in subs:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
         if owned and tracker.index is not None:
@@ -309,14 +309,3 @@ def make_app(
 
     app.cleanup_ctx.append(lifecycle)
     return app
-
-
-def _feeder(tracker: Tracker, m: TrackerMetrics) -> Callable[[Recorded], Awaitable[None]]:
-    async def on_event(recorded: Recorded) -> None:
-        total, changed = await tracker.on_event(recorded)
-        m.location_events.inc()
-        if total:
-            m.location_updates.labels("applied").inc(changed)
-            m.location_updates.labels("superseded").inc(total - changed)
-
-    return on_event

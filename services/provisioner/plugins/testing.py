@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 

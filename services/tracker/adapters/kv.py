@@ -26,7 +26,6 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSe
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 
 from contracts import subjects
-
 from muster.readmodel.locations import CLUSTER, JOB, TASK, Record, Update, merge
 
 log = structlog.get_logger("muster.tracker")

@@ -9,7 +9,6 @@ from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, CreateCluster
 from contracts.events import EVENT_TYPES, TaskQueued, parse_event
 
-
 STATE_FACTS = {"JobRolledBack", "JobNeedsAttention"}
 
 

@@ -23,12 +23,13 @@ from contracts.tasks import TaskMessage
 from muster.catalog.files import load_catalog
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.memory import ManualClock, MemoryEventLog, MemoryTaskQueue, matches
+from muster.routing import router
 from services.planner.app import Planner, PlannerConfig, RequestContext
 from services.planner.config import Hooks
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.ports import NoLayout
-from services.planner.routing import ROUTES, router
+from services.planner.routing import ROUTES
 from services.solver.service import answer
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta, timezone
 
-from contracts.records import Recorded
 from contracts.events import ClusterRequested
 from contracts.layout import NodeSpec
+from contracts.records import Recorded
 from muster.bus.repository import pending_appends, rebuild
 from muster.readmodel.clusters import ClusterInfo, cluster_view, fold_cluster, job_ids, prefix
 from services.planner.domain.cluster import Cluster
