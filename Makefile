@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo up test test-unit test-integration bench lock clean contracts
+.PHONY: install demo up lint test test-unit test-integration bench lock clean contracts
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -22,7 +22,12 @@ demo: install
 up: install
 	$(BIN)/muster up
 
-test: install
+# The gate: lint and types (pyproject.toml [tool.ruff], [tool.mypy]); `make test` runs it first.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: install lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: install

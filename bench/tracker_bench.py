@@ -86,7 +86,7 @@ async def run_load(url: str, seconds: float, concurrency: int) -> dict[str, Any]
     out, _ = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"load generator failed ({proc.returncode})")
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 # -- the bare handler (a process of its own) ----------------------------------------------------
@@ -206,7 +206,7 @@ async def _first_answer(client: Any, job_id: str, url: str, final: bool = False)
                     if resp.status == 200:
                         body = await resp.json()
                         if body["tasks_total"] and (body["state"] != "running") == final:
-                            return body  # type: ignore[no-any-return]
+                            return body
     raise RuntimeError("the tracker never answered for the job")
 
 

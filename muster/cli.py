@@ -44,7 +44,7 @@ class LazyGroup(click.Group):
             return None
         module, _, attr = COMMANDS[name][0].partition(":")
         command: Any = getattr(importlib.import_module(module), attr)
-        return command  # type: ignore[no-any-return]
+        return command
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

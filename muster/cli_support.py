@@ -47,7 +47,8 @@ class CliError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click declares `exit_code` a class variable; every CliError carries its own code.
+        self.exit_code = exit_code  # type: ignore[misc]
         self.document = document
 
     def show(self, file: IO[Any] | None = None) -> None:
@@ -98,7 +99,7 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine; every failure becomes one sentence and an exit code."""
     try:
         return asyncio.run(coro)
-    except (Exception, KeyboardInterrupt) as err:
+    except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - every failure becomes one sentence (_reported)
         raise _reported(err) from None
 
 
@@ -119,7 +120,7 @@ def guarded(f: Callable[..., T]) -> Callable[..., T]:
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
             return f(*args, **kwargs)
-        except (Exception, KeyboardInterrupt) as err:
+        except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - as in run()
             raise _reported(err) from None
 
     return wrapper

@@ -139,7 +139,7 @@ class MusterClient:
     @classmethod
     async def connect(
         cls, url: str | None = None, *, connect_attempts: int | None = None, **options: Any
-    ) -> "MusterClient":
+    ) -> MusterClient:
         """Connect to NATS (`url`, else $NATS_URL, else localhost). With `connect_attempts`,
         an unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
         extra: dict[str, Any] = {}
@@ -148,7 +148,7 @@ class MusterClient:
                      "disconnected_cb": _quiet}
         return cls(await connect(url, name="muster-client", **extra), owns_connection=True, **options)
 
-    async def __aenter__(self) -> "MusterClient":
+    async def __aenter__(self) -> MusterClient:
         return self
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -161,11 +161,11 @@ class MusterClient:
         """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
         reply = await self.nc.request(subjects.operation(tenant, verb), command.model_dump_json().encode(), timeout=timeout)
-        return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
+        return REPLY_ADAPTER.validate_json(reply.data)
 
     async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
         reply = await self.nc.request(subjects.operation(tenant, verb), body, timeout=timeout)
-        return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
+        return REPLY_ADAPTER.validate_json(reply.data)
 
     async def request(
         self, command: Command, *, tenant: str | None = None, timeout: float | None = None, attempts: int | None = None

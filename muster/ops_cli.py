@@ -129,7 +129,7 @@ async def configure(cluster_ref: str, config_text: str, restart: bool, opts: Opt
         await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart))
 
 
-def _services_operation(name: str, model: type[Command], doc: str, required: bool = False) -> None:
+def _services_operation(name: str, model: Callable[..., Command], doc: str, required: bool = False) -> None:
     @cluster.command(name, help=doc)
     @click.argument("cluster_ref", metavar="CLUSTER")
     @click.argument("services", nargs=-1, required=required)

@@ -77,7 +77,7 @@ class Session:
         self.opts = opts
         self.client: MusterClient | None = None
 
-    async def __aenter__(self) -> "Session":
+    async def __aenter__(self) -> Session:
         self.client = await open_client(self.opts.bus, requested_by=self.opts.by)
         return self
 

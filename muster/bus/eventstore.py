@@ -114,7 +114,7 @@ class EventStore:
                 msg = await self.js.get_last_msg(self.stream, subject)
             except NotFoundError:
                 return None
-            return msg.seq, dict(msg.headers or {})
+            return (msg.seq, dict(msg.headers or {})) if msg.seq is not None else None
         raw: list[tuple[int, dict[str, str]]] = []
         await self._direct_batch({"multi_last": [subject], "batch": 1}, raw=raw)
         return raw[-1] if raw else None
@@ -160,9 +160,9 @@ class EventStore:
                 msg = await self.js.get_msg(self.stream, seq=seq, subject=subject_filter, next=True)
             except NotFoundError:
                 break
-            if up_to_seq is not None and msg.seq > up_to_seq:
-                break
-            out.append(recorded(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            if msg.seq is None or msg.subject is None or (up_to_seq is not None and msg.seq > up_to_seq):
+                break  # (a stored message always has a sequence and a subject)
+            out.append(recorded(msg.subject, msg.seq, msg.data or b"", dict(msg.headers or {})))
             seq = msg.seq + 1
         return out
 
@@ -179,7 +179,7 @@ class EventStore:
             try:
                 on_event(recorded_from_msg(msg))
                 count += 1
-            except Exception as err:  # stop at the first event we cannot fold
+            except Exception as err:  # noqa: BLE001 - any failure to fold stops the replay, reported below
                 failure.append(err)
                 if not done.done():
                     done.set_result(None)
@@ -196,7 +196,8 @@ class EventStore:
             # Nothing pending and nothing delivered to this consumer: the filter matches no
             # event. (The consumer's stream position may already have moved past events of
             # other subjects, so only its own delivery count tells.)
-            if info.num_pending == 0 and info.delivered.consumer_seq == 0:
+            delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+            if info.num_pending == 0 and delivered == 0:
                 return 0
             await asyncio.wait_for(done, timeout)
         finally:
@@ -237,7 +238,7 @@ class EventStore:
                 return
             try:
                 got.append(recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
-            except Exception as err:  # a message that is not a valid event must not hang the read
+            except Exception as err:  # noqa: BLE001 - a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 
         sub = await self.nc.subscribe(inbox, cb=on_msg)

@@ -129,7 +129,8 @@ class _Loader:
             self.out.problems.append(Problem("", path.stem, "", f"cannot read: {err}", "error", str(path)))
             return
         for kind, raw in (pair for doc in docs for pair in _entities_of(doc, folder_kind)):
-            name = raw.get("name") if isinstance(raw, dict) and isinstance(raw.get("name"), str) else path.stem
+            named = raw.get("name") if isinstance(raw, dict) else None
+            name = named if isinstance(named, str) else path.stem
             if kind is None:
                 self.problem(path, "cannot tell which kind of entity this is: put the file in a folder named after its kind "
                              "(providers/, hardwaretypes/, imagetypes/, services/, clustertemplates/, partialtemplates/), "

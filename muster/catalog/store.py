@@ -61,7 +61,7 @@ def _body(entity: Any) -> dict[str, Any]:
     """What an entity says, without the version number the log assigns."""
     body = entity.model_dump(mode="json") if not isinstance(entity, dict) else dict(entity)
     body.pop("version", None)
-    return body  # type: ignore[no-any-return]
+    return body
 
 
 def _digest(body: dict[str, object]) -> str:

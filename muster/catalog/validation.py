@@ -131,10 +131,10 @@ class Checker:
                 if fs.required and not spec.fields.get(f):
                     self.add("services", name, f"{where}.fields.{f}", f"the {spec.type!r} automator requires this field")
             for f, value in sorted(spec.fields.items()):
-                fs = plugin.fields.get(f)
-                if fs is not None and fs.check is not None and value != "":
+                field = plugin.fields.get(f)
+                if field is not None and field.check is not None and value != "":
                     try:
-                        fs.check(value)
+                        field.check(value)
                     except ValueError as err:
                         self.add("services", name, f"{where}.fields.{f}", str(err))
 

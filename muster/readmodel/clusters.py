@@ -104,7 +104,7 @@ class ClusterInfo:
     updated: str = ""
 
     @classmethod
-    def from_history(cls, history: Sequence[Recorded]) -> "ClusterInfo | None":
+    def from_history(cls, history: Sequence[Recorded]) -> ClusterInfo | None:
         c = fold_cluster(history)
         if c is None:
             return None

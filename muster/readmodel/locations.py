@@ -99,7 +99,7 @@ class Record:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Record":
+    def from_json(cls, data: Mapping[str, Any]) -> Record:
         fields = {str(k): Stamp(v[0], int(v[1]), int(v[2])) for k, v in dict(data["fields"]).items()}
         return cls(kind=str(data["kind"]), ident={str(k): str(v) for k, v in dict(data["ident"]).items()}, fields=fields)
 

@@ -127,7 +127,7 @@ def describe(e: Any) -> str:
             return f"cluster {e.status}" + (f": {e.reason}" if e.reason else "")
         case "CatalogEntityPut":
             return f"catalog {e.kind} {e.name!r} put"
-    return t
+    return str(t)
 
 
 def _clock_key(e: Any) -> tuple[str, ...]:

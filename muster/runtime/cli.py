@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from contracts.commands import CreateCluster, DeleteCluster, Rejected
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.eventstore import EventStore
 from muster.catalog.files import CatalogFileError, load_catalog
@@ -56,7 +56,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    waits = {
+    waits: dict[str, asyncio.Future[Any]] = {
         "exit": asyncio.ensure_future(deployment.wait_for_exit()),
         "signal": asyncio.ensure_future(stop.wait()),
     }
@@ -139,7 +139,7 @@ def _layout_table(layout: dict[str, Any]) -> Table:
 async def _tracker_job(tracker_url: str, tenant: str, job_id: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant}) as resp:
-            return await resp.json()  # type: ignore[no-any-return]
+            return await resp.json()
 
 
 @click.command("demo")
@@ -168,8 +168,8 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         n = await _load_catalog(client, tenant, DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
         reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
-        if isinstance(reply, Rejected):
-            raise CliError(f"create rejected: {reply.reason}", EXIT_INVALID)
+        if not isinstance(reply, Accepted):
+            raise CliError(f"create rejected: {getattr(reply, 'reason', reply.type)}", EXIT_INVALID)
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
@@ -182,8 +182,8 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         if keep:
             return
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
-        if isinstance(deleted, Rejected):
-            raise CliError(f"delete rejected: {deleted.reason}", EXIT_INVALID)
+        if not isinstance(deleted, Accepted):
+            raise CliError(f"delete rejected: {getattr(deleted, 'reason', deleted.type)}", EXIT_INVALID)
         final = await follow(client, deleted.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         if not isinstance(final, JobSucceeded):
             raise CliError(f"delete ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)

@@ -76,7 +76,7 @@ class Execution:
         self.timers.arm(("timeout", str(job.id), a.task_id, a.attempt), queued_at + timedelta(seconds=self.config.task_timeout_s))
         try:
             await self.queue.publish(message)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
             # The attempt is recorded (TaskQueued); only its message is missing. Publish it again
             # from a timer, backing off, until it gets out or stops being current.
             log.warning("task publish failed; will publish again", job=str(job.id), task=a.task_id, attempt=a.attempt, error=repr(err))

@@ -19,7 +19,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import structlog
@@ -87,7 +87,7 @@ class Provisioner:
             provisioner_class=config.provisioner_class,
             tenants=list(config.tenants),
             plugins=plugins.describe(),
-            started_at=datetime.now(timezone.utc),
+            started_at=datetime.now(UTC),
         )
         self.workers = Workers(nc.jetstream(), EventStore(nc), plugins, config)
         self.presence = Presence(nc, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)

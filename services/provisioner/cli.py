@@ -5,7 +5,7 @@ presence bucket. Errors and exit codes as every `muster` command (docs/client.md
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import click
 
@@ -36,7 +36,7 @@ async def list_command(bus: Bus, provisioner_class: str | None, as_json: bool) -
     if not records:
         click.echo("no live provisioners")
         return
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     click.echo(f"{'ID':<28} {'CLASS':<10} {'TENANTS':<20} {'LOAD':>9} {'STATE':<9} {'SEEN':>5}  PLUGINS")
     for r in records:
         plugins = ", ".join(f"{p.get('type', '?')[0]}:{p.get('name')} {p.get('version')}" for p in r.info.plugins)

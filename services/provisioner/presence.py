@@ -18,7 +18,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 import structlog
@@ -155,7 +155,7 @@ class PresenceWatch:
         self._task: asyncio.Task[None] | None = None
         self._watcher: KeyValue.KeyWatcher | None = None
 
-    async def start(self) -> "PresenceWatch":
+    async def start(self) -> PresenceWatch:
         kv = await presence_bucket(self.js)
         self._watcher = await kv.watch(f"{KEY_PREFIX}*")
         ready = asyncio.get_running_loop().create_future()
@@ -173,7 +173,7 @@ class PresenceWatch:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    async def __aenter__(self) -> "PresenceWatch":
+    async def __aenter__(self) -> PresenceWatch:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -259,7 +259,7 @@ class Presence:
         in_flight, completed, draining = self.state()
         record = ProvisionerPresence(
             info=self.info, in_flight=in_flight, completed=completed, draining=draining,
-            ttl_s=self.ttl_s, refreshed_at=datetime.now(timezone.utc),
+            ttl_s=self.ttl_s, refreshed_at=datetime.now(UTC),
         )
         await self.js.publish(self.subject, record.model_dump_json().encode(), msg_ttl=self.ttl_s)
 

@@ -176,7 +176,7 @@ class Workers:
             ]
             self._pullers = [
                 asyncio.create_task(self._pull(tenant, psub), name=f"pull-{tenant}")
-                for tenant, psub in zip(self.config.tenants, subs)
+                for tenant, psub in zip(self.config.tenants, subs, strict=True)
             ]
             self._started = True
             try:

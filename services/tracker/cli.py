@@ -11,7 +11,7 @@ import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import aiohttp
@@ -76,7 +76,7 @@ async def _status_from_tracker(url: str, tenant: str, job_id: str) -> dict[str, 
             async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant}) as resp:
                 if resp.status != 200:
                     return None
-                return await resp.json()  # type: ignore[no-any-return]
+                return await resp.json()
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
 
@@ -189,7 +189,7 @@ def parse_time(text: str) -> datetime:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise CliError(f"time {text!r} is not ISO 8601 (e.g. 2026-05-01T12:00:00Z)", EXIT_INVALID) from None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 # -- events ------------------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ def events_filter(tenant: str | None, pattern: str | None) -> str:
 async def events(pattern: str | None, since: str | None, follow: bool, bus: Bus) -> None:
     """Dump (or tail, with --follow) raw events as JSON lines, for scripts."""
     subject = events_filter(bus.tenant, pattern)
-    start = parse_since(since, datetime.now(timezone.utc)) if since else 1
+    start = parse_since(since, datetime.now(UTC)) if since else 1
     await _with_store(bus, lambda s: dump_events(s, subject, start, follow))
 
 

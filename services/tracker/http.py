@@ -12,7 +12,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import nats.errors
@@ -164,7 +164,7 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _stream(response: web.StreamResponse, events: AsyncIterator[Recorded | None], last_id: int) -> None:
+async def _stream(response: web.StreamResponse, events: AsyncGenerator[Recorded | None, None], last_id: int) -> None:
     progress = JobProgress()
     async with contextlib.aclosing(events):
         async for recorded in events:

@@ -51,7 +51,7 @@ class LiveView:
                 self.bars.remove_task(bar)
             self.phase = progress.phase
             self.stages = [self.bars.add_task("", total=s["total"]) for s in stages]
-        for bar, s in zip(self.stages, stages):
+        for bar, s in zip(self.stages, stages, strict=True):
             running = f" · {', '.join(s['running'][:3])}" if s["running"] else ""
             failed = f" · {s['failed']} failed" if s["failed"] else ""
             self.bars.update(bar, completed=s["done"], description=f"  {self.phase} stage {s['stage']}{failed}{running}")

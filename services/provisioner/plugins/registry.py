@@ -122,7 +122,7 @@ class PluginRegistry:
         secrets: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         work_dir: Path | None = None,
-    ) -> "PluginRegistry":
+    ) -> PluginRegistry:
         """Load the built-in plugins and those in `extra_dirs`.
 
         `secrets` is the provisioner's secrets file, `{provider_name: {field: value}}`.

@@ -110,7 +110,7 @@ class LocationIndex:
         self._prefix = f"$KV.{bucket}."
 
     @classmethod
-    async def open(cls, js: JetStreamContext, bucket: str = subjects.LOCATIONS_BUCKET, replicas: int = 1) -> "LocationIndex":
+    async def open(cls, js: JetStreamContext, bucket: str = subjects.LOCATIONS_BUCKET, replicas: int = 1) -> LocationIndex:
         try:
             kv = await js.key_value(bucket)
         except BucketNotFoundError:

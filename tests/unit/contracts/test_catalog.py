@@ -109,7 +109,7 @@ def test_yaml_entities_load(tmp_path: Path) -> None:
     assert load_catalog(tmp_path).imagetypes["u"].image("sim") == "img-1"
 
 
-def _catalog(tmp_path: Path, templates: dict[str, dict[str, object]], partials: dict[str, dict[str, object]] | None = None):  # type: ignore[no-untyped-def]
+def _catalog(tmp_path: Path, templates: dict[str, dict[str, object]], partials: dict[str, dict[str, object]] | None = None):
     for folder, entities in (("clustertemplates", templates), ("partialtemplates", partials or {})):
         (tmp_path / folder).mkdir(exist_ok=True)
         for name, body in entities.items():

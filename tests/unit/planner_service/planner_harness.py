@@ -61,8 +61,8 @@ class Solver:
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         result = answer(request, "solver-fake")
         if result.type != "LayoutSolved":
-            raise NoLayout(result.message)  # type: ignore[union-attr]
-        return result.layout  # type: ignore[union-attr]
+            raise NoLayout(result.message)
+        return result.layout
 
 
 class Harness:
