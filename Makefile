@@ -27,7 +27,9 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+# Debian packages some tests need (deploy/system-packages.txt) are installed first when missing.
 test: install lint
+	sh deploy/system-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: install
