@@ -297,7 +297,7 @@ def make_app(
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]
         app.router.add_get(r.path, handler, name=r.name)
     if console:
-        from .ui import setup_ui  # noqa: PLC0415 (the console's modules import this one)
+        from .ui import setup_ui
 
         setup_ui(app, TRACKER)
 
