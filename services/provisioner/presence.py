@@ -10,6 +10,10 @@ when something a reader cares about changes (draining).
 The log gets the facts: `ProvisionerRegistered` when a provisioner starts and
 `ProvisionerDeregistered` when it stops cleanly, on `muster.evt.<tenant>.provisioner.<id>` of
 every tenant it serves. docs/provisioner.md.
+
+Longer than most modules (~350 lines) on purpose: the record's writer (`Presence`), its watcher
+(`PresenceWatch`) and the read API are one protocol over one bucket; the key scheme, the TTLs
+and the expiry markers are written and read here alone.
 """
 
 from __future__ import annotations

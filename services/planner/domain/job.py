@@ -7,6 +7,10 @@ Life of a job: `running` (forward plan) → `succeeded`; or, when a task exhaust
 or the job is cancelled, dispatch stops, in-flight tasks finish, and a rollback plan of inverse
 tasks runs (`rolling_back`) → `rolled_back`, or `needs_attention` if the rollback fails too.
 `failed` is for jobs that never got a plan (no layout, a planning error).
+
+Longer than most modules (~390 lines) on purpose: every state change of a job is an `@event`
+method of this one aggregate (eventsourcing keeps them on the class), each beside the command
+that decides it; the decisions around them live in `saga.py` and `admission.py`.
 """
 
 from __future__ import annotations
