@@ -41,8 +41,9 @@ from contracts.commands import (
 from contracts.events import FINAL_JOB_EVENTS
 from contracts.records import Recorded
 
+from .bus.bodies import Bodies
 from .bus.connect import connect
-from .bus.eventstore import EventStore, recorded_from_msg
+from .bus.eventstore import EventStore, inflate, recorded_from_msg
 from .client_operations import Operations, Reply, new_request_id
 from .readmodel.clusters import ClusterInfo
 
@@ -109,6 +110,7 @@ class MusterClient(Operations):
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
+        self._bodies = Bodies(self.js)
         self._owns = owns_connection
         self.tenant = tenant
         self.requested_by = requested_by or default_user()
@@ -218,7 +220,7 @@ class MusterClient(Operations):
         )
         try:
             while True:
-                recorded = recorded_from_msg(await queue.get())
+                recorded = await inflate(self._bodies, recorded_from_msg(await queue.get()))
                 yield recorded
                 if recorded.type in stop:
                     return

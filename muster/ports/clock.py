@@ -12,7 +12,7 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-Call = Callable[[], Coroutine[Any, Any, None]]
+Call = Callable[[], Coroutine[Any, Any, Any]]
 
 
 class Cancellable(Protocol):
@@ -31,7 +31,7 @@ class AsyncioClock:
     """Wall time and the running event loop."""
 
     def __init__(self) -> None:
-        self._running: set[asyncio.Task[None]] = set()  # strong references until done
+        self._running: set[asyncio.Task[Any]] = set()  # strong references until done
 
     def now(self) -> datetime:
         return datetime.now(UTC)

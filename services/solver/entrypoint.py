@@ -34,7 +34,7 @@ async def start_solver(nc: Client, stack: AsyncExitStack, name: str) -> SolverSe
     """A solver on `nc`, subscribed to what its routing tables (routing.py) name; stopped
     with `stack`."""
     service = SolverService(EventStore(nc), name)
-    for sub in await consume_routes(nc.jetstream(), service, ROUTES):
+    for sub in await consume_routes(nc.jetstream(), service, ROUTES, on_poison=service.on_poison):
         stack.push_async_callback(sub.unsubscribe)
     for reply in REPLIES:
         dry = await nc.subscribe(reply.subject, queue=reply.queue, cb=getattr(service, reply.handler))

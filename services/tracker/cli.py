@@ -21,7 +21,7 @@ from rich.console import Console
 
 from contracts import subjects
 from contracts.records import Recorded
-from muster.bus.eventstore import EventStore, recorded_from_msg
+from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, json_option, stop
 from muster.readmodel.progress import JobProgress
@@ -250,7 +250,7 @@ async def dump_events(store: EventStore, subject: str, start: int | datetime, fo
                                    config=ConsumerConfig(opt_start_seq=max(last + 1, first, 1)))
     try:
         while True:
-            click.echo(json.dumps(event_json(recorded_from_msg(await queue.get()))))
+            click.echo(json.dumps(event_json(await inflate(store.bodies, recorded_from_msg(await queue.get())))))
     finally:
         await sub.unsubscribe()
 

@@ -13,6 +13,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
 
 import nats.errors
 import structlog
@@ -25,7 +26,7 @@ from muster.bus.eventstore import EventStore, StoreError
 from . import api, sse
 from .adapters.kv import LocationIndex
 from .app import Tracker
-from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
+from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
 from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
 from .routing import ROUTES, IndexFeeder
 
@@ -174,7 +175,9 @@ def make_app(
     app = web.Application(middlewares=[guard])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
     app[TRACKER] = tracker
-    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
+    planners = PlannerQueues(store.nc)
+    sources: list[Any] = [planners, WorkerScaling(store.nc, planners)] if planner_metrics else []
+    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=sources)
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:

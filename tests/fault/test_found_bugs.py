@@ -75,7 +75,7 @@ async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path)
 # Found by the fault suite (scenarios 3 and 4): a task publish that failed after its TaskQueued
 # was recorded (TASKS without a leader for a moment) was never made again; an append whose ack
 # was lost left the planner's view ahead of the log. Both now repair themselves
-# (execution.schedule_republish, execution.save).
+# (the republish timer in services/planner/execution.py, the reload in PlannerState.save).
 
 
 @pytest.mark.parametrize("stack", [{"http": False, "ack_wait_s": 1.0}], indirect=True)

@@ -94,8 +94,7 @@ def template_allows_size(f: Facts) -> None:
 
 
 def provider_of(f: Facts) -> str:
-    """The request's provider, else the template's default; "" when neither names one."""
-    return f.command.provider or template_of(f).defaults.provider or ""
+    return str(f.command.provider or template_of(f).defaults.provider or "")
 
 
 def provider_known(f: Facts) -> None:

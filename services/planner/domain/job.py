@@ -8,9 +8,9 @@ or the job is cancelled, dispatch stops, in-flight tasks finish, and a rollback 
 tasks runs (`rolling_back`) → `rolled_back`, or `needs_attention` if the rollback fails too.
 `failed` is for jobs that never got a plan (no layout, a planning error).
 
-Longer than most modules (~390 lines) on purpose: every state change of a job is an `@event`
-method of this one aggregate (eventsourcing keeps them on the class), each beside the command
-that decides it; the decisions around them live in `saga.py` and `admission.py`.
+Longer than our ~300 lines on purpose: an eventsourcing aggregate's event handlers (`@event`)
+must be its own methods, and each command sits next to the handler it records; splitting the
+class would separate the two halves of every transition.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ from services.solver.service import answer
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 Behaviour = Literal["succeed", "fail", "silent", "hold"]
+SIMPLE = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}} for a in ("install", "start", "remove")}}}
+"""A service with no dependencies, for tests that add one to the demo catalog."""
 
 
 def demo_catalog(**extra_services: dict[str, Any]) -> Catalog:
