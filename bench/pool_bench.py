@@ -33,15 +33,15 @@ import tempfile
 import time
 import tracemalloc
 from contextlib import AsyncExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contracts import subjects  # noqa: E402
-from contracts.pools import HostSpec, NodeNeed, PoolNodesReported, PoolRequest  # noqa: E402
-from services.pool.domain.pool import Pool, PoolCreated  # noqa: E402
+from contracts import subjects
+from contracts.pools import HostSpec, NodeNeed, PoolNodesReported, PoolRequest
+from services.pool.domain.pool import Pool, PoolCreated
 
 KINDS = [{"cpu": 16, "memory": "64G", "labels": ["ssd"]}, {"cpu": 8, "memory": "32G", "labels": ["ssd"]},
          {"cpu": 8, "memory": "16G"}, {"cpu": 4, "memory": "8G"}]
@@ -51,8 +51,8 @@ PERCENTILE_99 = 0.99
 
 
 def hosts(n: int) -> list[HostSpec]:
-    return [HostSpec(id=f"h{i:05d}", address=f"10.{i // 65536}.{i // 256 % 256}.{i % 256}", host_keys=[KEY],
-                     properties=KINDS[i % len(KINDS)]) for i in range(n)]
+    return [HostSpec.model_validate({"id": f"h{i:05d}", "address": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}",
+                                     "host_keys": [KEY], "properties": KINDS[i % len(KINDS)]}) for i in range(n)]
 
 
 def request(i: int, rng: random.Random, tenant: str | None = None) -> PoolRequest:
@@ -202,14 +202,14 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
     from nats.js.api import DeliverPolicy
 
     from contracts.catalog import Catalog
-    from contracts.commands import CreateCluster, DeleteCluster
+    from contracts.commands import Accepted, CreateCluster, DeleteCluster
     from contracts.pool_commands import AddHosts
     from muster.bus.connect import connect
     from muster.bus.consume import consume_events
     from muster.bus.eventstore import EventStore, recorded_from_msg
     from muster.bus.server import NatsServer
     from muster.bus.streams import ensure_streams
-    from muster.catalog_store import apply_catalog
+    from muster.catalog.store import apply_catalog
     from muster.client import MusterClient
     from muster.demo.pool_hosts import LocalPoolHosts
     from services.planner.app import PlannerConfig
@@ -234,7 +234,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
             await start_pool_service(ncs[2], stack, "bench")
             await start_planner(ncs[1], stack, PlannerConfig(instance="bench"))
             solver = SolverService(EventStore(ncs[3]), "bench")
-            sub = await consume_events(ncs[3].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
+            sub = await consume_events(ncs[3].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_layout_requested, queue="solvers")
             stack.push_async_callback(sub.unsubscribe)
             registry = PluginRegistry.discover(secrets={"lab": {"identityfile": str(hosts.key_path)}}, work_dir=Path(tmp) / "prov")
             stack.push_async_callback(registry.aclose)
@@ -266,13 +266,15 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
                 await js.publish("muster.evt.bench.raw.x", b"x" * 200, headers={"Muster-Type": "none"})
                 rtt.append(time.perf_counter() - t)
 
-            held = await client.run(CreateCluster(name="c0", template="one", nodes=1), tenant="bench", timeout=60)
+            first = await client.run(CreateCluster(name="c0", template="one", nodes=1), tenant="bench", timeout=60)
+            held = first.reply.cluster_id
             lat = []
             for i in range(1, samples + 1):
                 waiting = await client.submit(CreateCluster(name=f"c{i}", template="one", nodes=1), tenant="bench")
+                assert isinstance(waiting, Accepted)
                 freed = None
-                gone = await client.submit(DeleteCluster(cluster_id=held.reply.cluster_id if i == 1 else held.cluster_id),
-                                           tenant="bench")
+                gone = await client.submit(DeleteCluster(cluster_id=held), tenant="bench")
+                assert isinstance(gone, Accepted)
                 while True:  # each turn takes the next event the follower got (no sleeping)
                     at, r = await asyncio.wait_for(seen.get(), 30)
                     if r.type == "HostsReleased":
@@ -282,7 +284,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
                         break
                 await client.wait(gone.job_id, tenant="bench", timeout=60)
                 await client.wait(waiting.job_id, tenant="bench", timeout=60)
-                held = waiting
+                held = waiting.cluster_id
     p50_raw, p50 = statistics.median(rtt) * 1e6, statistics.median(lat) * 1e6
     lat.sort()
     return [
@@ -334,7 +336,7 @@ def main() -> None:
 
         section = "## Pools\n\n" + (
             f"`python bench/pool_bench.py --hosts {args.hosts} --waiting {args.waiting}` on {os.cpu_count()} cores, "
-            f"{datetime.now(timezone.utc):%Y-%m-%d}. nats-server and this process share the machine.\n\n"
+            f"{datetime.now(UTC):%Y-%m-%d}. nats-server and this process share the machine.\n\n"
             "| figure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
         )
         replace_section(Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md", "## Pools", section)

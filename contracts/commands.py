@@ -7,13 +7,13 @@ to the same job, so a retried request never creates a second job.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from .layout import Layout
-from .pools import Callback
 from .limits import MAX_CONFIG_BYTES, max_json_bytes
+from .pools import Callback
 
 MAX_CLUSTER_SIZE = 10_000
 ID = r"^[A-Za-z0-9_\-]{1,128}$"
@@ -172,11 +172,7 @@ class RetryJob(JobCommand):
 
 
 AnyCommand = Annotated[
-    Union[
-        CreateCluster, DeleteCluster, ExpandCluster, ShrinkCluster, AddServices, RemoveServices, ConfigureCluster,
-        StartServices, StopServices, RestartServices, UpgradeService, RollbackCluster,
-        PauseJob, ResumeJob, CancelJob, RetryJob,
-    ],
+    CreateCluster | DeleteCluster | ExpandCluster | ShrinkCluster | AddServices | RemoveServices | ConfigureCluster | StartServices | StopServices | RestartServices | UpgradeService | RollbackCluster | PauseJob | ResumeJob | CancelJob | RetryJob,
     Field(discriminator="type"),
 ]
 COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyCommand)
@@ -215,5 +211,5 @@ class Rejected(BaseModel):
     reason: str
 
 
-Reply = Annotated[Union[Accepted, Rejected, DryRun], Field(discriminator="type")]
+Reply = Annotated[Accepted | Rejected | DryRun, Field(discriminator="type")]
 REPLY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Reply)

@@ -1,23 +1,46 @@
 """Events: facts in the past tense, one JSON document per message in the `EVENTS` stream.
 
 Every event has a `type` literal and a schema version `v`. The message body is exactly the
-model's JSON; who/when/which-aggregate travel in headers (see `contracts.envelope`). An old
+model's JSON; who/when/which-aggregate travel in headers (see `contracts.records`). An old
 version is upcast on read by a `model_validator(mode="before")` on the current model; stored
 events are never rewritten.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from .base import Event
+from .base import Event as Event  # re-exported: every event module's base
 from .catalog import Action
 from .layout import Layout, NodeSpec
-from .pools import POOL_EVENTS
+from .pools import (
+    AmbiguityDetected,
+    AmbiguityResolved,
+    CallbackDelivered,
+    HostFailed,
+    HostRemoved,
+    HostReset,
+    HostsAdded,
+    HostsConfirmed,
+    HostsGranted,
+    HostsReleased,
+    HostsReleaseStarted,
+    PoolConfigured,
+    PoolCreated,
+    PoolDynamicHostCreated,
+    PoolHostsRequested,
+    PoolNodesReported,
+    PoolRequestCancelled,
+    PoolRequestClosed,
+    RequestAccepted,
+    RequestCancelled,
+    RequestClosed,
+    RequestExpired,
+    RequestRefused,
+)
 from .tasks import ProvisionerInfo
-
 
 # -- jobs (written by the planner) -------------------------------------------------------------
 
@@ -385,47 +408,18 @@ class CatalogEntityPut(Event):
 
 
 AnyEvent = Annotated[
-    Union[
-        JobRequested,
-        JobPlanned,
-        RollbackPlanned,
-        CleanupQueued,
-        JobPaused,
-        JobResumed,
-        JobCancelRequested,
-        JobRetried,
-        JobResourcesRequested,
-        JobResourcesGranted,
-        JobRolledBack,
-        JobNeedsAttention,
-        TaskQueued,
-        TaskCompleted,
-        TaskAttemptFailed,
-        JobSucceeded,
-        JobFailed,
-        LayoutRequested,
-        LayoutSolved,
-        LayoutUnsolvable,
-        TaskClaimed,
-        TaskSucceeded,
-        TaskFailed,
-        ProvisionerRegistered,
-        ProvisionerDeregistered,
-        ClusterRequested,
-        ClusterLayoutChanged,
-        ClusterConfigChanged,
-        NodeResultsRecorded,
-        ClusterStatusChanged,
-        CatalogEntityPut,
-        *POOL_EVENTS,
-    ],
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | CatalogEntityPut
+    | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
+    | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
+    | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled
+    | PoolNodesReported | PoolDynamicHostCreated | PoolRequestClosed,
     Field(discriminator="type"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.model_fields["type"].default: cls  # type: ignore[misc]
+    cls.model_fields["type"].default: cls
     for cls in Event.__subclasses__()
     if "type" in cls.model_fields
 }

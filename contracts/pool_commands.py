@@ -9,11 +9,11 @@ see `services/pool/app.py: principal_of`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from .pools import ID, HOST_ID, HostSpec, PoolRequest, PoolTerms
+from .pools import HOST_ID, ID, HostSpec, PoolRequest, PoolTerms
 
 MAX_HOSTS_PER_COMMAND = 500
 
@@ -97,8 +97,7 @@ class ShowPool(PoolCommand):
 
 
 AnyPoolCommand = Annotated[
-    Union[AddHosts, RemoveHost, ResetHost, ResolveHost, ConfigurePool, RequestHosts, CancelRequest, ReportNodes,
-          CloseRequest, ShowPool],
+    AddHosts | RemoveHost | ResetHost | ResolveHost | ConfigurePool | RequestHosts | CancelRequest | ReportNodes | CloseRequest | ShowPool,
     Field(discriminator="type"),
 ]
 POOL_COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPoolCommand)

@@ -157,7 +157,7 @@ class Callback(_Model):
     url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://[^\s@]+$")
 
     @model_validator(mode="after")
-    def _one(self) -> "Callback":
+    def _one(self) -> Callback:
         if (self.subject is None) == (self.url is None):
             raise ValueError("a callback is exactly one of 'subject' or 'url'")
         return self
@@ -176,7 +176,7 @@ class PoolRequest(_Model):
     by: str = Field(default="anonymous", max_length=128)
 
     @model_validator(mode="after")
-    def _check(self) -> "PoolRequest":
+    def _check(self) -> PoolRequest:
         ids = [n.node_id for n in self.nodes]
         if len(set(ids)) != len(ids):
             raise ValueError("a node is listed twice in the request")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from services.pool.domain.pool import Pool
 
 HIDDEN_REQUEST_FIELDS = ("tenant", "cluster_id", "job_id", "request_id", "by", "deadline")

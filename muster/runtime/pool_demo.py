@@ -18,17 +18,17 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import subjects
-from contracts.commands import CreateCluster, DeleteCluster, Rejected
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from contracts.pool_commands import AddHosts, ShowPool
 from muster.bus.eventstore import EventStore
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.demo.pool_hosts import LocalPoolHosts
-from muster.ops_cli import follow
+from muster.ops_session import follow
 from services.pool import client as pools
-from services.tracker.cli import resources_line
+from services.tracker.render import resources_line
 
 from .supervisor import Deployment
 
@@ -87,6 +87,7 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
 
     console.print("deleting shop: its hosts go back to the pool, and blog gets them")
     gone = await client.submit(DeleteCluster(cluster_id=shop.cluster_id, requested_by="demo"), tenant=tenant)
+    assert isinstance(gone, Accepted)
     _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of shop")
     _require(await follow(client, blog.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "create of blog")
     await show()
@@ -94,6 +95,7 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
         console.print(f"blog is kept; the tracker is at {deployment.tracker_url} (GET /v1/pools/lab). Ctrl-C stops everything.")
         await _forever()
     gone = await client.submit(DeleteCluster(cluster_id=blog.cluster_id, requested_by="demo"), tenant=tenant)
+    assert isinstance(gone, Accepted)
     _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of blog")
     await show()
 
@@ -102,6 +104,7 @@ async def _create(client: MusterClient, tenant: str, name: str, nodes: int, cons
     reply = await client.send(tenant, CreateCluster(name=name, template="app-on-pool", nodes=nodes, requested_by="demo"))
     if isinstance(reply, Rejected):
         raise click.ClickException(f"create of {name} rejected: {reply.reason}")
+    assert isinstance(reply, Accepted)
     console.print(f"create of {name} ({nodes} nodes) accepted at once: job {reply.job_id}")
     return reply
 

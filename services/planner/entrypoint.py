@@ -18,8 +18,8 @@ from nats.errors import ConnectionClosedError
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.taskqueue import NatsTaskQueue
+from muster.routing import router
 from muster.runtime.service import main_for
-
 from services.pool.mirror import PoolMirror
 
 from .adapters import NatsSolver
@@ -27,7 +27,7 @@ from .app import Planner, PlannerConfig
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
 from .pools import PoolBroker
-from .routing import REPLIES, ROUTES, Reply, router
+from .routing import REPLIES, ROUTES, Reply
 
 
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:

@@ -32,11 +32,16 @@ import structlog
 from contracts import subjects
 from contracts.catalog import Catalog
 from contracts.commands import COMMAND_ADAPTER, CreateCluster, ExpandCluster
-from contracts.envelope import Recorded
 from contracts.events import Event
 from contracts.pools import (
-    NodeNeed, PoolHostsRequested, PoolNodesReported, PoolRequest, PoolRequestCancelled, PoolRequestClosed,
+    NodeNeed,
+    PoolHostsRequested,
+    PoolNodesReported,
+    PoolRequest,
+    PoolRequestCancelled,
+    PoolRequestClosed,
 )
+from contracts.records import Recorded
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 
 from .domain.admission import Facts, provider_of
@@ -67,15 +72,15 @@ def job_id_of(request_id: str) -> str:
 
 
 class PoolBroker:
-    def __init__(self, log: EventLog, mirror: "PoolMirror") -> None:
+    def __init__(self, log: EventLog, mirror: PoolMirror) -> None:
         self.log = log
         self.mirror = mirror
-        self.planner: "Planner | None" = None
+        self.planner: Planner | None = None
         self.reported: dict[str, set[tuple[str, str]]] = {}
         """job id -> (node, status) reported to its pool in this life (read from the log the
         first time a job is seen)."""
 
-    def attach(self, planner: "Planner") -> None:
+    def attach(self, planner: Planner) -> None:
         self.planner = planner
         self.mirror.watch(self.on_pool_event)
 
@@ -229,13 +234,13 @@ class PoolBroker:
 
     async def _write(self, job: Job, name: str, rid: str, fact: Event) -> None:
         subject = subjects.pool_request_events(job.tenant, name, rid)
-        key = getattr(fact, "status", fact.type)
+        key = getattr(fact, "status", None) or getattr(fact, "type", "fact")
         nodes = ",".join(getattr(fact, "node_ids", []))
         await self.log.append(subject, [Append(fact, msg_id=f"{subject}:{key}:{nodes}"[:250])])
 
     # -- the pool's decisions --------------------------------------------------------------
 
-    async def on_pool_event(self, name: str, pool: "Pool", r: Recorded) -> None:
+    async def on_pool_event(self, name: str, pool: Pool, r: Recorded) -> None:
         if r.type not in ("HostsGranted", "RequestRefused", "RequestExpired", "RequestCancelled"):
             return
         assert self.planner is not None
@@ -247,7 +252,7 @@ class PoolBroker:
             except ConcurrencyError:
                 log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
 
-    async def _react(self, name: str, pool: "Pool", r: Recorded, rid: str) -> None:
+    async def _react(self, name: str, pool: Pool, r: Recorded, rid: str) -> None:
         assert self.planner is not None
         state = self.planner.state
         async with state.lock:

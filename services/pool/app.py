@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import structlog
@@ -26,17 +26,34 @@ from nats.aio.client import Client
 from pydantic import ValidationError
 
 from contracts import subjects
+from contracts.base import Event
 from contracts.commands import Rejected
+from contracts.errors import describe_validation_error
 from contracts.pool_commands import (
-    POOL_COMMAND_ADAPTER, VERB_OF, AddHosts, CancelRequest, CloseRequest, ConfigurePool, PoolAnswer, PoolCommand,
-    RemoveHost, ReportNodes, RequestHosts, ResetHost, ResolveHost, ShowPool,
+    POOL_COMMAND_ADAPTER,
+    VERB_OF,
+    AddHosts,
+    CancelRequest,
+    CloseRequest,
+    ConfigurePool,
+    PoolAnswer,
+    PoolCommand,
+    RemoveHost,
+    ReportNodes,
+    RequestHosts,
+    ResetHost,
+    ResolveHost,
+    ShowPool,
 )
 from contracts.pools import (
-    Callback, PoolHostsRequested, PoolNodesReported, PoolRequestCancelled, PoolRequestClosed,
+    Callback,
+    PoolHostsRequested,
+    PoolNodesReported,
+    PoolRequestCancelled,
+    PoolRequestClosed,
 )
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
 from muster.bus.repository import SEQ_ATTR, Repository, fold, log_seq, pending_appends, rebuild
-from muster.catalog_files import describe_validation_error
 
 from .adapters.callbacks import CallbackSender, target_text
 from .domain.intake import FACT_TYPES, take
@@ -225,6 +242,7 @@ class PoolService:
     async def _as_requester(self, name: str, c: Any, by: str) -> PoolAnswer | Rejected:
         """A requester's command: recorded as its fact on the request subject (as the planner
         records its own), then taken in at once, so the answer can say where it stands."""
+        fact: Event
         if isinstance(c, RequestHosts):
             req = c.request.model_copy(update={"by": by})
             if req.pool != name:
@@ -291,9 +309,9 @@ class PoolService:
         every callback due."""
         loop = asyncio.get_running_loop()
         deadlines = pool.deadlines()
-        for key in [k for k in self.timers if k[0] == name and k[1] not in deadlines]:
-            self.timers.pop(key).cancel()
-        now = datetime.now(timezone.utc)
+        for timer in [k for k in self.timers if k[0] == name and k[1] not in deadlines]:
+            self.timers.pop(timer).cancel()
+        now = datetime.now(UTC)
         for rid, deadline in deadlines.items():
             if (name, rid) not in self.timers:
                 delay = max(0.0, (deadline - now).total_seconds())
@@ -315,7 +333,7 @@ class PoolService:
 
     async def _expire(self, name: str, request_id: str) -> None:
         try:
-            if await self.decide(name, lambda p: p.expire(request_id, datetime.now(timezone.utc))):
+            if await self.decide(name, lambda p: p.expire(request_id, datetime.now(UTC))):
                 log.info("request expired", pool=name, request=request_id)
         except Exception:
             log.exception("expiry failed", pool=name, request=request_id)

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from contracts.pool_commands import (
-    MAX_HOSTS_PER_COMMAND, AddHosts, ConfigurePool, RemoveHost, ResetHost, ResolveHost, ShowPool,
+    MAX_HOSTS_PER_COMMAND,
+    AddHosts,
+    ConfigurePool,
+    RemoveHost,
+    ResetHost,
+    ResolveHost,
+    ShowPool,
 )
 from contracts.pools import HostSpec, PoolTerms, TenantTerms
-from muster.cli_support import CliError, bus_options, command, echo_json, json_option, open_client, parse_json_arg, resolve_nats_url
+from muster.cli_bus import Bus, bus_options, open_nats
+from muster.cli_support import EXIT_UNREACHABLE, CliError, command, echo_json, json_option, parse_json_arg
 from muster.client import default_user
 
 from . import client as pools
@@ -32,15 +39,16 @@ pool.add_command(serve)
 
 
 def _options(f: Any) -> Any:
-    return bus_options(json_option(f))
+    """Pools belong to no tenant: --nats-url and --data-dir only; --json."""
+    return bus_options(json_option(f), tenant=False)
 
 
-async def _send(nats_server: str | None, data_dir: Path, tenant: str, name: str, cmd: Any) -> Any:
-    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as c:
+async def _send(bus: Bus, name: str, cmd: Any) -> Any:
+    async with open_nats(bus) as nc:
         try:
-            return await pools.send(c.nc, name, cmd)
+            return await pools.send(nc, name, cmd)
         except pools.NoPoolService as err:
-            raise CliError(str(err), 3) from None
+            raise CliError(str(err), EXIT_UNREACHABLE) from None
         except pools.PoolRejected as err:
             raise CliError(f"refused: {err.reason}") from None
 
@@ -63,8 +71,8 @@ def host_entries(raw: Any, source: str) -> list[HostSpec]:
             item["host_keys"] = item.pop("host_key")
         try:
             specs.append(HostSpec.model_validate({**item, "properties": props}))
-        except ValueError as err:
-            first = getattr(err, "errors", lambda: [{"loc": (), "msg": str(err)}])()[0]
+        except ValidationError as err:
+            first = err.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"])
             raise CliError(f"{source}: host {i + 1} ({item.get('id', '?')}): {where + ': ' if where else ''}{first['msg']}") from None
     return specs
@@ -75,14 +83,14 @@ def host_entries(raw: Any, source: str) -> list[HostSpec]:
 @click.argument("hosts_file", metavar="FILE")
 @_options
 @command
-async def add_hosts(name: str, hosts_file: str, tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def add_hosts(name: str, hosts_file: str, bus: Bus, as_json: bool) -> None:
     """Register static hosts from FILE (YAML or JSON: id, address, port, user, host_keys,
     cpu, memory, labels). Makes the pool if it is new."""
     specs = host_entries(parse_json_arg(f"@{hosts_file}", "hosts"), hosts_file)
     answers = []
     for i in range(0, len(specs), MAX_HOSTS_PER_COMMAND):
         chunk = specs[i : i + MAX_HOSTS_PER_COMMAND]
-        answers.append(await _send(nats_server, data_dir, tenant, name, AddHosts(hosts=chunk, requested_by=default_user())))
+        answers.append(await _send(bus, name, AddHosts(hosts=chunk, requested_by=default_user())))
     if as_json:
         echo_json([a.model_dump() for a in answers])
     else:
@@ -93,13 +101,13 @@ async def add_hosts(name: str, hosts_file: str, tenant: str, nats_server: str | 
 @pool.command("list")
 @_options
 @command
-async def list_pools(tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def list_pools(bus: Bus, as_json: bool) -> None:
     """Every pool: hosts by state, free hosts, waiting requests."""
-    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as c:
+    async with open_nats(bus) as nc:
         try:
-            found = await pools.list_pools(c.nc)
+            found = await pools.list_pools(nc)
         except pools.NoPoolService as err:
-            raise CliError(str(err), 3) from None
+            raise CliError(str(err), EXIT_UNREACHABLE) from None
     if as_json:
         echo_json(found)
         return
@@ -117,9 +125,9 @@ async def list_pools(tenant: str, nats_server: str | None, data_dir: Path, as_js
 @click.option("--no-hosts", is_flag=True, help="only the summary and the waiting line")
 @_options
 @command
-async def show(name: str, no_hosts: bool, tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def show(name: str, no_hosts: bool, bus: Bus, as_json: bool) -> None:
     """A pool: its terms, every host and the waiting line in policy order."""
-    answer = await _send(nats_server, data_dir, tenant, name, ShowPool(hosts=not no_hosts))
+    answer = await _send(bus, name, ShowPool(hosts=not no_hosts))
     view = answer.view or {}
     if as_json:
         echo_json(view)
@@ -162,10 +170,9 @@ async def show(name: str, no_hosts: bool, tenant: str, nats_server: str | None, 
 @click.option("--drop", is_flag=True, help="remove the host from the pool instead")
 @_options
 @command
-async def resolve(name: str, host_id: str, use_claim: int | None, drop: bool, tenant: str, nats_server: str | None,
-                  data_dir: Path, as_json: bool) -> None:
+async def resolve(name: str, host_id: str, use_claim: int | None, drop: bool, bus: Bus, as_json: bool) -> None:
     """End an ambiguity: say which registration of HOST is right, or drop it."""
-    answer = await _send(nats_server, data_dir, tenant, name,
+    answer = await _send(bus, name,
                          ResolveHost(host_id=host_id, use_claim=use_claim, drop=drop, requested_by=default_user()))
     echo_json(answer.model_dump()) if as_json else out.print(answer.message)
 
@@ -175,9 +182,9 @@ async def resolve(name: str, host_id: str, use_claim: int | None, drop: bool, te
 @click.argument("host_id", metavar="HOST")
 @_options
 @command
-async def reset(name: str, host_id: str, tenant: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def reset(name: str, host_id: str, bus: Bus, as_json: bool) -> None:
     """Put a host in error back in the pool (after you repaired it)."""
-    answer = await _send(nats_server, data_dir, tenant, name, ResetHost(host_id=host_id, requested_by=default_user()))
+    answer = await _send(bus, name, ResetHost(host_id=host_id, requested_by=default_user()))
     echo_json(answer.model_dump()) if as_json else out.print(answer.message)
 
 
@@ -187,10 +194,9 @@ async def reset(name: str, host_id: str, tenant: str, nats_server: str | None, d
 @click.option("--reason", default="", help="recorded with the removal")
 @_options
 @command
-async def remove_host(name: str, host_id: str, reason: str, tenant: str, nats_server: str | None, data_dir: Path,
-                      as_json: bool) -> None:
+async def remove_host(name: str, host_id: str, reason: str, bus: Bus, as_json: bool) -> None:
     """Take a host that nobody holds out of the pool."""
-    answer = await _send(nats_server, data_dir, tenant, name,
+    answer = await _send(bus, name,
                          RemoveHost(host_id=host_id, reason=reason, requested_by=default_user()))
     echo_json(answer.model_dump()) if as_json else out.print(answer.message)
 
@@ -216,11 +222,10 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, int]:
 @_options
 @command
 async def configure(name: str, policy: str | None, default_priority: int | None, priority: tuple[str, ...],
-                    max_nodes: tuple[str, ...], max_clusters: tuple[str, ...], job_limit: int | None, tenant: str,
-                    nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+                    max_nodes: tuple[str, ...], max_clusters: tuple[str, ...], job_limit: int | None, bus: Bus, as_json: bool) -> None:
     """Change a pool's policy, priorities and quotas (what is not given stays)."""
     try:
-        current = (await _send(nats_server, data_dir, tenant, name, ShowPool(hosts=False))).view["terms"]
+        current = (await _send(bus, name, ShowPool(hosts=False))).view["terms"]
     except CliError as err:
         if "there is no pool" not in str(err):
             raise
@@ -235,5 +240,5 @@ async def configure(name: str, policy: str | None, default_priority: int | None,
         **({"default_priority": default_priority} if default_priority is not None else {}),
         **({"job_limit": job_limit or None} if job_limit is not None else {}),
     })
-    answer = await _send(nats_server, data_dir, tenant, name, ConfigurePool(terms=terms, requested_by=default_user()))
+    answer = await _send(bus, name, ConfigurePool(terms=terms, requested_by=default_user()))
     echo_json(answer.model_dump()) if as_json else out.print(answer.message)

@@ -15,14 +15,14 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
-from contracts import subjects
 from contracts.commands import Rejected
-from muster.bus.consume import consume_events
+from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
 from muster.runtime.service import main_for
 
 from .adapters.callbacks import CallbackSender
 from .app import PoolService
+from .routing import REPLIES, ROUTES
 
 log = structlog.get_logger("muster.pool")
 
@@ -48,12 +48,9 @@ async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, a
         if msg.reply:
             await msg.respond(json.dumps(await service.list_pools()).encode())
 
-    subs = [
-        await nc.subscribe(subjects.ALL_POOL_COMMANDS, queue="pools", cb=on_command),
-        await nc.subscribe(subjects.POOL_LIST, queue="pools", cb=on_list),
-        await consume_events(nc.jetstream(), subjects.ALL_POOL_REQUEST_EVENTS, "pool-requests",
-                             service.on_request_event, queue="pool-requests", ack_wait=ack_wait),
-    ]
+    answers = {"on_command": on_command, "on_list": on_list}
+    subs: list[Any] = [await nc.subscribe(r.subject, queue=r.queue, cb=answers[r.handler]) for r in REPLIES]
+    subs += await consume_routes(nc.jetstream(), service, ROUTES, ack_wait=ack_wait)
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     return service

@@ -19,7 +19,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from contracts import subjects
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.bus.repository import fold
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
 
 from aiohttp import web
 
+from contracts import subjects
 from muster.bus.eventstore import EventStore
 from muster.bus.repository import log_seq
 from muster.readmodel.pools import change_for, pool_view
-from services.pool.mirror import READY_TIMEOUT_S, PoolMirror
+from services.pool.mirror import PoolMirror
 
+from .params import BadParameter, not_found, shown, tenant_of
+from .sse import KEEPALIVE_S, sse
 
 POOLS = web.AppKey("pools", PoolMirror)
 
@@ -33,29 +35,40 @@ def setup_pools(app: web.Application, store: EventStore) -> None:
     app.cleanup_ctx.append(lifecycle)
 
 
-async def list_pools(request: web.Request, tenant: str) -> web.Response:
+def pool_of(request: web.Request) -> str:
+    name = request.match_info["pool"]
+    if not subjects.TOKEN.fullmatch(name):
+        raise BadParameter("pool", f"pool {shown(name)} is not a pool name: use 1-128 letters, digits, '-' or '_'")
+    return name
+
+
+async def list_pools(request: web.Request) -> web.Response:
+    tenant = tenant_of(request)
     mirror = request.app[POOLS]
-    await asyncio.wait_for(mirror.ready.wait(), READY_TIMEOUT_S)
+    await mirror.wait_ready()
     items = [pool_view(mirror.pools[n], tenant, hosts=False) for n in sorted(mirror.pools)]
     return web.json_response({"items": [{k: v for k, v in i.items() if k != "queue"} for i in items]})
 
 
-async def get_pool(request: web.Request, tenant: str, name: str, not_found: Any, hosts: bool) -> web.Response:
+async def get_pool(request: web.Request) -> web.Response:
+    tenant, name = tenant_of(request), pool_of(request)
+    hosts = request.query.get("hosts", "true")
+    if hosts not in ("true", "false"):
+        raise BadParameter("hosts", f"hosts {shown(hosts)} is not true or false")
     pool = await request.app[POOLS].pool(name)
     if pool is None:
-        return not_found("pool", name, tenant)  # type: ignore[no-any-return]
+        return not_found("pool", name, tenant)
     view = pool_view(pool, tenant, hosts=True)
-    if not hosts:
+    if hosts == "false":
         view["hosts_detail"] = []
     return web.json_response({**view, "seq": log_seq(pool)})
 
 
-async def stream_pool(request: web.Request, tenant: str, name: str, not_found: Any, sse: Any,
-                      keepalive_s: float) -> web.StreamResponse:
+async def stream_pool(request: web.Request) -> web.StreamResponse:
+    tenant, name = tenant_of(request), pool_of(request)
     mirror = request.app[POOLS]
-    pool = await mirror.pool(name)
-    if pool is None:
-        return not_found("pool", name, tenant)  # type: ignore[no-any-return]
+    if await mirror.pool(name) is None:
+        return not_found("pool", name, tenant)
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
     with mirror.listening(name) as queue:
@@ -63,16 +76,16 @@ async def stream_pool(request: web.Request, tenant: str, name: str, not_found: A
         # and a change is sent only if it is newer than what the view showed.
         await response.prepare(request)
         pool = mirror.pools[name]
-        shown = log_seq(pool)
-        await response.write(sse("pool", shown, {**pool_view(pool, tenant), "seq": shown}))
+        shown_seq = log_seq(pool)
+        await response.write(sse("pool", shown_seq, {**pool_view(pool, tenant), "seq": shown_seq}))
         try:
             while True:
                 try:
-                    r = await asyncio.wait_for(queue.get(), keepalive_s)
+                    r = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
-                if r.seq > shown:
+                if r.seq > shown_seq:
                     await response.write(sse("change", r.seq, change_for(mirror.pools[name], r, tenant)))
         except ConnectionError:
             pass  # the client went away

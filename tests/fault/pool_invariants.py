@@ -48,7 +48,7 @@ def pool_problems(log: list[Recorded]) -> tuple[dict[str, Pool], list[str]]:
 def _quota_problems(name: str, pool: Pool, seq: int) -> list[str]:
     out = []
     for tenant, terms in pool.terms.tenants.items():
-        held = pool.book.held_by_tenant.get(tenant, {})
+        held: dict[str, int] = dict(pool.book.held_by_tenant.get(tenant, {}))
         if terms.max_nodes is not None and sum(held.values()) + pool.requests.waiting_nodes[tenant] > terms.max_nodes:
             out.append(f"pool {name} seq {seq}: tenant {tenant} holds and waits for more than {terms.max_nodes} hosts")
         clusters = set(held) | set(pool.requests.waiting_clusters.get(tenant, {}))

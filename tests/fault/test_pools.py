@@ -19,7 +19,7 @@ from contracts.events import JobSucceeded
 from contracts.pool_commands import AddHosts, ConfigurePool, RemoveHost, ResetHost
 from contracts.pools import PoolTerms, TenantTerms
 from muster.bus.eventstore import EventStore, Recorded
-from muster.catalog_files import load_catalog
+from muster.catalog.files import load_catalog
 from muster.demo.pool_hosts import LocalPoolHosts
 from services.pool import client as pools
 
@@ -88,6 +88,7 @@ async def _scenario(fs: FaultStack, hosts: LocalPoolHosts, specs: list[Any]) -> 
             if isinstance(reply, Rejected):
                 refused[tenant].append(reply.reason)
             else:
+                assert isinstance(reply, Accepted)
                 accepted[tenant].append(reply)
     wanted = [a.job_id for t in ("bronze", "silver", "gold") for a in accepted[t]]
     waiting = await _until(store, lambda evs: {e.event.request.job_id for e in evs if e.type == "RequestAccepted"}

@@ -45,7 +45,7 @@ class CallbackSender:
                         if resp.status < 300:
                             return attempt, ""
                         error = f"HTTP {resp.status}"
-                except (aiohttp.ClientError, asyncio.TimeoutError) as err:
+                except (TimeoutError, aiohttp.ClientError) as err:
                     error = str(err) or type(err).__name__
                 log.info("callback failed; will retry", url=_safe(target.url), attempt=attempt, error=error)
                 if attempt < self.attempts:

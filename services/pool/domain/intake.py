@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.pools import (
-    PoolDynamicHostCreated, PoolHostsRequested, PoolNodesReported, PoolRequestCancelled, PoolRequestClosed,
+    PoolDynamicHostCreated,
+    PoolHostsRequested,
+    PoolNodesReported,
+    PoolRequestCancelled,
+    PoolRequestClosed,
 )
 
 from .pool import Pool

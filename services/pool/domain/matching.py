@@ -185,7 +185,7 @@ def _augmenting_path(
     left; the path alternates forward edges (r -> s) and backward ones (s -> r')."""
     start = [r for r in reqs if left_need[r] > 0]
     parent: dict[Any, Any] = {("r", r): None for r in start}
-    queue = deque(("r", r) for r in start)
+    queue: deque[tuple[str, Any]] = deque(("r", r) for r in start)
     while queue:
         kind, node = queue.popleft()
         if kind == "r":

@@ -16,6 +16,7 @@ reading them side by side is the point.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -23,10 +24,33 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate, event
 
 from contracts.pools import (
-    AmbiguityResolved, Assignment, CallbackDelivered, Holder, HostFailed, AmbiguityDetected, HostRemoved, HostReset,
-    HostsAdded, HostsConfirmed, HostsGranted, HostSpec, HostsReleased, HostsReleaseStarted, MAX_HOSTS_PER_EVENT,
-    PoolConfigured, PoolCreated, PoolNodesReported, PoolRequest, PoolTerms, RequestAccepted, RequestCancelled,
-    RequestClosed, RequestExpired, RequestRefused,
+    MAX_HOSTS_PER_EVENT,
+    AmbiguityDetected,
+    AmbiguityResolved,
+    Assignment,
+    CallbackDelivered,
+    Holder,
+    HostFailed,
+    HostRemoved,
+    HostReset,
+    HostsAdded,
+    HostsConfirmed,
+    HostsGranted,
+    HostSpec,
+    HostsReleased,
+    HostsReleaseStarted,
+    PoolConfigured,
+    PoolNodesReported,
+    PoolRequest,
+    PoolTerms,
+    RequestAccepted,
+    RequestCancelled,
+    RequestClosed,
+    RequestExpired,
+    RequestRefused,
+)
+from contracts.pools import (
+    PoolCreated as PoolCreated,  # re-exported: a new pool starts with it
 )
 
 from .hosts import Host, HostBook
@@ -45,7 +69,7 @@ def pool_uuid(name: str) -> UUID:
 
 class Pool(Aggregate):
     @staticmethod
-    def create_id(payload: PoolCreated) -> UUID:  # type: ignore[override]
+    def create_id(payload: PoolCreated) -> UUID:
         return pool_uuid(payload.pool)
 
     @event("PoolCreated")
@@ -199,7 +223,7 @@ class Pool(Aggregate):
         if limit is not None and size > limit:
             return f"the request needs {size} hosts; pool {self.name} lends at most {limit} to one job"
         quota = self.terms.tenants.get(req.tenant)
-        held = self.book.held_by_tenant.get(req.tenant, {})
+        held: Mapping[str, int] = self.book.held_by_tenant.get(req.tenant, {})
         if quota is not None and quota.max_nodes is not None:
             has, waits = sum(held.values()), self.requests.waiting_nodes[req.tenant]
             if has + waits + size > quota.max_nodes:

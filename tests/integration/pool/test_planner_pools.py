@@ -5,10 +5,8 @@ refused at admission, a host that fails confirm goes to error."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
+from pool_env import Pipeline, real_host_key
 
 from contracts import subjects
 from contracts.commands import CancelJob, CreateCluster, DeleteCluster, PoolWait, Rejected
@@ -18,8 +16,6 @@ from muster.bus.repository import rebuild
 from muster.readmodel.jobs import job_view
 from services.pool import client as pools
 from services.pool.domain.pool import Pool
-
-from conftest import Pipeline, real_host_key
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(180)]
 
@@ -72,9 +68,10 @@ async def test_a_create_waits_in_line_is_cancellable_and_goes_on_when_hosts_free
     for job in (second, third):
         await until_waiting(pipeline, job.job_id)
     view = pipeline.planner.job_view(pipeline.tenant, second.job_id)
-    assert view["state"] == "waiting_for_resources" and view["resources"]["hosts"] == 2
+    assert view is not None and view["state"] == "waiting_for_resources" and view["resources"]["hosts"] == 2
     history = await pipeline.store.read(subjects.job_events(pipeline.tenant, second.job_id))
-    assert job_view(history)["state"] == "waiting_for_resources"  # the log says so too
+    folded = job_view(history)
+    assert folded is not None and folded["state"] == "waiting_for_resources"  # the log says so too
     pool = await pool_state(pipeline)
     assert pool.position(second.job_id) == 1 and pool.position(third.job_id) == 2
 
@@ -116,7 +113,7 @@ async def test_quotas_the_job_limit_and_unknown_pools_are_refused_at_admission(p
     assert isinstance(second, Rejected) and "may use pool lab for 1 clusters and already uses it for 1" in second.reason
     await pipeline.store.append(subjects.catalog_events(pipeline.tenant, "providers", "lab"), [])  # nothing: the catalog stays
     from contracts.catalog import Catalog, Provider
-    from muster.catalog_store import apply_catalog
+    from muster.catalog.store import apply_catalog
 
     await apply_catalog(pipeline.store, pipeline.tenant, Catalog(providers={"lab": Provider(
         name="lab", providertype="static-pool", provisioner={"pool": "nowhere"})}))

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from conftest import PoolEnv, muster, real_host_key
+from pool_env import PoolEnv, muster, real_host_key
 
 pytestmark = pytest.mark.nats
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from aiohttp import web
+from pool_env import PoolEnv, hosts
 
 from contracts import subjects
 from contracts.pool_commands import AddHosts, CancelRequest, RemoveHost, ReportNodes, RequestHosts, ResetHost, ShowPool
@@ -18,8 +19,6 @@ from muster.bus.eventstore import Append
 from muster.bus.repository import rebuild
 from services.pool import client as pools
 from services.pool.domain.pool import Pool
-
-from conftest import PoolEnv, hosts
 
 pytestmark = pytest.mark.nats
 
@@ -50,7 +49,7 @@ async def test_administrators_commands_are_answered_at_once_and_bad_ones_refused
     assert json.loads(raw.data)["type"] == "Rejected"
     assert len(await env.log("lab")) == recorded  # nothing refused reached the log
     view = (await pools.send(env.nc, "lab", ShowPool())).view
-    assert view["states"] == {"unassigned": 3} and [h["id"] for h in view["hosts_detail"]] == ["h0", "h1", "h2"]
+    assert view is not None and view["states"] == {"unassigned": 3} and [h["id"] for h in view["hosts_detail"]] == ["h0", "h1", "h2"]
     assert [p["pool"] for p in await pools.list_pools(env.nc)] == ["lab"]
 
 
@@ -107,7 +106,7 @@ async def test_a_request_and_its_cancel_are_taken_in_order_whoever_sees_which_fi
 async def test_a_deadline_fails_a_waiting_request_and_its_timer_is_rebuilt_by_a_new_service(env: PoolEnv) -> None:
     await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
     await pools.send(env.nc, "lab", RequestHosts(request=req("hold", 1)))
-    soon = datetime.now(timezone.utc) + timedelta(seconds=1.5)
+    soon = datetime.now(UTC) + timedelta(seconds=1.5)
     await pools.send(env.nc, "lab", RequestHosts(request=req("late", 1, deadline=soon)))
     watch = await env.watch(subjects.pool_events("lab"))
     await env.service.close()  # its timer dies with it ...
@@ -167,5 +166,6 @@ async def test_two_pool_services_never_lend_a_host_twice(env: PoolEnv) -> None:
     assert len(held) >= 5  # one may stay free: the first in line may need two
     assert env.service.decisions and other.decisions  # both wrote to the one pool subject
     pool = rebuild(Pool, await env.log("lab"))
-    assert pool is not None and pool.state() == (await env.service.catch_up("lab")).state()  # type: ignore[union-attr]
+    live = await env.service.catch_up("lab")
+    assert pool is not None and live is not None and pool.state() == live.state()
     assert pool.serve() == []  # nobody waits while hosts fit them

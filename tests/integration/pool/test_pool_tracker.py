@@ -8,14 +8,13 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from pool_env import PoolEnv, hosts
 
 from contracts.pool_commands import AddHosts, ReportNodes, RequestHosts
 from contracts.pools import NodeNeed, PoolRequest
 from muster.bus.eventstore import EventStore
 from services.pool import client as pools
 from services.tracker.http import make_app
-
-from conftest import PoolEnv, hosts
 
 pytestmark = pytest.mark.nats
 

@@ -3,7 +3,6 @@ endpoints and (b) a real OpenSSH sshd."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path

@@ -19,8 +19,8 @@ def host_key(seed: str) -> str:
 
 def host(i: int | str, address: str | None = None, key: str | None = None, **props: Any) -> HostSpec:
     name = f"h{i:03d}" if isinstance(i, int) else i
-    return HostSpec(id=name, address=address or f"{name}.lab", host_keys=[key or host_key(name)],
-                    properties=props or {"cpu": 4, "memory": "8G"})
+    return HostSpec.model_validate({"id": name, "address": address or f"{name}.lab", "host_keys": [key or host_key(name)],
+                                    "properties": props or {"cpu": 4, "memory": "8G"}})
 
 
 def request(rid: str, n: int, tenant: str = "t1", requires: str = "", cluster: str | None = None,

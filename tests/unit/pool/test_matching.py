@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from contracts.pools import HostProperties
-from services.pool.domain.matching import RequirementError, fit, parse_requirement, signature
+from services.pool.domain.matching import RequirementError, Signature, fit, parse_requirement, signature
 
 
-def sig(**props: object) -> object:
+def sig(**props: object) -> Signature:
     return signature(HostProperties.model_validate(props))
 
 
@@ -77,7 +79,7 @@ def test_fit_says_none_when_hosts_are_short_or_do_not_fit() -> None:
     assert fit({}, {}) == {}
 
 
-SIGS = [sig(cpu=c, labels=l) for c, l in [(16, ["ssd"]), (8, ["ssd"]), (8, []), (2, ["ssd"]), (2, [])]]
+SIGS = [sig(cpu=c, labels=labels) for c, labels in [(16, ["ssd"]), (8, ["ssd"]), (8, []), (2, ["ssd"]), (2, [])]]
 REQS = ["cpu >= 8", "labels contains ssd", "cpu >= 16", "cpu < 8", "", "labels !contains ssd"]
 
 
@@ -99,7 +101,6 @@ def _brute(needs: dict[str, int], free: dict[object, int]) -> bool:
     return place(0)
 
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)

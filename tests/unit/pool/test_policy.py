@@ -1,11 +1,10 @@
 from __future__ import annotations
 
 import pytest
+from pool_support import request
 
 from contracts.pools import PoolTerms, TenantTerms
 from services.pool.domain.policy import DEFAULT, POLICIES, policy_named, priority_of
-
-from pool_support import request
 
 
 def test_default_policy_is_hedebys_urgency_times_priority() -> None:

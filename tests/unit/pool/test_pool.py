@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from pool_support import host, host_key, pool, request, types
 
 from contracts.pools import Callback, Holder, PoolNodesReported, PoolTerms, TenantTerms
 from services.pool.domain.pool import Pool, PoolError
-
-from pool_support import host, host_key, pool, request, types
 
 
 def report(p: Pool, status: str, cluster: str, *nodes: str, tenant: str = "t1", reason: str = "") -> list[str]:
@@ -29,7 +28,7 @@ def replayed(p: Pool) -> Pool:
     rebuilt: Any = None
     for e in events:
         rebuilt = e.mutate(rebuilt)
-    return rebuilt  # type: ignore[no-any-return]
+    return rebuilt
 
 
 # -- hosts and administrators ------------------------------------------------------------------
@@ -39,7 +38,7 @@ def test_added_hosts_are_unassigned_and_each_add_is_an_event_with_its_principal(
     p = pool()
     p.add_hosts([host(1), host(2)], by="alice")
     assert types(p) == ["PoolCreated", "HostsAdded"]
-    assert p.pending_events[-1].payload.by == "alice"  # type: ignore[attr-defined]
+    assert p.pending_events[-1].payload.by == "alice"
     assert p.summary()["states"] == {"unassigned": 2} and p.summary()["free"] == 2
 
 
@@ -65,14 +64,14 @@ def test_same_id_with_another_address_or_key_freezes_the_host_until_resolved() -
     p.add_hosts([host(0, key=host_key("other"))], by="mallory")
     h = p.book.hosts["h000"]
     assert h.ambiguous and len(h.claims) == 2 and p.summary()["free"] == 0
-    event = p.pending_events[-1].payload  # type: ignore[attr-defined]
+    event = p.pending_events[-1].payload
     assert event.type == "AmbiguityDetected" and event.by == "mallory" and "registered again as" in event.reason
     p.request(request("r1", 1))
     assert p.position("r1") == 1  # an ambiguous host is lent to nobody
     assert p.resolve("h000", by="alice", use_claim=2) == ["h000"]
     assert p.book.hosts["h000"].spec.address == "elsewhere"
     assert holders(p) == {"h000": "c-r1/n0"}  # resolved: the waiting request is served at once
-    assert p.pending_events[-2].payload.by == "alice"  # type: ignore[attr-defined]
+    assert p.pending_events[-2].payload.by == "alice"
 
 
 def test_one_address_under_two_ids_freezes_both_until_one_is_dropped() -> None:
@@ -132,7 +131,7 @@ def test_a_request_that_fits_is_granted_at_once_and_the_host_goes_through_its_st
     assert p.request(request("r1", 2)) == "granted"
     assert holders(p) == {"h000": "c-r1/n0", "h001": "c-r1/n1"}
     assert p.book.hosts["h000"].state == "assigning"
-    granted = p.pending_events[-1].payload  # type: ignore[attr-defined]
+    granted = p.pending_events[-1].payload
     assert granted.type == "HostsGranted" and granted.by == "policy:urgency-x-priority"
     assert report(p, "confirmed", "c-r1", "n0", "n1") == ["h000", "h001"]
     assert p.book.hosts["h000"].state == "assigned"
@@ -209,7 +208,7 @@ def test_bad_or_excessive_requests_are_refused_with_a_reason(req: Any, terms: Po
     p.collect_events()
     assert p.request(req) == "refused"
     [refused] = p.collect_events()
-    assert refused.payload.reason.startswith(reason) and refused.payload.by == req.by  # type: ignore[attr-defined]
+    assert refused.payload.reason.startswith(reason) and refused.payload.by == req.by
     assert p.request(req) == "known"  # seen before: nothing more
 
 
@@ -235,7 +234,7 @@ def test_a_waiting_request_can_be_cancelled_and_those_behind_move_up() -> None:
     for rid in ("hold", "a", "b"):
         p.request(request(rid, 1))
     assert p.cancel("a", by="bob", reason="changed my mind")
-    assert p.position("b") == 1 and p.pending_events[-1].payload.by == "bob"  # type: ignore[attr-defined]
+    assert p.position("b") == 1 and p.pending_events[-1].payload.by == "bob"
     assert not p.cancel("a", by="bob") and not p.cancel("hold", by="bob")  # not waiting: nothing to cancel
 
 
@@ -252,12 +251,12 @@ def test_a_cancelled_head_of_line_lets_those_behind_take_what_it_kept() -> None:
 def test_a_deadline_expires_the_request_only_once_it_has_passed() -> None:
     p = pool(1)
     p.request(request("hold", 1))
-    deadline = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    deadline = datetime(2030, 1, 1, tzinfo=UTC)
     p.request(request("late", 1, deadline=deadline))
     assert p.deadlines() == {"late": deadline}
     assert not p.expire("late", deadline - timedelta(seconds=1))
     assert p.expire("late", deadline)
-    reason = p.pending_events[-1].payload.reason  # type: ignore[attr-defined]
+    reason = p.pending_events[-1].payload.reason
     assert reason == "no hosts of pool p were free by the deadline 2030-01-01T00:00:00+00:00 (1st in line for 1 hosts)"
     assert p.deadlines() == {} and not p.expire("late", deadline)
 
@@ -303,7 +302,7 @@ def test_a_dynamic_host_is_held_by_its_node_at_once_and_returned_at_release() ->
     assert p.dynamic_host(made, holder, by="provisioner") == "known"
     report(p, "released", "c1", "n0")
     assert "vm-1" not in p.book
-    assert p.pending_events[-1].payload.returned == ["vm-1"]  # type: ignore[attr-defined]
+    assert p.pending_events[-1].payload.returned == ["vm-1"]
 
 
 def test_callbacks_are_due_on_grant_and_on_end_until_delivered() -> None:
@@ -330,6 +329,6 @@ def test_the_pool_rebuilt_from_its_events_equals_the_pool_that_recorded_them() -
     p.add_hosts([host("twin", address="h003.lab")], by="admin")
     report(p, "failed", "c-r1", "n2", tenant="a")
     report(p, "released", "c-r1", "n1", "n2", tenant="a")
-    p.request(request("r3", 1, tenant="a", deadline=datetime(2031, 1, 1, tzinfo=timezone.utc)))
+    p.request(request("r3", 1, tenant="a", deadline=datetime(2031, 1, 1, tzinfo=UTC)))
     before = p.state()
     assert replayed(p).state() == before

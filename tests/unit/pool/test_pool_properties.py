@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import event, settings, strategies as st
+from hypothesis import event, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from pool_support import host, pool, request
 
 from contracts.pools import PoolNodesReported, PoolTerms, TenantTerms
-from services.pool.domain.pool import Pool, PoolError
-
-from pool_support import host, host_key, pool, request
+from services.pool.domain.pool import PoolError
 
 TENANTS = ["a", "b", "c"]
 QUOTA = {"a": 6, "b": 4}
 REQUIRES = ["", "cpu >= 8", "labels contains ssd", "cpu < 8"]
-PROPS = [{"cpu": 16, "labels": ["ssd"]}, {"cpu": 4}, {"cpu": 8}, {"cpu": 2, "labels": ["ssd"]}]
+PROPS: list[dict[str, Any]] = [{"cpu": 16, "labels": ["ssd"]}, {"cpu": 4}, {"cpu": 8}, {"cpu": 2, "labels": ["ssd"]}]
 
 
 class PoolHistory(RuleBasedStateMachine):
@@ -61,7 +61,7 @@ class PoolHistory(RuleBasedStateMachine):
     def report(self, i: int, status: str) -> None:
         held = sorted(self.p.book.holders)
         cluster, node = held[i % len(held)]
-        tenant = self.p.book.held(cluster, node).holder.tenant  # type: ignore[union-attr]
+        tenant = self.p.book.held(cluster, node).holder.tenant
         self.p.report(tenant, PoolNodesReported(request_id="x", cluster_id=cluster, status=status,  # type: ignore[arg-type]
                                                 node_ids=[node], reason="test", by="planner"))
 
@@ -104,7 +104,7 @@ class PoolHistory(RuleBasedStateMachine):
         """Replay the new events one by one on a shadow pool: at each grant, every host it
         hands out is free (unassigned, unheld, not ambiguous, not in error) just before."""
         for e in self.p.collect_events():
-            payload = e.payload  # type: ignore[attr-defined]
+            payload = e.payload
             if payload.type == "HostsGranted":
                 self.grants += 1
                 hosts = [a.host_id for a in payload.assignments]
