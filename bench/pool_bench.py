@@ -205,7 +205,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
     from contracts.commands import Accepted, CreateCluster, DeleteCluster
     from contracts.pool_commands import AddHosts
     from muster.bus.connect import connect
-    from muster.bus.consume import consume_events
+    from muster.bus.consume import consume_routes
     from muster.bus.eventstore import EventStore, recorded_from_msg
     from muster.bus.server import NatsServer
     from muster.bus.streams import ensure_streams
@@ -218,6 +218,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
     from services.pool.entrypoint import start_pool_service
     from services.provisioner.plugins import PluginRegistry
     from services.provisioner.worker import WorkerConfig, Workers
+    from services.solver.routing import ROUTES as SOLVER_ROUTES
     from services.solver.service import SolverService
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -234,8 +235,8 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
             await start_pool_service(ncs[2], stack, "bench")
             await start_planner(ncs[1], stack, PlannerConfig(instance="bench"))
             solver = SolverService(EventStore(ncs[3]), "bench")
-            sub = await consume_events(ncs[3].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_layout_requested, queue="solvers")
-            stack.push_async_callback(sub.unsubscribe)
+            for sub in await consume_routes(ncs[3].jetstream(), solver, SOLVER_ROUTES):
+                stack.push_async_callback(sub.unsubscribe)
             registry = PluginRegistry.discover(secrets={"lab": {"identityfile": str(hosts.key_path)}}, work_dir=Path(tmp) / "prov")
             stack.push_async_callback(registry.aclose)
             workers = Workers(ncs[4].jetstream(), EventStore(ncs[4]), registry, WorkerConfig(provisioner_id="bench", tenants=("bench",)))

@@ -23,6 +23,7 @@ starts, which is also how a planner killed between a grant and its use picks the
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,10 @@ from contracts.catalog import Catalog
 from contracts.commands import COMMAND_ADAPTER, CreateCluster, ExpandCluster
 from contracts.events import Event
 from contracts.pools import (
+    Holder,
+    HostSpec,
     NodeNeed,
+    PoolDynamicHostCreated,
     PoolHostsRequested,
     PoolNodesReported,
     PoolRequest,
@@ -87,13 +91,16 @@ class PoolBroker:
     # -- which clusters use pools ------------------------------------------------------------
 
     @staticmethod
-    def pool_named(catalog: Catalog | None, provider: str) -> str | None:
+    def pool_named(catalog: Catalog | None, provider: str) -> tuple[str, bool] | None:
+        """(pool, dynamic) for a provider that lends a pool's hosts (`static-pool`) or puts the
+        machines it makes on a pool's books (any other provider with a `pool` field)."""
         p = catalog.providers.get(provider) if catalog is not None else None
-        if p is None or p.providertype != POOL_PROVIDER:
+        name = str(p.provisioner.get("pool") or "") if p is not None else ""
+        if p is None or not name:
             return None
-        return str(p.provisioner.get("pool") or "") or None
+        return name, p.providertype != POOL_PROVIDER
 
-    def _pool_of(self, job: Job, cluster: Cluster) -> str | None:
+    def _pool_of(self, job: Job, cluster: Cluster) -> tuple[str, bool] | None:
         assert self.planner is not None
         return self.pool_named(self.planner.state.catalogs.get(job.tenant), cluster.provider)
 
@@ -103,11 +110,12 @@ class PoolBroker:
         """Why the pool would refuse this create or expand now ('' if it would not)."""
         cmd = f.command
         provider = provider_of(f) if isinstance(cmd, CreateCluster) else f.cluster.provider if f.cluster else ""
-        name = self.pool_named(f.catalog, provider)
-        if name is None or not isinstance(cmd, (CreateCluster, ExpandCluster)):
+        found = self.pool_named(f.catalog, provider)
+        if found is None or not isinstance(cmd, (CreateCluster, ExpandCluster)):
             if f.catalog.providers.get(provider) is not None and f.catalog.providers[provider].providertype == POOL_PROVIDER:
                 return f"provider {provider!r} is a static pool without its 'pool' field"
             return ""
+        name, dynamic = found
         pool = self.mirror.pools.get(name)
         if pool is None:
             return f"pool {name!r} (provider {provider!r}) does not exist: add hosts with `muster pool add-hosts {name} FILE`"
@@ -115,12 +123,13 @@ class PoolBroker:
         cluster_id = str(f.cluster.id) if f.cluster is not None else f"new-{f.job_id}"
         probe = PoolRequest(request_id=f.job_id, pool=name, tenant=f.tenant, cluster_id=cluster_id,
                             nodes=[NodeNeed(node_id=f"n{i}") for i in range(max(1, count))])
-        return pool.refusal(probe)
+        return pool.quota_refusal(probe) if dynamic else pool.refusal(probe)
 
     # -- dispatch ----------------------------------------------------------------------------
 
     def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
-        if self._pool_of(job, cluster) is None:
+        found = self._pool_of(job, cluster)
+        if found is None or found[1]:  # a provider that makes its machines needs no grant
             return ready
         return [t for t in ready if not self._needs_grant(job, cluster, t)]
 
@@ -132,15 +141,20 @@ class PoolBroker:
     # -- after every decision ------------------------------------------------------------------
 
     async def after(self, job: Job, cluster: Cluster) -> None:
-        name = self._pool_of(job, cluster)
-        if name is None:
+        found = self._pool_of(job, cluster)
+        if found is None:
             return
+        name, dynamic = found
         job_id = str(job.id)
         rid = job.resources["request_id"] if job.resources is not None else job_id
         if job_id not in self.reported:
             await self._load_reports(job, name)
         done = self.reported[job_id]
         for fact in self._reports(job, rid, done):
+            if dynamic and fact.status == "confirmed":  # the machines it made go on the pool's books
+                for made in self._made(job, cluster, fact.node_ids):
+                    await self._write(job, name, rid, made)
+                continue
             await self._write(job, name, rid, fact)
         if job.is_final and job.resources is not None and (rid, "closed") not in done:
             if not job.resources["granted"] and job.cancel_requested:
@@ -149,7 +163,8 @@ class PoolBroker:
             await self._write(job, name, rid, PoolRequestClosed(request_id=rid, by=job.requested_by,
                                                                 outcome=f"job {job.state}: {job.error}".rstrip(": ")))
             done.add((rid, "closed"))
-        await self._ask(job, cluster, name)
+        if not dynamic:
+            await self._ask(job, cluster, name)
 
     async def _ask(self, job: Job, cluster: Cluster, name: str) -> None:
         """Ask for the hosts of creates that wait for one, unless a request is out already."""
@@ -219,6 +234,26 @@ class PoolBroker:
         return [report(s) for s in ("confirmed", "releasing") if s in found] + failed + \
             [report(s) for s in ("released",) if s in found]
 
+    @staticmethod
+    def _made(job: Job, cluster: Cluster, nodes: list[str]) -> list[PoolDynamicHostCreated]:
+        """The hosts a provider made for these confirmed nodes, as the pool registers them."""
+        out = []
+        for node in nodes:
+            results = cluster.results.get(node, {})
+            address = cluster.ipaddresses.get(node, {}).get("access_v4")
+            keys = list((results.get("ssh_host_keys") or {}).values())
+            if not (results.get("providerid") and address and keys):
+                continue  # a machine without an SSH identity: nothing the pool could check
+            spec = HostSpec.model_validate({
+                "id": str(results["providerid"]), "address": address, "port": int(results.get("ssh_port") or 22),
+                "user": str((results.get("ssh-auth") or {}).get("user") or "root"), "host_keys": keys,
+                "properties": {"labels": [cluster.nodes[node].hardwaretype]} if node in cluster.nodes else {},
+                "kind": "dynamic", "provider": cluster.provider,
+            })
+            out.append(PoolDynamicHostCreated(host=spec, by=job.requested_by, holder=Holder(
+                tenant=job.tenant, cluster_id=job.cluster_id, node_id=node, request_id=str(job.id))))
+        return out
+
     async def _load_reports(self, job: Job, name: str) -> None:
         """What earlier lives of this planner told the pool about the job."""
         done: set[tuple[str, str]] = set()
@@ -234,9 +269,9 @@ class PoolBroker:
 
     async def _write(self, job: Job, name: str, rid: str, fact: Event) -> None:
         subject = subjects.pool_request_events(job.tenant, name, rid)
-        key = getattr(fact, "status", None) or getattr(fact, "type", "fact")
-        nodes = ",".join(getattr(fact, "node_ids", []))
-        await self.log.append(subject, [Append(fact, msg_id=f"{subject}:{key}:{nodes}"[:250])])
+        # Derived from what it says: a repeat after a restart is stored once.
+        digest = hashlib.sha256(fact.model_dump_json().encode()).hexdigest()[:24]
+        await self.log.append(subject, [Append(fact, msg_id=f"{subject}:{digest}")])
 
     # -- the pool's decisions --------------------------------------------------------------
 

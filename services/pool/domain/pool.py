@@ -218,6 +218,10 @@ class Pool(Aggregate):
                 parse_requirement(n.requires)
             except RequirementError as err:
                 return f"node {n.node_id} (hardware type {n.hardwaretype or '?'}): {err}"
+        return self.quota_refusal(req) or self._never(req)
+
+    def quota_refusal(self, req: PoolRequest) -> str:
+        """The per-job limit and the tenant's quotas alone (also for hosts a provider will make)."""
         size = len(req.nodes)
         limit = self.terms.job_limit
         if limit is not None and size > limit:
@@ -234,7 +238,7 @@ class Pool(Aggregate):
             if req.cluster_id not in clusters and len(clusters) + 1 > quota.max_clusters:
                 return (f"tenant {req.tenant} may use pool {self.name} for {quota.max_clusters} clusters and "
                         f"already uses it for {len(clusters)}")
-        return self._never(req)
+        return ""
 
     def _never(self, req: PoolRequest) -> str:
         """Why no host set of this pool could ever serve the request ('' if one can)."""

@@ -147,17 +147,17 @@ class Pipeline:
     async def watch(self, subject_filter: str) -> Watch:
         return await Watch(self.nc, subject_filter).start()
 
-    async def until_pool(self, predicate: Any, timeout: float = 30.0) -> Any:
+    async def until_pool(self, predicate: Any, timeout: float = 30.0, name: str = "lab") -> Any:
         """The pool rebuilt from the log, once `predicate(pool)` holds: checked now and after
         each new pool event (the planner's reports reach the pool after its jobs end)."""
         from muster.bus.repository import rebuild
         from services.pool.domain.pool import Pool
 
-        watch = await self.watch(subjects.pool_events("lab"))
+        watch = await self.watch(subjects.pool_events(name))
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
             count = len(watch.seen)
-            pool = rebuild(Pool, await self.store.read(subjects.pool_events("lab")))
+            pool = rebuild(Pool, await self.store.read(subjects.pool_events(name)))
             if pool is not None and predicate(pool):
                 return pool
             await watch.more_than(count, max(0.1, deadline - asyncio.get_running_loop().time()))
@@ -172,7 +172,7 @@ class Pipeline:
 
 @pytest_asyncio.fixture
 async def pipeline(fresh_nats: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
-    from muster.bus.consume import consume_events
+    from muster.bus.consume import consume_routes
     from muster.catalog.files import load_catalog
     from muster.catalog.store import apply_catalog
     from muster.client import MusterClient
@@ -181,6 +181,7 @@ async def pipeline(fresh_nats: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
     from services.planner.entrypoint import start_planner
     from services.provisioner.plugins import PluginRegistry
     from services.provisioner.worker import WorkerConfig, Workers
+    from services.solver.routing import ROUTES as SOLVER_ROUTES
     from services.solver.service import SolverService
 
     async with AsyncExitStack() as stack:
@@ -196,8 +197,8 @@ async def pipeline(fresh_nats: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
         planner = await start_planner(ncs[0], stack, PlannerConfig(instance="planner-test", max_attempts=2,
                                                                    action_timeout_s={"default": 20.0}))
         solver = SolverService(EventStore(ncs[1]), "solver-test")
-        sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_layout_requested, queue="solvers")
-        stack.push_async_callback(sub.unsubscribe)
+        for sub in await consume_routes(ncs[1].jetstream(), solver, SOLVER_ROUTES):
+            stack.push_async_callback(sub.unsubscribe)
         registry = PluginRegistry.discover(secrets={"lab": {"identityfile": str(hosts.key_path)}}, work_dir=tmp_path / "prov")
         stack.push_async_callback(registry.aclose)
         workers = Workers(ncs[2].jetstream(), EventStore(ncs[2]), registry, WorkerConfig(provisioner_id="prov-test", capacity=8))

@@ -146,3 +146,34 @@ async def test_a_host_that_fails_confirm_goes_to_error_and_is_lent_again_only_af
     view = (await pools.send(pipeline.nc, "lab", ShowPool())).view
     assert view is not None and view["waiting"] == 0
 
+
+
+async def test_machines_a_provider_makes_go_on_the_pools_books_count_against_quotas_and_are_returned(
+    pipeline: Pipeline,
+) -> None:
+    from contracts.catalog import Catalog, HardwareType, ImageType, Provider
+    from muster.catalog.store import apply_catalog
+
+    catalog = Catalog(
+        providers={"local": Provider(name="local", providertype="localhost", provisioner={"pool": "dyn"})},
+        hardwaretypes={n: HardwareType(name=n, providermap={"lab": {"flavor": "host", "requires": r}, "local": {"flavor": "local"}})
+                       for n, r in (("pool-small", "cpu >= 1"), ("pool-large", "cpu >= 8, labels contains ssd"))},
+        imagetypes={"as-installed": ImageType(name="as-installed", providermap={"lab": {"image": "as-installed"},
+                                                                                "local": {"image": "local"}})},
+    )
+    await apply_catalog(pipeline.store, pipeline.tenant, catalog)
+    await pools.send(pipeline.nc, "dyn", ConfigurePool(terms=PoolTerms(tenants={"default": TenantTerms(max_nodes=3)})))
+    made = await pipeline.client.run(CreateCluster(name="made", template="app-on-pool", nodes=2, provider="local"), timeout=120)
+    assert made.succeeded, made.reason
+    pool = await pipeline.until_pool(lambda p: len(p.book.hosts) == 2, name="dyn")
+    assert {h.spec.kind for h in pool.book.hosts.values()} == {"dynamic"}
+    assert {h.holder.cluster_id for h in pool.book.hosts.values() if h.holder} == {made.reply.cluster_id}
+    assert all(h.state == "assigned" and h.spec.host_keys for h in pool.book.hosts.values())
+
+    more = await pipeline.client.send(pipeline.tenant, CreateCluster(name="more", template="app-on-pool", nodes=2,
+                                                                     provider="local"))
+    assert isinstance(more, Rejected) and "tenant default may hold 3 hosts of pool dyn: it holds 2" in more.reason
+
+    gone = await pipeline.client.run(DeleteCluster(cluster_id=made.reply.cluster_id), timeout=120)
+    assert gone.succeeded, gone.reason
+    await pipeline.until_pool(lambda p: not p.book.hosts, name="dyn")  # returned to their provider
