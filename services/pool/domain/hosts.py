@@ -155,7 +155,9 @@ class HostBook:
         host.holder = holder
         if holder is not None:
             self.holders[(holder.cluster_id, holder.node_id)] = host.spec.id
-            self.held_by_tenant.setdefault(holder.tenant, Counter())[holder.cluster_id] += 1
+            if holder.tenant not in self.held_by_tenant:  # (setdefault would build a Counter every time)
+                self.held_by_tenant[holder.tenant] = Counter()
+            self.held_by_tenant[holder.tenant][holder.cluster_id] += 1
         self.refresh(host)
 
     def refresh(self, host: Host) -> None:

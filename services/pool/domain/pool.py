@@ -16,6 +16,7 @@ reading them side by side is the point.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -94,8 +95,7 @@ class Pool(Aggregate):
     def add_hosts(self, specs: list[HostSpec], by: str) -> list[str]:
         """Register static hosts; returns the ids frozen as ambiguous. Refused as a whole if a
         host is listed twice or is already in the pool with the same facts."""
-        ids = [s.id for s in specs]
-        twice = sorted({i for i in ids if ids.count(i) > 1})
+        twice = sorted(i for i, n in Counter(s.id for s in specs).items() if n > 1)
         if twice:
             raise PoolError(f"listed twice in one add: {', '.join(twice)}")
         same = [s.id for s in specs if s.id in self.book and self.book.hosts[s.id].spec.facts() == s.facts()]

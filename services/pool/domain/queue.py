@@ -99,7 +99,9 @@ class RequestBook:
     def _count(self, r: OpenRequest, sign: int) -> None:
         tenant, cluster = r.request.tenant, r.request.cluster_id
         self.waiting_nodes[tenant] += sign * r.size
-        clusters = self.waiting_clusters.setdefault(tenant, Counter())
+        if tenant not in self.waiting_clusters:
+            self.waiting_clusters[tenant] = Counter()
+        clusters = self.waiting_clusters[tenant]
         clusters[cluster] += sign
         if not clusters[cluster]:
             del clusters[cluster]
