@@ -70,8 +70,10 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
     answer = await pools.send(client.nc, "lab", AddHosts(hosts=specs, requested_by="demo"))
     console.print(f"{answer.message} (SSH servers on 127.0.0.1, client key {hosts.key_path})")
 
-    async def show() -> None:
-        view = (await pools.send(client.nc, "lab", ShowPool())).view or {}
+    async def show(returned_by: str = "") -> None:
+        """The pool; with `returned_by`, once no host is held by that cluster any more (its
+        delete reports each node as it goes; the pool records each release)."""
+        view = await _pool_view(client, returned_by)
         console.print(pool_table(view))
 
     await show()
@@ -90,14 +92,14 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
     assert isinstance(gone, Accepted)
     _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of shop")
     _require(await follow(client, blog.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "create of blog")
-    await show()
+    await show(returned_by=shop.cluster_id)
     if keep:
         console.print(f"blog is kept; the tracker is at {deployment.tracker_url} (GET /v1/pools/lab). Ctrl-C stops everything.")
         await _forever()
     gone = await client.submit(DeleteCluster(cluster_id=blog.cluster_id, requested_by="demo"), tenant=tenant)
     assert isinstance(gone, Accepted)
     _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of blog")
-    await show()
+    await show(returned_by=blog.cluster_id)
 
 
 async def _create(client: MusterClient, tenant: str, name: str, nodes: int, console: Console) -> Any:
@@ -120,6 +122,19 @@ async def _until_waiting(client: MusterClient, tenant: str, job_id: str) -> dict
             status = await Tracker(store).job_status(tenant, job_id)
             if status is not None and status.get("resources"):
                 return status
+            await sub.next_msg(timeout=TIMEOUT_S)
+    finally:
+        await sub.unsubscribe()
+
+
+async def _pool_view(client: MusterClient, returned_by: str) -> dict[str, Any]:
+    sub = await client.nc.subscribe(subjects.pool_events("lab"))
+    try:
+        while True:  # each turn waits for the pool's next event, with a deadline
+            view = (await pools.send(client.nc, "lab", ShowPool())).view or {}
+            held = [h for h in view.get("hosts_detail", []) if h["holder"] and h["holder"]["cluster_id"] == returned_by]
+            if not returned_by or not held:
+                return view
             await sub.next_msg(timeout=TIMEOUT_S)
     finally:
         await sub.unsubscribe()
