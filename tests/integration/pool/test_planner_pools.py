@@ -177,3 +177,22 @@ async def test_machines_a_provider_makes_go_on_the_pools_books_count_against_quo
     gone = await pipeline.client.run(DeleteCluster(cluster_id=made.reply.cluster_id), timeout=120)
     assert gone.succeeded, gone.reason
     await pipeline.until_pool(lambda p: not p.book.hosts, name="dyn")  # returned to their provider
+
+
+async def test_an_expand_asks_only_for_its_new_nodes_and_a_shrink_gives_hosts_back(pipeline: Pipeline) -> None:
+    from contracts.commands import ExpandCluster, ShrinkCluster
+
+    await pipeline.add_hosts("big1", cpu=8, labels=["ssd"])
+    await pipeline.add_hosts("small1", "small2")
+    made = await pipeline.client.run(CreateCluster(name="shop", template="app-on-pool", nodes=2), timeout=120)
+    assert made.succeeded, made.reason
+    grown = await pipeline.client.run(ExpandCluster(cluster_id=made.reply.cluster_id, nodes=3), timeout=120)
+    assert grown.succeeded, grown.reason
+    asked = [r.event for r in await pipeline.store.read(subjects.pool_request_events(pipeline.tenant, "lab", grown.reply.job_id))
+             if r.type == "PoolHostsRequested"]
+    assert [len(a.request.nodes) for a in asked] == [1]  # the new node only
+    await pipeline.until_pool(lambda p: p.summary()["states"] == {"assigned": 3})
+    shrunk = await pipeline.client.run(ShrinkCluster(cluster_id=made.reply.cluster_id, nodes=2), timeout=120)
+    assert shrunk.succeeded, shrunk.reason
+    pool = await pipeline.until_pool(lambda p: p.summary()["states"] == {"assigned": 2, "unassigned": 1})
+    assert sum(h.holder is not None for h in pool.book.hosts.values()) == 2
