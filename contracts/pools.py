@@ -9,6 +9,9 @@ Two kinds of subject carry them:
   released, failed; a cancel; the end. The pool service follows these and decides.
 
 Every fact and decision carries `by`, the principal it was made for.
+
+Longer than most modules: the pool's entities and the two kinds of events that carry them are
+read together (an event is mostly its entities).
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ gets its machines from a pool.
 
 Every reaction is idempotent: the live fold replays every pool's history when a planner
 starts, which is also how a planner killed between a grant and its use picks the grant up.
+
+Longer than most modules: the four sides above are one conversation with the pool (what was
+asked, reported and granted for a job), easier to check in one place.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ Requests come two ways: as facts in the log (the planner writes `PoolHostsReques
 rest to its request subject; a durable consumer brings them here), or as request/reply commands
 (`muster.pool.<pool>.<verb>`) from administrators and other requesters, answered at once.
 Deadlines are timers rebuilt from the pool on every start; callbacks still due are sent again.
+
+Longer than most modules: every path into a pool (facts, commands, timers, callbacks) goes
+through `decide`, and they read best next to it.
 """
 
 from __future__ import annotations
