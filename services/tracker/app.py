@@ -24,7 +24,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from contracts import subjects
 from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
-from muster.bus.eventstore import EventStore, recorded_from_msg
+from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
 from muster.readmodel.clusters import cluster_view
 from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
 from muster.readmodel.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
@@ -225,7 +225,7 @@ class Tracker:
                 except TimeoutError:
                     yield None
                     continue
-                recorded = recorded_from_msg(msg)
+                recorded = await inflate(self.store.bodies, recorded_from_msg(msg))
                 yield recorded
                 if recorded.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                     return

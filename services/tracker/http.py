@@ -29,7 +29,7 @@ from muster.readmodel.progress import JobProgress
 from . import api
 from .adapters.kv import LocationIndex
 from .app import Page, Tracker
-from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
+from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
 
 log = structlog.get_logger("muster.tracker")
 
@@ -290,7 +290,9 @@ def make_app(
     app = web.Application(middlewares=[guard])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
     app[TRACKER] = tracker
-    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
+    planners = PlannerQueues(store.nc)
+    sources: list[Any] = [planners, WorkerScaling(store.nc, planners)] if planner_metrics else []
+    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=sources)
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:
