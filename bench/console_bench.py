@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import re
@@ -36,23 +37,27 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+from playwright.async_api import async_playwright
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+
 
 from contracts import subjects  # noqa: E402
 from contracts.events import JobPlanned, JobRequested, PlannedTaskRecord, TaskClaimed, TaskCompleted, TaskQueued, TaskSucceeded  # noqa: E402
+from contracts.layout import NodeSpec  # noqa: E402
 from muster.bus.connect import connect  # noqa: E402
 from muster.bus.eventstore import Append, EventStore  # noqa: E402
 from muster.bus.server import NatsServer, free_port  # noqa: E402
 from muster.bus.streams import ensure_streams  # noqa: E402
-from planner_bench import demo_cluster  # noqa: E402
+from muster.catalog.files import load_catalog  # noqa: E402
 from services.planner.domain.plan import build_plan  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 CHROMIUM = "/usr/bin/chromium"
 TENANT = "bench"
+COOKIE = {"Cookie": f"muster_tenant={TENANT}"}  # the console's tenant, as the sign-in page sets it
 ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--disable-extensions"]
 
@@ -74,6 +79,15 @@ def _p(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def demo_cluster(size: int) -> tuple[dict[str, Any], list[NodeSpec]]:
+    """The demo's hadoop-small layout: zookeeper on one node, namenode and resourcemanager on
+    another, datanode + nodemanager on the rest, base everywhere (as bench/planner_bench.py)."""
+    services = load_catalog(ROOT / "muster" / "demo" / "catalog").services
+    layouts = [["base", "zookeeper-server"], ["base", "hdfs-namenode", "yarn-resourcemanager"]]
+    layouts += [["base", "hdfs-datanode", "yarn-nodemanager"]] * (size - 2)
+    return services, [NodeSpec(id=f"n{i:03d}", hardwaretype="medium", imagetype="ubuntu22", services=s) for i, s in enumerate(layouts)]
 
 
 async def write_job(store: EventStore, nodes: int) -> tuple[str, list[Any]]:
@@ -122,7 +136,7 @@ async def render(browser: Any, url: str, repeat: int) -> dict[str, dict[str, flo
     cold: list[dict[str, float]] = []
     warm: list[dict[str, float]] = []
     for _ in range(repeat):
-        context = await browser.new_context(viewport={"width": 1280, "height": 900})
+        context = await browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=COOKIE)
         page = await context.new_page()
         for rows in (cold, warm):
             if rows is cold:
@@ -136,7 +150,7 @@ async def render(browser: Any, url: str, repeat: int) -> dict[str, dict[str, flo
 
 
 async def live(browser: Any, url: str, store: EventStore, job_id: str, tasks: list[Any], rate: float, seconds: float) -> dict[str, Any]:
-    context = await browser.new_context(viewport={"width": 1280, "height": 900})
+    context = await browser.new_context(viewport={"width": 1280, "height": 900}, extra_http_headers=COOKIE)
     page = await context.new_page()
     await page.goto(url)
     await page.wait_for_function("window.musterGraphReady > 0", timeout=60_000)
@@ -186,11 +200,9 @@ async def live(browser: Any, url: str, store: EventStore, job_id: str, tasks: li
     t0 = time.perf_counter()
     n = await publish()
     took = time.perf_counter() - t0
-    try:
-        last = list(sent)[-1]
+    last = list(sent)[-1]
+    with contextlib.suppress(PlaywrightTimeout):  # then the figures below show what was missed
         await page.wait_for_function(f"'{last}' in window.benchSeen", timeout=60_000)
-    except Exception:
-        pass
     stop.set()
     await prober
     seen, frames, longs = await page.evaluate("[window.benchSeen, window.benchFrames, window.benchLong]")
@@ -200,7 +212,7 @@ async def live(browser: Any, url: str, store: EventStore, job_id: str, tasks: li
         latest[task] = state
     on_screen = await page.evaluate("(ids) => ids.map((id) => { const row = document.getElementById('row-' + id); "
                                     "return row ? 'st-' + row.querySelector('.badge').textContent.replace(/ /g, '_') : ''; })", list(latest))
-    final_ok = sum(1 for (task, state), shown in zip(latest.items(), on_screen) if state == shown)
+    final_ok = sum(1 for (task, state), shown in zip(latest.items(), on_screen, strict=True) if state == shown)
     await context.close()
     lags = [seen[k] - sent[k] for k in sent if k in seen]
     return {"updates": n, "rate": n / took, "shown": len(lags), "final_ok": final_ok, "final_all": len(latest), "expected": len(sent), "lag_p50": _p(lags, 0.5), "lag_p99": _p(lags, 0.99),
@@ -210,8 +222,6 @@ async def live(browser: Any, url: str, store: EventStore, job_id: str, tasks: li
 
 
 async def bench(nodes: int, repeat: int, rate: float, seconds: float) -> str:
-    from playwright.async_api import async_playwright
-
     with tempfile.TemporaryDirectory() as tmp:
         async with NatsServer(Path(tmp) / "nats") as server:
             nc = await connect(server.url, name="console-bench")
@@ -222,8 +232,7 @@ async def bench(nodes: int, repeat: int, rate: float, seconds: float) -> str:
             tracker = await start_tracker(server.url, port)
             try:
                 url = f"http://127.0.0.1:{port}/ui/jobs/{job_id}"
-                cookie = {"Cookie": f"muster_tenant={TENANT}"}
-                async with aiohttp.ClientSession(headers=cookie) as http:
+                async with aiohttp.ClientSession(headers=COOKIE) as http:
                     server_ms = []
                     for _ in range(repeat):
                         t = time.perf_counter()
@@ -233,15 +242,6 @@ async def bench(nodes: int, repeat: int, rate: float, seconds: float) -> str:
                 async with async_playwright() as p:
                     browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                     try:
-                        ctx_cookie = [{"name": "muster_tenant", "value": TENANT, "url": f"http://127.0.0.1:{port}"}]
-                        orig = browser.new_context
-
-                        async def new_context(**kw: Any) -> Any:
-                            c = await orig(**kw)
-                            await c.add_cookies(ctx_cookie)
-                            return c
-
-                        browser.new_context = new_context  # type: ignore[method-assign]
                         r = await render(browser, url, repeat)
                         lv = await live(browser, url, store, job_id, tasks, rate, seconds)
                     finally:

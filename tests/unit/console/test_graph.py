@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from contracts.events import (
     CleanupQueued,
@@ -20,7 +20,7 @@ from muster.bus.eventstore import Recorded
 from muster.readmodel.jobs import JobView
 from services.tracker.ui.graph import MAX_OUTPUT, attempts, plan_graph
 
-T0 = datetime(2026, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 JOB = "00000000-0000-0000-0000-000000000001"
 
 
