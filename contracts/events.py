@@ -310,6 +310,7 @@ class ClusterRequested(Event):
     provider: str
     config: dict[str, Any] = Field(default_factory=dict)
     job_id: str
+    owner: str = Field(default="", description="who asked for the cluster (`%cluster.owner%`)")
     provisioner_class: str | None = Field(
         default=None, description="where its tasks are queued (the template's or provider's class); none: the planner's")
 

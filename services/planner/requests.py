@@ -116,7 +116,7 @@ class Requests:
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal)
         self._check(op, facts)
         job = self._new_job(ctx, facts, cluster_id)
-        cluster = planning.new_cluster(facts, cluster_id)
+        cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd))
         request = planning.layout_request(job_id, cluster, catalog, cmd)
         if cmd.dry_run:
             return await self._dry_run(job, cluster, request, cmd)

@@ -37,6 +37,7 @@ class Cluster(Aggregate):
         self.status_reason = ""
         self.job_id = payload.job_id
         self.provisioner_class = payload.provisioner_class
+        self.owner = payload.owner
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}

@@ -45,7 +45,7 @@ def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int)
                             planner=planner, max_attempts=max_attempts))
 
 
-def new_cluster(f: Facts, cluster_id: str) -> Cluster:
+def new_cluster(f: Facts, cluster_id: str, owner: str = "") -> Cluster:
     cmd: CreateCluster = f.command
     template = template_of(f)
     provider = provider_of(f)
@@ -53,7 +53,7 @@ def new_cluster(f: Facts, cluster_id: str) -> Cluster:
     klass = template.defaults.provisionerclass or f.catalog.providers[provider].provisionerclass
     return Cluster(ClusterRequested(tenant=f.tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,
                                     provider=provider, config={**template.defaults.config, **cmd.config},
-                                    job_id=f.job_id, provisioner_class=klass))
+                                    job_id=f.job_id, provisioner_class=klass, owner=owner))
 
 
 def solver_catalog(catalog: Catalog) -> dict[str, Any]:
