@@ -56,6 +56,8 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      {"kind": "providers, hardwaretypes, imagetypes, services, clustertemplates or partialtemplates",
       "name": "the entity's name"},
      "One `CatalogEntityPut` per version of a catalog entity (`muster catalog apply`)."),
+    ("events.plan", "muster.evt.{tenant}.plan.{planId}", {"planId": "the saved plan's id"},
+     "A plan a dry run showed (`PlanSaved`), which `ApplyPlan` runs exactly or refuses."),
     ("events.other", "muster.evt.{tenant}.{aggregate}.{id}", {"aggregate": "the aggregate kind", "id": "its id"},
      "Events of aggregates not listed above."),
 ]
@@ -75,6 +77,8 @@ def event_channel(event_type: str) -> str:
         return "events.cluster"
     if event_type.startswith("Catalog"):
         return "events.catalog"
+    if event_type.startswith("Plan"):
+        return "events.plan"
     return "events.other"
 
 
@@ -95,6 +99,7 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "ResumeJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "CancelJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "RetryJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "ApplyPlan": {"plan_id": "5c7467a9d901dc6e81e6"},
 }
 
 

@@ -44,6 +44,10 @@ class CreateCluster(Command):
 class ClusterCommand(Command):
     cluster_id: str = Field(pattern=ID)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
+    if_version: int | None = Field(
+        default=None, ge=1,
+        description="refuse unless the cluster is at this version (its count of events; `muster cluster status` shows it)",
+    )
 
 
 class DeleteCluster(ClusterCommand):
@@ -126,6 +130,15 @@ class RollbackCluster(ClusterCommand):
     to_job: str = Field(pattern=ID)
 
 
+class ApplyPlan(Command):
+    """Run a plan a dry run saved (its `plan_id`), exactly as it was shown: refused if the
+    cluster or the catalog changed since."""
+
+    type: Literal["ApplyPlan"] = "ApplyPlan"
+    v: Literal[1] = 1
+    plan_id: str = Field(pattern=ID)
+
+
 class JobCommand(Command):
     job_id: str = Field(pattern=ID)
 
@@ -159,7 +172,7 @@ class RetryJob(JobCommand):
 AnyCommand = Annotated[
     Union[
         CreateCluster, DeleteCluster, ExpandCluster, ShrinkCluster, AddServices, RemoveServices, ConfigureCluster,
-        StartServices, StopServices, RestartServices, UpgradeService, RollbackCluster,
+        StartServices, StopServices, RestartServices, UpgradeService, RollbackCluster, ApplyPlan,
         PauseJob, ResumeJob, CancelJob, RetryJob,
     ],
     Field(discriminator="type"),
@@ -170,7 +183,7 @@ VERB_OF: dict[str, str] = {
     "CreateCluster": "create", "DeleteCluster": "delete", "ExpandCluster": "expand", "ShrinkCluster": "shrink",
     "AddServices": "add-services", "RemoveServices": "remove-services", "ConfigureCluster": "configure",
     "StartServices": "start", "StopServices": "stop", "RestartServices": "restart", "UpgradeService": "upgrade",
-    "RollbackCluster": "rollback", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
+    "RollbackCluster": "rollback", "ApplyPlan": "apply", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
 }
 
 
@@ -191,6 +204,9 @@ class DryRun(BaseModel):
     v: Literal[1] = 1
     layout: Layout | None = None
     plan: dict[str, Any] = Field(description="tasks, edges and stages, as `muster plan` prints them")
+    plan_id: str | None = Field(default=None, description="the saved plan: `ApplyPlan {plan_id}` runs exactly this")
+    cluster_version: int | None = Field(default=None, description="the cluster's version the plan was made on")
+    catalog_version: str | None = Field(default=None, description="digest of the catalog the plan was made with")
 
 
 class Rejected(BaseModel):

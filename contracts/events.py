@@ -46,6 +46,7 @@ class JobRequested(Event):
     requested_by: str = "anonymous"
     planner: str = Field(default="", description="the planner instance that owns the job")
     max_attempts: int = Field(default=3, ge=1, description="attempts per task before the job rolls back")
+    plan_id: str | None = Field(default=None, description="the saved plan this job runs (`ApplyPlan`)")
 
 
 class PlannedTaskRecord(Event):
@@ -351,6 +352,28 @@ class ClusterStatusChanged(Event):
     reason: str = ""
 
 
+# -- saved plans (written by the planner, at a dry run) ---------------------------------------
+
+
+class PlanSaved(Event):
+    """A dry run's plan, kept so that `ApplyPlan` runs exactly it (`muster.evt.<t>.plan.<id>`).
+    The plan itself is derived again at apply from the same inputs and must have this digest."""
+
+    type: Literal["PlanSaved"] = "PlanSaved"
+    v: Literal[1] = 1
+    plan_id: str
+    job_id: str = Field(description="the job the plan runs as: applying it twice is one job")
+    cluster_id: str
+    operation: str
+    command: dict[str, Any] = Field(description="the request, as the dry run got it")
+    layout: Layout | None = Field(default=None, description="the solver's layout, used as it is at apply")
+    cluster_version: int = Field(ge=0, description="0 for a cluster the plan creates")
+    catalog_version: str
+    digest: str = Field(description="sha256 of the plan's tasks, links and target nodes")
+    tasks: int = Field(ge=0)
+    by: str = "anonymous"
+
+
 # -- catalog ------------------------------------------------------------------------------------
 
 
@@ -394,6 +417,7 @@ AnyEvent = Annotated[
         NodeResultsRecorded,
         ClusterStatusChanged,
         CatalogEntityPut,
+        PlanSaved,
     ],
     Field(discriminator="type"),
 ]

@@ -27,8 +27,11 @@ class ClusterState:
         self.nodes: dict[str, NodeSpec] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
         self.hostnames: dict[str, str] = {}
+        self.version = 0
+        """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
 
     def apply(self, e: Any) -> None:
+        self.version += 1
         match e.type:
             case "ClusterRequested":
                 self.id, self.tenant, self.name, self.template = e.cluster_id, e.tenant, e.name, e.template
@@ -79,7 +82,8 @@ def cluster_view(history: Sequence[Recorded]) -> dict[str, Any] | None:
         return None
     return {
         "id": c.id, "tenant": c.tenant, "name": c.name, "template": c.template, "provider": c.provider,
-        "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "layout": c.layout(),
+        "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "version": c.version,
+        "layout": c.layout(),
         "nodes": c.node_views(),
         "created_at": history[0].time.isoformat(), "updated_at": history[-1].time.isoformat(), "seq": history[-1].seq,
     }
@@ -102,6 +106,7 @@ class ClusterInfo:
     ipaddresses: dict[str, dict[str, str]] = field(default_factory=dict)
     hostnames: dict[str, str] = field(default_factory=dict)
     updated: str = ""
+    version: int = 0
 
     @classmethod
     def from_history(cls, history: Sequence[Recorded]) -> "ClusterInfo | None":
@@ -110,7 +115,8 @@ class ClusterInfo:
             return None
         return cls(id=c.id, name=c.name, tenant=c.tenant, template=c.template, provider=c.provider, status=c.status,
                    status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
-                   ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat())
+                   ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat(),
+                   version=c.version)
 
     @property
     def services(self) -> list[str]:
@@ -120,6 +126,7 @@ class ClusterInfo:
         return {
             "id": self.id, "name": self.name, "tenant": self.tenant, "template": self.template, "provider": self.provider,
             "status": self.status, "status_reason": self.status_reason, "job_id": self.job_id, "updated": self.updated,
+            "version": self.version,
             "services": self.services, "config": self.config,
             "nodes": [
                 {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,

@@ -17,20 +17,32 @@ import structlog
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, ConfigureCluster, CreateCluster, DryRun, Rejected, RollbackCluster
-from contracts.events import LayoutRequested
+from contracts.commands import (
+    COMMAND_ADAPTER,
+    VERB_OF,
+    Accepted,
+    ApplyPlan,
+    ConfigureCluster,
+    CreateCluster,
+    DryRun,
+    Rejected,
+    RollbackCluster,
+)
+from contracts.events import PlanSaved
+from contracts.layout import Layout, NodeSpec
 from contracts.limits import MAX_REQUEST_BYTES, json_size, over_budget
 from muster.bus.repository import rebuild
 from muster.catalog_files import describe_validation_error
-from muster.ports.eventlog import ConcurrencyError
+from muster.ports.eventlog import Append, ConcurrencyError
 
 from .config import Hooks, PlannerConfig
-from .domain import planning, resize
+from .domain import planning, resize, saved
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
 from .domain.errors import PlanError
 from .domain.job import Job, job_uuid
-from .domain.operations import Operation, operation_of
+from .domain.operations import OPERATIONS, Operation, operation_of
+from .domain.plan import Plan
 from .domain.restore import restore_plan
 from .domain.saga import control
 from .execution import Execution
@@ -39,6 +51,21 @@ from .state import PlannerState
 
 log = structlog.get_logger("muster.planner")
 COMMAND_OF_VERB = {verb: command for command, verb in VERB_OF.items()}
+
+
+@dataclass(frozen=True)
+class Preview:
+    """An operation's plan before anything is recorded: what a dry run shows and saves, and
+    what an accepted request (or an applied saved plan) records."""
+
+    plan: Plan
+    target: list[NodeSpec]
+    """The cluster's nodes once the job succeeds."""
+    layout: Layout | None = None
+    interim: list[NodeSpec] | None = None
+    """`rollback`: the layout recorded while it runs (`restore.interim`)."""
+    config: dict[str, Any] | None = None
+    """`rollback`: the config it puts back."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +113,11 @@ class Requests:
         try:
             subjects.token(ctx.tenant, "tenant")
             command = parse(ctx.verb, ctx.body)
+            pin = None
+            if isinstance(command, ApplyPlan):
+                pin = await self._saved(ctx.tenant, command.plan_id)
+                # The saved request, asked for by whoever applies it.
+                command = COMMAND_ADAPTER.validate_python({**pin.command, "requested_by": command.requested_by})
             op = operation_of(command)
             for check in self.hooks.admission:
                 check(ctx, op, command)
@@ -93,8 +125,8 @@ class Requests:
                 if op.target == "job":
                     return await self._control(ctx, command)
                 if op.target == "new-cluster":
-                    return await self._create(ctx, op, command)
-                return await self._cluster_operation(ctx, op, command)
+                    return await self._create(ctx, op, command, pin)
+                return await self._cluster_operation(ctx, op, command, pin)
         except (Refused, subjects.SubjectError) as err:
             return Rejected(reason=str(err))
 
@@ -102,10 +134,13 @@ class Requests:
         for rule in op.rules:
             rule(facts)
 
+    def _job_id(self, tenant: str, cmd: Any, pin: PlanSaved | None) -> str:
+        return pin.job_id if pin is not None else str(job_uuid(tenant, cmd.request_id))
+
     # -- create ------------------------------------------------------------------------------
 
-    async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster) -> Accepted | DryRun:
-        job_id = str(job_uuid(ctx.tenant, cmd.request_id))
+    async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster, pin: PlanSaved | None) -> Accepted | DryRun:
+        job_id = self._job_id(ctx.tenant, cmd, pin)
         cluster_id = str(planning.cluster_uuid(job_id))
         if not self.hooks.owns(ctx.tenant, cluster_id):
             raise Refused(f"cluster {cluster_id!r} belongs to another planner")
@@ -115,11 +150,13 @@ class Requests:
         catalog = await self.state.catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal)
         self._check(op, facts)
-        job = self._new_job(ctx, facts, cluster_id)
+        job = self._new_job(ctx, facts, cluster_id, pin)
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd))
-        request = planning.layout_request(job_id, cluster, catalog, cmd)
         if cmd.dry_run:
-            return await self._dry_run(job, cluster, request, cmd)
+            return await self._dry_run(ctx, job, None, cluster, facts)
+        preview = await self._pinned(pin, job, None, cluster, facts) if pin is not None else None
+        if preview is not None:
+            self._plan(job, cluster, preview)
         # The cluster (which points to its job) first: see Planner.resume.
         try:
             await self.state.save_cluster(cluster)
@@ -130,75 +167,53 @@ class Requests:
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         self.state.jobs[job_id], self.state.clusters[cluster_id] = job, cluster
-        await self.execution.ask_for_layout(job, request)
-        log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes)
+        if preview is not None:
+            await self._start(job, cluster, facts, preview)
+        else:
+            await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, catalog, cmd))
+        log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes, plan=pin and pin.plan_id)
         return Accepted(job_id=job_id, cluster_id=cluster_id)
 
-    def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str) -> Job:
-        return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts)
+    def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str, pin: PlanSaved | None = None) -> Job:
+        return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts,
+                                plan_id=pin.plan_id if pin is not None else None)
 
     # -- operations on an existing cluster ---------------------------------------------------
 
-    async def _cluster_operation(self, ctx: RequestContext, op: Operation, cmd: Any) -> Accepted | DryRun:
+    async def _cluster_operation(self, ctx: RequestContext, op: Operation, cmd: Any, pin: PlanSaved | None) -> Accepted | DryRun:
         tenant = ctx.tenant
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != tenant:
             raise Refused(f"unknown cluster {cmd.cluster_id!r}")
         if not self.hooks.owns(tenant, cmd.cluster_id):
             raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
-        job_id = str(job_uuid(tenant, cmd.request_id))
+        job_id = self._job_id(tenant, cmd, pin)
         if await self.state.find_job(tenant, job_id) is not None and not cmd.dry_run:
             return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, duplicate=True)
         facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
                       source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None)
+        if pin is not None:  # before the rules: "it changed" says more than what the change broke
+            saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
-        job = self._new_job(ctx, facts, cmd.cluster_id)
-        if isinstance(cmd, RollbackCluster):
-            return await self._restore(job, cluster, facts)
-        if op.layout:
-            request = planning.layout_request(job_id, cluster, facts.catalog, cmd)
-            if cmd.dry_run:
-                return await self._dry_run(job, cluster, request, cmd)
-            await self._accept(job, cluster)
-            await self.execution.ask_for_layout(job, request)
-        else:
-            try:
-                plan = planning.plan_direct(job, cluster, facts.catalog, cmd)
-            except PlanError as err:
-                raise Refused(f"cannot plan {job.operation}: {err}") from None
-            nodes = list(cluster.nodes.values())
-            if cmd.dry_run:
-                return DryRun(layout=resize.layout_of(nodes), plan=plan.to_json())
-            job.record_plan(planning.planned(job, cluster, plan, nodes, self.config.mode))
-            await self._accept(job, cluster)
-            if isinstance(cmd, ConfigureCluster):
-                cluster.change_config(job_id, cmd.config)
-            await self.execution.advance(job, cluster)
-        log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
-
-    async def _restore(self, job: Job, cluster: Cluster, facts: Facts) -> Accepted | DryRun:
-        """Back to the cluster as it was before job `to_job` (its recorded previous state)."""
-        cmd: RollbackCluster = facts.command
-        source = facts.source
-        assert source is not None  # the `restorable` rule
-        target, config = source.previous_nodes, source.previous_config
-        try:
-            restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config)
-        except PlanError as err:
-            raise Refused(f"cannot plan the rollback: {err}") from None
-        if not restore.plan.tasks:
-            raise Refused(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
+        job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         if cmd.dry_run:
-            return DryRun(layout=resize.layout_of(target), plan=restore.plan.to_json())
-        job.record_plan(planning.planned(job, cluster, restore.plan, list(target), self.config.mode))
+            return await self._dry_run(ctx, job, cluster, cluster, facts)
+        if pin is not None:
+            preview = await self._pinned(pin, job, cluster, cluster, facts)
+        elif op.layout:  # the solver answers through the log (Execution.on_layout)
+            await self._accept(job, cluster)
+            await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, facts.catalog, cmd))
+            log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
+            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
+        else:
+            preview = await self._preview(job, cluster, facts)
+        # The plan is recorded with the job: a job recorded without its plan would wait forever.
+        self._plan(job, cluster, preview)
         await self._accept(job, cluster)
-        cluster.change_layout(str(job.id), list(restore.interim))
-        cluster.change_config(str(job.id), config)
-        await self.execution.advance(job, cluster)
-        log.info("accepted", tenant=job.tenant, job=str(job.id), operation="rollback", to_job=cmd.to_job)
-        return Accepted(job_id=str(job.id), cluster_id=job.cluster_id)
+        await self._start(job, cluster, facts, preview)
+        log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
 
     async def _accept(self, job: Job, cluster: Cluster) -> None:
         # The cluster's pointer to its job first: see Planner.resume.
@@ -210,22 +225,84 @@ class Requests:
             raise Refused(f"job {job.id} exists already") from None
         self.state.jobs[str(job.id)] = job
 
-    # -- dry runs: the same decisions, nothing recorded ----------------------------------------
+    # -- plans: previewed, shown (and saved), recorded ------------------------------------------
 
-    async def _dry_run(self, job: Job, cluster: Cluster, request: LayoutRequested, cmd: Any) -> DryRun:
+    async def _preview(self, job: Job, cluster: Cluster, facts: Facts, layout: Layout | None = None) -> Preview:
+        """The plan the request makes, without recording anything (the solver is asked when the
+        operation needs a layout and none is given)."""
+        cmd, op = facts.command, OPERATIONS[facts.operation]
+        try:
+            if isinstance(cmd, RollbackCluster):
+                source = facts.source
+                assert source is not None  # the `restorable` rule
+                target, config = source.previous_nodes, source.previous_config
+                restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config)
+                if not restore.plan.tasks:
+                    raise Refused(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
+                return Preview(restore.plan, list(target), interim=list(restore.interim), config=config)
+            if op.layout:
+                layout = layout or await self._solve(job, cluster, facts)
+                plan, target = planning.plan_layout(job, cluster, facts.catalog, layout, cmd)
+                return Preview(plan, target, layout)
+            return Preview(planning.plan_direct(job, cluster, facts.catalog, cmd), list(cluster.nodes.values()))
+        except PlanError as err:
+            raise Refused(f"cannot plan {job.operation}: {err}") from None
+
+    async def _solve(self, job: Job, cluster: Cluster, facts: Facts) -> Layout:
         if self.solver is None:
             raise Refused("dry run needs a solver and this planner has none")
+        request = planning.layout_request(str(job.id), cluster, facts.catalog, facts.command)
         try:
-            layout = await self.solver.solve(job.tenant, request)
+            return await self.solver.solve(job.tenant, request)
         except SolverUnavailable as err:
             raise Refused(f"dry run needs a solver and none answered: {err}") from None
         except NoLayout as err:
             raise Refused(f"no layout: {err}") from None
+
+    async def _dry_run(self, ctx: RequestContext, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts) -> DryRun:
+        """The plan, shown and saved (`PlanSaved`): nothing else is recorded."""
+        preview = await self._preview(job, cluster, facts)
+        version = existing.version if existing is not None else 0
+        catalog = saved.catalog_version(facts.catalog)
+        event = saved.save(tenant=job.tenant, job_id=str(job.id), cluster_id=str(cluster.id), operation=job.operation,
+                           command=facts.command, layout=preview.layout, cluster_version=version, catalog=catalog,
+                           digest=saved.plan_digest(job.operation, preview.plan, preview.target),
+                           tasks=len(preview.plan.tasks), by=ctx.by(facts.command))
         try:
-            plan, _ = planning.plan_layout(job, cluster, await self.state.catalog(job.tenant), layout, cmd)
-        except PlanError as err:
-            raise Refused(f"cannot plan {job.operation}: {err}") from None
-        return DryRun(layout=layout, plan=plan.to_json())
+            await self.state.log.append(subjects.plan_events(job.tenant, event.plan_id), [Append(event, msg_id=f"plan:{event.plan_id}")], expect_last_seq=0)
+        except ConcurrencyError:
+            pass  # the same dry run again: saved already
+        layout = preview.layout if preview.layout is not None else resize.layout_of(preview.target)
+        return DryRun(layout=layout, plan=preview.plan.to_json(), plan_id=event.plan_id,
+                      cluster_version=version if existing is not None else None, catalog_version=catalog)
+
+    async def _saved(self, tenant: str, plan_id: str) -> PlanSaved:
+        found = await self.state.log.read(subjects.plan_events(tenant, plan_id))
+        if not found or not isinstance(found[0].event, PlanSaved):
+            raise Refused(f"unknown plan {plan_id!r}: dry runs save plans (`--dry-run` prints the plan id)")
+        return found[0].event
+
+    async def _pinned(self, pin: PlanSaved, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts) -> Preview:
+        """The saved plan derived again on the same state, or a refusal saying what moved."""
+        saved.check_unchanged(pin, existing, saved.catalog_version(facts.catalog))
+        preview = await self._preview(job, cluster, facts, layout=pin.layout)
+        saved.check_digest(pin, saved.plan_digest(job.operation, preview.plan, preview.target))
+        return preview
+
+    def _plan(self, job: Job, cluster: Cluster, preview: Preview) -> None:
+        job.record_plan(planning.planned(job, cluster, preview.plan, preview.target, self.config.mode))
+
+    async def _start(self, job: Job, cluster: Cluster, facts: Facts, preview: Preview) -> None:
+        """What an accepted job's plan changes on the cluster at once; then dispatch."""
+        op, cmd = OPERATIONS[facts.operation], facts.command
+        if preview.interim is not None:
+            cluster.change_layout(str(job.id), preview.interim)
+            cluster.change_config(str(job.id), preview.config or {})
+        elif op.layout and not op.shrinking:
+            cluster.change_layout(str(job.id), preview.target)
+        if isinstance(cmd, ConfigureCluster):
+            cluster.change_config(str(job.id), cmd.config)
+        await self.execution.advance(job, cluster)
 
     # -- job control ---------------------------------------------------------------------------
 

@@ -58,6 +58,15 @@ def _cluster(f: Facts) -> "Cluster":
 # -- every operation on an existing cluster ----------------------------------------------
 
 
+def at_version(f: Facts) -> None:
+    """`if_version`: a script's optimistic check that the cluster is as it last saw it."""
+    want = getattr(f.command, "if_version", None)
+    version = _cluster(f).version
+    if want is not None and version != want:
+        raise Refused(f"cluster {f.command.cluster_id!r} is at version {version}, not {want} (if_version): "
+                      "it changed since you looked")
+
+
 def not_busy(f: Facts) -> None:
     current = f.current
     if current is not None and not current.is_final and current.id != UUID(f.job_id):

@@ -125,6 +125,7 @@ class Cluster(Aggregate):
             "template": self.template,
             "status": self.status,
             "job_id": self.job_id,
+            "version": self.version,
             "nodes": len(self.nodes),
             "layout": [
                 {"hardwaretype": h, "imagetype": i, "services": list(s), "count": c}

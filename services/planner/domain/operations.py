@@ -7,7 +7,7 @@ can plan it offline, and the admission rules it runs (`admission.py`), in order.
 `build_plan`, the dry runs and `muster plan` all read this table; nothing else lists operations.
 
 `configure` with `restart` is its own operation (`configure-restart`): same verb and command,
-another chain. The 16 request verbs are the distinct `verb`s (`VERBS`).
+another chain. The request verbs are the distinct `verb`s (`VERBS`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from . import admission as rule
 from .admission import Rule
 
 A = Action
-Target = Literal["new-cluster", "cluster", "job"]
+Target = Literal["new-cluster", "cluster", "job", "plan"]
 
 
 @dataclass(frozen=True)
@@ -57,14 +57,14 @@ class Operation:
         return VERB_OF[self.command]
 
 
-_CLUSTER: tuple[Rule, ...] = (rule.not_busy, rule.not_deleted, rule.active)
+_CLUSTER: tuple[Rule, ...] = (rule.at_version, rule.not_busy, rule.not_deleted, rule.active)
 _CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
 
 _ROWS = (
     Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True,
               rules=(rule.template_allows_size, rule.provider_known, rule.services_known)),
     Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,
-              rules=(rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
+              rules=(rule.at_version, rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
     Operation("expand", "ExpandCluster", "cluster", layout=True, chain=_CREATE, machine=True, needs_nodes=True,
               rules=(*_CLUSTER, rule.grows)),
     Operation("shrink", "ShrinkCluster", "cluster", layout=True, shrinking=True, chain=(A.STOP, A.DELETE), machine=True,
@@ -87,6 +87,8 @@ _ROWS = (
               needs_services=True, rules=_CLUSTER),
     # Planned by `restore.restore_plan` (phases of ordinary plans), not by one chain.
     Operation("rollback", "RollbackCluster", "cluster", shrinking=True, rules=(*_CLUSTER, rule.restorable)),
+    # Runs a saved plan: the saved request's own row decides (and its rules run again).
+    Operation("apply", "ApplyPlan", "plan"),
     Operation("pause", "PauseJob", "job"),
     Operation("resume", "ResumeJob", "job"),
     Operation("cancel", "CancelJob", "job"),

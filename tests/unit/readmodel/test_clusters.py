@@ -54,8 +54,8 @@ def test_the_cluster_fold_is_the_aggregate_after_every_event() -> None:
             view = cluster_view(log[:n])
             assert view is not None
             summary = aggregate.summary()
-            assert {k: view[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout")} == \
-                {k: summary[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout")}
+            assert {k: view[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout", "version")} == \
+                {k: summary[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout", "version")}
             assert (state.config, state.nodes, state.status_reason) == (aggregate.config, aggregate.nodes, aggregate.status_reason)
             assert [n["hostname"] for n in view["nodes"]] == [aggregate.hostname(i) for i in sorted(aggregate.nodes)]
             assert [n["ipaddresses"] for n in view["nodes"]] == [aggregate.ipaddresses.get(i, {}) for i in sorted(aggregate.nodes)]
