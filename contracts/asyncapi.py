@@ -100,6 +100,7 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "CancelJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "RetryJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "ApplyPlan": {"plan_id": "5c7467a9d901dc6e81e6"},
+    "ExtendLease": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "by_s": 86400},
 }
 
 
@@ -165,7 +166,7 @@ def build() -> dict[str, Any]:
         messages[_type_of(model)] = _message(model, "The planner's answer to an operation request.")
     channels["operations.reply"] = {
         "address": None,
-        "description": "The requester's reply subject (a NATS inbox): one `Accepted`, `Rejected` or `DryRun` per request.",
+        "description": "The requester's reply subject (a NATS inbox): one `Accepted`, `Rejected`, `DryRun` or `LeaseExtended` (for `extend-lease`) per request.",
         "messages": {_type_of(m): {"$ref": f"#/components/messages/{_type_of(m)}"} for m in reply_models},
     }
     for model in command_models:

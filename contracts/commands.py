@@ -7,6 +7,7 @@ to the same job, so a retried request never creates a second job.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
@@ -39,6 +40,10 @@ class CreateCluster(Command):
     imagetype: str | None = Field(default=None, max_length=128)
     config: Config = Field(default_factory=dict)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
+    lease_s: float | None = Field(
+        default=None, ge=0,
+        description="Coopr's initialLeaseDuration, in seconds: at most the template's initial lease (default: it)",
+    )
 
 
 class ClusterCommand(Command):
@@ -139,6 +144,18 @@ class ApplyPlan(Command):
     plan_id: str = Field(pattern=ID)
 
 
+class ExtendLease(Command):
+    """Move a cluster's lease expiry later, within the template's `step` and `max`. Answered
+    `LeaseExtended`; no job."""
+
+    type: Literal["ExtendLease"] = "ExtendLease"
+    v: Literal[1] = 1
+    cluster_id: str = Field(pattern=ID)
+    by_s: float | None = Field(default=None, gt=0, description="extend by this long (default: the template's step)")
+    until: datetime | None = Field(default=None, description="extend until then (ISO 8601, with a time zone)")
+    if_version: int | None = Field(default=None, ge=1, description="refuse unless the cluster is at this version")
+
+
 class JobCommand(Command):
     job_id: str = Field(pattern=ID)
 
@@ -173,7 +190,7 @@ AnyCommand = Annotated[
     Union[
         CreateCluster, DeleteCluster, ExpandCluster, ShrinkCluster, AddServices, RemoveServices, ConfigureCluster,
         StartServices, StopServices, RestartServices, UpgradeService, RollbackCluster, ApplyPlan,
-        PauseJob, ResumeJob, CancelJob, RetryJob,
+        ExtendLease, PauseJob, ResumeJob, CancelJob, RetryJob,
     ],
     Field(discriminator="type"),
 ]
@@ -183,7 +200,7 @@ VERB_OF: dict[str, str] = {
     "CreateCluster": "create", "DeleteCluster": "delete", "ExpandCluster": "expand", "ShrinkCluster": "shrink",
     "AddServices": "add-services", "RemoveServices": "remove-services", "ConfigureCluster": "configure",
     "StartServices": "start", "StopServices": "stop", "RestartServices": "restart", "UpgradeService": "upgrade",
-    "RollbackCluster": "rollback", "ApplyPlan": "apply", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
+    "RollbackCluster": "rollback", "ApplyPlan": "apply", "ExtendLease": "extend-lease", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
 }
 
 
@@ -209,6 +226,17 @@ class DryRun(BaseModel):
     catalog_version: str | None = Field(default=None, description="digest of the catalog the plan was made with")
 
 
+class LeaseExtended(BaseModel):
+    """The answer to `ExtendLease`: the lease's new expiry (recorded as `ClusterLeaseChanged`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["LeaseExtended"] = "LeaseExtended"
+    v: Literal[1] = 1
+    cluster_id: str
+    expires_at: datetime
+    version: int = Field(description="the cluster's version after the change")
+
+
 class Rejected(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     type: Literal["Rejected"] = "Rejected"
@@ -216,5 +244,5 @@ class Rejected(BaseModel):
     reason: str
 
 
-Reply = Annotated[Union[Accepted, Rejected, DryRun], Field(discriminator="type")]
+Reply = Annotated[Union[Accepted, Rejected, DryRun, LeaseExtended], Field(discriminator="type")]
 REPLY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Reply)

@@ -8,6 +8,7 @@ events are never rewritten.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -343,6 +344,19 @@ class NodeResultsRecorded(Event):
     hostname: str = ""
 
 
+class ClusterLeaseChanged(Event):
+    """A cluster's lease (Coopr's leaseduration): set at create, moved by `ExtendLease`. At
+    `expires_at` the owning planner starts a delete job (its timer is rebuilt from this)."""
+
+    type: Literal["ClusterLeaseChanged"] = "ClusterLeaseChanged"
+    v: Literal[1] = 1
+    cluster_id: str
+    expires_at: datetime | None = Field(description="None: forever")
+    max_at: datetime | None = Field(default=None, description="no extension past this (the template's max)")
+    step_s: float = Field(default=0, ge=0, description="an extension adds at most this (0: any)")
+    by: str = "anonymous"
+
+
 class ClusterStatusChanged(Event):
     type: Literal["ClusterStatusChanged"] = "ClusterStatusChanged"
     v: Literal[1] = 1
@@ -416,6 +430,7 @@ AnyEvent = Annotated[
         ClusterConfigChanged,
         NodeResultsRecorded,
         ClusterStatusChanged,
+        ClusterLeaseChanged,
         CatalogEntityPut,
         PlanSaved,
     ],

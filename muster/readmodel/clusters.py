@@ -28,6 +28,8 @@ class ClusterState:
         self.ipaddresses: dict[str, dict[str, str]] = {}
         self.hostnames: dict[str, str] = {}
         self.version = 0
+        self.expires_at: datetime | None = None
+        """The lease's end (None: forever)."""
         """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
 
     def apply(self, e: Any) -> None:
@@ -47,6 +49,8 @@ class ClusterState:
                     self.hostnames[e.node_id] = e.hostname
             case "ClusterStatusChanged":
                 self.status, self.status_reason, self.job_id = e.status, e.reason, e.job_id
+            case "ClusterLeaseChanged":
+                self.expires_at = e.expires_at
 
     def layout(self) -> list[dict[str, Any]]:
         """Node groups: how many nodes share hardware, image and services."""
@@ -83,7 +87,7 @@ def cluster_view(history: Sequence[Recorded]) -> dict[str, Any] | None:
     return {
         "id": c.id, "tenant": c.tenant, "name": c.name, "template": c.template, "provider": c.provider,
         "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "version": c.version,
-        "layout": c.layout(),
+        "expires_at": c.expires_at.isoformat() if c.expires_at else None, "layout": c.layout(),
         "nodes": c.node_views(),
         "created_at": history[0].time.isoformat(), "updated_at": history[-1].time.isoformat(), "seq": history[-1].seq,
     }
@@ -107,6 +111,7 @@ class ClusterInfo:
     hostnames: dict[str, str] = field(default_factory=dict)
     updated: str = ""
     version: int = 0
+    expires_at: datetime | None = None
 
     @classmethod
     def from_history(cls, history: Sequence[Recorded]) -> "ClusterInfo | None":
@@ -116,7 +121,7 @@ class ClusterInfo:
         return cls(id=c.id, name=c.name, tenant=c.tenant, template=c.template, provider=c.provider, status=c.status,
                    status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
                    ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat(),
-                   version=c.version)
+                   version=c.version, expires_at=c.expires_at)
 
     @property
     def services(self) -> list[str]:
@@ -126,7 +131,7 @@ class ClusterInfo:
         return {
             "id": self.id, "name": self.name, "tenant": self.tenant, "template": self.template, "provider": self.provider,
             "status": self.status, "status_reason": self.status_reason, "job_id": self.job_id, "updated": self.updated,
-            "version": self.version,
+            "version": self.version, "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "services": self.services, "config": self.config,
             "nodes": [
                 {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,

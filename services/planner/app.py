@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, Rejected
+from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
 from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import EventLog, Recorded
@@ -27,6 +27,7 @@ from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.operations import OPERATIONS
 from .domain.saga import Effects
+from . import leases
 from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
@@ -53,6 +54,8 @@ class Planner:
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
         self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps)
         self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks)
+        self.leases = leases.LeaseExpiry(self.state.clusters, self.timers, self.hooks.owns,
+                                         lambda ctx: self.requests.handle(ctx, system=True))
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -75,6 +78,7 @@ class Planner:
             for cluster in list(self.clusters.values()):
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
+                leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
                 history = await self.state.job_history(cluster.tenant, cluster.job_id)
                 job = rebuild(Job, history)
                 if job is None:
@@ -98,7 +102,7 @@ class Planner:
 
     # -- requests and queries ----------------------------------------------------------------
 
-    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun:
+    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun | LeaseExtended:
         return await self.requests.handle(ctx)
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, Ta
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
+from . import leases
 from .config import Hooks, PlannerConfig
 from .domain import saga
 from .domain.cluster import Cluster
@@ -66,6 +67,8 @@ class Execution:
             await self.publish_many(job, cluster, catalog, [(a, None) for a in effects.dispatch + effects.republish])
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
+            # A lease that ended while the cluster was busy is due now.
+            leases.arm(self.timers, self.hooks.owns, cluster)
 
     async def advance(self, job: Job, cluster: Cluster) -> None:
         catalog = await self.state.catalog(job.tenant)

@@ -25,6 +25,8 @@ from contracts.commands import (
     ConfigureCluster,
     CreateCluster,
     DryRun,
+    ExtendLease,
+    LeaseExtended,
     Rejected,
     RollbackCluster,
 )
@@ -36,8 +38,10 @@ from muster.catalog_files import describe_validation_error
 from muster.ports.eventlog import Append, ConcurrencyError
 
 from .config import Hooks, PlannerConfig
+from . import leases
+from .domain import leases as lease_terms
 from .domain import planning, resize, saved
-from .domain.admission import Facts, Refused
+from .domain.admission import Facts, Refused, template_of
 from .domain.cluster import Cluster
 from .domain.errors import PlanError
 from .domain.job import Job, job_uuid
@@ -109,7 +113,9 @@ class Requests:
     def __init__(self, state: PlannerState, execution: Execution, solver: Solver | None, config: PlannerConfig, hooks: Hooks) -> None:
         self.state, self.execution, self.solver, self.config, self.hooks = state, execution, solver, config, hooks
 
-    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun:
+    async def handle(self, ctx: RequestContext, *, system: bool = False) -> Accepted | Rejected | DryRun | LeaseExtended:
+        """`system`: asked by the planner itself (a lease's expiry); the hooks' checks (who may
+        ask) are skipped, the operation's own rules are not."""
         try:
             subjects.token(ctx.tenant, "tenant")
             command = parse(ctx.verb, ctx.body)
@@ -119,11 +125,13 @@ class Requests:
                 # The saved request, asked for by whoever applies it.
                 command = COMMAND_ADAPTER.validate_python({**pin.command, "requested_by": command.requested_by})
             op = operation_of(command)
-            for check in self.hooks.admission:
+            for check in () if system else self.hooks.admission:
                 check(ctx, op, command)
             async with self.state.lock:
                 if op.target == "job":
                     return await self._control(ctx, command)
+                if op.target == "lease":
+                    return await self._extend_lease(ctx, op, command)
                 if op.target == "new-cluster":
                     return await self._create(ctx, op, command, pin)
                 return await self._cluster_operation(ctx, op, command, pin)
@@ -152,6 +160,7 @@ class Requests:
         self._check(op, facts)
         job = self._new_job(ctx, facts, cluster_id, pin)
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd))
+        self._start_lease(cluster, facts, ctx.by(cmd))
         if cmd.dry_run:
             return await self._dry_run(ctx, job, None, cluster, facts)
         preview = await self._pinned(pin, job, None, cluster, facts) if pin is not None else None
@@ -167,6 +176,7 @@ class Requests:
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         self.state.jobs[job_id], self.state.clusters[cluster_id] = job, cluster
+        leases.arm(self.execution.timers, self.hooks.owns, cluster)
         if preview is not None:
             await self._start(job, cluster, facts, preview)
         else:
@@ -303,6 +313,36 @@ class Requests:
         if isinstance(cmd, ConfigureCluster):
             cluster.change_config(str(job.id), cmd.config)
         await self.execution.advance(job, cluster)
+
+    # -- leases --------------------------------------------------------------------------------
+
+    def _start_lease(self, cluster: Cluster, facts: Facts, by: str) -> None:
+        try:
+            terms = lease_terms.terms_of(template_of(facts).administration)
+        except ValueError as err:
+            raise Refused(f"template {facts.command.template!r}: {err}") from None
+        lease = lease_terms.initial(terms, facts.command.lease_s, self.execution.timers.clock.now())
+        cluster.change_lease(lease.expires_at, lease.max_at, lease.step_s, by)
+
+    async def _extend_lease(self, ctx: RequestContext, op: Operation, cmd: ExtendLease) -> LeaseExtended:
+        cluster = self.state.clusters.get(cmd.cluster_id)
+        if cluster is None or cluster.tenant != ctx.tenant:
+            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
+        if not self.hooks.owns(ctx.tenant, cmd.cluster_id):
+            raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
+        facts = Facts(ctx.tenant, op.name, cmd, await self.state.catalog(ctx.tenant), "", cluster=cluster, principal=ctx.principal)
+        self._check(op, facts)
+        current = lease_terms.Lease(cluster.expires_at, cluster.lease_max_at, cluster.lease_step_s)
+        until = lease_terms.extended(current, self.execution.timers.clock.now(), by_s=cmd.by_s, until=cmd.until)
+        cluster.change_lease(until, cluster.lease_max_at, cluster.lease_step_s, ctx.by(cmd))
+        try:
+            await self.state.save_cluster(cluster)
+        except ConcurrencyError:
+            await self.state.reload_cluster(ctx.tenant, cmd.cluster_id)
+            raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again") from None
+        leases.arm(self.execution.timers, self.hooks.owns, cluster)
+        log.info("lease extended", tenant=ctx.tenant, cluster=cmd.cluster_id, until=until.isoformat(), by=ctx.by(cmd))
+        return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=until, version=cluster.version)
 
     # -- job control ---------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from the log (`muster replay`) and used as a rollback target.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -14,6 +15,7 @@ from eventsourcing.domain import Aggregate, event
 from contracts.events import (
     ClusterConfigChanged,
     ClusterLayoutChanged,
+    ClusterLeaseChanged,
     ClusterRequested,
     ClusterStatusChanged,
     NodeResultsRecorded,
@@ -38,6 +40,10 @@ class Cluster(Aggregate):
         self.job_id = payload.job_id
         self.provisioner_class = payload.provisioner_class
         self.owner = payload.owner
+        self.expires_at: datetime | None = None
+        """The lease's end (None: forever); `ClusterLeaseChanged`."""
+        self.lease_max_at: datetime | None = None
+        self.lease_step_s = 0.0
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
@@ -98,6 +104,16 @@ class Cluster(Aggregate):
         )
         return True
 
+    @event("ClusterLeaseChanged")
+    def _lease(self, payload: ClusterLeaseChanged) -> None:
+        self.expires_at, self.lease_max_at, self.lease_step_s = payload.expires_at, payload.max_at, payload.step_s
+
+    def change_lease(self, expires_at: datetime | None, max_at: datetime | None, step_s: float, by: str) -> bool:
+        if (expires_at, max_at, step_s) == (self.expires_at, self.lease_max_at, self.lease_step_s):
+            return False
+        self._lease(ClusterLeaseChanged(cluster_id=str(self.id), expires_at=expires_at, max_at=max_at, step_s=step_s, by=by))
+        return True
+
     @event("ClusterStatusChanged")
     def _status(self, payload: ClusterStatusChanged) -> None:
         self.status = payload.status
@@ -126,6 +142,7 @@ class Cluster(Aggregate):
             "status": self.status,
             "job_id": self.job_id,
             "version": self.version,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "nodes": len(self.nodes),
             "layout": [
                 {"hardwaretype": h, "imagetype": i, "services": list(s), "count": c}

@@ -22,7 +22,7 @@ from . import admission as rule
 from .admission import Rule
 
 A = Action
-Target = Literal["new-cluster", "cluster", "job", "plan"]
+Target = Literal["new-cluster", "cluster", "job", "plan", "lease"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,8 @@ _ROWS = (
     Operation("rollback", "RollbackCluster", "cluster", shrinking=True, rules=(*_CLUSTER, rule.restorable)),
     # Runs a saved plan: the saved request's own row decides (and its rules run again).
     Operation("apply", "ApplyPlan", "plan"),
+    # Records the cluster's new lease at once (`ClusterLeaseChanged`); no job.
+    Operation("extend-lease", "ExtendLease", "lease", rules=(rule.at_version, rule.not_deleted)),
     Operation("pause", "PauseJob", "job"),
     Operation("resume", "ResumeJob", "job"),
     Operation("cancel", "CancelJob", "job"),

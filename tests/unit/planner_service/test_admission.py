@@ -19,6 +19,7 @@ from contracts.commands import (
     CreateCluster,
     DeleteCluster,
     ExpandCluster,
+    ExtendLease,
     PauseJob,
     Rejected,
     RemoveServices,
@@ -178,6 +179,10 @@ REFUSED: dict[str, list[Refuse]] = {
         lambda h: _with(_create_job_of(h), lambda c: (RollbackCluster(cluster_id=c[0], to_job=c[1]), "left no earlier state")),
     ],
     "apply": [lambda h: _pair(ApplyPlan(plan_id="nope"), "unknown plan 'nope'")],
+    "extend-lease": [  # and test_leases.py: the lease's own limits
+        lambda h: _with(_deleted(h), lambda cid: (ExtendLease(cluster_id=cid, by_s=60), "is deleted")),
+        lambda h: _pair(ExtendLease(cluster_id="nope", by_s=60), "unknown cluster 'nope'"),
+    ],
     "pause": [lambda h: _with(_create_job_of(h), lambda c: (PauseJob(job_id=c[1]), "is succeeded: cannot pause it"))],
     "resume": [lambda h: _with(_running_job(h), lambda j: (ResumeJob(job_id=j), "is running: cannot resume it"))],
     "cancel": [lambda h: _with(_create_job_of(h), lambda c: (CancelJob(job_id=c[1]), "is succeeded: cannot cancel it"))],
@@ -195,7 +200,7 @@ async def _with(setup: Awaitable[Any], make: Callable[[Any], tuple[Any, str]]) -
 
 def test_every_verb_has_admission_cases() -> None:
     assert set(REFUSED) == set(VERBS)
-    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry"} == set(VERBS)
+    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry", "extend-lease"} == set(VERBS)
 
 
 @pytest.mark.parametrize(("verb", "case"), [(v, i) for v, cases in sorted(REFUSED.items()) for i in range(len(cases))])
