@@ -43,7 +43,7 @@ def arm(timers: Timers, owns: Callable[[str, str], bool], cluster: Cluster) -> N
 
 class LeaseExpiry:
     def __init__(self, clusters: dict[str, Cluster], timers: Timers, owns: Callable[[str, str], bool],
-                 handle: Callable[["RequestContext"], Awaitable[object]]) -> None:
+                 handle: Callable[[RequestContext], Awaitable[object]]) -> None:
         self.clusters, self.timers, self.owns, self.handle = clusters, timers, owns, handle
         timers.on(KIND, self.expired)
 

@@ -30,15 +30,15 @@ from contracts.commands import (
     Rejected,
     RollbackCluster,
 )
+from contracts.errors import describe_validation_error
 from contracts.events import PlanSaved
 from contracts.layout import Layout, NodeSpec
 from contracts.limits import MAX_REQUEST_BYTES, json_size, over_budget
 from muster.bus.repository import rebuild
-from muster.catalog_files import describe_validation_error
 from muster.ports.eventlog import Append, ConcurrencyError
 
-from .config import Hooks, PlannerConfig
 from . import leases
+from .config import Hooks, PlannerConfig
 from .domain import leases as lease_terms
 from .domain import planning, resize, saved
 from .domain.admission import Facts, Refused, template_of

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
@@ -153,6 +153,8 @@ class ClusterDetail(_Out):
     status: str
     status_reason: str | None
     job_id: str | None
+    version: int = Field(description="the cluster's count of events (`if_version`)")
+    expires_at: str | None = Field(default=None, description="the lease's end; null: forever")
     layout: list[LayoutGroupCount]
     nodes: list[ClusterNode]
     created_at: str
@@ -168,6 +170,7 @@ class ClusterSummary(_Out):
     job_id: str | None
     nodes: int
     created_at: str | None
+    expires_at: str | None = Field(default=None, description="the lease's end; null: forever")
     seq: int
 
 

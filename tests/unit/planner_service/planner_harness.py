@@ -16,19 +16,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.catalog import Catalog, Service
-from contracts.commands import VERB_OF, Accepted, DryRun, Rejected
+from contracts.commands import VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.events import LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.layout import Layout
 from contracts.tasks import TaskMessage
-from muster.catalog_files import load_catalog
+from muster.catalog.files import load_catalog
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.memory import ManualClock, MemoryEventLog, MemoryTaskQueue, matches
+from muster.routing import router
 from services.planner.app import Planner, PlannerConfig, RequestContext
 from services.planner.config import Hooks
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.ports import NoLayout
-from services.planner.routing import ROUTES, router
+from services.planner.routing import ROUTES
 from services.solver.service import answer
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
@@ -62,8 +63,8 @@ class Solver:
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         result = answer(request, "solver-fake")
         if result.type != "LayoutSolved":
-            raise NoLayout(result.message)  # type: ignore[union-attr]
-        return result.layout  # type: ignore[union-attr]
+            raise NoLayout(result.message)
+        return result.layout
 
 
 class Harness:
@@ -98,11 +99,11 @@ class Harness:
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def send(self, command: Any, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun:
+    async def send(self, command: Any, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun | LeaseExtended:
         body = command.model_dump_json().encode()
         return await self.send_raw(VERB_OF[command.type], body, tenant, principal)
 
-    async def send_raw(self, verb: str, body: bytes, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun:
+    async def send_raw(self, verb: str, body: bytes, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun | LeaseExtended:
         return await self.planner.handle(RequestContext(tenant=tenant, verb=verb, body=body, principal=principal))
 
     async def ok(self, command: Any) -> Accepted:

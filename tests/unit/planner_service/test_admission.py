@@ -18,6 +18,7 @@ from contracts.commands import (
     ConfigureCluster,
     CreateCluster,
     DeleteCluster,
+    DryRun,
     ExpandCluster,
     ExtendLease,
     PauseJob,
@@ -74,7 +75,8 @@ async def _expand_then(h: Harness, cid: str) -> Any:
 
 async def _saved_plan(h: Harness, cid: str) -> Any:
     shown = await h.send(ConfigureCluster(cluster_id=cid, config={"k": 2}, dry_run=True))
-    return ApplyPlan(plan_id=shown.plan_id)  # type: ignore[union-attr]
+    assert isinstance(shown, DryRun) and shown.plan_id is not None
+    return ApplyPlan(plan_id=shown.plan_id)
 
 
 ACCEPTED: dict[str, Accept] = {

@@ -115,7 +115,7 @@ async def test_the_timer_is_rebuilt_from_the_log_after_a_restart() -> None:
 async def test_only_the_owner_arms_the_timer() -> None:
     mine: set[str] = set()
     h = leased(hooks=Hooks(owns=lambda tenant, cluster_id: not mine or cluster_id in mine))
-    cid = await _create(h)
+    await _create(h)
     mine.add("someone-else")
     await h.restart()
     assert h.planner.timers.armed("lease") == []

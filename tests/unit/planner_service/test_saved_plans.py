@@ -30,6 +30,11 @@ async def _dry(h: Harness, command: Any) -> DryRun:
     return reply
 
 
+def _apply(shown: DryRun, requested_by: str = "anonymous") -> ApplyPlan:
+    assert shown.plan_id is not None
+    return ApplyPlan(plan_id=shown.plan_id, requested_by=requested_by)
+
+
 def _planned_tasks(h: Harness, job_id: str) -> list[str]:
     [planned] = h.events(job_id, "JobPlanned")
     return [t.id for t in planned.tasks]
@@ -40,7 +45,7 @@ async def test_applying_a_saved_plan_runs_exactly_the_plan_shown() -> None:
     cid = await h.cluster_of(3)
     shown = await _dry(h, RestartServices(cluster_id=cid, services=["zookeeper-server"], dry_run=True))
     assert shown.cluster_version == h.cluster(cid).version and shown.catalog_version
-    reply = await h.send(ApplyPlan(plan_id=shown.plan_id, requested_by="ops"))  # type: ignore[arg-type]
+    reply = await h.send(_apply(shown, requested_by="ops"))
     assert isinstance(reply, Accepted) and reply.cluster_id == cid
     await h.settle()
     job = h.job(reply.job_id)
@@ -49,7 +54,7 @@ async def test_applying_a_saved_plan_runs_exactly_the_plan_shown() -> None:
     [requested] = h.events(reply.job_id, "JobRequested")
     assert requested.plan_id == shown.plan_id and requested.requested_by == "ops"
     # Applying it again is the same job, not a second one.
-    again = await h.send(ApplyPlan(plan_id=shown.plan_id))  # type: ignore[arg-type]
+    again = await h.send(_apply(shown))
     assert isinstance(again, Accepted) and again.duplicate and again.job_id == reply.job_id
 
 
@@ -58,7 +63,7 @@ async def test_a_layout_change_applies_the_saved_layout_without_asking_the_solve
     cid = await h.cluster_of(3)
     shown = await _dry(h, ExpandCluster(cluster_id=cid, nodes=5, dry_run=True))
     h.solving = False  # a solver asked now would never answer
-    reply = await h.send(ApplyPlan(plan_id=shown.plan_id))  # type: ignore[arg-type]
+    reply = await h.send(_apply(shown))
     assert isinstance(reply, Accepted), reply
     await h.settle()
     assert h.job(reply.job_id).state == "succeeded" and len(h.cluster(cid).nodes) == 5
@@ -71,7 +76,7 @@ async def test_a_create_plan_applies_too() -> None:
     shown = await _dry(h, CreateCluster(name="planned", template="hadoop-small", nodes=4, dry_run=True))
     assert shown.cluster_version is None
     h.solving = False
-    reply = await h.send(ApplyPlan(plan_id=shown.plan_id))  # type: ignore[arg-type]
+    reply = await h.send(_apply(shown))
     assert isinstance(reply, Accepted), reply
     await h.settle()
     assert h.job(reply.job_id).state == "succeeded" and len(h.cluster(reply.cluster_id).nodes) == 4
@@ -84,7 +89,7 @@ async def test_a_plan_is_refused_once_the_cluster_changed_and_nothing_is_recorde
     shown = await _dry(h, ConfigureCluster(cluster_id=cid, config={"a": 1}, dry_run=True))
     await h.ok(ConfigureCluster(cluster_id=cid, config={"b": 2}))  # someone else changed it meanwhile
     before = len(h.log.records)
-    reply = await h.send(ApplyPlan(plan_id=shown.plan_id))  # type: ignore[arg-type]
+    reply = await h.send(_apply(shown))
     assert isinstance(reply, Rejected)
     assert reply.reason.startswith(f"plan {shown.plan_id} was made on cluster {cid!r} at version {shown.cluster_version}; "
                                    f"it is at version {h.cluster(cid).version} now: make a new plan")
@@ -97,7 +102,7 @@ async def test_a_plan_is_refused_once_the_catalog_changed() -> None:
     shown = await _dry(h, RestartServices(cluster_id=cid, dry_run=True))
     catalog = h.catalogs.by_tenant["default"]
     catalog.services["extra"] = Service.model_validate({**catalog.services["extra"].model_dump(), "description": "changed"})
-    reply = await h.send(ApplyPlan(plan_id=shown.plan_id))  # type: ignore[arg-type]
+    reply = await h.send(_apply(shown))
     assert isinstance(reply, Rejected) and "the catalog changed since" in reply.reason
 
 
@@ -106,12 +111,12 @@ async def test_a_rollback_plan_and_a_delete_plan_apply() -> None:
     cid = await h.cluster_of(3)
     expand = await h.ok(ExpandCluster(cluster_id=cid, nodes=4))
     shown = await _dry(h, RollbackCluster(cluster_id=cid, to_job=expand.job_id, dry_run=True))
-    back = await h.send(ApplyPlan(plan_id=shown.plan_id))  # type: ignore[arg-type]
+    back = await h.send(_apply(shown))
     assert isinstance(back, Accepted), back
     await h.settle()
     assert h.job(back.job_id).state == "succeeded" and len(h.cluster(cid).nodes) == 3
     gone = await _dry(h, DeleteCluster(cluster_id=cid, dry_run=True))
-    reply = await h.send(ApplyPlan(plan_id=gone.plan_id))  # type: ignore[arg-type]
+    reply = await h.send(_apply(gone))
     assert isinstance(reply, Accepted)
     await h.settle()
     assert h.cluster(cid).status == "deleted"

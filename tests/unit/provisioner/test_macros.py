@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from contracts.tasks import NodeInfo, TaskMessage, TaskOutcome
+from contracts.catalog import Action
+from contracts.tasks import NodeInfo, ProviderRef, TaskMessage, TaskOutcome
 from services.provisioner.macros import MacroError, Scope, expand, expand_task, expand_text, macros_in, parse, problems
 from services.provisioner.nodes import NodesResolver
 
@@ -135,8 +136,8 @@ def test_parse_and_find() -> None:
 
 
 def _task(action: str, config: dict[str, Any]) -> TaskMessage:
-    return TaskMessage(tenant="t", cluster_id="c", job_id="j", task_id=f"node-1002.{action}", attempt=1, action=action,
-                       node=NODES["node-1002"], nodes=NODES, provider={"name": "p", "providertype": "simulated"},
+    return TaskMessage(tenant="t", cluster_id="c", job_id="j", task_id=f"node-1002.{action}", attempt=1, action=Action(action),
+                       node=NODES["node-1002"], nodes=NODES, provider=ProviderRef(name="p", providertype="simulated"),
                        config=config, cluster_owner="user123")
 
 
