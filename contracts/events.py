@@ -355,6 +355,7 @@ class ClusterLeaseChanged(Event):
     max_at: datetime | None = Field(default=None, description="no extension past this (the template's max)")
     step_s: float = Field(default=0, ge=0, description="an extension adds at most this (0: any)")
     by: str = "anonymous"
+    request_id: str | None = Field(default=None, description="the extension's idempotency key")
 
 
 class ClusterStatusChanged(Event):

@@ -8,7 +8,9 @@ is named by its id or its name.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 import click
@@ -16,12 +18,14 @@ from rich.table import Table
 
 from contracts.commands import (
     AddServices,
+    ApplyPlan,
     CancelJob,
     Command,
     ConfigureCluster,
     CreateCluster,
     DeleteCluster,
     ExpandCluster,
+    ExtendLease,
     JobCommand,
     PauseJob,
     RemoveServices,
@@ -43,6 +47,17 @@ from .ops_session import Options, Session, cluster_op, job_op, out
 
 def _services(values: Iterable[str]) -> list[str]:
     return [s for v in values for s in v.split(",") if s]
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(text: str, option: str) -> float:
+    """`90`, `90s`, `15m`, `2h`, `7d` -> seconds."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
+    if match is None:
+        raise CliError(f"{option}: {text!r} is not a duration (e.g. 3600, 90s, 15m, 2h, 7d)")
+    return float(match.group(1)) * _UNITS.get(match.group(2) or "s", 1)
 
 
 def _total(nodes: int | None, delta: int | None, current: int, sign: int, verb: str) -> int:
@@ -68,13 +83,16 @@ def cluster() -> None:
 @click.option("--hardwaretype", default=None, help="hardware type for every node")
 @click.option("--imagetype", default=None, help="image type for every node")
 @click.option("--config", "config_text", default=None, help="cluster config: JSON, or @FILE (JSON or YAML)")
+@click.option("--lease", default=None, help="lease shorter than the template's (e.g. 2h, 7d)")
 @cluster_op
 async def create(name: str, template: str, nodes: int, services: tuple[str, ...], provider: str | None,
-                 hardwaretype: str | None, imagetype: str | None, config_text: str | None, opts: Options) -> None:
+                 hardwaretype: str | None, imagetype: str | None, config_text: str | None, lease: str | None,
+                 opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
     cmd = CreateCluster(name=name, template=template, nodes=nodes, services=_services(services) or None, provider=provider,
-                        hardwaretype=hardwaretype, imagetype=imagetype, config=config)
+                        hardwaretype=hardwaretype, imagetype=imagetype, config=config,
+                        lease_s=_seconds(lease, "--lease") if lease else None)
     async with Session(opts) as s:
         await s.execute(cmd)
 
@@ -166,6 +184,35 @@ async def rollback(cluster_ref: str, to_job: str, opts: Options) -> None:
         await s.execute(RollbackCluster(cluster_id=(await s.cluster(cluster_ref)).id, to_job=to_job))
 
 
+@cluster.command("apply")
+@click.argument("plan_id")
+@job_op
+async def apply(plan_id: str, opts: Options) -> None:
+    """Run the plan a dry run printed (PLAN_ID), exactly; refused if the cluster or the catalog changed since."""
+    async with Session(opts) as s:
+        await s.execute(ApplyPlan(plan_id=plan_id))
+
+
+@cluster.command("extend-lease")
+@click.argument("cluster_ref", metavar="CLUSTER")
+@click.option("--add", "add", default=None, help="how much longer (e.g. 2h, 7d; default: the template's step)")
+@click.option("--until", default=None, help="until when (ISO 8601 with a time zone)")
+@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version")
+@job_op
+async def extend_lease(cluster_ref: str, add: str | None, until: str | None, if_version: int | None, opts: Options) -> None:
+    """Move CLUSTER's lease expiry later, within its template's step and max."""
+    try:
+        when = datetime.fromisoformat(until) if until else None
+    except ValueError:
+        raise CliError(f"--until: {until!r} is not an ISO 8601 time") from None
+    if when is not None and when.tzinfo is None:
+        raise CliError("--until needs a time zone (e.g. 2026-12-01T12:00:00+00:00)")
+    async with Session(opts) as s:
+        cmd = ExtendLease(cluster_id=(await s.cluster(cluster_ref)).id, by_s=_seconds(add, "--add") if add else None,
+                          until=when, if_version=if_version)
+        await s.execute(cmd)
+
+
 def _read_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return bus_options(json_option(f))
 
@@ -184,10 +231,11 @@ async def list_clusters(show_all: bool, bus: Bus, as_json: bool) -> None:
                    for c in clusters])
         return
     table = Table(title=f"clusters of tenant {tenant!r}")
-    for col in ("name", "id", "status", "template", "nodes", "services", "last job"):
+    for col in ("name", "id", "status", "template", "nodes", "services", "last job", "version", "expires"):
         table.add_column(col)
     for c in clusters:
-        table.add_row(c.name, c.id, c.status, c.template, str(len(c.nodes)), ", ".join(c.services), c.job_id)
+        table.add_row(c.name, c.id, c.status, c.template, str(len(c.nodes)), ", ".join(c.services), c.job_id,
+                      str(c.version), c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never")
     out.print(table if clusters else f"no clusters in tenant {tenant!r}")
 
 
@@ -209,6 +257,8 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
                          ("provider", c.provider), ("last job", c.job_id), ("services", ", ".join(c.services)),
+                         ("version", str(c.version)),
+                         ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
                          ("config", str(c.config))):
         out.print(f"{label:>9}: {value}")
     table = Table(title=f"{len(c.nodes)} nodes")

@@ -283,7 +283,12 @@ class Requests:
         except ConcurrencyError:
             pass  # the same dry run again: saved already
         layout = preview.layout if preview.layout is not None else resize.layout_of(preview.target)
-        return DryRun(layout=layout, plan=preview.plan.to_json(), plan_id=event.plan_id,
+        plan = preview.plan.to_json()
+        if self.execution.limits is not None:  # what will hold its tasks back (docs/planner.md, "Limits")
+            shown = self.execution.limits.shown(job.tenant, cluster.provider, [t.action.value for t in preview.plan.tasks])
+            if shown:
+                plan["limits"] = shown
+        return DryRun(layout=layout, plan=plan, plan_id=event.plan_id,
                       cluster_version=version if existing is not None else None, catalog_version=catalog)
 
     async def _saved(self, tenant: str, plan_id: str) -> PlanSaved:
@@ -330,11 +335,13 @@ class Requests:
             raise Refused(f"unknown cluster {cmd.cluster_id!r}")
         if not self.hooks.owns(ctx.tenant, cmd.cluster_id):
             raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
+        if cmd.request_id and cmd.request_id in cluster.lease_requests and cluster.expires_at is not None:
+            return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=cluster.expires_at, version=cluster.version)  # a retry
         facts = Facts(ctx.tenant, op.name, cmd, await self.state.catalog(ctx.tenant), "", cluster=cluster, principal=ctx.principal)
         self._check(op, facts)
         current = lease_terms.Lease(cluster.expires_at, cluster.lease_max_at, cluster.lease_step_s)
         until = lease_terms.extended(current, self.execution.timers.clock.now(), by_s=cmd.by_s, until=cmd.until)
-        cluster.change_lease(until, cluster.lease_max_at, cluster.lease_step_s, ctx.by(cmd))
+        cluster.change_lease(until, cluster.lease_max_at, cluster.lease_step_s, ctx.by(cmd), cmd.request_id)
         try:
             await self.state.save_cluster(cluster)
         except ConcurrencyError:

@@ -44,6 +44,8 @@ class Cluster(Aggregate):
         """The lease's end (None: forever); `ClusterLeaseChanged`."""
         self.lease_max_at: datetime | None = None
         self.lease_step_s = 0.0
+        self.lease_requests: set[str] = set()
+        """Extensions taken (their request ids): a retried one changes nothing."""
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
@@ -107,11 +109,15 @@ class Cluster(Aggregate):
     @event("ClusterLeaseChanged")
     def _lease(self, payload: ClusterLeaseChanged) -> None:
         self.expires_at, self.lease_max_at, self.lease_step_s = payload.expires_at, payload.max_at, payload.step_s
+        if payload.request_id:
+            self.lease_requests.add(payload.request_id)
 
-    def change_lease(self, expires_at: datetime | None, max_at: datetime | None, step_s: float, by: str) -> bool:
+    def change_lease(self, expires_at: datetime | None, max_at: datetime | None, step_s: float, by: str,
+                     request_id: str | None = None) -> bool:
         if (expires_at, max_at, step_s) == (self.expires_at, self.lease_max_at, self.lease_step_s):
             return False
-        self._lease(ClusterLeaseChanged(cluster_id=str(self.id), expires_at=expires_at, max_at=max_at, step_s=step_s, by=by))
+        self._lease(ClusterLeaseChanged(cluster_id=str(self.id), expires_at=expires_at, max_at=max_at, step_s=step_s,
+                                        by=by, request_id=request_id))
         return True
 
     @event("ClusterStatusChanged")

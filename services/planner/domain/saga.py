@@ -78,6 +78,19 @@ class DispatchAll:
 DISPATCH_ALL = DispatchAll()
 
 
+class Chain:
+    """Policies one after another: each sees what the previous ones let through (a pool's grant,
+    then the concurrency limits, which count only what is really queued)."""
+
+    def __init__(self, *policies: DispatchPolicy) -> None:
+        self.policies = policies
+
+    def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
+        for policy in self.policies:
+            ready = policy.admit(job, cluster, ready)
+        return ready
+
+
 def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], settings: Settings,
             policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Take the job one step: finish, roll back, or queue what is ready."""

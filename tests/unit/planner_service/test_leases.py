@@ -70,8 +70,10 @@ async def test_extensions_stay_within_step_and_max_and_move_the_timer() -> None:
     cid = await _create(h)
     first = h.cluster(cid).expires_at
     assert first is not None
-    reply = await h.send(ExtendLease(cluster_id=cid, requested_by="ops"))  # by the template's step
+    reply = await h.send(ExtendLease(cluster_id=cid, requested_by="ops", request_id="ext-1"))  # by the template's step
     assert isinstance(reply, LeaseExtended) and reply.expires_at == first + timedelta(hours=1)
+    retried = await h.send(ExtendLease(cluster_id=cid, requested_by="ops", request_id="ext-1"))
+    assert retried == reply  # the same request again: extended once
     assert h.cluster(cid).expires_at == reply.expires_at and reply.version == h.cluster(cid).version
     too_far = await h.send(ExtendLease(cluster_id=cid, by_s=2 * HOUR))
     assert isinstance(too_far, Rejected) and "at most 3600s (the template's step)" in too_far.reason
