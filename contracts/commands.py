@@ -46,6 +46,16 @@ class CreateCluster(Command):
     )
 
 
+class Rolling(BaseModel):
+    """A rolling change: `batch` nodes at a time (a count, or a percentage such as "25%"), the
+    next batch only once the previous one is healthy; up to `tolerance` nodes may fail before
+    the change stops and is rolled back."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    batch: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^\d+(\.\d+)?%$")]
+    tolerance: int = Field(default=0, ge=0, description="nodes that may fail without stopping the change")
+
+
 class ClusterCommand(Command):
     cluster_id: str = Field(pattern=ID)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
@@ -98,6 +108,7 @@ class ConfigureCluster(ClusterCommand):
     v: Literal[1] = 1
     config: Config
     restart: bool = False
+    rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
 
 
 class StartServices(ClusterCommand):
@@ -116,6 +127,7 @@ class RestartServices(ClusterCommand):
     type: Literal["RestartServices"] = "RestartServices"
     v: Literal[1] = 1
     services: ServiceList | None = Field(default=None, description="default: all")
+    rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
 
 
 class UpgradeService(ClusterCommand):
@@ -125,6 +137,7 @@ class UpgradeService(ClusterCommand):
     type: Literal["UpgradeService"] = "UpgradeService"
     v: Literal[1] = 1
     service: str = Field(max_length=128)
+    rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
 
 
 class RollbackCluster(ClusterCommand):

@@ -72,6 +72,8 @@ class JobPlanned(Event):
     nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster the job builds")
     previous_nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster before the job: the rollback target")
     previous_config: dict[str, Any] = Field(default_factory=dict)
+    batches: list[list[str]] = Field(default_factory=list, description="a rolling change's batches of node ids, in order")
+    tolerance: int = Field(default=0, ge=0, description="nodes that may fail before the job stops (rolling changes, checks)")
 
 
 class RollbackPlanned(Event):

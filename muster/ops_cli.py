@@ -33,6 +33,7 @@ from contracts.commands import (
     ResumeJob,
     RetryJob,
     RollbackCluster,
+    Rolling,
     ShrinkCluster,
     StartServices,
     StopServices,
@@ -58,6 +59,27 @@ def _seconds(text: str, option: str) -> float:
     if match is None:
         raise CliError(f"{option}: {text!r} is not a duration (e.g. 3600, 90s, 15m, 2h, 7d)")
     return float(match.group(1)) * _UNITS.get(match.group(2) or "s", 1)
+
+
+def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--rolling N|P%` and `--tolerate N`: a batch of nodes at a time (docs/planner.md)."""
+    f = click.option("--tolerate", type=click.IntRange(0), default=0, show_default=True,
+                     help="with --rolling: nodes that may fail before the change stops and rolls back")(f)
+    return click.option("--rolling", default=None, metavar="N|P%",
+                        help="a batch of N nodes (or P% of them) at a time; the next once the previous is healthy")(f)
+
+
+def _rolling(batch: str | None, tolerate: int) -> Rolling | None:
+    if batch is None:
+        if tolerate:
+            raise CliError("--tolerate goes with --rolling")
+        return None
+    text = batch.strip()
+    if text.isdigit() and int(text) >= 1:
+        return Rolling(batch=int(text), tolerance=tolerate)
+    if re.fullmatch(r"\d+(\.\d+)?%", text) and 0 < float(text[:-1]) <= 100:
+        return Rolling(batch=text, tolerance=tolerate)
+    raise CliError(f"--rolling: {batch!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)")
 
 
 def _total(nodes: int | None, delta: int | None, current: int, sign: int, verb: str) -> int:
@@ -137,14 +159,18 @@ async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: 
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.argument("config_text", metavar="CONFIG")
 @click.option("--restart", is_flag=True, help="stop and start the services around the change")
+@rolling_options
 @cluster_op
-async def configure(cluster_ref: str, config_text: str, restart: bool, opts: Options) -> None:
+async def configure(cluster_ref: str, config_text: str, restart: bool, rolling: str | None, tolerate: int,
+                    opts: Options) -> None:
     """Replace CLUSTER's config with CONFIG (JSON, or @FILE with JSON or YAML)."""
     config = parse_json_arg(config_text, "CONFIG")
     if not isinstance(config, dict):
         raise CliError("CONFIG must be a JSON object")
+    spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart))
+        await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart,
+                                         rolling=spec))
 
 
 def _services_operation(name: str, model: Callable[..., Command], doc: str, required: bool = False) -> None:
@@ -157,21 +183,35 @@ def _services_operation(name: str, model: Callable[..., Command], doc: str, requ
             await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services) or None))
 
 
+@cluster.command("restart")
+@click.argument("cluster_ref", metavar="CLUSTER")
+@click.argument("services", nargs=-1)
+@rolling_options
+@cluster_op
+async def restart(cluster_ref: str, services: tuple[str, ...], rolling: str | None, tolerate: int, opts: Options) -> None:
+    """Restart SERVICES on CLUSTER (default: all) and what depends on them."""
+    spec = _rolling(rolling, tolerate)
+    async with Session(opts) as s:
+        await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services) or None,
+                                        rolling=spec))
+
+
 _services_operation("add-services", AddServices, "Add SERVICES to CLUSTER (the solver places them).", required=True)
 _services_operation("remove-services", RemoveServices, "Stop and remove SERVICES from CLUSTER.", required=True)
 _services_operation("start", StartServices, "Start SERVICES on CLUSTER (default: all) and what they depend on.")
 _services_operation("stop", StopServices, "Stop SERVICES on CLUSTER (default: all) and what depends on them.")
-_services_operation("restart", RestartServices, "Restart SERVICES on CLUSTER (default: all) and what depends on them.")
 
 
 @cluster.command("upgrade")
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.argument("service")
+@rolling_options
 @cluster_op
-async def upgrade(cluster_ref: str, service: str, opts: Options) -> None:
+async def upgrade(cluster_ref: str, service: str, rolling: str | None, tolerate: int, opts: Options) -> None:
     """Run SERVICE's current catalog definition on its nodes (stop, install, configure, start)."""
+    spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(UpgradeService(cluster_id=(await s.cluster(cluster_ref)).id, service=service))
+        await s.execute(UpgradeService(cluster_id=(await s.cluster(cluster_ref)).id, service=service, rolling=spec))
 
 
 @cluster.command("rollback")

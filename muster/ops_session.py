@@ -185,6 +185,13 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
     tasks = {t["id"]: t for t in reply.plan.get("tasks", [])}
     stages = reply.plan.get("stages", [])
     out.print(f"plan: {len(tasks)} tasks in {len(stages)} stages")
+    rolling = reply.plan.get("rolling")
+    if rolling:
+        batches = rolling["batches"]
+        out.print(f"rolling: {len(batches)} batches, each after the previous one is healthy; "
+                  f"{rolling['tolerance']} node(s) may fail")
+        for i, batch in enumerate(batches, start=1):
+            out.print(f"  batch {i}: {', '.join(batch)}")
     for i, stage in enumerate(stages, start=1):
         counts = Counter(tasks[t]["action"] for t in stage if t in tasks)
         out.print(f"  stage {i}: " + ", ".join(f"{n}× {a}" for a, n in counts.items()))

@@ -70,6 +70,9 @@ class Preview:
     """`rollback`: the layout recorded while it runs (`restore.interim`)."""
     config: dict[str, Any] | None = None
     """`rollback`: the config it puts back."""
+    batches: list[list[str]] | None = None
+    """A rolling change's batches of node ids."""
+    tolerance: int = 0
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,8 @@ class Requests:
                 layout = layout or await self._solve(job, cluster, facts)
                 plan, target = planning.plan_layout(job, cluster, facts.catalog, layout, cmd)
                 return Preview(plan, target, layout)
-            return Preview(planning.plan_direct(job, cluster, facts.catalog, cmd), list(cluster.nodes.values()))
+            plan, batches, tolerance = planning.rolled(planning.plan_direct(job, cluster, facts.catalog, cmd), cmd)
+            return Preview(plan, list(cluster.nodes.values()), batches=batches, tolerance=tolerance)
         except PlanError as err:
             raise Refused(f"cannot plan {job.operation}: {err}") from None
 
@@ -284,6 +288,8 @@ class Requests:
             pass  # the same dry run again: saved already
         layout = preview.layout if preview.layout is not None else resize.layout_of(preview.target)
         plan = preview.plan.to_json()
+        if preview.batches:
+            plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
         if self.execution.limits is not None:  # what will hold its tasks back (docs/planner.md, "Limits")
             shown = self.execution.limits.shown(job.tenant, cluster.provider, [t.action.value for t in preview.plan.tasks])
             if shown:
@@ -305,7 +311,8 @@ class Requests:
         return preview
 
     def _plan(self, job: Job, cluster: Cluster, preview: Preview) -> None:
-        job.record_plan(planning.planned(job, cluster, preview.plan, preview.target, self.config.mode))
+        job.record_plan(planning.planned(job, cluster, preview.plan, preview.target, self.config.mode,
+                                         preview.batches, preview.tolerance))
 
     async def _start(self, job: Job, cluster: Cluster, facts: Facts, preview: Preview) -> None:
         """What an accepted job's plan changes on the cluster at once; then dispatch."""

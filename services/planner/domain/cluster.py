@@ -127,7 +127,7 @@ class Cluster(Aggregate):
         self.job_id = payload.job_id
 
     def set_status(self, status: str, job_id: str, reason: str = "") -> bool:
-        if status == self.status and job_id == self.job_id:
+        if status == self.status and job_id == self.job_id and reason == self.status_reason:
             return False
         self._status(ClusterStatusChanged(cluster_id=str(self.id), status=status, job_id=job_id, reason=reason))  # type: ignore[arg-type]
         return True

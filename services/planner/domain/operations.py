@@ -51,6 +51,8 @@ class Operation:
     """`muster plan` plans it from a nodes file, without a solver or a log."""
     rules: tuple[Rule, ...] = ()
     """Admission rules, run in order once the request's facts are loaded."""
+    rolling: bool = False
+    """May be done a batch of nodes at a time (the command's `rolling`, `rolling.py`)."""
 
     @property
     def verb(self) -> str:
@@ -74,17 +76,18 @@ _ROWS = (
               rules=(*_CLUSTER, rule.services_known, rule.services_absent)),
     Operation("remove-services", "RemoveServices", "cluster", layout=True, shrinking=True, needs_services=True, offline=True,
               chain=(A.STOP, A.REMOVE), rules=(*_CLUSTER, rule.services_present)),
-    Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_CLUSTER),
+    Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_CLUSTER,
+              rolling=True),
     Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START),
-              offline=True, rules=_CLUSTER),
+              offline=True, rules=_CLUSTER, rolling=True),
     Operation("start", "StartServices", "cluster", chain=(A.START,), closure="requires", offline=True, rules=_CLUSTER),
     Operation("stop", "StopServices", "cluster", chain=(A.STOP,), closure="dependents", offline=True, rules=_CLUSTER),
     Operation("restart", "RestartServices", "cluster", chain=(A.STOP, A.START), closure="dependents", offline=True,
-              rules=_CLUSTER),
+              rules=_CLUSTER, rolling=True),
     # The named service only, with the catalog's current definition; dependents keep running
     # (a rolling upgrade), so the service's install must cope with a live peer.
     Operation("upgrade", "UpgradeService", "cluster", chain=(A.STOP, A.INSTALL, A.CONFIGURE, A.START),
-              needs_services=True, rules=_CLUSTER),
+              needs_services=True, rules=_CLUSTER, rolling=True),
     # Planned by `restore.restore_plan` (phases of ordinary plans), not by one chain.
     Operation("rollback", "RollbackCluster", "cluster", shrinking=True, rules=(*_CLUSTER, rule.restorable)),
     # Runs a saved plan: the saved request's own row decides (and its rules run again).
@@ -101,6 +104,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in _ROWS}
 CHAINS: dict[str, tuple[Action, ...]] = {op.name: op.chain for op in _ROWS if op.chain}
 """Each plannable operation's per-service action chain (Coopr's `Actions.actionOrder`)."""
 OFFLINE: tuple[str, ...] = tuple(op.name for op in _ROWS if op.offline)
+ROLLING: tuple[str, ...] = tuple(op.name for op in _ROWS if op.rolling)
 VERBS: tuple[str, ...] = tuple(sorted({op.verb for op in _ROWS}))
 
 

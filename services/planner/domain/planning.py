@@ -27,7 +27,7 @@ from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutR
 from contracts.layout import Layout, NodeSpec
 from muster.catalog.templates import resolve_template
 
-from . import resize
+from . import resize, rolling
 from .admission import Facts, provider_of, template_of
 from .cluster import Cluster
 from .job import Job
@@ -121,7 +121,18 @@ def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
     return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services)
 
 
-def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str) -> JobPlanned:
+def rolled(plan: Plan, cmd: Any) -> tuple[Plan, list[list[str]], int]:
+    """A rolling change's plan (`rolling.py`), its batches and its failure tolerance; other
+    plans as they are."""
+    spec = getattr(cmd, "rolling", None)
+    if spec is None:
+        return plan, [], 0
+    done = rolling.batched(plan, spec.batch)
+    return done.plan, done.batches, spec.tolerance
+
+
+def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str,
+            batches: list[list[str]] | None = None, tolerance: int = 0) -> JobPlanned:
     """The event recording a plan, with the state it starts from (a later rollback's target)."""
     compact = plan.to_compact_json()
     return JobPlanned(
@@ -129,4 +140,5 @@ def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode
         tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
         links=compact["links"], stages=compact["stages"], thrown_in=compact["thrown_in"],
         nodes=target, previous_nodes=list(cluster.nodes.values()), previous_config=cluster.config,
+        batches=batches or [], tolerance=tolerance,
     )

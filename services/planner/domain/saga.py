@@ -123,10 +123,13 @@ def exhausted_reason(job: Job) -> str:
 
 
 def _succeeded(job: Job, cluster: Cluster) -> None:
+    failed = job.failed_nodes  # within the tolerance (before `succeed`, which ends "running")
     job.succeed()
     if OPERATIONS[job.operation].shrinking:
         cluster.change_layout(str(job.id), [] if job.operation == "delete" else job.nodes)
-    cluster.set_status("deleted" if job.operation == "delete" else "active", str(job.id))
+    reason = f"{job.operation} did not finish on {len(failed)} node(s), within its tolerance of {job.tolerance}: " \
+             f"{', '.join(failed)}" if failed else ""
+    cluster.set_status("deleted" if job.operation == "delete" else "active", str(job.id), reason)
 
 
 def _rolled_back(job: Job, cluster: Cluster) -> None:

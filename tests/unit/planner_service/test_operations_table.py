@@ -7,7 +7,7 @@ import pytest
 
 from contracts.commands import VERB_OF, ConfigureCluster
 from services.planner.cli import CLI_OPERATIONS
-from services.planner.domain.operations import CHAINS, OFFLINE, OPERATIONS, VERBS, operation_of
+from services.planner.domain.operations import CHAINS, OFFLINE, OPERATIONS, ROLLING, VERBS, operation_of
 from services.planner.domain.plan import PlanError, build_plan
 
 
@@ -28,6 +28,14 @@ def test_what_the_table_says_each_operation_needs() -> None:
     assert {n for n, op in OPERATIONS.items() if op.target == "job"} == {"pause", "resume", "cancel", "retry"}
     assert all(op.rules for op in OPERATIONS.values() if op.target not in ("job", "plan"))
     assert all(not op.chain for op in OPERATIONS.values() if op.target == "job")
+
+
+def test_the_rolling_rows_are_the_commands_with_a_rolling_field() -> None:
+    from contracts import commands
+
+    assert set(ROLLING) == {"configure", "configure-restart", "restart", "upgrade"}
+    assert {OPERATIONS[n].command for n in ROLLING} == {
+        name for name in VERB_OF if "rolling" in getattr(commands, name).model_fields}
 
 
 def test_muster_plan_offers_the_offline_rows() -> None:
