@@ -73,7 +73,7 @@ def event_channel(event_type: str) -> str:
         return "events.layout"
     if event_type.startswith(("Job", "Task", "Rollback", "Cleanup")):
         return "events.job"
-    if event_type.startswith(("Cluster", "Node")):
+    if event_type.startswith(("Cluster", "Node", "Service")):
         return "events.cluster"
     if event_type.startswith("Catalog"):
         return "events.catalog"
@@ -100,6 +100,8 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "CancelJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "RetryJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "ApplyPlan": {"plan_id": "5c7467a9d901dc6e81e6"},
+    "CheckCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
+    "RepairCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
     "ExtendLease": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "by_s": 86400},
 }
 

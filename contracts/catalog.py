@@ -33,6 +33,8 @@ class Action(str, Enum):
     START = "start"
     STOP = "stop"
     DELETE = "delete"
+    STATUS = "status"
+    """muster's: reports the service's state on the node (running, stopped, failed, unknown)."""
 
 
 HARDWARE_ACTIONS = frozenset({Action.CREATE, Action.CONFIRM, Action.BOOTSTRAP, Action.DELETE})

@@ -140,6 +140,23 @@ class UpgradeService(ClusterCommand):
     rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
 
 
+class CheckCluster(ClusterCommand):
+    """Ask each node for the state of its services (the `status` action of services that define
+    one); recorded as `ServiceStateObserved`. Drift from the desired state is then listed."""
+
+    type: Literal["CheckCluster"] = "CheckCluster"
+    v: Literal[1] = 1
+    services: ServiceList | None = Field(default=None, description="default: all")
+
+
+class RepairCluster(ClusterCommand):
+    """Re-run what the last observed states say is missing: start services that should run and
+    do not (install and configure again where they failed), stop those that should not run."""
+
+    type: Literal["RepairCluster"] = "RepairCluster"
+    v: Literal[1] = 1
+
+
 class RollbackCluster(ClusterCommand):
     """Bring the cluster back to its layout and config as they were before job `to_job`."""
 
@@ -202,6 +219,7 @@ class RetryJob(JobCommand):
 AnyCommand = Annotated[
     CreateCluster | DeleteCluster | ExpandCluster | ShrinkCluster | AddServices | RemoveServices | ConfigureCluster
     | StartServices | StopServices | RestartServices | UpgradeService | RollbackCluster | ApplyPlan | ExtendLease
+    | CheckCluster | RepairCluster
     | PauseJob | ResumeJob | CancelJob | RetryJob,
     Field(discriminator="type"),
 ]
@@ -211,7 +229,8 @@ VERB_OF: dict[str, str] = {
     "CreateCluster": "create", "DeleteCluster": "delete", "ExpandCluster": "expand", "ShrinkCluster": "shrink",
     "AddServices": "add-services", "RemoveServices": "remove-services", "ConfigureCluster": "configure",
     "StartServices": "start", "StopServices": "stop", "RestartServices": "restart", "UpgradeService": "upgrade",
-    "RollbackCluster": "rollback", "ApplyPlan": "apply", "ExtendLease": "extend-lease", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
+    "RollbackCluster": "rollback", "ApplyPlan": "apply", "ExtendLease": "extend-lease", "CheckCluster": "check",
+    "RepairCluster": "repair", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
 }
 
 

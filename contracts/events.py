@@ -360,6 +360,36 @@ class ClusterLeaseChanged(Event):
     request_id: str | None = Field(default=None, description="the extension's idempotency key")
 
 
+ServiceState = Literal["running", "stopped", "failed", "unknown"]
+
+
+class ServiceStateObserved(Event):
+    """What a `status` task found: one service's state on one node (after a start or stop, or
+    at a check)."""
+
+    type: Literal["ServiceStateObserved"] = "ServiceStateObserved"
+    v: Literal[1] = 1
+    cluster_id: str
+    job_id: str
+    task_id: str
+    node_id: str
+    service: str
+    state: ServiceState
+    expected: ServiceState | None = Field(default=None, description="what the job needed (after a start: running)")
+    detail: str = Field(default="", description="the plugin's words, or why the check failed")
+
+
+class ServicesDesired(Event):
+    """The services meant to be stopped on the cluster (a stop job succeeded), or running again
+    (a start); the desired state drift is measured against."""
+
+    type: Literal["ServicesDesired"] = "ServicesDesired"
+    v: Literal[1] = 1
+    cluster_id: str
+    job_id: str
+    stopped: list[str] = Field(description="services meant to be stopped; every other service of the layout should run")
+
+
 class ClusterStatusChanged(Event):
     type: Literal["ClusterStatusChanged"] = "ClusterStatusChanged"
     v: Literal[1] = 1
@@ -404,7 +434,7 @@ class CatalogEntityPut(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | CatalogEntityPut | PlanSaved,
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | PlanSaved,
     Field(discriminator="type"),
 ]
 

@@ -101,7 +101,7 @@ def task_consumer(tenant: str, provisioner_class: str) -> str:
 
 OPERATION_VERBS = (
     "create", "delete", "expand", "shrink", "add-services", "remove-services", "configure",
-    "start", "stop", "restart", "upgrade", "rollback", "pause", "resume", "cancel", "retry", "apply", "extend-lease",
+    "start", "stop", "restart", "upgrade", "rollback", "pause", "resume", "cancel", "retry", "apply", "extend-lease", "check", "repair",
 )
 ALL_OPS = f"{OPS}.>"
 

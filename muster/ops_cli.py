@@ -9,8 +9,7 @@ is named by its id or its name.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -18,14 +17,12 @@ from rich.table import Table
 
 from contracts.commands import (
     AddServices,
-    ApplyPlan,
     CancelJob,
     Command,
     ConfigureCluster,
     CreateCluster,
     DeleteCluster,
     ExpandCluster,
-    ExtendLease,
     JobCommand,
     PauseJob,
     RemoveServices,
@@ -40,25 +37,11 @@ from contracts.commands import (
     UpgradeService,
 )
 
+from . import ops_care_cli
 from .cli_bus import Bus, bus_options, open_client
 from .cli_support import CliError, command, echo_json, json_option, parse_json_arg
-from .client import MusterError
-from .ops_session import Options, Session, cluster_op, job_op, out
-
-
-def _services(values: Iterable[str]) -> list[str]:
-    return [s for v in values for s in v.split(",") if s]
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _seconds(text: str, option: str) -> float:
-    """`90`, `90s`, `15m`, `2h`, `7d` -> seconds."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
-    if match is None:
-        raise CliError(f"{option}: {text!r} is not a duration (e.g. 3600, 90s, 15m, 2h, 7d)")
-    return float(match.group(1)) * _UNITS.get(match.group(2) or "s", 1)
+from .ops_care_cli import seconds
+from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
 
 
 def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -112,9 +95,9 @@ async def create(name: str, template: str, nodes: int, services: tuple[str, ...]
                  opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
-    cmd = CreateCluster(name=name, template=template, nodes=nodes, services=_services(services) or None, provider=provider,
+    cmd = CreateCluster(name=name, template=template, nodes=nodes, services=service_list(services) or None, provider=provider,
                         hardwaretype=hardwaretype, imagetype=imagetype, config=config,
-                        lease_s=_seconds(lease, "--lease") if lease else None)
+                        lease_s=seconds(lease, "--lease") if lease else None)
     async with Session(opts) as s:
         await s.execute(cmd)
 
@@ -180,7 +163,7 @@ def _services_operation(name: str, model: Callable[..., Command], doc: str, requ
     @cluster_op
     async def operation(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
         async with Session(opts) as s:
-            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services) or None))
+            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None))
 
 
 @cluster.command("restart")
@@ -192,7 +175,7 @@ async def restart(cluster_ref: str, services: tuple[str, ...], rolling: str | No
     """Restart SERVICES on CLUSTER (default: all) and what depends on them."""
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services) or None,
+        await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None,
                                         rolling=spec))
 
 
@@ -222,35 +205,6 @@ async def rollback(cluster_ref: str, to_job: str, opts: Options) -> None:
     """Bring CLUSTER back to its layout and config before a job."""
     async with Session(opts) as s:
         await s.execute(RollbackCluster(cluster_id=(await s.cluster(cluster_ref)).id, to_job=to_job))
-
-
-@cluster.command("apply")
-@click.argument("plan_id")
-@job_op
-async def apply(plan_id: str, opts: Options) -> None:
-    """Run the plan a dry run printed (PLAN_ID), exactly; refused if the cluster or the catalog changed since."""
-    async with Session(opts) as s:
-        await s.execute(ApplyPlan(plan_id=plan_id))
-
-
-@cluster.command("extend-lease")
-@click.argument("cluster_ref", metavar="CLUSTER")
-@click.option("--add", "add", default=None, help="how much longer (e.g. 2h, 7d; default: the template's step)")
-@click.option("--until", default=None, help="until when (ISO 8601 with a time zone)")
-@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version")
-@job_op
-async def extend_lease(cluster_ref: str, add: str | None, until: str | None, if_version: int | None, opts: Options) -> None:
-    """Move CLUSTER's lease expiry later, within its template's step and max."""
-    try:
-        when = datetime.fromisoformat(until) if until else None
-    except ValueError:
-        raise CliError(f"--until: {until!r} is not an ISO 8601 time") from None
-    if when is not None and when.tzinfo is None:
-        raise CliError("--until needs a time zone (e.g. 2026-12-01T12:00:00+00:00)")
-    async with Session(opts) as s:
-        cmd = ExtendLease(cluster_id=(await s.cluster(cluster_ref)).id, by_s=_seconds(add, "--add") if add else None,
-                          until=when, if_version=if_version)
-        await s.execute(cmd)
 
 
 def _read_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -285,11 +239,7 @@ async def list_clusters(show_all: bool, bus: Bus, as_json: bool) -> None:
 @command
 async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     """One cluster: status, template, config, every node."""
-    async with await open_client(bus) as client:
-        try:
-            c = await client.cluster(cluster_ref)
-        except MusterError as e:
-            raise CliError(str(e)) from None
+    c = await read_cluster(bus, cluster_ref)
     data = c.to_json()
     if as_json:
         echo_json(data)
@@ -308,6 +258,10 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
         table.add_row(n["id"], n["hostname"], n["hardwaretype"], n["imagetype"],
                       ", ".join(n["ipaddresses"].values()), ", ".join(n["services"]))
     out.print(table)
+
+
+for _care in ops_care_cli.COMMANDS:  # apply, extend-lease, check, repair, drift
+    cluster.add_command(_care)
 
 
 # -- muster job -----------------------------------------------------------------------------------

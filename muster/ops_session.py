@@ -32,6 +32,20 @@ WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL
 """What `--wait` waits for, when it is not the end of the job."""
 
 
+def service_list(values: Iterable[str]) -> list[str]:
+    """SERVICES arguments: comma-separated, repeated, or both."""
+    return [s for v in values for s in v.split(",") if s]
+
+
+async def read_cluster(bus: Bus, ref: str) -> ClusterInfo:
+    """A cluster by id or name, from the log (`show`, `drift`)."""
+    async with await open_client(bus) as client:
+        try:
+            return await client.cluster(ref)
+        except MusterError as e:
+            raise CliError(str(e)) from None
+
+
 @dataclass
 class Options:
     bus: Bus

@@ -17,9 +17,13 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from contracts.commands import Accepted, DeleteCluster
+from contracts.commands import Accepted, DeleteCluster, ExtendLease, LeaseExtended
+from muster.ports.eventlog import ConcurrencyError
 
+from .domain import leases as terms
+from .domain.admission import Facts, Refused, template_of
 from .domain.cluster import Cluster
+from .state import PlannerState
 from .timers import Timers
 
 if TYPE_CHECKING:
@@ -63,3 +67,35 @@ class LeaseExpiry:
                      duplicate=reply.duplicate, expired=cluster.expires_at.isoformat())
         else:  # busy: its job's end arms the timer again; deleted meanwhile: nothing to do
             log.info("lease expired: delete not started now", tenant=tenant, cluster=cluster_id, reason=getattr(reply, "reason", ""))
+
+
+# -- the requests: a new cluster's lease, an extension -------------------------------------------
+
+
+def start(cluster: Cluster, facts: Facts, by: str, timers: Timers) -> None:
+    """A new cluster's lease from its template (and the request's `lease_s`), recorded with
+    the cluster's first events; none for a lease forever."""
+    try:
+        lease_terms = terms.terms_of(template_of(facts).administration)
+    except ValueError as err:
+        raise Refused(f"template {facts.command.template!r}: {err}") from None
+    lease = terms.initial(lease_terms, facts.command.lease_s, timers.clock.now())
+    cluster.change_lease(lease.expires_at, lease.max_at, lease.step_s, by)
+
+
+async def extend(state: PlannerState, timers: Timers, owns: Callable[[str, str], bool], cluster: Cluster,
+                 cmd: ExtendLease, by: str) -> LeaseExtended:
+    """Record the cluster's later expiry (the admission rules ran) and arm its timer again."""
+    if cmd.request_id and cmd.request_id in cluster.lease_requests and cluster.expires_at is not None:
+        return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=cluster.expires_at, version=cluster.version)  # a retry
+    current = terms.Lease(cluster.expires_at, cluster.lease_max_at, cluster.lease_step_s)
+    until = terms.extended(current, timers.clock.now(), by_s=cmd.by_s, until=cmd.until)
+    cluster.change_lease(until, cluster.lease_max_at, cluster.lease_step_s, by, cmd.request_id)
+    try:
+        await state.save_cluster(cluster)
+    except ConcurrencyError:
+        await state.reload_cluster(cluster.tenant, cmd.cluster_id)
+        raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again") from None
+    arm(timers, owns, cluster)
+    log.info("lease extended", tenant=cluster.tenant, cluster=cmd.cluster_id, until=until.isoformat(), by=by)
+    return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=until, version=cluster.version)

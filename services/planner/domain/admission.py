@@ -157,6 +157,16 @@ def services_present(f: Facts) -> None:
         raise Refused(f"not on the cluster: {', '.join(absent)}")
 
 
+# -- repair -------------------------------------------------------------------------------------
+
+
+def drifted(f: Facts) -> None:
+    fixable = [d for d in _cluster(f).drift() if d.repair]
+    if not fixable:
+        raise Refused(f"cluster {f.command.cluster_id!r} has no drift to repair (as last observed: `muster cluster check` "
+                      "looks again)")
+
+
 # -- rollback to an earlier state --------------------------------------------------------------
 
 

@@ -19,8 +19,12 @@ from contracts.events import (
     ClusterRequested,
     ClusterStatusChanged,
     NodeResultsRecorded,
+    ServicesDesired,
+    ServiceState,
+    ServiceStateObserved,
 )
 from contracts.layout import NodeSpec
+from muster.readmodel.observed import Drift, drift
 
 
 class Cluster(Aggregate):
@@ -46,6 +50,10 @@ class Cluster(Aggregate):
         self.lease_step_s = 0.0
         self.lease_requests: set[str] = set()
         """Extensions taken (their request ids): a retried one changes nothing."""
+        self.observed: dict[tuple[str, str], tuple[str, str]] = {}
+        """(node, service) -> (state, job) its last `status` task found."""
+        self.stopped: list[str] = []
+        """Services meant to be stopped (a stop job); every other one of the layout should run."""
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
@@ -63,6 +71,8 @@ class Cluster(Aggregate):
         self.touched = []
         for gone in set(self.results) - set(self.nodes):
             self.results.pop(gone, None)
+        for key in [k for k in self.observed if k[0] not in self.nodes]:
+            del self.observed[key]
 
     def change_layout(self, job_id: str, nodes: list[NodeSpec]) -> bool:
         if [n.model_dump() for n in nodes] == [n.model_dump() for n in self.nodes.values()]:
@@ -119,6 +129,33 @@ class Cluster(Aggregate):
         self._lease(ClusterLeaseChanged(cluster_id=str(self.id), expires_at=expires_at, max_at=max_at, step_s=step_s,
                                         by=by, request_id=request_id))
         return True
+
+    @event("ServiceStateObserved")
+    def _observed(self, payload: ServiceStateObserved) -> None:
+        self.observed[(payload.node_id, payload.service)] = (payload.state, payload.job_id)
+
+    def observe(self, job_id: str, task_id: str, node: str, service: str, state: ServiceState,
+                expected: ServiceState | None = None, detail: str = "") -> bool:
+        if self.observed.get((node, service)) == (state, job_id):
+            return False  # taken in already (a redelivered outcome, another attempt saying the same)
+        self._observed(ServiceStateObserved(cluster_id=str(self.id), job_id=job_id, task_id=task_id, node_id=node,
+                                            service=service, state=state, expected=expected, detail=detail[:500]))
+        return True
+
+    @event("ServicesDesired")
+    def _desired(self, payload: ServicesDesired) -> None:
+        self.stopped = list(payload.stopped)
+
+    def desire(self, job_id: str, stopped: list[str]) -> bool:
+        stopped = sorted(set(stopped))
+        if stopped == self.stopped:
+            return False
+        self._desired(ServicesDesired(cluster_id=str(self.id), job_id=job_id, stopped=stopped))
+        return True
+
+    def drift(self) -> list[Drift]:
+        return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
+                     {k: state for k, (state, _) in self.observed.items()})
 
     @event("ClusterStatusChanged")
     def _status(self, payload: ClusterStatusChanged) -> None:

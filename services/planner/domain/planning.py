@@ -14,9 +14,11 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from contracts.catalog import Catalog
 from contracts.commands import (
     AddServices,
+    CheckCluster,
     CreateCluster,
     ExpandCluster,
     RemoveServices,
+    RepairCluster,
     RestartServices,
     ShrinkCluster,
     StartServices,
@@ -27,7 +29,7 @@ from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutR
 from contracts.layout import Layout, NodeSpec
 from muster.catalog.templates import resolve_template
 
-from . import resize, rolling
+from . import observed, resize, rolling
 from .admission import Facts, provider_of, template_of
 from .cluster import Cluster
 from .job import Job
@@ -113,8 +115,10 @@ def plan_layout(job: Job, cluster: Cluster, catalog: Catalog, layout: Layout, cm
 
 def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
     """Operations that change no layout: planned on the cluster as it is."""
+    if isinstance(cmd, RepairCluster):
+        return observed.repair_plan(catalog.services, cluster)
     services: Sequence[str] | None = None
-    if isinstance(cmd, (StartServices, StopServices, RestartServices)):
+    if isinstance(cmd, (StartServices, StopServices, RestartServices, CheckCluster)):
         services = cmd.services
     elif isinstance(cmd, UpgradeService):
         services = [cmd.service]

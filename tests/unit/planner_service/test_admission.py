@@ -8,13 +8,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from planner_harness import SIMPLE, Harness, demo_catalog
+from planner_harness import CHECKED, SIMPLE, Harness, demo_catalog
 
 from contracts.commands import (
     Accepted,
     AddServices,
     ApplyPlan,
     CancelJob,
+    CheckCluster,
     ConfigureCluster,
     CreateCluster,
     DeleteCluster,
@@ -24,6 +25,7 @@ from contracts.commands import (
     PauseJob,
     Rejected,
     RemoveServices,
+    RepairCluster,
     RestartServices,
     ResumeJob,
     RetryJob,
@@ -41,7 +43,9 @@ HOLD_ALL = "hold"
 
 
 def harness() -> Harness:
-    return Harness(catalog=demo_catalog(extra=SIMPLE))
+    catalog = demo_catalog(extra=SIMPLE, checked=CHECKED)
+    catalog.clustertemplates["hadoop-small"].defaults.services.append("checked")
+    return Harness(catalog=catalog)
 
 
 async def _running_job(h: Harness) -> str:
@@ -93,6 +97,7 @@ ACCEPTED: dict[str, Accept] = {
     "upgrade": lambda h, cid: _value(UpgradeService(cluster_id=cid, service="base")),
     "rollback": _expand_then,
     "apply": _saved_plan,
+    "check": lambda h, cid: _value(CheckCluster(cluster_id=cid)),  # `checked` defines status
 }
 
 
@@ -181,6 +186,8 @@ REFUSED: dict[str, list[Refuse]] = {
         lambda h: _with(_create_job_of(h), lambda c: (RollbackCluster(cluster_id=c[0], to_job=c[1]), "left no earlier state")),
     ],
     "apply": [lambda h: _pair(ApplyPlan(plan_id="nope"), "unknown plan 'nope'")],
+    "check": [lambda h: _with(_deleted(h), lambda cid: (CheckCluster(cluster_id=cid), "is deleted"))],
+    "repair": [lambda h: _with(_active(h), lambda cid: (RepairCluster(cluster_id=cid), "has no drift to repair"))],
     "extend-lease": [  # and test_leases.py: the lease's own limits
         lambda h: _with(_deleted(h), lambda cid: (ExtendLease(cluster_id=cid, by_s=60), "is deleted")),
         lambda h: _pair(ExtendLease(cluster_id="nope", by_s=60), "unknown cluster 'nope'"),
@@ -202,7 +209,7 @@ async def _with(setup: Awaitable[Any], make: Callable[[Any], tuple[Any, str]]) -
 
 def test_every_verb_has_admission_cases() -> None:
     assert set(REFUSED) == set(VERBS)
-    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry", "extend-lease"} == set(VERBS)
+    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry", "extend-lease", "repair"} == set(VERBS)  # repair: test_observed.py
 
 
 @pytest.mark.parametrize(("verb", "case"), [(v, i) for v, cases in sorted(REFUSED.items()) for i in range(len(cases))])

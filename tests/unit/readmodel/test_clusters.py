@@ -27,7 +27,7 @@ def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
                                        config={"a": 1}, job_id="j0"))
     for step in range(30):
         job = f"j{step // 5}"
-        move = pick.randrange(5)
+        move = pick.randrange(7)
         if move == 0:
             cluster.change_layout(job, [_node(i, *pick.sample(["hdfs", "yarn", "zk"], pick.randrange(3)))
                                         for i in range(pick.randrange(1, 5))])
@@ -37,6 +37,12 @@ def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
             node = pick.choice(sorted(cluster.nodes))
             cluster.record_results(node, f"{node}.create", {"id": step}, {"access_v4": f"10.0.0.{step}"},
                                    pick.choice(["", f"{node}.example"]))
+        elif move == 5 and cluster.nodes:
+            node = pick.choice(sorted(cluster.nodes))
+            for service in cluster.nodes[node].services:
+                cluster.observe(job, f"{node}.status.{service}", node, service, pick.choice(["running", "stopped", "failed", "unknown"]))
+        elif move == 6:
+            cluster.desire(job, pick.sample(["hdfs", "yarn", "zk"], pick.randrange(3)))
         elif move == 4:
             cluster.change_lease(pick.choice([None, start + timedelta(hours=step)]), None, 0, "ops")
         else:
@@ -60,6 +66,7 @@ def test_the_cluster_fold_is_the_aggregate_after_every_event() -> None:
             assert {k: view[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout", "version", "expires_at")} == \
                 {k: summary[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout", "version", "expires_at")}
             assert (state.config, state.nodes, state.status_reason) == (aggregate.config, aggregate.nodes, aggregate.status_reason)
+            assert state.drift() == aggregate.drift() and state.stopped == aggregate.stopped
             assert [n["hostname"] for n in view["nodes"]] == [aggregate.hostname(i) for i in sorted(aggregate.nodes)]
             assert [n["ipaddresses"] for n in view["nodes"]] == [aggregate.ipaddresses.get(i, {}) for i in sorted(aggregate.nodes)]
 

@@ -35,6 +35,8 @@ class SimulatedAutomator(AutomatorPlugin):
     def __init__(self, descriptor: PluginDescriptor, env: PluginEnv) -> None:
         super().__init__(descriptor, env)
         self.runs = deque(maxlen=self.MAX_RUNS)
+        self.states: dict[tuple[str, str, str], str] = {}
+        """(cluster, node, service) -> running/stopped, from the starts and stops it ran."""
 
     async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome:
         b = behaviour(ctx.task, ctx.fields, "automator", fallback=ctx.task.provider.fields)
@@ -52,7 +54,14 @@ class SimulatedAutomator(AutomatorPlugin):
                 stdout=line,
                 stderr=f"simulated error in {script or action.value}",
             )
+        key = (ctx.task.cluster_id, ctx.node.id, service)
+        if action in (Action.START, Action.STOP):
+            self.states[key] = "running" if action is Action.START else "stopped"
+        if action is Action.STATUS:
+            state = str(ctx.fields.get("state") or self.states.get(key, "unknown"))
+            return succeeded({"state": state}, stdout=f"{line}: {state}")
         return succeeded(stdout=line)
 
     async def aclose(self) -> None:
         self.runs.clear()
+        self.states.clear()
