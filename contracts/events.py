@@ -433,8 +433,18 @@ class CatalogEntityPut(Event):
     by: str = "anonymous"
 
 
+class CatalogEntityDeleted(Event):
+    """A catalog entity removed (`muster catalog delete`): no template and no live cluster used it."""
+
+    type: Literal["CatalogEntityDeleted"] = "CatalogEntityDeleted"
+    v: Literal[1] = 1
+    kind: str
+    name: str
+    by: str = "anonymous"
+
+
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | PlanSaved,
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved,
     Field(discriminator="type"),
 ]
 
