@@ -7,7 +7,8 @@ demo's `sim` provider `latency_ms`/`failure_rate` apply to service actions too),
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
@@ -24,6 +25,8 @@ class SimulatedRun:
     action: Action
     script: str
     ok: bool
+    config: dict[str, Any] = field(default_factory=dict)
+    """The cluster config as the plugin got it (its macros expanded)."""
 
 
 class SimulatedAutomator(AutomatorPlugin):
@@ -47,7 +50,7 @@ class SimulatedAutomator(AutomatorPlugin):
             f"[simulated {action.value}] {service or 'node'} on {ctx.node.hostname}"
             f"{': ' + script if script else ''} ({b.latency_ms:.0f} ms)"
         )
-        self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails))
+        self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails, ctx.task.config))
         if b.fails:
             return failed(
                 f"simulated failure of {action.value} (failure rate {b.failure_rate:g})",
