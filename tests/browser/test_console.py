@@ -126,7 +126,7 @@ def test_catalog_and_provisioners_pages(muster: Muster, page: Any) -> None:
     page.goto("/ui/provisioners")
     expect(page.get_by_test_id("provisioners")).to_contain_text("ready")
     page.goto("/ui/pools")
-    expect(page.get_by_test_id("no-pools")).to_be_visible()
+    expect(page.get_by_role("heading", name="Resource pools")).to_be_visible()
 
 
 def test_a_phone_sized_screen_keeps_the_job_page_usable(muster: Muster, page: Any) -> None:

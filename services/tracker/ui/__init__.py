@@ -68,6 +68,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     r.add_get("/ui/catalog", pages.catalog)
     r.add_get("/ui/provisioners", pages.provisioners)
     r.add_get("/ui/pools", pages.pools)
+    r.add_get("/ui/pools/{pool}", pages.pool)
     r.add_get("/ui/sign-in", pages.sign_in_form)
     r.add_post("/ui/sign-in", pages.sign_in)
     r.add_post("/ui/sign-out", pages.sign_out)

@@ -18,10 +18,14 @@ import nats.errors
 import structlog
 from aiohttp import web
 
+from contracts import subjects
 from muster.bus.eventstore import StoreError
+from muster.bus.repository import log_seq
+from muster.readmodel.pools import pool_view
 
 from .. import api
 from ..app import Tracker
+from ..pools import POOLS
 from . import reads
 from .graph import attempts, task_of
 from .session import NeedsSignIn, Viewer, auth_of, same_origin, viewer_of
@@ -82,6 +86,10 @@ def page(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamRespon
                           message="The console hit a bug; the tracker's log has the details.")
 
     return wrapped
+
+
+def _is_uuid(value: str) -> bool:
+    return bool(_UUID.fullmatch(value))
 
 
 def uuid_param(request: web.Request, name: str, what: str) -> str:
@@ -201,7 +209,26 @@ async def provisioners(request: web.Request, viewer: Viewer) -> web.StreamRespon
 
 @page
 async def pools(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    return render(request, "pools.html", viewer)
+    mirror = request.app.get(POOLS)
+    if mirror is None:
+        return render(request, "pools.html", viewer, pools=[])
+    await mirror.wait_ready()
+    return render(request, "pools.html", viewer,
+                  pools=[pool_view(mirror.pools[n], viewer.tenant, hosts=False) for n in sorted(mirror.pools)])
+
+
+@page
+async def pool(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    """One pool as the viewer's tenant may see it: every host (state, holder) and the line."""
+    name = request.match_info["pool"]
+    mirror = request.app.get(POOLS)
+    if not subjects.TOKEN.fullmatch(name):
+        raise NotFound(f"{name[:80]!r} is not a pool name.")
+    found = await mirror.pool(name) if mirror is not None else None
+    if found is None:
+        raise NotFound(f"There is no pool {name}.")
+    view = pool_view(found, viewer.tenant)
+    return render(request, "pool.html", viewer, pool=view, seq=log_seq(found), is_uuid=_is_uuid)
 
 
 @page

@@ -57,6 +57,16 @@ async def test_pools_are_read_and_followed_live_and_other_tenants_stay_hidden(en
         assert (await http.get("/v1/pools/lab?hosts=maybe", headers=acme)).status == 400
         assert (await http.get("/v1/pools/a.b", headers=acme)).status in (400, 404)
 
+        # The console's pages (docs/ui.md) show the same view, scoped the same way.
+        listed = await (await http.get("/ui/pools", headers={"Cookie": "muster_tenant=acme"})).text()
+        assert 'href="/ui/pools/lab"' in listed
+        page = await http.get("/ui/pools/lab", headers={"Cookie": "muster_tenant=acme"})
+        shown = await page.text()
+        assert page.status == 200 and "c-mine" in shown and shown.count('data-testid="host"') == 2
+        assert "globex" not in shown and "theirs" not in shown and "another tenant" in shown
+        missing = await http.get("/ui/pools/nowhere", headers={"Cookie": "muster_tenant=acme"})
+        assert missing.status == 404 and "There is no pool nowhere." in await missing.text()
+
         stream = await http.get("/v1/pools/lab/stream", headers={"X-Muster-Tenant": "globex"})
         first, view = await asyncio.wait_for(_next_event(stream), 15)
         assert first == "pool" and view["waiting"] == 1
