@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from contracts.catalog import Catalog, Service
-from services.provisioner.macros import problems as macro_problems
+from muster.macros import problems as macro_problems
 
 from . import template_checks
 from .cycles import cycles
@@ -182,7 +182,7 @@ def validate_catalog(catalog: Catalog, plugins: PluginSpecs | None = None) -> li
 
 def macro_warnings(catalog: Catalog) -> list[Problem]:
     """Template config text between `%` signs that is not a macro Coopr knows: every task
-    that gets the config would fail on it (services/provisioner/macros.py). A warning, not an
+    that gets the config would fail on it (muster/macros.py). A warning, not an
     error: a `%` may be meant literally (Coopr refused such templates)."""
     out = []
     for kind in ("clustertemplates", "partialtemplates"):

@@ -9,7 +9,7 @@ import pytest
 
 from contracts.catalog import Action
 from contracts.tasks import NodeInfo, ProviderRef, TaskMessage, TaskOutcome
-from services.provisioner.macros import MacroError, Scope, expand, expand_task, expand_text, macros_in, parse, problems
+from muster.macros import MacroError, Scope, expand, expand_task, expand_text, macros_in, parse, problems
 from services.provisioner.nodes import NodesResolver
 
 

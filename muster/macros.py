@@ -1,4 +1,5 @@
-"""Coopr's config macros, expanded per task (pure; coopr-facts §1.9, Coopr's `macro` package).
+"""Coopr's config macros, expanded per task (pure; coopr-facts §1.9, Coopr's `macro` package): the provisioner
+expands them (services/provisioner/nodes.py), the catalog's validation checks them.
 
 A string value anywhere in a cluster's config may hold macros between `%` signs; before a
 plugin sees a non-hardware task, each is replaced by what it names, seen from the task's node:
