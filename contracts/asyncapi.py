@@ -305,8 +305,21 @@ def build() -> dict[str, Any]:
         },
         "defaultContentType": "application/json",
         "servers": {
-            "local": {"host": "127.0.0.1:4222", "protocol": "nats",
-                      "description": "`muster up` (the URL it chose is saved in `.muster/nats.url`)"},
+            "muster-up": {
+                "host": "127.0.0.1:{port}", "protocol": "nats",
+                "description": (
+                    "The embedded server of `muster up` / `muster demo`: loopback, on a free port chosen at each "
+                    "start (not 4222). `muster up` prints the URL and how another shell finds it, and saves it in "
+                    "`<data-dir>/nats.url` (data dir `.muster` unless `--data-dir` or `$MUSTER_DATA_DIR` says "
+                    "otherwise). From another shell: `export MUSTER_DATA_DIR=/abs/path/.muster` (the muster CLI "
+                    "reads nats.url there), or `export NATS_URL=$(cat /abs/path/.muster/nats.url)` (any NATS client)."
+                ),
+                "variables": {"port": {"description": "the port `muster up` chose: the end of `<data-dir>/nats.url`"}},
+            },
+            "standalone": {
+                "host": "127.0.0.1:4222", "protocol": "nats",
+                "description": "A nats-server you run yourself: the services and the CLI use `$NATS_URL`, else this.",
+            },
         },
         "channels": channels,
         "operations": operations,

@@ -43,7 +43,8 @@ class CliError(click.ClickException):
 def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--tenant, --nats-url, --data-dir."""
     f = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
-                     show_default=True, help="where `muster up` saved the NATS URL (used when NATS_URL is not set)")(f)
+                     show_default=True, envvar="MUSTER_DATA_DIR",
+                     help="where `muster up` saved the NATS URL (used when NATS_URL is not set; $MUSTER_DATA_DIR)")(f)
     f = click.option("--nats-url", "nats_server", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL, "
                      "else the one `muster up` saved, else nats://127.0.0.1:4222)")(f)
     f = click.option("--tenant", envvar="MUSTER_TENANT", default="default", show_default=True, help="tenant ($MUSTER_TENANT)")(f)

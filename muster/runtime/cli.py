@@ -23,6 +23,8 @@ from muster.catalog_store import apply_catalog
 from muster.client import FINAL_TYPES, MusterClient
 from muster.ops_cli import follow
 
+from muster.bus.server import ServerError
+
 from .supervisor import Deployment, StartError
 
 console = Console(stderr=False)
@@ -33,7 +35,7 @@ DEMO_TIMEOUT_S = 600.0
 def _data_dir_option(f: Any) -> Any:
     return click.option(
         "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
-        help="where nats-server keeps its store and the services their logs",
+        envvar="MUSTER_DATA_DIR", help="where nats-server keeps its store and the services their logs ($MUSTER_DATA_DIR)",
     )(f)
 
 
@@ -46,7 +48,7 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
 
 
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:
-    """Run `work` (or nothing) until it ends, a signal arrives, or a service dies;
+    """Run `work` (or nothing) until it ends, a signal arrives, or the deployment fails;
     SIGINT and SIGTERM are handled here so a clean stop never depends on how we were
     started (a background job starts with SIGINT ignored)."""
     stop = asyncio.Event()
@@ -54,16 +56,15 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     waits = {
-        "exit": asyncio.ensure_future(deployment.wait_for_exit()),
+        "failed": asyncio.ensure_future(deployment.wait_failed()),
         "signal": asyncio.ensure_future(stop.wait()),
     }
     if work is not None:
         waits["work"] = asyncio.ensure_future(work)
     try:
         done, _ = await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
-        if waits["exit"] in done:
-            child = waits["exit"].result()
-            raise click.ClickException(f"{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}")
+        if waits["failed"] in done:
+            raise click.ClickException(waits["failed"].result())
         if waits["signal"] in done:
             console.print("interrupted; stopping.")
             return None
@@ -87,7 +88,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
-                                capacity=capacity, tenants=tenant)
+                                capacity=capacity, tenants=tenant, supervise=True, notify=_say)
         try:
             await deployment.start()
             if catalog_dir is not None:
@@ -97,20 +98,29 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
             console.print(f"nats:    {deployment.nats_url}")
             console.print(f"tracker: {deployment.tracker_url}")
             console.print(f"logs:    {data_dir / 'logs'}")
+            console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url})",
+                          markup=False, highlight=False, soft_wrap=True)
             console.print("muster is up; Ctrl-C stops it.", style="bold")
             sys.stdout.flush()
             await _guarded(deployment)
         finally:
-            await deployment.stop()
-            console.print("stopped.")
+            if deployment.started:
+                await deployment.stop()
+                console.print("stopped.")
 
     _run(main())
+
+
+def _say(message: str) -> None:
+    """The supervisor's news (a restart, a process given up on)."""
+    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    sys.stdout.flush()
 
 
 def _run(coro: Any) -> None:
     try:
         asyncio.run(coro)
-    except StartError as err:
+    except (StartError, ServerError) as err:
         raise click.ClickException(str(err)) from None
     except KeyboardInterrupt:
         pass
@@ -143,14 +153,16 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
 
     async def main() -> None:
-        deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=0, tenants=tenant)
+        deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=0, tenants=tenant,
+                                supervise=True, notify=_say)
         try:
             await deployment.start()
             console.print(f"nats {deployment.nats_url} · tracker {deployment.tracker_url} · logs {data_dir / 'logs'}")
             await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
-            await deployment.stop()
-            console.print("everything stopped.")
+            if deployment.started:
+                await deployment.stop()
+                console.print("everything stopped.")
 
     _run(main())
 

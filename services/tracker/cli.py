@@ -66,7 +66,7 @@ def common(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--tenant", default="default", show_default=True, help="the tenant the job or cluster belongs to")(f)
     f = click.option("--nats-url", default=None, help="NATS URL (default: $NATS_URL, <data-dir>/nats.url, or the local default)")(f)
     return click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
-                        show_default=True, help="where `muster up` wrote nats.url and tracker.url")(f)
+                        show_default=True, envvar="MUSTER_DATA_DIR", help="where `muster up` wrote nats.url and tracker.url ($MUSTER_DATA_DIR)")(f)
 
 
 def _check(value: str, pattern: str, what: str) -> str:
@@ -392,7 +392,8 @@ def events_filter(tenant: str | None, pattern: str | None) -> str:
 @click.option("--since", default=None, help="from a log sequence, an ISO 8601 time, or an age (30s, 10m, 2h, 1d)")
 @click.option("--follow", "-f", is_flag=True, help="keep printing new events as they are appended")
 @click.option("--nats-url", default=None, help="NATS URL (default: $NATS_URL, <data-dir>/nats.url, or the local default)")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True)
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
+              envvar="MUSTER_DATA_DIR", help="where `muster up` wrote nats.url ($MUSTER_DATA_DIR)")
 def events(tenant: str | None, pattern: str | None, since: str | None, follow: bool, nats_url: str | None, data_dir: Path) -> None:
     """Dump (or tail, with --follow) raw events as JSON lines, for scripts."""
 
