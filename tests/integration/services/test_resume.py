@@ -23,7 +23,7 @@ Stack = Any
 async def _kill(stack: Stack) -> None:
     """As close to kill -9 as one process allows: timers gone, connection dropped unacked."""
     stack.planner.timers.cancel_all()
-    await stack.planner.nc.close()
+    await stack.planner_nc.close()
 
 
 @pytest.mark.parametrize("after", [0, 8])
@@ -63,7 +63,7 @@ async def test_a_lost_task_publish_is_repaired_by_the_redelivered_outcome(stack:
     """As in a server failover: the planner records TaskQueued, then its publish to TASKS
     fails. The outcome that triggered it is redelivered; taking it in changes nothing, so the
     planner re-publishes the job's queued attempts, and the job goes on."""
-    js = stack.planner.store.js
+    js = stack.planner.queue.js
     real_publish = js.publish
     left = {"n": failures}
 
