@@ -112,6 +112,17 @@ class JobResumed(Event):
     request_id: str | None = Field(default=None, description="the request's idempotency key")
 
 
+class JobAdopted(Event):
+    """A planner took over an unfinished job that another planner drove (it restarted, or took
+    over a dead planner's share): from this event on, `planner` owns the job."""
+
+    type: Literal["JobAdopted"] = "JobAdopted"
+    v: Literal[1] = 1
+    job_id: str
+    planner: str = Field(description="the planner instance that owns the job from now on")
+    previous: str = Field(default="", description="the planner that owned it before")
+
+
 class JobCancelRequested(Event):
     type: Literal["JobCancelRequested"] = "JobCancelRequested"
     v: Literal[1] = 1
@@ -368,6 +379,7 @@ AnyEvent = Annotated[
         CleanupQueued,
         JobPaused,
         JobResumed,
+        JobAdopted,
         JobCancelRequested,
         JobRetried,
         JobRolledBack,

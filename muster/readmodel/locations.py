@@ -175,6 +175,8 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
             return [job(e.job_id, state="running", paused=False, finished_at=None, error=None)]
         case "JobPaused" | "JobResumed" | "JobCancelRequested":
             return [job(e.job_id, paused=e.type == "JobPaused")]
+        case "JobAdopted":
+            return [job(e.job_id, owner=e.planner)]
         case "TaskQueued":
             return [task(e.job_id, e.task_id, e.attempt, node=e.node, action=e.action.value, service=e.service,
                          state="queued", provisioner=None, worker=None, since=time)]

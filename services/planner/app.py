@@ -18,7 +18,7 @@ from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, Rejected
 from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
-from muster.ports.eventlog import EventLog, Recorded
+from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
 
 from .config import Hooks, PlannerConfig
@@ -78,9 +78,25 @@ class Planner:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.jobs[cluster.job_id] = job
                 if not job.is_final:
+                    job = await self._adopt(job)
                     times = {(r.event.task_id, r.event.attempt): r.time for r in history if r.type in ("TaskQueued", "CleanupQueued")}
                     await self._resume_job(job, cluster, times)
         log.info("resumed", clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
+
+    async def _adopt(self, job: Job) -> Job:
+        """Record that this planner owns the open job now (the tracker names it as the job's
+        owner), when another one drove it before (a restart: planners are named per process).
+        A refused append (another planner wrote first) leaves the log's view in place."""
+        previous = job.planner
+        if job.adopt(self.config.instance):
+            try:
+                await self.state.save_job(job)
+            except ConcurrencyError:
+                await self.state.reload(job.tenant, str(job.id), job.cluster_id)
+                log.warning("job adopted by another planner first", job_id=str(job.id))
+                return self.jobs[str(job.id)]
+            log.info("job adopted", job_id=str(job.id), previous=previous)
+        return job
 
     async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime]) -> None:
         if job.planned:

@@ -188,9 +188,10 @@ class Tracker:
         requested = next((r for r in job if r.type == "JobRequested"), None)
         if requested is None:
             return None
+        owned = [r for r in job if r.type in ("JobRequested", "JobAdopted")][-1]  # a restarted planner adopts
         tasks = task_records(task_history)
-        return {"job_id": job_id, "cluster_id": requested.event.cluster_id, "owner": requested.event.planner,
-                "owner_seq": requested.seq, "source": "log", "tasks": [task_location(r) for _, r in sorted(tasks.items())]}
+        return {"job_id": job_id, "cluster_id": requested.event.cluster_id, "owner": owned.event.planner,
+                "owner_seq": owned.seq, "source": "log", "tasks": [task_location(r) for _, r in sorted(tasks.items())]}
 
     async def job_events(self, tenant: str, job_id: str, after: int, limit: int) -> Page | None:
         merged: dict[int, Recorded] = {}

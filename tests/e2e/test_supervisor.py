@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from muster.bus.eventstore import EventStore
 from muster.catalog_files import load_catalog
 from muster.catalog_store import apply_catalog
 from muster.client import MusterClient
+from muster.bus.server import free_port
 from muster.runtime.supervisor import SERVER, Deployment, RestartPolicy
 
 from .test_up import DEMO
@@ -91,3 +93,25 @@ async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervi
         reply = await client.request(CreateCluster(name="after", template="hadoop-small", nodes=2), tenant="default")
         assert isinstance(reply, Accepted), reply
         assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
+
+
+async def test_a_service_waiting_for_nats_stops_on_sigterm() -> None:
+    """A service connects without end (reconnects never give up); a stop must not wait for
+    NATS. Found while killing nats-server under `muster up`: children hung on SIGTERM."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "muster", "solver", "--nats-url", f"nats://127.0.0.1:{free_port()}",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    try:
+        async with asyncio.timeout(30):  # until it says it cannot reach NATS
+            line = b"start"
+            while line and b"nats error" not in line:
+                line = await proc.stderr.readline()
+            assert line, "the service exited instead of waiting for NATS"
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

@@ -143,6 +143,14 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
 
     after = _state(data)["processes"]
     assert after["provisioner"] != before["provisioner"] and after["planner"] != before["planner"]
+    # Issue #18.8: the job's owner is the planner that finished it, not the one killed.
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{seen['tracker']}/v1/jobs/{reply.job_id}") as resp:
+            status = await resp.json()
+        async with http.get(f"{seen['tracker']}/v1/jobs/{reply.job_id}/location") as resp:
+            location = await resp.json()
+    owner = f"planner-{socket.gethostname()}-{after['planner']}"
+    assert status["owner"] == owner and location["owner"] == owner, (status["owner"], location["owner"], owner)
     assert {k: after[k] for k in ("nats-server", "solver", "tracker")} == {k: before[k] for k in ("nats-server", "solver", "tracker")}
     assert proc.returncode is None, "muster up stopped"
 

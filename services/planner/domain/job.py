@@ -27,6 +27,7 @@ from contracts.events import (
     JobPaused,
     JobPlanned,
     JobRequested,
+    JobAdopted,
     JobResumed,
     JobRetried,
     JobRolledBack,
@@ -253,6 +254,17 @@ class Job(Aggregate):
         if not self.paused:
             return False
         self._resumed(JobResumed(job_id=str(self.id), by=by, request_id=request_id))
+        return True
+
+    @event("JobAdopted")
+    def _adopted(self, payload: JobAdopted) -> None:
+        self.planner = payload.planner
+
+    def adopt(self, planner: str) -> bool:
+        """This planner now drives the job (it resumed it after the previous owner stopped)."""
+        if self.is_final or self.planner == planner:
+            return False
+        self._adopted(JobAdopted(job_id=str(self.id), planner=planner, previous=self.planner))
         return True
 
     @event("JobCancelRequested")

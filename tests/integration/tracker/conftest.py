@@ -30,7 +30,7 @@ from services.solver.service import SolverService
 from services.tracker.app import Tracker
 from contracts.events import FINAL_JOB_STATES
 from muster.readmodel.locations import job_key
-from services.tracker.http import TRACKER, make_app
+from services.tracker.http import PARSER_LIMITS, TRACKER, make_app
 
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 DEADLINE = 60.0
@@ -136,8 +136,9 @@ async def lone(nats_url: str) -> AsyncIterator[TestClient]:
     """Just a tracker, on the session's server: for answers that need no job."""
     nc = await connect(nats_url, name="lone-tracker")
     await ensure_streams(nc.jetstream())
-    http = TestClient(TestServer(make_app(EventStore(nc))))
-    await http.start_server()
+    server = TestServer(make_app(EventStore(nc)))
+    await server.start_server(**PARSER_LIMITS)  # as `muster tracker` runs it
+    http = TestClient(server)
     try:
         yield http
     finally:
