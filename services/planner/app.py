@@ -22,12 +22,14 @@ from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
 
 from .config import Hooks, PlannerConfig
-from .domain import planning
+from .domain import planning, saga
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.operations import OPERATIONS
+from .domain.saga import Effects
 from .execution import Execution
 from .metrics import QueueMetrics
+from .nodemaps import MemoryStore, NodeMaps
 from .ports import CatalogSource, LogCatalogs, Solver
 from .requests import RequestContext, Requests
 from .state import PlannerState
@@ -41,14 +43,15 @@ log = structlog.get_logger("muster.planner")
 class Planner:
     def __init__(self, log: EventLog, queue: TaskQueue, *, config: PlannerConfig | None = None,
                  catalogs: CatalogSource | None = None, solver: Solver | None = None,
-                 clock: Clock | None = None, hooks: Hooks | None = None) -> None:
+                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
         self.hooks = hooks or Hooks()
         self.state = PlannerState(log, catalogs or LogCatalogs(log))
         self.timers = Timers(clock or AsyncioClock())
         self.metrics = QueueMetrics()
-        self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics)
+        self.nodemaps = nodemaps or NodeMaps(MemoryStore())
+        self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps)
         self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks)
 
     @property
@@ -130,6 +133,30 @@ class Planner:
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
         await self.execution.on_outcome(recorded)
+
+    async def on_poison(self, recorded: Recorded, err: BaseException) -> None:
+        """An event about a job that the planner could not take in, however often it tried
+        (what it would record is refused by the log, a bug): the job ends with the reason,
+        instead of the event jamming the planner forever. A job that has a plan may have
+        made machines: it needs an administrator; one without a plan simply failed."""
+        job_id = getattr(recorded.event, "job_id", None)
+        tenant = recorded.subject.split(".")[2]
+        if not job_id:
+            return
+        async with self.state.lock:
+            job = await self.state.find_job(tenant, job_id)
+            if job is None or job.is_final or not self.hooks.owns(tenant, job.cluster_id):
+                return
+            await self.state.reload(tenant, job_id, job.cluster_id)
+            job, cluster = self.jobs[job_id], self.clusters[job.cluster_id]
+            reason = f"the planner could not take in {recorded.type} (log seq {recorded.seq}): {type(err).__name__}: {err}"[:1000]
+            if job.planned:
+                job.needs_attention(reason)
+                cluster.set_status("needs_attention", job_id, reason)
+                await self.execution.execute(job, cluster, Effects())
+            else:
+                await self.execution.execute(job, cluster, saga.fail_unplanned(job, cluster, reason))
+            log.error("job ended: an event could not be taken in", job=job_id, event=recorded.type, error=str(err)[:300])
 
     async def nudge(self, job_id: str) -> None:
         """Look at a job's ready tasks again: for a dispatch policy that held some back and

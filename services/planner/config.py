@@ -24,6 +24,8 @@ class PlannerConfig:
     action_timeout_s: dict[str, float] = field(default_factory=lambda: {"default": 600.0})
     solve_timeout_s: float = 30.0
     ack_wait_s: float = 30.0
+    replicas: int = 1
+    """Replicas of the buckets the planner declares (the nodes maps)."""
 
     @property
     def settings(self) -> Settings:

@@ -22,12 +22,14 @@ from muster.runtime.service import main_for
 
 from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
+from .nodemaps import LazyBucket, NodeMaps
 from .routing import REPLIES, ROUTES, Reply, router
 
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
-    return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s))
+    return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)))
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
@@ -39,7 +41,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     for reply in REPLIES:
         subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, reply)))
     for route in ROUTES:
-        subs.append(await consume_events(nc.jetstream(), route.filter, route.durable, router(planner, route), ack_wait=config.ack_wait_s))
+        subs.append(await consume_events(nc.jetstream(), route.filter, route.durable, router(planner, route),
+                                         ack_wait=config.ack_wait_s, on_poison=planner.on_poison))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     return planner
@@ -76,6 +79,7 @@ def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: st
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
+        replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

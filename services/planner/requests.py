@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, ConfigureCluster, CreateCluster, DryRun, Rejected, RollbackCluster
 from contracts.events import LayoutRequested
+from contracts.limits import MAX_REQUEST_BYTES, json_size, over_budget
 from muster.bus.repository import rebuild
 from muster.catalog_files import describe_validation_error
 from muster.ports.eventlog import ConcurrencyError
@@ -61,6 +62,10 @@ def parse(verb: str, data: bytes) -> Any:
         raise Refused(f"request body is not JSON: {err}") from None
     if not isinstance(body, dict):
         raise Refused("request body must be a JSON object")
+    if len(data) > MAX_REQUEST_BYTES:  # after parsing: the reason can name the field to blame
+        biggest = max(body, key=lambda k: json_size(body[k]), default="")
+        raise Refused(f"request {over_budget('body', len(data), MAX_REQUEST_BYTES)}"
+                      + (f" (field {biggest!r} alone is {json_size(body[biggest]):,} bytes)" if biggest else ""))
     expected = COMMAND_OF_VERB.get(verb)
     if expected is None:
         raise Refused(f"unknown operation {verb!r}; known: {', '.join(sorted(VERB_OF.values()))}")

@@ -87,7 +87,8 @@ async def job_query(planner: Planner, subject: str, data: bytes) -> bytes | None
 
 
 async def metrics(planner: Planner, subject: str, data: bytes) -> bytes | None:
-    return json.dumps({"planner": planner.config.instance, "queues": planner.metrics.snapshot()}).encode()
+    queues = planner.metrics.snapshot(planner.timers.clock.now())
+    return json.dumps({"planner": planner.config.instance, "queues": queues}).encode()
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,12 @@ def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int)
 def new_cluster(f: Facts, cluster_id: str) -> Cluster:
     cmd: CreateCluster = f.command
     template = template_of(f)
+    provider = provider_of(f)
+    # Where the cluster's tasks go: the template's class, else the provider's, else the planner's.
+    klass = template.defaults.provisionerclass or f.catalog.providers[provider].provisionerclass
     return Cluster(ClusterRequested(tenant=f.tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,
-                                    provider=provider_of(f), config={**template.defaults.config, **cmd.config},
-                                    job_id=f.job_id))
+                                    provider=provider, config={**template.defaults.config, **cmd.config},
+                                    job_id=f.job_id, provisioner_class=klass))
 
 
 def solver_catalog(catalog: Catalog) -> dict[str, Any]:

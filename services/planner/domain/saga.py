@@ -81,6 +81,8 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
     if not job.is_final:
         if job.state == "running" and job.stopping and job.in_flight == 0:
             reason = "cancelled by request" if job.cancel_requested else exhausted_reason(job)
+            if not job.planned:  # cancelled before it had a plan: nothing ran, nothing to undo
+                return fail_unplanned(job, cluster, reason)
             job.plan_rollback(reason, services)
         if job.state == "running" and job.all_done:
             _succeeded(job, cluster)
@@ -90,8 +92,13 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
             cluster.set_status("needs_attention", str(job.id), reason)
         elif job.state == "rolling_back" and job.all_done:
             _rolled_back(job, cluster)
-    queued = [job.queue(t, settings.provisioner_class) for t in policy.admit(job, cluster, job.ready())]
+    queued = [job.queue(t, queue_class(cluster, settings)) for t in policy.admit(job, cluster, job.ready())]
     return Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
+
+
+def queue_class(cluster: Cluster, settings: Settings) -> str:
+    """The provisioner class a cluster's tasks are queued on (decided when it was created)."""
+    return cluster.provisioner_class or settings.provisioner_class
 
 
 def exhausted_reason(job: Job) -> str:
@@ -156,7 +163,7 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
 def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, services: Mapping[str, Service],
              settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects | None:
     """A worker silent past the timeout: the attempt fails (None if it is no longer current)."""
-    if not job.is_current(attempt.task_id, attempt.attempt):
+    if job.is_final or not job.is_current(attempt.task_id, attempt.attempt):
         return None
     error = f"timed out: no outcome within {timeout_s:g}s"
     job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error))
@@ -171,7 +178,7 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
     task = job.tasks[task_id]
     if task_id in job.cleanups.values():
         if job.attempts_left(task_id) > 0:  # the cleanup itself failed: delete again
-            q = job.queue(task_id, settings.provisioner_class)
+            q = job.queue(task_id, queue_class(cluster, settings))
             return Effects(dispatch=[Attempt(q.task_id, q.attempt)])
         return Effects()  # out of attempts: the job stops, and its rollback deletes the machine
     if job.attempts_left(task_id) <= 0 or task["action"] not in (Action.CREATE.value, Action.CONFIRM.value):

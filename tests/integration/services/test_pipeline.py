@@ -65,3 +65,35 @@ async def test_the_owner_answers_status_queries(stack: Stack) -> None:
     assert view["counts"] == {"succeeded": view["tasks_total"]} and view["finished_at"]
     with pytest.raises(nats.errors.TimeoutError):  # nobody answers for another tenant
         await stack.client.nc.request(subjects.job_query("other-tenant", reply.job_id), b"", timeout=0.5)
+
+
+async def test_plugins_get_the_nodes_map_that_travelled_by_reference(stack: Stack) -> None:
+    """#14.2: on the bus a task names the stored map; the plugin gets the map itself."""
+    seen: list[Any] = []
+    plugins = stack.workers.executor.inner
+
+    class Recording:
+        async def execute(self, task: Any) -> Any:
+            seen.append(task)
+            return await plugins.execute(task)
+
+    stack.workers.executor.inner = Recording()
+    on_bus: list[dict[str, Any]] = []
+
+    async def on_task(msg: Any) -> None:
+        on_bus.append(json.loads(msg.data))
+
+    sub = await stack.client.nc.subscribe("muster.task.default.>", cb=on_task)
+    reply = await _create(stack, nodes=3)
+    assert isinstance(await stack.client.wait(reply.job_id, timeout=60), JobSucceeded)
+    await sub.unsubscribe()
+
+    automators = [m for m in on_bus if m["action"] not in ("create", "confirm", "delete")]
+    assert automators and all(m["nodes"] == {} and m["nodes_ref"] for m in automators)
+    assert all(m["nodes_ref"] is None for m in on_bus if m["action"] in ("create", "confirm"))
+    cluster = stack.planner.clusters[reply.cluster_id]
+    starts = [t for t in seen if t.action.value == "start"]
+    assert starts and all(t.nodes_ref is None and set(t.nodes) == set(cluster.nodes) for t in starts)
+    # A start comes after its own node's confirm: the map it sees has that node's addresses.
+    assert all(t.nodes[t.node.id].ipaddresses == cluster.ipaddresses[t.node.id] != {} for t in starts)
+    assert all(t.nodes[n].services == sorted(cluster.nodes[n].services) for t in starts for n in t.nodes)

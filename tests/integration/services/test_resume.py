@@ -50,7 +50,7 @@ async def test_a_restarted_planner_finishes_the_job(stack: Stack, after: int) ->
         history = await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")
         queued = Counter((r.event.task_id, r.event.attempt) for r in history if r.type == "TaskQueued")
         assert queued and max(queued.values()) == 1  # no attempt recorded twice
-        assert all(a == 1 for _, a in queued)  # and none needed a new attempt
+        assert all(a == 1 for _, a in queued), [r.event for r in history if r.type == "TaskAttemptFailed"]  # and none needed a new attempt
         assert second.clusters[reply.cluster_id].status == "active"
 
         # The new planner is fully in charge: another operation works.
