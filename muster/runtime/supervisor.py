@@ -58,7 +58,9 @@ class Child:
     args: list[str] = field(default_factory=list)
     """The `muster` arguments it was started with (a restart uses the same)."""
     stopping: bool = False
-    """Asked to exit (stop, or kill by a fault test): not a crash."""
+    """Asked to exit (stop, kill by a fault test, retire): not a crash."""
+    retired: bool = False
+    """It leaves the deployment when it exits (`Deployment.retire`)."""
     last_line: str = ""
     """Its last log line: why it exited during start."""
 
@@ -210,6 +212,25 @@ class Deployment:
             self._watch(name)
         return child
 
+    async def add(self, name: str, args: list[str]) -> Child:
+        """Start one more child (say `provisioner-3`, for an autoscaler), supervised like the
+        others."""
+        return await self.restart(name, args)
+
+    def retire(self, name: str) -> None:
+        """The child's next exit is expected (a drained provisioner exits on its own): it is
+        not restarted, and it leaves `children` then."""
+        child = self.child(name)
+        child.stopping = child.retired = True
+        if child.process.returncode is not None:
+            self._leave(child)
+
+    def _leave(self, child: Child) -> None:
+        if child in self.children:
+            self.children.remove(child)
+            self._describe()
+            self.notify(f"{child.name} has left, as asked ({exit_text(child.process.returncode)})")
+
     async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> Child:
         env = {**os.environ, "NATS_URL": self.nats_url or "", "MUSTER_LOG_LEVEL": os.environ.get("MUSTER_LOG_LEVEL", "INFO")}
         process = await asyncio.create_subprocess_exec(
@@ -284,6 +305,8 @@ class Deployment:
         code = await child.process.wait()
         if child.copier is not None:
             await asyncio.gather(child.copier, return_exceptions=True)
+        if child.retired:
+            self._leave(child)
         return ("asked" if child.stopping or self._stopping.is_set() else code), child.log_path
 
     async def _start_again(self, name: str) -> int | None:
@@ -325,7 +348,7 @@ class Deployment:
         if self.supervise:
             assert self._fatal is not None
             return await self._fatal
-        waits = {asyncio.ensure_future(c.process.wait()): c for c in self.children}
+        waits = {asyncio.ensure_future(c.process.wait()): c for c in self.children if not c.retired}
         try:
             done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -5,6 +5,7 @@ back on the same port and store."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -115,3 +116,25 @@ async def test_a_service_waiting_for_nats_stops_on_sigterm() -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_child_added_runs_supervised_and_a_retired_one_leaves_without_a_restart(
+        supervised: tuple[Deployment, Notes]) -> None:
+    """For an autoscaler: one more provisioner, then one fewer (it drains and exits itself)."""
+    deployment, notes = supervised
+    args = [*deployment.commands()["provisioner"][:5], "--id", "provisioner-2", "--work-dir", str(deployment.data_dir / "provisioner-2")]
+    added = await deployment.add("provisioner-2", args)
+    state = json.loads((deployment.data_dir / "deployment.json").read_text())
+    assert state["processes"]["provisioner-2"] == added.pid
+
+    os.kill(added.pid, signal.SIGKILL)  # supervised like the others
+    await notes.wait_for("provisioner-2 is running again")
+    again = deployment.child("provisioner-2")
+
+    deployment.retire("provisioner-2")
+    os.kill(again.pid, signal.SIGTERM)  # as a drained provisioner ends itself
+    assert await asyncio.wait_for(again.process.wait(), 30) == 0
+    assert await notes.wait_for("provisioner-2 has left") == "provisioner-2 has left, as asked (exit code 0)"
+    assert "provisioner-2" not in {c.name for c in deployment.children}
+    assert "provisioner-2" not in json.loads((deployment.data_dir / "deployment.json").read_text())["processes"]
+    assert not [line for line in notes.lines if "provisioner-2 exited" in line and "SIGKILL" not in line]
