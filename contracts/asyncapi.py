@@ -52,6 +52,9 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      "Claims and outcomes of one task's attempts, written by provisioners."),
     ("events.cluster", "muster.evt.{tenant}.cluster.{clusterId}", {"clusterId": "the cluster's id (a UUID)"},
      "A cluster's layout, config, node results and status, written by the planner."),
+    ("events.clustername", "muster.evt.{tenant}.clustername.{name}", {"name": "a cluster name"},
+     "Who holds a cluster name in the tenant (`ClusterNameClaimed`, written by the planner when it accepts a create; "
+     "names are unique among clusters not deleted)."),
     ("events.catalog", "muster.evt.{tenant}.catalog.{kind}.{name}",
      {"kind": "providers, hardwaretypes, imagetypes, services, clustertemplates or partialtemplates",
       "name": "the entity's name"},
@@ -67,6 +70,8 @@ def event_channel(event_type: str) -> str:
     """Which channel of the log an event type is written to."""
     if event_type in TASK_CHANNEL_EVENTS:
         return "events.task"
+    if event_type == "ClusterNameClaimed":
+        return "events.clustername"
     if event_type.startswith("Layout"):
         return "events.layout"
     if event_type.startswith(("Job", "Task", "Rollback", "Cleanup")):

@@ -325,6 +325,18 @@ class ClusterRequested(Event):
         default=None, description="where its tasks are queued (the template's or provider's class); none: the planner's")
 
 
+class ClusterNameClaimed(Event):
+    """A new cluster took its name in its tenant, on `muster.evt.<tenant>.clustername.<name>`
+    (fenced by that subject's last sequence: of two creates racing for a name, one wins). The
+    name is free again once the holder is deleted."""
+
+    type: Literal["ClusterNameClaimed"] = "ClusterNameClaimed"
+    v: Literal[1] = 1
+    name: str
+    cluster_id: str
+    job_id: str
+
+
 class ClusterLayoutChanged(Event):
     type: Literal["ClusterLayoutChanged"] = "ClusterLayoutChanged"
     v: Literal[1] = 1
@@ -400,6 +412,7 @@ AnyEvent = Annotated[
         ProvisionerRegistered,
         ProvisionerDeregistered,
         ClusterRequested,
+        ClusterNameClaimed,
         ClusterLayoutChanged,
         ClusterConfigChanged,
         NodeResultsRecorded,

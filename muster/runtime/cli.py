@@ -171,7 +171,11 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
     async with await MusterClient.connect(deployment.nats_url) as client:
         n = await _load_catalog(client, tenant, DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
-        reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
+        for n in range(1, 100):  # names are unique: a cluster kept by an earlier demo keeps "demo"
+            name = "demo" if n == 1 else f"demo-{n}"
+            reply = await client.send(tenant, CreateCluster(name=name, template="hadoop-small", nodes=nodes, requested_by="demo"))
+            if not (isinstance(reply, Rejected) and "is taken" in reply.reason):
+                break
         if isinstance(reply, Rejected):
             raise click.ClickException(f"create rejected: {reply.reason}")
         console.print(f"create accepted: job {reply.job_id}")

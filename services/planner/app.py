@@ -30,7 +30,7 @@ from .domain.saga import Effects
 from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
-from .ports import CatalogSource, LogCatalogs, Solver
+from .ports import CatalogSource, LogCatalogs, Solver, Workers
 from .requests import RequestContext, Requests
 from .state import PlannerState
 from .timers import Timers
@@ -43,7 +43,8 @@ log = structlog.get_logger("muster.planner")
 class Planner:
     def __init__(self, log: EventLog, queue: TaskQueue, *, config: PlannerConfig | None = None,
                  catalogs: CatalogSource | None = None, solver: Solver | None = None,
-                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None) -> None:
+                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None,
+                 workers: Workers | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
         self.hooks = hooks or Hooks()
@@ -52,7 +53,7 @@ class Planner:
         self.metrics = QueueMetrics()
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
         self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps)
-        self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks)
+        self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks, workers)
 
     @property
     def jobs(self) -> dict[str, Job]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
@@ -72,6 +72,7 @@ class JobStatus(_Out):
     layout: Layout | None
     tasks: list[TaskStatus]
     source: Literal["owner", "log"]
+    warnings: list[str] = Field(default_factory=list, description="why a running job may not move (no live provisioner serves its tenant)")
 
 
 class TaskLocation(_Out):

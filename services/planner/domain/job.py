@@ -86,7 +86,8 @@ class Job(Aggregate):
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
-        self.control_requests: set[str] = set()
+        self.control_requests: dict[str, str] = {}
+        """Idempotency key of each job control request -> the event it made (JobPaused...)."""
 
     # -- planning -----------------------------------------------------------------------
 
@@ -235,7 +236,7 @@ class Job(Aggregate):
     @event("JobPaused")
     def _paused(self, payload: JobPaused) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         self.paused = True
 
     def pause(self, by: str, request_id: str | None = None) -> bool:
@@ -247,7 +248,7 @@ class Job(Aggregate):
     @event("JobResumed")
     def _resumed(self, payload: JobResumed) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         self.paused = False
 
     def resume(self, by: str, request_id: str | None = None) -> bool:
@@ -270,7 +271,7 @@ class Job(Aggregate):
     @event("JobCancelRequested")
     def _cancel_requested(self, payload: JobCancelRequested) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         self.cancel_requested = True
         self.paused = False
 
@@ -283,7 +284,7 @@ class Job(Aggregate):
     @event("JobRetried")
     def _retried(self, payload: JobRetried) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
         self._rollback_json = None

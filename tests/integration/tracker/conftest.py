@@ -47,9 +47,12 @@ class Tracked:
     planner_stack: AsyncExitStack
     planner: object = None
     extra: list[TestClient] = field(default_factory=list)
+    created: int = 0
 
     async def create(self, nodes: int = 2) -> Accepted:
-        reply = await self.client.send(TENANT, CreateCluster(name="c1", template="hadoop-small", nodes=nodes))
+        """A new cluster: c1, c2... (names are unique in a tenant)."""
+        self.created += 1
+        reply = await self.client.send(TENANT, CreateCluster(name=f"c{self.created}", template="hadoop-small", nodes=nodes))
         assert isinstance(reply, Accepted), reply
         return reply
 

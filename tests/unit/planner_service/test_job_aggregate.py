@@ -199,4 +199,4 @@ def test_job_control_remembers_request_ids() -> None:
     job = _job()
     assert job.pause("ops", request_id="p-1") and "p-1" in job.control_requests
     rebuilt_requests = set(job.control_requests)
-    assert job.resume("ops", request_id="r-1") and job.control_requests == rebuilt_requests | {"r-1"}
+    assert job.resume("ops", request_id="r-1") and set(job.control_requests) == rebuilt_requests | {"r-1"}
