@@ -21,7 +21,7 @@ import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port
@@ -134,7 +134,7 @@ class Deployment:
         self.lock.acquire()  # DataDirBusy (a ServerError) names the deployment that has it
         self._stopping.clear()
         self._fatal = asyncio.get_running_loop().create_future()
-        self._started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
             (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
             if self.tracker_port and not port_free(self.tracker_port):
@@ -244,7 +244,7 @@ class Deployment:
         child.copier = asyncio.create_task(self._copy(child, ready))
         try:
             await asyncio.wait_for(ready, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise StartError(f"{name} did not start within {timeout:.0f}s; see {child.log_path}") from None
         return child
 
@@ -272,8 +272,8 @@ class Deployment:
         loop = asyncio.get_running_loop()
         exits: list[float] = []
         while True:
-            code, log_path = await self._exited(name)
-            if code == "asked":
+            asked, code, log_path = await self._exited(name)
+            if asked:
                 return
             now = loop.time()
             exits = [t for t in exits if now - t < self.policy.window_s] + [now]
@@ -285,29 +285,29 @@ class Deployment:
             try:
                 await asyncio.wait_for(self._stopping.wait(), delay)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             pid = await self._start_again(name)
             if pid is not None:
                 self.notify(f"{name} is running again (pid {pid})")
                 self._describe()
 
-    async def _exited(self, name: str) -> tuple[int | None | str, Path]:
+    async def _exited(self, name: str) -> tuple[bool, int | None, Path]:
         """The exit code of `name`'s current process when it exits (None: it never started),
-        or "asked" when we stopped it."""
+        and whether we asked it to."""
         if name == SERVER:
             server = self.server
             assert server is not None and server.log_path is not None
             proc = server.process
             code = None if proc is None else await proc.wait()
-            return ("asked" if self._stopping.is_set() else code), server.log_path
+            return self._stopping.is_set(), code, server.log_path
         child = self.child(name)
         code = await child.process.wait()
         if child.copier is not None:
             await asyncio.gather(child.copier, return_exceptions=True)
         if child.retired:
             self._leave(child)
-        return ("asked" if child.stopping or self._stopping.is_set() else code), child.log_path
+        return child.stopping or self._stopping.is_set(), code, child.log_path
 
     async def _start_again(self, name: str) -> int | None:
         """Start `name` again (same arguments; the server on the same port and store). A
@@ -329,8 +329,8 @@ class Deployment:
                     child.process.kill()
             return None
 
-    def _give_up(self, name: str, code: int | None | str, exits: int, log_path: Path) -> None:
-        last = exit_text(code if isinstance(code, int) else None)
+    def _give_up(self, name: str, code: int | None, exits: int, log_path: Path) -> None:
+        last = exit_text(code)
         if name == SERVER:
             message = (f"{name} exited {exits} times within {self.policy.window_s:g} s (last: {last}); "
                        f"nothing works without it, so everything stops; see {log_path}")
@@ -372,7 +372,7 @@ class Deployment:
         for child in self.children:
             try:
                 await asyncio.wait_for(child.process.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 child.process.kill()
                 await child.process.wait()
             if child.copier is not None:

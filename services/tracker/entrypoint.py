@@ -14,7 +14,7 @@ from nats.aio.client import Client
 from muster.bus.eventstore import EventStore
 from muster.runtime.service import main_for
 
-from .http import PARSER_LIMITS, make_app
+from .http import PARSER_LIMIT, make_app
 
 log = structlog.get_logger("muster.tracker")
 
@@ -38,7 +38,7 @@ def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_a
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         app = make_app(EventStore(nc), owner_timeout=owner_timeout, max_age=max_age, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
-        runner = web.AppRunner(app, access_log=None, **PARSER_LIMITS)
+        runner = web.AppRunner(app, access_log=None, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
         site = web.TCPSite(runner, host, port)

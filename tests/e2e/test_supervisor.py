@@ -18,10 +18,10 @@ import pytest_asyncio
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobSucceeded
 from muster.bus.eventstore import EventStore
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
-from muster.client import MusterClient
 from muster.bus.server import free_port
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
+from muster.client import MusterClient
 from muster.runtime.supervisor import SERVER, Deployment, RestartPolicy
 
 from .test_up import DEMO

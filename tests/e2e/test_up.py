@@ -55,7 +55,7 @@ async def muster_up(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Pr
             proc.send_signal(signal.SIGINT)
             try:
                 await asyncio.wait_for(proc.wait(), 30)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 
@@ -95,7 +95,7 @@ async def test_up_runs_a_create_and_ctrl_c_leaves_no_orphans(muster_up: tuple[as
 
 
 def _state(data: Path) -> dict[str, Any]:
-    return json.loads((data / "deployment.json").read_text())  # type: ignore[no-any-return]
+    return json.loads((data / "deployment.json").read_text())
 
 
 async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children(

@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts import subjects
 from contracts.commands import (
     Accepted,
     CancelJob,
@@ -43,7 +44,6 @@ from contracts.commands import (
     RetryJob,
     ShrinkCluster,
 )
-from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS
 from muster.bus.eventstore import EventStore
 from muster.client import NoAnswer
@@ -160,6 +160,7 @@ class Soak:
             if last_final is not None and type(last_final).__name__ in ("JobRolledBack", "JobFailed") and rng.random() < 0.5:
                 assert last_job is not None
                 # The retried job ends again: wait for a final event after the one it had.
+                assert self.fs.nc is not None
                 ended = max((r.seq for r in await EventStore(self.fs.nc).read(subjects.job_events(tenant, last_job))
                              if r.type in FINAL_JOB_EVENTS), default=0)
                 _, last_final = await self._job(tenant, "retry", RetryJob(job_id=last_job), since_seq=ended)

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contracts.subjects import PRESENCE_BUCKET
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
-from contracts.subjects import PRESENCE_BUCKET
 from services.provisioner.app import Provisioner
 from services.provisioner.presence import live_provisioners
 from services.provisioner.worker import WorkerConfig, Workers
@@ -113,12 +113,12 @@ async def test_presence_outlives_a_server_restart_under_live_provisioners(tmp_pa
         server.kill()
         assert server.process is not None
         await server.process.wait()
-        restarted = datetime.now(timezone.utc)
+        restarted = datetime.now(UTC)
         await server.start()  # same port, same store
         assert {p.info.id for p in await live_provisioners(nc, timeout=DEADLINE_S)} == ids, "records lost with the restart"
         await _refreshed_after(server.url, ids, restarted, DEADLINE_S)
 
         await nc.jetstream().delete_key_value(PRESENCE_BUCKET)
-        gone = datetime.now(timezone.utc)
+        gone = datetime.now(UTC)
         await _refreshed_after(server.url, ids, gone, DEADLINE_S)
         assert {p.info.id for p in await live_provisioners(nc)} == ids

@@ -8,8 +8,8 @@ import asyncio
 
 from contracts.commands import Accepted, CreateCluster
 from muster.bus.eventstore import EventStore
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 
 from .conftest import DEMO_CATALOG, Tracked
 

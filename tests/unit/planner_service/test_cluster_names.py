@@ -39,7 +39,7 @@ async def test_of_two_creates_racing_for_a_name_one_is_refused(h: Harness) -> No
     async def stale(subject: str, *args: Any, **kwargs: Any) -> Any:
         return [] if ".clustername." in subject else await real_read(subject, *args, **kwargs)
 
-    h.log.read = stale  # type: ignore[method-assign]  # a view from before the claim
+    h.log.read = stale  # a view from before the claim
     reply = await h.send(CreateCluster(name="race", template="hadoop-small", nodes=2))
     assert isinstance(reply, Rejected), reply
     assert reply.reason == "cluster name 'race' was taken in tenant 'default' by another create just now: pick another name"
