@@ -256,7 +256,9 @@ class Job(Aggregate):
         self.paused = False
 
     def resume(self, by: str, request_id: str | None = None) -> bool:
-        if not self.paused:
+        # A paused job still finishes when its last tasks in flight do (found by the nemesis
+        # soak: a resume after that recorded JobResumed after JobSucceeded).
+        if self.is_final or not self.paused:
             return False
         self._resumed(JobResumed(job_id=str(self.id), by=by, request_id=request_id))
         return True
