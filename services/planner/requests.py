@@ -31,6 +31,8 @@ from contracts.errors import describe_validation_error
 from contracts.events import ClusterNameClaimed, LayoutRequested
 from contracts.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth, json_size, over_budget
 from contracts.records import Append
+from contracts.secrets import refused as refused_secrets
+from contracts.secrets import secrets_in_clear
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
@@ -80,6 +82,9 @@ def parse(verb: str, data: bytes) -> Any:
         raise Refused(f"request body is not UTF-8 JSON: {err}") from None
     if not isinstance(body, dict):
         raise Refused("request body must be a JSON object")
+    in_clear = secrets_in_clear(body)
+    if in_clear:  # before anything else reads it: no answer, log line or event may echo it
+        raise Refused(refused_secrets(in_clear, "the request"))
     if len(data) > MAX_REQUEST_BYTES:  # after parsing: the reason can name the field to blame
         biggest = max(body, key=lambda k: json_size(body[k]), default="")
         raise Refused(f"request {over_budget('body', len(data), MAX_REQUEST_BYTES)}"
