@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from contracts.catalog import Catalog, Service
 from contracts.commands import VERB_OF, Accepted, DryRun, Rejected
-from contracts.events import LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.events import FINAL_JOB_EVENTS, LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.layout import Layout
 from contracts.tasks import TaskMessage
 from muster.catalog.files import load_catalog
@@ -192,8 +192,7 @@ class Harness:
 
     def final(self, job_id: str, tenant: str = "default") -> Any:
         """The job's final event (JobSucceeded, JobRolledBack, ...), None while it runs."""
-        finals = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
-        found = [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type in finals]
+        found = [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type in FINAL_JOB_EVENTS]
         return found[-1] if found else None
 
     def events(self, job_id: str, event_type: str, tenant: str = "default") -> list[Any]:
