@@ -31,7 +31,7 @@ from contracts.commands import (
     RollbackCluster,
 )
 from contracts.errors import describe_validation_error
-from contracts.events import ClusterNameClaimed, LayoutRequested, PlanSaved
+from contracts.events import ClusterNameClaimed, PlanSaved
 from contracts.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth, json_size, over_budget
 from contracts.records import Append
 from contracts.secrets import refused as refused_secrets
