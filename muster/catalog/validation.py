@@ -27,6 +27,7 @@ from collections.abc import Iterable
 
 from contracts.catalog import Catalog, Service
 from contracts.secrets import is_reference, private_keys
+from muster.macros import problems as macro_problems
 
 from . import template_checks
 from .cycles import cycles
@@ -196,6 +197,18 @@ def validate_catalog(catalog: Catalog, plugins: PluginSpecs | None = None) -> li
     checker.services()
     checker.secrets()
     template_checks.check(checker)
-    return checker.problems
+    return checker.problems + macro_warnings(catalog)
+
+
+def macro_warnings(catalog: Catalog) -> list[Problem]:
+    """Template config text between `%` signs that is not a macro Coopr knows: every task
+    that gets the config would fail on it (muster/macros.py). A warning, not an
+    error: a `%` may be meant literally (Coopr refused such templates)."""
+    out = []
+    for kind in ("clustertemplates", "partialtemplates"):
+        for name, t in sorted(catalog.entities(kind).items()):
+            for found in macro_problems(t.defaults.config):
+                out.append(Problem(kind, name, "defaults.config", f"{found}: tasks would fail on it", "warning"))
+    return out
 
 

@@ -269,3 +269,11 @@ def test_secrets_in_template_config_and_service_fields_are_refused_and_reference
     )
     found = {(p.name, p.field) for p in errors(catalog, plugin_specs())}
     assert found == {("hadoop-small", "defaults.config.db.root_password"), ("s", "provisioner.actions.install.fields.env.API_TOKEN")}
+
+
+def test_a_template_config_text_that_is_no_macro_is_a_warning() -> None:
+    config = {"zk": "%join(map(host.service.zookeeper-server,'$:2181'),',')%", "bad": "%hots.self%", "ok": "100%% sure"}
+    found = validate_catalog(demo(clustertemplates={"hadoop-small": template(
+        defaults={**template()["defaults"], "config": config})}))
+    assert [(p.severity, p.field, p.message) for p in found] == [
+        ("warning", "defaults.config", "macro %hots.self% in config bad: 'hots.self' is not a macro Coopr knows: tasks would fail on it")]
