@@ -22,7 +22,7 @@ from muster.routing import router
 from muster.runtime.service import main_for
 from services.pool.mirror import PoolMirror
 
-from .adapters import NatsSolver
+from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
@@ -37,7 +37,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     broker = PoolBroker(store, PoolMirror(store))
     planner = Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
                       nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)),
-                      hooks=Hooks(dispatch=broker, after=(broker.after,), pools=broker))
+                      workers=NatsWorkers(nc), hooks=Hooks(dispatch=broker, after=(broker.after,), pools=broker))
     broker.attach(planner)
     return planner
 
