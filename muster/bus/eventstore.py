@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -17,11 +18,13 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy, PubAck
+from nats.js.api import PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.events import EVENT_TYPES, Event, parse_event
+from contracts.events import EVENT_ADAPTER, Event
+
+from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
 
 H_TYPE = "Muster-Type"
 H_AGGREGATE = "Muster-Aggregate"
@@ -83,21 +86,40 @@ class Append:
         return h
 
 
+_decode = EVENT_ADAPTER.validate_json
+"""One compiled discriminated union over every event type: the body's `type` picks the model
+in pydantic-core, as cheap as a lookup by the type header (docs/benchmarks.md)."""
+
+
 def _recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
     time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
-    time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc)
     version = headers.get(H_VERSION)
-    model = EVENT_TYPES.get(headers.get(H_TYPE, ""))
     return Recorded(
-        seq=seq,
-        subject=subject,
-        time=time,
-        # The type header names the model: validating against it alone is cheaper than the
-        # discriminated union, and the body's own `type` literal still has to agree.
-        event=model.model_validate_json(data) if model is not None else parse_event(data),
-        aggregate_id=headers.get(H_AGGREGATE),
-        version=int(version) if version else None,
+        seq,
+        subject,
+        datetime.fromisoformat(time_text) if time_text else _EPOCH,
+        _decode(data),
+        headers.get(H_AGGREGATE),
+        int(version) if version else None,
     )
+
+
+_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+
+
+def _from_wire(subject: bytes, seq: int, data: bytes, header_block: bytes) -> Recorded:
+    """A message as `wire` hands it over, decoded once. The three headers a fold needs are
+    taken with one regular expression in the order `Append.headers()` writes them (a third
+    of the cost of parsing every header); any other header block is parsed in full."""
+    block = header_block.decode("utf-8", "replace")
+    found = _FOLD_HEADERS.search(block)
+    if found is None:
+        return _recorded(subject.decode(), seq, data, parse_headers(header_block)[1])
+    aggregate, version, time_text = found.groups()
+    return Recorded(seq, subject.decode(), datetime.fromisoformat(time_text), _decode(data), aggregate, int(version))
+
+
+_FOLD_HEADERS = re.compile(rf"\r\n{H_AGGREGATE}: *([^\r]+)\r\n{H_VERSION}: *([0-9]+)\r\n{H_TIME}: *([^\r]+)\r\n")
 
 
 def recorded_from_msg(msg: Msg) -> Recorded:
@@ -227,44 +249,26 @@ class EventStore:
             seq = msg.seq + 1
         return out
 
-    async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
-        """Feed every event matching the filter, in log order, to `on_event`; returns how many.
-        For bulk reads (a service rebuilding its state): an ordered push consumer with a
-        callback is several times faster than batch gets."""
-        done = asyncio.get_running_loop().create_future()
-        count = 0
-        failure: list[BaseException] = []
+    async def replay(
+        self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
+        *, start_seq: int = 1,
+    ) -> int:
+        """Feed every event matching the filter (or any of several filters), from `start_seq`
+        on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
+        its state): an ordered push consumer read from the wire (`wire.OrderedReader`), each
+        message decoded once."""
+        filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
 
-        async def on_msg(msg: Msg) -> None:
-            nonlocal count
-            try:
-                on_event(recorded_from_msg(msg))
-                count += 1
-            except Exception as err:  # stop at the first event we cannot fold
-                failure.append(err)
-                if not done.done():
-                    done.set_result(None)
-                return
-            if msg.metadata.num_pending == 0 and not done.done():
-                done.set_result(None)
+        def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
+            on_event(_from_wire(subject, seq, data, header_block))
 
-        sub = await self.js.subscribe(
-            subject_filter, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
-            stream=self.stream, pending_msgs_limit=-1, pending_bytes_limit=-1,
-        )
+        reader = OrderedReader(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout)
         try:
-            info = await sub.consumer_info()
-            # Nothing pending and nothing delivered to this consumer: the filter matches no
-            # event. (The consumer's stream position may already have moved past events of
-            # other subjects, so only its own delivery count tells.)
-            if info.num_pending == 0 and info.delivered.consumer_seq == 0:
-                return 0
-            await asyncio.wait_for(done, timeout)
-        finally:
-            await sub.unsubscribe()
-        if failure:
-            raise StoreError(f"replay of {subject_filter} stopped: {failure[0]}") from failure[0]
-        return count
+            return await reader.run(timeout)
+        except asyncio.TimeoutError:
+            raise
+        except Exception as err:  # stopped at the first event we could not fold
+            raise StoreError(f"replay of {subject_filter} stopped: {err}") from err
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
         merged: dict[int, Recorded] = {}
@@ -277,36 +281,36 @@ class EventStore:
         self, request: dict[str, Any], raw: list[tuple[int, dict[str, str]]] | None = None
     ) -> list[Recorded]:
         """Batch direct get: the server streams the messages, then a 204 EOB (or 404)."""
-        inbox = self.nc.new_inbox()
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         got: list[Recorded] = []
         failure: list[BaseException] = []
 
-        async def on_msg(msg: Msg) -> None:
-            headers = dict(msg.headers or {})
-            status = headers.get("Status")
+        def on_raw(subject: bytes, reply: bytes, data: bytes, header_block: bytes) -> None:
+            if done.done():
+                return
+            status, headers = parse_headers(header_block)
             if status:
-                if status == "503" and not done.done():
+                if status == "503":
                     failure.append(NoDirectGet(f"no replica answers direct gets of {self.stream} yet"))
-                elif status not in ("204", "404") and not done.done():
+                elif status not in ("204", "404"):
                     failure.append(StoreError(f"direct get failed: {status} {headers.get('Description', '')}"))
-                if not done.done():
-                    done.set_result(None)
+                done.set_result(None)
                 return
             if raw is not None:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
-                got.append(_recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
+                got.append(_recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), data, headers))
             except Exception as err:  # a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 
-        sub = await self.nc.subscribe(inbox, cb=on_msg)
+        inbox = self.nc.new_inbox()
+        sub = await raw_subscribe(self.nc, inbox, on_raw)
         try:
             await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox)
             await asyncio.wait_for(done, self.timeout)
         finally:
-            await sub.unsubscribe()
+            await raw_unsubscribe(self.nc, sub)
         if failure:
             raise failure[0]
         return got
