@@ -59,6 +59,7 @@ from muster.bus.wire import OrderedReader  # noqa: E402
 from services.planner.app import Planner, PlannerConfig  # noqa: E402
 from services.planner.domain.cluster import Cluster  # noqa: E402
 from services.planner.domain.job import Job  # noqa: E402
+from services.planner.entrypoint import nats_planner  # noqa: E402
 
 TASKS_PER_JOB = 50  # 2 + 2*50 + 1 = 103 events per job
 TENANT = "bench"
@@ -172,7 +173,7 @@ async def full_fold(nc) -> tuple[float, dict[str, Job], dict[str, Cluster]]:  # 
 
 
 async def resume(nc) -> tuple[float, Planner]:  # type: ignore[no-untyped-def]
-    planner = Planner(nc=nc, store=EventStore(nc), config=PlannerConfig(instance="bench"))
+    planner = nats_planner(nc, PlannerConfig(instance="bench"))
     start = time.perf_counter()
     await planner.resume()
     return time.perf_counter() - start, planner

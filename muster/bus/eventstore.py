@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,109 +23,85 @@ from nats.js.api import PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.events import EVENT_ADAPTER, Event
+from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
+from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
 
+from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
+
+from ..ports.eventlog import ConcurrencyError, StoreError
 from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
 
-H_TYPE = "Muster-Type"
-H_AGGREGATE = "Muster-Aggregate"
-H_VERSION = "Muster-Version"
-H_TIME = "Muster-Time"
-H_MSG_ID = "Nats-Msg-Id"
-H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+# The envelope types live in contracts.envelope, the port's errors in muster.ports.eventlog (no
+# NATS import in either); they are re-exported here for the adapters that already name them.
+__all__ = [
+    "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
+    "NoDirectGet", "Recorded", "StoreError", "full_recorded_from_msg", "inflate", "recorded", "recorded_from_msg",
+]
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
 READ_BATCH = 1000
+MAX_ATOMIC = 1000
+"""The server takes at most 1000 messages in one atomic batch (error 10199); a longer append is
+written in consecutive batches, each fenced by the sequence the previous one ended at."""
 BATCH_DUPLICATE = 10201  # an atomic batch whose message ids were already stored
-
-
-class ConcurrencyError(Exception):
-    """A stale writer: the subject moved on since the writer read it."""
-
-
-class StoreError(Exception):
-    pass
 
 
 class NoDirectGet(StoreError):
     """Nobody answers direct gets (503): a replicated stream's replicas are not serving yet."""
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """One event as it sits in the log."""
-
-    seq: int
-    subject: str
-    time: datetime
-    event: Any
-    aggregate_id: str | None = None
-    version: int | None = None
-
-    @property
-    def type(self) -> str:
-        return str(self.event.type)
-
-
-@dataclass(frozen=True)
-class Append:
-    """One event to append, with what the log needs to know about it."""
-
-    event: Event
-    msg_id: str
-    aggregate_id: str | None = None
-    version: int | None = None
-    time: datetime | None = None
-
-    def headers(self) -> dict[str, str]:
-        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}
-        if self.aggregate_id is not None:
-            h[H_AGGREGATE] = self.aggregate_id
-        if self.version is not None:
-            h[H_VERSION] = str(self.version)
-        h[H_TIME] = (self.time or datetime.now(timezone.utc)).isoformat()
-        return h
-
-
-_decode = EVENT_ADAPTER.validate_json
-"""One compiled discriminated union over every event type: the body's `type` picks the model
-in pydantic-core, as cheap as a lookup by the type header (docs/benchmarks.md)."""
-
-
-def _recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
+def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
+    """A stored message as a Recorded event; an offloaded body stays an `Offloaded` stub until
+    the async readers fetch it (`inflate`)."""
+    if H_BODY not in headers:
+        return recorded(subject, seq, data, headers)
     time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
     version = headers.get(H_VERSION)
     return Recorded(
-        seq,
-        subject,
-        datetime.fromisoformat(time_text) if time_text else _EPOCH,
-        _decode(data),
-        headers.get(H_AGGREGATE),
-        int(version) if version else None,
+        seq=seq, subject=subject,
+        time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc),
+        event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
     )
 
 
-_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+def recorded_from_msg(msg: Msg) -> Recorded:
+    """For consumers: a JetStream message of the EVENTS stream as a Recorded event. Its event
+    is an `Offloaded` stub if the body is in BODIES: pass it through `inflate` (or use
+    `full_recorded_from_msg`)."""
+    return _decode(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
+
+
+_validate = EVENT_ADAPTER.validate_json
+"""One compiled discriminated union over every event type: the body's `type` picks the model
+inside pydantic-core, as cheap as a lookup by the type header (docs/benchmarks.md)."""
+
+_FOLD_HEADERS = re.compile(rf"\r\n{H_AGGREGATE}: *([^\r]+)\r\n{H_VERSION}: *([0-9]+)\r\n{H_TIME}: *([^\r]+)\r\n")
 
 
 def _from_wire(subject: bytes, seq: int, data: bytes, header_block: bytes) -> Recorded:
     """A message as `wire` hands it over, decoded once. The three headers a fold needs are
     taken with one regular expression in the order `Append.headers()` writes them (a third
-    of the cost of parsing every header); any other header block is parsed in full."""
+    of the cost of parsing every header); any other header block, or an offloaded body (a
+    stub, see `inflate`), takes the general path."""
     block = header_block.decode("utf-8", "replace")
     found = _FOLD_HEADERS.search(block)
-    if found is None:
-        return _recorded(subject.decode(), seq, data, parse_headers(header_block)[1])
+    if found is None or H_BODY in block:
+        return _decode(subject.decode(), seq, data, parse_headers(header_block)[1])
     aggregate, version, time_text = found.groups()
-    return Recorded(seq, subject.decode(), datetime.fromisoformat(time_text), _decode(data), aggregate, int(version))
+    return Recorded(seq, subject.decode(), datetime.fromisoformat(time_text), _validate(data), aggregate, int(version))
 
 
-_FOLD_HEADERS = re.compile(rf"\r\n{H_AGGREGATE}: *([^\r]+)\r\n{H_VERSION}: *([0-9]+)\r\n{H_TIME}: *([^\r]+)\r\n")
+async def inflate(bodies: Bodies, r: Recorded) -> Recorded:
+    """The recorded event with its offloaded body put back (unchanged if it was inline)."""
+    if not isinstance(r.event, Offloaded):
+        return r
+    data = await bodies.get(tenant_of(r.subject), r.event.ref)
+    model = EVENT_TYPES.get(r.event.type)
+    return replace(r, event=model.model_validate_json(data) if model is not None else parse_event(data))
 
 
-def recorded_from_msg(msg: Msg) -> Recorded:
-    """For consumers: a JetStream message of the EVENTS stream as a Recorded event."""
-    return _recorded(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
+async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:
+    return await inflate(bodies, recorded_from_msg(msg))
 
 
 class EventStore:
@@ -135,20 +112,28 @@ class EventStore:
         self.timeout = timeout
         self._batch = 0
         self._replicated: bool | None = None
+        self.bodies = Bodies(self.js)
 
     # -- writing ------------------------------------------------------------------------
 
     async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None = None) -> list[int]:
         """Append `items` to `subject`; returns their stream sequences. With `expect_last_seq`
-        (0 = the subject must be empty) a stale writer gets ConcurrencyError."""
-        if not items:
-            return []
+        (0 = the subject must be empty) a stale writer gets ConcurrencyError. More than
+        `MAX_ATOMIC` items are written in consecutive atomic parts: each part is a prefix of
+        the whole, so a failure between parts leaves a shorter but valid history."""
+        seqs: list[int] = []
+        for start in range(0, len(items), MAX_ATOMIC):
+            part = items[start : start + MAX_ATOMIC]
+            seqs += await self._append(subject, part, expect_last_seq if start == 0 else seqs[-1])
+        return seqs
+
+    async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         try:
             if len(items) == 1:
-                headers = items[0].headers()
+                data, headers = await self._encode(subject, items[0])
                 if expect_last_seq is not None:
                     headers[H_EXPECT] = str(expect_last_seq)
-                ack = await self.js.publish(subject, items[0].event.model_dump_json().encode(), headers=headers)
+                ack = await self.js.publish(subject, data, headers=headers)
                 return [ack.seq]
             ack = await self._atomic_batch(subject, items, expect_last_seq)
             return list(range(ack.seq - len(items) + 1, ack.seq + 1))
@@ -163,16 +148,27 @@ class EventStore:
                 return list(range(last[0] - len(items) + 1, last[0] + 1))
             raise ConcurrencyError(f"{subject}: {err.description}") from None
 
+    async def _encode(self, subject: str, item: Append) -> tuple[bytes, dict[str, str]]:
+        """The message for one event: its JSON, or, past `INLINE_LIMIT`, a reference to the
+        JSON stored in BODIES (see `muster.bus.bodies`)."""
+        headers = item.headers()
+        data = item.event.model_dump_json().encode()
+        if len(data) > INLINE_LIMIT:
+            ref = await self.bodies.put(tenant_of(subject), data)
+            headers[H_BODY] = ref
+            data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data))
+        return data, headers
+
     async def _atomic_batch(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> PubAck:
         # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.
         self._batch += 1
         batch_id = f"{items[0].msg_id}~{len(items)}"[:64]
-        for i, item in enumerate(items, start=1):
-            headers = item.headers()
+        # Bodies first: nothing may stand between the messages of a batch.
+        encoded = [await self._encode(subject, item) for item in items]
+        for i, (data, headers) in enumerate(encoded, start=1):
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
             if i == 1 and expect_last_seq is not None:
                 headers[H_EXPECT] = str(expect_last_seq)
-            data = item.event.model_dump_json().encode()
             if i < len(items):
                 await self.nc.publish(subject, data, headers=headers)
             else:
@@ -222,14 +218,14 @@ class EventStore:
                     raise
                 break  # a stream just created or electing: the leader answers the rest
             if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
-                return out + [r for r in batch if r.seq <= up_to_seq]
+                return [await inflate(self.bodies, r) for r in out + [r for r in batch if r.seq <= up_to_seq]]
             out.extend(batch)
             seq = batch[-1].seq + 1 if batch else seq
             if len(batch) < READ_BATCH:
                 break
         if await self.replicated():
             out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
-        return out
+        return [await inflate(self.bodies, r) for r in out]
 
     async def _from_leader(self, subject_filter: str, seq: int, up_to_seq: int | None) -> list[Recorded]:
         """Direct gets may be answered by any replica, and a follower may not have applied
@@ -245,7 +241,7 @@ class EventStore:
                 break
             if up_to_seq is not None and msg.seq > up_to_seq:
                 break
-            out.append(_recorded(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            out.append(_decode(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
             seq = msg.seq + 1
         return out
 
@@ -256,19 +252,38 @@ class EventStore:
         """Feed every event matching the filter (or any of several filters), from `start_seq`
         on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
         its state): an ordered push consumer read from the wire (`wire.OrderedReader`), each
-        message decoded once."""
+        message decoded once, in the connection's read loop. An offloaded body is fetched
+        before its event is handed over; the events after it wait their turn."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
+        waiting: deque[Recorded] = deque()  # from the first offloaded event on, until it is fetched
+        fetching: list[asyncio.Task[None]] = []
+
+        async def fetch_in_order() -> None:
+            while waiting:
+                on_event(await inflate(self.bodies, waiting[0]))
+                waiting.popleft()
 
         def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
-            on_event(_from_wire(subject, seq, data, header_block))
+            r = _from_wire(subject, seq, data, header_block)
+            if not waiting and not isinstance(r.event, Offloaded):
+                on_event(r)
+                return
+            waiting.append(r)
+            if not fetching or fetching[-1].done():
+                fetching.append(asyncio.get_running_loop().create_task(fetch_in_order()))
 
         reader = OrderedReader(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout)
         try:
-            return await reader.run(timeout)
+            count = await reader.run(timeout)
+            await asyncio.gather(*fetching)
+            return count
         except asyncio.TimeoutError:
             raise
         except Exception as err:  # stopped at the first event we could not fold
             raise StoreError(f"replay of {subject_filter} stopped: {err}") from err
+        finally:
+            for task in fetching:
+                task.cancel()
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
         merged: dict[int, Recorded] = {}
@@ -280,7 +295,8 @@ class EventStore:
     async def _direct_batch(
         self, request: dict[str, Any], raw: list[tuple[int, dict[str, str]]] | None = None
     ) -> list[Recorded]:
-        """Batch direct get: the server streams the messages, then a 204 EOB (or 404)."""
+        """Batch direct get: the server streams the messages, then a 204 EOB (or 404). Read
+        from the wire (`wire.raw_subscribe`): one header parse per message."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         got: list[Recorded] = []
         failure: list[BaseException] = []
@@ -300,7 +316,7 @@ class EventStore:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
-                got.append(_recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), data, headers))
+                got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), data, headers))
             except Exception as err:  # a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 

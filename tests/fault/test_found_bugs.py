@@ -84,7 +84,7 @@ async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path)
 async def test_a_write_that_fails_mid_handler_is_made_again(stack: Any, fails: str) -> None:
     """Found by the fault suite (scenarios 3 and 4): a planner write (an append of the job's
     events, a task publish) that failed mid-handler was never made again, and the job stalled."""
-    store = stack.planner.store
+    store = stack.planner.log
     publish, append, failed = store.js.publish, store.append, []
 
     async def flaky_publish(subject: str, payload: bytes = b"", *args: Any, **kwargs: Any) -> Any:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from contracts.events import TaskQueued
-from muster.bus.eventstore import Append, _from_wire, _recorded
+from muster.bus.eventstore import Append, _decode, _from_wire
 from muster.bus.wire import ack_sequences, parse_headers
 
 
@@ -39,7 +39,7 @@ def test_an_event_from_the_wire_is_the_one_a_message_gives() -> None:
     ):
         headers = item.headers()
         data = event.model_dump_json().encode()
-        expected = _recorded("muster.evt.t.job.j", 42, data, headers)
+        expected = _decode("muster.evt.t.job.j", 42, data, headers)
         assert _from_wire(b"muster.evt.t.job.j", 42, data, _block(headers)) == expected
         # written in another order, or with more headers: the same
         shuffled = dict(reversed(list(headers.items()))) | {"Other": "x"}
