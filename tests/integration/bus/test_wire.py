@@ -13,9 +13,10 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
-from contracts.events import JobPaused
+from contracts.events import JobPaused, JobRequested
+from muster.bus.bodies import INLINE_LIMIT
 from muster.bus.connect import connect
-from muster.bus.eventstore import Append, EventStore, StoreError
+from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
 from muster.bus.wire import OrderedReader, raw_subscribe, raw_unsubscribe
 
 pytestmark = pytest.mark.nats
@@ -125,3 +126,16 @@ async def test_replay_takes_several_filters_and_a_start_sequence(nc: Client, ten
 
     with pytest.raises(StoreError, match="stopped: no"):
         await store.replay(filters, refuse)
+
+
+async def test_replay_hands_over_an_offloaded_body_whole_and_everything_in_order(nc: Client, tenant: str) -> None:
+    store = EventStore(nc)
+    big = JobRequested(tenant=tenant, job_id="j", cluster_id="c", operation="create", request={"blob": "x" * (INLINE_LIMIT + 10)})
+    subject = f"muster.evt.{tenant}.job.j"
+    items = [Append(JobPaused(job_id="j", by="a"), msg_id=f"{tenant}-0"), Append(big, msg_id=f"{tenant}-1")]
+    items += [Append(JobPaused(job_id="j", by=f"after{i}"), msg_id=f"{tenant}-{i + 2}") for i in range(20)]
+    seqs = [s for item in items for s in await store.append(subject, [item])]
+    got: list[Recorded] = []
+    assert await store.replay(subject, got.append) == len(items)
+    assert [r.seq for r in got] == seqs
+    assert got[1].event == big and [r.event.by for r in got[2:]] == [f"after{i}" for i in range(20)]
