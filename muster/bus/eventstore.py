@@ -14,7 +14,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from nats.aio.client import Client
@@ -23,6 +23,7 @@ from nats.js.api import PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
+<<<<<<< HEAD
 from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
 
@@ -30,8 +31,15 @@ from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, t
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
+=======
+from contracts.events import EVENT_TYPES, parse_event
+from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
-# The envelope types live in contracts.envelope, the port's errors in muster.ports.eventlog (no
+from ..ports.eventlog import ConcurrencyError, StoreError
+from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
+>>>>>>> main
+
+# The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
 # NATS import in either); they are re-exported here for the adapters that already name them.
 __all__ = [
     "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
@@ -59,7 +67,7 @@ def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Rec
     version = headers.get(H_VERSION)
     return Recorded(
         seq=seq, subject=subject,
-        time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc),
+        time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, UTC),
         event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
     )
 
@@ -193,7 +201,7 @@ class EventStore:
                 msg = await self.js.get_last_msg(self.stream, subject)
             except NotFoundError:
                 return None
-            return msg.seq, dict(msg.headers or {})
+            return (msg.seq, dict(msg.headers or {})) if msg.seq is not None else None
         raw: list[tuple[int, dict[str, str]]] = []
         await self._direct_batch({"multi_last": [subject], "batch": 1}, raw=raw)
         return raw[-1] if raw else None
@@ -239,9 +247,9 @@ class EventStore:
                 msg = await self.js.get_msg(self.stream, seq=seq, subject=subject_filter, next=True)
             except NotFoundError:
                 break
-            if up_to_seq is not None and msg.seq > up_to_seq:
-                break
-            out.append(_decode(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            if msg.seq is None or msg.subject is None or (up_to_seq is not None and msg.seq > up_to_seq):
+                break  # (a stored message always has a sequence and a subject)
+            out.append(_decode(msg.subject, msg.seq, msg.data or b"", dict(msg.headers or {})))
             seq = msg.seq + 1
         return out
 
@@ -258,6 +266,7 @@ class EventStore:
         waiting: deque[Recorded] = deque()  # from the first offloaded event on, until it is fetched
         fetching: list[asyncio.Task[None]] = []
 
+<<<<<<< HEAD
         async def fetch_in_order() -> None:
             while waiting:
                 on_event(await inflate(self.bodies, waiting[0]))
@@ -267,6 +276,17 @@ class EventStore:
             r = _from_wire(subject, seq, data, header_block)
             if not waiting and not isinstance(r.event, Offloaded):
                 on_event(r)
+=======
+        async def on_msg(msg: Msg) -> None:
+            nonlocal count
+            try:
+                on_event(await inflate(self.bodies, recorded_from_msg(msg)))
+                count += 1
+            except Exception as err:  # noqa: BLE001 - any failure to fold stops the replay, reported below
+                failure.append(err)
+                if not done.done():
+                    done.set_result(None)
+>>>>>>> main
                 return
             waiting.append(r)
             if not fetching or fetching[-1].done():
@@ -274,6 +294,7 @@ class EventStore:
 
         reader = OrderedReader(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout)
         try:
+<<<<<<< HEAD
             count = await reader.run(timeout)
             await asyncio.gather(*fetching)
             return count
@@ -281,6 +302,16 @@ class EventStore:
             raise
         except Exception as err:  # stopped at the first event we could not fold
             raise StoreError(f"replay of {subject_filter} stopped: {err}") from err
+=======
+            info = await sub.consumer_info()
+            # Nothing pending and nothing delivered to this consumer: the filter matches no
+            # event. (The consumer's stream position may already have moved past events of
+            # other subjects, so only its own delivery count tells.)
+            delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+            if info.num_pending == 0 and delivered == 0:
+                return 0
+            await asyncio.wait_for(done, timeout)
+>>>>>>> main
         finally:
             for task in fetching:
                 task.cancel()
@@ -316,8 +347,13 @@ class EventStore:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
+<<<<<<< HEAD
                 got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), data, headers))
             except Exception as err:  # a message that is not a valid event must not hang the read
+=======
+                got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
+            except Exception as err:  # noqa: BLE001 - a message that is not a valid event must not hang the read
+>>>>>>> main
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 
         inbox = self.nc.new_inbox()

@@ -68,7 +68,7 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
     decorated, after the checks and updates eventsourcing's `mutate` makes (same aggregate,
     next version; version and modified_on set after): building the library's domain event
     for it, only to take the payload back out, cost 10x the method itself in a full fold
-    (docs/decisions/0003-fold-without-domain-event-objects.md). The payload is the contract
+    (docs/decisions/0005-log-reads-from-the-wire.md). The payload is the contract
     event decoded once from the message; nothing is validated again. Creation events, and any
     event class without a plain `(self, payload)` method, take the library's path."""
     apply = _applier(cls, recorded.event.type) if aggregate is not None else None
@@ -86,7 +86,7 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
         aggregate.version = next_version
         aggregate.modified_on = recorded.time
     setattr(aggregate, SEQ_ATTR, recorded.seq)
-    return aggregate  # type: ignore[return-value]
+    return aggregate
 
 
 @lru_cache(maxsize=None)

@@ -18,12 +18,14 @@ from nats.errors import ConnectionClosedError
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.taskqueue import NatsTaskQueue
+from muster.routing import router
 from muster.runtime.service import main_for
 
 from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
 from .nodemaps import LazyBucket, NodeMaps
-from .routing import REPLIES, ROUTES, Reply, router
+from .routing import REPLIES, ROUTES, Reply
+
 
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
