@@ -30,18 +30,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from nats.aio.client import Client  # noqa: E402
-from nats.aio.subscription import Subscription  # noqa: E402
-from nats.protocol.parser import Parser  # noqa: E402
+from nats.aio.client import Client
+from nats.aio.subscription import Subscription
+from nats.protocol.parser import Parser
 
-from muster.bus import wire  # noqa: E402
-from muster.bus.eventstore import _from_wire  # noqa: E402
-from muster.bus.repository import fold  # noqa: E402
-from planner_rebuild_bench import log_jobs  # noqa: E402
-from services.planner.domain.cluster import Cluster  # noqa: E402
-from services.planner.domain.job import Job  # noqa: E402
+from bench.planner_rebuild_bench import log_jobs
+from muster.bus import wire
+from muster.bus.eventstore import _from_wire
+from muster.bus.repository import fold
+from services.planner.domain.cluster import Cluster
+from services.planner.domain.job import Job
 
 STAGES = ("nats-py", "wire", "decode", "fold")
 CHUNK = 65536  # what nats-py reads from its socket at a time

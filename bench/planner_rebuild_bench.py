@@ -28,30 +28,20 @@ import resource
 import sys
 import tempfile
 import time
-<<<<<<< HEAD
 from collections.abc import Iterator
-from datetime import datetime, timezone
-=======
 from datetime import UTC, datetime
->>>>>>> main
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from nats.js.api import DeliverPolicy
 
-<<<<<<< HEAD
-import goals  # noqa: E402
-from contracts import subjects  # noqa: E402
-from contracts.events import (  # noqa: E402
-=======
+from bench import goals
 from contracts import subjects
 from contracts.catalog import Action
 from contracts.events import (
->>>>>>> main
     ClusterRequested,
     ClusterStatusChanged,
     JobPlanned,
@@ -61,28 +51,16 @@ from contracts.events import (
     TaskCompleted,
     TaskQueued,
 )
-<<<<<<< HEAD
-from muster.bus.connect import connect  # noqa: E402
-from muster.bus.eventstore import Append, EventStore  # noqa: E402
-from muster.bus.repository import fold  # noqa: E402
-from muster.bus.server import NatsServer  # noqa: E402
-from muster.bus.streams import ensure_streams  # noqa: E402
-from muster.bus.wire import OrderedReader  # noqa: E402
-from services.planner.app import Planner, PlannerConfig  # noqa: E402
-from services.planner.domain.cluster import Cluster  # noqa: E402
-from services.planner.domain.job import Job  # noqa: E402
-from services.planner.entrypoint import nats_planner  # noqa: E402
-=======
 from muster.bus.connect import connect
-from muster.bus.eventstore import EventStore
+from muster.bus.eventstore import Append, EventStore
 from muster.bus.repository import fold
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
-from services.planner.app import PlannerConfig
+from muster.bus.wire import OrderedReader
+from services.planner.app import Planner, PlannerConfig
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.entrypoint import nats_planner
->>>>>>> main
 
 TASKS_PER_JOB = 50  # 2 + 2*50 + 1 = 103 events per job
 TENANT = "bench"
@@ -90,27 +68,12 @@ FOLD_GOAL = 0.7
 BATCHES_IN_FLIGHT = 8
 
 
-<<<<<<< HEAD
 def log_jobs(events: int, clusters: int | None = None) -> Iterator[list[tuple[str, Append]]]:
     """The log, one job (and its cluster's pointer to it) at a time, as (subject, Append)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     ids = [str(uuid4()) for _ in range(clusters or max(10, events // (100 * (2 * TASKS_PER_JOB + 3))))]
     versions = dict.fromkeys(ids, 0)
-    tasks = [PlannedTaskRecord(id=f"n{i}.install.s", node=f"n{i}", action="install", service="s") for i in range(TASKS_PER_JOB)]
-=======
-def _headers(aggregate: str, version: int, now: str) -> dict[str, str]:
-    return {"Muster-Aggregate": aggregate, "Muster-Version": str(version), "Muster-Time": now}
-
-
-async def write_log(nc, events: int) -> int:
-    js = nc.jetstream()
-    now = datetime.now(UTC).isoformat()
-    written = 0
-    clusters = [str(uuid4()) for _ in range(max(10, events // (100 * (2 * TASKS_PER_JOB + 3))))]
-    versions = dict.fromkeys(clusters, 0)
-    n = 0
     tasks = [PlannedTaskRecord(id=f"n{i}.install.s", node=f"n{i}", action=Action.INSTALL, service="s") for i in range(TASKS_PER_JOB)]
->>>>>>> main
     links = [([tasks[i].id], [tasks[i + 1].id]) for i in range(TASKS_PER_JOB - 1)]
     written, n = 0, 0
     while written < events:
@@ -118,36 +81,24 @@ async def write_log(nc, events: int) -> int:
         n += 1
         jsub, csub = subjects.job_events(TENANT, job), subjects.cluster_events(TENANT, cluster)
         versions[cluster] += 1
-<<<<<<< HEAD
         pointer = (ClusterRequested(tenant=TENANT, cluster_id=cluster, name="c", template="t", provider="p", job_id=job)
                    if versions[cluster] == 1 else ClusterStatusChanged(cluster_id=cluster, status="active", job_id=job))
-        items = [
-=======
-        first = versions[cluster] == 1
-        pointer = (ClusterRequested(tenant=TENANT, cluster_id=cluster, name="c", template="t", provider="p", job_id=job) if first
-                   else ClusterStatusChanged(cluster_id=cluster, status="active", job_id=job))
-        batch: list[tuple[str, Any, str, int]] = [
->>>>>>> main
+        items: list[tuple[str, Any, str, int]] = [
             (csub, pointer, cluster, versions[cluster]),
             (jsub, JobRequested(tenant=TENANT, job_id=job, cluster_id=cluster, operation="configure", request={}), job, 1),
             (jsub, JobPlanned(job_id=job, tasks=tasks, links=links, stages=[[t.id] for t in tasks]), job, 2),
         ]
         version = 3
         for t in tasks:
-<<<<<<< HEAD
-            items.append((jsub, TaskQueued(job_id=job, task_id=t.id, attempt=1, node=t.node, action="install", service="s"), job, version))
+            items.append((jsub, TaskQueued(job_id=job, task_id=t.id, attempt=1, node=t.node, action=Action.INSTALL, service="s"), job, version))
             items.append((jsub, TaskCompleted(job_id=job, task_id=t.id, attempt=1), job, version + 1))
-=======
-            batch.append((jsub, TaskQueued(job_id=job, task_id=t.id, attempt=1, node=t.node, action=Action.INSTALL, service="s"), job, version))
-            batch.append((jsub, TaskCompleted(job_id=job, task_id=t.id, attempt=1), job, version + 1))
->>>>>>> main
             version += 2
         items.append((jsub, JobSucceeded(job_id=job), job, version))
         yield [(s, Append(e, msg_id=f"{a}:{v}", aggregate_id=a, version=v, time=now)) for s, e, a, v in items]
         written += len(items)
 
 
-async def write_log(nc, events: int, clusters: int | None = None) -> int:  # type: ignore[no-untyped-def]
+async def write_log(nc, events: int, clusters: int | None = None) -> int:
     """Each job in one atomic batch (one fsync for its ~100 events; what the log holds is the
     same as with one append per event), several batches in flight."""
     pending: set[asyncio.Task[None]] = set()
@@ -177,11 +128,7 @@ async def write_log(nc, events: int, clusters: int | None = None) -> int:  # typ
     return written
 
 
-<<<<<<< HEAD
-async def raw_natspy(nc, count: int) -> float:  # type: ignore[no-untyped-def]
-=======
-async def raw_read(nc, count: int) -> float:
->>>>>>> main
+async def raw_natspy(nc, count: int) -> float:
     done = asyncio.get_running_loop().create_future()
     seen = 0
 
@@ -200,18 +147,14 @@ async def raw_read(nc, count: int) -> float:
     return elapsed
 
 
-<<<<<<< HEAD
-async def raw_wire(nc) -> float:  # type: ignore[no-untyped-def]
+async def raw_wire(nc) -> float:
     start = time.perf_counter()
     for f in (subjects.ALL_CLUSTER_EVENTS, subjects.ALL_JOB_EVENTS):
         await OrderedReader(nc, subjects.EVENTS_STREAM, [f], lambda *frame: None).run(3600)
     return time.perf_counter() - start
 
 
-async def full_fold(nc) -> tuple[float, dict[str, Job], dict[str, Cluster]]:  # type: ignore[no-untyped-def]
-=======
-async def full_fold(nc) -> tuple[float, int]:
->>>>>>> main
+async def full_fold(nc) -> tuple[float, dict[str, Job], dict[str, Cluster]]:
     store = EventStore(nc)
     jobs: dict[str, Job] = {}
     clusters: dict[str, Cluster] = {}
@@ -230,11 +173,7 @@ async def full_fold(nc) -> tuple[float, int]:
     return time.perf_counter() - start, jobs, clusters
 
 
-<<<<<<< HEAD
-async def resume(nc) -> tuple[float, Planner]:  # type: ignore[no-untyped-def]
-=======
-async def rebuild(nc) -> tuple[float, int]:
->>>>>>> main
+async def resume(nc) -> tuple[float, Planner]:
     planner = nats_planner(nc, PlannerConfig(instance="bench"))
     start = time.perf_counter()
     await planner.resume()
@@ -299,14 +238,9 @@ async def main(events: int, repeat: int, write_docs: bool) -> None:
     if write_docs:
         section = "## Planner state rebuild\n\n" + (
             f"`python bench/planner_rebuild_bench.py --events {events}` on {os.cpu_count()} cores, "
-<<<<<<< HEAD
-            f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, load average at the end "
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average at the end "
             f"{' / '.join(f'{x:.1f}' for x in os.getloadavg())}. nats-server and this process share the machine; "
             f"each read ran {repeat} times in turn and the best is shown.\n\n" + table
-=======
-            f"{datetime.now(UTC):%Y-%m-%d}. nats-server and this process share the machine.\n\n"
-            "| figure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
->>>>>>> main
         )
         replace_section(Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md", "## Planner state rebuild", section)
 

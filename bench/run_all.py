@@ -44,9 +44,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
-import goals  # noqa: E402
+from bench import goals  # noqa: E402 - importable once the repository root is on the path
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN = "<!-- summary: written by bench/run_all.py; the sections below belong to their scripts -->"
@@ -495,8 +494,8 @@ def main() -> int:
     if failed:
         print(f"failed: {', '.join(failed)}")
     missed = [(r.script, g) for r in runs for g in goals.parse(r.stdout) if not g.met]
-    for script, g in missed:
-        print(f"GOAL MISSED: {script}: {g.figure} = {g.value:g}{g.unit}, goal {g.op} {g.target:g}{g.unit}")
+    for name, g in missed:
+        print(f"GOAL MISSED: {name}: {g.figure} = {g.value:g}{g.unit}, goal {g.op} {g.target:g}{g.unit}")
     if failed:
         return 1
     return 3 if missed and args.strict else 0

@@ -23,21 +23,12 @@ from nats.js.api import PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-<<<<<<< HEAD
-from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
-
-from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
-
-from ..ports.eventlog import ConcurrencyError, StoreError
-from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
-=======
-from contracts.events import EVENT_TYPES, parse_event
 from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
->>>>>>> main
+from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
 
 # The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
 # NATS import in either); they are re-exported here for the adapters that already name them.
@@ -266,7 +257,6 @@ class EventStore:
         waiting: deque[Recorded] = deque()  # from the first offloaded event on, until it is fetched
         fetching: list[asyncio.Task[None]] = []
 
-<<<<<<< HEAD
         async def fetch_in_order() -> None:
             while waiting:
                 on_event(await inflate(self.bodies, waiting[0]))
@@ -276,17 +266,6 @@ class EventStore:
             r = _from_wire(subject, seq, data, header_block)
             if not waiting and not isinstance(r.event, Offloaded):
                 on_event(r)
-=======
-        async def on_msg(msg: Msg) -> None:
-            nonlocal count
-            try:
-                on_event(await inflate(self.bodies, recorded_from_msg(msg)))
-                count += 1
-            except Exception as err:  # noqa: BLE001 - any failure to fold stops the replay, reported below
-                failure.append(err)
-                if not done.done():
-                    done.set_result(None)
->>>>>>> main
                 return
             waiting.append(r)
             if not fetching or fetching[-1].done():
@@ -294,24 +273,13 @@ class EventStore:
 
         reader = OrderedReader(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout)
         try:
-<<<<<<< HEAD
             count = await reader.run(timeout)
             await asyncio.gather(*fetching)
             return count
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise
-        except Exception as err:  # stopped at the first event we could not fold
+        except Exception as err:
             raise StoreError(f"replay of {subject_filter} stopped: {err}") from err
-=======
-            info = await sub.consumer_info()
-            # Nothing pending and nothing delivered to this consumer: the filter matches no
-            # event. (The consumer's stream position may already have moved past events of
-            # other subjects, so only its own delivery count tells.)
-            delivered = info.delivered.consumer_seq if info.delivered is not None else 0
-            if info.num_pending == 0 and delivered == 0:
-                return 0
-            await asyncio.wait_for(done, timeout)
->>>>>>> main
         finally:
             for task in fetching:
                 task.cancel()
@@ -347,13 +315,8 @@ class EventStore:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
-<<<<<<< HEAD
                 got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), data, headers))
-            except Exception as err:  # a message that is not a valid event must not hang the read
-=======
-                got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
             except Exception as err:  # noqa: BLE001 - a message that is not a valid event must not hang the read
->>>>>>> main
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 
         inbox = self.nc.new_inbox()

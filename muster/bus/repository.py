@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Callable, Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -89,7 +89,7 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
     return aggregate
 
 
-@lru_cache(maxsize=None)
+@cache
 def _applier(cls: type[BaseAggregate[Any]], event_type: str) -> Callable[[Any, Any], None] | None:
     """The function an aggregate's `@event(event_type)` decorated, when it is a plain
     `(self, payload)` method of a non-creation event; None otherwise (the library's path)."""
@@ -101,7 +101,7 @@ def _applier(cls: type[BaseAggregate[Any]], event_type: str) -> Callable[[Any, A
     func = decorated_funcs.get(event_cls)
     if func is None or list(inspect.signature(func).parameters) != ["self", "payload"]:
         return None
-    return func  # type: ignore[no-any-return]
+    return func
 
 
 def rebuild(cls: type[A], history: Iterable[Recorded]) -> A | None:

@@ -163,10 +163,10 @@ class OrderedReader:
             while not wake.done():
                 left = deadline - loop.time()
                 if left <= 0:
-                    raise asyncio.TimeoutError(f"reading {self.stream} {self.filters}: {self.count} messages in, out of time")
+                    raise TimeoutError(f"reading {self.stream} {self.filters}: {self.count} messages in, out of time")
                 try:
                     await asyncio.wait_for(asyncio.shield(wake), min(left, 3 * self.heartbeat_s))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     if self._activity == seen:  # not even a heartbeat: the consumer is gone
                         return "reset"
                     seen = self._activity
@@ -195,9 +195,9 @@ class OrderedReader:
         while True:  # a bounded retry of a request while the server comes back, not a poll
             try:
                 return await self.js.add_consumer(self.stream, config)
-            except (asyncio.TimeoutError, OSError, ConnectionError) as err:
+            except (TimeoutError, OSError, ConnectionError) as err:
                 if loop.time() + pause >= deadline:
-                    raise asyncio.TimeoutError(f"reading {self.stream}: no consumer ({err or type(err).__name__})") from None
+                    raise TimeoutError(f"reading {self.stream}: no consumer ({err or type(err).__name__})") from None
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 2.0)
 

@@ -4,12 +4,12 @@ accepts or refuses by its own rules; the events it records become the history.""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import strategies as st
 
-from contracts.catalog import Service
+from contracts.catalog import Action, Service
 from contracts.events import ClusterRequested, JobPlanned, JobRequested, PlannedTaskRecord, TaskAttemptFailed, TaskCompleted
 from contracts.layout import NodeSpec
 from muster.bus.eventstore import Recorded
@@ -17,7 +17,7 @@ from muster.bus.repository import pending_appends
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job, job_uuid
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 SERVICES = {
     name: Service.model_validate({"name": name, "provisioner": {"actions": {"install": {"type": "x"}, "remove": {"type": "x"}}}})
     for name in ("a", "b")
@@ -32,9 +32,9 @@ def new_job(n: int, mode: str = "eager", max_attempts: int = 2) -> Job:
     job_id = str(job_uuid("acme", f"req-{n}"))
     job = Job(JobRequested(tenant="acme", job_id=job_id, cluster_id="c", operation="create", request={"n": n},
                            max_attempts=max_attempts))
-    tasks = [PlannedTaskRecord(id=f"n{i}.create", node=f"n{i}", action="create") for i in (1, 2)]
-    tasks += [PlannedTaskRecord(id="n1.install.a", node="n1", action="install", service="a"),
-              PlannedTaskRecord(id="n2.install.b", node="n2", action="install", service="b")]
+    tasks = [PlannedTaskRecord(id=f"n{i}.create", node=f"n{i}", action=Action.CREATE) for i in (1, 2)]
+    tasks += [PlannedTaskRecord(id="n1.install.a", node="n1", action=Action.INSTALL, service="a"),
+              PlannedTaskRecord(id="n2.install.b", node="n2", action=Action.INSTALL, service="b")]
     links = [(["n1.create"], ["n1.install.a"]), (["n2.create"], ["n2.install.b"]), (["n1.install.a"], ["n2.install.b"])]
     job.record_plan(JobPlanned(job_id=job_id, mode=mode, tasks=tasks, links=links,  # type: ignore[arg-type]
                                stages=[["n1.create", "n2.create"], ["n1.install.a"], ["n2.install.b"]],

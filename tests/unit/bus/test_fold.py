@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 from eventsourcing.domain import OriginatorIDError, OriginatorVersionError
+from histories import cluster_histories, job_histories, new_job, record, state
 from hypothesis import given, settings
 
 from contracts.events import EVENT_TYPES
-from histories import cluster_histories, job_histories, new_job, record, state
 from muster.bus.eventstore import Recorded
 from muster.bus.repository import SEQ_ATTR, _applier, rebuild, to_domain_event
 from services.planner.domain.cluster import Cluster
@@ -45,6 +45,7 @@ def test_a_job_folds_to_the_same_state_as_eventsourcings_mutate(case: tuple[Job,
 def test_a_cluster_folds_to_the_same_state_as_eventsourcings_mutate(case: tuple[Cluster, list[Recorded]]) -> None:
     live, history = case
     fast, reference = rebuild(Cluster, history), library_rebuild(Cluster, history)
+    assert fast is not None
     assert state(fast) == state(reference) and fast.version == reference.version == live.version
     assert fast.summary() == live.summary()
 

@@ -3,8 +3,9 @@ event decoded from the wire exactly as from a nats-py message."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from contracts.catalog import Action
 from contracts.events import TaskQueued
 from muster.bus.eventstore import Append, _decode, _from_wire
 from muster.bus.wire import ack_sequences, parse_headers
@@ -31,8 +32,8 @@ def test_an_ack_subject_gives_stream_and_consumer_sequence_and_pending() -> None
 
 
 def test_an_event_from_the_wire_is_the_one_a_message_gives() -> None:
-    event = TaskQueued(job_id="j", task_id="t", attempt=2, node="n", action="install", service="s")
-    at = datetime(2026, 3, 4, 5, 6, 7, 890, tzinfo=timezone.utc)
+    event = TaskQueued(job_id="j", task_id="t", attempt=2, node="n", action=Action.INSTALL, service="s")
+    at = datetime(2026, 3, 4, 5, 6, 7, 890, tzinfo=UTC)
     for item in (
         Append(event, msg_id="m", aggregate_id="0b6f5c1e-8a4b-4c1e-9f3a-1234567890ab", version=7, time=at),
         Append(event, msg_id="m", time=at),  # no aggregate, no version: a task event
