@@ -134,7 +134,7 @@ class EventStore:
                     headers[H_EXPECT] = str(expect_last_seq)
                 ack = await self.js.publish(subject, data, headers=headers)
                 return [ack.seq]
-            ack = await self._atomic_batch(subject, items, expect_last_seq)
+            ack = await self._atomic_batch([(subject, item) for item in items], expect_last_seq)
             return list(range(ack.seq - len(items) + 1, ack.seq + 1))
         except APIError as err:
             if err.err_code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
@@ -158,17 +158,40 @@ class EventStore:
             data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data))
         return data, headers
 
-    async def _atomic_batch(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> PubAck:
+    async def append_across(self, entries: Sequence[tuple[str, Append]]) -> list[int]:
+        """Append events to several subjects at once, with no expected sequence (events whose
+        idempotency key makes a retry harmless: claims, outcomes); returns their sequences.
+        One event is one publish; more go in one atomic batch (one commit and one disk sync for
+        all, against one each), and if the server refuses the batch because an idempotency key
+        in it was stored before (a retry), each goes alone, where a repeat is simply known."""
+        if len(entries) == 1:
+            subject, item = entries[0]
+            return await self._append(subject, [item], None)
+        seqs: list[int] = []
+        for start in range(0, len(entries), MAX_ATOMIC):
+            part = entries[start : start + MAX_ATOMIC]
+            try:
+                ack = await self._atomic_batch(part, None)
+            except APIError as err:
+                if err.err_code != BATCH_DUPLICATE:
+                    raise StoreError(f"{len(part)} events: {err.description or err} (code {err.err_code})") from None
+                for subject, item in part:
+                    seqs += await self._append(subject, [item], None)
+                continue
+            seqs += range(ack.seq - len(part) + 1, ack.seq + 1)
+        return seqs
+
+    async def _atomic_batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None) -> PubAck:
         # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.
         self._batch += 1
-        batch_id = f"{items[0].msg_id}~{len(items)}"[:64]
+        batch_id = f"{entries[0][1].msg_id}~{len(entries)}"[:64]
         # Bodies first: nothing may stand between the messages of a batch.
-        encoded = [await self._encode(subject, item) for item in items]
-        for i, (data, headers) in enumerate(encoded, start=1):
+        encoded = [(subject, *await self._encode(subject, item)) for subject, item in entries]
+        for i, (subject, data, headers) in enumerate(encoded, start=1):
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
             if i == 1 and expect_last_seq is not None:
                 headers[H_EXPECT] = str(expect_last_seq)
-            if i < len(items):
+            if i < len(encoded):
                 await self.nc.publish(subject, data, headers=headers)
             else:
                 headers["Nats-Batch-Commit"] = "1"
