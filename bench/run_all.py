@@ -57,6 +57,8 @@ QUICK: dict[str, list[str]] = {
     "planner_bench.py": ["--seeds", "5"],
     "planner_rebuild_bench.py": ["--events", "100000", "--repeat", "1"],
     "fold_cpu_bench.py": ["--events", "30000"],
+    "planner_resume_bench.py": ["--clusters", "200", "--steps", "50000,150000"],
+    "planner_wide_bench.py": ["--tasks", "2000", "--outcomes", "200"],
     "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],

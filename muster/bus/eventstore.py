@@ -111,6 +111,7 @@ class EventStore:
         self.timeout = timeout
         self._batch = 0
         self._replicated: bool | None = None
+        self._asking: asyncio.Future[Any] | None = None
         self.bodies = Bodies(self.js)
 
     # -- writing ------------------------------------------------------------------------
@@ -220,9 +221,29 @@ class EventStore:
         await self._direct_batch({"multi_last": [subject], "batch": 1}, raw=raw)
         return raw[-1] if raw else None
 
+    async def subjects(self, subject_filter: str) -> dict[str, int]:
+        """Every subject matching the filter that holds events, with how many."""
+        out: dict[str, int] = {}
+        while True:
+            request = json.dumps({"subjects_filter": subject_filter, "offset": len(out)}).encode()
+            reply = await self.nc.request(f"$JS.API.STREAM.INFO.{self.stream}", request, timeout=self.timeout)
+            answer = json.loads(reply.data)
+            if "error" in answer:
+                raise StoreError(f"subjects of {subject_filter}: {answer['error'].get('description')}")
+            page = answer.get("state", {}).get("subjects") or {}
+            out.update(page)
+            if not page or len(out) >= int(answer.get("total", 0)):
+                return out
+
     async def replicated(self) -> bool:
         if self._replicated is None:
-            info = await self.js.stream_info(self.stream)
+            if self._asking is None:  # one question, however many readers ask at once
+                self._asking = asyncio.ensure_future(self.js.stream_info(self.stream))
+            try:
+                info = await asyncio.shield(self._asking)
+            except Exception:
+                self._asking = None
+                raise
             self._replicated = info.config.num_replicas is not None and info.config.num_replicas > 1
         return self._replicated
 

@@ -118,6 +118,7 @@ class OrderedReader:
         on_message: OnMessage,
         *,
         start_seq: int = 1,
+        last_per_subject: bool = False,
         heartbeat_s: float = 2.0,
         api_timeout: float = 10.0,
     ) -> None:
@@ -133,6 +134,8 @@ class OrderedReader:
         self.consumer = ""
         """The name of the consumer reading now."""
         self._next_seq = start_seq
+        self._last_per_subject = last_per_subject
+        """Only each subject's last message (a KV bucket's current values)."""
         self._dseq = 0
         self._activity = 0
         self._wake: asyncio.Future[str] | None = None
@@ -186,6 +189,8 @@ class OrderedReader:
             deliver_policy=DeliverPolicy.ALL if self._next_seq <= 1 else DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=None if self._next_seq <= 1 else self._next_seq,
         )
+        if self._last_per_subject and self.count == 0:  # (after a reset: on from where it was)
+            config.deliver_policy, config.opt_start_seq = DeliverPolicy.LAST_PER_SUBJECT, None
         if len(self.filters) == 1:
             config.filter_subject = self.filters[0]
         else:

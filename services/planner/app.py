@@ -16,10 +16,10 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, Rejected
-from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
+from muster.snapshots import SnapshotSource
 
 from .config import Hooks, PlannerConfig
 from .domain import planning, saga
@@ -43,11 +43,12 @@ log = structlog.get_logger("muster.planner")
 class Planner:
     def __init__(self, log: EventLog, queue: TaskQueue, *, config: PlannerConfig | None = None,
                  catalogs: CatalogSource | None = None, solver: Solver | None = None,
-                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None) -> None:
+                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None,
+                 snapshots: SnapshotSource | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
         self.hooks = hooks or Hooks()
-        self.state = PlannerState(log, catalogs or LogCatalogs(log))
+        self.state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, self.config.snapshot_every)
         self.timers = Timers(clock or AsyncioClock())
         self.metrics = QueueMetrics()
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
@@ -75,12 +76,11 @@ class Planner:
             for cluster in list(self.clusters.values()):
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
-                history = await self.state.job_history(cluster.tenant, cluster.job_id)
-                job = rebuild(Job, history)
+                job, history = await self.state.load_job(cluster.tenant, cluster.job_id)
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.jobs[cluster.job_id] = job
-                if not job.is_final:
+                if not job.is_final and history is not None:
                     times = {(r.event.task_id, r.event.attempt): r.time for r in history if r.type in ("TaskQueued", "CleanupQueued")}
                     await self._resume_job(job, cluster, times)
         log.info("resumed", clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))

@@ -17,6 +17,7 @@ from nats.errors import ConnectionClosedError
 
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
+from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
@@ -31,12 +32,15 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)))
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)),
+                   snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None)
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     planner = nats_planner(nc, config)
     stack.callback(planner.timers.cancel_all)
+    if planner.state.snapshotter is not None:
+        stack.callback(planner.state.snapshotter.close)
     await planner.resume()
 
     subs: list[Any] = []
