@@ -29,6 +29,9 @@ class PlannerConfig:
     snapshot_every: int = 100
     """Events of a cluster or job between two of its snapshots (0: no snapshots; resume folds
     every event)."""
+    tenant_limit: int | None = None
+    """Tasks of one tenant in flight at once (None: no limit); `tenant_limits` per tenant."""
+    tenant_limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def settings(self) -> Settings:
