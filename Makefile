@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo up lint test test-unit test-integration bench lock clean contracts
+.PHONY: install demo up lint test test-unit test-integration bench bench-full lock clean contracts
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -40,6 +40,9 @@ test-integration: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+bench-full: install  # the issues' sizes (a 10-million-event log): hours, not minutes
+	$(BIN)/python bench/run_all.py --full
 
 # Regenerate the AsyncAPI document from contracts/ (a test fails when it is stale).
 contracts: install

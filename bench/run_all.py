@@ -1,6 +1,12 @@
 """Run every benchmark in bench/ and put the figures in one place: docs/benchmarks.md.
 
-    .venv/bin/python bench/run_all.py [--quick] [--only NAME ...] [--no-docs] [--strict]     (make bench)
+    .venv/bin/python bench/run_all.py [--quick | --full] [--only NAME ...] [--no-docs] [--strict]   (make bench)
+
+Sizes: by default every script runs at its own default sizes, chosen so that each finishes within
+about 5 minutes on this machine (2 cores) and the whole run within about half an hour. `--full`
+passes `--full` to the scripts that list it (the sizes an issue names: e.g. the resume bench's
+log of 10 million events, which takes most of an hour to write) and lifts the per-script limit;
+`make bench-full` runs that. `--quick` gives smaller sizes still.
 
 1. Measures the raw limits of this machine in this run: a nats-server from the wheel
    (`sync_interval: always`, file storage) — `js.publish` round trip, core request/reply, an
@@ -50,7 +56,10 @@ from bench import goals  # noqa: E402 - importable once the repository root is o
 DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN = "<!-- summary: written by bench/run_all.py; the sections below belong to their scripts -->"
 END = "<!-- end of summary -->"
-SCRIPT_TIMEOUT_S = 3600  # planner_resume_bench writes a log of 10 million events
+SCRIPT_TIMEOUT_S = 600
+"""A script still running after this is killed (its defaults are meant to take ~5 minutes at most)."""
+FULL_TIMEOUT_S = 4 * 3600
+"""The same with --full: a 10-million-event log takes most of an hour to write."""
 
 QUICK: dict[str, list[str]] = {
     "solver_bench.py": ["--repeat", "3"],
@@ -267,9 +276,9 @@ def options_of(script: Path) -> str:
     return subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60).stdout
 
 
-def plan_args(script: Path, quick: bool, write_docs: bool) -> tuple[list[str], bool]:
+def plan_args(script: Path, quick: bool, write_docs: bool, full: bool = False) -> tuple[list[str], bool]:
     help_text = options_of(script)
-    args: list[str] = []
+    args: list[str] = ["--full"] if full and "--full" in help_text else []
     if quick:
         given = QUICK.get(script.name, [])
         for i in range(0, len(given), 2):
@@ -283,13 +292,13 @@ def plan_args(script: Path, quick: bool, write_docs: bool) -> tuple[list[str], b
     return args, writes and write_docs and not quick
 
 
-def run_script(script: Path, args: list[str], writes_docs: bool) -> Run:
+def run_script(script: Path, args: list[str], writes_docs: bool, timeout_s: float = SCRIPT_TIMEOUT_S) -> Run:
     print(f"== {script.name} {' '.join(args)}", flush=True)
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, str(script), *args], stdout=out, stderr=err, text=True, cwd=ROOT, env=env)
-        killer = threading.Timer(SCRIPT_TIMEOUT_S, proc.kill)
+        killer = threading.Timer(timeout_s, proc.kill)
         killer.start()
         try:
             # wait4, not wait: it also gives the child's peak resident size.
@@ -301,8 +310,8 @@ def run_script(script: Path, args: list[str], writes_docs: bool) -> Run:
         err.seek(0)
         stdout, stderr = out.read(), err.read()
     code = proc.returncode
-    if code < 0 and time.perf_counter() - started >= SCRIPT_TIMEOUT_S:
-        stderr += f"\ntimed out after {SCRIPT_TIMEOUT_S} s"
+    if code < 0 and time.perf_counter() - started >= timeout_s:
+        stderr += f"\ntimed out after {timeout_s:.0f} s"
     seconds = time.perf_counter() - started
     print(stdout, end="" if stdout.endswith("\n") else "\n")
     if code:
@@ -416,11 +425,13 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def summary(m: dict[str, str], raw: Raw, runs: list[Run], quick: bool, total_s: float) -> str:
+def summary(m: dict[str, str], raw: Raw, runs: list[Run], quick: bool, total_s: float, full: bool = False) -> str:
+    flag = " --quick" if quick else " --full" if full else ""
     lines = [
         BEGIN,
         "",
-        f"Last run: `bench/run_all.py{' --quick' if quick else ''}` (`make bench` runs it at full size), {m['date']}, on "
+        f"Last run: `bench/run_all.py{flag}` (`make bench` runs it at the default sizes, `make bench-full` with "
+        f"--full), {m['date']}, on "
         f"**{m['cores']} cores**, **{m['memory']} memory** ({m['cpu']}; {m['os']}; Python {m['python']}; load average "
         f"at the start {m['load']}). The scripts ran one after another, {total_s / 60:.1f} minutes in all"
         f"{'; with --quick sizes' if quick else ''}. Every client and server shared the same cores, so read the "
@@ -474,7 +485,9 @@ def write_summary(text: str, path: Path = DOCS) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes in all)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes in all)")
+    mode.add_argument("--full", action="store_true", help="the issues' sizes (--full to each script that has it; hours)")
     parser.add_argument("--only", nargs="*", default=[], help="only these scripts (names, with or without .py)")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
     parser.add_argument("--strict", action="store_true", help="exit 3 when a figure misses its goal")
@@ -487,9 +500,9 @@ def main() -> int:
         print(f"raw {name}: {raw.text(name)}", flush=True)
     runs = []
     for script in scripts(args.only):
-        script_args, writes = plan_args(script, args.quick, not args.no_docs)
-        runs.append(run_script(script, script_args, writes))
-    text = summary(m, raw, runs, args.quick, time.perf_counter() - started)
+        script_args, writes = plan_args(script, args.quick, not args.no_docs, args.full)
+        runs.append(run_script(script, script_args, writes, FULL_TIMEOUT_S if args.full else SCRIPT_TIMEOUT_S))
+    text = summary(m, raw, runs, args.quick, time.perf_counter() - started, args.full)
     if not args.no_docs:
         write_summary(text)
         print(f"wrote the summary of {DOCS.relative_to(ROOT)}")
