@@ -22,7 +22,7 @@ from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
 
-from .adapters import NatsSolver
+from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .nodemaps import LazyBucket, NodeMaps
 from .routing import REPLIES, ROUTES, Reply
@@ -32,7 +32,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)),
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
                    snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None)
 
 
