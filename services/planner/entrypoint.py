@@ -17,6 +17,7 @@ from nats.errors import ConnectionClosedError
 
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
+from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
@@ -36,8 +37,9 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     store = store or EventStore(nc)
     broker = PoolBroker(store, PoolMirror(store))
     planner = Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)),
-                      workers=NatsWorkers(nc), hooks=Hooks(dispatch=broker, after=(broker.after,), pools=broker))
+                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
+                      snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None,
+                      hooks=Hooks(dispatch=broker, after=(broker.after,), pools=broker))
     broker.attach(planner)
     return planner
 
@@ -45,6 +47,8 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     planner = nats_planner(nc, config)
     stack.callback(planner.timers.cancel_all)
+    if planner.state.snapshotter is not None:
+        stack.callback(planner.state.snapshotter.close)
     await planner.resume()
     # After resume: the pools' history replays into the jobs just rebuilt (a grant recorded
     # while this planner was down is taken now), and admission sees every pool.
