@@ -239,7 +239,8 @@ class PoolService:
             pool = await self.catch_up(name)
             if pool is None:
                 raise PoolError(f"there is no pool {name!r}")
-            return PoolAnswer(view=self.view(pool, c.hosts))
+            # `seq`: the log sequence the view is at, so a reader can compare it with the log.
+            return PoolAnswer(view={**self.view(pool, c.hosts), "seq": log_seq(pool)})
         return await self._as_requester(name, c, by)
 
     async def _as_requester(self, name: str, c: Any, by: str) -> PoolAnswer | Rejected:

@@ -4,7 +4,8 @@
   out is free (unassigned, held by nobody, not ambiguous, not in error) just before the grant.
 - Quotas hold at every step: a tenant with `max_nodes` never holds and waits for more hosts,
   one with `max_clusters` never uses the pool for more clusters.
-- The pool rebuilt from the log equals what a pool service reports (`ShowPool`), when one runs.
+- The pool rebuilt from the log equals what a pool service reports (`ShowPool`), when one runs,
+  at the log sequence the service reports.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.pool_commands import ShowPool
-from muster.bus.eventstore import Recorded
-from muster.bus.repository import fold
+from muster.bus.eventstore import EventStore, Recorded
+from muster.bus.repository import fold, log_seq, rebuild
 from services.pool import client as pools
 from services.pool.domain.pool import Pool
 
@@ -66,6 +67,15 @@ async def compare_with_service(nc: Client, rebuilt: dict[str, Pool]) -> tuple[in
         except pools.NoPoolService:
             continue
         reported = answer.view or {}
+        if reported.get("seq") != log_seq(pool):
+            # The pool moved between the checker's read of the log and this answer (a request
+            # closed after its job ended): compare at the point the service reports.
+            history = await EventStore(nc).read(subjects.pool_events(name))
+            at_that_point = rebuild(Pool, [r for r in history if r.seq <= int(reported.get("seq") or 0)])
+            if at_that_point is None:
+                problems.append(f"pool {name}: the service reports seq {reported.get('seq')!r}, before the pool's first event")
+                continue
+            pool = at_that_point
         mine = {**pool.summary(), "queue": pool.queue_view(), "hosts_detail": pool.hosts_view()}
         compared += 1
         for key in mine:
