@@ -13,6 +13,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .catalog import Action
+from .identity import (
+    IDENTITY_EVENTS, PermissionGranted, PermissionRevoked, PrincipalCreated, PrincipalDisabled, TenantCreated, TokenIssued, TokenRevoked,
+)
 from .layout import Layout, NodeSpec
 from .tasks import ProvisionerInfo
 
@@ -383,15 +386,22 @@ AnyEvent = Annotated[
         NodeResultsRecorded,
         ClusterStatusChanged,
         CatalogEntityPut,
+        TenantCreated,
+        PrincipalCreated,
+        PrincipalDisabled,
+        TokenIssued,
+        TokenRevoked,
+        PermissionGranted,
+        PermissionRevoked,
     ],
     Field(discriminator="type"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
-EVENT_TYPES: dict[str, type[Event]] = {
+EVENT_TYPES: dict[str, type[BaseModel]] = {
     cls.model_fields["type"].default: cls  # type: ignore[misc]
-    for cls in Event.__subclasses__()
+    for cls in [*Event.__subclasses__(), *IDENTITY_EVENTS]
     if "type" in cls.model_fields
 }
 

@@ -58,7 +58,7 @@ from contracts.commands import (
 from contracts.events import EVENT_TYPES
 from contracts.layout import NodeSpec
 
-from .bus.connect import connect
+from .bus.connect import connect, principal_of
 from .bus.eventstore import EventStore, Recorded, recorded_from_msg
 
 FINAL_TYPES = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
@@ -195,11 +195,11 @@ class MusterClient:
     async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
         """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
-        reply = await self.nc.request(subjects.operation(tenant, verb), command.model_dump_json().encode(), timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), command.model_dump_json().encode(), timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
 
     async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
-        reply = await self.nc.request(subjects.operation(tenant, verb), body, timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), body, timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
 
     async def request(

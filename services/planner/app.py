@@ -57,6 +57,7 @@ from contracts.events import (
 )
 from contracts.layout import Layout, NodeSpec
 from contracts.templates import TemplateError, resolve_template
+from muster.bus.connect import principal_of
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
 from muster.bus.repository import Repository, fold, rebuild
 from muster.catalog_files import describe_validation_error
@@ -461,7 +462,7 @@ class Planner:
 
     async def _dry_run(self, job: Job, cluster: Cluster, catalog: Catalog, request: LayoutRequested) -> DryRun:
         try:
-            reply = await self.nc.request(subjects.solve_request(job.tenant), request.model_dump_json().encode(),
+            reply = await self.nc.request(subjects.solve_request(job.tenant, principal_of(self.nc)), request.model_dump_json().encode(),
                                           timeout=self.config.solve_timeout_s)
         except Exception as err:  # no solver running, or it timed out
             raise Rejection(f"dry run needs a solver and none answered: {type(err).__name__}") from None

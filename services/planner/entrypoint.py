@@ -31,9 +31,10 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     await planner.resume()
 
     async def on_request(msg: Msg) -> None:
-        _, _, tenant, verb = (msg.subject.split(".") + ["", "", "", ""])[:4]
+        # muster.ops.<tenant>.<principal>.<verb>: the server lets only <principal> send it.
         try:
-            reply = await planner.handle_request(tenant, verb, msg.data)
+            tenant, _principal, rest = subjects.parse_request(msg.subject)
+            reply = await planner.handle_request(tenant, rest[0] if len(rest) == 1 else "", msg.data)
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("request failed", subject=msg.subject)
             from contracts.commands import Rejected
@@ -43,10 +44,10 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
             await msg.respond(reply.model_dump_json().encode())
 
     async def on_query(msg: Msg) -> None:
-        # muster.q.<tenant>.job.<id>: answered only by the planner that has the job; the
-        # tracker falls back to the log when nobody answers.
+        # muster.q.<tenant>.<principal>.job.<id>: answered only by the planner that has the
+        # job; the tracker falls back to the log when nobody answers.
         parts = msg.subject.split(".")
-        view = planner.job_view(parts[2], parts[4]) if len(parts) == 5 else None
+        view = planner.job_view(parts[2], parts[5]) if len(parts) == 6 else None
         if view is not None and msg.reply:
             await msg.respond(json.dumps(view).encode())
 
@@ -56,7 +57,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
 
     subs = [
         await nc.subscribe(subjects.PLANNER_METRICS, cb=on_metrics),
-        await nc.subscribe(f"{subjects.OPS}.*.*", queue="planners", cb=on_request),
+        await nc.subscribe(f"{subjects.OPS}.*.*.*", queue="planners", cb=on_request),
         await nc.subscribe(subjects.ALL_JOB_QUERIES, cb=on_query),
         await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event, ack_wait=config.ack_wait_s),
         await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event, ack_wait=config.ack_wait_s),

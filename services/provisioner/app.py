@@ -42,7 +42,7 @@ NO_RESPONDERS_RETRIES = 4
 
 
 def drain_subject(provisioner_id: str) -> str:
-    return f"{subjects.QUERY}.provisioner.{subjects.token(provisioner_id, 'provisioner id')}.drain"
+    return subjects.provisioner_drain(provisioner_id)
 
 
 async def request_drain(nc: Client, provisioner_id: str, timeout: float = 5.0) -> dict[str, Any]:

@@ -308,7 +308,7 @@ class Workers:
             log.warning("ack failed", error=str(err) or type(err).__name__)
 
     async def _run(self, msg: Msg, task: TaskMessage, delivery: int, worker: str, keepalive_s: float) -> None:
-        subject = subjects.task_events(task.tenant, task.job_id, task.task_id)
+        subject = subjects.task_events(task.tenant, task.job_id, task.task_id, self.config.provisioner_id)
         key = f"{task.job_id}.{task.task_id}.{task.attempt}"
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
                             provisioner=self.config.provisioner_id, worker=worker, delivery=delivery)

@@ -34,6 +34,7 @@ from nats.aio.client import Client
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 
 from contracts import subjects
+from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.repository import rebuild
 from services.planner.app import Planner, PlannerConfig
@@ -198,7 +199,9 @@ def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dic
 
 
 def _task_history(by_subject: dict[str, list[Recorded]], tenant: str, job_id: str, task_id: str) -> list[Recorded]:
-    return by_subject.get(subjects.task_events(tenant, job_id, task_id), [])
+    # One subject per (task, provisioner that wrote on it): gather them in log order.
+    prefix = subjects.task_history_filter(tenant, job_id, task_id)[:-1]
+    return sorted((r for s, h in by_subject.items() if s.startswith(prefix) for r in h), key=lambda r: r.seq)
 
 
 def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
@@ -218,9 +221,11 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
 def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
                             outcomes: dict[tuple[str, int], list[Recorded]]) -> None:
     prefix = f"{subjects.EVT}.{tenant}.task.{job_id}."
+    per_task: dict[str, list[Recorded]] = {}
     for subject, history in by_subject.items():
-        if not subject.startswith(prefix):
-            continue
+        if subject.startswith(prefix):  # claims of one task may be on several provisioners' subjects
+            per_task.setdefault(subject.rsplit(".", 1)[0], []).extend(history)
+    for history in per_task.values():
         claims = Counter(r.event.attempt for r in history if r.type == "TaskClaimed")
         report.redelivered += sum(1 for n in claims.values() if n > 1)
         for r in history:
@@ -263,7 +268,7 @@ async def _compare_job_views(report: Report, nc: Client, jobs: dict[tuple[str, s
     current = {c.job_id for c in clusters.values()}
     for (tenant, job_id), job in jobs.items():
         try:
-            reply = await nc.request(subjects.job_query(tenant, job_id), b"{}", timeout=timeout)
+            reply = await nc.request(subjects.job_query(tenant, principal_of(nc), job_id), b"{}", timeout=timeout)
         except (NoRespondersError, NatsTimeout):
             if job.is_final and job_id not in current:
                 report.compared["finished jobs left to the log"] += 1
