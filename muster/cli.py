@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "planner": ("services.planner.entrypoint:main", "Run the planner service."),
     "provisioner": ("services.provisioner.entrypoint:main", "Run a provisioner (workers + plugins)."),
     "tracker": ("services.tracker.entrypoint:main", "Run the tracker HTTP API."),
+    "auth": ("services.auth.entrypoint:main", "Run the auth service (nats-server's auth callout, identities)."),
     "solve": ("services.solver.cli:solve", "Solve a cluster layout from a catalog folder (no bus)."),
     "plan": ("services.planner.cli:plan", "Plan the task DAG of an operation (dry run, no bus)."),
     "status": ("services.tracker.cli:status", "Show a job's status (from the tracker, else from the bus)."),

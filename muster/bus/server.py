@@ -7,6 +7,7 @@ truth, and JetStream's default of one fsync every two minutes can lose acknowled
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import socket
@@ -42,7 +43,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "") -> str:
+def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "", auth: str = "") -> str:
+    """`auth`: the accounts and auth-callout block (services.auth.keys.server_auth_config);
+    empty = no authorization (benchmarks' "auth off" runs and old data dirs)."""
     lines = [
         f'server_name: "{name}"',
         "listen: 127.0.0.1:%d" % port,
@@ -57,6 +60,8 @@ def render_config(port: int, store_dir: Path, name: str, http_port: int | None =
         lines.append(f"http: 127.0.0.1:{http_port}")
     if cluster:
         lines.append(cluster)
+    if auth:
+        lines.append(auth)
     return "\n".join(lines) + "\n"
 
 
@@ -67,6 +72,8 @@ class NatsServer:
     data_dir: Path
     port: int = 0
     name: str = "muster"
+    auth: str = ""
+    """the server's authorization block (see render_config); empty = open"""
     process: asyncio.subprocess.Process | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
 
@@ -77,12 +84,12 @@ class NatsServer:
     def config_text(self) -> str:
         """The server's config file; a cluster node renders its own."""
         self.port = self.port or free_port()
-        return render_config(self.port, self.data_dir / "jetstream", self.name)
+        return render_config(self.port, self.data_dir / "jetstream", self.name, auth=self.auth)
 
     async def start(self, timeout: float = 20.0) -> "NatsServer":
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
-        conf.write_text(self.config_text())
+        _write_private(conf, self.config_text())  # may hold the auth service's password
         self.log_path = self.data_dir / "nats-server.log"
         self.process = await asyncio.create_subprocess_exec(
             nats_server_binary(), "-c", str(conf),
@@ -143,7 +150,15 @@ class NatsServer:
         await self.stop()
 
 
-def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0) -> tuple[subprocess.Popen[bytes], str]:
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
+def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0,
+                   auth: str = "") -> tuple[subprocess.Popen[bytes], str]:
     """For synchronous callers (pytest session fixtures): start and wait until ready.
 
     A thread copies the server's stderr to its log for the server's whole life: a Go program
@@ -151,7 +166,7 @@ def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout:
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     conf = data_dir / "nats.conf"
-    conf.write_text(render_config(port, data_dir / "jetstream", name))
+    _write_private(conf, render_config(port, data_dir / "jetstream", name, auth=auth))
     proc = subprocess.Popen([nats_server_binary(), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ready = threading.Event()
 

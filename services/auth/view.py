@@ -5,6 +5,7 @@ each keep one; state changes only through it, in log order."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -22,8 +23,9 @@ log = structlog.get_logger("muster.auth.view")
 
 
 class IdentityView:
-    def __init__(self, nc: Client) -> None:
+    def __init__(self, nc: Client, on_event: Callable[[IdentityEvent], None] | None = None) -> None:
         self.nc = nc
+        self.on_event = on_event
         self.state = IdentityState()
         self._changed = asyncio.Condition()
         self._sub: Any = None
@@ -37,8 +39,10 @@ class IdentityView:
             except Exception as err:  # noqa: BLE001 - one bad record must not stop identities
                 log.error("undecodable identity event skipped", seq=msg.metadata.sequence.stream, error=str(err)[:300])
             else:
-                if isinstance(recorded.event, IdentityEvent):
+                if isinstance(recorded.event, IdentityEvent) and recorded.seq > self.state.last_seq:
                     self.state.apply(recorded.event, recorded.seq)
+                    if self.on_event is not None and caught_up.done():
+                        self.on_event(recorded.event)  # news, not history
             async with self._changed:
                 self.state.last_seq = max(self.state.last_seq, msg.metadata.sequence.stream)
                 self._changed.notify_all()

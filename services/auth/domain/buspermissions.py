@@ -74,7 +74,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if principal.role == "super_admin":
         # Operators: requests in every tenant under their own name, drains, and reading the log
         # and the buckets (history, replay, events). Never appending to the log or the queues.
-        pub = _requests(pid, "*") + [subjects.provisioner_drain("*"), subjects.PLANNER_METRICS, f"{JS}.INFO",
+        pub = _requests(pid, "*") + [f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
                                      f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + _read_log()
         return BusPermissions(tuple(pub), (inbox,))
     kind = principal.service

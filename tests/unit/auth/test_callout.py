@@ -93,3 +93,12 @@ def test_services_may_answer_requests_and_provisioners_only_name_themselves(stat
     assert not any(s.startswith("muster.evt.b.") or s.startswith("muster.task.") for s in pub)
     assert not any("DELETE" in s and "CONSUMER" not in s or "PURGE" in s for s in pub)
     assert user["nats"]["sub"]["allow"] == ["muster.q.provisioner.p1.drain", "_INBOX.p1.>"]
+
+
+def test_every_role_gets_bus_permissions_built(state: IdentityState) -> None:
+    from services.auth.domain.buspermissions import bus_permissions
+
+    for principal in state.principals.values():
+        perms = bus_permissions(principal, state.grants_of(principal.id))
+        assert f"_INBOX.{principal.id}.>" in perms.sub
+        assert all(" " not in s and s for s in perms.pub + perms.sub)
