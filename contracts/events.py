@@ -29,6 +29,14 @@ class Event(BaseModel):
 JobState = Literal["running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention"]
 TaskState = Literal["queued", "claimed", "succeeded", "failed", "timed_out", "cancelled"]
 
+FINAL_STATE_OF: dict[str, JobState] = {
+    "JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "rolled_back", "JobNeedsAttention": "needs_attention",
+}
+"""A job's story ends with one of these events, in this state (a failed or rolled-back job may
+be retried: `JobRetried` and a later end follow). The one definition of "final"."""
+FINAL_JOB_EVENTS: frozenset[str] = frozenset(FINAL_STATE_OF)
+FINAL_JOB_STATES: frozenset[str] = frozenset(FINAL_STATE_OF.values())
+
 
 class JobRequested(Event):
     type: Literal["JobRequested"] = "JobRequested"

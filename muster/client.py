@@ -21,7 +21,7 @@ import asyncio
 import getpass
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -55,15 +55,15 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
-from contracts.events import EVENT_TYPES
-from contracts.layout import NodeSpec
+from contracts.envelope import Recorded
+from contracts.events import FINAL_JOB_EVENTS
 
 from .bus.connect import connect, principal_of
-from .bus.eventstore import EventStore, Recorded, recorded_from_msg
+from .bus.eventstore import EventStore, recorded_from_msg
+from .readmodel.clusters import ClusterInfo
 
-FINAL_TYPES = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
-"""A job's story ends with one of these (a failed job may be retried: a later one follows)."""
-FINAL_EVENTS: tuple[type, ...] = tuple(EVENT_TYPES[t] for t in FINAL_TYPES if t in EVENT_TYPES)
+__all__ = ["ClusterInfo", "MusterClient", "MusterError", "NoAnswer", "Outcome", "Reply", "RequestRejected", "default_user",
+           "new_request_id"]
 
 Reply = Accepted | Rejected | DryRun
 RETRYABLE = (nats.errors.TimeoutError, nats.errors.NoRespondersError)
@@ -113,41 +113,6 @@ class Outcome:
     @property
     def reason(self) -> str:
         return str(getattr(self.final, "reason", ""))
-
-
-@dataclass(frozen=True)
-class ClusterInfo:
-    """A cluster as the log tells it (folded with the planner's own aggregate)."""
-
-    id: str
-    name: str
-    tenant: str
-    template: str
-    provider: str
-    status: str
-    status_reason: str
-    job_id: str
-    config: dict[str, Any]
-    nodes: list[NodeSpec]
-    ipaddresses: dict[str, dict[str, str]] = field(default_factory=dict)
-    hostnames: dict[str, str] = field(default_factory=dict)
-    updated: str = ""
-
-    @property
-    def services(self) -> list[str]:
-        return sorted({s for n in self.nodes for s in n.services})
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "name": self.name, "tenant": self.tenant, "template": self.template, "provider": self.provider,
-            "status": self.status, "status_reason": self.status_reason, "job_id": self.job_id, "updated": self.updated,
-            "services": self.services, "config": self.config,
-            "nodes": [
-                {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,
-                 "ipaddresses": self.ipaddresses.get(n.id, {})}
-                for n in self.nodes
-            ],
-        }
 
 
 class MusterClient:
@@ -345,7 +310,7 @@ class MusterClient:
         return await EventStore(self.nc).last_seq(subjects.job_events(tenant or self.tenant, job_id))
 
     async def events(
-        self, job_id: str, tenant: str | None = None, since_seq: int = 0, until: Iterable[str] = FINAL_TYPES
+        self, job_id: str, tenant: str | None = None, since_seq: int = 0, until: Iterable[str] = FINAL_JOB_EVENTS
     ) -> AsyncIterator[Recorded]:
         """The job's events (its own subject), from the first (or the first after
         `since_seq`), up to and including the first whose type is in `until`."""
@@ -376,7 +341,7 @@ class MusterClient:
         the first after `since_seq`; TimeoutError past the deadline."""
         async with asyncio.timeout(timeout):
             async for recorded in self.events(job_id, tenant, since_seq):
-                if recorded.type in FINAL_TYPES:
+                if recorded.type in FINAL_JOB_EVENTS:
                     return recorded.event
         raise MusterError("job events ended without a final event")
 
@@ -384,24 +349,11 @@ class MusterClient:
 
     async def clusters(self, tenant: str | None = None) -> list[ClusterInfo]:
         """Every cluster of the tenant, folded from `muster.evt.<tenant>.cluster.*`."""
-        from muster.bus.repository import rebuild
-        from services.planner.domain.cluster import Cluster
-
         tenant = tenant or self.tenant
         by_subject: dict[str, list[Recorded]] = {}
         for r in await EventStore(self.nc).read(f"{subjects.EVT}.{subjects.token(tenant, 'tenant')}.cluster.*"):
             by_subject.setdefault(r.subject, []).append(r)
-        out = []
-        for history in by_subject.values():
-            c: Any = rebuild(Cluster, history)
-            if c is None:
-                continue
-            out.append(ClusterInfo(
-                id=str(c.id), name=c.name, tenant=c.tenant, template=c.template, provider=c.provider, status=c.status,
-                status_reason=getattr(c, "status_reason", ""), job_id=c.job_id, config=dict(c.config),
-                nodes=list(c.nodes.values()), ipaddresses=dict(getattr(c, "ipaddresses", {})),
-                hostnames=dict(getattr(c, "hostnames", {})), updated=history[-1].time.isoformat(),
-            ))
+        out = [c for c in map(ClusterInfo.from_history, by_subject.values()) if c is not None]
         return sorted(out, key=lambda c: (c.name, c.updated))
 
     async def cluster(self, ref: str, tenant: str | None = None, include_deleted: bool = True) -> ClusterInfo:

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from contracts.events import FINAL_JOB_EVENTS
 from contracts.commands import (
     VERB_OF,
     Accepted,
@@ -59,12 +60,13 @@ from .cli_support import (
     parse_json_arg,
     resolve_nats_url,
 )
-from .client import FINAL_TYPES, ClusterInfo, MusterClient, MusterError, new_request_id
+from .client import ClusterInfo, MusterClient, MusterError, new_request_id
+from .readmodel.progress import JobProgress
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL_TYPES})}
+WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL_JOB_EVENTS})}
 """What `--wait` waits for, when it is not the end of the job."""
 
 
@@ -164,7 +166,7 @@ class Session:
             await self.follow(reply.job_id, verb, since)
 
     async def follow(self, job_id: str, title: str, since: int = 0) -> None:
-        until = WAIT_UNTIL.get(title, frozenset(FINAL_TYPES))
+        until = WAIT_UNTIL.get(title, frozenset(FINAL_JOB_EVENTS))
         final = await follow(self.c, job_id, title, since, until, self.opts.timeout, quiet=self.opts.as_json)
         if self.opts.as_json:
             echo_json(final.model_dump(mode="json"))
@@ -183,29 +185,23 @@ def describe_end(job_id: str, final: Any) -> str:
 
 async def follow(client: MusterClient, job_id: str, title: str, since: int, until: Iterable[str], timeout: float,
                  quiet: bool = False) -> Any:
-    """Live progress of a job from its events (stderr); returns the event that ended the wait."""
+    """Live progress of a job from its events (stderr), folded by the read model's
+    JobProgress; returns the event that ended the wait."""
     final: Any = None
+    stop = frozenset(until)
+    progress = JobProgress()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False, disable=quiet) as progress:
-        bar = progress.add_task(f"{title}: waiting", total=None)
+                  console=err, transient=False, disable=quiet) as bars:
+        bar = bars.add_task(f"{title}: waiting", total=None)
         async with asyncio.timeout(timeout):
-            async for recorded in client.events(job_id, since_seq=since, until=until):
-                e, t = recorded.event, recorded.type
-                if t in ("JobPlanned", "RollbackPlanned"):
-                    what = "rolling back" if t == "RollbackPlanned" else title
-                    progress.reset(bar, total=len(e.tasks), description=f"{what}: {len(e.tasks)} tasks, {len(e.stages)} stages")
-                elif t == "LayoutRequested":
-                    progress.update(bar, description=f"{title}: solving the layout")
-                elif t == "TaskQueued":
-                    progress.update(bar, description=f"{title}: {e.action.value} {e.service or ''} on {e.node}".rstrip())
-                elif t == "TaskCompleted":
-                    progress.advance(bar)
-                elif t == "TaskAttemptFailed":
-                    progress.update(bar, description=f"{title}: {e.task_id} attempt {e.attempt} failed: {e.error}"[:120])
-                elif t in ("JobPaused", "JobResumed", "JobRetried", "JobCancelRequested"):
-                    progress.update(bar, description=f"{title}: {t.removeprefix('Job').lower()} by {getattr(e, 'by', '?')}")
-                if t in until:
-                    final = e
+            async for recorded in client.events(job_id, since_seq=since, until=stop):
+                step = progress.apply(recorded)
+                stages = progress.stage_progress()  # of the plan being run: forward, or the rollback
+                total = sum(s["total"] for s in stages)
+                bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),
+                            description=f"{title}: {step['text']}"[:120])
+                if recorded.type in stop:
+                    final = recorded.event
     return final
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from nats.aio.client import Client
@@ -21,14 +19,14 @@ from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.events import EVENT_TYPES, Event, parse_event
+from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
-H_TYPE = "Muster-Type"
-H_AGGREGATE = "Muster-Aggregate"
-H_VERSION = "Muster-Version"
-H_TIME = "Muster-Time"
-H_MSG_ID = "Nats-Msg-Id"
-H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+# The envelope types live in contracts.envelope (no NATS import); they are re-exported here
+# for the adapters that already name them.
+__all__ = [
+    "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
+    "NoDirectGet", "Recorded", "StoreError", "recorded", "recorded_from_msg",
+]
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
 READ_BATCH = 1000
@@ -47,62 +45,9 @@ class NoDirectGet(StoreError):
     """Nobody answers direct gets (503): a replicated stream's replicas are not serving yet."""
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """One event as it sits in the log."""
-
-    seq: int
-    subject: str
-    time: datetime
-    event: Any
-    aggregate_id: str | None = None
-    version: int | None = None
-
-    @property
-    def type(self) -> str:
-        return str(self.event.type)
-
-
-@dataclass(frozen=True)
-class Append:
-    """One event to append, with what the log needs to know about it."""
-
-    event: Event
-    msg_id: str
-    aggregate_id: str | None = None
-    version: int | None = None
-    time: datetime | None = None
-
-    def headers(self) -> dict[str, str]:
-        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}
-        if self.aggregate_id is not None:
-            h[H_AGGREGATE] = self.aggregate_id
-        if self.version is not None:
-            h[H_VERSION] = str(self.version)
-        h[H_TIME] = (self.time or datetime.now(timezone.utc)).isoformat()
-        return h
-
-
-def _recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
-    time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
-    time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc)
-    version = headers.get(H_VERSION)
-    model = EVENT_TYPES.get(headers.get(H_TYPE, ""))
-    return Recorded(
-        seq=seq,
-        subject=subject,
-        time=time,
-        # The type header names the model: validating against it alone is cheaper than the
-        # discriminated union, and the body's own `type` literal still has to agree.
-        event=model.model_validate_json(data) if model is not None else parse_event(data),
-        aggregate_id=headers.get(H_AGGREGATE),
-        version=int(version) if version else None,
-    )
-
-
 def recorded_from_msg(msg: Msg) -> Recorded:
     """For consumers: a JetStream message of the EVENTS stream as a Recorded event."""
-    return _recorded(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
+    return recorded(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
 
 
 class EventStore:
@@ -223,7 +168,7 @@ class EventStore:
                 break
             if up_to_seq is not None and msg.seq > up_to_seq:
                 break
-            out.append(_recorded(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            out.append(recorded(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
             seq = msg.seq + 1
         return out
 
@@ -297,7 +242,7 @@ class EventStore:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
-                got.append(_recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
+                got.append(recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
             except Exception as err:  # a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 

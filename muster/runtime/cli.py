@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.commands import CreateCluster, DeleteCluster, Rejected
-from contracts.events import JobSucceeded
+from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.eventstore import EventStore
 from muster.catalog_files import CatalogFileError, load_catalog
 from muster.catalog_store import apply_catalog
-from muster.client import FINAL_TYPES, MusterClient
+from muster.client import MusterClient
 from muster.ops_cli import follow
 
 from .supervisor import Deployment, StartError
@@ -164,7 +164,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
             raise click.ClickException(f"create rejected: {reply.reason}")
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
-        final = await follow(client, reply.job_id, "create", 0, FINAL_TYPES, timeout=DEMO_TIMEOUT_S)
+        final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
@@ -176,7 +176,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
         if isinstance(deleted, Rejected):
             raise click.ClickException(f"delete rejected: {deleted.reason}")
-        final = await follow(client, deleted.job_id, "delete", 0, FINAL_TYPES, timeout=DEMO_TIMEOUT_S)
+        final = await follow(client, deleted.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         if not isinstance(final, JobSucceeded):
             raise click.ClickException(f"delete ended {final.type}: {getattr(final, 'reason', '')}")
         console.print(f"cluster {reply.cluster_id} deleted.")

@@ -22,14 +22,15 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
+from contracts.envelope import Recorded
+from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from muster.bus.connect import principal_of
-from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
+from muster.bus.eventstore import EventStore, recorded_from_msg
+from muster.readmodel.clusters import cluster_view
+from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
+from muster.readmodel.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
 
 from .adapters.kv import LocationIndex
-from .domain.clusters import cluster_view
-from .domain.locations import FINAL_JOB_STATES, Record, cluster_key, job_key, task_location, updates_from
-from .domain.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
-from .domain.timeline import FINAL_EVENTS
 
 log = structlog.get_logger("muster.tracker")
 
@@ -226,7 +227,7 @@ class Tracker:
                     continue
                 recorded = recorded_from_msg(msg)
                 yield recorded
-                if recorded.type in FINAL_EVENTS:
+                if recorded.type in FINAL_JOB_EVENTS:
                     return
         finally:
             await sub.unsubscribe()

@@ -28,13 +28,13 @@ from rich.table import Table
 from contracts import subjects
 from muster.bus.connect import DEFAULT_URL, connect
 from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
+from muster.readmodel.clusters import cluster_view, job_ids, prefix
+from muster.readmodel.progress import JobProgress
+from muster.readmodel.status import status_from_log
+from muster.readmodel.timeline import place, timeline
 
 from .api import TENANT_HEADER, UUID_PATTERN
 from .app import Tracker, event_json
-from .domain.clusters import cluster_view, job_ids, prefix
-from .domain.progress import JobProgress
-from .domain.status import status_from_log
-from .domain.timeline import place, timeline
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_DEADLINE, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
 T = TypeVar("T")

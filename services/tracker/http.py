@@ -22,12 +22,13 @@ from prometheus_client.registry import Collector
 
 from contracts import subjects
 from muster.bus.consume import consume_events
-from muster.bus.eventstore import EventStore, Recorded, StoreError
+from contracts.envelope import Recorded
+from muster.bus.eventstore import EventStore, StoreError
+from muster.readmodel.progress import JobProgress
 
 from . import api
 from .adapters.kv import LocationIndex
 from .app import Page, Tracker
-from .domain.progress import JobProgress
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
 
 log = structlog.get_logger("muster.tracker")

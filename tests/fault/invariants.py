@@ -34,6 +34,7 @@ from nats.aio.client import Client
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 
 from contracts import subjects
+from contracts.events import FINAL_JOB_EVENTS
 from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.repository import rebuild
@@ -41,7 +42,7 @@ from services.planner.app import Planner, PlannerConfig
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 
-FINAL = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
+FINAL = FINAL_JOB_EVENTS
 QUEUED = ("TaskQueued", "CleanupQueued")
 PLANNER_OUTCOMES = ("TaskCompleted", "TaskAttemptFailed")
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -19,6 +19,7 @@ from eventsourcing.domain import Aggregate, event
 
 from contracts.catalog import Action, Service
 from contracts.events import (
+    FINAL_JOB_STATES,
     CleanupQueued,
     JobCancelRequested,
     JobFailed,
@@ -42,7 +43,6 @@ from .plan import Plan
 from .rollback import rollback_plan
 from .scheduling import ready
 
-FINAL_STATES = frozenset({"succeeded", "failed", "rolled_back", "needs_attention"})
 UNDO = "undo."
 """Prefix of rollback task ids, so they never collide with the forward plan's."""
 
@@ -368,7 +368,7 @@ class Job(Aggregate):
 
     @property
     def is_final(self) -> bool:
-        return self.state in FINAL_STATES
+        return self.state in FINAL_JOB_STATES
 
     @event("JobSucceeded")
     def _succeeded(self, payload: JobSucceeded) -> None:

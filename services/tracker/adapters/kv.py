@@ -27,7 +27,7 @@ from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 
 from contracts import subjects
 
-from ..domain.locations import CLUSTER, JOB, TASK, Record, Update, merge
+from muster.readmodel.locations import CLUSTER, JOB, TASK, Record, Update, merge
 
 log = structlog.get_logger("muster.tracker")
 

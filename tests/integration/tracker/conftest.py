@@ -28,7 +28,8 @@ from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.service import SolverService
 from services.tracker.app import Tracker
-from services.tracker.domain.locations import FINAL_JOB_STATES, job_key
+from contracts.events import FINAL_JOB_STATES
+from muster.readmodel.locations import job_key
 from services.tracker.http import TRACKER, make_app
 
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"

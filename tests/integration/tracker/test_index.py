@@ -17,7 +17,7 @@ from contracts.catalog import Action
 from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from muster.bus.connect import connect
 from services.tracker.adapters.kv import LocationIndex
-from services.tracker.domain.locations import Update, merge_all, updates_from
+from muster.readmodel.locations import Update, merge_all, updates_from
 from services.tracker.http import TRACKER
 
 pytestmark = pytest.mark.nats

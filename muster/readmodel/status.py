@@ -1,7 +1,7 @@
 """A job's status as the tracker answers it (pure).
 
 The job's own view comes from its owner (the planner answers with `Job.view()`) or, when the
-owner is gone, from the Job aggregate rebuilt from the log, which gives the very same view.
+owner is gone, from the job's events folded by `jobs.JobView`, which gives the very same view.
 Either way the tracker adds where each task runs (its location) and the layout.
 """
 
@@ -10,34 +10,35 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from muster.bus.eventstore import Recorded
-from muster.bus.repository import rebuild
-from services.planner.domain.job import Job
+from contracts.envelope import Recorded
 
+from .jobs import job_view
 from .locations import Record, merge_all, parse_subject, updates_from
 
-FINAL_STATES = frozenset({"succeeded", "failed", "rolled_back", "needs_attention"})
 JOB_FIELDS = ("id", "tenant", "cluster_id", "operation", "state", "error", "owner", "requested_by", "mode",
               "started_at", "finished_at")
 
 
+def located(t: Mapping[str, Any], loc: Record | None) -> dict[str, Any]:
+    """A task of the job's view with where its current attempt runs (a claimed current
+    attempt counts as `claimed`); an older attempt's location is not shown."""
+    attempt = int(t.get("attempt") or 0)
+    here = loc is not None and attempt > 0 and loc.get("attempt") == attempt
+    state = t.get("state")
+    if here and state == "queued" and loc.get("state") == "claimed":  # type: ignore[union-attr]
+        state = "claimed"
+    return {
+        "id": t.get("id"), "node": t.get("node"), "action": t.get("action"), "service": t.get("service"),
+        "state": state, "attempt": attempt,
+        "provisioner": loc.get("provisioner") if here else None,  # type: ignore[union-attr]
+        "worker": loc.get("worker") if here else None,  # type: ignore[union-attr]
+    }
+
+
 def compose(view: Mapping[str, Any], locations: Mapping[str, Record], layout: Any, source: str) -> dict[str, Any]:
     """The answer of `GET /v1/jobs/{id}`: the job's view, each task with its location, counts
-    of tasks by state (a task whose current attempt is claimed counts as `claimed`)."""
-    tasks = []
-    for t in view.get("tasks", ()):
-        attempt = int(t.get("attempt") or 0)
-        loc = locations.get(str(t.get("id")))
-        here = loc is not None and attempt > 0 and loc.get("attempt") == attempt
-        state = t.get("state")
-        if here and state == "queued" and loc.get("state") == "claimed":  # type: ignore[union-attr]
-            state = "claimed"
-        tasks.append({
-            "id": t.get("id"), "node": t.get("node"), "action": t.get("action"), "service": t.get("service"),
-            "state": state, "attempt": attempt,
-            "provisioner": loc.get("provisioner") if here else None,  # type: ignore[union-attr]
-            "worker": loc.get("worker") if here else None,  # type: ignore[union-attr]
-        })
+    of tasks by state."""
+    tasks = [located(t, locations.get(str(t.get("id")))) for t in view.get("tasks", ())]
     counts: dict[str, int] = {}
     for t in tasks:
         counts[t["state"]] = counts.get(t["state"], 0) + 1
@@ -63,12 +64,6 @@ def split_history(history: Iterable[Recorded]) -> tuple[list[Recorded], list[Rec
     return job, layout, tasks
 
 
-def view_from_log(job_history: list[Recorded]) -> dict[str, Any] | None:
-    """The owner's view, rebuilt from the job's own events."""
-    job = rebuild(Job, job_history)
-    return job.view() if job is not None else None
-
-
 def task_records(task_history: Iterable[Recorded], base: Mapping[str, Record] | None = None) -> dict[str, Record]:
     """Task locations folded from task events, on top of `base` (records by task id)."""
     records: dict[str, Record] = dict(base or {})
@@ -88,7 +83,7 @@ def layout_of(layout_history: Iterable[Recorded]) -> Any:
 
 def status_from_log(history: list[Recorded]) -> dict[str, Any] | None:
     job, layout, tasks = split_history(history)
-    view = view_from_log(job)
+    view = job_view(job)
     if view is None:
         return None
     return compose(view, task_records(tasks), layout_of(layout), "log")

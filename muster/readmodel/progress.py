@@ -1,7 +1,7 @@
 """Live progress of one job, folded event by event from its story (pure).
 
-The job part is the planner's own Job aggregate, so the progress after each event is exactly
-what the owner would answer at that point; task locations come from the provisioners' claims
+The job part is `jobs.JobView`, the same document the owner answers with, so the progress after
+each event is what the owner would have answered at that point; task locations come from the provisioners' claims
 and outcomes; the stages are those of the plan being run (forward, or the rollback).
 """
 
@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from muster.bus.eventstore import Recorded
-from muster.bus.repository import to_domain_event
-from services.planner.domain.job import Job
+from contracts.envelope import Recorded
+from contracts.events import FINAL_JOB_EVENTS
 
+from .jobs import JobView
 from .locations import Record, parse_subject
-from .status import compose, task_records
-from .timeline import FINAL_EVENTS, describe, place, who
+from .status import compose, located, task_records
+from .timeline import describe, place, who
 
 
 class JobProgress:
     def __init__(self) -> None:
-        self.job: Job | None = None
+        self.job = JobView()
         self.locations: dict[str, Record] = {}
         self.layout: Any = None
         self.phase = "forward"
@@ -34,7 +34,7 @@ class JobProgress:
         kind = parsed[1] if parsed else ""
         e = r.event
         if kind == "job":
-            self.job = to_domain_event(Job, r).mutate(self.job)
+            self.job.apply(r)
         elif kind == "task":
             self.locations = task_records([r], self.locations)
         if e.type == "LayoutSolved":
@@ -46,20 +46,26 @@ class JobProgress:
             self.phase, self.stages = "rollback", [list(s) for s in e.stages]
         elif e.type == "JobRetried":
             self.phase, self.stages = "forward", self._forward
-        if e.type in FINAL_EVENTS:
+        if e.type in FINAL_JOB_EVENTS:
             self.final = r
         status = self.status()
         return {
             "seq": r.seq, "time": r.time.isoformat(), "type": e.type, "text": describe(e), "who": who(e),
-            "task_id": getattr(e, "task_id", None),
+            "task_id": getattr(e, "task_id", None), "task": self.task(getattr(e, "task_id", None)),
             "state": status["state"] if status else "running", "phase": self.phase,
             "counts": status["counts"] if status else {}, "tasks_total": status["tasks_total"] if status else 0,
             "stage": status["stage"] if status else {"current": None, "total": 0},
             "final": self.final is not None,
         }
 
+    def task(self, task_id: str | None) -> dict[str, Any] | None:
+        """One task as the status shows it (state, attempt, where it runs), without composing
+        the whole status."""
+        t = self.job.task(task_id) if task_id else None
+        return located(t, self.locations.get(str(task_id))) if t is not None else None
+
     def status(self) -> dict[str, Any] | None:
-        if self.job is None:
+        if not self.job.requested:
             return None
         return compose(self.job.view(), self.locations, self.layout, "log")
 

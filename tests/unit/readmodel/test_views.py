@@ -8,8 +8,8 @@ from typing import Any
 from contracts.catalog import Action
 from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from muster.bus.eventstore import Recorded
-from services.tracker.domain.status import compose, needs_repair, task_records
-from services.tracker.domain.timeline import place, timeline
+from muster.readmodel.status import compose, needs_repair, task_records
+from muster.readmodel.timeline import place, timeline
 
 T, J = "acme", "11111111-1111-4111-8111-111111111111"
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -83,3 +83,22 @@ def test_a_worker_named_after_its_provisioner_is_not_named_twice() -> None:
     assert place("prov", "prov/w1") == "prov/w1"
     assert place("prov", "w1") == "prov/w1"
     assert place(None, None) == ""
+
+
+def test_each_progress_step_carries_its_task_as_the_status_shows_it() -> None:
+    from contracts.events import JobPlanned, PlannedTaskRecord
+    from muster.readmodel.progress import JobProgress
+
+    progress = JobProgress()
+    story = [
+        rec(1, 0, "job", JobRequested(tenant=T, job_id=J, cluster_id="c", operation="create", request={}, planner="p1")),
+        rec(2, 1, "job", JobPlanned(job_id=J, tasks=[PlannedTaskRecord(id="n1.create", node="n1", action=Action.CREATE)],
+                                    links=[], stages=[["n1.create"]])),
+        rec(3, 2, "job", TaskQueued(job_id=J, task_id="n1.create", attempt=1, node="n1", action=Action.CREATE)),
+        rec(4, 3, "task", TaskClaimed(job_id=J, task_id="n1.create", attempt=1, provisioner="p", worker="p/w1"), "n1.create"),
+    ]
+    steps = [progress.apply(r) for r in story]
+    assert steps[0]["task"] is None and steps[2]["task"]["state"] == "queued"
+    assert steps[3]["task"] == {"id": "n1.create", "node": "n1", "action": "create", "service": None, "state": "claimed",
+                                "attempt": 1, "provisioner": "p", "worker": "p/w1"}
+    assert steps[3]["counts"] == {"claimed": 1} and progress.stage_progress()[0]["running"] == ["n1.create @ p/w1"]

@@ -21,7 +21,7 @@ from contracts.events import (
     TaskQueued,
     TaskSucceeded,
 )
-from services.tracker.domain.locations import (
+from muster.readmodel.locations import (
     Record,
     Update,
     cluster_key,

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from muster.bus.eventstore import Recorded
-
-FINAL_EVENTS = frozenset({"JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention"})
+from contracts.envelope import Recorded
+from contracts.events import FINAL_JOB_EVENTS
 
 
 @dataclass(frozen=True)
@@ -135,13 +134,13 @@ def _clock_key(e: Any) -> tuple[str, ...]:
     job = str(getattr(e, "job_id", ""))
     if e.type in ("LayoutRequested", "LayoutSolved", "LayoutUnsolvable"):
         return ("layout", job)
-    if e.type == "JobRequested" or e.type in FINAL_EVENTS:
+    if e.type == "JobRequested" or e.type in FINAL_JOB_EVENTS:
         return ("job", job)
     return ("task", job, str(getattr(e, "task_id", "")), str(getattr(e, "attempt", "")))
 
 
 STARTS = frozenset({"JobRequested", "LayoutRequested", "TaskQueued", "CleanupQueued", "TaskClaimed"})
-ENDS = frozenset({"LayoutSolved", "LayoutUnsolvable", "TaskSucceeded", "TaskFailed"}) | FINAL_EVENTS
+ENDS = frozenset({"LayoutSolved", "LayoutUnsolvable", "TaskSucceeded", "TaskFailed"}) | FINAL_JOB_EVENTS
 
 
 def timeline(history: Iterable[Recorded]) -> list[Line]:

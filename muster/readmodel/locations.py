@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts import subjects
+from contracts.events import FINAL_STATE_OF
 
 JOB, TASK, CLUSTER = "job", "task", "cluster"
-FINAL_JOB_STATES = frozenset({"succeeded", "failed", "rolled_back", "needs_attention"})
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_\-.]")
 
@@ -170,8 +170,7 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
         case "JobSucceeded":
             return [job(e.job_id, state="succeeded", finished_at=time)]
         case "JobFailed" | "JobRolledBack" | "JobNeedsAttention":
-            state = {"JobFailed": "failed", "JobRolledBack": "rolled_back", "JobNeedsAttention": "needs_attention"}[e.type]
-            return [job(e.job_id, state=state, finished_at=time, error=e.reason)]
+            return [job(e.job_id, state=FINAL_STATE_OF[e.type], finished_at=time, error=e.reason)]
         case "JobRetried":
             return [job(e.job_id, state="running", paused=False, finished_at=None, error=None)]
         case "JobPaused" | "JobResumed" | "JobCancelRequested":

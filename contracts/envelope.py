@@ -1,0 +1,75 @@
+"""The envelope of an event in the log: the headers that travel with the body, and an event
+as it sits in the log (`Recorded`) or is about to be appended (`Append`).
+
+Pure (no NATS import), so read models, ports and their in-memory fakes can use these types
+without a connection; `muster.bus.eventstore` is the adapter that moves them over JetStream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from .events import EVENT_TYPES, Event, parse_event
+
+H_TYPE = "Muster-Type"
+H_AGGREGATE = "Muster-Aggregate"
+H_VERSION = "Muster-Version"
+H_TIME = "Muster-Time"
+H_MSG_ID = "Nats-Msg-Id"
+H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One event as it sits in the log."""
+
+    seq: int
+    subject: str
+    time: datetime
+    event: Any
+    aggregate_id: str | None = None
+    version: int | None = None
+
+    @property
+    def type(self) -> str:
+        return str(self.event.type)
+
+
+@dataclass(frozen=True)
+class Append:
+    """One event to append, with what the log needs to know about it."""
+
+    event: Event
+    msg_id: str
+    aggregate_id: str | None = None
+    version: int | None = None
+    time: datetime | None = None
+
+    def headers(self) -> dict[str, str]:
+        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}
+        if self.aggregate_id is not None:
+            h[H_AGGREGATE] = self.aggregate_id
+        if self.version is not None:
+            h[H_VERSION] = str(self.version)
+        h[H_TIME] = (self.time or datetime.now(timezone.utc)).isoformat()
+        return h
+
+
+def recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
+    """Decode a stored message (body and headers) into a Recorded event."""
+    time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
+    time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc)
+    version = headers.get(H_VERSION)
+    model = EVENT_TYPES.get(headers.get(H_TYPE, ""))
+    return Recorded(
+        seq=seq,
+        subject=subject,
+        time=time,
+        # The type header names the model: validating against it alone is cheaper than the
+        # discriminated union, and the body's own `type` literal still has to agree.
+        event=model.model_validate_json(data) if model is not None else parse_event(data),
+        aggregate_id=headers.get(H_AGGREGATE),
+        version=int(version) if version else None,
+    )

@@ -1,0 +1,150 @@
+"""A cluster as its events tell it, and the cluster as it was at a point of the log (pure).
+
+The read-side fold of `muster.evt.<tenant>.cluster.<id>`: the planner's Cluster aggregate
+decides, this replays what it recorded (`tests/unit/readmodel/test_clusters.py` compares
+the two). Nothing here reads a clock: the same events give the same output, byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from contracts.envelope import Recorded
+from contracts.layout import NodeSpec
+
+
+class ClusterState:
+    """Folds one cluster's own events, in log order; unknown types are skipped."""
+
+    def __init__(self) -> None:
+        self.id = self.tenant = self.name = self.template = self.provider = self.job_id = ""
+        self.config: dict[str, Any] = {}
+        self.status = "pending"
+        self.status_reason = ""
+        self.nodes: dict[str, NodeSpec] = {}
+        self.ipaddresses: dict[str, dict[str, str]] = {}
+        self.hostnames: dict[str, str] = {}
+
+    def apply(self, e: Any) -> None:
+        match e.type:
+            case "ClusterRequested":
+                self.id, self.tenant, self.name, self.template = e.cluster_id, e.tenant, e.name, e.template
+                self.provider, self.config, self.job_id = e.provider, dict(e.config), e.job_id
+            case "ClusterLayoutChanged":
+                self.nodes = {n.id: n for n in e.nodes}
+            case "ClusterConfigChanged":
+                self.config = dict(e.config)
+            case "NodeResultsRecorded":
+                if e.ipaddresses:
+                    self.ipaddresses[e.node_id] = dict(e.ipaddresses)
+                if e.hostname:
+                    self.hostnames[e.node_id] = e.hostname
+            case "ClusterStatusChanged":
+                self.status, self.status_reason, self.job_id = e.status, e.reason, e.job_id
+
+    def layout(self) -> list[dict[str, Any]]:
+        """Node groups: how many nodes share hardware, image and services."""
+        groups: dict[tuple[str, str, tuple[str, ...]], int] = {}
+        for n in self.nodes.values():
+            key = (n.hardwaretype, n.imagetype, tuple(sorted(n.services)))
+            groups[key] = groups.get(key, 0) + 1
+        return [{"hardwaretype": h, "imagetype": i, "services": list(s), "count": c} for (h, i, s), c in sorted(groups.items())]
+
+    def node_views(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": n.id, "hostname": self.hostnames.get(n.id) or n.hostname, "hardwaretype": n.hardwaretype,
+                "imagetype": n.imagetype, "services": sorted(n.services),
+                "ipaddresses": dict(sorted(self.ipaddresses.get(n.id, {}).items())),
+            }
+            for n in sorted(self.nodes.values(), key=lambda n: n.id)
+        ]
+
+
+def fold_cluster(history: Iterable[Recorded]) -> ClusterState | None:
+    """The cluster after these (its own) events; None without a ClusterRequested."""
+    state = ClusterState()
+    for r in history:
+        state.apply(r.event)
+    return state if state.id else None
+
+
+def cluster_view(history: Sequence[Recorded]) -> dict[str, Any] | None:
+    """`GET /v1/clusters/{id}` and `muster replay`: the cluster after these events."""
+    c = fold_cluster(history)
+    if c is None:
+        return None
+    return {
+        "id": c.id, "tenant": c.tenant, "name": c.name, "template": c.template, "provider": c.provider,
+        "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "layout": c.layout(),
+        "nodes": c.node_views(),
+        "created_at": history[0].time.isoformat(), "updated_at": history[-1].time.isoformat(), "seq": history[-1].seq,
+    }
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """A cluster as the log tells it, for the Python client and `muster cluster list|show`."""
+
+    id: str
+    name: str
+    tenant: str
+    template: str
+    provider: str
+    status: str
+    status_reason: str
+    job_id: str
+    config: dict[str, Any]
+    nodes: list[NodeSpec]
+    ipaddresses: dict[str, dict[str, str]] = field(default_factory=dict)
+    hostnames: dict[str, str] = field(default_factory=dict)
+    updated: str = ""
+
+    @classmethod
+    def from_history(cls, history: Sequence[Recorded]) -> "ClusterInfo | None":
+        c = fold_cluster(history)
+        if c is None:
+            return None
+        return cls(id=c.id, name=c.name, tenant=c.tenant, template=c.template, provider=c.provider, status=c.status,
+                   status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
+                   ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat())
+
+    @property
+    def services(self) -> list[str]:
+        return sorted({s for n in self.nodes for s in n.services})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "tenant": self.tenant, "template": self.template, "provider": self.provider,
+            "status": self.status, "status_reason": self.status_reason, "job_id": self.job_id, "updated": self.updated,
+            "services": self.services, "config": self.config,
+            "nodes": [
+                {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,
+                 "ipaddresses": self.ipaddresses.get(n.id, {})}
+                for n in self.nodes
+            ],
+        }
+
+
+def job_ids(history: Iterable[Recorded]) -> list[str]:
+    """The jobs a cluster's events name, in the order they first appear."""
+    seen: dict[str, None] = {}
+    for r in history:
+        job = getattr(r.event, "job_id", None)
+        if job:
+            seen.setdefault(str(job), None)
+    return list(seen)
+
+
+def prefix(history: Sequence[Recorded], seq: int | None = None, at: datetime | None = None) -> list[Recorded]:
+    """The events that make the state at a point: up to sequence `seq`, or every event up to
+    the first one recorded after time `at` (a prefix, so the aggregate's versions stay whole)."""
+    out = []
+    for r in history:
+        if (seq is not None and r.seq > seq) or (at is not None and r.time > at):
+            break
+        out.append(r)
+    return out
