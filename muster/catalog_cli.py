@@ -14,8 +14,10 @@ from rich.table import Table
 
 from contracts.catalog import KINDS, Catalog
 from contracts.catalog_validation import KIND_LABEL, PluginSpec, Problem, sensitive_provider_fields, validate_catalog
+from contracts.subjects import ANONYMOUS
 from contracts.templates import TemplateError, resolve_template
 
+from .bus.connect import principal_of
 from .bus.eventstore import EventStore
 from .catalog_files import LoadedCatalog, kind_of, load_sources
 from .catalog_plugins import plugin_specs, redact
@@ -104,7 +106,7 @@ def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bo
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @bus_options
 @_plugins_option
-@click.option("--by", default=None, help="who is applying (recorded in the log; default: your user name)")
+@click.option("--by", default=None, help="who is applying, without a token (with one, the log records its principal)")
 @click.option("--drop-sensitive", is_flag=True,
               help="leave sensitive provider fields out (they belong in the provisioners' secrets file) instead of refusing")
 @json_option
@@ -128,7 +130,10 @@ async def apply(paths: tuple[Path, ...], tenant: str, nats_server: str | None, d
             else:
                 _print_problems(check.errors)
             raise CatalogRejected(check.errors)
-        seqs = await append_changes(store, tenant, check.changes, state.last_seq, by or default_user())
+        # With a token, `by` is the authenticated principal; --by only names an anonymous writer.
+        principal = principal_of(client.nc)
+        seqs = await append_changes(store, tenant, check.changes, state.last_seq,
+                                    principal if principal != ANONYMOUS else by or default_user())
     if as_json:
         echo_json({"applied": len(seqs), "changes": [c.to_json() for c in check.changes],
                    "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in check.warnings]})

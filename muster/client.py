@@ -138,15 +138,16 @@ class MusterClient:
 
     @classmethod
     async def connect(
-        cls, url: str | None = None, *, connect_attempts: int | None = None, **options: Any
+        cls, url: str | None = None, *, connect_attempts: int | None = None, token: str | None = None, **options: Any
     ) -> "MusterClient":
-        """Connect to NATS (`url`, else $NATS_URL, else localhost). With `connect_attempts`,
-        an unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
+        """Connect to NATS (`url`, else $NATS_URL, else localhost) with `token` (else
+        $MUSTER_TOKEN or a credentials file: muster.bus.connect). With `connect_attempts`, an
+        unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
         extra: dict[str, Any] = {}
         if connect_attempts is not None:
             extra = {"max_reconnect_attempts": connect_attempts, "connect_timeout": 2, "error_cb": _quiet,
                      "disconnected_cb": _quiet}
-        return cls(await connect(url, name="muster-client", **extra), owns_connection=True, **options)
+        return cls(await connect(url, name="muster-client", token=token, **extra), owns_connection=True, **options)
 
     async def __aenter__(self) -> "MusterClient":
         return self

@@ -54,8 +54,9 @@ class NodeAddress:
     http_port: int | None = HTTP_PORT
 
 
-def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str) -> str:
-    """The nats-server config of one cluster node (`bind`: the interface it listens on)."""
+def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str, auth: str = "") -> str:
+    """The nats-server config of one cluster node (`bind`: the interface it listens on;
+    `auth`: its accounts and auth callout, services.auth.keys.server_auth_config)."""
     routes = "\n".join(f"    nats-route://{p.host}:{p.cluster_port}" for p in peers)
     http = f"http: {bind}:{node.http_port}\n" if node.http_port else ""
     return (
@@ -76,6 +77,7 @@ def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: s
         f"{routes}\n"
         "  ]\n"
         "}\n"
+        + (auth + "\n" if auth else "")
     )
 
 
@@ -168,7 +170,7 @@ class ClusterNode(NatsServer):
     def config_text(self) -> str:
         assert self.address is not None
         self.port = self.address.client_port
-        return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1")
+        return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1", auth=self.auth)
 
     async def start(self, timeout: float = 20.0) -> "ClusterNode":
         self.leader_known.clear()
@@ -185,11 +187,11 @@ class ClusterNode(NatsServer):
                     self.leader_known.set()
 
 
-def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]]) -> list[ClusterNode]:
+def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]], auth: str = "") -> list[ClusterNode]:
     """Three nodes on 127.0.0.1 (`ports`: (client, cluster) per node), rendered exactly as the
     compose nodes are, with loopback addresses and stores under `base_dir`."""
     addresses = [NodeAddress(name, "127.0.0.1", client, cluster, None) for name, (client, cluster) in zip(NODES, ports)]
-    return [ClusterNode(base_dir / a.name, name=a.name, peers=addresses, address=a) for a in addresses]
+    return [ClusterNode(base_dir / a.name, name=a.name, auth=auth, peers=addresses, address=a) for a in addresses]
 
 
 async def start_cluster(nodes: list[ClusterNode], timeout: float = 30.0) -> str:

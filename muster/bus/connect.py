@@ -144,3 +144,9 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
     await nc.connect(**settings)
     nc._muster_principal = creds.principal  # type: ignore[attr-defined]
     return nc
+
+
+def bearer_headers(token: str | None = None) -> dict[str, str]:
+    """HTTP headers that carry the same credentials to the tracker (none without a token)."""
+    creds = credentials(token)
+    return {"Authorization": f"Bearer {creds.token}"} if creds.token else {}

@@ -17,13 +17,14 @@ from rich.table import Table
 
 from contracts.commands import CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
+from muster.bus.connect import bearer_headers, principal_of, read_credentials_file
 from muster.bus.eventstore import EventStore
 from muster.catalog_files import CatalogFileError, load_catalog
 from muster.catalog_store import apply_catalog
 from muster.client import MusterClient
 from muster.ops_cli import follow
 
-from .supervisor import Deployment, StartError
+from .supervisor import Deployment, StartError, local_principal
 
 console = Console(stderr=False)
 DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))
@@ -42,7 +43,7 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
         catalog = load_catalog(folder)
     except CatalogFileError as err:
         raise click.ClickException(str(err)) from None
-    return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli")
+    return await apply_catalog(EventStore(client.nc), tenant, catalog, by=principal_of(client.nc))
 
 
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:
@@ -91,12 +92,13 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
         try:
             await deployment.start()
             if catalog_dir is not None:
-                async with await MusterClient.connect(deployment.nats_url) as client:
+                async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
                     n = await _load_catalog(client, tenant, catalog_dir)
                 console.print(f"catalog: {n} entities applied for tenant {tenant}")
             console.print(f"nats:    {deployment.nats_url}")
             console.print(f"tracker: {deployment.tracker_url}")
             console.print(f"logs:    {data_dir / 'logs'}")
+            _print_credentials(deployment, data_dir)
             console.print("muster is up; Ctrl-C stops it.", style="bold")
             sys.stdout.flush()
             await _guarded(deployment)
@@ -105,6 +107,20 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
             console.print("stopped.")
 
     _run(main())
+
+
+def _own_token(deployment: Deployment) -> str | None:
+    """The super admin's token when we run the auth service, else the caller's own."""
+    return read_credentials_file(deployment.credentials) if deployment.auth_dir is not None else None
+
+
+def _print_credentials(deployment: Deployment, data_dir: Path) -> None:
+    if deployment.auth_dir is None:
+        return
+    where = deployment.credentials
+    console.print(f"access:  super admin {local_principal()}, credentials in {where} (mode 0600)")
+    if where.resolve() != (Path(".muster") / "credentials").resolve():
+        console.print(f"         other shells: export MUSTER_CREDENTIALS={where.resolve()}")
 
 
 def _run(coro: Any) -> None:
@@ -128,9 +144,9 @@ def _layout_table(layout: dict[str, Any]) -> Table:
     return table
 
 
-async def _tracker_job(tracker_url: str, tenant: str, job_id: str) -> dict[str, Any]:
+async def _tracker_job(tracker_url: str, tenant: str, job_id: str, token: str | None) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant}) as resp:
+        async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant, **bearer_headers(token)}) as resp:
             return await resp.json()  # type: ignore[no-any-return]
 
 
@@ -156,7 +172,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:
-    async with await MusterClient.connect(deployment.nats_url) as client:
+    async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
         n = await _load_catalog(client, tenant, DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
         reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
@@ -165,7 +181,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
-        status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
+        status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
             console.print(_layout_table(status["layout"]))

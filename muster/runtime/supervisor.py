@@ -1,4 +1,10 @@
-"""Run the embedded deployment: nats-server and the four services as child processes.
+"""Run the embedded deployment: nats-server and the services as child processes.
+
+With authorization (the default when it starts its own server, or when given `auth_dir`, the
+keys of an authorizing server), the `auth` child starts first: it answers the server's auth
+callout and makes, on first start, each child's identity (a token in `<auth_dir>/<name>.cred`,
+mode 0600, handed to the child as `$MUSTER_CREDENTIALS`) and a super-admin credential for the
+local user in `<data-dir>/credentials` (docs/security.md).
 
 Each child is `python -m muster <service>`; readiness is the child's own "started" log line,
 read from its stderr (which is also copied to `<data-dir>/logs/<name>.log`), so nothing here
@@ -9,13 +15,18 @@ orphan survives a Ctrl-C.
 from __future__ import annotations
 
 import asyncio
+import getpass
+import json
 import os
+import re
 import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from muster.bus.server import NatsServer, free_port
+
+SERVICES = ("solver", "planner", "provisioner", "tracker")
 
 READY = b'"started"'
 
@@ -51,6 +62,15 @@ class Deployment:
     """Processes per service (default 1); several are named `<service>-1`, `<service>-2`..."""
     extra_args: dict[str, list[str]] = field(default_factory=dict)
     """More options, by service (`planner`) or by process name (`provisioner-2`)."""
+    auth: bool = True
+    """start our own server with authorization on (ignored when `nats_url` is given)"""
+    auth_dir: Path | None = None
+    """keys of the authorizing server this deployment runs the auth service for"""
+
+    @property
+    def credentials(self) -> Path:
+        """The local super admin's credentials (the CLI finds `./.muster/credentials`)."""
+        return self.data_dir / "credentials"
 
     @property
     def tracker_url(self) -> str:
@@ -59,16 +79,33 @@ class Deployment:
     async def start(self) -> None:
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         if not self.nats_url:
-            self.server = await NatsServer(self.data_dir / "nats").start()
+            auth_config = ""
+            if self.auth:
+                from services.auth.keys import AuthKeys, server_auth_config
+
+                self.auth_dir = self.auth_dir or self.data_dir / "auth"
+                keys = AuthKeys.load_or_create(self.auth_dir)
+                auth_config = server_auth_config(keys.issuer_public, keys.bus_secret)
+            self.server = await NatsServer(self.data_dir / "nats", auth=auth_config).start()
             self.nats_url = self.server.url
         (self.data_dir / "nats.url").write_text(self.nats_url)
         self.tracker_port = self.tracker_port or free_port()
         (self.data_dir / "tracker.url").write_text(self.tracker_url)
         try:
-            await asyncio.gather(*(self._spawn(name, args) for name, args in self.commands().items()))
+            await self.start_auth()
+            commands = {name: args for name, args in self.commands().items() if name != "auth"}
+            await asyncio.gather(*(self._spawn(name, args) for name, args in commands.items()))
         except BaseException:
             await self.stop()
             raise
+
+    async def start_auth(self) -> None:
+        """Start the auth child (once): every other connection goes through it."""
+        if self.auth_dir is None or any(c.name == "auth" for c in self.children):
+            return
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self._write_bootstrap()
+        await self._spawn("auth", self.commands()["auth"])
 
     def commands(self) -> dict[str, list[str]]:
         """Process name -> its `muster` arguments."""
@@ -81,12 +118,48 @@ class Deployment:
             "tracker": ["tracker", "--port", str(self.tracker_port)],
         }
         out: dict[str, list[str]] = {}
+        if self.auth_dir is not None:
+            out["auth"] = ["auth", "--keys-dir", str(self.auth_dir), "--bootstrap", str(self.auth_dir / "bootstrap.json")]
         for service, args in services.items():
             n = self.replicas.get(service, 1)
             for name in [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]:
                 own = ["--id", name, "--work-dir", str(self.data_dir / name)] if service == "provisioner" else []
                 out[name] = [*args, *own, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
         return out
+
+    def processes(self, service: str) -> list[str]:
+        n = self.replicas.get(service, 1)
+        return [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]
+
+    def child_credentials(self, name: str) -> Path | None:
+        """The credentials file of a child: one per provisioner (its id is its principal), one
+        per other service (its replicas share the identity)."""
+        if self.auth_dir is None or name == "auth":
+            return None
+        service = name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].isdigit() else name
+        return self.auth_dir / f"{self.provisioner_id(name) if service == 'provisioner' else service}.cred"
+
+    def provisioner_id(self, name: str) -> str:
+        """The id a provisioner process runs with (its last `--id`), which is its principal."""
+        args = self.commands().get(name, [])
+        ids = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--id"]
+        return ids[-1] if ids else name
+
+    def _write_bootstrap(self) -> None:
+        from services.auth.bootstrap import Bootstrap, BootstrapPrincipal
+
+        assert self.auth_dir is not None
+        tenants = tuple(t for t in self.tenants.split(",") if t)
+        klass = _option(self.extra_args.get("provisioner", []), "--class") or "default"
+        people = [BootstrapPrincipal(local_principal(), "super_admin", self.credentials)]
+        for service in ("solver", "planner", "tracker"):
+            people.append(BootstrapPrincipal(service, "service", self.auth_dir / f"{service}.cred", service=service))
+        for name in self.processes("provisioner"):
+            own, pid = _option(self.extra_args.get(name, []), "--class") or klass, self.provisioner_id(name)
+            people.append(BootstrapPrincipal(pid, "service", self.auth_dir / f"{pid}.cred", service="provisioner",
+                                             queues=tuple((t, own) for t in tenants)))
+        spec = Bootstrap(tenants=tenants, principals=tuple(people), by="muster-up")
+        (self.auth_dir / "bootstrap.json").write_text(json.dumps(spec.to_json(), indent=1))
 
     def child(self, name: str) -> Child:
         for c in self.children:
@@ -116,6 +189,10 @@ class Deployment:
 
     async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> None:
         env = {**os.environ, "NATS_URL": self.nats_url or "", "MUSTER_LOG_LEVEL": os.environ.get("MUSTER_LOG_LEVEL", "INFO")}
+        own = self.child_credentials(name)
+        if own is not None:  # its own identity, not whatever the caller's environment holds
+            env.pop("MUSTER_TOKEN", None)
+            env["MUSTER_CREDENTIALS"] = str(own)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
@@ -166,3 +243,17 @@ class Deployment:
             for w in waits:
                 w.cancel()
         return waits[done.pop()]
+
+
+def _option(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def local_principal() -> str:
+    """The local user as a principal id (`muster up`'s super admin)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = ""
+    cleaned = re.sub(r"[^a-z0-9-]", "-", user.lower()).strip("-")[:64]
+    return cleaned or "admin"

@@ -41,6 +41,8 @@ class BootstrapPrincipal:
     service: str | None = None
     queues: tuple[tuple[str, str], ...] = ()
     """(tenant, class) queues a provisioner serves"""
+    token: str | None = None
+    """register this token rather than make one (test harnesses); nothing is written then"""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,20 @@ class Bootstrap:
             for p in data.get("principals", ())), data.get("by", "muster-up"))
 
 
+SYSTEM_TOKEN_ENV = "MUSTER_AUTH_SYSTEM_TOKEN"
+
+
+def system_principal_from_env() -> list[BootstrapPrincipal]:
+    """`$MUSTER_AUTH_SYSTEM_TOKEN`: a test harness's own token, registered as a `system` service
+    (every right in the account) by every auth service it starts, so that one token works on
+    every test server. Whoever sets an auth service's environment holds its keys anyway."""
+    token = os.environ.get(SYSTEM_TOKEN_ENV)
+    if not token:
+        return []
+    principal = token.split("_")[1] if token.count("_") == 3 else ""
+    return [BootstrapPrincipal(principal, "service", Path(os.devnull), service="system", token=token)]
+
+
 def _still_valid(service: "AuthService", p: BootstrapPrincipal) -> bool:
     assert service.view is not None
     if not p.credentials.is_file():
@@ -74,7 +90,8 @@ def _still_valid(service: "AuthService", p: BootstrapPrincipal) -> bool:
         return False
 
 
-async def ensure_bootstrap(service: "AuthService", spec: Bootstrap) -> None:
+async def ensure_bootstrap(service: "AuthService", spec: Bootstrap | None) -> None:
+    spec = spec or Bootstrap()
     assert service.view is not None
     state, last = service.view.state, 0
     for tenant in spec.tenants:
@@ -84,17 +101,18 @@ async def ensure_bootstrap(service: "AuthService", spec: Bootstrap) -> None:
                                                        TenantCreated(tenant=tenant, by=spec.by), 0))
             except ConcurrencyError:
                 pass  # another auth instance made it
-    for p in spec.principals:
-        if not _still_valid(service, p):
+    for p in [*spec.principals, *system_principal_from_env()]:
+        if p.token is not None or not _still_valid(service, p):
             token, appends = bootstrap(state, p.principal, p.role, os.urandom, time.time(), spec.by, service=p.service,
-                                       name="bootstrap")
+                                       name="bootstrap", token=p.token)
             for subject, event, expect in appends:
                 try:
                     last = max(last, *await service.append(subject, event, expect))
                 except ConcurrencyError:
                     pass  # the principal exists already: only the new token matters
-            write_credentials_file(p.credentials, token, principal=p.principal)
-            log.info("credentials written", principal=p.principal, file=str(p.credentials))
+            if p.token is None:
+                write_credentials_file(p.credentials, token, principal=p.principal)
+                log.info("credentials written", principal=p.principal, file=str(p.credentials))
         for tenant, klass in p.queues:
             scope = Scope(tenant=tenant, kind="queue", id=klass)
             if Grant("execute", scope) not in state.grants_of(p.principal):

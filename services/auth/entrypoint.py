@@ -14,7 +14,7 @@ from muster.runtime.service import configure_logging
 
 from .bootstrap import Bootstrap
 from .keys import AuthKeys
-from .service import AuthService, load_idp
+from .service import AuthService
 
 
 async def _run(service: AuthService) -> None:
@@ -38,7 +38,7 @@ async def _run(service: AuthService) -> None:
               help="folder of issuer.seed and bus.secret (default: $MUSTER_AUTH_ISSUER_SEED and $MUSTER_BUS_SECRET)")
 @click.option("--bootstrap", "bootstrap_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="JSON of the tenants and principals to make on first start (muster up writes it)")
-@click.option("--idp", "idp_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+@click.option("--idp", "idp_file", envvar="MUSTER_IDP", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="JSON config of an identity provider whose JWTs are accepted too (docs/security.md)")
 def main(nats_url: str | None, keys_dir: Path | None, bootstrap_file: Path | None, idp_file: Path | None) -> None:
     """Run the auth service: nats-server's auth callout, identity requests, revocations."""
@@ -47,7 +47,7 @@ def main(nats_url: str | None, keys_dir: Path | None, bootstrap_file: Path | Non
     if keys is None:
         raise click.UsageError("give --keys-dir, or set MUSTER_AUTH_ISSUER_SEED and MUSTER_BUS_SECRET")
     service = AuthService(
-        nats_url or os.environ.get("NATS_URL") or "nats://127.0.0.1:4222", keys, idp=load_idp(idp_file),
+        nats_url or os.environ.get("NATS_URL") or "nats://127.0.0.1:4222", keys, idp=str(idp_file) if idp_file else None,
         bootstrap=Bootstrap.from_file(bootstrap_file) if bootstrap_file else None,
         replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
     )

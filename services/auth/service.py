@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -30,9 +29,7 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore
 from muster.bus.streams import ensure_streams
 
-from .backends import IdentityBackend
-from .backends.builtin import BuiltinBackend
-from .backends.idp import IdpBackend, IdpConfig
+from .backends import IdentityBackend, identity_backends
 from .bootstrap import Bootstrap, ensure_bootstrap
 from .callout import answer
 from .domain.admin import Admin
@@ -51,7 +48,8 @@ GATHER_S = 0.5
 class AuthService:
     url: str
     keys: AuthKeys
-    idp: IdpConfig | None = None
+    idp: str | None = None
+    """an identity provider's JSON config (default: $MUSTER_IDP)"""
     bootstrap: Bootstrap | None = None
     replicas: int = 1
     view: IdentityView | None = field(default=None, init=False)
@@ -68,13 +66,11 @@ class AuthService:
     async def start(self) -> "AuthService":
         self.signer = Signer(self.keys.issuer_seed)
         self.nc = await self._connect(LOG_USER, "muster-auth")
-        await ensure_streams(self.nc.jetstream(), replicas=self.replicas)
+        await self._streams()
         self.store = EventStore(self.nc)
         self.view = await IdentityView(self.nc, on_event=self._on_identity_event).start()
-        self.backends: Sequence[IdentityBackend] = [BuiltinBackend(self.view.state)] + (
-            [IdpBackend(self.idp, self.view.state)] if self.idp else [])
-        if self.bootstrap is not None:
-            await ensure_bootstrap(self, self.bootstrap)
+        self.backends: Sequence[IdentityBackend] = identity_backends(self.view.state, self.idp)
+        await ensure_bootstrap(self, self.bootstrap)
         self.sys_nc = await self._connect(SYS_USER, "muster-auth-sys")
         await self.nc.subscribe(subjects.ALL_AUTH_REQUESTS, queue="auth", cb=self._on_request)
         self.callout_nc = await self._connect(AUTH_USER, "muster-auth-callout")
@@ -82,6 +78,19 @@ class AuthService:
         for nc in self._conns:
             await nc.flush()
         return self
+
+    async def _streams(self, tries: int = 8) -> None:
+        """A cluster that has just elected its meta leader may refuse a stream for a moment:
+        a bounded retry of the request (0.25 s, doubling), never a poll."""
+        for attempt in range(tries):
+            try:
+                await ensure_streams(self.nc.jetstream(), replicas=self.replicas)
+                return
+            except Exception as err:  # noqa: BLE001 - nats-py raises several kinds here
+                if attempt == tries - 1:
+                    raise
+                log.warning("streams not ready yet", error=str(err) or type(err).__name__)
+                await asyncio.sleep(0.25 * 2**attempt)
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -201,7 +210,3 @@ class AuthService:
             self.kicked += len(found)
             log.info("revoked connections closed", count=len(found))
         return len(found)
-
-
-def load_idp(path: Path | None) -> IdpConfig | None:
-    return IdpConfig.from_file(path) if path is not None else None

@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from contracts import subjects
-from muster.bus.connect import DEFAULT_URL, connect
+from muster.bus.connect import DEFAULT_URL, bearer_headers, connect
 from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
 from muster.readmodel.clusters import cluster_view, job_ids, prefix
 from muster.readmodel.progress import JobProgress
@@ -131,7 +131,7 @@ async def _status_from_tracker(url: str, tenant: str, job_id: str) -> dict[str, 
     """The tracker's answer; None when there is no tracker to ask (or it has no such job)."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-            async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant}) as resp:
+            async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant, **bearer_headers()}) as resp:
                 if resp.status != 200:
                     return None
                 return await resp.json()  # type: ignore[no-any-return]

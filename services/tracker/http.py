@@ -21,12 +21,18 @@ from aiohttp import web
 from prometheus_client.registry import Collector
 
 from contracts import subjects
+from contracts.identity import Scope
+from muster.bus.connect import principal_of
 from muster.bus.consume import consume_events
 from contracts.envelope import Recorded
 from muster.bus.eventstore import EventStore, StoreError
+from muster.readmodel.locations import job_key
 from muster.readmodel.progress import JobProgress
+from services.auth.backends import identity_backends
+from services.auth.view import IdentityView
 
 from . import api
+from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Page, Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
@@ -59,7 +65,10 @@ def _shown(value: str) -> str:
 
 
 def tenant_of(request: web.Request) -> str:
-    tenant = request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT)
+    """The tenant of the request: the principal's own (auth on; services/tracker/auth.py), or
+    the one `X-Muster-Tenant` names for a super admin, a service or an anonymous caller."""
+    authz = request.get("authz")
+    tenant = authz.tenant if authz is not None else request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT)
     if not subjects.TOKEN.fullmatch(tenant):
         raise BadParameter(api.TENANT_HEADER, f"{api.TENANT_HEADER} {_shown(tenant)} is not a tenant name: use 1-128 letters, digits, '-' or '_'")
     return tenant
@@ -100,6 +109,17 @@ def not_found(what: str, ident: str, tenant: str) -> web.Response:
 # -- handlers ------------------------------------------------------------------------------------
 
 
+def _may_read(request: web.Request, scope: Scope) -> None:
+    request["authz"].require("read", scope)
+
+
+def _read_job(request: web.Request, tenant: str, job_id: str) -> None:
+    """A job is covered by grants on itself or on its cluster (known from the index)."""
+    tracker = request.app[TRACKER]
+    record = tracker.index.mirror.get(job_key(tenant, job_id)) if tracker.index is not None else None
+    _may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=record.get("cluster_id") if record else None))
+
+
 async def list_jobs(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     cluster = request.query.get("cluster")
@@ -109,11 +129,13 @@ async def list_jobs(request: web.Request) -> web.Response:
     if state is not None and state not in api.JOB_STATES:
         raise BadParameter("state", f"state {_shown(state)} is not one of {', '.join(api.JOB_STATES)}")
     after, limit = paging(request)
+    _may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster.lower() if cluster else "*"))
     return page_json(request.app[TRACKER].list_jobs(tenant, cluster.lower() if cluster else None, state, after, limit))
 
 
 async def get_job(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    _read_job(request, tenant, job_id)
     body = await request.app[TRACKER].job_status_json(tenant, job_id)
     if body is None:
         return not_found("job", job_id, tenant)
@@ -122,12 +144,14 @@ async def get_job(request: web.Request) -> web.Response:
 
 async def get_job_location(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    _read_job(request, tenant, job_id)
     location = await request.app[TRACKER].job_location(tenant, job_id)
     return not_found("job", job_id, tenant) if location is None else web.json_response(location)
 
 
 async def get_job_events(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    _read_job(request, tenant, job_id)
     after, limit = paging(request)
     page = await request.app[TRACKER].job_events(tenant, job_id, after, limit)
     return not_found("job", job_id, tenant) if page is None else page_json(page)
@@ -140,6 +164,7 @@ def sse(event: str, ident: int | None, data: Any) -> bytes:
 
 async def stream_job(request: web.Request) -> web.StreamResponse:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    _read_job(request, tenant, job_id)
     last_id = 0
     raw_last = request.headers.get("Last-Event-ID")
     if raw_last:
@@ -189,18 +214,21 @@ async def _stream(response: web.StreamResponse, events: AsyncIterator[Recorded |
 
 async def list_clusters(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
+    _may_read(request, Scope(tenant=tenant, kind="cluster", id="*"))
     after, limit = paging(request)
     return page_json(request.app[TRACKER].list_clusters(tenant, after, limit))
 
 
 async def get_cluster(request: web.Request) -> web.Response:
     tenant, cluster_id = tenant_of(request), uuid_of(request, "cluster_id", "cluster id")
+    _may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster_id))
     cluster = await request.app[TRACKER].cluster(tenant, cluster_id)
     return not_found("cluster", cluster_id, tenant) if cluster is None else web.json_response(cluster)
 
 
 async def get_cluster_jobs(request: web.Request) -> web.Response:
     tenant, cluster_id = tenant_of(request), uuid_of(request, "cluster_id", "cluster id")
+    _may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster_id))
     after, limit = paging(request)
     page = await request.app[TRACKER].cluster_jobs(tenant, cluster_id, after, limit)
     return not_found("cluster", cluster_id, tenant) if page is None else page_json(page)
@@ -274,12 +302,14 @@ def make_app(
     collectors: Iterable[Collector] = (),
     planner_metrics: bool = True,
     replicas: int = 1,
+    auth: auth_.HttpAuth | bool = True,
 ) -> web.Application:
     """The tracker app. With `index=True` it opens the shared KV index at startup (and with
     `consume=True` feeds it from the log through the shared durable consumer); pass a
     LocationIndex to share one, or False for a tracker that answers from the owner and the
     log alone."""
-    app = web.Application(middlewares=[guard])
+    holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
+    app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
     app[TRACKER] = tracker
     app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
@@ -290,6 +320,10 @@ def make_app(
         app.router.add_get(r.path, handler, name=r.name)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        view = None
+        if auth is True and principal_of(store.nc) != subjects.ANONYMOUS:
+            view = await IdentityView(store.nc).start()
+            holder[0] = auth_.HttpAuth(view.state, identity_backends(view.state))
         owned = index is True
         if owned:
             tracker.index = await LocationIndex.open(store.js, replicas=replicas)
@@ -306,6 +340,8 @@ def make_app(
         if owned and tracker.index is not None:
             with contextlib.suppress(Exception):
                 await tracker.index.stop()
+        if view is not None:
+            await view.stop()
 
     app.cleanup_ctx.append(lifecycle)
     return app

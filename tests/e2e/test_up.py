@@ -5,16 +5,20 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import stat
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import nats
+import nats.errors
 import pytest
 import pytest_asyncio
 
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobSucceeded
+from muster.bus.connect import bearer_headers, read_credentials_file
 from muster.client import MusterClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -35,7 +39,8 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, seen: dict[str,
 
 @pytest_asyncio.fixture
 async def muster_up(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, str]]]:
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    # As a user runs it: no server named, no token of the test session (muster up makes its own).
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "muster", "up", "--data-dir", str(tmp_path / "data"), "--tracker-port", "0",
         "--catalog", str(DEMO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
@@ -75,13 +80,21 @@ async def test_up_runs_a_create_and_ctrl_c_leaves_no_orphans(muster_up: tuple[as
     assert nats_url.startswith("nats://127.0.0.1:") and tracker.startswith("http://127.0.0.1:")
     assert _nats_servers_under(tmp_path)
 
-    async with await MusterClient.connect(nats_url) as client:
+    # First start made a super-admin credential only its owner can read; it is what works.
+    credentials = tmp_path / "data" / "credentials"
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    token = read_credentials_file(credentials)
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):  # no anonymous access
+        await nats.connect(nats_url, allow_reconnect=False, max_reconnect_attempts=0)
+    async with await MusterClient.connect(nats_url, token=token) as client:
         reply = await client.send("default", CreateCluster(name="e2e", template="hadoop-small", nodes=3))
         assert isinstance(reply, Accepted)
         assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
 
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{tracker}/v1/jobs/{reply.job_id}") as resp:
+            assert resp.status == 401 and "needs a token" in (await resp.json())["error"]["message"]
+        async with http.get(f"{tracker}/v1/jobs/{reply.job_id}", headers=bearer_headers(token)) as resp:
             body = await resp.json()
     assert resp.status == 200 and body["state"] == "succeeded" and body["layout"]["nodes"] == 3
 

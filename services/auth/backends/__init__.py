@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..domain.state import Principal
+from ..domain.state import IdentityState, Principal
 
 
 class AuthError(Exception):
@@ -31,3 +31,23 @@ class IdentityBackend(Protocol):
 
     def authenticate(self, token: str, now: float) -> Authenticated:
         """Who the token is, or AuthError naming why not."""
+
+
+IDP_ENV = "MUSTER_IDP"
+"""Path of an identity provider's JSON config (backends/idp.py); set, its JWTs are accepted too."""
+
+
+def identity_backends(state: "IdentityState", idp_file: str | None = None) -> list[IdentityBackend]:
+    """The built-in backend, then the identity provider's when one is configured (`--idp` or
+    `$MUSTER_IDP`). Another backend plugs in here (docs/security.md)."""
+    import os
+    from pathlib import Path
+
+    from .builtin import BuiltinBackend
+    from .idp import IdpBackend, IdpConfig
+
+    backends: list[IdentityBackend] = [BuiltinBackend(state)]
+    path = idp_file or os.environ.get(IDP_ENV)
+    if path:
+        backends.append(IdpBackend(IdpConfig.from_file(Path(path)), state))
+    return backends

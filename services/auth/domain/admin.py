@@ -229,14 +229,25 @@ class Admin:
 
 
 def bootstrap(state: IdentityState, principal_id: str, role: str, random: Random, now: float, by: str,
-              service: str | None = None, name: str = "") -> tuple[str, list[tuple[str, IdentityEvent, int | None]]]:
+              service: str | None = None, name: str = "", token: str | None = None) -> tuple[str, list[tuple[str, IdentityEvent, int | None]]]:
     """Events that create a super admin or a service principal with one token, for the first
-    start (`muster up`, `muster auth --bootstrap`): no requester exists yet to ask for them."""
+    start (`muster up`, `muster auth --bootstrap`): no requester exists yet to ask for them.
+    `token`: register this very token (a test harness's) instead of making one; nothing to
+    append when it is registered already."""
     appends: list[tuple[str, IdentityEvent, int | None]] = []
     if principal_id not in state.principals:
         created = PrincipalCreated(principal=principal_id, role=role, service=service, by=by)  # type: ignore[arg-type]
         appends.append((subjects.identity_events("principal", principal_id), created, 0))
-    token, token_id, salt, digest = tokens.make_token(principal_id, random(6), random(32), random(16))
+    if token is None:
+        token, token_id, salt, digest = tokens.make_token(principal_id, random(6), random(32), random(16))
+    else:
+        parsed = tokens.parse(token)
+        if parsed.principal != principal_id:
+            raise tokens.TokenError(f"the given token is {parsed.principal}'s, not {principal_id}'s")
+        token_id, salt = parsed.token_id, random(16).hex()
+        digest = tokens.digest(salt, parsed.secret)
+        if token_id in state.tokens:
+            return token, appends
     issued = TokenIssued(token_id=token_id, principal=principal_id, salt=salt, digest=digest, name=name, by=by)
     appends.append((subjects.identity_events("token", token_id), issued, 0))
     return token, appends

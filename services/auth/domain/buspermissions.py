@@ -72,9 +72,10 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         assert principal.tenant is not None
         return BusPermissions(tuple(_requests(pid, principal.tenant)), (inbox,))
     if principal.role == "super_admin":
-        # Operators: requests in every tenant under their own name, drains, and reading the log
-        # and the buckets (history, replay, events). Never appending to the log or the queues.
-        pub = _requests(pid, "*") + [f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
+        # Operators: requests in every tenant under their own name, drains, reading the log and
+        # the buckets (history, replay, events), and catalog changes (`muster catalog apply`
+        # appends them itself, with its principal as `by`). Nothing else of the log or queues.
+        pub = _requests(pid, "*") + [f"{evt}.*.catalog.>", f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
                                      f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + _read_log()
         return BusPermissions(tuple(pub), (inbox,))
     kind = principal.service

@@ -3,6 +3,8 @@ planner in an exit stack of its own so a test can stop it (its jobs' owner is th
 
 from __future__ import annotations
 
+import os
+
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
@@ -35,6 +37,9 @@ from services.tracker.http import TRACKER, make_app
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 DEADLINE = 60.0
 TENANT = "default"
+
+BEARER = {"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"}
+"""The session's system token (tests/conftest.py): the tracker checks tokens."""
 
 
 @dataclass
@@ -74,7 +79,7 @@ class Tracked:
 
     async def another_tracker(self, **options: object) -> TestClient:
         nc = await self._connect("tracker-2")
-        http = TestClient(TestServer(make_app(EventStore(nc), **options)))  # type: ignore[arg-type]
+        http = TestClient(TestServer(make_app(EventStore(nc), **options)), headers=BEARER)  # type: ignore[arg-type]
         await http.start_server()
         self.extra.append(http)
         return http
@@ -118,7 +123,7 @@ async def tracked(fresh_nats: str) -> AsyncIterator[Tracked]:
 
         stack.push_async_callback(stop_workers)
 
-        http = TestClient(TestServer(make_app(EventStore(await connection("tracker")))))
+        http = TestClient(TestServer(make_app(EventStore(await connection("tracker")))), headers=BEARER)
         await http.start_server()
         stack.push_async_callback(http.close)
 
@@ -136,7 +141,7 @@ async def lone(nats_url: str) -> AsyncIterator[TestClient]:
     """Just a tracker, on the session's server: for answers that need no job."""
     nc = await connect(nats_url, name="lone-tracker")
     await ensure_streams(nc.jetstream())
-    http = TestClient(TestServer(make_app(EventStore(nc))))
+    http = TestClient(TestServer(make_app(EventStore(nc))), headers=BEARER)
     await http.start_server()
     try:
         yield http

@@ -1,0 +1,145 @@
+"""Who is asking, and may they: the tracker's bearer-token check (docs/tracker.md, "Access").
+
+Every /v1 route needs a token, as `Authorization: Bearer <token>` or (for the console, where a
+browser cannot set headers on EventSource) the HttpOnly cookie `muster_session`. The token is
+checked here, with the same identity backends as the auth service and the same identity events
+(an `IdentityView` of this process), so a request costs no extra hop. /metrics needs a super
+admin's or a service's token; /healthz and /v1/openapi.json need none.
+
+The principal's tenant is the only one it may ask about (`X-Muster-Tenant` may only repeat it);
+super admins and the `system` service name the tenant with that header. Handlers find the
+principal in `request["principal"]` and ask `request["authz"].may(permission, scope)`.
+
+A tracker whose own connection has no token (auth off: benchmarks, old deployments) lets every
+request through as `anonymous`, in the tenant the header names.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from contracts import subjects
+from contracts.identity import Permission, Scope
+from services.auth.backends import AuthError, Authenticated, IdentityBackend
+from services.auth.domain.authz import Decision, may
+from services.auth.domain.state import IdentityState, Principal
+from services.auth.domain.tokens import TokenError, check_size
+
+from . import api
+
+COOKIE = "muster_session"
+OPEN_ROUTES = frozenset({"healthz", "openapi"})
+OPERATOR_ROUTES = frozenset({"metrics"})
+ANONYMOUS = Principal(subjects.ANONYMOUS, "service", service="system")
+
+
+@dataclass(frozen=True)
+class Authz:
+    """What the request's principal may do (console: `request["authz"].may("execute", scope)`)."""
+
+    principal: Principal
+    state: IdentityState | None
+    tenant: str
+
+    def may(self, permission: Permission, scope: Scope) -> Decision:
+        if self.state is None:
+            return Decision(True)
+        return may(self.principal, self.state.grants_of(self.principal.id), permission, scope)
+
+    def require(self, permission: Permission, scope: Scope) -> None:
+        decision = self.may(permission, scope)
+        if not decision:
+            raise Forbidden(decision.reason)
+
+
+class Forbidden(Exception):
+    pass
+
+
+class Unauthorized(Exception):
+    pass
+
+
+def _token_of(request: web.Request) -> str | None:
+    header = request.headers.get("Authorization")
+    if header is not None:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise Unauthorized("the Authorization header must be 'Bearer <token>'")
+        return value.strip()
+    return request.cookies.get(COOKIE) or None
+
+
+class HttpAuth:
+    def __init__(self, state: IdentityState, backends: Sequence[IdentityBackend]) -> None:
+        self.state = state
+        self.backends = backends
+
+    def authenticate(self, token: str) -> Authenticated:
+        try:
+            check_size(token)
+        except TokenError as err:
+            raise Unauthorized(str(err)) from None
+        backend = next((b for b in self.backends if b.accepts(token)), None)
+        if backend is None:
+            raise Unauthorized("malformed token: neither a muster token (mst_...) nor a JWT")
+        try:
+            return backend.authenticate(token, time.time())
+        except AuthError as err:
+            raise Unauthorized(str(err)) from None
+
+    def authorize(self, request: web.Request, route: str) -> Authz:
+        token = _token_of(request)
+        if token is None:
+            raise Unauthorized("this route needs a token: 'Authorization: Bearer <token>' (see muster token create)")
+        principal = self.authenticate(token).principal
+        if route in OPERATOR_ROUTES and not (principal.is_super_admin or principal.role == "service"):
+            raise Forbidden(f"{principal.id} may not read metrics: they need a super admin's or a service's token")
+        asked = request.headers.get(api.TENANT_HEADER)
+        if principal.tenant is not None:
+            if asked is not None and asked != principal.tenant:
+                raise Forbidden(f"{principal.id} belongs to tenant {principal.tenant}; it cannot ask about tenant {asked[:64]!r}")
+            tenant = principal.tenant
+        elif principal.is_super_admin or principal.service in ("system", "tracker"):
+            tenant = asked or api.DEFAULT_TENANT
+        else:
+            raise Forbidden(f"{principal.describe()} cannot use the tracker's API")
+        return Authz(principal, self.state, tenant)
+
+
+def error(status: int, message: str) -> web.Response:
+    response = web.json_response({"error": {"status": status, "message": message}}, status=status)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = f'Bearer realm="muster", error="invalid_token", error_description="{message[:200]}"'
+    return response
+
+
+def middleware(auth: Callable[[], HttpAuth | None]) -> Any:
+    """aiohttp middleware: 401 / 403 with a reason, or the principal on the request."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        route = request.match_info.route.name or ""
+        current = auth()
+        if current is None or route in OPEN_ROUTES or not route:
+            request["principal"] = ANONYMOUS
+            request["authz"] = Authz(ANONYMOUS, None, request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT))
+            return await handler(request)
+        try:
+            authz = current.authorize(request, route)
+        except Unauthorized as err:
+            return error(401, str(err))
+        except Forbidden as err:
+            return error(403, str(err))
+        request["principal"], request["authz"] = authz.principal, authz
+        try:
+            return await handler(request)
+        except Forbidden as err:
+            return error(403, str(err))
+
+    return check
