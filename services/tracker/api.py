@@ -194,7 +194,8 @@ def _param(name: str, where: str, schema: dict[str, Any], description: str, requ
 
 
 TENANT = _param(TENANT_HEADER, "header", {"type": "string", "pattern": subjects.TOKEN.pattern, "default": DEFAULT_TENANT},
-                "The tenant every route is scoped to (default `default`); another tenant's job is a 404.")
+                "The tenant every route is scoped to (default `default`); another tenant's job is a 404. With auth on, "
+                "only super admins and services choose it; anyone else may only repeat their own tenant (403 otherwise).")
 JOB_ID = _param("job_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A job id (UUID).", required=True)
 CLUSTER_ID = _param("cluster_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A cluster id (UUID).", required=True)
 LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
@@ -248,7 +249,17 @@ ROUTES: tuple[Route, ...] = (
 )
 
 ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "No such job or cluster in this tenant.",
-              503: "NATS is unreachable."}
+              503: "NATS is unreachable.",
+              401: "No token, or one that is malformed, unknown, expired or revoked (the message says which).",
+              403: "The token's principal may not read this (another tenant, or no read permission; the message says which)."}
+OPEN = frozenset({"healthz", "openapi"})
+"""Routes that need no token (docs/tracker.md, "Access")."""
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer",
+               "description": "A muster token (`muster token create`) or an identity provider's JWT, as for the bus."},
+    "session": {"type": "apiKey", "in": "cookie", "name": "muster_session",
+                "description": "The same token in the console's HttpOnly cookie (browsers cannot set headers on EventSource)."},
+}
 
 
 def openapi() -> dict[str, Any]:
@@ -264,19 +275,24 @@ def openapi() -> dict[str, Any]:
         else:
             ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
         responses: dict[str, Any] = {"200": ok}
-        for status in r.errors:
+        for status in (*r.errors, *(() if r.name in OPEN else (401, 403))):
             responses[str(status)] = {"description": ERROR_TEXT[status],
                                       "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
         for status_text, model in r.extra.items():
             responses[status_text] = {"description": model.__doc__ or model.__name__,
                                       "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
-        paths[r.path] = {"get": {"operationId": r.name, "summary": r.summary, "parameters": list(r.params),
-                                 "responses": responses}}
+        operation: dict[str, Any] = {"operationId": r.name, "summary": r.summary, "parameters": list(r.params),
+                                     "responses": responses}
+        if r.name in OPEN:
+            operation["security"] = []
+        paths[r.path] = {"get": operation}
     return {
         "openapi": "3.1.0",
         "info": {"title": "muster tracker", "version": "1",
                  "description": "Where jobs are, what they are doing, what happened (docs/tracker.md). Every /v1 "
-                                f"route is scoped to the tenant named by the `{TENANT_HEADER}` header."},
+                                f"route needs a token (bearer or the `muster_session` cookie) and is scoped to its "
+                                f"principal's tenant; super admins name the tenant with the `{TENANT_HEADER}` header."},
         "paths": paths,
-        "components": {"schemas": schemas},
+        "security": [{"bearer": []}, {"session": []}],
+        "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
     }

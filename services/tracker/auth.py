@@ -8,7 +8,7 @@ admin's or a service's token; /healthz and /v1/openapi.json need none.
 
 The principal's tenant is the only one it may ask about (`X-Muster-Tenant` may only repeat it);
 super admins and the `system` service name the tenant with that header. Handlers find the
-principal in `request["principal"]` and ask `request["authz"].may(permission, scope)`.
+principal in `request[PRINCIPAL]` and ask `request[AUTHZ].may(permission, scope)`.
 
 A tracker whose own connection has no token (auth off: benchmarks, old deployments) lets every
 request through as `anonymous`, in the tenant the header names.
@@ -40,7 +40,7 @@ ANONYMOUS = Principal(subjects.ANONYMOUS, "service", service="system")
 
 @dataclass(frozen=True)
 class Authz:
-    """What the request's principal may do (console: `request["authz"].may("execute", scope)`)."""
+    """What the request's principal may do (console: `request[AUTHZ].may("execute", scope)`)."""
 
     principal: Principal
     state: IdentityState | None
@@ -59,6 +59,10 @@ class Authz:
 
 class Forbidden(Exception):
     pass
+
+
+PRINCIPAL = web.RequestKey("principal", Principal)
+AUTHZ = web.RequestKey("authz", Authz)
 
 
 class Unauthorized(Exception):
@@ -106,7 +110,7 @@ class HttpAuth:
                 raise Forbidden(f"{principal.id} belongs to tenant {principal.tenant}; it cannot ask about tenant {asked[:64]!r}")
             tenant = principal.tenant
         elif principal.is_super_admin or principal.service in ("system", "tracker"):
-            tenant = asked or api.DEFAULT_TENANT
+            tenant = asked if asked is not None else api.DEFAULT_TENANT  # checked by the handler (400)
         else:
             raise Forbidden(f"{principal.describe()} cannot use the tracker's API")
         return Authz(principal, self.state, tenant)
@@ -127,8 +131,8 @@ def middleware(auth: Callable[[], HttpAuth | None]) -> Any:
         route = request.match_info.route.name or ""
         current = auth()
         if current is None or route in OPEN_ROUTES or not route:
-            request["principal"] = ANONYMOUS
-            request["authz"] = Authz(ANONYMOUS, None, request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT))
+            request[PRINCIPAL] = ANONYMOUS
+            request[AUTHZ] = Authz(ANONYMOUS, None, request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT))
             return await handler(request)
         try:
             authz = current.authorize(request, route)
@@ -136,7 +140,7 @@ def middleware(auth: Callable[[], HttpAuth | None]) -> Any:
             return error(401, str(err))
         except Forbidden as err:
             return error(403, str(err))
-        request["principal"], request["authz"] = authz.principal, authz
+        request[PRINCIPAL], request[AUTHZ] = authz.principal, authz
         try:
             return await handler(request)
         except Forbidden as err:

@@ -67,7 +67,7 @@ def _shown(value: str) -> str:
 def tenant_of(request: web.Request) -> str:
     """The tenant of the request: the principal's own (auth on; services/tracker/auth.py), or
     the one `X-Muster-Tenant` names for a super admin, a service or an anonymous caller."""
-    authz = request.get("authz")
+    authz = request.get(auth_.AUTHZ)
     tenant = authz.tenant if authz is not None else request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT)
     if not subjects.TOKEN.fullmatch(tenant):
         raise BadParameter(api.TENANT_HEADER, f"{api.TENANT_HEADER} {_shown(tenant)} is not a tenant name: use 1-128 letters, digits, '-' or '_'")
@@ -110,7 +110,7 @@ def not_found(what: str, ident: str, tenant: str) -> web.Response:
 
 
 def _may_read(request: web.Request, scope: Scope) -> None:
-    request["authz"].require("read", scope)
+    request[auth_.AUTHZ].require("read", scope)
 
 
 def _read_job(request: web.Request, tenant: str, job_id: str) -> None:
