@@ -29,6 +29,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
     "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
+    "tenant": ("muster.auth_cli:tenant", "Tenants: create, list (super admins)."),
+    "user": ("muster.auth_cli:user", "Users and admins: create, list, disable."),
+    "token": ("muster.auth_cli:token", "Bearer tokens: create (shown once), list, revoke."),
+    "grant": ("muster.auth_cli:grant", "Give a principal read/write/execute/grant on a scope."),
+    "revoke": ("muster.auth_cli:revoke", "Take a permission back from a principal."),
+    "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
@@ -183,7 +183,22 @@ class Health(_Out):
     index: str
 
 
-MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health]
+class Grant(BaseModel):
+    permission: str
+    scope: str
+
+
+class WhoAmI(BaseModel):
+    """The principal of the request's token."""
+
+    principal: str
+    role: str
+    tenant: str | None = None
+    service: str | None = None
+    grants: list[Grant] = Field(default_factory=list)
+
+
+MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health, WhoAmI]
 
 
 # -- routes and parameters -------------------------------------------------------------------
@@ -242,6 +257,8 @@ ROUTES: tuple[Route, ...] = (
           ClusterDetail, (TENANT, CLUSTER_ID)),
     Route("/v1/clusters/{cluster_id}/jobs", "get_cluster_jobs", "The jobs of a cluster, oldest first, paged.", JobPage,
           (TENANT, CLUSTER_ID, LIMIT, AFTER)),
+    Route("/v1/whoami", "whoami", "Who the token is: principal, role, tenant and grants (401 says why a token is refused).",
+          WhoAmI, (), errors=()),
     Route("/healthz", "healthz", "Whether the tracker is connected to NATS and its index is loaded.", Health,
           errors=(), extra={"503": Health}),
     Route("/metrics", "metrics", "Prometheus metrics (text format 0.0.4).", None, content_type="text/plain", errors=()),

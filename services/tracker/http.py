@@ -113,11 +113,19 @@ def _may_read(request: web.Request, scope: Scope) -> None:
     request[auth_.AUTHZ].require("read", scope)
 
 
-def _read_job(request: web.Request, tenant: str, job_id: str) -> None:
-    """A job is covered by grants on itself or on its cluster (known from the index)."""
+async def _read_job(request: web.Request, tenant: str, job_id: str) -> None:
+    """A job is covered by grants on itself or on its cluster, found (only when it matters) in
+    the index, else in the job's first event."""
+    authz = request[auth_.AUTHZ]
+    if authz.may("read", Scope(tenant=tenant, kind="job", id=job_id)):
+        return
     tracker = request.app[TRACKER]
     record = tracker.index.mirror.get(job_key(tenant, job_id)) if tracker.index is not None else None
-    _may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=record.get("cluster_id") if record else None))
+    cluster = record.get("cluster_id") if record else None
+    if cluster is None:
+        first = await tracker.store.read(subjects.job_events(tenant, job_id))
+        cluster = getattr(first[0].event, "cluster_id", None) if first else None
+    _may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=cluster))
 
 
 async def list_jobs(request: web.Request) -> web.Response:
@@ -135,7 +143,7 @@ async def list_jobs(request: web.Request) -> web.Response:
 
 async def get_job(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
-    _read_job(request, tenant, job_id)
+    await _read_job(request, tenant, job_id)
     body = await request.app[TRACKER].job_status_json(tenant, job_id)
     if body is None:
         return not_found("job", job_id, tenant)
@@ -144,14 +152,14 @@ async def get_job(request: web.Request) -> web.Response:
 
 async def get_job_location(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
-    _read_job(request, tenant, job_id)
+    await _read_job(request, tenant, job_id)
     location = await request.app[TRACKER].job_location(tenant, job_id)
     return not_found("job", job_id, tenant) if location is None else web.json_response(location)
 
 
 async def get_job_events(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
-    _read_job(request, tenant, job_id)
+    await _read_job(request, tenant, job_id)
     after, limit = paging(request)
     page = await request.app[TRACKER].job_events(tenant, job_id, after, limit)
     return not_found("job", job_id, tenant) if page is None else page_json(page)
@@ -164,7 +172,7 @@ def sse(event: str, ident: int | None, data: Any) -> bytes:
 
 async def stream_job(request: web.Request) -> web.StreamResponse:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
-    _read_job(request, tenant, job_id)
+    await _read_job(request, tenant, job_id)
     last_id = 0
     raw_last = request.headers.get("Last-Event-ID")
     if raw_last:
@@ -234,6 +242,14 @@ async def get_cluster_jobs(request: web.Request) -> web.Response:
     return not_found("cluster", cluster_id, tenant) if page is None else page_json(page)
 
 
+async def whoami(request: web.Request) -> web.Response:
+    authz = request[auth_.AUTHZ]
+    p = authz.principal
+    grants = sorted(authz.state.grants_of(p.id), key=lambda g: (str(g.scope), g.permission)) if authz.state else []
+    return web.json_response({"principal": p.id, "role": p.role, "tenant": p.tenant, "service": p.service,
+                              "grants": [{"permission": g.permission, "scope": str(g.scope)} for g in grants]})
+
+
 async def healthz(request: web.Request) -> web.Response:
     tracker = request.app[TRACKER]
     connected = bool(tracker.nc.is_connected)
@@ -257,7 +273,7 @@ def _openapi_handler(document: bytes) -> Callable[[web.Request], Awaitable[web.R
 HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "list_jobs": list_jobs, "get_job": get_job, "get_job_location": get_job_location, "get_job_events": get_job_events,
     "stream_job": stream_job, "list_clusters": list_clusters, "get_cluster": get_cluster,
-    "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics,
+    "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics, "whoami": whoami,
 }
 
 

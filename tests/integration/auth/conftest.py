@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,8 @@ async def _quiet(*_: Any) -> None:
 class Authed:
     server: NatsServer
     service: AuthService
-    admin_token: str
-    system_token: str
+    admin_token: str = field(repr=False)  # tokens never in test output
+    system_token: str = field(repr=False)
     keys: AuthKeys
     folder: Path
     bootstrap: Bootstrap
