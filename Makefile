@@ -22,7 +22,9 @@ demo: install
 up: install
 	$(BIN)/muster up
 
+# Debian packages some tests need (deploy/system-packages.txt) are installed first when missing.
 test: install
+	sh deploy/system-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-unit: install

@@ -46,9 +46,10 @@ from muster.bus.eventstore import EventStore  # noqa: E402
 from muster.bus.server import NatsServer  # noqa: E402
 from muster.bus.streams import ensure_streams  # noqa: E402
 from muster.bus.repository import fold  # noqa: E402
-from services.planner.app import Planner, PlannerConfig  # noqa: E402
+from services.planner.app import PlannerConfig  # noqa: E402
 from services.planner.domain.cluster import Cluster  # noqa: E402
 from services.planner.domain.job import Job  # noqa: E402
+from services.planner.entrypoint import nats_planner  # noqa: E402
 
 TASKS_PER_JOB = 50  # 2 + 2*50 + 1 = 103 events per job
 TENANT = "bench"
@@ -132,7 +133,7 @@ async def full_fold(nc) -> tuple[float, int]:  # type: ignore[no-untyped-def]
 
 
 async def rebuild(nc) -> tuple[float, int]:  # type: ignore[no-untyped-def]
-    planner = Planner(nc=nc, store=EventStore(nc), config=PlannerConfig(instance="bench"))
+    planner = nats_planner(nc, PlannerConfig(instance="bench"))
     start = time.perf_counter()
     await planner.resume()
     return time.perf_counter() - start, len(planner.clusters)

@@ -47,8 +47,14 @@ class Entity(_Model):
     version: int = 1
 
 
+PROVISIONER_CLASS = r"^[A-Za-z0-9_\-]{1,128}$"
+
+
 class Provider(Entity):
     providertype: str = Field(min_length=1)
+    provisionerclass: str | None = Field(
+        default=None, pattern=PROVISIONER_CLASS,
+        description="the class of provisioners that carry out this provider's clusters' tasks (default: the planner's)")
     # The provider plugin's field values (URL, user, credentials...). Which of them are
     # sensitive is declared by the plugin's descriptor, not here.
     provisioner: dict[str, Any] = Field(default_factory=dict)
@@ -167,6 +173,9 @@ class TemplateDefaults(_Model):
     imagetype: str | None = None
     dnsSuffix: str | None = None
     config: dict[str, Any] = Field(default_factory=dict)
+    provisionerclass: str | None = Field(
+        default=None, pattern=PROVISIONER_CLASS,
+        description="the class of provisioners that carry out the clusters' tasks; wins over the provider's")
 
     @model_validator(mode="before")
     @classmethod

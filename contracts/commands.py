@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
 from .layout import Layout
+from .limits import MAX_CONFIG_BYTES, max_json_bytes
 
 MAX_CLUSTER_SIZE = 10_000
 ID = r"^[A-Za-z0-9_\-]{1,128}$"
+Config = Annotated[dict[str, Any], AfterValidator(max_json_bytes(MAX_CONFIG_BYTES))]
+"""A cluster config: at most `MAX_CONFIG_BYTES` as JSON (contracts/limits.py)."""
 
 
 class Command(BaseModel):
@@ -34,7 +37,7 @@ class CreateCluster(Command):
     provider: str | None = Field(default=None, max_length=128)
     hardwaretype: str | None = Field(default=None, max_length=128)
     imagetype: str | None = Field(default=None, max_length=128)
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: Config = Field(default_factory=dict)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
 
 
@@ -84,7 +87,7 @@ class ConfigureCluster(ClusterCommand):
 
     type: Literal["ConfigureCluster"] = "ConfigureCluster"
     v: Literal[1] = 1
-    config: dict[str, Any]
+    config: Config
     restart: bool = False
 
 

@@ -313,6 +313,8 @@ class ClusterRequested(Event):
     provider: str
     config: dict[str, Any] = Field(default_factory=dict)
     job_id: str
+    provisioner_class: str | None = Field(
+        default=None, description="where its tasks are queued (the template's or provider's class); none: the planner's")
 
 
 class ClusterLayoutChanged(Event):

@@ -69,6 +69,11 @@ def task_history_filter(tenant: str, job_id: str, task_id: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{escaped}.*"
 
 
+def job_task_events(tenant: str, job_id: str) -> str:
+    """Every claim and outcome of every task of a job."""
+    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.>"
+
+
 def task_event_writer(subject: str) -> str | None:
     """The provisioner id a task event's subject names (None for events written before the
     subject carried it)."""
@@ -86,7 +91,7 @@ def provisioner_events(tenant: str, provisioner_id: str) -> str:
 
 def job_history_filters(tenant: str, job_id: str) -> list[str]:
     """Every subject that tells a job's story."""
-    return [job_events(tenant, job_id), layout_events(tenant, job_id), f"{EVT}.{tenant}.task.{job_id}.>"]
+    return [job_events(tenant, job_id), layout_events(tenant, job_id), job_task_events(tenant, job_id)]
 
 
 ALL_EVENTS = f"{EVT}.>"

@@ -2,7 +2,9 @@
 
 A task carries everything a plugin needs (Coopr's SchedulableTask, coopr-facts §5.2): the node,
 the node's accumulated results from earlier tasks (provider id, addresses, host keys...), and a
-`nodes` map of every node in the cluster. Sensitive provider fields are *not* in it: the
+`nodes` map of every node in the cluster. The map travels by reference (`nodes_ref`, see
+`contracts.nodemaps`): the provisioner puts it back before a plugin sees the task, so a task
+message stays a few KB however large the cluster. Sensitive provider fields are *not* in it: the
 provisioner resolves them locally from its secrets file (docs/secrets.md), so they never reach
 the bus or the log.
 """
@@ -77,7 +79,14 @@ class TaskMessage(_Wire):
     service: ServiceRef | None = None
     provider: ProviderRef
     results: dict[str, Any] = Field(default_factory=dict, description="this node's accumulated results")
-    nodes: dict[str, NodeInfo] = Field(default_factory=dict)
+    nodes: dict[str, NodeInfo] = Field(
+        default_factory=dict,
+        description="every node of the cluster; on the bus empty, with `nodes_ref` naming the stored map, which the "
+        "provisioner resolves before a plugin sees the task",
+    )
+    nodes_ref: str | None = Field(
+        default=None, description="key of the nodes map's manifest in the KV bucket `nodemaps` (contracts/nodemaps.py)"
+    )
     config: dict[str, Any] = Field(default_factory=dict, description="cluster config")
     timeout_s: float = Field(default=600, gt=0, description="the action's time limit")
     avoid: list[str] = Field(

@@ -44,7 +44,8 @@ def _merge(base: ClusterTemplate, top: ClusterTemplate, locked: dict[str, Any], 
         update={
             "services": _union(d.services, td.services),
             "config": _deep_merge(d.config, td.config, locked, where),
-            **{k: getattr(td, k) for k in ("provider", "hardwaretype", "imagetype", "dnsSuffix") if getattr(td, k) is not None},
+            **{k: getattr(td, k) for k in ("provider", "hardwaretype", "imagetype", "dnsSuffix", "provisionerclass")
+               if getattr(td, k) is not None},
         }
     )
     c, tc = base.compatibility, top.compatibility

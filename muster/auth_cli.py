@@ -66,12 +66,12 @@ async def ask(nats_server: str | None, data_dir: Path, verb: str, **body: Any) -
     try:
         nc = await connect(url, name="muster-cli", max_reconnect_attempts=0, allow_reconnect=False, connect_timeout=3,
                            error_cb=_quiet)
+    except (nats.errors.NoServersError, OSError) as err:
+        raise CliError(f"cannot reach NATS at {nats_url(url)} ({type(err).__name__}): is `muster up` running?", EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
         if "authorization violation" in str(err).lower():
             raise CliError(refused_message(creds.source)) from None
         raise
-    except (nats.errors.NoServersError, OSError) as err:
-        raise CliError(f"cannot reach NATS at {nats_url(url)} ({type(err).__name__}): is `muster up` running?", EXIT_UNREACHABLE) from None
     try:
         data = json.dumps({k: v for k, v in body.items() if v not in (None, "")}).encode()
         msg = await nc.request(subjects.auth_request(principal_of(nc), verb), data, timeout=10)

@@ -28,6 +28,7 @@ from contracts import subjects
 from contracts.catalog import KINDS, Catalog
 from contracts.catalog_validation import PluginSpec, Problem, validate_catalog
 from contracts.events import CatalogEntityPut
+from contracts.limits import MAX_ENTITY_BYTES, check_size, json_size, over_budget
 
 from .bus.eventstore import H_EXPECT, Append, EventStore, Recorded, StoreError
 from .catalog_files import CatalogFileError
@@ -221,6 +222,12 @@ def check_apply(
         return replace(p, source=src, **update)
 
     errors, warnings = [], []
+    for kind, name in sorted(applied):
+        body = _body(incoming.entities(kind)[name])
+        if check_size("entity", body, MAX_ENTITY_BYTES):
+            biggest = max(body, key=lambda k: json_size(body[k]))
+            errors.append(located(Problem(kind, name, biggest, over_budget("the entity", json_size(body), MAX_ENTITY_BYTES)
+                                          + f" ({biggest} alone is {json_size(body[biggest]):,})")))
     for p in after:
         if p.is_error and p.key() not in before:
             errors.append(located(p))

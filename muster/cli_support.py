@@ -63,16 +63,16 @@ async def open_client(url: str | None, tenant: str, requested_by: str | None = N
         return await MusterClient.connect(url, connect_attempts=3, tenant=tenant, requested_by=requested_by)
     except CredentialsError as err:
         raise CliError(str(err)) from None
+    except (nats.errors.NoServersError, OSError) as err:
+        where = url or os.environ.get("NATS_URL") or "nats://127.0.0.1:4222"
+        raise CliError(f"cannot reach NATS at {where} ({type(err).__name__}): is `muster up` running, or NATS_URL set?",
+                       EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
         if "authorization violation" not in str(err).lower():
             raise
         from .auth_cli import refused_message
 
         raise CliError(refused_message(credentials().source)) from None
-    except (nats.errors.NoServersError, OSError) as err:
-        where = url or os.environ.get("NATS_URL") or "nats://127.0.0.1:4222"
-        raise CliError(f"cannot reach NATS at {where} ({type(err).__name__}): is `muster up` running, or NATS_URL set?",
-                       EXIT_UNREACHABLE) from None
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

@@ -59,7 +59,8 @@ from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS
 
 from .bus.connect import connect, principal_of
-from .bus.eventstore import EventStore, recorded_from_msg
+from .bus.bodies import Bodies
+from .bus.eventstore import EventStore, inflate, recorded_from_msg
 from .readmodel.clusters import ClusterInfo
 
 __all__ = ["ClusterInfo", "MusterClient", "MusterError", "NoAnswer", "Outcome", "Reply", "RequestRejected", "default_user",
@@ -130,6 +131,7 @@ class MusterClient:
     ) -> None:
         self.nc = nc
         self.js = nc.jetstream()
+        self._bodies = Bodies(self.js)
         self._owns = owns_connection
         self.tenant = tenant
         self.requested_by = requested_by or default_user()
@@ -330,7 +332,7 @@ class MusterClient:
         )
         try:
             while True:
-                recorded = recorded_from_msg(await queue.get())
+                recorded = await inflate(self._bodies, recorded_from_msg(await queue.get()))
                 yield recorded
                 if recorded.type in stop:
                     return

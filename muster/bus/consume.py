@@ -2,23 +2,50 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import structlog
+from nats import errors as nats_errors
 from nats.aio.msg import Msg
+from nats.js import errors as js_errors
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from contracts import subjects
 
-from .eventstore import Recorded, recorded_from_msg
+from .bodies import Bodies
+from .eventstore import ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
 
 log = structlog.get_logger("muster.bus")
 
 Handler = Callable[[Recorded], Awaitable[None]]
+PoisonHandler = Callable[[Recorded, BaseException], Awaitable[None]]
 
 RETRY_DELAY_S = 1.0
+MAX_RETRY_DELAY_S = 30.0
+MAX_FAILURES = 5
+"""Deliveries of one event that fail for a reason that is not the bus's before it is poison."""
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    OSError,  # connection errors and nats' TimeoutError
+    nats_errors.ConnectionClosedError, nats_errors.ConnectionDrainingError, nats_errors.ConnectionReconnectingError,
+    nats_errors.NoRespondersError, nats_errors.NoServersError, nats_errors.StaleConnectionError,
+    nats_errors.FlushTimeoutError, nats_errors.OutboundBufferLimitError, nats_errors.SlowConsumerError,
+    js_errors.ServiceUnavailableError, js_errors.ServerError, js_errors.NoStreamResponseError,
+    ConcurrencyError, NoDirectGet,
+)
+_UNAVAILABLE = ("unavailable", "no leader", "code 10008", "code 503")
+
+
+def transient(err: BaseException) -> bool:
+    """An error of the bus or the log that goes away on its own (a server restarting, a
+    leader election, a stale view reloaded): retried for as long as it takes. Anything else
+    (a message too large, a body that cannot be found, a bug) fails the same way every time."""
+    if isinstance(err, TRANSIENT):
+        return True
+    return isinstance(err, StoreError) and any(s in str(err).lower() for s in _UNAVAILABLE)
 
 
 async def consume_events(
@@ -28,10 +55,20 @@ async def consume_events(
     handler: Handler,
     queue: str | None = None,
     ack_wait: float = 30.0,
+    on_poison: PoisonHandler | None = None,
+    max_failures: int | None = None,
 ) -> JetStreamContext.PushSubscription:
     """Deliver every event matching the filter to `handler`, at least once, resuming where the
-    durable consumer left off. A handler error is logged and the event redelivered after a
-    delay; an event that cannot be decoded is terminated (it can never succeed) and logged."""
+    durable consumer left off.
+
+    A handler error is logged and the event redelivered after a delay that doubles (up to
+    `MAX_RETRY_DELAY_S`). An error of the bus (`transient`) is retried for as long as it
+    lasts; any other error makes the event poison after `max_failures` deliveries:
+    `on_poison` records what it means (the planner fails the job with the reason) and the
+    event is terminated, so it cannot jam the consumer forever. An event that cannot be
+    decoded is terminated at once."""
+
+    bodies = Bodies(js)
 
     async def on_msg(msg: Msg) -> None:
         structlog.contextvars.clear_contextvars()
@@ -42,13 +79,44 @@ async def consume_events(
             log.error("undecodable event terminated", error=str(err))
             await msg.term()
             return
+        delivery = msg.metadata.num_delivered
         try:
-            await handler(recorded)
-        except Exception:
-            log.exception("handler failed; will redeliver", type=recorded.type)
-            await msg.nak(delay=RETRY_DELAY_S)
+            recorded = await inflate(bodies, recorded)
+            await _keeping_claim(msg, handler(recorded), ack_wait / 3)
+        except Exception as err:
+            if not transient(err) and delivery >= (max_failures or MAX_FAILURES):
+                await _poison(msg, recorded, err)
+                return
+            delay = min(RETRY_DELAY_S * 2 ** (delivery - 1), MAX_RETRY_DELAY_S)
+            log.exception("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay)
+            await msg.nak(delay=delay)
             return
         await msg.ack()
+
+    async def _keeping_claim(msg: Msg, work: Awaitable[None], interval: float) -> None:
+        """A long handler (planning 10,000 nodes) tells the server it still holds the event,
+        so it is not redelivered to another planner meanwhile."""
+        task = asyncio.ensure_future(work)
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=interval)
+            if done:
+                return task.result()
+            try:
+                await msg.in_progress()
+            except Exception as err:  # noqa: BLE001 - the handler goes on; a redelivery is harmless
+                log.warning("in-progress ack failed", error=str(err) or type(err).__name__)
+
+    async def _poison(msg: Msg, recorded: Recorded, err: BaseException) -> None:
+        reason = f"{type(err).__name__}: {err}"[:500]
+        if on_poison is not None:
+            try:
+                await on_poison(recorded, err)
+            except Exception:  # noqa: BLE001 - not recorded: try again later rather than lose it
+                log.exception("recording a poison event failed; will redeliver", type=recorded.type)
+                await msg.nak(delay=MAX_RETRY_DELAY_S)
+                return
+        log.error("poison event terminated", type=recorded.type, deliveries=msg.metadata.num_delivered, error=reason)
+        await msg.term()
 
     config = ConsumerConfig(
         durable_name=durable,

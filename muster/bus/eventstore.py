@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 from nats.aio.client import Client
@@ -20,34 +22,63 @@ from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
 from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
+from contracts.events import EVENT_TYPES, parse_event
 
-# The envelope types live in contracts.envelope (no NATS import); they are re-exported here
-# for the adapters that already name them.
+from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
+
+from ..ports.eventlog import ConcurrencyError, StoreError
+
+# The envelope types live in contracts.envelope, the port's errors in muster.ports.eventlog (no
+# NATS import in either); they are re-exported here for the adapters that already name them.
 __all__ = [
     "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
-    "NoDirectGet", "Recorded", "StoreError", "recorded", "recorded_from_msg",
+    "NoDirectGet", "Recorded", "StoreError", "full_recorded_from_msg", "inflate", "recorded", "recorded_from_msg",
 ]
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
 READ_BATCH = 1000
+MAX_ATOMIC = 1000
+"""The server takes at most 1000 messages in one atomic batch (error 10199); a longer append is
+written in consecutive batches, each fenced by the sequence the previous one ended at."""
 BATCH_DUPLICATE = 10201  # an atomic batch whose message ids were already stored
-
-
-class ConcurrencyError(Exception):
-    """A stale writer: the subject moved on since the writer read it."""
-
-
-class StoreError(Exception):
-    pass
 
 
 class NoDirectGet(StoreError):
     """Nobody answers direct gets (503): a replicated stream's replicas are not serving yet."""
 
 
+def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
+    """A stored message as a Recorded event; an offloaded body stays an `Offloaded` stub until
+    the async readers fetch it (`inflate`)."""
+    if H_BODY not in headers:
+        return recorded(subject, seq, data, headers)
+    time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
+    version = headers.get(H_VERSION)
+    return Recorded(
+        seq=seq, subject=subject,
+        time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc),
+        event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
+    )
+
+
 def recorded_from_msg(msg: Msg) -> Recorded:
-    """For consumers: a JetStream message of the EVENTS stream as a Recorded event."""
-    return recorded(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
+    """For consumers: a JetStream message of the EVENTS stream as a Recorded event. Its event
+    is an `Offloaded` stub if the body is in BODIES: pass it through `inflate` (or use
+    `full_recorded_from_msg`)."""
+    return _decode(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
+
+
+async def inflate(bodies: Bodies, r: Recorded) -> Recorded:
+    """The recorded event with its offloaded body put back (unchanged if it was inline)."""
+    if not isinstance(r.event, Offloaded):
+        return r
+    data = await bodies.get(tenant_of(r.subject), r.event.ref)
+    model = EVENT_TYPES.get(r.event.type)
+    return replace(r, event=model.model_validate_json(data) if model is not None else parse_event(data))
+
+
+async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:
+    return await inflate(bodies, recorded_from_msg(msg))
 
 
 class EventStore:
@@ -58,20 +89,28 @@ class EventStore:
         self.timeout = timeout
         self._batch = 0
         self._replicated: bool | None = None
+        self.bodies = Bodies(self.js)
 
     # -- writing ------------------------------------------------------------------------
 
     async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None = None) -> list[int]:
         """Append `items` to `subject`; returns their stream sequences. With `expect_last_seq`
-        (0 = the subject must be empty) a stale writer gets ConcurrencyError."""
-        if not items:
-            return []
+        (0 = the subject must be empty) a stale writer gets ConcurrencyError. More than
+        `MAX_ATOMIC` items are written in consecutive atomic parts: each part is a prefix of
+        the whole, so a failure between parts leaves a shorter but valid history."""
+        seqs: list[int] = []
+        for start in range(0, len(items), MAX_ATOMIC):
+            part = items[start : start + MAX_ATOMIC]
+            seqs += await self._append(subject, part, expect_last_seq if start == 0 else seqs[-1])
+        return seqs
+
+    async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         try:
             if len(items) == 1:
-                headers = items[0].headers()
+                data, headers = await self._encode(subject, items[0])
                 if expect_last_seq is not None:
                     headers[H_EXPECT] = str(expect_last_seq)
-                ack = await self.js.publish(subject, items[0].event.model_dump_json().encode(), headers=headers)
+                ack = await self.js.publish(subject, data, headers=headers)
                 return [ack.seq]
             ack = await self._atomic_batch(subject, items, expect_last_seq)
             return list(range(ack.seq - len(items) + 1, ack.seq + 1))
@@ -86,16 +125,27 @@ class EventStore:
                 return list(range(last[0] - len(items) + 1, last[0] + 1))
             raise ConcurrencyError(f"{subject}: {err.description}") from None
 
+    async def _encode(self, subject: str, item: Append) -> tuple[bytes, dict[str, str]]:
+        """The message for one event: its JSON, or, past `INLINE_LIMIT`, a reference to the
+        JSON stored in BODIES (see `muster.bus.bodies`)."""
+        headers = item.headers()
+        data = item.event.model_dump_json().encode()
+        if len(data) > INLINE_LIMIT:
+            ref = await self.bodies.put(tenant_of(subject), data)
+            headers[H_BODY] = ref
+            data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data))
+        return data, headers
+
     async def _atomic_batch(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> PubAck:
         # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.
         self._batch += 1
         batch_id = f"{items[0].msg_id}~{len(items)}"[:64]
-        for i, item in enumerate(items, start=1):
-            headers = item.headers()
+        # Bodies first: nothing may stand between the messages of a batch.
+        encoded = [await self._encode(subject, item) for item in items]
+        for i, (data, headers) in enumerate(encoded, start=1):
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
             if i == 1 and expect_last_seq is not None:
                 headers[H_EXPECT] = str(expect_last_seq)
-            data = item.event.model_dump_json().encode()
             if i < len(items):
                 await self.nc.publish(subject, data, headers=headers)
             else:
@@ -145,14 +195,14 @@ class EventStore:
                     raise
                 break  # a stream just created or electing: the leader answers the rest
             if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
-                return out + [r for r in batch if r.seq <= up_to_seq]
+                return [await inflate(self.bodies, r) for r in out + [r for r in batch if r.seq <= up_to_seq]]
             out.extend(batch)
             seq = batch[-1].seq + 1 if batch else seq
             if len(batch) < READ_BATCH:
                 break
         if await self.replicated():
             out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
-        return out
+        return [await inflate(self.bodies, r) for r in out]
 
     async def _from_leader(self, subject_filter: str, seq: int, up_to_seq: int | None) -> list[Recorded]:
         """Direct gets may be answered by any replica, and a follower may not have applied
@@ -168,7 +218,7 @@ class EventStore:
                 break
             if up_to_seq is not None and msg.seq > up_to_seq:
                 break
-            out.append(recorded(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            out.append(_decode(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
             seq = msg.seq + 1
         return out
 
@@ -183,7 +233,7 @@ class EventStore:
         async def on_msg(msg: Msg) -> None:
             nonlocal count
             try:
-                on_event(recorded_from_msg(msg))
+                on_event(await inflate(self.bodies, recorded_from_msg(msg)))
                 count += 1
             except Exception as err:  # stop at the first event we cannot fold
                 failure.append(err)
@@ -242,7 +292,7 @@ class EventStore:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
-                got.append(recorded(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
+                got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
             except Exception as err:  # a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 

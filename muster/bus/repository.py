@@ -5,20 +5,23 @@ argument, `payload`, a contract event. So the nested domain event class is named
 contract type, and decoding a message needs no registry: `getattr(AggregateClass, event.type)`.
 The message body is the contract's JSON alone (readable by any client); the aggregate id,
 version and time travel in headers.
+
+No NATS here: a Repository works on any `muster.ports.eventlog.EventLog` (the JetStream store or
+the in-memory fake).
 """
 
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, TypeVar
 from uuid import UUID
 
 from eventsourcing.domain import BaseAggregate, CanInitAggregate
 from eventsourcing.utils import get_topic
 
-from .eventstore import Append, EventStore, Recorded
+from ..ports.eventlog import Append, EventLog, Recorded
 
 A = TypeVar("A", bound=BaseAggregate[Any])
 
@@ -86,7 +89,7 @@ def pending_appends(aggregate: BaseAggregate[Any]) -> list[Append]:
 
 
 class Repository:
-    def __init__(self, store: EventStore) -> None:
+    def __init__(self, store: EventLog) -> None:
         self.store = store
 
     async def load(self, cls: type[A], subject: str) -> A | None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BadRequestError
+from nats.js.kv import KeyValue
 
 from contracts import subjects
+
+from .bodies import bodies_config
 
 
 def events_config(replicas: int = 1) -> StreamConfig:
@@ -40,7 +43,7 @@ def tasks_config(replicas: int = 1) -> StreamConfig:
 
 
 async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
-    for config in (events_config(replicas), tasks_config(replicas)):
+    for config in (events_config(replicas), tasks_config(replicas), bodies_config(replicas)):
         try:
             await js.add_stream(config)
         except BadRequestError as err:
@@ -48,3 +51,14 @@ async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
             if err.err_code != 10058:
                 raise
             await js.update_stream(config)
+
+
+async def ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:
+    """Create a KV bucket (idempotent), or bind to it if it exists with other settings
+    (10058: declared by another version; it is used as it is)."""
+    try:
+        return await js.create_key_value(config)
+    except BadRequestError as err:
+        if err.err_code != 10058:
+            raise
+        return await js.key_value(config.bucket)

@@ -30,6 +30,12 @@ class JobProgress:
 
     def apply(self, r: Recorded) -> dict[str, Any]:
         """Fold one event; returns what a progress stream sends for it."""
+        self.fold(r)
+        return self.summary(r)
+
+    def fold(self, r: Recorded) -> None:
+        """Fold one event without summing up (for events a client has already seen: the
+        summary costs a pass over every task)."""
         parsed = parse_subject(r.subject)
         kind = parsed[1] if parsed else ""
         e = r.event
@@ -48,10 +54,15 @@ class JobProgress:
             self.phase, self.stages = "forward", self._forward
         if e.type in FINAL_JOB_EVENTS:
             self.final = r
+
+    def summary(self, r: Recorded) -> dict[str, Any]:
+        """What a progress stream sends for `r`, the event folded last."""
+        e = r.event
         status = self.status()
+        task_id = getattr(e, "task_id", None)
         return {
             "seq": r.seq, "time": r.time.isoformat(), "type": e.type, "text": describe(e), "who": who(e),
-            "task_id": getattr(e, "task_id", None), "task": self.task(getattr(e, "task_id", None)),
+            "task_id": task_id, "task": self.task(task_id),
             "state": status["state"] if status else "running", "phase": self.phase,
             "counts": status["counts"] if status else {}, "tasks_total": status["tasks_total"] if status else 0,
             "stage": status["stage"] if status else {"current": None, "total": 0},

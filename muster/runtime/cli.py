@@ -154,7 +154,7 @@ async def _tracker_job(tracker_url: str, tenant: str, job_id: str, token: str | 
 @_data_dir_option
 @click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50))
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--keep", is_flag=True, help="do not delete the cluster at the end")
+@click.option("--keep", is_flag=True, help="keep the cluster and everything running until Ctrl-C, to look around in the console")
 def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
 
@@ -180,6 +180,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
             raise click.ClickException(f"create rejected: {reply.reason}")
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
+        console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}")
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
@@ -188,7 +189,9 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         if not isinstance(final, JobSucceeded):
             raise click.ClickException(f"create ended {final.type}: {getattr(final, 'reason', '')}")
         if keep:
-            return
+            console.print(f"kept running: the console is at {deployment.tracker_url}/ui/clusters; Ctrl-C stops everything.", style="bold")
+            sys.stdout.flush()
+            await asyncio.Event().wait()  # until Ctrl-C (or a service dies): `_guarded` ends it
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
         if isinstance(deleted, Rejected):
             raise click.ClickException(f"delete rejected: {deleted.reason}")

@@ -14,11 +14,9 @@ from contracts.layout import NodeSpec
 from contracts.templates import TemplateError, resolve_template
 from muster.catalog_files import CatalogFileError, describe_validation_error, load_catalog
 
+from .domain.operations import OFFLINE as CLI_OPERATIONS  # what can be planned without a solver
 from .domain.plan import PlanError, build_plan
 
-CLI_OPERATIONS = (
-    "create", "delete", "add-services", "remove-services", "configure", "configure-restart", "start", "stop", "restart",
-)
 MODES = ("eager", "staged")
 
 

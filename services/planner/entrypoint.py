@@ -1,70 +1,61 @@
-"""Composition root of the planner service."""
+"""Composition root of the planner service: the service layer (`app.Planner`) on NATS adapters,
+subscribed to what the routing tables (`routing.py`) name."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-import contextlib
-import json
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import click
-import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
-from contracts import subjects
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
+from muster.bus.taskqueue import NatsTaskQueue
 from muster.runtime.service import main_for
 
+from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
+from .nodemaps import LazyBucket, NodeMaps
+from .routing import REPLIES, ROUTES, Reply, router
 
-log = structlog.get_logger("muster.planner")
+
+def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:
+    """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
+    store = store or EventStore(nc)
+    return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)))
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
-    planner = Planner(nc=nc, store=EventStore(nc), config=config)
+    planner = nats_planner(nc, config)
     stack.callback(planner.timers.cancel_all)
     await planner.resume()
 
-    async def on_request(msg: Msg) -> None:
-        # muster.ops.<tenant>.<principal>.<verb>: the server lets only <principal> send it.
-        try:
-            tenant, _principal, rest = subjects.parse_request(msg.subject)
-            reply = await planner.handle_request(tenant, rest[0] if len(rest) == 1 else "", msg.data)
-        except Exception:  # a bug must not leave a requester without an answer
-            log.exception("request failed", subject=msg.subject)
-            from contracts.commands import Rejected
-
-            reply = Rejected(reason="internal error while handling the request; see the planner's log")
-        if msg.reply:
-            await msg.respond(reply.model_dump_json().encode())
-
-    async def on_query(msg: Msg) -> None:
-        # muster.q.<tenant>.<principal>.job.<id>: answered only by the planner that has the
-        # job; the tracker falls back to the log when nobody answers.
-        parts = msg.subject.split(".")
-        view = planner.job_view(parts[2], parts[5]) if len(parts) == 6 else None
-        if view is not None and msg.reply:
-            await msg.respond(json.dumps(view).encode())
-
-    async def on_metrics(msg: Msg) -> None:
-        if msg.reply:
-            await msg.respond(json.dumps({"planner": config.instance, "queues": planner.metrics.snapshot()}).encode())
-
-    subs = [
-        await nc.subscribe(subjects.PLANNER_METRICS, cb=on_metrics),
-        await nc.subscribe(f"{subjects.OPS}.*.*.*", queue="planners", cb=on_request),
-        await nc.subscribe(subjects.ALL_JOB_QUERIES, cb=on_query),
-        await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "planner-layouts", planner.on_layout_event, ack_wait=config.ack_wait_s),
-        await consume_events(nc.jetstream(), subjects.ALL_TASK_EVENTS, "planner-tasks", planner.on_task_event, ack_wait=config.ack_wait_s),
-    ]
+    subs: list[Any] = []
+    for reply in REPLIES:
+        subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, reply)))
+    for route in ROUTES:
+        subs.append(await consume_events(nc.jetstream(), route.filter, route.durable, router(planner, route),
+                                         ack_wait=config.ack_wait_s, on_poison=planner.on_poison))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     return planner
+
+
+def _responder(planner: Planner, reply: Reply) -> Callable[[Msg], Awaitable[None]]:
+    async def on_msg(msg: Msg) -> None:
+        answer = await reply.answer(planner, msg.subject, msg.data)
+        if answer is not None and msg.reply:
+            await msg.respond(answer)
+
+    return on_msg
 
 
 async def _unsubscribe(sub: Any) -> None:
@@ -89,6 +80,7 @@ def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: st
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
+        replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

@@ -1,12 +1,16 @@
 """Queue metrics for scaling workers, per tenant and provisioner class (pure).
 
 Fed from the log as the planner reads it: a task attempt is queued (`TaskQueued`), claimed
-(`TaskClaimed`) and finished (`TaskSucceeded`/`TaskFailed`). Times come from the events, so the
-same log gives the same figures.
+(`TaskClaimed`) and finished (`TaskSucceeded`/`TaskFailed`). Times come from the events; a
+snapshot is taken at a time the caller gives (the planner's clock), so the same log and the
+same time give the same figures.
 
 Recommendation (Little's law): workers needed to keep up = arrival rate × mean task duration,
-plus enough to drain the current backlog within `drain_target_s`, rounded up; never below
-the tasks in progress now.
+plus enough to drain the current backlog within `drain_target_s`, rounded up; never below the
+tasks in progress now. The arrival rate counts the arrivals of the last `window_s` seconds
+before the snapshot, so it falls to zero when work stops (it used to be the rate of the last
+500 arrivals, which never fell). `scaling.py` turns the recommendation into workers to add or
+remove against the live capacity.
 """
 
 from __future__ import annotations
@@ -17,16 +21,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-WINDOW = 500  # recent samples kept per queue
+SAMPLES = 500  # recent waits and durations kept per queue
+WINDOW_S = 60.0
 
 
 @dataclass
 class Queue:
     queued: dict[tuple[str, str, int], datetime] = field(default_factory=dict)
     claimed: dict[tuple[str, str, int], datetime] = field(default_factory=dict)
-    waits: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
-    durations: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
-    arrivals: deque[datetime] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    waits: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
+    durations: deque[float] = field(default_factory=lambda: deque(maxlen=SAMPLES))
+    arrivals: deque[datetime] = field(default_factory=deque)
+    """Arrival times inside the window, oldest first (older ones are dropped as they age)."""
+    first_arrival: datetime | None = None
     finished: int = 0
 
 
@@ -44,6 +51,7 @@ def _p(values: deque[float], q: float) -> float:
 @dataclass
 class QueueMetrics:
     drain_target_s: float = 60.0
+    window_s: float = WINDOW_S
     queues: dict[tuple[str, str], Queue] = field(default_factory=dict)
     where: dict[tuple[str, str, int], tuple[str, str]] = field(default_factory=dict)
 
@@ -53,7 +61,9 @@ class QueueMetrics:
         if key not in q.queued and key not in q.claimed:
             q.queued[key] = at
             q.arrivals.append(at)
+            q.first_arrival = q.first_arrival or at
             self.where[key] = (tenant, klass)
+            self._age(q, at)
 
     def claimed(self, job: str, task: str, attempt: int, at: datetime) -> None:
         key = (job, task, attempt)
@@ -77,12 +87,24 @@ class QueueMetrics:
         where = self.where.get(key)
         return self.queues.get(where) if where else None
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def _age(self, q: Queue, now: datetime) -> None:
+        while q.arrivals and (now - q.arrivals[0]).total_seconds() > self.window_s:
+            q.arrivals.popleft()
+
+    def rate(self, q: Queue, now: datetime) -> float:
+        """Arrivals per second over the window before `now` (over the time since the first
+        arrival plus a second while that is shorter: the first minute of work is not diluted)."""
+        self._age(q, now)
+        if not q.arrivals or q.first_arrival is None:
+            return 0.0
+        span = min(self.window_s, (now - q.first_arrival).total_seconds() + 1.0)
+        return len(q.arrivals) / span
+
+    def snapshot(self, now: datetime) -> list[dict[str, Any]]:
         out = []
         for (tenant, klass), q in sorted(self.queues.items()):
             duration = _mean(q.durations)
-            span = (q.arrivals[-1] - q.arrivals[0]).total_seconds() if len(q.arrivals) > 1 else 0.0
-            rate = (len(q.arrivals) - 1) / span if span > 0 else 0.0
+            rate = self.rate(q, now)
             backlog = len(q.queued)
             needed = rate * duration + (backlog * duration / self.drain_target_s if duration else backlog)
             out.append({
@@ -91,6 +113,7 @@ class QueueMetrics:
                 "time_in_queue_s": {"mean": _mean(q.waits), "p50": _p(q.waits, 0.5), "p99": _p(q.waits, 0.99)},
                 "task_duration_s": {"mean": duration, "p50": _p(q.durations, 0.5), "p99": _p(q.durations, 0.99)},
                 "arrival_rate_per_s": rate,
-                "recommended_workers": max(len(q.claimed), math.ceil(needed)),
+                "window_s": self.window_s,
+                "recommended_workers": max(len(q.claimed), math.ceil(needed - 1e-9)),
             })
         return out

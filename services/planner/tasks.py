@@ -37,26 +37,27 @@ def node_info(cluster: Cluster, catalog: Catalog, node_id: str) -> NodeInfo:
 
 
 PROVIDER_ACTIONS = frozenset({Action.CREATE, Action.CONFIRM, Action.DELETE})
-_NODES_CACHE: dict[tuple[str, int], dict[str, NodeInfo]] = {}
+
+
+def needs_nodes(action: Action | str) -> bool:
+    """Providers create and delete machines; only automators need the cluster's topology."""
+    return Action(action) not in PROVIDER_ACTIONS
 
 
 def nodes_map(cluster: Cluster, catalog: Catalog) -> dict[str, NodeInfo]:
-    """Every node of the cluster, computed once per cluster version (a create of N nodes
-    sends O(N) tasks; rebuilding the map for each would be O(N^2))."""
-    key = (str(cluster.id), cluster.version)
-    found = _NODES_CACHE.get(key)
-    if found is None:
-        if len(_NODES_CACHE) > 64:
-            _NODES_CACHE.clear()
-        found = _NODES_CACHE[key] = {n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)}
-    return found
+    """Every node of the cluster, as a plugin sees it (the planner stores it by reference:
+    nodemaps.py; this is the same map, whole)."""
+    return {n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)}
 
 
 def task_message(
     job: Job, cluster: Cluster, catalog: Catalog, task_id: str, attempt: int, provisioner_class: str,
     timeouts: Mapping[str, float] | None = None,
     avoid: Sequence[str] = (),
+    nodes_ref: str | None = None,
 ) -> TaskMessage:
+    """The message for one attempt. With `nodes_ref` (the key of the stored nodes map) the map
+    travels by reference; without it, whole (what the provisioner puts back is the same)."""
     task = job.tasks[task_id]
     action = Action(task["action"])
     service = None
@@ -81,8 +82,8 @@ def task_message(
         # field here may travel.
         provider=ProviderRef(name=provider.name, providertype=provider.providertype, fields=provider.provisioner),
         results=cluster.results.get(task["node"], {}),
-        # Providers create and delete machines; only automators need the cluster's topology.
-        nodes={} if action in PROVIDER_ACTIONS else nodes_map(cluster, catalog),
+        nodes={} if not needs_nodes(action) or nodes_ref else nodes_map(cluster, catalog),
+        nodes_ref=nodes_ref if needs_nodes(action) else None,
         config=config,
         timeout_s=(timeouts or {}).get(action.value, (timeouts or {}).get("default", 600.0)),
         avoid=list(avoid) if attempt > 1 else [],

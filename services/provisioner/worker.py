@@ -32,6 +32,8 @@ from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster.bus.eventstore import Append, EventStore
 
+from .nodes import NodesResolver
+
 log = structlog.get_logger("muster.provisioner")
 
 FETCH_WAIT_S = 5.0
@@ -115,6 +117,8 @@ class Workers:
     running: set[asyncio.Task[None]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
+        # Plugins get the nodes map back and may return only so much (services/provisioner/nodes.py).
+        self.executor = NodesResolver(self.executor, self.js)
         self.slots = Slots(self.config.capacity)
         self.draining = asyncio.Event()
         self.idle = asyncio.Event()

@@ -26,7 +26,8 @@ def main(nats_url: str | None, name: str | None) -> None:
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         service = SolverService(EventStore(nc), name)
-        sub = await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", service.on_event, queue="solvers")
+        sub = await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", service.on_event, queue="solvers",
+                                   on_poison=service.on_poison)
         stack.push_async_callback(sub.unsubscribe)
         dry = await nc.subscribe(subjects.ALL_SOLVE_REQUESTS, queue="solvers", cb=service.on_solve_request)
         stack.push_async_callback(dry.unsubscribe)

@@ -70,6 +70,20 @@ class SolverService:
             return
         log.info("answered", job=request.job_id, result=result.type)
 
+    async def on_poison(self, recorded: Recorded, err: BaseException) -> None:
+        """A request the solver fails on every time (a bug, an answer the log refuses): answer
+        that it is invalid, so the job fails with the reason instead of waiting forever."""
+        if not isinstance(recorded.event, LayoutRequested):
+            return
+        job_id = recorded.event.job_id
+        result = LayoutUnsolvable(job_id=job_id, kind="invalid", solver=self.name,
+                                  message=f"the solver failed on this request: {type(err).__name__}: {err}"[:1000])
+        try:
+            await self.store.append(recorded.subject, [Append(result, msg_id=f"{job_id}:layout-answer:{recorded.seq}")],
+                                    expect_last_seq=recorded.seq)
+        except ConcurrencyError:
+            pass  # answered meanwhile
+
     async def on_solve_request(self, msg: Msg) -> None:
         """Dry runs: the same answer, over request/reply, recorded nowhere."""
         try:

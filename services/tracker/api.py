@@ -163,6 +163,7 @@ class ClusterDetail(_Out):
 class ClusterSummary(_Out):
     id: str
     name: str | None
+    template: str | None
     status: str | None
     job_id: str | None
     nodes: int

@@ -25,7 +25,7 @@ from contracts import subjects
 from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from muster.bus.connect import principal_of
-from muster.bus.eventstore import EventStore, recorded_from_msg
+from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
 from muster.readmodel.clusters import cluster_view
 from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
 from muster.readmodel.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
@@ -211,7 +211,8 @@ class Tracker:
     async def follow(self, tenant: str, job_id: str, idle: float | None = None) -> AsyncIterator[Recorded | None]:
         """The job's story from its first event, live, until its final event; yields None
         after `idle` seconds without an event (for keep-alives). Driven by an ordered
-        consumer: nothing polls."""
+        consumer: nothing polls. A final event that more events follow (the job was retried
+        since) does not end the story: only the last one does."""
         queue: asyncio.Queue[Msg] = asyncio.Queue()
         config = ConsumerConfig(filter_subjects=subjects.job_history_filters(tenant, job_id), deliver_policy=DeliverPolicy.ALL)
         sub = await self.store.js.subscribe(
@@ -225,9 +226,9 @@ class Tracker:
                 except TimeoutError:
                     yield None
                     continue
-                recorded = recorded_from_msg(msg)
+                recorded = await inflate(self.store.bodies, recorded_from_msg(msg))
                 yield recorded
-                if recorded.type in FINAL_JOB_EVENTS:
+                if recorded.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                     return
         finally:
             await sub.unsubscribe()
@@ -250,7 +251,7 @@ class Tracker:
         for key in self.index.mirror.clusters_of_tenant.get(tenant, ()):
             r = self.index.mirror.get(key)
             if r is not None:
-                items.append({"id": r.ident["cluster_id"], "name": r.get("name"), "status": r.get("status"),
+                items.append({"id": r.ident["cluster_id"], "name": r.get("name"), "template": r.get("template"), "status": r.get("status"),
                               "job_id": r.get("job_id"), "nodes": r.get("nodes", 0), "created_at": r.get("created_at"),
                               "seq": _stamp_seq(r, "created_at") or r.seq})
         return _page(sorted(items, key=lambda c: c["seq"]), after, limit)

@@ -27,7 +27,7 @@ from rich.table import Table
 
 from contracts import subjects
 from muster.bus.connect import DEFAULT_URL, bearer_headers, connect
-from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
+from muster.bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
 from muster.readmodel.clusters import cluster_view, job_ids, prefix
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.status import status_from_log
@@ -421,7 +421,7 @@ async def dump_events(store: EventStore, subject: str, start: int | datetime, fo
                                    config=ConsumerConfig(opt_start_seq=max(last + 1, first, 1)))
     try:
         while True:
-            click.echo(json.dumps(event_json(recorded_from_msg(await queue.get()))))
+            click.echo(json.dumps(event_json(await inflate(store.bodies, recorded_from_msg(await queue.get())))))
     finally:
         await sub.unsubscribe()
 

@@ -35,7 +35,7 @@ from . import api
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Page, Tracker
-from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics
+from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
 
 log = structlog.get_logger("muster.tracker")
 
@@ -179,6 +179,12 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
         if not re.fullmatch(r"[0-9]{1,18}", raw_last):
             raise BadParameter("Last-Event-ID", f"Last-Event-ID {_shown(raw_last)} is not a log sequence")
         last_id = int(raw_last)
+    return await job_stream(request, tenant, job_id, last_id)
+
+
+async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: int) -> web.StreamResponse:
+    """The progress stream of one job of `tenant`, after log sequence `last_id` (also served to
+    the console, which names the tenant from its session)."""
     tracker, metrics = request.app[TRACKER], request.app[METRICS]
     if not await tracker.job_exists(tenant, job_id):
         return not_found("job", job_id, tenant)
@@ -205,12 +211,13 @@ async def _stream(response: web.StreamResponse, events: AsyncIterator[Recorded |
                 await response.write(b": keep-alive\n\n")
                 continue
             try:
-                data = progress.apply(recorded)
+                progress.fold(recorded)
+                data = progress.summary(recorded) if recorded.seq > last_id else None  # the client has the others
             except Exception as err:  # a log this reader cannot fold: say so, and stop
                 log.exception("cannot fold job event", seq=recorded.seq)
                 await response.write(sse("error", recorded.seq, {"message": f"cannot follow the job past seq {recorded.seq}: {err}"}))
                 return
-            if recorded.seq > last_id:
+            if data is not None:
                 await response.write(sse("progress", recorded.seq, data))
     status = progress.status() or {}
     final = progress.final
@@ -319,21 +326,28 @@ def make_app(
     planner_metrics: bool = True,
     replicas: int = 1,
     auth: auth_.HttpAuth | bool = True,
+    console: bool = True,
 ) -> web.Application:
     """The tracker app. With `index=True` it opens the shared KV index at startup (and with
     `consume=True` feeds it from the log through the shared durable consumer); pass a
     LocationIndex to share one, or False for a tracker that answers from the owner and the
-    log alone."""
+    log alone. With `console=True` it also serves the web console under /ui/ (docs/ui.md)."""
     holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
     app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
     app[TRACKER] = tracker
-    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=[PlannerQueues(store.nc)] if planner_metrics else [])
+    planners = PlannerQueues(store.nc)
+    sources: list[Any] = [planners, WorkerScaling(store.nc, planners)] if planner_metrics else []
+    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=sources)
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]
         app.router.add_get(r.path, handler, name=r.name)
+    if console:
+        from .ui import setup_ui  # noqa: PLC0415 (the console's modules import this one)
+
+        setup_ui(app, TRACKER)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         view = None

@@ -23,6 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from contracts import subjects
+from muster.scaling import ClassScaling, by_class
 
 log = structlog.get_logger("muster.tracker")
 
@@ -129,3 +130,31 @@ class PlannerQueues:
         yield from gauges.values()
         yield finished
         yield from timing.values()
+
+
+class WorkerScaling:
+    """Workers to add or remove per provisioner class, for an external autoscaler: the
+    planners' recommendations (from `planners`, refreshed first in the same scrape) against
+    the live capacity of the registered provisioners (`muster.scaling`)."""
+
+    def __init__(self, nc: Client, planners: PlannerQueues) -> None:
+        self.nc = nc
+        self.planners = planners
+        self.classes: dict[str, ClassScaling] = {}
+
+    async def refresh(self) -> None:
+        from services.provisioner.presence import live_provisioners
+
+        self.classes = by_class(self.planners.answers, await live_provisioners(self.nc))
+
+    def collect(self) -> Iterator[Metric]:
+        families = {
+            "needed": GaugeMetricFamily("muster_workers_needed", "Worker slots the queued work needs (all planners)", labels=["class"]),
+            "capacity": GaugeMetricFamily("muster_workers_capacity", "Worker slots of live provisioners, not draining", labels=["class"]),
+            "delta": GaugeMetricFamily("muster_workers_delta", "Slots to add (> 0) or that could go (< 0)", labels=["class"]),
+            "provisioners": GaugeMetricFamily("muster_provisioners_live", "Live provisioners, not draining", labels=["class"]),
+        }
+        for name, c in sorted(self.classes.items()):
+            for field_name, family in families.items():
+                family.add_metric([name], float(getattr(c, field_name)))
+        yield from families.values()

@@ -38,9 +38,10 @@ from contracts.events import FINAL_JOB_EVENTS
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.repository import rebuild
-from services.planner.app import Planner, PlannerConfig
+from services.planner.app import PlannerConfig
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
+from services.planner.entrypoint import nats_planner
 
 FINAL = FINAL_JOB_EVENTS
 QUEUED = ("TaskQueued", "CleanupQueued")
@@ -294,7 +295,7 @@ def _cluster_state(c: Cluster) -> dict[str, Any]:
 async def _compare_fresh_planner(report: Report, nc: Client, jobs: dict[tuple[str, str], Job],
                                  clusters: dict[tuple[str, str], Cluster]) -> None:
     """A planner rebuilt from the log (all jobs are final, so `resume` dispatches nothing)."""
-    fresh = Planner(nc=nc, store=EventStore(nc, timeout=30.0), config=PlannerConfig(instance="invariants"))
+    fresh = nats_planner(nc, PlannerConfig(instance="invariants"), store=EventStore(nc, timeout=30.0))
     try:
         await fresh.resume()
     finally:

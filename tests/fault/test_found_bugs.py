@@ -76,7 +76,7 @@ async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path)
 # Found by the fault suite (scenarios 3 and 4): a task publish that failed after its TaskQueued
 # was recorded (TASKS without a leader for a moment) was never made again; an append whose ack
 # was lost left the planner's view ahead of the log. Both now repair themselves
-# (execution.schedule_republish, execution.save).
+# (the republish timer in services/planner/execution.py, the reload in PlannerState.save).
 
 
 @pytest.mark.parametrize("stack", [{"http": False, "ack_wait_s": 1.0}], indirect=True)
@@ -84,7 +84,7 @@ async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path)
 async def test_a_write_that_fails_mid_handler_is_made_again(stack: Any, fails: str) -> None:
     """Found by the fault suite (scenarios 3 and 4): a planner write (an append of the job's
     events, a task publish) that failed mid-handler was never made again, and the job stalled."""
-    store = stack.planner.store
+    store = stack.planner.log
     publish, append, failed = store.js.publish, store.append, []
 
     async def flaky_publish(subject: str, payload: bytes = b"", *args: Any, **kwargs: Any) -> Any:

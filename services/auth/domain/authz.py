@@ -72,7 +72,7 @@ def may_grant(grantor: Principal | None, grantor_grants: Iterable[Grant], grante
     """May `grantor` give (or take back) `permission` on `scope` to `grantee`?"""
     if grantee is None:
         return Decision(False, "no such principal")
-    if grantee.role in ("super_admin", "service") and not (grantor and grantor.is_super_admin):
+    if grantee.role in ("super_admin", "service") and not (grantor and (grantor.is_super_admin or grantor.service == "system")):
         return Decision(False, f"only a super admin grants to {grantee.role.replace('_', ' ')}s")
     if grantee.role in ("user", "tenant_admin") and grantee.tenant != scope.tenant:
         return Decision(False, f"{grantee.id} belongs to tenant {grantee.tenant}: grants stay inside a tenant")

@@ -36,14 +36,22 @@ class Cluster(Aggregate):
         self.status = "pending"
         self.status_reason = ""
         self.job_id = payload.job_id
+        self.provisioner_class = payload.provisioner_class
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
         self.hostnames: dict[str, str] = {}
+        # What changed a node's entry in the nodes map, so the map is rewritten where it
+        # changed, not whole (services/planner/nodemaps.py): a layout change counts up the
+        # epoch; address and host name results since then are listed in order.
+        self.layout_epoch = 0
+        self.touched: list[str] = []
 
     @event("ClusterLayoutChanged")
     def _layout_changed(self, payload: ClusterLayoutChanged) -> None:
         self.nodes = {n.id: n for n in payload.nodes}
+        self.layout_epoch += 1
+        self.touched = []
         for gone in set(self.results) - set(self.nodes):
             self.results.pop(gone, None)
 
@@ -71,6 +79,8 @@ class Cluster(Aggregate):
             self.ipaddresses[payload.node_id] = dict(payload.ipaddresses)
         if payload.hostname:
             self.hostnames[payload.node_id] = payload.hostname
+        if payload.ipaddresses or payload.hostname:
+            self.touched.append(payload.node_id)
 
     def record_results(self, node_id: str, task_id: str, result: dict[str, Any], ipaddresses: dict[str, str], hostname: str) -> bool:
         if not (result or ipaddresses or hostname):

@@ -1,7 +1,8 @@
 """Planning an operation: a DAG of node-level tasks (coopr-facts §2.2-2.4, §4.1).
 
 Pure and deterministic: no IO, no clock, no randomness; the same inputs give the same plan,
-task for task and edge for edge. See docs/planner.md for the rules and the task-id scheme.
+task for task and edge for edge. See docs/planner.md for the rules and the task-id scheme;
+which operations exist and how each is planned is the operations table (`operations.py`).
 """
 
 from __future__ import annotations
@@ -15,33 +16,11 @@ from contracts.layout import NodeSpec
 from .dependencies import DependencyResolver, Kind
 from .errors import PlanError
 from .model import Link, Plan, PlannedTask, task_id
+from .operations import CHAINS, OPERATIONS, Operation
 
-__all__ = ["OPERATIONS", "RULES", "Plan", "PlanError", "PlannedTask", "Rule", "build_plan", "task_id"]
+__all__ = ["CHAINS", "RULES", "Plan", "PlanError", "PlannedTask", "Rule", "build_plan", "task_id"]
 
 A = Action
-_CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
-OPERATIONS: dict[str, tuple[Action, ...]] = {
-    "create": _CREATE,
-    "expand": _CREATE,
-    "delete": (A.DELETE,),
-    "shrink": (A.STOP, A.DELETE),
-    "add-services": (A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START),
-    "remove-services": (A.STOP, A.REMOVE),
-    "configure": (A.BOOTSTRAP, A.CONFIGURE),
-    "configure-restart": (A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START),
-    "start": (A.START,),
-    "stop": (A.STOP,),
-    "restart": (A.STOP, A.START),
-    # The named services only, with the catalog's current definition; dependents keep
-    # running (a rolling upgrade), so the service's install must cope with a live peer.
-    "upgrade": (A.STOP, A.INSTALL, A.CONFIGURE, A.START),
-}
-"""Each operation's per-service action chain, in order (Coopr's `Actions.actionOrder`)."""
-
-# Operations whose planned nodes get their machine actions even without a planned service.
-MACHINE_OPERATIONS = frozenset({"create", "expand", "delete", "shrink"})
-_NEED_NODES = frozenset({"expand", "shrink"})
-_NEED_SERVICES = frozenset({"add-services", "remove-services", "upgrade"})
 
 
 @dataclass(frozen=True)
@@ -80,20 +59,21 @@ def build_plan(
 ) -> Plan:
     """The task DAG of `operation` on the cluster `nodes` (semantics per operation in
     docs/planner.md). Raises PlanError on invalid input or a dependency cycle."""
-    if operation not in OPERATIONS:
-        raise PlanError(f"unknown operation {operation!r}; operations are {sorted(OPERATIONS)}")
+    if operation not in CHAINS:
+        raise PlanError(f"unknown operation {operation!r}; operations are {sorted(CHAINS)}")
+    op = OPERATIONS[operation]
     _check_nodes(nodes)
     cluster = {s for n in nodes for s in n.services}
     if operation == "delete":  # machines go; their services need not be in the catalog
         cluster &= set(catalog_services)
     resolver = DependencyResolver(catalog_services, cluster)
-    planned_nodes = _planned_nodes(operation, nodes, node_ids)
-    planned_services = _planned_services(operation, resolver, services)
-    builder = _Builder(catalog_services, nodes, OPERATIONS[operation])
+    planned_nodes = _planned_nodes(op, nodes, node_ids)
+    planned_services = _planned_services(op, resolver, services)
+    builder = _Builder(catalog_services, nodes, op.chain)
     for node in nodes:
         if node.id in planned_nodes:
             chosen = [s for s in dict.fromkeys(node.services) if s in planned_services]
-            builder.add_node(node.id, chosen, operation in MACHINE_OPERATIONS)
+            builder.add_node(node.id, chosen, op.machine)
     builder.add_rules(resolver)
     return Plan.assemble(builder.tasks.values(), builder.links(), builder.thrown_in)
 
@@ -106,11 +86,11 @@ def _check_nodes(nodes: Sequence[NodeSpec]) -> None:
         seen.add(node.id)
 
 
-def _planned_nodes(operation: str, nodes: Sequence[NodeSpec], node_ids: Sequence[str] | None) -> set[str]:
+def _planned_nodes(op: Operation, nodes: Sequence[NodeSpec], node_ids: Sequence[str] | None) -> set[str]:
     known = {n.id for n in nodes}
     if node_ids is None:
-        if operation in _NEED_NODES:
-            raise PlanError(f"{operation} needs node_ids (the nodes it adds or removes)")
+        if op.needs_nodes:
+            raise PlanError(f"{op.name} needs node_ids (the nodes it adds or removes)")
         return known
     unknown = sorted(set(node_ids) - known)
     if unknown:
@@ -118,10 +98,10 @@ def _planned_nodes(operation: str, nodes: Sequence[NodeSpec], node_ids: Sequence
     return set(node_ids)
 
 
-def _planned_services(operation: str, resolver: DependencyResolver, services: Sequence[str] | None) -> set[str]:
+def _planned_services(op: Operation, resolver: DependencyResolver, services: Sequence[str] | None) -> set[str]:
     if services is None:
-        if operation in _NEED_SERVICES:
-            raise PlanError(f"{operation} needs the services to add or remove")
+        if op.needs_services:
+            raise PlanError(f"{op.name} needs the services to add or remove")
         chosen = set(resolver.cluster)
     else:
         missing = sorted(set(services) - resolver.cluster)
@@ -129,10 +109,10 @@ def _planned_services(operation: str, resolver: DependencyResolver, services: Se
             where = "in the catalog" if set(missing) - set(resolver.catalog) else "on the cluster"
             raise PlanError(f"service(s) {missing} not {where}")
         chosen = set(services)
-    if operation == "start":  # and what they need running (coopr-facts §2.4)
+    if op.closure == "requires":  # and what they need running (coopr-facts §2.4)
         closure = resolver.closure(Kind.RUNTIME)
         chosen |= {d for s in chosen for d in closure[s]}
-    elif operation in ("stop", "restart"):  # and what depends on them
+    elif op.closure == "dependents":  # and what depends on them
         closure = resolver.closure(Kind.RUNTIME, reverse=True)
         chosen |= {d for s in chosen for d in closure[s]}
     return chosen

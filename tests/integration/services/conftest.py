@@ -52,6 +52,7 @@ class Stack:
     workers: Workers
     http: Any
     url: str = ""
+    planner_nc: Any = None
     tenant: str = "default"
 
 
@@ -97,4 +98,4 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
         client = MusterClient(ncs[4])
         store = EventStore(ncs[4])
         await apply_catalog(store, "default", quick_demo_catalog())
-        yield Stack(client=client, store=store, planner=planner, workers=workers, http=http, url=fresh_nats)
+        yield Stack(client=client, store=store, planner=planner, workers=workers, http=http, url=fresh_nats, planner_nc=ncs[0])

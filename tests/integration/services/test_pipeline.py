@@ -8,13 +8,11 @@ from typing import Any
 import nats.errors
 import pytest
 
-from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobSucceeded
 from muster.bus.connect import principal_of
 
 Stack = Any
-
-
 
 pytestmark = pytest.mark.nats
 
@@ -48,38 +46,6 @@ async def test_create_then_delete_a_cluster(stack: Stack) -> None:
     assert stack.planner.clusters[reply.cluster_id].status == "deleted"
 
 
-async def test_a_repeated_request_id_maps_to_the_same_job(stack: Stack) -> None:
-    first = await _create(stack, request_id="once")
-    again = await _create(stack, request_id="once")
-    assert again.job_id == first.job_id and again.duplicate
-    await stack.client.wait(first.job_id, timeout=60)
-    jobs = await stack.store.read(f"muster.evt.{stack.tenant}.job.*")
-    assert len({r.subject for r in jobs}) == 1
-
-
-@pytest.mark.parametrize(
-    ("verb", "body", "expected"),
-    [
-        ("create", b"not json at all", "not JSON"),
-        ("create", b"[1, 2]", "JSON object"),
-        ("create", json.dumps({"name": "c", "template": "hadoop-small", "nodes": "five"}).encode(), "nodes"),
-        ("create", json.dumps({"name": "c", "template": "hadoop-small", "nodes": 3, "extra": 1}).encode(), "extra"),
-        ("create", json.dumps({"name": "c", "template": "no-such-template", "nodes": 3}).encode(), "no-such-template"),
-        ("create", json.dumps({"name": "c", "template": "hadoop-small", "nodes": 51}).encode(), "between 2 and 50 nodes; 51 requested"),
-        ("create", json.dumps({"type": "DeleteCluster", "cluster_id": "x"}).encode(), "takes a CreateCluster"),
-        ("delete", json.dumps({"cluster_id": "no-such-cluster"}).encode(), "unknown cluster"),
-        ("explode", b"{}", "unknown operation"),
-    ],
-)
-async def test_bad_input_is_rejected_by_name_and_nothing_reaches_the_log(stack: Stack, verb: str, body: bytes, expected: str) -> None:
-    before = (await stack.store.js.stream_info("EVENTS")).state.messages
-    reply = await stack.client.send_raw(stack.tenant, verb, body)
-    assert isinstance(reply, Rejected) and expected in reply.reason, reply
-    assert (await stack.store.js.stream_info("EVENTS")).state.messages == before
-    # ...and the planner still answers.
-    assert isinstance(await stack.client.send_raw(stack.tenant, "create", b"{"), Rejected)
-
-
 async def test_tracker_answers_404_and_400_as_json(stack: Stack) -> None:
     resp = await stack.http.get("/v1/jobs/00000000-0000-4000-8000-000000000000")
     assert resp.status == 404 and "error" in await resp.json()
@@ -100,3 +66,35 @@ async def test_the_owner_answers_status_queries(stack: Stack) -> None:
     assert view["counts"] == {"succeeded": view["tasks_total"]} and view["finished_at"]
     with pytest.raises(nats.errors.TimeoutError):  # nobody answers for another tenant
         await stack.client.nc.request(subjects.job_query("other-tenant", principal_of(stack.client.nc), reply.job_id), b"", timeout=0.5)
+
+
+async def test_plugins_get_the_nodes_map_that_travelled_by_reference(stack: Stack) -> None:
+    """#14.2: on the bus a task names the stored map; the plugin gets the map itself."""
+    seen: list[Any] = []
+    plugins = stack.workers.executor.inner
+
+    class Recording:
+        async def execute(self, task: Any) -> Any:
+            seen.append(task)
+            return await plugins.execute(task)
+
+    stack.workers.executor.inner = Recording()
+    on_bus: list[dict[str, Any]] = []
+
+    async def on_task(msg: Any) -> None:
+        on_bus.append(json.loads(msg.data))
+
+    sub = await stack.client.nc.subscribe("muster.task.default.>", cb=on_task)
+    reply = await _create(stack, nodes=3)
+    assert isinstance(await stack.client.wait(reply.job_id, timeout=60), JobSucceeded)
+    await sub.unsubscribe()
+
+    automators = [m for m in on_bus if m["action"] not in ("create", "confirm", "delete")]
+    assert automators and all(m["nodes"] == {} and m["nodes_ref"] for m in automators)
+    assert all(m["nodes_ref"] is None for m in on_bus if m["action"] in ("create", "confirm"))
+    cluster = stack.planner.clusters[reply.cluster_id]
+    starts = [t for t in seen if t.action.value == "start"]
+    assert starts and all(t.nodes_ref is None and set(t.nodes) == set(cluster.nodes) for t in starts)
+    # A start comes after its own node's confirm: the map it sees has that node's addresses.
+    assert all(t.nodes[t.node.id].ipaddresses == cluster.ipaddresses[t.node.id] != {} for t in starts)
+    assert all(t.nodes[n].services == sorted(cluster.nodes[n].services) for t in starts for n in t.nodes)

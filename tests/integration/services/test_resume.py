@@ -23,7 +23,7 @@ Stack = Any
 async def _kill(stack: Stack) -> None:
     """As close to kill -9 as one process allows: timers gone, connection dropped unacked."""
     stack.planner.timers.cancel_all()
-    await stack.planner.nc.close()
+    await stack.planner_nc.close()
 
 
 @pytest.mark.parametrize("after", [0, 8])
@@ -50,7 +50,7 @@ async def test_a_restarted_planner_finishes_the_job(stack: Stack, after: int) ->
         history = await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")
         queued = Counter((r.event.task_id, r.event.attempt) for r in history if r.type == "TaskQueued")
         assert queued and max(queued.values()) == 1  # no attempt recorded twice
-        assert all(a == 1 for _, a in queued)  # and none needed a new attempt
+        assert all(a == 1 for _, a in queued), [r.event for r in history if r.type == "TaskAttemptFailed"]  # and none needed a new attempt
         assert second.clusters[reply.cluster_id].status == "active"
 
         # The new planner is fully in charge: another operation works.
@@ -63,7 +63,7 @@ async def test_a_lost_task_publish_is_repaired_by_the_redelivered_outcome(stack:
     """As in a server failover: the planner records TaskQueued, then its publish to TASKS
     fails. The outcome that triggered it is redelivered; taking it in changes nothing, so the
     planner re-publishes the job's queued attempts, and the job goes on."""
-    js = stack.planner.store.js
+    js = stack.planner.queue.js
     real_publish = js.publish
     left = {"n": failures}
 

@@ -225,7 +225,8 @@ async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None
     assert "muster_tracker_http_request_duration_seconds_bucket" in text and "muster_tracker_index_keys" in text
     doc = await _json(await tracked.http.get("/v1/openapi.json"))
     assert doc["openapi"].startswith("3.") and set(doc["paths"]) == {r.path for r in ROUTES}
-    registered = {r.resource.canonical for r in tracked.http.app.router.routes() if r.method == "GET"}  # type: ignore[union-attr]
+    registered = {r.resource.canonical for r in tracked.http.app.router.routes()  # type: ignore[union-attr]
+                  if r.method == "GET" and not r.resource.canonical.startswith("/ui")}  # type: ignore[union-attr]  # the console's pages (docs/ui.md)
     assert registered == set(doc["paths"])
     assert doc["paths"]["/v1/jobs/{job_id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/JobStatus"}
@@ -238,3 +239,29 @@ async def test_metrics_carry_the_planners_queue_metrics(tracked: Tracked) -> Non
     assert finished and 'planner="planner-test"' in finished[0] and 'tenant="default"' in finished[0]
     assert float(finished[0].rsplit(" ", 1)[1]) > 0
     assert 'muster_planner_time_in_queue_seconds{class="default",planner="planner-test",stat="p99",tenant="default"}' in text
+
+
+async def test_metrics_say_how_many_workers_to_add_or_remove_against_live_capacity(tracked: Tracked) -> None:
+    """#14.4: the planners' need against the capacity of registered provisioners, per class."""
+    from services.provisioner.app import Provisioner
+    from services.provisioner.plugins import PluginRegistry
+    from services.provisioner.worker import WorkerConfig
+
+    await _finished_job(tracked)
+    nc = tracked.client.nc
+    registry = PluginRegistry.discover()
+    idle = Provisioner(nc, registry, WorkerConfig(provisioner_id="prov-idle", capacity=5, tenants=("default",)))
+    gpu = Provisioner(nc, registry, WorkerConfig(provisioner_id="prov-gpu", capacity=3, provisioner_class="gpu"))
+    await idle.start()
+    await gpu.start()
+    try:
+        text = await (await tracked.http.get("/metrics")).text()
+        values = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines() if line.startswith("muster_workers_")}
+        assert values['muster_workers_capacity{class="default"}'] == 5 and values['muster_workers_capacity{class="gpu"}'] == 3
+        needed = values['muster_workers_needed{class="default"}']
+        assert values['muster_workers_delta{class="default"}'] == needed - 5
+        assert values['muster_workers_needed{class="gpu"}'] == 0 and values['muster_workers_delta{class="gpu"}'] == -3
+    finally:
+        await idle.stop()
+        await gpu.stop()
+        await registry.aclose()

@@ -7,7 +7,8 @@ import pytest
 from planner_support import catalog, coopr_install, coopr_minimize, coopr_runtime, coopr_uses, node, svc
 
 from contracts.catalog import Action
-from services.planner.domain.plan import OPERATIONS, Plan, PlanError, build_plan, task_id
+from services.planner.domain.operations import CHAINS as OPERATIONS
+from services.planner.domain.plan import Plan, PlanError, build_plan, task_id
 
 HADOOP = catalog(
     svc("base", ["install", "configure"]),

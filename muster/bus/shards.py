@@ -1,0 +1,301 @@
+"""Shards and their leases: which member (a planner) acts for which part of the clusters.
+
+A fixed number of shards; a cluster belongs to shard `crc32(cluster id) % shards`. Each shard
+is owned through a lease: the key `shard.<n>` of the KV bucket `leases`, written by its owner
+with a per-message TTL and rewritten every `ttl / 3` with the revision it last wrote as the
+expected last sequence (so a rewrite by anyone else fails). Members announce themselves the
+same way (`member.<name>`). Everything reacts to a watch of the bucket; nothing polls.
+
+- **Fair share on start.** With M live members, each one's share is `shards // M`, the first
+  `shards % M` of them (by name) one more. A member under its share takes free shards (create
+  with the key's last revision as the expected one: of two members taking one shard, one wins);
+  a member over its share hands the extra ones over.
+- **Hand-over at once.** A member that stops (or is over its share) first tells its owner
+  that it lost the shards (`on_lost`, which returns when nothing acts for them any more), then
+  deletes the keys; the others see the deletes on their watch and take the shards at once.
+- **Takeover within the TTL.** A member that dies stops rewriting: its keys expire, the server
+  writes a marker, the others see it on their watch and take the shards (`on_gained`).
+- **No two owners.** Besides the server's expected-sequence check on every write, an owner
+  stops acting for a shard on its own when the lease it holds is older than the TTL less a
+  margin (a member cut off from the server cannot renew, and must assume it lost the shard
+  before anyone else can take it). What an owner writes into the log is fenced too: appends
+  carry the aggregate's expected last sequence.
+
+docs/scaling.md has the story for operators.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.errors import APIError
+
+from . import streams
+
+log = structlog.get_logger("muster.shards")
+
+BUCKET = "leases"
+DEFAULT_SHARDS = 16
+DEFAULT_TTL_S = 10.0
+MARKER_TTL_S = 60
+WRONG_LAST_SEQUENCE = (10071, 10164)
+SAFETY = 0.2
+"""An owner stops acting for a shard when its lease is older than (1 - SAFETY) x TTL."""
+
+Shards = set[int]
+Callback = Callable[[Shards], Awaitable[None]]
+
+
+def shard_of(cluster_id: str, shards: int = DEFAULT_SHARDS) -> int:
+    return zlib.crc32(cluster_id.encode()) % shards
+
+
+def fair_share(members: list[str], me: str, shards: int) -> int:
+    ordered = sorted(set(members) | {me})
+    base, extra = divmod(shards, len(ordered))
+    return base + (1 if ordered.index(me) < extra else 0)
+
+
+async def _nothing(_: Shards) -> None:
+    return None
+
+
+@dataclass
+class Lease:
+    revision: int
+    valid_until: float
+    """Monotonic time after which this member no longer counts on it."""
+
+
+@dataclass
+class ShardLeases:
+    js: JetStreamContext
+    member: str
+    shards: int = DEFAULT_SHARDS
+    ttl_s: float = DEFAULT_TTL_S
+    on_gained: Callback = _nothing
+    on_lost: Callback = _nothing
+    replicas: int = 1
+    session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    held: dict[int, Lease] = field(default_factory=dict)
+    owners: dict[int, str] = field(default_factory=dict)
+    members: dict[str, int] = field(default_factory=dict)
+    """Live members, with their key's revision."""
+    revisions: dict[str, int] = field(default_factory=dict)
+    """The last revision seen of every key, deleted or not (a create expects it)."""
+
+    def __post_init__(self) -> None:
+        if self.ttl_s < 1 or self.shards < 1:
+            raise ValueError("leases need a TTL of at least 1 s and at least one shard")
+        self._lock = asyncio.Lock()
+        """Decisions and the owner's callbacks, one at a time (renewals do not wait for them)."""
+        self._io = asyncio.Lock()
+        """One write of a key at a time: a renewal never races a release of the same key."""
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._renewal: asyncio.TimerHandle | None = None
+        self._fences: dict[int, asyncio.TimerHandle] = {}
+        self._member_rev = 0
+        self._stopped = False
+        self._ready = asyncio.Event()
+
+    # -- asking ----------------------------------------------------------------------------------
+
+    def owns(self, shard: int) -> bool:
+        lease = self.held.get(shard)
+        return lease is not None and time.monotonic() < lease.valid_until
+
+    def owns_cluster(self, cluster_id: str) -> bool:
+        return self.owns(shard_of(cluster_id, self.shards))
+
+    def owner_of(self, cluster_id: str) -> str | None:
+        """Who holds the cluster's shard, as far as this member's watch knows."""
+        return self.owners.get(shard_of(cluster_id, self.shards))
+
+    # -- life --------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.kv = await streams.ensure_bucket(self.js, KeyValueConfig(
+            bucket=BUCKET, history=1, ttl=MARKER_TTL_S * 10, limit_marker_ttl=MARKER_TTL_S, storage=StorageType.FILE,
+            replicas=self.replicas, description="shard leases and members: shard.<n> / member.<name>, each with a TTL"))
+        await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
+        watcher = await self.kv.watch(">")
+        self._spawn(self._watch(watcher))
+        await self._ready.wait()
+        await self.rebalance()
+        self._arm_renewal()
+
+    async def stop(self) -> None:
+        """Hand every shard over at once: the owner stops acting, then the keys go."""
+        self._stopped = True
+        if self._renewal is not None:
+            self._renewal.cancel()
+        async with self._lock:
+            await self._release(set(self.held))
+            try:
+                await self.kv.delete(f"member.{self.member}")
+            except Exception as err:  # noqa: BLE001 - it expires anyway
+                log.warning("leaving failed; the member key will expire", error=str(err) or type(err).__name__)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def abort(self) -> None:
+        """Die without a word (tests play a kill -9): no renewal, no release; the leases expire."""
+        self._stopped = True
+        if self._renewal is not None:
+            self._renewal.cancel()
+        for shard in list(self._fences):
+            self._unfence(shard)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _spawn(self, coro: Any) -> None:
+        t = asyncio.ensure_future(coro)
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+
+    # -- the watch ---------------------------------------------------------------------------------
+
+    async def _watch(self, watcher: Any) -> None:
+        async for entry in watcher:
+            if entry is None:  # the bucket's current state has been delivered
+                self._ready.set()
+                continue
+            self.revisions[entry.key] = entry.revision
+            gone = entry.operation is not None or not entry.value
+            kind, _, name = entry.key.partition(".")
+            if kind == "member":
+                if gone:
+                    self.members.pop(name, None)
+                else:
+                    self.members[name] = entry.revision
+            elif kind == "shard" and name.isdigit():
+                shard = int(name)
+                if gone:
+                    self.owners.pop(shard, None)
+                else:
+                    self.owners[shard] = json.loads(entry.value).get("owner", "?")
+            if self._ready.is_set() and not self._stopped:
+                self._spawn(self.rebalance())
+
+    # -- taking and giving -------------------------------------------------------------------------
+
+    async def rebalance(self) -> None:
+        async with self._lock:
+            if self._stopped:
+                return
+            share = fair_share(list(self.members), self.member, self.shards)
+            if len(self.held) > share:
+                await self._release(set(sorted(self.held)[share:]))
+            elif len(self.held) < share:
+                gained = set()
+                for shard in [s for s in range(self.shards) if s not in self.owners and s not in self.held]:
+                    if len(self.held) >= share:
+                        break
+                    if await self._acquire(shard):
+                        gained.add(shard)
+                if gained:
+                    log.info("shards gained", member=self.member, shards=sorted(gained), held=len(self.held), share=share)
+                    await self.on_gained(gained)
+
+    async def _acquire(self, shard: int) -> bool:
+        key = f"shard.{shard}"
+        if shard in self.owners:
+            return False  # taken since the rebalance began (the revision we know is the new owner's)
+        try:
+            rev = await self._write(key, {"owner": self.member, "session": self.session}, self.revisions.get(key, 0))
+        except APIError as err:
+            if err.err_code in WRONG_LAST_SEQUENCE:
+                return False  # someone else was quicker (our watch will say who)
+            raise
+        self.owners[shard] = self.member
+        self._hold(shard, rev)
+        return True
+
+    async def _release(self, shards: Shards) -> None:
+        if not shards:
+            return
+        for s in shards:
+            self._unfence(s)
+        await self.on_lost(shards)  # nothing acts for them any more...
+        for s in sorted(shards):  # ...then the others may take them
+            async with self._io:
+                lease = self.held.pop(s, None)
+                if lease is None:
+                    continue  # lapsed meanwhile
+                try:
+                    await self.kv.delete(f"shard.{s}", last=lease.revision)
+                except Exception as err:  # noqa: BLE001 - not ours any more, or it expires anyway
+                    log.warning("lease release failed; it will expire", shard=s, error=str(err) or type(err).__name__)
+        log.info("shards handed over", member=self.member, shards=sorted(shards))
+
+    # -- keeping -------------------------------------------------------------------------------------
+
+    async def _write(self, key: str, value: dict[str, Any], expect: int | None) -> int:
+        headers = {"Nats-Expected-Last-Subject-Sequence": str(expect)} if expect is not None else None
+        ack = await self.js.publish(f"$KV.{BUCKET}.{key}", json.dumps(value).encode(), headers=headers, msg_ttl=self.ttl_s)
+        return int(ack.seq)
+
+    def _hold(self, shard: int, revision: int) -> None:
+        self.held[shard] = Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))
+        self._unfence(shard)
+        self._fences[shard] = asyncio.get_running_loop().call_later(self.ttl_s * (1 - SAFETY), lambda: self._spawn(self._lapse(shard)))
+
+    def _unfence(self, shard: int) -> None:
+        handle = self._fences.pop(shard, None)
+        if handle is not None:
+            handle.cancel()
+
+    async def _lapse(self, shard: int) -> None:
+        """Not renewed in time (cut off from the server?): assume the shard is lost."""
+        async with self._lock:
+            async with self._io:
+                lease = self.held.get(shard)
+                if lease is None or time.monotonic() < lease.valid_until:
+                    return
+                del self.held[shard]
+            log.warning("lease lapsed: no longer acting for the shard", member=self.member, shard=shard)
+            await self.on_lost({shard})
+
+    def _arm_renewal(self) -> None:
+        if not self._stopped:
+            self._renewal = asyncio.get_running_loop().call_later(self.ttl_s / 3, lambda: self._spawn(self._renew()))
+
+    async def _renew(self) -> None:
+        try:
+            await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
+            lost = set()
+            for shard in sorted(self.held):
+                async with self._io:
+                    lease = self.held.get(shard)
+                    if lease is None:
+                        continue  # released meanwhile
+                    try:
+                        rev = await self._write(f"shard.{shard}", {"owner": self.member, "session": self.session}, lease.revision)
+                    except APIError as err:
+                        if err.err_code not in WRONG_LAST_SEQUENCE:
+                            raise
+                        self._unfence(shard)
+                        del self.held[shard]
+                        lost.add(shard)  # it expired and someone took it
+                        continue
+                    self._hold(shard, rev)
+            if lost:
+                log.warning("leases lost to another member", member=self.member, shards=sorted(lost))
+                async with self._lock:
+                    await self.on_lost(lost)
+        except Exception as err:  # noqa: BLE001 - the bus is away: the fences decide
+            log.warning("lease renewal failed", member=self.member, error=str(err) or type(err).__name__)
+        finally:
+            self._arm_renewal()

@@ -1,0 +1,50 @@
+"""The event log port: what a service may ask of the log, and what comes back.
+
+No NATS here: the records themselves (`Recorded`, `Append`) are `contracts.envelope`, re-exported
+here. The JetStream adapter is `muster.bus.eventstore.EventStore`; the
+in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same contract:
+
+- `append(subject, items, expect_last_seq)`: all items land on `subject` in order, or none do.
+  With `expect_last_seq` (0 = the subject must be empty) a writer whose view is stale gets
+  `ConcurrencyError`, never a merge. Every item carries an idempotency key (`msg_id`): a retry
+  of an append that did land returns the first append's sequences and stores nothing new.
+- `read(filter)`: every event on the subjects matching the NATS filter (`*` one token, `>` the
+  rest), in log order, including everything acknowledged to anyone before the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from contracts.envelope import Append, Recorded
+
+__all__ = ["Append", "ConcurrencyError", "EventLog", "Recorded", "StoreError"]
+
+
+class ConcurrencyError(Exception):
+    """A stale writer: the subject moved on since the writer read it."""
+
+
+class StoreError(Exception):
+    pass
+
+
+class EventLog(Protocol):
+    async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None = None) -> list[int]:
+        """Append `items` to `subject`; returns their sequences (see the module's contract)."""
+        ...
+
+    async def last_seq(self, subject: str) -> int:
+        """The sequence of the subject's last event, 0 if it has none."""
+        ...
+
+    async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
+        ...
+
+    async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
+        ...
+
+    async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
+        """Feed every matching event, in log order, to `on_event`; returns how many."""
+        ...

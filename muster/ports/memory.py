@@ -1,0 +1,192 @@
+"""In-memory fakes of the ports, for unit tests of service layers (no broker, no wall time).
+
+They keep the guarantees the service layers rely on, as the JetStream adapters do:
+`MemoryEventLog` refuses a stale writer (expected last sequence per subject), stores a retried
+append once (idempotency keys), and lands a multi-event append whole or not at all;
+`MemoryTaskQueue` de-duplicates attempts by message id. Faults can be injected (an append
+refused, an append that lands but whose ack is lost, a publish that fails) to test repairs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from contracts.tasks import TaskMessage
+
+from .clock import Call
+from .eventlog import Append, ConcurrencyError, Recorded
+from .taskqueue import task_msg_id
+
+
+def matches(subject_filter: str, subject: str) -> bool:
+    """NATS subject matching: `*` is one token, a final `>` one or more."""
+    want, have = subject_filter.split("."), subject.split(".")
+    for i, token in enumerate(want):
+        if token == ">":
+            return len(have) > i
+        if i >= len(have) or (token != "*" and token != have[i]):
+            return False
+    return len(want) == len(have)
+
+
+@dataclass
+class _Fault:
+    when: Callable[[str, Sequence[Append]], bool]
+    error: BaseException
+    lands: bool
+    times: int
+
+
+class MemoryEventLog:
+    """The event log port in memory (see `muster.ports.eventlog` for the contract)."""
+
+    def __init__(self, clock: "ManualClock | None" = None) -> None:
+        self.records: list[Recorded] = []
+        self._ids: dict[str, int] = {}  # idempotency key -> sequence
+        self._id_of: dict[int, str] = {}
+        self._last: dict[str, int] = {}  # subject -> last sequence
+        self._faults: list[_Fault] = []
+        self._clock = clock
+
+    def inject(self, when: Callable[[str, Sequence[Append]], bool], error: BaseException, *,
+               lands: bool = False, times: int = 1) -> None:
+        """The next `times` appends for which `when` holds raise `error`; with `lands`, after
+        being stored (an ack lost on the way back)."""
+        self._faults.append(_Fault(when, error, lands, times))
+
+    def _fault(self, subject: str, items: Sequence[Append]) -> _Fault | None:
+        for fault in self._faults:
+            if fault.times > 0 and fault.when(subject, items):
+                fault.times -= 1
+                return fault
+        return None
+
+    async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None = None) -> list[int]:
+        if not items:
+            return []
+        fault = self._fault(subject, items)
+        if fault is not None and not fault.lands:
+            raise fault.error
+        seqs = self._store(subject, items, expect_last_seq)
+        if fault is not None:
+            raise fault.error
+        return seqs
+
+    def _store(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
+        last = self._last.get(subject, 0)
+        stale = expect_last_seq is not None and last != expect_last_seq
+        seen = [item.msg_id in self._ids for item in items]
+        if stale or (len(items) > 1 and any(seen)):
+            # As the server: the expected sequence is checked before de-duplication, so a
+            # retry of an append that landed is told apart by the subject's last key.
+            if last and self._id_of.get(last) == items[-1].msg_id:
+                return list(range(last - len(items) + 1, last + 1))
+            raise ConcurrencyError(f"{subject}: wrong last sequence: {last}")
+        if len(items) == 1 and seen[0]:
+            return [self._ids[items[0].msg_id]]
+        now = self._clock.now() if self._clock is not None else datetime.now(timezone.utc)
+        seqs = []
+        for item in items:
+            seq = len(self.records) + 1
+            self.records.append(Recorded(seq=seq, subject=subject, time=item.time or now, event=item.event,
+                                         aggregate_id=item.aggregate_id, version=item.version))
+            self._ids[item.msg_id], self._id_of[seq] = seq, item.msg_id
+            seqs.append(seq)
+        self._last[subject] = seqs[-1]
+        return seqs
+
+    async def last_seq(self, subject: str) -> int:
+        return self._last.get(subject, 0)
+
+    async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
+        end = len(self.records) if up_to_seq is None else min(up_to_seq, len(self.records))
+        return [r for r in self.records[max(0, start_seq - 1):end] if matches(subject_filter, r.subject)]
+
+    async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
+        end = len(self.records) if up_to_seq is None else up_to_seq
+        return [r for r in self.records[:end] if any(matches(f, r.subject) for f in subject_filters)]
+
+    async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
+        found = await self.read(subject_filter)
+        for r in found:
+            on_event(r)
+        return len(found)
+
+    def types(self, subject_filter: str = ">") -> list[str]:
+        """The types of the matching events, in log order (for assertions)."""
+        return [r.type for r in self.records if matches(subject_filter, r.subject)]
+
+
+class MemoryTaskQueue:
+    """The task queue port in memory: every attempt once, in publish order."""
+
+    def __init__(self) -> None:
+        self.messages: list[TaskMessage] = []
+        self.taken = 0  # how many of `messages` a consumer has taken
+        self._ids: set[str] = set()
+        self._failures: list[tuple[Callable[[TaskMessage], bool], BaseException]] = []
+
+    def fail(self, when: Callable[[TaskMessage], bool], error: BaseException, times: int = 1) -> None:
+        """The next `times` publishes for which `when` holds raise `error` (nothing queued)."""
+        self._failures += [(when, error)] * times
+
+    async def publish(self, message: TaskMessage) -> None:
+        for i, (when, error) in enumerate(self._failures):
+            if when(message):
+                del self._failures[i]
+                raise error
+        key = task_msg_id(message)
+        if key not in self._ids:
+            self._ids.add(key)
+            self.messages.append(message)
+
+    def take(self) -> list[TaskMessage]:
+        """What was queued since the last take, as a consumer would receive it."""
+        new, self.taken = self.messages[self.taken:], len(self.messages)
+        return new
+
+
+class _Handle:
+    def __init__(self, clock: "ManualClock", key: int) -> None:
+        self._clock, self._key = clock, key
+
+    def cancel(self) -> None:
+        self._clock._cancelled.add(self._key)
+
+
+class ManualClock:
+    """A clock that moves only when told: `await clock.advance(seconds)` runs every call that
+    falls due, in time order, each to completion."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime.now(timezone.utc)
+        self._due: list[tuple[datetime, int, Call]] = []
+        self._cancelled: set[int] = set()
+        self._seq = itertools.count()
+
+    def now(self) -> datetime:
+        return self._now
+
+    def call_at(self, when: datetime, call: Call) -> _Handle:
+        key = next(self._seq)
+        heapq.heappush(self._due, (when, key, call))
+        return _Handle(self, key)
+
+    @property
+    def pending(self) -> int:
+        return sum(1 for _, key, _ in self._due if key not in self._cancelled)
+
+    async def advance(self, seconds: float) -> None:
+        end = self._now + timedelta(seconds=seconds)
+        while self._due and self._due[0][0] <= end:
+            when, key, call = heapq.heappop(self._due)
+            if key in self._cancelled:
+                self._cancelled.discard(key)
+                continue
+            self._now = max(self._now, when)
+            await call()
+        self._now = end

@@ -1,0 +1,24 @@
+"""The task queue port: where the planner puts task attempts for provisioners to take.
+
+A queue de-duplicates by `task_msg_id`: publishing an attempt again (a restart, a repaired
+lost publish) delivers it once. The JetStream adapter is `muster.bus.tasks.NatsTaskQueue`
+(stream TASKS, one subject per tenant and provisioner class); the fake is
+`muster.ports.memory.MemoryTaskQueue`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from contracts.tasks import TaskMessage
+
+
+def task_msg_id(message: TaskMessage) -> str:
+    """One id per attempt: the queue's de-duplication key."""
+    return f"{message.job_id}.{message.task_id}.{message.attempt}"
+
+
+class TaskQueue(Protocol):
+    async def publish(self, message: TaskMessage) -> None:
+        """Queue one attempt; raises if the queue did not take it (the caller retries)."""
+        ...

@@ -1,0 +1,171 @@
+"""`muster up --autoscale`: start and drain local provisioner processes on the planners'
+recommendation (docs/scaling.md, "Worker scaling").
+
+When does it look? When task events arrive (a core subscription to the log's job and task
+subjects; it looks `settle_s` after the first of a burst), and, while it is not at rest, again
+when its cool-down ends or the rate window has passed (the planners' arrival rate falls to
+zero `window_s` after the last arrival). At rest (no work, the minimum of processes) no timer
+runs: nothing polls.
+
+What does it do? `muster.scaling.by_class` compares what the planners say the class needs
+with the live capacity of its provisioners (presence records: every provisioner of the class
+counts, local or not); the difference in processes of `capacity_each` slots is started or
+drained, never beyond `[min_processes, max_processes]` local processes, and not sooner than
+`cooldown_s` after the last change. A drained provisioner finishes its tasks in flight and
+exits by itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import structlog
+
+from muster.ports.clock import Cancellable, Clock
+from muster.scaling import ClassScaling, by_class
+
+log = structlog.get_logger("muster.autoscale")
+
+
+@dataclass(frozen=True)
+class AutoscalePolicy:
+    provisioner_class: str = "default"
+    min_processes: int = 1
+    max_processes: int = 4
+    capacity_each: int = 8
+    cooldown_s: float = 30.0
+    settle_s: float = 1.0
+    window_s: float = 60.0
+    """The planners' rate window: the recommendation may change this long after the last task."""
+
+
+class Fleet(Protocol):
+    """The local provisioner processes of one class."""
+
+    def count(self) -> int: ...
+
+    async def start_one(self) -> str: ...
+
+    async def drain_one(self) -> str | None: ...
+
+
+Gather = Callable[[], Awaitable[tuple[Sequence[dict[str, Any]], Sequence[Any]]]]
+"""Planner answers on `muster.metrics.planner` and live presence records, read now."""
+
+
+def decide(scaling: ClassScaling | None, local: int, policy: AutoscalePolicy) -> int:
+    """Processes to start (> 0) or drain (< 0), within the bounds (pure)."""
+    want = scaling.processes(policy.capacity_each) if scaling is not None else -local
+    if local < policy.min_processes:
+        want = max(want, policy.min_processes - local)
+    if want > 0:
+        return min(want, policy.max_processes - local)
+    return -min(-want, max(0, local - policy.min_processes))
+
+
+@dataclass
+class Autoscaler:
+    fleet: Fleet
+    gather: Gather
+    clock: Clock
+    policy: AutoscalePolicy = field(default_factory=AutoscalePolicy)
+    last_change: datetime | None = None
+    last_activity: datetime | None = None
+    last: ClassScaling | None = None
+    actions: list[tuple[datetime, int]] = field(default_factory=list)
+    _next: tuple[datetime, Cancellable] | None = None
+
+    def poke(self) -> None:
+        """Task activity: look soon (the first event of a burst sets the time)."""
+        now = self.clock.now()
+        self.last_activity = now
+        self._at(now + timedelta(seconds=self.policy.settle_s))
+
+    def _at(self, when: datetime) -> None:
+        if self._next is not None and self._next[0] <= when:
+            return  # a look is already due sooner
+        if self._next is not None:
+            self._next[1].cancel()
+        self._next = (when, self.clock.call_at(when, self.evaluate))
+
+    async def evaluate(self) -> int:
+        self._next = None
+        now = self.clock.now()
+        try:
+            answers, presence = await self.gather()
+        except Exception as err:  # noqa: BLE001 - the bus is away: look again after a cool-down
+            log.warning("autoscale: metrics unavailable", error=str(err) or type(err).__name__)
+            self._at(now + timedelta(seconds=self.policy.cooldown_s))
+            return 0
+        self.last = by_class(answers, presence).get(self.policy.provisioner_class)
+        local = self.fleet.count()
+        change = decide(self.last, local, self.policy)
+        cooling = self.last_change is not None and (now - self.last_change).total_seconds() < self.policy.cooldown_s
+        if change and cooling:
+            assert self.last_change is not None
+            self._at(self.last_change + timedelta(seconds=self.policy.cooldown_s))
+            return 0
+        if change > 0:
+            for _ in range(change):
+                log.info("autoscale: starting a provisioner", provisioner=await self.fleet.start_one(), **self._why())
+        elif change < 0:
+            for _ in range(-change):
+                log.info("autoscale: draining a provisioner", provisioner=await self.fleet.drain_one(), **self._why())
+        if change:
+            self.last_change = now
+            self.actions.append((now, change))
+        if not self._at_rest(local + change):
+            later = [now + timedelta(seconds=self.policy.cooldown_s)]
+            if self.last_activity is not None:
+                later.append(self.last_activity + timedelta(seconds=self.policy.window_s + self.policy.settle_s))
+            self._at(max(min(later), now + timedelta(seconds=self.policy.settle_s)))
+        return change
+
+    def _at_rest(self, local: int) -> bool:
+        s = self.last
+        idle = s is None or (s.needed == 0 and s.queue_length == 0 and s.in_progress == 0 and s.arrival_rate_per_s == 0)
+        return idle and local <= self.policy.min_processes
+
+    def _why(self) -> dict[str, Any]:
+        return self.last.to_json() if self.last is not None else {}
+
+    def stop(self) -> None:
+        if self._next is not None:
+            with contextlib.suppress(Exception):
+                self._next[1].cancel()
+            self._next = None
+
+
+# -- on the bus ----------------------------------------------------------------------------------
+
+ACTIVITY = ("TaskQueued", "TaskSucceeded", "TaskFailed")
+
+
+def nats_gather(nc: Any, window_s: float = 0.3) -> Gather:
+    """What the tracker's /metrics reads, read the same way: every planner's answer within
+    the window, and the presence records."""
+    from services.provisioner.presence import live_provisioners
+    from services.tracker.metrics import PlannerQueues
+
+    planners = PlannerQueues(nc, window=window_s)
+
+    async def gather() -> tuple[Sequence[dict[str, Any]], Sequence[Any]]:
+        await planners.refresh()
+        return planners.answers, await live_provisioners(nc)
+
+    return gather
+
+
+async def watch_activity(nc: Any, scaler: Autoscaler) -> list[Any]:
+    """Poke the autoscaler on task events (core subscriptions: nothing is stored for it)."""
+    from contracts import subjects
+
+    async def on_msg(msg: Any) -> None:
+        if (msg.headers or {}).get("Muster-Type") in ACTIVITY:
+            scaler.poke()
+
+    return [await nc.subscribe(subjects.ALL_JOB_EVENTS, cb=on_msg), await nc.subscribe(subjects.ALL_TASK_EVENTS, cb=on_msg)]

@@ -1,0 +1,82 @@
+"""How many workers to add or remove (pure): the planners' recommendations against the live
+capacity of the registered provisioners.
+
+Every planner reports, per (tenant, class), the workers its queued tasks need
+(`services/planner/metrics.py`). Planners share the queues, so their figures for one class
+are summed. The capacity of a class is the sum of the capacities of the live provisioners of
+that class that are not draining (their presence records). A provisioner serving several
+tenants counts once per class: its slots are shared, so the need of its tenants is summed
+before it is compared. The difference, in worker slots, is what to add (positive) or remove
+(negative); `processes` turns it into provisioner processes of a given capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ClassScaling:
+    provisioner_class: str
+    needed: int
+    """Worker slots the queued work of this class needs (sum over planners and tenants)."""
+    capacity: int
+    """Worker slots of the live provisioners of this class (draining ones not counted)."""
+    provisioners: int
+    queue_length: int
+    in_progress: int
+    arrival_rate_per_s: float
+
+    @property
+    def delta(self) -> int:
+        """Slots to add (> 0) or that could go (< 0)."""
+        return self.needed - self.capacity
+
+    def processes(self, capacity_each: int) -> int:
+        """Provisioner processes of `capacity_each` slots to add (> 0) or drain (< 0). Adding
+        rounds up (the work must fit); removing rounds down (never below the need)."""
+        if self.delta > 0:
+            return math.ceil(self.delta / capacity_each)
+        return -math.floor(-self.delta / capacity_each)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "class": self.provisioner_class, "needed": self.needed, "capacity": self.capacity, "delta": self.delta,
+            "provisioners": self.provisioners, "queue_length": self.queue_length, "in_progress": self.in_progress,
+            "arrival_rate_per_s": self.arrival_rate_per_s,
+        }
+
+
+def by_class(planner_answers: Iterable[Mapping[str, Any]], provisioners: Iterable[Any]) -> dict[str, ClassScaling]:
+    """`planner_answers`: what planners answer on `muster.metrics.planner`; `provisioners`:
+    live `ProvisionerPresence` records. Classes that have work or provisioners appear."""
+    needed: dict[str, int] = {}
+    queued: dict[str, int] = {}
+    running: dict[str, int] = {}
+    rate: dict[str, float] = {}
+    for answer in planner_answers:
+        for q in answer.get("queues") or ():
+            try:
+                k = str(q["class"])
+                needed[k] = needed.get(k, 0) + int(q["recommended_workers"])
+                queued[k] = queued.get(k, 0) + int(q["queue_length"])
+                running[k] = running.get(k, 0) + int(q["in_progress"])
+                rate[k] = rate.get(k, 0.0) + float(q["arrival_rate_per_s"])
+            except (KeyError, TypeError, ValueError):
+                continue  # an answer of another shape
+    capacity: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for p in provisioners:
+        if p.draining:
+            continue
+        k = p.info.provisioner_class
+        capacity[k] = capacity.get(k, 0) + p.info.capacity
+        count[k] = count.get(k, 0) + 1
+    return {
+        k: ClassScaling(k, needed.get(k, 0), capacity.get(k, 0), count.get(k, 0), queued.get(k, 0), running.get(k, 0),
+                        rate.get(k, 0.0))
+        for k in sorted(set(needed) | set(capacity))
+    }

@@ -1,0 +1,52 @@
+"""The planner's settings, and its hooks: the places later features plug into without
+touching the saga (see docs/planner.md, "Service layer")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .domain.saga import DispatchAll, DispatchPolicy, Settings
+
+if TYPE_CHECKING:
+    from .domain.operations import Operation
+    from .requests import RequestContext
+
+
+@dataclass
+class PlannerConfig:
+    instance: str = "planner-1"
+    max_attempts: int = 3
+    provisioner_class: str = "default"
+    mode: str = "eager"
+    task_timeout_s: float = 900.0
+    action_timeout_s: dict[str, float] = field(default_factory=lambda: {"default": 600.0})
+    solve_timeout_s: float = 30.0
+    ack_wait_s: float = 30.0
+    replicas: int = 1
+    """Replicas of the buckets the planner declares (the nodes maps)."""
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(provisioner_class=self.provisioner_class, mode=self.mode)
+
+
+AdmissionCheck = Callable[["RequestContext", "Operation", Any], None]
+"""Runs on every parsed request before the operation's own rules; raises
+`domain.admission.Refused` to reject (a permission check, a quota)."""
+
+
+def owns_everything(tenant: str, cluster_id: str) -> bool:
+    return True
+
+
+@dataclass
+class Hooks:
+    owns: Callable[[str, str], bool] = owns_everything
+    """Does this planner act for the cluster? (One planner today; with shards, the holder of
+    the cluster's shard lease.) Requests for other clusters are refused, their events skipped,
+    and `resume` rebuilds only owned clusters' jobs."""
+    admission: tuple[AdmissionCheck, ...] = ()
+    dispatch: DispatchPolicy = field(default_factory=DispatchAll)
+    """Which ready tasks may be queued now (limits per provider, a pool's grant)."""

@@ -1,0 +1,159 @@
+"""Admission rules: may this request become a job? (pure)
+
+Each rule looks at the facts the service loaded for one request and raises `Refused` with a
+reason a person can act on; the operations table (`operations.py`) lists which rules each verb
+runs, in order. Rules only read: the aggregates and catalog are never changed here.
+
+A rule is where a new check goes (a permission, a quota, a lease): add a function with this
+signature and name it in the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from contracts.catalog import Catalog, ClusterTemplate
+from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster
+from contracts.templates import TemplateError, resolve_template
+
+if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules import the table)
+    from .cluster import Cluster
+    from .job import Job
+
+
+class Refused(Exception):
+    """A request that cannot be accepted; the message is the reply's reason."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What admission knows about one request, loaded by the service before the rules run."""
+
+    tenant: str
+    operation: str
+    command: Any
+    catalog: Catalog
+    job_id: str
+    """The job the request maps to (derived from its idempotency key)."""
+    cluster: "Cluster | None" = None
+    current: "Job | None" = None
+    """The cluster's job (the last one it ran, or the one running)."""
+    source: "Job | None" = None
+    """`rollback`: the job whose earlier state is the target."""
+    principal: str | None = None
+    """Who asks (authenticated), when the transport knows; None before identities exist."""
+
+
+Rule = Callable[[Facts], None]
+
+
+def _cluster(f: Facts) -> "Cluster":
+    assert f.cluster is not None, "a cluster rule without a cluster"
+    return f.cluster
+
+
+# -- every operation on an existing cluster ----------------------------------------------
+
+
+def not_busy(f: Facts) -> None:
+    current = f.current
+    if current is not None and not current.is_final and current.id != UUID(f.job_id):
+        raise Refused(f"cluster {f.command.cluster_id!r} is busy with job {_cluster(f).job_id} ({current.operation}, {current.state})")
+
+
+def not_deleted(f: Facts) -> None:
+    if _cluster(f).status == "deleted":
+        raise Refused(f"cluster {f.command.cluster_id!r} is deleted")
+
+
+def active(f: Facts) -> None:
+    status = _cluster(f).status
+    if status not in ("active", "incomplete"):
+        raise Refused(f"cluster {f.command.cluster_id!r} is {status}; {f.operation} needs an active cluster")
+
+
+# -- create --------------------------------------------------------------------------------
+
+
+def template_of(f: Facts) -> ClusterTemplate:
+    try:
+        return resolve_template(f.catalog, f.command.template)
+    except TemplateError as err:
+        raise Refused(str(err)) from None
+
+
+def template_allows_size(f: Facts) -> None:
+    cmd: CreateCluster = f.command
+    size = template_of(f).constraints.size
+    if cmd.nodes < size.min or (size.max is not None and cmd.nodes > size.max):
+        limit = f"between {size.min} and {size.max}" if size.max is not None else f"at least {size.min}"
+        raise Refused(f"template {cmd.template!r} allows {limit} nodes; {cmd.nodes} requested")
+
+
+def provider_of(f: Facts) -> str:
+    return str(f.command.provider or template_of(f).defaults.provider or "")
+
+
+def provider_known(f: Facts) -> None:
+    provider = provider_of(f)
+    if not provider or provider not in f.catalog.providers:
+        raise Refused(f"unknown provider {provider!r}" if provider else f"template {f.command.template!r} names no default provider and the request none")
+
+
+def services_of(f: Facts) -> list[str]:
+    """The services a create puts on the cluster, or an add-services adds."""
+    cmd = f.command
+    if isinstance(cmd, CreateCluster):
+        return list(cmd.services if cmd.services is not None else template_of(f).defaults.services)
+    return list(cmd.services) if isinstance(cmd, AddServices) else []
+
+
+def services_known(f: Facts) -> None:
+    if unknown := sorted(set(services_of(f)) - set(f.catalog.services)):
+        raise Refused(f"unknown services: {', '.join(unknown)}")
+
+
+# -- layout changes --------------------------------------------------------------------------
+
+
+def grows(f: Facts) -> None:
+    cmd: ExpandCluster = f.command
+    total = len(_cluster(f).nodes)
+    if cmd.nodes <= total:
+        raise Refused(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested")
+
+
+def shrinks(f: Facts) -> None:
+    cmd: ShrinkCluster = f.command
+    total = len(_cluster(f).nodes)
+    if cmd.nodes >= total:
+        raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested")
+
+
+def _on_cluster(f: Facts) -> set[str]:
+    return {s for n in _cluster(f).nodes.values() for s in n.services}
+
+
+def services_absent(f: Facts) -> None:
+    if present := sorted(set(services_of(f)) & _on_cluster(f)):
+        raise Refused(f"already on the cluster: {', '.join(present)}")
+
+
+def services_present(f: Facts) -> None:
+    cmd: RemoveServices = f.command
+    if absent := sorted(set(cmd.services) - _on_cluster(f)):
+        raise Refused(f"not on the cluster: {', '.join(absent)}")
+
+
+# -- rollback to an earlier state --------------------------------------------------------------
+
+
+def restorable(f: Facts) -> None:
+    source, to_job = f.source, f.command.to_job
+    if source is None or source.cluster_id != f.command.cluster_id:
+        raise Refused(f"unknown job {to_job!r} for cluster {f.command.cluster_id!r}")
+    if not source.planned or source.operation == "create":
+        raise Refused(f"job {to_job} left no earlier state to return to ({source.operation}, {source.state})")

@@ -1,0 +1,107 @@
+"""Every operation the planner knows, in one table (pure).
+
+One row per job operation: which command asks for it, whether it needs a layout from the solver
+first, whether the cluster loses what the tasks took away only when the job succeeds, how
+`build_plan` plans it (its per-service action chain, coopr-facts §2.2), whether `muster plan`
+can plan it offline, and the admission rules it runs (`admission.py`), in order. The service,
+`build_plan`, the dry runs and `muster plan` all read this table; nothing else lists operations.
+
+`configure` with `restart` is its own operation (`configure-restart`): same verb and command,
+another chain. The 16 request verbs are the distinct `verb`s (`VERBS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from contracts.catalog import Action
+from contracts.commands import VERB_OF, ConfigureCluster
+
+from . import admission as rule
+from .admission import Rule
+
+A = Action
+Target = Literal["new-cluster", "cluster", "job"]
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    """As recorded in `JobRequested.operation`."""
+    command: str
+    """The command type that asks for it (`contracts.commands`)."""
+    target: Target
+    layout: bool = False
+    """Asks the solver for a layout (LayoutRequested) before it can be planned."""
+    shrinking: bool = False
+    """The cluster keeps its nodes/services until the job succeeds (then loses what the tasks
+    took away); other operations record the target layout when planned."""
+    chain: tuple[Action, ...] = ()
+    """Each planned service's actions, in order; () = not planned by `build_plan`."""
+    machine: bool = False
+    """Planned nodes get their machine actions even without a planned service."""
+    needs_nodes: bool = False
+    """`build_plan` must be told which nodes (those added or removed)."""
+    needs_services: bool = False
+    """`build_plan` must be told which services."""
+    closure: Literal["", "requires", "dependents"] = ""
+    """Also plans what the named services need running, or what depends on them."""
+    offline: bool = False
+    """`muster plan` plans it from a nodes file, without a solver or a log."""
+    rules: tuple[Rule, ...] = ()
+    """Admission rules, run in order once the request's facts are loaded."""
+
+    @property
+    def verb(self) -> str:
+        return VERB_OF[self.command]
+
+
+_CLUSTER: tuple[Rule, ...] = (rule.not_busy, rule.not_deleted, rule.active)
+_CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
+
+_ROWS = (
+    Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True,
+              rules=(rule.template_allows_size, rule.provider_known, rule.services_known)),
+    Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,
+              rules=(rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
+    Operation("expand", "ExpandCluster", "cluster", layout=True, chain=_CREATE, machine=True, needs_nodes=True,
+              rules=(*_CLUSTER, rule.grows)),
+    Operation("shrink", "ShrinkCluster", "cluster", layout=True, shrinking=True, chain=(A.STOP, A.DELETE), machine=True,
+              needs_nodes=True, rules=(*_CLUSTER, rule.shrinks)),
+    Operation("add-services", "AddServices", "cluster", layout=True, needs_services=True, offline=True,
+              chain=(A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START),
+              rules=(*_CLUSTER, rule.services_known, rule.services_absent)),
+    Operation("remove-services", "RemoveServices", "cluster", layout=True, shrinking=True, needs_services=True, offline=True,
+              chain=(A.STOP, A.REMOVE), rules=(*_CLUSTER, rule.services_present)),
+    Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_CLUSTER),
+    Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START),
+              offline=True, rules=_CLUSTER),
+    Operation("start", "StartServices", "cluster", chain=(A.START,), closure="requires", offline=True, rules=_CLUSTER),
+    Operation("stop", "StopServices", "cluster", chain=(A.STOP,), closure="dependents", offline=True, rules=_CLUSTER),
+    Operation("restart", "RestartServices", "cluster", chain=(A.STOP, A.START), closure="dependents", offline=True,
+              rules=_CLUSTER),
+    # The named service only, with the catalog's current definition; dependents keep running
+    # (a rolling upgrade), so the service's install must cope with a live peer.
+    Operation("upgrade", "UpgradeService", "cluster", chain=(A.STOP, A.INSTALL, A.CONFIGURE, A.START),
+              needs_services=True, rules=_CLUSTER),
+    # Planned by `restore.restore_plan` (phases of ordinary plans), not by one chain.
+    Operation("rollback", "RollbackCluster", "cluster", shrinking=True, rules=(*_CLUSTER, rule.restorable)),
+    Operation("pause", "PauseJob", "job"),
+    Operation("resume", "ResumeJob", "job"),
+    Operation("cancel", "CancelJob", "job"),
+    Operation("retry", "RetryJob", "job"),
+)
+
+OPERATIONS: dict[str, Operation] = {op.name: op for op in _ROWS}
+CHAINS: dict[str, tuple[Action, ...]] = {op.name: op.chain for op in _ROWS if op.chain}
+"""Each plannable operation's per-service action chain (Coopr's `Actions.actionOrder`)."""
+OFFLINE: tuple[str, ...] = tuple(op.name for op in _ROWS if op.offline)
+VERBS: tuple[str, ...] = tuple(sorted({op.verb for op in _ROWS}))
+
+
+def operation_of(command: Any) -> Operation:
+    """The row a command asks for (`ConfigureCluster` with `restart` is `configure-restart`)."""
+    if isinstance(command, ConfigureCluster) and command.restart:
+        return OPERATIONS["configure-restart"]
+    return OPERATIONS[VERB_OF[command.type]]

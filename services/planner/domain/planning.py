@@ -1,0 +1,132 @@
+"""From an accepted request to a recorded plan (pure): the new aggregates, the layout request
+for the solver, and the plan of an operation once its layout is known.
+
+The admission rules have run before any of this (`admission.py`); what can still go wrong
+here is planning itself (`PlanError`), which the caller turns into a refusal or a failed job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from contracts.catalog import Catalog
+from contracts.commands import (
+    AddServices,
+    CreateCluster,
+    ExpandCluster,
+    RemoveServices,
+    RestartServices,
+    ShrinkCluster,
+    StartServices,
+    StopServices,
+    UpgradeService,
+)
+from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutRequested, PlannedTaskRecord
+from contracts.layout import Layout, NodeSpec
+from contracts.templates import resolve_template
+
+from . import resize
+from .admission import Facts, provider_of, template_of
+from .cluster import Cluster
+from .job import Job
+from .plan import Plan, build_plan
+
+
+def cluster_uuid(job_id: str) -> UUID:
+    """Derived from the job id, so a retried create maps to the same cluster."""
+    return uuid5(NAMESPACE_URL, f"muster:cluster:{job_id}")
+
+
+def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int) -> Job:
+    return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
+                            request=f.command.model_dump(mode="json"), requested_by=by,
+                            planner=planner, max_attempts=max_attempts))
+
+
+def new_cluster(f: Facts, cluster_id: str) -> Cluster:
+    cmd: CreateCluster = f.command
+    template = template_of(f)
+    provider = provider_of(f)
+    # Where the cluster's tasks go: the template's class, else the provider's, else the planner's.
+    klass = template.defaults.provisionerclass or f.catalog.providers[provider].provisionerclass
+    return Cluster(ClusterRequested(tenant=f.tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,
+                                    provider=provider, config={**template.defaults.config, **cmd.config},
+                                    job_id=f.job_id, provisioner_class=klass))
+
+
+def solver_catalog(catalog: Catalog) -> dict[str, Any]:
+    """What a solver needs, without provider fields (which may hold plugin settings)."""
+    data = catalog.model_dump(mode="json", include={"hardwaretypes", "imagetypes", "services", "clustertemplates", "partialtemplates"})
+    data["providers"] = {n: {"name": p.name, "providertype": p.providertype} for n, p in catalog.providers.items()}
+    return data
+
+
+def layout_request(job_id: str, cluster: Cluster, catalog: Catalog, cmd: Any) -> LayoutRequested:
+    """What the solver is asked for an operation that changes the layout."""
+    if isinstance(cmd, CreateCluster):
+        template = resolve_template(catalog, cmd.template)
+        return LayoutRequested(
+            job_id=job_id, cluster_id=str(cluster.id), template=cmd.template, nodes=cmd.nodes,
+            services=list(cmd.services if cmd.services is not None else template.defaults.services),
+            provider=cluster.provider, hardwaretype=cmd.hardwaretype, imagetype=cmd.imagetype,
+            catalog=solver_catalog(catalog),
+        )
+    nodes = list(cluster.nodes.values())
+    total = cmd.nodes if isinstance(cmd, (ExpandCluster, ShrinkCluster)) else len(nodes)
+    return LayoutRequested(
+        job_id=job_id, cluster_id=str(cluster.id), template=cluster.template, nodes=total,
+        services=sorted({s for n in nodes for s in n.services}), provider=cluster.provider,
+        existing=resize.layout_of(nodes),
+        add_services=list(cmd.services) if isinstance(cmd, AddServices) else [],
+        remove_services=list(cmd.services) if isinstance(cmd, RemoveServices) else [],
+        catalog=solver_catalog(catalog),
+    )
+
+
+def node_factory(cluster: Cluster, catalog: Catalog, existing: list[NodeSpec]) -> resize.NodeFactory:
+    provider = cluster.provider
+    flavors = {n: hw.flavor(provider) or "" for n, hw in catalog.hardwaretypes.items()}
+    images = {n: (img.image(provider) or "", img.providermap.get(provider, {}).get("sshuser", "")) for n, img in catalog.imagetypes.items()}
+    return resize.NodeFactory(cluster.name, provider, existing, flavors, images)
+
+
+def plan_layout(job: Job, cluster: Cluster, catalog: Catalog, layout: Layout, cmd: Any) -> tuple[Plan, list[NodeSpec]]:
+    """The plan of a layout-changing operation, and the cluster's nodes after it."""
+    current = list(cluster.nodes.values())
+    op = job.operation
+    if op in ("create", "expand"):
+        change = resize.expand(current, layout, node_factory(cluster, catalog, current))
+        plan = build_plan(catalog.services, change.nodes, op, node_ids=None if op == "create" else change.planned)
+    elif op == "shrink":
+        change = resize.shrink(current, layout)
+        plan = build_plan(catalog.services, current, op, node_ids=change.planned)
+    elif op == "add-services":
+        change = resize.add_services(current, layout, cmd.services)
+        plan = build_plan(catalog.services, change.nodes, op, services=cmd.services, node_ids=change.planned)
+    else:  # remove-services
+        change = resize.remove_services(current, cmd.services)
+        plan = build_plan(catalog.services, current, op, services=cmd.services, node_ids=change.planned)
+    return plan, list(change.nodes)
+
+
+def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
+    """Operations that change no layout: planned on the cluster as it is."""
+    services: Sequence[str] | None = None
+    if isinstance(cmd, (StartServices, StopServices, RestartServices)):
+        services = cmd.services
+    elif isinstance(cmd, UpgradeService):
+        services = [cmd.service]
+    return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services)
+
+
+def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str) -> JobPlanned:
+    """The event recording a plan, with the state it starts from (a later rollback's target)."""
+    compact = plan.to_compact_json()
+    return JobPlanned(
+        job_id=str(job.id), mode=mode,  # type: ignore[arg-type]
+        tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
+        links=compact["links"], stages=compact["stages"], thrown_in=compact["thrown_in"],
+        nodes=target, previous_nodes=list(cluster.nodes.values()), previous_config=cluster.config,
+    )

@@ -1,0 +1,226 @@
+"""The job's saga as decisions (pure): given a job, its cluster and what happened (an answer
+from the solver, a task outcome, a timeout, a control request), change the aggregates and say
+what must follow.
+
+A decision changes the Job and Cluster aggregates, which hold the new events until they are
+recorded (eventsourcing's pending events), and returns `Effects`: the attempts to publish and
+the timers to disarm. The service layer (`execution.py`) only executes: it records the events
+first, then publishes, then arms the attempts' timeouts; so a restarted planner re-publishes
+exactly what the log says is queued.
+
+Dispatch goes through a `DispatchPolicy`, the place where a limit (per provider, per pool) or
+a wait (resources not granted yet) holds ready tasks back: held tasks stay unqueued, and the
+next `advance` of the job (an outcome, a grant, `Planner.nudge`) looks at them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from contracts.catalog import Action, Catalog, Service
+from contracts.commands import COMMAND_ADAPTER, VERB_OF, CancelJob, JobCommand, PauseJob, ResumeJob, RetryJob
+from contracts.events import LayoutSolved, LayoutUnsolvable, TaskAttemptFailed, TaskCompleted, TaskFailed, TaskSucceeded
+
+from .admission import Refused
+from .cluster import Cluster
+from .errors import PlanError
+from .job import Job
+from .operations import OPERATIONS
+from .planning import plan_layout, planned
+
+
+@dataclass(frozen=True)
+class Attempt:
+    task_id: str
+    attempt: int
+
+
+@dataclass
+class Effects:
+    """What follows a decision, once the aggregates' new events are recorded."""
+
+    dispatch: list[Attempt] = field(default_factory=list)
+    """Newly queued attempts: publish each, then arm its timeout."""
+    republish: list[Attempt] = field(default_factory=list)
+    """Attempts queued earlier whose message may never have got out: publish again (the
+    queue's de-duplication makes this harmless)."""
+    disarm: list[Attempt] = field(default_factory=list)
+    """Attempts whose timeout no longer matters."""
+
+    def __iadd__(self, other: "Effects") -> "Effects":
+        self.dispatch += other.dispatch
+        self.republish += other.republish
+        self.disarm += other.disarm
+        return self
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The planner's settings a decision needs."""
+
+    provisioner_class: str = "default"
+    mode: str = "eager"
+
+
+class DispatchPolicy(Protocol):
+    def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
+        """The ready tasks that may be queued now (a subset, in order)."""
+        ...
+
+
+class DispatchAll:
+    def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
+        return ready
+
+
+DISPATCH_ALL = DispatchAll()
+
+
+def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], settings: Settings,
+            policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
+    """Take the job one step: finish, roll back, or queue what is ready."""
+    if not job.is_final:
+        if job.state == "running" and job.stopping and job.in_flight == 0:
+            reason = "cancelled by request" if job.cancel_requested else exhausted_reason(job)
+            if not job.planned:  # cancelled before it had a plan: nothing ran, nothing to undo
+                return fail_unplanned(job, cluster, reason)
+            job.plan_rollback(reason, services)
+        if job.state == "running" and job.all_done:
+            _succeeded(job, cluster)
+        elif job.state == "rolling_back" and job.exhausted:
+            reason = f"rollback failed: {exhausted_reason(job)} (after: {job.error})"
+            job.needs_attention(reason)
+            cluster.set_status("needs_attention", str(job.id), reason)
+        elif job.state == "rolling_back" and job.all_done:
+            _rolled_back(job, cluster)
+    queued = [job.queue(t, queue_class(cluster, settings)) for t in policy.admit(job, cluster, job.ready())]
+    return Effects(dispatch=[Attempt(q.task_id, q.attempt) for q in queued])
+
+
+def queue_class(cluster: Cluster, settings: Settings) -> str:
+    """The provisioner class a cluster's tasks are queued on (decided when it was created)."""
+    return cluster.provisioner_class or settings.provisioner_class
+
+
+def exhausted_reason(job: Job) -> str:
+    task = job.exhausted[0]
+    return f"task {task} failed {job.attempts[task] - job.retry_base.get(task, 0)} times"
+
+
+def _succeeded(job: Job, cluster: Cluster) -> None:
+    job.succeed()
+    if OPERATIONS[job.operation].shrinking:
+        cluster.change_layout(str(job.id), [] if job.operation == "delete" else job.nodes)
+    cluster.set_status("deleted" if job.operation == "delete" else "active", str(job.id))
+
+
+def _rolled_back(job: Job, cluster: Cluster) -> None:
+    job.finish_rollback()
+    cluster.change_layout(str(job.id), job.previous_nodes)
+    cluster.change_config(str(job.id), job.previous_config or cluster.config)
+    status = "failed" if job.operation == "create" else "active"
+    cluster.set_status(status, str(job.id), f"{job.operation} rolled back: {job.error}")
+
+
+def fail_unplanned(job: Job, cluster: Cluster, reason: str) -> Effects:
+    """A job that never got a plan (no layout, a planning error) fails; a new cluster with it."""
+    job.fail(reason)
+    status = "failed" if job.operation == "create" else cluster.status
+    cluster.set_status(status, str(job.id), reason)
+    return Effects()
+
+
+def queued_attempts(job: Job) -> list[Attempt]:
+    return [Attempt(t, job.attempts[t]) for t, state in job.task_state.items() if state == "queued"]
+
+
+# -- outcomes --------------------------------------------------------------------------------
+
+
+def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, services: Mapping[str, Service],
+                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
+    """A worker's result. One that changes nothing is a redelivery (or a superseded attempt's
+    late result); if a redelivery, what we did with it the first time may have been recorded
+    without its task messages getting out (a failed publish, an ack lost in a failover), so the
+    job's queued attempts are published again."""
+    effects = Effects(disarm=[Attempt(event.task_id, event.attempt)])
+    if isinstance(event, TaskSucceeded):
+        done = TaskCompleted(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt,
+                             result=event.result, ipaddresses=event.ipaddresses, hostname=event.hostname)
+        if not job.complete(done):
+            effects.republish = queued_attempts(job)
+            return effects
+        cluster.record_results(job.tasks[event.task_id]["node"], event.task_id, event.result, event.ipaddresses, event.hostname)
+    else:
+        failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
+        if not job.fail_attempt(failed):
+            effects.republish = queued_attempts(job)
+            return effects
+        effects += after_failure(job, cluster, event.task_id, settings)
+    effects += advance(job, cluster, services, settings, policy)
+    return effects
+
+
+def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, services: Mapping[str, Service],
+             settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects | None:
+    """A worker silent past the timeout: the attempt fails (None if it is no longer current)."""
+    if job.is_final or not job.is_current(attempt.task_id, attempt.attempt):
+        return None
+    error = f"timed out: no outcome within {timeout_s:g}s"
+    job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error))
+    effects = after_failure(job, cluster, attempt.task_id, settings)
+    effects += advance(job, cluster, services, settings, policy)
+    return effects
+
+
+def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) -> Effects:
+    """A failed create or confirm may have left a machine: delete it before creating again
+    (coopr-facts §5.7). Other failures are simply retried by `advance`."""
+    task = job.tasks[task_id]
+    if task_id in job.cleanups.values():
+        if job.attempts_left(task_id) > 0:  # the cleanup itself failed: delete again
+            q = job.queue(task_id, queue_class(cluster, settings))
+            return Effects(dispatch=[Attempt(q.task_id, q.attempt)])
+        return Effects()  # out of attempts: the job stops, and its rollback deletes the machine
+    if job.attempts_left(task_id) <= 0 or task["action"] not in (Action.CREATE.value, Action.CONFIRM.value):
+        return Effects()
+    if not cluster.results.get(task["node"], {}).get("providerid"):
+        return Effects()
+    cleanup = job.queue_cleanup(task_id)
+    return Effects(dispatch=[Attempt(cleanup.task_id, cleanup.attempt)])
+
+
+# -- the solver's answer ---------------------------------------------------------------------
+
+
+def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolvable, catalog: Catalog,
+                settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
+    """Record the plan made from the solver's layout and dispatch; or fail the job."""
+    if isinstance(answer, LayoutUnsolvable):
+        return fail_unplanned(job, cluster, f"no layout: {answer.message}")
+    try:
+        plan, target = plan_layout(job, cluster, catalog, answer.layout, COMMAND_ADAPTER.validate_python(job.request))
+    except PlanError as err:
+        return fail_unplanned(job, cluster, f"planning failed: {err}")
+    job.record_plan(planned(job, cluster, plan, target, settings.mode))
+    if not OPERATIONS[job.operation].shrinking:
+        cluster.change_layout(str(job.id), target)
+    return advance(job, cluster, catalog.services, settings, policy)
+
+
+# -- job control -----------------------------------------------------------------------------
+
+
+def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapping[str, Service],
+            settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
+    """Pause, resume, cancel or retry; refused when the job's state does not allow it."""
+    change = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel, RetryJob: job.retry}[type(cmd)]
+    if not change(by, cmd.request_id):
+        raise Refused(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it")  # type: ignore[attr-defined]
+    if isinstance(cmd, RetryJob):  # back to the layout the job was taking the cluster to
+        if not OPERATIONS[job.operation].shrinking:
+            cluster.change_layout(str(job.id), job.nodes)
+        cluster.set_status(cluster.status, str(job.id))
+    return advance(job, cluster, services, settings, policy)

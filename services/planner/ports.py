@@ -1,0 +1,40 @@
+"""The planner's own ports (the log, the task queue and the clock are `muster.ports`): where
+catalogs come from, and the solver a dry run asks."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from contracts.catalog import Catalog
+from contracts.events import LayoutRequested
+from contracts.layout import Layout
+from muster.catalog_store import read_catalog
+from muster.ports.eventlog import EventLog
+
+
+class CatalogSource(Protocol):
+    async def load(self, tenant: str) -> Catalog: ...
+
+
+class LogCatalogs:
+    """The tenant's catalog as the log has it (the `catalog` events)."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+
+    async def load(self, tenant: str) -> Catalog:
+        return await read_catalog(self.log, tenant)  # type: ignore[arg-type]
+
+
+class NoLayout(Exception):
+    """The solver answered: no layout satisfies the request (the message says why)."""
+
+
+class SolverUnavailable(Exception):
+    """No solver answered (none running, or it timed out); the message names what happened."""
+
+
+class Solver(Protocol):
+    async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
+        """The layout for a dry run, recorded nowhere; raises NoLayout or SolverUnavailable."""
+        ...

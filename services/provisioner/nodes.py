@@ -1,0 +1,108 @@
+"""What a task becomes before a plugin sees it, and what a plugin's outcome may weigh.
+
+A task message carries the key of the cluster's nodes map (`nodes_ref`), not the map: this
+resolves it from the KV bucket `nodemaps` (contracts/nodemaps.py) and puts the map back, so a
+plugin sees the task exactly as it was before the map moved out of the message. Chunks and
+manifests are named by their content, so they are cached for as long as there is room (a
+later task of the same cluster fetches only the chunks that changed). A map that cannot be
+found (expired while the task waited for days) fails the attempt with the reason; the planner
+retries it with the map written again. docs/provisioner.md, "The nodes map".
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Protocol
+
+from nats.js import JetStreamContext
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
+
+from contracts.limits import MAX_RESULT_BYTES, check_size
+from contracts.nodemaps import BUCKET, NodeChunk, NodeManifest
+from contracts.tasks import NodeInfo, TaskMessage, TaskOutcome
+
+CACHED_CHUNKS = 4096
+CACHED_MAPS = 8
+
+
+class Executor(Protocol):
+    async def execute(self, task: TaskMessage) -> TaskOutcome: ...
+
+
+class MapMissing(Exception):
+    pass
+
+
+class _Lru(OrderedDict[str, Any]):
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def remember(self, key: str, value: Any) -> Any:
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+        return value
+
+    def recall(self, key: str) -> Any:
+        value = self.get(key)
+        if value is not None:
+            self.move_to_end(key)
+        return value
+
+
+class NodesResolver:
+    """An executor around the plugins: resolves `nodes_ref`, bounds the result."""
+
+    def __init__(self, inner: Executor, js: JetStreamContext) -> None:
+        self.inner = inner
+        self.js = js
+        self._kv: Any = None
+        self._chunks = _Lru(CACHED_CHUNKS)
+        self._maps = _Lru(CACHED_MAPS)
+        self.fetched = 0
+
+    def describe(self) -> list[dict[str, Any]]:
+        return self.inner.describe()  # type: ignore[attr-defined, no-any-return]
+
+    async def execute(self, task: TaskMessage) -> TaskOutcome:
+        if task.nodes_ref:
+            try:
+                nodes = await self.nodes(task.nodes_ref)
+            except MapMissing as err:
+                return TaskOutcome(ok=False, error=str(err))
+            task = task.model_copy(update={"nodes": nodes, "nodes_ref": None})
+        outcome = await self.inner.execute(task)
+        reason = check_size("the result", outcome.result, MAX_RESULT_BYTES)
+        if reason:
+            return TaskOutcome(ok=False, error=f"{reason}: the plugin's result was not recorded",
+                               stdout=outcome.stdout, stderr=outcome.stderr)
+        return outcome
+
+    async def nodes(self, ref: str) -> dict[str, NodeInfo]:
+        """The whole map named by a manifest key (bus errors propagate: the task is retried)."""
+        found = self._maps.recall(ref)
+        if found is not None:
+            return found  # type: ignore[no-any-return]
+        manifest = NodeManifest.model_validate_json(await self._get(ref, "nodes map"))
+        merged: dict[str, NodeInfo] = {}
+        for key in manifest.chunks:
+            chunk = self._chunks.recall(key)
+            if chunk is None:
+                chunk = self._chunks.remember(key, NodeChunk.model_validate_json(await self._get(key, "nodes map chunk")).nodes)
+            merged.update(chunk)
+        if len(merged) != manifest.count:
+            raise MapMissing(f"nodes map {ref} lists {manifest.count} nodes but its chunks hold {len(merged)}")
+        # The order the planner built the map in, before it went by reference.
+        return self._maps.remember(ref, dict(sorted(merged.items())))  # type: ignore[no-any-return]
+
+    async def _get(self, key: str, what: str) -> bytes:
+        try:
+            if self._kv is None:
+                self._kv = await self.js.key_value(BUCKET)
+            entry = await self._kv.get(key)
+        except (BucketNotFoundError, KeyNotFoundError, NotFoundError):
+            raise MapMissing(f"{what} {key} is not in the KV bucket {BUCKET!r} (expired, or never written)") from None
+        self.fetched += 1
+        return bytes(entry.value or b"")

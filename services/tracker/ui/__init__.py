@@ -1,0 +1,76 @@
+"""The web console: pages for operators under /ui/ on the tracker (docs/ui.md).
+
+Server-rendered (aiohttp-jinja2) from the tracker's own read side, with small scripts for what
+must move: the job page's task graph (laid out by the vendored elkjs, in a web worker) and its
+live updates from the progress stream, the cluster page's time slider, local times. Assets are
+files of this package (static/); nothing is fetched from elsewhere.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+
+from ..app import Tracker
+from . import live, pages
+from .session import CONSOLE_AUTH, ConsoleAuth
+
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+
+
+def _short(ident: Any, n: int = 8) -> str:
+    return str(ident)[:n] if ident else ""
+
+
+def _seconds(value: Any) -> str:
+    try:
+        s = float(value)
+    except (TypeError, ValueError):
+        return "–"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def _duration(start: str | None, end: str | None) -> str:
+    if not start or not end:
+        return ""
+    return _seconds((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
+
+
+def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: ConsoleAuth | None = None) -> None:
+    """Register the console's routes on the tracker app."""
+    pages.TRACKER_KEY = tracker_key
+    env = aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(HERE / "templates"),
+                               autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
+    env.filters.update(short=_short, seconds=_seconds)
+    env.globals.update(duration=_duration)
+    if auth is not None:
+        app[CONSOLE_AUTH] = auth
+    r = app.router
+    r.add_get("/ui", pages.home)
+    r.add_get("/ui/", pages.home)
+    r.add_get("/ui/clusters", pages.clusters)
+    r.add_get("/ui/clusters/{cluster_id}", pages.cluster)
+    r.add_get("/ui/clusters/{cluster_id}/at", pages.cluster_at)
+    r.add_get("/ui/jobs", pages.jobs)
+    r.add_get("/ui/jobs/{job_id}", pages.job)
+    r.add_get("/ui/jobs/{job_id}/graph", pages.job_graph)
+    r.add_get("/ui/jobs/{job_id}/stream", live.stream)
+    r.add_post("/ui/jobs/{job_id}/control", live.control)
+    r.add_get("/ui/jobs/{job_id}/tasks/{task_id}", pages.task)
+    r.add_get("/ui/catalog", pages.catalog)
+    r.add_get("/ui/provisioners", pages.provisioners)
+    r.add_get("/ui/pools", pages.pools)
+    r.add_get("/ui/sign-in", pages.sign_in_form)
+    r.add_post("/ui/sign-in", pages.sign_in)
+    r.add_post("/ui/sign-out", pages.sign_out)
+    static = r.add_static("/ui/static", STATIC, name="ui-static")
+    env.globals["static"] = lambda path: str(static.url_for(filename=path, append_version=True))
+    r.add_get("/ui/{tail:.*}", pages.unknown)

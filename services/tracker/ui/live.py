@@ -1,0 +1,90 @@
+"""The job page's live parts: its progress stream, and job control.
+
+The stream is the API's own progress stream (`/v1/jobs/{id}/stream`: one `progress` event per
+event of the job, then `end`), served under /ui with the tenant taken from the viewer's session,
+because a browser's EventSource cannot send the `X-Muster-Tenant` header. The page rendered the
+job as of log sequence N and asks for what came after (`?after=N`; on a reconnect the browser
+sends `Last-Event-ID`), so nothing is missed or shown twice.
+
+Job control sends the same request `muster job pause|resume|cancel|retry` sends, on
+`muster.ops.<tenant>.<verb>`, and shows the planner's answer as it is: "accepted" or
+"rejected: <reason>".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from contracts.commands import Accepted, Rejected
+from muster.client import MusterClient, NoAnswer
+
+from .. import http as tracker_http  # at call time: http imports this package
+from .pages import NotFound, redirect, tracker_of, uuid_param
+from .session import NeedsSignIn, same_origin, viewer_of
+
+CONTROL_TIMEOUT_S = 5.0
+VERBS = {"pause": "pause_job", "resume": "resume_job", "cancel": "cancel_job", "retry": "retry_job"}
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"status": status, "message": message, "parameter": None}}, status=status)
+
+
+async def stream(request: web.Request) -> web.StreamResponse:
+    try:
+        viewer = await viewer_of(request)
+    except NeedsSignIn as need:
+        return _error(401, need.reason)
+    job_id = request.match_info["job_id"]
+    if not re.fullmatch(r"[0-9a-fA-F-]{36}", job_id):
+        return _error(404, f"{job_id[:80]!r} is not a job id")
+    after = 0
+    for raw in (request.query.get("after"), request.headers.get("Last-Event-ID")):
+        if raw and re.fullmatch(r"[0-9]{1,18}", raw):
+            after = max(after, int(raw))
+    return await tracker_http.job_stream(request, viewer.tenant, job_id.lower(), after)
+
+
+async def control(request: web.Request) -> web.StreamResponse:
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    try:
+        viewer = await viewer_of(request)
+    except NeedsSignIn as need:
+        return _error(401, need.reason)
+    if not same_origin(request):
+        return _error(403, "job control must come from the console's own page")
+    try:
+        job_id = uuid_param(request, "job_id", "job")
+    except NotFound as missing:
+        return _error(404, missing.message)
+    form = await request.post()
+    action = str(form.get("action") or "")
+    if action not in VERBS:
+        said, ok = f"rejected: {action[:40]!r} is not one of {', '.join(VERBS)}", False
+    elif not viewer.can_execute:
+        said, ok = f"rejected: {viewer.name} may not {action} jobs in tenant {viewer.tenant}", False
+    elif not await tracker_of(request).job_exists(viewer.tenant, job_id):
+        said, ok = f"rejected: there is no job {job_id} in tenant {viewer.tenant}", False
+    else:
+        said, ok = await send(tracker_of(request).nc, viewer.tenant, viewer.name, action, job_id)
+    if wants_json:
+        return web.json_response({"said": said, "accepted": ok, "action": action})
+    return redirect(f"/ui/jobs/{job_id}?said={quote(said)}")
+
+
+async def send(nc: Any, tenant: str, by: str, action: str, job_id: str) -> tuple[str, bool]:
+    """Send one job-control request; the planner's answer in words, and whether it accepted."""
+    client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=CONTROL_TIMEOUT_S, attempts=2)
+    try:
+        reply = await getattr(client, VERBS[action])(job_id, tenant=tenant)
+    except NoAnswer as err:
+        return f"no answer: {err}", False
+    if isinstance(reply, Accepted):
+        return "accepted", True
+    if isinstance(reply, Rejected):
+        return f"rejected: {reply.reason}", False
+    return f"unexpected answer: {type(reply).__name__}", False

@@ -1,0 +1,114 @@
+"""Who is looking: the console's tenant and what the viewer may do.
+
+The console answers for one tenant per browser, the same way the API answers for one tenant per
+request. Which tenant is decided by a `ConsoleAuth`:
+
+- `TenantCookie` (the default, while the tracker has no authentication): the tenant the API
+  would answer for — the one chosen on the sign-in page, kept in the `muster_tenant` cookie,
+  `default` without one, exactly what the `X-Muster-Tenant` header does for the API;
+- an authenticating backend (bearer tokens) plugs in through `CONSOLE_AUTH`: the sign-in page
+  then asks for a token, which goes into the HttpOnly cookie `muster_session` and is checked on
+  every request by the tracker's own check; the tenant and the permissions come from the
+  principal, never from the URL.
+
+Either way a page only ever reads the viewer's tenant, so another tenant's id is "not found".
+Forms that change something (sign-in, job control) must come from the console's own pages
+(same-origin `Origin` check; the cookies are also `SameSite=Strict`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from aiohttp import web
+
+from contracts import subjects
+
+TENANT_COOKIE = "muster_tenant"
+SESSION_COOKIE = "muster_session"
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class Viewer:
+    tenant: str
+    name: str
+    """Recorded as who asked, on job-control requests."""
+    can_execute: bool = True
+    """May pause, resume, cancel and retry jobs."""
+    chosen: bool = False
+    """The tenant (or token) was chosen on the sign-in page, not defaulted."""
+
+
+class NeedsSignIn(Exception):
+    """No valid credential: the page redirects to the sign-in page (401 for scripts)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class ConsoleAuth(Protocol):
+    asks_for: str
+    """What the sign-in page asks for: "tenant" or "token"."""
+
+    async def viewer(self, request: web.Request) -> Viewer:
+        """The viewer of this request; raises NeedsSignIn."""
+        ...
+
+    async def sign_in(self, request: web.Request, secret: str, response: web.StreamResponse) -> Viewer:
+        """Check `secret`, remember it on `response` (a cookie); raises NeedsSignIn with a reason."""
+        ...
+
+    def sign_out(self, response: web.StreamResponse) -> None: ...
+
+
+CONSOLE_AUTH = web.AppKey("console_auth", ConsoleAuth)
+
+
+def set_cookie(response: web.StreamResponse, request: web.Request, name: str, value: str) -> None:
+    response.set_cookie(name, value, path="/", httponly=True, samesite="Strict", secure=request.secure,
+                        max_age=30 * 24 * 3600)
+
+
+class TenantCookie:
+    """No authentication yet: the tenant the API answers for, chosen like its header."""
+
+    asks_for = "tenant"
+
+    async def viewer(self, request: web.Request) -> Viewer:
+        raw = request.cookies.get(TENANT_COOKIE)
+        if raw and subjects.TOKEN.fullmatch(raw):
+            return Viewer(tenant=raw, name="console", chosen=True)
+        return Viewer(tenant=DEFAULT_TENANT, name="console")
+
+    async def sign_in(self, request: web.Request, secret: str, response: web.StreamResponse) -> Viewer:
+        tenant = secret.strip()
+        if not subjects.TOKEN.fullmatch(tenant):
+            raise NeedsSignIn(f"{tenant[:80]!r} is not a tenant name: use 1-128 letters, digits, '-' or '_'")
+        set_cookie(response, request, TENANT_COOKIE, tenant)
+        return Viewer(tenant=tenant, name="console", chosen=True)
+
+    def sign_out(self, response: web.StreamResponse) -> None:
+        response.del_cookie(TENANT_COOKIE, path="/")
+
+
+def auth_of(request: web.Request) -> ConsoleAuth:
+    return request.app.get(CONSOLE_AUTH) or _DEFAULT
+
+
+_DEFAULT = TenantCookie()
+
+
+async def viewer_of(request: web.Request) -> Viewer:
+    return await auth_of(request).viewer(request)
+
+
+def same_origin(request: web.Request) -> bool:
+    """A form post from the console's own pages: browsers send `Origin` on POST; a page of
+    another site cannot forge it."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return request.headers.get("Sec-Fetch-Site") in (None, "same-origin")
+    return origin == f"{request.scheme}://{request.host}"

@@ -1,0 +1,46 @@
+// Cluster page: the slider shows the cluster as it was after any event of its history. Each
+// position is one event (log sequence); the state is rebuilt on the server by the same replay
+// as `muster replay --seq`. It is fetched when the slider moves (not on a timer), and the URL
+// keeps the point (?seq=N) so it can be shared.
+"use strict";
+document.addEventListener("DOMContentLoaded", function () {
+  const range = document.getElementById("at");
+  if (!range) return;
+  const form = document.getElementById("slider-form");
+  const out = document.getElementById("at-text");
+  const box = document.getElementById("replay");
+  const seqs = range.dataset.seqs.split(",").map(Number);
+  const lines = document.querySelectorAll("[data-testid=cluster-timeline] li");
+  const cluster = form.dataset.cluster;
+  let timer = null, wanted = null;
+
+  function label() {
+    const i = Number(range.value), li = lines[i];
+    const when = li ? li.querySelector("time") : null;
+    const what = li ? li.querySelector(".type").textContent : "";
+    out.textContent = "#" + seqs[i] + " " + what + (when ? " · " + when.textContent : "") + (i === seqs.length - 1 ? " (latest)" : "");
+    range.setAttribute("aria-valuetext", out.textContent);
+  }
+  async function show() {
+    const i = Number(range.value), seq = seqs[i];
+    wanted = seq;
+    const resp = await fetch("/ui/clusters/" + cluster + "/at?seq=" + seq, {headers: {Accept: "text/html"}});
+    if (wanted !== seq) return;  // the slider moved on meanwhile
+    box.innerHTML = await resp.text();
+    musterConsole.localTimes(box);
+    for (const li of lines) li.removeAttribute("aria-current");
+    if (lines[i]) lines[i].setAttribute("aria-current", "true");
+    const url = new URL(location.href);
+    if (i === seqs.length - 1) url.searchParams.delete("seq"); else url.searchParams.set("seq", seq);
+    history.replaceState(null, "", url);
+  }
+  range.addEventListener("input", function () {
+    label();
+    clearTimeout(timer);
+    timer = setTimeout(show, 120);  // debounce while dragging
+  });
+  form.addEventListener("submit", function (ev) { ev.preventDefault(); show(); });
+  label();
+  const current = document.querySelector("[data-testid=cluster-timeline] li[aria-current]");
+  if (current) current.parentElement.scrollTop = current.offsetTop - current.parentElement.offsetTop - 60;
+});

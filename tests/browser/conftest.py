@@ -1,0 +1,161 @@
+"""Browser tests of the console (docs/ui.md): a real `muster up` (nats-server and the four
+services as processes), the `muster` CLI, and Debian's chromium driven by Playwright.
+
+One deployment and one browser serve the whole package; each test gets its own browser
+context (cookies) and its own clusters. Without /usr/bin/chromium every test here skips with
+one line naming the package (`make test` installs it through deploy/system-deps.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).parents[2]
+DEMO = ROOT / "muster" / "demo" / "catalog"
+START_S = 90.0
+CHROMIUM_ARGS = [  # docs: machine-facts.md; without the network flags chromium calls home at every start
+    "--no-sandbox", "--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-default-apps", "--disable-extensions",
+    "--metrics-recording-only", "--no-default-browser-check",
+]
+
+pytestmark = pytest.mark.browser
+
+
+def write_catalog(folder: Path) -> Path:
+    """The demo catalog with quick simulated tasks, plus what the tests need: a slow provider
+    (to catch a job running), and a service whose install always fails (retries, rollback)."""
+    shutil.copytree(DEMO, folder)
+    sim = folder / "providers" / "sim.json"
+    body = json.loads(sim.read_text())
+    body["provisioner"]["latency_ms"] = "60-120"
+    sim.write_text(json.dumps(body))
+    slow = {**body, "name": "slowsim", "description": "slow simulated cloud", "provisioner": {**body["provisioner"], "latency_ms": "700-900"}}
+    (folder / "providers" / "slowsim.json").write_text(json.dumps(slow))
+    for kind in ("hardwaretypes", "imagetypes"):
+        for path in (folder / kind).glob("*.json"):
+            entity = json.loads(path.read_text())
+            entity["providermap"]["slowsim"] = entity["providermap"]["sim"]
+            path.write_text(json.dumps(entity))
+    (folder / "services" / "broken.json").write_text(json.dumps({
+        "name": "broken", "description": "install always fails",
+        "dependencies": {"install": {"requires": ["base"]}},
+        "provisioner": {"actions": {"install": {"type": "simulated", "fields": {"script": "install broken", "failure_rate": "1"}},
+                                    "remove": {"type": "simulated", "fields": {"script": "remove broken"}}}}}))
+    template = json.loads((folder / "clustertemplates" / "hadoop-small.json").read_text())
+    for name, provider, services in (("slow-small", "slowsim", None), ("broken-small", "sim", ["base", "broken"])):
+        t = json.loads(json.dumps(template))
+        t["name"] = name
+        t["defaults"]["provider"] = provider
+        if services:
+            t["defaults"]["services"] = services
+            t["compatibility"]["services"] = services
+            t["constraints"] = {"size": {"min": 1, "max": 10}}
+        (folder / "clustertemplates" / f"{name}.json").write_text(json.dumps(t))
+    return folder
+
+
+@dataclass
+class Muster:
+    data_dir: Path
+    tracker: str
+    nats: str
+    catalog: Path
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TRACKER_URL")}
+        return subprocess.run([sys.executable, "-m", "muster", *args], capture_output=True, text=True, timeout=60,
+                              check=check, env=env, cwd=self.data_dir.parent)
+
+    def create(self, name: str, template: str, nodes: int, tenant: str = "default") -> dict[str, Any]:
+        """`muster cluster create` as a user types it; its JSON answer (job_id, cluster_id)."""
+        out = self.cli("cluster", "create", name, "-t", template, "-n", str(nodes), "--tenant", tenant,
+                       "--data-dir", str(self.data_dir), "--json")
+        answer = json.loads(out.stdout.splitlines()[0])
+        assert answer["type"] == "Accepted", answer
+        return answer  # type: ignore[no-any-return]
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> dict[str, str]:
+    """The `key: value` lines `muster up` prints, until `marker` (read by a thread: a pipe's
+    readline has no deadline)."""
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put("")], daemon=True).start()  # type: ignore[union-attr]
+    seen: dict[str, str] = {}
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"muster up did not say {marker!r} within {timeout} s; saw {seen}") from None
+        if not line:
+            raise AssertionError(f"muster up exited before {marker!r}; saw {seen}")
+        key, _, value = line.partition(":")
+        seen[key.strip()] = value.strip()
+        if marker in line:
+            return seen
+
+
+@pytest.fixture(scope="package")
+def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
+    if not CHROMIUM.exists():
+        pytest.skip("browser tests need the Debian package chromium (deploy/system-deps.sh installs it)")
+    root = tmp_path_factory.mktemp("console")
+    catalog = write_catalog(root / "catalog")
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "muster", "up", "--data-dir", str(root / "data"), "--tracker-port", "0", "--catalog", str(catalog)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=root, start_new_session=True,
+    )
+    try:
+        seen = _read_until(proc, "muster is up", START_S)
+        yield Muster(root / "data", seen["tracker"], seen["nats"], catalog)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="package")
+def browser(muster: Muster) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any, muster: Muster) -> Iterator[Any]:
+    context = browser.new_context(base_url=muster.tracker, viewport={"width": 1280, "height": 900}, timezone_id="Europe/Berlin")
+    context.set_default_timeout(20_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        yield page
+        assert not errors, f"script errors on the page: {errors}"
+    finally:
+        context.close()

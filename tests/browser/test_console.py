@@ -1,0 +1,139 @@
+"""The console in a real browser, against real processes (conftest.py): what an operator does."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from playwright.sync_api import expect
+
+from .conftest import Muster
+
+LONG = 90_000  # ms: a whole job on the simulated cloud, with room for a busy machine
+
+
+def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(muster: Muster, page: Any) -> None:
+    created = muster.create("live", "hadoop-small", 3)
+    page.goto(f"/ui/jobs/{created['job_id']}")
+    state = page.get_by_test_id("job-state")
+    first = state.inner_text()
+    assert first != "succeeded", "the job ended before its page opened: nothing was watched live"
+    rows_before = page.locator("#timeline li").count()
+    page.wait_for_function("window.musterGraphReady > 0")
+    expect(state).to_have_text("succeeded", timeout=LONG)
+    # It changed without a reload: the same document got the stream's events.
+    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+    assert page.locator("#timeline li").count() > rows_before
+    expect(page.locator("#timeline")).to_contain_text("job succeeded")
+    expect(page.get_by_test_id("job-counts")).to_contain_text("succeeded")
+    assert page.locator("#tasks .t-state .badge", has_text="succeeded").count() == page.locator("#tasks tbody tr").count()
+    # The graph shows each task with its state in words, not only in colour.
+    chip = page.locator(".chip").first
+    assert chip.get_attribute("class").endswith("st-succeeded")  # type: ignore[union-attr]
+    expect(chip.locator("text").nth(1)).to_have_text(re.compile("^succeeded"))
+    # The cluster page: layout, its job, the history and the slider back to the start.
+    page.get_by_role("link", name=created["cluster_id"][:8]).first.click()
+    expect(page.get_by_test_id("cluster-name")).to_have_text("live")
+    expect(page.get_by_test_id("replay-status")).to_contain_text("active")
+    slider = page.locator("#at")
+    slider.focus()
+    page.keyboard.press("Home")  # keyboard: the first event of the cluster's history
+    expect(page.get_by_test_id("replay-status")).to_contain_text("pending")
+    assert "seq=" in page.url
+
+
+def test_a_failing_task_shows_its_retries_and_the_rollback_and_retry_starts_it_again(muster: Muster, page: Any) -> None:
+    created = muster.create("broken", "broken-small", 2)
+    page.goto(f"/ui/jobs/{created['job_id']}?group=stage")
+    expect(page.get_by_test_id("job-state")).to_have_text("rolled back", timeout=LONG)
+    expect(page.get_by_test_id("job-error")).to_contain_text("broken")
+    failed = page.locator("#tasks tbody tr", has=page.locator(".badge", has_text="failed")).first
+    expect(failed.locator(".t-attempt")).to_have_text("3")
+    failed.locator("a.task-link").click()
+    detail = page.get_by_test_id("task-detail")
+    expect(detail.get_by_test_id("attempt")).to_have_count(3)
+    expect(detail).to_contain_text("retry")
+    expect(detail.get_by_test_id("attempt-error").first).to_contain_text("fail")
+    assert "task=" in page.url
+    # The rollback's own tasks are in the graph and the table, and the timeline says why.
+    assert page.locator("#tasks tbody tr td:nth-child(2)", has_text="rollback").count() > 0
+    expect(page.locator("#timeline")).to_contain_text("rollback planned")
+    # Retry from the page: accepted, and the page follows the new run live to its end.
+    page.get_by_role("button", name="Retry").click()
+    expect(page.get_by_test_id("control-said")).to_have_text("retry: accepted")
+    expect(page.locator("#timeline")).to_contain_text("job retried", timeout=LONG)
+    expect(page.get_by_test_id("job-state")).to_have_text("rolled back", timeout=LONG)
+
+
+def test_pause_and_resume_from_the_page(muster: Muster, page: Any) -> None:
+    created = muster.create("slow", "slow-small", 2)
+    page.goto(f"/ui/jobs/{created['job_id']}")
+    state = page.get_by_test_id("job-state")
+    said = page.get_by_test_id("control-said")
+    page.get_by_role("button", name="Pause").click()
+    expect(said).to_have_text("pause: accepted")
+    expect(state).to_have_text("paused", timeout=LONG)
+    page.get_by_role("button", name="Pause").click()  # the planner's reason, as it gave it
+    expect(said).to_have_text(re.compile(r"^pause: rejected: .+"))
+    page.get_by_role("button", name="Resume").click()
+    expect(said).to_have_text("resume: accepted")
+    expect(state).to_have_text("succeeded", timeout=LONG)
+    expect(page.locator("#timeline")).to_contain_text("job paused")
+
+
+def test_another_tenants_cluster_is_not_reachable_by_url(muster: Muster, page: Any) -> None:
+    muster.cli("catalog", "apply", str(muster.catalog), "--tenant", "other", "--data-dir", str(muster.data_dir))
+    theirs = muster.create("theirs", "hadoop-small", 2, tenant="other")
+    for url in (f"/ui/clusters/{theirs['cluster_id']}", f"/ui/jobs/{theirs['job_id']}",
+                f"/ui/jobs/{theirs['job_id']}/tasks/n1000.create", f"/ui/clusters/{theirs['cluster_id']}/at?seq=1"):
+        response = page.goto(url)
+        assert response.status == 404, url
+        expect(page.get_by_test_id("error")).to_contain_text("tenant default")
+    stream = page.request.get(f"/ui/jobs/{theirs['job_id']}/stream")
+    assert stream.status == 404
+    page.goto("/ui/clusters")
+    expect(page.get_by_test_id("tenant")).to_have_text("default")
+    assert page.get_by_text("theirs").count() == 0
+    # Signed in as that tenant, the same URL shows it.
+    page.goto(f"/ui/sign-in?next=/ui/clusters/{theirs['cluster_id']}")
+    page.get_by_label("Tenant").fill("other")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_test_id("cluster-name")).to_have_text("theirs")
+    expect(page.get_by_test_id("tenant")).to_have_text("other")
+
+
+def test_unknown_ids_and_pages_say_so(page: Any) -> None:
+    unknown = str(uuid.uuid4())
+    for url, text in ((f"/ui/jobs/{unknown}", f"There is no job {unknown} in tenant default."),
+                      (f"/ui/clusters/{unknown}", f"There is no cluster {unknown} in tenant default."),
+                      (f"/ui/jobs/{unknown}/tasks/n1000.create", f"There is no job {unknown} in tenant default."),
+                      ("/ui/clusters/not-an-id", "'not-an-id' is not a cluster id (a UUID)."),
+                      ("/ui/nowhere", "The console has no page /ui/nowhere.")):
+        response = page.goto(url)
+        assert response.status == 404, url
+        expect(page.get_by_test_id("error")).to_have_text(text)
+        expect(page).to_have_title(re.compile("^Not found"))
+
+
+def test_catalog_and_provisioners_pages(muster: Muster, page: Any) -> None:
+    page.goto("/ui/catalog")
+    template = page.get_by_test_id("template").filter(has_text="hadoop-small")
+    expect(template).to_contain_text("Can't coexist")
+    expect(template).to_contain_text("hdfs-namenode / hdfs-datanode")
+    expect(page.get_by_test_id("services")).to_contain_text("hdfs-datanode")
+    expect(page.get_by_test_id("provider").filter(has_text="slowsim")).to_contain_text("700-900")
+    page.goto("/ui/provisioners")
+    expect(page.get_by_test_id("provisioners")).to_contain_text("ready")
+    page.goto("/ui/pools")
+    expect(page.get_by_test_id("no-pools")).to_be_visible()
+
+
+def test_a_phone_sized_screen_keeps_the_job_page_usable(muster: Muster, page: Any) -> None:
+    created = muster.create("phone", "hadoop-small", 2)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"/ui/jobs/{created['job_id']}")
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1, "the page scrolls sideways on a phone"
+    page.keyboard.press("Tab")  # the first stop is the skip link
+    expect(page.locator(".skip")).to_be_focused()

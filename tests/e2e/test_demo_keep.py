@@ -1,0 +1,46 @@
+"""`muster demo --keep`: prints the console's URL of the demo job and keeps running until Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+def test_demo_keep_serves_the_console_until_ctrl_c(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    proc = subprocess.Popen([sys.executable, "-m", "muster", "demo", "--keep", "--nodes", "2", "--data-dir", str(tmp_path / "data")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put("")], daemon=True).start()  # type: ignore[union-attr]
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not any("kept running" in x for x in seen):
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            assert line, "muster demo --keep exited: " + "".join(seen)
+            seen.append(line)
+        url = next(x for x in seen if x.startswith("console: ")).split(" ", 1)[1].strip()
+        assert "/ui/jobs/" in url
+        with urllib.request.urlopen(url, timeout=10) as page:
+            body = page.read().decode()
+        assert page.status == 200 and "succeeded" in body
+        assert proc.poll() is None, "it must keep running until Ctrl-C"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        code = proc.wait(60)
+    rest = []
+    while (line := lines.get(timeout=10)):
+        rest.append(line)
+    assert code == 0, "".join(seen + rest)
+    assert "everything stopped." in "".join(rest)

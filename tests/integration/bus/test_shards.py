@@ -1,0 +1,147 @@
+"""Shard leases on a real nats-server (muster/bus/shards.py): fair share, hand-over at once on
+a graceful stop, takeover within the TTL after a death, never two owners."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+
+from muster.bus.connect import connect
+from muster.bus.shards import ShardLeases, fair_share, shard_of
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(60)]
+SHARDS = 12
+TTL = 3.0
+
+
+class Ledger:
+    """Who gained and lost what, when; wakes whoever waits for a condition."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str, str, frozenset[int]]] = []
+        self.changed = asyncio.Condition()
+
+    def callbacks(self, member: str) -> dict[str, Any]:
+        async def gained(shards: set[int]) -> None:
+            await self._note(member, "gained", shards)
+
+        async def lost(shards: set[int]) -> None:
+            await self._note(member, "lost", shards)
+
+        return {"on_gained": gained, "on_lost": lost}
+
+    async def _note(self, member: str, what: str, shards: set[int]) -> None:
+        async with self.changed:
+            self.events.append((time.monotonic(), member, what, frozenset(shards)))
+            self.changed.notify_all()
+
+    async def until(self, condition: Callable[[], bool], timeout: float) -> float:
+        start = time.monotonic()
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(condition), timeout)
+        return time.monotonic() - start
+
+
+@pytest_asyncio.fixture
+async def ncs(fresh_nats: str) -> AsyncIterator[list[Client]]:
+    clients = [await connect(fresh_nats, name=f"m{i}") for i in range(3)]
+    yield clients
+    for c in clients:
+        await c.close()
+
+
+def _member(nc: Client, name: str, ledger: Ledger) -> ShardLeases:
+    return ShardLeases(nc.jetstream(), name, shards=SHARDS, ttl_s=TTL, **ledger.callbacks(name))
+
+
+async def _pair(ncs: list[Client]) -> tuple[Ledger, ShardLeases, ShardLeases]:
+    """Two members that have shared the shards."""
+    ledger = Ledger()
+    a, b = _member(ncs[0], "a", ledger), _member(ncs[1], "b", ledger)
+    await a.start()
+    await b.start()
+    await ledger.until(lambda: _counts([a, b]) == [6, 6], 10)
+    return ledger, a, b
+
+
+def _counts(members: list[ShardLeases]) -> list[int]:
+    return [len(m.held) for m in members]
+
+
+def _exclusive(members: list[ShardLeases]) -> bool:
+    owned = [s for m in members for s in range(SHARDS) if m.owns(s)]
+    return len(owned) == len(set(owned))
+
+
+def test_clusters_map_to_shards_and_shares_are_fair() -> None:
+    assert shard_of("a-cluster", 16) == shard_of("a-cluster", 16) and 0 <= shard_of("x", 7) < 7
+    spread = [shard_of(f"cluster-{i}", 16) for i in range(1600)]
+    assert min(spread.count(s) for s in range(16)) > 60  # roughly even
+    shares = [fair_share(["a", "b", "c"], m, 16) for m in "abc"]
+    assert shares == [6, 5, 5] and sum(shares) == 16
+
+
+async def test_members_take_a_fair_share_and_a_graceful_stop_hands_over_at_once(ncs: list[Client]) -> None:
+    ledger = Ledger()
+    a, b, c = (_member(nc, n, ledger) for nc, n in zip(ncs, "abc"))
+    await a.start()
+    assert len(a.held) == SHARDS and all(a.owns(s) for s in range(SHARDS))
+    await b.start()
+    await c.start()
+    members = [a, b, c]
+    await ledger.until(lambda: sorted(_counts(members)) == [4, 4, 4], 10)
+    assert _exclusive(members) and set().union(*[set(m.held) for m in members]) == set(range(SHARDS))
+
+    took = await asyncio.gather(a.stop(), ledger.until(lambda: sorted(_counts([b, c])) == [6, 6], 10))
+    assert took[1] < TTL / 2  # nobody waited for the leases to expire
+    assert _exclusive([b, c]), ({s: [m.member for m in (b, c) if m.owns(s)] for s in range(SHARDS)}, ledger.events)
+    # a held every shard first and never again after losing it: each shard b or c gained,
+    # a had lost before (on joins and on the stop alike).
+    a_lost = {shard: t for t, m, what, ss in ledger.events if m == "a" and what == "lost" for shard in ss}
+    gains = [(t, shard) for t, m, what, ss in ledger.events if m in "bc" and what == "gained" for shard in ss]
+    assert gains and all(a_lost[shard] <= t for t, shard in gains), [(round(t, 3), m, w, sorted(ss)) for t, m, w, ss in ledger.events]
+    await b.stop()
+    await c.stop()
+
+
+async def test_a_dead_members_shards_are_taken_over_within_the_ttl_and_never_owned_twice(ncs: list[Client]) -> None:
+    ledger, a, b = await _pair(ncs)
+    dead = set(a.held)
+    died = time.monotonic()
+    await a.abort()  # kill -9: no release, no renewal
+    assert not any(b.owns(s) for s in dead)
+    await ledger.until(lambda: len(b.held) == SHARDS, TTL + 5)
+    taken = time.monotonic() - died
+    assert TTL * 0.5 < taken < TTL + 3, taken  # waited for the expiry, and not much longer
+    await b.stop()
+
+
+async def test_a_member_cut_off_stops_acting_before_anyone_else_can_take_over(ncs: list[Client]) -> None:
+    """The lease decides: a member that cannot renew assumes it lost the shard before the
+    key expires; a renewal that comes too late is refused by the server (expected sequence)."""
+    ledger, a, b = await _pair(ncs)
+    mine = set(a.held)
+    real_write = a._write
+
+    async def cut_off(*args: Any, **kwargs: Any) -> int:
+        raise TimeoutError("partitioned")
+
+    a._write = cut_off  # type: ignore[method-assign]
+    await ledger.until(lambda: len(b.held) == SHARDS, TTL + 5)
+    lapsed = [t for t, m, what, s in ledger.events if m == "a" and what == "lost" and s <= mine]
+    gained = [t for t, m, what, s in ledger.events if m == "b" and what == "gained" and s & mine]
+    assert lapsed and gained and max(lapsed) < min(gained)  # a stopped before b started
+    assert not any(a.owns(s) for s in mine)
+    # a's connection comes back: a late renewal with its old revision is refused.
+    a._write = real_write  # type: ignore[method-assign]
+    shard = min(mine)
+    with pytest.raises(Exception, match="wrong last sequence"):
+        await a._write(f"shard.{shard}", {"owner": "a"}, 1)
+    await a.abort()
+    await b.stop()

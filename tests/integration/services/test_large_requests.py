@@ -1,0 +1,202 @@
+"""Valid requests that used to jam the planner (#18.1): a create of 10,000 nodes, a config of
+megabytes, an event the planner cannot take in, a cancel before there is a plan. A planner
+and a solver on a server of the test's own; no provisioner, so the tasks stay queued."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
+
+from contracts import subjects
+from contracts.commands import Accepted, CancelJob, CreateCluster, Rejected
+from contracts.limits import MAX_CONFIG_BYTES, MAX_REQUEST_BYTES
+from muster.bus import consume
+from muster.bus.connect import connect
+from muster.bus.consume import consume_events
+from muster.bus.eventstore import H_TYPE, EventStore
+from muster.bus.repository import rebuild
+from muster.bus.streams import ensure_streams
+from muster.catalog_store import apply_catalog
+from muster.client import MusterClient
+from services.planner.app import Planner, PlannerConfig
+from services.planner.domain import saga
+from services.planner.domain.job import Job, job_uuid
+from services.planner.entrypoint import start_planner
+from services.solver.service import SolverService
+
+from .conftest import quick_demo_catalog
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(240)]
+BIG = 10_000
+
+
+@dataclass
+class Bare:
+    nc: Client
+    client: MusterClient
+    store: EventStore
+    planner: Planner
+
+
+@pytest_asyncio.fixture
+async def bare(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterator[Bare]:
+    with_solver = getattr(request, "param", {}).get("solver", True)
+    async with AsyncExitStack() as stack:
+        ncs = []
+        for name in ("planner", "solver", "client"):
+            nc = await connect(fresh_nats, name=name)
+            ncs.append(nc)
+            stack.push_async_callback(nc.close)
+        await ensure_streams(ncs[0].jetstream())
+        planner = await start_planner(ncs[0], stack, PlannerConfig(instance="planner-large"))
+        if with_solver:
+            solver = SolverService(EventStore(ncs[1]), "solver-large")
+            sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event,
+                                       queue="solvers", on_poison=solver.on_poison)
+            stack.push_async_callback(sub.unsubscribe)
+        catalog = quick_demo_catalog()
+        small = catalog.clustertemplates["hadoop-small"]
+        big = small.model_copy(update={"name": "hadoop-big", "constraints": small.constraints.model_copy(
+            update={"size": small.constraints.size.model_copy(update={"max": BIG})})})
+        catalog.clustertemplates["hadoop-big"] = big
+        store = EventStore(ncs[2])
+        await apply_catalog(store, "default", catalog)
+        yield Bare(ncs[2], MusterClient(ncs[2]), store, planner)
+
+
+def _size(msg: Any) -> int:
+    return len(msg.data or b"") + sum(len(k) + len(v) for k, v in (msg.headers or {}).items())
+
+
+async def _largest_queued(nc: Client, subject: str) -> tuple[int, int]:
+    """The same for a work queue (no ordered consumer there): message by message."""
+    js, seq, seen, largest = nc.jetstream(), 1, 0, 0
+    while True:
+        try:
+            msg = await js.get_msg(subjects.TASKS_STREAM, seq=seq, subject=subject, next=True)
+        except NotFoundError:
+            return seen, largest
+        seen, largest, seq = seen + 1, max(largest, _size(msg)), msg.seq + 1
+
+
+async def _largest_messages(nc: Client, stream: str, subject: str) -> tuple[int, int]:
+    """(messages, largest body + headers in bytes) on `subject`, read with an ordered consumer."""
+    js = nc.jetstream()
+    info = await js.stream_info(stream, subjects_filter=subject)
+    total = sum((info.state.subjects or {}).values())
+    seen, largest = 0, 0
+    done = asyncio.get_running_loop().create_future()
+
+    async def on_msg(msg: Any) -> None:
+        nonlocal seen, largest
+        seen += 1
+        largest = max(largest, _size(msg))
+        if seen >= total and not done.done():
+            done.set_result(None)
+
+    sub = await js.subscribe(subject, stream=stream, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
+                             pending_msgs_limit=-1, pending_bytes_limit=-1)
+    try:
+        if total:
+            await asyncio.wait_for(done, 60)
+    finally:
+        await sub.unsubscribe()
+    return total, largest
+
+
+async def test_a_10000_node_create_is_planned_and_dispatched_in_small_messages(bare: Bare) -> None:
+    # A plain subscription to the job's subject sees each append as it lands (nothing to
+    # re-create when a busy server is slow to answer).
+    first_wave = asyncio.get_running_loop().create_future()
+    queued = 0
+
+    async def on_append(msg: Any) -> None:
+        nonlocal queued
+        queued += (msg.headers or {}).get(H_TYPE) == "TaskQueued"
+        if queued == BIG and not first_wave.done():  # the first wave: one create per node
+            first_wave.set_result(None)
+
+    job_id = str(job_uuid("default", "big-1"))
+    sub = await bare.nc.subscribe(subjects.job_events("default", job_id), cb=on_append, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    reply = await bare.client.send("default", CreateCluster(name="big", template="hadoop-big", nodes=BIG, request_id="big-1"))
+    assert isinstance(reply, Accepted) and reply.job_id == job_id, reply
+    await asyncio.wait_for(first_wave, 180)
+    await sub.unsubscribe()
+    job = rebuild(Job, await bare.store.read(subjects.job_events("default", reply.job_id)))
+    assert job is not None and job.planned and job.state == "running"
+    assert len(job.tasks) > 10 * BIG and len(job.nodes) == BIG
+
+    events, largest_event = await _largest_messages(bare.nc, subjects.EVENTS_STREAM, "muster.evt.default.>")
+    tasks, largest_task = await _largest_queued(bare.nc, "muster.task.default.>")
+    assert events > BIG and tasks == BIG
+    assert largest_event < 64 * 1024 and largest_task < 8 * 1024, (largest_event, largest_task)
+
+    # Cancel is taken (the job rolls back once the queued creates are accounted for). The
+    # answer waits for the planner to finish publishing the first wave (seconds here).
+    cancelled = await bare.client.send("default", CancelJob(job_id=reply.job_id), timeout=90)
+    assert isinstance(cancelled, Accepted), cancelled
+
+
+async def test_an_oversized_config_or_request_is_refused_naming_the_field_and_the_limit(bare: Bare) -> None:
+    config = {"blob": "x" * (MAX_CONFIG_BYTES + 10)}
+    reply = await bare.client.send("default", CreateCluster(name="fat", template="hadoop-small", nodes=2, config={}).model_copy(
+        update={"config": config}))
+    assert isinstance(reply, Rejected)
+    assert "config" in reply.reason and f"{MAX_CONFIG_BYTES:,} bytes" in reply.reason, reply.reason
+
+    body = b'{"name": "fat", "template": "hadoop-small", "nodes": 2, "config": {"blob": "' + b"x" * (5 << 20) + b'"}}'
+    reply = await bare.client.send_raw("default", "create", body)
+    assert isinstance(reply, Rejected)
+    assert f"{MAX_REQUEST_BYTES:,} bytes" in reply.reason and len(reply.reason) < 300, reply.reason
+    # Nothing of either reached the log.
+    assert not await bare.store.read("muster.evt.default.job.*")
+
+
+@pytest.mark.parametrize("bare", [{"solver": False}], indirect=True)
+async def test_cancel_ends_a_job_that_has_no_plan_yet(bare: Bare) -> None:
+    reply = await bare.client.send("default", CreateCluster(name="waiting", template="hadoop-small", nodes=3))
+    assert isinstance(reply, Accepted), reply
+    cancelled = await bare.client.send("default", CancelJob(job_id=reply.job_id))
+    assert isinstance(cancelled, Accepted), cancelled
+    final = await bare.client.wait(reply.job_id, timeout=30)
+    assert final.type == "JobFailed" and final.reason == "cancelled by request"
+    [cluster] = [c for c in await bare.client.clusters() if c.id == reply.cluster_id]
+    assert cluster.status == "failed"
+
+
+async def test_an_event_the_planner_cannot_take_in_fails_the_job_instead_of_jamming(
+    bare: Bare, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(consume, "RETRY_DELAY_S", 0.05)
+    monkeypatch.setattr(consume, "MAX_FAILURES", 3)
+    calls = 0
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("the plan cannot be recorded")
+
+    monkeypatch.setattr(saga, "plan_layout", broken)
+    reply = await bare.client.send("default", CreateCluster(name="poison", template="hadoop-small", nodes=3))
+    assert isinstance(reply, Accepted), reply
+    final = await bare.client.wait(reply.job_id, timeout=60)
+    assert final.type == "JobFailed"
+    assert "LayoutSolved" in final.reason and "the plan cannot be recorded" in final.reason, final.reason
+    assert calls == 3  # tried, and then given up on: not redelivered forever
+    # Other jobs go on: the planner is not jammed.
+    monkeypatch.undo()
+    again = await bare.client.send("default", CreateCluster(name="after", template="hadoop-small", nodes=3))
+    assert isinstance(again, Accepted)
+    async with asyncio.timeout(30):
+        async for r in bare.client.events(again.job_id):
+            if r.type == "TaskQueued":
+                break

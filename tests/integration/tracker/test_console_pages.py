@@ -1,0 +1,97 @@
+"""The console's pages and streams over HTTP, without a browser (tests/browser drives one):
+tenant scoping, 404 pages, the job page's data, the live stream's `task` field, job control."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import uuid
+
+from contracts.events import JobSucceeded
+
+from .conftest import Tracked
+
+OTHER = {"Cookie": "muster_tenant=someone-else"}
+
+
+async def _finished(tracked: Tracked) -> tuple[str, str]:
+    reply = await tracked.create(nodes=2)
+    assert isinstance(await tracked.client.wait(reply.job_id, timeout=60), JobSucceeded)
+    await tracked.indexed_final(reply.job_id)
+    return reply.job_id, reply.cluster_id
+
+
+def _job_data(html: str) -> dict:  # type: ignore[type-arg]
+    found = re.search(r'<script type="application/json" id="job-data">(.*?)</script>', html, re.S)
+    assert found, "the job page carries its data"
+    return json.loads(found.group(1))  # type: ignore[no-any-return]
+
+
+async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> None:
+    job_id, cluster_id = await _finished(tracked)
+    clusters = await tracked.http.get("/ui/clusters")
+    assert clusters.status == 200 and clusters.content_type == "text/html"
+    assert cluster_id in await clusters.text()
+    page = await tracked.http.get(f"/ui/jobs/{job_id}")
+    html = await page.text()
+    assert page.status == 200 and "succeeded" in html
+    data = _job_data(html)
+    status = await (await tracked.http.get(f"/v1/jobs/{job_id}")).json()
+    assert len(data["graph"]["tasks"]) == status["tasks_total"] and data["graph"]["links"]
+    assert {t["id"]: t["state"] for t in data["graph"]["tasks"]} == {t["id"]: t["state"] for t in status["tasks"]}
+    cluster = await tracked.http.get(f"/ui/clusters/{cluster_id}")
+    assert cluster.status == 200 and "JobSucceeded" in await cluster.text()
+    first = await tracked.http.get(f"/ui/clusters/{cluster_id}/at", params={"seq": "1"})
+    assert first.status == 404  # the cluster had no events yet at sequence 1
+    for path in ("/ui/catalog", "/ui/provisioners", "/ui/pools", "/ui/jobs", f"/ui/jobs/{job_id}/tasks/n1000.create"):
+        assert (await tracked.http.get(path)).status == 200, path
+
+
+async def test_another_tenant_sees_nothing_of_them(tracked: Tracked) -> None:
+    job_id, cluster_id = await _finished(tracked)
+    for path in (f"/ui/jobs/{job_id}", f"/ui/clusters/{cluster_id}", f"/ui/jobs/{job_id}/graph", f"/ui/jobs/{job_id}/stream"):
+        resp = await tracked.http.get(path, headers=OTHER)
+        assert resp.status == 404, path
+        assert job_id not in (await resp.text()).replace(f"no job {job_id}", "")
+    listed = await (await tracked.http.get("/ui/clusters", headers=OTHER)).text()
+    assert cluster_id not in listed
+    said = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "retry"},
+                                   headers={**OTHER, "Accept": "application/json"})
+    assert (await said.json())["said"] == f"rejected: there is no job {job_id} in tenant someone-else"
+
+
+async def test_unknown_and_malformed_ids_are_404_pages(tracked: Tracked) -> None:
+    unknown = str(uuid.uuid4())
+    for path, text in ((f"/ui/jobs/{unknown}", f"There is no job {unknown} in tenant default."),
+                       ("/ui/jobs/../etc", "The console has no page"), ("/ui/clusters/x", "'x' is not a cluster id"),
+                       ("/ui/clusters/" + unknown + "?seq=abc", "is not a log sequence")):
+        resp = await tracked.http.get(path)
+        assert resp.status == 404 and resp.content_type == "text/html", path
+        assert text in html.unescape(await resp.text()), path
+
+
+async def test_the_stream_says_each_tasks_state_and_resumes_after_a_sequence(tracked: Tracked) -> None:
+    job_id, _ = await _finished(tracked)
+    body = await (await tracked.http.get(f"/ui/jobs/{job_id}/stream")).text()
+    events = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: ")]
+    progress = [e for e in events if "seq" in e]
+    claimed = next(e for e in progress if e["type"] == "TaskClaimed")
+    assert claimed["task"]["id"] == claimed["task_id"] and claimed["task"]["state"] == "claimed"
+    assert claimed["task"]["provisioner"] == "prov-test"
+    middle = progress[len(progress) // 2]["seq"]
+    rest = await (await tracked.http.get(f"/ui/jobs/{job_id}/stream", params={"after": str(middle)})).text()
+    seqs = [int(x) for x in re.findall(r"^id: (\d+)$", rest, re.M)]
+    assert seqs and min(seqs) > middle and "event: end" in rest
+
+
+async def test_job_control_answers_as_the_planner_does_and_refuses_other_sites(tracked: Tracked) -> None:
+    job_id, _ = await _finished(tracked)
+    said = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "pause"}, headers={"Accept": "application/json"})
+    answer = await said.json()
+    assert answer["accepted"] is False and answer["said"].startswith("rejected: ")
+    forged = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "retry"},
+                                     headers={"Origin": "http://evil.example", "Accept": "application/json"})
+    assert forged.status == 403
+    plain = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "nope"}, allow_redirects=False)
+    assert plain.status == 303 and "said=rejected" in plain.headers["Location"]

@@ -1,0 +1,211 @@
+"""The planner's service layer on in-memory fakes: a log, a task queue, a clock that moves when
+told, the demo catalog, and stand-ins for the solver and the provisioners.
+
+`settle()` plays the bus: every new event goes through the planner's routing table (as its
+durable consumers would deliver it), every `LayoutRequested` is answered by the real (pure)
+solver, and every queued task is taken by a worker whose behaviour a test chooses per task
+(succeed, fail, stay silent, or hold it until released). It runs until nothing moves: no
+wall time, no sleeps, the same outcome every run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from contracts.catalog import Catalog, Service
+from contracts.commands import VERB_OF, Accepted, DryRun, Rejected
+from contracts.events import LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.layout import Layout
+from contracts.tasks import TaskMessage
+from muster.catalog_files import load_catalog
+from muster.ports.eventlog import Append, ConcurrencyError, Recorded
+from muster.ports.memory import ManualClock, MemoryEventLog, MemoryTaskQueue, matches
+from services.planner.app import Planner, PlannerConfig, RequestContext
+from services.planner.config import Hooks
+from services.planner.domain.cluster import Cluster
+from services.planner.domain.job import Job
+from services.planner.ports import NoLayout
+from services.planner.routing import ROUTES, router
+from services.solver.service import answer
+
+DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+Behaviour = Literal["succeed", "fail", "silent", "hold"]
+SIMPLE = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}} for a in ("install", "start", "remove")}}}
+"""A service with no dependencies, for tests that add one to the demo catalog."""
+
+
+def demo_catalog(**extra_services: dict[str, Any]) -> Catalog:
+    """The demo catalog; extra services join it and the hadoop-small template's allowed ones."""
+    catalog = load_catalog(DEMO)
+    for name, body in extra_services.items():
+        catalog.services[name] = Service.model_validate({"name": name, "description": name, **body})
+        catalog.clustertemplates["hadoop-small"].compatibility.services.append(name)
+    return catalog
+
+
+class Catalogs:
+    """The catalog source port: one catalog per tenant, replaced at will."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.by_tenant: dict[str, Catalog] = {"default": catalog}
+
+    async def load(self, tenant: str) -> Catalog:
+        return self.by_tenant.get(tenant, Catalog())
+
+
+class Solver:
+    """Dry runs: the real solver's pure answer, as the solvers' request/reply subject gives it."""
+
+    async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
+        result = answer(request, "solver-fake")
+        if result.type != "LayoutSolved":
+            raise NoLayout(result.message)  # type: ignore[union-attr]
+        return result.layout  # type: ignore[union-attr]
+
+
+class Harness:
+    def __init__(self, config: PlannerConfig | None = None, hooks: Hooks | None = None,
+                 catalog: Catalog | None = None, log: MemoryEventLog | None = None) -> None:
+        self.clock = ManualClock()
+        self.log = log or MemoryEventLog(self.clock)
+        self.queue = MemoryTaskQueue()
+        self.catalogs = Catalogs(catalog or demo_catalog())
+        self.config = config or PlannerConfig(instance="planner-test")
+        self.hooks = hooks
+        self.planner = self._planner()
+        self.cursor = 0
+        self.behaviour: Callable[[TaskMessage], Behaviour] = lambda m: "succeed"
+        self.held: list[TaskMessage] = []
+        self.solving = True
+
+    def _planner(self) -> Planner:
+        planner = Planner(self.log, self.queue, config=self.config, catalogs=self.catalogs, solver=Solver(),
+                          clock=self.clock, hooks=self.hooks)
+        self.routes = [(r.filter, router(planner, r)) for r in ROUTES]
+        return planner
+
+    async def restart(self, config: PlannerConfig | None = None) -> Planner:
+        """A planner dies (its timers with it) and another, rebuilt from the same log, takes
+        over; events already delivered to the dead one are not delivered again."""
+        self.planner.timers.cancel_all()
+        self.config = config or self.config
+        self.planner = self._planner()
+        await self.planner.resume()
+        return self.planner
+
+    # -- requests -------------------------------------------------------------------------------
+
+    async def send(self, command: Any, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun:
+        body = command.model_dump_json().encode()
+        return await self.send_raw(VERB_OF[command.type], body, tenant, principal)
+
+    async def send_raw(self, verb: str, body: bytes, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun:
+        return await self.planner.handle(RequestContext(tenant=tenant, verb=verb, body=body, principal=principal))
+
+    async def ok(self, command: Any) -> Accepted:
+        """Send, expect Accepted, run the job to its end, expect success."""
+        reply = await self.send(command)
+        assert isinstance(reply, Accepted), reply
+        await self.settle()
+        assert self.job(reply.job_id).state == "succeeded", self.job(reply.job_id).view()["error"]
+        return reply
+
+    async def cluster_of(self, nodes: int = 3, name: str = "c1") -> str:
+        from contracts.commands import CreateCluster
+
+        return (await self.ok(CreateCluster(name=name, template="hadoop-small", nodes=nodes))).cluster_id
+
+    # -- the bus, played ----------------------------------------------------------------------
+
+    async def settle(self) -> None:
+        """Deliver events and run tasks until nothing moves."""
+        moved = True
+        while moved:
+            moved = False
+            while self.cursor < len(self.log.records):
+                recorded = self.log.records[self.cursor]
+                self.cursor += 1
+                await self.deliver(recorded)
+                moved = True
+            for message in self.queue.take():
+                await self.work(message)
+                moved = True
+
+    async def deliver(self, recorded: Recorded) -> None:
+        """One event to whoever consumes it: the solver, and the planner's routes."""
+        if isinstance(recorded.event, LayoutRequested) and self.solving:
+            result = answer(recorded.event, "solver-fake")
+            try:
+                await self.log.append(recorded.subject, [Append(result, msg_id=f"{result.job_id}:answer:{recorded.seq}")],
+                                      expect_last_seq=recorded.seq)
+            except ConcurrencyError:
+                pass
+        for subject_filter, handler in self.routes:
+            if matches(subject_filter, recorded.subject):
+                await handler(recorded)
+
+    async def work(self, message: TaskMessage, behaviour: Behaviour | None = None) -> None:
+        behaviour = behaviour or self.behaviour(message)
+        if behaviour == "hold":
+            self.held.append(message)
+            return
+        from contracts import subjects
+
+        subject = subjects.task_events(message.tenant, message.job_id, message.task_id, "prov-fake")
+        key = f"{message.job_id}.{message.task_id}.{message.attempt}"
+        common = dict(job_id=message.job_id, task_id=message.task_id, attempt=message.attempt, provisioner="prov-fake", worker="w1")
+        await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim")])  # type: ignore[arg-type]
+        if behaviour == "silent":
+            return
+        if behaviour == "fail":
+            outcome: Any = TaskFailed(**common, error="simulated failure")  # type: ignore[arg-type]
+        else:
+            outcome = TaskSucceeded(**common, **_results(message))  # type: ignore[arg-type]
+        await self.log.append(subject, [Append(outcome, msg_id=f"{key}.outcome")])
+
+    async def release(self) -> None:
+        """Run the held tasks (as they now behave), then settle."""
+        held, self.held = self.held, []
+        for message in held:
+            await self.work(message, self.behaviour(message) if self.behaviour(message) != "hold" else "succeed")
+        await self.settle()
+
+    # -- looking ----------------------------------------------------------------------------------
+
+    def job(self, job_id: str) -> Job:
+        return self.planner.jobs[job_id]
+
+    def cluster(self, cluster_id: str) -> Cluster:
+        return self.planner.clusters[cluster_id]
+
+    def services(self, cluster_id: str) -> dict[str, set[str]]:
+        return {n.id: set(n.services) for n in self.cluster(cluster_id).nodes.values()}
+
+    def history(self, job_id: str, tenant: str = "default") -> list[str]:
+        return self.log.types(f"muster.evt.{tenant}.job.{job_id}")
+
+    def final(self, job_id: str, tenant: str = "default") -> Any:
+        """The job's final event (JobSucceeded, JobRolledBack, ...), None while it runs."""
+        finals = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
+        found = [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type in finals]
+        return found[-1] if found else None
+
+    def events(self, job_id: str, event_type: str, tenant: str = "default") -> list[Any]:
+        return [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type == event_type]
+
+
+def _results(message: TaskMessage) -> dict[str, Any]:
+    """What a provider reports: a machine id from create, an address from confirm."""
+    node = message.node.id
+    if message.action.value == "create":
+        return {"result": {"providerid": f"sim-{node}-{message.attempt}"}}
+    if message.action.value == "confirm":
+        return {"ipaddresses": {"access_v4": f"10.0.0.{message.node.nodenum % 250}"}, "hostname": f"{node}.example"}
+    return {}
+
+
+def body(data: dict[str, Any]) -> bytes:
+    return json.dumps(data).encode()

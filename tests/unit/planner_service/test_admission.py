@@ -1,0 +1,265 @@
+"""Admission of every verb: each is accepted when its rules hold and refused, by name and with
+nothing recorded, when one does not. Also the hooks: an admission check, the ownership
+predicate, and the principal that becomes the events' `by`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from planner_harness import SIMPLE, Harness, demo_catalog
+
+from contracts.commands import (
+    Accepted,
+    AddServices,
+    CancelJob,
+    ConfigureCluster,
+    CreateCluster,
+    DeleteCluster,
+    ExpandCluster,
+    PauseJob,
+    Rejected,
+    RemoveServices,
+    RestartServices,
+    ResumeJob,
+    RetryJob,
+    RollbackCluster,
+    ShrinkCluster,
+    StartServices,
+    StopServices,
+    UpgradeService,
+)
+from services.planner.config import Hooks
+from services.planner.domain.admission import Refused
+from services.planner.domain.operations import VERBS
+
+HOLD_ALL = "hold"
+
+
+def harness() -> Harness:
+    return Harness(catalog=demo_catalog(extra=SIMPLE))
+
+
+async def _running_job(h: Harness) -> str:
+    """A create whose tasks the workers hold: the job stays running."""
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="running", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    return reply.job_id
+
+
+async def _failed_job(h: Harness, cid: str) -> str:
+    """An add-services whose install always fails: rolled back, so retry may run it again."""
+    h.behaviour = lambda m: "fail" if m.service is not None and m.service.name == "extra" and m.action.value == "install" else "succeed"
+    reply = await h.send(AddServices(cluster_id=cid, services=["extra"]))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert h.job(reply.job_id).state == "rolled_back"
+    h.behaviour = lambda m: "succeed"
+    return reply.job_id
+
+
+# Each verb: a command built from a live cluster, accepted and run to its end.
+Accept = Callable[[Harness, str], Awaitable[Any]]
+
+
+async def _expand_then(h: Harness, cid: str) -> Any:
+    expand = await h.ok(ExpandCluster(cluster_id=cid, nodes=3))
+    return RollbackCluster(cluster_id=cid, to_job=expand.job_id)
+
+
+ACCEPTED: dict[str, Accept] = {
+    "create": lambda h, cid: _value(CreateCluster(name="another", template="hadoop-small", nodes=2)),
+    "delete": lambda h, cid: _value(DeleteCluster(cluster_id=cid)),
+    "expand": lambda h, cid: _value(ExpandCluster(cluster_id=cid, nodes=3)),
+    "shrink": lambda h, cid: _value(ShrinkCluster(cluster_id=cid, nodes=2)),
+    "add-services": lambda h, cid: _value(AddServices(cluster_id=cid, services=["extra"])),
+    "remove-services": lambda h, cid: _value(RemoveServices(cluster_id=cid, services=["yarn-nodemanager"])),
+    "configure": lambda h, cid: _value(ConfigureCluster(cluster_id=cid, config={"k": 1})),
+    "start": lambda h, cid: _value(StartServices(cluster_id=cid, services=["hdfs-datanode"])),
+    "stop": lambda h, cid: _value(StopServices(cluster_id=cid)),
+    "restart": lambda h, cid: _value(RestartServices(cluster_id=cid, services=["zookeeper-server"])),
+    "upgrade": lambda h, cid: _value(UpgradeService(cluster_id=cid, service="base")),
+    "rollback": _expand_then,
+}
+
+
+async def _value(command: Any) -> Any:
+    return command
+
+
+@pytest.mark.parametrize("verb", sorted(ACCEPTED))
+async def test_each_operation_is_accepted_and_runs_to_success(verb: str) -> None:
+    h = harness()
+    cid = await h.cluster_of(3 if verb == "shrink" else 2)
+    command = await ACCEPTED[verb](h, cid)
+    reply = await h.send(command)
+    assert isinstance(reply, Accepted) and not reply.duplicate, reply
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert job.state == "succeeded" and job.operation == verb
+    assert h.cluster(reply.cluster_id).status == ("deleted" if verb == "delete" else "active")
+    assert h.cluster(reply.cluster_id).job_id == reply.job_id
+
+
+async def test_job_control_verbs_are_accepted_in_the_states_that_allow_them() -> None:
+    h = harness()
+    job_id = await _running_job(h)
+    for command in (PauseJob(job_id=job_id), ResumeJob(job_id=job_id), CancelJob(job_id=job_id)):
+        assert isinstance(await h.send(command), Accepted), command
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert h.job(job_id).state == "rolled_back"
+    cid = await h.cluster_of(2, name="other")
+    failed = await _failed_job(h, cid)
+    assert isinstance(await h.send(RetryJob(job_id=failed)), Accepted)
+    await h.settle()
+    assert h.history(failed).count("JobRetried") == 1
+
+
+# Each verb: a request its rules refuse, and the reason it gets.
+Refuse = Callable[[Harness], Awaitable[tuple[Any, str]]]
+
+
+async def _active(h: Harness) -> str:
+    return await h.cluster_of(2)
+
+
+async def _unsolvable(h: Harness) -> str:
+    """A cluster whose create found no layout: its status is `failed`."""
+    reply = await h.send(CreateCluster(name="nolayout", template="hadoop-small", nodes=2, hardwaretype="huge"))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert h.job(reply.job_id).state == "failed" and "no layout" in h.job(reply.job_id).error
+    return reply.cluster_id
+
+
+async def _deleted(h: Harness) -> str:
+    cid = await _active(h)
+    await h.ok(DeleteCluster(cluster_id=cid))
+    return cid
+
+
+async def _create_job_of(h: Harness) -> tuple[str, str]:
+    cid = await _active(h)
+    return cid, h.cluster(cid).job_id
+
+
+REFUSED: dict[str, list[Refuse]] = {
+    "create": [
+        lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=2, provider="nope"), "unknown provider 'nope'"),
+        lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=2, services=["base", "ghost"]), "unknown services: ghost"),
+        lambda h: _pair(CreateCluster(name="x", template="hadoop-small", nodes=1), "between 2 and 50 nodes; 1 requested"),
+    ],
+    "delete": [lambda h: _with(_deleted(h), lambda cid: (DeleteCluster(cluster_id=cid), "is deleted"))],
+    "expand": [lambda h: _with(_active(h), lambda cid: (ExpandCluster(cluster_id=cid, nodes=2), "expand needs more than"))],
+    "shrink": [lambda h: _with(_active(h), lambda cid: (ShrinkCluster(cluster_id=cid, nodes=3), "shrink needs fewer than"))],
+    "add-services": [
+        lambda h: _with(_active(h), lambda cid: (AddServices(cluster_id=cid, services=["ghost"]), "unknown services: ghost")),
+        lambda h: _with(_active(h), lambda cid: (AddServices(cluster_id=cid, services=["base"]), "already on the cluster: base")),
+    ],
+    "remove-services": [lambda h: _with(_active(h), lambda cid: (RemoveServices(cluster_id=cid, services=["extra"]), "not on the cluster: extra"))],
+    "configure": [lambda h: _with(_unsolvable(h), lambda cid: (ConfigureCluster(cluster_id=cid, config={}), "is failed; configure needs an active cluster"))],
+    "start": [lambda h: _with(_active(h), lambda cid: (StartServices(cluster_id=cid, services=["extra"]), "cannot plan start"))],
+    "stop": [lambda h: _with(_deleted(h), lambda cid: (StopServices(cluster_id=cid), "is deleted"))],
+    "restart": [lambda h: _with(_unsolvable(h), lambda cid: (RestartServices(cluster_id=cid), "restart needs an active cluster"))],
+    "upgrade": [lambda h: _with(_active(h), lambda cid: (UpgradeService(cluster_id=cid, service="ghost"), "cannot plan upgrade"))],
+    "rollback": [
+        lambda h: _with(_active(h), lambda cid: (RollbackCluster(cluster_id=cid, to_job="no-such"), "unknown job 'no-such'")),
+        lambda h: _with(_create_job_of(h), lambda c: (RollbackCluster(cluster_id=c[0], to_job=c[1]), "left no earlier state")),
+    ],
+    "pause": [lambda h: _with(_create_job_of(h), lambda c: (PauseJob(job_id=c[1]), "is succeeded: cannot pause it"))],
+    "resume": [lambda h: _with(_running_job(h), lambda j: (ResumeJob(job_id=j), "is running: cannot resume it"))],
+    "cancel": [lambda h: _with(_create_job_of(h), lambda c: (CancelJob(job_id=c[1]), "is succeeded: cannot cancel it"))],
+    "retry": [lambda h: _with(_running_job(h), lambda j: (RetryJob(job_id=j), "is running: cannot retry it"))],
+}
+
+
+async def _pair(command: Any, reason: str) -> tuple[Any, str]:
+    return command, reason
+
+
+async def _with(setup: Awaitable[Any], make: Callable[[Any], tuple[Any, str]]) -> tuple[Any, str]:
+    return make(await setup)
+
+
+def test_every_verb_has_admission_cases() -> None:
+    assert set(REFUSED) == set(VERBS) and len(VERBS) == 16
+    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry"} == set(VERBS)
+
+
+@pytest.mark.parametrize(("verb", "case"), [(v, i) for v, cases in sorted(REFUSED.items()) for i in range(len(cases))])
+async def test_each_verb_refuses_by_name_and_records_nothing(verb: str, case: int) -> None:
+    h = harness()
+    command, reason = await REFUSED[verb][case](h)
+    before = len(h.log.records)
+    reply = await h.send(command)
+    assert isinstance(reply, Rejected) and reason in reply.reason, (verb, reply)
+    assert len(h.log.records) == before
+
+
+async def test_a_second_operation_on_a_busy_cluster_is_refused_for_every_cluster_verb() -> None:
+    h = harness()
+    cid = await _active(h)
+    h.behaviour = lambda m: "hold"
+    first = await h.send(ConfigureCluster(cluster_id=cid, config={"a": 1}))
+    assert isinstance(first, Accepted)
+    for command in (DeleteCluster(cluster_id=cid), ExpandCluster(cluster_id=cid, nodes=3), StopServices(cluster_id=cid),
+                    UpgradeService(cluster_id=cid, service="base")):
+        reply = await h.send(command)
+        assert isinstance(reply, Rejected) and f"busy with job {first.job_id} (configure, running)" in reply.reason
+
+
+async def test_a_dry_run_of_a_rule_breaking_request_is_refused_too(h: Harness) -> None:
+    cid = await _active(h)
+    reply = await h.send(ExpandCluster(cluster_id=cid, nodes=1, dry_run=True))
+    assert isinstance(reply, Rejected) and "expand needs more than" in reply.reason
+
+
+async def test_an_admission_hook_refuses_before_the_rules_and_sees_the_principal() -> None:
+    seen: list[tuple[str | None, str]] = []
+
+    def only_admins_delete(ctx: Any, op: Any, command: Any) -> None:
+        seen.append((ctx.principal, op.name))
+        if op.name == "delete" and ctx.principal != "admin":
+            raise Refused(f"{ctx.principal} may not delete clusters")
+
+    h = Harness(hooks=Hooks(admission=(only_admins_delete,)))
+    cid = await h.cluster_of(2)
+    reply = await h.send(DeleteCluster(cluster_id=cid), principal="alice")
+    assert isinstance(reply, Rejected) and reply.reason == "alice may not delete clusters"
+    deleted = await h.send(DeleteCluster(cluster_id=cid), principal="admin")
+    assert isinstance(deleted, Accepted)
+    assert seen[-2:] == [("alice", "delete"), ("admin", "delete")]
+
+
+async def test_the_principal_becomes_the_events_by(h: Harness) -> None:
+    reply = await h.send(CreateCluster(name="who", template="hadoop-small", nodes=2, requested_by="claimed"), principal="alice")
+    assert isinstance(reply, Accepted)
+    h.behaviour = lambda m: "hold"
+    await h.settle()
+    assert isinstance(await h.send(PauseJob(job_id=reply.job_id, requested_by="claimed"), principal="bob"), Accepted)
+    assert h.events(reply.job_id, "JobRequested")[0].requested_by == "alice"
+    assert h.events(reply.job_id, "JobPaused")[0].by == "bob"
+    # Without a principal (no identities yet) the body's `requested_by` is what is recorded.
+    other = await h.send(CreateCluster(name="who2", template="hadoop-small", nodes=2, requested_by="claimed"))
+    assert isinstance(other, Accepted) and h.events(other.job_id, "JobRequested")[0].requested_by == "claimed"
+
+
+async def test_requests_for_clusters_another_planner_owns_are_refused_and_their_events_skipped() -> None:
+    elsewhere: set[str] = set()
+    h = Harness(hooks=Hooks(owns=lambda tenant, cluster_id: cluster_id not in elsewhere))
+    cid = await h.cluster_of(2)
+    elsewhere.add(cid)  # its shard's lease is another planner's
+    reply = await h.send(ConfigureCluster(cluster_id=cid, config={"x": 1}))
+    assert isinstance(reply, Rejected) and "belongs to another planner" in reply.reason
+    elsewhere.clear()
+    h.behaviour = lambda m: "hold"
+    accepted = await h.send(ConfigureCluster(cluster_id=cid, config={"x": 1}))
+    assert isinstance(accepted, Accepted)
+    elsewhere.add(cid)  # the lease moved on
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert h.job(accepted.job_id).state == "running"  # outcomes for a cluster it no longer owns are not its to take

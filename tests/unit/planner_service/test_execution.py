@@ -1,0 +1,192 @@
+"""The saga, executed on fakes: retries, cleanup before a create is tried again, timeouts on a
+clock that moves only when told, rollback, needs_attention, lost publishes and lost acks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from planner_harness import SIMPLE, Harness, demo_catalog
+
+from contracts.commands import Accepted, AddServices, CreateCluster, PauseJob
+from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
+from contracts.tasks import TaskMessage
+from services.planner.app import PlannerConfig
+from services.planner.config import Hooks
+
+
+def _is(m: TaskMessage, action: str, service: str | None = None, node: str | None = None) -> bool:
+    return (m.action.value == action and (service is None or (m.service is not None and m.service.name == service))
+            and (node is None or m.node.id == node))
+
+
+def _fail_first(pred: Any) -> Any:
+    """A behaviour: attempt 1 of the tasks matching `pred` fails, everything else succeeds."""
+    return lambda m: "fail" if pred(m) and m.attempt == 1 else "succeed"
+
+
+async def test_a_failed_attempt_is_retried_on_another_provisioner_where_possible(h: Harness) -> None:
+    h.behaviour = _fail_first(lambda m: _is(m, "install", "base"))
+    reply = await h.send(CreateCluster(name="retry", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    retried = [m for m in h.queue.messages if _is(m, "install", "base") and m.attempt == 2]
+    assert len(retried) == 2 and all(m.avoid == ["prov-fake"] for m in retried)
+    assert h.history(reply.job_id).count("TaskAttemptFailed") == 2
+
+
+async def test_a_failed_confirm_deletes_the_machine_before_creating_it_again(h: Harness) -> None:
+    h.behaviour = _fail_first(lambda m: _is(m, "confirm", node="n1000"))
+    reply = await h.send(CreateCluster(name="cleanup", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    on_node = [(m.task_id, m.attempt) for m in h.queue.messages if m.node.id == "n1000"][:5]
+    assert on_node == [("n1000.create", 1), ("n1000.confirm", 1), ("n1000.cleanup1", 1), ("n1000.create", 2), ("n1000.confirm", 2)]
+    cleanup = next(m for m in h.queue.messages if m.task_id == "n1000.cleanup1")
+    assert cleanup.action.value == "delete" and cleanup.results["providerid"] == "sim-n1000-1"  # the machine it deletes
+    assert h.events(reply.job_id, "CleanupQueued")[0].for_task == "n1000.confirm"
+
+
+async def test_a_failed_cleanup_is_deleted_again(h: Harness) -> None:
+    h.behaviour = _fail_first(lambda m: _is(m, "confirm", node="n1000") or m.task_id == "n1000.cleanup1")
+    reply = await h.send(CreateCluster(name="cleanup2", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert [m.attempt for m in h.queue.messages if m.task_id == "n1000.cleanup1"] == [1, 2]
+
+
+async def test_a_silent_worker_times_out_and_its_late_result_changes_nothing() -> None:
+    h = Harness(config=PlannerConfig(instance="planner-test", task_timeout_s=1.5, max_attempts=2), catalog=demo_catalog(slow=SIMPLE))
+    created = await h.cluster_of(2)
+    h.behaviour = lambda m: "silent" if _is(m, "install", "slow") else "succeed"
+    reply = await h.send(AddServices(cluster_id=created, services=["slow"]))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    await h.clock.advance(1.4)
+    assert "TaskAttemptFailed" not in h.history(reply.job_id)  # not yet
+    await h.clock.advance(0.2)  # attempt 1 times out; attempt 2 is queued
+    await h.settle()
+    await h.clock.advance(1.5)  # so does attempt 2: out of attempts, the job rolls back
+    await h.settle()
+    final = h.final(reply.job_id)
+    assert isinstance(final, JobRolledBack) and "failed 2 times" in final.reason
+    timeouts = [e for e in h.events(reply.job_id, "TaskAttemptFailed") if "timed out" in e.error]
+    assert {e.attempt for e in timeouts} == {1, 2} and "within 1.5s" in timeouts[0].error
+    install = timeouts[0].task_id
+    # The slow worker does finish attempt 1, after the job ended: its result changes nothing.
+    late = next(m for m in h.queue.messages if m.task_id == install and m.attempt == 1)
+    await h.work(late, "succeed")
+    await h.settle()
+    assert h.job(reply.job_id).state == "rolled_back"
+    assert "slow" not in {s for n in h.cluster(created).nodes.values() for s in n.services}
+    assert not h.planner.timers.handles  # every timeout disarmed or fired
+
+
+async def test_an_outcome_disarms_its_timeout(h: Harness) -> None:
+    await h.cluster_of(2)
+    assert h.planner.timers.armed("timeout") == [] and h.clock.pending == 0
+
+
+async def test_a_rollback_that_fails_too_needs_attention() -> None:
+    h = Harness(catalog=demo_catalog(flaky=SIMPLE))
+    cid = await h.cluster_of(2)
+    # Install fails on one node only, so the other node's install succeeded and must be undone;
+    # the undo (remove) fails too.
+    h.behaviour = lambda m: "fail" if (_is(m, "install", "flaky", "n1001") or _is(m, "remove", "flaky")) else "succeed"
+    reply = await h.send(AddServices(cluster_id=cid, services=["flaky"]))
+    await h.settle()
+    final = h.final(reply.job_id)
+    assert isinstance(final, JobNeedsAttention), h.history(reply.job_id)
+    assert final.reason.startswith("rollback failed: task undo.") and "failed 3 times" in final.reason
+    assert h.cluster(cid).status == "needs_attention" and h.job(reply.job_id).is_final
+    assert "RollbackPlanned" in h.history(reply.job_id)
+
+
+async def test_a_failed_publish_is_made_again_from_a_timer(h: Harness) -> None:
+    h.queue.fail(lambda m: _is(m, "install"), TimeoutError("simulated: no stream response"), times=2)
+    reply = await h.send(CreateCluster(name="lossy", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert h.final(reply.job_id) is None  # stalled: two installs are queued in the log, not in the queue
+    assert len(h.planner.timers.armed("republish")) == 2
+    await h.clock.advance(0.25)  # the first back-off
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert all(a == 1 for a in (m.attempt for m in h.queue.messages))  # repaired, not retried
+
+
+async def test_a_redelivered_outcome_republishes_what_its_first_delivery_queued(h: Harness) -> None:
+    """As in a server failover: TaskQueued recorded, its publish lost; the outcome that led to it
+    is delivered again, changes nothing, and the job's queued attempts go out again."""
+    h.queue.fail(lambda m: _is(m, "install"), TimeoutError("lost"), times=1)
+    reply = await h.send(CreateCluster(name="lossy", template="hadoop-small", nodes=2))
+    await h.settle()
+    lost = next(t for t, s in h.job(reply.job_id).task_state.items() if s == "queued" and ".install." in t)
+    node = lost.split(".")[0]
+    trigger = [r for r in h.log.records if r.type == "TaskSucceeded" and r.event.task_id.startswith(f"{node}.")][-1]
+    h.planner.timers.cancel_all()  # no timer repairs it this time
+    await h.deliver(trigger)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert all(r.event.attempt == 1 for r in h.log.records if r.type == "TaskQueued")
+
+
+async def test_a_lost_ack_reloads_the_log_s_view_and_the_redelivery_changes_nothing_twice(h: Harness) -> None:
+    # The append of one TaskCompleted lands, but its ack is lost: the handler fails.
+    h.log.inject(lambda subject, items: any(i.event.type == "TaskCompleted" for i in items), TimeoutError("ack lost"), lands=True)
+    reply = await h.send(CreateCluster(name="acks", template="hadoop-small", nodes=2))
+    try:
+        await h.settle()
+        raise AssertionError("the lost ack was not noticed")
+    except TimeoutError:
+        pass
+    failed_delivery = h.log.records[h.cursor - 1]
+    await h.deliver(failed_delivery)  # the consumer delivers it again
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    completed = [e.task_id for e in h.events(reply.job_id, "TaskCompleted")]
+    assert len(completed) == len(set(completed))  # recorded once
+
+
+async def test_a_stale_writer_is_refused_and_takes_the_log_s_view(h: Harness) -> None:
+    from muster.ports.eventlog import ConcurrencyError
+
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="stale", template="hadoop-small", nodes=2))
+    await h.settle()
+    stale = h.job(reply.job_id)
+    # Another writer moves the job on (here: a second planner instance pausing it).
+    other = Harness(log=h.log, catalog=h.catalogs.by_tenant["default"])
+    await other.planner.resume()
+    assert isinstance(await other.send(PauseJob(job_id=reply.job_id)), Accepted)
+    h.behaviour = lambda m: "succeed"
+    held = h.held.pop(0)
+    await h.work(held, "succeed")
+    try:
+        await h.settle()
+        raise AssertionError("a stale write went through")
+    except ConcurrencyError:
+        pass
+    fresh = h.job(reply.job_id)
+    assert fresh is not stale and fresh.paused  # the log's view, with the other writer's pause
+
+
+class HoldCreatesUntilGranted:
+    """A dispatch policy as resource pools would use it: no create before a grant."""
+
+    def __init__(self) -> None:
+        self.granted: set[str] = set()
+
+    def admit(self, job: Any, cluster: Any, ready: Sequence[str]) -> Sequence[str]:
+        return [t for t in ready if str(job.id) in self.granted or not t.endswith(".create")]
+
+
+async def test_a_dispatch_policy_holds_tasks_back_until_nudged() -> None:
+    policy = HoldCreatesUntilGranted()
+    h = Harness(hooks=Hooks(dispatch=policy))
+    reply = await h.send(CreateCluster(name="pooled", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert h.job(reply.job_id).planned and h.queue.messages == [] and "TaskQueued" not in h.history(reply.job_id)
+    policy.granted.add(reply.job_id)
+    await h.planner.nudge(reply.job_id)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)

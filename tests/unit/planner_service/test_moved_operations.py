@@ -1,0 +1,195 @@
+"""Planner rules that used to run against a real bus (tests/integration/services), now on the
+in-memory fakes: the same requests, the same assertions, no nats-server and no wall time."""
+
+from __future__ import annotations
+
+import pytest
+from planner_harness import Harness, body, demo_catalog
+
+from contracts.commands import (
+    Accepted,
+    AddServices,
+    CancelJob,
+    ConfigureCluster,
+    CreateCluster,
+    DryRun,
+    ExpandCluster,
+    PauseJob,
+    Rejected,
+    RemoveServices,
+    RestartServices,
+    ResumeJob,
+    RetryJob,
+    RollbackCluster,
+    ShrinkCluster,
+    StopServices,
+)
+from contracts.events import JobRolledBack, JobSucceeded
+
+BROKEN = {"provisioner": {"actions": {
+    "install": {"type": "simulated", "fields": {"failure_rate": "1"}},
+    "remove": {"type": "simulated", "fields": {}},
+}}}
+
+
+async def test_remove_and_add_services(h: Harness) -> None:
+    cid = await h.cluster_of(3)
+    await h.ok(RemoveServices(cluster_id=cid, services=["yarn-nodemanager"]))
+    assert all("yarn-nodemanager" not in s for s in h.services(cid).values())
+    await h.ok(AddServices(cluster_id=cid, services=["yarn-nodemanager"]))
+    assert sum("yarn-nodemanager" in s for s in h.services(cid).values()) == 2
+
+
+async def test_configure_stop_restart(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    await h.ok(ConfigureCluster(cluster_id=cid, config={"hdfs": {"replication": 1}}, restart=True))
+    assert h.cluster(cid).config == {"hdfs": {"replication": 1}}
+    await h.ok(StopServices(cluster_id=cid, services=["hdfs-namenode"]))
+    await h.ok(RestartServices(cluster_id=cid))
+
+
+async def test_busy_cluster_and_bad_operations_are_rejected(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    for command, expected in [
+        (ExpandCluster(cluster_id=cid, nodes=2), "more than the cluster's 2 nodes"),
+        (ShrinkCluster(cluster_id=cid, nodes=5), "fewer than"),
+        (AddServices(cluster_id=cid, services=["base"]), "already on the cluster"),
+        (RemoveServices(cluster_id=cid, services=["nope"]), "not on the cluster"),
+        (ExpandCluster(cluster_id="no-such", nodes=3), "unknown cluster"),
+        (CancelJob(job_id="no-such"), "unknown job"),
+    ]:
+        reply = await h.send(command)
+        assert isinstance(reply, Rejected) and expected in reply.reason, (command, reply)
+    first = await h.send(ExpandCluster(cluster_id=cid, nodes=3))
+    assert isinstance(first, Accepted)
+    busy = await h.send(ExpandCluster(cluster_id=cid, nodes=4))
+    assert isinstance(busy, Rejected) and "busy" in busy.reason
+    await h.settle()
+
+
+async def test_a_task_out_of_attempts_rolls_the_job_back() -> None:
+    h = Harness(catalog=demo_catalog(broken=BROKEN))
+    h.behaviour = lambda m: "fail" if m.service is not None and m.service.name == "broken" and m.action.value == "install" else "succeed"
+    cid = await h.cluster_of(2)
+    before = h.services(cid)
+
+    reply = await h.send(AddServices(cluster_id=cid, services=["broken"]))
+    assert isinstance(reply, Accepted), reply
+    await h.settle()
+    final = h.final(reply.job_id)
+    assert isinstance(final, JobRolledBack) and "failed 3 times" in final.reason
+    assert h.services(cid) == before and h.cluster(cid).status == "active"
+    history = h.history(reply.job_id)
+    assert history.count("TaskAttemptFailed") >= 2 and "RollbackPlanned" in history
+
+    retried = await h.send(RetryJob(job_id=reply.job_id))
+    assert isinstance(retried, Accepted)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobRolledBack)
+
+
+async def test_cancel_mid_create_rolls_back_every_machine(h: Harness) -> None:
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="cancelled", template="hadoop-small", nodes=3))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    create = next(m for m in h.held if m.task_id.endswith(".create"))
+    h.held.remove(create)
+    await h.work(create, "succeed")  # one machine exists
+    await h.settle()
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    final = h.final(reply.job_id)
+    assert isinstance(final, JobRolledBack) and "cancelled" in final.reason
+    cluster = h.cluster(reply.cluster_id)
+    assert cluster.status == "failed" and cluster.nodes == {}
+    deletes = [t for t in h.job(reply.job_id).task_state if t.startswith("undo.") and t.endswith(".delete")]
+    assert deletes and all(h.job(reply.job_id).task_state[t] == "succeeded" for t in deletes)
+
+
+async def test_pause_and_resume(h: Harness) -> None:
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="paused", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert isinstance(await h.send(PauseJob(job_id=reply.job_id)), Accepted)
+    again = await h.send(PauseJob(job_id=reply.job_id))
+    assert isinstance(again, Rejected) and "cannot pause" in again.reason
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert h.job(reply.job_id).view()["state"] == "paused"  # in-flight tasks finished; nothing new
+    assert isinstance(await h.send(ResumeJob(job_id=reply.job_id)), Accepted)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    history = h.history(reply.job_id)
+    assert history.index("JobPaused") < history.index("JobResumed")
+
+
+async def test_rollback_to_the_state_before_a_job(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    original = h.services(cid)
+    config = dict(h.cluster(cid).config)
+    expand = await h.ok(ExpandCluster(cluster_id=cid, nodes=3))
+    await h.ok(RemoveServices(cluster_id=cid, services=["yarn-nodemanager"]))
+    await h.ok(ConfigureCluster(cluster_id=cid, config={"changed": True}))
+
+    dry = await h.send(RollbackCluster(cluster_id=cid, to_job=expand.job_id, dry_run=True))
+    assert isinstance(dry, DryRun) and dry.layout is not None and dry.layout.nodes == 2
+    actions = {t["action"] for t in dry.plan["tasks"]}
+    assert {"delete", "install", "configure"} <= actions
+
+    await h.ok(RollbackCluster(cluster_id=cid, to_job=expand.job_id))
+    assert h.services(cid) == original
+    assert h.cluster(cid).config == config
+    again = await h.send(RollbackCluster(cluster_id=cid, to_job=expand.job_id))
+    assert isinstance(again, Rejected) and "already as it was" in again.reason
+
+
+async def test_a_repeated_job_control_request_gets_the_first_answer(h: Harness) -> None:
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="ctl", template="hadoop-small", nodes=2))
+    assert isinstance(reply, Accepted)
+    first = await h.send(PauseJob(job_id=reply.job_id, request_id="pause-once"))
+    again = await h.send(PauseJob(job_id=reply.job_id, request_id="pause-once"))
+    assert isinstance(first, Accepted) and not first.duplicate
+    assert isinstance(again, Accepted) and again.duplicate
+    other = await h.send(PauseJob(job_id=reply.job_id, request_id="pause-twice"))
+    assert isinstance(other, Rejected)
+    assert isinstance(await h.send(ResumeJob(job_id=reply.job_id)), Accepted)
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+
+
+async def test_a_repeated_request_id_maps_to_the_same_job(h: Harness) -> None:
+    first = await h.send(CreateCluster(name="c1", template="hadoop-small", nodes=3, request_id="once"))
+    again = await h.send(CreateCluster(name="c1", template="hadoop-small", nodes=3, request_id="once"))
+    assert isinstance(first, Accepted) and isinstance(again, Accepted)
+    assert again.job_id == first.job_id and again.duplicate
+    await h.settle()
+    jobs = await h.log.read("muster.evt.default.job.*")
+    assert len({r.subject for r in jobs}) == 1
+
+
+@pytest.mark.parametrize(
+    ("verb", "data", "expected"),
+    [
+        ("create", b"not json at all", "not JSON"),
+        ("create", b"[1, 2]", "JSON object"),
+        ("create", body({"name": "c", "template": "hadoop-small", "nodes": "five"}), "nodes"),
+        ("create", body({"name": "c", "template": "hadoop-small", "nodes": 3, "extra": 1}), "extra"),
+        ("create", body({"name": "c", "template": "no-such-template", "nodes": 3}), "no-such-template"),
+        ("create", body({"name": "c", "template": "hadoop-small", "nodes": 51}), "between 2 and 50 nodes; 51 requested"),
+        ("create", body({"type": "DeleteCluster", "cluster_id": "x"}), "takes a CreateCluster"),
+        ("delete", body({"cluster_id": "no-such-cluster"}), "unknown cluster"),
+        ("explode", b"{}", "unknown operation"),
+    ],
+)
+async def test_bad_input_is_rejected_by_name_and_nothing_reaches_the_log(h: Harness, verb: str, data: bytes, expected: str) -> None:
+    before = len(h.log.records)
+    reply = await h.send_raw(verb, data)
+    assert isinstance(reply, Rejected) and expected in reply.reason, reply
+    assert len(h.log.records) == before
+    # ...and the planner still answers.
+    assert isinstance(await h.send_raw("create", b"{"), Rejected)

@@ -1,0 +1,71 @@
+"""A planner rebuilt from the log carries on where the last one stopped: open jobs, queued
+attempts (published again, de-duplicated by the queue), timeouts counted from the logged times,
+and a layout request that was never made."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from planner_harness import Harness
+
+from contracts.commands import Accepted, CreateCluster
+from contracts.events import JobSucceeded
+from services.planner.app import PlannerConfig
+
+
+async def test_a_restarted_planner_finishes_the_job_without_dispatching_twice(h: Harness) -> None:
+    h.behaviour = lambda m: "succeed" if m.action.value in ("create", "confirm") else "hold"
+    reply = await h.send(CreateCluster(name="resumed", template="hadoop-small", nodes=3))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    queued_before = len(h.queue.messages)
+    second = await h.restart()
+    assert reply.job_id in second.jobs and not second.jobs[reply.job_id].is_final
+    assert len(h.queue.messages) == queued_before  # re-published, de-duplicated by the queue
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    queued = Counter((r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued")
+    assert queued and max(queued.values()) == 1 and all(a == 1 for _, a in queued)
+    assert second.clusters[reply.cluster_id].status == "active"
+
+
+async def test_timeouts_are_rebuilt_from_the_logged_times() -> None:
+    h = Harness(config=PlannerConfig(instance="p1", task_timeout_s=900.0))
+    h.behaviour = lambda m: "silent"
+    reply = await h.send(CreateCluster(name="slow", template="hadoop-small", nodes=2))
+    await h.settle()
+    await h.clock.advance(500)
+    await h.restart(PlannerConfig(instance="p2", task_timeout_s=900.0))
+    assert len(h.planner.timers.armed("timeout")) == 2  # both creates, re-armed
+    await h.clock.advance(399)  # 899 s after they were queued
+    assert "TaskAttemptFailed" not in h.history(reply.job_id)
+    await h.clock.advance(2)
+    assert h.history(reply.job_id).count("TaskAttemptFailed") == 2
+
+
+async def test_a_republish_pending_when_the_planner_died_is_made_by_the_next(h: Harness) -> None:
+    h.queue.fail(lambda m: m.action.value == "create", TimeoutError("lost"), times=2)
+    reply = await h.send(CreateCluster(name="lost", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert h.queue.messages == []  # both creates are queued in the log only
+    await h.restart()
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+
+
+async def test_a_layout_request_lost_in_a_crash_is_made_at_resume(h: Harness) -> None:
+    h.log.inject(lambda subject, items: ".layout." in subject, TimeoutError("crashed before the append"))
+    try:
+        await h.send(CreateCluster(name="unasked", template="hadoop-small", nodes=2, request_id="r1"))
+        raise AssertionError("the append did not fail")
+    except TimeoutError:
+        pass
+    job_id = next(r.event.job_id for r in h.log.records if r.type == "JobRequested")
+    assert "LayoutRequested" not in h.log.types()
+    await h.restart()
+    await h.settle()
+    assert isinstance(h.final(job_id), JobSucceeded)
+    # The retried request maps to the same job: answered as a duplicate.
+    again = await h.send(CreateCluster(name="unasked", template="hadoop-small", nodes=2, request_id="r1"))
+    assert isinstance(again, Accepted) and again.duplicate and again.job_id == job_id
