@@ -51,6 +51,7 @@ QUICK: dict[str, list[str]] = {
     "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
+    "auth_bench.py": ["--samples", "100", "--seconds", "2", "--rounds", "1"],
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 

@@ -13,7 +13,7 @@ import structlog
 from muster.runtime.service import configure_logging
 
 from .bootstrap import Bootstrap
-from .keys import AuthKeys
+from .keys import AuthKeys, env_lines
 from .service import AuthService
 
 
@@ -40,10 +40,16 @@ async def _run(service: AuthService) -> None:
               help="JSON of the tenants and principals to make on first start (muster up writes it)")
 @click.option("--idp", "idp_file", envvar="MUSTER_IDP", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="JSON config of an identity provider whose JWTs are accepted too (docs/security.md)")
-def main(nats_url: str | None, keys_dir: Path | None, bootstrap_file: Path | None, idp_file: Path | None) -> None:
+@click.option("--print-env", is_flag=True, help="print the keys as a compose .env (made in --keys-dir if missing) and exit")
+def main(nats_url: str | None, keys_dir: Path | None, bootstrap_file: Path | None, idp_file: Path | None, print_env: bool) -> None:
     """Run the auth service: nats-server's auth callout, identity requests, revocations."""
-    configure_logging("auth")
     keys = AuthKeys.load_or_create(keys_dir) if keys_dir is not None else AuthKeys.from_env()
+    if print_env:
+        if keys is None:
+            raise click.UsageError("--print-env needs --keys-dir")
+        click.echo(env_lines(keys), nl=False)
+        return
+    configure_logging("auth")
     if keys is None:
         raise click.UsageError("give --keys-dir, or set MUSTER_AUTH_ISSUER_SEED and MUSTER_BUS_SECRET")
     service = AuthService(

@@ -53,13 +53,22 @@ class AuthKeys:
         return cls(seed, secret) if seed and secret else None
 
 
-def server_auth_config(issuer_public: str, bus_secret: str) -> str:
-    """The accounts and the auth callout of an authorizing nats-server (docs/security.md)."""
+ISSUER_ENV, SECRET_ENV = "MUSTER_AUTH_ISSUER", "MUSTER_BUS_SECRET"
+
+
+def server_auth_config(issuer_public: str, bus_secret: str, from_env: bool = False) -> str:
+    """The accounts and the auth callout of an authorizing nats-server (docs/security.md).
+    `from_env`: the server reads both from its environment (`$MUSTER_AUTH_ISSUER`,
+    `$MUSTER_BUS_SECRET`: compose.yaml), and the config file holds no secret."""
+    if from_env:
+        issuer_public, secret = f"${ISSUER_ENV}", f"${SECRET_ENV}"
+    else:
+        secret = f'"{bus_secret}"'
     return "\n".join([
         "accounts {",
-        f'  AUTH {{ users: [ {{ user: "{AUTH_USER}", password: "{bus_secret}" }} ] }}',
-        f'  MUSTER {{ jetstream: enabled, users: [ {{ user: "{LOG_USER}", password: "{bus_secret}" }} ] }}',
-        f'  SYS {{ users: [ {{ user: "{SYS_USER}", password: "{bus_secret}" }} ] }}',
+        f'  AUTH {{ users: [ {{ user: "{AUTH_USER}", password: {secret} }} ] }}',
+        f'  MUSTER {{ jetstream: enabled, users: [ {{ user: "{LOG_USER}", password: {secret} }} ] }}',
+        f'  SYS {{ users: [ {{ user: "{SYS_USER}", password: {secret} }} ] }}',
         "}",
         "system_account: SYS",
         "authorization {",
@@ -70,3 +79,8 @@ def server_auth_config(issuer_public: str, bus_secret: str) -> str:
         "  }",
         "}",
     ])
+
+
+def env_lines(keys: AuthKeys) -> str:
+    """A compose `.env`: the auth service's seed and password, the servers' issuer key."""
+    return f"MUSTER_AUTH_ISSUER_SEED={keys.issuer_seed}\n{ISSUER_ENV}={keys.issuer_public}\n{SECRET_ENV}={keys.bus_secret}\n"

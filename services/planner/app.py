@@ -27,6 +27,7 @@ from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.operations import OPERATIONS
 from .domain.saga import Effects
+from .attempts import AttemptHolders
 from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
@@ -52,6 +53,7 @@ class Planner:
         self.metrics = QueueMetrics()
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
         self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps)
+        self.attempts = AttemptHolders(log)
         self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks)
 
     @property
@@ -113,9 +115,12 @@ class Planner:
         await self.execution.on_layout(recorded)
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
+        self.attempts.claimed(recorded)
         self.execution.on_claimed(recorded)
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
+        if not await self.attempts.holds(recorded):
+            return  # recorded, but changes nothing: another provisioner's attempt (attempts.py)
         await self.execution.on_outcome(recorded)
 
     async def on_poison(self, recorded: Recorded, err: BaseException) -> None:

@@ -15,13 +15,17 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
+from contracts import subjects
+from muster.bus.connect import principal_of
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.runtime.service import main_for
+from services.auth.view import IdentityView
 
 from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
+from .authz import OperationAuthz
 from .nodemaps import LazyBucket, NodeMaps
 from .routing import REPLIES, ROUTES, Reply, router
 
@@ -36,6 +40,12 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     planner = nats_planner(nc, config)
     stack.callback(planner.timers.cancel_all)
+    if principal_of(nc) != subjects.ANONYMOUS:
+        # Auth on (this planner authenticated): requests are checked against the requester's
+        # grants, kept current by following the identity events.
+        view = await IdentityView(nc).start()
+        stack.push_async_callback(view.stop)
+        planner.hooks.admission = (*planner.hooks.admission, OperationAuthz(view.state, planner.jobs.get))
     await planner.resume()
 
     subs: list[Any] = []

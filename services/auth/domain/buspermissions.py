@@ -4,6 +4,10 @@ puts in each connection's user JWT (docs/security.md has the same table in prose
 Everything not allowed is denied by the server. A tenant's people get their own request
 subjects and inbox only: no JetStream API, no KV, no event or task subject. Services get what
 their code uses; a provisioner only the queues of its grants and only subjects naming itself.
+
+A new stream, bucket or subject a service uses needs its line here: the end-to-end and fault
+suites run every service with its own identity, and a missing line shows as a "Permissions
+Violation" in nats-server's log.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from contracts import subjects
 from .state import Grant, Principal
 
 JS = "$JS.API"
-KV_STREAMS = ("KV_locations", "KV_presence")
+KV_STREAMS = ("KV_locations", "KV_presence", "KV_nodemaps", "KV_leases")
+BODIES = ("BODIES", "muster.body")
+"""Large event bodies (muster/bus/bodies.py): stream, subject prefix `.<tenant>.<digest>...`"""
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ def _consumer(stream: str, name: str) -> list[str]:
 
 
 def _read_log() -> list[str]:
-    return _read_stream(subjects.EVENTS_STREAM) + [p for s in KV_STREAMS for p in _read_stream(s)]
+    return _read_stream(subjects.EVENTS_STREAM) + _read_stream(BODIES[0]) + [p for s in KV_STREAMS for p in _read_stream(s)]
 
 
 def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPermissions:
@@ -85,12 +91,13 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if kind == "planner":
         pub = common + _read_log() + _read_stream(subjects.TASKS_STREAM) + [
             f"{evt}.*.job.*", f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{subjects.TASK}.>",
-            f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*",
+            f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
+            "$KV.nodemaps.>", "$KV.leases.>",
         ]
         sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, inbox]
         return BusPermissions(tuple(pub), tuple(sub), responses=True)
     if kind == "solver":
-        pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*"]
+        pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)
     if kind == "tracker":
         # The tracker checks HTTP bearer tokens itself and acts for those principals: it is the
@@ -102,9 +109,12 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         return BusPermissions(tuple(pub), (inbox,), responses=True)
     if kind == "provisioner":
         pub = common + [f"$KV.{subjects.PRESENCE_BUCKET}.provisioner.{pid}", f"{JS}.DIRECT.GET.KV_presence",
-                        f"{JS}.DIRECT.GET.KV_presence.>", f"{subjects.AUTH}.{pid}.*"]
+                        f"{JS}.DIRECT.GET.KV_presence.>", f"{subjects.AUTH}.{pid}.*",
+                        # tasks' node maps (stored by the planner; a get by key is a message get)
+                        f"{JS}.STREAM.MSG.GET.KV_nodemaps"]
         for tenant, klass in provisioner_queues(grants):
-            pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.provisioner.{pid}"]
+            pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
+                    f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
             pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass))
         return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), inbox), responses=True)
     return BusPermissions((), ())
