@@ -147,3 +147,68 @@ def middleware(auth: Callable[[], HttpAuth | None]) -> Any:
             return error(403, str(err))
 
     return check
+
+
+# -- the console's sign-in (services/tracker/ui/session.py: ConsoleAuth) ------------------------
+
+
+class ConsoleTokens:
+    """The console's ConsoleAuth when auth is on: the sign-in page asks for a token, kept in the
+    HttpOnly cookie `muster_session` (or sent as `Authorization: Bearer`, for scripts) and
+    checked here on every page; the tenant is the principal's. Super admins (and the `system`
+    service) choose one like the API's header: the `muster_tenant` cookie or `X-Muster-Tenant`,
+    else `default`. Auth off: the tenant cookie alone, as before."""
+
+    def __init__(self, auth: Callable[[], HttpAuth | None]) -> None:
+        from .ui.session import TenantCookie
+
+        self.auth = auth
+        self.fallback = TenantCookie()
+
+    @property
+    def asks_for(self) -> str:
+        return "token" if self.auth() is not None else "tenant"
+
+    def _viewer(self, current: HttpAuth, token: str, request: web.Request) -> Any:
+        from .ui.session import TENANT_COOKIE, NeedsSignIn, Viewer
+
+        try:
+            principal = current.authenticate(token).principal
+        except Unauthorized as err:
+            raise NeedsSignIn(str(err)) from None
+        chosen = request.cookies.get(TENANT_COOKIE) or request.headers.get(api.TENANT_HEADER)
+        tenant = principal.tenant or (chosen if chosen and subjects.TOKEN.fullmatch(chosen) else api.DEFAULT_TENANT)
+        if principal.role == "service" and principal.service != "system":
+            raise NeedsSignIn(f"{principal.describe()} cannot use the console")
+        can = may(principal, current.state.grants_of(principal.id), "execute", Scope(tenant=tenant))
+        return Viewer(tenant=tenant, name=principal.id, can_execute=bool(can), chosen=True)
+
+    async def viewer(self, request: web.Request) -> Any:
+        from .ui.session import SESSION_COOKIE, NeedsSignIn
+
+        current = self.auth()
+        if current is None:
+            return await self.fallback.viewer(request)
+        try:
+            token = _token_of(request) if "Authorization" in request.headers else request.cookies.get(SESSION_COOKIE)
+        except Unauthorized as err:
+            raise NeedsSignIn(str(err)) from None
+        if not token:
+            raise NeedsSignIn("sign in with a token (muster token create)")
+        return self._viewer(current, token, request)
+
+    async def sign_in(self, request: web.Request, secret: str, response: web.StreamResponse) -> Any:
+        from .ui.session import SESSION_COOKIE, set_cookie
+
+        current = self.auth()
+        if current is None:
+            return await self.fallback.sign_in(request, secret, response)
+        viewer = self._viewer(current, secret.strip(), request)
+        set_cookie(response, request, SESSION_COOKIE, secret.strip())
+        return viewer
+
+    def sign_out(self, response: web.StreamResponse) -> None:
+        from .ui.session import SESSION_COOKIE
+
+        response.del_cookie(SESSION_COOKIE, path="/")
+        self.fallback.sign_out(response)

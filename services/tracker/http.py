@@ -347,7 +347,7 @@ def make_app(
     if console:
         from .ui import setup_ui  # noqa: PLC0415 (the console's modules import this one)
 
-        setup_ui(app, TRACKER)
+        setup_ui(app, TRACKER, auth=auth_.ConsoleTokens(lambda: holder[0]))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         view = None

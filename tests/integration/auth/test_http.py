@@ -120,3 +120,16 @@ async def test_whoami_names_the_principal(served: Served) -> None:
     body = await resp.json()
     assert body["principal"] == "onec" and body["tenant"] == "a" and body["grants"] == [
         {"permission": "read", "scope": f"a:cluster:{CLUSTER}"}]
+
+
+async def test_the_console_signs_in_with_a_token_and_shows_only_its_tenant(served: Served) -> None:
+    page = await served.http.get("/ui/clusters", allow_redirects=False)
+    assert page.status in (302, 303, 401) and CLUSTER not in await page.text()
+    refused = await served.http.post("/ui/sign-in", data={"secret": "mst_alice_0123456789ab_" + "0" * 64},
+                                     headers={"Origin": str(served.http.make_url("")).rstrip("/")}, allow_redirects=False)
+    assert "unknown token" in (await refused.text()) + refused.headers.get("Location", "")
+    for who, sees in (("alice", True), ("bob", False)):
+        page = await served.http.get("/ui/clusters", cookies={"muster_session": served.tokens[who]})
+        assert page.status == 200 and (sees or CLUSTER not in await page.text()), who
+        job = await served.http.get(f"/ui/jobs/{JOB}", cookies={"muster_session": served.tokens[who]})
+        assert job.status == (200 if sees else 404), who
