@@ -42,9 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from dispatch_bench import Observer, observe, tasks  # noqa: E402
+from tracker_bench import process  # noqa: E402
+
 from contracts import subjects  # noqa: E402
 from contracts.events import ClusterRequested, JobRequested  # noqa: E402
-from dispatch_bench import Observer, observe, tasks  # noqa: E402
 from muster.bus.connect import connect  # noqa: E402
 from muster.bus.eventstore import Append, EventStore  # noqa: E402
 from muster.bus.server import NatsServer, free_port  # noqa: E402
@@ -54,7 +56,6 @@ from services.auth.keys import AuthKeys, server_auth_config  # noqa: E402
 from services.auth.service import AuthService  # noqa: E402
 from services.provisioner.plugins import PluginRegistry  # noqa: E402
 from services.provisioner.worker import WorkerConfig, Workers  # noqa: E402
-from tracker_bench import process  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Auth"
@@ -74,7 +75,7 @@ class Side:
         self.name, self.base, self.auth = name, base, auth
         self.tokens: dict[str, str | None] = {"system": None, "provisioner": None, "tracker": None, "reader": None}
 
-    async def start(self) -> "Side":
+    async def start(self) -> Side:
         config = ""
         if self.auth:
             self.keys = AuthKeys.load_or_create(self.base / "keys")
@@ -143,7 +144,7 @@ async def dispatch(sides: list[Side], samples: int) -> dict[str, list[float]]:
         observers: list[tuple[Observer, Any]] = [await observe(s.nc, TENANT) for s in sides]
         batches = {s.name: tasks(TENANT, samples + 20) for s in sides}
         for i in range(samples + 20):
-            for side, (observer, _) in zip(sides, observers):
+            for side, (observer, _) in zip(sides, observers, strict=True):
                 subject, body, headers = batches[side.name][i]
                 observer.claim_waiter = loop.create_future()
                 start = time.perf_counter()
@@ -198,7 +199,7 @@ async def tracker_round(side: Side, seconds: float, concurrency: int) -> dict[st
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
     if side.tokens["tracker"]:
-        env["MUSTER_TOKEN"] = side.tokens["tracker"]  # type: ignore[assignment]
+        env["MUSTER_TOKEN"] = side.tokens["tracker"]
     args = (sys.executable, "-m", "muster", "tracker", "--nats-url", side.server.url, "--port", str(port))
     async with process(*args, env={**env, "MUSTER_LOG_LEVEL": "INFO"}, ready="started"):
         url = f"http://127.0.0.1:{port}/v1/clusters/{side.cluster}"
@@ -207,7 +208,7 @@ async def tracker_round(side: Side, seconds: float, concurrency: int) -> dict[st
             sys.executable, __file__, "--load", url, "--seconds", str(seconds), "--concurrency", str(concurrency),
             stdout=asyncio.subprocess.PIPE, env={**os.environ, LOAD_TOKEN: side.tokens["reader"] or ""})
         out, _ = await proc.communicate()
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 # -- the run -----------------------------------------------------------------------------------

@@ -1,20 +1,27 @@
 """Events: facts in the past tense, one JSON document per message in the `EVENTS` stream.
 
 Every event has a `type` literal and a schema version `v`. The message body is exactly the
-model's JSON; who/when/which-aggregate travel in headers (see `contracts.envelope`). An old
+model's JSON; who/when/which-aggregate travel in headers (see `contracts.records`). An old
 version is upcast on read by a `model_validator(mode="before")` on the current model; stored
 events are never rewritten.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .catalog import Action
 from .identity import (
-    IDENTITY_EVENTS, PermissionGranted, PermissionRevoked, PrincipalCreated, PrincipalDisabled, TenantCreated, TokenIssued, TokenRevoked,
+    IDENTITY_EVENTS,
+    PermissionGranted,
+    PermissionRevoked,
+    PrincipalCreated,
+    PrincipalDisabled,
+    TenantCreated,
+    TokenIssued,
+    TokenRevoked,
 )
 from .layout import Layout, NodeSpec
 from .tasks import ProvisionerInfo
@@ -366,51 +373,14 @@ class CatalogEntityPut(Event):
 
 
 AnyEvent = Annotated[
-    Union[
-        JobRequested,
-        JobPlanned,
-        RollbackPlanned,
-        CleanupQueued,
-        JobPaused,
-        JobResumed,
-        JobCancelRequested,
-        JobRetried,
-        JobRolledBack,
-        JobNeedsAttention,
-        TaskQueued,
-        TaskCompleted,
-        TaskAttemptFailed,
-        JobSucceeded,
-        JobFailed,
-        LayoutRequested,
-        LayoutSolved,
-        LayoutUnsolvable,
-        TaskClaimed,
-        TaskSucceeded,
-        TaskFailed,
-        ProvisionerRegistered,
-        ProvisionerDeregistered,
-        ClusterRequested,
-        ClusterLayoutChanged,
-        ClusterConfigChanged,
-        NodeResultsRecorded,
-        ClusterStatusChanged,
-        CatalogEntityPut,
-        TenantCreated,
-        PrincipalCreated,
-        PrincipalDisabled,
-        TokenIssued,
-        TokenRevoked,
-        PermissionGranted,
-        PermissionRevoked,
-    ],
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | CatalogEntityPut | TenantCreated | PrincipalCreated | PrincipalDisabled | TokenIssued | TokenRevoked | PermissionGranted | PermissionRevoked,
     Field(discriminator="type"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
 EVENT_TYPES: dict[str, type[BaseModel]] = {
-    cls.model_fields["type"].default: cls  # type: ignore[misc]
+    cls.model_fields["type"].default: cls
     for cls in [*Event.__subclasses__(), *IDENTITY_EVENTS]
     if "type" in cls.model_fields
 }

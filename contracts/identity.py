@@ -66,7 +66,7 @@ class Scope(BaseModel):
         return f"{self.tenant}:tenant" if self.kind == "tenant" else f"{self.tenant}:{self.kind}:{self.id}"
 
     @classmethod
-    def parse(cls, tenant: str, text: str) -> "Scope":
+    def parse(cls, tenant: str, text: str) -> Scope:
         """`tenant`, `cluster:<id>`, `cluster:*`, `job:<id>`, `catalog:<kind>/<name>`, `catalog:*`,
         `queue:<class>` (raises ValueError with a reason)."""
         if text in ("", "tenant"):

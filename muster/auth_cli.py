@@ -22,21 +22,14 @@ from rich.table import Table
 from contracts import subjects
 from contracts.identity import AuthReply
 
-from .bus.connect import CredentialsError, bearer_headers, connect, credentials, nats_url, principal_of, write_credentials_file
-from .cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option, resolve_nats_url
+from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
+from .cli_bus import Bus, bus_options, connect_or_fail
+from .cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 
 console = Console()
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _where(f: Any) -> Any:
-    f = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
-                     help="where `muster up` saved the NATS and tracker URLs")(f)
-    return click.option("--nats-url", "nats_server", envvar="NATS_URL", default=None, help="NATS server URL")(f)
-
-
-async def _quiet(*_: Any) -> None:
-    return None
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -49,12 +42,9 @@ def parse_duration(text: str | None) -> float | None:
     return float(int(text[:-1]) * DURATION_UNITS[unit])
 
 
-def refused_message(source: str) -> str:
-    return (f"the bus refused the token from {source}: it is malformed, unknown, expired or revoked, its principal is "
-            "disabled, or the auth service is down (`muster whoami` asks the tracker which)")
 
 
-async def ask(nats_server: str | None, data_dir: Path, verb: str, **body: Any) -> Any:
+async def ask(bus: Bus, verb: str, **body: Any) -> Any:
     """One auth request as the token's principal; the reply's data, or CliError with its reason."""
     try:
         creds = credentials()
@@ -62,16 +52,7 @@ async def ask(nats_server: str | None, data_dir: Path, verb: str, **body: Any) -
         raise CliError(str(err)) from None
     if creds.token is None:
         raise CliError("no token: set MUSTER_TOKEN or MUSTER_CREDENTIALS, or run in the folder where `muster up` wrote .muster/credentials")
-    url = resolve_nats_url(nats_server, data_dir)
-    try:
-        nc = await connect(url, name="muster-cli", max_reconnect_attempts=0, allow_reconnect=False, connect_timeout=3,
-                           error_cb=_quiet)
-    except (nats.errors.NoServersError, OSError) as err:
-        raise CliError(f"cannot reach NATS at {nats_url(url)} ({type(err).__name__}): is `muster up` running?", EXIT_UNREACHABLE) from None
-    except nats.errors.Error as err:
-        if "authorization violation" in str(err).lower():
-            raise CliError(refused_message(creds.source)) from None
-        raise
+    nc = await connect_or_fail(bus.nats_url)
     try:
         data = json.dumps({k: v for k, v in body.items() if v not in (None, "")}).encode()
         msg = await nc.request(subjects.auth_request(principal_of(nc), verb), data, timeout=10)
@@ -86,7 +67,7 @@ async def ask(nats_server: str | None, data_dir: Path, verb: str, **body: Any) -
 
 
 def _time(stamp: float | None) -> str:
-    return "never" if stamp is None else dt.datetime.fromtimestamp(stamp, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "never" if stamp is None else dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _show_token(data: dict[str, Any], save: Path | None, as_json: bool) -> None:
@@ -125,22 +106,22 @@ def tenant() -> None:
 @tenant.command("create")
 @click.argument("name")
 @click.option("--description", default="")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def tenant_create(name: str, description: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def tenant_create(name: str, description: str, bus: Bus, as_json: bool) -> None:
     """Create tenant NAME."""
-    data = await ask(nats_server, data_dir, "tenant-create", tenant=name, description=description)
+    data = await ask(bus, "tenant-create", tenant=name, description=description)
     echo_json(data) if as_json else console.print(f"tenant {data['tenant']} created")
 
 
 @tenant.command("list")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def tenant_list(nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def tenant_list(bus: Bus, as_json: bool) -> None:
     """Tenants you can see (all, for a super admin)."""
-    data = await ask(nats_server, data_dir, "tenant-list")
+    data = await ask(bus, "tenant-list")
     echo_json(data) if as_json else _table(data, ["tenant", "description"], "tenants")
 
 
@@ -160,37 +141,37 @@ def user() -> None:
               help="for --role service: which")
 @click.option("--expires", default=None, help="the first token's lifetime (30d, 12h...; default: until revoked)")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), default=None, help="write the first token to this credentials file")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
 async def user_create(principal: str, tenant: str | None, role: str, service: str | None, expires: str | None, save: Path | None,
-                      nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+                      bus: Bus, as_json: bool) -> None:
     """Create PRINCIPAL and its first token."""
-    data = await ask(nats_server, data_dir, "user-create", principal=principal, tenant=tenant, role=role, service=service,
+    data = await ask(bus, "user-create", principal=principal, tenant=tenant, role=role, service=service,
                      expires_in_s=parse_duration(expires), name="first token")
     _show_token(data, save, as_json)
 
 
 @user.command("list")
 @click.option("--tenant", envvar="MUSTER_TENANT", default=None, help="default: yours (a super admin: every principal)")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def user_list(tenant: str | None, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def user_list(tenant: str | None, bus: Bus, as_json: bool) -> None:
     """Principals with their roles and grants."""
-    data = await ask(nats_server, data_dir, "user-list", tenant=tenant)
+    data = await ask(bus, "user-list", tenant=tenant)
     echo_json(data) if as_json else _table(data, ["principal", "role", "tenant", "disabled", "grants"], "principals")
 
 
 @user.command("disable")
 @click.argument("principal")
 @click.option("--reason", default="")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def user_disable(principal: str, reason: str, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def user_disable(principal: str, reason: str, bus: Bus, as_json: bool) -> None:
     """Disable PRINCIPAL: its tokens stop working, its connections are closed."""
-    data = await ask(nats_server, data_dir, "user-disable", principal=principal, reason=reason)
+    data = await ask(bus, "user-disable", principal=principal, reason=reason)
     echo_json(data) if as_json else console.print(f"{data['principal']} disabled")
 
 
@@ -207,36 +188,35 @@ def token() -> None:
 @click.option("--expires", default=None, help="lifetime: 30d, 12h, 15m... (default: until revoked)")
 @click.option("--name", default="", help="what the token is for")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), default=None, help="write it to this credentials file (0600)")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def token_create(principal: str | None, expires: str | None, name: str, save: Path | None, nats_server: str | None,
-                       data_dir: Path, as_json: bool) -> None:
+async def token_create(principal: str | None, expires: str | None, name: str, save: Path | None, bus: Bus, as_json: bool) -> None:
     """A new token, shown once."""
-    data = await ask(nats_server, data_dir, "token-create", principal=principal, expires_in_s=parse_duration(expires), name=name)
+    data = await ask(bus, "token-create", principal=principal, expires_in_s=parse_duration(expires), name=name)
     _show_token(data, save, as_json)
 
 
 @token.command("list")
 @click.option("--for", "principal", default=None)
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def token_list(principal: str | None, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def token_list(principal: str | None, bus: Bus, as_json: bool) -> None:
     """Token ids, names, expiry and revocation (never the tokens)."""
-    data = await ask(nats_server, data_dir, "token-list", principal=principal)
+    data = await ask(bus, "token-list", principal=principal)
     echo_json(data) if as_json else _table(data, ["token_id", "name", "expires_at", "revoked"], "tokens")
 
 
 @token.command("revoke")
 @click.argument("token_id")
 @click.option("--for", "principal", default=None, help="whose token (needed for an identity provider's jwt-... ids)")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def token_revoke(token_id: str, principal: str | None, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def token_revoke(token_id: str, principal: str | None, bus: Bus, as_json: bool) -> None:
     """Revoke TOKEN_ID: refused at once for new connections, open ones closed within seconds."""
-    data = await ask(nats_server, data_dir, "token-revoke", token_id=token_id, principal=principal)
+    data = await ask(bus, "token-revoke", token_id=token_id, principal=principal)
     echo_json(data) if as_json else console.print(f"token {data['token_id']} revoked")
 
 
@@ -250,12 +230,12 @@ def _grant_command(verb: str, doc: str) -> click.Command:
     @click.option("--scope", default="tenant", show_default=True,
                   help="tenant, cluster:<id>, cluster:*, job:<id>, catalog:<kind>/<name>, catalog:*, queue:<class>")
     @click.option("--tenant", envvar="MUSTER_TENANT", default=None, help="default: the principal's")
-    @_where
+    @bus_options(tenant=False)
     @json_option
     @command
-    async def run(principal: str, permission: str, scope: str, tenant: str | None, nats_server: str | None, data_dir: Path,
+    async def run(principal: str, permission: str, scope: str, tenant: str | None, bus: Bus,
                   as_json: bool) -> None:
-        data = await ask(nats_server, data_dir, verb, principal=principal, permission=permission, scope=scope, tenant=tenant)
+        data = await ask(bus, verb, principal=principal, permission=permission, scope=scope, tenant=tenant)
         echo_json(data) if as_json else console.print(
             f"{'revoked' if verb == 'revoke' else 'granted'}: {data['permission']} on {data['scope']} "
             f"{'from' if verb == 'revoke' else 'to'} {data['principal']}")
@@ -269,17 +249,17 @@ revoke = _grant_command("revoke", "Take PERMISSION on a scope back from PRINCIPA
 
 @click.command("whoami")
 @click.option("--tracker-url", default=None, help="asked for the reason when the bus refuses the token")
-@_where
+@bus_options(tenant=False)
 @json_option
 @command
-async def whoami(tracker_url: str | None, nats_server: str | None, data_dir: Path, as_json: bool) -> None:
+async def whoami(tracker_url: str | None, bus: Bus, as_json: bool) -> None:
     """Who the token in use is: principal, role, tenant, grants, and what the bus lets it do."""
     try:
-        data = await ask(nats_server, data_dir, "whoami")
+        data = await ask(bus, "whoami")
     except CliError as err:
         if "the bus refused" not in str(err):
             raise
-        reason = await _reason_from_tracker(tracker_url, data_dir)
+        reason = await _reason_from_tracker(bus.tracker_url(tracker_url))
         raise CliError(f"{err.message}\n{reason}" if reason else err.message) from None
     if as_json:
         echo_json(data)
@@ -293,10 +273,7 @@ async def whoami(tracker_url: str | None, nats_server: str | None, data_dir: Pat
                   + (" ..." if len(data["bus"]["publish"]) > 6 else ""))
 
 
-async def _reason_from_tracker(explicit: str | None, data_dir: Path) -> str:
-    from services.tracker.cli import tracker_url_of
-
-    url = tracker_url_of(explicit, data_dir)
+async def _reason_from_tracker(url: str) -> str:
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
             async with http.get(f"{url}/v1/whoami", headers=bearer_headers()) as resp:

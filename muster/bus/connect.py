@@ -40,8 +40,17 @@ class Credentials:
     """where the token came from (for messages; never the token)"""
 
 
-def nats_url(explicit: str | None = None) -> str:
-    return explicit or os.environ.get("NATS_URL") or DEFAULT_URL
+def saved_url(data_dir: Path | None, name: str) -> str | None:
+    """A URL `muster up` saved in its data folder (`nats.url`, `tracker.url`), if any."""
+    if data_dir is None or not (data_dir / name).is_file():
+        return None
+    return (data_dir / name).read_text().strip() or None
+
+
+def nats_url(explicit: str | None = None, data_dir: Path | None = None) -> str:
+    """The one way to find NATS: the URL given, else $NATS_URL, else the one `muster up` saved
+    in `data_dir`, else the local default. Services and commands alike."""
+    return explicit or os.environ.get("NATS_URL") or saved_url(data_dir, "nats.url") or DEFAULT_URL
 
 
 def principal_of_token(token: str) -> str:
@@ -150,3 +159,10 @@ def bearer_headers(token: str | None = None) -> dict[str, str]:
     """HTTP headers that carry the same credentials to the tracker (none without a token)."""
     creds = credentials(token)
     return {"Authorization": f"Bearer {creds.token}"} if creds.token else {}
+
+
+def auth_required(nc: Client) -> bool:
+    """Does the server this connection reached authorize connections (auth on)? Services check
+    permissions only then: an open server (benchmarks' baseline) lets anyone say anything."""
+    info = getattr(nc, "_server_info", None) or {}
+    return bool(info.get("auth_required"))

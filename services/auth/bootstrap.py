@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,7 @@ class Bootstrap:
              "queues": [list(q) for q in p.queues]} for p in self.principals]}
 
     @classmethod
-    def from_file(cls, path: Path) -> "Bootstrap":
+    def from_file(cls, path: Path) -> Bootstrap:
         data = json.loads(path.read_text())
         return cls(tuple(data.get("tenants", ())), tuple(
             BootstrapPrincipal(p["principal"], p["role"], Path(p["credentials"]), p.get("service"),
@@ -79,7 +79,7 @@ def system_principal_from_env() -> list[BootstrapPrincipal]:
     return [BootstrapPrincipal(principal, "service", Path(os.devnull), service="system", token=token)]
 
 
-def _still_valid(service: "AuthService", p: BootstrapPrincipal) -> bool:
+def _still_valid(service: AuthService, p: BootstrapPrincipal) -> bool:
     assert service.view is not None
     if not p.credentials.is_file():
         return False
@@ -90,7 +90,7 @@ def _still_valid(service: "AuthService", p: BootstrapPrincipal) -> bool:
         return False
 
 
-async def ensure_bootstrap(service: "AuthService", spec: Bootstrap | None) -> None:
+async def ensure_bootstrap(service: AuthService, spec: Bootstrap | None) -> None:
     spec = spec or Bootstrap()
     assert service.view is not None
     state, last = service.view.state, 0

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .backends import AuthError, Authenticated, IdentityBackend
+from .backends import Authenticated, AuthError, IdentityBackend
 from .domain.buspermissions import bus_permissions
 from .domain.state import IdentityState
 from .domain.tokens import TokenError, check_size

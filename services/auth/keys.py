@@ -39,7 +39,7 @@ class AuthKeys:
         return Signer(self.issuer_seed).public_key
 
     @classmethod
-    def load_or_create(cls, folder: Path) -> "AuthKeys":
+    def load_or_create(cls, folder: Path) -> AuthKeys:
         seed_file, secret_file = folder / "issuer.seed", folder / "bus.secret"
         if not seed_file.exists():
             _private_file(seed_file, new_account_seed())
@@ -48,7 +48,7 @@ class AuthKeys:
         return cls(seed_file.read_text().strip(), secret_file.read_text().strip())
 
     @classmethod
-    def from_env(cls) -> "AuthKeys | None":
+    def from_env(cls) -> AuthKeys | None:
         seed, secret = os.environ.get("MUSTER_AUTH_ISSUER_SEED"), os.environ.get("MUSTER_BUS_SECRET")
         return cls(seed, secret) if seed and secret else None
 

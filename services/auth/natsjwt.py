@@ -85,4 +85,4 @@ def decode_verified(token: str, issuer_prefix: str = "N") -> dict[str, Any]:
         _verify_key(issuer).verify(f"{head}.{body}".encode(), _unb64(sig))
     except (nacl.exceptions.BadSignatureError, binascii.Error, ValueError):
         raise JwtError("bad signature") from None
-    return claims  # type: ignore[no-any-return]
+    return claims

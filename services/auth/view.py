@@ -30,7 +30,7 @@ class IdentityView:
         self._changed = asyncio.Condition()
         self._sub: Any = None
 
-    async def start(self, timeout: float = 30.0) -> "IdentityView":
+    async def start(self, timeout: float = 30.0) -> IdentityView:
         caught_up = asyncio.get_running_loop().create_future()
 
         async def on_msg(msg: Msg) -> None:

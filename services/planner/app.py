@@ -21,13 +21,13 @@ from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
 
+from .attempts import AttemptHolders
 from .config import Hooks, PlannerConfig
 from .domain import planning, saga
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.operations import OPERATIONS
 from .domain.saga import Effects
-from .attempts import AttemptHolders
 from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps

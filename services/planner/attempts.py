@@ -13,7 +13,7 @@ from __future__ import annotations
 import structlog
 
 from contracts import subjects
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 from muster.ports.eventlog import EventLog
 
 log = structlog.get_logger("muster.planner")

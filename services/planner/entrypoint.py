@@ -15,11 +15,11 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
-from contracts import subjects
-from muster.bus.connect import principal_of
+from muster.bus.connect import auth_required
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.taskqueue import NatsTaskQueue
+from muster.routing import router
 from muster.runtime.service import main_for
 from services.auth.view import IdentityView
 
@@ -27,7 +27,7 @@ from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
 from .authz import OperationAuthz
 from .nodemaps import LazyBucket, NodeMaps
-from .routing import REPLIES, ROUTES, Reply, router
+from .routing import REPLIES, ROUTES, Reply
 
 
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:
@@ -40,7 +40,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     planner = nats_planner(nc, config)
     stack.callback(planner.timers.cancel_all)
-    if principal_of(nc) != subjects.ANONYMOUS:
+    if auth_required(nc):
         # Auth on (this planner authenticated): requests are checked against the requester's
         # grants, kept current by following the identity events.
         view = await IdentityView(nc).start()

@@ -18,7 +18,7 @@ import structlog
 from nats.aio.client import Client
 
 from contracts import subjects
-from muster.bus.connect import CredentialsError, credentials, principal_of
+from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
 from muster.runtime.service import main_for
 
 from .app import Provisioner
@@ -52,7 +52,7 @@ async def granted_tenants(nc: Client, provisioner_class: str) -> tuple[str, ...]
     """The tenants whose `provisioner_class` queue this provisioner's grant names, from the auth
     service; None when it has no grant to go by (no auth, or a system identity)."""
     me = principal_of(nc)
-    if me == subjects.ANONYMOUS:
+    if not auth_required(nc):
         return None
     try:
         reply = json.loads((await nc.request(subjects.auth_request(me, "whoami"), b"{}", timeout=5)).data)

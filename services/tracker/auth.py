@@ -10,7 +10,7 @@ The principal's tenant is the only one it may ask about (`X-Muster-Tenant` may o
 super admins and the `system` service name the tenant with that header. Handlers find the
 principal in `request[PRINCIPAL]` and ask `request[AUTHZ].may(permission, scope)`.
 
-A tracker whose own connection has no token (auth off: benchmarks, old deployments) lets every
+A tracker on a server that does not authorize connections (auth off: benchmarks, old deployments) lets every
 request through as `anonymous`, in the tenant the header names.
 """
 
@@ -25,7 +25,7 @@ from aiohttp import web
 
 from contracts import subjects
 from contracts.identity import Permission, Scope
-from services.auth.backends import AuthError, Authenticated, IdentityBackend
+from services.auth.backends import Authenticated, AuthError, IdentityBackend
 from services.auth.domain.authz import Decision, may
 from services.auth.domain.state import IdentityState, Principal
 from services.auth.domain.tokens import TokenError, check_size
@@ -169,6 +169,10 @@ class ConsoleTokens:
     def asks_for(self) -> str:
         return "token" if self.auth() is not None else "tenant"
 
+    @asks_for.setter
+    def asks_for(self, value: str) -> None:  # the ConsoleAuth protocol declares a variable; ours follows auth
+        raise AttributeError("asks_for follows whether auth is on")
+
     def _viewer(self, current: HttpAuth, token: str, request: web.Request) -> Any:
         from .ui.session import TENANT_COOKIE, NeedsSignIn, Viewer
 
@@ -212,3 +216,48 @@ class ConsoleTokens:
 
         response.del_cookie(SESSION_COOKIE, path="/")
         self.fallback.sign_out(response)
+
+
+# -- what the routes need (services/tracker/http.py) --------------------------------------------
+
+
+def may_read(request: web.Request, scope: Scope) -> None:
+    """403 (Forbidden) unless the request's principal may read `scope`."""
+    request[AUTHZ].require("read", scope)
+
+
+async def may_read_job(request: web.Request, tenant: str, job_id: str, tracker: Any) -> None:
+    """A job is covered by grants on itself or on its cluster, found (only when it matters) in
+    the index, else in the job's first event."""
+    if request[AUTHZ].may("read", Scope(tenant=tenant, kind="job", id=job_id)):
+        return
+    from muster.readmodel.locations import job_key
+
+    record = tracker.index.mirror.get(job_key(tenant, job_id)) if tracker.index is not None else None
+    cluster = record.get("cluster_id") if record else None
+    if cluster is None:
+        first = await tracker.store.read(subjects.job_events(tenant, job_id))
+        cluster = getattr(first[0].event, "cluster_id", None) if first else None
+    may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=cluster))
+
+
+async def whoami(request: web.Request) -> web.Response:
+    authz = request[AUTHZ]
+    p = authz.principal
+    grants = sorted(authz.state.grants_of(p.id), key=lambda g: (str(g.scope), g.permission)) if authz.state else []
+    return web.json_response({"principal": p.id, "role": p.role, "tenant": p.tenant, "service": p.service,
+                              "grants": [{"permission": g.permission, "scope": str(g.scope)} for g in grants]})
+
+
+async def start_checking(store: Any, holder: list[HttpAuth | None]) -> Any:
+    """With auth on (the server authorizes connections), follow the identity events and
+    check tokens; returns the view to stop, or None (auth off)."""
+    from muster.bus.connect import auth_required
+    from services.auth.backends import identity_backends
+    from services.auth.view import IdentityView
+
+    if not auth_required(store.nc):
+        return None
+    view = await IdentityView(store.nc).start()
+    holder[0] = HttpAuth(view.state, identity_backends(view.state))
+    return view

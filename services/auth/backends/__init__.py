@@ -37,7 +37,7 @@ IDP_ENV = "MUSTER_IDP"
 """Path of an identity provider's JSON config (backends/idp.py); set, its JWTs are accepted too."""
 
 
-def identity_backends(state: "IdentityState", idp_file: str | None = None) -> list[IdentityBackend]:
+def identity_backends(state: IdentityState, idp_file: str | None = None) -> list[IdentityBackend]:
     """The built-in backend, then the identity provider's when one is configured (`--idp` or
     `$MUSTER_IDP`). Another backend plugs in here (docs/security.md)."""
     import os

@@ -22,7 +22,7 @@ from contracts.identity import tenant_name_problem, valid_principal_id
 
 from ..domain.state import IdentityState, Principal
 from ..domain.tokens import TokenError, check_size, looks_like_jwt
-from . import AuthError, Authenticated
+from . import Authenticated, AuthError
 
 ROLES = ("user", "tenant_admin", "super_admin")
 
@@ -41,7 +41,7 @@ class IdpConfig:
     required: tuple[str, ...] = field(default=("exp",))
 
     @classmethod
-    def from_file(cls, path: Path) -> "IdpConfig":
+    def from_file(cls, path: Path) -> IdpConfig:
         """JSON: {"public_key_file": ..., "issuer": ..., "audience": ..., ...}."""
         data = json.loads(path.read_text())
         key_file = Path(data.pop("public_key_file"))

@@ -14,8 +14,19 @@ from typing import Any
 
 from contracts import subjects
 from contracts.identity import (
-    AuthReply, AuthRequest, IdentityEvent, PermissionGranted, PermissionRevoked, PrincipalCreated, PrincipalDisabled,
-    Scope, TenantCreated, TokenIssued, TokenRevoked, tenant_name_problem, valid_principal_id,
+    AuthReply,
+    AuthRequest,
+    IdentityEvent,
+    PermissionGranted,
+    PermissionRevoked,
+    PrincipalCreated,
+    PrincipalDisabled,
+    Scope,
+    TenantCreated,
+    TokenIssued,
+    TokenRevoked,
+    tenant_name_problem,
+    valid_principal_id,
 )
 
 from . import tokens
@@ -64,7 +75,7 @@ class Admin:
         if handler is None:
             return Result(AuthReply(ok=False, reason=f"unknown auth request {verb!r}"))
         try:
-            return handler(me, request)  # type: ignore[no-any-return]
+            return handler(me, request)
         except Refused as err:
             return Result(AuthReply(ok=False, reason=str(err)))
 

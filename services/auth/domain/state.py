@@ -8,8 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from contracts.identity import (
-    IdentityEvent, PermissionGranted, PermissionRevoked, Permission, PrincipalCreated, PrincipalDisabled, Role,
-    Scope, ServiceKind, TenantCreated, TokenIssued, TokenRevoked,
+    IdentityEvent,
+    Permission,
+    PermissionGranted,
+    PermissionRevoked,
+    PrincipalCreated,
+    PrincipalDisabled,
+    Role,
+    Scope,
+    ServiceKind,
+    TenantCreated,
+    TokenIssued,
+    TokenRevoked,
 )
 
 

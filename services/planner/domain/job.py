@@ -61,7 +61,7 @@ def job_uuid(tenant: str, request_id: str | None) -> UUID:
 
 class Job(Aggregate):
     @staticmethod
-    def create_id(payload: JobRequested) -> UUID:  # type: ignore[override]
+    def create_id(payload: JobRequested) -> UUID:
         return UUID(payload.job_id)
 
     @event("JobRequested")
@@ -298,7 +298,8 @@ class Job(Aggregate):
         self.state = "rolling_back"
         self.error = payload.reason
         self.cleanups = {}  # the rollback deals with those nodes now
-        undo = [{"id": t.id, "node": t.node, "action": t.action.value, "service": t.service} for t in payload.tasks]
+        undo: list[dict[str, Any]] = [{"id": t.id, "node": t.node, "action": t.action.value, "service": t.service}
+                                      for t in payload.tasks]
         self._rollback_json = {"tasks": undo, "links": payload.links}
         self._plans.pop("rollback", None)
         self.tasks.update({t["id"]: t for t in undo})

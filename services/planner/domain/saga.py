@@ -49,7 +49,7 @@ class Effects:
     disarm: list[Attempt] = field(default_factory=list)
     """Attempts whose timeout no longer matters."""
 
-    def __iadd__(self, other: "Effects") -> "Effects":
+    def __iadd__(self, other: Effects) -> Effects:
         self.dispatch += other.dispatch
         self.republish += other.republish
         self.disarm += other.disarm

@@ -19,12 +19,11 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from contracts import subjects
 from contracts.commands import Accepted, Rejected
-from muster.bus.connect import principal_of
+from muster.bus.connect import auth_required
 from muster.client import MusterClient, NoAnswer
 
-from .. import http as tracker_http  # at call time: http imports this package
+from ..sse import job_stream
 from .pages import NotFound, redirect, tracker_of, uuid_param
 from .session import NeedsSignIn, same_origin, viewer_of
 
@@ -48,7 +47,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     for raw in (request.query.get("after"), request.headers.get("Last-Event-ID")):
         if raw and re.fullmatch(r"[0-9]{1,18}", raw):
             after = max(after, int(raw))
-    return await tracker_http.job_stream(request, viewer.tenant, job_id.lower(), after)
+    return await job_stream(request, viewer.tenant, job_id.lower(), after)
 
 
 async def control(request: web.Request) -> web.StreamResponse:
@@ -82,7 +81,7 @@ async def send(nc: Any, tenant: str, by: str, action: str, job_id: str) -> tuple
     """Send one job-control request; the planner's answer in words, and whether it accepted."""
     # With auth on, the request names the signed-in principal (the tracker may act for those it
     # checked); the planner records it as `by` and checks its permissions.
-    acting = by if principal_of(nc) != subjects.ANONYMOUS else None
+    acting = by if auth_required(nc) else None
     client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=CONTROL_TIMEOUT_S, attempts=2, on_behalf_of=acting)
     try:
         reply = await getattr(client, VERBS[action])(job_id, tenant=tenant)

@@ -52,7 +52,7 @@ class Authed:
 
     async def ask(self, nc: Client, me: str, verb: str, **body: Any) -> dict[str, Any]:
         reply = await nc.request(subjects.auth_request(me, verb), json.dumps(body).encode(), timeout=5)
-        return json.loads(reply.data)  # type: ignore[no-any-return]
+        return json.loads(reply.data)
 
     async def start_service(self) -> AuthService:
         self.service = await AuthService(self.url, self.keys, bootstrap=self.bootstrap).start()

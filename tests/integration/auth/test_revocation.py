@@ -22,14 +22,14 @@ async def _closed(nc: Any) -> asyncio.Event:
     async def on_closed() -> None:
         gone.set()
 
-    nc._closed_cb = on_closed  # noqa: SLF001 - nats-py keeps its callbacks here
+    nc._closed_cb = on_closed
     return gone
 
 
 async def _user(authed: Authed, root: Any, pid: str, **fields: Any) -> dict[str, Any]:
     made = await authed.ask(root, "root", "user-create", principal=pid, tenant="a", **fields)
     assert made["ok"], made
-    return made["data"]  # type: ignore[no-any-return]
+    return made["data"]
 
 
 async def test_a_revoked_token_is_refused_at_once_and_its_connections_closed_within_seconds(authed: Authed) -> None:

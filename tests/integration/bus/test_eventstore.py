@@ -10,6 +10,7 @@ import pytest
 from nats.aio.client import Client
 
 from contracts import subjects
+from contracts.catalog import Action
 from contracts.events import ClusterRequested, JobRequested, TaskQueued
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore
 from muster.bus.repository import Repository, log_seq
@@ -66,13 +67,13 @@ async def test_duplicate_batch_is_appended_once_and_batches_are_atomic(log: Any,
     store = log
     subject = subjects.job_events(tenant, "j2")
     batch = [
-        Append(TaskQueued(job_id="j2", task_id=f"t{i}", attempt=1, node="n1", action="create"), msg_id=f"{tenant}:j2:{i}")
+        Append(TaskQueued(job_id="j2", task_id=f"t{i}", attempt=1, node="n1", action=Action.CREATE), msg_id=f"{tenant}:j2:{i}")
         for i in range(3)
     ]
     seqs = await store.append(subject, batch, expect_last_seq=0)
     assert len(seqs) == 3 and seqs == list(range(seqs[0], seqs[0] + 3))
     assert await store.append(subject, batch, expect_last_seq=0) == seqs
-    stale = [Append(TaskQueued(job_id="j2", task_id=f"x{i}", attempt=1, node="n1", action="create"), msg_id=f"{tenant}:x{i}") for i in range(2)]
+    stale = [Append(TaskQueued(job_id="j2", task_id=f"x{i}", attempt=1, node="n1", action=Action.CREATE), msg_id=f"{tenant}:x{i}") for i in range(2)]
     with pytest.raises(ConcurrencyError):
         await store.append(subject, stale, expect_last_seq=0)
     assert [r.event.task_id for r in await store.read(subject)] == ["t0", "t1", "t2"]

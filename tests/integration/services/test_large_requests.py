@@ -25,7 +25,7 @@ from muster.bus.consume import consume_events
 from muster.bus.eventstore import H_TYPE, EventStore
 from muster.bus.repository import rebuild
 from muster.bus.streams import ensure_streams
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
 from services.planner.domain import saga
@@ -60,7 +60,7 @@ async def bare(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterator
         planner = await start_planner(ncs[0], stack, PlannerConfig(instance="planner-large"))
         if with_solver:
             solver = SolverService(EventStore(ncs[1]), "solver-large")
-            sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event,
+            sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_layout_requested,
                                        queue="solvers", on_poison=solver.on_poison)
             stack.push_async_callback(sub.unsubscribe)
         catalog = quick_demo_catalog()
@@ -85,7 +85,7 @@ async def _largest_queued(nc: Client, subject: str) -> tuple[int, int]:
             msg = await js.get_msg(subjects.TASKS_STREAM, seq=seq, subject=subject, next=True)
         except NotFoundError:
             return seen, largest
-        seen, largest, seq = seen + 1, max(largest, _size(msg)), msg.seq + 1
+        seen, largest, seq = seen + 1, max(largest, _size(msg)), (msg.seq or seq) + 1
 
 
 async def _largest_messages(nc: Client, stream: str, subject: str) -> tuple[int, int]:

@@ -47,7 +47,8 @@ def test_compose_runs_each_service_with_the_shared_options_on_three_replicas() -
 def test_the_nodes_authorize_through_the_callout_with_keys_from_the_environment() -> None:
     for rel, text in cluster.deploy_configs().items():
         assert "auth_callout" in text and "issuer: $MUSTER_AUTH_ISSUER" in text and "password: $MUSTER_BUS_SECRET" in text, rel
-    principals = {p["principal"] for p in cluster.bootstrap_document()["principals"]}  # type: ignore[union-attr]
+    people: list[dict[str, str]] = cluster.bootstrap_document()["principals"]  # type: ignore[assignment]  # a JSON document
+    principals = {p["principal"] for p in people}
     assert principals == {"admin", "solver", "planner", "tracker", *cluster.provisioner_names()}
 
 

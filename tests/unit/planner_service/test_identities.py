@@ -68,10 +68,10 @@ async def _forge(h: Harness, claim_from: str, outcome_from: str, body_from: str,
     message = h.held[0]
     key = f"{message.job_id}.{message.task_id}.{attempt}"
     common = dict(job_id=message.job_id, task_id=message.task_id, attempt=attempt, worker="w")
-    claim = TaskClaimed(provisioner=claim_from, **common)  # type: ignore[arg-type]
+    claim = TaskClaimed(provisioner=claim_from, **common)
     await h.log.append(subjects.task_events(message.tenant, message.job_id, message.task_id, claim_from),
                        [Append(claim, msg_id=f"{key}.claim.{claim_from}")])
-    forged = TaskSucceeded(provisioner=body_from, ipaddresses={"access_v4": "6.6.6.6"}, **common)  # type: ignore[arg-type]
+    forged = TaskSucceeded(provisioner=body_from, ipaddresses={"access_v4": "6.6.6.6"}, **common)
     await h.log.append(subjects.task_events(message.tenant, message.job_id, message.task_id, outcome_from),
                        [Append(forged, msg_id=f"{key}.outcome.{outcome_from}.{body_from}")])
     await h.settle()
