@@ -135,7 +135,7 @@ def user() -> None:
 
 @user.command("create")
 @click.argument("principal")
-@click.option("--tenant", envvar="MUSTER_TENANT", default=None, help="the user's tenant (default: yours)")
+@click.option("--tenant", "for_tenant", envvar="MUSTER_TENANT", default=None, help="the user's tenant (default: yours)")
 @click.option("--role", type=click.Choice(["user", "tenant_admin", "super_admin", "service"]), default="user", show_default=True)
 @click.option("--service", type=click.Choice(["planner", "solver", "tracker", "provisioner", "system"]), default=None,
               help="for --role service: which")
@@ -144,22 +144,22 @@ def user() -> None:
 @bus_options(tenant=False)
 @json_option
 @command
-async def user_create(principal: str, tenant: str | None, role: str, service: str | None, expires: str | None, save: Path | None,
+async def user_create(principal: str, for_tenant: str | None, role: str, service: str | None, expires: str | None, save: Path | None,
                       bus: Bus, as_json: bool) -> None:
     """Create PRINCIPAL and its first token."""
-    data = await ask(bus, "user-create", principal=principal, tenant=tenant, role=role, service=service,
+    data = await ask(bus, "user-create", principal=principal, tenant=for_tenant, role=role, service=service,
                      expires_in_s=parse_duration(expires), name="first token")
     _show_token(data, save, as_json)
 
 
 @user.command("list")
-@click.option("--tenant", envvar="MUSTER_TENANT", default=None, help="default: yours (a super admin: every principal)")
+@click.option("--tenant", "for_tenant", envvar="MUSTER_TENANT", default=None, help="default: yours (a super admin: every principal)")
 @bus_options(tenant=False)
 @json_option
 @command
-async def user_list(tenant: str | None, bus: Bus, as_json: bool) -> None:
+async def user_list(for_tenant: str | None, bus: Bus, as_json: bool) -> None:
     """Principals with their roles and grants."""
-    data = await ask(bus, "user-list", tenant=tenant)
+    data = await ask(bus, "user-list", tenant=for_tenant)
     echo_json(data) if as_json else _table(data, ["principal", "role", "tenant", "disabled", "grants"], "principals")
 
 
@@ -229,13 +229,13 @@ def _grant_command(verb: str, doc: str) -> click.Command:
     @click.argument("permission", type=click.Choice(["read", "write", "execute", "grant"]))
     @click.option("--scope", default="tenant", show_default=True,
                   help="tenant, cluster:<id>, cluster:*, job:<id>, catalog:<kind>/<name>, catalog:*, queue:<class>")
-    @click.option("--tenant", envvar="MUSTER_TENANT", default=None, help="default: the principal's")
+    @click.option("--tenant", "for_tenant", envvar="MUSTER_TENANT", default=None, help="default: the principal's")
     @bus_options(tenant=False)
     @json_option
     @command
-    async def run(principal: str, permission: str, scope: str, tenant: str | None, bus: Bus,
+    async def run(principal: str, permission: str, scope: str, for_tenant: str | None, bus: Bus,
                   as_json: bool) -> None:
-        data = await ask(bus, verb, principal=principal, permission=permission, scope=scope, tenant=tenant)
+        data = await ask(bus, verb, principal=principal, permission=permission, scope=scope, tenant=for_tenant)
         echo_json(data) if as_json else console.print(
             f"{'revoked' if verb == 'revoke' else 'granted'}: {data['permission']} on {data['scope']} "
             f"{'from' if verb == 'revoke' else 'to'} {data['principal']}")

@@ -77,12 +77,19 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
 async def connect_or_fail(url: str) -> Client:
     """A connection for one command: a server that does not answer is an error (exit 3),
     not something to wait for."""
+    seen: list[str] = []
+
+    async def note(err: Exception) -> None:  # the server's refusal comes as an error, then "no servers"
+        seen.append(str(err).lower())
+
     try:
-        return await connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=_quiet,
+        return await connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=note,
                              disconnected_cb=_quiet)
     except CredentialsError as err:
         raise CliError(str(err), EXIT_INVALID) from None
     except (nats.errors.NoServersError, OSError, TimeoutError) as err:
+        if any("authorization violation" in e for e in seen):
+            raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
         raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}): is `muster up` running, or NATS_URL set?",
                        EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
