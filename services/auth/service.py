@@ -72,6 +72,8 @@ class AuthService:
         self.backends: Sequence[IdentityBackend] = identity_backends(self.view.state, self.idp)
         await ensure_bootstrap(self, self.bootstrap)
         self.sys_nc = await self._connect(SYS_USER, "muster-auth-sys")
+        # A revocation made just before a crash (appended, not yet kicked) is enforced now.
+        self._spawn(self.kick(self._refused_now))
         await self.nc.subscribe(subjects.ALL_AUTH_REQUESTS, queue="auth", cb=self._on_request)
         self.callout_nc = await self._connect(AUTH_USER, "muster-auth-callout")
         await self.callout_nc.subscribe(CALLOUT_SUBJECT, queue="auth", cb=self._on_callout)
@@ -170,6 +172,16 @@ class AuthService:
         elif isinstance(event, PrincipalDisabled):
             prefix = f"{event.principal}:"
             self._spawn(self.kick(lambda user: user.startswith(prefix)))
+
+    def _refused_now(self, user: str) -> bool:
+        """Is this connection's user (`<principal>:<token id>`) one the log refuses by now?"""
+        assert self.view is not None
+        state = self.view.state
+        principal, _, token_id = user.partition(":")
+        record = state.tokens.get(token_id)
+        known = state.principals.get(principal)
+        return bool((record is not None and record.revoked) or token_id in state.revoked_external
+                    or (known is not None and known.disabled))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -122,3 +122,24 @@ async def test_the_auth_service_killed_9_existing_work_goes_on_new_connections_f
             proc.kill()
             await proc.wait()
         await authed.start_service()  # for the fixture's teardown
+
+
+async def test_a_revocation_the_auth_service_did_not_enforce_before_dying_is_enforced_at_its_start(authed: Authed) -> None:
+    from contracts import subjects
+    from contracts.identity import TokenRevoked
+    from muster.bus.eventstore import Append, EventStore
+    from services.auth.keys import LOG_USER
+
+    root = await authed.raw(authed.admin_token, "root")
+    erin = await _user(authed, root, "erin")
+    await root.close()
+    live = await authed.raw(erin["token"], "erin")
+    gone = await _closed(live)
+    await authed.service.stop()  # it never sees the revocation as news
+    # With the auth service down only its own users get in (as it would, appending the revocation).
+    system = await authed.raw(None, user=LOG_USER, password=authed.keys.bus_secret)
+    event = TokenRevoked(token_id=erin["token_id"], principal="erin", by="root")
+    await EventStore(system).append(subjects.identity_events("token", erin["token_id"]), [Append(event, msg_id="sweep-1")])
+    await system.close()
+    await authed.start_service()
+    await asyncio.wait_for(gone.wait(), DEADLINE_S)
