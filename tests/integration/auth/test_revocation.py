@@ -139,7 +139,7 @@ async def test_a_revocation_the_auth_service_did_not_enforce_before_dying_is_enf
     # With the auth service down only its own users get in (as it would, appending the revocation).
     system = await authed.raw(None, user=LOG_USER, password=authed.keys.bus_secret)
     event = TokenRevoked(token_id=erin["token_id"], principal="erin", by="root")
-    await EventStore(system).append(subjects.identity_events("token", erin["token_id"]), [Append(event, msg_id="sweep-1")])
+    await EventStore(system).append(subjects.identity_events("token", erin["token_id"]), [Append(event, msg_id="sweep-1")])  # type: ignore[arg-type]  # an identity event: not a contracts.events.Event
     await system.close()
     await authed.start_service()
     await asyncio.wait_for(gone.wait(), DEADLINE_S)
