@@ -52,6 +52,7 @@ QUICK: dict[str, list[str]] = {
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
     "auth_bench.py": ["--samples", "100", "--seconds", "2", "--rounds", "1"],
+    "console_bench.py": ["--nodes", "20", "--repeat", "1", "--seconds", "3"],
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 

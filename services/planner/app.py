@@ -9,25 +9,28 @@ Which handler takes which event is the routing table (`routing.py`).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import structlog
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, Rejected
+from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
 from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
 
+from . import leases
 from .attempts import AttemptHolders
 from .config import Hooks, PlannerConfig
 from .domain import planning, saga
 from .domain.cluster import Cluster
 from .domain.job import Job
+from .domain.limits import Limits
 from .domain.operations import OPERATIONS
-from .domain.saga import Effects
+from .domain.saga import Chain, Effects
 from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
@@ -47,14 +50,25 @@ class Planner:
                  clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
-        self.hooks = hooks or Hooks()
         self.state = PlannerState(log, catalogs or LogCatalogs(log))
+        self.limits = Limits(self._provider_limit, self.config.tenant_limits, self.config.tenant_limit)
+        # Concurrency limits after the hooks' own policy (a pool's grant): they count what is queued.
+        hooks = hooks or Hooks()
+        self.hooks = replace(hooks, dispatch=Chain(hooks.dispatch, self.limits))
         self.timers = Timers(clock or AsyncioClock())
         self.metrics = QueueMetrics()
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
-        self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps)
+        self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps,
+                                   self.limits)
         self.attempts = AttemptHolders(log)
         self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks)
+        self.leases = leases.LeaseExpiry(self.state.clusters, self.timers, self.hooks.owns,
+                                         lambda ctx: self.requests.handle(ctx, system=True))
+
+    def _provider_limit(self, tenant: str, provider: str) -> int | None:
+        catalog = self.state.catalogs.get(tenant)  # loaded before any decision about the tenant's jobs
+        found = catalog.providers.get(provider) if catalog is not None else None
+        return found.maxconcurrent if found is not None else None
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -74,9 +88,11 @@ class Planner:
         missed."""
         await self.state.load_clusters()
         async with self.state.lock:
+            open_jobs: list[tuple[Job, Cluster, dict[tuple[str, int], datetime]]] = []
             for cluster in list(self.clusters.values()):
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
+                leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
                 history = await self.state.job_history(cluster.tenant, cluster.job_id)
                 job = rebuild(Job, history)
                 if job is None:
@@ -84,7 +100,12 @@ class Planner:
                 self.jobs[cluster.job_id] = job
                 if not job.is_final:
                     times = {(r.event.task_id, r.event.attempt): r.time for r in history if r.type in ("TaskQueued", "CleanupQueued")}
-                    await self._resume_job(job, cluster, times)
+                    open_jobs.append((job, cluster, times))
+            for job, cluster, _ in open_jobs:  # every job's tasks in flight count before any job dispatches more
+                await self.state.catalog(job.tenant)
+                self.limits.track(job, cluster)
+            for job, cluster, times in open_jobs:
+                await self._resume_job(job, cluster, times)
         log.info("resumed", clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
 
     async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime]) -> None:
@@ -100,7 +121,7 @@ class Planner:
 
     # -- requests and queries ----------------------------------------------------------------
 
-    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun:
+    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun | LeaseExtended:
         return await self.requests.handle(ctx)
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:

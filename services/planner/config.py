@@ -26,6 +26,9 @@ class PlannerConfig:
     ack_wait_s: float = 30.0
     replicas: int = 1
     """Replicas of the buckets the planner declares (the nodes maps)."""
+    tenant_limit: int | None = None
+    """Tasks of one tenant in flight at once (None: no limit); `tenant_limits` per tenant."""
+    tenant_limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def settings(self) -> Settings:

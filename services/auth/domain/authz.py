@@ -103,6 +103,8 @@ OPERATION_PERMISSIONS: dict[str, Permission] = {
     "remove-services": "write", "configure": "write", "upgrade": "write", "rollback": "write",
     "start": "execute", "stop": "execute", "restart": "execute",
     "pause": "execute", "resume": "execute", "cancel": "execute", "retry": "execute",
+    "extend-lease": "write", "repair": "write", "check": "execute",
+    "apply": "write",  # a saved plan names its cluster only once loaded: write on every cluster
 }
 JOB_VERBS = frozenset({"pause", "resume", "cancel", "retry"})
 

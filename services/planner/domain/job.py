@@ -90,6 +90,8 @@ class Job(Aggregate):
         self.paused = False
         self.cancel_requested = False
         self.control_requests: set[str] = set()
+        self.batches: list[list[str]] = []
+        self.tolerance = 0
 
     # -- planning -----------------------------------------------------------------------
 
@@ -122,6 +124,8 @@ class Job(Aggregate):
         self.nodes = list(payload.nodes)
         self.previous_nodes = list(payload.previous_nodes)
         self.previous_config = dict(payload.previous_config)
+        self.batches = [list(b) for b in payload.batches]
+        self.tolerance = payload.tolerance
 
     def record_plan(self, payload: JobPlanned) -> bool:
         if self.planned or self.is_final:
@@ -156,7 +160,9 @@ class Job(Aggregate):
         if plan is None or self.paused or self.stopping or self.state not in ("running", "rolling_back"):
             return []
         states = {t: s for t, s in self.task_state.items() if t in plan.by_id}
-        done = [t for t, s in states.items() if s == "succeeded"]
+        # Written-off tasks (a failure within the tolerance) count as settled: never run again,
+        # and the next batch does not wait for them.
+        done = [t for t, s in states.items() if s == "succeeded"] + sorted(self.written_off)
         running = [t for t, s in states.items() if s == "queued"]
         return [t for t in ready(plan, done, running, self.mode) if plan.by_id[t].node not in self.cleanups]
 
@@ -201,9 +207,44 @@ class Job(Aggregate):
         ]
 
     @property
+    def written_off(self) -> set[str]:
+        """Within the failure tolerance (rolling changes, checks): the forward tasks that ran
+        out of attempts and, in their batch, every task that needed them."""
+        plan = self.plan
+        if not self.tolerance or self.state != "running" or plan is None:
+            return set()
+        batch = {n: i for i, group in enumerate(self.batches) for n in group}
+        out: set[str] = set()
+        stack = [t for t in self.exhausted if t in plan.by_id]
+        while stack:
+            task = stack.pop()
+            if task not in out:
+                out.add(task)
+                here = batch.get(plan.by_id[task].node)
+                stack.extend(s for s in plan.successors(task) if batch.get(plan.by_id[s].node) == here)
+        return out
+
+    @property
+    def failed_nodes(self) -> list[str]:
+        """Nodes the change could not finish on (their tasks written off)."""
+        plan = self.plan
+        return sorted({plan.by_id[t].node for t in self.written_off}) if plan is not None else []
+
+    @property
     def stopping(self) -> bool:
-        """Dispatch stops; once nothing is in flight the job rolls back."""
-        return self.state == "running" and (self.cancel_requested or bool(self.exhausted))
+        """Dispatch stops; once nothing is in flight the job rolls back. A tolerance lets that
+        many nodes fail first."""
+        if self.state != "running":
+            return False
+        if self.cancel_requested:
+            return True
+        exhausted = self.exhausted
+        if not exhausted:
+            return False
+        plan = self.plan
+        if not self.tolerance or plan is None or any(t not in plan.by_id for t in exhausted):
+            return True  # (a cleanup out of attempts is never tolerated)
+        return len(self.failed_nodes) > self.tolerance
 
     @property
     def in_flight(self) -> int:
@@ -212,7 +253,10 @@ class Job(Aggregate):
     @property
     def all_done(self) -> bool:
         plan = self.active_plan
-        return plan is not None and all(self.task_state.get(t.id) == "succeeded" for t in plan.tasks)
+        if plan is None:
+            return False
+        settled = self.written_off if self.state == "running" else set()
+        return all(self.task_state.get(t.id) == "succeeded" or t.id in settled for t in plan.tasks)
 
     # -- a failed create leaves a machine: delete it, then create again ------------------
 

@@ -87,6 +87,13 @@ def test_execute_controls_jobs_of_its_cluster_but_cannot_grant(state: IdentitySt
     assert not decision and "grant" in decision.reason
 
 
+def test_every_operation_verb_needs_a_permission() -> None:
+    from contracts.subjects import OPERATION_VERBS
+    from services.auth.domain.authz import OPERATION_PERMISSIONS
+
+    assert set(OPERATION_PERMISSIONS) == set(OPERATION_VERBS)
+
+
 def test_unknown_operations_and_principals_are_refused(state: IdentityState) -> None:
     assert not may_operate(p(state, "root"), (), "a", "explode", "c1")
     assert not may(None, (), "read", Scope(tenant="a"))
