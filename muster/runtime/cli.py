@@ -189,6 +189,8 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
         console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}", soft_wrap=True)
+        if deployment.auth_dir is not None:
+            console.print(f"         sign in with the token in {deployment.credentials} (a super admin's)", soft_wrap=True)
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
