@@ -49,6 +49,13 @@ def _specs(dirs: Sequence[Path] = ()) -> PluginSpecs:
         raise CliError(str(e)) from None
 
 
+def _writer(nc: Any, by: str | None) -> str:
+    """Who the log records as writing: with a token, its authenticated principal (the client
+    cannot choose `by`); --by only names a writer on a bus without authorization."""
+    principal = principal_of(nc)
+    return principal if principal != ANONYMOUS else by or default_user()
+
+
 def _kind(word: str) -> str:
     kind = kind_of(word)
     if kind is None:
@@ -135,10 +142,7 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
             else:
                 _print_problems(check.errors)
             raise CatalogRejected(check.errors)
-        # With a token, `by` is the authenticated principal; --by only names an anonymous writer.
-        principal = principal_of(client.nc)
-        seqs = await append_changes(store, tenant, check.changes, state.last_seq,
-                                    principal if principal != ANONYMOUS else by or default_user())
+        seqs = await append_changes(store, tenant, check.changes, state.last_seq, _writer(client.nc, by))
     if as_json:
         echo_json({"applied": len(seqs), "changes": [c.to_json() for c in check.changes],
                    "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in check.warnings]})
@@ -234,7 +238,7 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
 @click.argument("name")
 @bus_options
 @_plugins_option
-@click.option("--by", default=None, help="who is deleting (recorded in the log; default: your user name)")
+@click.option("--by", default=None, help="who is deleting, without a token (with one, the log records its principal)")
 @json_option
 @command
 async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, ...], by: str | None, as_json: bool) -> None:
@@ -243,7 +247,7 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
     kind, tenant = _kind(kind_word), bus.tenant
     async with await open_client(bus) as client:
         try:
-            seq = await delete_entity(EventStore(client.nc), tenant, kind, name, by or default_user(), _specs(plugins_dir))
+            seq = await delete_entity(EventStore(client.nc), tenant, kind, name, _writer(client.nc, by), _specs(plugins_dir))
         except DeleteRefused as e:
             if as_json:
                 echo_json({"deleted": False, "kind": kind, "name": name, "reasons": e.reasons})
