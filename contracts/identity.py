@@ -1,5 +1,5 @@
 """Identities on the wire: the identity events of the log, the requests to the auth service and
-their replies (docs/security.md, docs/decisions/0005).
+their replies (docs/security.md, docs/decisions/0009).
 
 Identity events live on `muster.evt._auth.<aggregate>.<id>` (`_auth` can never be a tenant):
 `tenant.<name>` (TenantCreated), `principal.<id>` (PrincipalCreated, PrincipalDisabled,

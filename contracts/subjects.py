@@ -54,7 +54,7 @@ def task_events(tenant: str, job_id: str, task_id: str, provisioner_id: str) -> 
     """Claims and outcomes of one task of a job, written by provisioners. Task ids are
     `<node>.<action>[.<service>]`; their dots become `~` to stay one subject token. The last
     token is the writing provisioner's id: with auth on, the server lets a provisioner publish
-    only on its own (docs/decisions/0005), so the subject says who recorded the outcome."""
+    only on its own (docs/decisions/0009), so the subject says who recorded the outcome."""
     escaped = task_id.replace(".", "~")
     if not TASK_TOKEN.fullmatch(escaped):
         raise SubjectError(f"task id {task_id!r} is not a valid task id")
@@ -133,7 +133,7 @@ def task_consumer(tenant: str, provisioner_class: str) -> str:
 # -- request/reply ---------------------------------------------------------------------------
 # Every request names its sender: `muster.<ops|q>.<tenant>.<principal>.<...>` and
 # `muster.auth.<principal>.<verb>`. With auth on, the server lets a principal publish only with
-# its own id (docs/decisions/0005), so a service reads the requester from the subject. Replies
+# its own id (docs/decisions/0009), so a service reads the requester from the subject. Replies
 # go to the requester's own inbox, `_INBOX.<principal>.>`.
 
 AUTH = "muster.auth"

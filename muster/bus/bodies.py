@@ -6,7 +6,7 @@ chunks of at most `CHUNK` bytes, and stored on `muster.body.<tenant>.<sha256>`; 
 small message in its place, with the same headers plus `Muster-Body: sha256:<hex>` and the body
 `{"type", "v", "body": {"ref", "size", "encoding", "stream"}}`. Readers of this package
 (`EventStore.read/replay`, `consume_events`) put the whole event back before anyone sees it, so
-aggregates and read models fold exactly the events they folded before. docs/decisions/0005.
+aggregates and read models fold exactly the events they folded before. docs/decisions/0003.
 
 `BODIES` is as durable as the log (file storage, never expires, no delete, no purge, the same
 replicas): a reference in the log must always resolve. Content addressing makes a retried or

@@ -1,5 +1,5 @@
 """The auth callout's answer to one connection: who the token is, and its bus permissions,
-as a signed authorization response (docs/decisions/0005).
+as a signed authorization response (docs/decisions/0009).
 
 `answer` is IO-free: the caller passes the request's JWT, the backends, the time and the
 signer; it returns the response JWT and what to log (never the token).

@@ -3,7 +3,7 @@
 A NATS JWT is `base64url(header).base64url(claims).base64url(ed25519 signature)` with header
 `{"typ":"JWT","alg":"ed25519-nkey"}`; `iss` is the signer's public nkey and `jti` a digest of the
 claims. `nats-jwt` on PyPI does not implement authorization requests and responses
-(docs/decisions/0005), so the encoding lives here.
+(docs/decisions/0009), so the encoding lives here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Only the provisioner that holds a task's attempt may record its outcome.
 
 A claim and an outcome are written on `muster.evt.<t>.task.<job>.<task>.<provisioner>`, and with
-auth on the server lets a provisioner publish only under its own id (docs/decisions/0005). So an
+auth on the server lets a provisioner publish only under its own id (docs/decisions/0009). So an
 outcome counts only when (1) the body's `provisioner` is the subject's writer, and (2) that
 writer claimed the same attempt before: seen by this planner, or (after a restart) found on the
 outcome's own subject in the log. Anything else is recorded (the log keeps it) but changes

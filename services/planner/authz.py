@@ -1,7 +1,7 @@
 """Who may ask for what: the planner's admission hook for identities (docs/security.md).
 
 The requester is the principal the request's subject names (the server lets no one else use it,
-docs/decisions/0005); its grants come from the identity events (an IdentityView of this
+docs/decisions/0009); its grants come from the identity events (an IdentityView of this
 process). `create` needs `write` on every cluster of the tenant; other cluster operations
 `write` (or `execute` for start/stop/restart) on the cluster; job control `execute` on the job,
 which a grant on its cluster covers.

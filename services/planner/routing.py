@@ -45,7 +45,7 @@ Answer = Callable[[Planner, str, bytes], Awaitable[bytes | None]]
 
 async def operation(planner: Planner, subject: str, data: bytes) -> bytes | None:
     """`muster.ops.<tenant>.<principal>.<verb>`: every request gets one answer. With auth on,
-    the server lets only <principal> send on that subject (docs/decisions/0005), so it is the
+    the server lets only <principal> send on that subject (docs/decisions/0009), so it is the
     request's `by`."""
     try:
         tenant, principal, rest = subjects.parse_request(subject)

@@ -1,6 +1,6 @@
 """The identity requests (`muster tenant|user|token|grant|revoke|whoami`), decided without IO:
 each returns the events to append and the reply. The requester is the principal the request's
-subject names, which the server checked (docs/decisions/0005).
+subject names, which the server checked (docs/decisions/0009).
 
 Who may do what: a super admin everything; a tenant admin users, tokens and grants of its own
 tenant; anyone their own tokens, `whoami`, and grants they hold `grant` for (authz.may_grant).

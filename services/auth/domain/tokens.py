@@ -2,7 +2,7 @@
 
 A built-in token is `mst_<principal>_<token id>_<secret>`: the principal is readable so that any
 client knows its own subjects and inbox; the secret is 32 random bytes in hex. The log keeps only
-a random salt and SHA-256(salt + secret) (docs/decisions/0005: a slow KDF gains nothing against a
+a random salt and SHA-256(salt + secret) (docs/decisions/0009: a slow KDF gains nothing against a
 256-bit random secret and would be paid on every connection and HTTP request).
 """
 

@@ -1,5 +1,5 @@
 """Large events and long appends against a real nats-server: every message stays small, every
-reader gets the whole event back (docs/decisions/0005-large-bodies.md)."""
+reader gets the whole event back (docs/decisions/0003-large-bodies.md)."""
 
 from __future__ import annotations
 
