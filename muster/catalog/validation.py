@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from contracts.catalog import Catalog, Service
+from muster.macros import problems as macro_problems
 
 from . import template_checks
 from .cycles import cycles
@@ -176,6 +177,18 @@ def validate_catalog(catalog: Catalog, plugins: PluginSpecs | None = None) -> li
     checker.provider_maps()
     checker.services()
     template_checks.check(checker)
-    return checker.problems + config_warnings(catalog)
+    return checker.problems + config_warnings(catalog) + macro_warnings(catalog)
+
+
+def macro_warnings(catalog: Catalog) -> list[Problem]:
+    """Template config text between `%` signs that is not a macro Coopr knows: every task
+    that gets the config would fail on it (muster/macros.py). A warning, not an
+    error: a `%` may be meant literally (Coopr refused such templates)."""
+    out = []
+    for kind in ("clustertemplates", "partialtemplates"):
+        for name, t in sorted(catalog.entities(kind).items()):
+            for found in macro_problems(t.defaults.config):
+                out.append(Problem(kind, name, "defaults.config", f"{found}: tasks would fail on it", "warning"))
+    return out
 
 

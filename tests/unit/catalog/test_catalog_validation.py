@@ -240,3 +240,11 @@ def test_every_kind_has_a_label() -> None:
 def test_a_problem_reads_as_one_sentence_with_file_entity_and_field() -> None:
     p = Problem("services", "hdfs", "dependencies.install.requires", "requires 'java'", source="cat/services/hdfs.json")
     assert str(p) == "cat/services/hdfs.json: service 'hdfs', field dependencies.install.requires: requires 'java'"
+
+
+def test_a_template_config_text_that_is_no_macro_is_a_warning() -> None:
+    config = {"zk": "%join(map(host.service.zookeeper-server,'$:2181'),',')%", "bad": "%hots.self%", "ok": "100%% sure"}
+    found = validate_catalog(demo(clustertemplates={"hadoop-small": template(
+        defaults={**template()["defaults"], "config": config})}))
+    assert [(p.severity, p.field, p.message) for p in found] == [
+        ("warning", "defaults.config", "macro %hots.self% in config bad: 'hots.self' is not a macro Coopr knows: tasks would fail on it")]
