@@ -28,6 +28,13 @@ DEFAULT_URL = "nats://127.0.0.1:4222"
 CREDENTIALS_FILES = (Path(".muster") / "credentials", Path.home() / ".config" / "muster" / "credentials")
 
 
+def _credentials_files() -> list[Path]:
+    """Where a credentials file is looked for: the deployment's data directory named by
+    $MUSTER_DATA_DIR (what `muster up` tells other shells to export) first."""
+    data_dir = os.environ.get("MUSTER_DATA_DIR")
+    return [Path(data_dir) / "credentials", *CREDENTIALS_FILES] if data_dir else list(CREDENTIALS_FILES)
+
+
 class CredentialsError(RuntimeError):
     """A credentials source that exists but cannot be used; the message says why and how to fix it."""
 
@@ -102,7 +109,7 @@ def credentials(token: str | None = None) -> Credentials:
         token, source = os.environ["MUSTER_TOKEN"], "$MUSTER_TOKEN"
     if token is None:
         named = os.environ.get("MUSTER_CREDENTIALS")
-        for path in [Path(named)] if named else CREDENTIALS_FILES:
+        for path in [Path(named)] if named else _credentials_files():
             if path.is_file():
                 token, source = read_credentials_file(path), str(path)
                 break

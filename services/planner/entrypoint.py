@@ -23,7 +23,7 @@ from muster.routing import router
 from muster.runtime.service import main_for
 from services.auth.view import IdentityView
 
-from .adapters import NatsSolver
+from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .authz import OperationAuthz
 from .nodemaps import LazyBucket, NodeMaps
@@ -34,7 +34,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)))
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc))
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
