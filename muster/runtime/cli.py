@@ -17,7 +17,7 @@ from rich.table import Table
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
-from muster.bus.connect import bearer_headers, principal_of, read_credentials_file
+from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import ServerError
 from muster.catalog.files import CatalogFileError, load_catalog
@@ -117,7 +117,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 
 def _own_token(deployment: Deployment) -> str | None:
     """The super admin's token when we run the auth service, else the caller's own."""
-    return read_credentials_file(deployment.credentials) if deployment.auth_dir is not None else None
+    return deployment.admin_token()
 
 
 def _print_credentials(deployment: Deployment, data_dir: Path) -> None:

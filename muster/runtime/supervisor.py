@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port
 
@@ -127,6 +128,13 @@ class Deployment:
     def credentials(self) -> Path:
         """The local super admin's credentials (the CLI finds `./.muster/credentials`)."""
         return self.data_dir / "credentials"
+
+    def admin_token(self) -> str | None:
+        """The local super admin's token when this deployment runs the auth service; None
+        otherwise (the caller's own credentials apply)."""
+        from muster.bus.connect import read_credentials_file
+
+        return read_credentials_file(self.credentials) if self.auth_dir is not None else None
     supervise: bool = False
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     notify: Callable[[str], None] = _stderr
@@ -219,19 +227,48 @@ class Deployment:
         n = self.replicas.get(service, 1)
         return [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]
 
-    def child_credentials(self, name: str) -> Path | None:
+    def child_credentials(self, name: str, args: list[str] | None = None) -> Path | None:
         """The credentials file of a child: one per provisioner (its id is its principal), one
         per other service (its replicas share the identity)."""
         if self.auth_dir is None or name == "auth":
             return None
         service = name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].isdigit() else name
-        return self.auth_dir / f"{self.provisioner_id(name) if service == 'provisioner' else service}.cred"
+        return self.auth_dir / f"{self.provisioner_id(name, args) if service == 'provisioner' else service}.cred"
 
-    def provisioner_id(self, name: str) -> str:
+    def provisioner_id(self, name: str, args: list[str] | None = None) -> str:
         """The id a provisioner process runs with (its last `--id`), which is its principal."""
-        args = self.commands().get(name, [])
+        args = self.commands().get(name, []) if args is None else args
         ids = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--id"]
         return ids[-1] if ids else name
+
+    async def _provisioner_identity(self, name: str, args: list[str]) -> None:
+        """A provisioner added after the start (an autoscaler's) gets its identity and queue
+        grants from the local super admin, as the bootstrap gives the first ones theirs."""
+        from contracts import subjects
+        from contracts.identity import AuthReply
+        from muster.bus.connect import connect, principal_of, write_credentials_file
+
+        assert self.auth_dir is not None
+        pid, path = self.provisioner_id(name, args), self.child_credentials(name, args)
+        if path is None or path.exists():
+            return
+        klass = _option(args, "--class") or "default"
+        tenants = [t for t in (_option(args, "--tenants") or self.tenants).split(",") if t]
+        nc = await connect(self.nats_url, name="muster-up", token=self.admin_token())
+        try:
+            async def ask(verb: str, **body: str) -> Any:
+                msg = await nc.request(subjects.auth_request(principal_of(nc), verb), json.dumps(body).encode(), timeout=10)
+                reply = AuthReply.model_validate_json(msg.data)
+                if not reply.ok:
+                    raise StartError(f"no identity for provisioner {pid}: {reply.reason}")
+                return reply.data
+
+            made = await ask("user-create", principal=pid, role="service", service="provisioner")
+            for tenant in tenants:
+                await ask("grant", principal=pid, permission="execute", tenant=tenant, scope=f"queue:{klass}")
+        finally:
+            await nc.close()
+        write_credentials_file(path, made["token"])
 
     def _write_bootstrap(self) -> None:
         from services.auth.bootstrap import Bootstrap, BootstrapPrincipal
@@ -289,7 +326,9 @@ class Deployment:
 
     async def add(self, name: str, args: list[str]) -> Child:
         """Start one more child (say `provisioner-3`, for an autoscaler), supervised like the
-        others."""
+        others; with auth on, a provisioner gets its own identity first."""
+        if self.auth_dir is not None and args[:1] == ["provisioner"]:
+            await self._provisioner_identity(name, args)
         return await self.restart(name, args)
 
     def retire(self, name: str) -> None:
@@ -308,7 +347,7 @@ class Deployment:
 
     async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> Child:
         env = {**os.environ, "NATS_URL": self.nats_url or "", "MUSTER_LOG_LEVEL": os.environ.get("MUSTER_LOG_LEVEL", "INFO")}
-        own = self.child_credentials(name)
+        own = self.child_credentials(name, args)
         if own is not None:  # its own identity, not whatever the caller's environment holds
             env.pop("MUSTER_TOKEN", None)
             env["MUSTER_CREDENTIALS"] = str(own)

@@ -132,7 +132,7 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
 
     before = _state(data)["processes"]
     assert before["planner"] != proc.pid and set(before) >= {"nats-server", "solver", "planner", "provisioner", "tracker"}
-    async with await MusterClient.connect(seen["nats"]) as client:
+    async with await MusterClient.connect(seen["nats"], token=read_credentials_file(data / "credentials")) as client:
         claimed = asyncio.get_running_loop().create_future()
 
         async def on_task_event(msg: Msg) -> None:
@@ -157,7 +157,7 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
     after = _state(data)["processes"]
     assert after["provisioner"] != before["provisioner"] and after["planner"] != before["planner"]
     # Issue #18.8: the job's owner is the planner that finished it, not the one killed.
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {read_credentials_file(data / 'credentials')}"}) as http:
         async with http.get(f"{seen['tracker']}/v1/jobs/{reply.job_id}") as resp:
             status = await resp.json()
         async with http.get(f"{seen['tracker']}/v1/jobs/{reply.job_id}/location") as resp:
@@ -169,7 +169,8 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
 
 
 async def _muster(*args: str, cwd: Path, **env: str) -> tuple[int, str]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_DATA_DIR")} | env
+    # Not the session's token (tests/conftest.py): `muster up`'s own auth service does not know it.
+    environ = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_DATA_DIR", "MUSTER_TOKEN", "MUSTER_CREDENTIALS")} | env
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", *args, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT, env=environ, cwd=cwd)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
@@ -188,7 +189,7 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
     elsewhere.mkdir()
     code, out = await _muster("provisioners", "list", cwd=elsewhere, MUSTER_DATA_DIR=str(data))
     assert code == 0 and "provisioner " in out, out
-    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"])
+    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"], MUSTER_CREDENTIALS=str(data / "credentials"))
     assert code == 0, out
 
     with socket.socket() as taken:
@@ -197,5 +198,6 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
         port = taken.getsockname()[1]
         code, out = await _muster("up", "--data-dir", str(tmp_path / "other"), "--tracker-port", str(port), cwd=elsewhere)
         assert code != 0 and f"tracker port {port} on 127.0.0.1 is taken" in out, out
-        code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere)
+        code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere,
+                                  MUSTER_CREDENTIALS=str(data / "auth" / "tracker.cred"))
         assert code != 0 and f"cannot listen on 127.0.0.1:{port}: the port is taken" in out, out

@@ -83,7 +83,8 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # appends them itself, with its principal as `by`). Nothing else of the log or queues.
         pub = _requests(pid, "*") + [f"{evt}.*.catalog.>", f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
                                      f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + _read_log()
-        return BusPermissions(tuple(pub), (inbox,))
+        # They may watch the log's events as they happen (what they may read anyway).
+        return BusPermissions(tuple(pub), (inbox, f"{evt}.>"))
     kind = principal.service
     if kind == "system":
         return BusPermissions((">",), (">",), responses=True)
