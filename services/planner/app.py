@@ -17,10 +17,10 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
-from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
+from muster.snapshots import SnapshotSource
 
 from . import leases
 from .attempts import AttemptHolders
@@ -48,10 +48,10 @@ class Planner:
     def __init__(self, log: EventLog, queue: TaskQueue, *, config: PlannerConfig | None = None,
                  catalogs: CatalogSource | None = None, solver: Solver | None = None,
                  clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None,
-                 workers: Workers | None = None) -> None:
+                 snapshots: SnapshotSource | None = None, workers: Workers | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
-        self.state = PlannerState(log, catalogs or LogCatalogs(log))
+        self.state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, self.config.snapshot_every)
         self.limits = Limits(self._provider_limit, self.config.tenant_limits, self.config.tenant_limit)
         # Concurrency limits after the hooks' own policy (a pool's grant): they count what is queued.
         hooks = hooks or Hooks()
@@ -94,12 +94,11 @@ class Planner:
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
                 leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
-                history = await self.state.job_history(cluster.tenant, cluster.job_id)
-                job = rebuild(Job, history)
+                job, history = await self.state.load_job(cluster.tenant, cluster.job_id)
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.jobs[cluster.job_id] = job
-                if not job.is_final:
+                if not job.is_final and history is not None:
                     job = await self._adopt(job)
                     times = {(r.event.task_id, r.event.attempt): r.time for r in history if r.type in ("TaskQueued", "CleanupQueued")}
                     open_jobs.append((job, cluster, times))

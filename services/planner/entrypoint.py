@@ -18,6 +18,7 @@ from nats.errors import ConnectionClosedError
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
+from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
@@ -34,7 +35,8 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc))
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
+                   snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None)
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
@@ -46,6 +48,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         view = await IdentityView(nc).start()
         stack.push_async_callback(view.stop)
         planner.hooks.admission = (*planner.hooks.admission, OperationAuthz(view.state, planner.jobs.get))
+    if planner.state.snapshotter is not None:
+        stack.callback(planner.state.snapshotter.close)
     await planner.resume()
 
     subs: list[Any] = []
