@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from dispatch_bench import Observer, observe, tasks  # noqa: E402
 from tracker_bench import process  # noqa: E402
 
+from bench import goals  # noqa: E402
 from contracts import subjects  # noqa: E402
 from contracts.events import ClusterRequested, JobRequested  # noqa: E402
 from muster.bus.connect import connect  # noqa: E402
@@ -218,7 +219,12 @@ def ratio(on: float, off: float) -> str:
     return f"{on / off:.2f}x" if off else "-"
 
 
-async def run(args: argparse.Namespace) -> str:
+DISPATCH_GOAL = 1.10
+"""Issue #19.9: with auth on, dispatch latency and tracker requests/s within 10% of auth off."""
+TRACKER_GOAL = 0.90
+
+
+async def run(args: argparse.Namespace) -> tuple[str, list[goals.Goal]]:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(40))
     with tempfile.TemporaryDirectory(prefix="muster-auth-bench-") as tmp:
         off = await Side("auth-off", Path(tmp) / "off", auth=False).start()
@@ -256,7 +262,12 @@ async def run(args: argparse.Namespace) -> str:
         "dictionary lookup.",
         "",
     ]
-    return "\n".join(lines)
+    stated = [
+        goals.Goal("dispatch latency p50, auth on / off", round(d["auth-on"][0] / d["auth-off"][0], 2), "<=", DISPATCH_GOAL, "x"),
+        goals.Goal("tracker requests/s, auth on / off", round(rps["auth-on"] / rps["auth-off"], 2), ">=", TRACKER_GOAL, "x"),
+    ]
+    lines += [f"Goals (#19.9): {g.figure} {g.value:.2f}x, {g.verdict()}" for g in stated] + [""]
+    return "\n".join(lines), stated
 
 
 def write_docs(section: str) -> None:
@@ -278,8 +289,9 @@ def main() -> None:
     if args.load:
         print(json.dumps(asyncio.run(generate_load(args.load, os.environ.get(LOAD_TOKEN, ""), args.seconds, args.concurrency))))
         return
-    section = asyncio.run(run(args))
+    section, stated = asyncio.run(run(args))
     print(section)
+    print(goals.line(stated))
     if args.write_docs:
         write_docs(section)
         print(f"written to {DOCS}", file=sys.stderr)

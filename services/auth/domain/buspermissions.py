@@ -20,7 +20,7 @@ from contracts import subjects
 from .state import Grant, Principal
 
 JS = "$JS.API"
-KV_STREAMS = ("KV_locations", "KV_presence", "KV_nodemaps", "KV_leases")
+KV_STREAMS = ("KV_locations", "KV_presence", "KV_nodemaps", "KV_leases", "KV_snapshots")
 BODIES = ("BODIES", "muster.body")
 """Large event bodies (muster/bus/bodies.py): stream, subject prefix `.<tenant>.<digest>...`"""
 
@@ -94,7 +94,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             f"{evt}.*.job.*", f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
             f"{subjects.TASK}.>",
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
-            "$KV.nodemaps.>", "$KV.leases.>",
+            "$KV.nodemaps.>", "$KV.leases.>", "$KV.snapshots.>",
         ]
         sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, inbox]
         return BusPermissions(tuple(pub), tuple(sub), responses=True)

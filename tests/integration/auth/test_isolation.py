@@ -128,7 +128,8 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
                 "$JS.API.CONSUMER.CREATE.EVENTS.spy.muster.evt.a.>", "$JS.API.CONSUMER.CREATE.EVENTS",
                 "$JS.API.STREAM.PURGE.EVENTS", "$JS.API.STREAM.DELETE.EVENTS",
                 "$JS.API.DIRECT.GET.KV_locations", "$JS.API.STREAM.INFO.KV_presence", "$KV.locations.job.a.x",
-                "$KV.presence.provisioner.p1", "muster.task.a.default", "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-a-default",
+                "$KV.presence.provisioner.p1", "$KV.snapshots.a.job.j1", "$JS.API.DIRECT.GET.KV_snapshots",
+                "$KV.nodemaps.a.j1", "$KV.leases.shard.0", "muster.task.a.default", "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-a-default",
                 subjects.provisioner_drain("p1"), subjects.PLANNER_METRICS):
         await r.denied_publish(api)
 
