@@ -158,7 +158,8 @@ class Deployment:
         return f"http://127.0.0.1:{self.tracker_port}"
 
     async def start(self) -> None:
-        self.lock.acquire()  # DataDirBusy (a ServerError) names the deployment that has it
+        if not self.lock.held:  # (start_auth may have taken it: a harness starts auth first)
+            self.lock.acquire()  # DataDirBusy (a ServerError) names the deployment that has it
         self._stopping.clear()
         self._fatal = asyncio.get_running_loop().create_future()
         self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -199,6 +200,8 @@ class Deployment:
         """Start the auth child (once): every other connection goes through it."""
         if self.auth_dir is None or any(c.name == "auth" for c in self.children):
             return
+        if not self.lock.held:  # a harness starts the auth child before the others
+            self.lock.acquire()
         (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
         self._write_bootstrap()
         await self._spawn("auth", self.commands()["auth"])
