@@ -446,8 +446,10 @@ class Deployment:
             self.notify(f"{name} failed to start again: {err}")
             if name != SERVER:
                 child = self.child(name)
-                if child.process.returncode is None:  # hung in its start: count it as an exit
-                    child.process.kill()
+                try:  # it exited during its start: let the event loop reap it, so its exit code is known
+                    await asyncio.wait_for(child.process.wait(), 1.0)
+                except TimeoutError:  # hung in its start: count it as an exit (a kill of an exited,
+                    child.process.kill()  # unreaped child would reap it here: exit code "255")
             return None
 
     def _give_up(self, name: str, code: int | None, exits: int, log_path: Path) -> None:
