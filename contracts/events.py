@@ -11,10 +11,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from .base import Event as Event  # re-exported: every event module's base
 from .catalog import Action
+from .identity import (
+    IDENTITY_EVENTS,
+    PermissionGranted,
+    PermissionRevoked,
+    PrincipalCreated,
+    PrincipalDisabled,
+    TenantCreated,
+    TokenIssued,
+    TokenRevoked,
+)
 from .layout import Layout, NodeSpec
 from .pools import (
     AmbiguityDetected,
@@ -516,15 +526,15 @@ AnyEvent = Annotated[
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled
-    | PoolNodesReported | PoolDynamicHostCreated | PoolRequestClosed,
+    | PoolNodesReported | PoolDynamicHostCreated | PoolRequestClosed | TenantCreated | PrincipalCreated | PrincipalDisabled | TokenIssued | TokenRevoked | PermissionGranted | PermissionRevoked,
     Field(discriminator="type"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
-EVENT_TYPES: dict[str, type[Event]] = {
+EVENT_TYPES: dict[str, type[BaseModel]] = {
     cls.model_fields["type"].default: cls
-    for cls in Event.__subclasses__()
+    for cls in [*Event.__subclasses__(), *IDENTITY_EVENTS]
     if "type" in cls.model_fields
 }
 

@@ -49,7 +49,9 @@ async def test_a_cluster_runs_on_the_hosts_its_pool_granted_and_gives_them_back(
     types = await job_history_types(pipeline, done.reply.job_id)
     assert types.index("JobResourcesRequested") < types.index("JobResourcesGranted") < types.index("TaskQueued")
     accepted = next(r.event for r in await pipeline.store.read(subjects.pool_events("lab")) if r.type == "RequestAccepted")
-    assert accepted.request.by == "ann" and accepted.request.job_id == done.reply.job_id
+    requested = (await pipeline.store.read(subjects.job_events(pipeline.tenant, done.reply.job_id)))[0].event
+    # The job's requester (the authenticated principal when auth is on, else `requested_by`).
+    assert accepted.request.by == requested.requested_by and accepted.request.job_id == done.reply.job_id
 
     gone = await pipeline.client.run(DeleteCluster(cluster_id=done.reply.cluster_id), timeout=120)
     assert gone.succeeded, gone.reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any
 
 import pytest
@@ -40,7 +41,10 @@ async def test_pools_are_read_and_followed_live_and_other_tenants_stay_hidden(en
     await pools.send(env.nc, "lab", RequestHosts(request=req("mine", 1, "acme")))
     await pools.send(env.nc, "lab", RequestHosts(request=req("theirs", 1, "globex")))
     await pools.send(env.nc, "lab", RequestHosts(request=req("waits", 1, "globex")))
-    http = TestClient(TestServer(make_app(EventStore(env.nc), index=False, planner_metrics=False)))
+    # The tracker requires a bearer token on /v1 and /ui (docs/security.md); the tenant header picks
+    # the tenant for a super admin's token.
+    http = TestClient(TestServer(make_app(EventStore(env.nc), index=False, planner_metrics=False)),
+                      headers={"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"})
     await http.start_server()
     try:
         acme = {"X-Muster-Tenant": "acme"}
