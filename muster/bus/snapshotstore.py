@@ -7,9 +7,10 @@ bucket's stream, last message per subject.
 
 Values are the snapshot's JSON compressed (zlib; a job's state is mostly its plan, which
 compresses about tenfold), so that every message on the bus stays under 64 KB like the rest
-(`bodies.CHUNK`). A snapshot still larger than that compressed (a job of thousands of nodes) is
-not written, with a clear error: the aggregate resumes from its events instead, as without
-snapshots (a job of more than about 170 nodes: docs/planner.md, "Snapshots"). A value that starts with `{` is an uncompressed snapshot of an earlier version.
+(`bodies.CHUNK`). A snapshot still larger than that compressed (a job of more than about 170
+nodes: docs/planner.md, "Snapshots") is not written, with a clear error: the aggregate resumes
+from its events instead, as without snapshots. A value that starts with `{` is an uncompressed
+snapshot of an earlier version.
 """
 
 from __future__ import annotations
