@@ -5,7 +5,8 @@ aggregates (`muster.snapshots`), in the same run.
 
 The defaults take about 2-3 minutes (what `make bench` runs). `--full` is the size issue #16
 names, a log grown to 1, 3 and 10 million events (`--steps 1000000,3000000,10000000`): writing
-10 million events takes most of an hour here (~15k events/s in atomic batches, fsynced), so
+10 million events takes 10-15 minutes here (~16k events/s in atomic batches, fsynced; measured at
+300k events), the resumes at each size some more, so
 `make bench-full` / `run_all.py --full` runs it, not `make bench`.
 
 One log of jobs on `--clusters` clusters (the log of planner_rebuild_bench.py: 103 events a job,
@@ -103,7 +104,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clusters", type=int, default=1000)
     parser.add_argument("--steps", default="100000,300000,1000000", help="log sizes, ascending, comma-separated")
-    parser.add_argument("--full", action="store_true", help=f"--steps {FULL_STEPS} (most of an hour)")
+    parser.add_argument("--full", action="store_true", help=f"--steps {FULL_STEPS} (15-30 minutes)")
     parser.add_argument("--write-docs", action="store_true")
     args = parser.parse_args()
     if args.full:

@@ -5,7 +5,7 @@
 Sizes: by default every script runs at its own default sizes, chosen so that each finishes within
 about 5 minutes on this machine (2 cores) and the whole run within about half an hour. `--full`
 passes `--full` to the scripts that list it (the sizes an issue names: e.g. the resume bench's
-log of 10 million events, which takes most of an hour to write) and lifts the per-script limit;
+log of 10 million events, 15-30 minutes here) and lifts the per-script limit;
 `make bench-full` runs that. `--quick` gives smaller sizes still.
 
 1. Measures the raw limits of this machine in this run: a nats-server from the wheel
@@ -59,7 +59,7 @@ END = "<!-- end of summary -->"
 SCRIPT_TIMEOUT_S = 600
 """A script still running after this is killed (its defaults are meant to take ~5 minutes at most)."""
 FULL_TIMEOUT_S = 4 * 3600
-"""The same with --full: a 10-million-event log takes most of an hour to write."""
+"""The same with --full (generous: the 10-million-event resume bench takes 15-30 minutes here)."""
 
 QUICK: dict[str, list[str]] = {
     "solver_bench.py": ["--repeat", "3"],

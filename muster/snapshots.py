@@ -48,6 +48,11 @@ class SnapshotError(Exception):
     """An aggregate whose state cannot be snapshotted, or a snapshot that cannot be read."""
 
 
+class SnapshotTooLarge(SnapshotError):
+    """A snapshot larger than its store takes (the store says how large): not written; the
+    aggregate resumes from its events. Aggregates only grow, so it is not tried again."""
+
+
 @dataclass(frozen=True)
 class Kind:
     name: str

@@ -4,9 +4,18 @@ Key `<tenant>.<kind>.<id>`; the bucket keeps a few revisions per key, so that a 
 earlier point can start from the nearest snapshot before it. Reads go through the wire reader
 (`muster.bus.wire`): the current value of every key of a kind is one ordered read of the
 bucket's stream, last message per subject.
+
+Values are the snapshot's JSON compressed (zlib; a job's state is mostly its plan, which
+compresses about tenfold), so that every message on the bus stays under 64 KB like the rest
+(`bodies.CHUNK`). A snapshot still larger than that compressed (a job of more than about 170
+nodes: docs/planner.md, "Snapshots") is not written, with a clear error: the aggregate resumes
+from its events instead, as without snapshots. A value that starts with `{` is an uncompressed
+snapshot of an earlier version.
 """
 
 from __future__ import annotations
+
+import zlib
 
 from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, StorageType
@@ -17,12 +26,33 @@ from muster import snapshots
 from muster.snapshots import Snapshot
 
 from . import streams
+from .bodies import CHUNK
 from .wire import OrderedReader, parse_headers
 
 BUCKET = "snapshots"
 STREAM = f"KV_{BUCKET}"
 HISTORY = 8
 """Revisions kept per key: the nearest snapshot before a point is among the last few."""
+MAX_VALUE = CHUNK
+"""Compressed bytes a snapshot may take (every bus message stays under 64 KB)."""
+
+
+def pack(key: str, data: bytes) -> bytes:
+    packed = zlib.compress(data, 6)
+    if len(packed) > MAX_VALUE:
+        raise snapshots.SnapshotTooLarge(f"snapshot {key} is {len(packed):,} bytes compressed ({len(data):,} as JSON), over "
+                               f"{MAX_VALUE:,}: not written; the aggregate resumes from its events")
+    return packed
+
+
+def unpack(data: bytes) -> Snapshot | None:
+    """The snapshot in a stored value (compressed, or plain JSON from before), or None."""
+    if not data.startswith(b"{"):
+        try:
+            data = zlib.decompress(data)
+        except zlib.error:
+            return None  # not a snapshot: ignored, never misread
+    return snapshots.read(data)
 
 
 def key(kind: str, tenant: str, aggregate_id: str) -> str:
@@ -45,7 +75,8 @@ class SnapshotStore:
         return self._kv
 
     async def put(self, kind: str, tenant: str, aggregate_id: str, data: bytes) -> None:
-        await (await self.bucket()).put(key(kind, tenant, aggregate_id), data)
+        name = key(kind, tenant, aggregate_id)
+        await (await self.bucket()).put(name, pack(name, data))
 
     async def get(self, kind: str, tenant: str, aggregate_id: str) -> Snapshot | None:
         """The current snapshot of one aggregate, if it has a readable one."""
@@ -53,7 +84,7 @@ class SnapshotStore:
             entry = await (await self.bucket()).get(key(kind, tenant, aggregate_id))
         except (KeyNotFoundError, KeyDeletedError):
             return None
-        return snapshots.read(entry.value) if entry.value else None
+        return unpack(entry.value) if entry.value else None
 
     async def latest(self, kind: str) -> dict[str, Snapshot]:
         """The current snapshot of every aggregate of `kind` that has a readable one, by id."""
@@ -63,7 +94,7 @@ class SnapshotStore:
         def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
             if b"KV-Operation" in header_block and parse_headers(header_block)[1].get("KV-Operation") in ("DEL", "PURGE"):
                 return
-            snap = snapshots.read(data)
+            snap = unpack(data)
             if snap is not None and snap.kind == kind:
                 out[snap.id] = snap
 
@@ -76,7 +107,7 @@ class SnapshotStore:
         found: list[Snapshot] = []
 
         def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
-            snap = snapshots.read(data) if data else None
+            snap = unpack(data) if data else None
             if snap is not None and (at_seq is None or snap.seq <= at_seq):
                 found.append(snap)
 

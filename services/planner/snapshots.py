@@ -17,7 +17,7 @@ import structlog
 
 from muster import snapshots
 from muster.bus.repository import log_seq
-from muster.snapshots import Kind, SnapshotError, SnapshotSource
+from muster.snapshots import Kind, SnapshotError, SnapshotSource, SnapshotTooLarge
 
 from .domain.cluster import Cluster
 from .domain.job import Job
@@ -39,6 +39,7 @@ class Snapshotter:
         self._due: dict[str, tuple[Kind, Any, str]] = {}
         self._writing: asyncio.Task[None] | None = None
         self._refused: set[str] = set()
+        self._too_large: set[str] = set()  # aggregate ids whose snapshot the store refused for its size
 
     def loaded(self, kind: Kind, aggregate: Any, tenant: str, snapshot_version: int = 0) -> None:
         """`aggregate` is the log's state (resumed from a snapshot of `snapshot_version`, or 0)."""
@@ -50,6 +51,8 @@ class Snapshotter:
         """The log has every event of `aggregate` (just saved or loaded)."""
         key = str(aggregate.id)
         self._committed[key] = (aggregate.version, log_seq(aggregate))
+        if key in self._too_large:
+            return  # it only grows: it resumes from its events
         behind = aggregate.version - self._taken.get(key, 0)
         if behind >= self.every or (behind > 0 and getattr(aggregate, "is_final", False)):
             self._due[key] = (kind, aggregate, tenant)
@@ -71,6 +74,10 @@ class Snapshotter:
                 continue
             try:
                 await self.store.put(kind.name, tenant, key, data)
+            except SnapshotTooLarge as err:
+                self._too_large.add(key)
+                log.warning("snapshot too large; the aggregate resumes from its events", kind=kind.name, id=key, error=str(err))
+                continue
             except Exception as err:  # noqa: BLE001 - a missed snapshot only costs a longer resume
                 log.warning("snapshot not written", kind=kind.name, id=key, error=str(err) or type(err).__name__)
                 continue

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from nats.aio.client import Client
 
 from contracts.events import JobPaused
 from muster import snapshots
 from muster.bus.eventstore import Append, EventStore
-from muster.bus.snapshotstore import SnapshotStore
+from muster.bus.snapshotstore import BUCKET, MAX_VALUE, SnapshotStore, key
 from services.planner.domain.cluster import Cluster
 from services.planner.snapshots import CLUSTER
 
@@ -49,3 +51,29 @@ async def test_the_subjects_of_the_log_with_their_counts(nc: Client, tenant: str
     assert await store.subjects(f"muster.evt.{tenant}.cluster.*") == {
         f"muster.evt.{tenant}.cluster.c1": 3, f"muster.evt.{tenant}.cluster.c2": 1}
     assert await store.subjects(f"muster.evt.{tenant}.job.*") == {}
+
+
+async def test_a_large_snapshot_is_stored_compressed_under_64_kb_and_one_too_large_is_not_stored(nc: Client, tenant: str) -> None:
+    store = SnapshotStore(nc)
+    cluster, cluster_id = _cluster(tenant, 3, "active")
+    cluster.config = {f"k{i}": "the same words again " * 4 for i in range(3000)}  # a plan-like state: repetitive
+    data = snapshots.take(CLUSTER, cluster, tenant, 40)
+    assert len(data) > 200_000
+    await store.put("cluster", tenant, cluster_id, data)
+    stored = await (await nc.jetstream().key_value(BUCKET)).get(key("cluster", tenant, cluster_id))
+    assert stored.value is not None and len(stored.value) <= MAX_VALUE < 64 * 1024
+    back = await store.get("cluster", tenant, cluster_id)
+    assert back is not None and back.seq == 40 and back.aggregate.config == cluster.config
+    assert (await store.latest("cluster"))[cluster_id].seq == 40
+
+    cluster.config = {"noise": os.urandom(100_000).hex()}  # does not compress below the limit
+    with pytest.raises(snapshots.SnapshotTooLarge, match="over 61,440: not written"):
+        await store.put("cluster", tenant, cluster_id, snapshots.take(CLUSTER, cluster, tenant, 50))
+    assert (await store.get("cluster", tenant, cluster_id)).seq == 40  # type: ignore[union-attr]
+
+
+async def test_a_snapshot_stored_uncompressed_by_an_earlier_version_is_still_read(nc: Client, tenant: str) -> None:
+    store = SnapshotStore(nc)
+    cluster, cluster_id = _cluster(tenant, 4, "active")
+    await (await store.bucket()).put(key("cluster", tenant, cluster_id), snapshots.take(CLUSTER, cluster, tenant, 7))
+    assert (await store.get("cluster", tenant, cluster_id)).seq == 7  # type: ignore[union-attr]
