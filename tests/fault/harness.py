@@ -30,10 +30,9 @@ from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError
 
-from contracts import subjects
 from contracts.catalog import Catalog, Service
 from contracts.commands import Accepted
-from contracts.events import EVENT_TYPES, FINAL_JOB_EVENTS
+from contracts.events import EVENT_TYPES
 from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, Recorded
@@ -291,31 +290,16 @@ class FaultStack:
 
         return send
 
-    async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0, since_seq: int = 0,
-                         window: float = 30.0) -> Any:
+    async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0, since_seq: int = 0) -> Any:
         """The job's final event. While a cluster elects a new leader for the stream, creating
         the consumer `MusterClient.wait` reads with times out (nats TimeoutError, after the
-        JetStream API's 5 s): subscribe again, under the same overall deadline. And an ordered
-        consumer lost with the node that held it is not always made again by nats-py (the soak
-        once waited its whole 600 s for a job that had succeeded): a subscription that brings
-        no final event within `window` seconds is dropped, the job's subject is read from the
-        log once, and if it has not ended yet, subscribed to again."""
-        assert self.nc is not None
+        JetStream API's 5 s): subscribe again, under the same overall deadline."""
         async with asyncio.timeout(timeout):
             while True:
                 try:
-                    return await asyncio.wait_for(self.client.wait(job_id, tenant=tenant, timeout=timeout, since_seq=since_seq), window)
+                    return await self.client.wait(job_id, tenant=tenant, timeout=timeout, since_seq=since_seq)
                 except NatsTimeout:
                     print(f"[harness] waiting for job {job_id}: the stream did not answer; subscribing again")
-                except TimeoutError:  # the window, not the overall deadline (that one cancels)
-                    try:
-                        history = await EventStore(self.nc).read(subjects.job_events(tenant, job_id))
-                    except NatsTimeout:
-                        continue
-                    ended = [r for r in history if r.seq > since_seq and r.type in FINAL_JOB_EVENTS]
-                    if ended:
-                        print(f"[harness] job {job_id} had ended; its subscription missed it (read from the log)")
-                        return ended[0].event
 
     # -- after -------------------------------------------------------------------------------
 
