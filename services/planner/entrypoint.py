@@ -15,14 +15,18 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
+from muster.bus.connect import auth_required
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
+from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
+from services.auth.view import IdentityView
 
 from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
+from .authz import OperationAuthz
 from .nodemaps import LazyBucket, NodeMaps
 from .routing import REPLIES, ROUTES, Reply
 
@@ -31,12 +35,21 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc))
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
+                   snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None)
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     planner = nats_planner(nc, config)
     stack.callback(planner.timers.cancel_all)
+    if auth_required(nc):
+        # Auth on (this planner authenticated): requests are checked against the requester's
+        # grants, kept current by following the identity events.
+        view = await IdentityView(nc).start()
+        stack.push_async_callback(view.stop)
+        planner.hooks.admission = (*planner.hooks.admission, OperationAuthz(view.state, planner.jobs.get))
+    if planner.state.snapshotter is not None:
+        stack.callback(planner.state.snapshotter.close)
     await planner.resume()
 
     subs: list[Any] = []
