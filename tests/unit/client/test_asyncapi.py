@@ -82,3 +82,10 @@ def test_schemas_are_draft_07() -> None:
     text = DOC.read_text(encoding="utf-8")
     assert '"prefixItems"' not in text and '"$defs"' not in text
     assert "\"discriminator\": {" not in text
+
+
+def test_the_server_entry_says_how_another_shell_finds_a_deployment() -> None:
+    """Issue #18.9: it said 4222, while `muster up` picks a free port each start."""
+    up = _doc()["servers"]["muster-up"]
+    assert up["host"] == "127.0.0.1:{port}" and "port" in up["variables"]
+    assert all(word in up["description"] for word in ("MUSTER_DATA_DIR", "NATS_URL", "nats.url")), up["description"]
