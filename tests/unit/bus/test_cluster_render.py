@@ -49,7 +49,7 @@ def test_the_nodes_authorize_through_the_callout_with_keys_from_the_environment(
         assert "auth_callout" in text and "issuer: $MUSTER_AUTH_ISSUER" in text and "password: $MUSTER_BUS_SECRET" in text, rel
     people: list[dict[str, str]] = cluster.bootstrap_document()["principals"]  # type: ignore[assignment]  # a JSON document
     principals = {p["principal"] for p in people}
-    assert principals == {"admin", "solver", "planner", "tracker", *cluster.provisioner_names()}
+    assert principals == {"admin", "solver", "planner", "tracker", "pool", *cluster.provisioner_names()}
 
 
 def test_loopback_nodes_are_rendered_like_the_compose_nodes(tmp_path: Path) -> None:
