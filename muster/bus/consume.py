@@ -57,6 +57,8 @@ async def consume_events(
     ack_wait: float = 30.0,
     on_poison: PoisonHandler | None = None,
     max_failures: int | None = None,
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+    inactive_threshold: float | None = None,
 ) -> JetStreamContext.PushSubscription:
     """Deliver every event matching the filter to `handler`, at least once, resuming where the
     durable consumer left off.
@@ -66,7 +68,11 @@ async def consume_events(
     lasts; any other error makes the event poison after `max_failures` deliveries:
     `on_poison` records what it means (the planner fails the job with the reason) and the
     event is terminated, so it cannot jam the consumer forever. An event that cannot be
-    decoded is terminated at once."""
+    decoded is terminated at once.
+
+    A new durable starts at `deliver_policy` (`NEW` for a consumer of one process that
+    catches up from the log by itself); with `inactive_threshold` the server deletes it that
+    long after its last subscriber went away (a planner that died does not leave it behind)."""
 
     bodies = Bodies(js)
 
@@ -123,8 +129,9 @@ async def consume_events(
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait,
         max_deliver=-1,
-        deliver_policy=DeliverPolicy.ALL,
+        deliver_policy=deliver_policy,
         filter_subject=filter_subject,
+        inactive_threshold=inactive_threshold,
     )
     return await js.subscribe(
         filter_subject,

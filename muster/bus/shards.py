@@ -107,6 +107,7 @@ class ShardLeases:
         self._member_rev = 0
         self._stopped = False
         self._ready = asyncio.Event()
+        self._changed = asyncio.Condition()
 
     # -- asking ----------------------------------------------------------------------------------
 
@@ -120,6 +121,19 @@ class ShardLeases:
     def owner_of(self, cluster_id: str) -> str | None:
         """Who holds the cluster's shard, as far as this member's watch knows."""
         return self.owners.get(shard_of(cluster_id, self.shards))
+
+    def revision(self, shard: int) -> int:
+        return self.revisions.get(f"shard.{shard}", 0)
+
+    async def changed(self, shard: int, since: int, timeout: float) -> bool:
+        """Wait (with a deadline) until the shard's key changes after revision `since` (a new
+        owner took it, or the old one's lease ended); False if the deadline passed."""
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: self.revision(shard) > since), timeout)
+            except TimeoutError:
+                return False
+        return True
 
     # -- life --------------------------------------------------------------------------------------
 
@@ -186,6 +200,8 @@ class ShardLeases:
                     self.owners.pop(shard, None)
                 else:
                     self.owners[shard] = json.loads(entry.value).get("owner", "?")
+            async with self._changed:
+                self._changed.notify_all()
             if self._ready.is_set() and not self._stopped:
                 self._spawn(self.rebalance())
 

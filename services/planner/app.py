@@ -9,6 +9,7 @@ Which handler takes which event is the routing table (`routing.py`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -64,15 +65,16 @@ class Planner:
 
     # -- start: rebuild from the log ---------------------------------------------------------
 
-    async def resume(self) -> None:
-        """Rebuild every cluster and each cluster's current job from the log, then carry on
-        with the open ones (their timers re-armed from the log's times). Other (finished) jobs
-        are loaded when a request names them: one job per cluster runs at a time, and accept
-        records the cluster's pointer to a job before the job itself, so no open job can be
-        missed."""
-        await self.state.load_clusters()
+    async def resume(self, only: Callable[[str], bool] | None = None) -> None:
+        """Rebuild every cluster (those whose id `only` accepts: the shards this planner just
+        gained) and each cluster's current job from the log, then carry on with the open ones
+        (outcomes they missed taken in, their timers re-armed from the log's times). Other
+        (finished) jobs are loaded when a request names them: one job per cluster runs at a
+        time, and accept records the cluster's pointer to a job before the job itself, so no
+        open job can be missed."""
+        clusters = await self.state.load_clusters(only)
         async with self.state.lock:
-            for cluster in list(self.clusters.values()):
+            for cluster in clusters:
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
                 history = await self.state.job_history(cluster.tenant, cluster.job_id)
@@ -81,17 +83,35 @@ class Planner:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.jobs[cluster.job_id] = job
                 if not job.is_final:
-                    times = {(r.event.task_id, r.event.attempt): r.time for r in history if r.type in ("TaskQueued", "CleanupQueued")}
-                    await self._resume_job(job, cluster, times)
-        log.info("resumed", clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
+                    queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]
+                    times = {(r.event.task_id, r.event.attempt): r.time for r in queued}
+                    await self._resume_job(job, cluster, times, min((r.seq for r in queued), default=1))
+        log.info("resumed", clusters=len(clusters), open=sum(not self.jobs[c.job_id].is_final for c in clusters if c.job_id in self.jobs))
 
-    async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime]) -> None:
+    async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime], since_seq: int) -> None:
         if job.planned:
-            await self.execution.resume_job(job, cluster, times)
-        elif OPERATIONS[job.operation].layout and not await self.state.log.last_seq(subjects.layout_events(job.tenant, str(job.id))):
+            await self.execution.resume_job(job, cluster, times, since_seq)
+            return
+        layouts = await self.state.log.read(subjects.layout_events(job.tenant, str(job.id))) if OPERATIONS[job.operation].layout else []
+        answers = [r for r in layouts if r.type in ("LayoutSolved", "LayoutUnsolvable")]
+        if answers:  # answered while nobody acted for the cluster
+            await self.execution.take_layout(job, cluster, answers[0].event)
+        elif OPERATIONS[job.operation].layout and not layouts:
             catalog = await self.state.catalog(job.tenant)
             command = COMMAND_ADAPTER.validate_python(job.request)
             await self.execution.ask_for_layout(job, planning.layout_request(str(job.id), cluster, catalog, command))
+
+    async def forget(self, only: Callable[[str], bool]) -> None:
+        """Stop acting for the clusters `only` accepts (their shards went to another planner):
+        drop them, their jobs and their timers. Waits for the handler in progress."""
+        async with self.state.lock:
+            clusters = {cid for cid in self.clusters if only(cid)}
+            jobs = set(self.state.forget(clusters))
+            for key in [k for k in self.timers.handles if len(k) > 1 and k[1] in jobs]:
+                self.timers.disarm(key)
+            for cid in clusters:
+                self.nodemaps.forget(cid)
+        log.info("clusters handed over", clusters=len(clusters), jobs=len(jobs))
 
     async def find_job(self, tenant: str, job_id: str) -> Job | None:
         return await self.state.find_job(tenant, job_id)
@@ -102,10 +122,12 @@ class Planner:
         return await self.requests.handle(ctx)
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        """The job as its owner sees it; only the planner acting for its cluster answers, and
+        it names itself as the owner (the job may have been taken over since it began)."""
         job = self.jobs.get(job_id)
-        if job is None or job.tenant != tenant:
+        if job is None or job.tenant != tenant or not self.hooks.owns(tenant, job.cluster_id):
             return None
-        return job.view()
+        return {**job.view(), "owner": self.config.instance}
 
     # -- events (see routing.py) -------------------------------------------------------------
 

@@ -25,7 +25,11 @@ class PlannerConfig:
     solve_timeout_s: float = 30.0
     ack_wait_s: float = 30.0
     replicas: int = 1
-    """Replicas of the buckets the planner declares (the nodes maps)."""
+    """Replicas of the buckets the planner declares (the nodes maps, the leases)."""
+    shards: int = 16
+    """Shards the clusters are split into; every planner must use the same number."""
+    lease_ttl_s: float = 10.0
+    """A dead planner's shards are taken over this long after its last lease renewal."""
 
     @property
     def settings(self) -> Settings:

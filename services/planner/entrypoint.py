@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -14,38 +15,61 @@ import click
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
+from nats.js.api import DeliverPolicy
 
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
+from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S, ShardLeases
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.runtime.service import main_for
 
 from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
+from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
-from .routing import REPLIES, ROUTES, Reply, router
+from .routing import REPLIES, ROUTES, Reply, operation, router
+from .sharding import Sharding
 
-def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None) -> Planner:
+CONSUMER_IDLE_S = 3600.0
+"""A planner's own consumers are deleted by the server this long after it went away."""
+
+def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, hooks: Hooks | None = None) -> Planner:
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)))
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), hooks=hooks)
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
-    planner = nats_planner(nc, config)
+    """A planner that holds a fair share of the shards (docs/scaling.md): it listens first,
+    then takes its leases, and rebuilds the clusters of each shard it gains; on the way out it
+    hands its shards over before anything else stops."""
+    leases = ShardLeases(nc.jetstream(), config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
+    hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id))
+    planner = nats_planner(nc, config, hooks=hooks)
+    sharding = Sharding(nc, planner, leases)
+    planner.sharding = sharding  # type: ignore[attr-defined]
     stack.callback(planner.timers.cancel_all)
-    await planner.resume()
 
     subs: list[Any] = []
     for reply in REPLIES:
-        subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, reply)))
+        answer = sharding.operation if reply.answer is operation else reply.answer
+        subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, Reply(reply.subject, answer, reply.queue))))
     for route in ROUTES:
-        subs.append(await consume_events(nc.jetstream(), route.filter, route.durable, router(planner, route),
-                                         ack_wait=config.ack_wait_s, on_poison=planner.on_poison))
+        # A consumer of this planner's own: every event reaches every planner, each acts on its
+        # clusters' (a shard's events that came before it was gained are read from the log).
+        subs.append(await consume_events(nc.jetstream(), route.filter, f"{route.durable}-{_durable_token(config.instance)}",
+                                         router(planner, route), ack_wait=config.ack_wait_s, on_poison=planner.on_poison,
+                                         deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
+    await leases.start()
+    stack.push_async_callback(leases.stop)
     return planner
+
+
+def _durable_token(instance: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_\-]", "-", instance)[:64]
 
 
 def _responder(planner: Planner, reply: Reply) -> Callable[[Msg], Awaitable[None]]:
@@ -72,14 +96,18 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--action-timeout", default=600.0, show_default=True, type=click.FloatRange(0.01),
               help="time limit given to plugins for one action")
 @click.option("--ack-wait", default=30.0, show_default=True, type=click.FloatRange(0.1),
-              help="seconds before an event a dead planner held is redelivered to another")
+              help="seconds before an unacknowledged event is delivered to this planner again")
+@click.option("--shards", default=DEFAULT_SHARDS, show_default=True, type=click.IntRange(1, 1024),
+              help="shards the clusters are split into (the same for every planner)")
+@click.option("--lease-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.FloatRange(1.0),
+              help="seconds after which a dead planner's shards are taken over")
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
-         action_timeout: float, ack_wait: float) -> None:
+         action_timeout: float, ack_wait: float, shards: int, lease_ttl: float) -> None:
     """Run the planner service."""
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
-        replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
+        replicas=int(os.environ.get("MUSTER_REPLICAS", "1")), shards=shards, lease_ttl_s=lease_ttl,
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

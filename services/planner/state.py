@@ -8,6 +8,7 @@ the log's view again. One lock serialises every handler, so decisions see a cons
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from contracts import subjects
 from contracts.catalog import Catalog
@@ -29,12 +30,29 @@ class PlannerState:
         self.catalogs: dict[str, Catalog] = {}
         self.lock = asyncio.Lock()
 
-    async def load_clusters(self) -> None:
+    async def load_clusters(self, only: Callable[[str], bool] | None = None) -> list[Cluster]:
+        """Fold the clusters (those whose id `only` accepts) from the log, replacing what was
+        in memory for them; returns them."""
+        loaded: dict[str, Cluster] = {}
+
         def on_cluster(r: Recorded) -> None:
             key = r.subject.rsplit(".", 1)[1]
-            self.clusters[key] = fold(Cluster, self.clusters.get(key), r)
+            if only is None or only(key):
+                loaded[key] = fold(Cluster, loaded.get(key), r)
 
         await self.log.replay(subjects.ALL_CLUSTER_EVENTS, on_cluster)
+        self.clusters.update(loaded)
+        return list(loaded.values())
+
+    def forget(self, cluster_ids: set[str]) -> list[str]:
+        """Drop these clusters and their jobs from memory (another planner acts for them now);
+        returns the jobs dropped."""
+        for cid in cluster_ids:
+            self.clusters.pop(cid, None)
+        gone = [jid for jid, job in self.jobs.items() if job.cluster_id in cluster_ids]
+        for jid in gone:
+            del self.jobs[jid]
+        return gone
 
     async def job_history(self, tenant: str, job_id: str) -> list[Recorded]:
         return await self.log.read(subjects.job_events(tenant, job_id))
