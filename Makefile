@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo up test test-unit test-integration bench lock clean contracts
+.PHONY: install demo up lint test test-unit test-integration bench lock clean contracts
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -22,8 +22,13 @@ demo: install
 up: install
 	$(BIN)/muster up
 
+# The gate: lint and types (pyproject.toml [tool.ruff], [tool.mypy]); `make test` runs it first.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
 # Debian packages some tests need (deploy/system-packages.txt) are installed first when missing.
-test: install
+test: install lint
 	sh deploy/system-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 

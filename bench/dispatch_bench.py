@@ -32,7 +32,6 @@ import logging
 import os
 import platform
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -165,7 +164,7 @@ class Provisioner:
     def __init__(self, url: str, tenant: str, capacity: int, ack_wait_s: float = 30.0) -> None:
         self.url, self.tenant, self.capacity, self.ack_wait_s = url, tenant, capacity, ack_wait_s
 
-    async def __aenter__(self) -> "Provisioner":
+    async def __aenter__(self) -> Provisioner:
         self.nc = await connect(self.url, name=f"prov-{self.tenant}")
         self.registry = PluginRegistry.discover()
         self.executor = Counting(self.registry)

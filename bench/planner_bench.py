@@ -24,7 +24,7 @@ from typing import Any
 
 from contracts.catalog import Service
 from contracts.layout import NodeSpec
-from muster.catalog_files import load_catalog
+from muster.catalog.files import load_catalog
 from services.planner.domain.makespan import busiest_node, by_remaining_time, critical_path, simulate
 from services.planner.domain.plan import Plan, build_plan
 from services.planner.domain.scheduling import Dispatcher

@@ -22,16 +22,18 @@ import resource
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nats.js.api import DeliverPolicy  # noqa: E402
+from nats.js.api import DeliverPolicy
 
-from contracts import subjects  # noqa: E402
-from contracts.events import (  # noqa: E402
+from contracts import subjects
+from contracts.catalog import Action
+from contracts.events import (
     ClusterRequested,
     ClusterStatusChanged,
     JobPlanned,
@@ -41,15 +43,15 @@ from contracts.events import (  # noqa: E402
     TaskCompleted,
     TaskQueued,
 )
-from muster.bus.connect import connect  # noqa: E402
-from muster.bus.eventstore import EventStore  # noqa: E402
-from muster.bus.server import NatsServer  # noqa: E402
-from muster.bus.streams import ensure_streams  # noqa: E402
-from muster.bus.repository import fold  # noqa: E402
-from services.planner.app import PlannerConfig  # noqa: E402
-from services.planner.domain.cluster import Cluster  # noqa: E402
-from services.planner.domain.job import Job  # noqa: E402
-from services.planner.entrypoint import nats_planner  # noqa: E402
+from muster.bus.connect import connect
+from muster.bus.eventstore import EventStore
+from muster.bus.repository import fold
+from muster.bus.server import NatsServer
+from muster.bus.streams import ensure_streams
+from services.planner.app import PlannerConfig
+from services.planner.domain.cluster import Cluster
+from services.planner.domain.job import Job
+from services.planner.entrypoint import nats_planner
 
 TASKS_PER_JOB = 50  # 2 + 2*50 + 1 = 103 events per job
 TENANT = "bench"
@@ -59,14 +61,14 @@ def _headers(aggregate: str, version: int, now: str) -> dict[str, str]:
     return {"Muster-Aggregate": aggregate, "Muster-Version": str(version), "Muster-Time": now}
 
 
-async def write_log(nc, events: int) -> int:  # type: ignore[no-untyped-def]
+async def write_log(nc, events: int) -> int:
     js = nc.jetstream()
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     written = 0
     clusters = [str(uuid4()) for _ in range(max(10, events // (100 * (2 * TASKS_PER_JOB + 3))))]
     versions = dict.fromkeys(clusters, 0)
     n = 0
-    tasks = [PlannedTaskRecord(id=f"n{i}.install.s", node=f"n{i}", action="install", service="s") for i in range(TASKS_PER_JOB)]
+    tasks = [PlannedTaskRecord(id=f"n{i}.install.s", node=f"n{i}", action=Action.INSTALL, service="s") for i in range(TASKS_PER_JOB)]
     links = [([tasks[i].id], [tasks[i + 1].id]) for i in range(TASKS_PER_JOB - 1)]
     while written < events:
         job, cluster = str(uuid4()), clusters[n % len(clusters)]
@@ -76,14 +78,14 @@ async def write_log(nc, events: int) -> int:  # type: ignore[no-untyped-def]
         first = versions[cluster] == 1
         pointer = (ClusterRequested(tenant=TENANT, cluster_id=cluster, name="c", template="t", provider="p", job_id=job) if first
                    else ClusterStatusChanged(cluster_id=cluster, status="active", job_id=job))
-        batch = [
+        batch: list[tuple[str, Any, str, int]] = [
             (csub, pointer, cluster, versions[cluster]),
             (jsub, JobRequested(tenant=TENANT, job_id=job, cluster_id=cluster, operation="configure", request={}), job, 1),
             (jsub, JobPlanned(job_id=job, tasks=tasks, links=links, stages=[[t.id] for t in tasks]), job, 2),
         ]
         version = 3
         for t in tasks:
-            batch.append((jsub, TaskQueued(job_id=job, task_id=t.id, attempt=1, node=t.node, action="install", service="s"), job, version))
+            batch.append((jsub, TaskQueued(job_id=job, task_id=t.id, attempt=1, node=t.node, action=Action.INSTALL, service="s"), job, version))
             batch.append((jsub, TaskCompleted(job_id=job, task_id=t.id, attempt=1), job, version + 1))
             version += 2
         batch.append((jsub, JobSucceeded(job_id=job), job, version))
@@ -94,11 +96,11 @@ async def write_log(nc, events: int) -> int:  # type: ignore[no-untyped-def]
     return written
 
 
-async def raw_read(nc, count: int) -> float:  # type: ignore[no-untyped-def]
+async def raw_read(nc, count: int) -> float:
     done = asyncio.get_running_loop().create_future()
     seen = 0
 
-    async def cb(msg) -> None:  # type: ignore[no-untyped-def]
+    async def cb(msg) -> None:
         nonlocal seen
         seen += 1
         if seen >= count and not done.done():
@@ -113,16 +115,16 @@ async def raw_read(nc, count: int) -> float:  # type: ignore[no-untyped-def]
     return elapsed
 
 
-async def full_fold(nc) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+async def full_fold(nc) -> tuple[float, int]:
     store = EventStore(nc)
     jobs: dict[str, Job] = {}
     clusters: dict[str, Cluster] = {}
 
-    def on_job(r) -> None:  # type: ignore[no-untyped-def]
+    def on_job(r) -> None:
         key = r.subject.rsplit(".", 1)[1]
         jobs[key] = fold(Job, jobs.get(key), r)
 
-    def on_cluster(r) -> None:  # type: ignore[no-untyped-def]
+    def on_cluster(r) -> None:
         key = r.subject.rsplit(".", 1)[1]
         clusters[key] = fold(Cluster, clusters.get(key), r)
 
@@ -132,7 +134,7 @@ async def full_fold(nc) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     return time.perf_counter() - start, len(jobs)
 
 
-async def rebuild(nc) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+async def rebuild(nc) -> tuple[float, int]:
     planner = nats_planner(nc, PlannerConfig(instance="bench"))
     start = time.perf_counter()
     await planner.resume()
@@ -168,7 +170,7 @@ async def main(events: int, write_docs: bool) -> None:
     if write_docs:
         section = "## Planner state rebuild\n\n" + (
             f"`python bench/planner_rebuild_bench.py --events {events}` on {os.cpu_count()} cores, "
-            f"{datetime.now(timezone.utc):%Y-%m-%d}. nats-server and this process share the machine.\n\n"
+            f"{datetime.now(UTC):%Y-%m-%d}. nats-server and this process share the machine.\n\n"
             "| figure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
         )
         replace_section(Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md", "## Planner state rebuild", section)

@@ -87,7 +87,7 @@ def machine() -> dict[str, str]:
     return {
         "cores": str(os.cpu_count() or "?"), "memory": mem, "cpu": cpu, "load": load,
         "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
 
@@ -139,7 +139,7 @@ async def measure_raw(quick: bool) -> Raw:
                 await js.add_stream(StreamConfig(name="RAW", subjects=["raw.>"]))
                 rtt = []
                 started = time.perf_counter()
-                for i in range(n):
+                for _ in range(n):
                     t = time.perf_counter()
                     await js.publish("raw.pub", payload)
                     rtt.append(time.perf_counter() - t)
@@ -158,7 +158,7 @@ async def measure_raw(quick: bool) -> Raw:
                     rr.append(time.perf_counter() - t)
                 raw.figures["core request/reply p50"] = (_p50_us(rr), "µs")
 
-                for i in range(0, replay_n, 1000):
+                for _ in range(0, replay_n, 1000):
                     for _ in range(1000):
                         await js.publish_async("raw.log", payload)
                     await js.publish_async_completed()
@@ -323,7 +323,7 @@ def figures_of(run: Run, raw: Raw) -> list[Figure]:
             if header is None:
                 header = cells
                 continue
-            row = dict(zip(header, cells))
+            row = dict(zip(header, cells, strict=False))
             what = cells[0]
             raw_cols = [h for h in header if "raw" in h.lower()]
             value_cols = [h for h in header[1:] if h not in raw_cols and h.lower() not in ("ratio", "target")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import getpass
 import logging
 import os
@@ -86,11 +87,11 @@ async def localhost(args: argparse.Namespace) -> None:
         creates, confirms, nodes = [], [], []
         for i in range(args.nodes):
             create = make_task("create", providertype="localhost", provider_name="local", node_id=f"n{i}", automators=["shell"])
-            seconds, created = await timed(lambda: reg.execute(create))
+            seconds, created = await timed(functools.partial(reg.execute, create))
             assert created.ok, created.error
             creates.append(seconds)
             confirm = next_task(create, created, "confirm")
-            seconds, confirmed = await timed(lambda: reg.execute(confirm))
+            seconds, confirmed = await timed(functools.partial(reg.execute, confirm))
             assert confirmed.ok, confirmed.error
             confirms.append(seconds)
             nodes.append(next_task(confirm, confirmed, "bootstrap"))
@@ -102,7 +103,7 @@ async def localhost(args: argparse.Namespace) -> None:
         tasks = []
         for i in range(args.tasks):
             task = service_task(nodes[i % len(nodes)], "install", "echo $MUSTER_SERVICE > /dev/null")
-            seconds, out = await timed(lambda: reg.execute(task))
+            seconds, out = await timed(functools.partial(reg.execute, task))
             assert out.ok, out.error
             tasks.append(seconds)
         print(f"  {'shell automator task (sequential)':<38}                  {ms(tasks)}")
@@ -115,7 +116,7 @@ async def localhost(args: argparse.Namespace) -> None:
         deletes = []
         for node in nodes:
             delete = next_task(node, TaskOutcome(ok=True), "delete")
-            seconds, out = await timed(lambda: reg.execute(delete))
+            seconds, out = await timed(functools.partial(reg.execute, delete))
             assert out.ok, out.error
             deletes.append(seconds)
         print(f"  {'delete (stop endpoint, remove dir)':<38}                  {ms(deletes)}")

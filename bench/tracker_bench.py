@@ -86,7 +86,7 @@ async def run_load(url: str, seconds: float, concurrency: int) -> dict[str, Any]
     out, _ = await proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"load generator failed ({proc.returncode})")
-    return json.loads(out)  # type: ignore[no-any-return]
+    return json.loads(out)
 
 
 # -- the bare handler (a process of its own) ----------------------------------------------------
@@ -152,10 +152,10 @@ FINAL = "tracker, finished job (answer kept until the job changes)"
 
 async def bench(seconds: float, concurrency: int, nodes: int, repeat: int) -> None:
     from contracts.commands import Accepted, CreateCluster
-    from muster.catalog_files import load_catalog
-    from muster.catalog_store import apply_catalog
-    from muster.client import MusterClient
     from muster.bus.eventstore import EventStore
+    from muster.catalog.files import load_catalog
+    from muster.catalog.store import apply_catalog
+    from muster.client import MusterClient
 
     with tempfile.TemporaryDirectory(prefix="tracker-bench-") as tmp:
         async with NatsServer(Path(tmp) / "nats") as server:
@@ -206,7 +206,7 @@ async def _first_answer(client: Any, job_id: str, url: str, final: bool = False)
                     if resp.status == 200:
                         body = await resp.json()
                         if body["tasks_total"] and (body["state"] != "running") == final:
-                            return body  # type: ignore[no-any-return]
+                            return body
     raise RuntimeError("the tracker never answered for the job")
 
 

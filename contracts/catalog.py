@@ -228,7 +228,7 @@ class Ratio(_Model):
     max: float | None = Field(default=None, ge=0, le=100)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Ratio":
+    def _ordered(self) -> Ratio:
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"ratio min {self.min} is greater than ratio max {self.max}")
         return self
@@ -246,7 +246,7 @@ class Quantities(_Model):
         return None if isinstance(value, str) else value
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Quantities":
+    def _ordered(self) -> Quantities:
         if self.max is not None and self.min > self.max:
             raise ValueError(f"min {self.min} is greater than max {self.max}")
         return self
@@ -268,7 +268,7 @@ class SizeConstraint(_Model):
     max: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
-    def _ordered(self) -> "SizeConstraint":
+    def _ordered(self) -> SizeConstraint:
         if self.max is not None and self.min > self.max:
             raise ValueError(f"size min {self.min} is greater than size max {self.max}")
         return self

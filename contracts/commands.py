@@ -7,7 +7,7 @@ to the same job, so a retried request never creates a second job.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -157,11 +157,7 @@ class RetryJob(JobCommand):
 
 
 AnyCommand = Annotated[
-    Union[
-        CreateCluster, DeleteCluster, ExpandCluster, ShrinkCluster, AddServices, RemoveServices, ConfigureCluster,
-        StartServices, StopServices, RestartServices, UpgradeService, RollbackCluster,
-        PauseJob, ResumeJob, CancelJob, RetryJob,
-    ],
+    CreateCluster | DeleteCluster | ExpandCluster | ShrinkCluster | AddServices | RemoveServices | ConfigureCluster | StartServices | StopServices | RestartServices | UpgradeService | RollbackCluster | PauseJob | ResumeJob | CancelJob | RetryJob,
     Field(discriminator="type"),
 ]
 COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyCommand)
@@ -200,5 +196,5 @@ class Rejected(BaseModel):
     reason: str
 
 
-Reply = Annotated[Union[Accepted, Rejected, DryRun], Field(discriminator="type")]
+Reply = Annotated[Accepted | Rejected | DryRun, Field(discriminator="type")]
 REPLY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Reply)

@@ -1,14 +1,14 @@
 """Events: facts in the past tense, one JSON document per message in the `EVENTS` stream.
 
 Every event has a `type` literal and a schema version `v`. The message body is exactly the
-model's JSON; who/when/which-aggregate travel in headers (see `contracts.envelope`). An old
+model's JSON; who/when/which-aggregate travel in headers (see `contracts.records`). An old
 version is upcast on read by a `model_validator(mode="before")` on the current model; stored
 events are never rewritten.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -363,44 +363,14 @@ class CatalogEntityPut(Event):
 
 
 AnyEvent = Annotated[
-    Union[
-        JobRequested,
-        JobPlanned,
-        RollbackPlanned,
-        CleanupQueued,
-        JobPaused,
-        JobResumed,
-        JobCancelRequested,
-        JobRetried,
-        JobRolledBack,
-        JobNeedsAttention,
-        TaskQueued,
-        TaskCompleted,
-        TaskAttemptFailed,
-        JobSucceeded,
-        JobFailed,
-        LayoutRequested,
-        LayoutSolved,
-        LayoutUnsolvable,
-        TaskClaimed,
-        TaskSucceeded,
-        TaskFailed,
-        ProvisionerRegistered,
-        ProvisionerDeregistered,
-        ClusterRequested,
-        ClusterLayoutChanged,
-        ClusterConfigChanged,
-        NodeResultsRecorded,
-        ClusterStatusChanged,
-        CatalogEntityPut,
-    ],
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | CatalogEntityPut,
     Field(discriminator="type"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.model_fields["type"].default: cls  # type: ignore[misc]
+    cls.model_fields["type"].default: cls
     for cls in Event.__subclasses__()
     if "type" in cls.model_fields
 }

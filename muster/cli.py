@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("services.tracker.cli:history", "A job's or a cluster's readable timeline from the log."),
     "replay": ("services.tracker.cli:replay", "Rebuild a cluster's state as it was at a point of the log."),
     "events": ("services.tracker.cli:events", "Dump or tail raw events as JSON lines."),
-    "catalog": ("muster.catalog_cli:catalog", "Validate, apply, get, diff and trace the catalog."),
+    "catalog": ("muster.catalog.cli:catalog", "Validate, apply, get, diff and trace the catalog."),
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
     "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
@@ -44,7 +44,7 @@ class LazyGroup(click.Group):
             return None
         module, _, attr = COMMANDS[name][0].partition(":")
         command: Any = getattr(importlib.import_module(module), attr)
-        return command  # type: ignore[no-any-return]
+        return command
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,8 +1,11 @@
-"""What the people-facing commands (`muster catalog`, `muster cluster`, `muster job`) share:
-where the bus is, the tenant, and errors as one sentence with an exit code, never a traceback.
+"""The one front end of the `muster` commands: one error type, one table of exit codes, and
+errors as one sentence on stderr, never a traceback (docs/client.md, "Exit codes").
 
-Exit codes: 0 done; 1 the job ended without succeeding; 2 bad input (usage, invalid catalog,
-request rejected); 3 muster could not be reached or did not answer.
+Every command, operator or operation, with or without the bus, reports through `CliError`.
+Expected failures of other layers (a rejected request, an unreachable server, a bad file...)
+become a CliError in `as_cli_error`: the generic ones here, the bus's in `muster.cli_bus`,
+each registered with `translates`. Importing this module does not import NATS, so the
+commands that need no bus (`muster solve`, `muster plan`, `muster catalog validate`) stay fast.
 """
 
 from __future__ import annotations
@@ -13,86 +16,114 @@ import json
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import click
-import nats.errors
 from pydantic import ValidationError
 
-from contracts.subjects import SubjectError
-
-from .bus.eventstore import ConcurrencyError, StoreError
-from .catalog_files import CatalogFileError, describe_validation_error
-from .client import MusterClient, MusterError, NoAnswer, RequestRejected
+from contracts.errors import describe_validation_error
 
 T = TypeVar("T")
 
+EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
+EXIT_INTERRUPTED = 130
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "done (with `--wait` or `watch`: the job succeeded)",
+    EXIT_FAILED: "the job ended without succeeding (failed, rolled back, needs attention), or an internal error",
+    EXIT_INVALID: "bad input: usage, an invalid file or catalog, a rejected request, an unknown job, cluster or provisioner",
+    EXIT_UNREACHABLE: "muster could not be reached, or did not answer or finish in time (`--timeout`)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C); an accepted operation goes on without us",
+}
+"""The table docs/client.md shows (a unit test keeps the two the same)."""
 
 
 class CliError(click.ClickException):
-    """One sentence on stderr and an exit code."""
+    """One sentence on stderr and an exit code. With a `document`, the document is printed on
+    stdout as JSON instead (`muster solve` and `muster plan` answer scripts that way)."""
 
-    def __init__(self, message: str, exit_code: int = EXIT_INVALID) -> None:
+    def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click declares `exit_code` a class variable; every CliError carries its own code.
+        self.exit_code = exit_code  # type: ignore[misc]
+        self.document = document
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        if self.document is not None:
+            click.echo(json.dumps(self.document))
+        elif self.message:
+            super().show(file)
 
 
-def bus_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--tenant, --nats-url, --data-dir."""
-    f = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
-                     show_default=True, help="where `muster up` saved the NATS URL (used when NATS_URL is not set)")(f)
-    f = click.option("--nats-url", "nats_server", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL, "
-                     "else the one `muster up` saved, else nats://127.0.0.1:4222)")(f)
-    f = click.option("--tenant", envvar="MUSTER_TENANT", default="default", show_default=True, help="tenant ($MUSTER_TENANT)")(f)
+def stop(code: int) -> CliError:
+    """An exit with `code` and nothing more to say (what happened was printed already)."""
+    return CliError("", code)
+
+
+Translator = Callable[[BaseException], "CliError | None"]
+_translators: list[Translator] = []
+
+
+def translates(f: Translator) -> Translator:
+    """Register how some layer's expected errors read as a CliError (None: not one of mine)."""
+    _translators.append(f)
     return f
 
 
-def resolve_nats_url(explicit: str | None, data_dir: Path) -> str | None:
-    if explicit:
-        return explicit
-    saved = data_dir / "nats.url"
-    return saved.read_text().strip() if saved.exists() else None
+def as_cli_error(err: BaseException) -> CliError:
+    if isinstance(err, CliError):
+        return err
+    for translate in _translators:
+        found = translate(err)
+        if found is not None:
+            return found
+    if isinstance(err, ValidationError):
+        return CliError(f"invalid request: {describe_validation_error(err)}", EXIT_INVALID)
+    if isinstance(err, KeyboardInterrupt):
+        return CliError("interrupted (what muster accepted goes on without us)", EXIT_INTERRUPTED)
+    return CliError(f"internal error ({type(err).__name__}: {err}); run again with MUSTER_DEBUG=1 for details", EXIT_FAILED)
 
 
-async def open_client(url: str | None, tenant: str, requested_by: str | None = None) -> MusterClient:
-    try:
-        return await MusterClient.connect(url, connect_attempts=3, tenant=tenant, requested_by=requested_by)
-    except (nats.errors.NoServersError, OSError) as err:
-        where = url or os.environ.get("NATS_URL") or "nats://127.0.0.1:4222"
-        raise CliError(f"cannot reach NATS at {where} ({type(err).__name__}): is `muster up` running, or NATS_URL set?",
-                       EXIT_UNREACHABLE) from None
+def _reported(err: BaseException) -> CliError:
+    if isinstance(err, click.ClickException | click.exceptions.Exit | click.exceptions.Abort):
+        raise err
+    if os.environ.get("MUSTER_DEBUG") and not isinstance(err, CliError | KeyboardInterrupt):
+        raise err  # a bug, asked to be shown
+    return as_cli_error(err)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a command's coroutine; every expected failure becomes one sentence."""
+    """Run a command's coroutine; every failure becomes one sentence and an exit code."""
     try:
         return asyncio.run(coro)
-    except click.ClickException:
-        raise
-    except RequestRejected as err:
-        raise CliError(str(err), EXIT_INVALID) from None
-    except NoAnswer as err:
-        raise CliError(f"{err}: is a planner running?", EXIT_UNREACHABLE) from None
-    except (CatalogFileError, SubjectError) as err:
-        raise CliError(str(err), EXIT_INVALID) from None
-    except ValidationError as err:
-        raise CliError(f"invalid request: {describe_validation_error(err)}", EXIT_INVALID) from None
-    except MusterError as err:
-        raise CliError(str(err), EXIT_INVALID) from None
-    except (TimeoutError, nats.errors.TimeoutError):
-        raise CliError("timed out waiting for muster; the operation may still be running", EXIT_UNREACHABLE) from None
-    except (StoreError, ConcurrencyError, nats.errors.Error) as err:
-        raise CliError(f"the event log refused or failed: {err or type(err).__name__}", EXIT_UNREACHABLE) from None
-    except KeyboardInterrupt:
-        raise CliError("interrupted; an accepted operation goes on without us", 130) from None
-    except Exception as err:  # a bug: still one sentence; MUSTER_DEBUG=1 shows the traceback
-        if os.environ.get("MUSTER_DEBUG"):
-            raise
-        raise CliError(f"internal error ({type(err).__name__}: {err}); run again with MUSTER_DEBUG=1 for details",
-                       EXIT_FAILED) from None
+    except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - every failure becomes one sentence (_reported)
+        raise _reported(err) from None
+
+
+def command(f: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
+    """An async click callback, run with `run`."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return run(f(*args, **kwargs))
+
+    return wrapper
+
+
+def guarded(f: Callable[..., T]) -> Callable[..., T]:
+    """A plain click callback whose failures are reported like `run`'s."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return f(*args, **kwargs)
+        except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - as in run()
+            raise _reported(err) from None
+
+    return wrapper
 
 
 def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -124,13 +155,3 @@ def parse_json_arg(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise CliError(f"{source}: not valid JSON: {err}") from None
-
-
-def command(f: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
-    """An async click callback, run with `run` (errors become one sentence)."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return run(f(*args, **kwargs))
-
-    return wrapper

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
-import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -35,38 +34,22 @@ from contracts.commands import (
     REPLY_ADAPTER,
     VERB_OF,
     Accepted,
-    AddServices,
-    CancelJob,
     Command,
-    ConfigureCluster,
-    CreateCluster,
-    DeleteCluster,
     DryRun,
-    ExpandCluster,
-    PauseJob,
     Rejected,
-    RemoveServices,
-    RestartServices,
-    ResumeJob,
-    RetryJob,
-    RollbackCluster,
-    ShrinkCluster,
-    StartServices,
-    StopServices,
-    UpgradeService,
 )
-from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS
+from contracts.records import Recorded
 
-from .bus.connect import connect
 from .bus.bodies import Bodies
+from .bus.connect import connect
 from .bus.eventstore import EventStore, inflate, recorded_from_msg
+from .client_operations import Operations, Reply, new_request_id
 from .readmodel.clusters import ClusterInfo
 
 __all__ = ["ClusterInfo", "MusterClient", "MusterError", "NoAnswer", "Outcome", "Reply", "RequestRejected", "default_user",
            "new_request_id"]
 
-Reply = Accepted | Rejected | DryRun
 RETRYABLE = (nats.errors.TimeoutError, nats.errors.NoRespondersError)
 
 
@@ -82,10 +65,6 @@ class RequestRejected(MusterError):
 
 class NoAnswer(MusterError):
     """No planner answered, after every retry."""
-
-
-def new_request_id() -> str:
-    return uuid.uuid4().hex
 
 
 def default_user() -> str:
@@ -116,7 +95,7 @@ class Outcome:
         return str(getattr(self.final, "reason", ""))
 
 
-class MusterClient:
+class MusterClient(Operations):
     """Operations over the bus for one tenant (each call may name another)."""
 
     def __init__(
@@ -141,7 +120,7 @@ class MusterClient:
     @classmethod
     async def connect(
         cls, url: str | None = None, *, connect_attempts: int | None = None, **options: Any
-    ) -> "MusterClient":
+    ) -> MusterClient:
         """Connect to NATS (`url`, else $NATS_URL, else localhost). With `connect_attempts`,
         an unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
         extra: dict[str, Any] = {}
@@ -150,7 +129,7 @@ class MusterClient:
                      "disconnected_cb": _quiet}
         return cls(await connect(url, name="muster-client", **extra), owns_connection=True, **options)
 
-    async def __aenter__(self) -> "MusterClient":
+    async def __aenter__(self) -> MusterClient:
         return self
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -163,11 +142,11 @@ class MusterClient:
         """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
         reply = await self.nc.request(subjects.operation(tenant, verb), command.model_dump_json().encode(), timeout=timeout)
-        return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
+        return REPLY_ADAPTER.validate_json(reply.data)
 
     async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
         reply = await self.nc.request(subjects.operation(tenant, verb), body, timeout=timeout)
-        return REPLY_ADAPTER.validate_json(reply.data)  # type: ignore[no-any-return]
+        return REPLY_ADAPTER.validate_json(reply.data)
 
     async def request(
         self, command: Command, *, tenant: str | None = None, timeout: float | None = None, attempts: int | None = None
@@ -213,96 +192,6 @@ class MusterClient:
         if isinstance(reply, DryRun):
             raise MusterError("run() executes operations; send dry runs with request()")
         return Outcome(reply, await self.wait(reply.job_id, tenant=tenant, timeout=timeout, since_seq=since))
-
-    # -- one method per operation ---------------------------------------------------------------
-
-    def _common(self, request_id: str | None, requested_by: str | None) -> dict[str, Any]:
-        return {"request_id": request_id or new_request_id(), "requested_by": requested_by or self.requested_by}
-
-    async def create_cluster(
-        self, name: str, *, template: str, nodes: int, services: Sequence[str] | None = None, provider: str | None = None,
-        hardwaretype: str | None = None, imagetype: str | None = None, config: dict[str, Any] | None = None,
-        dry_run: bool = False, tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None,
-    ) -> Reply:
-        return await self.request(CreateCluster(
-            name=name, template=template, nodes=nodes, services=list(services) if services is not None else None,
-            provider=provider, hardwaretype=hardwaretype, imagetype=imagetype, config=config or {}, dry_run=dry_run,
-            **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def delete_cluster(self, cluster_id: str, *, dry_run: bool = False, tenant: str | None = None,
-                             request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        return await self.request(DeleteCluster(cluster_id=cluster_id, dry_run=dry_run, **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def expand_cluster(self, cluster_id: str, nodes: int, *, dry_run: bool = False, tenant: str | None = None,
-                             request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        """Grow to `nodes` nodes in total."""
-        return await self.request(ExpandCluster(cluster_id=cluster_id, nodes=nodes, dry_run=dry_run,
-                                                **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def shrink_cluster(self, cluster_id: str, nodes: int, *, dry_run: bool = False, tenant: str | None = None,
-                             request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        """Shrink to `nodes` nodes in total."""
-        return await self.request(ShrinkCluster(cluster_id=cluster_id, nodes=nodes, dry_run=dry_run,
-                                                **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def add_services(self, cluster_id: str, services: Iterable[str], *, dry_run: bool = False, tenant: str | None = None,
-                           request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        return await self.request(AddServices(cluster_id=cluster_id, services=list(services), dry_run=dry_run,
-                                              **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def remove_services(self, cluster_id: str, services: Iterable[str], *, dry_run: bool = False, tenant: str | None = None,
-                              request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        return await self.request(RemoveServices(cluster_id=cluster_id, services=list(services), dry_run=dry_run,
-                                                 **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def configure_cluster(self, cluster_id: str, config: dict[str, Any], *, restart: bool = False, dry_run: bool = False,
-                                tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        return await self.request(ConfigureCluster(cluster_id=cluster_id, config=config, restart=restart, dry_run=dry_run,
-                                                   **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def start_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
-                             tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        """Start `services` (default: all) and what they depend on."""
-        return await self.request(StartServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
-                                                **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def stop_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
-                            tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        """Stop `services` (default: all) and what depends on them."""
-        return await self.request(StopServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
-                                               **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def restart_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
-                               tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        return await self.request(RestartServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
-                                                  **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def upgrade_service(self, cluster_id: str, service: str, *, dry_run: bool = False, tenant: str | None = None,
-                              request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        return await self.request(UpgradeService(cluster_id=cluster_id, service=service, dry_run=dry_run,
-                                                 **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def rollback_cluster(self, cluster_id: str, to_job: str, *, dry_run: bool = False, tenant: str | None = None,
-                               request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        """Back to the cluster as it was before job `to_job`."""
-        return await self.request(RollbackCluster(cluster_id=cluster_id, to_job=to_job, dry_run=dry_run,
-                                                  **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def pause_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
-                        requested_by: str | None = None) -> Reply:
-        return await self.request(PauseJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def resume_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
-                         requested_by: str | None = None) -> Reply:
-        return await self.request(ResumeJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def cancel_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
-                         requested_by: str | None = None) -> Reply:
-        return await self.request(CancelJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
-
-    async def retry_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
-                        requested_by: str | None = None) -> Reply:
-        return await self.request(RetryJob(job_id=job_id, **self._common(request_id, requested_by)), tenant=tenant)
 
     # -- following a job ------------------------------------------------------------------------
 
@@ -372,7 +261,3 @@ class MusterClient:
         if named:
             raise MusterError(f"{len(named)} clusters are named {ref!r} ({', '.join(c.id for c in named)}): give the id")
         raise MusterError(f"no cluster {ref!r} in tenant {tenant or self.tenant!r}")
-
-
-def _opt_list(items: Iterable[str] | None) -> list[str] | None:
-    return list(items) if items is not None else None

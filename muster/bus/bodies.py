@@ -132,6 +132,8 @@ class Bodies:
                 break
             index, count = (int(x) for x in (msg.headers or {}).get(H_PART, "0/1").split("/"))
             parts.setdefault(index, msg.data or b"")
+            if msg.seq is None:  # a stored message always has one
+                break
             seq = msg.seq + 1
         if count is None or len(parts) < count:
             raise BodyError(f"body {ref} of tenant {tenant} is missing or incomplete in {BODIES_STREAM}")

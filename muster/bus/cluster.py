@@ -170,7 +170,7 @@ class ClusterNode(NatsServer):
         self.port = self.address.client_port
         return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1")
 
-    async def start(self, timeout: float = 20.0) -> "ClusterNode":
+    async def start(self, timeout: float = 20.0) -> ClusterNode:
         self.leader_known.clear()
         await super().start(timeout)
         return self
@@ -188,7 +188,7 @@ class ClusterNode(NatsServer):
 def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]]) -> list[ClusterNode]:
     """Three nodes on 127.0.0.1 (`ports`: (client, cluster) per node), rendered exactly as the
     compose nodes are, with loopback addresses and stores under `base_dir`."""
-    addresses = [NodeAddress(name, "127.0.0.1", client, cluster, None) for name, (client, cluster) in zip(NODES, ports)]
+    addresses = [NodeAddress(name, "127.0.0.1", client, cluster, None) for name, (client, cluster) in zip(NODES, ports, strict=True)]
     return [ClusterNode(base_dir / a.name, name=a.name, peers=addresses, address=a) for a in addresses]
 
 

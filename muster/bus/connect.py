@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -13,8 +14,17 @@ log = structlog.get_logger("muster.bus")
 DEFAULT_URL = "nats://127.0.0.1:4222"
 
 
-def nats_url(explicit: str | None = None) -> str:
-    return explicit or os.environ.get("NATS_URL") or DEFAULT_URL
+def saved_url(data_dir: Path | None, name: str) -> str | None:
+    """A URL `muster up` saved in its data folder (`nats.url`, `tracker.url`), if any."""
+    if data_dir is None or not (data_dir / name).is_file():
+        return None
+    return (data_dir / name).read_text().strip() or None
+
+
+def nats_url(explicit: str | None = None, data_dir: Path | None = None) -> str:
+    """The one way to find NATS: the URL given, else $NATS_URL, else the one `muster up` saved
+    in `data_dir`, else the local default. Services and commands alike."""
+    return explicit or os.environ.get("NATS_URL") or saved_url(data_dir, "nats.url") or DEFAULT_URL
 
 
 async def connect(url: str | None = None, name: str = "muster", **options: Any) -> Client:

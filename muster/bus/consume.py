@@ -1,26 +1,28 @@
-"""Durable consumption of the log, with one place that decides ack / nak / term."""
+"""Durable consumption of the log, with one place that decides ack / nak / term; services
+subscribe their routing tables (`muster.routing.Route`) with `consume_routes`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import structlog
 from nats import errors as nats_errors
 from nats.aio.msg import Msg
-from nats.js import errors as js_errors
 from nats.js import JetStreamContext
+from nats.js import errors as js_errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from contracts import subjects
 
+from ..routing import Handler, Route, router
 from .bodies import Bodies
 from .eventstore import ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
 
 log = structlog.get_logger("muster.bus")
 
-Handler = Callable[[Recorded], Awaitable[None]]
 PoisonHandler = Callable[[Recorded, BaseException], Awaitable[None]]
 
 RETRY_DELAY_S = 1.0
@@ -117,7 +119,7 @@ async def consume_events(
         if on_poison is not None:
             try:
                 await on_poison(recorded, err)
-            except Exception:  # noqa: BLE001 - not recorded: try again later rather than lose it
+            except Exception:
                 log.exception("recording a poison event failed; will redeliver", type=recorded.type)
                 await msg.nak(delay=MAX_RETRY_DELAY_S)
                 return
@@ -142,3 +144,9 @@ async def consume_events(
         manual_ack=True,
         config=config,
     )
+
+
+async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Route],
+                         **options: Any) -> list[JetStreamContext.PushSubscription]:
+    """Subscribe `service` to every route of its table (options as `consume_events`)."""
+    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, **options) for r in routes]

@@ -12,7 +12,7 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from nats.aio.client import Client
@@ -21,14 +21,13 @@ from nats.js.api import DeliverPolicy, PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.envelope import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 from contracts.events import EVENT_TYPES, parse_event
-
-from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
+from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
 from ..ports.eventlog import ConcurrencyError, StoreError
+from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
 
-# The envelope types live in contracts.envelope, the port's errors in muster.ports.eventlog (no
+# The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
 # NATS import in either); they are re-exported here for the adapters that already name them.
 __all__ = [
     "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
@@ -56,7 +55,7 @@ def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Rec
     version = headers.get(H_VERSION)
     return Recorded(
         seq=seq, subject=subject,
-        time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc),
+        time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, UTC),
         event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
     )
 
@@ -170,7 +169,7 @@ class EventStore:
                 msg = await self.js.get_last_msg(self.stream, subject)
             except NotFoundError:
                 return None
-            return msg.seq, dict(msg.headers or {})
+            return (msg.seq, dict(msg.headers or {})) if msg.seq is not None else None
         raw: list[tuple[int, dict[str, str]]] = []
         await self._direct_batch({"multi_last": [subject], "batch": 1}, raw=raw)
         return raw[-1] if raw else None
@@ -216,9 +215,9 @@ class EventStore:
                 msg = await self.js.get_msg(self.stream, seq=seq, subject=subject_filter, next=True)
             except NotFoundError:
                 break
-            if up_to_seq is not None and msg.seq > up_to_seq:
-                break
-            out.append(_decode(msg.subject, msg.seq, msg.data, dict(msg.headers or {})))
+            if msg.seq is None or msg.subject is None or (up_to_seq is not None and msg.seq > up_to_seq):
+                break  # (a stored message always has a sequence and a subject)
+            out.append(_decode(msg.subject, msg.seq, msg.data or b"", dict(msg.headers or {})))
             seq = msg.seq + 1
         return out
 
@@ -235,7 +234,7 @@ class EventStore:
             try:
                 on_event(await inflate(self.bodies, recorded_from_msg(msg)))
                 count += 1
-            except Exception as err:  # stop at the first event we cannot fold
+            except Exception as err:  # noqa: BLE001 - any failure to fold stops the replay, reported below
                 failure.append(err)
                 if not done.done():
                     done.set_result(None)
@@ -252,7 +251,8 @@ class EventStore:
             # Nothing pending and nothing delivered to this consumer: the filter matches no
             # event. (The consumer's stream position may already have moved past events of
             # other subjects, so only its own delivery count tells.)
-            if info.num_pending == 0 and info.delivered.consumer_seq == 0:
+            delivered = info.delivered.consumer_seq if info.delivered is not None else 0
+            if info.num_pending == 0 and delivered == 0:
                 return 0
             await asyncio.wait_for(done, timeout)
         finally:
@@ -293,7 +293,7 @@ class EventStore:
                 return
             try:
                 got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
-            except Exception as err:  # a message that is not a valid event must not hang the read
+            except Exception as err:  # noqa: BLE001 - a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 
         sub = await self.nc.subscribe(inbox, cb=on_msg)

@@ -13,8 +13,8 @@ the in-memory fake).
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -57,7 +57,7 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
     """One step of a rebuild: apply one recorded event."""
     aggregate = to_domain_event(cls, recorded).mutate(aggregate)
     setattr(aggregate, SEQ_ATTR, recorded.seq)
-    return aggregate  # type: ignore[return-value]
+    return aggregate
 
 
 def rebuild(cls: type[A], history: Iterable[Recorded]) -> A | None:

@@ -45,7 +45,7 @@ def free_port() -> int:
 def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "") -> str:
     lines = [
         f'server_name: "{name}"',
-        "listen: 127.0.0.1:%d" % port,
+        f"listen: 127.0.0.1:{port:d}",
         "jetstream {",
         f'  store_dir: "{store_dir}"',
         "  sync_interval: always",
@@ -79,7 +79,7 @@ class NatsServer:
         self.port = self.port or free_port()
         return render_config(self.port, self.data_dir / "jetstream", self.name)
 
-    async def start(self, timeout: float = 20.0) -> "NatsServer":
+    async def start(self, timeout: float = 20.0) -> NatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
         conf.write_text(self.config_text())
@@ -91,7 +91,7 @@ class NatsServer:
         )
         try:
             await asyncio.wait_for(self._until_ready(), timeout)
-        except (asyncio.TimeoutError, ServerError):
+        except (TimeoutError, ServerError):
             await self.stop()
             raise ServerError(f"nats-server {self.name} did not become ready on port {self.port}; see {self.log_path}") from None
         return self
@@ -123,7 +123,7 @@ class NatsServer:
         proc.send_signal(signal.SIGTERM)
         try:
             await asyncio.wait_for(proc.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             proc.kill()
             await proc.wait()
         drain = getattr(self, "_drain", None)
@@ -136,7 +136,7 @@ class NatsServer:
         if self.process and self.process.returncode is None:
             self.process.kill()
 
-    async def __aenter__(self) -> "NatsServer":
+    async def __aenter__(self) -> NatsServer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

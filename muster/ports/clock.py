@@ -8,11 +8,11 @@ only when a test says so.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
-Call = Callable[[], Awaitable[None]]
+Call = Callable[[], Coroutine[Any, Any, Any]]
 
 
 class Cancellable(Protocol):
@@ -31,16 +31,16 @@ class AsyncioClock:
     """Wall time and the running event loop."""
 
     def __init__(self) -> None:
-        self._running: set[asyncio.Task[None]] = set()  # strong references until done
+        self._running: set[asyncio.Task[Any]] = set()  # strong references until done
 
     def now(self) -> datetime:
-        return datetime.now(timezone.utc)
+        return datetime.now(UTC)
 
     def call_at(self, when: datetime, call: Call) -> asyncio.TimerHandle:
         loop = asyncio.get_running_loop()
 
         def fire() -> None:
-            task = loop.create_task(call())  # type: ignore[arg-type]
+            task = loop.create_task(call())
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 

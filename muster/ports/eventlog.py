@@ -1,6 +1,6 @@
 """The event log port: what a service may ask of the log, and what comes back.
 
-No NATS here: the records themselves (`Recorded`, `Append`) are `contracts.envelope`, re-exported
+No NATS here: the records themselves (`Recorded`, `Append`) are `contracts.records`, re-exported
 here. The JetStream adapter is `muster.bus.eventstore.EventStore`; the
 in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same contract:
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from contracts.envelope import Append, Recorded
+from contracts.records import Append, Recorded
 
 __all__ = ["Append", "ConcurrencyError", "EventLog", "Recorded", "StoreError"]
 

@@ -13,7 +13,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from contracts.tasks import TaskMessage
 
@@ -44,7 +44,7 @@ class _Fault:
 class MemoryEventLog:
     """The event log port in memory (see `muster.ports.eventlog` for the contract)."""
 
-    def __init__(self, clock: "ManualClock | None" = None) -> None:
+    def __init__(self, clock: ManualClock | None = None) -> None:
         self.records: list[Recorded] = []
         self._ids: dict[str, int] = {}  # idempotency key -> sequence
         self._id_of: dict[int, str] = {}
@@ -88,7 +88,7 @@ class MemoryEventLog:
             raise ConcurrencyError(f"{subject}: wrong last sequence: {last}")
         if len(items) == 1 and seen[0]:
             return [self._ids[items[0].msg_id]]
-        now = self._clock.now() if self._clock is not None else datetime.now(timezone.utc)
+        now = self._clock.now() if self._clock is not None else datetime.now(UTC)
         seqs = []
         for item in items:
             seq = len(self.records) + 1
@@ -151,7 +151,7 @@ class MemoryTaskQueue:
 
 
 class _Handle:
-    def __init__(self, clock: "ManualClock", key: int) -> None:
+    def __init__(self, clock: ManualClock, key: int) -> None:
         self._clock, self._key = clock, key
 
     def cancel(self) -> None:
@@ -163,7 +163,7 @@ class ManualClock:
     falls due, in time order, each to completion."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime.now(timezone.utc)
+        self._now = start or datetime.now(UTC)
         self._due: list[tuple[datetime, int, Call]] = []
         self._cancelled: set[int] = set()
         self._seq = itertools.count()

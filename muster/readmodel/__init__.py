@@ -2,7 +2,7 @@
 
 Shared by the tracker (HTTP, SSE, the operator commands), the Python client and the `muster`
 commands. Pure: no NATS, no asyncio, no planner aggregates; it reads contract events wrapped
-in `contracts.envelope.Recorded` and nothing else, so any of its readers can run it.
+in `contracts.records.Recorded` and nothing else, so any of its readers can run it.
 
 - `jobs`: a job's view (the document its owning planner answers with), from its events;
 - `progress`: that view event by event, with task locations and the stages being run;

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from contracts.envelope import Recorded
 from contracts.layout import NodeSpec
+from contracts.records import Recorded
 
 
 class ClusterState:
@@ -104,7 +104,7 @@ class ClusterInfo:
     updated: str = ""
 
     @classmethod
-    def from_history(cls, history: Sequence[Recorded]) -> "ClusterInfo | None":
+    def from_history(cls, history: Sequence[Recorded]) -> ClusterInfo | None:
         c = fold_cluster(history)
         if c is None:
             return None

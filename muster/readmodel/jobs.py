@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_STATES, FINAL_STATE_OF
+from contracts.records import Recorded
 
 
 class JobView:

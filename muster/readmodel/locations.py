@@ -99,7 +99,7 @@ class Record:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Record":
+    def from_json(cls, data: Mapping[str, Any]) -> Record:
         fields = {str(k): Stamp(v[0], int(v[1]), int(v[2])) for k, v in dict(data["fields"]).items()}
         return cls(kind=str(data["kind"]), ident={str(k): str(v) for k, v in dict(data["ident"]).items()}, fields=fields)
 
@@ -134,6 +134,15 @@ def parse_subject(subject: str) -> tuple[str, str, list[str]] | None:
     if len(parts) < 5 or f"{parts[0]}.{parts[1]}" != subjects.EVT:
         return None
     return parts[2], parts[3], parts[4:]
+
+
+LOCATION_EVENTS = frozenset({
+    "JobRequested", "LayoutSolved", "JobPlanned", "RollbackPlanned", "JobSucceeded", "JobFailed", "JobRolledBack",
+    "JobNeedsAttention", "JobRetried", "JobPaused", "JobResumed", "JobCancelRequested", "TaskQueued", "CleanupQueued",
+    "TaskClaimed", "TaskSucceeded", "TaskFailed", "ClusterRequested", "ClusterStatusChanged", "ClusterLayoutChanged",
+})
+"""The event types `updates_from` turns into location updates (the tracker's routing table
+takes exactly these; a test keeps the three in step)."""
 
 
 def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:

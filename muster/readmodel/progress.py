@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS
+from contracts.records import Recorded
 
 from .jobs import JobView
 from .locations import Record, parse_subject

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from contracts.envelope import Recorded
+from contracts.records import Recorded
 
 from .jobs import job_view
 from .locations import Record, merge_all, parse_subject, updates_from

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS
+from contracts.records import Recorded
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def describe(e: Any) -> str:
             return f"cluster {e.status}" + (f": {e.reason}" if e.reason else "")
         case "CatalogEntityPut":
             return f"catalog {e.kind} {e.name!r} put"
-    return t
+    return str(t)
 
 
 def _clock_key(e: Any) -> tuple[str, ...]:

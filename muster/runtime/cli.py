@@ -15,13 +15,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from contracts.commands import CreateCluster, DeleteCluster, Rejected
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.eventstore import EventStore
-from muster.catalog_files import CatalogFileError, load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
+from muster.catalog.store import apply_catalog
+from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
+from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliError, run, translates
 from muster.client import MusterClient
-from muster.ops_cli import follow
+from muster.ops_session import follow
+from services.provisioner.plugins.specs import catalog_plugins
 
 from .supervisor import Deployment, StartError
 
@@ -41,8 +44,8 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
     try:
         catalog = load_catalog(folder)
     except CatalogFileError as err:
-        raise click.ClickException(str(err)) from None
-    return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli")
+        raise CliError(str(err), EXIT_INVALID) from None
+    return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli", plugins=catalog_plugins())
 
 
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:
@@ -53,7 +56,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    waits = {
+    waits: dict[str, asyncio.Future[Any]] = {
         "exit": asyncio.ensure_future(deployment.wait_for_exit()),
         "signal": asyncio.ensure_future(stop.wait()),
     }
@@ -63,7 +66,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         done, _ = await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
         if waits["exit"] in done:
             child = waits["exit"].result()
-            raise click.ClickException(f"{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}")
+            raise CliError(f"{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}", EXIT_FAILED)
         if waits["signal"] in done:
             console.print("interrupted; stopping.")
             return None
@@ -108,12 +111,17 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 
 
 def _run(coro: Any) -> None:
+    """Errors as every command reports them (muster.cli_support); Ctrl-C is a clean stop here."""
     try:
-        asyncio.run(coro)
-    except StartError as err:
-        raise click.ClickException(str(err)) from None
-    except KeyboardInterrupt:
-        pass
+        run(coro)
+    except CliError as err:
+        if err.exit_code != EXIT_INTERRUPTED:
+            raise
+
+
+@translates
+def start_errors(err: BaseException) -> CliError | None:
+    return CliError(str(err), EXIT_FAILED) if isinstance(err, StartError) else None
 
 
 # -- demo ------------------------------------------------------------------------------------
@@ -131,7 +139,7 @@ def _layout_table(layout: dict[str, Any]) -> Table:
 async def _tracker_job(tracker_url: str, tenant: str, job_id: str) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant}) as resp:
-            return await resp.json()  # type: ignore[no-any-return]
+            return await resp.json()
 
 
 @click.command("demo")
@@ -160,8 +168,8 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         n = await _load_catalog(client, tenant, DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
         reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
-        if isinstance(reply, Rejected):
-            raise click.ClickException(f"create rejected: {reply.reason}")
+        if not isinstance(reply, Accepted):
+            raise CliError(f"create rejected: {getattr(reply, 'reason', reply.type)}", EXIT_INVALID)
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
         console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}")
@@ -171,15 +179,15 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         if status.get("layout"):
             console.print(_layout_table(status["layout"]))
         if not isinstance(final, JobSucceeded):
-            raise click.ClickException(f"create ended {final.type}: {getattr(final, 'reason', '')}")
+            raise CliError(f"create ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         if keep:
             console.print(f"kept running: the console is at {deployment.tracker_url}/ui/clusters; Ctrl-C stops everything.", style="bold")
             sys.stdout.flush()
             await asyncio.Event().wait()  # until Ctrl-C (or a service dies): `_guarded` ends it
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
-        if isinstance(deleted, Rejected):
-            raise click.ClickException(f"delete rejected: {deleted.reason}")
+        if not isinstance(deleted, Accepted):
+            raise CliError(f"delete rejected: {getattr(deleted, 'reason', deleted.type)}", EXIT_INVALID)
         final = await follow(client, deleted.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         if not isinstance(final, JobSucceeded):
-            raise click.ClickException(f"delete ended {final.type}: {getattr(final, 'reason', '')}")
+            raise CliError(f"delete ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         console.print(f"cluster {reply.cluster_id} deleted.")

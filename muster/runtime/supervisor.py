@@ -126,7 +126,7 @@ class Deployment:
         child.copier = asyncio.create_task(self._copy(child, ready))
         try:
             await asyncio.wait_for(ready, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise StartError(f"{name} did not start within {timeout:.0f}s; see {child.log_path}") from None
 
     async def _copy(self, child: Child, ready: asyncio.Future[None]) -> None:
@@ -147,7 +147,7 @@ class Deployment:
         for child in self.children:
             try:
                 await asyncio.wait_for(child.process.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 child.process.kill()
                 await child.process.wait()
             if child.copier is not None:

@@ -22,7 +22,7 @@ class NatsSolver:
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         try:
             reply = await self.nc.request(subjects.solve_request(tenant), request.model_dump_json().encode(), timeout=self.timeout)
-        except Exception as err:  # no solver running, or it timed out
+        except Exception as err:  # noqa: BLE001 - no solver running, it timed out, or the connection failed
             raise SolverUnavailable(type(err).__name__) from None
         answer = json.loads(reply.data)
         if answer.get("type") != "LayoutSolved":

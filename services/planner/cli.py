@@ -10,9 +10,11 @@ import click
 from pydantic import ValidationError
 
 from contracts.catalog import Catalog
+from contracts.errors import describe_validation_error
 from contracts.layout import NodeSpec
-from contracts.templates import TemplateError, resolve_template
-from muster.catalog_files import CatalogFileError, describe_validation_error, load_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
+from muster.catalog.templates import TemplateError, resolve_template
+from muster.cli_support import EXIT_INVALID, CliError, guarded
 
 from .domain.operations import OFFLINE as CLI_OPERATIONS  # what can be planned without a solver
 from .domain.plan import PlanError, build_plan
@@ -21,7 +23,8 @@ MODES = ("eager", "staged")
 
 
 class Invalid(ValueError):
-    """Bad input: exit 2 with `{"error": {"kind": "invalid", ...}}`."""
+    """Bad input: exit 2 with `{"error": {"kind": "invalid", ...}}` on stdout; anything else is
+    an internal error (exit 1, one sentence on stderr), as for every `muster` command."""
 
 
 @click.command("plan")
@@ -31,17 +34,14 @@ class Invalid(ValueError):
 @click.option("--operation", help=f"One of: {', '.join(CLI_OPERATIONS)}.")
 @click.option("--services", default=None, help="Comma-separated services to add / remove / start / stop / restart.")
 @click.option("--mode", default="eager", show_default=True, help="eager or staged: how the plan would be run.")
+@guarded
 def plan(catalog_dir: str | None, template: str | None, nodes_file: str | None, operation: str | None,
          services: str | None, mode: str) -> None:
     """Plan the task DAG of an operation (dry run, no bus). Prints tasks, edges and stages."""
     try:
         result = dry_run(catalog_dir, template, nodes_file, operation, services, mode)
-    except Invalid as err:
-        click.echo(json.dumps({"error": {"kind": "invalid", "message": str(err)}}))
-        raise SystemExit(2) from None
-    except Exception as err:  # noqa: BLE001 - the command's contract: anything else is exit 1
-        click.echo(f"muster plan: {type(err).__name__}: {err}", err=True)
-        raise SystemExit(1) from None
+    except Invalid as err:  # for scripts: the error as JSON on stdout, exit 2
+        raise CliError(str(err), EXIT_INVALID, document={"error": {"kind": "invalid", "message": str(err)}}) from None
     click.echo(dumps(result))
 
 

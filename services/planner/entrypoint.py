@@ -21,13 +21,14 @@ from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S, ShardLeases
 from muster.bus.taskqueue import NatsTaskQueue
+from muster.routing import router
 from muster.runtime.service import main_for
 
 from .adapters import NatsSolver
 from .app import Planner, PlannerConfig
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
-from .routing import REPLIES, ROUTES, Reply, operation, router
+from .routing import REPLIES, ROUTES, Reply, operation
 from .sharding import Sharding
 
 CONSUMER_IDLE_S = 3600.0

@@ -28,8 +28,8 @@ from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.saga import Attempt, Effects
 from .metrics import QueueMetrics
-from .state import PlannerState
 from .nodemaps import NodeMaps
+from .state import PlannerState
 from .tasks import needs_nodes, task_message
 from .timers import Timers
 
@@ -93,7 +93,7 @@ class Execution:
             message = task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
                                    self.config.action_timeout_s, avoid, ref)
             await self.queue.publish(message)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
             # The attempt is recorded (TaskQueued); only its message is missing. Publish it again
             # from a timer, backing off, until it gets out or stops being current.
             log.warning("task publish failed; will publish again", job=str(job.id), task=a.task_id, attempt=a.attempt, error=repr(err))

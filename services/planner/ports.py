@@ -8,7 +8,7 @@ from typing import Protocol
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
-from muster.catalog_store import read_catalog
+from muster.catalog.store import read_catalog
 from muster.ports.eventlog import EventLog
 
 

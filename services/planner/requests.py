@@ -17,11 +17,20 @@ import structlog
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, ConfigureCluster, CreateCluster, DryRun, Rejected, RollbackCluster
+from contracts.commands import (
+    COMMAND_ADAPTER,
+    VERB_OF,
+    Accepted,
+    ConfigureCluster,
+    CreateCluster,
+    DryRun,
+    Rejected,
+    RollbackCluster,
+)
+from contracts.errors import describe_validation_error
 from contracts.events import LayoutRequested
 from contracts.limits import MAX_REQUEST_BYTES, json_size, over_budget
 from muster.bus.repository import rebuild
-from muster.catalog_files import describe_validation_error
 from muster.ports.eventlog import ConcurrencyError
 
 from .config import Hooks, PlannerConfig

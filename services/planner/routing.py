@@ -19,23 +19,11 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import Rejected
-from muster.ports.eventlog import Recorded
+from muster.routing import Route
 
 from .app import Planner, RequestContext
 
 log = structlog.get_logger("muster.planner")
-
-Handler = Callable[[Recorded], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class Route:
-    durable: str
-    """The JetStream durable consumer (shared by every planner: each event reaches one)."""
-    filter: str
-    handlers: dict[str, str]
-    """Event type -> the `Planner` method that takes it."""
-
 
 ROUTES = (
     Route("planner-layouts", subjects.ALL_LAYOUT_EVENTS, {
@@ -48,18 +36,6 @@ ROUTES = (
         "TaskFailed": "on_task_outcome",
     }),
 )
-
-
-def router(planner: Planner, route: Route) -> Handler:
-    """One consumer's handler: each event to the planner method the table names."""
-    handlers: dict[str, Handler] = {t: getattr(planner, name) for t, name in route.handlers.items()}
-
-    async def on_event(recorded: Recorded) -> None:
-        handler = handlers.get(recorded.type)
-        if handler is not None:
-            await handler(recorded)
-
-    return on_event
 
 
 # -- request/reply ----------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import structlog
@@ -33,16 +33,13 @@ from contracts.tasks import ProvisionerInfo
 from muster.bus.eventstore import EventStore
 
 from .presence import DEFAULT_TTL_S, Presence
+from .routing import REPLIES, drain_subject
 from .worker import Executor, WorkerConfig, Workers
 
 log = structlog.get_logger("muster.provisioner")
 
 
 NO_RESPONDERS_RETRIES = 4
-
-
-def drain_subject(provisioner_id: str) -> str:
-    return f"{subjects.QUERY}.provisioner.{subjects.token(provisioner_id, 'provisioner id')}.drain"
 
 
 async def request_drain(nc: Client, provisioner_id: str, timeout: float = 5.0) -> dict[str, Any]:
@@ -90,14 +87,14 @@ class Provisioner:
             provisioner_class=config.provisioner_class,
             tenants=list(config.tenants),
             plugins=plugins.describe(),
-            started_at=datetime.now(timezone.utc),
+            started_at=datetime.now(UTC),
         )
         self.workers = Workers(nc.jetstream(), EventStore(nc), plugins, config)
         self.presence = Presence(nc, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
         self.finished = asyncio.Event()
         """Set when drained and deregistered."""
         self._runner: asyncio.Task[None] | None = None
-        self._control: Subscription | None = None
+        self._control: list[Subscription] = []
         self._drain: asyncio.Task[None] | None = None
 
     @property
@@ -110,7 +107,7 @@ class Provisioner:
     async def start(self) -> None:
         await self.workers.ensure_queues()
         await self.presence.register()
-        self._control = await self.nc.subscribe(drain_subject(self.id), cb=self._on_drain_request)
+        self._control = [await self.nc.subscribe(r.subject(self.id), cb=getattr(self, r.handler)) for r in REPLIES]
         await self.nc.flush()  # the drain subject answers once start() returns
         self._runner = asyncio.create_task(self.workers.run(), name=f"workers-{self.id}")
 
@@ -136,7 +133,7 @@ class Provisioner:
             self._drain = asyncio.create_task(self._drain_and_leave(reason), name=f"drain-{self.id}")
         return self._drain
 
-    async def _on_drain_request(self, msg: Msg) -> None:
+    async def on_drain_request(self, msg: Msg) -> None:
         already = self._drain is not None
         self._begin("drained")
         log.info("drain requested", provisioner=self.id, in_flight=self.workers.in_flight, already=already)
@@ -163,9 +160,9 @@ class Provisioner:
             self.on_drained()
 
     async def _unsubscribe(self) -> None:
-        control, self._control = self._control, None
-        if control is not None:
+        control, self._control = self._control, []
+        for sub in control:
             try:
-                await control.unsubscribe()
+                await sub.unsubscribe()
             except Exception as err:  # noqa: BLE001 - gone with the connection
                 log.debug("unsubscribe failed", error=str(err) or type(err).__name__)

@@ -9,6 +9,9 @@ only a dead worker loses its task (which the server then redelivers to another w
 `ack_wait`). Drain stops the pulls (the pull subscriptions are removed, so the server drops
 their waiting requests and hands new tasks to other provisioners) and waits for the tasks in
 flight. docs/provisioner.md has the whole story.
+
+Longer than most modules (~350 lines) on purpose: the pulls, the slots, the claim keep-alive and
+the drain are one state machine over the same subscriptions and counters.
 """
 
 from __future__ import annotations
@@ -180,7 +183,7 @@ class Workers:
             ]
             self._pullers = [
                 asyncio.create_task(self._pull(tenant, psub), name=f"pull-{tenant}")
-                for tenant, psub in zip(self.config.tenants, subs)
+                for tenant, psub in zip(self.config.tenants, subs, strict=True)
             ]
             self._started = True
             try:

@@ -2,13 +2,13 @@
 
 Exit 0 with the layout as JSON on stdout; exit 2 with `{"error": {"kind", "message"}}` on
 stdout when the request is unsolvable or invalid (a bad catalog folder or existing-cluster
-file included); exit 1 with a message on stderr for anything else.
+file included); anything else is an internal error (exit 1, one sentence on stderr), as for
+every `muster` command (muster/cli_support.py).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
@@ -16,10 +16,13 @@ from typing import NoReturn
 import click
 from pydantic import ValidationError
 
+from contracts.errors import describe_validation_error
 from contracts.layout import Layout
-from muster.catalog_files import CatalogFileError, describe_validation_error, load_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
+from muster.cli_support import EXIT_INVALID, CliError, guarded
 
-from .domain import SolveError, SolveRequest, solve as solve_layout
+from .domain import SolveError, SolveRequest
+from .domain import solve as solve_layout
 
 
 def _names(value: str | None) -> tuple[str, ...]:
@@ -27,8 +30,7 @@ def _names(value: str | None) -> tuple[str, ...]:
 
 
 def _fail(kind: str, message: str) -> NoReturn:
-    click.echo(json.dumps({"error": {"kind": kind, "message": message}}))
-    sys.exit(2)
+    raise CliError(message, EXIT_INVALID, document={"error": {"kind": kind, "message": message}})
 
 
 def _read_existing(path: str) -> Layout:
@@ -54,6 +56,7 @@ def _read_existing(path: str) -> Layout:
 @click.option("--existing", default=None, metavar="FILE", help="The current cluster, as JSON in the output's form.")
 @click.option("--add-services", default=None, metavar="a,b", help="Services to add to the existing cluster.")
 @click.option("--remove-services", default=None, metavar="a,b", help="Services to remove from the existing cluster.")
+@guarded
 def solve(
     catalog_dir: str,
     template: str,
@@ -79,12 +82,7 @@ def solve(
         add_services=_names(add_services),
         remove_services=_names(remove_services),
     )
-    try:
-        layout = _answer(catalog_dir, existing, request)
-    except Exception as err:  # anything that is not the request's fault: exit 1, say what
-        click.echo(f"muster solve: {type(err).__name__}: {err}", err=True)
-        sys.exit(1)
-    click.echo(json.dumps(layout.model_dump()))
+    click.echo(json.dumps(_answer(catalog_dir, existing, request).model_dump()))
 
 
 def _answer(catalog_dir: str, existing: str | None, request: SolveRequest) -> Layout:

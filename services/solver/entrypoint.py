@@ -9,11 +9,11 @@ from contextlib import AsyncExitStack
 import click
 from nats.aio.client import Client
 
-from contracts import subjects
-from muster.bus.consume import consume_events
+from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
 from muster.runtime.service import main_for
 
+from .routing import REPLIES, ROUTES
 from .service import SolverService
 
 
@@ -25,11 +25,18 @@ def main(nats_url: str | None, name: str | None) -> None:
     name = name or f"solver-{socket.gethostname()}-{os.getpid()}"
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        service = SolverService(EventStore(nc), name)
-        sub = await consume_events(nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", service.on_event, queue="solvers",
-                                   on_poison=service.on_poison)
-        stack.push_async_callback(sub.unsubscribe)
-        dry = await nc.subscribe(subjects.ALL_SOLVE_REQUESTS, queue="solvers", cb=service.on_solve_request)
-        stack.push_async_callback(dry.unsubscribe)
+        await start_solver(nc, stack, name)
 
     main_for("solver", nats_url, setup)
+
+
+async def start_solver(nc: Client, stack: AsyncExitStack, name: str) -> SolverService:
+    """A solver on `nc`, subscribed to what its routing tables (routing.py) name; stopped
+    with `stack`."""
+    service = SolverService(EventStore(nc), name)
+    for sub in await consume_routes(nc.jetstream(), service, ROUTES, on_poison=service.on_poison):
+        stack.push_async_callback(sub.unsubscribe)
+    for reply in REPLIES:
+        dry = await nc.subscribe(reply.subject, queue=reply.queue, cb=getattr(service, reply.handler))
+        stack.push_async_callback(dry.unsubscribe)
+    return service

@@ -53,9 +53,7 @@ class SolverService:
         self.store = store
         self.name = name
 
-    async def on_event(self, recorded: Recorded) -> None:
-        if not isinstance(recorded.event, LayoutRequested):
-            return
+    async def on_layout_requested(self, recorded: Recorded) -> None:
         request = recorded.event
         # CPU-bound; a thread keeps this process answering heartbeats and acks meanwhile.
         result = await asyncio.to_thread(answer, request, self.name)

@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +22,8 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
-from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
+from contracts.records import Recorded
 from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
 from muster.readmodel.clusters import cluster_view
 from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
@@ -76,8 +76,8 @@ class Tracker:
     A final job's answer is kept until its locations change, however old."""
     on_answer: Callable[[str], None] | None = None
     """Told the source ("owner" or "log") of every status it computes (for metrics)."""
-    _answers: "OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]]" = field(default_factory=OrderedDict)
-    _asking: dict[tuple[str, str], "asyncio.Future[dict[str, Any] | None]"] = field(default_factory=dict)
+    _answers: OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]] = field(default_factory=OrderedDict)
+    _asking: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict)
 
     @property
     def nc(self) -> Any:
@@ -172,7 +172,7 @@ class Tracker:
         stale = needs_repair(view, records) if view is not None else []
         if stale:
             histories = await asyncio.gather(*(self.store.read(subjects.task_events(tenant, job_id, t)) for t in stale))
-            for t, history in zip(stale, histories):
+            for t, history in zip(stale, histories, strict=True):
                 records.update(task_records(history, {t: records[t]} if t in records else None))
         return records
 
@@ -207,7 +207,7 @@ class Tracker:
         chosen = [j for j in jobs if (cluster is None or j["cluster_id"] == cluster) and (state is None or j["state"] == state)]
         return _page(chosen, after, limit)
 
-    async def follow(self, tenant: str, job_id: str, idle: float | None = None) -> AsyncIterator[Recorded | None]:
+    async def follow(self, tenant: str, job_id: str, idle: float | None = None) -> AsyncGenerator[Recorded | None, None]:
         """The job's story from its first event, live, until its final event; yields None
         after `idle` seconds without an event (for keep-alives). Driven by an ordered
         consumer: nothing polls. A final event that more events follow (the job was retried

@@ -20,82 +20,17 @@ import structlog
 from aiohttp import web
 from prometheus_client.registry import Collector
 
-from contracts import subjects
-from muster.bus.consume import consume_events
-from contracts.envelope import Recorded
+from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
-from muster.readmodel.progress import JobProgress
 
-from . import api
+from . import api, sse
 from .adapters.kv import LocationIndex
-from .app import Page, Tracker
+from .app import Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
+from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
+from .routing import ROUTES, IndexFeeder
 
 log = structlog.get_logger("muster.tracker")
-
-TRACKER = web.AppKey("tracker", Tracker)
-METRICS = web.AppKey("metrics", TrackerMetrics)
-DURABLE = "tracker-locations"
-KEEPALIVE_S = 15.0
-_UUID = re.compile(api.UUID_PATTERN)
-
-
-class BadParameter(Exception):
-    def __init__(self, parameter: str, message: str) -> None:
-        super().__init__(message)
-        self.parameter = parameter
-
-
-def error(status: int, message: str, parameter: str | None = None) -> web.Response:
-    body = {"error": {"status": status, "message": message, "parameter": parameter}}
-    return web.json_response(body, status=status)
-
-
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= 80 else value[:80] + "…")
-
-
-# -- parameters --------------------------------------------------------------------------------
-
-
-def tenant_of(request: web.Request) -> str:
-    tenant = request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT)
-    if not subjects.TOKEN.fullmatch(tenant):
-        raise BadParameter(api.TENANT_HEADER, f"{api.TENANT_HEADER} {_shown(tenant)} is not a tenant name: use 1-128 letters, digits, '-' or '_'")
-    return tenant
-
-
-def uuid_of(request: web.Request, name: str, what: str) -> str:
-    value = request.match_info[name]
-    if not _UUID.fullmatch(value):
-        raise BadParameter(name, f"{what} {_shown(value)} is not a {what} (a UUID)")
-    return value.lower()
-
-
-def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadParameter(name, f"{name} {_shown(raw)} is not an integer") from None
-    if not low <= value <= high:
-        raise BadParameter(name, f"{name} must be between {low} and {high}, not {value}")
-    return value
-
-
-def paging(request: web.Request) -> tuple[int, int]:
-    return (int_query(request, "after", 0, 0, api.MAX_SEQ), int_query(request, "limit", api.DEFAULT_LIMIT, 1, api.MAX_LIMIT))
-
-
-def page_json(page: Page) -> web.Response:
-    return web.json_response({"items": page.items, "next_after": page.next_after})
-
-
-def not_found(what: str, ident: str, tenant: str) -> web.Response:
-    return error(404, f"no {what} {ident} in tenant {tenant}")
-
 
 # -- handlers ------------------------------------------------------------------------------------
 
@@ -103,11 +38,11 @@ def not_found(what: str, ident: str, tenant: str) -> web.Response:
 async def list_jobs(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     cluster = request.query.get("cluster")
-    if cluster is not None and not _UUID.fullmatch(cluster):
-        raise BadParameter("cluster", f"cluster {_shown(cluster)} is not a cluster id (a UUID)")
+    if cluster is not None and not UUID_RE.fullmatch(cluster):
+        raise BadParameter("cluster", f"cluster {shown(cluster)} is not a cluster id (a UUID)")
     state = request.query.get("state")
     if state is not None and state not in api.JOB_STATES:
-        raise BadParameter("state", f"state {_shown(state)} is not one of {', '.join(api.JOB_STATES)}")
+        raise BadParameter("state", f"state {shown(state)} is not one of {', '.join(api.JOB_STATES)}")
     after, limit = paging(request)
     return page_json(request.app[TRACKER].list_jobs(tenant, cluster.lower() if cluster else None, state, after, limit))
 
@@ -133,65 +68,15 @@ async def get_job_events(request: web.Request) -> web.Response:
     return not_found("job", job_id, tenant) if page is None else page_json(page)
 
 
-def sse(event: str, ident: int | None, data: Any) -> bytes:
-    head = f"id: {ident}\n" if ident is not None else ""
-    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-
-
 async def stream_job(request: web.Request) -> web.StreamResponse:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
     last_id = 0
     raw_last = request.headers.get("Last-Event-ID")
     if raw_last:
         if not re.fullmatch(r"[0-9]{1,18}", raw_last):
-            raise BadParameter("Last-Event-ID", f"Last-Event-ID {_shown(raw_last)} is not a log sequence")
+            raise BadParameter("Last-Event-ID", f"Last-Event-ID {shown(raw_last)} is not a log sequence")
         last_id = int(raw_last)
-    return await job_stream(request, tenant, job_id, last_id)
-
-
-async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: int) -> web.StreamResponse:
-    """The progress stream of one job of `tenant`, after log sequence `last_id` (also served to
-    the console, which names the tenant from its session)."""
-    tracker, metrics = request.app[TRACKER], request.app[METRICS]
-    if not await tracker.job_exists(tenant, job_id):
-        return not_found("job", job_id, tenant)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
-    await response.prepare(request)
-    metrics.streams.inc()
-    try:
-        await _stream(response, tracker.follow(tenant, job_id, idle=KEEPALIVE_S), last_id)
-    except ConnectionError:
-        pass  # the client went away
-    except Exception:  # the response has started: all that is left is to end it
-        log.exception("progress stream failed", job=job_id)
-    finally:
-        metrics.streams.dec()
-    return response
-
-
-async def _stream(response: web.StreamResponse, events: AsyncIterator[Recorded | None], last_id: int) -> None:
-    progress = JobProgress()
-    async with contextlib.aclosing(events):
-        async for recorded in events:
-            if recorded is None:
-                await response.write(b": keep-alive\n\n")
-                continue
-            try:
-                progress.fold(recorded)
-                data = progress.summary(recorded) if recorded.seq > last_id else None  # the client has the others
-            except Exception as err:  # a log this reader cannot fold: say so, and stop
-                log.exception("cannot fold job event", seq=recorded.seq)
-                await response.write(sse("error", recorded.seq, {"message": f"cannot follow the job past seq {recorded.seq}: {err}"}))
-                return
-            if data is not None:
-                await response.write(sse("progress", recorded.seq, data))
-    status = progress.status() or {}
-    final = progress.final
-    await response.write(sse("end", final.seq if final else None, {
-        "state": status.get("state"), "error": status.get("error"), "type": final.type if final else None,
-        "counts": status.get("counts", {}),
-    }))
+    return await sse.job_stream(request, tenant, job_id, last_id)
 
 
 async def list_clusters(request: web.Request) -> web.Response:
@@ -299,7 +184,7 @@ def make_app(
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]
         app.router.add_get(r.path, handler, name=r.name)
     if console:
-        from .ui import setup_ui  # noqa: PLC0415 (the console's modules import this one)
+        from .ui import setup_ui
 
         setup_ui(app, TRACKER)
 
@@ -310,11 +195,11 @@ def make_app(
             await tracker.index.start()
         if tracker.index is not None:
             app[METRICS].watch_index(lambda: len(tracker.index.mirror.records) if tracker.index else 0)
-        sub = None
+        subs = []
         if consume and tracker.index is not None:
-            sub = await consume_events(store.js, subjects.ALL_EVENTS, DURABLE, _feeder(tracker, app[METRICS]), queue=DURABLE)
+            subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS]), ROUTES)
         yield
-        if sub is not None:
+        for sub in subs:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
         if owned and tracker.index is not None:
@@ -323,14 +208,3 @@ def make_app(
 
     app.cleanup_ctx.append(lifecycle)
     return app
-
-
-def _feeder(tracker: Tracker, m: TrackerMetrics) -> Callable[[Recorded], Awaitable[None]]:
-    async def on_event(recorded: Recorded) -> None:
-        total, changed = await tracker.on_event(recorded)
-        m.location_events.inc()
-        if total:
-            m.location_updates.labels("applied").inc(changed)
-            m.location_updates.labels("superseded").inc(total - changed)
-
-    return on_event

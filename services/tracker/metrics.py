@@ -64,7 +64,7 @@ class TrackerMetrics:
         for source in self.sources:
             try:
                 await source.refresh()
-            except Exception as err:  # a scrape shows what it can; the tracker's own always
+            except Exception as err:  # noqa: BLE001 - a scrape shows what it can; the tracker's own always
                 log.warning("metrics source failed", source=type(source).__name__, error=str(err))
         return generate_latest(self.registry)
 

@@ -88,7 +88,7 @@ class Muster:
                        "--data-dir", str(self.data_dir), "--json")
         answer = json.loads(out.stdout.splitlines()[0])
         assert answer["type"] == "Accepted", answer
-        return answer  # type: ignore[no-any-return]
+        return answer
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> dict[str, str]:
@@ -96,7 +96,7 @@ def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> dic
     readline has no deadline)."""
     lines: queue.Queue[str] = queue.Queue()
     assert proc.stdout is not None
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put("")], daemon=True).start()  # type: ignore[union-attr]
+    threading.Thread(target=_pump, args=(proc, lines), daemon=True).start()
     seen: dict[str, str] = {}
     deadline = time.monotonic() + timeout
     while True:
@@ -159,3 +159,11 @@ def page(browser: Any, muster: Muster) -> Iterator[Any]:
         assert not errors, f"script errors on the page: {errors}"
     finally:
         context.close()
+
+
+def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+    """Every line the process prints, then "" when it closes its output."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.put(line)
+    lines.put("")

@@ -30,7 +30,7 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     assert page.locator("#tasks .t-state .badge", has_text="succeeded").count() == page.locator("#tasks tbody tr").count()
     # The graph shows each task with its state in words, not only in colour.
     chip = page.locator(".chip").first
-    assert chip.get_attribute("class").endswith("st-succeeded")  # type: ignore[union-attr]
+    assert chip.get_attribute("class").endswith("st-succeeded")
     expect(chip.locator("text").nth(1)).to_have_text(re.compile("^succeeded"))
     # The cluster page: layout, its job, the history and the slider back to the start.
     page.get_by_role("link", name=created["cluster_id"][:8]).first.click()

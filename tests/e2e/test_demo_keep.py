@@ -22,7 +22,7 @@ def test_demo_keep_serves_the_console_until_ctrl_c(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "muster", "demo", "--keep", "--nodes", "2", "--data-dir", str(tmp_path / "data")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put("")], daemon=True).start()  # type: ignore[union-attr]
+    threading.Thread(target=_pump, args=(proc, lines), daemon=True).start()
     seen: list[str] = []
     try:
         deadline = time.monotonic() + 180
@@ -44,3 +44,11 @@ def test_demo_keep_serves_the_console_until_ctrl_c(tmp_path: Path) -> None:
         rest.append(line)
     assert code == 0, "".join(seen + rest)
     assert "everything stopped." in "".join(rest)
+
+
+def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
+    """Every line the process prints, then "" when it closes its output."""
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.put(line)
+    lines.put("")

@@ -51,7 +51,7 @@ async def muster_up(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Pr
             proc.send_signal(signal.SIGINT)
             try:
                 await asyncio.wait_for(proc.wait(), 30)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 

@@ -20,7 +20,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -38,8 +38,8 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.server import NatsServer, free_port
 from muster.bus.streams import ensure_streams
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.runtime.supervisor import Deployment
 
@@ -139,7 +139,7 @@ class FaultStack:
 
     @classmethod
     async def single(cls, base: Path, *, tenants: str = "default", provisioners: int = 1, capacity: int = 8,
-                     extra_args: dict[str, list[str]] | None = None) -> "FaultStack":
+                     extra_args: dict[str, list[str]] | None = None) -> FaultStack:
         server = await NatsServer(base / "nats").start()
         options = fault_options(base, provisioners)
         for name, args in (extra_args or {}).items():
@@ -150,7 +150,7 @@ class FaultStack:
 
     @classmethod
     async def cluster(cls, base: Path, *, replicas: dict[str, int], extra_args: dict[str, list[str]],
-                      tenants: str = "default", capacity: int = 8) -> "FaultStack":
+                      tenants: str = "default", capacity: int = 8) -> FaultStack:
         """Three nats-server processes with cluster routes on loopback (rendered as
         deploy/nats/*.conf is), streams with 3 replicas (the caller sets MUSTER_REPLICAS=3)."""
         nodes = loopback_cluster(base / "nats", [(free_port(), free_port()) for _ in range(3)])
@@ -175,6 +175,12 @@ class FaultStack:
         assert self.deployment.nats_url
         return self.deployment.nats_url
 
+    @property
+    def conn(self) -> Client:
+        """The test's own connection (there while the stack runs)."""
+        assert self.nc is not None, "the stack is not running"
+        return self.nc
+
     async def _connect(self) -> None:
         if self.nc is None:
             self.nc = await connect(self.url, name="fault-test", error_cb=_quiet, disconnected_cb=_quiet)
@@ -185,7 +191,7 @@ class FaultStack:
         assert self.nc is not None
         await create_streams(self.nc, replicas)
 
-    async def _start(self) -> "FaultStack":
+    async def _start(self) -> FaultStack:
         try:
             await self._connect()
             assert self.nc is not None
@@ -196,7 +202,7 @@ class FaultStack:
             raise
         return self
 
-    async def __aenter__(self) -> "FaultStack":
+    async def __aenter__(self) -> FaultStack:
         return self
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -263,7 +269,7 @@ class FaultStack:
                 event = model.model_validate_json(msg.data)
             except ValueError:
                 return
-            r = Recorded(seq=0, subject=msg.subject, time=datetime.now(timezone.utc), event=event)
+            r = Recorded(seq=0, subject=msg.subject, time=datetime.now(UTC), event=event)
             if predicate(r):
                 found.set_result(r)
 

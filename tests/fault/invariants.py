@@ -31,7 +31,8 @@ from typing import Any
 
 import aiohttp
 from nats.aio.client import Client
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS
@@ -326,7 +327,7 @@ async def _tracker_get(http: aiohttp.ClientSession, report: Report, path: str, t
             report.problems.append(f"{what} ({tenant}): tracker answers {resp.status}")
             return None
         report.compared[f"tracker {what.split()[0]}s"] += 1
-        return await resp.json()  # type: ignore[no-any-return]
+        return await resp.json()
 
 
 async def _compare_tracker(report: Report, url: str, jobs: dict[tuple[str, str], Job],

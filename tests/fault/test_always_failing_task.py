@@ -30,7 +30,7 @@ def _state(c: Cluster | None) -> dict[str, Any]:
 
 
 async def _before_and_after(fs: FaultStack, cluster_id: str, job_id: str) -> tuple[Any, Any]:
-    store = EventStore(fs.nc)
+    store = EventStore(fs.conn)
     history = await store.read(subjects.cluster_events(T, cluster_id))
     started = (await store.read(subjects.job_events(T, job_id)))[0].seq
     return rebuild(Cluster, [r for r in history if r.seq < started]), rebuild(Cluster, history)
@@ -39,7 +39,7 @@ async def _before_and_after(fs: FaultStack, cluster_id: str, job_id: str) -> tup
 async def _attempts(fs: FaultStack, job_id: str) -> dict[str, list[str]]:
     """Failed attempts per task: the provisioner that ran each."""
     out: dict[str, list[str]] = {}
-    for r in await EventStore(fs.nc).read(f"muster.evt.{T}.task.{job_id}.*"):
+    for r in await EventStore(fs.conn).read(f"muster.evt.{T}.task.{job_id}.*"):
         if r.type == "TaskFailed":
             out.setdefault(r.event.task_id, []).append(r.event.provisioner)
     return out
@@ -71,7 +71,7 @@ async def test_a_task_that_always_fails_is_retried_then_rolled_back(tmp_path: Pa
         assert isinstance(final, JobRolledBack), final
         before, after = await _before_and_after(fs, doomed.cluster_id, doomed.job_id)
         assert (before is None or not before.nodes) and after is not None and after.nodes == {} and after.status == "failed"
-        history = await EventStore(fs.nc).read(subjects.job_events(T, doomed.job_id))
+        history = await EventStore(fs.conn).read(subjects.job_events(T, doomed.job_id))
         created_nodes = {r.event.task_id.split(".")[0] for r in history if r.type == "TaskCompleted" and r.event.task_id.endswith(".create")}
         deleted = {r.event.task_id.split(".")[1] for r in history if r.type == "TaskCompleted" and r.event.task_id.startswith("undo.") and r.event.task_id.endswith(".delete")}
         assert created_nodes and created_nodes == deleted, (created_nodes, deleted)

@@ -57,16 +57,16 @@ async def test_the_job_finishes_when_the_stream_leader_dies(tmp_path: Path, monk
 
         leader = await choose_victim(fs)
         await fs.when(f"muster.evt.{T}.job.*", nth("TaskCompleted", 6), create)
-        stored = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.nc).read(subjects.ALL_EVENTS)}
+        stored = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.conn).read(subjects.ALL_EVENTS)}
         await fs.kill_server(next(i for i, n in enumerate(fs.nodes) if n.name == leader))
 
         final = await fs.wait_final(replies[0].job_id, timeout=120)
         assert isinstance(final, JobSucceeded), final
         after_info = await fs.client.js.stream_info(subjects.EVENTS_STREAM)
-        after = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.nc).read(subjects.ALL_EVENTS)}
+        after = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.conn).read(subjects.ALL_EVENTS)}
         lost = sorted(seq for seq in stored if after.get(seq) != stored[seq])
         assert not lost, f"{len(lost)} acknowledged events lost or changed: seqs {lost[:20]}"
-        print(f"\n[scenario 4] killed {leader} (EVENTS leader); new leader {after_info.cluster.leader}; "
+        print(f"\n[scenario 4] killed {leader} (EVENTS leader); new leader {after_info.cluster.leader if after_info.cluster else '?'}; "
               f"{len(stored)} events before, all kept; {len(after)} in the end")
 
         report = await fs.check()

@@ -28,9 +28,10 @@ async def test_twenty_concurrent_operations_across_four_tenants_with_failures(tm
         started = time.perf_counter()
         commands = [(TENANTS[i % len(TENANTS)], CreateCluster(name=f"load-{i}", template="hadoop-small", nodes=2 + i % 3))
                     for i in range(OPERATIONS)]
-        replies = await asyncio.gather(*(fs.client.send(t, c) for t, c in commands))
-        assert all(isinstance(r, Accepted) for r in replies), replies
-        finals = await asyncio.gather(*(fs.client.wait(r.job_id, tenant=t, timeout=150) for (t, _), r in zip(commands, replies)))
+        answers = await asyncio.gather(*(fs.client.send(t, c) for t, c in commands))
+        replies = [r for r in answers if isinstance(r, Accepted)]
+        assert len(replies) == len(answers), answers
+        finals = await asyncio.gather(*(fs.client.wait(r.job_id, tenant=t, timeout=150) for (t, _), r in zip(commands, replies, strict=True)))
         elapsed = time.perf_counter() - started
         outcome = Counter(f.type for f in finals)
         print(f"\n[scenario 6] {OPERATIONS} operations across {len(TENANTS)} tenants in {elapsed:.1f} s: {dict(outcome)}")

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NoStreamResponseError
@@ -22,7 +21,7 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from muster.bus.server import NatsServer, free_port
 from muster.bus.streams import ensure_streams
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 
 from .harness import FaultStack, create_streams, demo_catalog, with_broken_service
 
@@ -43,7 +42,7 @@ async def test_replay_of_a_filter_matching_nothing_returns_at_once(tmp_path: Pat
             for attempt in range(30):
                 try:
                     assert await store.replay("muster.evt.*.cluster.*", lambda r: None, timeout=0.5) == 0
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pytest.fail(f"replay of a filter matching nothing hung (attempt {attempt + 1} of 30)")
         finally:
             await nc.close()
@@ -61,7 +60,7 @@ async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path)
         async def on_task(msg: Msg) -> None:
             messages.append(TaskMessage.model_validate_json(msg.data))
 
-        sub = await fs.nc.subscribe(subjects.task_queue(T, "default"), cb=on_task)
+        sub = await fs.conn.subscribe(subjects.task_queue(T, "default"), cb=on_task)
         try:
             added = await fs.client.send(T, AddServices(cluster_id=created.cluster_id, services=["broken"]))
             assert isinstance(added, Accepted)
@@ -76,7 +75,7 @@ async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path)
 # Found by the fault suite (scenarios 3 and 4): a task publish that failed after its TaskQueued
 # was recorded (TASKS without a leader for a moment) was never made again; an append whose ack
 # was lost left the planner's view ahead of the log. Both now repair themselves
-# (execution.schedule_republish, execution.save).
+# (the republish timer in services/planner/execution.py, the reload in PlannerState.save).
 
 
 @pytest.mark.parametrize("stack", [{"http": False, "ack_wait_s": 1.0}], indirect=True)
@@ -85,7 +84,8 @@ async def test_a_write_that_fails_mid_handler_is_made_again(stack: Any, fails: s
     """Found by the fault suite (scenarios 3 and 4): a planner write (an append of the job's
     events, a task publish) that failed mid-handler was never made again, and the job stalled."""
     store = stack.planner.log
-    publish, append, failed = store.js.publish, store.append, []
+    publish, append = store.js.publish, store.append
+    failed: list[str] = []
 
     async def flaky_publish(subject: str, payload: bytes = b"", *args: Any, **kwargs: Any) -> Any:
         if fails == "task publish" and subject.startswith(subjects.TASK + ".") and not failed:

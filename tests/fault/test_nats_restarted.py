@@ -31,14 +31,14 @@ async def test_services_ride_through_a_nats_server_restart(tmp_path: Path) -> No
 
         create = fs.sending(T, CreateCluster(name="outage", template="hadoop-small", nodes=3), replies)
         await fs.when(f"muster.evt.{T}.task.>", lambda r: r.type == "TaskClaimed" and ".install." in r.event.task_id, create)
-        stored = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.nc).read(subjects.ALL_EVENTS)}
+        stored = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.conn).read(subjects.ALL_EVENTS)}
         await fs.kill_server()
         await asyncio.sleep(OUTAGE_S)  # a deliberate outage, not a wait for a condition
         await fs.restart_server()
 
         final = await fs.client.wait(replies[0].job_id, timeout=90)
         assert isinstance(final, JobSucceeded), final
-        after = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.nc).read(subjects.ALL_EVENTS)}
+        after = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.conn).read(subjects.ALL_EVENTS)}
         lost = sorted(seq for seq in stored if after.get(seq) != stored[seq])
         assert not lost, f"{len(lost)} acknowledged events lost or changed: seqs {lost[:20]}"
         assert fs.pids() == pids, "a service restarted"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from contracts import subjects
 from contracts.commands import Accepted, AddServices, CreateCluster
 from contracts.events import JobRolledBack, JobSucceeded
 from muster.bus.eventstore import EventStore
 from muster.bus.repository import rebuild
-from contracts import subjects
 from services.planner.domain.cluster import Cluster
 
 from .harness import FaultStack, demo_catalog, nth, with_broken_service
@@ -22,7 +22,7 @@ T = "default"
 
 
 async def _layout(fs: FaultStack, cluster_id: str) -> dict[str, list[str]]:
-    c = rebuild(Cluster, await EventStore(fs.nc).read(subjects.cluster_events(T, cluster_id)))
+    c = rebuild(Cluster, await EventStore(fs.conn).read(subjects.cluster_events(T, cluster_id)))
     assert c is not None
     return {n.id: sorted(n.services) for n in c.nodes.values()}
 
@@ -65,7 +65,7 @@ async def test_a_planner_killed_anywhere_is_restarted_and_finishes_the_job(tmp_p
         assert isinstance(final, JobRolledBack), final
         assert await _layout(fs, a.cluster_id) == before
         timings["during rollback"] = time.perf_counter() - t0
-        print(f"\n[scenario 2] " + ", ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
+        print("\n[scenario 2] " + ", ".join(f"{k}: {v:.1f} s" for k, v in timings.items()))
 
         report = await fs.check()
         report.assert_ok()

@@ -17,7 +17,7 @@ from uuid import UUID
 
 from contracts.catalog import Catalog, ClusterTemplate
 from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster
-from contracts.templates import TemplateError, resolve_template
+from muster.catalog.templates import TemplateError, resolve_template
 
 if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules import the table)
     from .cluster import Cluster
@@ -38,10 +38,10 @@ class Facts:
     catalog: Catalog
     job_id: str
     """The job the request maps to (derived from its idempotency key)."""
-    cluster: "Cluster | None" = None
-    current: "Job | None" = None
+    cluster: Cluster | None = None
+    current: Job | None = None
     """The cluster's job (the last one it ran, or the one running)."""
-    source: "Job | None" = None
+    source: Job | None = None
     """`rollback`: the job whose earlier state is the target."""
     principal: str | None = None
     """Who asks (authenticated), when the transport knows; None before identities exist."""
@@ -50,7 +50,7 @@ class Facts:
 Rule = Callable[[Facts], None]
 
 
-def _cluster(f: Facts) -> "Cluster":
+def _cluster(f: Facts) -> Cluster:
     assert f.cluster is not None, "a cluster rule without a cluster"
     return f.cluster
 
@@ -94,7 +94,7 @@ def template_allows_size(f: Facts) -> None:
 
 
 def provider_of(f: Facts) -> str:
-    return f.command.provider or template_of(f).defaults.provider
+    return str(f.command.provider or template_of(f).defaults.provider or "")
 
 
 def provider_known(f: Facts) -> None:

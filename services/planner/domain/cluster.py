@@ -23,7 +23,7 @@ from contracts.layout import NodeSpec
 
 class Cluster(Aggregate):
     @staticmethod
-    def create_id(payload: ClusterRequested) -> UUID:  # type: ignore[override]
+    def create_id(payload: ClusterRequested) -> UUID:
         return UUID(payload.cluster_id)
 
     @event("ClusterRequested")

@@ -151,7 +151,8 @@ class _Builder:
     def add_node(self, node: str, services: list[str], machine: bool) -> None:
         """Each service's chain on `node`; machine tasks are shared by the node's chains. A
         machine operation plans the machine even without services."""
-        for service in services or ([None] if machine else []):
+        chains: list[str | None] = list(services) if services else ([None] if machine else [])
+        for service in chains:
             previous: str | None = None
             for action, owner in self._chain_of(service):
                 tid = self._add(node, action, owner)

@@ -25,7 +25,7 @@ from contracts.commands import (
 )
 from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutRequested, PlannedTaskRecord
 from contracts.layout import Layout, NodeSpec
-from contracts.templates import resolve_template
+from muster.catalog.templates import resolve_template
 
 from . import resize
 from .admission import Facts, provider_of, template_of

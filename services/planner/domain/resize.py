@@ -44,7 +44,7 @@ def _ordered(nodes: Sequence[NodeSpec]) -> list[NodeSpec]:
     return sorted(nodes, key=lambda n: (n.nodenum, n.id))
 
 
-def expand(current: Sequence[NodeSpec], target: Layout, make_node: "NodeFactory") -> Change:
+def expand(current: Sequence[NodeSpec], target: Layout, make_node: NodeFactory) -> Change:
     have = Counter(_key(n.hardwaretype, n.imagetype, n.services) for n in current)
     new: list[NodeSpec] = []
     for group in target.layout:
@@ -94,7 +94,7 @@ def add_services(current: Sequence[NodeSpec], target: Layout, added: Sequence[st
     if len(chosen) != len(current) or any(remaining.values()):
         raise PlanError("the solver's layout does not map onto the cluster's nodes")
     nodes = tuple(n.model_copy(update={"services": sorted(chosen[n.id].services)}) for n in current)
-    changed = tuple(n.id for n, after in zip(current, nodes) if set(after.services) != set(n.services))
+    changed = tuple(n.id for n, after in zip(current, nodes, strict=True) if set(after.services) != set(n.services))
     return Change(nodes, changed)
 
 

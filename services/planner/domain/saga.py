@@ -49,7 +49,7 @@ class Effects:
     disarm: list[Attempt] = field(default_factory=list)
     """Attempts whose timeout no longer matters."""
 
-    def __iadd__(self, other: "Effects") -> "Effects":
+    def __iadd__(self, other: Effects) -> Effects:
         self.dispatch += other.dispatch
         self.republish += other.republish
         self.disarm += other.disarm
@@ -75,8 +75,11 @@ class DispatchAll:
         return ready
 
 
+DISPATCH_ALL = DispatchAll()
+
+
 def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], settings: Settings,
-            policy: DispatchPolicy = DispatchAll()) -> Effects:
+            policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Take the job one step: finish, roll back, or queue what is ready."""
     if not job.is_final:
         if job.state == "running" and job.stopping and job.in_flight == 0:
@@ -137,7 +140,7 @@ def queued_attempts(job: Job) -> list[Attempt]:
 
 
 def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, services: Mapping[str, Service],
-                 settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects:
+                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """A worker's result. One that changes nothing is a redelivery (or a superseded attempt's
     late result); if a redelivery, what we did with it the first time may have been recorded
     without its task messages getting out (a failed publish, an ack lost in a failover), so the
@@ -161,7 +164,7 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
 
 
 def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, services: Mapping[str, Service],
-             settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects | None:
+             settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects | None:
     """A worker silent past the timeout: the attempt fails (None if it is no longer current)."""
     if job.is_final or not job.is_current(attempt.task_id, attempt.attempt):
         return None
@@ -193,7 +196,7 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
 
 
 def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolvable, catalog: Catalog,
-                settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects:
+                settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Record the plan made from the solver's layout and dispatch; or fail the job."""
     if isinstance(answer, LayoutUnsolvable):
         return fail_unplanned(job, cluster, f"no layout: {answer.message}")
@@ -211,7 +214,7 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
 
 
 def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapping[str, Service],
-            settings: Settings, policy: DispatchPolicy = DispatchAll()) -> Effects:
+            settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Pause, resume, cancel or retry; refused when the job's state does not allow it."""
     change = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel, RetryJob: job.retry}[type(cmd)]
     if not change(by, cmd.request_id):

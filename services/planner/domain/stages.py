@@ -41,8 +41,8 @@ def layers(task_ids: Sequence[str], links: Sequence[Link]) -> dict[str, int]:
                 target.append(origin)
                 after.append(first[i])
                 first[i] = len(target) - 1
-        for t in targets:
-            i = index[t]
+        for name in targets:
+            i = index[name]
             incoming[i] += 1
             target.append(i)
             after.append(first[origin])
@@ -78,7 +78,7 @@ def layers(task_ids: Sequence[str], links: Sequence[Link]) -> dict[str, int]:
     if len(queue) < n:
         stuck = {task_ids[i] for i in range(n) if incoming[i] > 0}
         raise PlanError(f"dependency cycle between tasks: {' -> '.join(_a_cycle(stuck, links))}")
-    return dict(zip(task_ids, level))
+    return dict(zip(task_ids, level, strict=False))  # `level` goes on with the fan-in pseudo-nodes
 
 
 def _a_cycle(stuck: set[str], links: Sequence[Link]) -> list[str]:

@@ -67,14 +67,14 @@ class PluginContext:
         return max(0.0, self.deadline - asyncio.get_running_loop().time())
 
 
-class Plugin(ABC):
+class Plugin(ABC):  # noqa: B024 - the abstract methods are ProviderPlugin's and AutomatorPlugin's
     """Common base: one instance per plugin per provisioner process, shared by all tasks."""
 
     def __init__(self, descriptor: PluginDescriptor, env: PluginEnv) -> None:
         self.descriptor = descriptor
         self.env = env
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional: most plugins start nothing
         """Stop whatever this plugin started. Called once when the provisioner stops."""
 
 

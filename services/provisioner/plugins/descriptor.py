@@ -50,7 +50,7 @@ class FieldSpec(BaseModel):
     options: list[str] = Field(default_factory=list, description="allowed values of a select")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "FieldSpec":
+    def _consistent(self) -> FieldSpec:
         if self.type == "select" and not self.options:
             raise ValueError("a select field needs 'options'")
         if self.type != "select" and self.options:

@@ -4,6 +4,9 @@ Dispatch (coopr-facts §5.3): create/confirm/delete go to the provider plugin na
 `task.provider.providertype`; install/configure/initialize/start/stop/remove to the automator
 named by `task.service.action.type`; bootstrap to every automator in `task.node.automators`,
 in order, with their results merged (later keys win, outputs concatenated).
+
+Longer than most modules (~340 lines) on purpose: discovery, entry-point import, secrets and
+dispatch all work on the one table of loaded plugins; apart, each would reach into the others'.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ class LoadedPlugin:
     instance: Plugin
 
 
-def _plugin_folders(folder: Path) -> list[Path]:
+def plugin_folders(folder: Path) -> list[Path]:
     """A folder is a plugin (it has a descriptor) or holds plugins in its subfolders."""
     if not folder.is_dir():
         raise PluginError(f"{folder}: plugin folder does not exist or is not a directory")
@@ -122,7 +125,7 @@ class PluginRegistry:
         secrets: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         work_dir: Path | None = None,
-    ) -> "PluginRegistry":
+    ) -> PluginRegistry:
         """Load the built-in plugins and those in `extra_dirs`.
 
         `secrets` is the provisioner's secrets file, `{provider_name: {field: value}}`.
@@ -144,7 +147,7 @@ class PluginRegistry:
             key_dir.mkdir(mode=0o700, exist_ok=True)
             os.chmod(key_dir, 0o700)
             loaded: dict[tuple[PluginType, str], LoadedPlugin] = {}
-            folders = _plugin_folders(BUILTIN_DIR) + [f for d in extra_dirs for f in _plugin_folders(Path(d))]
+            folders = plugin_folders(BUILTIN_DIR) + [f for d in extra_dirs for f in plugin_folders(Path(d))]
             for folder in folders:
                 path = folder / DESCRIPTOR_FILE
                 descriptor = load_descriptor(path)

@@ -32,7 +32,7 @@ class Latency:
     cap: float = math.inf
 
     @classmethod
-    def parse(cls, spec: str) -> "Latency":
+    def parse(cls, spec: str) -> Latency:
         text = str(spec).strip().lower()
         try:
             if text.startswith("lognormal:"):

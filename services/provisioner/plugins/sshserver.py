@@ -24,7 +24,7 @@ _KILL_GRACE_S = 2.0
 
 
 class _Server(asyncssh.SSHServer):
-    def __init__(self, endpoint: "LocalSshEndpoint") -> None:
+    def __init__(self, endpoint: LocalSshEndpoint) -> None:
         self._endpoint = endpoint
         self._conn: asyncssh.SSHServerConnection | None = None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -114,7 +113,7 @@ async def process_exited(pid: int, timeout: float) -> None:
         return
     loop = asyncio.get_running_loop()
     gone: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(fd, lambda: gone.done() or gone.set_result(None))
+    loop.add_reader(fd, lambda: None if gone.done() else gone.set_result(None))
     try:
         await asyncio.wait_for(gone, timeout)
     finally:

@@ -125,7 +125,7 @@ class _Search:
         # question. Three tries: fill layouts in preference order (rows in their order, the
         # node total first); else first cover every minimum, each time with the layout that
         # meets the most unmet minima, then fill; else meet the largest minima first.
-        rows = list(zip(self.members, self.lo, self.hi))
+        rows = list(zip(self.members, self.lo, self.hi, strict=True))
         caps = [self.cap(j) for j in range(self.n)]
         found = complete([0] * self.n, caps, rows, self.rows_of)
         if found is not None:
@@ -177,7 +177,7 @@ class _Search:
         counts within their caps, active rows only see the totals."""
         witness = [0] * self.n
         witness[i] = values[0]
-        for total, group in zip(values[1:], groups):
+        for total, group in zip(values[1:], groups, strict=False):
             for j in group:
                 take = min(total, caps[j])
                 witness[j] = take

@@ -72,6 +72,6 @@ def solve_create(setting: Setting, request: SolveRequest) -> Layout:
     model = CountModel(len(layouts), shape, tuple(limits), total_row=0)
 
     def to_layout(counts: tuple[int, ...]) -> Layout:
-        return build_layout(zip(layouts, counts), setting.comparator)
+        return build_layout(zip(layouts, counts, strict=True), setting.comparator)
 
     return first_allowed(model, to_layout, request.exclude, f"{request.nodes} nodes")

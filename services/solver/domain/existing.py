@@ -99,7 +99,7 @@ def _expand(setting: Setting, request: SolveRequest, groups: list[Group], cluste
     model = CountModel(len(layouts), shape, tuple(limits), total_row=0, kept_nodes=kept)
 
     def to_layout(counts: tuple[int, ...]) -> Layout:
-        return build_layout([*groups, *zip(layouts, counts)], setting.comparator)
+        return build_layout([*groups, *zip(layouts, counts, strict=True)], setting.comparator)
 
     requested = f"{request.nodes} nodes ({kept} existing + {new} new)"
     return first_allowed(model, to_layout, request.exclude, requested)
@@ -114,7 +114,7 @@ def _shrink(setting: Setting, request: SolveRequest, groups: list[Group], cluste
     model = CountModel(len(layouts), (total, *caps), tuple(limits), total_row=0, max_total=sum(n for _, n in groups))
 
     def to_layout(counts: tuple[int, ...]) -> Layout:
-        return build_layout(zip(layouts, counts), setting.comparator)
+        return build_layout(zip(layouts, counts, strict=True), setting.comparator)
 
     return first_allowed(model, to_layout, request.exclude, f"{request.nodes} of the {sum(n for _, n in groups)} existing nodes")
 
@@ -154,7 +154,7 @@ def _change_services(
     model = CountModel(len(layouts), shape, tuple(limits))
 
     def to_layout(counts: tuple[int, ...]) -> Layout:
-        return build_layout(zip(layouts, counts), setting.comparator)
+        return build_layout(zip(layouts, counts, strict=True), setting.comparator)
 
     return first_allowed(model, to_layout, request.exclude, f"the {request.nodes} existing nodes")
 

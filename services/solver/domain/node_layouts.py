@@ -51,14 +51,14 @@ class _Pairs:
 
     def mask(self, hardware: Iterable[str], images: Iterable[str]) -> int:
         hw, img = set(hardware), set(images)
-        rows = sum(b for h, b in zip(self.hardware, self.hw_bits) if h in hw)
-        cols = sum(b for i, b in zip(self.images, self.img_bits) if i in img)
+        rows = sum(b for h, b in zip(self.hardware, self.hw_bits, strict=True) if h in hw)
+        cols = sum(b for i, b in zip(self.images, self.img_bits, strict=True) if i in img)
         return rows & cols
 
     def decode(self, mask: int) -> tuple[list[str], list[str]]:
         return (
-            [h for h, b in zip(self.hardware, self.hw_bits) if mask & b],
-            [i for i, b in zip(self.images, self.img_bits) if mask & b],
+            [h for h, b in zip(self.hardware, self.hw_bits, strict=True) if mask & b],
+            [i for i, b in zip(self.images, self.img_bits, strict=True) if mask & b],
         )
 
 

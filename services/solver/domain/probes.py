@@ -21,7 +21,7 @@ def complete(
     Succeeds on most feasible nodes long before splitting would fix every domain."""
     x = lb[:]
     sums = [sum(map(x.__getitem__, members)) for members, _, _ in rows]
-    slack = [hi - total for (_, _, hi), total in zip(rows, sums)]
+    slack = [hi - total for (_, _, hi), total in zip(rows, sums, strict=True)]
     for k in range(len(rows)) if order is None else order:
         members, lo, _ = rows[k]
         for c in members:
@@ -55,12 +55,12 @@ def cover(rows_of: list[list[int]], lo: list[int], hi: list[int], caps: list[int
     wanted = [k for k, low in enumerate(lo) if low > 0]
     bit = {k: 1 << b for b, k in enumerate(wanted)}
     masks = [sum(bit.get(k, 0) for k in ks) for ks in rows_of]
-    need = dict(zip(wanted, (lo[k] for k in wanted)))
+    need = dict(zip(wanted, (lo[k] for k in wanted), strict=True))
     slack = list(hi)
     x = [0] * len(caps)
     unmet = sum(bit.values())
     while unmet:
-        scores = [(mask & unmet).bit_count() if cap else 0 for mask, cap in zip(masks, caps)]
+        scores = [(mask & unmet).bit_count() if cap else 0 for mask, cap in zip(masks, caps, strict=True)]
         for j in sorted(range(len(caps)), key=lambda j: -scores[j]):
             if not scores[j]:
                 return None

@@ -59,7 +59,7 @@ def _phase_one(
     # Reduced costs, kept up to date through the pivots like another row of the tableau.
     reduced = [0.0 if j < first_artificial else 1.0 for j in range(width)]
     for row in table:  # every basic variable starts as an artificial of cost 1
-        reduced = [r - v for r, v in zip(reduced, row)]
+        reduced = [r - v for r, v in zip(reduced, row, strict=True)]
     degenerate = 0
     while True:
         in_basis = set(basis)
@@ -102,7 +102,7 @@ def _phase_one(
         for row in table:
             if row is not pivot_row and row[entering]:
                 k = row[entering]
-                row[:] = [a - k * p for a, p in zip(row, pivot_row)]
+                row[:] = [a - k * p for a, p in zip(row, pivot_row, strict=True)]
         k = reduced[entering]
-        reduced = [r - k * p for r, p in zip(reduced, pivot_row)]
+        reduced = [r - k * p for r, p in zip(reduced, pivot_row, strict=True)]
         basis[leaving] = entering

@@ -7,11 +7,11 @@ the thing and what would be accepted instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from contracts.catalog import Catalog, ClusterTemplate
-from contracts.templates import TemplateError, resolve_template
+from contracts.catalog import Catalog, ClusterTemplate, HardwareType, ImageType
+from muster.catalog.templates import TemplateError, resolve_template
 
 from .comparators import COMPARATORS, Comparator, make_comparator
 from .errors import invalid
@@ -78,7 +78,7 @@ def resolve_setting(catalog: Catalog, request: SolveRequest) -> Setting:
 def _candidates(
     kind: str,
     key: str,
-    entities: dict[str, object],
+    entities: Mapping[str, HardwareType | ImageType],
     compatible: list[str],
     required: str | None,
     provider: str,
@@ -86,7 +86,7 @@ def _candidates(
     why_required: str,
 ) -> tuple[tuple[str, ...], str]:
     def usable(name: str) -> bool:
-        return key in entities[name].providermap.get(provider, {})  # type: ignore[attr-defined]
+        return key in entities[name].providermap.get(provider, {})
 
     if required is not None:
         if required not in entities:

@@ -26,7 +26,6 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSe
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 
 from contracts import subjects
-
 from muster.readmodel.locations import CLUSTER, JOB, TASK, Record, Update, merge
 
 log = structlog.get_logger("muster.tracker")
@@ -111,7 +110,7 @@ class LocationIndex:
         self._prefix = f"$KV.{bucket}."
 
     @classmethod
-    async def open(cls, js: JetStreamContext, bucket: str = subjects.LOCATIONS_BUCKET, replicas: int = 1) -> "LocationIndex":
+    async def open(cls, js: JetStreamContext, bucket: str = subjects.LOCATIONS_BUCKET, replicas: int = 1) -> LocationIndex:
         try:
             kv = await js.key_value(bucket)
         except BucketNotFoundError:

@@ -72,5 +72,11 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     r.add_post("/ui/sign-in", pages.sign_in)
     r.add_post("/ui/sign-out", pages.sign_out)
     static = r.add_static("/ui/static", STATIC, name="ui-static")
-    env.globals["static"] = lambda path: str(static.url_for(filename=path, append_version=True))
+    env.globals["static"] = lambda path: static_url(static, path)
     r.add_get("/ui/{tail:.*}", pages.unknown)
+
+
+def static_url(static: web.AbstractResource, path: str) -> str:
+    """The asset's URL with its content hash, so a browser never keeps a stale copy."""
+    assert isinstance(static, web.StaticResource)  # what add_static returns (typed as its base)
+    return str(static.url_for(filename=path, append_version=True))

@@ -22,7 +22,7 @@ from aiohttp import web
 from contracts.commands import Accepted, Rejected
 from muster.client import MusterClient, NoAnswer
 
-from .. import http as tracker_http  # at call time: http imports this package
+from ..sse import job_stream
 from .pages import NotFound, redirect, tracker_of, uuid_param
 from .session import NeedsSignIn, same_origin, viewer_of
 
@@ -46,7 +46,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     for raw in (request.query.get("after"), request.headers.get("Last-Event-ID")):
         if raw and re.fullmatch(r"[0-9]{1,18}", raw):
             after = max(after, int(raw))
-    return await tracker_http.job_stream(request, viewer.tenant, job_id.lower(), after)
+    return await job_stream(request, viewer.tenant, job_id.lower(), after)
 
 
 async def control(request: web.Request) -> web.StreamResponse:

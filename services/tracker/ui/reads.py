@@ -6,20 +6,21 @@ a cluster at a point of the log from `replay_cluster` (the code behind `muster r
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from contracts import subjects
-from muster.catalog_plugins import plugin_specs, redact
-from muster.catalog_store import read_state
+from muster.catalog.sensitive import redact
+from muster.catalog.store import read_state
 from muster.readmodel.jobs import JobView
 from muster.readmodel.status import compose, layout_of, split_history, task_records
 from muster.readmodel.timeline import timeline
+from services.provisioner.plugins.specs import catalog_plugins
 from services.provisioner.presence import live_provisioners
 
 from ..app import Tracker
-from ..cli import _cluster_history, replay_cluster
 from ..metrics import PlannerQueues
+from ..story import cluster_history, replay_cluster
 from .graph import plan_graph
 
 TIMELINE_TAIL = 200
@@ -72,7 +73,7 @@ def graph_json(history: list[Any]) -> dict[str, Any]:
 async def cluster_page(tracker: Tracker, tenant: str, cluster_id: str, seq: int | None) -> dict[str, Any] | None:
     """The cluster now (or as `muster replay --seq` shows it after log sequence `seq`), its
     jobs and its timeline (its own events and its jobs')."""
-    history = await _cluster_history(tracker.store, tenant, cluster_id)
+    history = await cluster_history(tracker.store, tenant, cluster_id)
     replay = await replay_cluster(tracker.store, tenant, cluster_id, seq, None) if history else None
     if replay is None:
         return None
@@ -115,7 +116,7 @@ async def catalog(tracker: Tracker, tenant: str) -> dict[str, Any]:
     """The tenant's catalog from the log, sensitive provider fields masked (as `muster catalog
     get` shows it)."""
     state = await read_state(tracker.store, tenant)
-    shown = redact(state.catalog, plugin_specs())
+    shown = redact(state.catalog, catalog_plugins())
     return {"catalog": shown, "last_seq": state.last_seq, "versions": state.versions}
 
 
@@ -123,8 +124,8 @@ async def provisioners(tracker: Tracker, tenant: str) -> dict[str, Any]:
     """Live provisioners serving the tenant (other tenants they serve are counted, not named),
     and the planners' queues of the tenant with their worker recommendation."""
     live = await live_provisioners(tracker.nc, tenant=tenant)
-    now = datetime.now(timezone.utc)
-    rows = []
+    now = datetime.now(UTC)
+    rows: list[dict[str, Any]] = []
     for p in live:
         rows.append({
             "id": p.info.id, "class": p.info.provisioner_class, "capacity": p.info.capacity, "in_flight": p.in_flight,

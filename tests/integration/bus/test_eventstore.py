@@ -1,26 +1,38 @@
-"""The log's promises, against a real nats-server."""
+"""The log's promises, against a real nats-server; the ones the port promises (fencing,
+idempotency keys, whole batches, reads up to a sequence) also against the in-memory fake, so
+the service layers' unit tests stand on the same guarantees."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from nats.aio.client import Client
 
 from contracts import subjects
+from contracts.catalog import Action
 from contracts.events import ClusterRequested, JobRequested, TaskQueued
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore
 from muster.bus.repository import Repository, log_seq
+from muster.ports.memory import MemoryEventLog
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job, job_uuid
 
 pytestmark = pytest.mark.nats
 
 
+@pytest.fixture(params=["jetstream", "memory"])
+def log(request: pytest.FixtureRequest) -> Any:
+    """The event log port: the JetStream adapter, or the in-memory fake."""
+    return EventStore(request.getfixturevalue("nc")) if request.param == "jetstream" else MemoryEventLog()
+
+
 def _requested(tenant: str, job_id: str) -> JobRequested:
     return JobRequested(tenant=tenant, job_id=job_id, cluster_id="c1", operation="create", request={"nodes": 3})
 
 
-async def test_stale_writer_is_refused(nc: Client, tenant: str) -> None:
-    store = EventStore(nc)
+async def test_stale_writer_is_refused(log: Any, tenant: str) -> None:
+    store = log
     repo = Repository(store)
     job_id = str(job_uuid(tenant, None))
     subject = subjects.job_events(tenant, job_id)
@@ -40,8 +52,8 @@ async def test_stale_writer_is_refused(nc: Client, tenant: str) -> None:
     assert events[-1].event.reason == "first writer"
 
 
-async def test_duplicate_publish_is_appended_once(nc: Client, tenant: str) -> None:
-    store = EventStore(nc)
+async def test_duplicate_publish_is_appended_once(log: Any, tenant: str) -> None:
+    store = log
     subject = subjects.job_events(tenant, "j1")
     item = Append(_requested(tenant, "j1"), msg_id=f"{tenant}:j1:1", aggregate_id="j1", version=1)
     first = await store.append(subject, [item], expect_last_seq=0)
@@ -51,24 +63,24 @@ async def test_duplicate_publish_is_appended_once(nc: Client, tenant: str) -> No
     assert len(await store.read(subject)) == 1
 
 
-async def test_duplicate_batch_is_appended_once_and_batches_are_atomic(nc: Client, tenant: str) -> None:
-    store = EventStore(nc)
+async def test_duplicate_batch_is_appended_once_and_batches_are_atomic(log: Any, tenant: str) -> None:
+    store = log
     subject = subjects.job_events(tenant, "j2")
     batch = [
-        Append(TaskQueued(job_id="j2", task_id=f"t{i}", attempt=1, node="n1", action="create"), msg_id=f"{tenant}:j2:{i}")
+        Append(TaskQueued(job_id="j2", task_id=f"t{i}", attempt=1, node="n1", action=Action.CREATE), msg_id=f"{tenant}:j2:{i}")
         for i in range(3)
     ]
     seqs = await store.append(subject, batch, expect_last_seq=0)
     assert len(seqs) == 3 and seqs == list(range(seqs[0], seqs[0] + 3))
     assert await store.append(subject, batch, expect_last_seq=0) == seqs
-    stale = [Append(TaskQueued(job_id="j2", task_id=f"x{i}", attempt=1, node="n1", action="create"), msg_id=f"{tenant}:x{i}") for i in range(2)]
+    stale = [Append(TaskQueued(job_id="j2", task_id=f"x{i}", attempt=1, node="n1", action=Action.CREATE), msg_id=f"{tenant}:x{i}") for i in range(2)]
     with pytest.raises(ConcurrencyError):
         await store.append(subject, stale, expect_last_seq=0)
     assert [r.event.task_id for r in await store.read(subject)] == ["t0", "t1", "t2"]
 
 
-async def test_aggregate_rebuilt_from_the_log_equals_the_saved_one(nc: Client, tenant: str) -> None:
-    repo = Repository(EventStore(nc))
+async def test_aggregate_rebuilt_from_the_log_equals_the_saved_one(log: Any, tenant: str) -> None:
+    repo = Repository(log)
     cluster = Cluster(ClusterRequested(tenant=tenant, cluster_id="00000000-0000-4000-8000-000000000001", name="c",
                                        template="t", provider="p", config={"a": {"b": 1}}, job_id="j"))
     cluster.record_results("n1", "n1.create", {"providerid": "p-1"}, {"access_v4": "10.0.0.1"}, "h1")
@@ -97,8 +109,8 @@ async def test_the_events_stream_cannot_be_purged_or_have_messages_deleted(nc: C
         await js.purge_stream(subjects.EVENTS_STREAM)
 
 
-async def test_read_up_to_a_sequence_stops_there(nc: Client, tenant: str) -> None:
-    store = EventStore(nc)
+async def test_read_up_to_a_sequence_stops_there(log: Any, tenant: str) -> None:
+    store = log
     subject = subjects.job_events(tenant, "j4")
     seqs = [
         (await store.append(subject, [Append(_requested(tenant, "j4"), msg_id=f"{tenant}-j4-{i}")]))[0] for i in range(4)

@@ -89,7 +89,7 @@ def test_clusters_map_to_shards_and_shares_are_fair() -> None:
 
 async def test_members_take_a_fair_share_and_a_graceful_stop_hands_over_at_once(ncs: list[Client]) -> None:
     ledger = Ledger()
-    a, b, c = (_member(nc, n, ledger) for nc, n in zip(ncs, "abc"))
+    a, b, c = (_member(nc, n, ledger) for nc, n in zip(ncs, "abc", strict=True))
     await a.start()
     assert len(a.held) == SHARDS and all(a.owns(s) for s in range(SHARDS))
     await b.start()

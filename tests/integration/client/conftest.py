@@ -14,7 +14,7 @@ from typing import Any
 import pytest_asyncio
 
 from contracts.catalog import Catalog, Provider
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 
 _spec = importlib.util.spec_from_file_location("_muster_services_stack", Path(__file__).parents[1] / "services" / "conftest.py")
 assert _spec is not None and _spec.loader is not None

@@ -11,8 +11,8 @@ import pytest
 from nats.aio.client import Client
 
 from muster.bus.eventstore import EventStore
-from muster.catalog_files import load_catalog
-from muster.catalog_store import CatalogConflict, append_changes, plan_changes, read_history, read_state
+from muster.catalog.files import load_catalog
+from muster.catalog.store import CatalogConflict, append_changes, plan_changes, read_history, read_state
 
 from .conftest import muster
 

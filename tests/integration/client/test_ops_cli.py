@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contracts.catalog import Catalog, Provider
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 
 from .conftest import muster
 

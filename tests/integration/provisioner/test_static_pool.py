@@ -18,8 +18,6 @@ from services.provisioner.plugins.builtin.static_pool.provider import StaticPool
 from services.provisioner.plugins.testing import NodeFactory, make_task, next_task, process_exited, service_task
 
 
-
-
 def pool_host(node: TaskMessage) -> dict[str, Any]:
     """A localhost-provider node described as an existing SSH host."""
     return {

@@ -103,7 +103,7 @@ class LogWatch:
     def of(self, type_: str, task_id: str | None = None) -> list[Any]:
         return [r.event for r in self.events if r.type == type_ and (task_id is None or r.event.task_id == task_id)]
 
-    async def wait_for(self, predicate: Callable[["LogWatch"], bool], timeout: float = DEADLINE_S) -> None:
+    async def wait_for(self, predicate: Callable[[LogWatch], bool], timeout: float = DEADLINE_S) -> None:
         async with self.changed:
             await asyncio.wait_for(self.changed.wait_for(lambda: predicate(self)), timeout)
 

@@ -85,4 +85,4 @@ async def test_a_provisioner_process_drains_on_request_and_exits(nats_url: str, 
     assert events[1].event.reason == "drained"
 
     code, out = await _cli(nats_url, "drain", pid)
-    assert code == 1 and "no live provisioner" in out
+    assert code == 2 and "no live provisioner" in out  # an unknown provisioner is bad input (docs/client.md)

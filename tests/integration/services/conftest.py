@@ -13,19 +13,17 @@ import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
-from contracts import subjects
 from muster.bus.connect import connect
-from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
 from services.planner.entrypoint import start_planner
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
-from services.solver.service import SolverService
+from services.solver.entrypoint import start_solver
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -64,11 +62,7 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
         options = dict(getattr(request, "param", {}))
         with_http = options.pop("http", True)
         planner = await start_planner(ncs[0], exit_stack, PlannerConfig(instance="planner-test", **options))
-        solver = SolverService(EventStore(ncs[1]), "solver-test")
-        sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
-        exit_stack.push_async_callback(sub.unsubscribe)
-        dry = await ncs[1].subscribe(subjects.ALL_SOLVE_REQUESTS, queue="solvers", cb=solver.on_solve_request)
-        exit_stack.push_async_callback(dry.unsubscribe)
+        await start_solver(ncs[1], exit_stack, "solver-test")
 
         registry = PluginRegistry.discover()
         exit_stack.push_async_callback(registry.aclose)

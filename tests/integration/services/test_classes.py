@@ -11,7 +11,7 @@ import pytest
 from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobSucceeded
 from muster.bus.eventstore import EventStore
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 

@@ -23,7 +23,7 @@ from muster.bus.consume import consume_events
 from muster.bus.eventstore import H_TYPE, EventStore
 from muster.bus.repository import rebuild
 from muster.bus.streams import ensure_streams
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
 from services.planner.domain import saga
@@ -58,7 +58,7 @@ async def bare(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterator
         planner = await start_planner(ncs[0], stack, PlannerConfig(instance="planner-large"))
         if with_solver:
             solver = SolverService(EventStore(ncs[1]), "solver-large")
-            sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event,
+            sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_layout_requested,
                                        queue="solvers", on_poison=solver.on_poison)
             stack.push_async_callback(sub.unsubscribe)
         catalog = quick_demo_catalog()

@@ -76,7 +76,7 @@ async def test_a_lost_task_publish_is_repaired_by_the_redelivered_outcome(stack:
             raise TimeoutError("simulated: the publish was lost")
         return await real_publish(subject, *args, **kwargs)
 
-    js.publish = flaky  # type: ignore[method-assign]
+    js.publish = flaky
     reply = await stack.client.send(stack.tenant, CreateCluster(name="lossy", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
     assert isinstance(await stack.client.wait(reply.job_id, timeout=90), JobSucceeded)

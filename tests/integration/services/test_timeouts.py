@@ -10,8 +10,8 @@ import pytest
 from contracts.catalog import Service
 from contracts.commands import Accepted, AddServices, CreateCluster
 from contracts.events import JobRolledBack, JobSucceeded
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120),
               pytest.mark.parametrize("stack", [{"http": False, "task_timeout_s": 1.5, "max_attempts": 2}], indirect=True)]

@@ -13,23 +13,21 @@ import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 from nats.aio.client import Client
 
-from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
+from contracts.events import FINAL_JOB_STATES
 from muster.bus.connect import connect
-from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
-from muster.catalog_files import load_catalog
-from muster.catalog_store import apply_catalog
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
+from muster.readmodel.locations import job_key
 from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
-from services.solver.service import SolverService
+from services.solver.entrypoint import start_solver
 from services.tracker.app import Tracker
-from contracts.events import FINAL_JOB_STATES
-from muster.readmodel.locations import job_key
 from services.tracker.http import TRACKER, make_app
 
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
@@ -103,9 +101,7 @@ async def tracked(fresh_nats: str) -> AsyncIterator[Tracked]:
         catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "10-40"}})
         await apply_catalog(EventStore(services_nc), TENANT, catalog)
 
-        solver = SolverService(EventStore(services_nc), "solver-test")
-        layouts = await consume_events(services_nc.jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
-        stack.push_async_callback(layouts.unsubscribe)
+        await start_solver(services_nc, stack, "solver-test")
 
         registry = PluginRegistry.discover()
         stack.push_async_callback(registry.aclose)

@@ -22,10 +22,10 @@ async def _finished(tracked: Tracked) -> tuple[str, str]:
     return reply.job_id, reply.cluster_id
 
 
-def _job_data(html: str) -> dict:  # type: ignore[type-arg]
+def _job_data(html: str) -> dict:
     found = re.search(r'<script type="application/json" id="job-data">(.*?)</script>', html, re.S)
     assert found, "the job page carries its data"
-    return json.loads(found.group(1))  # type: ignore[no-any-return]
+    return json.loads(found.group(1))
 
 
 async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> None:

@@ -40,7 +40,7 @@ class ServedTracker:
         self._runner: web.AppRunner | None = None
         self._nc: Any = None
 
-    def __enter__(self) -> "ServedTracker":
+    def __enter__(self) -> ServedTracker:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=60)
         return self

@@ -4,6 +4,7 @@ concurrently, and loaded by a restarted tracker before it serves."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import uuid
 from collections.abc import AsyncIterator
@@ -16,8 +17,8 @@ from nats.aio.client import Client
 from contracts.catalog import Action
 from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from muster.bus.connect import connect
-from services.tracker.adapters.kv import LocationIndex
 from muster.readmodel.locations import Update, merge_all, updates_from
+from services.tracker.adapters.kv import LocationIndex
 from services.tracker.http import TRACKER
 
 pytestmark = pytest.mark.nats
@@ -46,6 +47,10 @@ def _story() -> list[Update]:
     return [u for seq, (subject, e) in enumerate(events, 1) for u in updates_from(seq, subject, TIME, e)]
 
 
+def _holds(index: LocationIndex, expected: dict[str, Any]) -> bool:
+    return {k: index.mirror.get(k) for k in expected} == expected
+
+
 @pytest_asyncio.fixture
 async def bucket(nats_url: str) -> AsyncIterator[tuple[str, list[Client]]]:
     name = f"locations-test-{uuid.uuid4().hex[:8]}"
@@ -72,7 +77,7 @@ async def test_writers_racing_in_opposite_orders_converge_on_the_log_order_recor
             *(b.apply(u) for u in shuffled),  # the other shuffled, both at once
         )
         for index in (a, b):
-            await index.mirror.wait_for(lambda index=index: {k: index.mirror.get(k) for k in expected} == expected, 30)
+            await index.mirror.wait_for(functools.partial(_holds, index, expected), 30)
         job = expected[f"job.{T}.{J}"]
         assert job is not None and job.get("state") == "succeeded"
         assert {(r.get("attempt"), r.get("provisioner")) for r in b.mirror.tasks(T, J)} == {(2, "prov-b")}
@@ -90,13 +95,13 @@ async def test_an_older_update_writes_nothing(bucket: tuple[str, list[Client]]) 
         newest, older = story[5], story[0]  # attempt 2 succeeded; attempt 1 queued
         assert newest.key == older.key
         assert await index.apply(newest)
-        revision = (await index.kv.get(newest.key)).revision
+        revision = (await index.kv.get(newest.key)).revision or 0
         assert not await index.apply(newest)  # a repeat
         assert not await index.apply(story[1])  # attempt 1's claim: superseded by attempt 2
         assert await index.apply(older)  # it brings the node, which the record lacks, and nothing else
         record = index.mirror.get(newest.key)
         assert record is not None and record.get("state") == "succeeded" and record.get("attempt") == 2
-        assert (await index.kv.get(newest.key)).revision > revision
+        assert ((await index.kv.get(newest.key)).revision or 0) > revision
     finally:
         await index.stop()
 

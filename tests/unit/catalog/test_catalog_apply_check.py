@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from contracts.catalog import Catalog, Service
-from muster.catalog_files import load_catalog
-from muster.catalog_store import CatalogState, changed_fields, check_apply, plan_changes
+from muster.catalog.files import load_catalog
+from muster.catalog.store import CatalogState, changed_fields, check_apply, plan_changes
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 

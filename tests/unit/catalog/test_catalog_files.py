@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from muster.catalog_files import load_sources
+from muster.catalog.files import load_sources
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 

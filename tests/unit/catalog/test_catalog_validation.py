@@ -8,9 +8,12 @@ from typing import Any
 import pytest
 
 from contracts.catalog import KINDS, Catalog
-from contracts.catalog_validation import PluginField, PluginSpec, Problem, sensitive_provider_fields, validate_catalog
-from muster.catalog_files import load_catalog
-from muster.catalog_plugins import MASK, plugin_specs, redact
+from muster.catalog.files import load_catalog
+from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
+from muster.catalog.problems import KIND_LABEL, Problem
+from muster.catalog.sensitive import MASK, redact, sensitive_provider_fields
+from muster.catalog.validation import validate_catalog
+from services.provisioner.plugins.specs import catalog_plugins as plugin_specs
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -33,11 +36,11 @@ def template(**body: Any) -> dict[str, Any]:
     return {**base, **body}
 
 
-def errors(catalog: Catalog, plugins: list[PluginSpec] | None = None) -> list[Problem]:
+def errors(catalog: Catalog, plugins: PluginSpecs | None = None) -> list[Problem]:
     return [p for p in validate_catalog(catalog, plugins) if p.is_error]
 
 
-def only_error(catalog: Catalog, plugins: list[PluginSpec] | None = None) -> Problem:
+def only_error(catalog: Catalog, plugins: PluginSpecs | None = None) -> Problem:
     found = errors(catalog, plugins)
     assert len(found) == 1, [str(p) for p in found]
     return found[0]
@@ -193,17 +196,17 @@ def test_a_uses_cycle_is_only_a_warning() -> None:
 
 # -- plugins and sensitive fields --------------------------------------------------------------------------
 
-CLOUD = PluginSpec("cloud", "provider", {"region": PluginField(), "api_password": PluginField(sensitive=True),
-                                          "token_url": PluginField()})
+CLOUD = PluginSpecs([PluginSpec("cloud", "provider", {"region": PluginField(), "api_password": PluginField(sensitive=True),
+                                                      "token_url": PluginField()})])
 
 
 def test_a_field_the_plugin_declares_sensitive_is_refused_naming_the_secrets_file() -> None:
     catalog = demo(providers={"aws": {"providertype": "cloud", "provisioner": {"region": "x", "api_password": "hunter22",
                                                                                "token_url": "https://t"}}})
-    p = only_error(catalog, [CLOUD])
+    p = only_error(catalog, CLOUD)
     assert (p.kind, p.name, p.field) == ("providers", "aws", "provisioner.api_password")
     assert "declared sensitive" in p.message and "secrets file" in p.message and "hunter22" not in str(p)
-    assert sensitive_provider_fields(catalog, [CLOUD]) == {"aws": ["api_password"]}
+    assert sensitive_provider_fields(catalog, CLOUD) == {"aws": ["api_password"]}
 
 
 def test_credential_looking_fields_of_unknown_provider_types_are_refused() -> None:
@@ -216,7 +219,7 @@ def test_credential_looking_fields_of_unknown_provider_types_are_refused() -> No
 
 def test_answers_mask_sensitive_values() -> None:
     catalog = demo(providers={"aws": {"providertype": "cloud", "provisioner": {"region": "x", "api_password": "hunter22"}}})
-    shown = redact(catalog, [CLOUD]).providers["aws"].provisioner
+    shown = redact(catalog, CLOUD).providers["aws"].provisioner
     assert shown == {"region": "x", "api_password": MASK}
 
 
@@ -231,8 +234,6 @@ def test_provider_and_automator_fields_are_checked_against_the_descriptors() -> 
 
 
 def test_every_kind_has_a_label() -> None:
-    from contracts.catalog_validation import KIND_LABEL
-
     assert set(KIND_LABEL) == set(KINDS)
 
 

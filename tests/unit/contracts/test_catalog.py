@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.catalog import Action, ClusterTemplate, HardwareType, Service
-from contracts.templates import TemplateError, resolve_template
-from muster.catalog_files import CatalogFileError, load_catalog
+from muster.catalog.files import CatalogFileError, load_catalog
+from muster.catalog.templates import TemplateError, resolve_template
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -109,7 +109,7 @@ def test_yaml_entities_load(tmp_path: Path) -> None:
     assert load_catalog(tmp_path).imagetypes["u"].image("sim") == "img-1"
 
 
-def _catalog(tmp_path: Path, templates: dict[str, dict[str, object]], partials: dict[str, dict[str, object]] | None = None):  # type: ignore[no-untyped-def]
+def _catalog(tmp_path: Path, templates: dict[str, dict[str, object]], partials: dict[str, dict[str, object]] | None = None):
     for folder, entities in (("clustertemplates", templates), ("partialtemplates", partials or {})):
         (tmp_path / folder).mkdir(exist_ok=True)
         for name, body in entities.items():

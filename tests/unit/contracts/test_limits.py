@@ -9,9 +9,10 @@ from pydantic import ValidationError
 
 from contracts.catalog import Catalog, Service
 from contracts.commands import ConfigureCluster, CreateCluster
+from contracts.errors import describe_validation_error
 from contracts.limits import MAX_CONFIG_BYTES, MAX_ENTITY_BYTES, check_size, json_size
-from muster.catalog_files import describe_validation_error, load_catalog
-from muster.catalog_store import CatalogState, check_apply
+from muster.catalog.files import load_catalog
+from muster.catalog.store import CatalogState, check_apply
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 

@@ -6,9 +6,9 @@ import pytest
 from pydantic import ValidationError
 
 from contracts import subjects
+from contracts.catalog import Action
 from contracts.commands import COMMAND_ADAPTER, CreateCluster
 from contracts.events import EVENT_TYPES, TaskQueued, parse_event
-
 
 STATE_FACTS = {"JobRolledBack", "JobNeedsAttention"}
 
@@ -23,7 +23,7 @@ def test_every_event_has_a_type_literal_and_a_version() -> None:
 
 
 def test_event_round_trip() -> None:
-    e = TaskQueued(job_id="j", task_id="n1.create", attempt=1, node="n1", action="create")
+    e = TaskQueued(job_id="j", task_id="n1.create", attempt=1, node="n1", action=Action.CREATE)
     assert parse_event(e.model_dump_json()) == e
 
 

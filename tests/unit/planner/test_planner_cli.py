@@ -15,16 +15,16 @@ CATALOG = str(FIXTURES)
 NODES = str(FIXTURES / "nodes-hadoop.json")
 
 
-def run(*args: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+def run(*args: str) -> tuple[int, dict]:
     result = CliRunner().invoke(main, ["plan", *args])
     return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else {}
 
 
-def plan(operation: str, *extra: str, nodes: str = NODES, template: str = "hadoop") -> tuple[int, dict]:  # type: ignore[type-arg]
+def plan(operation: str, *extra: str, nodes: str = NODES, template: str = "hadoop") -> tuple[int, dict]:
     return run("--catalog", CATALOG, "--template", template, "--nodes-file", nodes, "--operation", operation, *extra)
 
 
-def write_nodes(tmp_path: Path, nodes: list[dict]) -> str:  # type: ignore[type-arg]
+def write_nodes(tmp_path: Path, nodes: list[dict]) -> str:
     path = tmp_path / "nodes.json"
     path.write_text(json.dumps({"nodes": nodes}))
     return str(path)

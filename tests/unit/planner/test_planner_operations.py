@@ -3,6 +3,8 @@ skipping, subsets and thrown-in starts, start/stop expansion, errors (coopr-fact
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import pytest
 from planner_support import catalog, coopr_install, coopr_minimize, coopr_runtime, coopr_uses, node, svc
 
@@ -29,7 +31,7 @@ def edges(plan: Plan) -> set[tuple[str, str]]:
 
 
 def chain(*tasks: str) -> set[tuple[str, str]]:
-    return set(zip(tasks, tasks[1:]))
+    return set(pairwise(tasks))
 
 
 # -- chains per operation ---------------------------------------------------------------------
@@ -294,7 +296,7 @@ def test_a_dependency_cycle_is_an_error_naming_the_services() -> None:
 )
 def test_invalid_requests_are_plan_errors(operation: str, kwargs: dict[str, list[str]], message: str) -> None:
     with pytest.raises(PlanError, match=message):
-        build_plan(HADOOP, CLUSTER, operation, **kwargs)  # type: ignore[arg-type]
+        build_plan(HADOOP, CLUSTER, operation, **kwargs)
 
 
 def test_unknown_services_and_duplicate_nodes_are_plan_errors() -> None:

@@ -20,19 +20,22 @@ from contracts.commands import VERB_OF, Accepted, DryRun, Rejected
 from contracts.events import LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.layout import Layout
 from contracts.tasks import TaskMessage
-from muster.catalog_files import load_catalog
+from muster.catalog.files import load_catalog
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.memory import ManualClock, MemoryEventLog, MemoryTaskQueue, matches
+from muster.routing import router
 from services.planner.app import Planner, PlannerConfig, RequestContext
 from services.planner.config import Hooks
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.ports import NoLayout
-from services.planner.routing import ROUTES, router
+from services.planner.routing import ROUTES
 from services.solver.service import answer
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 Behaviour = Literal["succeed", "fail", "silent", "hold"]
+SIMPLE = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}} for a in ("install", "start", "remove")}}}
+"""A service with no dependencies, for tests that add one to the demo catalog."""
 
 
 def demo_catalog(**extra_services: dict[str, Any]) -> Catalog:
@@ -60,8 +63,8 @@ class Solver:
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         result = answer(request, "solver-fake")
         if result.type != "LayoutSolved":
-            raise NoLayout(result.message)  # type: ignore[union-attr]
-        return result.layout  # type: ignore[union-attr]
+            raise NoLayout(result.message)
+        return result.layout
 
 
 class Harness:

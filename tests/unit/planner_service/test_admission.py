@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from planner_harness import Harness, demo_catalog
+from planner_harness import SIMPLE, Harness, demo_catalog
 
 from contracts.commands import (
     Accepted,
@@ -34,13 +34,11 @@ from services.planner.config import Hooks
 from services.planner.domain.admission import Refused
 from services.planner.domain.operations import VERBS
 
-EXTRA = {"provisioner": {"actions": {"install": {"type": "simulated", "fields": {}},
-                                     "start": {"type": "simulated", "fields": {}}}}}
 HOLD_ALL = "hold"
 
 
 def harness() -> Harness:
-    return Harness(catalog=demo_catalog(extra=EXTRA))
+    return Harness(catalog=demo_catalog(extra=SIMPLE))
 
 
 async def _running_job(h: Harness) -> str:

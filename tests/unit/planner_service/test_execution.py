@@ -6,16 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from planner_harness import Harness, demo_catalog
+from planner_harness import SIMPLE, Harness, demo_catalog
 
 from contracts.commands import Accepted, AddServices, CreateCluster, PauseJob
 from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
 from contracts.tasks import TaskMessage
 from services.planner.app import PlannerConfig
 from services.planner.config import Hooks
-
-SIMPLE = {"provisioner": {"actions": {"install": {"type": "simulated", "fields": {}},
-                                          "remove": {"type": "simulated", "fields": {}}}}}
 
 
 def _is(m: TaskMessage, action: str, service: str | None = None, node: str | None = None) -> bool:
@@ -59,8 +56,7 @@ async def test_a_failed_cleanup_is_deleted_again(h: Harness) -> None:
 
 
 async def test_a_silent_worker_times_out_and_its_late_result_changes_nothing() -> None:
-    slow = {"provisioner": {"actions": {"install": {"type": "simulated", "fields": {}}}}}
-    h = Harness(config=PlannerConfig(instance="planner-test", task_timeout_s=1.5, max_attempts=2), catalog=demo_catalog(slow=slow))
+    h = Harness(config=PlannerConfig(instance="planner-test", task_timeout_s=1.5, max_attempts=2), catalog=demo_catalog(slow=SIMPLE))
     created = await h.cluster_of(2)
     h.behaviour = lambda m: "silent" if _is(m, "install", "slow") else "succeed"
     reply = await h.send(AddServices(cluster_id=created, services=["slow"]))

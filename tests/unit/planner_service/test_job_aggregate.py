@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from contracts.catalog import Service
+from contracts.catalog import Action, Service
 from contracts.events import JobPlanned, JobRequested, PlannedTaskRecord, TaskAttemptFailed, TaskCompleted
 from muster.bus.eventstore import Recorded
 from muster.bus.repository import pending_appends, rebuild
@@ -15,10 +15,10 @@ def _job(mode: str = "eager") -> Job:
     job_id = str(job_uuid("acme", "req-1"))
     job = Job(JobRequested(tenant="acme", job_id=job_id, cluster_id="c", operation="create", request={}, max_attempts=3))
     tasks = [
-        PlannedTaskRecord(id="n1.create", node="n1", action="create"),
-        PlannedTaskRecord(id="n2.create", node="n2", action="create"),
-        PlannedTaskRecord(id="n1.install.a", node="n1", action="install", service="a"),
-        PlannedTaskRecord(id="n2.install.b", node="n2", action="install", service="b"),
+        PlannedTaskRecord(id="n1.create", node="n1", action=Action.CREATE),
+        PlannedTaskRecord(id="n2.create", node="n2", action=Action.CREATE),
+        PlannedTaskRecord(id="n1.install.a", node="n1", action=Action.INSTALL, service="a"),
+        PlannedTaskRecord(id="n2.install.b", node="n2", action=Action.INSTALL, service="b"),
     ]
     links = [(["n1.create"], ["n1.install.a"]), (["n2.create"], ["n2.install.b"]), (["n1.install.a"], ["n2.install.b"])]
     job.record_plan(JobPlanned(job_id=job_id, mode=mode, tasks=tasks, links=links,  # type: ignore[arg-type]
@@ -100,7 +100,7 @@ def test_rebuilding_from_recorded_events_gives_the_same_state() -> None:
     _done(job, "n1.create")
     appends = pending_appends(job)
     history = [
-        Recorded(seq=i + 1, subject="s", time=a.time or datetime.now(timezone.utc), event=a.event,
+        Recorded(seq=i + 1, subject="s", time=a.time or datetime.now(UTC), event=a.event,
                  aggregate_id=a.aggregate_id, version=a.version)
         for i, a in enumerate(appends)
     ]

@@ -85,7 +85,7 @@ async def test_the_manual_clock_runs_due_calls_in_time_order_and_skips_cancelled
     clock = ManualClock()
     ran: list[str] = []
 
-    def call(name: str):  # type: ignore[no-untyped-def]
+    def call(name: str):
         async def run() -> None:
             ran.append(name)
             if name == "a":  # a call may schedule another that falls due in the same advance

@@ -13,7 +13,7 @@ from contracts.layout import NodeSpec
 from contracts.limits import MAX_RESULT_BYTES
 from contracts.nodemaps import CHUNK_NODES, NodeManifest
 from contracts.tasks import TaskMessage, TaskOutcome
-from muster.catalog_files import load_catalog
+from muster.catalog.files import load_catalog
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.domain.plan import build_plan
@@ -78,8 +78,9 @@ async def test_the_provisioner_puts_back_the_map_the_plugin_saw_before() -> None
     recorder = Recorder()
     resolver = _resolver(kv, recorder)
     whole = nodes_map(cluster, catalog)
-    by_ref = TaskMessage(tenant="acme", cluster_id=CID, job_id="j", task_id="n1000.bootstrap", attempt=1, action="bootstrap",
-                         node=whole["n1000"], provider={"name": "sim", "providertype": "simulated"}, nodes_ref=ref)
+    by_ref = TaskMessage.model_validate({
+        "tenant": "acme", "cluster_id": CID, "job_id": "j", "task_id": "n1000.bootstrap", "attempt": 1, "action": "bootstrap",
+        "node": whole["n1000"], "provider": {"name": "sim", "providertype": "simulated"}, "nodes_ref": ref})
     await resolver.execute(by_ref)
     [seen] = recorder.seen
     assert seen == by_ref.model_copy(update={"nodes": whole, "nodes_ref": None})
@@ -127,9 +128,10 @@ async def test_a_task_message_of_a_10000_node_cluster_stays_under_8_kb() -> None
 async def test_a_missing_map_fails_the_attempt_and_an_oversized_result_is_refused() -> None:
     kv = FakeKv()
     resolver = _resolver(kv, Recorder(result={"blob": "x" * MAX_RESULT_BYTES}))
-    task = TaskMessage(tenant="acme", cluster_id=CID, job_id="j", task_id="n1.install.base", attempt=1, action="install",
-                       node={"id": "n1", "hostname": "h", "nodenum": 1, "hardwaretype": "m", "imagetype": "u"},
-                       provider={"name": "sim", "providertype": "simulated"}, nodes_ref="acme.feedbeef")
+    task = TaskMessage.model_validate({
+        "tenant": "acme", "cluster_id": CID, "job_id": "j", "task_id": "n1.install.base", "attempt": 1, "action": "install",
+        "node": {"id": "n1", "hostname": "h", "nodenum": 1, "hardwaretype": "m", "imagetype": "u"},
+        "provider": {"name": "sim", "providertype": "simulated"}, "nodes_ref": "acme.feedbeef"})
     outcome = await resolver.execute(task)
     assert not outcome.ok and "acme.feedbeef" in outcome.error and "expired" in outcome.error
     outcome = await resolver.execute(task.model_copy(update={"nodes_ref": None}))

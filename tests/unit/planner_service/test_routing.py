@@ -32,7 +32,7 @@ async def test_an_operation_request_gets_one_answer(h: Harness) -> None:
     async def broken(ctx: Any) -> Any:
         raise RuntimeError("a bug")
 
-    h.planner.handle = broken  # type: ignore[method-assign]
+    h.planner.handle = broken
     answer = json.loads(await operation(h.planner, "muster.ops.default.create", data) or b"")
     assert answer["type"] == "Rejected" and "internal error" in answer["reason"]
 

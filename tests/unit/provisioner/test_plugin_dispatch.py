@@ -56,7 +56,7 @@ def automator(folder: Path, name: str, cls: str = "Recorder", actions: list[str]
 
 
 @pytest.fixture
-async def reg(tmp_path: Path):  # type: ignore[no-untyped-def]
+async def reg(tmp_path: Path):
     automator(tmp_path / "p" / "one", "one")
     automator(tmp_path / "p" / "two", "two")
     automator(tmp_path / "p" / "failer", "failer", cls="Failer")

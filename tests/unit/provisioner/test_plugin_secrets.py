@@ -30,7 +30,7 @@ class Leaky(ProviderPlugin):
 
 
 @pytest.fixture
-async def reg(tmp_path: Path):  # type: ignore[no-untyped-def]
+async def reg(tmp_path: Path):
     folder = tmp_path / "p" / "leaky"
     folder.mkdir(parents=True)
     (folder / "plugin.json").write_text(
@@ -55,7 +55,7 @@ async def reg(tmp_path: Path):  # type: ignore[no-untyped-def]
     await r.aclose()
 
 
-def task(action: str, **kw: object):  # type: ignore[no-untyped-def]
+def task(action: str, **kw: object):
     return make_task(action, providertype="leaky", provider_name="cloud", provider_fields={"api_user": "admin"}, **kw)  # type: ignore[arg-type]
 
 

@@ -78,7 +78,7 @@ def _run_main(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> tuple[Any, di
         work_dir = Path("x")
 
         @classmethod
-        def discover(cls, **kw: Any) -> "Registry":
+        def discover(cls, **kw: Any) -> Registry:
             seen.update(kw)
             return cls()
 

@@ -4,11 +4,11 @@ event of a cluster's life (the read model imports none of the planner; this test
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
-from contracts.envelope import Recorded
 from contracts.events import ClusterRequested
 from contracts.layout import NodeSpec
+from contracts.records import Recorded
 from muster.bus.repository import pending_appends, rebuild
 from muster.readmodel.clusters import ClusterInfo, cluster_view, fold_cluster, job_ids, prefix
 from services.planner.domain.cluster import Cluster
@@ -38,7 +38,7 @@ def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
                                    pick.choice(["", f"{node}.example"]))
         else:
             cluster.set_status(pick.choice(["pending", "active", "failed", "deleted"]), job, pick.choice(["", "why"]))
-    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     log = [Recorded(seq=i + 1, subject=f"muster.evt.acme.cluster.{CID}", time=start + timedelta(seconds=i), event=a.event)
            for i, a in enumerate(pending_appends(cluster))]
     return cluster, log

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from contracts.catalog import Service
-from contracts.envelope import Recorded
 from contracts.events import FINAL_JOB_EVENTS, JobPlanned, JobRequested, PlannedTaskRecord, TaskAttemptFailed, TaskCompleted
+from contracts.records import Recorded
 from muster.bus.repository import pending_appends
 from muster.readmodel.jobs import JobView, job_view
 from services.planner.domain.job import Job, job_uuid

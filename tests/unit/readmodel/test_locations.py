@@ -4,7 +4,7 @@ whatever order updates arrive, however often."""
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -201,6 +201,6 @@ def test_every_field_holds_the_value_of_its_newest_update(steps: list[tuple[str,
 
 
 def test_times_in_updates_are_the_events_times() -> None:
-    t = datetime(2026, 5, 1, tzinfo=timezone.utc).isoformat()
+    t = datetime(2026, 5, 1, tzinfo=UTC).isoformat()
     (u,) = updates_from(7, _task_subject(), t, TaskClaimed(job_id=J, task_id=TASK, attempt=1, provisioner="p", worker="w"))
     assert u.fields["since"] == t and u.seq == 7 and u.rank == 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from contracts.catalog import Action
@@ -12,7 +12,7 @@ from muster.readmodel.status import compose, needs_repair, task_records
 from muster.readmodel.timeline import place, timeline
 
 T, J = "acme", "11111111-1111-4111-8111-111111111111"
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def rec(seq: int, ms: int, kind: str, event: Any, task: str = "") -> Recorded:

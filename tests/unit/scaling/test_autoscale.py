@@ -3,7 +3,7 @@ autoscaler's bounds, cool-down and rest, on a manual clock."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -76,7 +76,7 @@ class World:
 
 
 async def test_it_scales_up_on_activity_and_down_after_the_window_with_a_cool_down() -> None:
-    clock = ManualClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     fleet = FakeFleet(1)
     world = World(fleet)
     scaler = Autoscaler(fleet, world.gather, clock, AutoscalePolicy(max_processes=4, cooldown_s=30, settle_s=1, window_s=60))
@@ -105,7 +105,7 @@ async def test_it_scales_up_on_activity_and_down_after_the_window_with_a_cool_do
 
 
 async def test_it_keeps_the_minimum_and_survives_an_unreachable_bus() -> None:
-    clock = ManualClock(datetime(2026, 1, 1, tzinfo=timezone.utc))
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
     fleet = FakeFleet(0)
     failing = {"n": 1}
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from contracts.catalog import Catalog
 from contracts.layout import Layout
-from muster.catalog_files import load_catalog
+from muster.catalog.files import load_catalog
 from services.solver.domain import SolveRequest, solve
 
 REACTOR_DIR = Path(__file__).resolve().parents[2] / "fixtures" / "catalogs" / "reactor-medium"

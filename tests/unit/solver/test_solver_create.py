@@ -214,7 +214,7 @@ def test_excluding_the_only_layout_says_so() -> None:
 
 _SCRIPT = """
 import json, sys
-from muster.catalog_files import load_catalog
+from muster.catalog.files import load_catalog
 from services.solver.domain import SolveRequest, solve
 catalog = load_catalog(sys.argv[1])
 out = [solve(catalog, SolveRequest(template="reactor-medium", nodes=n)).model_dump_json() for n in (5, 33, 61)]

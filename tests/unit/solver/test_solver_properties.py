@@ -136,12 +136,12 @@ def brute_force(catalog: Catalog, request: SolveRequest) -> Layout | str:
     layouts = rules.layouts()
     for counts in descending(request.nodes, len(layouts)):
         counted: dict[str, int] = {}
-        for (_, _, services), n in zip(layouts, counts):
+        for (_, _, services), n in zip(layouts, counts, strict=True):
             for s in services:
                 counted[s] = counted.get(s, 0) + n
         if rules.counts_ok(counted, request.nodes):
             groups = [
-                {"hardwaretype": h, "imagetype": i, "services": list(s), "count": n} for (h, i, s), n in zip(layouts, counts) if n
+                {"hardwaretype": h, "imagetype": i, "services": list(s), "count": n} for (h, i, s), n in zip(layouts, counts, strict=True) if n
             ]
             return Layout.model_validate({"nodes": request.nodes, "layout": groups})
     return "unsolvable"
@@ -255,27 +255,27 @@ def brute_force_change(catalog: Catalog, request: SolveRequest) -> Layout | str:
         options.sort(key=lambda o: (rules.key(*o[0]), o[0], o[1]))
         per_group = [[j for j, (_, g) in enumerate(options) if g == group] for group in range(len(trimmed))]
         vectors = []
-        for parts in product(*(list(_capped([n] * len(js), n)) for js, (_, n) in zip(per_group, trimmed))):
+        for parts in product(*(list(_capped([n] * len(js), n)) for js, (_, n) in zip(per_group, trimmed, strict=True))):
             vector = [0] * len(options)
-            for js, part in zip(per_group, parts):
-                for j, v in zip(js, part):
+            for js, part in zip(per_group, parts, strict=True):
+                for j, v in zip(js, part, strict=True):
                     vector[j] = v
             vectors.append(tuple(vector))
-        for vector in sorted(vectors, reverse=True):
-            groups = [(key, n) for (key, _), n in zip(options, vector)]
+        for candidate in sorted(vectors, reverse=True):
+            groups = [(key, n) for (key, _), n in zip(options, candidate, strict=True)]
             if ok(groups):
                 return _layout_of(rules, groups, request.nodes)
         return "unsolvable"
     if request.nodes > kept:
         layouts = rules.layouts()
         for counts in descending(request.nodes - kept, len(layouts)):
-            groups = old + list(zip(layouts, counts))
+            groups = old + list(zip(layouts, counts, strict=True))
             if ok(groups):
                 return _layout_of(rules, groups, request.nodes)
         return "unsolvable"
     ordered = sorted(old, key=lambda o: (rules.key(*o[0]), o[0]))
     for counts in _capped([n for _, n in ordered], request.nodes):
-        groups = [(key, c) for (key, _), c in zip(ordered, counts)]
+        groups = [(key, c) for (key, _), c in zip(ordered, counts, strict=True)]
         if ok(groups):
             return _layout_of(rules, groups, request.nodes)
     return "unsolvable"
@@ -290,7 +290,9 @@ def changes(draw: st.DrawFn) -> tuple[Catalog, SolveRequest]:
     old = {s for g in existing.layout for s in g.services}
     others = sorted(set(catalog.services) - old)
     kind = draw(st.sampled_from(["expand", "shrink", "add", "remove"]))
-    nodes, add, remove = existing.nodes, (), ()
+    nodes = existing.nodes
+    add: tuple[str, ...] = ()
+    remove: tuple[str, ...] = ()
     if kind == "expand":
         nodes += draw(st.integers(1, 3))
     elif kind == "shrink":

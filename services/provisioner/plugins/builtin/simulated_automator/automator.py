@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
-
-from services.provisioner.plugins.base import PluginEnv, AutomatorPlugin, PluginContext, failed, succeeded
+from services.provisioner.plugins.base import AutomatorPlugin, PluginContext, PluginEnv, failed, succeeded
 from services.provisioner.plugins.descriptor import PluginDescriptor
 from services.provisioner.plugins.simulation import behaviour, simulate_latency
 

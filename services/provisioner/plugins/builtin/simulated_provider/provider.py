@@ -6,8 +6,7 @@ import uuid
 from dataclasses import dataclass
 
 from contracts.tasks import TaskOutcome
-
-from services.provisioner.plugins.base import PluginEnv, PluginContext, ProviderPlugin, failed, succeeded
+from services.provisioner.plugins.base import PluginContext, PluginEnv, ProviderPlugin, failed, succeeded
 from services.provisioner.plugins.descriptor import PluginDescriptor
 from services.provisioner.plugins.simulation import Behaviour, behaviour, fake_ipv4, simulate_latency
 

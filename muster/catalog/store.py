@@ -5,7 +5,7 @@
 
 1. read the tenant's catalog from the log (and the sequence of its last catalog event);
 2. merge the incoming entities over it and validate the whole result
-   (`contracts.catalog_validation`); an error that the log did not already have blocks the
+   (`validation.py`); an error that the log did not already have blocks the
    apply, and nothing is written;
 3. append one event per added or changed entity in a single atomic batch that carries the
    expected last sequence of the whole catalog (`Nats-Expected-Last-Subject-Sequence` with
@@ -26,12 +26,14 @@ from typing import Any, Literal
 
 from contracts import subjects
 from contracts.catalog import KINDS, Catalog
-from contracts.catalog_validation import PluginSpec, Problem, validate_catalog
 from contracts.events import CatalogEntityPut
 from contracts.limits import MAX_ENTITY_BYTES, check_size, json_size, over_budget
+from muster.bus.eventstore import H_EXPECT, Append, EventStore, Recorded, StoreError
 
-from .bus.eventstore import H_EXPECT, Append, EventStore, Recorded, StoreError
-from .catalog_files import CatalogFileError
+from .files import CatalogFileError
+from .plugins import PluginSpecs
+from .problems import Problem
+from .validation import validate_catalog
 
 MAX_BATCH = 1000
 """nats-server's limit on messages per atomic batch."""
@@ -60,7 +62,7 @@ def _body(entity: Any) -> dict[str, Any]:
     """What an entity says, without the version number the log assigns."""
     body = entity.model_dump(mode="json") if not isinstance(entity, dict) else dict(entity)
     body.pop("version", None)
-    return body  # type: ignore[no-any-return]
+    return body
 
 
 def _digest(body: dict[str, object]) -> str:
@@ -205,7 +207,7 @@ class ApplyCheck:
 def check_apply(
     state: CatalogState,
     incoming: Catalog,
-    plugins: Sequence[PluginSpec] | None,
+    plugins: PluginSpecs | None,
     sources: dict[tuple[str, str], str] | None = None,
     log_label: str = "log",
 ) -> ApplyCheck:
@@ -285,16 +287,14 @@ async def apply_catalog(
     tenant: str,
     catalog: Catalog,
     by: str = "anonymous",
-    plugins: Sequence[PluginSpec] | None = None,
+    plugins: PluginSpecs | None = None,
     sources: dict[tuple[str, str], str] | None = None,
 ) -> int:
     """Validate and append every entity that differs from what the log holds, all or none;
     returns how many were appended. Applying the same catalog twice appends nothing.
-    Raises CatalogRejected (with every problem) or CatalogConflict."""
-    if plugins is None:
-        from .catalog_plugins import plugin_specs
-
-        plugins = plugin_specs()
+    Raises CatalogRejected (with every problem) or CatalogConflict. Plugin fields are checked
+    against `plugins`, the registry the caller gives (None: no plugin is known, so only the
+    plugin-independent checks run; a credential-looking field is still refused)."""
     state = await read_state(store, tenant)
     check = check_apply(state, catalog, plugins, sources)
     if not check.ok:

@@ -25,7 +25,9 @@ import yaml
 from pydantic import ValidationError
 
 from contracts.catalog import KINDS, Catalog
-from contracts.catalog_validation import Problem
+from contracts.errors import describe_validation_error
+
+from .problems import Problem
 
 SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -48,15 +50,6 @@ class CatalogFileError(ValueError):
 def kind_of(word: str) -> str | None:
     """'service', 'Services', 'clusterTemplates', 'cluster-template' -> the catalog kind."""
     return KIND_ALIASES.get(word.lower().replace("-", "").replace("_", ""))
-
-
-def describe_validation_error(err: ValidationError) -> str:
-    """One line per problem, each naming the field by its dotted path."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(document)"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
 
 
 def parse_entity(kind: str, data: Any, source: str) -> Any:
@@ -136,7 +129,8 @@ class _Loader:
             self.out.problems.append(Problem("", path.stem, "", f"cannot read: {err}", "error", str(path)))
             return
         for kind, raw in (pair for doc in docs for pair in _entities_of(doc, folder_kind)):
-            name = raw.get("name") if isinstance(raw, dict) and isinstance(raw.get("name"), str) else path.stem
+            named = raw.get("name") if isinstance(raw, dict) else None
+            name = named if isinstance(named, str) else path.stem
             if kind is None:
                 self.problem(path, "cannot tell which kind of entity this is: put the file in a folder named after its kind "
                              "(providers/, hardwaretypes/, imagetypes/, services/, clustertemplates/, partialtemplates/), "

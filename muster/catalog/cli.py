@@ -13,15 +13,20 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.catalog import KINDS, Catalog
-from contracts.catalog_validation import KIND_LABEL, PluginSpec, Problem, sensitive_provider_fields, validate_catalog
-from contracts.templates import TemplateError, resolve_template
+from muster.bus.eventstore import EventStore
+from muster.cli_bus import Bus, bus_options, open_client
+from muster.cli_support import EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
+from muster.client import default_user
+from services.provisioner.plugins.descriptor import PluginError
+from services.provisioner.plugins.specs import catalog_plugins
 
-from .bus.eventstore import EventStore
-from .catalog_files import LoadedCatalog, kind_of, load_sources
-from .catalog_plugins import plugin_specs, redact
-from .catalog_store import CatalogRejected, append_changes, check_apply, read_history, read_state
-from .cli_support import CliError, bus_options, command, echo_json, json_option, open_client, resolve_nats_url
-from .client import default_user
+from .files import CatalogFileError, LoadedCatalog, kind_of, load_sources
+from .plugins import PluginSpecs
+from .problems import KIND_LABEL, Problem
+from .sensitive import redact, strip_sensitive
+from .store import CatalogRejected, append_changes, check_apply, read_history, read_state
+from .templates import TemplateError, resolve_template
+from .validation import validate_catalog
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -32,11 +37,11 @@ def _plugins_option(f: Any) -> Any:
                         help="extra plugin folders whose descriptors apply (as the provisioners load them)")(f)
 
 
-def _specs(dirs: Sequence[Path]) -> list[PluginSpec]:
-    from services.provisioner.plugins.descriptor import PluginError
-
+def _specs(dirs: Sequence[Path] = ()) -> PluginSpecs:
+    """The plugins to check against: the provisioner's descriptors (this command is where the
+    catalog and the provisioner's plugins meet)."""
     try:
-        return plugin_specs(dirs)
+        return catalog_plugins(dirs)
     except PluginError as e:
         raise CliError(str(e)) from None
 
@@ -52,7 +57,7 @@ def _load(paths: Sequence[Path]) -> LoadedCatalog:
     loaded = load_sources(paths)
     if loaded.problems:
         _print_problems(loaded.problems)
-        raise CliError(f"{len(loaded.problems)} file error(s); nothing was applied", 2)
+        raise CliError(f"{len(loaded.problems)} file error(s); nothing was applied", EXIT_INVALID)
     return loaded
 
 
@@ -62,16 +67,14 @@ def _print_problems(problems: Sequence[Problem]) -> None:
         err.print(f"[{style}]{p.severity}[/{style}]: {p}", markup=True, highlight=False)
 
 
-def _drop_sensitive(loaded: LoadedCatalog, plugins: Sequence[PluginSpec]) -> dict[str, list[str]]:
-    hidden = sensitive_provider_fields(loaded.catalog, plugins)
-    for name, fields in hidden.items():
-        p = loaded.catalog.providers[name]
-        loaded.catalog.providers[name] = p.model_copy(update={"provisioner": {k: v for k, v in p.provisioner.items() if k not in fields}})
-    return hidden
-
-
 def _problem_json(p: Problem) -> dict[str, Any]:
     return {"severity": p.severity, "file": p.source, "kind": p.kind, "entity": p.name, "field": p.field, "message": p.message}
+
+
+@translates
+def catalog_errors(err: BaseException) -> CliError | None:
+    """A catalog that cannot be read or applied: bad input (exit 2)."""
+    return CliError(str(err), EXIT_INVALID) if isinstance(err, CatalogFileError) else None
 
 
 @click.group("catalog")
@@ -83,6 +86,7 @@ def catalog() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @_plugins_option
 @json_option
+@guarded
 def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bool) -> None:
     """Check catalog folders/files on their own, without the bus (for CI)."""
     loaded = load_sources(paths)
@@ -97,7 +101,7 @@ def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bo
         if not errors:
             out.print(f"{loaded.count} entities: valid")
     if errors:
-        raise CliError(f"{len(errors)} error(s) in the catalog", 2)
+        raise CliError(f"{len(errors)} error(s) in the catalog", EXIT_INVALID)
 
 
 @catalog.command("apply")
@@ -109,14 +113,14 @@ def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bo
               help="leave sensitive provider fields out (they belong in the provisioners' secrets file) instead of refusing")
 @json_option
 @command
-async def apply(paths: tuple[Path, ...], tenant: str, nats_server: str | None, data_dir: Path, plugins_dir: tuple[Path, ...],
-                by: str | None, drop_sensitive: bool, as_json: bool) -> None:
+async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...], by: str | None, drop_sensitive: bool,
+                as_json: bool) -> None:
     """Validate every entity against the catalog in the log and append the changes, all or none."""
-    url = resolve_nats_url(nats_server, data_dir)
+    tenant = bus.tenant
     plugins = _specs(plugins_dir)
     loaded = _load(paths)
-    dropped = _drop_sensitive(loaded, plugins) if drop_sensitive else {}
-    async with await open_client(url, tenant) as client:
+    dropped = strip_sensitive(loaded.catalog, plugins) if drop_sensitive else {}
+    async with await open_client(bus) as client:
         store = EventStore(client.nc)
         state = await read_state(store, tenant)
         check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
@@ -156,12 +160,12 @@ def _print_changes(changes: Sequence[Any]) -> None:
 @_plugins_option
 @json_option
 @command
-async def diff(paths: tuple[Path, ...], tenant: str, data_dir: Path, plugins_dir: tuple[Path, ...], as_json: bool,
-               nats_server: str | None) -> None:
+async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...], as_json: bool) -> None:
     """What `apply` would change, and whether it would be accepted; writes nothing."""
     plugins = _specs(plugins_dir)
     loaded = _load(paths)
-    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as client:
+    tenant = bus.tenant
+    async with await open_client(bus) as client:
         state = await read_state(EventStore(client.nc), tenant)
     check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
     if as_json:
@@ -174,7 +178,7 @@ async def diff(paths: tuple[Path, ...], tenant: str, data_dir: Path, plugins_dir
         verdict = "apply would be accepted" if check.ok else f"apply would be refused ({len(check.errors)} error(s))"
         out.print(f"{len(check.changes)} change(s), {unchanged} unchanged; {verdict}")
     if not check.ok:
-        raise CliError(f"{len(check.errors)} error(s): apply would be refused", 2)
+        raise CliError(f"{len(check.errors)} error(s): apply would be refused", EXIT_INVALID)
 
 
 @catalog.command("get")
@@ -184,13 +188,12 @@ async def diff(paths: tuple[Path, ...], tenant: str, data_dir: Path, plugins_dir
 @click.option("--resolved", is_flag=True, help="a cluster template with its extends/includes merged in")
 @json_option
 @command
-async def get(kind: str, name: str | None, tenant: str, data_dir: Path, resolved: bool, as_json: bool,
-              nats_server: str | None) -> None:
+async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bool) -> None:
     """List the entities of KIND, or show one (sensitive provider fields are masked)."""
-    k = _kind(kind)
-    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as client:
+    k, tenant = _kind(kind), bus.tenant
+    async with await open_client(bus) as client:
         state = await read_state(EventStore(client.nc), tenant)
-    catalog: Catalog = redact(state.catalog, plugin_specs())
+    catalog: Catalog = redact(state.catalog, _specs())
     entities = catalog.entities(k)
     if name is None:
         rows = [{"name": n, "version": state.versions.get((k, n), 1), "description": e.description}
@@ -226,16 +229,15 @@ async def get(kind: str, name: str | None, tenant: str, data_dir: Path, resolved
 @bus_options
 @json_option
 @command
-async def history(name: str, kind_word: str | None, tenant: str, data_dir: Path, as_json: bool,
-                  nats_server: str | None) -> None:
+async def history(name: str, kind_word: str | None, bus: Bus, as_json: bool) -> None:
     """Every version of NAME from the log: when, by whom, which fields changed."""
-    k = _kind(kind_word) if kind_word else None
-    async with await open_client(resolve_nats_url(nats_server, data_dir), tenant) as client:
+    k, tenant = (_kind(kind_word) if kind_word else None), bus.tenant
+    async with await open_client(bus) as client:
         versions = [v for v in await read_history(EventStore(client.nc), tenant)
                     if v.name == name and (k is None or v.kind == k)]
     if not versions:
         raise CliError(f"no catalog entity {name!r} in the log of tenant {tenant!r}")
-    specs = plugin_specs()
+    specs = _specs()
     rows = []
     for v in versions:
         entity = v.entity

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import Catalog, ClusterTemplate
+from contracts.catalog import Catalog, ClusterTemplate
 
 
 class TemplateError(ValueError):
@@ -31,8 +31,8 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any], locked: dict[str, Any
         if key in locked and not isinstance(locked[key], dict) and value != locked[key]:
             raise TemplateError(f"{where}: config key {key!r} is set by an immutable partial template and cannot be overridden")
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            sub_locked = locked.get(key) if isinstance(locked.get(key), dict) else {}
-            out[key] = _deep_merge(out[key], value, sub_locked, where)
+            sub_locked = locked.get(key)
+            out[key] = _deep_merge(out[key], value, sub_locked if isinstance(sub_locked, dict) else {}, where)
         else:
             out[key] = value
     return out

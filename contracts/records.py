@@ -8,7 +8,7 @@ without a connection; `muster.bus.eventstore` is the adapter that moves them ove
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .events import EVENT_TYPES, Event, parse_event
@@ -48,19 +48,19 @@ class Append:
     time: datetime | None = None
 
     def headers(self) -> dict[str, str]:
-        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}
+        h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`
         if self.aggregate_id is not None:
             h[H_AGGREGATE] = self.aggregate_id
         if self.version is not None:
             h[H_VERSION] = str(self.version)
-        h[H_TIME] = (self.time or datetime.now(timezone.utc)).isoformat()
+        h[H_TIME] = (self.time or datetime.now(UTC)).isoformat()
         return h
 
 
 def recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
     """Decode a stored message (body and headers) into a Recorded event."""
     time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")
-    time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, timezone.utc)
+    time = datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, UTC)
     version = headers.get(H_VERSION)
     model = EVENT_TYPES.get(headers.get(H_TYPE, ""))
     return Recorded(

@@ -1,0 +1,181 @@
+"""Whole-catalog validation: what `muster catalog apply` checks before anything reaches the log.
+
+Pure (contract models, stdlib only). `validate_catalog` returns every problem it finds, each
+naming the entity and the field; the caller adds the file. Errors block an apply, warnings are
+shown.
+
+What is checked:
+- references resolve: a template's defaults, compatibility and constraints name existing
+  providers, hardware types, image types and services; a service's `requires` are satisfied by
+  a service's name or by what some service `provides`;
+- templates resolve (`extends`/`includes` merge, no cycle, immutable partials respected), and the
+  resolved template is consistent (`template_checks.py`);
+- services do not require themselves in a cycle (`cycles.py`);
+- provider fields: a field the provider plugin declares `sensitive`, or an undeclared field whose
+  name looks like a credential, is refused (it would be stored in the log in clear; it belongs in
+  the provisioner's secrets file); declared fields must parse as the plugin's field type.
+
+Plugins are known only through the `PluginSpecs` registry the caller gives (None: plugin checks
+are skipped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from contracts.catalog import Catalog, Service
+
+from . import template_checks
+from .cycles import cycles
+from .plugins import PluginSpecs
+from .problems import Problem, Severity, quoted
+from .sensitive import SECRETS_HINT, config_warnings, holds_private_key, is_sensitive
+
+
+class Checker:
+    """Collects the problems of one catalog; the template checks are in template_checks.py."""
+
+    def __init__(self, catalog: Catalog, plugins: PluginSpecs | None) -> None:
+        self.c = catalog
+        self.plugins = plugins
+        self.providers_by_type = plugins.providers if plugins is not None else {}
+        self.automators = plugins.automators if plugins is not None else {}
+        self.problems: list[Problem] = []
+        self.provided: dict[str, set[str]] = {}
+        for s in catalog.services.values():
+            for name in s.dependencies.provides:
+                self.provided.setdefault(name, set()).add(s.name)
+
+    def add(self, kind: str, name: str, field: str, message: str, severity: Severity = "error") -> None:
+        self.problems.append(Problem(kind, name, field, message, severity))
+
+    # -- providers, hardware, images -------------------------------------------------------
+
+    def providers(self) -> None:
+        for name, p in sorted(self.c.providers.items()):
+            plugin = self.providers_by_type.get(p.providertype)
+            if self.plugins is not None and plugin is None:
+                known = quoted(sorted(self.providers_by_type)) or "none"
+                self.add("providers", name, "providertype",
+                         f"no provider plugin {p.providertype!r} is known here (known: {known}); "
+                         "a provisioner must load one", "warning")
+            for f, value in sorted(p.provisioner.items()):
+                where = f"provisioner.{f}"
+                declared = plugin.fields.get(f) if plugin else None
+                if is_sensitive(plugin, f, value):
+                    why = (f"is declared sensitive by the {p.providertype!r} provider plugin" if declared is not None and declared.sensitive
+                           else "holds a private key" if holds_private_key(value) else "looks like a credential")
+                    self.add("providers", name, where,
+                             f"{why}; sensitive fields must not be in the catalog (the log keeps them in clear): {SECRETS_HINT}")
+                elif declared is not None and declared.check is not None:
+                    try:
+                        declared.check(value)
+                    except ValueError as err:
+                        self.add("providers", name, where, str(err))
+                elif plugin is not None and declared is None:
+                    self.add("providers", name, where,
+                             f"not a field of the {p.providertype!r} provider plugin (fields: {quoted(sorted(plugin.fields))})", "warning")
+
+    def provider_maps(self) -> None:
+        for kind, key in (("hardwaretypes", "flavor"), ("imagetypes", "image")):
+            for name, entity in sorted(self.c.entities(kind).items()):
+                for provider, fields in sorted(entity.providermap.items()):
+                    if provider not in self.c.providers:
+                        self.add(kind, name, f"providermap.{provider}", f"names provider {provider!r}, which is not in the catalog", "warning")
+                    elif key not in fields:
+                        self.add(kind, name, f"providermap.{provider}", f"has no {key!r}, so provider {provider!r} cannot use it", "warning")
+
+    # -- services ------------------------------------------------------------------------
+
+    def satisfiable(self, requirement: str, among: Iterable[str] | None = None) -> bool:
+        pool = set(self.c.services) if among is None else set(among)
+        return requirement in pool or bool(self.provided.get(requirement, set()) & pool)
+
+    def services(self) -> None:
+        for name, s in sorted(self.c.services.items()):
+            deps = s.dependencies
+            for stage in ("install", "runtime"):
+                st = getattr(deps, stage)
+                for r in st.requires:
+                    if r == name:
+                        self.add("services", name, f"dependencies.{stage}.requires", "a service cannot require itself")
+                    elif not self.satisfiable(r):
+                        self.add("services", name, f"dependencies.{stage}.requires",
+                                 f"requires {r!r}, which no service in the catalog is or provides")
+                    elif r in deps.conflicts:
+                        self.add("services", name, f"dependencies.{stage}.requires", f"requires {r!r} and also conflicts with it")
+                for u in st.uses:
+                    if not self.satisfiable(u):
+                        self.add("services", name, f"dependencies.{stage}.uses",
+                                 f"uses {u!r}, which no service in the catalog is or provides", "warning")
+            for c in deps.conflicts:
+                if c == name:
+                    self.add("services", name, "dependencies.conflicts", "a service cannot conflict with itself")
+                elif not self.satisfiable(c):
+                    self.add("services", name, "dependencies.conflicts", f"conflicts with {c!r}, which is not in the catalog", "warning")
+            self.service_actions(name, s)
+        self.dependency_cycles()
+
+    def service_actions(self, name: str, s: Service) -> None:
+        if self.plugins is None:
+            return
+        for action, spec in sorted(s.provisioner.actions.items(), key=lambda kv: kv[0].value):
+            where = f"provisioner.actions.{action.value}"
+            plugin = self.automators.get(spec.type)
+            if plugin is None:
+                known = quoted(sorted(self.automators)) or "none"
+                self.add("services", name, f"{where}.type",
+                         f"no automator plugin {spec.type!r} is known here (known: {known}); a provisioner must load one", "warning")
+                continue
+            for f, fs in sorted(plugin.fields.items()):
+                if fs.required and not spec.fields.get(f):
+                    self.add("services", name, f"{where}.fields.{f}", f"the {spec.type!r} automator requires this field")
+            for f, value in sorted(spec.fields.items()):
+                field = plugin.fields.get(f)
+                if field is not None and field.check is not None and value != "":
+                    try:
+                        field.check(value)
+                    except ValueError as err:
+                        self.add("services", name, f"{where}.fields.{f}", str(err))
+
+    def _edges(self, stage: str) -> dict[str, list[tuple[str, bool]]]:
+        """service -> [(dependency, is_required)], with `provides` substituted."""
+        graph: dict[str, list[tuple[str, bool]]] = {}
+        for name, s in self.c.services.items():
+            st = getattr(s.dependencies, stage)
+            out: list[tuple[str, bool]] = []
+            for dep, required in [(r, True) for r in st.requires] + [(u, False) for u in st.uses]:
+                targets = ({dep} & set(self.c.services)) | self.provided.get(dep, set())
+                out += [(t, required) for t in sorted(targets) if t != name]
+            graph[name] = out
+        return graph
+
+    def dependency_cycles(self) -> None:
+        seen: set[frozenset[str]] = set()
+        for stage in ("install", "runtime"):
+            graph = self._edges(stage)
+            for cycle, all_required in cycles(graph):
+                members = frozenset(cycle)
+                if members in seen:
+                    continue
+                seen.add(members)
+                first = min(cycle)
+                chain = " -> ".join([*cycle, cycle[0]])
+                if all_required:
+                    self.add("services", first, f"dependencies.{stage}",
+                             f"{stage} dependency cycle {chain}: these services can never be installed and started together")
+                else:
+                    self.add("services", first, f"dependencies.{stage}",
+                             f"{stage} dependency cycle {chain} (through 'uses'): a cluster with all of them cannot be planned", "warning")
+
+def validate_catalog(catalog: Catalog, plugins: PluginSpecs | None = None) -> list[Problem]:
+    """Every problem of the catalog as a whole. Without `plugins`, plugin-specific checks are
+    skipped (credential-looking provider fields are still refused)."""
+    checker = Checker(catalog, plugins)
+    checker.providers()
+    checker.provider_maps()
+    checker.services()
+    template_checks.check(checker)
+    return checker.problems + config_warnings(catalog)
+
+

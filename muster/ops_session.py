@@ -1,0 +1,180 @@
+"""What every operation command shares: its options, one session on the bus that sends the
+command and reports the answer, and live progress of the job (`--wait`) from its events,
+folded by the read model's JobProgress."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from contracts.commands import VERB_OF, Command, DryRun, JobCommand, Rejected
+from contracts.events import FINAL_JOB_EVENTS
+
+from .cli_bus import Bus, bus_options, open_client
+from .cli_support import EXIT_FAILED, EXIT_INVALID, CliError, command, echo_json, json_option
+from .client import ClusterInfo, MusterClient, MusterError, new_request_id
+from .readmodel.progress import JobProgress
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL_JOB_EVENTS})}
+"""What `--wait` waits for, when it is not the end of the job."""
+
+
+@dataclass
+class Options:
+    bus: Bus
+    wait: bool
+    as_json: bool
+    request_id: str | None
+    by: str | None
+    timeout: float
+    dry_run: bool = False
+
+
+def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(f)
+        async def wrapper(*args: Any, bus: Bus, wait: bool, as_json: bool, request_id: str | None, by: str | None,
+                          timeout: float, **kwargs: Any) -> Any:
+            opts = Options(bus, wait, as_json, request_id, by, timeout, kwargs.pop("dry_run", False))
+            return await f(*args, opts=opts, **kwargs)
+
+        g: Any = command(wrapper)
+        if dry_run:
+            g = click.option("--dry-run", is_flag=True, help="print the layout and the plan; execute nothing")(g)
+        g = click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1),
+                         help="seconds --wait waits at most")(g)
+        g = click.option("--by", default=None, help="who asks (recorded in the log; default: your user name)")(g)
+        g = click.option("--request-id", default=None,
+                         help="idempotency key: the same key always maps to the same job (default: a new one)")(g)
+        g = json_option(g)
+        g = click.option("--wait", is_flag=True, help="follow the job live until it ends; exit 0 if it succeeded, 1 if not")(g)
+        return bus_options(g)
+
+    return decorate
+
+
+cluster_op = _op_options(dry_run=True)
+job_op = _op_options(dry_run=False)
+
+
+class Session:
+    """One command's connection and how it reports."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.client: MusterClient | None = None
+
+    async def __aenter__(self) -> Session:
+        self.client = await open_client(self.opts.bus, requested_by=self.opts.by)
+        return self
+
+    async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        assert self.client is not None
+        await self.client.__aexit__(t, e, tb)
+
+    @property
+    def c(self) -> MusterClient:
+        assert self.client is not None
+        return self.client
+
+    async def cluster(self, ref: str) -> ClusterInfo:
+        try:
+            return await self.c.cluster(ref)
+        except MusterError as e:
+            raise CliError(str(e)) from None
+
+    def stamp(self, cmd: Command) -> Command:
+        update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": self.c.requested_by}
+        if "dry_run" in type(cmd).model_fields:
+            update["dry_run"] = self.opts.dry_run
+        return cmd.model_copy(update=update)
+
+    async def execute(self, cmd: Command) -> None:
+        cmd = self.stamp(cmd)
+        verb = VERB_OF[cmd.type]  # type: ignore[attr-defined]
+        since = 0
+        if isinstance(cmd, JobCommand) and self.opts.wait:
+            since = await self.c.job_seq(cmd.job_id)
+        reply = await self.c.request(cmd)
+        if self.opts.as_json:
+            echo_json(reply.model_dump(mode="json"))
+        if isinstance(reply, Rejected):
+            raise CliError(f"{verb} rejected: {reply.reason}", EXIT_INVALID)
+        if isinstance(reply, DryRun):
+            if not self.opts.as_json:
+                print_dry_run(verb, reply)
+            return
+        if not self.opts.as_json:
+            dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
+            out.print(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}")
+        if self.opts.wait:
+            await self.follow(reply.job_id, verb, since)
+
+    async def follow(self, job_id: str, title: str, since: int = 0) -> None:
+        until = WAIT_UNTIL.get(title, frozenset(FINAL_JOB_EVENTS))
+        final = await follow(self.c, job_id, title, since, until, self.opts.timeout, quiet=self.opts.as_json)
+        if self.opts.as_json:
+            echo_json(final.model_dump(mode="json"))
+        if final.type not in ("JobSucceeded", "JobPaused"):
+            raise CliError(describe_end(job_id, final), EXIT_FAILED)
+        if not self.opts.as_json:
+            out.print(describe_end(job_id, final))
+
+
+def describe_end(job_id: str, final: Any) -> str:
+    words = {"JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "was rolled back",
+             "JobNeedsAttention": "needs an administrator's attention", "JobPaused": "is paused"}
+    reason = getattr(final, "reason", "")
+    return f"job {job_id} {words.get(final.type, final.type)}" + (f": {reason}" if reason else "")
+
+
+async def follow(client: MusterClient, job_id: str, title: str, since: int, until: Iterable[str], timeout: float,
+                 quiet: bool = False) -> Any:
+    """Live progress of a job from its events (stderr), folded by the read model's
+    JobProgress; returns the event that ended the wait."""
+    final: Any = None
+    stop = frozenset(until)
+    progress = JobProgress()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=False, disable=quiet) as bars:
+        bar = bars.add_task(f"{title}: waiting", total=None)
+        async with asyncio.timeout(timeout):
+            async for recorded in client.events(job_id, since_seq=since, until=stop):
+                step = progress.apply(recorded)
+                stages = progress.stage_progress()  # of the plan being run: forward, or the rollback
+                total = sum(s["total"] for s in stages)
+                bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),
+                            description=f"{title}: {step['text']}"[:120])
+                if recorded.type in stop:
+                    final = recorded.event
+    return final
+
+
+def print_dry_run(verb: str, reply: DryRun) -> None:
+    out.print(f"dry run of {verb}: nothing was executed or recorded")
+    if reply.layout is not None:
+        table = Table(title=f"layout: {reply.layout.nodes} nodes")
+        for col in ("count", "hardware", "image", "services"):
+            table.add_column(col)
+        for g in reply.layout.layout:
+            table.add_row(str(g.count), g.hardwaretype, g.imagetype, ", ".join(g.services))
+        out.print(table)
+    tasks = {t["id"]: t for t in reply.plan.get("tasks", [])}
+    stages = reply.plan.get("stages", [])
+    out.print(f"plan: {len(tasks)} tasks in {len(stages)} stages")
+    for i, stage in enumerate(stages, start=1):
+        counts = Counter(tasks[t]["action"] for t in stage if t in tasks)
+        out.print(f"  stage {i}: " + ", ".join(f"{n}× {a}" for a, n in counts.items()))

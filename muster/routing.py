@@ -1,0 +1,44 @@
+"""Routing tables: how a service declares what it consumes from the log (pure, no NATS).
+
+A `Route` is one durable consumer and, per event type, the service method that takes it; event
+types the table does not name are acknowledged and ignored. Every service keeps its table in
+its own `routing.py`, so `grep` of an event's name shows all its consumers (docs/bus.md lists
+them, and a test checks that list against the tables). `muster.bus.consume.consume_routes`
+subscribes a table on JetStream; the planner's unit harness drives the same table in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from contracts.records import Recorded
+
+Handler = Callable[[Recorded], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One durable consumer of the log and what a service does with each event type on it.
+    Event types the table does not name are acknowledged and ignored, so `grep` of an event's
+    name over the services' routing tables shows every consumer (docs/bus.md lists them)."""
+
+    durable: str
+    filter: str
+    handlers: Mapping[str, str]
+    """Event type -> the name of the service's method that takes it."""
+    queue: str | None = None
+    """A queue group: the service's instances share the events (each reaches one)."""
+
+
+def router(service: Any, route: Route) -> Handler:
+    """The consumer's handler: each event to the method the table names."""
+    handlers: dict[str, Handler] = {t: getattr(service, name) for t, name in route.handlers.items()}
+
+    async def on_event(recorded: Recorded) -> None:
+        handler = handlers.get(recorded.type)
+        if handler is not None:
+            await handler(recorded)
+
+    return on_event

@@ -1,0 +1,76 @@
+"""The vocabulary of the tracker's routes: the app's keys, a request's parameters checked (a
+bad one is a 400 naming it), and the error answers, always JSON
+`{"error": {"status", "message", "parameter"}}` (docs/tracker.md)."""
+
+from __future__ import annotations
+
+import re
+
+from aiohttp import web
+
+from contracts import subjects
+
+from . import api
+from .app import Page, Tracker
+from .metrics import TrackerMetrics
+
+TRACKER = web.AppKey("tracker", Tracker)
+METRICS = web.AppKey("metrics", TrackerMetrics)
+UUID_RE = re.compile(api.UUID_PATTERN)
+
+
+class BadParameter(Exception):
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def error(status: int, message: str, parameter: str | None = None) -> web.Response:
+    body = {"error": {"status": status, "message": message, "parameter": parameter}}
+    return web.json_response(body, status=status)
+
+
+def shown(value: str) -> str:
+    return repr(value if len(value) <= 80 else value[:80] + "…")
+
+
+# -- parameters --------------------------------------------------------------------------------
+
+
+def tenant_of(request: web.Request) -> str:
+    tenant = request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT)
+    if not subjects.TOKEN.fullmatch(tenant):
+        raise BadParameter(api.TENANT_HEADER, f"{api.TENANT_HEADER} {shown(tenant)} is not a tenant name: use 1-128 letters, digits, '-' or '_'")
+    return tenant
+
+
+def uuid_of(request: web.Request, name: str, what: str) -> str:
+    value = request.match_info[name]
+    if not UUID_RE.fullmatch(value):
+        raise BadParameter(name, f"{what} {shown(value)} is not a {what} (a UUID)")
+    return value.lower()
+
+
+def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadParameter(name, f"{name} {shown(raw)} is not an integer") from None
+    if not low <= value <= high:
+        raise BadParameter(name, f"{name} must be between {low} and {high}, not {value}")
+    return value
+
+
+def paging(request: web.Request) -> tuple[int, int]:
+    return (int_query(request, "after", 0, 0, api.MAX_SEQ), int_query(request, "limit", api.DEFAULT_LIMIT, 1, api.MAX_LIMIT))
+
+
+def page_json(page: Page) -> web.Response:
+    return web.json_response({"items": page.items, "next_after": page.next_after})
+
+
+def not_found(what: str, ident: str, tenant: str) -> web.Response:
+    return error(404, f"no {what} {ident} in tenant {tenant}")

@@ -1,0 +1,84 @@
+"""How the operator commands draw what they read: a job's status as a summary and a table,
+live bars for a job and its stages, a replayed cluster as text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from muster.readmodel.progress import JobProgress
+from muster.readmodel.timeline import place
+
+
+def print_status(body: dict[str, Any], console: Console) -> None:
+    stage = body.get("stage") or {}
+    counts = ", ".join(f"{n} {s}" for s, n in body.get("counts", {}).items()) or "no tasks yet"
+    console.print(f"job {body['id']}: [bold]{body['state']}[/bold] ({body['operation']} of cluster {body['cluster_id']})")
+    console.print(f"  owner {body.get('owner') or '?'} · answered from the {body.get('source')} · requested by {body.get('requested_by')}")
+    console.print(f"  started {body.get('started_at')} · finished {body.get('finished_at') or '-'}")
+    console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · stage {stage.get('current') or '-'} of {stage.get('total', 0)}")
+    if body.get("error"):
+        console.print(f"  error: {body['error']}")
+    if body.get("tasks"):
+        table = Table(show_edge=False)
+        for col in ("task", "state", "attempt", "node", "runs on"):
+            table.add_column(col)
+        for t in body["tasks"]:
+            where = place(t.get("provisioner"), t.get("worker"))
+            table.add_row(t["id"], t["state"], str(t["attempt"]), t.get("node") or "", where)
+        console.print(table)
+
+
+
+class LiveView:
+    """One bar for the job and one per stage of the plan being run."""
+
+    def __init__(self, console: Console) -> None:
+        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                             console=console)
+        self.bars.start()
+        self.job = self.bars.add_task("job: waiting for a plan", total=None)
+        self.stages: list[TaskID] = []
+        self.phase = ""
+
+    def update(self, progress: JobProgress, step: dict[str, Any]) -> None:
+        stages = progress.stage_progress()
+        if progress.phase != self.phase or len(stages) != len(self.stages):
+            for bar in self.stages:
+                self.bars.remove_task(bar)
+            self.phase = progress.phase
+            self.stages = [self.bars.add_task("", total=s["total"]) for s in stages]
+        for bar, s in zip(self.stages, stages, strict=True):
+            running = f" · {', '.join(s['running'][:3])}" if s["running"] else ""
+            failed = f" · {s['failed']} failed" if s["failed"] else ""
+            self.bars.update(bar, completed=s["done"], description=f"  {self.phase} stage {s['stage']}{failed}{running}")
+        done = step["counts"].get("succeeded", 0)
+        self.bars.update(self.job, total=step["tasks_total"] or None, completed=done,
+                         description=f"job {step['state']}: {step['text']}"[:70])
+
+    def close(self) -> None:
+        self.bars.stop()
+
+
+
+def render_replay(state: dict[str, Any]) -> str:
+    c, asof = state["cluster"], state["as_of"]
+    lines = [
+        f"cluster {c['id']} ({c['name']!r}, tenant {c['tenant']}) as of "
+        + (f"{asof['at']} (log sequence {asof['seq']})" if asof["at"] else f"log sequence {asof['seq']}"),
+        f"  its last event then: #{asof['cluster_event_seq']} at {asof['cluster_event_time']}",
+        f"  status {c['status']}" + (f" ({c['status_reason']})" if c["status_reason"] else "") + f", current job {c['job_id']}",
+        f"  template {c['template']}, provider {c['provider']}, {len(c['nodes'])} nodes",
+    ]
+    for n in c["nodes"]:
+        ips = ", ".join(f"{k} {v}" for k, v in n["ipaddresses"].items())
+        lines.append(f"    {n['id']:<8} {n['hostname']:<28} {n['hardwaretype']}/{n['imagetype']}  [{', '.join(n['services'])}]"
+                     + (f"  {ips}" if ips else ""))
+    lines.append(f"  jobs ({len(state['jobs'])}):")
+    for j in state["jobs"]:
+        counts = ", ".join(f"{n} {s}" for s, n in j["counts"].items())
+        lines.append(f"    {j['id']} {j['operation']:<16} {j['state']:<16} {counts}" + (f"  error: {j['error']}" if j["error"] else ""))
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""The tracker's routing table: what it consumes from the log, and which handler takes it.
+
+One durable consumer, `tracker-locations`, shared by every tracker (a queue group), feeds the
+location index. `grep` an event's name here to see that the tracker consumes it; the fold
+itself is `muster/readmodel/locations.py` (`updates_from`). Other event types on the log are
+acknowledged and ignored. The tracker also *reads* the log live (ordered consumers, no
+durable): a job's story for `GET /v1/jobs/{id}/stream` and `muster watch`, see app.py.
+"""
+
+from __future__ import annotations
+
+from contracts import subjects
+from contracts.records import Recorded
+from muster.routing import Route
+
+from .app import Tracker
+from .metrics import TrackerMetrics
+
+LOCATIONS = "tracker-locations"
+
+ROUTES = (
+    Route(LOCATIONS, subjects.ALL_EVENTS, {
+        "JobRequested": "on_location_event",
+        "LayoutSolved": "on_location_event",
+        "JobPlanned": "on_location_event",
+        "RollbackPlanned": "on_location_event",
+        "JobSucceeded": "on_location_event",
+        "JobFailed": "on_location_event",
+        "JobRolledBack": "on_location_event",
+        "JobNeedsAttention": "on_location_event",
+        "JobRetried": "on_location_event",
+        "JobPaused": "on_location_event",
+        "JobResumed": "on_location_event",
+        "JobCancelRequested": "on_location_event",
+        "TaskQueued": "on_location_event",
+        "CleanupQueued": "on_location_event",
+        "TaskClaimed": "on_location_event",
+        "TaskSucceeded": "on_location_event",
+        "TaskFailed": "on_location_event",
+        "ClusterRequested": "on_location_event",
+        "ClusterStatusChanged": "on_location_event",
+        "ClusterLayoutChanged": "on_location_event",
+    }, queue=LOCATIONS),
+)
+
+
+class IndexFeeder:
+    """What the routing table (routing.py) hands location events to: the index, counted."""
+
+    def __init__(self, tracker: Tracker, metrics: TrackerMetrics) -> None:
+        self.tracker = tracker
+        self.metrics = metrics
+
+    async def on_location_event(self, recorded: Recorded) -> None:
+        total, changed = await self.tracker.on_event(recorded)
+        self.metrics.location_events.inc()
+        if total:
+            self.metrics.location_updates.labels("applied").inc(changed)
+            self.metrics.location_updates.labels("superseded").inc(total - changed)

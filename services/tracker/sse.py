@@ -1,0 +1,73 @@
+"""A job's progress as server-sent events: its story from the first event (or after
+`Last-Event-ID`), then live until its final event, folded by the read model's JobProgress;
+`: keep-alive` comments while nothing happens. Served at `GET /v1/jobs/{id}/stream` and to the
+console's job page (docs/tracker.md, "The progress stream")."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from contracts.records import Recorded
+from muster.readmodel.progress import JobProgress
+
+from .params import METRICS, TRACKER, not_found
+
+log = structlog.get_logger("muster.tracker")
+
+KEEPALIVE_S = 15.0
+
+
+def sse(event: str, ident: int | None, data: Any) -> bytes:
+    head = f"id: {ident}\n" if ident is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: int) -> web.StreamResponse:
+    """The progress stream of one job of `tenant`, after log sequence `last_id` (also served to
+    the console, which names the tenant from its session)."""
+    tracker, metrics = request.app[TRACKER], request.app[METRICS]
+    if not await tracker.job_exists(tenant, job_id):
+        return not_found("job", job_id, tenant)
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    metrics.streams.inc()
+    try:
+        await _stream(response, tracker.follow(tenant, job_id, idle=KEEPALIVE_S), last_id)
+    except ConnectionError:
+        pass  # the client went away
+    except Exception:  # the response has started: all that is left is to end it
+        log.exception("progress stream failed", job=job_id)
+    finally:
+        metrics.streams.dec()
+    return response
+
+
+async def _stream(response: web.StreamResponse, events: AsyncGenerator[Recorded | None, None], last_id: int) -> None:
+    progress = JobProgress()
+    async with contextlib.aclosing(events):
+        async for recorded in events:
+            if recorded is None:
+                await response.write(b": keep-alive\n\n")
+                continue
+            try:
+                progress.fold(recorded)
+                data = progress.summary(recorded) if recorded.seq > last_id else None  # the client has the others
+            except Exception as err:  # a log this reader cannot fold: say so, and stop
+                log.exception("cannot fold job event", seq=recorded.seq)
+                await response.write(sse("error", recorded.seq, {"message": f"cannot follow the job past seq {recorded.seq}: {err}"}))
+                return
+            if data is not None:
+                await response.write(sse("progress", recorded.seq, data))
+    status = progress.status() or {}
+    final = progress.final
+    await response.write(sse("end", final.seq if final else None, {
+        "state": status.get("state"), "error": status.get("error"), "type": final.type if final else None,
+        "counts": status.get("counts", {}),
+    }))

@@ -1,0 +1,117 @@
+"""The one front end of the `muster` commands: the exit-code table docs/client.md shows, how
+each layer's errors read, the bus options and the one NATS URL resolver."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import nats.errors
+import pytest
+from click.testing import CliRunner
+
+from contracts.commands import Rejected
+from muster.bus.connect import DEFAULT_URL, nats_url
+from muster.cli_bus import DEFAULT_TRACKER_URL, Bus, bus_options
+from muster.cli_support import (
+    EXIT_CODES,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    CliError,
+    as_cli_error,
+    command,
+    guarded,
+)
+from muster.client import NoAnswer, RequestRejected
+
+DOCS = Path(__file__).parents[3] / "docs" / "client.md"
+
+
+def test_the_exit_codes_are_the_table_docs_client_md_shows() -> None:
+    text = DOCS.read_text()
+    section = text[text.index("## Exit codes and errors"):text.index("## Catalog administration")]
+    rows = dict(re.findall(r"^\| (\d+) \| (.+) \|$", section, flags=re.M))
+    assert {int(k): v for k, v in rows.items()} == EXIT_CODES
+
+
+@pytest.mark.parametrize(("err", "code", "words"), [
+    (RequestRejected(Rejected(reason="unknown cluster template 'x'"), "create"), EXIT_INVALID, "create rejected"),
+    (NoAnswer("create request r1 got no answer"), EXIT_UNREACHABLE, "is a planner running"),
+    (nats.errors.NoRespondersError(), EXIT_UNREACHABLE, "the event log refused or failed"),
+    (TimeoutError(), EXIT_UNREACHABLE, "timed out"),
+    (KeyboardInterrupt(), EXIT_INTERRUPTED, "interrupted"),
+    (RuntimeError("disk on fire"), EXIT_FAILED, "internal error (RuntimeError: disk on fire)"),
+])
+def test_each_layers_errors_read_as_one_sentence_and_a_code(err: BaseException, code: int, words: str) -> None:
+    cli = as_cli_error(err)
+    assert cli.exit_code == code and words in cli.message
+
+
+def _invoke(f: click.Command, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner(env=env).invoke(f, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_commands_report_errors_on_stderr_or_as_a_json_document_and_never_a_traceback() -> None:
+    @click.command()
+    @click.argument("what")
+    @command
+    async def failing(what: str) -> None:
+        if what == "bad":
+            raise CliError("no such thing")
+        if what == "doc":
+            raise CliError("no layout", EXIT_INVALID, document={"error": {"kind": "unsolvable", "message": "no layout"}})
+        raise RuntimeError("bug")
+
+    assert _invoke(failing, "bad") == (EXIT_INVALID, "", "Error: no such thing\n")
+    assert _invoke(failing, "doc") == (EXIT_INVALID, '{"error": {"kind": "unsolvable", "message": "no layout"}}\n', "")
+    code, out, err = _invoke(failing, "x")
+    assert code == EXIT_FAILED and "internal error (RuntimeError: bug)" in err and "Traceback" not in err
+    code, _, _ = _invoke(failing, "x", env={"MUSTER_DEBUG": "1"})
+    assert code == 1  # the exception itself, with its traceback, for a developer
+
+    @click.command()
+    @guarded
+    def plain() -> None:
+        raise ValueError("bad value")
+
+    code, _, err = _invoke(plain)
+    assert code == EXIT_FAILED and "bad value" in err
+
+
+def test_bus_options_reach_the_command_as_one_bus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Bus] = []
+
+    @click.command()
+    @bus_options
+    def one(bus: Bus) -> None:
+        seen.append(bus)
+
+    @click.command()
+    @bus_options(all_tenants=True)
+    def every(bus: Bus) -> None:
+        seen.append(bus)
+
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.delenv("MUSTER_TENANT", raising=False)
+    assert _invoke(one, "--data-dir", str(tmp_path))[0] == 0
+    assert _invoke(every, "--nats-url", "nats://a:1")[0] == 0
+    assert _invoke(one, env={"MUSTER_TENANT": "acme", "NATS_URL": "nats://env:2"})[0] == 0
+    assert [(b.tenant, b.nats_url) for b in seen] == [("default", DEFAULT_URL), (None, "nats://a:1"), ("acme", "nats://env:2")]
+
+
+def test_one_resolver_finds_nats_and_the_tracker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.delenv("MUSTER_TRACKER_URL", raising=False)
+    assert nats_url() == DEFAULT_URL and nats_url(None, tmp_path) == DEFAULT_URL
+    (tmp_path / "nats.url").write_text("nats://saved:4\n")
+    (tmp_path / "tracker.url").write_text("http://saved:8/\n")
+    assert nats_url(None, tmp_path) == "nats://saved:4"
+    monkeypatch.setenv("NATS_URL", "nats://env:3")
+    assert nats_url(None, tmp_path) == "nats://env:3" and nats_url("nats://given:1", tmp_path) == "nats://given:1"
+    bus = Bus("t", None, tmp_path)
+    assert bus.tracker_url() == "http://saved:8" and bus.tracker_url("http://given:9") == "http://given:9"
+    assert Bus("t", None, tmp_path / "none").tracker_url() == DEFAULT_TRACKER_URL

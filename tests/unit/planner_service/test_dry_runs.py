@@ -1,0 +1,75 @@
+"""Dry runs make the same decisions as the real request and record nothing: every verb that
+plans answers `DryRun` with its layout and plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from planner_harness import SIMPLE, Harness, demo_catalog
+
+from contracts.commands import (
+    AddServices,
+    ConfigureCluster,
+    CreateCluster,
+    DeleteCluster,
+    DryRun,
+    ExpandCluster,
+    Rejected,
+    RemoveServices,
+    RestartServices,
+    ShrinkCluster,
+    StartServices,
+    StopServices,
+    UpgradeService,
+)
+from services.planner.app import Planner
+
+DRY: dict[str, Any] = {
+    "delete": lambda cid: DeleteCluster(cluster_id=cid, dry_run=True),
+    "expand": lambda cid: ExpandCluster(cluster_id=cid, nodes=5, dry_run=True),
+    "shrink": lambda cid: ShrinkCluster(cluster_id=cid, nodes=2, dry_run=True),
+    "add-services": lambda cid: AddServices(cluster_id=cid, services=["extra"], dry_run=True),
+    "remove-services": lambda cid: RemoveServices(cluster_id=cid, services=["yarn-nodemanager"], dry_run=True),
+    "configure": lambda cid: ConfigureCluster(cluster_id=cid, config={"x": 1}, restart=True, dry_run=True),
+    "start": lambda cid: StartServices(cluster_id=cid, dry_run=True),
+    "stop": lambda cid: StopServices(cluster_id=cid, services=["zookeeper-server"], dry_run=True),
+    "restart": lambda cid: RestartServices(cluster_id=cid, dry_run=True),
+    "upgrade": lambda cid: UpgradeService(cluster_id=cid, service="base", dry_run=True),
+}
+EXPECTED_ACTIONS = {
+    "delete": {"delete"}, "expand": {"create", "confirm", "install", "start"}, "shrink": {"stop", "delete"},
+    "add-services": {"install", "start"}, "remove-services": {"stop"},  # it has no `remove` action
+    "configure": {"stop", "configure", "start"}, "start": {"start"}, "stop": {"stop"}, "restart": {"stop", "start"},
+    "upgrade": {"install", "configure"},  # `base` has neither stop nor start
+}
+
+
+async def test_a_create_dry_run_answers_a_layout_and_a_plan_and_records_nothing(h: Harness) -> None:
+    reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, dry_run=True))
+    assert isinstance(reply, DryRun) and reply.layout is not None and reply.layout.nodes == 4
+    assert {t["action"] for t in reply.plan["tasks"]} >= {"create", "confirm", "install", "start"}
+    assert h.log.records == [] and h.planner.jobs == {}
+
+
+@pytest.mark.parametrize("verb", sorted(DRY))
+async def test_each_cluster_operation_dry_runs(verb: str) -> None:
+    h = Harness(catalog=demo_catalog(extra=SIMPLE))
+    cid = await h.cluster_of(3)
+    before = len(h.log.records)
+    reply = await h.send(DRY[verb](cid))
+    assert isinstance(reply, DryRun), reply
+    assert {t["action"] for t in reply.plan["tasks"]} >= EXPECTED_ACTIONS[verb]
+    assert reply.layout is not None and reply.layout.nodes == {"expand": 5, "shrink": 2}.get(verb, 3)
+    assert len(h.log.records) == before and h.cluster(cid).status == "active"
+
+
+async def test_a_dry_run_without_a_layout_or_a_solver_is_refused_by_name(h: Harness) -> None:
+    reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, hardwaretype="huge", dry_run=True))
+    assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:")
+    lone = Planner(h.log, h.queue, catalogs=h.catalogs, clock=h.clock)
+    from services.planner.app import RequestContext
+
+    body = CreateCluster(name="dry", template="hadoop-small", nodes=4, dry_run=True).model_dump_json().encode()
+    reply = await lone.handle(RequestContext(tenant="default", verb="create", body=body))
+    assert isinstance(reply, Rejected) and "needs a solver" in reply.reason
