@@ -29,7 +29,8 @@ from typing import Any
 
 import structlog
 from nats.aio.client import Client
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NotFoundError
 
 from contracts import subjects
@@ -173,6 +174,6 @@ class Sharding:
         try:
             subject = subjects.job_events(tenant, job_id)
             msg = await self.nc.jetstream().get_msg(subjects.EVENTS_STREAM, seq=1, subject=subject, next=True)
-            return str(json.loads(msg.data)["cluster_id"])
+            return str(json.loads(msg.data or b"{}")["cluster_id"])
         except (subjects.SubjectError, NotFoundError, KeyError, ValueError):
             return None  # unknown: the planner answers "unknown job"

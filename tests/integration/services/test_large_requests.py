@@ -19,7 +19,6 @@ from contracts.commands import Accepted, CancelJob, CreateCluster, Rejected
 from contracts.limits import MAX_CONFIG_BYTES, MAX_REQUEST_BYTES
 from muster.bus import consume
 from muster.bus.connect import connect
-from muster.bus.consume import consume_events
 from muster.bus.eventstore import H_TYPE, EventStore
 from muster.bus.repository import rebuild
 from muster.bus.streams import ensure_streams
@@ -29,7 +28,7 @@ from services.planner.app import Planner, PlannerConfig
 from services.planner.domain import saga
 from services.planner.domain.job import Job, job_uuid
 from services.planner.entrypoint import start_planner
-from services.solver.service import SolverService
+from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
 
@@ -57,10 +56,7 @@ async def bare(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterator
         await ensure_streams(ncs[0].jetstream())
         planner = await start_planner(ncs[0], stack, PlannerConfig(instance="planner-large"))
         if with_solver:
-            solver = SolverService(EventStore(ncs[1]), "solver-large")
-            sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_layout_requested,
-                                       queue="solvers", on_poison=solver.on_poison)
-            stack.push_async_callback(sub.unsubscribe)
+            await start_solver(ncs[1], stack, "solver-large")
         catalog = quick_demo_catalog()
         small = catalog.clustertemplates["hadoop-small"]
         big = small.model_copy(update={"name": "hadoop-big", "constraints": small.constraints.model_copy(

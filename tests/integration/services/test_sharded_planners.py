@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -20,11 +19,10 @@ from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, RestartServices
 from contracts.events import JobSucceeded
 from muster.bus.connect import connect
-from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.shards import shard_of
 from muster.bus.streams import ensure_streams
-from muster.catalog_store import apply_catalog
+from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.ports.eventlog import ConcurrencyError
 from services.planner.app import Planner, PlannerConfig
@@ -32,7 +30,7 @@ from services.planner.config import Hooks
 from services.planner.entrypoint import nats_planner, start_planner
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
-from services.solver.service import SolverService
+from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
 
@@ -80,9 +78,7 @@ async def fleet(fresh_nats: str) -> AsyncIterator[Fleet]:
             ncs.append(nc)
             stack.push_async_callback(nc.close)
         await ensure_streams(ncs[0].jetstream())
-        solver = SolverService(EventStore(ncs[0]), "solver")
-        sub = await consume_events(ncs[0].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_event, queue="solvers")
-        stack.push_async_callback(sub.unsubscribe)
+        await start_solver(ncs[0], stack, "solver")
         registry = PluginRegistry.discover()
         stack.push_async_callback(registry.aclose)
         workers = Workers(ncs[1].jetstream(), EventStore(ncs[1]), registry, WorkerConfig(provisioner_id="prov", capacity=16))
