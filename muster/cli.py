@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
     "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
+    "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
 }
 
 

@@ -315,3 +315,29 @@ class ShardLeases:
             log.warning("lease renewal failed", member=self.member, error=str(err) or type(err).__name__)
         finally:
             self._arm_renewal()
+
+
+async def lease_table(js: JetStreamContext) -> tuple[dict[str, dict[str, Any]], dict[int, str]]:
+    """What the `leases` bucket says now: live members (name -> their record) and shards
+    (number -> owner). Empty if no planner ever started."""
+    try:
+        kv = await js.key_value(BUCKET)
+        keys = await kv.keys()
+    except Exception:  # noqa: BLE001 - no bucket, or no keys: nobody holds anything
+        return {}, {}
+    members: dict[str, dict[str, Any]] = {}
+    owners: dict[int, str] = {}
+    for key in keys:
+        try:
+            entry = await kv.get(key)
+        except Exception:  # noqa: BLE001 - expired meanwhile
+            continue
+        if not entry.value:
+            continue
+        kind, _, name = key.partition(".")
+        record = json.loads(entry.value)
+        if kind == "member":
+            members[name] = record
+        elif kind == "shard" and name.isdigit():
+            owners[int(name)] = str(record.get("owner", "?"))
+    return members, owners

@@ -5,6 +5,8 @@ finish under the other, a stopped planner's shards move at once, a stale planner
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -130,6 +132,12 @@ async def test_planners_split_the_shards_and_requests_reach_the_owner(fleet: Fle
     b = await fleet.start("planner-b")
     await _until_held(a, SHARDS // 2, 10)
     await _until_held(b, SHARDS // 2, 10)
+    # What an operator sees: `muster planners`.
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "planners", "--json", "--nats-url", fleet.url,
+                                                stdout=asyncio.subprocess.PIPE)
+    table = json.loads((await proc.communicate())[0])
+    assert table["shards"] == SHARDS and table["unowned"] == []
+    assert {n: len(s) for n, s in table["planners"].items()} == {"planner-a": SHARDS // 2, "planner-b": SHARDS // 2}
     replies = await _creates(fleet, 8, "c")
     finals = await asyncio.gather(*(fleet.client.wait(r.job_id, timeout=90) for r in replies))
     assert all(isinstance(f, JobSucceeded) for f in finals)
