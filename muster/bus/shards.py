@@ -274,12 +274,22 @@ class ShardLeases:
             handle.cancel()
 
     async def _lapse(self, shard: int) -> None:
-        """Not renewed in time (cut off from the server?): assume the shard is lost."""
+        """Not renewed in time: cut off from the server, or this process was too busy to renew
+        (planning 10,000 nodes holds the loop for seconds). If the key is still exactly as this
+        member last wrote it, nobody else can have taken the shard: keep it. Otherwise it is
+        lost (and anything this member wrote meanwhile was fenced by expected sequences)."""
         async with self._lock:
             async with self._io:
                 lease = self.held.get(shard)
                 if lease is None or time.monotonic() < lease.valid_until:
                     return
+                try:
+                    self._hold(shard, await self._write(f"shard.{shard}", {"owner": self.member, "session": self.session},
+                                                        lease.revision))
+                    log.info("lease renewed late, still ours", member=self.member, shard=shard)
+                    return
+                except Exception as err:  # noqa: BLE001 - taken, expired or unreachable: lost
+                    log.debug("late renewal refused", shard=shard, error=str(err) or type(err).__name__)
                 del self.held[shard]
             log.warning("lease lapsed: no longer acting for the shard", member=self.member, shard=shard)
             await self.on_lost({shard})

@@ -150,7 +150,9 @@ class Execution:
 
     async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:
         catalog = await self.state.catalog(job.tenant)
-        effects = saga.take_layout(job, cluster, event, catalog, self.config.settings, self.hooks.dispatch)
+        # Planning 10,000 nodes takes seconds of CPU: in a thread, so the loop keeps the
+        # planner's leases and answers meanwhile (the state lock keeps other handlers out).
+        effects = await asyncio.to_thread(saga.take_layout, job, cluster, event, catalog, self.config.settings, self.hooks.dispatch)
         await self.execute(job, cluster, effects)
 
     async def timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
