@@ -30,8 +30,9 @@ BODIES_STREAM = "BODIES"
 BODY = "muster.body"
 INLINE_LIMIT = 32 * 1024
 """Event bodies up to this size stay in the log as they are (readable by any client)."""
-CHUNK = 60 * 1024
-"""Bytes of compressed body per message: every message on the bus stays under 64 KB."""
+CHUNK = 44 * 1024
+"""Bytes of compressed body per message: every message on the bus stays under 64 KB, including
+the reply of a read through the stream's message API, which carries the chunk in base64 (4/3)."""
 H_BODY = "Muster-Body"
 H_PART = "Muster-Part"  # "<index>/<count>" on each chunk
 
