@@ -51,6 +51,7 @@ QUICK: dict[str, list[str]] = {
     "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
+    "console_bench.py": ["--nodes", "20", "--repeat", "1", "--seconds", "3"],
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 

@@ -56,6 +56,8 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      {"kind": "providers, hardwaretypes, imagetypes, services, clustertemplates or partialtemplates",
       "name": "the entity's name"},
      "One `CatalogEntityPut` per version of a catalog entity (`muster catalog apply`)."),
+    ("events.plan", "muster.evt.{tenant}.plan.{planId}", {"planId": "the saved plan's id"},
+     "A plan a dry run showed (`PlanSaved`), which `ApplyPlan` runs exactly or refuses."),
     ("events.other", "muster.evt.{tenant}.{aggregate}.{id}", {"aggregate": "the aggregate kind", "id": "its id"},
      "Events of aggregates not listed above."),
 ]
@@ -71,10 +73,12 @@ def event_channel(event_type: str) -> str:
         return "events.layout"
     if event_type.startswith(("Job", "Task", "Rollback", "Cleanup")):
         return "events.job"
-    if event_type.startswith(("Cluster", "Node")):
+    if event_type.startswith(("Cluster", "Node", "Service")):
         return "events.cluster"
     if event_type.startswith("Catalog"):
         return "events.catalog"
+    if event_type.startswith("Plan"):
+        return "events.plan"
     return "events.other"
 
 
@@ -95,6 +99,10 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "ResumeJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "CancelJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "RetryJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "ApplyPlan": {"plan_id": "5c7467a9d901dc6e81e6"},
+    "CheckCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
+    "RepairCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
+    "ExtendLease": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a", "by_s": 86400},
 }
 
 
@@ -160,7 +168,7 @@ def build() -> dict[str, Any]:
         messages[_type_of(model)] = _message(model, "The planner's answer to an operation request.")
     channels["operations.reply"] = {
         "address": None,
-        "description": "The requester's reply subject (a NATS inbox): one `Accepted`, `Rejected` or `DryRun` per request.",
+        "description": "The requester's reply subject (a NATS inbox): one `Accepted`, `Rejected`, `DryRun` or `LeaseExtended` (for `extend-lease`) per request.",
         "messages": {_type_of(m): {"$ref": f"#/components/messages/{_type_of(m)}"} for m in reply_models},
     }
     for model in command_models:

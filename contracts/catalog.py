@@ -33,6 +33,8 @@ class Action(str, Enum):
     START = "start"
     STOP = "stop"
     DELETE = "delete"
+    STATUS = "status"
+    """muster's: reports the service's state on the node (running, stopped, failed, unknown)."""
 
 
 HARDWARE_ACTIONS = frozenset({Action.CREATE, Action.CONFIRM, Action.BOOTSTRAP, Action.DELETE})
@@ -55,6 +57,10 @@ class Provider(Entity):
     provisionerclass: str | None = Field(
         default=None, pattern=PROVISIONER_CLASS,
         description="the class of provisioners that carry out this provider's clusters' tasks (default: the planner's)")
+    maxconcurrent: int | None = Field(
+        default=None, ge=1,
+        description="this provider's own tasks (create, confirm, delete) in flight at once across the tenant's jobs "
+        "(its API's limit; default: no limit)")
     # The provider plugin's field values (URL, user, credentials...). Which of them are
     # sensitive is declared by the plugin's descriptor, not here.
     provisioner: dict[str, Any] = Field(default_factory=dict)

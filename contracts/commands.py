@@ -7,6 +7,7 @@ to the same job, so a retried request never creates a second job.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
@@ -39,11 +40,29 @@ class CreateCluster(Command):
     imagetype: str | None = Field(default=None, max_length=128)
     config: Config = Field(default_factory=dict)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
+    lease_s: float | None = Field(
+        default=None, ge=0,
+        description="Coopr's initialLeaseDuration, in seconds: at most the template's initial lease (default: it)",
+    )
+
+
+class Rolling(BaseModel):
+    """A rolling change: `batch` nodes at a time (a count, or a percentage such as "25%"), the
+    next batch only once the previous one is healthy; up to `tolerance` nodes may fail before
+    the change stops and is rolled back."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    batch: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^\d+(\.\d+)?%$")]
+    tolerance: int = Field(default=0, ge=0, description="nodes that may fail without stopping the change")
 
 
 class ClusterCommand(Command):
     cluster_id: str = Field(pattern=ID)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
+    if_version: int | None = Field(
+        default=None, ge=1,
+        description="refuse unless the cluster is at this version (its count of events; `muster cluster status` shows it)",
+    )
 
 
 class DeleteCluster(ClusterCommand):
@@ -89,6 +108,7 @@ class ConfigureCluster(ClusterCommand):
     v: Literal[1] = 1
     config: Config
     restart: bool = False
+    rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
 
 
 class StartServices(ClusterCommand):
@@ -107,6 +127,7 @@ class RestartServices(ClusterCommand):
     type: Literal["RestartServices"] = "RestartServices"
     v: Literal[1] = 1
     services: ServiceList | None = Field(default=None, description="default: all")
+    rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
 
 
 class UpgradeService(ClusterCommand):
@@ -116,6 +137,24 @@ class UpgradeService(ClusterCommand):
     type: Literal["UpgradeService"] = "UpgradeService"
     v: Literal[1] = 1
     service: str = Field(max_length=128)
+    rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
+
+
+class CheckCluster(ClusterCommand):
+    """Ask each node for the state of its services (the `status` action of services that define
+    one); recorded as `ServiceStateObserved`. Drift from the desired state is then listed."""
+
+    type: Literal["CheckCluster"] = "CheckCluster"
+    v: Literal[1] = 1
+    services: ServiceList | None = Field(default=None, description="default: all")
+
+
+class RepairCluster(ClusterCommand):
+    """Re-run what the last observed states say is missing: start services that should run and
+    do not (install and configure again where they failed), stop those that should not run."""
+
+    type: Literal["RepairCluster"] = "RepairCluster"
+    v: Literal[1] = 1
 
 
 class RollbackCluster(ClusterCommand):
@@ -124,6 +163,27 @@ class RollbackCluster(ClusterCommand):
     type: Literal["RollbackCluster"] = "RollbackCluster"
     v: Literal[1] = 1
     to_job: str = Field(pattern=ID)
+
+
+class ApplyPlan(Command):
+    """Run a plan a dry run saved (its `plan_id`), exactly as it was shown: refused if the
+    cluster or the catalog changed since."""
+
+    type: Literal["ApplyPlan"] = "ApplyPlan"
+    v: Literal[1] = 1
+    plan_id: str = Field(pattern=ID)
+
+
+class ExtendLease(Command):
+    """Move a cluster's lease expiry later, within the template's `step` and `max`. Answered
+    `LeaseExtended`; no job."""
+
+    type: Literal["ExtendLease"] = "ExtendLease"
+    v: Literal[1] = 1
+    cluster_id: str = Field(pattern=ID)
+    by_s: float | None = Field(default=None, gt=0, description="extend by this long (default: the template's step)")
+    until: datetime | None = Field(default=None, description="extend until then (ISO 8601, with a time zone)")
+    if_version: int | None = Field(default=None, ge=1, description="refuse unless the cluster is at this version")
 
 
 class JobCommand(Command):
@@ -157,7 +217,10 @@ class RetryJob(JobCommand):
 
 
 AnyCommand = Annotated[
-    CreateCluster | DeleteCluster | ExpandCluster | ShrinkCluster | AddServices | RemoveServices | ConfigureCluster | StartServices | StopServices | RestartServices | UpgradeService | RollbackCluster | PauseJob | ResumeJob | CancelJob | RetryJob,
+    CreateCluster | DeleteCluster | ExpandCluster | ShrinkCluster | AddServices | RemoveServices | ConfigureCluster
+    | StartServices | StopServices | RestartServices | UpgradeService | RollbackCluster | ApplyPlan | ExtendLease
+    | CheckCluster | RepairCluster
+    | PauseJob | ResumeJob | CancelJob | RetryJob,
     Field(discriminator="type"),
 ]
 COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyCommand)
@@ -166,7 +229,8 @@ VERB_OF: dict[str, str] = {
     "CreateCluster": "create", "DeleteCluster": "delete", "ExpandCluster": "expand", "ShrinkCluster": "shrink",
     "AddServices": "add-services", "RemoveServices": "remove-services", "ConfigureCluster": "configure",
     "StartServices": "start", "StopServices": "stop", "RestartServices": "restart", "UpgradeService": "upgrade",
-    "RollbackCluster": "rollback", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
+    "RollbackCluster": "rollback", "ApplyPlan": "apply", "ExtendLease": "extend-lease", "CheckCluster": "check",
+    "RepairCluster": "repair", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
 }
 
 
@@ -187,6 +251,20 @@ class DryRun(BaseModel):
     v: Literal[1] = 1
     layout: Layout | None = None
     plan: dict[str, Any] = Field(description="tasks, edges and stages, as `muster plan` prints them")
+    plan_id: str | None = Field(default=None, description="the saved plan: `ApplyPlan {plan_id}` runs exactly this")
+    cluster_version: int | None = Field(default=None, description="the cluster's version the plan was made on")
+    catalog_version: str | None = Field(default=None, description="digest of the catalog the plan was made with")
+
+
+class LeaseExtended(BaseModel):
+    """The answer to `ExtendLease`: the lease's new expiry (recorded as `ClusterLeaseChanged`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    type: Literal["LeaseExtended"] = "LeaseExtended"
+    v: Literal[1] = 1
+    cluster_id: str
+    expires_at: datetime
+    version: int = Field(description="the cluster's version after the change")
 
 
 class Rejected(BaseModel):
@@ -196,5 +274,5 @@ class Rejected(BaseModel):
     reason: str
 
 
-Reply = Annotated[Accepted | Rejected | DryRun, Field(discriminator="type")]
+Reply = Annotated[Accepted | Rejected | DryRun | LeaseExtended, Field(discriminator="type")]
 REPLY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Reply)

@@ -8,6 +8,7 @@ events are never rewritten.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -46,6 +47,7 @@ class JobRequested(Event):
     requested_by: str = "anonymous"
     planner: str = Field(default="", description="the planner instance that owns the job")
     max_attempts: int = Field(default=3, ge=1, description="attempts per task before the job rolls back")
+    plan_id: str | None = Field(default=None, description="the saved plan this job runs (`ApplyPlan`)")
 
 
 class PlannedTaskRecord(Event):
@@ -70,6 +72,8 @@ class JobPlanned(Event):
     nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster the job builds")
     previous_nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster before the job: the rollback target")
     previous_config: dict[str, Any] = Field(default_factory=dict)
+    batches: list[list[str]] = Field(default_factory=list, description="a rolling change's batches of node ids, in order")
+    tolerance: int = Field(default=0, ge=0, description="nodes that may fail before the job stops (rolling changes, checks)")
 
 
 class RollbackPlanned(Event):
@@ -310,6 +314,7 @@ class ClusterRequested(Event):
     provider: str
     config: dict[str, Any] = Field(default_factory=dict)
     job_id: str
+    owner: str = Field(default="", description="who asked for the cluster (`%cluster.owner%`)")
     provisioner_class: str | None = Field(
         default=None, description="where its tasks are queued (the template's or provider's class); none: the planner's")
 
@@ -341,6 +346,50 @@ class NodeResultsRecorded(Event):
     hostname: str = ""
 
 
+class ClusterLeaseChanged(Event):
+    """A cluster's lease (Coopr's leaseduration): set at create, moved by `ExtendLease`. At
+    `expires_at` the owning planner starts a delete job (its timer is rebuilt from this)."""
+
+    type: Literal["ClusterLeaseChanged"] = "ClusterLeaseChanged"
+    v: Literal[1] = 1
+    cluster_id: str
+    expires_at: datetime | None = Field(description="None: forever")
+    max_at: datetime | None = Field(default=None, description="no extension past this (the template's max)")
+    step_s: float = Field(default=0, ge=0, description="an extension adds at most this (0: any)")
+    by: str = "anonymous"
+    request_id: str | None = Field(default=None, description="the extension's idempotency key")
+
+
+ServiceState = Literal["running", "stopped", "failed", "unknown"]
+
+
+class ServiceStateObserved(Event):
+    """What a `status` task found: one service's state on one node (after a start or stop, or
+    at a check)."""
+
+    type: Literal["ServiceStateObserved"] = "ServiceStateObserved"
+    v: Literal[1] = 1
+    cluster_id: str
+    job_id: str
+    task_id: str
+    node_id: str
+    service: str
+    state: ServiceState
+    expected: ServiceState | None = Field(default=None, description="what the job needed (after a start: running)")
+    detail: str = Field(default="", description="the plugin's words, or why the check failed")
+
+
+class ServicesDesired(Event):
+    """The services meant to be stopped on the cluster (a stop job succeeded), or running again
+    (a start); the desired state drift is measured against."""
+
+    type: Literal["ServicesDesired"] = "ServicesDesired"
+    v: Literal[1] = 1
+    cluster_id: str
+    job_id: str
+    stopped: list[str] = Field(description="services meant to be stopped; every other service of the layout should run")
+
+
 class ClusterStatusChanged(Event):
     type: Literal["ClusterStatusChanged"] = "ClusterStatusChanged"
     v: Literal[1] = 1
@@ -348,6 +397,28 @@ class ClusterStatusChanged(Event):
     status: ClusterStatus
     job_id: str
     reason: str = ""
+
+
+# -- saved plans (written by the planner, at a dry run) ---------------------------------------
+
+
+class PlanSaved(Event):
+    """A dry run's plan, kept so that `ApplyPlan` runs exactly it (`muster.evt.<t>.plan.<id>`).
+    The plan itself is derived again at apply from the same inputs and must have this digest."""
+
+    type: Literal["PlanSaved"] = "PlanSaved"
+    v: Literal[1] = 1
+    plan_id: str
+    job_id: str = Field(description="the job the plan runs as: applying it twice is one job")
+    cluster_id: str
+    operation: str
+    command: dict[str, Any] = Field(description="the request, as the dry run got it")
+    layout: Layout | None = Field(default=None, description="the solver's layout, used as it is at apply")
+    cluster_version: int = Field(ge=0, description="0 for a cluster the plan creates")
+    catalog_version: str
+    digest: str = Field(description="sha256 of the plan's tasks, links and target nodes")
+    tasks: int = Field(ge=0)
+    by: str = "anonymous"
 
 
 # -- catalog ------------------------------------------------------------------------------------
@@ -362,8 +433,18 @@ class CatalogEntityPut(Event):
     by: str = "anonymous"
 
 
+class CatalogEntityDeleted(Event):
+    """A catalog entity removed (`muster catalog delete`): no template and no live cluster used it."""
+
+    type: Literal["CatalogEntityDeleted"] = "CatalogEntityDeleted"
+    v: Literal[1] = 1
+    kind: str
+    name: str
+    by: str = "anonymous"
+
+
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | CatalogEntityPut,
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved,
     Field(discriminator="type"),
 ]
 

@@ -62,6 +62,11 @@ def catalog_events(tenant: str, kind: str, name: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.catalog.{token(kind, 'kind')}.{token(name, 'name')}"
 
 
+def plan_events(tenant: str, plan_id: str) -> str:
+    """A plan a dry run saved (`PlanSaved`), for `ApplyPlan`."""
+    return f"{EVT}.{token(tenant, 'tenant')}.plan.{token(plan_id, 'plan id')}"
+
+
 def provisioner_events(tenant: str, provisioner_id: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.provisioner.{token(provisioner_id, 'provisioner id')}"
 
@@ -96,7 +101,7 @@ def task_consumer(tenant: str, provisioner_class: str) -> str:
 
 OPERATION_VERBS = (
     "create", "delete", "expand", "shrink", "add-services", "remove-services", "configure",
-    "start", "stop", "restart", "upgrade", "rollback", "pause", "resume", "cancel", "retry",
+    "start", "stop", "restart", "upgrade", "rollback", "pause", "resume", "cancel", "retry", "apply", "extend-lease", "check", "repair",
 )
 ALL_OPS = f"{OPS}.>"
 

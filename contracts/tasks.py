@@ -87,7 +87,12 @@ class TaskMessage(_Wire):
     nodes_ref: str | None = Field(
         default=None, description="key of the nodes map's manifest in the KV bucket `nodemaps` (contracts/nodemaps.py)"
     )
-    config: dict[str, Any] = Field(default_factory=dict, description="cluster config")
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="cluster config, as the template and requests set it; the provisioner expands its macros "
+        "(`%host.service.x%`...) before a plugin sees the task",
+    )
+    cluster_owner: str = Field(default="", description="who created the cluster (the `%cluster.owner%` macro)")
     timeout_s: float = Field(default=600, gt=0, description="the action's time limit")
     avoid: list[str] = Field(
         default_factory=list,

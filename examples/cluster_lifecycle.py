@@ -16,6 +16,7 @@ import asyncio
 import sys
 
 from contracts.commands import Accepted, DryRun, ExpandCluster, Rejected
+from contracts.events import FINAL_JOB_EVENTS
 from muster.client import MusterClient, MusterError
 
 
@@ -41,7 +42,7 @@ async def main(args: argparse.Namespace) -> int:
                 print(f"  planned {len(recorded.event.tasks)} tasks")
             elif recorded.type == "TaskCompleted":
                 done += 1
-            elif recorded.type in ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention"):
+            elif recorded.type in FINAL_JOB_EVENTS:
                 print(f"  {recorded.type} after {done} tasks")
                 if recorded.type != "JobSucceeded":
                     return 1

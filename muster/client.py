@@ -36,6 +36,7 @@ from contracts.commands import (
     Accepted,
     Command,
     DryRun,
+    LeaseExtended,
     Rejected,
 )
 from contracts.events import FINAL_JOB_EVENTS
@@ -173,7 +174,7 @@ class MusterClient(Operations):
         what = "no planner is listening" if isinstance(last, nats.errors.NoRespondersError) else "no answer in time"
         raise NoAnswer(f"{verb} request {command.request_id} got no answer after {attempts} attempts ({what})")
 
-    async def submit(self, command: Command, *, tenant: str | None = None) -> Accepted | DryRun:
+    async def submit(self, command: Command, *, tenant: str | None = None) -> Accepted | DryRun | LeaseExtended:
         """`request`, with a rejection raised as RequestRejected."""
         reply = await self.request(command, tenant=tenant)
         if isinstance(reply, Rejected):
@@ -189,8 +190,8 @@ class MusterClient(Operations):
         if job_id:
             since = await self.job_seq(job_id, tenant)
         reply = await self.submit(command, tenant=tenant)
-        if isinstance(reply, DryRun):
-            raise MusterError("run() executes operations; send dry runs with request()")
+        if not isinstance(reply, Accepted):
+            raise MusterError("run() executes operations (jobs); send dry runs and lease extensions with request()")
         return Outcome(reply, await self.wait(reply.job_id, tenant=tenant, timeout=timeout, since_seq=since))
 
     # -- following a job ------------------------------------------------------------------------

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from contracts.commands import (
     Accepted,
     AddServices,
+    ApplyPlan,
     CancelJob,
     Command,
     ConfigureCluster,
@@ -19,6 +21,8 @@ from contracts.commands import (
     DeleteCluster,
     DryRun,
     ExpandCluster,
+    ExtendLease,
+    LeaseExtended,
     PauseJob,
     Rejected,
     RemoveServices,
@@ -32,7 +36,7 @@ from contracts.commands import (
     UpgradeService,
 )
 
-Reply = Accepted | Rejected | DryRun
+Reply = Accepted | Rejected | DryRun | LeaseExtended
 
 
 def new_request_id() -> str:
@@ -119,6 +123,19 @@ class Operations:
         """Back to the cluster as it was before job `to_job`."""
         return await self.request(RollbackCluster(cluster_id=cluster_id, to_job=to_job, dry_run=dry_run,
                                                   **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def apply_plan(self, plan_id: str, *, tenant: str | None = None, request_id: str | None = None,
+                         requested_by: str | None = None) -> Reply:
+        """Run the plan a dry run saved (its `plan_id`), exactly, or be refused if the cluster
+        or the catalog changed since."""
+        return await self.request(ApplyPlan(plan_id=plan_id, **self._common(request_id, requested_by)), tenant=tenant)
+
+    async def extend_lease(self, cluster_id: str, *, by_s: float | None = None, until: datetime | None = None,
+                           tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
+        """Move the cluster's lease expiry later (default: by the template's step); answered
+        `LeaseExtended`."""
+        return await self.request(ExtendLease(cluster_id=cluster_id, by_s=by_s, until=until,
+                                              **self._common(request_id, requested_by)), tenant=tenant)
 
     async def pause_job(self, job_id: str, *, tenant: str | None = None, request_id: str | None = None,
                         requested_by: str | None = None) -> Reply:

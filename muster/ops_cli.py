@@ -8,7 +8,8 @@ is named by its id or its name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import re
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -29,20 +30,39 @@ from contracts.commands import (
     ResumeJob,
     RetryJob,
     RollbackCluster,
+    Rolling,
     ShrinkCluster,
     StartServices,
     StopServices,
     UpgradeService,
 )
 
+from . import ops_care_cli
 from .cli_bus import Bus, bus_options, open_client
 from .cli_support import CliError, command, echo_json, json_option, parse_json_arg
-from .client import MusterError
-from .ops_session import Options, Session, cluster_op, job_op, out
+from .ops_care_cli import seconds
+from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
 
 
-def _services(values: Iterable[str]) -> list[str]:
-    return [s for v in values for s in v.split(",") if s]
+def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--rolling N|P%` and `--tolerate N`: a batch of nodes at a time (docs/planner.md)."""
+    f = click.option("--tolerate", type=click.IntRange(0), default=0, show_default=True,
+                     help="with --rolling: nodes that may fail before the change stops and rolls back")(f)
+    return click.option("--rolling", default=None, metavar="N|P%",
+                        help="a batch of N nodes (or P% of them) at a time; the next once the previous is healthy")(f)
+
+
+def _rolling(batch: str | None, tolerate: int) -> Rolling | None:
+    if batch is None:
+        if tolerate:
+            raise CliError("--tolerate goes with --rolling")
+        return None
+    text = batch.strip()
+    if text.isdigit() and int(text) >= 1:
+        return Rolling(batch=int(text), tolerance=tolerate)
+    if re.fullmatch(r"\d+(\.\d+)?%", text) and 0 < float(text[:-1]) <= 100:
+        return Rolling(batch=text, tolerance=tolerate)
+    raise CliError(f"--rolling: {batch!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)")
 
 
 def _total(nodes: int | None, delta: int | None, current: int, sign: int, verb: str) -> int:
@@ -68,13 +88,16 @@ def cluster() -> None:
 @click.option("--hardwaretype", default=None, help="hardware type for every node")
 @click.option("--imagetype", default=None, help="image type for every node")
 @click.option("--config", "config_text", default=None, help="cluster config: JSON, or @FILE (JSON or YAML)")
+@click.option("--lease", default=None, help="lease shorter than the template's (e.g. 2h, 7d)")
 @cluster_op
 async def create(name: str, template: str, nodes: int, services: tuple[str, ...], provider: str | None,
-                 hardwaretype: str | None, imagetype: str | None, config_text: str | None, opts: Options) -> None:
+                 hardwaretype: str | None, imagetype: str | None, config_text: str | None, lease: str | None,
+                 opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
-    cmd = CreateCluster(name=name, template=template, nodes=nodes, services=_services(services) or None, provider=provider,
-                        hardwaretype=hardwaretype, imagetype=imagetype, config=config)
+    cmd = CreateCluster(name=name, template=template, nodes=nodes, services=service_list(services) or None, provider=provider,
+                        hardwaretype=hardwaretype, imagetype=imagetype, config=config,
+                        lease_s=seconds(lease, "--lease") if lease else None)
     async with Session(opts) as s:
         await s.execute(cmd)
 
@@ -119,14 +142,18 @@ async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: 
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.argument("config_text", metavar="CONFIG")
 @click.option("--restart", is_flag=True, help="stop and start the services around the change")
+@rolling_options
 @cluster_op
-async def configure(cluster_ref: str, config_text: str, restart: bool, opts: Options) -> None:
+async def configure(cluster_ref: str, config_text: str, restart: bool, rolling: str | None, tolerate: int,
+                    opts: Options) -> None:
     """Replace CLUSTER's config with CONFIG (JSON, or @FILE with JSON or YAML)."""
     config = parse_json_arg(config_text, "CONFIG")
     if not isinstance(config, dict):
         raise CliError("CONFIG must be a JSON object")
+    spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart))
+        await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart,
+                                         rolling=spec))
 
 
 def _services_operation(name: str, model: Callable[..., Command], doc: str, required: bool = False) -> None:
@@ -136,24 +163,38 @@ def _services_operation(name: str, model: Callable[..., Command], doc: str, requ
     @cluster_op
     async def operation(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
         async with Session(opts) as s:
-            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=_services(services) or None))
+            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None))
+
+
+@cluster.command("restart")
+@click.argument("cluster_ref", metavar="CLUSTER")
+@click.argument("services", nargs=-1)
+@rolling_options
+@cluster_op
+async def restart(cluster_ref: str, services: tuple[str, ...], rolling: str | None, tolerate: int, opts: Options) -> None:
+    """Restart SERVICES on CLUSTER (default: all) and what depends on them."""
+    spec = _rolling(rolling, tolerate)
+    async with Session(opts) as s:
+        await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None,
+                                        rolling=spec))
 
 
 _services_operation("add-services", AddServices, "Add SERVICES to CLUSTER (the solver places them).", required=True)
 _services_operation("remove-services", RemoveServices, "Stop and remove SERVICES from CLUSTER.", required=True)
 _services_operation("start", StartServices, "Start SERVICES on CLUSTER (default: all) and what they depend on.")
 _services_operation("stop", StopServices, "Stop SERVICES on CLUSTER (default: all) and what depends on them.")
-_services_operation("restart", RestartServices, "Restart SERVICES on CLUSTER (default: all) and what depends on them.")
 
 
 @cluster.command("upgrade")
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.argument("service")
+@rolling_options
 @cluster_op
-async def upgrade(cluster_ref: str, service: str, opts: Options) -> None:
+async def upgrade(cluster_ref: str, service: str, rolling: str | None, tolerate: int, opts: Options) -> None:
     """Run SERVICE's current catalog definition on its nodes (stop, install, configure, start)."""
+    spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(UpgradeService(cluster_id=(await s.cluster(cluster_ref)).id, service=service))
+        await s.execute(UpgradeService(cluster_id=(await s.cluster(cluster_ref)).id, service=service, rolling=spec))
 
 
 @cluster.command("rollback")
@@ -184,10 +225,11 @@ async def list_clusters(show_all: bool, bus: Bus, as_json: bool) -> None:
                    for c in clusters])
         return
     table = Table(title=f"clusters of tenant {tenant!r}")
-    for col in ("name", "id", "status", "template", "nodes", "services", "last job"):
+    for col in ("name", "id", "status", "template", "nodes", "services", "last job", "version", "expires"):
         table.add_column(col)
     for c in clusters:
-        table.add_row(c.name, c.id, c.status, c.template, str(len(c.nodes)), ", ".join(c.services), c.job_id)
+        table.add_row(c.name, c.id, c.status, c.template, str(len(c.nodes)), ", ".join(c.services), c.job_id,
+                      str(c.version), c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never")
     out.print(table if clusters else f"no clusters in tenant {tenant!r}")
 
 
@@ -197,11 +239,7 @@ async def list_clusters(show_all: bool, bus: Bus, as_json: bool) -> None:
 @command
 async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     """One cluster: status, template, config, every node."""
-    async with await open_client(bus) as client:
-        try:
-            c = await client.cluster(cluster_ref)
-        except MusterError as e:
-            raise CliError(str(e)) from None
+    c = await read_cluster(bus, cluster_ref)
     data = c.to_json()
     if as_json:
         echo_json(data)
@@ -209,6 +247,8 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
                          ("provider", c.provider), ("last job", c.job_id), ("services", ", ".join(c.services)),
+                         ("version", str(c.version)),
+                         ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
                          ("config", str(c.config))):
         out.print(f"{label:>9}: {value}")
     table = Table(title=f"{len(c.nodes)} nodes")
@@ -218,6 +258,10 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
         table.add_row(n["id"], n["hostname"], n["hardwaretype"], n["imagetype"],
                       ", ".join(n["ipaddresses"].values()), ", ".join(n["services"]))
     out.print(table)
+
+
+for _care in ops_care_cli.COMMANDS:  # apply, extend-lease, check, repair, drift
+    cluster.add_command(_care)
 
 
 # -- muster job -----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts.commands import VERB_OF, Command, DryRun, JobCommand, Rejected
+from contracts.commands import VERB_OF, Command, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS
 
 from .cli_bus import Bus, bus_options, open_client
@@ -32,6 +32,20 @@ WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL
 """What `--wait` waits for, when it is not the end of the job."""
 
 
+def service_list(values: Iterable[str]) -> list[str]:
+    """SERVICES arguments: comma-separated, repeated, or both."""
+    return [s for v in values for s in v.split(",") if s]
+
+
+async def read_cluster(bus: Bus, ref: str) -> ClusterInfo:
+    """A cluster by id or name, from the log (`show`, `drift`)."""
+    async with await open_client(bus) as client:
+        try:
+            return await client.cluster(ref)
+        except MusterError as e:
+            raise CliError(str(e)) from None
+
+
 @dataclass
 class Options:
     bus: Bus
@@ -41,6 +55,7 @@ class Options:
     by: str | None
     timeout: float
     dry_run: bool = False
+    if_version: int | None = None
 
 
 def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -48,12 +63,15 @@ def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., A
         @functools.wraps(f)
         async def wrapper(*args: Any, bus: Bus, wait: bool, as_json: bool, request_id: str | None, by: str | None,
                           timeout: float, **kwargs: Any) -> Any:
-            opts = Options(bus, wait, as_json, request_id, by, timeout, kwargs.pop("dry_run", False))
+            opts = Options(bus, wait, as_json, request_id, by, timeout, kwargs.pop("dry_run", False), kwargs.pop("if_version", None))
             return await f(*args, opts=opts, **kwargs)
 
         g: Any = command(wrapper)
         if dry_run:
-            g = click.option("--dry-run", is_flag=True, help="print the layout and the plan; execute nothing")(g)
+            g = click.option("--dry-run", is_flag=True,
+                             help="print the layout and the plan and save it (`cluster apply PLAN_ID`); execute nothing")(g)
+            g = click.option("--if-version", type=click.IntRange(1), default=None,
+                             help="refuse unless the cluster is at this version (`cluster show` prints it)")(g)
         g = click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1),
                          help="seconds --wait waits at most")(g)
         g = click.option("--by", default=None, help="who asks (recorded in the log; default: your user name)")(g)
@@ -100,6 +118,8 @@ class Session:
         update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": self.c.requested_by}
         if "dry_run" in type(cmd).model_fields:
             update["dry_run"] = self.opts.dry_run
+        if "if_version" in type(cmd).model_fields and self.opts.if_version is not None:
+            update["if_version"] = self.opts.if_version
         return cmd.model_copy(update=update)
 
     async def execute(self, cmd: Command) -> None:
@@ -116,6 +136,10 @@ class Session:
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply)
+            return
+        if isinstance(reply, LeaseExtended):
+            if not self.opts.as_json:
+                out.print(f"lease of cluster {reply.cluster_id} extended: it expires at {reply.expires_at.isoformat()}")
             return
         if not self.opts.as_json:
             dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
@@ -164,7 +188,7 @@ async def follow(client: MusterClient, job_id: str, title: str, since: int, unti
 
 
 def print_dry_run(verb: str, reply: DryRun) -> None:
-    out.print(f"dry run of {verb}: nothing was executed or recorded")
+    out.print(f"dry run of {verb}: nothing was executed; the plan is saved")
     if reply.layout is not None:
         table = Table(title=f"layout: {reply.layout.nodes} nodes")
         for col in ("count", "hardware", "image", "services"):
@@ -175,6 +199,24 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
     tasks = {t["id"]: t for t in reply.plan.get("tasks", [])}
     stages = reply.plan.get("stages", [])
     out.print(f"plan: {len(tasks)} tasks in {len(stages)} stages")
+    rolling = reply.plan.get("rolling")
+    if rolling:
+        batches = rolling["batches"]
+        out.print(f"rolling: {len(batches)} batches, each after the previous one is healthy; "
+                  f"{rolling['tolerance']} node(s) may fail")
+        for i, batch in enumerate(batches, start=1):
+            out.print(f"  batch {i}: {', '.join(batch)}")
     for i, stage in enumerate(stages, start=1):
         counts = Counter(tasks[t]["action"] for t in stage if t in tasks)
         out.print(f"  stage {i}: " + ", ".join(f"{n}× {a}" for a, n in counts.items()))
+    limits = reply.plan.get("limits") or {}
+    if "provider" in limits:
+        p = limits["provider"]
+        out.print(f"limit: at most {p['maxconcurrent']} of its {p['tasks']} tasks on provider {p['name']!r} "
+                  "(create, confirm, delete) run at once, with the tenant's other jobs")
+    if "tenant" in limits:
+        out.print(f"limit: at most {limits['tenant']} tasks of the tenant run at once")
+    if reply.plan_id:
+        made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
+        out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): "
+                  f"`muster cluster apply {reply.plan_id}` runs exactly this plan, or is refused if the cluster or the catalog changed")

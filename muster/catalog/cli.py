@@ -20,6 +20,7 @@ from muster.client import default_user
 from services.provisioner.plugins.descriptor import PluginError
 from services.provisioner.plugins.specs import catalog_plugins
 
+from .delete import DeleteRefused, delete_entity
 from .files import CatalogFileError, LoadedCatalog, kind_of, load_sources
 from .plugins import PluginSpecs
 from .problems import KIND_LABEL, Problem
@@ -223,6 +224,34 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
     click.echo(json.dumps(body) if as_json else json.dumps(body, indent=2))
 
 
+@catalog.command("delete")
+@click.argument("kind_word", metavar="KIND")
+@click.argument("name")
+@bus_options
+@_plugins_option
+@click.option("--by", default=None, help="who is deleting (recorded in the log; default: your user name)")
+@json_option
+@command
+async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, ...], by: str | None, as_json: bool) -> None:
+    """Delete NAME of KIND from the catalog; refused, with every reason, while a template or a
+    live cluster uses it."""
+    kind, tenant = _kind(kind_word), bus.tenant
+    async with await open_client(bus) as client:
+        try:
+            seq = await delete_entity(EventStore(client.nc), tenant, kind, name, by or default_user(), _specs(plugins_dir))
+        except DeleteRefused as e:
+            if as_json:
+                echo_json({"deleted": False, "kind": kind, "name": name, "reasons": e.reasons})
+            else:
+                for reason in e.reasons:
+                    err.print(f"[red]in use[/red]: {reason}", markup=True, highlight=False)
+            raise
+    if as_json:
+        echo_json({"deleted": True, "kind": kind, "name": name, "seq": seq})
+        return
+    out.print(f"deleted {KIND_LABEL[kind]} {name!r} from the catalog of tenant {tenant!r} (log seq {seq})")
+
+
 @catalog.command("history")
 @click.argument("name")
 @click.option("--kind", "kind_word", default=None, help="only this kind (a name may be used by several kinds)")
@@ -252,6 +281,6 @@ async def history(name: str, kind_word: str | None, bus: Bus, as_json: bool) -> 
     for col in ("kind", "version", "time", "by", "changed", "seq"):
         table.add_column(col)
     for r in rows:
-        changed = "created" if r["version"] == 1 else (", ".join(r["changed"]) or "(same)")
+        changed = "deleted" if r["deleted"] else "created" if r["version"] == 1 else (", ".join(r["changed"]) or "(same)")
         table.add_row(KIND_LABEL[r["kind"]], f"v{r['version']}", r["time"], r["by"], changed, str(r["seq"]))
     out.print(table)

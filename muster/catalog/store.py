@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from contracts import subjects
 from contracts.catalog import KINDS, Catalog
-from contracts.events import CatalogEntityPut
+from contracts.events import CatalogEntityDeleted, CatalogEntityPut
 from contracts.limits import MAX_ENTITY_BYTES, check_size, json_size, over_budget
 from muster.bus.eventstore import H_EXPECT, Append, EventStore, Recorded, StoreError
 
@@ -99,11 +99,14 @@ class EntityVersion:
     entity: dict[str, Any]
     changed: tuple[str, ...]
     """Fields changed against the previous version; empty for the first."""
+    deleted: bool = False
+    """The entity was deleted here (`CatalogEntityDeleted`; `version` is its last put's)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind, "name": self.name, "version": self.version, "seq": self.seq,
             "time": self.time.isoformat(), "by": self.by, "changed": list(self.changed), "entity": self.entity,
+            "deleted": self.deleted,
         }
 
 
@@ -122,6 +125,11 @@ def _history(records: Sequence[Recorded]) -> list[EntityVersion]:
     count: dict[tuple[str, str], int] = {}
     for r in records:
         put = r.event
+        if isinstance(put, CatalogEntityDeleted) and (put.kind, put.name) in last:
+            key = (put.kind, put.name)
+            del last[key]
+            out.append(EntityVersion(put.kind, put.name, count[key], r.seq, r.time, put.by, {}, ("(deleted)",), deleted=True))
+            continue
         if not isinstance(put, CatalogEntityPut) or put.kind not in KINDS:
             continue
         key = (put.kind, put.name)
@@ -142,6 +150,9 @@ async def read_state(store: EventStore, tenant: str) -> CatalogState:
     records = await store.read(catalog_filter(tenant))
     state = CatalogState(last_seq=records[-1].seq if records else 0)
     for v in _history(records):
+        if v.deleted:
+            state.catalog.entities(v.kind).pop(v.name, None)
+            continue
         state.catalog.entities(v.kind)[v.name] = KINDS[v.kind].model_validate(v.entity)
         state.versions[(v.kind, v.name)] = v.version
     return state
@@ -272,14 +283,20 @@ async def append_changes(store: EventStore, tenant: str, changes: Sequence[Chang
             headers["Nats-Batch-Commit"] = "1"
             reply = await nc.request(subject, data, timeout=store.timeout, headers=headers)
     assert reply is not None
-    answer = json.loads(reply.data)
+    last = fenced_seq(reply.data, "apply")
+    return list(range(last - len(changes) + 1, last + 1))
+
+
+def fenced_seq(data: bytes, what: str) -> int:
+    """The sequence of a catalog write fenced on the catalog's last sequence; CatalogConflict if
+    the catalog moved on meanwhile."""
+    answer = json.loads(data)
     err = answer.get("error")
     if err:
         if err.get("err_code") in WRONG_LAST_SEQUENCE:
-            raise CatalogConflict("the catalog changed while this apply was being checked; nothing was written: run it again")
-        raise StoreError(f"catalog apply refused by the log: {err.get('description')} (code {err.get('err_code')})")
-    last = int(answer["seq"])
-    return list(range(last - len(changes) + 1, last + 1))
+            raise CatalogConflict(f"the catalog changed while this {what} was being checked; nothing was written: run it again")
+        raise StoreError(f"catalog {what} refused by the log: {err.get('description')} (code {err.get('err_code')})")
+    return int(answer["seq"])
 
 
 async def apply_catalog(

@@ -15,6 +15,8 @@ from typing import Any
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
 
+from .observed import Drift, drift
+
 
 class ClusterState:
     """Folds one cluster's own events, in log order; unknown types are skipped."""
@@ -27,14 +29,23 @@ class ClusterState:
         self.nodes: dict[str, NodeSpec] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
         self.hostnames: dict[str, str] = {}
+        self.version = 0
+        self.expires_at: datetime | None = None
+        """The lease's end (None: forever)."""
+        self.observed: dict[tuple[str, str], dict[str, str]] = {}
+        """(node, service) -> what its last `status` task found: state, job, task."""
+        self.stopped: list[str] = []
+        """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
 
     def apply(self, e: Any) -> None:
+        self.version += 1
         match e.type:
             case "ClusterRequested":
                 self.id, self.tenant, self.name, self.template = e.cluster_id, e.tenant, e.name, e.template
                 self.provider, self.config, self.job_id = e.provider, dict(e.config), e.job_id
             case "ClusterLayoutChanged":
                 self.nodes = {n.id: n for n in e.nodes}
+                self.observed = {k: v for k, v in self.observed.items() if k[0] in self.nodes}
             case "ClusterConfigChanged":
                 self.config = dict(e.config)
             case "NodeResultsRecorded":
@@ -44,6 +55,13 @@ class ClusterState:
                     self.hostnames[e.node_id] = e.hostname
             case "ClusterStatusChanged":
                 self.status, self.status_reason, self.job_id = e.status, e.reason, e.job_id
+            case "ClusterLeaseChanged":
+                self.expires_at = e.expires_at
+            case "ServiceStateObserved":
+                self.observed[(e.node_id, e.service)] = {"state": e.state, "job_id": e.job_id, "task_id": e.task_id,
+                                                         "detail": e.detail}
+            case "ServicesDesired":
+                self.stopped = list(e.stopped)
 
     def layout(self) -> list[dict[str, Any]]:
         """Node groups: how many nodes share hardware, image and services."""
@@ -53,12 +71,17 @@ class ClusterState:
             groups[key] = groups.get(key, 0) + 1
         return [{"hardwaretype": h, "imagetype": i, "services": list(s), "count": c} for (h, i, s), c in sorted(groups.items())]
 
+    def drift(self) -> list[Drift]:
+        return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
+                     {k: v["state"] for k, v in self.observed.items()})
+
     def node_views(self) -> list[dict[str, Any]]:
         return [
             {
                 "id": n.id, "hostname": self.hostnames.get(n.id) or n.hostname, "hardwaretype": n.hardwaretype,
                 "imagetype": n.imagetype, "services": sorted(n.services),
                 "ipaddresses": dict(sorted(self.ipaddresses.get(n.id, {}).items())),
+                "observed": {s: self.observed[(n.id, s)]["state"] for s in sorted(n.services) if (n.id, s) in self.observed},
             }
             for n in sorted(self.nodes.values(), key=lambda n: n.id)
         ]
@@ -79,7 +102,9 @@ def cluster_view(history: Sequence[Recorded]) -> dict[str, Any] | None:
         return None
     return {
         "id": c.id, "tenant": c.tenant, "name": c.name, "template": c.template, "provider": c.provider,
-        "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "layout": c.layout(),
+        "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "version": c.version,
+        "expires_at": c.expires_at.isoformat() if c.expires_at else None, "layout": c.layout(),
+        "stopped": c.stopped, "drift": [d.to_json() for d in c.drift()],
         "nodes": c.node_views(),
         "created_at": history[0].time.isoformat(), "updated_at": history[-1].time.isoformat(), "seq": history[-1].seq,
     }
@@ -102,6 +127,11 @@ class ClusterInfo:
     ipaddresses: dict[str, dict[str, str]] = field(default_factory=dict)
     hostnames: dict[str, str] = field(default_factory=dict)
     updated: str = ""
+    version: int = 0
+    expires_at: datetime | None = None
+    observed: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(node, service) -> the state its last `status` task found."""
+    drift: list[Drift] = field(default_factory=list)
 
     @classmethod
     def from_history(cls, history: Sequence[Recorded]) -> ClusterInfo | None:
@@ -110,7 +140,9 @@ class ClusterInfo:
             return None
         return cls(id=c.id, name=c.name, tenant=c.tenant, template=c.template, provider=c.provider, status=c.status,
                    status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
-                   ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat())
+                   ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat(),
+                   version=c.version, expires_at=c.expires_at,
+                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift())
 
     @property
     def services(self) -> list[str]:
@@ -120,10 +152,13 @@ class ClusterInfo:
         return {
             "id": self.id, "name": self.name, "tenant": self.tenant, "template": self.template, "provider": self.provider,
             "status": self.status, "status_reason": self.status_reason, "job_id": self.job_id, "updated": self.updated,
+            "version": self.version, "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "drift": [d.to_json() for d in self.drift],
             "services": self.services, "config": self.config,
             "nodes": [
                 {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,
-                 "ipaddresses": self.ipaddresses.get(n.id, {})}
+                 "ipaddresses": self.ipaddresses.get(n.id, {}),
+                 "observed": {s: self.observed[(n.id, s)] for s in n.services if (n.id, s) in self.observed}}
                 for n in self.nodes
             ],
         }

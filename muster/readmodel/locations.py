@@ -140,6 +140,7 @@ LOCATION_EVENTS = frozenset({
     "JobRequested", "LayoutSolved", "JobPlanned", "RollbackPlanned", "JobSucceeded", "JobFailed", "JobRolledBack",
     "JobNeedsAttention", "JobRetried", "JobPaused", "JobResumed", "JobCancelRequested", "TaskQueued", "CleanupQueued",
     "TaskClaimed", "TaskSucceeded", "TaskFailed", "ClusterRequested", "ClusterStatusChanged", "ClusterLayoutChanged",
+    "ClusterLeaseChanged",
 })
 """The event types `updates_from` turns into location updates (the tracker's routing table
 takes exactly these; a test keeps the three in step)."""
@@ -202,6 +203,8 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
             return [cluster(e.cluster_id, status=e.status, job_id=e.job_id)]
         case "ClusterLayoutChanged":
             return [cluster(e.cluster_id, job_id=e.job_id, nodes=len(e.nodes))]
+        case "ClusterLeaseChanged":
+            return [cluster(e.cluster_id, expires_at=e.expires_at.isoformat() if e.expires_at else None)]
     return []
 
 

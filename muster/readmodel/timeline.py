@@ -127,6 +127,15 @@ def describe(e: Any) -> str:
             return f"cluster {e.status}" + (f": {e.reason}" if e.reason else "")
         case "CatalogEntityPut":
             return f"catalog {e.kind} {e.name!r} put"
+        case "CatalogEntityDeleted":
+            return f"catalog {e.kind} {e.name!r} deleted by {e.by}"
+        case "ClusterLeaseChanged":
+            return f"lease: expires {e.expires_at.isoformat()}" if e.expires_at else "lease: forever"
+        case "ServiceStateObserved":
+            seen = f"{e.service} on {e.node_id} is {e.state}"
+            return seen + (f" (expected {e.expected})" if e.expected and e.expected != e.state else "")
+        case "ServicesDesired":
+            return "desired: " + (f"stopped {', '.join(e.stopped)}" if e.stopped else "every service running")
     return str(t)
 
 

@@ -172,7 +172,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
             raise CliError(f"create rejected: {getattr(reply, 'reason', reply.type)}", EXIT_INVALID)
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
-        console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}")
+        console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}", soft_wrap=True)
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
         status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
@@ -181,7 +181,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         if not isinstance(final, JobSucceeded):
             raise CliError(f"create ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         if keep:
-            console.print(f"kept running: the console is at {deployment.tracker_url}/ui/clusters; Ctrl-C stops everything.", style="bold")
+            console.print(f"kept running: the console is at {deployment.tracker_url}/ui/clusters; Ctrl-C stops everything.", style="bold", soft_wrap=True)
             sys.stdout.flush()
             await asyncio.Event().wait()  # until Ctrl-C (or a service dies): `_guarded` ends it
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))

@@ -10,24 +10,27 @@ Which handler takes which event is the routing table (`routing.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import structlog
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, Rejected
+from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
 from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
 
+from . import leases
 from .config import Hooks, PlannerConfig
 from .domain import planning, saga
 from .domain.cluster import Cluster
 from .domain.job import Job
+from .domain.limits import Limits
 from .domain.operations import OPERATIONS
-from .domain.saga import Effects
+from .domain.saga import Chain, Effects
 from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
@@ -47,13 +50,24 @@ class Planner:
                  clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
-        self.hooks = hooks or Hooks()
         self.state = PlannerState(log, catalogs or LogCatalogs(log))
+        self.limits = Limits(self._provider_limit, self.config.tenant_limits, self.config.tenant_limit)
+        # Concurrency limits after the hooks' own policy (a pool's grant): they count what is queued.
+        hooks = hooks or Hooks()
+        self.hooks = replace(hooks, dispatch=Chain(hooks.dispatch, self.limits))
         self.timers = Timers(clock or AsyncioClock())
         self.metrics = QueueMetrics()
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
-        self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps)
+        self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps,
+                                   self.limits)
         self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks)
+        self.leases = leases.LeaseExpiry(self.state.clusters, self.timers, self.hooks.owns,
+                                         lambda ctx: self.requests.handle(ctx, system=True))
+
+    def _provider_limit(self, tenant: str, provider: str) -> int | None:
+        catalog = self.state.catalogs.get(tenant)  # loaded before any decision about the tenant's jobs
+        found = catalog.providers.get(provider) if catalog is not None else None
+        return found.maxconcurrent if found is not None else None
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -74,9 +88,11 @@ class Planner:
         open job can be missed."""
         clusters = await self.state.load_clusters(only)
         async with self.state.lock:
+            open_jobs: list[tuple[Job, Cluster, dict[tuple[str, int], datetime], int]] = []
             for cluster in clusters:
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
+                leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
                 history = await self.state.job_history(cluster.tenant, cluster.job_id)
                 job = rebuild(Job, history)
                 if job is None:
@@ -85,8 +101,13 @@ class Planner:
                 if not job.is_final:
                     queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]
                     times = {(r.event.task_id, r.event.attempt): r.time for r in queued}
-                    await self._resume_job(job, cluster, times, min((r.seq for r in queued), default=1))
-        log.info("resumed", clusters=len(clusters), open=sum(not self.jobs[c.job_id].is_final for c in clusters if c.job_id in self.jobs))
+                    open_jobs.append((job, cluster, times, min((r.seq for r in queued), default=1)))
+            for job, cluster, _, _ in open_jobs:  # every job's tasks in flight count before any job dispatches more
+                await self.state.catalog(job.tenant)
+                self.limits.track(job, cluster)
+            for job, cluster, times, since in open_jobs:
+                await self._resume_job(job, cluster, times, since)
+        log.info("resumed", clusters=len(clusters), open=len(open_jobs))
 
     async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime], since_seq: int) -> None:
         if job.planned:
@@ -107,7 +128,10 @@ class Planner:
         async with self.state.lock:
             clusters = {cid for cid in self.clusters if only(cid)}
             jobs = set(self.state.forget(clusters))
-            for key in [k for k in self.timers.handles if len(k) > 1 and k[1] in jobs]:
+            for job_id in jobs:
+                self.limits.forget(job_id)
+            # Timers of those jobs (timeouts, republishes) and clusters (lease expiries).
+            for key in [k for k in self.timers.handles if len(k) > 1 and (k[1] in jobs or any(x in clusters for x in k[1:]))]:
                 self.timers.disarm(key)
             for cid in clusters:
                 self.nodemaps.forget(cid)
@@ -118,7 +142,7 @@ class Planner:
 
     # -- requests and queries ----------------------------------------------------------------
 
-    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun:
+    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun | LeaseExtended:
         return await self.requests.handle(ctx)
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:

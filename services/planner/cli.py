@@ -18,10 +18,13 @@ from muster.catalog.templates import TemplateError, resolve_template
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_INVALID, CliError, command, guarded
 
-from .domain.operations import OFFLINE as CLI_OPERATIONS  # what can be planned without a solver
+from .domain.operations import OFFLINE as CLI_OPERATIONS
+from .domain.operations import ROLLING  # what can be planned without a solver
 from .domain.plan import PlanError, build_plan
+from .domain.rolling import batched
 
 MODES = ("eager", "staged")
+
 
 
 class Invalid(ValueError):
@@ -36,12 +39,14 @@ class Invalid(ValueError):
 @click.option("--operation", help=f"One of: {', '.join(CLI_OPERATIONS)}.")
 @click.option("--services", default=None, help="Comma-separated services to add / remove / start / stop / restart.")
 @click.option("--mode", default="eager", show_default=True, help="eager or staged: how the plan would be run.")
+@click.option("--rolling", default=None, metavar="N|P%",
+              help="configure, restart, upgrade: a batch of N nodes (or P% of them) at a time; prints the batches")
 @guarded
 def plan(catalog_dir: str | None, template: str | None, nodes_file: str | None, operation: str | None,
-         services: str | None, mode: str) -> None:
+         services: str | None, mode: str, rolling: str | None) -> None:
     """Plan the task DAG of an operation (dry run, no bus). Prints tasks, edges and stages."""
     try:
-        result = dry_run(catalog_dir, template, nodes_file, operation, services, mode)
+        result = dry_run(catalog_dir, template, nodes_file, operation, services, mode, rolling)
     except Invalid as err:  # for scripts: the error as JSON on stdout, exit 2
         raise CliError(str(err), EXIT_INVALID, document={"error": {"kind": "invalid", "message": str(err)}}) from None
     click.echo(dumps(result))
@@ -57,7 +62,7 @@ def dumps(result: dict[str, Any]) -> str:
 
 
 def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | None, operation: str | None,
-            services: str | None, mode: str) -> dict[str, Any]:
+            services: str | None, mode: str, rolling: str | None = None) -> dict[str, Any]:
     required = {"--catalog": catalog_dir, "--template": template, "--nodes-file": nodes_file, "--operation": operation}
     missing = [flag for flag, value in required.items() if not value]
     if missing or catalog_dir is None or template is None or nodes_file is None or operation is None:
@@ -76,7 +81,13 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
     try:
         if operation == "add-services":
             nodes = with_added_services(catalog, nodes, named)
-        return build_plan(catalog.services, nodes, operation, services=named).to_json()
+        planned = build_plan(catalog.services, nodes, operation, services=named)
+        if rolling is None:
+            return planned.to_json()
+        if operation not in ROLLING:
+            raise Invalid(f"--rolling goes with {', '.join(ROLLING)}")
+        done = batched(planned, int(rolling) if rolling.strip().isdigit() else rolling)
+        return {**done.plan.to_json(), "batches": done.batches}
     except PlanError as err:
         raise Invalid(str(err)) from None
 

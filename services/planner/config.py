@@ -30,6 +30,9 @@ class PlannerConfig:
     """Shards the clusters are split into; every planner must use the same number."""
     lease_ttl_s: float = 10.0
     """A dead planner's shards are taken over this long after its last lease renewal."""
+    tenant_limit: int | None = None
+    """Tasks of one tenant in flight at once (None: no limit); `tenant_limits` per tenant."""
+    tenant_limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def settings(self) -> Settings:

@@ -102,18 +102,36 @@ async def _unsubscribe(sub: Any) -> None:
               help="shards the clusters are split into (the same for every planner)")
 @click.option("--lease-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.FloatRange(1.0),
               help="seconds after which a dead planner's shards are taken over")
+@click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N",
+              help="tasks of a tenant in flight at once: N for every tenant, TENANT=N for one (repeatable)")
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
-         action_timeout: float, ack_wait: float, shards: int, lease_ttl: float) -> None:
+         action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, tenant_limit: tuple[str, ...]) -> None:
     """Run the planner service."""
+    default, per_tenant = _tenant_limits(tenant_limit)
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
         replicas=int(os.environ.get("MUSTER_REPLICAS", "1")), shards=shards, lease_ttl_s=lease_ttl,
+        tenant_limit=default, tenant_limits=per_tenant,
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         await start_planner(nc, stack, config)
 
     main_for("planner", nats_url, setup)
+
+
+def _tenant_limits(values: tuple[str, ...]) -> tuple[int | None, dict[str, int]]:
+    default: int | None = None
+    per_tenant: dict[str, int] = {}
+    for value in values:
+        tenant, _, number = value.rpartition("=")
+        if not number.isdigit() or int(number) < 1:
+            raise click.BadParameter(f"{value!r}: give N or TENANT=N with N >= 1", param_hint="--tenant-limit")
+        if tenant:
+            per_tenant[tenant] = int(number)
+        else:
+            default = int(number)
+    return default, per_tenant
 
 

@@ -22,10 +22,12 @@ from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, Ta
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
+from . import leases
 from .config import Hooks, PlannerConfig
 from .domain import saga
 from .domain.cluster import Cluster
 from .domain.job import Job
+from .domain.limits import Limits
 from .domain.saga import Attempt, Effects
 from .metrics import QueueMetrics
 from .nodemaps import NodeMaps
@@ -43,9 +45,10 @@ under the lock)."""
 
 class Execution:
     def __init__(self, state: PlannerState, queue: TaskQueue, timers: Timers, config: PlannerConfig,
-                 hooks: Hooks, metrics: QueueMetrics, nodemaps: NodeMaps) -> None:
+                 hooks: Hooks, metrics: QueueMetrics, nodemaps: NodeMaps, limits: Limits | None = None) -> None:
         self.state, self.queue, self.timers, self.config, self.hooks = state, queue, timers, config, hooks
-        self.metrics, self.nodemaps = metrics, nodemaps
+        self.metrics, self.nodemaps, self.limits = metrics, nodemaps, limits
+        self._waking = False
         self.ran_attempts: dict[tuple[str, str], list[str]] = {}
         """Provisioners that claimed earlier attempts of a task, which its retries avoid where
         possible (best effort: not rebuilt after a restart)."""
@@ -66,6 +69,25 @@ class Execution:
             await self.publish_many(job, cluster, catalog, [(a, None) for a in effects.dispatch + effects.republish])
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
+            # A lease that ended while the cluster was busy is due now.
+            leases.arm(self.timers, self.hooks.owns, cluster)
+        await self._wake(job)
+
+    async def _wake(self, job: Job) -> None:
+        """Jobs a concurrency limit held back, now that slots may have freed: each once more.
+        Only the outermost execution wakes (an advance here executes too)."""
+        if self.limits is None or self._waking:
+            return
+        self._waking = True
+        try:
+            for job_id in self.limits.wake():
+                other = self.state.jobs.get(job_id)
+                if other is None or other.is_final or not self.hooks.owns(other.tenant, other.cluster_id):
+                    self.limits.forget(job_id)
+                elif other is not job:
+                    await self.advance(other, self.state.clusters[other.cluster_id])
+        finally:
+            self._waking = False
 
     async def advance(self, job: Job, cluster: Cluster) -> None:
         catalog = await self.state.catalog(job.tenant)

@@ -21,29 +21,32 @@ from contracts.commands import (
     COMMAND_ADAPTER,
     VERB_OF,
     Accepted,
+    ApplyPlan,
     ConfigureCluster,
     CreateCluster,
     DryRun,
+    ExtendLease,
+    LeaseExtended,
     Rejected,
     RollbackCluster,
 )
 from contracts.errors import describe_validation_error
-from contracts.events import LayoutRequested
+from contracts.events import PlanSaved
 from contracts.limits import MAX_REQUEST_BYTES, json_size, over_budget
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
+from . import leases
 from .config import Hooks, PlannerConfig
-from .domain import planning, resize
+from .domain import planning, saved
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
-from .domain.errors import PlanError
 from .domain.job import Job, job_uuid
-from .domain.operations import Operation, operation_of
-from .domain.restore import restore_plan
+from .domain.operations import OPERATIONS, Operation, operation_of
 from .domain.saga import control
 from .execution import Execution
-from .ports import NoLayout, Solver, SolverUnavailable
+from .ports import Solver
+from .previews import Preview, Previews
 from .state import PlannerState
 
 log = structlog.get_logger("muster.planner")
@@ -90,20 +93,30 @@ def parse(verb: str, data: bytes) -> Any:
 class Requests:
     def __init__(self, state: PlannerState, execution: Execution, solver: Solver | None, config: PlannerConfig, hooks: Hooks) -> None:
         self.state, self.execution, self.solver, self.config, self.hooks = state, execution, solver, config, hooks
+        self.previews = Previews(state, solver, execution.limits)
 
-    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun:
+    async def handle(self, ctx: RequestContext, *, system: bool = False) -> Accepted | Rejected | DryRun | LeaseExtended:
+        """`system`: asked by the planner itself (a lease's expiry); the hooks' checks (who may
+        ask) are skipped, the operation's own rules are not."""
         try:
             subjects.token(ctx.tenant, "tenant")
             command = parse(ctx.verb, ctx.body)
+            pin = None
+            if isinstance(command, ApplyPlan):
+                pin = await self.previews.saved(ctx.tenant, command.plan_id)
+                # The saved request, asked for by whoever applies it.
+                command = COMMAND_ADAPTER.validate_python({**pin.command, "requested_by": command.requested_by})
             op = operation_of(command)
-            for check in self.hooks.admission:
+            for check in () if system else self.hooks.admission:
                 check(ctx, op, command)
             async with self.state.lock:
                 if op.target == "job":
                     return await self._control(ctx, command)
+                if op.target == "lease":
+                    return await self._extend_lease(ctx, op, command)
                 if op.target == "new-cluster":
-                    return await self._create(ctx, op, command)
-                return await self._cluster_operation(ctx, op, command)
+                    return await self._create(ctx, op, command, pin)
+                return await self._cluster_operation(ctx, op, command, pin)
         except (Refused, subjects.SubjectError) as err:
             return Rejected(reason=str(err))
 
@@ -111,10 +124,13 @@ class Requests:
         for rule in op.rules:
             rule(facts)
 
+    def _job_id(self, tenant: str, cmd: Any, pin: PlanSaved | None) -> str:
+        return pin.job_id if pin is not None else str(job_uuid(tenant, cmd.request_id))
+
     # -- create ------------------------------------------------------------------------------
 
-    async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster) -> Accepted | DryRun:
-        job_id = str(job_uuid(ctx.tenant, cmd.request_id))
+    async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster, pin: PlanSaved | None) -> Accepted | DryRun:
+        job_id = self._job_id(ctx.tenant, cmd, pin)
         cluster_id = str(planning.cluster_uuid(job_id))
         if not self.hooks.owns(ctx.tenant, cluster_id):
             raise Refused(f"cluster {cluster_id!r} belongs to another planner")
@@ -124,11 +140,14 @@ class Requests:
         catalog = await self.state.catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal)
         self._check(op, facts)
-        job = self._new_job(ctx, facts, cluster_id)
-        cluster = planning.new_cluster(facts, cluster_id)
-        request = planning.layout_request(job_id, cluster, catalog, cmd)
+        job = self._new_job(ctx, facts, cluster_id, pin)
+        cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd))
+        leases.start(cluster, facts, ctx.by(cmd), self.execution.timers)
         if cmd.dry_run:
-            return await self._dry_run(job, cluster, request, cmd)
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts)
+        preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
+        if preview is not None:
+            self._plan(job, cluster, preview)
         # The cluster (which points to its job) first: see Planner.resume.
         try:
             await self.state.save_cluster(cluster)
@@ -139,75 +158,54 @@ class Requests:
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         self.state.jobs[job_id], self.state.clusters[cluster_id] = job, cluster
-        await self.execution.ask_for_layout(job, request)
-        log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes)
+        leases.arm(self.execution.timers, self.hooks.owns, cluster)
+        if preview is not None:
+            await self._start(job, cluster, facts, preview)
+        else:
+            await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, catalog, cmd))
+        log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes, plan=pin and pin.plan_id)
         return Accepted(job_id=job_id, cluster_id=cluster_id)
 
-    def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str) -> Job:
-        return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts)
+    def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str, pin: PlanSaved | None = None) -> Job:
+        return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts,
+                                plan_id=pin.plan_id if pin is not None else None)
 
     # -- operations on an existing cluster ---------------------------------------------------
 
-    async def _cluster_operation(self, ctx: RequestContext, op: Operation, cmd: Any) -> Accepted | DryRun:
+    async def _cluster_operation(self, ctx: RequestContext, op: Operation, cmd: Any, pin: PlanSaved | None) -> Accepted | DryRun:
         tenant = ctx.tenant
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != tenant:
             raise Refused(f"unknown cluster {cmd.cluster_id!r}")
         if not self.hooks.owns(tenant, cmd.cluster_id):
             raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
-        job_id = str(job_uuid(tenant, cmd.request_id))
+        job_id = self._job_id(tenant, cmd, pin)
         if await self.state.find_job(tenant, job_id) is not None and not cmd.dry_run:
             return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, duplicate=True)
         facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
                       source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None)
+        if pin is not None:  # before the rules: "it changed" says more than what the change broke
+            saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
-        job = self._new_job(ctx, facts, cmd.cluster_id)
-        if isinstance(cmd, RollbackCluster):
-            return await self._restore(job, cluster, facts)
-        if op.layout:
-            request = planning.layout_request(job_id, cluster, facts.catalog, cmd)
-            if cmd.dry_run:
-                return await self._dry_run(job, cluster, request, cmd)
-            await self._accept(job, cluster)
-            await self.execution.ask_for_layout(job, request)
-        else:
-            try:
-                plan = planning.plan_direct(job, cluster, facts.catalog, cmd)
-            except PlanError as err:
-                raise Refused(f"cannot plan {job.operation}: {err}") from None
-            nodes = list(cluster.nodes.values())
-            if cmd.dry_run:
-                return DryRun(layout=resize.layout_of(nodes), plan=plan.to_json())
-            job.record_plan(planning.planned(job, cluster, plan, nodes, self.config.mode))
-            await self._accept(job, cluster)
-            if isinstance(cmd, ConfigureCluster):
-                cluster.change_config(job_id, cmd.config)
-            await self.execution.advance(job, cluster)
-        log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
-
-    async def _restore(self, job: Job, cluster: Cluster, facts: Facts) -> Accepted | DryRun:
-        """Back to the cluster as it was before job `to_job` (its recorded previous state)."""
-        cmd: RollbackCluster = facts.command
-        source = facts.source
-        assert source is not None  # the `restorable` rule
-        target, config = source.previous_nodes, source.previous_config
-        try:
-            restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config)
-        except PlanError as err:
-            raise Refused(f"cannot plan the rollback: {err}") from None
-        if not restore.plan.tasks:
-            raise Refused(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
+        job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         if cmd.dry_run:
-            return DryRun(layout=resize.layout_of(target), plan=restore.plan.to_json())
-        job.record_plan(planning.planned(job, cluster, restore.plan, list(target), self.config.mode))
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts)
+        if pin is not None:
+            preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
+        elif op.layout:  # the solver answers through the log (Execution.on_layout)
+            await self._accept(job, cluster)
+            await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, facts.catalog, cmd))
+            log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
+            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
+        else:
+            preview = await self.previews.preview(job, cluster, facts)
+        # The plan is recorded with the job: a job recorded without its plan would wait forever.
+        self._plan(job, cluster, preview)
         await self._accept(job, cluster)
-        cluster.change_layout(str(job.id), list(restore.interim))
-        cluster.change_config(str(job.id), config)
-        await self.execution.advance(job, cluster)
-        log.info("accepted", tenant=job.tenant, job=str(job.id), operation="rollback", to_job=cmd.to_job)
-        return Accepted(job_id=str(job.id), cluster_id=job.cluster_id)
+        await self._start(job, cluster, facts, preview)
+        log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
 
     async def _accept(self, job: Job, cluster: Cluster) -> None:
         # The cluster's pointer to its job first: see Planner.resume.
@@ -219,22 +217,34 @@ class Requests:
             raise Refused(f"job {job.id} exists already") from None
         self.state.jobs[str(job.id)] = job
 
-    # -- dry runs: the same decisions, nothing recorded ----------------------------------------
+    # -- plans: previewed, shown (and saved), recorded ------------------------------------------
 
-    async def _dry_run(self, job: Job, cluster: Cluster, request: LayoutRequested, cmd: Any) -> DryRun:
-        if self.solver is None:
-            raise Refused("dry run needs a solver and this planner has none")
-        try:
-            layout = await self.solver.solve(job.tenant, request)
-        except SolverUnavailable as err:
-            raise Refused(f"dry run needs a solver and none answered: {err}") from None
-        except NoLayout as err:
-            raise Refused(f"no layout: {err}") from None
-        try:
-            plan, _ = planning.plan_layout(job, cluster, await self.state.catalog(job.tenant), layout, cmd)
-        except PlanError as err:
-            raise Refused(f"cannot plan {job.operation}: {err}") from None
-        return DryRun(layout=layout, plan=plan.to_json())
+    def _plan(self, job: Job, cluster: Cluster, preview: Preview) -> None:
+        job.record_plan(planning.planned(job, cluster, preview.plan, preview.target, self.config.mode,
+                                         preview.batches, preview.tolerance))
+
+    async def _start(self, job: Job, cluster: Cluster, facts: Facts, preview: Preview) -> None:
+        """What an accepted job's plan changes on the cluster at once; then dispatch."""
+        op, cmd = OPERATIONS[facts.operation], facts.command
+        if preview.interim is not None:
+            cluster.change_layout(str(job.id), preview.interim)
+            cluster.change_config(str(job.id), preview.config or {})
+        elif op.layout and not op.shrinking:
+            cluster.change_layout(str(job.id), preview.target)
+        if isinstance(cmd, ConfigureCluster):
+            cluster.change_config(str(job.id), cmd.config)
+        await self.execution.advance(job, cluster)
+
+    async def _extend_lease(self, ctx: RequestContext, op: Operation, cmd: ExtendLease) -> LeaseExtended:
+        cluster = self.state.clusters.get(cmd.cluster_id)
+        if cluster is None or cluster.tenant != ctx.tenant:
+            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
+        if not self.hooks.owns(ctx.tenant, cmd.cluster_id):
+            raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
+        if not (cmd.request_id and cmd.request_id in cluster.lease_requests):
+            self._check(op, Facts(ctx.tenant, op.name, cmd, await self.state.catalog(ctx.tenant), "", cluster=cluster,
+                                  principal=ctx.principal))
+        return await leases.extend(self.state, self.execution.timers, self.hooks.owns, cluster, cmd, ctx.by(cmd))
 
     # -- job control ---------------------------------------------------------------------------
 

@@ -64,7 +64,7 @@ async def job_query(planner: Planner, subject: str, data: bytes) -> bytes | None
 
 async def metrics(planner: Planner, subject: str, data: bytes) -> bytes | None:
     queues = planner.metrics.snapshot(planner.timers.clock.now())
-    return json.dumps({"planner": planner.config.instance, "queues": queues}).encode()
+    return json.dumps({"planner": planner.config.instance, "queues": queues, "limits": planner.limits.snapshot()}).encode()
 
 
 @dataclass(frozen=True)

@@ -94,8 +94,11 @@ class PlannerState:
 
     async def reload(self, tenant: str, job_id: str, cluster_id: str) -> None:
         job = rebuild(Job, await self.job_history(tenant, job_id))
-        cluster = rebuild(Cluster, await self.log.read(subjects.cluster_events(tenant, cluster_id)))
         if job is not None:
             self.jobs[job_id] = job
+        await self.reload_cluster(tenant, cluster_id)
+
+    async def reload_cluster(self, tenant: str, cluster_id: str) -> None:
+        cluster = rebuild(Cluster, await self.log.read(subjects.cluster_events(tenant, cluster_id)))
         if cluster is not None:
             self.clusters[cluster_id] = cluster

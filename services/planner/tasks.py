@@ -85,6 +85,7 @@ def task_message(
         nodes={} if not needs_nodes(action) or nodes_ref else nodes_map(cluster, catalog),
         nodes_ref=nodes_ref if needs_nodes(action) else None,
         config=config,
+        cluster_owner=cluster.owner,
         timeout_s=(timeouts or {}).get(action.value, (timeouts or {}).get("default", 600.0)),
         avoid=list(avoid) if attempt > 1 else [],
     )

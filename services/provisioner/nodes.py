@@ -1,5 +1,8 @@
 """What a task becomes before a plugin sees it, and what a plugin's outcome may weigh.
 
+The cluster config's macros (`%host.service.x%`...) are expanded here too, once the nodes map
+is back (`macros.py`): a macro that cannot be expanded fails the attempt naming it.
+
 A task message carries the key of the cluster's nodes map (`nodes_ref`), not the map: this
 resolves it from the KV bucket `nodemaps` (contracts/nodemaps.py) and puts the map back, so a
 plugin sees the task exactly as it was before the map moved out of the message. Chunks and
@@ -20,6 +23,8 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 from contracts.limits import MAX_RESULT_BYTES, check_size
 from contracts.nodemaps import BUCKET, NodeChunk, NodeManifest
 from contracts.tasks import NodeInfo, TaskMessage, TaskOutcome
+
+from .macros import MacroError, expand_task
 
 CACHED_CHUNKS = 4096
 CACHED_MAPS = 8
@@ -74,6 +79,10 @@ class NodesResolver:
             except MapMissing as err:
                 return TaskOutcome(ok=False, error=str(err))
             task = task.model_copy(update={"nodes": nodes, "nodes_ref": None})
+        try:  # with the whole map at hand: Coopr's config macros (macros.py)
+            task = expand_task(task)
+        except MacroError as err:
+            return TaskOutcome(ok=False, error=str(err))
         outcome = await self.inner.execute(task)
         reason = check_size("the result", outcome.result, MAX_RESULT_BYTES)
         if reason:

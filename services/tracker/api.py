@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
@@ -135,6 +135,18 @@ class ClusterNode(_Out):
     imagetype: str
     services: list[str]
     ipaddresses: dict[str, str]
+    observed: dict[str, str] = Field(default_factory=dict,
+                                     description="service -> the state its last `status` check found (running, stopped, failed, unknown)")
+
+
+class DriftItem(_Out):
+    """A service on a node whose observed state is not the desired one."""
+
+    node: str
+    service: str
+    desired: str
+    observed: str
+    repair: str = Field(description="what `muster cluster repair` re-runs: start, reinstall, stop; empty: check again")
 
 
 class LayoutGroupCount(_Out):
@@ -153,6 +165,10 @@ class ClusterDetail(_Out):
     status: str
     status_reason: str | None
     job_id: str | None
+    version: int = Field(description="the cluster's count of events (`if_version`)")
+    expires_at: str | None = Field(default=None, description="the lease's end; null: forever")
+    stopped: list[str] = Field(default_factory=list, description="services meant to be stopped (a stop job)")
+    drift: list[DriftItem] = Field(default_factory=list, description="observed states that differ from the desired ones")
     layout: list[LayoutGroupCount]
     nodes: list[ClusterNode]
     created_at: str
@@ -168,6 +184,7 @@ class ClusterSummary(_Out):
     job_id: str | None
     nodes: int
     created_at: str | None
+    expires_at: str | None = Field(default=None, description="the lease's end; null: forever")
     seq: int
 
 

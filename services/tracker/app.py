@@ -252,6 +252,7 @@ class Tracker:
             if r is not None:
                 items.append({"id": r.ident["cluster_id"], "name": r.get("name"), "template": r.get("template"), "status": r.get("status"),
                               "job_id": r.get("job_id"), "nodes": r.get("nodes", 0), "created_at": r.get("created_at"),
+                              "expires_at": r.get("expires_at"),
                               "seq": _stamp_seq(r, "created_at") or r.seq})
         return _page(sorted(items, key=lambda c: c["seq"]), after, limit)
 

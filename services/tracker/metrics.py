@@ -130,6 +130,28 @@ class PlannerQueues:
         yield from gauges.values()
         yield finished
         yield from timing.values()
+        yield from _limit_metrics(self.answers)
+
+
+def _limit_metrics(answers: list[dict[str, Any]]) -> Iterator[Metric]:
+    """The planners' concurrency limits (docs/planner.md, "Concurrency limits"): per limit, the
+    tasks in flight against it and those held back."""
+    labels = ["planner", "kind", "tenant", "provider"]
+    families = {
+        "limit": GaugeMetricFamily("muster_planner_limit", "A concurrency limit (tasks in flight at once)", labels=labels),
+        "in_flight": GaugeMetricFamily("muster_planner_limit_in_flight", "Tasks in flight against a limit", labels=labels),
+        "held": GaugeMetricFamily("muster_planner_limit_held", "Ready tasks a limit holds back", labels=labels),
+    }
+    for answer in answers:
+        for entry in answer.get("limits") or ():
+            try:
+                key = [str(answer.get("planner", "")), str(entry["kind"]), str(entry["tenant"]), str(entry.get("provider", ""))]
+                for name, family in families.items():
+                    if entry.get(name) is not None:
+                        family.add_metric(key, float(entry[name]))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+    yield from families.values()
 
 
 class WorkerScaling:

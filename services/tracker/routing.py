@@ -40,6 +40,7 @@ ROUTES = (
         "ClusterRequested": "on_location_event",
         "ClusterStatusChanged": "on_location_event",
         "ClusterLayoutChanged": "on_location_event",
+        "ClusterLeaseChanged": "on_location_event",
     }, queue=LOCATIONS),
 )
 

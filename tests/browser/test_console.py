@@ -19,15 +19,15 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     state = page.get_by_test_id("job-state")
     first = state.inner_text()
     assert first != "succeeded", "the job ended before its page opened: nothing was watched live"
-    rows_before = page.locator("#timeline li").count()
+    page.evaluate("window.sameDocument = true")
     page.wait_for_function("window.musterGraphReady > 0")
     expect(state).to_have_text("succeeded", timeout=LONG)
     # It changed without a reload: the same document got the stream's events.
-    assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
-    assert page.locator("#timeline li").count() > rows_before
+    assert page.evaluate("window.sameDocument === true")
     expect(page.locator("#timeline")).to_contain_text("job succeeded")
     expect(page.get_by_test_id("job-counts")).to_contain_text("succeeded")
-    assert page.locator("#tasks .t-state .badge", has_text="succeeded").count() == page.locator("#tasks tbody tr").count()
+    expect(page.locator("#tasks .t-state .badge").filter(has_not_text="succeeded")).to_have_count(0)
+    assert page.locator("#tasks tbody tr").count() > 20
     # The graph shows each task with its state in words, not only in colour.
     chip = page.locator(".chip").first
     assert chip.get_attribute("class").endswith("st-succeeded")

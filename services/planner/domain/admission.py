@@ -58,6 +58,15 @@ def _cluster(f: Facts) -> Cluster:
 # -- every operation on an existing cluster ----------------------------------------------
 
 
+def at_version(f: Facts) -> None:
+    """`if_version`: a script's optimistic check that the cluster is as it last saw it."""
+    want = getattr(f.command, "if_version", None)
+    version = _cluster(f).version
+    if want is not None and version != want:
+        raise Refused(f"cluster {f.command.cluster_id!r} is at version {version}, not {want} (if_version): "
+                      "it changed since you looked")
+
+
 def not_busy(f: Facts) -> None:
     current = f.current
     if current is not None and not current.is_final and current.id != UUID(f.job_id):
@@ -146,6 +155,16 @@ def services_present(f: Facts) -> None:
     cmd: RemoveServices = f.command
     if absent := sorted(set(cmd.services) - _on_cluster(f)):
         raise Refused(f"not on the cluster: {', '.join(absent)}")
+
+
+# -- repair -------------------------------------------------------------------------------------
+
+
+def drifted(f: Facts) -> None:
+    fixable = [d for d in _cluster(f).drift() if d.repair]
+    if not fixable:
+        raise Refused(f"cluster {f.command.cluster_id!r} has no drift to repair (as last observed: `muster cluster check` "
+                      "looks again)")
 
 
 # -- rollback to an earlier state --------------------------------------------------------------

@@ -6,6 +6,7 @@ from the log (`muster replay`) and used as a rollback target.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -14,11 +15,16 @@ from eventsourcing.domain import Aggregate, event
 from contracts.events import (
     ClusterConfigChanged,
     ClusterLayoutChanged,
+    ClusterLeaseChanged,
     ClusterRequested,
     ClusterStatusChanged,
     NodeResultsRecorded,
+    ServicesDesired,
+    ServiceState,
+    ServiceStateObserved,
 )
 from contracts.layout import NodeSpec
+from muster.readmodel.observed import Drift, drift
 
 
 class Cluster(Aggregate):
@@ -37,6 +43,17 @@ class Cluster(Aggregate):
         self.status_reason = ""
         self.job_id = payload.job_id
         self.provisioner_class = payload.provisioner_class
+        self.owner = payload.owner
+        self.expires_at: datetime | None = None
+        """The lease's end (None: forever); `ClusterLeaseChanged`."""
+        self.lease_max_at: datetime | None = None
+        self.lease_step_s = 0.0
+        self.lease_requests: set[str] = set()
+        """Extensions taken (their request ids): a retried one changes nothing."""
+        self.observed: dict[tuple[str, str], tuple[str, str]] = {}
+        """(node, service) -> (state, job) its last `status` task found."""
+        self.stopped: list[str] = []
+        """Services meant to be stopped (a stop job); every other one of the layout should run."""
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
@@ -54,6 +71,8 @@ class Cluster(Aggregate):
         self.touched = []
         for gone in set(self.results) - set(self.nodes):
             self.results.pop(gone, None)
+        for key in [k for k in self.observed if k[0] not in self.nodes]:
+            del self.observed[key]
 
     def change_layout(self, job_id: str, nodes: list[NodeSpec]) -> bool:
         if [n.model_dump() for n in nodes] == [n.model_dump() for n in self.nodes.values()]:
@@ -97,6 +116,47 @@ class Cluster(Aggregate):
         )
         return True
 
+    @event("ClusterLeaseChanged")
+    def _lease(self, payload: ClusterLeaseChanged) -> None:
+        self.expires_at, self.lease_max_at, self.lease_step_s = payload.expires_at, payload.max_at, payload.step_s
+        if payload.request_id:
+            self.lease_requests.add(payload.request_id)
+
+    def change_lease(self, expires_at: datetime | None, max_at: datetime | None, step_s: float, by: str,
+                     request_id: str | None = None) -> bool:
+        if (expires_at, max_at, step_s) == (self.expires_at, self.lease_max_at, self.lease_step_s):
+            return False
+        self._lease(ClusterLeaseChanged(cluster_id=str(self.id), expires_at=expires_at, max_at=max_at, step_s=step_s,
+                                        by=by, request_id=request_id))
+        return True
+
+    @event("ServiceStateObserved")
+    def _observed(self, payload: ServiceStateObserved) -> None:
+        self.observed[(payload.node_id, payload.service)] = (payload.state, payload.job_id)
+
+    def observe(self, job_id: str, task_id: str, node: str, service: str, state: ServiceState,
+                expected: ServiceState | None = None, detail: str = "") -> bool:
+        if self.observed.get((node, service)) == (state, job_id):
+            return False  # taken in already (a redelivered outcome, another attempt saying the same)
+        self._observed(ServiceStateObserved(cluster_id=str(self.id), job_id=job_id, task_id=task_id, node_id=node,
+                                            service=service, state=state, expected=expected, detail=detail[:500]))
+        return True
+
+    @event("ServicesDesired")
+    def _desired(self, payload: ServicesDesired) -> None:
+        self.stopped = list(payload.stopped)
+
+    def desire(self, job_id: str, stopped: list[str]) -> bool:
+        stopped = sorted(set(stopped))
+        if stopped == self.stopped:
+            return False
+        self._desired(ServicesDesired(cluster_id=str(self.id), job_id=job_id, stopped=stopped))
+        return True
+
+    def drift(self) -> list[Drift]:
+        return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
+                     {k: state for k, (state, _) in self.observed.items()})
+
     @event("ClusterStatusChanged")
     def _status(self, payload: ClusterStatusChanged) -> None:
         self.status = payload.status
@@ -104,7 +164,7 @@ class Cluster(Aggregate):
         self.job_id = payload.job_id
 
     def set_status(self, status: str, job_id: str, reason: str = "") -> bool:
-        if status == self.status and job_id == self.job_id:
+        if status == self.status and job_id == self.job_id and reason == self.status_reason:
             return False
         self._status(ClusterStatusChanged(cluster_id=str(self.id), status=status, job_id=job_id, reason=reason))  # type: ignore[arg-type]
         return True
@@ -124,6 +184,8 @@ class Cluster(Aggregate):
             "template": self.template,
             "status": self.status,
             "job_id": self.job_id,
+            "version": self.version,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "nodes": len(self.nodes),
             "layout": [
                 {"hardwaretype": h, "imagetype": i, "services": list(s), "count": c}

@@ -102,6 +102,8 @@ class Job(Aggregate):
         self.paused = False
         self.cancel_requested = False
         self.control_requests: set[str] = set()
+        self.batches: list[list[str]] = []
+        self.tolerance = 0
         self._dispatch: _Dispatch | None = None
 
     # -- planning -----------------------------------------------------------------------
@@ -135,6 +137,8 @@ class Job(Aggregate):
         self.nodes = list(payload.nodes)
         self.previous_nodes = list(payload.previous_nodes)
         self.previous_config = dict(payload.previous_config)
+        self.batches = [list(b) for b in payload.batches]
+        self.tolerance = payload.tolerance
         self._dispatch = None
 
     def record_plan(self, payload: JobPlanned) -> bool:
@@ -169,12 +173,14 @@ class Job(Aggregate):
         plan = self.active_plan
         if plan is None or self.paused or self.stopping or self.state not in ("running", "rolling_back"):
             return []
-        index = self._dispatch_state().index
+        # Written-off tasks (a failure within the tolerance) count as settled: never run again,
+        # and the next batch does not wait for them.
+        index = self._index()
         if index is not None:
             candidates = index.ready()
         else:  # staged: Coopr's stage barrier looks at the stages in order
             states = {t: s for t, s in self.task_state.items() if t in plan.by_id}
-            done = [t for t, s in states.items() if s == "succeeded"]
+            done = [t for t, s in states.items() if s == "succeeded"] + sorted(self.written_off)
             running = [t for t, s in states.items() if s == "queued"]
             candidates = ready(plan, done, running, self.mode)
         return [t for t in candidates if plan.by_id[t].node not in self.cleanups]
@@ -194,6 +200,14 @@ class Job(Aggregate):
             index = ReadyIndex(plan, done, queued) if plan is not None and self.mode == "eager" else None
             d = self._dispatch = _Dispatch(key, index, queued, failed)
         return d
+
+    def _index(self) -> ReadyIndex | None:
+        """The eager index, with the written-off tasks settled in it (None when staged)."""
+        index = self._dispatch_state().index
+        if index is not None and self.tolerance:
+            for t in self.written_off:
+                index.finished(t)
+        return index
 
     def _set_state(self, task_id: str, state: str) -> None:
         self.task_state[task_id] = state
@@ -254,9 +268,44 @@ class Job(Aggregate):
         return [t for t in self._dispatch_state().failed if self.attempts_left(t) <= 0 and t.startswith(UNDO) == undo]
 
     @property
+    def written_off(self) -> set[str]:
+        """Within the failure tolerance (rolling changes, checks): the forward tasks that ran
+        out of attempts and, in their batch, every task that needed them."""
+        plan = self.plan
+        if not self.tolerance or self.state != "running" or plan is None:
+            return set()
+        batch = {n: i for i, group in enumerate(self.batches) for n in group}
+        out: set[str] = set()
+        stack = [t for t in self.exhausted if t in plan.by_id]
+        while stack:
+            task = stack.pop()
+            if task not in out:
+                out.add(task)
+                here = batch.get(plan.by_id[task].node)
+                stack.extend(s for s in plan.successors(task) if batch.get(plan.by_id[s].node) == here)
+        return out
+
+    @property
+    def failed_nodes(self) -> list[str]:
+        """Nodes the change could not finish on (their tasks written off)."""
+        plan = self.plan
+        return sorted({plan.by_id[t].node for t in self.written_off}) if plan is not None else []
+
+    @property
     def stopping(self) -> bool:
-        """Dispatch stops; once nothing is in flight the job rolls back."""
-        return self.state == "running" and (self.cancel_requested or bool(self.exhausted))
+        """Dispatch stops; once nothing is in flight the job rolls back. A tolerance lets that
+        many nodes fail first."""
+        if self.state != "running":
+            return False
+        if self.cancel_requested:
+            return True
+        exhausted = self.exhausted
+        if not exhausted:
+            return False
+        plan = self.plan
+        if not self.tolerance or plan is None or any(t not in plan.by_id for t in exhausted):
+            return True  # (a cleanup out of attempts is never tolerated)
+        return len(self.failed_nodes) > self.tolerance
 
     @property
     def in_flight(self) -> int:
@@ -267,8 +316,11 @@ class Job(Aggregate):
         plan = self.active_plan
         if plan is None:
             return False
-        index = self._dispatch_state().index
-        return index.all_done if index is not None else all(self.task_state.get(t.id) == "succeeded" for t in plan.tasks)
+        index = self._index()
+        if index is not None:
+            return index.all_done
+        settled = self.written_off if self.state == "running" else set()
+        return all(self.task_state.get(t.id) == "succeeded" or t.id in settled for t in plan.tasks)
 
     # -- a failed create leaves a machine: delete it, then create again ------------------
 

@@ -7,7 +7,7 @@ can plan it offline, and the admission rules it runs (`admission.py`), in order.
 `build_plan`, the dry runs and `muster plan` all read this table; nothing else lists operations.
 
 `configure` with `restart` is its own operation (`configure-restart`): same verb and command,
-another chain. The 16 request verbs are the distinct `verb`s (`VERBS`).
+another chain. The request verbs are the distinct `verb`s (`VERBS`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from . import admission as rule
 from .admission import Rule
 
 A = Action
-Target = Literal["new-cluster", "cluster", "job"]
+Target = Literal["new-cluster", "cluster", "job", "plan", "lease"]
 
 
 @dataclass(frozen=True)
@@ -51,42 +51,60 @@ class Operation:
     """`muster plan` plans it from a nodes file, without a solver or a log."""
     rules: tuple[Rule, ...] = ()
     """Admission rules, run in order once the request's facts are loaded."""
+    rolling: bool = False
+    """May be done a batch of nodes at a time (the command's `rolling`, `rolling.py`)."""
+    observes: bool = False
+    """Only looks: the cluster keeps its status, and no node's failure stops the job."""
 
     @property
     def verb(self) -> str:
         return VERB_OF[self.command]
 
 
-_CLUSTER: tuple[Rule, ...] = (rule.not_busy, rule.not_deleted, rule.active)
-_CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
+_CLUSTER: tuple[Rule, ...] = (rule.at_version, rule.not_busy, rule.not_deleted, rule.active)
+# A `status` check follows every start and stop that is not on its way out (a service without a
+# `status` action skips it): its state is recorded, and a start that leaves it not running fails.
+_CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START, A.STATUS)
 
 _ROWS = (
     Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True,
               rules=(rule.template_allows_size, rule.provider_known, rule.services_known)),
     Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,
-              rules=(rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
+              rules=(rule.at_version, rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
     Operation("expand", "ExpandCluster", "cluster", layout=True, chain=_CREATE, machine=True, needs_nodes=True,
               rules=(*_CLUSTER, rule.grows)),
     Operation("shrink", "ShrinkCluster", "cluster", layout=True, shrinking=True, chain=(A.STOP, A.DELETE), machine=True,
               needs_nodes=True, rules=(*_CLUSTER, rule.shrinks)),
     Operation("add-services", "AddServices", "cluster", layout=True, needs_services=True, offline=True,
-              chain=(A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START),
+              chain=(A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START, A.STATUS),
               rules=(*_CLUSTER, rule.services_known, rule.services_absent)),
     Operation("remove-services", "RemoveServices", "cluster", layout=True, shrinking=True, needs_services=True, offline=True,
               chain=(A.STOP, A.REMOVE), rules=(*_CLUSTER, rule.services_present)),
-    Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_CLUSTER),
-    Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START),
-              offline=True, rules=_CLUSTER),
-    Operation("start", "StartServices", "cluster", chain=(A.START,), closure="requires", offline=True, rules=_CLUSTER),
-    Operation("stop", "StopServices", "cluster", chain=(A.STOP,), closure="dependents", offline=True, rules=_CLUSTER),
-    Operation("restart", "RestartServices", "cluster", chain=(A.STOP, A.START), closure="dependents", offline=True,
-              rules=_CLUSTER),
+    Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_CLUSTER,
+              rolling=True),
+    Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START, A.STATUS),
+              offline=True, rules=_CLUSTER, rolling=True),
+    Operation("start", "StartServices", "cluster", chain=(A.START, A.STATUS), closure="requires", offline=True, rules=_CLUSTER),
+    Operation("stop", "StopServices", "cluster", chain=(A.STOP, A.STATUS), closure="dependents", offline=True, rules=_CLUSTER),
+    Operation("restart", "RestartServices", "cluster", chain=(A.STOP, A.START, A.STATUS), closure="dependents", offline=True,
+              rules=_CLUSTER, rolling=True),
     # The named service only, with the catalog's current definition; dependents keep running
     # (a rolling upgrade), so the service's install must cope with a live peer.
-    Operation("upgrade", "UpgradeService", "cluster", chain=(A.STOP, A.INSTALL, A.CONFIGURE, A.START),
-              needs_services=True, rules=_CLUSTER),
+    Operation("upgrade", "UpgradeService", "cluster", chain=(A.STOP, A.INSTALL, A.CONFIGURE, A.START, A.STATUS),
+              needs_services=True, rules=_CLUSTER, rolling=True),
     # Planned by `restore.restore_plan` (phases of ordinary plans), not by one chain.
     Operation("rollback", "RollbackCluster", "cluster", shrinking=True, rules=(*_CLUSTER, rule.restorable)),
+    # Observed state: every node's `status` tasks; never stops on a failed check (its tolerance
+    # is every node) and leaves the cluster's status as it was.
+    Operation("check", "CheckCluster", "cluster", chain=(A.STATUS,), offline=True, observes=True,
+              rules=(rule.at_version, rule.not_busy, rule.not_deleted)),
+    # Planned by `observed.repair_plan` from the drift: phases of `repair-install`, `start`, `stop`.
+    Operation("repair", "RepairCluster", "cluster", rules=(*_CLUSTER, rule.drifted)),
+    Operation("repair-install", "RepairCluster", "cluster", chain=(A.INSTALL, A.CONFIGURE), rules=_CLUSTER),
+    # Runs a saved plan: the saved request's own row decides (and its rules run again).
+    Operation("apply", "ApplyPlan", "plan"),
+    # Records the cluster's new lease at once (`ClusterLeaseChanged`); no job.
+    Operation("extend-lease", "ExtendLease", "lease", rules=(rule.at_version, rule.not_deleted)),
     Operation("pause", "PauseJob", "job"),
     Operation("resume", "ResumeJob", "job"),
     Operation("cancel", "CancelJob", "job"),
@@ -97,6 +115,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in _ROWS}
 CHAINS: dict[str, tuple[Action, ...]] = {op.name: op.chain for op in _ROWS if op.chain}
 """Each plannable operation's per-service action chain (Coopr's `Actions.actionOrder`)."""
 OFFLINE: tuple[str, ...] = tuple(op.name for op in _ROWS if op.offline)
+ROLLING: tuple[str, ...] = tuple(op.name for op in _ROWS if op.rolling)
 VERBS: tuple[str, ...] = tuple(sorted({op.verb for op in _ROWS}))
 
 

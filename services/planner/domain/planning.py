@@ -14,9 +14,11 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from contracts.catalog import Catalog
 from contracts.commands import (
     AddServices,
+    CheckCluster,
     CreateCluster,
     ExpandCluster,
     RemoveServices,
+    RepairCluster,
     RestartServices,
     ShrinkCluster,
     StartServices,
@@ -27,7 +29,7 @@ from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutR
 from contracts.layout import Layout, NodeSpec
 from muster.catalog.templates import resolve_template
 
-from . import resize
+from . import observed, resize, rolling
 from .admission import Facts, provider_of, template_of
 from .cluster import Cluster
 from .job import Job
@@ -39,13 +41,13 @@ def cluster_uuid(job_id: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"muster:cluster:{job_id}")
 
 
-def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int) -> Job:
+def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int, plan_id: str | None = None) -> Job:
     return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
                             request=f.command.model_dump(mode="json"), requested_by=by,
-                            planner=planner, max_attempts=max_attempts))
+                            planner=planner, max_attempts=max_attempts, plan_id=plan_id))
 
 
-def new_cluster(f: Facts, cluster_id: str) -> Cluster:
+def new_cluster(f: Facts, cluster_id: str, owner: str = "") -> Cluster:
     cmd: CreateCluster = f.command
     template = template_of(f)
     provider = provider_of(f)
@@ -53,7 +55,7 @@ def new_cluster(f: Facts, cluster_id: str) -> Cluster:
     klass = template.defaults.provisionerclass or f.catalog.providers[provider].provisionerclass
     return Cluster(ClusterRequested(tenant=f.tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,
                                     provider=provider, config={**template.defaults.config, **cmd.config},
-                                    job_id=f.job_id, provisioner_class=klass))
+                                    job_id=f.job_id, provisioner_class=klass, owner=owner))
 
 
 def solver_catalog(catalog: Catalog) -> dict[str, Any]:
@@ -113,15 +115,28 @@ def plan_layout(job: Job, cluster: Cluster, catalog: Catalog, layout: Layout, cm
 
 def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
     """Operations that change no layout: planned on the cluster as it is."""
+    if isinstance(cmd, RepairCluster):
+        return observed.repair_plan(catalog.services, cluster)
     services: Sequence[str] | None = None
-    if isinstance(cmd, (StartServices, StopServices, RestartServices)):
+    if isinstance(cmd, (StartServices, StopServices, RestartServices, CheckCluster)):
         services = cmd.services
     elif isinstance(cmd, UpgradeService):
         services = [cmd.service]
     return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services)
 
 
-def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str) -> JobPlanned:
+def rolled(plan: Plan, cmd: Any) -> tuple[Plan, list[list[str]], int]:
+    """A rolling change's plan (`rolling.py`), its batches and its failure tolerance; other
+    plans as they are."""
+    spec = getattr(cmd, "rolling", None)
+    if spec is None:
+        return plan, [], 0
+    done = rolling.batched(plan, spec.batch)
+    return done.plan, done.batches, spec.tolerance
+
+
+def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str,
+            batches: list[list[str]] | None = None, tolerance: int = 0) -> JobPlanned:
     """The event recording a plan, with the state it starts from (a later rollback's target)."""
     compact = plan.to_compact_json()
     return JobPlanned(
@@ -129,4 +144,5 @@ def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode
         tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
         links=compact["links"], stages=compact["stages"], thrown_in=compact["thrown_in"],
         nodes=target, previous_nodes=list(cluster.nodes.values()), previous_config=cluster.config,
+        batches=batches or [], tolerance=tolerance,
     )

@@ -54,10 +54,11 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
         phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
     if config_changed:
         phases.append(build_plan(services, list(target), "configure"))
-    return Restore(_chain(phases), tuple(interim))
+    return Restore(chain_phases(phases), tuple(interim))
 
 
-def _chain(phases: Sequence[Plan]) -> Plan:
+def chain_phases(phases: Sequence[Plan]) -> Plan:
+    """Plans one after another (a barrier link between two), task ids prefixed by the phase."""
     tasks: list[PlannedTask] = []
     links: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
     thrown_in: list[str] = []

@@ -22,11 +22,13 @@ from typing import Protocol
 from contracts.catalog import Action, Catalog, Service
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, CancelJob, JobCommand, PauseJob, ResumeJob, RetryJob
 from contracts.events import LayoutSolved, LayoutUnsolvable, TaskAttemptFailed, TaskCompleted, TaskFailed, TaskSucceeded
+from muster.readmodel.observed import state_of
 
 from .admission import Refused
 from .cluster import Cluster
 from .errors import PlanError
 from .job import Job
+from .observed import desired_after, expected_state
 from .operations import OPERATIONS
 from .planning import plan_layout, planned
 
@@ -78,6 +80,19 @@ class DispatchAll:
 DISPATCH_ALL = DispatchAll()
 
 
+class Chain:
+    """Policies one after another: each sees what the previous ones let through (a pool's grant,
+    then the concurrency limits, which count only what is really queued)."""
+
+    def __init__(self, *policies: DispatchPolicy) -> None:
+        self.policies = policies
+
+    def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
+        for policy in self.policies:
+            ready = policy.admit(job, cluster, ready)
+        return ready
+
+
 def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], settings: Settings,
             policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Take the job one step: finish, roll back, or queue what is ready."""
@@ -110,10 +125,18 @@ def exhausted_reason(job: Job) -> str:
 
 
 def _succeeded(job: Job, cluster: Cluster) -> None:
+    failed = job.failed_nodes  # within the tolerance (before `succeed`, which ends "running")
     job.succeed()
-    if OPERATIONS[job.operation].shrinking:
+    op = OPERATIONS[job.operation]
+    if op.shrinking:
         cluster.change_layout(str(job.id), [] if job.operation == "delete" else job.nodes)
-    cluster.set_status("deleted" if job.operation == "delete" else "active", str(job.id))
+    cluster.desire(str(job.id), desired_after(job, cluster))
+    if op.observes:  # a check only looks: the cluster stays as it was
+        cluster.set_status(cluster.status, str(job.id), cluster.status_reason)
+        return
+    reason = f"{job.operation} did not finish on {len(failed)} node(s), within its tolerance of {job.tolerance}: " \
+             f"{', '.join(failed)}" if failed else ""
+    cluster.set_status("deleted" if job.operation == "delete" else "active", str(job.id), reason)
 
 
 def _rolled_back(job: Job, cluster: Cluster) -> None:
@@ -146,6 +169,9 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
     without its task messages getting out (a failed publish, an ack lost in a failover), so the
     job's queued attempts are published again."""
     effects = Effects(disarm=[Attempt(event.task_id, event.attempt)])
+    task = job.tasks.get(event.task_id)
+    if task is not None and task["action"] == Action.STATUS.value and job.is_current(event.task_id, event.attempt):
+        event = _observed(job, cluster, event)
     if isinstance(event, TaskSucceeded):
         done = TaskCompleted(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt,
                              result=event.result, ipaddresses=event.ipaddresses, hostname=event.hostname)
@@ -161,6 +187,25 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
         effects += after_failure(job, cluster, event.task_id, settings)
     effects += advance(job, cluster, services, settings, policy)
     return effects
+
+
+def _observed(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> TaskSucceeded | TaskFailed:
+    """A `status` task's outcome: record the state it found; a state other than the one the job
+    needs (after a start: running) is a failed attempt."""
+    task = job.tasks[event.task_id]
+    expected = expected_state(job, event.task_id)
+    if isinstance(event, TaskFailed):
+        state, detail = state_of("unknown"), event.error
+    else:
+        state, detail = state_of(event.result.get("state")), str(event.result.get("detail", ""))
+    cluster.observe(str(job.id), event.task_id, task["node"], task["service"], state, expected, detail)
+    if isinstance(event, TaskSucceeded) and expected is not None and state != expected:
+        return TaskFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, provisioner=event.provisioner,
+                          worker=event.worker, error=f"{task['service']} is {state} on {task['node']}, not {expected}"
+                          + (f": {detail}" if detail else ""))
+    if isinstance(event, TaskSucceeded):  # its state is an observation, not a result of the node
+        return event.model_copy(update={"result": {}})
+    return event
 
 
 def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, services: Mapping[str, Service],

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the envelope type only: this module reads events, it does no IO
-    from muster.bus.eventstore import Recorded
+from contracts.records import Recorded
 
 MAX_OUTPUT = 20_000
 """Characters of a task's stdout/stderr shown on the page (the rest is in `muster events`)."""

@@ -26,7 +26,7 @@ def _lines(text: str) -> list[dict[str, Any]]:
 async def test_dry_run_create_wait_list_show_delete(stack: Stack, fresh_nats: str) -> None:
     dry = await muster(fresh_nats, "cluster", "create", "web", "-t", "hadoop-small", "-n", "4", "--dry-run")
     assert dry.code == 0, dry.stderr
-    assert "dry run of create: nothing was executed or recorded" in dry.stdout
+    assert "dry run of create: nothing was executed; the plan is saved" in dry.stdout
     assert "layout: 4 nodes" in dry.stdout and "stage 1:" in dry.stdout and "create" in dry.stdout
     assert (await stack.store.read(f"muster.evt.{stack.tenant}.cluster.*")) == []
 

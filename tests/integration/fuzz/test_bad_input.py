@@ -27,7 +27,7 @@ from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeout
 from pydantic import ValidationError
 
-from contracts import subjects
+from contracts import commands, subjects
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, CreateCluster
 from contracts.events import JobSucceeded
 from muster.bus.connect import connect
@@ -44,7 +44,8 @@ pytestmark = [pytest.mark.nats, pytest.mark.e2e, pytest.mark.timeout(300), pytes
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 OWNER, OTHER = "fuzz-owner", "fuzz-other"
 COMMAND_OF = {verb: command for command, verb in VERB_OF.items()}
-CLUSTER_VERBS = [v for v, c in COMMAND_OF.items() if c not in ("CreateCluster", "PauseJob", "ResumeJob", "CancelJob", "RetryJob")]
+CLUSTER_VERBS = [v for v, c in COMMAND_OF.items() if "cluster_id" in getattr(commands, c).model_fields]
+"""The verbs of commands that name an existing cluster (not create, job control, apply)."""
 JOB_VERBS = ["pause", "resume", "cancel", "retry"]
 SETTINGS = settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -124,6 +125,8 @@ def base_body(verb: str, cluster_id: str = "no-such-cluster", job_id: str = "no-
         return {**body, "name": "fz", "template": "no-such-template", "nodes": 3}
     if verb in JOB_VERBS:
         return {**body, "job_id": job_id}
+    if command == "ApplyPlan":
+        return {**body, "plan_id": "no-such-plan"}
     body["cluster_id"] = cluster_id
     extra: dict[str, dict[str, Any]] = {
         "expand": {"nodes": 3}, "shrink": {"nodes": 1}, "add-services": {"services": ["base"]},
@@ -219,7 +222,7 @@ async def test_another_tenants_cluster_or_job_is_unknown(fuzz: Fuzz, verb: str, 
     body = base_body(verb, cluster_id=fuzz.cluster_id, job_id=fuzz.job_id)
     if verb == "rollback":
         body["to_job"] = fuzz.job_id
-    if verb not in JOB_VERBS:
+    if "dry_run" in getattr(commands, COMMAND_OF[verb]).model_fields:
         body["dry_run"] = dry_run
     reason = await fuzz.rejected(OTHER, verb, json.dumps(body).encode(), "other tenants' ids")
     assert "unknown" in reason and (fuzz.cluster_id in reason or fuzz.job_id in reason), reason

@@ -46,19 +46,25 @@ async def test_expand_then_shrink(stack: Stack) -> None:
     assert stack.planner.clusters[cid].status == "active"
 
 
-async def test_dry_runs_answer_a_plan_and_record_nothing(stack: Stack) -> None:
+async def _saved_only(stack: Stack, before: int, reply: DryRun) -> None:
+    """A dry run records its plan (`PlanSaved`), and nothing else."""
+    assert (await stack.store.js.stream_info("EVENTS")).state.messages == before + 1
+    assert [r.type for r in await stack.store.read(f"muster.evt.{stack.tenant}.plan.{reply.plan_id}")] == ["PlanSaved"]
+
+
+async def test_dry_runs_answer_a_plan_and_record_nothing_else(stack: Stack) -> None:
     before = (await stack.store.js.stream_info("EVENTS")).state.messages
     reply = await stack.client.send(stack.tenant, CreateCluster(name="dry", template="hadoop-small", nodes=4, dry_run=True))
     assert isinstance(reply, DryRun) and reply.layout is not None and reply.layout.nodes == 4
     assert {t["action"] for t in reply.plan["tasks"]} >= {"create", "confirm", "install", "start"}
-    assert (await stack.store.js.stream_info("EVENTS")).state.messages == before
+    await _saved_only(stack, before, reply)
 
     cid = await _cluster(stack, 2)
     before = (await stack.store.js.stream_info("EVENTS")).state.messages
     reply = await stack.client.send(stack.tenant, ExpandCluster(cluster_id=cid, nodes=4, dry_run=True))
     assert isinstance(reply, DryRun) and reply.layout is not None and reply.layout.nodes == 4
     assert {t["node"] for t in reply.plan["tasks"] if t["action"] == "create"} == {"n1002", "n1003"}
-    assert (await stack.store.js.stream_info("EVENTS")).state.messages == before
+    await _saved_only(stack, before, reply)
 
 
 async def test_the_planner_reports_queue_metrics(stack: Stack) -> None:

@@ -177,3 +177,15 @@ def test_unexpected_failures_exit_1_on_stderr(monkeypatch: pytest.MonkeyPatch) -
     result = CliRunner().invoke(main, ["plan", "--catalog", CATALOG, "--template", "hadoop", "--nodes-file", NODES, "--operation", "create"])
     assert result.exit_code == 1
     assert "disk on fire" in result.stderr and result.stdout == ""
+
+
+def test_a_rolling_restart_prints_its_batches_and_stages_them_one_after_the_other() -> None:
+    code, out = plan("restart", "--rolling", "1")
+    assert code == 0 and out["batches"] == [["n1"], ["n2"], ["n3"], ["n4"]]
+    node = {t["id"]: t["node"] for t in out["tasks"]}
+    seen = [node[t] for stage in out["stages"] for t in stage]
+    assert seen == sorted(seen)  # every stage of n1's batch, then n2's, then n3's...
+    code, out = plan("restart", "--rolling", "50%")
+    assert code == 0 and out["batches"] == [["n1", "n2"], ["n3", "n4"]]
+    code, out = plan("create", "--rolling", "1")
+    assert code == 2 and "--rolling goes with configure, configure-restart, restart, upgrade" in out["error"]["message"]

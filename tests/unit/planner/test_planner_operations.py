@@ -104,14 +104,22 @@ def test_expand_and_shrink_chains() -> None:
 
 def test_operation_orders_follow_coopr() -> None:
     A = Action
-    assert OPERATIONS["create"] == (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
-    assert OPERATIONS["delete"] == (A.DELETE,)
-    assert OPERATIONS["add-services"] == (A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
-    assert OPERATIONS["configure"] == (A.BOOTSTRAP, A.CONFIGURE)
-    assert OPERATIONS["configure-restart"] == (A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START)
-    assert OPERATIONS["start"] == (A.START,)
-    assert OPERATIONS["stop"] == (A.STOP,)
-    assert OPERATIONS["restart"] == (A.STOP, A.START)
+
+    def coopr(op: str) -> tuple[Action, ...]:  # muster's `status` checks aside
+        return tuple(a for a in OPERATIONS[op] if a is not A.STATUS)
+
+    assert coopr("create") == (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
+    assert coopr("delete") == (A.DELETE,)
+    assert coopr("add-services") == (A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
+    assert coopr("configure") == (A.BOOTSTRAP, A.CONFIGURE)
+    assert coopr("configure-restart") == (A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START)
+    assert coopr("start") == (A.START,)
+    assert coopr("stop") == (A.STOP,)
+    assert coopr("restart") == (A.STOP, A.START)
+    # A check follows the last start or stop of every chain that leaves services running or stopped.
+    for op in ("create", "add-services", "configure-restart", "start", "stop", "restart", "upgrade"):
+        assert OPERATIONS[op][-1] is A.STATUS and OPERATIONS[op][-2] in (A.START, A.STOP), op
+    assert A.STATUS not in OPERATIONS["shrink"] + OPERATIONS["remove-services"] + OPERATIONS["delete"]
 
 
 # -- the four cross-service rules -------------------------------------------------------------

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from contracts.catalog import Catalog, Service
-from contracts.commands import VERB_OF, Accepted, DryRun, Rejected
-from contracts.events import LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.commands import VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
+from contracts.events import FINAL_JOB_EVENTS, LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.layout import Layout
 from contracts.tasks import TaskMessage
 from muster.catalog.files import load_catalog
@@ -36,6 +36,9 @@ DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 Behaviour = Literal["succeed", "fail", "silent", "hold"]
 SIMPLE = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}} for a in ("install", "start", "remove")}}}
 """A service with no dependencies, for tests that add one to the demo catalog."""
+CHECKED = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}}
+                                       for a in ("install", "configure", "start", "stop", "status")}}}
+"""The same with `status` (and stop, configure): its starts and stops are checked."""
 
 
 def demo_catalog(**extra_services: dict[str, Any]) -> Catalog:
@@ -80,6 +83,10 @@ class Harness:
         self.cursor = 0
         self.behaviour: Callable[[TaskMessage], Behaviour] = lambda m: "succeed"
         self.held: list[TaskMessage] = []
+        self.stopped: set[tuple[str, str]] = set()
+        """(node, service) the workers stopped: what their `status` answers (else running)."""
+        self.states: dict[tuple[str, str], str] = {}
+        """(node, service) -> what `status` answers there, whatever ran (a test's override)."""
         self.solving = True
 
     def _planner(self) -> Planner:
@@ -99,11 +106,11 @@ class Harness:
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def send(self, command: Any, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun:
+    async def send(self, command: Any, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun | LeaseExtended:
         body = command.model_dump_json().encode()
         return await self.send_raw(VERB_OF[command.type], body, tenant, principal)
 
-    async def send_raw(self, verb: str, body: bytes, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun:
+    async def send_raw(self, verb: str, body: bytes, tenant: str = "default", principal: str | None = None) -> Accepted | Rejected | DryRun | LeaseExtended:
         return await self.planner.handle(RequestContext(tenant=tenant, verb=verb, body=body, principal=principal))
 
     async def ok(self, command: Any) -> Accepted:
@@ -164,7 +171,7 @@ class Harness:
         if behaviour == "fail":
             outcome: Any = TaskFailed(**common, error="simulated failure")  # type: ignore[arg-type]
         else:
-            outcome = TaskSucceeded(**common, **_results(message))  # type: ignore[arg-type]
+            outcome = TaskSucceeded(**common, **_results(message, self.stopped, self.states))  # type: ignore[arg-type]
         await self.log.append(subject, [Append(outcome, msg_id=f"{key}.outcome")])
 
     async def release(self) -> None:
@@ -190,19 +197,23 @@ class Harness:
 
     def final(self, job_id: str, tenant: str = "default") -> Any:
         """The job's final event (JobSucceeded, JobRolledBack, ...), None while it runs."""
-        finals = ("JobSucceeded", "JobFailed", "JobRolledBack", "JobNeedsAttention")
-        found = [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type in finals]
+        found = [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type in FINAL_JOB_EVENTS]
         return found[-1] if found else None
 
     def events(self, job_id: str, event_type: str, tenant: str = "default") -> list[Any]:
         return [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type == event_type]
 
 
-def _results(message: TaskMessage) -> dict[str, Any]:
+def _results(message: TaskMessage, stopped: set[tuple[str, str]], states: dict[tuple[str, str], str]) -> dict[str, Any]:
     """What a provider reports: a machine id from create, an address from confirm."""
     node = message.node.id
     if message.action.value == "create":
         return {"result": {"providerid": f"sim-{node}-{message.attempt}"}}
+    if message.action.value == "status" and message.service:  # as the simulated automator: what it last did there
+        key = (message.node.id, message.service.name)
+        return {"result": {"state": states.get(key, "stopped" if key in stopped else "running")}}
+    if message.action.value in ("start", "stop") and message.service:
+        (stopped.add if message.action.value == "stop" else stopped.discard)((message.node.id, message.service.name))
     if message.action.value == "confirm":
         return {"ipaddresses": {"access_v4": f"10.0.0.{message.node.nodenum % 250}"}, "hostname": f"{node}.example"}
     return {}

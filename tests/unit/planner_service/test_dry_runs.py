@@ -1,5 +1,6 @@
-"""Dry runs make the same decisions as the real request and record nothing: every verb that
-plans answers `DryRun` with its layout and plan."""
+"""Dry runs make the same decisions as the real request and record nothing but the plan they
+show (`PlanSaved`, for `ApplyPlan`): every verb that plans answers `DryRun` with its layout and
+plan."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ async def test_a_create_dry_run_answers_a_layout_and_a_plan_and_records_nothing(
     reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, dry_run=True))
     assert isinstance(reply, DryRun) and reply.layout is not None and reply.layout.nodes == 4
     assert {t["action"] for t in reply.plan["tasks"]} >= {"create", "confirm", "install", "start"}
-    assert h.log.records == [] and h.planner.jobs == {}
+    assert [r.type for r in h.log.records] == ["PlanSaved"] and h.planner.jobs == {}
+    assert h.log.records[0].subject == f"muster.evt.default.plan.{reply.plan_id}"
 
 
 @pytest.mark.parametrize("verb", sorted(DRY))
@@ -61,7 +63,8 @@ async def test_each_cluster_operation_dry_runs(verb: str) -> None:
     assert isinstance(reply, DryRun), reply
     assert {t["action"] for t in reply.plan["tasks"]} >= EXPECTED_ACTIONS[verb]
     assert reply.layout is not None and reply.layout.nodes == {"expand": 5, "shrink": 2}.get(verb, 3)
-    assert len(h.log.records) == before and h.cluster(cid).status == "active"
+    assert [r.type for r in h.log.records[before:]] == ["PlanSaved"] and h.cluster(cid).status == "active"
+    assert reply.cluster_version == h.cluster(cid).version and reply.plan_id
 
 
 async def test_a_dry_run_without_a_layout_or_a_solver_is_refused_by_name(h: Harness) -> None:

@@ -7,13 +7,13 @@ import pytest
 
 from contracts.commands import VERB_OF, ConfigureCluster
 from services.planner.cli import CLI_OPERATIONS
-from services.planner.domain.operations import CHAINS, OFFLINE, OPERATIONS, VERBS, operation_of
+from services.planner.domain.operations import CHAINS, OFFLINE, OPERATIONS, ROLLING, VERBS, operation_of
 from services.planner.domain.plan import PlanError, build_plan
 
 
 def test_every_command_has_a_row_and_every_row_a_command() -> None:
     assert {op.command for op in OPERATIONS.values()} == set(VERB_OF)
-    assert set(VERBS) == set(VERB_OF.values()) and len(VERBS) == 16
+    assert set(VERBS) == set(VERB_OF.values())
     assert all(op.verb == VERB_OF[op.command] for op in OPERATIONS.values())
 
 
@@ -26,8 +26,16 @@ def test_what_the_table_says_each_operation_needs() -> None:
     assert {n for n, op in OPERATIONS.items() if op.layout} == {"create", "expand", "shrink", "add-services", "remove-services"}
     assert {n for n, op in OPERATIONS.items() if op.shrinking} == {"delete", "shrink", "remove-services", "rollback"}
     assert {n for n, op in OPERATIONS.items() if op.target == "job"} == {"pause", "resume", "cancel", "retry"}
-    assert all(op.rules for op in OPERATIONS.values() if op.target != "job")
+    assert all(op.rules for op in OPERATIONS.values() if op.target not in ("job", "plan"))
     assert all(not op.chain for op in OPERATIONS.values() if op.target == "job")
+
+
+def test_the_rolling_rows_are_the_commands_with_a_rolling_field() -> None:
+    from contracts import commands
+
+    assert set(ROLLING) == {"configure", "configure-restart", "restart", "upgrade"}
+    assert {OPERATIONS[n].command for n in ROLLING} == {
+        name for name in VERB_OF if "rolling" in getattr(commands, name).model_fields}
 
 
 def test_muster_plan_offers_the_offline_rows() -> None:

@@ -22,11 +22,12 @@ def _node(i: int, *services: str) -> NodeSpec:
 
 def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
     pick = random.Random(seed)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
     cluster = Cluster(ClusterRequested(tenant="acme", cluster_id=CID, name="web", template="t", provider="sim",
                                        config={"a": 1}, job_id="j0"))
     for step in range(30):
         job = f"j{step // 5}"
-        move = pick.randrange(4)
+        move = pick.randrange(7)
         if move == 0:
             cluster.change_layout(job, [_node(i, *pick.sample(["hdfs", "yarn", "zk"], pick.randrange(3)))
                                         for i in range(pick.randrange(1, 5))])
@@ -36,6 +37,14 @@ def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
             node = pick.choice(sorted(cluster.nodes))
             cluster.record_results(node, f"{node}.create", {"id": step}, {"access_v4": f"10.0.0.{step}"},
                                    pick.choice(["", f"{node}.example"]))
+        elif move == 5 and cluster.nodes:
+            node = pick.choice(sorted(cluster.nodes))
+            for service in cluster.nodes[node].services:
+                cluster.observe(job, f"{node}.status.{service}", node, service, pick.choice(["running", "stopped", "failed", "unknown"]))
+        elif move == 6:
+            cluster.desire(job, pick.sample(["hdfs", "yarn", "zk"], pick.randrange(3)))
+        elif move == 4:
+            cluster.change_lease(pick.choice([None, start + timedelta(hours=step)]), None, 0, "ops")
         else:
             cluster.set_status(pick.choice(["pending", "active", "failed", "deleted"]), job, pick.choice(["", "why"]))
     start = datetime(2026, 1, 1, tzinfo=UTC)
@@ -54,9 +63,10 @@ def test_the_cluster_fold_is_the_aggregate_after_every_event() -> None:
             view = cluster_view(log[:n])
             assert view is not None
             summary = aggregate.summary()
-            assert {k: view[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout")} == \
-                {k: summary[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout")}
+            assert {k: view[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout", "version", "expires_at")} == \
+                {k: summary[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout", "version", "expires_at")}
             assert (state.config, state.nodes, state.status_reason) == (aggregate.config, aggregate.nodes, aggregate.status_reason)
+            assert state.drift() == aggregate.drift() and state.stopped == aggregate.stopped
             assert [n["hostname"] for n in view["nodes"]] == [aggregate.hostname(i) for i in sorted(aggregate.nodes)]
             assert [n["ipaddresses"] for n in view["nodes"]] == [aggregate.ipaddresses.get(i, {}) for i in sorted(aggregate.nodes)]
 

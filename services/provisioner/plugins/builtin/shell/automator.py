@@ -3,7 +3,8 @@
 The command runs in the login directory (or the `workdir` field's) with MUSTER_* variables exported and the task context
 (cluster config, this node, every node) in the JSON file named by MUSTER_TASK_FILE; the compact
 cluster config is also in MUSTER_CONFIG when it is small. The file is removed afterwards.
-A non-zero exit fails the task with the exit status in `error`.
+A non-zero exit fails the task with the exit status in `error`; for `status` the exit status
+is the answer, as an LSB init script's (0 running, 1-2 failed, 3 stopped, else unknown).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncssh
 
 from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
+from muster.readmodel.observed import LSB_STATE
 from services.provisioner.plugins.base import AutomatorPlugin, PluginContext, failed, succeeded
 from services.provisioner.plugins.ssh import SshCommandTimeout, SshError, connect, run, target_from_results
 
@@ -160,6 +162,11 @@ class ShellAutomator(AutomatorPlugin):
                     )
         except SshError as err:
             return failed(f"{what}: {err}")
+        if action is Action.STATUS:  # the exit status is the answer (LSB init scripts' status)
+            state = LSB_STATE.get(result.exit_status if result.exit_status is not None else -1, "unknown")
+            last = (result.stdout or "").strip().splitlines()
+            return succeeded({"state": state, "detail": last[-1][:200] if last else f"exit status {result.exit_status}"},
+                             stdout=result.stdout, stderr=result.stderr)
         if result.exit_status != 0:
             if result.signal:
                 reason = f"killed by signal {result.signal}"

@@ -7,7 +7,8 @@ demo's `sim` provider `latency_ms`/`failure_rate` apply to service actions too),
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
@@ -24,6 +25,8 @@ class SimulatedRun:
     action: Action
     script: str
     ok: bool
+    config: dict[str, Any] = field(default_factory=dict)
+    """The cluster config as the plugin got it (its macros expanded)."""
 
 
 class SimulatedAutomator(AutomatorPlugin):
@@ -35,6 +38,8 @@ class SimulatedAutomator(AutomatorPlugin):
     def __init__(self, descriptor: PluginDescriptor, env: PluginEnv) -> None:
         super().__init__(descriptor, env)
         self.runs = deque(maxlen=self.MAX_RUNS)
+        self.states: dict[tuple[str, str, str], str] = {}
+        """(cluster, node, service) -> running/stopped, from the starts and stops it ran."""
 
     async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome:
         b = behaviour(ctx.task, ctx.fields, "automator", fallback=ctx.task.provider.fields)
@@ -45,14 +50,21 @@ class SimulatedAutomator(AutomatorPlugin):
             f"[simulated {action.value}] {service or 'node'} on {ctx.node.hostname}"
             f"{': ' + script if script else ''} ({b.latency_ms:.0f} ms)"
         )
-        self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails))
+        self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails, ctx.task.config))
         if b.fails:
             return failed(
                 f"simulated failure of {action.value} (failure rate {b.failure_rate:g})",
                 stdout=line,
                 stderr=f"simulated error in {script or action.value}",
             )
+        key = (ctx.task.cluster_id, ctx.node.id, service)
+        if action in (Action.START, Action.STOP):
+            self.states[key] = "running" if action is Action.START else "stopped"
+        if action is Action.STATUS:
+            state = str(ctx.fields.get("state") or self.states.get(key, "unknown"))
+            return succeeded({"state": state}, stdout=f"{line}: {state}")
         return succeeded(stdout=line)
 
     async def aclose(self) -> None:
         self.runs.clear()
+        self.states.clear()

@@ -1,0 +1,121 @@
+"""`muster cluster` commands for what operators do every day (#17, docs/client.md): apply a
+saved plan, extend a cluster's lease, check the services' observed state, list the drift and
+repair it. Registered on the `cluster` group by `ops_cli.py`."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import click
+from rich.table import Table
+
+from contracts.commands import ApplyPlan, CheckCluster, ExtendLease, RepairCluster
+
+from .cli_bus import Bus, bus_options
+from .cli_support import CliError, command, echo_json, json_option
+from .client import ClusterInfo
+from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def seconds(text: str, option: str) -> float:
+    """`90`, `90s`, `15m`, `2h`, `7d` -> seconds."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd]?)", text.strip())
+    if match is None:
+        raise CliError(f"{option}: {text!r} is not a duration (e.g. 3600, 90s, 15m, 2h, 7d)")
+    return float(match.group(1)) * _UNITS.get(match.group(2) or "s", 1)
+
+
+@click.command("apply")
+@click.argument("plan_id")
+@job_op
+async def apply(plan_id: str, opts: Options) -> None:
+    """Run the plan a dry run printed (PLAN_ID), exactly; refused if the cluster or the catalog changed since."""
+    async with Session(opts) as s:
+        await s.execute(ApplyPlan(plan_id=plan_id))
+
+
+@click.command("extend-lease")
+@click.argument("cluster_ref", metavar="CLUSTER")
+@click.option("--add", "add", default=None, help="how much longer (e.g. 2h, 7d; default: the template's step)")
+@click.option("--until", default=None, help="until when (ISO 8601 with a time zone)")
+@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version")
+@job_op
+async def extend_lease(cluster_ref: str, add: str | None, until: str | None, if_version: int | None, opts: Options) -> None:
+    """Move CLUSTER's lease expiry later, within its template's step and max."""
+    try:
+        when = datetime.fromisoformat(until) if until else None
+    except ValueError:
+        raise CliError(f"--until: {until!r} is not an ISO 8601 time") from None
+    if when is not None and when.tzinfo is None:
+        raise CliError("--until needs a time zone (e.g. 2026-12-01T12:00:00+00:00)")
+    async with Session(opts) as s:
+        cmd = ExtendLease(cluster_id=(await s.cluster(cluster_ref)).id, by_s=seconds(add, "--add") if add else None,
+                          until=when, if_version=if_version)
+        await s.execute(cmd)
+
+
+@click.command("check")
+@click.argument("cluster_ref", metavar="CLUSTER")
+@click.argument("services", nargs=-1)
+@cluster_op
+async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
+    """Ask every node for the state of SERVICES (default: all with a `status` action); with
+    --wait, print what was found and the drift."""
+    async with Session(opts) as s:
+        c = await s.cluster(cluster_ref)
+        await s.execute(CheckCluster(cluster_id=c.id, services=service_list(services) or None))
+        if opts.wait and not opts.dry_run and not opts.as_json:
+            print_drift(await s.cluster(c.id))
+
+
+@click.command("repair")
+@click.argument("cluster_ref", metavar="CLUSTER")
+@cluster_op
+async def repair(cluster_ref: str, opts: Options) -> None:
+    """Re-run what the last check says is missing: start what should run (install and configure
+    again where it failed), stop what should not."""
+    async with Session(opts) as s:
+        await s.execute(RepairCluster(cluster_id=(await s.cluster(cluster_ref)).id))
+
+
+def print_drift(c: ClusterInfo) -> None:
+    table = Table(title=f"observed services of {c.name}")
+    for col in ("node", "service", "observed"):
+        table.add_column(col)
+    for node in c.nodes:
+        for service in sorted(node.services):
+            state = c.observed.get((node.id, service))
+            if state is not None:
+                table.add_row(c.hostnames.get(node.id) or node.hostname, service, state)
+    out.print(table if c.observed else "no service state observed yet: `muster cluster check CLUSTER`")
+    if not c.drift:
+        out.print("no drift: every observed service is as it should be")
+        return
+    out.print(f"drift ({len(c.drift)}):")
+    for d in c.drift:
+        action = {"start": "start it", "reinstall": "install, configure and start it again", "stop": "stop it"}.get(
+            d.repair, "unknown: check again, or look at the node")
+        out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")
+    if any(d.repair for d in c.drift):
+        out.print(f"repair: muster cluster repair {c.name}")
+
+
+@click.command("drift")
+@click.argument("cluster_ref", metavar="CLUSTER")
+@bus_options
+@json_option
+@command
+async def drift(cluster_ref: str, bus: Bus, as_json: bool) -> None:
+    """What the last checks found on CLUSTER, and how it differs from what should be."""
+    c = await read_cluster(bus, cluster_ref)
+    if as_json:
+        echo_json({"cluster": c.id, "drift": [d.to_json() for d in c.drift],
+                   "observed": [{"node": n, "service": s, "state": st} for (n, s), st in sorted(c.observed.items())]})
+        return
+    print_drift(c)
+
+
+COMMANDS = (apply, extend_lease, check, repair, drift)

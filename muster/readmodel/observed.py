@@ -1,0 +1,60 @@
+"""Observed service state and drift (pure): what the `status` tasks last found on each node,
+against what the cluster should be (its layout; every service running except those a stop
+job stopped), and the repair of each difference. The planner's Cluster aggregate and the read
+model's cluster fold both keep the same three inputs and ask this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from contracts.events import ServiceState
+
+STATES: dict[str, ServiceState] = {"running": "running", "stopped": "stopped", "failed": "failed", "unknown": "unknown"}
+LSB_STATE: dict[int, ServiceState] = {0: "running", 1: "failed", 2: "failed", 3: "stopped"}
+"""The exit status of an LSB init script's `status` (0 running, 1/2 dead, 3 not running,
+4 unknown) -> our state; anything else is unknown."""
+
+
+def state_of(value: object) -> ServiceState:
+    """A plugin's answer as one of STATES (anything else: unknown)."""
+    return STATES.get(str(value or "").strip().lower(), "unknown")
+
+
+@dataclass(frozen=True)
+class Drift:
+    node: str
+    service: str
+    desired: str
+    """running or stopped."""
+    observed: str
+    """running, stopped, failed or unknown."""
+
+    @property
+    def repair(self) -> str:
+        """What the repair re-runs: `start`, `reinstall` (install and configure, then start),
+        `stop`; "" for an unknown state (check again, or look)."""
+        if self.observed == "unknown":
+            return ""
+        if self.desired == "running":
+            return "reinstall" if self.observed == "failed" else "start"
+        return "stop"
+
+    def to_json(self) -> dict[str, str]:
+        return {"node": self.node, "service": self.service, "desired": self.desired, "observed": self.observed,
+                "repair": self.repair}
+
+
+def drift(nodes: Mapping[str, Iterable[str]], stopped: Iterable[str], observed: Mapping[tuple[str, str], str]) -> list[Drift]:
+    """Every (node, service) of the layout whose last observed state is not the desired one.
+    Pairs never observed (no `status` action, never checked) are not drift."""
+    off = set(stopped)
+    out = []
+    for node in sorted(nodes):
+        for service in sorted(set(nodes[node])):
+            seen = observed.get((node, service))
+            desired = "stopped" if service in off else "running"
+            if seen is not None and seen != desired:
+                out.append(Drift(node, service, desired, seen))
+    return out

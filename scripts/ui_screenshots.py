@@ -1,0 +1,88 @@
+"""Screenshots of the console's main pages for docs/ui.md, from a real `muster demo --keep`.
+
+    .venv/bin/python scripts/ui_screenshots.py [--out docs/ui]
+
+Needs Debian's chromium (/usr/bin/chromium; `sh deploy/system-deps.sh` installs it as root).
+Starts `muster demo --keep` in a temporary folder, waits for its job to succeed, takes the
+pictures with Playwright, and stops the demo with Ctrl-C (SIGINT), as a person would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-extensions", "--hide-scrollbars"]
+
+
+def demo(tmp: Path) -> tuple[subprocess.Popen[str], str]:
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    proc = subprocess.Popen([sys.executable, "-m", "muster", "demo", "--keep", "--nodes", "4", "--data-dir", str(tmp / "data")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout] + [lines.put("")], daemon=True).start()  # type: ignore[union-attr]
+    url = ""
+    while True:
+        line = lines.get(timeout=180)
+        if not line:
+            raise SystemExit("muster demo --keep stopped early")
+        print(line, end="")
+        if line.startswith("console: "):
+            url = line.split(" ", 1)[1].strip()
+        if "kept running" in line:
+            return proc, url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "ui")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, job_url = demo(Path(tmp))
+        base = job_url.split("/ui/")[0]
+        try:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+                page = browser.new_page(viewport={"width": 1280, "height": 900}, timezone_id="UTC")
+
+                def shot(path: str, name: str, wait_graph: bool = False, full: bool = True) -> None:
+                    page.goto(base + path)
+                    if wait_graph:
+                        page.wait_for_function("window.musterGraphReady > 0")
+                    page.wait_for_timeout(300)
+                    page.screenshot(path=str(args.out / name), full_page=full)
+                    print("wrote", args.out / name)
+
+                job = job_url.split(base, 1)[1]
+                shot(job, "job.png", wait_graph=True, full=False)
+                page.goto(base + "/ui/clusters")
+                cluster = page.locator("[data-testid=clusters] a").first.get_attribute("href")
+                shot(f"{job}?group=stage&task=n1000.install.hdfs-namenode", "job-stage-task.png", wait_graph=True, full=False)
+                shot("/ui/clusters", "clusters.png")
+                page.goto(base + str(cluster))
+                seqs = page.locator("#at").get_attribute("data-seqs").split(",")  # type: ignore[union-attr]
+                shot(f"{cluster}?seq={seqs[len(seqs) // 3]}", "cluster-replay.png", full=False)
+                shot("/ui/catalog", "catalog.png", full=False)
+                shot("/ui/provisioners", "provisioners.png")
+                page.set_viewport_size({"width": 390, "height": 844})
+                shot(job, "job-phone.png", wait_graph=True, full=False)
+                browser.close()
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
+
+
+if __name__ == "__main__":
+    main()

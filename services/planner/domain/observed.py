@@ -1,0 +1,72 @@
+"""Observed service state in the saga (pure): what a `status` task's outcome means, the desired
+state a finished job leaves, and the repair of drift (`muster/readmodel/observed.py` says what
+drift is; the Cluster aggregate keeps the observations).
+
+- A `status` task after a start expects `running`, after a stop `stopped` (its predecessor in
+  the service's chain on that node); one at a check expects nothing. Its state is recorded
+  (`ServiceStateObserved`); a state that is not the expected one fails the attempt (retried:
+  a service may take a moment to come up), so an unhealthy batch stops a rolling change.
+- A stop job that succeeds makes its services desired-stopped; any other job that starts
+  services makes them desired-running again (`ServicesDesired`).
+- The repair of drift re-runs, one phase after another: install and configure where a service
+  failed (one phase per service), the start of every service that should run and does not
+  (with what it needs running), the stop of every service that runs and should not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from contracts.catalog import Action, Service
+from contracts.events import ServiceState
+
+from .cluster import Cluster
+from .errors import PlanError
+from .job import Job
+from .model import Plan
+from .plan import build_plan
+from .restore import chain_phases
+
+
+def expected_state(job: Job, task_id: str) -> ServiceState | None:
+    plan = job.active_plan
+    if plan is None or task_id not in plan.by_id:
+        return None
+    task = plan.by_id[task_id]
+    for before in plan.predecessors(task_id):
+        other = plan.by_id[before]
+        if other.node == task.node and other.service == task.service and other.action in (Action.START, Action.STOP):
+            return "running" if other.action is Action.START else "stopped"
+    return None
+
+
+def desired_after(job: Job, cluster: Cluster) -> list[str]:
+    """The services meant to be stopped once `job` succeeded."""
+    plan = job.plan
+    if plan is None:
+        return cluster.stopped
+    started = {t.service for t in plan.tasks if t.action is Action.START and t.service}
+    stopped = set(cluster.stopped) - started
+    if job.operation == "stop":
+        stopped |= {t.service for t in plan.tasks if t.action is Action.STOP and t.service}
+    return sorted(stopped)
+
+
+def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
+    nodes = list(cluster.nodes.values())
+    fixes = [d for d in cluster.drift() if d.repair]
+    if not fixes:
+        raise PlanError("nothing to repair")
+    phases: list[Plan] = []
+    for service in sorted({d.service for d in fixes if d.repair == "reinstall"}):
+        failed = sorted({d.node for d in fixes if d.repair == "reinstall" and d.service == service})
+        phases.append(build_plan(services, nodes, "repair-install", services=[service], node_ids=failed))
+    start = [d for d in fixes if d.repair in ("start", "reinstall")]
+    if start:
+        phases.append(build_plan(services, nodes, "start", services=sorted({d.service for d in start}),
+                                 node_ids=sorted({d.node for d in start})))
+    stop = [d for d in fixes if d.repair == "stop"]
+    if stop:
+        phases.append(build_plan(services, nodes, "stop", services=sorted({d.service for d in stop}),
+                                 node_ids=sorted({d.node for d in stop})))
+    return chain_phases(phases)

@@ -1,0 +1,129 @@
+"""An operation's plan before anything is recorded: previewed, shown by a dry run and saved
+(`PlanSaved`), derived again when a saved plan is applied (`domain/saved.py`).
+
+The same `preview` serves a request that is accepted (it records what the preview says), a dry
+run (nothing but the plan is recorded) and `ApplyPlan` (the saved request and layout, checked by
+digest). Layouts come from the solver over request/reply for dry runs; an accepted request for a
+layout change asks the solver through the log instead (`Execution.ask_for_layout`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from contracts import subjects
+from contracts.commands import DryRun, RollbackCluster
+from contracts.events import PlanSaved
+from contracts.layout import Layout, NodeSpec
+from muster.ports.eventlog import Append, ConcurrencyError
+
+from .domain import planning, resize
+from .domain import saved as saving
+from .domain.admission import Facts, Refused
+from .domain.cluster import Cluster
+from .domain.errors import PlanError
+from .domain.job import Job
+from .domain.limits import Limits
+from .domain.operations import OPERATIONS
+from .domain.plan import Plan
+from .domain.restore import restore_plan
+from .ports import NoLayout, Solver, SolverUnavailable
+from .state import PlannerState
+
+
+@dataclass(frozen=True)
+class Preview:
+    """An operation's plan before anything is recorded: what a dry run shows and saves, and
+    what an accepted request (or an applied saved plan) records."""
+
+    plan: Plan
+    target: list[NodeSpec]
+    """The cluster's nodes once the job succeeds."""
+    layout: Layout | None = None
+    interim: list[NodeSpec] | None = None
+    """`rollback`: the layout recorded while it runs (`restore.interim`)."""
+    config: dict[str, Any] | None = None
+    """`rollback`: the config it puts back."""
+    batches: list[list[str]] | None = None
+    """A rolling change's batches of node ids."""
+    tolerance: int = 0
+
+
+class Previews:
+    def __init__(self, state: PlannerState, solver: Solver | None, limits: Limits | None) -> None:
+        self.state, self.solver, self.limits = state, solver, limits
+
+    async def preview(self, job: Job, cluster: Cluster, facts: Facts, layout: Layout | None = None) -> Preview:
+        """The plan the request makes, without recording anything (the solver is asked when the
+        operation needs a layout and none is given)."""
+        cmd, op = facts.command, OPERATIONS[facts.operation]
+        try:
+            if isinstance(cmd, RollbackCluster):
+                source = facts.source
+                assert source is not None  # the `restorable` rule
+                target, config = source.previous_nodes, source.previous_config
+                restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config)
+                if not restore.plan.tasks:
+                    raise Refused(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
+                return Preview(restore.plan, list(target), interim=list(restore.interim), config=config)
+            if op.layout:
+                layout = layout or await self._solve(job, cluster, facts)
+                plan, target = planning.plan_layout(job, cluster, facts.catalog, layout, cmd)
+                return Preview(plan, target, layout)
+            plan, batches, tolerance = planning.rolled(planning.plan_direct(job, cluster, facts.catalog, cmd), cmd)
+            if op.observes:  # a check looks at every node, whichever fails to answer
+                if not plan.tasks:
+                    raise Refused(f"nothing to check on cluster {cluster.name!r}: none of its services defines a `status` action")
+                tolerance = len(cluster.nodes)
+            return Preview(plan, list(cluster.nodes.values()), batches=batches, tolerance=tolerance)
+        except PlanError as err:
+            raise Refused(f"cannot plan {job.operation}: {err}") from None
+
+    async def _solve(self, job: Job, cluster: Cluster, facts: Facts) -> Layout:
+        if self.solver is None:
+            raise Refused("dry run needs a solver and this planner has none")
+        request = planning.layout_request(str(job.id), cluster, facts.catalog, facts.command)
+        try:
+            return await self.solver.solve(job.tenant, request)
+        except SolverUnavailable as err:
+            raise Refused(f"dry run needs a solver and none answered: {err}") from None
+        except NoLayout as err:
+            raise Refused(f"no layout: {err}") from None
+
+    async def dry_run(self, by: str, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts) -> DryRun:
+        """The plan, shown and saved (`PlanSaved`): nothing else is recorded."""
+        preview = await self.preview(job, cluster, facts)
+        version = existing.version if existing is not None else 0
+        catalog = saving.catalog_version(facts.catalog)
+        event = saving.save(tenant=job.tenant, job_id=str(job.id), cluster_id=str(cluster.id), operation=job.operation,
+                           command=facts.command, layout=preview.layout, cluster_version=version, catalog=catalog,
+                           digest=saving.plan_digest(job.operation, preview.plan, preview.target),
+                           tasks=len(preview.plan.tasks), by=by)
+        try:
+            await self.state.log.append(subjects.plan_events(job.tenant, event.plan_id), [Append(event, msg_id=f"plan:{event.plan_id}")], expect_last_seq=0)
+        except ConcurrencyError:
+            pass  # the same dry run again: saved already
+        layout = preview.layout if preview.layout is not None else resize.layout_of(preview.target)
+        plan = preview.plan.to_json()
+        if preview.batches:
+            plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
+        if self.limits is not None:  # what will hold its tasks back (docs/planner.md, "Concurrency limits")
+            shown = self.limits.shown(job.tenant, cluster.provider, [t.action.value for t in preview.plan.tasks])
+            if shown:
+                plan["limits"] = shown
+        return DryRun(layout=layout, plan=plan, plan_id=event.plan_id,
+                      cluster_version=version if existing is not None else None, catalog_version=catalog)
+
+    async def saved(self, tenant: str, plan_id: str) -> PlanSaved:
+        found = await self.state.log.read(subjects.plan_events(tenant, plan_id))
+        if not found or not isinstance(found[0].event, PlanSaved):
+            raise Refused(f"unknown plan {plan_id!r}: dry runs save plans (`--dry-run` prints the plan id)")
+        return found[0].event
+
+    async def pinned(self, pin: PlanSaved, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts) -> Preview:
+        """The saved plan derived again on the same state, or a refusal saying what moved."""
+        saving.check_unchanged(pin, existing, saving.catalog_version(facts.catalog))
+        preview = await self.preview(job, cluster, facts, layout=pin.layout)
+        saving.check_digest(pin, saving.plan_digest(job.operation, preview.plan, preview.target))
+        return preview

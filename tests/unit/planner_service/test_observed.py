@@ -1,0 +1,99 @@
+"""Observed service state (#17.7): `status` tasks after starts and stops and at a check record
+each service's state per node; a start that leaves its service not running fails; drift from
+the desired state is listed, and one repair re-runs the missing starts (and installs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner_harness import CHECKED, Harness, demo_catalog
+
+from contracts.commands import Accepted, CheckCluster, DryRun, Rejected, RepairCluster, StartServices, StopServices
+
+
+def checked() -> Harness:
+    catalog = demo_catalog(checked=CHECKED)
+    catalog.clustertemplates["hadoop-small"].defaults.services.append("checked")
+    return Harness(catalog=catalog)
+
+
+def _observed(h: Harness, cid: str) -> list[Any]:
+    return [r.event for r in h.log.records if r.subject == f"muster.evt.default.cluster.{cid}" and r.type == "ServiceStateObserved"]
+
+
+async def _job(h: Harness, command: Any) -> str:
+    reply = await h.send(command)
+    assert isinstance(reply, Accepted), reply
+    await h.settle()
+    return reply.job_id
+
+
+async def test_a_start_is_checked_and_its_state_recorded() -> None:
+    h = checked()
+    cid = await h.cluster_of(2)
+    seen = _observed(h, cid)
+    assert {(e.node_id, e.service, e.state, e.expected) for e in seen} == {
+        (n, "checked", "running", "running") for n in h.cluster(cid).nodes}
+    assert h.cluster(cid).drift() == []
+
+
+async def test_a_service_that_does_not_come_up_fails_its_start() -> None:
+    h = checked()
+    cid = await h.cluster_of(2)
+    node = sorted(h.cluster(cid).nodes)[0]
+    await _job(h, StopServices(cluster_id=cid, services=["checked"]))
+    h.states[(node, "checked")] = "failed"  # it will not start there
+    job_id = await _job(h, StartServices(cluster_id=cid, services=["checked"]))
+    job = h.job(job_id)
+    assert job.state == "rolled_back"
+    assert job.error == f"task {node}.status.checked failed 3 times"
+    fails = h.events(job_id, "TaskAttemptFailed")
+    assert fails[0].error == f"checked is failed on {node}, not running"
+
+
+async def test_stop_makes_services_desired_stopped_and_start_running_again() -> None:
+    h = checked()
+    cid = await h.cluster_of(2)
+    await _job(h, StopServices(cluster_id=cid, services=["checked"]))
+    assert h.cluster(cid).stopped == ["checked"] and h.cluster(cid).drift() == []
+    await _job(h, StartServices(cluster_id=cid, services=["checked"]))
+    assert h.cluster(cid).stopped == [] and h.cluster(cid).drift() == []
+
+
+async def test_a_check_lists_drift_and_one_repair_starts_what_is_missing() -> None:
+    h = checked()
+    cid = await h.cluster_of(3)
+    a, b, _ = sorted(h.cluster(cid).nodes)
+    h.states[(a, "checked")] = "stopped"  # died meanwhile
+    h.states[(b, "checked")] = "failed"  # broken
+    job_id = await _job(h, CheckCluster(cluster_id=cid))
+    assert h.job(job_id).state == "succeeded" and h.cluster(cid).status == "active"
+    drift = {(d.node, d.service): (d.desired, d.observed, d.repair) for d in h.cluster(cid).drift()}
+    assert drift == {(a, "checked"): ("running", "stopped", "start"), (b, "checked"): ("running", "failed", "reinstall")}
+    dry = await h.send(RepairCluster(cluster_id=cid, dry_run=True))
+    assert isinstance(dry, DryRun)
+    planned = {(t["node"], t["action"]) for t in dry.plan["tasks"] if t["service"] == "checked"}
+    assert planned == {(b, "install"), (b, "configure"), (a, "start"), (b, "start"), (a, "status"), (b, "status")}
+    del h.states[(a, "checked")], h.states[(b, "checked")]  # what the repair puts right
+    repair = await _job(h, RepairCluster(cluster_id=cid))
+    assert h.job(repair).state == "succeeded" and h.cluster(cid).drift() == []
+    again = await h.send(RepairCluster(cluster_id=cid))
+    assert isinstance(again, Rejected) and "has no drift to repair" in again.reason
+
+
+async def test_a_check_tolerates_nodes_that_do_not_answer_and_changes_no_status() -> None:
+    h = checked()
+    cid = await h.cluster_of(2)
+    node = sorted(h.cluster(cid).nodes)[0]
+    h.behaviour = lambda m: "fail" if m.action.value == "status" and m.node.id == node else "succeed"
+    job_id = await _job(h, CheckCluster(cluster_id=cid))
+    assert h.job(job_id).state == "succeeded" and h.cluster(cid).status == "active"
+    assert h.cluster(cid).observed[(node, "checked")] == ("unknown", job_id)
+    assert [d.repair for d in h.cluster(cid).drift()] == [""]  # unknown: look, or check again
+
+
+async def test_a_check_needs_a_service_with_a_status_action() -> None:
+    h = Harness()
+    cid = await h.cluster_of(2)
+    reply = await h.send(CheckCluster(cluster_id=cid))
+    assert isinstance(reply, Rejected) and "none of its services defines a `status` action" in reply.reason
