@@ -66,6 +66,16 @@ def fair_share(members: list[str], me: str, shards: int) -> int:
     return base + (1 if ordered.index(me) < extra else 0)
 
 
+async def until(condition: asyncio.Condition, predicate: Callable[[], bool], timeout: float) -> bool:
+    """Wait (with a deadline) until `predicate` holds, woken by `condition`; False at the deadline."""
+    async with condition:
+        try:
+            await asyncio.wait_for(condition.wait_for(predicate), timeout)
+        except TimeoutError:
+            return False
+    return True
+
+
 async def _nothing(_: Shards) -> None:
     return None
 
@@ -93,6 +103,8 @@ class ShardLeases:
     """Live members, with their key's revision."""
     revisions: dict[str, int] = field(default_factory=dict)
     """The last revision seen of every key, deleted or not (a create expects it)."""
+    on_change: Callable[[], None] | None = None
+    """Called after the watch saw a change (`ThreadedLeases` wakes its own loop with it)."""
 
     def __post_init__(self) -> None:
         if self.ttl_s < 1 or self.shards < 1:
@@ -128,12 +140,7 @@ class ShardLeases:
     async def changed(self, shard: int, since: int, timeout: float) -> bool:
         """Wait (with a deadline) until the shard's key changes after revision `since` (a new
         owner took it, or the old one's lease ended); False if the deadline passed."""
-        async with self._changed:
-            try:
-                await asyncio.wait_for(self._changed.wait_for(lambda: self.revision(shard) > since), timeout)
-            except TimeoutError:
-                return False
-        return True
+        return await until(self._changed, lambda: self.revision(shard) > since, timeout)
 
     # -- life --------------------------------------------------------------------------------------
 
@@ -195,13 +202,16 @@ class ShardLeases:
                 else:
                     self.members[name] = entry.revision
             elif kind == "shard" and name.isdigit():
+                # A new dict each time (here and for `held`): another thread may be reading.
                 shard = int(name)
                 if gone:
-                    self.owners.pop(shard, None)
+                    self.owners = {k: v for k, v in self.owners.items() if k != shard}
                 else:
-                    self.owners[shard] = json.loads(entry.value).get("owner", "?")
+                    self.owners = {**self.owners, shard: json.loads(entry.value).get("owner", "?")}
             async with self._changed:
                 self._changed.notify_all()
+            if self.on_change is not None:
+                self.on_change()
             if self._ready.is_set() and not self._stopped:
                 self._spawn(self.rebalance())
 
@@ -235,7 +245,7 @@ class ShardLeases:
             if err.err_code in WRONG_LAST_SEQUENCE:
                 return False  # someone else was quicker (our watch will say who)
             raise
-        self.owners[shard] = self.member
+        self.owners = {**self.owners, shard: self.member}
         self._hold(shard, rev)
         return True
 
@@ -247,7 +257,7 @@ class ShardLeases:
         await self.on_lost(shards)  # nothing acts for them any more...
         for s in sorted(shards):  # ...then the others may take them
             async with self._io:
-                lease = self.held.pop(s, None)
+                lease = self._drop(s)
                 if lease is None:
                     continue  # lapsed meanwhile
                 try:
@@ -263,8 +273,13 @@ class ShardLeases:
         ack = await self.js.publish(f"$KV.{BUCKET}.{key}", json.dumps(value).encode(), headers=headers, msg_ttl=self.ttl_s)
         return int(ack.seq)
 
+    def _drop(self, shard: int) -> Lease | None:
+        lease = self.held.get(shard)
+        self.held = {k: v for k, v in self.held.items() if k != shard}
+        return lease
+
     def _hold(self, shard: int, revision: int) -> None:
-        self.held[shard] = Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))
+        self.held = {**self.held, shard: Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))}
         self._unfence(shard)
         self._fences[shard] = asyncio.get_running_loop().call_later(self.ttl_s * (1 - SAFETY), lambda: self._spawn(self._lapse(shard)))
 
@@ -290,7 +305,7 @@ class ShardLeases:
                     return
                 except Exception as err:  # noqa: BLE001 - taken, expired or unreachable: lost
                     log.debug("late renewal refused", shard=shard, error=str(err) or type(err).__name__)
-                del self.held[shard]
+                self._drop(shard)
             log.warning("lease lapsed: no longer acting for the shard", member=self.member, shard=shard)
             await self.on_lost({shard})
 
@@ -302,21 +317,20 @@ class ShardLeases:
         try:
             await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
             lost = set()
-            for shard in sorted(self.held):
-                async with self._io:
-                    lease = self.held.get(shard)
-                    if lease is None:
-                        continue  # released meanwhile
-                    try:
-                        rev = await self._write(f"shard.{shard}", {"owner": self.member, "session": self.session}, lease.revision)
-                    except APIError as err:
-                        if err.err_code not in WRONG_LAST_SEQUENCE:
-                            raise
+            async with self._io:  # every lease at once: a busy server answers them together
+                shards = sorted(self.held)
+                value = {"owner": self.member, "session": self.session}
+                written = await asyncio.gather(*(self._write(f"shard.{s}", value, self.held[s].revision) for s in shards),
+                                               return_exceptions=True)
+                for shard, rev in zip(shards, written, strict=True):
+                    if isinstance(rev, int):
+                        self._hold(shard, rev)
+                    elif isinstance(rev, APIError) and rev.err_code in WRONG_LAST_SEQUENCE:
                         self._unfence(shard)
-                        del self.held[shard]
+                        self._drop(shard)
                         lost.add(shard)  # it expired and someone took it
-                        continue
-                    self._hold(shard, rev)
+                    else:
+                        log.warning("lease renewal failed", member=self.member, shard=shard, error=str(rev) or type(rev).__name__)
             if lost:
                 log.warning("leases lost to another member", member=self.member, shards=sorted(lost))
                 async with self._lock:

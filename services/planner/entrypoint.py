@@ -19,7 +19,8 @@ from nats.js.api import DeliverPolicy
 
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
-from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S, ShardLeases
+from muster.bus.leasethread import ThreadedLeases
+from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
@@ -45,7 +46,9 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     """A planner that holds a fair share of the shards (docs/scaling.md): it listens first,
     then takes its leases, and rebuilds the clusters of each shard it gains; on the way out it
     hands its shards over before anything else stops."""
-    leases = ShardLeases(nc.jetstream(), config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
+    # On a thread and a connection of their own: a busy planner loop must not let them lapse.
+    servers = ",".join(u.geturl() for u in nc.servers)
+    leases = ThreadedLeases(servers, config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
     hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id))
     planner = nats_planner(nc, config, hooks=hooks)
     sharding = Sharding(nc, planner, leases)

@@ -35,7 +35,8 @@ from nats.js.errors import NotFoundError
 
 from contracts import subjects
 from contracts.commands import VERB_OF, Rejected
-from muster.bus.shards import ShardLeases, shard_of
+from muster.bus.leasethread import ThreadedLeases
+from muster.bus.shards import shard_of
 
 from .app import Planner
 from .domain import planning
@@ -53,7 +54,7 @@ def shard_subject(shard: int, tenant: str = "*", verb: str = "*") -> str:
 
 
 class Sharding:
-    def __init__(self, nc: Client, planner: Planner, leases: ShardLeases, wait_s: float | None = None) -> None:
+    def __init__(self, nc: Client, planner: Planner, leases: ThreadedLeases, wait_s: float | None = None) -> None:
         self.nc, self.planner, self.leases = nc, planner, leases
         self.wait_s = wait_s if wait_s is not None else 2 * leases.ttl_s
         self._subs: dict[int, Any] = {}
@@ -94,6 +95,9 @@ class Sharding:
 
     async def _on_forwarded(self, msg: Any) -> None:
         _, _, shard, _, tenant, verb = (msg.subject.split(".") + [""] * 6)[:6]
+        if not self.leases.owns(int(shard)) and int(shard) in self.leases.held:
+            # Renewed late (this planner was busy): its fence decides in a moment.
+            await self.leases.changed(int(shard), self.leases.revision(int(shard)), self.leases.ttl_s / 2)
         if not self.leases.owns(int(shard)):
             reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again")
         else:

@@ -161,3 +161,21 @@ async def test_a_member_too_busy_to_renew_in_time_keeps_what_nobody_took(ncs: li
     assert all(a.owns(s) for s in range(SHARDS))
     assert not [e for e in ledger.events if e[2] == "lost"]
     await a.stop()
+
+
+async def test_leases_on_their_own_thread_outlive_a_loop_busy_for_longer_than_the_ttl(fresh_nats: str) -> None:
+    """The planner's way (`ThreadedLeases`): renewals and fences do not wait for the service's
+    loop, which may be busy for seconds planning a big cluster."""
+    from muster.bus.leasethread import ThreadedLeases
+
+    ledger = Ledger()
+    leases = ThreadedLeases(fresh_nats, "busy", shards=SHARDS, ttl_s=TTL, **ledger.callbacks("busy"))
+    await leases.start()
+    try:
+        assert len(leases.held) == SHARDS
+        time.sleep(TTL * 1.5)
+        assert all(leases.owns(s) for s in range(SHARDS))
+        assert [e[2] for e in ledger.events] == ["gained"]
+    finally:
+        await leases.stop()
+    assert [e[2] for e in ledger.events] == ["gained", "lost"]  # handed over on the service's loop
