@@ -25,7 +25,7 @@ from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
 
-from .adapters import NatsSolver
+from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
@@ -39,7 +39,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), hooks=hooks)
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), hooks=hooks, workers=NatsWorkers(nc))
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
