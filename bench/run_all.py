@@ -52,6 +52,7 @@ QUICK: dict[str, list[str]] = {
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
     "console_bench.py": ["--nodes", "20", "--repeat", "1", "--seconds", "3"],
+    "scale_bench.py": ["--nodes", "200", "--takeover-jobs", "3", "--jobs", "10"],
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 

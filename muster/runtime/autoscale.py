@@ -18,7 +18,7 @@ exits by itself.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -213,3 +213,24 @@ class DeploymentFleet:
     def _id_of(self, name: str) -> str:
         args = self.deployment.child(name).args
         return str(args[args.index("--id") + 1]) if "--id" in args else name
+
+
+@contextlib.asynccontextmanager
+async def autoscaling(deployment: Any, policy: AutoscalePolicy, tenants: str) -> AsyncIterator[Autoscaler]:
+    """`muster up --autoscale`: an autoscaler for the deployment's provisioners, on a connection
+    of its own, looking when task events arrive; stopped (timers, subscriptions) on the way out,
+    before the deployment stops."""
+    from muster.bus.connect import connect
+    from muster.ports.clock import AsyncioClock
+
+    nc = await connect(deployment.nats_url, name="muster-autoscale")
+    scaler = Autoscaler(DeploymentFleet(deployment, nc, policy, tenants), nats_gather(nc), AsyncioClock(), policy)
+    subs = await watch_activity(nc, scaler)
+    try:
+        yield scaler
+    finally:
+        scaler.stop()
+        for sub in subs:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        await nc.close()
