@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import APIError
+from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 from . import streams
 
@@ -50,6 +51,8 @@ DEFAULT_TTL_S = 10.0
 MARKER_TTL_S = 60
 WRONG_LAST_SEQUENCE = (10071, 10164)
 SAFETY = 0.2
+JOIN_RETRIES = 7
+"""A bucket just created on a cluster answers once its leader is elected (0.1 s doubling: ~13 s)."""
 """An owner stops acting for a shard when its lease is older than (1 - SAFETY) x TTL."""
 
 Shards = set[int]
@@ -148,12 +151,25 @@ class ShardLeases:
         self.kv = await streams.ensure_bucket(self.js, KeyValueConfig(
             bucket=BUCKET, history=1, ttl=MARKER_TTL_S * 10, limit_marker_ttl=MARKER_TTL_S, storage=StorageType.FILE,
             replicas=self.replicas, description="shard leases and members: shard.<n> / member.<name>, each with a TTL"))
-        await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
+        await self._join()
         watcher = await self.kv.watch(">")
         self._spawn(self._watch(watcher))
         await self._ready.wait()
         await self.rebalance()
         self._arm_renewal()
+
+    async def _join(self) -> None:
+        """The member key, first write to the bucket: on a cluster the bucket another member
+        just created may have no leader yet ("no response from stream"), so a bounded retry."""
+        for attempt in range(JOIN_RETRIES + 1):
+            try:
+                await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
+                return
+            except (NoStreamResponseError, ServiceUnavailableError, NatsTimeout) as err:
+                if attempt == JOIN_RETRIES:
+                    raise
+                log.info("leases bucket not ready; joining again", member=self.member, error=str(err) or type(err).__name__)
+                await asyncio.sleep(0.1 * 2**attempt)  # a bounded retry of one request, not a poll
 
     async def stop(self) -> None:
         """Hand every shard over at once: the owner stops acting, then the keys go."""
