@@ -156,13 +156,23 @@ class Planner:
     # -- events (see routing.py) -------------------------------------------------------------
 
     async def on_layout_answer(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         await self.execution.on_layout(recorded)
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         self.execution.on_claimed(recorded)
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         await self.execution.on_outcome(recorded)
+
+    async def _settled(self, recorded: Recorded) -> None:
+        """Whether this planner acts for the event's cluster must be known before the event is
+        taken in or skipped (a skipped event is acked: it would not come again); `NotYet` until then."""
+        job = self.jobs.get(getattr(recorded.event, "job_id", ""))
+        if job is not None and not job.is_final:
+            await self.hooks.settle(job.tenant, job.cluster_id)
 
     async def on_poison(self, recorded: Recorded, err: BaseException) -> None:
         """An event about a job that the planner could not take in, however often it tried

@@ -30,7 +30,7 @@ from .app import Planner, PlannerConfig
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
 from .routing import REPLIES, ROUTES, Reply, operation
-from .sharding import Sharding
+from .sharding import Sharding, settler
 
 CONSUMER_IDLE_S = 3600.0
 """A planner's own consumers are deleted by the server this long after it went away."""
@@ -49,7 +49,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     # On a thread and a connection of their own: a busy planner loop must not let them lapse.
     servers = ",".join(u.geturl() for u in nc.servers)
     leases = ThreadedLeases(servers, config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
-    hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id))
+    hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id), settle=settler(leases))
     planner = nats_planner(nc, config, hooks=hooks)
     sharding = Sharding(nc, planner, leases)
     planner.sharding = sharding  # type: ignore[attr-defined]
