@@ -250,17 +250,17 @@ async def bench(nodes: int, repeat: int, rate: float, seconds: float) -> str:
                 tracker.terminate()
                 await tracker.wait()
                 await nc.close()
-    return report(len(tasks), statistics.median(server_ms), r, lv, repeat, rate, seconds)
+    return report(len(tasks), nodes, statistics.median(server_ms), r, lv, repeat, rate, seconds)
 
 
-def report(n: int, server_ms: float, r: dict[str, dict[str, float]], lv: dict[str, Any], repeat: int, rate: float, seconds: float) -> str:
+def report(n: int, nodes: int, server_ms: float, r: dict[str, dict[str, float]], lv: dict[str, Any], repeat: int, rate: float, seconds: float) -> str:
     c, w = r["cold"], r["warm"]
     return "\n".join([
         "## Console",
         "",
-        f"`bench/console_bench.py`: a {n}-task job page (the demo layout, {n // 11} nodes) in Debian's chromium (headless, "
+        f"`bench/console_bench.py`: a {n}-task job page (the demo layout, {nodes} nodes) in Debian's chromium (headless, "
         f"Playwright), served by the tracker as its own process on a nats-server from the wheel, {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, shared with other work while measuring. Render: median of {repeat} loads from navigation start, "
+        f"{os.cpu_count()} CPUs, shared with other work while measuring (load average {os.getloadavg()[0]:.1f} at the end). Render: median of {repeat} loads from navigation start, "
         "in a new browser context (first visit: nothing cached) and reloaded in it (again: scripts cached). "
         f"Live: {rate:g} task updates/s for {seconds:g} s appended to the log while the page is open. Targets (docs/ui.md): rendered "
         "in under 1 s; responsive under updates.",

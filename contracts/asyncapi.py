@@ -52,6 +52,9 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      "Claims and outcomes of one task's attempts, written by provisioners."),
     ("events.cluster", "muster.evt.{tenant}.cluster.{clusterId}", {"clusterId": "the cluster's id (a UUID)"},
      "A cluster's layout, config, node results and status, written by the planner."),
+    ("events.clustername", "muster.evt.{tenant}.clustername.{name}", {"name": "a cluster name"},
+     "Who holds a cluster name in the tenant (`ClusterNameClaimed`, written by the planner when it accepts a create; "
+     "names are unique among clusters not deleted)."),
     ("events.catalog", "muster.evt.{tenant}.catalog.{kind}.{name}",
      {"kind": "providers, hardwaretypes, imagetypes, services, clustertemplates or partialtemplates",
       "name": "the entity's name"},
@@ -69,6 +72,8 @@ def event_channel(event_type: str) -> str:
     """Which channel of the log an event type is written to."""
     if event_type in TASK_CHANNEL_EVENTS:
         return "events.task"
+    if event_type == "ClusterNameClaimed":
+        return "events.clustername"
     if event_type.startswith("Layout"):
         return "events.layout"
     if event_type.startswith(("Job", "Task", "Rollback", "Cleanup")):
@@ -313,8 +318,21 @@ def build() -> dict[str, Any]:
         },
         "defaultContentType": "application/json",
         "servers": {
-            "local": {"host": "127.0.0.1:4222", "protocol": "nats",
-                      "description": "`muster up` (the URL it chose is saved in `.muster/nats.url`)"},
+            "muster-up": {
+                "host": "127.0.0.1:{port}", "protocol": "nats",
+                "description": (
+                    "The embedded server of `muster up` / `muster demo`: loopback, on a free port chosen at each "
+                    "start (not 4222). `muster up` prints the URL and how another shell finds it, and saves it in "
+                    "`<data-dir>/nats.url` (data dir `.muster` unless `--data-dir` or `$MUSTER_DATA_DIR` says "
+                    "otherwise). From another shell: `export MUSTER_DATA_DIR=/abs/path/.muster` (the muster CLI "
+                    "reads nats.url there), or `export NATS_URL=$(cat /abs/path/.muster/nats.url)` (any NATS client)."
+                ),
+                "variables": {"port": {"description": "the port `muster up` chose: the end of `<data-dir>/nats.url`"}},
+            },
+            "standalone": {
+                "host": "127.0.0.1:4222", "protocol": "nats",
+                "description": "A nats-server you run yourself: the services and the CLI use `$NATS_URL`, else this.",
+            },
         },
         "channels": channels,
         "operations": operations,

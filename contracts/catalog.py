@@ -8,6 +8,7 @@ Where Coopr would crash (a service constraint without `quantities`) we use Coopr
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import Any
 
@@ -66,13 +67,23 @@ class Provider(Entity):
     provisioner: dict[str, Any] = Field(default_factory=dict)
 
 
+def _text(value: Any) -> str:
+    """A field value as text: numbers as Coopr writes them, maps and lists as JSON (so that
+    what is inside them stays readable, to a plugin and to the secrets check)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
 def _stringify_map(value: Any) -> Any:
     # Coopr writes some provider-map values as numbers ("cost": 0.175); the solver compares
     # them as text, so we keep text.
     if isinstance(value, dict):
         return {
             provider: (
-                {k: v if isinstance(v, str) else str(v) for k, v in fields.items()}
+                {k: _text(v) for k, v in fields.items()}
                 if isinstance(fields, dict)
                 else fields
             )
@@ -130,7 +141,7 @@ class ServiceAction(_Model):
     @classmethod
     def _text_fields(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: v if isinstance(v, str) else str(v) for k, v in value.items()}
+            return {k: _text(v) for k, v in value.items()}
         return value
 
 

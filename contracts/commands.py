@@ -241,6 +241,8 @@ class Accepted(BaseModel):
     job_id: str
     cluster_id: str
     duplicate: bool = Field(default=False, description="true if this request_id was seen before")
+    warnings: list[str] = Field(default_factory=list, description="accepted, but the job may wait: why "
+                                "(no live provisioner serves the tenant and class of its tasks)")
 
 
 class DryRun(BaseModel):

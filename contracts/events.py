@@ -116,6 +116,17 @@ class JobResumed(Event):
     request_id: str | None = Field(default=None, description="the request's idempotency key")
 
 
+class JobAdopted(Event):
+    """A planner took over an unfinished job that another planner drove (it restarted, or took
+    over a dead planner's share): from this event on, `planner` owns the job."""
+
+    type: Literal["JobAdopted"] = "JobAdopted"
+    v: Literal[1] = 1
+    job_id: str
+    planner: str = Field(description="the planner instance that owns the job from now on")
+    previous: str = Field(default="", description="the planner that owned it before")
+
+
 class JobCancelRequested(Event):
     type: Literal["JobCancelRequested"] = "JobCancelRequested"
     v: Literal[1] = 1
@@ -319,6 +330,18 @@ class ClusterRequested(Event):
         default=None, description="where its tasks are queued (the template's or provider's class); none: the planner's")
 
 
+class ClusterNameClaimed(Event):
+    """A new cluster took its name in its tenant, on `muster.evt.<tenant>.clustername.<name>`
+    (fenced by that subject's last sequence: of two creates racing for a name, one wins). The
+    name is free again once the holder is deleted."""
+
+    type: Literal["ClusterNameClaimed"] = "ClusterNameClaimed"
+    v: Literal[1] = 1
+    name: str
+    cluster_id: str
+    job_id: str
+
+
 class ClusterLayoutChanged(Event):
     type: Literal["ClusterLayoutChanged"] = "ClusterLayoutChanged"
     v: Literal[1] = 1
@@ -444,7 +467,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved,
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved,
     Field(discriminator="type"),
 ]
 

@@ -10,7 +10,9 @@ re-validation when a planner resumes them (docs/limits.md).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any
 
 MAX_REQUEST_BYTES = 256 * 1024
@@ -21,6 +23,22 @@ MAX_ENTITY_BYTES = 32 * 1024
 """One catalog entity (provider, hardware type, image type, service, template)."""
 MAX_RESULT_BYTES = 16 * 1024
 """What one task attempt adds to its node's results (provider id, host keys...)."""
+MAX_JSON_DEPTH = 32
+"""How deep a request's JSON may nest (arrays and objects inside each other): a config of
+nested maps fits with room to spare. Checked before parsing: Python's parser gives up with a
+RecursionError near 1,000 levels, and so would everything that walks the value afterwards."""
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_depth(text: str) -> int:
+    """How deep the arrays and objects of a JSON text nest, without parsing it (no recursion:
+    strings are cut out, then the brackets are counted). A malformed text gives a number that
+    the parser's own error will make moot."""
+    brackets = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 
 def json_size(value: Any) -> int:

@@ -39,6 +39,12 @@ def cluster_events(tenant: str, cluster_id: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.cluster.{token(cluster_id, 'cluster id')}"
 
 
+def cluster_name_events(tenant: str, name: str) -> str:
+    """Who holds a cluster name in a tenant (names are unique among clusters not deleted): a
+    claim is appended only if nothing was appended here since the holder was read."""
+    return f"{EVT}.{token(tenant, 'tenant')}.clustername.{token(name, 'cluster name')}"
+
+
 def job_events(tenant: str, job_id: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.job.{token(job_id, 'job id')}"
 

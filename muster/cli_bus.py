@@ -60,7 +60,8 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
             return f(*args, bus=Bus(kwargs.pop("tenant", None), nats_url, data_dir), **kwargs)
 
         g: Any = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
-                              show_default=True, help="where `muster up` saved the NATS and tracker URLs")(wrapper)
+                              show_default=True, envvar="MUSTER_DATA_DIR",
+                              help="where `muster up` saved the NATS and tracker URLs ($MUSTER_DATA_DIR)")(wrapper)
         g = click.option("--nats-url", "nats_url", envvar="NATS_URL", default=None,
                          help="NATS server URL (default: $NATS_URL, else the one `muster up` saved, else nats://127.0.0.1:4222)")(g)
         if not tenant:

@@ -43,7 +43,7 @@ async def apply(plan_id: str, opts: Options) -> None:
 @click.option("--until", default=None, help="until when (ISO 8601 with a time zone)")
 @click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version")
 @job_op
-async def extend_lease(cluster_ref: str, add: str | None, until: str | None, if_version: int | None, opts: Options) -> None:
+async def extend_lease(cluster_ref: str, add: str | None, until: str | None, opts: Options) -> None:
     """Move CLUSTER's lease expiry later, within its template's step and max."""
     try:
         when = datetime.fromisoformat(until) if until else None
@@ -53,7 +53,7 @@ async def extend_lease(cluster_ref: str, add: str | None, until: str | None, if_
         raise CliError("--until needs a time zone (e.g. 2026-12-01T12:00:00+00:00)")
     async with Session(opts) as s:
         cmd = ExtendLease(cluster_id=(await s.cluster(cluster_ref)).id, by_s=seconds(add, "--add") if add else None,
-                          until=when, if_version=if_version)
+                          until=when)  # --if-version: Session.stamp
         await s.execute(cmd)
 
 

@@ -144,6 +144,8 @@ class Session:
         if not self.opts.as_json:
             dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
             out.print(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}")
+            for warning in reply.warnings:
+                out.print(f"warning: {warning}", markup=False)
         if self.opts.wait:
             await self.follow(reply.job_id, verb, since)
 

@@ -80,3 +80,19 @@ def by_class(planner_answers: Iterable[Mapping[str, Any]], provisioners: Iterabl
                         rate.get(k, 0.0))
         for k in sorted(set(needed) | set(capacity))
     }
+
+
+def unserved(planner_answers: Iterable[Mapping[str, Any]], provisioners: Iterable[Any]) -> dict[tuple[str, str], int]:
+    """(tenant, class) -> tasks queued there that no live provisioner (not draining) would
+    take: they wait until one registers for that tenant and class, or time out."""
+    serving = {(t, p.info.provisioner_class) for p in provisioners if not p.draining for t in p.info.tenants}
+    queued: dict[tuple[str, str], int] = {}
+    for answer in planner_answers:
+        for q in answer.get("queues") or ():
+            try:
+                key, n = (str(q["tenant"]), str(q["class"])), int(q["queue_length"])
+            except (KeyError, TypeError, ValueError):
+                continue  # an answer of another shape
+            if n > 0 and key not in serving:
+                queued[key] = queued.get(key, 0) + n
+    return queued

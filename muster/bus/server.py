@@ -7,6 +7,9 @@ truth, and JetStream's default of one fsync every two minutes can lose acknowled
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import json
+import os
 import shutil
 import signal
 import socket
@@ -67,6 +70,9 @@ class NatsServer:
     data_dir: Path
     port: int = 0
     name: str = "muster"
+    hold_fds: tuple[int, ...] = ()
+    """Open files the server inherits, so they stay open as long as it runs (a deployment's
+    data-directory lock: `DataDirLock`)."""
     process: asyncio.subprocess.Process | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
 
@@ -87,7 +93,7 @@ class NatsServer:
         self.process = await asyncio.create_subprocess_exec(
             nats_server_binary(), "-c", str(conf),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
+            start_new_session=True, pass_fds=self.hold_fds,
         )
         try:
             await asyncio.wait_for(self._until_ready(), timeout)
@@ -141,6 +147,89 @@ class NatsServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+class DataDirBusy(ServerError):
+    """Another deployment holds the data directory."""
+
+
+class DataDirLock:
+    """An exclusive lock on a deployment's data directory (`<dir>/lock`, flock), so a second
+    `muster up` there refuses instead of starting a second nats-server on the same store
+    (which damages it: `Filestore ... Critical write error`).
+
+    The kernel releases a flock when the last descriptor of its open file goes, so there is
+    no stale lock after a kill -9; and the deployment hands the descriptor to every child
+    (`fileno()` in `pass_fds`), so the lock lasts while any of its processes does, even one
+    orphaned by a killed `muster up`. Who holds it is described in `<dir>/deployment.json`
+    (replaced atomically: the lock file itself is never replaced, or the lock would be on a
+    file nobody opens)."""
+
+    LOCK = "lock"
+    STATE = "deployment.json"
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._fd: int | None = None
+
+    def acquire(self) -> DataDirLock:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.data_dir / self.LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirBusy(self.busy_message()) from None
+        self._fd = fd
+        return self
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def fileno(self) -> int:
+        assert self._fd is not None, "not acquired"
+        return self._fd
+
+    def describe(self, **state: object) -> None:
+        """Say who holds the directory (read by the next one that tries)."""
+        tmp = self.data_dir / f".{self.STATE}.{os.getpid()}"
+        tmp.write_text(json.dumps(state, indent=1) + "\n")
+        tmp.replace(self.data_dir / self.STATE)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            (self.data_dir / self.STATE).unlink(missing_ok=True)
+            os.close(self._fd)  # children that inherited it keep it until they exit
+            self._fd = None
+
+    def busy_message(self) -> str:
+        where = f"data directory {self.data_dir} is in use by another muster deployment"
+        try:
+            state = json.loads((self.data_dir / self.STATE).read_text())
+        except (OSError, ValueError):
+            return f"{where} (it has not described itself yet); stop it, or pass another --data-dir"
+        pid = int(state.get("pid", 0))
+        processes = {str(k): int(v) for k, v in dict(state.get("processes", {})).items()}
+        if pid and _alive(pid):
+            who = f"`muster up` pid {pid}"
+            stop = f"stop it (Ctrl-C in its terminal, or kill -TERM {pid})"
+        else:
+            alive = ", ".join(f"{name} pid {p}" for name, p in processes.items() if _alive(p)) or "none found"
+            who = f"`muster up` pid {pid} is gone, but processes it started still hold the directory ({alive})"
+            stop = "stop those processes"
+        return (f"{where}: {who}, NATS {state.get('nats_url') or '?'}, tracker {state.get('tracker_url') or '?'}; "
+                f"{stop}, or pass another --data-dir")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0) -> tuple[subprocess.Popen[bytes], str]:

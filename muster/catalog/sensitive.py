@@ -1,32 +1,23 @@
-"""Sensitive values in a catalog: provider fields that must not reach the log (a plugin declares
-them sensitive, or their name or value looks like a credential), template config keys that
-look like secrets, and masking for answers (docs/secrets.md)."""
+"""Sensitive values in a catalog: what must not reach the log (a provider field its plugin
+declares sensitive; anywhere in any entity, a value under a secret's name or a private key:
+contracts.secrets), and masking for answers (docs/secrets.md)."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
 from typing import Any
 
 from contracts.catalog import Catalog
+from contracts.secrets import MASK as MASK  # re-exported: answers mask with it
+from contracts.secrets import is_reference, masked, private_keys, secret_name, secrets_in_clear
 
 from .plugins import PluginSpec, PluginSpecs
-from .problems import Problem
 
-SECRETS_HINT = "put it in the provisioner's secrets file under the provider's name (docs/secrets.md)"
-
-# Field names that look like credentials. Used for provider fields no plugin descriptor
-# declares (unknown provider types, or fields a plugin does not list).
-SENSITIVE_NAME = re.compile(
-    r"(pass(word|wd|phrase)?|secret|token|credential|private[_\-]?key|api[_\-]?key|access[_\-]?key|"
-    r"secret[_\-]?key|client[_\-]?secret|auth[_\-]?key|session[_\-]?key|pwd)",
-    re.IGNORECASE,
-)
-PRIVATE_KEY_TEXT = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+SECRETS_HINT = ("put it in the provisioners' secrets file, under the provider's name, or as a named secret the "
+                'catalog refers to as "secret://<name>" (docs/secrets.md)')
 
 
 def looks_sensitive(name: str) -> bool:
-    return bool(SENSITIVE_NAME.search(name))
+    return secret_name(name)
 
 
 def sensitive_provider_fields(catalog: Catalog, plugins: PluginSpecs | None = None) -> dict[str, list[str]]:
@@ -42,57 +33,52 @@ def sensitive_provider_fields(catalog: Catalog, plugins: PluginSpecs | None = No
 
 
 def is_sensitive(plugin: PluginSpec | None, name: str, value: Any) -> bool:
+    """Whether a provider field must not be stored (`sensitive_paths` says where)."""
+    return bool(sensitive_paths(plugin, name, value))
+
+
+def sensitive_paths(plugin: PluginSpec | None, name: str, value: Any) -> list[str]:
+    """Where a provider field carries a secret in clear, as paths starting at the field's name:
+    the whole field if its plugin declares it sensitive; inside it, any private key; and, for a
+    field no plugin declares, any value under a secret's name at any depth (contracts.secrets).
+    A `secret://<name>` reference is never a secret."""
+    if is_reference(value):
+        return []
     declared = plugin.fields.get(name) if plugin else None
     if declared is not None:
-        return declared.sensitive or holds_private_key(value)
-    return looks_sensitive(name) or holds_private_key(value)
+        return [name] if declared.sensitive else private_keys(value, name)
+    return secrets_in_clear(value, name, under_secret=secret_name(name))
 
 
 def holds_private_key(value: Any) -> bool:
-    if isinstance(value, str):
-        return bool(PRIVATE_KEY_TEXT.search(value))
-    if isinstance(value, Mapping):
-        return any(holds_private_key(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(holds_private_key(v) for v in value)
-    return False
+    return bool(private_keys(value))
 
 
-def config_warnings(catalog: Catalog) -> list[Problem]:
-    """Template config keys that look like secrets: they are stored and shown in clear."""
-    out = []
-    for kind in ("clustertemplates", "partialtemplates"):
-        for name, t in sorted(catalog.entities(kind).items()):
-            for path in secret_looking_keys(t.defaults.config, "defaults.config"):
-                out.append(Problem(kind, name, path, "looks like a secret; template config is stored in the log and shown in clear", "warning"))
-    return out
-
-
-def secret_looking_keys(value: Any, prefix: str) -> list[str]:
-    found: list[str] = []
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            path = f"{prefix}.{k}"
-            if looks_sensitive(str(k)) and not isinstance(v, Mapping):
-                found.append(path)
-            found += secret_looking_keys(v, path)
-    return found
-
-
-MASK = "********"
+def entity_secrets(entity: Any) -> list[str]:
+    """Secrets in clear anywhere in an entity other than a provider (template config, service
+    action fields, provider maps), as field paths."""
+    return secrets_in_clear(entity.model_dump(mode="json", exclude_none=True))
 
 
 def redact(catalog: Catalog, plugins: PluginSpecs | None = None) -> Catalog:
-    """A copy in which every sensitive provider field's value reads `********` (for answers;
-    apply refuses such fields, this guards entities written by older versions)."""
+    """A copy in which every secret in clear reads `********`: a sensitive provider field's
+    value, and any secret at any depth of any entity (for answers; apply refuses them, this
+    guards entities written by older versions)."""
     hidden = sensitive_provider_fields(catalog, plugins)
-    if not hidden:
-        return catalog
-    providers = dict(catalog.providers)
-    for name, fields in hidden.items():
-        p = providers[name]
-        providers[name] = p.model_copy(update={"provisioner": {k: (MASK if k in fields else v) for k, v in p.provisioner.items()}})
-    return catalog.model_copy(update={"providers": providers})
+    update: dict[str, Any] = {}
+    for kind in ("providers", "hardwaretypes", "imagetypes", "services", "clustertemplates", "partialtemplates"):
+        entities = dict(catalog.entities(kind))
+        changed = False
+        for name, entity in entities.items():
+            data = entity.model_dump(mode="json", exclude_none=True)
+            shown = masked(data)
+            if kind == "providers":
+                shown["provisioner"] = {k: (MASK if k in hidden.get(name, []) else v) for k, v in shown.get("provisioner", {}).items()}
+            if shown != data:
+                entities[name], changed = type(entity).model_validate(shown), True
+        if changed:
+            update[kind] = entities
+    return catalog.model_copy(update=update) if update else catalog
 
 
 def strip_sensitive(catalog: Catalog, plugins: PluginSpecs | None = None) -> dict[str, list[str]]:

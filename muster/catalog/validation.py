@@ -11,9 +11,11 @@ What is checked:
 - templates resolve (`extends`/`includes` merge, no cycle, immutable partials respected), and the
   resolved template is consistent (`template_checks.py`);
 - services do not require themselves in a cycle (`cycles.py`);
-- provider fields: a field the provider plugin declares `sensitive`, or an undeclared field whose
-  name looks like a credential, is refused (it would be stored in the log in clear; it belongs in
-  the provisioner's secrets file); declared fields must parse as the plugin's field type.
+- secrets: a provider field the provider plugin declares `sensitive`, and anywhere in any entity
+  a value under a secret's name or holding a private key (contracts.secrets, at any depth), is
+  refused (it would be stored in the log in clear; it belongs in the provisioners' secrets file,
+  referred to as `secret://<name>` where the catalog must name it); declared fields must parse
+  as the plugin's field type.
 
 Plugins are known only through the `PluginSpecs` registry the caller gives (None: plugin checks
 are skipped).
@@ -24,12 +26,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from contracts.catalog import Catalog, Service
+from contracts.secrets import is_reference, private_keys
+from muster.macros import problems as macro_problems
 
 from . import template_checks
 from .cycles import cycles
 from .plugins import PluginSpecs
 from .problems import Problem, Severity, quoted
-from .sensitive import SECRETS_HINT, config_warnings, holds_private_key, is_sensitive
+from .sensitive import SECRETS_HINT, entity_secrets, sensitive_paths
 
 
 class Checker:
@@ -62,12 +66,18 @@ class Checker:
             for f, value in sorted(p.provisioner.items()):
                 where = f"provisioner.{f}"
                 declared = plugin.fields.get(f) if plugin else None
-                if is_sensitive(plugin, f, value):
+                in_clear = sensitive_paths(plugin, f, value)
+                keys = private_keys(value, f)
+                for path in in_clear:
                     why = (f"is declared sensitive by the {p.providertype!r} provider plugin" if declared is not None and declared.sensitive
-                           else "holds a private key" if holds_private_key(value) else "looks like a credential")
-                    self.add("providers", name, where,
+                           else "holds a private key" if path in keys else "looks like a credential")
+                    self.add("providers", name, f"provisioner.{path}",
                              f"{why}; sensitive fields must not be in the catalog (the log keeps them in clear): {SECRETS_HINT}")
-                elif declared is not None and declared.check is not None:
+                if in_clear:
+                    continue
+                if is_reference(value):
+                    continue  # a named secret: resolved on the worker (its type checked there)
+                if declared is not None and declared.check is not None:
                     try:
                         declared.check(value)
                     except ValueError as err:
@@ -168,6 +178,16 @@ class Checker:
                     self.add("services", first, f"dependencies.{stage}",
                              f"{stage} dependency cycle {chain} (through 'uses'): a cluster with all of them cannot be planned", "warning")
 
+    def secrets(self) -> None:
+        """Anything else that carries a secret in clear: template config, service action fields,
+        provider maps, at any depth (providers are checked field by field above)."""
+        for kind in ("hardwaretypes", "imagetypes", "services", "clustertemplates", "partialtemplates"):
+            for name, entity in sorted(self.c.entities(kind).items()):
+                for path in entity_secrets(entity):
+                    self.add(kind, name, path, "looks like a secret; the catalog is stored in the log, which keeps it in "
+                             f"clear forever: {SECRETS_HINT}")
+
+
 def validate_catalog(catalog: Catalog, plugins: PluginSpecs | None = None) -> list[Problem]:
     """Every problem of the catalog as a whole. Without `plugins`, plugin-specific checks are
     skipped (credential-looking provider fields are still refused)."""
@@ -175,7 +195,20 @@ def validate_catalog(catalog: Catalog, plugins: PluginSpecs | None = None) -> li
     checker.providers()
     checker.provider_maps()
     checker.services()
+    checker.secrets()
     template_checks.check(checker)
-    return checker.problems + config_warnings(catalog)
+    return checker.problems + macro_warnings(catalog)
+
+
+def macro_warnings(catalog: Catalog) -> list[Problem]:
+    """Template config text between `%` signs that is not a macro Coopr knows: every task
+    that gets the config would fail on it (muster/macros.py). A warning, not an
+    error: a `%` may be meant literally (Coopr refused such templates)."""
+    out = []
+    for kind in ("clustertemplates", "partialtemplates"):
+        for name, t in sorted(catalog.entities(kind).items()):
+            for found in macro_problems(t.defaults.config):
+                out.append(Problem(kind, name, "defaults.config", f"{found}: tasks would fail on it", "warning"))
+    return out
 
 

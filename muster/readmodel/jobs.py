@@ -143,6 +143,9 @@ class JobView:
     def _resumed(self, e: Any) -> None:
         self.paused = False
 
+    def _adopted(self, e: Any) -> None:
+        self.owner = e.planner
+
     def _retried(self, e: Any) -> None:
         self.state, self.error, self.paused = "running", "", False
         self.task_state = {}
@@ -173,6 +176,7 @@ _APPLY = {
     "CleanupQueued": JobView._cleanup_queued,
     "JobPaused": JobView._paused,
     "JobResumed": JobView._resumed,
+    "JobAdopted": JobView._adopted,
     "JobCancelRequested": JobView._resumed,  # a cancel unpauses: the rollback must run
     "JobRetried": JobView._retried,
     "RollbackPlanned": JobView._rollback_planned,

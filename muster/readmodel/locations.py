@@ -138,7 +138,7 @@ def parse_subject(subject: str) -> tuple[str, str, list[str]] | None:
 
 LOCATION_EVENTS = frozenset({
     "JobRequested", "LayoutSolved", "JobPlanned", "RollbackPlanned", "JobSucceeded", "JobFailed", "JobRolledBack",
-    "JobNeedsAttention", "JobRetried", "JobPaused", "JobResumed", "JobCancelRequested", "TaskQueued", "CleanupQueued",
+    "JobNeedsAttention", "JobRetried", "JobPaused", "JobResumed", "JobAdopted", "JobCancelRequested", "TaskQueued", "CleanupQueued",
     "TaskClaimed", "TaskSucceeded", "TaskFailed", "ClusterRequested", "ClusterStatusChanged", "ClusterLayoutChanged",
     "ClusterLeaseChanged",
 })
@@ -185,6 +185,8 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
             return [job(e.job_id, state="running", paused=False, finished_at=None, error=None)]
         case "JobPaused" | "JobResumed" | "JobCancelRequested":
             return [job(e.job_id, paused=e.type == "JobPaused")]
+        case "JobAdopted":
+            return [job(e.job_id, owner=e.planner)]
         case "TaskQueued":
             return [task(e.job_id, e.task_id, e.attempt, node=e.node, action=e.action.value, service=e.service,
                          state="queued", provisioner=None, worker=None, since=time)]

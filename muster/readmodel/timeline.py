@@ -114,6 +114,8 @@ def describe(e: Any) -> str:
         case "JobPaused" | "JobResumed" | "JobCancelRequested" | "JobRetried":
             return {"JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "cancel requested",
                     "JobRetried": "job retried"}[t]
+        case "JobAdopted":
+            return f"job taken over by {e.planner} (owner was {e.previous or '?'})"
         case "ClusterRequested":
             return f"cluster {e.name!r} requested: template {e.template}, provider {e.provider}"
         case "ClusterLayoutChanged":
@@ -170,7 +172,7 @@ def timeline(history: Iterable[Recorded]) -> list[Line]:
             text += f" after {_duration((r.time - clocks[key]).total_seconds())} in the queue"
         if e.type in STARTS:
             clocks[key] = r.time
-        if e.type == "JobRequested" and e.planner:
+        if e.type in ("JobRequested", "JobAdopted") and e.planner:
             owners[e.job_id] = e.planner
         by = who(e) or owners.get(str(getattr(e, "job_id", "")), "")
         lines.append(Line(r.seq, r.time, (r.time - start).total_seconds(), e.type, by, text, took))

@@ -15,9 +15,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from contracts.commands import Accepted, CreateCluster, DeleteCluster
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.eventstore import EventStore
+from muster.bus.server import ServerError
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
@@ -36,7 +37,7 @@ DEMO_TIMEOUT_S = 600.0
 def _data_dir_option(f: Any) -> Any:
     return click.option(
         "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
-        help="where nats-server keeps its store and the services their logs",
+        envvar="MUSTER_DATA_DIR", help="where nats-server keeps its store and the services their logs ($MUSTER_DATA_DIR)",
     )(f)
 
 
@@ -49,7 +50,7 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
 
 
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:
-    """Run `work` (or nothing) until it ends, a signal arrives, or a service dies;
+    """Run `work` (or nothing) until it ends, a signal arrives, or the deployment fails;
     SIGINT and SIGTERM are handled here so a clean stop never depends on how we were
     started (a background job starts with SIGINT ignored)."""
     stop = asyncio.Event()
@@ -57,16 +58,15 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     waits: dict[str, asyncio.Future[Any]] = {
-        "exit": asyncio.ensure_future(deployment.wait_for_exit()),
+        "failed": asyncio.ensure_future(deployment.wait_failed()),
         "signal": asyncio.ensure_future(stop.wait()),
     }
     if work is not None:
         waits["work"] = asyncio.ensure_future(work)
     try:
         done, _ = await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
-        if waits["exit"] in done:
-            child = waits["exit"].result()
-            raise CliError(f"{child.name} exited unexpectedly (code {child.process.returncode}); see {child.log_path}", EXIT_FAILED)
+        if waits["failed"] in done:
+            raise CliError(waits["failed"].result(), EXIT_FAILED)
         if waits["signal"] in done:
             console.print("interrupted; stopping.")
             return None
@@ -90,7 +90,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
-                                capacity=capacity, tenants=tenant)
+                                capacity=capacity, tenants=tenant, supervise=True, notify=_say)
         try:
             await deployment.start()
             if catalog_dir is not None:
@@ -100,14 +100,23 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
             console.print(f"nats:    {deployment.nats_url}")
             console.print(f"tracker: {deployment.tracker_url}")
             console.print(f"logs:    {data_dir / 'logs'}")
+            console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url})",
+                          markup=False, highlight=False, soft_wrap=True)
             console.print("muster is up; Ctrl-C stops it.", style="bold")
             sys.stdout.flush()
             await _guarded(deployment)
         finally:
-            await deployment.stop()
-            console.print("stopped.")
+            if deployment.started:
+                await deployment.stop()
+                console.print("stopped.")
 
     _run(main())
+
+
+def _say(message: str) -> None:
+    """The supervisor's news (a restart, a process given up on)."""
+    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    sys.stdout.flush()
 
 
 def _run(coro: Any) -> None:
@@ -121,7 +130,7 @@ def _run(coro: Any) -> None:
 
 @translates
 def start_errors(err: BaseException) -> CliError | None:
-    return CliError(str(err), EXIT_FAILED) if isinstance(err, StartError) else None
+    return CliError(str(err), EXIT_FAILED) if isinstance(err, (StartError, ServerError)) else None
 
 
 # -- demo ------------------------------------------------------------------------------------
@@ -151,14 +160,16 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
 
     async def main() -> None:
-        deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=0, tenants=tenant)
+        deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=0, tenants=tenant,
+                                supervise=True, notify=_say)
         try:
             await deployment.start()
             console.print(f"nats {deployment.nats_url} · tracker {deployment.tracker_url} · logs {data_dir / 'logs'}")
             await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
-            await deployment.stop()
-            console.print("everything stopped.")
+            if deployment.started:
+                await deployment.stop()
+                console.print("everything stopped.")
 
     _run(main())
 
@@ -167,7 +178,11 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
     async with await MusterClient.connect(deployment.nats_url) as client:
         n = await _load_catalog(client, tenant, DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
-        reply = await client.send(tenant, CreateCluster(name="demo", template="hadoop-small", nodes=nodes, requested_by="demo"))
+        for n in range(1, 100):  # names are unique: a cluster kept by an earlier demo keeps "demo"
+            name = "demo" if n == 1 else f"demo-{n}"
+            reply = await client.send(tenant, CreateCluster(name=name, template="hadoop-small", nodes=nodes, requested_by="demo"))
+            if not (isinstance(reply, Rejected) and "is taken" in reply.reason):
+                break
         if not isinstance(reply, Accepted):
             raise CliError(f"create rejected: {getattr(reply, 'reason', reply.type)}", EXIT_INVALID)
         console.print(f"create accepted: job {reply.job_id}")

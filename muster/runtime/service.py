@@ -47,7 +47,10 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log = structlog.get_logger(f"muster.{name}")
-    nc = await connect(url, name=name)
+    nc = await _connect_unless_stopped(url, name, stop)
+    if nc is None:
+        log.info("stopped before NATS answered")
+        return
     try:
         await ensure_streams(nc.jetstream(), replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
         async with AsyncExitStack() as stack:
@@ -56,8 +59,24 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
             await stop.wait()
             log.info("stopping")
     finally:
-        if not nc.is_closed:
+        if nc.is_connected:
             await nc.drain()
+        elif not nc.is_closed:  # NATS is away: nothing can be flushed, and a drain would wait for it
+            await nc.close()
+
+
+async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Event) -> Client | None:
+    """The connection, or None when a signal came first: connecting waits for NATS without
+    end (reconnects never give up), and a stop must not."""
+    connecting = asyncio.ensure_future(connect(url, name=name))
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    stopping.cancel()
+    if connecting.done():
+        return connecting.result()
+    connecting.cancel()
+    await asyncio.gather(connecting, return_exceptions=True)
+    return None
 
 
 def main_for(name: str, url: str | None, setup: Setup) -> None:

@@ -4,24 +4,49 @@ Each child is `python -m muster <service>`; readiness is the child's own "starte
 read from its stderr (which is also copied to `<data-dir>/logs/<name>.log`), so nothing here
 ever polls. Stopping sends SIGTERM to every child, waits, and stops nats-server last, so no
 orphan survives a Ctrl-C.
+
+The data directory is locked for the deployment's life (`DataDirLock`): a second deployment
+there refuses, naming this one. With `supervise`, a child (or the embedded nats-server) that
+exits unasked is started again, as a process manager does (`RestartPolicy`); the others keep
+running, and a job in flight goes on (its state is in the log, its tasks in the TASKS stream).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
-from muster.bus.server import NatsServer, free_port
+from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port
 
 READY = b'"started"'
+SERVER = "nats-server"
 
 
 class StartError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """A process that exits unasked starts again after `backoff_s`, doubling up to
+    `max_backoff_s`; after `burst` exits within `window_s` it is left down and reported
+    (systemd's StartLimitBurst / StartLimitIntervalSec, supervisord's startretries)."""
+
+    backoff_s: float = 0.5
+    max_backoff_s: float = 8.0
+    burst: int = 5
+    window_s: float = 60.0
+
+    def delay(self, exits: int) -> float:
+        return float(min(self.max_backoff_s, self.backoff_s * 2 ** (exits - 1)))
 
 
 @dataclass
@@ -32,10 +57,42 @@ class Child:
     copier: asyncio.Task[None] | None = None
     args: list[str] = field(default_factory=list)
     """The `muster` arguments it was started with (a restart uses the same)."""
+    stopping: bool = False
+    """Asked to exit (stop, kill by a fault test, retire): not a crash."""
+    retired: bool = False
+    """It leaves the deployment when it exits (`Deployment.retire`)."""
+    last_line: str = ""
+    """Its last log line: why it exited during start."""
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+
+def exit_text(code: int | None) -> str:
+    if code is None:
+        return "did not start"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def port_free(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:`port` now (as aiohttp binds: SO_REUSEADDR)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _stderr(message: str) -> None:
+    print(f"[muster] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -51,21 +108,50 @@ class Deployment:
     """Processes per service (default 1); several are named `<service>-1`, `<service>-2`..."""
     extra_args: dict[str, list[str]] = field(default_factory=dict)
     """More options, by service (`planner`) or by process name (`provisioner-2`)."""
+    supervise: bool = False
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    notify: Callable[[str], None] = _stderr
+    """Told of every restart and every process given up on (one sentence each)."""
+    given_up: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.lock = DataDirLock(self.data_dir)
+        self._supervisors: dict[str, asyncio.Task[None]] = {}
+        self._stopping = asyncio.Event()
+        self._fatal: asyncio.Future[str] | None = None
+        self._started_at = ""
+
+    @property
+    def started(self) -> bool:
+        """It holds the data directory (a failed start has already stopped what it began)."""
+        return self.lock.held
 
     @property
     def tracker_url(self) -> str:
         return f"http://127.0.0.1:{self.tracker_port}"
 
     async def start(self) -> None:
-        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
-        if not self.nats_url:
-            self.server = await NatsServer(self.data_dir / "nats").start()
-            self.nats_url = self.server.url
-        (self.data_dir / "nats.url").write_text(self.nats_url)
-        self.tracker_port = self.tracker_port or free_port()
-        (self.data_dir / "tracker.url").write_text(self.tracker_url)
+        self.lock.acquire()  # DataDirBusy (a ServerError) names the deployment that has it
+        self._stopping.clear()
+        self._fatal = asyncio.get_running_loop().create_future()
+        self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
+            (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+            if self.tracker_port and not port_free(self.tracker_port):
+                raise StartError(f"tracker port {self.tracker_port} on 127.0.0.1 is taken by another program: "
+                                 "pass another --tracker-port, or 0 for any free one")
+            if not self.nats_url:
+                self.server = NatsServer(self.data_dir / "nats", hold_fds=(self.lock.fileno(),))
+                await self.server.start()
+                self.nats_url = self.server.url
+            (self.data_dir / "nats.url").write_text(self.nats_url)
+            self.tracker_port = self.tracker_port or free_port()
+            (self.data_dir / "tracker.url").write_text(self.tracker_url)
             await asyncio.gather(*(self._spawn(name, args) for name, args in self.commands().items()))
+            self._describe()
+            if self.supervise:
+                for name in [SERVER] * (self.server is not None) + [c.name for c in self.children]:
+                    self._watch(name)
         except BaseException:
             await self.stop()
             raise
@@ -94,9 +180,18 @@ class Deployment:
                 return c
         raise KeyError(name)
 
+    def _describe(self) -> None:
+        """Who holds the data directory, for the next `muster up` there and for operators."""
+        processes = {c.name: c.pid for c in self.children}
+        if self.server is not None and self.server.process is not None:
+            processes = {SERVER: self.server.process.pid, **processes}
+        self.lock.describe(pid=os.getpid(), nats_url=self.nats_url, tracker_url=self.tracker_url,
+                           started_at=self._started_at, processes=processes)
+
     async def kill(self, name: str) -> int:
-        """kill -9 one child by its PID (fault tests); returns the PID."""
+        """kill -9 one child by its PID (fault tests; it is not restarted); returns the PID."""
         child = self.child(name)
+        child.stopping = True
         # Through the process handle, never a bare PID: a reaped child's PID may belong to
         # someone else by now.
         if child.process.returncode is None:
@@ -111,14 +206,37 @@ class Deployment:
         """Start a child that was killed again, with the same arguments (or `args`)."""
         if any(c.name == name for c in self.children):
             raise StartError(f"{name} is running")
-        await self._spawn(name, args if args is not None else self.commands()[name])
-        return self.child(name)
+        child = await self._spawn(name, args if args is not None else self.commands()[name])
+        self._describe()
+        if self.supervise:
+            self._watch(name)
+        return child
 
-    async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> None:
+    async def add(self, name: str, args: list[str]) -> Child:
+        """Start one more child (say `provisioner-3`, for an autoscaler), supervised like the
+        others."""
+        return await self.restart(name, args)
+
+    def retire(self, name: str) -> None:
+        """The child's next exit is expected (a drained provisioner exits on its own): it is
+        not restarted, and it leaves `children` then."""
+        child = self.child(name)
+        child.stopping = child.retired = True
+        if child.process.returncode is not None:
+            self._leave(child)
+
+    def _leave(self, child: Child) -> None:
+        if child in self.children:
+            self.children.remove(child)
+            self._describe()
+            self.notify(f"{child.name} has left, as asked ({exit_text(child.process.returncode)})")
+
+    async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> Child:
         env = {**os.environ, "NATS_URL": self.nats_url or "", "MUSTER_LOG_LEVEL": os.environ.get("MUSTER_LOG_LEVEL", "INFO")}
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
+            pass_fds=(self.lock.fileno(),),  # the lock lasts while any of our processes does
         )
         child = Child(name, process, self.data_dir / "logs" / f"{name}.log", args=list(args))
         self.children.append(child)
@@ -128,6 +246,7 @@ class Deployment:
             await asyncio.wait_for(ready, timeout)
         except TimeoutError:
             raise StartError(f"{name} did not start within {timeout:.0f}s; see {child.log_path}") from None
+        return child
 
     async def _copy(self, child: Child, ready: asyncio.Future[None]) -> None:
         assert child.process.stderr is not None
@@ -135,13 +254,119 @@ class Deployment:
             async for line in child.process.stderr:
                 log.write(line)
                 log.flush()
+                if line.strip():
+                    child.last_line = line.decode(errors="replace").strip()
                 if not ready.done() and READY in line:
                     ready.set_result(None)
         if not ready.done():
-            ready.set_exception(StartError(f"{child.name} exited during start; see {child.log_path}"))
+            ready.set_exception(StartError(f"{child.name} exited during start{_why(child.last_line)}; see {child.log_path}"))
+
+    # -- supervision -----------------------------------------------------------------------
+
+    def _watch(self, name: str) -> None:
+        self._supervisors[name] = asyncio.create_task(self._supervise(name), name=f"supervise-{name}")
+
+    async def _supervise(self, name: str) -> None:
+        """Wait for `name` to exit; unless asked to, start it again after a backoff, or give
+        up after `policy.burst` exits within `policy.window_s`."""
+        loop = asyncio.get_running_loop()
+        exits: list[float] = []
+        while True:
+            asked, code, log_path = await self._exited(name)
+            if asked:
+                return
+            now = loop.time()
+            exits = [t for t in exits if now - t < self.policy.window_s] + [now]
+            if len(exits) >= self.policy.burst:
+                self._give_up(name, code, len(exits), log_path)
+                return
+            delay = self.policy.delay(len(exits))
+            self.notify(f"{name} exited ({exit_text(code)}); restarting it in {delay:g} s; see {log_path}")
+            try:
+                await asyncio.wait_for(self._stopping.wait(), delay)
+                return
+            except TimeoutError:
+                pass
+            pid = await self._start_again(name)
+            if pid is not None:
+                self.notify(f"{name} is running again (pid {pid})")
+                self._describe()
+
+    async def _exited(self, name: str) -> tuple[bool, int | None, Path]:
+        """The exit code of `name`'s current process when it exits (None: it never started),
+        and whether we asked it to."""
+        if name == SERVER:
+            server = self.server
+            assert server is not None and server.log_path is not None
+            proc = server.process
+            code = None if proc is None else await proc.wait()
+            return self._stopping.is_set(), code, server.log_path
+        child = self.child(name)
+        code = await child.process.wait()
+        if child.copier is not None:
+            await asyncio.gather(child.copier, return_exceptions=True)
+        if child.retired:
+            self._leave(child)
+        return child.stopping or self._stopping.is_set(), code, child.log_path
+
+    async def _start_again(self, name: str) -> int | None:
+        """Start `name` again (same arguments; the server on the same port and store). A
+        failed start is reported and counts as one more exit."""
+        try:
+            if name == SERVER:
+                assert self.server is not None
+                await self.server.start()
+                assert self.server.process is not None
+                return self.server.process.pid
+            old = self.child(name)
+            self.children.remove(old)
+            return (await self._spawn(name, old.args)).pid
+        except (StartError, ServerError) as err:
+            self.notify(f"{name} failed to start again: {err}")
+            if name != SERVER:
+                child = self.child(name)
+                if child.process.returncode is None:  # hung in its start: count it as an exit
+                    child.process.kill()
+            return None
+
+    def _give_up(self, name: str, code: int | None, exits: int, log_path: Path) -> None:
+        last = exit_text(code)
+        if name == SERVER:
+            message = (f"{name} exited {exits} times within {self.policy.window_s:g} s (last: {last}); "
+                       f"nothing works without it, so everything stops; see {log_path}")
+            if self._fatal is not None and not self._fatal.done():
+                self._fatal.set_result(message)
+        else:
+            message = (f"{name} exited {exits} times within {self.policy.window_s:g} s (last: {last}); giving up "
+                       f"on it, the others keep running; see {log_path}")
+        self.given_up[name] = message
+        self.notify(message)
+
+    async def wait_failed(self) -> str:
+        """Returns (a sentence) when the deployment cannot go on: supervised, when the
+        nats-server was given up on; unsupervised, when any child exits."""
+        if self.supervise:
+            assert self._fatal is not None
+            return await self._fatal
+        waits = {asyncio.ensure_future(c.process.wait()): c for c in self.children if not c.retired}
+        try:
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        child = waits[done.pop()]
+        return f"{child.name} exited unexpectedly ({exit_text(child.process.returncode)}); see {child.log_path}"
+
+    # -- stopping --------------------------------------------------------------------------
 
     async def stop(self, timeout: float = 15.0) -> None:
+        self._stopping.set()
+        supervisors, self._supervisors = list(self._supervisors.values()), {}
+        for task in supervisors:
+            task.cancel()
+        await asyncio.gather(*supervisors, return_exceptions=True)
         for child in self.children:
+            child.stopping = True
             if child.process.returncode is None:
                 child.process.send_signal(signal.SIGTERM)
         for child in self.children:
@@ -156,13 +381,16 @@ class Deployment:
         if self.server is not None:
             await self.server.stop()
             self.server = None
+        self.lock.release()
 
-    async def wait_for_exit(self) -> Child:
-        """Returns the first child that exits (which is a failure while running)."""
-        waits = {asyncio.ensure_future(c.process.wait()): c for c in self.children}
-        try:
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-        return waits[done.pop()]
+
+def _why(line: str) -> str:
+    """The reason in a child's last (JSON) log line, if it gave one."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return f": {line.removeprefix('Error: ')[:200]}" if line else ""
+    if not isinstance(record, dict):
+        return ""
+    reason = record.get("error") or record.get("event") or ""
+    return f": {str(reason)[:200]}" if reason else ""

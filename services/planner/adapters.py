@@ -13,6 +13,22 @@ from contracts.layout import Layout
 from .ports import NoLayout, SolverUnavailable
 
 
+class NatsWorkers:
+    """Live provisioners, from their presence records (one direct get, no consumer)."""
+
+    def __init__(self, nc: Client, timeout: float = 3.0) -> None:
+        self.nc, self.timeout = nc, timeout
+
+    async def serving(self, tenant: str, provisioner_class: str) -> int | None:
+        from services.provisioner.presence import live_provisioners
+
+        try:
+            live = await live_provisioners(self.nc, tenant=tenant, provisioner_class=provisioner_class, timeout=self.timeout)
+        except Exception:  # noqa: BLE001 - a warning we cannot give is no reason to refuse
+            return None
+        return sum(not p.draining for p in live)
+
+
 class NatsSolver:
     """Dry runs: the solvers' request/reply subject (`muster.q.<tenant>.solve`)."""
 

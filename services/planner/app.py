@@ -18,10 +18,10 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
-from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
-from muster.ports.eventlog import EventLog, Recorded
+from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
+from muster.snapshots import SnapshotSource
 
 from . import leases
 from .config import Hooks, PlannerConfig
@@ -34,7 +34,7 @@ from .domain.saga import Chain, Effects
 from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
-from .ports import CatalogSource, LogCatalogs, Solver
+from .ports import CatalogSource, LogCatalogs, Solver, Workers
 from .requests import RequestContext, Requests
 from .state import PlannerState
 from .timers import Timers
@@ -47,10 +47,11 @@ log = structlog.get_logger("muster.planner")
 class Planner:
     def __init__(self, log: EventLog, queue: TaskQueue, *, config: PlannerConfig | None = None,
                  catalogs: CatalogSource | None = None, solver: Solver | None = None,
-                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None) -> None:
+                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None,
+                 snapshots: SnapshotSource | None = None, workers: Workers | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
-        self.state = PlannerState(log, catalogs or LogCatalogs(log))
+        self.state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, self.config.snapshot_every)
         self.limits = Limits(self._provider_limit, self.config.tenant_limits, self.config.tenant_limit)
         # Concurrency limits after the hooks' own policy (a pool's grant): they count what is queued.
         hooks = hooks or Hooks()
@@ -60,7 +61,7 @@ class Planner:
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
         self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps,
                                    self.limits)
-        self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks)
+        self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks, workers)
         self.leases = leases.LeaseExpiry(self.state.clusters, self.timers, self.hooks.owns,
                                          lambda ctx: self.requests.handle(ctx, system=True))
 
@@ -93,12 +94,12 @@ class Planner:
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
                 leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
-                history = await self.state.job_history(cluster.tenant, cluster.job_id)
-                job = rebuild(Job, history)
+                job, history = await self.state.load_job(cluster.tenant, cluster.job_id)
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.jobs[cluster.job_id] = job
-                if not job.is_final:
+                if not job.is_final and history is not None:
+                    job = await self._adopt(job)
                     queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]
                     times = {(r.event.task_id, r.event.attempt): r.time for r in queued}
                     open_jobs.append((job, cluster, times, min((r.seq for r in queued), default=1)))
@@ -108,6 +109,21 @@ class Planner:
             for job, cluster, times, since in open_jobs:
                 await self._resume_job(job, cluster, times, since)
         log.info("resumed", clusters=len(clusters), open=len(open_jobs))
+
+    async def _adopt(self, job: Job) -> Job:
+        """Record that this planner owns the open job now (the tracker names it as the job's
+        owner), when another one drove it before (a restart: planners are named per process).
+        A refused append (another planner wrote first) leaves the log's view in place."""
+        previous = job.planner
+        if job.adopt(self.config.instance):
+            try:
+                await self.state.save_job(job)
+            except ConcurrencyError:
+                await self.state.reload(job.tenant, str(job.id), job.cluster_id)
+                log.warning("job adopted by another planner first", job_id=str(job.id))
+                return self.jobs[str(job.id)]
+            log.info("job adopted", job_id=str(job.id), previous=previous)
+        return job
 
     async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime], since_seq: int) -> None:
         if job.planned:

@@ -25,11 +25,14 @@ class PlannerConfig:
     solve_timeout_s: float = 30.0
     ack_wait_s: float = 30.0
     replicas: int = 1
-    """Replicas of the buckets the planner declares (the nodes maps, the leases)."""
+    """Replicas of the buckets the planner declares (the nodes maps, the leases, the snapshots)."""
     shards: int = 16
     """Shards the clusters are split into; every planner must use the same number."""
     lease_ttl_s: float = 10.0
     """A dead planner's shards are taken over this long after its last lease renewal."""
+    snapshot_every: int = 100
+    """Events of a cluster or job between two of its snapshots (0: no snapshots; resume folds
+    every event)."""
     tenant_limit: int | None = None
     """Tasks of one tenant in flight at once (None: no limit); `tenant_limits` per tenant."""
     tenant_limits: dict[str, int] = field(default_factory=dict)

@@ -21,11 +21,12 @@ from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
+from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
 
-from .adapters import NatsSolver
+from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
@@ -39,7 +40,8 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), hooks=hooks)
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), hooks=hooks, workers=NatsWorkers(nc),
+                   snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None)
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
@@ -54,6 +56,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     sharding = Sharding(nc, planner, leases)
     planner.sharding = sharding  # type: ignore[attr-defined]
     stack.callback(planner.timers.cancel_all)
+    if planner.state.snapshotter is not None:
+        stack.callback(planner.state.snapshotter.close)
 
     subs: list[Any] = []
     for reply in REPLIES:

@@ -26,6 +26,13 @@ class LogCatalogs:
         return await read_catalog(self.log, tenant)  # type: ignore[arg-type]
 
 
+class Workers(Protocol):
+    async def serving(self, tenant: str, provisioner_class: str) -> int | None:
+        """How many live provisioners take this tenant's tasks of this class now (None: the
+        presence records could not be read)."""
+        ...
+
+
 class NoLayout(Exception):
     """The solver answered: no layout satisfies the request (the message says why)."""
 

@@ -4,7 +4,8 @@ A request arrives as a `RequestContext` (tenant, verb, body and, once identities
 authenticated principal). Admission loads the facts the operation's rules need (the cluster,
 its current job, the catalog), runs the hooks' checks and the rules the operations table lists,
 and either refuses with a reason or records the job. A dry run makes the same decisions and
-records nothing.
+records only its plan (`previews.py`); `ApplyPlan` runs a saved one; `ExtendLease` records a
+cluster's new lease and starts no job (`leases.py`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,11 @@ from contracts.commands import (
     RollbackCluster,
 )
 from contracts.errors import describe_validation_error
-from contracts.events import PlanSaved
-from contracts.limits import MAX_REQUEST_BYTES, json_size, over_budget
+from contracts.events import ClusterNameClaimed, PlanSaved
+from contracts.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth, json_size, over_budget
+from contracts.records import Append
+from contracts.secrets import refused as refused_secrets
+from contracts.secrets import secrets_in_clear
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
@@ -43,9 +47,9 @@ from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
-from .domain.saga import control
+from .domain.saga import control, queue_class
 from .execution import Execution
-from .ports import Solver
+from .ports import Solver, Workers
 from .previews import Preview, Previews
 from .state import PlannerState
 
@@ -69,11 +73,22 @@ class RequestContext:
 
 def parse(verb: str, data: bytes) -> Any:
     try:
-        body = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise Refused(f"request body is not JSON: {err}") from None
+        # As UTF-8, always: json.loads(bytes) guesses UTF-16/32 from NUL bytes and then blames a codec.
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise Refused(f"request body is not UTF-8 JSON: byte {err.start} ({data[err.start:err.start + 1]!r}) is not UTF-8") from None
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise Refused(f"request body nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}")
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise Refused(f"request body is not UTF-8 JSON: {err}") from None
     if not isinstance(body, dict):
         raise Refused("request body must be a JSON object")
+    in_clear = secrets_in_clear(body)
+    if in_clear:  # before anything else reads it: no answer, log line or event may echo it
+        raise Refused(refused_secrets(in_clear, "the request"))
     if len(data) > MAX_REQUEST_BYTES:  # after parsing: the reason can name the field to blame
         biggest = max(body, key=lambda k: json_size(body[k]), default="")
         raise Refused(f"request {over_budget('body', len(data), MAX_REQUEST_BYTES)}"
@@ -90,9 +105,31 @@ def parse(verb: str, data: bytes) -> Any:
         raise Refused(f"invalid {expected}: {describe_validation_error(err)}") from None
 
 
+CONTROL_EVENT = {"PauseJob": "JobPaused", "ResumeJob": "JobResumed", "CancelJob": "JobCancelRequested", "RetryJob": "JobRetried"}
+EVENT_CONTROL = {e: c for c, e in CONTROL_EVENT.items()}
+
+
+def same_request(known: Job, cmd: Any) -> None:
+    """A request whose idempotency key made `known` is a retry only if it is the same request;
+    another one under the same key is refused, naming the first job (as payment APIs do), never
+    answered with a job it did not ask for."""
+    again = cmd.model_dump(mode="json")
+    try:  # the first one as today's contracts read it (defaults added since then included)
+        first = COMMAND_ADAPTER.validate_python(known.request).model_dump(mode="json")
+    except ValidationError:
+        first = known.request
+    if first != again:
+        differ = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
+        raise Refused(f"request_id {cmd.request_id!r} was used already, for job {known.id} ({known.operation} of "
+                      f"cluster {known.cluster_id}), with a different request (it differs in {', '.join(differ)}): "
+                      "send that same request again to get that job, or use a new request_id")
+
+
 class Requests:
-    def __init__(self, state: PlannerState, execution: Execution, solver: Solver | None, config: PlannerConfig, hooks: Hooks) -> None:
+    def __init__(self, state: PlannerState, execution: Execution, solver: Solver | None, config: PlannerConfig, hooks: Hooks,
+                 workers: Workers | None = None) -> None:
         self.state, self.execution, self.solver, self.config, self.hooks = state, execution, solver, config, hooks
+        self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> Accepted | Rejected | DryRun | LeaseExtended:
@@ -136,10 +173,13 @@ class Requests:
             raise Refused(f"cluster {cluster_id!r} belongs to another planner")
         known = await self.state.find_job(ctx.tenant, job_id)
         if known is not None and not cmd.dry_run:
+            if pin is None:  # a saved plan's job is named by the plan, not by a request_id
+                same_request(known, cmd)
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         catalog = await self.state.catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal)
         self._check(op, facts)
+        await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=not cmd.dry_run)
         job = self._new_job(ctx, facts, cluster_id, pin)
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd))
         leases.start(cluster, facts, ctx.by(cmd), self.execution.timers)
@@ -164,7 +204,40 @@ class Requests:
         else:
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, catalog, cmd))
         log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cluster_id)
+        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=await self._waits_for_workers(cluster))
+
+    async def _claim_name(self, tenant: str, name: str, cluster_id: str, job_id: str, record: bool) -> None:
+        """Cluster names are unique in a tenant among clusters not deleted. The holder of a name
+        is the last claim on its subject; a claim is appended fenced by that subject's sequence,
+        so of two creates racing for a name (on two planners, say) one is refused."""
+        subject = subjects.cluster_name_events(tenant, name)
+        history = await self.state.log.read(subject)
+        last = history[-1] if history else None
+        if last is not None and last.event.cluster_id == cluster_id:
+            return  # this create again (a retry)
+        if last is not None:
+            holder = rebuild(Cluster, await self.state.log.read(subjects.cluster_events(tenant, last.event.cluster_id)))
+            if holder is not None and holder.status != "deleted":
+                raise Refused(f"cluster name {name!r} is taken in tenant {tenant!r} by cluster {holder.id} ({holder.status}): "
+                              "pick another name, or delete that cluster first")
+        if not record:
+            return
+        claim = ClusterNameClaimed(name=name, cluster_id=cluster_id, job_id=job_id)
+        try:
+            await self.state.log.append(subject, [Append(claim, msg_id=f"{subject}:{cluster_id}")],
+                                        expect_last_seq=last.seq if last is not None else 0)
+        except ConcurrencyError:
+            raise Refused(f"cluster name {name!r} was taken in tenant {tenant!r} by another create just now: "
+                          "pick another name") from None
+
+    async def _waits_for_workers(self, cluster: Cluster) -> list[str]:
+        """Accepted all the same (a provisioner may register any moment), but the requester is
+        told when nobody would take the job's tasks now."""
+        klass = queue_class(cluster, self.config.settings)
+        if self.workers is None or await self.workers.serving(cluster.tenant, klass) != 0:
+            return []
+        return [f"no live provisioner serves tenant {cluster.tenant!r} (class {klass!r}): the job's tasks wait until "
+                f"one registers, and each attempt times out after {self.config.task_timeout_s:g} s"]
 
     def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str, pin: PlanSaved | None = None) -> Job:
         return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts,
@@ -180,8 +253,11 @@ class Requests:
         if not self.hooks.owns(tenant, cmd.cluster_id):
             raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
         job_id = self._job_id(tenant, cmd, pin)
-        if await self.state.find_job(tenant, job_id) is not None and not cmd.dry_run:
-            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, duplicate=True)
+        known = await self.state.find_job(tenant, job_id)
+        if known is not None and not cmd.dry_run:
+            if pin is None:  # a saved plan's job is named by the plan, not by a request_id
+                same_request(known, cmd)
+            return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
                       source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None)
@@ -197,7 +273,7 @@ class Requests:
             await self._accept(job, cluster)
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, facts.catalog, cmd))
             log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
-            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
+            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
         else:
             preview = await self.previews.preview(job, cluster, facts)
         # The plan is recorded with the job: a job recorded without its plan would wait forever.
@@ -205,7 +281,7 @@ class Requests:
         await self._accept(job, cluster)
         await self._start(job, cluster, facts, preview)
         log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id)
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
 
     async def _accept(self, job: Job, cluster: Cluster) -> None:
         # The cluster's pointer to its job first: see Planner.resume.
@@ -255,7 +331,11 @@ class Requests:
         if not self.hooks.owns(ctx.tenant, job.cluster_id):
             raise Refused(f"cluster {job.cluster_id!r} belongs to another planner")
         cluster = self.state.clusters[job.cluster_id]
-        if cmd.request_id and cmd.request_id in job.control_requests:
+        first = job.control_requests.get(cmd.request_id or "")
+        if first is not None:
+            if first != CONTROL_EVENT[cmd.type]:
+                raise Refused(f"request_id {cmd.request_id!r} was used already, to {VERB_OF[EVENT_CONTROL[first]]} job "
+                              f"{cmd.job_id}: send that same request again, or use a new request_id")
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
         catalog = await self.state.catalog(job.tenant)
         effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.hooks.dispatch)

@@ -1,7 +1,7 @@
 """What a task becomes before a plugin sees it, and what a plugin's outcome may weigh.
 
 The cluster config's macros (`%host.service.x%`...) are expanded here too, once the nodes map
-is back (`macros.py`): a macro that cannot be expanded fails the attempt naming it.
+is back (`muster/macros.py`, pure: the catalog validates with it too): a macro that cannot be expanded fails the attempt naming it.
 
 A task message carries the key of the cluster's nodes map (`nodes_ref`), not the map: this
 resolves it from the KV bucket `nodemaps` (contracts/nodemaps.py) and puts the map back, so a
@@ -23,8 +23,7 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
 from contracts.limits import MAX_RESULT_BYTES, check_size
 from contracts.nodemaps import BUCKET, NodeChunk, NodeManifest
 from contracts.tasks import NodeInfo, TaskMessage, TaskOutcome
-
-from .macros import MacroError, expand_task
+from muster.macros import MacroError, expand_task
 
 CACHED_CHUNKS = 4096
 CACHED_MAPS = 8
@@ -79,7 +78,7 @@ class NodesResolver:
             except MapMissing as err:
                 return TaskOutcome(ok=False, error=str(err))
             task = task.model_copy(update={"nodes": nodes, "nodes_ref": None})
-        try:  # with the whole map at hand: Coopr's config macros (macros.py)
+        try:  # with the whole map at hand: Coopr's config macros (muster/macros.py)
             task = expand_task(task)
         except MacroError as err:
             return TaskOutcome(ok=False, error=str(err))

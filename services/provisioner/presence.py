@@ -1,6 +1,7 @@
 """Provisioner registration and presence, and the read API the planner and tracker use.
 
-Presence is the JetStream KV bucket `presence` (memory storage). Key `provisioner.<id>` holds a
+Presence is the JetStream KV bucket `presence` (file storage: it survives a nats-server restart,
+as the provisioners do; and a writer that finds it gone creates it again). Key `provisioner.<id>` holds a
 `ProvisionerPresence` record. Every write carries a per-message TTL (`Nats-TTL`), so each
 provisioner chooses its own TTL; the bucket places a marker when an entry expires, so a watcher
 sees a dead provisioner go (`expired`) as well as a clean one (`left`: the key is deleted). The
@@ -71,7 +72,7 @@ async def presence_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
         history=1,
         ttl=MAX_TTL_S,
         limit_marker_ttl=MARKER_TTL_S,
-        storage=StorageType.MEMORY,
+        storage=StorageType.FILE,
         replicas=replicas,
         direct=True,
     )
@@ -275,6 +276,9 @@ class Presence:
             await self.refresh()
             return True
         except Exception as err:  # noqa: BLE001 - the bus is away; the refresher tries again
+            # The bucket may be what is gone (a server that lost its store, a memory bucket
+            # of an older deployment after a restart): the next try declares it again.
+            self._bucket_ready = False
             log.warning("presence refresh failed", error=str(err) or type(err).__name__, retry_in_s=RETRY_S)
             return False
 

@@ -72,6 +72,7 @@ class JobStatus(_Out):
     layout: Layout | None
     tasks: list[TaskStatus]
     source: Literal["owner", "log"]
+    warnings: list[str] = Field(default_factory=list, description="why a running job may not move (no live provisioner serves its tenant)")
 
 
 class TaskLocation(_Out):
@@ -266,7 +267,11 @@ ROUTES: tuple[Route, ...] = (
 )
 
 ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "No such job or cluster in this tenant.",
-              503: "NATS is unreachable."}
+              503: "NATS is unreachable.",
+              414: "The request target (path and query string) is over 8192 bytes.",
+              431: "A header (named in `error.parameter`) is over 8192 bytes."}
+ANY_ROUTE_ERRORS = (414, 431)
+"""Answered on every route, before it runs (the tracker's guard)."""
 
 
 def openapi() -> dict[str, Any]:
@@ -282,7 +287,7 @@ def openapi() -> dict[str, Any]:
         else:
             ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
         responses: dict[str, Any] = {"200": ok}
-        for status in r.errors:
+        for status in (*r.errors, *ANY_ROUTE_ERRORS):
             responses[str(status)] = {"description": ERROR_TEXT[status],
                                       "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
         for status_text, model in r.extra.items():

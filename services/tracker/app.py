@@ -154,9 +154,29 @@ class Tracker:
         if self.on_answer is not None:
             self.on_answer("owner" if view is not None else "log")
         if view is None:
-            return status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
-        locations = await self.task_locations(tenant, job_id, view)
-        return compose(view, locations, await self.layout(tenant, job_id, view), "owner")
+            status = status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
+        else:
+            locations = await self.task_locations(tenant, job_id, view)
+            status = compose(view, locations, await self.layout(tenant, job_id, view), "owner")
+        if status is not None:
+            status["warnings"] = await self.warnings(tenant, status)
+        return status
+
+    async def warnings(self, tenant: str, status: dict[str, Any]) -> list[str]:
+        """Why a running job may not move: its tasks are queued and no live provisioner serves
+        its tenant (read now, from the presence records)."""
+        queued = int(status.get("counts", {}).get("queued", 0))
+        if status.get("state") != "running" or not queued:
+            return []
+        from services.provisioner.presence import live_provisioners
+
+        try:
+            live = [p for p in await live_provisioners(self.nc, tenant=tenant, timeout=3.0) if not p.draining]
+        except Exception:  # noqa: BLE001 - no warning rather than no status
+            return []
+        if live:
+            return []
+        return [f"no live provisioner serves tenant {tenant!r}: {queued} queued task(s) wait until one registers"]
 
     async def layout(self, tenant: str, job_id: str, view: dict[str, Any]) -> Any:
         """The job's layout from the index; from the log if the index has none yet (a job
@@ -188,9 +208,10 @@ class Tracker:
         requested = next((r for r in job if r.type == "JobRequested"), None)
         if requested is None:
             return None
+        owned = [r for r in job if r.type in ("JobRequested", "JobAdopted")][-1]  # a restarted planner adopts
         tasks = task_records(task_history)
-        return {"job_id": job_id, "cluster_id": requested.event.cluster_id, "owner": requested.event.planner,
-                "owner_seq": requested.seq, "source": "log", "tasks": [task_location(r) for _, r in sorted(tasks.items())]}
+        return {"job_id": job_id, "cluster_id": requested.event.cluster_id, "owner": owned.event.planner,
+                "owner_seq": owned.seq, "source": "log", "tasks": [task_location(r) for _, r in sorted(tasks.items())]}
 
     async def job_events(self, tenant: str, job_id: str, after: int, limit: int) -> Page | None:
         merged: dict[int, Recorded] = {}

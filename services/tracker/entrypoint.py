@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from contextlib import AsyncExitStack
 
@@ -13,9 +14,15 @@ from nats.aio.client import Client
 from muster.bus.eventstore import EventStore
 from muster.runtime.service import main_for
 
-from .http import make_app
+from .http import PARSER_LIMIT, make_app
 
 log = structlog.get_logger("muster.tracker")
+
+
+def port_problem(err: OSError) -> str:
+    if err.errno == errno.EADDRINUSE:
+        return "the port is taken by another program (pick another with --port, or 0 for any free one)"
+    return err.strerror or str(err)
 
 
 @click.command("tracker")
@@ -31,11 +38,14 @@ def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_a
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         app = make_app(EventStore(nc), owner_timeout=owner_timeout, max_age=max_age, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(app, access_log=None, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
         stack.push_async_callback(runner.cleanup)
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as err:  # one sentence (the supervisor shows it), not a traceback
+            raise click.ClickException(f"cannot listen on {host}:{port}: {port_problem(err)}") from None
         bound = runner.addresses[0] if runner.addresses else (host, port)
         log.info("listening", url=f"http://{bound[0]}:{bound[1]}")
 

@@ -32,6 +32,15 @@ from .routing import ROUTES, IndexFeeder
 
 log = structlog.get_logger("muster.tracker")
 
+MAX_TARGET_BYTES = 8192
+"""The longest request target (path and query string) and header the API takes: ids and a
+few filters fit many times over. Longer ones are answered 414 / 431 in the JSON error shape."""
+PARSER_LIMIT = 65536
+"""For the runner (`web.AppRunner(app, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)`): aiohttp's own limits (8190 bytes)
+answer in plain text before any middleware runs, so they are set above MAX_TARGET_BYTES and
+the guard gives the JSON answer. Past 64 KiB aiohttp's plain-text 400 remains (docs/tracker.md)."""
+
+
 # -- handlers ------------------------------------------------------------------------------------
 
 
@@ -134,7 +143,7 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
     route = resource.canonical if resource is not None else "unmatched"
     started = time.perf_counter()
     try:
-        response = await handler(request)
+        response = too_long(request) or await handler(request)
     except BadParameter as err:
         response = error(400, str(err), err.parameter)
     except web.HTTPException as err:  # the router's 404 and 405
@@ -151,6 +160,17 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
     m.requests.labels(request.method, route, str(response.status)).inc()
     m.latency.labels(route).observe(time.perf_counter() - started)
     return response
+
+
+def too_long(request: web.Request) -> web.Response | None:
+    target = len(request.raw_path.encode())
+    if target > MAX_TARGET_BYTES:
+        what = "query string" if "?" in request.raw_path else "path"
+        return error(414, f"the request target is {target} bytes long; the limit is {MAX_TARGET_BYTES} bytes", what)
+    for name, value in request.headers.items():
+        if len(name) + len(value) > MAX_TARGET_BYTES:
+            return error(431, f"header {name[:80]} is {len(value)} bytes long; the limit is {MAX_TARGET_BYTES} bytes", name[:80])
+    return None
 
 
 # -- the app -------------------------------------------------------------------------------------

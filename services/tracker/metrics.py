@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from contracts import subjects
-from muster.scaling import ClassScaling, by_class
+from muster.scaling import ClassScaling, by_class, unserved
 
 log = structlog.get_logger("muster.tracker")
 
@@ -163,11 +163,14 @@ class WorkerScaling:
         self.nc = nc
         self.planners = planners
         self.classes: dict[str, ClassScaling] = {}
+        self.unserved: dict[tuple[str, str], int] = {}
 
     async def refresh(self) -> None:
         from services.provisioner.presence import live_provisioners
 
-        self.classes = by_class(self.planners.answers, await live_provisioners(self.nc))
+        live = await live_provisioners(self.nc)
+        self.classes = by_class(self.planners.answers, live)
+        self.unserved = unserved(self.planners.answers, live)
 
     def collect(self) -> Iterator[Metric]:
         families = {
@@ -180,3 +183,8 @@ class WorkerScaling:
             for field_name, family in families.items():
                 family.add_metric([name], float(getattr(c, field_name)))
         yield from families.values()
+        waiting = GaugeMetricFamily("muster_tasks_unserved", "Tasks queued for a tenant and class no live provisioner serves",
+                                    labels=["tenant", "class"])
+        for (tenant, klass), n in sorted(self.unserved.items()):
+            waiting.add_metric([tenant, klass], float(n))
+        yield waiting

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -22,6 +23,8 @@ def print_status(body: dict[str, Any], console: Console) -> None:
     console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · stage {stage.get('current') or '-'} of {stage.get('total', 0)}")
     if body.get("error"):
         console.print(f"  error: {body['error']}")
+    for warning in body.get("warnings") or ():
+        console.print(f"  [yellow]warning:[/yellow] {escape(warning)}", highlight=False)
     if body.get("tasks"):
         table = Table(show_edge=False)
         for col in ("task", "state", "attempt", "node", "runs on"):

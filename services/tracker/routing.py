@@ -31,6 +31,7 @@ ROUTES = (
         "JobRetried": "on_location_event",
         "JobPaused": "on_location_event",
         "JobResumed": "on_location_event",
+        "JobAdopted": "on_location_event",
         "JobCancelRequested": "on_location_event",
         "TaskQueued": "on_location_event",
         "CleanupQueued": "on_location_event",

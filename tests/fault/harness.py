@@ -290,14 +290,14 @@ class FaultStack:
 
         return send
 
-    async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0) -> Any:
+    async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0, since_seq: int = 0) -> Any:
         """The job's final event. While a cluster elects a new leader for the stream, creating
         the consumer `MusterClient.wait` reads with times out (nats TimeoutError, after the
         JetStream API's 5 s): subscribe again, under the same overall deadline."""
         async with asyncio.timeout(timeout):
             while True:
                 try:
-                    return await self.client.wait(job_id, tenant=tenant, timeout=timeout)
+                    return await self.client.wait(job_id, tenant=tenant, timeout=timeout, since_seq=since_seq)
                 except NatsTimeout:
                     print(f"[harness] waiting for job {job_id}: the stream did not answer; subscribing again")
 

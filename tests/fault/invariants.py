@@ -67,6 +67,12 @@ class Report:
     late_results: int = 0
     """Provisioner outcomes of attempts the planner had already closed (recorded, ignored)."""
     compared: Counter[str] = field(default_factory=Counter)
+    lost: int = 0
+    """Attempts queued that never got an outcome (and whose job had not ended): goal 0."""
+    duplicates: int = 0
+    """Attempts dispatched twice, or with more than one outcome: goal 0."""
+    not_final: int = 0
+    """Jobs that did not reach a final state: goal 0."""
     problems: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
@@ -159,6 +165,7 @@ def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dic
         if job.is_final:
             report.jobs[job.state] += 1
         else:
+            report.not_final += 1
             report.problems.append(f"{name} did not reach a final state: {job.state}")
         if history[0].type != "JobRequested":
             report.problems.append(f"{name}: its story starts with {history[0].type}, not JobRequested")
@@ -174,6 +181,7 @@ def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dic
             if r.type in QUEUED:
                 key = (r.event.task_id, r.event.attempt)
                 if key in queued:
+                    report.duplicates += 1
                     report.problems.append(f"{name}: attempt {key[1]} of {key[0]} dispatched twice (seq {queued[key].seq} and {r.seq})")
                 queued[key] = r
                 report.attempts += 1
@@ -184,12 +192,14 @@ def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dic
         for key, r in queued.items():
             got = outcomes.get(key, [])
             if len(got) > 1:
+                report.duplicates += 1
                 report.problems.append(f"{name}: attempt {key[1]} of {key[0]} has {len(got)} outcomes: {[o.type for o in got]}")
             elif not got:
                 if last_final is not None and r.seq < last_final:
                     report.ended_in_flight.append(f"{name}: attempt {key[1]} of {key[0]} (queued at seq {r.seq}) "
                                                   f"was in flight when the job ended ({job.state}) at seq {last_final}")
                 else:
+                    report.lost += 1
                     report.problems.append(f"{name}: attempt {key[1]} of {key[0]} (seq {r.seq}) has no outcome")
         for key, got in outcomes.items():
             if key not in queued:

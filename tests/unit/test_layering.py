@@ -14,10 +14,12 @@ PURE = {
     "contracts (the wire)": (["contracts.commands", "contracts.events", "contracts.records", "contracts.subjects",
                               "contracts.errors", "contracts.catalog"], ("nats", "services", "muster", "eventsourcing")),
     "the read model": (["muster.readmodel.jobs", "muster.readmodel.progress", "muster.readmodel.status",
-                        "muster.readmodel.clusters", "muster.readmodel.timeline", "muster.readmodel.locations"],
+                        "muster.readmodel.clusters", "muster.readmodel.timeline", "muster.readmodel.locations",
+                        "muster.readmodel.observed"],
                        ("nats", "services", "eventsourcing", "aiohttp")),
     "the catalog's pure core": (["muster.catalog.validation", "muster.catalog.templates", "muster.catalog.files",
                                  "muster.catalog.sensitive", "muster.catalog.plugins"], ("nats", "services", "muster.bus")),
+    "config macros": (["muster.macros"], ("nats", "services", "muster.bus", "eventsourcing")),
     "the bus-less CLI front end": (["muster.cli_support"], ("nats", "services", "muster.bus", "muster.client")),
 }
 

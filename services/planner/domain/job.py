@@ -26,6 +26,7 @@ from contracts.catalog import Action, Service
 from contracts.events import (
     FINAL_JOB_STATES,
     CleanupQueued,
+    JobAdopted,
     JobCancelRequested,
     JobFailed,
     JobNeedsAttention,
@@ -101,7 +102,8 @@ class Job(Aggregate):
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
-        self.control_requests: set[str] = set()
+        self.control_requests: dict[str, str] = {}
+        """Idempotency key of each job control request -> the event it made (JobPaused...)."""
         self.batches: list[list[str]] = []
         self.tolerance = 0
         self._dispatch: _Dispatch | None = None
@@ -347,7 +349,7 @@ class Job(Aggregate):
     @event("JobPaused")
     def _paused(self, payload: JobPaused) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         self.paused = True
 
     def pause(self, by: str, request_id: str | None = None) -> bool:
@@ -359,19 +361,32 @@ class Job(Aggregate):
     @event("JobResumed")
     def _resumed(self, payload: JobResumed) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         self.paused = False
 
     def resume(self, by: str, request_id: str | None = None) -> bool:
-        if not self.paused:
+        # A paused job still finishes when its last tasks in flight do (found by the nemesis
+        # soak: a resume after that recorded JobResumed after JobSucceeded).
+        if self.is_final or not self.paused:
             return False
         self._resumed(JobResumed(job_id=str(self.id), by=by, request_id=request_id))
+        return True
+
+    @event("JobAdopted")
+    def _adopted(self, payload: JobAdopted) -> None:
+        self.planner = payload.planner
+
+    def adopt(self, planner: str) -> bool:
+        """This planner now drives the job (it resumed it after the previous owner stopped)."""
+        if self.is_final or self.planner == planner:
+            return False
+        self._adopted(JobAdopted(job_id=str(self.id), planner=planner, previous=self.planner))
         return True
 
     @event("JobCancelRequested")
     def _cancel_requested(self, payload: JobCancelRequested) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         self.cancel_requested = True
         self.paused = False
 
@@ -384,7 +399,7 @@ class Job(Aggregate):
     @event("JobRetried")
     def _retried(self, payload: JobRetried) -> None:
         if payload.request_id:
-            self.control_requests.add(payload.request_id)
+            self.control_requests[payload.request_id] = payload.type
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
         self._rollback_json = None

@@ -120,9 +120,9 @@ class Limits:
         """The limits a plan of these task actions will run under (the dry run shows them)."""
         out: dict[str, object] = {}
         limit = self.provider_limit(tenant, provider)
-        if limit is not None:
-            out["provider"] = {"name": provider, "maxconcurrent": limit,
-                               "tasks": sum(a in PROVIDER_ACTIONS for a in actions)}
+        tasks = sum(a in PROVIDER_ACTIONS for a in actions)
+        if limit is not None and tasks:
+            out["provider"] = {"name": provider, "maxconcurrent": limit, "tasks": tasks}
         if self.tenant_limit(tenant) is not None:
             out["tenant"] = self.tenant_limit(tenant)
         return out

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from typing import Any
 import structlog
 
 from contracts.catalog import Action
+from contracts.secrets import NAMED, references, resolved
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 
 from .base import AutomatorPlugin, Plugin, PluginContext, PluginEnv, ProviderPlugin, failed
@@ -198,14 +199,37 @@ class PluginRegistry:
 
     # ------------------------------------------------------------------ execution
 
-    def masker(self, task: TaskMessage) -> Masker:
-        """The secret values to hide from anything this task returns."""
+    def masker(self, task: TaskMessage, revealed: Iterable[Any] = ()) -> Masker:
+        """The secret values to hide from anything this task returns (`revealed`: the named
+        secrets its references were resolved to)."""
         loaded = self._plugins.get((PluginType.PROVIDER, task.provider.providertype))
         declared = loaded.descriptor.fields if loaded else {}
         secret_fields = self._secrets.get(task.provider.name, {})
         values: list[Any] = [v for k, v in secret_fields.items() if k not in declared or declared[k].sensitive]
         values += [v for k, v in task.provider.fields.items() if k in declared and declared[k].sensitive]
-        return Masker(values)
+        return Masker([*values, *revealed])
+
+    def resolve(self, task: TaskMessage) -> tuple[TaskMessage, list[Any]]:
+        """The task with every `secret://<name>` in its cluster config, provider fields and
+        service action fields replaced by the named secret from this provisioner's secrets file
+        (`@secrets`), and the values revealed. Only here, on the worker, just before the plugin
+        runs, does a secret meet the task. ValueError names a secret this provisioner lacks."""
+        named = self._secrets.get(NAMED, {})
+        parts: dict[str, Any] = {"config": task.config, "provider": task.provider.fields,
+                                 "service": task.service.action.fields if task.service else {}}
+        wanted = set().union(*(references(v) for v in parts.values()))
+        if not wanted:
+            return task, []
+        missing = sorted(wanted - set(named))
+        if missing:
+            raise ValueError(f"secret {missing[0]!r} is not in this provisioner's secrets file (under {NAMED!r}; "
+                             "docs/secrets.md)")
+        update: dict[str, Any] = {"config": resolved(task.config, named),
+                                  "provider": task.provider.model_copy(update={"fields": resolved(task.provider.fields, named)})}
+        if task.service is not None:
+            action = task.service.action.model_copy(update={"fields": resolved(task.service.action.fields, named)})
+            update["service"] = task.service.model_copy(update={"action": action})
+        return task.model_copy(update=update), [named[n] for n in sorted(wanted)]
 
     async def execute(self, task: TaskMessage) -> TaskOutcome:
         """Run one task. Never raises for a plugin or action failure; enforces `task.timeout_s`."""
@@ -213,12 +237,19 @@ class PluginRegistry:
             raise RuntimeError("the plugin registry is closed")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + task.timeout_s
-        masker = self.masker(task)
         started = time.perf_counter()
         timeout = asyncio.timeout_at(deadline)
         try:
+            task, revealed = self.resolve(task)
+        except ValueError as err:
+            task, revealed = task, []
+            early: TaskOutcome | None = failed(str(err))
+        else:
+            early = None
+        masker = self.masker(task, revealed)
+        try:
             async with timeout:
-                outcome = await self._dispatch(task, deadline)
+                outcome = early if early is not None else await self._dispatch(task, deadline)
         except TimeoutError:
             if not timeout.expired():
                 outcome = failed("plugin error: TimeoutError (a timeout inside the plugin)")

@@ -28,7 +28,7 @@ from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
 from services.tracker.app import Tracker
-from services.tracker.http import TRACKER, make_app
+from services.tracker.http import PARSER_LIMIT, TRACKER, make_app
 
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 DEADLINE = 60.0
@@ -45,9 +45,12 @@ class Tracked:
     planner_stack: AsyncExitStack
     planner: object = None
     extra: list[TestClient] = field(default_factory=list)
+    created: int = 0
 
     async def create(self, nodes: int = 2) -> Accepted:
-        reply = await self.client.send(TENANT, CreateCluster(name="c1", template="hadoop-small", nodes=nodes))
+        """A new cluster: c1, c2... (names are unique in a tenant)."""
+        self.created += 1
+        reply = await self.client.send(TENANT, CreateCluster(name=f"c{self.created}", template="hadoop-small", nodes=nodes))
         assert isinstance(reply, Accepted), reply
         return reply
 
@@ -132,8 +135,9 @@ async def lone(nats_url: str) -> AsyncIterator[TestClient]:
     """Just a tracker, on the session's server: for answers that need no job."""
     nc = await connect(nats_url, name="lone-tracker")
     await ensure_streams(nc.jetstream())
-    http = TestClient(TestServer(make_app(EventStore(nc))))
-    await http.start_server()
+    server = TestServer(make_app(EventStore(nc)))
+    await server.start_server(max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)  # as `muster tracker` runs it
+    http = TestClient(server)
     try:
         yield http
     finally:

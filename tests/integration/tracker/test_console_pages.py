@@ -43,7 +43,9 @@ async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> Non
     assert len(data["graph"]["tasks"]) == status["tasks_total"] and data["graph"]["links"]
     assert {t["id"]: t["state"] for t in data["graph"]["tasks"]} == {t["id"]: t["state"] for t in status["tasks"]}
     cluster = await tracked.http.get(f"/ui/clusters/{cluster_id}")
-    assert cluster.status == 200 and "JobSucceeded" in await cluster.text()
+    cluster_html = await cluster.text()
+    assert cluster.status == 200 and "JobSucceeded" in cluster_html
+    assert 'data-testid="replay-version"' in cluster_html and "forever" in cluster_html  # #17: version and lease shown
     first = await tracked.http.get(f"/ui/clusters/{cluster_id}/at", params={"seq": "1"})
     assert first.status == 404  # the cluster had no events yet at sequence 1
     for path in ("/ui/catalog", "/ui/provisioners", "/ui/pools", "/ui/jobs", f"/ui/jobs/{job_id}/tasks/n1000.create"):

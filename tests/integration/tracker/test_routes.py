@@ -265,3 +265,23 @@ async def test_metrics_say_how_many_workers_to_add_or_remove_against_live_capaci
         await idle.stop()
         await gpu.stop()
         await registry.aclose()
+
+
+@pytest.mark.parametrize("size", [8193, 9000, 60_000])
+async def test_a_query_string_over_8_kib_is_a_414_in_json(lone: Any, size: int) -> None:
+    """Issue #18.6: aiohttp answered a query string over 8 KB with a plain-text 400."""
+    path = "/v1/jobs?state="
+    body = await _json(await lone.get(path + "x" * (size - len(path))), 414)
+    assert body["error"]["parameter"] == "query string" and f"{size} bytes" in body["error"]["message"]
+    assert "8192" in body["error"]["message"]
+
+
+async def test_a_header_over_8_kib_is_a_431_in_json(lone: Any) -> None:
+    body = await _json(await lone.get("/v1/jobs", headers={"X-Muster-Tenant": "t" * 9000}), 431)
+    assert body["error"]["parameter"] == "X-Muster-Tenant"
+
+
+async def test_a_query_string_of_8_kib_is_still_read(lone: Any) -> None:
+    path = "/v1/jobs?state="
+    body = await _json(await lone.get(path + "x" * (8192 - len(path))), 400)
+    assert body["error"]["parameter"] == "state"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +241,39 @@ def test_every_kind_has_a_label() -> None:
 def test_a_problem_reads_as_one_sentence_with_file_entity_and_field() -> None:
     p = Problem("services", "hdfs", "dependencies.install.requires", "requires 'java'", source="cat/services/hdfs.json")
     assert str(p) == "cat/services/hdfs.json: service 'hdfs', field dependencies.install.requires: requires 'java'"
+
+
+# -- secrets at any depth (issue #18.2) ------------------------------------------------------------------
+
+
+def test_a_secret_nested_in_a_provider_field_is_refused_naming_its_path() -> None:
+    """It used to be applied with a warning and stored in clear; `ssh_key` and `auth` passed too."""
+    catalog = demo(providers={"aws": {"providertype": "rackspace", "provisioner": {
+        "region": "dfw", "auth": {"user": "me", "password": "hunter22"}, "ssh_key": "k", "login": {"token": "t0k3n"}}}})
+    found = {p.field: p for p in errors(catalog, plugin_specs())}
+    assert set(found) == {"provisioner.auth.password", "provisioner.auth.user", "provisioner.ssh_key", "provisioner.login.token"}
+    assert all("secret://" in p.message and "hunter22" not in str(p) for p in found.values())
+    assert sensitive_provider_fields(catalog, plugin_specs()) == {"aws": ["auth", "login", "ssh_key"]}
+    shown = redact(catalog, plugin_specs()).providers["aws"].provisioner
+    assert shown["auth"] == MASK and shown["region"] == "dfw"
+
+
+def test_secrets_in_template_config_and_service_fields_are_refused_and_references_are_not() -> None:
+    catalog = demo(
+        clustertemplates={"hadoop-small": {**load_catalog(DEMO).clustertemplates["hadoop-small"].model_dump(mode="json"),
+                                           "defaults": {**load_catalog(DEMO).clustertemplates["hadoop-small"].defaults.model_dump(mode="json"),
+                                                        "config": {"db": {"root_password": "pw1", "user_password": "secret://db"}}}}},
+        services={"s": {"provisioner": {"actions": {"install": {"type": "shell", "fields": {
+            "script": "install.sh", "env": json.dumps({"API_TOKEN": "abc123", "DB_PASSWORD": "secret://db"})}}}}}},
+        providers={"sim": {"providertype": "simulated", "provisioner": {"region": "secret://region-of-sim"}}},
+    )
+    found = {(p.name, p.field) for p in errors(catalog, plugin_specs())}
+    assert found == {("hadoop-small", "defaults.config.db.root_password"), ("s", "provisioner.actions.install.fields.env.API_TOKEN")}
+
+
+def test_a_template_config_text_that_is_no_macro_is_a_warning() -> None:
+    config = {"zk": "%join(map(host.service.zookeeper-server,'$:2181'),',')%", "bad": "%hots.self%", "ok": "100%% sure"}
+    found = validate_catalog(demo(clustertemplates={"hadoop-small": template(
+        defaults={**template()["defaults"], "config": config})}))
+    assert [(p.severity, p.field, p.message) for p in found] == [
+        ("warning", "defaults.config", "macro %hots.self% in config bad: 'hots.self' is not a macro Coopr knows: tasks would fail on it")]

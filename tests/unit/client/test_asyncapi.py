@@ -58,7 +58,7 @@ def test_every_subject_contracts_can_build_has_a_channel() -> None:
     addresses = [_address_pattern(c["address"]) for c in _doc()["channels"].values() if c.get("address")]
     built = [
         subjects.operation("t1", "expand"), subjects.job_events("t1", "j"), subjects.layout_events("t1", "j"),
-        subjects.task_events("t1", "j", "n1.install.base"), subjects.cluster_events("t1", "c"),
+        subjects.task_events("t1", "j", "n1.install.base"), subjects.cluster_events("t1", "c"), subjects.cluster_name_events("t1", "c1"),
         subjects.catalog_events("t1", "services", "base"), subjects.provisioner_events("t1", "p1"),
         subjects.task_queue("t1", "default"), subjects.job_query("t1", "j"), subjects.solve_request("t1"),
     ]

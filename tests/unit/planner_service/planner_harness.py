@@ -79,6 +79,8 @@ class Harness:
         self.catalogs = Catalogs(catalog or demo_catalog())
         self.config = config or PlannerConfig(instance="planner-test")
         self.hooks = hooks
+        self.workers: Any = None
+        """The planner's view of live provisioners (None: it has none, and never warns)."""
         self.planner = self._planner()
         self.cursor = 0
         self.behaviour: Callable[[TaskMessage], Behaviour] = lambda m: "succeed"
@@ -91,7 +93,7 @@ class Harness:
 
     def _planner(self) -> Planner:
         planner = Planner(self.log, self.queue, config=self.config, catalogs=self.catalogs, solver=Solver(),
-                          clock=self.clock, hooks=self.hooks)
+                          clock=self.clock, hooks=self.hooks, workers=self.workers)
         self.routes = [(r.filter, router(planner, r)) for r in ROUTES]
         return planner
 

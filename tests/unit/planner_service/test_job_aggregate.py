@@ -157,6 +157,15 @@ def test_pause_holds_dispatch_and_resume_releases_it() -> None:
     assert job.resume("ops") and job.ready() == ["n1.create", "n2.create"]
 
 
+def test_a_job_that_finished_while_paused_cannot_be_resumed() -> None:
+    """Found by the nemesis soak (#18.10): a pause arrived while the last tasks ran, they
+    finished, the job succeeded, and the resume that followed recorded JobResumed after
+    JobSucceeded."""
+    job = _job()
+    assert job.pause("ops") and job.succeed()
+    assert not job.resume("ops") and job.is_final
+
+
 def test_retry_after_rollback_starts_over_with_fresh_attempts() -> None:
     job = _job()
     for _ in range(3):
@@ -199,4 +208,4 @@ def test_job_control_remembers_request_ids() -> None:
     job = _job()
     assert job.pause("ops", request_id="p-1") and "p-1" in job.control_requests
     rebuilt_requests = set(job.control_requests)
-    assert job.resume("ops", request_id="r-1") and job.control_requests == rebuilt_requests | {"r-1"}
+    assert job.resume("ops", request_id="r-1") and set(job.control_requests) == rebuilt_requests | {"r-1"}

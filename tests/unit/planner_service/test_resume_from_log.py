@@ -69,3 +69,29 @@ async def test_a_layout_request_lost_in_a_crash_is_made_at_resume(h: Harness) ->
     # The retried request maps to the same job: answered as a duplicate.
     again = await h.send(CreateCluster(name="unasked", template="hadoop-small", nodes=2, request_id="r1"))
     assert isinstance(again, Accepted) and again.duplicate and again.job_id == job_id
+
+
+async def test_a_restarted_planner_adopts_the_open_jobs_and_only_those() -> None:
+    """Issue #18.8: the job's owner named the dead planner after a restart. The planner that
+    resumes an open job records that it owns it now; a finished job keeps its owner; a planner
+    that restarts under the same name adopts nothing twice."""
+    h = Harness(config=PlannerConfig(instance="p1"))
+    h.behaviour = lambda m: "succeed"
+    done = await h.send(CreateCluster(name="done", template="hadoop-small", nodes=2))
+    await h.release()
+    assert isinstance(done, Accepted) and isinstance(h.final(done.job_id), JobSucceeded)
+    h.behaviour = lambda m: "hold"
+    open_ = await h.send(CreateCluster(name="open", template="hadoop-small", nodes=2))
+    assert isinstance(open_, Accepted)
+    await h.settle()
+
+    second = await h.restart(PlannerConfig(instance="p2"))
+    adopted = [r.event for r in h.log.records if r.type == "JobAdopted"]
+    assert [(e.job_id, e.planner, e.previous) for e in adopted] == [(open_.job_id, "p2", "p1")]
+    view = second.job_view("default", open_.job_id)
+    assert view is not None and view["owner"] == "p2"
+    finished = await second.find_job("default", done.job_id)
+    assert finished is not None and finished.planner == "p1"
+
+    await h.restart(PlannerConfig(instance="p2"))
+    assert len([r for r in h.log.records if r.type == "JobAdopted"]) == 1

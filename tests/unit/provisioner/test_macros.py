@@ -9,7 +9,7 @@ import pytest
 
 from contracts.catalog import Action
 from contracts.tasks import NodeInfo, ProviderRef, TaskMessage, TaskOutcome
-from services.provisioner.macros import MacroError, Scope, expand, expand_task, expand_text, macros_in, parse, problems
+from muster.macros import MacroError, Scope, expand, expand_task, expand_text, macros_in, parse, problems
 from services.provisioner.nodes import NodesResolver
 
 
@@ -144,7 +144,8 @@ def _task(action: str, config: dict[str, Any]) -> TaskMessage:
 def test_tasks_expand_except_hardware_tasks() -> None:
     config = {"myid": "%instance.self.service.zookeeper-server%", "owner": "%cluster.owner%"}
     assert expand_task(_task("configure", config)).config == {"myid": "1", "owner": "user123"}
-    assert expand_task(_task("create", config)).config == config  # Coopr: non-hardware tasks only
+    for hardware in ("create", "confirm", "bootstrap", "delete"):  # Coopr: non-hardware tasks only
+        assert expand_task(_task(hardware, config)).config == config
 
 
 class _Seen:

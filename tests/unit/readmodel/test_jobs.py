@@ -69,6 +69,7 @@ class Walk:
             elif s == "failed" and job.tasks[t]["action"] in ("create", "confirm") and t not in job.cleanups.values():
                 moves.append(lambda t=t: job.queue_cleanup(t))
         moves += [lambda: job.pause("ops", "p"), lambda: job.resume("ops", "r"), lambda: job.cancel("ops", "c")]
+        moves.append(lambda: job.adopt("p2" if job.planner == "p1" else "p1"))  # a planner restarted
         if job.stopping and job.in_flight == 0:
             moves.append(lambda: job.plan_rollback("stopped", SERVICES))
         moves.append(lambda: job.retry("ops", "again"))
@@ -102,7 +103,7 @@ def test_a_walk_reaches_every_kind_of_job_event() -> None:
     rollbacks and every end."""
     ended = {id(w): w for w in walks()}.values()
     seen = {r.type for walk in ended for r in walk.log}
-    assert {"CleanupQueued", "RollbackPlanned", "JobRetried", "JobPaused", "JobCancelRequested"} <= seen
+    assert {"CleanupQueued", "RollbackPlanned", "JobRetried", "JobPaused", "JobCancelRequested", "JobAdopted"} <= seen
     assert FINAL_JOB_EVENTS <= seen
 
 

@@ -13,6 +13,7 @@ from contracts.catalog import Action
 from contracts.events import (
     ClusterRequested,
     ClusterStatusChanged,
+    JobAdopted,
     JobFailed,
     JobRequested,
     JobSucceeded,
@@ -204,3 +205,13 @@ def test_times_in_updates_are_the_events_times() -> None:
     t = datetime(2026, 5, 1, tzinfo=UTC).isoformat()
     (u,) = updates_from(7, _task_subject(), t, TaskClaimed(job_id=J, task_id=TASK, attempt=1, provisioner="p", worker="w"))
     assert u.fields["since"] == t and u.seq == 7 and u.rank == 1
+
+
+def test_the_job_owner_follows_an_adoption_but_never_an_older_record() -> None:
+    """Issue #18.8: after a planner restart the job's owner is the planner that adopted it."""
+    requested = updates_from(1, _job_subject(), TIME, JobRequested(tenant=T, job_id=J, cluster_id=C, operation="create",
+                                                                  request={}, planner="planner-a"))
+    adopted = updates_from(7, _job_subject(), TIME, JobAdopted(job_id=J, planner="planner-b", previous="planner-a"))
+    for order in (requested + adopted, adopted + requested):
+        record = merge_all(None, order)
+        assert record is not None and record.get("owner") == "planner-b"

@@ -1,4 +1,5 @@
-"""Coopr's config macros, expanded per task (pure; coopr-facts §1.9, Coopr's `macro` package).
+"""Coopr's config macros, expanded per task (pure; coopr-facts §1.9, Coopr's `macro` package): the provisioner
+expands them (services/provisioner/nodes.py), the catalog's validation checks them.
 
 A string value anywhere in a cluster's config may hold macros between `%` signs; before a
 plugin sees a non-hardware task, each is replaced by what it names, seen from the task's node:
@@ -30,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.catalog import HARDWARE_ACTIONS
 from contracts.tasks import NodeInfo, TaskMessage
 
 DEFAULT_IP_TYPE = "bind_v4"
@@ -300,15 +302,11 @@ def problems(config: Any, path: tuple[str | int, ...] = ()) -> list[str]:
     return []
 
 
-HARDWARE_ACTIONS = frozenset({"create", "confirm", "delete"})
-"""Tasks of the provider plugins: Coopr expands macros for every other task only."""
-
-
 def expand_task(task: TaskMessage) -> TaskMessage:
     """The task with its config's macros expanded from its node, the cluster's nodes (resolved
     already: `nodes.py`) and owner; the task itself for a hardware task or a config without
     macros. Raises `MacroError`."""
-    if task.action.value in HARDWARE_ACTIONS or not task.config:
+    if task.action in HARDWARE_ACTIONS or not task.config:  # Coopr: non-hardware tasks only
         return task
     scope = Scope(node=task.node, nodes={**task.nodes, task.node.id: task.node}, owner=task.cluster_owner)
     config = expand(task.config, scope)

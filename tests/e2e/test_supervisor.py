@@ -1,0 +1,140 @@
+"""The embedded deployment as a process manager (issue #18.4): a child that keeps crashing is
+given up on with a clear message while the others keep running; a killed nats-server comes
+back on the same port and store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from contracts.commands import Accepted, CreateCluster
+from contracts.events import JobSucceeded
+from muster.bus.eventstore import EventStore
+from muster.bus.server import free_port
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
+from muster.client import MusterClient
+from muster.runtime.supervisor import SERVER, Deployment, RestartPolicy
+
+from .test_up import DEMO
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+
+class Notes:
+    """The supervisor's sentences, waited on as they come."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.changed = asyncio.Condition()
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)
+        asyncio.get_running_loop().create_task(self._wake())
+
+    async def _wake(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: any(text in line for line in self.lines)), timeout)
+        return next(line for line in self.lines if text in line)
+
+
+@pytest_asyncio.fixture
+async def supervised(tmp_path: Path) -> AsyncIterator[tuple[Deployment, Notes]]:
+    notes = Notes()
+    deployment = Deployment(tmp_path / "data", supervise=True, notify=notes,
+                            policy=RestartPolicy(backoff_s=0.05, max_backoff_s=0.2, burst=3, window_s=60))
+    await deployment.start()
+    try:
+        yield deployment, notes
+    finally:
+        await deployment.stop()
+
+
+async def test_a_child_that_keeps_crashing_is_given_up_on_and_the_others_run_on(supervised: tuple[Deployment, Notes]) -> None:
+    deployment, notes = supervised
+    others = {c.name: c.pid for c in deployment.children if c.name != "solver"}
+    solver = deployment.child("solver")
+    solver.args = ["solver", "--no-such-option"]  # every start from now on fails at once
+    os.kill(solver.pid, signal.SIGKILL)
+
+    first = await notes.wait_for("solver exited (killed by SIGKILL); restarting it in 0.05 s")
+    given_up = await notes.wait_for("giving up on it")
+    assert given_up.startswith("solver exited 3 times within 60 s (last: exit code 2)"), notes.lines
+    assert "the others keep running" in given_up and str(deployment.data_dir / "logs" / "solver.log") in given_up
+    assert "solver failed to start again" in " ".join(notes.lines) and first in notes.lines
+    assert "no such option" in (deployment.data_dir / "logs" / "solver.log").read_text().lower()
+    assert deployment.given_up == {"solver": given_up}
+    still = {c.name: c.pid for c in deployment.children if c.process.returncode is None}
+    assert still == others
+
+
+async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervised: tuple[Deployment, Notes]) -> None:
+    deployment, notes = supervised
+    assert deployment.server is not None and deployment.server.process is not None
+    url, pids = deployment.nats_url, {c.name: c.pid for c in deployment.children}
+    os.kill(deployment.server.process.pid, signal.SIGKILL)
+    await notes.wait_for(f"{SERVER} is running again")
+    assert deployment.nats_url == url and {c.name: c.pid for c in deployment.children} == pids
+
+    async with await MusterClient.connect(url) as client:
+        await apply_catalog(EventStore(client.nc), "default", load_catalog(DEMO), by="test")
+        # `request` sends again while no planner listens: they reconnect within a second or so.
+        reply = await client.request(CreateCluster(name="after", template="hadoop-small", nodes=2), tenant="default")
+        assert isinstance(reply, Accepted), reply
+        assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
+
+
+async def test_a_service_waiting_for_nats_stops_on_sigterm() -> None:
+    """A service connects without end (reconnects never give up); a stop must not wait for
+    NATS. Found while killing nats-server under `muster up`: children hung on SIGTERM."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "muster", "solver", "--nats-url", f"nats://127.0.0.1:{free_port()}",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    try:
+        async with asyncio.timeout(30):  # until it says it cannot reach NATS
+            line = b"start"
+            while line and b"nats error" not in line:
+                line = await proc.stderr.readline()
+            assert line, "the service exited instead of waiting for NATS"
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_a_child_added_runs_supervised_and_a_retired_one_leaves_without_a_restart(
+        supervised: tuple[Deployment, Notes]) -> None:
+    """For an autoscaler: one more provisioner, then one fewer (it drains and exits itself)."""
+    deployment, notes = supervised
+    args = [*deployment.commands()["provisioner"][:5], "--id", "provisioner-2", "--work-dir", str(deployment.data_dir / "provisioner-2")]
+    added = await deployment.add("provisioner-2", args)
+    state = json.loads((deployment.data_dir / "deployment.json").read_text())
+    assert state["processes"]["provisioner-2"] == added.pid
+
+    os.kill(added.pid, signal.SIGKILL)  # supervised like the others
+    await notes.wait_for("provisioner-2 is running again")
+    again = deployment.child("provisioner-2")
+
+    deployment.retire("provisioner-2")
+    os.kill(again.pid, signal.SIGTERM)  # as a drained provisioner ends itself
+    assert await asyncio.wait_for(again.process.wait(), 30) == 0
+    assert await notes.wait_for("provisioner-2 has left") == "provisioner-2 has left, as asked (exit code 0)"
+    assert "provisioner-2" not in {c.name for c in deployment.children}
+    assert "provisioner-2" not in json.loads((deployment.data_dir / "deployment.json").read_text())["processes"]
+    assert not [line for line in notes.lines if "provisioner-2 exited" in line and "SIGKILL" not in line]

@@ -1,0 +1,60 @@
+"""The nemesis soak (issue #18.10): outside the default run; `make soak` runs it (docs/faults.md).
+
+    make soak                                              # 10 minutes, 300 operations
+    MUSTER_SOAK_SECONDS=60 MUSTER_SOAK_OPS=30 make soak    # a short one
+
+Figures are printed, and written as JSON to $MUSTER_SOAK_REPORT (default: soak-report.json in
+the test's directory, named in the output)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from muster.bus.cluster import REPLICAS, SERVICE_OPTIONS, SERVICE_REPLICAS
+
+from .harness import FaultStack, demo_catalog
+from .soak import TENANTS, Soak, SoakConfig
+
+SECONDS = float(os.environ.get("MUSTER_SOAK_SECONDS", "600"))
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(SECONDS + 1200)]
+
+
+def soak_options(base: Path) -> dict[str, list[str]]:
+    """compose.yaml's options, with the fault suite's quick recovery: a dead provisioner's task
+    comes back after 2 s, an attempt with no outcome for 60 s times out (and is counted)."""
+    options = {service: list(args) for service, args in SERVICE_OPTIONS.items()}
+    options["planner"] = ["--max-attempts", "3", "--task-timeout", "60"]
+    options["provisioner"] = ["--capacity", "16", "--ack-wait", "2"]
+    for i in range(1, SERVICE_REPLICAS["provisioner"] + 1):
+        options[f"provisioner-{i}"] = ["--work-dir", str(base / "work" / f"provisioner-{i}")]
+    return options
+
+
+async def test_the_nemesis_soak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = SoakConfig(
+        seconds=SECONDS, operations=int(os.environ.get("MUSTER_SOAK_OPS", "300")),
+        fault_every_s=float(os.environ.get("MUSTER_SOAK_FAULT_EVERY", "20")), seed=int(os.environ.get("MUSTER_SOAK_SEED", "18")),
+    )
+    monkeypatch.setenv("MUSTER_REPLICAS", str(REPLICAS))
+    async with await FaultStack.cluster(tmp_path, replicas=SERVICE_REPLICAS, extra_args=soak_options(tmp_path),
+                                        tenants=",".join(TENANTS)) as fs:
+        for tenant in TENANTS:
+            await fs.load_catalog(tenant, demo_catalog(latency_ms="20-150", failure_rate=config.failure_rate))
+        result = await Soak(fs, config).run()
+
+    out = Path(os.environ.get("MUSTER_SOAK_REPORT", str(tmp_path / "soak-report.json")))
+    out.write_text(result.to_json())
+    print(f"\n[soak] {json.dumps(result.figures())}")
+    print(f"[soak] operations {dict(result.operations)}; {result.accepted} accepted, rejected {dict(result.rejected)}, "
+          f"{result.unanswered} unanswered; jobs {dict(result.jobs)}; faults {dict(result.faults)}")
+    print(f"[soak] invariants: {result.report['summary']}")
+    print(f"[soak] report: {out}")
+    figures = result.figures()
+    assert result.unanswered == 0, "a request got no answer after every try"
+    assert figures["tasks lost"] == 0 and figures["duplicate attempts"] == 0 and figures["jobs not final"] == 0, figures
+    assert not result.report["problems"], result.report["problems"][:20]
+    assert sum(result.faults.values()) > 0

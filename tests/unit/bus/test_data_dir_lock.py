@@ -1,0 +1,61 @@
+"""The data-directory lock of a deployment (issue #18.3)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from muster.bus.server import DataDirBusy, DataDirLock
+from muster.runtime.supervisor import RestartPolicy, exit_text
+
+
+def test_a_second_holder_is_refused_with_the_first_ones_description(tmp_path: Path) -> None:
+    first = DataDirLock(tmp_path).acquire()
+    first.describe(pid=os.getpid(), nats_url="nats://127.0.0.1:4444", tracker_url="http://127.0.0.1:8080", processes={})
+    with pytest.raises(DataDirBusy) as err:
+        DataDirLock(tmp_path).acquire()
+    said = str(err.value)
+    assert f"`muster up` pid {os.getpid()}" in said and "nats://127.0.0.1:4444" in said and "http://127.0.0.1:8080" in said
+    assert f"kill -TERM {os.getpid()}" in said and "--data-dir" in said
+    first.release()
+    assert not (tmp_path / "deployment.json").exists()
+    DataDirLock(tmp_path).acquire().release()
+
+
+def test_the_lock_lasts_while_a_child_that_inherited_it_lives(tmp_path: Path) -> None:
+    """`muster up` killed with -9 leaves its children running on the store: the directory is
+    still taken, and the refusal names the children that hold it."""
+    lock = DataDirLock(tmp_path).acquire()
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                             pass_fds=(lock.fileno(),))
+    try:
+        lock.describe(pid=999_999_999, nats_url="nats://127.0.0.1:4444", processes={"nats-server": child.pid})
+        fd = lock.fileno()
+        lock._fd = None  # as if our process had died: only the child's copy is left
+        os.close(fd)
+        with pytest.raises(DataDirBusy) as err:
+            DataDirLock(tmp_path).acquire()
+        assert "pid 999999999 is gone" in str(err.value) and f"nats-server pid {child.pid}" in str(err.value)
+    finally:
+        child.communicate(b"", timeout=10)
+    DataDirLock(tmp_path).acquire().release()
+
+
+def test_a_holder_that_has_not_described_itself_yet_is_still_refused(tmp_path: Path) -> None:
+    first = DataDirLock(tmp_path).acquire()
+    with pytest.raises(DataDirBusy, match="has not described itself yet"):
+        DataDirLock(tmp_path).acquire()
+    first.release()
+
+
+def test_restart_backoff_doubles_up_to_its_cap() -> None:
+    policy = RestartPolicy(backoff_s=0.5, max_backoff_s=4, burst=5, window_s=60)
+    assert [policy.delay(n) for n in range(1, 6)] == [0.5, 1.0, 2.0, 4.0, 4.0]
+
+
+def test_exit_codes_read_as_words() -> None:
+    assert exit_text(-9) == "killed by SIGKILL" and exit_text(2) == "exit code 2" and exit_text(None) == "did not start"

@@ -1,0 +1,64 @@
+"""Issue #18.2: a config or catalog field refers to a secret as `secret://<name>`; only the
+worker resolves it, from the `@secrets` entry of its secrets file, just before the plugin runs,
+and what the task returns is masked with the values it revealed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.testing import make_task
+
+DB_PASSWORD = "db-pass-7Hq2"
+API_TOKEN = "api-token-Zx91"
+
+ECHO = '''
+from services.provisioner.plugins import ProviderPlugin, succeeded
+
+class Echo(ProviderPlugin):
+    async def create(self, ctx):
+        seen = {"db": ctx.task.config["db"]["password"], "token": ctx.fields["token"]}
+        return succeeded({"providerid": "e-1", "seen": seen}, stdout=f"connected with {seen}")
+    async def confirm(self, ctx):
+        return succeeded({})
+    async def delete(self, ctx):
+        return succeeded({})
+'''
+
+
+@pytest.fixture
+async def reg(tmp_path: Path) -> AsyncIterator[PluginRegistry]:
+    folder = tmp_path / "p" / "echo"
+    folder.mkdir(parents=True)
+    (folder / "plugin.json").write_text(json.dumps({
+        "name": "echo", "type": "provider", "version": "1", "actions": ["create", "confirm", "delete"], "entry_point": "echo:Echo",
+        "fields": {"token": {"label": "Token", "sensitive": True, "required": True}},
+    }))
+    (folder / "echo.py").write_text(ECHO)
+    secrets = {"@secrets": {"db": DB_PASSWORD, "api": API_TOKEN}}
+    r = PluginRegistry.discover([tmp_path / "p"], secrets=secrets, work_dir=tmp_path / "w")
+    yield r
+    await r.aclose()
+
+
+def task(config: dict[str, object], token: str = "secret://api") -> object:
+    return make_task("create", providertype="echo", provider_name="cloud", provider_fields={"token": token}, config=config)
+
+
+async def test_references_are_resolved_on_the_worker_and_the_values_masked(reg: PluginRegistry) -> None:
+    out = await reg.execute(task({"db": {"password": "secret://db"}}))  # type: ignore[arg-type]
+    assert out.ok, out.error
+    # The plugin saw both values (the outcome masks them); unresolved, it would echo the references.
+    assert out.result["seen"] == {"db": "********", "token": "********"}
+    dumped = out.model_dump_json()
+    assert DB_PASSWORD not in dumped and API_TOKEN not in dumped and "secret://" not in dumped
+
+
+async def test_a_secret_the_provisioner_lacks_fails_the_task_naming_it(reg: PluginRegistry) -> None:
+    out = await reg.execute(task({"db": {"password": "secret://nope"}}))  # type: ignore[arg-type]
+    assert not out.ok
+    assert out.error == "secret 'nope' is not in this provisioner's secrets file (under '@secrets'; docs/secrets.md)"
