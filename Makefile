@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo up lint test test-long test-unit test-integration bench soak lock clean contracts
+.PHONY: install demo up lint test test-long test-unit test-integration bench bench-full soak lock clean contracts
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -44,6 +44,9 @@ test-integration: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+bench-full: install  # the issues' sizes (a 10-million-event log): hours, not minutes
+	$(BIN)/python bench/run_all.py --full
 
 # The nemesis soak (docs/faults.md): 10 minutes by default, outside `make test`.
 # MUSTER_SOAK_SECONDS / _OPS / _FAULT_EVERY / _SEED / _REPORT change it.

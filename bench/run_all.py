@@ -1,6 +1,12 @@
 """Run every benchmark in bench/ and put the figures in one place: docs/benchmarks.md.
 
-    .venv/bin/python bench/run_all.py [--quick] [--only NAME ...] [--no-docs]     (make bench)
+    .venv/bin/python bench/run_all.py [--quick | --full] [--only NAME ...] [--no-docs] [--strict]   (make bench)
+
+Sizes: by default every script runs at its own default sizes, chosen so that each finishes within
+about 5 minutes on this machine (2 cores) and the whole run within about half an hour. `--full`
+passes `--full` to the scripts that list it (the sizes an issue names: e.g. the resume bench's
+log of 10 million events, which takes most of an hour to write) and lifts the per-script limit;
+`make bench-full` runs that. `--quick` gives smaller sizes still.
 
 1. Measures the raw limits of this machine in this run: a nats-server from the wheel
    (`sync_interval: always`, file storage) — `js.publish` round trip, core request/reply, an
@@ -15,6 +21,11 @@
    the same run (the script's own raw column where it has one, else the matching raw limit of
    step 1, or "pure CPU" for code that does no IO). Scripts without `--write-docs` get their
    output kept there verbatim.
+
+4. Collects the goals the scripts state (`bench/goals.py`: a `GOALS {...}` line) and puts a
+   "Goals" table first, misses first, and prints `GOAL MISSED: ...` for each: a regression
+   guard that is not a timed test. `--strict` makes a miss the exit status (3).
+5. Keeps each script's peak resident size (from `wait4`).
 
 Nothing here is a test: no figure is asserted.
 """
@@ -31,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,15 +51,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import goals  # noqa: E402 - importable once the repository root is on the path
+
 DOCS = ROOT / "docs" / "benchmarks.md"
 BEGIN = "<!-- summary: written by bench/run_all.py; the sections below belong to their scripts -->"
 END = "<!-- end of summary -->"
-SCRIPT_TIMEOUT_S = 1800
+SCRIPT_TIMEOUT_S = 600
+"""A script still running after this is killed (its defaults are meant to take ~5 minutes at most)."""
+FULL_TIMEOUT_S = 4 * 3600
+"""The same with --full: a 10-million-event log takes most of an hour to write."""
 
 QUICK: dict[str, list[str]] = {
     "solver_bench.py": ["--repeat", "3"],
     "planner_bench.py": ["--seeds", "5"],
-    "planner_rebuild_bench.py": ["--events", "100000"],
+    "planner_rebuild_bench.py": ["--events", "100000", "--repeat", "1"],
+    "fold_cpu_bench.py": ["--events", "30000"],
+    "planner_resume_bench.py": ["--clusters", "200", "--steps", "50000,150000"],
+    "planner_wide_bench.py": ["--tasks", "2000", "--outcomes", "200"],
     "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
@@ -56,8 +76,8 @@ QUICK: dict[str, list[str]] = {
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 
-PURE_CPU = {"solver_bench.py", "planner_bench.py"}
-LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\{\"|\[)")
+PURE_CPU = {"solver_bench.py", "planner_bench.py", "fold_cpu_bench.py"}
+LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\{\"|\[|GOALS )")
 """Log lines a script's libraries print (structlog, JSON): not figures."""
 """Scripts that measure pure code (no bus, no HTTP): their raw column says so."""
 
@@ -242,10 +262,12 @@ class Run:
     stdout: str
     stderr: str
     writes_docs: bool
+    peak_rss_mib: float = 0.0
+    """The script's peak resident size (the largest of it and the processes it started and waited for)."""
 
 
 def scripts(only: list[str]) -> list[Path]:
-    found = sorted(p for p in (ROOT / "bench").glob("*.py") if p.name != Path(__file__).name)
+    found = sorted((ROOT / "bench").glob("*_bench.py"))  # not this runner, not helpers (goals.py)
     if only:
         found = [p for p in found if p.stem in only or p.name in only]
     return found
@@ -255,9 +277,9 @@ def options_of(script: Path) -> str:
     return subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=ROOT, timeout=60).stdout
 
 
-def plan_args(script: Path, quick: bool, write_docs: bool) -> tuple[list[str], bool]:
+def plan_args(script: Path, quick: bool, write_docs: bool, full: bool = False) -> tuple[list[str], bool]:
     help_text = options_of(script)
-    args: list[str] = []
+    args: list[str] = ["--full"] if full and "--full" in help_text else []
     if quick:
         given = QUICK.get(script.name, [])
         for i in range(0, len(given), 2):
@@ -271,22 +293,33 @@ def plan_args(script: Path, quick: bool, write_docs: bool) -> tuple[list[str], b
     return args, writes and write_docs and not quick
 
 
-def run_script(script: Path, args: list[str], writes_docs: bool) -> Run:
+def run_script(script: Path, args: list[str], writes_docs: bool, timeout_s: float = SCRIPT_TIMEOUT_S) -> Run:
     print(f"== {script.name} {' '.join(args)}", flush=True)
     started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    try:
-        proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, cwd=ROOT, env=env,
-                              timeout=SCRIPT_TIMEOUT_S)
-        code, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        code, out, err = -1, str(exc.stdout or ""), f"timed out after {SCRIPT_TIMEOUT_S} s"
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, str(script), *args], stdout=out, stderr=err, text=True, cwd=ROOT, env=env)
+        killer = threading.Timer(timeout_s, proc.kill)
+        killer.start()
+        try:
+            # wait4, not wait: it also gives the child's peak resident size.
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    code = proc.returncode
+    if code < 0 and time.perf_counter() - started >= timeout_s:
+        stderr += f"\ntimed out after {timeout_s:.0f} s"
     seconds = time.perf_counter() - started
-    print(out, end="" if out.endswith("\n") else "\n")
+    print(stdout, end="" if stdout.endswith("\n") else "\n")
     if code:
-        print(f"!! {script.name} exited {code}: {err.strip()[-2000:]}", flush=True)
-    print(f"   ({seconds:.0f} s)", flush=True)
-    return Run(script.name, args, code, seconds, out, err, writes_docs)
+        print(f"!! {script.name} exited {code}: {stderr.strip()[-2000:]}", flush=True)
+    peak = usage.ru_maxrss / 1024
+    print(f"   ({seconds:.0f} s, peak RSS {peak:,.0f} MiB)", flush=True)
+    return Run(script.name, args, code, seconds, stdout, stderr, writes_docs, peak)
 
 
 # -- figures out of what the scripts print ------------------------------------------------------------
@@ -374,20 +407,38 @@ def _matching_raw(f: Figure, raw: Raw) -> str:
 # -- the document -----------------------------------------------------------------------------------
 
 
+def goals_section(runs: list[Run]) -> list[str]:
+    """Every goal the scripts stated, misses first: a reader sees at once what fell short."""
+    stated = [(run.script, g) for run in runs for g in goals.parse(run.stdout)]
+    if not stated:
+        return []
+    missed = [(s, g) for s, g in stated if not g.met]
+    head = (f"**{len(missed)} of {len(stated)} goals missed** in this run: "
+            + "; ".join(f"`{s}` {g.figure} ({g.value:g}{g.unit})" for s, g in missed) + "."
+            if missed else f"All {len(stated)} goals met in this run.")
+    lines = ["### Goals", "", head, "", "| script | figure | value | goal |", "|---|---|---|---|"]
+    for script, g in sorted(stated, key=lambda sg: sg[1].met):
+        lines.append(f"| `{script}` | {_md(g.figure)} | {g.value:g}{_md(g.unit)} | {_md(g.verdict())} |")
+    return lines + [""]
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def summary(m: dict[str, str], raw: Raw, runs: list[Run], quick: bool, total_s: float) -> str:
+def summary(m: dict[str, str], raw: Raw, runs: list[Run], quick: bool, total_s: float, full: bool = False) -> str:
+    flag = " --quick" if quick else " --full" if full else ""
     lines = [
         BEGIN,
         "",
-        f"Last run: `bench/run_all.py{' --quick' if quick else ''}` (`make bench` runs it at full size), {m['date']}, on "
+        f"Last run: `bench/run_all.py{flag}` (`make bench` runs it at the default sizes, `make bench-full` with "
+        f"--full), {m['date']}, on "
         f"**{m['cores']} cores**, **{m['memory']} memory** ({m['cpu']}; {m['os']}; Python {m['python']}; load average "
         f"at the start {m['load']}). The scripts ran one after another, {total_s / 60:.1f} minutes in all"
         f"{'; with --quick sizes' if quick else ''}. Every client and server shared the same cores, so read the "
         "figures as sizes, not capacity.",
         "",
+        *goals_section(runs),
         "### Raw limits, measured in the same run",
         "",
         "nats-server from the wheel (`sync_interval: always`, file storage, 200 B messages) and aiohttp, on loopback:",
@@ -407,10 +458,10 @@ def summary(m: dict[str, str], raw: Raw, runs: list[Run], quick: bool, total_s: 
             continue
         for f in figures_of(run, raw):
             lines.append(f"| `{f.script}` | {_md(f.what)} | {_md(f.value)} | {_md(f.raw)} |")
-    lines += ["", "| script | options | seconds | writes its own section |", "|---|---|---|---|"]
+    lines += ["", "| script | options | seconds | peak RSS | writes its own section |", "|---|---|---|---|---|"]
     for run in runs:
         lines.append(f"| `{run.script}` | `{' '.join(run.args) or '(defaults)'}` | {run.seconds:.0f} | "
-                     f"{'yes' if run.writes_docs else 'no: its output is below'} |")
+                     f"{run.peak_rss_mib:,.0f} MiB | {'yes' if run.writes_docs else 'no: its output is below'} |")
     for run in runs:
         if not run.writes_docs and run.stdout.strip():
             # Indented, not fenced: a script's own "## Section" line must not start a line here,
@@ -435,9 +486,12 @@ def write_summary(text: str, path: Path = DOCS) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes in all)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes in all)")
+    mode.add_argument("--full", action="store_true", help="the issues' sizes (--full to each script that has it; hours)")
     parser.add_argument("--only", nargs="*", default=[], help="only these scripts (names, with or without .py)")
     parser.add_argument("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument("--strict", action="store_true", help="exit 3 when a figure misses its goal")
     args = parser.parse_args()
     started = time.perf_counter()
     m = machine()
@@ -447,16 +501,21 @@ def main() -> int:
         print(f"raw {name}: {raw.text(name)}", flush=True)
     runs = []
     for script in scripts(args.only):
-        script_args, writes = plan_args(script, args.quick, not args.no_docs)
-        runs.append(run_script(script, script_args, writes))
-    text = summary(m, raw, runs, args.quick, time.perf_counter() - started)
+        script_args, writes = plan_args(script, args.quick, not args.no_docs, args.full)
+        runs.append(run_script(script, script_args, writes, FULL_TIMEOUT_S if args.full else SCRIPT_TIMEOUT_S))
+    text = summary(m, raw, runs, args.quick, time.perf_counter() - started, args.full)
     if not args.no_docs:
         write_summary(text)
         print(f"wrote the summary of {DOCS.relative_to(ROOT)}")
     failed = [r.script for r in runs if r.code]
     if failed:
         print(f"failed: {', '.join(failed)}")
-    return 1 if failed else 0
+    missed = [(r.script, g) for r in runs for g in goals.parse(r.stdout) if not g.met]
+    for name, g in missed:
+        print(f"GOAL MISSED: {name}: {g.figure} = {g.value:g}{g.unit}, goal {g.op} {g.target:g}{g.unit}")
+    if failed:
+        return 1
+    return 3 if missed and args.strict else 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 
-from ..routing import Handler, Route, router
+from ..routing import Handler, NotYet, Route, router
 from .bodies import Bodies
 from .eventstore import ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
 
@@ -36,7 +36,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     nats_errors.NoRespondersError, nats_errors.NoServersError, nats_errors.StaleConnectionError,
     nats_errors.FlushTimeoutError, nats_errors.OutboundBufferLimitError, nats_errors.SlowConsumerError,
     js_errors.ServiceUnavailableError, js_errors.ServerError, js_errors.NoStreamResponseError,
-    ConcurrencyError, NoDirectGet,
+    ConcurrencyError, NoDirectGet, NotYet,
 )
 _UNAVAILABLE = ("unavailable", "no leader", "code 10008", "code 503")
 
@@ -96,7 +96,10 @@ async def consume_events(
                 await _poison(msg, recorded, err)
                 return
             delay = min(RETRY_DELAY_S * 2 ** (delivery - 1), MAX_RETRY_DELAY_S)
-            log.exception("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay)
+            if isinstance(err, NotYet):
+                log.info("not decided yet; will redeliver", type=recorded.type, reason=str(err), retry_in_s=delay)
+            else:
+                log.exception("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay)
             await msg.nak(delay=delay)
             return
         await msg.ack()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -17,15 +19,16 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy, PubAck
+from nats.js.api import PubAck
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
-from contracts.events import EVENT_TYPES, parse_event
+from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
 from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
+from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
 
 # The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
 # NATS import in either); they are re-exported here for the adapters that already name them.
@@ -67,6 +70,26 @@ def recorded_from_msg(msg: Msg) -> Recorded:
     return _decode(msg.subject, msg.metadata.sequence.stream, msg.data, dict(msg.headers or {}))
 
 
+_validate = EVENT_ADAPTER.validate_json
+"""One compiled discriminated union over every event type: the body's `type` picks the model
+inside pydantic-core, as cheap as a lookup by the type header (docs/benchmarks.md)."""
+
+_FOLD_HEADERS = re.compile(rf"\r\n{H_AGGREGATE}: *([^\r]+)\r\n{H_VERSION}: *([0-9]+)\r\n{H_TIME}: *([^\r]+)\r\n")
+
+
+def _from_wire(subject: bytes, seq: int, data: bytes, header_block: bytes) -> Recorded:
+    """A message as `wire` hands it over, decoded once. The three headers a fold needs are
+    taken with one regular expression in the order `Append.headers()` writes them (a third
+    of the cost of parsing every header); any other header block, or an offloaded body (a
+    stub, see `inflate`), takes the general path."""
+    block = header_block.decode("utf-8", "replace")
+    found = _FOLD_HEADERS.search(block)
+    if found is None or H_BODY in block:
+        return _decode(subject.decode(), seq, data, parse_headers(header_block)[1])
+    aggregate, version, time_text = found.groups()
+    return Recorded(seq, subject.decode(), datetime.fromisoformat(time_text), _validate(data), aggregate, int(version))
+
+
 async def inflate(bodies: Bodies, r: Recorded) -> Recorded:
     """The recorded event with its offloaded body put back (unchanged if it was inline)."""
     if not isinstance(r.event, Offloaded):
@@ -89,6 +112,7 @@ class EventStore:
         self.timeout = timeout
         self._batch = 0
         self._replicated: bool | None = None
+        self._asking: asyncio.Future[Any] | None = None
         self.bodies = Bodies(self.js)
 
     # -- writing ------------------------------------------------------------------------
@@ -112,7 +136,7 @@ class EventStore:
                     headers[H_EXPECT] = str(expect_last_seq)
                 ack = await self.js.publish(subject, data, headers=headers)
                 return [ack.seq]
-            ack = await self._atomic_batch(subject, items, expect_last_seq)
+            ack = await self._atomic_batch([(subject, item) for item in items], expect_last_seq)
             return list(range(ack.seq - len(items) + 1, ack.seq + 1))
         except APIError as err:
             if err.err_code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
@@ -136,17 +160,40 @@ class EventStore:
             data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data))
         return data, headers
 
-    async def _atomic_batch(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> PubAck:
+    async def append_across(self, entries: Sequence[tuple[str, Append]]) -> list[int]:
+        """Append events to several subjects at once, with no expected sequence (events whose
+        idempotency key makes a retry harmless: claims, outcomes); returns their sequences.
+        One event is one publish; more go in one atomic batch (one commit and one disk sync for
+        all, against one each), and if the server refuses the batch because an idempotency key
+        in it was stored before (a retry), each goes alone, where a repeat is simply known."""
+        if len(entries) == 1:
+            subject, item = entries[0]
+            return await self._append(subject, [item], None)
+        seqs: list[int] = []
+        for start in range(0, len(entries), MAX_ATOMIC):
+            part = entries[start : start + MAX_ATOMIC]
+            try:
+                ack = await self._atomic_batch(part, None)
+            except APIError as err:
+                if err.err_code != BATCH_DUPLICATE:
+                    raise StoreError(f"{len(part)} events: {err.description or err} (code {err.err_code})") from None
+                for subject, item in part:
+                    seqs += await self._append(subject, [item], None)
+                continue
+            seqs += range(ack.seq - len(part) + 1, ack.seq + 1)
+        return seqs
+
+    async def _atomic_batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None) -> PubAck:
         # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.
         self._batch += 1
-        batch_id = f"{items[0].msg_id}~{len(items)}"[:64]
+        batch_id = f"{entries[0][1].msg_id}~{len(entries)}"[:64]
         # Bodies first: nothing may stand between the messages of a batch.
-        encoded = [await self._encode(subject, item) for item in items]
-        for i, (data, headers) in enumerate(encoded, start=1):
+        encoded = [(subject, *await self._encode(subject, item)) for subject, item in entries]
+        for i, (subject, data, headers) in enumerate(encoded, start=1):
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
             if i == 1 and expect_last_seq is not None:
                 headers[H_EXPECT] = str(expect_last_seq)
-            if i < len(items):
+            if i < len(encoded):
                 await self.nc.publish(subject, data, headers=headers)
             else:
                 headers["Nats-Batch-Commit"] = "1"
@@ -175,9 +222,29 @@ class EventStore:
         await self._direct_batch({"multi_last": [subject], "batch": 1}, raw=raw)
         return raw[-1] if raw else None
 
+    async def subjects(self, subject_filter: str) -> dict[str, int]:
+        """Every subject matching the filter that holds events, with how many."""
+        out: dict[str, int] = {}
+        while True:
+            request = json.dumps({"subjects_filter": subject_filter, "offset": len(out)}).encode()
+            reply = await self.nc.request(f"$JS.API.STREAM.INFO.{self.stream}", request, timeout=self.timeout)
+            answer = json.loads(reply.data)
+            if "error" in answer:
+                raise StoreError(f"subjects of {subject_filter}: {answer['error'].get('description')}")
+            page = answer.get("state", {}).get("subjects") or {}
+            out.update(page)
+            if not page or len(out) >= int(answer.get("total", 0)):
+                return out
+
     async def replicated(self) -> bool:
         if self._replicated is None:
-            info = await self.js.stream_info(self.stream)
+            if self._asking is None:  # one question, however many readers ask at once
+                self._asking = asyncio.ensure_future(self.js.stream_info(self.stream))
+            try:
+                info = await asyncio.shield(self._asking)
+            except Exception:
+                self._asking = None
+                raise
             self._replicated = info.config.num_replicas is not None and info.config.num_replicas > 1
         return self._replicated
 
@@ -222,45 +289,45 @@ class EventStore:
             seq = msg.seq + 1
         return out
 
-    async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
-        """Feed every event matching the filter, in log order, to `on_event`; returns how many.
-        For bulk reads (a service rebuilding its state): an ordered push consumer with a
-        callback is several times faster than batch gets."""
-        done = asyncio.get_running_loop().create_future()
-        count = 0
-        failure: list[BaseException] = []
+    async def replay(
+        self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
+        *, start_seq: int = 1,
+    ) -> int:
+        """Feed every event matching the filter (or any of several filters), from `start_seq`
+        on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
+        its state): an ordered push consumer read from the wire (`wire.OrderedReader`), each
+        message decoded once, in the connection's read loop. An offloaded body is fetched
+        before its event is handed over; the events after it wait their turn."""
+        filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
+        waiting: deque[Recorded] = deque()  # from the first offloaded event on, until it is fetched
+        fetching: list[asyncio.Task[None]] = []
 
-        async def on_msg(msg: Msg) -> None:
-            nonlocal count
-            try:
-                on_event(await inflate(self.bodies, recorded_from_msg(msg)))
-                count += 1
-            except Exception as err:  # noqa: BLE001 - any failure to fold stops the replay, reported below
-                failure.append(err)
-                if not done.done():
-                    done.set_result(None)
+        async def fetch_in_order() -> None:
+            while waiting:
+                on_event(await inflate(self.bodies, waiting[0]))
+                waiting.popleft()
+
+        def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
+            r = _from_wire(subject, seq, data, header_block)
+            if not waiting and not isinstance(r.event, Offloaded):
+                on_event(r)
                 return
-            if msg.metadata.num_pending == 0 and not done.done():
-                done.set_result(None)
+            waiting.append(r)
+            if not fetching or fetching[-1].done():
+                fetching.append(asyncio.get_running_loop().create_task(fetch_in_order()))
 
-        sub = await self.js.subscribe(
-            subject_filter, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
-            stream=self.stream, pending_msgs_limit=-1, pending_bytes_limit=-1,
-        )
+        reader = OrderedReader(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout)
         try:
-            info = await sub.consumer_info()
-            # Nothing pending and nothing delivered to this consumer: the filter matches no
-            # event. (The consumer's stream position may already have moved past events of
-            # other subjects, so only its own delivery count tells.)
-            delivered = info.delivered.consumer_seq if info.delivered is not None else 0
-            if info.num_pending == 0 and delivered == 0:
-                return 0
-            await asyncio.wait_for(done, timeout)
+            count = await reader.run(timeout)
+            await asyncio.gather(*fetching)
+            return count
+        except TimeoutError:
+            raise
+        except Exception as err:
+            raise StoreError(f"replay of {subject_filter} stopped: {err}") from err
         finally:
-            await sub.unsubscribe()
-        if failure:
-            raise StoreError(f"replay of {subject_filter} stopped: {failure[0]}") from failure[0]
-        return count
+            for task in fetching:
+                task.cancel()
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
         merged: dict[int, Recorded] = {}
@@ -272,37 +339,38 @@ class EventStore:
     async def _direct_batch(
         self, request: dict[str, Any], raw: list[tuple[int, dict[str, str]]] | None = None
     ) -> list[Recorded]:
-        """Batch direct get: the server streams the messages, then a 204 EOB (or 404)."""
-        inbox = self.nc.new_inbox()
+        """Batch direct get: the server streams the messages, then a 204 EOB (or 404). Read
+        from the wire (`wire.raw_subscribe`): one header parse per message."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         got: list[Recorded] = []
         failure: list[BaseException] = []
 
-        async def on_msg(msg: Msg) -> None:
-            headers = dict(msg.headers or {})
-            status = headers.get("Status")
+        def on_raw(subject: bytes, reply: bytes, data: bytes, header_block: bytes) -> None:
+            if done.done():
+                return
+            status, headers = parse_headers(header_block)
             if status:
-                if status == "503" and not done.done():
+                if status == "503":
                     failure.append(NoDirectGet(f"no replica answers direct gets of {self.stream} yet"))
-                elif status not in ("204", "404") and not done.done():
+                elif status not in ("204", "404"):
                     failure.append(StoreError(f"direct get failed: {status} {headers.get('Description', '')}"))
-                if not done.done():
-                    done.set_result(None)
+                done.set_result(None)
                 return
             if raw is not None:
                 raw.append((int(headers["Nats-Sequence"]), headers))
                 return
             try:
-                got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), msg.data, headers))
+                got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), data, headers))
             except Exception as err:  # noqa: BLE001 - a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 
-        sub = await self.nc.subscribe(inbox, cb=on_msg)
+        inbox = self.nc.new_inbox()
+        sub = await raw_subscribe(self.nc, inbox, on_raw)
         try:
             await self.nc.publish(f"$JS.API.DIRECT.GET.{self.stream}", json.dumps(request).encode(), reply=inbox)
             await asyncio.wait_for(done, self.timeout)
         finally:
-            await sub.unsubscribe()
+            await raw_unsubscribe(self.nc, sub)
         if failure:
             raise failure[0]
         return got

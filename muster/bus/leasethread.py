@@ -54,6 +54,14 @@ class ThreadedLeases:
         """As `ShardLeases.changed`, waited for on the service's loop."""
         return await until(self._changed, lambda: self.revision(shard) > since, timeout)
 
+    async def settled(self, shard: int) -> None:
+        """A held lease past its validity is being renewed late (or is about to be dropped): wait
+        (at most a TTL) until it is valid again or gone. What the owner decides for the shard
+        meanwhile would be wrong either way: skipping an event it still owns loses it, since no
+        rebuild follows a late renewal."""
+        if not self.owns(shard) and shard in self.held:
+            await until(self._changed, lambda: self.owns(shard) or shard not in self.held, self.ttl_s)
+
     # -- life ---------------------------------------------------------------------------------------
 
     async def start(self) -> None:

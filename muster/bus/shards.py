@@ -107,7 +107,8 @@ class ShardLeases:
     revisions: dict[str, int] = field(default_factory=dict)
     """The last revision seen of every key, deleted or not (a create expects it)."""
     on_change: Callable[[], None] | None = None
-    """Called after the watch saw a change (`ThreadedLeases` wakes its own loop with it)."""
+    """Called after the watch saw a change and when a lease is taken, renewed or dropped
+    (`ThreadedLeases` wakes its own loop with it)."""
 
     def __post_init__(self) -> None:
         if self.ttl_s < 1 or self.shards < 1:
@@ -292,10 +293,16 @@ class ShardLeases:
     def _drop(self, shard: int) -> Lease | None:
         lease = self.held.get(shard)
         self.held = {k: v for k, v in self.held.items() if k != shard}
+        self._held_changed()
         return lease
+
+    def _held_changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def _hold(self, shard: int, revision: int) -> None:
         self.held = {**self.held, shard: Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))}
+        self._held_changed()
         self._unfence(shard)
         self._fences[shard] = asyncio.get_running_loop().call_later(self.ttl_s * (1 - SAFETY), lambda: self._spawn(self._lapse(shard)))
 

@@ -45,6 +45,10 @@ class EventLog(Protocol):
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
         ...
 
+    async def subjects(self, subject_filter: str) -> dict[str, int]:
+        """Every subject matching the filter that holds events, with how many."""
+        ...
+
     async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
         """Feed every matching event, in log order, to `on_event`; returns how many."""
         ...

@@ -116,6 +116,13 @@ class MemoryEventLog:
             on_event(r)
         return len(found)
 
+    async def subjects(self, subject_filter: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.records:
+            if matches(subject_filter, r.subject):
+                out[r.subject] = out.get(r.subject, 0) + 1
+        return out
+
     def types(self, subject_filter: str = ">") -> list[str]:
         """The types of the matching events, in log order (for assertions)."""
         return [r.type for r in self.records if matches(subject_filter, r.subject)]

@@ -18,10 +18,10 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
-from muster.bus.repository import rebuild
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
+from muster.snapshots import SnapshotSource
 
 from . import leases
 from .config import Hooks, PlannerConfig
@@ -48,10 +48,10 @@ class Planner:
     def __init__(self, log: EventLog, queue: TaskQueue, *, config: PlannerConfig | None = None,
                  catalogs: CatalogSource | None = None, solver: Solver | None = None,
                  clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None,
-                 workers: Workers | None = None) -> None:
+                 snapshots: SnapshotSource | None = None, workers: Workers | None = None) -> None:
         self.log, self.queue = log, queue
         self.config = config or PlannerConfig()
-        self.state = PlannerState(log, catalogs or LogCatalogs(log))
+        self.state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, self.config.snapshot_every)
         self.limits = Limits(self._provider_limit, self.config.tenant_limits, self.config.tenant_limit)
         # Concurrency limits after the hooks' own policy (a pool's grant): they count what is queued.
         hooks = hooks or Hooks()
@@ -94,12 +94,11 @@ class Planner:
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
                 leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
-                history = await self.state.job_history(cluster.tenant, cluster.job_id)
-                job = rebuild(Job, history)
+                job, history = await self.state.load_job(cluster.tenant, cluster.job_id)
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.jobs[cluster.job_id] = job
-                if not job.is_final:
+                if not job.is_final and history is not None:
                     job = await self._adopt(job)
                     queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]
                     times = {(r.event.task_id, r.event.attempt): r.time for r in queued}
@@ -173,13 +172,23 @@ class Planner:
     # -- events (see routing.py) -------------------------------------------------------------
 
     async def on_layout_answer(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         await self.execution.on_layout(recorded)
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         self.execution.on_claimed(recorded)
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         await self.execution.on_outcome(recorded)
+
+    async def _settled(self, recorded: Recorded) -> None:
+        """Whether this planner acts for the event's cluster must be known before the event is
+        taken in or skipped (a skipped event is acked: it would not come again); `NotYet` until then."""
+        job = self.jobs.get(getattr(recorded.event, "job_id", ""))
+        if job is not None and not job.is_final:
+            await self.hooks.settle(job.tenant, job.cluster_id)
 
     async def on_poison(self, recorded: Recorded, err: BaseException) -> None:
         """An event about a job that the planner could not take in, however often it tried

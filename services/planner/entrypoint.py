@@ -21,6 +21,7 @@ from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
+from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
@@ -30,7 +31,7 @@ from .app import Planner, PlannerConfig
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
 from .routing import REPLIES, ROUTES, Reply, operation
-from .sharding import Sharding
+from .sharding import Sharding, settler
 
 CONSUMER_IDLE_S = 3600.0
 """A planner's own consumers are deleted by the server this long after it went away."""
@@ -39,7 +40,8 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers."""
     store = store or EventStore(nc)
     return Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), hooks=hooks, workers=NatsWorkers(nc))
+                   nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), hooks=hooks, workers=NatsWorkers(nc),
+                   snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None)
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
@@ -49,11 +51,13 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     # On a thread and a connection of their own: a busy planner loop must not let them lapse.
     servers = ",".join(u.geturl() for u in nc.servers)
     leases = ThreadedLeases(servers, config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
-    hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id))
+    hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id), settle=settler(leases))
     planner = nats_planner(nc, config, hooks=hooks)
     sharding = Sharding(nc, planner, leases)
     planner.sharding = sharding  # type: ignore[attr-defined]
     stack.callback(planner.timers.cancel_all)
+    if planner.state.snapshotter is not None:
+        stack.callback(planner.state.snapshotter.close)
 
     subs: list[Any] = []
     for reply in REPLIES:

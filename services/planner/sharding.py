@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -37,6 +38,7 @@ from contracts import subjects
 from contracts.commands import VERB_OF, Rejected
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import shard_of
+from muster.routing import NotYet
 
 from .app import Planner
 from .domain import planning
@@ -53,6 +55,20 @@ def shard_subject(shard: int, tenant: str = "*", verb: str = "*") -> str:
     return f"{SHARD}.{shard}.ops.{tenant}.{verb}"
 
 
+def settler(leases: ThreadedLeases) -> Callable[[str, str], Awaitable[None]]:
+    """`Hooks.settle`: an event for a cluster whose lease is being renewed late (held, past
+    its validity: after a bus outage, or a loop busy for seconds) is neither taken in nor
+    skipped (skipped, it would be acked and lost: no rebuild follows a late renewal); it comes
+    again a little later, when the lease is renewed or lost."""
+
+    async def settle(tenant: str, cluster_id: str) -> None:
+        shard = shard_of(cluster_id, leases.shards)
+        if not leases.owns(shard) and shard in leases.held:
+            raise NotYet(f"the lease on shard {shard} is being renewed late")
+
+    return settle
+
+
 class Sharding:
     def __init__(self, nc: Client, planner: Planner, leases: ThreadedLeases, wait_s: float | None = None) -> None:
         self.nc, self.planner, self.leases = nc, planner, leases
@@ -64,6 +80,7 @@ class Sharding:
 
     def owns(self, tenant: str, cluster_id: str) -> bool:
         return self.leases.owns_cluster(cluster_id)
+
 
     def _in(self, shards: set[int]) -> Any:
         n = self.leases.shards
@@ -95,9 +112,7 @@ class Sharding:
 
     async def _on_forwarded(self, msg: Any) -> None:
         _, _, shard, _, tenant, verb = (msg.subject.split(".") + [""] * 6)[:6]
-        if not self.leases.owns(int(shard)) and int(shard) in self.leases.held:
-            # Renewed late (this planner was busy): its fence decides in a moment.
-            await self.leases.changed(int(shard), self.leases.revision(int(shard)), self.leases.ttl_s / 2)
+        await self.leases.settled(int(shard))  # renewed late (a slow loop or bus): decided in a moment
         if not self.leases.owns(int(shard)):
             reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again")
         else:

@@ -9,19 +9,30 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
+
+import structlog
 
 from contracts import subjects
 from contracts.catalog import Catalog
+from muster import snapshots
 from muster.bus.repository import Repository, fold, rebuild
 from muster.ports.eventlog import EventLog, Recorded
+from muster.snapshots import Kind, Snapshot, SnapshotSource
 
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .ports import CatalogSource
+from .snapshots import CLUSTER, EVERY, JOB, Snapshotter
+
+log = structlog.get_logger("muster.planner")
+TAIL_READS = 16
+"""Aggregates read at once when resuming from snapshots (each the events after its snapshot)."""
 
 
 class PlannerState:
-    def __init__(self, log: EventLog, catalogs: CatalogSource) -> None:
+    def __init__(self, log: EventLog, catalogs: CatalogSource, snapshots: SnapshotSource | None = None,
+                 snapshot_every: int = EVERY) -> None:
         self.log = log
         self.repo = Repository(log)
         self.catalog_source = catalogs
@@ -29,10 +40,17 @@ class PlannerState:
         self.clusters: dict[str, Cluster] = {}
         self.catalogs: dict[str, Catalog] = {}
         self.lock = asyncio.Lock()
+        self.snapshotter = Snapshotter(snapshots, snapshot_every) if snapshots is not None and snapshot_every > 0 else None
+        self._prefetched: dict[str, tuple[Job | None, list[Recorded] | None]] = {}
 
     async def load_clusters(self, only: Callable[[str], bool] | None = None) -> list[Cluster]:
         """Fold the clusters (those whose id `only` accepts) from the log, replacing what was
-        in memory for them; returns them."""
+        in memory for them; returns them. With snapshots, each from its snapshot and the
+        events after it."""
+        if self.snapshotter is not None:
+            found = await self._load_clusters_from_snapshots(only)
+            self.clusters.update(found)
+            return list(found.values())
         loaded: dict[str, Cluster] = {}
 
         def on_cluster(r: Recorded) -> None:
@@ -53,6 +71,63 @@ class PlannerState:
         for jid in gone:
             del self.jobs[jid]
         return gone
+
+    async def _load_clusters_from_snapshots(self, only: Callable[[str], bool] | None) -> dict[str, Cluster]:
+        assert self.snapshotter is not None
+        latest = await self.snapshotter.store.latest(CLUSTER.name)
+        gate = asyncio.Semaphore(TAIL_READS)
+        loaded: dict[str, Cluster] = {}
+
+        async def one(subject: str) -> None:
+            tenant, key = _tenant_and_id(subject)
+            if only is not None and not only(key):
+                return
+            async with gate:
+                cluster = await self._resume(CLUSTER, Cluster, subject, tenant, latest.get(key))
+            if cluster is not None:
+                loaded[key] = cluster
+
+        await asyncio.gather(*(one(s) for s in await self.log.subjects(subjects.ALL_CLUSTER_EVENTS)))
+
+        # Each cluster's current job, read the same way, many at once (resume asks for them
+        # one by one: they are ready by then).
+        async def job(tenant: str, job_id: str) -> None:
+            async with gate:
+                self._prefetched[job_id] = await self._load_job(tenant, job_id)
+
+        await asyncio.gather(*(job(c.tenant, c.job_id) for c in loaded.values() if c.job_id))
+        return loaded
+
+    async def load_job(self, tenant: str, job_id: str) -> tuple[Job | None, list[Recorded] | None]:
+        """A job at resume: from its snapshot and the events after it when it has ended;
+        otherwise from its whole history, returned too (its open tasks' times are in it)."""
+        found = self._prefetched.pop(job_id, None)
+        return found if found is not None else await self._load_job(tenant, job_id)
+
+    async def _load_job(self, tenant: str, job_id: str) -> tuple[Job | None, list[Recorded] | None]:
+        snap = await self.snapshotter.store.get(JOB.name, tenant, job_id) if self.snapshotter is not None else None
+        if snap is not None:
+            job = await self._resume(JOB, Job, subjects.job_events(tenant, job_id), tenant, snap)
+            if job is not None and job.is_final:
+                return job, None
+        history = await self.job_history(tenant, job_id)
+        job = rebuild(Job, history)
+        if job is not None and self.snapshotter is not None:
+            self.snapshotter.loaded(JOB, job, tenant)
+        return job, history
+
+    async def _resume(self, kind: Kind, cls: type[Any], subject: str, tenant: str, snap: Snapshot | None) -> Any:
+        tail = await self.log.read(subject, start_seq=snap.seq + 1 if snap is not None else 1)
+        try:
+            aggregate = snapshots.resume(snap, tail, lambda a, r: fold(cls, a, r))
+        except Exception as err:  # noqa: BLE001 - a snapshot that does not fit its log is only a lost shortcut
+            log.warning("snapshot does not fit its log; folded from the first event", kind=kind.name, subject=subject,
+                        error=str(err) or type(err).__name__)
+            snap = None
+            aggregate = rebuild(cls, await self.log.read(subject))
+        if aggregate is not None and self.snapshotter is not None:
+            self.snapshotter.loaded(kind, aggregate, tenant, snap.aggregate.version if snap is not None else 0)
+        return aggregate
 
     async def job_history(self, tenant: str, job_id: str) -> list[Recorded]:
         return await self.log.read(subjects.job_events(tenant, job_id))
@@ -76,9 +151,13 @@ class PlannerState:
 
     async def save_cluster(self, cluster: Cluster) -> None:
         await self.repo.save(cluster, subjects.cluster_events(cluster.tenant, str(cluster.id)))
+        if self.snapshotter is not None:
+            self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
 
     async def save_job(self, job: Job) -> None:
         await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
+        if self.snapshotter is not None:
+            self.snapshotter.saved(JOB, job, job.tenant)
 
     async def save(self, job: Job, cluster: Cluster) -> None:
         """The cluster's new events, then the job's (the cluster points to its job first)."""
@@ -102,3 +181,9 @@ class PlannerState:
         cluster = rebuild(Cluster, await self.log.read(subjects.cluster_events(tenant, cluster_id)))
         if cluster is not None:
             self.clusters[cluster_id] = cluster
+
+
+def _tenant_and_id(subject: str) -> tuple[str, str]:
+    """`muster.evt.<tenant>.<kind>.<id>`"""
+    parts = subject.split(".")
+    return parts[2], parts[-1]

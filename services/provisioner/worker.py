@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ from contracts import subjects
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster.bus.eventstore import Append, EventStore
+from muster.bus.grouped import GroupedAppends
 
 from .nodes import NodesResolver
 
@@ -44,6 +45,9 @@ FETCH_WAIT_S = 5.0
 renewal only bounds how long a pull lost with a broken connection goes unnoticed."""
 MAX_BATCH = 256
 """The most tasks one pull asks for."""
+FINISHING_PER_SLOT = 4
+"""Tasks whose plugin is done but whose outcome is still being written hold no slot; pulls wait
+while more than this many per slot are (the log is slow, or down)."""
 RETRY_DELAY_S = 1.0
 """Redelivery delay of a task whose handling failed for a reason of the bus or the log."""
 MAX_PAUSE_S = 10.0
@@ -132,6 +136,12 @@ class Workers:
         self.passed = 0
         """Deliveries let go: `avoid`, overflow, or arriving while draining."""
         self._keepalive_s: dict[str, float] = {}
+        # Claims and outcomes of all slots share atomic batches when several are waiting.
+        self.writes = GroupedAppends(self.store)
+        self.finishing: set[asyncio.Task[None]] = set()
+        """Outcomes being written and acked: their plugins are done, their slots free."""
+        self._room = asyncio.Event()
+        self._room.set()
         self._pullers: list[asyncio.Task[None]] = []
         self._side: set[asyncio.Task[None]] = set()
         self._started = False
@@ -215,14 +225,15 @@ class Workers:
         """Stop at once, abandoning the tasks in flight (they come back after `ack_wait`):
         for tests that play a dying process, and for a shutdown that cannot wait."""
         self.draining.set()
-        for t in [*self._pullers, *self.running, *self._side]:
+        for t in [*self._pullers, *self.running, *self.finishing, *self._side]:
             t.cancel()
-        await asyncio.gather(*self._pullers, *self.running, *self._side, return_exceptions=True)
+        await asyncio.gather(*self._pullers, *self.running, *self.finishing, *self._side, return_exceptions=True)
 
     async def _pull(self, tenant: str, psub: JetStreamContext.PullSubscription) -> None:
         failures = 0
         while True:
             await self.slots.available()
+            await self._room.wait()
             want = min(self.slots.free, MAX_BATCH)
             try:
                 msgs = await psub.fetch(batch=want, timeout=FETCH_WAIT_S)
@@ -273,10 +284,13 @@ class Workers:
         def done(t: asyncio.Task[None]) -> None:
             self.running.discard(t)
             self.slots.give(slot)
-            if not self.running:
-                self.idle.set()
+            self._check_idle()
 
         task.add_done_callback(done)
+
+    def _check_idle(self) -> None:
+        if not self.running and not self.finishing:
+            self.idle.set()
 
     def _aside(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a fire-and-forget ack/nak, keeping a reference until it is done."""
@@ -299,13 +313,32 @@ class Workers:
             log.info("task let go for another provisioner", task=task.task_id, attempt=task.attempt, delivery=delivery)
             await self._settle(msg.nak(delay=self.config.avoid_delay_s))
             return
+        # In-progress acks from here until the ack: the claim stays ours while the plugin runs
+        # and while its outcome is written.
+        keepalive = KeepAlive(msg, self._keepalive_s.get(tenant, 1.0), self._aside)
+        worker = f"{self.config.provisioner_id}/w{slot}"
         try:
-            await self._run(msg, task, delivery, f"{self.config.provisioner_id}/w{slot}", self._keepalive_s.get(tenant, 1.0))
+            result = await self._claim_and_run(task, delivery, worker)
         except Exception:
             # The bus or the log failed us (a plugin failure is an outcome, not an
             # exception): let the task come back rather than lose it.
+            keepalive.cancel()
             log.exception("task handling failed; will be redelivered", task=task.task_id)
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
+            return
+        # The plugin is done: its slot is free for the next task while the outcome is written.
+        finishing = asyncio.create_task(self._finish(msg, task, result, keepalive))
+        self.finishing.add(finishing)
+        if len(self.finishing) >= FINISHING_PER_SLOT * self.config.capacity:
+            self._room.clear()
+
+        def finished(t: asyncio.Task[None]) -> None:
+            self.finishing.discard(t)
+            if len(self.finishing) < FINISHING_PER_SLOT * self.config.capacity:
+                self._room.set()
+            self._check_idle()
+
+        finishing.add_done_callback(finished)
 
     @staticmethod
     async def _settle(ack: Awaitable[None]) -> None:
@@ -314,40 +347,61 @@ class Workers:
         except Exception as err:  # noqa: BLE001 - lost with the connection: the server redelivers
             log.warning("ack failed", error=str(err) or type(err).__name__)
 
-    async def _run(self, msg: Msg, task: TaskMessage, delivery: int, worker: str, keepalive_s: float) -> None:
-        subject = subjects.task_events(task.tenant, task.job_id, task.task_id)
-        key = f"{task.job_id}.{task.task_id}.{task.attempt}"
+    async def _claim_and_run(self, task: TaskMessage, delivery: int, worker: str) -> TaskSucceeded | TaskFailed:
+        """The claim, stored before the plugin runs; then the plugin; returns the outcome event."""
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
                             provisioner=self.config.provisioner_id, worker=worker, delivery=delivery)
-        await self.store.append(subject, [Append(claim, msg_id=f"{key}.claim.{delivery}")])
-        outcome = await self._run_keeping_claim(msg, task, keepalive_s)
+        await self.writes.append(_subject(task), Append(claim, msg_id=f"{_key(task)}.claim.{delivery}"))
+        outcome = await self.executor.execute(task)
         if outcome.ok:
-            result: TaskSucceeded | TaskFailed = TaskSucceeded(
+            return TaskSucceeded(
                 job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
                 provisioner=self.config.provisioner_id, worker=worker, result=outcome.result,
                 ipaddresses=outcome.ipaddresses, hostname=outcome.hostname,
                 stdout=trim_output(outcome.stdout), stderr=trim_output(outcome.stderr),
             )
-        else:
-            result = TaskFailed(
-                job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
-                provisioner=self.config.provisioner_id, worker=worker, error=outcome.error or "failed",
-                stdout=trim_output(outcome.stdout), stderr=trim_output(outcome.stderr),
-            )
-        await self.store.append(subject, [Append(result, msg_id=f"{key}.outcome")])
-        await msg.ack()
-        self.completed += 1
-        log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=worker, ok=outcome.ok)
+        return TaskFailed(
+            job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
+            provisioner=self.config.provisioner_id, worker=worker, error=outcome.error or "failed",
+            stdout=trim_output(outcome.stdout), stderr=trim_output(outcome.stderr),
+        )
 
-    async def _run_keeping_claim(self, msg: Msg, task: TaskMessage, interval: float) -> TaskOutcome:
-        run = asyncio.ensure_future(self.executor.execute(task))
+    async def _finish(self, msg: Msg, task: TaskMessage, result: TaskSucceeded | TaskFailed, keepalive: KeepAlive) -> None:
+        """The outcome stored (one per attempt: its key), then the ack."""
         try:
-            while True:
-                # Wait on the task itself, with a deadline: on each deadline tell the server we
-                # still hold the task.
-                done, _ = await asyncio.wait({run}, timeout=interval)
-                if done:
-                    return run.result()
-                await self._settle(msg.in_progress())
+            await self.writes.append(_subject(task), Append(result, msg_id=f"{_key(task)}.outcome"))
+        except Exception:  # the log failed us: the task comes back and runs again
+            log.exception("outcome not recorded; will be redelivered", task=task.task_id)
+            await self._settle(msg.nak(delay=RETRY_DELAY_S))
+            return
         finally:
-            run.cancel()
+            keepalive.cancel()
+        await self._settle(msg.ack())
+        self.completed += 1
+        log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=result.worker,
+                 ok=isinstance(result, TaskSucceeded))
+
+
+def _subject(task: TaskMessage) -> str:
+    return subjects.task_events(task.tenant, task.job_id, task.task_id)
+
+
+def _key(task: TaskMessage) -> str:
+    return f"{task.job_id}.{task.task_id}.{task.attempt}"
+
+
+class KeepAlive:
+    """In-progress acks every `interval` seconds from a timer (no task, no loop), until cancelled."""
+
+    def __init__(self, msg: Msg, interval: float, aside: Callable[[Coroutine[Any, Any, None]], None]) -> None:
+        self.msg, self.interval, self.aside = msg, interval, aside
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(interval, self._ping)
+
+    def _ping(self) -> None:
+        self.aside(Workers._settle(self.msg.in_progress()))
+        self._timer = asyncio.get_running_loop().call_later(self.interval, self._ping)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 
 import asyncssh
@@ -121,7 +122,9 @@ async def test_task_timeout_applies_to_the_shell_automator(registry: PluginRegis
     node = await localhost_node()
     task = service_task(node, "start", "echo $$ > pid; exec sleep 30").model_copy(update={"timeout_s": 0.4})
     out = await asyncio.wait_for(registry.execute(task), 10)
-    assert not out.ok and "svc start: timed out after 0.36 s" in out.error  # leaves time to kill it
+    # The automator stops at 90% of what is left of the 0.4 s (time to kill the script); what is
+    # left depends on when the task got there, so 0.36 s on a quiet machine, a little less under load.
+    assert not out.ok and re.search(r"svc start: timed out after 0\.3\d* s", out.error), out.error
     await process_exited(int((node_dir(registry, node.results["providerid"]) / "pid").read_text()), 5)
 
 

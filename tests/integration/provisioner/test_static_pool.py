@@ -193,7 +193,8 @@ async def test_real_sshd_timeout(sshd: Any, tmp_path: Path) -> None:
         node, _ = await pool_node(reg, "c1")
         workdir = tmp_path / "node"
         script = "echo $$ > pid; echo started; exec sleep 30"
-        out = await reg.execute(service_task(node, "start", script, timeout_s="0.5", workdir=str(workdir)))
-        assert not out.ok and "timed out after 0.5 s" in out.error and out.stdout == "started\n"
+        # The deadline covers the SSH connection too: 2 s leaves a loaded machine time to run the echo.
+        out = await reg.execute(service_task(node, "start", script, timeout_s="2", workdir=str(workdir)))
+        assert not out.ok and "timed out after 2 s" in out.error and out.stdout == "started\n"
         await process_exited(int((workdir / "pid").read_text()), 5)  # killed, not left behind
         assert not list((workdir / ".muster").iterdir())

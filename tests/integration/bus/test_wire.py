@@ -1,0 +1,141 @@
+"""Raw reads from the wire (`muster.bus.wire`) against a real nats-server: every message once,
+in stream order, through a lost consumer too; the connection's other subscriptions untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js.api import StreamConfig
+
+from contracts.events import JobPaused, JobRequested
+from muster.bus.bodies import INLINE_LIMIT
+from muster.bus.connect import connect
+from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
+from muster.bus.wire import OrderedReader, raw_subscribe, raw_unsubscribe
+
+pytestmark = pytest.mark.nats
+
+
+@pytest_asyncio.fixture
+async def stream(nc: Client) -> AsyncIterator[str]:
+    name = f"WIRE{uuid.uuid4().hex[:8].upper()}"
+    js = nc.jetstream()
+    await js.add_stream(StreamConfig(name=name, subjects=[f"{name.lower()}.>"]))
+    try:
+        yield name
+    finally:
+        await js.delete_stream(name)
+
+
+async def _fill(nc: Client, stream: str, n: int, size: int = 100) -> None:
+    js = nc.jetstream()
+    for i in range(n):
+        await js.publish_async(f"{stream.lower()}.{'a' if i % 3 else 'b'}", b"x" * size, headers={"N": str(i)})
+    await js.publish_async_completed()
+
+
+async def test_a_read_delivers_every_matching_message_once_in_order_from_a_start(nc: Client, stream: str) -> None:
+    await _fill(nc, stream, 300)
+    got: list[tuple[bytes, int, bytes]] = []
+    reader = OrderedReader(nc, stream, [f"{stream.lower()}.b"], lambda s, q, d, h: got.append((s, q, h)), start_seq=50)
+    assert await reader.run(10) == len(got)
+    assert [q for _, q, _ in got] == [q for q in range(50, 301) if (q - 1) % 3 == 0]
+    assert all(s == f"{stream.lower()}.b".encode() and f"N: {q - 1}\r\n".encode() in h for s, q, h in got)
+    assert await OrderedReader(nc, stream, [f"{stream.lower()}.none"], lambda *a: None).run(5) == 0
+
+
+async def test_a_consumer_lost_mid_read_is_recreated_from_the_next_message(nc: Client, stream: str) -> None:
+    await _fill(nc, stream, 5000, size=1000)
+    other = await connect(nc.connected_url.geturl() if nc.connected_url else None, name="killer")
+    seqs: list[int] = []
+    killing: list[asyncio.Task[None]] = []
+
+    async def kill() -> None:  # what a restarted server or an expired consumer looks like
+        js = other.jetstream()
+        for info in await js.consumers_info(stream):
+            await js.delete_consumer(stream, info.name)
+
+    def on_message(subject: bytes, seq: int, data: bytes, headers: bytes) -> None:
+        seqs.append(seq)
+        if len(seqs) == 1:
+            killing.append(asyncio.get_running_loop().create_task(kill()))
+
+    reader = OrderedReader(nc, stream, [f"{stream.lower()}.>"], on_message, heartbeat_s=0.1)
+    try:
+        assert await reader.run(30) == 5000
+    finally:
+        await asyncio.gather(*killing)
+        await other.close()
+    assert reader.resets >= 1
+    assert seqs == list(range(1, 5001))
+
+
+async def test_a_failing_callback_stops_the_read_and_its_error_is_raised(nc: Client, stream: str) -> None:
+    await _fill(nc, stream, 50)
+    seen: list[int] = []
+
+    def on_message(subject: bytes, seq: int, data: bytes, headers: bytes) -> None:
+        if seq == 10:
+            raise ValueError("cannot fold this one")
+        seen.append(seq)
+
+    with pytest.raises(ValueError, match="cannot fold"):
+        await OrderedReader(nc, stream, [f"{stream.lower()}.>"], on_message).run(10)
+    assert seen == list(range(1, 10))
+
+
+async def test_the_connections_other_subscriptions_are_untouched(nc: Client) -> None:
+    raw_inbox, plain_inbox = nc.new_inbox(), nc.new_inbox()
+    raw: list[tuple[bytes, bytes, bytes, bytes]] = []
+    plain: asyncio.Future[Msg] = asyncio.get_running_loop().create_future()
+
+    async def on_plain(msg: Msg) -> None:
+        plain.set_result(msg)
+
+    sub = await raw_subscribe(nc, raw_inbox, lambda *frame: raw.append(frame))
+    other = await nc.subscribe(plain_inbox, cb=on_plain)
+    await nc.publish(raw_inbox, b"one", headers={"A": "1"})
+    await nc.publish(plain_inbox, b"two", headers={"B": "2"})
+    msg = await asyncio.wait_for(plain, 5)
+    assert msg.data == b"two" and msg.headers == {"B": "2"}
+    await nc.flush()
+    assert raw == [(raw_inbox.encode(), b"", b"one", b"NATS/1.0\r\nA: 1\r\n\r\n")]
+    await raw_unsubscribe(nc, sub)
+    await other.unsubscribe()
+
+
+async def test_replay_takes_several_filters_and_a_start_sequence(nc: Client, tenant: str) -> None:
+    store = EventStore(nc)
+    seqs = []
+    for i in range(6):
+        kind = ("job", "cluster", "task")[i % 3]
+        seqs += await store.append(f"muster.evt.{tenant}.{kind}.x{i}", [Append(JobPaused(job_id=f"j{i}", by="me"), msg_id=f"{tenant}-{i}")])
+    got: list[int] = []
+    filters = [f"muster.evt.{tenant}.job.*", f"muster.evt.{tenant}.cluster.*"]
+    assert await store.replay(filters, lambda r: got.append(r.seq), start_seq=seqs[1]) == 3
+    assert got == [seqs[1], seqs[3], seqs[4]]
+
+    def refuse(r: object) -> None:
+        raise RuntimeError("no")
+
+    with pytest.raises(StoreError, match="stopped: no"):
+        await store.replay(filters, refuse)
+
+
+async def test_replay_hands_over_an_offloaded_body_whole_and_everything_in_order(nc: Client, tenant: str) -> None:
+    store = EventStore(nc)
+    big = JobRequested(tenant=tenant, job_id="j", cluster_id="c", operation="create", request={"blob": "x" * (INLINE_LIMIT + 10)})
+    subject = f"muster.evt.{tenant}.job.j"
+    items = [Append(JobPaused(job_id="j", by="a"), msg_id=f"{tenant}-0"), Append(big, msg_id=f"{tenant}-1")]
+    items += [Append(JobPaused(job_id="j", by=f"after{i}"), msg_id=f"{tenant}-{i + 2}") for i in range(20)]
+    seqs = [s for item in items for s in await store.append(subject, [item])]
+    got: list[Recorded] = []
+    assert await store.replay(subject, got.append) == len(items)
+    assert [r.seq for r in got] == seqs
+    assert got[1].event == big and [r.event.by for r in got[2:]] == [f"after{i}" for i in range(20)]
