@@ -3,9 +3,9 @@ takeover after kill -9, and job throughput with 1, 2 and 3 planners. Not a test:
 the table; `--write-docs` puts it into docs/benchmarks.md ("## Scale").
 
     .venv/bin/python bench/scale_bench.py [--nodes 1000] [--takeover-jobs 6] [--jobs 30] [--write-docs]
-    .venv/bin/python bench/scale_bench.py --big [--write-docs]       # the 10,000-node create alone
+    .venv/bin/python bench/scale_bench.py --full [--write-docs]       # the 10,000-node create alone
 
-The defaults finish in a few minutes (`make bench` runs them); `--big` (= `--nodes 10000
+The defaults finish in a few minutes (`make bench` runs them); `--full` (= `--nodes 10000
 --takeover-jobs 0 --jobs 0`) takes tens of minutes and writes its own section ("## Scale: a
 10,000-node create"), which a default run leaves alone.
 
@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from nats.aio.client import Client  # noqa: E402
 from nats.js.api import StorageType, StreamConfig  # noqa: E402
 
+from bench import goals  # noqa: E402
 from contracts import subjects  # noqa: E402
 from contracts.commands import Accepted, CreateCluster  # noqa: E402
 from muster.bus.connect import connect  # noqa: E402
@@ -252,6 +253,19 @@ async def throughput(args: argparse.Namespace, base: Path, planners: int) -> dic
                 "succeeded": sum(f.type == "JobSucceeded" for f in finals), "raw_publish_per_s": await raw_publish_rate(run.nc)}
 
 
+def goals_of(big: dict[str, Any] | None, take: dict[str, Any] | None) -> list[goals.Goal]:
+    """#14.7's goals: the planner under 1 GB, no message over 64 KB; #14.6's: a killed
+    planner's jobs move again within 2x the lease TTL."""
+    out = []
+    if big:
+        out += [goals.Goal(f"{big['nodes']:,}-node create: planner peak memory", round(big["peak_mb"].get("planner", 0)), "<=", 1024, " MB"),
+                goals.Goal(f"{big['nodes']:,}-node create: largest message on the bus", big["largest_bytes"], "<=", 64 * 1024, " bytes")]
+    if take and take["last_progress_s"] is not None:
+        out.append(goals.Goal("takeover after kill -9: last job moving again", round(take["last_progress_s"], 1), "<=",
+                              2 * take["ttl_s"], " s"))
+    return out
+
+
 def big_section(big: dict[str, Any]) -> str:
     return f"## Scale: a {big['nodes']:,}-node create"
 
@@ -301,6 +315,7 @@ async def main(args: argparse.Namespace) -> None:
         for n in (1, 2, 3) if args.jobs else ():
             tps.append(await throughput(args, base, n))
             print(json.dumps(tps[-1]), flush=True)
+    print(goals.line(goals_of(big, take)))
     if big and big["nodes"] >= BIG_NODES:  # a section of its own: a default run leaves it alone
         text = section(big_section(big), big, None, [])
         print(text)
@@ -317,7 +332,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=1000, help="nodes of the big create (0: skip)")
-    parser.add_argument("--big", action="store_true", help="only the 10,000-node create (tens of minutes)")
+    parser.add_argument("--full", action="store_true", help="only the 10,000-node create (tens of minutes; make bench-full)")
     parser.add_argument("--provisioners", type=int, default=2, help="provisioner processes for the big create")
     parser.add_argument("--capacity", type=int, default=64, help="tasks at once per provisioner")
     parser.add_argument("--timeout", type=float, default=7200, help="seconds the big create may take")
@@ -326,6 +341,6 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=30, help="creates per throughput run (0: skip)")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' in docs/benchmarks.md")
     options = parser.parse_args()
-    if options.big:
+    if options.full:
         options.nodes, options.takeover_jobs, options.jobs = 10_000, 0, 0
     asyncio.run(main(options))
