@@ -173,7 +173,7 @@ async def live(browser: Any, url: str, store: EventStore, job_id: str, tasks: li
             steps += [("queued", t), ("claimed", t), ("succeeded-loc", t), ("succeeded", t)]
         n = int(rate * seconds)
         start = time.perf_counter()
-        task_subject = lambda t: subjects.task_events(TENANT, job_id, t.id)  # noqa: E731
+        task_subject = lambda t: subjects.task_events(TENANT, job_id, t.id, "bench")  # noqa: E731
         job_subject = subjects.job_events(TENANT, job_id)
         version = 2
         for i, (what, t) in enumerate(steps[:n]):

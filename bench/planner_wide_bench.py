@@ -162,7 +162,7 @@ async def _one_message(planner: Planner, job: Job, cluster: Cluster) -> bytes:
 def _outcome(job: Job, task_id: str) -> Recorded:
     event = TaskSucceeded(job_id=str(job.id), task_id=task_id, attempt=job.attempts[task_id], provisioner="p", worker="p/w0",
                           result={"port": 1})
-    return Recorded(0, subjects.task_events(TENANT, str(job.id), task_id), datetime.now(UTC), event)
+    return Recorded(0, subjects.task_events(TENANT, str(job.id), task_id, "bench"), datetime.now(UTC), event)
 
 
 if __name__ == "__main__":

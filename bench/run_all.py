@@ -71,6 +71,7 @@ QUICK: dict[str, list[str]] = {
     "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
+    "auth_bench.py": ["--samples", "100", "--seconds", "2", "--rounds", "1"],
     "console_bench.py": ["--nodes", "20", "--repeat", "1", "--seconds", "3"],
     "scale_bench.py": ["--nodes", "200", "--takeover-jobs", "3", "--jobs", "10"],
 }

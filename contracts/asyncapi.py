@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from . import commands, events, subjects, tasks
+from . import commands, events, identity, subjects, tasks
 
 SCHEMA_REF = "#/components/schemas/{model}"
 
@@ -47,8 +47,9 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      "control (pause, resume, cancel, retry), rollback, and the end."),
     ("events.layout", "muster.evt.{tenant}.layout.{jobId}", {"jobId": "the job's id"},
      "Layout requests of a job (planner) and their answers (a solver)."),
-    ("events.task", "muster.evt.{tenant}.task.{jobId}.{taskId}",
-     {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`"},
+    ("events.task", "muster.evt.{tenant}.task.{jobId}.{taskId}.{provisionerId}",
+     {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`",
+      "provisionerId": "the provisioner that wrote the event (with auth on, the only one allowed to)"},
      "Claims and outcomes of one task's attempts, written by provisioners."),
     ("events.cluster", "muster.evt.{tenant}.cluster.{clusterId}", {"clusterId": "the cluster's id (a UUID)"},
      "A cluster's layout, config, node results and status, written by the planner."),
@@ -61,17 +62,24 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      "One `CatalogEntityPut` per version of a catalog entity (`muster catalog apply`)."),
     ("events.plan", "muster.evt.{tenant}.plan.{planId}", {"planId": "the saved plan's id"},
      "A plan a dry run showed (`PlanSaved`), which `ApplyPlan` runs exactly or refuses."),
+    ("events.identity", "muster.evt._auth.{aggregate}.{id}",
+     {"aggregate": "`tenant`, `principal` or `token`", "id": "the tenant's name, the principal's or the token's id"},
+     "Tenants, principals, tokens (a salt and a digest, never the token) and grants, written by the auth service "
+     "(docs/security.md)."),
     ("events.other", "muster.evt.{tenant}.{aggregate}.{id}", {"aggregate": "the aggregate kind", "id": "its id"},
      "Events of aggregates not listed above."),
 ]
 
 TASK_CHANNEL_EVENTS = {"TaskClaimed", "TaskSucceeded", "TaskFailed"}
+IDENTITY_CHANNEL_EVENTS = {_cls.model_fields["type"].default for _cls in identity.IDENTITY_EVENTS}
 
 
 def event_channel(event_type: str) -> str:
     """Which channel of the log an event type is written to."""
     if event_type in TASK_CHANNEL_EVENTS:
         return "events.task"
+    if event_type in IDENTITY_CHANNEL_EVENTS:
+        return "events.identity"
     if event_type == "ClusterNameClaimed":
         return "events.clustername"
     if event_type.startswith("Layout"):
@@ -154,16 +162,19 @@ def _message(model: type[BaseModel], summary: str, **extra: Any) -> dict[str, An
     return message
 
 
-def _params(names: dict[str, str]) -> dict[str, Any]:
-    return {"tenant": {"description": "the tenant (1-128 letters, digits, '-' or '_')"}, **{
-        k: {"description": v} for k, v in names.items()}}
+PRINCIPAL = {"principal": "the sender's principal id: with auth on, the server lets a connection use only its own"}
+
+
+def _params(names: dict[str, str], tenant: bool = True) -> dict[str, Any]:
+    first = {"tenant": {"description": "the tenant (1-128 letters, digits, '-' or '_')"}} if tenant else {}
+    return {**first, **{k: {"description": v} for k, v in names.items()}}
 
 
 def build() -> dict[str, Any]:
     command_models = _union_members(commands.AnyCommand)
     reply_models = _union_members(commands.Reply)
     event_models = _union_members(events.AnyEvent)
-    schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage])
+    schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage, identity.AuthRequest, identity.AuthReply])
     messages: dict[str, Any] = {}
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
@@ -185,12 +196,13 @@ def build() -> dict[str, Any]:
                                examples=[{"name": f"{verb}-example", "payload": example}])
         cid = f"operations.{verb}"
         channels[cid] = {
-            "address": f"{subjects.OPS}.{{tenant}}.{verb}",
+            "address": f"{subjects.OPS}.{{tenant}}.{{principal}}.{verb}",
             "title": f"{verb} requests",
             "description": (f"Core NATS request/reply (queue group `planners`). Send one `{t}` as JSON; the reply "
                             "comes at once. `request_id` is the idempotency key: resending with the same key "
-                            "(after a timeout) answers with the same job, `duplicate: true`."),
-            "parameters": _params({}),
+                            "(after a timeout) answers with the same job, `duplicate: true`. The reply goes to "
+                            "the sender's inbox, `_INBOX.<principal>.>`."),
+            "parameters": _params(PRINCIPAL),
             "messages": {t: {"$ref": f"#/components/messages/{t}"}},
         }
         operations[f"request.{verb}"] = {
@@ -219,7 +231,7 @@ def build() -> dict[str, Any]:
             "address": address,
             "description": f"{description} Stream `{subjects.EVENTS_STREAM}` (the log; never expires). "
                            "Read with a JetStream consumer filtered on the subject (ordered consumer to follow).",
-            "parameters": _params(params),
+            "parameters": _params(params, tenant="{tenant}" in address),
             "messages": {n: {"$ref": f"#/components/messages/{n}"} for n in names},
         }
         if not names:
@@ -249,9 +261,9 @@ def build() -> dict[str, Any]:
                            "summary": "The job as its owning planner sees it (state, counts, stage, tasks).",
                            "payload": {"type": "object", "additionalProperties": True}}
     channels["queries.job"] = {
-        "address": f"{subjects.QUERY}.{{tenant}}.job.{{jobId}}",
+        "address": f"{subjects.QUERY}.{{tenant}}.{{principal}}.job.{{jobId}}",
         "description": "Request/reply: answered only by the planner that owns the job; no answer means ask the log.",
-        "parameters": _params({"jobId": "the job's id"}),
+        "parameters": _params({**PRINCIPAL, "jobId": "the job's id"}),
         "messages": {"JobQuery": {"$ref": "#/components/messages/JobQuery"}},
     }
     channels["queries.job.reply"] = {"address": None, "messages": {"JobView": {"$ref": "#/components/messages/JobView"}}}
@@ -262,10 +274,10 @@ def build() -> dict[str, Any]:
                   "messages": [{"$ref": "#/channels/queries.job.reply/messages/JobView"}]},
     }
     channels["queries.solve"] = {
-        "address": f"{subjects.QUERY}.{{tenant}}.solve",
+        "address": f"{subjects.QUERY}.{{tenant}}.{{principal}}.solve",
         "description": "Request/reply to any solver (queue group `solvers`) for dry runs: a `LayoutRequested` in, "
                        "a `LayoutSolved` or `LayoutUnsolvable` out; nothing is recorded.",
-        "parameters": _params({}),
+        "parameters": _params(PRINCIPAL),
         "messages": {"LayoutRequested": {"$ref": "#/components/messages/LayoutRequested"}},
     }
     channels["queries.solve.reply"] = {"address": None, "messages": {
@@ -275,6 +287,23 @@ def build() -> dict[str, Any]:
         "messages": [{"$ref": "#/channels/queries.solve/messages/LayoutRequested"}],
         "reply": {"channel": {"$ref": "#/channels/queries.solve.reply"},
                   "messages": [{"$ref": f"#/channels/queries.solve.reply/messages/{n}"} for n in ("LayoutSolved", "LayoutUnsolvable")]},
+    }
+
+    # -- identities ------------------------------------------------------------------------------
+    messages["AuthRequest"] = _message(identity.AuthRequest, "A request to the auth service; the verb is the subject's last token.")
+    messages["AuthReply"] = _message(identity.AuthReply, "The auth service's answer: ok with data, or a reason.")
+    channels["auth"] = {
+        "address": f"{subjects.AUTH}.{{principal}}.{{verb}}",
+        "description": "Request/reply to the auth service (docs/security.md): " + ", ".join(identity.AUTH_VERBS) + ". "
+                       "The requester is the subject's principal.",
+        "parameters": _params({**PRINCIPAL, "verb": "one of " + ", ".join(identity.AUTH_VERBS)}, tenant=False),
+        "messages": {"AuthRequest": {"$ref": "#/components/messages/AuthRequest"}},
+    }
+    channels["auth.reply"] = {"address": None, "messages": {"AuthReply": {"$ref": "#/components/messages/AuthReply"}}}
+    operations["request.auth"] = {
+        "action": "send", "channel": {"$ref": "#/channels/auth"},
+        "messages": [{"$ref": "#/channels/auth/messages/AuthRequest"}],
+        "reply": {"channel": {"$ref": "#/channels/auth.reply"}, "messages": [{"$ref": "#/channels/auth.reply/messages/AuthReply"}]},
     }
 
     metrics = getattr(subjects, "PLANNER_METRICS", None)
@@ -309,7 +338,7 @@ def build() -> dict[str, Any]:
             "version": version,
             "description": (
                 "The wire of muster, an event-sourced cluster manager on NATS JetStream. Bodies are JSON (UTF-8). "
-                "To run an operation: publish a command to `muster.ops.<tenant>.<verb>` as a NATS request and read the "
+                "To run an operation: publish a command to `muster.ops.<tenant>.<principal>.<verb>` as a NATS request and read the "
                 "one reply (`Accepted` with the job id, `Rejected` with a reason, or `DryRun`). Then follow the job "
                 "on the log: subscribe with a JetStream ordered consumer on `muster.evt.<tenant>.job.<jobId>` from the "
                 "first message; the job ends with JobSucceeded, JobFailed, JobRolledBack or JobNeedsAttention. "

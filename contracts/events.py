@@ -14,6 +14,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .catalog import Action
+from .identity import (
+    IDENTITY_EVENTS,
+    PermissionGranted,
+    PermissionRevoked,
+    PrincipalCreated,
+    PrincipalDisabled,
+    TenantCreated,
+    TokenIssued,
+    TokenRevoked,
+)
 from .layout import Layout, NodeSpec
 from .tasks import ProvisionerInfo
 
@@ -467,15 +477,15 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved,
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved | TenantCreated | PrincipalCreated | PrincipalDisabled | TokenIssued | TokenRevoked | PermissionGranted | PermissionRevoked,
     Field(discriminator="type"),
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
 
-EVENT_TYPES: dict[str, type[Event]] = {
+EVENT_TYPES: dict[str, type[BaseModel]] = {
     cls.model_fields["type"].default: cls
-    for cls in Event.__subclasses__()
+    for cls in [*Event.__subclasses__(), *IDENTITY_EVENTS]
     if "type" in cls.model_fields
 }
 

@@ -7,6 +7,7 @@ can inject a wildcard or an extra subject level.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 EVENTS_STREAM = "EVENTS"
 TASKS_STREAM = "TASKS"
@@ -17,6 +18,8 @@ EVT = "muster.evt"
 TASK = "muster.task"
 OPS = "muster.ops"
 QUERY = "muster.q"
+SHARD = "muster.shard"
+"""Requests forwarded by a planner to the holder of a shard (docs/scaling.md)."""
 
 TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 TASK_TOKEN = re.compile(r"^[A-Za-z0-9_\-~]{1,400}$")
@@ -55,13 +58,35 @@ def layout_events(tenant: str, job_id: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.layout.{token(job_id, 'job id')}"
 
 
-def task_events(tenant: str, job_id: str, task_id: str) -> str:
+def task_events(tenant: str, job_id: str, task_id: str, provisioner_id: str) -> str:
     """Claims and outcomes of one task of a job, written by provisioners. Task ids are
-    `<node>.<action>[.<service>]`; their dots become `~` to stay one subject token."""
+    `<node>.<action>[.<service>]`; their dots become `~` to stay one subject token. The last
+    token is the writing provisioner's id: with auth on, the server lets a provisioner publish
+    only on its own (docs/decisions/0009), so the subject says who recorded the outcome."""
     escaped = task_id.replace(".", "~")
     if not TASK_TOKEN.fullmatch(escaped):
         raise SubjectError(f"task id {task_id!r} is not a valid task id")
-    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{escaped}"
+    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{escaped}.{token(provisioner_id, 'provisioner id')}"
+
+
+def task_history_filter(tenant: str, job_id: str, task_id: str) -> str:
+    """Every claim and outcome of one task, whichever provisioner wrote it."""
+    escaped = task_id.replace(".", "~")
+    if not TASK_TOKEN.fullmatch(escaped):
+        raise SubjectError(f"task id {task_id!r} is not a valid task id")
+    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{escaped}.*"
+
+
+def job_task_events(tenant: str, job_id: str) -> str:
+    """Every claim and outcome of every task of a job."""
+    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.>"
+
+
+def task_event_writer(subject: str) -> str | None:
+    """The provisioner id a task event's subject names (None for events written before the
+    subject carried it)."""
+    parts = subject.split(".")
+    return parts[6] if len(parts) == 7 and parts[3] == "task" else None
 
 
 def catalog_events(tenant: str, kind: str, name: str) -> str:
@@ -79,15 +104,25 @@ def provisioner_events(tenant: str, provisioner_id: str) -> str:
 
 def job_history_filters(tenant: str, job_id: str) -> list[str]:
     """Every subject that tells a job's story."""
-    return [job_events(tenant, job_id), layout_events(tenant, job_id), f"{EVT}.{tenant}.task.{job_id}.*"]
+    return [job_events(tenant, job_id), layout_events(tenant, job_id), job_task_events(tenant, job_id)]
 
 
 ALL_EVENTS = f"{EVT}.>"
 ALL_LAYOUT_EVENTS = f"{EVT}.*.layout.*"
-ALL_TASK_EVENTS = f"{EVT}.*.task.*.*"
+ALL_TASK_EVENTS = f"{EVT}.*.task.>"
 ALL_JOB_EVENTS = f"{EVT}.*.job.*"
 ALL_CLUSTER_EVENTS = f"{EVT}.*.cluster.*"
 ALL_CATALOG_EVENTS = f"{EVT}.*.catalog.>"
+
+# -- identities: muster.evt._auth.<aggregate>.<id> (contracts/identity.py) ----------------------
+
+IDENTITY = "_auth"
+ALL_IDENTITY_EVENTS = f"{EVT}.{IDENTITY}.>"
+
+
+def identity_events(aggregate: str, ident: str) -> str:
+    """`tenant.<name>`, `principal.<id>` or `token.<id>` of the pseudo-tenant `_auth`."""
+    return f"{EVT}.{IDENTITY}.{token(aggregate, 'identity aggregate')}.{token(ident, 'identity id')}"
 
 
 # -- task queues: muster.task.<tenant>.<class> -------------------------------------------------
@@ -104,6 +139,33 @@ def task_consumer(tenant: str, provisioner_class: str) -> str:
 
 
 # -- request/reply ---------------------------------------------------------------------------
+# Every request names its sender: `muster.<ops|q>.<tenant>.<principal>.<...>` and
+# `muster.auth.<principal>.<verb>`. With auth on, the server lets a principal publish only with
+# its own id (docs/decisions/0009), so a service reads the requester from the subject. Replies
+# go to the requester's own inbox, `_INBOX.<principal>.>`.
+
+AUTH = "muster.auth"
+ANONYMOUS = "anonymous"
+"""The principal of a client that has no token (only where auth is off)."""
+
+
+def inbox_prefix(principal: str) -> str:
+    return f"_INBOX.{token(principal, 'principal')}"
+
+
+class RequestSubject(NamedTuple):
+    tenant: str
+    principal: str
+    rest: tuple[str, ...]
+
+
+def parse_request(subject: str) -> RequestSubject:
+    """`muster.ops.<tenant>.<principal>.<verb>` or `muster.q.<tenant>.<principal>.<query...>`
+    into its parts (SubjectError if it has too few)."""
+    parts = subject.split(".")
+    if len(parts) < 5 or parts[0] != "muster" or parts[1] not in ("ops", "q"):
+        raise SubjectError(f"{subject!r} is not a request subject")
+    return RequestSubject(parts[2], parts[3], tuple(parts[4:]))
 
 OPERATION_VERBS = (
     "create", "delete", "expand", "shrink", "add-services", "remove-services", "configure",
@@ -112,23 +174,42 @@ OPERATION_VERBS = (
 ALL_OPS = f"{OPS}.>"
 
 
-def operation(tenant: str, verb: str) -> str:
-    return f"{OPS}.{token(tenant, 'tenant')}.{token(verb, 'operation')}"
+def operation(tenant: str, principal: str, verb: str) -> str:
+    return f"{OPS}.{token(tenant, 'tenant')}.{token(principal, 'principal')}.{token(verb, 'operation')}"
 
 
-def job_query(tenant: str, job_id: str) -> str:
-    return f"{QUERY}.{token(tenant, 'tenant')}.job.{token(job_id, 'job id')}"
+def shard_operation(shard: int, tenant: str = "*", principal: str = "*", verb: str = "*") -> str:
+    """An operation forwarded to the planner holding `shard`: `muster.shard.<n>.ops.<tenant>.<principal>.<verb>`
+    (the defaults make the holder's subscription)."""
+    return f"{SHARD}.{int(shard)}.ops.{tenant}.{principal}.{verb}"
 
 
-ALL_JOB_QUERIES = f"{QUERY}.*.job.*"
+def job_query(tenant: str, principal: str, job_id: str) -> str:
+    return f"{QUERY}.{token(tenant, 'tenant')}.{token(principal, 'principal')}.job.{token(job_id, 'job id')}"
 
 
-def solve_request(tenant: str) -> str:
+ALL_JOB_QUERIES = f"{QUERY}.*.*.job.*"
+
+
+def solve_request(tenant: str, principal: str) -> str:
     """Request/reply to any solver, for dry runs (nothing is logged)."""
-    return f"{QUERY}.{token(tenant, 'tenant')}.solve"
+    return f"{QUERY}.{token(tenant, 'tenant')}.{token(principal, 'principal')}.solve"
 
 
-ALL_SOLVE_REQUESTS = f"{QUERY}.*.solve"
+ALL_SOLVE_REQUESTS = f"{QUERY}.*.*.solve"
+
+
+def auth_request(principal: str, verb: str) -> str:
+    """Requests to the auth service (contracts/identity.py: AUTH_VERBS)."""
+    return f"{AUTH}.{token(principal, 'principal')}.{token(verb, 'auth verb')}"
+
+
+ALL_AUTH_REQUESTS = f"{AUTH}.*.*"
+
+
+def provisioner_drain(provisioner_id: str) -> str:
+    """Request/reply to one provisioner: stop taking tasks (only super admins may send it)."""
+    return f"{QUERY}.provisioner.{token(provisioner_id, 'provisioner id')}.drain"
 
 PLANNER_METRICS = "muster.metrics.planner"
 """Request/reply: every planner answers with its queue metrics (JSON list, one per tenant and

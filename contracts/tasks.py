@@ -143,3 +143,16 @@ class ProvisionerPresence(_Wire):
     draining: bool = False
     ttl_s: float
     refreshed_at: datetime
+
+
+class DrainProvisioner(BaseModel):
+    """The body of a drain request on `muster.q.provisioner.<id>.drain` (only super admins may
+    send one): it must name the provisioner it is sent to, so a stray or garbage message drains
+    nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["DrainProvisioner"] = "DrainProvisioner"
+    v: Literal[1] = 1
+    provisioner: str = Field(min_length=1, max_length=128)
+    reason: str = Field(default="", max_length=500)

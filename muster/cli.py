@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "planner": ("services.planner.entrypoint:main", "Run the planner service."),
     "provisioner": ("services.provisioner.entrypoint:main", "Run a provisioner (workers + plugins)."),
     "tracker": ("services.tracker.entrypoint:main", "Run the tracker HTTP API."),
+    "auth": ("services.auth.entrypoint:main", "Run the auth service (nats-server's auth callout, identities)."),
     "solve": ("services.solver.cli:solve", "Solve a cluster layout from a catalog folder (no bus)."),
     "plan": ("services.planner.cli:plan", "Plan the task DAG of an operation (dry run, no bus)."),
     "status": ("services.tracker.cli:status", "Show a job's status (from the tracker, else from the bus)."),
@@ -28,6 +29,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
     "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
+    "tenant": ("muster.auth_cli:tenant", "Tenants: create, list (super admins)."),
+    "user": ("muster.auth_cli:user", "Users and admins: create, list, disable."),
+    "token": ("muster.auth_cli:token", "Bearer tokens: create (shown once), list, revoke."),
+    "grant": ("muster.auth_cli:grant", "Give a principal read/write/execute/grant on a scope."),
+    "revoke": ("muster.auth_cli:revoke", "Take a permission back from a principal."),
+    "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
     "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
 }
 

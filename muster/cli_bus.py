@@ -23,7 +23,7 @@ from nats.aio.client import Client
 
 from contracts.subjects import SubjectError
 
-from .bus.connect import connect, nats_url, saved_url
+from .bus.connect import CredentialsError, connect, credentials, nats_url, saved_url
 from .bus.eventstore import ConcurrencyError, StoreError
 from .cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, translates
 from .client import MusterClient, MusterError, NoAnswer, RequestRejected
@@ -78,12 +78,31 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
 async def connect_or_fail(url: str) -> Client:
     """A connection for one command: a server that does not answer is an error (exit 3),
     not something to wait for."""
+    seen: list[str] = []
+
+    async def note(err: Exception) -> None:  # the server's refusal comes as an error, then "no servers"
+        seen.append(str(err).lower())
+
     try:
-        return await connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=_quiet,
+        return await connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=note,
                              disconnected_cb=_quiet)
+    except CredentialsError as err:
+        raise CliError(str(err), EXIT_INVALID) from None
     except (nats.errors.NoServersError, OSError, TimeoutError) as err:
+        if any("authorization violation" in e for e in seen):
+            raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
         raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}): is `muster up` running, or NATS_URL set?",
                        EXIT_UNREACHABLE) from None
+    except nats.errors.Error as err:
+        if "authorization violation" not in str(err).lower():
+            raise
+        raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
+
+
+def refused_message(source: str) -> str:
+    """nats-server says only "Authorization Violation": what it may mean, and who can tell."""
+    return (f"the bus refused the token from {source}: it is malformed, unknown, expired or revoked, its principal is "
+            "disabled, or the auth service is down (`muster whoami` asks the tracker which)")
 
 
 async def _quiet(*_: Any) -> None:

@@ -43,7 +43,7 @@ from contracts.events import FINAL_JOB_EVENTS
 from contracts.records import Recorded
 
 from .bus.bodies import Bodies
-from .bus.connect import connect
+from .bus.connect import connect, principal_of
 from .bus.eventstore import EventStore, inflate, recorded_from_msg
 from .client_operations import Operations, Reply, new_request_id
 from .readmodel.clusters import ClusterInfo
@@ -108,8 +108,12 @@ class MusterClient(Operations):
         requested_by: str | None = None,
         timeout: float = 10.0,
         attempts: int = 3,
+        on_behalf_of: str | None = None,
     ) -> None:
+        """`on_behalf_of`: send requests in that principal's name rather than the
+        connection's (only the tracker may: it checked that principal's token)."""
         self.nc = nc
+        self.on_behalf_of = on_behalf_of
         self.js = nc.jetstream()
         self._bodies = Bodies(self.js)
         self._owns = owns_connection
@@ -120,15 +124,16 @@ class MusterClient(Operations):
 
     @classmethod
     async def connect(
-        cls, url: str | None = None, *, connect_attempts: int | None = None, **options: Any
+        cls, url: str | None = None, *, connect_attempts: int | None = None, token: str | None = None, **options: Any
     ) -> MusterClient:
-        """Connect to NATS (`url`, else $NATS_URL, else localhost). With `connect_attempts`,
-        an unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
+        """Connect to NATS (`url`, else $NATS_URL, else localhost) with `token` (else
+        $MUSTER_TOKEN or a credentials file: muster.bus.connect). With `connect_attempts`, an
+        unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
         extra: dict[str, Any] = {}
         if connect_attempts is not None:
             extra = {"max_reconnect_attempts": connect_attempts, "connect_timeout": 2, "error_cb": _quiet,
                      "disconnected_cb": _quiet}
-        return cls(await connect(url, name="muster-client", **extra), owns_connection=True, **options)
+        return cls(await connect(url, name="muster-client", token=token, **extra), owns_connection=True, **options)
 
     async def __aenter__(self) -> MusterClient:
         return self
@@ -142,11 +147,11 @@ class MusterClient(Operations):
     async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
         """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
-        reply = await self.nc.request(subjects.operation(tenant, verb), command.model_dump_json().encode(), timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, self.on_behalf_of or principal_of(self.nc), verb), command.model_dump_json().encode(), timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
-        reply = await self.nc.request(subjects.operation(tenant, verb), body, timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, self.on_behalf_of or principal_of(self.nc), verb), body, timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def request(

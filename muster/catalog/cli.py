@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.catalog import KINDS, Catalog
+from contracts.subjects import ANONYMOUS
+from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore
 from muster.cli_bus import Bus, bus_options, open_client
 from muster.cli_support import EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
@@ -45,6 +47,13 @@ def _specs(dirs: Sequence[Path] = ()) -> PluginSpecs:
         return catalog_plugins(dirs)
     except PluginError as e:
         raise CliError(str(e)) from None
+
+
+def _writer(nc: Any, by: str | None) -> str:
+    """Who the log records as writing: with a token, its authenticated principal (the client
+    cannot choose `by`); --by only names a writer on a bus without authorization."""
+    principal = principal_of(nc)
+    return principal if principal != ANONYMOUS else by or default_user()
 
 
 def _kind(word: str) -> str:
@@ -109,7 +118,7 @@ def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bo
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @bus_options
 @_plugins_option
-@click.option("--by", default=None, help="who is applying (recorded in the log; default: your user name)")
+@click.option("--by", default=None, help="who is applying, without a token (with one, the log records its principal)")
 @click.option("--drop-sensitive", is_flag=True,
               help="leave sensitive provider fields out (they belong in the provisioners' secrets file) instead of refusing")
 @json_option
@@ -133,7 +142,7 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
             else:
                 _print_problems(check.errors)
             raise CatalogRejected(check.errors)
-        seqs = await append_changes(store, tenant, check.changes, state.last_seq, by or default_user())
+        seqs = await append_changes(store, tenant, check.changes, state.last_seq, _writer(client.nc, by))
     if as_json:
         echo_json({"applied": len(seqs), "changes": [c.to_json() for c in check.changes],
                    "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in check.warnings]})
@@ -229,7 +238,7 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
 @click.argument("name")
 @bus_options
 @_plugins_option
-@click.option("--by", default=None, help="who is deleting (recorded in the log; default: your user name)")
+@click.option("--by", default=None, help="who is deleting, without a token (with one, the log records its principal)")
 @json_option
 @command
 async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, ...], by: str | None, as_json: bool) -> None:
@@ -238,7 +247,7 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
     kind, tenant = _kind(kind_word), bus.tenant
     async with await open_client(bus) as client:
         try:
-            seq = await delete_entity(EventStore(client.nc), tenant, kind, name, by or default_user(), _specs(plugins_dir))
+            seq = await delete_entity(EventStore(client.nc), tenant, kind, name, _writer(client.nc, by), _specs(plugins_dir))
         except DeleteRefused as e:
             if as_json:
                 echo_json({"deleted": False, "kind": kind, "name": name, "reasons": e.reasons})

@@ -223,7 +223,7 @@ async def autoscaling(deployment: Any, policy: AutoscalePolicy, tenants: str) ->
     from muster.bus.connect import connect
     from muster.ports.clock import AsyncioClock
 
-    nc = await connect(deployment.nats_url, name="muster-autoscale")
+    nc = await connect(deployment.nats_url, name="muster-autoscale", token=deployment.admin_token())
     scaler = Autoscaler(DeploymentFleet(deployment, nc, policy, tenants), nats_gather(nc), AsyncioClock(), policy)
     subs = await watch_activity(nc, scaler)
     try:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
+from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import ServerError
 from muster.catalog.files import CatalogFileError, load_catalog
@@ -29,7 +30,7 @@ from muster.ops_session import follow
 from services.provisioner.plugins.specs import catalog_plugins
 
 from .autoscale import AutoscalePolicy, autoscaling
-from .supervisor import Deployment, StartError
+from .supervisor import Deployment, StartError, local_principal
 
 console = Console(stderr=False)
 DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))
@@ -48,7 +49,7 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
         catalog = load_catalog(folder)
     except CatalogFileError as err:
         raise CliError(str(err), EXIT_INVALID) from None
-    return await apply_catalog(EventStore(client.nc), tenant, catalog, by="muster-cli", plugins=catalog_plugins())
+    return await apply_catalog(EventStore(client.nc), tenant, catalog, by=principal_of(client.nc), plugins=catalog_plugins())
 
 
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:
@@ -121,12 +122,13 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | None, tenant: str, planners: int,
                  policy: AutoscalePolicy | None) -> None:
     if catalog_dir is not None:
-        async with await MusterClient.connect(deployment.nats_url) as client:
+        async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
             n = await _load_catalog(client, tenant, catalog_dir)
         console.print(f"catalog: {n} entities applied for tenant {tenant}")
     console.print(f"nats:    {deployment.nats_url}")
     console.print(f"tracker: {deployment.tracker_url}")
     console.print(f"logs:    {data_dir / 'logs'}")
+    _print_credentials(deployment, data_dir)
     if planners > 1:
         console.print(f"planners: {planners} (they share the clusters: muster planners)")
     if policy is not None:
@@ -137,6 +139,20 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()
     await _guarded(deployment)
+
+
+def _own_token(deployment: Deployment) -> str | None:
+    """The super admin's token when we run the auth service, else the caller's own."""
+    return deployment.admin_token()
+
+
+def _print_credentials(deployment: Deployment, data_dir: Path) -> None:
+    if deployment.auth_dir is None:
+        return
+    where = deployment.credentials
+    console.print(f"access:  super admin {local_principal()}, credentials in {where} (mode 0600)")
+    if where.resolve() != (Path(".muster") / "credentials").resolve():
+        console.print(f"         other shells: export MUSTER_CREDENTIALS={where.resolve()}")
 
 
 def _say(message: str) -> None:
@@ -171,9 +187,9 @@ def _layout_table(layout: dict[str, Any]) -> Table:
     return table
 
 
-async def _tracker_job(tracker_url: str, tenant: str, job_id: str) -> dict[str, Any]:
+async def _tracker_job(tracker_url: str, tenant: str, job_id: str, token: str | None) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant}) as resp:
+        async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant, **bearer_headers(token)}) as resp:
             return await resp.json()
 
 
@@ -201,7 +217,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool) -> None:
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:
-    async with await MusterClient.connect(deployment.nats_url) as client:
+    async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
         n = await _load_catalog(client, tenant, DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
         for n in range(1, 100):  # names are unique: a cluster kept by an earlier demo keeps "demo"
@@ -214,8 +230,10 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
         console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}", soft_wrap=True)
+        if deployment.auth_dir is not None:
+            console.print(f"         sign in with the token in {deployment.credentials} (a super admin's)", soft_wrap=True)
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
-        status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id)
+        status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
             console.print(_layout_table(status["layout"]))

@@ -1,4 +1,10 @@
-"""Run the embedded deployment: nats-server and the four services as child processes.
+"""Run the embedded deployment: nats-server and the services as child processes.
+
+With authorization (the default when it starts its own server, or when given `auth_dir`, the
+keys of an authorizing server), the `auth` child starts first: it answers the server's auth
+callout and makes, on first start, each child's identity (a token in `<auth_dir>/<name>.cred`,
+mode 0600, handed to the child as `$MUSTER_CREDENTIALS`) and a super-admin credential for the
+local user in `<data-dir>/credentials` (docs/security.md).
 
 Each child is `python -m muster <service>`; readiness is the child's own "started" log line,
 read from its stderr (which is also copied to `<data-dir>/logs/<name>.log`), so nothing here
@@ -14,8 +20,10 @@ running, and a job in flight goes on (its state is in the log, its tasks in the 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -23,8 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port
+
+SERVICES = ("solver", "planner", "provisioner", "tracker")
 
 READY = b'"started"'
 SERVER = "nats-server"
@@ -108,6 +119,22 @@ class Deployment:
     """Processes per service (default 1); several are named `<service>-1`, `<service>-2`..."""
     extra_args: dict[str, list[str]] = field(default_factory=dict)
     """More options, by service (`planner`) or by process name (`provisioner-2`)."""
+    auth: bool = True
+    """start our own server with authorization on (ignored when `nats_url` is given)"""
+    auth_dir: Path | None = None
+    """keys of the authorizing server this deployment runs the auth service for"""
+
+    @property
+    def credentials(self) -> Path:
+        """The local super admin's credentials (the CLI finds `./.muster/credentials`)."""
+        return self.data_dir / "credentials"
+
+    def admin_token(self) -> str | None:
+        """The local super admin's token when this deployment runs the auth service; None
+        otherwise (the caller's own credentials apply)."""
+        from muster.bus.connect import read_credentials_file
+
+        return read_credentials_file(self.credentials) if self.auth_dir is not None else None
     supervise: bool = False
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     notify: Callable[[str], None] = _stderr
@@ -131,7 +158,8 @@ class Deployment:
         return f"http://127.0.0.1:{self.tracker_port}"
 
     async def start(self) -> None:
-        self.lock.acquire()  # DataDirBusy (a ServerError) names the deployment that has it
+        if not self.lock.held:  # (start_auth may have taken it: a harness starts auth first)
+            self.lock.acquire()  # DataDirBusy (a ServerError) names the deployment that has it
         self._stopping.clear()
         self._fatal = asyncio.get_running_loop().create_future()
         self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
@@ -141,13 +169,15 @@ class Deployment:
                 raise StartError(f"tracker port {self.tracker_port} on 127.0.0.1 is taken by another program: "
                                  "pass another --tracker-port, or 0 for any free one")
             if not self.nats_url:
-                self.server = NatsServer(self.data_dir / "nats", hold_fds=(self.lock.fileno(),))
+                self.server = NatsServer(self.data_dir / "nats", hold_fds=(self.lock.fileno(),), auth=self._auth_config())
                 await self.server.start()
                 self.nats_url = self.server.url
             (self.data_dir / "nats.url").write_text(self.nats_url)
             self.tracker_port = self.tracker_port or free_port()
             (self.data_dir / "tracker.url").write_text(self.tracker_url)
-            await asyncio.gather(*(self._spawn(name, args) for name, args in self.commands().items()))
+            await self.start_auth()
+            commands = {name: args for name, args in self.commands().items() if name != "auth"}
+            await asyncio.gather(*(self._spawn(name, args) for name, args in commands.items()))
             self._describe()
             if self.supervise:
                 for name in [SERVER] * (self.server is not None) + [c.name for c in self.children]:
@@ -155,6 +185,26 @@ class Deployment:
         except BaseException:
             await self.stop()
             raise
+
+    def _auth_config(self) -> str:
+        """The server's authorization block (our own server, auth on), keys made on first start."""
+        if not self.auth:
+            return ""
+        from services.auth.keys import AuthKeys, server_auth_config
+
+        self.auth_dir = self.auth_dir or self.data_dir / "auth"
+        keys = AuthKeys.load_or_create(self.auth_dir)
+        return server_auth_config(keys.issuer_public, keys.bus_secret)
+
+    async def start_auth(self) -> None:
+        """Start the auth child (once): every other connection goes through it."""
+        if self.auth_dir is None or any(c.name == "auth" for c in self.children):
+            return
+        if not self.lock.held:  # a harness starts the auth child before the others
+            self.lock.acquire()
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self._write_bootstrap()
+        await self._spawn("auth", self.commands()["auth"])
 
     def commands(self) -> dict[str, list[str]]:
         """Process name -> its `muster` arguments."""
@@ -167,12 +217,77 @@ class Deployment:
             "tracker": ["tracker", "--port", str(self.tracker_port)],
         }
         out: dict[str, list[str]] = {}
+        if self.auth_dir is not None:
+            out["auth"] = ["auth", "--keys-dir", str(self.auth_dir), "--bootstrap", str(self.auth_dir / "bootstrap.json")]
         for service, args in services.items():
             n = self.replicas.get(service, 1)
             for name in [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]:
                 own = ["--id", name, "--work-dir", str(self.data_dir / name)] if service == "provisioner" else []
                 out[name] = [*args, *own, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
         return out
+
+    def processes(self, service: str) -> list[str]:
+        n = self.replicas.get(service, 1)
+        return [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]
+
+    def child_credentials(self, name: str, args: list[str] | None = None) -> Path | None:
+        """The credentials file of a child: one per provisioner (its id is its principal), one
+        per other service (its replicas share the identity)."""
+        if self.auth_dir is None or name == "auth":
+            return None
+        service = name.rsplit("-", 1)[0] if name.rsplit("-", 1)[-1].isdigit() else name
+        return self.auth_dir / f"{self.provisioner_id(name, args) if service == 'provisioner' else service}.cred"
+
+    def provisioner_id(self, name: str, args: list[str] | None = None) -> str:
+        """The id a provisioner process runs with (its last `--id`), which is its principal."""
+        args = self.commands().get(name, []) if args is None else args
+        ids = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--id"]
+        return ids[-1] if ids else name
+
+    async def _provisioner_identity(self, name: str, args: list[str]) -> None:
+        """A provisioner added after the start (an autoscaler's) gets its identity and queue
+        grants from the local super admin, as the bootstrap gives the first ones theirs."""
+        from contracts import subjects
+        from contracts.identity import AuthReply
+        from muster.bus.connect import connect, principal_of, write_credentials_file
+
+        assert self.auth_dir is not None
+        pid, path = self.provisioner_id(name, args), self.child_credentials(name, args)
+        if path is None or path.exists():
+            return
+        klass = _option(args, "--class") or "default"
+        tenants = [t for t in (_option(args, "--tenants") or self.tenants).split(",") if t]
+        nc = await connect(self.nats_url, name="muster-up", token=self.admin_token())
+        try:
+            async def ask(verb: str, **body: str) -> Any:
+                msg = await nc.request(subjects.auth_request(principal_of(nc), verb), json.dumps(body).encode(), timeout=10)
+                reply = AuthReply.model_validate_json(msg.data)
+                if not reply.ok:
+                    raise StartError(f"no identity for provisioner {pid}: {reply.reason}")
+                return reply.data
+
+            made = await ask("user-create", principal=pid, role="service", service="provisioner")
+            for tenant in tenants:
+                await ask("grant", principal=pid, permission="execute", tenant=tenant, scope=f"queue:{klass}")
+        finally:
+            await nc.close()
+        write_credentials_file(path, made["token"])
+
+    def _write_bootstrap(self) -> None:
+        from services.auth.bootstrap import Bootstrap, BootstrapPrincipal
+
+        assert self.auth_dir is not None
+        tenants = tuple(t for t in self.tenants.split(",") if t)
+        klass = _option(self.extra_args.get("provisioner", []), "--class") or "default"
+        people = [BootstrapPrincipal(local_principal(), "super_admin", self.credentials)]
+        for service in ("solver", "planner", "tracker"):
+            people.append(BootstrapPrincipal(service, "service", self.auth_dir / f"{service}.cred", service=service))
+        for name in self.processes("provisioner"):
+            own, pid = _option(self.extra_args.get(name, []), "--class") or klass, self.provisioner_id(name)
+            people.append(BootstrapPrincipal(pid, "service", self.auth_dir / f"{pid}.cred", service="provisioner",
+                                             queues=tuple((t, own) for t in tenants)))
+        spec = Bootstrap(tenants=tenants, principals=tuple(people), by="muster-up")
+        (self.auth_dir / "bootstrap.json").write_text(json.dumps(spec.to_json(), indent=1))
 
     def child(self, name: str) -> Child:
         for c in self.children:
@@ -214,7 +329,9 @@ class Deployment:
 
     async def add(self, name: str, args: list[str]) -> Child:
         """Start one more child (say `provisioner-3`, for an autoscaler), supervised like the
-        others."""
+        others; with auth on, a provisioner gets its own identity first."""
+        if self.auth_dir is not None and args[:1] == ["provisioner"]:
+            await self._provisioner_identity(name, args)
         return await self.restart(name, args)
 
     def retire(self, name: str) -> None:
@@ -233,6 +350,10 @@ class Deployment:
 
     async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> Child:
         env = {**os.environ, "NATS_URL": self.nats_url or "", "MUSTER_LOG_LEVEL": os.environ.get("MUSTER_LOG_LEVEL", "INFO")}
+        own = self.child_credentials(name, args)
+        if own is not None:  # its own identity, not whatever the caller's environment holds
+            env.pop("MUSTER_TOKEN", None)
+            env["MUSTER_CREDENTIALS"] = str(own)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
@@ -325,8 +446,10 @@ class Deployment:
             self.notify(f"{name} failed to start again: {err}")
             if name != SERVER:
                 child = self.child(name)
-                if child.process.returncode is None:  # hung in its start: count it as an exit
-                    child.process.kill()
+                try:  # it exited during its start: let the event loop reap it, so its exit code is known
+                    await asyncio.wait_for(child.process.wait(), 1.0)
+                except TimeoutError:  # hung in its start: count it as an exit (a kill of an exited,
+                    child.process.kill()  # unreaped child would reap it here: exit code "255")
             return None
 
     def _give_up(self, name: str, code: int | None, exits: int, log_path: Path) -> None:
@@ -383,6 +506,19 @@ class Deployment:
             self.server = None
         self.lock.release()
 
+
+def _option(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args[:-1] else None
+
+
+def local_principal() -> str:
+    """The local user as a principal id (`muster up`'s super admin)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = ""
+    cleaned = re.sub(r"[^a-z0-9-]", "-", user.lower()).strip("-")[:64]
+    return cleaned or "admin"
 
 def _why(line: str) -> str:
     """The reason in a child's last (JSON) log line, if it gave one."""

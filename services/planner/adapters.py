@@ -9,6 +9,7 @@ from nats.aio.client import Client
 from contracts import subjects
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
+from muster.bus.connect import principal_of
 
 from .ports import NoLayout, SolverUnavailable
 
@@ -30,14 +31,15 @@ class NatsWorkers:
 
 
 class NatsSolver:
-    """Dry runs: the solvers' request/reply subject (`muster.q.<tenant>.solve`)."""
+    """Dry runs: the solvers' request/reply subject (`muster.q.<tenant>.<principal>.solve`)."""
 
     def __init__(self, nc: Client, timeout: float) -> None:
         self.nc, self.timeout = nc, timeout
 
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         try:
-            reply = await self.nc.request(subjects.solve_request(tenant), request.model_dump_json().encode(), timeout=self.timeout)
+            subject = subjects.solve_request(tenant, principal_of(self.nc))
+            reply = await self.nc.request(subject, request.model_dump_json().encode(), timeout=self.timeout)
         except Exception as err:  # noqa: BLE001 - no solver running, it timed out, or the connection failed
             raise SolverUnavailable(type(err).__name__) from None
         answer = json.loads(reply.data)

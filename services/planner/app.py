@@ -24,6 +24,7 @@ from muster.ports.taskqueue import TaskQueue
 from muster.snapshots import SnapshotSource
 
 from . import leases
+from .attempts import AttemptHolders
 from .config import Hooks, PlannerConfig
 from .domain import planning, saga
 from .domain.cluster import Cluster
@@ -61,6 +62,7 @@ class Planner:
         self.nodemaps = nodemaps or NodeMaps(MemoryStore())
         self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps,
                                    self.limits)
+        self.attempts = AttemptHolders(log)
         self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks, workers)
         self.leases = leases.LeaseExpiry(self.state.clusters, self.timers, self.hooks.owns,
                                          lambda ctx: self.requests.handle(ctx, system=True))
@@ -177,10 +179,13 @@ class Planner:
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
         await self._settled(recorded)
+        self.attempts.claimed(recorded)
         self.execution.on_claimed(recorded)
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
         await self._settled(recorded)
+        if not await self.attempts.holds(recorded):
+            return  # recorded, but changes nothing: another provisioner's attempt (attempts.py)
         await self.execution.on_outcome(recorded)
 
     async def _settled(self, recorded: Recorded) -> None:

@@ -17,6 +17,7 @@ from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
 
+from muster.bus.connect import auth_required
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.leasethread import ThreadedLeases
@@ -25,9 +26,11 @@ from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
+from services.auth.view import IdentityView
 
 from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
+from .authz import OperationAuthz
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
 from .routing import REPLIES, ROUTES, Reply, operation
@@ -56,6 +59,12 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     sharding = Sharding(nc, planner, leases)
     planner.sharding = sharding  # type: ignore[attr-defined]
     stack.callback(planner.timers.cancel_all)
+    if auth_required(nc):
+        # Auth on (this planner authenticated): requests are checked against the requester's
+        # grants, kept current by following the identity events.
+        view = await IdentityView(nc).start()
+        stack.push_async_callback(view.stop)
+        planner.hooks.admission = (*planner.hooks.admission, OperationAuthz(view.state, planner.jobs.get))
     if planner.state.snapshotter is not None:
         stack.callback(planner.state.snapshotter.close)
 

@@ -44,10 +44,16 @@ Answer = Callable[[Planner, str, bytes], Awaitable[bytes | None]]
 
 
 async def operation(planner: Planner, subject: str, data: bytes) -> bytes | None:
-    """`muster.ops.<tenant>.<verb>`: every request gets one answer."""
-    _, _, tenant, verb = (subject.split(".") + ["", "", "", ""])[:4]
+    """`muster.ops.<tenant>.<principal>.<verb>`: every request gets one answer. With auth on,
+    the server lets only <principal> send on that subject (docs/decisions/0009), so it is the
+    request's `by`."""
     try:
-        reply = await planner.handle(RequestContext(tenant=tenant, verb=verb, body=data))
+        tenant, principal, rest = subjects.parse_request(subject)
+    except subjects.SubjectError as err:
+        return Rejected(reason=str(err)).model_dump_json().encode()
+    try:
+        reply = await planner.handle(RequestContext(tenant=tenant, verb=rest[0] if len(rest) == 1 else "", body=data,
+                                                    principal=principal))
     except Exception:  # a bug must not leave a requester without an answer
         log.exception("request failed", subject=subject)
         reply = Rejected(reason="internal error while handling the request; see the planner's log")
@@ -55,10 +61,10 @@ async def operation(planner: Planner, subject: str, data: bytes) -> bytes | None
 
 
 async def job_query(planner: Planner, subject: str, data: bytes) -> bytes | None:
-    """`muster.q.<tenant>.job.<id>`: answered only by the planner that has the job; the
-    tracker falls back to the log when nobody answers."""
+    """`muster.q.<tenant>.<principal>.job.<id>`: answered only by the planner that has the job;
+    the tracker falls back to the log when nobody answers."""
     parts = subject.split(".")
-    view = planner.job_view(parts[2], parts[4]) if len(parts) == 5 else None
+    view = planner.job_view(parts[2], parts[5]) if len(parts) == 6 else None
     return json.dumps(view).encode() if view is not None else None
 
 
@@ -77,6 +83,6 @@ class Reply:
 
 REPLIES = (
     Reply(subjects.PLANNER_METRICS, metrics),
-    Reply(f"{subjects.OPS}.*.*", operation, queue="planners"),
+    Reply(f"{subjects.OPS}.*.*.*", operation, queue="planners"),
     Reply(subjects.ALL_JOB_QUERIES, job_query),
 )

@@ -47,12 +47,11 @@ from .requests import COMMAND_OF_VERB, RequestContext
 
 log = structlog.get_logger("muster.planner")
 
-SHARD = "muster.shard"
 JOB_VERBS = {VERB_OF[c] for c in VERB_OF if c in ("PauseJob", "ResumeJob", "CancelJob", "RetryJob")}
 
 
-def shard_subject(shard: int, tenant: str = "*", verb: str = "*") -> str:
-    return f"{SHARD}.{shard}.ops.{tenant}.{verb}"
+def shard_subject(shard: int, tenant: str = "*", principal: str = "*", verb: str = "*") -> str:
+    return subjects.shard_operation(shard, tenant, principal, verb)
 
 
 def settler(leases: ThreadedLeases) -> Callable[[str, str], Awaitable[None]]:
@@ -111,35 +110,42 @@ class Sharding:
     # -- requests ----------------------------------------------------------------------------------
 
     async def _on_forwarded(self, msg: Any) -> None:
-        _, _, shard, _, tenant, verb = (msg.subject.split(".") + [""] * 6)[:6]
+        # muster.shard.<n>.ops.<tenant>.<principal>.<verb>; only planners may send on it
+        _, _, shard, _, tenant, principal, verb = (msg.subject.split(".") + [""] * 7)[:7]
         await self.leases.settled(int(shard))  # renewed late (a slow loop or bus): decided in a moment
         if not self.leases.owns(int(shard)):
             reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again")
         else:
-            reply = await self._handle(tenant, verb, msg.data)
+            reply = await self._handle(tenant, principal, verb, msg.data)
         if msg.reply:
             await msg.respond(reply.model_dump_json().encode())
 
-    async def _handle(self, tenant: str, verb: str, data: bytes) -> Any:
+    async def _handle(self, tenant: str, principal: str, verb: str, data: bytes) -> Any:
         try:
-            return await self.planner.handle(RequestContext(tenant=tenant, verb=verb, body=data))
+            return await self.planner.handle(RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("request failed", tenant=tenant, verb=verb)
             return Rejected(reason="internal error while handling the request; see the planner's log")
 
     async def operation(self, planner: Planner, subject: str, data: bytes) -> bytes | None:
-        """`muster.ops.<tenant>.<verb>` (the queue group): here, or at the owner."""
-        _, _, tenant, verb = (subject.split(".") + ["", "", "", ""])[:4]
+        """`muster.ops.<tenant>.<principal>.<verb>` (the queue group): here, or at the owner. With
+        auth on the server lets only <principal> send on that subject, so it is the request's
+        `by`, and it travels with the request to the owner."""
+        try:
+            tenant, principal, rest = subjects.parse_request(subject)
+        except subjects.SubjectError as err:
+            return Rejected(reason=str(err)).model_dump_json().encode()
+        verb = rest[0] if len(rest) == 1 else ""
         try:
             data, cluster_id = await self._cluster_of(tenant, verb, data)
         except LookupError as err:
             return Rejected(reason=str(err)).model_dump_json().encode()
-        if cluster_id is None:
-            reply = await self._handle(tenant, verb, data)  # not for a cluster (bad input): answered here
+        if cluster_id is None or not verb:
+            reply = await self._handle(tenant, principal, verb, data)  # not for a cluster (bad input): answered here
             return reply.model_dump_json().encode()
-        return await self._forward(shard_of(cluster_id, self.leases.shards), tenant, verb, data)
+        return await self._forward(shard_of(cluster_id, self.leases.shards), tenant, principal, verb, data)
 
-    async def _forward(self, shard: int, tenant: str, verb: str, data: bytes) -> bytes:
+    async def _forward(self, shard: int, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.wait_s
         while True:
@@ -149,10 +155,10 @@ class Sharding:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(ready.wait(), max(0.0, deadline - loop.time()))
                 if ready is not None and ready.is_set() and self.leases.owns(shard):
-                    return (await self._handle(tenant, verb, data)).model_dump_json().encode()
+                    return (await self._handle(tenant, principal, verb, data)).model_dump_json().encode()
             seen = self.leases.revision(shard)
             try:
-                answer = await self.nc.request(shard_subject(shard, tenant, verb), data, timeout=max(1.0, self.wait_s))
+                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=max(1.0, self.wait_s))
             except (NoRespondersError, NatsTimeout):
                 # Between owners (the holder died, or is handing over): wait for the shard's
                 # lease to change hands, then ask again; give up at the deadline.

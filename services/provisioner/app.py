@@ -27,9 +27,10 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import NoRespondersError
+from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.tasks import ProvisionerInfo
+from contracts.tasks import DrainProvisioner, ProvisionerInfo
 from muster.bus.eventstore import EventStore
 
 from .presence import DEFAULT_TTL_S, Presence
@@ -49,7 +50,8 @@ async def request_drain(nc: Client, provisioner_id: str, timeout: float = 5.0) -
     # provisioner subscribes, so "no responders" right after its start is retried briefly.
     for attempt in range(NO_RESPONDERS_RETRIES + 1):
         try:
-            reply = await nc.request(drain_subject(provisioner_id), b"{}", timeout=timeout)
+            body = DrainProvisioner(provisioner=provisioner_id).model_dump_json().encode()
+            reply = await nc.request(drain_subject(provisioner_id), body, timeout=timeout)
             break
         except NoRespondersError:
             if attempt == NO_RESPONDERS_RETRIES:
@@ -134,6 +136,16 @@ class Provisioner:
         return self._drain
 
     async def on_drain_request(self, msg: Msg) -> None:
+        try:
+            request = DrainProvisioner.model_validate_json(msg.data)
+            if request.provisioner != self.id:
+                raise ValueError(f"the request names provisioner {request.provisioner!r}, this is {self.id!r}")
+        except (ValidationError, ValueError) as err:
+            log.warning("drain request refused", provisioner=self.id, error=str(err)[:300])
+            if msg.reply:
+                await msg.respond(json.dumps({"provisioner": self.id, "draining": self._drain is not None,
+                                              "error": f"not a drain request: {str(err)[:300]}"}).encode())
+            return
         already = self._drain is not None
         self._begin("drained")
         log.info("drain requested", provisioner=self.id, in_flight=self.workers.in_flight, already=already)

@@ -8,14 +8,17 @@ import re
 import signal
 import socket
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
+import nats.errors
 import structlog
 from nats.aio.client import Client
 
 from contracts import subjects
+from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
 from muster.runtime.service import main_for
 
 from .app import Provisioner
@@ -45,6 +48,22 @@ def default_id() -> str:
     return f"prov-{host}-{os.getpid()}"
 
 
+async def granted_tenants(nc: Client, provisioner_class: str) -> tuple[str, ...] | None:
+    """The tenants whose `provisioner_class` queue this provisioner's grant names, from the auth
+    service; None when it has no grant to go by (no auth, or a system identity)."""
+    me = principal_of(nc)
+    if not auth_required(nc):
+        return None
+    try:
+        reply = json.loads((await nc.request(subjects.auth_request(me, "whoami"), b"{}", timeout=5)).data)
+    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+        log.warning("no auth service answers: serving --tenants")
+        return None
+    if not reply.get("ok") or reply["data"].get("service") != "provisioner":
+        return None
+    return tuple(q["tenant"] for q in reply["data"].get("queues", []) if q["class"] == provisioner_class)
+
+
 def default_work_dir(provisioner_id: str) -> Path:
     """Plugin state (static-pool assignments) and keys survive restarts under the same id."""
     return Path(".muster") / "provisioner" / provisioner_id
@@ -69,8 +88,16 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
     """Run a provisioner: register plugins, then take tasks as they arrive.
 
     Stops cleanly on SIGTERM/SIGINT or on a drain request (`muster provisioners drain ID`):
-    takes no new task, finishes those in flight, deregisters, exits."""
-    pid = provisioner_id or default_id()
+    takes no new task, finishes those in flight, deregisters, exits.
+
+    With a token (auth on), the provisioner is its token's principal and serves the queues its
+    grant names (`execute` on `queue:<class>` per tenant): `--id` must match, `--tenants` is not
+    used."""
+    try:
+        principal = credentials().principal
+    except CredentialsError as err:
+        raise click.ClickException(str(err)) from None
+    pid = provisioner_id or (principal if principal != subjects.ANONYMOUS else default_id())
     tenant_list = tuple(t for t in tenants.split(",") if t)
     try:
         subjects.token(pid, "provisioner id")
@@ -91,8 +118,17 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         stack.push_async_callback(registry.aclose)
+        granted = await granted_tenants(nc, provisioner_class)
+        if granted is not None and pid != principal:
+            raise click.BadParameter(f"the token is provisioner {principal!r}'s, not {pid!r}'s", param_hint="--id")
+        if granted is not None and set(granted) != set(config.tenants) and tenants != "default":
+            log.warning("--tenants is not used: the grant decides", granted=list(granted), given=tenants)
+        own = replace(config, tenants=granted) if granted is not None else config
+        if not own.tenants:
+            raise click.ClickException(f"provisioner {pid} is granted no queue of class {provisioner_class!r}: "
+                                       f"muster grant {pid} execute --tenant <t> --scope queue:{provisioner_class}")
         provisioner = Provisioner(
-            nc, registry, config, presence_ttl_s=presence_ttl,
+            nc, registry, own, presence_ttl_s=presence_ttl,
             replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
             # Drained on request: stop the process the way SIGTERM does (it is already drained).
             on_drained=lambda: signal.raise_signal(signal.SIGTERM),
@@ -100,6 +136,6 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
         await provisioner.start()
         stack.push_async_callback(provisioner.stop)
         log.info("plugins", provisioner=pid, plugins=[f"{p['name']} {p['version']}" for p in registry.describe()],
-                 capacity=capacity, tenants=config.tenants, work_dir=str(registry.work_dir))
+                 capacity=capacity, tenants=own.tenants, work_dir=str(registry.work_dir))
 
     main_for("provisioner", nats_url, setup)

@@ -22,7 +22,7 @@ from contracts import subjects
 
 
 def drain_subject(provisioner_id: str) -> str:
-    return f"{subjects.QUERY}.provisioner.{subjects.token(provisioner_id, 'provisioner id')}.drain"
+    return subjects.provisioner_drain(provisioner_id)
 
 
 @dataclass(frozen=True)

@@ -347,11 +347,15 @@ class Workers:
         except Exception as err:  # noqa: BLE001 - lost with the connection: the server redelivers
             log.warning("ack failed", error=str(err) or type(err).__name__)
 
+    def _subject(self, task: TaskMessage) -> str:
+        """The task's events, with this provisioner's id last (only it may write there)."""
+        return subjects.task_events(task.tenant, task.job_id, task.task_id, self.config.provisioner_id)
+
     async def _claim_and_run(self, task: TaskMessage, delivery: int, worker: str) -> TaskSucceeded | TaskFailed:
         """The claim, stored before the plugin runs; then the plugin; returns the outcome event."""
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
                             provisioner=self.config.provisioner_id, worker=worker, delivery=delivery)
-        await self.writes.append(_subject(task), Append(claim, msg_id=f"{_key(task)}.claim.{delivery}"))
+        await self.writes.append(self._subject(task), Append(claim, msg_id=f"{_key(task)}.claim.{delivery}"))
         outcome = await self.executor.execute(task)
         if outcome.ok:
             return TaskSucceeded(
@@ -369,7 +373,7 @@ class Workers:
     async def _finish(self, msg: Msg, task: TaskMessage, result: TaskSucceeded | TaskFailed, keepalive: KeepAlive) -> None:
         """The outcome stored (one per attempt: its key), then the ack."""
         try:
-            await self.writes.append(_subject(task), Append(result, msg_id=f"{_key(task)}.outcome"))
+            await self.writes.append(self._subject(task), Append(result, msg_id=f"{_key(task)}.outcome"))
         except Exception:  # the log failed us: the task comes back and runs again
             log.exception("outcome not recorded; will be redelivered", task=task.task_id)
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
@@ -380,10 +384,6 @@ class Workers:
         self.completed += 1
         log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=result.worker,
                  ok=isinstance(result, TaskSucceeded))
-
-
-def _subject(task: TaskMessage) -> str:
-    return subjects.task_events(task.tenant, task.job_id, task.task_id)
 
 
 def _key(task: TaskMessage) -> str:

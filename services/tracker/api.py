@@ -202,7 +202,22 @@ class Health(_Out):
     index: str
 
 
-MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health]
+class Grant(BaseModel):
+    permission: str
+    scope: str
+
+
+class WhoAmI(BaseModel):
+    """The principal of the request's token."""
+
+    principal: str
+    role: str
+    tenant: str | None = None
+    service: str | None = None
+    grants: list[Grant] = Field(default_factory=list)
+
+
+MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health, WhoAmI]
 
 
 # -- routes and parameters -------------------------------------------------------------------
@@ -213,7 +228,8 @@ def _param(name: str, where: str, schema: dict[str, Any], description: str, requ
 
 
 TENANT = _param(TENANT_HEADER, "header", {"type": "string", "pattern": subjects.TOKEN.pattern, "default": DEFAULT_TENANT},
-                "The tenant every route is scoped to (default `default`); another tenant's job is a 404.")
+                "The tenant every route is scoped to (default `default`); another tenant's job is a 404. With auth on, "
+                "only super admins and services choose it; anyone else may only repeat their own tenant (403 otherwise).")
 JOB_ID = _param("job_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A job id (UUID).", required=True)
 CLUSTER_ID = _param("cluster_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A cluster id (UUID).", required=True)
 LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
@@ -260,6 +276,8 @@ ROUTES: tuple[Route, ...] = (
           ClusterDetail, (TENANT, CLUSTER_ID)),
     Route("/v1/clusters/{cluster_id}/jobs", "get_cluster_jobs", "The jobs of a cluster, oldest first, paged.", JobPage,
           (TENANT, CLUSTER_ID, LIMIT, AFTER)),
+    Route("/v1/whoami", "whoami", "Who the token is: principal, role, tenant and grants (401 says why a token is refused).",
+          WhoAmI, (), errors=()),
     Route("/healthz", "healthz", "Whether the tracker is connected to NATS and its index is loaded.", Health,
           errors=(), extra={"503": Health}),
     Route("/metrics", "metrics", "Prometheus metrics (text format 0.0.4).", None, content_type="text/plain", errors=()),
@@ -268,10 +286,20 @@ ROUTES: tuple[Route, ...] = (
 
 ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "No such job or cluster in this tenant.",
               503: "NATS is unreachable.",
+              401: "No token, or one that is malformed, unknown, expired or revoked (the message says which).",
+              403: "The token's principal may not read this (another tenant, or no read permission; the message says which).",
               414: "The request target (path and query string) is over 8192 bytes.",
               431: "A header (named in `error.parameter`) is over 8192 bytes."}
 ANY_ROUTE_ERRORS = (414, 431)
 """Answered on every route, before it runs (the tracker's guard)."""
+OPEN = frozenset({"healthz", "openapi"})
+"""Routes that need no token (docs/tracker.md, "Access")."""
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer",
+               "description": "A muster token (`muster token create`) or an identity provider's JWT, as for the bus."},
+    "session": {"type": "apiKey", "in": "cookie", "name": "muster_session",
+                "description": "The same token in the console's HttpOnly cookie (browsers cannot set headers on EventSource)."},
+}
 
 
 def openapi() -> dict[str, Any]:
@@ -287,19 +315,24 @@ def openapi() -> dict[str, Any]:
         else:
             ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
         responses: dict[str, Any] = {"200": ok}
-        for status in (*r.errors, *ANY_ROUTE_ERRORS):
+        for status in (*r.errors, *(() if r.name in OPEN else (401, 403)), *ANY_ROUTE_ERRORS):
             responses[str(status)] = {"description": ERROR_TEXT[status],
                                       "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
         for status_text, model in r.extra.items():
             responses[status_text] = {"description": model.__doc__ or model.__name__,
                                       "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
-        paths[r.path] = {"get": {"operationId": r.name, "summary": r.summary, "parameters": list(r.params),
-                                 "responses": responses}}
+        operation: dict[str, Any] = {"operationId": r.name, "summary": r.summary, "parameters": list(r.params),
+                                     "responses": responses}
+        if r.name in OPEN:
+            operation["security"] = []
+        paths[r.path] = {"get": operation}
     return {
         "openapi": "3.1.0",
         "info": {"title": "muster tracker", "version": "1",
                  "description": "Where jobs are, what they are doing, what happened (docs/tracker.md). Every /v1 "
-                                f"route is scoped to the tenant named by the `{TENANT_HEADER}` header."},
+                                f"route needs a token (bearer or the `muster_session` cookie) and is scoped to its "
+                                f"principal's tenant; super admins name the tenant with the `{TENANT_HEADER}` header."},
         "paths": paths,
-        "components": {"schemas": schemas},
+        "security": [{"bearer": []}, {"session": []}],
+        "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
     }

@@ -24,6 +24,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.records import Recorded
+from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
 from muster.readmodel.clusters import cluster_view
 from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
@@ -115,7 +116,7 @@ class Tracker:
 
     async def _ask_owner(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         try:
-            msg = await self.nc.request(subjects.job_query(tenant, job_id), b"", timeout=self.owner_timeout)
+            msg = await self.nc.request(subjects.job_query(tenant, principal_of(self.nc), job_id), b"", timeout=self.owner_timeout)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
             return None
         try:
@@ -191,7 +192,7 @@ class Tracker:
         records = {r.ident["task_id"]: r for r in self.index.mirror.tasks(tenant, job_id)} if self.index else {}
         stale = needs_repair(view, records) if view is not None else []
         if stale:
-            histories = await asyncio.gather(*(self.store.read(subjects.task_events(tenant, job_id, t)) for t in stale))
+            histories = await asyncio.gather(*(self.store.read(subjects.task_history_filter(tenant, job_id, t)) for t in stale))
             for t, history in zip(stale, histories, strict=True):
                 records.update(task_records(history, {t: records[t]} if t in records else None))
         return records

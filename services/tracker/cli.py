@@ -21,6 +21,7 @@ from rich.console import Console
 
 from contracts import subjects
 from contracts.records import Recorded
+from muster.bus.connect import bearer_headers
 from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, json_option, stop
@@ -73,7 +74,7 @@ async def _status_from_tracker(url: str, tenant: str, job_id: str) -> dict[str, 
     """The tracker's answer; None when there is no tracker to ask (or it has no such job)."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-            async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant}) as resp:
+            async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant, **bearer_headers()}) as resp:
                 if resp.status != 200:
                     return None
                 return await resp.json()

@@ -20,10 +20,12 @@ import structlog
 from aiohttp import web
 from prometheus_client.registry import Collector
 
+from contracts.identity import Scope
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 
 from . import api, sse
+from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
@@ -53,11 +55,13 @@ async def list_jobs(request: web.Request) -> web.Response:
     if state is not None and state not in api.JOB_STATES:
         raise BadParameter("state", f"state {shown(state)} is not one of {', '.join(api.JOB_STATES)}")
     after, limit = paging(request)
+    auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster.lower() if cluster else "*"))
     return page_json(request.app[TRACKER].list_jobs(tenant, cluster.lower() if cluster else None, state, after, limit))
 
 
 async def get_job(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    await auth_.may_read_job(request, tenant, job_id, request.app[TRACKER])
     body = await request.app[TRACKER].job_status_json(tenant, job_id)
     if body is None:
         return not_found("job", job_id, tenant)
@@ -66,12 +70,14 @@ async def get_job(request: web.Request) -> web.Response:
 
 async def get_job_location(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    await auth_.may_read_job(request, tenant, job_id, request.app[TRACKER])
     location = await request.app[TRACKER].job_location(tenant, job_id)
     return not_found("job", job_id, tenant) if location is None else web.json_response(location)
 
 
 async def get_job_events(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    await auth_.may_read_job(request, tenant, job_id, request.app[TRACKER])
     after, limit = paging(request)
     page = await request.app[TRACKER].job_events(tenant, job_id, after, limit)
     return not_found("job", job_id, tenant) if page is None else page_json(page)
@@ -79,6 +85,7 @@ async def get_job_events(request: web.Request) -> web.Response:
 
 async def stream_job(request: web.Request) -> web.StreamResponse:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
+    await auth_.may_read_job(request, tenant, job_id, request.app[TRACKER])
     last_id = 0
     raw_last = request.headers.get("Last-Event-ID")
     if raw_last:
@@ -90,18 +97,21 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
 
 async def list_clusters(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
+    auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id="*"))
     after, limit = paging(request)
     return page_json(request.app[TRACKER].list_clusters(tenant, after, limit))
 
 
 async def get_cluster(request: web.Request) -> web.Response:
     tenant, cluster_id = tenant_of(request), uuid_of(request, "cluster_id", "cluster id")
+    auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster_id))
     cluster = await request.app[TRACKER].cluster(tenant, cluster_id)
     return not_found("cluster", cluster_id, tenant) if cluster is None else web.json_response(cluster)
 
 
 async def get_cluster_jobs(request: web.Request) -> web.Response:
     tenant, cluster_id = tenant_of(request), uuid_of(request, "cluster_id", "cluster id")
+    auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster_id))
     after, limit = paging(request)
     page = await request.app[TRACKER].cluster_jobs(tenant, cluster_id, after, limit)
     return not_found("cluster", cluster_id, tenant) if page is None else page_json(page)
@@ -130,7 +140,7 @@ def _openapi_handler(document: bytes) -> Callable[[web.Request], Awaitable[web.R
 HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "list_jobs": list_jobs, "get_job": get_job, "get_job_location": get_job_location, "get_job_events": get_job_events,
     "stream_job": stream_job, "list_clusters": list_clusters, "get_cluster": get_cluster,
-    "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics,
+    "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics, "whoami": auth_.whoami,
 }
 
 
@@ -187,12 +197,16 @@ def make_app(
     planner_metrics: bool = True,
     replicas: int = 1,
     console: bool = True,
+    auth: auth_.HttpAuth | bool = True,
 ) -> web.Application:
     """The tracker app. With `index=True` it opens the shared KV index at startup (and with
     `consume=True` feeds it from the log through the shared durable consumer); pass a
     LocationIndex to share one, or False for a tracker that answers from the owner and the
-    log alone. With `console=True` it also serves the web console under /ui/ (docs/ui.md)."""
-    app = web.Application(middlewares=[guard])
+    log alone. With `console=True` it also serves the web console under /ui/ (docs/ui.md).
+    `auth=True` checks tokens when the server authorizes connections (auth on;
+    services/tracker/auth.py), False never."""
+    holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
+    app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
     app[TRACKER] = tracker
     planners = PlannerQueues(store.nc)
@@ -206,9 +220,10 @@ def make_app(
     if console:
         from .ui import setup_ui
 
-        setup_ui(app, TRACKER)
+        setup_ui(app, TRACKER, auth=auth_.ConsoleTokens(lambda: holder[0]))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        view = await auth_.start_checking(store, holder) if auth is True else None
         owned = index is True
         if owned:
             tracker.index = await LocationIndex.open(store.js, replicas=replicas)
@@ -225,6 +240,8 @@ def make_app(
         if owned and tracker.index is not None:
             with contextlib.suppress(Exception):
                 await tracker.index.stop()
+        if view is not None:
+            await view.stop()
 
     app.cleanup_ctx.append(lifecycle)
     return app

@@ -38,7 +38,12 @@ def shown(value: str) -> str:
 
 
 def tenant_of(request: web.Request) -> str:
-    tenant = request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT)
+    """The tenant of the request: the principal's own (auth on; services/tracker/auth.py), or
+    the one `X-Muster-Tenant` names for a super admin, a service or an anonymous caller."""
+    from .auth import AUTHZ  # auth imports api only; params is imported by http, which auth serves
+
+    authz = request.get(AUTHZ)
+    tenant = authz.tenant if authz is not None else request.headers.get(api.TENANT_HEADER, api.DEFAULT_TENANT)
     if not subjects.TOKEN.fullmatch(tenant):
         raise BadParameter(api.TENANT_HEADER, f"{api.TENANT_HEADER} {shown(tenant)} is not a tenant name: use 1-128 letters, digits, '-' or '_'")
     return tenant

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from muster.bus.connect import read_credentials_file
+
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).parents[2]
 DEMO = ROOT / "muster" / "demo" / "catalog"
@@ -150,6 +152,9 @@ def browser(muster: Muster) -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any, muster: Muster) -> Iterator[Any]:
     context = browser.new_context(base_url=muster.tracker, viewport={"width": 1280, "height": 900}, timezone_id="Europe/Berlin")
+    # Signed in as the super admin `muster up` made (docs/security.md): the console's session cookie.
+    token = read_credentials_file(muster.data_dir / "credentials")
+    context.add_cookies([{"name": "muster_session", "value": token, "url": muster.tracker}])
     context.set_default_timeout(20_000)
     page = context.new_page()
     errors: list[str] = []

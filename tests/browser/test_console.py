@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
@@ -95,9 +96,12 @@ def test_another_tenants_cluster_is_not_reachable_by_url(muster: Muster, page: A
     page.goto("/ui/clusters")
     expect(page.get_by_test_id("tenant")).to_have_text("default")
     assert page.get_by_text("theirs").count() == 0
-    # Signed in as that tenant, the same URL shows it.
+    # Signed in with a token of that tenant's user, the same URL shows it.
+    muster.cli("tenant", "create", "other", "--data-dir", str(muster.data_dir), check=False)  # exists after a rerun
+    made = json.loads(muster.cli("user", "create", f"otto-{uuid.uuid4().hex[:6]}", "--tenant", "other",
+                                 "--data-dir", str(muster.data_dir), "--json").stdout)
     page.goto(f"/ui/sign-in?next=/ui/clusters/{theirs['cluster_id']}")
-    page.get_by_label("Tenant").fill("other")
+    page.get_by_label("Access token").fill(made["token"])
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_test_id("cluster-name")).to_have_text("theirs")
     expect(page.get_by_test_id("tenant")).to_have_text("other")

@@ -13,7 +13,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 
 def test_demo_builds_shows_and_deletes_a_cluster(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    # As a user runs it: no server named, no token of the test session (muster up makes its own).
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     done = subprocess.run(
         [sys.executable, "-m", "muster", "demo", "--nodes", "3", "--data-dir", str(tmp_path / "data")],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=200,

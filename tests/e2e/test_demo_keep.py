@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from muster.bus.connect import read_credentials_file
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 
 def test_demo_keep_serves_the_console_until_ctrl_c(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    # As a user runs it: no server named, no token of the test session (the demo makes its own).
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     proc = subprocess.Popen([sys.executable, "-m", "muster", "demo", "--keep", "--nodes", "2", "--data-dir", str(tmp_path / "data")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
     lines: queue.Queue[str] = queue.Queue()
@@ -32,7 +35,11 @@ def test_demo_keep_serves_the_console_until_ctrl_c(tmp_path: Path) -> None:
             seen.append(line)
         url = next(x for x in seen if x.startswith("console: ")).split(" ", 1)[1].strip()
         assert "/ui/jobs/" in url
-        with urllib.request.urlopen(url, timeout=10) as page:
+        assert any("sign in with the token in" in x for x in seen)
+        # Signed in as the super admin the demo made (the console's session cookie).
+        token = read_credentials_file(tmp_path / "data" / "credentials")
+        request = urllib.request.Request(url, headers={"Cookie": f"muster_session={token}"})
+        with urllib.request.urlopen(request, timeout=10) as page:
             body = page.read().decode()
         assert page.status == 200 and "succeeded" in body
         assert proc.poll() is None, "it must keep running until Ctrl-C"

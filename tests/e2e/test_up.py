@@ -8,18 +8,22 @@ import json
 import os
 import signal
 import socket
+import stat
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import nats
+import nats.errors
 import pytest
 import pytest_asyncio
 from nats.aio.msg import Msg
 
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import EVENT_ADAPTER, JobSucceeded
+from muster.bus.connect import bearer_headers, read_credentials_file
 from muster.client import MusterClient
 from muster.runtime.autoscale import AutoscalePolicy, DeploymentFleet
 from muster.runtime.supervisor import Deployment
@@ -42,8 +46,9 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, seen: dict[str,
 
 @contextlib.asynccontextmanager
 async def _up(tmp_path: Path, *args: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, str]]]:
-    """`muster up` with the demo catalog and `args`, until it says it is up; Ctrl-C at the end."""
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    """`muster up` with the demo catalog and `args`, until it says it is up; Ctrl-C at the end.
+    As a user runs it: no server named, no token of the test session (muster up makes its own)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "muster", "up", "--data-dir", str(tmp_path / "data"), "--tracker-port", "0",
         "--catalog", str(DEMO), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
@@ -89,13 +94,21 @@ async def test_up_runs_a_create_and_ctrl_c_leaves_no_orphans(muster_up: tuple[as
     assert nats_url.startswith("nats://127.0.0.1:") and tracker.startswith("http://127.0.0.1:")
     assert _nats_servers_under(tmp_path)
 
-    async with await MusterClient.connect(nats_url) as client:
+    # First start made a super-admin credential only its owner can read; it is what works.
+    credentials = tmp_path / "data" / "credentials"
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    token = read_credentials_file(credentials)
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):  # no anonymous access
+        await nats.connect(nats_url, allow_reconnect=False, max_reconnect_attempts=0)
+    async with await MusterClient.connect(nats_url, token=token) as client:
         reply = await client.send("default", CreateCluster(name="e2e", template="hadoop-small", nodes=3))
         assert isinstance(reply, Accepted)
         assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
 
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{tracker}/v1/jobs/{reply.job_id}") as resp:
+            assert resp.status == 401 and "needs a token" in (await resp.json())["error"]["message"]
+        async with http.get(f"{tracker}/v1/jobs/{reply.job_id}", headers=bearer_headers(token)) as resp:
             body = await resp.json()
     assert resp.status == 200 and body["state"] == "succeeded" and body["layout"]["nodes"] == 3
 
@@ -129,7 +142,7 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
 
     before = _state(data)["processes"]
     assert before["planner"] != proc.pid and set(before) >= {"nats-server", "solver", "planner", "provisioner", "tracker"}
-    async with await MusterClient.connect(seen["nats"]) as client:
+    async with await MusterClient.connect(seen["nats"], token=read_credentials_file(data / "credentials")) as client:
         claimed = asyncio.get_running_loop().create_future()
 
         async def on_task_event(msg: Msg) -> None:
@@ -154,7 +167,7 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
     after = _state(data)["processes"]
     assert after["provisioner"] != before["provisioner"] and after["planner"] != before["planner"]
     # Issue #18.8: the job's owner is the planner that finished it, not the one killed.
-    async with aiohttp.ClientSession() as http:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {read_credentials_file(data / 'credentials')}"}) as http:
         async with http.get(f"{seen['tracker']}/v1/jobs/{reply.job_id}") as resp:
             status = await resp.json()
         async with http.get(f"{seen['tracker']}/v1/jobs/{reply.job_id}/location") as resp:
@@ -166,7 +179,8 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
 
 
 async def _muster(*args: str, cwd: Path, **env: str) -> tuple[int, str]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_DATA_DIR")} | env
+    # Not the session's token (tests/conftest.py): `muster up`'s own auth service does not know it.
+    environ = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_DATA_DIR", "MUSTER_TOKEN", "MUSTER_CREDENTIALS")} | env
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", *args, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT, env=environ, cwd=cwd)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
@@ -185,7 +199,7 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
     elsewhere.mkdir()
     code, out = await _muster("provisioners", "list", cwd=elsewhere, MUSTER_DATA_DIR=str(data))
     assert code == 0 and "provisioner " in out, out
-    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"])
+    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"], MUSTER_CREDENTIALS=str(data / "credentials"))
     assert code == 0, out
 
     with socket.socket() as taken:
@@ -194,7 +208,8 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
         port = taken.getsockname()[1]
         code, out = await _muster("up", "--data-dir", str(tmp_path / "other"), "--tracker-port", str(port), cwd=elsewhere)
         assert code != 0 and f"tracker port {port} on 127.0.0.1 is taken" in out, out
-        code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere)
+        code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere,
+                                  MUSTER_CREDENTIALS=str(data / "auth" / "tracker.cred"))
         assert code != 0 and f"cannot listen on 127.0.0.1:{port}: the port is taken" in out, out
 
 
@@ -224,14 +239,16 @@ async def test_up_with_two_planners_and_autoscale_shares_the_shards_and_adds_a_p
     async with _up(tmp_path, "--planners", "2", "--capacity", "1", "--autoscale", "--autoscale-max", "3",
                    "--autoscale-cooldown", "1") as (proc, seen):
         assert seen["planners"].startswith("2") and seen["autoscale"].startswith("1..3"), seen
-        code, out = await _muster("planners", "--json", cwd=tmp_path, MUSTER_DATA_DIR=str(tmp_path / "data"))
+        credentials = tmp_path / "data" / "credentials"
+        code, out = await _muster("planners", "--json", cwd=tmp_path, MUSTER_DATA_DIR=str(tmp_path / "data"),
+                                  MUSTER_CREDENTIALS=str(credentials))
         assert code == 0, out
         table = json.loads(out)
         assert len(table["planners"]) == 2 and not table["unowned"], table
         assert sorted(len(s) for s in table["planners"].values()) == [table["shards"] // 2] * 2
 
         registrations = Registrations()
-        async with await MusterClient.connect(seen["nats"]) as client:
+        async with await MusterClient.connect(seen["nats"], token=read_credentials_file(credentials)) as client:
             await client.nc.subscribe("muster.evt.*.provisioner.>", cb=registrations.on_msg)
             # One slot and a 10-node create: the backlog asks for more processes at once.
             reply = await client.send("default", CreateCluster(name="busy", template="hadoop-small", nodes=10))
@@ -248,7 +265,7 @@ async def test_the_fleet_adds_a_supervised_provisioner_and_a_drained_one_leaves_
     registrations = Registrations()
     await deployment.start()
     try:
-        async with await MusterClient.connect(deployment.nats_url) as client:
+        async with await MusterClient.connect(deployment.nats_url, token=deployment.admin_token()) as client:
             await client.nc.subscribe("muster.evt.*.provisioner.>", cb=registrations.on_msg)
             fleet = DeploymentFleet(deployment, client.nc, AutoscalePolicy(capacity_each=2), "default")
             assert fleet.count() == 1

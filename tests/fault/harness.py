@@ -42,6 +42,7 @@ from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.runtime.supervisor import Deployment
+from services.auth.keys import AuthKeys, server_auth_config
 
 from .invariants import Report, check
 
@@ -140,12 +141,13 @@ class FaultStack:
     @classmethod
     async def single(cls, base: Path, *, tenants: str = "default", provisioners: int = 1, capacity: int = 8,
                      extra_args: dict[str, list[str]] | None = None) -> FaultStack:
-        server = await NatsServer(base / "nats").start()
+        keys = AuthKeys.load_or_create(base / "auth")
+        server = await NatsServer(base / "nats", auth=server_auth_config(keys.issuer_public, keys.bus_secret)).start()
         options = fault_options(base, provisioners)
         for name, args in (extra_args or {}).items():
             options[name] = [*options.get(name, []), *args]
         deployment = Deployment(base / "deploy", nats_url=server.url, capacity=capacity, tenants=tenants,
-                                replicas={"provisioner": provisioners}, extra_args=options)
+                                replicas={"provisioner": provisioners}, extra_args=options, auth_dir=base / "auth")
         return await cls(base, deployment, server=server)._start()
 
     @classmethod
@@ -153,13 +155,16 @@ class FaultStack:
                       tenants: str = "default", capacity: int = 8) -> FaultStack:
         """Three nats-server processes with cluster routes on loopback (rendered as
         deploy/nats/*.conf is), streams with 3 replicas (the caller sets MUSTER_REPLICAS=3)."""
-        nodes = loopback_cluster(base / "nats", [(free_port(), free_port()) for _ in range(3)])
+        keys = AuthKeys.load_or_create(base / "auth")
+        nodes = loopback_cluster(base / "nats", [(free_port(), free_port()) for _ in range(3)],
+                                 auth=server_auth_config(keys.issuer_public, keys.bus_secret))
         stack_: FaultStack | None = None
         try:
             url = await start_cluster(nodes)
             deployment = Deployment(base / "deploy", nats_url=url, capacity=capacity, tenants=tenants,
-                                    replicas=replicas, extra_args=extra_args)
+                                    replicas=replicas, extra_args=extra_args, auth_dir=base / "auth")
             stack_ = cls(base, deployment, nodes=nodes)
+            await deployment.start_auth()
             await stack_._create_streams(int(os.environ.get("MUSTER_REPLICAS", "1")))
             return await stack_._start()
         except BaseException:
@@ -193,6 +198,7 @@ class FaultStack:
 
     async def _start(self) -> FaultStack:
         try:
+            await self.deployment.start_auth()  # the test's own connection goes through it too
             await self._connect()
             assert self.nc is not None
             await ensure_streams(self.nc.jetstream(), replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))

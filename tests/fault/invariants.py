@@ -36,6 +36,7 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS
+from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.repository import rebuild
 from services.planner.app import PlannerConfig
@@ -211,7 +212,9 @@ def _check_jobs(report: Report, by_subject: dict[str, list[Recorded]], jobs: dic
 
 
 def _task_history(by_subject: dict[str, list[Recorded]], tenant: str, job_id: str, task_id: str) -> list[Recorded]:
-    return by_subject.get(subjects.task_events(tenant, job_id, task_id), [])
+    # One subject per (task, provisioner that wrote on it): gather them in log order.
+    prefix = subjects.task_history_filter(tenant, job_id, task_id)[:-1]
+    return sorted((r for s, h in by_subject.items() if s.startswith(prefix) for r in h), key=lambda r: r.seq)
 
 
 def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
@@ -231,9 +234,11 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
 def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]], tenant: str, job_id: str,
                             outcomes: dict[tuple[str, int], list[Recorded]]) -> None:
     prefix = f"{subjects.EVT}.{tenant}.task.{job_id}."
+    per_task: dict[str, list[Recorded]] = {}
     for subject, history in by_subject.items():
-        if not subject.startswith(prefix):
-            continue
+        if subject.startswith(prefix):  # claims of one task may be on several provisioners' subjects
+            per_task.setdefault(subject.rsplit(".", 1)[0], []).extend(history)
+    for history in per_task.values():
         claims = Counter(r.event.attempt for r in history if r.type == "TaskClaimed")
         report.redelivered += sum(1 for n in claims.values() if n > 1)
         for r in history:
@@ -250,7 +255,7 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
 def _check_isolation(report: Report, log: list[Recorded], owner: dict[str, str]) -> None:
     for r in log:
         w = where(r.subject)
-        if w is None:
+        if w is None or w.tenant == subjects.IDENTITY:  # identities name the tenants they belong to
             continue
         own = getattr(r.event, "tenant", None)
         if own is not None and own != w.tenant:
@@ -276,7 +281,7 @@ async def _compare_job_views(report: Report, nc: Client, jobs: dict[tuple[str, s
     current = {c.job_id for c in clusters.values()}
     for (tenant, job_id), job in jobs.items():
         try:
-            reply = await nc.request(subjects.job_query(tenant, job_id), b"{}", timeout=timeout)
+            reply = await nc.request(subjects.job_query(tenant, principal_of(nc), job_id), b"{}", timeout=timeout)
         except (NoRespondersError, NatsTimeout):
             if job.is_final and job_id not in current:
                 report.compared["finished jobs left to the log"] += 1
@@ -332,7 +337,7 @@ def _tracker_nodes(nodes: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def _tracker_get(http: aiohttp.ClientSession, report: Report, path: str, tenant: str, what: str) -> dict[str, Any] | None:
-    async with http.get(path, headers={TRACKER_TENANT_HEADER: tenant}) as resp:
+    async with http.get(path, headers={TRACKER_TENANT_HEADER: tenant, **bearer_headers()}) as resp:
         if resp.status != 200:
             report.problems.append(f"{what} ({tenant}): tracker answers {resp.status}")
             return None

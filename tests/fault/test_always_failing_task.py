@@ -39,7 +39,7 @@ async def _before_and_after(fs: FaultStack, cluster_id: str, job_id: str) -> tup
 async def _attempts(fs: FaultStack, job_id: str) -> dict[str, list[str]]:
     """Failed attempts per task: the provisioner that ran each."""
     out: dict[str, list[str]] = {}
-    for r in await EventStore(fs.conn).read(f"muster.evt.{T}.task.{job_id}.*"):
+    for r in await EventStore(fs.conn).read(subjects.job_task_events(T, job_id)):
         if r.type == "TaskFailed":
             out.setdefault(r.event.task_id, []).append(r.event.provisioner)
     return out

@@ -34,7 +34,7 @@ async def test_a_task_whose_provisioner_dies_completes_on_another(tmp_path: Path
 
         # The task prov-1 died holding ran again, same attempt, on prov-2.
         task = claim.event.task_id
-        events = await EventStore(fs.conn).read(subjects.task_events("default", job, task))
+        events = await EventStore(fs.conn).read(subjects.task_history_filter("default", job, task))
         claims = [(r.event.provisioner, r.event.attempt, r.event.delivery) for r in events if r.type == "TaskClaimed"]
         done = [(r.event.provisioner, r.event.attempt) for r in events if r.type == "TaskSucceeded"]
         assert ("prov-1", claim.event.attempt, claim.event.delivery) in claims, claims

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from contracts.commands import Accepted, Rejected
+from muster.bus.connect import auth_required
 from muster.client import MusterClient, NoAnswer
 
 from ..sse import job_stream
@@ -78,7 +79,10 @@ async def control(request: web.Request) -> web.StreamResponse:
 
 async def send(nc: Any, tenant: str, by: str, action: str, job_id: str) -> tuple[str, bool]:
     """Send one job-control request; the planner's answer in words, and whether it accepted."""
-    client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=CONTROL_TIMEOUT_S, attempts=2)
+    # With auth on, the request names the signed-in principal (the tracker may act for those it
+    # checked); the planner records it as `by` and checks its permissions.
+    acting = by if auth_required(nc) else None
+    client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=CONTROL_TIMEOUT_S, attempts=2, on_behalf_of=acting)
     try:
         reply = await getattr(client, VERBS[action])(job_id, tenant=tenant)
     except NoAnswer as err:

@@ -58,11 +58,12 @@ async def test_apply_then_reapply_then_change(nc: Client, nats_url: str, tenant:
     history = await muster(nats_url, "catalog", "history", "hadoop-small", "--tenant", tenant, "--json")
     versions = [json.loads(line) for line in history.stdout.splitlines()]
     assert [(v["version"], v["by"], v["changed"]) for v in versions] == [
-        (1, "tester", []), (2, "carol", ["constraints.size.max", "description"])]
+        # With a token, `by` is its principal (the session's, tests/conftest.py): --by names only anonymous writers.
+        (1, "test-system", []), (2, "test-system", ["constraints.size.max", "description"])]
     assert versions[1]["entity"]["version"] == 2
 
     table = await muster(nats_url, "catalog", "history", "hadoop-small", "--tenant", tenant)
-    assert "carol" in table.stdout and "constraints.size.max" in table.stdout
+    assert "test-system" in table.stdout and "constraints.size.max" in table.stdout
 
     listing = await muster(nats_url, "catalog", "get", "services", "--tenant", tenant, "--json")
     assert {r["name"] for r in json.loads(listing.stdout)} >= {"base", "hdfs-namenode"}

@@ -15,6 +15,7 @@ from nats.aio.client import Client
 
 from contracts.commands import Accepted, DryRun, ExpandCluster, Rejected
 from contracts.events import JobSucceeded
+from muster.bus.connect import principal_of
 from muster.client import MusterClient, RequestRejected
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(180), pytest.mark.parametrize("stack", [{"http": False}], indirect=True),
@@ -40,7 +41,10 @@ async def test_typed_operations_and_outcomes_through_events(stack: Stack) -> Non
     assert [c.name for c in await client.clusters()] == ["py"]
 
     requests = [r.event for r in await stack.store.read(f"muster.evt.{stack.tenant}.job.*") if r.type == "JobRequested"]
-    assert {e.requested_by for e in requests} >= {"svc-a"} and all(e.request["request_id"] for e in requests)
+    # `by` is the authenticated principal (the subject's, checked by the server), not what the
+    # client wrote in the body.
+    assert {e.requested_by for e in requests} == {principal_of(client.nc)} != {"svc-a"}
+    assert all(e.request["request_id"] for e in requests)
 
     with pytest.raises(RequestRejected, match="expand rejected: .*more than the cluster's 4 nodes"):
         await client.run(ExpandCluster(cluster_id=reply.cluster_id, nodes=2))
@@ -67,10 +71,14 @@ async def test_a_request_built_from_the_asyncapi_document_alone(stack: Stack, fr
     channel = doc["channels"][operation["channel"]["$ref"].rsplit("/", 1)[-1]]
     message_ref = channel["messages"]["CreateCluster"]["$ref"].rsplit("/", 1)[-1]
     example = doc["components"]["messages"][message_ref]["examples"][0]["payload"]
-    subject = channel["address"].replace("{tenant}", stack.tenant)
+    # A token names its principal (mst_<principal>_<id>_<secret>, docs/security.md): that is
+    # the subject's {principal} and the inbox the server lets the connection read.
+    token = os.environ["MUSTER_TOKEN"]
+    principal = token.split("_")[1]
+    subject = channel["address"].replace("{tenant}", stack.tenant).replace("{principal}", principal)
 
     nc = Client()  # a plain NATS client: nothing of muster's code on this side
-    await nc.connect(fresh_nats)
+    await nc.connect(fresh_nats, token=token, inbox_prefix=f"_INBOX.{principal}")
     try:
         answer = json.loads((await nc.request(subject, json.dumps(example).encode(), timeout=10)).data)
     finally:

@@ -1,5 +1,5 @@
 """Bad input on every request subject, against the real processes (`Deployment`, as `muster up`
-starts them): malformed and adversarial payloads to `muster.ops.<tenant>.<verb>` for every verb,
+starts them): malformed and adversarial payloads to `muster.ops.<tenant>.<principal>.<verb>` for every verb,
 to the solver's dry-run subject and to the job query subject.
 
 Every operation request gets a `Rejected` reply whose reason names the problem (the field, the
@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from contracts import commands, subjects
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, CreateCluster
 from contracts.events import JobSucceeded
-from muster.bus.connect import connect
+from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
@@ -71,7 +71,7 @@ class Fuzz:
         return answer
 
     async def rejected(self, tenant: str, verb: str, body: bytes, what: str) -> str:
-        answer = await self.reply(f"{subjects.OPS}.{tenant}.{verb}", body, what)
+        answer = await self.reply(f"{subjects.OPS}.{tenant}.{principal_of(self.nc)}.{verb}", body, what)  # raw: bad tenants too
         assert answer.get("type") == "Rejected", (verb, body[:300], answer)
         reason = str(answer["reason"])
         assert reason and "internal error" not in reason, (verb, body[:300], reason)
@@ -246,15 +246,15 @@ async def test_a_tenant_that_is_not_a_name_is_rejected(fuzz: Fuzz, verb: str, te
                                                       "template": "t", "nodes": n, "catalog": {}}).encode(),
                                 st.integers(max_value=-1) | st.just(10**40))))
 async def test_the_solver_answers_garbage_with_an_explanation(fuzz: Fuzz, data: bytes) -> None:
-    answer = await fuzz.reply(subjects.solve_request(OTHER), data, "solve requests")
+    answer = await fuzz.reply(subjects.solve_request(OTHER, principal_of(fuzz.nc)), data, "solve requests")
     assert answer.get("type") == "LayoutUnsolvable" and answer.get("message"), answer
 
 
 @settings(SETTINGS, max_examples=10)
 @given(data=st.binary(max_size=200))
 async def test_job_queries_answer_only_the_owner_whatever_the_body(fuzz: Fuzz, data: bytes) -> None:
-    own = await fuzz.reply(subjects.job_query(OWNER, fuzz.job_id), data, "job queries")
+    own = await fuzz.reply(subjects.job_query(OWNER, principal_of(fuzz.nc), fuzz.job_id), data, "job queries")
     assert own["id"] == fuzz.job_id and own["state"] == "succeeded"
     fuzz.tried["job queries"] += 1
     with pytest.raises(NatsTimeout):  # another tenant asking for it: no answer, nothing leaks
-        await fuzz.nc.request(subjects.job_query(OTHER, fuzz.job_id), data, timeout=0.3)
+        await fuzz.nc.request(subjects.job_query(OTHER, principal_of(fuzz.nc), fuzz.job_id), data, timeout=0.3)

@@ -34,7 +34,7 @@ from nats.aio.client import Client
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobSucceeded
-from muster.bus.connect import connect
+from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
@@ -166,7 +166,7 @@ def request_body(verb: str, hidden: dict[str, Any], at_top: bool) -> dict[str, A
 @given(verb=st.sampled_from(VERBS), hidden=hiding(), at_top=st.booleans())
 async def test_a_secret_hidden_anywhere_in_a_request_is_refused(vault: Vault, verb: str, hidden: dict[str, Any], at_top: bool) -> None:
     before = await vault.stored()
-    msg = await vault.nc.request(f"{subjects.OPS}.{TENANT}.{verb}", json.dumps(request_body(verb, hidden, at_top)).encode(), timeout=10)
+    msg = await vault.nc.request(subjects.operation(TENANT, principal_of(vault.nc), verb), json.dumps(request_body(verb, hidden, at_top)).encode(), timeout=10)
     reply = json.loads(vault.answer(msg.data.decode(), f"request {verb}"))
     assert reply["type"] == "Rejected" and "looks like a secret" in reply["reason"], reply
     assert await vault.stored() == before

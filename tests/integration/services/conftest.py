@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+
+BEARER = {"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"}
+"""The session's system token (tests/conftest.py): the tracker checks tokens."""
 
 
 def quick_demo_catalog(latency_ms: str = "0-20") -> Any:
@@ -80,7 +84,7 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
         if with_http:
             from services.tracker.http import make_app
 
-            http = TestClient(TestServer(make_app(EventStore(ncs[3]))))
+            http = TestClient(TestServer(make_app(EventStore(ncs[3]))), headers=BEARER)
             await http.start_server()
             exit_stack.push_async_callback(http.close)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobSucceeded
 from muster.bus.eventstore import EventStore
@@ -22,7 +23,7 @@ Stack = Any
 
 
 async def _claims(stack: Stack, job_id: str) -> set[str]:
-    return {r.event.provisioner for r in await stack.store.read(f"muster.evt.{stack.tenant}.task.{job_id}.*") if r.type == "TaskClaimed"}
+    return {r.event.provisioner for r in await stack.store.read(subjects.job_task_events(stack.tenant, job_id)) if r.type == "TaskClaimed"}
 
 
 async def test_a_class_named_by_the_template_or_the_provider_gets_that_work_and_no_other(stack: Stack) -> None:

@@ -25,6 +25,7 @@ from contracts.commands import (
     Rolling,
 )
 from contracts.events import JobSucceeded
+from muster.bus.connect import principal_of
 from muster.catalog.store import apply_catalog, read_catalog
 from services.provisioner.plugins.builtin.simulated_automator.automator import SimulatedAutomator
 
@@ -75,7 +76,8 @@ async def test_macros_reach_the_plugins_expanded_and_a_check_finds_and_repairs_d
     for run in runs:
         assert run.config["zookeeper"]["quorum"] == ",".join(f"{cluster.hostname(n.id)}:2181" for n in zk)
         assert run.config["hdfs"]["namenode"] == f"hdfs://{cluster.hostname(nn.id)}:8020"
-        assert run.config["owner"] == "alice"
+        # The owner is the authenticated requester (the subject's principal), not the body's claim.
+        assert run.config["owner"] == principal_of(stack.client.nc) != "alice"
     [zk_run] = [r for r in runs if r.service == "zookeeper-server"]
     assert zk_run.config["zookeeper"]["myid"] == "1"
 

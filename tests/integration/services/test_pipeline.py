@@ -10,6 +10,7 @@ import pytest
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobSucceeded
+from muster.bus.connect import principal_of
 
 Stack = Any
 
@@ -59,12 +60,12 @@ async def test_the_owner_answers_status_queries(stack: Stack) -> None:
 
     reply = await _create(stack, nodes=2)
     await stack.client.wait(reply.job_id, timeout=60)
-    answer = await stack.client.nc.request(subjects.job_query(stack.tenant, reply.job_id), b"", timeout=5)
+    answer = await stack.client.nc.request(subjects.job_query(stack.tenant, principal_of(stack.client.nc), reply.job_id), b"", timeout=5)
     view = json.loads(answer.data)
     assert view["state"] == "succeeded" and view["owner"] == "planner-test"
     assert view["counts"] == {"succeeded": view["tasks_total"]} and view["finished_at"]
     with pytest.raises(nats.errors.TimeoutError):  # nobody answers for another tenant
-        await stack.client.nc.request(subjects.job_query("other-tenant", reply.job_id), b"", timeout=0.5)
+        await stack.client.nc.request(subjects.job_query("other-tenant", principal_of(stack.client.nc), reply.job_id), b"", timeout=0.5)
 
 
 async def test_plugins_get_the_nodes_map_that_travelled_by_reference(stack: Stack) -> None:

@@ -20,7 +20,7 @@ from nats.aio.client import Client
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, RestartServices
 from contracts.events import JobSucceeded
-from muster.bus.connect import connect
+from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.shards import shard_of
 from muster.bus.streams import ensure_streams
@@ -148,7 +148,7 @@ async def test_planners_split_the_shards_and_requests_reach_the_owner(fleet: Fle
         assert requested.planner == owners[r.cluster_id]
         assert [n for n, p in fleet.planners.items() if r.job_id in p.jobs] == [owners[r.cluster_id]]
         # The job's owner answers status queries, naming itself.
-        view = await fleet.client.nc.request(subjects.job_query("default", r.job_id), b"", timeout=5)
+        view = await fleet.client.nc.request(subjects.job_query("default", principal_of(fleet.client.nc), r.job_id), b"", timeout=5)
         assert b'"owner": "' + owners[r.cluster_id].encode() in view.data
 
 
@@ -170,7 +170,7 @@ async def test_a_dead_planners_jobs_finish_under_the_other_within_twice_the_ttl(
     finals = await asyncio.gather(*(fleet.client.wait(r.job_id, timeout=90) for r in replies))
     assert all(isinstance(f, JobSucceeded) for f in finals), finals
     assert [await _queued_twice(fleet, r.job_id) for r in replies] == [0] * len(replies)
-    view = await fleet.client.nc.request(subjects.job_query("default", victims[0].job_id), b"", timeout=5)
+    view = await fleet.client.nc.request(subjects.job_query("default", principal_of(fleet.client.nc), victims[0].job_id), b"", timeout=5)
     assert b'"owner": "planner-b"' in view.data  # the owner followed
 
 

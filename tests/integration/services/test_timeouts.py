@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from contracts import subjects
 from contracts.catalog import Service
 from contracts.commands import Accepted, AddServices, CreateCluster
 from contracts.events import JobRolledBack, JobSucceeded
@@ -49,7 +50,7 @@ async def test_silent_attempts_time_out_and_late_results_are_ignored(stack: Stac
     assert not any(r.type == "TaskCompleted" and r.event.task_id == install for r in job)
 
     # The slow worker does finish attempt 1, after the job ended: its result is in the log...
-    subject = f"muster.evt.{stack.tenant}.task.{reply.job_id}.{install.replace('.', '~')}"
+    subject = subjects.task_history_filter(stack.tenant, reply.job_id, install)
     late = await _first(stack, subject, "TaskSucceeded", timeout=15)
     assert late.attempt == 1
     # ...and changes nothing.

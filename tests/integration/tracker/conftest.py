@@ -4,6 +4,7 @@ planner in an exit stack of its own so a test can stop it (its jobs' owner is th
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ from services.tracker.http import PARSER_LIMIT, TRACKER, make_app
 DEMO_CATALOG = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 DEADLINE = 60.0
 TENANT = "default"
+
+BEARER = {"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"}
+"""The session's system token (tests/conftest.py): the tracker checks tokens."""
 
 
 @dataclass
@@ -75,7 +79,7 @@ class Tracked:
 
     async def another_tracker(self, **options: object) -> TestClient:
         nc = await self._connect("tracker-2")
-        http = TestClient(TestServer(make_app(EventStore(nc), **options)))  # type: ignore[arg-type]
+        http = TestClient(TestServer(make_app(EventStore(nc), **options)), headers=BEARER)  # type: ignore[arg-type]
         await http.start_server()
         self.extra.append(http)
         return http
@@ -117,7 +121,7 @@ async def tracked(fresh_nats: str) -> AsyncIterator[Tracked]:
 
         stack.push_async_callback(stop_workers)
 
-        http = TestClient(TestServer(make_app(EventStore(await connection("tracker")))))
+        http = TestClient(TestServer(make_app(EventStore(await connection("tracker")))), headers=BEARER)
         await http.start_server()
         stack.push_async_callback(http.close)
 
@@ -137,7 +141,7 @@ async def lone(nats_url: str) -> AsyncIterator[TestClient]:
     await ensure_streams(nc.jetstream())
     server = TestServer(make_app(EventStore(nc)))
     await server.start_server(max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)  # as `muster tracker` runs it
-    http = TestClient(server)
+    http = TestClient(server, headers=BEARER)
     try:
         yield http
     finally:

@@ -29,17 +29,35 @@ def test_compose_runs_each_service_with_the_shared_options_on_three_replicas() -
     for node in cluster.NODES:
         assert f"./deploy/nats/{node}.conf:/etc/nats/nats.conf:ro" in services[node]["volumes"]
     for service, options in cluster.SERVICE_OPTIONS.items():
-        entry = services[service]
-        assert entry["environment"]["MUSTER_REPLICAS"] == str(cluster.REPLICAS)
-        assert entry["environment"]["NATS_URL"].count("nats://") == len(cluster.NODES)
-        assert entry["command"][0] == service
-        assert not options or entry["command"][-len(options):] == options
-        assert entry.get("deploy", {}).get("replicas", 1) == cluster.SERVICE_REPLICAS[service]
+        # Provisioners are one compose service each: every one is its own principal.
+        names = cluster.provisioner_names() if service == "provisioner" else [service]
+        for name in names:
+            entry = services[name]
+            assert entry["environment"]["MUSTER_REPLICAS"] == str(cluster.REPLICAS)
+            assert entry["environment"]["NATS_URL"].count("nats://") == len(cluster.NODES)
+            assert entry["environment"]["MUSTER_CREDENTIALS"] == f"/creds/{name}.cred" and "auth" in entry["depends_on"]
+            assert entry["command"][0] == service
+            own = ["--id", name] if service == "provisioner" else []
+            assert entry["command"][len(entry["command"]) - len(options) - len(own):] == [*options, *own]
+        replicas = len(names) if service == "provisioner" else services[service].get("deploy", {}).get("replicas", 1)
+        assert replicas == cluster.SERVICE_REPLICAS[service]
+    assert services["auth"]["command"][0] == "auth" and "creds:/creds" in services["auth"]["volumes"]
+
+
+def test_the_nodes_authorize_through_the_callout_with_keys_from_the_environment() -> None:
+    for rel, text in cluster.deploy_configs().items():
+        assert "auth_callout" in text and "issuer: $MUSTER_AUTH_ISSUER" in text and "password: $MUSTER_BUS_SECRET" in text, rel
+    people: list[dict[str, str]] = cluster.bootstrap_document()["principals"]  # type: ignore[assignment]  # a JSON document
+    principals = {p["principal"] for p in people}
+    assert principals == {"admin", "solver", "planner", "tracker", *cluster.provisioner_names()}
 
 
 def test_loopback_nodes_are_rendered_like_the_compose_nodes(tmp_path: Path) -> None:
     nodes = cluster.loopback_cluster(tmp_path, [(14222, 16222), (14223, 16223), (14224, 16224)])
-    loopback = cluster.render_node_config(nodes[0].address, nodes[0].peers, "/data/jetstream", "0.0.0.0")  # type: ignore[arg-type]
+    from services.auth.keys import server_auth_config
+
+    auth = server_auth_config("", "", from_env=True)
+    loopback = cluster.render_node_config(nodes[0].address, nodes[0].peers, "/data/jetstream", "0.0.0.0", auth=auth)  # type: ignore[arg-type]
     compose = cluster.deploy_configs()["deploy/nats/nats-1.conf"]
     # Same settings line for line; only addresses differ (and loopback nodes serve no HTTP).
     def settings(text: str) -> set[str]:

@@ -57,10 +57,11 @@ def _address_pattern(address: str) -> re.Pattern[str]:
 def test_every_subject_contracts_can_build_has_a_channel() -> None:
     addresses = [_address_pattern(c["address"]) for c in _doc()["channels"].values() if c.get("address")]
     built = [
-        subjects.operation("t1", "expand"), subjects.job_events("t1", "j"), subjects.layout_events("t1", "j"),
-        subjects.task_events("t1", "j", "n1.install.base"), subjects.cluster_events("t1", "c"), subjects.cluster_name_events("t1", "c1"),
+        subjects.operation("t1", "alice", "expand"), subjects.job_events("t1", "j"), subjects.layout_events("t1", "j"),
+        subjects.task_events("t1", "j", "n1.install.base", "p1"), subjects.cluster_events("t1", "c"), subjects.cluster_name_events("t1", "c1"),
         subjects.catalog_events("t1", "services", "base"), subjects.provisioner_events("t1", "p1"),
-        subjects.task_queue("t1", "default"), subjects.job_query("t1", "j"), subjects.solve_request("t1"),
+        subjects.task_queue("t1", "default"), subjects.job_query("t1", "alice", "j"), subjects.solve_request("t1", "planner"),
+        subjects.identity_events("token", "0123456789ab"), subjects.auth_request("alice", "whoami"),
     ]
     for subject in built:
         assert any(p.match(subject) for p in addresses), f"no channel for {subject}"
@@ -70,7 +71,7 @@ def test_command_examples_are_valid_requests_on_their_verbs_channel() -> None:
     doc = _doc()
     for verb in set(VERB_OF.values()):
         channel = doc["channels"][f"operations.{verb}"]
-        assert channel["address"] == f"muster.ops.{{tenant}}.{verb}"
+        assert channel["address"] == f"muster.ops.{{tenant}}.{{principal}}.{verb}"
         (ref,) = _refs(channel["messages"])
         message = doc["components"]["messages"][ref.rsplit("/", 1)[-1]]
         example = message["examples"][0]["payload"]

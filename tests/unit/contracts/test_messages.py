@@ -62,6 +62,12 @@ def test_subject_tokens_refuse_injection(bad: str) -> None:
 
 def test_subjects_have_the_documented_shape() -> None:
     assert subjects.job_events("acme", "j1") == "muster.evt.acme.job.j1"
-    assert subjects.task_events("acme", "j1", "n1-create") == "muster.evt.acme.task.j1.n1-create"
+    assert subjects.task_events("acme", "j1", "n1-create", "p1") == "muster.evt.acme.task.j1.n1-create.p1"
     assert subjects.task_queue("acme", "default") == "muster.task.acme.default"
-    assert subjects.operation("acme", "create") == "muster.ops.acme.create"
+    assert subjects.operation("acme", "alice", "create") == "muster.ops.acme.alice.create"
+    assert subjects.parse_request("muster.ops.acme.alice.create") == ("acme", "alice", ("create",))
+    assert subjects.parse_request("muster.q.acme.alice.job.j1") == ("acme", "alice", ("job", "j1"))
+    with pytest.raises(subjects.SubjectError):
+        subjects.parse_request("muster.ops.acme.create")
+    assert subjects.task_event_writer(subjects.task_events("acme", "j", "n1.install", "p1")) == "p1"
+    assert subjects.task_event_writer("muster.evt.acme.task.j.n1~install") is None

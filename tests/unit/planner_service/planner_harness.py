@@ -164,7 +164,7 @@ class Harness:
             return
         from contracts import subjects
 
-        subject = subjects.task_events(message.tenant, message.job_id, message.task_id)
+        subject = subjects.task_events(message.tenant, message.job_id, message.task_id, "prov-fake")
         key = f"{message.job_id}.{message.task_id}.{message.attempt}"
         common = dict(job_id=message.job_id, task_id=message.task_id, attempt=message.attempt, provisioner="prov-fake", worker="w1")
         await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim")])  # type: ignore[arg-type]

@@ -1,0 +1,197 @@
+"""Identities on the wire: the identity events of the log, the requests to the auth service and
+their replies (docs/security.md, docs/decisions/0009).
+
+Identity events live on `muster.evt._auth.<aggregate>.<id>` (`_auth` can never be a tenant):
+`tenant.<name>` (TenantCreated), `principal.<id>` (PrincipalCreated, PrincipalDisabled,
+PermissionGranted, PermissionRevoked) and `token.<id>` (TokenIssued, TokenRevoked). A token is
+never in an event: only a random salt and the SHA-256 of salt + secret.
+
+Imports pydantic only, like the rest of `contracts`. The events do not subclass
+`contracts.events.Event` (which imports this module to put them in its union); they share its
+configuration.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+IDENTITY_TENANT = "_auth"
+"""The pseudo-tenant of identity events: tenant names starting with `_` are refused."""
+
+RESERVED_TENANTS = frozenset({"provisioner", "auth", "metrics"})
+"""Names that would collide with subjects of their own (`muster.q.provisioner.<id>.drain`)."""
+
+PRINCIPAL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+"""Principal ids are one subject token and never contain `_`, which separates a token's parts."""
+
+TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+Permission = Literal["read", "write", "execute", "grant"]
+PERMISSIONS: tuple[Permission, ...] = ("read", "write", "execute", "grant")
+Role = Literal["super_admin", "tenant_admin", "user", "service"]
+ServiceKind = Literal["planner", "solver", "tracker", "provisioner", "system"]
+SERVICE_KINDS: tuple[ServiceKind, ...] = ("planner", "solver", "tracker", "provisioner", "system")
+ScopeKind = Literal["tenant", "cluster", "job", "catalog", "queue"]
+
+
+def valid_principal_id(value: str) -> bool:
+    return isinstance(value, str) and PRINCIPAL_ID.fullmatch(value) is not None
+
+
+def tenant_name_problem(name: str) -> str | None:
+    """Why `name` cannot be a tenant, or None."""
+    if not isinstance(name, str) or not TENANT_NAME.fullmatch(name):
+        return f"tenant {name!r} is not a valid name: use 1-64 letters, digits, '-' or '_', starting with a letter or digit"
+    if name in RESERVED_TENANTS:
+        return f"tenant name {name!r} is reserved"
+    return None
+
+
+class Scope(BaseModel):
+    """What a permission applies to, inside one tenant: the whole tenant, every entity of a kind
+    (`id="*"`), or one entity. A job names its cluster so that a grant on the cluster covers it.
+    Catalog ids are `<kind>/<name>`; queue ids are provisioner classes (provisioners only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenant: str = Field(min_length=1, max_length=128)
+    kind: ScopeKind = "tenant"
+    id: str = Field(default="*", min_length=1, max_length=300)
+    cluster: str | None = Field(default=None, description="for a job: its cluster")
+
+    def __str__(self) -> str:
+        return f"{self.tenant}:tenant" if self.kind == "tenant" else f"{self.tenant}:{self.kind}:{self.id}"
+
+    @classmethod
+    def parse(cls, tenant: str, text: str) -> Scope:
+        """`tenant`, `cluster:<id>`, `cluster:*`, `job:<id>`, `catalog:<kind>/<name>`, `catalog:*`,
+        `queue:<class>` (raises ValueError with a reason)."""
+        if text in ("", "tenant"):
+            return cls(tenant=tenant)
+        kind, sep, ident = text.partition(":")
+        if not sep or kind not in ("cluster", "job", "catalog", "queue") or not ident:
+            raise ValueError(f"scope {text!r} is not one of tenant, cluster:<id>, job:<id>, catalog:<kind>/<name>, queue:<class> (or <kind>:*)")
+        return cls(tenant=tenant, kind=kind, id=ident)  # type: ignore[arg-type]
+
+
+class IdentityEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TenantCreated(IdentityEvent):
+    type: Literal["TenantCreated"] = "TenantCreated"
+    v: Literal[1] = 1
+    tenant: str
+    description: str = ""
+    by: str
+
+
+class PrincipalCreated(IdentityEvent):
+    """A user, a tenant admin, a super admin or a service identity."""
+
+    type: Literal["PrincipalCreated"] = "PrincipalCreated"
+    v: Literal[1] = 1
+    principal: str
+    role: Role
+    tenant: str | None = Field(default=None, description="users and tenant admins belong to one tenant")
+    service: ServiceKind | None = Field(default=None, description="for role `service`: what it is")
+    by: str
+
+    @field_validator("principal")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not valid_principal_id(value):
+            raise ValueError(f"principal id {value!r}: use 1-64 lowercase letters, digits or '-'")
+        return value
+
+
+class PrincipalDisabled(IdentityEvent):
+    type: Literal["PrincipalDisabled"] = "PrincipalDisabled"
+    v: Literal[1] = 1
+    principal: str
+    reason: str = ""
+    by: str
+
+
+class TokenIssued(IdentityEvent):
+    """A bearer token was made for `principal`. The token itself was shown once and is
+    nowhere: `digest` is SHA-256(salt + secret), hex."""
+
+    type: Literal["TokenIssued"] = "TokenIssued"
+    v: Literal[1] = 1
+    token_id: str
+    principal: str
+    salt: str
+    digest: str
+    expires_at: float | None = Field(default=None, description="Unix time; none = until revoked")
+    name: str = Field(default="", max_length=128, description="what the token is for (free text)")
+    by: str
+
+
+class TokenRevoked(IdentityEvent):
+    type: Literal["TokenRevoked"] = "TokenRevoked"
+    v: Literal[1] = 1
+    token_id: str
+    principal: str
+    by: str
+
+
+class PermissionGranted(IdentityEvent):
+    type: Literal["PermissionGranted"] = "PermissionGranted"
+    v: Literal[1] = 1
+    principal: str
+    permission: Permission
+    scope: Scope
+    by: str
+
+
+class PermissionRevoked(IdentityEvent):
+    type: Literal["PermissionRevoked"] = "PermissionRevoked"
+    v: Literal[1] = 1
+    principal: str
+    permission: Permission
+    scope: Scope
+    by: str
+
+
+IDENTITY_EVENTS: tuple[type[IdentityEvent], ...] = (
+    TenantCreated, PrincipalCreated, PrincipalDisabled, TokenIssued, TokenRevoked, PermissionGranted, PermissionRevoked,
+)
+
+
+# -- requests to the auth service: muster.auth.<principal>.<verb> ------------------------------
+# The requester is the subject's principal (the server lets no one else use it); bodies are JSON.
+
+AUTH_VERBS = (
+    "whoami", "tenant-create", "tenant-list", "user-create", "user-list", "user-disable",
+    "token-create", "token-revoke", "token-list", "grant", "revoke",
+)
+
+
+class AuthRequest(BaseModel):
+    """Every auth request body: the fields a verb does not use must be absent or empty."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str | None = Field(default=None, max_length=128)
+    principal: str | None = Field(default=None, max_length=64, description="the user or service the request is about")
+    role: Literal["tenant_admin", "user", "super_admin", "service"] | None = None
+    service: ServiceKind | None = None
+    description: str = Field(default="", max_length=500)
+    token_id: str | None = Field(default=None, max_length=64)
+    expires_in_s: float | None = Field(default=None, gt=0, le=10 * 365 * 86400)
+    name: str = Field(default="", max_length=128)
+    permission: Permission | None = None
+    scope: str | None = Field(default=None, max_length=400, description="tenant, cluster:<id>, job:<id>, catalog:<kind>/<name>, queue:<class>")
+    reason: str = Field(default="", max_length=500)
+
+
+class AuthReply(BaseModel):
+    """`ok` with `data`, or not `ok` with a reason a person understands."""
+
+    ok: bool
+    reason: str = ""
+    data: Any = None

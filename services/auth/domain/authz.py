@@ -1,0 +1,127 @@
+"""May this principal do that? Pure permission checks (docs/security.md has the table).
+
+- A super admin may do anything, anywhere.
+- A tenant admin may do anything inside its tenant (and grant inside it only).
+- A user may do what its grants cover: a grant covers the same permission, or `read` when it is
+  `write` or `execute`; on its scope, which covers itself, every entity of its kind (`id="*"`),
+  and for a cluster the cluster's jobs; a tenant-wide grant covers the whole tenant.
+- `grant` lets a principal give others permissions it holds itself, on scopes it holds `grant`
+  on, to principals of the same tenant.
+- Services act through their bus permissions, not through grants; the `system` service (tests,
+  maintenance) may do anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from contracts.identity import Permission, Scope
+
+from .state import Grant, Principal
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+ALLOW = Decision(True)
+
+
+def permission_covers(held: Permission, wanted: Permission) -> bool:
+    return held == wanted or (wanted == "read" and held in ("write", "execute"))
+
+
+def scope_covers(held: Scope, wanted: Scope) -> bool:
+    if held.tenant != wanted.tenant:
+        return False
+    if held.kind == "tenant":
+        return True
+    if held.kind == wanted.kind:
+        return held.id == "*" or held.id == wanted.id
+    # A grant on a cluster (or on every cluster) covers the cluster's jobs.
+    return held.kind == "cluster" and wanted.kind == "job" and wanted.cluster is not None and held.id in ("*", wanted.cluster)
+
+
+def may(principal: Principal | None, grants: Iterable[Grant], permission: Permission, scope: Scope) -> Decision:
+    if principal is None:
+        return Decision(False, "unknown principal")
+    if principal.disabled:
+        return Decision(False, f"{principal.id} is disabled")
+    if principal.is_super_admin or principal.service == "system":
+        return ALLOW
+    if principal.role == "service":
+        return Decision(False, f"service {principal.id} acts through its bus permissions, not grants")
+    if principal.tenant != scope.tenant:
+        return Decision(False, f"{principal.id} belongs to tenant {principal.tenant}, not {scope.tenant}")
+    if principal.is_tenant_admin:
+        return ALLOW
+    for grant in grants:
+        if permission_covers(grant.permission, permission) and scope_covers(grant.scope, scope):
+            return ALLOW
+    return Decision(False, f"{principal.id} has no {permission} permission on {_describe(scope)}")
+
+
+def may_grant(grantor: Principal | None, grantor_grants: Iterable[Grant], grantee: Principal | None,
+              permission: Permission, scope: Scope) -> Decision:
+    """May `grantor` give (or take back) `permission` on `scope` to `grantee`?"""
+    if grantee is None:
+        return Decision(False, "no such principal")
+    if grantee.role in ("super_admin", "service") and not (grantor and (grantor.is_super_admin or grantor.service == "system")):
+        return Decision(False, f"only a super admin grants to {grantee.role.replace('_', ' ')}s")
+    if grantee.role in ("user", "tenant_admin") and grantee.tenant != scope.tenant:
+        return Decision(False, f"{grantee.id} belongs to tenant {grantee.tenant}: grants stay inside a tenant")
+    if scope.kind == "queue" and grantee.service != "provisioner":
+        return Decision(False, "queue scopes are for provisioners")
+    grants = list(grantor_grants)
+    held = may(grantor, grants, "grant", scope)
+    if not held:
+        return held
+    own = may(grantor, grants, permission, scope)
+    if not own:
+        return Decision(False, f"cannot give {permission} on {_describe(scope)}: {own.reason}")
+    return ALLOW
+
+
+def _describe(scope: Scope) -> str:
+    if scope.kind == "tenant":
+        return f"tenant {scope.tenant}"
+    if scope.id == "*":
+        return f"every {scope.kind} of tenant {scope.tenant}"
+    return f"{scope.kind} {scope.id} of tenant {scope.tenant}"
+
+
+# -- what each request needs -------------------------------------------------------------------
+
+OPERATION_PERMISSIONS: dict[str, Permission] = {
+    "create": "write", "delete": "write", "expand": "write", "shrink": "write", "add-services": "write",
+    "remove-services": "write", "configure": "write", "upgrade": "write", "rollback": "write",
+    "start": "execute", "stop": "execute", "restart": "execute",
+    "pause": "execute", "resume": "execute", "cancel": "execute", "retry": "execute",
+    "extend-lease": "write", "repair": "write", "check": "execute",
+    "apply": "write",  # a saved plan names its cluster only once loaded: write on every cluster
+}
+JOB_VERBS = frozenset({"pause", "resume", "cancel", "retry"})
+
+
+def operation_scope(tenant: str, verb: str, cluster_id: str | None, job_id: str | None = None) -> Scope:
+    """The scope an operation acts on: a new cluster is `cluster:*` (any cluster of the
+    tenant), job control is the job (which its cluster's grants cover)."""
+    if verb in JOB_VERBS and job_id:
+        return Scope(tenant=tenant, kind="job", id=job_id, cluster=cluster_id)
+    if verb == "create" or not cluster_id:
+        return Scope(tenant=tenant, kind="cluster", id="*")
+    return Scope(tenant=tenant, kind="cluster", id=cluster_id)
+
+
+def may_operate(principal: Principal | None, grants: Iterable[Grant], tenant: str, verb: str,
+                cluster_id: str | None, job_id: str | None = None) -> Decision:
+    permission = OPERATION_PERMISSIONS.get(verb)
+    if permission is None:
+        return Decision(False, f"unknown operation {verb!r}")
+    return may(principal, grants, permission, operation_scope(tenant, verb, cluster_id, job_id))

@@ -1,0 +1,129 @@
+"""What a principal may publish and subscribe to on the bus: the allow lists the auth callout
+puts in each connection's user JWT (docs/security.md has the same table in prose).
+
+Everything not allowed is denied by the server. A tenant's people get their own request
+subjects and inbox only: no JetStream API, no KV, no event or task subject. Services get what
+their code uses; a provisioner only the queues of its grants and only subjects naming itself.
+
+A new stream, bucket or subject a service uses needs its line here: the end-to-end and fault
+suites run every service with its own identity, and a missing line shows as a "Permissions
+Violation" in nats-server's log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from contracts import subjects
+
+from .state import Grant, Principal
+
+JS = "$JS.API"
+KV_STREAMS = ("KV_locations", "KV_presence", "KV_nodemaps", "KV_leases", "KV_snapshots")
+BODIES = ("BODIES", "muster.body")
+"""Large event bodies (muster/bus/bodies.py): stream, subject prefix `.<tenant>.<digest>...`"""
+
+
+@dataclass(frozen=True)
+class BusPermissions:
+    pub: tuple[str, ...]
+    sub: tuple[str, ...]
+    responses: bool = False
+    """may answer the requests it receives (on their reply subjects, whatever they are)"""
+
+    @property
+    def everything(self) -> bool:
+        return self.pub == (">",) and self.sub == (">",)
+
+
+def _requests(principal: str, tenant: str) -> list[str]:
+    return [f"{subjects.OPS}.{tenant}.{principal}.*", f"{subjects.QUERY}.{tenant}.{principal}.>",
+            f"{subjects.AUTH}.{principal}.*"]
+
+
+def _streams_bootstrap() -> list[str]:
+    """Every service declares the streams and buckets it uses at start (idempotent); nobody
+    may delete or purge them."""
+    return [f"{JS}.INFO", f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*",
+            f"{JS}.STREAM.CREATE.*", f"{JS}.STREAM.UPDATE.*"]
+
+
+def _read_stream(stream: str) -> list[str]:
+    """Direct gets, message gets and consumers (durable, ephemeral, ordered) of one stream."""
+    return [f"{JS}.DIRECT.GET.{stream}", f"{JS}.DIRECT.GET.{stream}.>", f"{JS}.STREAM.MSG.GET.{stream}",
+            f"{JS}.CONSUMER.CREATE.{stream}", f"{JS}.CONSUMER.CREATE.{stream}.>", f"{JS}.CONSUMER.DURABLE.CREATE.{stream}.*",
+            f"{JS}.CONSUMER.INFO.{stream}.*", f"{JS}.CONSUMER.DELETE.{stream}.*", f"{JS}.CONSUMER.MSG.NEXT.{stream}.*",
+            f"{JS}.CONSUMER.NAMES.{stream}", f"{JS}.CONSUMER.LIST.{stream}",
+            f"$JS.ACK.{stream}.>", f"$JS.FC.{stream}.>"]
+
+
+def _consumer(stream: str, name: str) -> list[str]:
+    return [f"{JS}.CONSUMER.CREATE.{stream}.{name}", f"{JS}.CONSUMER.CREATE.{stream}.{name}.>",
+            f"{JS}.CONSUMER.DURABLE.CREATE.{stream}.{name}", f"{JS}.CONSUMER.INFO.{stream}.{name}",
+            f"{JS}.CONSUMER.MSG.NEXT.{stream}.{name}", f"$JS.ACK.{stream}.{name}.>"]
+
+
+def _read_log() -> list[str]:
+    return _read_stream(subjects.EVENTS_STREAM) + _read_stream(BODIES[0]) + [p for s in KV_STREAMS for p in _read_stream(s)]
+
+
+def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPermissions:
+    pid = principal.id
+    inbox = f"{subjects.inbox_prefix(pid)}.>"
+    evt = subjects.EVT
+    if principal.disabled:
+        return BusPermissions((), ())
+    if principal.role in ("user", "tenant_admin"):
+        assert principal.tenant is not None
+        return BusPermissions(tuple(_requests(pid, principal.tenant)), (inbox,))
+    if principal.role == "super_admin":
+        # Operators: requests in every tenant under their own name, drains, reading the log and
+        # the buckets (history, replay, events), and catalog changes (`muster catalog apply`
+        # appends them itself, with its principal as `by`). Nothing else of the log or queues.
+        pub = _requests(pid, "*") + [f"{evt}.*.catalog.>", f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
+                                     f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + _read_log()
+        # They may watch the log's events as they happen (what they may read anyway).
+        return BusPermissions(tuple(pub), (inbox, f"{evt}.>"))
+    kind = principal.service
+    if kind == "system":
+        return BusPermissions((">",), (">",), responses=True)
+    common = _streams_bootstrap()
+    if kind == "planner":
+        pub = common + _read_log() + _read_stream(subjects.TASKS_STREAM) + [
+            f"{evt}.*.job.*", f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
+            f"{subjects.TASK}.>",
+            f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
+            "$KV.nodemaps.>", "$KV.leases.>", "$KV.snapshots.>",
+            f"{subjects.SHARD}.>",  # requests forwarded to the holder of a cluster's shard
+        ]
+        sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, f"{subjects.SHARD}.>", inbox]
+        return BusPermissions(tuple(pub), tuple(sub), responses=True)
+    if kind == "solver":
+        pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
+        return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)
+    if kind == "tracker":
+        # The tracker checks HTTP bearer tokens itself and acts for those principals: it is the
+        # one service that may send requests naming someone else.
+        pub = common + _read_log() + [
+            f"{subjects.OPS}.*.*.*", f"{subjects.QUERY}.*.*.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
+            subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
+        ]
+        return BusPermissions(tuple(pub), (inbox,), responses=True)
+    if kind == "provisioner":
+        pub = common + [f"$KV.{subjects.PRESENCE_BUCKET}.provisioner.{pid}", f"{JS}.DIRECT.GET.KV_presence",
+                        f"{JS}.DIRECT.GET.KV_presence.>", f"{subjects.AUTH}.{pid}.*",
+                        # tasks' node maps (stored by the planner; a get by key is a message get)
+                        f"{JS}.STREAM.MSG.GET.KV_nodemaps"]
+        for tenant, klass in provisioner_queues(grants):
+            pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
+                    f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
+            pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass))
+        return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), inbox), responses=True)
+    return BusPermissions((), ())
+
+
+def provisioner_queues(grants: Iterable[Grant]) -> list[tuple[str, str]]:
+    """(tenant, class) of every queue a provisioner is granted (`execute` on `queue:<class>`)."""
+    return sorted({(g.scope.tenant, g.scope.id) for g in grants
+                   if g.scope.kind == "queue" and g.permission == "execute" and g.scope.id != "*"})

@@ -1,0 +1,41 @@
+"""Who may ask for what: the planner's admission hook for identities (docs/security.md).
+
+The requester is the principal the request's subject names (the server lets no one else use it,
+docs/decisions/0009); its grants come from the identity events (an IdentityView of this
+process). `create` needs `write` on every cluster of the tenant; other cluster operations
+`write` (or `execute` for start/stop/restart) on the cluster; job control `execute` on the job,
+which a grant on its cluster covers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from contracts import subjects
+from services.auth.domain.authz import may_operate
+from services.auth.domain.state import IdentityState
+
+from .domain.admission import Refused
+from .domain.job import Job
+from .domain.operations import Operation
+from .requests import RequestContext
+
+
+class OperationAuthz:
+    def __init__(self, state: IdentityState, job: Callable[[str], Job | None]) -> None:
+        self.state = state
+        self.job = job
+
+    def __call__(self, ctx: RequestContext, op: Operation, command: Any) -> None:
+        principal = self.state.principals.get(ctx.principal or subjects.ANONYMOUS)
+        if principal is None:
+            raise Refused(f"{op.name} refused: {ctx.principal!r} is not a known principal")
+        job_id = getattr(command, "job_id", None)
+        cluster_id = getattr(command, "cluster_id", None)
+        if job_id and cluster_id is None:
+            known = self.job(job_id)  # a job this planner holds; else only grants on the job (or wider) cover it
+            cluster_id = known.cluster_id if known is not None else None
+        decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, ctx.verb, cluster_id, job_id)
+        if not decision:
+            raise Refused(f"{op.name} refused: {decision.reason}")

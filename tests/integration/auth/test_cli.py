@@ -1,0 +1,63 @@
+"""The identity commands as a user types them: `muster tenant|user|token|grant|revoke|whoami`
+with a credentials file, tokens shown once or saved 0600, and clear refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+from .conftest import Authed
+
+
+async def muster(authed: Authed, *args: str, creds: Path | None = None, token: str | None = None) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
+    env["NATS_URL"] = authed.url
+    if creds is not None:
+        env["MUSTER_CREDENTIALS"] = str(creds)
+    if token is not None:
+        env["MUSTER_TOKEN"] = token
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", *args, env=env, cwd=authed.folder,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_identities_from_the_command_line(authed: Authed) -> None:
+    root = authed.folder / "root.cred"
+    code, out, _ = await muster(authed, "whoami", "--json", creds=root)
+    assert code == 0 and json.loads(out)["role"] == "super_admin"
+    assert (await muster(authed, "tenant", "create", "acme", creds=root))[0] == 0
+    ada = authed.folder / "ada.cred"
+    code, out, err = await muster(authed, "user", "create", "ada", "--tenant", "acme", "--role", "tenant_admin",
+                                  "--save", str(ada), creds=root)
+    assert code == 0 and stat.S_IMODE(ada.stat().st_mode) == 0o600 and "mst_" not in out + err
+    code, out, err = await muster(authed, "user", "create", "alice", "--expires", "1d", creds=ada)
+    assert code == 0 and out.startswith("mst_alice_") and "shown once" in err
+    alice = out.strip()
+    code, out, _ = await muster(authed, "grant", "alice", "write", "--scope", "cluster:*", creds=ada)
+    assert code == 0 and "write on acme:cluster:*" in out
+    code, out, _ = await muster(authed, "whoami", "--json", token=alice)
+    who = json.loads(out)
+    assert who["tenant"] == "acme" and who["grants"] == [{"permission": "write", "scope": "acme:cluster:*"}]
+    # A tenant admin stays inside its tenant; a user does not administer.
+    code, _, err = await muster(authed, "grant", "alice", "read", "--tenant", "a", creds=ada)
+    assert code == 2 and "belongs to tenant acme" in err
+    code, _, err = await muster(authed, "tenant", "create", "evil", token=alice)
+    assert code == 2 and "only a super admin creates tenants" in err
+    # Revoked: the bus refuses, and says what it may mean; the token is never echoed.
+    token_id = alice.split("_")[2]
+    assert (await muster(authed, "token", "revoke", token_id, creds=ada))[0] == 0
+    code, out, err = await muster(authed, "whoami", token=alice)
+    assert code == 2 and "the bus refused the token from $MUSTER_TOKEN" in err and alice not in out + err
+
+
+async def test_a_credentials_file_readable_by_others_is_refused(authed: Authed) -> None:
+    loose = authed.folder / "loose.cred"
+    loose.write_text((authed.folder / "root.cred").read_text())
+    loose.chmod(0o644)
+    code, out, err = await muster(authed, "whoami", creds=loose)
+    assert code == 2 and "readable by others" in err and "chmod 600" in err

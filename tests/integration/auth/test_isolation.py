@@ -1,0 +1,177 @@
+"""The isolation matrix on the bus, with raw nats-py connections (any client in any language):
+tenant B's principal is denied every operation verb, query, event subject, stream, KV bucket and
+task queue of tenant A, which A's principal gets; provisioners publish only under their own id."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+
+from contracts import subjects
+from contracts.events import TaskClaimed, TaskSucceeded
+from muster.bus.eventstore import Append, EventStore
+
+from .conftest import Authed
+
+DENY_WAIT_S = 3.0
+
+
+@dataclass
+class Raw:
+    """A raw connection that records the server's permission violations."""
+
+    name: str
+    nc: Client = field(init=False)
+    violations: list[str] = field(default_factory=list)
+    seen: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def on_error(self, err: Exception) -> None:
+        self.violations.append(str(err).lower())
+        self.seen.set()
+
+    async def until_violation(self, what: str, subject: str) -> None:
+        needle = f'permissions violation for {what} to "{subject.lower()}"'
+
+        async def found() -> None:
+            while not any(needle in v for v in self.violations):
+                self.seen.clear()
+                await self.seen.wait()  # woken by the error callback, never a sleep
+
+        await asyncio.wait_for(found(), DENY_WAIT_S)
+
+    async def denied_publish(self, subject: str, data: bytes = b"{}") -> None:
+        await self.nc.publish(subject, data, reply=f"_INBOX.{self.name}.x")
+        await self.nc.flush()
+        await self.until_violation("publish", subject)
+
+    async def denied_subscribe(self, subject: str) -> None:
+        sub = await self.nc.subscribe(subject)
+        await self.nc.flush()
+        await self.until_violation("subscription", subject)
+        await sub.unsubscribe()
+
+
+async def raw(authed: Authed, token: str, name: str) -> Raw:
+    r = Raw(name)
+    r.nc = await authed.raw(token, name, error_cb=r.on_error)
+    return r
+
+
+@dataclass
+class World:
+    authed: Authed
+    alice: Raw
+    bob: Raw
+    p1: Raw
+    root: Raw
+    system: Client
+    tokens: dict[str, str] = field(repr=False)
+
+
+@pytest_asyncio.fixture
+async def world(authed: Authed) -> AsyncIterator[World]:
+    root = await raw(authed, authed.admin_token, "root")
+    tokens: dict[str, str] = {}
+    for pid, fields in {"alice": {"tenant": "a"}, "bob": {"tenant": "b"},
+                        "p1": {"role": "service", "service": "provisioner"}, "p2": {"role": "service", "service": "provisioner"}}.items():
+        made = await authed.ask(root.nc, "root", "user-create", principal=pid, **fields)
+        assert made["ok"], made
+        tokens[pid] = made["data"]["token"]
+    for pid, tenant in (("p1", "a"), ("p2", "b")):
+        assert (await authed.ask(root.nc, "root", "grant", principal=pid, permission="execute", tenant=tenant, scope="queue:default"))["ok"]
+    system = await authed.raw(authed.system_token, "sys")
+    responder = await system.subscribe("muster.>", cb=_echo)  # a stand-in for the services
+    world = World(authed, await raw(authed, tokens["alice"], "alice"), await raw(authed, tokens["bob"], "bob"),
+                  await raw(authed, tokens["p1"], "p1"), root, system, tokens)
+    yield world
+    await responder.unsubscribe()
+    for r in (world.alice, world.bob, world.p1, world.root):
+        await r.nc.close()
+    await system.close()
+
+
+async def _echo(msg: Any) -> None:
+    if msg.reply and not msg.subject.startswith(("muster.auth.", "muster.evt.")):
+        await msg.respond(msg.subject.encode())
+
+
+async def test_every_operation_verb_and_query_is_the_own_tenants_only(world: World) -> None:
+    for verb in subjects.OPERATION_VERBS:
+        own = subjects.operation("a", "alice", verb)
+        assert (await world.alice.nc.request(own, b"{}", timeout=2)).data == own.encode()
+        await world.bob.denied_publish(subjects.operation("a", "bob", verb))
+        await world.bob.denied_publish(own)  # nor in A's principal's name
+        await world.alice.denied_publish(subjects.operation("a", "bob", verb))
+    for query in (subjects.job_query("a", "alice", "j1"), subjects.solve_request("a", "alice")):
+        assert (await world.alice.nc.request(query, b"", timeout=2)).data == query.encode()
+        await world.bob.denied_publish(query)
+        await world.bob.denied_publish(query.replace(".alice.", ".bob."))
+
+
+@pytest.mark.parametrize("who", ["alice", "bob"])
+async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(world: World, who: str) -> None:
+    r: Raw = getattr(world, who)
+    for aggregate in ("job.j1", "cluster.c1", "layout.j1", "task.j1.n1~create.p1", "catalog.services.base", "provisioner.p1"):
+        await r.denied_publish(f"muster.evt.a.{aggregate}")
+    await r.denied_publish(subjects.identity_events("token", "0123456789ab"))
+    for subject in ("muster.evt.a.>", "muster.evt.>", "muster.task.>", "$KV.>", ">", "_INBOX.alice.>" if who == "bob" else "_INBOX.bob.>"):
+        await r.denied_subscribe(subject)
+    for api in ("$JS.API.INFO", "$JS.API.STREAM.INFO.EVENTS", "$JS.API.DIRECT.GET.EVENTS",
+                "$JS.API.DIRECT.GET.EVENTS.muster.evt.a.job.j1", "$JS.API.STREAM.MSG.GET.EVENTS",
+                "$JS.API.CONSUMER.CREATE.EVENTS.spy.muster.evt.a.>", "$JS.API.CONSUMER.CREATE.EVENTS",
+                "$JS.API.STREAM.PURGE.EVENTS", "$JS.API.STREAM.DELETE.EVENTS",
+                "$JS.API.DIRECT.GET.KV_locations", "$JS.API.STREAM.INFO.KV_presence", "$KV.locations.job.a.x",
+                "$KV.presence.provisioner.p1", "$KV.snapshots.a.job.j1", "$JS.API.DIRECT.GET.KV_snapshots",
+                "$KV.nodemaps.a.j1", "$KV.leases.shard.0", "muster.task.a.default", "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-a-default",
+                subjects.provisioner_drain("p1"), subjects.PLANNER_METRICS):
+        await r.denied_publish(api)
+
+
+async def test_forged_claims_and_outcomes_never_reach_the_log(world: World) -> None:
+    """Attack 1: a tenant's client publishing TaskClaimed / TaskSucceeded straight into the log."""
+    store = EventStore(world.system)
+    before = (await store.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    subject = subjects.task_events("a", "j1", "n1.create", "p1")
+    claim = TaskClaimed(job_id="j1", task_id="n1.create", attempt=1, provisioner="p1", worker="w")
+    forged = TaskSucceeded(job_id="j1", task_id="n1.create", attempt=1, provisioner="p1", worker="w", ipaddresses={"access_v4": "6.6.6.6"})
+    for event in (claim, forged):
+        await world.alice.denied_publish(subject, event.model_dump_json().encode())
+    # Another provisioner may not write in p1's name, nor in a tenant it does not serve.
+    await world.p1.denied_publish(subjects.task_events("a", "j1", "n1.create", "p2"), forged.model_dump_json().encode())
+    await world.p1.denied_publish(subjects.task_events("b", "j1", "n1.create", "p1"), forged.model_dump_json().encode())
+    assert (await store.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq == before
+
+
+async def test_a_provisioner_writes_only_its_own_task_events_and_reads_only_its_queues(world: World) -> None:
+    own = subjects.task_events("a", "j1", "n1.create", "p1")
+    seqs = await EventStore(world.p1.nc).append(own, [Append(TaskClaimed(job_id="j1", task_id="n1.create", attempt=1,
+                                                                         provisioner="p1", worker="w"), msg_id="iso-1")])
+    assert seqs and seqs[0] > 0
+    for subject in ("muster.evt.a.job.j1", "muster.evt.a.cluster.c1", "muster.task.a.default", subjects.provisioner_drain("p2"),
+                    "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-b-default", "$JS.API.STREAM.PURGE.TASKS",
+                    "$KV.presence.provisioner.p2", "muster.evt.b.provisioner.p1", "muster.ops.a.p1.create"):
+        await world.p1.denied_publish(subject)
+    await world.p1.denied_subscribe(subjects.provisioner_drain("p2"))
+    await world.p1.denied_subscribe("muster.evt.>")
+
+
+async def test_only_super_admins_drain_provisioners(world: World) -> None:
+    """Attack 2: draining a provisioner through muster.q.provisioner.<id>.drain."""
+    drain = subjects.provisioner_drain("p1")
+    await world.alice.denied_publish(drain, b"garbage")
+    await world.bob.denied_publish(drain, b"garbage")
+    assert (await world.root.nc.request(drain, b"{}", timeout=2)).data == drain.encode()  # delivered (the stand-in answers)
+
+
+async def test_identity_requests_carry_their_senders_name(world: World) -> None:
+    await world.alice.denied_publish(subjects.auth_request("root", "tenant-create"))
+    reply = json.loads((await world.alice.nc.request(subjects.auth_request("alice", "tenant-create"),
+                                                     b'{"tenant": "c"}', timeout=5)).data)
+    assert not reply["ok"] and "only a super admin" in reply["reason"]

@@ -1,0 +1,152 @@
+"""The identity fold and the admin requests (no bus)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts import subjects
+from contracts.identity import AuthRequest, IdentityEvent, PermissionGranted, PermissionRevoked, Scope, TokenIssued
+from services.auth.backends import AuthError
+from services.auth.backends.builtin import BuiltinBackend
+from services.auth.domain.admin import Admin, Result, bootstrap
+from services.auth.domain.state import IdentityState
+
+from .conftest import rand
+
+NOW = 1_000_000.0
+
+
+def run(state: IdentityState, who: str, verb: str, now: float = NOW, **fields: Any) -> Result:
+    result = Admin(state, rand, now).handle(who, verb, AuthRequest(**fields))
+    for subject, event, _ in result.appends:
+        assert subject.startswith("muster.evt._auth.")
+        state.apply(event, state.last_seq + 1)
+    return result
+
+
+def events_of(result: Result) -> list[IdentityEvent]:
+    return [e for _, e, _ in result.appends]
+
+
+def test_apply_is_idempotent_per_sequence(state: IdentityState) -> None:
+    scope = Scope(tenant="a")
+    state.apply(PermissionGranted(principal="alice", permission="read", scope=scope, by="ada"), 100)
+    state.apply(PermissionRevoked(principal="alice", permission="read", scope=scope, by="ada"), 101)
+    state.apply(PermissionGranted(principal="alice", permission="read", scope=scope, by="ada"), 100)  # redelivered
+    assert not state.grants_of("alice")
+
+
+def test_a_tenant_admin_creates_a_user_with_a_token_that_authenticates(state: IdentityState) -> None:
+    result = run(state, "ada", "user-create", principal="erin")
+    assert result.reply.ok, result.reply.reason
+    token = result.reply.data["token"]
+    assert [type(e).__name__ for e in events_of(result)] == ["PrincipalCreated", "TokenIssued"]
+    assert all(token not in e.model_dump_json() for e in events_of(result))  # only salt + digest in the log
+    assert all(expect == 0 for _, _, expect in result.appends)  # a second creator is fenced off
+    auth = BuiltinBackend(state).authenticate(token, NOW)
+    assert (auth.principal.id, auth.principal.tenant, auth.principal.role) == ("erin", "a", "user")
+
+
+@pytest.mark.parametrize("who, fields, reason", [
+    ("alice", {"principal": "x1"}, "only a super admin or a tenant admin"),
+    ("ada", {"principal": "x1", "tenant": "b"}, "belongs to tenant a, not b"),
+    ("ada", {"principal": "x1", "role": "super_admin"}, "only a super admin"),
+    ("ada", {"principal": "alice"}, "exists already"),
+    ("ada", {"principal": "Bad_Name"}, "principal id"),
+    ("root", {"principal": "s1", "role": "service"}, "--service"),
+    ("root", {"principal": "x1", "tenant": "nope"}, "no tenant"),
+    ("root", {"principal": "x1"}, "name a tenant"),
+])
+def test_user_create_refusals(state: IdentityState, who: str, fields: dict[str, Any], reason: str) -> None:
+    result = run(state, who, "user-create", **fields)
+    assert not result.reply.ok and reason in result.reply.reason and not result.appends
+
+
+def test_tenants(state: IdentityState) -> None:
+    assert run(state, "root", "tenant-create", tenant="c").reply.ok
+    assert "exists already" in run(state, "root", "tenant-create", tenant="c").reply.reason
+    assert "starting with a letter" in run(state, "root", "tenant-create", tenant="_auth").reply.reason
+    assert "reserved" in run(state, "root", "tenant-create", tenant="provisioner").reply.reason
+    assert "only a super admin" in run(state, "ada", "tenant-create", tenant="d").reply.reason
+    assert [t["tenant"] for t in run(state, "root", "tenant-list").reply.data] == ["a", "b", "c"]
+    assert [t["tenant"] for t in run(state, "alice", "tenant-list").reply.data] == ["a"]
+
+
+def test_tokens_expire_and_revoke(state: IdentityState) -> None:
+    made = run(state, "alice", "token-create", expires_in_s=60, name="laptop").reply.data
+    backend = BuiltinBackend(state)
+    assert backend.authenticate(made["token"], NOW + 59).principal.id == "alice"
+    with pytest.raises(AuthError, match="expired"):
+        backend.authenticate(made["token"], NOW + 60)
+    assert run(state, "alice", "token-revoke", token_id=made["token_id"]).reply.ok
+    with pytest.raises(AuthError, match="revoked"):
+        backend.authenticate(made["token"], NOW)
+    listed = run(state, "alice", "token-list").reply.data
+    assert listed == [{"token_id": made["token_id"], "name": "laptop", "expires_at": NOW + 60, "revoked": True}]
+
+
+def test_who_may_make_and_revoke_whose_tokens(state: IdentityState) -> None:
+    assert run(state, "ada", "token-create", principal="alice").reply.ok
+    assert "cannot administer" in run(state, "ada", "token-create", principal="dave").reply.reason
+    assert "cannot administer" in run(state, "alice", "token-create", principal="carol").reply.reason
+    assert "cannot administer" in run(state, "ada", "token-create", principal="root").reply.reason
+    carols = run(state, "ada", "token-create", principal="carol").reply.data["token_id"]
+    assert "cannot administer" in run(state, "alice", "token-revoke", token_id=carols).reply.reason
+    assert "no token" in run(state, "alice", "token-revoke", token_id="ffffffffffff").reply.reason
+
+
+def test_disabled_users_cannot_authenticate_or_get_tokens(state: IdentityState) -> None:
+    token = run(state, "ada", "token-create", principal="alice").reply.data["token"]
+    assert run(state, "ada", "user-disable", principal="alice").reply.ok
+    with pytest.raises(AuthError, match="disabled"):
+        BuiltinBackend(state).authenticate(token, NOW)
+    assert "disabled" in run(state, "ada", "token-create", principal="alice").reply.reason
+    assert "not an enabled principal" in run(state, "alice", "whoami").reply.reason
+    assert "last super admin" in run(state, "root", "user-disable", principal="root").reply.reason
+
+
+def test_wrong_tokens_are_refused_with_reasons(state: IdentityState) -> None:
+    token = run(state, "alice", "token-create").reply.data["token"]
+    backend = BuiltinBackend(state)
+    principal, token_id, secret = token.split("_")[1:]
+    with pytest.raises(AuthError, match="unknown token"):
+        backend.authenticate(f"mst_{principal}_{token_id}_{'0' * 64}", NOW)
+    with pytest.raises(AuthError, match="unknown token"):  # another principal's name on it
+        backend.authenticate(f"mst_carol_{token_id}_{secret}", NOW)
+    with pytest.raises(AuthError, match="malformed"):
+        backend.authenticate("mst_" + "x" * 10, NOW)
+
+
+def test_grants_through_requests(state: IdentityState) -> None:
+    assert run(state, "ada", "grant", principal="alice", permission="write", scope="cluster:*").reply.ok
+    assert "no grant permission" in run(state, "alice", "grant", principal="carol", permission="read").reply.reason
+    assert "grants stay inside a tenant" in run(state, "root", "grant", principal="dave", permission="read", tenant="a").reply.reason
+    assert "not one of" in run(state, "ada", "grant", principal="alice", permission="read", scope="cluster").reply.reason
+    who = run(state, "alice", "whoami").reply.data
+    assert who["grants"] == [{"permission": "write", "scope": "a:cluster:*"}] and who["inbox"] == "_INBOX.alice"
+    assert who["bus"]["subscribe"] == ["_INBOX.alice.>"]
+    assert run(state, "ada", "revoke", principal="alice", permission="write", scope="cluster:*").reply.ok
+    assert run(state, "alice", "whoami").reply.data["grants"] == []
+
+
+def test_provisioner_whoami_names_its_queues(state: IdentityState) -> None:
+    assert run(state, "p1", "whoami").reply.data["queues"] == [{"tenant": "a", "class": "default"}]
+
+
+def test_unknown_verbs_and_requesters(state: IdentityState) -> None:
+    assert "unknown auth request" in run(state, "root", "explode").reply.reason
+    assert "not an enabled principal" in run(state, "ghost", "whoami").reply.reason
+
+
+def test_bootstrap_makes_a_principal_once_and_a_token_each_time() -> None:
+    state = IdentityState()
+    token, appends = bootstrap(state, "admin", "super_admin", rand, NOW, by="muster-up")
+    assert [type(e).__name__ for _, e, _ in appends] == ["PrincipalCreated", "TokenIssued"]
+    for i, (_, e, _) in enumerate(appends, start=1):
+        state.apply(e, i)
+    assert BuiltinBackend(state).authenticate(token, NOW).principal.is_super_admin
+    _, again = bootstrap(state, "admin", "super_admin", rand, NOW, by="muster-up")
+    assert [type(e).__name__ for _, e, _ in again] == ["TokenIssued"]
+    assert isinstance(again[0][1], TokenIssued) and again[0][0] == subjects.identity_events("token", again[0][1].token_id)

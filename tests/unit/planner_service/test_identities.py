@@ -1,0 +1,95 @@
+"""Identities in the planner: the requester's grants decide (read-only cannot create, execute
+controls jobs), `by` is the subject's principal, and only the provisioner that claimed an
+attempt records its outcome (a forged TaskSucceeded with 6.6.6.6 changes nothing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner_harness import Harness
+
+from contracts import subjects
+from contracts.commands import Accepted, CreateCluster, PauseJob, Rejected, RestartServices
+from contracts.events import TaskClaimed, TaskSucceeded
+from contracts.identity import PermissionGranted, PrincipalCreated, Scope, TenantCreated
+from muster.ports.eventlog import Append
+from services.auth.domain.state import IdentityState
+from services.planner.authz import OperationAuthz
+from services.planner.config import Hooks
+
+
+def identities(*grants: tuple[str, str, Scope]) -> IdentityState:
+    state = IdentityState()
+    events: list[Any] = [TenantCreated(tenant="default", by="root"),
+                         PrincipalCreated(principal="root", role="super_admin", by="boot"),
+                         *(PrincipalCreated(principal=p, role="user", tenant="default", by="root") for p in ("reader", "operator", "builder"))]
+    events += [PermissionGranted(principal=p, permission=perm, scope=scope, by="root") for p, perm, scope in grants]  # type: ignore[arg-type]
+    for seq, e in enumerate(events, 1):
+        state.apply(e, seq)
+    return state
+
+
+def harness(state: IdentityState) -> Harness:
+    h = Harness(hooks=Hooks())
+    h.planner.hooks.admission = (OperationAuthz(state, h.planner.jobs.get),)
+    return h
+
+
+TENANT = Scope(tenant="default")
+CREATE = CreateCluster(name="c1", template="hadoop-small", nodes=3)
+
+
+async def test_read_only_cannot_create_and_write_on_every_cluster_can() -> None:
+    state = identities(("reader", "read", TENANT), ("builder", "write", Scope(tenant="default", kind="cluster", id="*")))
+    h = harness(state)
+    refused = await h.send(CREATE, principal="reader")
+    assert isinstance(refused, Rejected) and "reader has no write permission on every cluster" in refused.reason
+    assert isinstance(await h.send(CREATE, principal="stranger"), Rejected)
+    accepted = await h.send(CREATE, principal="builder")
+    assert isinstance(accepted, Accepted)
+    await h.settle()
+    assert h.job(accepted.job_id).requested_by == "builder"
+
+
+async def test_execute_on_a_cluster_controls_its_jobs_and_services_but_does_not_build() -> None:
+    h0 = Harness(hooks=Hooks())
+    cluster = await h0.cluster_of()  # before identities are checked
+    scope = Scope(tenant="default", kind="cluster", id=cluster)
+    h0.planner.hooks.admission = (OperationAuthz(identities(("operator", "execute", scope)), h0.planner.jobs.get),)
+    h0.behaviour = lambda m: "hold"
+    restart = await h0.send(RestartServices(cluster_id=cluster), principal="operator")
+    assert isinstance(restart, Accepted), restart
+    pause = await h0.send(PauseJob(job_id=restart.job_id), principal="operator")
+    assert isinstance(pause, Accepted), pause
+    assert isinstance(await h0.send(CreateCluster(name="c2", template="hadoop-small", nodes=3), principal="operator"), Rejected)
+
+
+async def _forge(h: Harness, claim_from: str, outcome_from: str, body_from: str, attempt: int) -> None:
+    message = h.held[0]
+    key = f"{message.job_id}.{message.task_id}.{attempt}"
+    common = dict(job_id=message.job_id, task_id=message.task_id, attempt=attempt, worker="w")
+    claim = TaskClaimed(provisioner=claim_from, **common)
+    await h.log.append(subjects.task_events(message.tenant, message.job_id, message.task_id, claim_from),
+                       [Append(claim, msg_id=f"{key}.claim.{claim_from}")])
+    forged = TaskSucceeded(provisioner=body_from, ipaddresses={"access_v4": "6.6.6.6"}, **common)
+    await h.log.append(subjects.task_events(message.tenant, message.job_id, message.task_id, outcome_from),
+                       [Append(forged, msg_id=f"{key}.outcome.{outcome_from}.{body_from}")])
+    await h.settle()
+
+
+async def test_only_the_provisioner_holding_an_attempt_records_its_outcome() -> None:
+    h = Harness()
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CREATE)
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    first = h.held[0]
+    # An outcome written under another provisioner's id, or naming another in its body: nothing.
+    await _forge(h, claim_from="prov-a", outcome_from="prov-evil", body_from="prov-evil", attempt=first.attempt)
+    await _forge(h, claim_from="prov-a", outcome_from="prov-a", body_from="prov-b", attempt=first.attempt)
+    job = h.job(reply.job_id)
+    assert job.view()["counts"].get("succeeded", 0) == 0
+    assert "6.6.6.6" not in str(h.cluster(reply.cluster_id).ipaddresses)
+    # The holder's own outcome is taken.
+    await _forge(h, claim_from="prov-a", outcome_from="prov-a", body_from="prov-a", attempt=first.attempt)
+    assert h.job(reply.job_id).view()["counts"].get("succeeded", 0) == 1
