@@ -80,7 +80,7 @@ def fault_options(base: Path, provisioners: int = 1) -> dict[str, list[str]]:
     with no outcome for 60 s fails (a lost task would show as a timeout, which the checks
     report). Each provisioner has its own id and work dir under `base`."""
     options: dict[str, list[str]] = {
-        "planner": ["--task-timeout", "60", "--lease-ttl", "3"],
+        "planner": ["--task-timeout", "60"],
         "provisioner": ["--ack-wait", "2"],
     }
     names = ["provisioner"] if provisioners == 1 else [f"provisioner-{i}" for i in range(1, provisioners + 1)]
