@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo up lint test test-unit test-integration bench bench-full soak lock clean contracts
+.PHONY: install demo up lint test test-long test-unit test-integration bench bench-full soak lock clean contracts
 
 $(STAMP):
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: install lint
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
+
+# The long fault scenarios, skipped in `make test` (docs/faults.md): MUSTER_LONG_TESTS=1.
+test-long: install
+	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault
 
 test-integration: install
 	$(BIN)/python -m pytest -q tests/integration tests/e2e

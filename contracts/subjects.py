@@ -18,6 +18,8 @@ EVT = "muster.evt"
 TASK = "muster.task"
 OPS = "muster.ops"
 QUERY = "muster.q"
+SHARD = "muster.shard"
+"""Requests forwarded by a planner to the holder of a shard (docs/scaling.md)."""
 
 TOKEN = re.compile(r"^[A-Za-z0-9_\-]{1,128}$")
 TASK_TOKEN = re.compile(r"^[A-Za-z0-9_\-~]{1,400}$")
@@ -174,6 +176,12 @@ ALL_OPS = f"{OPS}.>"
 
 def operation(tenant: str, principal: str, verb: str) -> str:
     return f"{OPS}.{token(tenant, 'tenant')}.{token(principal, 'principal')}.{token(verb, 'operation')}"
+
+
+def shard_operation(shard: int, tenant: str = "*", principal: str = "*", verb: str = "*") -> str:
+    """An operation forwarded to the planner holding `shard`: `muster.shard.<n>.ops.<tenant>.<principal>.<verb>`
+    (the defaults make the holder's subscription)."""
+    return f"{SHARD}.{int(shard)}.ops.{tenant}.{principal}.{verb}"
 
 
 def job_query(tenant: str, principal: str, job_id: str) -> str:

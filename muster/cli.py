@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grant": ("muster.auth_cli:grant", "Give a principal read/write/execute/grant on a scope."),
     "revoke": ("muster.auth_cli:revoke", "Take a permission back from a principal."),
     "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
+    "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
     "pool": ("services.pool.cli:pool", "Resource pools: add, list, show, resolve, reset, remove hosts; serve."),
 }
 

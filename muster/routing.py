@@ -18,6 +18,12 @@ from contracts.records import Recorded
 Handler = Callable[[Recorded], Awaitable[None]]
 
 
+class NotYet(Exception):
+    """A handler cannot decide about this event yet (a planner whose lease on the event's
+    cluster is being renewed late does not know whether it acts for it): the event is delivered
+    again a little later, and this never makes it poison."""
+
+
 @dataclass(frozen=True)
 class Route:
     """One durable consumer of the log and what a service does with each event type on it.

@@ -15,6 +15,7 @@ repeated put harmless, and the digest is checked on every read.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import zlib
@@ -29,8 +30,9 @@ BODIES_STREAM = "BODIES"
 BODY = "muster.body"
 INLINE_LIMIT = 32 * 1024
 """Event bodies up to this size stay in the log as they are (readable by any client)."""
-CHUNK = 60 * 1024
-"""Bytes of compressed body per message: every message on the bus stays under 64 KB."""
+CHUNK = 44 * 1024
+"""Bytes of compressed body per message: every message on the bus stays under 64 KB, including
+the reply of a read through the stream's message API, which carries the chunk in base64 (4/3)."""
 H_BODY = "Muster-Body"
 H_PART = "Muster-Part"  # "<index>/<count>" on each chunk
 
@@ -94,12 +96,14 @@ class Bodies:
 
     async def put(self, tenant: str, data: bytes) -> str:
         """Store `data` (if it is not there yet); returns its reference `sha256:<hex>`."""
-        digest = hashlib.sha256(data).hexdigest()
+        # Hashing and compressing megabytes take a while: in a thread, so the service's loop
+        # goes on meanwhile (its leases, its heartbeats, other requests).
+        digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
         subject = body_subject(tenant, digest)
         if subject in self._stored or await self._complete(subject):
             self._stored.add(subject)
             return f"sha256:{digest}"
-        packed = zlib.compress(data, 6)
+        packed = await asyncio.to_thread(zlib.compress, data, 6)
         parts = [packed[i : i + CHUNK] for i in range(0, len(packed), CHUNK)] or [b""]
         for i, part in enumerate(parts):
             # Acknowledged one by one: the last part's presence means every part is stored.
@@ -137,7 +141,7 @@ class Bodies:
             seq = msg.seq + 1
         if count is None or len(parts) < count:
             raise BodyError(f"body {ref} of tenant {tenant} is missing or incomplete in {BODIES_STREAM}")
-        data = zlib.decompress(b"".join(parts[i] for i in range(count)))
-        if hashlib.sha256(data).hexdigest() != digest:
+        data = await asyncio.to_thread(zlib.decompress, b"".join(parts[i] for i in range(count)))
+        if await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest()) != digest:
             raise BodyError(f"body {ref} of tenant {tenant} does not match its digest")
         return data

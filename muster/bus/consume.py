@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 
-from ..routing import Handler, Route, router
+from ..routing import Handler, NotYet, Route, router
 from .bodies import Bodies
 from .eventstore import ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
 
@@ -36,7 +36,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     nats_errors.NoRespondersError, nats_errors.NoServersError, nats_errors.StaleConnectionError,
     nats_errors.FlushTimeoutError, nats_errors.OutboundBufferLimitError, nats_errors.SlowConsumerError,
     js_errors.ServiceUnavailableError, js_errors.ServerError, js_errors.NoStreamResponseError,
-    ConcurrencyError, NoDirectGet,
+    ConcurrencyError, NoDirectGet, NotYet,
 )
 _UNAVAILABLE = ("unavailable", "no leader", "code 10008", "code 503")
 
@@ -59,6 +59,8 @@ async def consume_events(
     ack_wait: float = 30.0,
     on_poison: PoisonHandler | None = None,
     max_failures: int | None = None,
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+    inactive_threshold: float | None = None,
 ) -> JetStreamContext.PushSubscription:
     """Deliver every event matching the filter to `handler`, at least once, resuming where the
     durable consumer left off.
@@ -68,7 +70,11 @@ async def consume_events(
     lasts; any other error makes the event poison after `max_failures` deliveries:
     `on_poison` records what it means (the planner fails the job with the reason) and the
     event is terminated, so it cannot jam the consumer forever. An event that cannot be
-    decoded is terminated at once."""
+    decoded is terminated at once.
+
+    A new durable starts at `deliver_policy` (`NEW` for a consumer of one process that
+    catches up from the log by itself); with `inactive_threshold` the server deletes it that
+    long after its last subscriber went away (a planner that died does not leave it behind)."""
 
     bodies = Bodies(js)
 
@@ -95,7 +101,10 @@ async def consume_events(
                 await _poison(msg, recorded, err)
                 return
             delay = min(RETRY_DELAY_S * 2 ** (delivery - 1), MAX_RETRY_DELAY_S)
-            log.exception("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay)
+            if isinstance(err, NotYet):
+                log.info("not decided yet; will redeliver", type=recorded.type, reason=str(err), retry_in_s=delay)
+            else:
+                log.exception("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay)
             await msg.nak(delay=delay)
             return
         await msg.ack()
@@ -130,8 +139,9 @@ async def consume_events(
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait,
         max_deliver=-1,
-        deliver_policy=DeliverPolicy.ALL,
+        deliver_policy=deliver_policy,
         filter_subject=filter_subject,
+        inactive_threshold=inactive_threshold,
     )
     return await js.subscribe(
         filter_subject,

@@ -96,7 +96,8 @@ async def inflate(bodies: Bodies, r: Recorded) -> Recorded:
         return r
     data = await bodies.get(tenant_of(r.subject), r.event.ref)
     model = EVENT_TYPES.get(r.event.type)
-    return replace(r, event=model.model_validate_json(data) if model is not None else parse_event(data))
+    parse = model.model_validate_json if model is not None else parse_event
+    return replace(r, event=await asyncio.to_thread(parse, data))  # megabytes: off the loop
 
 
 async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:

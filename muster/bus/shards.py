@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import APIError
+from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 from . import streams
 
@@ -50,6 +51,8 @@ DEFAULT_TTL_S = 10.0
 MARKER_TTL_S = 60
 WRONG_LAST_SEQUENCE = (10071, 10164)
 SAFETY = 0.2
+JOIN_RETRIES = 7
+"""A bucket just created on a cluster answers once its leader is elected (0.1 s doubling: ~13 s)."""
 """An owner stops acting for a shard when its lease is older than (1 - SAFETY) x TTL."""
 
 Shards = set[int]
@@ -64,6 +67,16 @@ def fair_share(members: list[str], me: str, shards: int) -> int:
     ordered = sorted(set(members) | {me})
     base, extra = divmod(shards, len(ordered))
     return base + (1 if ordered.index(me) < extra else 0)
+
+
+async def until(condition: asyncio.Condition, predicate: Callable[[], bool], timeout: float) -> bool:
+    """Wait (with a deadline) until `predicate` holds, woken by `condition`; False at the deadline."""
+    async with condition:
+        try:
+            await asyncio.wait_for(condition.wait_for(predicate), timeout)
+        except TimeoutError:
+            return False
+    return True
 
 
 async def _nothing(_: Shards) -> None:
@@ -93,6 +106,9 @@ class ShardLeases:
     """Live members, with their key's revision."""
     revisions: dict[str, int] = field(default_factory=dict)
     """The last revision seen of every key, deleted or not (a create expects it)."""
+    on_change: Callable[[], None] | None = None
+    """Called after the watch saw a change and when a lease is taken, renewed or dropped
+    (`ThreadedLeases` wakes its own loop with it)."""
 
     def __post_init__(self) -> None:
         if self.ttl_s < 1 or self.shards < 1:
@@ -107,6 +123,7 @@ class ShardLeases:
         self._member_rev = 0
         self._stopped = False
         self._ready = asyncio.Event()
+        self._changed = asyncio.Condition()
 
     # -- asking ----------------------------------------------------------------------------------
 
@@ -121,18 +138,39 @@ class ShardLeases:
         """Who holds the cluster's shard, as far as this member's watch knows."""
         return self.owners.get(shard_of(cluster_id, self.shards))
 
+    def revision(self, shard: int) -> int:
+        return self.revisions.get(f"shard.{shard}", 0)
+
+    async def changed(self, shard: int, since: int, timeout: float) -> bool:
+        """Wait (with a deadline) until the shard's key changes after revision `since` (a new
+        owner took it, or the old one's lease ended); False if the deadline passed."""
+        return await until(self._changed, lambda: self.revision(shard) > since, timeout)
+
     # -- life --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self.kv = await streams.ensure_bucket(self.js, KeyValueConfig(
             bucket=BUCKET, history=1, ttl=MARKER_TTL_S * 10, limit_marker_ttl=MARKER_TTL_S, storage=StorageType.FILE,
             replicas=self.replicas, description="shard leases and members: shard.<n> / member.<name>, each with a TTL"))
-        await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
+        await self._join()
         watcher = await self.kv.watch(">")
         self._spawn(self._watch(watcher))
         await self._ready.wait()
         await self.rebalance()
         self._arm_renewal()
+
+    async def _join(self) -> None:
+        """The member key, first write to the bucket: on a cluster the bucket another member
+        just created may have no leader yet ("no response from stream"), so a bounded retry."""
+        for attempt in range(JOIN_RETRIES + 1):
+            try:
+                await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
+                return
+            except (NoStreamResponseError, ServiceUnavailableError, NatsTimeout) as err:
+                if attempt == JOIN_RETRIES:
+                    raise
+                log.info("leases bucket not ready; joining again", member=self.member, error=str(err) or type(err).__name__)
+                await asyncio.sleep(0.1 * 2**attempt)  # a bounded retry of one request, not a poll
 
     async def stop(self) -> None:
         """Hand every shard over at once: the owner stops acting, then the keys go."""
@@ -181,11 +219,16 @@ class ShardLeases:
                 else:
                     self.members[name] = entry.revision
             elif kind == "shard" and name.isdigit():
+                # A new dict each time (here and for `held`): another thread may be reading.
                 shard = int(name)
                 if gone:
-                    self.owners.pop(shard, None)
+                    self.owners = {k: v for k, v in self.owners.items() if k != shard}
                 else:
-                    self.owners[shard] = json.loads(entry.value).get("owner", "?")
+                    self.owners = {**self.owners, shard: json.loads(entry.value).get("owner", "?")}
+            async with self._changed:
+                self._changed.notify_all()
+            if self.on_change is not None:
+                self.on_change()
             if self._ready.is_set() and not self._stopped:
                 self._spawn(self.rebalance())
 
@@ -219,7 +262,7 @@ class ShardLeases:
             if err.err_code in WRONG_LAST_SEQUENCE:
                 return False  # someone else was quicker (our watch will say who)
             raise
-        self.owners[shard] = self.member
+        self.owners = {**self.owners, shard: self.member}
         self._hold(shard, rev)
         return True
 
@@ -231,7 +274,7 @@ class ShardLeases:
         await self.on_lost(shards)  # nothing acts for them any more...
         for s in sorted(shards):  # ...then the others may take them
             async with self._io:
-                lease = self.held.pop(s, None)
+                lease = self._drop(s)
                 if lease is None:
                     continue  # lapsed meanwhile
                 try:
@@ -247,8 +290,19 @@ class ShardLeases:
         ack = await self.js.publish(f"$KV.{BUCKET}.{key}", json.dumps(value).encode(), headers=headers, msg_ttl=self.ttl_s)
         return int(ack.seq)
 
+    def _drop(self, shard: int) -> Lease | None:
+        lease = self.held.get(shard)
+        self.held = {k: v for k, v in self.held.items() if k != shard}
+        self._held_changed()
+        return lease
+
+    def _held_changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
     def _hold(self, shard: int, revision: int) -> None:
-        self.held[shard] = Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))
+        self.held = {**self.held, shard: Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))}
+        self._held_changed()
         self._unfence(shard)
         self._fences[shard] = asyncio.get_running_loop().call_later(self.ttl_s * (1 - SAFETY), lambda: self._spawn(self._lapse(shard)))
 
@@ -258,13 +312,23 @@ class ShardLeases:
             handle.cancel()
 
     async def _lapse(self, shard: int) -> None:
-        """Not renewed in time (cut off from the server?): assume the shard is lost."""
+        """Not renewed in time: cut off from the server, or this process was too busy to renew
+        (planning 10,000 nodes holds the loop for seconds). If the key is still exactly as this
+        member last wrote it, nobody else can have taken the shard: keep it. Otherwise it is
+        lost (and anything this member wrote meanwhile was fenced by expected sequences)."""
         async with self._lock:
             async with self._io:
                 lease = self.held.get(shard)
                 if lease is None or time.monotonic() < lease.valid_until:
                     return
-                del self.held[shard]
+                try:
+                    self._hold(shard, await self._write(f"shard.{shard}", {"owner": self.member, "session": self.session},
+                                                        lease.revision))
+                    log.info("lease renewed late, still ours", member=self.member, shard=shard)
+                    return
+                except Exception as err:  # noqa: BLE001 - taken, expired or unreachable: lost
+                    log.debug("late renewal refused", shard=shard, error=str(err) or type(err).__name__)
+                self._drop(shard)
             log.warning("lease lapsed: no longer acting for the shard", member=self.member, shard=shard)
             await self.on_lost({shard})
 
@@ -276,21 +340,20 @@ class ShardLeases:
         try:
             await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
             lost = set()
-            for shard in sorted(self.held):
-                async with self._io:
-                    lease = self.held.get(shard)
-                    if lease is None:
-                        continue  # released meanwhile
-                    try:
-                        rev = await self._write(f"shard.{shard}", {"owner": self.member, "session": self.session}, lease.revision)
-                    except APIError as err:
-                        if err.err_code not in WRONG_LAST_SEQUENCE:
-                            raise
+            async with self._io:  # every lease at once: a busy server answers them together
+                shards = sorted(self.held)
+                value = {"owner": self.member, "session": self.session}
+                written = await asyncio.gather(*(self._write(f"shard.{s}", value, self.held[s].revision) for s in shards),
+                                               return_exceptions=True)
+                for shard, rev in zip(shards, written, strict=True):
+                    if isinstance(rev, int):
+                        self._hold(shard, rev)
+                    elif isinstance(rev, APIError) and rev.err_code in WRONG_LAST_SEQUENCE:
                         self._unfence(shard)
-                        del self.held[shard]
+                        self._drop(shard)
                         lost.add(shard)  # it expired and someone took it
-                        continue
-                    self._hold(shard, rev)
+                    else:
+                        log.warning("lease renewal failed", member=self.member, shard=shard, error=str(rev) or type(rev).__name__)
             if lost:
                 log.warning("leases lost to another member", member=self.member, shards=sorted(lost))
                 async with self._lock:
@@ -299,3 +362,29 @@ class ShardLeases:
             log.warning("lease renewal failed", member=self.member, error=str(err) or type(err).__name__)
         finally:
             self._arm_renewal()
+
+
+async def lease_table(js: JetStreamContext) -> tuple[dict[str, dict[str, Any]], dict[int, str]]:
+    """What the `leases` bucket says now: live members (name -> their record) and shards
+    (number -> owner). Empty if no planner ever started."""
+    try:
+        kv = await js.key_value(BUCKET)
+        keys = await kv.keys()
+    except Exception:  # noqa: BLE001 - no bucket, or no keys: nobody holds anything
+        return {}, {}
+    members: dict[str, dict[str, Any]] = {}
+    owners: dict[int, str] = {}
+    for key in keys:
+        try:
+            entry = await kv.get(key)
+        except Exception:  # noqa: BLE001 - expired meanwhile
+            continue
+        if not entry.value:
+            continue
+        kind, _, name = key.partition(".")
+        record = json.loads(entry.value)
+        if kind == "member":
+            members[name] = record
+        elif kind == "shard" and name.isdigit():
+            owners[int(name)] = str(record.get("owner", "?"))
+    return members, owners

@@ -18,7 +18,7 @@ exits by itself.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -169,3 +169,68 @@ async def watch_activity(nc: Any, scaler: Autoscaler) -> list[Any]:
             scaler.poke()
 
     return [await nc.subscribe(subjects.ALL_JOB_EVENTS, cb=on_msg), await nc.subscribe(subjects.ALL_TASK_EVENTS, cb=on_msg)]
+
+
+class DeploymentFleet:
+    """The local provisioner processes of `muster up` (a `Deployment` that supervises its
+    children): a new one is added as `provisioner-<n>` with its own id and work dir; a drained
+    one is retired first (its exit is expected, not restarted), then asked to drain."""
+
+    def __init__(self, deployment: Any, nc: Any, policy: AutoscalePolicy, tenants: str) -> None:
+        self.deployment, self.nc, self.policy, self.tenants = deployment, nc, policy, tenants
+        self.retired: set[str] = set()
+
+    def _mine(self) -> list[str]:
+        return [c.name for c in self.deployment.children
+                if c.name.startswith("provisioner") and c.name not in self.retired and c.process.returncode is None]
+
+    def count(self) -> int:
+        return len(self._mine())
+
+    async def start_one(self) -> str:
+        taken = {c.name for c in self.deployment.children} | self.retired
+        n = next(i for i in range(1, 10_000) if f"provisioner-{i}" not in taken)
+        name = f"provisioner-{n}"
+        await self.deployment.add(name, [
+            "provisioner", "--capacity", str(self.policy.capacity_each), "--tenants", self.tenants,
+            "--class", self.policy.provisioner_class, "--id", name, "--work-dir", str(self.deployment.data_dir / name),
+        ])
+        return name
+
+    async def drain_one(self) -> str | None:
+        from services.provisioner.app import request_drain
+
+        mine = self._mine()
+        if not mine:
+            return None
+        name = max(mine, key=lambda n: (n != "provisioner", n))  # the newest first, the original last
+        self.deployment.retire(name)
+        self.retired.add(name)
+        provisioner_id = self._id_of(name)
+        await request_drain(self.nc, provisioner_id)
+        return name
+
+    def _id_of(self, name: str) -> str:
+        args = self.deployment.child(name).args
+        return str(args[args.index("--id") + 1]) if "--id" in args else name
+
+
+@contextlib.asynccontextmanager
+async def autoscaling(deployment: Any, policy: AutoscalePolicy, tenants: str) -> AsyncIterator[Autoscaler]:
+    """`muster up --autoscale`: an autoscaler for the deployment's provisioners, on a connection
+    of its own, looking when task events arrive; stopped (timers, subscriptions) on the way out,
+    before the deployment stops."""
+    from muster.bus.connect import connect
+    from muster.ports.clock import AsyncioClock
+
+    nc = await connect(deployment.nats_url, name="muster-autoscale", token=deployment.admin_token())
+    scaler = Autoscaler(DeploymentFleet(deployment, nc, policy, tenants), nats_gather(nc), AsyncioClock(), policy)
+    subs = await watch_activity(nc, scaler)
+    try:
+        yield scaler
+    finally:
+        scaler.stop()
+        for sub in subs:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        await nc.close()

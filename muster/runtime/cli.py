@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ from muster.client import MusterClient
 from muster.ops_session import follow
 from services.provisioner.plugins.specs import catalog_plugins
 
+from .autoscale import AutoscalePolicy, autoscaling
 from .supervisor import Deployment, StartError, local_principal
 
 console = Console(stderr=False)
@@ -85,34 +87,58 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
 @click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
 @click.option("--catalog", "catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="load this Coopr-format catalog folder")
 @click.option("--tenant", default="default", show_default=True)
-@click.option("--capacity", default=8, show_default=True, help="provisioner workers")
-def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int) -> None:
-    """Start nats-server (unless NATS_URL is set) and the services; Ctrl-C stops all."""
+@click.option("--capacity", default=8, show_default=True, help="provisioner workers (per provisioner process)")
+@click.option("--planners", default=1, show_default=True, type=click.IntRange(1, 16),
+              help="planner processes; they share the clusters (docs/scaling.md)")
+@click.option("--autoscale", is_flag=True, help="start and drain provisioner processes on the planners' recommendation")
+@click.option("--autoscale-min", default=1, show_default=True, type=click.IntRange(0, 64), help="provisioner processes at least")
+@click.option("--autoscale-max", default=4, show_default=True, type=click.IntRange(1, 64), help="provisioner processes at most")
+@click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
+def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
+       autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float) -> None:
+    """Start nats-server (unless NATS_URL is set) and the four services; Ctrl-C stops all."""
+    if autoscale and autoscale_min > autoscale_max:
+        raise click.BadParameter(f"--autoscale-min {autoscale_min} is more than --autoscale-max {autoscale_max}")
+    policy = AutoscalePolicy(min_processes=autoscale_min, max_processes=autoscale_max, capacity_each=capacity,
+                             cooldown_s=autoscale_cooldown) if autoscale else None
 
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
-                                capacity=capacity, tenants=tenant, supervise=True, notify=_say)
+                                capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners})
         try:
             await deployment.start()
-            if catalog_dir is not None:
-                async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
-                    n = await _load_catalog(client, tenant, catalog_dir)
-                console.print(f"catalog: {n} entities applied for tenant {tenant}")
-            console.print(f"nats:    {deployment.nats_url}")
-            console.print(f"tracker: {deployment.tracker_url}")
-            console.print(f"logs:    {data_dir / 'logs'}")
-            _print_credentials(deployment, data_dir)
-            console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url})",
-                          markup=False, highlight=False, soft_wrap=True)
-            console.print("muster is up; Ctrl-C stops it.", style="bold")
-            sys.stdout.flush()
-            await _guarded(deployment)
+            async with contextlib.AsyncExitStack() as scaling:
+                if policy is not None:  # stopped before the deployment is
+                    await scaling.enter_async_context(autoscaling(deployment, policy, tenant))
+                await _serve(deployment, data_dir, catalog_dir, tenant, planners, policy)
         finally:
             if deployment.started:
                 await deployment.stop()
                 console.print("stopped.")
 
     _run(main())
+
+
+async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | None, tenant: str, planners: int,
+                 policy: AutoscalePolicy | None) -> None:
+    if catalog_dir is not None:
+        async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
+            n = await _load_catalog(client, tenant, catalog_dir)
+        console.print(f"catalog: {n} entities applied for tenant {tenant}")
+    console.print(f"nats:    {deployment.nats_url}")
+    console.print(f"tracker: {deployment.tracker_url}")
+    console.print(f"logs:    {data_dir / 'logs'}")
+    _print_credentials(deployment, data_dir)
+    if planners > 1:
+        console.print(f"planners: {planners} (they share the clusters: muster planners)")
+    if policy is not None:
+        console.print(f"autoscale: {policy.min_processes}..{policy.max_processes} provisioner processes of "
+                      f"{policy.capacity_each} slots, cool-down {policy.cooldown_s:g} s")
+    console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url})",
+                  markup=False, highlight=False, soft_wrap=True)
+    console.print("muster is up; Ctrl-C stops it.", style="bold")
+    sys.stdout.flush()
+    await _guarded(deployment)
 
 
 def _own_token(deployment: Deployment) -> str | None:

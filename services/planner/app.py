@@ -9,6 +9,7 @@ Which handler takes which event is the routing table (`routing.py`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -81,16 +82,17 @@ class Planner:
 
     # -- start: rebuild from the log ---------------------------------------------------------
 
-    async def resume(self) -> None:
-        """Rebuild every cluster and each cluster's current job from the log, then carry on
-        with the open ones (their timers re-armed from the log's times). Other (finished) jobs
-        are loaded when a request names them: one job per cluster runs at a time, and accept
-        records the cluster's pointer to a job before the job itself, so no open job can be
-        missed."""
-        await self.state.load_clusters()
+    async def resume(self, only: Callable[[str], bool] | None = None) -> None:
+        """Rebuild every cluster (those whose id `only` accepts: the shards this planner just
+        gained) and each cluster's current job from the log, then carry on with the open ones
+        (outcomes they missed taken in, their timers re-armed from the log's times). Other
+        (finished) jobs are loaded when a request names them: one job per cluster runs at a
+        time, and accept records the cluster's pointer to a job before the job itself, so no
+        open job can be missed."""
+        clusters = await self.state.load_clusters(only)
         async with self.state.lock:
-            open_jobs: list[tuple[Job, Cluster, dict[tuple[str, int], datetime]]] = []
-            for cluster in list(self.clusters.values()):
+            open_jobs: list[tuple[Job, Cluster, dict[tuple[str, int], datetime], int]] = []
+            for cluster in clusters:
                 if not self.hooks.owns(cluster.tenant, str(cluster.id)):
                     continue
                 leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
@@ -100,14 +102,15 @@ class Planner:
                 self.jobs[cluster.job_id] = job
                 if not job.is_final and history is not None:
                     job = await self._adopt(job)
-                    times = {(r.event.task_id, r.event.attempt): r.time for r in history if r.type in ("TaskQueued", "CleanupQueued")}
-                    open_jobs.append((job, cluster, times))
-            for job, cluster, _ in open_jobs:  # every job's tasks in flight count before any job dispatches more
+                    queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]
+                    times = {(r.event.task_id, r.event.attempt): r.time for r in queued}
+                    open_jobs.append((job, cluster, times, min((r.seq for r in queued), default=1)))
+            for job, cluster, _, _ in open_jobs:  # every job's tasks in flight count before any job dispatches more
                 await self.state.catalog(job.tenant)
                 self.limits.track(job, cluster)
-            for job, cluster, times in open_jobs:
-                await self._resume_job(job, cluster, times)
-        log.info("resumed", clusters=len(self.clusters), open=sum(not j.is_final for j in self.jobs.values()))
+            for job, cluster, times, since in open_jobs:
+                await self._resume_job(job, cluster, times, since)
+        log.info("resumed", clusters=len(clusters), open=len(open_jobs))
 
     async def _adopt(self, job: Job) -> Job:
         """Record that this planner owns the open job now (the tracker names it as the job's
@@ -124,13 +127,33 @@ class Planner:
             log.info("job adopted", job_id=str(job.id), previous=previous)
         return job
 
-    async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime]) -> None:
+    async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime], since_seq: int) -> None:
         if job.planned:
-            await self.execution.resume_job(job, cluster, times)
-        elif OPERATIONS[job.operation].layout and not await self.state.log.last_seq(subjects.layout_events(job.tenant, str(job.id))):
+            await self.execution.resume_job(job, cluster, times, since_seq)
+            return
+        layouts = await self.state.log.read(subjects.layout_events(job.tenant, str(job.id))) if OPERATIONS[job.operation].layout else []
+        answers = [r for r in layouts if r.type in ("LayoutSolved", "LayoutUnsolvable")]
+        if answers:  # answered while nobody acted for the cluster
+            await self.execution.take_layout(job, cluster, answers[0].event)
+        elif OPERATIONS[job.operation].layout and not layouts:
             catalog = await self.state.catalog(job.tenant)
             command = COMMAND_ADAPTER.validate_python(job.request)
             await self.execution.ask_for_layout(job, planning.layout_request(str(job.id), cluster, catalog, command))
+
+    async def forget(self, only: Callable[[str], bool]) -> None:
+        """Stop acting for the clusters `only` accepts (their shards went to another planner):
+        drop them, their jobs and their timers. Waits for the handler in progress."""
+        async with self.state.lock:
+            clusters = {cid for cid in self.clusters if only(cid)}
+            jobs = set(self.state.forget(clusters))
+            for job_id in jobs:
+                self.limits.forget(job_id)
+            # Timers of those jobs (timeouts, republishes) and clusters (lease expiries).
+            for key in [k for k in self.timers.handles if len(k) > 1 and (k[1] in jobs or any(x in clusters for x in k[1:]))]:
+                self.timers.disarm(key)
+            for cid in clusters:
+                self.nodemaps.forget(cid)
+        log.info("clusters handed over", clusters=len(clusters), jobs=len(jobs))
 
     async def find_job(self, tenant: str, job_id: str) -> Job | None:
         return await self.state.find_job(tenant, job_id)
@@ -141,24 +164,36 @@ class Planner:
         return await self.requests.handle(ctx)
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        """The job as its owner sees it; only the planner acting for its cluster answers, and
+        it names itself as the owner (the job may have been taken over since it began)."""
         job = self.jobs.get(job_id)
-        if job is None or job.tenant != tenant:
+        if job is None or job.tenant != tenant or not self.hooks.owns(tenant, job.cluster_id):
             return None
-        return job.view()
+        return {**job.view(), "owner": self.config.instance}
 
     # -- events (see routing.py) -------------------------------------------------------------
 
     async def on_layout_answer(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         await self.execution.on_layout(recorded)
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         self.attempts.claimed(recorded)
         self.execution.on_claimed(recorded)
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
+        await self._settled(recorded)
         if not await self.attempts.holds(recorded):
             return  # recorded, but changes nothing: another provisioner's attempt (attempts.py)
         await self.execution.on_outcome(recorded)
+
+    async def _settled(self, recorded: Recorded) -> None:
+        """Whether this planner acts for the event's cluster must be known before the event is
+        taken in or skipped (a skipped event is acked: it would not come again); `NotYet` until then."""
+        job = self.jobs.get(getattr(recorded.event, "job_id", ""))
+        if job is not None and not job.is_final:
+            await self.hooks.settle(job.tenant, job.cluster_id)
 
     async def on_poison(self, recorded: Recorded, err: BaseException) -> None:
         """An event about a job that the planner could not take in, however often it tried

@@ -12,9 +12,11 @@ from pydantic import ValidationError
 from contracts.catalog import Catalog
 from contracts.errors import describe_validation_error
 from contracts.layout import NodeSpec
+from muster.bus.shards import lease_table
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.templates import TemplateError, resolve_template
-from muster.cli_support import EXIT_INVALID, CliError, guarded
+from muster.cli_bus import Bus, bus_options, open_nats
+from muster.cli_support import EXIT_INVALID, CliError, command, guarded
 
 from .domain.operations import OFFLINE as CLI_OPERATIONS
 from .domain.operations import ROLLING  # what can be planned without a solver
@@ -121,3 +123,30 @@ def with_added_services(catalog: Catalog, nodes: list[NodeSpec], named: list[str
     placed = {s for n in nodes for s in n.services}
     new = [s for s in dict.fromkeys(named) if s not in placed]
     return [n.model_copy(update={"services": [*n.services, *new]}) for n in nodes]
+
+
+@click.command("planners")
+@bus_options(tenant=False)
+@click.option("--json", "as_json", is_flag=True, help="members and shard owners as JSON")
+@command
+async def planners(bus: Bus, as_json: bool) -> None:
+    """Live planners and the shards each acts for (from the `leases` bucket, docs/scaling.md)."""
+    async with open_nats(bus) as nc:
+        members, owners = await lease_table(nc.jetstream())
+    held: dict[str, list[int]] = {name: [] for name in members}
+    for shard, owner in sorted(owners.items()):
+        held.setdefault(owner, []).append(shard)
+    shards = max((int(m.get("shards", 0)) for m in members.values()), default=len(owners))
+    if as_json:
+        click.echo(json.dumps({"shards": shards, "planners": held, "unowned": [s for s in range(shards) if s not in owners]}, indent=2))
+        return
+    if not members and not owners:
+        click.echo("no live planners")
+        return
+    click.echo(f"{'PLANNER':<40} {'SHARDS':>6}  HELD")
+    for name, mine in sorted(held.items()):
+        state = "" if name in members else "  (gone: its leases expire)"
+        click.echo(f"{name:<40} {len(mine):>6}  {','.join(map(str, mine))}{state}")
+    free = [s for s in range(shards) if s not in owners]
+    if free:
+        click.echo(f"{'(no planner)':<40} {len(free):>6}  {','.join(map(str, free))}")

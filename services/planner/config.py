@@ -27,7 +27,11 @@ class PlannerConfig:
     solve_timeout_s: float = 30.0
     ack_wait_s: float = 30.0
     replicas: int = 1
-    """Replicas of the buckets the planner declares (the nodes maps, the snapshots)."""
+    """Replicas of the buckets the planner declares (the nodes maps, the leases, the snapshots)."""
+    shards: int = 16
+    """Shards the clusters are split into; every planner must use the same number."""
+    lease_ttl_s: float = 10.0
+    """A dead planner's shards are taken over this long after its last lease renewal."""
     snapshot_every: int = 100
     """Events of a cluster or job between two of its snapshots (0: no snapshots; resume folds
     every event)."""
@@ -55,12 +59,20 @@ def owns_everything(tenant: str, cluster_id: str) -> bool:
     return True
 
 
+async def settled_at_once(tenant: str, cluster_id: str) -> None:
+    return None
+
+
 @dataclass
 class Hooks:
     owns: Callable[[str, str], bool] = owns_everything
     """Does this planner act for the cluster? (One planner today; with shards, the holder of
     the cluster's shard lease.) Requests for other clusters are refused, their events skipped,
     and `resume` rebuilds only owned clusters' jobs."""
+    settle: Callable[[str, str], Awaitable[None]] = settled_at_once
+    """Awaited before an event about the cluster is taken in or skipped; raises
+    `muster.routing.NotYet` while `owns` cannot be trusted (with shards: a lease being renewed
+    late), and the event comes again later."""
     admission: tuple[AdmissionCheck, ...] = ()
     dispatch: DispatchPolicy = field(default_factory=DispatchAll)
     """Which ready tasks may be queued now (limits per provider, a pool's grant)."""

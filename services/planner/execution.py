@@ -143,6 +143,8 @@ class Execution:
 
     def on_claimed(self, recorded: Recorded) -> None:
         event: TaskClaimed = recorded.event
+        if event.job_id not in self.state.jobs:
+            return  # another planner's job
         self.metrics.claimed(event.job_id, event.task_id, event.attempt, recorded.time)
         ran = self.ran_attempts.setdefault((event.job_id, event.task_id), [])
         if event.provisioner not in ran:  # a retry prefers another provisioner
@@ -155,10 +157,12 @@ class Execution:
             job = self.state.jobs.get(event.job_id)
             if job is None or job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
                 return
-            cluster = self.state.clusters[job.cluster_id]
-            catalog = await self.state.catalog(job.tenant)
-            effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.hooks.dispatch)
-            await self.execute(job, cluster, effects)
+            await self.take_outcome(job, self.state.clusters[job.cluster_id], event)
+
+    async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> None:
+        catalog = await self.state.catalog(job.tenant)
+        effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.hooks.dispatch)
+        await self.execute(job, cluster, effects)
 
     async def on_layout(self, recorded: Recorded) -> None:
         event: LayoutSolved | LayoutUnsolvable = recorded.event
@@ -166,10 +170,14 @@ class Execution:
             job = self.state.jobs.get(event.job_id)
             if job is None or job.planned or job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
                 return
-            cluster = self.state.clusters[job.cluster_id]
-            catalog = await self.state.catalog(job.tenant)
-            effects = saga.take_layout(job, cluster, event, catalog, self.config.settings, self.hooks.dispatch)
-            await self.execute(job, cluster, effects)
+            await self.take_layout(job, self.state.clusters[job.cluster_id], event)
+
+    async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:
+        catalog = await self.state.catalog(job.tenant)
+        # Planning 10,000 nodes takes seconds of CPU: in a thread, so the loop keeps the
+        # planner's leases and answers meanwhile (the state lock keeps other handlers out).
+        effects = await asyncio.to_thread(saga.take_layout, job, cluster, event, catalog, self.config.settings, self.hooks.dispatch)
+        await self.execute(job, cluster, effects)
 
     async def timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
         async with self.state.lock:
@@ -195,10 +203,20 @@ class Execution:
         except ConcurrencyError:
             pass  # already asked (a restart after a crash between the two appends)
 
-    async def resume_job(self, job: Job, cluster: Cluster, queued_at: dict[tuple[str, int], datetime]) -> None:
-        """Carry on with an open job rebuilt from the log. Queued attempts may never have reached
-        the queue; publishing them again is harmless, and their timeouts count from when they
-        were queued."""
+    async def resume_job(self, job: Job, cluster: Cluster, queued_at: dict[tuple[str, int], datetime], since_seq: int = 1) -> None:
+        """Carry on with an open job rebuilt from the log. First the outcomes it has not taken
+        in (they came while nobody acted for its cluster: a planner died, or the shard moved;
+        every outcome of an attempt still queued comes after that attempt's `TaskQueued`, so
+        the log is read from the earliest of those, `since_seq`). Then the attempts still
+        queued: their messages may never have reached the queue; publishing them again is
+        harmless, and their timeouts count from when they were queued."""
+        for r in await self.state.log.read(f"{subjects.EVT}.{job.tenant}.task.{job.id}.*", start_seq=since_seq):
+            if r.type == "TaskClaimed":
+                self.on_claimed(r)
+            elif r.type in ("TaskSucceeded", "TaskFailed") and job.is_current(r.event.task_id, r.event.attempt) and not job.is_final:
+                await self.take_outcome(job, cluster, r.event)
+        if job.is_final:
+            return
         catalog = await self.state.catalog(job.tenant)
         await self.publish_many(job, cluster, catalog, [(a, queued_at.get((a.task_id, a.attempt))) for a in saga.queued_attempts(job)])
         await self.advance(job, cluster)

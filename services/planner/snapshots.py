@@ -25,7 +25,7 @@ from .domain.job import Job
 log = structlog.get_logger("muster.planner")
 
 CLUSTER = snapshots.register("cluster", Cluster)
-JOB = snapshots.register("job", Job, derived={"_plans": dict})
+JOB = snapshots.register("job", Job, derived={"_plans": dict, "_dispatch": lambda: None})
 EVERY = 100
 """Events of an aggregate between two of its snapshots."""
 

@@ -43,33 +43,49 @@ class PlannerState:
         self.snapshotter = Snapshotter(snapshots, snapshot_every) if snapshots is not None and snapshot_every > 0 else None
         self._prefetched: dict[str, tuple[Job | None, list[Recorded] | None]] = {}
 
-    async def load_clusters(self, owns: Callable[[str, str], bool] | None = None) -> None:
-        """Every cluster (that `owns` says is this planner's), from the log; with snapshots,
-        each from its snapshot and the events after it."""
+    async def load_clusters(self, only: Callable[[str], bool] | None = None) -> list[Cluster]:
+        """Fold the clusters (those whose id `only` accepts) from the log, replacing what was
+        in memory for them; returns them. With snapshots, each from its snapshot and the
+        events after it."""
         if self.snapshotter is not None:
-            await self._load_clusters_from_snapshots(owns)
-            return
+            found = await self._load_clusters_from_snapshots(only)
+            self.clusters.update(found)
+            return list(found.values())
+        loaded: dict[str, Cluster] = {}
 
         def on_cluster(r: Recorded) -> None:
-            tenant, key = _tenant_and_id(r.subject)
-            if owns is None or owns(tenant, key):
-                self.clusters[key] = fold(Cluster, self.clusters.get(key), r)
+            key = r.subject.rsplit(".", 1)[1]
+            if only is None or only(key):
+                loaded[key] = fold(Cluster, loaded.get(key), r)
 
         await self.log.replay(subjects.ALL_CLUSTER_EVENTS, on_cluster)
+        self.clusters.update(loaded)
+        return list(loaded.values())
 
-    async def _load_clusters_from_snapshots(self, owns: Callable[[str, str], bool] | None) -> None:
+    def forget(self, cluster_ids: set[str]) -> list[str]:
+        """Drop these clusters and their jobs from memory (another planner acts for them now);
+        returns the jobs dropped."""
+        for cid in cluster_ids:
+            self.clusters.pop(cid, None)
+        gone = [jid for jid, job in self.jobs.items() if job.cluster_id in cluster_ids]
+        for jid in gone:
+            del self.jobs[jid]
+        return gone
+
+    async def _load_clusters_from_snapshots(self, only: Callable[[str], bool] | None) -> dict[str, Cluster]:
         assert self.snapshotter is not None
         latest = await self.snapshotter.store.latest(CLUSTER.name)
         gate = asyncio.Semaphore(TAIL_READS)
+        loaded: dict[str, Cluster] = {}
 
         async def one(subject: str) -> None:
             tenant, key = _tenant_and_id(subject)
-            if owns is not None and not owns(tenant, key):
+            if only is not None and not only(key):
                 return
             async with gate:
                 cluster = await self._resume(CLUSTER, Cluster, subject, tenant, latest.get(key))
             if cluster is not None:
-                self.clusters[key] = cluster
+                loaded[key] = cluster
 
         await asyncio.gather(*(one(s) for s in await self.log.subjects(subjects.ALL_CLUSTER_EVENTS)))
 
@@ -79,7 +95,8 @@ class PlannerState:
             async with gate:
                 self._prefetched[job_id] = await self._load_job(tenant, job_id)
 
-        await asyncio.gather(*(job(c.tenant, c.job_id) for c in self.clusters.values() if c.job_id))
+        await asyncio.gather(*(job(c.tenant, c.job_id) for c in loaded.values() if c.job_id))
+        return loaded
 
     async def load_job(self, tenant: str, job_id: str) -> tuple[Job | None, list[Recorded] | None]:
         """A job at resume: from its snapshot and the events after it when it has ended;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -21,9 +22,11 @@ import pytest_asyncio
 from nats.aio.msg import Msg
 
 from contracts.commands import Accepted, CreateCluster
-from contracts.events import JobSucceeded
+from contracts.events import EVENT_ADAPTER, JobSucceeded
 from muster.bus.connect import bearer_headers, read_credentials_file
 from muster.client import MusterClient
+from muster.runtime.autoscale import AutoscalePolicy, DeploymentFleet
+from muster.runtime.supervisor import Deployment
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -41,13 +44,14 @@ async def _read_until(stream: asyncio.StreamReader, marker: str, seen: dict[str,
             return
 
 
-@pytest_asyncio.fixture
-async def muster_up(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, str]]]:
-    # As a user runs it: no server named, no token of the test session (muster up makes its own).
+@contextlib.asynccontextmanager
+async def _up(tmp_path: Path, *args: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, str]]]:
+    """`muster up` with the demo catalog and `args`, until it says it is up; Ctrl-C at the end.
+    As a user runs it: no server named, no token of the test session (muster up makes its own)."""
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "muster", "up", "--data-dir", str(tmp_path / "data"), "--tracker-port", "0",
-        "--catalog", str(DEMO), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
+        "--catalog", str(DEMO), *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env,
         cwd=tmp_path,
     )
     assert proc.stdout is not None
@@ -63,6 +67,12 @@ async def muster_up(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Pr
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
+
+
+@pytest_asyncio.fixture
+async def muster_up(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, str]]]:
+    async with _up(tmp_path) as up:
+        yield up
 
 
 def _nats_servers_under(path: Path) -> list[str]:
@@ -201,3 +211,72 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
         code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere,
                                   MUSTER_CREDENTIALS=str(data / "auth" / "tracker.cred"))
         assert code != 0 and f"cannot listen on 127.0.0.1:{port}: the port is taken" in out, out
+
+
+# -- --planners and --autoscale (docs/scaling.md; the autoscaler's timing: tests/unit/scaling) --
+
+
+class Registrations:
+    """Provisioner processes registering and leaving, from the log's live subjects."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.changed = asyncio.Condition()
+
+    async def on_msg(self, msg: Msg) -> None:
+        event = EVENT_ADAPTER.validate_json(msg.data)
+        who = event.provisioner.id if event.type == "ProvisionerRegistered" else getattr(event, "provisioner_id", "")
+        async with self.changed:
+            self.seen.append((event.type, who))
+            self.changed.notify_all()
+
+    async def expect(self, kind: str, who: str, timeout: float) -> None:
+        async with self.changed:
+            await asyncio.wait_for(self.changed.wait_for(lambda: (kind, who) in self.seen), timeout)
+
+
+async def test_up_with_two_planners_and_autoscale_shares_the_shards_and_adds_a_provisioner_under_load(tmp_path: Path) -> None:
+    async with _up(tmp_path, "--planners", "2", "--capacity", "1", "--autoscale", "--autoscale-max", "3",
+                   "--autoscale-cooldown", "1") as (proc, seen):
+        assert seen["planners"].startswith("2") and seen["autoscale"].startswith("1..3"), seen
+        credentials = tmp_path / "data" / "credentials"
+        code, out = await _muster("planners", "--json", cwd=tmp_path, MUSTER_DATA_DIR=str(tmp_path / "data"),
+                                  MUSTER_CREDENTIALS=str(credentials))
+        assert code == 0, out
+        table = json.loads(out)
+        assert len(table["planners"]) == 2 and not table["unowned"], table
+        assert sorted(len(s) for s in table["planners"].values()) == [table["shards"] // 2] * 2
+
+        registrations = Registrations()
+        async with await MusterClient.connect(seen["nats"], token=read_credentials_file(credentials)) as client:
+            await client.nc.subscribe("muster.evt.*.provisioner.>", cb=registrations.on_msg)
+            # One slot and a 10-node create: the backlog asks for more processes at once.
+            reply = await client.send("default", CreateCluster(name="busy", template="hadoop-small", nodes=10))
+            assert isinstance(reply, Accepted), reply
+            await registrations.expect("ProvisionerRegistered", "provisioner-1", 60)
+            assert isinstance(await client.wait(reply.job_id, timeout=180), JobSucceeded)
+    assert proc.returncode == 0
+
+
+async def test_the_fleet_adds_a_supervised_provisioner_and_a_drained_one_leaves_for_good(tmp_path: Path) -> None:
+    left = asyncio.Event()
+    deployment = Deployment(tmp_path / "deploy", capacity=2, supervise=True,
+                            notify=lambda note: left.set() if note.startswith("provisioner-1 has left, as asked") else None)
+    registrations = Registrations()
+    await deployment.start()
+    try:
+        async with await MusterClient.connect(deployment.nats_url, token=deployment.admin_token()) as client:
+            await client.nc.subscribe("muster.evt.*.provisioner.>", cb=registrations.on_msg)
+            fleet = DeploymentFleet(deployment, client.nc, AutoscalePolicy(capacity_each=2), "default")
+            assert fleet.count() == 1
+            name = await fleet.start_one()
+            assert name == "provisioner-1" and fleet.count() == 2
+            await registrations.expect("ProvisionerRegistered", name, 60)
+
+            assert await fleet.drain_one() == name  # the newest first
+            await registrations.expect("ProvisionerDeregistered", name, 60)
+            await asyncio.wait_for(left.wait(), 30)  # the supervisor does not restart it
+            assert fleet.count() == 1 and name not in {c.name for c in deployment.children}
+            assert "provisioner" in {c.name for c in deployment.children}  # the original stays
+    finally:
+        await deployment.stop()

@@ -319,4 +319,5 @@ class FaultStack:
         return report
 
     def _tracker_up(self) -> bool:
-        return any(c.name == "tracker" for c in self.deployment.children)
+        """The tracker on `deployment.tracker_url` runs (the first of several, `tracker-1`)."""
+        return any(c.name in ("tracker", "tracker-1") for c in self.deployment.children)

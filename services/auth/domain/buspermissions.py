@@ -97,8 +97,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             subjects.ALL_POOL_REQUEST_EVENTS, f"{subjects.TASK}.>",
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             "$KV.nodemaps.>", "$KV.leases.>", "$KV.snapshots.>",
+            f"{subjects.SHARD}.>",  # requests forwarded to the holder of a cluster's shard
         ]
-        sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, inbox]
+        sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, f"{subjects.SHARD}.>", inbox]
         return BusPermissions(tuple(pub), tuple(sub), responses=True)
     if kind == "pool":
         # The pool service (docs/pools.md): it alone writes the pools; it records the facts of

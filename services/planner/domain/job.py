@@ -16,6 +16,7 @@ class would separate the two halves of every transition.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
@@ -48,7 +49,7 @@ from contracts.layout import NodeSpec
 
 from .plan import Plan
 from .rollback import rollback_plan
-from .scheduling import ready
+from .scheduling import ReadyIndex, ready
 
 UNDO = "undo."
 """Prefix of rollback task ids, so they never collide with the forward plan's."""
@@ -60,6 +61,17 @@ def job_uuid(tenant: str, request_id: str | None) -> UUID:
     if request_id:
         return uuid5(NAMESPACE_URL, f"muster:{tenant}:request:{request_id}")
     return uuid4()
+
+
+@dataclass
+class _Dispatch:
+    """What dispatch asks after every outcome, for the active plan (`key`): the eager index of
+    ready tasks (None in staged mode), the tasks queued now, the failed ones in failing order."""
+
+    key: str
+    index: ReadyIndex | None
+    queued: set[str]
+    failed: dict[str, None]
 
 
 class Job(Aggregate):
@@ -98,6 +110,7 @@ class Job(Aggregate):
         """Hosts asked of a pool: {pool, request_id, hosts, granted} (docs/pools.md)."""
         self.batches: list[list[str]] = []
         self.tolerance = 0
+        self._dispatch: _Dispatch | None = None
 
     # -- planning -----------------------------------------------------------------------
 
@@ -132,6 +145,7 @@ class Job(Aggregate):
         self.previous_config = dict(payload.previous_config)
         self.batches = [list(b) for b in payload.batches]
         self.tolerance = payload.tolerance
+        self._dispatch = None
 
     def record_plan(self, payload: JobPlanned) -> bool:
         if self.planned or self.is_final:
@@ -148,7 +162,7 @@ class Job(Aggregate):
     @event("TaskQueued")
     def _queued(self, payload: TaskQueued) -> None:
         self.attempts[payload.task_id] = payload.attempt
-        self.task_state[payload.task_id] = "queued"
+        self._set_state(payload.task_id, "queued")
 
     def queue(self, task_id: str, provisioner_class: str = "default") -> TaskQueued:
         task = self.tasks[task_id]
@@ -165,12 +179,62 @@ class Job(Aggregate):
         plan = self.active_plan
         if plan is None or self.paused or self.stopping or self.state not in ("running", "rolling_back"):
             return []
-        states = {t: s for t, s in self.task_state.items() if t in plan.by_id}
         # Written-off tasks (a failure within the tolerance) count as settled: never run again,
         # and the next batch does not wait for them.
-        done = [t for t, s in states.items() if s == "succeeded"] + sorted(self.written_off)
-        running = [t for t, s in states.items() if s == "queued"]
-        return [t for t in ready(plan, done, running, self.mode) if plan.by_id[t].node not in self.cleanups]
+        index = self._index()
+        if index is not None:
+            candidates = index.ready()
+        else:  # staged: Coopr's stage barrier looks at the stages in order
+            states = {t: s for t, s in self.task_state.items() if t in plan.by_id}
+            done = [t for t, s in states.items() if s == "succeeded"] + sorted(self.written_off)
+            running = [t for t, s in states.items() if s == "queued"]
+            candidates = ready(plan, done, running, self.mode)
+        return [t for t in candidates if plan.by_id[t].node not in self.cleanups]
+
+    # What dispatch asks after every outcome, kept up to date by the appliers instead of a scan
+    # of every task (a 10,000-node create has 170,000): derived from `task_state`, rebuilt
+    # from it whenever dropped (a snapshot does not keep it).
+
+    def _dispatch_state(self) -> _Dispatch:
+        key = "rollback" if self.state == "rolling_back" else "plan"
+        d = self._dispatch
+        if d is None or d.key != key:
+            plan = self.active_plan
+            queued = {t for t, s in self.task_state.items() if s == "queued"}
+            failed = {t: None for t, s in self.task_state.items() if s == "failed"}
+            done = [t for t, s in self.task_state.items() if s == "succeeded"]
+            index = ReadyIndex(plan, done, queued) if plan is not None and self.mode == "eager" else None
+            d = self._dispatch = _Dispatch(key, index, queued, failed)
+        return d
+
+    def _index(self) -> ReadyIndex | None:
+        """The eager index, with the written-off tasks settled in it (None when staged)."""
+        index = self._dispatch_state().index
+        if index is not None and self.tolerance:
+            for t in self.written_off:
+                index.finished(t)
+        return index
+
+    def _set_state(self, task_id: str, state: str) -> None:
+        self.task_state[task_id] = state
+        d = self._dispatch
+        if d is None:
+            return
+        if state == "queued":
+            d.queued.add(task_id)
+            d.failed.pop(task_id, None)
+            if d.index is not None:
+                d.index.started(task_id)
+        elif state == "succeeded":
+            d.queued.discard(task_id)
+            d.failed.pop(task_id, None)
+            if d.index is not None:
+                d.index.finished(task_id)
+        elif state == "failed":
+            d.queued.discard(task_id)
+            d.failed[task_id] = None
+            if d.index is not None:
+                d.index.released(task_id)
 
     # -- outcomes -------------------------------------------------------------------------
 
@@ -179,7 +243,7 @@ class Job(Aggregate):
 
     @event("TaskCompleted")
     def _completed(self, payload: TaskCompleted) -> None:
-        self.task_state[payload.task_id] = "succeeded"
+        self._set_state(payload.task_id, "succeeded")
         for node, cleanup in list(self.cleanups.items()):
             if cleanup == payload.task_id:
                 del self.cleanups[node]
@@ -192,7 +256,7 @@ class Job(Aggregate):
 
     @event("TaskAttemptFailed")
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
-        self.task_state[payload.task_id] = "failed"
+        self._set_state(payload.task_id, "failed")
 
     def fail_attempt(self, payload: TaskAttemptFailed) -> bool:
         if not self.is_current(payload.task_id, payload.attempt):
@@ -207,10 +271,7 @@ class Job(Aggregate):
     def exhausted(self) -> list[str]:
         """Failed tasks of the current phase with no attempt left (each one stops the job)."""
         undo = self.state == "rolling_back"
-        return [
-            t for t, s in self.task_state.items()
-            if s == "failed" and self.attempts_left(t) <= 0 and t.startswith(UNDO) == undo
-        ]
+        return [t for t in self._dispatch_state().failed if self.attempts_left(t) <= 0 and t.startswith(UNDO) == undo]
 
     @property
     def written_off(self) -> set[str]:
@@ -254,13 +315,16 @@ class Job(Aggregate):
 
     @property
     def in_flight(self) -> int:
-        return sum(1 for s in self.task_state.values() if s == "queued")
+        return len(self._dispatch_state().queued)
 
     @property
     def all_done(self) -> bool:
         plan = self.active_plan
         if plan is None:
             return False
+        index = self._index()
+        if index is not None:
+            return index.all_done
         settled = self.written_off if self.state == "running" else set()
         return all(self.task_state.get(t.id) == "succeeded" or t.id in settled for t in plan.tasks)
 
@@ -275,6 +339,7 @@ class Job(Aggregate):
         create = next((t.id for t in self.plan.tasks if t.node == payload.node and t.action is Action.CREATE), None) if self.plan else None
         if create is not None and create != payload.for_task:
             self.task_state.pop(create, None)  # the machine goes, so create must run again
+        self._dispatch = None
 
     def queue_cleanup(self, failed_task: str) -> CleanupQueued:
         node = self.tasks[failed_task]["node"]
@@ -347,6 +412,7 @@ class Job(Aggregate):
         self.cleanups = {}
         self.retry_base = dict(self.attempts)
         self.task_state = {}
+        self._dispatch = None
 
     def retry(self, by: str, request_id: str | None = None) -> bool:
         if self.state not in ("rolled_back", "failed") or not self.planned:
@@ -395,6 +461,7 @@ class Job(Aggregate):
                                       for t in payload.tasks]
         self._rollback_json = {"tasks": undo, "links": payload.links}
         self._plans.pop("rollback", None)
+        self._dispatch = None
         self.tasks.update({t["id"]: t for t in undo})
 
     def plan_rollback(self, reason: str, services: Mapping[str, Service]) -> RollbackPlanned | None:

@@ -145,3 +145,37 @@ async def test_a_member_cut_off_stops_acting_before_anyone_else_can_take_over(nc
         await a._write(f"shard.{shard}", {"owner": "a"}, 1)
     await a.abort()
     await b.stop()
+
+
+async def test_a_member_too_busy_to_renew_in_time_keeps_what_nobody_took(ncs: list[Client]) -> None:
+    """Planning 10,000 nodes holds a planner's loop for seconds: its fence then finds the key
+    exactly as it left it (nobody could take it meanwhile) and keeps the shard."""
+    ledger = Ledger()
+    a = _member(ncs[0], "a", ledger)
+    await a.start()
+    assert len(a.held) == SHARDS
+    before = {s: a.revision(s) for s in range(SHARDS)}
+    time.sleep(TTL * 0.9)
+    for s in range(SHARDS):  # each lease is written again (late), seen on the watch
+        assert await a.changed(s, before[s], TTL)
+    assert all(a.owns(s) for s in range(SHARDS))
+    assert not [e for e in ledger.events if e[2] == "lost"]
+    await a.stop()
+
+
+async def test_leases_on_their_own_thread_outlive_a_loop_busy_for_longer_than_the_ttl(fresh_nats: str) -> None:
+    """The planner's way (`ThreadedLeases`): renewals and fences do not wait for the service's
+    loop, which may be busy for seconds planning a big cluster."""
+    from muster.bus.leasethread import ThreadedLeases
+
+    ledger = Ledger()
+    leases = ThreadedLeases(fresh_nats, "busy", shards=SHARDS, ttl_s=TTL, **ledger.callbacks("busy"))
+    await leases.start()
+    try:
+        assert len(leases.held) == SHARDS
+        time.sleep(TTL * 1.5)
+        assert all(leases.owns(s) for s in range(SHARDS))
+        assert [e[2] for e in ledger.events] == ["gained"]
+    finally:
+        await leases.stop()
+    assert [e[2] for e in ledger.events] == ["gained", "lost"]  # handed over on the service's loop

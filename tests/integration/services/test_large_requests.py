@@ -13,15 +13,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
-from nats.js.api import DeliverPolicy
-from nats.js.errors import NotFoundError
 
 from contracts import subjects
 from contracts.commands import Accepted, CancelJob, CreateCluster, Rejected
 from contracts.limits import MAX_CONFIG_BYTES, MAX_REQUEST_BYTES
 from muster.bus import consume
 from muster.bus.connect import connect
-from muster.bus.consume import consume_events
 from muster.bus.eventstore import H_TYPE, EventStore
 from muster.bus.repository import rebuild
 from muster.bus.streams import ensure_streams
@@ -31,7 +28,7 @@ from services.planner.app import Planner, PlannerConfig
 from services.planner.domain import saga
 from services.planner.domain.job import Job, job_uuid
 from services.planner.entrypoint import start_planner
-from services.solver.service import SolverService
+from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
 
@@ -59,10 +56,7 @@ async def bare(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterator
         await ensure_streams(ncs[0].jetstream())
         planner = await start_planner(ncs[0], stack, PlannerConfig(instance="planner-large"))
         if with_solver:
-            solver = SolverService(EventStore(ncs[1]), "solver-large")
-            sub = await consume_events(ncs[1].jetstream(), subjects.ALL_LAYOUT_EVENTS, "solvers", solver.on_layout_requested,
-                                       queue="solvers", on_poison=solver.on_poison)
-            stack.push_async_callback(sub.unsubscribe)
+            await start_solver(ncs[1], stack, "solver-large")
         catalog = quick_demo_catalog()
         small = catalog.clustertemplates["hadoop-small"]
         big = small.model_copy(update={"name": "hadoop-big", "constraints": small.constraints.model_copy(
@@ -77,45 +71,27 @@ def _size(msg: Any) -> int:
     return len(msg.data or b"") + sum(len(k) + len(v) for k, v in (msg.headers or {}).items())
 
 
-async def _largest_queued(nc: Client, subject: str) -> tuple[int, int]:
-    """The same for a work queue (no ordered consumer there): message by message."""
-    js, seq, seen, largest = nc.jetstream(), 1, 0, 0
-    while True:
-        try:
-            msg = await js.get_msg(subjects.TASKS_STREAM, seq=seq, subject=subject, next=True)
-        except NotFoundError:
-            return seen, largest
-        seen, largest, seq = seen + 1, max(largest, _size(msg)), (msg.seq or seq) + 1
+class BusSizes:
+    """Every message published on muster's subjects and the KV buckets while it listens (a
+    core subscription sees each publish): counts and the largest size, per subject prefix."""
 
+    def __init__(self, tasks: int) -> None:
+        self.count: dict[str, int] = {}
+        self.largest: dict[str, int] = {}
+        self.tasks = tasks
+        self.all_tasks = asyncio.get_running_loop().create_future()
 
-async def _largest_messages(nc: Client, stream: str, subject: str) -> tuple[int, int]:
-    """(messages, largest body + headers in bytes) on `subject`, read with an ordered consumer."""
-    js = nc.jetstream()
-    info = await js.stream_info(stream, subjects_filter=subject)
-    total = sum((info.state.subjects or {}).values())
-    seen, largest = 0, 0
-    done = asyncio.get_running_loop().create_future()
-
-    async def on_msg(msg: Any) -> None:
-        nonlocal seen, largest
-        seen += 1
-        largest = max(largest, _size(msg))
-        if seen >= total and not done.done():
-            done.set_result(None)
-
-    sub = await js.subscribe(subject, stream=stream, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
-                             pending_msgs_limit=-1, pending_bytes_limit=-1)
-    try:
-        if total:
-            await asyncio.wait_for(done, 60)
-    finally:
-        await sub.unsubscribe()
-    return total, largest
+    async def on_msg(self, msg: Any) -> None:
+        kind = ".".join(msg.subject.split(".")[:2])
+        self.count[kind] = self.count.get(kind, 0) + 1
+        self.largest[kind] = max(self.largest.get(kind, 0), _size(msg))
+        if kind == "muster.task" and self.count[kind] >= self.tasks and not self.all_tasks.done():
+            self.all_tasks.set_result(None)
 
 
 async def test_a_10000_node_create_is_planned_and_dispatched_in_small_messages(bare: Bare) -> None:
-    # A plain subscription to the job's subject sees each append as it lands (nothing to
-    # re-create when a busy server is slow to answer).
+    # Plain subscriptions see each append and publish as it lands (nothing to re-create when
+    # a busy server is slow to answer).
     first_wave = asyncio.get_running_loop().create_future()
     queued = 0
 
@@ -125,20 +101,23 @@ async def test_a_10000_node_create_is_planned_and_dispatched_in_small_messages(b
         if queued == BIG and not first_wave.done():  # the first wave: one create per node
             first_wave.set_result(None)
 
+    bus = BusSizes(tasks=BIG)
     job_id = str(job_uuid("default", "big-1"))
-    sub = await bare.nc.subscribe(subjects.job_events("default", job_id), cb=on_append, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    subs = [await bare.nc.subscribe(subjects.job_events("default", job_id), cb=on_append, pending_msgs_limit=-1, pending_bytes_limit=-1),
+            await bare.nc.subscribe("muster.>", cb=bus.on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1),
+            await bare.nc.subscribe("$KV.>", cb=bus.on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)]
     reply = await bare.client.send("default", CreateCluster(name="big", template="hadoop-big", nodes=BIG, request_id="big-1"))
     assert isinstance(reply, Accepted) and reply.job_id == job_id, reply
     await asyncio.wait_for(first_wave, 180)
-    await sub.unsubscribe()
+    await asyncio.wait_for(bus.all_tasks, 180)  # the first wave's messages, published after it was recorded
+    for sub in subs:
+        await sub.unsubscribe()
     job = rebuild(Job, await bare.store.read(subjects.job_events("default", reply.job_id)))
     assert job is not None and job.planned and job.state == "running"
     assert len(job.tasks) > 10 * BIG and len(job.nodes) == BIG
 
-    events, largest_event = await _largest_messages(bare.nc, subjects.EVENTS_STREAM, "muster.evt.default.>")
-    tasks, largest_task = await _largest_queued(bare.nc, "muster.task.default.>")
-    assert events > BIG and tasks == BIG
-    assert largest_event < 64 * 1024 and largest_task < 8 * 1024, (largest_event, largest_task)
+    assert bus.count["muster.evt"] > BIG and bus.count["muster.task"] == BIG and bus.count["muster.body"] > 1
+    assert max(bus.largest.values()) < 64 * 1024 and bus.largest["muster.task"] < 8 * 1024, bus.largest
 
     # Cancel is taken (the job rolls back once the queued creates are accounted for). The
     # answer waits for the planner to finish publishing the first wave (seconds here).

@@ -16,13 +16,15 @@ from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(150),
-              pytest.mark.parametrize("stack", [{"http": False, "ack_wait_s": 1.0}], indirect=True)]
+              pytest.mark.parametrize("stack", [{"http": False, "ack_wait_s": 1.0, "lease_ttl_s": 2.0}], indirect=True)]
 Stack = Any
 
 
 async def _kill(stack: Stack) -> None:
-    """As close to kill -9 as one process allows: timers gone, connection dropped unacked."""
+    """As close to kill -9 as one process allows: timers gone, leases left to expire,
+    connection dropped unacked."""
     stack.planner.timers.cancel_all()
+    await stack.planner.sharding.leases.abort()
     await stack.planner_nc.close()
 
 
@@ -41,11 +43,12 @@ async def test_a_restarted_planner_finishes_the_job(stack: Stack, after: int) ->
     async with AsyncExitStack() as es:
         nc = await connect(stack.url, name="planner-2")
         es.push_async_callback(nc.close)
-        second = await start_planner(nc, es, PlannerConfig(instance="planner-2", ack_wait_s=1.0))
+        second = await start_planner(nc, es, PlannerConfig(instance="planner-2", ack_wait_s=1.0, lease_ttl_s=2.0))
         es.callback(second.timers.cancel_all)
-        assert reply.job_id in second.jobs  # rebuilt from the log
+        # It takes the dead planner's shards once their leases expire, and finishes the job.
         final = await stack.client.wait(reply.job_id, timeout=90)
         assert isinstance(final, JobSucceeded), final
+        assert reply.job_id in second.jobs  # rebuilt from the log
 
         history = await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")
         queued = Counter((r.event.task_id, r.event.attempt) for r in history if r.type == "TaskQueued")

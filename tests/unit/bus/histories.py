@@ -133,5 +133,6 @@ def cluster_histories(draw: Any, max_steps: int = 20) -> tuple[Cluster, list[Rec
 
 
 def state(aggregate: Any) -> dict[str, Any]:
-    """Everything an aggregate holds, but caches derived from it (a Job's parsed plans)."""
-    return {k: v for k, v in vars(aggregate).items() if k not in ("_plans", "_pending_events")}
+    """Everything an aggregate holds, but caches derived from it (a Job's parsed plans and its
+    dispatch index, rebuilt from the rest when needed)."""
+    return {k: v for k, v in vars(aggregate).items() if k not in ("_plans", "_dispatch", "_pending_events")}

@@ -133,3 +133,36 @@ def test_unknown_modes_are_refused() -> None:
         ready(create(), set(), set(), "fast")
     with pytest.raises(ValueError, match="unknown mode 'fast'"):
         Dispatcher(create(), "fast")
+
+
+@settings(max_examples=80, deadline=None)
+@given(plans(), st.randoms(use_true_random=False))
+def test_the_ready_index_answers_as_ready_eager_through_starts_failures_and_finishes(plan: Plan, rnd: random.Random) -> None:
+    """The job's incremental index (`ReadyIndex`) against a scan of the whole plan, at every
+    step of a run where some tasks are held back, some attempts fail and are tried again."""
+    from services.planner.domain.scheduling import ReadyIndex
+
+    done: set[str] = set()
+    running: set[str] = set()
+    index = ReadyIndex(plan, done, running)
+    for _ in range(4 * len(plan.tasks) + 10):
+        expected = ready_eager(plan, done, running)
+        assert index.ready() == expected
+        if not expected and not running:
+            break
+        move = rnd.random()
+        if expected and (move < 0.6 or not running):
+            task = rnd.choice(expected)  # a dispatch policy may take any of them, not all
+            running.add(task)
+            index.started(task)
+        else:
+            task = rnd.choice(sorted(running))
+            running.discard(task)
+            if move < 0.8:
+                done.add(task)
+                index.finished(task)
+            else:
+                index.released(task)
+    assert index.all_done == (done == set(plan.index))
+    rebuilt = ReadyIndex(plan, done, running)  # built from the state at any point: the same answer
+    assert rebuilt.ready() == index.ready()

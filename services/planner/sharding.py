@@ -1,0 +1,204 @@
+"""Planners share the clusters: each acts only for the clusters of the shards it holds a lease
+on (`muster/bus/shards.py`), and a request reaches the owner of its cluster wherever it runs.
+
+- **Ownership.** `owns(tenant, cluster_id)` is the planner's `Hooks.owns`: requests for other
+  clusters are not handled here, their events are skipped, their job queries not answered.
+- **Gaining a shard** (at start, or taking over a dead planner's): its clusters and their open
+  jobs are rebuilt from the log (`Planner.resume`: outcomes they missed taken in, timers
+  re-armed, queued attempts published again under the same message ids, so none is queued
+  twice), then the planner listens on the shard's own request subject.
+- **Losing a shard** (a graceful stop, a rebalance, a lapsed lease): it stops listening, drops
+  the clusters, their jobs and timers, and only then is the lease released.
+- **Requests.** Every planner takes requests from the queue group on `muster.ops.<t>.<verb>`.
+  The cluster a request is for decides its shard (a create: the cluster id derived from the
+  request's idempotency key, which is given one here if it has none; a job command: the
+  cluster its `JobRequested` names). A planner holding the shard answers it; any other
+  forwards it to `muster.shard.<n>.ops.<t>.<verb>`, which only the holder listens to, and
+  relays the answer. While a shard is between owners (a takeover takes up to the lease's
+  TTL), forwarding is retried for up to `wait_s`, then the request is refused with a reason
+  that says to send it again (with the same request id nothing is done twice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+from nats.aio.client import Client
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import NotFoundError
+
+from contracts import subjects
+from contracts.commands import VERB_OF, Rejected
+from muster.bus.leasethread import ThreadedLeases
+from muster.bus.shards import shard_of
+from muster.routing import NotYet
+
+from .app import Planner
+from .domain import planning
+from .domain.job import job_uuid
+from .requests import COMMAND_OF_VERB, RequestContext
+
+log = structlog.get_logger("muster.planner")
+
+JOB_VERBS = {VERB_OF[c] for c in VERB_OF if c in ("PauseJob", "ResumeJob", "CancelJob", "RetryJob")}
+
+
+def shard_subject(shard: int, tenant: str = "*", principal: str = "*", verb: str = "*") -> str:
+    return subjects.shard_operation(shard, tenant, principal, verb)
+
+
+def settler(leases: ThreadedLeases) -> Callable[[str, str], Awaitable[None]]:
+    """`Hooks.settle`: an event for a cluster whose lease is being renewed late (held, past
+    its validity: after a bus outage, or a loop busy for seconds) is neither taken in nor
+    skipped (skipped, it would be acked and lost: no rebuild follows a late renewal); it comes
+    again a little later, when the lease is renewed or lost."""
+
+    async def settle(tenant: str, cluster_id: str) -> None:
+        shard = shard_of(cluster_id, leases.shards)
+        if not leases.owns(shard) and shard in leases.held:
+            raise NotYet(f"the lease on shard {shard} is being renewed late")
+
+    return settle
+
+
+class Sharding:
+    def __init__(self, nc: Client, planner: Planner, leases: ThreadedLeases, wait_s: float | None = None) -> None:
+        self.nc, self.planner, self.leases = nc, planner, leases
+        self.wait_s = wait_s if wait_s is not None else 2 * leases.ttl_s
+        self._subs: dict[int, Any] = {}
+        self._ready: dict[int, asyncio.Event] = {}
+        """Shards whose clusters are rebuilt: requests for them are answered from then on."""
+        leases.on_gained, leases.on_lost = self.gained, self.lost
+
+    def owns(self, tenant: str, cluster_id: str) -> bool:
+        return self.leases.owns_cluster(cluster_id)
+
+
+    def _in(self, shards: set[int]) -> Any:
+        n = self.leases.shards
+        return lambda cluster_id: shard_of(cluster_id, n) in shards
+
+    # -- shards coming and going -----------------------------------------------------------------
+
+    async def gained(self, shards: set[int]) -> None:
+        for shard in shards:
+            self._ready[shard] = asyncio.Event()
+        await self.planner.resume(self._in(shards))
+        for shard in shards:
+            self._subs[shard] = await self.nc.subscribe(shard_subject(shard), cb=self._on_forwarded)
+            self._ready[shard].set()
+        await self.nc.flush()
+
+    async def lost(self, shards: set[int]) -> None:
+        for shard in shards:
+            self._ready.pop(shard, None)
+            sub = self._subs.pop(shard, None)
+            if sub is not None:
+                try:
+                    await sub.unsubscribe()
+                except Exception as err:  # noqa: BLE001 - gone with the connection
+                    log.debug("unsubscribe failed", error=str(err) or type(err).__name__)
+        await self.planner.forget(self._in(shards))
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    async def _on_forwarded(self, msg: Any) -> None:
+        # muster.shard.<n>.ops.<tenant>.<principal>.<verb>; only planners may send on it
+        _, _, shard, _, tenant, principal, verb = (msg.subject.split(".") + [""] * 7)[:7]
+        await self.leases.settled(int(shard))  # renewed late (a slow loop or bus): decided in a moment
+        if not self.leases.owns(int(shard)):
+            reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again")
+        else:
+            reply = await self._handle(tenant, principal, verb, msg.data)
+        if msg.reply:
+            await msg.respond(reply.model_dump_json().encode())
+
+    async def _handle(self, tenant: str, principal: str, verb: str, data: bytes) -> Any:
+        try:
+            return await self.planner.handle(RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
+        except Exception:  # a bug must not leave a requester without an answer
+            log.exception("request failed", tenant=tenant, verb=verb)
+            return Rejected(reason="internal error while handling the request; see the planner's log")
+
+    async def operation(self, planner: Planner, subject: str, data: bytes) -> bytes | None:
+        """`muster.ops.<tenant>.<principal>.<verb>` (the queue group): here, or at the owner. With
+        auth on the server lets only <principal> send on that subject, so it is the request's
+        `by`, and it travels with the request to the owner."""
+        try:
+            tenant, principal, rest = subjects.parse_request(subject)
+        except subjects.SubjectError as err:
+            return Rejected(reason=str(err)).model_dump_json().encode()
+        verb = rest[0] if len(rest) == 1 else ""
+        try:
+            data, cluster_id = await self._cluster_of(tenant, verb, data)
+        except LookupError as err:
+            return Rejected(reason=str(err)).model_dump_json().encode()
+        if cluster_id is None or not verb:
+            reply = await self._handle(tenant, principal, verb, data)  # not for a cluster (bad input): answered here
+            return reply.model_dump_json().encode()
+        return await self._forward(shard_of(cluster_id, self.leases.shards), tenant, principal, verb, data)
+
+    async def _forward(self, shard: int, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.wait_s
+        while True:
+            if self.leases.owns(shard):  # ours (once its clusters are rebuilt)
+                ready = self._ready.get(shard)
+                if ready is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(ready.wait(), max(0.0, deadline - loop.time()))
+                if ready is not None and ready.is_set() and self.leases.owns(shard):
+                    return (await self._handle(tenant, principal, verb, data)).model_dump_json().encode()
+            seen = self.leases.revision(shard)
+            try:
+                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=max(1.0, self.wait_s))
+            except (NoRespondersError, NatsTimeout):
+                # Between owners (the holder died, or is handing over): wait for the shard's
+                # lease to change hands, then ask again; give up at the deadline.
+                if not await self.leases.changed(shard, seen, deadline - loop.time()):
+                    reason = (f"no planner holds shard {shard} right now (a takeover takes up to {self.leases.ttl_s:g} s); "
+                              "send the request again")
+                    return Rejected(reason=reason).model_dump_json().encode()
+                continue
+            return bytes(answer.data)
+
+    async def _cluster_of(self, tenant: str, verb: str, data: bytes) -> tuple[bytes, str | None]:
+        """The request (a create gets an idempotency key if it has none, so that its cluster
+        id is decided here) and the cluster it is for; None when the body says nothing usable
+        (the planner's own validation answers those)."""
+        try:
+            body = json.loads(data)
+            subjects.token(tenant, "tenant")
+        except (ValueError, UnicodeDecodeError, subjects.SubjectError):
+            return data, None
+        if not isinstance(body, dict):
+            return data, None
+        if COMMAND_OF_VERB.get(verb) == "CreateCluster":
+            if not body.get("request_id"):
+                body["request_id"] = uuid.uuid4().hex
+                data = json.dumps(body).encode()
+            try:
+                return data, str(planning.cluster_uuid(str(job_uuid(tenant, str(body["request_id"])))))
+            except (TypeError, ValueError):
+                return data, None
+        if verb in JOB_VERBS:
+            job_id = body.get("job_id")
+            return data, (await self._job_cluster(tenant, job_id)) if isinstance(job_id, str) else None
+        cluster_id = body.get("cluster_id")
+        return data, cluster_id if isinstance(cluster_id, str) else None
+
+    async def _job_cluster(self, tenant: str, job_id: str) -> str | None:
+        """The cluster a job is for, from its first event (the leader has every write)."""
+        try:
+            subject = subjects.job_events(tenant, job_id)
+            msg = await self.nc.jetstream().get_msg(subjects.EVENTS_STREAM, seq=1, subject=subject, next=True)
+            return str(json.loads(msg.data or b"{}")["cluster_id"])
+        except (subjects.SubjectError, NotFoundError, KeyError, ValueError):
+            return None  # unknown: the planner answers "unknown job"
