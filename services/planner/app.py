@@ -129,7 +129,7 @@ class Planner:
 
     async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime], since_seq: int) -> None:
         if job.planned:
-            await self.execution.resume_job(job, cluster, times, since_seq)
+            await self.execution.resume_job(job, cluster, times, since_seq, self.attempts)
             return
         layouts = await self.state.log.read(subjects.layout_events(job.tenant, str(job.id))) if OPERATIONS[job.operation].layout else []
         answers = [r for r in layouts if r.type in ("LayoutSolved", "LayoutUnsolvable")]

@@ -23,6 +23,7 @@ from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
 from . import leases
+from .attempts import AttemptHolders
 from .config import Hooks, PlannerConfig
 from .domain import saga
 from .domain.cluster import Cluster
@@ -203,17 +204,22 @@ class Execution:
         except ConcurrencyError:
             pass  # already asked (a restart after a crash between the two appends)
 
-    async def resume_job(self, job: Job, cluster: Cluster, queued_at: dict[tuple[str, int], datetime], since_seq: int = 1) -> None:
+    async def resume_job(self, job: Job, cluster: Cluster, queued_at: dict[tuple[str, int], datetime], since_seq: int = 1,
+                         attempts: AttemptHolders | None = None) -> None:
         """Carry on with an open job rebuilt from the log. First the outcomes it has not taken
         in (they came while nobody acted for its cluster: a planner died, or the shard moved;
         every outcome of an attempt still queued comes after that attempt's `TaskQueued`, so
         the log is read from the earliest of those, `since_seq`). Then the attempts still
         queued: their messages may never have reached the queue; publishing them again is
         harmless, and their timeouts count from when they were queued."""
-        for r in await self.state.log.read(f"{subjects.EVT}.{job.tenant}.task.{job.id}.*", start_seq=since_seq):
+        for r in await self.state.log.read(subjects.job_task_events(job.tenant, str(job.id)), start_seq=since_seq):
             if r.type == "TaskClaimed":
+                if attempts is not None:
+                    attempts.claimed(r)
                 self.on_claimed(r)
             elif r.type in ("TaskSucceeded", "TaskFailed") and job.is_current(r.event.task_id, r.event.attempt) and not job.is_final:
+                if attempts is not None and not await attempts.holds(r):
+                    continue  # not the attempt's holder (attempts.py): recorded, changes nothing
                 await self.take_outcome(job, cluster, r.event)
         if job.is_final:
             return
