@@ -16,6 +16,7 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.events import TaskClaimed, TaskSucceeded
+from contracts.pools import PoolCreated
 from muster.bus.eventstore import Append, EventStore
 
 from .conftest import Authed
@@ -80,7 +81,8 @@ async def world(authed: Authed) -> AsyncIterator[World]:
     root = await raw(authed, authed.admin_token, "root")
     tokens: dict[str, str] = {}
     for pid, fields in {"alice": {"tenant": "a"}, "bob": {"tenant": "b"},
-                        "p1": {"role": "service", "service": "provisioner"}, "p2": {"role": "service", "service": "provisioner"}}.items():
+                        "p1": {"role": "service", "service": "provisioner"}, "p2": {"role": "service", "service": "provisioner"},
+                        "pl": {"role": "service", "service": "pool"}}.items():
         made = await authed.ask(root.nc, "root", "user-create", principal=pid, **fields)
         assert made["ok"], made
         tokens[pid] = made["data"]["token"]
@@ -118,10 +120,19 @@ async def test_every_operation_verb_and_query_is_the_own_tenants_only(world: Wor
 @pytest.mark.parametrize("who", ["alice", "bob"])
 async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(world: World, who: str) -> None:
     r: Raw = getattr(world, who)
-    for aggregate in ("job.j1", "cluster.c1", "layout.j1", "task.j1.n1~create.p1", "catalog.services.base", "provisioner.p1"):
+    for aggregate in ("job.j1", "cluster.c1", "layout.j1", "task.j1.n1~create.p1", "catalog.services.base", "provisioner.p1",
+                      "clustername.c1", "plan.p1", "poolreq.lab.r1"):
         await r.denied_publish(f"muster.evt.a.{aggregate}")
     await r.denied_publish(subjects.identity_events("token", "0123456789ab"))
-    for subject in ("muster.evt.a.>", "muster.evt.>", "muster.task.>", "$KV.>", ">", "_INBOX.alice.>" if who == "bob" else "_INBOX.bob.>"):
+    await r.denied_publish(subjects.pool_events("lab"))
+    # Pools are shared: only operators command them (tenants see them through the tracker).
+    await r.denied_publish(subjects.pool_command(who, "lab", "request"))
+    await r.denied_publish(subjects.pool_list(who))
+    # Requests forwarded between planners are the planners' own.
+    await r.denied_publish(f"muster.shard.0.ops.a.{who}.create")
+    other = "a" if who == "bob" else "b"
+    for subject in ("muster.evt.a.>", "muster.evt.>", "muster.task.>", "$KV.>", ">", "_INBOX.alice.>" if who == "bob" else "_INBOX.bob.>",
+                    "muster.shard.>", "muster.pool.>", f"muster.cb.{other}.>"):
         await r.denied_subscribe(subject)
     for api in ("$JS.API.INFO", "$JS.API.STREAM.INFO.EVENTS", "$JS.API.DIRECT.GET.EVENTS",
                 "$JS.API.DIRECT.GET.EVENTS.muster.evt.a.job.j1", "$JS.API.STREAM.MSG.GET.EVENTS",
@@ -132,6 +143,33 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
                 "$KV.nodemaps.a.j1", "$KV.leases.shard.0", "muster.task.a.default", "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-a-default",
                 subjects.provisioner_drain("p1"), subjects.PLANNER_METRICS):
         await r.denied_publish(api)
+
+
+async def test_pool_callbacks_reach_their_tenant_only_and_only_operators_command_pools(world: World) -> None:
+    got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    async def on_msg(msg: Any) -> None:
+        if not got.done():
+            got.set_result(msg.data)
+
+    sub = await world.alice.nc.subscribe("muster.cb.a.>", cb=on_msg)
+    await world.alice.nc.flush()
+    await world.system.publish("muster.cb.a.r1", b"granted")  # as the pool service sends them
+    assert await asyncio.wait_for(got, DENY_WAIT_S) == b"granted"
+    await sub.unsubscribe()
+    own = subjects.pool_command("root", "lab", "show")
+    assert (await world.root.nc.request(own, b"{}", timeout=2)).data == own.encode()  # delivered (the stand-in answers)
+    assert (await world.root.nc.request(subjects.pool_list("root"), b"", timeout=2)).data == subjects.pool_list("root").encode()
+    await world.root.denied_publish(subjects.pool_command("alice", "lab", "show"))  # not in another's name
+    # The pool service writes the pools and requesters' facts, nothing of the tenants' own.
+    pool = await raw(world.authed, world.tokens["pl"], "pl")
+    try:
+        seqs = await EventStore(pool.nc).append(subjects.pool_events("iso"), [Append(PoolCreated(pool="iso"), msg_id="iso-pool")])
+        assert seqs and seqs[0] > 0
+        for subject in ("muster.evt.a.job.j1", "muster.evt.a.cluster.c1", "muster.task.a.default", subjects.operation("a", "pl", "create")):
+            await pool.denied_publish(subject)
+    finally:
+        await pool.nc.close()
 
 
 async def test_forged_claims_and_outcomes_never_reach_the_log(world: World) -> None:
