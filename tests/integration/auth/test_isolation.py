@@ -126,8 +126,8 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
     await r.denied_publish(subjects.identity_events("token", "0123456789ab"))
     await r.denied_publish(subjects.pool_events("lab"))
     # Pools are shared: only operators command them (tenants see them through the tracker).
-    await r.denied_publish(subjects.pool_command(who, "lab", "request"))
-    await r.denied_publish(subjects.pool_list(who))
+    await r.denied_publish(subjects.pool_command("lab", "request"))
+    await r.denied_publish(subjects.POOL_LIST)
     # Requests forwarded between planners are the planners' own.
     await r.denied_publish(f"muster.shard.0.ops.a.{who}.create")
     other = "a" if who == "bob" else "b"
@@ -145,22 +145,12 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
         await r.denied_publish(api)
 
 
-async def test_pool_callbacks_reach_their_tenant_only_and_only_operators_command_pools(world: World) -> None:
-    got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-    async def on_msg(msg: Any) -> None:
-        if not got.done():
-            got.set_result(msg.data)
-
-    sub = await world.alice.nc.subscribe("muster.cb.a.>", cb=on_msg)
-    await world.alice.nc.flush()
-    await world.system.publish("muster.cb.a.r1", b"granted")  # as the pool service sends them
-    assert await asyncio.wait_for(got, DENY_WAIT_S) == b"granted"
-    await sub.unsubscribe()
-    own = subjects.pool_command("root", "lab", "show")
+async def test_only_operators_command_pools_and_the_pool_service_writes_only_pools(world: World) -> None:
+    # A tenant's people may not take bus callbacks yet (they ask for HTTP ones): docs/security.md.
+    await world.alice.denied_subscribe("muster.cb.a.>")
+    own = subjects.pool_command("lab", "show")
     assert (await world.root.nc.request(own, b"{}", timeout=2)).data == own.encode()  # delivered (the stand-in answers)
-    assert (await world.root.nc.request(subjects.pool_list("root"), b"", timeout=2)).data == subjects.pool_list("root").encode()
-    await world.root.denied_publish(subjects.pool_command("alice", "lab", "show"))  # not in another's name
+    assert (await world.root.nc.request(subjects.POOL_LIST, b"", timeout=2)).data == subjects.POOL_LIST.encode()
     # The pool service writes the pools and requesters' facts, nothing of the tenants' own.
     pool = await raw(world.authed, world.tokens["pl"], "pl")
     try:
