@@ -67,7 +67,7 @@ async def test_a_large_snapshot_is_stored_compressed_under_64_kb_and_one_too_lar
     assert (await store.latest("cluster"))[cluster_id].seq == 40
 
     cluster.config = {"noise": os.urandom(100_000).hex()}  # does not compress below the limit
-    with pytest.raises(snapshots.SnapshotTooLarge, match="over 61,440: not written"):
+    with pytest.raises(snapshots.SnapshotTooLarge, match=f"over {MAX_VALUE:,}: not written"):
         await store.put("cluster", tenant, cluster_id, snapshots.take(CLUSTER, cluster, tenant, 50))
     assert (await store.get("cluster", tenant, cluster_id)).seq == 40  # type: ignore[union-attr]
 
