@@ -28,6 +28,9 @@ PoisonHandler = Callable[[Recorded, BaseException], Awaitable[None]]
 RETRY_DELAY_S = 1.0
 MAX_RETRY_DELAY_S = 30.0
 MAX_FAILURES = 5
+CREATE_TRIES = 3
+"""Times a consumer's creation is asked for when it times out: on a cluster that has just
+started, the stream may still be electing its leader (creating it again is harmless)."""
 """Deliveries of one event that fail for a reason that is not the bus's before it is poison."""
 
 TRANSIENT: tuple[type[BaseException], ...] = (
@@ -143,15 +146,15 @@ async def consume_events(
         filter_subject=filter_subject,
         inactive_threshold=inactive_threshold,
     )
-    return await js.subscribe(
-        filter_subject,
-        queue=queue,
-        durable=durable,
-        stream=subjects.EVENTS_STREAM,
-        cb=on_msg,
-        manual_ack=True,
-        config=config,
-    )
+    for attempt in range(1, CREATE_TRIES + 1):
+        try:
+            return await js.subscribe(filter_subject, queue=queue, durable=durable, stream=subjects.EVENTS_STREAM,
+                                      cb=on_msg, manual_ack=True, config=config)
+        except nats_errors.TimeoutError:
+            if attempt == CREATE_TRIES:
+                raise
+            log.warning("creating a consumer timed out; asking again", durable=durable, attempt=attempt)
+    raise AssertionError("unreachable")
 
 
 async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Route],

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,9 @@ class PoolBroker:
         self.reported: dict[str, set[tuple[str, str]]] = {}
         """job id -> (node, status) reported to its pool in this life (read from the log the
         first time a job is seen)."""
+        self.decided: dict[str, tuple[str, Recorded]] = {}
+        """request id -> the pool's last word on it (pool, event), kept for jobs this planner
+        loads only later: a shard gained after the pools' history was replayed (catch_up)."""
 
     def attach(self, planner: Planner) -> None:
         self.planner = planner
@@ -283,12 +286,26 @@ class PoolBroker:
             return
         assert self.planner is not None
         rid = r.event.request_id
+        self.decided[rid] = (name, r)
         for attempt in range(REACTION_TRIES):
             try:
                 await self._react(name, pool, r, rid)
                 return
             except ConcurrencyError:
                 log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
+
+    async def catch_up(self, owns_cluster: Callable[[str], bool]) -> None:
+        """The waiting jobs of clusters just gained take the pool's last word on their request,
+        which may have come while nobody acted for them (their planner died; the grant went by
+        in the replay before their shard was gained). Taking it twice changes nothing."""
+        assert self.planner is not None
+        for job in list(self.planner.state.jobs.values()):
+            if job.resources is None or not job.waiting_for_resources or not owns_cluster(job.cluster_id):
+                continue
+            found = self.decided.get(job.resources["request_id"])
+            pool = self.mirror.pools.get(found[0]) if found is not None else None
+            if found is not None and pool is not None:
+                await self.on_pool_event(found[0], pool, found[1])
 
     async def _react(self, name: str, pool: Pool, r: Recorded, rid: str) -> None:
         assert self.planner is not None

@@ -91,6 +91,9 @@ class Sharding:
         for shard in shards:
             self._ready[shard] = asyncio.Event()
         await self.planner.resume(self._in(shards))
+        pools = self.planner.hooks.pools
+        if pools is not None:  # grants that came while nobody acted for these clusters
+            await pools.catch_up(self._in(shards))
         for shard in shards:
             self._subs[shard] = await self.nc.subscribe(shard_subject(shard), cb=self._on_forwarded)
             self._ready[shard].set()
