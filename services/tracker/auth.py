@@ -184,8 +184,7 @@ class ConsoleTokens:
         tenant = principal.tenant or (chosen if chosen and subjects.TOKEN.fullmatch(chosen) else api.DEFAULT_TENANT)
         if principal.role == "service" and principal.service != "system":
             raise NeedsSignIn(f"{principal.describe()} cannot use the console")
-        can = may(principal, current.state.grants_of(principal.id), "execute", Scope(tenant=tenant))
-        return Viewer(tenant=tenant, name=principal.id, can_execute=bool(can), chosen=True)
+        return Viewer(tenant=tenant, name=principal.id, chosen=True, may=Authz(principal, current.state, tenant).may)
 
     async def viewer(self, request: web.Request) -> Any:
         from .ui.session import SESSION_COOKIE, NeedsSignIn
@@ -231,6 +230,11 @@ async def may_read_job(request: web.Request, tenant: str, job_id: str, tracker: 
     the index, else in the job's first event."""
     if request[AUTHZ].may("read", Scope(tenant=tenant, kind="job", id=job_id)):
         return
+    may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=await job_cluster(tracker, tenant, job_id)))
+
+
+async def job_cluster(tracker: Any, tenant: str, job_id: str) -> str | None:
+    """The job's cluster, from the index, else from the job's first event (None: no such job)."""
     from muster.readmodel.locations import job_key
 
     record = tracker.index.mirror.get(job_key(tenant, job_id)) if tracker.index is not None else None
@@ -238,7 +242,7 @@ async def may_read_job(request: web.Request, tenant: str, job_id: str, tracker: 
     if cluster is None:
         first = await tracker.store.read(subjects.job_events(tenant, job_id))
         cluster = getattr(first[0].event, "cluster_id", None) if first else None
-    may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=cluster))
+    return cluster
 
 
 async def whoami(request: web.Request) -> web.Response:

@@ -96,15 +96,20 @@ def test_another_tenants_cluster_is_not_reachable_by_url(muster: Muster, page: A
     page.goto("/ui/clusters")
     expect(page.get_by_test_id("tenant")).to_have_text("default")
     assert page.get_by_text("theirs").count() == 0
-    # Signed in with a token of that tenant's user, the same URL shows it.
+    # Signed in with a token of that tenant's user who may read that cluster, the same URL shows
+    # it; reading is not executing: its job page offers no job control.
     muster.cli("tenant", "create", "other", "--data-dir", str(muster.data_dir), check=False)  # exists after a rerun
-    made = json.loads(muster.cli("user", "create", f"otto-{uuid.uuid4().hex[:6]}", "--tenant", "other",
-                                 "--data-dir", str(muster.data_dir), "--json").stdout)
+    otto = f"otto-{uuid.uuid4().hex[:6]}"
+    made = json.loads(muster.cli("user", "create", otto, "--tenant", "other", "--data-dir", str(muster.data_dir), "--json").stdout)
+    muster.cli("grant", otto, "read", "--scope", f"cluster:{theirs['cluster_id']}", "--tenant", "other", "--data-dir", str(muster.data_dir))
     page.goto(f"/ui/sign-in?next=/ui/clusters/{theirs['cluster_id']}")
     page.get_by_label("Access token").fill(made["token"])
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_test_id("cluster-name")).to_have_text("theirs")
     expect(page.get_by_test_id("tenant")).to_have_text("other")
+    page.goto(f"/ui/jobs/{theirs['job_id']}")
+    expect(page.get_by_test_id("job-counts")).to_be_visible()
+    expect(page.get_by_role("button", name="Pause")).to_have_count(0)
 
 
 def test_unknown_ids_and_pages_say_so(page: Any) -> None:

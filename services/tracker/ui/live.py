@@ -8,7 +8,8 @@ sends `Last-Event-ID`), so nothing is missed or shown twice.
 
 Job control sends the same request `muster job pause|resume|cancel|retry` sends, on
 `muster.ops.<tenant>.<verb>`, and shows the planner's answer as it is: "accepted" or
-"rejected: <reason>".
+"rejected: <reason>". Both answer only for jobs the viewer may read (else "no job", as for an
+unknown id), and control only for jobs it may execute (a grant on the job or its cluster).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from contracts.commands import Accepted, Rejected
 from muster.bus.connect import auth_required
 from muster.client import MusterClient, NoAnswer
 
+from ..params import not_found
 from ..sse import job_stream
-from .pages import NotFound, redirect, tracker_of, uuid_param
+from .pages import NotFound, may_job, redirect, tracker_of, uuid_param
 from .session import NeedsSignIn, same_origin, viewer_of
 
 CONTROL_TIMEOUT_S = 5.0
@@ -43,6 +45,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
     job_id = request.match_info["job_id"]
     if not re.fullmatch(r"[0-9a-fA-F-]{36}", job_id):
         return _error(404, f"{job_id[:80]!r} is not a job id")
+    if not await may_job(request, viewer, "read", job_id.lower()):
+        return not_found("job", job_id.lower(), viewer.tenant)  # the answer for an unknown job (sse.job_stream)
     after = 0
     for raw in (request.query.get("after"), request.headers.get("Last-Event-ID")):
         if raw and re.fullmatch(r"[0-9]{1,18}", raw):
@@ -66,10 +70,10 @@ async def control(request: web.Request) -> web.StreamResponse:
     action = str(form.get("action") or "")
     if action not in VERBS:
         said, ok = f"rejected: {action[:40]!r} is not one of {', '.join(VERBS)}", False
-    elif not viewer.can_execute:
-        said, ok = f"rejected: {viewer.name} may not {action} jobs in tenant {viewer.tenant}", False
-    elif not await tracker_of(request).job_exists(viewer.tenant, job_id):
+    elif not await tracker_of(request).job_exists(viewer.tenant, job_id) or not await may_job(request, viewer, "read", job_id):
         said, ok = f"rejected: there is no job {job_id} in tenant {viewer.tenant}", False
+    elif not await may_job(request, viewer, "execute", job_id):
+        said, ok = f"rejected: {viewer.name} may not {action} job {job_id}", False
     else:
         said, ok = await send(tracker_of(request).nc, viewer.tenant, viewer.name, action, job_id)
     if wants_json:

@@ -1,8 +1,10 @@
 """The console's pages (server-rendered with aiohttp-jinja2; docs/ui.md).
 
-Every handler gets the viewer first (its tenant scopes every read), and answers HTML whatever
-happens: an unknown or malformed id is a 404 page that says so, an unreachable NATS a 503 page,
-a bug a 500 page (logged) — never the API's JSON.
+Every handler gets the viewer first (its tenant scopes every read; with tokens, its grants decide
+which clusters and jobs it sees: one it may not read is "not found", like an unknown id, so a page
+never tells that it exists), and answers HTML whatever happens: an unknown or malformed id is a
+404 page that says so, an unreachable NATS a 503 page, a bug a 500 page (logged) — never the
+API's JSON.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import structlog
 from aiohttp import web
 
 from contracts import subjects
+from contracts.identity import Permission
 from muster.bus.eventstore import StoreError
 from muster.bus.repository import log_seq
 from muster.readmodel.pools import pool_view
 
 from .. import api
 from ..app import Tracker
+from ..auth import job_cluster
 from ..pools import POOLS
 from . import reads
 from .graph import attempts, task_of
@@ -118,7 +122,8 @@ async def home(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 @page
 async def clusters(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    return render(request, "clusters.html", viewer, clusters=reads.clusters(tracker_of(request), viewer.tenant))
+    shown = [c for c in reads.clusters(tracker_of(request), viewer.tenant) if viewer.may_cluster("read", c["id"])]
+    return render(request, "clusters.html", viewer, clusters=shown)
 
 
 @page
@@ -126,13 +131,30 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     state = request.query.get("state") or None
     if state is not None and state not in api.JOB_STATES:
         raise NotFound(f"{state[:40]!r} is not a job state; states are {', '.join(api.JOB_STATES)}.")
-    return render(request, "jobs.html", viewer, jobs=list(reversed(reads.jobs(tracker_of(request), viewer.tenant, state))),
+    shown = [j for j in reads.jobs(tracker_of(request), viewer.tenant, state) if viewer.may_job("read", j["id"], j["cluster_id"])]
+    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)),
                   state=state, states=api.JOB_STATES)
+
+
+def readable_cluster(request: web.Request, viewer: Viewer) -> str:
+    """The page's cluster id, if the viewer may read it; else "no such cluster"."""
+    cluster_id = uuid_param(request, "cluster_id", "cluster")
+    if not viewer.may_cluster("read", cluster_id):
+        raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
+    return cluster_id
+
+
+async def may_job(request: web.Request, viewer: Viewer, permission: Permission, job_id: str) -> bool:
+    """For the stream and job control, which have no history at hand: the job's cluster looked
+    up (the index, else its first event) only when grants decide."""
+    if viewer.may is None:
+        return True
+    return viewer.may_job(permission, job_id, await job_cluster(tracker_of(request), viewer.tenant, job_id))
 
 
 @page
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    cluster_id = uuid_param(request, "cluster_id", "cluster")
+    cluster_id = readable_cluster(request, viewer)
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq_param(request))
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
@@ -142,7 +164,7 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 @page
 async def cluster_at(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """The replayed cluster alone (the slider fetches it)."""
-    cluster_id = uuid_param(request, "cluster_id", "cluster")
+    cluster_id = readable_cluster(request, viewer)
     seq = seq_param(request)
     replay = await reads.replay_at(tracker_of(request), viewer.tenant, cluster_id, seq) if seq is not None else None
     if replay is None:
@@ -153,9 +175,13 @@ async def cluster_at(request: web.Request, viewer: Viewer) -> web.StreamResponse
 async def _job_history(request: web.Request, viewer: Viewer) -> tuple[str, list[Any]]:
     job_id = uuid_param(request, "job_id", "job")
     history = await reads.job_history(tracker_of(request), viewer.tenant, job_id)
-    if not any(r.type == "JobRequested" for r in history[:1]):
+    if not any(r.type == "JobRequested" for r in history[:1]) or not viewer.may_job("read", job_id, cluster_of(history)):
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
     return job_id, history
+
+
+def cluster_of(history: list[Any]) -> str | None:
+    return getattr(history[0].event, "cluster_id", None) if history else None
 
 
 @page
@@ -173,6 +199,7 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         found = task_of(data["graph"], task_id)
         task = {"task": found, "attempts": attempts(history, task_id)} if found else None
     return render(request, "job.html", viewer, job_id=job_id, group=group, open_task=task, said=request.query.get("said"),
+                  can_control=viewer.may_job("execute", job_id, cluster_of(history)),
                   graph_json=data["graph"].to_json(), **data)
 
 

@@ -11,19 +11,23 @@ request. Which tenant is decided by a `ConsoleAuth`:
   every request by the tracker's own check; the tenant and the permissions come from the
   principal, never from the URL.
 
-Either way a page only ever reads the viewer's tenant, so another tenant's id is "not found".
+Either way a page only ever reads the viewer's tenant, so another tenant's id is "not found";
+with tokens, a cluster or job of the tenant the principal may not read is "not found" too, and
+job control is offered per job (`Viewer.may_cluster`, `Viewer.may_job`; pages.py asks them).
 Forms that change something (sign-in, job control) must come from the console's own pages
 (same-origin `Origin` check; the cookies are also `SameSite=Strict`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from aiohttp import web
 
 from contracts import subjects
+from contracts.identity import Permission, Scope
 
 TENANT_COOKIE = "muster_tenant"
 SESSION_COOKIE = "muster_session"
@@ -35,10 +39,19 @@ class Viewer:
     tenant: str
     name: str
     """Recorded as who asked, on job-control requests."""
-    can_execute: bool = True
-    """May pause, resume, cancel and retry jobs."""
     chosen: bool = False
     """The tenant (or token) was chosen on the sign-in page, not defaulted."""
+    may: Callable[[Permission, Scope], object] | None = field(default=None, compare=False, repr=False)
+    """With tokens: the principal's grants, asked as the API asks them (auth.Authz.may). None (no
+    authentication): the whole tenant."""
+
+    def may_cluster(self, permission: Permission, cluster_id: str) -> bool:
+        return self.may is None or bool(self.may(permission, Scope(tenant=self.tenant, kind="cluster", id=cluster_id)))
+
+    def may_job(self, permission: Permission, job_id: str, cluster_id: str | None) -> bool:
+        """A grant on the job, or on its cluster, covers it (as for the API)."""
+        scope = Scope(tenant=self.tenant, kind="job", id=job_id, cluster=cluster_id)
+        return self.may is None or bool(self.may(permission, scope))
 
 
 class NeedsSignIn(Exception):

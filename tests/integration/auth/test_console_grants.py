@@ -1,0 +1,111 @@
+"""The console asks the API's grants (#15.1, #19.3): a user whose grants cover one cluster sees it
+and its jobs, and every page of another cluster of its own tenant answers like an unknown id;
+job control is offered and accepted only on jobs the user may execute. Real tokens, a real
+nats-server with authorization, the tracker's own app (here rather than in tracker/: the
+`authed` fixture that makes principals and grants is this folder's)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest_asyncio
+from aiohttp.test_utils import TestClient, TestServer
+
+from contracts import subjects
+from contracts.events import ClusterRequested, JobRequested
+from muster.bus.connect import connect
+from muster.bus.eventstore import Append, EventStore
+from muster.readmodel.locations import job_key
+from services.tracker.http import make_app
+from services.tracker.params import TRACKER
+
+from .conftest import Authed
+
+X, Y = str(uuid.uuid4()), str(uuid.uuid4())
+JOBS = {X: str(uuid.uuid4()), Y: str(uuid.uuid4())}
+
+
+@dataclass
+class Console:
+    http: TestClient
+    tokens: dict[str, str] = field(repr=False)  # never in test output
+
+    async def get(self, path: str, who: str) -> tuple[int, str]:
+        resp = await self.http.get(path, cookies={"muster_session": self.tokens[who]}, allow_redirects=False)
+        return resp.status, await resp.text()
+
+    async def control(self, job: str, who: str) -> dict:
+        origin = str(self.http.make_url("")).rstrip("/")
+        resp = await self.http.post(f"/ui/jobs/{job}/control", data={"action": "pause"}, cookies={"muster_session": self.tokens[who]},
+                                    headers={"Origin": origin, "Accept": "application/json"})
+        assert resp.status == 200
+        return await resp.json()
+
+
+@pytest_asyncio.fixture
+async def console(authed: Authed) -> AsyncIterator[Console]:
+    root = await authed.raw(authed.admin_token, "root")
+    tokens = {}
+    people = {"onex": {"tenant": "a"}, "ada": {"tenant": "a", "role": "tenant_admin"},
+              "tracker": {"role": "service", "service": "tracker"}}
+    for pid, fields in people.items():
+        made = await authed.ask(root, "root", "user-create", principal=pid, **fields)
+        assert made["ok"], made
+        tokens[pid] = made["data"]["token"]
+    assert (await authed.ask(root, "root", "grant", principal="onex", permission="read", scope=f"cluster:{X}", tenant="a"))["ok"]
+    await root.close()
+    system = await authed.raw(authed.system_token, "sys")
+    store = EventStore(system)
+    for cluster, job in JOBS.items():
+        await store.append(subjects.cluster_events("a", cluster), [Append(ClusterRequested(
+            tenant="a", cluster_id=cluster, name="c", template="t", provider="p", job_id=job), msg_id=f"c-{cluster}")], expect_last_seq=0)
+        await store.append(subjects.job_events("a", job), [Append(JobRequested(
+            tenant="a", job_id=job, cluster_id=cluster, operation="create", request={}), msg_id=f"j-{job}")], expect_last_seq=0)
+    await system.close()
+    nc = await connect(authed.url, name="tracker", token=tokens["tracker"])
+    app = make_app(EventStore(nc))
+    http = TestClient(TestServer(app))
+    await http.start_server()
+    index = app[TRACKER].index
+    assert index is not None
+    await index.mirror.wait_for(lambda: all(index.mirror.get(job_key("a", j)) is not None for j in JOBS.values()), 20)
+    yield Console(http, tokens)
+    await http.close()
+    await nc.close()
+
+
+def _pages(cluster: str) -> list[str]:
+    job = JOBS[cluster]
+    return [f"/ui/clusters/{cluster}", f"/ui/clusters/{cluster}/at?seq=1000000", f"/ui/jobs/{job}", f"/ui/jobs/{job}/graph",
+            f"/ui/jobs/{job}/tasks/any-task"]
+
+
+async def test_a_grant_on_one_cluster_shows_it_and_hides_the_other_like_an_unknown_id(console: Console) -> None:
+    for path in _pages(X)[:4]:
+        assert (await console.get(path, "onex"))[0] == 200, path
+    other_cluster, other_job = str(uuid.uuid4()), str(uuid.uuid4())
+    for path in _pages(Y):  # the same page as for ids that do not exist, ids aside
+        status, html = await console.get(path, "onex")
+        unknown_status, unknown = await console.get(path.replace(Y, other_cluster).replace(JOBS[Y], other_job), "onex")
+        assert status == unknown_status == 404 and "There is no" in html, (path, status)
+        assert html.replace(Y, "ID").replace(JOBS[Y], "ID") == unknown.replace(other_cluster, "ID").replace(other_job, "ID"), path
+    stream = await console.http.get(f"/ui/jobs/{JOBS[Y]}/stream", cookies={"muster_session": console.tokens["onex"]})
+    assert stream.status == 404 and (await stream.json())["error"]["message"] == f"no job {JOBS[Y]} in tenant a"
+    for path in ("/ui/clusters", "/ui/jobs"):
+        status, html = await console.get(path, "onex")
+        assert status == 200 and X in html and Y not in html and JOBS[Y] not in html, path
+        status, html = await console.get(path, "ada")  # a tenant admin sees the whole tenant
+        assert status == 200 and X in html and Y in html, path
+
+
+async def test_job_control_is_only_for_those_who_may_execute_the_job(console: Console) -> None:
+    status, html = await console.get(f"/ui/jobs/{JOBS[X]}", "onex")
+    assert status == 200 and 'id="control"' not in html  # read only: no buttons
+    assert (await console.control(JOBS[X], "onex")) == {"said": f"rejected: onex may not pause job {JOBS[X]}", "accepted": False,
+                                                        "action": "pause"}
+    refused = await console.control(JOBS[Y], "onex")  # not readable: the answer for an unknown job
+    assert refused["said"] == f"rejected: there is no job {JOBS[Y]} in tenant a" and not refused["accepted"]
+    status, html = await console.get(f"/ui/jobs/{JOBS[Y]}", "ada")
+    assert status == 200 and 'id="control"' in html
