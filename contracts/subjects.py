@@ -238,11 +238,25 @@ ALL_POOL_EVENTS = f"{EVT}.{SYSTEM}.pool.*"
 ALL_POOL_REQUEST_EVENTS = f"{EVT}.*.poolreq.*.*"
 
 
-def pool_command(pool: str, verb: str) -> str:
-    """Request/reply to the pool service (queue group `pools`)."""
-    return f"{POOL}.{token(pool, 'pool')}.{token(verb, 'pool command')}"
+def pool_command(principal: str, pool: str, verb: str) -> str:
+    """Request/reply to the pool service (queue group `pools`): `muster.pool.<principal>.<pool>.<verb>`.
+    Like the operations, the sender's principal is a subject token the server lets only it use."""
+    return f"{POOL}.{token(principal, 'principal')}.{token(pool, 'pool')}.{token(verb, 'pool command')}"
 
 
-ALL_POOL_COMMANDS = f"{POOL}.*.*"
+ALL_POOL_COMMANDS = f"{POOL}.*.*.*"
 POOL_LIST = "muster.pools"
-"""Request/reply: the pool service answers with every pool's summary."""
+ALL_POOL_LISTS = f"{POOL_LIST}.*"
+
+
+def pool_list(principal: str) -> str:
+    """Request/reply `muster.pools.<principal>`: the pool service answers with every pool's summary."""
+    return f"{POOL_LIST}.{token(principal, 'principal')}"
+
+
+def parse_pool_command(subject: str) -> tuple[str, str, str]:
+    """`muster.pool.<principal>.<pool>.<verb>` into (principal, pool, verb) (SubjectError if not)."""
+    parts = subject.split(".")
+    if len(parts) != 5 or f"{parts[0]}.{parts[1]}" != POOL:
+        raise SubjectError(f"{subject!r} is not a pool command subject")
+    return parts[2], parts[3], parts[4]

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import subjects
-from contracts.identity import AuthReply
+from contracts.identity import SERVICE_KINDS, AuthReply
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
@@ -137,7 +137,7 @@ def user() -> None:
 @click.argument("principal")
 @click.option("--tenant", "for_tenant", envvar="MUSTER_TENANT", default=None, help="the user's tenant (default: yours)")
 @click.option("--role", type=click.Choice(["user", "tenant_admin", "super_admin", "service"]), default="user", show_default=True)
-@click.option("--service", type=click.Choice(["planner", "solver", "tracker", "provisioner", "system"]), default=None,
+@click.option("--service", type=click.Choice(list(SERVICE_KINDS)), default=None,
               help="for --role service: which")
 @click.option("--expires", default=None, help="the first token's lifetime (30d, 12h...; default: until revoked)")
 @click.option("--save", type=click.Path(dir_okay=False, path_type=Path), default=None, help="write the first token to this credentials file")

@@ -8,7 +8,7 @@ hand out a host twice.
 
 Requests come two ways: as facts in the log (the planner writes `PoolHostsRequested` and the
 rest to its request subject; a durable consumer brings them here), or as request/reply commands
-(`muster.pool.<pool>.<verb>`) from administrators and other requesters, answered at once.
+(`muster.pool.<principal>.<pool>.<verb>`) from administrators and other requesters, answered at once.
 Deadlines are timers rebuilt from the pool on every start; callbacks still due are sent again.
 
 Longer than most modules: every path into a pool (facts, commands, timers, callbacks) goes
@@ -67,10 +67,11 @@ T = TypeVar("T")
 MAX_CONFLICTS = 20
 
 
-def principal_of(command: PoolCommand) -> str:
-    """Who asks. The one place to change when authenticated principals arrive: today, as
-    everywhere in muster, it is what the request names."""
-    return command.requested_by
+def principal_of(command: PoolCommand, sender: str) -> str:
+    """Who asks: the subject's principal (`muster.pool.<principal>.<pool>.<verb>`, which only
+    that principal may use when the bus authorizes, docs/security.md); on an open bus, where
+    every sender is anonymous, what the command names."""
+    return sender if sender != subjects.ANONYMOUS else command.requested_by
 
 
 @dataclass
@@ -200,7 +201,7 @@ class PoolService:
 
     # -- commands, request/reply -------------------------------------------------------
 
-    async def handle_command(self, name: str, verb: str, data: bytes) -> PoolAnswer | Rejected:
+    async def handle_command(self, name: str, verb: str, data: bytes, sender: str = subjects.ANONYMOUS) -> PoolAnswer | Rejected:
         try:
             subjects.token(name, "pool")
             command = POOL_COMMAND_ADAPTER.validate_json(data)
@@ -209,9 +210,9 @@ class PoolService:
         except ValueError as err:
             return Rejected(reason=str(err))
         if VERB_OF[command.type] != verb:
-            return Rejected(reason=f"{command.type} goes to {subjects.POOL}.<pool>.{VERB_OF[command.type]}, not .{verb}")
+            return Rejected(reason=f"{command.type} goes to {subjects.POOL}.<principal>.<pool>.{VERB_OF[command.type]}, not .{verb}")
         try:
-            return await self._command(name, command, principal_of(command))
+            return await self._command(name, command, principal_of(command, sender))
         except PoolError as err:
             return Rejected(reason=str(err))
 

@@ -12,6 +12,7 @@ from pydantic import TypeAdapter
 from contracts import subjects
 from contracts.commands import Rejected
 from contracts.pool_commands import VERB_OF, PoolAnswer, PoolCommand
+from muster.bus.connect import principal_of
 from muster.client import MusterError
 
 ANSWER: TypeAdapter[PoolAnswer | Rejected] = TypeAdapter(PoolAnswer | Rejected)
@@ -31,7 +32,7 @@ async def send(nc: Client, pool: str, command: PoolCommand, timeout: float = 10.
     """One command, one answer; a refusal raises PoolRejected with the pool's reason."""
     verb = VERB_OF[command.type]  # type: ignore[attr-defined]
     try:
-        msg = await nc.request(subjects.pool_command(pool, verb), command.model_dump_json().encode(), timeout=timeout)
+        msg = await nc.request(subjects.pool_command(principal_of(nc), pool, verb), command.model_dump_json().encode(), timeout=timeout)
     except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
         raise NoPoolService("no pool service answered: is `muster up` (or `muster pool serve`) running?") from None
     answer = ANSWER.validate_json(msg.data)
@@ -42,7 +43,7 @@ async def send(nc: Client, pool: str, command: PoolCommand, timeout: float = 10.
 
 async def list_pools(nc: Client, timeout: float = 10.0) -> list[dict[str, Any]]:
     try:
-        msg = await nc.request(subjects.POOL_LIST, b"", timeout=timeout)
+        msg = await nc.request(subjects.pool_list(principal_of(nc)), b"", timeout=timeout)
     except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
         raise NoPoolService("no pool service answered: is `muster up` (or `muster pool serve`) running?") from None
     return list(json.loads(msg.data))

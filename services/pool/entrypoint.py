@@ -15,6 +15,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
+from contracts import subjects
 from contracts.commands import Rejected
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
@@ -35,9 +36,11 @@ async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, a
     await service.resume()
 
     async def on_command(msg: Msg) -> None:
-        _, _, pool, verb = (msg.subject.split(".") + ["", "", "", ""])[:4]
         try:
-            reply: Any = await service.handle_command(pool, verb, msg.data)
+            principal, pool, verb = subjects.parse_pool_command(msg.subject)
+            reply: Any = await service.handle_command(pool, verb, msg.data, principal)
+        except subjects.SubjectError as err:
+            reply = Rejected(reason=str(err))
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("command failed", subject=msg.subject)
             reply = Rejected(reason="internal error while handling the command; see the pool service's log")

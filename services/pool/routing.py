@@ -36,6 +36,6 @@ class Reply:
 
 
 REPLIES = (
-    Reply(subjects.ALL_POOL_COMMANDS, "on_command"),  # muster.pool.<pool>.<verb>
-    Reply(subjects.POOL_LIST, "on_list"),
+    Reply(subjects.ALL_POOL_COMMANDS, "on_command"),  # muster.pool.<principal>.<pool>.<verb>
+    Reply(subjects.ALL_POOL_LISTS, "on_list"),  # muster.pools.<principal>
 )

@@ -18,6 +18,7 @@ from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import JobSucceeded
 from contracts.pool_commands import AddHosts, ConfigurePool, RemoveHost, ResetHost
 from contracts.pools import PoolTerms, TenantTerms
+from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore, Recorded
 from muster.catalog.files import load_catalog
 from muster.demo.pool_hosts import LocalPoolHosts
@@ -73,7 +74,7 @@ async def _scenario(fs: FaultStack, hosts: LocalPoolHosts, specs: list[Any]) -> 
     ]:
         with pytest.raises(pools.PoolRejected, match=reason):
             await pools.send(fs.nc, "lab", command)
-    raw = await fs.nc.request(subjects.pool_command("lab", "add-hosts"), b'{"type": "AddHosts", "hosts": [{"id": "x", '
+    raw = await fs.nc.request(subjects.pool_command(principal_of(fs.nc), "lab", "add-hosts"), b'{"type": "AddHosts", "hosts": [{"id": "x", '
                               b'"address": "a", "host_keys": ["ssh-ed25519 AAAA"], "properties": {"cpu": "many"}}]}', timeout=10)
     assert b"Rejected" in raw.data and b"cpu" in raw.data
     after = [r.type for r in (await _pool_events(store))[before:]]

@@ -42,6 +42,16 @@ def _requests(principal: str, tenant: str) -> list[str]:
             f"{subjects.AUTH}.{principal}.*"]
 
 
+def _pool_commands(principal: str) -> list[str]:
+    """Commands to the pool services in the sender's own name (docs/pools.md)."""
+    return [f"{subjects.POOL}.{principal}.*.*", subjects.pool_list(principal)]
+
+
+CALLBACKS = "muster.cb"
+"""Pool callbacks on the bus: `muster.cb.<tenant>.…` (the pool refuses a request naming another
+tenant's, contracts/pools.py)."""
+
+
 def _streams_bootstrap() -> list[str]:
     """Every service declares the streams and buckets it uses at start (idempotent); nobody
     may delete or purge them."""
@@ -76,14 +86,15 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         return BusPermissions((), ())
     if principal.role in ("user", "tenant_admin"):
         assert principal.tenant is not None
-        return BusPermissions(tuple(_requests(pid, principal.tenant)), (inbox,))
+        # A cluster (or pool request) of theirs with a bus callback is told on their tenant's.
+        return BusPermissions(tuple(_requests(pid, principal.tenant)), (inbox, f"{CALLBACKS}.{principal.tenant}.>"))
     if principal.role == "super_admin":
         # Operators: requests in every tenant under their own name, drains, reading the log and
         # the buckets (history, replay, events), and catalog changes (`muster catalog apply`
         # appends them itself, with its principal as `by`). Nothing else of the log or queues.
-        # `muster pool ...` (docs/pools.md): pool commands are administrators' only.
-        pub = _requests(pid, "*") + [f"{evt}.*.catalog.>", f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
-                                     subjects.ALL_POOL_COMMANDS, subjects.POOL_LIST,
+        # `muster pool ...` (docs/pools.md): pool commands are administrators' only, in their own name.
+        pub = _requests(pid, "*") + _pool_commands(pid) + [
+                                     f"{evt}.*.catalog.>", f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
                                      f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + _read_log()
         # They may watch the log's events as they happen (what they may read anyway).
         return BusPermissions(tuple(pub), (inbox, f"{evt}.>"))
@@ -106,10 +117,10 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # requesters that ask over the bus, answers commands, and sends callbacks to the
         # requesting tenant's own `muster.cb.<tenant>.` subjects (checked when the request comes).
         pub = common + _read_log() + [
-            subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, "muster.cb.*.>", f"{subjects.AUTH}.{pid}.*",
+            subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
             f"{BODIES[1]}.>",
         ]
-        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.POOL_LIST, inbox), responses=True)
+        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, inbox), responses=True)
     if kind == "solver":
         pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)

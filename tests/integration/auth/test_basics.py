@@ -24,6 +24,6 @@ async def test_a_super_admin_makes_a_tenant_user_who_is_confined(authed: Authed)
     alice = await authed.raw(made["data"]["token"], "alice")
     who = await authed.ask(alice, "alice", "whoami")
     assert who["data"]["tenant"] == "a" and who["data"]["role"] == "user"
-    assert who["data"]["bus"]["subscribe"] == ["_INBOX.alice.>"]
+    assert who["data"]["bus"]["subscribe"] == ["_INBOX.alice.>", "muster.cb.a.>"]
     await root.close()
     await alice.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,12 +17,15 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.events import TaskClaimed, TaskSucceeded
-from contracts.pools import PoolCreated
+from contracts.pool_commands import AddHosts
+from contracts.pools import HostSpec, PoolCreated
 from muster.bus.eventstore import Append, EventStore
+from services.pool.entrypoint import start_pool_service
 
 from .conftest import Authed
 
 DENY_WAIT_S = 3.0
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP9DiqvhZyeLipjDVoIHhA2p8Eu/ozCrJdp0qXEeYYyF"
 
 
 @dataclass
@@ -125,9 +129,10 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
         await r.denied_publish(f"muster.evt.a.{aggregate}")
     await r.denied_publish(subjects.identity_events("token", "0123456789ab"))
     await r.denied_publish(subjects.pool_events("lab"))
-    # Pools are shared: only operators command them (tenants see them through the tracker).
-    await r.denied_publish(subjects.pool_command("lab", "request"))
-    await r.denied_publish(subjects.POOL_LIST)
+    # Pools are shared: only operators command them (tenants see them through the tracker),
+    # not even in their own name.
+    await r.denied_publish(subjects.pool_command(who, "lab", "request"))
+    await r.denied_publish(subjects.pool_list(who))
     # Requests forwarded between planners are the planners' own.
     await r.denied_publish(f"muster.shard.0.ops.a.{who}.create")
     other = "a" if who == "bob" else "b"
@@ -145,13 +150,27 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
         await r.denied_publish(api)
 
 
-async def test_only_operators_command_pools_and_the_pool_service_writes_only_pools(world: World) -> None:
-    # A tenant's people may not take bus callbacks yet (they ask for HTTP ones): docs/security.md.
-    await world.alice.denied_subscribe("muster.cb.a.>")
-    own = subjects.pool_command("lab", "show")
+async def test_operators_command_pools_in_their_own_name_and_tenants_take_their_own_callbacks(world: World) -> None:
+    own = subjects.pool_command("root", "lab", "show")
     assert (await world.root.nc.request(own, b"{}", timeout=2)).data == own.encode()  # delivered (the stand-in answers)
-    assert (await world.root.nc.request(subjects.POOL_LIST, b"", timeout=2)).data == subjects.POOL_LIST.encode()
-    # The pool service writes the pools and requesters' facts, nothing of the tenants' own.
+    assert (await world.root.nc.request(subjects.pool_list("root"), b"", timeout=2)).data == subjects.pool_list("root").encode()
+    # Nobody sends a pool command in another's name: the pool takes the subject's as `by`.
+    await world.root.denied_publish(subjects.pool_command("alice", "lab", "reset"))
+    await world.root.denied_publish(subjects.pool_list("alice"))
+    await world.alice.denied_publish(subjects.pool_command("root", "lab", "reset"))
+    # A tenant's people take their tenant's bus callbacks (the pool sends there only for its
+    # requests), never another tenant's.
+    await world.bob.denied_subscribe("muster.cb.a.>")
+    await world.alice.denied_subscribe("muster.cb.b.>")
+    await world.alice.denied_subscribe("muster.cb.>")
+    mine = await world.alice.nc.subscribe("muster.cb.a.>")
+    await world.alice.nc.flush()
+    await world.system.publish("muster.cb.a.hosts", b'{"type": "granted"}')  # what the pool service sends
+    assert (await mine.next_msg(timeout=2)).data == b'{"type": "granted"}'
+    await mine.unsubscribe()
+
+
+async def test_the_pool_service_writes_only_pools(world: World) -> None:
     pool = await raw(world.authed, world.tokens["pl"], "pl")
     try:
         seqs = await EventStore(pool.nc).append(subjects.pool_events("iso"), [Append(PoolCreated(pool="iso"), msg_id="iso-pool")])
@@ -160,6 +179,26 @@ async def test_only_operators_command_pools_and_the_pool_service_writes_only_poo
             await pool.denied_publish(subject)
     finally:
         await pool.nc.close()
+
+
+async def test_a_pool_event_from_an_operators_command_is_by_the_sender_whatever_the_command_says(authed: Authed) -> None:
+    # No stand-in here: the real pool service under its own identity answers.
+    made = await authed.ask(root := await authed.raw(authed.admin_token, "root"), "root", "user-create",
+                            principal="pl", role="service", service="pool")
+    assert made["ok"], made
+    pool = await authed.raw(made["data"]["token"], "pl")
+    try:
+        async with AsyncExitStack() as stack:
+            await start_pool_service(pool, stack, "pool-iso")
+            command = AddHosts(hosts=[HostSpec(id="h1", address="10.9.0.1", host_keys=[KEY])], requested_by="mallory")
+            answer = await root.request(subjects.pool_command("root", "lab", "add-hosts"), command.model_dump_json().encode(), timeout=5)
+            assert json.loads(answer.data)["type"] == "PoolAnswer", answer.data
+        recorded = [r.event for r in await EventStore(root).read(subjects.pool_events("lab"))]
+        assert [type(e).__name__ for e in recorded] == ["PoolCreated", "HostsAdded"]
+        assert {e.by for e in recorded} == {"root"}
+    finally:
+        await pool.close()
+        await root.close()
 
 
 async def test_forged_claims_and_outcomes_never_reach_the_log(world: World) -> None:

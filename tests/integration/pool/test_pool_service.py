@@ -15,6 +15,7 @@ from pool_env import PoolEnv, hosts
 from contracts import subjects
 from contracts.pool_commands import AddHosts, CancelRequest, RemoveHost, ReportNodes, RequestHosts, ResetHost, ShowPool
 from contracts.pools import Callback, NodeNeed, PoolHostsRequested, PoolNodesReported, PoolRequest, PoolRequestCancelled
+from muster.bus.connect import principal_of
 from muster.bus.eventstore import Append
 from muster.bus.repository import rebuild
 from services.pool import client as pools
@@ -41,11 +42,11 @@ async def test_administrators_commands_are_answered_at_once_and_bad_ones_refused
     for command, reason in bad:
         with pytest.raises(pools.PoolRejected, match=reason):
             await pools.send(env.nc, "lab", command)
-    raw = await env.nc.request(subjects.pool_command("lab", "add-hosts"),
+    raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "add-hosts"),
                                json.dumps({"type": "AddHosts", "hosts": [{"id": "x", "address": "a", "host_keys": ["ssh-ed25519 AAAA"],
                                                                            "properties": {"memory": "lots"}}]}).encode())
     assert "memory 'lots' is not a size" in json.loads(raw.data)["reason"]
-    raw = await env.nc.request(subjects.pool_command("lab", "reset"), b"{not json")
+    raw = await env.nc.request(subjects.pool_command(principal_of(env.nc), "lab", "reset"), b"{not json")
     assert json.loads(raw.data)["type"] == "Rejected"
     assert len(await env.log("lab")) == recorded  # nothing refused reached the log
     view = (await pools.send(env.nc, "lab", ShowPool())).view
@@ -68,7 +69,8 @@ async def test_a_request_is_granted_at_once_or_waits_in_line_and_is_granted_by_e
     grant = await watch.wait(lambda r: r.type == "HostsGranted" and r.event.request_id == "r2")
     assert [a.host_id for a in grant.event.assignments] == ["h1"]
     accepted = next(r for r in await env.log("lab") if r.type == "RequestAccepted" and r.event.request.request_id == "r2")
-    assert accepted.event.request.by == "carol"  # the principal rides with the decision
+    # The principal rides with the decision: the sender the bus authenticated, not what the command says.
+    assert accepted.event.request.by == principal_of(env.nc) != "carol"
 
 
 async def test_requests_written_to_the_log_are_taken_by_the_service_and_answered_by_event(env: PoolEnv) -> None:

@@ -126,7 +126,7 @@ def test_grants_through_requests(state: IdentityState) -> None:
     assert "not one of" in run(state, "ada", "grant", principal="alice", permission="read", scope="cluster").reply.reason
     who = run(state, "alice", "whoami").reply.data
     assert who["grants"] == [{"permission": "write", "scope": "a:cluster:*"}] and who["inbox"] == "_INBOX.alice"
-    assert who["bus"]["subscribe"] == ["_INBOX.alice.>"]
+    assert who["bus"]["subscribe"] == ["_INBOX.alice.>", "muster.cb.a.>"]
     assert run(state, "ada", "revoke", principal="alice", permission="write", scope="cluster:*").reply.ok
     assert run(state, "alice", "whoami").reply.data["grants"] == []
 
