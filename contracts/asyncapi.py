@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from . import commands, events, identity, pool_commands, pools, subjects, tasks
+from . import catalog_requests, commands, events, identity, pool_commands, pools, subjects, tasks
 
 SCHEMA_REF = "#/components/schemas/{model}"
 
@@ -192,7 +192,8 @@ def build() -> dict[str, Any]:
     event_models = _union_members(events.AnyEvent)
     pool_command_models = _union_members(pool_commands.AnyPoolCommand)
     schemas = _schemas([*command_models, *reply_models, *event_models, tasks.TaskMessage, identity.AuthRequest, identity.AuthReply,
-                        *pool_command_models, pool_commands.PoolAnswer])
+                        *pool_command_models, pool_commands.PoolAnswer, catalog_requests.ApplyCatalog,
+                        catalog_requests.DeleteCatalogEntity, catalog_requests.CatalogAnswer])
     messages: dict[str, Any] = {}
     channels: dict[str, Any] = {}
     operations: dict[str, Any] = {}
@@ -324,6 +325,7 @@ def build() -> dict[str, Any]:
         "reply": {"channel": {"$ref": "#/channels/auth.reply"}, "messages": [{"$ref": "#/channels/auth.reply/messages/AuthReply"}]},
     }
     _pool_channels(pool_command_models, messages, channels, operations)
+    _catalog_channels(messages, channels, operations)
 
     metrics = getattr(subjects, "PLANNER_METRICS", None)
     if metrics:
@@ -388,6 +390,34 @@ def build() -> dict[str, Any]:
     }
 
 
+def _send(channel: str, message: str, reply: str, replies: tuple[str, ...]) -> dict[str, Any]:
+    """A request on `channel` answered on `reply` by one of `replies`."""
+    return {"action": "send", "channel": {"$ref": f"#/channels/{channel}"},
+            "messages": [{"$ref": f"#/channels/{channel}/messages/{message}"}],
+            "reply": {"channel": {"$ref": f"#/channels/{reply}"},
+                      "messages": [{"$ref": f"#/channels/{reply}/messages/{n}"} for n in replies]}}
+
+
+def _catalog_channels(messages: dict[str, Any], channels: dict[str, Any], operations: dict[str, Any]) -> None:
+    """Catalog changes asked of a planner (contracts/catalog_requests.py, docs/security.md)."""
+    messages["CatalogAnswer"] = _message(catalog_requests.CatalogAnswer, "A planner's answer to a catalog change.")
+    channels["catalog.reply"] = {"address": None, "description": "One `CatalogAnswer` or `Rejected` per request.",
+                                 "messages": {n: {"$ref": f"#/components/messages/{n}"} for n in ("CatalogAnswer", "Rejected")}}
+    for model in (catalog_requests.ApplyCatalog, catalog_requests.DeleteCatalogEntity):
+        t = _type_of(model)
+        verb = catalog_requests.VERB_OF[t]
+        messages[t] = _message(model, f"Ask a planner for `{verb}`.")
+        channels[verb] = {
+            "address": f"{subjects.OPS}.{{tenant}}.{{principal}}.{verb}",
+            "description": f"Core NATS request/reply to any planner (queue group `planners`): one `{t}`, one answer. The planner "
+                           "checks `write` on each entity changed (`catalog:<kind>/<name>`, `catalog:*` or the tenant) and "
+                           "records the principal as `by`.",
+            "parameters": _params(PRINCIPAL),
+            "messages": {t: {"$ref": f"#/components/messages/{t}"}},
+        }
+        operations[f"request.{verb}"] = _send(verb, t, "catalog.reply", ("CatalogAnswer", "Rejected"))
+
+
 def _pool_channels(models: list[type[BaseModel]], messages: dict[str, Any], channels: dict[str, Any],
                    operations: dict[str, Any]) -> None:
     """Commands to pool services (docs/pools.md): request/reply, queue group `pools`."""
@@ -406,12 +436,7 @@ def _pool_channels(models: list[type[BaseModel]], messages: dict[str, Any], chan
             "parameters": _params({**PRINCIPAL, "pool": "the pool's name"}, tenant=False),
             "messages": {t: {"$ref": f"#/components/messages/{t}"}},
         }
-        operations[f"pool.{verb}"] = {
-            "action": "send", "channel": {"$ref": f"#/channels/{cid}"},
-            "messages": [{"$ref": f"#/channels/{cid}/messages/{t}"}],
-            "reply": {"channel": {"$ref": "#/channels/pools.reply"},
-                      "messages": [{"$ref": f"#/channels/pools.reply/messages/{n}"} for n in ("PoolAnswer", "Rejected")]},
-        }
+        operations[f"pool.{verb}"] = _send(cid, t, "pools.reply", ("PoolAnswer", "Rejected"))
     messages["PoolList"] = {"name": "PoolList", "contentType": "application/json", "summary": "Every pool's summary.",
                             "payload": {"type": "array", "items": {"type": "object", "additionalProperties": True}}}
     channels["pools.list"] = {"address": f"{subjects.POOL_LIST}.{{principal}}", "description": "Request/reply (empty body): every pool.",

@@ -1,10 +1,11 @@
-"""Commands to a pool service: core NATS request/reply on `muster.pool.<pool>.<verb>`.
+"""Commands to a pool service: core NATS request/reply on `muster.pool.<principal>.<pool>.<verb>`.
 
 Administrators add, remove, reset and resolve hosts and set the pool's terms; requesters that
 are not the planner (the planner writes its requests to the log) ask for hosts, report on them,
 cancel and close. Every command gets one reply: `PoolAnswer`, or `Rejected` with a reason a
-person can act on. `requested_by` is the principal (until authenticated principals arrive:
-see `services/pool/app.py: principal_of`).
+person can act on. Who asks is the subject's principal (the server lets only it use the
+subject); `requested_by` names it only on a bus without authorization
+(`services/pool/app.py: principal_of`).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.catalog import KINDS, Catalog
+from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, CatalogProblem, DeleteCatalogEntity
 from contracts.subjects import ANONYMOUS
 from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore
@@ -26,6 +27,7 @@ from .delete import DeleteRefused, delete_entity
 from .files import CatalogFileError, LoadedCatalog, kind_of, load_sources
 from .plugins import PluginSpecs
 from .problems import KIND_LABEL, Problem
+from .requests import ask_planner, problem_json
 from .sensitive import redact, strip_sensitive
 from .store import CatalogRejected, append_changes, check_apply, read_history, read_state
 from .templates import TemplateError, resolve_template
@@ -130,38 +132,57 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
     plugins = _specs(plugins_dir)
     loaded = _load(paths)
     dropped = strip_sensitive(loaded.catalog, plugins) if drop_sensitive else {}
+    request = ApplyCatalog(catalog=loaded.catalog.model_dump(mode="json"),
+                           sources={f"{k}/{n}": src for (k, n), src in loaded.sources.items()}, requested_by=by or default_user())
     async with await open_client(bus) as client:
-        store = EventStore(client.nc)
-        state = await read_state(store, tenant)
-        check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
-        if not as_json:
-            _print_problems(check.warnings)
-        if not check.ok:
-            if as_json:
-                echo_json({"applied": 0, "problems": [_problem_json(p) for p in check.errors + check.warnings]})
-            else:
-                _print_problems(check.errors)
-            raise CatalogRejected(check.errors)
-        seqs = await append_changes(store, tenant, check.changes, state.last_seq, _writer(client.nc, by))
+        answer = await ask_planner(client.nc, tenant, request)
+        if answer is None:  # no planner: append it ourselves (the right to is the bus's to give)
+            answer = await _apply_here(client.nc, tenant, loaded, plugins, by)
+    problems = [_problem_of(p) for p in answer.problems]
+    if not as_json:
+        _print_problems([p for p in problems if not p.is_error])
+    if not answer.ok:
+        if as_json:
+            echo_json({"applied": 0, "problems": [p.model_dump() for p in answer.problems]})
+        else:
+            _print_problems([p for p in problems if p.is_error])
+        raise CatalogRejected([p for p in problems if p.is_error])
     if as_json:
-        echo_json({"applied": len(seqs), "changes": [c.to_json() for c in check.changes],
-                   "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in check.warnings]})
+        echo_json({"applied": len(answer.seqs), "changes": answer.changes,
+                   "dropped_sensitive": dropped, "problems": [p.model_dump() for p in answer.problems]})
         return
     for name, fields in dropped.items():
         err.print(f"left out of provider {name!r}: {', '.join(fields)} — set them in the provisioners' secrets file "
                   f"(docs/secrets.md): {json.dumps({name: {f: '...' for f in fields}})}")
-    _print_changes(check.changes)
-    unchanged = loaded.count - len(check.changes)
-    out.print(f"applied {len(seqs)} change(s) for tenant {tenant!r}" + (f"; {unchanged} unchanged" if unchanged else ""))
+    _print_changes(answer.changes)
+    unchanged = loaded.count - len(answer.changes)
+    out.print(f"applied {len(answer.seqs)} change(s) for tenant {tenant!r}" + (f"; {unchanged} unchanged" if unchanged else ""))
 
 
-def _print_changes(changes: Sequence[Any]) -> None:
+async def _apply_here(nc: Any, tenant: str, loaded: LoadedCatalog, plugins: PluginSpecs, by: str | None) -> CatalogAnswer:
+    """The apply without a planner (a bare server, tools, tests): only a connection that may
+    append to the log directly (the system identity, an open bus) gets through."""
+    store = EventStore(nc)
+    state = await read_state(store, tenant)
+    check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
+    problems = [problem_json(p) for p in check.errors + check.warnings]
+    if not check.ok:
+        return CatalogAnswer(ok=False, problems=problems)
+    seqs = await append_changes(store, tenant, check.changes, state.last_seq, _writer(nc, by))
+    return CatalogAnswer(ok=True, changes=[c.to_json() for c in check.changes], seqs=seqs, problems=problems)
+
+
+def _problem_of(p: CatalogProblem) -> Problem:
+    return Problem(p.kind, p.entity, p.field, p.message, p.severity, p.file)
+
+
+def _print_changes(changes: Sequence[dict[str, Any]]) -> None:
     for c in changes:
-        label = KIND_LABEL[c.kind]
-        if c.action == "add":
-            out.print(f"+ {label} {c.name} (v{c.version})")
+        label = KIND_LABEL[c["kind"]]
+        if c["action"] == "add":
+            out.print(f"+ {label} {c['name']} (v{c['version']})")
         else:
-            out.print(f"~ {label} {c.name} (v{c.version}): {', '.join(c.fields)}")
+            out.print(f"~ {label} {c['name']} (v{c['version']}): {', '.join(c['fields'])}")
 
 
 @catalog.command("diff")
@@ -183,7 +204,7 @@ async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...],
                    "problems": [_problem_json(p) for p in check.errors + check.warnings]})
     else:
         _print_problems(check.errors + check.warnings)
-        _print_changes(check.changes)
+        _print_changes([c.to_json() for c in check.changes])
         unchanged = loaded.count - len(check.changes)
         verdict = "apply would be accepted" if check.ok else f"apply would be refused ({len(check.errors)} error(s))"
         out.print(f"{len(check.changes)} change(s), {unchanged} unchanged; {verdict}")
@@ -246,15 +267,21 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
     live cluster uses it."""
     kind, tenant = _kind(kind_word), bus.tenant
     async with await open_client(bus) as client:
-        try:
-            seq = await delete_entity(EventStore(client.nc), tenant, kind, name, _writer(client.nc, by), _specs(plugins_dir))
-        except DeleteRefused as e:
-            if as_json:
-                echo_json({"deleted": False, "kind": kind, "name": name, "reasons": e.reasons})
-            else:
-                for reason in e.reasons:
-                    err.print(f"[red]in use[/red]: {reason}", markup=True, highlight=False)
-            raise
+        answer = await ask_planner(client.nc, tenant, DeleteCatalogEntity(kind=kind, name=name, requested_by=by or default_user()))
+        if answer is None:  # no planner: delete it ourselves (the right to is the bus's to give)
+            try:
+                answer = CatalogAnswer(ok=True, seqs=[await delete_entity(EventStore(client.nc), tenant, kind, name, _writer(client.nc, by),
+                                                                          _specs(plugins_dir))])
+            except DeleteRefused as e:
+                answer = CatalogAnswer(ok=False, reasons=e.reasons)
+    if not answer.ok:
+        if as_json:
+            echo_json({"deleted": False, "kind": kind, "name": name, "reasons": answer.reasons})
+        else:
+            for reason in answer.reasons:
+                err.print(f"[red]in use[/red]: {reason}", markup=True, highlight=False)
+        raise DeleteRefused(kind, name, answer.reasons)
+    seq = answer.seqs[0]
     if as_json:
         echo_json({"deleted": True, "kind": kind, "name": name, "seq": seq})
         return

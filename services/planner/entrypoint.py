@@ -29,10 +29,12 @@ from muster.routing import router
 from muster.runtime.service import main_for
 from services.auth.view import IdentityView
 from services.pool.mirror import PoolMirror
+from services.provisioner.plugins.specs import catalog_plugins
 
 from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .authz import OperationAuthz
+from .catalog import CatalogWrites, with_catalog
 from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
 from .pools import PoolBroker
@@ -67,18 +69,20 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     sharding = Sharding(nc, planner, leases)
     planner.sharding = sharding  # type: ignore[attr-defined]
     stack.callback(planner.timers.cancel_all)
+    catalog = CatalogWrites(EventStore(nc), catalog_plugins())
     if auth_required(nc):
         # Auth on (this planner authenticated): requests are checked against the requester's
         # grants, kept current by following the identity events.
         view = await IdentityView(nc).start()
         stack.push_async_callback(view.stop)
         planner.hooks.admission = (*planner.hooks.admission, OperationAuthz(view.state, planner.jobs.get))
+        catalog.identity = view.state
     if planner.state.snapshotter is not None:
         stack.callback(planner.state.snapshotter.close)
 
     subs: list[Any] = []
     for reply in REPLIES:
-        answer = sharding.operation if reply.answer is operation else reply.answer
+        answer = with_catalog(catalog, sharding.operation) if reply.answer is operation else reply.answer
         subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, Reply(reply.subject, answer, reply.queue))))
     for route in ROUTES:
         # A consumer of this planner's own: every event reaches every planner, each acts on its

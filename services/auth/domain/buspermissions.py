@@ -105,6 +105,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if kind == "planner":
         pub = common + _read_log() + _read_stream(subjects.TASKS_STREAM) + [
             f"{evt}.*.job.*", f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
+            f"{evt}.*.catalog.>",  # catalog changes it checked against the requester's grants (catalog-apply|delete)
             subjects.ALL_POOL_REQUEST_EVENTS, f"{subjects.TASK}.>",
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             "$KV.nodemaps.>", "$KV.leases.>", "$KV.snapshots.>",

@@ -16,6 +16,7 @@ import pytest_asyncio
 from nats.aio.client import Client
 
 from contracts import subjects
+from contracts.catalog_requests import CATALOG_VERBS
 from contracts.events import TaskClaimed, TaskSucceeded
 from contracts.pool_commands import AddHosts
 from contracts.pools import HostSpec, PoolCreated
@@ -109,7 +110,7 @@ async def _echo(msg: Any) -> None:
 
 
 async def test_every_operation_verb_and_query_is_the_own_tenants_only(world: World) -> None:
-    for verb in subjects.OPERATION_VERBS:
+    for verb in (*subjects.OPERATION_VERBS, *CATALOG_VERBS):
         own = subjects.operation("a", "alice", verb)
         assert (await world.alice.nc.request(own, b"{}", timeout=2)).data == own.encode()
         await world.bob.denied_publish(subjects.operation("a", "bob", verb))

@@ -1,0 +1,132 @@
+"""Catalog changes over the bus (`muster.ops.<tenant>.<principal>.catalog-apply|catalog-delete`,
+contracts/catalog_requests.py): the planner checks the requester's grants, validates, and
+appends with the requester as `by` (docs/security.md).
+
+Why here and not in the client: a client that appends the catalog's events itself chooses their
+`by` and needs JetStream rights a tenant's people must not have (docs/decisions/0009). The
+requester is the subject's principal, which the server lets no one else use; it needs `write`
+on each entity the request changes (`catalog:<kind>/<name>`, `catalog:*` or the tenant; tenant
+admins and super admins hold it). Any planner answers (the catalog is not sharded): two
+concurrent changes are kept apart by the catalog's fence on its last sequence, not by a lease.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.catalog import KINDS, Catalog
+from contracts.catalog_requests import (
+    CATALOG_REQUEST_ADAPTER,
+    CATALOG_VERBS,
+    VERB_OF,
+    ApplyCatalog,
+    CatalogAnswer,
+    DeleteCatalogEntity,
+)
+from contracts.commands import Rejected
+from contracts.errors import describe_validation_error
+from contracts.identity import Scope
+from muster.bus.eventstore import EventStore
+from muster.catalog.delete import DeleteRefused, delete_entity
+from muster.catalog.files import CatalogFileError
+from muster.catalog.plugins import PluginSpecs
+from muster.catalog.requests import problem_json
+from muster.catalog.store import append_changes, check_apply, plan_changes, read_state
+from services.auth.domain.authz import Decision, may
+from services.auth.domain.state import IdentityState
+
+log = structlog.get_logger("muster.planner")
+
+
+class CatalogWrites:
+    def __init__(self, store: EventStore, plugins: PluginSpecs, identity: IdentityState | None = None) -> None:
+        self.store = store
+        self.plugins = plugins
+        self.identity = identity
+        """The identities (auth on), or None on a bus without authorization: no grants to check."""
+
+    async def answer(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
+        try:
+            reply: Any = await self._answer(tenant, principal, verb, data)
+        except (CatalogFileError, subjects.SubjectError) as err:  # a concurrent change, too many at once, a bad tenant
+            reply = Rejected(reason=str(err))
+        except Exception:  # a bug must not leave a requester without an answer
+            log.exception("catalog request failed", tenant=tenant, verb=verb)
+            reply = Rejected(reason="internal error while handling the catalog request; see the planner's log")
+        return bytes(reply.model_dump_json().encode())
+
+    async def _answer(self, tenant: str, principal: str, verb: str, data: bytes) -> CatalogAnswer | Rejected:
+        subjects.token(tenant, "tenant")
+        try:
+            request = CATALOG_REQUEST_ADAPTER.validate_json(data)
+        except ValidationError as err:
+            return Rejected(reason=f"not a catalog request: {describe_validation_error(err)}")
+        if VERB_OF[request.type] != verb:
+            return Rejected(reason=f"{request.type} goes to {subjects.OPS}.<tenant>.<principal>.{VERB_OF[request.type]}, not .{verb}")
+        by = principal if principal != subjects.ANONYMOUS else request.requested_by
+        if isinstance(request, DeleteCatalogEntity):
+            return await self._delete(tenant, principal, by, request)
+        return await self._apply(tenant, principal, by, request)
+
+    def _may_write(self, principal: str, tenant: str, entities: list[tuple[str, str]]) -> Decision:
+        if self.identity is None:
+            return Decision(True)
+        who = self.identity.principals.get(principal)
+        grants = self.identity.grants_of(principal)
+        for kind, name in entities:
+            decision = may(who, grants, "write", Scope(tenant=tenant, kind="catalog", id=f"{kind}/{name}"))
+            if not decision:
+                return decision
+        return Decision(True)
+
+    async def _apply(self, tenant: str, principal: str, by: str, request: ApplyCatalog) -> CatalogAnswer | Rejected:
+        try:
+            incoming = Catalog.model_validate(request.catalog)
+        except ValidationError as err:
+            return Rejected(reason=f"catalog not applied: {describe_validation_error(err)}")
+        state = await read_state(self.store, tenant)
+        # Only what would change needs the grant: unchanged entities of a whole folder are not written.
+        allowed = self._may_write(principal, tenant, [(c.kind, c.name) for c in plan_changes(state, incoming)])
+        if not allowed:
+            return Rejected(reason=f"catalog not applied: {allowed.reason}")
+        sources = {(k.partition("/")[0], k.partition("/")[2]): v for k, v in request.sources.items()}
+        check = check_apply(state, incoming, self.plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
+        problems = [problem_json(p) for p in check.errors + check.warnings]
+        if not check.ok:
+            return CatalogAnswer(ok=False, problems=problems)
+        seqs = await append_changes(self.store, tenant, check.changes, state.last_seq, by)
+        log.info("catalog applied", tenant=tenant, by=by, changes=len(seqs))
+        return CatalogAnswer(ok=True, changes=[c.to_json() for c in check.changes], seqs=seqs, problems=problems)
+
+    async def _delete(self, tenant: str, principal: str, by: str, request: DeleteCatalogEntity) -> CatalogAnswer | Rejected:
+        if request.kind not in KINDS:
+            return Rejected(reason=f"unknown kind {request.kind!r}; kinds are {', '.join(KINDS)}")
+        allowed = self._may_write(principal, tenant, [(request.kind, request.name)])
+        if not allowed:
+            return Rejected(reason=f"not deleted: {allowed.reason}")
+        try:
+            seq = await delete_entity(self.store, tenant, request.kind, request.name, by, self.plugins)
+        except DeleteRefused as refused:
+            return CatalogAnswer(ok=False, reasons=refused.reasons)
+        log.info("catalog entity deleted", tenant=tenant, by=by, kind=request.kind, name=request.name)
+        return CatalogAnswer(ok=True, seqs=[seq])
+
+
+def with_catalog(writes: CatalogWrites, operation: Any) -> Any:
+    """The planner's answer to `muster.ops.<tenant>.<principal>.<verb>`: catalog verbs here, the
+    rest to `operation` (the cluster operations, sharded)."""
+
+    async def answer(planner: Any, subject: str, data: bytes) -> bytes | None:
+        try:
+            tenant, principal, rest = subjects.parse_request(subject)
+        except subjects.SubjectError:
+            return await operation(planner, subject, data)  # which refuses it
+        if rest and rest[-1] in CATALOG_VERBS:
+            return await writes.answer(tenant, principal, rest[-1], data)
+        return await operation(planner, subject, data)
+
+    return answer
