@@ -21,6 +21,7 @@ import structlog
 from aiohttp import web
 
 from contracts import subjects
+from contracts.catalog import KINDS
 from contracts.identity import Permission
 from muster.bus.eventstore import StoreError
 from muster.bus.repository import log_seq
@@ -226,7 +227,13 @@ async def task(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 @page
 async def catalog(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    return render(request, "catalog.html", viewer, **await reads.catalog(tracker_of(request), viewer.tenant))
+    data = await reads.catalog(tracker_of(request), viewer.tenant)
+    shown = data["catalog"].model_copy(deep=True)
+    for kind in KINDS:  # the entities the viewer may read (docs/security.md), as the bus would answer
+        entities = shown.entities(kind)
+        for name in [n for n in entities if not viewer.may_catalog("read", kind, n)]:
+            del entities[name]
+    return render(request, "catalog.html", viewer, **{**data, "catalog": shown})
 
 
 @page

@@ -48,6 +48,10 @@ class Viewer:
     def may_cluster(self, permission: Permission, cluster_id: str) -> bool:
         return self.may is None or bool(self.may(permission, Scope(tenant=self.tenant, kind="cluster", id=cluster_id)))
 
+    def may_catalog(self, permission: Permission, kind: str, name: str) -> bool:
+        """A grant on the entity, on the whole catalog (`catalog:*`) or the tenant."""
+        return self.may is None or bool(self.may(permission, Scope(tenant=self.tenant, kind="catalog", id=f"{kind}/{name}")))
+
     def may_job(self, permission: Permission, job_id: str, cluster_id: str | None) -> bool:
         """A grant on the job, or on its cluster, covers it (as for the API)."""
         scope = Scope(tenant=self.tenant, kind="job", id=job_id, cluster=cluster_id)

@@ -14,9 +14,11 @@ import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from contracts import subjects
+from contracts.catalog import Catalog
 from contracts.events import ClusterRequested, JobRequested
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
+from muster.catalog.store import apply_catalog
 from muster.readmodel.locations import job_key
 from services.tracker.http import make_app
 from services.tracker.params import TRACKER
@@ -55,6 +57,7 @@ async def console(authed: Authed) -> AsyncIterator[Console]:
         assert made["ok"], made
         tokens[pid] = made["data"]["token"]
     assert (await authed.ask(root, "root", "grant", principal="onex", permission="read", scope=f"cluster:{X}", tenant="a"))["ok"]
+    assert (await authed.ask(root, "root", "grant", principal="onex", permission="read", scope="catalog:services/svc-shown", tenant="a"))["ok"]
     await root.close()
     system = await authed.raw(authed.system_token, "sys")
     store = EventStore(system)
@@ -63,6 +66,7 @@ async def console(authed: Authed) -> AsyncIterator[Console]:
             tenant="a", cluster_id=cluster, name="c", template="t", provider="p", job_id=job), msg_id=f"c-{cluster}")], expect_last_seq=0)
         await store.append(subjects.job_events("a", job), [Append(JobRequested(
             tenant="a", job_id=job, cluster_id=cluster, operation="create", request={}), msg_id=f"j-{job}")], expect_last_seq=0)
+    await apply_catalog(store, "a", Catalog.model_validate({"services": {n: {"name": n, "description": n} for n in ("svc-shown", "svc-hidden")}}))
     await system.close()
     nc = await connect(authed.url, name="tracker", token=tokens["tracker"])
     app = make_app(EventStore(nc))
@@ -109,3 +113,10 @@ async def test_job_control_is_only_for_those_who_may_execute_the_job(console: Co
     assert refused["said"] == f"rejected: there is no job {JOBS[Y]} in tenant a" and not refused["accepted"]
     status, html = await console.get(f"/ui/jobs/{JOBS[Y]}", "ada")
     assert status == 200 and 'id="control"' in html
+
+
+async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: Console) -> None:
+    status, html = await console.get("/ui/catalog", "onex")  # read on one service only
+    assert status == 200 and "svc-shown" in html and "svc-hidden" not in html
+    status, html = await console.get("/ui/catalog", "ada")  # a tenant admin reads the whole catalog
+    assert status == 200 and "svc-shown" in html and "svc-hidden" in html
