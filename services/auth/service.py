@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from pydantic import ValidationError
 
 from contracts import subjects
@@ -41,6 +42,9 @@ log = structlog.get_logger("muster.auth")
 
 CALLOUT_SUBJECT = "$SYS.REQ.USER.AUTH"
 GATHER_S = 0.5
+BOOTSTRAP_RETRIES = 7
+"""On a cluster that has just started the stream may have no leader yet ("no response from
+stream": nothing was stored), so the first writes are asked again (0.1 s doubling: ~13 s)."""
 """How long CONNZ answers are gathered from the servers of a cluster (they answer at once)."""
 
 
@@ -57,6 +61,17 @@ class AuthService:
     _conns: list[Client] = field(default_factory=list, init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
 
+    async def _bootstrap(self) -> None:
+        for attempt in range(BOOTSTRAP_RETRIES + 1):
+            try:
+                await ensure_bootstrap(self, self.bootstrap)
+                return
+            except (NoStreamResponseError, ServiceUnavailableError) as err:
+                if attempt == BOOTSTRAP_RETRIES:
+                    raise
+                log.info("the log has no leader yet; bootstrapping again", error=str(err) or type(err).__name__)
+                await asyncio.sleep(0.1 * 2**attempt)  # a bounded retry of one write, not a poll
+
     async def _connect(self, user: str, name: str) -> Client:
         nc = await connect(self.url, name=name, user=user, password=self.keys.bus_secret, token=None,
                            inbox_prefix="_INBOX.muster-auth")
@@ -70,7 +85,7 @@ class AuthService:
         self.store = EventStore(self.nc)
         self.view = await IdentityView(self.nc, on_event=self._on_identity_event).start()
         self.backends: Sequence[IdentityBackend] = identity_backends(self.view.state, self.idp)
-        await ensure_bootstrap(self, self.bootstrap)
+        await self._bootstrap()
         self.sys_nc = await self._connect(SYS_USER, "muster-auth-sys")
         # A revocation made just before a crash (appended, not yet kicked) is enforced now.
         self._spawn(self.kick(self._refused_now))

@@ -1,0 +1,44 @@
+"""The auth service on a cluster that has just started: its first writes find no stream leader
+("no response from stream", nothing stored) and are asked again, a bounded number of times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nats.js.errors import NoStreamResponseError
+
+from services.auth import service as module
+from services.auth.bootstrap import Bootstrap
+from services.auth.keys import AuthKeys
+from services.auth.service import AuthService
+
+
+def _service(tmp_path: Path) -> AuthService:
+    return AuthService("nats://127.0.0.1:1", AuthKeys.load_or_create(tmp_path), bootstrap=Bootstrap(tenants=("a",), principals=(), by="t"))
+
+
+async def test_the_bootstrap_is_written_again_while_the_log_has_no_leader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Any] = []
+
+    async def no_leader_twice(service: AuthService, spec: Bootstrap | None) -> None:
+        calls.append(spec)
+        if len(calls) < 3:
+            raise NoStreamResponseError
+
+    monkeypatch.setattr(module, "ensure_bootstrap", no_leader_twice)
+    monkeypatch.setattr(module, "BOOTSTRAP_RETRIES", 2)
+    service = _service(tmp_path)
+    await service._bootstrap()
+    assert calls == [service.bootstrap] * 3
+
+
+async def test_a_log_that_never_answers_fails_the_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_leader(service: AuthService, spec: Bootstrap | None) -> None:
+        raise NoStreamResponseError
+
+    monkeypatch.setattr(module, "ensure_bootstrap", no_leader)
+    monkeypatch.setattr(module, "BOOTSTRAP_RETRIES", 1)
+    with pytest.raises(NoStreamResponseError):
+        await _service(tmp_path)._bootstrap()
