@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 from contracts import subjects
 from contracts.commands import Rejected
 from contracts.pool_commands import VERB_OF, PoolAnswer, PoolCommand
-from muster.bus.connect import principal_of
+from muster.bus.connect import auth_required, principal_of
 from muster.client import MusterError
 
 ANSWER: TypeAdapter[PoolAnswer | Rejected] = TypeAdapter(PoolAnswer | Rejected)
@@ -28,13 +28,20 @@ class NoPoolService(MusterError):
     pass
 
 
+def _no_answer(nc: Client) -> str:
+    text = "no pool service answered: is `muster up` (or `muster pool serve`) running?"
+    if auth_required(nc):  # the server drops a command it does not allow: the sender only sees silence
+        text += " With auth on, only super admins may send pool commands (tenants read pools with GET /v1/pools)."
+    return text
+
+
 async def send(nc: Client, pool: str, command: PoolCommand, timeout: float = 10.0) -> PoolAnswer:
     """One command, one answer; a refusal raises PoolRejected with the pool's reason."""
     verb = VERB_OF[command.type]  # type: ignore[attr-defined]
     try:
         msg = await nc.request(subjects.pool_command(principal_of(nc), pool, verb), command.model_dump_json().encode(), timeout=timeout)
     except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-        raise NoPoolService("no pool service answered: is `muster up` (or `muster pool serve`) running?") from None
+        raise NoPoolService(_no_answer(nc)) from None
     answer = ANSWER.validate_json(msg.data)
     if isinstance(answer, Rejected):
         raise PoolRejected(answer.reason)
@@ -45,5 +52,5 @@ async def list_pools(nc: Client, timeout: float = 10.0) -> list[dict[str, Any]]:
     try:
         msg = await nc.request(subjects.pool_list(principal_of(nc)), b"", timeout=timeout)
     except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
-        raise NoPoolService("no pool service answered: is `muster up` (or `muster pool serve`) running?") from None
+        raise NoPoolService(_no_answer(nc)) from None
     return list(json.loads(msg.data))
