@@ -79,6 +79,32 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def _shared_by(item: pytest.Item) -> str | None:
+    """The module or package whose fixtures this test shares with others (a fixture of module,
+    class or package scope), or None when all it uses is its own or the session's."""
+    info = getattr(item, "_fixtureinfo", None)
+    shared = None
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        scope = defs[-1].scope
+        if scope == "package":
+            return f"package:{defs[-1].baseid}"
+        if scope in ("module", "class"):
+            shared = f"module:{item.nodeid.split('::')[0]}"
+    return shared
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (docs/testing.md)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`, as `make test` runs): the tests that share a
+    module's or package's fixture (a module's own server, the browser package's `muster up` and
+    chromium) run on one worker, so it is started once; every other test goes wherever a worker
+    is free."""
+    for item in items:
+        group = _shared_by(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def nats_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One server for the session; tests isolate themselves with unique tenants."""
