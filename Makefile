@@ -33,7 +33,7 @@ lint: install
 TEST_WORKERS ?= 3
 test: install lint
 	sh deploy/system-deps.sh
-	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
+from xdist.scheduler import LoadFileScheduling
 
 from muster.bus.connect import connect
 from muster.bus.server import start_blocking
@@ -79,30 +80,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
-def _shared_by(item: pytest.Item) -> str | None:
-    """The module or package whose fixtures this test shares with others (a fixture of module,
-    class or package scope), or None when all it uses is its own or the session's."""
-    info = getattr(item, "_fixtureinfo", None)
-    shared = None
-    for defs in (info.name2fixturedefs.values() if info is not None else ()):
-        scope = defs[-1].scope
-        if scope == "package":
-            return f"package:{defs[-1].baseid}"
-        if scope in ("module", "class"):
-            shared = f"module:{item.nodeid.split('::')[0]}"
-    return shared
+class _ByFile(LoadFileScheduling):
+    """pytest-xdist's `--dist loadfile` (a test file runs on one worker, so a module's fixtures
+    start once and its tests keep their order), with the browser tests as one unit: they share
+    one package-scoped `muster up` and chromium (tests/browser/conftest.py). A scheduler, not
+    `xdist_group` marks: `--dist loadgroup` ignores the marks under pytest 9.2
+    (pytest-dev/pytest-xdist#1386)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = super()._split_scope(nodeid)
+        return "tests/browser" if path.startswith("tests/browser/") else path
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (docs/testing.md)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`--dist loadgroup`, as `make test` runs): the tests that share a
-    module's or package's fixture (a module's own server, the browser package's `muster up` and
-    chromium) run on one worker, so it is started once; every other test goes wherever a worker
-    is free."""
-    for item in items:
-        group = _shared_by(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    return _ByFile(config, log) if config.getoption("dist") == "loadfile" else None
 
 
 @pytest.fixture(scope="session")
