@@ -228,12 +228,14 @@ class AuthService:
             await asyncio.sleep(GATHER_S)  # a scatter-gather: every server answers once, at once
         finally:
             await sub.unsubscribe()
+        # Counted before they are sent: the server closes a connection before it answers the
+        # kick, so whoever watches the connection may look at the count before the answer.
+        self.kicked += len(found)
         for server, cid in found:
             try:
                 await self.sys_nc.request(f"$SYS.REQ.SERVER.{server}.KICK", json.dumps({"cid": cid}).encode(), timeout=2)
             except Exception as err:  # noqa: BLE001 - the connection may be gone already
                 log.warning("kick failed", server=server[:8], cid=cid, error=str(err) or type(err).__name__)
         if found:
-            self.kicked += len(found)
             log.info("revoked connections closed", count=len(found))
         return len(found)
