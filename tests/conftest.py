@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
+from xdist.scheduler import LoadFileScheduling
 
 from muster.bus.connect import connect
 from muster.bus.server import start_blocking
@@ -77,6 +78,29 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+ONE_BY_ONE = ("tests/e2e/", "tests/fault/")
+"""Folders whose every test starts processes of its own (no fixture wider than the test): their
+tests are handed out one by one, so one file's long scenarios run side by side."""
+
+
+class _ByFile(LoadFileScheduling):
+    """pytest-xdist's `--dist loadfile` (a test file runs on one worker, so a module's fixtures
+    start once and its tests keep their order), with the browser tests as one unit (they share
+    one package-scoped `muster up` and chromium, tests/browser/conftest.py) and ONE_BY_ONE's
+    tests as units of their own. A scheduler, not `xdist_group` marks: `--dist loadgroup`
+    ignores the marks under pytest 9.2 (pytest-dev/pytest-xdist#1386)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = super()._split_scope(nodeid)
+        if path.startswith("tests/browser/"):
+            return "tests/browser"
+        return nodeid if path.startswith(ONE_BY_ONE) else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    return _ByFile(config, log) if config.getoption("dist") == "loadfile" else None
 
 
 @pytest.fixture(scope="session")
