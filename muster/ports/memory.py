@@ -76,6 +76,16 @@ class MemoryEventLog:
             raise fault.error
         return seqs
 
+    async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
+        out: list[list[int]] = []
+        for subject, items, expect in parts:
+            seqs: list[int] = []
+            for item in items:  # one at a time, each fenced on the one before
+                fence = (seqs[-1] if seqs else expect) if expect is not None else None
+                seqs += await self.append(subject, [item], fence)
+            out.append(seqs)
+        return out
+
     def _store(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         last = self._last.get(subject, 0)
         stale = expect_last_seq is not None and last != expect_last_seq
@@ -110,8 +120,10 @@ class MemoryEventLog:
         end = len(self.records) if up_to_seq is None else up_to_seq
         return [r for r in self.records[:end] if any(matches(f, r.subject) for f in subject_filters)]
 
-    async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
-        found = await self.read(subject_filter)
+    async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
+                     *, start_seq: int = 1) -> int:
+        filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
+        found = [r for r in self.records[max(0, start_seq - 1):] if any(matches(f, r.subject) for f in filters)]
         for r in found:
             on_event(r)
         return len(found)
