@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
+from xdist.scheduler import LoadFileScheduling
 
 from muster.bus.connect import connect
 from muster.bus.server import start_blocking
@@ -77,6 +78,22 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class _ByFile(LoadFileScheduling):
+    """pytest-xdist's `--dist loadfile` (a test file runs on one worker, so a module's fixtures
+    start once and its tests keep their order), with the browser tests as one unit: they share
+    one package-scoped `muster up` and chromium (tests/browser/conftest.py). A scheduler, not
+    `xdist_group` marks: `--dist loadgroup` ignores the marks under pytest 9.2
+    (pytest-dev/pytest-xdist#1386)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = super()._split_scope(nodeid)
+        return "tests/browser" if path.startswith("tests/browser/") else path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    return _ByFile(config, log) if config.getoption("dist") == "loadfile" else None
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
+from .chained import append_chain
 from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
 
 # The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
@@ -182,6 +183,11 @@ class EventStore:
                 continue
             seqs += range(ack.seq - len(part) + 1, ack.seq + 1)
         return seqs
+
+    async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
+        """Several appends, each event as if appended alone right after the one before, in one
+        round trip when nothing else is written meanwhile (`muster.bus.chained`)."""
+        return await append_chain(self, parts)
 
     async def _atomic_batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None) -> PubAck:
         # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache, lru_cache
 from typing import Any, TypeVar
 from uuid import UUID
@@ -147,3 +147,15 @@ class Repository:
             return
         seqs = await self.store.append(subject, appends, expect_last_seq=log_seq(aggregate))
         setattr(aggregate, SEQ_ATTR, seqs[-1])
+
+    async def save_chain(self, pairs: Sequence[tuple[BaseAggregate[Any], str]]) -> None:
+        """Several aggregates' new events in order, each event appended as if alone right after
+        the one before (`EventLog.append_chain`): one round trip, and where a refusal stops it
+        a prefix is stored. Only for events each of which is a whole decision."""
+        pending = [(aggregate, subject, pending_appends(aggregate)) for aggregate, subject in pairs]
+        pending = [p for p in pending if p[2]]
+        if not pending:
+            return
+        stored = await self.store.append_chain([(subject, appends, log_seq(a)) for a, subject, appends in pending])
+        for (aggregate, _, _), seqs in zip(pending, stored, strict=True):
+            setattr(aggregate, SEQ_ATTR, seqs[-1])

@@ -8,6 +8,11 @@ in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same con
   With `expect_last_seq` (0 = the subject must be empty) a writer whose view is stale gets
   `ConcurrencyError`, never a merge. Every item carries an idempotency key (`msg_id`): a retry
   of an append that did land returns the first append's sequences and stores nothing new.
+- `append_chain([(subject, items, expect_last_seq), ...])`: the same events as those appends
+  made one event at a time in order, each fenced on the one before it on its subject, stopping
+  at the first refusal (so a prefix may land, never a merge); one round trip on JetStream. A
+  chain sent again after it landed is refused as stale (ConcurrencyError: reload), unless it
+  is a single event, whose repeat is known as for `append`.
 - `read(filter)`: every event on the subjects matching the NATS filter (`*` one token, `>` the
   rest), in log order, including everything acknowledged to anyone before the call.
 """
@@ -33,6 +38,10 @@ class StoreError(Exception):
 class EventLog(Protocol):
     async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None = None) -> list[int]:
         """Append `items` to `subject`; returns their sequences (see the module's contract)."""
+        ...
+
+    async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
+        """Each part's events appended one at a time in order (see the module's contract)."""
         ...
 
     async def last_seq(self, subject: str) -> int:

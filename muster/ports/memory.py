@@ -76,6 +76,16 @@ class MemoryEventLog:
             raise fault.error
         return seqs
 
+    async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
+        out: list[list[int]] = []
+        for subject, items, expect in parts:
+            seqs: list[int] = []
+            for item in items:  # one at a time, each fenced on the one before
+                fence = (seqs[-1] if seqs else expect) if expect is not None else None
+                seqs += await self.append(subject, [item], fence)
+            out.append(seqs)
+        return out
+
     def _store(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         last = self._last.get(subject, 0)
         stale = expect_last_seq is not None and last != expect_last_seq

@@ -9,11 +9,13 @@ its hosts back; the pool records the grant and the waiting cluster is built on t
 
 from __future__ import annotations
 
+import asyncio
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import click
+from nats.aio.msg import Msg
 from rich.console import Console
 from rich.table import Table
 
@@ -112,19 +114,28 @@ async def _create(client: MusterClient, tenant: str, name: str, nodes: int, cons
 
 
 async def _until_waiting(client: MusterClient, tenant: str, job_id: str) -> dict[str, Any]:
-    """The job's status once it asked the pool (read from the log: its events say so)."""
+    """The job's status once the pool has put its request in line (read from the log: the job's
+    events say it asked, the pool's events where it stands; the second can come later)."""
     from services.tracker.app import Tracker
 
     store = EventStore(client.nc)
-    sub = await client.nc.subscribe(subjects.job_events(tenant, job_id))
+    changed = asyncio.Event()
+
+    async def on_event(_: Msg) -> None:
+        changed.set()
+
+    subs = [await client.nc.subscribe(s, cb=on_event) for s in (subjects.job_events(tenant, job_id), subjects.pool_events("lab"))]
     try:
-        while True:  # each turn waits for the job's next event, with a deadline
+        while True:  # each turn waits for the job's or the pool's next event, with a deadline
+            changed.clear()  # before the read: an event during it is not missed
             status = await Tracker(store).job_status(tenant, job_id)
-            if status is not None and status.get("resources"):
+            wanted = (status or {}).get("resources") or {}
+            if status is not None and (wanted.get("position") or wanted.get("granted")):
                 return status
-            await sub.next_msg(timeout=TIMEOUT_S)
+            await asyncio.wait_for(changed.wait(), TIMEOUT_S)
     finally:
-        await sub.unsubscribe()
+        for sub in subs:
+            await sub.unsubscribe()
 
 
 async def _pool_view(client: MusterClient, returned_by: str) -> dict[str, Any]:

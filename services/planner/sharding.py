@@ -184,7 +184,7 @@ class Sharding:
         if not isinstance(body, dict):
             return data, None
         if COMMAND_OF_VERB.get(verb) == "CreateCluster":
-            if not body.get("request_id"):
+            if body.get("request_id") is None:  # not `not ...`: a wrong key ([], 0, "") is validation's to name
                 body["request_id"] = uuid.uuid4().hex
                 data = json.dumps(body).encode()
             try:

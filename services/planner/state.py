@@ -159,11 +159,21 @@ class PlannerState:
         if self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
 
-    async def save(self, job: Job, cluster: Cluster) -> None:
-        """The cluster's new events, then the job's (the cluster points to its job first)."""
+    async def save(self, job: Job, cluster: Cluster, chain: bool = False) -> None:
+        """The cluster's new events, then the job's (the cluster points to its job first).
+        `chain`: in one round trip, each event landing only right after the one before (a
+        prefix may be stored; see `muster.bus.chained`), for the latency paths whose events
+        are each a whole decision."""
         try:
-            await self.save_cluster(cluster)
-            await self.save_job(job)
+            if chain:
+                await self.repo.save_chain([(cluster, subjects.cluster_events(cluster.tenant, str(cluster.id))),
+                                            (job, subjects.job_events(job.tenant, str(job.id)))])
+                if self.snapshotter is not None:
+                    self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
+                    self.snapshotter.saved(JOB, job, job.tenant)
+            else:
+                await self.save_cluster(cluster)
+                await self.save_job(job)
         except Exception:
             # Our view is no longer the log's: someone else wrote (another planner, a stale
             # copy), or an append failed, or it landed and its ack was lost (a server failover).

@@ -127,9 +127,9 @@ class PoolService:
         """Run `change` on the pool and record what it decided; a stale view is rebuilt from
         the log and the decision made again. `create_by`: make the pool if there is none.
 
-        The events of one decision are appended one by one, each fenced on the one before
-        (an atomic batch costs ~30x a single append on file storage with fsync, see
-        docs/pools.md): every pool event is a whole decision on its own, so if only the first
+        The events of one decision are appended as a chain, each fenced on the one before
+        (`muster.bus.chained`; an atomic batch costs ~30x a single append on file storage with
+        fsync, see docs/pools.md): every pool event is a whole decision on its own, so if only the first
         lands (a crash, another writer), the pool is still right and the rest is decided
         again. Administrators' commands (`atomic=True`) land all or nothing: a host list
         half added would be refused as "already in pool" when sent again."""
@@ -159,9 +159,10 @@ class PoolService:
         if atomic:
             await self.repo.save(pool, subject)
             return
-        for item in pending_appends(pool):
-            [seq] = await self.store.append(subject, [item], expect_last_seq=log_seq(pool))
-            setattr(pool, SEQ_ATTR, seq)
+        items = pending_appends(pool)
+        if items:  # one round trip: each event lands only right after the one before
+            [seqs] = await self.store.append_chain([(subject, items, log_seq(pool))])
+            setattr(pool, SEQ_ATTR, seqs[-1])
 
     async def _rebuild(self, name: str) -> None:
         pool = rebuild(Pool, await self.store.read(subjects.pool_events(name)))

@@ -20,6 +20,7 @@ import asyncio
 import heapq
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import structlog
@@ -37,6 +38,7 @@ from muster.bus.eventstore import Append, EventStore
 from muster.bus.grouped import GroupedAppends
 
 from .nodes import NodesResolver
+from .pull import RawPull
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -184,16 +186,14 @@ class Workers:
             missing = [t for t in self.config.tenants if t not in self._keepalive_s]
             for tenant in missing:
                 await self._ensure_queue(tenant)
-            subs = [
-                await self.js.pull_subscribe_bind(
-                    durable=subjects.task_consumer(tenant, self.config.provisioner_class),
-                    stream=subjects.TASKS_STREAM,
-                )
-                for tenant in self.config.tenants
-            ]
+            pulls = []
+            for tenant in self.config.tenants:
+                durable = subjects.task_consumer(tenant, self.config.provisioner_class)
+                pulls.append(RawPull(self.store.nc, subjects.TASKS_STREAM, durable, partial(self._accept, tenant=tenant)))
+                await pulls[-1].start()
             self._pullers = [
-                asyncio.create_task(self._pull(tenant, psub), name=f"pull-{tenant}")
-                for tenant, psub in zip(self.config.tenants, subs, strict=True)
+                asyncio.create_task(self._pull(tenant, pull), name=f"pull-{tenant}")
+                for tenant, pull in zip(self.config.tenants, pulls, strict=True)
             ]
             self._started = True
             try:
@@ -204,11 +204,8 @@ class Workers:
                 await asyncio.gather(*self._pullers, return_exceptions=True)
                 # Without its subscription a waiting pull request has no interest: the server
                 # drops it, and the next task goes to another provisioner at once.
-                for psub in subs:
-                    try:
-                        await psub.unsubscribe()
-                    except Exception as err:  # noqa: BLE001 - a closed connection has no interest either
-                        log.debug("unsubscribe failed", error=str(err) or type(err).__name__)
+                for pull in pulls:
+                    await pull.stop()
         self.stopped.set()
         await self.idle.wait()
         if self._side:
@@ -229,18 +226,20 @@ class Workers:
             t.cancel()
         await asyncio.gather(*self._pullers, *self.running, *self.finishing, *self._side, return_exceptions=True)
 
-    async def _pull(self, tenant: str, psub: JetStreamContext.PullSubscription) -> None:
+    async def _pull(self, tenant: str, pull: RawPull) -> None:
         failures = 0
         # Not `while True`: `run` cancels this task when draining, but a cancel that lands
-        # inside nats-py's fetch can be lost (as a fetch times out; Python 3.11's wait_for), and
+        # inside a pull can be lost (as the pull times out; Python 3.11's wait_for), and
         # the loop then pulled on and kept the drain waiting: about 1 in 20 runs of
         # tests/fault/test_found_bugs.py's cleanup test under load; none in 40 with this check.
         while not self.draining.is_set():
             await self.slots.available()
             await self._room.wait()
             want = min(self.slots.free, MAX_BATCH)
+            asked = asyncio.get_running_loop().time()
             try:
-                msgs = await psub.fetch(batch=want, timeout=FETCH_WAIT_S)
+                # Each task goes to `_accept` as it arrives, from the connection's read loop.
+                got = await pull.pull(want, FETCH_WAIT_S)
             except NatsTimeout:
                 continue
             except Exception as err:  # noqa: BLE001 - the bus failed us: pause, then ask again
@@ -254,18 +253,15 @@ class Workers:
                     except Exception as again:  # noqa: BLE001 - the next fetch will tell
                         log.warning("task queue declaration failed", tenant=tenant, error=str(again) or type(again).__name__)
                 continue
-            if not msgs:
-                # Only a status (no leader, consumer gone...) ends a pull with nothing: do not
-                # ask again at once, or the loop would spin until the server is back.
+            if got:
+                failures = 0
+            elif asyncio.get_running_loop().time() - asked < FETCH_WAIT_S / 2:
+                # A status ended the request early with nothing (no leader, a request cut):
+                # do not ask again at once, or the loop would spin until the server is back.
                 failures += 1
                 pause = min(0.5 * 2 ** (failures - 1), MAX_PAUSE_S)
                 log.warning("task pull ended empty", tenant=tenant, retry_in_s=pause)
                 await self._pause(pause)
-                continue
-            failures = 0
-            # No await from here to the next fetch: a drain cannot cut a batch in half.
-            for msg in msgs:
-                self._accept(msg, tenant)
 
     async def _pause(self, seconds: float) -> None:
         try:
@@ -273,7 +269,7 @@ class Workers:
         except TimeoutError:
             pass
 
-    def _accept(self, msg: Msg, tenant: str) -> None:
+    def _accept(self, msg: Msg, *, tenant: str) -> None:
         slot = None if self.draining.is_set() else self.slots.take()
         if slot is None:
             # Draining, or two queues answered at once beyond capacity: back to the queue

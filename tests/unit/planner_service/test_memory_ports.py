@@ -37,6 +37,17 @@ async def test_a_batch_lands_whole_or_not_at_all() -> None:
     assert [r.seq for r in await log.read("s.>")] == [1, 2, 3]
 
 
+async def test_a_chain_stores_the_prefix_before_its_first_refusal() -> None:
+    """As `EventStore.append_chain`: one event at a time, each fenced on the one before it on
+    its subject; the first refusal stops the chain."""
+    log = MemoryEventLog()
+    assert await log.append_chain([("s.a", [_a("1"), _a("2")], 0), ("s.b", [_a("3")], None)]) == [[1, 2], [3]]
+    await log.append("s.c", [_a("4")])
+    with pytest.raises(ConcurrencyError):
+        await log.append_chain([("s.a", [_a("5")], 2), ("s.c", [_a("6")], 0), ("s.a", [_a("7")], None)])
+    assert [r.seq for r in await log.read("s.>")] == [1, 2, 3, 4, 5]  # "5" landed, nothing after "6"
+
+
 async def test_injected_faults_fail_before_or_after_landing() -> None:
     log = MemoryEventLog()
     log.inject(lambda s, items: True, TimeoutError("refused"))

@@ -1,0 +1,99 @@
+"""A provisioner's pull consumer, read from the wire: a task reaches its worker in the
+connection's read loop, not through nats-py's `fetch`.
+
+Dispatch latency (#16: a task queued -> its claim in the log, within 1.5x a raw pull) is spent
+mostly between a task's message arriving on the connection and its claim leaving: `fetch`
+builds a `Msg`, queues it for a task made for each message it waits for (and for the status
+that ends the request), and returns the list only then; the worker then starts a task per
+message. Here the pull requests are sent by hand, as the JetStream protocol has them (a JSON
+request on `$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`, our inbox as the reply), and each
+delivery goes to `on_msg` synchronously from the read loop (`muster.bus.wire`), as a nats-py
+`Msg` so that acks, naks and metadata work as before. docs/benchmarks.md, "Provisioner
+dispatch", has the figures.
+
+A request asks for up to `batch` tasks and waits up to `wait_s` for the first (`no_wait` with
+`expires`): the server delivers what is there, then ends the request with a status (404/408),
+or ends it silently when `batch` came. Statuses the worker acts on come back as the errors
+nats-py's `fetch` raises for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import APIError, ServiceUnavailableError
+
+from muster.bus.wire import parse_headers, raw_subscribe, raw_unsubscribe
+
+ENDS_QUIETLY = ("404", "408", "409")
+"""No messages, the request expired, or it was cut (a leader change, too many waiting): ask again."""
+HEARTBEAT = "100"
+LOST_AFTER_S = 1.0
+"""A request whose end did not come this long after its expiry was lost (a broken connection)."""
+
+
+class RawPull:
+    def __init__(self, nc: Client, stream: str, durable: str, on_msg: Callable[[Msg], None]) -> None:
+        self.nc, self.on_msg = nc, on_msg
+        self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self.inbox = nc.new_inbox()
+        self.sub: Any = None
+        self._ended: asyncio.Future[int] | None = None
+        self._wanted = 0
+        self._got = 0
+
+    async def start(self) -> None:
+        self.sub = await raw_subscribe(self.nc, self.inbox, self._frame)
+
+    async def stop(self) -> None:
+        """Without the subscription a waiting request has no interest: the server drops it."""
+        if self.sub is not None:
+            await raw_unsubscribe(self.nc, self.sub)
+            self.sub = None
+
+    async def pull(self, batch: int, wait_s: float) -> int:
+        """Ask for up to `batch` tasks; return how many came once the request ended (each went
+        to `on_msg` as it came). 0 after `wait_s` with nothing. Raises as `fetch` would for a
+        consumer that is gone or a stream without a leader."""
+        ended: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._ended, self._wanted, self._got = ended, batch, 0
+        request = {"batch": batch, "expires": int(wait_s * 1e9), "no_wait": True}
+        await self.nc.publish(self.next_subject, json.dumps(request).encode(), reply=self.inbox)
+        try:
+            return await asyncio.wait_for(asyncio.shield(ended), wait_s + LOST_AFTER_S)
+        except TimeoutError:
+            raise NatsTimeout from None  # lost with the connection: ask again
+        finally:
+            if self._ended is ended:
+                self._ended = None  # a late end of this request changes nothing
+
+    def _frame(self, subject: bytes, reply: bytes, data: bytes, header_block: bytes) -> None:
+        status = ""
+        if header_block.startswith(b"NATS/1.0 "):  # a status, not a task (a task's headers have none)
+            status, headers = parse_headers(header_block)
+        if status:
+            if status != HEARTBEAT:
+                self._end(status, headers.get("Description", ""))
+            return None
+        self._got += 1
+        self.on_msg(Msg(_client=self.nc, subject=subject.decode(), reply=reply.decode(), data=data))
+        if self._got >= self._wanted:
+            self._end("", "")  # the batch is full: the server ends the request without a word
+        return None
+
+    def _end(self, status: str, description: str) -> None:
+        ended = self._ended
+        if ended is None or ended.done():
+            return  # the end of a request given up on (a late status)
+        if not status or status in ENDS_QUIETLY:
+            ended.set_result(self._got)
+        elif status == "503":
+            ended.set_exception(ServiceUnavailableError(code=503, description=description or "no responders"))
+        else:
+            ended.set_exception(APIError(code=int(status) if status.isdigit() else None, description=description))
