@@ -80,16 +80,23 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+ONE_BY_ONE = ("tests/e2e/", "tests/fault/")
+"""Folders whose every test starts processes of its own (no fixture wider than the test): their
+tests are handed out one by one, so one file's long scenarios run side by side."""
+
+
 class _ByFile(LoadFileScheduling):
     """pytest-xdist's `--dist loadfile` (a test file runs on one worker, so a module's fixtures
-    start once and its tests keep their order), with the browser tests as one unit: they share
-    one package-scoped `muster up` and chromium (tests/browser/conftest.py). A scheduler, not
-    `xdist_group` marks: `--dist loadgroup` ignores the marks under pytest 9.2
-    (pytest-dev/pytest-xdist#1386)."""
+    start once and its tests keep their order), with the browser tests as one unit (they share
+    one package-scoped `muster up` and chromium, tests/browser/conftest.py) and ONE_BY_ONE's
+    tests as units of their own. A scheduler, not `xdist_group` marks: `--dist loadgroup`
+    ignores the marks under pytest 9.2 (pytest-dev/pytest-xdist#1386)."""
 
     def _split_scope(self, nodeid: str) -> str:
         path = super()._split_scope(nodeid)
-        return "tests/browser" if path.startswith("tests/browser/") else path
+        if path.startswith("tests/browser/"):
+            return "tests/browser"
+        return nodeid if path.startswith(ONE_BY_ONE) else path
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
