@@ -75,6 +75,7 @@ QUICK: dict[str, list[str]] = {
     "pool_bench.py": ["--hosts", "1000", "--waiting", "100", "--cycles", "300", "--samples", "40"],
     "console_bench.py": ["--nodes", "20", "--repeat", "1", "--seconds", "3"],
     "scale_bench.py": ["--nodes", "200", "--takeover-jobs", "3", "--jobs", "10"],
+    "replay_bench.py": ["--events", "30000", "--clusters", "3"],
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 

@@ -155,9 +155,10 @@ class SnapshotSource(Protocol):
 
 
 class MemorySnapshots:
-    """Snapshots in memory (unit tests); every revision kept."""
+    """Snapshots in memory (unit tests); every revision kept, the last `history` read."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: int = 8) -> None:
+        self.history = history
         self.data: dict[tuple[str, str, str], list[bytes]] = {}
 
     async def put(self, kind: str, tenant: str, aggregate_id: str, data: bytes) -> None:
@@ -166,6 +167,13 @@ class MemorySnapshots:
     async def get(self, kind: str, tenant: str, aggregate_id: str) -> Snapshot | None:
         revisions = self.data.get((kind, tenant, aggregate_id))
         return read(revisions[-1]) if revisions else None
+
+    async def nearest(self, kind: str, tenant: str, aggregate_id: str, at_seq: int | None,
+                      fits: Callable[[Snapshot], bool] | None = None) -> Snapshot | None:
+        """As `SnapshotStore.nearest`: the highest sequence not after `at_seq` that `fits` takes."""
+        found = [s for s in map(read, self.data.get((kind, tenant, aggregate_id), [])[-self.history:])
+                 if s is not None and (at_seq is None or s.seq <= at_seq) and (fits is None or fits(s))]
+        return max(found, key=lambda s: s.seq, default=None)
 
     async def latest(self, kind: str) -> dict[str, Snapshot]:
         out = {}

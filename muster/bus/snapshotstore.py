@@ -16,6 +16,7 @@ snapshot of an earlier version.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 
 from nats.aio.client import Client
 from nats.js.api import KeyValueConfig, StorageType
@@ -101,14 +102,17 @@ class SnapshotStore:
         await OrderedReader(self.nc, STREAM, [f"$KV.{BUCKET}.*.{kind}.*"], on_message, last_per_subject=True).run()
         return out
 
-    async def nearest(self, kind: str, tenant: str, aggregate_id: str, at_seq: int | None) -> Snapshot | None:
-        """The readable snapshot with the highest sequence not after `at_seq` (None: the latest)."""
-        await self.bucket()
+    async def nearest(self, kind: str, tenant: str, aggregate_id: str, at_seq: int | None,
+                      fits: Callable[[Snapshot], bool] | None = None) -> Snapshot | None:
+        """The readable snapshot with the highest sequence not after `at_seq` (None: the latest)
+        among the revisions the bucket keeps, and that `fits` takes. Reads only: a reader
+        without the right to create the bucket (an operator's `muster replay`) gets None
+        while it does not exist."""
         found: list[Snapshot] = []
 
         def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
             snap = unpack(data) if data else None
-            if snap is not None and (at_seq is None or snap.seq <= at_seq):
+            if snap is not None and (at_seq is None or snap.seq <= at_seq) and (fits is None or fits(snap)):
                 found.append(snap)
 
         try:

@@ -58,6 +58,8 @@ class EventLog(Protocol):
         """Every subject matching the filter that holds events, with how many."""
         ...
 
-    async def replay(self, subject_filter: str, on_event: Callable[[Recorded], None], timeout: float = 600.0) -> int:
-        """Feed every matching event, in log order, to `on_event`; returns how many."""
+    async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
+                     *, start_seq: int = 1) -> int:
+        """Feed every event matching the filter (or any of several), from `start_seq` on, in log
+        order, to `on_event`; returns how many."""
         ...

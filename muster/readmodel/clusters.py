@@ -100,13 +100,20 @@ def cluster_view(history: Sequence[Recorded]) -> dict[str, Any] | None:
     c = fold_cluster(history)
     if c is None:
         return None
+    return cluster_view_of(c, history[0].time, history[-1].time, history[-1].seq)
+
+
+def cluster_view_of(c: ClusterState, first: datetime, last: datetime, last_seq: int) -> dict[str, Any] | None:
+    """The view of a folded cluster whose first and last events were at these times."""
+    if not c.id:
+        return None
     return {
         "id": c.id, "tenant": c.tenant, "name": c.name, "template": c.template, "provider": c.provider,
         "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "version": c.version,
         "expires_at": c.expires_at.isoformat() if c.expires_at else None, "layout": c.layout(),
         "stopped": c.stopped, "drift": [d.to_json() for d in c.drift()],
         "nodes": c.node_views(),
-        "created_at": history[0].time.isoformat(), "updated_at": history[-1].time.isoformat(), "seq": history[-1].seq,
+        "created_at": first.isoformat(), "updated_at": last.isoformat(), "seq": last_seq,
     }
 
 

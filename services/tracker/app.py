@@ -84,6 +84,8 @@ class Tracker:
     position_of: Callable[[str, str], int | None] | None = None
     """(pool, request id) -> place in the pool's line, from a live fold of the pools; without
     it a waiting job's place is folded from the pool's events."""
+    stories: Any = None
+    """Story snapshots (`muster.bus.snapshotstore.SnapshotStore`) a replay may start from."""
     _answers: OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]] = field(default_factory=OrderedDict)
     _asking: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict)
 

@@ -23,6 +23,7 @@ from contracts import subjects
 from contracts.records import Recorded
 from muster.bus.connect import bearer_headers
 from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from muster.bus.snapshotstore import SnapshotStore
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, json_option, stop
 from muster.readmodel.progress import JobProgress
@@ -179,7 +180,7 @@ async def replay(cluster_id: str, at: str | None, seq: int | None, bus: Bus, as_
     cluster = _check(cluster_id, UUID_PATTERN, "cluster id")
     tenant = _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
     when = parse_time(at) if at is not None else None
-    state = await _with_store(bus, lambda s: replay_cluster(s, tenant, cluster, seq, when))
+    state = await _with_store(bus, lambda s: replay_cluster(s, tenant, cluster, seq, when, SnapshotStore(s.nc)))
     if state is None:
         raise CliError(f"cluster {cluster} had no events in tenant {tenant} at that point", EXIT_INVALID)
     click.echo(json.dumps(state, indent=2, sort_keys=True) if as_json else render_replay(state))

@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from contracts.identity import Scope
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
+from muster.bus.snapshotstore import SnapshotStore
 
 from . import api, pools, sse
 from . import auth as auth_
@@ -31,6 +32,7 @@ from .app import Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
 from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
 from .routing import ROUTES, IndexFeeder
+from .story import StoryWriter
 
 log = structlog.get_logger("muster.tracker")
 
@@ -208,7 +210,8 @@ def make_app(
     services/tracker/auth.py), False never."""
     holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
     app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
-    tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age)
+    tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age,
+                      stories=SnapshotStore(store.nc, replicas))
     app[TRACKER] = tracker
     planners = PlannerQueues(store.nc)
     sources: list[Any] = [planners, WorkerScaling(store.nc, planners)] if planner_metrics else []
@@ -234,9 +237,13 @@ def make_app(
         if tracker.index is not None:
             app[METRICS].watch_index(lambda: len(tracker.index.mirror.records) if tracker.index else 0)
         subs = []
+        writer = None
         if consume and tracker.index is not None:
-            subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS]), ROUTES)
+            writer = StoryWriter(store, tracker.stories) if tracker.stories is not None else None
+            subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS], writer), ROUTES)
         yield
+        if writer is not None:
+            writer.close()
         for sub in subs:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()

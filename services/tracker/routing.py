@@ -15,6 +15,7 @@ from muster.routing import Route
 
 from .app import Tracker
 from .metrics import TrackerMetrics
+from .story import StoryWriter
 
 LOCATIONS = "tracker-locations"
 
@@ -51,12 +52,18 @@ ROUTES = (
 class IndexFeeder:
     """What the routing table (routing.py) hands location events to: the index, counted."""
 
-    def __init__(self, tracker: Tracker, metrics: TrackerMetrics) -> None:
+    def __init__(self, tracker: Tracker, metrics: TrackerMetrics, stories: StoryWriter | None = None) -> None:
         self.tracker = tracker
         self.metrics = metrics
+        self.stories = stories
 
     async def on_location_event(self, recorded: Recorded) -> None:
         total, changed = await self.tracker.on_event(recorded)
+        if self.stories is not None and recorded.type == "ClusterStatusChanged":
+            # A job of the cluster ended (or it was made, or deleted): a point `muster replay`
+            # can start from (services/tracker/story.py). One tracker of the queue group gets it.
+            _, _, tenant, _, cluster_id = recorded.subject.split(".", 4)
+            self.stories.due(tenant, cluster_id, recorded.seq)
         self.metrics.location_events.inc()
         if total:
             self.metrics.location_updates.labels("applied").inc(changed)

@@ -79,6 +79,8 @@ class SoakResult:
     rejected: Counter[str] = field(default_factory=Counter)
     """Reason (its first words) -> count: expected ones (a job ended before its pause)."""
     unanswered: int = 0
+    unanswered_requests: list[str] = field(default_factory=list)
+    """Which (seconds into the run, tenant, what, the client's words): a lead for the next run."""
     jobs: Counter[str] = field(default_factory=Counter)
     """Final state seen by the actors -> jobs."""
     faults: Counter[str] = field(default_factory=Counter)
@@ -219,8 +221,10 @@ class Soak:
         self.result.requests += 1
         try:
             reply = await self.fs.client.request(command, tenant=tenant, timeout=10.0, attempts=12)
-        except NoAnswer:
+        except NoAnswer as err:
             self.result.unanswered += 1
+            self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {err}")
+            print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
             return None
         if isinstance(reply, Rejected):
             self.result.rejected[" ".join(reply.reason.split()[:6])] += 1

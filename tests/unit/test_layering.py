@@ -13,7 +13,7 @@ import pytest
 PURE = {
     "contracts (the wire)": (["contracts.commands", "contracts.events", "contracts.records", "contracts.subjects",
                               "contracts.errors", "contracts.catalog"], ("nats", "services", "muster", "eventsourcing")),
-    "the read model": (["muster.readmodel.jobs", "muster.readmodel.progress", "muster.readmodel.status",
+    "the read model": (["muster.readmodel.jobs", "muster.readmodel.story", "muster.readmodel.progress", "muster.readmodel.status",
                         "muster.readmodel.clusters", "muster.readmodel.timeline", "muster.readmodel.locations",
                         "muster.readmodel.observed"],
                        ("nats", "services", "eventsourcing", "aiohttp")),

@@ -119,6 +119,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         pub = common + _read_log() + [
             f"{subjects.OPS}.*.*.*", f"{subjects.QUERY}.*.*.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
             subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
+            "$KV.snapshots.*.story.*",  # replay's story snapshots (services/tracker/story.py)
         ]
         return BusPermissions(tuple(pub), (inbox,), responses=True)
     if kind == "provisioner":

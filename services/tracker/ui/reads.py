@@ -78,7 +78,7 @@ async def cluster_page(tracker: Tracker, tenant: str, cluster_id: str, seq: int 
     """The cluster now (or as `muster replay --seq` shows it after log sequence `seq`), its
     jobs and its timeline (its own events and its jobs')."""
     history = await cluster_history(tracker.store, tenant, cluster_id)
-    replay = await replay_cluster(tracker.store, tenant, cluster_id, seq, None) if history else None
+    replay = await replay_cluster(tracker.store, tenant, cluster_id, seq, None, tracker.stories) if history else None
     if replay is None:
         return None
     jobs_ = tracker.list_jobs(tenant, cluster_id, None, 0, 500).items if tracker.index is not None else []
@@ -86,7 +86,7 @@ async def cluster_page(tracker: Tracker, tenant: str, cluster_id: str, seq: int 
 
 
 async def replay_at(tracker: Tracker, tenant: str, cluster_id: str, seq: int) -> dict[str, Any] | None:
-    return await replay_cluster(tracker.store, tenant, cluster_id, seq, None)
+    return await replay_cluster(tracker.store, tenant, cluster_id, seq, None, tracker.stories)
 
 
 def clusters(tracker: Tracker, tenant: str) -> list[dict[str, Any]]:

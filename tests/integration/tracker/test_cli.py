@@ -15,7 +15,9 @@ from click.testing import CliRunner
 
 from contracts import subjects
 from contracts.events import JobSucceeded
+from muster.bus.snapshotstore import BUCKET, SnapshotStore, unpack
 from muster.cli import main
+from services.tracker.story import story_at
 
 pytestmark = pytest.mark.nats
 
@@ -129,6 +131,31 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     before = await muster(*args, "--at", "2000-01-01T00:00:00")
     assert before.exit_code == 2
     assert (await muster(*args, "--at", "yesterday")).exit_code == 2
+
+    # The tracker snapshots the story when the cluster's status changes; replay starts there.
+    changed = [r.seq for r in await tracked.store.read(subjects.cluster_events("default", reply.cluster_id))
+               if r.type == "ClusterStatusChanged"]
+    await _story_snapshot(tracked, reply.cluster_id, changed[-1])
+    stories = SnapshotStore(tracked.store.nc)
+    from_snapshot = await story_at(tracked.store, "default", reply.cluster_id, None, None, stories)
+    assert from_snapshot is not None and from_snapshot.seq == changed[-1]  # (a full fold starts at 0)
+    assert json.loads((await muster(*args, "--json")).output) == final
+    assert (await muster(*args, "--at", at)).output == by_time.output
+    assert json.loads((await muster(*args, "--seq", str(planned), "--json")).output) == state  # before it: the full fold
+
+
+async def _story_snapshot(tracked: Tracked, cluster_id: str, seq: int) -> None:
+    """Wait (on the bucket's updates, 30 s at most) for the cluster's story snapshot at `seq`."""
+    kv = await tracked.store.js.key_value(BUCKET)
+    watcher = await kv.watch(f"default.story.{cluster_id}")
+    try:
+        while True:
+            entry = await watcher.updates(timeout=30)
+            snap = unpack(entry.value) if entry is not None and entry.value else None
+            if snap is not None and snap.seq >= seq:
+                return
+    finally:
+        await watcher.stop()
 
 
 async def test_events_dumps_the_log_as_json_lines(tracked: Tracked) -> None:
