@@ -8,7 +8,8 @@ Not a test: run it, read the table; `--write-docs` puts it into docs/benchmarks.
 What is measured (one nats-server of its own, `sync_interval: always`, a temp store):
 
 - raw latency: `js.publish` of a 1 KB message on a work-queue stream -> received by a durable
-  pull consumer waiting in `fetch(16)` (the workers' way), one at a time.
+  pull consumer waiting in nats-py's `fetch(16)`, one at a time (the workers read their pulls at the
+  wire since #16.3, services/provisioner/pull.py: the raw figure is the standard client's).
 - raw throughput: N messages published with `publish_async` while the consumer fetches (up to
   256 a time) and acks each; N / (last ack - first publish); run right before each provisioner
   run, because the machine (and its disk) is shared and the figures drift.

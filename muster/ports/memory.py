@@ -146,6 +146,7 @@ class MemoryTaskQueue:
     def __init__(self) -> None:
         self.messages: list[TaskMessage] = []
         self.taken = 0  # how many of `messages` a consumer has taken
+        self.published = 0  # publishes, de-duplicated ones too
         self._ids: set[str] = set()
         self._failures: list[tuple[Callable[[TaskMessage], bool], BaseException]] = []
 
@@ -158,6 +159,7 @@ class MemoryTaskQueue:
             if when(message):
                 del self._failures[i]
                 raise error
+        self.published += 1
         key = task_msg_id(message)
         if key not in self._ids:
             self._ids.add(key)

@@ -90,12 +90,16 @@ class Planner:
         time, and accept records the cluster's pointer to a job before the job itself, so no
         open job can be missed."""
         clusters = await self.state.load_clusters(only)
+        ours = self.hooks.owns if only is None else (lambda tenant, cluster_id: True)
         async with self.state.lock:
             open_jobs: list[tuple[Job, Cluster, dict[tuple[str, int], datetime], int]] = []
             for cluster in clusters:
-                if not self.hooks.owns(cluster.tenant, str(cluster.id)):
+                # `only` names the shards just gained: their clusters are ours even while the
+                # lease is renewed late (owns() false for a moment); skipped then, a current job
+                # would never be loaded. A lost shard waits for this lock before it forgets.
+                if not ours(cluster.tenant, str(cluster.id)):
                     continue
-                leases.arm(self.timers, self.hooks.owns, cluster)  # its expiry, from the logged lease
+                leases.arm(self.timers, ours, cluster)  # its expiry, from the logged lease
                 job, history = await self.state.load_job(cluster.tenant, cluster.job_id)
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered

@@ -39,6 +39,12 @@ from .timers import Timers
 log = structlog.get_logger("muster.planner")
 
 REPUBLISH_MAX_S = 15.0
+REPUBLISH_QUEUED_EVERY_S = 10.0
+"""A job's queued attempts go out again at most this often on redelivered outcomes. Each
+redelivery asks for it, and a planner slow to ack (a 10,000-node create) gets redeliveries by the
+hundred: republishing thousands of attempts for each made it slower still (3,000 nodes: 127
+tasks/s; 10,000 nodes: ~30 tasks/s, the planner's CPU spent on duplicates). Once is enough to
+repair lost messages; task timeouts are the net behind it."""
 CHAIN_MOST = 16
 """The most events of one chained save (`execute(chain=True)`): a chain costs the server one
 disk sync per event, an atomic batch ~10 ms whatever its size (decision 6)."""
@@ -57,6 +63,8 @@ class Execution:
         """Provisioners that claimed earlier attempts of a task, which its retries avoid where
         possible (best effort: not rebuilt after a restart)."""
         self.republish_tries: dict[tuple[str, str, int], int] = {}
+        self.republished_at: dict[str, datetime] = {}
+        """When each job's queued attempts last went out again (REPUBLISH_QUEUED_EVERY_S)."""
         timers.on("timeout", self.timed_out)
         timers.on("republish", self.republish)
 
@@ -70,9 +78,12 @@ class Execution:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         recorded = bool(job.pending_events or cluster.pending_events)
         await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
-        if effects.dispatch or effects.republish:
+        again = self._queued_again(job) if effects.republish_queued else []
+        if effects.dispatch or again:
             catalog = await self.state.catalog(job.tenant)
-            await self.publish_many(job, cluster, catalog, [(a, None) for a in effects.dispatch + effects.republish])
+            await self.publish_many(job, cluster, catalog, [(a, None) for a in effects.dispatch + again])
+        if job.is_final:
+            self.republished_at.pop(str(job.id), None)
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
             # A lease that ended while the cluster was busy is due now.
@@ -80,6 +91,13 @@ class Execution:
         for hook in self.hooks.after:
             await hook(job, cluster)
         await self._wake(job)
+
+    def _queued_again(self, job: Job) -> list[Attempt]:
+        now, last = self.timers.clock.now(), self.republished_at.get(str(job.id))
+        if last is not None and now - last < timedelta(seconds=REPUBLISH_QUEUED_EVERY_S):
+            return []
+        self.republished_at[str(job.id)] = now
+        return saga.queued_attempts(job)
 
     async def _wake(self, job: Job) -> None:
         """Jobs a concurrency limit held back, now that slots may have freed: each once more.

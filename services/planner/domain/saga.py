@@ -45,15 +45,16 @@ class Effects:
 
     dispatch: list[Attempt] = field(default_factory=list)
     """Newly queued attempts: publish each, then arm its timeout."""
-    republish: list[Attempt] = field(default_factory=list)
-    """Attempts queued earlier whose message may never have got out: publish again (the
-    queue's de-duplication makes this harmless)."""
+    republish_queued: bool = False
+    """The job's queued attempts may never have got out (an outcome delivered again): publish
+    them again (the queue's de-duplication makes this harmless). A flag, not the list: a job of
+    10,000 nodes has thousands queued, and the adapter decides how often that is worth it."""
     disarm: list[Attempt] = field(default_factory=list)
     """Attempts whose timeout no longer matters."""
 
     def __iadd__(self, other: Effects) -> Effects:
         self.dispatch += other.dispatch
-        self.republish += other.republish
+        self.republish_queued |= other.republish_queued
         self.disarm += other.disarm
         return self
 
@@ -176,13 +177,13 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
         done = TaskCompleted(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt,
                              result=event.result, ipaddresses=event.ipaddresses, hostname=event.hostname)
         if not job.complete(done):
-            effects.republish = queued_attempts(job)
+            effects.republish_queued = True
             return effects
         cluster.record_results(job.tasks[event.task_id]["node"], event.task_id, event.result, event.ipaddresses, event.hostname)
     else:
         failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
         if not job.fail_attempt(failed):
-            effects.republish = queued_attempts(job)
+            effects.republish_queued = True
             return effects
         effects += after_failure(job, cluster, event.task_id, settings)
     effects += advance(job, cluster, services, settings, policy)

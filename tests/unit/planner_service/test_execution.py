@@ -13,6 +13,8 @@ from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
 from contracts.tasks import TaskMessage
 from services.planner.app import PlannerConfig
 from services.planner.config import Hooks
+from services.planner.domain import saga
+from services.planner.execution import REPUBLISH_QUEUED_EVERY_S
 
 
 def _is(m: TaskMessage, action: str, service: str | None = None, node: str | None = None) -> bool:
@@ -128,6 +130,26 @@ async def test_a_redelivered_outcome_republishes_what_its_first_delivery_queued(
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded)
     assert all(r.event.attempt == 1 for r in h.log.records if r.type == "TaskQueued")
+
+
+async def test_redelivered_outcomes_republish_a_job_s_queued_attempts_at_most_once_a_while(h: Harness) -> None:
+    """A planner slow to ack gets an outcome redelivered again and again; each asks for the job's
+    queued attempts to go out again, and at 10,000 nodes that is thousands of publishes each."""
+    h.behaviour = lambda m: "succeed" if m.action.value == "create" else "hold"
+    reply = await h.send(CreateCluster(name="slow-acks", template="hadoop-small", nodes=3))
+    await h.settle()
+    queued = saga.queued_attempts(h.job(reply.job_id))
+    assert len(queued) > 1
+    trigger = [r for r in h.log.records if r.type == "TaskSucceeded"][-1]
+    before = h.queue.published
+    await h.deliver(trigger)
+    assert h.queue.published == before + len(queued)  # the first redelivery repairs
+    for _ in range(5):
+        await h.deliver(trigger)
+    assert h.queue.published == before + len(queued)  # the next ones, soon after, do not repeat it
+    await h.clock.advance(REPUBLISH_QUEUED_EVERY_S)
+    await h.deliver(trigger)
+    assert h.queue.published == before + 2 * len(queued)
 
 
 async def test_a_lost_ack_reloads_the_log_s_view_and_the_redelivery_changes_nothing_twice(h: Harness) -> None:

@@ -125,6 +125,18 @@ async def test_only_the_owner_arms_the_timer() -> None:
     assert _deletes(h) == []
 
 
+async def test_a_shard_gained_while_its_lease_is_renewed_late_arms_the_timer() -> None:
+    late = False
+    h = leased(hooks=Hooks(owns=lambda tenant, cluster_id: not late))
+    cid = await _create(h)
+    h.planner.timers.cancel_all()
+    h.planner = h._planner()
+    late = True  # the shard's lease is renewed late while the planner rebuilds it
+    await h.planner.resume(lambda cluster_id: True)
+    late = False
+    assert h.planner.timers.armed("lease") == [("lease", "default", cid)]
+
+
 async def test_the_request_may_shorten_the_lease_not_lengthen_it() -> None:
     h = leased()
     start = h.clock.now()

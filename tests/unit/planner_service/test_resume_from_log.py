@@ -8,9 +8,10 @@ from collections import Counter
 
 from planner_harness import Harness
 
-from contracts.commands import Accepted, CreateCluster
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobSucceeded
 from services.planner.app import PlannerConfig
+from services.planner.config import Hooks
 
 
 async def test_a_restarted_planner_finishes_the_job_without_dispatching_twice(h: Harness) -> None:
@@ -95,3 +96,30 @@ async def test_a_restarted_planner_adopts_the_open_jobs_and_only_those() -> None
 
     await h.restart(PlannerConfig(instance="p2"))
     assert len([r for r in h.log.records if r.type == "JobAdopted"]) == 1
+
+
+async def test_shards_gained_while_their_lease_is_renewed_late_still_load_every_current_job() -> None:
+    """`resume(only)` runs for the shards a planner has just gained. If their lease is being
+    renewed late at that moment (owns() false for a while: a NATS node down), a cluster's current
+    job must still be loaded (nothing loads it later: an open job would stall, and a deleted
+    cluster's delete would have no planner answering for it, as the soak found); test_leases.py
+    checks the lease's expiry is armed then too."""
+    late = False
+    h = Harness(hooks=Hooks(owns=lambda tenant, cluster_id: not late))
+    gone = await h.cluster_of(nodes=2, name="gone")
+    deleted = await h.ok(DeleteCluster(cluster_id=gone))
+    await h.settle()
+    h.behaviour = lambda m: "hold"
+    running = await h.send(CreateCluster(name="running", template="hadoop-small", nodes=2))
+    assert isinstance(running, Accepted)
+    await h.settle()
+    h.planner.timers.cancel_all()
+    h.planner = h._planner()
+    late = True
+    await h.planner.resume(lambda cluster_id: True)
+    late = False
+    assert h.planner.job_view("default", deleted.job_id) is not None
+    assert running.job_id in h.planner.jobs and not h.planner.jobs[running.job_id].is_final
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert isinstance(h.final(running.job_id), JobSucceeded)
