@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from contracts import commands, subjects
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, CreateCluster
 from contracts.events import JobSucceeded
+from contracts.secrets import secrets_in_clear
 from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import NatsServer
@@ -178,12 +179,15 @@ async def test_a_field_of_the_wrong_type_is_rejected_by_name(fuzz: Fuzz, verb: s
 
 @SETTINGS
 @given(verb=verbs, key=st.text(string.ascii_letters + "_", min_size=1, max_size=30), value=json_values)
+@example(verb="create", key="Auth", value=1)  # found here: a secret's name, refused by the secrets rule first
 async def test_an_unknown_field_is_rejected_by_name(fuzz: Fuzz, verb: str, key: str, value: Any) -> None:
     body = base_body(verb)
     if key in body or key in ("type", "v", "request_id", "requested_by", "dry_run", "restart", "services", "provider",
                               "hardwaretype", "imagetype", "config", "nodes", "name", "template", "cluster_id", "job_id",
                               "service", "to_job"):
         return
+    if secrets_in_clear({key: value}):
+        return  # a secret's name (`Auth`, `token`...) is refused by the secrets rule first (its own tests)
     reason = await fuzz.rejected(OTHER, verb, json.dumps({**body, key: value}).encode(), "unknown fields")
     assert key in reason and "xtra" in reason, reason
 

@@ -34,6 +34,8 @@ async def until_waiting(p: Pipeline, job_id: str) -> None:
     watch = await p.watch(subjects.job_events(p.tenant, job_id))
     if "JobResourcesRequested" not in await job_history_types(p, job_id):
         await watch.wait(lambda r: r.type == "JobResourcesRequested", timeout=30)
+    # The planner's request is in the job's log before the pool has put it in line.
+    await p.until_pool(lambda pool: pool.position(job_id) is not None)
 
 
 async def test_a_cluster_runs_on_the_hosts_its_pool_granted_and_gives_them_back(pipeline: Pipeline) -> None:
