@@ -41,20 +41,22 @@ class Snapshotter:
         self._refused: set[str] = set()
         self._too_large: set[str] = set()  # aggregate ids whose snapshot the store refused for its size
 
-    def loaded(self, kind: Kind, aggregate: Any, tenant: str, snapshot_version: int = 0) -> None:
-        """`aggregate` is the log's state (resumed from a snapshot of `snapshot_version`, or 0)."""
+    def loaded(self, kind: Kind, aggregate: Any, tenant: str, snapshot_version: int = 0, *, refresh: bool = False) -> None:
+        """`aggregate` is the log's state (resumed from a snapshot of `snapshot_version`, or 0).
+        `refresh`: snapshot it if any event follows its snapshot (the next resume then reads
+        nothing of it while it stays quiet, however long the log grows meanwhile)."""
         if snapshot_version:
             self._taken[str(aggregate.id)] = snapshot_version
-        self.saved(kind, aggregate, tenant)
+        self.saved(kind, aggregate, tenant, refresh=refresh)
 
-    def saved(self, kind: Kind, aggregate: Any, tenant: str) -> None:
+    def saved(self, kind: Kind, aggregate: Any, tenant: str, *, refresh: bool = False) -> None:
         """The log has every event of `aggregate` (just saved or loaded)."""
         key = str(aggregate.id)
         self._committed[key] = (aggregate.version, log_seq(aggregate))
         if key in self._too_large:
             return  # it only grows: it resumes from its events
         behind = aggregate.version - self._taken.get(key, 0)
-        if behind >= self.every or (behind > 0 and getattr(aggregate, "is_final", False)):
+        if behind >= self.every or (behind > 0 and (refresh or getattr(aggregate, "is_final", False))):
             self._due[key] = (kind, aggregate, tenant)
             if self._writing is None or self._writing.done():
                 self._writing = asyncio.get_running_loop().create_task(self._write())

@@ -73,21 +73,41 @@ class PlannerState:
         return gone
 
     async def _load_clusters_from_snapshots(self, only: Callable[[str], bool] | None) -> dict[str, Cluster]:
+        """Each cluster from its snapshot, and the events after it. A cluster whose subject
+        holds as many events as its snapshot's version has none after it and is not read; the
+        others' tails come from one pass over the cluster events from the oldest snapshot
+        they need (one read of that stretch of the log, where a read per cluster would make the
+        server look through it once for each)."""
         assert self.snapshotter is not None
         latest = await self.snapshotter.store.latest(CLUSTER.name)
-        gate = asyncio.Semaphore(TAIL_READS)
         loaded: dict[str, Cluster] = {}
-
-        async def one(subject: str) -> None:
+        behind: dict[str, Snapshot | None] = {}  # subject -> its snapshot, for those with events after it
+        for subject, count in (await self.log.subjects(subjects.ALL_CLUSTER_EVENTS)).items():
             tenant, key = _tenant_and_id(subject)
             if only is not None and not only(key):
-                return
-            async with gate:
-                cluster = await self._resume(CLUSTER, Cluster, subject, tenant, latest.get(key))
-            if cluster is not None:
-                loaded[key] = cluster
+                continue
+            snap = latest.get(key)
+            if snap is not None and snap.aggregate.version == count:  # (every event of a subject is one version)
+                loaded[key] = snap.aggregate
+                self.snapshotter.loaded(CLUSTER, snap.aggregate, tenant, snap.aggregate.version)
+            else:
+                behind[subject] = snap
+        if behind:
+            tails: dict[str, list[Recorded]] = {subject: [] for subject in behind}
 
-        await asyncio.gather(*(one(s) for s in await self.log.subjects(subjects.ALL_CLUSTER_EVENTS)))
+            def on_event(r: Recorded) -> None:
+                tail = tails.get(r.subject)
+                if tail is not None:
+                    tail.append(r)
+
+            start = min(snap.seq + 1 if snap is not None else 1 for snap in behind.values())
+            await self.log.replay(subjects.ALL_CLUSTER_EVENTS, on_event, start_seq=start)
+            for subject, snap in behind.items():
+                tenant, key = _tenant_and_id(subject)
+                cluster = await self._resume(CLUSTER, Cluster, subject, tenant, snap, tails[subject])
+                if cluster is not None:
+                    loaded[key] = cluster
+        gate = asyncio.Semaphore(TAIL_READS)
 
         # Each cluster's current job, read the same way, many at once (resume asks for them
         # one by one: they are ready by then).
@@ -116,8 +136,11 @@ class PlannerState:
             self.snapshotter.loaded(JOB, job, tenant)
         return job, history
 
-    async def _resume(self, kind: Kind, cls: type[Any], subject: str, tenant: str, snap: Snapshot | None) -> Any:
-        tail = await self.log.read(subject, start_seq=snap.seq + 1 if snap is not None else 1)
+    async def _resume(self, kind: Kind, cls: type[Any], subject: str, tenant: str, snap: Snapshot | None,
+                      tail: list[Recorded] | None = None) -> Any:
+        """The aggregate from its snapshot and the events after it (`tail`, or read here)."""
+        if tail is None:
+            tail = await self.log.read(subject, start_seq=snap.seq + 1 if snap is not None else 1)
         try:
             aggregate = snapshots.resume(snap, tail, lambda a, r: fold(cls, a, r))
         except Exception as err:  # noqa: BLE001 - a snapshot that does not fit its log is only a lost shortcut
@@ -126,7 +149,8 @@ class PlannerState:
             snap = None
             aggregate = rebuild(cls, await self.log.read(subject))
         if aggregate is not None and self.snapshotter is not None:
-            self.snapshotter.loaded(kind, aggregate, tenant, snap.aggregate.version if snap is not None else 0)
+            self.snapshotter.loaded(kind, aggregate, tenant, snap.aggregate.version if snap is not None else 0,
+                                    refresh=kind is CLUSTER)
         return aggregate
 
     async def job_history(self, tenant: str, job_id: str) -> list[Recorded]:
