@@ -226,6 +226,11 @@ class Soak:
             self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {err}")
             print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
             return None
+        if isinstance(reply, Rejected) and reply.retry:  # "send again" on every try: no planner acted for it
+            self.result.unanswered += 1
+            self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {reply.reason}")
+            print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
+            return None
         if isinstance(reply, Rejected):
             self.result.rejected[" ".join(reply.reason.split()[:6])] += 1
         elif isinstance(reply, Accepted):
