@@ -82,6 +82,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         stack.callback(planner.state.snapshotter.close)
 
     subs: list[Any] = []
+    stack.push_async_callback(sharding.close)  # after the subscriptions below are gone
     for reply in REPLIES:
         if reply.answer is operation:  # each in a task of its own: one waiting for a shard's owner holds up no other
             answer = with_catalog(catalog, sharding.operation)

@@ -162,6 +162,12 @@ class Sharding:
         self._answering.add(task)  # a reference until it ran
         task.add_done_callback(self._answering.discard)
 
+    async def close(self) -> None:
+        """Stop answering: requests still in hand are dropped (their clients send them again)."""
+        for task in list(self._answering):
+            task.cancel()
+        await asyncio.gather(*self._answering, return_exceptions=True)
+
     async def operation(self, planner: Planner, subject: str, data: bytes) -> bytes | None:
         """`muster.ops.<tenant>.<principal>.<verb>` (the queue group): here, or at the owner. With
         auth on the server lets only <principal> send on that subject, so it is the request's
