@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
 
 from .layout import Layout
 from .limits import MAX_CONFIG_BYTES, max_json_bytes
@@ -289,6 +289,17 @@ class Rejected(BaseModel):
     type: Literal["Rejected"] = "Rejected"
     v: Literal[1] = 1
     reason: str
+    retry: bool = Field(default=False, description=(
+        "true when nothing was decided: no planner could act for the cluster just then (its shard "
+        "between owners). Send the same request again (same request_id); `MusterClient.request` does. "
+        "Left out of the JSON when false"))
+
+    @model_serializer(mode="wrap")
+    def _without_default_retry(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.retry:
+            data.pop("retry", None)
+        return data
 
 
 Reply = Annotated[Accepted | Rejected | DryRun | LeaseExtended, Field(discriminator="type")]

@@ -52,6 +52,9 @@ __all__ = ["ClusterInfo", "MusterClient", "MusterError", "NoAnswer", "Outcome", 
            "new_request_id"]
 
 RETRYABLE = (nats.errors.TimeoutError, nats.errors.NoRespondersError)
+BACKOFF_CAP_S = 3.0
+"""The longest pause between two tries of a request (0.2 s doubling up to this): uncapped, the
+last of the soak's 12 tries would wait 410 s after a "no responders"."""
 
 
 class MusterError(Exception):
@@ -157,8 +160,10 @@ class MusterClient(Operations):
     async def request(
         self, command: Command, *, tenant: str | None = None, timeout: float | None = None, attempts: int | None = None
     ) -> Reply:
-        """Send with an idempotency key; on a timeout or when no planner answers, send again
-        with the same key. Raises NoAnswer when every attempt went unanswered."""
+        """Send with an idempotency key; on a timeout, when no planner answers, or when the
+        planner answers that nobody could act for the cluster just then (`Rejected.retry`: its
+        shard between owners), send again with the same key. Raises NoAnswer when every attempt
+        went unanswered; returns the last `retry` rejection if every attempt got one."""
         update: dict[str, Any] = {}
         if not command.request_id:
             update["request_id"] = new_request_id()
@@ -168,14 +173,20 @@ class MusterClient(Operations):
         tenant = tenant or self.tenant
         attempts = attempts or self.attempts
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
-        last: BaseException | None = None
+        last: BaseException | Rejected | None = None
         for attempt in range(attempts):
-            if attempt and isinstance(last, nats.errors.NoRespondersError):
-                await asyncio.sleep(0.2 * 2**attempt)  # back off: no planner is subscribed right now
+            if attempt and isinstance(last, nats.errors.NoRespondersError | Rejected):
+                # back off: no planner is subscribed, or none holds the cluster's shard yet
+                await asyncio.sleep(min(BACKOFF_CAP_S, 0.2 * 2**attempt))
             try:
-                return await self.send(tenant, command, timeout or self.timeout)
+                reply = await self.send(tenant, command, timeout or self.timeout)
             except RETRYABLE as err:
                 last = err
+                continue
+            if isinstance(reply, Rejected) and reply.retry and attempt + 1 < attempts:
+                last = reply
+                continue
+            return reply
         what = "no planner is listening" if isinstance(last, nats.errors.NoRespondersError) else "no answer in time"
         raise NoAnswer(f"{verb} request {command.request_id} got no answer after {attempts} attempts ({what})")
 

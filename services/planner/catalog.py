@@ -12,6 +12,7 @@ concurrent changes are kept apart by the catalog's fence on its last sequence, n
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import structlog
@@ -118,7 +119,9 @@ class CatalogWrites:
 
 def with_catalog(writes: CatalogWrites, operation: Any) -> Any:
     """The planner's answer to `muster.ops.<tenant>.<principal>.<verb>`: catalog verbs here, the
-    rest to `operation` (the cluster operations, sharded)."""
+    rest to `operation` (the cluster operations, sharded). Requests are answered concurrently
+    (`Sharding.respond`); catalog writes stay one at a time, as before."""
+    one_at_a_time = asyncio.Lock()
 
     async def answer(planner: Any, subject: str, data: bytes) -> bytes | None:
         try:
@@ -126,7 +129,8 @@ def with_catalog(writes: CatalogWrites, operation: Any) -> Any:
         except subjects.SubjectError:
             return await operation(planner, subject, data)  # which refuses it
         if rest and rest[-1] in CATALOG_VERBS:
-            return await writes.answer(tenant, principal, rest[-1], data)
+            async with one_at_a_time:
+                return await writes.answer(tenant, principal, rest[-1], data)
         return await operation(planner, subject, data)
 
     return answer

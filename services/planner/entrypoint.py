@@ -10,6 +10,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import click
@@ -81,9 +82,13 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         stack.callback(planner.state.snapshotter.close)
 
     subs: list[Any] = []
+    stack.push_async_callback(sharding.close)  # after the subscriptions below are gone
     for reply in REPLIES:
-        answer = with_catalog(catalog, sharding.operation) if reply.answer is operation else reply.answer
-        subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, Reply(reply.subject, answer, reply.queue))))
+        if reply.answer is operation:  # each in a task of its own: one waiting for a shard's owner holds up no other
+            answer = with_catalog(catalog, sharding.operation)
+            subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=partial(sharding.respond, answer=answer)))
+            continue
+        subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, reply)))
     for route in ROUTES:
         # A consumer of this planner's own: every event reaches every planner, each acts on its
         # clusters' (a shard's events that came before it was gained are read from the log).

@@ -16,7 +16,13 @@ on (`muster/bus/shards.py`), and a request reaches the owner of its cluster wher
   forwards it to `muster.shard.<n>.ops.<t>.<verb>`, which only the holder listens to, and
   relays the answer. While a shard is between owners (a takeover takes up to the lease's
   TTL), forwarding is retried for up to `wait_s`, then the request is refused with a reason
-  that says to send it again (with the same request id nothing is done twice).
+  that says to send it again, marked `retry` (with the same request id nothing is done twice;
+  `MusterClient.request` sends it again by itself).
+- **Answered in time.** `wait_s` is at most `FORWARD_WAIT_S`, below the client's per-try
+  timeout (10 s): a requester hears "send again" before it gives up on a try. It once was twice
+  the TTL (20 s), and a request waiting for a takeover in the soak timed out at the client 12
+  times over (docs/faults.md). And a request waiting for a shard holds up no other: each is
+  answered in a task of its own (`Sharding.respond`), at most `IN_FLIGHT` at once.
 """
 
 from __future__ import annotations
@@ -48,6 +54,10 @@ from .requests import COMMAND_OF_VERB, RequestContext
 log = structlog.get_logger("muster.planner")
 
 JOB_VERBS = {VERB_OF[c] for c in VERB_OF if c in ("PauseJob", "ResumeJob", "CancelJob", "RetryJob")}
+FORWARD_WAIT_S = 6.0
+"""The longest a request waits for its shard's owner (`MusterClient`'s per-try timeout is 10 s)."""
+IN_FLIGHT = 256
+"""Requests answered at once by one planner; more wait in the subscription's queue."""
 
 
 def shard_subject(shard: int, tenant: str = "*", principal: str = "*", verb: str = "*") -> str:
@@ -71,7 +81,9 @@ def settler(leases: ThreadedLeases) -> Callable[[str, str], Awaitable[None]]:
 class Sharding:
     def __init__(self, nc: Client, planner: Planner, leases: ThreadedLeases, wait_s: float | None = None) -> None:
         self.nc, self.planner, self.leases = nc, planner, leases
-        self.wait_s = wait_s if wait_s is not None else 2 * leases.ttl_s
+        self.wait_s = wait_s if wait_s is not None else min(2 * leases.ttl_s, FORWARD_WAIT_S)
+        self._in_flight = asyncio.Semaphore(IN_FLIGHT)
+        self._answering: set[asyncio.Task[None]] = set()
         self._subs: dict[int, Any] = {}
         self._ready: dict[int, asyncio.Event] = {}
         """Shards whose clusters are rebuilt: requests for them are answered from then on."""
@@ -117,7 +129,7 @@ class Sharding:
         _, _, shard, _, tenant, principal, verb = (msg.subject.split(".") + [""] * 7)[:7]
         await self.leases.settled(int(shard))  # renewed late (a slow loop or bus): decided in a moment
         if not self.leases.owns(int(shard)):
-            reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again")
+            reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again", retry=True)
         else:
             reply = await self._handle(tenant, principal, verb, msg.data)
         if msg.reply:
@@ -129,6 +141,32 @@ class Sharding:
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("request failed", tenant=tenant, verb=verb)
             return Rejected(reason="internal error while handling the request; see the planner's log")
+
+    async def respond(self, msg: Any, answer: Callable[[Any, str, bytes], Awaitable[bytes | None]]) -> None:
+        """The callback of `muster.ops.>` (nats-py runs a subscription's callbacks one at a
+        time): each request is answered in a task of its own, so that one waiting for a shard's
+        owner holds up no other. At most `IN_FLIGHT` at once; then the queue waits."""
+        await self._in_flight.acquire()
+
+        async def run() -> None:
+            try:
+                reply = await answer(self.planner, msg.subject, msg.data)
+                if reply is not None and msg.reply:
+                    await msg.respond(reply)
+            except Exception as err:  # noqa: BLE001 - the connection closed under it; the client sends again
+                log.warning("request not answered", subject=msg.subject, error=str(err) or type(err).__name__)
+            finally:
+                self._in_flight.release()
+
+        task = asyncio.create_task(run())
+        self._answering.add(task)  # a reference until it ran
+        task.add_done_callback(self._answering.discard)
+
+    async def close(self) -> None:
+        """Stop answering: requests still in hand are dropped (their clients send them again)."""
+        for task in list(self._answering):
+            task.cancel()
+        await asyncio.gather(*self._answering, return_exceptions=True)
 
     async def operation(self, planner: Planner, subject: str, data: bytes) -> bytes | None:
         """`muster.ops.<tenant>.<principal>.<verb>` (the queue group): here, or at the owner. With
@@ -143,6 +181,9 @@ class Sharding:
             data, cluster_id = await self._cluster_of(tenant, verb, data)
         except LookupError as err:
             return Rejected(reason=str(err)).model_dump_json().encode()
+        except Exception as err:  # noqa: BLE001 - the log unreachable for a moment (a leader election)
+            reason = f"could not find the job's cluster just now ({str(err) or type(err).__name__}); send the request again"
+            return Rejected(reason=reason, retry=True).model_dump_json().encode()
         if cluster_id is None or not verb:
             reply = await self._handle(tenant, principal, verb, data)  # not for a cluster (bad input): answered here
             return reply.model_dump_json().encode()
@@ -161,14 +202,18 @@ class Sharding:
                     return (await self._handle(tenant, principal, verb, data)).model_dump_json().encode()
             seen = self.leases.revision(shard)
             try:
-                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=max(1.0, self.wait_s))
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise NatsTimeout
+                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=left)
             except (NoRespondersError, NatsTimeout):
-                # Between owners (the holder died, or is handing over): wait for the shard's
-                # lease to change hands, then ask again; give up at the deadline.
+                # Between owners (the holder died, or is handing over), or the owner is slow:
+                # wait for the shard's lease to change hands, then ask again; at the deadline,
+                # answer "send again" (before the client's own try times out).
                 if not await self.leases.changed(shard, seen, deadline - loop.time()):
                     reason = (f"no planner holds shard {shard} right now (a takeover takes up to {self.leases.ttl_s:g} s); "
                               "send the request again")
-                    return Rejected(reason=reason).model_dump_json().encode()
+                    return Rejected(reason=reason, retry=True).model_dump_json().encode()
                 continue
             return bytes(answer.data)
 

@@ -30,6 +30,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
 from contracts import subjects
 from contracts.commands import (
     Accepted,
@@ -162,9 +165,7 @@ class Soak:
             if last_final is not None and type(last_final).__name__ in ("JobRolledBack", "JobFailed") and rng.random() < 0.5:
                 assert last_job is not None
                 # The retried job ends again: wait for a final event after the one it had.
-                assert self.fs.nc is not None
-                ended = max((r.seq for r in await EventStore(self.fs.nc).read(subjects.job_events(tenant, last_job))
-                             if r.type in FINAL_JOB_EVENTS), default=0)
+                ended = await self._ended_seq(tenant, last_job)
                 _, last_final = await self._job(tenant, "retry", RetryJob(job_id=last_job), since_seq=ended)
                 continue
             pick = rng.random()
@@ -226,11 +227,29 @@ class Soak:
             self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {err}")
             print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
             return None
+        if isinstance(reply, Rejected) and reply.retry:  # "send again" on every try: no planner acted for it
+            self.result.unanswered += 1
+            self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {reply.reason}")
+            print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
+            return None
         if isinstance(reply, Rejected):
             self.result.rejected[" ".join(reply.reason.split()[:6])] += 1
         elif isinstance(reply, Accepted):
             self.result.accepted += 1
         return reply
+
+    async def _ended_seq(self, tenant: str, job_id: str) -> int:
+        """The sequence of the job's last final event. While the cluster elects a leader (a NATS
+        node just killed), the read times out (nats TimeoutError, after the JetStream API's
+        10 s): ask again, under the job deadline. A second 10-minute run once ended here."""
+        assert self.fs.nc is not None
+        async with asyncio.timeout(self.cfg.job_deadline_s):
+            while True:
+                try:
+                    history = await EventStore(self.fs.nc).read(subjects.job_events(tenant, job_id))
+                    return max((r.seq for r in history if r.type in FINAL_JOB_EVENTS), default=0)
+                except (NatsTimeout, NoRespondersError):
+                    print(f"[soak] reading job {job_id}: the stream did not answer; asking again")
 
     async def _final(self, tenant: str, job_id: str, since_seq: int = 0) -> Any:
         try:

@@ -59,3 +59,37 @@ async def test_submit_raises_a_rejection_with_its_reason() -> None:
     client = MusterClient(FlakyBus(failures=0, reply=Rejected(reason="unknown template 'x'")))  # type: ignore[arg-type]
     with pytest.raises(RequestRejected, match="create rejected: unknown template 'x'"):
         await client.submit(CreateCluster(name="c", template="x", nodes=1))
+
+
+class RetryBus(FlakyBus):
+    """Answers `Rejected(retry=True)` (no planner held the cluster's shard) `times` times, then Accepted."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__(failures=0)
+        self.times = times
+
+    async def request(self, subject: str, data: bytes, timeout: float) -> Any:
+        self.sent.append((subject, json.loads(data)))
+        reply = Rejected(reason="no planner holds shard 3 right now; send the request again", retry=True)
+        answer = reply if len(self.sent) <= self.times else self.reply
+        return type("Msg", (), {"data": answer.model_dump_json().encode()})()
+
+
+async def test_a_send_again_answer_is_sent_again_with_the_same_key() -> None:
+    bus = RetryBus(times=2)
+    client = MusterClient(bus, attempts=3)  # type: ignore[arg-type]
+    reply = await client.request(ExpandCluster(cluster_id="c1", nodes=4, request_id="mine"))
+    assert isinstance(reply, Accepted)
+    assert [body["request_id"] for _, body in bus.sent] == ["mine"] * 3
+
+
+async def test_send_again_on_every_attempt_returns_that_answer() -> None:
+    bus = RetryBus(times=99)
+    reply = await MusterClient(bus, attempts=2).request(ExpandCluster(cluster_id="c1", nodes=4))  # type: ignore[arg-type]
+    assert isinstance(reply, Rejected) and reply.retry and "send the request again" in reply.reason
+    assert len(bus.sent) == 2
+
+
+def test_retry_is_left_out_of_an_ordinary_rejection() -> None:
+    assert json.loads(Rejected(reason="no").model_dump_json()) == {"type": "Rejected", "v": 1, "reason": "no"}
+    assert json.loads(Rejected(reason="later", retry=True).model_dump_json())["retry"] is True
