@@ -16,7 +16,9 @@ reaches a waiting request, next to a raw JetStream publish round trip measured i
 3. Freed host -> the waiting job's next task queued (planner, pool service, solver and a
    provisioner in this process; one pool host, an SSH server here): from the pool's record of
    the release to the waiting job's `TaskQueued`, both as a follower of the log receives them
-   (the goal: within 3 x a raw `js.publish` round trip of the same run).
+   (the goal: within 3 x a raw `js.publish` round trip of the same run), and where it goes:
+   the store times of the hops between (the pool's grant, the planner's record of the node's
+   host, `TaskQueued`).
 """
 
 from __future__ import annotations
@@ -264,6 +266,9 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
             client = MusterClient(nc)
 
             js, seen = nc.jetstream(), asyncio.Queue()  # type: ignore[var-annotated]
+            stored_at: dict[tuple[str, str], float] = {}
+            """(what, job or cluster id) -> the log's store time of the hops between: the
+            pool's grant, the planner's first link (the node's host on the cluster)."""
 
             async def on_event(msg: Any) -> None:
                 r = recorded_from_msg(msg)
@@ -271,8 +276,12 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
                     # Also the log's own time of it (the server's store time, ns): a figure
                     # free of this process's delays in delivering to the follower.
                     seen.put_nowait((time.perf_counter(), msg.metadata.timestamp.timestamp(), r))
+                elif r.type == "HostsGranted":
+                    stored_at["granted", r.event.request_id] = msg.metadata.timestamp.timestamp()
+                elif r.type == "NodeResultsRecorded" and r.event.task_id == "pool.grant":
+                    stored_at["host", r.event.cluster_id] = msg.metadata.timestamp.timestamp()
 
-            for subject in (subjects.pool_events("lab"), "muster.evt.bench.job.*"):
+            for subject in (subjects.pool_events("lab"), "muster.evt.bench.job.*", "muster.evt.bench.cluster.*"):
                 await js.subscribe(subject, ordered_consumer=True, cb=on_event, deliver_policy=DeliverPolicy.NEW)
             rtt = await raw_publish_rtt(js, samples)
 
@@ -280,6 +289,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
             held = first.reply.cluster_id
             lat: list[float] = []
             in_log: list[float] = []
+            hops: list[tuple[float, float, float]] = []  # release -> grant -> node's host -> TaskQueued, in the log
             for i in range(1, samples + 1):
                 waiting = await client.submit(CreateCluster(name=f"c{i}", template="one", nodes=1), tenant="bench")
                 assert isinstance(waiting, Accepted)
@@ -296,6 +306,9 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
                         break
                 await client.wait(gone.job_id, tenant="bench", timeout=60)
                 await client.wait(waiting.job_id, tenant="bench", timeout=60)
+                granted, host = stored_at.get(("granted", waiting.job_id)), stored_at.get(("host", waiting.cluster_id))
+                if granted is not None and host is not None and freed_stored is not None:
+                    hops.append((granted - freed_stored, host - granted, freed_stored + in_log[-1] - host))
                 held = waiting.cluster_id
     p50_raw, p50 = statistics.median(rtt) * 1e6, statistics.median(lat) * 1e6
     lat.sort()
@@ -305,6 +318,8 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
         ("the same by the log's own clock (store times of the release and of TaskQueued) p50",
          f"{statistics.median(in_log) * 1e6:,.0f} µs ({statistics.median(in_log) * 1e6 / p50_raw:.1f} x raw)"),
         ("raw js.publish round trip p50 (the limit, this run)", f"{p50_raw:,.0f} µs"),
+        ("where it goes, by the log's clock, p50: release -> grant / -> the node's host on the cluster (the planner's first link) / -> TaskQueued",
+         " / ".join(f"{statistics.median(h) * 1e6:,.0f} µs" for h in zip(*hops, strict=True)) if hops else "-"),
     ]
 
 

@@ -12,6 +12,7 @@ and the clock (via `Timers`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import structlog
@@ -78,7 +79,7 @@ class Execution:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         recorded = bool(job.pending_events or cluster.pending_events)
         await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
-        again = self._queued_again(job) if effects.republish_queued else []
+        again = [a for a in self._queued_again(job) if a not in effects.dispatch] if effects.republish_queued else []
         if effects.dispatch or again:
             catalog = await self.state.catalog(job.tenant)
             await self.publish_many(job, cluster, catalog, [(a, None) for a in effects.dispatch + again])
@@ -115,9 +116,17 @@ class Execution:
         finally:
             self._waking = False
 
-    async def advance(self, job: Job, cluster: Cluster, chain: bool = False) -> None:
+    async def advance(self, job: Job, cluster: Cluster, chain: bool = False, then: Callable[[], object] | None = None,
+                      republish: bool = False) -> None:
+        """Take the job one step (`saga.advance`) and execute it. `then`: a change made after
+        the step's, before they are recorded (its events follow the step's in the log).
+        `republish`: the job's queued attempts go out again too (an earlier try may have
+        recorded them and stopped before publishing)."""
         catalog = await self.state.catalog(job.tenant)
         effects = saga.advance(job, cluster, catalog.services, self.config.settings, self.hooks.dispatch)
+        effects.republish_queued |= republish
+        if then is not None:
+            then()
         await self.execute(job, cluster, effects, chain=chain)
 
     async def publish_many(self, job: Job, cluster: Cluster, catalog: Catalog, attempts: list[tuple[Attempt, datetime | None]]) -> None:

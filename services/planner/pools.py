@@ -288,7 +288,7 @@ class PoolBroker:
         self.decided[rid] = (name, r)
         for attempt in range(REACTION_TRIES):
             try:
-                await self._react(name, pool, r, rid)
+                await self._react(name, pool, r, rid, retry=attempt > 0)
                 return
             except ConcurrencyError:
                 log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
@@ -306,7 +306,9 @@ class PoolBroker:
             if found is not None and pool is not None:
                 await self.on_pool_event(found[0], pool, found[1])
 
-    async def _react(self, name: str, pool: Pool, r: Recorded, rid: str) -> None:
+    async def _react(self, name: str, pool: Pool, r: Recorded, rid: str, retry: bool = False) -> None:
+        """`retry`: an earlier try lost a race; what it recorded before the refusal is in the
+        reloaded job (its creates may be queued and not yet published: they go out again)."""
         assert self.planner is not None
         state = self.planner.state
         async with state.lock:
@@ -336,15 +338,19 @@ class PoolBroker:
                 cluster.record_results(node, "pool.grant", {GRANT: {
                     "pool": name, "host_id": spec.id, "address": spec.address, "port": spec.port, "user": spec.user,
                     "host_keys": list(spec.host_keys)}}, {}, "")
-            if job.take_resources(assignments):
-                log.info("hosts granted", job=str(job.id), pool=name, hosts=len(assignments))
-            if job.resources["granted"]:
-                # The grant (the nodes' hosts on the cluster, the job's record) and the tasks it
-                # lets go, as one chain: one round trip where an atomic batch would take ~10 ms
-                # (docs/pools.md, "Latency"). Each is a whole decision: a chain cut short (a
-                # refusal, then a reload) leaves a prefix, and the retry of this reaction, or a
-                # replay of the grant, advances the job from there (nothing new if all landed).
-                await self.planner.execution.advance(job, cluster, chain=True)
+            # The grant (the nodes' hosts on the cluster), the tasks it lets go, then the job's
+            # record of it, as one chain: one round trip where an atomic batch would take ~10
+            # ms (docs/pools.md, "Latency"). The server syncs the links one after another, so
+            # what a task needs (its node's host) goes first and the job's `JobResourcesGranted`
+            # last: the creates are queued one disk sync sooner. Each is a whole decision: a
+            # chain cut short (a refusal, then a reload) leaves a prefix, and the retry of this
+            # reaction, or a replay of the grant, takes it from there (a job whose create is
+            # queued but whose grant is not recorded records it; nothing new if all landed).
+            def take() -> None:
+                if job.take_resources(assignments):
+                    log.info("hosts granted", job=str(job.id), pool=name, hosts=len(assignments))
+
+            await self.planner.execution.advance(job, cluster, chain=True, then=take, republish=retry)
 
     async def _give_up(self, job: Job, cluster: Cluster, reason: str) -> None:
         """The pool will not serve the job: it fails with the pool's reason; an expand's

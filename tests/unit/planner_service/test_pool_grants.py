@@ -1,0 +1,114 @@
+"""The planner's reaction to a pool's grant (services/planner/pools.py) on in-memory fakes: the
+nodes' hosts on the cluster first, the creates they let go next, the job's record of the grant
+last (one chain; docs/pools.md, "Latency"), and a chain cut short after the creates is taken
+up again with nothing queued twice and nothing left unpublished."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from planner_harness import Harness
+
+from bench.pool_bench import ONE_NODE_CATALOG as CATALOG
+from contracts import subjects
+from contracts.catalog import Catalog
+from contracts.commands import Accepted, CreateCluster
+from contracts.events import JobResourcesGranted
+from contracts.pools import HostSpec, PoolHostsRequested
+from contracts.records import Recorded
+from muster.ports.eventlog import Append, ConcurrencyError
+from services.planner.config import Hooks
+from services.planner.pools import GRANT, PoolBroker
+from services.pool.domain.pool import Pool, PoolCreated
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"
+
+
+class Mirror:
+    """The pools as the live fold would hold them (`services.pool.mirror.PoolMirror`)."""
+
+    def __init__(self) -> None:
+        self.pools: dict[str, Pool] = {}
+        self.watchers: list[Callable[..., Any]] = []
+
+    def watch(self, watcher: Callable[..., Any]) -> None:
+        self.watchers.append(watcher)
+
+
+def _setup() -> tuple[Harness, PoolBroker, Pool]:
+    h = Harness(catalog=Catalog.model_validate(CATALOG))
+    broker = PoolBroker(h.log, Mirror())  # type: ignore[arg-type]
+    h.hooks = Hooks(dispatch=broker, after=(broker.after,), pools=broker)
+    h.planner = h._planner()
+    broker.attach(h.planner)
+    pool = Pool(PoolCreated(pool="lab", by="admin"))
+    pool.add_hosts([HostSpec.model_validate({"id": "h1", "address": "10.0.0.1", "host_keys": [KEY]})], by="admin")
+    pool.collect_events()
+    broker.mirror.pools["lab"] = pool
+    return h, broker, pool
+
+
+async def _waiting_job(h: Harness, pool: Pool) -> tuple[str, Recorded]:
+    """A create accepted, planned and waiting; the pool takes its request and grants the host
+    (the grant as the planner's fold of the pool would deliver it)."""
+    reply = await h.send(CreateCluster(name="c1", template="one", nodes=1))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert h.planner.state.jobs[reply.job_id].waiting_for_resources
+    assert not h.queue.messages  # the create is held until the node has a host
+    [asked] = [r for r in h.log.records if isinstance(r.event, PoolHostsRequested)]
+    assert pool.request(asked.event.request) == "granted"
+    [granted] = [e.payload for e in pool.collect_events() if e.payload.type == "HostsGranted"]  # type: ignore[attr-defined]
+    return reply.job_id, Recorded(seq=len(h.log.records) + 1, subject=subjects.pool_events("lab"), time=h.clock.now(),
+                                  event=granted, aggregate_id=None, version=None)
+
+
+def _types(h: Harness, job_id: str, cluster_id: str) -> list[str]:
+    own = {subjects.job_events("default", job_id), subjects.cluster_events("default", cluster_id)}
+    return [r.type for r in h.log.records if r.subject in own]
+
+
+async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant() -> None:
+    h, broker, pool = _setup()
+    job_id, grant = await _waiting_job(h, pool)
+    job = h.planner.state.jobs[job_id]
+    start = len(h.log.records)
+    await broker.on_pool_event("lab", pool, grant)
+    chain = [(r.type, getattr(r.event, "action", None)) for r in h.log.records[start:]]
+    assert [t for t, _ in chain] == ["NodeResultsRecorded", "TaskQueued", "JobResourcesGranted"]
+    assert chain[1][1] is not None and chain[1][1].value == "create"
+    [message] = h.queue.messages
+    assert message.action.value == "create" and message.job_id == job_id
+    assert message.results[GRANT]["host_id"] == "h1"  # the static-pool plugin takes the host from there
+    assert h.planner.state.clusters[job.cluster_id].results[message.node.id][GRANT]["host_id"] == "h1"
+    assert not h.planner.state.jobs[job_id].waiting_for_resources
+
+    await broker.on_pool_event("lab", pool, grant)  # the same grant again (a replay): nothing new
+    assert len(h.log.records) == start + 3 and len(h.queue.messages) == 1
+    await h.settle()
+    assert h.planner.state.jobs[job_id].state == "succeeded"
+
+
+@pytest.mark.parametrize("lands", [False, True], ids=["refused", "ack-lost"])
+async def test_a_chain_cut_after_the_create_is_taken_up_again(lands: bool) -> None:
+    """The job's record of the grant is refused (another writer came first) after the create
+    was queued: the reaction reloads the job, records the grant, queues nothing twice, and the
+    create's message goes out (the refused try never published it)."""
+    h, broker, pool = _setup()
+    job_id, grant = await _waiting_job(h, pool)
+
+    def grant_record(subject: str, items: Sequence[Append]) -> bool:
+        return any(isinstance(i.event, JobResourcesGranted) for i in items)
+
+    h.log.inject(grant_record, ConcurrencyError("another writer"), lands=lands)
+    await broker.on_pool_event("lab", pool, grant)
+    job = h.planner.state.jobs[job_id]
+    types = _types(h, job_id, job.cluster_id)
+    assert types.count("JobResourcesGranted") == 1 and types.count("TaskQueued") == 1
+    assert types.index("NodeResultsRecorded") < types.index("TaskQueued")
+    assert not job.waiting_for_resources and job.task_state[h.queue.messages[0].task_id] == "queued"
+    assert [m.action.value for m in h.queue.messages] == ["create"]
+    await h.settle()
+    assert h.planner.state.jobs[job_id].state == "succeeded"
