@@ -177,7 +177,7 @@ class Provisioner:
         config = WorkerConfig(provisioner_id=f"bench-{self.tenant}-{self.index}", tenants=(self.tenant,), capacity=self.capacity,
                               ack_wait_s=self.ack_wait_s)
         self.workers = Workers(self.nc.jetstream(), EventStore(self.nc), self.executor, config)
-        self.executor.in_flight = lambda: self.workers.in_flight
+        self.executor.in_flight = lambda: self.workers.plugins_running
         await self.workers.ensure_queues()
         self.runner = asyncio.create_task(self.workers.run())
         return self

@@ -16,10 +16,12 @@ on a timer. `window=None` never groups (every append alone); `window=0` always d
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from contracts.records import Append
 
 from .eventstore import MAX_ATOMIC, EventStore
+from .immediate import ImmediateAppends
 
 
 class GroupedAppends:
@@ -32,7 +34,30 @@ class GroupedAppends:
         self.events = 0
         self._alone = 0  # single appends on their way
         self._waiting: list[tuple[str, Append, asyncio.Future[int]]] = []
-        self._sending: asyncio.Task[None] | None = None
+        self._sending: asyncio.Future[Any] | None = None
+        self.immediate = ImmediateAppends(store)
+        """For `append_now` (after `await immediate.start()`)."""
+
+    def append_now(self, subject: str, item: Append) -> asyncio.Future[int] | None:
+        """From synchronous code: when nothing else is on its way (`window=0`), the append is
+        written to the connection at once (`muster.bus.immediate`) and its future returned;
+        appends made meanwhile wait for it, as for `append`. None otherwise: use `append`."""
+        if self.window != 0 or self._waiting or (self._sending is not None and not self._sending.done()):
+            return None
+        stored = self.immediate.send(subject, item)
+        if stored is None:
+            return None
+        self.sent += 1
+        self.events += 1
+        self._sending = stored
+
+        def sent(_: asyncio.Future[int]) -> None:
+            if self._sending is stored:
+                self._sending = None
+            self._start()
+
+        stored.add_done_callback(sent)
+        return stored
 
     async def append(self, subject: str, item: Append) -> int:
         """Append one event; returns its stream sequence once it is stored."""
