@@ -66,7 +66,7 @@ class ImmediateAppends:
         it cannot go this way: append it with `EventStore.append_across` instead."""
         nc = self.store.nc
         transport = getattr(nc, "_transport", None)
-        if self._sub is None or not nc.is_connected or transport is None or transport.is_closing():
+        if self._sub is None or not nc.is_connected or transport is None:
             return None
         data = item.event.model_dump_json().encode()
         if len(data) > INLINE_LIMIT:
