@@ -350,24 +350,21 @@ class Workers:
 
     # -- one task ---------------------------------------------------------------------------
 
-    def _claim_now(self, msg: Msg, slot: int) -> Early | None:
-        """In the read loop, as the task arrives: decode it and, when the writer is idle, put
-        its claim on the wire at once (`GroupedAppends.append_now`), before the event loop
-        comes round to the task's coroutine. None when the claim must wait its turn."""
-        if self.writes.immediate._sub is None:
-            return None
+    def _claim_now(self, msg: Msg, slot: int) -> Early:
+        """In the read loop, as the task arrives: decode it, build its claim and, when the
+        writer is idle, put the claim on the wire at once (`GroupedAppends.append_now`), before
+        the event loop comes round to the task's coroutine. Raises if the task is undecodable
+        (the coroutine decodes it again, and terminates it)."""
         task = TaskMessage.model_validate_json(msg.data)
         delivery = _delivered(msg)
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
-            return None
-        worker = f"{self.config.provisioner_id}/w{slot}"
-        stored = self.writes.append_now(self._subject(task), self._claim(task, delivery, worker))
-        return None if stored is None else Early(task, delivery, stored)
+            return Early(task, delivery, "", None, None)
+        subject, claim = self._subject(task), self._claim(task, delivery, f"{self.config.provisioner_id}/w{slot}")
+        sent = self.writes.append_now(subject, claim) if self.writes.immediate._sub is not None else None
+        return Early(task, delivery, subject, claim, sent)
 
     async def _handle(self, msg: Msg, tenant: str, slot: int, early: Early | None = None) -> None:
-        if early is not None:
-            task, delivery = early.task, early.delivery
-        else:
+        if early is None:
             try:
                 task = TaskMessage.model_validate_json(msg.data)
             except ValidationError as err:
@@ -375,7 +372,11 @@ class Workers:
                 await self._settle(msg.term())
                 return
             delivery = _delivered(msg)
-        if early is None and lets_go(task, self.config.provisioner_id, delivery, self.config):
+            early = Early(task, delivery, "", None, None)
+            if not lets_go(task, self.config.provisioner_id, delivery, self.config):
+                early.subject, early.claim = self._subject(task), self._claim(task, delivery, f"{self.config.provisioner_id}/w{slot}")
+        task, delivery = early.task, early.delivery
+        if early.claim is None:
             self.passed += 1
             log.info("task let go for another provisioner", task=task.task_id, attempt=task.attempt, delivery=delivery)
             await self._settle(msg.nak(delay=self.config.avoid_delay_s))
@@ -383,9 +384,8 @@ class Workers:
         # In-progress acks from here until the ack: the claim stays ours while the plugin runs
         # and while its outcome is written.
         keepalive = KeepAlive(msg, self._keepalive_s.get(tenant, 1.0), self._aside)
-        worker = f"{self.config.provisioner_id}/w{slot}"
         try:
-            result = await self._claim_and_run(task, delivery, worker, early.claimed if early else None)
+            result = await self._claim_and_run(task, early.subject, early.claim, early.sent, f"{self.config.provisioner_id}/w{slot}")
             if result is None:
                 # Claimed ahead, and no slot came free in time: back to the queue for a
                 # provisioner with room (the claim stays in the log, as a dead worker's does).
@@ -402,7 +402,7 @@ class Workers:
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
             return
         # The plugin is done: its slot is free for the next task while the outcome is written.
-        finishing = asyncio.create_task(self._finish(msg, task, result, keepalive))
+        finishing = asyncio.create_task(self._finish(msg, task, early.subject, result, keepalive))
         self.finishing.add(finishing)
         if len(self.finishing) >= FINISHING_PER_SLOT * self.config.capacity:
             self._room.clear()
@@ -431,15 +431,15 @@ class Workers:
                             provisioner=self.config.provisioner_id, worker=worker, delivery=delivery)
         return Append(claim, msg_id=f"{_key(task)}.claim.{delivery}")
 
-    async def _claim_and_run(self, task: TaskMessage, delivery: int, worker: str,
-                             claimed: asyncio.Future[int] | None = None) -> TaskSucceeded | TaskFailed | None:
-        """The claim, stored before the plugin runs (`claimed`: already on its way); then a
+    async def _claim_and_run(self, task: TaskMessage, subject: str, claim: Append, sent: asyncio.Future[int] | None,
+                             worker: str) -> TaskSucceeded | TaskFailed | None:
+        """The claim, stored before the plugin runs (`sent`: already on its way); then a
         plugin slot; then the plugin; returns the outcome event, or None if no slot came free
         in time (`AHEAD_WAIT_S`)."""
-        if claimed is not None:
-            await claimed
+        if sent is not None:
+            await sent
         else:
-            await self.writes.append(self._subject(task), self._claim(task, delivery, worker))
+            await self.writes.append(subject, claim)
         if not await self._turn():
             return None
         loop = asyncio.get_running_loop()
@@ -461,10 +461,11 @@ class Workers:
             stdout=trim_output(outcome.stdout), stderr=trim_output(outcome.stderr),
         )
 
-    async def _finish(self, msg: Msg, task: TaskMessage, result: TaskSucceeded | TaskFailed, keepalive: KeepAlive) -> None:
+    async def _finish(self, msg: Msg, task: TaskMessage, subject: str, result: TaskSucceeded | TaskFailed,
+                      keepalive: KeepAlive) -> None:
         """The outcome stored (one per attempt: its key), then the ack."""
         try:
-            await self.writes.append(self._subject(task), Append(result, msg_id=f"{_key(task)}.outcome"))
+            await self.writes.append(subject, Append(result, msg_id=f"{_key(task)}.outcome"))
         except Exception:  # the log failed us: the task comes back and runs again
             log.exception("outcome not recorded; will be redelivered", task=task.task_id)
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
@@ -482,6 +483,8 @@ class Workers:
     async def _turn(self) -> bool:
         """Take a plugin slot: at once if one is free and nobody waits, else in turn; False
         if none came within AHEAD_WAIT_S (only a task held beyond capacity can wait)."""
+        while self._line and self._line[0].done():  # gave up (timed out, cancelled)
+            self._line.popleft()
         if self._running < self.config.capacity and not self._line:
             self._running += 1
             return True
@@ -519,11 +522,14 @@ class Workers:
 
 @dataclass
 class Early:
-    """A task decoded in the read loop, its claim already sent."""
+    """A task decoded (in the read loop, or in its coroutine), with its claim (None: a task let
+    go for another provisioner) and, if it already went, the claim's acknowledgement."""
 
     task: TaskMessage
     delivery: int
-    claimed: asyncio.Future[int]
+    subject: str
+    claim: Append | None
+    sent: asyncio.Future[int] | None
 
 
 def _delivered(msg: Msg) -> int:

@@ -70,7 +70,7 @@ async def test_an_immediate_append_nobody_stores_fails(nc: Client, tenant: str) 
 
 async def test_append_now_only_when_idle_and_the_appends_after_it_wait_their_turn(nc: Client, tenant: str) -> None:
     store = EventStore(nc)
-    grouped = GroupedAppends(store)
+    grouped = GroupedAppends(store, smallest_batch=2)
     await grouped.immediate.start()
     try:
         first = grouped.append_now(f"muster.evt.{tenant}.task.j.t0", Append(_claim(0), msg_id=f"{tenant}.0"))
