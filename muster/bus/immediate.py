@@ -36,6 +36,26 @@ if TYPE_CHECKING:
     from .eventstore import EventStore
 
 
+def frame(subject: str, reply: str, headers: dict[str, str], data: bytes) -> bytes:
+    """The HPUB command of one message. Our header names and values are plain tokens (event
+    types, idempotency keys, times, batch ids): nats-py's per-header checks are not repeated."""
+    header = bytearray(b"NATS/1.0\r\n")
+    for name, value in headers.items():
+        header += f"{name}: {value}\r\n".encode()
+    header += b"\r\n"
+    return hpub_cmd(subject, reply, bytes(header), data)
+
+
+def queue(nc: Any, command: bytes) -> bool:
+    """Put a command in nats-py's send buffer, as `publish` would, without sending it yet (the
+    next flush sends it, in order). False when the connection is not up: publish instead."""
+    if not nc.is_connected:
+        return False
+    nc._pending.append(command)
+    nc._pending_data_size += len(command)
+    return True
+
+
 class ImmediateAppends:
     def __init__(self, store: EventStore) -> None:
         self.store = store
@@ -71,12 +91,8 @@ class ImmediateAppends:
         data = item.event.model_dump_json().encode()
         if len(data) > INLINE_LIMIT:
             return None  # its body goes to BODIES first, which takes a round trip
-        header = bytearray(b"NATS/1.0\r\n")
-        for name, value in item.headers().items():
-            header += f"{name}: {value}\r\n".encode()
-        header += b"\r\n"
         token = str(next(self._tokens))
-        command = hpub_cmd(subject, f"{self._inbox}.{token}", bytes(header), data)
+        command = frame(subject, f"{self._inbox}.{token}", item.headers(), data)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[int] = loop.create_future()
         key = token.encode()
