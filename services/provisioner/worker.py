@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from functools import partial
@@ -54,6 +55,13 @@ RETRY_DELAY_S = 1.0
 """Redelivery delay of a task whose handling failed for a reason of the bus or the log."""
 MAX_PAUSE_S = 10.0
 """The longest pause of a puller after the bus failed it (it doubles from 0.5 s)."""
+SHORT_RUN_S = 1.0
+"""A plugin that returns within this lets the worker claim one more task ahead (up to
+`claim_ahead`); a longer one stops the claiming ahead: slots that turn over slowly gain nothing
+from it, and a task claimed ahead would wait for them."""
+AHEAD_WAIT_S = 1.0
+"""A task claimed ahead that finds no free slot within this goes back to the queue (nak, no
+delay), for a provisioner with room; its claim stays in the log, as a dead worker's does."""
 CONSUMER_EXISTS = 10148  # the durable exists with other settings: use it as it is
 
 
@@ -72,6 +80,10 @@ class WorkerConfig:
     """A provisioner named in a task's `avoid` lets this many deliveries of it go."""
     avoid_delay_s: float = 0.5
     """...each coming back to the queue after this delay, for another provisioner to take."""
+    claim_ahead: int | None = None
+    """Tasks taken and claimed beyond `capacity` while the slots turn over fast (each waits for
+    a slot with its claim stored, so a freed slot never waits for a claim's commit); None =
+    `capacity`, 0 = never. At most `capacity` plugins run at once whatever this is."""
 
 
 def lets_go(task: TaskMessage, provisioner_id: str, delivery: int, config: WorkerConfig) -> bool:
@@ -81,8 +93,8 @@ def lets_go(task: TaskMessage, provisioner_id: str, delivery: int, config: Worke
 
 
 class Slots:
-    """The capacity of one provisioner: numbered slots (the worker numbers in `TaskClaimed`).
-    The lowest free number is taken first."""
+    """Numbered places for the tasks a provisioner holds (the worker numbers in `TaskClaimed`):
+    `capacity + claim_ahead` of them. The lowest free number is taken first."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
@@ -128,7 +140,20 @@ class Workers:
     def __post_init__(self) -> None:
         # Plugins get the nodes map back and may return only so much (services/provisioner/nodes.py).
         self.executor = NodesResolver(self.executor, self.js)
-        self.slots = Slots(self.config.capacity)
+        capacity = self.config.capacity
+        self.ahead = capacity if self.config.claim_ahead is None else max(self.config.claim_ahead, 0)
+        self.slots = Slots(capacity + self.ahead)
+        """A place for every task held, from its arrival until its plugin returns."""
+        self._ahead_ok = 0
+        """Tasks that may be held beyond capacity now: one more per plugin that returned within
+        SHORT_RUN_S, none after a longer one or after a task claimed ahead found no slot."""
+        self._running = 0
+        """Plugins running (at most `capacity`)."""
+        self._line: deque[asyncio.Future[bool]] = deque()
+        """Claimed tasks waiting for a plugin slot, first come first served."""
+        self._open = asyncio.Event()
+        self._open.set()
+        """Set while the pulls may ask for tasks (`_want() > 0`)."""
         self.draining = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
@@ -150,7 +175,22 @@ class Workers:
 
     @property
     def in_flight(self) -> int:
+        """Tasks held: claimed (or being claimed) and not yet returned by their plugin."""
         return self.slots.busy
+
+    @property
+    def plugins_running(self) -> int:
+        """Plugins running now (never more than `capacity`)."""
+        return self._running
+
+    def _want(self) -> int:
+        return self.config.capacity + self._ahead_ok - self.slots.busy
+
+    def _update_open(self) -> None:
+        if self._want() > 0:
+            self._open.set()
+        else:
+            self._open.clear()
 
     # -- queues -----------------------------------------------------------------------------
 
@@ -186,6 +226,7 @@ class Workers:
             missing = [t for t in self.config.tenants if t not in self._keepalive_s]
             for tenant in missing:
                 await self._ensure_queue(tenant)
+            await self.writes.immediate.start()  # claims sent from the read loop (`_claim_now`)
             pulls = []
             for tenant in self.config.tenants:
                 durable = subjects.task_consumer(tenant, self.config.provisioner_class)
@@ -210,6 +251,7 @@ class Workers:
         await self.idle.wait()
         if self._side:
             await asyncio.gather(*self._side, return_exceptions=True)
+        await self.writes.immediate.stop()
 
     async def drain(self) -> None:
         """Take no new tasks; return when the ones in flight are finished."""
@@ -233,9 +275,11 @@ class Workers:
         # the loop then pulled on and kept the drain waiting: about 1 in 20 runs of
         # tests/fault/test_found_bugs.py's cleanup test under load; none in 40 with this check.
         while not self.draining.is_set():
-            await self.slots.available()
+            await self._open.wait()
             await self._room.wait()
-            want = min(self.slots.free, MAX_BATCH)
+            want = min(self._want(), MAX_BATCH)
+            if want <= 0:
+                continue
             asked = asyncio.get_running_loop().time()
             try:
                 # Each task goes to `_accept` as it arrives, from the connection's read loop.
@@ -270,7 +314,8 @@ class Workers:
             pass
 
     def _accept(self, msg: Msg, *, tenant: str) -> None:
-        slot = None if self.draining.is_set() else self.slots.take()
+        slot = None if self.draining.is_set() or self._want() <= 0 else self.slots.take()
+        self._update_open()
         if slot is None:
             # Draining, or two queues answered at once beyond capacity: back to the queue
             # now, for a provisioner that has room.
@@ -278,12 +323,17 @@ class Workers:
             self._aside(self._settle(msg.nak()))
             return
         self.idle.clear()
-        task = asyncio.create_task(self._handle(msg, tenant, slot))
+        try:
+            early = self._claim_now(msg, slot)
+        except Exception:  # noqa: BLE001 - the task's coroutine decodes again and tells
+            early = None
+        task = asyncio.create_task(self._handle(msg, tenant, slot, early))
         self.running.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
             self.running.discard(t)
             self.slots.give(slot)
+            self._update_open()
             self._check_idle()
 
         task.add_done_callback(done)
@@ -300,15 +350,33 @@ class Workers:
 
     # -- one task ---------------------------------------------------------------------------
 
-    async def _handle(self, msg: Msg, tenant: str, slot: int) -> None:
-        try:
-            task = TaskMessage.model_validate_json(msg.data)
-        except ValidationError as err:
-            log.error("undecodable task terminated", error=str(err)[:500])
-            await self._settle(msg.term())
-            return
-        delivery = msg.metadata.num_delivered
+    def _claim_now(self, msg: Msg, slot: int) -> Early:
+        """In the read loop, as the task arrives: decode it, build its claim and, when the
+        writer is idle, put the claim on the wire at once (`GroupedAppends.append_now`), before
+        the event loop comes round to the task's coroutine. Raises if the task is undecodable
+        (the coroutine decodes it again, and terminates it)."""
+        task = TaskMessage.model_validate_json(msg.data)
+        delivery = _delivered(msg)
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
+            return Early(task, delivery, "", None, None)
+        subject, claim = self._subject(task), self._claim(task, delivery, f"{self.config.provisioner_id}/w{slot}")
+        sent = self.writes.append_now(subject, claim) if self.writes.immediate._sub is not None else None
+        return Early(task, delivery, subject, claim, sent)
+
+    async def _handle(self, msg: Msg, tenant: str, slot: int, early: Early | None = None) -> None:
+        if early is None:
+            try:
+                task = TaskMessage.model_validate_json(msg.data)
+            except ValidationError as err:
+                log.error("undecodable task terminated", error=str(err)[:500])
+                await self._settle(msg.term())
+                return
+            delivery = _delivered(msg)
+            early = Early(task, delivery, "", None, None)
+            if not lets_go(task, self.config.provisioner_id, delivery, self.config):
+                early.subject, early.claim = self._subject(task), self._claim(task, delivery, f"{self.config.provisioner_id}/w{slot}")
+        task, delivery = early.task, early.delivery
+        if early.claim is None:
             self.passed += 1
             log.info("task let go for another provisioner", task=task.task_id, attempt=task.attempt, delivery=delivery)
             await self._settle(msg.nak(delay=self.config.avoid_delay_s))
@@ -316,9 +384,16 @@ class Workers:
         # In-progress acks from here until the ack: the claim stays ours while the plugin runs
         # and while its outcome is written.
         keepalive = KeepAlive(msg, self._keepalive_s.get(tenant, 1.0), self._aside)
-        worker = f"{self.config.provisioner_id}/w{slot}"
         try:
-            result = await self._claim_and_run(task, delivery, worker)
+            result = await self._claim_and_run(task, early.subject, early.claim, early.sent, f"{self.config.provisioner_id}/w{slot}")
+            if result is None:
+                # Claimed ahead, and no slot came free in time: back to the queue for a
+                # provisioner with room (the claim stays in the log, as a dead worker's does).
+                keepalive.cancel()
+                self.passed += 1
+                log.info("task claimed ahead let go: no free slot", task=task.task_id, attempt=task.attempt)
+                await self._settle(msg.nak())
+                return
         except Exception:
             # The bus or the log failed us (a plugin failure is an outcome, not an
             # exception): let the task come back rather than lose it.
@@ -327,7 +402,7 @@ class Workers:
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
             return
         # The plugin is done: its slot is free for the next task while the outcome is written.
-        finishing = asyncio.create_task(self._finish(msg, task, result, keepalive))
+        finishing = asyncio.create_task(self._finish(msg, task, early.subject, result, keepalive))
         self.finishing.add(finishing)
         if len(self.finishing) >= FINISHING_PER_SLOT * self.config.capacity:
             self._room.clear()
@@ -351,12 +426,28 @@ class Workers:
         """The task's events, with this provisioner's id last (only it may write there)."""
         return subjects.task_events(task.tenant, task.job_id, task.task_id, self.config.provisioner_id)
 
-    async def _claim_and_run(self, task: TaskMessage, delivery: int, worker: str) -> TaskSucceeded | TaskFailed:
-        """The claim, stored before the plugin runs; then the plugin; returns the outcome event."""
+    def _claim(self, task: TaskMessage, delivery: int, worker: str) -> Append:
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
                             provisioner=self.config.provisioner_id, worker=worker, delivery=delivery)
-        await self.writes.append(self._subject(task), Append(claim, msg_id=f"{_key(task)}.claim.{delivery}"))
-        outcome = await self.executor.execute(task)
+        return Append(claim, msg_id=f"{_key(task)}.claim.{delivery}")
+
+    async def _claim_and_run(self, task: TaskMessage, subject: str, claim: Append, sent: asyncio.Future[int] | None,
+                             worker: str) -> TaskSucceeded | TaskFailed | None:
+        """The claim, stored before the plugin runs (`sent`: already on its way); then a
+        plugin slot; then the plugin; returns the outcome event, or None if no slot came free
+        in time (`AHEAD_WAIT_S`)."""
+        if sent is not None:
+            await sent
+        else:
+            await self.writes.append(subject, claim)
+        if not await self._turn():
+            return None
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            outcome = await self.executor.execute(task)
+        finally:
+            self._leave(loop.time() - started)
         if outcome.ok:
             return TaskSucceeded(
                 job_id=task.job_id, task_id=task.task_id, attempt=task.attempt,
@@ -370,10 +461,11 @@ class Workers:
             stdout=trim_output(outcome.stdout), stderr=trim_output(outcome.stderr),
         )
 
-    async def _finish(self, msg: Msg, task: TaskMessage, result: TaskSucceeded | TaskFailed, keepalive: KeepAlive) -> None:
+    async def _finish(self, msg: Msg, task: TaskMessage, subject: str, result: TaskSucceeded | TaskFailed,
+                      keepalive: KeepAlive) -> None:
         """The outcome stored (one per attempt: its key), then the ack."""
         try:
-            await self.writes.append(self._subject(task), Append(result, msg_id=f"{_key(task)}.outcome"))
+            await self.writes.append(subject, Append(result, msg_id=f"{_key(task)}.outcome"))
         except Exception:  # the log failed us: the task comes back and runs again
             log.exception("outcome not recorded; will be redelivered", task=task.task_id)
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
@@ -384,6 +476,76 @@ class Workers:
         self.completed += 1
         log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=result.worker,
                  ok=isinstance(result, TaskSucceeded))
+
+
+    # -- plugin slots -------------------------------------------------------------------------
+
+    async def _turn(self) -> bool:
+        """Take a plugin slot: at once if one is free and nobody waits, else in turn; False
+        if none came within AHEAD_WAIT_S (only a task held beyond capacity can wait)."""
+        while self._line and self._line[0].done():  # gave up (timed out, cancelled)
+            self._line.popleft()
+        if self._running < self.config.capacity and not self._line:
+            self._running += 1
+            return True
+        loop = asyncio.get_running_loop()
+        turn: asyncio.Future[bool] = loop.create_future()
+        self._line.append(turn)
+        timer = loop.call_later(AHEAD_WAIT_S, _resolve, turn, False)
+        try:
+            got = await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled() and turn.result():
+                self._next()  # handed a slot in the same instant: pass it on
+            raise
+        finally:
+            timer.cancel()
+        if not got:
+            self._ahead_ok = 0  # the slots turn over slowly: claim no more ahead
+            self._update_open()
+        return got
+
+    def _leave(self, ran_s: float) -> None:
+        """A plugin returned: its slot goes to the next task in line, or is free."""
+        self._ahead_ok = min(self._ahead_ok + 1, self.ahead) if ran_s < SHORT_RUN_S else 0
+        self._next()
+        self._update_open()
+
+    def _next(self) -> None:
+        while self._line:
+            turn = self._line.popleft()
+            if not turn.done():  # (not given up: timed out or cancelled)
+                turn.set_result(True)
+                return
+        self._running -= 1
+
+
+@dataclass
+class Early:
+    """A task decoded (in the read loop, or in its coroutine), with its claim (None: a task let
+    go for another provisioner) and, if it already went, the claim's acknowledgement."""
+
+    task: TaskMessage
+    delivery: int
+    subject: str
+    claim: Append | None
+    sent: asyncio.Future[int] | None
+
+
+def _delivered(msg: Msg) -> int:
+    """The delivery count, from the reply subject (`$JS.ACK.<stream>.<consumer>.<delivered>...`,
+    or with domain and account hash before the stream), without nats-py's whole metadata."""
+    tokens = msg.reply.split(".")
+    if len(tokens) == 9 and tokens[0] == "$JS":
+        return int(tokens[4])
+    if len(tokens) >= 11 and tokens[0] == "$JS":
+        return int(tokens[6])
+    return msg.metadata.num_delivered
+
+
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)
 
 
 def _key(task: TaskMessage) -> str:

@@ -51,3 +51,15 @@ async def test_every_writer_of_a_refused_group_hears_of_it(nc: Client, tenant: s
         return_exceptions=True,
     )
     assert all(isinstance(r, Exception) for r in results)
+
+
+async def test_a_few_waiting_appends_go_alone_all_at_once_not_as_a_batch(nc: Client, tenant: str) -> None:
+    store = EventStore(nc)
+    grouped = GroupedAppends(store, smallest_batch=8)
+    subjects = [f"muster.evt.{tenant}.task.j.s{i}" for i in range(4)]
+    seqs = await asyncio.gather(*(grouped.append(s, Append(_claim(i), msg_id=f"{tenant}.s{i}")) for i, s in enumerate(subjects)))
+    assert len(set(seqs)) == 4
+    assert grouped.events == 4 and grouped.sent == 4  # the first alone, then three singles at once: no batch of 3
+    for i, (s, seq) in enumerate(zip(subjects, seqs, strict=True)):
+        [r] = await store.read(s)
+        assert r.seq == seq and r.event == _claim(i)

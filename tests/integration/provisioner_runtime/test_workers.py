@@ -48,7 +48,9 @@ async def test_capacity_bounds_the_tasks_in_flight(bench: Bench) -> None:
     assert held.most == 3
     claims = bench.log.of("TaskClaimed")
     assert len(claims) == 10 and {c.delivery for c in claims} == {1}
-    assert {c.worker for c in claims} <= {"prov-cap/w0", "prov-cap/w1", "prov-cap/w2"}
+    # Three plugins at most; once they return quickly, up to three more tasks are held (claimed
+    # ahead, waiting for a slot), each in a numbered place of its own.
+    assert {c.worker for c in claims} <= {f"prov-cap/w{k}" for k in range(6)}
     await asyncio.wait_for(w.idle.wait(), DEADLINE_S)  # the last ack is sent after the outcome
     assert w.completed == 10 and w.in_flight == 0
 
