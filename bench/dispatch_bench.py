@@ -65,6 +65,7 @@ from muster.bus.eventstore import H_TYPE, Append, EventStore
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
 from muster.bus.wire import raw_subscribe, raw_unsubscribe
+from services.provisioner.heap import freeze_started_heap
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.testing import make_task
 from services.provisioner.worker import WorkerConfig, Workers
@@ -175,7 +176,8 @@ class Counting:
 
 
 class Provisioner:
-    """Workers with the real plugin registry, on a connection of their own."""
+    """Workers with the real plugin registry, on a connection of their own; the process's heap
+    frozen once they started, as `muster provisioner` does (services/provisioner/heap.py)."""
 
     def __init__(self, url: str, tenant: str, capacity: int, ack_wait_s: float = 30.0, index: int = 0) -> None:
         self.url, self.tenant, self.capacity, self.ack_wait_s, self.index = url, tenant, capacity, ack_wait_s, index
@@ -191,6 +193,7 @@ class Provisioner:
         self.executor.held = lambda: self.workers.in_flight
         await self.workers.ensure_queues()
         self.runner = asyncio.create_task(self.workers.run())
+        freeze_started_heap()  # as `muster provisioner` does once started
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -381,7 +384,7 @@ async def process_throughput(url: str, nc: Client, n: int, processes: int, capac
 
 async def serve(url: str, tenant: str, capacity: int, index: int) -> None:
     """A provisioner process for `process_throughput`: until SIGTERM, then its figures as JSON."""
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING), cache_logger_on_first_use=True)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with Provisioner(url, tenant, capacity=capacity, index=index) as prov:
@@ -427,7 +430,7 @@ LATENCY_GOAL = 1.5
 
 
 async def run(args: argparse.Namespace) -> tuple[str, list[goals.Goal]]:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING), cache_logger_on_first_use=True)
     with tempfile.TemporaryDirectory(prefix="muster-dispatch-bench-") as scratch:
         tmp = args.data_dir or scratch
         async with NatsServer(Path(tmp) / "nats", name="dispatch-bench") as server:

@@ -90,6 +90,19 @@ class GroupedAppends:
         self._start()
         return await stored
 
+    def submit(self, subject: str, item: Append) -> asyncio.Future[int]:
+        """`append` without a coroutine of the caller's: the append joins the waiting ones
+        (alone and at once if nothing else is on its way, through the sending task) and the
+        returned future gets its stream sequence. For a writer that only needs to be called back
+        when it is stored (a provisioner's outcome, then the task's ack): no task of its own
+        per append."""
+        if self.window != 0:  # (only `window=0` sends what waits as it does here)
+            return asyncio.ensure_future(self.append(subject, item))
+        stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiting.append((subject, item, stored))
+        self._start()
+        return stored
+
     def _start(self) -> None:
         if self._waiting and (self._sending is None or self._sending.done()):
             self._sending = asyncio.get_running_loop().create_task(self._send())

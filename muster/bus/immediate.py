@@ -131,3 +131,33 @@ class ImmediateAppends:
         else:
             future.set_result(int(answer["seq"]))
         return None
+
+
+class Acks:
+    """JetStream acks written to the connection together: queued as `Msg.ack` would queue them,
+    less its per-message work (header checks, a coroutine and a flusher wake-up each), and
+    written once per turn of the event loop. A provisioner's outcomes are stored in groups
+    (`GroupedAppends`): the tasks of a group are acked in one write."""
+
+    def __init__(self, nc: Any) -> None:
+        self.nc = nc
+        self._due = False
+
+    def ack(self, reply: str) -> bool:
+        """Queue the ack of the delivery whose reply subject this is; False when the connection
+        is not up (ack through nats-py then, which keeps it for the reconnect)."""
+        if not reply or not queue(self.nc, b"PUB " + reply.encode() + b" 0\r\n\r\n"):
+            return False
+        if not self._due:
+            self._due = True
+            asyncio.get_running_loop().call_soon(self._write)
+        return True
+
+    def _write(self) -> None:
+        self._due = False
+        nc = self.nc
+        transport = getattr(nc, "_transport", None)
+        if nc._pending and nc.is_connected and transport is not None:
+            transport.writelines(nc._pending)
+            nc._pending = []
+            nc._pending_data_size = 0

@@ -22,6 +22,7 @@ from muster.bus.connect import CredentialsError, auth_required, credentials, pri
 from muster.runtime.service import main_for
 
 from .app import Provisioner
+from .heap import freeze_started_heap
 from .plugins import PluginError, PluginRegistry
 from .presence import DEFAULT_TTL_S, MAX_TTL_S
 from .worker import WorkerConfig
@@ -135,6 +136,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
         )
         await provisioner.start()
         stack.push_async_callback(provisioner.stop)
+        freeze_started_heap()
         log.info("plugins", provisioner=pid, plugins=[f"{p['name']} {p['version']}" for p in registry.describe()],
                  capacity=capacity, tenants=own.tenants, work_dir=str(registry.work_dir))
 

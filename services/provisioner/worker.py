@@ -37,6 +37,7 @@ from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster.bus.eventstore import Append, EventStore
 from muster.bus.grouped import GroupedAppends
+from muster.bus.immediate import Acks
 
 from .nodes import NodesResolver
 from .pull import RawPull
@@ -165,8 +166,9 @@ class Workers:
         self._keepalive_s: dict[str, float] = {}
         # Claims and outcomes of all slots share atomic batches when several are waiting.
         self.writes = GroupedAppends(self.store)
-        self.finishing: set[asyncio.Task[None]] = set()
-        """Outcomes being written and acked: their plugins are done, their slots free."""
+        self.finishing: set[asyncio.Future[int]] = set()
+        """Outcomes being written (then acked): their plugins are done, their slots free."""
+        self.acks = Acks(self.store.nc)
         self._room = asyncio.Event()
         self._room.set()
         self._pullers: list[asyncio.Task[None]] = []
@@ -264,9 +266,10 @@ class Workers:
         """Stop at once, abandoning the tasks in flight (they come back after `ack_wait`):
         for tests that play a dying process, and for a shutdown that cannot wait."""
         self.draining.set()
-        for t in [*self._pullers, *self.running, *self.finishing, *self._side]:
+        pending: list[asyncio.Future[Any]] = [*self._pullers, *self.running, *self.finishing, *self._side]
+        for t in pending:
             t.cancel()
-        await asyncio.gather(*self._pullers, *self.running, *self.finishing, *self._side, return_exceptions=True)
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def _pull(self, tenant: str, pull: RawPull) -> None:
         failures = 0
@@ -353,14 +356,17 @@ class Workers:
     def _claim_now(self, msg: Msg, slot: int) -> Early:
         """In the read loop, as the task arrives: decode it, build its claim and, when the
         writer is idle, put the claim on the wire at once (`GroupedAppends.append_now`), before
-        the event loop comes round to the task's coroutine. Raises if the task is undecodable
-        (the coroutine decodes it again, and terminates it)."""
+        the event loop comes round to the task's coroutine; else add it to the appends waiting
+        for the next group (`GroupedAppends.submit`). Raises if the task is undecodable (the
+        coroutine decodes it again, and terminates it)."""
         task = TaskMessage.model_validate_json(msg.data)
         delivery = _delivered(msg)
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
             return Early(task, delivery, "", None, None)
         subject, claim = self._subject(task), self._claim(task, delivery, f"{self.config.provisioner_id}/w{slot}")
         sent = self.writes.append_now(subject, claim) if self.writes.immediate._sub is not None else None
+        if sent is None:  # the writer is busy: the claim joins the next group now, not when the task's coroutine runs
+            sent = self.writes.submit(subject, claim)
         return Early(task, delivery, subject, claim, sent)
 
     async def _handle(self, msg: Msg, tenant: str, slot: int, early: Early | None = None) -> None:
@@ -402,18 +408,13 @@ class Workers:
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
             return
         # The plugin is done: its slot is free for the next task while the outcome is written.
-        finishing = asyncio.create_task(self._finish(msg, task, early.subject, result, keepalive))
-        self.finishing.add(finishing)
+        # No task of its own for that: the outcome's future calls back, and the ack goes out
+        # with the others of its group (`Acks`).
+        stored = self.writes.submit(early.subject, Append(result, msg_id=f"{_key(task)}.outcome"))
+        self.finishing.add(stored)
         if len(self.finishing) >= FINISHING_PER_SLOT * self.config.capacity:
             self._room.clear()
-
-        def finished(t: asyncio.Task[None]) -> None:
-            self.finishing.discard(t)
-            if len(self.finishing) < FINISHING_PER_SLOT * self.config.capacity:
-                self._room.set()
-            self._check_idle()
-
-        finishing.add_done_callback(finished)
+        stored.add_done_callback(partial(self._finished, msg, task, result, keepalive))
 
     @staticmethod
     async def _settle(ack: Awaitable[None]) -> None:
@@ -461,22 +462,26 @@ class Workers:
             stdout=trim_output(outcome.stdout), stderr=trim_output(outcome.stderr),
         )
 
-    async def _finish(self, msg: Msg, task: TaskMessage, subject: str, result: TaskSucceeded | TaskFailed,
-                      keepalive: KeepAlive) -> None:
-        """The outcome stored (one per attempt: its key), then the ack."""
-        try:
-            await self.writes.append(subject, Append(result, msg_id=f"{_key(task)}.outcome"))
-        except Exception:  # the log failed us: the task comes back and runs again
-            log.exception("outcome not recorded; will be redelivered", task=task.task_id)
-            await self._settle(msg.nak(delay=RETRY_DELAY_S))
-            return
-        finally:
-            keepalive.cancel()
-        await self._settle(msg.ack())
-        self.completed += 1
-        log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=result.worker,
-                 ok=isinstance(result, TaskSucceeded))
-
+    def _finished(self, msg: Msg, task: TaskMessage, result: TaskSucceeded | TaskFailed, keepalive: KeepAlive,
+                  stored: asyncio.Future[int]) -> None:
+        """The outcome is stored (one per attempt: its key): ack. Or it is not (the log failed
+        us): the task comes back and runs again. Or the worker was aborted: nothing."""
+        keepalive.cancel()
+        self.finishing.discard(stored)
+        if len(self.finishing) < FINISHING_PER_SLOT * self.config.capacity:
+            self._room.set()
+        if not stored.cancelled():
+            err = stored.exception()
+            if err is not None:
+                log.error("outcome not recorded; will be redelivered", task=task.task_id, error=str(err) or type(err).__name__)
+                self._aside(self._settle(msg.nak(delay=RETRY_DELAY_S)))
+            else:
+                if not self.acks.ack(msg.reply):
+                    self._aside(self._settle(msg.ack()))
+                self.completed += 1
+                log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=result.worker,
+                         ok=isinstance(result, TaskSucceeded))
+        self._check_idle()
 
     # -- plugin slots -------------------------------------------------------------------------
 

@@ -260,13 +260,13 @@ class PluginRegistry:
         if not isinstance(outcome, TaskOutcome):
             outcome = failed(f"plugin error: returned {type(outcome).__name__}, not a TaskOutcome")
         outcome = masker.outcome(outcome)
-        outcome = outcome.model_copy(
-            update={
-                "stdout": trim_output(outcome.stdout),
-                "stderr": trim_output(outcome.stderr),
-                "error": trim_output(outcome.error or ("" if outcome.ok else "failed without an error message")),
-            }
-        )
+        trimmed = {
+            "stdout": trim_output(outcome.stdout),
+            "stderr": trim_output(outcome.stderr),
+            "error": trim_output(outcome.error or ("" if outcome.ok else "failed without an error message")),
+        }
+        if any(getattr(outcome, k) is not v for k, v in trimmed.items()):  # (a copy only when one changed)
+            outcome = outcome.model_copy(update=trimmed)
         log.info(
             "task executed",
             task_id=task.task_id,

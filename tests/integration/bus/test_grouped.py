@@ -63,3 +63,18 @@ async def test_a_few_waiting_appends_go_alone_all_at_once_not_as_a_batch(nc: Cli
     for i, (s, seq) in enumerate(zip(subjects, seqs, strict=True)):
         [r] = await store.read(s)
         assert r.seq == seq and r.event == _claim(i)
+
+
+async def test_submitted_appends_join_the_waiting_group_and_their_futures_get_the_sequences(nc: Client, tenant: str) -> None:
+    store = EventStore(nc)
+    grouped = GroupedAppends(store)
+    subjects = [f"muster.evt.{tenant}.task.j.u{i}" for i in range(20)]
+    first = asyncio.ensure_future(grouped.append(subjects[0], Append(_claim(0), msg_id=f"{tenant}.u0")))
+    await asyncio.sleep(0)  # the first is on its way: what is submitted now waits for it
+    futures = [grouped.submit(s, Append(_claim(i), msg_id=f"{tenant}.u{i}")) for i, s in enumerate(subjects[1:], start=1)]
+    seqs = [await first, *await asyncio.gather(*futures)]
+    assert len(set(seqs)) == 20 and seqs == sorted(seqs)
+    assert grouped.events == 20 and grouped.sent == 2  # the first alone, the 19 submitted in one batch
+    for i, (s, seq) in enumerate(zip(subjects, seqs, strict=True)):
+        [r] = await store.read(s)
+        assert r.seq == seq and r.event == _claim(i)

@@ -11,7 +11,7 @@ from nats.aio.client import Client
 from contracts.events import TaskClaimed
 from muster.bus.eventstore import Append, EventStore, StoreError
 from muster.bus.grouped import GroupedAppends
-from muster.bus.immediate import ImmediateAppends
+from muster.bus.immediate import Acks, ImmediateAppends
 
 pytestmark = pytest.mark.nats
 
@@ -88,3 +88,24 @@ async def test_append_now_only_when_idle_and_the_appends_after_it_wait_their_tur
         assert later is not None and await asyncio.wait_for(later, 5) > seqs[-1]
     finally:
         await grouped.immediate.stop()
+
+
+async def test_acks_queued_together_are_all_taken_by_the_server(nc: Client, tenant: str) -> None:
+    js = nc.jetstream()
+    stream = f"ACKS{tenant.upper()}"
+    await js.add_stream(name=stream, subjects=[f"acks.{tenant}.>"], retention="workqueue")
+    await js.add_consumer(stream, durable_name="c", ack_policy="explicit", ack_wait=30)
+    for i in range(10):
+        await js.publish(f"acks.{tenant}.{i}", b"x")
+    psub = await js.pull_subscribe_bind("c", stream=stream)
+    msgs = await psub.fetch(10, timeout=5)
+    acks = Acks(nc)
+    assert all(acks.ack(m.reply) for m in msgs[:9])
+    await asyncio.sleep(0)  # one turn of the loop: written, with no publish after them to take them along
+    assert nc._pending_data_size == 0
+    # The server answers this one once it took it, and it takes a consumer's acks in order.
+    await msgs[9].ack_sync(timeout=5)
+    info = await js.consumer_info(stream, "c")
+    assert info.num_ack_pending == 0 and info.num_redelivered == 0
+    assert (await js.stream_info(stream)).state.messages == 0  # a work queue drops what was acked
+    await js.delete_stream(stream)
