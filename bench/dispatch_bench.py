@@ -16,6 +16,9 @@ What is measured (one nats-server of its own, `sync_interval: always`, a temp st
 - dispatch latency: the task message published to TASKS (after which the planner has nothing
   more to do) -> its `TaskClaimed` seen in the log by a subscriber; one at a time, an idle
   provisioner of capacity 16. Raw and dispatch samples are taken in turn.
+- one synced append: `EventStore.append` of one claim to the log, published -> acknowledged,
+  taken in turn with the two above: what a claim costs on top of a raw pull (the task's own
+  store and delivery are in both), so raw pull + append is the floor of dispatch latency.
 - task throughput: N tasks published as above -> each claimed (TaskClaimed appended), run by the
   `simulated` automator with no latency, outcome appended (TaskSucceeded), acked; N / (last
   outcome seen - first publish), for capacities 1, 4, 16 and 64, and for 1, 2 and 4 processes of
@@ -274,10 +277,12 @@ async def observe(nc: Client, tenant: str, raw: bool = False) -> tuple[Observer,
     return observer, sub
 
 
-async def latencies(url: str, nc: Client, samples: int) -> tuple[list[float], list[float]]:
+async def latencies(url: str, nc: Client, samples: int) -> tuple[list[float], list[float], list[float]]:
     """Raw and dispatch latency, one sample of each in turn, so that both see the same load
     of a shared machine. Raw: publish -> a pull consumer waiting in `fetch(16)` has it.
-    Dispatch: task published -> `TaskClaimed` seen (an idle provisioner of capacity 16)."""
+    Dispatch: task published -> `TaskClaimed` seen (an idle provisioner of capacity 16).
+    And a third in turn, the part of dispatch that raw JetStream does not pay: one synced
+    append to the log (`EventStore.append` of a claim, published -> acknowledged)."""
     loop = asyncio.get_running_loop()
     raw_got: asyncio.Future[float] = loop.create_future()
     consumer_nc = await connect(url, name="raw-sub")
@@ -294,7 +299,8 @@ async def latencies(url: str, nc: Client, samples: int) -> tuple[list[float], li
     observer, sub = await observe(nc, tenant)
     js = nc.jetstream()
     body = b"x" * PAYLOAD
-    raw, dispatch = [], []
+    raw, dispatch, append = [], [], []
+    store = EventStore(nc)
     async with Provisioner(url, tenant, capacity=16):
         for i, (subject, task, headers) in enumerate(tasks(tenant, samples + 20)):
             raw_got = loop.create_future()
@@ -307,14 +313,20 @@ async def latencies(url: str, nc: Client, samples: int) -> tuple[list[float], li
             await js.publish(subject, task, headers=headers)
             claimed = await asyncio.wait_for(observer.claim_waiter, 10)
             await observer.outcomes(i + 1, 10)  # idle again before the next one
+
+            claim = TaskClaimed(job_id="j", task_id=f"t{i}", attempt=1, provisioner="p", worker="w")
+            start3 = time.perf_counter()
+            await store.append(f"{subjects.EVT}.benchappend.task.j.t{i}", [Append(claim, msg_id=f"benchappend.{i}")])
+            appended = time.perf_counter()
             if i >= 20:  # warm-up
                 raw.append(raw_at - start)
                 dispatch.append(claimed - start2)
+                append.append(appended - start3)
     stop.set()
     await asyncio.wait_for(consumer, 10)
     await sub.unsubscribe()
     await consumer_nc.close()
-    return raw, dispatch
+    return raw, dispatch, append
 
 
 @dataclass
@@ -438,8 +450,9 @@ async def run(args: argparse.Namespace) -> tuple[str, list[goals.Goal]]:
             await ensure_streams(nc.jetstream())
             print(f"nats-server on {server.url}, store {tmp}", file=sys.stderr)
 
-            raw_lat, lat = await latencies(server.url, nc, args.samples)
-            print(f"latency p50: raw {ms(pct(raw_lat, .5))}, dispatch {ms(pct(lat, .5))}", file=sys.stderr)
+            raw_lat, lat, append_lat = await latencies(server.url, nc, args.samples)
+            print(f"latency p50: raw {ms(pct(raw_lat, .5))}, dispatch {ms(pct(lat, .5))}, append {ms(pct(append_lat, .5))}",
+                  file=sys.stderr)
             # A raw run right before each provisioner run: the machine (and its disk) is shared,
             # and the figures drift by more than the effects measured.
             rows: list[tuple[str, Throughput, float]] = []
@@ -482,6 +495,9 @@ async def run(args: argparse.Namespace) -> tuple[str, list[goals.Goal]]:
         f"{ms(pct(raw_lat, .5))} (publish -> pull consumer has it) | {p50_ratio:.1f}x | {goal_list[0].verdict()} |",
         f"| dispatch latency p99 | {ms(pct(lat, .99))} | {ms(pct(raw_lat, .99))} | "
         f"{pct(lat, .99) / pct(raw_lat, .99):.1f}x | |",
+        f"| one synced log append p50 (`EventStore.append` of a claim: published -> acknowledged; what a claim adds "
+        f"to a raw pull) | | {ms(pct(append_lat, .5))} | raw pull + append = "
+        f"{(pct(raw_lat, .5) + pct(append_lat, .5)) / pct(raw_lat, .5):.1f}x a raw pull | |",
     ]
     for name, t, raw in rows:
         ratio = t.rate / raw
@@ -500,7 +516,7 @@ async def run(args: argparse.Namespace) -> tuple[str, list[goals.Goal]]:
         f"{at_once:,} ran at once; {seen.succeeded:,} succeeded, {seen.failed} failed, {seen.redelivered} redelivered; "
         f"all done in {wall:.1f} s | | | no errors: {verdict(ok_flight)} |",
         "",
-        f"Samples: {args.samples} latencies each (after 20 warm-up; one raw and one dispatch sample in turn), "
+        f"Samples: {args.samples} latencies each (after 20 warm-up; one raw, one dispatch and one append sample in turn), "
         f"{args.tasks:,} tasks per throughput row, 1 KB raw messages (a task message is about 1 KB).",
         "",
         "| throughput row | failed or redelivered | most tasks held (claimed, running or waiting for a slot) / "
