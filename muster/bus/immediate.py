@@ -139,14 +139,14 @@ class Acks:
     written once per turn of the event loop. A provisioner's outcomes are stored in groups
     (`GroupedAppends`): the tasks of a group are acked in one write."""
 
-    def __init__(self, nc: Any) -> None:
-        self.nc = nc
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
         self._due = False
 
     def ack(self, reply: str) -> bool:
         """Queue the ack of the delivery whose reply subject this is; False when the connection
         is not up (ack through nats-py then, which keeps it for the reconnect)."""
-        if not reply or not queue(self.nc, b"PUB " + reply.encode() + b" 0\r\n\r\n"):
+        if not reply or not queue(self.store.nc, b"PUB " + reply.encode() + b" 0\r\n\r\n"):
             return False
         if not self._due:
             self._due = True
@@ -155,7 +155,7 @@ class Acks:
 
     def _write(self) -> None:
         self._due = False
-        nc = self.nc
+        nc = self.store.nc
         transport = getattr(nc, "_transport", None)
         if nc._pending and nc.is_connected and transport is not None:
             transport.writelines(nc._pending)

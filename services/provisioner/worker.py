@@ -168,7 +168,7 @@ class Workers:
         self.writes = GroupedAppends(self.store)
         self.finishing: set[asyncio.Future[int]] = set()
         """Outcomes being written (then acked): their plugins are done, their slots free."""
-        self.acks = Acks(self.store.nc)
+        self.acks = Acks(self.store)
         self._room = asyncio.Event()
         self._room.set()
         self._pullers: list[asyncio.Task[None]] = []

@@ -99,7 +99,7 @@ async def test_acks_queued_together_are_all_taken_by_the_server(nc: Client, tena
         await js.publish(f"acks.{tenant}.{i}", b"x")
     psub = await js.pull_subscribe_bind("c", stream=stream)
     msgs = await psub.fetch(10, timeout=5)
-    acks = Acks(nc)
+    acks = Acks(EventStore(nc))
     assert all(acks.ack(m.reply) for m in msgs[:9])
     await asyncio.sleep(0)  # one turn of the loop: written, with no publish after them to take them along
     assert nc._pending_data_size == 0
