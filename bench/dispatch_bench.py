@@ -18,7 +18,9 @@ What is measured (one nats-server of its own, `sync_interval: always`, a temp st
   provisioner of capacity 16. Raw and dispatch samples are taken in turn.
 - one synced append: `EventStore.append` of one claim to the log, published -> acknowledged,
   taken in turn with the two above: what a claim costs on top of a raw pull (the task's own
-  store and delivery are in both), so raw pull + append is the floor of dispatch latency.
+  store and delivery are in both). Both go through nats-py (`fetch`, `js.publish`), whose
+  per-message work the provisioner's wire pull and read-loop claim do not pay, so dispatch
+  can come out below raw pull + append.
 - task throughput: N tasks published as above -> each claimed (TaskClaimed appended), run by the
   `simulated` automator with no latency, outcome appended (TaskSucceeded), acked; N / (last
   outcome seen - first publish), for capacities 1, 4, 16 and 64, and for 1, 2 and 4 processes of
@@ -495,9 +497,9 @@ async def run(args: argparse.Namespace) -> tuple[str, list[goals.Goal]]:
         f"{ms(pct(raw_lat, .5))} (publish -> pull consumer has it) | {p50_ratio:.1f}x | {goal_list[0].verdict()} |",
         f"| dispatch latency p99 | {ms(pct(lat, .99))} | {ms(pct(raw_lat, .99))} | "
         f"{pct(lat, .99) / pct(raw_lat, .99):.1f}x | |",
-        f"| one synced log append p50 (`EventStore.append` of a claim: published -> acknowledged; what a claim adds "
-        f"to a raw pull) | | {ms(pct(append_lat, .5))} | raw pull + append = "
-        f"{(pct(raw_lat, .5) + pct(append_lat, .5)) / pct(raw_lat, .5):.1f}x a raw pull | |",
+        f"| one synced log append p50 (`EventStore.append` of a claim through nats-py: published -> acknowledged; "
+        f"what a claim adds to a raw pull) | | {ms(pct(append_lat, .5))} | (raw pull + append) / raw pull = "
+        f"{(pct(raw_lat, .5) + pct(append_lat, .5)) / pct(raw_lat, .5):.1f}x | |",
     ]
     for name, t, raw in rows:
         ratio = t.rate / raw
