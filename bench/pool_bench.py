@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contracts import subjects
-from contracts.pools import HostSpec, NodeNeed, PoolNodesReported, PoolRequest
+from contracts.pools import HostSpec, NodeNeed, PoolNodesReported, PoolRequest, grants_in
 from services.pool.domain.pool import Pool, PoolCreated
 
 KINDS = [{"cpu": 16, "memory": "64G", "labels": ["ssd"]}, {"cpu": 8, "memory": "32G", "labels": ["ssd"]},
@@ -174,10 +174,13 @@ async def freed_to_granted(samples: int) -> list[tuple[str, str]]:
             async def on_pool_event(msg: Any) -> None:
                 kind = (msg.headers or {}).get("Muster-Type")
                 body = json.loads(msg.data)
-                rid = body["request_id"] if kind == "HostsGranted" else body.get("request", {}).get("request_id")
-                wanted = grants if kind == "HostsGranted" else accepted if kind == "RequestAccepted" else {}
-                if rid in wanted and not wanted[rid].done():
-                    wanted[rid].set_result(time.perf_counter())
+                # A grant alone, or with the release that made it (HostsReleased v2).
+                found = [(grants, body["request_id"])] if kind == "HostsGranted" else \
+                    [(grants, g["request_id"]) for g in body.get("granted", [])] if kind == "HostsReleased" else \
+                    [(accepted, body["request"]["request_id"])] if kind == "RequestAccepted" else []
+                for wanted, rid in found:
+                    if rid in wanted and not wanted[rid].done():
+                        wanted[rid].set_result(time.perf_counter())
 
             await js.subscribe(subjects.pool_events("bench"), ordered_consumer=True, cb=on_pool_event,
                                deliver_policy=DeliverPolicy.NEW)
@@ -272,12 +275,12 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
 
             async def on_event(msg: Any) -> None:
                 r = recorded_from_msg(msg)
+                for grant in grants_in(r.event):  # alone, or with the release that made it (HostsReleased v2)
+                    stored_at["granted", grant.request_id] = msg.metadata.timestamp.timestamp()
                 if r.type == "HostsReleased" or (r.type == "TaskQueued" and r.event.action.value == "create"):
                     # Also the log's own time of it (the server's store time, ns): a figure
                     # free of this process's delays in delivering to the follower.
                     seen.put_nowait((time.perf_counter(), msg.metadata.timestamp.timestamp(), r))
-                elif r.type == "HostsGranted":
-                    stored_at["granted", r.event.request_id] = msg.metadata.timestamp.timestamp()
                 elif r.type == "NodeResultsRecorded" and r.event.task_id == "pool.grant":
                     stored_at["host", r.event.cluster_id] = msg.metadata.timestamp.timestamp()
 
