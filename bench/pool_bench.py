@@ -17,8 +17,8 @@ reaches a waiting request, next to a raw JetStream publish round trip measured i
    provisioner in this process; one pool host, an SSH server here): from the pool's record of
    the release to the waiting job's `TaskQueued`, both as a follower of the log receives them
    (the goal: within 3 x a raw `js.publish` round trip of the same run), and where it goes:
-   the store times of the hops between (the pool's grant, the planner's record of the node's
-   host, `TaskQueued`).
+   the store times of the hops between (the pool's grant, recorded with the release since
+   `HostsReleased` v2; the planner's record of the node's host; `TaskQueued`).
 """
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
         ("the same by the log's own clock (store times of the release and of TaskQueued) p50",
          f"{statistics.median(in_log) * 1e6:,.0f} µs ({statistics.median(in_log) * 1e6 / p50_raw:.1f} x raw)"),
         ("raw js.publish round trip p50 (the limit, this run)", f"{p50_raw:,.0f} µs"),
-        ("where it goes, by the log's clock, p50: release -> grant / -> the node's host on the cluster (the planner's first link) / -> TaskQueued",
+        ("where it goes, by the log's clock, p50: release -> grant (0: one event, HostsReleased v2) / -> the node's host on the cluster (the planner's first link) / -> TaskQueued",
          " / ".join(f"{statistics.median(h) * 1e6:,.0f} µs" for h in zip(*hops, strict=True)) if hops else "-"),
     ]
 
