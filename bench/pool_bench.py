@@ -17,8 +17,8 @@ reaches a waiting request, next to a raw JetStream publish round trip measured i
    provisioner in this process; one pool host, an SSH server here): from the pool's record of
    the release to the waiting job's `TaskQueued`, both as a follower of the log receives them
    (the goal: within 3 x a raw `js.publish` round trip of the same run), and where it goes:
-   the store times of the hops between (the pool's grant, the planner's record of the node's
-   host, `TaskQueued`).
+   the store times of the hops between (the pool's grant, recorded with the release since
+   `HostsReleased` v2; the planner's record of the node's host; `TaskQueued`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contracts import subjects
-from contracts.pools import HostSpec, NodeNeed, PoolNodesReported, PoolRequest
+from contracts.pools import HostSpec, NodeNeed, PoolNodesReported, PoolRequest, grants_in
 from services.pool.domain.pool import Pool, PoolCreated
 
 KINDS = [{"cpu": 16, "memory": "64G", "labels": ["ssd"]}, {"cpu": 8, "memory": "32G", "labels": ["ssd"]},
@@ -174,10 +174,13 @@ async def freed_to_granted(samples: int) -> list[tuple[str, str]]:
             async def on_pool_event(msg: Any) -> None:
                 kind = (msg.headers or {}).get("Muster-Type")
                 body = json.loads(msg.data)
-                rid = body["request_id"] if kind == "HostsGranted" else body.get("request", {}).get("request_id")
-                wanted = grants if kind == "HostsGranted" else accepted if kind == "RequestAccepted" else {}
-                if rid in wanted and not wanted[rid].done():
-                    wanted[rid].set_result(time.perf_counter())
+                # A grant alone, or with the release that made it (HostsReleased v2).
+                found = [(grants, body["request_id"])] if kind == "HostsGranted" else \
+                    [(grants, g["request_id"]) for g in body.get("granted", [])] if kind == "HostsReleased" else \
+                    [(accepted, body["request"]["request_id"])] if kind == "RequestAccepted" else []
+                for wanted, rid in found:
+                    if rid in wanted and not wanted[rid].done():
+                        wanted[rid].set_result(time.perf_counter())
 
             await js.subscribe(subjects.pool_events("bench"), ordered_consumer=True, cb=on_pool_event,
                                deliver_policy=DeliverPolicy.NEW)
@@ -272,12 +275,12 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
 
             async def on_event(msg: Any) -> None:
                 r = recorded_from_msg(msg)
+                for grant in grants_in(r.event):  # alone, or with the release that made it (HostsReleased v2)
+                    stored_at["granted", grant.request_id] = msg.metadata.timestamp.timestamp()
                 if r.type == "HostsReleased" or (r.type == "TaskQueued" and r.event.action.value == "create"):
                     # Also the log's own time of it (the server's store time, ns): a figure
                     # free of this process's delays in delivering to the follower.
                     seen.put_nowait((time.perf_counter(), msg.metadata.timestamp.timestamp(), r))
-                elif r.type == "HostsGranted":
-                    stored_at["granted", r.event.request_id] = msg.metadata.timestamp.timestamp()
                 elif r.type == "NodeResultsRecorded" and r.event.task_id == "pool.grant":
                     stored_at["host", r.event.cluster_id] = msg.metadata.timestamp.timestamp()
 
@@ -318,7 +321,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
         ("the same by the log's own clock (store times of the release and of TaskQueued) p50",
          f"{statistics.median(in_log) * 1e6:,.0f} µs ({statistics.median(in_log) * 1e6 / p50_raw:.1f} x raw)"),
         ("raw js.publish round trip p50 (the limit, this run)", f"{p50_raw:,.0f} µs"),
-        ("where it goes, by the log's clock, p50: release -> grant / -> the node's host on the cluster (the planner's first link) / -> TaskQueued",
+        ("where it goes, by the log's clock, p50: release -> grant (0: one event, HostsReleased v2) / -> the node's host on the cluster (the planner's first link) / -> TaskQueued",
          " / ".join(f"{statistics.median(h) * 1e6:,.0f} µs" for h in zip(*hops, strict=True)) if hops else "-"),
     ]
 

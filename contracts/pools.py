@@ -318,11 +318,19 @@ class HostsReleaseStarted(Event):
 
 
 class HostsReleased(Event):
+    """v2 adds `granted`: the grants the release let the pool make, recorded in the same
+    event (one append, so one disk sync, fewer on the path from a freed host to the waiting
+    job: docs/pools.md, "Latency"). A v1 event has none; its grants follow as `HostsGranted`."""
+
     type: Literal["HostsReleased"] = "HostsReleased"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     host_ids: list[str] = Field(description="back in the pool (an error host stays in error)")
     returned: list[str] = Field(default_factory=list, description="dynamic hosts: gone back to their provider")
     by: str = "anonymous"
+    granted: list[HostsGranted] = Field(
+        default_factory=list,
+        description="v2: grants decided on the hosts this release freed, in policy order, each as if recorded as its "
+                    "own HostsGranted right after the release")
 
 
 class HostFailed(Event):
@@ -424,3 +432,10 @@ POOL_EVENTS = (
     RequestCancelled, RequestExpired, RequestClosed, CallbackDelivered,
     PoolHostsRequested, PoolRequestCancelled, PoolNodesReported, PoolDynamicHostCreated, PoolRequestClosed,
 )
+
+
+def grants_in(event: Event) -> list[HostsGranted]:
+    """The grants an event of a pool records: a `HostsGranted`, or those a release made."""
+    if isinstance(event, HostsGranted):
+        return [event]
+    return list(event.granted) if isinstance(event, HostsReleased) else []

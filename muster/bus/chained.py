@@ -26,11 +26,13 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeout
 
 from contracts.records import H_EXPECT, Append
 
-from .wire import raw_subscribe, raw_unsubscribe
+from .immediate import frame
+from .wire import raw_subscribe
 
 if TYPE_CHECKING:
     from .eventstore import EventStore
@@ -51,29 +53,24 @@ async def append_chain(store: EventStore, parts: Sequence[Part]) -> list[list[in
     if not links:
         return [[] for _ in parts]
     encoded = [await store._encode(subject, item) for subject, item, _, _ in links]  # bodies first
-    loop = asyncio.get_running_loop()
-    answers: list[asyncio.Future[dict[str, Any]]] = [loop.create_future() for _ in links]
-
-    def on_raw(subject: bytes, reply: bytes, data: bytes, header_block: bytes) -> None:
-        k = int(subject.rsplit(b".", 1)[1])
-        if 0 <= k < len(answers) and not answers[k].done():
-            answers[k].set_result(json.loads(data) if data else {"error": {"description": "empty answer"}})
-
-    inbox = store.nc.new_inbox()
-    sub = await raw_subscribe(store.nc, f"{inbox}.*", on_raw)
+    replies = await _replies(store.nc)
+    answers, first = replies.expect(len(links))
     try:
-        for k, ((subject, _item, fence, _), (data, headers)) in enumerate(zip(links, encoded, strict=True)):
+        for k, ((_subject, _item, fence, _), (_data, headers)) in enumerate(zip(links, encoded, strict=True)):
             if fence is not None:
                 headers[H_EXPECT] = str(fence)
             if k > 0:
                 headers[H_EXPECT_LAST_MSG_ID] = links[k - 1][1].msg_id
-            await store.nc.publish(subject, data, reply=f"{inbox}.{k}", headers=headers)
+        if not _write_now(store.nc, [frame(subject, f"{replies.prefix}.{first + k}", headers, data)
+                                     for k, ((subject, *_), (data, headers)) in enumerate(zip(links, encoded, strict=True))]):
+            for k, ((subject, *_), (data, headers)) in enumerate(zip(links, encoded, strict=True)):
+                await store.nc.publish(subject, data, reply=f"{replies.prefix}.{first + k}", headers=headers)
         try:
             got = await asyncio.wait_for(asyncio.gather(*answers), store.timeout)
         except TimeoutError:
             raise NatsTimeout from None  # as `js.publish`: what landed is unknown
     finally:
-        await raw_unsubscribe(store.nc, sub)
+        replies.forget(first, len(links))
 
     seqs: list[int] = []
     last: dict[str, int] = {}  # subject -> its sequence so far in this chain
@@ -96,3 +93,66 @@ async def append_chain(store: EventStore, parts: Sequence[Part]) -> list[list[in
         out.append(seqs[at : at + len(items)])
         at += len(items)
     return out
+
+
+def _write_now(nc: Client, commands: list[bytes]) -> bool:
+    """The chain's messages written to the connection now, after whatever nats-py has queued
+    (as `muster.bus.immediate` does): not left for nats-py's flusher task, which runs only
+    when the loop comes round, and without its per-header checks. False when the connection
+    is not up (publish the ordinary way)."""
+    transport = getattr(nc, "_transport", None)
+    if not nc.is_connected or transport is None:
+        return False
+    nc._pending.extend(commands)
+    transport.writelines(nc._pending)
+    nc._pending = []
+    nc._pending_data_size = 0
+    return True
+
+
+class _Replies:
+    """The answers to every chain sent on one connection, on one subscription (`<inbox>.<n>`,
+    n counting up): a subscription per chain cost a SUB and an UNSUB each, about a tenth of the
+    CPU of the planner's reaction to a pool grant (docs/pools.md, "Latency")."""
+
+    def __init__(self, nc: Client) -> None:
+        self.prefix = nc.new_inbox()
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.next = 0
+        self.subscribed = asyncio.ensure_future(raw_subscribe(nc, f"{self.prefix}.*", self.on_raw))
+
+    def expect(self, n: int) -> tuple[list[asyncio.Future[dict[str, Any]]], int]:
+        loop = asyncio.get_running_loop()
+        first, self.next = self.next, self.next + n
+        answers = [loop.create_future() for _ in range(n)]
+        self.waiting.update(zip(range(first, first + n), answers, strict=True))
+        return answers, first
+
+    def forget(self, first: int, n: int) -> None:
+        for k in range(first, first + n):
+            self.waiting.pop(k, None)
+
+    def on_raw(self, subject: bytes, reply: bytes, data: bytes, header_block: bytes) -> None:
+        answer = self.waiting.pop(int(subject.rsplit(b".", 1)[1]), None)
+        if answer is not None and not answer.done():  # a late answer to a chain given up on: dropped
+            answer.set_result(json.loads(data) if data else {"error": {"description": "empty answer"}})
+
+
+_REPLIES = "_muster_chain_replies"
+
+
+async def _replies(nc: Client) -> _Replies:
+    """The connection's chain replies, subscribed once; every chain waits until the server
+    has the subscription, so no answer can come before it."""
+    replies: _Replies | None = getattr(nc, _REPLIES, None)
+    if replies is None:
+        replies = _Replies(nc)
+        setattr(nc, _REPLIES, replies)
+    if not replies.subscribed.done():
+        try:
+            await asyncio.shield(replies.subscribed)  # one caller cancelled must not undo it for the others
+        except Exception:
+            if getattr(nc, _REPLIES, None) is replies:
+                delattr(nc, _REPLIES)  # the next chain subscribes again
+            raise
+    return replies

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from contracts.pools import grants_in
 from contracts.records import Recorded
 from services.pool.domain.pool import Pool
 
@@ -55,7 +56,7 @@ def change_for(pool: Pool, recorded: Recorded, tenant: str | None) -> dict[str, 
         touched += list(getattr(event, name, []) or [])
     if getattr(event, "host_id", None):
         touched.append(event.host_id)
-    touched += [a.host_id for a in getattr(event, "assignments", []) or []]
+    touched += [a.host_id for grant in grants_in(event) for a in grant.assignments]
     touched += [h.id for h in getattr(event, "hosts", []) or []]
     hosts = [host_for(pool.book.hosts[h].view(), tenant) if h in pool.book.hosts else {"id": h, "state": "removed"}
              for h in dict.fromkeys(touched)]

@@ -38,6 +38,7 @@ from contracts.commands import COMMAND_ADAPTER, CreateCluster, ExpandCluster
 from contracts.events import Event
 from contracts.pools import (
     Holder,
+    HostsGranted,
     HostSpec,
     NodeNeed,
     PoolDynamicHostCreated,
@@ -46,6 +47,7 @@ from contracts.pools import (
     PoolRequest,
     PoolRequestCancelled,
     PoolRequestClosed,
+    grants_in,
 )
 from contracts.records import Recorded
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog
@@ -85,8 +87,8 @@ class PoolBroker:
         self.reported: dict[str, set[tuple[str, str]]] = {}
         """job id -> (node, status) reported to its pool in this life (read from the log the
         first time a job is seen)."""
-        self.decided: dict[str, tuple[str, Recorded]] = {}
-        """request id -> the pool's last word on it (pool, event), kept for jobs this planner
+        self.decided: dict[str, tuple[str, Event]] = {}
+        """request id -> the pool's last word on it (pool, decision), kept for jobs this planner
         loads only later: a shard gained after the pools' history was replayed (catch_up)."""
 
     def attach(self, planner: Planner) -> None:
@@ -281,14 +283,19 @@ class PoolBroker:
     # -- the pool's decisions --------------------------------------------------------------
 
     async def on_pool_event(self, name: str, pool: Pool, r: Recorded) -> None:
-        if r.type not in ("HostsGranted", "RequestRefused", "RequestExpired", "RequestCancelled"):
-            return
+        # A grant comes alone (`HostsGranted`) or with the release that made it (`HostsReleased`).
+        decisions = grants_in(r.event) if r.type in ("HostsGranted", "HostsReleased") else \
+            [r.event] if r.type in ("RequestRefused", "RequestExpired", "RequestCancelled") else []
+        for decision in decisions:
+            await self._on_decision(name, pool, decision)
+
+    async def _on_decision(self, name: str, pool: Pool, decision: Event) -> None:
         assert self.planner is not None
-        rid = r.event.request_id
-        self.decided[rid] = (name, r)
+        rid = decision.request_id  # type: ignore[attr-defined]
+        self.decided[rid] = (name, decision)
         for attempt in range(REACTION_TRIES):
             try:
-                await self._react(name, pool, r, rid, retry=attempt > 0)
+                await self._react(name, pool, decision, rid, retry=attempt > 0)
                 return
             except ConcurrencyError:
                 log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
@@ -304,9 +311,9 @@ class PoolBroker:
             found = self.decided.get(job.resources["request_id"])
             pool = self.mirror.pools.get(found[0]) if found is not None else None
             if found is not None and pool is not None:
-                await self.on_pool_event(found[0], pool, found[1])
+                await self._on_decision(found[0], pool, found[1])
 
-    async def _react(self, name: str, pool: Pool, r: Recorded, rid: str, retry: bool = False) -> None:
+    async def _react(self, name: str, pool: Pool, decision: Event, rid: str, retry: bool = False) -> None:
         """`retry`: an earlier try lost a race; what it recorded before the refusal is in the
         reloaded job (its creates may be queued and not yet published: they go out again)."""
         assert self.planner is not None
@@ -318,12 +325,12 @@ class PoolBroker:
             if not self.planner.hooks.owns(job.tenant, job.cluster_id):
                 return
             cluster = state.clusters[job.cluster_id]
-            if r.type != "HostsGranted":
+            if not isinstance(decision, HostsGranted):
                 if job.waiting_for_resources and job.state == "running":
-                    reason = getattr(r.event, "reason", "") or "the request was cancelled"
+                    reason = getattr(decision, "reason", "") or "the request was cancelled"
                     await self._give_up(job, cluster, f"pool {name}: {reason}")
                 return
-            assignments = {a.node_id: a.host_id for a in r.event.assignments}
+            assignments = {a.node_id: a.host_id for a in decision.assignments}
             if job.is_final or job.state != "running":  # it ended while the pool decided: give them back
                 if not job.resources["granted"]:
                     fact = PoolNodesReported(request_id=str(job.id), cluster_id=job.cluster_id, status="released",

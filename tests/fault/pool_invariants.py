@@ -17,6 +17,7 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.pool_commands import ShowPool
+from contracts.pools import grants_in
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.repository import fold, log_seq, rebuild
 from services.pool import client as pools
@@ -34,11 +35,14 @@ def pool_problems(log: list[Recorded]) -> tuple[dict[str, Pool], list[str]]:
     for name, history in by_pool.items():
         pool: Any = None
         for r in history:
-            if pool is not None and r.type == "HostsGranted":
-                for a in r.event.assignments:
+            # A grant takes free hosts only; a release's own grants (HostsReleased v2) may take
+            # the hosts it frees, unless they stay in error.
+            freed = set(r.event.host_ids) if r.type == "HostsReleased" else set()
+            for grant in grants_in(r.event) if pool is not None else []:
+                for a in grant.assignments:
                     host = pool.book.hosts.get(a.host_id)
-                    if host is None or not host.free:
-                        problems.append(f"pool {name} seq {r.seq}: host {a.host_id} granted to {r.event.request_id} "
+                    if host is None or not (host.free or (a.host_id in freed and host.state != "error" and not host.ambiguous)):
+                        problems.append(f"pool {name} seq {r.seq}: host {a.host_id} granted to {grant.request_id} "
                                         f"while {host.view() if host else 'unknown'}")
             pool = fold(Pool, pool, r)
             problems += _quota_problems(name, pool, r.seq)

@@ -8,6 +8,7 @@ equals what the services report (docs/pools.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,9 @@ async def _scenario(fs: FaultStack, hosts: LocalPoolHosts, specs: list[Any]) -> 
 
     async def on_pool_event(msg: Any) -> None:
         nonlocal grants
-        if (msg.headers or {}).get("Muster-Type") == "HostsGranted":
-            grants += 1
+        kind = (msg.headers or {}).get("Muster-Type")
+        if kind == "HostsGranted" or (kind == "HostsReleased" and json.loads(msg.data).get("granted")):
+            grants += 1  # a grant alone, or with the release that made it (HostsReleased v2)
             if grants == 2 and not killed.done():
                 killed.set_result(await fs.kill("planner"))
                 await fs.restart("planner")

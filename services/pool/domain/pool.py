@@ -69,6 +69,9 @@ def pool_uuid(name: str) -> UUID:
 
 
 class Pool(Aggregate):
+    _applied_ahead = False
+    """True while an event whose changes were applied as it was decided is being recorded."""
+
     @staticmethod
     def create_id(payload: PoolCreated) -> UUID:
         return pool_uuid(payload.pool)
@@ -307,9 +310,21 @@ class Pool(Aggregate):
             dynamic = [h.spec.id for h in hosts if h.spec.kind == "dynamic"]
             ids = static + dynamic
             if ids:
-                self._released(HostsReleased(host_ids=static, returned=dynamic, by=by))
-                self.serve()
+                self._release_and_serve(HostsReleased(host_ids=static, returned=dynamic, by=by))
         return ids
+
+    def _release_and_serve(self, release: HostsReleased) -> None:
+        """The release and the grants it lets the pool make, as one event (its `granted`): one
+        append where a release and then each grant took one disk sync apiece. Decided on the
+        pool as the release leaves it, so applied here first, then recorded without applying
+        again; a fold of the event (a rebuild) applies the same in the same order."""
+        self._apply_release(release)
+        granted = self.serve(record=False)
+        self._applied_ahead = True
+        try:
+            self._released(release.model_copy(update={"granted": granted}))
+        finally:
+            self._applied_ahead = False
 
     def dynamic_host(self, spec: HostSpec, holder: Holder, by: str) -> str:
         """A provider made `spec` for a node: 'added', 'known' (seen before) or 'ambiguous'."""
@@ -329,13 +344,14 @@ class Pool(Aggregate):
 
     # ================================================================== the policy at work
 
-    def serve(self) -> list[str]:
+    def serve(self, record: bool = True) -> list[HostsGranted]:
         """Grant waiting requests in policy order while free hosts fit them. A request that
         does not fit keeps every free host it could use from those behind it (no overtaking on
         contended hosts); those behind may still take hosts it cannot use. All or nothing per
-        request: a cluster never waits holding half its hosts."""
+        request: a cluster never waits holding half its hosts. `record=False`: each grant is
+        applied but not recorded, for the caller to record in its own event."""
         free = self.book.free_counts()
-        granted: list[str] = []
+        granted: list[HostsGranted] = []
         if not free or not self.requests.waiting:
             return granted
         for r in self.requests.in_order():
@@ -351,9 +367,12 @@ class Pool(Aggregate):
             for by_sig in plan.values():
                 for s, n in by_sig.items():
                     free[s] -= n
-            self._granted(HostsGranted(request_id=r.request.request_id, assignments=assignments,
-                                       by=f"policy:{self.terms.policy}"))
-            granted.append(r.request.request_id)
+            grant = HostsGranted(request_id=r.request.request_id, assignments=assignments, by=f"policy:{self.terms.policy}")
+            if record:
+                self._granted(grant)
+            else:
+                self._apply_grant(grant)
+            granted.append(grant)
         return granted
 
     def _pick(self, r: OpenRequest, plan: dict[str, dict[Any, int]]) -> list[Assignment]:
@@ -468,6 +487,9 @@ class Pool(Aggregate):
 
     @event("HostsGranted")
     def _granted(self, payload: HostsGranted) -> None:
+        self._apply_grant(payload)
+
+    def _apply_grant(self, payload: HostsGranted) -> None:
         r = self.requests.granted(payload.request_id, payload.assignments)
         req = r.request
         for a in payload.assignments:
@@ -493,6 +515,13 @@ class Pool(Aggregate):
 
     @event("HostsReleased")
     def _released(self, payload: HostsReleased) -> None:
+        if self._applied_ahead:
+            return  # `_release_and_serve` applied it while deciding
+        self._apply_release(payload)
+        for grant in payload.granted:
+            self._apply_grant(grant)
+
+    def _apply_release(self, payload: HostsReleased) -> None:
         for host_id in payload.host_ids:
             host = self.book.hosts[host_id]
             if host.state != "error":

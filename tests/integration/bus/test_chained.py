@@ -3,13 +3,16 @@ when nothing else is written, when a fence refuses, and when another message com
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from nats.aio.client import Client
 
 from contracts.events import TaskClaimed
+from muster.bus import chained
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore
+from muster.bus.immediate import frame
 
 pytestmark = pytest.mark.nats
 
@@ -52,21 +55,20 @@ async def test_a_message_between_two_links_sends_the_rest_one_by_one(nc: Client,
     refused by its `Nats-Expected-Last-Msg-Id`, then appended alone on the first's sequence."""
     store = EventStore(nc)
     a, other = f"muster.evt.{tenant}.job.a", f"muster.evt.{tenant}.job.other"
-    publish = nc.publish
-    sent: list[str] = []
+    write_now = chained._write_now
+    sent: list[int] = []
 
-    async def interleaved(subject: str, payload: bytes = b"", reply: str = "", headers: Any = None) -> None:
-        await publish(subject, payload, reply=reply, headers=headers)
-        sent.append(subject)
-        if len(sent) == 1:  # right after the first link, before the second
-            await publish(other, b"{}", headers={"Nats-Msg-Id": f"{tenant}.between"})
+    def interleaved(conn: Client, commands: list[bytes]) -> bool:
+        sent.append(len(commands))
+        between = frame(other, "", {"Nats-Msg-Id": f"{tenant}.between"}, b"{}")
+        return write_now(conn, [commands[0], between, *commands[1:]])  # right after the first link
 
-    monkeypatch.setattr(nc, "publish", interleaved)
+    monkeypatch.setattr(chained, "_write_now", interleaved)
     [seqs] = await store.append_chain([(a, [_ev(1, tenant), _ev(2, tenant), _ev(3, tenant)], 0)])
     monkeypatch.undo()
     assert [r.event.task_id for r in await store.read(a)] == ["t1", "t2", "t3"]
     assert seqs[1] == seqs[0] + 2 and seqs[2] == seqs[1] + 1  # the other message took seqs[0] + 1
-    assert len(sent) > 3  # the refused links went again
+    assert sent == [3]  # the refused links went again one by one, not as a chain
 
 
 async def test_a_repeated_chain_is_stored_once(nc: Client, tenant: str) -> None:
@@ -80,3 +82,14 @@ async def test_a_repeated_chain_is_stored_once(nc: Client, tenant: str) -> None:
     with pytest.raises(ConcurrencyError):
         await store.append_chain([(b, [_ev(2, tenant), _ev(3, tenant)], 0)])
     assert len(await store.read(a)) == 1 and len(await store.read(b)) == 2
+
+
+async def test_chains_sent_at_once_on_one_connection_each_get_their_own_answers(nc: Client, tenant: str) -> None:
+    """Every chain of a connection shares one reply subscription: ten at once, from before it
+    exists, each gets the sequences of its own events."""
+    store = EventStore(nc)
+    subjects = [f"muster.evt.{tenant}.job.s{i}" for i in range(10)]
+    got = await asyncio.gather(*(store.append_chain([(s, [_ev(2 * i, tenant), _ev(2 * i + 1, tenant)], 0)])
+                                 for i, s in enumerate(subjects)))
+    for s, [seqs] in zip(subjects, got, strict=True):
+        assert [r.seq for r in await store.read(s)] == seqs

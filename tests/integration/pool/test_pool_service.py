@@ -14,7 +14,15 @@ from pool_env import PoolEnv, hosts
 
 from contracts import subjects
 from contracts.pool_commands import AddHosts, CancelRequest, RemoveHost, ReportNodes, RequestHosts, ResetHost, ShowPool
-from contracts.pools import Callback, NodeNeed, PoolHostsRequested, PoolNodesReported, PoolRequest, PoolRequestCancelled
+from contracts.pools import (
+    Callback,
+    NodeNeed,
+    PoolHostsRequested,
+    PoolNodesReported,
+    PoolRequest,
+    PoolRequestCancelled,
+    grants_in,
+)
 from muster.bus.connect import principal_of
 from muster.bus.eventstore import Append
 from muster.bus.repository import rebuild
@@ -66,8 +74,8 @@ async def test_a_request_is_granted_at_once_or_waits_in_line_and_is_granted_by_e
     assert (again.state, again.position) == ("waiting", 1)  # asked twice: the same place
     await pools.send(env.nc, "lab", ReportNodes(tenant="acme", request_id="r1", cluster_id="c-r1", status="released",
                                                 node_ids=["n1"], requested_by="bob"))
-    grant = await watch.wait(lambda r: r.type == "HostsGranted" and r.event.request_id == "r2")
-    assert [a.host_id for a in grant.event.assignments] == ["h1"]
+    grant = await watch.wait(lambda r: any(g.request_id == "r2" for g in grants_in(r.event)))
+    assert grant.type == "HostsReleased" and [a.host_id for g in grants_in(grant.event) for a in g.assignments] == ["h1"]
     accepted = next(r for r in await env.log("lab") if r.type == "RequestAccepted" and r.event.request.request_id == "r2")
     # The principal rides with the decision: the sender the bus authenticated, not what the command says.
     assert accepted.event.request.by == principal_of(env.nc) != "carol"
@@ -83,7 +91,7 @@ async def test_requests_written_to_the_log_are_taken_by_the_service_and_answered
     await watch.wait(lambda r: r.type == "RequestAccepted" and r.event.request.request_id == "j2")
     await env.store.append(subjects.pool_request_events("acme", "lab", "j1"), [Append(
         event=PoolNodesReported(request_id="j1", cluster_id="c-j1", status="released", node_ids=["n0"]), msg_id="j1-rel")])
-    await watch.wait(lambda r: r.type == "HostsGranted" and r.event.request_id == "j2")
+    await watch.wait(lambda r: any(g.request_id == "j2" for g in grants_in(r.event)))
     # A request to a pool that does not exist is refused where the requester looks for it.
     ghost = await env.watch(subjects.pool_events("ghost"))
     await env.store.append(subjects.pool_request_events("acme", "ghost", "j3"),
@@ -161,10 +169,10 @@ async def test_two_pool_services_never_lend_a_host_twice(env: PoolEnv) -> None:
                            for i in range(n)))
     held: dict[str, str] = {}
     for r in await env.log("lab"):  # the whole log: a host goes out again only after it came back
-        if r.type == "HostsGranted":
-            for a in r.event.assignments:
-                assert a.host_id not in held, f"{a.host_id} granted to {r.event.request_id} while {held[a.host_id]} holds it"
-                held[a.host_id] = r.event.request_id
+        for grant in grants_in(r.event):
+            for a in grant.assignments:
+                assert a.host_id not in held, f"{a.host_id} granted to {grant.request_id} while {held[a.host_id]} holds it"
+                held[a.host_id] = grant.request_id
     assert len(held) >= 5  # one may stay free: the first in line may need two
     assert env.service.decisions and other.decisions  # both wrote to the one pool subject
     pool = rebuild(Pool, await env.log("lab"))

@@ -9,6 +9,8 @@ import pytest
 from pool_support import host, host_key, pool, request, types
 
 from contracts.pools import Callback, Holder, PoolNodesReported, PoolTerms, TenantTerms
+from contracts.records import Recorded
+from muster.bus.repository import fold
 from services.pool.domain.pool import Pool, PoolError
 
 
@@ -148,8 +150,34 @@ def test_a_request_that_does_not_fit_waits_and_is_served_when_hosts_are_released
     assert p.position("r2") == 1 and p.queue_view()[0]["hosts"] == 1
     p.collect_events()
     report(p, "released", "c-r1", "n1")
-    assert types(p) == ["HostsReleased", "HostsGranted"]
+    [released] = [e.payload for e in p.collect_events()]
+    assert released.type == "HostsReleased" and released.host_ids == ["h001"]
+    assert [(g.request_id, [a.host_id for a in g.assignments]) for g in released.granted] == [("r2", ["h001"])]
     assert holders(p) == {"h000": "c-r1/n0", "h001": "c-r2/n0"} and p.position("r2") is None
+
+
+def test_a_release_and_its_grants_fold_as_one_event_and_as_a_v1_history() -> None:
+    """The live pool, its events folded (a rebuild), and the same history as a v1 log would
+    hold it (the release, then each grant as its own event) end in the same state."""
+    p = pool(3)
+    p.request(request("r1", 3))
+    p.request(request("r2", 1))
+    p.request(request("r3", 2, urgency=10))
+    report(p, "released", "c-r1", "n0", "n2")
+    events = [e.payload for e in p.collect_events()]
+    assert [g.request_id for g in events[-1].granted] == ["r2"]  # r3 (2 hosts) waits behind r2; 1 host stays free
+
+    v1: list[Any] = []
+    for e in events:
+        if e.type == "HostsReleased":
+            v1 += [e.model_copy(update={"v": 1, "granted": []}), *e.granted]
+        else:
+            v1.append(e)
+    for history in (events, v1):
+        folded: Any = None
+        for i, e in enumerate(history, start=1):
+            folded = fold(Pool, folded, Recorded(i, "muster.evt._system.pool.p", datetime.now(UTC), e, str(p.id), i))
+        assert folded.state() == p.state()
 
 
 def test_waiting_requests_are_served_by_urgency_times_priority_then_arrival() -> None:

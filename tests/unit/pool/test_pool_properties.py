@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pool_support import host, pool, request
 
-from contracts.pools import PoolNodesReported, PoolTerms, TenantTerms
+from contracts.pools import PoolNodesReported, PoolTerms, TenantTerms, grants_in
 from services.pool.domain.pool import PoolError
 
 TENANTS = ["a", "b", "c"]
@@ -105,12 +105,13 @@ class PoolHistory(RuleBasedStateMachine):
         hands out is free (unassigned, unheld, not ambiguous, not in error) just before."""
         for e in self.p.collect_events():
             payload = e.payload
-            if payload.type == "HostsGranted":
-                self.grants += 1
-                hosts = [a.host_id for a in payload.assignments]
-                assert len(set(hosts)) == len(hosts)
-                for h in hosts:
-                    assert self.shadow.book.hosts[h].free, f"{h} granted while {self.shadow.book.hosts[h].view()}"
+            freed = set(payload.host_ids) if payload.type == "HostsReleased" else set()
+            hosts = [a.host_id for g in grants_in(payload) for a in g.assignments]
+            self.grants += len(grants_in(payload))
+            assert len(set(hosts)) == len(hosts)
+            for h in hosts:  # free, or freed by the release that grants it (and not in error)
+                was = self.shadow.book.hosts[h]
+                assert was.free or (h in freed and was.state != "error" and not was.ambiguous), f"{h} granted while {was.view()}"
             if payload.type == "HostsAdded" and payload.holder is None:
                 assert all(h.id not in self.shadow.book for h in payload.hosts) if self.shadow else True
             self.shadow = e.mutate(self.shadow)
