@@ -7,10 +7,16 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum
 
 .PHONY: install demo up lint test test-long test-unit test-integration bench bench-full soak lock clean contracts
 
+# uv (the tool `make lock` uses) installs the lock in about a quarter of pip's time here (23 s
+# against 78 s on a fresh clone, docs/testing.md); where uv cannot be had, pip does the same.
+UV_VERSION ?= 0.9.0
 $(STAMP):
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	( $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
+	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock \
+	  && $(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e . ) \
+	|| ( $(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock \
+	  && $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . )
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -62,7 +68,6 @@ contracts: install
 
 # Re-pin dependencies after changing pyproject.toml.
 lock: install
-	$(BIN)/python -m pip install --quiet uv
 	$(BIN)/uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
 
 clean:
