@@ -20,6 +20,7 @@ import structlog
 from contracts import subjects
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.tasks import TaskMessage
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
@@ -49,9 +50,6 @@ repair lost messages; task timeouts are the net behind it."""
 CHAIN_MOST = 16
 """The most events of one chained save (`execute(chain=True)`): a chain costs the server one
 disk sync per event, an atomic batch ~10 ms whatever its size (decision 6)."""
-PUBLISH_WINDOW = 256
-"""Task publishes awaited at once (one by one, the first wave of a 10,000-node create took 12 s
-under the lock)."""
 
 
 class Execution:
@@ -130,32 +128,54 @@ class Execution:
         await self.execute(job, cluster, effects, chain=chain)
 
     async def publish_many(self, job: Job, cluster: Cluster, catalog: Catalog, attempts: list[tuple[Attempt, datetime | None]]) -> None:
-        """Publish attempts with up to `PUBLISH_WINDOW` acknowledgements awaited at once."""
-        window = asyncio.Semaphore(PUBLISH_WINDOW)
-
-        async def one(a: Attempt, queued_at: datetime | None) -> None:
-            async with window:
-                await self.publish(job, cluster, catalog, a, queued_at)
-
-        await asyncio.gather(*(one(a, at) for a, at in attempts))
+        """Publish attempts (each already recorded as queued), pipelined by the queue; each
+        timeout is armed first, and an attempt whose publish failed is published again later."""
+        if not attempts:
+            return
+        now = self.timers.clock.now()
+        klass = saga.queue_class(cluster, self.config.settings)
+        timeout = timedelta(seconds=self.config.task_timeout_s)
+        ref: str | None = None
+        if any(needs_nodes(job.tasks[a.task_id]["action"]) for a, _ in attempts):
+            try:
+                # The nodes map travels by reference (nodemaps.py); only automators get one.
+                ref = await self.nodemaps.ref(cluster, catalog)
+            except Exception as err:  # noqa: BLE001 - the attempts needing it are published again
+                log.warning("nodes map not stored; its tasks will be published again", job=str(job.id), error=repr(err))
+        sending: list[Attempt] = []
+        messages: list[TaskMessage] = []
+        failed: list[tuple[Attempt, BaseException]] = []
+        for a, queued_at in attempts:
+            at = queued_at or now
+            self.metrics.queued(job.tenant, klass, str(job.id), a.task_id, a.attempt, at)
+            self.timers.arm(("timeout", str(job.id), a.task_id, a.attempt), at + timeout)
+            try:
+                needs = needs_nodes(job.tasks[a.task_id]["action"])
+                if needs and ref is None:
+                    raise RuntimeError("no nodes map")
+                avoid = self.ran_attempts.get((str(job.id), a.task_id), [])
+                messages.append(task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
+                                             self.config.action_timeout_s, avoid, ref if needs else None))
+                sending.append(a)
+            except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
+                failed.append((a, err))
+        if messages:
+            try:
+                outcomes = await self.queue.publish_many(messages)
+            except Exception as err:  # noqa: BLE001 - as for each message
+                outcomes = [err] * len(messages)
+            failed += [(a, e) for a, e in zip(sending, outcomes, strict=True) if e is not None]
+        if failed:
+            # The attempts are recorded (TaskQueued); only their messages are missing. Publish
+            # each again from a timer, backing off, until it gets out or stops being current.
+            first, why = failed[0]
+            log.warning("task publish failed; will publish again", job=str(job.id), task=first.task_id,
+                        attempt=first.attempt, error=repr(why), tasks=len(failed))
+            for a, _ in failed:
+                self._schedule_republish(str(job.id), a)
 
     async def publish(self, job: Job, cluster: Cluster, catalog: Catalog, a: Attempt, queued_at: datetime | None = None) -> None:
-        avoid = self.ran_attempts.get((str(job.id), a.task_id), [])
-        queued_at = queued_at or self.timers.clock.now()
-        klass = saga.queue_class(cluster, self.config.settings)
-        self.metrics.queued(job.tenant, klass, str(job.id), a.task_id, a.attempt, queued_at)
-        self.timers.arm(("timeout", str(job.id), a.task_id, a.attempt), queued_at + timedelta(seconds=self.config.task_timeout_s))
-        try:
-            # The nodes map travels by reference (nodemaps.py); only automators get one.
-            ref = await self.nodemaps.ref(cluster, catalog) if needs_nodes(job.tasks[a.task_id]["action"]) else None
-            message = task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
-                                   self.config.action_timeout_s, avoid, ref)
-            await self.queue.publish(message)
-        except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
-            # The attempt is recorded (TaskQueued); only its message is missing. Publish it again
-            # from a timer, backing off, until it gets out or stops being current.
-            log.warning("task publish failed; will publish again", job=str(job.id), task=a.task_id, attempt=a.attempt, error=repr(err))
-            self._schedule_republish(str(job.id), a)
+        await self.publish_many(job, cluster, catalog, [(a, queued_at)])
 
     def _schedule_republish(self, job_id: str, a: Attempt) -> None:
         key = (job_id, a.task_id, a.attempt)
