@@ -36,22 +36,14 @@ enough that a connection lost midway leaves a bounded number in doubt (they are 
 
 
 class _Batch:
-    """One `publish_many` call: each message's outcome, and the wake-up of its sender."""
+    """One `publish_many` call: each message's outcome, and whether any is still unanswered."""
 
-    __slots__ = ("failures", "outstanding", "low", "wake")
+    __slots__ = ("failures", "outstanding", "done")
 
-    def __init__(self, size: int, low: int) -> None:
+    def __init__(self, size: int) -> None:
         self.failures: list[BaseException | None] = [None] * size
         self.outstanding = 0
-        self.low = low
-        self.wake: asyncio.Future[None] | None = None
-
-    def settle(self, index: int, error: BaseException | None) -> None:
-        if error is not None:
-            self.failures[index] = error
-        self.outstanding -= 1
-        if self.outstanding <= self.low and self.wake is not None and not self.wake.done():
-            self.wake.set_result(None)
+        self.done: asyncio.Future[None] | None = None
 
 
 class NatsTaskQueue:
@@ -64,6 +56,9 @@ class NatsTaskQueue:
         self._starting: asyncio.Future[Any] | None = None
         self._waiting: dict[bytes, tuple[_Batch, int]] = {}
         self._tokens = itertools.count()
+        self._space: asyncio.Future[None] | None = None
+        self._answered = 0
+        """Acknowledgements taken so far: a wait that saw none for `timeout` gives up."""
 
     async def publish(self, message: TaskMessage) -> None:
         await self.js.publish(
@@ -74,8 +69,10 @@ class NatsTaskQueue:
 
     async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
         """Queue every message, pipelined; for each, None once the stream acknowledged it (a
-        de-duplicated repeat included), or why it may not have been taken."""
-        batch = _Batch(len(messages), self.window // 2)
+        de-duplicated repeat included), or why it may not have been taken. The window is the
+        queue's, shared by concurrent calls: the server answers in order, so a call behind
+        another waits its turn rather than timing out."""
+        batch = _Batch(len(messages))
         if not messages:
             return batch.failures
         await self._start()
@@ -83,8 +80,8 @@ class NatsTaskQueue:
         sent = 0
         try:
             for index, message in enumerate(messages):
-                if batch.outstanding >= self.window:
-                    await self._wait(batch)
+                while len(self._waiting) >= self.window:
+                    await self._wait_for_space()
                 data = message.model_dump_json().encode()
                 if len(data) > max_payload:
                     batch.failures[index] = MaxPayloadError()
@@ -98,9 +95,9 @@ class NatsTaskQueue:
                 self._waiting[key] = (batch, index)
                 batch.outstanding += 1
                 sent += 1
-            while batch.outstanding:
-                batch.low = 0
-                await self._wait(batch)
+            if batch.outstanding:
+                batch.done = asyncio.get_running_loop().create_future()
+                await self._wait(batch.done)
         except (TimeoutError, NatsTimeout, ConnectionClosedError) as err:
             # Whatever is not acknowledged by now may or may not be stored: the caller
             # publishes it again (the stream de-duplicates by `Nats-Msg-Id`).
@@ -109,27 +106,33 @@ class NatsTaskQueue:
                 batch.failures[index] = err
         return batch.failures
 
-    async def _wait(self, batch: _Batch) -> None:
-        """Send what is queued, then wait until at most `batch.low` are unacknowledged (or
-        raise TimeoutError when no acknowledgement came for `timeout`)."""
-        loop = asyncio.get_running_loop()
-        batch.wake = loop.create_future()
+    async def _wait_for_space(self) -> None:
+        if self._space is None or self._space.done():
+            self._space = asyncio.get_running_loop().create_future()
+        await self._wait(self._space)
+
+    async def _wait(self, until: asyncio.Future[None]) -> None:
+        """Send what is queued, then wait for `until`; TimeoutError when no acknowledgement at
+        all came for `timeout` (slow is not stuck: a wave of thousands takes longer)."""
         await self.nc._flush_pending()
-        while batch.outstanding > batch.low:
-            before = batch.outstanding
+        while not until.done():
+            seen = self._answered
             try:
-                await asyncio.wait_for(batch.wake, self.timeout)
+                await asyncio.wait_for(asyncio.shield(until), self.timeout)
             except TimeoutError:
-                if batch.outstanding == before:
+                if self._answered == seen:
                     raise
-                batch.wake = loop.create_future()  # slow, not stuck: wait on
-        batch.wake = None
 
     def _give_up(self, batch: _Batch, err: BaseException) -> None:
         for key in [k for k, (b, _) in self._waiting.items() if b is batch]:
             _, index = self._waiting.pop(key)
             batch.failures[index] = err
         batch.outstanding = 0
+        self._wake_senders()
+
+    def _wake_senders(self) -> None:
+        if self._space is not None and not self._space.done() and len(self._waiting) <= self.window // 2:
+            self._space.set_result(None)
 
     async def _start(self) -> None:
         """Subscribe the inbox the acknowledgements come to (once, before anything is sent)."""
@@ -153,16 +156,20 @@ class NatsTaskQueue:
         entry = self._waiting.pop(subject.rsplit(b".", 1)[-1], None)
         if entry is None:
             return None  # a batch given up on
+        self._answered += 1
         batch, index = entry
-        error: BaseException | None = None
         if not data:  # a status only: 503, no stream for the subject
             status = header_block[9:12].decode("ascii", "replace") if header_block.startswith(b"NATS/1.0 ") else "?"
-            error = StoreError(f"task publish refused: status {status}")
+            batch.failures[index] = StoreError(f"task publish refused: status {status}")
         elif b'"error"' in data:
             try:
                 err = json.loads(data)["error"]
-                error = StoreError(f"task publish refused: {err.get('description')} (code {err.get('err_code')})")
+                batch.failures[index] = StoreError(
+                    f"task publish refused: {err.get('description')} (code {err.get('err_code')})")
             except (ValueError, KeyError, AttributeError):
-                error = StoreError(f"task publish: unreadable answer {data[:100]!r}")
-        batch.settle(index, error)
+                batch.failures[index] = StoreError(f"task publish: unreadable answer {data[:100]!r}")
+        batch.outstanding -= 1
+        if batch.outstanding == 0 and batch.done is not None and not batch.done.done():
+            batch.done.set_result(None)
+        self._wake_senders()
         return None

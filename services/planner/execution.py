@@ -12,14 +12,14 @@ and the clock (via `Timers`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import structlog
 
 from contracts import subjects
 from contracts.catalog import Catalog
-from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from contracts.tasks import TaskMessage
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
@@ -76,11 +76,17 @@ class Execution:
         for a in effects.disarm:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         recorded = bool(job.pending_events or cluster.pending_events)
-        await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
-        again = [a for a in self._queued_again(job) if a not in effects.dispatch] if effects.republish_queued else []
-        if effects.dispatch or again:
+        rest = list(effects.dispatch)
+        if effects.dispatch and len(job.pending_events) > self.state.part:
+            rest = await self._save_and_publish(job, cluster, effects.dispatch)
+        else:
+            await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
+        if effects.republish_queued:
+            dispatched = set(effects.dispatch)
+            rest += [a for a in self._queued_again(job) if a not in dispatched]
+        if rest:
             catalog = await self.state.catalog(job.tenant)
-            await self.publish_many(job, cluster, catalog, [(a, None) for a in effects.dispatch + again])
+            await self.publish_many(job, cluster, catalog, [(a, None) for a in rest])
         if job.is_final:
             self.republished_at.pop(str(job.id), None)
         if recorded and job.is_final:
@@ -90,6 +96,34 @@ class Execution:
         for hook in self.hooks.after:
             await hook(job, cluster)
         await self._wake(job)
+
+    async def _save_and_publish(self, job: Job, cluster: Cluster, dispatch: list[Attempt]) -> list[Attempt]:
+        """A wave of more attempts than one atomic append takes: recorded part by part, and the
+        attempts of each part published as soon as it is in the log, while the next part is
+        recorded (the server stores one while it takes the other). Each task still goes out
+        only after its own `TaskQueued` is stored; a part that failed is not published (the
+        log's view is taken again, `PlannerState.save`). Returns the attempts no part held."""
+        catalog = await self.state.catalog(job.tenant)
+        waiting = set(dispatch)
+        sending: list[asyncio.Future[None]] = []
+
+        def stored(part: Sequence[Append]) -> None:
+            ready: list[tuple[Attempt, datetime | None]] = []
+            for item in part:
+                event = item.event
+                if isinstance(event, TaskQueued):
+                    a = Attempt(event.task_id, event.attempt)
+                    if a in waiting:
+                        waiting.discard(a)
+                        ready.append((a, None))
+            if ready:
+                sending.append(asyncio.ensure_future(self.publish_many(job, cluster, catalog, ready)))
+
+        try:
+            await self.state.save(job, cluster, stored=stored)
+        finally:
+            await asyncio.gather(*sending)
+        return [a for a in dispatch if a in waiting]
 
     def _queued_again(self, job: Job) -> list[Attempt]:
         now, last = self.timers.clock.now(), self.republished_at.get(str(job.id))

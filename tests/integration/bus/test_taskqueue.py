@@ -3,6 +3,8 @@ every message stored once, each message's own outcome reported."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from nats.aio.client import Client
 
@@ -40,6 +42,14 @@ async def test_many_tasks_beyond_the_window_are_each_stored_once(nc: Client, ten
     assert await queue.publish_many(again) == [None] * 41
     assert await _stored(nc, tenant) == 301
     assert not queue._waiting
+
+
+async def test_concurrent_calls_share_the_window(nc: Client, tenant: str) -> None:
+    queue = NatsTaskQueue(nc.jetstream(), window=16)
+    calls = [[_task(tenant, i) for i in range(k * 200, (k + 1) * 200)] for k in range(3)]
+    outcomes = await asyncio.gather(*(queue.publish_many(messages) for messages in calls))
+    assert outcomes == [[None] * 200] * 3
+    assert await _stored(nc, tenant) == 600 and not queue._waiting
 
 
 async def test_each_message_gets_its_own_outcome(nc: Client, tenant: str, monkeypatch: pytest.MonkeyPatch) -> None:
