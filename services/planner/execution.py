@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -104,7 +105,7 @@ class Execution:
         only after its own `TaskQueued` is stored; a part that failed is not published (the
         log's view is taken again, `PlannerState.save`). Returns the attempts no part held."""
         catalog = await self.state.catalog(job.tenant)
-        waiting = set(dispatch)
+        waiting = {(a.task_id, a.attempt) for a in dispatch}  # (tuples: hashed in C, unlike Attempt)
         sending: list[asyncio.Future[None]] = []
 
         def stored(part: Sequence[Append]) -> None:
@@ -112,10 +113,10 @@ class Execution:
             for item in part:
                 event = item.event
                 if isinstance(event, TaskQueued):
-                    a = Attempt(event.task_id, event.attempt)
-                    if a in waiting:
-                        waiting.discard(a)
-                        ready.append((a, None))
+                    key = (event.task_id, event.attempt)
+                    if key in waiting:
+                        waiting.discard(key)
+                        ready.append((Attempt(*key), None))
             if ready:
                 sending.append(asyncio.ensure_future(self.publish_many(job, cluster, catalog, ready)))
 
@@ -123,7 +124,7 @@ class Execution:
             await self.state.save(job, cluster, stored=stored)
         finally:
             await asyncio.gather(*sending)
-        return [a for a in dispatch if a in waiting]
+        return [a for a in dispatch if (a.task_id, a.attempt) in waiting]
 
     def _queued_again(self, job: Job) -> list[Attempt]:
         now, last = self.timers.clock.now(), self.republished_at.get(str(job.id))
@@ -179,17 +180,19 @@ class Execution:
         sending: list[Attempt] = []
         messages: list[TaskMessage] = []
         failed: list[tuple[Attempt, BaseException]] = []
+        job_id = str(job.id)
+        shared: dict[Any, Any] = {}
         for a, queued_at in attempts:
             at = queued_at or now
-            self.metrics.queued(job.tenant, klass, str(job.id), a.task_id, a.attempt, at)
-            self.timers.arm(("timeout", str(job.id), a.task_id, a.attempt), at + timeout)
+            self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
+            self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
             try:
                 needs = needs_nodes(job.tasks[a.task_id]["action"])
                 if needs and ref is None:
                     raise RuntimeError("no nodes map")
-                avoid = self.ran_attempts.get((str(job.id), a.task_id), [])
+                avoid = self.ran_attempts.get((job_id, a.task_id), [])
                 messages.append(task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
-                                             self.config.action_timeout_s, avoid, ref if needs else None))
+                                             self.config.action_timeout_s, avoid, ref if needs else None, shared))
                 sending.append(a)
             except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
                 failed.append((a, err))
