@@ -104,6 +104,9 @@ class NatsTaskQueue:
             self._give_up(batch, err)
             for index in range(sent, len(messages)):
                 batch.failures[index] = err
+        finally:
+            if batch.outstanding:  # cancelled midway: its answers must not hold the window
+                self._give_up(batch, ConnectionClosedError())
         return batch.failures
 
     async def _wait_for_space(self) -> None:

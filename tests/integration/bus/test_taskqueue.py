@@ -81,3 +81,21 @@ async def test_messages_nobody_acknowledges_fail_after_the_timeout(nc: Client, t
         assert await queue.publish_many([_task(tenant, 30)]) == [None]  # the queue still works
     finally:
         await sub.unsubscribe()
+
+
+async def test_a_call_cancelled_midway_leaves_nothing_in_the_window(nc: Client, tenant: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    real = subjects.task_queue
+    monkeypatch.setattr(taskqueue.subjects, "task_queue", lambda t, c: f"silent.{t}" if t == tenant else real(t, c))
+    sub = await nc.subscribe(f"silent.{tenant}")  # nobody answers: the call waits
+    try:
+        queue = NatsTaskQueue(nc.jetstream(), window=4, timeout=30.0)
+        call = asyncio.ensure_future(queue.publish_many([_task(tenant, i) for i in range(10)]))
+        done, _ = await asyncio.wait([call], timeout=1.0)  # (it cannot finish: nobody answers)
+        assert not done and queue._waiting
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert not queue._waiting
+    finally:
+        await sub.unsubscribe()
