@@ -61,21 +61,27 @@ GOAL = 0.5
 task message): a goal of this benchmark's own, not of #16."""
 
 
-NOTES = """Where the time of the step goes (profiles of 2026-11-28 on this host, cProfile and
-process CPU against wall time, load 5-10 from other work): the step is bound by the server
-storing the task messages (`sync_interval: always`), as the raw figure is; the planner's own
-CPU for 10,000 tasks was ~3.5 s of a 12.8 s step (raw: 1.6 s of 17.5 s). Of that CPU: building
-the task messages (pydantic validation of `TaskMessage` and its `NodeInfo`, ~1/4), the saga's
-decision (`Job.queue`: a `TaskQueued` validated and applied through eventsourcing's trigger per
-task, ~1/4), encoding and appending the `TaskQueued` (~1/6), arming the timeouts and the queue
-metrics (~1/6), the frames and their acknowledgements (~1/10). Before this (0.37x), each task was
-a `js.publish` awaited in a coroutine of its own under a window of 256 (a future, a timer and a
-`Msg` per acknowledgement: the process's CPU, not the server, was the limit), and no task left
-before all 10,000 `TaskQueued` were stored. Now the wave is published pipelined on one raw
+NOTES = """Where the time of the step goes (2026-11-28, this host; cProfile, and the process's CPU
+against wall time): the step is bound by the server storing the task messages
+(`sync_interval: always`), as the raw figure is. Quiet (under the heavy lock): 3.4 s of the
+planner's CPU in a 7.6 s step (the raw runs, both: 1.5 s of 6.6 s); the task messages go out at the raw
+rate once they start, and what is left above raw is the decision before the first part is
+stored (~1.3 s: the saga 0.8 s, the first append, the nodes map's put) and the server storing
+the `TaskQueued` parts while it stores the first task messages. Loaded (load 5-10): 3.5 s of CPU
+in a 12.8 s step (the raw runs: 1.6 s of 17.5 s). Of the planner's CPU: building the task messages
+(pydantic validation of `TaskMessage` and its `NodeInfo`, ~1/4), the saga's decision
+(`Job.queue`: a `TaskQueued` validated and applied through eventsourcing's trigger per task,
+~1/4), encoding and appending the `TaskQueued` (~1/6), arming the timeouts and the queue
+metrics (~1/6), the frames and their acknowledgements (~1/10). Before this (0.37x), each task
+was a `js.publish` awaited in a coroutine of its own under a window of 256 (a future, a timer
+and a `Msg` per acknowledgement: the process's CPU, not the server, was the limit), and no task
+left before all 10,000 `TaskQueued` were stored. Now the wave is published pipelined on one raw
 inbox (`NatsTaskQueue.publish_many`), part by part as each 1,000 `TaskQueued` are stored
 (docs/planner.md, "A wave of tasks"). The raw pipelined figure is nats-py's `publish_async`,
 which pays that per-message client work; the planner's path no longer does, so the ratio can
-exceed 1 on a loaded host where the client's CPU is scarce.
+exceed 1 on a loaded host where the client's CPU is scarce (0.7x-1.08x in runs at load 5-10).
+Runs on this host the same day: 0.53x, 0.60x, 0.65x quiet, and once 0.21x (19.3 s, no publish
+failed, not reproduced in the five runs after it; unexplained).
 """
 
 

@@ -107,6 +107,10 @@ class Execution:
         catalog = await self.state.catalog(job.tenant)
         waiting = {(a.task_id, a.attempt) for a in dispatch}  # (tuples: hashed in C, unlike Attempt)
         sending: list[asyncio.Future[None]] = []
+        if any(needs_nodes(job.tasks[a.task_id]["action"]) for a in dispatch):
+            # The nodes map is stored while the first part is recorded (it is content-addressed
+            # and names no attempt: storing it early is harmless); the publishes find it stored.
+            sending.append(asyncio.ensure_future(self._store_nodes_map(cluster, catalog)))
 
         def stored(part: Sequence[Append]) -> None:
             ready: list[tuple[Attempt, datetime | None]] = []
@@ -125,6 +129,12 @@ class Execution:
         finally:
             await asyncio.gather(*sending)
         return [a for a in dispatch if (a.task_id, a.attempt) in waiting]
+
+    async def _store_nodes_map(self, cluster: Cluster, catalog: Catalog) -> None:
+        try:
+            await self.nodemaps.ref(cluster, catalog)
+        except Exception:  # noqa: BLE001 - the publishes ask again, and fail their tasks for it
+            return
 
     def _queued_again(self, job: Job) -> list[Attempt]:
         now, last = self.timers.clock.now(), self.republished_at.get(str(job.id))

@@ -16,7 +16,7 @@ import structlog
 from contracts import subjects
 from contracts.catalog import Catalog
 from muster import snapshots
-from muster.bus.repository import SEQ_ATTR, Repository, fold, log_seq, pending_appends, rebuild
+from muster.bus.repository import SEQ_ATTR, Repository, append_of, fold, log_seq, rebuild
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.snapshots import Kind, Snapshot, SnapshotSource
 
@@ -217,14 +217,16 @@ class PlannerState:
             raise
 
     async def _save_in_parts(self, job: Job, stored: Callable[[Sequence[Append]], None]) -> None:
-        appends = pending_appends(job)
+        # Each part encoded just before it is sent: the first part does not wait for the
+        # encoding of all of them.
+        events = job.collect_events()
         subject = subjects.job_events(job.tenant, str(job.id))
-        for start in range(0, len(appends), self.part):
-            part = appends[start : start + self.part]
+        for start in range(0, len(events), self.part):
+            part = [append_of(e) for e in events[start : start + self.part]]
             seqs = await self.log.append(subject, part, expect_last_seq=log_seq(job))
             setattr(job, SEQ_ATTR, seqs[-1])
             stored(part)
-        if appends and self.snapshotter is not None:
+        if events and self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
 
     async def reload(self, tenant: str, job_id: str, cluster_id: str) -> None:
