@@ -80,8 +80,10 @@ inbox (`NatsTaskQueue.publish_many`), part by part as each 1,000 `TaskQueued` ar
 (docs/planner.md, "A wave of tasks"). The raw pipelined figure is nats-py's `publish_async`,
 which pays that per-message client work; the planner's path no longer does, so the ratio can
 exceed 1 on a loaded host where the client's CPU is scarce (0.7x-1.08x in runs at load 5-10).
-Runs on this host the same day: 0.53x, 0.60x, 0.65x quiet, and once 0.21x (19.3 s, no publish
-failed, not reproduced in the five runs after it; unexplained).
+Runs on this host the same day, quiet or at load 2-4: 0.40x-0.65x with every part encoded
+before the first was sent and the nodes map stored after; 0.53x, 0.73x, 0.85x (this table)
+since; once 0.21x (19.3 s, no publish failed, not reproduced in the eight runs after it;
+unexplained).
 """
 
 
