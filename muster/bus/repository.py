@@ -119,17 +119,14 @@ def _msg_id(e: Any) -> str:
     return f"{e.originator_id}:{e.originator_version}:{digest}"
 
 
+def append_of(e: Any) -> Append:
+    """The append of one collected domain event."""
+    return Append(event=e.payload, msg_id=_msg_id(e), aggregate_id=str(e.originator_id), version=e.originator_version,
+                  time=e.timestamp)
+
+
 def pending_appends(aggregate: BaseAggregate[Any]) -> list[Append]:
-    return [
-        Append(
-            event=e.payload,  # type: ignore[attr-defined]
-            msg_id=_msg_id(e),
-            aggregate_id=str(e.originator_id),
-            version=e.originator_version,
-            time=e.timestamp,
-        )
-        for e in aggregate.collect_events()
-    ]
+    return [append_of(e) for e in aggregate.collect_events()]
 
 
 class Repository:

@@ -165,6 +165,16 @@ class MemoryTaskQueue:
             self._ids.add(key)
             self.messages.append(message)
 
+    async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+        failures: list[BaseException | None] = []
+        for message in messages:
+            try:
+                await self.publish(message)
+                failures.append(None)
+            except Exception as err:  # noqa: BLE001 - reported per message, as the port says
+                failures.append(err)
+        return failures
+
     def take(self) -> list[TaskMessage]:
         """What was queued since the last take, as a consumer would receive it."""
         new, self.taken = self.messages[self.taken:], len(self.messages)

@@ -8,6 +8,7 @@ lost publish) delivers it once. The JetStream adapter is `muster.bus.tasks.NatsT
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from contracts.tasks import TaskMessage
@@ -21,4 +22,9 @@ def task_msg_id(message: TaskMessage) -> str:
 class TaskQueue(Protocol):
     async def publish(self, message: TaskMessage) -> None:
         """Queue one attempt; raises if the queue did not take it (the caller retries)."""
+        ...
+
+    async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+        """Queue many attempts at once; for each, None if the queue took it, or the error (that
+        one is published again by the caller). Never raises for one message's failure."""
         ...

@@ -12,14 +12,16 @@ and the clock (via `Timers`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 
 from contracts import subjects
 from contracts.catalog import Catalog
-from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
+from contracts.tasks import TaskMessage
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
@@ -49,9 +51,6 @@ repair lost messages; task timeouts are the net behind it."""
 CHAIN_MOST = 16
 """The most events of one chained save (`execute(chain=True)`): a chain costs the server one
 disk sync per event, an atomic batch ~10 ms whatever its size (decision 6)."""
-PUBLISH_WINDOW = 256
-"""Task publishes awaited at once (one by one, the first wave of a 10,000-node create took 12 s
-under the lock)."""
 
 
 class Execution:
@@ -78,11 +77,17 @@ class Execution:
         for a in effects.disarm:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         recorded = bool(job.pending_events or cluster.pending_events)
-        await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
-        again = [a for a in self._queued_again(job) if a not in effects.dispatch] if effects.republish_queued else []
-        if effects.dispatch or again:
+        rest = list(effects.dispatch)
+        if effects.dispatch and len(job.pending_events) > self.state.part:
+            rest = await self._save_and_publish(job, cluster, effects.dispatch)
+        else:
+            await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
+        if effects.republish_queued:
+            dispatched = set(effects.dispatch)
+            rest += [a for a in self._queued_again(job) if a not in dispatched]
+        if rest:
             catalog = await self.state.catalog(job.tenant)
-            await self.publish_many(job, cluster, catalog, [(a, None) for a in effects.dispatch + again])
+            await self.publish_many(job, cluster, catalog, [(a, None) for a in rest])
         if job.is_final:
             self.republished_at.pop(str(job.id), None)
         if recorded and job.is_final:
@@ -92,6 +97,44 @@ class Execution:
         for hook in self.hooks.after:
             await hook(job, cluster)
         await self._wake(job)
+
+    async def _save_and_publish(self, job: Job, cluster: Cluster, dispatch: list[Attempt]) -> list[Attempt]:
+        """A wave of more attempts than one atomic append takes: recorded part by part, and the
+        attempts of each part published as soon as it is in the log, while the next part is
+        recorded (the server stores one while it takes the other). Each task still goes out
+        only after its own `TaskQueued` is stored; a part that failed is not published (the
+        log's view is taken again, `PlannerState.save`). Returns the attempts no part held."""
+        catalog = await self.state.catalog(job.tenant)
+        waiting = {(a.task_id, a.attempt) for a in dispatch}  # (tuples: hashed in C, unlike Attempt)
+        sending: list[asyncio.Future[None]] = []
+        if any(needs_nodes(job.tasks[a.task_id]["action"]) for a in dispatch):
+            # The nodes map is stored while the first part is recorded (it is content-addressed
+            # and names no attempt: storing it early is harmless); the publishes find it stored.
+            sending.append(asyncio.ensure_future(self._store_nodes_map(cluster, catalog)))
+
+        def stored(part: Sequence[Append]) -> None:
+            ready: list[tuple[Attempt, datetime | None]] = []
+            for item in part:
+                event = item.event
+                if isinstance(event, TaskQueued):
+                    key = (event.task_id, event.attempt)
+                    if key in waiting:
+                        waiting.discard(key)
+                        ready.append((Attempt(*key), None))
+            if ready:
+                sending.append(asyncio.ensure_future(self.publish_many(job, cluster, catalog, ready)))
+
+        try:
+            await self.state.save(job, cluster, stored=stored)
+        finally:
+            await asyncio.gather(*sending)
+        return [a for a in dispatch if (a.task_id, a.attempt) in waiting]
+
+    async def _store_nodes_map(self, cluster: Cluster, catalog: Catalog) -> None:
+        try:
+            await self.nodemaps.ref(cluster, catalog)
+        except Exception:  # noqa: BLE001 - the publishes ask again, and fail their tasks for it
+            return
 
     def _queued_again(self, job: Job) -> list[Attempt]:
         now, last = self.timers.clock.now(), self.republished_at.get(str(job.id))
@@ -130,32 +173,56 @@ class Execution:
         await self.execute(job, cluster, effects, chain=chain)
 
     async def publish_many(self, job: Job, cluster: Cluster, catalog: Catalog, attempts: list[tuple[Attempt, datetime | None]]) -> None:
-        """Publish attempts with up to `PUBLISH_WINDOW` acknowledgements awaited at once."""
-        window = asyncio.Semaphore(PUBLISH_WINDOW)
-
-        async def one(a: Attempt, queued_at: datetime | None) -> None:
-            async with window:
-                await self.publish(job, cluster, catalog, a, queued_at)
-
-        await asyncio.gather(*(one(a, at) for a, at in attempts))
+        """Publish attempts (each already recorded as queued), pipelined by the queue; each
+        timeout is armed first, and an attempt whose publish failed is published again later."""
+        if not attempts:
+            return
+        now = self.timers.clock.now()
+        klass = saga.queue_class(cluster, self.config.settings)
+        timeout = timedelta(seconds=self.config.task_timeout_s)
+        ref: str | None = None
+        if any(needs_nodes(job.tasks[a.task_id]["action"]) for a, _ in attempts):
+            try:
+                # The nodes map travels by reference (nodemaps.py); only automators get one.
+                ref = await self.nodemaps.ref(cluster, catalog)
+            except Exception as err:  # noqa: BLE001 - the attempts needing it are published again
+                log.warning("nodes map not stored; its tasks will be published again", job=str(job.id), error=repr(err))
+        sending: list[Attempt] = []
+        messages: list[TaskMessage] = []
+        failed: list[tuple[Attempt, BaseException]] = []
+        job_id = str(job.id)
+        shared: dict[Any, Any] = {}
+        for a, queued_at in attempts:
+            at = queued_at or now
+            self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
+            self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
+            try:
+                needs = needs_nodes(job.tasks[a.task_id]["action"])
+                if needs and ref is None:
+                    raise RuntimeError("no nodes map")
+                avoid = self.ran_attempts.get((job_id, a.task_id), [])
+                messages.append(task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
+                                             self.config.action_timeout_s, avoid, ref if needs else None, shared))
+                sending.append(a)
+            except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
+                failed.append((a, err))
+        if messages:
+            try:
+                outcomes = await self.queue.publish_many(messages)
+            except Exception as err:  # noqa: BLE001 - as for each message
+                outcomes = [err] * len(messages)
+            failed += [(a, e) for a, e in zip(sending, outcomes, strict=True) if e is not None]
+        if failed:
+            # The attempts are recorded (TaskQueued); only their messages are missing. Publish
+            # each again from a timer, backing off, until it gets out or stops being current.
+            first, why = failed[0]
+            log.warning("task publish failed; will publish again", job=str(job.id), task=first.task_id,
+                        attempt=first.attempt, error=repr(why), tasks=len(failed))
+            for a, _ in failed:
+                self._schedule_republish(str(job.id), a)
 
     async def publish(self, job: Job, cluster: Cluster, catalog: Catalog, a: Attempt, queued_at: datetime | None = None) -> None:
-        avoid = self.ran_attempts.get((str(job.id), a.task_id), [])
-        queued_at = queued_at or self.timers.clock.now()
-        klass = saga.queue_class(cluster, self.config.settings)
-        self.metrics.queued(job.tenant, klass, str(job.id), a.task_id, a.attempt, queued_at)
-        self.timers.arm(("timeout", str(job.id), a.task_id, a.attempt), queued_at + timedelta(seconds=self.config.task_timeout_s))
-        try:
-            # The nodes map travels by reference (nodemaps.py); only automators get one.
-            ref = await self.nodemaps.ref(cluster, catalog) if needs_nodes(job.tasks[a.task_id]["action"]) else None
-            message = task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
-                                   self.config.action_timeout_s, avoid, ref)
-            await self.queue.publish(message)
-        except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
-            # The attempt is recorded (TaskQueued); only its message is missing. Publish it again
-            # from a timer, backing off, until it gets out or stops being current.
-            log.warning("task publish failed; will publish again", job=str(job.id), task=a.task_id, attempt=a.attempt, error=repr(err))
-            self._schedule_republish(str(job.id), a)
+        await self.publish_many(job, cluster, catalog, [(a, queued_at)])
 
     def _schedule_republish(self, job_id: str, a: Attempt) -> None:
         key = (job_id, a.task_id, a.attempt)

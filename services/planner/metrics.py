@@ -57,7 +57,7 @@ class QueueMetrics:
 
     def queued(self, tenant: str, klass: str, job: str, task: str, attempt: int, at: datetime) -> None:
         key = (job, task, attempt)
-        q = self.queues.setdefault((tenant, klass), Queue())
+        q = self.queues.get((tenant, klass)) or self.queues.setdefault((tenant, klass), Queue())  # (not a Queue per call)
         if key not in q.queued and key not in q.claimed:
             q.queued[key] = at
             q.arrivals.append(at)

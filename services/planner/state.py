@@ -8,7 +8,7 @@ the log's view again. One lock serialises every handler, so decisions see a cons
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -16,8 +16,8 @@ import structlog
 from contracts import subjects
 from contracts.catalog import Catalog
 from muster import snapshots
-from muster.bus.repository import Repository, fold, rebuild
-from muster.ports.eventlog import EventLog, Recorded
+from muster.bus.repository import SEQ_ATTR, Repository, append_of, fold, log_seq, rebuild
+from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.snapshots import Kind, Snapshot, SnapshotSource
 
 from .domain.cluster import Cluster
@@ -26,6 +26,9 @@ from .ports import CatalogSource
 from .snapshots import CLUSTER, EVERY, JOB, Snapshotter
 
 log = structlog.get_logger("muster.planner")
+PART = 1000
+"""Events of one part of a saved wave (`save(stored=...)`): the most the server takes in one
+atomic batch."""
 TAIL_READS = 16
 """Aggregates read at once when resuming from snapshots (each the events after its snapshot)."""
 
@@ -40,6 +43,7 @@ class PlannerState:
         self.clusters: dict[str, Cluster] = {}
         self.catalogs: dict[str, Catalog] = {}
         self.lock = asyncio.Lock()
+        self.part = PART
         self.snapshotter = Snapshotter(snapshots, snapshot_every) if snapshots is not None and snapshot_every > 0 else None
         self._prefetched: dict[str, tuple[Job | None, list[Recorded] | None]] = {}
 
@@ -183,13 +187,20 @@ class PlannerState:
         if self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
 
-    async def save(self, job: Job, cluster: Cluster, chain: bool = False) -> None:
+    async def save(self, job: Job, cluster: Cluster, chain: bool = False,
+                   stored: Callable[[Sequence[Append]], None] | None = None) -> None:
         """The cluster's new events, then the job's (the cluster points to its job first).
         `chain`: in one round trip, each event landing only right after the one before (a
         prefix may be stored; see `muster.bus.chained`), for the latency paths whose events
-        are each a whole decision."""
+        are each a whole decision. `stored`: the job's events are appended in parts of at most
+        `part`, each fenced by the one before, and `stored` is told of each part once it is in
+        the log, while the next one is on its way (a wave of 10,000 `TaskQueued` publishes
+        its first tasks while the rest are recorded)."""
         try:
-            if chain:
+            if stored is not None:
+                await self.save_cluster(cluster)
+                await self._save_in_parts(job, stored)
+            elif chain:
                 await self.repo.save_chain([(cluster, subjects.cluster_events(cluster.tenant, str(cluster.id))),
                                             (job, subjects.job_events(job.tenant, str(job.id)))])
                 if self.snapshotter is not None:
@@ -204,6 +215,19 @@ class PlannerState:
             # Take the log's view; the event that brought us here is redelivered.
             await self.reload(job.tenant, str(job.id), job.cluster_id)
             raise
+
+    async def _save_in_parts(self, job: Job, stored: Callable[[Sequence[Append]], None]) -> None:
+        # Each part encoded just before it is sent: the first part does not wait for the
+        # encoding of all of them.
+        events = job.collect_events()
+        subject = subjects.job_events(job.tenant, str(job.id))
+        for start in range(0, len(events), self.part):
+            part = [append_of(e) for e in events[start : start + self.part]]
+            seqs = await self.log.append(subject, part, expect_last_seq=log_seq(job))
+            setattr(job, SEQ_ATTR, seqs[-1])
+            stored(part)
+        if events and self.snapshotter is not None:
+            self.snapshotter.saved(JOB, job, job.tenant)
 
     async def reload(self, tenant: str, job_id: str, cluster_id: str) -> None:
         job = rebuild(Job, await self.job_history(tenant, job_id))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from contracts.catalog import Action, Catalog
 from contracts.tasks import NodeInfo, ProviderRef, ServiceRef, TaskMessage
@@ -55,19 +56,29 @@ def task_message(
     timeouts: Mapping[str, float] | None = None,
     avoid: Sequence[str] = (),
     nodes_ref: str | None = None,
+    shared: dict[Any, Any] | None = None,
 ) -> TaskMessage:
     """The message for one attempt. With `nodes_ref` (the key of the stored nodes map) the map
-    travels by reference; without it, whole (what the provisioner puts back is the same)."""
+    travels by reference; without it, whole (what the provisioner puts back is the same).
+    `shared`: a memo of the parts equal for many messages of one cluster and catalog (a wave
+    of 10,000 builds its service and provider references once, not 10,000 times)."""
     task = job.tasks[task_id]
     action = Action(task["action"])
+    memo: dict[Any, Any] = shared if shared is not None else {}
     service = None
     if task["service"]:
-        definition = catalog.services[task["service"]].provisioner.actions[action]
-        service = ServiceRef(name=task["service"], action=definition)
+        service = memo.get((task["service"], action))
+        if service is None:
+            definition = catalog.services[task["service"]].provisioner.actions[action]
+            service = memo[(task["service"], action)] = ServiceRef(name=task["service"], action=definition)
     undoing = task_id.startswith(UNDO)
     # A rollback's configure puts back the config the job replaced.
     config = job.previous_config if undoing and action is Action.CONFIGURE and job.previous_config else cluster.config
-    provider = catalog.providers[cluster.provider]
+    provider_ref = memo.get(("provider", cluster.provider))
+    if provider_ref is None:
+        provider = catalog.providers[cluster.provider]
+        provider_ref = memo[("provider", cluster.provider)] = ProviderRef(
+            name=provider.name, providertype=provider.providertype, fields=provider.provisioner)
     return TaskMessage(
         tenant=job.tenant,
         cluster_id=str(cluster.id),
@@ -80,7 +91,7 @@ def task_message(
         service=service,
         # Sensitive fields never reach the catalog in the log (docs/secrets.md), so every
         # field here may travel.
-        provider=ProviderRef(name=provider.name, providertype=provider.providertype, fields=provider.provisioner),
+        provider=provider_ref,
         results=cluster.results.get(task["node"], {}),
         nodes={} if not needs_nodes(action) or nodes_ref else nodes_map(cluster, catalog),
         nodes_ref=nodes_ref if needs_nodes(action) else None,

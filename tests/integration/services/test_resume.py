@@ -4,6 +4,7 @@ if nothing happened, and no attempt was dispatched twice."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from contracts.commands import Accepted, CreateCluster, ExpandCluster
 from contracts.events import JobSucceeded, TaskCompleted
+from contracts.tasks import TaskMessage
 from muster.bus.connect import connect
 from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
@@ -66,17 +68,20 @@ async def test_a_lost_task_publish_is_repaired_by_the_redelivered_outcome(stack:
     """As in a server failover: the planner records TaskQueued, then its publish to TASKS
     fails. The outcome that triggered it is redelivered; taking it in changes nothing, so the
     planner re-publishes the job's queued attempts, and the job goes on."""
-    js = stack.planner.queue.js
-    real_publish = js.publish
+    queue = stack.planner.queue
+    real_publish_many = queue.publish_many
     left = {"n": failures}
 
-    async def flaky(subject: str, *args: Any, **kwargs: Any) -> Any:
-        if subject.startswith("muster.task.") and left["n"] > 0 and "install" in str(kwargs.get("headers", {})):
-            left["n"] -= 1
-            raise TimeoutError("simulated: the publish was lost")
-        return await real_publish(subject, *args, **kwargs)
+    async def flaky(messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+        lost = set()
+        for i, m in enumerate(messages):
+            if left["n"] > 0 and m.action.value == "install":
+                left["n"] -= 1
+                lost.add(i)
+        sent = iter(await real_publish_many([m for i, m in enumerate(messages) if i not in lost]))
+        return [TimeoutError("simulated: the publish was lost") if i in lost else next(sent) for i in range(len(messages))]
 
-    js.publish = flaky
+    queue.publish_many = flaky
     reply = await stack.client.send(stack.tenant, CreateCluster(name="lossy", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
     assert isinstance(await stack.client.wait(reply.job_id, timeout=90), JobSucceeded)

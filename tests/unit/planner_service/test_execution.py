@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from planner_harness import SIMPLE, Harness, demo_catalog
 
 from contracts.commands import Accepted, AddServices, CreateCluster, PauseJob
@@ -211,4 +212,55 @@ async def test_a_dispatch_policy_holds_tasks_back_until_nudged() -> None:
     policy.granted.add(reply.job_id)
     await h.planner.nudge(reply.job_id)
     await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+
+
+def _watch_publishes(h: Harness) -> tuple[list[int], list[str]]:
+    """The size of each publish of the planner, and the tasks published before their
+    `TaskQueued` was in the log (none, ever)."""
+    publish_many = h.queue.publish_many
+    sizes: list[int] = []
+    early: list[str] = []
+
+    async def checked(messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+        logged = {(r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued"}
+        early.extend(m.task_id for m in messages if (m.task_id, m.attempt) not in logged)
+        sizes.append(len(messages))
+        return await publish_many(messages)
+
+    h.queue.publish_many = checked
+    return sizes, early
+
+
+async def test_a_wave_larger_than_one_append_is_published_part_by_part_each_after_its_own_record(h: Harness) -> None:
+    """A wave of more attempts than one atomic append takes is recorded in parts, and each
+    part's tasks are published once that part is in the log: never a task before its
+    `TaskQueued`."""
+    h.planner.state.part = 4
+    sizes, early = _watch_publishes(h)
+    reply = await h.send(CreateCluster(name="wide", template="hadoop-small", nodes=10))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert early == []
+    assert max(sizes) <= 4 and sizes.count(4) >= 2  # the 10 creates went out in parts of the log's
+    assert {(m.task_id, m.attempt) for m in h.queue.messages} == {
+        (r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued"}
+
+
+async def test_a_part_of_a_wave_refused_by_the_log_is_not_published(h: Harness) -> None:
+    h.planner.state.part = 4
+    _, early = _watch_publishes(h)
+    parts = iter(range(100))
+    h.log.inject(lambda subject, items: all(i.event.type == "TaskQueued" for i in items) and next(parts) == 1,
+                 ConnectionError("simulated: the second part is lost"))
+    reply = await h.send(CreateCluster(name="wide", template="hadoop-small", nodes=10))
+    with pytest.raises(ConnectionError):
+        await h.settle()
+    published = {m.task_id for m in h.queue.messages}
+    assert 0 < len(published) < 10 and early == []  # the parts before the lost one went out
+    await h.deliver(h.log.records[h.cursor - 1])  # the consumer delivers it again
+    await h.settle()
+    assert early == []
+    queued = [(r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued"]
+    assert len(queued) == len(set(queued))  # the lost part was decided again, not recorded twice
     assert isinstance(h.final(reply.job_id), JobSucceeded)
