@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install demo up lint test test-long test-unit test-integration bench bench-full soak lock clean contracts
+.PHONY: install bytecode demo up lint test test-long test-unit test-integration bench bench-full soak lock clean contracts
 
 # uv (the tool `make lock` uses) installs the lock in about a quarter of pip's time here (23 s
 # against 78 s on a fresh clone, docs/testing.md); where uv cannot be had, pip does the same.
@@ -13,7 +13,7 @@ UV_VERSION ?= 0.9.0
 $(STAMP):
 	$(PY) -m venv $(VENV)
 	( $(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION) \
-	  && $(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock \
+	  && $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.lock \
 	  && $(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e . ) \
 	|| ( $(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.lock \
 	  && $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e . )
@@ -22,10 +22,16 @@ $(STAMP):
 
 install: $(STAMP)
 
-demo: install
+# Every muster process imports a few hundred of muster's own modules. Where Python is told not to
+# write bytecode (PYTHONDONTWRITEBYTECODE, as on this project's CI machine) each one compiled them
+# all again at start; compiled once here (a few seconds, only what changed), they are read instead.
+bytecode: install
+	$(BIN)/python -m compileall -q -j 0 contracts muster services
+
+demo: bytecode
 	$(BIN)/muster demo
 
-up: install
+up: bytecode
 	$(BIN)/muster up
 
 # The gate: lint and types (pyproject.toml [tool.ruff], [tool.mypy]); `make test` runs it first.
@@ -37,7 +43,7 @@ lint: install
 # The suite runs on TEST_WORKERS pytest-xdist processes (docs/testing.md: most tests wait on
 # fsync, timeouts and other processes, not on the CPU); TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 3
-test: install lint
+test: bytecode lint
 	sh deploy/system-deps.sh
 	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15
 

@@ -4,6 +4,7 @@ still open is marked xfail(strict=True) with its cause, so its fix shows up as a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,15 +84,15 @@ async def test_a_retried_attempt_names_the_provisioners_to_avoid(tmp_path: Path)
 async def test_a_write_that_fails_mid_handler_is_made_again(stack: Any, fails: str) -> None:
     """Found by the fault suite (scenarios 3 and 4): a planner write (an append of the job's
     events, a task publish) that failed mid-handler was never made again, and the job stalled."""
-    store = stack.planner.log
-    publish, append = store.js.publish, store.append
+    store, queue = stack.planner.log, stack.planner.queue
+    publish_many, append = queue.publish_many, store.append
     failed: list[str] = []
 
-    async def flaky_publish(subject: str, payload: bytes = b"", *args: Any, **kwargs: Any) -> Any:
-        if fails == "task publish" and subject.startswith(subjects.TASK + ".") and not failed:
-            failed.append(subject)
-            raise NoStreamResponseError  # as while TASKS elects a leader
-        return await publish(subject, payload, *args, **kwargs)
+    async def flaky_publish_many(messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+        if fails == "task publish" and messages and not failed:
+            failed.append(messages[0].task_id)  # the first of the wave is lost
+            return [NoStreamResponseError(), *await publish_many(messages[1:])]  # as while TASKS elects a leader
+        return await publish_many(messages)
 
     async def flaky_append(subject: str, items: Any, *args: Any, **kwargs: Any) -> Any:
         if fails == "job append" and ".job." in subject and any(i.event.type == "TaskCompleted" for i in items) and not failed:
@@ -99,7 +100,7 @@ async def test_a_write_that_fails_mid_handler_is_made_again(stack: Any, fails: s
             raise NatsTimeout  # as when the connection dies under the request
         return await append(subject, items, *args, **kwargs)
 
-    store.js.publish, store.append = flaky_publish, flaky_append
+    queue.publish_many, store.append = flaky_publish_many, flaky_append
     reply = await stack.client.send(stack.tenant, CreateCluster(name="lost-write", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted), reply
     # The job ends in a few seconds unless a write is lost for good.
