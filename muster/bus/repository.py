@@ -29,7 +29,7 @@ from eventsourcing.domain import (
 )
 from eventsourcing.utils import get_topic
 
-from ..ports.eventlog import Append, EventLog, Recorded
+from ..ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
 
 A = TypeVar("A", bound=BaseAggregate[Any])
 
@@ -38,8 +38,35 @@ SEQ_ATTR = "_log_seq"
 optimistic concurrency for its next save. Not part of the aggregate's state."""
 
 
+STORED_ATTR = "_log_version"
+"""The aggregate's version when its last stored event was stored (or folded): its next save
+must begin right after it."""
+
+
 def log_seq(aggregate: BaseAggregate[Any]) -> int:
     return int(getattr(aggregate, SEQ_ATTR, 0))
+
+
+def mark_stored(aggregate: BaseAggregate[Any], seq: int, version: int | None = None) -> None:
+    """The aggregate's events up to `version` (default: all) are in the log, the last at `seq`."""
+    setattr(aggregate, SEQ_ATTR, seq)
+    setattr(aggregate, STORED_ATTR, aggregate.version if version is None else version)
+
+
+def fence(aggregate: BaseAggregate[Any], subject: str, appends: Sequence[Append]) -> int:
+    """The expected last sequence of `subject` for appending `appends`, the aggregate's next
+    events. Refused (ConcurrencyError) when they do not begin right after its last stored
+    event: a save that failed, or whose answer was lost (a server failover), has taken its
+    events out of the aggregate but not into the log; fenced on the old sequence, the next
+    save would land and leave a hole in the versions that no fold gets past. The owner must
+    take the log's view again (found by the loopback cluster's leader-kill test)."""
+    seq = log_seq(aggregate)
+    stored = getattr(aggregate, STORED_ATTR, None if seq else 0)  # None: an old snapshot, not known
+    first = appends[0].version if appends else None
+    if stored is not None and first is not None and first != stored + 1:
+        raise ConcurrencyError(f"{subject}: version {first} would follow version {stored}; "
+                               f"versions {stored + 1}..{first - 1} were never stored: take the log's view again")
+    return seq
 
 
 @lru_cache(maxsize=65536)
@@ -85,7 +112,7 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
         apply(aggregate, recorded.event)
         aggregate.version = next_version
         aggregate.modified_on = recorded.time
-    setattr(aggregate, SEQ_ATTR, recorded.seq)
+    mark_stored(aggregate, recorded.seq)
     return aggregate
 
 
@@ -142,8 +169,8 @@ class Repository:
         appends = pending_appends(aggregate)
         if not appends:
             return
-        seqs = await self.store.append(subject, appends, expect_last_seq=log_seq(aggregate))
-        setattr(aggregate, SEQ_ATTR, seqs[-1])
+        seqs = await self.store.append(subject, appends, expect_last_seq=fence(aggregate, subject, appends))
+        mark_stored(aggregate, seqs[-1])
 
     async def save_chain(self, pairs: Sequence[tuple[BaseAggregate[Any], str]]) -> None:
         """Several aggregates' new events in order, each event appended as if alone right after
@@ -153,6 +180,6 @@ class Repository:
         pending = [p for p in pending if p[2]]
         if not pending:
             return
-        stored = await self.store.append_chain([(subject, appends, log_seq(a)) for a, subject, appends in pending])
+        stored = await self.store.append_chain([(subject, appends, fence(a, subject, appends)) for a, subject, appends in pending])
         for (aggregate, _, _), seqs in zip(pending, stored, strict=True):
-            setattr(aggregate, SEQ_ATTR, seqs[-1])
+            mark_stored(aggregate, seqs[-1])

@@ -10,6 +10,7 @@ import asyncio
 import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -40,9 +41,32 @@ def nats_server_binary() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A 127.0.0.1 port nothing listens on, for a server started a moment later.
+
+    Chosen below the kernel's ephemeral range: a port from that range is also what the kernel
+    gives the local end of every outgoing connection, so between the choice and the server's
+    bind, a route between two cluster nodes or any client could take it ("address already in
+    use", seen about once in ten starts of a 3-node loopback cluster)."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(PORTS_FROM, low) if low - PORTS_FROM >= 1000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise ServerError(f"no free port between {PORTS_FROM} and {low} on 127.0.0.1")
+
+
+PORTS_FROM = 10000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "", auth: str = "") -> str:

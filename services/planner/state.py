@@ -8,7 +8,7 @@ the log's view again. One lock serialises every handler, so decisions see a cons
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import structlog
@@ -16,7 +16,7 @@ import structlog
 from contracts import subjects
 from contracts.catalog import Catalog
 from muster import snapshots
-from muster.bus.repository import SEQ_ATTR, Repository, append_of, fold, log_seq, rebuild
+from muster.bus.repository import Repository, append_of, fence, fold, mark_stored, rebuild
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.snapshots import Kind, Snapshot, SnapshotSource
 
@@ -178,14 +178,32 @@ class PlannerState:
         return self.catalogs[tenant]
 
     async def save_cluster(self, cluster: Cluster) -> None:
-        await self.repo.save(cluster, subjects.cluster_events(cluster.tenant, str(cluster.id)))
+        try:
+            await self.repo.save(cluster, subjects.cluster_events(cluster.tenant, str(cluster.id)))
+        except Exception:
+            await self._take_the_logs_view(lambda: self.reload_cluster(cluster.tenant, str(cluster.id)))
+            raise
         if self.snapshotter is not None:
             self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
 
     async def save_job(self, job: Job) -> None:
-        await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
+        try:
+            await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
+        except Exception:
+            await self._take_the_logs_view(lambda: self.reload_job(job.tenant, str(job.id)))
+            raise
         if self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
+
+    @staticmethod
+    async def _take_the_logs_view(reload: Callable[[], Awaitable[None]]) -> None:
+        """After a failed save, whose events may or may not be in the log. When the log cannot
+        be read either (a failover), the copy in memory stays, and `fence` refuses every save
+        of it until a later failure reloads it: the handler's event is redelivered meanwhile."""
+        try:
+            await reload()
+        except Exception as err:  # noqa: BLE001 - the save's own error is the one raised
+            log.warning("could not take the log's view after a failed save", error=str(err) or type(err).__name__)
 
     async def save(self, job: Job, cluster: Cluster, chain: bool = False,
                    stored: Callable[[Sequence[Append]], None] | None = None) -> None:
@@ -213,7 +231,7 @@ class PlannerState:
             # Our view is no longer the log's: someone else wrote (another planner, a stale
             # copy), or an append failed, or it landed and its ack was lost (a server failover).
             # Take the log's view; the event that brought us here is redelivered.
-            await self.reload(job.tenant, str(job.id), job.cluster_id)
+            await self._take_the_logs_view(lambda: self.reload(job.tenant, str(job.id), job.cluster_id))
             raise
 
     async def _save_in_parts(self, job: Job, stored: Callable[[Sequence[Append]], None]) -> None:
@@ -223,17 +241,20 @@ class PlannerState:
         subject = subjects.job_events(job.tenant, str(job.id))
         for start in range(0, len(events), self.part):
             part = [append_of(e) for e in events[start : start + self.part]]
-            seqs = await self.log.append(subject, part, expect_last_seq=log_seq(job))
-            setattr(job, SEQ_ATTR, seqs[-1])
+            seqs = await self.log.append(subject, part, expect_last_seq=fence(job, subject, part))
+            mark_stored(job, seqs[-1], part[-1].version)
             stored(part)
         if events and self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
 
     async def reload(self, tenant: str, job_id: str, cluster_id: str) -> None:
+        await self.reload_job(tenant, job_id)
+        await self.reload_cluster(tenant, cluster_id)
+
+    async def reload_job(self, tenant: str, job_id: str) -> None:
         job = rebuild(Job, await self.job_history(tenant, job_id))
         if job is not None:
             self.jobs[job_id] = job
-        await self.reload_cluster(tenant, cluster_id)
 
     async def reload_cluster(self, tenant: str, cluster_id: str) -> None:
         cluster = rebuild(Cluster, await self.log.read(subjects.cluster_events(tenant, cluster_id)))

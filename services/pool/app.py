@@ -56,7 +56,7 @@ from contracts.pools import (
     PoolRequestClosed,
 )
 from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
-from muster.bus.repository import SEQ_ATTR, Repository, fold, log_seq, pending_appends, rebuild
+from muster.bus.repository import Repository, fence, fold, log_seq, mark_stored, pending_appends, rebuild
 
 from .adapters.callbacks import CallbackSender, target_text
 from .domain.intake import FACT_TYPES, take
@@ -162,8 +162,8 @@ class PoolService:
             return
         items = pending_appends(pool)
         if items:  # one round trip: each event lands only right after the one before
-            [seqs] = await self.store.append_chain([(subject, items, log_seq(pool))])
-            setattr(pool, SEQ_ATTR, seqs[-1])
+            [seqs] = await self.store.append_chain([(subject, items, fence(pool, subject, items))])
+            mark_stored(pool, seqs[-1])
 
     async def _rebuild(self, name: str) -> None:
         pool = rebuild(Pool, await self.store.read(subjects.pool_events(name)))

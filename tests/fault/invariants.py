@@ -154,7 +154,8 @@ async def check(
                 assert cluster is not None
                 clusters[(w.tenant, w.id)] = cluster
         except Exception as err:  # noqa: BLE001 - a log that does not fold is itself the finding
-            report.problems.append(f"{subject}: the log does not rebuild: {type(err).__name__}: {err}")
+            trail = ", ".join(f"{r.seq}:{r.type}@v{r.version}" for r in history[-12:])
+            report.problems.append(f"{subject}: the log does not rebuild: {type(err).__name__}: {err}; last events {trail}")
 
     _check_jobs(report, by_subject, jobs)
     _check_isolation(report, log, owner)

@@ -7,7 +7,6 @@ import contextlib
 import getpass
 import os
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from contracts.tasks import TaskMessage
+from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.testing import NodeFactory, make_task, next_task
 
@@ -70,12 +70,6 @@ class Sshd:
                 "host_keys": [self.host_key]}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest_asyncio.fixture
 async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
     """A real OpenSSH sshd on a free 127.0.0.1 port with a temporary config (stopped by PID)."""
@@ -94,7 +88,7 @@ async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
         (d / name).chmod(0o600)
     (d / "authorized_keys").write_bytes(client_key.export_public_key())
     (d / "authorized_keys").chmod(0o600)
-    port = _free_port()
+    port = free_port()
     (d / "sshd_config").write_text(
         f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {d}/ssh_host_ed25519_key\nPidFile {d}/sshd.pid\n"
         f"AuthorizedKeysFile {d}/authorized_keys\nPubkeyAuthentication yes\nPasswordAuthentication no\n"
