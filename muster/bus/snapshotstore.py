@@ -61,9 +61,9 @@ def key(kind: str, tenant: str, aggregate_id: str) -> str:
 
 
 class SnapshotStore:
-    def __init__(self, nc: Client, replicas: int = 1) -> None:
+    def __init__(self, nc: Client, replicas: int = 1, timeout: float = 5.0) -> None:
         self.nc = nc
-        self.js = nc.jetstream()
+        self.js = nc.jetstream(timeout=timeout)
         self.replicas = replicas
         self._kv: KeyValue | None = None
 

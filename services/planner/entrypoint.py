@@ -52,7 +52,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     broker = PoolBroker(store, PoolMirror(store))
     planner = Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
                       nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
-                      snapshots=SnapshotStore(nc, config.replicas) if config.snapshot_every > 0 else None,
+                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
                       hooks=replace(hooks or Hooks(), dispatch=broker, after=(broker.after,), pools=broker))
     broker.attach(planner)
     return planner

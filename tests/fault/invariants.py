@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -345,7 +346,10 @@ def _cluster_state(c: Cluster) -> dict[str, Any]:
 async def _compare_fresh_planner(report: Report, nc: Client, jobs: dict[tuple[str, str], Job],
                                  clusters: dict[tuple[str, str], Cluster]) -> None:
     """A planner rebuilt from the log (all jobs are final, so `resume` dispatches nothing)."""
-    fresh = nats_planner(nc, PlannerConfig(instance="invariants"), store=EventStore(nc, timeout=30.0))
+    # As the services are configured (their snapshot bucket's replicas), with the patience a
+    # cluster that just lost a node needs (a stream's new leader answers after its election).
+    config = PlannerConfig(instance="invariants", replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
+    fresh = nats_planner(nc, config, store=EventStore(nc, timeout=30.0))
     try:
         await fresh.resume()
     finally:
