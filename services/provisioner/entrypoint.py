@@ -77,6 +77,10 @@ def default_work_dir(provisioner_id: str) -> Path:
 @click.option("--class", "provisioner_class", default="default", show_default=True, help="provisioner class")
 @click.option("--capacity", default=8, show_default=True, type=click.IntRange(1, 10_000), help="concurrent tasks")
 @click.option("--ack-wait", default=30.0, show_default=True, type=click.FloatRange(0.1), help="seconds of silence before a task is redelivered")
+@click.option("--claim-ahead", default=None, type=click.IntRange(0, 100_000),
+              help="tasks claimed beyond --capacity while plugins return within 1 s, each waiting for a slot with its claim "
+                   "stored, back to the queue after 1 s without one (default: as many as --capacity; 0: never; "
+                   "docs/provisioner.md)")
 @click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path), help="extra plugin folders")
 @click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -84,8 +88,8 @@ def default_work_dir(provisioner_id: str) -> Path:
 @click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.IntRange(1, MAX_TTL_S),
               help="seconds without a refresh after which this provisioner counts as gone")
 def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisioner_class: str, capacity: int,
-         ack_wait: float, plugins_dir: tuple[Path, ...], secrets_file: str | None, work_dir: Path | None,
-         presence_ttl: int) -> None:
+         ack_wait: float, claim_ahead: int | None, plugins_dir: tuple[Path, ...], secrets_file: str | None,
+         work_dir: Path | None, presence_ttl: int) -> None:
     """Run a provisioner: register plugins, then take tasks as they arrive.
 
     Stops cleanly on SIGTERM/SIGINT or on a drain request (`muster provisioners drain ID`):
@@ -115,7 +119,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
     except PluginError as err:
         raise click.ClickException(str(err)) from None
     config = WorkerConfig(provisioner_id=pid, tenants=tenant_list, provisioner_class=provisioner_class,
-                          capacity=capacity, ack_wait_s=ack_wait)
+                          capacity=capacity, ack_wait_s=ack_wait, claim_ahead=claim_ahead)
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         stack.push_async_callback(registry.aclose)

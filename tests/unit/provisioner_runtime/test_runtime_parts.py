@@ -99,10 +99,27 @@ def test_work_dir_is_passed_to_the_plugins(monkeypatch: pytest.MonkeyPatch, tmp_
     assert seen["work_dir"] == tmp_path / "w"
 
 
+@pytest.mark.parametrize(("args", "ahead"), [([], None), (["--claim-ahead", "64"], 64), (["--claim-ahead", "0"], 0)])
+def test_claim_ahead_is_an_option(monkeypatch: pytest.MonkeyPatch, args: list[str], ahead: int | None) -> None:
+    configs: list[Any] = []
+    real = entrypoint.WorkerConfig
+
+    def recorded(**kw: Any) -> Any:
+        configs.append(real(**kw))
+        return configs[-1]
+
+    monkeypatch.setattr(entrypoint, "WorkerConfig", recorded)
+    result, _ = _run_main(monkeypatch, ["--id", "p7", "--capacity", "16", *args])
+    assert result.exit_code == 0, result.output
+    [config] = configs
+    assert config.claim_ahead == ahead
+    assert _workers(16, config.claim_ahead).slots.capacity == 16 + (16 if ahead is None else ahead)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [(["--id", "a.b"], "provisioner id"), (["--tenants", "x>"], "tenant"), (["--tenants", ","], "at least one tenant"),
-     (["--presence-ttl", "0"], "presence-ttl")],
+     (["--presence-ttl", "0"], "presence-ttl"), (["--claim-ahead", "-1"], "claim-ahead")],
 )
 def test_bad_options_are_refused_by_name(monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
     result, seen = _run_main(monkeypatch, args)
