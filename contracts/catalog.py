@@ -18,7 +18,7 @@ NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, defer_build=True)
 
 
 class Action(str, Enum):

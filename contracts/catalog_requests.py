@@ -15,13 +15,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from contracts.base import DEFERRED
+
 CATALOG_APPLY = "catalog-apply"
 CATALOG_DELETE = "catalog-delete"
 CATALOG_VERBS = (CATALOG_APPLY, CATALOG_DELETE)
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     requested_by: str = Field(default="anonymous", max_length=128,
                               description="who asks, on a bus without authorization only (else the subject's principal)")
@@ -42,12 +44,12 @@ class DeleteCatalogEntity(_Request):
 
 
 CatalogRequest = Annotated[ApplyCatalog | DeleteCatalogEntity, Field(discriminator="type")]
-CATALOG_REQUEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(CatalogRequest)
+CATALOG_REQUEST_ADAPTER: TypeAdapter[Any] = TypeAdapter(CatalogRequest, config=DEFERRED)
 VERB_OF = {"ApplyCatalog": CATALOG_APPLY, "DeleteCatalogEntity": CATALOG_DELETE}
 
 
 class CatalogProblem(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     severity: Literal["error", "warning"]
     file: str = ""
@@ -61,7 +63,7 @@ class CatalogAnswer(BaseModel):
     """What the planner did: `ok` and the changes appended (`seqs` in the log), or not `ok` and
     nothing written, with every problem (an apply) or every reason (a delete in use)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["CatalogAnswer"] = "CatalogAnswer"
     v: Literal[1] = 1
     ok: bool

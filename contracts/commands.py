@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
 
+from contracts.base import DEFERRED
+
 from .layout import Layout
 from .limits import MAX_CONFIG_BYTES, max_json_bytes
 from .pools import Callback
@@ -23,7 +25,7 @@ Config = Annotated[dict[str, Any], AfterValidator(max_json_bytes(MAX_CONFIG_BYTE
 
 
 class Command(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     request_id: str | None = Field(default=None, pattern=ID, description="idempotency key")
     requested_by: str = Field(default="anonymous", max_length=128)
@@ -33,7 +35,7 @@ class PoolWait(BaseModel):
     """How a create or expand on a pool provider waits for hosts (docs/pools.md); ignored by
     other providers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     urgency: int = Field(default=50, ge=0, le=1000, description="Hedeby's urgency: higher is served first")
     wait_s: float | None = Field(default=None, gt=0, le=30 * 86400,
@@ -65,7 +67,7 @@ class Rolling(BaseModel):
     next batch only once the previous one is healthy; up to `tolerance` nodes may fail before
     the change stops and is rolled back."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     batch: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^\d+(\.\d+)?%$")]
     tolerance: int = Field(default=0, ge=0, description="nodes that may fail without stopping the change")
 
@@ -238,7 +240,7 @@ AnyCommand = Annotated[
     | PauseJob | ResumeJob | CancelJob | RetryJob,
     Field(discriminator="type"),
 ]
-COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyCommand)
+COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyCommand, config=DEFERRED)
 
 VERB_OF: dict[str, str] = {
     "CreateCluster": "create", "DeleteCluster": "delete", "ExpandCluster": "expand", "ShrinkCluster": "shrink",
@@ -250,7 +252,7 @@ VERB_OF: dict[str, str] = {
 
 
 class Accepted(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["Accepted"] = "Accepted"
     v: Literal[1] = 1
     job_id: str
@@ -263,7 +265,7 @@ class Accepted(BaseModel):
 class DryRun(BaseModel):
     """The answer to a dry run: what would be built and how; nothing was executed or logged."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["DryRun"] = "DryRun"
     v: Literal[1] = 1
     layout: Layout | None = None
@@ -276,7 +278,7 @@ class DryRun(BaseModel):
 class LeaseExtended(BaseModel):
     """The answer to `ExtendLease`: the lease's new expiry (recorded as `ClusterLeaseChanged`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["LeaseExtended"] = "LeaseExtended"
     v: Literal[1] = 1
     cluster_id: str
@@ -285,7 +287,7 @@ class LeaseExtended(BaseModel):
 
 
 class Rejected(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["Rejected"] = "Rejected"
     v: Literal[1] = 1
     reason: str
@@ -303,4 +305,4 @@ class Rejected(BaseModel):
 
 
 Reply = Annotated[Accepted | Rejected | DryRun | LeaseExtended, Field(discriminator="type")]
-REPLY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Reply)
+REPLY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Reply, config=DEFERRED)

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from contracts.base import DEFERRED
+
 from .base import Event as Event  # re-exported: every event module's base
 from .catalog import Action
 from .identity import (
@@ -530,7 +532,7 @@ AnyEvent = Annotated[
     Field(discriminator="type"),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent)
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyEvent, config=DEFERRED)
 
 EVENT_TYPES: dict[str, type[BaseModel]] = {
     cls.model_fields["type"].default: cls

@@ -55,7 +55,7 @@ class Scope(BaseModel):
     (`id="*"`), or one entity. A job names its cluster so that a grant on the cluster covers it.
     Catalog ids are `<kind>/<name>`; queue ids are provisioner classes (provisioners only)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     tenant: str = Field(min_length=1, max_length=128)
     kind: ScopeKind = "tenant"
@@ -78,7 +78,7 @@ class Scope(BaseModel):
 
 
 class IdentityEvent(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class TenantCreated(IdentityEvent):
@@ -174,7 +174,7 @@ AUTH_VERBS = (
 class AuthRequest(BaseModel):
     """Every auth request body: the fields a verb does not use must be absent or empty."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     tenant: str | None = Field(default=None, max_length=128)
     principal: str | None = Field(default=None, max_length=64, description="the user or service the request is about")

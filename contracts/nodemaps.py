@@ -23,7 +23,7 @@ KEY_DIGITS = 32
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class NodeChunk(_Wire):

@@ -14,13 +14,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from contracts.base import DEFERRED
+
 from .pools import HOST_ID, ID, HostSpec, PoolRequest, PoolTerms
 
 MAX_HOSTS_PER_COMMAND = 500
 
 
 class PoolCommand(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     requested_by: str = Field(default="anonymous", max_length=128)
 
@@ -101,7 +103,7 @@ AnyPoolCommand = Annotated[
     AddHosts | RemoveHost | ResetHost | ResolveHost | ConfigurePool | RequestHosts | CancelRequest | ReportNodes | CloseRequest | ShowPool,
     Field(discriminator="type"),
 ]
-POOL_COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPoolCommand)
+POOL_COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPoolCommand, config=DEFERRED)
 
 VERB_OF: dict[str, str] = {
     "AddHosts": "add-hosts", "RemoveHost": "remove-host", "ResetHost": "reset", "ResolveHost": "resolve",
@@ -114,7 +116,7 @@ class PoolAnswer(BaseModel):
     """What a pool service says back. For a request: `state` granted (with `hosts`), waiting
     (with `position`, 1 = next) or known (asked before: the same answer as then)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["PoolAnswer"] = "PoolAnswer"
     v: Literal[1] = 1
     message: str = ""

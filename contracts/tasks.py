@@ -34,7 +34,7 @@ def trim_output(text: str, limit: int = OUTPUT_LIMIT) -> str:
 
 
 class _Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class NodeInfo(_Wire):
@@ -150,7 +150,7 @@ class DrainProvisioner(BaseModel):
     send one): it must name the provisioner it is sent to, so a stray or garbage message drains
     nothing."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     type: Literal["DrainProvisioner"] = "DrainProvisioner"
     v: Literal[1] = 1

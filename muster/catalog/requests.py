@@ -12,6 +12,7 @@ from nats.aio.client import Client
 from pydantic import TypeAdapter
 
 from contracts import subjects
+from contracts.base import DEFERRED
 from contracts.catalog_requests import VERB_OF, CatalogAnswer, CatalogProblem
 from contracts.commands import Rejected
 from muster.bus.connect import principal_of
@@ -20,7 +21,7 @@ from muster.client import NoAnswer, RequestRejected
 from .files import CatalogFileError
 from .problems import Problem
 
-ANSWER: TypeAdapter[CatalogAnswer | Rejected] = TypeAdapter(CatalogAnswer | Rejected)
+ANSWER: TypeAdapter[CatalogAnswer | Rejected] = TypeAdapter(CatalogAnswer | Rejected, config=DEFERRED)
 TIMEOUT_S = 30.0
 """A planner reads the tenant's catalog (and, for a delete, its clusters) before it answers."""
 

@@ -10,12 +10,13 @@ from nats.aio.client import Client
 from pydantic import TypeAdapter
 
 from contracts import subjects
+from contracts.base import DEFERRED
 from contracts.commands import Rejected
 from contracts.pool_commands import VERB_OF, PoolAnswer, PoolCommand
 from muster.bus.connect import auth_required, principal_of
 from muster.client import MusterError
 
-ANSWER: TypeAdapter[PoolAnswer | Rejected] = TypeAdapter(PoolAnswer | Rejected)
+ANSWER: TypeAdapter[PoolAnswer | Rejected] = TypeAdapter(PoolAnswer | Rejected, config=DEFERRED)
 
 
 class PoolRejected(MusterError):
