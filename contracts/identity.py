@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from contracts.base import DEFERRED
+
 IDENTITY_TENANT = "_auth"
 """The pseudo-tenant of identity events: tenant names starting with `_` are refused."""
 
@@ -191,6 +193,8 @@ class AuthRequest(BaseModel):
 
 class AuthReply(BaseModel):
     """`ok` with `data`, or not `ok` with a reason a person understands."""
+
+    model_config = DEFERRED
 
     ok: bool
     reason: str = ""
