@@ -63,7 +63,9 @@ async def test_a_disabled_user_loses_every_connection_and_token(authed: Authed) 
 
 async def test_an_expired_token_is_cut_off_by_the_server_itself(authed: Authed) -> None:
     root = await authed.raw(authed.admin_token, "root")
-    dave = await _user(authed, root, "dave", expires_in_s=1)
+    # 3 s, not 1: the user JWT's exp is in whole seconds (cut down, never up), so a 1 s token
+    # lived 0-1 s, too short to connect with on a loaded machine.
+    dave = await _user(authed, root, "dave", expires_in_s=3)
     live = await authed.raw(dave["token"], "dave")
     gone = await _closed(live)
     await asyncio.wait_for(gone.wait(), DEADLINE_S)  # the user JWT's exp is the token's
