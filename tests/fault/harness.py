@@ -78,11 +78,12 @@ def demo_catalog(**provider_fields: str) -> Catalog:
 def fault_options(base: Path, provisioners: int = 1) -> dict[str, list[str]]:
     """Options for quick recovery: a dead provisioner's task comes back after 2 s; an event a
     killed planner had been handed but not acknowledged comes back to the new one after 5 s (the
-    default, 30 s, was most of scenario 2's time); an attempt with no outcome for 60 s fails (a
+    default, 30 s, was most of scenario 2's time); a killed planner's shard leases expire after
+    3 s, as in scenario 8 (the default, 10 s, was most of what remained); an attempt with no outcome for 60 s fails (a
     lost task would show as a timeout, which the checks report). Each provisioner has its own id
     and work dir under `base`."""
     options: dict[str, list[str]] = {
-        "planner": ["--task-timeout", "60", "--ack-wait", "5"],
+        "planner": ["--task-timeout", "60", "--ack-wait", "5", "--lease-ttl", "3"],
         "provisioner": ["--ack-wait", "2"],
     }
     names = ["provisioner"] if provisioners == 1 else [f"provisioner-{i}" for i in range(1, provisioners + 1)]
