@@ -111,17 +111,21 @@ def with_broken_service(catalog: Catalog) -> Catalog:
     return catalog
 
 
-async def create_streams(nc: Client, replicas: int, timeout: float = 20.0) -> None:
+async def create_streams(nc: Client, replicas: int, timeout: float = 30.0) -> None:
     """Declare the streams on a cluster that has just elected a meta leader. It may not have
     heard from every peer yet, and refuses a 3-replica stream ("peer offline", 10005) until it
     has; the server tells a client outside the system account no event for that, so this one
-    call is retried on that one error, under a deadline."""
+    call is retried on that one error, under a deadline. It is retried on a timeout too: on a
+    loaded host a young cluster's first stream can take longer than the request's 5 s to
+    elect its group, and declaring the streams again is idempotent."""
 
     async def until_created() -> None:
         for _ in range(int(timeout / 0.1)):
             try:
                 await ensure_streams(nc.jetstream(), replicas=replicas)
                 return
+            except NatsTimeout:
+                continue
             except BadRequestError as err:
                 if err.err_code != PEER_OFFLINE:
                     raise

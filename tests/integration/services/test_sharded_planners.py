@@ -109,6 +109,17 @@ async def _creates(fleet: Fleet, n: int, prefix: str) -> list[Accepted]:
     return replies  # type: ignore[return-value]
 
 
+async def _creates_on_both(fleet: Fleet, prefix: str, n: int = 6) -> list[Accepted]:
+    """`n` creates once the two planners hold half the shards each, then more until each owns
+    one: shards follow a hash of the new cluster's id, so a few can all land on one side."""
+    await _until_held(fleet.planners["planner-a"], SHARDS // 2, 10)
+    await _until_held(fleet.planners["planner-b"], SHARDS // 2, 10)
+    replies = await _creates(fleet, n, prefix)
+    while len({_owner(fleet, r.cluster_id) for r in replies}) < 2 and len(replies) < 24:
+        replies += await _creates(fleet, 1, f"{prefix}x{len(replies)}")
+    return replies
+
+
 async def _queued_twice(fleet: Fleet, job_id: str) -> int:
     history = await fleet.store.read(subjects.job_events("default", job_id))
     counts = Counter((r.event.task_id, r.event.attempt) for r in history if r.type == "TaskQueued")
@@ -132,13 +143,13 @@ async def test_planners_split_the_shards_and_requests_reach_the_owner(fleet: Fle
     b = await fleet.start("planner-b")
     await _until_held(a, SHARDS // 2, 10)
     await _until_held(b, SHARDS // 2, 10)
+    replies = await _creates_on_both(fleet, "c", 8)
     # What an operator sees: `muster planners`.
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "planners", "--json", "--nats-url", fleet.url,
                                                 stdout=asyncio.subprocess.PIPE)
     table = json.loads((await proc.communicate())[0])
     assert table["shards"] == SHARDS and table["unowned"] == []
     assert {n: len(s) for n, s in table["planners"].items()} == {"planner-a": SHARDS // 2, "planner-b": SHARDS // 2}
-    replies = await _creates(fleet, 8, "c")
     finals = await asyncio.gather(*(fleet.client.wait(r.job_id, timeout=90) for r in replies))
     assert all(isinstance(f, JobSucceeded) for f in finals)
     owners = {r.cluster_id: _owner(fleet, r.cluster_id) for r in replies}
@@ -155,7 +166,7 @@ async def test_planners_split_the_shards_and_requests_reach_the_owner(fleet: Fle
 async def test_a_dead_planners_jobs_finish_under_the_other_within_twice_the_ttl(fleet: Fleet) -> None:
     await fleet.start("planner-a")
     await fleet.start("planner-b")
-    replies = await _creates(fleet, 6, "d")
+    replies = await _creates_on_both(fleet, "d")
     victims = [r for r in replies if _owner(fleet, r.cluster_id) == "planner-a"]
     assert victims
     # Mid-job: wait for a first outcome of a victim's job, then kill its planner.
@@ -177,7 +188,7 @@ async def test_a_dead_planners_jobs_finish_under_the_other_within_twice_the_ttl(
 async def test_a_graceful_stop_moves_the_shards_without_waiting_for_the_ttl(fleet: Fleet) -> None:
     await fleet.start("planner-a")
     await fleet.start("planner-b")
-    replies = await _creates(fleet, 6, "g")
+    replies = await _creates_on_both(fleet, "g")
     assert any(_owner(fleet, r.cluster_id) == "planner-a" for r in replies)
     start = time.monotonic()
     await fleet.stop("planner-a")
