@@ -10,9 +10,11 @@ lets it subscribe to.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,8 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
 
     async def on_reconnect() -> None:
         log.info("nats reconnected")
+        for listener in list(getattr(nc, "_muster_reconnected", ())):
+            _background(listener())
 
     settings: dict[str, Any] = dict(
         servers=nats_url(url).split(","),
@@ -160,6 +164,21 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
     await nc.connect(**settings)
     nc._muster_principal = creds.principal  # type: ignore[attr-defined]
     return nc
+
+
+def on_reconnect(nc: Client, listener: Callable[[], Awaitable[None]]) -> None:
+    """Run `listener` (in a task of its own) after each reconnect of a connection made by
+    `connect`: what a restarted server may have lost is checked then, not polled for."""
+    nc._muster_reconnected = [*getattr(nc, "_muster_reconnected", ()), listener]  # type: ignore[attr-defined]
+
+
+_running: set[asyncio.Future[None]] = set()
+
+
+def _background(work: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(work)
+    _running.add(task)  # held: the loop keeps only weak references to tasks
+    task.add_done_callback(_running.discard)
 
 
 def bearer_headers(token: str | None = None) -> dict[str, str]:

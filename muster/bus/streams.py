@@ -1,15 +1,35 @@
-"""Declare the streams and buckets once, idempotently, at every service's start."""
+"""Declare the streams and buckets once, idempotently, at every service's start.
+
+TASKS is kept in memory (docs/decisions/0013): a task message is delivery, not a fact (the
+planner's `TaskQueued` in EVENTS is), and a memory queue takes one disk sync per task off the
+pipeline. A restart that loses it is repaired: services declare it again when they find it
+gone (`ensure_tasks_stream`), and each planner queues its attempts again when it finds the
+stream new (`NatsTaskQueue.watch_resets`). A TASKS made on file by an older version stays so:
+nats-server refuses to change a stream's storage (10052).
+"""
 
 from __future__ import annotations
 
+import os
+
+import structlog
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, KeyValueConfig, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import BadRequestError
+from nats.js.api import DiscardPolicy, KeyValueConfig, RetentionPolicy, StorageType, StreamConfig, StreamInfo
+from nats.js.errors import APIError, BadRequestError
 from nats.js.kv import KeyValue
 
 from contracts import subjects
 
 from .bodies import bodies_config
+
+log = structlog.get_logger("muster.bus")
+STORAGE_UNCHANGEABLE = 10052
+EXISTS_OTHERWISE = 10058
+
+
+def replicas_from_env() -> int:
+    """Replicas of every stream: 1 on one server, 3 on a cluster (set by `muster up`/compose)."""
+    return int(os.environ.get("MUSTER_REPLICAS", "1"))
 
 
 def events_config(replicas: int = 1) -> StreamConfig:
@@ -36,7 +56,7 @@ def tasks_config(replicas: int = 1) -> StreamConfig:
         name=subjects.TASKS_STREAM,
         subjects=[f"{subjects.TASK}.>"],
         retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
+        storage=StorageType.MEMORY,
         duplicate_window=120.0,
         num_replicas=replicas,
     )
@@ -44,13 +64,29 @@ def tasks_config(replicas: int = 1) -> StreamConfig:
 
 async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
     for config in (events_config(replicas), tasks_config(replicas), bodies_config(replicas)):
-        try:
-            await js.add_stream(config)
-        except BadRequestError as err:
-            # 10058: exists with a different config (e.g. created by another version): update.
-            if err.err_code != 10058:
-                raise
-            await js.update_stream(config)
+        await _declare(js, config)
+
+
+async def ensure_tasks_stream(js: JetStreamContext, replicas: int | None = None) -> StreamInfo:
+    """TASKS as it is, declared first if it is gone (a restarted server loses a memory stream)."""
+    return await _declare(js, tasks_config(replicas_from_env() if replicas is None else replicas))
+
+
+async def _declare(js: JetStreamContext, config: StreamConfig) -> StreamInfo:
+    try:
+        return await js.add_stream(config)
+    except BadRequestError as err:
+        # Exists with a different config (e.g. created by another version): update.
+        if err.err_code != EXISTS_OTHERWISE:
+            raise
+    try:
+        return await js.update_stream(config)
+    except APIError as err:  # (10052 comes as a server error, code 500)
+        if err.err_code != STORAGE_UNCHANGEABLE or config.name != subjects.TASKS_STREAM:
+            raise
+        # A TASKS on file from before 0013: it works as it is (each task costs a sync more).
+        log.info("TASKS stays on file storage (made by an older version); docs/bus.md tells how to move it")
+        return await js.stream_info(config.name)
 
 
 async def ensure_bucket(js: JetStreamContext, config: KeyValueConfig) -> KeyValue:

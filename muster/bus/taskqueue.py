@@ -8,6 +8,9 @@ settled in the connection's read loop. Through `js.publish` each message cost a 
 future, a timer, a `Msg` for its answer) and, under a window, a coroutine of its own: the
 planner's queueing of a 10,000-task wave was bound by that CPU (docs/benchmarks.md, "Planner on
 a wide DAG").
+
+TASKS lives in memory (docs/decisions/0013): `watch_resets` tells the planner when a restarted
+server lost it, so that the attempts the log says are queued go out again.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any
 
-from nats.errors import ConnectionClosedError, MaxPayloadError
+import structlog
+from nats.errors import ConnectionClosedError, Error, MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 
@@ -27,12 +32,19 @@ from contracts.tasks import TaskMessage
 
 from ..ports.eventlog import StoreError
 from ..ports.taskqueue import task_msg_id
+from .connect import on_reconnect
 from .immediate import frame, queue
+from .streams import ensure_tasks_stream
 from .wire import raw_subscribe
+
+log = structlog.get_logger("muster.bus")
 
 WINDOW = 1024
 """Acknowledgements awaited at once by `publish_many`: enough to keep the server busy, few
 enough that a connection lost midway leaves a bounded number in doubt (they are published again)."""
+CHECK_TRIES = 8
+"""Looks at TASKS after a reconnect, backing off from 0.5 s (~1 min in all): a server just
+restarted may not have its JetStream (or a cluster its meta leader) ready at once."""
 
 
 class _Batch:
@@ -59,6 +71,41 @@ class NatsTaskQueue:
         self._space: asyncio.Future[None] | None = None
         self._answered = 0
         """Acknowledgements taken so far: a wait that saw none for `timeout` gives up."""
+        self._last_ack = b""
+        """The latest acknowledgement, read only after a reconnect (its stream sequence)."""
+        self._seen: tuple[Any, int] | None = None
+        self._checking = asyncio.Lock()
+
+    async def watch_resets(self, on_reset: Callable[[], Awaitable[None]]) -> None:
+        """Call `on_reset` when, after a reconnect, TASKS turns out to be new: declared again
+        (one server restarted: a memory stream is gone, definition and all), or emptied (a
+        whole cluster restarted: the definition lives on in the meta group, the messages do
+        not, and the sequence starts again below what this queue saw acknowledged)."""
+        self._seen = await self._generation()
+        on_reconnect(self.nc, partial(self._check, on_reset))
+
+    async def _generation(self) -> tuple[Any, int]:
+        info = await ensure_tasks_stream(self.js)
+        return info.created, info.state.last_seq
+
+    async def _check(self, on_reset: Callable[[], Awaitable[None]]) -> None:
+        async with self._checking:  # two reconnects in a row: one look after the other
+            for attempt in range(CHECK_TRIES):
+                try:
+                    created, last = await self._generation()
+                    break
+                except (Error, TimeoutError) as err:
+                    log.warning("TASKS not checked after a reconnect yet", error=str(err) or type(err).__name__)
+                    await asyncio.sleep(0.5 * 2 ** attempt)
+            else:
+                log.error("TASKS not checked after a reconnect; lost tasks wait for their timeouts")
+                return
+            acked = int(json.loads(self._last_ack).get("seq", 0)) if self._last_ack else 0
+            before = self._seen
+            self._seen = (created, last)
+            if before is not None and (created != before[0] or last < acked):
+                log.warning("TASKS came back empty after a reconnect: queued tasks go out again", created=str(created))
+                await on_reset()
 
     async def publish(self, message: TaskMessage) -> None:
         await self.js.publish(
@@ -171,6 +218,8 @@ class NatsTaskQueue:
                     f"task publish refused: {err.get('description')} (code {err.get('err_code')})")
             except (ValueError, KeyError, AttributeError):
                 batch.failures[index] = StoreError(f"task publish: unreadable answer {data[:100]!r}")
+        else:
+            self._last_ack = data
         batch.outstanding -= 1
         if batch.outstanding == 0 and batch.done is not None and not batch.done.done():
             batch.done.set_result(None)

@@ -14,7 +14,7 @@ import structlog
 from nats.aio.client import Client
 
 from muster.bus.connect import connect
-from muster.bus.streams import ensure_streams
+from muster.bus.streams import ensure_streams, replicas_from_env
 
 
 def configure_logging(service: str) -> None:
@@ -55,7 +55,7 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
         log.info("stopped before NATS answered")
         return
     try:
-        await ensure_streams(nc.jetstream(), replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
+        await ensure_streams(nc.jetstream(), replicas=replicas_from_env())
         async with AsyncExitStack() as stack:
             await setup(nc, stack)
             log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")

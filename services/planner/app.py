@@ -223,6 +223,30 @@ class Planner:
                 await self.execution.execute(job, cluster, saga.fail_unplanned(job, cluster, reason))
             log.error("job ended: an event could not be taken in", job=job_id, event=recorded.type, error=str(err)[:300])
 
+    async def requeue_lost(self) -> None:
+        """The task queue came back empty (a restarted server lost it, docs/decisions/0013):
+        every attempt of this planner's open jobs that the log has queued and no provisioner
+        has claimed goes out again, with its own message id and its first deadline. A claimed
+        attempt runs on and its outcome comes through the log; should its provisioner die
+        too, the attempt's timeout is the net. A shard whose lease is being renewed late (the
+        outage may have outlasted it) is settled first, outside the lock as `_settled` is: kept,
+        its jobs are taken here; lost, whoever gains it resumes them and publishes the same."""
+        for tenant, cluster_id in {(j.tenant, j.cluster_id) for j in list(self.jobs.values()) if not j.is_final}:
+            await self.hooks.settle(tenant, cluster_id)
+        lost = 0
+        async with self.state.lock:
+            for job in list(self.jobs.values()):
+                if job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
+                    continue
+                job_id = str(job.id)
+                attempts: list[tuple[saga.Attempt, datetime | None]] = [(a, None) for a in saga.queued_attempts(job)
+                            if (job_id, a.task_id, a.attempt) not in self.attempts.claims]
+                if attempts:
+                    lost += len(attempts)
+                    catalog = await self.state.catalog(job.tenant)
+                    await self.execution.publish_many(job, self.clusters[job.cluster_id], catalog, attempts)
+        log.warning("task queue lost; queued attempts published again", attempts=lost)
+
     async def nudge(self, job_id: str) -> None:
         """Look at a job's ready tasks again: for a dispatch policy that held some back and
         now has room (a grant arrived, a limit freed up)."""

@@ -45,12 +45,13 @@ from .sharding import Sharding, settler
 CONSUMER_IDLE_S = 3600.0
 """A planner's own consumers are deleted by the server this long after it went away."""
 
-def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, hooks: Hooks | None = None) -> Planner:
+def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, hooks: Hooks | None = None,
+                 queue: NatsTaskQueue | None = None) -> Planner:
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers,
     resource pools followed live (docs/pools.md); `hooks`: which clusters it acts for (shards)."""
     store = store or EventStore(nc)
     broker = PoolBroker(store, PoolMirror(store))
-    planner = Planner(store, NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
+    planner = Planner(store, queue or NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
                       nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
                       snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
                       hooks=replace(hooks or Hooks(), dispatch=broker, after=(broker.after,), pools=broker))
@@ -66,7 +67,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     servers = ",".join(u.geturl() for u in nc.servers)
     leases = ThreadedLeases(servers, config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
     hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id), settle=settler(leases))
-    planner = nats_planner(nc, config, hooks=hooks)
+    queue = NatsTaskQueue(nc.jetstream())
+    planner = nats_planner(nc, config, hooks=hooks, queue=queue)
     sharding = Sharding(nc, planner, leases)
     planner.sharding = sharding  # type: ignore[attr-defined]
     stack.callback(planner.timers.cancel_all)
@@ -97,6 +99,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
                                          deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
+    # Before the shards: an attempt queued from here on is in the TASKS this watch has seen.
+    await queue.watch_resets(planner.requeue_lost)
     await leases.start()  # gains a fair share of the shards: their clusters and jobs are rebuilt
     stack.push_async_callback(leases.stop)
     # After that resume: the pools' history replays into the jobs just rebuilt (a grant recorded

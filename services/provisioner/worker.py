@@ -28,7 +28,7 @@ import structlog
 from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
-from nats.js.api import AckPolicy, ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, ConsumerInfo
 from nats.js.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 from pydantic import ValidationError
 
@@ -38,6 +38,7 @@ from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster.bus.eventstore import Append, EventStore
 from muster.bus.grouped import GroupedAppends
 from muster.bus.immediate import Acks
+from muster.bus.streams import ensure_tasks_stream
 
 from .nodes import NodesResolver
 from .pull import RawPull
@@ -64,6 +65,7 @@ AHEAD_WAIT_S = 1.0
 """A task claimed ahead that finds no free slot within this goes back to the queue (nak, no
 delay), for a provisioner with room; its claim stays in the log, as a dead worker's does."""
 CONSUMER_EXISTS = 10148  # the durable exists with other settings: use it as it is
+STREAM_NOT_FOUND = 10059
 
 
 class Executor(Protocol):
@@ -211,7 +213,7 @@ class Workers:
             max_ack_pending=-1,
         )
         try:
-            info = await self.js.add_consumer(subjects.TASKS_STREAM, config)
+            info = await self._add_consumer(config)
         except BadRequestError as err:
             if err.err_code != CONSUMER_EXISTS:
                 raise
@@ -219,6 +221,17 @@ class Workers:
         # Keep claims alive by the queue's real ack_wait, which another provisioner may have set.
         ack_wait = info.config.ack_wait or self.config.ack_wait_s
         self._keepalive_s[tenant] = max(min(ack_wait, self.config.ack_wait_s) / 3, 0.05)
+
+    async def _add_consumer(self, config: ConsumerConfig) -> ConsumerInfo:
+        try:
+            return await self.js.add_consumer(subjects.TASKS_STREAM, config)
+        except NotFoundError as err:
+            if err.err_code != STREAM_NOT_FOUND:
+                raise
+        # TASKS lives in memory (docs/decisions/0013): a restarted server lost it, queue and
+        # all. Declared again here; the planners queue their lost attempts again themselves.
+        await ensure_tasks_stream(self.js)
+        return await self.js.add_consumer(subjects.TASKS_STREAM, config)
 
     # -- running and draining ---------------------------------------------------------------
 

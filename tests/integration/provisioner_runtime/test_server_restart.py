@@ -1,18 +1,20 @@
 """Workers and presence outlive a nats-server restart: the pull lost with the connection is
-renewed, a task published after the restart runs, and the presence records are there and
-refreshed again."""
+renewed, the queue (TASKS lives in memory, docs/decisions/0013: the restart lost it) and the
+worker's consumer are declared again, a task published after the restart runs, and the presence
+records are there and refreshed again."""
 
 from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from contracts.subjects import PRESENCE_BUCKET
+from contracts.subjects import PRESENCE_BUCKET, task_consumer
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.server import NatsServer
@@ -26,6 +28,11 @@ from .conftest import Bench, HeldExecutor, LogWatch
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 
 DEADLINE_S = 30.0
+
+
+async def _set(done: asyncio.Future[None], _: Any) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 async def _quiet(*_: Any) -> None:
@@ -52,9 +59,18 @@ async def test_workers_take_tasks_again_after_the_server_restarts(tmp_path: Path
         await bench.publish("n1-install")
         await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded")) == 1)
 
+        # The worker declares the lost queue and its consumer again by itself: the server's
+        # advisory of the consumer's creation says when (the test's subscription comes back with
+        # its connection).
+        created = asyncio.get_running_loop().create_future()
+        durable = task_consumer(bench.tenant, "default")
+        advisories = await nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.CREATED.TASKS.{durable}",
+                                        cb=partial(_set, created))
+        stack.push_async_callback(advisories.unsubscribe)
         port = server.port
         await server.stop()
         server = await NatsServer(tmp_path / "nats", port=port, name="restart").start()
+        await asyncio.wait_for(created, DEADLINE_S)
 
         await bench.publish("n2-install")
         await executor.wait_started(2, timeout=DEADLINE_S)
