@@ -25,7 +25,7 @@ async def test_the_unclaimed_attempts_go_out_again_and_the_job_finishes(h: Harne
 
     # The server restarts: the queue comes back empty.
     h.held.clear()
-    h.queue = h.planner.execution.queue = MemoryTaskQueue()  # type: ignore[misc]
+    h.queue = h.planner.execution.queue = MemoryTaskQueue()
     await h.planner.requeue_lost()
     assert {(m.task_id, m.attempt) for m in h.queue.messages} == waiting
 
@@ -42,6 +42,6 @@ async def test_the_unclaimed_attempts_go_out_again_and_the_job_finishes(h: Harne
 
 async def test_a_planner_with_nothing_queued_publishes_nothing(h: Harness) -> None:
     await h.cluster_of(nodes=2)
-    h.queue = h.planner.execution.queue = MemoryTaskQueue()  # type: ignore[misc]
+    h.queue = h.planner.execution.queue = MemoryTaskQueue()
     await h.planner.requeue_lost()
     assert h.queue.messages == []
