@@ -93,10 +93,10 @@ def ms(seconds: float) -> str:
 # -- raw JetStream ----------------------------------------------------------------------------
 
 
-async def raw_setup(nc: Client, name: str) -> None:
+async def raw_setup(nc: Client, name: str, storage: StorageType = StorageType.FILE) -> None:
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name=name, subjects=[f"{name.lower()}.>"], retention=RetentionPolicy.WORK_QUEUE,
-                                     storage=StorageType.FILE))
+                                     storage=storage))
     await js.add_consumer(name, ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT, ack_wait=30,
                                                max_ack_pending=-1))
 
@@ -113,9 +113,9 @@ async def raw_consumer(nc: Client, name: str, on_msg: Callable[[Msg], Awaitable[
             await on_msg(m)
 
 
-async def raw_throughput(url: str, n: int, name: str) -> float:
+async def raw_throughput(url: str, n: int, name: str, storage: StorageType = StorageType.FILE) -> float:
     pub, sub = await connect(url, name="raw-pub"), await connect(url, name="raw-sub")
-    await raw_setup(pub, name)
+    await raw_setup(pub, name, storage)
     done = asyncio.Event()
     count = 0
     last = 0.0

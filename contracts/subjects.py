@@ -211,6 +211,15 @@ def provisioner_drain(provisioner_id: str) -> str:
     """Request/reply to one provisioner: stop taking tasks (only super admins may send it)."""
     return f"{QUERY}.provisioner.{token(provisioner_id, 'provisioner id')}.drain"
 
+
+def provisioner_held(provisioner_id: str) -> str:
+    """Request/reply to one provisioner: the attempts it holds now (only planners may ask,
+    after the task queue was lost: docs/decisions/0013)."""
+    return f"{QUERY}.provisioner.{token(provisioner_id, 'provisioner id')}.held"
+
+
+ALL_PROVISIONER_HELD = f"{QUERY}.provisioner.*.held"
+
 PLANNER_METRICS = "muster.metrics.planner"
 """Request/reply: every planner answers with its queue metrics (JSON list, one per tenant and
 provisioner class); collect all replies."""

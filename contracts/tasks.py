@@ -145,6 +145,18 @@ class ProvisionerPresence(_Wire):
     refreshed_at: datetime
 
 
+class HeldAttempts(_Wire):
+    """The answer on `muster.q.provisioner.<id>.held`: the attempts the provisioner holds now,
+    as `<job>.<task>.<attempt>`, from the moment it takes a task until its outcome is stored
+    or the task goes back to the queue. A planner asks every live provisioner after the task
+    queue was lost (docs/decisions/0013), and queues again only what none of them holds."""
+
+    type: Literal["HeldAttempts"] = "HeldAttempts"
+    v: Literal[1] = 1
+    provisioner: str
+    attempts: list[str] = Field(default_factory=list)
+
+
 class DrainProvisioner(BaseModel):
     """The body of a drain request on `muster.q.provisioner.<id>.drain` (only super admins may
     send one): it must name the provisioner it is sent to, so a stray or garbage message drains

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+import structlog
 from nats.aio.client import Client
+from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
+from contracts.tasks import HeldAttempts
 from muster.bus.connect import principal_of
 
 from .ports import NoLayout, SolverUnavailable
+
+log = structlog.get_logger("muster.planner")
 
 
 class NatsWorkers:
@@ -28,6 +34,27 @@ class NatsWorkers:
         except Exception:  # noqa: BLE001 - a warning we cannot give is no reason to refuse
             return None
         return sum(not p.draining for p in live)
+
+    async def holding(self) -> set[str] | None:
+        from services.provisioner.presence import live_provisioners
+
+        try:
+            live = await live_provisioners(self.nc, timeout=self.timeout)
+        except Exception as err:  # noqa: BLE001 - the caller falls back to what the log says
+            log.warning("live provisioners unknown", error=str(err) or type(err).__name__)
+            return None
+        answers = await asyncio.gather(*(self.nc.request(subjects.provisioner_held(p.info.id), b"", timeout=self.timeout)
+                                         for p in live), return_exceptions=True)
+        held: set[str] = set()
+        for p, answer in zip(live, answers, strict=True):
+            if isinstance(answer, BaseException):  # gone since its last presence write, or stuck
+                log.warning("a provisioner did not say what it holds", provisioner=p.info.id, error=type(answer).__name__)
+                continue
+            try:
+                held.update(HeldAttempts.model_validate_json(answer.data).attempts)
+            except ValidationError as err:
+                log.warning("a provisioner's answer about what it holds is unreadable", provisioner=p.info.id, error=str(err)[:200])
+        return held
 
 
 class NatsSolver:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
@@ -43,6 +43,9 @@ from .timers import Timers
 __all__ = ["Planner", "PlannerConfig", "RequestContext"]
 
 log = structlog.get_logger("muster.planner")
+REQUEUE_GRACE_S = 2.0
+"""From finding the task queue lost to queueing its attempts again (`Planner.queue_lost`):
+several of the provisioners' reconnect periods (0.5 s)."""
 
 
 class Planner:
@@ -50,7 +53,7 @@ class Planner:
                  catalogs: CatalogSource | None = None, solver: Solver | None = None,
                  clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None,
                  snapshots: SnapshotSource | None = None, workers: Workers | None = None) -> None:
-        self.log, self.queue = log, queue
+        self.log, self.queue, self.workers = log, queue, workers
         self.config = config or PlannerConfig()
         self.state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, self.config.snapshot_every)
         self.limits = Limits(self._provider_limit, self.config.tenant_limits, self.config.tenant_limit)
@@ -63,6 +66,7 @@ class Planner:
         self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps,
                                    self.limits)
         self.attempts = AttemptHolders(log)
+        self.timers.on("requeue", self.requeue_lost)
         self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks, workers)
         self.leases = leases.LeaseExpiry(self.state.clusters, self.timers, self.hooks.owns,
                                          lambda ctx: self.requests.handle(ctx, system=True))
@@ -223,29 +227,50 @@ class Planner:
                 await self.execution.execute(job, cluster, saga.fail_unplanned(job, cluster, reason))
             log.error("job ended: an event could not be taken in", job=job_id, event=recorded.type, error=str(err)[:300])
 
-    async def requeue_lost(self) -> None:
+    async def queue_lost(self) -> None:
         """The task queue came back empty (a restarted server lost it, docs/decisions/0013):
-        every attempt of this planner's open jobs that the log has queued and no provisioner
-        has claimed goes out again, with its own message id and its first deadline. A claimed
-        attempt runs on and its outcome comes through the log; should its provisioner die
-        too, the attempt's timeout is the net. A shard whose lease is being renewed late (the
-        outage may have outlasted it) is settled first, outside the lock as `_settled` is: kept,
-        its jobs are taken here; lost, whoever gains it resumes them and publishes the same."""
+        its attempts are queued again `REQUEUE_GRACE_S` from now (`requeue_lost`). The wait
+        lets the provisioners reconnect first, so that each can answer for what it holds."""
+        self.timers.arm(("requeue",), self.timers.clock.now() + timedelta(seconds=REQUEUE_GRACE_S))
+
+    async def requeue_lost(self) -> None:
+        """Every attempt of this planner's open jobs that the log has queued, that has no
+        outcome and that no live provisioner holds goes out again, with its own message id and
+        its first deadline: those waiting in the queue, those let go back to it, and those
+        whose provisioner died meanwhile. One a provisioner holds runs on, and its outcome comes
+        through the log. When the provisioners cannot be asked (presence unreadable), every
+        attempt with a claim in the log is left alone instead (the log, not only what this
+        planner's consumer has delivered): nothing runs twice, and what that leaves out waits
+        for its timeout.
+
+        A shard whose lease is being renewed late (the outage may have outlasted it) is settled
+        first, outside the lock as `_settled` is: kept, its jobs are taken here; lost, whoever
+        gains it resumes them and publishes the same."""
         for tenant, cluster_id in {(j.tenant, j.cluster_id) for j in list(self.jobs.values()) if not j.is_final}:
             await self.hooks.settle(tenant, cluster_id)
+        held = await self.workers.holding() if self.workers is not None else None
         lost = 0
         async with self.state.lock:
             for job in list(self.jobs.values()):
                 if job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
                     continue
+                queued = saga.queued_attempts(job)
+                if not queued:
+                    continue
                 job_id = str(job.id)
-                attempts: list[tuple[saga.Attempt, datetime | None]] = [(a, None) for a in saga.queued_attempts(job)
-                            if (job_id, a.task_id, a.attempt) not in self.attempts.claims]
-                if attempts:
-                    lost += len(attempts)
+                if held is not None:
+                    keep = [a for a in queued if f"{job_id}.{a.task_id}.{a.attempt}" not in held]
+                else:
+                    claimed = {(r.event.task_id, r.event.attempt) for r in
+                               await self.state.log.read(subjects.job_task_events(job.tenant, job_id)) if r.type == "TaskClaimed"}
+                    keep = [a for a in queued
+                            if (a.task_id, a.attempt) not in claimed and (job_id, a.task_id, a.attempt) not in self.attempts.claims]
+                if keep:
+                    lost += len(keep)
                     catalog = await self.state.catalog(job.tenant)
-                    await self.execution.publish_many(job, self.clusters[job.cluster_id], catalog, attempts)
-        log.warning("task queue lost; queued attempts published again", attempts=lost)
+                    await self.execution.publish_many(job, self.clusters[job.cluster_id], catalog, [(a, None) for a in keep])
+        log.warning("task queue lost; queued attempts published again", attempts=lost,
+                    held_by_provisioners="unknown" if held is None else len(held))
 
     async def nudge(self, job_id: str) -> None:
         """Look at a job's ready tasks again: for a dispatch policy that held some back and

@@ -100,7 +100,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     # Before the shards: an attempt queued from here on is in the TASKS this watch has seen.
-    await queue.watch_resets(planner.requeue_lost)
+    await queue.watch_resets(planner.queue_lost)
     await leases.start()  # gains a fair share of the shards: their clusters and jobs are rebuilt
     stack.push_async_callback(leases.stop)
     # After that resume: the pools' history replays into the jobs just rebuilt (a grant recorded

@@ -32,6 +32,12 @@ class Workers(Protocol):
         presence records could not be read)."""
         ...
 
+    async def holding(self) -> set[str] | None:
+        """The attempts (`<job>.<task>.<attempt>`) the live provisioners hold now, as each
+        answers (one that does not answer holds nothing as far as anyone can tell); None: the
+        presence records could not be read."""
+        ...
+
 
 class NoLayout(Exception):
     """The solver answered: no layout satisfies the request (the message says why)."""

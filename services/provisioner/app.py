@@ -30,7 +30,7 @@ from nats.errors import NoRespondersError
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.tasks import DrainProvisioner, ProvisionerInfo
+from contracts.tasks import DrainProvisioner, HeldAttempts, ProvisionerInfo
 from muster.bus.eventstore import EventStore
 
 from .presence import DEFAULT_TTL_S, Presence
@@ -151,6 +151,12 @@ class Provisioner:
         log.info("drain requested", provisioner=self.id, in_flight=self.workers.in_flight, already=already)
         answer = {"provisioner": self.id, "draining": True, "already": already, "in_flight": self.workers.in_flight}
         await msg.respond(json.dumps(answer).encode())
+
+    async def on_held_request(self, msg: Msg) -> None:
+        """What this provisioner holds now (a planner asks after the task queue was lost)."""
+        if msg.reply:
+            held = HeldAttempts(provisioner=self.id, attempts=sorted(self.workers.holding))
+            await msg.respond(held.model_dump_json().encode())
 
     async def _drain_and_leave(self, reason: Literal["drained", "stopped"]) -> None:
         self.workers.draining.set()

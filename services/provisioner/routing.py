@@ -25,6 +25,10 @@ def drain_subject(provisioner_id: str) -> str:
     return subjects.provisioner_drain(provisioner_id)
 
 
+def held_subject(provisioner_id: str) -> str:
+    return subjects.provisioner_held(provisioner_id)
+
+
 @dataclass(frozen=True)
 class Reply:
     subject: Callable[[str], str]
@@ -35,4 +39,5 @@ class Reply:
 
 REPLIES = (
     Reply(drain_subject, "on_drain_request"),
+    Reply(held_subject, "on_held_request"),
 )

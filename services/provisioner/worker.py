@@ -170,6 +170,10 @@ class Workers:
         self.writes = GroupedAppends(self.store)
         self.finishing: set[asyncio.Future[int]] = set()
         """Outcomes being written (then acked): their plugins are done, their slots free."""
+        self.holding: set[str] = set()
+        """Attempts held (`<job>.<task>.<attempt>`): claimed or being claimed, until the outcome
+        is stored or the task goes back to the queue. A planner asks for them after the task
+        queue was lost (`Provisioner.on_held_request`, docs/decisions/0013)."""
         self.acks = Acks(self.store)
         self._room = asyncio.Event()
         self._room.set()
@@ -403,12 +407,15 @@ class Workers:
         # In-progress acks from here until the ack: the claim stays ours while the plugin runs
         # and while its outcome is written.
         keepalive = KeepAlive(msg, self._keepalive_s.get(tenant, 1.0), self._aside)
+        held = _key(task)
+        self.holding.add(held)
         try:
             result = await self._claim_and_run(task, early.subject, early.claim, early.sent, f"{self.config.provisioner_id}/w{slot}")
             if result is None:
                 # Claimed ahead, and no slot came free in time: back to the queue for a
                 # provisioner with room (the claim stays in the log, as a dead worker's does).
                 keepalive.cancel()
+                self.holding.discard(held)
                 self.passed += 1
                 log.info("task claimed ahead let go: no free slot", task=task.task_id, attempt=task.attempt)
                 await self._settle(msg.nak())
@@ -417,6 +424,7 @@ class Workers:
             # The bus or the log failed us (a plugin failure is an outcome, not an
             # exception): let the task come back rather than lose it.
             keepalive.cancel()
+            self.holding.discard(held)
             log.exception("task handling failed; will be redelivered", task=task.task_id)
             await self._settle(msg.nak(delay=RETRY_DELAY_S))
             return
@@ -481,6 +489,7 @@ class Workers:
         us): the task comes back and runs again. Or the worker was aborted: nothing."""
         keepalive.cancel()
         self.finishing.discard(stored)
+        self.holding.discard(_key(task))
         if len(self.finishing) < FINISHING_PER_SLOT * self.config.capacity:
             self._room.set()
         if not stored.cancelled():

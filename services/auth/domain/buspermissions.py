@@ -110,6 +110,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             "$KV.nodemaps.>", "$KV.leases.>", "$KV.snapshots.>",
             f"{subjects.SHARD}.>",  # requests forwarded to the holder of a cluster's shard
+            subjects.ALL_PROVISIONER_HELD,  # what each provisioner holds, after the task queue was lost
         ]
         sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, f"{subjects.SHARD}.>", inbox]
         return BusPermissions(tuple(pub), tuple(sub), responses=True)
@@ -143,7 +144,8 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
                     f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
             pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass))
-        return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), inbox), responses=True)
+        return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox),
+                              responses=True)
     return BusPermissions((), ())
 
 

@@ -147,7 +147,7 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
                 "$JS.API.DIRECT.GET.KV_locations", "$JS.API.STREAM.INFO.KV_presence", "$KV.locations.job.a.x",
                 "$KV.presence.provisioner.p1", "$KV.snapshots.a.job.j1", "$JS.API.DIRECT.GET.KV_snapshots",
                 "$KV.nodemaps.a.j1", "$KV.leases.shard.0", "muster.task.a.default", "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-a-default",
-                subjects.provisioner_drain("p1"), subjects.PLANNER_METRICS):
+                subjects.provisioner_drain("p1"), subjects.provisioner_held("p1"), subjects.PLANNER_METRICS):
         await r.denied_publish(api)
 
 
@@ -223,10 +223,12 @@ async def test_a_provisioner_writes_only_its_own_task_events_and_reads_only_its_
                                                                          provisioner="p1", worker="w"), msg_id="iso-1")])
     assert seqs and seqs[0] > 0
     for subject in ("muster.evt.a.job.j1", "muster.evt.a.cluster.c1", "muster.task.a.default", subjects.provisioner_drain("p2"),
+                    subjects.provisioner_held("p2"),
                     "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-b-default", "$JS.API.STREAM.PURGE.TASKS",
                     "$KV.presence.provisioner.p2", "muster.evt.b.provisioner.p1", "muster.ops.a.p1.create"):
         await world.p1.denied_publish(subject)
     await world.p1.denied_subscribe(subjects.provisioner_drain("p2"))
+    await world.p1.denied_subscribe(subjects.provisioner_held("p2"))
     await world.p1.denied_subscribe("muster.evt.>")
 
 

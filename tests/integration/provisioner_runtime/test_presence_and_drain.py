@@ -7,7 +7,10 @@ import asyncio
 
 import pytest
 
+from contracts import subjects
+from contracts.tasks import HeldAttempts
 from muster.bus.connect import connect
+from services.planner.adapters import NatsWorkers
 from services.provisioner.app import drain_subject, request_drain
 from services.provisioner.presence import PresenceWatch, live_provisioners, wait_gone
 
@@ -125,3 +128,23 @@ async def test_nobody_is_listed_before_any_provisioner_ever_registered(fresh_nat
         assert await live_provisioners(nc) == []
     finally:
         await nc.close()
+
+
+async def test_a_provisioner_says_which_attempts_it_holds(bench: Bench, tenant: str) -> None:
+    """What a planner asks every live provisioner after the task queue was lost (decision 13):
+    the attempts running there, and none once their outcomes are stored."""
+    pid = f"p-{tenant}"
+    executor = HeldExecutor()
+    p = await bench.provisioner(executor, pid, capacity=2, claim_ahead=0)
+    asked = NatsWorkers(bench.nc)
+    tasks = [await bench.publish(f"n{i}-install") for i in (1, 2)]
+    await executor.wait_started(2)
+    keys = {f"{t.job_id}.{t.task_id}.{t.attempt}" for t in tasks}
+    reply = await bench.nc.request(subjects.provisioner_held(pid), b"", timeout=DEADLINE_S)
+    assert HeldAttempts.model_validate_json(reply.data) == HeldAttempts(provisioner=pid, attempts=sorted(keys))
+    held = await asked.holding()
+    assert held is not None and keys <= held  # the planner's adapter asks every live provisioner
+    executor.release()
+    await asyncio.wait_for(p.workers.idle.wait(), DEADLINE_S)  # both outcomes stored and acked
+    reply = await bench.nc.request(subjects.provisioner_held(pid), b"", timeout=DEADLINE_S)
+    assert HeldAttempts.model_validate_json(reply.data).attempts == []

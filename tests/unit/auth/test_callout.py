@@ -92,7 +92,7 @@ def test_services_may_answer_requests_and_provisioners_only_name_themselves(stat
     assert "muster.evt.a.task.*.*.p1" in pub and "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-a-default" in pub
     assert not any(s.startswith("muster.evt.b.") or s.startswith("muster.task.") for s in pub)
     assert not any("DELETE" in s and "CONSUMER" not in s or "PURGE" in s for s in pub)
-    assert user["nats"]["sub"]["allow"] == ["muster.q.provisioner.p1.drain", "_INBOX.p1.>"]
+    assert user["nats"]["sub"]["allow"] == ["muster.q.provisioner.p1.drain", "muster.q.provisioner.p1.held", "_INBOX.p1.>"]
 
 
 def test_every_role_gets_bus_permissions_built(state: IdentityState) -> None:
