@@ -5,7 +5,9 @@ Not a test: run it, read the table; `--write-docs` puts it into docs/benchmarks.
 
     .venv/bin/python bench/dispatch_bench.py [--samples 500] [--tasks 5000] [--in-flight 1000] [--write-docs]
 
-What is measured (one nats-server of its own, `sync_interval: always`, a temp store):
+What is measured (one nats-server of its own, `sync_interval: always`, a temp store; TASKS is
+declared as shipped, on memory storage since decision 13; the raw queue is on file storage, the
+baseline #16 was filed against):
 
 - raw latency: `js.publish` of a 1 KB message on a work-queue stream -> received by a durable
   pull consumer waiting in nats-py's `fetch(16)`, one at a time (the workers read their pulls at the
@@ -486,7 +488,9 @@ async def run(args: argparse.Namespace) -> tuple[str, list[goals.Goal]]:
         "",
         f"`bench/dispatch_bench.py` (`.venv/bin/python bench/dispatch_bench.py --write-docs`), "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load average at the end {' / '.join(f'{x:.1f}' for x in os.getloadavg())}. "
-        f"One nats-server of its own (`sync_interval: always`, file storage, temp dir); the provisioner in this Python "
+        f"One nats-server of its own (`sync_interval: always`, temp dir; the log on file storage, TASKS on memory storage "
+        f"as shipped since decision 13, the raw work queue on file storage as in every run since #16 was filed: "
+        f"`bench/tasks_storage_bench.py` shows both storages and both raw queues); the provisioner in this Python "
         f"process, or in processes of their own; {platform.python_implementation()} {platform.python_version()}, "
         f"{platform.machine()}, {cpus} CPUs shared with the server and, while measuring, with other jobs. Logging at "
         "WARNING. Raw figures are from the same server in the same run.",
