@@ -204,9 +204,8 @@ async def freed_to_granted(samples: int) -> list[tuple[str, str]]:
                 holder = waiting
     p50_raw, p50 = statistics.median(rtt) * 1e6, statistics.median(lat) * 1e6
     lat.sort()
-    # For run_all's goals table (#13.9): the figure next to the raw round trip of this run.
-    print(goals.line([goals.Goal("freed host -> waiting job's task queued p50 / raw js.publish p50", round(p50 / p50_raw, 2),
-                                 "<=", 3.0, "x")]))
+    # No goal here: #13.9's goal is the task queued (measured below, with the planner), and
+    # this figure once went to run_all's goals table under that name.
     return [
         ("raw js.publish round trip p50 (the limit)", f"{p50_raw:,.0f} µs"),
         ("freed host -> grant recorded and delivered p50", f"{p50:,.0f} µs ({p50 / p50_raw:.1f} x raw)"),
