@@ -17,7 +17,7 @@ from typing import Any
 import structlog
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
+from contracts.commands import COMMAND_ADAPTER
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
@@ -33,14 +33,15 @@ from .domain.limits import Limits
 from .domain.operations import OPERATIONS
 from .domain.saga import Chain, Effects
 from .execution import Execution
+from .messages import OperationAnswer, RequestContext
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
 from .ports import CatalogSource, LogCatalogs, Solver, Workers
-from .requests import RequestContext, Requests
+from .requests import Requests
 from .state import PlannerState
 from .timers import Timers
 
-__all__ = ["Planner", "PlannerConfig", "RequestContext"]
+__all__ = ["Planner", "PlannerConfig"]
 
 log = structlog.get_logger("muster.planner")
 REQUEUE_GRACE_S = 2.0
@@ -168,7 +169,7 @@ class Planner:
 
     # -- requests and queries ----------------------------------------------------------------
 
-    async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun | LeaseExtended:
+    async def handle(self, ctx: RequestContext) -> OperationAnswer:
         return await self.requests.handle(ctx)
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from services.auth.domain.state import IdentityState
 from .domain.admission import Refused
 from .domain.job import Job
 from .domain.operations import Operation
-from .requests import RequestContext
+from .messages import RequestContext
 
 
 class OperationAuthz:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .domain.cluster import Cluster
     from .domain.job import Job
     from .domain.operations import Operation
-    from .requests import RequestContext
+    from .messages import RequestContext
 
 
 @dataclass

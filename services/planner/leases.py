@@ -13,7 +13,6 @@ end of a job arms the timer again; a lease in the past fires at once). The rules
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -23,11 +22,9 @@ from muster.ports.eventlog import ConcurrencyError
 from .domain import leases as terms
 from .domain.admission import Facts, Refused, template_of
 from .domain.cluster import Cluster
+from .messages import RequestContext
 from .state import PlannerState
 from .timers import Timers
-
-if TYPE_CHECKING:
-    from .requests import RequestContext
 
 log = structlog.get_logger("muster.planner")
 
@@ -52,8 +49,6 @@ class LeaseExpiry:
         timers.on(KIND, self.expired)
 
     async def expired(self, tenant: str, cluster_id: str) -> None:
-        from .requests import RequestContext
-
         cluster = self.clusters.get(cluster_id)
         if cluster is None or cluster.expires_at is None or cluster.status == "deleted" or not self.owns(tenant, cluster_id):
             return

@@ -10,8 +10,6 @@ cluster's new lease and starts no job (`leases.py`).
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -31,12 +29,8 @@ from contracts.commands import (
     Rejected,
     RollbackCluster,
 )
-from contracts.errors import describe_validation_error
 from contracts.events import ClusterNameClaimed, PlanSaved
-from contracts.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth, json_size, over_budget
 from contracts.records import Append
-from contracts.secrets import refused as refused_secrets
-from contracts.secrets import secrets_in_clear
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
@@ -49,60 +43,12 @@ from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
 from .domain.saga import control, queue_class
 from .execution import Execution
+from .messages import OperationAnswer, RequestContext, parse
 from .ports import Solver, Workers
 from .previews import Preview, Previews
 from .state import PlannerState
 
 log = structlog.get_logger("muster.planner")
-COMMAND_OF_VERB = {verb: command for command, verb in VERB_OF.items()}
-
-
-@dataclass(frozen=True)
-class RequestContext:
-    """One request as it reached the planner."""
-
-    tenant: str
-    verb: str
-    body: bytes
-    principal: str | None = None
-    """The authenticated caller, when the transport knows one; it becomes the events' `by`."""
-
-    def by(self, command: Any) -> str:
-        return self.principal or command.requested_by
-
-
-def parse(verb: str, data: bytes) -> Any:
-    try:
-        # As UTF-8, always: json.loads(bytes) guesses UTF-16/32 from NUL bytes and then blames a codec.
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise Refused(f"request body is not UTF-8 JSON: byte {err.start} ({data[err.start:err.start + 1]!r}) is not UTF-8") from None
-    depth = json_depth(text)
-    if depth > MAX_JSON_DEPTH:
-        raise Refused(f"request body nests {depth:,} levels deep; the limit is {MAX_JSON_DEPTH}")
-    try:
-        body = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise Refused(f"request body is not UTF-8 JSON: {err}") from None
-    if not isinstance(body, dict):
-        raise Refused("request body must be a JSON object")
-    in_clear = secrets_in_clear(body)
-    if in_clear:  # before anything else reads it: no answer, log line or event may echo it
-        raise Refused(refused_secrets(in_clear, "the request"))
-    if len(data) > MAX_REQUEST_BYTES:  # after parsing: the reason can name the field to blame
-        biggest = max(body, key=lambda k: json_size(body[k]), default="")
-        raise Refused(f"request {over_budget('body', len(data), MAX_REQUEST_BYTES)}"
-                      + (f" (field {biggest!r} alone is {json_size(body[biggest]):,} bytes)" if biggest else ""))
-    expected = COMMAND_OF_VERB.get(verb)
-    if expected is None:
-        raise Refused(f"unknown operation {verb!r}; known: {', '.join(sorted(VERB_OF.values()))}")
-    body.setdefault("type", expected)
-    if body["type"] != expected:
-        raise Refused(f"operation {verb!r} takes a {expected} command, not {body['type']!r}")
-    try:
-        return COMMAND_ADAPTER.validate_python(body)
-    except ValidationError as err:
-        raise Refused(f"invalid {expected}: {describe_validation_error(err)}") from None
 
 
 CONTROL_EVENT = {"PauseJob": "JobPaused", "ResumeJob": "JobResumed", "CancelJob": "JobCancelRequested", "RetryJob": "JobRetried"}
@@ -132,7 +78,7 @@ class Requests:
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
 
-    async def handle(self, ctx: RequestContext, *, system: bool = False) -> Accepted | Rejected | DryRun | LeaseExtended:
+    async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:
         """`system`: asked by the planner itself (a lease's expiry); the hooks' checks (who may
         ask) are skipped, the operation's own rules are not."""
         try:

@@ -21,7 +21,8 @@ from contracts import subjects
 from contracts.commands import Rejected
 from muster.routing import Route
 
-from .app import Planner, RequestContext
+from .app import Planner
+from .messages import RequestContext
 
 log = structlog.get_logger("muster.planner")
 

@@ -41,7 +41,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NotFoundError
 
 from contracts import subjects
-from contracts.commands import VERB_OF, Rejected
+from contracts.commands import Rejected
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import shard_of
 from muster.routing import NotYet
@@ -49,11 +49,10 @@ from muster.routing import NotYet
 from .app import Planner
 from .domain import planning
 from .domain.job import job_uuid
-from .requests import COMMAND_OF_VERB, RequestContext
+from .messages import COMMAND_OF_VERB, JOB_VERBS, RequestContext
 
 log = structlog.get_logger("muster.planner")
 
-JOB_VERBS = {VERB_OF[c] for c in VERB_OF if c in ("PauseJob", "ResumeJob", "CancelJob", "RetryJob")}
 FORWARD_WAIT_S = 6.0
 """The longest a request waits for its shard's owner (`MusterClient`'s per-try timeout is 10 s)."""
 IN_FLIGHT = 256

@@ -24,10 +24,11 @@ from muster.catalog.files import load_catalog
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.memory import ManualClock, MemoryEventLog, MemoryTaskQueue, matches
 from muster.routing import router
-from services.planner.app import Planner, PlannerConfig, RequestContext
+from services.planner.app import Planner, PlannerConfig
 from services.planner.config import Hooks
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
+from services.planner.messages import RequestContext
 from services.planner.ports import NoLayout
 from services.planner.routing import ROUTES
 from services.solver.service import answer

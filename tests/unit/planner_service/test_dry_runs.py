@@ -71,7 +71,7 @@ async def test_a_dry_run_without_a_layout_or_a_solver_is_refused_by_name(h: Harn
     reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, hardwaretype="huge", dry_run=True))
     assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:")
     lone = Planner(h.log, h.queue, catalogs=h.catalogs, clock=h.clock)
-    from services.planner.app import RequestContext
+    from services.planner.messages import RequestContext
 
     body = CreateCluster(name="dry", template="hadoop-small", nodes=4, dry_run=True).model_dump_json().encode()
     reply = await lone.handle(RequestContext(tenant="default", verb="create", body=body))
