@@ -137,8 +137,8 @@ async def main(tasks: int, sample: int, write_docs: bool) -> None:
         async with NatsServer(Path(tmp)) as server:
             nc = await connect(server.url, name="bench")
             await ensure_streams(nc.jetstream())
-            planner = nats_planner(nc, PlannerConfig(instance="bench", snapshot_every=0), EventStore(nc))
-            planner.state.catalog_source = OneCatalog(catalog())
+            planner = nats_planner(nc, PlannerConfig(instance="bench", snapshot_every=0), EventStore(nc),
+                                   catalogs=OneCatalog(catalog()))
             job, cluster = await setup(planner, tasks)
             size = len(await _one_message(planner, job, cluster))
             sequential, pipelined = await raw_publish(nc, tasks, size)

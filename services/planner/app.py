@@ -1,6 +1,6 @@
 """The planner's service layer, assembled: state (a fold of the log), the execution of the saga,
-and the request path, behind one object the composition root (`entrypoint.py`) wires to the bus
-and unit tests wire to in-memory fakes (`muster.ports.memory`).
+and the request path, behind one object the composition root (`bootstrap.py`) builds, on NATS
+adapters (`entrypoint.py`) or on in-memory fakes (`muster.ports.memory`, unit tests).
 
 State is only a fold of the log: `resume()` rebuilds every job and cluster from it, and every
 handler is idempotent, so a redelivered event or a restarted planner changes nothing twice.
@@ -10,7 +10,6 @@ Which handler takes which event is the routing table (`routing.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -18,25 +17,23 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER
-from muster.ports.clock import AsyncioClock, Clock
-from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
+from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
-from muster.snapshots import SnapshotSource
 
 from . import leases
 from .attempts import AttemptHolders
-from .config import Hooks, PlannerConfig
+from .config import PlannerConfig
 from .domain import planning, saga
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.limits import Limits
 from .domain.operations import OPERATIONS
-from .domain.saga import Chain, Effects
+from .domain.saga import Effects
 from .execution import Execution
 from .messages import OperationAnswer, RequestContext
 from .metrics import QueueMetrics
-from .nodemaps import MemoryStore, NodeMaps
-from .ports import CatalogSource, LogCatalogs, Solver, Workers
+from .nodemaps import NodeMaps
+from .ports import Ownership, Pools, Workers
 from .requests import Requests
 from .state import PlannerState
 from .timers import Timers
@@ -50,32 +47,17 @@ several of the provisioners' reconnect periods (0.5 s)."""
 
 
 class Planner:
-    def __init__(self, log: EventLog, queue: TaskQueue, *, config: PlannerConfig | None = None,
-                 catalogs: CatalogSource | None = None, solver: Solver | None = None,
-                 clock: Clock | None = None, hooks: Hooks | None = None, nodemaps: NodeMaps | None = None,
-                 snapshots: SnapshotSource | None = None, workers: Workers | None = None) -> None:
-        self.log, self.queue, self.workers = log, queue, workers
-        self.config = config or PlannerConfig()
-        self.state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, self.config.snapshot_every)
-        self.limits = Limits(self._provider_limit, self.config.tenant_limits, self.config.tenant_limit)
-        # Concurrency limits after the hooks' own policy (a pool's grant): they count what is queued.
-        hooks = hooks or Hooks()
-        self.hooks = replace(hooks, dispatch=Chain(hooks.dispatch, self.limits))
-        self.timers = Timers(clock or AsyncioClock())
-        self.metrics = QueueMetrics()
-        self.nodemaps = nodemaps or NodeMaps(MemoryStore())
-        self.execution = Execution(self.state, queue, self.timers, self.config, self.hooks, self.metrics, self.nodemaps,
-                                   self.limits)
-        self.attempts = AttemptHolders(log)
-        self.timers.on("requeue", self.requeue_lost)
-        self.requests = Requests(self.state, self.execution, solver, self.config, self.hooks, workers)
-        self.leases = leases.LeaseExpiry(self.state.clusters, self.timers, self.hooks.owns,
-                                         lambda ctx: self.requests.handle(ctx, system=True))
+    """The planner's inputs (requests, log events, pool decisions, timers: `routing.py`) and its
+    start and hand-over, over parts the composition root (`bootstrap.py`) builds."""
 
-    def _provider_limit(self, tenant: str, provider: str) -> int | None:
-        catalog = self.state.catalogs.get(tenant)  # loaded before any decision about the tenant's jobs
-        found = catalog.providers.get(provider) if catalog is not None else None
-        return found.maxconcurrent if found is not None else None
+    def __init__(self, *, config: PlannerConfig, state: PlannerState, queue: TaskQueue, ownership: Ownership,
+                 limits: Limits, timers: Timers, metrics: QueueMetrics, nodemaps: NodeMaps, execution: Execution,
+                 attempts: AttemptHolders, requests: Requests, lease_expiry: leases.LeaseExpiry,
+                 pools: Pools | None = None, workers: Workers | None = None) -> None:
+        self.config, self.state, self.log, self.queue, self.workers = config, state, state.log, queue, workers
+        self.ownership, self.limits, self.timers, self.metrics, self.nodemaps = ownership, limits, timers, metrics, nodemaps
+        self.execution, self.attempts, self.requests, self.leases, self.pools = execution, attempts, requests, lease_expiry, pools
+        self.timers.on("requeue", self.requeue_lost)
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -95,7 +77,7 @@ class Planner:
         time, and accept records the cluster's pointer to a job before the job itself, so no
         open job can be missed."""
         clusters = await self.state.load_clusters(only)
-        ours = self.hooks.owns if only is None else (lambda tenant, cluster_id: True)
+        ours = self.ownership.owns if only is None else (lambda tenant, cluster_id: True)
         async with self.state.lock:
             open_jobs: list[tuple[Job, Cluster, dict[tuple[str, int], datetime], int]] = []
             for cluster in clusters:
@@ -176,7 +158,7 @@ class Planner:
         """The job as its owner sees it; only the planner acting for its cluster answers, and
         it names itself as the owner (the job may have been taken over since it began)."""
         job = self.jobs.get(job_id)
-        if job is None or job.tenant != tenant or not self.hooks.owns(tenant, job.cluster_id):
+        if job is None or job.tenant != tenant or not self.ownership.owns(tenant, job.cluster_id):
             return None
         return {**job.view(), "owner": self.config.instance}
 
@@ -202,7 +184,7 @@ class Planner:
         taken in or skipped (a skipped event is acked: it would not come again); `NotYet` until then."""
         job = self.jobs.get(getattr(recorded.event, "job_id", ""))
         if job is not None and not job.is_final:
-            await self.hooks.settle(job.tenant, job.cluster_id)
+            await self.ownership.settle(job.tenant, job.cluster_id)
 
     async def on_poison(self, recorded: Recorded, err: BaseException) -> None:
         """An event about a job that the planner could not take in, however often it tried
@@ -215,7 +197,7 @@ class Planner:
             return
         async with self.state.lock:
             job = await self.state.find_job(tenant, job_id)
-            if job is None or job.is_final or not self.hooks.owns(tenant, job.cluster_id):
+            if job is None or job.is_final or not self.ownership.owns(tenant, job.cluster_id):
                 return
             await self.state.reload(tenant, job_id, job.cluster_id)
             job, cluster = self.jobs[job_id], self.clusters[job.cluster_id]
@@ -248,12 +230,12 @@ class Planner:
         first, outside the lock as `_settled` is: kept, its jobs are taken here; lost, whoever
         gains it resumes them and publishes the same."""
         for tenant, cluster_id in {(j.tenant, j.cluster_id) for j in list(self.jobs.values()) if not j.is_final}:
-            await self.hooks.settle(tenant, cluster_id)
+            await self.ownership.settle(tenant, cluster_id)
         held = await self.workers.holding() if self.workers is not None else None
         lost = 0
         async with self.state.lock:
             for job in list(self.jobs.values()):
-                if job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
+                if job.is_final or not self.ownership.owns(job.tenant, job.cluster_id):
                     continue
                 queued = saga.queued_attempts(job)
                 if not queued:

@@ -1,19 +1,10 @@
-"""The planner's settings, and its hooks: the places later features plug into without
-touching the saga (see docs/planner.md, "Service layer")."""
+"""The planner's settings (`muster planner`'s options)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
-from .domain.saga import DispatchAll, DispatchPolicy, Settings
-
-if TYPE_CHECKING:
-    from .domain.cluster import Cluster
-    from .domain.job import Job
-    from .domain.operations import Operation
-    from .messages import RequestContext
+from .domain.saga import Settings
 
 
 @dataclass
@@ -42,40 +33,3 @@ class PlannerConfig:
     @property
     def settings(self) -> Settings:
         return Settings(provisioner_class=self.provisioner_class, mode=self.mode)
-
-
-AdmissionCheck = Callable[["RequestContext", "Operation", Any], None]
-"""Runs on every parsed request before the operation's own rules; raises
-`domain.admission.Refused` to reject (a permission check, a quota)."""
-
-
-AfterHook = Callable[["Job", "Cluster"], Awaitable[None]]
-"""Runs after every decision of the saga is recorded (and its tasks published), under the
-planner's lock: for what must follow a job's changes outside the planner (a pool told of a
-node's confirm, delete or failure)."""
-
-
-def owns_everything(tenant: str, cluster_id: str) -> bool:
-    return True
-
-
-async def settled_at_once(tenant: str, cluster_id: str) -> None:
-    return None
-
-
-@dataclass
-class Hooks:
-    owns: Callable[[str, str], bool] = owns_everything
-    """Does this planner act for the cluster? (One planner today; with shards, the holder of
-    the cluster's shard lease.) Requests for other clusters are refused, their events skipped,
-    and `resume` rebuilds only owned clusters' jobs."""
-    settle: Callable[[str, str], Awaitable[None]] = settled_at_once
-    """Awaited before an event about the cluster is taken in or skipped; raises
-    `muster.routing.NotYet` while `owns` cannot be trusted (with shards: a lease being renewed
-    late), and the event comes again later."""
-    admission: tuple[AdmissionCheck, ...] = ()
-    dispatch: DispatchPolicy = field(default_factory=DispatchAll)
-    """Which ready tasks may be queued now (limits per provider, a pool's grant)."""
-    after: tuple[AfterHook, ...] = ()
-    pools: Any = None
-    """Resource pools (`pools.PoolBroker`): admission asks it (`admission.pool_admits`)."""

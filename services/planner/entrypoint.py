@@ -1,5 +1,5 @@
-"""Composition root of the planner service: the service layer (`app.Planner`) on NATS adapters,
-subscribed to what the routing tables (`routing.py`) name."""
+"""The planner service on NATS: its adapters handed to the composition root (`bootstrap.py`),
+the planner subscribed to what the routing tables (`routing.py`) name, and `muster planner`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import re
 import socket
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -28,35 +27,34 @@ from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import router
 from muster.runtime.service import main_for
+from services.auth.domain.state import IdentityState
 from services.auth.view import IdentityView
 from services.pool.mirror import PoolMirror
 from services.provisioner.plugins.specs import catalog_plugins
 
 from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
-from .authz import OperationAuthz
+from .bootstrap import bootstrap
 from .catalog import CatalogWrites, with_catalog
-from .config import Hooks
 from .nodemaps import LazyBucket, NodeMaps
-from .pools import PoolBroker
+from .ports import CatalogSource, Ownership
 from .routing import REPLIES, ROUTES, Reply, operation
-from .sharding import Sharding, settler
+from .sharding import Sharding, ShardOwnership
 
 CONSUMER_IDLE_S = 3600.0
 """A planner's own consumers are deleted by the server this long after it went away."""
 
-def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, hooks: Hooks | None = None,
-                 queue: NatsTaskQueue | None = None) -> Planner:
-    """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers,
-    resource pools followed live (docs/pools.md); `hooks`: which clusters it acts for (shards)."""
+def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, *, ownership: Ownership | None = None,
+                 identities: IdentityState | None = None, queue: NatsTaskQueue | None = None,
+                 pools: PoolMirror | None = None, catalogs: CatalogSource | None = None) -> Planner:
+    """The planner on NATS adapters: the log and task queue on JetStream, dry runs asking the
+    solvers, the nodes maps and snapshots in KV buckets, resource pools followed live
+    (docs/pools.md); `ownership`: which clusters it acts for (default: all; shards: `start_planner`)."""
     store = store or EventStore(nc)
-    broker = PoolBroker(store, PoolMirror(store))
-    planner = Planner(store, queue or NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
-                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
-                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
-                      hooks=replace(hooks or Hooks(), dispatch=broker, after=(broker.after,), pools=broker))
-    broker.attach(planner)
-    return planner
+    return bootstrap(store, queue or NatsTaskQueue(store.js), config, ownership=ownership, identities=identities,
+                     pools=pools or PoolMirror(store), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
+                     nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
+                     snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None)
 
 
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
@@ -66,20 +64,21 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     # On a thread and a connection of their own: a busy planner loop must not let them lapse.
     servers = ",".join(u.geturl() for u in nc.servers)
     leases = ThreadedLeases(servers, config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
-    hooks = Hooks(owns=lambda tenant, cluster_id: leases.owns_cluster(cluster_id), settle=settler(leases))
-    queue = NatsTaskQueue(nc.jetstream())
-    planner = nats_planner(nc, config, hooks=hooks, queue=queue)
-    sharding = Sharding(nc, planner, leases)
-    planner.sharding = sharding  # type: ignore[attr-defined]
-    stack.callback(planner.timers.cancel_all)
-    catalog = CatalogWrites(EventStore(nc), catalog_plugins())
+    identities = None
     if auth_required(nc):
         # Auth on (this planner authenticated): requests are checked against the requester's
         # grants, kept current by following the identity events.
         view = await IdentityView(nc).start()
         stack.push_async_callback(view.stop)
-        planner.hooks.admission = (*planner.hooks.admission, OperationAuthz(view.state, planner.jobs.get))
-        catalog.identity = view.state
+        identities = view.state
+    queue = NatsTaskQueue(nc.jetstream())
+    store = EventStore(nc)
+    mirror = PoolMirror(store)
+    planner = nats_planner(nc, config, store, ownership=ShardOwnership(leases), identities=identities, queue=queue,
+                           pools=mirror)
+    sharding = Sharding(nc, planner, leases)
+    stack.callback(planner.timers.cancel_all)
+    catalog = CatalogWrites(EventStore(nc), catalog_plugins(), identities)
     if planner.state.snapshotter is not None:
         stack.callback(planner.state.snapshotter.close)
 
@@ -105,7 +104,6 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     stack.push_async_callback(leases.stop)
     # After that resume: the pools' history replays into the jobs just rebuilt (a grant recorded
     # while this planner was down is taken now), and admission sees every pool.
-    mirror = planner.hooks.pools.mirror
     await mirror.start()
     stack.push_async_callback(mirror.stop)
     await mirror.wait_ready()

@@ -27,14 +27,15 @@ from muster.ports.taskqueue import TaskQueue
 
 from . import leases
 from .attempts import AttemptHolders
-from .config import Hooks, PlannerConfig
+from .config import PlannerConfig
 from .domain import saga
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.limits import Limits
-from .domain.saga import Attempt, Effects
+from .domain.saga import Attempt, DispatchPolicy, Effects
 from .metrics import QueueMetrics
 from .nodemaps import NodeMaps
+from .ports import Ownership, Pools
 from .state import PlannerState
 from .tasks import needs_nodes, task_message
 from .timers import Timers
@@ -54,9 +55,11 @@ disk sync per event, an atomic batch ~10 ms whatever its size (decision 6)."""
 
 
 class Execution:
-    def __init__(self, state: PlannerState, queue: TaskQueue, timers: Timers, config: PlannerConfig,
-                 hooks: Hooks, metrics: QueueMetrics, nodemaps: NodeMaps, limits: Limits | None = None) -> None:
-        self.state, self.queue, self.timers, self.config, self.hooks = state, queue, timers, config, hooks
+    def __init__(self, state: PlannerState, queue: TaskQueue, timers: Timers, config: PlannerConfig, *,
+                 dispatch: DispatchPolicy, ownership: Ownership, metrics: QueueMetrics, nodemaps: NodeMaps,
+                 limits: Limits | None = None, pools: Pools | None = None) -> None:
+        self.state, self.queue, self.timers, self.config = state, queue, timers, config
+        self.dispatch, self.ownership, self.pools = dispatch, ownership, pools
         self.metrics, self.nodemaps, self.limits = metrics, nodemaps, limits
         self._waking = False
         self.ran_attempts: dict[tuple[str, str], list[str]] = {}
@@ -93,9 +96,9 @@ class Execution:
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
             # A lease that ended while the cluster was busy is due now.
-            leases.arm(self.timers, self.hooks.owns, cluster)
-        for hook in self.hooks.after:
-            await hook(job, cluster)
+            leases.arm(self.timers, self.ownership.owns, cluster)
+        if self.pools is not None:
+            await self.pools.after(job, cluster)
         await self._wake(job)
 
     async def _save_and_publish(self, job: Job, cluster: Cluster, dispatch: list[Attempt]) -> list[Attempt]:
@@ -152,7 +155,7 @@ class Execution:
         try:
             for job_id in self.limits.wake():
                 other = self.state.jobs.get(job_id)
-                if other is None or other.is_final or not self.hooks.owns(other.tenant, other.cluster_id):
+                if other is None or other.is_final or not self.ownership.owns(other.tenant, other.cluster_id):
                     self.limits.forget(job_id)
                 elif other is not job:
                     await self.advance(other, self.state.clusters[other.cluster_id])
@@ -166,7 +169,7 @@ class Execution:
         `republish`: the job's queued attempts go out again too (an earlier try may have
         recorded them and stopped before publishing)."""
         catalog = await self.state.catalog(job.tenant)
-        effects = saga.advance(job, cluster, catalog.services, self.config.settings, self.hooks.dispatch)
+        effects = saga.advance(job, cluster, catalog.services, self.config.settings, self.dispatch)
         effects.republish_queued |= republish
         if then is not None:
             then()
@@ -256,20 +259,20 @@ class Execution:
         self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
         async with self.state.lock:
             job = self.state.jobs.get(event.job_id)
-            if job is None or job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
+            if job is None or job.is_final or not self.ownership.owns(job.tenant, job.cluster_id):
                 return
             await self.take_outcome(job, self.state.clusters[job.cluster_id], event)
 
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> None:
         catalog = await self.state.catalog(job.tenant)
-        effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.hooks.dispatch)
+        effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects)
 
     async def on_layout(self, recorded: Recorded) -> None:
         event: LayoutSolved | LayoutUnsolvable = recorded.event
         async with self.state.lock:
             job = self.state.jobs.get(event.job_id)
-            if job is None or job.planned or job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
+            if job is None or job.planned or job.is_final or not self.ownership.owns(job.tenant, job.cluster_id):
                 return
             await self.take_layout(job, self.state.clusters[job.cluster_id], event)
 
@@ -277,7 +280,7 @@ class Execution:
         catalog = await self.state.catalog(job.tenant)
         # Planning 10,000 nodes takes seconds of CPU: in a thread, so the loop keeps the
         # planner's leases and answers meanwhile (the state lock keeps other handlers out).
-        effects = await asyncio.to_thread(saga.take_layout, job, cluster, event, catalog, self.config.settings, self.hooks.dispatch)
+        effects = await asyncio.to_thread(saga.take_layout, job, cluster, event, catalog, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects)
 
     async def timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
@@ -288,7 +291,7 @@ class Execution:
             cluster = self.state.clusters[job.cluster_id]
             catalog = await self.state.catalog(job.tenant)
             effects = saga.time_out(job, cluster, Attempt(task_id, attempt), self.config.task_timeout_s,
-                                    catalog.services, self.config.settings, self.hooks.dispatch)
+                                    catalog.services, self.config.settings, self.dispatch)
             log.warning("task timed out", job=job_id, task=task_id, attempt=attempt)
             try:
                 await self.execute(job, cluster, effects or Effects())

@@ -26,9 +26,9 @@ asked, reported and granted for a job), easier to check in one place.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -58,7 +58,6 @@ from .domain.job import Job
 
 if TYPE_CHECKING:
     from services.pool.domain.pool import Pool
-    from services.pool.mirror import PoolMirror
 
     from .app import Planner
 
@@ -79,8 +78,17 @@ def job_id_of(request_id: str) -> str:
     return request_id.split("_r", 1)[0]
 
 
+class PoolFold(Protocol):
+    """Every pool as its events make it, kept current (`services.pool.mirror.PoolMirror`)."""
+
+    @property
+    def pools(self) -> Mapping[str, Pool]: ...
+
+    def watch(self, watcher: Callable[[str, Pool, Recorded], Awaitable[None]]) -> None: ...
+
+
 class PoolBroker:
-    def __init__(self, log: EventLog, mirror: PoolMirror) -> None:
+    def __init__(self, log: EventLog, mirror: PoolFold) -> None:
         self.log = log
         self.mirror = mirror
         self.planner: Planner | None = None
@@ -322,7 +330,7 @@ class PoolBroker:
             job = state.jobs.get(job_id_of(rid))
             if job is None or job.resources is None or job.resources["request_id"] != rid:
                 return  # not ours, not loaded (finished long ago), or an older request of the job
-            if not self.planner.hooks.owns(job.tenant, job.cluster_id):
+            if not self.planner.ownership.owns(job.tenant, job.cluster_id):
                 return
             cluster = state.clusters[job.cluster_id]
             if not isinstance(decision, HostsGranted):

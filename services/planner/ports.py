@@ -1,15 +1,65 @@
-"""The planner's own ports (the log, the task queue and the clock are `muster.ports`): where
-catalogs come from, and the solver a dry run asks."""
+"""The planner's own ports (the log, the task queue and the clock are `muster.ports`): which
+clusters it acts for, the checks and policies later features plug in, resource pools, where
+catalogs come from, the solver a dry run asks and the live provisioners. The composition root
+(`bootstrap.py`) is given them once; nothing changes them afterwards."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
 from muster.catalog.store import read_catalog
 from muster.ports.eventlog import EventLog
+
+from .domain.admission import PoolAdmission
+from .domain.cluster import Cluster
+from .domain.job import Job
+from .domain.operations import Operation
+from .messages import RequestContext
+
+
+class Ownership(Protocol):
+    """Which clusters this planner acts for: every one (one planner), or those of the shards
+    it holds a lease on (`sharding.ShardOwnership`). Requests for other clusters are refused,
+    their events skipped, and `resume` rebuilds only owned clusters' jobs."""
+
+    def owns(self, tenant: str, cluster_id: str) -> bool: ...
+
+    async def settle(self, tenant: str, cluster_id: str) -> None:
+        """Awaited before an event about the cluster is taken in or skipped; raises
+        `muster.routing.NotYet` while `owns` cannot be trusted (a lease being renewed late), and
+        the event comes again later."""
+        ...
+
+
+class OwnsEverything:
+    """One planner: it acts for every cluster, and always knows it."""
+
+    def owns(self, tenant: str, cluster_id: str) -> bool:
+        return True
+
+    async def settle(self, tenant: str, cluster_id: str) -> None:
+        return None
+
+
+class AdmissionCheck(Protocol):
+    def __call__(self, ctx: RequestContext, op: Operation, command: Any) -> None:
+        """Runs on every parsed request before the operation's own rules; raises
+        `domain.admission.Refused` to reject (a permission check, a quota)."""
+        ...
+
+
+class Pools(PoolAdmission, Protocol):
+    """Resource pools as the planner uses them (`pools.PoolBroker`, docs/pools.md): admission
+    asks whether a pool would serve a request (`refusal`), dispatch holds a node's create until
+    it has a host (`admit`), and after every recorded decision the pool is told what changed."""
+
+    def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]: ...
+
+    async def after(self, job: Job, cluster: Cluster) -> None: ...
 
 
 class CatalogSource(Protocol):

@@ -10,6 +10,7 @@ cluster's new lease and starts no job (`leases.py`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -35,16 +36,16 @@ from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
 from . import leases
-from .config import Hooks, PlannerConfig
+from .config import PlannerConfig
 from .domain import planning, saved
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
-from .domain.saga import control, queue_class
+from .domain.saga import DispatchPolicy, control, queue_class
 from .execution import Execution
 from .messages import OperationAnswer, RequestContext, parse
-from .ports import Solver, Workers
+from .ports import AdmissionCheck, Ownership, Pools, Solver, Workers
 from .previews import Preview, Previews
 from .state import PlannerState
 
@@ -72,9 +73,11 @@ def same_request(known: Job, cmd: Any) -> None:
 
 
 class Requests:
-    def __init__(self, state: PlannerState, execution: Execution, solver: Solver | None, config: PlannerConfig, hooks: Hooks,
-                 workers: Workers | None = None) -> None:
-        self.state, self.execution, self.solver, self.config, self.hooks = state, execution, solver, config, hooks
+    def __init__(self, state: PlannerState, execution: Execution, config: PlannerConfig, *, ownership: Ownership,
+                 admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
+                 solver: Solver | None, workers: Workers | None = None) -> None:
+        self.state, self.execution, self.solver, self.config = state, execution, solver, config
+        self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
 
@@ -90,7 +93,7 @@ class Requests:
                 # The saved request, asked for by whoever applies it.
                 command = COMMAND_ADAPTER.validate_python({**pin.command, "requested_by": command.requested_by})
             op = operation_of(command)
-            for check in () if system else self.hooks.admission:
+            for check in () if system else self.admission:
                 check(ctx, op, command)
             async with self.state.lock:
                 if op.target == "job":
@@ -115,7 +118,7 @@ class Requests:
     async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster, pin: PlanSaved | None) -> Accepted | DryRun:
         job_id = self._job_id(ctx.tenant, cmd, pin)
         cluster_id = str(planning.cluster_uuid(job_id))
-        if not self.hooks.owns(ctx.tenant, cluster_id):
+        if not self.ownership.owns(ctx.tenant, cluster_id):
             raise Refused(f"cluster {cluster_id!r} belongs to another planner")
         known = await self.state.find_job(ctx.tenant, job_id)
         if known is not None and not cmd.dry_run:
@@ -123,7 +126,7 @@ class Requests:
                 same_request(known, cmd)
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         catalog = await self.state.catalog(ctx.tenant, refresh=True)
-        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.hooks.pools)
+        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools)
         self._check(op, facts)
         await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=not cmd.dry_run)
         job = self._new_job(ctx, facts, cluster_id, pin)
@@ -144,7 +147,7 @@ class Requests:
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         self.state.jobs[job_id], self.state.clusters[cluster_id] = job, cluster
-        leases.arm(self.execution.timers, self.hooks.owns, cluster)
+        leases.arm(self.execution.timers, self.ownership.owns, cluster)
         if preview is not None:
             await self._start(job, cluster, facts, preview)
         else:
@@ -196,7 +199,7 @@ class Requests:
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != tenant:
             raise Refused(f"unknown cluster {cmd.cluster_id!r}")
-        if not self.hooks.owns(tenant, cmd.cluster_id):
+        if not self.ownership.owns(tenant, cmd.cluster_id):
             raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
         job_id = self._job_id(tenant, cmd, pin)
         known = await self.state.find_job(tenant, job_id)
@@ -207,7 +210,7 @@ class Requests:
         facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
                       source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None,
-                      pools=self.hooks.pools)
+                      pools=self.pools)
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
@@ -262,12 +265,12 @@ class Requests:
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != ctx.tenant:
             raise Refused(f"unknown cluster {cmd.cluster_id!r}")
-        if not self.hooks.owns(ctx.tenant, cmd.cluster_id):
+        if not self.ownership.owns(ctx.tenant, cmd.cluster_id):
             raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
         if not (cmd.request_id and cmd.request_id in cluster.lease_requests):
             self._check(op, Facts(ctx.tenant, op.name, cmd, await self.state.catalog(ctx.tenant), "", cluster=cluster,
                                   principal=ctx.principal))
-        return await leases.extend(self.state, self.execution.timers, self.hooks.owns, cluster, cmd, ctx.by(cmd))
+        return await leases.extend(self.state, self.execution.timers, self.ownership.owns, cluster, cmd, ctx.by(cmd))
 
     # -- job control ---------------------------------------------------------------------------
 
@@ -275,7 +278,7 @@ class Requests:
         job = await self.state.find_job(ctx.tenant, cmd.job_id)
         if job is None:
             raise Refused(f"unknown job {cmd.job_id!r}")
-        if not self.hooks.owns(ctx.tenant, job.cluster_id):
+        if not self.ownership.owns(ctx.tenant, job.cluster_id):
             raise Refused(f"cluster {job.cluster_id!r} belongs to another planner")
         cluster = self.state.clusters[job.cluster_id]
         first = job.control_requests.get(cmd.request_id or "")
@@ -285,6 +288,6 @@ class Requests:
                               f"{cmd.job_id}: send that same request again, or use a new request_id")
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
         catalog = await self.state.catalog(job.tenant)
-        effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.hooks.dispatch)
+        effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch)
         await self.execution.execute(job, cluster, effects)
         return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)

@@ -1,7 +1,7 @@
 """Planners share the clusters: each acts only for the clusters of the shards it holds a lease
 on (`muster/bus/shards.py`), and a request reaches the owner of its cluster wherever it runs.
 
-- **Ownership.** `owns(tenant, cluster_id)` is the planner's `Hooks.owns`: requests for other
+- **Ownership.** `ShardOwnership` is the planner's `Ownership` port: requests for other
   clusters are not handled here, their events are skipped, their job queries not answered.
 - **Gaining a shard** (at start, or taking over a dead planner's): its clusters and their open
   jobs are rebuilt from the log (`Planner.resume`: outcomes they missed taken in, timers
@@ -63,18 +63,24 @@ def shard_subject(shard: int, tenant: str = "*", principal: str = "*", verb: str
     return subjects.shard_operation(shard, tenant, principal, verb)
 
 
-def settler(leases: ThreadedLeases) -> Callable[[str, str], Awaitable[None]]:
-    """`Hooks.settle`: an event for a cluster whose lease is being renewed late (held, past
-    its validity: after a bus outage, or a loop busy for seconds) is neither taken in nor
-    skipped (skipped, it would be acked and lost: no rebuild follows a late renewal); it comes
-    again a little later, when the lease is renewed or lost."""
+class ShardOwnership:
+    """The planner's `Ownership` with shards: it acts for the clusters of the shards it holds a
+    lease on."""
 
-    async def settle(tenant: str, cluster_id: str) -> None:
-        shard = shard_of(cluster_id, leases.shards)
-        if not leases.owns(shard) and shard in leases.held:
+    def __init__(self, leases: ThreadedLeases) -> None:
+        self.leases = leases
+
+    def owns(self, tenant: str, cluster_id: str) -> bool:
+        return self.leases.owns_cluster(cluster_id)
+
+    async def settle(self, tenant: str, cluster_id: str) -> None:
+        """An event for a cluster whose lease is being renewed late (held, past its validity:
+        after a bus outage, or a loop busy for seconds) is neither taken in nor skipped
+        (skipped, it would be acked and lost: no rebuild follows a late renewal); it comes
+        again a little later, when the lease is renewed or lost."""
+        shard = shard_of(cluster_id, self.leases.shards)
+        if not self.leases.owns(shard) and shard in self.leases.held:
             raise NotYet(f"the lease on shard {shard} is being renewed late")
-
-    return settle
 
 
 class Sharding:
@@ -88,10 +94,6 @@ class Sharding:
         """Shards whose clusters are rebuilt: requests for them are answered from then on."""
         leases.on_gained, leases.on_lost = self.gained, self.lost
 
-    def owns(self, tenant: str, cluster_id: str) -> bool:
-        return self.leases.owns_cluster(cluster_id)
-
-
     def _in(self, shards: set[int]) -> Any:
         n = self.leases.shards
         return lambda cluster_id: shard_of(cluster_id, n) in shards
@@ -102,9 +104,9 @@ class Sharding:
         for shard in shards:
             self._ready[shard] = asyncio.Event()
         await self.planner.resume(self._in(shards))
-        pools = self.planner.hooks.pools
+        pools = self.planner.pools
         if pools is not None:  # grants that came while nobody acted for these clusters
-            await pools.catch_up(self._in(shards))
+            await pools.catch_up(self._in(shards))  # type: ignore[attr-defined]
         for shard in shards:
             self._subs[shard] = await self.nc.subscribe(shard_subject(shard), cb=self._on_forwarded)
             self._ready[shard].set()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from contracts.catalog import Catalog, ClusterTemplate
@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules impor
 
 class Refused(Exception):
     """A request that cannot be accepted; the message is the reply's reason."""
+
+
+class PoolAdmission(Protocol):
+    def refusal(self, facts: Facts) -> str:
+        """Why the pool would refuse this request now ('' if it would not)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -45,8 +51,8 @@ class Facts:
     """`rollback`: the job whose earlier state is the target."""
     principal: str | None = None
     """Who asks (authenticated), when the transport knows; None before identities exist."""
-    pools: Any = None
-    """Resource pools, when the planner has them: `.refusal(facts) -> str` ('' = admitted)."""
+    pools: PoolAdmission | None = None
+    """Resource pools, when the planner has them."""
 
 
 Rule = Callable[[Facts], None]

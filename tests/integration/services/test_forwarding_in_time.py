@@ -32,7 +32,7 @@ CLIENT_TIMEOUT_S = 10.0  # MusterClient's default per-try timeout, and the soak'
 
 async def _until_held(planner: Planner, count: int, timeout: float) -> None:
     """Wait, woken by the lease watch, until the planner holds `count` shards."""
-    leases = planner.sharding.leases  # type: ignore[attr-defined]
+    leases = planner.ownership.leases  # type: ignore[attr-defined]
     async with leases._changed:
         await asyncio.wait_for(leases._changed.wait_for(lambda: len(leases.held) == count), timeout)
 
@@ -58,7 +58,7 @@ async def half_ghost(fresh_nats: str) -> AsyncIterator[tuple[Planner, MusterClie
         planner = await start_planner(conns[1], pstack, PlannerConfig(instance="planner", shards=SHARDS, ack_wait_s=1.0))
         await _until_held(planner, SHARDS // 2, 30)  # the ghost handed half over, as a live member does
         await ghost.abort()  # and then died: its half stays held until its 60 s TTL runs out
-        ghosts = set(range(SHARDS)) - set(planner.sharding.leases.held)  # type: ignore[attr-defined]
+        ghosts = set(range(SHARDS)) - set(planner.ownership.leases.held)  # type: ignore[attr-defined]
         yield planner, MusterClient(conns[2], tenant="default"), ghosts
 
 

@@ -26,7 +26,7 @@ async def _kill(stack: Stack) -> None:
     """As close to kill -9 as one process allows: timers gone, leases left to expire,
     connection dropped unacked."""
     stack.planner.timers.cancel_all()
-    await stack.planner.sharding.leases.abort()
+    await stack.planner.ownership.leases.abort()
     await stack.planner_nc.close()
 
 

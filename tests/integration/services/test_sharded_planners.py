@@ -28,7 +28,6 @@ from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.ports.eventlog import ConcurrencyError
 from services.planner.app import Planner, PlannerConfig
-from services.planner.config import Hooks
 from services.planner.entrypoint import nats_planner, start_planner
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
@@ -66,7 +65,7 @@ class Fleet:
         """As close to kill -9 as one process allows."""
         planner = self.planners.pop(name)
         planner.timers.cancel_all()
-        await planner.sharding.leases.abort()  # type: ignore[attr-defined]
+        await planner.ownership.leases.abort()  # type: ignore[attr-defined]
         await self.conns.pop(name).close()
         self.stacks.pop(name)
 
@@ -128,13 +127,13 @@ async def _queued_twice(fleet: Fleet, job_id: str) -> int:
 
 async def _until_held(planner: Planner, count: int, timeout: float) -> None:
     """Wait, woken by the lease watch, until the planner holds `count` shards."""
-    leases = planner.sharding.leases  # type: ignore[attr-defined]
+    leases = planner.ownership.leases  # type: ignore[attr-defined]
     async with leases._changed:
         await asyncio.wait_for(leases._changed.wait_for(lambda: len(leases.held) == count), timeout)
 
 
 def _owner(fleet: Fleet, cluster_id: str) -> str:
-    [name] = [n for n, p in fleet.planners.items() if p.sharding.leases.owns_cluster(cluster_id)]  # type: ignore[attr-defined]
+    [name] = [n for n, p in fleet.planners.items() if p.ownership.leases.owns_cluster(cluster_id)]  # type: ignore[attr-defined]
     return name
 
 
@@ -209,7 +208,7 @@ async def test_a_planner_that_wrongly_believes_it_owns_a_cluster_is_fenced_by_th
     # records more.
     nc = await connect(fleet.url, name="stale")
     try:
-        stale = nats_planner(nc, PlannerConfig(instance="stale"), hooks=Hooks())
+        stale = nats_planner(nc, PlannerConfig(instance="stale"))
         await stale.resume()
         # The real owner records more: a restart of the cluster's services.
         restart = await fleet.client.request(RestartServices(cluster_id=reply.cluster_id), tenant="default")
@@ -224,4 +223,4 @@ async def test_a_planner_that_wrongly_believes_it_owns_a_cluster_is_fenced_by_th
         stale.timers.cancel_all()
     finally:
         await nc.close()
-    assert shard_of(reply.cluster_id, SHARDS) in fleet.planners["planner-a"].sharding.leases.held  # type: ignore[attr-defined]
+    assert shard_of(reply.cluster_id, SHARDS) in fleet.planners["planner-a"].ownership.leases.held  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.memory import ManualClock, MemoryEventLog, MemoryTaskQueue, matches
 from muster.routing import router
 from services.planner.app import Planner, PlannerConfig
-from services.planner.config import Hooks
+from services.planner.bootstrap import bootstrap
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.messages import RequestContext
@@ -71,15 +71,30 @@ class Solver:
         return result.layout
 
 
+class OwnedWhere:
+    """The ownership port by a predicate of (tenant, cluster id), settled at once."""
+
+    def __init__(self, owns: Callable[[str, str], bool]) -> None:
+        self.predicate = owns
+
+    def owns(self, tenant: str, cluster_id: str) -> bool:
+        return self.predicate(tenant, cluster_id)
+
+    async def settle(self, tenant: str, cluster_id: str) -> None:
+        return None
+
+
 class Harness:
-    def __init__(self, config: PlannerConfig | None = None, hooks: Hooks | None = None,
-                 catalog: Catalog | None = None, log: MemoryEventLog | None = None) -> None:
+    def __init__(self, config: PlannerConfig | None = None, catalog: Catalog | None = None,
+                 log: MemoryEventLog | None = None, **ports: Any) -> None:
+        """`ports`: what `bootstrap` takes besides the fakes (ownership, admission, dispatch,
+        pools, identities)."""
         self.clock = ManualClock()
         self.log = log or MemoryEventLog(self.clock)
         self.queue = MemoryTaskQueue()
         self.catalogs = Catalogs(catalog or demo_catalog())
         self.config = config or PlannerConfig(instance="planner-test")
-        self.hooks = hooks
+        self.ports = ports
         self.workers: Any = None
         """The planner's view of live provisioners (None: it has none, and never warns)."""
         self.planner = self._planner()
@@ -93,8 +108,8 @@ class Harness:
         self.solving = True
 
     def _planner(self) -> Planner:
-        planner = Planner(self.log, self.queue, config=self.config, catalogs=self.catalogs, solver=Solver(),
-                          clock=self.clock, hooks=self.hooks, workers=self.workers)
+        planner = bootstrap(self.log, self.queue, self.config, catalogs=self.catalogs, solver=Solver(), clock=self.clock,
+                            workers=self.workers, **self.ports)
         self.routes = [(r.filter, router(planner, r)) for r in ROUTES]
         return planner
 

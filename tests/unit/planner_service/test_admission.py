@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from planner_harness import CHECKED, SIMPLE, Harness, demo_catalog
+from planner_harness import CHECKED, SIMPLE, Harness, OwnedWhere, demo_catalog
 
 from contracts.commands import (
     Accepted,
@@ -35,7 +35,6 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
-from services.planner.config import Hooks
 from services.planner.domain.admission import Refused
 from services.planner.domain.operations import VERBS
 
@@ -248,7 +247,7 @@ async def test_an_admission_hook_refuses_before_the_rules_and_sees_the_principal
         if op.name == "delete" and ctx.principal != "admin":
             raise Refused(f"{ctx.principal} may not delete clusters")
 
-    h = Harness(hooks=Hooks(admission=(only_admins_delete,)))
+    h = Harness(admission=(only_admins_delete,))
     cid = await h.cluster_of(2)
     reply = await h.send(DeleteCluster(cluster_id=cid), principal="alice")
     assert isinstance(reply, Rejected) and reply.reason == "alice may not delete clusters"
@@ -272,7 +271,7 @@ async def test_the_principal_becomes_the_events_by(h: Harness) -> None:
 
 async def test_requests_for_clusters_another_planner_owns_are_refused_and_their_events_skipped() -> None:
     elsewhere: set[str] = set()
-    h = Harness(hooks=Hooks(owns=lambda tenant, cluster_id: cluster_id not in elsewhere))
+    h = Harness(ownership=OwnedWhere(lambda tenant, cluster_id: cluster_id not in elsewhere))
     cid = await h.cluster_of(2)
     elsewhere.add(cid)  # its shard's lease is another planner's
     reply = await h.send(ConfigureCluster(cluster_id=cid, config={"x": 1}))

@@ -24,7 +24,7 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
-from services.planner.app import Planner
+from services.planner.bootstrap import bootstrap
 
 DRY: dict[str, Any] = {
     "delete": lambda cid: DeleteCluster(cluster_id=cid, dry_run=True),
@@ -70,7 +70,7 @@ async def test_each_cluster_operation_dry_runs(verb: str) -> None:
 async def test_a_dry_run_without_a_layout_or_a_solver_is_refused_by_name(h: Harness) -> None:
     reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, hardwaretype="huge", dry_run=True))
     assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:")
-    lone = Planner(h.log, h.queue, catalogs=h.catalogs, clock=h.clock)
+    lone = bootstrap(h.log, h.queue, catalogs=h.catalogs, clock=h.clock)
     from services.planner.messages import RequestContext
 
     body = CreateCluster(name="dry", template="hadoop-small", nodes=4, dry_run=True).model_dump_json().encode()

@@ -13,7 +13,6 @@ from contracts.commands import Accepted, AddServices, CreateCluster, PauseJob
 from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
 from contracts.tasks import TaskMessage
 from services.planner.app import PlannerConfig
-from services.planner.config import Hooks
 from services.planner.domain import saga
 from services.planner.execution import REPUBLISH_QUEUED_EVERY_S
 
@@ -205,7 +204,7 @@ class HoldCreatesUntilGranted:
 
 async def test_a_dispatch_policy_holds_tasks_back_until_nudged() -> None:
     policy = HoldCreatesUntilGranted()
-    h = Harness(hooks=Hooks(dispatch=policy))
+    h = Harness(dispatch=policy)
     reply = await h.send(CreateCluster(name="pooled", template="hadoop-small", nodes=2))
     await h.settle()
     assert h.job(reply.job_id).planned and h.queue.messages == [] and "TaskQueued" not in h.history(reply.job_id)

@@ -14,8 +14,6 @@ from contracts.events import TaskClaimed, TaskSucceeded
 from contracts.identity import PermissionGranted, PrincipalCreated, Scope, TenantCreated
 from muster.ports.eventlog import Append
 from services.auth.domain.state import IdentityState
-from services.planner.authz import OperationAuthz
-from services.planner.config import Hooks
 
 
 def identities(*grants: tuple[str, str, Scope]) -> IdentityState:
@@ -30,9 +28,7 @@ def identities(*grants: tuple[str, str, Scope]) -> IdentityState:
 
 
 def harness(state: IdentityState) -> Harness:
-    h = Harness(hooks=Hooks())
-    h.planner.hooks.admission = (OperationAuthz(state, h.planner.jobs.get),)
-    return h
+    return Harness(identities=state)
 
 
 TENANT = Scope(tenant="default")
@@ -52,10 +48,11 @@ async def test_read_only_cannot_create_and_write_on_every_cluster_can() -> None:
 
 
 async def test_execute_on_a_cluster_controls_its_jobs_and_services_but_does_not_build() -> None:
-    h0 = Harness(hooks=Hooks())
+    h0 = Harness()
     cluster = await h0.cluster_of()  # before identities are checked
     scope = Scope(tenant="default", kind="cluster", id=cluster)
-    h0.planner.hooks.admission = (OperationAuthz(identities(("operator", "execute", scope)), h0.planner.jobs.get),)
+    h0.ports["identities"] = identities(("operator", "execute", scope))
+    await h0.restart()
     h0.behaviour = lambda m: "hold"
     restart = await h0.send(RestartServices(cluster_id=cluster), principal="operator")
     assert isinstance(restart, Accepted), restart

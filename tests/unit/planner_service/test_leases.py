@@ -8,22 +8,22 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from planner_harness import Harness, demo_catalog
+from planner_harness import Harness, OwnedWhere, demo_catalog
 
 from contracts.commands import Accepted, ConfigureCluster, CreateCluster, ExtendLease, LeaseExtended, Rejected
-from services.planner.config import Hooks, PlannerConfig
+from services.planner.config import PlannerConfig
 from services.planner.domain.leases import duration_s
 
 HOUR = 3600.0
 
 
-def leased(initial: Any = "1h", max_: Any = "3h", step: Any = "1h", hooks: Hooks | None = None) -> Harness:
+def leased(initial: Any = "1h", max_: Any = "3h", step: Any = "1h", **ports: Any) -> Harness:
     catalog = demo_catalog()
     template = catalog.clustertemplates["hadoop-small"]
     catalog.clustertemplates["hadoop-small"] = template.model_copy(
         update={"administration": {"leaseduration": {"initial": initial, "max": max_, "step": step}}})
     # Tasks may be held for hours here: no attempt times out meanwhile.
-    return Harness(catalog=catalog, hooks=hooks, config=PlannerConfig(instance="planner-test", task_timeout_s=100 * HOUR))
+    return Harness(catalog=catalog, config=PlannerConfig(instance="planner-test", task_timeout_s=100 * HOUR), **ports)
 
 
 async def _create(h: Harness, **extra: Any) -> str:
@@ -116,7 +116,7 @@ async def test_the_timer_is_rebuilt_from_the_log_after_a_restart() -> None:
 
 async def test_only_the_owner_arms_the_timer() -> None:
     mine: set[str] = set()
-    h = leased(hooks=Hooks(owns=lambda tenant, cluster_id: not mine or cluster_id in mine))
+    h = leased(ownership=OwnedWhere(lambda tenant, cluster_id: not mine or cluster_id in mine))
     await _create(h)
     mine.add("someone-else")
     await h.restart()
@@ -127,7 +127,7 @@ async def test_only_the_owner_arms_the_timer() -> None:
 
 async def test_a_shard_gained_while_its_lease_is_renewed_late_arms_the_timer() -> None:
     late = False
-    h = leased(hooks=Hooks(owns=lambda tenant, cluster_id: not late))
+    h = leased(ownership=OwnedWhere(lambda tenant, cluster_id: not late))
     cid = await _create(h)
     h.planner.timers.cancel_all()
     h.planner = h._planner()

@@ -19,7 +19,6 @@ from contracts.events import JobResourcesGranted
 from contracts.pools import HostSpec, PoolHostsRequested
 from contracts.records import Recorded
 from muster.ports.eventlog import Append, ConcurrencyError
-from services.planner.config import Hooks
 from services.planner.pools import GRANT, PoolBroker
 from services.pool.domain.pool import Pool, PoolCreated
 
@@ -38,16 +37,14 @@ class Mirror:
 
 
 def _setup() -> tuple[Harness, PoolBroker, Pool]:
-    h = Harness(catalog=Catalog.model_validate(CATALOG))
-    broker = PoolBroker(h.log, Mirror())  # type: ignore[arg-type]
-    h.hooks = Hooks(dispatch=broker, after=(broker.after,), pools=broker)
-    h.planner = h._planner()
-    broker.attach(h.planner)
+    mirror = Mirror()
+    h = Harness(catalog=Catalog.model_validate(CATALOG), pools=mirror)
+    assert isinstance(h.planner.pools, PoolBroker)
     pool = Pool(PoolCreated(pool="lab", by="admin"))
     pool.add_hosts([HostSpec.model_validate({"id": "h1", "address": "10.0.0.1", "host_keys": [KEY]})], by="admin")
     pool.collect_events()
-    broker.mirror.pools["lab"] = pool
-    return h, broker, pool
+    mirror.pools["lab"] = pool
+    return h, h.planner.pools, pool
 
 
 async def _waiting_job(h: Harness, pool: Pool) -> tuple[str, Recorded]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from planner_harness import Harness
+from planner_harness import Harness, OwnedWhere
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobSucceeded
 from services.planner.app import PlannerConfig
-from services.planner.config import Hooks
 
 
 async def test_a_restarted_planner_finishes_the_job_without_dispatching_twice(h: Harness) -> None:
@@ -105,7 +104,7 @@ async def test_shards_gained_while_their_lease_is_renewed_late_still_load_every_
     cluster's delete would have no planner answering for it, as the soak found); test_leases.py
     checks the lease's expiry is armed then too."""
     late = False
-    h = Harness(hooks=Hooks(owns=lambda tenant, cluster_id: not late))
+    h = Harness(ownership=OwnedWhere(lambda tenant, cluster_id: not late))
     gone = await h.cluster_of(nodes=2, name="gone")
     deleted = await h.ok(DeleteCluster(cluster_id=gone))
     await h.settle()

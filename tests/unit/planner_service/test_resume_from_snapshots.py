@@ -15,6 +15,7 @@ from muster.ports.memory import MemoryEventLog
 from muster.routing import router
 from muster.snapshots import MemorySnapshots, SnapshotTooLarge
 from services.planner.app import Planner, PlannerConfig
+from services.planner.bootstrap import bootstrap
 from services.planner.routing import ROUTES
 
 
@@ -53,8 +54,8 @@ class SnapHarness(Harness):
         super().__init__(config=PlannerConfig(instance="planner-test", snapshot_every=every), log=CountingLog())
 
     def _planner(self) -> Planner:
-        planner = Planner(self.log, self.queue, config=self.config, catalogs=self.catalogs, solver=Solver(),
-                          clock=self.clock, hooks=self.hooks, snapshots=self.snapshots)
+        planner = bootstrap(self.log, self.queue, self.config, catalogs=self.catalogs, solver=Solver(), clock=self.clock,
+                            snapshots=self.snapshots, **self.ports)
         self.routes = [(r.filter, router(planner, r)) for r in ROUTES]
         return planner
 

@@ -1,0 +1,71 @@
+"""The planner's composition root: every part of the service layer built once, from the ports
+it is given (NATS adapters in `entrypoint.py`, in-memory fakes in unit tests), and never
+changed afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from muster.ports.clock import AsyncioClock, Clock
+from muster.ports.eventlog import EventLog
+from muster.ports.taskqueue import TaskQueue
+from muster.snapshots import SnapshotSource
+from services.auth.domain.state import IdentityState
+
+from . import leases
+from .app import Planner
+from .attempts import AttemptHolders
+from .authz import OperationAuthz
+from .config import PlannerConfig
+from .domain.limits import Limits
+from .domain.saga import Chain, DispatchPolicy
+from .execution import Execution
+from .metrics import QueueMetrics
+from .nodemaps import MemoryStore, NodeMaps
+from .pools import PoolBroker, PoolFold
+from .ports import AdmissionCheck, CatalogSource, LogCatalogs, Ownership, OwnsEverything, Solver, Workers
+from .requests import Requests
+from .state import PlannerState
+from .timers import Timers
+
+
+def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = None, *,
+              ownership: Ownership | None = None, admission: Sequence[AdmissionCheck] = (),
+              identities: IdentityState | None = None, dispatch: DispatchPolicy | None = None,
+              pools: PoolFold | None = None, catalogs: CatalogSource | None = None, solver: Solver | None = None,
+              clock: Clock | None = None, nodemaps: NodeMaps | None = None, snapshots: SnapshotSource | None = None,
+              workers: Workers | None = None) -> Planner:
+    """The planner on these ports. `ownership`: which clusters it acts for (default: all);
+    `admission`: checks every request passes before the operation's rules, and with
+    `identities` the requester's grants too (docs/security.md); `dispatch`: a policy that holds
+    ready tasks back, before the concurrency limits; `pools`: the pools, folded live (their
+    grants, admission and reports: `pools.py`); `workers`: the live provisioners (None: the
+    planner never warns that nobody serves a tenant)."""
+    config = config or PlannerConfig()
+    ownership = ownership or OwnsEverything()
+    state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, config.snapshot_every)
+
+    def provider_limit(tenant: str, provider: str) -> int | None:
+        catalog = state.catalogs.get(tenant)  # loaded before any decision about the tenant's jobs
+        found = catalog.providers.get(provider) if catalog is not None else None
+        return found.maxconcurrent if found is not None else None
+
+    limits = Limits(provider_limit, config.tenant_limits, config.tenant_limit)
+    broker = PoolBroker(log, pools) if pools is not None else None
+    # Concurrency limits last: they count only what the other policies let through.
+    policy = Chain(*(p for p in (broker, dispatch) if p is not None), limits)
+    timers = Timers(clock or AsyncioClock())
+    metrics = QueueMetrics()
+    nodemaps = nodemaps or NodeMaps(MemoryStore())
+    execution = Execution(state, queue, timers, config, dispatch=policy, ownership=ownership, metrics=metrics,
+                          nodemaps=nodemaps, limits=limits, pools=broker)
+    checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
+    requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
+                        solver=solver, workers=workers)
+    expiry = leases.LeaseExpiry(state.clusters, timers, ownership.owns, lambda ctx: requests.handle(ctx, system=True))
+    planner = Planner(config=config, state=state, queue=queue, ownership=ownership, limits=limits, timers=timers,
+                      metrics=metrics, nodemaps=nodemaps, execution=execution, attempts=AttemptHolders(log),
+                      requests=requests, lease_expiry=expiry, pools=broker, workers=workers)
+    if broker is not None:
+        broker.attach(planner)
+    return planner
