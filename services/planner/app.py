@@ -9,7 +9,8 @@ Which handler takes which event is the routing table (`routing.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER
+from contracts.events import LayoutSolved, LayoutUnsolvable, TaskFailed, TaskSucceeded
 from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
@@ -57,7 +59,6 @@ class Planner:
         self.config, self.state, self.log, self.queue, self.workers = config, state, state.log, queue, workers
         self.ownership, self.limits, self.timers, self.metrics, self.nodemaps = ownership, limits, timers, metrics, nodemaps
         self.execution, self.attempts, self.requests, self.leases, self.pools = execution, attempts, requests, lease_expiry, pools
-        self.timers.on("requeue", self.requeue_lost)
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -86,7 +87,7 @@ class Planner:
                 # would never be loaded. A lost shard waits for this lock before it forgets.
                 if not ours(cluster.tenant, str(cluster.id)):
                     continue
-                leases.arm(self.timers, ours, cluster)  # its expiry, from the logged lease
+                leases.arm(self.timers, cluster)  # its expiry, from the logged lease
                 job, history = await self.state.load_job(cluster.tenant, cluster.job_id)
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered
@@ -158,15 +159,31 @@ class Planner:
         """The job as its owner sees it; only the planner acting for its cluster answers, and
         it names itself as the owner (the job may have been taken over since it began)."""
         job = self.jobs.get(job_id)
-        if job is None or job.tenant != tenant or not self.ownership.owns(tenant, job.cluster_id):
+        if job is None or job.tenant != tenant or not self._acts_for(job):
             return None
         return {**job.view(), "owner": self.config.instance}
+
+    # -- ownership, asked here: once for each input, before its handler runs ---------------------
+
+    def _acts_for(self, job: Job) -> bool:
+        return self.ownership.owns(job.tenant, job.cluster_id)
+
+    @asynccontextmanager
+    async def _owned(self, job_id: str) -> AsyncIterator[tuple[Job, Cluster] | None]:
+        """Under the planner's lock: the job and its cluster, when the job is loaded and this
+        planner acts for its cluster; None for any other (another planner's: skipped)."""
+        async with self.state.lock:
+            job = self.jobs.get(job_id)
+            yield (job, self.clusters[job.cluster_id]) if job is not None and self._acts_for(job) else None
 
     # -- events (see routing.py) -------------------------------------------------------------
 
     async def on_layout_answer(self, recorded: Recorded) -> None:
         await self._settled(recorded)
-        await self.execution.on_layout(recorded)
+        event: LayoutSolved | LayoutUnsolvable = recorded.event
+        async with self._owned(event.job_id) as found:
+            if found is not None and not found[0].planned and not found[0].is_final:
+                await self.execution.take_layout(*found, event)
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
         await self._settled(recorded)
@@ -177,7 +194,11 @@ class Planner:
         await self._settled(recorded)
         if not await self.attempts.holds(recorded):
             return  # recorded, but changes nothing: another provisioner's attempt (attempts.py)
-        await self.execution.on_outcome(recorded)
+        event: TaskSucceeded | TaskFailed = recorded.event
+        self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
+        async with self._owned(event.job_id) as found:
+            if found is not None and not found[0].is_final:
+                await self.execution.take_outcome(*found, event)
 
     async def _settled(self, recorded: Recorded) -> None:
         """Whether this planner acts for the event's cluster must be known before the event is
@@ -197,7 +218,7 @@ class Planner:
             return
         async with self.state.lock:
             job = await self.state.find_job(tenant, job_id)
-            if job is None or job.is_final or not self.ownership.owns(tenant, job.cluster_id):
+            if job is None or job.is_final or not self._acts_for(job):
                 return
             await self.state.reload(tenant, job_id, job.cluster_id)
             job, cluster = self.jobs[job_id], self.clusters[job.cluster_id]
@@ -235,7 +256,7 @@ class Planner:
         lost = 0
         async with self.state.lock:
             for job in list(self.jobs.values()):
-                if job.is_final or not self.ownership.owns(job.tenant, job.cluster_id):
+                if job.is_final or not self._acts_for(job):
                     continue
                 queued = saga.queued_attempts(job)
                 if not queued:
@@ -254,6 +275,18 @@ class Planner:
                     await self.execution.publish_many(job, self.clusters[job.cluster_id], catalog, [(a, None) for a in keep])
         log.warning("task queue lost; queued attempts published again", attempts=lost,
                     held_by_provisioners="unknown" if held is None else len(held))
+
+    # -- timers (see routing.py) -----------------------------------------------------------------
+
+    async def task_timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
+        await self.execution.timed_out(job_id, task_id, attempt)
+
+    async def republish(self, job_id: str, task_id: str, attempt: int) -> None:
+        await self.execution.republish(job_id, task_id, attempt)
+
+    async def lease_expired(self, tenant: str, cluster_id: str) -> None:
+        if self.ownership.owns(tenant, cluster_id):
+            await self.leases.expired(tenant, cluster_id)
 
     async def nudge(self, job_id: str) -> None:
         """Look at a job's ready tasks again: for a dispatch policy that held some back and

@@ -25,6 +25,7 @@ from .nodemaps import MemoryStore, NodeMaps
 from .pools import PoolBroker, PoolFold
 from .ports import AdmissionCheck, CatalogSource, LogCatalogs, Ownership, OwnsEverything, Solver, Workers
 from .requests import Requests
+from .routing import TIMERS
 from .state import PlannerState
 from .timers import Timers
 
@@ -62,10 +63,12 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
                         solver=solver, workers=workers)
-    expiry = leases.LeaseExpiry(state.clusters, timers, ownership.owns, lambda ctx: requests.handle(ctx, system=True))
+    expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
     planner = Planner(config=config, state=state, queue=queue, ownership=ownership, limits=limits, timers=timers,
                       metrics=metrics, nodemaps=nodemaps, execution=execution, attempts=AttemptHolders(log),
                       requests=requests, lease_expiry=expiry, pools=broker, workers=workers)
+    for kind, handler in TIMERS.items():
+        timers.on(kind, getattr(planner, handler))
     if broker is not None:
         broker.attach(planner)
     return planner

@@ -68,8 +68,6 @@ class Execution:
         self.republish_tries: dict[tuple[str, str, int], int] = {}
         self.republished_at: dict[str, datetime] = {}
         """When each job's queued attempts last went out again (REPUBLISH_QUEUED_EVERY_S)."""
-        timers.on("timeout", self.timed_out)
-        timers.on("republish", self.republish)
 
     # -- executing effects ----------------------------------------------------------------
 
@@ -96,7 +94,7 @@ class Execution:
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
             # A lease that ended while the cluster was busy is due now.
-            leases.arm(self.timers, self.ownership.owns, cluster)
+            leases.arm(self.timers, cluster)
         if self.pools is not None:
             await self.pools.after(job, cluster)
         await self._wake(job)
@@ -254,27 +252,10 @@ class Execution:
         if event.provisioner not in ran:  # a retry prefers another provisioner
             ran.append(event.provisioner)
 
-    async def on_outcome(self, recorded: Recorded) -> None:
-        event: TaskSucceeded | TaskFailed = recorded.event
-        self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
-        async with self.state.lock:
-            job = self.state.jobs.get(event.job_id)
-            if job is None or job.is_final or not self.ownership.owns(job.tenant, job.cluster_id):
-                return
-            await self.take_outcome(job, self.state.clusters[job.cluster_id], event)
-
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> None:
         catalog = await self.state.catalog(job.tenant)
         effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects)
-
-    async def on_layout(self, recorded: Recorded) -> None:
-        event: LayoutSolved | LayoutUnsolvable = recorded.event
-        async with self.state.lock:
-            job = self.state.jobs.get(event.job_id)
-            if job is None or job.planned or job.is_final or not self.ownership.owns(job.tenant, job.cluster_id):
-                return
-            await self.take_layout(job, self.state.clusters[job.cluster_id], event)
 
     async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:
         catalog = await self.state.catalog(job.tenant)

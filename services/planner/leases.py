@@ -33,24 +33,24 @@ EXPIRY = "lease-expiry"
 """Who asks for the delete of an expired cluster (its `requested_by`)."""
 
 
-def arm(timers: Timers, owns: Callable[[str, str], bool], cluster: Cluster) -> None:
-    """(Re-)arm the cluster's expiry, or disarm it: a lease forever, a deleted cluster, one
-    another planner owns."""
+def arm(timers: Timers, cluster: Cluster) -> None:
+    """(Re-)arm the cluster's expiry, or disarm it: a lease forever, a deleted cluster. (Whether
+    this planner still acts for the cluster is asked when it falls due: `Planner.lease_expired`.)"""
     key = (KIND, cluster.tenant, str(cluster.id))
     timers.disarm(key)
-    if cluster.expires_at is not None and cluster.status != "deleted" and owns(cluster.tenant, str(cluster.id)):
+    if cluster.expires_at is not None and cluster.status != "deleted":
         timers.arm(key, cluster.expires_at)
 
 
 class LeaseExpiry:
-    def __init__(self, clusters: dict[str, Cluster], timers: Timers, owns: Callable[[str, str], bool],
+    def __init__(self, clusters: dict[str, Cluster], timers: Timers,
                  handle: Callable[[RequestContext], Awaitable[object]]) -> None:
-        self.clusters, self.timers, self.owns, self.handle = clusters, timers, owns, handle
-        timers.on(KIND, self.expired)
+        self.clusters, self.timers, self.handle = clusters, timers, handle
 
     async def expired(self, tenant: str, cluster_id: str) -> None:
+        """A lease's timer fell due for a cluster this planner acts for."""
         cluster = self.clusters.get(cluster_id)
-        if cluster is None or cluster.expires_at is None or cluster.status == "deleted" or not self.owns(tenant, cluster_id):
+        if cluster is None or cluster.expires_at is None or cluster.status == "deleted":
             return
         if cluster.expires_at > self.timers.clock.now():  # extended meanwhile (its timer is armed again)
             return
@@ -78,8 +78,7 @@ def start(cluster: Cluster, facts: Facts, by: str, timers: Timers) -> None:
     cluster.change_lease(lease.expires_at, lease.max_at, lease.step_s, by)
 
 
-async def extend(state: PlannerState, timers: Timers, owns: Callable[[str, str], bool], cluster: Cluster,
-                 cmd: ExtendLease, by: str) -> LeaseExtended:
+async def extend(state: PlannerState, timers: Timers, cluster: Cluster, cmd: ExtendLease, by: str) -> LeaseExtended:
     """Record the cluster's later expiry (the admission rules ran) and arm its timer again."""
     if cmd.request_id and cmd.request_id in cluster.lease_requests and cluster.expires_at is not None:
         return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=cluster.expires_at, version=cluster.version)  # a retry
@@ -91,6 +90,6 @@ async def extend(state: PlannerState, timers: Timers, owns: Callable[[str, str],
     except ConcurrencyError:
         await state.reload_cluster(cluster.tenant, cmd.cluster_id)
         raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again") from None
-    arm(timers, owns, cluster)
+    arm(timers, cluster)
     log.info("lease extended", tenant=cluster.tenant, cluster=cmd.cluster_id, until=until.isoformat(), by=by)
     return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=until, version=cluster.version)

@@ -82,8 +82,9 @@ class Requests:
         self.previews = Previews(state, solver, execution.limits)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:
-        """`system`: asked by the planner itself (a lease's expiry); the hooks' checks (who may
-        ask) are skipped, the operation's own rules are not."""
+        """`system`: asked by the planner itself (a lease's expiry); the admission checks (who
+        may ask) are skipped, the operation's own rules are not. Whether this planner acts for
+        the request's cluster is checked here, once, before the operation's handler runs."""
         try:
             subjects.token(ctx.tenant, "tenant")
             command = parse(ctx.verb, ctx.body)
@@ -96,15 +97,33 @@ class Requests:
             for check in () if system else self.admission:
                 check(ctx, op, command)
             async with self.state.lock:
+                cluster_id = await self._cluster_of(ctx, op, command, pin)
+                if not self.ownership.owns(ctx.tenant, cluster_id):
+                    raise Refused(f"cluster {cluster_id!r} belongs to another planner")
                 if op.target == "job":
                     return await self._control(ctx, command)
                 if op.target == "lease":
                     return await self._extend_lease(ctx, op, command)
                 if op.target == "new-cluster":
-                    return await self._create(ctx, op, command, pin)
+                    return await self._create(ctx, op, command, pin, cluster_id)
                 return await self._cluster_operation(ctx, op, command, pin)
         except (Refused, subjects.SubjectError) as err:
             return Rejected(reason=str(err))
+
+    async def _cluster_of(self, ctx: RequestContext, op: Operation, cmd: Any, pin: PlanSaved | None) -> str:
+        """The cluster the request is for: a new one's id derived from the request, or one this
+        planner knows (else `Refused`)."""
+        if op.target == "new-cluster":
+            return str(planning.cluster_uuid(self._job_id(ctx.tenant, cmd, pin)))
+        if op.target == "job":
+            job = await self.state.find_job(ctx.tenant, cmd.job_id)
+            if job is None:
+                raise Refused(f"unknown job {cmd.job_id!r}")
+            return job.cluster_id
+        cluster = self.state.clusters.get(cmd.cluster_id)
+        if cluster is None or cluster.tenant != ctx.tenant:
+            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
+        return str(cmd.cluster_id)
 
     def _check(self, op: Operation, facts: Facts) -> None:
         for rule in op.rules:
@@ -115,11 +134,9 @@ class Requests:
 
     # -- create ------------------------------------------------------------------------------
 
-    async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster, pin: PlanSaved | None) -> Accepted | DryRun:
+    async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster, pin: PlanSaved | None,
+                      cluster_id: str) -> Accepted | DryRun:
         job_id = self._job_id(ctx.tenant, cmd, pin)
-        cluster_id = str(planning.cluster_uuid(job_id))
-        if not self.ownership.owns(ctx.tenant, cluster_id):
-            raise Refused(f"cluster {cluster_id!r} belongs to another planner")
         known = await self.state.find_job(ctx.tenant, job_id)
         if known is not None and not cmd.dry_run:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
@@ -147,7 +164,7 @@ class Requests:
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         self.state.jobs[job_id], self.state.clusters[cluster_id] = job, cluster
-        leases.arm(self.execution.timers, self.ownership.owns, cluster)
+        leases.arm(self.execution.timers, cluster)
         if preview is not None:
             await self._start(job, cluster, facts, preview)
         else:
@@ -196,11 +213,7 @@ class Requests:
 
     async def _cluster_operation(self, ctx: RequestContext, op: Operation, cmd: Any, pin: PlanSaved | None) -> Accepted | DryRun:
         tenant = ctx.tenant
-        cluster = self.state.clusters.get(cmd.cluster_id)
-        if cluster is None or cluster.tenant != tenant:
-            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
-        if not self.ownership.owns(tenant, cmd.cluster_id):
-            raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
+        cluster = self.state.clusters[cmd.cluster_id]
         job_id = self._job_id(tenant, cmd, pin)
         known = await self.state.find_job(tenant, job_id)
         if known is not None and not cmd.dry_run:
@@ -262,24 +275,17 @@ class Requests:
         await self.execution.advance(job, cluster)
 
     async def _extend_lease(self, ctx: RequestContext, op: Operation, cmd: ExtendLease) -> LeaseExtended:
-        cluster = self.state.clusters.get(cmd.cluster_id)
-        if cluster is None or cluster.tenant != ctx.tenant:
-            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
-        if not self.ownership.owns(ctx.tenant, cmd.cluster_id):
-            raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
+        cluster = self.state.clusters[cmd.cluster_id]
         if not (cmd.request_id and cmd.request_id in cluster.lease_requests):
             self._check(op, Facts(ctx.tenant, op.name, cmd, await self.state.catalog(ctx.tenant), "", cluster=cluster,
                                   principal=ctx.principal))
-        return await leases.extend(self.state, self.execution.timers, self.ownership.owns, cluster, cmd, ctx.by(cmd))
+        return await leases.extend(self.state, self.execution.timers, cluster, cmd, ctx.by(cmd))
 
     # -- job control ---------------------------------------------------------------------------
 
     async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted:
         job = await self.state.find_job(ctx.tenant, cmd.job_id)
-        if job is None:
-            raise Refused(f"unknown job {cmd.job_id!r}")
-        if not self.ownership.owns(ctx.tenant, job.cluster_id):
-            raise Refused(f"cluster {job.cluster_id!r} belongs to another planner")
+        assert job is not None  # (found by `_cluster_of`)
         cluster = self.state.clusters[job.cluster_id]
         first = job.control_requests.get(cmd.request_id or "")
         if first is not None:

@@ -82,6 +82,16 @@ class Reply:
     """A queue group: one planner of the group answers each request."""
 
 
+TIMERS = {
+    "timeout": "task_timed_out",
+    "republish": "republish",
+    "requeue": "requeue_lost",
+    "lease": "lease_expired",
+}
+"""Each kind of timer (`timers.py`: a key `(kind, *ids)` and a deadline) -> the planner's method
+that takes it when it falls due, with the key's ids."""
+
+
 REPLIES = (
     Reply(subjects.PLANNER_METRICS, metrics),
     Reply(f"{subjects.OPS}.*.*.*", operation, queue="planners"),
