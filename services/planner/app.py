@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER
-from contracts.events import LayoutSolved, LayoutUnsolvable, TaskFailed, TaskSucceeded
+from contracts.events import Event, LayoutSolved, LayoutUnsolvable, TaskFailed, TaskSucceeded
 from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
@@ -35,14 +35,19 @@ from .execution import Execution
 from .messages import OperationAnswer, RequestContext
 from .metrics import QueueMetrics
 from .nodemaps import NodeMaps
+from .pools import job_id_of
 from .ports import Ownership, Pools, Workers
 from .requests import Requests
 from .state import PlannerState
 from .timers import Timers
 
+if TYPE_CHECKING:
+    from services.pool.domain.pool import Pool
+
 __all__ = ["Planner", "PlannerConfig"]
 
 log = structlog.get_logger("muster.planner")
+POOL_REACTION_TRIES = 3
 REQUEUE_GRACE_S = 2.0
 """From finding the task queue lost to queueing its attempts again (`Planner.queue_lost`):
 several of the provisioners' reconnect periods (0.5 s)."""
@@ -275,6 +280,44 @@ class Planner:
                     await self.execution.publish_many(job, self.clusters[job.cluster_id], catalog, [(a, None) for a in keep])
         log.warning("task queue lost; queued attempts published again", attempts=lost,
                     held_by_provisioners="unknown" if held is None else len(held))
+
+    # -- pools (see routing.py) ------------------------------------------------------------------
+
+    async def on_pool_event(self, name: str, pool: Pool, recorded: Recorded) -> None:
+        """A pool's event, as its live fold delivers it: each decision it holds (a grant, a
+        refusal, an expiry, a cancel) taken into the job that asked, when this planner acts
+        for its cluster. Idempotent: the fold replays every pool's history at start, which is
+        also how a planner killed between a grant and its use picks the grant up."""
+        if self.pools is not None:
+            for decision in self.pools.decisions(name, recorded):
+                await self._take_pool_decision(name, pool, decision)
+
+    async def catch_up_pools(self, only: Callable[[str], bool]) -> None:
+        """The waiting jobs of the clusters `only` accepts (shards just gained) take the pool's
+        last word on their request, which may have come while nobody acted for them (the grant
+        went by in the replay before their shard was gained). Taking it twice changes nothing."""
+        for job in list(self.jobs.values()) if self.pools is not None else []:
+            if job.resources is not None and job.waiting_for_resources and only(job.cluster_id):
+                found = self.pools.last_word(job.resources["request_id"]) if self.pools is not None else None
+                if found is not None:
+                    await self._take_pool_decision(*found)
+
+    async def _take_pool_decision(self, name: str, pool: Pool, decision: Event) -> None:
+        """A try that lost a race reloaded the job; the next one records what the first did
+        not (its creates may be queued and not yet published: they go out again)."""
+        assert self.pools is not None
+        rid = decision.request_id  # type: ignore[attr-defined]
+        for attempt in range(POOL_REACTION_TRIES):
+            try:
+                async with self._owned(job_id_of(rid)) as found:
+                    reaction = await self.pools.react(name, pool, decision, *found) if found is not None else None
+                    if found is not None and reaction is not None and reaction.advance:
+                        await self.execution.advance(*found, chain=True, then=reaction.then, republish=attempt > 0)
+                    elif found is not None and reaction is not None:
+                        await self.execution.execute(*found, Effects())
+                return
+            except ConcurrencyError:
+                log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
 
     # -- timers (see routing.py) -----------------------------------------------------------------
 

@@ -52,7 +52,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
         return found.maxconcurrent if found is not None else None
 
     limits = Limits(provider_limit, config.tenant_limits, config.tenant_limit)
-    broker = PoolBroker(log, pools) if pools is not None else None
+    broker = PoolBroker(log, pools, catalogs=state, jobs=state) if pools is not None else None
     # Concurrency limits last: they count only what the other policies let through.
     policy = Chain(*(p for p in (broker, dispatch) if p is not None), limits)
     timers = Timers(clock or AsyncioClock())
@@ -69,6 +69,4 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
                       requests=requests, lease_expiry=expiry, pools=broker, workers=workers)
     for kind, handler in TIMERS.items():
         timers.on(kind, getattr(planner, handler))
-    if broker is not None:
-        broker.attach(planner)
     return planner

@@ -12,7 +12,6 @@ concurrent changes are kept apart by the catalog's fence on its last sequence, n
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import structlog
@@ -22,7 +21,6 @@ from contracts import subjects
 from contracts.catalog import KINDS, Catalog
 from contracts.catalog_requests import (
     CATALOG_REQUEST_ADAPTER,
-    CATALOG_VERBS,
     VERB_OF,
     ApplyCatalog,
     CatalogAnswer,
@@ -115,22 +113,3 @@ class CatalogWrites:
             return CatalogAnswer(ok=False, reasons=refused.reasons)
         log.info("catalog entity deleted", tenant=tenant, by=by, kind=request.kind, name=request.name)
         return CatalogAnswer(ok=True, seqs=[seq])
-
-
-def with_catalog(writes: CatalogWrites, operation: Any) -> Any:
-    """The planner's answer to `muster.ops.<tenant>.<principal>.<verb>`: catalog verbs here, the
-    rest to `operation` (the cluster operations, sharded). Requests are answered concurrently
-    (`Sharding.respond`); catalog writes stay one at a time, as before."""
-    one_at_a_time = asyncio.Lock()
-
-    async def answer(planner: Any, subject: str, data: bytes) -> bytes | None:
-        try:
-            tenant, principal, rest = subjects.parse_request(subject)
-        except subjects.SubjectError:
-            return await operation(planner, subject, data)  # which refuses it
-        if rest and rest[-1] in CATALOG_VERBS:
-            async with one_at_a_time:
-                return await writes.answer(tenant, principal, rest[-1], data)
-        return await operation(planner, subject, data)
-
-    return answer

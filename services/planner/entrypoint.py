@@ -7,14 +7,11 @@ import contextlib
 import os
 import re
 import socket
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from functools import partial
 from typing import Any
 
 import click
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
 
@@ -35,10 +32,11 @@ from services.provisioner.plugins.specs import catalog_plugins
 from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .bootstrap import bootstrap
-from .catalog import CatalogWrites, with_catalog
+from .catalog import CatalogWrites
 from .nodemaps import LazyBucket, NodeMaps
 from .ports import CatalogSource, Ownership
-from .routing import REPLIES, ROUTES, Reply, operation
+from .replies import Replies, Responders
+from .routing import POISON, POOL_FOLD, QUEUE_RESETS, REPLIES, ROUTES
 from .sharding import Sharding, ShardOwnership
 
 CONSUMER_IDLE_S = 3600.0
@@ -78,32 +76,32 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
                            pools=mirror)
     sharding = Sharding(nc, planner, leases)
     stack.callback(planner.timers.cancel_all)
-    catalog = CatalogWrites(EventStore(nc), catalog_plugins(), identities)
     if planner.state.snapshotter is not None:
         stack.callback(planner.state.snapshotter.close)
 
+    replies = Replies(planner, CatalogWrites(EventStore(nc), catalog_plugins(), identities), sharding)
+    responders = Responders()
     subs: list[Any] = []
-    stack.push_async_callback(sharding.close)  # after the subscriptions below are gone
+    stack.push_async_callback(responders.close)  # after the subscriptions below are gone
     for reply in REPLIES:
-        if reply.answer is operation:  # each in a task of its own: one waiting for a shard's owner holds up no other
-            answer = with_catalog(catalog, sharding.operation)
-            subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=partial(sharding.respond, answer=answer)))
-            continue
-        subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=_responder(planner, reply)))
+        cb = responders.responder(getattr(replies, reply.answer), reply.concurrent)
+        subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=cb))
     for route in ROUTES:
         # A consumer of this planner's own: every event reaches every planner, each acts on its
         # clusters' (a shard's events that came before it was gained are read from the log).
         subs.append(await consume_events(nc.jetstream(), route.filter, f"{route.durable}-{_durable_token(config.instance)}",
-                                         router(planner, route), ack_wait=config.ack_wait_s, on_poison=planner.on_poison,
-                                         deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S))
+                                         router(planner, route), ack_wait=config.ack_wait_s,
+                                         on_poison=getattr(planner, POISON), deliver_policy=DeliverPolicy.NEW,
+                                         inactive_threshold=CONSUMER_IDLE_S))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     # Before the shards: an attempt queued from here on is in the TASKS this watch has seen.
-    await queue.watch_resets(planner.queue_lost)
+    await queue.watch_resets(getattr(planner, QUEUE_RESETS))
     await leases.start()  # gains a fair share of the shards: their clusters and jobs are rebuilt
     stack.push_async_callback(leases.stop)
     # After that resume: the pools' history replays into the jobs just rebuilt (a grant recorded
     # while this planner was down is taken now), and admission sees every pool.
+    mirror.watch(getattr(planner, POOL_FOLD))
     await mirror.start()
     stack.push_async_callback(mirror.stop)
     await mirror.wait_ready()
@@ -112,15 +110,6 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
 
 def _durable_token(instance: str) -> str:
     return re.sub(r"[^A-Za-z0-9_\-]", "-", instance)[:64]
-
-
-def _responder(planner: Planner, reply: Reply) -> Callable[[Msg], Awaitable[None]]:
-    async def on_msg(msg: Msg) -> None:
-        answer = await reply.answer(planner, msg.subject, msg.data)
-        if answer is not None and msg.reply:
-            await msg.respond(answer)
-
-    return on_msg
 
 
 async def _unsubscribe(sub: Any) -> None:

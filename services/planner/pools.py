@@ -55,18 +55,16 @@ from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 from .domain.admission import Facts, provider_of
 from .domain.cluster import Cluster
 from .domain.job import Job
+from .ports import PoolReaction
 
 if TYPE_CHECKING:
     from services.pool.domain.pool import Pool
-
-    from .app import Planner
 
 log = structlog.get_logger("muster.planner")
 
 POOL_PROVIDER = "static-pool"
 GRANT = "pool_host"
 """The node results key of a grant (the static-pool plugin reads it)."""
-REACTION_TRIES = 3
 
 
 def request_id_of(job_id: str, nth: int) -> str:
@@ -87,21 +85,30 @@ class PoolFold(Protocol):
     def watch(self, watcher: Callable[[str, Pool, Recorded], Awaitable[None]]) -> None: ...
 
 
+class Catalogs(Protocol):
+    """The tenants' catalogs as the planner holds them (`state.PlannerState`)."""
+
+    def cached(self, tenant: str) -> Catalog | None: ...
+
+    async def catalog(self, tenant: str, refresh: bool = False) -> Catalog: ...
+
+
+class Jobs(Protocol):
+    async def save_job(self, job: Job) -> None: ...
+
+
 class PoolBroker:
-    def __init__(self, log: EventLog, mirror: PoolFold) -> None:
-        self.log = log
-        self.mirror = mirror
-        self.planner: Planner | None = None
+    """The planner's `Pools` port: reads the pools from `mirror`, writes its requests and
+    reports to `log`, and records a job's own part (`JobResourcesRequested`) through `jobs`."""
+
+    def __init__(self, log: EventLog, mirror: PoolFold, catalogs: Catalogs, jobs: Jobs) -> None:
+        self.log, self.mirror, self.catalogs, self.jobs = log, mirror, catalogs, jobs
         self.reported: dict[str, set[tuple[str, str]]] = {}
         """job id -> (node, status) reported to its pool in this life (read from the log the
         first time a job is seen)."""
         self.decided: dict[str, tuple[str, Event]] = {}
         """request id -> the pool's last word on it (pool, decision), kept for jobs this planner
         loads only later: a shard gained after the pools' history was replayed (catch_up)."""
-
-    def attach(self, planner: Planner) -> None:
-        self.planner = planner
-        self.mirror.watch(self.on_pool_event)
 
     # -- which clusters use pools ------------------------------------------------------------
 
@@ -116,8 +123,7 @@ class PoolBroker:
         return name, p.providertype != POOL_PROVIDER
 
     def _pool_of(self, job: Job, cluster: Cluster) -> tuple[str, bool] | None:
-        assert self.planner is not None
-        return self.pool_named(self.planner.state.catalogs.get(job.tenant), cluster.provider)
+        return self.pool_named(self.catalogs.cached(job.tenant), cluster.provider)
 
     # -- admission ---------------------------------------------------------------------------
 
@@ -190,8 +196,7 @@ class PoolBroker:
         needs = [n for n in nodes if GRANT not in cluster.results.get(n, {}) and job.task_state.get(f"{n}.create") != "succeeded"]
         if not needs:
             return
-        assert self.planner is not None
-        catalog = await self.planner.state.catalog(job.tenant)
+        catalog = await self.catalogs.catalog(job.tenant)
         nth = 1 if job.resources is None else _nth(job.resources["request_id"]) + 1
         rid = request_id_of(str(job.id), nth)
         wait = getattr(COMMAND_ADAPTER.validate_python(job.request), "pool", None)
@@ -210,7 +215,7 @@ class PoolBroker:
         except ConcurrencyError:
             pass
         if job.request_resources(name, rid, len(needs)):
-            await self.planner.state.save_job(job)
+            await self.jobs.save_job(job)
         log.info("hosts requested", job=str(job.id), pool=name, request=rid, hosts=len(needs))
 
     @staticmethod
@@ -288,96 +293,75 @@ class PoolBroker:
         digest = hashlib.sha256(fact.model_dump_json().encode()).hexdigest()[:24]
         await self.log.append(subject, [Append(fact, msg_id=f"{subject}:{digest}")])
 
-    # -- the pool's decisions --------------------------------------------------------------
+    # -- the pool's decisions (`Planner.on_pool_event`) ---------------------------------------
 
-    async def on_pool_event(self, name: str, pool: Pool, r: Recorded) -> None:
+    def decisions(self, name: str, r: Recorded) -> list[Event]:
+        """The pool's decisions about requests in one of its events, each remembered as the
+        request's last word (for jobs this planner loads only later: `last_word`)."""
         # A grant comes alone (`HostsGranted`) or with the release that made it (`HostsReleased`).
-        decisions = grants_in(r.event) if r.type in ("HostsGranted", "HostsReleased") else \
+        found: list[Any] = grants_in(r.event) if r.type in ("HostsGranted", "HostsReleased") else \
             [r.event] if r.type in ("RequestRefused", "RequestExpired", "RequestCancelled") else []
-        for decision in decisions:
-            await self._on_decision(name, pool, decision)
+        for decision in found:
+            self.decided[decision.request_id] = (name, decision)
+        return found
 
-    async def _on_decision(self, name: str, pool: Pool, decision: Event) -> None:
-        assert self.planner is not None
+    def last_word(self, request_id: str) -> tuple[str, Pool, Event] | None:
+        """The pool's last decision on a request, if the pool is still known."""
+        found = self.decided.get(request_id)
+        pool = self.mirror.pools.get(found[0]) if found is not None else None
+        return (found[0], pool, found[1]) if found is not None and pool is not None else None
+
+    async def react(self, name: str, pool: Pool, decision: Event, job: Job, cluster: Cluster) -> PoolReaction | None:
+        """A decision on the request of `job` (loaded, on a cluster this planner acts for), taken
+        into the aggregates; the planner records it (`PoolReaction`). None: nothing to record."""
         rid = decision.request_id  # type: ignore[attr-defined]
-        self.decided[rid] = (name, decision)
-        for attempt in range(REACTION_TRIES):
-            try:
-                await self._react(name, pool, decision, rid, retry=attempt > 0)
-                return
-            except ConcurrencyError:
-                log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
-
-    async def catch_up(self, owns_cluster: Callable[[str], bool]) -> None:
-        """The waiting jobs of clusters just gained take the pool's last word on their request,
-        which may have come while nobody acted for them (their planner died; the grant went by
-        in the replay before their shard was gained). Taking it twice changes nothing."""
-        assert self.planner is not None
-        for job in list(self.planner.state.jobs.values()):
-            if job.resources is None or not job.waiting_for_resources or not owns_cluster(job.cluster_id):
+        if job.resources is None or job.resources["request_id"] != rid:
+            return None  # an older request of the job
+        if not isinstance(decision, HostsGranted):
+            if job.waiting_for_resources and job.state == "running":
+                reason = getattr(decision, "reason", "") or "the request was cancelled"
+                self._give_up(job, cluster, f"pool {name}: {reason}")
+                return PoolReaction(advance=False)
+            return None
+        assignments = {a.node_id: a.host_id for a in decision.assignments}
+        if job.is_final or job.state != "running":  # it ended while the pool decided: give them back
+            if not job.resources["granted"]:
+                fact = PoolNodesReported(request_id=str(job.id), cluster_id=job.cluster_id, status="released",
+                                         node_ids=sorted(assignments), by=job.requested_by)
+                await self._write(job, name, str(job.id), fact)
+            return None
+        for node, host_id in sorted(assignments.items()):
+            host = pool.book.hosts.get(host_id)
+            if host is None or node not in cluster.nodes:
                 continue
-            found = self.decided.get(job.resources["request_id"])
-            pool = self.mirror.pools.get(found[0]) if found is not None else None
-            if found is not None and pool is not None:
-                await self._on_decision(found[0], pool, found[1])
+            spec = host.spec
+            cluster.record_results(node, "pool.grant", {GRANT: {
+                "pool": name, "host_id": spec.id, "address": spec.address, "port": spec.port, "user": spec.user,
+                "host_keys": list(spec.host_keys)}}, {}, "")
+        # The grant (the nodes' hosts on the cluster), the tasks it lets go, then the job's
+        # record of it, as one chain (docs/pools.md, "Latency"). The server syncs the links
+        # one after another, so what a task needs (its node's host) goes first and the job's
+        # `JobResourcesGranted` last. Each is a whole decision: a chain cut short (a refusal,
+        # then a reload) leaves a prefix, and the retry of this reaction, or a replay of the
+        # grant, takes it from there (a job whose create is queued but whose grant is not
+        # recorded records it; nothing new if all landed).
 
-    async def _react(self, name: str, pool: Pool, decision: Event, rid: str, retry: bool = False) -> None:
-        """`retry`: an earlier try lost a race; what it recorded before the refusal is in the
-        reloaded job (its creates may be queued and not yet published: they go out again)."""
-        assert self.planner is not None
-        state = self.planner.state
-        async with state.lock:
-            job = state.jobs.get(job_id_of(rid))
-            if job is None or job.resources is None or job.resources["request_id"] != rid:
-                return  # not ours, not loaded (finished long ago), or an older request of the job
-            if not self.planner.ownership.owns(job.tenant, job.cluster_id):
-                return
-            cluster = state.clusters[job.cluster_id]
-            if not isinstance(decision, HostsGranted):
-                if job.waiting_for_resources and job.state == "running":
-                    reason = getattr(decision, "reason", "") or "the request was cancelled"
-                    await self._give_up(job, cluster, f"pool {name}: {reason}")
-                return
-            assignments = {a.node_id: a.host_id for a in decision.assignments}
-            if job.is_final or job.state != "running":  # it ended while the pool decided: give them back
-                if not job.resources["granted"]:
-                    fact = PoolNodesReported(request_id=str(job.id), cluster_id=job.cluster_id, status="released",
-                                             node_ids=sorted(assignments), by=job.requested_by)
-                    await self._write(job, name, str(job.id), fact)
-                return
-            for node, host_id in sorted(assignments.items()):
-                host = pool.book.hosts.get(host_id)
-                if host is None or node not in cluster.nodes:
-                    continue
-                spec = host.spec
-                cluster.record_results(node, "pool.grant", {GRANT: {
-                    "pool": name, "host_id": spec.id, "address": spec.address, "port": spec.port, "user": spec.user,
-                    "host_keys": list(spec.host_keys)}}, {}, "")
-            # The grant (the nodes' hosts on the cluster), the tasks it lets go, then the job's
-            # record of it, as one chain: one round trip where an atomic batch would take ~10
-            # ms (docs/pools.md, "Latency"). The server syncs the links one after another, so
-            # what a task needs (its node's host) goes first and the job's `JobResourcesGranted`
-            # last: the creates are queued one disk sync sooner. Each is a whole decision: a
-            # chain cut short (a refusal, then a reload) leaves a prefix, and the retry of this
-            # reaction, or a replay of the grant, takes it from there (a job whose create is
-            # queued but whose grant is not recorded records it; nothing new if all landed).
-            def take() -> None:
-                if job.take_resources(assignments):
-                    log.info("hosts granted", job=str(job.id), pool=name, hosts=len(assignments))
+        def take() -> None:
+            if job.take_resources(assignments):
+                log.info("hosts granted", job=str(job.id), pool=name, hosts=len(assignments))
 
-            await self.planner.execution.advance(job, cluster, chain=True, then=take, republish=retry)
+        return PoolReaction(advance=True, then=take)
 
-    async def _give_up(self, job: Job, cluster: Cluster, reason: str) -> None:
+    @staticmethod
+    def _give_up(job: Job, cluster: Cluster, reason: str) -> None:
         """The pool will not serve the job: it fails with the pool's reason; an expand's
         cluster goes back to the nodes it had (nothing ran)."""
-        assert self.planner is not None
         job.fail(reason)
         if job.operation == "create":
             cluster.set_status("failed", str(job.id), reason)
         else:
             cluster.change_layout(str(job.id), job.previous_nodes)
             cluster.set_status(cluster.status, str(job.id), reason)
-        await self.planner.execution.execute(job, cluster, _no_effects())
         log.info("job gave up waiting for hosts", job=str(job.id), reason=reason)
 
 
@@ -388,9 +372,3 @@ def _requires(catalog: Catalog, hardwaretype: str, provider: str) -> str:
 
 def _nth(request_id: str) -> int:
     return int(request_id.split("_r", 1)[1]) if "_r" in request_id else 1
-
-
-def _no_effects() -> Any:
-    from .domain.saga import Effects
-
-    return Effects()

@@ -5,8 +5,9 @@ catalogs come from, the solver a dry run asks and the live provisioners. The com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested
@@ -19,6 +20,11 @@ from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.operations import Operation
 from .messages import RequestContext
+
+if TYPE_CHECKING:
+    from contracts.events import Event
+    from contracts.records import Recorded
+    from services.pool.domain.pool import Pool
 
 
 class Ownership(Protocol):
@@ -52,14 +58,31 @@ class AdmissionCheck(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PoolReaction:
+    """What the planner records after a pool's decision was taken into a job: the aggregates'
+    changes as they are (a job that gave up), or, `advance`, the job taken a step first (the
+    creates a grant lets go) and `then` after it (the job's record of the grant)."""
+
+    advance: bool
+    then: Callable[[], object] | None = None
+
+
 class Pools(PoolAdmission, Protocol):
     """Resource pools as the planner uses them (`pools.PoolBroker`, docs/pools.md): admission
     asks whether a pool would serve a request (`refusal`), dispatch holds a node's create until
-    it has a host (`admit`), and after every recorded decision the pool is told what changed."""
+    it has a host (`admit`), after every recorded decision the pool is told what changed
+    (`after`), and the pools' decisions are taken into the jobs that wait for them."""
 
     def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]: ...
 
     async def after(self, job: Job, cluster: Cluster) -> None: ...
+
+    def decisions(self, name: str, r: Recorded) -> list[Event]: ...
+
+    def last_word(self, request_id: str) -> tuple[str, Pool, Event] | None: ...
+
+    async def react(self, name: str, pool: Pool, decision: Event, job: Job, cluster: Cluster) -> PoolReaction | None: ...
 
 
 class CatalogSource(Protocol):

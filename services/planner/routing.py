@@ -1,30 +1,30 @@
-"""The planner's routing tables: everything it listens to, in one place.
+"""The planner's routing tables: every input it has, in one place.
 
-`ROUTES`: which durable consumer feeds which handler, per event type. `grep` an event's name
-here to see what the planner does with it. Events on a consumer's subjects that the table does
-not name (the planner's own `LayoutRequested`) are acknowledged and ignored. docs/bus.md lists
-every event's producer and consumers.
+- `ROUTES`: which durable consumer feeds which handler, per event type. `grep` an event's name
+  here to see what the planner does with it. Events on a consumer's subjects that the table
+  does not name (the planner's own `LayoutRequested`) are acknowledged and ignored; one that
+  cannot be taken in however often it is tried goes to `POISON`. docs/bus.md lists every
+  event's producer and consumers.
+- `REPLIES`: the request/reply subjects it answers, each with its answer (`replies.Replies`);
+  `SHARD_REPLY`: the subject of each shard it holds, where other planners forward requests
+  for that shard's clusters (`sharding.Sharding`).
+- `POOL_FOLD`: the live fold of the pools (`services.pool.mirror`), every pool event after
+  it is folded.
+- `TIMERS`: each kind of timer (`timers.py`) and the handler it fires.
+- `QUEUE_RESETS`: the task queue found empty after a restart (docs/decisions/0013).
 
-`REPLIES`: the request/reply subjects it answers (operations, job queries, metrics), and how a
-subject's tokens become a request's context.
+Handlers and answers are names of the planner's methods (`app.Planner`), the answers'
+(`replies.Replies`) or the shards' (`sharding.Sharding`), resolved where the inputs are
+subscribed (`entrypoint.py`, the unit tests' harness); ownership of the input's cluster is
+asked there once, before the handler's own work (`Planner._owned`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import structlog
-
 from contracts import subjects
-from contracts.commands import Rejected
 from muster.routing import Route
-
-from .app import Planner
-from .messages import RequestContext
-
-log = structlog.get_logger("muster.planner")
 
 ROUTES = (
     Route("planner-layouts", subjects.ALL_LAYOUT_EVENTS, {
@@ -37,50 +37,29 @@ ROUTES = (
         "TaskFailed": "on_task_outcome",
     }),
 )
-
-
-# -- request/reply ----------------------------------------------------------------------------
-
-Answer = Callable[[Planner, str, bytes], Awaitable[bytes | None]]
-
-
-async def operation(planner: Planner, subject: str, data: bytes) -> bytes | None:
-    """`muster.ops.<tenant>.<principal>.<verb>`: every request gets one answer. With auth on,
-    the server lets only <principal> send on that subject (docs/decisions/0009), so it is the
-    request's `by`."""
-    try:
-        tenant, principal, rest = subjects.parse_request(subject)
-    except subjects.SubjectError as err:
-        return Rejected(reason=str(err)).model_dump_json().encode()
-    try:
-        reply = await planner.handle(RequestContext(tenant=tenant, verb=rest[0] if len(rest) == 1 else "", body=data,
-                                                    principal=principal))
-    except Exception:  # a bug must not leave a requester without an answer
-        log.exception("request failed", subject=subject)
-        reply = Rejected(reason="internal error while handling the request; see the planner's log")
-    return reply.model_dump_json().encode()
-
-
-async def job_query(planner: Planner, subject: str, data: bytes) -> bytes | None:
-    """`muster.q.<tenant>.<principal>.job.<id>`: answered only by the planner that has the job;
-    the tracker falls back to the log when nobody answers."""
-    parts = subject.split(".")
-    view = planner.job_view(parts[2], parts[5]) if len(parts) == 6 else None
-    return json.dumps(view).encode() if view is not None else None
-
-
-async def metrics(planner: Planner, subject: str, data: bytes) -> bytes | None:
-    queues = planner.metrics.snapshot(planner.timers.clock.now())
-    return json.dumps({"planner": planner.config.instance, "queues": queues, "limits": planner.limits.snapshot()}).encode()
+POISON = "on_poison"
 
 
 @dataclass(frozen=True)
 class Reply:
     subject: str
-    answer: Answer
+    answer: str
+    """The method that answers: it takes the subject and the body, returns the reply's body."""
     queue: str = ""
     """A queue group: one planner of the group answers each request."""
+    concurrent: bool = False
+    """Each request answered in a task of its own (`replies.Responders`)."""
 
+
+REPLIES = (
+    Reply(subjects.PLANNER_METRICS, "metrics"),
+    Reply(f"{subjects.OPS}.*.*.*", "operation", queue="planners", concurrent=True),
+    Reply(subjects.ALL_JOB_QUERIES, "job_query"),
+)
+SHARD_REPLY = Reply(f"{subjects.SHARD}.{{shard}}.ops.*.*.*", "forwarded")
+"""Subscribed for each shard gained (`{shard}`: its number), dropped when it is lost."""
+
+POOL_FOLD = "on_pool_event"
 
 TIMERS = {
     "timeout": "task_timed_out",
@@ -88,12 +67,7 @@ TIMERS = {
     "requeue": "requeue_lost",
     "lease": "lease_expired",
 }
-"""Each kind of timer (`timers.py`: a key `(kind, *ids)` and a deadline) -> the planner's method
-that takes it when it falls due, with the key's ids."""
+"""Each kind of timer (a key `(kind, *ids)` and a deadline) -> the handler that takes it when it
+falls due, with the key's ids."""
 
-
-REPLIES = (
-    Reply(subjects.PLANNER_METRICS, metrics),
-    Reply(f"{subjects.OPS}.*.*.*", operation, queue="planners"),
-    Reply(subjects.ALL_JOB_QUERIES, job_query),
-)
+QUEUE_RESETS = "queue_lost"

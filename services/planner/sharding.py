@@ -22,7 +22,7 @@ on (`muster/bus/shards.py`), and a request reaches the owner of its cluster wher
   timeout (10 s): a requester hears "send again" before it gives up on a try. It once was twice
   the TTL (20 s), and a request waiting for a takeover in the soak timed out at the client 12
   times over (docs/faults.md). And a request waiting for a shard holds up no other: each is
-  answered in a task of its own (`Sharding.respond`), at most `IN_FLIGHT` at once.
+  answered in a task of its own (`replies.Responders`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -50,13 +49,13 @@ from .app import Planner
 from .domain import planning
 from .domain.job import job_uuid
 from .messages import COMMAND_OF_VERB, JOB_VERBS, RequestContext
+from .replies import Responders, handled
+from .routing import SHARD_REPLY
 
 log = structlog.get_logger("muster.planner")
 
 FORWARD_WAIT_S = 6.0
 """The longest a request waits for its shard's owner (`MusterClient`'s per-try timeout is 10 s)."""
-IN_FLIGHT = 256
-"""Requests answered at once by one planner; more wait in the subscription's queue."""
 
 
 def shard_subject(shard: int, tenant: str = "*", principal: str = "*", verb: str = "*") -> str:
@@ -87,8 +86,7 @@ class Sharding:
     def __init__(self, nc: Client, planner: Planner, leases: ThreadedLeases, wait_s: float | None = None) -> None:
         self.nc, self.planner, self.leases = nc, planner, leases
         self.wait_s = wait_s if wait_s is not None else min(2 * leases.ttl_s, FORWARD_WAIT_S)
-        self._in_flight = asyncio.Semaphore(IN_FLIGHT)
-        self._answering: set[asyncio.Task[None]] = set()
+        self._on_forwarded = Responders().responder(getattr(self, SHARD_REPLY.answer))
         self._subs: dict[int, Any] = {}
         self._ready: dict[int, asyncio.Event] = {}
         """Shards whose clusters are rebuilt: requests for them are answered from then on."""
@@ -104,11 +102,9 @@ class Sharding:
         for shard in shards:
             self._ready[shard] = asyncio.Event()
         await self.planner.resume(self._in(shards))
-        pools = self.planner.pools
-        if pools is not None:  # grants that came while nobody acted for these clusters
-            await pools.catch_up(self._in(shards))  # type: ignore[attr-defined]
+        await self.planner.catch_up_pools(self._in(shards))  # grants that came while nobody acted for them
         for shard in shards:
-            self._subs[shard] = await self.nc.subscribe(shard_subject(shard), cb=self._on_forwarded)
+            self._subs[shard] = await self.nc.subscribe(SHARD_REPLY.subject.format(shard=shard), cb=self._on_forwarded)
             self._ready[shard].set()
         await self.nc.flush()
 
@@ -125,59 +121,23 @@ class Sharding:
 
     # -- requests ----------------------------------------------------------------------------------
 
-    async def _on_forwarded(self, msg: Any) -> None:
-        # muster.shard.<n>.ops.<tenant>.<principal>.<verb>; only planners may send on it
-        _, _, shard, _, tenant, principal, verb = (msg.subject.split(".") + [""] * 7)[:7]
+    async def forwarded(self, subject: str, data: bytes) -> bytes | None:
+        """`routing.SHARD_REPLY`: a request another planner sent on to the holder of its
+        cluster's shard (`muster.shard.<n>.ops.<tenant>.<principal>.<verb>`; only planners may
+        send on it)."""
+        _, _, shard, _, tenant, principal, verb = (subject.split(".") + [""] * 7)[:7]
         await self.leases.settled(int(shard))  # renewed late (a slow loop or bus): decided in a moment
         if not self.leases.owns(int(shard)):
-            reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again", retry=True)
+            reply: Any = Rejected(reason=f"shard {shard} moved to another planner; send the request again", retry=True)
         else:
-            reply = await self._handle(tenant, principal, verb, msg.data)
-        if msg.reply:
-            await msg.respond(reply.model_dump_json().encode())
+            reply = await handled(self.planner, RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
+        return bytes(reply.model_dump_json().encode())
 
-    async def _handle(self, tenant: str, principal: str, verb: str, data: bytes) -> Any:
-        try:
-            return await self.planner.handle(RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
-        except Exception:  # a bug must not leave a requester without an answer
-            log.exception("request failed", tenant=tenant, verb=verb)
-            return Rejected(reason="internal error while handling the request; see the planner's log")
-
-    async def respond(self, msg: Any, answer: Callable[[Any, str, bytes], Awaitable[bytes | None]]) -> None:
-        """The callback of `muster.ops.>` (nats-py runs a subscription's callbacks one at a
-        time): each request is answered in a task of its own, so that one waiting for a shard's
-        owner holds up no other. At most `IN_FLIGHT` at once; then the queue waits."""
-        await self._in_flight.acquire()
-
-        async def run() -> None:
-            try:
-                reply = await answer(self.planner, msg.subject, msg.data)
-                if reply is not None and msg.reply:
-                    await msg.respond(reply)
-            except Exception as err:  # noqa: BLE001 - the connection closed under it; the client sends again
-                log.warning("request not answered", subject=msg.subject, error=str(err) or type(err).__name__)
-            finally:
-                self._in_flight.release()
-
-        task = asyncio.create_task(run())
-        self._answering.add(task)  # a reference until it ran
-        task.add_done_callback(self._answering.discard)
-
-    async def close(self) -> None:
-        """Stop answering: requests still in hand are dropped (their clients send them again)."""
-        for task in list(self._answering):
-            task.cancel()
-        await asyncio.gather(*self._answering, return_exceptions=True)
-
-    async def operation(self, planner: Planner, subject: str, data: bytes) -> bytes | None:
-        """`muster.ops.<tenant>.<principal>.<verb>` (the queue group): here, or at the owner. With
-        auth on the server lets only <principal> send on that subject, so it is the request's
-        `by`, and it travels with the request to the owner."""
-        try:
-            tenant, principal, rest = subjects.parse_request(subject)
-        except subjects.SubjectError as err:
-            return Rejected(reason=str(err)).model_dump_json().encode()
-        verb = rest[0] if len(rest) == 1 else ""
+    async def operation(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
+        """An operation request (`muster.ops.<tenant>.<principal>.<verb>`, the queue group),
+        answered here or at the owner of its cluster's shard. With auth on the server lets only
+        <principal> send on that subject, so it is the request's `by`, and it travels with the
+        request to the owner."""
         try:
             data, cluster_id = await self._cluster_of(tenant, verb, data)
         except LookupError as err:
@@ -185,10 +145,13 @@ class Sharding:
         except Exception as err:  # noqa: BLE001 - the log unreachable for a moment (a leader election)
             reason = f"could not find the job's cluster just now ({str(err) or type(err).__name__}); send the request again"
             return Rejected(reason=reason, retry=True).model_dump_json().encode()
-        if cluster_id is None or not verb:
-            reply = await self._handle(tenant, principal, verb, data)  # not for a cluster (bad input): answered here
-            return reply.model_dump_json().encode()
+        if cluster_id is None or not verb:  # not for a cluster (bad input): answered here
+            return await self._here(tenant, principal, verb, data)
         return await self._forward(shard_of(cluster_id, self.leases.shards), tenant, principal, verb, data)
+
+    async def _here(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
+        reply = await handled(self.planner, RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
+        return reply.model_dump_json().encode()
 
     async def _forward(self, shard: int, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
         loop = asyncio.get_running_loop()
@@ -200,7 +163,7 @@ class Sharding:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(ready.wait(), max(0.0, deadline - loop.time()))
                 if ready is not None and ready.is_set() and self.leases.owns(shard):
-                    return (await self._handle(tenant, principal, verb, data)).model_dump_json().encode()
+                    return await self._here(tenant, principal, verb, data)
             seen = self.leases.revision(shard)
             try:
                 left = deadline - loop.time()

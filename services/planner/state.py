@@ -172,6 +172,10 @@ class PlannerState:
                 self.jobs[job_id] = job
         return job if job is not None and job.tenant == tenant else None
 
+    def cached(self, tenant: str) -> Catalog | None:
+        """The tenant's catalog as last loaded (None: not loaded yet)."""
+        return self.catalogs.get(tenant)
+
     async def catalog(self, tenant: str, refresh: bool = False) -> Catalog:
         if refresh or tenant not in self.catalogs:
             self.catalogs[tenant] = await self.catalog_source.load(tenant)

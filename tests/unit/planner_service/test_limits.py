@@ -102,7 +102,7 @@ async def test_the_metrics_and_the_plan_show_the_limits() -> None:
 
 
 async def test_the_tracker_exports_the_limits_the_planners_answer() -> None:
-    from services.planner.routing import metrics
+    from services.planner.replies import Replies
     from services.tracker.metrics import PlannerQueues
 
     h = limited(maxconcurrent=2)
@@ -110,7 +110,7 @@ async def test_the_tracker_exports_the_limits_the_planners_answer() -> None:
     await h.send(CreateCluster(name="c", template="hadoop-small", nodes=3))
     await h.settle()
     queues = PlannerQueues(nc=None)  # type: ignore[arg-type]  # collect() only reads answers
-    queues.answers = [json.loads(await metrics(h.planner, "muster.metrics.planner", b"") or b"{}")]
+    queues.answers = [json.loads(await Replies(h.planner).metrics("muster.metrics.planner", b"") or b"{}")]
     samples = {(s.name, s.labels["kind"]): s.value for family in queues.collect() for s in family.samples
                if s.name.startswith("muster_planner_limit")}
     assert samples == {("muster_planner_limit", "provider"): 2.0, ("muster_planner_limit_in_flight", "provider"): 2.0,

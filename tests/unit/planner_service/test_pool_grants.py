@@ -72,7 +72,7 @@ async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant(
     job_id, grant = await _waiting_job(h, pool)
     job = h.planner.state.jobs[job_id]
     start = len(h.log.records)
-    await broker.on_pool_event("lab", pool, grant)
+    await h.planner.on_pool_event("lab", pool, grant)
     chain = [(r.type, getattr(r.event, "action", None)) for r in h.log.records[start:]]
     assert [t for t, _ in chain] == ["NodeResultsRecorded", "TaskQueued", "JobResourcesGranted"]
     assert chain[1][1] is not None and chain[1][1].value == "create"
@@ -82,7 +82,7 @@ async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant(
     assert h.planner.state.clusters[job.cluster_id].results[message.node.id][GRANT]["host_id"] == "h1"
     assert not h.planner.state.jobs[job_id].waiting_for_resources
 
-    await broker.on_pool_event("lab", pool, grant)  # the same grant again (a replay): nothing new
+    await h.planner.on_pool_event("lab", pool, grant)  # the same grant again (a replay): nothing new
     assert len(h.log.records) == start + 3 and len(h.queue.messages) == 1
     await h.settle()
     assert h.planner.state.jobs[job_id].state == "succeeded"
@@ -100,7 +100,7 @@ async def test_a_chain_cut_after_the_create_is_taken_up_again(lands: bool) -> No
         return any(isinstance(i.event, JobResourcesGranted) for i in items)
 
     h.log.inject(grant_record, ConcurrencyError("another writer"), lands=lands)
-    await broker.on_pool_event("lab", pool, grant)
+    await h.planner.on_pool_event("lab", pool, grant)
     job = h.planner.state.jobs[job_id]
     types = _types(h, job_id, job.cluster_id)
     assert types.count("JobResourcesGranted") == 1 and types.count("TaskQueued") == 1
