@@ -65,7 +65,8 @@ def _appends_layout_request(frame: FrameType) -> bool:
 class Trace:
     def __init__(self) -> None:
         self.modules: set[str] = set()
-        self.crossings: set[tuple[str, str]] = set()
+        self.crossings: dict[tuple[str, str], str] = {}
+        """(caller's module, callee's module) -> the first function called across it."""
         self.armed = False
         self.end: FrameType | None = None
         self.done = False
@@ -91,7 +92,7 @@ class Trace:
         while caller is not None and not _ours(_module(caller)):
             caller = caller.f_back
         if caller is not None and _module(caller) != name:
-            self.crossings.add((_module(caller), name))
+            self.crossings.setdefault((_module(caller), name), f"{caller.f_code.co_name} -> {frame.f_code.co_qualname}")
         if self.end is None and _appends_layout_request(frame):
             self.end = frame
 
@@ -131,7 +132,7 @@ async def main(show: bool) -> None:
     print(f"crossings: {len(trace.crossings)}")
     if show:
         print("\n".join(sorted(trace.modules)))
-        print("\n".join(f"{a} -> {b}" for a, b in sorted(trace.crossings)))
+        print("\n".join(f"{a} -> {b}  ({how})" for (a, b), how in sorted(trace.crossings.items())))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER
+from contracts.commands import COMMAND_ADAPTER, Rejected
 from contracts.events import Event, LayoutSolved, LayoutUnsolvable, TaskFailed, TaskSucceeded
 from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
@@ -159,6 +159,14 @@ class Planner:
 
     async def handle(self, ctx: RequestContext) -> OperationAnswer:
         return await self.requests.handle(ctx)
+
+    async def answer(self, ctx: RequestContext) -> OperationAnswer:
+        """`handle`, for a requester on the bus: a bug inside is answered too."""
+        try:
+            return await self.handle(ctx)
+        except Exception:  # a bug must not leave a requester without an answer
+            log.exception("request failed", tenant=ctx.tenant, verb=ctx.verb)
+            return Rejected(reason="internal error while handling the request; see the planner's log")
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         """The job as its owner sees it; only the planner acting for its cluster answers, and

@@ -23,10 +23,10 @@ from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
 from .pools import PoolBroker, PoolFold
-from .ports import AdmissionCheck, CatalogSource, LogCatalogs, Ownership, OwnsEverything, Solver, Workers
+from .ports import AdmissionCheck, CatalogSource, Ownership, OwnsEverything, Solver, Workers
 from .requests import Requests
 from .routing import TIMERS
-from .state import PlannerState
+from .state import LogCatalogs, PlannerState
 from .timers import Timers
 
 

@@ -20,7 +20,7 @@ from contracts.commands import Accepted, DeleteCluster, ExtendLease, LeaseExtend
 from muster.ports.eventlog import ConcurrencyError
 
 from .domain import leases as terms
-from .domain.admission import Facts, Refused, template_of
+from .domain.admission import Refused
 from .domain.cluster import Cluster
 from .messages import RequestContext
 from .state import PlannerState
@@ -64,18 +64,7 @@ class LeaseExpiry:
             log.info("lease expired: delete not started now", tenant=tenant, cluster=cluster_id, reason=getattr(reply, "reason", ""))
 
 
-# -- the requests: a new cluster's lease, an extension -------------------------------------------
-
-
-def start(cluster: Cluster, facts: Facts, by: str, timers: Timers) -> None:
-    """A new cluster's lease from its template (and the request's `lease_s`), recorded with
-    the cluster's first events; none for a lease forever."""
-    try:
-        lease_terms = terms.terms_of(template_of(facts).administration)
-    except ValueError as err:
-        raise Refused(f"template {facts.command.template!r}: {err}") from None
-    lease = terms.initial(lease_terms, facts.command.lease_s, timers.clock.now())
-    cluster.change_lease(lease.expires_at, lease.max_at, lease.step_s, by)
+# -- the requests: an extension -------------------------------------------
 
 
 async def extend(state: PlannerState, timers: Timers, cluster: Cluster, cmd: ExtendLease, by: str) -> LeaseExtended:

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
-from muster.catalog.store import read_catalog
-from muster.ports.eventlog import EventLog
 
 from .domain.admission import PoolAdmission
 from .domain.cluster import Cluster
@@ -87,16 +85,6 @@ class Pools(PoolAdmission, Protocol):
 
 class CatalogSource(Protocol):
     async def load(self, tenant: str) -> Catalog: ...
-
-
-class LogCatalogs:
-    """The tenant's catalog as the log has it (the `catalog` events)."""
-
-    def __init__(self, log: EventLog) -> None:
-        self.log = log
-
-    async def load(self, tenant: str) -> Catalog:
-        return await read_catalog(self.log, tenant)  # type: ignore[arg-type]
 
 
 class Workers(Protocol):

@@ -16,7 +16,7 @@ from contracts.catalog_requests import CATALOG_VERBS
 from contracts.commands import Rejected
 
 from .app import Planner
-from .messages import OperationAnswer, RequestContext
+from .messages import RequestContext
 
 log = structlog.get_logger("muster.planner")
 
@@ -33,15 +33,6 @@ class ShardAnswers(Protocol):
     async def operation(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes: ...
 
     async def forwarded(self, subject: str, data: bytes) -> bytes | None: ...
-
-
-async def handled(planner: Planner, ctx: RequestContext) -> OperationAnswer:
-    """The planner's answer to an operation request; a bug inside is an answer too."""
-    try:
-        return await planner.handle(ctx)
-    except Exception:  # a bug must not leave a requester without an answer
-        log.exception("request failed", tenant=ctx.tenant, verb=ctx.verb)
-        return Rejected(reason="internal error while handling the request; see the planner's log")
 
 
 class Replies:
@@ -67,7 +58,7 @@ class Replies:
                 return await self.catalog.answer(tenant, principal, rest[-1], data)
         if self.sharding is not None:
             return await self.sharding.operation(tenant, principal, verb, data)
-        reply = await handled(self.planner, RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
+        reply = await self.planner.answer(RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
         return reply.model_dump_json().encode()
 
     async def forwarded(self, subject: str, data: bytes) -> bytes | None:

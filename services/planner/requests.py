@@ -26,6 +26,7 @@ from contracts.commands import (
     CreateCluster,
     DryRun,
     ExtendLease,
+    JobCommand,
     LeaseExtended,
     Rejected,
     RollbackCluster,
@@ -97,7 +98,9 @@ class Requests:
             for check in () if system else self.admission:
                 check(ctx, op, command)
             async with self.state.lock:
-                cluster_id = await self._cluster_of(ctx, op, command, pin)
+                # A new cluster's ids come from the request (its idempotency key, or random): once.
+                new = self._new_ids(ctx.tenant, command, pin) if op.target == "new-cluster" else ("", "")
+                cluster_id = new[1] or await self._cluster_of(ctx, command)
                 if not self.ownership.owns(ctx.tenant, cluster_id):
                     raise Refused(f"cluster {cluster_id!r} belongs to another planner")
                 if op.target == "job":
@@ -105,17 +108,22 @@ class Requests:
                 if op.target == "lease":
                     return await self._extend_lease(ctx, op, command)
                 if op.target == "new-cluster":
-                    return await self._create(ctx, op, command, pin, cluster_id)
+                    return await self._create(ctx, op, command, pin, *new)
                 return await self._cluster_operation(ctx, op, command, pin)
         except (Refused, subjects.SubjectError) as err:
             return Rejected(reason=str(err))
 
-    async def _cluster_of(self, ctx: RequestContext, op: Operation, cmd: Any, pin: PlanSaved | None) -> str:
-        """The cluster the request is for: a new one's id derived from the request, or one this
-        planner knows (else `Refused`)."""
-        if op.target == "new-cluster":
-            return str(planning.cluster_uuid(self._job_id(ctx.tenant, cmd, pin)))
-        if op.target == "job":
+    @staticmethod
+    def _new_ids(tenant: str, cmd: Any, pin: PlanSaved | None) -> tuple[str, str]:
+        """A create's job and cluster (a saved plan's job is named by the plan)."""
+        if pin is not None:
+            return pin.job_id, str(planning.cluster_uuid(pin.job_id))
+        return planning.created_ids(tenant, cmd.request_id)
+
+    async def _cluster_of(self, ctx: RequestContext, cmd: Any) -> str:
+        """The cluster an operation or a job command is for: one this planner knows (else
+        `Refused`)."""
+        if isinstance(cmd, JobCommand):
             job = await self.state.find_job(ctx.tenant, cmd.job_id)
             if job is None:
                 raise Refused(f"unknown job {cmd.job_id!r}")
@@ -135,8 +143,7 @@ class Requests:
     # -- create ------------------------------------------------------------------------------
 
     async def _create(self, ctx: RequestContext, op: Operation, cmd: CreateCluster, pin: PlanSaved | None,
-                      cluster_id: str) -> Accepted | DryRun:
-        job_id = self._job_id(ctx.tenant, cmd, pin)
+                      job_id: str, cluster_id: str) -> Accepted | DryRun:
         known = await self.state.find_job(ctx.tenant, job_id)
         if known is not None and not cmd.dry_run:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
@@ -147,8 +154,7 @@ class Requests:
         self._check(op, facts)
         await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=not cmd.dry_run)
         job = self._new_job(ctx, facts, cluster_id, pin)
-        cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd))
-        leases.start(cluster, facts, ctx.by(cmd), self.execution.timers)
+        cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         if cmd.dry_run:
             return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts)
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None

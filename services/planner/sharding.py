@@ -47,9 +47,8 @@ from muster.routing import NotYet
 
 from .app import Planner
 from .domain import planning
-from .domain.job import job_uuid
 from .messages import COMMAND_OF_VERB, JOB_VERBS, RequestContext
-from .replies import Responders, handled
+from .replies import Responders
 from .routing import SHARD_REPLY
 
 log = structlog.get_logger("muster.planner")
@@ -130,7 +129,7 @@ class Sharding:
         if not self.leases.owns(int(shard)):
             reply: Any = Rejected(reason=f"shard {shard} moved to another planner; send the request again", retry=True)
         else:
-            reply = await handled(self.planner, RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
+            reply = await self.planner.answer(RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
         return bytes(reply.model_dump_json().encode())
 
     async def operation(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
@@ -150,7 +149,7 @@ class Sharding:
         return await self._forward(shard_of(cluster_id, self.leases.shards), tenant, principal, verb, data)
 
     async def _here(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
-        reply = await handled(self.planner, RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
+        reply = await self.planner.answer(RequestContext(tenant=tenant, verb=verb, body=data, principal=principal))
         return reply.model_dump_json().encode()
 
     async def _forward(self, shard: int, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
@@ -197,7 +196,7 @@ class Sharding:
                 body["request_id"] = uuid.uuid4().hex
                 data = json.dumps(body).encode()
             try:
-                return data, str(planning.cluster_uuid(str(job_uuid(tenant, str(body["request_id"])))))
+                return data, planning.created_ids(tenant, str(body["request_id"]))[1]
             except (TypeError, ValueError):
                 return data, None
         if verb in JOB_VERBS:

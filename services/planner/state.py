@@ -17,6 +17,7 @@ from contracts import subjects
 from contracts.catalog import Catalog
 from muster import snapshots
 from muster.bus.repository import Repository, append_of, fence, fold, mark_stored, rebuild
+from muster.catalog.store import read_catalog
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.snapshots import Kind, Snapshot, SnapshotSource
 
@@ -31,6 +32,16 @@ PART = 1000
 atomic batch."""
 TAIL_READS = 16
 """Aggregates read at once when resuming from snapshots (each the events after its snapshot)."""
+
+
+class LogCatalogs:
+    """The tenant's catalog as the log has it (the `catalog` events)."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+
+    async def load(self, tenant: str) -> Catalog:
+        return await read_catalog(self.log, tenant)  # type: ignore[arg-type]
 
 
 class PlannerState:

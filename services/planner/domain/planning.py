@@ -8,6 +8,7 @@ here is planning itself (`PlanError`), which the caller turns into a refusal or 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -29,10 +30,10 @@ from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutR
 from contracts.layout import Layout, NodeSpec
 from muster.catalog.templates import resolve_template
 
-from . import observed, resize, rolling
-from .admission import Facts, provider_of, template_of
+from . import leases, observed, resize, rolling
+from .admission import Facts, Refused, provider_of, template_of
 from .cluster import Cluster
-from .job import Job
+from .job import Job, job_uuid
 from .plan import Plan, build_plan
 
 
@@ -41,21 +42,37 @@ def cluster_uuid(job_id: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"muster:cluster:{job_id}")
 
 
+def created_ids(tenant: str, request_id: str | None) -> tuple[str, str]:
+    """The ids of the job and the cluster a create with this idempotency key makes (random
+    without one)."""
+    job_id = str(job_uuid(tenant, request_id))
+    return job_id, str(cluster_uuid(job_id))
+
+
 def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int, plan_id: str | None = None) -> Job:
     return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
                             request=f.command.model_dump(mode="json"), requested_by=by,
                             planner=planner, max_attempts=max_attempts, plan_id=plan_id))
 
 
-def new_cluster(f: Facts, cluster_id: str, owner: str = "") -> Cluster:
+def new_cluster(f: Facts, cluster_id: str, owner: str, now: datetime) -> Cluster:
+    """The cluster a create makes, with its lease from the template (and the request's
+    `lease_s`) among its first events; none for a lease forever (`leases.py`)."""
     cmd: CreateCluster = f.command
     template = template_of(f)
     provider = provider_of(f)
+    try:
+        lease_terms = leases.terms_of(template.administration)
+    except ValueError as err:
+        raise Refused(f"template {cmd.template!r}: {err}") from None
     # Where the cluster's tasks go: the template's class, else the provider's, else the planner's.
     klass = template.defaults.provisionerclass or f.catalog.providers[provider].provisionerclass
-    return Cluster(ClusterRequested(tenant=f.tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,
-                                    provider=provider, config={**template.defaults.config, **cmd.config},
-                                    job_id=f.job_id, provisioner_class=klass, owner=owner))
+    cluster = Cluster(ClusterRequested(tenant=f.tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,
+                                       provider=provider, config={**template.defaults.config, **cmd.config},
+                                       job_id=f.job_id, provisioner_class=klass, owner=owner))
+    lease = leases.initial(lease_terms, cmd.lease_s, now)
+    cluster.change_lease(lease.expires_at, lease.max_at, lease.step_s, owner)
+    return cluster
 
 
 def solver_catalog(catalog: Catalog) -> dict[str, Any]:
