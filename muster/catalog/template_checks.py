@@ -8,15 +8,23 @@ the quantities."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from contracts.catalog import ClusterTemplate
+from contracts.catalog import Catalog, ClusterTemplate
 
-from .problems import quoted
+from .problems import Severity, quoted
 from .templates import TemplateError, resolve_template
 
-if TYPE_CHECKING:  # validation.py imports this module to run it
-    from .validation import Checker
+
+class Checker(Protocol):
+    """What the checks need of the whole-catalog checker (`validation.Checker`)."""
+
+    @property
+    def c(self) -> Catalog: ...
+
+    def add(self, kind: str, name: str, field: str, message: str, severity: Severity = "error") -> None: ...
+
+    def satisfiable(self, requirement: str, among: Iterable[str] | None = None) -> bool: ...
 
 
 def _exists(ch: Checker, kind: str, what: str, names: Iterable[str], entity_kind: str, entity: str, where: str) -> None:

@@ -13,24 +13,34 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from contracts import subjects
-from contracts.identity import PermissionGranted, Scope, TenantCreated
+from contracts.identity import IdentityEvent, PermissionGranted, Scope, TenantCreated
 from muster.bus.connect import CredentialsError, read_credentials_file, write_credentials_file
 from muster.bus.eventstore import ConcurrencyError
 
-from .backends import AuthError
+from .backends.base import AuthError
 from .backends.builtin import BuiltinBackend
 from .domain.admin import bootstrap
 from .domain.state import Grant
 
 if TYPE_CHECKING:
-    from .service import AuthService
+    from .view import IdentityView
 
 log = structlog.get_logger("muster.auth")
+
+
+class IdentityWriter(Protocol):
+    """What bootstrapping needs of the auth service (`service.AuthService`): the identities as
+    the log has them, and a way to append to them."""
+
+    @property
+    def view(self) -> IdentityView | None: ...
+
+    async def append(self, subject: str, event: IdentityEvent, expect: int | None) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,7 @@ def system_principal_from_env() -> list[BootstrapPrincipal]:
     return [BootstrapPrincipal(principal, "service", Path(os.devnull), service="system", token=token)]
 
 
-def _still_valid(service: AuthService, p: BootstrapPrincipal) -> bool:
+def _still_valid(service: IdentityWriter, p: BootstrapPrincipal) -> bool:
     assert service.view is not None
     if not p.credentials.is_file():
         return False
@@ -90,7 +100,7 @@ def _still_valid(service: AuthService, p: BootstrapPrincipal) -> bool:
         return False
 
 
-async def ensure_bootstrap(service: AuthService, spec: Bootstrap | None) -> None:
+async def ensure_bootstrap(service: IdentityWriter, spec: Bootstrap | None) -> None:
     spec = spec or Bootstrap()
     assert service.view is not None
     state, last = service.view.state, 0

@@ -4,33 +4,10 @@ and `idp` (JWTs of an identity provider, checked against its public key)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from ..domain.state import IdentityState
+from .base import Authenticated, AuthError, IdentityBackend
 
-from ..domain.state import IdentityState, Principal
-
-
-class AuthError(Exception):
-    """A token refused; the message is a reason a person understands, and never the token."""
-
-
-@dataclass(frozen=True)
-class Authenticated:
-    principal: Principal
-    token_id: str
-    """what revocation names: the built-in token's id, or `jwt-<digest prefix>`"""
-    expires_at: float | None
-    backend: str
-
-
-class IdentityBackend(Protocol):
-    name: str
-
-    def accepts(self, token: str) -> bool:
-        """Is this token of this backend's shape (cheap; no verification)?"""
-
-    def authenticate(self, token: str, now: float) -> Authenticated:
-        """Who the token is, or AuthError naming why not."""
+__all__ = ["IDP_ENV", "AuthError", "Authenticated", "IdentityBackend", "identity_backends"]
 
 
 IDP_ENV = "MUSTER_IDP"
@@ -44,7 +21,7 @@ def identity_backends(state: IdentityState, idp_file: str | None = None) -> list
     from pathlib import Path
 
     from .builtin import BuiltinBackend
-    from .idp import IdpBackend, IdpConfig
+    from .idp import IdpBackend, IdpConfig  # (PyJWT, only where tokens are checked)
 
     backends: list[IdentityBackend] = [BuiltinBackend(state)]
     path = idp_file or os.environ.get(IDP_ENV)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..domain import tokens
 from ..domain.state import IdentityState
-from . import Authenticated, AuthError
+from .base import Authenticated, AuthError
 
 
 class BuiltinBackend:

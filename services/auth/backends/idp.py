@@ -22,7 +22,7 @@ from contracts.identity import tenant_name_problem, valid_principal_id
 
 from ..domain.state import IdentityState, Principal
 from ..domain.tokens import TokenError, check_size, looks_like_jwt
-from . import Authenticated, AuthError
+from .base import Authenticated, AuthError
 
 ROLES = ("user", "tenant_admin", "super_admin")
 

@@ -47,7 +47,7 @@ from contracts.events import (
 )
 from contracts.layout import NodeSpec
 
-from .plan import Plan
+from .model import Plan
 from .rollback import rollback_plan
 from .scheduling import ReadyIndex, ready
 
