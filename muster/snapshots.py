@@ -5,8 +5,9 @@ log stays the truth and a snapshot is only ever a shortcut to a state the log gi
 
 A snapshot is JSON: `{format, fingerprint, kind, tenant, id, seq, version, state}`. `seq` is
 the log sequence of the aggregate's last event it covers; `state` the aggregate's attributes,
-tagged where JSON has no type of its own (sets, tuples, UUIDs, datetimes, enums, and pydantic
-models as their contract JSON, validated again when read). Attributes that are caches derived
+tagged where JSON has no type of its own (sets, tuples, UUIDs, datetimes, enums, named tuples
+and frozen dataclasses of muster's own as their fields, and pydantic models as their contract
+JSON, validated again when read). Attributes that are caches derived
 from the others are left out and start empty (`register(..., derived=...)`).
 
 An old snapshot is ignored, never misread: `fingerprint` is a hash of this format and of the
@@ -18,7 +19,9 @@ ignored the same way. Pure: no IO here (`muster.bus.snapshotstore` keeps them in
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import functools
 import hashlib
 import importlib
 import json
@@ -191,6 +194,7 @@ def _topic(cls: type[Any]) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+@functools.lru_cache(maxsize=256)
 def _class(topic: str) -> type[Any]:
     module, _, name = topic.partition(":")
     if not module.startswith(TRUSTED):
@@ -212,6 +216,8 @@ def _encode(value: Any, where: str) -> Any:
         if all(isinstance(k, str) for k in value) and TAG not in value:
             return {k: _encode(v, where) for k, v in value.items()}
         return {TAG: "dict", "v": [[_encode(k, where), _encode(v, where)] for k, v in value.items()]}
+    if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a NamedTuple of muster's own
+        return {TAG: "data", "t": _topic(type(value)), "v": [_encode(v, where) for v in value]}
     if isinstance(value, tuple):
         return {TAG: "tuple", "v": [_encode(v, where) for v in value]}
     if isinstance(value, (set, frozenset)):
@@ -229,6 +235,8 @@ def _encode(value: Any, where: str) -> Any:
         return {TAG: "model", "t": _topic(type(value)), "v": value.model_dump(mode="json")}
     if isinstance(value, enum.Enum):
         return {TAG: "enum", "t": _topic(type(value)), "v": value.value}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type) and type(value).__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        return {TAG: "data", "t": _topic(type(value)), "v": [_encode(getattr(value, f.name), where) for f in dataclasses.fields(value)]}
     raise SnapshotError(f"{where}: a {type(value).__name__} cannot be snapshotted (a derived cache? register it as such)")
 
 
@@ -254,4 +262,9 @@ def _untag(value: dict[str, Any]) -> Any:
         return model.model_validate(v)
     if tag == "enum":
         return _class(value["t"])(v)
+    if tag == "data":
+        cls = _class(value["t"])
+        if not (dataclasses.is_dataclass(cls) or (issubclass(cls, tuple) and hasattr(cls, "_fields"))):
+            raise SnapshotError(f"not a dataclass or a named tuple: {value['t']}")
+        return cls(*v)
     raise SnapshotError(f"unknown tag {tag!r}")

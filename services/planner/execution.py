@@ -108,7 +108,7 @@ class Execution:
         catalog = await self.state.catalog(job.tenant)
         waiting = {(a.task_id, a.attempt) for a in dispatch}  # (tuples: hashed in C, unlike Attempt)
         sending: list[asyncio.Future[None]] = []
-        if any(needs_nodes(job.tasks[a.task_id]["action"]) for a in dispatch):
+        if any(needs_nodes(job.tasks[a.task_id].action) for a in dispatch):
             # The nodes map is stored while the first part is recorded (it is content-addressed
             # and names no attempt: storing it early is harmless); the publishes find it stored.
             sending.append(asyncio.ensure_future(self._store_nodes_map(cluster, catalog)))
@@ -182,7 +182,7 @@ class Execution:
         klass = saga.queue_class(cluster, self.config.settings)
         timeout = timedelta(seconds=self.config.task_timeout_s)
         ref: str | None = None
-        if any(needs_nodes(job.tasks[a.task_id]["action"]) for a, _ in attempts):
+        if any(needs_nodes(job.tasks[a.task_id].action) for a, _ in attempts):
             try:
                 # The nodes map travels by reference (nodemaps.py); only automators get one.
                 ref = await self.nodemaps.ref(cluster, catalog)
@@ -198,7 +198,7 @@ class Execution:
             self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
             self.timers.arm(("timeout", job_id, a.task_id, a.attempt), at + timeout)
             try:
-                needs = needs_nodes(job.tasks[a.task_id]["action"])
+                needs = needs_nodes(job.tasks[a.task_id].action)
                 if needs and ref is None:
                     raise RuntimeError("no nodes map")
                 avoid = self.ran_attempts.get((job_id, a.task_id), [])

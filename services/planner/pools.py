@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from contracts import subjects
-from contracts.catalog import Catalog
+from contracts.catalog import Action, Catalog
 from contracts.commands import COMMAND_ADAPTER, CreateCluster, ExpandCluster
 from contracts.events import Event
 from contracts.pools import (
@@ -157,7 +157,7 @@ class PoolBroker:
     @staticmethod
     def _needs_grant(job: Job, cluster: Cluster, task_id: str) -> bool:
         task = job.tasks[task_id]
-        return task["action"] == "create" and GRANT not in cluster.results.get(task["node"], {})
+        return task.action is Action.CREATE and GRANT not in cluster.results.get(task.node, {})
 
     # -- after every decision ------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ class PoolBroker:
             task = job.tasks.get(task_id)
             if task is None or task_id in job.cleanups.values() or ".cleanup" in task_id:
                 continue  # a cleanup deletes a half-made machine; the node keeps its host
-            node, action = task["node"], task["action"]
+            node, action = task.node, task.action.value
             status = ""
             if action == "confirm" and state == "succeeded":
                 status = "confirmed"

@@ -109,7 +109,7 @@ class Previews:
         if preview.batches:
             plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
         if self.limits is not None:  # what will hold its tasks back (docs/planner.md, "Concurrency limits")
-            shown = self.limits.shown(job.tenant, cluster.provider, [t.action.value for t in preview.plan.tasks])
+            shown = self.limits.shown(job.tenant, cluster.provider, [t.action for t in preview.plan.tasks])
             if shown:
                 plan["limits"] = shown
         return DryRun(layout=layout, plan=plan, plan_id=event.plan_id,

@@ -63,14 +63,14 @@ def task_message(
     `shared`: a memo of the parts equal for many messages of one cluster and catalog (a wave
     of 10,000 builds its service and provider references once, not 10,000 times)."""
     task = job.tasks[task_id]
-    action = Action(task["action"])
+    action = task.action
     memo: dict[Any, Any] = shared if shared is not None else {}
     service = None
-    if task["service"]:
-        service = memo.get((task["service"], action))
+    if task.service:
+        service = memo.get((task.service, action))
         if service is None:
-            definition = catalog.services[task["service"]].provisioner.actions[action]
-            service = memo[(task["service"], action)] = ServiceRef(name=task["service"], action=definition)
+            definition = catalog.services[task.service].provisioner.actions[action]
+            service = memo[(task.service, action)] = ServiceRef(name=task.service, action=definition)
     undoing = task_id.startswith(UNDO)
     # A rollback's configure puts back the config the job replaced.
     config = job.previous_config if undoing and action is Action.CONFIGURE and job.previous_config else cluster.config
@@ -87,12 +87,12 @@ def task_message(
         attempt=attempt,
         action=action,
         provisioner_class=provisioner_class,
-        node=node_info(cluster, catalog, task["node"]),
+        node=node_info(cluster, catalog, task.node),
         service=service,
         # Sensitive fields never reach the catalog in the log (docs/secrets.md), so every
         # field here may travel.
         provider=provider_ref,
-        results=cluster.results.get(task["node"], {}),
+        results=cluster.results.get(task.node, {}),
         nodes={} if not needs_nodes(action) or nodes_ref else nodes_map(cluster, catalog),
         nodes_ref=nodes_ref if needs_nodes(action) else None,
         config=config,

@@ -47,7 +47,7 @@ from contracts.events import (
 )
 from contracts.layout import NodeSpec
 
-from .model import Plan
+from .model import Plan, PlannedTask
 from .rollback import rollback_plan
 from .scheduling import ReadyIndex, ready
 
@@ -91,10 +91,13 @@ class Job(Aggregate):
         self.state = "running"
         self.error = ""
         self.mode = "eager"
-        self._plan_json: dict[str, Any] | None = None
-        self._rollback_json: dict[str, Any] | None = None
+        self._plan_parts: dict[str, Any] | None = None
+        self._rollback_parts: dict[str, Any] | None = None
+        """The plans as recorded: their tasks, links (and thrown-in starts); `plan` and
+        `rollback` derive the `Plan`s from them."""
         self._plans: dict[str, Plan] = {}
-        self.tasks: dict[str, dict[str, Any]] = {}
+        self.tasks: dict[str, PlannedTask] = {}
+        """Every task of the job: the plan's, the rollback's and the cleanups', by id."""
         self.nodes: list[NodeSpec] = []
         self.previous_nodes: list[NodeSpec] = []
         self.previous_config: dict[str, Any] = {}
@@ -116,30 +119,31 @@ class Job(Aggregate):
 
     @property
     def planned(self) -> bool:
-        return self._plan_json is not None
+        return self._plan_parts is not None
 
     # Plans are derived from the recorded JSON on first use: a rebuild of a log full of
     # finished jobs never pays for them.
     @property
     def plan(self) -> Plan | None:
-        return self._derived("plan", self._plan_json)
+        return self._derived("plan", self._plan_parts)
 
     @property
     def rollback(self) -> Plan | None:
-        return self._derived("rollback", self._rollback_json)
+        return self._derived("rollback", self._rollback_parts)
 
     def _derived(self, name: str, data: dict[str, Any] | None) -> Plan | None:
         if data is None:
             return None
         if name not in self._plans:
-            self._plans[name] = Plan.from_json(data)
+            links = [(tuple(s), tuple(t)) for s, t in data["links"]]
+            self._plans[name] = Plan.assemble(data["tasks"], links, data.get("thrown_in", ()))
         return self._plans[name]
 
     @event("JobPlanned")
     def _planned(self, payload: JobPlanned) -> None:
         self.mode = payload.mode
-        self.tasks = {t.id: {"id": t.id, "node": t.node, "action": t.action.value, "service": t.service} for t in payload.tasks}
-        self._plan_json = {"tasks": list(self.tasks.values()), "links": payload.links, "thrown_in": payload.thrown_in}
+        self.tasks = {t.id: PlannedTask(t.id, t.node, t.action, t.service) for t in payload.tasks}
+        self._plan_parts = {"tasks": list(self.tasks.values()), "links": payload.links, "thrown_in": payload.thrown_in}
         self.nodes = list(payload.nodes)
         self.previous_nodes = list(payload.previous_nodes)
         self.previous_config = dict(payload.previous_config)
@@ -168,7 +172,7 @@ class Job(Aggregate):
         task = self.tasks[task_id]
         payload = TaskQueued(
             job_id=str(self.id), task_id=task_id, attempt=self.attempts.get(task_id, 0) + 1,
-            node=task["node"], action=task["action"], service=task["service"], provisioner_class=provisioner_class,
+            node=task.node, action=task.action, service=task.service, provisioner_class=provisioner_class,
         )
         self._queued(payload)
         return payload
@@ -332,7 +336,7 @@ class Job(Aggregate):
 
     @event("CleanupQueued")
     def _cleanup_queued(self, payload: CleanupQueued) -> None:
-        self.tasks[payload.task_id] = {"id": payload.task_id, "node": payload.node, "action": Action.DELETE.value, "service": None}
+        self.tasks[payload.task_id] = PlannedTask(payload.task_id, payload.node, Action.DELETE, None)
         self.attempts[payload.task_id] = payload.attempt
         self.task_state[payload.task_id] = "queued"
         self.cleanups[payload.node] = payload.task_id
@@ -342,7 +346,7 @@ class Job(Aggregate):
         self._dispatch = None
 
     def queue_cleanup(self, failed_task: str) -> CleanupQueued:
-        node = self.tasks[failed_task]["node"]
+        node = self.tasks[failed_task].node
         n = 1 + sum(1 for t in self.tasks if t.startswith(f"{node}.cleanup"))
         payload = CleanupQueued(job_id=str(self.id), task_id=f"{node}.cleanup{n}", node=node, for_task=failed_task)
         self._cleanup_queued(payload)
@@ -406,7 +410,7 @@ class Job(Aggregate):
             self.control_requests[payload.request_id] = payload.type
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
-        self._rollback_json = None
+        self._rollback_parts = None
         self._plans.pop("rollback", None)
         self.cancel_requested = self.paused = False
         self.cleanups = {}
@@ -457,12 +461,11 @@ class Job(Aggregate):
         self.state = "rolling_back"
         self.error = payload.reason
         self.cleanups = {}  # the rollback deals with those nodes now
-        undo: list[dict[str, Any]] = [{"id": t.id, "node": t.node, "action": t.action.value, "service": t.service}
-                                      for t in payload.tasks]
-        self._rollback_json = {"tasks": undo, "links": payload.links}
+        undo = [PlannedTask(t.id, t.node, t.action, t.service) for t in payload.tasks]
+        self._rollback_parts = {"tasks": undo, "links": payload.links}
         self._plans.pop("rollback", None)
         self._dispatch = None
-        self.tasks.update({t["id"]: t for t in undo})
+        self.tasks.update({t.id: t for t in undo})
 
     def plan_rollback(self, reason: str, services: Mapping[str, Service]) -> RollbackPlanned | None:
         """Inverse tasks of what the forward plan completed, in reverse dependency order."""
@@ -509,7 +512,7 @@ class Job(Aggregate):
     def view(self) -> dict[str, Any]:
         """The job as its owner sees it (the tracker adds where each task runs)."""
         tasks = [
-            {**t, "state": self.task_state.get(t["id"], "planned"), "attempt": self.attempts.get(t["id"], 0)}
+            {**t.to_json(), "state": self.task_state.get(t.id, "planned"), "attempt": self.attempts.get(t.id, 0)}
             for t in self.tasks.values()
         ]
         counts: dict[str, int] = {}

@@ -19,10 +19,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from contracts.catalog import Action
+
 from .cluster import Cluster
 from .job import Job
 
-PROVIDER_ACTIONS = frozenset({"create", "confirm", "delete"})
+PROVIDER_ACTIONS = frozenset({Action.CREATE, Action.CONFIRM, Action.DELETE})
 
 Key = tuple[str, ...]
 """("provider", tenant, provider) or ("tenant", tenant)."""
@@ -48,7 +50,7 @@ class Limits:
 
     def keys(self, job: Job, cluster: Cluster, task_id: str) -> tuple[Key, ...]:
         found: list[Key] = []
-        if job.tasks[task_id]["action"] in PROVIDER_ACTIONS and self.provider_limit(job.tenant, cluster.provider) is not None:
+        if job.tasks[task_id].action in PROVIDER_ACTIONS and self.provider_limit(job.tenant, cluster.provider) is not None:
             found.append(("provider", job.tenant, cluster.provider))
         if self.tenant_limit(job.tenant) is not None:
             found.append(("tenant", job.tenant))
@@ -116,7 +118,7 @@ class Limits:
 
     # -- what the plan and the metrics show ------------------------------------------------------
 
-    def shown(self, tenant: str, provider: str, actions: Sequence[str]) -> dict[str, object]:
+    def shown(self, tenant: str, provider: str, actions: Sequence[Action]) -> dict[str, object]:
         """The limits a plan of these task actions will run under (the dry run shows them)."""
         out: dict[str, object] = {}
         limit = self.provider_limit(tenant, provider)

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from contracts.catalog import Action
 
@@ -29,8 +29,10 @@ def task_id(node: str, action: Action, service: str | None) -> str:
     return f"{node}.{_NAME[action]}" if service is None else f"{node}.{_NAME[action]}.{service}"
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedTask:
+class PlannedTask(NamedTuple):
+    """One node-level task of a plan, and of a job (`Job.tasks`). A tuple: a 10,000-node plan
+    makes 170,000 of them, and a tuple is made in a third of a frozen dataclass's time."""
+
     id: str
     node: str
     action: Action

@@ -171,7 +171,7 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
     job's queued attempts are published again."""
     effects = Effects(disarm=[Attempt(event.task_id, event.attempt)])
     task = job.tasks.get(event.task_id)
-    if task is not None and task["action"] == Action.STATUS.value and job.is_current(event.task_id, event.attempt):
+    if task is not None and task.action is Action.STATUS and job.is_current(event.task_id, event.attempt):
         event = _observed(job, cluster, event)
     if isinstance(event, TaskSucceeded):
         done = TaskCompleted(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt,
@@ -179,7 +179,7 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
         if not job.complete(done):
             effects.republish_queued = True
             return effects
-        cluster.record_results(job.tasks[event.task_id]["node"], event.task_id, event.result, event.ipaddresses, event.hostname)
+        cluster.record_results(job.tasks[event.task_id].node, event.task_id, event.result, event.ipaddresses, event.hostname)
     else:
         failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
         if not job.fail_attempt(failed):
@@ -199,10 +199,10 @@ def _observed(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> 
         state, detail = state_of("unknown"), event.error
     else:
         state, detail = state_of(event.result.get("state")), str(event.result.get("detail", ""))
-    cluster.observe(str(job.id), event.task_id, task["node"], task["service"], state, expected, detail)
+    cluster.observe(str(job.id), event.task_id, task.node, task.service or "", state, expected, detail)
     if isinstance(event, TaskSucceeded) and expected is not None and state != expected:
         return TaskFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, provisioner=event.provisioner,
-                          worker=event.worker, error=f"{task['service']} is {state} on {task['node']}, not {expected}"
+                          worker=event.worker, error=f"{task.service} is {state} on {task.node}, not {expected}"
                           + (f": {detail}" if detail else ""))
     if isinstance(event, TaskSucceeded):  # its state is an observation, not a result of the node
         return event.model_copy(update={"result": {}})
@@ -230,9 +230,9 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
             q = job.queue(task_id, queue_class(cluster, settings))
             return Effects(dispatch=[Attempt(q.task_id, q.attempt)])
         return Effects()  # out of attempts: the job stops, and its rollback deletes the machine
-    if job.attempts_left(task_id) <= 0 or task["action"] not in (Action.CREATE.value, Action.CONFIRM.value):
+    if job.attempts_left(task_id) <= 0 or task.action not in (Action.CREATE, Action.CONFIRM):
         return Effects()
-    if not cluster.results.get(task["node"], {}).get("providerid"):
+    if not cluster.results.get(task.node, {}).get("providerid"):
         return Effects()
     cleanup = job.queue_cleanup(task_id)
     return Effects(dispatch=[Attempt(cleanup.task_id, cleanup.attempt)])

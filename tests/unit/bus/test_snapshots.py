@@ -16,6 +16,7 @@ from muster import snapshots
 from muster.bus.repository import SEQ_ATTR, fold, rebuild
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
+from services.planner.domain.model import PlannedTask
 from services.planner.snapshots import CLUSTER, JOB
 
 
@@ -69,6 +70,16 @@ def test_a_snapshot_that_does_not_decode_is_ignored() -> None:
     assert snapshots.read(json.dumps(broken).encode()) is None  # the contract refuses it
     foreign = dict(record, state=dict(record["state"], x={"~": "model", "t": "os:PathLike", "v": {}}))
     assert snapshots.read(json.dumps(foreign).encode()) is None  # only muster's own classes
+    not_data = dict(record, state=dict(record["state"], x={"~": "data", "t": "contracts.layout:NodeSpec", "v": []}))
+    assert snapshots.read(json.dumps(not_data).encode()) is None  # a "data" tag names a dataclass
+
+
+def test_a_jobs_typed_tasks_come_back_typed() -> None:
+    job = new_job(7)
+    assert job.tasks  # planned
+    snap = snapshots.read(snapshots.take(JOB, job, "acme", 3))
+    assert snap is not None and snap.aggregate.tasks == job.tasks
+    assert all(isinstance(t, PlannedTask) for t in snap.aggregate.tasks.values())
 
 
 def test_an_attribute_that_is_not_state_cannot_be_snapshotted() -> None:

@@ -185,7 +185,7 @@ def test_a_failed_create_with_a_machine_is_cleaned_up_before_creating_again() ->
     job.queue("n2.create")
     _fail(job, "n2.create")
     cleanup = job.queue_cleanup("n2.create")
-    assert cleanup.node == "n2" and job.tasks[cleanup.task_id]["action"] == "delete"
+    assert cleanup.node == "n2" and job.tasks[cleanup.task_id].action.value == "delete"
     assert "n2.create" not in job.ready()  # n2 is busy being cleaned up
     assert job.complete(TaskCompleted(job_id=str(job.id), task_id=cleanup.task_id, attempt=1))
     assert "n2.create" in job.ready()

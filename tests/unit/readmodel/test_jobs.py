@@ -66,7 +66,7 @@ class Walk:
                 moves.append(lambda t=t, a=attempt: job.complete(TaskCompleted(job_id=str(job.id), task_id=t, attempt=a)))
                 moves.append(lambda t=t, a=attempt: job.fail_attempt(
                     TaskAttemptFailed(job_id=str(job.id), task_id=t, attempt=a, error="boom")))
-            elif s == "failed" and job.tasks[t]["action"] in ("create", "confirm") and t not in job.cleanups.values():
+            elif s == "failed" and job.tasks[t].action.value in ("create", "confirm") and t not in job.cleanups.values():
                 moves.append(lambda t=t: job.queue_cleanup(t))
         moves += [lambda: job.pause("ops", "p"), lambda: job.resume("ops", "r"), lambda: job.cancel("ops", "c")]
         moves += [lambda: job.request_resources("lab", str(job.id), 2), lambda: job.take_resources({"n1": "h1", "n2": "h2"})]
