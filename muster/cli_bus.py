@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import click
 import nats.errors
@@ -47,6 +47,14 @@ class Bus:
         """`--tracker-url`, else $MUSTER_TRACKER_URL, else the one `muster up` saved, else the local default."""
         url = explicit or os.environ.get("MUSTER_TRACKER_URL") or saved_url(self.data_dir, "tracker.url") or DEFAULT_TRACKER_URL
         return url.rstrip("/")
+
+
+@overload
+def bus_options(f: Callable[..., Any], *, all_tenants: bool = False, tenant: bool = True) -> Callable[..., Any]: ...
+
+
+@overload
+def bus_options(f: None = None, *, all_tenants: bool = False, tenant: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
 
 
 def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = False, tenant: bool = True) -> Any:

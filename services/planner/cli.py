@@ -18,10 +18,12 @@ from muster.catalog.templates import TemplateError, resolve_template
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_INVALID, CliError, command, guarded
 
-from .domain.operations import OFFLINE as CLI_OPERATIONS
-from .domain.operations import ROLLING  # what can be planned without a solver
+from .domain.operations import OFFLINE, ROLLING
 from .domain.plan import PlanError, build_plan
 from .domain.rolling import batched
+
+CLI_OPERATIONS = OFFLINE
+"""What `muster plan` plans without a solver, from a nodes file."""
 
 MODES = ("eager", "staged")
 

@@ -75,7 +75,8 @@ class Admin:
         if handler is None:
             return Result(AuthReply(ok=False, reason=f"unknown auth request {verb!r}"))
         try:
-            return handler(me, request)
+            result: Result = handler(me, request)
+            return result
         except Refused as err:
             return Result(AuthReply(ok=False, reason=str(err)))
 
