@@ -7,9 +7,9 @@ from pydantic import BaseModel, ConfigDict
 
 DEFERRED = ConfigDict(defer_build=True)
 """For every contract model and adapter: its validator is built when it is first used, not on
-import. Building all of them cost ~0.16 s of CPU in every process that imports the contracts
-(each CLI command, each service), most of which use a few of them (docs/testing.md, "Where the
-CPU goes"). A model whose schema is broken now fails on first use: the unit tests use them all."""
+import. Building all of them cost every process that imports the contracts (each CLI command,
+each service) CPU for validators most of them never use (docs/testing.md, "Where the CPU
+goes"). A model whose schema is broken now fails on first use: the unit tests use them all."""
 
 
 class Event(BaseModel):

@@ -1,4 +1,4 @@
-"""`muster catalog delete KIND NAME`: remove an entity nothing uses (#17.6).
+"""`muster catalog delete KIND NAME`: remove an entity nothing uses.
 
 Refused, with every reason, while something uses the entity:
 - the rest of the catalog: deleting it must not make the catalog invalid (a template that

@@ -1,4 +1,4 @@
-"""Who may ask for what: the planner's admission hook for identities (docs/security.md).
+"""Who may ask for what: the planner's admission check for identities (docs/security.md).
 
 The requester is the principal the request's subject names (the server lets no one else use it,
 docs/decisions/0009); its grants come from the identity events (an IdentityView of this

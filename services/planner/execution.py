@@ -44,14 +44,13 @@ log = structlog.get_logger("muster.planner")
 
 REPUBLISH_MAX_S = 15.0
 REPUBLISH_QUEUED_EVERY_S = 10.0
-"""A job's queued attempts go out again at most this often on redelivered outcomes. Each
-redelivery asks for it, and a planner slow to ack (a 10,000-node create) gets redeliveries by the
-hundred: republishing thousands of attempts for each made it slower still (3,000 nodes: 127
-tasks/s; 10,000 nodes: ~30 tasks/s, the planner's CPU spent on duplicates). Once is enough to
-repair lost messages; task timeouts are the net behind it."""
+"""A job's queued attempts go out again at most this often on redelivered outcomes: a planner
+slow to ack gets redeliveries by the hundred, and republishing every queued attempt for each
+spends its CPU on duplicates (docs/planner.md, "Execution"). Once is enough to repair lost
+messages; task timeouts are the net behind it."""
 CHAIN_MOST = 16
 """The most events of one chained save (`execute(chain=True)`): a chain costs the server one
-disk sync per event, an atomic batch ~10 ms whatever its size (decision 6)."""
+disk sync per event, an atomic batch one commit whatever its size (decision 6, docs/bus.md)."""
 
 
 class Execution:

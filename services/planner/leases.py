@@ -1,7 +1,9 @@
-"""Cluster leases on the service side: each lease's expiry is a timer (kind `lease`) armed from
-the cluster's logged `ClusterLeaseChanged`, by the planner that owns the cluster, when it takes
-the cluster in (create, `Planner.resume`) and whenever the lease or the cluster's job changes.
-No loop looks for expired clusters.
+"""Cluster leases on the service side: the timer of each lease's expiry, the delete it asks for,
+and extensions.
+
+Each expiry is a timer (kind `lease`) armed from the cluster's logged `ClusterLeaseChanged`,
+when the planner takes the cluster in (create, `Planner.resume`) and whenever the lease or the
+cluster's job changes. No loop looks for expired clusters.
 
 At expiry the owner asks for the cluster's delete like any request (admission rules and all),
 with a request id derived from the cluster and the expiry, so two planners or a restart ask

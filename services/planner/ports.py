@@ -1,7 +1,9 @@
-"""The planner's own ports (the log, the task queue and the clock are `muster.ports`): which
-clusters it acts for, the checks and policies later features plug in, resource pools, where
-catalogs come from, the solver a dry run asks and the live provisioners. The composition root
-(`bootstrap.py`) is given them once; nothing changes them afterwards."""
+"""The planner's own ports: what it needs from outside besides the log, the task queue and the
+clock (`muster.ports`).
+
+Which clusters it acts for, the checks and policies later features plug in, resource pools,
+where catalogs come from, the solver a dry run asks and the live provisioners. The composition
+root (`bootstrap.py`) is given them once; nothing changes them afterwards."""
 
 from __future__ import annotations
 

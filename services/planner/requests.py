@@ -2,7 +2,7 @@
 
 A request arrives as a `RequestContext` (tenant, verb, body and, once identities exist, the
 authenticated principal). Admission loads the facts the operation's rules need (the cluster,
-its current job, the catalog), runs the hooks' checks and the rules the operations table lists,
+its current job, the catalog), runs the admission checks and the rules the operations table lists,
 and either refuses with a reason or records the job. A dry run makes the same decisions and
 records only its plan (`previews.py`); `ApplyPlan` runs a saved one; `ExtendLease` records a
 cluster's new lease and starts no job (`leases.py`).

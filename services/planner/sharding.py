@@ -19,10 +19,9 @@ on (`muster/bus/shards.py`), and a request reaches the owner of its cluster wher
   that says to send it again, marked `retry` (with the same request id nothing is done twice;
   `MusterClient.request` sends it again by itself).
 - **Answered in time.** `wait_s` is at most `FORWARD_WAIT_S`, below the client's per-try
-  timeout (10 s): a requester hears "send again" before it gives up on a try. It once was twice
-  the TTL (20 s), and a request waiting for a takeover in the soak timed out at the client 12
-  times over (docs/faults.md). And a request waiting for a shard holds up no other: each is
-  answered in a task of its own (`replies.Responders`).
+  timeout: a requester hears "send again" before it gives up on a try (docs/faults.md). And a
+  request waiting for a shard holds up no other: each is answered in a task of its own
+  (`replies.Responders`).
 """
 
 from __future__ import annotations

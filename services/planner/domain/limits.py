@@ -1,7 +1,9 @@
-"""Concurrency limits at dispatch (pure): at most N tasks of a provider, or of a tenant, in flight
-at once across all of the planner's jobs (a cloud API that allows 5 concurrent creates gets at
-most 5). A `DispatchPolicy`: ready tasks over a limit stay unqueued (nothing is recorded), and
-the job is looked at again when a slot frees (`wake`).
+"""Concurrency limits at dispatch (pure): at most N tasks of a provider, or of a tenant, in
+flight at once across all of the planner's jobs.
+
+A `DispatchPolicy`: ready tasks over a limit stay unqueued (nothing is recorded), and the job is
+looked at again when a slot frees (`wake`); a cloud API that allows 5 concurrent creates gets
+at most 5.
 
 - per provider: the catalog's `maxconcurrent` on the provider counts the provider's own tasks
   (`create`, `confirm`, `delete`: the ones that call its API) of the tenant's clusters on it;
