@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, Rejected
+from contracts.commands import Rejected
 from contracts.events import Event, LayoutSolved, LayoutUnsolvable, TaskFailed, TaskSucceeded
 from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
@@ -25,11 +24,10 @@ from muster.ports.taskqueue import TaskQueue
 from . import leases
 from .attempts import AttemptHolders
 from .config import PlannerConfig
-from .domain import planning, saga
+from .domain import saga
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.limits import Limits
-from .domain.operations import OPERATIONS
 from .domain.saga import Effects
 from .execution import Execution
 from .messages import OperationAnswer, RequestContext
@@ -37,6 +35,7 @@ from .metrics import QueueMetrics
 from .nodemaps import NodeMaps
 from .pools import job_id_of
 from .ports import Ownership, Pools, Workers
+from .recovery import Recovery
 from .requests import Requests
 from .state import PlannerState
 from .timers import Timers
@@ -59,11 +58,12 @@ class Planner:
 
     def __init__(self, *, config: PlannerConfig, state: PlannerState, queue: TaskQueue, ownership: Ownership,
                  limits: Limits, timers: Timers, metrics: QueueMetrics, nodemaps: NodeMaps, execution: Execution,
-                 attempts: AttemptHolders, requests: Requests, lease_expiry: leases.LeaseExpiry,
+                 attempts: AttemptHolders, requests: Requests, lease_expiry: leases.LeaseExpiry, recovery: Recovery,
                  pools: Pools | None = None, workers: Workers | None = None) -> None:
         self.config, self.state, self.log, self.queue, self.workers = config, state, state.log, queue, workers
         self.ownership, self.limits, self.timers, self.metrics, self.nodemaps = ownership, limits, timers, metrics, nodemaps
         self.execution, self.attempts, self.requests, self.leases, self.pools = execution, attempts, requests, lease_expiry, pools
+        self.recovery = recovery
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -76,81 +76,14 @@ class Planner:
     # -- start: rebuild from the log ---------------------------------------------------------
 
     async def resume(self, only: Callable[[str], bool] | None = None) -> None:
-        """Rebuild every cluster (those whose id `only` accepts: the shards this planner just
-        gained) and each cluster's current job from the log, then carry on with the open ones
-        (outcomes they missed taken in, their timers re-armed from the log's times). Other
-        (finished) jobs are loaded when a request names them: one job per cluster runs at a
-        time, and accept records the cluster's pointer to a job before the job itself, so no
-        open job can be missed."""
-        clusters = await self.state.load_clusters(only)
-        ours = self.ownership.owns if only is None else (lambda tenant, cluster_id: True)
-        async with self.state.lock:
-            open_jobs: list[tuple[Job, Cluster, dict[tuple[str, int], datetime], int]] = []
-            for cluster in clusters:
-                # `only` names the shards just gained: their clusters are ours even while the
-                # lease is renewed late (owns() false for a moment); skipped then, a current job
-                # would never be loaded. A lost shard waits for this lock before it forgets.
-                if not ours(cluster.tenant, str(cluster.id)):
-                    continue
-                leases.arm(self.timers, cluster)  # its expiry, from the logged lease
-                job, history = await self.state.load_job(cluster.tenant, cluster.job_id)
-                if job is None:
-                    continue  # accepted, then lost before the job was recorded: never answered
-                self.jobs[cluster.job_id] = job
-                if not job.is_final and history is not None:
-                    job = await self._adopt(job)
-                    queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]
-                    times = {(r.event.task_id, r.event.attempt): r.time for r in queued}
-                    open_jobs.append((job, cluster, times, min((r.seq for r in queued), default=1)))
-            for job, cluster, _, _ in open_jobs:  # every job's tasks in flight count before any job dispatches more
-                await self.state.catalog(job.tenant)
-                self.limits.track(job, cluster)
-            for job, cluster, times, since in open_jobs:
-                await self._resume_job(job, cluster, times, since)
-        log.info("resumed", clusters=len(clusters), open=len(open_jobs))
-
-    async def _adopt(self, job: Job) -> Job:
-        """Record that this planner owns the open job now (the tracker names it as the job's
-        owner), when another one drove it before (a restart: planners are named per process).
-        A refused append (another planner wrote first) leaves the log's view in place."""
-        previous = job.planner
-        if job.adopt(self.config.instance):
-            try:
-                await self.state.save_job(job)
-            except ConcurrencyError:
-                await self.state.reload(job.tenant, str(job.id), job.cluster_id)
-                log.warning("job adopted by another planner first", job_id=str(job.id))
-                return self.jobs[str(job.id)]
-            log.info("job adopted", job_id=str(job.id), previous=previous)
-        return job
-
-    async def _resume_job(self, job: Job, cluster: Cluster, times: dict[tuple[str, int], datetime], since_seq: int) -> None:
-        if job.planned:
-            await self.execution.resume_job(job, cluster, times, since_seq, self.attempts)
-            return
-        layouts = await self.state.log.read(subjects.layout_events(job.tenant, str(job.id))) if OPERATIONS[job.operation].layout else []
-        answers = [r for r in layouts if r.type in ("LayoutSolved", "LayoutUnsolvable")]
-        if answers:  # answered while nobody acted for the cluster
-            await self.execution.take_layout(job, cluster, answers[0].event)
-        elif OPERATIONS[job.operation].layout and not layouts:
-            catalog = await self.state.catalog(job.tenant)
-            command = COMMAND_ADAPTER.validate_python(job.request)
-            await self.execution.ask_for_layout(job, planning.layout_request(str(job.id), cluster, catalog, command))
+        """Rebuild the clusters this planner acts for (those whose id `only` accepts: the shards
+        it just gained; they are its own even while a lease is renewed late) and carry on with
+        their open jobs (`recovery.Recovery.resume`)."""
+        await self.recovery.resume(only, self.ownership.owns if only is None else (lambda tenant, cluster_id: True))
 
     async def forget(self, only: Callable[[str], bool]) -> None:
-        """Stop acting for the clusters `only` accepts (their shards went to another planner):
-        drop them, their jobs and their timers. Waits for the handler in progress."""
-        async with self.state.lock:
-            clusters = {cid for cid in self.clusters if only(cid)}
-            jobs = set(self.state.forget(clusters))
-            for job_id in jobs:
-                self.limits.forget(job_id)
-            # Timers of those jobs (timeouts, republishes) and clusters (lease expiries).
-            for key in [k for k in self.timers.handles if len(k) > 1 and (k[1] in jobs or any(x in clusters for x in k[1:]))]:
-                self.timers.disarm(key)
-            for cid in clusters:
-                self.nodemaps.forget(cid)
-        log.info("clusters handed over", clusters=len(clusters), jobs=len(jobs))
+        """Stop acting for the clusters `only` accepts (their shards went to another planner)."""
+        await self.recovery.forget(only)
 
     async def find_job(self, tenant: str, job_id: str) -> Job | None:
         return await self.state.find_job(tenant, job_id)
@@ -251,43 +184,14 @@ class Planner:
         self.timers.arm(("requeue",), self.timers.clock.now() + timedelta(seconds=REQUEUE_GRACE_S))
 
     async def requeue_lost(self) -> None:
-        """Every attempt of this planner's open jobs that the log has queued, that has no
-        outcome and that no live provisioner holds goes out again, with its own message id and
-        its first deadline: those waiting in the queue, those let go back to it, and those
-        whose provisioner died meanwhile. One a provisioner holds runs on, and its outcome comes
-        through the log. When the provisioners cannot be asked (presence unreadable), every
-        attempt with a claim in the log is left alone instead (the log, not only what this
-        planner's consumer has delivered): nothing runs twice, and what that leaves out waits
-        for its timeout.
-
-        A shard whose lease is being renewed late (the outage may have outlasted it) is settled
-        first, outside the lock as `_settled` is: kept, its jobs are taken here; lost, whoever
-        gains it resumes them and publishes the same."""
+        """The attempts of this planner's open jobs that the queue lost go out again
+        (`recovery.Recovery.requeue`). A shard whose lease is being renewed late (the outage
+        may have outlasted it) is settled first, outside the lock as `_settled` is: kept, its
+        jobs are taken here; lost, whoever gains it resumes them and publishes the same."""
         for tenant, cluster_id in {(j.tenant, j.cluster_id) for j in list(self.jobs.values()) if not j.is_final}:
             await self.ownership.settle(tenant, cluster_id)
         held = await self.workers.holding() if self.workers is not None else None
-        lost = 0
-        async with self.state.lock:
-            for job in list(self.jobs.values()):
-                if job.is_final or not self._acts_for(job):
-                    continue
-                queued = saga.queued_attempts(job)
-                if not queued:
-                    continue
-                job_id = str(job.id)
-                if held is not None:
-                    keep = [a for a in queued if f"{job_id}.{a.task_id}.{a.attempt}" not in held]
-                else:
-                    claimed = {(r.event.task_id, r.event.attempt) for r in
-                               await self.state.log.read(subjects.job_task_events(job.tenant, job_id)) if r.type == "TaskClaimed"}
-                    keep = [a for a in queued
-                            if (a.task_id, a.attempt) not in claimed and (job_id, a.task_id, a.attempt) not in self.attempts.claims]
-                if keep:
-                    lost += len(keep)
-                    catalog = await self.state.catalog(job.tenant)
-                    await self.execution.publish_many(job, self.clusters[job.cluster_id], catalog, [(a, None) for a in keep])
-        log.warning("task queue lost; queued attempts published again", attempts=lost,
-                    held_by_provisioners="unknown" if held is None else len(held))
+        await self.recovery.requeue(held, self._acts_for)
 
     # -- pools (see routing.py) ------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
 from .pools import PoolBroker, PoolFold
 from .ports import AdmissionCheck, CatalogSource, Ownership, OwnsEverything, Solver, Workers
+from .recovery import Recovery
 from .requests import Requests
 from .routing import TIMERS
 from .state import LogCatalogs, PlannerState
@@ -64,9 +65,11 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
                         solver=solver, workers=workers)
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
+    attempts = AttemptHolders(log)
+    recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, config)
     planner = Planner(config=config, state=state, queue=queue, ownership=ownership, limits=limits, timers=timers,
-                      metrics=metrics, nodemaps=nodemaps, execution=execution, attempts=AttemptHolders(log),
-                      requests=requests, lease_expiry=expiry, pools=broker, workers=workers)
+                      metrics=metrics, nodemaps=nodemaps, execution=execution, attempts=attempts, requests=requests,
+                      lease_expiry=expiry, recovery=recovery, pools=broker, workers=workers)
     for kind, handler in TIMERS.items():
         timers.on(kind, getattr(planner, handler))
     return planner
