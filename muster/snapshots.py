@@ -26,6 +26,7 @@ import hashlib
 import importlib
 import json
 import re
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -217,7 +218,10 @@ def _encode(value: Any, where: str) -> Any:
             return {k: _encode(v, where) for k, v in value.items()}
         return {TAG: "dict", "v": [[_encode(k, where), _encode(v, where)] for k, v in value.items()]}
     if isinstance(value, tuple) and hasattr(type(value), "_fields"):  # a NamedTuple of muster's own
-        return {TAG: "data", "t": _topic(type(value)), "v": [_encode(v, where) for v in value]}
+        # Enum fields as their plain values (the class says which fields they are): a job's
+        # thousands of tasks read back without a tag each.
+        return {TAG: "data", "t": _topic(type(value)),
+                "v": [v.value if isinstance(v, enum.Enum) else _encode(v, where) for v in value]}
     if isinstance(value, tuple):
         return {TAG: "tuple", "v": [_encode(v, where) for v in value]}
     if isinstance(value, (set, frozenset)):
@@ -238,6 +242,33 @@ def _encode(value: Any, where: str) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type) and type(value).__dataclass_params__.frozen:  # type: ignore[attr-defined]
         return {TAG: "data", "t": _topic(type(value)), "v": [_encode(getattr(value, f.name), where) for f in dataclasses.fields(value)]}
     raise SnapshotError(f"{where}: a {type(value).__name__} cannot be snapshotted (a derived cache? register it as such)")
+
+
+_DATA: dict[str, Callable[[list[Any]], Any]] = {}
+"""A decoder per class of the `data` tag, made once (a job's snapshot holds thousands of tasks)."""
+
+
+def _data_decoder(topic: str) -> Callable[[list[Any]], Any]:
+    cls = _class(topic)
+    if dataclasses.is_dataclass(cls):
+        def decode(v: list[Any]) -> Any:
+            return cls(*v)
+    elif issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        # Enum fields are stored as their plain values; the class's hints say which they are.
+        hints = typing.get_type_hints(cls)
+        enums = [(i, hints[f]._value2member_map_) for i, f in enumerate(cls._fields)
+                 if isinstance(hints[f], type) and issubclass(hints[f], enum.Enum)]
+        make = cls._make  # type: ignore[attr-defined]  # (a named tuple)
+
+        def decode(v: list[Any]) -> Any:
+            for i, members in enums:
+                if v[i] is not None:
+                    v[i] = members[v[i]]
+            return make(v)
+    else:
+        raise SnapshotError(f"not a dataclass or a named tuple: {topic}")
+    _DATA[topic] = decode
+    return decode
 
 
 def _untag(value: dict[str, Any]) -> Any:
@@ -263,8 +294,6 @@ def _untag(value: dict[str, Any]) -> Any:
     if tag == "enum":
         return _class(value["t"])(v)
     if tag == "data":
-        cls = _class(value["t"])
-        if not (dataclasses.is_dataclass(cls) or (issubclass(cls, tuple) and hasattr(cls, "_fields"))):
-            raise SnapshotError(f"not a dataclass or a named tuple: {value['t']}")
-        return cls(*v)
+        decode = _DATA.get(value["t"]) or _data_decoder(value["t"])
+        return decode(v)
     raise SnapshotError(f"unknown tag {tag!r}")

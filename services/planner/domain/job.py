@@ -93,8 +93,8 @@ class Job(Aggregate):
         self.mode = "eager"
         self._plan_parts: dict[str, Any] | None = None
         self._rollback_parts: dict[str, Any] | None = None
-        """The plans as recorded: their tasks, links (and thrown-in starts); `plan` and
-        `rollback` derive the `Plan`s from them."""
+        """The plans as recorded: their task ids (the tasks are in `tasks`), links (and
+        thrown-in starts); `plan` and `rollback` derive the `Plan`s from them."""
         self._plans: dict[str, Plan] = {}
         self.tasks: dict[str, PlannedTask] = {}
         """Every task of the job: the plan's, the rollback's and the cleanups', by id."""
@@ -136,14 +136,15 @@ class Job(Aggregate):
             return None
         if name not in self._plans:
             links = [(tuple(s), tuple(t)) for s, t in data["links"]]
-            self._plans[name] = Plan.assemble(data["tasks"], links, data.get("thrown_in", ()))
+            tasks = [self.tasks[t] for t in data["tasks"]]
+            self._plans[name] = Plan.assemble(tasks, links, data.get("thrown_in", ()))
         return self._plans[name]
 
     @event("JobPlanned")
     def _planned(self, payload: JobPlanned) -> None:
         self.mode = payload.mode
         self.tasks = {t.id: PlannedTask(t.id, t.node, t.action, t.service) for t in payload.tasks}
-        self._plan_parts = {"tasks": list(self.tasks.values()), "links": payload.links, "thrown_in": payload.thrown_in}
+        self._plan_parts = {"tasks": list(self.tasks), "links": payload.links, "thrown_in": payload.thrown_in}
         self.nodes = list(payload.nodes)
         self.previous_nodes = list(payload.previous_nodes)
         self.previous_config = dict(payload.previous_config)
@@ -462,7 +463,7 @@ class Job(Aggregate):
         self.error = payload.reason
         self.cleanups = {}  # the rollback deals with those nodes now
         undo = [PlannedTask(t.id, t.node, t.action, t.service) for t in payload.tasks]
-        self._rollback_parts = {"tasks": undo, "links": payload.links}
+        self._rollback_parts = {"tasks": [t.id for t in undo], "links": payload.links}
         self._plans.pop("rollback", None)
         self._dispatch = None
         self.tasks.update({t.id: t for t in undo})
