@@ -30,7 +30,8 @@ class NsNet:
 
     async def __aenter__(self) -> NsNet:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._bridge = await system.claim_bridge(system.object_name(self.prefix, "br", interface=True), TEST_POOL)
+        async with system.host_lock():
+            self._bridge = await system.claim_bridge(system.object_name(self.prefix, "br", interface=True), TEST_POOL)
         return self
 
     async def __aexit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:

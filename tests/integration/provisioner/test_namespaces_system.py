@@ -21,9 +21,10 @@ async def test_a_bridge_takes_a_free_range_and_keeps_it(ns_net: NsNet) -> None:
     bridge = ns_net.bridge
     assert bridge.network.subnet_of(ipaddress.IPv4Network("10.213.0.0/16")) and bridge.network.prefixlen == 24
     assert await system.bridge_network(bridge.name) == bridge.network
-    again = await system.claim_bridge(bridge.name, "10.213.0.0/16")  # exists: kept as it is
+    async with system.host_lock():
+        again = await system.claim_bridge(bridge.name, "10.213.0.0/16")  # exists: kept as it is
+        other = await system.free_network("10.213.0.0/16")
     assert again == bridge
-    other = await system.free_network("10.213.0.0/16")
     assert other != bridge.network  # the host now routes this /24: the next caller gets another
     with pytest.raises(system.SystemCommandError, match="overlaps the host's"):
         await system.create_bridge(system.object_name(ns_net.prefix, "b2", interface=True), bridge.network)
@@ -88,13 +89,14 @@ async def test_sshd_answers_on_the_node_address_with_its_own_host_key(ns_net: Ns
 
 async def test_an_sshd_that_cannot_start_is_named_with_its_address(ns_net: NsNet) -> None:
     node = await ns_net.node("s2")
-    blocker, _ = await system.spawn_until(
+    blocker = await system.spawn_until(
         [*node.exec_argv(), "python3", "-c",
          f"import socket,time; s=socket.socket(); s.bind(('{node.netns.ip}', 22)); s.listen(); print('bound', flush=True); time.sleep(60)"],
-        10, "bound")
+        "bound", 10)
+    assert blocker.seen and not blocker.ended
     with pytest.raises(system.SystemCommandError, match=rf"sshd of node s2 on {node.netns.ip}:22 exited: .*"):
         await rootfs.start_sshd(node, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGV4YW1wbGVleGFtcGxlZXhhbXBsZWV4YW1wbGU=", timeout=10)
-    assert blocker.poll() is None
+    assert blocker.process.poll() is None
 
 
 async def test_delete_leaves_no_namespace_process_veth_mount_or_directory(ns_net: NsNet) -> None:

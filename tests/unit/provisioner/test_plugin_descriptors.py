@@ -49,6 +49,7 @@ async def test_builtin_plugins_are_discovered(registry: PluginRegistry) -> None:
         ("automator", "simulated"),
         ("provider", "localhost"),
         ("provider", "static-pool"),
+        ("provider", "namespaces"),
         ("automator", "shell"),
     }
     assert registry.provider("simulated") is not None

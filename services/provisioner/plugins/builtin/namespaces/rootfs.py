@@ -73,12 +73,13 @@ async def start_node(netns: NetNs, hostname: str, directory: Path, *, overlays: 
     (directory / "tmp").chmod(0o1777)
     argv = [*netns.exec_argv(), "unshare", "--mount", "--uts", "--propagation", "private",
             "sh", "-c", _HOLDER_SCRIPT, "muster-node", str(directory), hostname, *overlays]
-    proc, out = await spawn_until(argv, timeout, "ready", env={HOLDER_ENV: netns.name})
-    if not out.endswith("ready") or proc.poll() is not None:
+    holder = await spawn_until(argv, "ready", timeout, env={HOLDER_ENV: netns.name})
+    if not holder.seen:
         with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        raise SystemCommandError(f"cannot set up node {hostname} in {netns.name}: {out.strip() or 'no output'}")
-    return NodeRoot(netns, hostname, directory, proc.pid)
+            holder.process.kill()
+        why = holder.output.strip() or ("no output" if holder.ended else f"not ready within {timeout:g} s")
+        raise SystemCommandError(f"cannot set up node {hostname} in {netns.name}: {why}")
+    return NodeRoot(netns, hostname, directory, holder.process.pid)
 
 
 def find_holder(netns: str) -> int | None:
@@ -126,16 +127,15 @@ async def start_sshd(node: NodeRoot, authorized_key: str, *, port: int = 22, tim
     (etc / "sshd_config").write_text(_sshd_config(address, port))
     sshd = shutil.which("sshd", path="/usr/sbin:/usr/bin") or "/usr/sbin/sshd"
     argv = [*node.exec_argv(), "sh", "-c", f"{sshd} -D -e -f /run/muster/sshd_config 2>&1 | tee -p -a /run/muster/sshd.log"]
-    proc, out = await spawn_until(argv, timeout, "Server listening on")
-    if "Server listening on" not in out:
-        exited = proc.poll() is not None
+    started = await spawn_until(argv, "Server listening on", timeout)
+    if not started.seen:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        why = "exited" if exited else f"did not come up within {timeout:g} s"
-        last = (out.strip().splitlines() or ["no output"])[-1]
+            os.killpg(started.process.pid, signal.SIGKILL)
+        why = "exited" if started.ended else f"did not come up within {timeout:g} s"
+        last = (started.output.strip().splitlines() or ["no output"])[-1]
         raise SystemCommandError(f"sshd of node {node.hostname} on {address}:{port} {why}: {last}")
     public = key.export_public_key().decode().split()
-    return Sshd(proc.pid, address, port, f"{public[0]} {public[1]}", key.get_fingerprint("sha256"))
+    return Sshd(started.process.pid, address, port, f"{public[0]} {public[1]}", key.get_fingerprint("sha256"))
 
 
 async def delete_node(netns: str, veth: str | None, directory: Path | None) -> None:

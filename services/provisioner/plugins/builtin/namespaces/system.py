@@ -104,14 +104,24 @@ _spawned: dict[int, subprocess.Popen[bytes]] = {}
 """Long-lived children (node holders, sshds, servers): reaped after they end, so none stays a zombie."""
 
 
-async def spawn_until(argv: Sequence[str], timeout: float, until: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """Start a long-lived process (its own session, stdout and stderr to us until then) and read
-    what it prints until a line contains `until`, EOF or the timeout: (process, output). The caller
-    checks whether `until` was seen. The process outlives our reading and this process."""
+@dataclass(frozen=True)
+class Spawned:
+    process: subprocess.Popen[bytes]
+    output: str
+    """What it printed while we read (its stdout and stderr)."""
+    seen: bool
+    """It printed the awaited line."""
+    ended: bool
+    """It closed its output first (it exited, or will): `seen` will not come."""
+
+
+async def spawn_until(argv: Sequence[str], until: str, timeout: float, env: dict[str, str] | None = None) -> Spawned:
+    """Start a long-lived process in its own session and read what it prints until a line holds
+    `until`, it closes its output, or the timeout. It outlives our reading, and this process."""
     read_fd, write_fd = os.pipe()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
-                                start_new_session=True, env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), **(env or {})})
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd, start_new_session=True,
+                                env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"), **(env or {})})
     finally:
         os.close(write_fd)
     _spawned[proc.pid] = proc
@@ -120,20 +130,23 @@ async def spawn_until(argv: Sequence[str], timeout: float, until: str, env: dict
     transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb"))
     lines: list[str] = []
 
-    async def follow() -> None:
+    async def follow() -> bool:
         async for raw in reader:
             lines.append(raw.decode(errors="replace").rstrip())
             if until in lines[-1]:
-                return
+                return True
+        return False
 
+    seen = ended = False
     try:
-        await asyncio.wait_for(follow(), timeout)
+        seen = await asyncio.wait_for(follow(), timeout)
+        ended = not seen
     except TimeoutError:
-        lines.append(f"(nothing more after {timeout:g} s)")
+        pass
     finally:
-        transport.close()  # an sshd's tee goes on writing its log file (tee -p)
+        transport.close()  # what it prints later goes nowhere (an sshd's tee -p goes on with its log file)
     reap()
-    return proc, "\n".join(lines)
+    return Spawned(proc, "\n".join(lines), seen, ended)
 
 
 def reap() -> None:
@@ -211,12 +224,13 @@ async def create_bridge(name: str, network: str | ipaddress.IPv4Network) -> Brid
 
 
 async def claim_bridge(name: str, pool: str | ipaddress.IPv4Network, prefixlen: int = 24) -> Bridge:
-    """The bridge `name`: as it is when it exists, else made on the first free /prefixlen of pool."""
-    async with host_lock():
-        existing = await bridge_network(name)
-        if existing is not None:
-            return Bridge(name, existing)
-        return await create_bridge(name, await free_network(pool, prefixlen))
+    """The bridge `name`: as it is when it exists, else made on the first free /prefixlen of pool.
+    Call under host_lock, and attach what needs the bridge before releasing it (see
+    delete_bridge_if_unused)."""
+    existing = await bridge_network(name)
+    if existing is not None:
+        return Bridge(name, existing)
+    return await create_bridge(name, await free_network(pool, prefixlen))
 
 
 async def bridge_network(name: str) -> ipaddress.IPv4Network | None:
@@ -245,8 +259,12 @@ def lease_address(bridge: Bridge, owner: str) -> ipaddress.IPv4Interface:
     raise SystemCommandError(f"no free address left on bridge {bridge.name} ({bridge.network})")
 
 
-def release_address(bridge_name: str, address: str) -> None:
-    (STATE_ROOT / bridge_name / address.split("/")[0]).unlink(missing_ok=True)
+def release_leases(bridge_name: str, owner: str) -> None:
+    """Give back the addresses `owner` holds on the bridge (none is fine)."""
+    for lease in (STATE_ROOT / bridge_name).glob("*"):
+        with contextlib.suppress(OSError):
+            if lease.read_text() == owner:
+                lease.unlink()
 
 
 async def link_exists(name: str) -> bool:
