@@ -158,3 +158,18 @@ async def ns_net(tmp_path: Path) -> AsyncIterator[NsNet]:
         pytest.skip(refusal)
     async with NsNet.fresh(tmp_path / "nodes") as net:
         yield net
+
+
+@pytest_asyncio.fixture
+async def ns_registry(tmp_path: Path) -> AsyncIterator[tuple[PluginRegistry, dict[str, Any]]]:
+    refusal = system.root_refusal()
+    if refusal:
+        pytest.skip(refusal)
+    prefix = NsNet.fresh(tmp_path).prefix
+    fields = {"prefix": prefix, "network": "10.213.0.0/16", "base_dir": str(tmp_path / "nodes")}
+    reg = PluginRegistry.discover(work_dir=tmp_path / "work")
+    try:
+        yield reg, fields
+    finally:
+        await reg.aclose()
+        await system.sweep(prefix, [tmp_path / "nodes"])

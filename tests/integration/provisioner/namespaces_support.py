@@ -7,8 +7,12 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
+from contracts.tasks import TaskMessage
+from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.namespaces import rootfs, system
+from services.provisioner.plugins.testing import make_task, next_task
 
 TEST_POOL = "10.213.0.0/16"
 
@@ -56,3 +60,18 @@ class NsNet:
             except OSError:
                 continue
         return found
+
+
+def ns_task(action: str, fields: dict[str, Any], node: str = "n1", **kw: Any) -> TaskMessage:
+    return make_task(action, providertype="namespaces", provider_name="ns", provider_fields=fields, node_id=node,
+                     hostname=f"{node}.c1.muster", automators=["shell"], **kw)
+
+
+async def made(reg: PluginRegistry, fields: dict[str, Any], node: str = "n1") -> TaskMessage:
+    create = ns_task("create", fields, node)
+    created = await reg.execute(create)
+    assert created.ok, created.error
+    confirm = next_task(create, created, "confirm")
+    confirmed = await reg.execute(confirm)
+    assert confirmed.ok, confirmed.error
+    return next_task(confirm, confirmed, "install")

@@ -3,49 +3,15 @@ a real sshd per node, the shell automator logging in with the recorded host key.
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
-from namespaces_support import NsNet
+from namespaces_support import NsNet, made, ns_task
 
-from contracts.tasks import TaskMessage
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.namespaces import system
-from services.provisioner.plugins.testing import make_task, next_task, service_task
-
-
-@pytest_asyncio.fixture
-async def ns_registry(tmp_path: Path) -> AsyncIterator[tuple[PluginRegistry, dict[str, Any]]]:
-    refusal = system.root_refusal()
-    if refusal:
-        pytest.skip(refusal)
-    prefix = "t" + secrets.token_hex(3)[:5]
-    fields = {"prefix": prefix, "network": "10.213.0.0/16", "base_dir": str(tmp_path / "nodes")}
-    reg = PluginRegistry.discover(work_dir=tmp_path / "work")
-    try:
-        yield reg, fields
-    finally:
-        await reg.aclose()
-        await system.sweep(prefix, [tmp_path / "nodes"])
-
-
-def ns_task(action: str, fields: dict[str, Any], node: str = "n1", **kw: Any) -> TaskMessage:
-    return make_task(action, providertype="namespaces", provider_name="ns", provider_fields=fields, node_id=node,
-                     hostname=f"{node}.c1.muster", automators=["shell"], **kw)
-
-
-async def made(reg: PluginRegistry, fields: dict[str, Any], node: str = "n1") -> TaskMessage:
-    create = ns_task("create", fields, node)
-    created = await reg.execute(create)
-    assert created.ok, created.error
-    confirm = next_task(create, created, "confirm")
-    confirmed = await reg.execute(confirm)
-    assert confirmed.ok, confirmed.error
-    return next_task(confirm, confirmed, "install")
+from services.provisioner.plugins.testing import next_task, service_task
 
 
 async def test_create_confirm_run_delete_leaves_nothing(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:

@@ -50,7 +50,9 @@ async def test_builtin_plugins_are_discovered(registry: PluginRegistry) -> None:
         ("provider", "localhost"),
         ("provider", "static-pool"),
         ("provider", "namespaces"),
+        ("provider", "libcloud"),
         ("automator", "shell"),
+        ("automator", "ansible"),
     }
     assert registry.provider("simulated") is not None
     assert registry.automator("simulated") is not None
