@@ -22,6 +22,7 @@ from typing import Any
 
 from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
+from muster.macros import MacroError, Scope, expand
 from services.provisioner.plugins.base import AutomatorPlugin, PluginContext, failed, succeeded
 from services.provisioner.plugins.ssh import SshError, resolve_key_path, target_from_results
 
@@ -77,6 +78,11 @@ class AnsibleAutomator(AutomatorPlugin):
         user_vars = ctx.fields.get("vars") or {}
         if not isinstance(user_vars, Mapping):
             return failed(f"{what}: field 'vars' must be a JSON object")
+        try:  # the cluster config's macros, in the variables too (%ip.service.x%, ...)
+            task = ctx.task
+            user_vars = expand(dict(user_vars), Scope(task.node, {**task.nodes, task.node.id: task.node}, task.cluster_owner))
+        except MacroError as err:
+            return failed(f"{what}: field 'vars': {err}")
         try:
             target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir, ctx.node.sshuser)
             key_path = resolve_key_path(str((ctx.results.get("ssh-auth") or {}).get("identityfile")), self.env.key_dir)

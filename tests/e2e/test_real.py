@@ -1,0 +1,155 @@
+"""Real clusters end to end (#29.5): `muster up`'s processes, namespace nodes with their own sshd,
+a NATS cluster from examples/catalog-real that the servers themselves report as formed.
+
+The fast case (default run): one node, created, checked from the live process, deleted, nothing
+left. The long one (`make test-long`): 3 nodes -> 5 (the old ones reconfigured with the new peers,
+one at a time) -> a configure that fails rolls back -> a killed server is drift -> repair -> shrink
+-> delete, nothing left."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from contracts.commands import (
+    CheckCluster,
+    ConfigureCluster,
+    CreateCluster,
+    DeleteCluster,
+    ExpandCluster,
+    RepairCluster,
+    Rolling,
+    ShrinkCluster,
+)
+from muster.bus.eventstore import EventStore
+from muster.catalog.store import apply_catalog
+from muster.client import MusterClient
+from muster.runtime.real_demo import REAL_CATALOG, members_by_node, real_catalog
+from muster.runtime.supervisor import Deployment
+from services.provisioner.plugins.builtin.namespaces import system
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+TENANT = "real"
+LONG = pytest.mark.skipif(os.environ.get("MUSTER_LONG_TESTS") != "1", reason="long: MUSTER_LONG_TESTS=1 (make test-long)")
+
+
+@dataclass
+class Real:
+    client: MusterClient
+    prefix: str
+    nodes_dir: Path
+
+    async def run(self, command: object, ok: bool = True) -> str:
+        outcome = await self.client.run(command, tenant=TENANT, timeout=600)  # type: ignore[arg-type]
+        assert outcome.succeeded is ok, (outcome.final.type, outcome.reason)
+        return outcome.reply.cluster_id
+
+    def left(self) -> list[str]:
+        """What of this run's prefix still exists: namespaces, interfaces, node directories, mounts."""
+        found = [f"netns {p.name}" for p in Path("/run/netns").glob(f"{self.prefix}-*")]
+        found += [f"link {p.name}" for p in Path("/sys/class/net").glob(f"{self.prefix}-*")]
+        found += [f"dir {p}" for p in self.nodes_dir.glob(f"{self.prefix}-*")]
+        for table in Path("/proc").glob("[0-9]*/mountinfo"):
+            try:
+                found += [f"mount {line.split()[4]}" for line in table.read_text().splitlines() if str(self.nodes_dir) in line]
+            except OSError:
+                continue
+        return found
+
+
+@pytest_asyncio.fixture
+async def real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Real]:
+    refusal = system.root_refusal()
+    if refusal:
+        pytest.skip(refusal)
+    if not Path("/usr/sbin/sshd").exists():
+        pytest.skip("/usr/sbin/sshd not found: install Debian's openssh-server")
+    monkeypatch.setenv("MUSTER_PLAYBOOK_PATH", str(REAL_CATALOG / "ansible"))
+    for name in ("NATS_URL", "MUSTER_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    prefix = "e" + os.urandom(2).hex()
+    nodes_dir = tmp_path / "nodes"
+    deployment = Deployment(tmp_path / "data", tenants=TENANT, extra_args={"provisioner": ["--work-dir", str(tmp_path / "work")]})
+    try:
+        await deployment.start()
+        async with await MusterClient.connect(deployment.nats_url or "", token=deployment.admin_token()) as client:
+            await apply_catalog(EventStore(client.nc), TENANT, real_catalog(prefix, nodes_dir), by="test")
+            yield Real(client, prefix, nodes_dir)
+    finally:
+        await deployment.stop()
+        await system.sweep(prefix, [nodes_dir])
+
+
+async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: Real) -> None:
+    cluster = await real.run(CreateCluster(name="one", template="nats-cluster", nodes=1, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    [(node, ips)] = info.ipaddresses.items()
+    assert ips["access_v4"].startswith("10.213.")
+    assert await members_by_node(info) == {node: 1}  # nats-server itself answers on the node's address
+    assert info.observed == {(node, "nats"): "running"}  # the status check after start asked it too
+    await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+    assert real.left() == []
+
+
+@LONG
+async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks_and_goes(real: Real) -> None:
+    cluster = await real.run(CreateCluster(name="nats", template="nats-cluster", nodes=3, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert set((await members_by_node(info)).values()) == {3}
+
+    await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    await real.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1), requested_by="test"))
+    counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
+    assert len(counts) == 5 and set(counts.values()) == {5}
+
+    bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
+    await real.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1), requested_by="test"), ok=False)
+    assert set((await members_by_node(await real.client.cluster(cluster, tenant=TENANT))).values()) == {5}  # still healthy
+
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert set(info.observed.values()) == {"running"} and info.drift == []
+    victim = sorted(info.ipaddresses)[1]
+    killed = kill_nats(real.prefix, info.ipaddresses[victim]["access_v4"])
+    assert killed
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert [(d.node, d.service, d.repair) for d in info.drift] == [(victim, "nats", "start")]
+    await real.run(RepairCluster(cluster_id=cluster, requested_by="test"))
+    counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
+    assert set(counts.values()) == {5}
+
+    await real.run(ShrinkCluster(cluster_id=cluster, nodes=3, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert len(info.ipaddresses) == 3
+    await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+    assert real.left() == []
+
+
+def kill_nats(prefix: str, ip: str) -> list[int]:
+    """SIGKILL the nats-server of the node at `ip`, as an operator would by hand."""
+    killed = []
+    for netns in Path("/run/netns").glob(f"{prefix}-*"):
+        for pid in system.netns_pids(netns.name):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmdline and cmdline[0].endswith(b"nats-server") and _node_ip(netns.name) == ip:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
+
+
+def _node_ip(netns: str) -> str:
+    import subprocess
+
+    out = subprocess.run(["ip", "-n", netns, "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()
+    return out[out.index("inet") + 1].split("/")[0] if "inet" in out else ""
