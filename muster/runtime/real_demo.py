@@ -66,7 +66,7 @@ def members(ip: str, timeout: float = 5.0) -> int | None:
 
 
 async def members_by_node(info: ClusterInfo) -> dict[str, int | None]:
-    ips = {node: addrs.get("access_v4", "") for node, addrs in info.ipaddresses.items()}
+    ips = {n.id: info.ipaddresses.get(n.id, {}).get("access_v4", "") for n in info.nodes}  # the nodes it has now
     counts = await asyncio.gather(*(asyncio.to_thread(members, ip) for ip in ips.values()))
     return dict(zip(ips, counts, strict=True))
 

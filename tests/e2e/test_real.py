@@ -23,9 +23,12 @@ from contracts.commands import (
     CreateCluster,
     DeleteCluster,
     ExpandCluster,
+    RemoveServices,
     RepairCluster,
     Rolling,
     ShrinkCluster,
+    StartServices,
+    StopServices,
 )
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
@@ -128,9 +131,43 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
 
     await real.run(ShrinkCluster(cluster_id=cluster, nodes=3, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
-    assert len(info.ipaddresses) == 3
+    assert len(info.nodes) == 3 and set((await members_by_node(info)).values()) == {3}
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
+
+
+@LONG
+async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Real) -> None:
+    """Redis (shell), Redis and NATS (Ansible): create, check, stop, start, remove, delete."""
+    for template, nodes, services in (("redis-replicated", 3, ["redis-primary", "redis-replica"]),
+                                      ("redis-replicated-ansible", 2, ["redis-primary-ansible", "redis-replica-ansible"]),
+                                      ("nats-cluster-ansible", 3, ["nats-ansible"])):
+        cluster = await real.run(CreateCluster(name=template, template=template, nodes=nodes, requested_by="test"))
+        info = await real.client.cluster(cluster, tenant=TENANT)
+        assert len(info.observed) == nodes and set(info.observed.values()) == {"running"}, info.observed
+        if template.startswith("nats"):
+            assert set((await members_by_node(info)).values()) == {nodes}
+        else:
+            assert replication(info) == {"master": 1, "slave": nodes - 1}  # redis itself says who follows whom
+        await real.run(StopServices(cluster_id=cluster, requested_by="test"))
+        await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+        info = await real.client.cluster(cluster, tenant=TENANT)
+        assert set(info.observed.values()) == {"stopped"}, info.observed
+        await real.run(StartServices(cluster_id=cluster, requested_by="test"))
+        await real.run(RemoveServices(cluster_id=cluster, services=services[-1:], requested_by="test"))
+        await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+    assert real.left() == []
+
+
+def replication(info: object) -> dict[str, int]:
+    import subprocess
+
+    roles: dict[str, int] = {}
+    for addrs in info.ipaddresses.values():  # type: ignore[attr-defined]
+        out = subprocess.run(["redis-cli", "-h", addrs["access_v4"], "info", "replication"], capture_output=True, text=True, timeout=10).stdout
+        role = next((line.split(":")[1].strip() for line in out.splitlines() if line.startswith("role:")), "none")
+        roles[role] = roles.get(role, 0) + 1
+    return roles
 
 
 def kill_nats(prefix: str, ip: str) -> list[int]:
