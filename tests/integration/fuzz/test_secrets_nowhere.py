@@ -51,6 +51,8 @@ MARKER = f"mrk-{uuid.uuid4().hex}"
 """The secret hidden in payloads: it must be found nowhere."""
 NAMED = f"named-{uuid.uuid4().hex}"
 """The value of the provisioner's named secret `db`: only the worker may see it."""
+CLOUD_KEY = f"cloudkey-{uuid.uuid4().hex}"
+"""The libcloud provider's credential, in the provisioner's secrets file only: found nowhere."""
 CONTROL = f"ctl-{uuid.uuid4().hex}"
 """Sent in clear where it is no secret: the grep must find it."""
 SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -84,7 +86,7 @@ class Vault:
 async def vault(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Vault]:
     base = tmp_path_factory.mktemp("vault")
     secrets_file = base / "secrets.json"
-    secrets_file.write_text(json.dumps({"@secrets": {"db": NAMED}}))
+    secrets_file.write_text(json.dumps({"@secrets": {"db": NAMED}, "cloud": {"key": CLOUD_KEY}}))
     secrets_file.chmod(0o600)
     server = await NatsServer(base / "nats").start()
     deployment = Deployment(base / "deploy", nats_url=server.url, tenants=TENANT,
@@ -96,12 +98,27 @@ async def vault(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Vault
         catalog = load_catalog(DEMO)
         sim = catalog.providers["sim"]
         catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "0"}})
+        with_cloud(catalog)
         await apply_catalog(EventStore(nc), TENANT, catalog, by="vault")
         yield Vault(nc, base, deployment, secrets_file)
     finally:
         await nc.close()
         await deployment.stop()
         await server.stop()
+
+
+def with_cloud(catalog: Any) -> None:
+    """A libcloud provider (its offline `dummy` driver) whose credential is in the secrets file,
+    and the demo template on it."""
+    catalog.providers["cloud"] = catalog.providers["sim"].model_copy(update={
+        "name": "cloud", "providertype": "libcloud", "provisioner": {"driver": "dummy"}})
+    for hw in catalog.hardwaretypes.values():
+        hw.providermap["cloud"] = {"flavor": "1"}
+    for image in catalog.imagetypes.values():
+        image.providermap["cloud"] = {"image": "1", "sshuser": "ubuntu"}
+    template = catalog.clustertemplates["hadoop-small"]
+    catalog.clustertemplates["cloud-small"] = template.model_copy(update={
+        "name": "cloud-small", "defaults": template.defaults.model_copy(update={"provider": "cloud"})})
 
 
 # -- strategies -----------------------------------------------------------------------------------
@@ -212,6 +229,15 @@ async def test_a_reference_runs_and_a_control_value_in_clear_is_stored(vault: Va
     assert isinstance(await client.wait(reply.job_id, tenant=TENANT, timeout=120), JobSucceeded)
 
 
+async def test_a_cluster_on_the_libcloud_provider_runs_with_its_credential_from_the_secrets_file(vault: Vault) -> None:
+    client = MusterClient(vault.nc)
+    reply = await client.send(TENANT, CreateCluster(name="cloudy", template="cloud-small", nodes=2))
+    assert isinstance(reply, Accepted), reply
+    vault.answers.append(reply.model_dump_json())
+    vault.jobs.append(reply.job_id)
+    assert isinstance(await client.wait(reply.job_id, tenant=TENANT, timeout=120), JobSucceeded)
+
+
 # -- then: nowhere --------------------------------------------------------------------------------
 
 
@@ -225,11 +251,12 @@ async def test_the_markers_are_nowhere_and_the_control_is_found(vault: Vault) ->
                     vault.answers.append(await resp.text())
     await vault.deployment.stop()  # every log line flushed, every store file closed
     files = [p for p in vault.base.rglob("*") if p.is_file() and p != vault.secrets_file]
-    found = {m: [str(p) for p in files if m.encode() in p.read_bytes()] for m in (MARKER, NAMED, CONTROL)}
-    answered = {m: [a[:200] for a in vault.answers if m in a] for m in (MARKER, NAMED, CONTROL)}
+    found = {m: [str(p) for p in files if m.encode() in p.read_bytes()] for m in (MARKER, NAMED, CLOUD_KEY, CONTROL)}
+    answered = {m: [a[:200] for a in vault.answers if m in a] for m in (MARKER, NAMED, CLOUD_KEY, CONTROL)}
     print(f"\n[secrets] {sum(vault.refused.values())} payloads refused {vault.refused}; grepped {len(files)} files, "
           f"{len(vault.answers)} answers; control found in {len(found[CONTROL])} files")
     assert found[MARKER] == [] and answered[MARKER] == [], (found[MARKER], answered[MARKER])
     assert found[NAMED] == [] and answered[NAMED] == [], (found[NAMED], answered[NAMED])
+    assert found[CLOUD_KEY] == [] and answered[CLOUD_KEY] == [], (found[CLOUD_KEY], answered[CLOUD_KEY])
     assert found[CONTROL], "the grep finds nothing at all: the control value should be in the log"
     assert any(CONTROL in a for a in vault.answers), "the tracker's answers should show the control value"
