@@ -53,7 +53,7 @@ test-unit: install
 # The long scenarios, skipped in `make test`: the fault suite's (docs/faults.md) and the real
 # clusters' (tests/e2e/test_real.py, docs/plugins.md): MUSTER_LONG_TESTS=1.
 test-long: install
-	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault tests/e2e/test_real.py
+	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault tests/e2e/test_real.py tests/integration/provisioner/test_ansible_automator.py
 
 test-integration: install
 	$(BIN)/python -m pytest -q tests/integration tests/e2e

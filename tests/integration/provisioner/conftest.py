@@ -21,7 +21,7 @@ from contracts.tasks import TaskMessage
 from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.namespaces import system
-from services.provisioner.plugins.testing import NodeFactory, make_task, next_task
+from services.provisioner.plugins.testing import NodeFactory, made_node, make_task
 
 SSHD = Path("/usr/sbin/sshd")
 SSHD_START_TIMEOUT_S = 10.0
@@ -43,12 +43,7 @@ def localhost_node(registry: PluginRegistry) -> NodeFactory:
             "create", providertype="localhost", provider_name="local", node_id=node_id, cluster_id=cluster_id,
             automators=["shell"], **kw,
         )
-        created = await registry.execute(create)
-        assert created.ok, created.error
-        confirm = next_task(create, created, "confirm")
-        confirmed = await registry.execute(confirm)
-        assert confirmed.ok, confirmed.error
-        return next_task(confirm, confirmed, "bootstrap")
+        return await made_node(registry, create)
 
     return make
 

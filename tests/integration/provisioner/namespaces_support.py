@@ -12,7 +12,7 @@ from typing import Any
 from contracts.tasks import TaskMessage
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.namespaces import rootfs, system
-from services.provisioner.plugins.testing import make_task, next_task
+from services.provisioner.plugins.testing import made_node, make_task
 
 TEST_POOL = "10.213.0.0/16"
 
@@ -68,10 +68,4 @@ def ns_task(action: str, fields: dict[str, Any], node: str = "n1", **kw: Any) ->
 
 
 async def made(reg: PluginRegistry, fields: dict[str, Any], node: str = "n1") -> TaskMessage:
-    create = ns_task("create", fields, node)
-    created = await reg.execute(create)
-    assert created.ok, created.error
-    confirm = next_task(create, created, "confirm")
-    confirmed = await reg.execute(confirm)
-    assert confirmed.ok, confirmed.error
-    return next_task(confirm, confirmed, "install")
+    return await made_node(reg, ns_task("create", fields, node), "install")

@@ -24,7 +24,7 @@ import asyncssh
 from contracts.tasks import TaskOutcome
 from services.provisioner.plugins.base import PluginContext, PluginEnv, ProviderPlugin, failed, succeeded
 from services.provisioner.plugins.descriptor import PluginDescriptor
-from services.provisioner.plugins.ssh import SshError, SshTarget, connect, host_keys_result, run, write_private_key
+from services.provisioner.plugins.ssh import SshError, SshTarget, host_keys_result, login_probe, write_private_key
 from services.provisioner.plugins.sshserver import LocalSshEndpoint
 
 LOOPBACK = "127.0.0.1"
@@ -129,12 +129,9 @@ class LocalhostProvider(ProviderPlugin):
         )
         timeout = min(float(ctx.fields.get("connect_timeout_s") or 10), max(ctx.remaining(), 0.001))
         try:
-            async with await connect(target, timeout) as conn:
-                probe = await run(conn, "pwd", timeout=timeout)
+            probe = await login_probe(target, "pwd", timeout)
         except SshError as err:
             return failed(f"confirm: {err}")
-        if probe.exit_status != 0:
-            return failed(f"confirm: probe command exited with {probe.exit_status}", stderr=probe.stderr)
         return succeeded(
             {"ssh_host_keys": host_keys_result(endpoint.host_key)},
             ipaddresses=self._ips(node.address),

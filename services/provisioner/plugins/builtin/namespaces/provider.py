@@ -17,7 +17,7 @@ import asyncssh
 
 from contracts.tasks import TaskOutcome
 from services.provisioner.plugins.base import PluginContext, ProviderPlugin, failed, succeeded
-from services.provisioner.plugins.ssh import SshError, connect, run, target_from_results, write_private_key
+from services.provisioner.plugins.ssh import SshError, login_probe, target_from_results, write_private_key
 
 from . import rootfs, system
 
@@ -87,12 +87,9 @@ class NamespacesProvider(ProviderPlugin):
         timeout = max(0.001, min(float(ctx.fields.get("connect_timeout_s") or 10), ctx.remaining()))
         try:
             target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir)
-            async with await connect(target, timeout) as conn:
-                probe = await run(conn, "hostname", timeout=timeout)
+            probe = await login_probe(target, "hostname", timeout)
         except SshError as err:
             return failed(f"confirm: {err}")
-        if probe.exit_status != 0:
-            return failed(f"confirm: probe command exited with {probe.exit_status}", stderr=probe.stderr)
         return succeeded(
             {"ssh_host_keys": dict(ctx.results.get("ssh_host_keys") or {})},
             stdout=f"node {ctx.node.id} is up: root@{target.host}:{target.port} answers as {probe.stdout.strip()}, host key checked",
