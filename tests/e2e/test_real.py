@@ -191,3 +191,24 @@ def _node_ip(netns: str) -> str:
 
     out = subprocess.run(["ip", "-n", netns, "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()
     return out[out.index("inet") + 1].split("/")[0] if "inet" in out else ""
+
+
+@LONG
+def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    if system.root_refusal():
+        pytest.skip(str(system.root_refusal()))
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
+    done = subprocess.run([sys.executable, "-m", "muster", "demo", "--real", "--data-dir", str(tmp_path / "data")],
+                          capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=800)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "create 3 nodes: job" in out and "expand to 5: job" in out and "check: job" in out
+    rows = [line for line in out.splitlines() if "nats running" in line]
+    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5  # members each server sees
+    assert "delete: job" in out and out.rstrip().endswith("everything stopped.")
+    assert "Traceback" not in out + done.stderr
+    prefix = out.split("(prefix ")[1].split(")")[0]
+    assert not list(Path("/run/netns").glob(f"{prefix}-*")) and not list(Path("/sys/class/net").glob(f"{prefix}-*"))
