@@ -96,6 +96,9 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
     assert ips["access_v4"].startswith("10.213.")
     assert await members_by_node(info) == {node: 1}  # nats-server itself answers on the node's address
     assert info.observed == {(node, "nats"): "running"}  # the status check after start asked it too
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))  # `muster cluster check`
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert info.observed == {(node, "nats"): "running"} and info.drift == []
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 
