@@ -70,13 +70,18 @@ def ansible_task(node: TaskMessage, action: str, **fields: Any) -> TaskMessage:
     })
 
 
+def playbooks(tmp_path: Path, **texts: str) -> Path:
+    books = tmp_path / "books"
+    books.mkdir()
+    for name, text in texts.items():
+        (books / f"{name}.yml").write_text(text)
+    return books
+
+
 @pytest.mark.timeout(300)
 async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
     reg, fields = ns_registry
-    books = tmp_path / "books"
-    books.mkdir()
-    for name, text in (("demo.yml", PLAYBOOK), ("failing.yml", FAILING)):
-        (books / name).write_text(text)
+    books = playbooks(tmp_path, demo=PLAYBOOK, failing=FAILING)
     node = await made(reg, fields, "n1")
     ip = node.node.ipaddresses["access_v4"]
     out = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "%ip.self%,b"}))
@@ -110,10 +115,7 @@ async def test_check_mode_changes_nothing_and_status_answers_from_the_playbook(
     ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path
 ) -> None:
     reg, fields = ns_registry
-    books = tmp_path / "books"
-    books.mkdir()
-    for name, text in (("demo.yml", PLAYBOOK), ("status.yml", STATUS)):
-        (books / name).write_text(text)
+    books = playbooks(tmp_path, demo=PLAYBOOK, status=STATUS)
     node = await made(reg, fields, "n1")
     dry = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "a,b"}, check_mode="true"))
     assert dry.ok, (dry.error, dry.stdout, dry.stderr)

@@ -62,7 +62,7 @@ async def test_a_bad_prefix_or_range_is_named(ns_registry: tuple[PluginRegistry,
 
 
 async def test_without_root_it_refuses_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(system.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
     reg = PluginRegistry.discover(work_dir=tmp_path / "work")
     try:
         out = await reg.execute(ns_task("create", {"prefix": "tnoroot"[:6]}))
