@@ -215,3 +215,14 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     assert "Traceback" not in out + done.stderr
     prefix = out.split("(prefix ")[1].split(")")[0]
     assert not list(Path("/run/netns").glob(f"{prefix}-*")) and not list(Path("/sys/class/net").glob(f"{prefix}-*"))
+
+
+@LONG
+async def test_without_root_the_same_cluster_forms_on_loopback_addresses(real: Real) -> None:
+    """The localhost provider's nodes (each its own 127.x.y.z): the fallback where namespaces cannot be made."""
+    await apply_catalog(EventStore(real.client.nc), TENANT, real_catalog(real.prefix, real.nodes_dir, provider="local"), by="test")
+    cluster = await real.run(CreateCluster(name="loop", template="nats-cluster", nodes=2, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert all(ips["access_v4"].startswith("127.77.") for ips in info.ipaddresses.values())
+    assert set((await members_by_node(info)).values()) == {2}
+    await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
