@@ -64,9 +64,13 @@ async def test_a_node_has_its_own_hostname_and_files(ns_net: NsNet) -> None:
     await system.run([*one.exec_argv(), "sh", "-c", "echo mine > /etc/muster-ns-test && mkdir -p /opt/app && touch /opt/app/x /tmp/t"])
     assert not Path("/etc/muster-ns-test").exists() and not Path("/opt/app/x").exists()  # not on the host
     assert (one.directory / "upper" / "etc" / "muster-ns-test").read_text() == "mine\n"
-    assert (one.directory / "tmp" / "t").exists()
+    assert (one.directory / "upper" / "tmp" / "t").exists() and not Path("/tmp/t").exists()
     status, _, _ = await system.run([*two.exec_argv(), "test", "-e", "/etc/muster-ns-test"], check=False)
     assert status == 1  # nor on the other node
+    host_file = ns_net.directory.parent / "from-the-host"
+    host_file.write_text("seen")  # under /tmp: the host's /tmp is the lower layer of the node's
+    _, seen, _ = await system.run([*two.exec_argv(), "cat", str(host_file)])
+    assert seen == "seen"
     _, out, _ = await system.run([*two.exec_argv(), "sh", "-c", "python3 --version && cat /etc/hostname >/dev/null && hostname"])
     assert "Python 3" in out and out.split()[-1] == "two"  # the host's software, seen through the overlay
     assert rootfs.find_holder(one.netns.name) == one.holder

@@ -1,8 +1,8 @@
 """A node's own hostname and file system, and its sshd, inside a network namespace (root only).
 
-`/etc`, `/var`, `/opt`, `/usr`, `/root`, `/home` and `/srv` are overlays over the host's (what the
-node writes or installs there lands in the node's directory), `/tmp` and `/run` are the node's own
-directories. A holder process (`sleep infinity`, marked in its environment) keeps the mount and UTS
+`/etc`, `/var`, `/opt`, `/usr`, `/root`, `/home`, `/srv` and `/tmp` are overlays over the host's
+(what the node writes or installs there lands in the node's directory; what the host has there,
+a project checked out under /tmp included, the node sees), `/run` is the node's own directory. A holder process (`sleep infinity`, marked in its environment) keeps the mount and UTS
 namespaces alive; commands enter them with nsenter. Deleting the network namespace kills every
 process in it: the mount namespace, and with it the overlays, goes with the last of them.
 """
@@ -23,7 +23,7 @@ import asyncssh
 
 from .system import NetNs, SystemCommandError, delete_netns, netns_pids, reap, spawn_until
 
-OVERLAYS = ("etc", "var", "opt", "usr", "root", "home", "srv")
+OVERLAYS = ("etc", "var", "opt", "usr", "root", "home", "srv", "tmp")
 HOLDER_ENV = "MUSTER_NODE_HOLDER"
 
 _HOLDER_SCRIPT = """set -e
@@ -32,7 +32,6 @@ for d in "$@"; do
   mount -t overlay muster-node -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
 done
 mount --bind "$dir/run" /run
-mount --bind "$dir/tmp" /tmp
 hostname "$name"
 echo ready
 exec sleep infinity </dev/null >/dev/null 2>&1
@@ -46,7 +45,7 @@ class NodeRoot:
     netns: NetNs
     hostname: str
     directory: Path
-    """On the host: `upper/` and `work/` of each overlay, the node's `tmp/` and `run/`."""
+    """On the host: `upper/` and `work/` of each overlay, and the node's `run/`."""
     holder: int
 
     def exec_argv(self) -> list[str]:
@@ -54,11 +53,13 @@ class NodeRoot:
         return ["nsenter", "-t", str(self.holder), "-n", "-m", "-u", "--"]
 
     def inside(self, path: str) -> Path:
-        """Where a file the node sees under /run or /tmp is on the host."""
+        """Where a file the node has under /run (its own) or wrote under /tmp is on the host."""
         rel = Path(path).relative_to("/")
-        if rel.parts[0] not in ("run", "tmp"):
-            raise SystemCommandError(f"{path} is not under the node's own /run or /tmp")
-        return self.directory / rel
+        if rel.parts[0] == "run":
+            return self.directory / rel
+        if rel.parts[0] == "tmp":
+            return self.directory / "upper" / rel
+        raise SystemCommandError(f"{path} is not under the node's own /run or /tmp")
 
 
 async def start_node(netns: NetNs, hostname: str, directory: Path, *, overlays: Sequence[str] = OVERLAYS, timeout: float = 15.0) -> NodeRoot:
@@ -69,8 +70,8 @@ async def start_node(netns: NetNs, hostname: str, directory: Path, *, overlays: 
         for layer in ("upper", "work"):
             (directory / layer / d).mkdir(parents=True, exist_ok=True)
     (directory / "run").mkdir(mode=0o755, exist_ok=True)
-    (directory / "tmp").mkdir(exist_ok=True)
-    (directory / "tmp").chmod(0o1777)
+    if "tmp" in overlays:
+        (directory / "upper" / "tmp").chmod(0o1777)
     argv = [*netns.exec_argv(), "unshare", "--mount", "--uts", "--propagation", "private",
             "sh", "-c", _HOLDER_SCRIPT, "muster-node", str(directory), hostname, *overlays]
     holder = await spawn_until(argv, "ready", timeout, env={HOLDER_ENV: netns.name})
