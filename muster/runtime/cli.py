@@ -203,7 +203,8 @@ async def _tracker_job(tracker_url: str, tenant: str, job_id: str, token: str | 
                    "when another is deleted (docs/pools.md)")
 @click.option("--real", "real", is_flag=True,
               help="a NATS cluster that really forms, on Linux namespace nodes with their own sshd (needs root; "
-                   "without it, on loopback addresses of this machine): examples/catalog-real")
+                   "without it, on loopback addresses of this machine): examples/catalog-real. With --pool: the "
+                   "pool's hosts are namespace nodes with their own sshd")
 def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
 
@@ -220,7 +221,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
             if on_pool:
                 from .pool_demo import scenario
 
-                await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console))
+                await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console, real=real))
                 return
             if real:
                 await _guarded(deployment, _real_scenario(deployment, data_dir, tenant))

@@ -53,11 +53,14 @@ def pool_table(view: dict[str, Any]) -> Table:
     return table
 
 
-async def scenario(deployment: Deployment, data_dir: Path, tenant: str, keep: bool, console: Console) -> None:
+async def scenario(deployment: Deployment, data_dir: Path, tenant: str, keep: bool, console: Console, real: bool = False) -> None:
     from services.provisioner.plugins.builtin.namespaces.system import root_refusal
 
-    # Namespace nodes with a real sshd when this runs as root; in-process SSH servers otherwise.
-    hosts = LocalPoolHosts(data_dir / "pool-hosts") if root_refusal() else NamespacePoolHosts(data_dir / "pool-hosts")
+    # --real: namespace nodes with Debian's sshd (root only); in-process SSH servers otherwise.
+    refusal = root_refusal() if real else None
+    if refusal:
+        console.print(f"{refusal}: the pool's hosts are SSH servers on 127.0.0.1 instead")
+    hosts = NamespacePoolHosts(data_dir / "pool-hosts") if real and not refusal else LocalPoolHosts(data_dir / "pool-hosts")
     try:
         specs = [await hosts.start(name, **props) for name, props in HOSTS.items()]
         async with await MusterClient.connect(deployment.nats_url) as client:

@@ -226,3 +226,20 @@ async def test_without_root_the_same_cluster_forms_on_loopback_addresses(real: R
     assert all(ips["access_v4"].startswith("127.77.") for ips in info.ipaddresses.values())
     assert set((await members_by_node(info)).values()) == {2}
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+
+
+@LONG
+def test_muster_demo_pool_real_lends_namespace_hosts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    if system.root_refusal():
+        pytest.skip(str(system.root_refusal()))
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
+    done = subprocess.run([sys.executable, "-m", "muster", "demo", "--pool", "--real", "--data-dir", str(tmp_path / "data")],
+                          capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=800)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "4 hosts registered in pool lab (namespace nodes with their own sshd: 10.213." in out
+    assert "create of blog (2 nodes) accepted at once" in out and "pool lab: 4 hosts, 4 free, 0 waiting" in out
+    assert out.rstrip().endswith("everything stopped.")
