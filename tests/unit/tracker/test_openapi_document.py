@@ -1,0 +1,39 @@
+"""The tracker's OpenAPI document is checked in (docs/openapi.json) like the AsyncAPI document:
+it must be what the routes say, and every reference in it must resolve."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from services.tracker import write_api
+
+DOC = Path(__file__).parents[3] / "docs" / "openapi.json"
+
+
+def test_the_checked_in_document_matches_the_routes() -> None:
+    assert DOC.read_text(encoding="utf-8") == write_api.render(), (
+        "docs/openapi.json is stale: regenerate it with `make contracts` (python -m services.tracker.write_api > docs/openapi.json)"
+    )
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "$ref"] + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def test_every_reference_resolves_and_every_write_is_documented() -> None:
+    doc = json.loads(DOC.read_text(encoding="utf-8"))
+    schemas = doc["components"]["schemas"]
+    assert all(ref.removeprefix("#/components/schemas/") in schemas for ref in _refs(doc))
+    for route in (*write_api.ROUTES, write_api.CATALOG_DELETE):
+        operation = doc["paths"][route.path][route.method]
+        assert str(route.status) in operation["responses"] and "422" in operation["responses"], route.name
+    create = doc["paths"]["/v1/clusters"]["post"]
+    assert {p["name"] for p in create["parameters"]} >= {"Idempotency-Key", "dry_run"}
+    body = schemas["CreateClusterBody"]
+    assert "requested_by" not in body["properties"] and "request_id" not in body["properties"] and body["additionalProperties"] is False
