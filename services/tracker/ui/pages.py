@@ -126,7 +126,7 @@ async def home(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 @page
 async def clusters(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     shown = [c for c in reads.clusters(tracker_of(request), viewer.tenant) if viewer.may_cluster("read", c["id"])]
-    return render(request, "clusters.html", viewer, clusters=shown)
+    return render(request, "clusters.html", viewer, clusters=shown, may_create=viewer.may_cluster("write", "*"))
 
 
 @page
@@ -158,10 +158,14 @@ async def may_job(request: web.Request, viewer: Viewer, permission: Permission, 
 @page
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
-    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq_param(request))
+    seq = seq_param(request)
+    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq)
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
-    return render(request, "cluster.html", viewer, cluster_id=cluster_id, **data)
+    from .forms import operations  # forms imports this module
+
+    ops = await operations(request, viewer, cluster_id) if seq is None else None
+    return render(request, "cluster.html", viewer, cluster_id=cluster_id, operations=ops, **data)
 
 
 @page

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -82,6 +83,15 @@ class Served:
     def tracker(self) -> Any:
         assert self.app is not None
         return self.app[TRACKER]
+
+
+async def job_end(session: aiohttp.ClientSession, served: Served, job_id: str) -> dict[str, Any]:
+    """The job's end as its progress stream says it (the stream closes when the job ends)."""
+    async with session.get(f"{served.url}/v1/jobs/{job_id}/stream", headers={"Authorization": f"Bearer {served.tokens['root']}"}) as resp:
+        text = await asyncio.wait_for(resp.text(), 90)
+    ends = [json.loads(line[6:]) for line in text.split("event: end\n")[-1].splitlines() if line.startswith("data: ")]
+    assert ends, text[-500:]
+    return dict(ends[-1])
 
 
 async def _start(base: Path, stack: AsyncExitStack, served: Served) -> None:

@@ -19,7 +19,7 @@ from contracts import subjects
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 
-from .conftest import Served
+from .conftest import Served, job_end
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(180)]
 MAKE: dict[str, Any] = {"name": "w1", "template": "hadoop-small", "nodes": 3}
@@ -42,13 +42,7 @@ class Api:
             return resp.status, answer, resp.headers
 
     async def finished(self, job_id: str) -> dict[str, Any]:
-        """The job's end, from its progress stream (it closes when the job ends)."""
-        async with self.session.get(f"{self.served.url}/v1/jobs/{job_id}/stream",
-                                    headers={"Authorization": f"Bearer {self.served.tokens['root']}"}) as resp:
-            text = await asyncio.wait_for(resp.text(), 90)
-        ends = [json.loads(line[6:]) for line in text.split("event: end\n")[-1].splitlines() if line.startswith("data: ")]
-        assert ends, text[-500:]
-        return dict(ends[-1])
+        return await job_end(self.session, self.served, job_id)
 
 
 @pytest_asyncio.fixture
