@@ -113,7 +113,9 @@ def test_a_stale_preview_is_refused_with_the_reason(muster: Muster, page: Any, t
 
 
 def test_bad_input_is_refused_at_its_field_and_nothing_reaches_the_log(muster: Muster, page: Any) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: the form reflows, nothing scrolls sideways
     sign_in(page, person(muster, "writer", "write", "cluster:*"), "/ui/clusters/new?template=hadoop-small")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1, "the form scrolls sideways on a phone"
     before = log_of(muster)
     form = page.get_by_test_id("create-form")
     form.evaluate("f => { f.noValidate = true; }")  # the browser's own checks aside: the server's are tested

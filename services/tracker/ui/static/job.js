@@ -223,7 +223,7 @@
       any = any || ok;
     });
     $("control-none").hidden = any;
-    $("control-none").textContent = "no control: the job is " + s.replace(/_/g, " ");
+    $("control-none").textContent = "no job control in state " + s.replace(/_/g, " ");
   }
 
   // -- start ------------------------------------------------------------------------------------------
