@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -40,6 +39,7 @@ from aiohttp import web
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import docs  # noqa: E402
 from contracts import subjects  # noqa: E402
 from muster.bus.connect import connect, read_credentials_file  # noqa: E402
 from muster.bus.eventstore import EventStore  # noqa: E402
@@ -53,7 +53,6 @@ from services.planner.app import PlannerConfig  # noqa: E402
 from services.planner.entrypoint import start_planner  # noqa: E402
 from services.tracker.http import make_app  # noqa: E402
 
-DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## HTTP writes"
 
 
@@ -148,13 +147,6 @@ async def run(args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    text = pattern.sub(lambda _: section + "\n", text, count=1) if pattern.search(text) else text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text, encoding="utf-8")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--samples", type=int, default=200)
@@ -164,8 +156,8 @@ def main() -> None:
     section = asyncio.run(run(args))
     print(section)
     if args.write_docs:
-        write_docs(section)
-        print(f"written to {DOCS}", file=sys.stderr)
+        docs.write_section(SECTION, section)
+        print(f"written to {docs.DOCS}", file=sys.stderr)
 
 
 if __name__ == "__main__":

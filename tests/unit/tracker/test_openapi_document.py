@@ -4,8 +4,8 @@ it must be what the routes say, and every reference in it must resolve."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import Any
 
 from services.tracker import write_api
 
@@ -18,18 +18,12 @@ def test_the_checked_in_document_matches_the_routes() -> None:
     )
 
 
-def _refs(node: Any) -> list[str]:
-    if isinstance(node, dict):
-        return [v for k, v in node.items() if k == "$ref"] + [r for v in node.values() for r in _refs(v)]
-    if isinstance(node, list):
-        return [r for v in node for r in _refs(v)]
-    return []
-
-
 def test_every_reference_resolves_and_every_write_is_documented() -> None:
-    doc = json.loads(DOC.read_text(encoding="utf-8"))
+    text = DOC.read_text(encoding="utf-8")
+    doc = json.loads(text)
     schemas = doc["components"]["schemas"]
-    assert all(ref.removeprefix("#/components/schemas/") in schemas for ref in _refs(doc))
+    refs = set(re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', text))
+    assert refs and refs <= set(schemas), sorted(refs - set(schemas))
     for route in (*write_api.ROUTES, write_api.CATALOG_DELETE):
         operation = doc["paths"][route.path][route.method]
         assert str(route.status) in operation["responses"] and "422" in operation["responses"], route.name
