@@ -128,10 +128,10 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return refused(401, str(err))
     except NoAnswer as err:
         return refused(503, f"{err}; send it again (with the same Idempotency-Key it maps to the same job)")
-    return answer(route, reply, actor.tenant)
+    return answer(route, reply)
 
 
-def answer(route: WriteRoute, reply: Any, tenant: str) -> Written:
+def answer(route: WriteRoute, reply: Any) -> Written:
     if isinstance(reply, Accepted):
         job_url = f"/v1/jobs/{reply.job_id}"
         return Written(202, {"job_id": reply.job_id, "cluster_id": reply.cluster_id, "duplicate": reply.duplicate,
@@ -191,7 +191,7 @@ async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[st
     except NoAnswer as err:
         return refused(503, str(err))
     except RequestRejected as err:
-        return answer(route, err.reply, actor.tenant)
+        return answer(route, err.reply)
     if found is None:
         return refused(503, "no planner is listening: catalog changes go through a planner")
     return catalog_written(found)

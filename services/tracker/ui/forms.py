@@ -222,10 +222,9 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
 async def post_apply(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     plan_id = request.match_info["plan_id"]
     try:
-        form = await _form(request, viewer)
+        await _form(request, viewer)  # the checks: same origin, CSRF
     except Refused as err:
         return _refused(request, viewer, err)
-    del form
     written = await submit(tracker_of(request), request.app[ACTING], actor(request, viewer), BY_NAME["apply_plan"],
                            {"plan_id": plan_id}, None)
     if written.ok:
