@@ -18,6 +18,7 @@ import pytest_asyncio
 from contracts import subjects
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
+from services.tracker import csrf
 
 from .conftest import Served, job_end
 
@@ -190,3 +191,13 @@ async def _revoke_and_wait_closed(served: Served, token_id: str) -> None:
 async def _first_event(served: Served, subject: str) -> dict[str, Any]:
     found = await EventStore(served.sys_nc).read(subject)
     return dict(found[0].event.model_dump(mode="json"))
+
+
+async def test_a_write_with_the_consoles_cookie_needs_its_csrf_token(api: Api, served: Served) -> None:
+    token = served.tokens["writer"]
+    url = f"{served.url}/v1/clusters?dry_run=true"
+    async with api.session.post(url, json={**MAKE, "nodes": 0}, cookies={"muster_session": token}) as resp:
+        assert resp.status == 403 and (await resp.json())["error"]["parameter"] == "X-CSRF-Token"
+    headers = {"X-CSRF-Token": csrf.token_for(token, "default")}
+    async with api.session.post(url, json={**MAKE, "nodes": 0}, cookies={"muster_session": token}, headers=headers) as resp:
+        assert resp.status == 422 and (await resp.json())["error"]["parameter"] == "nodes"  # past the check, to the body's
