@@ -72,7 +72,7 @@ soak: install
 # routes (a test fails when either is stale).
 contracts: install
 	$(BIN)/python -m contracts.asyncapi > docs/asyncapi.json
-	$(BIN)/python -m services.tracker.write_api > docs/openapi.json
+	$(BIN)/python -m services.tracker.contract > docs/openapi.json
 
 # Re-pin dependencies after changing pyproject.toml.
 lock: install

@@ -25,7 +25,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, pools, sse, write_api, write_routes
+from . import api, contract, pools, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -222,7 +222,7 @@ def make_app(
     pools.setup_pools(app, store)
     tracker.position_of = app[pools.POOLS].position
     write_routes.setup_writes(app, store)
-    document = json.dumps(write_api.document()).encode()
+    document = json.dumps(contract.document()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]
         app.router.add_get(r.path, handler, name=r.name)

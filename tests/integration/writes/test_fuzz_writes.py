@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: E402
 
 from contracts import subjects  # noqa: E402
-from services.tracker.write_api import document  # noqa: E402
+from services.tracker.contract import document  # noqa: E402
 
 from .conftest import Served  # noqa: E402
 
