@@ -1,0 +1,64 @@
+"""Policies compiled and evaluated in-process (regopy): deny refuses with the policy's message,
+warn is kept, a policy that does not compile is refused with its line, one that fails while
+evaluating denies (fail closed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.governance.domain.policies import PolicyCompileError, compile_all, compile_policy, evaluate
+
+NODES = """package muster.nodes
+import rego.v1
+
+deny contains msg if {
+    input.request.nodes > 10
+    msg := sprintf("at most 10 nodes per cluster; %d asked", [input.request.nodes])
+}
+
+warn contains "more than 3 nodes: consider a smaller test cluster" if input.request.nodes > 3
+"""
+
+
+def test_deny_refuses_with_the_policys_message_and_warn_is_kept() -> None:
+    policy = compile_policy("nodes", NODES, version=2)
+    big = evaluate([policy], {"request": {"nodes": 50}})
+    assert big.denied and [d.message for d in big.denials] == ["at most 10 nodes per cluster; 50 asked"]
+    assert big.denials[0].policy == "nodes" and big.denials[0].version == 2
+    small = evaluate([policy], {"request": {"nodes": 5}})
+    assert not small.denied and [w.message for w in small.warnings] == ["more than 3 nodes: consider a smaller test cluster"]
+    assert evaluate([policy], {"request": {"nodes": 1}}) == evaluate([], {})
+
+
+@pytest.mark.parametrize(("source", "line", "words"), [
+    ("package muster.x\nimport rego.v1\n\ndeny contains msg if {\n    input.request.nodes >\n    msg := \"x\"\n}\n", 5, "unify"),
+    ("package muster.x\nimport rego.v1\ndeny contains msg if {\n  input.x\n", 3, "unclosed"),
+    ("deny := true\n", 0, "package"),
+    ("package muster.x\nallow := true\n", 0, "neither"),
+])
+def test_a_policy_that_does_not_compile_is_refused_with_the_line_and_the_reason(source: str, line: int, words: str) -> None:
+    with pytest.raises(PolicyCompileError) as raised:
+        compile_policy("x", source)
+    assert raised.value.line == line and words in str(raised.value)
+
+
+@pytest.mark.parametrize(("source", "words"), [
+    ("package muster.c\nimport rego.v1\ndeny := 1 if input.a\ndeny := 2 if input.a\n", "multiple outputs"),
+    ("package muster.d\nimport rego.v1\ndeny contains msg if {\n x := 1 / input.zero\n msg := sprintf(\"%v\", [x])\n}\n", "divide by zero"),
+])
+def test_a_policy_that_fails_while_evaluating_denies_and_says_why(source: str, words: str) -> None:
+    verdict = evaluate([compile_policy("p", source)], {"a": True, "zero": 0})
+    assert verdict.denied and words in verdict.denials[0].message and "fail closed" in verdict.denials[0].message
+
+
+def test_deny_as_true_or_as_objects_still_reads_as_messages() -> None:
+    boolean = compile_policy("b", "package muster.b\nimport rego.v1\ndefault deny := false\ndeny if input.x\n")
+    objects = compile_policy("o", 'package muster.o\nimport rego.v1\ndeny contains {"msg": "no"} if input.x\n')
+    verdict = evaluate([boolean, objects], {"x": True})
+    assert [d.message for d in verdict.denials] == ["denied (the policy gives no message)", "no"]
+    assert not evaluate([boolean, objects], {"x": False}).denied
+
+
+def test_a_stored_policy_that_no_longer_compiles_denies_everything() -> None:
+    verdict = evaluate(compile_all([("old", "garbage", 3)]), {})
+    assert verdict.denied and "does not compile" in verdict.denials[0].message and verdict.denials[0].version == 3
