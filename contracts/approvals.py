@@ -17,7 +17,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Event
-from .commands import JobCommand
 
 
 class _Part(BaseModel):
@@ -99,19 +98,3 @@ class RequestDenied(Event):
 
 APPROVAL_EVENTS: tuple[type[Event], ...] = (JobApprovalRequested, JobApproved, JobRejected, JobApprovalExpired, PolicyWarned,
                                             RequestDenied)
-
-
-class ApproveJob(JobCommand):
-    """Let a job that waits for approval run its plan (needs `approve` on the job)."""
-
-    type: Literal["ApproveJob"] = "ApproveJob"
-    v: Literal[1] = 1
-    comment: str = Field(default="", max_length=2000)
-
-
-class RejectJob(JobCommand):
-    """Refuse a job that waits for approval: it ends, nothing ran."""
-
-    type: Literal["RejectJob"] = "RejectJob"
-    v: Literal[1] = 1
-    comment: str = Field(default="", max_length=2000)

@@ -147,6 +147,8 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "ResumeJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "CancelJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "RetryJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "ApproveJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f", "comment": "reviewed the plan"},
+    "RejectJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f", "comment": "not during the freeze"},
     "ApplyPlan": {"plan_id": "5c7467a9d901dc6e81e6"},
     "CheckCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
     "RepairCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},

@@ -233,11 +233,27 @@ class RetryJob(JobCommand):
     v: Literal[1] = 1
 
 
+class ApproveJob(JobCommand):
+    """Let a job that waits for approval run its plan (needs `approve` on the job; docs/governance.md)."""
+
+    type: Literal["ApproveJob"] = "ApproveJob"
+    v: Literal[1] = 1
+    comment: str = Field(default="", max_length=2000)
+
+
+class RejectJob(JobCommand):
+    """Refuse a job that waits for approval: it ends, nothing ran."""
+
+    type: Literal["RejectJob"] = "RejectJob"
+    v: Literal[1] = 1
+    comment: str = Field(default="", max_length=2000)
+
+
 AnyCommand = Annotated[
     CreateCluster | DeleteCluster | ExpandCluster | ShrinkCluster | AddServices | RemoveServices | ConfigureCluster
     | StartServices | StopServices | RestartServices | UpgradeService | RollbackCluster | ApplyPlan | ExtendLease
     | CheckCluster | RepairCluster
-    | PauseJob | ResumeJob | CancelJob | RetryJob,
+    | PauseJob | ResumeJob | CancelJob | RetryJob | ApproveJob | RejectJob,
     Field(discriminator="type"),
 ]
 COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyCommand, config=DEFERRED)
@@ -248,6 +264,7 @@ VERB_OF: dict[str, str] = {
     "StartServices": "start", "StopServices": "stop", "RestartServices": "restart", "UpgradeService": "upgrade",
     "RollbackCluster": "rollback", "ApplyPlan": "apply", "ExtendLease": "extend-lease", "CheckCluster": "check",
     "RepairCluster": "repair", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
+    "ApproveJob": "approve", "RejectJob": "reject",
 }
 
 

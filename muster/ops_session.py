@@ -8,6 +8,7 @@ import asyncio
 import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -27,6 +28,11 @@ from .readmodel.progress import JobProgress
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+CAPTURE: ContextVar[list[Command] | None] = ContextVar("capture", default=None)
+"""Set (to a list): an operation command builds its request and puts it there instead of
+sending it (`muster schedule create NAME --cron ... -- cluster check c1` takes the request the
+words after `--` make)."""
 
 WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL_JOB_EVENTS})}
 """What `--wait` waits for, when it is not the end of the job."""
@@ -124,6 +130,10 @@ class Session:
 
     async def execute(self, cmd: Command) -> None:
         cmd = self.stamp(cmd)
+        captured = CAPTURE.get()
+        if captured is not None:
+            captured.append(cmd)
+            return
         verb = VERB_OF[cmd.type]  # type: ignore[attr-defined]
         since = 0
         if isinstance(cmd, JobCommand) and self.opts.wait:

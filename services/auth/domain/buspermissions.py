@@ -137,7 +137,8 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # own `muster.cb.<tenant>.`, checked when the subscription is made).
         pub = common + _read_log() + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
                                       f"{BODIES[1]}.>"]
-        return BusPermissions(tuple(pub), (inbox,))
+        # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`).
+        return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", inbox), responses=True)
     if kind == "solver":
         pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)
