@@ -21,7 +21,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from regopy import Interpreter, LogLevel, RegoError  # type: ignore[import-untyped]
-from regopy.rego_shared import rego_bundle_node, rego_node_get, rego_node_json, rego_node_size  # type: ignore[import-untyped]
+from regopy.rego_shared import (  # type: ignore[import-untyped]
+    rego_bundle_node,
+    rego_bundle_query,
+    rego_free_output,
+    rego_node_get,
+    rego_node_json,
+    rego_node_size,
+    rego_output_node,
+    rego_output_ok,
+    rego_output_string,
+)
 
 _PACKAGE = re.compile(r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*$", re.MULTILINE)
 _LOCATED = re.compile(r"\(error (\d+):")
@@ -88,6 +98,12 @@ class CompiledPolicy:
     _interpreter: Any = field(repr=False, default=None)
     _bundle: Any = field(repr=False, default=None)
 
+    def __del__(self) -> None:
+        # The bundle before its interpreter: freed the other way round (attributes go in the
+        # order they were set), rego-cpp's heap was corrupted and a later query aborted.
+        self._bundle = None
+        self._interpreter = None
+
 
 def _interpreter() -> Any:
     rego = Interpreter()
@@ -150,17 +166,35 @@ def _messages(value: Any, what: str) -> list[str]:
     return out
 
 
-def evaluate_one(policy: CompiledPolicy, document: dict[str, Any]) -> Verdict:
+def _query(policy: CompiledPolicy, document: dict[str, Any]) -> tuple[str | None, str]:
+    """(the output's JSON text, '') or (None, the error's S-expression). The C API is called
+    directly: regopy's `Output` parses the text in its constructor, and a text rego-cpp got
+    wrong (a `%s` of a string in `sprintf` keeps its quotes) failed inside it, leaving an
+    output half made that brought the process down later."""
     rego = policy._interpreter
+    rego.set_input_term(json.dumps(document, default=str))
+    output = rego_bundle_query(rego._impl, policy._bundle._impl)
     try:
-        rego.set_input_term(json.dumps(document, default=str))
-        output = rego.query_bundle(policy._bundle)
+        if rego_output_ok(output):
+            return rego_output_string(output), ""
+        return None, _node_text(rego_output_node(output))
+    finally:
+        rego_free_output(output)
+
+
+def evaluate_one(policy: CompiledPolicy, document: dict[str, Any]) -> Verdict:
+    try:
+        text, error = _query(policy, document)
     except RegoError as err:
-        problem = _errors(str(err), policy.source)[0]
-        return _failed(policy, problem)
-    if not output.ok():
-        return _failed(policy, _errors(_node_text(output.node()._impl), policy.source)[0])
-    result = output[0].bindings.get("x", {}) if len(output) else {}
+        return _failed(policy, _errors(str(err), policy.source)[0])
+    if text is None:
+        return _failed(policy, _errors(error, policy.source)[0])
+    try:
+        parsed = json.loads(text) if text != "undefined" else {}
+    except ValueError:
+        return _failed(policy, Problem(0, "its result is not readable JSON (a string with quotes in it, from sprintf?)"))
+    first = parsed[0] if isinstance(parsed, list) and parsed else parsed
+    result = first.get("bindings", {}).get("x", {}) if isinstance(first, dict) else {}
     result = result if isinstance(result, dict) else {}
     return Verdict(tuple(Finding(policy.name, policy.version, m) for m in _messages(result.get("deny"), "denied")),
                    tuple(Finding(policy.name, policy.version, m) for m in _messages(result.get("warn"), "warning")))

@@ -4,6 +4,8 @@ evaluating denies (fail closed)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from services.governance.domain.policies import PolicyCompileError, compile_all, compile_policy, evaluate
@@ -62,3 +64,23 @@ def test_deny_as_true_or_as_objects_still_reads_as_messages() -> None:
 def test_a_stored_policy_that_no_longer_compiles_denies_everything() -> None:
     verdict = evaluate(compile_all([("old", "garbage", 3)]), {})
     assert verdict.denied and "does not compile" in verdict.denials[0].message and verdict.denials[0].version == 3
+
+
+def test_time_built_ins_work_in_a_process_that_loaded_aiohttp_first() -> None:
+    """rego-cpp loaded after a C++ extension (aiohttp's frozenlist) aborted the process in its
+    time built-ins; `import muster` makes it load first (muster/_startup.py)."""
+    import subprocess
+    import sys
+
+    code = """
+import muster, aiohttp
+from pathlib import Path
+from services.governance.domain.policies import compile_policy, evaluate
+p = compile_policy("freeze", Path("examples/policies/freeze_window.rego").read_text())
+for now in (1795712400, 1795885200) * 5:  # a Wednesday, a Friday evening
+    evaluate([p], {"operation": "create", "now_ns": now * 10**9})
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[3])
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
