@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Event
+from .layout import Layout
 
 
 class _Part(BaseModel):
@@ -49,6 +50,7 @@ class JobApprovalRequested(Event):
     cluster_version: int = Field(ge=0, description="the cluster's version the plan was made on (0: a new cluster)")
     digest: str = Field(description="the plan's digest: what an approver saw is what runs")
     cost: PlanCost | None = None
+    layout: Layout | None = Field(default=None, description="the solver's layout the plan was made from (runs as it is)")
 
 
 class JobApproved(Event):

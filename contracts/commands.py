@@ -290,6 +290,12 @@ class DryRun(BaseModel):
     plan_id: str | None = Field(default=None, description="the saved plan: `ApplyPlan {plan_id}` runs exactly this")
     cluster_version: int | None = Field(default=None, description="the cluster's version the plan was made on")
     catalog_version: str | None = Field(default=None, description="digest of the catalog the plan was made with")
+    cost: dict[str, Any] | None = Field(default=None, description=(
+        "per hour, from the catalog's hardware `cost` fields: `per_hour` (the cluster once done), `before_per_hour`, "
+        "`per_node`, `by_hardware`, `unknown` (hardware types without a cost)"))
+    policy: dict[str, Any] | None = Field(default=None, description=(
+        "what the tenant's governance would say: `deny` and `warn` (policy messages), `approval` (the approval rules "
+        "the request matches: it would wait for an approver)"))
 
 
 class LeaseExtended(BaseModel):

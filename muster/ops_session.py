@@ -170,6 +170,23 @@ class Session:
             out.print(describe_end(job_id, final))
 
 
+def print_governance(reply: DryRun) -> None:
+    """A dry run's cost and what the tenant's governance would say (docs/governance.md)."""
+    cost = reply.cost
+    if cost is not None:
+        unknown = f"; no cost given for {', '.join(cost['unknown'])}" if cost.get("unknown") else ""
+        out.print(f"cost: {cost['per_hour']:.2f}/h for {len(cost['per_node'])} nodes (now {cost['before_per_hour']:.2f}/h)"
+                  + (" · " + ", ".join(f"{h} {c:.2f}/h" for h, c in sorted(cost["by_hardware"].items())) if cost["by_hardware"] else "")
+                  + unknown, markup=False)
+    policy = reply.policy or {}
+    for message in policy.get("deny", []):
+        out.print(f"policy would deny: {message}", markup=False)
+    for message in policy.get("warn", []):
+        out.print(f"policy warns: {message}", markup=False)
+    if policy.get("approval"):
+        out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})", markup=False)
+
+
 def describe_end(job_id: str, final: Any) -> str:
     words = {"JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "was rolled back",
              "JobNeedsAttention": "needs an administrator's attention", "JobPaused": "is paused"}
@@ -228,6 +245,7 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
                   "(create, confirm, delete) run at once, with the tenant's other jobs")
     if "tenant" in limits:
         out.print(f"limit: at most {limits['tenant']} tasks of the tenant run at once")
+    print_governance(reply)
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
         out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): "
