@@ -8,18 +8,27 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
 
 from contracts import subjects
+from contracts.commands import VERB_OF, ApproveJob, CreateCluster
 from muster.bus.connect import connect
+from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
 from services.governance.entrypoint import start_governance
+from services.planner.app import PlannerConfig
+from services.planner.entrypoint import start_planner
+from services.solver.entrypoint import start_solver
 
 from .conftest import Authed
 from .test_isolation import Raw, raw
 
+DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 NODES = """package muster.nodes
 import rego.v1
 
@@ -35,7 +44,7 @@ PEOPLE: dict[str, dict[str, Any]] = {
     "apo": {"tenant": "a"},
     "eve": {"tenant": "b", "role": "tenant_admin"},
 }
-GRANTS = (("uma", "read", "tenant"), ("uma", "execute", "cluster:*"), ("apo", "approve", "tenant"))
+GRANTS = (("uma", "read", "tenant"), ("uma", "execute", "cluster:*"), ("uma", "write", "cluster:*"), ("apo", "approve", "tenant"))
 
 
 @dataclass
@@ -128,3 +137,57 @@ async def test_a_schedule_needs_its_operations_permission_and_its_owner_is_its_a
     assert not bad["ok"] and "cron" in bad["problems"][0]
     wrong = await ask(served, "uma", "put", kind="schedule", entities=[{**schedule, "name": "wrong", "verb": "delete"}])
     assert not wrong["ok"] and "CheckCluster" in wrong["problems"][0]
+
+
+# -- with a planner and a solver of their own identities ------------------------------------------
+
+PLANNER_PEOPLE = {"pln": {"role": "service", "service": "planner"}, "slv": {"role": "service", "service": "solver"}}
+
+
+@pytest_asyncio.fixture
+async def planned(served: People) -> AsyncIterator[People]:
+    root = await served.authed.raw(served.authed.admin_token, "root")
+    for pid, fields in PLANNER_PEOPLE.items():
+        made = await served.authed.ask(root, "root", "user-create", principal=pid, **fields)
+        served.tokens[pid] = made["data"]["token"]
+    await root.close()
+    async with AsyncExitStack() as stack:
+        planner_nc = await connect(served.authed.url, name="planner", token=served.tokens["pln"])
+        solver_nc = await connect(served.authed.url, name="solver", token=served.tokens["slv"])
+        stack.push_async_callback(planner_nc.close)
+        stack.push_async_callback(solver_nc.close)
+        await start_planner(planner_nc, stack, PlannerConfig(instance="planner-gov", shards=2))
+        await start_solver(solver_nc, stack, "solver-gov")
+        system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+        stack.push_async_callback(system.close)
+        await apply_catalog(EventStore(system), "a", load_catalog(DEMO))
+        yield served
+
+
+async def operate(p: People, who: str, command: Any, tenant: str = "a") -> dict[str, Any]:
+    subject = subjects.operation(tenant, who, VERB_OF[command.type])
+    reply = await p.raw[who].nc.request(subject, command.model_dump_json().encode(), timeout=30)
+    return dict(json.loads(reply.data))
+
+
+async def test_a_policy_denies_a_50_node_create_and_allows_a_5_node_one(planned: People) -> None:
+    assert (await ask(planned, "ada", "put", kind="policy", entities=[{"name": "nodes", "source": NODES}]))["ok"]
+    big = await operate(planned, "uma", CreateCluster(name="big", template="hadoop-small", nodes=50))
+    assert big["type"] == "Rejected" and "at most 10 nodes per cluster; 50 asked" in big["reason"], big
+    small = await operate(planned, "uma", CreateCluster(name="small", template="hadoop-small", nodes=5))
+    assert small["type"] == "Accepted", small
+
+
+async def test_an_approver_in_another_tenant_cannot_approve(planned: People) -> None:
+    assert (await ask(planned, "ada", "put", kind="rule", entities=[{"name": "creates", "operations": ["create"]}]))["ok"]
+    waiting = await operate(planned, "uma", CreateCluster(name="gated", template="hadoop-small", nodes=3))
+    assert waiting["type"] == "Accepted" and "waits for approval" in waiting["warnings"][0], waiting
+    job = waiting["job_id"]
+    # Another tenant's admin: the server refuses its request in tenant a, and in its own tenant the job is unknown.
+    await planned.raw["eve"].denied_publish(subjects.operation("a", "eve", "approve"))
+    other = await operate(planned, "eve", ApproveJob(job_id=job), tenant="b")
+    assert other["type"] == "Rejected" and "unknown job" in other["reason"], other
+    own = await operate(planned, "uma", ApproveJob(job_id=job))
+    assert own["type"] == "Rejected" and ("may not approve" in own["reason"] or "approve permission" in own["reason"]), own
+    ok = await operate(planned, "apo", ApproveJob(job_id=job, comment="fine"))
+    assert ok["type"] == "Accepted", ok
