@@ -110,7 +110,7 @@ class JobView:
             "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
             "resources": dict(self.resources) if self.resources else None,
-            "approval": dict(self.approval) if self.approval else None, "warnings": list(self.warnings),
+            "approval": dict(self.approval) if self.approval else None, "policy_warnings": list(self.warnings),
         }
 
     # -- one method per event type ---------------------------------------------------------

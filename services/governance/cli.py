@@ -305,9 +305,10 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
         raise CliError("give the operation after `--`, as you would type it: -- cluster check c1")
     captured: list[Any] = []
     token = CAPTURE.set(captured)
+    given = {"--tenant": str(bus.tenant), "--data-dir": str(bus.data_dir), "--nats-url": bus.explicit_url}
+    extra = [w for option, value in given.items() if value and option not in words for w in (option, value)]
     try:
-        main.main(args=[*words, "--tenant", str(bus.tenant), "--data-dir", str(bus.data_dir),
-                        *(["--nats-url", bus.explicit_url] if bus.explicit_url else [])], standalone_mode=False)
+        main.main(args=[*words, *extra], standalone_mode=False)
     except click.ClickException as err:
         raise CliError(f"`{' '.join(words)}`: {err.format_message()}") from None
     finally:

@@ -601,7 +601,7 @@ class Job(Aggregate):
             "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
             "resources": dict(self.resources) if self.resources else None,
-            "approval": dict(self.approval) if self.approval else None, "warnings": list(self.warnings),
+            "approval": dict(self.approval) if self.approval else None, "policy_warnings": list(self.warnings),
         }
 
     # -- the end --------------------------------------------------------------------------

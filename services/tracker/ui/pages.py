@@ -201,6 +201,7 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         task = {"task": found, "attempts": attempts(history, task_id)} if found else None
     return render(request, "job.html", viewer, job_id=job_id, group=group, open_task=task, said=request.query.get("said"),
                   can_control=viewer.may_job("execute", job_id, cluster_of(history)),
+                  can_approve=viewer.may_job("approve", job_id, cluster_of(history)),
                   graph_json=data["graph"].to_json(), **data)
 
 
