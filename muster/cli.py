@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "policy": ("services.governance.cli:policy", "Rego policies on every request: apply, list, delete, test."),
     "rule": ("services.governance.cli:rule", "Approval rules: which requests wait for an approver."),
     "notify": ("services.governance.cli:notify", "Notification subscriptions: add, list, remove, test."),
-    "schedule": ("services.governance.cli:schedule", "Scheduled operations: create, list, pause, resume, delete."),
+    "schedule": ("services.governance.schedule_cli:schedule", "Scheduled operations: create, list, pause, resume, delete."),
 }
 
 

@@ -84,3 +84,23 @@ print("ok")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parents[3])
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_muster_policy_test_evaluates_a_file_on_an_input_and_exits_1_when_denied(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    policy = tmp_path / "nodes.rego"
+    policy.write_text(NODES)
+    big, small = tmp_path / "big.json", tmp_path / "small.yaml"
+    big.write_text('{"request": {"nodes": 50}}')
+    small.write_text("request:\n  nodes: 5\n")
+    denied = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(big)])
+    assert denied.exit_code == 1 and "deny: at most 10 nodes per cluster; 50 asked" in denied.output
+    allowed = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(small), "--json"])
+    assert allowed.exit_code == 0 and '"allowed": true' in allowed.output
+    broken = tmp_path / "broken.rego"
+    broken.write_text("package x\nimport rego.v1\ndeny contains m if {\n  input.x\n")
+    refused = CliRunner().invoke(main, ["policy", "test", str(broken), "--input", str(small)])
+    assert refused.exit_code == 2 and "line 3" in refused.output
