@@ -4,13 +4,11 @@ job and lease events from durable consumers, deliveries on timers, and `muster n
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import uuid
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Any
 
 import click
@@ -29,6 +27,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import main_for
+from muster.secretsfile import load_secrets
 from services.auth.domain.authz import may_govern
 from services.auth.view import IdentityView
 from services.governance.mirror import GovernanceMirror
@@ -41,17 +40,11 @@ log = structlog.get_logger("muster.notifier")
 TEST_VERB = "notify-test"
 
 
-def load_secrets(path: str | None) -> dict[str, Any]:
+def named_secrets(path: str | None) -> dict[str, Any]:
     """The `@secrets` of a secrets file (docs/secrets.md): name -> value."""
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise click.ClickException(f"cannot read secrets file {path}: {err}") from None
-    named = data.get(NAMED, {}) if isinstance(data, dict) else None
+    named = load_secrets(path).get(NAMED, {})
     if not isinstance(named, dict):
-        raise click.ClickException(f"secrets file {path} must be a JSON object with an {NAMED!r} object of name -> secret")
+        raise click.ClickException(f"secrets file {path} must hold an {NAMED!r} object of name -> secret")
     return named
 
 
@@ -124,7 +117,7 @@ async def _unsubscribe(sub: Any) -> None:
               help="JSON file whose `@secrets` hold the webhooks' signing secrets (docs/secrets.md)")
 def main(nats_url: str | None, secrets_file: str | None) -> None:
     """Run the notifier: webhooks and bus messages for subscribers."""
-    secrets = load_secrets(secrets_file)
+    secrets = named_secrets(secrets_file)
     name = f"notifier-{socket.gethostname()}-{os.getpid()}"
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

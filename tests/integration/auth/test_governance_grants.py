@@ -56,15 +56,7 @@ class People:
 
 @pytest_asyncio.fixture
 async def people(authed: Authed) -> AsyncIterator[People]:
-    root = await authed.raw(authed.admin_token, "root")
-    tokens: dict[str, str] = {}
-    for pid, fields in PEOPLE.items():
-        made = await authed.ask(root, "root", "user-create", principal=pid, **fields)
-        assert made["ok"], made
-        tokens[pid] = made["data"]["token"]
-    for pid, permission, scope in GRANTS:
-        assert (await authed.ask(root, "root", "grant", principal=pid, permission=permission, tenant="a", scope=scope))["ok"]
-    await root.close()
+    tokens = await authed.people(PEOPLE, GRANTS)
     conns = {pid: await raw(authed, tokens[pid], pid) for pid in PEOPLE if pid != "gov"}
     try:
         yield People(authed, tokens, conns)
@@ -146,11 +138,7 @@ PLANNER_PEOPLE = {"pln": {"role": "service", "service": "planner"}, "slv": {"rol
 
 @pytest_asyncio.fixture
 async def planned(served: People) -> AsyncIterator[People]:
-    root = await served.authed.raw(served.authed.admin_token, "root")
-    for pid, fields in PLANNER_PEOPLE.items():
-        made = await served.authed.ask(root, "root", "user-create", principal=pid, **fields)
-        served.tokens[pid] = made["data"]["token"]
-    await root.close()
+    served.tokens.update(await served.authed.people(PLANNER_PEOPLE))
     async with AsyncExitStack() as stack:
         planner_nc = await connect(served.authed.url, name="planner", token=served.tokens["pln"])
         solver_nc = await connect(served.authed.url, name="solver", token=served.tokens["slv"])
