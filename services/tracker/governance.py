@@ -48,7 +48,13 @@ async def decide(nc: Any, tenant: str, by: str, job_id: str, approve: bool, comm
 
 async def post_decision(request: web.Request) -> web.Response:
     """POST /v1/jobs/{job_id}/approve|reject, body `{"comment": "..."}`."""
+    from .ui.session import same_origin  # (the console imports this module)
+
     tenant = tenant_of(request)
+    if "Authorization" not in request.headers and not same_origin(request):
+        # Signed in by the console's cookie, which a browser sends to any site's form post too.
+        return error(403, "a decision with the console's cookie must come from the console's own page; "
+                          "scripts send 'Authorization: Bearer <token>'", "Authorization")
     job_id = request.match_info["job_id"].lower()
     if not UUID_RE.fullmatch(job_id):
         return error(400, f"{job_id[:80]!r} is not a job id (a UUID)", "job_id")

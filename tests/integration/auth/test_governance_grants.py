@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
+from aiohttp.test_utils import TestClient, TestServer
 
 from contracts import subjects
 from contracts.commands import VERB_OF, ApproveJob, CreateCluster
@@ -24,6 +25,7 @@ from services.governance.entrypoint import start_governance
 from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
 from services.solver.entrypoint import start_solver
+from services.tracker.http import make_app
 
 from .conftest import Authed
 from .test_isolation import Raw, raw
@@ -179,3 +181,34 @@ async def test_an_approver_in_another_tenant_cannot_approve(planned: People) -> 
     assert own["type"] == "Rejected" and ("may not approve" in own["reason"] or "approve permission" in own["reason"]), own
     ok = await operate(planned, "apo", ApproveJob(job_id=job, comment="fine"))
     assert ok["type"] == "Accepted", ok
+
+
+async def test_approve_over_http_with_a_token_and_never_from_another_site(planned: People) -> None:
+    assert (await ask(planned, "ada", "put", kind="rule", entities=[{"name": "creates", "operations": ["create"]}]))["ok"]
+    waiting = await operate(planned, "uma", CreateCluster(name="viahttp", template="hadoop-small", nodes=3))
+    job = waiting["job_id"]
+    planned.tokens.update(await planned.authed.people({"trk": {"role": "service", "service": "tracker"}}))
+    nc = await connect(planned.authed.url, name="tracker", token=planned.tokens["trk"])
+    http = TestClient(TestServer(make_app(EventStore(nc), index=False, planner_metrics=False)))
+    await http.start_server()
+    try:
+        async def post(who: str, path: str, **headers: str) -> tuple[int, dict[str, Any]]:
+            auth = {"Authorization": f"Bearer {planned.tokens[who]}"} if who else {}
+            async with http.post(path, json={"comment": "ok by http"}, headers={**auth, **headers}) as resp:
+                return resp.status, await resp.json()
+
+        status, body = await post("eve", f"/v1/jobs/{job}/approve", **{"X-Muster-Tenant": "a"})
+        assert status == 403 and "belongs to tenant b" in body["error"]["message"]
+        http.session.cookie_jar.update_cookies({"muster_session": planned.tokens["apo"]})
+        status, body = await post("", f"/v1/jobs/{job}/approve", Origin="https://elsewhere.example")
+        assert status == 403 and "console's own page" in body["error"]["message"]
+        http.session.cookie_jar.clear()
+        status, body = await post("uma", f"/v1/jobs/{job}/approve")
+        assert status == 409 and "uma has no approve permission" in body["error"]["message"]
+        status, body = await post("apo", f"/v1/jobs/{job}/approve")
+        assert status == 202 and body == {"job_id": job, "decision": "approved", "by": "apo"}
+        async with http.get("/v1/governance/rules", headers={"Authorization": f"Bearer {planned.tokens['uma']}"}) as resp:
+            assert resp.status == 200 and [i["name"] for i in (await resp.json())["items"]] == ["creates"]
+    finally:
+        await http.close()
+        await nc.close()
