@@ -25,9 +25,10 @@ from muster.ports.clock import Clock
 from muster.ports.eventlog import Append
 from services.governance.domain import approvals
 from services.governance.domain.cost import plan_cost
+from services.governance.domain.entities import fold
 from services.governance.domain.inputs import document
 from services.governance.domain.policies import CompiledPolicy, Finding, Verdict, evaluate
-from services.governance.store import PolicyCache, read_entries
+from services.governance.store import PolicyCache
 
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
@@ -80,7 +81,9 @@ class Governance:
         self.cache = PolicyCache()
 
     async def load(self, tenant: str) -> Rules:
-        entries, _ = await read_entries(self.state.log, tenant)
+        """The rules and policies only: a schedule's subject grows with its ticks."""
+        entries = fold(await self.state.log.read_many([subjects.governance_filter(tenant, "rule"),
+                                                       subjects.governance_filter(tenant, "policy")]))
         rules = [ApprovalRule.model_validate(e.entity) for (kind, _), e in sorted(entries.items()) if kind == "rule"]
         return Rules(rules, self.cache.policies(tenant, entries))
 
