@@ -57,7 +57,7 @@ class Approvals:
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
         why = self.governance.decision(job, cmd, by)
         if why:
-            raise Refused(f"{verb} refused: {why}")
+            raise Refused(f"{verb} refused: {why}", code="forbidden" if "may not approve" in why else "conflict")
         approve = isinstance(cmd, ApproveJob)
         job.decide(approve, by, cmd.comment, cmd.request_id)
         if not approve:
@@ -77,7 +77,7 @@ class Approvals:
             problem = f"the plan cannot be made again as it was approved: {err}"
         if problem:
             await self._end(job, cluster, problem)
-            return Rejected(reason=f"approved, but {problem}")
+            return Rejected(reason=f"approved, but {problem}", code="conflict")
         await self.start(job, cluster, facts, preview)
         log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
         return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)

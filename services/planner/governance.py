@@ -112,7 +112,7 @@ class Governance:
         subject = subjects.denied_events(facts.tenant, facts.job_id)
         await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:{len(verdict.denials)}")])
         reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
-        raise Refused(f"{facts.operation} denied by the tenant's policies: {reasons}")
+        raise Refused(f"{facts.operation} denied by the tenant's policies: {reasons}", code="forbidden")
 
     def record(self, job: Job, cluster: Cluster, judgement: Judgement, layout: Layout | None, digest: str) -> None:
         """What the job carries of the judgement: warnings, and the wait for an approver."""

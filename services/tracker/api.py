@@ -294,8 +294,14 @@ class PoolDetail(PoolSummary):
     seq: int
 
 
+class GovernanceList(_Out):
+    items: list[dict[str, Any]] = Field(description=(
+        "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run), "
+        "or the denied requests, newest first"))
+
+
 MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health,
-                                 WhoAmI, PoolList, PoolDetail]
+                                 WhoAmI, PoolList, PoolDetail, GovernanceList]
 
 
 # -- routes and parameters -------------------------------------------------------------------
@@ -324,12 +330,6 @@ STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STAT
 
 GOVERNANCE_LIST = _param("what", "path", {"type": "string", "enum": ["rules", "policies", "subscriptions", "schedules", "denied"]},
                          "Which list (docs/governance.md).", required=True)
-
-
-class GovernanceList(_Out):
-    items: list[dict[str, Any]] = Field(description=(
-        "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run), "
-        "or the denied requests, newest first"))
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 approval from its page (the plan is the page's task graph), and the tenant's schedules (with
 their last and next runs), approval rules, policies, subscriptions and denied requests.
 
-A decision is the same request `muster job approve|reject` sends, in the signed-in principal's
-name; the planner checks its `approve` permission and says why when it refuses.
+A decision is the same request `muster job approve|reject` sends, on a connection opened with
+the signed-in person's own token (decision 17, as job control); the planner checks the
+`approve` permission and says why when it refuses.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from contracts.commands import Accepted, ApproveJob, RejectJob
 from contracts.identity import Scope
+from muster.client import MusterClient, NoAnswer
 
-from ..governance import decide as send_decision
+from .. import csrf
+from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
+from ..write_routes import ACTING
 from .pages import NotFound, page, redirect, render, tracker_of, uuid_param
-from .session import NeedsSignIn, Viewer, same_origin, viewer_of
+from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
+
+DECIDE_TIMEOUT_S = 10.0
 
 
 @page
@@ -30,27 +37,48 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
     return render(request, "governance.html", viewer, denied=await denials(store, viewer.tenant, 20), **lists)
 
 
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": {"status": status, "message": message, "parameter": None}}, status=status)
+
+
 async def decide(request: web.Request) -> web.StreamResponse:
     """POST /ui/jobs/{job_id}/decide: `action` approve or reject, and a `comment`."""
     try:
         viewer = await viewer_of(request)
     except NeedsSignIn as need:
-        return web.json_response({"error": {"status": 401, "message": need.reason, "parameter": None}}, status=401)
+        return _error(401, need.reason)
     if not same_origin(request):
-        return web.json_response({"error": {"status": 403, "message": "a decision must come from the console's own page",
-                                            "parameter": None}}, status=403)
+        return _error(403, "a decision must come from the console's own page")
     try:
         job_id = uuid_param(request, "job_id", "job")
     except NotFound as missing:
-        return web.json_response({"error": {"status": 404, "message": missing.message, "parameter": "job_id"}}, status=404)
+        return _error(404, missing.message)
     form = await request.post()
-    action, comment = str(form.get("action") or ""), str(form.get("comment") or "")
+    if not csrf.valid(session_token(request), viewer.tenant, str(form.get(csrf.FIELD) or "")):
+        return _error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
+    action, comment = str(form.get("action") or ""), str(form.get("comment") or "")[:2000]
     if action not in ("approve", "reject"):
-        said = f"rejected: {action[:40]!r} is neither approve nor reject"
+        said = f"refused: {action[:40]!r} is neither approve nor reject"
     else:
-        ok, words = await send_decision(tracker_of(request).nc, viewer.tenant, viewer.name, job_id, action == "approve", comment)
-        said = words if ok else f"refused: {words}"
+        said = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, job_id, action, comment)
     return redirect(f"/ui/jobs/{job_id}?said={quote(said)}")
+
+
+async def send(bus: ActingBus, token: str | None, tenant: str, by: str, job_id: str, action: str, comment: str) -> str:
+    """The decision, sent as the viewer; the planner's answer in words."""
+    try:
+        nc = await bus.connection(token) if token else bus.own
+    except TokenRefused as err:
+        return f"refused: {err}"
+    client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=DECIDE_TIMEOUT_S, attempts=2)
+    command = (ApproveJob if action == "approve" else RejectJob)(job_id=job_id, comment=comment)
+    try:
+        reply = await client.request(command, tenant=tenant)
+    except NoAnswer as err:
+        return f"no answer: {err}"
+    if isinstance(reply, Accepted):
+        return "approved" if action == "approve" else "rejected"
+    return f"refused: {getattr(reply, 'reason', reply.type)}"
 
 
 def add_routes(app: web.Application) -> None:
