@@ -105,8 +105,10 @@ async def test_a_jobs_end_reaches_the_webhook_signed_and_verifiable(world: tuple
         verify(SECRET.encode(), raw, headers[SIGNATURE], "other", time.time() + 3600, set())
     except BadSignature as err:
         assert "tolerance" in str(err)
-    events = await until(store, subjects.notification_events("a", "hook"), lambda es: any(e.type == "NotificationAttempted" for e in es))
-    assert [e.type for e in events] == ["NotificationQueued", "NotificationAttempted"] and events[1].ok and events[1].status == 204
+    events = await until(store, subjects.notification_events("a", "hook"),
+                         lambda es: any(e.type == "NotificationAttempted" and e.ok for e in es))
+    # (On a busy machine a first attempt may time out and be retried: each is recorded.)
+    assert events[0].type == "NotificationQueued" and events[-1].ok and events[-1].status == 204 and events[-1].final
     assert SECRET not in json.dumps([e.model_dump(mode="json") for e in events])
 
 
