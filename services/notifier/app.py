@@ -136,7 +136,7 @@ class Notifier:
         await self.log.append(subjects.notification_events(tenant, sub.name), [Append(queued, msg_id=f"notify:{tenant}:{nid}")])
         key = _key(tenant, sub.name, nid)
         self.owed[key] = Owed(tenant, sub.name, queued)
-        return await self._attempt(key)
+        return await self._attempt(key, sub)
 
     # -- deliveries -------------------------------------------------------------------------------
 
@@ -146,11 +146,12 @@ class Notifier:
             old.cancel()
         self.timers[key] = self.clock.call_at(when, lambda: self._attempt(key))
 
-    async def _attempt(self, key: tuple[str, str, str]) -> NotificationAttempted:
+    async def _attempt(self, key: tuple[str, str, str], given: Subscription | None = None) -> NotificationAttempted:
+        """`given`: the subscription as the caller read it (a test right after `notify add`)."""
         self.timers.pop(key, None)
         owed = self.owed[key]
         tenant, name, nid = key
-        sub = next((s for s in self.subscriptions(tenant) if s.name == name), None)
+        sub = given or next((s for s in self.subscriptions(tenant) if s.name == name), None)
         attempt = owed.attempts + 1
         if sub is None:
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=False, error="the subscription was removed", final=True)

@@ -31,6 +31,7 @@ from muster.secretsfile import load_secrets
 from services.auth.domain.authz import may_govern
 from services.auth.view import IdentityView
 from services.governance.mirror import GovernanceMirror
+from services.governance.store import read_entries
 
 from .adapters.delivery import Deliveries
 from .app import Notifier
@@ -83,7 +84,8 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
             request = GovernanceRequest.model_validate_json(msg.data)
             allowed = may_govern(identity.principals.get(principal), identity.grants_of(principal), tenant, "subscription") \
                 if identity is not None else True
-            sub = next((s for s in notifier.subscriptions(tenant) if s.name == request.name), None)
+            sub = next((s for s in notifier.subscriptions(tenant) if s.name == request.name), None) or \
+                await _from_log(store, tenant, request.name)
             if not allowed:
                 reply = GovernanceAnswer(ok=False, reason=getattr(allowed, "reason", "not allowed"))
             elif sub is None:
@@ -104,6 +106,13 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
     for consumer in await consume_routes(nc.jetstream(), notifier, ROUTES, ack_wait=ack_wait, deliver_policy=DeliverPolicy.NEW):
         stack.push_async_callback(_unsubscribe, consumer)
     return notifier
+
+
+async def _from_log(store: EventStore, tenant: str, name: str | None) -> Subscription | None:
+    """A subscription just made, which the mirror has not folded yet (`notify add`, then `test`)."""
+    entries, _ = await read_entries(store, tenant, "subscription")
+    entry = entries.get(("subscription", name or ""))
+    return Subscription.model_validate(entry.entity) if entry is not None else None
 
 
 async def _unsubscribe(sub: Any) -> None:

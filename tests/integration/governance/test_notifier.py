@@ -15,12 +15,14 @@ from typing import Any
 
 import pytest_asyncio
 from aiohttp import web
+from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.events import JobFailed, JobRequested, JobSucceeded
 from contracts.governance import GovernancePut
 from muster.bus.connect import connect
-from muster.bus.eventstore import Append, EventStore
+from muster.bus.eventstore import Append, EventStore, recorded_from_msg
 from muster.bus.server import free_port
 from muster.bus.streams import ensure_streams
 from services.notifier.domain.signing import DELIVERY, SIGNATURE, BadSignature, verify
@@ -73,14 +75,21 @@ async def job(store: EventStore, job_id: str, end: Any) -> None:
 
 
 async def until(store: EventStore, subject: str, check: Any, timeout: float = 20.0) -> list[Any]:
-    """The subject's events once `check` holds of them (waits on new events, no sleep loop)."""
-    sub = await store.nc.subscribe(subject)
-    await store.nc.flush()  # subscribed before the first read: nothing appended after it is missed
+    """The subject's events once `check` holds of them: an ordered consumer from its first event
+    (what was appended before and after alike; no sleep loop)."""
+    seen: list[Any] = []
+    done = asyncio.Event()
+
+    async def on_msg(msg: Msg) -> None:
+        seen.append(recorded_from_msg(msg).event)
+        if check(seen):
+            done.set()
+
+    sub = await store.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
+                                   stream=subjects.EVENTS_STREAM)
     try:
-        async with asyncio.timeout(timeout):
-            while not check(events := [r.event for r in await store.read(subject)]):
-                await sub.next_msg(timeout=timeout)
-            return events
+        await asyncio.wait_for(done.wait(), timeout)
+        return seen
     finally:
         await sub.unsubscribe()
 

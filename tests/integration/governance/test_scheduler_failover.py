@@ -21,12 +21,13 @@ from typing import Any
 import pytest_asyncio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.commands import Accepted
 from contracts.governance import GovernancePut
 from muster.bus.connect import connect
-from muster.bus.eventstore import Append, EventStore
+from muster.bus.eventstore import Append, EventStore, recorded_from_msg
 from muster.bus.streams import ensure_streams
 
 TENANT = "a"
@@ -49,17 +50,21 @@ def governance(url: str, instance: str) -> subprocess.Popen[bytes]:
 
 
 async def answered(store: EventStore, at_least: int) -> list[Any]:
-    """The schedule's events once `at_least` ticks are answered (woken by each new event)."""
-    subject = subjects.governance_events(TENANT, "schedule", "every")
-    sub = await store.nc.subscribe(subject)
-    await store.nc.flush()
+    """The schedule's events once `at_least` ticks are answered: an ordered consumer from its
+    first event (no sleep loop)."""
+    seen: list[Any] = []
+    done = asyncio.Event()
+
+    async def on_msg(msg: Msg) -> None:
+        seen.append(recorded_from_msg(msg).event)
+        if sum(e.type == "ScheduleAnswered" for e in seen) >= at_least:
+            done.set()
+
+    sub = await store.js.subscribe(subjects.governance_events(TENANT, "schedule", "every"), ordered_consumer=True,
+                                   deliver_policy=DeliverPolicy.ALL, cb=on_msg, stream=subjects.EVENTS_STREAM)
     try:
-        async with asyncio.timeout(TIMEOUT_S):
-            while True:
-                events = [r.event for r in await store.read(subject)]
-                if sum(e.type == "ScheduleAnswered" for e in events) >= at_least:
-                    return events
-                await sub.next_msg(timeout=TIMEOUT_S)
+        await asyncio.wait_for(done.wait(), TIMEOUT_S)
+        return seen
     finally:
         await sub.unsubscribe()
 
