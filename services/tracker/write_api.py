@@ -88,6 +88,11 @@ class Preview(_Out):
     layout: Layout | None
     plan: dict[str, Any] = Field(description="tasks, edges and stages, as `muster plan` prints them")
     summary: PlanSummary
+    cost: dict[str, Any] | None = Field(default=None, description=(
+        "per hour, from the catalog's hardware `cost` fields: per_hour (once done), before_per_hour, per_node, "
+        "by_hardware, unknown (docs/governance.md)"))
+    policy: dict[str, Any] | None = Field(default=None, description=(
+        "what the tenant's governance would say: deny and warn (policy messages), approval (rules it would wait for)"))
 
 
 class SavedPlan(_Out):
