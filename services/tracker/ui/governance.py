@@ -18,12 +18,12 @@ from contracts.commands import Accepted, ApproveJob, RejectJob
 from contracts.identity import Scope
 from muster.client import MusterClient, NoAnswer
 
-from .. import csrf
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
 from ..write_routes import ACTING
-from .pages import NotFound, page, redirect, render, tracker_of, uuid_param
-from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
+from .live import job_form
+from .pages import NotFound, page, redirect, render, tracker_of
+from .session import Viewer, session_token
 
 DECIDE_TIMEOUT_S = 10.0
 
@@ -37,25 +37,12 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
     return render(request, "governance.html", viewer, denied=await denials(store, viewer.tenant, 20), **lists)
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"status": status, "message": message, "parameter": None}}, status=status)
-
-
 async def decide(request: web.Request) -> web.StreamResponse:
     """POST /ui/jobs/{job_id}/decide: `action` approve or reject, and a `comment`."""
-    try:
-        viewer = await viewer_of(request)
-    except NeedsSignIn as need:
-        return _error(401, need.reason)
-    if not same_origin(request):
-        return _error(403, "a decision must come from the console's own page")
-    try:
-        job_id = uuid_param(request, "job_id", "job")
-    except NotFound as missing:
-        return _error(404, missing.message)
-    form = await request.post()
-    if not csrf.valid(session_token(request), viewer.tenant, str(form.get(csrf.FIELD) or "")):
-        return _error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
+    checked = await job_form(request, "a decision")
+    if isinstance(checked, web.Response):
+        return checked
+    viewer, job_id, form = checked
     action, comment = str(form.get("action") or ""), str(form.get("comment") or "")[:2000]
     if action not in ("approve", "reject"):
         said = f"refused: {action[:40]!r} is neither approve nor reject"
