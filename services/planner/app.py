@@ -239,6 +239,11 @@ class Planner:
     async def republish(self, job_id: str, task_id: str, attempt: int) -> None:
         await self.execution.republish(job_id, task_id, attempt)
 
+    async def approval_expired(self, job_id: str) -> None:
+        async with self._owned(job_id) as found:
+            if found is not None:
+                await self.requests.approvals.expire(*found)
+
     async def lease_expired(self, tenant: str, cluster_id: str) -> None:
         if self.ownership.owns(tenant, cluster_id):
             await self.leases.expired(tenant, cluster_id)
