@@ -24,6 +24,8 @@ from nats.aio.client import Client
 
 from contracts import subjects
 
+from . import wire
+
 log = structlog.get_logger("muster.bus")
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
@@ -190,5 +192,4 @@ def bearer_headers(token: str | None = None) -> dict[str, str]:
 def auth_required(nc: Client) -> bool:
     """Does the server this connection reached authorize connections (auth on)? Services check
     permissions only then: an open server (benchmarks' baseline) lets anyone say anything."""
-    info = getattr(nc, "_server_info", None) or {}
-    return bool(info.get("auth_required"))
+    return wire.auth_required(nc)

@@ -1,5 +1,6 @@
-"""Durable consumption of the log, with one place that decides ack / nak / term; services
-subscribe their routing tables (`muster.routing.Route`) with `consume_routes`."""
+"""Durable consumption of the log, with one place that decides ack / nak / term (sent by
+`muster.bus.wire.settle`, as every consumer's are); services subscribe their routing tables
+(`muster.routing.Route`) with `consume_routes`."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from pydantic import ValidationError
 
 from contracts import subjects
 
+from ..ports.delivery import ACK, PROGRESS, TERM, Settle, nak
 from ..routing import Handler, NotYet, Route, router
 from .bodies import Bodies
 from .eventstore import ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
+from .wire import connection_of, settle
 
 log = structlog.get_logger("muster.bus")
 
@@ -80,6 +83,11 @@ async def consume_events(
     long after its last subscriber went away (a planner that died does not leave it behind)."""
 
     bodies = Bodies(js)
+    nc = connection_of(js)
+
+    def _settle(msg: Msg, verdict: Settle) -> None:
+        if not settle(nc, msg.reply, verdict):
+            log.warning("ack lost with the connection; the event is redelivered", verdict=verdict.verdict.value)
 
     async def on_msg(msg: Msg) -> None:
         structlog.contextvars.clear_contextvars()
@@ -88,7 +96,7 @@ async def consume_events(
             recorded = recorded_from_msg(msg)
         except (ValidationError, ValueError, KeyError) as err:
             log.error("undecodable event terminated", error=str(err))
-            await msg.term()
+            _settle(msg, TERM)
             return
         delivery = msg.metadata.num_delivered
         try:
@@ -108,9 +116,9 @@ async def consume_events(
                 log.info("not decided yet; will redeliver", type=recorded.type, reason=str(err), retry_in_s=delay)
             else:
                 log.exception("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay)
-            await msg.nak(delay=delay)
+            _settle(msg, nak(delay))
             return
-        await msg.ack()
+        _settle(msg, ACK)
 
     async def _keeping_claim(msg: Msg, work: Awaitable[None], interval: float) -> None:
         """A long handler (planning 10,000 nodes) tells the server it still holds the event,
@@ -120,10 +128,7 @@ async def consume_events(
             done, _ = await asyncio.wait({task}, timeout=interval)
             if done:
                 return task.result()
-            try:
-                await msg.in_progress()
-            except Exception as err:  # noqa: BLE001 - the handler goes on; a redelivery is harmless
-                log.warning("in-progress ack failed", error=str(err) or type(err).__name__)
+            _settle(msg, PROGRESS)  # (lost with the connection: a redelivery is harmless)
 
     async def _poison(msg: Msg, recorded: Recorded, err: BaseException) -> None:
         reason = f"{type(err).__name__}: {err}"[:500]
@@ -132,10 +137,10 @@ async def consume_events(
                 await on_poison(recorded, err)
             except Exception:
                 log.exception("recording a poison event failed; will redeliver", type=recorded.type)
-                await msg.nak(delay=MAX_RETRY_DELAY_S)
+                _settle(msg, nak(MAX_RETRY_DELAY_S))
                 return
         log.error("poison event terminated", type=recorded.type, deliveries=msg.metadata.num_delivered, error=reason)
-        await msg.term()
+        _settle(msg, TERM)
 
     config = ConsumerConfig(
         durable_name=durable,

@@ -13,12 +13,17 @@ in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same con
   at the first refusal (so a prefix may land, never a merge); one round trip on JetStream. A
   chain sent again after it landed is refused as stale (ConcurrencyError: reload), unless it
   is a single event, whose repeat is known as for `append`.
+- `submit(subject, item)`: `append(subject, [item])` with no expected sequence, from synchronous
+  code: the returned future gets the event's sequence (or the error). For events whose
+  idempotency key makes a repeat harmless (a provisioner's claims and outcomes); the JetStream
+  adapter sends it at once, or, with group commit on, together with the others that wait.
 - `read(filter)`: every event on the subjects matching the NATS filter (`*` one token, `>` the
   rest), in log order, including everything acknowledged to anyone before the call.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -42,6 +47,10 @@ class EventLog(Protocol):
 
     async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
         """Each part's events appended one at a time in order (see the module's contract)."""
+        ...
+
+    def submit(self, subject: str, item: Append) -> asyncio.Future[int]:
+        """Append one event, no expected sequence, without awaiting (see the module's contract)."""
         ...
 
     async def last_seq(self, subject: str) -> int:

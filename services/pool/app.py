@@ -129,8 +129,8 @@ class PoolService:
         the log and the decision made again. `create_by`: make the pool if there is none.
 
         The events of one decision are appended as a chain, each fenced on the one before
-        (`muster.bus.chained`; an atomic batch costs ~30x a single append on file storage with
-        fsync, see docs/pools.md): every pool event is a whole decision on its own, so if only the first
+        (`EventLog.append_chain`; an atomic batch costs much more than a single append on file
+        storage with fsync: docs/pools.md): every pool event is a whole decision on its own, so if only the first
         lands (a crash, another writer), the pool is still right and the rest is decided
         again. Administrators' commands (`atomic=True`) land all or nothing: a host list
         half added would be refused as "already in pool" when sent again."""

@@ -36,9 +36,9 @@ from contracts import subjects
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster.bus.eventstore import Append, EventStore
-from muster.bus.grouped import GroupedAppends
-from muster.bus.immediate import Acks
 from muster.bus.streams import ensure_tasks_stream
+from muster.bus.wire import settle
+from muster.ports.delivery import ACK
 
 from .nodes import NodesResolver
 from .pull import RawPull
@@ -166,15 +166,12 @@ class Workers:
         self.passed = 0
         """Deliveries let go: `avoid`, overflow, or arriving while draining."""
         self._keepalive_s: dict[str, float] = {}
-        # Claims and outcomes of all slots share atomic batches when several are waiting.
-        self.writes = GroupedAppends(self.store)
         self.finishing: set[asyncio.Future[int]] = set()
         """Outcomes being written (then acked): their plugins are done, their slots free."""
         self.holding: set[str] = set()
         """Attempts held (`<job>.<task>.<attempt>`): claimed or being claimed, until the outcome
         is stored or the task goes back to the queue. A planner asks for them after the task
         queue was lost (`Provisioner.on_held_request`, docs/decisions/0013)."""
-        self.acks = Acks(self.store)
         self._room = asyncio.Event()
         self._room.set()
         self._pullers: list[asyncio.Task[None]] = []
@@ -245,7 +242,7 @@ class Workers:
             missing = [t for t in self.config.tenants if t not in self._keepalive_s]
             for tenant in missing:
                 await self._ensure_queue(tenant)
-            await self.writes.immediate.start()  # claims sent from the read loop (`_claim_now`)
+            await self.store.writer.publisher.start()  # claims sent from the read loop (`_claim_now`)
             pulls = []
             for tenant in self.config.tenants:
                 durable = subjects.task_consumer(tenant, self.config.provisioner_class)
@@ -270,7 +267,6 @@ class Workers:
         await self.idle.wait()
         if self._side:
             await asyncio.gather(*self._side, return_exceptions=True)
-        await self.writes.immediate.stop()
 
     async def drain(self) -> None:
         """Take no new tasks; return when the ones in flight are finished."""
@@ -381,10 +377,7 @@ class Workers:
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
             return Early(task, delivery, "", None, None)
         subject, claim = self._subject(task), self._claim(task, delivery, f"{self.config.provisioner_id}/w{slot}")
-        sent = self.writes.append_now(subject, claim) if self.writes.immediate._sub is not None else None
-        if sent is None:  # the writer is busy: the claim joins the next group now, not when the task's coroutine runs
-            sent = self.writes.submit(subject, claim)
-        return Early(task, delivery, subject, claim, sent)
+        return Early(task, delivery, subject, claim, self.store.submit(subject, claim))
 
     async def _handle(self, msg: Msg, tenant: str, slot: int, early: Early | None = None) -> None:
         if early is None:
@@ -431,7 +424,7 @@ class Workers:
         # The plugin is done: its slot is free for the next task while the outcome is written.
         # No task of its own for that: the outcome's future calls back, and the ack goes out
         # with the others of its group (`Acks`).
-        stored = self.writes.submit(early.subject, Append(result, msg_id=f"{_key(task)}.outcome"))
+        stored = self.store.submit(early.subject, Append(result, msg_id=f"{_key(task)}.outcome"))
         self.finishing.add(stored)
         if len(self.finishing) >= FINISHING_PER_SLOT * self.config.capacity:
             self._room.clear()
@@ -461,7 +454,7 @@ class Workers:
         if sent is not None:
             await sent
         else:
-            await self.writes.append(subject, claim)
+            await self.store.submit(subject, claim)
         if not await self._turn():
             return None
         loop = asyncio.get_running_loop()
@@ -498,8 +491,7 @@ class Workers:
                 log.error("outcome not recorded; will be redelivered", task=task.task_id, error=str(err) or type(err).__name__)
                 self._aside(self._settle(msg.nak(delay=RETRY_DELAY_S)))
             else:
-                if not self.acks.ack(msg.reply):
-                    self._aside(self._settle(msg.ack()))
+                settle(self.store.nc, msg.reply, ACK)
                 self.completed += 1
                 log.info("task finished", job=task.job_id, task=task.task_id, attempt=task.attempt, worker=result.worker,
                          ok=isinstance(result, TaskSucceeded))

@@ -41,7 +41,7 @@ async def test_many_tasks_beyond_the_window_are_each_stored_once(nc: Client, ten
     again = messages[:40] + [_task(tenant, 0, attempt=2)]
     assert await queue.publish_many(again) == [None] * 41
     assert await _stored(nc, tenant) == 301
-    assert not queue._waiting
+    assert queue.in_flight == 0
 
 
 async def test_concurrent_calls_share_the_window(nc: Client, tenant: str) -> None:
@@ -49,7 +49,7 @@ async def test_concurrent_calls_share_the_window(nc: Client, tenant: str) -> Non
     calls = [[_task(tenant, i) for i in range(k * 200, (k + 1) * 200)] for k in range(3)]
     outcomes = await asyncio.gather(*(queue.publish_many(messages) for messages in calls))
     assert outcomes == [[None] * 200] * 3
-    assert await _stored(nc, tenant) == 600 and not queue._waiting
+    assert await _stored(nc, tenant) == 600 and queue.in_flight == 0
 
 
 async def test_each_message_gets_its_own_outcome(nc: Client, tenant: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,7 +77,7 @@ async def test_messages_nobody_acknowledges_fail_after_the_timeout(nc: Client, t
         outcomes = await queue.publish_many(messages)
         assert isinstance(outcomes[5], TimeoutError)
         assert outcomes[:5] + outcomes[6:] == [None] * 19
-        assert not queue._waiting  # nothing left waiting for an answer that will not come
+        assert queue.in_flight == 0  # nothing left waiting for an answer that will not come
         assert await queue.publish_many([_task(tenant, 30)]) == [None]  # the queue still works
     finally:
         await sub.unsubscribe()
@@ -92,10 +92,10 @@ async def test_a_call_cancelled_midway_leaves_nothing_in_the_window(nc: Client, 
         queue = NatsTaskQueue(nc.jetstream(), window=4, timeout=30.0)
         call = asyncio.ensure_future(queue.publish_many([_task(tenant, i) for i in range(10)]))
         done, _ = await asyncio.wait([call], timeout=1.0)  # (it cannot finish: nobody answers)
-        assert not done and queue._waiting
+        assert not done and queue.in_flight > 0
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-        assert not queue._waiting
+        assert queue.in_flight == 0
     finally:
         await sub.unsubscribe()

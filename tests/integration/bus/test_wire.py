@@ -17,7 +17,8 @@ from contracts.events import JobPaused, JobRequested
 from muster.bus.bodies import INLINE_LIMIT
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
-from muster.bus.wire import OrderedReader, raw_subscribe, raw_unsubscribe
+from muster.bus.ordered import OrderedReader
+from muster.bus.wire import raw_subscribe, raw_unsubscribe
 
 pytestmark = pytest.mark.nats
 
