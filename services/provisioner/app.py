@@ -159,7 +159,7 @@ class Provisioner:
             await msg.respond(held.model_dump_json().encode())
 
     async def _drain_and_leave(self, reason: Literal["drained", "stopped"]) -> None:
-        self.workers.draining.set()
+        self.workers.stop_taking()
         try:
             await self.presence.refresh()  # readers see `draining` at once
         except Exception as err:  # noqa: BLE001 - the record expires anyway

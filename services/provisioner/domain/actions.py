@@ -1,0 +1,78 @@
+"""What a provisioner's worker is configured with, and what its core asks the adapter to do.
+
+Actions, in the order the core returns them: `Claim` (append the claim, then tell the core
+`claimed`), `Run` (run the plugin, then `ran`), `Store` (append the outcome, then `stored`),
+`Answer` (settle the delivery: ack, nak with a delay, term, in progress), `Note` (log it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from contracts.records import Append
+from contracts.tasks import TaskMessage
+from muster.ports.delivery import Settle
+
+
+@dataclass
+class WorkerConfig:
+    provisioner_id: str
+    tenants: tuple[str, ...] = ("default",)
+    provisioner_class: str = "default"
+    capacity: int = 8
+    ack_wait_s: float = 30.0
+    avoid_deliveries: int = 2
+    """A provisioner named in a task's `avoid` lets this many deliveries of it go."""
+    avoid_delay_s: float = 0.5
+    """...each coming back to the queue after this delay, for another provisioner to take."""
+    claim_ahead: int | None = None
+    """Tasks taken and claimed beyond `capacity` while the slots turn over fast; None =
+    `capacity`, 0 = never. At most `capacity` plugins run at once whatever this is."""
+
+
+def lets_go(task: TaskMessage, provisioner_id: str, delivery: int, config: WorkerConfig) -> bool:
+    """Prefer another provisioner on retry: one that ran an earlier attempt (it is in `avoid`)
+    passes on the first `avoid_deliveries` deliveries, and runs the task after that."""
+    return provisioner_id in task.avoid and delivery <= config.avoid_deliveries
+
+
+def attempt_key(task: TaskMessage) -> str:
+    return f"{task.job_id}.{task.task_id}.{task.attempt}"
+
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    held: int
+    subject: str
+    append: Append
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    held: int
+    task: TaskMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    held: int
+    subject: str
+    append: Append
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    reply: str
+    settle: Settle
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    level: Literal["info", "warning", "error"]
+    what: str
+    fields: dict[str, Any]
+
+
+Action = Claim | Run | Store | Answer | Note
