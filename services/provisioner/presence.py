@@ -171,7 +171,7 @@ class PresenceWatch:
     async def stop(self) -> None:
         if self._watcher is not None:
             try:
-                await self._watcher.stop()
+                await self._watcher.stop()  # type: ignore[no-untyped-call]  # (nats-py leaves it unannotated)
             except Exception as err:  # noqa: BLE001 - closed with the connection
                 log.debug("presence watcher stop failed", error=str(err) or type(err).__name__)
         if self._task is not None:

@@ -15,7 +15,7 @@ from aiohttp import web
 from contracts import subjects
 from muster.bus.eventstore import EventStore
 from muster.bus.repository import log_seq
-from muster.readmodel.pools import change_for, pool_view
+from services.pool.domain.views import change_for, pool_view
 from services.pool.mirror import PoolMirror
 
 from .params import BadParameter, not_found, shown, tenant_of

@@ -25,7 +25,7 @@ from contracts.catalog import KINDS
 from contracts.identity import Permission
 from muster.bus.eventstore import StoreError
 from muster.bus.repository import log_seq
-from muster.readmodel.pools import pool_view
+from services.pool.domain.views import pool_view
 
 from .. import api
 from ..app import Tracker

@@ -11,7 +11,6 @@ from nats.aio.client import Client
 from contracts import subjects
 from contracts.catalog import Action
 from contracts.tasks import NodeInfo, ProviderRef, TaskMessage
-from muster.bus import taskqueue
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.ports.eventlog import StoreError
 
@@ -57,7 +56,7 @@ async def test_each_message_gets_its_own_outcome(nc: Client, tenant: str, monkey
     # with a status (no responders); the others are stored.
     lost = f"{tenant}x"
     real = subjects.task_queue
-    monkeypatch.setattr(taskqueue.subjects, "task_queue", lambda t, c: f"nostream.{t}" if t == lost else real(t, c))
+    monkeypatch.setattr(subjects, "task_queue", lambda t, c: f"nostream.{t}" if t == lost else real(t, c))
     queue = NatsTaskQueue(nc.jetstream(), window=4)
     messages = [_task(lost if i % 3 == 0 else tenant, i) for i in range(12)]
     outcomes = await queue.publish_many(messages)
@@ -69,7 +68,7 @@ async def test_messages_nobody_acknowledges_fail_after_the_timeout(nc: Client, t
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     silent = f"{tenant}s"
     real = subjects.task_queue
-    monkeypatch.setattr(taskqueue.subjects, "task_queue", lambda t, c: f"silent.{t}" if t == silent else real(t, c))
+    monkeypatch.setattr(subjects, "task_queue", lambda t, c: f"silent.{t}" if t == silent else real(t, c))
     sub = await nc.subscribe(f"silent.{silent}")  # a responder that never answers
     try:
         queue = NatsTaskQueue(nc.jetstream(), window=8, timeout=1.0)
@@ -86,7 +85,7 @@ async def test_messages_nobody_acknowledges_fail_after_the_timeout(nc: Client, t
 async def test_a_call_cancelled_midway_leaves_nothing_in_the_window(nc: Client, tenant: str,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     real = subjects.task_queue
-    monkeypatch.setattr(taskqueue.subjects, "task_queue", lambda t, c: f"silent.{t}" if t == tenant else real(t, c))
+    monkeypatch.setattr(subjects, "task_queue", lambda t, c: f"silent.{t}" if t == tenant else real(t, c))
     sub = await nc.subscribe(f"silent.{tenant}")  # nobody answers: the call waits
     try:
         queue = NatsTaskQueue(nc.jetstream(), window=4, timeout=30.0)

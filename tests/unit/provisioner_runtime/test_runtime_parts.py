@@ -3,6 +3,7 @@ test_worker_core.py)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,10 @@ from contracts.events import EVENT_TYPES, ProvisionerDeregistered, ProvisionerRe
 from contracts.subjects import TOKEN
 from contracts.tasks import TaskMessage
 from services.provisioner import entrypoint
-from services.provisioner.app import drain_subject
 from services.provisioner.domain.core import WorkerCore
 from services.provisioner.plugins.testing import make_task
 from services.provisioner.presence import presence_key
+from services.provisioner.routing import drain_subject
 from services.provisioner.worker import Slots, WorkerConfig, lets_go
 
 
@@ -60,7 +61,7 @@ def test_registration_events_round_trip_and_are_facts() -> None:
 
 
 def test_default_id_is_a_subject_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(entrypoint.socket, "gethostname", lambda: "build.example.com")
+    monkeypatch.setattr(socket, "gethostname", lambda: "build.example.com")
     pid = entrypoint.default_id()
     assert pid.startswith("prov-build-") and TOKEN.fullmatch(pid)
     assert presence_key(pid) == f"provisioner.{pid}"
@@ -98,7 +99,7 @@ def test_work_dir_is_passed_to_the_plugins(monkeypatch: pytest.MonkeyPatch, tmp_
 @pytest.mark.parametrize(("args", "ahead"), [([], None), (["--claim-ahead", "64"], 64), (["--claim-ahead", "0"], 0)])
 def test_claim_ahead_is_an_option(monkeypatch: pytest.MonkeyPatch, args: list[str], ahead: int | None) -> None:
     configs: list[Any] = []
-    real = entrypoint.WorkerConfig
+    real = WorkerConfig
 
     def recorded(**kw: Any) -> Any:
         configs.append(real(**kw))
