@@ -27,8 +27,9 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.identity import AuthReply, AuthRequest, IdentityEvent, PrincipalDisabled, TokenRevoked
 from muster.bus.connect import connect
-from muster.bus.eventstore import Append, ConcurrencyError, EventStore
+from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
+from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 
 from .backends import IdentityBackend, identity_backends
 from .bootstrap import Bootstrap, ensure_bootstrap
@@ -82,7 +83,7 @@ class AuthService:
         self.signer = Signer(self.keys.issuer_seed)
         self.nc = await self._connect(LOG_USER, "muster-auth")
         await self._streams()
-        self.store = EventStore(self.nc)
+        self.store: EventLog = EventStore(self.nc)
         self.view = await IdentityView(self.nc, on_event=self._on_identity_event).start()
         self.backends: Sequence[IdentityBackend] = identity_backends(self.view.state, self.idp)
         await self._bootstrap()

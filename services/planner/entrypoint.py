@@ -50,7 +50,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers,
     resource pools followed live (docs/pools.md); `hooks`: which clusters it acts for (shards)."""
     store = store or EventStore(nc)
-    broker = PoolBroker(store, PoolMirror(store))
+    broker = PoolBroker(store, PoolMirror(store.js))
     planner = Planner(store, queue or NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
                       nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
                       snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,

@@ -23,7 +23,7 @@ class LogCatalogs:
         self.log = log
 
     async def load(self, tenant: str) -> Catalog:
-        return await read_catalog(self.log, tenant)  # type: ignore[arg-type]
+        return await read_catalog(self.log, tenant)
 
 
 class Workers(Protocol):

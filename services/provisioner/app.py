@@ -91,8 +91,9 @@ class Provisioner:
             plugins=plugins.describe(),
             started_at=datetime.now(UTC),
         )
-        self.workers = Workers(nc.jetstream(), EventStore(nc), plugins, config)
-        self.presence = Presence(nc, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
+        log = EventStore(nc)  # claims and outcomes in group commits (its default), registrations
+        self.workers = Workers(nc.jetstream(), log, plugins, config)
+        self.presence = Presence(nc, log, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
         self.finished = asyncio.Event()
         """Set when drained and deregistered."""
         self._runner: asyncio.Task[None] | None = None

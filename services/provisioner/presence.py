@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
 from contracts.tasks import ProvisionerInfo, ProvisionerPresence
-from muster.bus.eventstore import Append, EventStore
+from muster.ports.eventlog import Append, EventLog
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -231,6 +231,7 @@ class Presence:
     def __init__(
         self,
         nc: Client,
+        log: EventLog,
         info: ProvisionerInfo,
         state: Callable[[], tuple[int, int, bool]],
         ttl_s: int = DEFAULT_TTL_S,
@@ -241,7 +242,7 @@ class Presence:
             raise ValueError(f"presence TTL must be 1..{MAX_TTL_S} s, got {ttl_s}")
         self.nc = nc
         self.js = nc.jetstream()
-        self.store = EventStore(nc)
+        self.store = log
         self.info = info
         self.state = state
         self.ttl_s = int(ttl_s)

@@ -18,15 +18,18 @@ from typing import Any
 
 import nats.errors
 import structlog
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.records import Recorded
+from muster.bus.bodies import Bodies
 from muster.bus.connect import principal_of
-from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from muster.bus.eventstore import inflate, recorded_from_msg
 from muster.bus.repository import rebuild
+from muster.ports.eventlog import EventLog
 from muster.readmodel.clusters import cluster_view
 from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
 from muster.readmodel.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
@@ -72,7 +75,7 @@ def _page(items: Sequence[dict[str, Any]], after: int, limit: int, key: str = "s
 
 @dataclass
 class Tracker:
-    store: EventStore
+    store: EventLog
     index: LocationIndex | None = None
     owner_timeout: float = 0.25
     max_age: float = 0.05
@@ -86,12 +89,10 @@ class Tracker:
     it a waiting job's place is folded from the pool's events."""
     stories: Any = None
     """Story snapshots (`muster.bus.snapshotstore.SnapshotStore`) a replay may start from."""
+    nc: Client = field(kw_only=True)
+    """For the live story of a job (an ordered consumer) and requests to a job's owner."""
     _answers: OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]] = field(default_factory=OrderedDict)
     _asking: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict)
-
-    @property
-    def nc(self) -> Any:
-        return self.store.nc
 
     # -- feeding the index from the log ----------------------------------------------------
 
@@ -258,7 +259,7 @@ class Tracker:
         since) does not end the story: only the last one does."""
         queue: asyncio.Queue[Msg] = asyncio.Queue()
         config = ConsumerConfig(filter_subjects=subjects.job_history_filters(tenant, job_id), deliver_policy=DeliverPolicy.ALL)
-        sub = await self.store.js.subscribe(
+        sub = await self.nc.jetstream().subscribe(
             subjects.job_events(tenant, job_id), stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config,
             cb=queue.put, idle_heartbeat=2.0,
         )
@@ -269,7 +270,7 @@ class Tracker:
                 except TimeoutError:
                     yield None
                     continue
-                recorded = await inflate(self.store.bodies, recorded_from_msg(msg))
+                recorded = await inflate(Bodies(self.nc.jetstream()), recorded_from_msg(msg))
                 yield recorded
                 if recorded.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                     return

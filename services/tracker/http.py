@@ -211,13 +211,13 @@ def make_app(
     holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
     app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age,
-                      stories=SnapshotStore(store.nc, replicas))
+                      stories=SnapshotStore(store.nc, replicas), nc=store.nc)
     app[TRACKER] = tracker
     planners = PlannerQueues(store.nc)
     sources: list[Any] = [planners, WorkerScaling(store.nc, planners)] if planner_metrics else []
     app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=sources)
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
-    pools.setup_pools(app, store)
+    pools.setup_pools(app, store.js)
     tracker.position_of = app[pools.POOLS].position
     document = json.dumps(api.openapi()).encode()
     for r in api.ROUTES:
@@ -229,7 +229,7 @@ def make_app(
         setup_ui(app, TRACKER, auth=auth_.ConsoleTokens(lambda: holder[0]))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        view = await auth_.start_checking(store, holder) if auth is True else None
+        view = await auth_.start_checking(store.nc, holder) if auth is True else None
         owned = index is True
         if owned:
             tracker.index = await LocationIndex.open(store.js, replicas=replicas)
