@@ -25,7 +25,15 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.identity import AuthReply, AuthRequest, IdentityEvent, PrincipalDisabled, TokenRevoked
+from contracts.identity import (
+    AuthReply,
+    AuthRequest,
+    IdentityEvent,
+    PermissionGranted,
+    PermissionRevoked,
+    PrincipalDisabled,
+    TokenRevoked,
+)
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
@@ -186,6 +194,11 @@ class AuthService:
             name = f"{event.principal}:{event.token_id}"
             self._spawn(self.kick(lambda user: user == name, user=name))
         elif isinstance(event, PrincipalDisabled):
+            prefix = f"{event.principal}:"
+            self._spawn(self.kick(lambda user: user.startswith(prefix)))
+        elif isinstance(event, PermissionGranted | PermissionRevoked) and event.scope.kind == "queue":
+            # A provisioner's bus permissions name its queues: they are made when it connects,
+            # so it reconnects to get the new ones (and asks again which queues it serves).
             prefix = f"{event.principal}:"
             self._spawn(self.kick(lambda user: user.startswith(prefix)))
 

@@ -18,7 +18,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.tasks import DrainProvisioner, HeldAttempts, ProvisionerInfo
+from muster.bus.connect import on_reconnect
 from muster.bus.eventstore import EventStore
 
 from .presence import DEFAULT_TTL_S, Presence
@@ -76,10 +77,14 @@ class Provisioner:
         replicas: int = 1,
         host: str | None = None,
         on_drained: Callable[[], None] | None = None,
+        grants: Callable[[], Awaitable[tuple[str, ...] | None]] | None = None,
     ) -> None:
         self.nc = nc
         self.config = config
         self.on_drained = on_drained
+        self.grants = grants
+        """The tenants whose queues this provisioner is granted now, asked again after every
+        reconnect (the auth service closes its connection when a queue grant changes)."""
         self.info = ProvisionerInfo(
             id=subjects.token(config.provisioner_id, "provisioner id"),
             session=uuid.uuid4().hex[:12],
@@ -113,6 +118,19 @@ class Provisioner:
         self._control = [await self.nc.subscribe(r.subject(self.id), cb=getattr(self, r.handler)) for r in REPLIES]
         await self.nc.flush()  # the drain subject answers once start() returns
         self._runner = asyncio.create_task(self.workers.run(), name=f"workers-{self.id}")
+        if self.grants is not None:
+            on_reconnect(self.nc, self._regrant)
+
+    async def _regrant(self) -> None:
+        """Serve the queues granted now: a new tenant's at once, one revoked no more."""
+        assert self.grants is not None
+        granted = await self.grants()
+        if granted is None or set(granted) == set(self.info.tenants) or self._drain is not None:
+            return
+        log.info("granted queues changed", provisioner=self.id, tenants=list(granted), were=self.info.tenants)
+        self.info = self.info.model_copy(update={"tenants": list(granted)})
+        await self.workers.serve(tuple(granted))
+        await self.presence.serve(self.info)
 
     async def drain(self) -> None:
         """Stop taking tasks, finish those in flight, deregister (reason `drained`)."""

@@ -327,11 +327,21 @@ class Presence:
         if self._refresher is not None:
             await self._refresher
 
-    async def _record(self, event: ProvisionerRegistered | ProvisionerDeregistered, what: str) -> None:
-        for tenant in self.info.tenants:
+    async def serve(self, info: ProvisionerInfo) -> None:
+        """The tenants served changed (a grant): registered on the log of each new one, and the
+        record says so at once."""
+        new = [t for t in info.tenants if t not in self.info.tenants]
+        self.info = info
+        await self._record(ProvisionerRegistered(provisioner=info), "registered", new)
+        await self._write()
+
+    async def _record(self, event: ProvisionerRegistered | ProvisionerDeregistered, what: str,
+                      tenants: list[str] | None = None) -> None:
+        for tenant in self.info.tenants if tenants is None else tenants:
+            # (The key names the tenant: keys are unique across the whole log, not per subject.)
             await self.store.append(
                 subjects.provisioner_events(tenant, self.info.id),
-                [Append(event, msg_id=f"{self.info.id}.{self.info.session}.{what}", aggregate_id=self.info.id)],
+                [Append(event, msg_id=f"{self.info.id}.{self.info.session}.{what}.{tenant}", aggregate_id=self.info.id)],
             )
 
 

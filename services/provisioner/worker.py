@@ -62,7 +62,8 @@ class Workers:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
         self._writing: set[asyncio.Future[int]] = set()
-        self._pullers: list[asyncio.Task[None]] = []
+        self._pulls: dict[str, tuple[RawPull, asyncio.Task[None]]] = {}
+        """The tenants served now: each one's pull and the task that keeps it asking."""
         self._started = self._aborted = False
         self._declared: set[str] = set()
         self._sync()
@@ -106,27 +107,43 @@ class Workers:
         """Take and run tasks until drained; return when the last one held is done."""
         if not self.draining.is_set():
             for tenant in self.config.tenants:
-                if tenant not in self._declared:
-                    await self._ensure_queue(tenant)
-            nc = connection_of(self.js)
-            pulls = [RawPull(nc, subjects.TASKS_STREAM, subjects.task_consumer(t, self.config.provisioner_class),
-                             partial(self._accept, t)) for t in self.config.tenants]
-            for pull in pulls:
-                await pull.start()
-            self._pullers = [asyncio.create_task(keep_pulling(pull, t, self.core.wanted, self._may_pull, self.draining,
-                                                              partial(self._ensure_queue, t)), name=f"pull-{t}")
-                             for t, pull in zip(self.config.tenants, pulls, strict=True)]
+                await self._serve(tenant)
             self._started = True
             try:
                 await self.draining.wait()
             finally:
-                for p in self._pullers:
-                    p.cancel()
-                await asyncio.gather(*self._pullers, return_exceptions=True)
-                for pull in pulls:  # without its subscription a waiting pull has no interest: the server drops it
-                    await pull.stop()
+                for tenant in list(self._pulls):
+                    await self._let_go(tenant)
         self.stopped.set()
         await self.idle.wait()
+
+    async def serve(self, tenants: tuple[str, ...]) -> None:
+        """Serve these tenants' queues from now on (a grant changed): a new one is taken up at
+        once, one no longer granted is let go (the tasks held of it go on)."""
+        self.config.tenants = tenants
+        if not self._started or self.draining.is_set():
+            return
+        for tenant in tenants:
+            if tenant not in self._pulls:
+                await self._serve(tenant)
+        for tenant in [t for t in self._pulls if t not in tenants]:
+            await self._let_go(tenant)
+
+    async def _serve(self, tenant: str) -> None:
+        if tenant not in self._declared:
+            await self._ensure_queue(tenant)
+        durable = subjects.task_consumer(tenant, self.config.provisioner_class)
+        pull = RawPull(connection_of(self.js), subjects.TASKS_STREAM, durable, partial(self._accept, tenant))
+        await pull.start()
+        puller = asyncio.create_task(keep_pulling(pull, tenant, self.core.wanted, self._may_pull, self.draining,
+                                                  partial(self._ensure_queue, tenant)), name=f"pull-{tenant}")
+        self._pulls[tenant] = (pull, puller)
+
+    async def _let_go(self, tenant: str) -> None:
+        pull, puller = self._pulls.pop(tenant)
+        puller.cancel()
+        await asyncio.gather(puller, return_exceptions=True)
+        await pull.stop()  # without its subscription a waiting pull has no interest: the server drops it
 
     def stop_taking(self) -> None:
         """Take no new task from now on (a task that arrives goes back to the queue)."""
@@ -146,7 +163,7 @@ class Workers:
         that play a dying process, and for a shutdown that cannot wait."""
         self._aborted = True
         self.draining.set()
-        pending: list[asyncio.Future[Any]] = [*self._pullers, *self.running, *self._writing]
+        pending: list[asyncio.Future[Any]] = [*(p for _, p in self._pulls.values()), *self.running, *self._writing]
         for t in pending:
             t.cancel()
         if self._timer is not None:
