@@ -41,35 +41,45 @@ def attempt_key(task: TaskMessage) -> str:
     return f"{task.job_id}.{task.task_id}.{task.attempt}"
 
 
-
 @dataclass(frozen=True, slots=True)
-class Claim:
+class _Write:
     held: int
     subject: str
     append: Append
 
 
+class Claim(_Write):
+    """Append the claim; then tell the core `claimed`."""
+
+    __slots__ = ()
+
+
+class Store(_Write):
+    """Append the outcome; then tell the core `stored`."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Run:
+    """Run the task's plugin; then tell the core `ran`."""
+
     held: int
     task: TaskMessage
 
 
 @dataclass(frozen=True, slots=True)
-class Store:
-    held: int
-    subject: str
-    append: Append
-
-
-@dataclass(frozen=True, slots=True)
 class Answer:
+    """Settle the delivery whose reply subject this is."""
+
     reply: str
     settle: Settle
 
 
 @dataclass(frozen=True, slots=True)
 class Note:
+    """Something for the operator's log."""
+
     level: Literal["info", "warning", "error"]
     what: str
     fields: dict[str, Any]
