@@ -1,8 +1,8 @@
 """A provisioner's pull consumer, read from the wire: a task reaches its worker in the
 connection's read loop, not through nats-py's `fetch`.
 
-Dispatch latency (#16: a task queued -> its claim in the log, within 1.5x a raw pull) is spent
-mostly between a task's message arriving on the connection and its claim leaving: `fetch`
+The dispatch latency (a task queued -> its claim in the log) is spent mostly between a task's
+message arriving on the connection and its claim leaving: `fetch`
 builds a `Msg`, queues it for a task made for each message it waits for (and for the status
 that ends the request), and returns the list only then; the worker then starts a task per
 message. Here the pull requests are sent by hand, as the JetStream protocol has them (a JSON
