@@ -54,10 +54,10 @@ async def test_a_publish_no_stream_takes_is_refused_and_one_nobody_answers_times
         await asyncio.wait_for(publisher.future(f"nowhere.{tenant}.x", b"{}", None, 5.0, now=True), 5)
     silent = await nc.subscribe(f"silent.{tenant}")  # a responder that never answers
     try:
-        slow = publisher.future(f"silent.{tenant}", b"{}", None, 3.0, now=True)
+        slow = publisher.future(f"silent.{tenant}", b"{}", None, 2.0, now=True)
         quick = publisher.future(f"silent.{tenant}", b"{}", None, 0.2, now=True)  # a shorter timeout, asked later
         with pytest.raises(NatsTimeout):
-            await asyncio.wait_for(quick, 2.5)  # not only when the first one's time is up
+            await asyncio.wait_for(quick, 1.5)  # not only when the first one's time is up
         assert not slow.done()
         with pytest.raises(NatsTimeout):
             await asyncio.wait_for(slow, 10)
