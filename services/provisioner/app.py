@@ -124,13 +124,16 @@ class Provisioner:
     async def _regrant(self) -> None:
         """Serve the queues granted now: a new tenant's at once, one revoked no more."""
         assert self.grants is not None
-        granted = await self.grants()
-        if granted is None or set(granted) == set(self.info.tenants) or self._drain is not None:
-            return
-        log.info("granted queues changed", provisioner=self.id, tenants=list(granted), were=self.info.tenants)
-        self.info = self.info.model_copy(update={"tenants": list(granted)})
-        await self.workers.serve(tuple(granted))
-        await self.presence.serve(self.info)
+        try:
+            granted = await self.grants()
+            if granted is None or set(granted) == set(self.info.tenants) or self._drain is not None:
+                return
+            log.info("granted queues changed", provisioner=self.id, tenants=list(granted), were=self.info.tenants)
+            self.info = self.info.model_copy(update={"tenants": list(granted)})
+            await self.workers.serve(tuple(granted))
+            await self.presence.serve(self.info)
+        except Exception as err:  # noqa: BLE001 - the next reconnect asks again
+            log.warning("granted queues not taken up", provisioner=self.id, error=str(err) or type(err).__name__)
 
     async def drain(self) -> None:
         """Stop taking tasks, finish those in flight, deregister (reason `drained`)."""
