@@ -11,9 +11,10 @@
   what its subject got.
 - `submit`: one event with no expected sequence (its idempotency key makes a repeat harmless),
   from synchronous code, answered into a future. With `group_commit` (docs/decisions/0006 and
-  0012): alone and at once while nothing else is on its way, else it waits, with every append
-  made meanwhile, until the one before is stored; then fewer than `smallest_batch` go as that
-  many single appends at once, more as one atomic batch (one disk sync for all). Without it,
+  0012) it goes with the others submitted in the same turn of the event loop, or, while a
+  group is on its way, with the next one; fewer than `smallest_batch` go as that many single
+  appends at once, more as one atomic batch (one disk sync for all). `now` (a claim sent from
+  the read loop): alone and at once if nothing else is on its way. Without group commit,
   every submit goes alone at once.
 """
 
@@ -200,11 +201,13 @@ class LogWriter:
 
     # -- group commit --------------------------------------------------------------------------
 
-    def submit(self, subject: str, item: Append) -> asyncio.Future[int]:
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         busy = self._sending is not None and not self._sending.done()
-        if self.group_commit and (busy or self._waiting):
+        if self.group_commit and (busy or self._waiting or not now):
+            # With the others of this turn of the loop, or of the next group.
             self._waiting.append((subject, item, stored))
+            self._start()
             return stored
         inline = self._inline(item)
         publisher = self.publisher

@@ -126,10 +126,10 @@ class EventStore:
         """Each event as if appended alone right after the one before, in one round trip."""
         return await self.writer.chain(parts)
 
-    def submit(self, subject: str, item: Append) -> asyncio.Future[int]:
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         """One event with no expected sequence, from synchronous code; the future gets its
-        sequence (sent at once, or with the group waiting)."""
-        return self.writer.submit(subject, item)
+        sequence (`muster.bus.appends`: with the group waiting, or at once with `now`)."""
+        return self.writer.submit(subject, item, now=now)
 
     # -- reading ------------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same con
   is a single event, whose repeat is known as for `append`.
 - `submit(subject, item)`: `append(subject, [item])` with no expected sequence, from synchronous
   code: the returned future gets the event's sequence (or the error). For events whose
-  idempotency key makes a repeat harmless (a provisioner's claims and outcomes); the JetStream
-  adapter sends it at once, or, with group commit on, together with the others that wait.
+  idempotency key makes a repeat harmless (a provisioner's claims and outcomes); with group
+  commit on, the JetStream adapter sends it with the others that wait, or at once with `now`
+  when nothing else is on its way (the latency of one event matters more than a group).
 - `read(filter)`: every event on the subjects matching the NATS filter (`*` one token, `>` the
   rest), in log order, including everything acknowledged to anyone before the call.
 """
@@ -49,7 +50,7 @@ class EventLog(Protocol):
         """Each part's events appended one at a time in order (see the module's contract)."""
         ...
 
-    def submit(self, subject: str, item: Append) -> asyncio.Future[int]:
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         """Append one event, no expected sequence, without awaiting (see the module's contract)."""
         ...
 

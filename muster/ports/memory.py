@@ -77,7 +77,7 @@ class MemoryEventLog:
             raise fault.error
         return seqs
 
-    def submit(self, subject: str, item: Append) -> asyncio.Future[int]:
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         fault = self._fault(subject, [item])
         if fault is not None and not fault.lands:

@@ -53,6 +53,7 @@ class Workers:
         # Plugins get the nodes map back and may return only so much (services/provisioner/nodes.py).
         self.executor = NodesResolver(self.executor, self.js)
         self.core = WorkerCore(self.config)
+        self._nc = connection_of(self.js)
         self.draining = asyncio.Event()
         self.idle = asyncio.Event()
         self.idle.set()
@@ -133,7 +134,7 @@ class Workers:
         if tenant not in self._declared:
             await self._ensure_queue(tenant)
         durable = subjects.task_consumer(tenant, self.config.provisioner_class)
-        pull = RawPull(connection_of(self.js), subjects.TASKS_STREAM, durable, partial(self._accept, tenant))
+        pull = RawPull(self._nc, subjects.TASKS_STREAM, durable, partial(self._accept, tenant))
         await pull.start()
         puller = asyncio.create_task(keep_pulling(pull, tenant, self.core.wanted, self._may_pull, self.draining,
                                                   partial(self._ensure_queue, tenant)), name=f"pull-{tenant}")
@@ -182,7 +183,8 @@ class Workers:
             return
         for action in actions:
             if isinstance(action, Claim):
-                self._write(self.store.submit(action.subject, action.append), partial(self._claimed, action.held))
+                # At once when the writer is idle: the claim leaves in this read-loop callback.
+                self._write(self.store.submit(action.subject, action.append, now=True), partial(self._claimed, action.held))
             elif isinstance(action, Run):
                 run = asyncio.get_running_loop().create_task(self._run(action.held, action.task))
                 self.running.add(run)
@@ -190,7 +192,7 @@ class Workers:
             elif isinstance(action, Store):
                 self._write(self.store.submit(action.subject, action.append), partial(self._stored, action.held))
             elif isinstance(action, Answer):
-                if not settle(connection_of(self.js), action.reply, action.settle):
+                if not settle(self._nc, action.reply, action.settle):
                     log.warning("answer lost with the connection; the task is redelivered", verdict=action.settle.verdict.value)
             elif isinstance(action, Note):
                 getattr(log, action.level)(action.what, **action.fields)

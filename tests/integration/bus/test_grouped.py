@@ -26,9 +26,15 @@ async def _grouped(nc: Client) -> EventStore:
 async def test_appends_made_while_one_is_on_its_way_go_together_each_stored_once(nc: Client, tenant: str) -> None:
     store = await _grouped(nc)
     subjects = [f"muster.evt.{tenant}.task.j.t{i}" for i in range(40)]
-    seqs = await asyncio.gather(*(store.submit(s, Append(_claim(i), msg_id=f"{tenant}.{i}")) for i, s in enumerate(subjects)))
+    first = store.submit(subjects[0], Append(_claim(0), msg_id=f"{tenant}.0"), now=True)  # idle: alone, at once
+    rest = [store.submit(s, Append(_claim(i), msg_id=f"{tenant}.{i}")) for i, s in enumerate(subjects) if i]
+    seqs = await asyncio.gather(first, *rest)
     assert len(set(seqs)) == 40 and seqs == sorted(seqs)  # each its own place, in the order asked
     assert store.writer.events == 40 and store.writer.sent == 2  # the first alone, the rest in one batch
+    # Submitted in one turn of the loop with nothing on its way: all in one batch.
+    more = [f"muster.evt.{tenant}.task.j.m{i}" for i in range(20)]
+    await asyncio.gather(*(store.submit(s, Append(_claim(i), msg_id=f"{tenant}.m{i}")) for i, s in enumerate(more)))
+    assert store.writer.events == 60 and store.writer.sent == 3
     for i, (s, seq) in enumerate(zip(subjects, seqs, strict=True)):
         [r] = await store.read(s)
         assert r.seq == seq and r.event == _claim(i)
@@ -61,7 +67,7 @@ async def test_a_few_waiting_appends_go_alone_all_at_once_not_as_a_batch(nc: Cli
     subjects = [f"muster.evt.{tenant}.task.j.s{i}" for i in range(4)]
     seqs = await asyncio.gather(*(store.submit(s, Append(_claim(i), msg_id=f"{tenant}.s{i}")) for i, s in enumerate(subjects)))
     assert len(set(seqs)) == 4
-    assert store.writer.events == 4 and store.writer.sent == 4  # the first alone, then three singles at once: no batch of 3
+    assert store.writer.events == 4 and store.writer.sent == 4  # four singles at once: no batch of 4
     for i, (s, seq) in enumerate(zip(subjects, seqs, strict=True)):
         [r] = await store.read(s)
         assert r.seq == seq and r.event == _claim(i)
