@@ -9,7 +9,7 @@ Which handler takes which event is the routing table (`routing.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -195,6 +195,19 @@ class Planner:
         if not await self.attempts.holds(recorded):
             return  # recorded, but changes nothing: another provisioner's attempt (attempts.py)
         await self.execution.on_outcome(recorded)
+
+    async def on_task_events(self, batch: Sequence[Recorded]) -> None:
+        """Claims and outcomes delivered together (the consumer's batch, routing.py): what
+        taking each alone does, with each job's outcomes taken in one step and one save."""
+        outcomes = []
+        for recorded in batch:
+            if recorded.type == "TaskClaimed":
+                await self.on_task_claimed(recorded)
+            elif recorded.type in ("TaskSucceeded", "TaskFailed"):
+                await self._settled(recorded)
+                if await self.attempts.holds(recorded):
+                    outcomes.append(recorded)
+        await self.execution.on_outcomes(outcomes)
 
     async def _settled(self, recorded: Recorded) -> None:
         """Whether this planner acts for the event's cluster must be known before the event is

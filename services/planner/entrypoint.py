@@ -20,13 +20,13 @@ from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
 
 from muster.bus.connect import auth_required
-from muster.bus.consume import consume_events
+from muster.bus.consume import consume_batches, consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
-from muster.routing import router
+from muster.routing import batch_router, router
 from muster.runtime.service import main_for
 from services.auth.view import IdentityView
 from services.pool.mirror import PoolMirror
@@ -94,9 +94,13 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     for route in ROUTES:
         # A consumer of this planner's own: every event reaches every planner, each acts on its
         # clusters' (a shard's events that came before it was gained are read from the log).
-        subs.append(await consume_events(nc.jetstream(), route.filter, f"{route.durable}-{_durable_token(config.instance)}",
-                                         router(planner, route), ack_wait=config.ack_wait_s, on_poison=planner.on_poison,
-                                         deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S))
+        durable = f"{route.durable}-{_durable_token(config.instance)}"
+        options: dict[str, Any] = dict(ack_wait=config.ack_wait_s, on_poison=planner.on_poison, deliver_policy=DeliverPolicy.NEW,
+                       inactive_threshold=CONSUMER_IDLE_S)
+        if route.batch:  # one subscriber: the events delivered together are taken together
+            subs.append(await consume_batches(nc.jetstream(), route.filter, durable, batch_router(planner, route), **options))
+        else:
+            subs.append(await consume_events(nc.jetstream(), route.filter, durable, router(planner, route), **options))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     # Before the shards: an attempt queued from here on is in the TASKS this watch has seen.

@@ -260,9 +260,27 @@ class Execution:
                 return
             await self.take_outcome(job, self.state.clusters[job.cluster_id], event)
 
+    async def on_outcomes(self, batch: Sequence[Recorded]) -> None:
+        """Outcomes delivered together: each job takes its own in one step and one save
+        (`saga.take_outcomes`), in the order they came."""
+        by_job: dict[str, list[TaskSucceeded | TaskFailed]] = {}
+        for recorded in batch:
+            event: TaskSucceeded | TaskFailed = recorded.event
+            self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
+            by_job.setdefault(event.job_id, []).append(event)
+        async with self.state.lock:
+            for job_id, events in by_job.items():
+                job = self.state.jobs.get(job_id)
+                if job is None or job.is_final or not self.hooks.owns(job.tenant, job.cluster_id):
+                    continue
+                await self.take_outcomes(job, self.state.clusters[job.cluster_id], events)
+
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> None:
+        await self.take_outcomes(job, cluster, [event])
+
+    async def take_outcomes(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
         catalog = await self.state.catalog(job.tenant)
-        effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.hooks.dispatch)
+        effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.hooks.dispatch)
         await self.execute(job, cluster, effects)
 
     async def on_layout(self, recorded: Recorded) -> None:

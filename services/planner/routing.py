@@ -34,7 +34,7 @@ ROUTES = (
         "TaskClaimed": "on_task_claimed",
         "TaskSucceeded": "on_task_outcome",
         "TaskFailed": "on_task_outcome",
-    }),
+    }, batch="on_task_events"),
 )
 
 

@@ -20,6 +20,7 @@ import structlog
 from aiohttp import web
 from prometheus_client.registry import Collector
 
+from contracts import subjects
 from contracts.identity import Scope
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
@@ -31,7 +32,7 @@ from .adapters.kv import LocationIndex
 from .app import Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
 from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
-from .routing import ROUTES, IndexFeeder
+from .routing import OLD_DURABLES, ROUTES, IndexFeeder
 from .story import StoryWriter
 
 log = structlog.get_logger("muster.tracker")
@@ -240,6 +241,7 @@ def make_app(
         writer = None
         if consume and tracker.index is not None:
             writer = StoryWriter(store, tracker.stories) if tracker.stories is not None else None
+            await _drop_old_durables(store.js)
             subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS], writer), ROUTES)
         yield
         if writer is not None:
@@ -255,3 +257,10 @@ def make_app(
 
     app.cleanup_ctx.append(lifecycle)
     return app
+
+
+async def _drop_old_durables(js: Any) -> None:
+    """The index's consumer of an earlier version took every event: it would hold them forever."""
+    for durable in OLD_DURABLES:
+        with contextlib.suppress(Exception):  # gone already, or another tracker deleted it first
+            await js.delete_consumer(subjects.EVENTS_STREAM, durable)
