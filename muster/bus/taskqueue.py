@@ -4,7 +4,11 @@
 `publish_many` pipelines on the connection's publisher (`muster.bus.wire.Publisher`), up to
 `window` acknowledgements outstanding, each answered in the connection's read loop: through
 `js.publish` each message cost a request (a future, a timer, a `Msg` for its answer) and a
-coroutine of its own (docs/benchmarks.md, "Planner on a wide DAG").
+coroutine of its own (docs/benchmarks.md, "Planner on a wide DAG"). Several messages go as
+atomic batches of up to `MAX_ATOMIC` (TASKS allows them): all stored or none, one answer for
+all instead of one each. A batch that is refused (a message of it was published before: a
+repeat after a restart) or not answered goes again one message at a time, where each has its
+own outcome and a repeat is simply acknowledged.
 
 TASKS lives in memory (docs/decisions/0013): `watch_resets` tells the planner when a restarted
 server lost it, so that the attempts the log says are queued go out again.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
@@ -36,6 +41,8 @@ log = structlog.get_logger("muster.bus")
 WINDOW = 1024
 """Acknowledgements awaited at once by `publish_many`: enough to keep the server busy, few
 enough that a connection lost midway leaves a bounded number in doubt (they are published again)."""
+MAX_ATOMIC = 1000
+"""The most messages the server takes in one atomic batch."""
 CHECK_TRIES = 8
 """Looks at TASKS after a reconnect, backing off from 0.5 s (~1 min in all): a server just
 restarted may not have its JetStream (or a cluster its meta leader) ready at once."""
@@ -107,6 +114,54 @@ class NatsTaskQueue:
         the stream acknowledged it (a de-duplicated repeat included), or why it may not have
         been taken. The window is the queue's, shared by concurrent calls: the server answers
         in order, so a call behind another waits its turn."""
+        if len(messages) > 1 and all(subjects.task_queue(m.tenant, m.provisioner_class).startswith(f"{subjects.TASK}.")
+                                     for m in messages):
+            return await self._in_batches(messages)
+        return await self._one_by_one(messages)
+
+    async def _in_batches(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+        """Atomic batches of up to `MAX_ATOMIC`; what a batch did not store goes one by one."""
+        failures: list[BaseException | None] = [None] * len(messages)
+        again: list[int] = []
+        for start in range(0, len(messages), MAX_ATOMIC):
+            part = list(range(start, min(start + MAX_ATOMIC, len(messages))))
+            if not await self._batch([messages[i] for i in part]):
+                again += part
+        if again:
+            for i, failure in zip(again, await self._one_by_one([messages[i] for i in again]), strict=True):
+                failures[i] = failure
+        return failures
+
+    async def _batch(self, messages: Sequence[TaskMessage]) -> bool:
+        """One atomic batch; True once stored (every message of it)."""
+        encoded = [(subjects.task_queue(m.tenant, m.provisioner_class), m.model_dump_json().encode(), task_msg_id(m))
+                   for m in messages]
+        if any(len(data) > self.nc.max_payload for _, data, _ in encoded):
+            return False  # one by one, where the too large one fails alone
+        while self.in_flight >= self.window:
+            await self._wait_for_space()
+        publisher = Publisher.of(self.nc)
+        await publisher.start()
+        batch_id = uuid.uuid4().hex
+        self.in_flight += 1
+        try:
+            for i, (subject, data, msg_id) in enumerate(encoded[:-1], start=1):
+                publisher.send(subject, data, {"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
+            subject, data, msg_id = encoded[-1]
+            answer = await publisher.future(subject, data, {"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch_id,
+                                                            "Nats-Batch-Sequence": str(len(encoded)), "Nats-Batch-Commit": "1"},
+                                            self.timeout, now=True)
+        except (ConnectionClosedError, OutboundBufferLimitError, TimeoutError, StoreError):
+            return False  # whether it was stored is unknown: one by one (the stream drops repeats)
+        finally:
+            self.in_flight -= 1
+            self._wake_senders()
+        if b'"error"' in answer:
+            return False
+        self._last_ack = answer
+        return True
+
+    async def _one_by_one(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
         batch = _Batch(len(messages))
         if not messages:
             return batch.failures

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from contracts import subjects
 from contracts.catalog import Action
@@ -98,3 +99,24 @@ async def test_a_call_cancelled_midway_leaves_nothing_in_the_window(nc: Client, 
         assert queue.in_flight == 0
     finally:
         await sub.unsubscribe()
+
+
+async def test_a_wave_goes_as_atomic_batches_one_answer_each_and_a_repeat_goes_one_by_one(nc: Client, tenant: str) -> None:
+    asked: list[bool] = []  # per message published: whether it asks for an answer
+
+    async def on_task(msg: Msg) -> None:
+        asked.append(bool(msg.reply))
+
+    sub = await nc.subscribe(subjects.task_queue(tenant, "default"), cb=on_task)
+    queue = NatsTaskQueue(nc.jetstream())
+    messages = [_task(tenant, i) for i in range(1500)]
+    assert await queue.publish_many(messages) == [None] * 1500
+    assert await _stored(nc, tenant) == 1500
+    # Published again with one new attempt: the batch holding repeats is refused, and each
+    # message goes alone (repeats acknowledged, the new one stored).
+    assert await queue.publish_many(messages[:20] + [_task(tenant, 0, attempt=2)]) == [None] * 21
+    assert await _stored(nc, tenant) == 1501 and queue.in_flight == 0
+    await nc.flush()
+    await sub.unsubscribe()
+    assert len(asked) == 1500 + 21 + 21 and sum(asked[:1500]) == 2  # two batches of the wave: two answers
+    assert all(asked[-21:])  # then one by one
