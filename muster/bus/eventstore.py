@@ -139,7 +139,7 @@ class EventStore:
         return last[0] if last else 0
 
     async def _last(self, subject: str) -> tuple[int, dict[str, str]] | None:
-        if await self.replicated():
+        if await self._is_replicated():
             try:  # the leader: it has every acknowledged write (see `_from_leader`)
                 msg = await self.js.get_last_msg(self.stream, subject)
             except NotFoundError:
@@ -163,7 +163,7 @@ class EventStore:
             if not page or len(out) >= int(answer.get("total", 0)):
                 return out
 
-    async def replicated(self) -> bool:
+    async def _is_replicated(self) -> bool:
         if self._replicated is None:
             if self._asking is None:  # one question, however many readers ask at once
                 self._asking = asyncio.ensure_future(self.js.stream_info(self.stream))
@@ -185,7 +185,7 @@ class EventStore:
             try:
                 batch = await self._direct_batch({"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter})
             except NoDirectGet:
-                if not await self.replicated():
+                if not await self._is_replicated():
                     raise
                 break  # a stream just created or electing: the leader answers the rest
             if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
@@ -194,7 +194,7 @@ class EventStore:
             seq = batch[-1].seq + 1 if batch else seq
             if len(batch) < READ_BATCH:
                 break
-        if await self.replicated():
+        if await self._is_replicated():
             out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
         return [await inflate(self.bodies, r) for r in out]
 

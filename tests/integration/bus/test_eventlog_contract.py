@@ -217,3 +217,10 @@ async def test_the_events_stream_cannot_be_purged_or_have_messages_deleted(nc: C
         await js.purge_stream(subjects.EVENTS_STREAM)
 
 
+
+
+def test_the_jetstream_store_offers_exactly_the_ports_methods() -> None:
+    port = {name for name, value in vars(EventLog).items() if callable(value) and not name.startswith("_")}
+    offered = {name for name, value in vars(EventStore).items() if callable(value) and not name.startswith("_")}
+    assert offered == port == {"append", "append_chain", "submit", "last_seq", "read", "read_many", "subjects", "replay"}
+    assert port <= {name for name in dir(MemoryEventLog) if not name.startswith("_")}
