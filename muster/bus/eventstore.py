@@ -28,7 +28,8 @@ from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
 from .bodies import H_BODY, Bodies, Offloaded, parse_stub, tenant_of
 from .ordered import OrderedReader
-from .wire import parse_headers, raw_subscribe, raw_unsubscribe
+from .protocol import parse_headers
+from .wire import raw_subscribe, raw_unsubscribe
 
 # The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
 # NATS import in either); they are re-exported here for the adapters that already name them.
