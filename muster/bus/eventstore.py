@@ -28,7 +28,8 @@ from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
 from .bodies import H_BODY, Bodies, Offloaded, parse_stub, tenant_of
 from .ordered import OrderedReader
-from .wire import parse_headers, raw_subscribe, raw_unsubscribe
+from .protocol import parse_headers
+from .wire import raw_subscribe, raw_unsubscribe
 
 # The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
 # NATS import in either); they are re-exported here for the adapters that already name them.
@@ -126,6 +127,11 @@ class EventStore:
         """Each event as if appended alone right after the one before, in one round trip."""
         return await self.writer.chain(parts)
 
+    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
+                            subject_filter: str) -> list[int]:
+        """Events on several subjects, all or none, fenced on the subjects a filter matches."""
+        return await self.writer.fenced(entries, expect_last_seq, subject_filter)
+
     def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         """One event with no expected sequence, from synchronous code; the future gets its
         sequence (`muster.bus.appends`: with the group waiting, or at once with `now`)."""
@@ -139,7 +145,7 @@ class EventStore:
         return last[0] if last else 0
 
     async def _last(self, subject: str) -> tuple[int, dict[str, str]] | None:
-        if await self.replicated():
+        if await self._is_replicated():
             try:  # the leader: it has every acknowledged write (see `_from_leader`)
                 msg = await self.js.get_last_msg(self.stream, subject)
             except NotFoundError:
@@ -163,7 +169,7 @@ class EventStore:
             if not page or len(out) >= int(answer.get("total", 0)):
                 return out
 
-    async def replicated(self) -> bool:
+    async def _is_replicated(self) -> bool:
         if self._replicated is None:
             if self._asking is None:  # one question, however many readers ask at once
                 self._asking = asyncio.ensure_future(self.js.stream_info(self.stream))
@@ -185,7 +191,7 @@ class EventStore:
             try:
                 batch = await self._direct_batch({"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter})
             except NoDirectGet:
-                if not await self.replicated():
+                if not await self._is_replicated():
                     raise
                 break  # a stream just created or electing: the leader answers the rest
             if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
@@ -194,7 +200,7 @@ class EventStore:
             seq = batch[-1].seq + 1 if batch else seq
             if len(batch) < READ_BATCH:
                 break
-        if await self.replicated():
+        if await self._is_replicated():
             out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
         return [await inflate(self.bodies, r) for r in out]
 
@@ -222,7 +228,7 @@ class EventStore:
     ) -> int:
         """Feed every event matching the filter (or any of several filters), from `start_seq`
         on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
-        its state): an ordered push consumer read from the wire (`wire.OrderedReader`), each
+        its state): an ordered push consumer read from the wire (`ordered.OrderedReader`), each
         message decoded once, in the connection's read loop. An offloaded body is fetched
         before its event is handed over; the events after it wait their turn."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)

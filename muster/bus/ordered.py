@@ -17,7 +17,8 @@ from typing import Any
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from .wire import RawHandler, ack_sequences, parse_headers, raw_subscribe, raw_unsubscribe
+from .protocol import ack_sequences, parse_headers
+from .wire import RawHandler, raw_subscribe, raw_unsubscribe
 
 OnMessage = Callable[[bytes, int, bytes, bytes], None]
 """(subject, stream sequence, payload, header block) of one message, in stream order."""

@@ -29,7 +29,7 @@ from muster.snapshots import Snapshot
 from . import streams
 from .bodies import CHUNK
 from .ordered import OrderedReader
-from .wire import parse_headers
+from .protocol import parse_headers
 
 BUCKET = "snapshots"
 STREAM = f"KV_{BUCKET}"

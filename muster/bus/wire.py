@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections import deque
 from collections.abc import Callable
 
@@ -31,10 +30,10 @@ from nats.aio.subscription import Subscription
 from nats.errors import ConnectionClosedError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
-from nats.protocol.command import hpub_cmd, pub_cmd
 
-from ..ports.delivery import Settle, Verdict
+from ..ports.delivery import Settle
 from ..ports.eventlog import StoreError
+from .protocol import frame, settle_body
 
 INTERNALS = {
     Client: ("_process_msg", "_pending", "_pending_data_size", "_max_pending_size", "_transport", "_server_info"),
@@ -94,41 +93,6 @@ async def raw_unsubscribe(nc: Client, sub: Subscription) -> None:
         pass
 
 
-def parse_headers(block: bytes) -> tuple[str, dict[str, str]]:
-    """(status, headers) of a NATS header block: `NATS/1.0[ <status>[ <description>]]` and
-    `Name: value` lines. A status line's description goes in as `Description`."""
-    if not block:
-        return "", {}
-    lines = block.decode("utf-8", "replace").split("\r\n")
-    headers: dict[str, str] = {}
-    status = ""
-    first = lines[0]
-    if len(first) > 9:  # "NATS/1.0 404 No Messages"
-        status, _, description = first[9:].partition(" ")
-        if description:
-            headers["Description"] = description
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if sep:
-            headers[name.strip()] = value.strip()
-    return status, headers
-
-
-def ack_sequences(reply: bytes) -> tuple[int, int, int]:
-    """(stream sequence, consumer sequence, pending) from a JetStream delivery's reply subject,
-    `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<time>.<pending>` (or the v2 form
-    with a domain and an account hash after `$JS.ACK`)."""
-    tokens = reply.split(b".")
-    at = 5 if len(tokens) == 9 else 7
-    return int(tokens[at]), int(tokens[at + 1]), int(tokens[at + 3])
-
-
-def delivery_count(reply: bytes) -> int:
-    """How many times a JetStream delivery has been delivered, from its reply subject."""
-    tokens = reply.split(b".")
-    return int(tokens[4] if len(tokens) == 9 else tokens[6])
-
-
 def auth_required(nc: Client) -> bool:
     """Does the server this connection reached authorize connections?"""
     info = getattr(nc, "_server_info", None) or {}
@@ -144,30 +108,6 @@ def timeout_of(js: JetStreamContext) -> float:
 
 
 # -- writing ---------------------------------------------------------------------------------
-
-
-def frame(subject: str, reply: str, headers: dict[str, str] | None, data: bytes) -> bytes:
-    """The PUB / HPUB command of one message. Our header names and values are plain tokens
-    (event types, idempotency keys, times, batch ids): nats-py's per-header checks are not
-    repeated."""
-    if not headers:
-        return pub_cmd(subject, reply, data)
-    header = bytearray(b"NATS/1.0\r\n")
-    for name, value in headers.items():
-        header += f"{name}: {value}\r\n".encode()
-    header += b"\r\n"
-    return hpub_cmd(subject, reply, bytes(header), data)
-
-
-_VERDICTS = {Verdict.ACK: b"", Verdict.NAK: b"-NAK", Verdict.TERM: b"+TERM", Verdict.PROGRESS: b"+WPI"}
-
-
-def settle_body(settle: Settle) -> bytes:
-    """The payload that tells JetStream what became of a delivery (as nats-py's `Msg` sends it)."""
-    body = _VERDICTS[settle.verdict]
-    if settle.verdict is Verdict.NAK and settle.delay > 0:
-        body += b" " + json.dumps({"delay": int(settle.delay * 1e9)}).encode()
-    return body
 
 
 class Refused(StoreError):

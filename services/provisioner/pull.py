@@ -29,7 +29,8 @@ from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
-from muster.bus.wire import parse_headers, raw_subscribe, raw_unsubscribe
+from muster.bus.protocol import parse_headers
+from muster.bus.wire import raw_subscribe, raw_unsubscribe
 
 log = structlog.get_logger("muster.provisioner")
 

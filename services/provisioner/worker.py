@@ -22,7 +22,8 @@ from nats.js import JetStreamContext
 
 from contracts import subjects
 from contracts.tasks import TaskMessage, TaskOutcome
-from muster.bus.wire import connection_of, delivery_count, settle
+from muster.bus.protocol import delivery_count
+from muster.bus.wire import connection_of, settle
 from muster.ports.eventlog import EventLog
 
 from .domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, lets_go

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from contracts.events import TaskFailed, TaskSucceeded
 from contracts.records import Append
-from contracts.tasks import TaskMessage
+from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster.ports.delivery import Settle
 
 
@@ -39,6 +40,15 @@ def lets_go(task: TaskMessage, provisioner_id: str, delivery: int, config: Worke
 
 def attempt_key(task: TaskMessage) -> str:
     return f"{task.job_id}.{task.task_id}.{task.attempt}"
+
+
+def outcome_event(task: TaskMessage, outcome: TaskOutcome, provisioner: str, worker: str) -> TaskSucceeded | TaskFailed:
+    """What a plugin's outcome becomes in the log (its output trimmed)."""
+    done: dict[str, Any] = {"job_id": task.job_id, "task_id": task.task_id, "attempt": task.attempt, "provisioner": provisioner,
+            "worker": worker, "stdout": trim_output(outcome.stdout), "stderr": trim_output(outcome.stderr)}
+    if outcome.ok:
+        return TaskSucceeded(**done, result=outcome.result, ipaddresses=outcome.ipaddresses, hostname=outcome.hostname)
+    return TaskFailed(**done, error=outcome.error or "failed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,12 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.events import TaskClaimed
 from contracts.records import Append
-from contracts.tasks import TaskMessage, TaskOutcome, trim_output
+from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 
-from .actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, attempt_key, lets_go
+from .actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, attempt_key, lets_go, outcome_event
 
 FINISHING_PER_SLOT = 4
 """Outcomes being stored (their plugins done, their slots free) per plugin slot beyond which the
@@ -202,7 +202,8 @@ class WorkerCore:
         self.slots.give(h.slot)
         h.stage, h.ok = "storing", outcome.ok
         self.finishing += 1
-        return [Store(hid, h.subject, Append(self._outcome(h, outcome), msg_id=f"{attempt_key(h.task)}.outcome")), *after]
+        event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
+        return [Store(hid, h.subject, Append(event, msg_id=f"{attempt_key(h.task)}.outcome")), *after]
 
     def stored(self, hid: int, error: BaseException | None = None) -> list[Action]:
         """The outcome is stored (one per attempt: its key): ack. Or the log failed us: the task
@@ -246,17 +247,6 @@ class WorkerCore:
         return out
 
     # -- inside ----------------------------------------------------------------------------------
-
-    def _outcome(self, h: Held, outcome: TaskOutcome) -> TaskSucceeded | TaskFailed:
-        task, me = h.task, self.config.provisioner_id
-        if outcome.ok:
-            return TaskSucceeded(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=me,
-                                 worker=h.worker, result=outcome.result, ipaddresses=outcome.ipaddresses,
-                                 hostname=outcome.hostname, stdout=trim_output(outcome.stdout),
-                                 stderr=trim_output(outcome.stderr))
-        return TaskFailed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=me, worker=h.worker,
-                          error=outcome.error or "failed", stdout=trim_output(outcome.stdout),
-                          stderr=trim_output(outcome.stderr))
 
     def _give_back(self, hid: int, what: str, error: BaseException | None, delay: float = RETRY_DELAY_S) -> list[Action]:
         """The delivery goes back to the queue (its claim, if stored, stays in the log, as a dead

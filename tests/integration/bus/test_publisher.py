@@ -14,7 +14,8 @@ from nats.errors import TimeoutError as NatsTimeout
 
 from contracts.events import TaskClaimed
 from muster.bus.eventstore import Append, EventStore
-from muster.bus.wire import Publisher, Refused, frame
+from muster.bus.protocol import frame
+from muster.bus.wire import Publisher, Refused
 from muster.ports.delivery import ACK
 
 pytestmark = pytest.mark.nats

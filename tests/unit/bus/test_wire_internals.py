@@ -10,7 +10,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.protocol.command import hpub_cmd, pub_cmd
 
-from muster.bus import wire
+from muster.bus import protocol, wire
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 
 
@@ -41,17 +41,17 @@ def test_nats_py_flushes_the_buffer_the_publisher_writes_into() -> None:
 
 
 def test_frames_are_the_protocols_commands() -> None:
-    assert wire.frame("a.b", "", None, b"hi") == pub_cmd("a.b", "", b"hi") == b"PUB a.b  2\r\nhi\r\n"
+    assert protocol.frame("a.b", "", None, b"hi") == pub_cmd("a.b", "", b"hi") == b"PUB a.b  2\r\nhi\r\n"
     block = b"NATS/1.0\r\nNats-Msg-Id: k1\r\n\r\n"
-    assert wire.frame("a.b", "in.1", {"Nats-Msg-Id": "k1"}, b"{}") == hpub_cmd("a.b", "in.1", block, b"{}")
+    assert protocol.frame("a.b", "in.1", {"Nats-Msg-Id": "k1"}, b"{}") == hpub_cmd("a.b", "in.1", block, b"{}")
 
 
 def test_a_settle_says_what_nats_py_messages_say() -> None:
-    assert wire.settle_body(ACK) == b""
-    assert wire.settle_body(TERM) == b"+TERM" and wire.settle_body(PROGRESS) == b"+WPI"
-    assert wire.settle_body(nak()) == b"-NAK" and wire.settle_body(nak(1.5)) == b'-NAK {"delay": 1500000000}'
+    assert protocol.settle_body(ACK) == b""
+    assert protocol.settle_body(TERM) == b"+TERM" and protocol.settle_body(PROGRESS) == b"+WPI"
+    assert protocol.settle_body(nak()) == b"-NAK" and protocol.settle_body(nak(1.5)) == b'-NAK {"delay": 1500000000}'
 
 
 def test_the_delivery_count_is_read_from_either_form_of_the_reply_subject() -> None:
-    assert wire.delivery_count(b"$JS.ACK.TASKS.c1.3.1042.17.1764000000000000000.5") == 3
-    assert wire.delivery_count(b"$JS.ACK.hub.ACCHASH.TASKS.c1.4.1042.17.1764000000000000000.5.xyz") == 4
+    assert protocol.delivery_count(b"$JS.ACK.TASKS.c1.3.1042.17.1764000000000000000.5") == 3
+    assert protocol.delivery_count(b"$JS.ACK.hub.ACCHASH.TASKS.c1.4.1042.17.1764000000000000000.5.xyz") == 4
