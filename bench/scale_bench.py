@@ -334,8 +334,9 @@ def curve_lines(curve: list[dict[str, Any]]) -> list[str]:
     lines += ["", "CPU per process, seconds (µs per task):", "", f"| process | {head} |", "|---|" + "---|" * len(curve)]
     lines += [f"| {k} | " + " | ".join(f"{b['cpu_s'].get(k, 0):.1f} ({1e6 * b['cpu_s'].get(k, 0) / max(b['tasks'], 1):.0f})"
                                        for b in curve) + " |" for k in names]
-    kinds = sorted({k for b in curve for k in b["by_kind"]}, key=lambda k: -curve[-1]["by_kind"].get(k, 0))
-    lines += ["", "Bus messages per task by kind (the wiretap), and bytes per task:", "", f"| kind | {head} |", "|---|" + "---|" * len(curve)]
+    kinds = sorted({k for b in curve for k, n in b["by_kind"].items() if n >= 0.01 * b["tasks"]},
+                   key=lambda k: -curve[-1]["by_kind"].get(k, 0))
+    lines += ["", "Bus messages per task by kind (the wiretap; kinds under 0.01 a task left out), and bytes per task:", "", f"| kind | {head} |", "|---|" + "---|" * len(curve)]
     lines += [f"| {k} | " + " | ".join(f"{b['by_kind'].get(k, 0) / max(b['tasks'], 1):.2f} ({b['bytes_by_kind'].get(k, 0) / max(b['tasks'], 1):.0f} B)"
                                        for b in curve) + " |" for k in kinds]
     conns = sorted({k for b in curve for k in b["connections"]})
