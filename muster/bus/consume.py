@@ -87,8 +87,7 @@ async def consume_events(
     nc = connection_of(js)
 
     def _settle(msg: Msg, verdict: Settle) -> None:
-        if not settle(nc, msg.reply, verdict):
-            log.warning("ack lost with the connection; the event is redelivered", verdict=verdict.verdict.value)
+        _settle_on(nc, msg, verdict)
 
     async def on_msg(msg: Msg) -> None:
         structlog.contextvars.clear_contextvars()
@@ -132,28 +131,24 @@ async def consume_events(
             _settle(msg, PROGRESS)  # (lost with the connection: a redelivery is harmless)
 
     async def _poison(msg: Msg, recorded: Recorded, err: BaseException) -> None:
-        reason = f"{type(err).__name__}: {err}"[:500]
-        if on_poison is not None:
-            try:
-                await on_poison(recorded, err)
-            except Exception:
-                log.exception("recording a poison event failed; will redeliver", type=recorded.type)
-                _settle(msg, nak(MAX_RETRY_DELAY_S))
-                return
-        log.error("poison event terminated", type=recorded.type, deliveries=msg.metadata.num_delivered, error=reason)
-        _settle(msg, TERM)
+        _settle(msg, TERM if await _poisoned(recorded, err, on_poison) else nak(MAX_RETRY_DELAY_S))
 
-    config = ConsumerConfig(
+    config = _config(durable, [filter_subject, *also], ack_wait, deliver_policy, inactive_threshold)
+    return await _subscribe(js, filter_subject, durable, queue, config, on_msg)
+
+
+def _config(durable: str, filters: Sequence[str], ack_wait: float, deliver_policy: DeliverPolicy,
+            inactive_threshold: float | None) -> ConsumerConfig:
+    return ConsumerConfig(
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait,
         max_deliver=-1,
         deliver_policy=deliver_policy,
-        filter_subject=None if also else filter_subject,
-        filter_subjects=[filter_subject, *also] if also else None,
+        filter_subject=filters[0] if len(filters) == 1 else None,
+        filter_subjects=list(filters) if len(filters) > 1 else None,
         inactive_threshold=inactive_threshold,
     )
-    return await _subscribe(js, filter_subject, durable, queue, config, on_msg)
 
 
 async def _subscribe(js: JetStreamContext, filter_subject: str, durable: str, queue: str | None, config: ConsumerConfig,
@@ -224,7 +219,7 @@ async def consume_batches(
                 taken.append((msg, await inflate(bodies, recorded_from_msg(msg))))
             except (ValidationError, ValueError, KeyError) as err:
                 log.error("undecodable event terminated", subject=msg.subject, durable=durable, error=str(err))
-                _settle(nc, msg, TERM)
+                _settle_on(nc, msg, TERM)
         if not taken:
             return
         try:
@@ -236,7 +231,7 @@ async def consume_batches(
                 await one(msg, recorded)
             return
         for msg, _ in taken:
-            _settle(nc, msg, ACK)
+            _settle_on(nc, msg, ACK)
 
     async def one(msg: Msg, recorded: Recorded) -> None:
         try:
@@ -246,31 +241,20 @@ async def consume_batches(
                 raise asyncio.CancelledError() from None
             delivery = msg.metadata.num_delivered
             if not transient(err) and delivery >= (max_failures or MAX_FAILURES):
-                if await _poisoned(recorded, err, on_poison):
-                    _settle(nc, msg, TERM)
-                else:
-                    _settle(nc, msg, nak(MAX_RETRY_DELAY_S))
+                _settle_on(nc, msg, TERM if await _poisoned(recorded, err, on_poison) else nak(MAX_RETRY_DELAY_S))
                 return
             delay = min(RETRY_DELAY_S * 2 ** (delivery - 1), MAX_RETRY_DELAY_S)
             log.warning("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay,
                         error=f"{type(err).__name__}: {err}"[:300], durable=durable)
-            _settle(nc, msg, nak(delay))
+            _settle_on(nc, msg, nak(delay))
             return
-        _settle(nc, msg, ACK)
+        _settle_on(nc, msg, ACK)
 
-    config = ConsumerConfig(
-        durable_name=durable,
-        ack_policy=AckPolicy.EXPLICIT,
-        ack_wait=ack_wait,
-        max_deliver=-1,
-        deliver_policy=deliver_policy,
-        filter_subject=filter_subject,
-        inactive_threshold=inactive_threshold,
-    )
+    config = _config(durable, [filter_subject], ack_wait, deliver_policy, inactive_threshold)
     return await _subscribe(js, filter_subject, durable, None, config, on_msg)
 
 
-def _settle(nc: Any, msg: Msg, verdict: Settle) -> None:
+def _settle_on(nc: Any, msg: Msg, verdict: Settle) -> None:
     if not settle(nc, msg.reply, verdict):
         log.warning("ack lost with the connection; the event is redelivered", verdict=verdict.verdict.value)
 
@@ -288,7 +272,7 @@ async def _keeping_claims(msgs: list[Msg], work: Awaitable[None], interval: floa
         if done:
             return task.result()
         for msg in msgs:
-            _settle(nc, msg, PROGRESS)
+            _settle_on(nc, msg, PROGRESS)
 
 
 async def _poisoned(recorded: Recorded, err: BaseException, on_poison: PoisonHandler | None) -> bool:
