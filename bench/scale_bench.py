@@ -55,6 +55,7 @@ from muster.bus.connect import connect  # noqa: E402
 from muster.bus.eventstore import H_TIME, EventStore  # noqa: E402
 from muster.bus.server import NatsServer, free_port  # noqa: E402
 from muster.bus.shards import lease_table  # noqa: E402
+from muster.bus.wire import raw_subscribe  # noqa: E402
 from muster.catalog.files import load_catalog  # noqa: E402
 from muster.catalog.store import apply_catalog  # noqa: E402
 from muster.client import MusterClient  # noqa: E402
@@ -143,7 +144,7 @@ class Run:
         await self.deployment.start()
         self.nc = await connect(self.server.url, name="bench", token=self.token)
         self.client = MusterClient(self.nc, timeout=60)
-        await self.nc.subscribe(">", cb=self.wiretap.on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        await raw_subscribe(self.nc, ">", self.wiretap.on_raw)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
