@@ -142,8 +142,11 @@ class NatsTaskQueue:
                    for m in messages]
         if any(len(data) > self.nc.max_payload for _, data, _ in encoded):
             return False  # one by one, where the too large one fails alone
-        while self.in_flight >= self.window:
-            await self._wait_for_space()
+        try:
+            while self.in_flight >= self.window:
+                await self._wait_for_space()
+        except TimeoutError:
+            return False
         publisher = Publisher.of(self.nc)
         await publisher.start()
         batch_id = uuid.uuid4().hex
@@ -154,12 +157,13 @@ class NatsTaskQueue:
             subject, data, msg_id = encoded[-1]
             answer = await publisher.future(subject, data, {"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch_id,
                                                             "Nats-Batch-Sequence": str(len(encoded)), "Nats-Batch-Commit": "1"},
-                                            self.timeout, now=True)
+                                            LOST_AFTER * self.timeout)
         except (ConnectionClosedError, OutboundBufferLimitError, TimeoutError, StoreError):
             return False  # whether it was stored is unknown: one by one (the stream drops repeats)
         finally:
             self.in_flight -= 1
             self._wake_senders()
+        self._answered += 1
         if b'"error"' in answer:
             return False
         self._last_ack = answer
