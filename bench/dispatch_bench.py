@@ -195,7 +195,8 @@ class Provisioner:
         self.executor = Counting(self.registry)
         config = WorkerConfig(provisioner_id=f"bench-{self.tenant}-{self.index}", tenants=(self.tenant,), capacity=self.capacity,
                               ack_wait_s=self.ack_wait_s)
-        self.workers = Workers(self.nc.jetstream(), EventStore(self.nc), self.executor, config)
+        self.store = EventStore(self.nc)
+        self.workers = Workers(self.nc.jetstream(), self.store, self.executor, config)
         self.executor.in_flight = lambda: self.workers.plugins_running
         self.executor.held = lambda: self.workers.in_flight
         await self.workers.ensure_queues()
@@ -342,7 +343,7 @@ class Throughput:
     """CPU seconds per task of the provisioners, and of this process (publisher, observer, and
     the provisioner when it runs here)."""
     group: float = 1.0
-    """Claims and outcomes per append the provisioners sent (`GroupedAppends`)."""
+    """Claims and outcomes per append the provisioners sent (group commit, `muster.bus.appends`)."""
     most_held: int = 0
 
 
@@ -358,7 +359,7 @@ async def task_throughput(url: str, nc: Client, n: int, capacity: int) -> Throug
         for subject, body, headers in batch:
             await js.publish_async(subject, body, headers=headers)
         await observer.outcomes(n)
-        writes = prov.workers.writes
+        writes = prov.store.writer
         result = Throughput(n / (observer.last - start), observer, prov.executor.most, (time.process_time() - cpu) / n,
                             writes.events / max(writes.sent, 1), prov.executor.most_held)
     await raw_unsubscribe(nc, sub)
@@ -408,7 +409,7 @@ async def serve(url: str, tenant: str, capacity: int, index: int) -> None:
         cpu = time.process_time()
         await stop.wait()
         cpu = time.process_time() - cpu
-        writes = prov.workers.writes
+        writes = prov.store.writer
         stats = {"cpu": cpu, "most": prov.executor.most, "held": prov.executor.most_held, "sent": writes.sent,
                  "events": writes.events}
     print(json.dumps(stats), flush=True)

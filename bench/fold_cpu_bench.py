@@ -7,7 +7,7 @@ of a planner log are framed as nats-server sends them to an ordered consumer (HM
 Stages, each cumulative over the one before:
   nats-py:  a plain nats-py subscription with a callback that counts (the client side of the
             raw figure of planner_rebuild_bench.py, without the ordered consumer's own checks);
-  wire:     muster's reader (`muster.bus.wire`): the raw frame to a callback, sequence checks;
+  wire:     muster's reader (`muster.bus.ordered` on `muster.bus.wire`): the raw frame to a callback, sequence checks;
   decode:   + headers and body decoded into a `Recorded` (`eventstore._from_wire`);
   fold:     + every Job and Cluster folded (`repository.fold`).
 `--callgrind` runs each stage under valgrind at two sizes and reports instructions per message
@@ -36,7 +36,7 @@ from nats.aio.subscription import Subscription
 from nats.protocol.parser import Parser
 
 from bench.planner_rebuild_bench import log_jobs
-from muster.bus import wire
+from muster.bus import ordered, wire
 from muster.bus.eventstore import _from_wire
 from muster.bus.repository import fold
 from services.planner.domain.cluster import Cluster
@@ -96,7 +96,7 @@ async def run(stage: str, chunks: list[bytes], n: int) -> tuple[int, float]:
                 else:
                     clusters[key] = fold(Cluster, clusters.get(key), r)
 
-        reader = wire.OrderedReader(nc, "EVENTS", [">"], on_message)
+        reader = ordered.OrderedReader(nc, "EVENTS", [">"], on_message)
         wire._handlers(nc)[1] = reader._handler(asyncio.get_running_loop().create_future())
         done.set()
     cpu = time.process_time()

@@ -53,10 +53,10 @@ from contracts.events import (
 )
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
+from muster.bus.ordered import OrderedReader
 from muster.bus.repository import fold
 from muster.bus.server import NatsServer
 from muster.bus.streams import ensure_streams
-from muster.bus.wire import OrderedReader
 from services.planner.app import Planner, PlannerConfig
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job

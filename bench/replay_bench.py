@@ -32,10 +32,10 @@ from bench.planner_rebuild_bench import TENANT, Clusters, replace_section, write
 from contracts import subjects
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
+from muster.bus.ordered import OrderedReader
 from muster.bus.server import NatsServer
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.streams import ensure_streams
-from muster.bus.wire import OrderedReader
 from services.tracker.story import StoryWriter, cluster_history, replay_cluster
 
 SECTION = "## Replay from story snapshots"

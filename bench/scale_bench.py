@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 import tempfile
@@ -45,22 +46,27 @@ from nats.aio.client import Client  # noqa: E402
 from nats.js.api import StorageType, StreamConfig  # noqa: E402
 
 from bench import goals  # noqa: E402
+from bench.attribution import Meter, Wiretap, connections, delta  # noqa: E402
 from contracts import subjects  # noqa: E402
 from contracts.commands import Accepted, CreateCluster  # noqa: E402
+from contracts.events import FINAL_JOB_EVENTS  # noqa: E402
+from contracts.records import H_TYPE  # noqa: E402
 from muster.bus.connect import connect  # noqa: E402
 from muster.bus.eventstore import H_TIME, EventStore  # noqa: E402
-from muster.bus.server import NatsServer  # noqa: E402
+from muster.bus.server import NatsServer, free_port  # noqa: E402
 from muster.bus.shards import lease_table  # noqa: E402
-from muster.bus.streams import ensure_streams  # noqa: E402
+from muster.bus.wire import raw_subscribe  # noqa: E402
 from muster.catalog.files import load_catalog  # noqa: E402
 from muster.catalog.store import apply_catalog  # noqa: E402
 from muster.client import MusterClient  # noqa: E402
 from muster.runtime.supervisor import Deployment  # noqa: E402
+from services.auth.bootstrap import SYSTEM_TOKEN_ENV  # noqa: E402
+from services.auth.domain.tokens import make_token  # noqa: E402
+from services.auth.keys import AuthKeys, server_auth_config  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Scale"
-BIG_NODES = 5000
-"""A create of at least this many nodes gets a section of its own ("## Scale: a N-node create")."""
+FULL_SECTION = "## Scale: 100 to 10,000 nodes"
 DEMO = ROOT / "muster" / "demo" / "catalog"
 T = "default"
 
@@ -76,36 +82,9 @@ def catalog(max_nodes: int) -> Any:
     return c
 
 
-class Wiretap:
-    """Every message on the server, by subject kind: count and largest (body + headers)."""
-
-    def __init__(self) -> None:
-        self.count: Counter[str] = Counter()
-        self.largest: dict[str, tuple[int, str]] = {}
-
-    async def on_msg(self, msg: Any) -> None:
-        parts = msg.subject.split(".")
-        kind = ".".join(parts[:2]) if parts[0] in ("muster", "$KV", "$JS") else parts[0]
-        size = len(msg.data or b"") + sum(len(k) + len(v) for k, v in (msg.headers or {}).items())
-        self.count[kind] += 1
-        if size > self.largest.get(kind, (0, ""))[0]:
-            self.largest[kind] = (size, msg.subject)
-
-    def top(self) -> tuple[int, str]:
-        return max(self.largest.values(), default=(0, ""))
-
-
 def accepted(reply: Any) -> Accepted:
     assert isinstance(reply, Accepted), reply
     return reply
-
-
-def peak_rss_mb(pid: int) -> float:
-    """The process's high-water mark of resident memory (VmHWM), in MB."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 async def raw_publish_rate(nc: Client, n: int = 5000, window: int = 256) -> float:
@@ -128,7 +107,8 @@ async def raw_publish_rate(nc: Client, n: int = 5000, window: int = 256) -> floa
 
 
 class Run:
-    """One deployment: a server, the services as processes, a client and a wiretap."""
+    """One deployment with authorization on: a server (its monitoring endpoint on), the auth
+    service and the others as processes, a client with a system token, and a wiretap."""
 
     def __init__(self, base: Path, planners: int, provisioners: int, capacity: int, lease_ttl: float) -> None:
         self.base, self.planners = base, planners
@@ -145,19 +125,26 @@ class Run:
                 options["provisioner"] += own
             else:
                 options[f"provisioner-{i}"] = own
-        self.server = NatsServer(base / "nats")
+        keys = AuthKeys.load_or_create(base / "auth")
+        self.monitor = free_port()
+        self.server = NatsServer(base / "nats", auth=server_auth_config(keys.issuer_public, keys.bus_secret), http_port=self.monitor)
         self.deployment = Deployment(base / "deploy", capacity=capacity, replicas={"planner": planners, "provisioner": provisioners},
-                                     extra_args=options)
+                                     extra_args=options, auth_dir=base / "auth")
         self.wiretap = Wiretap()
+        self.token = make_token("scale-bench", os.urandom(6), os.urandom(32), os.urandom(16))[0]
+
+    @property
+    def monitor_url(self) -> str:
+        return f"http://127.0.0.1:{self.monitor}"
 
     async def __aenter__(self) -> Run:
+        os.environ[SYSTEM_TOKEN_ENV] = self.token  # the auth service registers it as a system service
         await self.server.start()
         self.deployment.nats_url = self.server.url
-        self.nc = await connect(self.server.url, name="bench")
-        await ensure_streams(self.nc.jetstream())
         await self.deployment.start()
+        self.nc = await connect(self.server.url, name="bench", token=self.token)
         self.client = MusterClient(self.nc, timeout=60)
-        await self.nc.subscribe(">", cb=self.wiretap.on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)
+        await raw_subscribe(self.nc, ">", self.wiretap.on_raw)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -165,28 +152,78 @@ class Run:
         await self.deployment.stop()
         await self.server.stop()
 
-    def peaks(self) -> dict[str, float]:
-        return {c.name: peak_rss_mb(c.pid) for c in self.deployment.children if c.process.returncode is None}
+    def meter(self) -> Meter:
+        assert self.server.process is not None
+        pids = {c.name: c.pid for c in self.deployment.children if c.process.returncode is None}
+        return Meter({**pids, "nats-server": self.server.process.pid})
 
 
-async def big_create(args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    async with Run(base / "big", planners=1, provisioners=args.provisioners, capacity=args.capacity, lease_ttl=10) as run:
-        raw = await raw_publish_rate(run.nc)
-        await apply_catalog(EventStore(run.nc), T, catalog(args.nodes))
-        start = time.perf_counter()
-        reply = await run.client.send(T, CreateCluster(name="big", template="hadoop-big", nodes=args.nodes, request_id="big"), timeout=120)
+async def create_and_wait(run: Run, nodes: int, timeout: float) -> tuple[str, Counter[str]]:
+    """Send the create and wait for its final event, watching the job's subject with a core
+    subscription (no consumer of our own on the bus). Returns the final event's type and the
+    job's events by type."""
+    types: Counter[str] = Counter()
+    final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def on_event(msg: Any) -> None:
+        kind = (msg.headers or {}).get(H_TYPE, "")
+        types[kind] += 1
+        if kind in FINAL_JOB_EVENTS and not final.done():
+            final.set_result(kind)
+
+    sub = await run.nc.subscribe(f"{subjects.EVT}.{T}.job.*", cb=on_event, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    try:
+        reply = await run.client.send(T, CreateCluster(name=f"big{nodes}", template="hadoop-big", nodes=nodes,
+                                                       request_id=f"big{nodes}"), timeout=120)
         assert isinstance(reply, Accepted), reply
-        final = await run.client.wait(reply.job_id, timeout=args.timeout)
+        return await asyncio.wait_for(final, timeout), types
+    finally:
+        await sub.unsubscribe()
+
+
+async def caught_up(run: Run, timeout: float) -> dict[str, int]:
+    """Wait until every durable consumer of the log has taken and acked all it was given (the
+    tracker's and the planner's may lag behind the job's end); returns what each still had to
+    take at the first look. Looks again whenever the bus has carried an ack since."""
+    js = run.nc.jetstream()
+    first: dict[str, int] | None = None
+    async with asyncio.timeout(timeout):
+        while True:
+            infos = await js.consumers_info(subjects.EVENTS_STREAM)
+            left = {c.name: (c.num_pending or 0) + (c.num_ack_pending or 0) for c in infos if c.config.durable_name}
+            first = left if first is None else first
+            if not any(left.values()):
+                return {k: v for k, v in first.items() if v}
+            await run.wiretap.activity()
+
+
+async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[str, Any]:
+    async with Run(base / f"big{nodes}", planners=1, provisioners=args.provisioners, capacity=args.capacity, lease_ttl=10) as run:
+        raw = await raw_publish_rate(run.nc)
+        await apply_catalog(EventStore(run.nc), T, catalog(nodes))
+        meter = run.meter()
+        before = await connections(run.monitor_url)
+        run.wiretap.reset()
+        meter.start()
+        start = time.perf_counter()
+        final, types = await create_and_wait(run, nodes, args.timeout)
         wall = time.perf_counter() - start
-        history = await EventStore(run.nc).read(subjects.job_events(T, reply.job_id))
-        tasks = sum(r.type == "TaskCompleted" for r in history)
+        behind = await caught_up(run, args.timeout)  # CPU and messages count the consumers' lag too
+        settled = time.perf_counter() - start
+        cpu = meter.stop()
+        counts, sizes = dict(run.wiretap.count), dict(run.wiretap.bytes)
+        per_connection = delta(await connections(run.monitor_url), before)
+        per_connection.pop("bench", None)
         raw_after = await raw_publish_rate(run.nc)
-        peaks = run.peaks()
-        largest, where = run.wiretap.top()
-        return {"nodes": args.nodes, "final": final.type, "wall_s": wall, "tasks": tasks, "tasks_per_s": tasks / wall,
-                "raw_publish_per_s": (raw + raw_after) / 2, "events": len(history), "peak_mb": peaks,
-                "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where),
-                "messages": sum(run.wiretap.count.values()), "by_kind": dict(run.wiretap.count.most_common(8))}
+        tasks = types["TaskCompleted"]
+        largest, where = run.wiretap.largest
+        return {"nodes": nodes, "final": final, "wall_s": wall, "settled_s": settled, "behind_at_final": behind, "tasks": tasks, "tasks_per_s": tasks / wall,
+                "raw_publish_per_s": (raw + raw_after) / 2, "events": sum(types.values()), "peak_mb": meter.peaks(),
+                "cpu_s": cpu, "cpu_ms_per_task": 1000 * sum(cpu.values()) / max(tasks, 1),
+                "messages": sum(counts.values()), "messages_per_task": sum(counts.values()) / max(tasks, 1),
+                "bytes_per_task": sum(sizes.values()) / max(tasks, 1),
+                "by_kind": dict(Counter(counts).most_common()), "bytes_by_kind": sizes, "connections": per_connection,
+                "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where)}
 
 
 async def first_after(nc: Client, subject: str, seq: int, timeout: float) -> float:
@@ -253,36 +290,79 @@ async def throughput(args: argparse.Namespace, base: Path, planners: int) -> dic
                 "succeeded": sum(f.type == "JobSucceeded" for f in finals), "raw_publish_per_s": await raw_publish_rate(run.nc)}
 
 
-def goals_of(big: dict[str, Any] | None, take: dict[str, Any] | None) -> list[goals.Goal]:
-    """#14.7's goals: the planner under 1 GB, no message over 64 KB; #14.6's: a killed
-    planner's jobs move again within 2x the lease TTL."""
+MSGS_PER_TASK = 12
+CPU_FLAT = 1.25
+TRACKER_MB, PLANNER_MB = 300, 500
+
+
+def goals_of(curve: list[dict[str, Any]], take: dict[str, Any] | None) -> list[goals.Goal]:
+    """#32's goals (each next to the raw figure of its run), #14.7's (the planner under 1 GB, no
+    message over 64 KB) and #14.6's (a killed planner's jobs move again within 2x the TTL)."""
     out = []
-    if big:
-        out += [goals.Goal(f"{big['nodes']:,}-node create: planner peak memory", round(big["peak_mb"].get("planner", 0)), "<=", 1024, " MB"),
-                goals.Goal(f"{big['nodes']:,}-node create: largest message on the bus", big["largest_bytes"], "<=", 64 * 1024, " bytes")]
+    for big in curve:
+        n = f"{big['nodes']:,}-node create"
+        if big["nodes"] == 1000:
+            out.append(goals.Goal(f"{n}: tasks/s / raw acked publishes/s", round(big["tasks_per_s"] / big["raw_publish_per_s"], 2),
+                                  ">=", 0.33, "x"))
+        if big["nodes"] >= 10_000:
+            out += [goals.Goal(f"{n}: wall time, every service on this machine", round(big["wall_s"]), "<=", 300, " s"),
+                    goals.Goal(f"{n}: tracker peak memory", round(big["peak_mb"].get("tracker", 0)), "<=", TRACKER_MB, " MB"),
+                    goals.Goal(f"{n}: planner peak memory", round(big["peak_mb"].get("planner", 0)), "<=", PLANNER_MB, " MB")]
+        else:
+            out.append(goals.Goal(f"{n}: planner peak memory", round(big["peak_mb"].get("planner", 0)), "<=", 1024, " MB"))
+        out += [goals.Goal(f"{n}: bus messages per task", round(big["messages_per_task"], 1), "<=", MSGS_PER_TASK),
+                goals.Goal(f"{n}: largest message on the bus", big["largest_bytes"], "<=", 64 * 1024, " bytes")]
+    if len(curve) > 1:
+        cpu = [b["cpu_ms_per_task"] for b in curve]
+        sizes = f"{curve[0]['nodes']:,} to {curve[-1]['nodes']:,} nodes"
+        out.append(goals.Goal(f"CPU per task, largest / smallest, {sizes}", round(max(cpu) / min(cpu), 2), "<=", CPU_FLAT, "x"))
     if take and take["last_progress_s"] is not None:
         out.append(goals.Goal("takeover after kill -9: last job moving again", round(take["last_progress_s"], 1), "<=",
                               2 * take["ttl_s"], " s"))
     return out
 
 
-def big_section(big: dict[str, Any]) -> str:
-    return f"## Scale: a {big['nodes']:,}-node create"
+def curve_lines(curve: list[dict[str, Any]]) -> list[str]:
+    """The curve (tasks/s, CPU/task, messages/task by size), then where each size's CPU,
+    messages and memory went."""
+    lines = ["| nodes | final | wall | consumers caught up | tasks | tasks/s | raw acked publishes/s | ratio | CPU ms/task "
+             "| messages/task | bytes/task |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {b['nodes']:,} | {b['final']} | {b['wall_s']:.0f} s | {b['settled_s']:.0f} s | {b['tasks']:,} | {b['tasks_per_s']:.0f} | "
+              f"{b['raw_publish_per_s']:.0f} | {b['tasks_per_s'] / b['raw_publish_per_s']:.2f}x | {b['cpu_ms_per_task']:.2f} | "
+              f"{b['messages_per_task']:.1f} | {b['bytes_per_task']:,.0f} |" for b in curve]
+    names = sorted({k for b in curve for k in b["cpu_s"]}, key=lambda k: -curve[-1]["cpu_s"].get(k, 0))
+    head = " | ".join(f"{b['nodes']:,} nodes" for b in curve)
+    lines += ["", "CPU per process, seconds (µs per task):", "", f"| process | {head} |", "|---|" + "---|" * len(curve)]
+    lines += [f"| {k} | " + " | ".join(f"{b['cpu_s'].get(k, 0):.1f} ({1e6 * b['cpu_s'].get(k, 0) / max(b['tasks'], 1):.0f})"
+                                       for b in curve) + " |" for k in names]
+    kinds = sorted({k for b in curve for k, n in b["by_kind"].items() if n >= 0.01 * b["tasks"]},
+                   key=lambda k: -curve[-1]["by_kind"].get(k, 0))
+    lines += ["", "Bus messages per task by kind (the wiretap; kinds under 0.01 a task left out), and bytes per task:", "", f"| kind | {head} |", "|---|" + "---|" * len(curve)]
+    lines += [f"| {k} | " + " | ".join(f"{b['by_kind'].get(k, 0) / max(b['tasks'], 1):.2f} ({b['bytes_by_kind'].get(k, 0) / max(b['tasks'], 1):.0f} B)"
+                                       for b in curve) + " |" for k in kinds]
+    conns = sorted({k for b in curve for k in b["connections"]})
+    lines += ["", "Messages per task each connection sent / was sent (the server's `/connz`, by connection name):", "",
+              f"| connection | {head} |", "|---|" + "---|" * len(curve)]
+    lines += [f"| {k} | " + " | ".join(f"{b['connections'].get(k, {}).get('in_msgs', 0) / max(b['tasks'], 1):.2f} / "
+                                       f"{b['connections'].get(k, {}).get('out_msgs', 0) / max(b['tasks'], 1):.2f}" for b in curve) + " |"
+              for k in conns]
+    lines += ["", "Peak memory (VmHWM), MB:", "", f"| process | {head} |", "|---|" + "---|" * len(curve)]
+    lines += [f"| {k} | " + " | ".join(f"{b['peak_mb'].get(k, 0):.0f}" for b in curve) + " |" for k in names]
+    largest = max(curve, key=lambda b: b["largest_bytes"])
+    lines += ["", f"Largest message on the bus: {largest['largest_bytes']:,} bytes (`{largest['largest_subject']}`).", ""]
+    return lines
 
 
-def section(title: str, big: dict[str, Any] | None, take: dict[str, Any] | None, tps: list[dict[str, Any]]) -> str:
-    lines = [title, "", f"`bench/scale_bench.py`, {time.strftime('%Y-%m-%d')}, real processes on one nats-server "
-             "(`sync_interval: always`), the simulated cloud with no latency; measured with other work running on the machine.", ""]
-    if big:
-        peaks = ", ".join(f"{k} {v:.0f} MB" for k, v in sorted(big["peak_mb"].items()))
-        lines += [f"**A {big['nodes']:,}-node create, end to end** ({big['final']}):", "",
-                  "| figure | value | raw limit of the same run |", "|---|---|---|",
-                  f"| wall time | {big['wall_s']:.0f} s | |",
-                  f"| tasks | {big['tasks']:,} ({big['tasks_per_s']:.0f}/s) | {big['raw_publish_per_s']:.0f} acked publishes/s |",
-                  f"| events of the job | {big['events']:,} | |",
-                  f"| peak memory (VmHWM) | {peaks} | goal: planner < 1 GB |",
-                  f"| largest message on the bus | {big['largest_bytes']:,} bytes (`{big['largest_subject']}`) | goal: < 64 KB |",
-                  f"| messages on the bus | {big['messages']:,} | |", ""]
+def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None, tps: list[dict[str, Any]]) -> str:
+    lines = [title, "", f"`bench/scale_bench.py`, {time.strftime('%Y-%m-%d %H:%M')}, real processes on one nats-server "
+             "(`sync_interval: always`) with authorization on (the auth service answers the callout, every service its "
+             "own identity), the simulated cloud with no latency, one planner, "
+             "two provisioners of capacity 64. Each create is timed from the request to its final event; CPU, messages "
+             "and bytes are counted until every durable consumer of the log has also taken what it was given "
+             "(\"consumers caught up\"), so a consumer's lag is in them.", ""]
+    if curve:
+        sizes = ", ".join(f"{b['nodes']:,}" for b in curve)
+        lines += [f"**Creates, end to end** ({sizes} nodes):", "", *curve_lines(curve)]
     if take:
         lines += [f"**Takeover after kill -9** ({take['jobs']} 3-node creates on 3 planners, the victim had {take['victim_jobs']} "
                   f"jobs and {take['victim_shards']} shards; lease TTL {take['ttl_s']:g} s): shards held by the others after "
@@ -299,15 +379,16 @@ def section(title: str, big: dict[str, Any] | None, take: dict[str, Any] | None,
 def write_docs(title: str, text: str) -> None:
     doc = DOCS.read_text()
     pattern = re.compile(rf"^{re.escape(title)}\n.*?(?=^## |\Z)", re.S | re.M)
-    DOCS.write_text(pattern.sub(text, doc) if pattern.search(doc) else doc.rstrip("\n") + "\n\n" + text)
+    DOCS.write_text(pattern.sub(lambda _: text, doc) if pattern.search(doc) else doc.rstrip("\n") + "\n\n" + text)
 
 
 async def main(args: argparse.Namespace) -> None:
+    curve: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as tmp:
         base = Path(tmp)
-        big = await big_create(args, base) if args.nodes else None
-        if big:
-            print(json.dumps(big, indent=1), flush=True)
+        for nodes in args.nodes:
+            curve.append(await big_create(args, base, nodes))
+            print(json.dumps(curve[-1], indent=1), flush=True)
         take = await takeover(args, base) if args.takeover_jobs else None
         if take:
             print(json.dumps(take), flush=True)
@@ -315,32 +396,28 @@ async def main(args: argparse.Namespace) -> None:
         for n in (1, 2, 3) if args.jobs else ():
             tps.append(await throughput(args, base, n))
             print(json.dumps(tps[-1]), flush=True)
-    print(goals.line(goals_of(big, take)))
-    if big and big["nodes"] >= BIG_NODES:  # a section of its own: a default run leaves it alone
-        text = section(big_section(big), big, None, [])
+    print(goals.line(goals_of(curve, take)))
+    title = FULL_SECTION if args.full else SECTION  # a default run leaves the full curve alone
+    if curve or take or tps:
+        text = section(title, curve, take, tps)
         print(text)
         if args.write_docs:
-            write_docs(big_section(big), text)
-        big = None
-    if big or take or tps:
-        text = section(SECTION, big, take, tps)
-        print(text)
-        if args.write_docs:
-            write_docs(SECTION, text)
+            write_docs(title, text)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=1000, help="nodes of the big create (0: skip)")
-    parser.add_argument("--full", action="store_true", help="only the 10,000-node create (tens of minutes; make bench-full)")
-    parser.add_argument("--provisioners", type=int, default=2, help="provisioner processes for the big create")
+    parser.add_argument("--nodes", default="100,1000", help="sizes of the creates, comma-separated (empty: none)")
+    parser.add_argument("--full", action="store_true", help="the curve to 10,000 nodes alone (make bench-full)")
+    parser.add_argument("--provisioners", type=int, default=2, help="provisioner processes for the creates")
     parser.add_argument("--capacity", type=int, default=64, help="tasks at once per provisioner")
-    parser.add_argument("--timeout", type=float, default=7200, help="seconds the big create may take")
+    parser.add_argument("--timeout", type=float, default=7200, help="seconds a create may take")
     parser.add_argument("--takeover-jobs", type=int, default=6, help="creates in flight when a planner is killed (0: skip)")
     parser.add_argument("--lease-ttl", type=float, default=5.0, help="planners' lease TTL in the takeover part")
     parser.add_argument("--jobs", type=int, default=30, help="creates per throughput run (0: skip)")
-    parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' in docs/benchmarks.md")
+    parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' (with --full: '{FULL_SECTION}') in docs/benchmarks.md")
     options = parser.parse_args()
     if options.full:
-        options.nodes, options.takeover_jobs, options.jobs = 10_000, 0, 0
+        options.nodes, options.takeover_jobs, options.jobs = "100,1000,10000", 0, 0
+    options.nodes = [int(n) for n in str(options.nodes).split(",") if n.strip() and int(n)]
     asyncio.run(main(options))

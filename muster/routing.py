@@ -9,13 +9,14 @@ subscribes a table on JetStream; the planner's unit harness drives the same tabl
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.records import Recorded
 
 Handler = Callable[[Recorded], Awaitable[None]]
+BatchHandler = Callable[[Sequence[Recorded]], Awaitable[None]]
 
 
 class NotYet(Exception):
@@ -36,6 +37,12 @@ class Route:
     """Event type -> the name of the service's method that takes it."""
     queue: str | None = None
     """A queue group: the service's instances share the events (each reaches one)."""
+    also: tuple[str, ...] = ()
+    """More subjects the same consumer takes (its filter is `filter` and these)."""
+    batch: str | None = None
+    """The service's method that takes the events delivered together, as a list in order (a
+    consumer of one subscriber: `muster.bus.consume.consume_batches`); it does with each what
+    the method `handlers` names for its type does, so one at a time stays right too."""
 
 
 def router(service: Any, route: Route) -> Handler:
@@ -48,3 +55,17 @@ def router(service: Any, route: Route) -> Handler:
             await handler(recorded)
 
     return on_event
+
+
+def batch_router(service: Any, route: Route) -> BatchHandler:
+    """The batch consumer's handler: the events of the types the table names, to `route.batch`."""
+    assert route.batch is not None
+    take: BatchHandler = getattr(service, route.batch)
+    wanted = frozenset(route.handlers)
+
+    async def on_events(batch: Sequence[Recorded]) -> None:
+        mine = [r for r in batch if r.type in wanted]
+        if mine:
+            await take(mine)
+
+    return on_events

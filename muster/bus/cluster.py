@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from .server import NatsServer
+from .serverauth import server_auth_config
 
 CLUSTER_NAME = "muster"
 NODES = ("nats-1", "nats-2", "nats-3")
@@ -93,8 +94,6 @@ def compose_nodes() -> list[NodeAddress]:
 def deploy_configs() -> dict[str, str]:
     """`deploy/nats/<node>.conf` -> its text."""
     nodes = compose_nodes()
-    from services.auth.keys import server_auth_config
-
     # The issuer key and the auth service's password come from the environment (.env).
     auth = server_auth_config("", "", from_env=True)
     return {

@@ -23,6 +23,9 @@ import structlog
 from nats.aio.client import Client
 
 from contracts import subjects
+from contracts.tokens import TokenError, principal_of_token
+
+from . import wire
 
 log = structlog.get_logger("muster.bus")
 
@@ -62,22 +65,6 @@ def nats_url(explicit: str | None = None, data_dir: Path | None = None) -> str:
     return explicit or os.environ.get("NATS_URL") or saved_url(data_dir, "nats.url") or DEFAULT_URL
 
 
-def principal_of_token(token: str) -> str:
-    """The principal a token names: `mst_<principal>_...` for built-in tokens, the `sub` claim
-    (read, not verified: the server verifies) of an identity provider's JWT."""
-    # Imported here: the auth domain is not needed by clients that have no token.
-    from services.auth.domain.tokens import TokenError, check_size, is_builtin, looks_like_jwt, parse
-
-    check_size(token)
-    if is_builtin(token):
-        return parse(token).principal
-    if looks_like_jwt(token):
-        from services.auth.backends.idp import unverified_principal
-
-        return unverified_principal(token)
-    raise TokenError("malformed token: neither a muster token (mst_...) nor a JWT")
-
-
 def read_credentials_file(path: Path) -> str:
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -104,8 +91,6 @@ def write_credentials_file(path: Path, token: str, **extra: Any) -> None:
 
 
 def credentials(token: str | None = None) -> Credentials:
-    from services.auth.domain.tokens import TokenError
-
     source = "the token argument"
     if token is None and os.environ.get("MUSTER_TOKEN"):
         token, source = os.environ["MUSTER_TOKEN"], "$MUSTER_TOKEN"
@@ -190,5 +175,4 @@ def bearer_headers(token: str | None = None) -> dict[str, str]:
 def auth_required(nc: Client) -> bool:
     """Does the server this connection reached authorize connections (auth on)? Services check
     permissions only then: an open server (benchmarks' baseline) lets anyone say anything."""
-    info = getattr(nc, "_server_info", None) or {}
-    return bool(info.get("auth_required"))
+    return wire.auth_required(nc)

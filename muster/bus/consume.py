@@ -1,5 +1,6 @@
-"""Durable consumption of the log, with one place that decides ack / nak / term; services
-subscribe their routing tables (`muster.routing.Route`) with `consume_routes`."""
+"""Durable consumption of the log, with one place that decides ack / nak / term (sent by
+`muster.bus.wire.settle`, as every consumer's are); services subscribe their routing tables
+(`muster.routing.Route`) with `consume_routes`."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from pydantic import ValidationError
 
 from contracts import subjects
 
-from ..routing import Handler, NotYet, Route, router
+from ..ports.delivery import ACK, PROGRESS, TERM, Settle, nak
+from ..routing import BatchHandler, Handler, NotYet, Route, router
 from .bodies import Bodies
 from .eventstore import ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
+from .wire import connection_of, settle
 
 log = structlog.get_logger("muster.bus")
 
@@ -64,9 +67,10 @@ async def consume_events(
     max_failures: int | None = None,
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
     inactive_threshold: float | None = None,
+    also: Sequence[str] = (),
 ) -> JetStreamContext.PushSubscription:
-    """Deliver every event matching the filter to `handler`, at least once, resuming where the
-    durable consumer left off.
+    """Deliver every event matching the filter (and the filters `also` names) to `handler`, at
+    least once, resuming where the durable consumer left off.
 
     A handler error is logged and the event redelivered after a delay that doubles (up to
     `MAX_RETRY_DELAY_S`). An error of the bus (`transient`) is retried for as long as it
@@ -80,6 +84,10 @@ async def consume_events(
     long after its last subscriber went away (a planner that died does not leave it behind)."""
 
     bodies = Bodies(js)
+    nc = connection_of(js)
+
+    def _settle(msg: Msg, verdict: Settle) -> None:
+        _settle_on(nc, msg, verdict)
 
     async def on_msg(msg: Msg) -> None:
         structlog.contextvars.clear_contextvars()
@@ -88,7 +96,7 @@ async def consume_events(
             recorded = recorded_from_msg(msg)
         except (ValidationError, ValueError, KeyError) as err:
             log.error("undecodable event terminated", error=str(err))
-            await msg.term()
+            _settle(msg, TERM)
             return
         delivery = msg.metadata.num_delivered
         try:
@@ -108,9 +116,9 @@ async def consume_events(
                 log.info("not decided yet; will redeliver", type=recorded.type, reason=str(err), retry_in_s=delay)
             else:
                 log.exception("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay)
-            await msg.nak(delay=delay)
+            _settle(msg, nak(delay))
             return
-        await msg.ack()
+        _settle(msg, ACK)
 
     async def _keeping_claim(msg: Msg, work: Awaitable[None], interval: float) -> None:
         """A long handler (planning 10,000 nodes) tells the server it still holds the event,
@@ -120,32 +128,31 @@ async def consume_events(
             done, _ = await asyncio.wait({task}, timeout=interval)
             if done:
                 return task.result()
-            try:
-                await msg.in_progress()
-            except Exception as err:  # noqa: BLE001 - the handler goes on; a redelivery is harmless
-                log.warning("in-progress ack failed", error=str(err) or type(err).__name__)
+            _settle(msg, PROGRESS)  # (lost with the connection: a redelivery is harmless)
 
     async def _poison(msg: Msg, recorded: Recorded, err: BaseException) -> None:
-        reason = f"{type(err).__name__}: {err}"[:500]
-        if on_poison is not None:
-            try:
-                await on_poison(recorded, err)
-            except Exception:
-                log.exception("recording a poison event failed; will redeliver", type=recorded.type)
-                await msg.nak(delay=MAX_RETRY_DELAY_S)
-                return
-        log.error("poison event terminated", type=recorded.type, deliveries=msg.metadata.num_delivered, error=reason)
-        await msg.term()
+        _settle(msg, TERM if await _poisoned(recorded, err, on_poison) else nak(MAX_RETRY_DELAY_S))
 
-    config = ConsumerConfig(
+    config = _config(durable, [filter_subject, *also], ack_wait, deliver_policy, inactive_threshold)
+    return await _subscribe(js, filter_subject, durable, queue, config, on_msg)
+
+
+def _config(durable: str, filters: Sequence[str], ack_wait: float, deliver_policy: DeliverPolicy,
+            inactive_threshold: float | None) -> ConsumerConfig:
+    return ConsumerConfig(
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait,
         max_deliver=-1,
         deliver_policy=deliver_policy,
-        filter_subject=filter_subject,
+        filter_subject=filters[0] if len(filters) == 1 else None,
+        filter_subjects=list(filters) if len(filters) > 1 else None,
         inactive_threshold=inactive_threshold,
     )
+
+
+async def _subscribe(js: JetStreamContext, filter_subject: str, durable: str, queue: str | None, config: ConsumerConfig,
+                     on_msg: Callable[[Msg], Awaitable[None]]) -> JetStreamContext.PushSubscription:
     for attempt in range(1, CREATE_TRIES + 1):
         try:
             return await js.subscribe(filter_subject, queue=queue, durable=durable, stream=subjects.EVENTS_STREAM,
@@ -160,4 +167,122 @@ async def consume_events(
 async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Route],
                          **options: Any) -> list[JetStreamContext.PushSubscription]:
     """Subscribe `service` to every route of its table (options as `consume_events`)."""
-    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, **options) for r in routes]
+    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, also=r.also, **options)
+            for r in routes]
+
+
+MOST = 500
+"""The most deliveries handed to a batch handler at once."""
+
+
+async def consume_batches(
+    js: JetStreamContext,
+    filter_subject: str,
+    durable: str,
+    handler: BatchHandler,
+    ack_wait: float = 30.0,
+    on_poison: PoisonHandler | None = None,
+    max_failures: int | None = None,
+    deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
+    inactive_threshold: float | None = None,
+    most: int = MOST,
+) -> JetStreamContext.PushSubscription:
+    """`consume_events` for a handler that takes a list: every delivery waiting when the
+    handler is free goes to it at once, in order (a wave of events is one call, and one save
+    for the planner, instead of one per event). Each event is acked when its call returns.
+
+    When the handler fails, the batch is taken again one event at a time, in order, to find
+    which failed: the others are acked, the failed one is delivered again after a delay (or
+    made poison, as in `consume_events`). Acks stay explicit, one per event: with
+    `AckPolicy.ALL` an ack would settle a failed event before it (nats-server 2.15 also
+    redelivers, in a tight loop, an unacked event older than an acked redelivery)."""
+    bodies = Bodies(js)
+    nc = connection_of(js)
+    waiting: list[Msg] = []
+    drains: list[asyncio.Task[None]] = []
+
+    async def on_msg(msg: Msg) -> None:  # nats-py's callback: hand over, return at once
+        waiting.append(msg)
+        if not drains or drains[-1].done():
+            drains[:] = [asyncio.ensure_future(drain())]
+
+    async def drain() -> None:
+        while waiting:
+            batch = waiting[:most]
+            del waiting[:most]
+            await take(batch)
+
+    async def take(batch: list[Msg]) -> None:
+        taken: list[tuple[Msg, Recorded]] = []
+        for msg in batch:
+            try:
+                taken.append((msg, await inflate(bodies, recorded_from_msg(msg))))
+            except (ValidationError, ValueError, KeyError) as err:
+                log.error("undecodable event terminated", subject=msg.subject, durable=durable, error=str(err))
+                _settle_on(nc, msg, TERM)
+        if not taken:
+            return
+        try:
+            await _keeping_claims([m for m, _ in taken], handler([r for _, r in taken]), ack_wait / 3, nc)
+        except Exception:  # noqa: BLE001 - one at a time, to find which
+            if _cancelled():
+                raise asyncio.CancelledError() from None
+            for msg, recorded in taken:
+                await one(msg, recorded)
+            return
+        for msg, _ in taken:
+            _settle_on(nc, msg, ACK)
+
+    async def one(msg: Msg, recorded: Recorded) -> None:
+        try:
+            await handler([recorded])
+        except Exception as err:  # noqa: BLE001 - told to the log, delivered again
+            if _cancelled():
+                raise asyncio.CancelledError() from None
+            delivery = msg.metadata.num_delivered
+            if not transient(err) and delivery >= (max_failures or MAX_FAILURES):
+                _settle_on(nc, msg, TERM if await _poisoned(recorded, err, on_poison) else nak(MAX_RETRY_DELAY_S))
+                return
+            delay = min(RETRY_DELAY_S * 2 ** (delivery - 1), MAX_RETRY_DELAY_S)
+            log.warning("handler failed; will redeliver", type=recorded.type, delivery=delivery, retry_in_s=delay,
+                        error=f"{type(err).__name__}: {err}"[:300], durable=durable)
+            _settle_on(nc, msg, nak(delay))
+            return
+        _settle_on(nc, msg, ACK)
+
+    config = _config(durable, [filter_subject], ack_wait, deliver_policy, inactive_threshold)
+    return await _subscribe(js, filter_subject, durable, None, config, on_msg)
+
+
+def _settle_on(nc: Any, msg: Msg, verdict: Settle) -> None:
+    if not settle(nc, msg.reply, verdict):
+        log.warning("ack lost with the connection; the event is redelivered", verdict=verdict.verdict.value)
+
+
+def _cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _keeping_claims(msgs: list[Msg], work: Awaitable[None], interval: float, nc: Any) -> None:
+    """A long handler tells the server it still holds its events (see `consume_events`)."""
+    task = asyncio.ensure_future(work)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=interval)
+        if done:
+            return task.result()
+        for msg in msgs:
+            _settle_on(nc, msg, PROGRESS)
+
+
+async def _poisoned(recorded: Recorded, err: BaseException, on_poison: PoisonHandler | None) -> bool:
+    """Record what a poison event means (`on_poison`); False if that failed too (it is then
+    delivered again later)."""
+    if on_poison is not None:
+        try:
+            await on_poison(recorded, err)
+        except Exception:
+            log.exception("recording a poison event failed; will redeliver", type=recorded.type)
+            return False
+    log.error("poison event terminated", type=recorded.type, error=f"{type(err).__name__}: {err}"[:500])
+    return True

@@ -1,9 +1,8 @@
-"""The log: append and read contract events on the `EVENTS` stream.
+"""The log on JetStream: the event log port (`muster.ports.eventlog`) on the `EVENTS` stream.
 
-Appends carry the subject's expected last sequence (`Nats-Expected-Last-Subject-Sequence`), so
-a second writer working from a stale view is refused, never merged; and an idempotency key
-(`Nats-Msg-Id`), so a retried publish is stored once. Several events for one subject go in one
-atomic batch: all land or none do.
+Writes are `muster.bus.appends` (fenced by the subject's expected last sequence, de-duplicated
+by idempotency keys, several events for one subject in one atomic batch); reads are here: batch
+direct gets and ordered reads, each message decoded once from the wire.
 """
 
 from __future__ import annotations
@@ -19,32 +18,27 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import PubAck
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import NotFoundError
 
 from contracts import subjects
 from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
 from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
 from ..ports.eventlog import ConcurrencyError, StoreError
-from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
-from .chained import append_chain
-from .immediate import frame, queue
-from .wire import OrderedReader, parse_headers, raw_subscribe, raw_unsubscribe
+from .appends import MAX_ATOMIC, LogWriter
+from .bodies import H_BODY, Bodies, Offloaded, parse_stub, tenant_of
+from .ordered import OrderedReader
+from .protocol import parse_headers
+from .wire import raw_subscribe, raw_unsubscribe
 
 # The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
 # NATS import in either); they are re-exported here for the adapters that already name them.
 __all__ = [
-    "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "Append", "ConcurrencyError", "EventStore",
-    "NoDirectGet", "Recorded", "StoreError", "full_recorded_from_msg", "inflate", "recorded", "recorded_from_msg",
+    "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "MAX_ATOMIC", "Append", "ConcurrencyError",
+    "EventStore", "NoDirectGet", "Recorded", "StoreError", "full_recorded_from_msg", "inflate", "recorded", "recorded_from_msg",
 ]
 
-WRONG_LAST_SEQUENCE = (10071, 10164)
 READ_BATCH = 1000
-MAX_ATOMIC = 1000
-"""The server takes at most 1000 messages in one atomic batch (error 10199); a longer append is
-written in consecutive batches, each fenced by the sequence the previous one ended at."""
-BATCH_DUPLICATE = 10201  # an atomic batch whose message ids were already stored
 
 
 class NoDirectGet(StoreError):
@@ -107,127 +101,41 @@ async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:
 
 
 class EventStore:
-    def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0) -> None:
+    """The event log port (`muster.ports.eventlog.EventLog`) on the `EVENTS` stream. With
+    `group_commit` (the default), `submit`s made while one is on its way go together
+    (`muster.bus.appends`); without it, each goes alone at once."""
+
+    def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0, *,
+                 group_commit: bool = True) -> None:
         self.nc = nc
         self.js = nc.jetstream(timeout=timeout)
         self.stream = stream
         self.timeout = timeout
-        self._batch = 0
         self._replicated: bool | None = None
         self._asking: asyncio.Future[Any] | None = None
         self.bodies = Bodies(self.js)
+        self.writer = LogWriter(nc, self.bodies, self._last, timeout, group_commit=group_commit)
 
     # -- writing ------------------------------------------------------------------------
 
     async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None = None) -> list[int]:
-        """Append `items` to `subject`; returns their stream sequences. With `expect_last_seq`
-        (0 = the subject must be empty) a stale writer gets ConcurrencyError. More than
-        `MAX_ATOMIC` items are written in consecutive atomic parts: each part is a prefix of
-        the whole, so a failure between parts leaves a shorter but valid history."""
-        seqs: list[int] = []
-        for start in range(0, len(items), MAX_ATOMIC):
-            part = items[start : start + MAX_ATOMIC]
-            seqs += await self._append(subject, part, expect_last_seq if start == 0 else seqs[-1])
-        return seqs
-
-    async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
-        try:
-            if len(items) == 1:
-                data, headers = await self._encode(subject, items[0])
-                if expect_last_seq is not None:
-                    headers[H_EXPECT] = str(expect_last_seq)
-                ack = await self.js.publish(subject, data, headers=headers)
-                return [ack.seq]
-            ack = await self._atomic_batch([(subject, item) for item in items], expect_last_seq)
-            return list(range(ack.seq - len(items) + 1, ack.seq + 1))
-        except APIError as err:
-            if err.err_code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
-                raise StoreError(f"{subject}: {err.description or err} (code {err.err_code})") from None
-            # The server checks the expected sequence before de-duplicating, so a retry of
-            # an append that did land looks like a stale write. It is a duplicate if the
-            # subject's last event carries the retried append's last idempotency key.
-            last = await self._last(subject)
-            if last is not None and last[1].get(H_MSG_ID) == items[-1].msg_id:
-                return list(range(last[0] - len(items) + 1, last[0] + 1))
-            raise ConcurrencyError(f"{subject}: {err.description}") from None
-
-    async def _encode(self, subject: str, item: Append) -> tuple[bytes, dict[str, str]]:
-        """The message for one event: its JSON, or, past `INLINE_LIMIT`, a reference to the
-        JSON stored in BODIES (see `muster.bus.bodies`)."""
-        headers = item.headers()
-        data = item.event.model_dump_json().encode()
-        if len(data) > INLINE_LIMIT:
-            ref = await self.bodies.put(tenant_of(subject), data)
-            headers[H_BODY] = ref
-            data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data))
-        return data, headers
-
-    async def append_across(self, entries: Sequence[tuple[str, Append]]) -> list[int]:
-        """Append events to several subjects at once, with no expected sequence (events whose
-        idempotency key makes a retry harmless: claims, outcomes); returns their sequences.
-        One event is one publish; more go in one atomic batch (one commit and one disk sync for
-        all, against one each), and if the server refuses the batch because an idempotency key
-        in it was stored before (a retry), each goes alone, where a repeat is simply known."""
-        if len(entries) == 1:
-            subject, item = entries[0]
-            return await self._append(subject, [item], None)
-        seqs: list[int] = []
-        for start in range(0, len(entries), MAX_ATOMIC):
-            part = entries[start : start + MAX_ATOMIC]
-            try:
-                ack = await self._atomic_batch(part, None)
-            except APIError as err:
-                if err.err_code != BATCH_DUPLICATE:
-                    raise StoreError(f"{len(part)} events: {err.description or err} (code {err.err_code})") from None
-                for subject, item in part:
-                    seqs += await self._append(subject, [item], None)
-                continue
-            seqs += range(ack.seq - len(part) + 1, ack.seq + 1)
-        return seqs
+        """Append `items` to `subject`; returns their stream sequences (the port's contract;
+        past `MAX_ATOMIC` items, consecutive atomic parts, each a prefix of the whole)."""
+        return await self.writer.append(subject, items, expect_last_seq)
 
     async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
-        """Several appends, each event as if appended alone right after the one before, in one
-        round trip when nothing else is written meanwhile (`muster.bus.chained`)."""
-        return await append_chain(self, parts)
+        """Each event as if appended alone right after the one before, in one round trip."""
+        return await self.writer.chain(parts)
 
-    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int, subject_filter: str) -> list[int]:
-        """Events on several subjects, all or none, refused (ConcurrencyError) if any subject
-        matching `subject_filter` moved past `expect_last_seq` (the catalog's and the governance
-        entities' applies: they validate the whole of what they read)."""
-        try:
-            ack = await self._atomic_batch(entries, expect_last_seq, subject_filter)
-        except APIError as err:
-            if err.err_code in WRONG_LAST_SEQUENCE:
-                raise ConcurrencyError(f"{subject_filter}: {err.description}") from None
-            raise StoreError(f"{subject_filter}: {err.description or err} (code {err.err_code})") from None
-        return list(range(ack.seq - len(entries) + 1, ack.seq + 1))
+    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
+                            subject_filter: str) -> list[int]:
+        """Events on several subjects, all or none, fenced on the subjects a filter matches."""
+        return await self.writer.fenced(entries, expect_last_seq, subject_filter)
 
-    async def _atomic_batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None,
-                            expect_filter: str | None = None) -> PubAck:
-        # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.
-        self._batch += 1
-        batch_id = f"{entries[0][1].msg_id}~{len(entries)}"[:64]
-        # Bodies first: nothing may stand between the messages of a batch.
-        encoded = [(subject, *await self._encode(subject, item)) for subject, item in entries]
-        for i, (subject, data, headers) in enumerate(encoded, start=1):
-            headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
-            if i == 1 and expect_last_seq is not None:
-                headers[H_EXPECT] = str(expect_last_seq)
-                if expect_filter is not None:
-                    headers[H_EXPECT + "-Subject"] = expect_filter
-            if i < len(encoded):
-                # Into nats-py's send buffer as `publish` would, less its per-header checks
-                # (a batch's messages are most of what a busy provisioner sends).
-                if not queue(self.nc, frame(subject, "", headers, data)):
-                    await self.nc.publish(subject, data, headers=headers)
-            else:
-                headers["Nats-Batch-Commit"] = "1"
-                reply = await self.nc.request(subject, data, timeout=self.timeout, headers=headers)
-        answer = json.loads(reply.data)
-        if "error" in answer:
-            err = answer["error"]
-            raise APIError(code=err.get("code"), err_code=err.get("err_code"), description=err.get("description"))
-        return PubAck.from_response(answer)
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
+        """One event with no expected sequence, from synchronous code; the future gets its
+        sequence (`muster.bus.appends`: with the group waiting, or at once with `now`)."""
+        return self.writer.submit(subject, item, now=now)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -237,7 +145,7 @@ class EventStore:
         return last[0] if last else 0
 
     async def _last(self, subject: str) -> tuple[int, dict[str, str]] | None:
-        if await self.replicated():
+        if await self._is_replicated():
             try:  # the leader: it has every acknowledged write (see `_from_leader`)
                 msg = await self.js.get_last_msg(self.stream, subject)
             except NotFoundError:
@@ -261,7 +169,7 @@ class EventStore:
             if not page or len(out) >= int(answer.get("total", 0)):
                 return out
 
-    async def replicated(self) -> bool:
+    async def _is_replicated(self) -> bool:
         if self._replicated is None:
             if self._asking is None:  # one question, however many readers ask at once
                 self._asking = asyncio.ensure_future(self.js.stream_info(self.stream))
@@ -283,7 +191,7 @@ class EventStore:
             try:
                 batch = await self._direct_batch({"seq": seq, "batch": READ_BATCH, "next_by_subj": subject_filter})
             except NoDirectGet:
-                if not await self.replicated():
+                if not await self._is_replicated():
                     raise
                 break  # a stream just created or electing: the leader answers the rest
             if up_to_seq is not None and batch and batch[-1].seq > up_to_seq:
@@ -292,7 +200,7 @@ class EventStore:
             seq = batch[-1].seq + 1 if batch else seq
             if len(batch) < READ_BATCH:
                 break
-        if await self.replicated():
+        if await self._is_replicated():
             out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
         return [await inflate(self.bodies, r) for r in out]
 
@@ -320,7 +228,7 @@ class EventStore:
     ) -> int:
         """Feed every event matching the filter (or any of several filters), from `start_seq`
         on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
-        its state): an ordered push consumer read from the wire (`wire.OrderedReader`), each
+        its state): an ordered push consumer read from the wire (`ordered.OrderedReader`), each
         message decoded once, in the connection's read loop. An offloaded body is fetched
         before its event is handed over; the events after it wait their turn."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)

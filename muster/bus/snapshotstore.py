@@ -28,7 +28,8 @@ from muster.snapshots import Snapshot
 
 from . import streams
 from .bodies import CHUNK
-from .wire import OrderedReader, parse_headers
+from .ordered import OrderedReader
+from .protocol import parse_headers
 
 BUCKET = "snapshots"
 STREAM = f"KV_{BUCKET}"

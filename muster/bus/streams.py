@@ -57,6 +57,7 @@ def tasks_config(replicas: int = 1) -> StreamConfig:
         subjects=[f"{subjects.TASK}.>"],
         retention=RetentionPolicy.WORK_QUEUE,
         storage=StorageType.MEMORY,
+        allow_atomic=True,  # the planner's waves of task messages (muster.bus.taskqueue)
         duplicate_window=120.0,
         num_replicas=replicas,
     )

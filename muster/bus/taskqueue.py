@@ -1,13 +1,14 @@
 """The task queue port on JetStream: stream TASKS, one subject per tenant and provisioner class
 (`muster.task.<tenant>.<class>`); `Nats-Msg-Id` makes a repeated publish of an attempt harmless.
 
-`publish_many` pipelines: the messages go out as frames of our own into nats-py's send buffer
-(`muster.bus.immediate.frame`), up to `window` acknowledgements outstanding, and the
-acknowledgements come back on one raw inbox subscription of the queue (`muster.bus.wire`), each
-settled in the connection's read loop. Through `js.publish` each message cost a request (a
-future, a timer, a `Msg` for its answer) and, under a window, a coroutine of its own: the
-planner's queueing of a 10,000-task wave was bound by that CPU (docs/benchmarks.md, "Planner on
-a wide DAG").
+`publish_many` pipelines on the connection's publisher (`muster.bus.wire.Publisher`), up to
+`window` acknowledgements outstanding, each answered in the connection's read loop: through
+`js.publish` each message cost a request (a future, a timer, a `Msg` for its answer) and a
+coroutine of its own (docs/benchmarks.md, "Planner on a wide DAG"). Several messages go as
+atomic batches of up to `MAX_ATOMIC` (TASKS allows them): all stored or none, one answer for
+all instead of one each. A batch that is refused (a message of it was published before: a
+repeat after a restart) or not answered goes again one message at a time, where each has its
+own outcome and a repeat is simply acknowledged.
 
 TASKS lives in memory (docs/decisions/0013): `watch_resets` tells the planner when a restarted
 server lost it, so that the attempts the log says are queued go out again.
@@ -16,15 +17,14 @@ server lost it, so that the attempts the log says are queued go out again.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
 import structlog
-from nats.errors import ConnectionClosedError, Error, MaxPayloadError
-from nats.errors import TimeoutError as NatsTimeout
+from nats.errors import ConnectionClosedError, Error, MaxPayloadError, OutboundBufferLimitError
 from nats.js import JetStreamContext
 
 from contracts import subjects
@@ -33,41 +33,42 @@ from contracts.tasks import TaskMessage
 from ..ports.eventlog import StoreError
 from ..ports.taskqueue import task_msg_id
 from .connect import on_reconnect
-from .immediate import frame, queue
 from .streams import ensure_tasks_stream
-from .wire import raw_subscribe
+from .wire import Publisher, Refused, connection_of, timeout_of
 
 log = structlog.get_logger("muster.bus")
 
+LOST_AFTER = 12
+"""An answer not come after this many `timeout`s is taken as lost with the connection."""
 WINDOW = 1024
 """Acknowledgements awaited at once by `publish_many`: enough to keep the server busy, few
 enough that a connection lost midway leaves a bounded number in doubt (they are published again)."""
+MAX_ATOMIC = 1000
+"""The most messages the server takes in one atomic batch."""
 CHECK_TRIES = 8
 """Looks at TASKS after a reconnect, backing off from 0.5 s (~1 min in all): a server just
 restarted may not have its JetStream (or a cluster its meta leader) ready at once."""
 
 
 class _Batch:
-    """One `publish_many` call: each message's outcome, and whether any is still unanswered."""
+    """One `publish_many` call: each message's outcome, and those still unanswered."""
 
-    __slots__ = ("failures", "outstanding", "done")
+    __slots__ = ("failures", "pending", "done")
 
     def __init__(self, size: int) -> None:
         self.failures: list[BaseException | None] = [None] * size
-        self.outstanding = 0
+        self.pending: set[int] = set()
         self.done: asyncio.Future[None] | None = None
 
 
 class NatsTaskQueue:
     def __init__(self, js: JetStreamContext, window: int = WINDOW, timeout: float | None = None) -> None:
         self.js = js
-        self.nc: Any = js._nc
+        self.nc = connection_of(js)
         self.window = max(1, window)
-        self.timeout = timeout if timeout is not None else js._timeout
-        self._inbox = ""
-        self._starting: asyncio.Future[Any] | None = None
-        self._waiting: dict[bytes, tuple[_Batch, int]] = {}
-        self._tokens = itertools.count()
+        self.timeout = timeout if timeout is not None else timeout_of(js)
+        self.in_flight = 0
+        """Messages published and not answered yet, of every call."""
         self._space: asyncio.Future[None] | None = None
         self._answered = 0
         """Acknowledgements taken so far: a wait that saw none for `timeout` gives up."""
@@ -108,51 +109,102 @@ class NatsTaskQueue:
                 await on_reset()
 
     async def publish(self, message: TaskMessage) -> None:
-        await self.js.publish(
-            subjects.task_queue(message.tenant, message.provisioner_class),
-            message.model_dump_json().encode(),
-            headers={"Nats-Msg-Id": task_msg_id(message)},
-        )
+        [failure] = await self.publish_many([message])
+        if failure is not None:
+            raise failure
 
     async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
-        """Queue every message, pipelined; for each, None once the stream acknowledged it (a
-        de-duplicated repeat included), or why it may not have been taken. The window is the
-        queue's, shared by concurrent calls: the server answers in order, so a call behind
-        another waits its turn rather than timing out."""
+        """Queue every message, pipelined on the connection's publisher; for each, None once
+        the stream acknowledged it (a de-duplicated repeat included), or why it may not have
+        been taken. The window is the queue's, shared by concurrent calls: the server answers
+        in order, so a call behind another waits its turn."""
+        if len(messages) > 1 and all(subjects.task_queue(m.tenant, m.provisioner_class).startswith(f"{subjects.TASK}.")
+                                     for m in messages):
+            return await self._in_batches(messages)
+        return await self._one_by_one(messages)
+
+    async def _in_batches(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+        """Atomic batches of up to `MAX_ATOMIC`; what a batch did not store goes one by one."""
+        failures: list[BaseException | None] = [None] * len(messages)
+        again: list[int] = []
+        for start in range(0, len(messages), MAX_ATOMIC):
+            part = list(range(start, min(start + MAX_ATOMIC, len(messages))))
+            if not await self._batch([messages[i] for i in part]):
+                again += part
+        if again:
+            for i, failure in zip(again, await self._one_by_one([messages[i] for i in again]), strict=True):
+                failures[i] = failure
+        return failures
+
+    async def _batch(self, messages: Sequence[TaskMessage]) -> bool:
+        """One atomic batch; True once stored (every message of it)."""
+        encoded = [(subjects.task_queue(m.tenant, m.provisioner_class), m.model_dump_json().encode(), task_msg_id(m))
+                   for m in messages]
+        if any(len(data) > self.nc.max_payload for _, data, _ in encoded):
+            return False  # one by one, where the too large one fails alone
+        try:
+            while self.in_flight >= self.window:
+                await self._wait_for_space()
+        except TimeoutError:
+            return False
+        publisher = Publisher.of(self.nc)
+        await publisher.start()
+        batch_id = uuid.uuid4().hex
+        self.in_flight += 1
+        try:
+            for i, (subject, data, msg_id) in enumerate(encoded[:-1], start=1):
+                publisher.send(subject, data, {"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
+            subject, data, msg_id = encoded[-1]
+            answer = await publisher.future(subject, data, {"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch_id,
+                                                            "Nats-Batch-Sequence": str(len(encoded)), "Nats-Batch-Commit": "1"},
+                                            LOST_AFTER * self.timeout)
+        except (ConnectionClosedError, OutboundBufferLimitError, TimeoutError, StoreError):
+            return False  # whether it was stored is unknown: one by one (the stream drops repeats)
+        finally:
+            self.in_flight -= 1
+            self._wake_senders()
+        self._answered += 1
+        if b'"error"' in answer:
+            return False
+        self._last_ack = answer
+        return True
+
+    async def _one_by_one(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
         batch = _Batch(len(messages))
         if not messages:
             return batch.failures
-        await self._start()
+        publisher = Publisher.of(self.nc)
+        await publisher.start()
         max_payload = self.nc.max_payload
         sent = 0
         try:
             for index, message in enumerate(messages):
-                while len(self._waiting) >= self.window:
+                while self.in_flight >= self.window:
                     await self._wait_for_space()
                 data = message.model_dump_json().encode()
                 if len(data) > max_payload:
                     batch.failures[index] = MaxPayloadError()
                     sent += 1
                     continue
-                key = str(next(self._tokens)).encode()
-                command = frame(subjects.task_queue(message.tenant, message.provisioner_class),
-                                f"{self._inbox}.{key.decode()}", {"Nats-Msg-Id": task_msg_id(message)}, data)
-                if not queue(self.nc, command):
-                    raise ConnectionClosedError()
-                self._waiting[key] = (batch, index)
-                batch.outstanding += 1
+                # Slow is not stuck: a wave of thousands waits as long as answers come (`_wait`);
+                # the publisher's own timeout only frees an answer lost with the connection.
+                publisher.request(subjects.task_queue(message.tenant, message.provisioner_class), data,
+                                  {"Nats-Msg-Id": task_msg_id(message)}, partial(self._answer, batch, index),
+                                  LOST_AFTER * self.timeout)
+                batch.pending.add(index)
+                self.in_flight += 1
                 sent += 1
-            if batch.outstanding:
+            if batch.pending:
                 batch.done = asyncio.get_running_loop().create_future()
                 await self._wait(batch.done)
-        except (TimeoutError, NatsTimeout, ConnectionClosedError) as err:
+        except (TimeoutError, ConnectionClosedError, OutboundBufferLimitError) as err:
             # Whatever is not acknowledged by now may or may not be stored: the caller
             # publishes it again (the stream de-duplicates by `Nats-Msg-Id`).
             self._give_up(batch, err)
             for index in range(sent, len(messages)):
                 batch.failures[index] = err
         finally:
-            if batch.outstanding:  # cancelled midway: its answers must not hold the window
+            if batch.pending:  # cancelled midway: its answers must not hold the window
                 self._give_up(batch, ConnectionClosedError())
         return batch.failures
 
@@ -162,9 +214,8 @@ class NatsTaskQueue:
         await self._wait(self._space)
 
     async def _wait(self, until: asyncio.Future[None]) -> None:
-        """Send what is queued, then wait for `until`; TimeoutError when no acknowledgement at
-        all came for `timeout` (slow is not stuck: a wave of thousands takes longer)."""
-        await self.nc._flush_pending()
+        """Until `until`; TimeoutError when no acknowledgement at all came for `timeout` (a
+        wave of thousands takes longer than that, and is not stuck while answers come)."""
         while not until.done():
             seen = self._answered
             try:
@@ -174,54 +225,35 @@ class NatsTaskQueue:
                     raise
 
     def _give_up(self, batch: _Batch, err: BaseException) -> None:
-        for key in [k for k, (b, _) in self._waiting.items() if b is batch]:
-            _, index = self._waiting.pop(key)
+        for index in batch.pending:
             batch.failures[index] = err
-        batch.outstanding = 0
+        self.in_flight -= len(batch.pending)
+        batch.pending.clear()
         self._wake_senders()
 
     def _wake_senders(self) -> None:
-        if self._space is not None and not self._space.done() and len(self._waiting) <= self.window // 2:
+        if self._space is not None and not self._space.done() and self.in_flight <= self.window // 2:
             self._space.set_result(None)
 
-    async def _start(self) -> None:
-        """Subscribe the inbox the acknowledgements come to (once, before anything is sent)."""
-        if self._inbox:
-            return
-        if self._starting is None:
-            inbox = self.nc.new_inbox()
-
-            async def subscribe() -> None:
-                await raw_subscribe(self.nc, f"{inbox}.*", self._answer)
-                self._inbox = inbox
-
-            self._starting = asyncio.ensure_future(subscribe())
-        try:
-            await asyncio.shield(self._starting)
-        except Exception:
-            self._starting = None
-            raise
-
-    def _answer(self, subject: bytes, reply: bytes, data: bytes, header_block: bytes) -> None:
-        entry = self._waiting.pop(subject.rsplit(b".", 1)[-1], None)
-        if entry is None:
-            return None  # a batch given up on
+    def _answer(self, batch: _Batch, index: int, got: bytes | BaseException) -> None:
+        if index not in batch.pending:
+            return  # a batch given up on
+        batch.pending.discard(index)
+        self.in_flight -= 1
         self._answered += 1
-        batch, index = entry
-        if not data:  # a status only: 503, no stream for the subject
-            status = header_block[9:12].decode("ascii", "replace") if header_block.startswith(b"NATS/1.0 ") else "?"
-            batch.failures[index] = StoreError(f"task publish refused: status {status}")
-        elif b'"error"' in data:
+        if isinstance(got, Refused):
+            batch.failures[index] = StoreError(f"task publish refused: status {got.status}")
+        elif isinstance(got, BaseException):
+            batch.failures[index] = got  # nats' TimeoutError: whether it was stored is unknown
+        elif b'"error"' in got:
             try:
-                err = json.loads(data)["error"]
+                err = json.loads(got)["error"]
                 batch.failures[index] = StoreError(
                     f"task publish refused: {err.get('description')} (code {err.get('err_code')})")
             except (ValueError, KeyError, AttributeError):
-                batch.failures[index] = StoreError(f"task publish: unreadable answer {data[:100]!r}")
+                batch.failures[index] = StoreError(f"task publish: unreadable answer {got[:100]!r}")
         else:
-            self._last_ack = data
-        batch.outstanding -= 1
-        if batch.outstanding == 0 and batch.done is not None and not batch.done.done():
+            self._last_ack = got
+        if not batch.pending and batch.done is not None and not batch.done.done():
             batch.done.set_result(None)
         self._wake_senders()
-        return None

@@ -1,37 +1,59 @@
-"""Bulk reads of JetStream without nats-py's per-message work.
+"""The one place that touches nats-py's internals: the read-loop hook and the send buffer.
 
-A profile of a full fold of the log (docs/benchmarks.md, "Planner state rebuild") showed
-nats-py spending more time per message than decoding and folding it: parsing every header
-block with a character-by-character check of each name, building a `Msg`, queueing it for a
-subscription task, and re-splitting its reply subject for the metadata. For subscriptions
-registered here, the connection hands over the raw protocol frame instead (subject, reply,
-payload, header block as bytes), synchronously from its read loop: the callback decodes what
-it needs and nothing else. Everything else on the connection is untouched.
+- **Reading**: for subscriptions made with `raw_subscribe`, the connection hands over the raw
+  protocol frame (subject, reply, payload, header block as bytes), synchronously from its read
+  loop, instead of building a `Msg` and queueing it for a task: the callback decodes what it
+  needs and nothing else. Everything else on the connection is untouched.
+- **Writing**: `Publisher` (one per connection) writes protocol frames of its own into
+  nats-py's send buffer, behind whatever nats-py queued, and writes the buffer to the socket
+  either at once (a claim sent from the read loop, a chain) or once at the end of the loop's
+  turn (everything else: batches, a wave of task messages, acks). Answers to what it publishes come back on one inbox
+  subscription, each to the callback (or future) of its publish; a publish nobody answers
+  fails after its timeout. `settle` acks, naks, terminates or extends a JetStream delivery.
 
-`OrderedReader` uses that for what nats-py's ordered consumer does: an ephemeral push
-consumer (no acks, flow control, heartbeats) whose deliveries must come in consumer-sequence
-order; a gap or a silent consumer (a reconnect, a restarted server) re-creates it from the
-stream sequence after the last message taken, so every message is seen once, in log order.
-
-This relies on one private method of nats-py, `Client._process_msg(sid, subject, reply, data,
-headers)`, which its protocol parser calls for every MSG/HMSG (nats-py 2.16, pinned in
-requirements.lock; tests/integration/bus/test_wire.py fails if it changes).
+What is relied on, of nats-py (pinned in requirements.lock): `Client._process_msg(sid, subject,
+reply, data, headers)`, called by its parser for every MSG/HMSG; `Subscription._id`; the send
+buffer `Client._pending`, `_pending_data_size`, `_max_pending_size`, `_transport.writelines`;
+`Client._server_info`; `JetStreamContext._nc` and `_timeout`. `INTERNALS` names them and
+tests/unit/bus/test_wire_internals.py fails if one changes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Any
+import itertools
+from collections import deque
+from collections.abc import Callable
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
-from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.errors import ConnectionClosedError, OutboundBufferLimitError
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js import JetStreamContext
+
+from ..ports.delivery import Settle
+from ..ports.eventlog import StoreError
+from .protocol import frame, settle_body
+
+INTERNALS = {
+    Client: ("_process_msg", "_pending", "_pending_data_size", "_max_pending_size", "_transport", "_server_info"),
+    Subscription: ("_id",),
+    JetStreamContext: ("_nc", "_timeout"),
+}
+"""The private attributes of nats-py this module uses (instance attributes are checked on a
+connected client)."""
 
 RawHandler = Callable[[bytes, bytes, bytes, bytes], "str | None"]
 """(subject, reply, payload, header block) -> a subject to answer with an empty message, or None."""
 
+Answer = Callable[["bytes | BaseException"], None]
+"""Told the answer to a publish: its payload (a JetStream ack as JSON), or why there is none."""
+
 _HOOKS = "_muster_raw_handlers"
+_PUBLISHER = "_muster_publisher"
+
+
+# -- reading ---------------------------------------------------------------------------------
 
 
 def _handlers(nc: Client) -> dict[int, RawHandler]:
@@ -71,178 +93,186 @@ async def raw_unsubscribe(nc: Client, sub: Subscription) -> None:
         pass
 
 
-def parse_headers(block: bytes) -> tuple[str, dict[str, str]]:
-    """(status, headers) of a NATS header block: `NATS/1.0[ <status>[ <description>]]` and
-    `Name: value` lines. A status line's description goes in as `Description`."""
-    if not block:
-        return "", {}
-    lines = block.decode("utf-8", "replace").split("\r\n")
-    headers: dict[str, str] = {}
-    status = ""
-    first = lines[0]
-    if len(first) > 9:  # "NATS/1.0 404 No Messages"
-        status, _, description = first[9:].partition(" ")
-        if description:
-            headers["Description"] = description
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if sep:
-            headers[name.strip()] = value.strip()
-    return status, headers
+def auth_required(nc: Client) -> bool:
+    """Does the server this connection reached authorize connections?"""
+    info = getattr(nc, "_server_info", None) or {}
+    return bool(info.get("auth_required"))
 
 
-def ack_sequences(reply: bytes) -> tuple[int, int, int]:
-    """(stream sequence, consumer sequence, pending) from a JetStream delivery's reply subject,
-    `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<time>.<pending>` (or the v2 form
-    with a domain and an account hash after `$JS.ACK`)."""
-    tokens = reply.split(b".")
-    at = 5 if len(tokens) == 9 else 7
-    return int(tokens[at]), int(tokens[at + 1]), int(tokens[at + 3])
+def connection_of(js: JetStreamContext) -> Client:
+    return js._nc
 
 
-OnMessage = Callable[[bytes, int, bytes, bytes], None]
-"""(subject, stream sequence, payload, header block) of one message, in stream order."""
+def timeout_of(js: JetStreamContext) -> float:
+    return float(js._timeout)
 
 
-class OrderedReader:
-    """Every message of `stream` matching `filters` from `start_seq` on, in stream order, to
-    `on_message` (synchronously, from the connection's read loop); `run()` returns how many
-    once a delivery says nothing more is pending. An exception from `on_message` stops the
-    read and is raised by `run()`."""
+# -- writing ---------------------------------------------------------------------------------
 
-    def __init__(
-        self,
-        nc: Client,
-        stream: str,
-        filters: Sequence[str],
-        on_message: OnMessage,
-        *,
-        start_seq: int = 1,
-        last_per_subject: bool = False,
-        heartbeat_s: float = 2.0,
-        api_timeout: float = 10.0,
-    ) -> None:
+
+class Refused(StoreError):
+    """A publish answered with a status and no body (503: no stream takes the subject)."""
+
+    def __init__(self, subject: str, status: str) -> None:
+        super().__init__(f"{subject}: refused with status {status} (code {status})")
+        self.status = status
+
+
+class Publisher:
+    """The connection's writer: publishes with answers (`request`, `future`), publishes without
+    (`send`), and settles deliveries (`settle`). See the module's docstring."""
+
+    def __init__(self, nc: Client) -> None:
         self.nc = nc
-        self.js = nc.jetstream(timeout=api_timeout)
-        self.stream = stream
-        self.filters = list(filters)
-        self.on_message = on_message
-        self.heartbeat_s = heartbeat_s
-        self.count = 0
-        self.resets = 0
-        """How many times the consumer was re-created (a gap or a silent consumer)."""
-        self.consumer = ""
-        """The name of the consumer reading now."""
-        self._next_seq = start_seq
-        self._last_per_subject = last_per_subject
-        """Only each subject's last message (a KV bucket's current values)."""
-        self._dseq = 0
-        self._activity = 0
-        self._wake: asyncio.Future[str] | None = None
-        self._failure: BaseException | None = None
+        self.prefix = nc.new_inbox()
+        self._waiting: dict[bytes, tuple[str, Answer]] = {}
+        self._deadlines: dict[float, deque[tuple[float, bytes]]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._tokens = itertools.count()
+        self._write_due = False
+        self._subscribed: asyncio.Future[Subscription] = asyncio.ensure_future(
+            raw_subscribe(nc, f"{self.prefix}.*", self._on_answer))
 
-    async def run(self, timeout: float = 600.0) -> int:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            outcome = await self._one_consumer(deadline)
-            if outcome == "done":
-                return self.count
-            self.resets += 1  # "reset": carry on from the message after the last one taken
+    @classmethod
+    def of(cls, nc: Client) -> Publisher:
+        """The connection's publisher (made on first use; its inbox subscription is on its way)."""
+        publisher: Publisher | None = getattr(nc, _PUBLISHER, None)
+        if publisher is None or (publisher._subscribed.done() and publisher._subscribed.exception() is not None):
+            publisher = cls(nc)
+            setattr(nc, _PUBLISHER, publisher)
+        return publisher
 
-    async def _one_consumer(self, deadline: float) -> str:
-        loop = asyncio.get_running_loop()
-        wake: asyncio.Future[str] = loop.create_future()
-        self._wake, self._dseq = wake, 0
-        inbox = self.nc.new_inbox()
-        sub = await raw_subscribe(self.nc, inbox, self._handler(wake))
-        consumer = ""
+    @property
+    def ready(self) -> bool:
+        """Its inbox is subscribed: `request` may be called."""
+        return self._subscribed.done() and not self._subscribed.cancelled() and self._subscribed.exception() is None
+
+    async def start(self) -> None:
+        """Wait until the inbox is subscribed (no answer can come before it)."""
+        await asyncio.shield(self._subscribed)  # one caller cancelled must not undo it for the others
+
+    @property
+    def waiting(self) -> int:
+        """Publishes whose answer has not come yet."""
+        return len(self._waiting)
+
+    def request(self, subject: str, data: bytes, headers: dict[str, str] | None, on_answer: Answer, timeout: float,
+                *, now: bool = False) -> None:
+        """Publish with a reply: `on_answer` gets the answer's payload (from the read loop), or
+        `Refused`, or nats' TimeoutError after `timeout`. Raises at once if the connection
+        cannot take it (closed; reconnecting with a full buffer). Call after `start()`."""
+        token = str(next(self._tokens)).encode()
+        self._enqueue(frame(subject, f"{self.prefix}.{token.decode()}", headers, data))
+        self._waiting[token] = (subject, on_answer)
+        deadline = asyncio.get_running_loop().time() + timeout
+        line = self._deadlines.get(timeout)
+        if line is None:
+            line = self._deadlines[timeout] = deque()
+        line.append((deadline, token))
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(deadline)
+        self._write(now)
+
+    def future(self, subject: str, data: bytes, headers: dict[str, str] | None, timeout: float,
+               *, now: bool = False) -> asyncio.Future[bytes]:
+        """`request`, answered into a future."""
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.request(subject, data, headers, lambda got: _resolve(answer, got), timeout, now=now)
+        return answer
+
+    def send(self, subject: str, data: bytes, headers: dict[str, str] | None = None, *, now: bool = False) -> None:
+        """Publish with no reply (the messages of an atomic batch before its commit)."""
+        self._enqueue(frame(subject, "", headers, data))
+        self._write(now)
+
+    def settle(self, reply: str, settle: Settle) -> bool:
+        """Tell JetStream what became of the delivery whose reply subject this is; written with
+        the others of this turn of the loop. False if the connection cannot take it (closed, or
+        reconnecting with a full buffer): it is lost, and the server redelivers, as after any
+        lost ack."""
         try:
-            info = await self._create(inbox, deadline)
-            consumer = self.consumer = info.name
-            if info.num_pending == 0 and self._dseq == 0 and not wake.done():
-                return "done"  # nothing matches from here: no delivery will ever say so
-            seen = -1
-            while not wake.done():
-                left = deadline - loop.time()
-                if left <= 0:
-                    raise TimeoutError(f"reading {self.stream} {self.filters}: {self.count} messages in, out of time")
-                try:
-                    await asyncio.wait_for(asyncio.shield(wake), min(left, 3 * self.heartbeat_s))
-                except TimeoutError:
-                    if self._activity == seen:  # not even a heartbeat: the consumer is gone
-                        return "reset"
-                    seen = self._activity
-            if self._failure is not None:
-                raise self._failure
-            return wake.result()
-        finally:
-            await raw_unsubscribe(self.nc, sub)
-            if consumer:
-                await self._delete(consumer)
+            self._enqueue(frame(reply, "", None, settle_body(settle)))
+        except (ConnectionClosedError, OutboundBufferLimitError):
+            return False
+        self._write(False)
+        return True
 
-    async def _create(self, inbox: str, deadline: float) -> Any:
-        config = ConsumerConfig(
-            deliver_subject=inbox, ack_policy=AckPolicy.NONE, max_deliver=1, flow_control=True,
-            idle_heartbeat=self.heartbeat_s, mem_storage=True, num_replicas=1,
-            inactive_threshold=max(30.0, 10 * self.heartbeat_s),  # the server removes a lost one
-            deliver_policy=DeliverPolicy.ALL if self._next_seq <= 1 else DeliverPolicy.BY_START_SEQUENCE,
-            opt_start_seq=None if self._next_seq <= 1 else self._next_seq,
-        )
-        if self._last_per_subject and self.count == 0:  # (after a reset: on from where it was)
-            config.deliver_policy, config.opt_start_seq = DeliverPolicy.LAST_PER_SUBJECT, None
-        if len(self.filters) == 1:
-            config.filter_subject = self.filters[0]
-        else:
-            config.filter_subjects = self.filters
-        loop = asyncio.get_running_loop()
-        pause = 0.25
-        while True:  # a bounded retry of a request while the server comes back, not a poll
-            try:
-                return await self.js.add_consumer(self.stream, config)
-            except (TimeoutError, OSError, ConnectionError) as err:
-                if loop.time() + pause >= deadline:
-                    raise TimeoutError(f"reading {self.stream}: no consumer ({err or type(err).__name__})") from None
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+    def flush(self) -> None:
+        """Write what is queued now."""
+        self._write(True)
 
-    async def _delete(self, consumer: str) -> None:
-        try:
-            await self.js.delete_consumer(self.stream, consumer)
-        except Exception:  # noqa: BLE001 - it expires on its own (inactive_threshold)
-            pass
+    def _enqueue(self, command: bytes) -> None:
+        nc = self.nc
+        if nc.is_closed:
+            raise ConnectionClosedError()
+        if not nc.is_connected and (nc._max_pending_size <= 0
+                                    or len(command) + nc._pending_data_size > nc._max_pending_size):
+            raise OutboundBufferLimitError()  # as nats-py's publish while reconnecting
+        nc._pending.append(command)
+        nc._pending_data_size += len(command)
 
-    def _handler(self, wake: asyncio.Future[str]) -> RawHandler:
-        def on_raw(subject: bytes, reply: bytes, data: bytes, headers: bytes) -> str | None:
-            if wake.done():
-                return None  # a consumer given up on: its late deliveries are not ours
-            self._activity += 1
-            if not data and headers[8:9] == b" ":  # a status: flow control or a heartbeat
-                status, fields = parse_headers(headers)
-                if status != "100":
-                    return None
-                if fields.get("Description", "").startswith("FlowControl"):
-                    return reply.decode()
-                last = fields.get("Nats-Last-Consumer")
-                if last is not None and int(last) != self._dseq:
-                    wake.set_result("reset")  # we missed deliveries
-                    return None
-                return fields.get("Nats-Consumer-Stalled") or None
-            sseq, dseq, pending = ack_sequences(reply)
-            if dseq != self._dseq + 1:
-                wake.set_result("reset")
-                return None
-            self._dseq = dseq
-            try:
-                self.on_message(subject, sseq, data, headers)
-            except Exception as err:  # noqa: BLE001 - handed to run()'s caller
-                self._failure = err
-                wake.set_result("failed")
-                return None
-            self._next_seq = sseq + 1
-            self.count += 1
-            if pending == 0:
-                wake.set_result("done")
-            return None
+    def _write(self, now: bool) -> None:
+        if now:
+            self._write_pending()
+        elif not self._write_due:
+            self._write_due = True
+            asyncio.get_running_loop().call_soon(self._write_pending)
 
-        return on_raw
+    def _write_pending(self) -> None:
+        """nats-py's buffer to the socket (it does not block); while reconnecting it waits, as
+        nats-py's own commands do, for the reconnect's flush."""
+        self._write_due = False
+        nc = self.nc
+        transport = nc._transport
+        if nc._pending and nc.is_connected and transport is not None:
+            transport.writelines(nc._pending)
+            nc._pending = []
+            nc._pending_data_size = 0
+
+    def _on_answer(self, subject: bytes, reply: bytes, data: bytes, header_block: bytes) -> None:
+        entry = self._waiting.pop(subject.rsplit(b".", 1)[-1], None)
+        if entry is None:
+            return None  # expired, or answered twice
+        published, on_answer = entry
+        if data:
+            on_answer(data)
+        else:  # a status only: 503, no stream takes the subject
+            status = header_block[9:12].decode("ascii", "replace") if header_block.startswith(b"NATS/1.0 ") else "?"
+            on_answer(Refused(published, status))
+        return None
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_at = asyncio.get_running_loop().call_at(at, self._expire), at
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = asyncio.get_running_loop().time()
+        first: float | None = None
+        for line in self._deadlines.values():
+            while line and (line[0][1] not in self._waiting or line[0][0] <= now):
+                _, token = line.popleft()
+                entry = self._waiting.pop(token, None)
+                if entry is not None:
+                    entry[1](NatsTimeout())  # as `js.publish`: whether it landed is unknown
+            if line and (first is None or line[0][0] < first):
+                first = line[0][0]
+        if first is not None:
+            self._arm(first)
+
+
+def _resolve(future: asyncio.Future[bytes], got: bytes | BaseException) -> None:
+    if future.done():
+        return  # a caller that gave up
+    if isinstance(got, BaseException):
+        future.set_exception(got)
+    else:
+        future.set_result(got)
+
+
+def settle(nc: Client, reply: str, verdict: Settle) -> bool:
+    """The one way a delivery of any consumer is acked, naked, terminated or kept in progress
+    (`Publisher.settle`)."""
+    return Publisher.of(nc).settle(reply, verdict)

@@ -29,6 +29,7 @@ from contracts.catalog import KINDS, Catalog
 from contracts.events import CatalogEntityDeleted, CatalogEntityPut
 from contracts.limits import MAX_ENTITY_BYTES, check_size, json_size, over_budget
 from muster.bus.eventstore import H_EXPECT, Append, EventStore, Recorded, StoreError
+from muster.ports.eventlog import EventLog
 
 from .files import CatalogFileError
 from .plugins import PluginSpecs
@@ -141,12 +142,12 @@ def _history(records: Sequence[Recorded]) -> list[EntityVersion]:
     return out
 
 
-async def read_history(store: EventStore, tenant: str) -> list[EntityVersion]:
+async def read_history(store: EventLog, tenant: str) -> list[EntityVersion]:
     """Every version of every catalog entity of the tenant, in log order."""
     return _history(await store.read(catalog_filter(tenant)))
 
 
-async def read_state(store: EventStore, tenant: str) -> CatalogState:
+async def read_state(store: EventLog, tenant: str) -> CatalogState:
     records = await store.read(catalog_filter(tenant))
     state = CatalogState(last_seq=records[-1].seq if records else 0)
     for v in _history(records):
@@ -158,7 +159,7 @@ async def read_state(store: EventStore, tenant: str) -> CatalogState:
     return state
 
 
-async def read_catalog(store: EventStore, tenant: str) -> Catalog:
+async def read_catalog(store: EventLog, tenant: str) -> Catalog:
     return (await read_state(store, tenant)).catalog
 
 

@@ -9,6 +9,7 @@ refused, an append that lands but whose ack is lost, a publish that fails) to te
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Sequence
@@ -75,6 +76,31 @@ class MemoryEventLog:
         if fault is not None:
             raise fault.error
         return seqs
+
+    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
+                            subject_filter: str) -> list[int]:
+        last = max((r.seq for r in self.records if matches(subject_filter, r.subject)), default=0)
+        if last > expect_last_seq:
+            raise ConcurrencyError(f"{subject_filter}: wrong last sequence: {last}")
+        if any(item.msg_id in self._ids for _, item in entries):
+            raise ConcurrencyError(f"{subject_filter}: an idempotency key stored before")
+        seqs: list[int] = []
+        for subject, item in entries:
+            seqs += self._store(subject, [item], None)
+        return seqs
+
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
+        stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        fault = self._fault(subject, [item])
+        if fault is not None and not fault.lands:
+            stored.set_exception(fault.error)
+            return stored
+        [seq] = self._store(subject, [item], None)
+        if fault is not None:
+            stored.set_exception(fault.error)
+        else:
+            stored.set_result(seq)
+        return stored
 
     async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
         out: list[list[int]] = []

@@ -143,8 +143,12 @@ LOCATION_EVENTS = frozenset({
     "JobResourcesRequested", "JobResourcesGranted",
     "ClusterLeaseChanged",
 })
-"""The event types `updates_from` turns into location updates (the tracker's routing table
-takes exactly these; a test keeps the three in step)."""
+"""The event types `updates_from` turns into location updates (a test keeps the two in step)."""
+
+TASK_EVENTS = frozenset({"TaskQueued", "CleanupQueued", "TaskClaimed", "TaskSucceeded", "TaskFailed"})
+"""Those that move only a task's location: folded from the log when asked, not indexed."""
+INDEX_EVENTS = LOCATION_EVENTS - TASK_EVENTS
+"""What the tracker's index consumes (its routing table takes exactly these)."""
 
 
 def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:

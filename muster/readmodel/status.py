@@ -87,20 +87,3 @@ def status_from_log(history: list[Recorded]) -> dict[str, Any] | None:
     if view is None:
         return None
     return compose(view, task_records(tasks), layout_of(layout), "log")
-
-
-def needs_repair(view: Mapping[str, Any], locations: Mapping[str, Record]) -> list[str]:
-    """Tasks whose location the index has not caught up with (the owner knows a newer
-    attempt, or an outcome the index has no claim for): read them from the log."""
-    stale = []
-    for t in view.get("tasks", ()):
-        attempt = int(t.get("attempt") or 0)
-        if attempt == 0:
-            continue
-        loc = locations.get(str(t.get("id")))
-        if loc is None or int(loc.get("attempt", 0)) < attempt:
-            stale.append(str(t["id"]))
-        elif t.get("state") in ("succeeded", "failed") and loc.get("provisioner") is None:
-            stale.append(str(t["id"]))
-    return stale
-

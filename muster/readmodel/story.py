@@ -31,7 +31,9 @@ from contracts.records import Recorded
 from muster import snapshots
 
 from .clusters import ClusterState, cluster_view_of, job_ids
-from .status import status_from_log
+from .jobs import JobView
+from .locations import TASK, Record, merge, parse_subject, updates_from
+from .status import compose, layout_of
 
 Mark = dict[str, Any]
 """`{"last": seq, "line": {...} | None}`: a job's last event up to S and its replay line."""
@@ -74,9 +76,16 @@ class Story(ClusterState):
 
     def take_job(self, job_id: str, history: Sequence[Recorded]) -> None:
         """A job's whole history up to the point (it had events after `seq`, or is new)."""
+        fold = JobFold()
         for r in history:
-            self._saw(r)
-        self.jobs[job_id] = mark(history)
+            fold.take(r)
+        self.take_folded(job_id, fold)
+
+    def take_folded(self, job_id: str, fold: JobFold) -> None:
+        """`take_job` for a history folded as it was read (`JobFold`)."""
+        if fold.latest is not None:
+            self.latest = fold.latest if self.latest is None or fold.latest > self.latest else self.latest
+        self.jobs[job_id] = fold.mark()
 
     def covers(self, seq: int) -> None:
         """Every event of the story up to `seq` is in (the point of a snapshot)."""
@@ -107,11 +116,37 @@ STORY = snapshots.register("story", Story)
 """Snapshots of stories: their fingerprint covers the read model's source and the events'."""
 
 
-def mark(history: Sequence[Recorded]) -> Mark:
-    """A job's mark from its history up to a point."""
-    status = status_from_log(list(history))
-    line = None if status is None else {k: status[k] for k in ("operation", "state", "error", "counts", "tasks_total")}
-    return {"last": history[-1].seq if history else 0, "line": line}
+class JobFold:
+    """A job's mark folded one event at a time, in log order, as `mark` folds the whole history:
+    a job of 10,000 nodes has ~440,000 events, which need not all be held at once."""
+
+    def __init__(self) -> None:
+        self.view = JobView()
+        self.tasks: dict[str, Record] = {}
+        self.solved: list[Recorded] = []
+        self.last = 0
+        self.latest: datetime | None = None
+
+    def take(self, r: Recorded) -> None:
+        parsed = parse_subject(r.subject)
+        kind = parsed[1] if parsed is not None else ""
+        if kind == "job":
+            self.view.apply(r)
+        elif kind == "layout" and r.type == "LayoutSolved":
+            self.solved = [r]
+        elif kind == "task":
+            for u in updates_from(r.seq, r.subject, r.time.isoformat(), r.event):
+                task_id = u.ident.get("task_id")
+                if u.kind == TASK and task_id is not None:
+                    self.tasks[task_id] = merge(self.tasks.get(task_id), u) or self.tasks[task_id]
+        self.last = r.seq
+        self.latest = r.time if self.latest is None or r.time > self.latest else self.latest
+
+    def mark(self) -> Mark:
+        if not self.view.requested:
+            return {"last": self.last, "line": None}
+        status = compose(self.view.view(), self.tasks, layout_of(self.solved), "log")
+        return {"last": self.last, "line": {k: status[k] for k in ("operation", "state", "error", "counts", "tasks_total")}}
 
 
 def job_of(subject: str) -> str | None:

@@ -135,7 +135,7 @@ async def _until_waiting(client: MusterClient, tenant: str, job_id: str) -> dict
     try:
         while True:  # each turn waits for the job's or the pool's next event, with a deadline
             changed.clear()  # before the read: an event during it is not missed
-            status = await Tracker(store).job_status(tenant, job_id)
+            status = await Tracker(store, nc=store.nc).job_status(tenant, job_id)
             wanted = (status or {}).get("resources") or {}
             if status is not None and (wanted.get("position") or wanted.get("granted")):
                 return status

@@ -15,11 +15,11 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from muster.bus.serverauth import AUTH_USER, ISSUER_ENV, LOG_USER, SECRET_ENV, SYS_USER, server_auth_config
+
 from .natsjwt import Signer, new_account_seed
 
-AUTH_USER = "muster-auth"          # account AUTH: answers $SYS.REQ.USER.AUTH
-LOG_USER = "muster-auth-log"       # account MUSTER: identity events and requests
-SYS_USER = "muster-auth-sys"       # account SYS: finds and closes revoked connections
+__all__ = ["AUTH_USER", "LOG_USER", "SYS_USER", "AuthKeys", "env_lines", "server_auth_config"]
 
 
 def _private_file(path: Path, text: str) -> None:
@@ -51,34 +51,6 @@ class AuthKeys:
     def from_env(cls) -> AuthKeys | None:
         seed, secret = os.environ.get("MUSTER_AUTH_ISSUER_SEED"), os.environ.get("MUSTER_BUS_SECRET")
         return cls(seed, secret) if seed and secret else None
-
-
-ISSUER_ENV, SECRET_ENV = "MUSTER_AUTH_ISSUER", "MUSTER_BUS_SECRET"
-
-
-def server_auth_config(issuer_public: str, bus_secret: str, from_env: bool = False) -> str:
-    """The accounts and the auth callout of an authorizing nats-server (docs/security.md).
-    `from_env`: the server reads both from its environment (`$MUSTER_AUTH_ISSUER`,
-    `$MUSTER_BUS_SECRET`: compose.yaml), and the config file holds no secret."""
-    if from_env:
-        issuer_public, secret = f"${ISSUER_ENV}", f"${SECRET_ENV}"
-    else:
-        secret = f'"{bus_secret}"'
-    return "\n".join([
-        "accounts {",
-        f'  AUTH {{ users: [ {{ user: "{AUTH_USER}", password: {secret} }} ] }}',
-        f'  MUSTER {{ jetstream: enabled, users: [ {{ user: "{LOG_USER}", password: {secret} }} ] }}',
-        f'  SYS {{ users: [ {{ user: "{SYS_USER}", password: {secret} }} ] }}',
-        "}",
-        "system_account: SYS",
-        "authorization {",
-        "  auth_callout {",
-        f"    issuer: {issuer_public}",
-        "    account: AUTH",
-        f'    auth_users: [ "{AUTH_USER}", "{LOG_USER}", "{SYS_USER}" ]',
-        "  }",
-        "}",
-    ])
 
 
 def env_lines(keys: AuthKeys) -> str:

@@ -25,10 +25,19 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.identity import AuthReply, AuthRequest, IdentityEvent, PrincipalDisabled, TokenRevoked
+from contracts.identity import (
+    AuthReply,
+    AuthRequest,
+    IdentityEvent,
+    PermissionGranted,
+    PermissionRevoked,
+    PrincipalDisabled,
+    TokenRevoked,
+)
 from muster.bus.connect import connect
-from muster.bus.eventstore import Append, ConcurrencyError, EventStore
+from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
+from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 
 from .backends import IdentityBackend, identity_backends
 from .bootstrap import Bootstrap, ensure_bootstrap
@@ -82,7 +91,7 @@ class AuthService:
         self.signer = Signer(self.keys.issuer_seed)
         self.nc = await self._connect(LOG_USER, "muster-auth")
         await self._streams()
-        self.store = EventStore(self.nc)
+        self.store: EventLog = EventStore(self.nc)
         self.view = await IdentityView(self.nc, on_event=self._on_identity_event).start()
         self.backends: Sequence[IdentityBackend] = identity_backends(self.view.state, self.idp)
         await self._bootstrap()
@@ -185,6 +194,11 @@ class AuthService:
             name = f"{event.principal}:{event.token_id}"
             self._spawn(self.kick(lambda user: user == name, user=name))
         elif isinstance(event, PrincipalDisabled):
+            prefix = f"{event.principal}:"
+            self._spawn(self.kick(lambda user: user.startswith(prefix)))
+        elif isinstance(event, PermissionGranted | PermissionRevoked) and event.scope.kind == "queue":
+            # A provisioner's bus permissions name its queues: they are made when it connects,
+            # so it reconnects to get the new ones (and asks again which queues it serves).
             prefix = f"{event.principal}:"
             self._spawn(self.kick(lambda user: user.startswith(prefix)))
 

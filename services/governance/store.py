@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from contracts import subjects
 from contracts.governance import GovernanceDeleted, GovernancePut
@@ -33,9 +32,9 @@ def _digest_id(put: Put) -> str:
     return hashlib.sha256(json.dumps(put.entity, sort_keys=True).encode()).hexdigest()[:16]
 
 
-async def append_puts(store: Any, tenant: str, kind: str, puts: Sequence[Put], expect_seq: int, by: str) -> list[int]:
-    """One atomic batch (`store`: the JetStream `EventStore`), refused with ConcurrencyError when
-    the kind's subjects moved past `expect_seq`."""
+async def append_puts(store: EventLog, tenant: str, kind: str, puts: Sequence[Put], expect_seq: int, by: str) -> list[int]:
+    """One atomic batch, refused with ConcurrencyError when the kind's subjects moved past
+    `expect_seq` (`EventLog.append_fenced`)."""
     entries = [(subjects.governance_events(tenant, p.kind, p.name),
                 Append(GovernancePut(kind=p.kind, name=p.name, entity=p.entity, version=p.version, by=by),  # type: ignore[arg-type]
                        msg_id=f"gov:{tenant}:{p.kind}:{p.name}:v{p.version}:{_digest_id(p)}", version=p.version))

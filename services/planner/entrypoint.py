@@ -18,13 +18,13 @@ from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
 
 from muster.bus.connect import auth_required
-from muster.bus.consume import consume_events
+from muster.bus.consume import consume_batches, consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
-from muster.routing import router
+from muster.routing import batch_router, router
 from muster.runtime.service import main_for
 from services.auth.domain.state import IdentityState
 from services.auth.view import IdentityView
@@ -52,7 +52,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     (docs/pools.md); `ownership`: which clusters it acts for (default: all; shards: `start_planner`)."""
     store = store or EventStore(nc)
     return bootstrap(store, queue or NatsTaskQueue(store.js), config, ownership=ownership, identities=identities,
-                     pools=pools or PoolMirror(store), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
+                     pools=pools or PoolMirror(store.js), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None)
 
@@ -89,7 +89,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         identities = view.state
     queue = NatsTaskQueue(nc.jetstream())
     store = EventStore(nc)
-    mirror = PoolMirror(store)
+    mirror = PoolMirror(store.js)
     planner = nats_planner(nc, config, store, ownership=ShardOwnership(leases), identities=identities, queue=queue,
                            pools=mirror)
     sharding = Sharding(nc, planner, leases)
@@ -107,10 +107,13 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     for route in ROUTES:
         # A consumer of this planner's own: every event reaches every planner, each acts on its
         # clusters' (a shard's events that came before it was gained are read from the log).
-        subs.append(await consume_events(nc.jetstream(), route.filter, f"{route.durable}-{_durable_token(config.instance)}",
-                                         router(planner, route), ack_wait=config.ack_wait_s,
-                                         on_poison=getattr(planner, POISON), deliver_policy=DeliverPolicy.NEW,
-                                         inactive_threshold=CONSUMER_IDLE_S))
+        durable = f"{route.durable}-{_durable_token(config.instance)}"
+        options: dict[str, Any] = dict(ack_wait=config.ack_wait_s, on_poison=getattr(planner, POISON),
+                                       deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S)
+        if route.batch:  # one subscriber: the events delivered together are taken together
+            subs.append(await consume_batches(nc.jetstream(), route.filter, durable, batch_router(planner, route), **options))
+        else:
+            subs.append(await consume_events(nc.jetstream(), route.filter, durable, router(planner, route), **options))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
     # Before the shards: an attempt queued from here on is in the TASKS this watch has seen.

@@ -252,8 +252,11 @@ class Execution:
             ran.append(event.provisioner)
 
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> None:
+        await self.take_outcomes(job, cluster, [event])
+
+    async def take_outcomes(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
         catalog = await self.state.catalog(job.tenant)
-        effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
+        effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects)
 
     async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:

@@ -35,7 +35,7 @@ ROUTES = (
         "TaskClaimed": "on_task_claimed",
         "TaskSucceeded": "on_task_outcome",
         "TaskFailed": "on_task_outcome",
-    }),
+    }, batch="on_task_events"),
 )
 POISON = "on_poison"
 

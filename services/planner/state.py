@@ -41,7 +41,7 @@ class LogCatalogs:
         self.log = log
 
     async def load(self, tenant: str) -> Catalog:
-        return await read_catalog(self.log, tenant)  # type: ignore[arg-type]
+        return await read_catalog(self.log, tenant)
 
 
 class PlannerState:
@@ -224,7 +224,7 @@ class PlannerState:
                    stored: Callable[[Sequence[Append]], None] | None = None) -> None:
         """The cluster's new events, then the job's (the cluster points to its job first).
         `chain`: in one round trip, each event landing only right after the one before (a
-        prefix may be stored; see `muster.bus.chained`), for the latency paths whose events
+        prefix may be stored; see `EventLog.append_chain`), for the latency paths whose events
         are each a whole decision. `stored`: the job's events are appended in parts of at most
         `part`, each fenced by the one before, and `stored` is told of each part once it is in
         the log, while the next one is on its way (a wave of 10,000 `TaskQueued` publishes

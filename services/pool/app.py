@@ -55,8 +55,8 @@ from contracts.pools import (
     PoolRequestCancelled,
     PoolRequestClosed,
 )
-from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
 from muster.bus.repository import Repository, fence, fold, log_seq, mark_stored, pending_appends, rebuild
+from muster.ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
 
 from .adapters.callbacks import CallbackSender, target_text
 from .domain.intake import FACT_TYPES, take
@@ -77,7 +77,7 @@ def principal_of(command: PoolCommand, sender: str) -> str:
 @dataclass
 class PoolService:
     nc: Client
-    store: EventStore
+    store: EventLog
     instance: str = "pool-1"
     sender: CallbackSender | None = None
     pools: dict[str, Pool] = field(default_factory=dict)
@@ -129,8 +129,8 @@ class PoolService:
         the log and the decision made again. `create_by`: make the pool if there is none.
 
         The events of one decision are appended as a chain, each fenced on the one before
-        (`muster.bus.chained`; an atomic batch costs many single appends on file storage with
-        fsync, docs/pools.md "Latency"): every pool event is a whole decision on its own, so if only the first
+        (`EventLog.append_chain`; an atomic batch costs much more than a single append on file
+        storage with fsync: docs/pools.md): every pool event is a whole decision on its own, so if only the first
         lands (a crash, another writer), the pool is still right and the rest is decided
         again. Administrators' commands (`atomic=True`) land all or nothing: a host list
         half added would be refused as "already in pool" when sent again."""
@@ -302,8 +302,7 @@ class PoolService:
 
     async def list_pools(self) -> list[dict[str, Any]]:
         """Every pool in the log (another pool service may have made some)."""
-        info = await self.store.js.stream_info(self.store.stream, subjects_filter=subjects.ALL_POOL_EVENTS)
-        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in (info.state.subjects or {})}
+        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subjects(subjects.ALL_POOL_EVENTS)}
         for name in names:
             await self.catch_up(name)
         return [self.pools[n].summary() for n in sorted(names) if n in self.pools]

@@ -16,11 +16,12 @@ from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.records import Recorded
-from muster.bus.eventstore import EventStore, recorded_from_msg
+from muster.bus.eventstore import recorded_from_msg
 from muster.bus.repository import fold
 
 from .domain.pool import Pool
@@ -32,8 +33,8 @@ Watcher = Callable[[str, Pool, Recorded], Awaitable[None]]
 
 
 class PoolMirror:
-    def __init__(self, store: EventStore) -> None:
-        self.store = store
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
         self.pools: dict[str, Pool] = {}
         self.listeners: dict[str, set[asyncio.Queue[Recorded]]] = {}
         self.watchers: list[Watcher] = []
@@ -65,7 +66,7 @@ class PoolMirror:
             if msg.metadata.num_pending == 0:
                 self.ready.set()
 
-        self.sub = await self.store.js.subscribe(subjects.ALL_POOL_EVENTS, ordered_consumer=True, cb=on_msg,
+        self.sub = await self.js.subscribe(subjects.ALL_POOL_EVENTS, ordered_consumer=True, cb=on_msg,
                                                  deliver_policy=DeliverPolicy.ALL, stream=subjects.EVENTS_STREAM,
                                                  pending_msgs_limit=-1, pending_bytes_limit=-1)
         info = await self.sub.consumer_info()

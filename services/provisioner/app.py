@@ -18,7 +18,7 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.tasks import DrainProvisioner, HeldAttempts, ProvisionerInfo
+from muster.bus.connect import on_reconnect
 from muster.bus.eventstore import EventStore
 
 from .presence import DEFAULT_TTL_S, Presence
@@ -76,10 +77,14 @@ class Provisioner:
         replicas: int = 1,
         host: str | None = None,
         on_drained: Callable[[], None] | None = None,
+        grants: Callable[[], Awaitable[tuple[str, ...] | None]] | None = None,
     ) -> None:
         self.nc = nc
         self.config = config
         self.on_drained = on_drained
+        self.grants = grants
+        """The tenants whose queues this provisioner is granted now, asked again after every
+        reconnect (the auth service closes its connection when a queue grant changes)."""
         self.info = ProvisionerInfo(
             id=subjects.token(config.provisioner_id, "provisioner id"),
             session=uuid.uuid4().hex[:12],
@@ -91,8 +96,9 @@ class Provisioner:
             plugins=plugins.describe(),
             started_at=datetime.now(UTC),
         )
-        self.workers = Workers(nc.jetstream(), EventStore(nc), plugins, config)
-        self.presence = Presence(nc, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
+        log = EventStore(nc)  # claims and outcomes in group commits (its default), registrations
+        self.workers = Workers(nc.jetstream(), log, plugins, config)
+        self.presence = Presence(nc, log, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
         self.finished = asyncio.Event()
         """Set when drained and deregistered."""
         self._runner: asyncio.Task[None] | None = None
@@ -112,6 +118,22 @@ class Provisioner:
         self._control = [await self.nc.subscribe(r.subject(self.id), cb=getattr(self, r.handler)) for r in REPLIES]
         await self.nc.flush()  # the drain subject answers once start() returns
         self._runner = asyncio.create_task(self.workers.run(), name=f"workers-{self.id}")
+        if self.grants is not None:
+            on_reconnect(self.nc, self._regrant)
+
+    async def _regrant(self) -> None:
+        """Serve the queues granted now: a new tenant's at once, one revoked no more."""
+        assert self.grants is not None
+        try:
+            granted = await self.grants()
+            if granted is None or set(granted) == set(self.info.tenants) or self._drain is not None:
+                return
+            log.info("granted queues changed", provisioner=self.id, tenants=list(granted), were=self.info.tenants)
+            self.info = self.info.model_copy(update={"tenants": list(granted)})
+            await self.workers.serve(tuple(granted))
+            await self.presence.serve(self.info)
+        except Exception as err:  # noqa: BLE001 - the next reconnect asks again
+            log.warning("granted queues not taken up", provisioner=self.id, error=str(err) or type(err).__name__)
 
     async def drain(self) -> None:
         """Stop taking tasks, finish those in flight, deregister (reason `drained`)."""
@@ -159,7 +181,7 @@ class Provisioner:
             await msg.respond(held.model_dump_json().encode())
 
     async def _drain_and_leave(self, reason: Literal["drained", "stopped"]) -> None:
-        self.workers.draining.set()
+        self.workers.stop_taking()
         try:
             await self.presence.refresh()  # readers see `draining` at once
         except Exception as err:  # noqa: BLE001 - the record expires anyway

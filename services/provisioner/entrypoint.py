@@ -125,6 +125,8 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
             replicas=int(os.environ.get("MUSTER_REPLICAS", "1")),
             # Drained on request: stop the process the way SIGTERM does (it is already drained).
             on_drained=lambda: signal.raise_signal(signal.SIGTERM),
+            # A queue granted or revoked later is taken up live (docs/provisioner.md, "Tenants").
+            grants=(lambda: granted_tenants(nc, provisioner_class)) if granted is not None else None,
         )
         await provisioner.start()
         stack.push_async_callback(provisioner.stop)

@@ -91,7 +91,7 @@ class NodesResolver:
 
     async def nodes(self, ref: str) -> dict[str, NodeInfo]:
         """The whole map named by a manifest key (bus errors propagate: the task is retried)."""
-        found = self._maps.recall(ref)
+        found: dict[str, NodeInfo] | None = self._maps.recall(ref)
         if found is not None:
             return found
         manifest = NodeManifest.model_validate_json(await self._get(ref, "nodes map"))
@@ -104,7 +104,9 @@ class NodesResolver:
         if len(merged) != manifest.count:
             raise MapMissing(f"nodes map {ref} lists {manifest.count} nodes but its chunks hold {len(merged)}")
         # The order the planner built the map in, before it went by reference.
-        return self._maps.remember(ref, dict(sorted(merged.items())))
+        ordered = dict(sorted(merged.items()))
+        self._maps.remember(ref, ordered)
+        return ordered
 
     async def _get(self, key: str, what: str) -> bytes:
         try:

@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
 from contracts.tasks import ProvisionerInfo, ProvisionerPresence
-from muster.bus.eventstore import Append, EventStore
+from muster.ports.eventlog import Append, EventLog
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -171,7 +171,7 @@ class PresenceWatch:
     async def stop(self) -> None:
         if self._watcher is not None:
             try:
-                await self._watcher.stop()
+                await self._watcher.stop()  # type: ignore[no-untyped-call]  # (nats-py leaves it unannotated)
             except Exception as err:  # noqa: BLE001 - closed with the connection
                 log.debug("presence watcher stop failed", error=str(err) or type(err).__name__)
         if self._task is not None:
@@ -231,6 +231,7 @@ class Presence:
     def __init__(
         self,
         nc: Client,
+        log: EventLog,
         info: ProvisionerInfo,
         state: Callable[[], tuple[int, int, bool]],
         ttl_s: int = DEFAULT_TTL_S,
@@ -241,7 +242,7 @@ class Presence:
             raise ValueError(f"presence TTL must be 1..{MAX_TTL_S} s, got {ttl_s}")
         self.nc = nc
         self.js = nc.jetstream()
-        self.store = EventStore(nc)
+        self.store = log
         self.info = info
         self.state = state
         self.ttl_s = int(ttl_s)
@@ -326,11 +327,21 @@ class Presence:
         if self._refresher is not None:
             await self._refresher
 
-    async def _record(self, event: ProvisionerRegistered | ProvisionerDeregistered, what: str) -> None:
-        for tenant in self.info.tenants:
+    async def serve(self, info: ProvisionerInfo) -> None:
+        """The tenants served changed (a grant): registered on the log of each new one, and the
+        record says so at once."""
+        new = [t for t in info.tenants if t not in self.info.tenants]
+        self.info = info
+        await self._record(ProvisionerRegistered(provisioner=info), "registered", new)
+        await self._write()
+
+    async def _record(self, event: ProvisionerRegistered | ProvisionerDeregistered, what: str,
+                      tenants: list[str] | None = None) -> None:
+        for tenant in self.info.tenants if tenants is None else tenants:
+            # (The key names the tenant: keys are unique across the whole log, not per subject.)
             await self.store.append(
                 subjects.provisioner_events(tenant, self.info.id),
-                [Append(event, msg_id=f"{self.info.id}.{self.info.session}.{what}", aggregate_id=self.info.id)],
+                [Append(event, msg_id=f"{self.info.id}.{self.info.session}.{what}.{tenant}", aggregate_id=self.info.id)],
             )
 
 

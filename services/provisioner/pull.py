@@ -1,15 +1,15 @@
 """A provisioner's pull consumer, read from the wire: a task reaches its worker in the
 connection's read loop, not through nats-py's `fetch`.
 
-Dispatch latency (#16: a task queued -> its claim in the log, within 1.5x a raw pull) is spent
-mostly between a task's message arriving on the connection and its claim leaving: `fetch`
+The dispatch latency (a task queued -> its claim in the log) is spent mostly between a task's
+message arriving on the connection and its claim leaving: `fetch`
 builds a `Msg`, queues it for a task made for each message it waits for (and for the status
 that ends the request), and returns the list only then; the worker then starts a task per
 message. Here the pull requests are sent by hand, as the JetStream protocol has them (a JSON
 request on `$JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>`, our inbox as the reply), and each
-delivery goes to `on_msg` synchronously from the read loop (`muster.bus.wire`), as a nats-py
-`Msg` so that acks, naks and metadata work as before. docs/benchmarks.md, "Provisioner
-dispatch", has the figures.
+delivery goes to `on_msg` synchronously from the read loop (`muster.bus.wire`), as its reply
+subject and payload (the worker answers it through `muster.bus.wire.settle`).
+docs/benchmarks.md, "Provisioner dispatch", has the figures.
 
 A request asks for up to `batch` tasks and waits up to `wait_s` for the first (`no_wait` with
 `expires`): the server delivers what is there, then ends the request with a status (404/408),
@@ -21,16 +21,26 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.errors import APIError, ServiceUnavailableError
+from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
-from muster.bus.wire import parse_headers, raw_subscribe, raw_unsubscribe
+from muster.bus.protocol import parse_headers
+from muster.bus.wire import raw_subscribe, raw_unsubscribe
 
+log = structlog.get_logger("muster.provisioner")
+
+FETCH_WAIT_S = 5.0
+"""How long one pull waits on the server for a task. It returns as soon as one arrives; the
+renewal only bounds how long a pull lost with a broken connection goes unnoticed."""
+MAX_BATCH = 256
+"""The most tasks one pull asks for."""
+MAX_PAUSE_S = 10.0
+"""The longest pause of a puller after the bus failed it (it doubles from 0.5 s)."""
 ENDS_QUIETLY = ("404", "408", "409")
 """No messages, the request expired, or it was cut (a leader change, too many waiting): ask again."""
 HEARTBEAT = "100"
@@ -39,7 +49,7 @@ LOST_AFTER_S = 1.0
 
 
 class RawPull:
-    def __init__(self, nc: Client, stream: str, durable: str, on_msg: Callable[[Msg], None]) -> None:
+    def __init__(self, nc: Client, stream: str, durable: str, on_msg: Callable[[bytes, bytes], None]) -> None:
         self.nc, self.on_msg = nc, on_msg
         self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self.inbox = nc.new_inbox()
@@ -82,7 +92,7 @@ class RawPull:
                 self._end(status, headers.get("Description", ""))
             return None
         self._got += 1
-        self.on_msg(Msg(_client=self.nc, subject=subject.decode(), reply=reply.decode(), data=data))
+        self.on_msg(reply, data)
         if self._got >= self._wanted:
             self._end("", "")  # the batch is full: the server ends the request without a word
         return None
@@ -97,3 +107,47 @@ class RawPull:
             ended.set_exception(ServiceUnavailableError(code=503, description=description or "no responders"))
         else:
             ended.set_exception(APIError(code=int(status) if status.isdigit() else None, description=description))
+
+
+async def keep_pulling(pull: RawPull, tenant: str, wanted: Callable[[], int], may_pull: asyncio.Event,
+                       draining: asyncio.Event, redeclare: Callable[[], Awaitable[None]]) -> None:
+    """Pull while `may_pull` is set, as many as `wanted()`, until `draining`; after a failure of
+    the bus, pause (doubling), and declare the queue again if it is gone."""
+    failures = 0
+    # Not `while True`: a cancel that lands inside a pull can be lost (as the pull times out;
+    # Python 3.11's wait_for), and the loop would pull on and keep the drain waiting.
+    while not draining.is_set():
+        await may_pull.wait()
+        want = min(wanted(), MAX_BATCH)
+        if want <= 0:
+            continue
+        asked = asyncio.get_running_loop().time()
+        try:
+            got = await pull.pull(want, FETCH_WAIT_S)
+        except NatsTimeout:
+            continue
+        except Exception as err:  # noqa: BLE001 - the bus failed us: pause, then ask again
+            failures += 1
+            await _pause(failures, draining, "task pull failed", tenant, err)
+            if isinstance(err, (NotFoundError, ServiceUnavailableError)):  # deleted, or no leader yet
+                try:
+                    await redeclare()
+                except Exception as again:  # noqa: BLE001 - the next pull will tell
+                    log.warning("task queue declaration failed", tenant=tenant, error=str(again) or type(again).__name__)
+            continue
+        if got:
+            failures = 0
+        elif asyncio.get_running_loop().time() - asked < FETCH_WAIT_S / 2:
+            # A status ended the request early with nothing (no leader, a request cut): do not
+            # ask again at once, or the loop would spin until the server is back.
+            failures += 1
+            await _pause(failures, draining, "task pull ended empty", tenant, None)
+
+
+async def _pause(failures: int, draining: asyncio.Event, what: str, tenant: str, err: BaseException | None) -> None:
+    seconds = min(0.5 * 2 ** (failures - 1), MAX_PAUSE_S)
+    log.warning(what, tenant=tenant, retry_in_s=seconds, **({"error": str(err) or type(err).__name__} if err else {}))
+    try:
+        await asyncio.wait_for(draining.wait(), seconds)
+    except TimeoutError:
+        pass

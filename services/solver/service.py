@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable
-from muster.bus.eventstore import Append, ConcurrencyError, EventStore, Recorded
+from muster.ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
 
 from .domain import SolveError, SolveRequest, solve
 
@@ -49,7 +49,7 @@ def answer(request: LayoutRequested, solver: str) -> LayoutSolved | LayoutUnsolv
 
 
 class SolverService:
-    def __init__(self, store: EventStore, name: str) -> None:
+    def __init__(self, store: EventLog, name: str) -> None:
         self.store = store
         self.name = name
 

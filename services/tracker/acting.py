@@ -30,7 +30,8 @@ import nats.errors
 import structlog
 from nats.aio.client import Client
 
-from muster.bus.connect import auth_required, connect, principal_of_token
+from contracts.tokens import principal_of_token
+from muster.bus.connect import auth_required, connect
 
 log = structlog.get_logger("muster.tracker")
 

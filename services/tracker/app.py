@@ -2,8 +2,8 @@
 
 Status comes from the job's owner (a request on `muster.q.<tenant>.job.<id>` with a short
 timeout; only the owning planner answers) or, when nobody answers, from the job's events in
-the log. Locations come from the shared index (KV `locations`), repaired from the log for any
-task the index has not caught up with yet.
+the log. Jobs' and clusters' locations come from the shared index (KV `locations`); where each
+task runs is derived from the job's task events in the log when asked (`tasks.py`).
 """
 
 from __future__ import annotations
@@ -18,21 +18,25 @@ from typing import Any
 
 import nats.errors
 import structlog
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.records import Recorded
+from muster.bus.bodies import Bodies
 from muster.bus.connect import principal_of
-from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from muster.bus.eventstore import inflate, recorded_from_msg
 from muster.bus.repository import rebuild
+from muster.ports.eventlog import EventLog
 from muster.readmodel.clusters import cluster_view
-from muster.readmodel.locations import Record, cluster_key, job_key, task_location, updates_from
-from muster.readmodel.status import compose, layout_of, needs_repair, split_history, status_from_log, task_records
+from muster.readmodel.locations import TASK, Record, cluster_key, job_key, task_location, updates_from
+from muster.readmodel.status import compose, layout_of, split_history, status_from_log, task_records
 from services.pool.domain.pool import Pool
 
 from .adapters.kv import LocationIndex
+from .tasks import TaskLocations
 
 log = structlog.get_logger("muster.tracker")
 
@@ -72,7 +76,7 @@ def _page(items: Sequence[dict[str, Any]], after: int, limit: int, key: str = "s
 
 @dataclass
 class Tracker:
-    store: EventStore
+    store: EventLog
     index: LocationIndex | None = None
     owner_timeout: float = 0.25
     max_age: float = 0.05
@@ -86,20 +90,23 @@ class Tracker:
     it a waiting job's place is folded from the pool's events."""
     stories: Any = None
     """Story snapshots (`muster.bus.snapshotstore.SnapshotStore`) a replay may start from."""
+    nc: Client = field(kw_only=True)
+    """For the live story of a job (an ordered consumer) and requests to a job's owner."""
     _answers: OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]] = field(default_factory=OrderedDict)
     _asking: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict)
 
-    @property
-    def nc(self) -> Any:
-        return self.store.nc
+    def __post_init__(self) -> None:
+        self.tasks = TaskLocations(self.store)
 
     # -- feeding the index from the log ----------------------------------------------------
 
     async def on_event(self, recorded: Recorded) -> tuple[int, int]:
-        """Apply the location updates of one event: (how many it makes, how many changed the
-        index; the others were repeats or superseded)."""
+        """Apply the location updates of one event to the jobs' and clusters' records: (how
+        many it makes, how many changed the index; the others were repeats or superseded).
+        Tasks have no record in the index (`tasks.py`)."""
         assert self.index is not None
-        updates = updates_from(recorded.seq, recorded.subject, recorded.time.isoformat(), recorded.event)
+        updates = [u for u in updates_from(recorded.seq, recorded.subject, recorded.time.isoformat(), recorded.event)
+                   if u.kind != TASK]
         changed = 0
         for update in updates:
             changed += await self.index.apply(update)
@@ -210,19 +217,13 @@ class Tracker:
         return layout_of(await self.store.read(subjects.layout_events(tenant, job_id)))
 
     async def task_locations(self, tenant: str, job_id: str, view: dict[str, Any] | None = None) -> dict[str, Record]:
-        """Task locations by task id from the index, with the tasks it lags on read from the log."""
-        records = {r.ident["task_id"]: r for r in self.index.mirror.tasks(tenant, job_id)} if self.index else {}
-        stale = needs_repair(view, records) if view is not None else []
-        if stale:
-            histories = await asyncio.gather(*(self.store.read(subjects.task_history_filter(tenant, job_id, t)) for t in stale))
-            for t, history in zip(stale, histories, strict=True):
-                records.update(task_records(history, {t: records[t]} if t in records else None))
-        return records
+        """Where each task of the job runs (by task id), from its claims and outcomes in the log."""
+        return await self.tasks.of(tenant, job_id, with_queued=False)
 
     async def job_location(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         record = self.index.mirror.get(job_key(tenant, job_id)) if self.index is not None else None
         if record is not None:
-            tasks = await self.task_locations(tenant, job_id)
+            tasks = await self.tasks.of(tenant, job_id)
             return {"job_id": job_id, "cluster_id": record.get("cluster_id"), "owner": record.get("owner"),
                     "owner_seq": _stamp_seq(record, "owner"), "source": "index",
                     "tasks": [task_location(r) for _, r in sorted(tasks.items())]}
@@ -258,7 +259,7 @@ class Tracker:
         since) does not end the story: only the last one does."""
         queue: asyncio.Queue[Msg] = asyncio.Queue()
         config = ConsumerConfig(filter_subjects=subjects.job_history_filters(tenant, job_id), deliver_policy=DeliverPolicy.ALL)
-        sub = await self.store.js.subscribe(
+        sub = await self.nc.jetstream().subscribe(
             subjects.job_events(tenant, job_id), stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config,
             cb=queue.put, idle_heartbeat=2.0,
         )
@@ -269,7 +270,7 @@ class Tracker:
                 except TimeoutError:
                     yield None
                     continue
-                recorded = await inflate(self.store.bodies, recorded_from_msg(msg))
+                recorded = await inflate(Bodies(self.nc.jetstream()), recorded_from_msg(msg))
                 yield recorded
                 if recorded.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                     return

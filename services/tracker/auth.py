@@ -253,15 +253,15 @@ async def whoami(request: web.Request) -> web.Response:
                               "grants": [{"permission": g.permission, "scope": str(g.scope)} for g in grants]})
 
 
-async def start_checking(store: Any, holder: list[HttpAuth | None]) -> Any:
+async def start_checking(nc: Any, holder: list[HttpAuth | None]) -> Any:
     """With auth on (the server authorizes connections), follow the identity events and
     check tokens; returns the view to stop, or None (auth off)."""
     from muster.bus.connect import auth_required
     from services.auth.backends import identity_backends
     from services.auth.view import IdentityView
 
-    if not auth_required(store.nc):
+    if not auth_required(nc):
         return None
-    view = await IdentityView(store.nc).start()
+    view = await IdentityView(nc).start()
     holder[0] = HttpAuth(view.state, identity_backends(view.state))
     return view

@@ -62,7 +62,7 @@ async def status(job_id: str, bus: Bus, tracker_url: str | None, as_json: bool) 
     job, tenant = _check(job_id, UUID_PATTERN, "job id"), _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
     body = await _status_from_tracker(bus.tracker_url(tracker_url), tenant, job)
     if body is None:
-        body = await _with_store(bus, lambda s: Tracker(s).job_status(tenant, job))
+        body = await _with_store(bus, lambda s: Tracker(s, nc=s.nc).job_status(tenant, job))
     if body is None:
         raise CliError(f"no job {job} in tenant {tenant}", EXIT_INVALID)
     if as_json:
@@ -94,7 +94,7 @@ async def _status_from_tracker(url: str, tenant: str, job_id: str) -> dict[str, 
 async def watch(job_id: str, bus: Bus, deadline: float | None) -> None:
     """Follow a job live, stage by stage, until it ends. Exit 0 if it succeeded, 1 if not."""
     job, tenant = _check(job_id, UUID_PATTERN, "job id"), _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
-    state = await _with_store(bus, lambda s: _watch(Tracker(s), tenant, job, deadline))
+    state = await _with_store(bus, lambda s: _watch(Tracker(s, nc=s.nc), tenant, job, deadline))
     if state != "succeeded":
         raise stop(EXIT_FAILED)
 

@@ -20,6 +20,7 @@ import structlog
 from aiohttp import web
 from prometheus_client.registry import Collector
 
+from contracts import subjects
 from contracts.identity import Scope
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
@@ -31,7 +32,7 @@ from .adapters.kv import LocationIndex
 from .app import Tracker
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
 from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
-from .routing import ROUTES, IndexFeeder
+from .routing import OLD_DURABLES, ROUTES, IndexFeeder
 from .story import StoryWriter
 
 log = structlog.get_logger("muster.tracker")
@@ -214,13 +215,13 @@ def make_app(
     holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
     app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age,
-                      stories=SnapshotStore(store.nc, replicas))
+                      stories=SnapshotStore(store.nc, replicas), nc=store.nc)
     app[TRACKER] = tracker
     planners = PlannerQueues(store.nc)
     sources: list[Any] = [planners, WorkerScaling(store.nc, planners)] if planner_metrics else []
     app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=sources)
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
-    pools.setup_pools(app, store)
+    pools.setup_pools(app, store.js)
     tracker.position_of = app[pools.POOLS].position
     write_routes.setup_writes(app, store)
     document = json.dumps(contract.document()).encode()
@@ -233,7 +234,7 @@ def make_app(
         setup_ui(app, TRACKER, auth=auth_.ConsoleTokens(lambda: holder[0]))
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
-        view = await auth_.start_checking(store, holder) if auth is True else None
+        view = await auth_.start_checking(store.nc, holder) if auth is True else None
         owned = index is True
         if owned:
             tracker.index = await LocationIndex.open(store.js, replicas=replicas)
@@ -244,6 +245,7 @@ def make_app(
         writer = None
         if consume and tracker.index is not None:
             writer = StoryWriter(store, tracker.stories) if tracker.stories is not None else None
+            await _drop_old_durables(store.js)
             subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS], writer), ROUTES)
         yield
         if writer is not None:
@@ -259,3 +261,10 @@ def make_app(
 
     app.cleanup_ctx.append(lifecycle)
     return app
+
+
+async def _drop_old_durables(js: Any) -> None:
+    """The index's consumer of an earlier version took every event: it would hold them forever."""
+    for durable in OLD_DURABLES:
+        with contextlib.suppress(Exception):  # gone already, or another tracker deleted it first
+            await js.delete_consumer(subjects.EVENTS_STREAM, durable)

@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from nats.js import JetStreamContext
 
 from contracts import subjects
-from muster.bus.eventstore import EventStore
 from muster.bus.repository import log_seq
-from muster.readmodel.pools import change_for, pool_view
+from services.pool.domain.views import change_for, pool_view
 from services.pool.mirror import PoolMirror
 
 from .params import BadParameter, not_found, shown, tenant_of
@@ -24,8 +24,8 @@ from .sse import KEEPALIVE_S, sse
 POOLS = web.AppKey("pools", PoolMirror)
 
 
-def setup_pools(app: web.Application, store: EventStore) -> None:
-    app[POOLS] = mirror = PoolMirror(store)
+def setup_pools(app: web.Application, js: JetStreamContext) -> None:
+    app[POOLS] = mirror = PoolMirror(js)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         await mirror.start()

@@ -1,8 +1,10 @@
 """The tracker's routing table: what it consumes from the log, and which handler takes it.
 
-One durable consumer, `tracker-locations`, shared by every tracker (a queue group), feeds the
-location index. `grep` an event's name here to see that the tracker consumes it; the fold
-itself is `muster/readmodel/locations.py` (`updates_from`). Other event types on the log are
+One durable consumer, `tracker-index`, shared by every tracker (a queue group), feeds the
+location index of jobs and clusters, from the job, cluster and layout subjects only: the
+claims and outcomes of tasks never reach it (where a task runs is read from the log when asked,
+`tasks.py`). `grep` an event's name here to see that the tracker consumes it; the fold itself
+is `muster/readmodel/locations.py` (`updates_from`). Other event types on those subjects are
 acknowledged and ignored. The tracker also *reads* the log live (ordered consumers, no
 durable): a job's story for `GET /v1/jobs/{id}/stream` and `muster watch`, see app.py.
 """
@@ -17,10 +19,12 @@ from .app import Tracker
 from .metrics import TrackerMetrics
 from .story import StoryWriter
 
-LOCATIONS = "tracker-locations"
+INDEX = "tracker-index"
+OLD_DURABLES = ("tracker-locations",)
+"""The index's consumers of earlier versions (every event): deleted at start."""
 
 ROUTES = (
-    Route(LOCATIONS, subjects.ALL_EVENTS, {
+    Route(INDEX, subjects.ALL_JOB_EVENTS, {
         "JobRequested": "on_location_event",
         "LayoutSolved": "on_location_event",
         "JobPlanned": "on_location_event",
@@ -36,16 +40,11 @@ ROUTES = (
         "JobCancelRequested": "on_location_event",
         "JobResourcesRequested": "on_location_event",
         "JobResourcesGranted": "on_location_event",
-        "TaskQueued": "on_location_event",
-        "CleanupQueued": "on_location_event",
-        "TaskClaimed": "on_location_event",
-        "TaskSucceeded": "on_location_event",
-        "TaskFailed": "on_location_event",
         "ClusterRequested": "on_location_event",
         "ClusterStatusChanged": "on_location_event",
         "ClusterLayoutChanged": "on_location_event",
         "ClusterLeaseChanged": "on_location_event",
-    }, queue=LOCATIONS),
+    }, queue=INDEX, also=(subjects.ALL_CLUSTER_EVENTS, subjects.ALL_LAYOUT_EVENTS)),
 )
 
 

@@ -23,7 +23,7 @@ from contracts import subjects
 from contracts.records import Recorded
 from muster import snapshots
 from muster.readmodel.clusters import job_ids, prefix
-from muster.readmodel.story import STORY, Story, job_of
+from muster.readmodel.story import STORY, JobFold, Story, job_of
 from muster.snapshots import Snapshot, SnapshotError
 
 log = structlog.get_logger("muster.tracker")
@@ -95,8 +95,8 @@ async def story_at(store: Log, tenant: str, cluster_id: str, seq: int | None, at
         stale += story.take_own(prefix([r for r in tail if r.subject == own_subject], seq, at))
     if not story.started:
         return None
-    for job, history in zip(stale, await _histories(store, tenant, stale, seq), strict=True):
-        story.take_job(job, prefix(history, seq, at))
+    for job, fold in zip(stale, await _folds(store, tenant, stale, seq, at), strict=True):
+        story.take_folded(job, fold)
     return story
 
 
@@ -124,12 +124,24 @@ async def _after(store: Log, filters: Sequence[str], start: int) -> list[Recorde
     return sorted(got, key=lambda r: r.seq)
 
 
-async def _histories(store: Log, tenant: str, jobs: Sequence[str], seq: int | None) -> list[list[Recorded]]:
+async def _folds(store: Log, tenant: str, jobs: Sequence[str], seq: int | None, at: datetime | None) -> list[JobFold]:
+    """Each job's history up to the point, folded as it is read (one ordered read of its
+    subjects): a big job's events are never all held at once."""
     gate = asyncio.Semaphore(AT_ONCE)
 
-    async def one(job: str) -> list[Recorded]:
+    async def one(job: str) -> JobFold:
+        fold = JobFold()
+        past = False
+
+        def take(r: Recorded) -> None:
+            nonlocal past
+            past = past or (seq is not None and r.seq > seq) or (at is not None and r.time > at)
+            if not past:  # a prefix, as `prefix` cuts a read history
+                fold.take(r)
+
         async with gate:
-            return await store.read_many(subjects.job_history_filters(tenant, job), up_to_seq=seq)
+            await store.replay(subjects.job_history_filters(tenant, job), take)
+        return fold
 
     return list(await asyncio.gather(*(one(job) for job in jobs)))
 

@@ -59,8 +59,9 @@ def test_every_handler_a_table_names_exists() -> None:
                 assert callable(getattr(service, name, None)), f"{route.durable}: {event_type} -> {service.__name__}.{name}"
 
 
-def test_the_tracker_routes_exactly_the_events_that_move_a_location() -> None:
+def test_the_tracker_routes_exactly_the_events_that_move_a_job_or_cluster_location() -> None:
     (route,) = TRACKER_ROUTES
     in_cases = {t for line in inspect.getsource(locations.updates_from).splitlines() if line.strip().startswith("case ")
                 for t in re.findall(r'"(\w+)"', line)}
-    assert set(route.handlers) == locations.LOCATION_EVENTS == in_cases
+    assert locations.LOCATION_EVENTS == in_cases
+    assert set(route.handlers) == locations.INDEX_EVENTS == in_cases - locations.TASK_EVENTS

@@ -9,7 +9,6 @@ such a token names `jwt-<jti>` (or `jwt-<first 12 hex of its SHA-256>` when it h
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -58,20 +57,6 @@ def token_id_of(token: str, claims: dict[str, Any]) -> str:
     if isinstance(jti, str) and jti and len(jti) <= 64 and jti.replace("-", "").isalnum():
         return f"jwt-{jti}"
     return "jwt-" + hashlib.sha256(token.encode()).hexdigest()[:12]
-
-
-def unverified_principal(token: str, claim: str = "sub") -> str:
-    """What a client needs before connecting: its own principal, read from the JWT's payload
-    without checking the signature (the server's auth service checks it)."""
-    try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (IndexError, ValueError):
-        raise TokenError("malformed JWT: its payload is not base64url JSON") from None
-    value = claims.get(claim) if isinstance(claims, dict) else None
-    if not isinstance(value, str) or not valid_principal_id(value):
-        raise TokenError(f"the JWT's {claim!r} claim is not a principal id (1-64 lowercase letters, digits or '-')")
-    return value
 
 
 class IdpBackend:

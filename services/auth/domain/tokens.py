@@ -1,7 +1,7 @@
-"""Bearer tokens: made, parsed and checked without IO (the caller passes randomness and time).
+"""Bearer tokens: made and checked without IO (the caller passes randomness and time); their
+format and parsing are `contracts.tokens`.
 
-A built-in token is `mst_<principal>_<token id>_<secret>`: the principal is readable so that any
-client knows its own subjects and inbox; the secret is 32 random bytes in hex. The log keeps only
+A built-in token is `mst_<principal>_<token id>_<secret>`; the secret is 32 random bytes in hex. The log keeps only
 a random salt and SHA-256(salt + secret) (docs/decisions/0009: a slow KDF gains nothing against a
 256-bit random secret and would be paid on every connection and HTTP request).
 """
@@ -10,29 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
-from dataclasses import dataclass
 
 from contracts.identity import valid_principal_id
+from contracts.tokens import PREFIX, ParsedToken, TokenError, check_size, is_builtin, looks_like_jwt, parse
 
-PREFIX = "mst"
-MAX_TOKEN_CHARS = 4096
-"""Longer than any token we issue or any sane identity-provider JWT: refused unread."""
-
-TOKEN_ID = re.compile(r"^[0-9a-f]{12}$")
-SECRET = re.compile(r"^[0-9a-f]{64}$")
-JWT_SHAPE = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
-
-
-class TokenError(ValueError):
-    """A token refused before any lookup; the message is the reason (never the token)."""
-
-
-@dataclass(frozen=True)
-class ParsedToken:
-    principal: str
-    token_id: str
-    secret: str
+__all__ = ["ParsedToken", "TokenError", "check_size", "digest", "is_builtin", "looks_like_jwt", "make_token", "matches",
+           "parse", "redact"]
 
 
 def digest(salt_hex: str, secret: str) -> str:
@@ -47,40 +30,6 @@ def make_token(principal: str, token_id_bytes: bytes, secret_bytes: bytes, salt_
         raise ValueError("make_token needs 6, 32 and 16 random bytes")
     token_id, secret, salt = token_id_bytes.hex(), secret_bytes.hex(), salt_bytes.hex()
     return f"{PREFIX}_{principal}_{token_id}_{secret}", token_id, salt, digest(salt, secret)
-
-
-def check_size(token: object) -> str:
-    if not isinstance(token, str) or not token:
-        raise TokenError("no token given")
-    if len(token) > MAX_TOKEN_CHARS:
-        raise TokenError(f"token too long ({len(token)} characters; at most {MAX_TOKEN_CHARS})")
-    if not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
-        raise TokenError("token has characters a token never has (spaces, control or non-ASCII characters)")
-    return token
-
-
-def is_builtin(token: str) -> bool:
-    return token.startswith(PREFIX + "_")
-
-
-def looks_like_jwt(token: str) -> bool:
-    return JWT_SHAPE.fullmatch(token) is not None
-
-
-def parse(token: object) -> ParsedToken:
-    """A built-in token's parts, or TokenError saying what is wrong with it."""
-    text = check_size(token)
-    parts = text.split("_")
-    if len(parts) != 4 or parts[0] != PREFIX:
-        raise TokenError("malformed token: expected mst_<principal>_<id>_<secret>")
-    _, principal, token_id, secret = parts
-    if not valid_principal_id(principal):
-        raise TokenError("malformed token: the principal part is not a principal id")
-    if not TOKEN_ID.fullmatch(token_id):
-        raise TokenError("malformed token: the id part is not 12 hex digits")
-    if not SECRET.fullmatch(secret):
-        raise TokenError("malformed token: the secret part is not 64 hex digits")
-    return ParsedToken(principal, token_id, secret)
 
 
 def matches(parsed: ParsedToken, salt_hex: str, digest_hex: str) -> bool:

@@ -169,6 +169,29 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
     late result); if a redelivery, what we did with it the first time may have been recorded
     without its task messages getting out (a failed publish, an ack lost in a failover), so the
     job's queued attempts are published again."""
+    return take_outcomes(job, cluster, [event], services, settings, policy)
+
+
+def take_outcomes(job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed], services: Mapping[str, Service],
+                  settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
+    """Several results, in the order given, then one step of the job: the same events as
+    taking each alone would record, except that what becomes ready is queued once at the end
+    (a wave of outcomes is one save, not one per outcome). Results after the job ended change
+    nothing."""
+    effects = Effects()
+    changed = False
+    for event in events:
+        if job.is_final:
+            break
+        one = _take(job, cluster, event, settings)
+        changed |= not one.republish_queued
+        effects += one
+    if changed:
+        effects += advance(job, cluster, services, settings, policy)
+    return effects
+
+
+def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, settings: Settings) -> Effects:
     effects = Effects(disarm=[Attempt(event.task_id, event.attempt)])
     task = job.tasks.get(event.task_id)
     if task is not None and task.action is Action.STATUS and job.is_current(event.task_id, event.attempt):
@@ -186,7 +209,6 @@ def take_outcome(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, 
             effects.republish_queued = True
             return effects
         effects += after_failure(job, cluster, event.task_id, settings)
-    effects += advance(job, cluster, services, settings, policy)
     return effects
 
 

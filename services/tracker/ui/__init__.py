@@ -17,7 +17,7 @@ import jinja2
 from aiohttp import web
 
 from ..app import Tracker
-from . import forms, governance, live, pages
+from . import forms, governance, kit, live, pages
 from .session import CONSOLE_AUTH, ConsoleAuth
 
 HERE = Path(__file__).parent
@@ -46,7 +46,7 @@ def _duration(start: str | None, end: str | None) -> str:
 
 def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: ConsoleAuth | None = None) -> None:
     """Register the console's routes on the tracker app."""
-    pages.TRACKER_KEY = tracker_key
+    kit.TRACKER_KEY = tracker_key
     env = aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(HERE / "templates"),
                                autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
     env.filters.update(short=_short, seconds=_seconds)

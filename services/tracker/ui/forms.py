@@ -26,7 +26,7 @@ from ..write_api import BY_NAME
 from ..write_routes import ACTING
 from ..writes import Actor, Written, saved_plan, submit
 from . import formdata, reads
-from .pages import NotFound, page, readable_cluster, redirect, render, tracker_of
+from .kit import NotFound, page, readable_cluster, redirect, render, tracker_of
 from .session import Viewer, same_origin, session_token
 
 CREATE_FIELDS = ("name", "template", "nodes", "services", "provider", "hardwaretype", "imagetype", "config")

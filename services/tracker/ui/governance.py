@@ -21,8 +21,8 @@ from muster.client import MusterClient, NoAnswer
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
 from ..write_routes import ACTING
+from .kit import NotFound, page, redirect, render, tracker_of
 from .live import job_form
-from .pages import NotFound, page, redirect, render, tracker_of
 from .session import Viewer, session_token
 
 DECIDE_TIMEOUT_S = 10.0

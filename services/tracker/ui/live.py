@@ -30,7 +30,7 @@ from ..acting import ActingBus, TokenRefused
 from ..params import not_found
 from ..sse import job_stream
 from ..write_routes import ACTING
-from .pages import NotFound, may_job, redirect, tracker_of, uuid_param
+from .kit import NotFound, may_job, redirect, tracker_of, uuid_param
 from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
 CONTROL_TIMEOUT_S = 5.0

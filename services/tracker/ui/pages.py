@@ -9,110 +9,30 @@ API's JSON.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
 
-import aiohttp_jinja2
-import nats.errors
 import structlog
 from aiohttp import web
 
 from contracts import subjects
 from contracts.catalog import KINDS
-from contracts.identity import Permission
-from muster.bus.eventstore import StoreError
 from muster.bus.repository import log_seq
-from muster.readmodel.pools import pool_view
+from services.pool.domain.views import pool_view
 
-from .. import api, csrf
-from ..app import Tracker
-from ..auth import job_cluster
+from .. import api
 from ..pools import POOLS
 from . import reads
 from .controls import CONTROLS, controls_for
+from .forms import operations
 from .graph import attempts, task_of
-from .session import NeedsSignIn, Viewer, auth_of, same_origin, session_token, viewer_of
+from .kit import NotFound, is_uuid, page, readable_cluster, redirect, render, seq_param, tracker_of, uuid_param
+from .session import NeedsSignIn, Viewer, auth_of, same_origin, viewer_of
 
 log = structlog.get_logger("muster.tracker.ui")
 
-TRACKER_KEY: web.AppKey[Tracker] | None = None  # set by setup_ui (the tracker app's key)
-_UUID = re.compile(api.UUID_PATTERN)
-_TASK = re.compile(r"^[A-Za-z0-9_\-.~]{1,400}$")
 GROUPS = ("node", "stage")
-Handler = Callable[[web.Request, Viewer], Awaitable[web.StreamResponse]]
-
-
-def redirect(location: str) -> web.Response:
-    """A 303 as a plain response (the tracker's guard turns raised HTTP exceptions into JSON)."""
-    return web.Response(status=303, headers={"Location": location})
-
-
-class NotFound(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-def tracker_of(request: web.Request) -> Tracker:
-    assert TRACKER_KEY is not None
-    return request.app[TRACKER_KEY]
-
-
-def render(request: web.Request, template: str, viewer: Viewer | None, code: int = 200, **context: Any) -> web.Response:
-    auth = auth_of(request)
-    context.update(viewer=viewer, asks_for=auth.asks_for, path=request.path_qs,
-                   csrf=csrf.token_for(session_token(request), viewer.tenant) if viewer is not None else "")
-    response = aiohttp_jinja2.render_template(template, request, context, status=code)
-    response.headers["Cache-Control"] = "no-store"
-    return response
-
-
-def page(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    @functools.wraps(handler)
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        viewer: Viewer | None = None
-        try:
-            viewer = await viewer_of(request)
-            return await handler(request, viewer)
-        except NeedsSignIn as need:
-            if request.method == "GET" and "text/html" in request.headers.get("Accept", "text/html"):
-                return redirect(f"/ui/sign-in?next={quote(request.path_qs)}&why={quote(need.reason)}")
-            return web.json_response({"error": {"status": 401, "message": need.reason, "parameter": None}}, status=401)
-        except NotFound as missing:
-            return render(request, "error.html", viewer, 404, title="Not found", message=missing.message)
-        except (nats.errors.Error, StoreError, TimeoutError) as err:
-            log.warning("console: nats unavailable", path=request.path, error=str(err) or type(err).__name__)
-            return render(request, "error.html", viewer, 503, title="NATS is unavailable",
-                          message=f"The tracker cannot reach NATS right now ({type(err).__name__}). Try again in a moment.")
-        except Exception:
-            log.exception("console page failed", path=request.path)
-            return render(request, "error.html", viewer, 500, title="Something went wrong",
-                          message="The console hit a bug; the tracker's log has the details.")
-
-    return wrapped
-
-
-def _is_uuid(value: str) -> bool:
-    return bool(_UUID.fullmatch(value))
-
-
-def uuid_param(request: web.Request, name: str, what: str) -> str:
-    value = request.match_info[name]
-    if not _UUID.fullmatch(value):
-        raise NotFound(f"{value[:80]!r} is not a {what} id (a UUID).")
-    return value.lower()
-
-
-def seq_param(request: web.Request) -> int | None:
-    raw = request.query.get("seq")
-    if raw is None or raw == "":
-        return None
-    if not raw.isdigit() or len(raw) > 18:
-        raise NotFound(f"seq {raw[:40]!r} is not a log sequence.")
-    return int(raw)
+_TASK = re.compile(r"^[A-Za-z0-9_\-.~]{1,400}$")
 
 
 # -- pages -------------------------------------------------------------------------------------------
@@ -139,22 +59,6 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
                   state=state, states=api.JOB_STATES)
 
 
-def readable_cluster(request: web.Request, viewer: Viewer) -> str:
-    """The page's cluster id, if the viewer may read it; else "no such cluster"."""
-    cluster_id = uuid_param(request, "cluster_id", "cluster")
-    if not viewer.may_cluster("read", cluster_id):
-        raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
-    return cluster_id
-
-
-async def may_job(request: web.Request, viewer: Viewer, permission: Permission, job_id: str) -> bool:
-    """For the stream and job control, which have no history at hand: the job's cluster looked
-    up (the index, else its first event) only when grants decide."""
-    if viewer.may is None:
-        return True
-    return viewer.may_job(permission, job_id, await job_cluster(tracker_of(request), viewer.tenant, job_id))
-
-
 @page
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
@@ -162,8 +66,6 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq)
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
-    from .forms import operations  # forms imports this module
-
     ops = await operations(request, viewer, cluster_id) if seq is None else None
     return render(request, "cluster.html", viewer, cluster_id=cluster_id, operations=ops, **data)
 
@@ -270,7 +172,7 @@ async def pool(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if found is None:
         raise NotFound(f"There is no pool {name}.")
     view = pool_view(found, viewer.tenant)
-    return render(request, "pool.html", viewer, pool=view, seq=log_seq(found), is_uuid=_is_uuid)
+    return render(request, "pool.html", viewer, pool=view, seq=log_seq(found), is_uuid=is_uuid)
 
 
 @page

@@ -38,7 +38,7 @@ async def job_history(tracker: Tracker, tenant: str, job_id: str) -> list[Any]:
     # Pinned at the log's end first: the filters are read one after another, so without a pin an
     # event on a filter read early could be missing while a later one on another is in, and the
     # page, taking the history as complete up to its last event, would drop that live update.
-    end = (await tracker.store.js.stream_info(tracker.store.stream)).state.last_seq
+    end = (await tracker.nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq
     return await tracker.store.read_many(subjects.job_history_filters(tenant, job_id), up_to_seq=end)
 
 

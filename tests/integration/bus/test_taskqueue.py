@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 from nats.aio.client import Client
+from nats.aio.msg import Msg
 
 from contracts import subjects
 from contracts.catalog import Action
 from contracts.tasks import NodeInfo, ProviderRef, TaskMessage
-from muster.bus import taskqueue
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.ports.eventlog import StoreError
 
@@ -41,7 +41,7 @@ async def test_many_tasks_beyond_the_window_are_each_stored_once(nc: Client, ten
     again = messages[:40] + [_task(tenant, 0, attempt=2)]
     assert await queue.publish_many(again) == [None] * 41
     assert await _stored(nc, tenant) == 301
-    assert not queue._waiting
+    assert queue.in_flight == 0
 
 
 async def test_concurrent_calls_share_the_window(nc: Client, tenant: str) -> None:
@@ -49,7 +49,7 @@ async def test_concurrent_calls_share_the_window(nc: Client, tenant: str) -> Non
     calls = [[_task(tenant, i) for i in range(k * 200, (k + 1) * 200)] for k in range(3)]
     outcomes = await asyncio.gather(*(queue.publish_many(messages) for messages in calls))
     assert outcomes == [[None] * 200] * 3
-    assert await _stored(nc, tenant) == 600 and not queue._waiting
+    assert await _stored(nc, tenant) == 600 and queue.in_flight == 0
 
 
 async def test_each_message_gets_its_own_outcome(nc: Client, tenant: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,7 +57,7 @@ async def test_each_message_gets_its_own_outcome(nc: Client, tenant: str, monkey
     # with a status (no responders); the others are stored.
     lost = f"{tenant}x"
     real = subjects.task_queue
-    monkeypatch.setattr(taskqueue.subjects, "task_queue", lambda t, c: f"nostream.{t}" if t == lost else real(t, c))
+    monkeypatch.setattr(subjects, "task_queue", lambda t, c: f"nostream.{t}" if t == lost else real(t, c))
     queue = NatsTaskQueue(nc.jetstream(), window=4)
     messages = [_task(lost if i % 3 == 0 else tenant, i) for i in range(12)]
     outcomes = await queue.publish_many(messages)
@@ -69,7 +69,7 @@ async def test_messages_nobody_acknowledges_fail_after_the_timeout(nc: Client, t
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     silent = f"{tenant}s"
     real = subjects.task_queue
-    monkeypatch.setattr(taskqueue.subjects, "task_queue", lambda t, c: f"silent.{t}" if t == silent else real(t, c))
+    monkeypatch.setattr(subjects, "task_queue", lambda t, c: f"silent.{t}" if t == silent else real(t, c))
     sub = await nc.subscribe(f"silent.{silent}")  # a responder that never answers
     try:
         queue = NatsTaskQueue(nc.jetstream(), window=8, timeout=1.0)
@@ -77,7 +77,7 @@ async def test_messages_nobody_acknowledges_fail_after_the_timeout(nc: Client, t
         outcomes = await queue.publish_many(messages)
         assert isinstance(outcomes[5], TimeoutError)
         assert outcomes[:5] + outcomes[6:] == [None] * 19
-        assert not queue._waiting  # nothing left waiting for an answer that will not come
+        assert queue.in_flight == 0  # nothing left waiting for an answer that will not come
         assert await queue.publish_many([_task(tenant, 30)]) == [None]  # the queue still works
     finally:
         await sub.unsubscribe()
@@ -86,16 +86,37 @@ async def test_messages_nobody_acknowledges_fail_after_the_timeout(nc: Client, t
 async def test_a_call_cancelled_midway_leaves_nothing_in_the_window(nc: Client, tenant: str,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     real = subjects.task_queue
-    monkeypatch.setattr(taskqueue.subjects, "task_queue", lambda t, c: f"silent.{t}" if t == tenant else real(t, c))
+    monkeypatch.setattr(subjects, "task_queue", lambda t, c: f"silent.{t}" if t == tenant else real(t, c))
     sub = await nc.subscribe(f"silent.{tenant}")  # nobody answers: the call waits
     try:
         queue = NatsTaskQueue(nc.jetstream(), window=4, timeout=30.0)
         call = asyncio.ensure_future(queue.publish_many([_task(tenant, i) for i in range(10)]))
         done, _ = await asyncio.wait([call], timeout=1.0)  # (it cannot finish: nobody answers)
-        assert not done and queue._waiting
+        assert not done and queue.in_flight > 0
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
-        assert not queue._waiting
+        assert queue.in_flight == 0
     finally:
         await sub.unsubscribe()
+
+
+async def test_a_wave_goes_as_atomic_batches_one_answer_each_and_a_repeat_goes_one_by_one(nc: Client, tenant: str) -> None:
+    asked: list[bool] = []  # per message published: whether it asks for an answer
+
+    async def on_task(msg: Msg) -> None:
+        asked.append(bool(msg.reply))
+
+    sub = await nc.subscribe(subjects.task_queue(tenant, "default"), cb=on_task)
+    queue = NatsTaskQueue(nc.jetstream())
+    messages = [_task(tenant, i) for i in range(1500)]
+    assert await queue.publish_many(messages) == [None] * 1500
+    assert await _stored(nc, tenant) == 1500
+    # Published again with one new attempt: the batch holding repeats is refused, and each
+    # message goes alone (repeats acknowledged, the new one stored).
+    assert await queue.publish_many(messages[:20] + [_task(tenant, 0, attempt=2)]) == [None] * 21
+    assert await _stored(nc, tenant) == 1501 and queue.in_flight == 0
+    await nc.flush()
+    await sub.unsubscribe()
+    assert len(asked) == 1500 + 21 + 21 and sum(asked[:1500]) == 2  # two batches of the wave: two answers
+    assert all(asked[-21:])  # then one by one

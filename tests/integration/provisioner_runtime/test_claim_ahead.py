@@ -112,6 +112,6 @@ async def test_a_task_claimed_ahead_behind_a_long_one_goes_to_another_provisione
     assert bench.log.of("TaskSucceeded", "n2-install")[0].provisioner == "prov-b"
     assert [t.task_id for t in a.started] == ["n0-install", "n1-hold"] and wa.passed == 1
     # prov-a claims nothing more ahead while its slot is held.
-    assert wa._want() == 0
+    assert wa.core.wanted() == 0
     a.held.set()
     await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded", "n1-hold")) == 1)

@@ -11,8 +11,9 @@ from contracts import subjects
 from contracts.tasks import HeldAttempts
 from muster.bus.connect import connect
 from services.planner.adapters import NatsWorkers
-from services.provisioner.app import drain_subject, request_drain
+from services.provisioner.app import request_drain
 from services.provisioner.presence import PresenceWatch, live_provisioners, wait_gone
+from services.provisioner.routing import drain_subject
 
 from .conftest import DEADLINE_S, Bench, HeldExecutor
 

@@ -11,9 +11,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from contracts.identity import TokenRevoked
-from muster.bus.connect import principal_of_token
+from contracts.tokens import principal_of_token, unverified_principal
 from services.auth.backends import AuthError
-from services.auth.backends.idp import IdpBackend, IdpConfig, token_id_of, unverified_principal
+from services.auth.backends.idp import IdpBackend, IdpConfig, token_id_of
 from services.auth.domain.state import IdentityState
 from services.auth.domain.tokens import TokenError
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from contracts.catalog import Action
 from contracts.events import TaskQueued
 from muster.bus.eventstore import Append, _decode, _from_wire
-from muster.bus.wire import ack_sequences, parse_headers
+from muster.bus.protocol import ack_sequences, parse_headers
 
 
 def _block(headers: dict[str, str], status: str = "") -> bytes:

@@ -1,8 +1,9 @@
-"""The provisioner runtime's pure parts: slots, avoid-on-retry, ids and options."""
+"""The provisioner runtime's pure parts: slots, avoid-on-retry, ids and options (the worker's core:
+test_worker_core.py)."""
 
 from __future__ import annotations
 
-import asyncio
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -13,22 +14,18 @@ from contracts.events import EVENT_TYPES, ProvisionerDeregistered, ProvisionerRe
 from contracts.subjects import TOKEN
 from contracts.tasks import TaskMessage
 from services.provisioner import entrypoint
-from services.provisioner.app import drain_subject
+from services.provisioner.domain.core import WorkerCore
 from services.provisioner.plugins.testing import make_task
 from services.provisioner.presence import presence_key
+from services.provisioner.routing import drain_subject
 from services.provisioner.worker import Slots, WorkerConfig, lets_go
 
 
-async def test_slots_hand_out_the_lowest_free_number_and_wait_when_full() -> None:
+def test_slots_hand_out_the_lowest_free_number() -> None:
     slots = Slots(3)
     assert [slots.take(), slots.take(), slots.take()] == [0, 1, 2]
     assert slots.take() is None and slots.busy == 3
-    waiter = asyncio.create_task(slots.available())
-    await asyncio.sleep(0)
-    assert not waiter.done()
     slots.give(1)
-    await asyncio.wait_for(waiter, 1)
-    assert slots.free == 1
     slots.give(0)
     assert slots.take() == 0 and slots.take() == 1 and slots.take() is None
 
@@ -64,7 +61,7 @@ def test_registration_events_round_trip_and_are_facts() -> None:
 
 
 def test_default_id_is_a_subject_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(entrypoint.socket, "gethostname", lambda: "build.example.com")
+    monkeypatch.setattr(socket, "gethostname", lambda: "build.example.com")
     pid = entrypoint.default_id()
     assert pid.startswith("prov-build-") and TOKEN.fullmatch(pid)
     assert presence_key(pid) == f"provisioner.{pid}"
@@ -102,7 +99,7 @@ def test_work_dir_is_passed_to_the_plugins(monkeypatch: pytest.MonkeyPatch, tmp_
 @pytest.mark.parametrize(("args", "ahead"), [([], None), (["--claim-ahead", "64"], 64), (["--claim-ahead", "0"], 0)])
 def test_claim_ahead_is_an_option(monkeypatch: pytest.MonkeyPatch, args: list[str], ahead: int | None) -> None:
     configs: list[Any] = []
-    real = entrypoint.WorkerConfig
+    real = WorkerConfig
 
     def recorded(**kw: Any) -> Any:
         configs.append(real(**kw))
@@ -113,7 +110,7 @@ def test_claim_ahead_is_an_option(monkeypatch: pytest.MonkeyPatch, args: list[st
     assert result.exit_code == 0, result.output
     [config] = configs
     assert config.claim_ahead == ahead
-    assert _workers(16, config.claim_ahead).slots.capacity == 16 + (16 if ahead is None else ahead)
+    assert WorkerCore(config).slots.capacity == 16 + (16 if ahead is None else ahead)
 
 
 @pytest.mark.parametrize(
@@ -125,79 +122,3 @@ def test_bad_options_are_refused_by_name(monkeypatch: pytest.MonkeyPatch, args: 
     result, seen = _run_main(monkeypatch, args)
     assert result.exit_code == 2 and message in result.output
     assert "service" not in seen
-
-
-# -- claiming ahead: the plugin slots and their line -----------------------------------------
-
-
-def _workers(capacity: int, claim_ahead: int | None = None) -> Any:
-    from services.provisioner.worker import Workers
-
-    # The slot line needs no bus: nothing here reaches the connection or the log.
-    return Workers(None, None, None, WorkerConfig(provisioner_id="p1", capacity=capacity, claim_ahead=claim_ahead))  # type: ignore[arg-type]
-
-
-async def test_claim_ahead_defaults_to_capacity_and_holds_that_many_more() -> None:
-    w = _workers(2)
-    assert w.ahead == 2 and w.slots.capacity == 4
-    assert _workers(2, claim_ahead=0).slots.capacity == 2
-    # Nothing is known of the plugins yet: no more than capacity is asked for.
-    assert w._want() == 2
-
-
-async def test_a_freed_plugin_slot_goes_to_the_first_in_line_and_never_beyond_capacity() -> None:
-    w = _workers(1)
-    assert await w._turn() and w.plugins_running == 1
-    second, third = asyncio.create_task(w._turn()), asyncio.create_task(w._turn())
-    await asyncio.sleep(0)
-    assert not second.done() and not third.done()
-    w._leave(0.001)  # a quick plugin: the slot passes on, and one more may be claimed ahead
-    assert await asyncio.wait_for(second, 1) and not third.done()
-    assert w.plugins_running == 1 and w._ahead_ok == 1
-    w._leave(0.001)
-    assert await asyncio.wait_for(third, 1)
-    w._leave(0.001)
-    assert w.plugins_running == 0 and w._ahead_ok == 1  # at most claim_ahead (1)
-
-
-async def test_a_slow_plugin_stops_the_claiming_ahead() -> None:
-    w = _workers(2)
-    for _ in range(3):
-        assert await w._turn()
-        w._leave(0.001)
-    assert w._ahead_ok == 2 and w._want() == 4
-    assert await w._turn()
-    w._leave(5.0)  # SHORT_RUN_S or longer: the slots turn over slowly
-    assert w._ahead_ok == 0 and w._want() == 2
-
-
-async def test_a_task_claimed_ahead_gives_up_its_place_when_no_slot_frees(monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.provisioner import worker
-
-    monkeypatch.setattr(worker, "AHEAD_WAIT_S", 0.05)
-    w = _workers(1)
-    w._ahead_ok = 1
-    assert await w._turn()
-    assert await w._turn() is False  # the first plugin still runs: back to the queue
-    assert w._ahead_ok == 0 and w.plugins_running == 1
-    w._leave(0.001)
-    assert w.plugins_running == 0 and not w._line
-
-
-async def test_a_cancelled_wait_in_line_takes_no_slot() -> None:
-    w = _workers(1)
-    assert await w._turn()
-    waiting = asyncio.create_task(w._turn())
-    await asyncio.sleep(0)
-    waiting.cancel()
-    await asyncio.gather(waiting, return_exceptions=True)
-    w._leave(0.001)
-    assert w.plugins_running == 0
-    # Handed the slot and cancelled in the same instant: the slot is passed on, not lost.
-    assert await w._turn()
-    late = asyncio.create_task(w._turn())
-    await asyncio.sleep(0)
-    w._leave(0.001)  # `late` now holds the slot...
-    late.cancel()  # ...and is cancelled before it runs
-    await asyncio.gather(late, return_exceptions=True)
-    assert w.plugins_running == 0

@@ -8,7 +8,7 @@ from typing import Any
 from contracts.catalog import Action
 from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from muster.bus.eventstore import Recorded
-from muster.readmodel.status import compose, needs_repair, task_records
+from muster.readmodel.status import compose, task_records
 from muster.readmodel.timeline import place, timeline
 
 T, J = "acme", "11111111-1111-4111-8111-111111111111"
@@ -50,15 +50,11 @@ def test_a_status_shows_where_each_current_attempt_runs_and_counts_claims() -> N
     assert body["source"] == "owner" and body["stage"] == {"current": 1, "total": 2} and body["layout"]["nodes"] == 3
 
 
-def test_a_location_of_an_older_attempt_is_not_shown_and_is_repaired_from_the_log() -> None:
-    stale = task_records(TASK_EVENTS[:2] + TASK_EVENTS[3:])  # the index missed attempt 2's claim
+def test_a_location_of_an_older_attempt_is_not_shown() -> None:
+    stale = task_records(TASK_EVENTS[:2] + TASK_EVENTS[3:])  # attempt 2's claim not read yet
     body = compose(VIEW, stale, None, "owner")
     n1 = next(t for t in body["tasks"] if t["id"] == "n1.create")
     assert n1["provisioner"] is None and n1["state"] == "queued"
-    assert needs_repair(VIEW, stale) == ["n1.create"]  # the index knows attempt 1 only
-    assert needs_repair(VIEW, {k: v for k, v in stale.items() if k != "n1.create"}) == ["n1.create"]  # or nothing
-    assert needs_repair(VIEW, task_records(TASK_EVENTS)) == []
-    assert needs_repair(VIEW, task_records(TASK_EVENTS[:3])) == ["n2.create"]  # an outcome without its claim
 
 
 def test_the_timeline_says_who_did_what_and_how_long_it_took() -> None:

@@ -1,8 +1,7 @@
-"""Pools as one tenant may see them (pure).
+"""Pools as one tenant may see them (pure; the tracker's read model of pools).
 
-The fold is the Pool aggregate itself (`services/pool/domain/pool.py`: it is pure, and a second
-fold of the same events could only drift from it; readers fold with `muster.bus.repository.fold`).
-What this adds is the view: pools are
+The fold is the Pool aggregate itself (`pool.py`: a second fold of the same events could only
+drift from it; readers fold with `muster.bus.repository.fold`). What this adds is the view: pools are
 shared by tenants, so a tenant sees every host and the whole waiting line, but not whose
 other hosts and requests they are: another tenant's holder is `{"tenant": null}` and its place
 in line shows only its size and score.
@@ -14,7 +13,8 @@ from typing import Any
 
 from contracts.pools import grants_in
 from contracts.records import Recorded
-from services.pool.domain.pool import Pool
+
+from .pool import Pool
 
 HIDDEN_REQUEST_FIELDS = ("tenant", "cluster_id", "job_id", "request_id", "by", "deadline")
 

@@ -1,0 +1,146 @@
+"""Where a run's CPU, bus messages and memory go, per process and per kind (`scale_bench.py`).
+
+- **Messages by kind**: a wiretap subscribed to `>` with a system token counts every message of
+  the account once, as the server routes it (a publish, its JetStream ack, each delivery of a
+  consumer, each ack of a delivery, each KV write), by what it is: `evt.<aggregate>` for a
+  publish to the log, `deliver <consumer>` for a consumer's delivery (its reply subject is the
+  consumer's `$JS.ACK...`), `ack <consumer>` for an ack, `reply -> <principal>` for a JetStream
+  ack or any other answer reaching a principal's inbox, `kv <bucket>`, `task` for the task
+  queue, `pull` for a worker's pull request. Messages of the auth callout (another account) and
+  the wiretap's own are not in it.
+- **Messages per connection**: the server's own counters (`/connz`, in_msgs / out_msgs and
+  bytes per connection, by connection name), read before and after: what each service sent and
+  was sent, counted by the server.
+- **CPU**: user + system time of each process (`/proc/<pid>/stat`), before and after.
+- **Memory**: each process's high-water mark of resident memory (`VmHWM`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections import Counter
+from pathlib import Path
+
+import aiohttp
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def kind_of(subject: str, reply: str) -> str:
+    """What a message is, for the count by kind (see the module's docstring)."""
+    parts = subject.split(".")
+    if reply.startswith("$JS.ACK."):
+        return f"deliver {_consumer(reply.split('.'))}"
+    if parts[0] == "muster":
+        if parts[1] == "evt" and len(parts) > 3:
+            return f"evt.{parts[3]}"
+        return ".".join(parts[:2])
+    if parts[0] == "$JS" and len(parts) > 3 and parts[1] == "ACK":
+        return f"ack {_consumer(parts)}"
+    if parts[0] == "$JS" and len(parts) > 4 and parts[2] == "API":
+        return "pull" if parts[3:6] == ["CONSUMER", "MSG", "NEXT"] else f"js api {parts[3].lower()}"
+    if parts[0] == "$KV":
+        return f"kv {parts[1]}"
+    if parts[0] == "_INBOX":
+        return f"reply -> {parts[1]}"
+    return parts[0]
+
+
+def _consumer(ack: list[str]) -> str:
+    """`<consumer>` of a `$JS.ACK.<stream>.<consumer>...` subject; an ordered consumer (a
+    generated name) as `<stream> (ordered)`."""
+    stream, consumer = (ack[2], ack[3]) if len(ack) == 9 else (ack[4], ack[5])
+    return f"{stream} (ordered)" if len(consumer) == 8 and "-" not in consumer and consumer != consumer.lower() else consumer
+
+
+class Wiretap:
+    """Every message of the account, by kind: count, bytes (body + header block) and the largest."""
+
+    def __init__(self) -> None:
+        self.count: Counter[str] = Counter()
+        self.bytes: Counter[str] = Counter()
+        self.largest: tuple[int, str] = (0, "")
+        self._acked = asyncio.Event()
+
+    async def activity(self, at_most: float = 1.0) -> None:
+        """Until the next ack of a delivery passes (or `at_most` seconds)."""
+        self._acked.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._acked.wait(), at_most)
+
+    def on_raw(self, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
+        """Taken from the connection's read loop as raw frames (`muster.bus.wire`): the
+        wiretap's own CPU per message is a few µs, not nats-py's `Msg` and callback task."""
+        kind = kind_of(subject.decode(), reply.decode())
+        if kind.startswith("ack "):
+            self._acked.set()
+        size = len(data) + len(headers)
+        self.count[kind] += 1
+        self.bytes[kind] += size
+        if size > self.largest[0]:
+            self.largest = (size, subject.decode())
+
+    def reset(self) -> None:
+        self.count.clear()
+        self.bytes.clear()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The process's high-water mark of resident memory (VmHWM), in MB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+async def connections(monitor_url: str) -> dict[str, Counter[str]]:
+    """The server's counters per connection name (`/connz`): in/out messages and bytes, summed
+    over the connections of one name (a service's main connection and its helpers)."""
+    async with aiohttp.ClientSession() as http, http.get(f"{monitor_url}/connz?limit=10000") as resp:
+        body = await resp.json()
+    out: dict[str, Counter[str]] = {}
+    for c in body.get("connections", []):
+        name = c.get("name") or "(unnamed)"
+        counter = out.setdefault(name, Counter())
+        for field in ("in_msgs", "out_msgs", "in_bytes", "out_bytes"):
+            counter[field] += int(c.get(field, 0))
+    return out
+
+
+def delta(after: dict[str, Counter[str]], before: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
+    """Per connection name, what changed between two `/connz` reads (connections that left in
+    between are not in the second read: the services here stay connected)."""
+    return {name: {k: v - before.get(name, Counter())[k] for k, v in counts.items()} for name, counts in after.items()}
+
+
+class Meter:
+    """CPU of named processes between `start()` and `stop()`."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = pids
+        self.before: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+
+    def start(self) -> None:
+        self.before = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+
+    def stop(self) -> dict[str, float]:
+        self.cpu = {name: cpu_seconds(pid) - self.before.get(name, 0.0) for name, pid in self.pids.items()}
+        return self.cpu
+
+    def peaks(self) -> dict[str, float]:
+        return {name: peak_rss_mb(pid) for name, pid in self.pids.items()}

@@ -1,0 +1,300 @@
+"""The log's write side, on the connection's one publisher (`muster.bus.wire.Publisher`).
+
+- `append`: one event is one publish; several for one subject one atomic batch (all land or
+  none), the first fenced by the subject's expected last sequence; past `MAX_ATOMIC` events,
+  consecutive batches, each fenced on the one before (a prefix is a valid history).
+- `chain`: events that would be appended one at a time, sent at once (docs/decisions/0011):
+  the first of each subject carries its expected last sequence, every later one
+  `Nats-Expected-Last-Msg-Id` = the key of the one before, which the server checks against the
+  whole stream's last message. So the log holds a prefix of the chain, never a merge; when
+  another writer's message came between two links, the rest goes one at a time, each fenced on
+  what its subject got.
+- `fenced`: events on several subjects in one atomic batch, fenced on the last sequence of all
+  the subjects a filter matches (an apply validated against everything it read).
+- `submit`: one event with no expected sequence (its idempotency key makes a repeat harmless),
+  from synchronous code, answered into a future. With `group_commit` (docs/decisions/0006 and
+  0012) it goes with the others submitted in the same turn of the event loop, or, while a
+  group is on its way, with the next one; fewer than `smallest_batch` go as that many single
+  appends at once, more as one atomic batch (one disk sync for all). `now` (a claim sent from
+  the read loop): alone and at once if nothing else is on its way. Without group commit,
+  every submit goes alone at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from nats.aio.client import Client
+
+from contracts.records import H_EXPECT, H_MSG_ID, H_TYPE, Append
+
+from ..ports.eventlog import ConcurrencyError, StoreError
+from .bodies import H_BODY, INLINE_LIMIT, Bodies, stub, tenant_of
+from .wire import Publisher
+
+WRONG_LAST_SEQUENCE = (10071, 10164)
+WRONG_LAST_MSG_ID = 10070
+"""A chain's link whose predecessor is not the stream's last message."""
+BATCH_DUPLICATE = 10201
+"""An atomic batch holding an idempotency key that was stored before."""
+MAX_ATOMIC = 1000
+"""The most messages the server takes in one atomic batch (error 10199)."""
+SMALLEST_BATCH = 8
+"""Fewer waiting submits than this go as single appends at once rather than one atomic batch
+(a batch's commit costs as much as several single appends on file storage: decision 12)."""
+H_EXPECT_LAST_MSG_ID = "Nats-Expected-Last-Msg-Id"
+
+LastOf = Callable[[str], Awaitable["tuple[int, dict[str, str]] | None"]]
+"""A subject -> (sequence, headers) of its last event, None if it has none."""
+Part = tuple[str, Sequence[Append], "int | None"]
+"""(subject, events, expected last sequence of the subject or None) as for `append`."""
+
+
+class _Refusal(Exception):
+    def __init__(self, answer: dict[str, Any]) -> None:
+        super().__init__(answer.get("description") or "refused")
+        self.code = answer.get("err_code")
+        self.description = str(answer.get("description") or "")
+
+
+def _seq(answer: bytes) -> int:
+    """The stream sequence a JetStream ack gives, or `_Refusal` with the server's error."""
+    got = json.loads(answer)
+    if "error" in got:
+        raise _Refusal(got["error"])
+    return int(got["seq"])
+
+
+class LogWriter:
+    def __init__(self, nc: Client, bodies: Bodies, last: LastOf, timeout: float, *, group_commit: bool = False,
+                 smallest_batch: int = SMALLEST_BATCH, most: int = MAX_ATOMIC) -> None:
+        self.nc, self.bodies, self.last, self.timeout = nc, bodies, last, timeout
+        self.group_commit, self.smallest_batch, self.most = group_commit, smallest_batch, most
+        self.sent = 0
+        """Submits sent so far, a batch or a single event each (`events / sent`: the mean group)."""
+        self.events = 0
+        self._waiting: list[tuple[str, Append, asyncio.Future[int]]] = []
+        self._sending: asyncio.Future[Any] | None = None
+
+    @property
+    def publisher(self) -> Publisher:
+        return Publisher.of(self.nc)
+
+    # -- encoding ------------------------------------------------------------------------------
+
+    def _inline(self, item: Append) -> tuple[bytes, dict[str, str]] | None:
+        data = item.event.model_dump_json().encode()
+        return (data, item.headers()) if len(data) <= INLINE_LIMIT else None
+
+    async def _encode(self, subject: str, item: Append) -> tuple[bytes, dict[str, str]]:
+        """The message for one event: its JSON, or, past `INLINE_LIMIT`, a reference to the
+        JSON stored in BODIES (`muster.bus.bodies`)."""
+        headers = item.headers()
+        data = item.event.model_dump_json().encode()
+        if len(data) > INLINE_LIMIT:
+            ref = await self.bodies.put(tenant_of(subject), data)
+            headers[H_BODY] = ref
+            data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data))
+        return data, headers
+
+    # -- appends -------------------------------------------------------------------------------
+
+    async def append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
+        seqs: list[int] = []
+        for start in range(0, len(items), MAX_ATOMIC):
+            part = items[start : start + MAX_ATOMIC]
+            seqs += await self._append(subject, part, expect_last_seq if start == 0 else seqs[-1])
+        return seqs
+
+    async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
+        try:
+            if len(items) == 1:
+                data, headers = await self._encode(subject, items[0])
+                if expect_last_seq is not None:
+                    headers[H_EXPECT] = str(expect_last_seq)
+                await self.publisher.start()
+                return [_seq(await self.publisher.future(subject, data, headers, self.timeout))]
+            last = await self._batch([(subject, item) for item in items], expect_last_seq)
+            return list(range(last - len(items) + 1, last + 1))
+        except _Refusal as err:
+            if err.code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
+                raise StoreError(f"{subject}: {err.description} (code {err.code})") from None
+            # The server checks the expected sequence before de-duplicating, so a retry of
+            # an append that did land looks like a stale write. It is a duplicate if the
+            # subject's last event carries the retried append's last idempotency key.
+            last_event = await self.last(subject)
+            if last_event is not None and last_event[1].get(H_MSG_ID) == items[-1].msg_id:
+                return list(range(last_event[0] - len(items) + 1, last_event[0] + 1))
+            raise ConcurrencyError(f"{subject}: {err.description}") from None
+
+    async def fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int, subject_filter: str) -> list[int]:
+        """Events on several subjects in one atomic batch, refused if any subject matching the
+        filter moved past `expect_last_seq` (`Nats-Expected-Last-Subject-Sequence-Subject`)."""
+        try:
+            last = await self._batch(entries, expect_last_seq, subject_filter)
+        except _Refusal as err:
+            if err.code in WRONG_LAST_SEQUENCE:
+                raise ConcurrencyError(f"{subject_filter}: {err.description}") from None
+            raise StoreError(f"{subject_filter}: {err.description} (code {err.code})") from None
+        return list(range(last - len(entries) + 1, last + 1))
+
+    async def _batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None,
+                     expect_filter: str | None = None) -> int:
+        """One atomic batch (the headers are the protocol); returns the last one's sequence."""
+        batch_id = f"{entries[0][1].msg_id}~{len(entries)}"[:64]
+        encoded = [(subject, *await self._encode(subject, item)) for subject, item in entries]  # bodies first
+        await self.publisher.start()
+        for i, (_, _, headers) in enumerate(encoded, start=1):
+            headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
+        if expect_last_seq is not None:
+            encoded[0][2][H_EXPECT] = str(expect_last_seq)
+            if expect_filter is not None:
+                encoded[0][2][H_EXPECT + "-Subject"] = expect_filter
+        for subject, data, headers in encoded[:-1]:
+            self.publisher.send(subject, data, headers)
+        subject, data, headers = encoded[-1]
+        headers["Nats-Batch-Commit"] = "1"
+        return _seq(await self.publisher.future(subject, data, headers, self.timeout))
+
+    async def across(self, entries: Sequence[tuple[str, Append]]) -> list[int]:
+        """Events for several subjects with no expected sequence, in one atomic batch; a batch
+        refused because a key in it was stored before (a retry) goes one event at a time,
+        where a repeat is simply known."""
+        try:
+            last = await self._batch(entries, None)
+        except _Refusal as err:
+            if err.code != BATCH_DUPLICATE:
+                raise StoreError(f"{len(entries)} events: {err.description} (code {err.code})") from None
+            return [(await self._append(subject, [item], None))[0] for subject, item in entries]
+        return list(range(last - len(entries) + 1, last + 1))
+
+    # -- chains --------------------------------------------------------------------------------
+
+    async def chain(self, parts: Sequence[Part]) -> list[list[int]]:
+        links = [(subject, item, expect if i == 0 else None, expect is not None)
+                 for subject, items, expect in parts for i, item in enumerate(items)]
+        if not links:
+            return [[] for _ in parts]
+        encoded = [await self._encode(subject, item) for subject, item, _, _ in links]  # bodies first
+        await self.publisher.start()
+        answers = []
+        for k, ((subject, _, fence, _), (data, headers)) in enumerate(zip(links, encoded, strict=True)):
+            if fence is not None:
+                headers[H_EXPECT] = str(fence)
+            if k > 0:
+                headers[H_EXPECT_LAST_MSG_ID] = links[k - 1][1].msg_id
+            answers.append(self.publisher.future(subject, data, headers, self.timeout, now=k == len(links) - 1))
+        try:
+            got = await asyncio.gather(*answers)
+        finally:
+            for waiting in answers:
+                waiting.cancel()  # (a chain given up on: its late answers are dropped)
+        seqs: list[int] = []
+        last: dict[str, int] = {}  # subject -> its sequence so far in this chain
+        for k, answer in enumerate(got):
+            try:
+                seqs.append(_seq(answer))
+                last[links[k][0]] = seqs[-1]
+                continue
+            except _Refusal:
+                pass
+            # The first refusal: from here on one at a time, each fenced on what its subject got
+            # (a link refused only because another writer came between lands now; a real
+            # refusal is raised as a single append raises it).
+            for subject, item, fence, fenced in links[k:]:
+                [seq] = await self._append(subject, [item], last.get(subject, fence) if fenced else None)
+                seqs.append(seq)
+                last[subject] = seq
+            break
+        out, at = [], 0
+        for _, items, _ in parts:
+            out.append(seqs[at : at + len(items)])
+            at += len(items)
+        return out
+
+    # -- group commit --------------------------------------------------------------------------
+
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
+        stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        busy = self._sending is not None and not self._sending.done()
+        if self.group_commit and (busy or self._waiting or not now):
+            # With the others of this turn of the loop, or of the next group.
+            self._waiting.append((subject, item, stored))
+            self._start()
+            return stored
+        inline = self._inline(item)
+        publisher = self.publisher
+        if inline is None or not publisher.ready:
+            # A body for BODIES first, or an inbox not subscribed yet: the sending task does it.
+            self._waiting.append((subject, item, stored))
+            self._start()
+            return stored
+        self.sent += 1
+        self.events += 1
+        try:
+            publisher.request(subject, *inline, lambda got: self._stored(stored, subject, item, got), self.timeout,
+                              now=True)
+        except Exception as err:  # noqa: BLE001 - the connection cannot take it: its writer is told
+            stored.set_exception(err)
+            return stored
+        if self.group_commit:
+            self._sending = stored
+            stored.add_done_callback(self._sent)
+        return stored
+
+    def _stored(self, stored: asyncio.Future[int], subject: str, item: Append, got: bytes | BaseException) -> None:
+        if stored.done():
+            return
+        if isinstance(got, BaseException):
+            stored.set_exception(got)
+            return
+        try:
+            stored.set_result(_seq(got))
+        except _Refusal as err:
+            stored.set_exception(StoreError(f"{subject}: {err.description} (code {err.code})"))
+
+    def _sent(self, done: asyncio.Future[Any]) -> None:
+        if self._sending is done:
+            self._sending = None
+        self._start()
+
+    def _start(self) -> None:
+        if self._waiting and (self._sending is None or self._sending.done()):
+            self._sending = asyncio.get_running_loop().create_task(self._send_waiting())
+
+    async def _send_waiting(self) -> None:
+        while self._waiting:
+            group, self._waiting = self._waiting[: self.most], self._waiting[self.most :]
+            live = [(s, i, f) for s, i, f in group if not f.cancelled()]  # a writer that gave up
+            if not live:
+                continue
+            self.events += len(live)
+            if len(live) < self.smallest_batch or not self.group_commit:
+                # A few: each alone, all at once (pipelined), each writer told as its own is stored.
+                self.sent += len(live)
+                await asyncio.gather(*(self._alone(s, i, f) for s, i, f in live))
+                continue
+            self.sent += 1
+            try:
+                seqs = await self.across([(s, i) for s, i, _ in live])
+            except Exception as err:  # noqa: BLE001 - every writer of the group gets the failure
+                for _, _, f in live:
+                    if not f.done():
+                        f.set_exception(err)
+                continue
+            for (_, _, f), seq in zip(live, seqs, strict=True):
+                if not f.done():
+                    f.set_result(seq)
+
+    async def _alone(self, subject: str, item: Append, stored: asyncio.Future[int]) -> None:
+        try:
+            [seq] = await self._append(subject, [item], None)
+        except Exception as err:  # noqa: BLE001 - its writer gets the failure
+            if not stored.done():
+                stored.set_exception(err)
+            return
+        if not stored.done():
+            stored.set_result(seq)

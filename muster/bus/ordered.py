@@ -1,0 +1,168 @@
+"""Bulk reads of a stream in order, read from the wire (`wire.raw_subscribe`).
+
+A profile of a full fold of the log (docs/benchmarks.md, "Planner state rebuild") showed
+nats-py spending more time per message than decoding and folding it. `OrderedReader` does what
+nats-py's ordered consumer does, on raw frames: an ephemeral push consumer (no acks, flow
+control, heartbeats) whose deliveries must come in consumer-sequence order; a gap or a silent
+consumer (a reconnect, a restarted server) re-creates it from the stream sequence after the
+last message taken, so every message is seen once, in log order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nats.aio.client import Client
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+from .protocol import ack_sequences, parse_headers
+from .wire import RawHandler, raw_subscribe, raw_unsubscribe
+
+OnMessage = Callable[[bytes, int, bytes, bytes], None]
+"""(subject, stream sequence, payload, header block) of one message, in stream order."""
+
+
+class OrderedReader:
+    """Every message of `stream` matching `filters` from `start_seq` on, in stream order, to
+    `on_message` (synchronously, from the connection's read loop); `run()` returns how many
+    once a delivery says nothing more is pending. An exception from `on_message` stops the
+    read and is raised by `run()`."""
+
+    def __init__(
+        self,
+        nc: Client,
+        stream: str,
+        filters: Sequence[str],
+        on_message: OnMessage,
+        *,
+        start_seq: int = 1,
+        last_per_subject: bool = False,
+        heartbeat_s: float = 2.0,
+        api_timeout: float = 10.0,
+    ) -> None:
+        self.nc = nc
+        self.js = nc.jetstream(timeout=api_timeout)
+        self.stream = stream
+        self.filters = list(filters)
+        self.on_message = on_message
+        self.heartbeat_s = heartbeat_s
+        self.count = 0
+        self.resets = 0
+        """How many times the consumer was re-created (a gap or a silent consumer)."""
+        self.consumer = ""
+        """The name of the consumer reading now."""
+        self._next_seq = start_seq
+        self._last_per_subject = last_per_subject
+        """Only each subject's last message (a KV bucket's current values)."""
+        self._dseq = 0
+        self._activity = 0
+        self._wake: asyncio.Future[str] | None = None
+        self._failure: BaseException | None = None
+
+    async def run(self, timeout: float = 600.0) -> int:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            outcome = await self._one_consumer(deadline)
+            if outcome == "done":
+                return self.count
+            self.resets += 1  # "reset": carry on from the message after the last one taken
+
+    async def _one_consumer(self, deadline: float) -> str:
+        loop = asyncio.get_running_loop()
+        wake: asyncio.Future[str] = loop.create_future()
+        self._wake, self._dseq = wake, 0
+        inbox = self.nc.new_inbox()
+        sub = await raw_subscribe(self.nc, inbox, self._handler(wake))
+        consumer = ""
+        try:
+            info = await self._create(inbox, deadline)
+            consumer = self.consumer = info.name
+            if info.num_pending == 0 and self._dseq == 0 and not wake.done():
+                return "done"  # nothing matches from here: no delivery will ever say so
+            seen = -1
+            while not wake.done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise TimeoutError(f"reading {self.stream} {self.filters}: {self.count} messages in, out of time")
+                try:
+                    await asyncio.wait_for(asyncio.shield(wake), min(left, 3 * self.heartbeat_s))
+                except TimeoutError:
+                    if self._activity == seen:  # not even a heartbeat: the consumer is gone
+                        return "reset"
+                    seen = self._activity
+            if self._failure is not None:
+                raise self._failure
+            return wake.result()
+        finally:
+            await raw_unsubscribe(self.nc, sub)
+            if consumer:
+                await self._delete(consumer)
+
+    async def _create(self, inbox: str, deadline: float) -> Any:
+        config = ConsumerConfig(
+            deliver_subject=inbox, ack_policy=AckPolicy.NONE, max_deliver=1, flow_control=True,
+            idle_heartbeat=self.heartbeat_s, mem_storage=True, num_replicas=1,
+            inactive_threshold=max(30.0, 10 * self.heartbeat_s),  # the server removes a lost one
+            deliver_policy=DeliverPolicy.ALL if self._next_seq <= 1 else DeliverPolicy.BY_START_SEQUENCE,
+            opt_start_seq=None if self._next_seq <= 1 else self._next_seq,
+        )
+        if self._last_per_subject and self.count == 0:  # (after a reset: on from where it was)
+            config.deliver_policy, config.opt_start_seq = DeliverPolicy.LAST_PER_SUBJECT, None
+        if len(self.filters) == 1:
+            config.filter_subject = self.filters[0]
+        else:
+            config.filter_subjects = self.filters
+        loop = asyncio.get_running_loop()
+        pause = 0.25
+        while True:  # a bounded retry of a request while the server comes back, not a poll
+            try:
+                return await self.js.add_consumer(self.stream, config)
+            except (TimeoutError, OSError, ConnectionError) as err:
+                if loop.time() + pause >= deadline:
+                    raise TimeoutError(f"reading {self.stream}: no consumer ({err or type(err).__name__})") from None
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 2.0)
+
+    async def _delete(self, consumer: str) -> None:
+        try:
+            await self.js.delete_consumer(self.stream, consumer)
+        except Exception:  # noqa: BLE001 - it expires on its own (inactive_threshold)
+            pass
+
+    def _handler(self, wake: asyncio.Future[str]) -> RawHandler:
+        def on_raw(subject: bytes, reply: bytes, data: bytes, headers: bytes) -> str | None:
+            if wake.done():
+                return None  # a consumer given up on: its late deliveries are not ours
+            self._activity += 1
+            if not data and headers[8:9] == b" ":  # a status: flow control or a heartbeat
+                status, fields = parse_headers(headers)
+                if status != "100":
+                    return None
+                if fields.get("Description", "").startswith("FlowControl"):
+                    return reply.decode()
+                last = fields.get("Nats-Last-Consumer")
+                if last is not None and int(last) != self._dseq:
+                    wake.set_result("reset")  # we missed deliveries
+                    return None
+                return fields.get("Nats-Consumer-Stalled") or None
+            sseq, dseq, pending = ack_sequences(reply)
+            if dseq != self._dseq + 1:
+                wake.set_result("reset")
+                return None
+            self._dseq = dseq
+            try:
+                self.on_message(subject, sseq, data, headers)
+            except Exception as err:  # noqa: BLE001 - handed to run()'s caller
+                self._failure = err
+                wake.set_result("failed")
+                return None
+            self._next_seq = sseq + 1
+            self.count += 1
+            if pending == 0:
+                wake.set_result("done")
+            return None
+
+        return on_raw

@@ -1,0 +1,98 @@
+"""What a provisioner's worker is configured with, and what its core asks the adapter to do.
+
+Actions, in the order the core returns them: `Claim` (append the claim, then tell the core
+`claimed`), `Run` (run the plugin, then `ran`), `Store` (append the outcome, then `stored`),
+`Answer` (settle the delivery: ack, nak with a delay, term, in progress), `Note` (log it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from contracts.events import TaskFailed, TaskSucceeded
+from contracts.records import Append
+from contracts.tasks import TaskMessage, TaskOutcome, trim_output
+from muster.ports.delivery import Settle
+
+
+@dataclass
+class WorkerConfig:
+    provisioner_id: str
+    tenants: tuple[str, ...] = ("default",)
+    provisioner_class: str = "default"
+    capacity: int = 8
+    ack_wait_s: float = 30.0
+    avoid_deliveries: int = 2
+    """A provisioner named in a task's `avoid` lets this many deliveries of it go."""
+    avoid_delay_s: float = 0.5
+    """...each coming back to the queue after this delay, for another provisioner to take."""
+    claim_ahead: int | None = None
+    """Tasks taken and claimed beyond `capacity` while the slots turn over fast; None =
+    `capacity`, 0 = never. At most `capacity` plugins run at once whatever this is."""
+
+
+def lets_go(task: TaskMessage, provisioner_id: str, delivery: int, config: WorkerConfig) -> bool:
+    """Prefer another provisioner on retry: one that ran an earlier attempt (it is in `avoid`)
+    passes on the first `avoid_deliveries` deliveries, and runs the task after that."""
+    return provisioner_id in task.avoid and delivery <= config.avoid_deliveries
+
+
+def attempt_key(task: TaskMessage) -> str:
+    return f"{task.job_id}.{task.task_id}.{task.attempt}"
+
+
+def outcome_event(task: TaskMessage, outcome: TaskOutcome, provisioner: str, worker: str) -> TaskSucceeded | TaskFailed:
+    """What a plugin's outcome becomes in the log (its output trimmed)."""
+    done: dict[str, Any] = {"job_id": task.job_id, "task_id": task.task_id, "attempt": task.attempt, "provisioner": provisioner,
+            "worker": worker, "stdout": trim_output(outcome.stdout), "stderr": trim_output(outcome.stderr)}
+    if outcome.ok:
+        return TaskSucceeded(**done, result=outcome.result, ipaddresses=outcome.ipaddresses, hostname=outcome.hostname)
+    return TaskFailed(**done, error=outcome.error or "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    held: int
+    subject: str
+    append: Append
+
+
+class Claim(_Write):
+    """Append the claim; then tell the core `claimed`."""
+
+    __slots__ = ()
+
+
+class Store(_Write):
+    """Append the outcome; then tell the core `stored`."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Run the task's plugin; then tell the core `ran`."""
+
+    held: int
+    task: TaskMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Settle the delivery whose reply subject this is."""
+
+    reply: str
+    settle: Settle
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """Something for the operator's log."""
+
+    level: Literal["info", "warning", "error"]
+    what: str
+    fields: dict[str, Any]
+
+
+Action = Claim | Run | Store | Answer | Note

@@ -1,0 +1,279 @@
+"""The provisioner's worker as a state machine: inputs in, actions out; no IO, no clock.
+
+A task delivery takes a numbered *slot* (`capacity + claim_ahead` of them) and its claim goes
+to the log; once the claim is stored it takes a *plugin slot* (`capacity`), at once or in turn
+in the *waiting line*; when its plugin returns, its slot is free and its outcome goes to the
+log; once that is stored the delivery is acked. The tasks beyond `capacity` are *claimed ahead*
+(decision 12): one more is allowed per plugin that returned within `SHORT_RUN_S`, none after a
+slower one or after a task claimed ahead found no plugin slot within `AHEAD_WAIT_S` (it goes
+back to the queue). Every held delivery gets keep-alives (in progress) every third of its
+queue's ack wait, until it is answered.
+
+Inputs: `queue_declared`, `delivered`, `claimed`, `ran`, `stored`, `drain`, `due` (the time
+came for the next deadline, `next_due`). Each returns the actions to carry out, in order:
+`Claim`, `Run`, `Store` (an outcome), `Answer` (ack, nak with delay, term, in progress) and
+`Note` (something to log). The adapter (`services/provisioner/worker.py`) feeds the answers of
+the log, the plugins and the clock back in.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.events import TaskClaimed
+from contracts.records import Append
+from contracts.tasks import TaskMessage, TaskOutcome
+from muster.ports.delivery import ACK, PROGRESS, TERM, nak
+
+from .actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, attempt_key, lets_go, outcome_event
+
+FINISHING_PER_SLOT = 4
+"""Outcomes being stored (their plugins done, their slots free) per plugin slot beyond which the
+pulls ask for nothing (the log is slow, or down)."""
+RETRY_DELAY_S = 1.0
+"""Redelivery delay of a task whose claim or outcome the log did not take, or whose plugin crashed."""
+SHORT_RUN_S = 1.0
+"""A plugin that returns within this lets the worker claim one more task ahead."""
+AHEAD_WAIT_S = 1.0
+"""A task claimed ahead that finds no plugin slot within this goes back to the queue."""
+
+
+class Slots:
+    """Numbered places for the tasks held (the worker numbers in `TaskClaimed`); the lowest
+    free number is taken first."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._free = list(range(capacity))  # a heap
+
+    @property
+    def busy(self) -> int:
+        return self.capacity - len(self._free)
+
+    def take(self) -> int | None:
+        return heapq.heappop(self._free) if self._free else None
+
+    def give(self, slot: int) -> None:
+        heapq.heappush(self._free, slot)
+
+
+Stage = Literal["claiming", "waiting", "running", "storing"]
+
+
+@dataclass(slots=True)
+class Held:
+    """One delivery held, from its arrival until it is answered."""
+
+    reply: str
+    task: TaskMessage
+    slot: int
+    worker: str
+    subject: str
+    every: float
+    keepalive_at: float
+    stage: Stage = "claiming"
+    line_until: float = 0.0
+    ok: bool = False
+
+
+@dataclass
+class WorkerCore:
+    config: WorkerConfig
+    completed: int = 0
+    passed: int = 0
+    """Deliveries let go: `avoid`, no slot free, draining, or claimed ahead without a plugin slot."""
+    draining: bool = False
+    held: dict[int, Held] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.capacity = self.config.capacity
+        self.ahead = self.capacity if self.config.claim_ahead is None else max(self.config.claim_ahead, 0)
+        self.slots = Slots(self.capacity + self.ahead)
+        self.ahead_ok = 0
+        """Tasks that may be held beyond capacity now."""
+        self.running = 0
+        """Plugins running (at most `capacity`)."""
+        self.finishing = 0
+        """Outcomes being stored."""
+        self.line: deque[int] = deque()
+        """Claimed tasks waiting for a plugin slot, first come first served."""
+        self._keepalive_s: dict[str, float] = {}
+        self._ids = itertools.count()
+        self._due: list[tuple[float, int, str, int]] = []  # (when, tie, "keepalive" | "line", held id)
+        self._tie = itertools.count()
+
+    # -- what the adapter asks ---------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Tasks held in slots: claimed (or being claimed) and not yet returned by their plugin."""
+        return self.slots.busy
+
+    @property
+    def idle(self) -> bool:
+        return not self.held
+
+    @property
+    def holding(self) -> set[str]:
+        """The attempts held (`<job>.<task>.<attempt>`), until answered."""
+        return {attempt_key(h.task) for h in self.held.values()}
+
+    def wanted(self) -> int:
+        """How many tasks the pulls may ask for now."""
+        if self.draining or self.finishing >= FINISHING_PER_SLOT * self.capacity:
+            return 0
+        return max(self.capacity + self.ahead_ok - self.slots.busy, 0)
+
+    def next_due(self) -> float | None:
+        """When `due` must be called next (None: nothing to wait for)."""
+        while self._due and not self._alive(self._due[0]):
+            heapq.heappop(self._due)
+        return self._due[0][0] if self._due else None
+
+    # -- inputs --------------------------------------------------------------------------------
+
+    def queue_declared(self, tenant: str, ack_wait_s: float) -> None:
+        """The tenant's queue redelivers after `ack_wait_s` (another provisioner may have set it)."""
+        self._keepalive_s[tenant] = max(min(ack_wait_s, self.config.ack_wait_s) / 3, 0.05)
+
+    def delivered(self, tenant: str, reply: str, data: bytes, delivery: int, now: float) -> list[Action]:
+        slot = None if self.draining or self.capacity + self.ahead_ok - self.slots.busy <= 0 else self.slots.take()
+        if slot is None:
+            # Draining, or two queues answered at once beyond capacity: back to the queue now,
+            # for a provisioner that has room.
+            self.passed += 1
+            return [Answer(reply, nak())]
+        try:
+            task = TaskMessage.model_validate_json(data)
+        except ValidationError as err:
+            self.slots.give(slot)
+            return [Note("error", "undecodable task terminated", {"error": str(err)[:500]}), Answer(reply, TERM)]
+        if lets_go(task, self.config.provisioner_id, delivery, self.config):
+            self.slots.give(slot)
+            self.passed += 1
+            return [Note("info", "task let go for another provisioner", {"task": task.task_id, "attempt": task.attempt,
+                                                                         "delivery": delivery}),
+                    Answer(reply, nak(self.config.avoid_delay_s))]
+        me = self.config.provisioner_id
+        worker = f"{me}/w{slot}"
+        subject = subjects.task_events(task.tenant, task.job_id, task.task_id, me)  # only this provisioner writes there
+        every = self._keepalive_s.get(tenant, 1.0)
+        hid = next(self._ids)
+        self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every)
+        self._at(now + every, "keepalive", hid)
+        claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=me, worker=worker,
+                            delivery=delivery)
+        return [Claim(hid, subject, Append(claim, msg_id=f"{attempt_key(task)}.claim.{delivery}"))]
+
+    def claimed(self, hid: int, now: float, error: BaseException | None = None) -> list[Action]:
+        """The claim is stored (or the log refused it: the task comes back later)."""
+        h = self.held.get(hid)
+        if h is None:
+            return []
+        if error is not None:
+            return self._give_back(hid, "task handling failed; will be redelivered", error)
+        if self.running < self.capacity and not self.line:
+            self.running += 1
+            h.stage = "running"
+            return [Run(hid, h.task)]
+        h.stage, h.line_until = "waiting", now + AHEAD_WAIT_S
+        self.line.append(hid)
+        self._at(h.line_until, "line", hid)
+        return []
+
+    def ran(self, hid: int, outcome: TaskOutcome | None, seconds: float, error: BaseException | None = None) -> list[Action]:
+        """The plugin returned `outcome` after `seconds` (or crashed with `error`)."""
+        self.ahead_ok = min(self.ahead_ok + 1, self.ahead) if seconds < SHORT_RUN_S else 0
+        after = self._next_in_line()
+        h = self.held.get(hid)
+        if h is None:
+            return after
+        if error is not None or outcome is None:
+            return self._give_back(hid, "task handling failed; will be redelivered", error) + after
+        self.slots.give(h.slot)
+        h.stage, h.ok = "storing", outcome.ok
+        self.finishing += 1
+        event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
+        return [Store(hid, h.subject, Append(event, msg_id=f"{attempt_key(h.task)}.outcome")), *after]
+
+    def stored(self, hid: int, error: BaseException | None = None) -> list[Action]:
+        """The outcome is stored (one per attempt: its key): ack. Or the log failed us: the task
+        comes back and runs again."""
+        h = self.held.pop(hid, None)
+        if h is None:
+            return []
+        self.finishing -= 1
+        if error is not None:
+            return [Note("error", "outcome not recorded; will be redelivered",
+                         {"task": h.task.task_id, "error": str(error) or type(error).__name__}),
+                    Answer(h.reply, nak(RETRY_DELAY_S))]
+        self.completed += 1
+        task = h.task
+        return [Note("info", "task finished", {"job": task.job_id, "task": task.task_id, "attempt": task.attempt,
+                                               "worker": h.worker, "ok": h.ok}),
+                Answer(h.reply, ACK)]
+
+    def drain(self) -> None:
+        """Take no new tasks; those held go on."""
+        self.draining = True
+
+    def due(self, now: float) -> list[Action]:
+        """Keep-alives whose time came, and tasks claimed ahead that waited too long for a slot."""
+        out: list[Action] = []
+        while self._due and self._due[0][0] <= now:
+            entry = heapq.heappop(self._due)
+            if not self._alive(entry):
+                continue
+            _, _, kind, hid = entry
+            h = self.held[hid]
+            if kind == "keepalive":
+                h.keepalive_at = now + h.every
+                self._at(h.keepalive_at, "keepalive", hid)
+                out.append(Answer(h.reply, PROGRESS))
+            else:
+                self.line.remove(hid)
+                self.ahead_ok = 0  # the slots turn over slowly: claim no more ahead
+                self.passed += 1
+                out += self._give_back(hid, "task claimed ahead let go: no free slot", None, delay=0.0)
+        return out
+
+    # -- inside ----------------------------------------------------------------------------------
+
+    def _give_back(self, hid: int, what: str, error: BaseException | None, delay: float = RETRY_DELAY_S) -> list[Action]:
+        """The delivery goes back to the queue (its claim, if stored, stays in the log, as a dead
+        worker's does)."""
+        h = self.held.pop(hid)
+        if h.stage != "storing":
+            self.slots.give(h.slot)
+        fields: dict[str, Any] = {"task": h.task.task_id, "attempt": h.task.attempt}
+        if error is not None:
+            fields["error"] = str(error) or type(error).__name__
+        return [Note("error" if error is not None else "info", what, fields), Answer(h.reply, nak(delay))]
+
+    def _next_in_line(self) -> list[Action]:
+        """A plugin slot came free: the next task in line takes it, or it stays free."""
+        if self.line:
+            hid = self.line.popleft()
+            self.held[hid].stage = "running"
+            return [Run(hid, self.held[hid].task)]
+        self.running -= 1
+        return []
+
+    def _at(self, when: float, kind: str, hid: int) -> None:
+        heapq.heappush(self._due, (when, next(self._tie), kind, hid))
+
+    def _alive(self, entry: tuple[float, int, str, int]) -> bool:
+        when, _, kind, hid = entry
+        h = self.held.get(hid)
+        if h is None:
+            return False
+        return h.keepalive_at == when if kind == "keepalive" else h.stage == "waiting" and h.line_until == when

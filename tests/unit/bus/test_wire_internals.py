@@ -1,0 +1,57 @@
+"""The nats-py internals `muster.bus.wire` relies on, pinned: an upgrade of nats-py that renames
+or reshapes one fails here, in one place, instead of silently somewhere on the wire."""
+
+from __future__ import annotations
+
+import inspect
+
+from nats.aio.client import Client
+from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
+from nats.protocol.command import hpub_cmd, pub_cmd
+
+from muster.bus import protocol, wire
+from muster.ports.delivery import ACK, PROGRESS, TERM, nak
+
+
+def test_every_private_name_the_wire_uses_exists_with_the_shape_it_expects() -> None:
+    nc = Client()
+    sub = Subscription(nc, id=7, subject="x")
+    js = JetStreamContext(nc, timeout=3.0)
+    instances = {Client: nc, Subscription: sub, JetStreamContext: js}
+    for cls, names in wire.INTERNALS.items():
+        for name in names:
+            assert hasattr(instances[cls], name), f"nats-py's {cls.__name__} has no {name} any more"
+    assert isinstance(nc._pending, list) and nc._pending_data_size == 0 and isinstance(nc._max_pending_size, int)
+    assert nc._transport is None and isinstance(nc._server_info, dict)
+    assert sub._id == 7 and js._nc is nc and js._timeout == 3.0
+    # The read-loop hook replaces this method, and is called with these arguments by the parser.
+    assert list(inspect.signature(Client._process_msg).parameters) == ["self", "sid", "subject", "reply", "data", "headers"]
+    assert "self.nc._process_msg(sid, subject, reply, payload, hdr)" in inspect.getsource(
+        __import__("nats.protocol.parser", fromlist=["Parser"]).Parser.parse)
+
+
+def test_nats_py_flushes_the_buffer_the_publisher_writes_into() -> None:
+    """Our frames go into `_pending` behind nats-py's own commands; nats-py must still take its
+    commands from there and write them with `writelines` (else ours would be sent out of order)."""
+    send = inspect.getsource(Client._send_command)
+    flush = inspect.getsource(Client._flush_pending) + inspect.getsource(Client._flusher)
+    assert "self._pending.append(cmd)" in send and "self._pending_data_size += len(cmd)" in send
+    assert "self._transport.writelines(self._pending" in flush and "self._pending = []" in flush
+
+
+def test_frames_are_the_protocols_commands() -> None:
+    assert protocol.frame("a.b", "", None, b"hi") == pub_cmd("a.b", "", b"hi") == b"PUB a.b  2\r\nhi\r\n"
+    block = b"NATS/1.0\r\nNats-Msg-Id: k1\r\n\r\n"
+    assert protocol.frame("a.b", "in.1", {"Nats-Msg-Id": "k1"}, b"{}") == hpub_cmd("a.b", "in.1", block, b"{}")
+
+
+def test_a_settle_says_what_nats_py_messages_say() -> None:
+    assert protocol.settle_body(ACK) == b""
+    assert protocol.settle_body(TERM) == b"+TERM" and protocol.settle_body(PROGRESS) == b"+WPI"
+    assert protocol.settle_body(nak()) == b"-NAK" and protocol.settle_body(nak(1.5)) == b'-NAK {"delay": 1500000000}'
+
+
+def test_the_delivery_count_is_read_from_either_form_of_the_reply_subject() -> None:
+    assert protocol.delivery_count(b"$JS.ACK.TASKS.c1.3.1042.17.1764000000000000000.5") == 3
+    assert protocol.delivery_count(b"$JS.ACK.hub.ACCHASH.TASKS.c1.4.1042.17.1764000000000000000.5.xyz") == 4

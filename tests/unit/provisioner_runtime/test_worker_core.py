@@ -1,0 +1,199 @@
+"""The provisioner worker's pure core (`services.provisioner.domain.core`), driven input by input
+with no server and no clock: what it claims, runs, stores and answers, and when."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts import subjects
+from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.tasks import TaskMessage, TaskOutcome
+from muster.ports.delivery import ACK, PROGRESS, TERM, nak
+from services.provisioner.domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig
+from services.provisioner.domain.core import AHEAD_WAIT_S, FINISHING_PER_SLOT, RETRY_DELAY_S, WorkerCore
+from services.provisioner.plugins.testing import make_task
+
+OK = TaskOutcome(ok=True, result={"done": True})
+
+
+def _core(capacity: int = 1, claim_ahead: int | None = None, **config: Any) -> WorkerCore:
+    core = WorkerCore(WorkerConfig(provisioner_id="p1", capacity=capacity, claim_ahead=claim_ahead, **config))
+    core.queue_declared("t", 30.0)
+    return core
+
+
+def _task(i: int, **update: Any) -> bytes:
+    task = make_task("install", service="s").model_copy(update={"job_id": "j", "task_id": f"t{i}", **update})
+    return task.model_dump_json().encode()
+
+
+def _only(actions: list[Action], kind: type) -> list[Any]:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def _deliver(core: WorkerCore, i: int, now: float = 0.0, delivery: int = 1, **update: Any) -> list[Action]:
+    return core.delivered("t", f"reply.{i}", _task(i, **update), delivery, now)
+
+
+def _held(actions: list[Action]) -> int:
+    [claim] = _only(actions, Claim)
+    return int(claim.held)
+
+
+def test_a_task_is_claimed_run_stored_and_acked_in_that_order() -> None:
+    core = _core(capacity=2)
+    actions = _deliver(core, 1, delivery=3)
+    [claim] = actions
+    assert isinstance(claim, Claim) and isinstance(claim.append.event, TaskClaimed)
+    task = TaskMessage.model_validate_json(_task(1))
+    assert claim.subject == subjects.task_events(task.tenant, "j", "t1", "p1")
+    assert claim.append.event.worker == "p1/w0" and claim.append.event.delivery == 3
+    assert claim.append.msg_id == f"j.t1.{task.attempt}.claim.3"
+    assert core.holding == {"j.t1.1"} and core.in_flight == 1 and not core.idle
+    [run] = core.claimed(claim.held, 0.1)
+    assert isinstance(run, Run) and run.task.task_id == "t1" and core.running == 1
+    [store] = core.ran(claim.held, OK, 0.2)
+    assert isinstance(store, Store) and isinstance(store.append.event, TaskSucceeded)
+    assert store.append.msg_id == "j.t1.1.outcome" and store.append.event.worker == "p1/w0"
+    assert core.in_flight == 0 and core.running == 0 and core.holding == {"j.t1.1"}  # the slot is free, the task still held
+    answer = _only(core.stored(claim.held), Answer)
+    assert answer == [Answer("reply.1", ACK)] and core.completed == 1
+    assert core.idle and core.holding == set() and core.next_due() is None
+
+
+def test_a_failed_plugin_outcome_is_stored_as_a_failure_and_acked() -> None:
+    core = _core()
+    hid = _held(_deliver(core, 1))
+    core.claimed(hid, 0.0)
+    [store] = _only(core.ran(hid, TaskOutcome(ok=False, error="disk full", stderr="e" * 10), 0.1), Store)
+    assert isinstance(store.append.event, TaskFailed) and store.append.event.error == "disk full"
+    assert _only(core.stored(hid), Answer) == [Answer("reply.1", ACK)]
+
+
+def test_claim_ahead_defaults_to_capacity_and_opens_one_per_quick_plugin() -> None:
+    core = _core(capacity=2)
+    assert core.ahead == 2 and core.slots.capacity == 4 and core.wanted() == 2  # nothing known of the plugins yet
+    assert _core(capacity=2, claim_ahead=0).slots.capacity == 2
+    for i in range(3):
+        hid = _held(_deliver(core, i))
+        core.claimed(hid, 0.0)
+        core.ran(hid, OK, 0.01)
+        core.stored(hid)
+    assert core.ahead_ok == 2 and core.wanted() == 4
+    hid = _held(_deliver(core, 9))
+    core.claimed(hid, 0.0)
+    core.ran(hid, OK, 5.0)  # a slow plugin: the slots turn over slowly
+    assert core.ahead_ok == 0 and core.wanted() == 2
+
+
+def test_tasks_claimed_ahead_wait_in_line_and_never_run_beyond_capacity() -> None:
+    core = _core(capacity=1, claim_ahead=2)
+    core.ahead_ok = 2
+    first, second, third = (_held(_deliver(core, i)) for i in range(3))
+    assert core.in_flight == 3 and core.wanted() == 0
+    assert _only(core.claimed(first, 0.0), Run) and core.running == 1
+    assert core.claimed(second, 0.0) == [] and core.claimed(third, 0.0) == []  # in line
+    after = core.ran(first, OK, 0.01)
+    assert [type(a) for a in after] == [Store, Run] and _only(after, Run)[0].held == second  # the first in line runs
+    assert core.running == 1
+    assert [a.held for a in _only(core.ran(second, OK, 0.01), Run)] == [third]
+    assert _only(core.ran(third, OK, 0.01), Run) == [] and core.running == 0
+
+
+def test_a_task_claimed_ahead_that_finds_no_plugin_slot_goes_back_to_the_queue() -> None:
+    core = _core(capacity=1, claim_ahead=1)
+    core.ahead_ok = 1
+    first, second = _held(_deliver(core, 1)), _held(_deliver(core, 2))
+    core.claimed(first, 0.0)
+    assert core.claimed(second, 0.5) == []
+    assert core.due(0.5 + AHEAD_WAIT_S - 0.01) == []
+    let_go = core.due(0.5 + AHEAD_WAIT_S)
+    assert _only(let_go, Answer) == [Answer("reply.2", nak())] and core.passed == 1
+    assert core.ahead_ok == 0 and core.in_flight == 1 and core.holding == {"j.t1.1"} and not core.line
+    assert _only(core.ran(first, OK, 0.01), Run) == []  # nobody left in line: the plugin slot is free
+
+
+def test_every_task_held_is_kept_alive_until_it_is_answered() -> None:
+    core = _core(capacity=2)
+    core.queue_declared("t", 3.0)  # the queue redelivers after 3 s: a keep-alive every second
+    a, b = _held(_deliver(core, 1, now=0.0)), _held(_deliver(core, 2, now=0.5))
+    assert core.next_due() == 1.0
+    assert core.due(1.0) == [Answer("reply.1", PROGRESS)]
+    assert core.due(1.5) == [Answer("reply.2", PROGRESS)]
+    core.claimed(a, 1.6)
+    core.ran(a, OK, 0.1)
+    core.stored(a)  # answered: no more keep-alives for it
+    assert core.due(2.0) == [] and core.due(2.5) == [Answer("reply.2", PROGRESS)] and core.next_due() == 3.5
+    core.claimed(b, 2.6)
+    core.ran(b, OK, 0.1)
+    core.stored(b)
+    assert core.next_due() is None
+
+
+def test_the_keep_alive_follows_the_shorter_of_the_queues_and_our_ack_wait() -> None:
+    core = _core(capacity=2, ack_wait_s=6.0)
+    core.queue_declared("t", 30.0)
+    _deliver(core, 1, now=0.0)
+    assert core.next_due() == 2.0
+    core.queue_declared("t", 0.03)
+    _deliver(core, 2, now=0.0)
+    assert core.next_due() == 0.05  # never more often than every 50 ms
+
+
+def test_deliveries_beyond_the_slots_or_while_draining_go_back_at_once() -> None:
+    core = _core(capacity=1, claim_ahead=0)
+    _deliver(core, 1)
+    assert core.wanted() == 0
+    assert _deliver(core, 2) == [Answer("reply.2", nak())] and core.passed == 1
+    core.drain()
+    assert core.wanted() == 0
+    idle = _core()
+    idle.drain()
+    assert _deliver(idle, 3) == [Answer("reply.3", nak())] and idle.idle
+
+
+def test_an_undecodable_task_is_terminated_and_frees_its_slot() -> None:
+    core = _core()
+    actions = core.delivered("t", "reply.x", b'{"not": "a task"}', 1, 0.0)
+    assert isinstance(actions[0], Note) and actions[0].level == "error"
+    assert actions[-1] == Answer("reply.x", TERM) and core.in_flight == 0 and core.idle
+
+
+def test_a_provisioner_named_in_avoid_lets_the_first_deliveries_go_then_runs_it() -> None:
+    core = _core(avoid_deliveries=2, avoid_delay_s=0.5)
+    assert _only(_deliver(core, 1, delivery=2, avoid=["p1"]), Answer) == [Answer("reply.1", nak(0.5))]
+    assert core.passed == 1 and core.in_flight == 0
+    assert _only(_deliver(core, 1, delivery=3, avoid=["p1"]), Claim)
+
+
+def test_a_claim_or_outcome_the_log_refused_sends_the_task_back_later() -> None:
+    core = _core()
+    hid = _held(_deliver(core, 1))
+    refused = core.claimed(hid, 0.0, error=OSError("log down"))
+    assert _only(refused, Answer) == [Answer("reply.1", nak(RETRY_DELAY_S))] and core.idle and core.in_flight == 0
+    hid = _held(_deliver(core, 2))
+    core.claimed(hid, 0.0)
+    core.ran(hid, OK, 0.1)
+    assert _only(core.stored(hid, error=OSError("log down")), Answer) == [Answer("reply.2", nak(RETRY_DELAY_S))]
+    assert core.completed == 0 and core.idle
+
+
+def test_a_plugin_that_crashed_sends_the_task_back_and_passes_its_slot_on() -> None:
+    core = _core(capacity=1, claim_ahead=1)
+    core.ahead_ok = 1
+    first, second = _held(_deliver(core, 1)), _held(_deliver(core, 2))
+    core.claimed(first, 0.0)
+    core.claimed(second, 0.0)
+    after = core.ran(first, None, 0.1, error=RuntimeError("bug"))
+    assert Answer("reply.1", nak(RETRY_DELAY_S)) in after and [a.held for a in _only(after, Run)] == [second]
+
+
+def test_pulls_stop_asking_while_too_many_outcomes_wait_to_be_stored() -> None:
+    core = _core(capacity=1, claim_ahead=0)
+    for i in range(FINISHING_PER_SLOT):
+        hid = _held(_deliver(core, i))
+        core.claimed(hid, 0.0)
+        core.ran(hid, OK, 0.01)
+    assert core.in_flight == 0 and core.finishing == FINISHING_PER_SLOT and core.wanted() == 0
+    core.stored(hid)
+    assert core.wanted() == 1
