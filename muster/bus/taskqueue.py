@@ -23,6 +23,7 @@ from nats.errors import ConnectionClosedError, Error, MaxPayloadError, OutboundB
 from nats.js import JetStreamContext
 
 from contracts import subjects
+from contracts.records import H_TRACE
 from contracts.tasks import TaskMessage
 
 from ..ports.eventlog import StoreError
@@ -102,11 +103,13 @@ class NatsTaskQueue:
         if failure is not None:
             raise failure
 
-    async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+    async def publish_many(self, messages: Sequence[TaskMessage], *,
+                           traces: Sequence[str | None] | None = None) -> list[BaseException | None]:
         """Queue every message, pipelined on the connection's publisher; for each, None once
         the stream acknowledged it (a de-duplicated repeat included), or why it may not have
         been taken. The window is the queue's, shared by concurrent calls: the server answers
-        in order, so a call behind another waits its turn."""
+        in order, so a call behind another waits its turn. `traces`: each message's trace
+        context, sent in its `traceparent` header."""
         batch = _Batch(len(messages))
         if not messages:
             return batch.failures
@@ -123,8 +126,11 @@ class NatsTaskQueue:
                 if len(data) > max_payload:
                     batch.failures[index] = MaxPayloadError()
                     continue
+                headers = {"Nats-Msg-Id": task_msg_id(message)}
+                if traces is not None and traces[index] is not None:
+                    headers[H_TRACE] = traces[index]  # type: ignore[assignment]
                 publisher.request(subjects.task_queue(message.tenant, message.provisioner_class), data,
-                                  {"Nats-Msg-Id": task_msg_id(message)}, partial(self._answer, batch, index), self.timeout)
+                                  headers, partial(self._answer, batch, index), self.timeout)
                 batch.pending.add(index)
                 self.in_flight += 1
             if batch.pending:

@@ -18,12 +18,13 @@ import structlog
 
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, Accepted, DryRun, LeaseExtended, Rejected
+from muster import tracing
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import ConcurrencyError, EventLog, Recorded
 from muster.ports.taskqueue import TaskQueue
 from muster.snapshots import SnapshotSource
 
-from . import leases
+from . import leases, traces
 from .attempts import AttemptHolders
 from .config import Hooks, PlannerConfig
 from .domain import planning, saga
@@ -169,7 +170,13 @@ class Planner:
     # -- requests and queries ----------------------------------------------------------------
 
     async def handle(self, ctx: RequestContext) -> Accepted | Rejected | DryRun | LeaseExtended:
-        return await self.requests.handle(ctx)
+        if not tracing.enabled():
+            return await self.requests.handle(ctx)
+        # In the requester's trace, if it sent one; the job's span is this one's child.
+        with traces.tracer.span(f"request {ctx.verb}", kind="server", tenant=ctx.tenant, verb=ctx.verb) as span:
+            reply = await self.requests.handle(ctx)
+            traces.answered(span, reply)
+            return reply
 
     def job_view(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         """The job as its owner sees it; only the planner acting for its cluster answers, and

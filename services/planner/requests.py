@@ -37,6 +37,7 @@ from contracts.limits import MAX_JSON_DEPTH, MAX_REQUEST_BYTES, json_depth, json
 from contracts.records import Append
 from contracts.secrets import refused as refused_secrets
 from contracts.secrets import secrets_in_clear
+from muster import tracing
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
@@ -246,7 +247,7 @@ class Requests:
 
     def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str, pin: PlanSaved | None = None) -> Job:
         return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts,
-                                plan_id=pin.plan_id if pin is not None else None)
+                                plan_id=pin.plan_id if pin is not None else None, trace=tracing.new_job(tracing.current()))
 
     # -- operations on an existing cluster ---------------------------------------------------
 

@@ -42,6 +42,7 @@ from nats.js.errors import NotFoundError
 
 from contracts import subjects
 from contracts.commands import VERB_OF, Rejected
+from muster import tracing
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import shard_of
 from muster.routing import NotYet
@@ -131,7 +132,8 @@ class Sharding:
         if not self.leases.owns(int(shard)):
             reply = Rejected(reason=f"shard {shard} moved to another planner; send the request again", retry=True)
         else:
-            reply = await self._handle(tenant, principal, verb, msg.data)
+            with tracing.within((msg.headers or {}).get(tracing.HEADER)):  # the requester's trace, forwarded
+                reply = await self._handle(tenant, principal, verb, msg.data)
         if msg.reply:
             await msg.respond(reply.model_dump_json().encode())
 
@@ -150,7 +152,8 @@ class Sharding:
 
         async def run() -> None:
             try:
-                reply = await answer(self.planner, msg.subject, msg.data)
+                with tracing.within((msg.headers or {}).get(tracing.HEADER)):  # the requester's trace
+                    reply = await answer(self.planner, msg.subject, msg.data)
                 if reply is not None and msg.reply:
                     await msg.respond(reply)
             except Exception as err:  # noqa: BLE001 - the connection closed under it; the client sends again
@@ -205,7 +208,8 @@ class Sharding:
                 left = deadline - loop.time()
                 if left <= 0:
                     raise NatsTimeout
-                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=left)
+                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=left,
+                                               headers=tracing.headers())
             except (NoRespondersError, NatsTimeout):
                 # Between owners (the holder died, or is handing over), or the owner is slow:
                 # wait for the shard's lease to change hands, then ask again; at the deadline,
