@@ -21,7 +21,7 @@ def _hex(span_id: int) -> str:
 
 def _requested(h: Harness, job_id: str) -> JobRequested:
     [requested] = h.events(job_id, "JobRequested")
-    return requested  # type: ignore[no-any-return]
+    return requested
 
 
 async def test_a_create_is_one_trace_request_job_plan_and_each_attempt(h: Harness, spans: Any) -> None:

@@ -76,6 +76,7 @@ def test_the_job_span_is_made_at_its_end_with_the_ids_chosen_at_admission(spans:
     job, parent = tracing.new_job(caller)
     assert parent == caller and job is not None and job.split("-")[1] == caller.split("-")[1]
     attempt = tracing.attempt(job, "j1", "n1.create", 1)
+    assert attempt is not None
     assert attempt == tracing.attempt(job, "j1", "n1.create", 1) != tracing.attempt(job, "j1", "n1.create", 2)
     start = datetime(2030, 1, 1, tzinfo=UTC)
     T.record("task n1.create", attempt, job, start, start + timedelta(seconds=2), error="boom", task="n1.create")
