@@ -9,6 +9,8 @@
   whole stream's last message. So the log holds a prefix of the chain, never a merge; when
   another writer's message came between two links, the rest goes one at a time, each fenced on
   what its subject got.
+- `fenced`: events on several subjects in one atomic batch, fenced on the last sequence of all
+  the subjects a filter matches (an apply validated against everything it read).
 - `submit`: one event with no expected sequence (its idempotency key makes a repeat harmless),
   from synchronous code, answered into a future. With `group_commit` (docs/decisions/0006 and
   0012) it goes with the others submitted in the same turn of the event loop, or, while a
@@ -140,7 +142,19 @@ class LogWriter:
                 return list(range(last_event[0] - len(items) + 1, last_event[0] + 1))
             raise ConcurrencyError(f"{subject}: {err.description}") from None
 
-    async def _batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None) -> int:
+    async def fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int, subject_filter: str) -> list[int]:
+        """Events on several subjects in one atomic batch, refused if any subject matching the
+        filter moved past `expect_last_seq` (`Nats-Expected-Last-Subject-Sequence-Subject`)."""
+        try:
+            last = await self._batch(entries, expect_last_seq, subject_filter)
+        except _Refusal as err:
+            if err.code in WRONG_LAST_SEQUENCE:
+                raise ConcurrencyError(f"{subject_filter}: {err.description}") from None
+            raise StoreError(f"{subject_filter}: {err.description} (code {err.code})") from None
+        return list(range(last - len(entries) + 1, last + 1))
+
+    async def _batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None,
+                     expect_filter: str | None = None) -> int:
         """One atomic batch (the headers are the protocol); returns the last one's sequence."""
         batch_id = f"{entries[0][1].msg_id}~{len(entries)}"[:64]
         encoded = [(subject, *await self._encode(subject, item)) for subject, item in entries]  # bodies first
@@ -149,6 +163,8 @@ class LogWriter:
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
         if expect_last_seq is not None:
             encoded[0][2][H_EXPECT] = str(expect_last_seq)
+            if expect_filter is not None:
+                encoded[0][2][H_EXPECT + "-Subject"] = expect_filter
         for subject, data, headers in encoded[:-1]:
             self.publisher.send(subject, data, headers)
         subject, data, headers = encoded[-1]

@@ -128,6 +128,11 @@ class EventStore:
         """Each event as if appended alone right after the one before, in one round trip."""
         return await self.writer.chain(parts)
 
+    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
+                            subject_filter: str) -> list[int]:
+        """Events on several subjects, all or none, fenced on the subjects a filter matches."""
+        return await self.writer.fenced(entries, expect_last_seq, subject_filter)
+
     def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         """One event with no expected sequence, from synchronous code; the future gets its
         sequence (`muster.bus.appends`: with the group waiting, or at once with `now`)."""
@@ -224,7 +229,7 @@ class EventStore:
     ) -> int:
         """Feed every event matching the filter (or any of several filters), from `start_seq`
         on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
-        its state): an ordered push consumer read from the wire (`wire.OrderedReader`), each
+        its state): an ordered push consumer read from the wire (`ordered.OrderedReader`), each
         message decoded once, in the connection's read loop. An offloaded body is fetched
         before its event is handed over; the events after it wait their turn."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)

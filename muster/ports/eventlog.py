@@ -13,6 +13,10 @@ in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same con
   at the first refusal (so a prefix may land, never a merge); one round trip on JetStream. A
   chain sent again after it landed is refused as stale (ConcurrencyError: reload), unless it
   is a single event, whose repeat is known as for `append`.
+- `append_fenced([(subject, item), ...], expect_last_seq, filter)`: events on several subjects,
+  all or none, refused (ConcurrencyError) if any subject matching `filter` holds an event after
+  `expect_last_seq` (an apply validated against everything the filter matched: the governance
+  entities of a kind).
 - `submit(subject, item)`: `append(subject, [item])` with no expected sequence, from synchronous
   code: the returned future gets the event's sequence (or the error). For events whose
   idempotency key makes a repeat harmless (a provisioner's claims and outcomes); with group
@@ -48,6 +52,11 @@ class EventLog(Protocol):
 
     async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
         """Each part's events appended one at a time in order (see the module's contract)."""
+        ...
+
+    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
+                            subject_filter: str) -> list[int]:
+        """Several subjects' events at once, fenced on a filter's subjects (see the module's contract)."""
         ...
 
     def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:

@@ -78,6 +78,18 @@ class MemoryEventLog:
             raise fault.error
         return seqs
 
+    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
+                            subject_filter: str) -> list[int]:
+        last = max((r.seq for r in self.records if matches(subject_filter, r.subject)), default=0)
+        if last > expect_last_seq:
+            raise ConcurrencyError(f"{subject_filter}: wrong last sequence: {last}")
+        if any(item.msg_id in self._ids for _, item in entries):
+            raise ConcurrencyError(f"{subject_filter}: an idempotency key stored before")
+        seqs: list[int] = []
+        for subject, item in entries:
+            seqs += self._store(subject, [item], None)
+        return seqs
+
     def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         fault = self._fault(subject, [item])

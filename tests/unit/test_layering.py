@@ -23,6 +23,11 @@ PURE = {
     "the bus-less CLI front end": (["muster.cli_support"], ("nats", "services", "muster.bus", "muster.client")),
     "the provisioner worker's core": (["services.provisioner.domain.core"],
                                       ("nats", "muster.bus", "asyncio", "structlog", "services.provisioner.worker")),
+    "governance's pure cores": (["services.governance.domain.policies", "services.governance.domain.approvals",
+                                 "services.governance.domain.cost", "services.governance.domain.schedules",
+                                 "services.governance.domain.entities", "services.governance.domain.inputs",
+                                 "services.notifier.domain.notices", "services.notifier.domain.signing"],
+                                ("nats", "muster.bus", "eventsourcing", "aiohttp", "services.planner")),
 }
 
 

@@ -151,6 +151,19 @@ async def test_chains_at_once_each_get_their_own_sequences(log: EventLog, tenant
         assert [r.seq for r in await log.read(s)] == seqs
 
 
+async def test_a_fenced_append_lands_whole_only_if_nothing_matching_the_filter_moved(log: EventLog, tenant: str) -> None:
+    kind = f"muster.evt.{tenant}.gov.rule"
+    [first] = await log.append(f"{kind}.a", [_ev(tenant, 0)])
+    stale = [(f"{kind}.b", _ev(tenant, 1)), (f"{kind}.c", _ev(tenant, 2))]
+    seqs = await log.append_fenced(stale, first, f"{kind}.*")
+    assert len(seqs) == 2 and seqs[1] == seqs[0] + 1
+    with pytest.raises(ConcurrencyError):  # b and c moved the kind past `first`
+        await log.append_fenced([(f"{kind}.d", _ev(tenant, 3)), (f"{kind}.e", _ev(tenant, 4))], first, f"{kind}.*")
+    await log.append(f"muster.evt.{tenant}.gov.other.x", [_ev(tenant, 5)])  # not the filter's: no fence
+    assert len(await log.append_fenced([(f"{kind}.d", _ev(tenant, 3))], seqs[-1], f"{kind}.*")) == 1
+    assert _ids(await log.read(f"{kind}.*")) == ["t0", "t1", "t2", "t3"]
+
+
 # -- submits (group commit on or off) --------------------------------------------------------
 
 
@@ -222,5 +235,6 @@ async def test_the_events_stream_cannot_be_purged_or_have_messages_deleted(nc: C
 def test_the_jetstream_store_offers_exactly_the_ports_methods() -> None:
     port = {name for name, value in vars(EventLog).items() if callable(value) and not name.startswith("_")}
     offered = {name for name, value in vars(EventStore).items() if callable(value) and not name.startswith("_")}
-    assert offered == port == {"append", "append_chain", "submit", "last_seq", "read", "read_many", "subjects", "replay"}
+    assert offered == port == {"append", "append_chain", "append_fenced", "submit", "last_seq", "read", "read_many", "subjects",
+                               "replay"}
     assert port <= {name for name in dir(MemoryEventLog) if not name.startswith("_")}

@@ -122,5 +122,5 @@ async def test_a_second_tracker_starts_with_the_index_and_shares_the_work(tracke
     assert isinstance(await tracked.client.wait(later.job_id, timeout=60), JobSucceeded)
     for tracker in (tracked.tracker, second.app[TRACKER]):
         await tracked.indexed_final(later.job_id, tracker)
-    info = await tracked.tracker.store.js.consumer_info("EVENTS", "tracker-locations")
+    info = await tracked.tracker.nc.jetstream().consumer_info("EVENTS", "tracker-locations")
     assert info.config.deliver_group == "tracker-locations"
