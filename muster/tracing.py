@@ -151,6 +151,16 @@ def valid(traceparent: str | None) -> str | None:
     return _format(*parsed) if parsed is not None else None
 
 
+def link(traceparent: str | None, env: Mapping[str, str] = os.environ) -> str | None:
+    """Where a tracing UI shows this trace: `MUSTER_TRACE_URL` with its `{trace_id}` filled in
+    (None without one, or for a job not traced)."""
+    template = env.get("MUSTER_TRACE_URL", "")
+    parsed = _parse(traceparent)
+    if parsed is None or "{trace_id}" not in template or not template.startswith(("http://", "https://")):
+        return None
+    return template.replace("{trace_id}", f"{parsed[0]:032x}")
+
+
 def current() -> str | None:
     """The current span's context as a traceparent (None when off or outside any span)."""
     if _provider is None:
