@@ -52,7 +52,7 @@ async def test_a_create_over_http_is_one_trace_across_the_services(exported: Wai
     assert resp.status == 202, body
     assert isinstance(await stack.client.wait(body["job_id"], timeout=60), JobSucceeded)
     await exported.came("job create")
-    spans = exported.get_finished_spans()
+    spans: list[Any] = list(exported.get_finished_spans())
     assert {s.context.trace_id for s in spans} == {0x5BF92F3577B34DA6A3CE929D0E0E4736}
     by_id = {s.context.span_id: s for s in spans}
     assert len(by_id) == len(spans)  # no span made twice
