@@ -23,6 +23,7 @@ import contextvars
 import hashlib
 import os
 import re
+import socket
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager, nullcontext
@@ -72,8 +73,9 @@ def configure(service: str, exporter: Any = None, env: Mapping[str, str] = os.en
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or f"muster-{service}"}),
-                              id_generator=_ids())
+    resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or f"muster-{service}",
+                                "service.instance.id": f"{socket.gethostname()}-{os.getpid()}"})
+    provider = TracerProvider(resource=resource, id_generator=_ids())
     _idgen = provider.id_generator
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
