@@ -103,3 +103,37 @@ def test_log_lines_carry_the_trace_and_span_ids(spans: Any) -> None:
     [span] = spans.get_finished_spans()
     assert line["trace_id"] == f"{span.context.trace_id:032x}" and line["span_id"] == f"{span.context.span_id:016x}"
     json.dumps(line)
+
+
+def test_the_consoles_trace_link_needs_a_url_with_the_trace_id_and_a_traced_job() -> None:
+    job = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    env = {"MUSTER_TRACE_URL": "http://127.0.0.1:16686/trace/{trace_id}"}
+    assert tracing.link(job, env) == "http://127.0.0.1:16686/trace/0af7651916cd43dd8448eb211c80319c"
+    assert tracing.link(None, env) is None and tracing.link(job, {}) is None
+    assert tracing.link(job, {"MUSTER_TRACE_URL": "javascript:alert({trace_id})"}) is None
+    assert tracing.link(job, {"MUSTER_TRACE_URL": "http://ui/without/placeholder"}) is None
+
+
+def test_the_job_page_links_its_trace(monkeypatch: Any) -> None:
+    from contracts.events import JobRequested
+    from contracts.records import Recorded
+    from services.tracker.ui.reads import job_page
+
+    job = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    requested = JobRequested(tenant="t", job_id="j", cluster_id="c", operation="create", request={}, trace=job)
+    history = [Recorded(seq=1, subject="muster.evt.t.job.j", time=datetime(2030, 1, 1, tzinfo=UTC), event=requested)]
+    page = job_page(history)
+    assert page is not None and page["trace_url"] is None
+    monkeypatch.setenv("MUSTER_TRACE_URL", "https://traces.example/t/{trace_id}")
+    page = job_page(history)
+    assert page is not None and page["trace_url"] == "https://traces.example/t/0af7651916cd43dd8448eb211c80319c"
+
+
+def test_off_a_callers_context_is_passed_on_as_it_is(monkeypatch: Any) -> None:
+    assert not tracing.enabled()
+    monkeypatch.delenv("TRACEPARENT", raising=False)
+    assert tracing.outgoing() is None
+    monkeypatch.setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    assert tracing.outgoing() == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    monkeypatch.setenv("TRACEPARENT", "not one")
+    assert tracing.outgoing() is None
