@@ -68,8 +68,8 @@ async def run(samples: int, block: int) -> None:
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
     os.environ["OTEL_EXPORTER_OTLP_PROTOCOL"] = "http/protobuf"
     tracing.configure("bench")
-    provider = tracing._provider  # switched on and off below: off is exactly "no provider"
-    tracing._provider = None
+    provider = tracing.sdk.provider  # switched on and off below: off is exactly "no provider"
+    tracing.sdk.provider = None
     job_trace = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
     try:
         with tempfile.TemporaryDirectory(prefix="muster-tracing-bench-") as tmp:
@@ -85,7 +85,7 @@ async def run(samples: int, block: int) -> None:
                 async with Provisioner(server.url, tenant, capacity=16):
                     for i, (subject, task, headers) in enumerate(tasks(tenant, 2 * samples + 2 * block)):
                         on = (i // block) % 2 == 1
-                        tracing._provider = provider if on else None
+                        tracing.sdk.provider = provider if on else None
                         if on:
                             headers = {**headers, tracing.HEADER: tracing.attempt(job_trace, "j", f"t{i}", 1) or ""}
                         observer.claim_waiter = loop.create_future()
@@ -99,7 +99,7 @@ async def run(samples: int, block: int) -> None:
                             outcome[on].append(done - start)
                 await sub.unsubscribe()
                 await nc.close()
-        tracing._provider = provider
+        tracing.sdk.provider = provider
         tracing.shutdown()  # the last spans go out
     finally:
         receiver.terminate()

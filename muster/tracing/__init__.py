@@ -19,19 +19,20 @@ that names a credential.
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import os
 import re
-import socket
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager, nullcontext
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import TracerProvider
+from . import sdk
+from .sdk import configure, enabled, shutdown, wanted
+
+__all__ = ["HEADER", "Tracer", "attempt", "child", "configure", "current", "enabled", "from_environment", "headers", "link",
+           "log_ids", "new_job", "outgoing", "set_attributes", "set_error", "shutdown", "valid", "wanted", "within"]
 
 HEADER = "traceparent"
 ATTR = "muster."
@@ -40,96 +41,6 @@ muster.attempt, muster.provisioner, muster.operation."""
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|credential|private|api.?key|authorization|cookie", re.I)
 _NOOP = nullcontext()
-
-_provider: TracerProvider | None = None
-_idgen: Any = None
-_forced: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("muster_trace_ids", default=None)
-
-
-def wanted(env: Mapping[str, str] = os.environ) -> bool:
-    """Do the standard variables ask for traces?"""
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    exporters = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if exporters:
-        return exporters != "none"
-    return bool(env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-
-
-def enabled() -> bool:
-    return _provider is not None
-
-
-def configure(service: str, exporter: Any = None, env: Mapping[str, str] = os.environ) -> bool:
-    """Set tracing up for this process when the variables ask for it, or with `exporter` (the
-    tests' in-memory one, spans handed over as they end). Returns whether it is on. Once per
-    process: a second call changes nothing."""
-    global _provider, _idgen
-    if _provider is not None:
-        return True
-    if exporter is None and not wanted(env):
-        return False
-    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-
-    resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or f"muster-{service}",
-                                "service.instance.id": f"{socket.gethostname()}-{os.getpid()}"})
-    provider = TracerProvider(resource=resource, id_generator=_ids())
-    _idgen = provider.id_generator
-    if exporter is not None:
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-    else:
-        for made in _exporters(env):
-            provider.add_span_processor(BatchSpanProcessor(made))
-    _provider = provider
-    return True
-
-
-def _exporters(env: Mapping[str, str]) -> list[Any]:
-    names = [n.strip() for n in (env.get("OTEL_TRACES_EXPORTER") or "otlp").lower().split(",") if n.strip()]
-    made: list[Any] = []
-    for name in names:
-        if name == "console":
-            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-            made.append(ConsoleSpanExporter())
-        elif name == "otlp":
-            protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
-            if protocol.strip().lower() == "grpc":
-                from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
-                made.append(Grpc())
-            else:
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
-                made.append(Http())
-        else:
-            raise ValueError(f"OTEL_TRACES_EXPORTER={name!r}: muster knows otlp, console and none")
-    return made
-
-
-def shutdown() -> None:
-    """Send what is waiting (at a process's end)."""
-    global _provider
-    if _provider is not None:
-        _provider.shutdown()
-        _provider = None
-
-
-def _ids() -> Any:
-    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-
-    class Ids(RandomIdGenerator):
-        """Random ids, except for a span `record` makes with ids fixed beforehand."""
-
-        def generate_span_id(self) -> int:
-            forced = _forced.get()
-            return forced[1] if forced is not None else super().generate_span_id()
-
-        def generate_trace_id(self) -> int:
-            forced = _forced.get()
-            return forced[0] if forced is not None else super().generate_trace_id()
-
-    return Ids()
-
 
 # -- contexts as strings -------------------------------------------------------------------------
 
@@ -165,7 +76,7 @@ def link(traceparent: str | None, env: Mapping[str, str] = os.environ) -> str | 
 
 def current() -> str | None:
     """The current span's context as a traceparent (None when off or outside any span)."""
-    if _provider is None:
+    if sdk.provider is None:
         return None
     from opentelemetry import trace
 
@@ -177,7 +88,7 @@ def outgoing() -> dict[str, str] | None:
     """Headers for a request muster sends: the current span's context, muster's own when on,
     else that of a program using OpenTelemetry itself (a caller's trace is continued even
     where muster's spans are off)."""
-    if _provider is not None:
+    if sdk.provider is not None:
         return headers()
     if "opentelemetry.trace" in sys.modules:
         from opentelemetry import trace
@@ -232,7 +143,7 @@ def _within(traceparent: str) -> Iterator[None]:
 def within(traceparent: str | None) -> Any:
     """A context manager under which `traceparent` is the current context (no span of its own):
     what is appended or started under it continues that trace."""
-    if _provider is None or _parse(traceparent) is None:
+    if sdk.provider is None or _parse(traceparent) is None:
         return _NOOP
     return _within(traceparent)  # type: ignore[arg-type]
 
@@ -243,20 +154,20 @@ def within(traceparent: str | None) -> Any:
 def new_job(parent: str | None) -> tuple[str | None, str | None]:
     """(the job span's traceparent, its parent's) for a job just admitted: in the requester's
     trace when it sent one (`parent`), else in a new one. (None, None) when off."""
-    if _provider is None:
+    if sdk.provider is None:
         return None, None
     parsed = _parse(parent)
     if parsed is not None:
-        return _format(parsed[0], _idgen.generate_span_id(), parsed[2]), _format(*parsed)
-    return _format(_idgen.generate_trace_id(), _idgen.generate_span_id(), 1), None
+        return _format(parsed[0], sdk.ids.generate_span_id(), parsed[2]), _format(*parsed)
+    return _format(sdk.ids.generate_trace_id(), sdk.ids.generate_span_id(), 1), None
 
 
 def child(parent: str | None) -> str | None:
     """A new span's traceparent under `parent` (for a span made later with `Tracer.record`)."""
     parsed = _parse(parent)
-    if parsed is None or _provider is None:
+    if parsed is None or sdk.provider is None:
         return None
-    return _format(parsed[0], _idgen.generate_span_id(), parsed[2])
+    return _format(parsed[0], sdk.ids.generate_span_id(), parsed[2])
 
 
 def attempt(job_trace: str | None, job_id: str, task_id: str, attempt: int) -> str | None:
@@ -291,21 +202,21 @@ class Tracer:
     def _tracer(self) -> Any:
         # From this module's provider, not the API's global one (which may be set only once):
         # tests set tracing up and down again.
-        assert _provider is not None
-        return _provider.get_tracer(self.scope)
+        assert sdk.provider is not None
+        return sdk.provider.get_tracer(self.scope)
 
     def span(self, name: str, parent: str | None = None, *, kind: str = "internal", **attrs: Any) -> Any:
         """A context manager: a span, current inside it, child of `parent` (a traceparent)
         or, without one, of the current span. An exception ends it with an error status. When
         off, it does nothing and yields None."""
-        if _provider is None:
+        if sdk.provider is None:
             return _NOOP
         return self._span(name, parent, kind, attrs)
 
     def nested(self, name: str, **attrs: Any) -> Any:
         """`span` as a child of the current span only: nothing when no span is current (work
         that no traced request or task asked for)."""
-        if _provider is None or current() is None:
+        if sdk.provider is None or current() is None:
             return _NOOP
         return self._span(name, None, "internal", attrs)
 
@@ -322,19 +233,19 @@ class Tracer:
                *, error: str | None = None, **attrs: Any) -> None:
         """A span that is over, made now with the ids of `own` (a traceparent fixed
         beforehand), child of `parent` (None: the root of its trace)."""
-        if _provider is None:
+        if sdk.provider is None:
             return
         parsed = _parse(own)
         if parsed is None:
             return
         from opentelemetry import trace
 
-        token = _forced.set((parsed[0], parsed[1]))
+        token = sdk.forced.set((parsed[0], parsed[1]))
         try:
             span = self._tracer().start_span(name, context=_context(parent), attributes=_attributes(attrs),
                                              start_time=_ns(start))
         finally:
-            _forced.reset(token)
+            sdk.forced.reset(token)
         if error:
             span.set_status(trace.Status(trace.StatusCode.ERROR, error[:200]))
         span.end(end_time=max(_ns(end), _ns(start)))
@@ -355,7 +266,7 @@ def set_attributes(span: Any, **attrs: Any) -> None:
 
 def log_ids(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """A structlog processor: the current trace and span ids on every log line (when on)."""
-    if _provider is not None:
+    if sdk.provider is not None:
         from opentelemetry import trace
 
         ctx = trace.get_current_span().get_span_context()
