@@ -169,7 +169,7 @@ class LogWriter:
             self.publisher.send(subject, data, headers)
         subject, data, headers = encoded[-1]
         headers["Nats-Batch-Commit"] = "1"
-        return _seq(await self.publisher.future(subject, data, headers, self.timeout, now=True))
+        return _seq(await self.publisher.future(subject, data, headers, self.timeout))
 
     async def across(self, entries: Sequence[tuple[str, Append]]) -> list[int]:
         """Events for several subjects with no expected sequence, in one atomic batch; a batch

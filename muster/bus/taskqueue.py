@@ -34,6 +34,8 @@ from .wire import Publisher, Refused, connection_of, timeout_of
 
 log = structlog.get_logger("muster.bus")
 
+LOST_AFTER = 12
+"""An answer not come after this many `timeout`s is taken as lost with the connection."""
 WINDOW = 1024
 """Acknowledgements awaited at once by `publish_many`: enough to keep the server busy, few
 enough that a connection lost midway leaves a bounded number in doubt (they are published again)."""
@@ -62,6 +64,8 @@ class NatsTaskQueue:
         self.in_flight = 0
         """Messages published and not answered yet, of every call."""
         self._space: asyncio.Future[None] | None = None
+        self._answered = 0
+        """Acknowledgements taken so far: a wait that saw none for `timeout` gives up."""
         self._last_ack = b""
         """The latest acknowledgement, read only after a reconnect (its stream sequence)."""
         self._seen: tuple[Any, int] | None = None
@@ -122,21 +126,24 @@ class NatsTaskQueue:
                 while self.in_flight >= self.window:
                     await self._wait_for_space()
                 data = message.model_dump_json().encode()
-                sent += 1
                 if len(data) > max_payload:
                     batch.failures[index] = MaxPayloadError()
+                    sent += 1
                     continue
                 headers = {"Nats-Msg-Id": task_msg_id(message)}
                 if traces is not None and traces[index] is not None:
                     headers[H_TRACE] = traces[index]  # type: ignore[assignment]
+                # Slow is not stuck: a wave of thousands waits as long as answers come (`_wait`);
+                # the publisher's own timeout only frees an answer lost with the connection.
                 publisher.request(subjects.task_queue(message.tenant, message.provisioner_class), data,
-                                  headers, partial(self._answer, batch, index), self.timeout)
+                                  headers, partial(self._answer, batch, index), LOST_AFTER * self.timeout)
                 batch.pending.add(index)
                 self.in_flight += 1
+                sent += 1
             if batch.pending:
                 batch.done = asyncio.get_running_loop().create_future()
-                await batch.done
-        except (ConnectionClosedError, OutboundBufferLimitError) as err:
+                await self._wait(batch.done)
+        except (TimeoutError, ConnectionClosedError, OutboundBufferLimitError) as err:
             # Whatever is not acknowledged by now may or may not be stored: the caller
             # publishes it again (the stream de-duplicates by `Nats-Msg-Id`).
             self._give_up(batch, err)
@@ -150,7 +157,18 @@ class NatsTaskQueue:
     async def _wait_for_space(self) -> None:
         if self._space is None or self._space.done():
             self._space = asyncio.get_running_loop().create_future()
-        await self._space
+        await self._wait(self._space)
+
+    async def _wait(self, until: asyncio.Future[None]) -> None:
+        """Until `until`; TimeoutError when no acknowledgement at all came for `timeout` (a
+        wave of thousands takes longer than that, and is not stuck while answers come)."""
+        while not until.done():
+            seen = self._answered
+            try:
+                await asyncio.wait_for(asyncio.shield(until), self.timeout)
+            except TimeoutError:
+                if self._answered == seen:
+                    raise
 
     def _give_up(self, batch: _Batch, err: BaseException) -> None:
         for index in batch.pending:
@@ -168,6 +186,7 @@ class NatsTaskQueue:
             return  # a batch given up on
         batch.pending.discard(index)
         self.in_flight -= 1
+        self._answered += 1
         if isinstance(got, Refused):
             batch.failures[index] = StoreError(f"task publish refused: status {got.status}")
         elif isinstance(got, BaseException):

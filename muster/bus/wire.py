@@ -7,7 +7,7 @@
 - **Writing**: `Publisher` (one per connection) writes protocol frames of its own into
   nats-py's send buffer, behind whatever nats-py queued, and writes the buffer to the socket
   either at once (a claim sent from the read loop, a chain) or once at the end of the loop's
-  turn (a wave of task messages, acks). Answers to what it publishes come back on one inbox
+  turn (everything else: batches, a wave of task messages, acks). Answers to what it publishes come back on one inbox
   subscription, each to the callback (or future) of its publish; a publish nobody answers
   fails after its timeout. `settle` acks, naks, terminates or extends a JetStream delivery.
 
