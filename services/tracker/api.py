@@ -154,6 +154,8 @@ class ClusterNode(_Out):
     ipaddresses: dict[str, str]
     observed: dict[str, str] = Field(default_factory=dict,
                                      description="service -> the state its last `status` check found (running, stopped, failed, unknown)")
+    machine: dict[str, str] = Field(default_factory=dict,
+                                    description="what its provider said of the machine: providerid, ssh_host_key_fingerprint")
 
 
 class DriftItem(_Out):
