@@ -137,3 +137,16 @@ def test_off_a_callers_context_is_passed_on_as_it_is(monkeypatch: Any) -> None:
     assert tracing.outgoing() == {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
     monkeypatch.setenv("TRACEPARENT", "not one")
     assert tracing.outgoing() is None
+
+
+def test_the_exporter_follows_the_protocol_variable() -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    from muster.tracing.sdk import _exporters
+
+    assert [type(e) for e in _exporters({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})] == [Http]
+    assert [type(e) for e in _exporters({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})] == [Grpc]
+    assert [type(e) for e in _exporters({"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+                                         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})] == [Grpc, ConsoleSpanExporter]
