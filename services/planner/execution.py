@@ -273,6 +273,10 @@ class Execution:
     async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed,
                            recorded: Recorded | None = None) -> None:
         catalog = await self.state.catalog(job.tenant)
+        if not tracing.enabled():
+            effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.hooks.dispatch)
+            await self.execute(job, cluster, effects)
+            return
         current = job.is_current(event.task_id, event.attempt)
         # Under the provisioner's run when its outcome names it, else under the attempt's span.
         parent = recorded.trace if recorded is not None and recorded.trace else (
@@ -282,8 +286,9 @@ class Execution:
             effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.hooks.dispatch)
             await self.execute(job, cluster, effects)
         if current:
-            self.traces.attempt_ended(job, event.task_id, event.attempt, recorded.time if recorded is not None else self.timers.clock.now(),
-                                      error=getattr(event, "error", None), provisioner=event.provisioner)
+            at = recorded.time if recorded is not None else self.timers.clock.now()
+            self.traces.attempt_ended(job, event.task_id, event.attempt, at, error=getattr(event, "error", None),
+                                      provisioner=event.provisioner)
 
     async def on_layout(self, recorded: Recorded) -> None:
         event: LayoutSolved | LayoutUnsolvable = recorded.event
