@@ -75,8 +75,11 @@ FINAL_JOB_STATES: frozenset[str] = frozenset(FINAL_STATE_OF.values())
 
 
 class JobRequested(Event):
+    """v2 adds `trace` and `trace_parent` (docs/tracing.md); a v1 event has neither, and its
+    job is traced from where a planner takes it up, in a trace of its own."""
+
     type: Literal["JobRequested"] = "JobRequested"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     tenant: str
     job_id: str
     cluster_id: str
@@ -86,6 +89,10 @@ class JobRequested(Event):
     planner: str = Field(default="", description="the planner instance that owns the job")
     max_attempts: int = Field(default=3, ge=1, description="attempts per task before the job rolls back")
     plan_id: str | None = Field(default=None, description="the saved plan this job runs (`ApplyPlan`)")
+    trace: str | None = Field(default=None, description="v2: the job's span as a W3C traceparent, when traced: every span "
+                              "of the job is in its trace, the planner's under it")
+    trace_parent: str | None = Field(default=None, description="v2: the span of the request the job's span continues "
+                                     "(a traceparent), if the requester sent one")
 
 
 class PlannedTaskRecord(Event):

@@ -19,6 +19,8 @@ H_VERSION = "Muster-Version"
 H_TIME = "Muster-Time"
 H_MSG_ID = "Nats-Msg-Id"
 H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+H_TRACE = "traceparent"
+"""W3C trace context of the span that appended the event (docs/tracing.md); absent when off."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Recorded:
     event: Any
     aggregate_id: str | None = None
     version: int | None = None
+    trace: str | None = None
+    """The `traceparent` it was appended under, if any (`muster.tracing`)."""
 
     @property
     def type(self) -> str:
@@ -46,6 +50,9 @@ class Append:
     aggregate_id: str | None = None
     version: int | None = None
     time: datetime | None = None
+    trace: str | None = None
+    """A `traceparent` to append it under; the log's writer puts the current span's there when
+    none is given (`muster.bus.appends`)."""
 
     def headers(self) -> dict[str, str]:
         h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`
@@ -54,6 +61,8 @@ class Append:
         if self.version is not None:
             h[H_VERSION] = str(self.version)
         h[H_TIME] = (self.time or datetime.now(UTC)).isoformat()
+        if self.trace is not None:  # last: readers find the three before it in this order
+            h[H_TRACE] = self.trace
         return h
 
 
@@ -72,4 +81,5 @@ def recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Re
         event=model.model_validate_json(data) if model is not None else parse_event(data),
         aggregate_id=headers.get(H_AGGREGATE),
         version=int(version) if version else None,
+        trace=headers.get(H_TRACE),
     )

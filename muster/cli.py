@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from muster import tracing
+
 # name -> ("module:attribute" of a click command, one-line help shown without importing it)
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("muster.runtime.cli:up", "Start nats-server and the services."),
@@ -46,6 +48,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+TRACED = frozenset({"cluster", "job"})
+"""Commands whose requests start a trace when tracing is on (docs/tracing.md); the services'
+own commands set it up in their processes."""
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -64,5 +71,11 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="muster")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """muster: an event-sourced cluster manager on NATS JetStream."""
+    if tracing.wanted() and ctx.invoked_subcommand in TRACED:
+        tracing.configure("cli")
+        ctx.call_on_close(tracing.shutdown)
+    # A caller's trace (TRACEPARENT) is continued, whether muster's own spans are on or not.
+    ctx.with_resource(tracing.from_environment())

@@ -43,6 +43,7 @@ from contracts.commands import (
 from contracts.events import FINAL_JOB_EVENTS
 from contracts.records import Recorded
 
+from . import tracing
 from .bus.bodies import Bodies
 from .bus.connect import connect, principal_of
 from .bus.eventstore import EventStore, inflate, recorded_from_msg
@@ -52,6 +53,7 @@ from .readmodel.clusters import ClusterInfo
 __all__ = ["ClusterInfo", "MusterClient", "MusterError", "NoAnswer", "Outcome", "Reply", "RequestRejected", "default_user",
            "new_request_id"]
 
+tracer = tracing.Tracer("muster.client")
 RETRYABLE = (nats.errors.TimeoutError, nats.errors.NoRespondersError)
 BACKOFF_CAP_S = 3.0
 """The longest pause between two tries of a request (0.2 s doubling up to this): uncapped, the
@@ -147,11 +149,13 @@ class MusterClient(Operations):
     async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
         """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
-        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), command.model_dump_json().encode(), timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), command.model_dump_json().encode(),
+                                      timeout=timeout, headers=tracing.outgoing())
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
-        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), body, timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), body, timeout=timeout,
+                                      headers=tracing.outgoing())
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def request(
@@ -168,8 +172,18 @@ class MusterClient(Operations):
             update["requested_by"] = self.requested_by
         command = command.model_copy(update=update) if update else command
         tenant = tenant or self.tenant
-        attempts = attempts or self.attempts
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
+        if not tracing.enabled():
+            return await self._request(command, tenant, verb, timeout, attempts or self.attempts)
+        # One span for the request and its retries; the planner's (and the job's) are its children.
+        with tracer.span(f"muster {verb}", kind="client", tenant=tenant, verb=verb, request_id=command.request_id) as span:
+            reply = await self._request(command, tenant, verb, timeout, attempts or self.attempts)
+            tracing.set_attributes(span, answer=reply.type, job=getattr(reply, "job_id", None))
+            if isinstance(reply, Rejected):
+                tracing.set_error(span, reply.reason)
+            return reply
+
+    async def _request(self, command: Command, tenant: str, verb: str, timeout: float | None, attempts: int) -> Reply:
         last: BaseException | Rejected | None = None
         for attempt in range(attempts):
             if attempt and isinstance(last, nats.errors.NoRespondersError | Rejected):

@@ -138,3 +138,19 @@ async def nc(nats_url: str) -> AsyncIterator[Client]:
 @pytest.fixture
 def tenant() -> str:
     return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """Tracing on in this process, every span kept in memory (`spans.get_finished_spans()`)."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from muster import tracing
+
+    exporter = InMemorySpanExporter()
+    tracing.shutdown()
+    tracing.configure("test", exporter=exporter)
+    try:
+        yield exporter
+    finally:
+        tracing.shutdown()

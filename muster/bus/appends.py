@@ -18,6 +18,9 @@
   appends at once, more as one atomic batch (one disk sync for all). `now` (a claim sent from
   the read loop): alone and at once if nothing else is on its way. Without group commit,
   every submit goes alone at once.
+
+Every event goes under the trace context it was given, or the current span's
+(`muster.tracing`): taken when `submit` is called, since the group goes out from another task.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from nats.aio.client import Client
 
 from contracts.records import H_EXPECT, H_MSG_ID, H_TYPE, Append
+from muster import tracing
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, stub, tenant_of
@@ -85,14 +90,21 @@ class LogWriter:
 
     # -- encoding ------------------------------------------------------------------------------
 
+    @staticmethod
+    def _headers(item: Append) -> dict[str, str]:
+        headers = item.headers()
+        if item.trace is None and tracing.enabled():
+            tracing.headers(headers)
+        return headers
+
     def _inline(self, item: Append) -> tuple[bytes, dict[str, str]] | None:
         data = item.event.model_dump_json().encode()
-        return (data, item.headers()) if len(data) <= INLINE_LIMIT else None
+        return (data, self._headers(item)) if len(data) <= INLINE_LIMIT else None
 
     async def _encode(self, subject: str, item: Append) -> tuple[bytes, dict[str, str]]:
         """The message for one event: its JSON, or, past `INLINE_LIMIT`, a reference to the
         JSON stored in BODIES (`muster.bus.bodies`)."""
-        headers = item.headers()
+        headers = self._headers(item)
         data = item.event.model_dump_json().encode()
         if len(data) > INLINE_LIMIT:
             ref = await self.bodies.put(tenant_of(subject), data)
@@ -218,6 +230,8 @@ class LogWriter:
     # -- group commit --------------------------------------------------------------------------
 
     def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
+        if item.trace is None and tracing.enabled():
+            item = replace(item, trace=tracing.current())
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         busy = self._sending is not None and not self._sending.done()
         if self.group_commit and (busy or self._waiting or not now):

@@ -22,7 +22,7 @@ from nats.js.errors import NotFoundError
 
 from contracts import subjects
 from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
-from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
+from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TRACE, H_TYPE, H_VERSION, Append, Recorded, recorded
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
@@ -56,6 +56,7 @@ def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Rec
         seq=seq, subject=subject,
         time=datetime.fromisoformat(time_text) if time_text else datetime.fromtimestamp(0, UTC),
         event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
+        trace=headers.get(H_TRACE),
     )
 
 

@@ -28,6 +28,7 @@ from nats.errors import ConnectionClosedError, Error, MaxPayloadError, OutboundB
 from nats.js import JetStreamContext
 
 from contracts import subjects
+from contracts.records import H_TRACE
 from contracts.tasks import TaskMessage
 
 from ..ports.eventlog import StoreError
@@ -113,33 +114,37 @@ class NatsTaskQueue:
         if failure is not None:
             raise failure
 
-    async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+    async def publish_many(self, messages: Sequence[TaskMessage], *,
+                           traces: Sequence[str | None] | None = None) -> list[BaseException | None]:
         """Queue every message, pipelined on the connection's publisher; for each, None once
         the stream acknowledged it (a de-duplicated repeat included), or why it may not have
         been taken. The window is the queue's, shared by concurrent calls: the server answers
-        in order, so a call behind another waits its turn."""
+        in order, so a call behind another waits its turn. `traces`: each message's trace
+        context, sent in its `traceparent` header."""
+        traced = list(traces) if traces is not None else [None] * len(messages)
         if len(messages) > 1 and all(subjects.task_queue(m.tenant, m.provisioner_class).startswith(f"{subjects.TASK}.")
                                      for m in messages):
-            return await self._in_batches(messages)
-        return await self._one_by_one(messages)
+            return await self._in_batches(messages, traced)
+        return await self._one_by_one(messages, traced)
 
-    async def _in_batches(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+    async def _in_batches(self, messages: Sequence[TaskMessage], traces: Sequence[str | None]) -> list[BaseException | None]:
         """Atomic batches of up to `MAX_ATOMIC`; what a batch did not store goes one by one."""
         failures: list[BaseException | None] = [None] * len(messages)
         again: list[int] = []
         for start in range(0, len(messages), MAX_ATOMIC):
             part = list(range(start, min(start + MAX_ATOMIC, len(messages))))
-            if not await self._batch([messages[i] for i in part]):
+            if not await self._batch([messages[i] for i in part], [traces[i] for i in part]):
                 again += part
         if again:
-            for i, failure in zip(again, await self._one_by_one([messages[i] for i in again]), strict=True):
+            retried = await self._one_by_one([messages[i] for i in again], [traces[i] for i in again])
+            for i, failure in zip(again, retried, strict=True):
                 failures[i] = failure
         return failures
 
-    async def _batch(self, messages: Sequence[TaskMessage]) -> bool:
+    async def _batch(self, messages: Sequence[TaskMessage], traces: Sequence[str | None]) -> bool:
         """One atomic batch; True once stored (every message of it)."""
-        encoded = [(subjects.task_queue(m.tenant, m.provisioner_class), m.model_dump_json().encode(), task_msg_id(m))
-                   for m in messages]
+        encoded = [(subjects.task_queue(m.tenant, m.provisioner_class), m.model_dump_json().encode(), _headers(m, t))
+                   for m, t in zip(messages, traces, strict=True)]
         if any(len(data) > self.nc.max_payload for _, data, _ in encoded):
             return False  # one by one, where the too large one fails alone
         try:
@@ -152,10 +157,10 @@ class NatsTaskQueue:
         batch_id = uuid.uuid4().hex
         self.in_flight += 1
         try:
-            for i, (subject, data, msg_id) in enumerate(encoded[:-1], start=1):
-                publisher.send(subject, data, {"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
-            subject, data, msg_id = encoded[-1]
-            answer = await publisher.future(subject, data, {"Nats-Msg-Id": msg_id, "Nats-Batch-Id": batch_id,
+            for i, (subject, data, headers) in enumerate(encoded[:-1], start=1):
+                publisher.send(subject, data, {**headers, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
+            subject, data, headers = encoded[-1]
+            answer = await publisher.future(subject, data, {**headers, "Nats-Batch-Id": batch_id,
                                                             "Nats-Batch-Sequence": str(len(encoded)), "Nats-Batch-Commit": "1"},
                                             LOST_AFTER * self.timeout)
         except (ConnectionClosedError, OutboundBufferLimitError, TimeoutError, StoreError):
@@ -169,7 +174,7 @@ class NatsTaskQueue:
         self._last_ack = answer
         return True
 
-    async def _one_by_one(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+    async def _one_by_one(self, messages: Sequence[TaskMessage], traces: Sequence[str | None]) -> list[BaseException | None]:
         batch = _Batch(len(messages))
         if not messages:
             return batch.failures
@@ -186,11 +191,11 @@ class NatsTaskQueue:
                     batch.failures[index] = MaxPayloadError()
                     sent += 1
                     continue
+                headers = _headers(message, traces[index])
                 # Slow is not stuck: a wave of thousands waits as long as answers come (`_wait`);
                 # the publisher's own timeout only frees an answer lost with the connection.
                 publisher.request(subjects.task_queue(message.tenant, message.provisioner_class), data,
-                                  {"Nats-Msg-Id": task_msg_id(message)}, partial(self._answer, batch, index),
-                                  LOST_AFTER * self.timeout)
+                                  headers, partial(self._answer, batch, index), LOST_AFTER * self.timeout)
                 batch.pending.add(index)
                 self.in_flight += 1
                 sent += 1
@@ -257,3 +262,11 @@ class NatsTaskQueue:
         if not batch.pending and batch.done is not None and not batch.done.done():
             batch.done.set_result(None)
         self._wake_senders()
+
+
+def _headers(message: TaskMessage, trace: str | None) -> dict[str, str]:
+    """The de-duplication id and, when the task is traced, its trace context."""
+    headers = {"Nats-Msg-Id": task_msg_id(message)}
+    if trace is not None:
+        headers[H_TRACE] = trace
+    return headers

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from contracts.tasks import TaskMessage
+from muster import tracing
 
 from .clock import Call
 from .eventlog import Append, ConcurrencyError, Recorded
@@ -129,7 +130,8 @@ class MemoryEventLog:
         for item in items:
             seq = len(self.records) + 1
             self.records.append(Recorded(seq=seq, subject=subject, time=item.time or now, event=item.event,
-                                         aggregate_id=item.aggregate_id, version=item.version))
+                                         aggregate_id=item.aggregate_id, version=item.version,
+                                         trace=item.trace if item.trace is not None else tracing.current()))
             self._ids[item.msg_id], self._id_of[seq] = seq, item.msg_id
             seqs.append(seq)
         self._last[subject] = seqs[-1]
@@ -173,6 +175,8 @@ class MemoryTaskQueue:
         self.messages: list[TaskMessage] = []
         self.taken = 0  # how many of `messages` a consumer has taken
         self.published = 0  # publishes, de-duplicated ones too
+        self.traces: dict[str, str] = {}
+        """Each attempt's trace context, as a header would carry it (`task_msg_id` -> traceparent)."""
         self._ids: set[str] = set()
         self._failures: list[tuple[Callable[[TaskMessage], bool], BaseException]] = []
 
@@ -191,12 +195,15 @@ class MemoryTaskQueue:
             self._ids.add(key)
             self.messages.append(message)
 
-    async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+    async def publish_many(self, messages: Sequence[TaskMessage], *,
+                           traces: Sequence[str | None] | None = None) -> list[BaseException | None]:
         failures: list[BaseException | None] = []
-        for message in messages:
+        for i, message in enumerate(messages):
             try:
                 await self.publish(message)
                 failures.append(None)
+                if traces is not None and traces[i] is not None:
+                    self.traces.setdefault(task_msg_id(message), traces[i])  # type: ignore[arg-type]
             except Exception as err:  # noqa: BLE001 - reported per message, as the port says
                 failures.append(err)
         return failures

@@ -24,7 +24,10 @@ class TaskQueue(Protocol):
         """Queue one attempt; raises if the queue did not take it (the caller retries)."""
         ...
 
-    async def publish_many(self, messages: Sequence[TaskMessage]) -> list[BaseException | None]:
+    async def publish_many(self, messages: Sequence[TaskMessage], *,
+                           traces: Sequence[str | None] | None = None) -> list[BaseException | None]:
         """Queue many attempts at once; for each, None if the queue took it, or the error (that
-        one is published again by the caller). Never raises for one message's failure."""
+        one is published again by the caller). Never raises for one message's failure.
+        `traces`: each message's trace context (a `traceparent`, `muster.tracing`), carried
+        beside it (a header on the bus)."""
         ...

@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack
 import structlog
 from nats.aio.client import Client
 
+from muster import tracing
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams, replicas_from_env
 
@@ -22,9 +23,11 @@ def configure_logging(service: str) -> None:
     renderer: structlog.typing.Processor = (
         structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
     )
+    traced = tracing.configure(service)  # on when the OTEL_* variables ask (docs/tracing.md)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            *([tracing.log_ids] if traced else []),
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.format_exc_info,
@@ -84,4 +87,7 @@ async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Even
 
 def main_for(name: str, url: str | None, setup: Setup) -> None:
     configure_logging(name)
-    asyncio.run(run_service(name, url, setup))
+    try:
+        asyncio.run(run_service(name, url, setup))
+    finally:
+        tracing.shutdown()  # the spans still waiting go out

@@ -18,10 +18,11 @@ import structlog
 
 from contracts.commands import Rejected
 from contracts.events import Event, LayoutSolved, LayoutUnsolvable, TaskFailed, TaskSucceeded
+from muster import tracing
 from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
-from . import leases
+from . import leases, traces
 from .attempts import AttemptHolders
 from .config import PlannerConfig
 from .domain import saga
@@ -91,7 +92,13 @@ class Planner:
     # -- requests and queries ----------------------------------------------------------------
 
     async def handle(self, ctx: RequestContext) -> OperationAnswer:
-        return await self.requests.handle(ctx)
+        if not tracing.enabled():
+            return await self.requests.handle(ctx)
+        # In the requester's trace, if it sent one; the job's span is this one's child.
+        with traces.tracer.span(f"request {ctx.verb}", kind="server", tenant=ctx.tenant, verb=ctx.verb) as span:
+            reply = await self.requests.handle(ctx)
+            traces.answered(span, reply)
+            return reply
 
     async def answer(self, ctx: RequestContext) -> OperationAnswer:
         """`handle`, for a requester on the bus: a bug inside is answered too."""
@@ -144,21 +151,26 @@ class Planner:
         self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
         async with self._owned(event.job_id) as found:
             if found is not None and not found[0].is_final:
-                await self.execution.take_outcome(*found, event)
+                await self.execution.take_outcome(*found, event, recorded)
 
     async def on_task_events(self, batch: Sequence[Recorded]) -> None:
         """Claims and outcomes delivered together (the consumer's batch, routing.py): what
-        taking each alone does, with each job's outcomes taken in one step and one save."""
+        taking each alone does, with each job's outcomes taken in one step and one save
+        (traced, each outcome is a span of its own under the provisioner's run: one at a time)."""
+        if tracing.enabled():
+            for recorded in batch:
+                await (self.on_task_claimed if recorded.type == "TaskClaimed" else self.on_task_outcome)(recorded)
+            return
         by_job: dict[str, list[TaskSucceeded | TaskFailed]] = {}
         for recorded in batch:
             if recorded.type == "TaskClaimed":
                 await self.on_task_claimed(recorded)
-            elif recorded.type in ("TaskSucceeded", "TaskFailed"):
-                await self._settled(recorded)
-                if await self.attempts.holds(recorded):
-                    event: TaskSucceeded | TaskFailed = recorded.event
-                    self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
-                    by_job.setdefault(event.job_id, []).append(event)
+                continue
+            await self._settled(recorded)
+            if await self.attempts.holds(recorded):
+                event: TaskSucceeded | TaskFailed = recorded.event
+                self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
+                by_job.setdefault(event.job_id, []).append(event)
         for job_id, events in by_job.items():
             async with self._owned(job_id) as found:
                 if found is not None and not found[0].is_final:

@@ -22,10 +22,11 @@ from contracts import subjects
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from contracts.tasks import TaskMessage
+from muster import tracing
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
-from . import leases
+from . import leases, traces
 from .attempts import AttemptHolders
 from .config import PlannerConfig
 from .domain import saga
@@ -67,6 +68,7 @@ class Execution:
         self.republish_tries: dict[tuple[str, str, int], int] = {}
         self.republished_at: dict[str, datetime] = {}
         """When each job's queued attempts last went out again (REPUBLISH_QUEUED_EVERY_S)."""
+        self.traces = traces.JobTraces()
 
     # -- executing effects ----------------------------------------------------------------
 
@@ -77,6 +79,8 @@ class Execution:
         for a in effects.disarm:
             self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         recorded = bool(job.pending_events or cluster.pending_events)
+        if tracing.enabled():
+            traces.marks(job, [getattr(e, "payload", None) for e in job.pending_events])
         rest = list(effects.dispatch)
         if effects.dispatch and len(job.pending_events) > self.state.part:
             rest = await self._save_and_publish(job, cluster, effects.dispatch)
@@ -92,6 +96,7 @@ class Execution:
             self.republished_at.pop(str(job.id), None)
         if recorded and job.is_final:
             log.info("job finished", job=str(job.id), operation=job.operation, state=job.state, error=job.error)
+            self.traces.ended(job, self.timers.clock.now())
             # A lease that ended while the cluster was busy is due now.
             leases.arm(self.timers, cluster)
         if self.pools is not None:
@@ -192,6 +197,7 @@ class Execution:
         failed: list[tuple[Attempt, BaseException]] = []
         job_id = str(job.id)
         shared: dict[Any, Any] = {}
+        times: list[datetime] = []
         for a, queued_at in attempts:
             at = queued_at or now
             self.metrics.queued(job.tenant, klass, job_id, a.task_id, a.attempt, at)
@@ -204,11 +210,15 @@ class Execution:
                 messages.append(task_message(job, cluster, catalog, a.task_id, a.attempt, klass,
                                              self.config.action_timeout_s, avoid, ref if needs else None, shared))
                 sending.append(a)
+                times.append(at)
             except Exception as err:  # noqa: BLE001 - whatever failed, the message is published again
                 failed.append((a, err))
         if messages:
+            contexts = self.traces.queue(job, [(a.task_id, a.attempt, at) for a, at in zip(sending, times, strict=True)]) \
+                if tracing.enabled() else None
             try:
-                outcomes = await self.queue.publish_many(messages)
+                outcomes = await (self.queue.publish_many(messages) if contexts is None
+                                  else self.queue.publish_many(messages, traces=contexts))
             except Exception as err:  # noqa: BLE001 - as for each message
                 outcomes = [err] * len(messages)
             failed += [(a, e) for a, e in zip(sending, outcomes, strict=True) if e is not None]
@@ -251,8 +261,24 @@ class Execution:
         if event.provisioner not in ran:  # a retry prefers another provisioner
             ran.append(event.provisioner)
 
-    async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> None:
-        await self.take_outcomes(job, cluster, [event])
+    async def take_outcome(self, job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed,
+                           recorded: Recorded | None = None) -> None:
+        if not tracing.enabled():
+            await self.take_outcomes(job, cluster, [event])
+            return
+        catalog = await self.state.catalog(job.tenant)
+        current = job.is_current(event.task_id, event.attempt)
+        # Under the provisioner's run when its outcome names it, else under the attempt's span.
+        parent = recorded.trace if recorded is not None and recorded.trace else (
+            tracing.attempt(traces.of(job), str(job.id), event.task_id, event.attempt))
+        with traces.span(job, f"outcome {event.task_id}", parent, task=event.task_id, attempt=event.attempt,
+                         provisioner=event.provisioner, ok=event.type == "TaskSucceeded"):
+            effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
+            await self.execute(job, cluster, effects)
+        if current:
+            at = recorded.time if recorded is not None else self.timers.clock.now()
+            self.traces.attempt_ended(job, event.task_id, event.attempt, at, error=getattr(event, "error", None),
+                                      provisioner=event.provisioner)
 
     async def take_outcomes(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
         catalog = await self.state.catalog(job.tenant)
@@ -261,10 +287,12 @@ class Execution:
 
     async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:
         catalog = await self.state.catalog(job.tenant)
-        # Planning 10,000 nodes takes seconds of CPU: in a thread, so the loop keeps the
-        # planner's leases and answers meanwhile (the state lock keeps other handlers out).
-        effects = await asyncio.to_thread(saga.take_layout, job, cluster, event, catalog, self.config.settings, self.dispatch)
-        await self.execute(job, cluster, effects)
+        with traces.span(job, "plan", layout=event.type):
+            # Planning 10,000 nodes takes seconds of CPU: in a thread, so the loop keeps the
+            # planner's leases and answers meanwhile (the state lock keeps other handlers out).
+            effects = await asyncio.to_thread(saga.take_layout, job, cluster, event, catalog, self.config.settings,
+                                              self.dispatch)
+            await self.execute(job, cluster, effects)
 
     async def timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
         async with self.state.lock:
@@ -276,6 +304,7 @@ class Execution:
             effects = saga.time_out(job, cluster, Attempt(task_id, attempt), self.config.task_timeout_s,
                                     catalog.services, self.config.settings, self.dispatch)
             log.warning("task timed out", job=job_id, task=task_id, attempt=attempt)
+            self.traces.attempt_ended(job, task_id, attempt, self.timers.clock.now(), error="timed out")
             try:
                 await self.execute(job, cluster, effects or Effects())
             except ConcurrencyError:
@@ -286,7 +315,7 @@ class Execution:
     async def ask_for_layout(self, job: Job, request: LayoutRequested) -> None:
         try:
             await self.state.log.append(subjects.layout_events(job.tenant, str(job.id)),
-                                        [Append(request, msg_id=f"{job.id}:layout:1")], expect_last_seq=0)
+                                        [Append(request, msg_id=f"{job.id}:layout:1", trace=traces.of(job))], expect_last_seq=0)
         except ConcurrencyError:
             pass  # already asked (a restart after a crash between the two appends)
 
@@ -298,6 +327,7 @@ class Execution:
         the log is read from the earliest of those, `since_seq`). Then the attempts still
         queued: their messages may never have reached the queue; publishing them again is
         harmless, and their timeouts count from when they were queued."""
+        self.traces.queued_at(job, queued_at)
         for r in await self.state.log.read(subjects.job_task_events(job.tenant, str(job.id)), start_seq=since_seq):
             if r.type == "TaskClaimed":
                 if attempts is not None:
@@ -306,7 +336,7 @@ class Execution:
             elif r.type in ("TaskSucceeded", "TaskFailed") and job.is_current(r.event.task_id, r.event.attempt) and not job.is_final:
                 if attempts is not None and not await attempts.holds(r):
                     continue  # not the attempt's holder (attempts.py): recorded, changes nothing
-                await self.take_outcome(job, cluster, r.event)
+                await self.take_outcome(job, cluster, r.event, r)
         if job.is_final:
             return
         catalog = await self.state.catalog(job.tenant)

@@ -14,6 +14,7 @@ import structlog
 from contracts import subjects
 from contracts.catalog_requests import CATALOG_VERBS
 from contracts.commands import Rejected
+from muster import tracing
 
 from .app import Planner
 from .messages import RequestContext
@@ -91,7 +92,8 @@ class Responders:
 
     def responder(self, answer: Answer, concurrent: bool = False) -> Callable[[Any], Awaitable[None]]:
         async def respond(msg: Any) -> None:
-            reply = await answer(msg.subject, msg.data)
+            with tracing.within((msg.headers or {}).get(tracing.HEADER)):  # the requester's trace, if it sent one
+                reply = await answer(msg.subject, msg.data)
             if reply is not None and msg.reply:
                 await msg.respond(reply)
 

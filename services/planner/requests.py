@@ -35,6 +35,7 @@ from contracts.commands import (
 )
 from contracts.events import ClusterNameClaimed, PlanSaved
 from contracts.records import Append
+from muster import tracing
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
@@ -232,7 +233,7 @@ class Requests:
 
     def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str, pin: PlanSaved | None = None) -> Job:
         return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts,
-                                plan_id=pin.plan_id if pin is not None else None)
+                                plan_id=pin.plan_id if pin is not None else None, trace=tracing.new_job(tracing.current()))
 
     # -- operations on an existing cluster ---------------------------------------------------
 

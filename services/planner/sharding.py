@@ -40,6 +40,7 @@ from nats.js.errors import NotFoundError
 
 from contracts import subjects
 from contracts.commands import Rejected
+from muster import tracing
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import shard_of
 from muster.routing import NotYet
@@ -167,7 +168,8 @@ class Sharding:
                 left = deadline - loop.time()
                 if left <= 0:
                     raise NatsTimeout
-                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=left)
+                answer = await self.nc.request(shard_subject(shard, tenant, principal, verb), data, timeout=left,
+                                               headers=tracing.headers())
             except (NoRespondersError, NatsTimeout):
                 # Between owners (the holder died, or is handing over), or the owner is slow:
                 # wait for the shard's lease to change hands, then ask again; at the deadline,

@@ -49,7 +49,7 @@ LOST_AFTER_S = 1.0
 
 
 class RawPull:
-    def __init__(self, nc: Client, stream: str, durable: str, on_msg: Callable[[bytes, bytes], None]) -> None:
+    def __init__(self, nc: Client, stream: str, durable: str, on_msg: Callable[[bytes, bytes, bytes], None]) -> None:
         self.nc, self.on_msg = nc, on_msg
         self.next_subject = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self.inbox = nc.new_inbox()
@@ -92,7 +92,7 @@ class RawPull:
                 self._end(status, headers.get("Description", ""))
             return None
         self._got += 1
-        self.on_msg(reply, data)
+        self.on_msg(reply, data, header_block)
         if self._got >= self._wanted:
             self._end("", "")  # the batch is full: the server ends the request without a word
         return None

@@ -13,7 +13,8 @@ other provisioners) and waits for the tasks held. docs/provisioner.md has the wh
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -22,7 +23,8 @@ from nats.js import JetStreamContext
 
 from contracts import subjects
 from contracts.tasks import TaskMessage, TaskOutcome
-from muster.bus.protocol import delivery_count
+from muster import tracing
+from muster.bus.protocol import delivery_count, parse_headers
 from muster.bus.wire import connection_of, settle
 from muster.ports.eventlog import EventLog
 
@@ -35,6 +37,17 @@ from .queues import declare_queue
 __all__ = ["Executor", "Slots", "WorkerConfig", "Workers", "lets_go"]
 
 log = structlog.get_logger("muster.provisioner")
+tracer = tracing.Tracer("muster.provisioner")
+
+
+@dataclass(slots=True)
+class _Traced:
+    """A held task's trace: its attempt's span (from the task message), its claim's, its run's."""
+
+    attempt: str
+    claim: str | None = None
+    claimed_from: float = 0.0
+    run: str | None = None
 
 
 class Executor(Protocol):
@@ -68,6 +81,8 @@ class Workers:
         """The tenants served now: each one's pull and the task that keeps it asking."""
         self._started = self._aborted = False
         self._declared: set[str] = set()
+        self._traced: dict[int, _Traced] = {}
+        """Held tasks' traces, by held id (only when tracing is on)."""
         self._sync()
 
     @property
@@ -174,24 +189,45 @@ class Workers:
 
     # -- the core's inputs and actions ------------------------------------------------------
 
-    def _accept(self, tenant: str, reply: bytes, data: bytes) -> None:
+    def _accept(self, tenant: str, reply: bytes, data: bytes, header_block: bytes = b"") -> None:
         """A task arrived (from the read loop)."""
         now = asyncio.get_running_loop().time()
-        self._do(self.core.delivered(tenant, reply.decode(), data, delivery_count(reply), now))
+        actions = self.core.delivered(tenant, reply.decode(), data, delivery_count(reply), now)
+        if header_block and tracing.enabled():
+            self._trace(actions, header_block)
+        self._do(actions)
+
+    def _trace(self, actions: list[Action], header_block: bytes) -> None:
+        """The delivery's claim goes in the trace its message names (its attempt's span)."""
+        context = tracing.valid(parse_headers(header_block)[1].get(tracing.HEADER))
+        if context is None:
+            return
+        if len(self._traced) > 2 * len(self.core.held) + 64:  # those let go without an outcome
+            self._traced = {h: t for h, t in self._traced.items() if h in self.core.held}
+        for action in actions:
+            if isinstance(action, Claim):
+                self._traced[action.held] = _Traced(context)
 
     def _do(self, actions: list[Action]) -> None:
         if self._aborted:
             return
         for action in actions:
             if isinstance(action, Claim):
+                traced = self._traced.get(action.held) if self._traced else None
+                append = action.append
+                if traced is not None:
+                    traced.claim, traced.claimed_from = tracing.child(traced.attempt), time.time()
+                    append = replace(append, trace=traced.claim)
                 # At once when the writer is idle: the claim leaves in this read-loop callback.
-                self._write(self.store.submit(action.subject, action.append, now=True), partial(self._claimed, action.held))
+                self._write(self.store.submit(action.subject, append, now=True), partial(self._claimed, action.held))
             elif isinstance(action, Run):
                 run = asyncio.get_running_loop().create_task(self._run(action.held, action.task))
                 self.running.add(run)
                 run.add_done_callback(self.running.discard)
             elif isinstance(action, Store):
-                self._write(self.store.submit(action.subject, action.append), partial(self._stored, action.held))
+                traced = self._traced.pop(action.held, None) if self._traced else None
+                append = replace(action.append, trace=traced.run) if traced is not None and traced.run else action.append
+                self._write(self.store.submit(action.subject, append), partial(self._stored, action.held))
             elif isinstance(action, Answer):
                 if not settle(self._nc, action.reply, action.settle):
                     log.warning("answer lost with the connection; the task is redelivered", verdict=action.settle.verdict.value)
@@ -205,6 +241,14 @@ class Workers:
 
     def _claimed(self, held: int, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)
+        traced = self._traced.get(held) if self._traced else None
+        if traced is not None:
+            failed = None if written.cancelled() or written.exception() is None else str(written.exception())
+            task = self.core.held[held].task if held in self.core.held else None
+            tracer.record("claim", traced.claim, traced.attempt, traced.claimed_from, time.time(), error=failed,
+                          provisioner=self.config.provisioner_id, **_attributes(task))
+            if failed:
+                self._traced.pop(held, None)
         if not written.cancelled():
             self._do(self.core.claimed(held, asyncio.get_running_loop().time(), written.exception()))
 
@@ -216,12 +260,22 @@ class Workers:
     async def _run(self, held: int, task: TaskMessage) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
+        traced = self._traced.get(held) if self._traced else None
         try:
-            outcome = await self.executor.execute(task)
+            outcome = await (self.executor.execute(task) if traced is None else self._traced_run(traced, task))
         except Exception as err:  # noqa: BLE001 - a plugin failure is an outcome; this is the bus or a bug
             self._do(self.core.ran(held, None, loop.time() - started, err))
             return
         self._do(self.core.ran(held, outcome, loop.time() - started))
+
+    async def _traced_run(self, traced: _Traced, task: TaskMessage) -> TaskOutcome:
+        with tracer.span(f"run {task.task_id}", traced.attempt, kind="consumer", provisioner=self.config.provisioner_id,
+                         action=task.action.value, **_attributes(task)) as span:
+            traced.run = tracing.current()  # the outcome goes in this span's context
+            outcome = await self.executor.execute(task)
+            if not outcome.ok:
+                tracing.set_error(span, outcome.error or "failed")
+            return outcome
 
     def _sync(self) -> None:
         """The pulls, `idle` and the timer, as the core now stands."""
@@ -242,3 +296,9 @@ class Workers:
     def _due(self) -> None:
         self._timer = None
         self._do(self.core.due(asyncio.get_running_loop().time()))
+
+
+def _attributes(task: TaskMessage | None) -> dict[str, Any]:
+    if task is None:
+        return {}
+    return {"tenant": task.tenant, "cluster": task.cluster_id, "job": task.job_id, "task": task.task_id, "attempt": task.attempt}

@@ -16,11 +16,13 @@ from pydantic import ValidationError
 
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable
+from muster import tracing
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
 
 from .domain import SolveError, SolveRequest, solve
 
 log = structlog.get_logger("muster.solver")
+tracer = tracing.Tracer("muster.solver")
 
 
 def answer(request: LayoutRequested, solver: str) -> LayoutSolved | LayoutUnsolvable:
@@ -55,17 +57,21 @@ class SolverService:
 
     async def on_layout_requested(self, recorded: Recorded) -> None:
         request = recorded.event
-        # CPU-bound; a thread keeps this process answering heartbeats and acks meanwhile.
-        result = await asyncio.to_thread(answer, request, self.name)
-        try:
-            await self.store.append(
-                recorded.subject,
-                [Append(result, msg_id=f"{request.job_id}:layout-answer:{recorded.seq}")],
-                expect_last_seq=recorded.seq,
-            )
-        except ConcurrencyError:
-            log.info("request already answered", job=request.job_id)
-            return
+        with tracer.span("solve", recorded.trace, kind="consumer", tenant=recorded.subject.split(".")[2], job=request.job_id,
+                         cluster=request.cluster_id, nodes=request.nodes, template=request.template) as span:
+            # CPU-bound; a thread keeps this process answering heartbeats and acks meanwhile.
+            result = await asyncio.to_thread(answer, request, self.name)
+            if isinstance(result, LayoutUnsolvable):
+                tracing.set_error(span, f"{result.kind}: {result.message}")
+            try:
+                await self.store.append(  # (the answer in this span's context)
+                    recorded.subject,
+                    [Append(result, msg_id=f"{request.job_id}:layout-answer:{recorded.seq}")],
+                    expect_last_seq=recorded.seq,
+                )
+            except ConcurrencyError:
+                log.info("request already answered", job=request.job_id)
+                return
         log.info("answered", job=request.job_id, result=result.type)
 
     async def on_poison(self, recorded: Recorded, err: BaseException) -> None:

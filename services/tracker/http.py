@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from contracts import subjects
 from contracts.identity import Scope
+from muster import tracing
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
@@ -36,6 +37,7 @@ from .routing import OLD_DURABLES, ROUTES, IndexFeeder
 from .story import StoryWriter
 
 log = structlog.get_logger("muster.tracker")
+tracer = tracing.Tracer("muster.tracker")
 
 MAX_TARGET_BYTES = 8192
 """The longest request target (path and query string) and header the API takes: ids and a
@@ -158,6 +160,20 @@ HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
 async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     resource = request.match_info.route.resource
     route = resource.canonical if resource is not None else "unmatched"
+    if not tracing.enabled() or request.method in ("GET", "HEAD", "OPTIONS"):
+        return await _guarded(request, handler, route)
+    # A write starts a trace, or continues the caller's (its `traceparent` header).
+    with tracer.span(f"{request.method} {route}", request.headers.get(tracing.HEADER), kind="server",
+                     **{"http.request.method": request.method, "http.route": route}) as span:
+        response = await _guarded(request, handler, route)
+        tracing.set_attributes(span, **{"http.response.status_code": response.status})
+        if response.status >= 500:
+            tracing.set_error(span, f"HTTP {response.status}")
+        return response
+
+
+async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                   route: str) -> web.StreamResponse:
     started = time.perf_counter()
     try:
         response = too_long(request) or await handler(request)

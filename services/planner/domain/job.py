@@ -89,6 +89,7 @@ class Job(Aggregate):
         self.requested_by = payload.requested_by
         self.planner = payload.planner
         self.max_attempts = payload.max_attempts
+        self.trace, self.trace_parent = payload.trace, payload.trace_parent
         self.state = "running"
         self.error = ""
         self.mode = "eager"

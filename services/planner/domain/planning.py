@@ -49,10 +49,13 @@ def created_ids(tenant: str, request_id: str | None) -> tuple[str, str]:
     return job_id, str(cluster_uuid(job_id))
 
 
-def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int, plan_id: str | None = None) -> Job:
+def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int, plan_id: str | None = None,
+            trace: tuple[str | None, str | None] = (None, None)) -> Job:
+    """`trace`: the job's span and its parent, as traceparents (`muster.tracing.new_job`)."""
     return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
                             request=f.command.model_dump(mode="json"), requested_by=by,
-                            planner=planner, max_attempts=max_attempts, plan_id=plan_id))
+                            planner=planner, max_attempts=max_attempts, plan_id=plan_id,
+                            trace=trace[0], trace_parent=trace[1]))
 
 
 def new_cluster(f: Facts, cluster_id: str, owner: str, now: datetime) -> Cluster:

@@ -30,6 +30,7 @@ import structlog
 from contracts.catalog import Action
 from contracts.secrets import NAMED, references, resolved
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
+from muster import tracing
 
 from .base import AutomatorPlugin, Plugin, PluginContext, PluginEnv, ProviderPlugin, failed
 from .descriptor import (
@@ -43,6 +44,15 @@ from .descriptor import (
 from .masking import Masker
 
 log = structlog.get_logger("muster.provisioner.plugins")
+tracer = tracing.Tracer("muster.provisioner")
+
+
+def _plugin_of(task: TaskMessage) -> str:
+    if task.action in PROVIDER_ACTIONS:
+        return task.provider.providertype
+    if task.action is Action.BOOTSTRAP:
+        return "bootstrap"
+    return task.service.action.type if task.service is not None else "none"
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 _BUILTIN_PACKAGE = f"{__package__}.builtin"
@@ -249,7 +259,15 @@ class PluginRegistry:
         masker = self.masker(task, revealed)
         try:
             async with timeout:
-                outcome = early if early is not None else await self._dispatch(task, deadline)
+                if early is not None:
+                    outcome = early
+                elif tracing.enabled():
+                    with tracer.nested(f"plugin {_plugin_of(task)}", plugin=_plugin_of(task), action=task.action.value) as span:
+                        outcome = await self._dispatch(task, deadline)
+                        if not outcome.ok:
+                            tracing.set_error(span, outcome.error or "failed")
+                else:
+                    outcome = await self._dispatch(task, deadline)
         except TimeoutError:
             if not timeout.expired():
                 outcome = failed("plugin error: TimeoutError (a timeout inside the plugin)")

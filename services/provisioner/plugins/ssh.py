@@ -14,6 +14,8 @@ from typing import Any
 
 import asyncssh
 
+from muster import tracing
+
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
 
 
@@ -165,6 +167,17 @@ async def run(
 ) -> CommandResult:
     """Run one command. On timeout the channel is closed and SshCommandTimeout (with the output
     so far) is raised; the remote command may still run (the caller may kill it)."""
+    if tracing.enabled():
+        # Its own span; the command itself stays out of it (it may carry a secret).
+        peer = conn.get_extra_info("peername") or ("", 0)
+        with tracer.nested("ssh command", **{"ssh.host": str(peer[0]), "ssh.port": int(peer[1])}) as span:
+            result = await _run(conn, command, input, timeout)
+            tracing.set_attributes(span, **{"ssh.exit_status": result.exit_status if result.exit_status is not None else -1})
+            return result
+    return await _run(conn, command, input, timeout)
+
+
+async def _run(conn: asyncssh.SSHClientConnection, command: str, input: str | None, timeout: float | None) -> CommandResult:
     process = await conn.create_process(command, encoding="utf-8", errors="replace")
     try:
         if input is not None:
@@ -190,6 +203,9 @@ async def login_probe(target: SshTarget, command: str, timeout: float) -> Comman
     if probe.exit_status != 0:
         raise SshError(f"probe command exited with {probe.exit_status}" + (f": {probe.stderr.strip()[:200]}" if probe.stderr.strip() else ""))
     return probe
+
+
+tracer = tracing.Tracer("muster.provisioner")
 
 
 class SshCommandTimeout(Exception):

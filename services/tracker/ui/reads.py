@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contracts import subjects
+from muster import tracing
 from muster.catalog.sensitive import redact
 from muster.catalog.store import read_state
 from muster.readmodel.jobs import JobView
@@ -61,8 +62,10 @@ def job_page(history: list[Any]) -> dict[str, Any] | None:
         return None
     view, status = folded
     lines = lines_json(history)
+    requested = next((r.event for r in history if r.type == "JobRequested"), None)
     return {"status": status, "graph": plan_graph(view.graph(), status), "timeline": lines[-TIMELINE_TAIL:],
-            "timeline_total": len(lines), "seq": history[-1].seq if history else 0}
+            "timeline_total": len(lines), "seq": history[-1].seq if history else 0,
+            "trace_url": tracing.link(getattr(requested, "trace", None))}
 
 
 def graph_json(history: list[Any]) -> dict[str, Any]:

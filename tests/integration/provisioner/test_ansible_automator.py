@@ -14,6 +14,7 @@ import pytest
 from namespaces_support import made
 
 from contracts.tasks import TaskMessage
+from muster import tracing
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.testing import make_task, next_task
 
@@ -79,13 +80,19 @@ def playbooks(tmp_path: Path, **texts: str) -> Path:
 
 
 @pytest.mark.timeout(300)
-async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
+async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path,
+                                                                 spans: Any) -> None:
     reg, fields = ns_registry
     books = playbooks(tmp_path, demo=PLAYBOOK, failing=FAILING)
     node = await made(reg, fields, "n1")
     ip = node.node.ipaddresses["access_v4"]
-    out = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "%ip.self%,b"}))
+    with tracing.Tracer("muster.test").span("run"):
+        out = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "%ip.self%,b"}))
     assert out.ok, (out.error, out.stdout, out.stderr)
+    traced = {s.name: s for s in spans.get_finished_spans()}  # the Ansible run is a span of its own
+    assert traced["ansible run"].parent.span_id == traced["plugin ansible"].context.span_id
+    assert dict(traced["ansible run"].attributes) == {"ansible.playbook": "demo.yml", "ssh.host": ip, "ansible.status": "successful",
+                                                      "ansible.rc": 0}
     lines = out.stdout.splitlines()
     assert lines[0] == "changed: [n1] write the service's config"
     assert lines[1] == "ok: [n1] read it back"

@@ -7,6 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 import pytest
@@ -245,3 +246,20 @@ async def test_each_node_has_its_own_loopback_address_so_services_share_a_port(
     bad = await registry.execute(make_task("create", providertype="localhost", provider_name="local",
                                            provider_fields={"addresses": "10.0.0.0/8"}))
     assert not bad.ok and bad.error == "create: addresses range '10.0.0.0/8' is not a loopback range (127.0.0.0/8)"
+
+
+async def test_a_traced_run_has_the_plugins_span_and_one_per_ssh_command(registry: PluginRegistry, localhost_node: NodeFactory,
+                                                                         spans: Any) -> None:
+    from muster import tracing
+
+    node = await localhost_node()
+    spans.clear()
+    with tracing.Tracer("muster.test").span("run"):
+        out = await registry.execute(service_task(node, "install", "echo the-command-text-7781"))
+    assert out.ok, out.error
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    ssh, plugin, run = finished["ssh command"], finished["plugin shell"], finished["run"]
+    assert ssh.parent.span_id == plugin.context.span_id and plugin.parent.span_id == run.context.span_id
+    assert ssh.attributes["ssh.host"].startswith("127.77.") and ssh.attributes["ssh.exit_status"] == 0
+    assert plugin.attributes["muster.plugin"] == "shell" and plugin.attributes["muster.action"] == "install"
+    assert not any("the-command-text-7781" in str(v) for s in finished.values() for v in s.attributes.values())

@@ -8,6 +8,9 @@ import json
 import os
 import re
 import uuid
+from typing import Any
+
+import pytest
 
 from contracts import subjects
 from contracts.events import CatalogEntityPut, JobSucceeded
@@ -126,3 +129,16 @@ async def test_the_catalog_page_masks_sensitive_provider_fields(tracked: Tracked
     page = await (await tracked.http.get("/ui/catalog")).text()
     assert "legacy" in page and "eu" in page
     assert secret not in page and "********" in page
+
+
+async def test_a_traced_jobs_page_links_its_trace(tracked: Tracked, spans: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/tracing.md: with MUSTER_TRACE_URL set, the job's page links to its trace in that UI."""
+    monkeypatch.setenv("MUSTER_TRACE_URL", "http://127.0.0.1:16686/trace/{trace_id}")
+    job_id, _ = await _finished(tracked)
+    [requested] = [r.event for r in await tracked.store.read(subjects.job_events("default", job_id)) if r.type == "JobRequested"]
+    assert requested.trace is not None
+    page = await (await tracked.http.get(f"/ui/jobs/{job_id}")).text()
+    found = re.search(r'<a href="([^"]+)" data-testid="trace-link"', page)
+    assert found and found.group(1) == f"http://127.0.0.1:16686/trace/{requested.trace.split('-')[1]}"
+    monkeypatch.delenv("MUSTER_TRACE_URL")
+    assert 'data-testid="trace-link"' not in await (await tracked.http.get(f"/ui/jobs/{job_id}")).text()

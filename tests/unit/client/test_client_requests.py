@@ -24,7 +24,7 @@ class FlakyBus:
     def jetstream(self) -> None:
         return None
 
-    async def request(self, subject: str, data: bytes, timeout: float) -> Any:
+    async def request(self, subject: str, data: bytes, timeout: float, headers: dict[str, str] | None = None) -> Any:
         self.sent.append((subject, json.loads(data)))
         if len(self.sent) <= self.failures:
             raise self.error()
@@ -68,7 +68,7 @@ class RetryBus(FlakyBus):
         super().__init__(failures=0)
         self.times = times
 
-    async def request(self, subject: str, data: bytes, timeout: float) -> Any:
+    async def request(self, subject: str, data: bytes, timeout: float, headers: dict[str, str] | None = None) -> Any:
         self.sent.append((subject, json.loads(data)))
         reply = Rejected(reason="no planner holds shard 3 right now; send the request again", retry=True)
         answer = reply if len(self.sent) <= self.times else self.reply

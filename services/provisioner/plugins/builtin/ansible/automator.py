@@ -22,12 +22,14 @@ from typing import Any
 
 from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
+from muster import tracing
 from muster.macros import MacroError, Scope, expand
 from services.provisioner.plugins.base import AutomatorPlugin, PluginContext, failed, succeeded
 from services.provisioner.plugins.ssh import SshError, resolve_key_path, target_from_results
 
 from .events import AnsibleLog
 
+tracer = tracing.Tracer("muster.provisioner")
 PATH_ENV = "MUSTER_PLAYBOOK_PATH"
 """Directories (`:`-separated) where the provisioner looks for relative playbook and role names."""
 
@@ -123,7 +125,13 @@ class AnsibleAutomator(AutomatorPlugin):
             else:
                 kwargs.update(role=role, roles_path=[str(d / "roles") for d in search_dirs(ctx)] + [str(d) for d in search_dirs(ctx)])
             try:
-                status, rc, raw = await asyncio.to_thread(_run, kwargs)
+                # Its own span, naming the playbook or role and the host (never a variable's value).
+                with tracer.nested("ansible run", **{"ansible.playbook": playbook_name or None, "ansible.role": role or None,
+                                                    "ssh.host": target.host}) as span:
+                    status, rc, raw = await asyncio.to_thread(_run, kwargs)
+                    tracing.set_attributes(span, **{"ansible.status": status, "ansible.rc": rc})
+                    if status != "successful":
+                        tracing.set_error(span, f"ansible-playbook {status} (rc {rc})")
             except asyncio.CancelledError:
                 cancelled.set()  # ansible-runner stops the playbook at its next check
                 raise

@@ -1,0 +1,115 @@
+"""The planner's part of a job's trace (docs/tracing.md), through `muster.tracing`.
+
+The job's span and each task attempt's span are made when they end, with ids fixed before
+(the job's in `JobRequested.trace`, an attempt's derived from it): whichever planner holds the
+job then makes them, with the times the log gives. An attempt's span runs from its queueing to
+its outcome; the provisioner's claim and run are in it (the task message's `traceparent`).
+The planner's own steps (planning, taking an outcome) are spans under the job's; its turns
+(a retry, a rollback, a pause) are marks: spans of no length under the job's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
+from datetime import datetime
+from typing import Any
+
+from muster import tracing
+
+from .domain.job import Job
+
+tracer = tracing.Tracer("muster.planner")
+
+MARKS = {
+    "TaskAttemptFailed": "attempt failed", "RollbackPlanned": "rollback planned", "JobRetried": "job retried",
+    "JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "job cancel requested",
+    "JobAdopted": "job adopted", "CleanupQueued": "cleanup queued",
+}
+"""The job's turns worth a mark, by event type."""
+
+
+def of(job: Job) -> str | None:
+    """The job's span (None: not traced, or a job from before traces)."""
+    return getattr(job, "trace", None)
+
+
+def attributes(job: Job) -> dict[str, Any]:
+    return {"tenant": job.tenant, "cluster": job.cluster_id, "job": str(job.id), "operation": job.operation}
+
+
+def span(job: Job, name: str, parent: str | None = None, **attrs: Any) -> Any:
+    """A span of the planner's about a traced job, under `parent` (default: the job's span);
+    nothing for a job that is not traced."""
+    trace = of(job)
+    if trace is None or not tracing.enabled():
+        return nullcontext()
+    return tracer.span(name, parent or trace, **attributes(job), **attrs)
+
+
+def answered(span: Any, reply: Any) -> None:
+    """What a request came to, on its span."""
+    tracing.set_attributes(span, answer=reply.type, job=getattr(reply, "job_id", None),
+                           cluster=getattr(reply, "cluster_id", None))
+    if reply.type == "Rejected":
+        tracing.set_error(span, reply.reason)
+
+
+class JobTraces:
+    """When each attempt was queued (its span's start), while the planner holds its job."""
+
+    def __init__(self) -> None:
+        self.queued: dict[tuple[str, str, int], datetime] = {}
+
+    def queue(self, job: Job, attempts: Sequence[tuple[str, int, datetime]]) -> list[str | None] | None:
+        """The task messages' contexts for these attempts (None when the job is not traced)."""
+        parent = of(job) if tracing.enabled() else None
+        if parent is None:
+            return None
+        job_id = str(job.id)
+        out: list[str | None] = []
+        for task_id, attempt, at in attempts:
+            self.queued.setdefault((job_id, task_id, attempt), at)
+            out.append(tracing.attempt(parent, job_id, task_id, attempt))
+        return out
+
+    def queued_at(self, job: Job, times: dict[tuple[str, int], datetime]) -> None:
+        """The log's queueing times of a job taken up (after a restart or a takeover)."""
+        if tracing.enabled() and of(job) is not None:
+            job_id = str(job.id)
+            for (task_id, attempt), at in times.items():
+                self.queued.setdefault((job_id, task_id, attempt), at)
+
+    def attempt_ended(self, job: Job, task_id: str, attempt: int, at: datetime, *, error: str | None = None,
+                      **attrs: Any) -> None:
+        """The attempt's span, from its queueing to `at`."""
+        parent = of(job)
+        if parent is None or not tracing.enabled():
+            return
+        job_id = str(job.id)
+        start = self.queued.pop((job_id, task_id, attempt), at)
+        tracer.record(f"task {task_id}", tracing.attempt(parent, job_id, task_id, attempt), parent, start, at, error=error,
+                      task=task_id, attempt=attempt, **attributes(job), **attrs)
+
+    def ended(self, job: Job, at: datetime) -> None:
+        """The job's span, from its request to `at` (its final event just recorded)."""
+        if of(job) is None or not tracing.enabled():
+            return
+        job_id = str(job.id)
+        for key in [k for k in self.queued if k[0] == job_id]:
+            del self.queued[key]
+        tracer.record(f"job {job.operation}", of(job), getattr(job, "trace_parent", None), job.created_on, at,
+                      error=job.error or job.state if job.state != "succeeded" else None, state=job.state, **attributes(job))
+
+
+def marks(job: Job, events: Iterable[Any]) -> None:
+    """A mark under the job's span for each turn among these events (about to be recorded)."""
+    parent = of(job)
+    if parent is None or not tracing.enabled():
+        return
+    for event in events:
+        name = MARKS.get(getattr(event, "type", ""))
+        if name is not None:
+            with tracer.span(name, parent, task=getattr(event, "task_id", None), attempt=getattr(event, "attempt", None),
+                             reason=getattr(event, "reason", None), **attributes(job)):
+                pass

@@ -1,0 +1,87 @@
+"""One 3-node create through the real services on a real nats-server, traced with the in-memory
+exporter: one trace from the HTTP caller's span to the job's end, every parent link intact
+across the services' connections (the context in request, event and task headers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from contracts.events import JobSucceeded
+from muster import tracing
+
+pytestmark = pytest.mark.nats
+CALLER = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01"
+
+
+class Waiting(InMemorySpanExporter):
+    """Keeps spans, and tells whoever waits for a span of a given name that it came."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[str, asyncio.Event] = {}
+
+    def export(self, spans: Any) -> SpanExportResult:
+        result = super().export(spans)
+        for span in spans:
+            self.names.setdefault(span.name, asyncio.Event()).set()
+        return result
+
+    async def came(self, name: str, timeout: float = 30) -> None:
+        await asyncio.wait_for(self.names.setdefault(name, asyncio.Event()).wait(), timeout)
+
+
+@pytest.fixture
+def exported() -> Any:
+    exporter = Waiting()
+    tracing.shutdown()
+    tracing.configure("test", exporter=exporter)
+    yield exporter
+    tracing.shutdown()
+
+
+async def test_a_create_over_http_is_one_trace_across_the_services(exported: Waiting, stack: Any) -> None:
+    resp = await stack.http.post("/v1/clusters", json={"name": "traced", "template": "hadoop-small", "nodes": 3},
+                                 headers={"traceparent": CALLER, "Idempotency-Key": "traced-1"})
+    body = await resp.json()
+    assert resp.status == 202, body
+    assert isinstance(await stack.client.wait(body["job_id"], timeout=60), JobSucceeded)
+    await exported.came("job create")
+    spans: list[Any] = list(exported.get_finished_spans())
+    assert {s.context.trace_id for s in spans} == {0x5BF92F3577B34DA6A3CE929D0E0E4736}
+    by_id = {s.context.span_id: s for s in spans}
+    assert len(by_id) == len(spans)  # no span made twice
+
+    def chain(span: Any) -> list[str]:
+        """The names from the span up to the caller's (every parent known)."""
+        names = [span.name]
+        while span.parent is not None and span.parent.span_id != 0x10F067AA0BA902B7:
+            span = by_id[span.parent.span_id]  # a KeyError is a broken link
+            names.append(span.name)
+        return names
+
+    chains = {s.name.split(" ")[0]: chain(s) for s in spans}
+    assert chains["POST"] == ["POST /v1/clusters"]
+    assert chains["muster"] == ["muster create", "POST /v1/clusters"]
+    assert chains["job"] == ["job create", "request create", "muster create", "POST /v1/clusters"]
+    assert chains["solve"][:2] == ["solve", "job create"] and chains["plan"][:2] == ["plan", "job create"]
+    assert chains["claim"][1].startswith("task ") and chains["claim"][2] == "job create"
+    assert chains["plugin"][1].startswith("run ") and chains["plugin"][2].startswith("task ")
+    assert chains["outcome"][1].startswith("run ")  # the outcome event named the run that made it
+    tasks = [s for s in spans if s.name.startswith("task ")]
+    kinds = Counter(s.name.split(" ")[0] for s in spans)
+    assert kinds["task"] == kinds["claim"] == kinds["run"] == kinds["outcome"] == kinds["plugin"] > 10
+    job = next(s for s in spans if s.name == "job create")
+    assert all(job.start_time <= t.start_time and t.end_time <= job.end_time for t in tasks)
+    run = next(s for s in spans if s.name.startswith("run "))
+    assert {k: run.attributes[k] for k in ("muster.tenant", "muster.job", "muster.provisioner")} == {
+        "muster.tenant": "default", "muster.job": body["job_id"], "muster.provisioner": "prov-test"}
+    assert {s.instrumentation_scope.name for s in spans} == {
+        "muster.tracker", "muster.client", "muster.planner", "muster.solver", "muster.provisioner"}
+    for span in spans:  # no token of the request anywhere
+        assert not any("Bearer" in str(v) or "token" in k.lower() for k, v in span.attributes.items())

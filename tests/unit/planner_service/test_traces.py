@@ -1,0 +1,101 @@
+"""A job's trace as the planner makes it (docs/tracing.md), on the in-memory ports: the request's
+span, the job's (made at its end with the id `JobRequested` recorded), planning, one span per
+task attempt from its queueing to its outcome, the outcomes taken, and the marks of its turns;
+after a takeover the next planner goes on in the same trace."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from planner_harness import Harness
+
+from contracts.commands import Accepted, CreateCluster
+from contracts.events import JobRequested, JobRolledBack, JobSucceeded
+from muster import tracing
+
+
+def _hex(span_id: int) -> str:
+    return f"{span_id:016x}"
+
+
+def _requested(h: Harness, job_id: str) -> JobRequested:
+    [requested] = h.events(job_id, "JobRequested")
+    return requested
+
+
+async def test_a_create_is_one_trace_request_job_plan_and_each_attempt(h: Harness, spans: Any) -> None:
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with tracing.within(caller):
+        reply = await h.send(CreateCluster(name="traced", template="hadoop-small", nodes=3))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    finished = spans.get_finished_spans()
+    assert {s.context.trace_id for s in finished} == {0x4BF92F3577B34DA6A3CE929D0E0E4736}
+    by_name = {s.name: s for s in finished}
+    request, job, plan = by_name["request create"], by_name["job create"], by_name["plan"]
+    assert request.parent.span_id == 0x00F067AA0BA902B7
+    requested = _requested(h, reply.job_id)
+    assert requested.trace is not None and requested.trace.split("-")[2] == _hex(job.context.span_id)
+    assert requested.trace_parent is not None and requested.trace_parent.split("-")[2] == _hex(request.context.span_id)
+    assert job.parent.span_id == request.context.span_id and plan.parent.span_id == job.context.span_id
+    assert job.attributes["muster.job"] == reply.job_id and job.attributes["muster.state"] == "succeeded"
+    assert job.start_time <= plan.start_time and job.end_time >= max(s.end_time for s in finished if s.name.startswith("task "))
+    tasks = [s for s in finished if s.name.startswith("task ")]
+    queued = [r.event for r in h.log.records if r.type == "TaskQueued"]
+    assert len(tasks) == len(queued) > 9  # three nodes: create, confirm, bootstrap, installs...
+    assert all(t.parent.span_id == job.context.span_id for t in tasks)
+    # Each task message carried its attempt's span: a provisioner's claim and run go under it.
+    by_id = {_hex(t.context.span_id): t for t in tasks}
+    assert {c.split("-")[2] for c in h.queue.traces.values()} == set(by_id)
+    outcomes = [s for s in finished if s.name.startswith("outcome ")]
+    assert len(outcomes) == len(tasks)
+    assert all(by_id[_hex(o.parent.span_id)].name == "task " + o.name.removeprefix("outcome ") for o in outcomes)
+    assert {s.attributes["muster.tenant"] for s in finished if s is not request} == {"default"}
+
+
+async def test_retries_and_a_rollback_are_marked_and_the_job_span_fails(h: Harness, spans: Any) -> None:
+    h.behaviour = lambda m: "fail" if m.action.value == "install" else "succeed"
+    reply = await h.send(CreateCluster(name="failing", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobRolledBack)
+    finished = spans.get_finished_spans()
+    names = Counter(s.name for s in finished)
+    assert names["attempt failed"] >= h.config.max_attempts and names["rollback planned"] == 1
+    [job] = [s for s in finished if s.name == "job create"]
+    assert job.status.status_code.name == "ERROR" and job.attributes["muster.state"] == "rolled_back"
+    failed = [s for s in finished if s.name.startswith("task ") and s.status.status_code.name == "ERROR"]
+    assert max(s.attributes["muster.attempt"] for s in failed) == h.config.max_attempts
+    assert any(s.name.startswith("task undo.") for s in finished)  # the rollback's own tasks
+
+
+async def test_the_planner_that_takes_the_job_over_goes_on_in_the_same_trace(h: Harness, spans: Any) -> None:
+    h.behaviour = lambda m: "succeed" if m.action.value in ("create", "confirm") else "hold"
+    reply = await h.send(CreateCluster(name="taken-over", template="hadoop-small", nodes=2))
+    await h.settle()
+    before = {s.context.span_id for s in spans.get_finished_spans()}
+    await h.restart()
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    finished = spans.get_finished_spans()
+    [job] = [s for s in finished if s.name == "job create"]
+    requested = _requested(h, reply.job_id)
+    assert requested.trace is not None and _hex(job.context.span_id) == requested.trace.split("-")[2]
+    assert {s.context.trace_id for s in finished} == {job.context.trace_id}
+    after = [s for s in finished if s.context.span_id not in before]
+    assert any(s.name.startswith("task ") for s in after)
+    assert max(Counter(s.context.span_id for s in finished).values()) == 1  # no span made twice
+
+
+async def test_a_job_from_before_traces_is_not_traced(h: Harness, spans: Any) -> None:
+    tracing.shutdown()
+    reply = await h.send(CreateCluster(name="old", template="hadoop-small", nodes=2))
+    assert _requested(h, reply.job_id).trace is None
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    tracing.configure("test", exporter=(exporter := InMemorySpanExporter()))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert exporter.get_finished_spans() == ()
