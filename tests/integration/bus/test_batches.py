@@ -70,7 +70,7 @@ async def test_events_waiting_together_are_taken_together_and_settled_by_one_ack
     acks = await _acks(nc, durable)
     sub = await consume_batches(nc.jetstream(), f"muster.evt.{tenant}.task.>", durable, handler)
     await asyncio.wait_for(all_taken.wait(), 10)
-    await acks.until(len(calls))
+    await acks.until(50)
     info = await sub.consumer_info()
     await sub.unsubscribe()
     assert [n for call in calls for n in call] == list(range(50))  # each once, in order
