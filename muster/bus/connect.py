@@ -23,6 +23,7 @@ import structlog
 from nats.aio.client import Client
 
 from contracts import subjects
+from muster.tls.context import connect_verified, nats_options
 
 log = structlog.get_logger("muster.bus")
 
@@ -131,8 +132,11 @@ def principal_of(nc: Client) -> str:
     return str(getattr(nc, "_muster_principal", subjects.ANONYMOUS))
 
 
-async def connect(url: str | None = None, name: str = "muster", token: str | None = None, **options: Any) -> Client:
+async def connect(url: str | None = None, name: str = "muster", token: str | None = None, data_dir: Path | None = None,
+                  **options: Any) -> Client:
+    """`data_dir`: where a local CA may be (muster.tls.context.client_tls)."""
     creds = credentials(token)
+    servers = nats_url(url).split(",")
     nc = Client()
 
     async def on_error(err: Exception) -> None:
@@ -148,7 +152,7 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
             _background(listener())
 
     settings: dict[str, Any] = dict(
-        servers=nats_url(url).split(","),
+        servers=servers,
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
@@ -160,8 +164,9 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
     )
     if creds.token is not None:
         settings["token"] = creds.token
+    settings.update(nats_options(servers, data_dir))
     settings.update(options)
-    await nc.connect(**settings)
+    await connect_verified(nc.connect, settings, data_dir)
     nc._muster_principal = creds.principal  # type: ignore[attr-defined]
     return nc
 

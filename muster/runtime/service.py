@@ -15,6 +15,7 @@ from nats.aio.client import Client
 
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams, replicas_from_env
+from muster.tls.context import TlsError
 
 
 def configure_logging(service: str) -> None:
@@ -50,7 +51,11 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log = structlog.get_logger(f"muster.{name}")
-    nc = await _connect_unless_stopped(url, name, stop)
+    try:
+        nc = await _connect_unless_stopped(url, name, stop)
+    except TlsError as err:  # a setting to fix, in one line of the log, not a traceback
+        log.error("cannot connect to NATS", error=str(err))
+        raise SystemExit(1) from None
     if nc is None:
         log.info("stopped before NATS answered")
         return
