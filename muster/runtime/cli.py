@@ -158,7 +158,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     if policy is not None:
         console.print(f"autoscale: {policy.min_processes}..{policy.max_processes} provisioner processes of "
                       f"{policy.capacity_each} slots, cool-down {policy.cooldown_s:g} s")
-    console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url})",
+    trust = f" MUSTER_TLS_CA={deployment.tls.ca.resolve()}" if deployment.tls is not None else ""
+    console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url}{trust})",
                   markup=False, highlight=False, soft_wrap=True)
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()

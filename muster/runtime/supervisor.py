@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port, reachable
-from muster.tls.context import check_listen
+from muster.tls.context import CA_ENV, check_listen
 
 from .tls import DeploymentTls
 
@@ -398,7 +398,10 @@ class Deployment:
             env.pop("MUSTER_TOKEN", None)
             env["MUSTER_CREDENTIALS"] = str(own)
         if self.tls is not None:
-            env.update(self.tls.child_env(name))
+            trust = self.tls.child_env(name)
+            if self.server is None and os.environ.get(CA_ENV):  # NATS_URL's server: trusted as the caller says
+                trust.pop(CA_ENV)
+            env.update(trust)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from muster.bus import cluster
+from muster.tls.context import TlsError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -91,10 +93,6 @@ def test_every_hop_of_compose_is_tls_with_the_ca_key_kept_apart() -> None:
 
 
 def test_a_node_listening_beyond_loopback_without_tls_is_refused() -> None:
-    import pytest
-
-    from muster.tls.context import TlsError
-
     node = cluster.compose_nodes()[0]
     with pytest.raises(TlsError, match="refusing to listen on 0.0.0.0 without TLS"):
         cluster.render_node_config(node, cluster.compose_nodes(), "/data", "0.0.0.0")
