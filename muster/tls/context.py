@@ -211,3 +211,17 @@ async def connect_verified(connect: Callable[..., Awaitable[None]], settings: di
 
 class TlsRefused(TlsError):
     """The TLS handshake was refused, by this side or the server (not a network fault)."""
+
+
+async def served_serial(url: str, context: ssl.SSLContext) -> int:
+    """The serial number of the certificate a TLS server (`tls://` or `https://` host:port) presents
+    to a new connection now: which one it serves, before and after a rotation."""
+    parts = urlsplit(url)
+    _, writer = await asyncio.open_connection(parts.hostname, parts.port, ssl=context)
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    finally:
+        writer.close()
+    from .ca import serial_of
+
+    return serial_of(der)

@@ -27,6 +27,7 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError
 
@@ -187,8 +188,11 @@ class FaultStack:
         stack_: FaultStack | None = None
         try:
             url = await start_cluster(nodes)
+            # With TLS, a process that exits unasked is started again, as by `muster up` or
+            # compose (a rotation's reload can end a connection for good: docs/security.md).
             deployment = Deployment(base / "deploy", nats_url=url, capacity=capacity, tenants=tenants,
-                                    replicas=replicas, extra_args=extra_args, auth_dir=base / "auth", tls=deployment_tls)
+                                    replicas=replicas, extra_args=extra_args, auth_dir=base / "auth", tls=deployment_tls,
+                                    supervise=tls)
             stack_ = cls(base, deployment, nodes=nodes)
             await deployment.start_auth()
             await stack_._create_streams(int(os.environ.get("MUSTER_REPLICAS", "1")))
@@ -340,6 +344,10 @@ class FaultStack:
                     return await self.client.wait(job_id, tenant=tenant, timeout=timeout, since_seq=since_seq)
                 except NatsTimeout:
                     print(f"[harness] waiting for job {job_id}: the stream did not answer; subscribing again")
+                except ConnectionClosedError:  # given up by nats-py (a reload's auth check: docs/security.md)
+                    print(f"[harness] waiting for job {job_id}: the connection was closed for good; connecting again")
+                    self.nc = None
+                    await self._connect()
 
     # -- after -------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import ssl
+import os
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -12,9 +13,10 @@ import trustme
 from nats.aio.msg import Msg
 
 from muster.bus.connect import connect
-from muster.bus.server import free_port
-from muster.tls.ca import LocalCA, serial_of
-from muster.tls.context import CA_ENV, CERT_ENV, KEY_ENV, TlsError, TlsRefused, client_context, client_tls
+from muster.bus.server import NatsServer, free_port
+from muster.tls.ca import LocalCA
+from muster.tls.context import CA_ENV, CERT_ENV, KEY_ENV, TlsError, TlsRefused, client_context, client_tls, served_serial
+from muster.tls.natsconf import ServerTls
 
 from .conftest import StartTls
 
@@ -36,13 +38,6 @@ async def _round_trip(url: str) -> bytes:
         await nc.close()
 
 
-async def _served_serial(url: str, context: ssl.SSLContext) -> int:
-    """The serial of the certificate the server presents to a new connection."""
-    parts = urlsplit(url)
-    _, writer = await asyncio.open_connection(parts.hostname, parts.port, ssl=context)
-    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
-    writer.close()
-    return serial_of(der)
 
 
 async def test_a_client_that_trusts_the_ca_talks_over_tls(tls_server: StartTls, ca: LocalCA, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,19 +100,16 @@ async def test_mutual_tls_refuses_a_client_without_a_certificate_of_the_ca(
 
 async def test_rotated_certificates_are_served_after_a_reload_and_open_connections_stay(
         tmp_path: Path, ca: LocalCA, monkeypatch: pytest.MonkeyPatch) -> None:
-    from muster.bus.server import NatsServer
-    from muster.tls.natsconf import ServerTls
-
     pair = ca.issue(tmp_path / "tls" / "servers" / "nats", "muster nats", ["127.0.0.1"])
     server = NatsServer(tmp_path / "nats", tls=ServerTls(str(pair.cert), str(pair.key), str(ca.cert_path)))
     monkeypatch.setenv(CA_ENV, str(ca.cert_path))
     context = client_context(client_tls())
     async with server:
         nc = await connect(server.url, name="stays")
-        before = await _served_serial(server.url, context)
+        before = await served_serial(server.url, context)
         ca.issue(tmp_path / "tls" / "servers" / "nats", "muster nats", ["127.0.0.1"])
         await server.reload()
-        assert await _served_serial(server.url, context) != before
+        assert await served_serial(server.url, context) != before
         assert (await nc.request("$JS.API.INFO", b"", timeout=5)).data  # the open connection goes on
         assert nc.is_connected and nc.stats["reconnects"] == 0
         await nc.close()
@@ -128,3 +120,29 @@ def test_a_plain_server_is_refused_beyond_loopback(tmp_path: Path) -> None:
 
     with pytest.raises(TlsError, match="refusing to listen on 0.0.0.0 without TLS"):
         render_config(free_port(), tmp_path, "n", host="0.0.0.0")
+
+
+async def test_a_service_whose_connection_is_closed_for_good_exits_to_be_started_again(tmp_path: Path) -> None:
+    """A reload can end a connection with an "Authorization Violation" (here: the server's token
+    changed), and nats-py then gives the connection up for good: the service must not live on
+    without it, or its supervisor never starts it again."""
+    token = "mst_solver_0123456789ab_" + "0" * 64
+    server = NatsServer(tmp_path / "nats", auth=f'authorization {{ token: "{token}" }}')
+    async with server:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "muster", "solver", "--nats-url", server.url, stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "MUSTER_TOKEN": token, "MUSTER_LOG_LEVEL": "INFO"})
+        assert proc.stderr is not None
+        try:
+            while b'"started"' not in (line := await asyncio.wait_for(proc.stderr.readline(), 60)):
+                assert line, "the solver exited before it started"
+            server.auth = 'authorization { token: "mst_other_0123456789ab_' + "1" * 64 + '" }'
+            (tmp_path / "nats" / "nats.conf").write_text(server.config_text())
+            await server.reload()
+            said = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()
+            assert await proc.wait() == 1
+            assert "closed for good" in said and "authorization" in said and "Traceback" not in said, said
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()

@@ -17,8 +17,8 @@ import pytest
 import pytest_asyncio
 
 from muster.bus.server import free_port
-from muster.tls.ca import LocalCA, Pair, serial_of
-from muster.tls.context import http_ssl
+from muster.tls.ca import LocalCA, Pair
+from muster.tls.context import http_ssl, served_serial
 
 pytestmark = pytest.mark.nats
 
@@ -67,12 +67,6 @@ async def _get(url: str, context: ssl.SSLContext) -> int:
         return resp.status
 
 
-async def _served_serial(url: str, context: ssl.SSLContext) -> int:
-    host, port = url.removeprefix("https://").split(":")
-    _, writer = await asyncio.open_connection(host, int(port), ssl=context)
-    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
-    writer.close()
-    return serial_of(der)
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -91,10 +85,10 @@ async def test_a_client_without_the_ca_or_reaching_another_name_is_refused(track
 @pytest.mark.asyncio(loop_scope="module")
 async def test_sighup_serves_a_rotated_certificate_to_new_connections(tracker: Tracker) -> None:
     context = http_ssl(tracker.data_dir)
-    before = await _served_serial(tracker.url, context)
+    before = await served_serial(tracker.url, context)
     tracker.ca.issue(tracker.pair.cert.with_suffix(""), "muster tracker", ["127.0.0.1"])
     tracker.process.send_signal(signal.SIGHUP)
     assert tracker.process.stderr is not None
     await asyncio.wait_for(_until(tracker.process.stderr, b'"certificate reloaded"'), 30)
-    assert await _served_serial(tracker.url, context) != before
+    assert await served_serial(tracker.url, context) != before
     assert await _get(tracker.url, context) == 200
