@@ -28,9 +28,8 @@ def _request(rid: str, tenant: str, nodes: int, urgency: int) -> RequestHosts:
                                             nodes=[NodeNeed(node_id=f"n{i}") for i in range(nodes)]))
 
 
-async def _ask(muster: Muster, requests: list[RequestHosts]) -> list[str]:
-    # as muster up's super admin (pool commands are theirs), trusting its CA
-    nc = await connect(muster.nats, token=read_credentials_file(muster.data_dir / "credentials"), data_dir=muster.data_dir)
+async def _ask(url: str, token: str, requests: list[RequestHosts]) -> list[str]:
+    nc = await connect(url, token=token)  # as muster up's super admin: pool commands are theirs
     try:
         return [(await pools.send(nc, "lab-ui", r)).state for r in requests]
     finally:
@@ -48,7 +47,7 @@ def test_a_pool_page_shows_hosts_their_holders_and_the_line_in_policy_order(must
         _request("later", "default", 2, 10), _request("urgent", "someone", 1, 90),  # both wait
     ]
     with ThreadPoolExecutor(1) as thread:  # Playwright's sync API runs a loop in this one
-        states = thread.submit(asyncio.run, _ask(muster, requests)).result(60)
+        states = thread.submit(asyncio.run, _ask(muster.nats, read_credentials_file(muster.data_dir / "credentials"), requests)).result(60)
     assert states == ["granted", "granted", "waiting", "waiting"]
 
     page.goto("/ui/pools")
