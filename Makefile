@@ -50,9 +50,10 @@ test: bytecode lint
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
 
-# The long fault scenarios, skipped in `make test` (docs/faults.md): MUSTER_LONG_TESTS=1.
+# The long scenarios, skipped in `make test`: the fault suite's (docs/faults.md) and the real
+# clusters' (tests/e2e/test_real.py, docs/plugins.md): MUSTER_LONG_TESTS=1.
 test-long: install
-	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault
+	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault tests/e2e/test_real.py tests/integration/provisioner/test_ansible_automator.py
 
 test-integration: install
 	$(BIN)/python -m pytest -q tests/integration tests/e2e

@@ -18,8 +18,9 @@ that happened before it subscribed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -225,7 +226,7 @@ class MusterClient(Operations):
 
     async def events(
         self, job_id: str, tenant: str | None = None, since_seq: int = 0, until: Iterable[str] = FINAL_JOB_EVENTS
-    ) -> AsyncIterator[Recorded]:
+    ) -> AsyncGenerator[Recorded, None]:
         """The job's events (its own subject), from the first (or the first after
         `since_seq`), up to and including the first whose type is in `until`."""
         stop = frozenset(until)
@@ -255,8 +256,9 @@ class MusterClient(Operations):
     async def wait(self, job_id: str, tenant: str | None = None, timeout: float = 600.0, since_seq: int = 0) -> Any:
         """The job's final event (JobSucceeded, JobFailed, JobRolledBack, JobNeedsAttention),
         the first after `since_seq`; TimeoutError past the deadline."""
-        async with asyncio.timeout(timeout):
-            async for recorded in self.events(job_id, tenant, since_seq):
+        async with asyncio.timeout(timeout), contextlib.aclosing(self.events(job_id, tenant, since_seq)) as events:
+            # closed here, not when garbage-collected after the connection has gone
+            async for recorded in events:
                 if recorded.type in FINAL_JOB_EVENTS:
                     return recorded.event
         raise MusterError("job events ended without a final event")

@@ -13,6 +13,7 @@ concurrent changes are kept apart by the catalog's fence on its last sequence, n
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -34,7 +35,7 @@ from contracts.identity import Scope
 from muster.bus.eventstore import EventStore
 from muster.catalog.delete import DeleteRefused, delete_entity
 from muster.catalog.files import CatalogFileError
-from muster.catalog.plugins import PluginSpecs
+from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
 from muster.catalog.requests import problem_json
 from muster.catalog.store import append_changes, check_apply, plan_changes, read_state
 from services.auth.domain.authz import Decision, may
@@ -43,11 +44,32 @@ from services.auth.domain.state import IdentityState
 log = structlog.get_logger("muster.planner")
 
 
+OfferedPlugins = Callable[[str], Awaitable[list[dict[str, Any]]]]
+"""A tenant -> the plugin descriptions (`PluginRegistry.describe()`) its live provisioners registered."""
+
+
+def offered_specs(known: PluginSpecs, described: list[dict[str, Any]]) -> PluginSpecs:
+    """The built-in specs, plus any plugin a live provisioner offers that they lack (one loaded
+    with --plugins-dir): a catalog naming it is then accepted."""
+    have = {(p.type, p.name) for p in known}
+    extra = []
+    for d in described:
+        kind, name = d.get("type"), d.get("name")
+        if kind in ("provider", "automator") and isinstance(name, str) and (kind, name) not in have:
+            fields = {f: PluginField(sensitive=bool(v.get("sensitive")), required=bool(v.get("required")))
+                      for f, v in (d.get("fields") or {}).items() if isinstance(v, dict)}
+            extra.append(PluginSpec(name=name, type=kind, fields=fields))
+            have.add((kind, name))
+    return PluginSpecs([*known, *extra]) if extra else known
+
+
 class CatalogWrites:
-    def __init__(self, store: EventStore, plugins: PluginSpecs, identity: IdentityState | None = None) -> None:
+    def __init__(self, store: EventStore, plugins: PluginSpecs, identity: IdentityState | None = None,
+                 offered: OfferedPlugins | None = None) -> None:
         self.store = store
         self.plugins = plugins
         self.identity = identity
+        self.offered = offered
         """The identities (auth on), or None on a bus without authorization: no grants to check."""
 
     async def answer(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
@@ -96,7 +118,8 @@ class CatalogWrites:
         if not allowed:
             return Rejected(reason=f"catalog not applied: {allowed.reason}", code="forbidden")
         sources = {(k.partition("/")[0], k.partition("/")[2]): v for k, v in request.sources.items()}
-        check = check_apply(state, incoming, self.plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
+        plugins = offered_specs(self.plugins, await self.offered(tenant)) if self.offered else self.plugins
+        check = check_apply(state, incoming, plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
         problems = [problem_json(p) for p in check.errors + check.warnings]
         if not check.ok:
             return CatalogAnswer(ok=False, problems=problems)

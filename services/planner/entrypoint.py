@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 import click
+import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
@@ -59,6 +60,22 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     return planner
 
 
+def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]]]]:
+    """What the live provisioners of a tenant registered (their presence records)."""
+
+    async def offered(tenant: str) -> list[dict[str, Any]]:
+        from services.provisioner.presence import live_provisioners
+
+        try:
+            live = await live_provisioners(nc, tenant=tenant, timeout=3.0)
+        except Exception as err:  # noqa: BLE001 - then only the built-in plugins count, and the answer says which
+            structlog.get_logger("muster.planner").warning("live provisioners unknown", error=str(err) or type(err).__name__)
+            return []
+        return [plugin for p in live for plugin in p.info.plugins]
+
+    return offered
+
+
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     """A planner that holds a fair share of the shards (docs/scaling.md): it listens first,
     then takes its leases, and rebuilds the clusters of each shard it gains; on the way out it
@@ -72,7 +89,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     sharding = Sharding(nc, planner, leases)
     planner.sharding = sharding  # type: ignore[attr-defined]
     stack.callback(planner.timers.cancel_all)
-    catalog = CatalogWrites(EventStore(nc), catalog_plugins())
+    catalog = CatalogWrites(EventStore(nc), catalog_plugins(), offered=offered_plugins(nc))
     if auth_required(nc):
         # Auth on (this planner authenticated): requests are checked against the requester's
         # grants, kept current by following the identity events.

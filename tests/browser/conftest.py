@@ -29,6 +29,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from muster.bus.connect import read_credentials_file
+from muster.tls.context import CA_ENV
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).parents[2]
@@ -133,7 +134,12 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
     )
     try:
         seen = _read_until(proc, "muster is up", START_S)
-        yield Muster(root / "data", seen["tracker"], seen["nats"], catalog)
+        with pytest.MonkeyPatch.context() as env_:
+            # The tests' own clients trust its CA: in-process (muster.bus.connect), and Playwright's
+            # HTTP client (`page.request`, in its Node driver, which reads NODE_EXTRA_CA_CERTS).
+            env_.setenv(CA_ENV, str(root / "data" / "tls" / "ca.pem"))
+            env_.setenv("NODE_EXTRA_CA_CERTS", str(root / "data" / "tls" / "ca.pem"))
+            yield Muster(root / "data", seen["tracker"], seen["nats"], catalog)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -147,22 +153,12 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
 def browser(muster: Muster) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
-    # Playwright's own HTTP client (`page.request`) runs in its Node driver, which trusts the CA
-    # named by NODE_EXTRA_CA_CERTS when it starts.
-    before = os.environ.get("NODE_EXTRA_CA_CERTS")
-    os.environ["NODE_EXTRA_CA_CERTS"] = str(muster.data_dir / "tls" / "ca.pem")
-    try:
-        with sync_playwright() as p:
-            chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, trust_tracker(muster)])
-            try:
-                yield chromium
-            finally:
-                chromium.close()
-    finally:
-        if before is None:
-            os.environ.pop("NODE_EXTRA_CA_CERTS", None)
-        else:
-            os.environ["NODE_EXTRA_CA_CERTS"] = before
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, trust_tracker(muster)])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
 
 
 @pytest.fixture

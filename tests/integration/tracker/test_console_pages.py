@@ -52,6 +52,10 @@ async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> Non
     assert first.status == 404  # the cluster had no events yet at sequence 1
     for path in ("/ui/catalog", "/ui/provisioners", "/ui/pools", "/ui/jobs", f"/ui/jobs/{job_id}/tasks/n1000.create"):
         assert (await tracked.http.get(path)).status == 200, path
+    # Each node's machine (provider id) on the cluster page, and what the create returned on its task.
+    assert re.search(r'data-testid="node-machine">sim-', cluster_html), "the cluster page names each node's machine"
+    task_html = await (await tracked.http.get(f"/ui/jobs/{job_id}/tasks/n1000.create")).text()
+    assert re.search(r'data-testid="attempt-result"><dt>Results</dt><dd class="mono">providerid sim-', task_html)
 
 
 def _form(action: str, tenant: str = "default") -> dict[str, str]:
