@@ -52,7 +52,7 @@ async def ask(bus: Bus, verb: str, **body: Any) -> Any:
         raise CliError(str(err)) from None
     if creds.token is None:
         raise CliError("no token: set MUSTER_TOKEN or MUSTER_CREDENTIALS, or run in the folder where `muster up` wrote .muster/credentials")
-    nc = await connect_or_fail(bus.nats_url)
+    nc = await connect_or_fail(bus.nats_url, bus.data_dir)
     try:
         data = json.dumps({k: v for k, v in body.items() if v not in (None, "")}).encode()
         msg = await nc.request(subjects.auth_request(principal_of(nc), verb), data, timeout=10)
@@ -259,7 +259,7 @@ async def whoami(tracker_url: str | None, bus: Bus, as_json: bool) -> None:
     except CliError as err:
         if "the bus refused" not in str(err):
             raise
-        reason = await _reason_from_tracker(bus.tracker_url(tracker_url))
+        reason = await _reason_from_tracker(bus, bus.tracker_url(tracker_url))
         raise CliError(f"{err.message}\n{reason}" if reason else err.message) from None
     if as_json:
         echo_json(data)
@@ -273,10 +273,10 @@ async def whoami(tracker_url: str | None, bus: Bus, as_json: bool) -> None:
                   + (" ..." if len(data["bus"]["publish"]) > 6 else ""))
 
 
-async def _reason_from_tracker(url: str) -> str:
+async def _reason_from_tracker(bus: Bus, url: str) -> str:
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-            async with http.get(f"{url}/v1/whoami", headers=bearer_headers()) as resp:
+            async with http.get(f"{url}/v1/whoami", headers=bearer_headers(), ssl=bus.http_ssl()) as resp:
                 body = await resp.json()
     except (aiohttp.ClientError, TimeoutError, ValueError):
         return f"(the tracker at {url} did not answer either)"

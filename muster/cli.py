@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "revoke": ("muster.auth_cli:revoke", "Take a permission back from a principal."),
     "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
     "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
+    "tls": ("muster.tls.cli:tls", "Certificates: issue them from a local CA; rotate a running deployment's."),
     "pool": ("services.pool.cli:pool", "Resource pools: add, list, show, resolve, reset, remove hosts; serve."),
     "governance": ("services.governance.entrypoint:main", "Run the governance service (rules, policies, schedules)."),
     "notifier": ("services.notifier.entrypoint:main", "Run the notifier (webhooks and bus messages to subscribers)."),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from .bus.connect import CredentialsError, connect, credentials, nats_url, saved
 from .bus.eventstore import ConcurrencyError, StoreError
 from .cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, translates
 from .client import MusterClient, MusterError, NoAnswer, RequestRejected
+from .tls.context import TlsError, TlsRefused, http_ssl
 
 DEFAULT_TRACKER_URL = "http://127.0.0.1:8080"
 
@@ -42,6 +44,10 @@ class Bus:
     @property
     def nats_url(self) -> str:
         return nats_url(self.explicit_url, self.data_dir)
+
+    def http_ssl(self) -> ssl.SSLContext:
+        """`ssl=` of a request to the tracker: verifying, with the deployment's CA if it has one."""
+        return http_ssl(self.data_dir)
 
     def tracker_url(self, explicit: str | None = None) -> str:
         """`--tracker-url`, else $MUSTER_TRACKER_URL, else the one `muster up` saved, else the local default."""
@@ -83,23 +89,26 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
     return decorate(f) if f is not None else decorate
 
 
-async def connect_or_fail(url: str) -> Client:
+async def connect_or_fail(url: str, data_dir: Path | None = None) -> Client:
     """A connection for one command: a server that does not answer is an error (exit 3),
     not something to wait for."""
-    seen: list[str] = []
+    seen: list[Exception] = []
 
     async def note(err: Exception) -> None:  # the server's refusal comes as an error, then "no servers"
-        seen.append(str(err).lower())
+        seen.append(err)
 
     try:
         return await connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=note,
-                             disconnected_cb=_quiet)
-    except CredentialsError as err:
+                             disconnected_cb=_quiet, data_dir=data_dir)
+    except TlsRefused as err:
+        raise CliError(str(err), EXIT_UNREACHABLE) from None
+    except (CredentialsError, TlsError) as err:
         raise CliError(str(err), EXIT_INVALID) from None
     except (nats.errors.NoServersError, OSError, TimeoutError) as err:
-        if any("authorization violation" in e for e in seen):
+        if any("authorization violation" in str(e).lower() for e in seen):
             raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
-        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}): is `muster up` running, or NATS_URL set?",
+        plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") else ""
+        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?",
                        EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
         if "authorization violation" not in str(err).lower():
@@ -119,7 +128,7 @@ async def _quiet(*_: Any) -> None:
 
 @asynccontextmanager
 async def open_nats(bus: Bus) -> AsyncIterator[Client]:
-    nc = await connect_or_fail(bus.nats_url)
+    nc = await connect_or_fail(bus.nats_url, bus.data_dir)
     try:
         yield nc
     finally:
@@ -128,14 +137,14 @@ async def open_nats(bus: Bus) -> AsyncIterator[Client]:
 
 async def open_client(bus: Bus, requested_by: str | None = None) -> MusterClient:
     """The Python client on a fail-fast connection (closed with `async with`)."""
-    return MusterClient(await connect_or_fail(bus.nats_url), owns_connection=True, tenant=bus.tenant or "default",
+    return MusterClient(await connect_or_fail(bus.nats_url, bus.data_dir), owns_connection=True, tenant=bus.tenant or "default",
                         requested_by=requested_by)
 
 
 @translates
 def bus_errors(err: BaseException) -> CliError | None:
     """How the bus's and the client's expected failures read."""
-    if isinstance(err, RequestRejected | SubjectError):
+    if isinstance(err, RequestRejected | SubjectError | TlsError):
         return CliError(str(err), EXIT_INVALID)
     if isinstance(err, NoAnswer):
         return CliError(f"{err}: is a planner running?", EXIT_UNREACHABLE)

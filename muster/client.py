@@ -22,6 +22,7 @@ import contextlib
 import getpass
 from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -126,16 +127,19 @@ class MusterClient(Operations):
 
     @classmethod
     async def connect(
-        cls, url: str | None = None, *, connect_attempts: int | None = None, token: str | None = None, **options: Any
+        cls, url: str | None = None, *, connect_attempts: int | None = None, token: str | None = None,
+        data_dir: Path | None = None, **options: Any
     ) -> MusterClient:
         """Connect to NATS (`url`, else $NATS_URL, else localhost) with `token` (else
         $MUSTER_TOKEN or a credentials file: muster.bus.connect). With `connect_attempts`, an
-        unreachable server fails (nats.errors.NoServersError) instead of being waited for."""
+        unreachable server fails (nats.errors.NoServersError) instead of being waited for. A
+        `tls://` URL is verified against $MUSTER_TLS_CA, else `data_dir`'s local CA (a `muster up
+        --tls` deployment's), else the system's roots (muster.tls.context)."""
         extra: dict[str, Any] = {}
         if connect_attempts is not None:
             extra = {"max_reconnect_attempts": connect_attempts, "connect_timeout": 2, "error_cb": _quiet,
                      "disconnected_cb": _quiet}
-        return cls(await connect(url, name="muster-client", token=token, **extra), owns_connection=True, **options)
+        return cls(await connect(url, name="muster-client", token=token, data_dir=data_dir, **extra), owns_connection=True, **options)
 
     async def __aenter__(self) -> MusterClient:
         return self

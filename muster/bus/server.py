@@ -21,7 +21,11 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from muster.tls.context import check_listen, insecure_network_allowed
+from muster.tls.natsconf import ServerTls, client_block
+
 READY_LINE = b"Server is ready"
+RELOADED = b"Reloaded server configuration"
 
 
 class ServerError(RuntimeError):
@@ -62,6 +66,16 @@ def free_port() -> int:
 PORTS_FROM = 10000
 
 
+def reachable(host: str) -> str:
+    """How local clients reach a server listening on `host` (a wildcard: through loopback)."""
+    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"[{reach}]" if ":" in reach else reach
+
+
+def server_url(host: str, port: int, tls: bool) -> str:
+    return f"{'tls' if tls else 'nats'}://{reachable(host)}:{port}"
+
+
 def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
@@ -69,12 +83,15 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default
 
 
-def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "", auth: str = "") -> str:
+def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "", auth: str = "",
+                  host: str = "127.0.0.1", tls: ServerTls | None = None, insecure_network: bool = False) -> str:
     """`auth`: the accounts and auth-callout block (services.auth.keys.server_auth_config);
-    empty = no authorization (benchmarks' "auth off" runs and old data dirs)."""
+    empty = no authorization (benchmarks' "auth off" runs and old data dirs). `tls`: TLS on the
+    client port (muster.tls.natsconf); without it the server may listen on loopback only."""
+    check_listen(host, tls is not None, insecure_network or insecure_network_allowed(), "nats-server", "give it TLS (muster up --tls)")
     lines = [
         f'server_name: "{name}"',
-        f"listen: 127.0.0.1:{port:d}",
+        f"listen: {host}:{port:d}",
         "jetstream {",
         f'  store_dir: "{store_dir}"',
         "  sync_interval: always",
@@ -84,6 +101,8 @@ def render_config(port: int, store_dir: Path, name: str, http_port: int | None =
     ]
     if http_port:
         lines.append(f"http: 127.0.0.1:{http_port}")
+    if tls is not None:
+        lines.append(client_block(tls))
     if cluster:
         lines.append(cluster)
     if auth:
@@ -105,17 +124,24 @@ class NatsServer:
     hold_fds: tuple[int, ...] = ()
     """Open files the server inherits, so they stay open as long as it runs (a deployment's
     data-directory lock: `DataDirLock`)."""
+    host: str = "127.0.0.1"
+    """the address it listens on (another than loopback only with `tls`, or told --insecure-network)"""
+    tls: ServerTls | None = None
+    insecure_network: bool = False
     process: asyncio.subprocess.Process | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
+    reloaded: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    """Set each time the server says it reloaded its config (its log, read as it comes)."""
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return server_url(self.host, self.port, self.tls is not None)
 
     def config_text(self) -> str:
         """The server's config file; a cluster node renders its own."""
         self.port = self.port or free_port()
-        return render_config(self.port, self.data_dir / "jetstream", self.name, http_port=self.http_port, auth=self.auth)
+        return render_config(self.port, self.data_dir / "jetstream", self.name, http_port=self.http_port, auth=self.auth,
+                             host=self.host, tls=self.tls, insecure_network=self.insecure_network)
 
     async def start(self, timeout: float = 20.0) -> NatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -153,6 +179,23 @@ class NatsServer:
             async for line in self.process.stderr:
                 log.write(line)
                 log.flush()
+                self._saw(line)
+
+    def _saw(self, line: bytes) -> None:
+        if RELOADED in line:
+            self.reloaded.set()
+
+    async def reload(self, timeout: float = 10.0) -> None:
+        """Have the server read its config and certificate files again (SIGHUP); returns once it
+        says it did. Its connections stay open; new ones get the new certificate."""
+        if self.process is None or self.process.returncode is not None:
+            raise ServerError(f"nats-server {self.name} is not running")
+        self.reloaded.clear()
+        self.process.send_signal(signal.SIGHUP)
+        try:
+            await asyncio.wait_for(self.reloaded.wait(), timeout)
+        except TimeoutError:
+            raise ServerError(f"nats-server {self.name} did not reload within {timeout:g} s; see {self.log_path}") from None
 
     async def stop(self, timeout: float = 10.0) -> None:
         proc, self.process = self.process, None
@@ -272,7 +315,7 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout: float = 20.0,
-                   auth: str = "") -> tuple[subprocess.Popen[bytes], str]:
+                   auth: str = "", tls: ServerTls | None = None) -> tuple[subprocess.Popen[bytes], str]:
     """For synchronous callers (pytest session fixtures): start and wait until ready.
 
     A thread copies the server's stderr to its log for the server's whole life: a Go program
@@ -280,7 +323,7 @@ def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout:
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     conf = data_dir / "nats.conf"
-    _write_private(conf, render_config(port, data_dir / "jetstream", name, auth=auth))
+    _write_private(conf, render_config(port, data_dir / "jetstream", name, auth=auth, tls=tls))
     proc = subprocess.Popen([nats_server_binary(), "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ready = threading.Event()
 
@@ -298,4 +341,4 @@ def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout:
     if not ready.wait(timeout) or proc.poll() is not None:
         proc.kill()
         raise ServerError(f"nats-server did not become ready; see {data_dir / 'nats-server.log'}")
-    return proc, f"nats://127.0.0.1:{port}"
+    return proc, server_url("127.0.0.1", port, tls is not None)

@@ -27,9 +27,11 @@ from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's er
 from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliError, run, translates
 from muster.client import MusterClient
 from muster.ops_session import follow
+from muster.tls.context import TlsError, http_ssl
 from services.provisioner.plugins.specs import catalog_plugins
 
 from .autoscale import AutoscalePolicy, autoscaling
+from .network import Network, network_options
 from .supervisor import Deployment, StartError, local_principal
 
 console = Console(stderr=False)
@@ -52,14 +54,20 @@ async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
     return await apply_catalog(EventStore(client.nc), tenant, catalog, by=principal_of(client.nc), plugins=catalog_plugins())
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:
     """Run `work` (or nothing) until it ends, a signal arrives, or the deployment fails;
-    SIGINT and SIGTERM are handled here so a clean stop never depends on how we were
-    started (a background job starts with SIGINT ignored)."""
+    SIGINT, SIGTERM and SIGHUP (a closed terminal) are handled here so a clean stop never
+    depends on how we were started (a background job starts with SIGINT ignored). SIGUSR1
+    rotates the server certificates (`muster tls rotate`)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, stop.set)
+    rotations: set[asyncio.Task[None]] = set()
+    loop.add_signal_handler(signal.SIGUSR1, lambda: _rotate_in_background(deployment, rotations))
     waits: dict[str, asyncio.Future[Any]] = {
         "failed": asyncio.ensure_future(deployment.wait_failed()),
         "signal": asyncio.ensure_future(stop.wait()),
@@ -75,11 +83,25 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
             return None
         return waits["work"].result()
     finally:
-        for f in waits.values():
+        for f in [*waits.values(), *rotations]:
             f.cancel()
-        await asyncio.gather(*waits.values(), return_exceptions=True)
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        await asyncio.gather(*waits.values(), *rotations, return_exceptions=True)
+        for sig in (*STOP_SIGNALS, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
+
+
+def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None]]) -> None:
+    async def rotate() -> None:
+        try:
+            reloaded = await deployment.rotate_certificates()
+        except (StartError, ServerError, OSError) as err:
+            _say(f"certificates not rotated: {err}")
+            return
+        _say(f"certificates rotated: new server certificates loaded by {', '.join(reloaded)}")
+
+    task = asyncio.create_task(rotate())
+    running.add(task)
+    task.add_done_callback(running.discard)
 
 
 @click.command("up")
@@ -94,8 +116,9 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
 @click.option("--autoscale-min", default=1, show_default=True, type=click.IntRange(0, 64), help="provisioner processes at least")
 @click.option("--autoscale-max", default=4, show_default=True, type=click.IntRange(1, 64), help="provisioner processes at most")
 @click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
+@network_options
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
-       autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float) -> None:
+       autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, network: Network) -> None:
     """Start nats-server (unless NATS_URL is set) and the four services; Ctrl-C stops all."""
     if autoscale and autoscale_min > autoscale_max:
         raise click.BadParameter(f"--autoscale-min {autoscale_min} is more than --autoscale-max {autoscale_max}")
@@ -104,7 +127,8 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
-                                capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners})
+                                capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
+                                **network.deployment(data_dir))
         try:
             await deployment.start()
             async with contextlib.AsyncExitStack() as scaling:
@@ -122,7 +146,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | None, tenant: str, planners: int,
                  policy: AutoscalePolicy | None) -> None:
     if catalog_dir is not None:
-        async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
+        async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
             n = await _load_catalog(client, tenant, catalog_dir)
         console.print(f"catalog: {n} entities applied for tenant {tenant}")
     console.print(f"nats:    {deployment.nats_url}")
@@ -134,7 +158,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     if policy is not None:
         console.print(f"autoscale: {policy.min_processes}..{policy.max_processes} provisioner processes of "
                       f"{policy.capacity_each} slots, cool-down {policy.cooldown_s:g} s")
-    console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url})",
+    trust = f" MUSTER_TLS_CA={deployment.tls.ca.resolve()}" if deployment.tls is not None else ""
+    console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url}{trust})",
                   markup=False, highlight=False, soft_wrap=True)
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()
@@ -172,6 +197,8 @@ def _run(coro: Any) -> None:
 
 @translates
 def start_errors(err: BaseException) -> CliError | None:
+    if isinstance(err, TlsError):
+        return CliError(str(err), EXIT_INVALID)
     return CliError(str(err), EXIT_FAILED) if isinstance(err, (StartError, ServerError)) else None
 
 
@@ -187,9 +214,10 @@ def _layout_table(layout: dict[str, Any]) -> Table:
     return table
 
 
-async def _tracker_job(tracker_url: str, tenant: str, job_id: str, token: str | None) -> dict[str, Any]:
+async def _tracker_job(deployment: Deployment, tenant: str, job_id: str, token: str | None) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant, **bearer_headers(token)}) as resp:
+        async with http.get(f"{deployment.tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant, **bearer_headers(token)},
+                            ssl=http_ssl(deployment.data_dir)) as resp:
             return await resp.json()
 
 
@@ -205,7 +233,8 @@ async def _tracker_job(tracker_url: str, tenant: str, job_id: str, token: str | 
               help="a NATS cluster that really forms, on Linux namespace nodes with their own sshd (needs root; "
                    "without it, on loopback addresses of this machine): examples/catalog-real. With --pool: the "
                    "pool's hosts are namespace nodes with their own sshd")
-def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool) -> None:
+@network_options
+def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool, network: Network) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
 
     async def main() -> None:
@@ -214,7 +243,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
 
             os.environ.setdefault("MUSTER_PLAYBOOK_PATH", str(REAL_CATALOG / "ansible"))
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=0, tenants=tenant,
-                                supervise=True, notify=_say)
+                                supervise=True, notify=_say, **network.deployment(data_dir))
         try:
             await deployment.start()
             console.print(f"nats {deployment.nats_url} · tracker {deployment.tracker_url} · logs {data_dir / 'logs'}")
@@ -243,12 +272,12 @@ async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str) ->
     refusal = root_refusal()
     if refusal:
         console.print(f"{refusal}: the nodes are localhost nodes on loopback addresses instead")
-    async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
+    async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
         await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=data_dir / "nodes")
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:
-    async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
+    async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
         n = await _load_catalog(client, tenant, DEMO_CATALOG)
         console.print(f"demo catalog loaded ({n} new entities) for tenant {tenant!r}")
         for n in range(1, 100):  # names are unique: a cluster kept by an earlier demo keeps "demo"
@@ -264,7 +293,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         if deployment.auth_dir is not None:
             console.print(f"         sign in with the token in {deployment.credentials} (a super admin's)", soft_wrap=True)
         final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
-        status = await _tracker_job(deployment.tracker_url, tenant, reply.job_id, _own_token(deployment))
+        status = await _tracker_job(deployment, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
             console.print(_layout_table(status["layout"]))

@@ -16,6 +16,7 @@ from nats.aio.client import Client
 from muster import tracing
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams, replicas_from_env
+from muster.tls.context import TlsError
 
 
 def configure_logging(service: str) -> None:
@@ -53,7 +54,17 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log = structlog.get_logger(f"muster.{name}")
-    nc = await _connect_unless_stopped(url, name, stop)
+    lost = asyncio.Event()
+
+    async def on_closed() -> None:
+        if not stop.is_set():
+            lost.set()
+
+    try:
+        nc = await _connect_unless_stopped(url, name, stop, on_closed)
+    except TlsError as err:  # a setting to fix, in one line of the log, not a traceback
+        log.error("cannot connect to NATS", error=str(err))
+        raise SystemExit(1) from None
     if nc is None:
         log.info("stopped before NATS answered")
         return
@@ -62,7 +73,15 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
         async with AsyncExitStack() as stack:
             await setup(nc, stack)
             log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")
-            await stop.wait()
+            await _first(stop.wait(), lost.wait())
+            if lost.is_set() and not stop.is_set():
+                # nats-py gives a connection up for good on some of the server's errors (an
+                # "Authorization Violation" sent while connected, as a config reload of a server
+                # whose callout is busy may): exit, and the supervisor starts us again.
+                log.error("the connection to NATS was closed for good; exiting to be started again",
+                          error=str(nc.last_error) if nc.last_error else "")
+                stack.pop_all()  # their clean-ups need the connection that is gone
+                raise SystemExit(1)
             log.info("stopping")
     finally:
         if nc.is_connected:
@@ -71,10 +90,21 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
             await nc.close()
 
 
-async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Event) -> Client | None:
+async def _first(*waits: Awaitable[object]) -> None:
+    tasks = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Event,
+                                  on_closed: Callable[[], Awaitable[None]]) -> Client | None:
     """The connection, or None when a signal came first: connecting waits for NATS without
     end (reconnects never give up), and a stop must not."""
-    connecting = asyncio.ensure_future(connect(url, name=name))
+    connecting = asyncio.ensure_future(connect(url, name=name, closed_cb=on_closed))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()

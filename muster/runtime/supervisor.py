@@ -33,11 +33,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port
+from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port, reachable
+from muster.tls.context import CA_ENV, check_listen
+
+from .tls import DeploymentTls
 
 SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifier")
 
 READY = b'"started"'
+RELOADED = b'"certificate reloaded"'
 SERVER = "nats-server"
 
 
@@ -74,6 +78,8 @@ class Child:
     """It leaves the deployment when it exits (`Deployment.retire`)."""
     last_line: str = ""
     """Its last log line: why it exited during start."""
+    reloaded: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when it says it reloaded its certificate (a tracker, after SIGHUP)."""
 
     @property
     def pid(self) -> int:
@@ -123,6 +129,12 @@ class Deployment:
     """start our own server with authorization on (ignored when `nats_url` is given)"""
     auth_dir: Path | None = None
     """keys of the authorizing server this deployment runs the auth service for"""
+    tls: DeploymentTls | None = None
+    """TLS on the bus and the tracker (muster/runtime/tls.py); None: plain TCP, on loopback only"""
+    host: str = "127.0.0.1"
+    """where our own nats-server and the tracker listen"""
+    insecure_network: bool = False
+    """plain TCP on another address than loopback, as told (--insecure-network)"""
 
     @property
     def credentials(self) -> Path:
@@ -155,7 +167,7 @@ class Deployment:
 
     @property
     def tracker_url(self) -> str:
-        return f"http://127.0.0.1:{self.tracker_port}"
+        return f"{'https' if self.tls else 'http'}://{reachable(self.host)}:{self.tracker_port}"
 
     async def start(self) -> None:
         if not self.lock.held:  # (start_auth may have taken it: a harness starts auth first)
@@ -168,8 +180,13 @@ class Deployment:
             if self.tracker_port and not port_free(self.tracker_port):
                 raise StartError(f"tracker port {self.tracker_port} on 127.0.0.1 is taken by another program: "
                                  "pass another --tracker-port, or 0 for any free one")
+            check_listen(self.host, self.tls is not None, self.insecure_network, "muster up", "pass --tls")
+            if self.tls is not None:
+                self.tls.prepare()
             if not self.nats_url:
-                self.server = NatsServer(self.data_dir / "nats", hold_fds=(self.lock.fileno(),), auth=self._auth_config())
+                self.server = NatsServer(self.data_dir / "nats", hold_fds=(self.lock.fileno(),), auth=self._auth_config(),
+                                         host=self.host, tls=self.tls.nats() if self.tls else None,
+                                         insecure_network=self.insecure_network)
                 await self.server.start()
                 self.nats_url = self.server.url
             (self.data_dir / "nats.url").write_text(self.nats_url)
@@ -214,7 +231,7 @@ class Deployment:
             "provisioner": ["provisioner", "--capacity", str(self.capacity), "--tenants", self.tenants],
             # A stable id and work dir per process, so plugin state (localhost keys)
             # survives a restart.
-            "tracker": ["tracker", "--port", str(self.tracker_port)],
+            "tracker": ["tracker", "--port", str(self.tracker_port), "--host", self.host, *self._tracker_tls()],
             "pool": ["pool", "serve"],
             # Approval rules, policies, subscriptions, schedules (and the scheduler); notifications
             # (docs/governance.md). The notifier reads webhook secrets from $MUSTER_NOTIFIER_SECRETS.
@@ -231,6 +248,30 @@ class Deployment:
                 own = ["--instance", name] if service in ("pool", "governance") else own
                 out[name] = [*args, *own, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
         return out
+
+    def _tracker_tls(self) -> list[str]:
+        return [*(self.tls.tracker_args() if self.tls else []), *(["--insecure-network"] if self.insecure_network else [])]
+
+    async def rotate_certificates(self, timeout: float = 15.0) -> list[str]:
+        """New server certificates (new keys, the same CA), read again by the running
+        nats-server (a config reload) and trackers (SIGHUP), without a restart: connections stay
+        open, new ones get the new certificates. Returns what reloaded."""
+        if self.tls is None:
+            raise StartError("this deployment runs without TLS: nothing to rotate")
+        self.tls.rotate()
+        done = []
+        if self.server is not None:
+            await self.server.reload(timeout)
+            done.append(SERVER)
+        trackers = [c for c in self.children if c.name.split("-")[0] == "tracker" and c.process.returncode is None]
+        for child in trackers:
+            child.reloaded.clear()
+            child.process.send_signal(signal.SIGHUP)
+        try:
+            await asyncio.wait_for(asyncio.gather(*(c.reloaded.wait() for c in trackers)), timeout)
+        except TimeoutError:
+            raise StartError(f"a tracker did not reload its certificate within {timeout:g} s; see its log") from None
+        return done + [c.name for c in trackers]
 
     def processes(self, service: str) -> list[str]:
         n = self.replicas.get(service, 1)
@@ -263,7 +304,7 @@ class Deployment:
             return
         klass = _option(args, "--class") or "default"
         tenants = [t for t in (_option(args, "--tenants") or self.tenants).split(",") if t]
-        nc = await connect(self.nats_url, name="muster-up", token=self.admin_token())
+        nc = await connect(self.nats_url, name="muster-up", token=self.admin_token(), data_dir=self.data_dir)
         try:
             async def ask(verb: str, **body: str) -> Any:
                 msg = await nc.request(subjects.auth_request(principal_of(nc), verb), json.dumps(body).encode(), timeout=10)
@@ -360,6 +401,11 @@ class Deployment:
         if own is not None:  # its own identity, not whatever the caller's environment holds
             env.pop("MUSTER_TOKEN", None)
             env["MUSTER_CREDENTIALS"] = str(own)
+        if self.tls is not None:
+            trust = self.tls.child_env(name)
+            if self.server is None and os.environ.get(CA_ENV):  # NATS_URL's server: trusted as the caller says
+                trust.pop(CA_ENV)
+            env.update(trust)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
@@ -385,6 +431,8 @@ class Deployment:
                     child.last_line = line.decode(errors="replace").strip()
                 if not ready.done() and READY in line:
                     ready.set_result(None)
+                if RELOADED in line:
+                    child.reloaded.set()
         if not ready.done():
             ready.set_exception(StartError(f"{child.name} exited during start{_why(child.last_line)}; see {child.log_path}"))
 

@@ -60,7 +60,7 @@ async def _with_store(bus: Bus, use: Callable[[EventStore], Awaitable[T]]) -> T:
 async def status(job_id: str, bus: Bus, tracker_url: str | None, as_json: bool) -> None:
     """A job's status: from the tracker, or straight from the bus when no tracker answers."""
     job, tenant = _check(job_id, UUID_PATTERN, "job id"), _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
-    body = await _status_from_tracker(bus.tracker_url(tracker_url), tenant, job)
+    body = await _status_from_tracker(bus, bus.tracker_url(tracker_url), tenant, job)
     if body is None:
         body = await _with_store(bus, lambda s: Tracker(s, nc=s.nc).job_status(tenant, job))
     if body is None:
@@ -71,11 +71,12 @@ async def status(job_id: str, bus: Bus, tracker_url: str | None, as_json: bool) 
         print_status(body, Console())
 
 
-async def _status_from_tracker(url: str, tenant: str, job_id: str) -> dict[str, Any] | None:
+async def _status_from_tracker(bus: Bus, url: str, tenant: str, job_id: str) -> dict[str, Any] | None:
     """The tracker's answer; None when there is no tracker to ask (or it has no such job)."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-            async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant, **bearer_headers()}) as resp:
+            async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant, **bearer_headers()},
+                                ssl=bus.http_ssl()) as resp:
                 if resp.status != 200:
                     return None
                 return await resp.json()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
+import signal
+import ssl
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import click
 import structlog
@@ -13,10 +17,28 @@ from nats.aio.client import Client
 
 from muster.bus.eventstore import EventStore
 from muster.runtime.service import main_for
+from muster.tls.context import INSECURE_ENV, TlsError, check_listen, server_context
 
 from .http import PARSER_LIMIT, make_app
 
 log = structlog.get_logger("muster.tracker")
+
+
+class TrackerTls:
+    """The HTTPS context; `reload` (on SIGHUP) reads the certificate files again into the same
+    context, so new connections get the new certificate and open ones go on."""
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        self.cert, self.key = cert, key
+        self.context = server_context(cert, key)
+
+    def reload(self) -> None:
+        try:
+            self.context.load_cert_chain(self.cert, self.key)
+        except (OSError, ssl.SSLError) as err:  # a half-written or mismatched pair: keep serving the old one
+            log.error("certificate not reloaded; the old one is kept", error=str(err), cert=str(self.cert))
+            return
+        log.info("certificate reloaded", cert=str(self.cert))
 
 
 def port_problem(err: OSError) -> str:
@@ -33,20 +55,38 @@ def port_problem(err: OSError) -> str:
               help="seconds to wait for a job's owner before folding its status from the log")
 @click.option("--max-age", default=0.05, show_default=True, type=click.FloatRange(0.0, 10.0),
               help="seconds a running job's status may be served again while none of its locations changed (0: ask the owner every time)")
-def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_age: float) -> None:
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="MUSTER_TRACKER_TLS_CERT",
+              default=None, help="serve HTTPS with this certificate (PEM; $MUSTER_TRACKER_TLS_CERT); SIGHUP reads it again")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False, path_type=Path), envvar="MUSTER_TRACKER_TLS_KEY",
+              default=None, help="the certificate's private key ($MUSTER_TRACKER_TLS_KEY)")
+@click.option("--insecure-network", is_flag=True, envvar=INSECURE_ENV,
+              help="allow plain HTTP on another address than loopback (tokens then cross the network in clear)")
+def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_age: float, tls_cert: Path | None,
+         tls_key: Path | None, insecure_network: bool) -> None:
     """Run the tracker HTTP API (docs/tracker.md)."""
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    try:
+        check_listen(host, tls_cert is not None, insecure_network, "the tracker", "give it --tls-cert and --tls-key")
+    except TlsError as err:
+        raise click.UsageError(str(err)) from None
+    tls = TrackerTls(tls_cert, tls_key) if tls_cert and tls_key else None
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         app = make_app(EventStore(nc), owner_timeout=owner_timeout, max_age=max_age, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))
         runner = web.AppRunner(app, access_log=None, max_line_size=PARSER_LIMIT, max_field_size=PARSER_LIMIT)
         await runner.setup()
         stack.push_async_callback(runner.cleanup)
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, ssl_context=tls.context if tls else None)
         try:
             await site.start()
         except OSError as err:  # one sentence (the supervisor shows it), not a traceback
             raise click.ClickException(f"cannot listen on {host}:{port}: {port_problem(err)}") from None
+        if tls is not None:
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGHUP, tls.reload)
+            stack.callback(loop.remove_signal_handler, signal.SIGHUP)
         bound = runner.addresses[0] if runner.addresses else (host, port)
-        log.info("listening", url=f"http://{bound[0]}:{bound[1]}")
+        log.info("listening", url=f"{'https' if tls else 'http'}://{bound[0]}:{bound[1]}")
 
     main_for("tracker", nats_url, setup)

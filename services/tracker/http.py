@@ -31,6 +31,7 @@ from . import api, contract, governance, pools, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
+from .backlog import LogLag, PoolLines
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
 from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
 from .routing import OLD_DURABLES, ROUTES, IndexFeeder
@@ -233,12 +234,13 @@ def make_app(
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age,
                       stories=SnapshotStore(store.nc, replicas), nc=store.nc)
     app[TRACKER] = tracker
-    planners = PlannerQueues(store.nc)
-    sources: list[Any] = [planners, WorkerScaling(store.nc, planners)] if planner_metrics else []
-    app[METRICS] = metrics_ = TrackerMetrics(collectors, sources=sources)
-    tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     pools.setup_pools(app, store.js)
     tracker.position_of = app[pools.POOLS].position
+    planners = PlannerQueues(store.nc)
+    sources: list[Any] = [planners, WorkerScaling(store.nc, planners), LogLag(store.js)] if planner_metrics else []
+    lines = PoolLines(lambda: app[pools.POOLS].pools)
+    app[METRICS] = metrics_ = TrackerMetrics([*collectors, lines], sources=sources)
+    tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     write_routes.setup_writes(app, store)
     document = json.dumps(contract.document()).encode()
     for r in api.ROUTES:

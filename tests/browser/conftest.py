@@ -8,6 +8,8 @@ one line naming the package (`make test` installs it through deploy/system-deps.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import queue
@@ -23,8 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from muster.bus.connect import read_credentials_file
+from muster.tls.context import CA_ENV
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).parents[2]
@@ -123,13 +128,18 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
     root = tmp_path_factory.mktemp("console")
     catalog = write_catalog(root / "catalog")
     env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "muster", "up", "--data-dir", str(root / "data"), "--tracker-port", "0", "--catalog", str(catalog)],
+    proc = subprocess.Popen(  # over HTTPS, as a console beyond loopback must be (docs/security.md, "TLS")
+        [sys.executable, "-m", "muster", "up", "--tls", "--data-dir", str(root / "data"), "--tracker-port", "0", "--catalog", str(catalog)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=root, start_new_session=True,
     )
     try:
         seen = _read_until(proc, "muster is up", START_S)
-        yield Muster(root / "data", seen["tracker"], seen["nats"], catalog)
+        with pytest.MonkeyPatch.context() as env_:
+            # The tests' own clients trust its CA: in-process (muster.bus.connect), and Playwright's
+            # HTTP client (`page.request`, in its Node driver, which reads NODE_EXTRA_CA_CERTS).
+            env_.setenv(CA_ENV, str(root / "data" / "tls" / "ca.pem"))
+            env_.setenv("NODE_EXTRA_CA_CERTS", str(root / "data" / "tls" / "ca.pem"))
+            yield Muster(root / "data", seen["tracker"], seen["nats"], catalog)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -144,7 +154,7 @@ def browser(muster: Muster) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, trust_tracker(muster)])
         try:
             yield chromium
         finally:
@@ -166,6 +176,14 @@ def page(browser: Any, muster: Muster) -> Iterator[Any]:
         assert not errors, f"script errors on the page: {errors}"
     finally:
         context.close()
+
+
+def trust_tracker(muster: Muster) -> str:
+    """Chromium's pin of the tracker's key: the browser accepts that certificate and no other
+    (its trust store is not the test's to change: a user imports <data-dir>/tls/ca.pem instead)."""
+    cert = x509.load_pem_x509_certificate((muster.data_dir / "tls" / "servers" / "tracker.pem").read_bytes())
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return f"--ignore-certificate-errors-spki-list={base64.b64encode(hashlib.sha256(spki).digest()).decode()}"
 
 
 def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> None:

@@ -23,10 +23,11 @@ from nats.aio.msg import Msg
 
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import EVENT_ADAPTER, JobSucceeded
-from muster.bus.connect import bearer_headers, read_credentials_file
+from muster.bus.connect import bearer_headers, connect, read_credentials_file
 from muster.client import MusterClient
 from muster.runtime.autoscale import AutoscalePolicy, DeploymentFleet
 from muster.runtime.supervisor import Deployment
+from muster.tls.context import CA_ENV, TlsRefused, http_ssl, served_serial
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -280,3 +281,57 @@ async def test_the_fleet_adds_a_supervised_provisioner_and_a_drained_one_leaves_
             assert "provisioner" in {c.name for c in deployment.children}  # the original stays
     finally:
         await deployment.stop()
+
+
+async def test_up_with_mutual_tls_rotates_its_certificates_mid_create(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #33.3: TLS on every hop, every client presenting a certificate of the local CA, the
+    server certificates rotated in the middle of a create."""
+    monkeypatch.delenv(CA_ENV, raising=False)
+    async with _up(tmp_path, "--mtls") as (proc, seen):
+        assert proc.stdout is not None
+        nats_url, tracker = seen["nats"], seen["tracker"]
+        assert nats_url.startswith("tls://127.0.0.1:") and tracker.startswith("https://127.0.0.1:")
+        data = tmp_path / "data"
+        files = [p for p in (data / "tls").rglob("*") if p.is_file()]
+        assert {"ca.pem", "ca.key", "nats.pem", "tracker.key", "client.pem", "planner.pem", "provisioner.key"} <= {p.name for p in files}
+        assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o600}
+
+        # The CLI verifies and presents the local user's certificate (found in the data dir).
+        code, out = await _muster("whoami", cwd=tmp_path, MUSTER_DATA_DIR=str(data))
+        assert code == 0 and "super admin" in out, out
+        # A client that trusts the CA but has no certificate of its own is refused.
+        monkeypatch.setenv(CA_ENV, str(data / "tls" / "ca.pem"))
+        monkeypatch.chdir(tmp_path / "data")  # no ./.muster/tls/client.pem here
+        with pytest.raises(TlsRefused, match="(?i)certificate"):
+            await asyncio.wait_for(connect(nats_url, name="no-client-cert", token=read_credentials_file(data / "credentials")), 30)
+        monkeypatch.delenv(CA_ENV)
+
+        context = http_ssl(data)
+        before = (await served_serial(nats_url, context), await served_serial(tracker, context))
+        token = read_credentials_file(data / "credentials")
+        async with await MusterClient.connect(nats_url, token=token, data_dir=data) as client:
+            completed = asyncio.get_running_loop().create_future()
+
+            async def on_task_event(msg: Msg) -> None:
+                if msg.headers and msg.headers.get("Muster-Type") == "TaskSucceeded" and not completed.done():
+                    completed.set_result(None)
+
+            sub = await client.nc.subscribe("muster.evt.default.task.>", cb=on_task_event)
+            reply = await client.send("default", CreateCluster(name="rotated", template="hadoop-small", nodes=3))
+            assert isinstance(reply, Accepted)
+            await asyncio.wait_for(completed, 60)  # mid-create: a task done, most still to come
+            await sub.unsubscribe()
+            code, out = await _muster("tls", "rotate", cwd=tmp_path, MUSTER_DATA_DIR=str(data))
+            assert code == 0 and f"pid {proc.pid}" in out, out
+            await asyncio.wait_for(_read_until(proc.stdout, "certificates rotated", seen), 60)
+            said = seen["certificates rotated"]
+            assert "nats-server" in said and "tracker" in said, said
+            assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
+        after = (await served_serial(nats_url, context), await served_serial(tracker, context))
+        assert after[0] != before[0] and after[1] != before[1]
+
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{tracker}/v1/jobs/{reply.job_id}", headers=bearer_headers(token), ssl=context) as resp:
+                body = await resp.json()
+        assert resp.status == 200 and body["state"] == "succeeded"
+    assert proc.returncode == 0

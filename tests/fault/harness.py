@@ -27,13 +27,14 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError
 
 from contracts.catalog import Catalog, Service
 from contracts.commands import Accepted
 from contracts.events import EVENT_TYPES
-from muster.bus.cluster import ClusterNode, loopback_cluster, start_cluster
+from muster.bus.cluster import NODES, ClusterNode, loopback_cluster, start_cluster
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.server import NatsServer, free_port
@@ -42,6 +43,10 @@ from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from muster.runtime.supervisor import Deployment
+from muster.runtime.tls import DeploymentTls
+from muster.tls.ca import LocalCA
+from muster.tls.context import http_ssl
+from muster.tls.natsconf import ServerTls
 from services.auth.keys import AuthKeys, server_auth_config
 
 from .invariants import Report, check
@@ -134,6 +139,17 @@ async def create_streams(nc: Client, replicas: int, timeout: float = 30.0) -> No
     await asyncio.wait_for(until_created(), timeout)
 
 
+def _node_certificates(tls: DeploymentTls, renew: bool = False) -> dict[str, ServerTls]:
+    """Each loopback node's certificate, from the deployment's CA (made first when missing)."""
+    tls.prepare()
+    ca = LocalCA.load_or_create(tls.folder)
+    out = {}
+    for name in NODES:
+        pair = (ca.issue if renew else ca.ensure)(tls.folder / "servers" / name, f"muster {name}", ["127.0.0.1"])
+        out[name] = ServerTls(str(pair.cert), str(pair.key), str(tls.ca))
+    return out
+
+
 @dataclass
 class FaultStack:
     base: Path
@@ -159,17 +175,24 @@ class FaultStack:
 
     @classmethod
     async def cluster(cls, base: Path, *, replicas: dict[str, int], extra_args: dict[str, list[str]],
-                      tenants: str = "default", capacity: int = 8) -> FaultStack:
+                      tenants: str = "default", capacity: int = 8, tls: bool = False) -> FaultStack:
         """Three nats-server processes with cluster routes on loopback (rendered as
-        deploy/nats/*.conf is), streams with 3 replicas (the caller sets MUSTER_REPLICAS=3)."""
+        deploy/nats/*.conf is), streams with 3 replicas (the caller sets MUSTER_REPLICAS=3).
+        With `tls`, as compose runs them: TLS on the client ports and the routes, each node with
+        its own certificate of one CA (`<base>/tls`), the tracker on HTTPS, every client verifying."""
         keys = AuthKeys.load_or_create(base / "auth")
+        deployment_tls = DeploymentTls(base / "tls") if tls else None
+        node_tls = _node_certificates(deployment_tls) if deployment_tls else None
         nodes = loopback_cluster(base / "nats", [(free_port(), free_port()) for _ in range(3)],
-                                 auth=server_auth_config(keys.issuer_public, keys.bus_secret))
+                                 auth=server_auth_config(keys.issuer_public, keys.bus_secret), tls=node_tls)
         stack_: FaultStack | None = None
         try:
             url = await start_cluster(nodes)
+            # With TLS, a process that exits unasked is started again, as by `muster up` or
+            # compose (a rotation's reload can end a connection for good: docs/security.md).
             deployment = Deployment(base / "deploy", nats_url=url, capacity=capacity, tenants=tenants,
-                                    replicas=replicas, extra_args=extra_args, auth_dir=base / "auth")
+                                    replicas=replicas, extra_args=extra_args, auth_dir=base / "auth", tls=deployment_tls,
+                                    supervise=tls)
             stack_ = cls(base, deployment, nodes=nodes)
             await deployment.start_auth()
             await stack_._create_streams(int(os.environ.get("MUSTER_REPLICAS", "1")))
@@ -194,8 +217,8 @@ class FaultStack:
         return self.nc
 
     async def _connect(self) -> None:
-        if self.nc is None:
-            self.nc = await connect(self.url, name="fault-test", error_cb=_quiet, disconnected_cb=_quiet)
+        if self.nc is None:  # (with TLS, the CA is found in <base>/tls)
+            self.nc = await connect(self.url, name="fault-test", error_cb=_quiet, disconnected_cb=_quiet, data_dir=self.base)
             self.client = MusterClient(self.nc)
 
     async def _create_streams(self, replicas: int) -> None:
@@ -257,6 +280,14 @@ class FaultStack:
         server.process = None
         return server.name
 
+    async def rotate_certificates(self) -> list[str]:
+        """New certificates (new keys, same CA) for every node and the tracker, each reloaded in
+        place (a config reload of each node, SIGHUP to the tracker); returns what reloaded."""
+        assert self.deployment.tls is not None, "a stack started with tls=True"
+        for name in _node_certificates(self.deployment.tls, renew=True):
+            await next(n for n in self.nodes if n.name == name).reload()
+        return [n.name for n in self.nodes] + await self.deployment.rotate_certificates()
+
     async def restart_server(self, node: int | None = None) -> None:
         """Start it again on the same port with the same store."""
         server = self.server if node is None else self.nodes[node]
@@ -313,13 +344,17 @@ class FaultStack:
                     return await self.client.wait(job_id, tenant=tenant, timeout=timeout, since_seq=since_seq)
                 except NatsTimeout:
                     print(f"[harness] waiting for job {job_id}: the stream did not answer; subscribing again")
+                except ConnectionClosedError:  # given up by nats-py (a reload's auth check: docs/security.md)
+                    print(f"[harness] waiting for job {job_id}: the connection was closed for good; connecting again")
+                    self.nc = None
+                    await self._connect()
 
     # -- after -------------------------------------------------------------------------------
 
     async def check(self, *, planner_running: bool = True) -> Report:
         assert self.nc is not None
         report = await check(self.nc, tracker_url=self.deployment.tracker_url if self._tracker_up() else None,
-                             planner_running=planner_running)
+                             planner_running=planner_running, tracker_ssl=http_ssl(self.base))
         print(f"\n[invariants] {report.summary()}")
         for line in report.ended_in_flight + report.timed_out:
             print(f"[invariants]   {line}")

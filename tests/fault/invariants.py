@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import re
+import ssl
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +122,7 @@ async def check(
     tracker_url: str | None = None,
     planner_running: bool = True,
     query_timeout: float = 5.0,
+    tracker_ssl: ssl.SSLContext | None = None,
 ) -> Report:
     """Replay the whole log and check every invariant (module docstring)."""
     store = EventStore(nc, timeout=30.0)
@@ -170,7 +172,7 @@ async def check(
     if jobs and all(j.is_final for j in jobs.values()):
         await _compare_fresh_planner(report, nc, jobs, clusters)
     if tracker_url:
-        await _compare_tracker(report, tracker_url, jobs, clusters)
+        await _compare_tracker(report, tracker_url, jobs, clusters, tracker_ssl)
     return report
 
 
@@ -386,10 +388,11 @@ async def _tracker_get(http: aiohttp.ClientSession, report: Report, path: str, t
 
 
 async def _compare_tracker(report: Report, url: str, jobs: dict[tuple[str, str], Job],
-                           clusters: dict[tuple[str, str], Cluster]) -> None:
+                           clusters: dict[tuple[str, str], Cluster], context: ssl.SSLContext | None = None) -> None:
     """Concurrently (`AT_ONCE`): the tracker asks the owner of a finished job first, then the log."""
     gate = asyncio.Semaphore(AT_ONCE)
-    async with aiohttp.ClientSession(base_url=url, timeout=aiohttp.ClientTimeout(total=30)) as http:
+    connector = aiohttp.TCPConnector(ssl=context) if context is not None else None
+    async with aiohttp.ClientSession(base_url=url, timeout=aiohttp.ClientTimeout(total=30), connector=connector) as http:
 
         async def get(path: str, tenant: str, what: str) -> dict[str, Any] | None:
             async with gate:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from muster.bus import cluster
+from muster.tls.context import TlsError
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -34,7 +36,8 @@ def test_compose_runs_each_service_with_the_shared_options_on_three_replicas() -
         for name in names:
             entry = services[name]
             assert entry["environment"]["MUSTER_REPLICAS"] == str(cluster.REPLICAS)
-            assert entry["environment"]["NATS_URL"].count("nats://") == len(cluster.NODES)
+            assert entry["environment"]["NATS_URL"].count("tls://") == len(cluster.NODES) and "nats://" not in entry["environment"]["NATS_URL"]
+            assert entry["environment"]["MUSTER_TLS_CA"] == "/tls/ca.pem" and "tls:/tls:ro" in entry["volumes"]
             assert entry["environment"]["MUSTER_CREDENTIALS"] == f"/creds/{name}.cred" and "auth" in entry["depends_on"]
             assert entry["command"][0] == service
             own = ["--id", name] if service == "provisioner" else []
@@ -57,11 +60,40 @@ def test_loopback_nodes_are_rendered_like_the_compose_nodes(tmp_path: Path) -> N
     from services.auth.keys import server_auth_config
 
     auth = server_auth_config("", "", from_env=True)
-    loopback = cluster.render_node_config(nodes[0].address, nodes[0].peers, "/data/jetstream", "0.0.0.0", auth=auth)  # type: ignore[arg-type]
+    loopback = cluster.render_node_config(nodes[0].address, nodes[0].peers, "/data/jetstream", "0.0.0.0", auth=auth,  # type: ignore[arg-type]
+                                          tls=cluster.compose_tls("nats-1"))
     compose = cluster.deploy_configs()["deploy/nats/nats-1.conf"]
     # Same settings line for line; only addresses differ (and loopback nodes serve no HTTP).
     def settings(text: str) -> set[str]:
         return {line for line in text.splitlines() if not line.startswith("#")}
 
     differ = {line.split(":")[0].strip() for line in settings(loopback) ^ settings(compose)}
-    assert differ <= {"listen", "http", "nats-route"}, differ
+    assert differ <= {"listen", "https", "nats-route"}, differ
+
+
+def test_every_hop_of_compose_is_tls_with_the_ca_key_kept_apart() -> None:
+    for rel, text in cluster.deploy_configs().items():
+        node = rel.rsplit("/", 1)[1].removesuffix(".conf")
+        client, route = text.split("cluster {")
+        # The client port: TLS first, this node's own certificate; the routes: both ends verified.
+        assert f'cert_file: "/tls/servers/{node}.pem"' in client and "handshake_first: true" in client, rel
+        assert "https: 0.0.0.0:8222" in client and "http: " not in client, rel
+        assert f'cert_file: "/tls/servers/{node}.pem"' in route and "verify: true" in route, rel
+    services = yaml.safe_load(cluster.render_compose())["services"]
+    issuer = services["tls"]
+    assert issuer["command"][:6] == ["tls", "issue", "--dir", "/ca", "--out", "/tls"]
+    assert {spec.split("=")[0] for spec in issuer["command"][6:]} == {*cluster.NODES, "tracker"}
+    for name, entry in services.items():
+        mounts = entry.get("volumes", [])
+        assert name == "tls" or not any(m.startswith("tls-ca:") for m in mounts), f"{name} can read the CA's key"
+    for node in cluster.NODES:
+        assert services[node]["depends_on"] == {"tls": {"condition": "service_completed_successfully"}}
+    tracker = services["tracker"]["command"]
+    assert tracker[tracker.index("--tls-cert") + 1] == "/tls/servers/tracker.pem" and "--insecure-network" not in tracker
+
+
+def test_a_node_listening_beyond_loopback_without_tls_is_refused() -> None:
+    node = cluster.compose_nodes()[0]
+    with pytest.raises(TlsError, match="refusing to listen on 0.0.0.0 without TLS"):
+        cluster.render_node_config(node, cluster.compose_nodes(), "/data", "0.0.0.0")
+    assert "listen: 127.0.0.1:4222" in cluster.render_node_config(node, cluster.compose_nodes(), "/data", "127.0.0.1")

@@ -1,0 +1,92 @@
+"""The certificates of a `muster up --tls` deployment, in `<data-dir>/tls/` (every file mode 0600):
+
+| file | what |
+|---|---|
+| `ca.pem`, `ca.key` | the local CA, made on first start; clients trust `ca.pem` |
+| `servers/nats.pem`, `.key` | nats-server's, for its client port |
+| `servers/tracker.pem`, `.key` | the tracker's HTTPS |
+| `client.pem`, `.key` | with `--mtls`: the local user's client certificate (the CLI presents it) |
+| `clients/<process>.pem`, `.key` | with `--mtls`: each service process's client certificate |
+
+Server certificates name loopback (`localhost`, `127.0.0.1`, `::1`), the listen address and,
+when that is not loopback, this host's names, plus any `--tls-name`. They are made again at a
+start when missing, near their end, or not naming every one of those; `rotate` makes new ones
+(new keys) at once and the running servers reload them (docs/security.md, "TLS").
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, is_loopback
+from muster.tls.natsconf import ServerTls
+
+SERVERS = ("nats", "tracker")
+
+
+def server_names(host: str, extra: tuple[str, ...] = ()) -> list[str]:
+    names = ["localhost", "127.0.0.1", "::1"]
+    if host not in ("0.0.0.0", "::", ""):
+        names.append(host)
+    if not is_loopback(host):
+        names += [socket.gethostname(), socket.getfqdn()]
+    return list(dict.fromkeys([*names, *extra]))
+
+
+@dataclass
+class DeploymentTls:
+    folder: Path
+    host: str = "127.0.0.1"
+    mutual: bool = False
+    """clients must present a certificate of the CA too (mutual TLS on the bus)"""
+    names: tuple[str, ...] = ()
+    """more names (DNS or IP) the server certificates carry"""
+
+    @property
+    def ca(self) -> Path:
+        return self.folder / "ca.pem"
+
+    def server_pair(self, name: str) -> tuple[Path, Path]:
+        base = self.folder / "servers" / name
+        return base.with_suffix(".pem"), base.with_suffix(".key")
+
+    def prepare(self) -> None:
+        """The CA and the server certificates (and the local user's client certificate with
+        mutual TLS), made where missing or stale; kept otherwise."""
+        from muster.tls.ca import LocalCA
+
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ca = LocalCA.load_or_create(self.folder)
+        for name in SERVERS:
+            ca.ensure(self.folder / "servers" / name, f"muster {name}", server_names(self.host, self.names))
+        if self.mutual:
+            ca.ensure(self.folder / Path(CLIENT_CERT).stem, "muster local user", server=False)
+
+    def rotate(self) -> None:
+        """New keys and certificates for the servers, signed by the same CA (clients keep
+        trusting it); the caller has the servers reload them."""
+        from muster.tls.ca import LocalCA
+
+        ca = LocalCA.load_or_create(self.folder)
+        for name in SERVERS:
+            ca.issue(self.folder / "servers" / name, f"muster {name}", server_names(self.host, self.names))
+
+    def nats(self) -> ServerTls:
+        cert, key = self.server_pair("nats")
+        return ServerTls(str(cert), str(key), str(self.ca), verify_clients=self.mutual)
+
+    def tracker_args(self) -> list[str]:
+        cert, key = self.server_pair("tracker")
+        return ["--tls-cert", str(cert), "--tls-key", str(key)]
+
+    def child_env(self, name: str) -> dict[str, str]:
+        """What a child trusts and, with mutual TLS, presents (its own certificate)."""
+        env = {CA_ENV: str(self.ca)}
+        if self.mutual:
+            from muster.tls.ca import LocalCA
+
+            pair = LocalCA.load_or_create(self.folder).ensure(self.folder / "clients" / name, f"muster {name}", server=False)
+            env.update({CERT_ENV: str(pair.cert), KEY_ENV: str(pair.key)})
+        return env

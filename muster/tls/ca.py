@@ -1,0 +1,170 @@
+"""A local certificate authority (the `cryptography` library): made on first start, it signs the
+certificates of the nats-servers, the tracker and, for mutual TLS, each client.
+
+Every file it writes is private (mode 0600) and replaced atomically, so a server that reloads
+its certificate in the middle of a rotation reads the old pair or the new one, never half of
+one. Keys are ECDSA P-256: quick to make (a rotation makes new keys) and understood by Go's
+TLS (nats-server), OpenSSL (Python) and every browser.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_DAYS = 3650
+LEAF_DAYS = 90
+RENEW_BEFORE_DAYS = 30
+"""A certificate this close to its end is made again at the next start."""
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Where one certificate and its key are."""
+
+    cert: Path
+    key: Path
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Create or replace `path` with `data`, readable by its owner only, in one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def alt_names(hosts: Sequence[str]) -> list[x509.GeneralName]:
+    """IP addresses as IP entries (what a client connecting to 127.0.0.1 checks), the rest as DNS names."""
+    names: list[x509.GeneralName] = []
+    for host in dict.fromkeys(h.strip() for h in hosts if h.strip()):
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return names
+
+
+def names_of(cert: x509.Certificate) -> set[str]:
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return set()
+    return {str(n) for n in san.get_values_for_type(x509.IPAddress)} | set(san.get_values_for_type(x509.DNSName))
+
+
+class LocalCA:
+    """The CA in `folder` (`ca.pem`, `ca.key`), made by `load_or_create` when missing."""
+
+    def __init__(self, folder: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+        self.folder = folder
+        self.cert = cert
+        self.key = key
+
+    @property
+    def cert_path(self) -> Path:
+        return self.folder / "ca.pem"
+
+    @classmethod
+    def load_or_create(cls, folder: Path, name: str = "muster local CA") -> LocalCA:
+        cert_path, key_path = folder / "ca.pem", folder / "ca.key"
+        if cert_path.exists() and key_path.exists():
+            key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+            if not isinstance(key, ec.EllipticCurvePrivateKey):
+                raise ValueError(f"{key_path} is not an EC key")
+            return cls(folder, x509.load_pem_x509_certificate(cert_path.read_bytes()), key)
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = _now()
+        cert = (
+            x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=CA_DAYS))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        write_private(key_path, _pem_key(key))  # the key first: a CA certificate without its key is no CA
+        write_private(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+        return cls(folder, cert, key)
+
+    def issue(self, path: Path, name: str, hosts: Sequence[str] = (), *, server: bool = True,
+              days: int = LEAF_DAYS) -> Pair:
+        """A new key and a certificate for `name` at `path` (`<path>.pem`, `<path>.key`).
+        A server's certificate names `hosts` and may also be used as a client's (a nats-server
+        dials its routes with it); a client's is for client authentication only."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = _now()
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
+        builder = (
+            x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(self.cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False, key_cert_sign=False, crl_sign=False,
+                                         content_commitment=False, data_encipherment=False, key_agreement=True,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
+        )
+        names = alt_names(hosts if server else [*hosts, name])
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        pair = Pair(path.with_suffix(".pem"), path.with_suffix(".key"))
+        # The key first, then the certificate: a reload between the two renames sees a new key
+        # with the old certificate and fails, keeping the old pair (nats-server keeps its
+        # config on a failed reload; the tracker keeps its context).
+        write_private(pair.key, _pem_key(key))
+        write_private(pair.cert, cert.public_bytes(serialization.Encoding.PEM))
+        return pair
+
+    def ensure(self, path: Path, name: str, hosts: Sequence[str] = (), *, server: bool = True) -> Pair:
+        """The pair at `path`, made again when missing, not from this CA, not naming every one
+        of `hosts`, or near its end."""
+        pair = Pair(path.with_suffix(".pem"), path.with_suffix(".key"))
+        if pair.cert.exists() and pair.key.exists():
+            cert = x509.load_pem_x509_certificate(pair.cert.read_bytes())
+            fresh = cert.not_valid_after_utc - _now() > dt.timedelta(days=RENEW_BEFORE_DAYS)
+            wanted = {str(n.value) for n in alt_names(hosts)}
+            if fresh and cert.issuer == self.cert.subject and wanted <= names_of(cert) and _signed_by(cert, self.cert):
+                return pair
+        return self.issue(path, name, hosts, server=server)
+
+
+def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def serial_of(pem: bytes) -> int:
+    """The serial number of a PEM or DER certificate (which one a server presents)."""
+    cert = x509.load_pem_x509_certificate(pem) if pem.startswith(b"-----") else x509.load_der_x509_certificate(pem)
+    return int(cert.serial_number)

@@ -1,0 +1,78 @@
+"""`muster tls issue|rotate` (docs/security.md, "TLS")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import click
+
+from muster.cli_support import EXIT_FAILED, EXIT_INVALID, CliError, guarded
+
+
+@click.group("tls")
+def tls() -> None:
+    """Certificates: issue them from a local CA, rotate a running deployment's."""
+
+
+def _spec(text: str) -> tuple[str, list[str]]:
+    name, _, hosts = text.partition("=")
+    if not name or "/" in name or name.startswith("."):
+        raise CliError(f"{text!r}: give NAME=HOST[,HOST...] (NAME names the files, without a slash)", EXIT_INVALID)
+    return name, [h for h in hosts.split(",") if h]
+
+
+@tls.command("issue")
+@click.argument("specs", nargs=-1, required=True, metavar="NAME=HOST[,HOST...]...")
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="the CA's folder (ca.pem, ca.key: made when missing); certificates go to servers/ or clients/")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="where the certificates and a copy of ca.pem go (default: --dir); keeps the CA's key apart")
+@click.option("--client", is_flag=True, help="client certificates (mutual TLS), not servers'")
+@click.option("--renew", is_flag=True, help="new keys and certificates even where valid ones exist (rotation)")
+@guarded
+def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, renew: bool) -> None:
+    """Make (or keep) certificates signed by the CA in --dir, e.g. for compose.yaml:
+    `muster tls issue --dir /ca --out /tls nats-1=nats-1,localhost tracker=tracker,localhost`."""
+    from .ca import LocalCA, write_private
+
+    ca = LocalCA.load_or_create(folder)
+    out = out or folder
+    if out != folder:
+        write_private(out / "ca.pem", ca.cert_path.read_bytes())
+    for name, hosts in map(_spec, specs):
+        if not client and not hosts:
+            raise CliError(f"{name}: a server certificate needs the host names clients reach it by (NAME=HOST,...)", EXIT_INVALID)
+        path = out / ("clients" if client else "servers") / name
+        pair = (ca.issue if renew else ca.ensure)(path, f"muster {name}", hosts, server=not client)
+        click.echo(f"{pair.cert} {pair.key}")
+    click.echo(f"clients trust {out / 'ca.pem'}")
+
+
+@tls.command("rotate")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"), show_default=True,
+              envvar="MUSTER_DATA_DIR", help="the deployment's data directory ($MUSTER_DATA_DIR)")
+@guarded
+def rotate(data_dir: Path) -> None:
+    """Ask the running `muster up --tls` to make new server certificates and have nats-server and
+    the tracker load them, without a restart (it prints when done)."""
+    from muster.bus.server import DataDirBusy, DataDirLock
+
+    if not data_dir.is_dir():
+        raise CliError(f"no data directory {data_dir}: pass --data-dir (or set $MUSTER_DATA_DIR)", EXIT_INVALID)
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirBusy:
+        pass  # a deployment runs there: it holds the lock, and described itself
+    else:
+        lock.release()
+        raise CliError(f"no muster deployment runs in {data_dir}: its certificates are checked at its next start", EXIT_INVALID)
+    try:
+        pid = int(json.loads((data_dir / DataDirLock.STATE).read_text())["pid"])
+        os.kill(pid, signal.SIGUSR1)
+    except (OSError, ValueError, KeyError) as err:
+        raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
+    click.echo(f"asked `muster up` (pid {pid}) to rotate the server certificates; it says when it has")

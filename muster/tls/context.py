@@ -1,0 +1,227 @@
+"""TLS contexts for muster's clients and servers, and where a client finds what it trusts.
+
+A client trusts, in this order: the CA file named by `$MUSTER_TLS_CA`; the deployment's local CA
+(`<data-dir>/tls/ca.pem`, the data directory given, else `$MUSTER_DATA_DIR`, else `./.muster`);
+else the system's trusted roots. It always checks the server's certificate and its name: there
+is no switch that turns either off. With mutual TLS it presents `$MUSTER_TLS_CERT` and
+`$MUSTER_TLS_KEY`, else the data directory's `tls/client.pem` and `tls/client.key` when both
+exist (what `muster up --mtls` makes for the local user).
+
+This module imports only the standard library: every process imports it, and the CA
+(`muster.tls.ca`, which needs `cryptography`) only the ones that make certificates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+CA_ENV, CERT_ENV, KEY_ENV = "MUSTER_TLS_CA", "MUSTER_TLS_CERT", "MUSTER_TLS_KEY"
+INSECURE_ENV = "MUSTER_INSECURE_NETWORK"
+TLS_DIR = "tls"
+CA_FILE = "ca.pem"
+CLIENT_CERT, CLIENT_KEY = "client.pem", "client.key"
+
+
+class TlsError(RuntimeError):
+    """A TLS setting that cannot work; the message names the file or the flag to fix."""
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """What a client trusts and, with mutual TLS, presents."""
+
+    ca: Path | None
+    """None: the system's trusted roots"""
+    cert: Path | None = None
+    key: Path | None = None
+
+    def describe(self) -> str:
+        return f"the CA in {self.ca}" if self.ca else "the system's trusted roots (no $MUSTER_TLS_CA, no local CA found)"
+
+
+def _data_dirs(data_dir: Path | None) -> list[Path]:
+    named = os.environ.get("MUSTER_DATA_DIR")
+    found = [data_dir] if data_dir is not None else []
+    return [*found, *([Path(named)] if named else []), Path(".muster")]
+
+
+def client_tls(data_dir: Path | None = None) -> ClientTls:
+    """What this process trusts and presents (module docstring)."""
+    ca = Path(os.environ[CA_ENV]) if os.environ.get(CA_ENV) else None
+    cert = Path(os.environ[CERT_ENV]) if os.environ.get(CERT_ENV) else None
+    key = Path(os.environ[KEY_ENV]) if os.environ.get(KEY_ENV) else None
+    if (cert is None) != (key is None):
+        raise TlsError(f"${CERT_ENV} and ${KEY_ENV} go together: set both (a client certificate and its key) or neither")
+    if ca is not None and not ca.is_file():
+        raise TlsError(f"${CA_ENV} names {ca}, which is not a file")
+    for folder in _data_dirs(data_dir):
+        tls = folder / TLS_DIR
+        if ca is None and (tls / CA_FILE).is_file():
+            ca = tls / CA_FILE
+        if cert is None and (tls / CLIENT_CERT).is_file() and (tls / CLIENT_KEY).is_file():
+            cert, key = tls / CLIENT_CERT, tls / CLIENT_KEY
+        if ca is not None:
+            break
+    return ClientTls(ca, cert, key)
+
+
+class _SslEofNoise(logging.Filter):
+    """asyncio warns at every close of a TLS connection made by nats-py's transport (its stream
+    protocol asks to half-close, which TLS cannot: nats-io/nats.py#727); nothing is wrong."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "eof_received() has no effect when using ssl" not in record.getMessage()
+
+
+_NOISE = _SslEofNoise()
+
+
+def client_context(tls: ClientTls) -> ssl.SSLContext:
+    """Verifies the server's chain and name (the defaults of `create_default_context`, kept)."""
+    logging.getLogger("asyncio").addFilter(_NOISE)  # (a set: once however often)
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca) if tls.ca else None)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls.cert is not None and tls.key is not None:
+        context.load_cert_chain(tls.cert, tls.key)
+    return context
+
+
+def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """A server's context; with `client_ca`, clients must present a certificate it signed."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.load_verify_locations(cafile=str(client_ca))
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def http_ssl(data_dir: Path | None = None) -> ssl.SSLContext:
+    """The `ssl=` of an HTTP request to the tracker (aiohttp): verifying, with the local CA."""
+    return client_context(client_tls(data_dir))
+
+
+# -- plain TCP only on loopback ------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def insecure_network_allowed() -> bool:
+    return os.environ.get(INSECURE_ENV, "").lower() in ("1", "true", "yes")
+
+
+def check_listen(host: str, tls: bool, insecure_network: bool, what: str, how: str) -> None:
+    """Plain TCP is allowed on loopback only, unless told `insecure_network`."""
+    if tls or insecure_network or is_loopback(host):
+        return
+    raise TlsError(
+        f"refusing to listen on {host} without TLS: {what} would carry bearer tokens in clear to the network. "
+        f"{how}, or pass --insecure-network (${INSECURE_ENV}=1) if the network is private and you accept that"
+    )
+
+
+def plain_remote_hosts(urls: list[str]) -> list[str]:
+    """The hosts of `nats://` URLs that are not on loopback (tokens would cross the network in clear)."""
+    hosts = []
+    for url in urls:
+        parts = urlsplit(url if "://" in url else f"nats://{url}")
+        if parts.scheme in ("nats", "") and parts.hostname and not is_loopback(parts.hostname):
+            hosts.append(parts.hostname)
+    return hosts
+
+
+def uses_tls(urls: list[str]) -> bool:
+    return any(url.startswith("tls://") for url in urls)
+
+
+def nats_options(urls: list[str], data_dir: Path | None = None) -> dict[str, object]:
+    """nats-py's TLS options for a connection to `urls`: with `tls://` URLs, a verifying context
+    and the TLS handshake first (nothing in clear, no talking down to plain TCP: the servers
+    expect it, muster.tls.natsconf). Refuses `nats://` to another host than loopback, where the
+    token would cross the network in clear, unless $MUSTER_INSECURE_NETWORK says so."""
+    if uses_tls(urls):
+        if not all(url.startswith("tls://") for url in urls):
+            raise TlsError(f"the NATS URLs mix tls:// and plain ones ({','.join(urls)}): give every server as tls://")
+        return {"tls": client_context(client_tls(data_dir)), "tls_handshake_first": True}
+    remote = plain_remote_hosts(urls)
+    if remote and not insecure_network_allowed():
+        raise TlsError(f"refusing to send credentials in clear to {', '.join(remote)}: give its NATS URL as tls://"
+                       f" (the server needs TLS), or set ${INSECURE_ENV}=1 if the network is private and you accept that")
+    return {}
+
+
+def refusal(err: BaseException) -> bool:
+    """A TLS failure that trying again cannot mend: the server's certificate is not trusted or
+    does not name the host, or the server refused ours (mutual TLS)."""
+    if isinstance(err, ssl.SSLCertVerificationError):
+        return True
+    text = f"{getattr(err, 'reason', '')} {err}".upper()
+    return isinstance(err, ssl.SSLError) and ("CERTIFICATE" in text or "UNKNOWN_CA" in text)
+
+
+async def connect_verified(connect: Callable[..., Awaitable[None]], settings: dict[str, Any], data_dir: Path | None) -> None:
+    """`connect(**settings)` (nats-py's), failing with a TlsError at the first refusal of the
+    TLS handshake: nats-py would hang after one on a first connect (it waits for the plain
+    socket that TLS took over to close: nats-io/nats.py#718), and a refusal is not mended by
+    waiting anyway. `settings["error_cb"]` still hears every error."""
+    refused: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+    told = settings.get("error_cb")
+
+    async def on_error(err: Exception) -> None:
+        if refusal(err) and not refused.done():
+            refused.set_result(err)
+        if told is not None:
+            await told(err)
+
+    connecting: asyncio.Future[Any] = asyncio.ensure_future(connect(**{**settings, "error_cb": on_error}))
+    try:
+        await asyncio.wait([connecting, refused], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not connecting.done():
+            connecting.cancel()
+            await asyncio.gather(connecting, return_exceptions=True)
+    if connecting.done() and not connecting.cancelled() and connecting.exception() is None:
+        return
+    if refused.done():
+        err = refused.result()
+        why = getattr(err, "verify_message", None) or getattr(err, "reason", None) or str(err)
+        servers = ",".join(str(s) for s in settings.get("servers", ()))
+        raise TlsRefused(f"the TLS handshake with NATS at {servers} failed: {why}; this client trusts "
+                         f"{client_tls(data_dir).describe()} (${CA_ENV} names a CA file; the server's certificate must "
+                         f"name the host of the URL; with mutual TLS, ${CERT_ENV} and ${KEY_ENV} name this client's)")
+    connecting.result()  # raises its error
+
+
+class TlsRefused(TlsError):
+    """The TLS handshake was refused, by this side or the server (not a network fault)."""
+
+
+async def served_serial(url: str, context: ssl.SSLContext) -> int:
+    """The serial number of the certificate a TLS server (`tls://` or `https://` host:port) presents
+    to a new connection now: which one it serves, before and after a rotation."""
+    parts = urlsplit(url)
+    _, writer = await asyncio.open_connection(parts.hostname, parts.port, ssl=context)
+    try:
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    finally:
+        writer.close()
+    from .ca import serial_of
+
+    return serial_of(der)
