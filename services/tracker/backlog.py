@@ -16,7 +16,7 @@ from contracts import subjects
 
 
 class LogLag:
-    """Per durable consumer of EVENTS (`planner-tasks-<instance>`, `solvers`, `tracker-locations`...),
+    """Per durable consumer of EVENTS (`planner-tasks-<instance>`, `solvers`, `tracker-index`...),
     the events not yet delivered and those delivered but not yet acknowledged, asked of the server
     at scrape time (one request: the consumer list)."""
 

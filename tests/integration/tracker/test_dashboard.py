@@ -60,4 +60,4 @@ async def test_every_metric_the_dashboard_uses_is_exported(tracked: Tracked) -> 
     for name in ("muster_planner_queue_length", "muster_planner_time_in_queue_seconds", "muster_planner_task_duration_seconds"):
         assert any(s.labels.get("tenant") == "default" for s in samples[name]), name
     lag = {s.labels["consumer"]: s.value for s in samples["muster_log_consumer_pending"]}
-    assert any(c.startswith("planner-tasks-") for c in lag) and "tracker-locations" in lag, lag
+    assert any(c.startswith("planner-tasks-") for c in lag) and "tracker-index" in lag, lag
