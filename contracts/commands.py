@@ -295,12 +295,16 @@ class Rejected(BaseModel):
         "true when nothing was decided: no planner could act for the cluster just then (its shard "
         "between owners). Send the same request again (same request_id); `MusterClient.request` does. "
         "Left out of the JSON when false"))
+    denied: bool = Field(default=False, description=(
+        "true when the requester lacks a permission (the reason names it and its scope); "
+        "left out of the JSON when false"))
 
     @model_serializer(mode="wrap")
     def _without_default_retry(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
-        if not self.retry:
-            data.pop("retry", None)
+        for flag in ("retry", "denied"):
+            if not getattr(self, flag):
+                data.pop(flag, None)
         return data
 
 

@@ -248,18 +248,17 @@ revoke = _grant_command("revoke", "Take PERMISSION on a scope back from PRINCIPA
 
 
 @click.command("whoami")
-@click.option("--tracker-url", default=None, help="asked for the reason when the bus refuses the token")
 @bus_options(tenant=False)
 @json_option
 @command
-async def whoami(tracker_url: str | None, bus: Bus, as_json: bool) -> None:
+async def whoami(bus: Bus, as_json: bool) -> None:
     """Who the token in use is: principal, role, tenant, grants, and what the bus lets it do."""
     try:
         data = await ask(bus, "whoami")
     except CliError as err:
         if "the bus refused" not in str(err):
             raise
-        reason = await _reason_from_tracker(bus.tracker_url(tracker_url))
+        reason = await _reason_from_tracker(bus.tracker_url())
         raise CliError(f"{err.message}\n{reason}" if reason else err.message) from None
     if as_json:
         echo_json(data)

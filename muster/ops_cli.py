@@ -40,10 +40,12 @@ from contracts.commands import (
 from contracts.pools import Callback
 
 from . import ops_care_cli
-from .cli_bus import Bus, bus_options, open_client
+from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, echo_json, json_option, parse_json_arg
+from .client import ClusterInfo
 from .ops_care_cli import seconds
-from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
+from .ops_session import Options, Session, cluster_op, job_op, out, print_rows, read_cluster, service_list
+from .tracker_client import TrackerReads
 
 
 def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -238,24 +240,34 @@ def _read_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 @cluster.command("list")
 @click.option("--all", "show_all", is_flag=True, help="deleted clusters too")
+@click.option("--output", "-o", type=click.Choice(["table", "wide", "json"]), default=None,
+              help="table (default), wide (services, version, provider too) or json; without a terminal, "
+                   "plain columns cut to nothing")
 @_read_options
 @command
-async def list_clusters(show_all: bool, bus: Bus, as_json: bool) -> None:
-    """The tenant's clusters, from the log."""
-    tenant = bus.tenant
-    async with await open_client(bus) as client:
-        clusters = [c for c in await client.clusters() if show_all or c.status != "deleted"]
-    if as_json:
+async def list_clusters(show_all: bool, output: str | None, bus: Bus, as_json: bool) -> None:
+    """The tenant's clusters, from their events (through the tracker)."""
+    async with TrackerReads(bus) as tracker:
+        clusters = [c for c in await tracker.clusters() if show_all or c.status != "deleted"]
+    if as_json or output == "json":
         echo_json([{k: v for k, v in c.to_json().items() if k not in ("nodes", "config")} | {"nodes": len(c.nodes)}
                    for c in clusters])
         return
-    table = Table(title=f"clusters of tenant {tenant!r}")
-    for col in ("name", "id", "status", "template", "nodes", "services", "last job", "version", "expires"):
-        table.add_column(col)
-    for c in clusters:
-        table.add_row(c.name, c.id, c.status, c.template, str(len(c.nodes)), ", ".join(c.services), c.job_id,
-                      str(c.version), c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never")
-    out.print(table if clusters else f"no clusters in tenant {tenant!r}")
+    tenant = bus.asked or (clusters[0].tenant if clusters else "")
+    if not clusters:
+        out.print(f"no clusters in tenant {tenant!r}" if tenant else "no clusters")
+        return
+    columns = ["name", "id", "status", "template", "nodes", "last job", "expires"]
+    if output == "wide":
+        columns[5:5] = ["services", "provider", "version"]
+    rows = [[str(_column(c, col)) for col in columns] for c in clusters]
+    print_rows(f"clusters of tenant {tenant!r}", columns, rows)
+
+
+def _column(c: ClusterInfo, name: str) -> object:
+    return {"name": c.name, "id": c.id, "status": c.status, "template": c.template, "nodes": len(c.nodes),
+            "services": ",".join(c.services), "provider": c.provider, "version": c.version, "last job": c.job_id,
+            "expires": c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never"}[name]
 
 
 @cluster.command("show")
@@ -314,14 +326,12 @@ _job_control("retry", RetryJob, "Run a failed job's remaining tasks again.")
 
 @job.command("wait")
 @click.argument("job_id")
-@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1))
+@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1), help="seconds to wait at most (then exit 3)")
 @_read_options
 @command
 async def wait(job_id: str, timeout: float, bus: Bus, as_json: bool) -> None:
     """Follow JOB_ID live until it ends (from its first event); exit 0 if it succeeded."""
     opts = Options(bus, True, as_json, None, None, timeout)
     async with Session(opts) as s:
-        if not await s.c.job_seq(job_id):
-            raise CliError(f"no job {job_id!r} in tenant {bus.tenant!r}")
         await s.follow(job_id, "job")
 

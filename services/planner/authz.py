@@ -16,7 +16,7 @@ from contracts import subjects
 from services.auth.domain.authz import may_operate
 from services.auth.domain.state import IdentityState
 
-from .domain.admission import Refused
+from .domain.admission import Denied, Refused
 from .domain.job import Job
 from .domain.operations import Operation
 from .requests import RequestContext
@@ -38,4 +38,4 @@ class OperationAuthz:
             cluster_id = known.cluster_id if known is not None else None
         decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, ctx.verb, cluster_id, job_id)
         if not decision:
-            raise Refused(f"{op.name} refused: {decision.reason}")
+            raise Denied(f"{op.name} refused: {decision.reason}")

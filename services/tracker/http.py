@@ -25,7 +25,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, pools, sse
+from . import api, log_stream, people, pools, sse
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -144,6 +144,7 @@ HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "stream_job": stream_job, "list_clusters": list_clusters, "get_cluster": get_cluster,
     "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics, "whoami": auth_.whoami,
     "list_pools": pools.list_pools, "get_pool": pools.get_pool, "stream_pool": pools.stream_pool,
+    "stream_events": log_stream.stream_events, **people.HANDLERS,
 }
 
 

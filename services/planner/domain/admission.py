@@ -28,6 +28,10 @@ class Refused(Exception):
     """A request that cannot be accepted; the message is the reply's reason."""
 
 
+class Denied(Refused):
+    """Refused because the requester lacks a permission (the reply says `denied`)."""
+
+
 @dataclass(frozen=True)
 class Facts:
     """What admission knows about one request, loaded by the service before the rules run."""

@@ -13,8 +13,7 @@ from muster.catalog.store import apply_catalog, read_catalog
 
 from .conftest import muster
 
-pytestmark = [pytest.mark.nats, pytest.mark.timeout(240), pytest.mark.parametrize("stack", [{"http": False}], indirect=True),
-              pytest.mark.usefixtures("fast")]
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(240), pytest.mark.usefixtures("fast")]
 Stack = Any
 
 
