@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import subjects
-from contracts.identity import SERVICE_KINDS, AuthReply
+from contracts.identity import SERVICE_KINDS, AuthReply, Scope
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
@@ -235,6 +235,11 @@ def _grant_command(verb: str, doc: str) -> click.Command:
     @command
     async def run(principal: str, permission: str, scope: str, for_tenant: str | None, bus: Bus,
                   as_json: bool) -> None:
+        if verb == "grant":
+            try:
+                Scope.parse(for_tenant or "tenant", scope)  # its form; the auth service checks it again
+            except ValueError as err:
+                raise CliError(str(err), EXIT_INVALID) from None
         data = await ask(bus, verb, principal=principal, permission=permission, scope=scope, tenant=for_tenant)
         echo_json(data) if as_json else console.print(
             f"{'revoked' if verb == 'revoke' else 'granted'}: {data['permission']} on {data['scope']} "
@@ -259,7 +264,7 @@ async def whoami(bus: Bus, as_json: bool) -> None:
         if "the bus refused" not in str(err):
             raise
         reason = await _reason_from_tracker(bus.tracker_url())
-        raise CliError(f"{err.message}\n{reason}" if reason else err.message) from None
+        raise CliError(f"{err.message}\n{reason}" if reason else err.message, err.exit_code) from None
     if as_json:
         echo_json(data)
         return

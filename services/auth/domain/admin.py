@@ -210,7 +210,7 @@ class Admin:
         subject = subjects.identity_events("token", token_id) if record else subjects.identity_events("principal", target.id)
         return ok({"token_id": token_id, "principal": target.id, "revoked": True}, (subject, event, None))
 
-    def _grant_change(self, me: Principal, request: AuthRequest) -> tuple[Principal, Scope]:
+    def _grant_change(self, me: Principal, request: AuthRequest, strict: bool = True) -> tuple[Principal, Scope]:
         if request.permission is None or not request.principal:
             raise Refused("name a principal and a permission (read, write, execute or grant)")
         grantee = self.state.principals.get(request.principal)
@@ -218,7 +218,7 @@ class Admin:
         if tenant is None:
             raise Refused("name a tenant (--tenant)")
         try:
-            scope = Scope.parse(tenant, request.scope or "tenant")
+            scope = Scope.parse(tenant, request.scope or "tenant", strict=strict)
         except ValueError as err:
             raise Refused(str(err)) from None
         if tenant not in self.state.tenants:
@@ -237,7 +237,7 @@ class Admin:
                   (subjects.identity_events("principal", grantee.id), event, None))
 
     def do_revoke(self, me: Principal, request: AuthRequest) -> Result:
-        grantee, scope = self._grant_change(me, request)
+        grantee, scope = self._grant_change(me, request, strict=False)  # what an older version let in goes too
         assert request.permission is not None
         event = PermissionRevoked(principal=grantee.id, permission=request.permission, scope=scope, by=me.id)
         return ok({"principal": grantee.id, "permission": request.permission, "scope": str(scope), "revoked": True},

@@ -207,3 +207,10 @@ async def test_bad_reads_are_400s_naming_the_parameter(served: Served) -> None:
         assert resp.status == 400 and body["error"]["parameter"] == parameter, (path, body)
     status, body = await _read(served, "/v1/replay?cluster=nosuch", "alice")
     assert status == 404 and "no cluster named 'nosuch' in tenant a" in body
+
+
+async def test_the_provisioners_page_says_what_works_with_auth_on(served: Served) -> None:
+    page = await served.http.get("/ui/provisioners", cookies={"muster_session": served.tokens["alice"]})
+    text = await page.text()
+    assert page.status == 200 and "No live provisioner serves tenant a" in text
+    assert "muster grant PROVISIONER execute --scope queue:default --tenant a" in text and "--tenants" not in text
