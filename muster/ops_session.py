@@ -95,6 +95,8 @@ class Session:
         self.opts = opts
         self.client: CliClient | None = None
         self._tracker: TrackerReads | None = None
+        self.names: dict[str, str] = {}
+        """Cluster id -> name, of the clusters this command named: what its errors call them."""
 
     async def __aenter__(self) -> Session:
         return self
@@ -118,7 +120,15 @@ class Session:
         return self.client
 
     async def cluster(self, ref: str) -> ClusterInfo:
-        return await (await self.tracker()).cluster(ref)
+        found = await (await self.tracker()).cluster(ref)
+        self.names[found.id] = found.name
+        return found
+
+    def named(self, text: str) -> str:
+        """`cluster <id>` in a planner's answer, said as `cluster <name> (<id>)`."""
+        for ident, name in self.names.items():
+            text = text.replace(f"cluster {ident}", f"cluster {name} ({ident})")
+        return text
 
     def stamp(self, cmd: Command, requested_by: str) -> Command:
         update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": requested_by}
@@ -139,7 +149,7 @@ class Session:
         if self.opts.as_json:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
-            raise CliError(f"{verb} rejected: {reply.reason}", EXIT_DENIED if reply.denied else EXIT_INVALID)
+            raise CliError(f"{verb} rejected: {self.named(reply.reason)}", EXIT_DENIED if reply.denied else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply)

@@ -110,6 +110,10 @@ async def test_read_grants_decide_what_a_user_sees(served: Served) -> None:
     for path in ("/v1/jobs", "/v1/clusters", f"/v1/clusters/{uuid.uuid4()}"):
         status, message = await served.get(path, "onec")
         assert status == 403 and "no read permission" in message, (path, status, message)
+    ghost = uuid.uuid4()
+    for path in (f"/v1/jobs/{ghost}", f"/v1/jobs/{ghost}/events", f"/v1/events?job={ghost}"):
+        status, message = await served.get(path, "reader")  # no such job: the same 404 as to anyone
+        assert status == 404 and f"no job {ghost} in tenant a" in message, (path, status, message)
 
 
 @pytest.mark.parametrize("who, status", [("alice", 403), ("ada", 403), ("root", 200), ("tracker", 200)])
