@@ -46,7 +46,7 @@ class Day:
     async def muster(self, who: str, *args: str, shell: str = "") -> Ran:
         """`muster ARGS` as `who` (its own token only), or `muster ARGS SHELL` through bash."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_") and k != "NATS_URL"}
-        env.update(MUSTER_TOKEN=self.tokens[who], NATS_URL=self.deployment.nats_url, COLUMNS="200",
+        env.update(MUSTER_TOKEN=self.tokens[who], NATS_URL=self.deployment.nats_url or "", COLUMNS="200",
                    MUSTER_TRACKER_URL=self.deployment.tracker_url)
         command = [sys.executable, "-m", "muster", *args]
         if shell:
@@ -100,7 +100,7 @@ async def test_a_tenants_user_does_its_day_with_its_own_token(day: Day) -> None:
         sys.executable, "-m", "muster", "events", "--cluster", "web", "--follow", stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, cwd=day.base,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("MUSTER_")}, "MUSTER_TOKEN": day.tokens["alice"],
-             "MUSTER_TRACKER_URL": day.deployment.tracker_url, "NATS_URL": day.deployment.nats_url})
+             "MUSTER_TRACKER_URL": day.deployment.tracker_url, "NATS_URL": day.deployment.nats_url or ""})
     runs = await asyncio.gather(
         day.muster("alice", "cluster", "list"), day.muster("alice", "cluster", "list", "-o", "wide"),
         day.muster("alice", "cluster", "show", "web", "--json"), day.muster("alice", "status", job),
