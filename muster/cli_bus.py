@@ -216,7 +216,7 @@ async def open_client(bus: Bus, requested_by: str | None = None) -> CliClient:
 def bus_errors(err: BaseException) -> CliError | None:
     """How the bus's and the client's expected failures read."""
     if isinstance(err, RequestRejected):
-        return CliError(str(err), EXIT_DENIED if err.reply.denied else EXIT_INVALID)
+        return CliError(str(err), EXIT_DENIED if err.reply.code == "forbidden" else EXIT_INVALID)
     if isinstance(err, SubjectError):
         return CliError(str(err), EXIT_INVALID)
     if isinstance(err, NoAnswer):

@@ -149,7 +149,7 @@ class Session:
         if self.opts.as_json:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
-            raise CliError(f"{verb} rejected: {self.named(reply.reason)}", EXIT_DENIED if reply.denied else EXIT_INVALID)
+            raise CliError(f"{verb} rejected: {self.named(reply.reason)}", EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply)

@@ -16,7 +16,7 @@ from contracts import subjects
 from services.auth.domain.authz import may_operate
 from services.auth.domain.state import IdentityState
 
-from .domain.admission import Denied, Refused
+from .domain.admission import Refused
 from .domain.job import Job
 from .domain.operations import Operation
 from .requests import RequestContext
@@ -30,7 +30,7 @@ class OperationAuthz:
     def __call__(self, ctx: RequestContext, op: Operation, command: Any) -> None:
         principal = self.state.principals.get(ctx.principal or subjects.ANONYMOUS)
         if principal is None:
-            raise Refused(f"{op.name} refused: {ctx.principal!r} is not a known principal")
+            raise Refused(f"{op.name} refused: {ctx.principal!r} is not a known principal", code="forbidden")
         job_id = getattr(command, "job_id", None)
         cluster_id = getattr(command, "cluster_id", None)
         if job_id and cluster_id is None:
@@ -38,4 +38,4 @@ class OperationAuthz:
             cluster_id = known.cluster_id if known is not None else None
         decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, ctx.verb, cluster_id, job_id)
         if not decision:
-            raise Denied(f"{op.name} refused: {decision.reason}")
+            raise Refused(f"{op.name} refused: {decision.reason}", code="forbidden")

@@ -93,7 +93,7 @@ class CatalogWrites:
         # Only what would change needs the grant: unchanged entities of a whole folder are not written.
         allowed = self._may_write(principal, tenant, [(c.kind, c.name) for c in plan_changes(state, incoming)])
         if not allowed:
-            return Rejected(reason=f"catalog not applied: {allowed.reason}", denied=True)
+            return Rejected(reason=f"catalog not applied: {allowed.reason}", code="forbidden")
         sources = {(k.partition("/")[0], k.partition("/")[2]): v for k, v in request.sources.items()}
         check = check_apply(state, incoming, self.plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
         problems = [problem_json(p) for p in check.errors + check.warnings]
@@ -108,7 +108,7 @@ class CatalogWrites:
             return Rejected(reason=f"unknown kind {request.kind!r}; kinds are {', '.join(KINDS)}")
         allowed = self._may_write(principal, tenant, [(request.kind, request.name)])
         if not allowed:
-            return Rejected(reason=f"not deleted: {allowed.reason}", denied=True)
+            return Rejected(reason=f"not deleted: {allowed.reason}", code="forbidden")
         try:
             seq = await delete_entity(self.store, tenant, request.kind, request.name, by, self.plugins)
         except DeleteRefused as refused:

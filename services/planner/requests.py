@@ -43,7 +43,7 @@ from muster.ports.eventlog import ConcurrencyError
 from . import leases
 from .config import Hooks, PlannerConfig
 from .domain import planning, saved
-from .domain.admission import Denied, Facts, Refused
+from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
@@ -154,8 +154,10 @@ class Requests:
                 if op.target == "new-cluster":
                     return await self._create(ctx, op, command, pin)
                 return await self._cluster_operation(ctx, op, command, pin)
-        except (Refused, subjects.SubjectError) as err:
-            return Rejected(reason=str(err), denied=isinstance(err, Denied))
+        except Refused as err:
+            return Rejected(reason=str(err), code=err.code)  # type: ignore[arg-type]
+        except subjects.SubjectError as err:
+            return Rejected(reason=str(err), code="invalid")
 
     def _check(self, op: Operation, facts: Facts) -> None:
         for rule in op.rules:

@@ -25,11 +25,13 @@ if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules impor
 
 
 class Refused(Exception):
-    """A request that cannot be accepted; the message is the reply's reason."""
+    """A request that cannot be accepted; the message is the reply's reason. `code` and `field`
+    say what kind of refusal and which field of the request is at fault, when that is known
+    (`contracts.commands.Rejected`); `job_id`: the job a reused request_id made first."""
 
-
-class Denied(Refused):
-    """Refused because the requester lacks a permission (the reply says `denied`)."""
+    def __init__(self, reason: str, *, code: str | None = None, field: str | None = None, job_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.code, self.field, self.job_id = code, field, job_id
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ def test_the_exit_codes_are_the_table_docs_client_md_shows() -> None:
 
 @pytest.mark.parametrize(("err", "code", "words"), [
     (RequestRejected(Rejected(reason="unknown cluster template 'x'"), "create"), EXIT_INVALID, "create rejected"),
-    (RequestRejected(Rejected(reason="alice has no write permission on every cluster of tenant a", denied=True), "create"),
+    (RequestRejected(Rejected(reason="alice has no write permission on every cluster of tenant a", code="forbidden"), "create"),
      EXIT_DENIED, "alice has no write permission on every cluster"),
     (NoAnswer("create request r1 got no answer"), EXIT_UNREACHABLE, "is a planner running"),
     (nats.errors.NoRespondersError(), EXIT_UNREACHABLE, "the event log refused or failed"),
