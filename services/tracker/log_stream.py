@@ -34,7 +34,7 @@ from .app import event_json
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people import flag, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
-from .sse import KEEPALIVE_S, sse
+from .sse import deliveries, sse, stream_response
 from .story import cluster_history
 
 log = structlog.get_logger("muster.tracker")
@@ -115,8 +115,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     store: EventStore = request.app[TRACKER].store
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
+    response = stream_response()
     await response.prepare(request)
     try:
         for r in history:
@@ -148,12 +147,7 @@ async def _follow(response: web.StreamResponse, store: EventStore, selection: Se
     sub = await store.js.subscribe(filters[0], stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config,
                                    cb=queue.put, idle_heartbeat=2.0)
     try:
-        while True:
-            try:
-                msg = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-            except TimeoutError:
-                await response.write(b": keep-alive\n\n")
-                continue
+        async for msg in deliveries(queue, response):
             r = await inflate(store.bodies, recorded_from_msg(msg))
             if not selection.keeps(r):
                 continue
