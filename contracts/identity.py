@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from contracts.base import DEFERRED
 
@@ -228,3 +228,12 @@ class AuthReply(BaseModel):
     ok: bool
     reason: str = ""
     data: Any = None
+    code: Literal["forbidden"] | None = Field(default=None, description=(
+        "`forbidden` when the requester may not do it (the reason says why); left out otherwise"))
+
+    @model_serializer(mode="wrap")
+    def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("code") is None:
+            data.pop("code", None)
+        return data

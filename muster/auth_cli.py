@@ -24,7 +24,7 @@ from contracts.identity import SERVICE_KINDS, AuthReply, Scope
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
-from .cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 
 console = Console()
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -62,7 +62,7 @@ async def ask(bus: Bus, verb: str, **body: Any) -> Any:
         await nc.close()
     reply = AuthReply.model_validate_json(msg.data)
     if not reply.ok:
-        raise CliError(reply.reason, EXIT_INVALID)
+        raise CliError(reply.reason, EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
     return reply.data
 
 

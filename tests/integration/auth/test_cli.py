@@ -47,9 +47,9 @@ async def test_identities_from_the_command_line(authed: Authed) -> None:
     assert who["tenant"] == "acme" and who["grants"] == [{"permission": "write", "scope": "acme:cluster:*"}]
     # A tenant admin stays inside its tenant; a user does not administer.
     code, _, err = await muster(authed, "grant", "alice", "read", "--tenant", "a", creds=ada)
-    assert code == 2 and "belongs to tenant acme" in err
+    assert code == 4 and "belongs to tenant acme" in err
     code, _, err = await muster(authed, "tenant", "create", "evil", token=alice)
-    assert code == 2 and "only a super admin creates tenants" in err
+    assert code == 4 and "only a super admin creates tenants" in err
     # Revoked: the bus refuses, and says what it may mean; the token is never echoed.
     token_id = alice.split("_")[2]
     assert (await muster(authed, "token", "revoke", token_id, creds=ada))[0] == 0

@@ -122,7 +122,8 @@ def test_wrong_tokens_are_refused_with_reasons(state: IdentityState) -> None:
 
 def test_grants_through_requests(state: IdentityState) -> None:
     assert run(state, "ada", "grant", principal="alice", permission="write", scope="cluster:*").reply.ok
-    assert "no grant permission" in run(state, "alice", "grant", principal="carol", permission="read").reply.reason
+    refused = run(state, "alice", "grant", principal="carol", permission="read").reply
+    assert "no grant permission" in refused.reason and refused.code == "forbidden"  # the CLI's exit 4
     assert "grants stay inside a tenant" in run(state, "root", "grant", principal="dave", permission="read", tenant="a").reply.reason
     assert "not one of" in run(state, "ada", "grant", principal="alice", permission="read", scope="cluster").reply.reason
     who = run(state, "alice", "whoami").reply.data
