@@ -102,7 +102,7 @@ async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter
         cluster_id, name = chosen[0], ref
     decision = request[auth_.AUTHZ].may("read", Scope(tenant=tenant, kind="cluster", id=cluster_id))
     if not decision:
-        raise auth_.Forbidden(f"{decision.reason} ({name})" if name else decision.reason)
+        raise auth_.Forbidden(decision.reason.replace(f"cluster {cluster_id}", f"cluster {name} ({cluster_id})") if name else decision.reason)
     return cluster_id, name
 
 

@@ -20,7 +20,7 @@ from services.tracker.http import make_app
 
 from .conftest import Authed
 
-JOB, CLUSTER = str(uuid.uuid4()), str(uuid.uuid4())
+JOB, CLUSTER, OTHER = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
 
 
 @dataclass
@@ -61,6 +61,9 @@ async def served(authed: Authed) -> AsyncIterator[Served]:
         tenant="a", job_id=JOB, cluster_id=CLUSTER, operation="create", request={}), msg_id="http-j")], expect_last_seq=0)
     await store.append(subjects.cluster_name_events("a", "c"), [Append(ClusterNameClaimed(
         name="c", cluster_id=CLUSTER, job_id=JOB), msg_id="http-n")], expect_last_seq=0)
+    await store.append(subjects.cluster_events("a", OTHER), [Append(ClusterRequested(
+        tenant="a", cluster_id=OTHER, name="d", template="t", provider="p", job_id=str(uuid.uuid4())), msg_id="http-d")],
+        expect_last_seq=0)
     await system.close()
     nc = await connect(authed.url, name="tracker", token=tokens["tracker"])
     http = TestClient(TestServer(make_app(EventStore(nc))))
@@ -178,6 +181,9 @@ async def test_people_read_their_tenants_log_replays_and_catalog_by_their_grants
                 assert CLUSTER in body and (path.startswith("/v1/replay") or _events(body)[-1] == "end"), (path, who)
             else:
                 assert status == 403 and "no read permission" in body and CLUSTER not in body, (path, who, status, body)
+    for path in ("/v1/replay?cluster=d", f"/v1/events?cluster={OTHER}"):  # onec reads c only; d is refused by name and id
+        status, body = await _read(served, path, "onec")
+        assert status == 403 and f"onec has no read permission on cluster d ({OTHER}) of tenant a" in body, (path, body)
     status, body = await _read(served, "/v1/events?cluster=c&jobs=false", "alice")
     assert _events(body) == ["event", "end"] and "ClusterRequested" in body and "JobRequested" not in body
     status, body = await _read(served, "/v1/events?cluster=c", "alice")
