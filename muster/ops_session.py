@@ -170,7 +170,12 @@ class Session:
         until = WAIT_UNTIL.get(title, frozenset(FINAL_JOB_EVENTS))
         tracker = await self.tracker()
         events = (recorded(item) async for item in tracker.events(job=job_id, after=since, follow=True))
-        followed = await follow(events, job_id, title, until, self.opts.timeout, quiet=self.opts.as_json)
+        try:
+            followed = await follow(events, job_id, title, until, self.opts.timeout, quiet=self.opts.as_json)
+        except CliError as err:
+            if err.exit_code != EXIT_UNREACHABLE or "goes on" in err.message:
+                raise
+            raise CliError(f"{err.message}; job {job_id} goes on without us (`muster watch {job_id}`)", err.exit_code) from None
         final = followed.final
         if self.opts.as_json:
             echo_json(final.model_dump(mode="json"))

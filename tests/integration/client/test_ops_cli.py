@@ -132,5 +132,9 @@ async def test_bad_requests_are_one_sentence(stack: Stack, fresh_nats: str) -> N
     assert unknown.code == 2 and unknown.stderr.strip() == "Error: no cluster named 'ghost' in tenant default"
     bad_json = await muster(fresh_nats, "cluster", "configure", "ghost", "{nope")
     assert bad_json.code == 2 and "CONFIG: not valid JSON" in bad_json.stderr
+    blind = await muster(fresh_nats, "cluster", "create", "blind", "-t", "hadoop-small", "-n", "2", "--wait",
+                         MUSTER_TRACKER_URL="http://127.0.0.1:9")  # accepted, then nothing to follow it through
+    assert blind.code == 3 and "create accepted: job" in blind.stdout
+    assert "cannot reach the tracker at http://127.0.0.1:9" in blind.stderr and "goes on without us (`muster watch" in blind.stderr
     usage = await muster(fresh_nats, "cluster", "create", "x", "-t", "t")
     assert usage.code == 2 and "Missing option '--nodes'" in usage.stderr
