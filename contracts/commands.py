@@ -303,13 +303,16 @@ class Rejected(BaseModel):
         "between owners). Send the same request again (same request_id); `MusterClient.request` does. "
         "Left out of the JSON when false"))
     code: RejectionCode | None = Field(default=None, description="what kind of refusal; left out when not known")
+    field: str | None = Field(default=None, max_length=256,
+                              description="the request's field at fault (a dotted path), when one is; left out otherwise")
+    job_id: str | None = Field(default=None, description="a request_id used before for another request: the job it made")
 
     @model_serializer(mode="wrap")
     def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if not self.retry:
             data.pop("retry", None)
-        for name in ("code",):
+        for name in ("code", "field", "job_id"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data
