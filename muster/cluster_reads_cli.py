@@ -4,6 +4,9 @@ them, read through the tracker (docs/decisions/0016). Registered on the `cluster
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 from rich.table import Table
 
@@ -47,11 +50,16 @@ def _column(c: ClusterInfo, name: str) -> object:
             "expires": c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never"}[name]
 
 
-@click.command("show")
-@click.argument("cluster_ref", metavar="CLUSTER")
-@bus_options
-@json_option
-@command
+def cluster_read(name: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """A command that reads one CLUSTER (its id or name) through the tracker, with --json."""
+
+    def decorate(f: Callable[..., Any]) -> click.Command:
+        return click.command(name)(click.argument("cluster_ref", metavar="CLUSTER")(bus_options(json_option(command(f)))))
+
+    return decorate
+
+
+@cluster_read("show")
 async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     """One cluster: status, template, config, every node."""
     c = await read_cluster(bus, cluster_ref)
