@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from contracts.base import DEFERRED
 
@@ -69,15 +69,44 @@ class Scope(BaseModel):
         return f"{self.tenant}:tenant" if self.kind == "tenant" else f"{self.tenant}:{self.kind}:{self.id}"
 
     @classmethod
-    def parse(cls, tenant: str, text: str) -> Scope:
+    def parse(cls, tenant: str, text: str, strict: bool = True) -> Scope:
         """`tenant`, `cluster:<id>`, `cluster:*`, `job:<id>`, `catalog:<kind>/<name>`, `catalog:*`,
-        `queue:<class>` (raises ValueError with a reason)."""
+        `queue:<class>` (raises ValueError with a reason). `strict`: the id must be one its kind
+        can have (a grant); a revocation takes any, to take back what an older version stored."""
         if text in ("", "tenant"):
             return cls(tenant=tenant)
         kind, sep, ident = text.partition(":")
         if not sep or kind not in ("cluster", "job", "catalog", "queue") or not ident:
             raise ValueError(f"scope {text!r} is not one of tenant, cluster:<id>, job:<id>, catalog:<kind>/<name>, queue:<class> (or <kind>:*)")
+        if strict:
+            ident = _scope_id(kind, ident, text)
         return cls(tenant=tenant, kind=kind, id=ident)  # type: ignore[arg-type]
+
+
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]{0,127}$")
+CATALOG_KINDS = ("providers", "hardwaretypes", "imagetypes", "services", "clustertemplates", "partialtemplates")
+
+
+def _scope_id(kind: str, ident: str, text: str) -> str:
+    """The id of a granted scope, or ValueError saying what its kind takes: a wildcard is `*`
+    alone (a grant never holds a subject pattern such as `*.>`)."""
+    if ident == "*":
+        return ident
+    if kind in ("cluster", "job"):
+        if not _UUID.fullmatch(ident):
+            raise ValueError(f"scope {text!r}: a {kind} scope names one {kind} by its id (a UUID; `muster {kind} show` "
+                             f"prints it) or every {kind} (`{kind}:*`)")
+        return ident.lower()
+    if kind == "catalog":
+        what, _, name = ident.partition("/")
+        if what not in CATALOG_KINDS or not _NAME.fullmatch(name):
+            raise ValueError(f"scope {text!r}: a catalog scope is catalog:<kind>/<name> with a kind of "
+                             f"{', '.join(CATALOG_KINDS)} and an entity's name, or catalog:*")
+        return ident
+    if not _NAME.fullmatch(ident):
+        raise ValueError(f"scope {text!r}: a queue scope names a provisioner class (letters, digits, '-', '_') or every queue (queue:*)")
+    return ident
 
 
 class IdentityEvent(BaseModel):
@@ -200,3 +229,12 @@ class AuthReply(BaseModel):
     ok: bool
     reason: str = ""
     data: Any = None
+    code: Literal["forbidden"] | None = Field(default=None, description=(
+        "`forbidden` when the requester may not do it (the reason says why); left out otherwise"))
+
+    @model_serializer(mode="wrap")
+    def _without_code(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("code") is None:
+            data.pop("code", None)
+        return data

@@ -20,11 +20,11 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import subjects
-from contracts.identity import SERVICE_KINDS, AuthReply
+from contracts.identity import SERVICE_KINDS, AuthReply, Scope
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
-from .cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 
 console = Console()
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -62,7 +62,7 @@ async def ask(bus: Bus, verb: str, **body: Any) -> Any:
         await nc.close()
     reply = AuthReply.model_validate_json(msg.data)
     if not reply.ok:
-        raise CliError(reply.reason, EXIT_INVALID)
+        raise CliError(reply.reason, EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
     return reply.data
 
 
@@ -235,6 +235,11 @@ def _grant_command(verb: str, doc: str) -> click.Command:
     @command
     async def run(principal: str, permission: str, scope: str, for_tenant: str | None, bus: Bus,
                   as_json: bool) -> None:
+        if verb == "grant":
+            try:
+                Scope.parse(for_tenant or "tenant", scope)  # its form; the auth service checks it again
+            except ValueError as err:
+                raise CliError(str(err), EXIT_INVALID) from None
         data = await ask(bus, verb, principal=principal, permission=permission, scope=scope, tenant=for_tenant)
         echo_json(data) if as_json else console.print(
             f"{'revoked' if verb == 'revoke' else 'granted'}: {data['permission']} on {data['scope']} "
@@ -248,19 +253,18 @@ revoke = _grant_command("revoke", "Take PERMISSION on a scope back from PRINCIPA
 
 
 @click.command("whoami")
-@click.option("--tracker-url", default=None, help="asked for the reason when the bus refuses the token")
 @bus_options(tenant=False)
 @json_option
 @command
-async def whoami(tracker_url: str | None, bus: Bus, as_json: bool) -> None:
+async def whoami(bus: Bus, as_json: bool) -> None:
     """Who the token in use is: principal, role, tenant, grants, and what the bus lets it do."""
     try:
         data = await ask(bus, "whoami")
     except CliError as err:
         if "the bus refused" not in str(err):
             raise
-        reason = await _reason_from_tracker(bus, bus.tracker_url(tracker_url))
-        raise CliError(f"{err.message}\n{reason}" if reason else err.message) from None
+        reason = await _reason_from_tracker(bus, bus.tracker_url())
+        raise CliError(f"{err.message}\n{reason}" if reason else err.message, err.exit_code) from None
     if as_json:
         echo_json(data)
         return

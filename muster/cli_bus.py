@@ -9,26 +9,33 @@ the one resolver services use too.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
+import re
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import click
 import nats.errors
 from nats.aio.client import Client
 
+from contracts import subjects
+from contracts.commands import Command
+from contracts.identity import AuthReply
 from contracts.subjects import SubjectError
 
-from .bus.connect import CredentialsError, connect, credentials, nats_url, saved_url
+from .bus.connect import CredentialsError, auth_required, connect, credentials, nats_url, principal_of, saved_url
 from .bus.eventstore import ConcurrencyError, StoreError
-from .cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, translates
-from .client import MusterClient, MusterError, NoAnswer, RequestRejected
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, translates
+from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
 from .tls.context import TlsError, TlsRefused, http_ssl
+
+T = TypeVar("T")
 
 DEFAULT_TRACKER_URL = "http://127.0.0.1:8080"
 
@@ -40,6 +47,11 @@ class Bus:
     tenant: Any
     explicit_url: str | None
     data_dir: Path
+    asked: str | None = None
+    """The tenant the user named (--tenant, $MUSTER_TENANT); None: the token's own (reads
+    through the tracker, and requests once `resolved`), `default` for operators."""
+    tracker: str | None = None
+    """`--tracker-url`."""
 
     @property
     def nats_url(self) -> str:
@@ -51,7 +63,8 @@ class Bus:
 
     def tracker_url(self, explicit: str | None = None) -> str:
         """`--tracker-url`, else $MUSTER_TRACKER_URL, else the one `muster up` saved, else the local default."""
-        url = explicit or os.environ.get("MUSTER_TRACKER_URL") or saved_url(self.data_dir, "tracker.url") or DEFAULT_TRACKER_URL
+        url = (explicit or self.tracker or os.environ.get("MUSTER_TRACKER_URL") or saved_url(self.data_dir, "tracker.url")
+               or DEFAULT_TRACKER_URL)
         return url.rstrip("/")
 
 
@@ -70,12 +83,16 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
 
     def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(f)
-        def wrapper(*args: Any, nats_url: str | None, data_dir: Path, **kwargs: Any) -> Any:
-            return f(*args, bus=Bus(kwargs.pop("tenant", None), nats_url, data_dir), **kwargs)
+        def wrapper(*args: Any, nats_url: str | None, data_dir: Path, tracker_url: str | None, **kwargs: Any) -> Any:
+            asked = kwargs.pop("tenant", None)
+            default = None if all_tenants or not tenant else "default"
+            return f(*args, bus=Bus(asked if asked is not None else default, nats_url, data_dir, asked, tracker_url), **kwargs)
 
         g: Any = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
                               show_default=True, envvar="MUSTER_DATA_DIR",
                               help="where `muster up` saved the NATS and tracker URLs ($MUSTER_DATA_DIR)")(wrapper)
+        g = click.option("--tracker-url", "tracker_url", default=None,
+                         help="the tracker, which reads go through (default: $MUSTER_TRACKER_URL, else the one `muster up` saved)")(g)
         g = click.option("--nats-url", "nats_url", envvar="NATS_URL", default=None,
                          help="NATS server URL (default: $NATS_URL, else the one `muster up` saved, else nats://127.0.0.1:4222)")(g)
         if not tenant:
@@ -83,19 +100,60 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
         if all_tenants:
             return click.option("--tenant", envvar="MUSTER_TENANT", default=None,
                                 help="only this tenant ($MUSTER_TENANT; default: every tenant)")(g)
-        return click.option("--tenant", envvar="MUSTER_TENANT", default="default", show_default=True,
-                            help="tenant ($MUSTER_TENANT)")(g)
+        return click.option("--tenant", envvar="MUSTER_TENANT", default=None,
+                            help="tenant ($MUSTER_TENANT; default: the token's own, `default` for operators)")(g)
 
     return decorate(f) if f is not None else decorate
 
 
-async def connect_or_fail(url: str, data_dir: Path | None = None) -> Client:
+class Refusals:
+    """The permission violations the server reports on a command's connection. The server drops
+    a message its sender may not publish and says so on the side, so a refused request would
+    wait for an answer that cannot come: `guard` fails it at once, naming what was refused."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self._refused = asyncio.Event()
+
+    async def on_error(self, err: Exception) -> None:
+        if "permissions violation" in str(err).lower():
+            self.seen.append(str(err))
+            self._refused.set()
+
+    async def guard(self, work: Awaitable[T], who: str) -> T:
+        task, refused = asyncio.ensure_future(work), asyncio.ensure_future(self._refused.wait())
+        try:
+            done, _ = await asyncio.wait({task, refused}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            refused.cancel()
+        if task in done:
+            return task.result()
+        task.cancel()
+        raise CliError(self.describe(who), EXIT_DENIED)
+
+    def describe(self, who: str) -> str:
+        found = re.search(r'for (publish|subscription) to "([^"]+)"', self.seen[-1])
+        what, subject = (found.group(1), found.group(2)) if found else ("publish", "?")
+        request = re.fullmatch(rf"{re.escape(subjects.OPS)}\.([^.]+)\.([^.]+)\.([^.]+)", subject)
+        if request is not None:
+            tenant, name, verb = request.groups()
+            why = (f"{who} may not send {verb} requests in tenant {tenant}" if name == who else
+                   f"{who} may not send requests in the name of {name}")
+            return (f"refused: {why}: a tenant's user sends requests only in its own tenant, in its own name "
+                    "(`muster whoami` names them; --tenant)")
+        verb = "publish to" if what == "publish" else "subscribe to"
+        return f"refused: the bus does not let {who} {verb} {subject}"
+
+
+async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refusals | None = None) -> Client:
     """A connection for one command: a server that does not answer is an error (exit 3),
     not something to wait for."""
     seen: list[Exception] = []
 
     async def note(err: Exception) -> None:  # the server's refusal comes as an error, then "no servers"
         seen.append(err)
+        if refusals is not None:
+            await refusals.on_error(err)
 
     try:
         return await connect(url, name="muster-cli", max_reconnect_attempts=3, connect_timeout=2, error_cb=note,
@@ -106,7 +164,7 @@ async def connect_or_fail(url: str, data_dir: Path | None = None) -> Client:
         raise CliError(str(err), EXIT_INVALID) from None
     except (nats.errors.NoServersError, OSError, TimeoutError) as err:
         if any("authorization violation" in str(e).lower() for e in seen):
-            raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
+            raise CliError(refused_message(credentials().source), EXIT_DENIED) from None
         plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") else ""
         raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?",
                        EXIT_UNREACHABLE) from None
@@ -135,16 +193,48 @@ async def open_nats(bus: Bus) -> AsyncIterator[Client]:
         await nc.close()
 
 
-async def open_client(bus: Bus, requested_by: str | None = None) -> MusterClient:
-    """The Python client on a fail-fast connection (closed with `async with`)."""
-    return MusterClient(await connect_or_fail(bus.nats_url, bus.data_dir), owns_connection=True, tenant=bus.tenant or "default",
-                        requested_by=requested_by)
+class CliClient(MusterClient):
+    """The client of one command: a request the bus refuses fails at once (`Refusals`)."""
+
+    refusals: Refusals
+
+    async def __aenter__(self) -> CliClient:
+        return self
+
+    async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
+        return await self.refusals.guard(super().send(tenant, command, timeout), principal_of(self.nc))
+
+
+async def resolved(bus: Bus, nc: Client) -> Bus:
+    """The bus with the tenant requests go to: the one asked for, else the token's own (the
+    auth service says which), else `default` (operators, a bus without authorization)."""
+    if bus.asked is not None or not auth_required(nc):
+        return bus
+    try:
+        reply = AuthReply.model_validate_json((await nc.request(subjects.auth_request(principal_of(nc), "whoami"), b"{}",
+                                                                timeout=3)).data)
+    except (nats.errors.Error, TimeoutError, ValueError):
+        return bus
+    tenant = reply.data.get("tenant") if reply.ok and isinstance(reply.data, dict) else None
+    return replace(bus, tenant=tenant) if tenant else bus
+
+
+async def open_client(bus: Bus, requested_by: str | None = None) -> CliClient:
+    """The Python client on a fail-fast connection (closed with `async with`), for the tenant
+    the command names, else the token's own."""
+    refusals = Refusals()
+    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    client = CliClient(nc, owns_connection=True, tenant=(await resolved(bus, nc)).tenant or "default", requested_by=requested_by)
+    client.refusals = refusals
+    return client
 
 
 @translates
 def bus_errors(err: BaseException) -> CliError | None:
     """How the bus's and the client's expected failures read."""
-    if isinstance(err, RequestRejected | SubjectError | TlsError):
+    if isinstance(err, RequestRejected):
+        return CliError(str(err), EXIT_DENIED if err.reply.code == "forbidden" else EXIT_INVALID)
+    if isinstance(err, SubjectError | TlsError):
         return CliError(str(err), EXIT_INVALID)
     if isinstance(err, NoAnswer):
         return CliError(f"{err}: is a planner running?", EXIT_UNREACHABLE)

@@ -14,6 +14,7 @@ import asyncio
 import functools
 import json
 import os
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -29,6 +30,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 EXIT_UNREACHABLE = 3
+EXIT_DENIED = 4
 EXIT_INTERRUPTED = 130
 
 EXIT_CODES: dict[int, str] = {
@@ -36,6 +38,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_FAILED: "the job ended without succeeding (failed, rolled back, needs attention), or an internal error",
     EXIT_INVALID: "bad input: usage, an invalid file or catalog, a rejected request, an unknown job, cluster or provisioner",
     EXIT_UNREACHABLE: "muster could not be reached, or did not answer or finish in time (`--timeout`)",
+    EXIT_DENIED: "refused: the token is not accepted, or its principal lacks a permission (the message names it and its scope)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); an accepted operation goes on without us",
 }
 """The table docs/client.md shows (a unit test keeps the two the same)."""
@@ -99,8 +102,17 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a command's coroutine; every failure becomes one sentence and an exit code."""
     try:
         return asyncio.run(coro)
+    except BrokenPipeError:
+        raise _reader_gone() from None
     except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - every failure becomes one sentence (_reported)
         raise _reported(err) from None
+
+
+def _reader_gone() -> click.exceptions.Exit:
+    """Whoever read our output stopped (`muster events | head`): a normal end, said nowhere.
+    stdout is pointed at /dev/null so that the interpreter's last flush finds no closed pipe."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return click.exceptions.Exit(EXIT_OK)
 
 
 def command(f: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
@@ -120,6 +132,8 @@ def guarded(f: Callable[..., T]) -> Callable[..., T]:
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
             return f(*args, **kwargs)
+        except BrokenPipeError:
+            raise _reader_gone() from None
         except (Exception, KeyboardInterrupt) as err:  # noqa: BLE001 - as in run()
             raise _reported(err) from None
 

@@ -12,9 +12,10 @@ from rich.table import Table
 
 from contracts.commands import ApplyPlan, CheckCluster, ExtendLease, RepairCluster
 
-from .cli_bus import Bus, bus_options
-from .cli_support import CliError, command, echo_json, json_option
+from .cli_bus import Bus
+from .cli_support import CliError, echo_json
 from .client import ClusterInfo
+from .cluster_reads_cli import cluster_read
 from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -103,11 +104,7 @@ def print_drift(c: ClusterInfo) -> None:
         out.print(f"repair: muster cluster repair {c.name}")
 
 
-@click.command("drift")
-@click.argument("cluster_ref", metavar="CLUSTER")
-@bus_options
-@json_option
-@command
+@cluster_read("drift")
 async def drift(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     """What the last checks found on CLUSTER, and how it differs from what should be."""
     c = await read_cluster(bus, cluster_ref)

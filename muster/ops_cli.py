@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.table import Table
 
 from contracts.commands import (
     AddServices,
@@ -41,11 +40,11 @@ from contracts.commands import (
 )
 from contracts.pools import Callback
 
-from . import ops_care_cli
-from .cli_bus import Bus, bus_options, open_client
-from .cli_support import CliError, command, echo_json, json_option, parse_json_arg
+from . import cluster_reads_cli, ops_care_cli
+from .cli_bus import Bus, bus_options
+from .cli_support import CliError, command, json_option, parse_json_arg
 from .ops_care_cli import seconds
-from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
+from .ops_session import Options, Session, cluster_op, job_op, service_list
 
 
 def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -238,57 +237,8 @@ def _read_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return bus_options(json_option(f))
 
 
-@cluster.command("list")
-@click.option("--all", "show_all", is_flag=True, help="deleted clusters too")
-@_read_options
-@command
-async def list_clusters(show_all: bool, bus: Bus, as_json: bool) -> None:
-    """The tenant's clusters, from the log."""
-    tenant = bus.tenant
-    async with await open_client(bus) as client:
-        clusters = [c for c in await client.clusters() if show_all or c.status != "deleted"]
-    if as_json:
-        echo_json([{k: v for k, v in c.to_json().items() if k not in ("nodes", "config")} | {"nodes": len(c.nodes)}
-                   for c in clusters])
-        return
-    table = Table(title=f"clusters of tenant {tenant!r}")
-    for col in ("name", "id", "status", "template", "nodes", "services", "last job", "version", "expires"):
-        table.add_column(col)
-    for c in clusters:
-        table.add_row(c.name, c.id, c.status, c.template, str(len(c.nodes)), ", ".join(c.services), c.job_id,
-                      str(c.version), c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never")
-    out.print(table if clusters else f"no clusters in tenant {tenant!r}")
-
-
-@cluster.command("show")
-@click.argument("cluster_ref", metavar="CLUSTER")
-@_read_options
-@command
-async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
-    """One cluster: status, template, config, every node."""
-    c = await read_cluster(bus, cluster_ref)
-    data = c.to_json()
-    if as_json:
-        echo_json(data)
-        return
-    status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
-    for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
-                         ("provider", c.provider), ("last job", c.job_id), ("services", ", ".join(c.services)),
-                         ("version", str(c.version)),
-                         ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
-                         ("config", str(c.config))):
-        out.print(f"{label:>9}: {value}")
-    table = Table(title=f"{len(c.nodes)} nodes")
-    for col in ("node", "hostname", "hardware", "image", "address", "services"):
-        table.add_column(col)
-    for n in data["nodes"]:
-        table.add_row(n["id"], n["hostname"], n["hardwaretype"], n["imagetype"],
-                      ", ".join(n["ipaddresses"].values()), ", ".join(n["services"]))
-    out.print(table)
-
-
-for _care in ops_care_cli.COMMANDS:  # apply, extend-lease, check, repair, drift
-    cluster.add_command(_care)
+for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, extend-lease, check, repair, drift; list, show
+    cluster.add_command(_more)
 
 
 # -- muster job -----------------------------------------------------------------------------------
@@ -330,14 +280,12 @@ _decision("reject", RejectJob, "Refuse JOB_ID, which waits for approval: it ends
 
 @job.command("wait")
 @click.argument("job_id")
-@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1))
+@click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1), help="seconds to wait at most (then exit 3)")
 @_read_options
 @command
 async def wait(job_id: str, timeout: float, bus: Bus, as_json: bool) -> None:
     """Follow JOB_ID live until it ends (from its first event); exit 0 if it succeeded."""
     opts = Options(bus, True, as_json, None, None, timeout)
     async with Session(opts) as s:
-        if not await s.c.job_seq(job_id):
-            raise CliError(f"no job {job_id!r} in tenant {bus.tenant!r}")
         await s.follow(job_id, "job")
 

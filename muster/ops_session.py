@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
@@ -20,11 +20,13 @@ from rich.table import Table
 
 from contracts.commands import VERB_OF, Command, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS
+from contracts.records import Recorded
 
-from .cli_bus import Bus, bus_options, open_client
-from .cli_support import EXIT_FAILED, EXIT_INVALID, CliError, command, echo_json, json_option
-from .client import ClusterInfo, MusterClient, MusterError, new_request_id
+from .cli_bus import Bus, CliClient, bus_options, open_client
+from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .client import ClusterInfo, new_request_id
 from .readmodel.progress import JobProgress
+from .tracker_client import TrackerReads, recorded
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -44,12 +46,9 @@ def service_list(values: Iterable[str]) -> list[str]:
 
 
 async def read_cluster(bus: Bus, ref: str) -> ClusterInfo:
-    """A cluster by id or name, from the log (`show`, `drift`)."""
-    async with await open_client(bus) as client:
-        try:
-            return await client.cluster(ref)
-        except MusterError as e:
-            raise CliError(str(e)) from None
+    """A cluster by id or name, from its events (`show`, `drift`), through the tracker."""
+    async with TrackerReads(bus) as tracker:
+        return await tracker.cluster(ref)
 
 
 @dataclass
@@ -95,33 +94,50 @@ job_op = _op_options(dry_run=False)
 
 
 class Session:
-    """One command's connection and how it reports."""
+    """One command: its requests go on the bus, what it reads (clusters, the job it follows)
+    comes from the tracker (docs/decisions/0016)."""
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
-        self.client: MusterClient | None = None
+        self.client: CliClient | None = None
+        self._tracker: TrackerReads | None = None
+        self.names: dict[str, str] = {}
+        """Cluster id -> name, of the clusters this command named: what its errors call them."""
 
     async def __aenter__(self) -> Session:
-        self.client = await open_client(self.opts.bus, requested_by=self.opts.by)
         return self
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        assert self.client is not None
-        await self.client.__aexit__(t, e, tb)
+        if self.client is not None:
+            await self.client.__aexit__(t, e, tb)
+        if self._tracker is not None:
+            await self._tracker.__aexit__(t, e, tb)
 
-    @property
-    def c(self) -> MusterClient:
-        assert self.client is not None
+    async def tracker(self) -> TrackerReads:
+        """Where reads go (opened on first use: a create without --wait reads nothing)."""
+        if self._tracker is None:
+            self._tracker = await TrackerReads(self.opts.bus).__aenter__()
+        return self._tracker
+
+    async def c(self) -> CliClient:
+        """The bus connection requests go on (opened on first use: reads need none)."""
+        if self.client is None:
+            self.client = await open_client(self.opts.bus, requested_by=self.opts.by)
         return self.client
 
     async def cluster(self, ref: str) -> ClusterInfo:
-        try:
-            return await self.c.cluster(ref)
-        except MusterError as e:
-            raise CliError(str(e)) from None
+        found = await (await self.tracker()).cluster(ref)
+        self.names[found.id] = found.name
+        return found
 
-    def stamp(self, cmd: Command) -> Command:
-        update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": self.c.requested_by}
+    def named(self, text: str) -> str:
+        """`cluster <id>` in a planner's answer, said as `cluster <name> (<id>)`."""
+        for ident, name in self.names.items():
+            text = text.replace(f"cluster {ident}", f"cluster {name} ({ident})")
+        return text
+
+    def stamp(self, cmd: Command, requested_by: str) -> Command:
+        update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": requested_by}
         if "dry_run" in type(cmd).model_fields:
             update["dry_run"] = self.opts.dry_run
         if "if_version" in type(cmd).model_fields and self.opts.if_version is not None:
@@ -129,20 +145,21 @@ class Session:
         return cmd.model_copy(update=update)
 
     async def execute(self, cmd: Command) -> None:
-        cmd = self.stamp(cmd)
         captured = CAPTURE.get()
-        if captured is not None:
-            captured.append(cmd)
+        if captured is not None:  # its sender is the schedule's owner: no connection is needed
+            captured.append(self.stamp(cmd, self.opts.by or ""))
             return
+        client = await self.c()
+        cmd = self.stamp(cmd, client.requested_by)
         verb = VERB_OF[cmd.type]  # type: ignore[attr-defined]
         since = 0
         if isinstance(cmd, JobCommand) and self.opts.wait:
-            since = await self.c.job_seq(cmd.job_id)
-        reply = await self.c.request(cmd)
+            since = await (await self.tracker()).position(cmd.job_id)  # what the job does from now on
+        reply = await client.request(cmd)
         if self.opts.as_json:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
-            raise CliError(f"{verb} rejected: {reply.reason}", EXIT_INVALID)
+            raise CliError(f"{verb} rejected: {self.named(reply.reason)}", EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply)
@@ -161,11 +178,19 @@ class Session:
 
     async def follow(self, job_id: str, title: str, since: int = 0) -> None:
         until = WAIT_UNTIL.get(title, frozenset(FINAL_JOB_EVENTS))
-        final = await follow(self.c, job_id, title, since, until, self.opts.timeout, quiet=self.opts.as_json)
+        tracker = await self.tracker()
+        events = (recorded(item) async for item in tracker.events(job=job_id, after=since, follow=True))
+        try:
+            followed = await follow(events, job_id, title, until, self.opts.timeout, quiet=self.opts.as_json)
+        except CliError as err:
+            if err.exit_code != EXIT_UNREACHABLE or "goes on" in err.message:
+                raise
+            raise CliError(f"{err.message}; job {job_id} goes on without us (`muster watch {job_id}`)", err.exit_code) from None
+        final = followed.final
         if self.opts.as_json:
             echo_json(final.model_dump(mode="json"))
         if final.type not in ("JobSucceeded", "JobPaused"):
-            raise CliError(describe_end(job_id, final), EXIT_FAILED)
+            raise CliError(describe_end(job_id, final, followed.last_error), EXIT_FAILED)
         if not self.opts.as_json:
             out.print(describe_end(job_id, final))
 
@@ -187,33 +212,54 @@ def print_governance(reply: DryRun) -> None:
         out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})", markup=False)
 
 
-def describe_end(job_id: str, final: Any) -> str:
+def describe_end(job_id: str, final: Any, last_error: str = "") -> str:
     words = {"JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "was rolled back",
              "JobNeedsAttention": "needs an administrator's attention", "JobPaused": "is paused"}
     reason = getattr(final, "reason", "")
-    return f"job {job_id} {words.get(final.type, final.type)}" + (f": {reason}" if reason else "")
+    said = f"job {job_id} {words.get(final.type, final.type)}" + (f": {reason}" if reason else "")
+    return said + (f"; last error: {last_error}" if last_error and last_error not in reason else "")
 
 
-async def follow(client: MusterClient, job_id: str, title: str, since: int, until: Iterable[str], timeout: float,
-                 quiet: bool = False) -> Any:
-    """Live progress of a job from its events (stderr), folded by the read model's
-    JobProgress; returns the event that ended the wait."""
-    final: Any = None
+@dataclass
+class Followed:
+    final: Any
+    """The event that ended the wait."""
+    last_error: str = ""
+    """The last task failure seen (task, attempt, what it said)."""
+
+
+async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until: Iterable[str], timeout: float,
+                 quiet: bool = False) -> Followed:
+    """Live progress of a job from its events (stderr: through the tracker for people, the bus
+    for the demos), folded by the read model's JobProgress, until one of `until` (or `timeout`
+    seconds: exit 3, saying so)."""
     stop = frozenset(until)
     progress = JobProgress()
+    followed = Followed(None)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, transient=False, disable=quiet) as bars:
         bar = bars.add_task(f"{title}: waiting", total=None)
-        async with asyncio.timeout(timeout):
-            async for recorded in client.events(job_id, since_seq=since, until=stop):
-                step = progress.apply(recorded)
-                stages = progress.stage_progress()  # of the plan being run: forward, or the rollback
-                total = sum(s["total"] for s in stages)
-                bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),
-                            description=f"{title}: {step['text']}"[:120])
-                if recorded.type in stop:
-                    final = recorded.event
-    return final
+        try:
+            async with asyncio.timeout(timeout):
+                async for r in events:
+                    step = progress.apply(r)
+                    if r.type in ("TaskFailed", "TaskAttemptFailed"):
+                        followed.last_error = f"{r.event.task_id} attempt {r.event.attempt}: {r.event.error}"
+                    stages = progress.stage_progress()  # of the plan being run: forward, or the rollback
+                    total = sum(s["total"] for s in stages)
+                    bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),
+                                description=f"{title}: {step['text']}"[:120])
+                    if r.type in stop:
+                        followed.final = r.event
+                        break
+        except TimeoutError:
+            status = progress.status()
+            state = status["state"] if status else "not started"
+            raise CliError(f"job {job_id} is still {state} after {timeout:g} s (--timeout); it goes on without us "
+                           f"(`muster watch {job_id}`)", EXIT_UNREACHABLE) from None
+    if followed.final is None:
+        raise CliError(f"the story of job {job_id} ended before {' or '.join(sorted(stop))}", EXIT_UNREACHABLE)
+    return followed
 
 
 def print_dry_run(verb: str, reply: DryRun) -> None:
@@ -250,3 +296,19 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
         out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): "
                   f"`muster cluster apply {reply.plan_id}` runs exactly this plan, or is refused if the cluster or the catalog changed")
+
+
+def print_rows(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A table: boxed on a terminal; otherwise plain columns two spaces apart, every value in
+    full (for `grep`, `awk` and `cut`), with a header line."""
+    if out.is_terminal:
+        table = Table(title=title)
+        for col in columns:
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        out.print(table)
+        return
+    widths = [max(len(x) for x in col) for col in zip(columns, *rows, strict=True)]
+    for row in [[c.upper() for c in columns], *rows]:
+        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

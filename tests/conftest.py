@@ -154,3 +154,23 @@ def spans() -> Iterator[Any]:
         yield exporter
     finally:
         tracing.shutdown()
+@pytest_asyncio.fixture
+async def tracker(nats_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A tracker on the session's server, without the location index (for tests of commands
+    that read the catalog, the log or the provisioners): the `muster` commands the test runs
+    read through it (docs/decisions/0016), as `$MUSTER_TRACKER_URL` says."""
+    from aiohttp.test_utils import TestServer
+
+    from muster.bus.eventstore import EventStore
+    from services.tracker.http import make_app
+
+    client = await connect(nats_url, name="tracker")
+    server = TestServer(make_app(EventStore(client), index=False, consume=False, console=False, planner_metrics=False))
+    await server.start_server()
+    url = str(server.make_url("")).rstrip("/")
+    monkeypatch.setenv("MUSTER_TRACKER_URL", url)
+    try:
+        yield url
+    finally:
+        await server.close()
+        await client.close()

@@ -18,8 +18,9 @@ from contracts.subjects import ANONYMOUS
 from muster.bus.connect import principal_of
 from muster.bus.eventstore import EventStore
 from muster.cli_bus import Bus, bus_options, open_client
-from muster.cli_support import EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
+from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
 from muster.client import default_user
+from muster.tracker_client import TrackerReads
 from services.provisioner.plugins.descriptor import PluginError
 from services.provisioner.plugins.specs import catalog_plugins
 
@@ -28,8 +29,8 @@ from .files import CatalogFileError, LoadedCatalog, kind_of, load_sources
 from .plugins import PluginSpecs
 from .problems import KIND_LABEL, Problem
 from .requests import ask_planner, problem_json
-from .sensitive import redact, strip_sensitive
-from .store import CatalogRejected, append_changes, check_apply, read_history, read_state
+from .sensitive import strip_sensitive
+from .store import CatalogRejected, CatalogState, append_changes, check_apply, read_state
 from .templates import TemplateError, resolve_template
 from .validation import validate_catalog
 
@@ -128,14 +129,14 @@ def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bo
 async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...], by: str | None, drop_sensitive: bool,
                 as_json: bool) -> None:
     """Validate every entity against the catalog in the log and append the changes, all or none."""
-    tenant = bus.tenant
     plugins = _specs(plugins_dir)
     loaded = _load(paths)
     dropped = strip_sensitive(loaded.catalog, plugins) if drop_sensitive else {}
     request = ApplyCatalog(catalog=loaded.catalog.model_dump(mode="json"),
                            sources={f"{k}/{n}": src for (k, n), src in loaded.sources.items()}, requested_by=by or default_user())
     async with await open_client(bus) as client:
-        answer = await ask_planner(client.nc, tenant, request)
+        tenant = client.tenant
+        answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc))
         if answer is None:  # no planner: append it ourselves (the right to is the bus's to give)
             answer = await _apply_here(client.nc, tenant, loaded, plugins, by)
     problems = [_problem_of(p) for p in answer.problems]
@@ -195,9 +196,11 @@ async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...],
     """What `apply` would change, and whether it would be accepted; writes nothing."""
     plugins = _specs(plugins_dir)
     loaded = _load(paths)
-    tenant = bus.tenant
-    async with await open_client(bus) as client:
-        state = await read_state(EventStore(client.nc), tenant)
+    async with TrackerReads(bus) as tracker:
+        state, tenant, complete = await _read_catalog(tracker)
+    if not complete:
+        raise CliError("diff checks the whole catalog, and the token's principal may read only part of it: it needs "
+                       f"read on catalog:* (or the tenant) of tenant {tenant}", EXIT_DENIED)
     check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
     if as_json:
         echo_json({"changes": [c.to_json() for c in check.changes], "valid": check.ok,
@@ -221,10 +224,10 @@ async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...],
 @command
 async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bool) -> None:
     """List the entities of KIND, or show one (sensitive provider fields are masked)."""
-    k, tenant = _kind(kind), bus.tenant
-    async with await open_client(bus) as client:
-        state = await read_state(EventStore(client.nc), tenant)
-    catalog: Catalog = redact(state.catalog, _specs())
+    k = _kind(kind)
+    async with TrackerReads(bus) as tracker:
+        state, tenant, _ = await _read_catalog(tracker)
+    catalog: Catalog = state.catalog  # secrets masked by the tracker
     entities = catalog.entities(k)
     if name is None:
         rows = [{"name": n, "version": state.versions.get((k, n), 1), "description": e.description}
@@ -240,7 +243,7 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
         out.print(table)
         return
     if name not in entities:
-        raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r}")
+        raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r} (or none you may read)")
     entity: Any = entities[name]
     if resolved:
         if k != "clustertemplates":
@@ -254,6 +257,15 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
     click.echo(json.dumps(body) if as_json else json.dumps(body, indent=2))
 
 
+async def _read_catalog(tracker: TrackerReads) -> tuple[CatalogState, str, bool]:
+    """The tenant's catalog as the tracker shows it (secrets masked, the entities the token's
+    principal may read), its tenant, and whether it is whole."""
+    body = await tracker.get("/v1/catalog")
+    state = CatalogState(Catalog.model_validate(body["catalog"]), body["last_seq"],
+                         {(v["kind"], v["name"]): v["version"] for v in body["versions"]})
+    return state, tracker.tenant or "", bool(body["complete"])
+
+
 @catalog.command("delete")
 @click.argument("kind_word", metavar="KIND")
 @click.argument("name")
@@ -265,9 +277,11 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
 async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, ...], by: str | None, as_json: bool) -> None:
     """Delete NAME of KIND from the catalog; refused, with every reason, while a template or a
     live cluster uses it."""
-    kind, tenant = _kind(kind_word), bus.tenant
+    kind = _kind(kind_word)
     async with await open_client(bus) as client:
-        answer = await ask_planner(client.nc, tenant, DeleteCatalogEntity(kind=kind, name=name, requested_by=by or default_user()))
+        tenant = client.tenant
+        request = DeleteCatalogEntity(kind=kind, name=name, requested_by=by or default_user())
+        answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc))
         if answer is None:  # no planner: delete it ourselves (the right to is the bus's to give)
             try:
                 answer = CatalogAnswer(ok=True, seqs=[await delete_entity(EventStore(client.nc), tenant, kind, name, _writer(client.nc, by),
@@ -296,24 +310,15 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
 @command
 async def history(name: str, kind_word: str | None, bus: Bus, as_json: bool) -> None:
     """Every version of NAME from the log: when, by whom, which fields changed."""
-    k, tenant = (_kind(kind_word) if kind_word else None), bus.tenant
-    async with await open_client(bus) as client:
-        versions = [v for v in await read_history(EventStore(client.nc), tenant)
-                    if v.name == name and (k is None or v.kind == k)]
-    if not versions:
-        raise CliError(f"no catalog entity {name!r} in the log of tenant {tenant!r}")
-    specs = _specs()
-    rows = []
-    for v in versions:
-        entity = v.entity
-        if v.kind == "providers":
-            entity = redact(Catalog.model_validate({"providers": {v.name: v.entity}}), specs).providers[v.name].model_dump(mode="json")
-        rows.append({**v.to_json(), "entity": entity})
+    k = _kind(kind_word) if kind_word else None
+    async with TrackerReads(bus) as tracker:
+        rows = (await tracker.get("/v1/catalog/history", name=name, kind=k))["items"]
+        tenant = bus.asked or ""
     if as_json:
         for r in rows:
             echo_json(r)
         return
-    table = Table(title=f"history of {name!r} (tenant {tenant!r})")
+    table = Table(title=f"history of {name!r}" + (f" (tenant {tenant!r})" if tenant else ""))
     for col in ("kind", "version", "time", "by", "changed", "seq"):
         table.add_column(col)
     for r in rows:

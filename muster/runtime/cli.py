@@ -159,7 +159,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
         console.print(f"autoscale: {policy.min_processes}..{policy.max_processes} provisioner processes of "
                       f"{policy.capacity_each} slots, cool-down {policy.cooldown_s:g} s")
     trust = f" MUSTER_TLS_CA={deployment.tls.ca.resolve()}" if deployment.tls is not None else ""
-    console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url}{trust})",
+    console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url} "
+                  f"MUSTER_TRACKER_URL={deployment.tracker_url}{trust})",
                   markup=False, highlight=False, soft_wrap=True)
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()
@@ -292,7 +293,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}", soft_wrap=True)
         if deployment.auth_dir is not None:
             console.print(f"         sign in with the token in {deployment.credentials} (a super admin's)", soft_wrap=True)
-        final = await follow(client, reply.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
+        final = (await follow(client.events(reply.job_id), reply.job_id, "create", FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)).final
         status = await _tracker_job(deployment, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
         if status.get("layout"):
@@ -306,7 +307,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))
         if not isinstance(deleted, Accepted):
             raise CliError(f"delete rejected: {getattr(deleted, 'reason', deleted.type)}", EXIT_INVALID)
-        final = await follow(client, deleted.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)
+        final = (await follow(client.events(deleted.job_id), deleted.job_id, "delete", FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)).final
         if not isinstance(final, JobSucceeded):
             raise CliError(f"delete ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         console.print(f"cluster {reply.cluster_id} deleted.")

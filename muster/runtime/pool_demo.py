@@ -87,7 +87,7 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
 
     await show()
     shop = await _create(client, tenant, "shop", 3, console)
-    final = await follow(client, shop.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S)
+    final = (await follow(client.events(shop.job_id), shop.job_id, "create", FINAL_JOB_EVENTS, timeout=TIMEOUT_S)).final
     _require(final, "create of shop")
     await show()
 
@@ -99,15 +99,15 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
     console.print("deleting shop: its hosts go back to the pool, and blog gets them")
     gone = await client.submit(DeleteCluster(cluster_id=shop.cluster_id, requested_by="demo"), tenant=tenant)
     assert isinstance(gone, Accepted)
-    _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of shop")
-    _require(await follow(client, blog.job_id, "create", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "create of blog")
+    _require((await follow(client.events(gone.job_id), gone.job_id, "delete", FINAL_JOB_EVENTS, timeout=TIMEOUT_S)).final, "delete of shop")
+    _require((await follow(client.events(blog.job_id), blog.job_id, "create", FINAL_JOB_EVENTS, timeout=TIMEOUT_S)).final, "create of blog")
     await show(returned_by=shop.cluster_id)
     if keep:
         console.print(f"blog is kept; the tracker is at {deployment.tracker_url} (GET /v1/pools/lab). Ctrl-C stops everything.")
         await _forever()
     gone = await client.submit(DeleteCluster(cluster_id=blog.cluster_id, requested_by="demo"), tenant=tenant)
     assert isinstance(gone, Accepted)
-    _require(await follow(client, gone.job_id, "delete", 0, FINAL_JOB_EVENTS, timeout=TIMEOUT_S), "delete of blog")
+    _require((await follow(client.events(gone.job_id), gone.job_id, "delete", FINAL_JOB_EVENTS, timeout=TIMEOUT_S)).final, "delete of blog")
     await show(returned_by=blog.cluster_id)
 
 

@@ -11,9 +11,10 @@ import click
 
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_INVALID, EXIT_UNREACHABLE, CliError, command
+from muster.tracker_client import TrackerReads
 
 from .app import request_drain
-from .presence import live_provisioners, wait_gone
+from .presence import wait_gone
 
 
 @click.group("provisioners")
@@ -22,16 +23,18 @@ def provisioners() -> None:
 
 
 @provisioners.command("list")
-@bus_options(all_tenants=True)
+@bus_options
 @click.option("--class", "provisioner_class", default=None, help="only those of this provisioner class")
+@click.option("--all", "every", is_flag=True, help="every live provisioner, whatever tenant it serves (operators)")
 @click.option("--json", "as_json", is_flag=True, help="the presence records as JSON")
 @command
-async def list_command(bus: Bus, provisioner_class: str | None, as_json: bool) -> None:
-    """Live provisioners (of every tenant, or those serving --tenant): id, class, tenants, load, plugins."""
-    async with open_nats(bus) as nc:
-        records = await live_provisioners(nc, tenant=bus.tenant, provisioner_class=provisioner_class)
+async def list_command(bus: Bus, provisioner_class: str | None, every: bool, as_json: bool) -> None:
+    """Live provisioners serving the tenant (the token's own, or --tenant; --all: every one):
+    id, class, tenants, load, plugins. Read through the tracker."""
+    async with TrackerReads(bus) as tracker:
+        records = (await tracker.get("/v1/provisioners", **{"class": provisioner_class, "all": every or None}))["items"]
     if as_json:
-        click.echo(json.dumps([json.loads(r.model_dump_json()) for r in records], indent=2))
+        click.echo(json.dumps(records, indent=2))
         return
     if not records:
         click.echo("no live provisioners")
@@ -39,12 +42,13 @@ async def list_command(bus: Bus, provisioner_class: str | None, as_json: bool) -
     now = datetime.now(UTC)
     click.echo(f"{'ID':<28} {'CLASS':<10} {'TENANTS':<20} {'LOAD':>9} {'STATE':<9} {'SEEN':>5}  PLUGINS")
     for r in records:
-        plugins = ", ".join(f"{p.get('type', '?')[0]}:{p.get('name')} {p.get('version')}" for p in r.info.plugins)
-        seen = f"{(now - r.refreshed_at).total_seconds():.0f}s"
-        state = "draining" if r.draining else "ready"
-        load = f"{r.in_flight}/{r.info.capacity}"
-        click.echo(f"{r.info.id:<28} {r.info.provisioner_class:<10} {','.join(r.info.tenants):<20} "
-                   f"{load:>9} {state:<9} {seen:>5}  {plugins}")
+        info = r["info"]
+        plugins = ", ".join(f"{p.get('type', '?')[0]}:{p.get('name')} {p.get('version')}" for p in info["plugins"])
+        seen = f"{(now - datetime.fromisoformat(r['refreshed_at'])).total_seconds():.0f}s"
+        state = "draining" if r["draining"] else "ready"
+        load = f"{r['in_flight']}/{info['capacity']}"
+        tenants = ",".join(info["tenants"]) + (f" +{r['others']}" if r.get("others") else "")
+        click.echo(f"{info['id']:<28} {info['provisioner_class']:<10} {tenants:<20} {load:>9} {state:<9} {seen:>5}  {plugins}")
 
 
 @provisioners.command("drain")

@@ -407,6 +407,11 @@ SECURITY_SCHEMES = {
 }
 
 
+SSE_EVENT = {"type": "object", "description": "One server-sent event (OpenAPI 3.1: the schema of each event).",
+             "properties": {"event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"},
+                            "retry": {"type": "integer"}}}
+
+
 def openapi() -> dict[str, Any]:
     _, defs = models_json_schema([(m, "serialization") for m in MODELS], ref_template="#/components/schemas/{model}")
     schemas = defs.get("$defs", {})
@@ -418,7 +423,7 @@ def openapi() -> dict[str, Any]:
         elif r.content_type == "application/json":
             ok["content"] = {"application/json": {"schema": {"type": "object"}}}
         else:
-            ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
+            ok["content"] = {r.content_type: {"schema": SSE_EVENT if r.content_type == "text/event-stream" else {"type": "string"}}}
         responses: dict[str, Any] = {"200": ok}
         for status in (*r.errors, *(() if r.name in OPEN else (401, 403)), *ANY_ROUTE_ERRORS):
             responses[str(status)] = {"description": ERROR_TEXT[status],
@@ -441,3 +446,10 @@ def openapi() -> dict[str, Any]:
         "security": [{"bearer": []}, {"session": []}],
         "components": {"schemas": schemas, "securitySchemes": SECURITY_SCHEMES},
     }
+
+
+# People's reads (decision 0016) are declared in a module of their own, in this vocabulary.
+from . import people_api  # noqa: E402
+
+ROUTES = ROUTES + people_api.ROUTES
+MODELS = MODELS + people_api.MODELS

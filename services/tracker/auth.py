@@ -230,7 +230,10 @@ async def may_read_job(request: web.Request, tenant: str, job_id: str, tracker: 
     the index, else in the job's first event."""
     if request[AUTHZ].may("read", Scope(tenant=tenant, kind="job", id=job_id)):
         return
-    may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=await job_cluster(tracker, tenant, job_id)))
+    cluster = await job_cluster(tracker, tenant, job_id)
+    if cluster is None:
+        return  # no such job in the tenant: the handler answers 404, as to anyone
+    may_read(request, Scope(tenant=tenant, kind="job", id=job_id, cluster=cluster))
 
 
 async def job_cluster(tracker: Any, tenant: str, job_id: str) -> str | None:

@@ -1,8 +1,9 @@
 """Operator commands: `muster status|watch|history|replay|events` (docs/tracker.md).
 
-They follow the one front end of the `muster` commands (muster/cli_support.py, muster/cli_bus.py):
-the same bus options, errors and exit codes as every other command (docs/client.md). The
-tracker is found by `--tracker-url`, `$MUSTER_TRACKER_URL` or `<data-dir>/tracker.url`.
+They read through the tracker's HTTP API with the token in use, as every reading command does
+(docs/decisions/0016-people-through-the-tracker.md): a tenant's user sees what its grants let
+it read, a super admin any tenant (`--tenant`). They follow the one front end of the `muster`
+commands (muster/cli_support.py, muster/cli_bus.py): the same options, errors and exit codes.
 """
 
 from __future__ import annotations
@@ -10,31 +11,21 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-import aiohttp
 import click
-from nats.js.api import ConsumerConfig, DeliverPolicy
 from rich.console import Console
 
 from contracts import subjects
-from contracts.records import Recorded
-from muster.bus.connect import bearer_headers
-from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
-from muster.bus.snapshotstore import SnapshotStore
-from muster.cli_bus import Bus, bus_options, open_nats
+from muster.cli_bus import Bus, bus_options
 from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, json_option, stop
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import timeline
+from muster.tracker_client import TrackerReads, recorded
 
-from .api import TENANT_HEADER, UUID_PATTERN
-from .app import Tracker, event_json
+from .api import UUID_PATTERN
 from .render import LiveView, print_status, render_replay
-from .story import cluster_history, replay_cluster
-
-T = TypeVar("T")
 
 
 def _check(value: str, pattern: str, what: str) -> str:
@@ -43,45 +34,23 @@ def _check(value: str, pattern: str, what: str) -> str:
     return value.lower() if pattern == UUID_PATTERN else value
 
 
-async def _with_store(bus: Bus, use: Callable[[EventStore], Awaitable[T]]) -> T:
-    async with open_nats(bus) as nc:
-        return await use(EventStore(nc))
-
-
 # -- status -----------------------------------------------------------------------------------
 
 
 @click.command("status")
 @click.argument("job_id")
 @bus_options
-@click.option("--tracker-url", default=None, help="the tracker (default: $MUSTER_TRACKER_URL or <data-dir>/tracker.url)")
 @json_option
 @command
-async def status(job_id: str, bus: Bus, tracker_url: str | None, as_json: bool) -> None:
-    """A job's status: from the tracker, or straight from the bus when no tracker answers."""
-    job, tenant = _check(job_id, UUID_PATTERN, "job id"), _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
-    body = await _status_from_tracker(bus, bus.tracker_url(tracker_url), tenant, job)
-    if body is None:
-        body = await _with_store(bus, lambda s: Tracker(s, nc=s.nc).job_status(tenant, job))
-    if body is None:
-        raise CliError(f"no job {job} in tenant {tenant}", EXIT_INVALID)
+async def status(job_id: str, bus: Bus, as_json: bool) -> None:
+    """A job's status, from the tracker (its owner's view, or the log's)."""
+    job = _check(job_id, UUID_PATTERN, "job id")
+    async with TrackerReads(bus) as tracker:
+        body = await tracker.get(f"/v1/jobs/{job}")
     if as_json:
         click.echo(json.dumps(body, indent=2))
     else:
         print_status(body, Console())
-
-
-async def _status_from_tracker(bus: Bus, url: str, tenant: str, job_id: str) -> dict[str, Any] | None:
-    """The tracker's answer; None when there is no tracker to ask (or it has no such job)."""
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-            async with http.get(f"{url}/v1/jobs/{job_id}", headers={TENANT_HEADER: tenant, **bearer_headers()},
-                                ssl=bus.http_ssl()) as resp:
-                if resp.status != 200:
-                    return None
-                return await resp.json()
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return None
 
 
 # -- watch ----------------------------------------------------------------------------------------
@@ -94,31 +63,32 @@ async def _status_from_tracker(bus: Bus, url: str, tenant: str, job_id: str) -> 
 @command
 async def watch(job_id: str, bus: Bus, deadline: float | None) -> None:
     """Follow a job live, stage by stage, until it ends. Exit 0 if it succeeded, 1 if not."""
-    job, tenant = _check(job_id, UUID_PATTERN, "job id"), _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
-    state = await _with_store(bus, lambda s: _watch(Tracker(s, nc=s.nc), tenant, job, deadline))
+    job = _check(job_id, UUID_PATTERN, "job id")
+    async with TrackerReads(bus) as tracker:
+        state = await _watch(tracker, job, deadline)
     if state != "succeeded":
         raise stop(EXIT_FAILED)
 
 
-async def _watch(tracker: Tracker, tenant: str, job_id: str, deadline: float | None) -> str:
+async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> str:
     """Draws the job's progress; returns the state it ended in."""
-    if not await tracker.job_exists(tenant, job_id):
-        raise CliError(f"no job {job_id} in tenant {tenant}", EXIT_INVALID)
     console = Console()
     progress = JobProgress()
-    view = LiveView(console) if console.is_terminal else None
+    view: LiveView | None = None
     try:
         async with asyncio.timeout(deadline):
-            async for recorded in tracker.follow(tenant, job_id):
-                assert recorded is not None
-                step = progress.apply(recorded)
+            async for item in tracker.events(job=job_id, follow=True):
+                r = recorded(item)
+                step = progress.apply(r)
+                if view is None and console.is_terminal:
+                    view = LiveView(console)  # only once the job is known to be there (and readable)
                 if view is not None:
                     view.update(progress, step)
                 else:
-                    click.echo(f"{recorded.time.isoformat(timespec='milliseconds')}  {step['text']}"
+                    click.echo(f"{r.time.isoformat(timespec='milliseconds')}  {step['text']}"
                                + (f"  [{step['who']}]" if step["who"] else ""))
     except TimeoutError:
-        raise CliError(f"job {job_id} still {_state(progress)} after {deadline} s", EXIT_UNREACHABLE) from None
+        raise CliError(f"job {job_id} is still {_state(progress)} after {deadline:g} s (--timeout)", EXIT_UNREACHABLE) from None
     finally:
         if view is not None:
             view.close()
@@ -139,26 +109,22 @@ def _state(progress: JobProgress) -> str:
 
 @click.command("history")
 @click.argument("job_id", required=False)
-@click.option("--cluster", "cluster_id", default=None, help="the whole history of a cluster: its events and its jobs'")
+@click.option("--cluster", "cluster_ref", default=None, metavar="CLUSTER",
+              help="the whole history of a cluster (its id or name): its events and its jobs'")
 @bus_options
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 @command
-async def history(job_id: str | None, cluster_id: str | None, bus: Bus, as_json: bool) -> None:
+async def history(job_id: str | None, cluster_ref: str | None, bus: Bus, as_json: bool) -> None:
     """A readable timeline from the log: who requested what, the layout, the plan, every claim,
     result, retry and rollback, with times and durations."""
-    if (job_id is None) == (cluster_id is None):
+    if (job_id is None) == (cluster_ref is None):
         raise CliError("name a JOB or a --cluster (one of them)", EXIT_INVALID)
-    tenant = _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
-
-    async def read(store: EventStore) -> list[Recorded]:
-        if job_id is not None:
-            return await store.read_many(subjects.job_history_filters(tenant, _check(job_id, UUID_PATTERN, "job id")))
-        return await cluster_history(store, tenant, _check(str(cluster_id), UUID_PATTERN, "cluster id"))
-
-    events = await _with_store(bus, read)
+    selection = {"job": _check(job_id, UUID_PATTERN, "job id")} if job_id else {"cluster": cluster_ref}
+    async with TrackerReads(bus) as tracker:
+        events = await tracker.history(**selection)
     if not events:
-        what = f"job {job_id}" if job_id else f"cluster {cluster_id}"
-        raise CliError(f"nothing in the log for {what} in tenant {tenant}", EXIT_INVALID)
+        what = f"job {job_id}" if job_id else f"cluster {cluster_ref}"
+        raise CliError(f"nothing in the log for {what}", EXIT_INVALID)
     for line in timeline(events):
         click.echo(json.dumps(line.to_json()) if as_json else line.render())
 
@@ -167,23 +133,20 @@ async def history(job_id: str | None, cluster_id: str | None, bus: Bus, as_json:
 
 
 @click.command("replay")
-@click.option("--cluster", "cluster_id", required=True, help="the cluster to rebuild")
+@click.option("--cluster", "cluster_ref", required=True, metavar="CLUSTER", help="the cluster to rebuild (its id or name)")
 @click.option("--at", "at", default=None, help="as it was at this time (ISO 8601; UTC if no zone)")
 @click.option("--seq", "seq", type=click.IntRange(min=0), default=None, help="as it was after this log sequence")
 @bus_options
 @click.option("--json", "as_json", is_flag=True, help="print JSON (sorted keys)")
 @command
-async def replay(cluster_id: str, at: str | None, seq: int | None, bus: Bus, as_json: bool) -> None:
+async def replay(cluster_ref: str, at: str | None, seq: int | None, bus: Bus, as_json: bool) -> None:
     """Rebuild a cluster's state from the log as it was at a point in time or of the log, with
     its jobs as they stood then. The same point always prints the same output."""
     if at is not None and seq is not None:
         raise CliError("give --at or --seq, not both", EXIT_INVALID)
-    cluster = _check(cluster_id, UUID_PATTERN, "cluster id")
-    tenant = _check(bus.tenant, subjects.TOKEN.pattern, "tenant")
-    when = parse_time(at) if at is not None else None
-    state = await _with_store(bus, lambda s: replay_cluster(s, tenant, cluster, seq, when, SnapshotStore(s.nc)))
-    if state is None:
-        raise CliError(f"cluster {cluster} had no events in tenant {tenant} at that point", EXIT_INVALID)
+    when = parse_time(at).isoformat() if at is not None else None
+    async with TrackerReads(bus) as tracker:
+        state = await tracker.get("/v1/replay", cluster=cluster_ref, seq=seq, at=when)
     click.echo(json.dumps(state, indent=2, sort_keys=True) if as_json else render_replay(state))
 
 
@@ -213,47 +176,46 @@ def parse_since(text: str, now: datetime) -> int | datetime:
         raise CliError(f"--since {text!r}: give a log sequence, an ISO 8601 time, or an age such as 10m", EXIT_INVALID) from None
 
 
-def events_filter(tenant: str | None, pattern: str | None) -> str:
-    if pattern and pattern.startswith(subjects.EVT + "."):
-        return pattern
-    if pattern and pattern.startswith("muster."):
+def relative_subject(asked: str | None, pattern: str | None) -> tuple[str | None, str]:
+    """(tenant, pattern under `muster.evt.<tenant>.`) of `--subject`: relative, or a whole
+    `muster.evt.<tenant>.…` subject, which names the tenant."""
+    if not pattern:
+        return asked, ">"
+    prefix = subjects.EVT + "."
+    if pattern.startswith(prefix):
+        tenant, _, rest = pattern[len(prefix):].partition(".")
+        if not subjects.TOKEN.fullmatch(tenant) or not rest:
+            raise CliError(f"--subject {pattern!r}: name one tenant and a pattern under it (muster.evt.<tenant>.job.*)", EXIT_INVALID)
+        if asked is not None and asked != tenant:
+            raise CliError(f"--subject {pattern!r} is in tenant {tenant}, not {asked}", EXIT_INVALID)
+        return tenant, rest
+    if pattern.startswith("muster."):
         raise CliError(f"--subject {pattern!r} is not in the log ({subjects.EVT}.>)", EXIT_INVALID)
-    if tenant is not None:
-        _check(tenant, subjects.TOKEN.pattern, "tenant")
-    return f"{subjects.EVT}.{tenant or '*'}.{pattern or '>'}"
+    return asked, pattern
 
 
 @click.command("events")
 @click.option("--subject", "pattern", default=None,
-              help="a subject pattern under the tenant (job.*, task.<job>.>, ...) or a whole muster.evt.… subject")
+              help="a subject pattern under the tenant (job.*, task.<job>.>, ...) or a whole muster.evt.<tenant>.… subject")
+@click.option("--cluster", "cluster_ref", default=None, metavar="CLUSTER",
+              help="a cluster's events and its jobs' (its id or name)")
 @click.option("--since", default=None, help="from a log sequence, an ISO 8601 time, or an age (30s, 10m, 2h, 1d)")
 @click.option("--follow", "-f", is_flag=True, help="keep printing new events as they are appended")
-@bus_options(all_tenants=True)
+@bus_options
 @command
-async def events(pattern: str | None, since: str | None, follow: bool, bus: Bus) -> None:
-    """Dump (or tail, with --follow) raw events as JSON lines, for scripts."""
-    subject = events_filter(bus.tenant, pattern)
+async def events(pattern: str | None, cluster_ref: str | None, since: str | None, follow: bool, bus: Bus) -> None:
+    """Dump (or tail, with --follow) the tenant's raw events as JSON lines, for scripts."""
+    if pattern and cluster_ref:
+        raise CliError("give --subject or --cluster, not both", EXIT_INVALID)
     start = parse_since(since, datetime.now(UTC)) if since else 1
-    await _with_store(bus, lambda s: dump_events(s, subject, start, follow))
-
-
-async def dump_events(store: EventStore, subject: str, start: int | datetime, follow: bool) -> None:
-    first = start if isinstance(start, int) else 1
-    last = first - 1
-    for r in await store.read(subject, start_seq=max(first, 1)):
-        if isinstance(start, datetime) and r.time < start:
-            continue
-        click.echo(json.dumps(event_json(r)))
-        last = r.seq
-    if not follow:
-        return
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    sub = await store.js.subscribe(subject, stream=subjects.EVENTS_STREAM, ordered_consumer=True, cb=queue.put,
-                                   deliver_policy=DeliverPolicy.BY_START_SEQUENCE, idle_heartbeat=2.0,
-                                   config=ConsumerConfig(opt_start_seq=max(last + 1, first, 1)))
-    try:
-        while True:
-            click.echo(json.dumps(event_json(await inflate(store.bodies, recorded_from_msg(await queue.get())))))
-    finally:
-        await sub.unsubscribe()
-
+    window: dict[str, Any] = {"after": start - 1} if isinstance(start, int) else {"since": start.isoformat()}
+    if cluster_ref:
+        tenant, selection = bus.asked, {"cluster": cluster_ref}
+    else:
+        tenant, relative = relative_subject(bus.asked, pattern)
+        selection = {"subject": relative}
+    if tenant is not None:
+        _check(tenant, subjects.TOKEN.pattern, "tenant")
+    async with TrackerReads(bus, tenant=tenant) as tracker:
+        async for item in tracker.events(follow=follow, **selection | window):
+            click.echo(json.dumps(item))

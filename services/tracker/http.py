@@ -27,7 +27,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, contract, governance, pools, sse, write_routes
+from . import api, contract, governance, log_stream, people, pools, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -151,6 +151,7 @@ HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics, "whoami": auth_.whoami,
     "list_pools": pools.list_pools, "get_pool": pools.get_pool, "stream_pool": pools.stream_pool,
     "governance": governance.get_governance,
+    "stream_events": log_stream.stream_events, **people.HANDLERS,
 }
 
 

@@ -7,7 +7,6 @@ polls, and nothing asks a pool service.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -19,7 +18,7 @@ from services.pool.domain.views import change_for, pool_view
 from services.pool.mirror import PoolMirror
 
 from .params import BadParameter, not_found, shown, tenant_of
-from .sse import KEEPALIVE_S, sse
+from .sse import deliveries, sse, stream_response
 
 POOLS = web.AppKey("pools", PoolMirror)
 
@@ -69,8 +68,7 @@ async def stream_pool(request: web.Request) -> web.StreamResponse:
     mirror = request.app[POOLS]
     if await mirror.pool(name) is None:
         return not_found("pool", name, tenant)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
+    response = stream_response()
     with mirror.listening(name) as queue:
         # Registered before the first view is taken: nothing recorded in between is missed,
         # and a change is sent only if it is newer than what the view showed.
@@ -79,12 +77,7 @@ async def stream_pool(request: web.Request) -> web.StreamResponse:
         shown_seq = log_seq(pool)
         await response.write(sse("pool", shown_seq, {**pool_view(pool, tenant), "seq": shown_seq}))
         try:
-            while True:
-                try:
-                    r = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
-                except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
-                    continue
+            async for r in deliveries(queue, response):
                 if r.seq > shown_seq:
                     await response.write(sse("change", r.seq, change_for(mirror.pools[name], r, tenant)))
         except ConnectionError:

@@ -5,10 +5,11 @@ console's job page (docs/tracker.md, "The progress stream")."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
-from collections.abc import AsyncGenerator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any, TypeVar
 
 import structlog
 from aiohttp import web
@@ -21,6 +22,23 @@ from .params import METRICS, TRACKER, not_found
 log = structlog.get_logger("muster.tracker")
 
 KEEPALIVE_S = 15.0
+T = TypeVar("T")
+
+
+def stream_response() -> web.StreamResponse:
+    return web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def deliveries(queue: asyncio.Queue[T], response: web.StreamResponse) -> AsyncIterator[T]:
+    """What arrives on `queue`, as it comes; a `: keep-alive` comment to the client after
+    KEEPALIVE_S seconds without anything."""
+    while True:
+        try:
+            item = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+        except TimeoutError:
+            await response.write(b": keep-alive\n\n")
+            continue
+        yield item
 
 
 def sse(event: str, ident: int | None, data: Any) -> bytes:
@@ -34,8 +52,7 @@ async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: in
     tracker, metrics = request.app[TRACKER], request.app[METRICS]
     if not await tracker.job_exists(tenant, job_id):
         return not_found("job", job_id, tenant)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                           "X-Accel-Buffering": "no"})
+    response = stream_response()
     await response.prepare(request)
     metrics.streams.inc()
     try:

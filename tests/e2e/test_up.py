@@ -195,12 +195,14 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
     directory; and a busy tracker port said only "tracker exited during start"."""
     _, seen = muster_up
     data = tmp_path / "data"
-    assert seen["another shell"] == f"export MUSTER_DATA_DIR={data.resolve()}  (or NATS_URL={seen['nats']})"
+    assert seen["another shell"] == (f"export MUSTER_DATA_DIR={data.resolve()}  (or NATS_URL={seen['nats']} "
+                                     f"MUSTER_TRACKER_URL={seen['tracker']})")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code, out = await _muster("provisioners", "list", cwd=elsewhere, MUSTER_DATA_DIR=str(data))
     assert code == 0 and "provisioner " in out, out
-    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"], MUSTER_CREDENTIALS=str(data / "credentials"))
+    code, out = await _muster("cluster", "list", cwd=elsewhere, NATS_URL=seen["nats"], MUSTER_TRACKER_URL=seen["tracker"],
+                              MUSTER_CREDENTIALS=str(data / "credentials"))
     assert code == 0, out
 
     with socket.socket() as taken:

@@ -41,6 +41,10 @@ class Refused(Exception):
     pass
 
 
+class Forbidden(Refused):
+    """Refused because the requester may not do it (the reply's code is `forbidden`)."""
+
+
 def _super(p: Principal) -> bool:
     """Super admins, and the `system` service (test harnesses, maintenance), administer all."""
     return p.is_super_admin or p.service == "system"
@@ -78,7 +82,7 @@ class Admin:
             result: Result = handler(me, request)
             return result
         except Refused as err:
-            return Result(AuthReply(ok=False, reason=str(err)))
+            return Result(AuthReply(ok=False, reason=str(err), code="forbidden" if isinstance(err, Forbidden) else None))
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -87,7 +91,7 @@ class Admin:
         if tenant is None:
             raise Refused("name a tenant (--tenant)")
         if not _super(me) and tenant != me.tenant:
-            raise Refused(f"{me.id} belongs to tenant {me.tenant}, not {tenant}")
+            raise Forbidden(f"{me.id} belongs to tenant {me.tenant}, not {tenant}")
         if tenant not in self.state.tenants:
             raise Refused(f"no tenant {tenant!r}")
         return tenant
@@ -101,7 +105,7 @@ class Admin:
             return target
         if me.is_tenant_admin and target.role in ("user", "tenant_admin") and target.tenant == me.tenant:
             return target
-        raise Refused(f"{me.id} cannot administer {target.describe()}")
+        raise Forbidden(f"{me.id} cannot administer {target.describe()}")
 
     def _issue(self, me: Principal, target: Principal, request: AuthRequest) -> tuple[str, tuple[str, IdentityEvent, int | None]]:
         token, token_id, salt, digest = tokens.make_token(target.id, self.random(6), self.random(32), self.random(16))
@@ -123,7 +127,7 @@ class Admin:
 
     def do_tenant_create(self, me: Principal, request: AuthRequest) -> Result:
         if not _super(me):
-            raise Refused("only a super admin creates tenants")
+            raise Forbidden("only a super admin creates tenants")
         name = request.tenant or ""
         problem = tenant_name_problem(name)
         if problem or name.startswith("_"):
@@ -145,13 +149,13 @@ class Admin:
             raise Refused(f"principal {pid!r} exists already")
         if role in ("super_admin", "service"):
             if not _super(me):
-                raise Refused(f"only a super admin creates {role.replace('_', ' ')}s")
+                raise Forbidden(f"only a super admin creates {role.replace('_', ' ')}s")
             if role == "service" and request.service is None:
                 raise Refused("a service principal needs --service (planner, solver, tracker, provisioner or system)")
             tenant = None
         else:
             if not (_super(me) or me.is_tenant_admin):
-                raise Refused("only a super admin or a tenant admin creates users")
+                raise Forbidden("only a super admin or a tenant admin creates users")
             tenant = self._tenant_of_request(me, request)
         created = PrincipalCreated(principal=pid, role=role, tenant=tenant,
                                    service=request.service if role == "service" else None, by=me.id)
@@ -211,7 +215,7 @@ class Admin:
         subject = subjects.identity_events("token", token_id) if record else subjects.identity_events("principal", target.id)
         return ok({"token_id": token_id, "principal": target.id, "revoked": True}, (subject, event, None))
 
-    def _grant_change(self, me: Principal, request: AuthRequest) -> tuple[Principal, Scope]:
+    def _grant_change(self, me: Principal, request: AuthRequest, strict: bool = True) -> tuple[Principal, Scope]:
         if request.permission is None or not request.principal:
             raise Refused("name a principal and a permission (read, write, execute or grant)")
         grantee = self.state.principals.get(request.principal)
@@ -219,14 +223,14 @@ class Admin:
         if tenant is None:
             raise Refused("name a tenant (--tenant)")
         try:
-            scope = Scope.parse(tenant, request.scope or "tenant")
+            scope = Scope.parse(tenant, request.scope or "tenant", strict=strict)
         except ValueError as err:
             raise Refused(str(err)) from None
         if tenant not in self.state.tenants:
             raise Refused(f"no tenant {tenant!r}")
         decision = may_grant(me, self.state.grants_of(me.id), grantee, request.permission, scope)
         if not decision:
-            raise Refused(decision.reason)
+            raise Forbidden(decision.reason)
         assert grantee is not None
         return grantee, scope
 
@@ -238,7 +242,7 @@ class Admin:
                   (subjects.identity_events("principal", grantee.id), event, None))
 
     def do_revoke(self, me: Principal, request: AuthRequest) -> Result:
-        grantee, scope = self._grant_change(me, request)
+        grantee, scope = self._grant_change(me, request, strict=False)  # what an older version let in goes too
         assert request.permission is not None
         event = PermissionRevoked(principal=grantee.id, permission=request.permission, scope=scope, by=me.id)
         return ok({"principal": grantee.id, "permission": request.permission, "scope": str(scope), "revoked": True},

@@ -40,19 +40,21 @@ async def test_identities_from_the_command_line(authed: Authed) -> None:
     alice = out.strip()
     code, out, _ = await muster(authed, "grant", "alice", "write", "--scope", "cluster:*", creds=ada)
     assert code == 0 and "write on acme:cluster:*" in out
+    code, _, err = await muster(authed, "grant", "alice", "read", "--scope", "cluster:*.>", creds=ada)
+    assert code == 2 and "names one cluster by its id (a UUID" in err  # refused before it is sent
     code, out, _ = await muster(authed, "whoami", "--json", token=alice)
     who = json.loads(out)
     assert who["tenant"] == "acme" and who["grants"] == [{"permission": "write", "scope": "acme:cluster:*"}]
     # A tenant admin stays inside its tenant; a user does not administer.
     code, _, err = await muster(authed, "grant", "alice", "read", "--tenant", "a", creds=ada)
-    assert code == 2 and "belongs to tenant acme" in err
+    assert code == 4 and "belongs to tenant acme" in err
     code, _, err = await muster(authed, "tenant", "create", "evil", token=alice)
-    assert code == 2 and "only a super admin creates tenants" in err
+    assert code == 4 and "only a super admin creates tenants" in err
     # Revoked: the bus refuses, and says what it may mean; the token is never echoed.
     token_id = alice.split("_")[2]
     assert (await muster(authed, "token", "revoke", token_id, creds=ada))[0] == 0
     code, out, err = await muster(authed, "whoami", token=alice)
-    assert code == 2 and "the bus refused the token from $MUSTER_TOKEN" in err and alice not in out + err
+    assert code == 4 and "the bus refused the token from $MUSTER_TOKEN" in err and alice not in out + err
 
 
 async def test_a_credentials_file_readable_by_others_is_refused(authed: Authed) -> None:

@@ -12,7 +12,7 @@ import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 
 from contracts import subjects
-from contracts.events import ClusterRequested, JobRequested
+from contracts.events import ClusterNameClaimed, ClusterRequested, JobRequested
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from services.tracker import api
@@ -20,7 +20,7 @@ from services.tracker.http import make_app
 
 from .conftest import Authed
 
-JOB, CLUSTER = str(uuid.uuid4()), str(uuid.uuid4())
+JOB, CLUSTER, OTHER = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
 
 
 @dataclass
@@ -59,6 +59,11 @@ async def served(authed: Authed) -> AsyncIterator[Served]:
         tenant="a", cluster_id=CLUSTER, name="c", template="t", provider="p", job_id=JOB), msg_id="http-c")], expect_last_seq=0)
     await store.append(subjects.job_events("a", JOB), [Append(JobRequested(
         tenant="a", job_id=JOB, cluster_id=CLUSTER, operation="create", request={}), msg_id="http-j")], expect_last_seq=0)
+    await store.append(subjects.cluster_name_events("a", "c"), [Append(ClusterNameClaimed(
+        name="c", cluster_id=CLUSTER, job_id=JOB), msg_id="http-n")], expect_last_seq=0)
+    await store.append(subjects.cluster_events("a", OTHER), [Append(ClusterRequested(
+        tenant="a", cluster_id=OTHER, name="d", template="t", provider="p", job_id=str(uuid.uuid4())), msg_id="http-d")],
+        expect_last_seq=0)
     await system.close()
     nc = await connect(authed.url, name="tracker", token=tokens["tracker"])
     http = TestClient(TestServer(make_app(EventStore(nc))))
@@ -108,6 +113,10 @@ async def test_read_grants_decide_what_a_user_sees(served: Served) -> None:
     for path in ("/v1/jobs", "/v1/clusters", f"/v1/clusters/{uuid.uuid4()}"):
         status, message = await served.get(path, "onec")
         assert status == 403 and "no read permission" in message, (path, status, message)
+    ghost = uuid.uuid4()
+    for path in (f"/v1/jobs/{ghost}", f"/v1/jobs/{ghost}/events", f"/v1/events?job={ghost}"):
+        status, message = await served.get(path, "reader")  # no such job: the same 404 as to anyone
+        assert status == 404 and f"no job {ghost} in tenant a" in message, (path, status, message)
 
 
 @pytest.mark.parametrize("who, status", [("alice", 403), ("ada", 403), ("root", 200), ("tracker", 200)])
@@ -133,3 +142,85 @@ async def test_the_console_signs_in_with_a_token_and_shows_only_its_tenant(serve
         assert page.status == 200 and (sees or CLUSTER not in await page.text()), who
         job = await served.http.get(f"/ui/jobs/{JOB}", cookies={"muster_session": served.tokens[who]})
         assert job.status == (200 if sees else 404), who
+
+
+# -- people's reads (decision 0016): the same matrix on the routes the CLI reads through ----------
+
+
+def _events(text: str) -> list[str]:
+    """The `event:` names of a server-sent events body."""
+    return [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("event: ")]
+
+
+async def _read(served: Served, path: str, who: str, tenant: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {served.tokens[who]}"}
+    if tenant is not None:
+        headers[api.TENANT_HEADER] = tenant
+    resp = await served.http.get(path, headers=headers)
+    return resp.status, await resp.text()
+
+
+PEOPLE = {  # route -> who reads it (besides tenant admins and super admins)
+    f"/v1/events?job={JOB}": ("alice", "reader", "onec"),
+    "/v1/events?cluster=c": ("alice", "reader", "onec"),
+    f"/v1/events?cluster={CLUSTER}&jobs=false": ("alice", "reader", "onec"),
+    "/v1/events?cluster=*&jobs=false": ("alice", "reader"),
+    "/v1/events": ("alice",),
+    "/v1/events?subject=job.*": ("alice",),
+    "/v1/replay?cluster=c": ("alice", "reader", "onec"),
+    f"/v1/replay?cluster={CLUSTER}": ("alice", "reader", "onec"),
+}
+
+
+async def test_people_read_their_tenants_log_replays_and_catalog_by_their_grants(served: Served) -> None:
+    for path, readers in PEOPLE.items():
+        for who in ("alice", "reader", "onec", "ada", "root"):
+            status, body = await _read(served, path, who, tenant="a" if who == "root" else None)
+            if who in readers or who in ("ada", "root"):
+                assert status == 200, (path, who, status, body)
+                assert CLUSTER in body and (path.startswith("/v1/replay") or _events(body)[-1] == "end"), (path, who)
+            else:
+                assert status == 403 and "no read permission" in body and CLUSTER not in body, (path, who, status, body)
+    for path in ("/v1/replay?cluster=d", f"/v1/events?cluster={OTHER}"):  # onec reads c only; d is refused by name and id
+        status, body = await _read(served, path, "onec")
+        assert status == 403 and f"onec has no read permission on cluster d ({OTHER}) of tenant a" in body, (path, body)
+    status, body = await _read(served, "/v1/events?cluster=c&jobs=false", "alice")
+    assert _events(body) == ["event", "end"] and "ClusterRequested" in body and "JobRequested" not in body
+    status, body = await _read(served, "/v1/events?cluster=c", "alice")
+    assert _events(body) == ["event", "event", "end"] and "JobRequested" in body  # its jobs' too
+
+
+async def test_another_tenants_user_sees_nothing_of_them(served: Served) -> None:
+    for path in PEOPLE:
+        status, body = await _read(served, path, "bob", tenant="a")
+        assert status == 403 and "belongs to tenant b" in body, (path, status, body)
+        status, body = await _read(served, path, "bob")  # in its own tenant, A's ids and names are nothing
+        if status == 200:
+            assert _events(body) == ["end"] and CLUSTER not in body and JOB not in body, (path, body)
+        else:
+            assert status == 404 and "in tenant b" in body and "ClusterRequested" not in body, (path, status, body)
+    for path in ("/v1/catalog", "/v1/provisioners"):
+        status, body = await _read(served, path, "bob")
+        assert status == 200 and '"tenants": ["a"' not in body
+    status, body = await _read(served, "/v1/provisioners?all=true", "bob")
+    assert status == 403 and "its tenant only" in body
+    assert (await _read(served, "/v1/provisioners?all=true", "root"))[0] == 200
+
+
+async def test_bad_reads_are_400s_naming_the_parameter(served: Served) -> None:
+    for path, parameter in (("/v1/events?subject=a..b", "subject"), ("/v1/events?job=nope&cluster=c", "job"),
+                            ("/v1/events?since=soon", "since"), ("/v1/events?follow=maybe", "follow"), ("/v1/replay", "cluster"),
+                            ("/v1/replay?cluster=c&seq=-1", "seq"), ("/v1/catalog/history", "name"),
+                            ("/v1/catalog/history?name=x&kind=gadgets", "kind"), ("/v1/events?cluster=a.b", "cluster")):
+        resp = await served.http.get(path, headers={"Authorization": f"Bearer {served.tokens['alice']}"})
+        body = await resp.json()
+        assert resp.status == 400 and body["error"]["parameter"] == parameter, (path, body)
+    status, body = await _read(served, "/v1/replay?cluster=nosuch", "alice")
+    assert status == 404 and "no cluster named 'nosuch' in tenant a" in body
+
+
+async def test_the_provisioners_page_says_what_works_with_auth_on(served: Served) -> None:
+    page = await served.http.get("/ui/provisioners", cookies={"muster_session": served.tokens["alice"]})
+    text = await page.text()
+    assert page.status == 200 and "No live provisioner serves tenant a" in text
+    assert "muster grant PROVISIONER execute --scope queue:default --tenant a" in text and "--tenants" not in text

@@ -33,9 +33,10 @@ class Run:
     stderr: str
 
 
-async def muster(url: str, *args: str, cwd: Path | None = None, timeout: float = 90) -> Run:
-    """`muster ARGS...` as a process with NATS_URL set; waits at most `timeout` seconds."""
-    env = {**os.environ, "NATS_URL": url, "COLUMNS": "200", "USER": "tester"}
+async def muster(url: str, *args: str, cwd: Path | None = None, timeout: float = 90, **more: str) -> Run:
+    """`muster ARGS...` as a process with NATS_URL set (and the environment variables `more`
+    names); waits at most `timeout` seconds."""
+    env = {**os.environ, "NATS_URL": url, "COLUMNS": "200", "USER": "tester", **more}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "muster", *args, cwd=cwd, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -16,7 +16,7 @@ from muster.catalog.store import CatalogConflict, append_changes, plan_changes, 
 
 from .conftest import muster
 
-pytestmark = pytest.mark.nats
+pytestmark = [pytest.mark.nats, pytest.mark.usefixtures("tracker")]
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -133,11 +133,14 @@ async def test_a_concurrent_apply_is_refused_not_merged(nc: Client, tenant: str)
 
 async def test_errors_are_one_sentence_and_an_exit_code(nats_url: str, tenant: str, tmp_path: Path) -> None:
     missing = await muster(nats_url, "catalog", "get", "services", "nope", "--tenant", tenant)
-    assert missing.code == 2 and missing.stderr.strip() == f"Error: no service 'nope' in the catalog of tenant {tenant!r}"
+    assert missing.code == 2 and missing.stderr.strip() == (
+        f"Error: no service 'nope' in the catalog of tenant {tenant!r} (or none you may read)")
     kind = await muster(nats_url, "catalog", "get", "gadgets", "--tenant", tenant)
     assert kind.code == 2 and "unknown kind 'gadgets'" in kind.stderr
-    unreachable = await muster("nats://127.0.0.1:1", "catalog", "get", "services")
-    assert unreachable.code == 3 and "cannot reach NATS at nats://127.0.0.1:1" in unreachable.stderr
+    unreachable = await muster(nats_url, "catalog", "get", "services", MUSTER_TRACKER_URL="http://127.0.0.1:9")
+    assert unreachable.code == 3 and "cannot reach the tracker at http://127.0.0.1:9" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
+    no_bus = await muster("nats://127.0.0.1:1", "catalog", "apply", str(DEMO))
+    assert no_bus.code == 3 and "cannot reach NATS at nats://127.0.0.1:1" in no_bus.stderr
     offline = await muster(nats_url, "catalog", "validate", str(DEMO))
     assert offline.code == 0 and "13 entities: valid" in offline.stdout

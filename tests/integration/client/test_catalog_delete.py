@@ -19,7 +19,7 @@ from muster.bus.eventstore import Append, EventStore
 
 from .conftest import muster
 
-pytestmark = pytest.mark.nats
+pytestmark = [pytest.mark.nats, pytest.mark.usefixtures("tracker")]
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 EXTRA = {"name": "extra", "description": "a service no template lists",

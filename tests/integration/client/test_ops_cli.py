@@ -13,8 +13,7 @@ from muster.catalog.store import apply_catalog
 
 from .conftest import muster
 
-pytestmark = [pytest.mark.nats, pytest.mark.timeout(240), pytest.mark.parametrize("stack", [{"http": False}], indirect=True),
-              pytest.mark.usefixtures("fast")]
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(240), pytest.mark.usefixtures("fast")]
 Stack = Any
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 
@@ -130,8 +129,12 @@ async def test_bad_requests_are_one_sentence(stack: Stack, fresh_nats: str) -> N
     rejected = await muster(fresh_nats, "cluster", "create", "x", "-t", "nope", "-n", "3")
     assert rejected.code == 2 and rejected.stderr.strip() == "Error: create rejected: unknown cluster template 'nope'"
     unknown = await muster(fresh_nats, "cluster", "expand", "ghost", "--add", "1")
-    assert unknown.code == 2 and unknown.stderr.strip() == "Error: no cluster 'ghost' in tenant 'default'"
+    assert unknown.code == 2 and unknown.stderr.strip() == "Error: no cluster named 'ghost' in tenant default"
     bad_json = await muster(fresh_nats, "cluster", "configure", "ghost", "{nope")
     assert bad_json.code == 2 and "CONFIG: not valid JSON" in bad_json.stderr
+    blind = await muster(fresh_nats, "cluster", "create", "blind", "-t", "hadoop-small", "-n", "2", "--wait",
+                         MUSTER_TRACKER_URL="http://127.0.0.1:9")  # accepted, then nothing to follow it through
+    assert blind.code == 3 and "create accepted: job" in blind.stdout
+    assert "cannot reach the tracker at http://127.0.0.1:9" in blind.stderr and "goes on without us (`muster watch" in blind.stderr
     usage = await muster(fresh_nats, "cluster", "create", "x", "-t", "t")
     assert usage.code == 2 and "Missing option '--nodes'" in usage.stderr

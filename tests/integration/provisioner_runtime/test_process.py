@@ -46,6 +46,7 @@ async def _cli(nats_url: str, *args: str) -> tuple[int, str]:
     return proc.returncode or 0, out.decode()
 
 
+@pytest.mark.usefixtures("tracker")  # `provisioners list` reads through it
 async def test_a_provisioner_process_drains_on_request_and_exits(nats_url: str, tenant: str, tmp_path: Path) -> None:
     pid = f"p-{tenant}"
     env = {**os.environ, "MUSTER_LOG_LEVEL": "INFO"}

@@ -87,6 +87,8 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
             http = TestClient(TestServer(make_app(EventStore(ncs[3]))), headers=BEARER)
             await http.start_server()
             exit_stack.push_async_callback(http.close)
+            # `muster` commands run by the test read through this tracker (decision 0016).
+            request.getfixturevalue("monkeypatch").setenv("MUSTER_TRACKER_URL", str(http.make_url("")).rstrip("/"))
 
         client = MusterClient(ncs[4])
         store = EventStore(ncs[4])

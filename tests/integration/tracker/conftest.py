@@ -10,6 +10,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
 from nats.aio.client import Client
@@ -89,7 +90,7 @@ class Tracked:
 
 
 @pytest_asyncio.fixture
-async def tracked(fresh_nats: str) -> AsyncIterator[Tracked]:
+async def tracked(fresh_nats: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Tracked]:
     async with AsyncExitStack() as stack:
         async def connection(name: str) -> Client:
             nc = await connect(fresh_nats, name=name)
@@ -124,6 +125,7 @@ async def tracked(fresh_nats: str) -> AsyncIterator[Tracked]:
         http = TestClient(TestServer(make_app(EventStore(await connection("tracker")))), headers=BEARER)
         await http.start_server()
         stack.push_async_callback(http.close)
+        monkeypatch.setenv("MUSTER_TRACKER_URL", str(http.make_url("")).rstrip("/"))  # the commands read through it
 
         client_nc = await connection("client")
         tracked = Tracked(fresh_nats, MusterClient(client_nc), EventStore(client_nc), http, http.app[TRACKER], planner_stack, planner)

@@ -52,7 +52,7 @@ def _tracker_url(tracked: Tracked) -> str:
     return str(tracked.http.make_url("")).rstrip("/")
 
 
-async def test_status_asks_the_tracker_and_without_one_the_bus(tracked: Tracked) -> None:
+async def test_status_asks_the_tracker_and_without_one_says_where_it_looked(tracked: Tracked) -> None:
     reply = await _finished_job(tracked)
     out = await muster("status", reply.job_id, "--nats-url", tracked.url, "--tracker-url", _tracker_url(tracked))
     assert out.exit_code == 0, out.output
@@ -61,11 +61,11 @@ async def test_status_asks_the_tracker_and_without_one_the_bus(tracked: Tracked)
     body = json.loads((await muster("status", reply.job_id, "--json", "--tracker-url", _tracker_url(tracked))).output)
     assert body["state"] == "succeeded" and body["source"] == "owner"
 
-    # No tracker: the command asks the owner over the bus itself.
+    # People read through the tracker only (decision 0016): without one, exit 3 saying where.
     out = await muster("status", reply.job_id, "--json", "--nats-url", tracked.url, "--tracker-url", "http://127.0.0.1:9")
-    assert out.exit_code == 0 and json.loads(out.output)["tasks"] == body["tasks"]
+    assert out.exit_code == 3 and "cannot reach the tracker at http://127.0.0.1:9" in out.output
 
-    out = await muster("status", "00000000-0000-4000-8000-000000000000", "--nats-url", tracked.url, "--tracker-url", "http://127.0.0.1:9")
+    out = await muster("status", "00000000-0000-4000-8000-000000000000", "--nats-url", tracked.url)
     assert out.exit_code == 2 and "no job" in out.output
     assert (await muster("status", "not-a-job", "--nats-url", tracked.url)).exit_code == 2
 

@@ -74,6 +74,14 @@ async def test_another_tenant_sees_nothing_of_them(tracked: Tracked) -> None:
         assert job_id not in (await resp.text()).replace(f"no job {job_id}", "")
     listed = await (await tracked.http.get("/ui/clusters", headers=OTHER)).text()
     assert cluster_id not in listed
+    # A tenant without jobs, and a filter nothing matches, are pages saying so (they were 500s).
+    for path, says in (("/ui/jobs", "No jobs in tenant someone-else."), ("/ui/jobs?state=failed", "No jobs failed in tenant someone-else."),
+                       ("/ui/jobs?state=rolled_back", "No jobs rolled back in tenant someone-else.")):
+        page = await tracked.http.get(path, headers=OTHER)
+        assert page.status == 200 and says in await page.text(), path
+    own = await tracked.http.get("/ui/jobs?state=failed")
+    assert own.status == 200 and "No jobs failed in tenant default." in await own.text()
+    assert job_id in await (await tracked.http.get("/ui/jobs?state=succeeded")).text()
     said = await tracked.http.post(f"/ui/jobs/{job_id}/control", data=_form("retry", "someone-else"),
                                    headers={**OTHER, "Accept": "application/json"})
     assert (await said.json())["said"] == f"rejected: there is no job {job_id} in tenant someone-else"

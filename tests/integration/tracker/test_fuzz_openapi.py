@@ -81,4 +81,6 @@ def tracker_url(nats_url: str) -> Iterator[str]:
 def test_no_request_makes_the_tracker_fail_or_break_its_document(case: Any, tracker_url: str) -> None:
     # As the session's system principal (tests/conftest.py), so the handlers behind the token
     # check get fuzzed too; the 401/403 answers are tested in tests/integration/auth.
+    if case.path == "/v1/events" and str((case.query or {}).get("follow")).lower() == "true" and "job" not in (case.query or {}):
+        return  # a tenant's log followed never ends: nothing to validate an answer against (tests/integration/auth)
     case.call_and_validate(base_url=tracker_url, timeout=10, headers={"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"})

@@ -16,6 +16,7 @@ from muster.bus.connect import DEFAULT_URL, nats_url
 from muster.cli_bus import DEFAULT_TRACKER_URL, Bus, bus_options
 from muster.cli_support import (
     EXIT_CODES,
+    EXIT_DENIED,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_INVALID,
@@ -39,6 +40,8 @@ def test_the_exit_codes_are_the_table_docs_client_md_shows() -> None:
 
 @pytest.mark.parametrize(("err", "code", "words"), [
     (RequestRejected(Rejected(reason="unknown cluster template 'x'"), "create"), EXIT_INVALID, "create rejected"),
+    (RequestRejected(Rejected(reason="alice has no write permission on every cluster of tenant a", code="forbidden"), "create"),
+     EXIT_DENIED, "alice has no write permission on every cluster"),
     (NoAnswer("create request r1 got no answer"), EXIT_UNREACHABLE, "is a planner running"),
     (nats.errors.NoRespondersError(), EXIT_UNREACHABLE, "the event log refused or failed"),
     (TimeoutError(), EXIT_UNREACHABLE, "timed out"),
@@ -101,6 +104,20 @@ def test_bus_options_reach_the_command_as_one_bus(tmp_path: Path, monkeypatch: p
     assert _invoke(every, "--nats-url", "nats://a:1")[0] == 0
     assert _invoke(one, env={"MUSTER_TENANT": "acme", "NATS_URL": "nats://env:2"})[0] == 0
     assert [(b.tenant, b.nats_url) for b in seen] == [("default", DEFAULT_URL), (None, "nats://a:1"), ("acme", "nats://env:2")]
+    assert [b.asked for b in seen] == [None, None, "acme"]  # reads without one go to the token's own tenant
+
+
+def test_a_reader_that_stops_reading_ends_a_command_quietly() -> None:
+    """`muster history J | head`: the closed pipe is a normal end, with no message (the
+    interpreter's last flush included), not "internal error (BrokenPipeError)"."""
+    import subprocess
+    import sys
+
+    script = ("import click\nfrom muster.cli_support import command\n@click.command()\n@command\n"
+              "async def lines() -> None:\n    for i in range(200000):\n        click.echo(f'line {i}')\nlines()\n")
+    ran = subprocess.run(["bash", "-o", "pipefail", "-c", f"{sys.executable} -c \"$0\" | head -2", script],
+                         capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "line 0\nline 1\n", "")
 
 
 def test_one_resolver_finds_nats_and_the_tracker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

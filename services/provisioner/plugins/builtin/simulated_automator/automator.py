@@ -29,6 +29,12 @@ class SimulatedRun:
     """The cluster config as the plugin got it (its macros expanded)."""
 
 
+STATE_RESULT = "simulated.state."
+"""Node result `simulated.state.<service>`: `stopped` after a stop (and `running` after a start
+that follows one). A `status` answers from it first, so it answers the same on any provisioner
+of a deployment; a service started and never stopped is running."""
+
+
 class SimulatedAutomator(AutomatorPlugin):
     runs: deque[SimulatedRun]
     """What ran, in order: the latest MAX_RUNS (for tests and demos)."""
@@ -58,10 +64,13 @@ class SimulatedAutomator(AutomatorPlugin):
                 stderr=f"simulated error in {script or action.value}",
             )
         key = (ctx.task.cluster_id, ctx.node.id, service)
+        recorded = ctx.task.results.get(STATE_RESULT + service)
         if action in (Action.START, Action.STOP):
             self.states[key] = "running" if action is Action.START else "stopped"
+            if action is Action.STOP or recorded == "stopped":  # a fact any provisioner reads back
+                return succeeded({STATE_RESULT + service: self.states[key]}, stdout=line)
         if action is Action.STATUS:
-            state = str(ctx.fields.get("state") or self.states.get(key, "unknown"))
+            state = str(ctx.fields.get("state") or recorded or self.states.get(key, "running"))
             return succeeded({"state": state}, stdout=f"{line}: {state}")
         return succeeded(stdout=line)
 

@@ -1,0 +1,86 @@
+"""`muster cluster list` and `muster cluster show`: the tenant's clusters as their events tell
+them, read through the tracker (docs/decisions/0016). Registered on the `cluster` group by
+`ops_cli.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+from rich.table import Table
+
+from .cli_bus import Bus, bus_options
+from .cli_support import command, echo_json, json_option
+from .client import ClusterInfo
+from .ops_session import out, print_rows, read_cluster
+from .tracker_client import TrackerReads
+
+
+@click.command("list")
+@click.option("--all", "show_all", is_flag=True, help="deleted clusters too")
+@click.option("--output", "-o", type=click.Choice(["table", "wide", "json"]), default=None,
+              help="table (default), wide (services, version, provider too) or json; without a terminal, the "
+                   "table is plain columns with nothing cut")
+@bus_options
+@json_option
+@command
+async def list_clusters(show_all: bool, output: str | None, bus: Bus, as_json: bool) -> None:
+    """The tenant's clusters, from their events (through the tracker)."""
+    async with TrackerReads(bus) as tracker:
+        clusters = [c for c in await tracker.clusters() if show_all or c.status != "deleted"]
+    if as_json or output == "json":
+        echo_json([{k: v for k, v in c.to_json().items() if k not in ("nodes", "config")} | {"nodes": len(c.nodes)}
+                   for c in clusters])
+        return
+    tenant = bus.asked or (clusters[0].tenant if clusters else "")
+    if not clusters:
+        out.print(f"no clusters in tenant {tenant!r}" if tenant else "no clusters")
+        return
+    columns = ["name", "id", "status", "template", "nodes", "last job", "expires"]
+    if output == "wide":
+        columns[5:5] = ["services", "provider", "version"]
+    rows = [[str(_column(c, col)) for col in columns] for c in clusters]
+    print_rows(f"clusters of tenant {tenant!r}", columns, rows)
+
+
+def _column(c: ClusterInfo, name: str) -> object:
+    return {"name": c.name, "id": c.id, "status": c.status, "template": c.template, "nodes": len(c.nodes),
+            "services": ",".join(c.services), "provider": c.provider, "version": c.version, "last job": c.job_id,
+            "expires": c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never"}[name]
+
+
+def cluster_read(name: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """A command that reads one CLUSTER (its id or name) through the tracker, with --json."""
+
+    def decorate(f: Callable[..., Any]) -> click.Command:
+        return click.command(name)(click.argument("cluster_ref", metavar="CLUSTER")(bus_options(json_option(command(f)))))
+
+    return decorate
+
+
+@cluster_read("show")
+async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
+    """One cluster: status, template, config, every node."""
+    c = await read_cluster(bus, cluster_ref)
+    data = c.to_json()
+    if as_json:
+        echo_json(data)
+        return
+    status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
+    for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
+                         ("provider", c.provider), ("last job", c.job_id), ("services", ", ".join(c.services)),
+                         ("version", str(c.version)),
+                         ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
+                         ("config", str(c.config))):
+        out.print(f"{label:>9}: {value}")
+    table = Table(title=f"{len(c.nodes)} nodes")
+    for col in ("node", "hostname", "hardware", "image", "address", "services"):
+        table.add_column(col)
+    for n in data["nodes"]:
+        table.add_row(n["id"], n["hostname"], n["hardwaretype"], n["imagetype"],
+                      ", ".join(n["ipaddresses"].values()), ", ".join(n["services"]))
+    out.print(table)
+
+
+COMMANDS = (list_clusters, show)

@@ -1,0 +1,160 @@
+"""`GET /v1/events`: a tenant's log as server-sent events, for people (decision 0016).
+
+One route serves every command that reads raw events: `muster events` (a subject pattern),
+`history JOB` and the follows of `--wait`, `job wait` and `watch` (a job's story), `history
+--cluster`, `events --cluster`, `cluster list|show` (a cluster's own events, or every
+cluster's). What was recorded up to the moment of the request is read from the log and sent,
+then `end`; with `follow`, an ordered consumer takes over from there (no polling), and a job's
+story ends with the job as `/v1/jobs/{id}/stream` does. A cluster's story with its jobs picks
+up the cluster's new jobs as they start (their `JobRequested` names the cluster).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import cast
+
+import structlog
+from aiohttp import web
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from contracts import subjects
+from contracts.events import FINAL_JOB_EVENTS
+from contracts.identity import Scope
+from contracts.records import Recorded
+from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from muster.readmodel.story import job_of
+
+from . import auth as auth_
+from .app import event_json
+from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
+from .people import flag, resolve_cluster, time_query
+from .people_api import MAX_SEQ, RELATIVE_SUBJECT
+from .sse import deliveries, sse, stream_response
+from .story import cluster_history
+
+log = structlog.get_logger("muster.tracker")
+
+_RELATIVE = re.compile(RELATIVE_SUBJECT)
+
+
+@dataclass
+class Selection:
+    """Which events of the tenant a request gets."""
+
+    tenant: str
+    filters: list[str]
+    job: str | None = None
+    """A job's story: it ends when the job does."""
+    cluster: str | None = None
+    """A cluster's story with its jobs': `jobs` grows as its jobs start."""
+    jobs: set[str] = field(default_factory=set)
+
+    def keeps(self, r: Recorded) -> bool:
+        if self.cluster is None or r.subject == subjects.cluster_events(self.tenant, self.cluster):
+            return True
+        job = job_of(r.subject)
+        if job is not None and r.type == "JobRequested" and getattr(r.event, "cluster_id", None) == self.cluster:
+            self.jobs.add(job)
+        return job in self.jobs
+
+    async def read(self, store: EventStore, after: int, end: int) -> list[Recorded]:
+        """What the log holds up to `end`, after `after`."""
+        if self.cluster is not None:
+            history = await cluster_history(store, self.tenant, self.cluster, up_to_seq=end)
+            self.jobs.update(j for j in map(job_of, (r.subject for r in history)) if j)
+            return [r for r in history if after < r.seq <= end]
+        merged: dict[int, Recorded] = {}
+        for f in self.filters:
+            for r in await store.read(f, start_seq=after + 1, up_to_seq=end):
+                merged[r.seq] = r
+        return [merged[s] for s in sorted(merged) if s <= end]
+
+
+async def _selection(request: web.Request, tenant: str) -> Selection:
+    q = request.query  # one of job, cluster and subject; given several, the first of these
+    with_jobs = flag(request, "jobs", True)
+    if "job" in q:
+        job = q["job"]
+        if not UUID_RE.fullmatch(job):
+            raise BadParameter("job", f"job {shown(job)} is not a job id (a UUID)")
+        job = job.lower()
+        tracker = request.app[TRACKER]
+        await auth_.may_read_job(request, tenant, job, tracker)
+        if not await tracker.job_exists(tenant, job):
+            raise web.HTTPNotFound(reason=f"no job {job} in tenant {tenant}")
+        return Selection(tenant, subjects.job_history_filters(tenant, job), job=job)
+    if "cluster" in q:
+        if q["cluster"] == "*":
+            auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id="*"))
+            return Selection(tenant, [f"{subjects.EVT}.{tenant}.cluster.*"])
+        cluster_id, _ = await resolve_cluster(request, tenant, q["cluster"])
+        own = subjects.cluster_events(tenant, cluster_id)
+        if not with_jobs:
+            return Selection(tenant, [own])
+        return Selection(tenant, [own, *(f"{subjects.EVT}.{tenant}.{kind}.>" for kind in ("job", "layout", "task"))],
+                         cluster=cluster_id)
+    pattern = q.get("subject", ">")
+    if len(pattern) > 1000 or not _RELATIVE.fullmatch(pattern):
+        raise BadParameter("subject", f"subject {shown(pattern)} is not a subject pattern under muster.evt.<tenant>. "
+                           "(tokens or *, separated by dots, with an optional > last)")
+    auth_.may_read(request, Scope(tenant=tenant))
+    return Selection(tenant, [f"{subjects.EVT}.{tenant}.{pattern}"])
+
+
+async def stream_events(request: web.Request) -> web.StreamResponse:
+    tenant = tenant_of(request)
+    after = int_query(request, "after", 0, 0, MAX_SEQ)
+    since = time_query(request, "since")
+    follow = flag(request, "follow", False)
+    selection = await _selection(request, tenant)
+    store = cast(EventStore, request.app[TRACKER].store)  # on HTTP, the log is always JetStream's
+    end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
+    history = await selection.read(store, after, end)
+    response = stream_response()
+    await response.prepare(request)
+    try:
+        for r in history:
+            await _send(response, r, since)
+        last = history[-1] if history else None
+        job_over = selection.job is not None and last is not None and last.type in FINAL_JOB_EVENTS
+        if follow and not job_over:
+            await _follow(response, store, selection, max(after, end), since)
+        await response.write(sse("end", None, {"seq": end}))
+    except ConnectionError:
+        pass  # the client went away
+    except Exception:  # the response has started: all that is left is to end it
+        log.exception("event stream failed", tenant=tenant)
+    return response
+
+
+async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None) -> None:
+    if since is None or r.time >= since:
+        await response.write(sse("event", r.seq, event_json(r)))
+
+
+async def _follow(response: web.StreamResponse, store: EventStore, selection: Selection, after: int,
+                  since: datetime | None) -> None:
+    """From just after `after`, live: a job's story until its last final event."""
+    queue: asyncio.Queue[Msg] = asyncio.Queue()
+    filters = selection.filters
+    config = ConsumerConfig(filter_subjects=filters if len(filters) > 1 else None,
+                            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=after + 1)
+    sub = await store.js.subscribe(filters[0], stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config,
+                                   cb=queue.put, idle_heartbeat=2.0)
+    try:
+        async for msg in deliveries(queue, response):
+            r = await inflate(store.bodies, recorded_from_msg(msg))
+            if not selection.keeps(r):
+                continue
+            await _send(response, r, since)
+            if selection.job is not None and r.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
+                return
+    finally:
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()

@@ -1,0 +1,198 @@
+"""What people read through the tracker besides jobs and clusters (docs/decisions/0016): a
+cluster named by id or name, a replay, the catalog and its history, the live provisioners.
+Every answer is scoped by the request's tenant and the principal's grants (`auth.py`); the
+routes are declared in `people_api.py`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from contracts import subjects
+from contracts.catalog import KINDS, Catalog
+from contracts.identity import Scope
+from muster.catalog.sensitive import redact
+from muster.catalog.store import read_history, read_state
+from muster.readmodel.clusters import fold_cluster
+from muster.readmodel.locations import cluster_key
+
+from . import auth as auth_
+from .app import Tracker
+from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
+from .people_api import CLUSTER_REF, MAX_SEQ
+from .story import replay_cluster
+
+_REF = re.compile(CLUSTER_REF)
+
+
+def not_found(message: str) -> web.HTTPNotFound:
+    return web.HTTPNotFound(reason=message)
+
+
+def flag(request: web.Request, name: str, default: bool) -> bool:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    if raw not in ("true", "false"):
+        raise BadParameter(name, f"{name} {shown(raw)} is not true or false")
+    return raw == "true"
+
+
+def time_query(request: web.Request, name: str) -> datetime | None:
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        when = datetime.fromisoformat(raw.replace("Z", "+00:00") if raw.endswith("Z") else raw)
+    except ValueError:
+        raise BadParameter(name, f"{name} {shown(raw)} is not an ISO 8601 time (e.g. 2026-05-01T12:00:00Z)") from None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+# -- a cluster by id or name -------------------------------------------------------------------------
+
+
+async def _status(tracker: Tracker, tenant: str, cluster_id: str) -> tuple[str, str] | None:
+    """(name, status) of a cluster: from the index, else folded from its events."""
+    record = tracker.index.mirror.get(cluster_key(tenant, cluster_id)) if tracker.index is not None else None
+    if record is not None and record.get("status") is not None:
+        return str(record.get("name") or ""), str(record.get("status"))
+    state = fold_cluster(await tracker.store.read(subjects.cluster_events(tenant, cluster_id)))
+    return (state.name, state.status) if state is not None else None
+
+
+async def _named(tracker: Tracker, tenant: str, name: str) -> list[str]:
+    """Every cluster that took this name, oldest first: the name's claims in the log, and any
+    cluster of the index with it (clusters made before names were claimed)."""
+    found = [str(r.event.cluster_id) for r in await tracker.store.read(subjects.cluster_name_events(tenant, name))
+             if r.type == "ClusterNameClaimed"]
+    if tracker.index is not None:
+        for key in tracker.index.mirror.clusters_of_tenant.get(tenant, ()):
+            record = tracker.index.mirror.get(key)
+            if record is not None and record.get("name") == name and record.ident["cluster_id"] not in found:
+                found.append(record.ident["cluster_id"])
+    return list(dict.fromkeys(found))
+
+
+async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter: str = "cluster") -> tuple[str, str]:
+    """(id, name) of the cluster `ref` names, which the principal may read: an id, or a name
+    (the live cluster of that name, else the last deleted one). 404 when there is none, 400
+    when several live clusters share the name, 403 (naming the cluster) without `read`."""
+    if not _REF.fullmatch(ref):
+        raise BadParameter(parameter, f"{parameter} {shown(ref)} is neither a cluster id nor a cluster name")
+    tracker = request.app[TRACKER]
+    if UUID_RE.fullmatch(ref):
+        cluster_id = ref.lower()
+        known = await _status(tracker, tenant, cluster_id)
+        if known is None:
+            raise not_found(f"no cluster {cluster_id} in tenant {tenant}")
+        name = known[0]
+    else:
+        states = {c: await _status(tracker, tenant, c) for c in await _named(tracker, tenant, ref)}
+        live = [c for c, s in states.items() if s is not None and s[1] != "deleted"]
+        if len(live) > 1:
+            raise BadParameter(parameter, f"{len(live)} live clusters are named {ref!r} ({', '.join(live)}): give the id")
+        chosen = live or [c for c, s in states.items() if s is not None][-1:]
+        if not chosen:
+            raise not_found(f"no cluster named {ref!r} in tenant {tenant}")
+        cluster_id, name = chosen[0], ref
+    decision = request[auth_.AUTHZ].may("read", Scope(tenant=tenant, kind="cluster", id=cluster_id))
+    if not decision:
+        raise auth_.Forbidden(decision.reason.replace(f"cluster {cluster_id}", f"cluster {name} ({cluster_id})") if name else decision.reason)
+    return cluster_id, name
+
+
+# -- handlers ----------------------------------------------------------------------------------------
+
+
+async def get_replay(request: web.Request) -> web.Response:
+    tenant = tenant_of(request)
+    seq = int_query(request, "seq", -1, 0, MAX_SEQ)
+    at = time_query(request, "at")
+    ref = request.query.get("cluster")
+    if ref is None:
+        raise BadParameter("cluster", "name the cluster (its id or its name)")
+    cluster_id, name = await resolve_cluster(request, tenant, ref)
+    tracker = request.app[TRACKER]
+    state = await replay_cluster(tracker.store, tenant, cluster_id, seq if seq >= 0 else None, at, tracker.stories)
+    if state is None:
+        raise not_found(f"cluster {name} ({cluster_id}) had no events in tenant {tenant} at that point")
+    return web.json_response(state)
+
+
+async def get_catalog(request: web.Request) -> web.Response:
+    tenant = tenant_of(request)
+    from services.provisioner.plugins.specs import catalog_plugins
+
+    state = await read_state(request.app[TRACKER].store, tenant)
+    shown_catalog: Catalog = redact(state.catalog, catalog_plugins())
+    may = request[auth_.AUTHZ].may
+    complete = True
+    for kind in KINDS:
+        entities = shown_catalog.entities(kind)
+        for name in [n for n in entities if not may("read", Scope(tenant=tenant, kind="catalog", id=f"{kind}/{n}"))]:
+            del entities[name]
+            complete = False
+    versions = [{"kind": k, "name": n, "version": v} for (k, n), v in sorted(state.versions.items())
+                if n in shown_catalog.entities(k)]
+    return web.json_response({"catalog": shown_catalog.model_dump(mode="json", exclude_defaults=True),
+                              "versions": versions, "last_seq": state.last_seq, "complete": complete})
+
+
+async def get_catalog_history(request: web.Request) -> web.Response:
+    tenant = tenant_of(request)
+    name = request.query.get("name")
+    if name is None or not subjects.TOKEN.fullmatch(name):
+        raise BadParameter("name", f"name {shown(name or '')} is not a catalog entity's name")
+    kind = request.query.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise BadParameter("kind", f"kind {shown(kind)} is not one of {', '.join(KINDS)}")
+    from services.provisioner.plugins.specs import catalog_plugins
+
+    versions = [v for v in await read_history(request.app[TRACKER].store, tenant) if v.name == name and kind in (None, v.kind)]
+    if not versions:
+        raise not_found(f"no catalog entity {name!r} in the log of tenant {tenant}")
+    authz, specs, items = request[auth_.AUTHZ], catalog_plugins(), []
+    for v in versions:
+        decision = authz.may("read", Scope(tenant=tenant, kind="catalog", id=f"{v.kind}/{v.name}"))
+        if not decision:
+            continue
+        entity = v.entity
+        if v.kind == "providers":
+            entity = redact(Catalog.model_validate({"providers": {v.name: v.entity}}), specs).providers[v.name].model_dump(mode="json")
+        items.append({**v.to_json(), "entity": entity})
+    if not items:
+        authz.require("read", Scope(tenant=tenant, kind="catalog", id=f"{versions[0].kind}/{name}"))
+    return web.json_response({"items": items})
+
+
+async def list_provisioners(request: web.Request) -> web.Response:
+    from services.provisioner.presence import live_provisioners
+
+    tenant = tenant_of(request)
+    klass = request.query.get("class")
+    if klass is not None and not subjects.TOKEN.fullmatch(klass):
+        raise BadParameter("class", f"class {shown(klass)} is not a provisioner class name")
+    principal = request[auth_.PRINCIPAL]
+    operator = principal.is_super_admin or principal.role == "service"
+    every = flag(request, "all", False)
+    if every and not operator:
+        raise auth_.Forbidden(f"{principal.id} sees the provisioners of its tenant only (all is for super admins and services)")
+    records = await live_provisioners(request.app[TRACKER].nc, tenant=None if every else tenant, provisioner_class=klass)
+    items = []
+    for r in records:
+        data: dict[str, Any] = r.model_dump(mode="json")
+        if not operator:  # other tenants are counted, not named (as on the console)
+            data["info"]["tenants"] = [tenant]
+            del data["info"]["host"], data["info"]["pid"]
+            data["others"] = len([t for t in r.info.tenants if t != tenant])
+        items.append(data)
+    return web.json_response({"items": items})
+
+
+HANDLERS = {"get_replay": get_replay, "get_catalog": get_catalog, "get_catalog_history": get_catalog_history,
+            "list_provisioners": list_provisioners}

@@ -1,0 +1,174 @@
+"""A tenant's own people do their whole day with their own token (issue #28, decision 0016):
+real processes as `muster up` starts them (nats-server with authorization on, the auth service,
+planner, solver, provisioner, tracker), two tenants, and the `muster` command run as each
+tenant's user. Every reading command works for the user of `acme` through the tracker, scoped
+by its grants; `beta`'s user sees nothing of it; refusals exit 4 and say what is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from contracts import subjects
+from muster.bus.connect import connect, principal_of
+from muster.bus.eventstore import EventStore
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
+from muster.runtime.supervisor import Deployment
+
+pytestmark = [pytest.mark.nats, pytest.mark.e2e, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
+
+DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+
+
+@dataclass
+class Day:
+    deployment: Deployment
+    tokens: dict[str, str] = field(repr=False)  # never in test output
+    base: Path = Path()
+
+    async def muster(self, who: str, *args: str, shell: str = "") -> Ran:
+        """`muster ARGS` as `who` (its own token only), or `muster ARGS SHELL` through bash."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_") and k != "NATS_URL"}
+        env.update(MUSTER_TOKEN=self.tokens[who], NATS_URL=self.deployment.nats_url or "", COLUMNS="200",
+                   MUSTER_TRACKER_URL=self.deployment.tracker_url)
+        command = [sys.executable, "-m", "muster", *args]
+        if shell:
+            command = ["bash", "-o", "pipefail", "-c", " ".join(f"'{a}'" for a in command) + " " + shell]
+        proc = await asyncio.create_subprocess_exec(*command, env=env, cwd=self.base, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        assert self.tokens[who] not in (out + err).decode()
+        return Ran(proc.returncode or 0, out.decode(), err.decode())
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def day(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Day]:
+    base = tmp_path_factory.mktemp("tenants")
+    deployment = Deployment(base / "deploy", tenants="acme,beta", extra_args={"provisioner": ["--work-dir", str(base / "work")]})
+    await deployment.start()
+    nc = await connect(deployment.nats_url, name="test")  # the session's system identity
+    try:
+        tokens = {"root": deployment.admin_token() or ""}
+        catalog = load_catalog(DEMO)
+        sim = catalog.providers["sim"]
+        catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "0-10"}})
+        for tenant in ("acme", "beta"):
+            await apply_catalog(EventStore(nc), tenant, catalog, by="test")
+
+        async def ask(verb: str, **body: Any) -> dict[str, Any]:
+            reply = await nc.request(subjects.auth_request(principal_of(nc), verb), json.dumps(body).encode(), timeout=10)
+            answer = json.loads(reply.data)
+            assert answer["ok"], answer
+            return dict(answer.get("data") or {})
+
+        for user, tenant, grants in (("alice", "acme", ("write", "execute")), ("bob", "beta", ("write", "execute")),
+                                     ("carol", "acme", ("read",))):
+            tokens[user] = (await ask("user-create", principal=user, tenant=tenant))["token"]
+            for permission in grants:
+                await ask("grant", principal=user, permission=permission, scope="cluster:*", tenant=tenant)
+            await ask("grant", principal=user, permission="read", scope="catalog:*", tenant=tenant)
+        yield Day(deployment, tokens, base)
+    finally:
+        await nc.close()
+        await deployment.stop()
+
+
+async def test_a_tenants_user_does_its_day_with_its_own_token(day: Day) -> None:
+    created = await day.muster("alice", "cluster", "create", "web", "-t", "hadoop-small", "-n", "2", "--wait", "--timeout", "90")
+    assert created.code == 0, created.err
+    job = created.out.split("job ")[1].split(",")[0]
+    assert f"job {job} succeeded" in created.out
+
+    follow = await asyncio.create_subprocess_exec(  # live: the cluster's events and its new jobs'
+        sys.executable, "-m", "muster", "events", "--cluster", "web", "--follow", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, cwd=day.base,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("MUSTER_")}, "MUSTER_TOKEN": day.tokens["alice"],
+             "MUSTER_TRACKER_URL": day.deployment.tracker_url, "NATS_URL": day.deployment.nats_url or ""})
+    runs = await asyncio.gather(
+        day.muster("alice", "cluster", "list"), day.muster("alice", "cluster", "list", "-o", "wide"),
+        day.muster("alice", "cluster", "show", "web", "--json"), day.muster("alice", "status", job),
+        day.muster("alice", "watch", job), day.muster("alice", "job", "wait", job, "--json"),
+        day.muster("alice", "history", job, shell="| head -3"), day.muster("alice", "history", "--cluster", "web", "--json"),
+        day.muster("alice", "replay", "--cluster", "web", "--json"), day.muster("alice", "catalog", "get", "services"),
+        day.muster("alice", "catalog", "diff", str(DEMO)), day.muster("alice", "catalog", "history", "hadoop-small", "--json"),
+        day.muster("alice", "provisioners", "list", "--json"), day.muster("alice", "events"),
+    )
+    listed, wide, shown, status, watched, waited, head, history, replay, services, diff, catalog_history, provs, everything = runs
+    cluster = json.loads(shown.out)
+    assert listed.code == 0 and "web" in listed.out and cluster["id"] in listed.out and "│" not in listed.out, listed
+    assert listed.out.splitlines()[0].split() == ["NAME", "ID", "STATUS", "TEMPLATE", "NODES", "LAST", "JOB", "EXPIRES"]
+    assert wide.code == 0 and "zookeeper-server" in wide.out and "SERVICES" in wide.out, wide
+    assert shown.code == 0 and cluster["status"] == "active" and len(cluster["nodes"]) == 2 and cluster["tenant"] == "acme"
+    assert status.code == 0 and f"job {job}: succeeded" in status.out, status
+    assert watched.code == 0 and watched.out.splitlines()[-1].startswith(f"job {job} succeeded"), watched
+    assert waited.code == 0 and json.loads(waited.out.splitlines()[-1])["type"] == "JobSucceeded", waited
+    assert head.code == 0 and len(head.out.splitlines()) == 3 and head.err == "", head  # a closed pipe is a normal end
+    assert history.code == 0 and {"ClusterRequested", "JobSucceeded"} <= {json.loads(line)["type"] for line in history.out.splitlines()}
+    assert replay.code == 0 and json.loads(replay.out)["cluster"]["status"] == "active", replay
+    assert services.code == 0 and "zookeeper-server" in services.out, services
+    assert diff.code == 0 and "~ provider sim (v2): provisioner.latency_ms" in diff.out and "apply would be accepted" in diff.out
+    assert catalog_history.code == 0 and json.loads(catalog_history.out.splitlines()[0])["name"] == "hadoop-small"
+    [provisioner] = json.loads(provs.out)
+    assert provs.code == 0 and provisioner["info"]["tenants"] == ["acme"] and provisioner["others"] == 1, provs
+    # The whole tenant's log needs read on the tenant: alice holds grants on its clusters and catalog.
+    assert everything.code == 4 and "alice has no read permission on tenant acme" in everything.err, everything
+
+    checked = await day.muster("alice", "cluster", "check", "web", "--wait", "--timeout", "60")
+    assert checked.code == 0 and "no drift" in checked.out, checked
+    assert follow.stdout is not None
+    seen: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(60):
+            while not any(e["type"] == "JobSucceeded" and e["event"]["job_id"] != job for e in seen):
+                seen.append(json.loads(await follow.stdout.readline()))
+    finally:
+        follow.terminate()
+        await follow.wait()
+    assert {e["type"] for e in seen} >= {"ClusterRequested", "ServiceStateObserved"}  # the check job's events came live
+    assert all(e["subject"].startswith("muster.evt.acme.") for e in seen)
+
+
+async def test_another_tenants_user_sees_nothing_and_refusals_say_what_is_missing(day: Day) -> None:
+    listed = await day.muster("alice", "cluster", "list", "-o", "json")
+    [web] = [c for c in json.loads(listed.out) if c["name"] == "web"]
+    runs = await asyncio.gather(
+        day.muster("bob", "cluster", "show", "web"), day.muster("bob", "cluster", "show", web["id"]),
+        day.muster("bob", "history", web["job_id"]), day.muster("bob", "job", "wait", web["job_id"]),
+        day.muster("bob", "events", "--cluster", web["id"]), day.muster("bob", "replay", "--cluster", "web"),
+        day.muster("bob", "cluster", "list", "--tenant", "acme"),
+        day.muster("bob", "cluster", "create", "x", "-t", "hadoop-small", "-n", "1", "--tenant", "acme"),
+        day.muster("bob", "cluster", "list", "-o", "json"), day.muster("bob", "provisioners", "list", "--json"),
+        day.muster("root", "cluster", "list", "--tenant", "acme", "-o", "json"),
+        day.muster("carol", "cluster", "check", "web"), day.muster("carol", "cluster", "show", "web"),
+    )
+    by_name, by_id, history, wait, events, replay, other_tenant, create_there, own, provs, operator, check, show = runs
+    assert by_name.code == 2 and "no cluster named 'web' in tenant beta" in by_name.err, by_name
+    for ran in (by_id, history, wait, events):
+        assert ran.code == 2 and "in tenant beta" in ran.err and "web" not in ran.out + ran.err, ran
+    assert replay.code == 2 and "no cluster named 'web' in tenant beta" in replay.err
+    assert other_tenant.code == 4 and "bob belongs to tenant beta; it cannot ask about tenant 'acme'" in other_tenant.err
+    assert create_there.code == 4 and "bob may not send create requests in tenant acme" in create_there.err, create_there
+    assert "timed out" not in create_there.err and "unreachable" not in create_there.err
+    assert own.code == 0 and json.loads(own.out) == []
+    assert provs.code == 0 and all(p["info"]["tenants"] == ["beta"] for p in json.loads(provs.out))
+    assert operator.code == 0 and [c["name"] for c in json.loads(operator.out)] == ["web"]
+    # A reader of acme's clusters reads them, and may not run anything on them.
+    assert show.code == 0 and web["id"] in show.out
+    assert check.code == 4 and f"carol has no execute permission on cluster web ({web['id']}) of tenant acme" in check.err, check
