@@ -6,29 +6,21 @@ the server cannot drift apart (a test checks every documented route answers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
 from contracts.layout import Layout
 
-TENANT_HEADER = "X-Muster-Tenant"
-DEFAULT_TENANT = "default"
-UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+from . import people_api
+from .api_base import DEFAULT_LIMIT as DEFAULT_LIMIT
+from .api_base import DEFAULT_TENANT as DEFAULT_TENANT
+from .api_base import MAX_LIMIT, MAX_SEQ, TENANT, TENANT_HEADER, UUID_PATTERN, Route, _Out, _param
+
 JOB_STATES = ("running", "waiting_for_resources", "waiting_for_approval", "paused", "succeeded", "failed", "rolling_back", "rolled_back",
               "needs_attention")
-MAX_LIMIT = 500
-MAX_SEQ = 1 << 62
-DEFAULT_LIMIT = 50
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
 class ErrorDetail(_Out):
     status: int
     message: str
@@ -309,13 +301,6 @@ MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPa
 # -- routes and parameters -------------------------------------------------------------------
 
 
-def _param(name: str, where: str, schema: dict[str, Any], description: str, required: bool = False) -> dict[str, Any]:
-    return {"name": name, "in": where, "required": required, "schema": schema, "description": description}
-
-
-TENANT = _param(TENANT_HEADER, "header", {"type": "string", "pattern": subjects.TOKEN.pattern, "default": DEFAULT_TENANT},
-                "The tenant every route is scoped to (default `default`); another tenant's job is a 404. With auth on, "
-                "only super admins and services choose it; anyone else may only repeat their own tenant (403 otherwise).")
 JOB_ID = _param("job_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A job id (UUID).", required=True)
 CLUSTER_ID = _param("cluster_id", "path", {"type": "string", "pattern": UUID_PATTERN}, "A cluster id (UUID).", required=True)
 LIMIT = _param("limit", "query", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
@@ -332,19 +317,6 @@ STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STAT
 
 GOVERNANCE_LIST = _param("what", "path", {"type": "string", "enum": ["rules", "policies", "subscriptions", "schedules", "denied"]},
                          "Which list (docs/governance.md).", required=True)
-
-
-@dataclass(frozen=True)
-class Route:
-    path: str
-    name: str
-    summary: str
-    response: type[BaseModel] | None
-    params: tuple[dict[str, Any], ...] = ()
-    content_type: str = "application/json"
-    errors: tuple[int, ...] = (400, 404, 503)
-    extra: dict[str, type[BaseModel]] = field(default_factory=dict)
-    """Other responses: status -> body model."""
 
 
 ROUTES: tuple[Route, ...] = (
@@ -448,8 +420,6 @@ def openapi() -> dict[str, Any]:
     }
 
 
-# People's reads (decision 0016) are declared in a module of their own, in this vocabulary.
-from . import people_api  # noqa: E402
-
+# People's reads (decision 0016) are declared in a module of their own, in the same vocabulary.
 ROUTES = ROUTES + people_api.ROUTES
 MODELS = MODELS + people_api.MODELS

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from contracts import subjects
 from contracts.catalog import KINDS
 
-from .api import TENANT, UUID_PATTERN, Route, _Out, _param
+from .api_base import TENANT, UUID_PATTERN, Route, _Out, _param
 
 CLUSTER_REF = r"^[A-Za-z0-9_\-]{1,128}$"
 """A cluster's id or its name (names are tokens, like tenants)."""
