@@ -19,6 +19,9 @@ H_VERSION = "Muster-Version"
 H_TIME = "Muster-Time"
 H_MSG_ID = "Nats-Msg-Id"
 H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
+H_WRITER = "Muster-Writer"
+"""Which process appended the event (a planner's instance name): the log itself then shows
+which planner acted for a cluster when, so fencing is checked from it (tests/fault)."""
 
 
 @dataclass(frozen=True)

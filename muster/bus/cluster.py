@@ -56,9 +56,12 @@ class NodeAddress:
     http_port: int | None = HTTP_PORT
 
 
-def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str, auth: str = "") -> str:
+def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str, auth: str = "",
+                       advertise: str = "") -> str:
     """The nats-server config of one cluster node (`bind`: the interface it listens on;
-    `auth`: its accounts and auth callout, services.auth.keys.server_auth_config)."""
+    `auth`: its accounts and auth callout, services.auth.keys.server_auth_config; `advertise`:
+    the route address the others learn of it, when it is not where it listens: a fault test's
+    node reached through a delaying proxy)."""
     routes = "\n".join(f"    nats-route://{p.host}:{p.cluster_port}" for p in peers)
     http = f"http: {bind}:{node.http_port}\n" if node.http_port else ""
     return (
@@ -75,7 +78,8 @@ def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: s
         "cluster {\n"
         f"  name: {CLUSTER_NAME}\n"
         f"  listen: {bind}:{node.cluster_port}\n"
-        "  routes: [\n"
+        + (f'  advertise: "{advertise}"\n' if advertise else "")
+        + "  routes: [\n"
         f"{routes}\n"
         "  ]\n"
         "}\n"

@@ -24,7 +24,18 @@ from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
 from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
-from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
+from contracts.records import (
+    H_AGGREGATE,
+    H_EXPECT,
+    H_MSG_ID,
+    H_TIME,
+    H_TYPE,
+    H_VERSION,
+    H_WRITER,
+    Append,
+    Recorded,
+    recorded,
+)
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
@@ -107,8 +118,11 @@ async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:
 
 
 class EventStore:
-    def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0) -> None:
+    def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0,
+                 writer: str | None = None) -> None:
+        """`writer`: named on every event this store appends (`Muster-Writer`)."""
         self.nc = nc
+        self.writer = writer
         self.js = nc.jetstream(timeout=timeout)
         self.stream = stream
         self.timeout = timeout
@@ -155,6 +169,8 @@ class EventStore:
         """The message for one event: its JSON, or, past `INLINE_LIMIT`, a reference to the
         JSON stored in BODIES (see `muster.bus.bodies`)."""
         headers = item.headers()
+        if self.writer:
+            headers[H_WRITER] = self.writer
         data = item.event.model_dump_json().encode()
         if len(data) > INLINE_LIMIT:
             ref = await self.bodies.put(tenant_of(subject), data)

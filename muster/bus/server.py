@@ -69,12 +69,13 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default
 
 
-def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "", auth: str = "") -> str:
+def render_config(port: int, store_dir: Path, name: str, http_port: int | None = None, cluster: str = "", auth: str = "",
+                  host: str = "127.0.0.1") -> str:
     """`auth`: the accounts and auth-callout block (services.auth.keys.server_auth_config);
     empty = no authorization (benchmarks' "auth off" runs and old data dirs)."""
     lines = [
         f'server_name: "{name}"',
-        f"listen: 127.0.0.1:{port:d}",
+        f"listen: {host}:{port:d}",
         "jetstream {",
         f'  store_dir: "{store_dir}"',
         "  sync_interval: always",
@@ -103,17 +104,22 @@ class NatsServer:
     hold_fds: tuple[int, ...] = ()
     """Open files the server inherits, so they stay open as long as it runs (a deployment's
     data-directory lock: `DataDirLock`)."""
+    host: str = "127.0.0.1"
+    """Where clients reach it (a fault test's node listens in a network namespace of its own)."""
+    launcher: tuple[str, ...] = ()
+    """argv put before the binary: a fault test runs each node in its own network namespace
+    (`nsenter --net=... --`, which execs: the process is still the server)."""
     process: asyncio.subprocess.Process | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"nats://{self.host}:{self.port}"
 
     def config_text(self) -> str:
         """The server's config file; a cluster node renders its own."""
         self.port = self.port or free_port()
-        return render_config(self.port, self.data_dir / "jetstream", self.name, auth=self.auth)
+        return render_config(self.port, self.data_dir / "jetstream", self.name, auth=self.auth, host=self.host)
 
     async def start(self, timeout: float = 20.0) -> NatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -121,7 +127,7 @@ class NatsServer:
         _write_private(conf, self.config_text())  # may hold the auth service's password
         self.log_path = self.data_dir / "nats-server.log"
         self.process = await asyncio.create_subprocess_exec(
-            nats_server_binary(), "-c", str(conf),
+            *self.launcher, nats_server_binary(), "-c", str(conf),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
             start_new_session=True, pass_fds=self.hold_fds,
         )

@@ -123,6 +123,11 @@ class Deployment:
     """start our own server with authorization on (ignored when `nats_url` is given)"""
     auth_dir: Path | None = None
     """keys of the authorizing server this deployment runs the auth service for"""
+    launcher: Callable[[str], list[str]] | None = None
+    """Process name -> argv put before its command (a fault test runs each process in a network
+    namespace of its own, `nsenter --net=... --`, which execs: the PID stays the child's)."""
+    tracker_host: str = "127.0.0.1"
+    """Where the (first) tracker is reached (`tracker_url`)."""
 
     @property
     def credentials(self) -> Path:
@@ -155,7 +160,7 @@ class Deployment:
 
     @property
     def tracker_url(self) -> str:
-        return f"http://127.0.0.1:{self.tracker_port}"
+        return f"http://{self.tracker_host}:{self.tracker_port}"
 
     async def start(self) -> None:
         if not self.lock.held:  # (start_auth may have taken it: a harness starts auth first)
@@ -357,6 +362,7 @@ class Deployment:
             env.pop("MUSTER_TOKEN", None)
             env["MUSTER_CREDENTIALS"] = str(own)
         process = await asyncio.create_subprocess_exec(
+            *(self.launcher(name) if self.launcher is not None else []),
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
             pass_fds=(self.lock.fileno(),),  # the lock lasts while any of our processes does

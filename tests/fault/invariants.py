@@ -20,6 +20,10 @@ NATS connection can call `check`).
    shared by design: a pool's decisions name every tenant's requests.)
 5. Resource pools (`pool_invariants.py`): no host is ever lent twice, quotas hold at every
    step, and each pool rebuilt from the log equals what a pool service reports.
+6. No two planners act on one cluster at once (`fencing.py`): every event a planner wrote for a
+   job or cluster was written by the job's owner of record at that point in the log.
+7. Versions only go up: on every aggregate's subject the versions are 1, 2, 3... in log order
+   (a cluster's version is what readers compare, `if_version`).
 
 `check` returns a `Report`; `Report.problems` lists every violation in words (empty = all hold).
 """
@@ -50,6 +54,7 @@ from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.entrypoint import nats_planner
 
+from .fencing import Fencing, check_fencing, writers
 from .pool_invariants import compare_with_service, pool_problems
 
 FINAL = FINAL_JOB_EVENTS
@@ -84,6 +89,7 @@ class Report:
     """Attempts queued that never got an outcome (and whose job had not ended): goal 0."""
     duplicates: int = 0
     """Attempts dispatched twice, or with more than one outcome: goal 0."""
+    fencing: Fencing = field(default_factory=Fencing)
     not_final: int = 0
     """Jobs that did not reach a final state: goal 0."""
     problems: list[str] = field(default_factory=list)
@@ -93,7 +99,7 @@ class Report:
             f"{self.events} events; jobs {dict(self.jobs)}; {self.attempts} attempts ({self.retries} retries), "
             f"outcomes {dict(self.outcomes)}; {len(self.timed_out)} timed out; {self.redelivered} redelivered; "
             f"{self.late_results} late results; {len(self.ended_in_flight)} ended in flight; "
-            f"compared {dict(self.compared)}; {len(self.problems)} problems"
+            f"compared {dict(self.compared)}; {self.fencing.summary()}; {len(self.problems)} problems"
         )
 
     def assert_ok(self) -> None:
@@ -159,7 +165,10 @@ async def check(
             report.problems.append(f"{subject}: the log does not rebuild: {type(err).__name__}: {err}; last events {trail}")
 
     _check_jobs(report, by_subject, jobs)
+    _check_versions(report, by_subject)
     _check_isolation(report, log, owner)
+    report.fencing = check_fencing(log, await writers(nc))
+    report.problems += report.fencing.problems
     pools_rebuilt, pool_problems_found = pool_problems(log)
     report.problems += pool_problems_found
     compared, differ = await compare_with_service(nc, pools_rebuilt)
@@ -265,6 +274,18 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
             planner = outcomes.get((r.event.task_id, r.event.attempt), [])
             if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.error.startswith("timed out")):
                 report.late_results += 1
+
+
+# -- 7: versions ----------------------------------------------------------------------------------
+
+
+def _check_versions(report: Report, by_subject: dict[str, list[Recorded]]) -> None:
+    for subject, history in by_subject.items():
+        versioned = [r for r in history if r.version is not None]
+        bad = next((i for i, r in enumerate(versioned) if r.version != i + 1), None)
+        if bad is not None:
+            shown = [r.version for r in versioned[max(0, bad - 2):bad + 2]]
+            report.problems.append(f"{subject}: versions go {shown} (seq {versioned[bad].seq})")
 
 
 # -- 4: tenants ---------------------------------------------------------------------------------

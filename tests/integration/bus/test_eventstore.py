@@ -117,3 +117,19 @@ async def test_read_up_to_a_sequence_stops_there(log: Any, tenant: str) -> None:
     ]
     assert [r.seq for r in await store.read(subject, up_to_seq=seqs[1])] == seqs[:2]
     assert [r.seq for r in await store.read(subject)] == seqs
+
+
+async def test_a_named_writer_is_on_every_event_it_appends(nc: Client, tenant: str) -> None:
+    """The log says which planner wrote what (`Muster-Writer`): fencing is checked from it."""
+    from contracts.records import H_WRITER
+
+    subject = subjects.job_events(tenant, "j5")
+    one = Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-1", aggregate_id="j5", version=1)
+    two = [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-{i}") for i in (2, 3)]
+    seqs = await EventStore(nc, writer="planner-7").append(subject, [one], expect_last_seq=0)
+    seqs += await EventStore(nc, writer="planner-8").append(subject, two)  # an atomic batch
+    seqs += await EventStore(nc).append(subject, [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-4")])
+    js = nc.jetstream()
+    writers = [(await js.get_msg(subjects.EVENTS_STREAM, seq)).headers or {} for seq in seqs]
+    assert [h.get(H_WRITER) for h in writers] == ["planner-7", "planner-8", "planner-8", None]
+    assert [r.seq for r in await EventStore(nc).read(subject)] == seqs  # and the events read as before
