@@ -246,11 +246,28 @@ class ShardLeases:
                 for shard in [s for s in range(self.shards) if s not in self.owners and s not in self.held]:
                     if len(self.held) >= share:
                         break
-                    if await self._acquire(shard):
-                        gained.add(shard)
+                    try:
+                        if await self._acquire(shard):
+                            gained.add(shard)
+                    except Exception as err:  # noqa: BLE001 - the bus is away: what was taken is taken up below
+                        log.warning("taking a shard failed", member=self.member, shard=shard, error=str(err) or type(err).__name__)
+                        break
                 if gained:
                     log.info("shards gained", member=self.member, shards=sorted(gained), held=len(self.held), share=share)
-                    await self.on_gained(gained)
+                    await self._take_up(gained)
+
+    async def _take_up(self, gained: Shards) -> None:
+        """The owner takes the shards up (rebuilds their clusters). If it cannot (the log is
+        unreachable for a moment: a leader election after a partition heals), the shards are
+        handed back at once rather than held with nothing acting for them: held, they would be
+        renewed for ever and their open jobs never resumed. The others (or this member, at the
+        next change of the bucket) take them again."""
+        try:
+            await self.on_gained(gained)
+        except Exception as err:  # noqa: BLE001 - whatever failed, the shards must not stay held idle
+            log.warning("could not take up the shards gained; handing them back", member=self.member,
+                        shards=sorted(gained), error=str(err) or type(err).__name__)
+            await self._release(gained)
 
     async def _acquire(self, shard: int) -> bool:
         key = f"shard.{shard}"

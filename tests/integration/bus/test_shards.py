@@ -179,3 +179,33 @@ async def test_leases_on_their_own_thread_outlive_a_loop_busy_for_longer_than_th
     finally:
         await leases.stop()
     assert [e[2] for e in ledger.events] == ["gained", "lost"]  # handed over on the service's loop
+
+
+async def test_shards_a_member_could_not_take_up_are_handed_back_and_taken_again(ncs: list[Client]) -> None:
+    """A member gains a dead member's shards while the log is unreachable for a moment (a
+    leader election right after a partition heals, found by the partition nemesis): its owner
+    cannot rebuild their clusters. Held anyway, they would be renewed for ever with nothing
+    acting for them (their jobs never resumed); they are handed back and taken again."""
+    ledger, a, b = await _pair(ncs)
+    failing = [True]
+    note_gained = b.on_gained
+
+    async def gained(shards: set[int]) -> None:
+        if failing[0]:
+            failing[0] = False
+            raise TimeoutError("the log is electing a leader")
+        await note_gained(shards)
+
+    b.on_gained = gained
+
+    def taken_up() -> set[int]:
+        up: set[int] = set()
+        for _, member, what, shards in ledger.events:
+            if member == "b":
+                up = up | shards if what == "gained" else up - shards
+        return up
+
+    await a.abort()  # its shards expire; b gains them, fails to take them up once
+    await ledger.until(lambda: len(b.held) == SHARDS and taken_up() == set(range(SHARDS)), TTL + 10)
+    assert not failing[0]
+    await b.stop()
