@@ -265,10 +265,8 @@ class FaultStack:
 
     # -- watching the log -------------------------------------------------------------------
 
-    async def when(self, subject: str, predicate: Callable[[Recorded], bool], action: Callable[[], Awaitable[Any]],
-                   timeout: float = 60.0) -> Recorded:
-        """Subscribe (core NATS: sees each event as it is published), then run `action`, and
-        return the first event on `subject` matching `predicate`."""
+    async def _watch(self, subject: str, predicate: Callable[[Recorded], bool]) -> tuple[Any, asyncio.Future[Recorded]]:
+        """A core subscription (sees each event as it is published) and the first match."""
         assert self.nc is not None
         found: asyncio.Future[Recorded] = asyncio.get_running_loop().create_future()
 
@@ -286,9 +284,27 @@ class FaultStack:
             if predicate(r):
                 found.set_result(r)
 
-        sub = await self.nc.subscribe(subject, cb=on_msg)
+        return await self.nc.subscribe(subject, cb=on_msg), found
+
+    async def when(self, subject: str, predicate: Callable[[Recorded], bool], action: Callable[[], Awaitable[Any]],
+                   timeout: float = 60.0) -> Recorded:
+        """Subscribe (core NATS: sees each event as it is published), then run `action`, and
+        return the first event on `subject` matching `predicate`."""
+        sub, found = await self._watch(subject, predicate)
         try:
             await action()
+            return await asyncio.wait_for(found, timeout)
+        finally:
+            await sub.unsubscribe()
+
+    async def seen(self, subject: str, predicate: Callable[[Recorded], bool], timeout: float = 60.0) -> Recorded:
+        """The first event on `subject` (a filter) matching `predicate`, in the log already or
+        to come (subscribed first, then the log read: none is missed)."""
+        sub, found = await self._watch(subject, predicate)
+        try:
+            for r in await EventStore(self.conn).read(subject):
+                if predicate(r):
+                    return r
             return await asyncio.wait_for(found, timeout)
         finally:
             await sub.unsubscribe()

@@ -84,6 +84,10 @@ class Report:
     """Attempts a provisioner claimed more than once (its worker died or the bus failed it)."""
     late_results: int = 0
     """Provisioner outcomes of attempts the planner had already closed (recorded, ignored)."""
+    overlapping: int = 0
+    """Tasks that two provisioners ran at the same time (claim to outcome, in log order): an
+    attempt that timed out at the planner while its provisioner, cut off, still ran it; or an
+    attempt queued again after a lost queue (decision 13). Allowed, and counted."""
     compared: Counter[str] = field(default_factory=Counter)
     lost: int = 0
     """Attempts queued that never got an outcome (and whose job had not ended): goal 0."""
@@ -98,7 +102,7 @@ class Report:
         return (
             f"{self.events} events; jobs {dict(self.jobs)}; {self.attempts} attempts ({self.retries} retries), "
             f"outcomes {dict(self.outcomes)}; {len(self.timed_out)} timed out; {self.redelivered} redelivered; "
-            f"{self.late_results} late results; {len(self.ended_in_flight)} ended in flight; "
+            f"{self.late_results} late results; {self.overlapping} ran twice at once; {len(self.ended_in_flight)} ended in flight; "
             f"compared {dict(self.compared)}; {self.fencing.summary()}; {len(self.problems)} problems"
         )
 
@@ -266,6 +270,7 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
         if subject.startswith(prefix):  # claims of one task may be on several provisioners' subjects
             per_task.setdefault(subject.rsplit(".", 1)[0], []).extend(history)
     for history in per_task.values():
+        report.overlapping += _ran_twice_at_once(sorted(history, key=lambda r: r.seq))
         claims = Counter(r.event.attempt for r in history if r.type == "TaskClaimed")
         report.redelivered += sum(1 for n in claims.values() if n > 1)
         for r in history:
@@ -274,6 +279,21 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
             planner = outcomes.get((r.event.task_id, r.event.attempt), [])
             if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.error.startswith("timed out")):
                 report.late_results += 1
+
+
+def _ran_twice_at_once(history: list[Recorded]) -> bool:
+    """Did two provisioners run this task at once: one claimed it while another's claim had no
+    outcome yet (each run from its claim to its own outcome; a run that never ended, its
+    provisioner killed, is not counted)?"""
+    runs: list[tuple[int, int, str]] = []
+    open_runs: dict[tuple[str, int], int] = {}
+    for r in history:
+        key = (str(r.event.provisioner), int(r.event.attempt))
+        if r.type == "TaskClaimed":
+            open_runs.setdefault(key, r.seq)
+        elif r.type in ("TaskSucceeded", "TaskFailed") and key in open_runs:
+            runs.append((open_runs.pop(key), r.seq, key[0]))
+    return any(a[2] != b[2] and a[0] < b[0] < a[1] for a in runs for b in runs)
 
 
 # -- 7: versions ----------------------------------------------------------------------------------

@@ -105,9 +105,9 @@ class NetStack(FaultStack):
             if self.net is not None:
                 await self.net.close()
 
-    def node_of(self, i: int) -> str:
-        """The namespace name of cluster node `i` (as `kill_server` counts them)."""
-        return self.nodes[i].name if self.nodes else "nats"
+    def nodes_names(self) -> list[str]:
+        """The NATS nodes' names (their namespaces'), as `kill_server` counts them."""
+        return [n.name for n in self.nodes] if self.nodes else ["nats"]
 
 
 async def _cluster(base: Path, net: Network, nemesis: Nemesis, auth: str, proxied: bool) -> list[ClusterNode]:

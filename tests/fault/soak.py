@@ -308,5 +308,6 @@ def _report_dict(report: Report) -> dict[str, Any]:
         "summary": report.summary(), "jobs": dict(report.jobs), "attempts": report.attempts, "retries": report.retries,
         "lost": report.lost, "duplicates": report.duplicates, "not_final": report.not_final,
         "timed_out": len(report.timed_out), "redelivered": report.redelivered, "late_results": report.late_results,
+        "ran_twice_at_once": report.overlapping, "fencing": report.fencing.summary(),
         "problems": report.problems[:100],
     }
