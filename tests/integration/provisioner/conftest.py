@@ -7,6 +7,7 @@ import contextlib
 import getpass
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest_asyncio
 from contracts.tasks import TaskMessage
 from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.builtin.namespaces import system
 from services.provisioner.plugins.testing import NodeFactory, make_task, next_task
 
 SSHD = Path("/usr/sbin/sshd")
@@ -137,3 +139,22 @@ async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
             await asyncio.wait_for(proc.wait(), SSHD_START_TIMEOUT_S)
         await follower
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- namespace nodes
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.append(_HERE)  # `namespaces_support` (test folders are not on sys.path under importlib mode)
+
+from namespaces_support import NsNet  # noqa: E402
+
+
+@pytest_asyncio.fixture
+async def ns_net(tmp_path: Path) -> AsyncIterator[NsNet]:
+    """This test's own bridge, /24 and name prefix; everything of the prefix is swept afterwards."""
+    refusal = system.root_refusal()
+    if refusal:
+        pytest.skip(refusal)
+    async with NsNet.fresh(tmp_path / "nodes") as net:
+        yield net
