@@ -129,7 +129,7 @@ class Nemesis:
         self.slow[(a, b)] = ms
 
     async def link(self, name: str, up: bool) -> None:
-        await run("ip", "link", "set", self.net.nodes[name].veth, "up" if up else "down")
+        await self.net.link(name, up)
 
     def flap(self, name: str, period_s: float, duration_s: float) -> asyncio.Task[None]:
         """`name`'s link down for `period_s`, up for `period_s`, ... for `duration_s`; up at the end."""
@@ -162,8 +162,8 @@ class Nemesis:
         if self.slow and self.proxy is not None:
             await self.proxy.tell(delay=["*", "*", 0])
         self.slow.clear()
-        for node in self.net.nodes.values():
-            await run("ip", "link", "set", node.veth, "up")
+        for name in self.net.nodes:
+            await self.net.link(name, True)
 
     def describe(self) -> str:
         parts = [f"{a}->{b}" for a, b in sorted(self.cut)]
@@ -200,8 +200,7 @@ class Nemesis:
         return f"flush ruleset\ntable inet {TABLE} {{\n{chains}}}\n"
 
     async def _apply(self, names: set[str]) -> None:
-        await asyncio.gather(*(self.net.inside(n, "nft", "-f", "-", stdin=self.ruleset(n))
-                               for n in names if n != HOST))
+        await asyncio.gather(*(self.net.inside(n, "nft", self.ruleset(n)) for n in names if n != HOST))
 
     async def close(self) -> None:
         for task in list(self._flaps):

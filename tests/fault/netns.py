@@ -1,5 +1,7 @@
 """A private network for one fault run: a bridge in the host namespace and one network
-namespace per process, each on its own address of a /24 of 10.214.0.0/16.
+namespace per process, each on its own address of a /24 of 10.214.0.0/16, made with the
+namespaces provider's system helpers (`services/provisioner/plugins/builtin/namespaces/system.py`:
+bridge, veth, netns, pids, sweep by prefix).
 
     net = await Network.open()                  # takes a free /24, sweeps what a dead run left there
     node = await net.add("nats-1")              # namespace + veth + address (10.214.<n>.<10+k>)
@@ -14,16 +16,12 @@ nemesis's rules live in each node's own namespace, `nemesis.py`).
 (`LOCK_DIR/<n>.lock`); the kernel drops the lock when the process dies, however it dies, so a
 /24 whose lock is free but whose objects exist belongs to a dead run, and is swept (its
 namespaces' processes killed, the namespaces, veths and bridge deleted) before it is used again.
-Every name begins with `mpn<n as 2 hex digits>` (Linux interface names are at most 15
-characters: `mpn0a-v03` and `mpn0a-br`), so a sweep never touches anyone else's objects.
-
-This is the fault suite's own small interface to namespaces; the namespaces provider's system
-helpers may take its place (one module to swap).
+Every name begins with `mpn<n as 2 hex digits>-` (`mpn0a-v03`, `mpn0a-br`: interface names have
+at most 15 characters), so a sweep never touches anyone else's objects.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -32,6 +30,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.provisioner.plugins.builtin.namespaces import system
+from services.provisioner.plugins.builtin.namespaces.system import SystemCommandError as NetError
+
+__all__ = ["NetError", "Network", "Node", "available", "run"]
+
 NETWORK = "10.214"
 LOCK_DIR = Path("/run/muster-partitions")
 PREFIX = "mpn"
@@ -39,29 +42,17 @@ FIRST_NODE = 10
 """Nodes get .10, .11, ...; proxies (nemesis.py) .200 and up; the bridge .1."""
 
 
-class NetError(RuntimeError):
-    pass
-
-
 def available() -> str | None:
     """Why namespaces cannot be made here (None: they can): root and the tools are needed."""
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "nsenter", "nft"):
-        if shutil.which(tool) is None:
-            return f"`{tool}` is not installed (deploy/system-packages.txt: nftables; iproute2, util-linux)"
-    return None
+    refusal = system.root_refusal()
+    if refusal is None and shutil.which("nft") is None:
+        refusal = "`nft` is not installed (deploy/system-packages.txt: nftables)"
+    return refusal
 
 
-async def run(*argv: str, stdin: str | None = None, check: bool = True) -> str:
+async def run(*argv: str) -> str:
     """Run a command (ip, nft, nsenter...); its stdout. NetError with its stderr on failure."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate(stdin.encode() if stdin is not None else None)
-    if check and proc.returncode != 0:
-        raise NetError(f"{' '.join(argv[:6])}: {err.decode(errors='replace').strip() or f'exit {proc.returncode}'}")
-    return out.decode(errors="replace")
+    return (await system.run(argv))[1]
 
 
 @dataclass
@@ -77,6 +68,7 @@ class Node:
 class Network:
     subnet: int
     lock_fd: int
+    bridge_: system.Bridge | None = None
     nodes: dict[str, Node] = field(default_factory=dict)
 
     @property
@@ -112,67 +104,49 @@ class Network:
                 continue
             net = cls(subnet, fd)
             try:
-                await sweep(net.prefix)  # a dead run's leftovers on this /24
+                await system.sweep(net.prefix)  # a dead run's leftovers on this /24
+                async with system.host_lock():
+                    net.bridge_ = await system.create_bridge(net.bridge, f"{NETWORK}.{subnet}.0/24")
                 # A MAC of its own: a bridge otherwise takes the lowest of its ports', so adding a
                 # node would change it under the neighbour caches of the others, and what they
                 # send the harness (or a proxy) would be lost until those entries expire.
-                await run("ip", "link", "add", net.bridge, "address", f"02:00:0a:d6:{subnet:02x}:01", "type", "bridge")
-                await run("ip", "addr", "add", f"{net.host_ip}/24", "dev", net.bridge)
-                await run("ip", "link", "set", net.bridge, "up")
+                await run("ip", "link", "set", net.bridge, "address", f"02:00:0a:d6:{subnet:02x}:01")
+            except NetError:
+                await net.close()  # the range is someone else's (or the bridge would not come up)
+                continue
             except BaseException:
                 await net.close()
                 raise
             return net
-        raise NetError(f"no free /24 in {NETWORK}.0.0/16 (every lock in {LOCK_DIR} is held)")
+        raise NetError(f"no free /24 in {NETWORK}.0.0/16 (every lock in {LOCK_DIR} is held, or the ranges are used)")
 
     async def add(self, name: str) -> Node:
         """A namespace for `name` on the bridge, with the next free address."""
         if name in self.nodes:
             raise NetError(f"{name} is already on the network")
+        assert self.bridge_ is not None
         k = len(self.nodes)
-        node = Node(name, f"{self.prefix}-{name}", self.address(FIRST_NODE + k), f"{self.prefix}-v{k:02d}")
-        await run("ip", "netns", "add", node.netns)
+        ns = await system.create_netns(f"{self.prefix}-{name}", f"{self.prefix}-v{k:02d}", self.bridge_,
+                                       self.bridge_.address(FIRST_NODE - 1 + k))
+        node = Node(name, ns.name, ns.ip, ns.veth)
         self.nodes[name] = node
-        await run("ip", "link", "add", node.veth, "type", "veth", "peer", "name", "eth0", "netns", node.netns)
-        await run("ip", "link", "set", node.veth, "master", self.bridge, "up")
-        await run("ip", "-n", node.netns, "-b", "-", stdin=(
-            f"addr add {node.ip}/24 dev eth0\nlink set eth0 up\nlink set lo up\n"))
         return node
 
     def launcher(self, name: str) -> list[str]:
         """argv prefix that runs a program inside `name`'s namespace (it execs: same PID)."""
         return ["nsenter", f"--net=/run/netns/{self.nodes[name].netns}", "--"]
 
-    async def inside(self, name: str, *argv: str, stdin: str | None = None) -> str:
-        return await run(*self.launcher(name), *argv, stdin=stdin)
+    async def inside(self, name: str, *argv: str) -> str:
+        return await run(*self.launcher(name), *argv)
+
+    async def link(self, name: str, up: bool) -> None:
+        """`name`'s link on the bridge (the host end of its veth) up or down."""
+        await system.set_link(self.nodes[name].veth, up)
 
     async def close(self) -> None:
         with contextlib.suppress(NetError):
-            await sweep(self.prefix)
+            await system.sweep(self.prefix)
         self.nodes.clear()
         if self.lock_fd >= 0:
             os.close(self.lock_fd)
             self.lock_fd = -1
-
-
-async def pids(netns: str) -> list[int]:
-    out = await run("ip", "netns", "pids", netns, check=False)
-    return [int(p) for p in out.split() if p.isdigit()]
-
-
-async def sweep(prefix: str) -> None:
-    """Remove every namespace and link whose name begins with `prefix` (and kill what runs in
-    those namespaces). Only ever called with a prefix this process holds the lock of."""
-    assert prefix.startswith(PREFIX) and len(prefix) > len(PREFIX)
-    for netns in (await run("ip", "netns", "list", check=False)).split("\n"):
-        name = netns.split(" ")[0]
-        if not name.startswith(prefix + "-"):
-            continue
-        for pid in await pids(name):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 9)
-        await run("ip", "netns", "del", name, check=False)  # takes its end of each veth with it
-    for line in (await run("ip", "-o", "link", "show", check=False)).split("\n"):
-        parts = line.split(": ")
-        if len(parts) > 1 and parts[1].split("@")[0].startswith(prefix + "-"):
-            await run("ip", "link", "del", parts[1].split("@")[0], check=False)
