@@ -55,6 +55,7 @@ from services.planner.domain.job import Job
 from services.planner.entrypoint import nats_planner
 
 from .fencing import Fencing, check_fencing, writers
+from .history import History, HistoryReport, check_history
 from .pool_invariants import compare_with_service, pool_problems
 
 FINAL = FINAL_JOB_EVENTS
@@ -94,6 +95,8 @@ class Report:
     duplicates: int = 0
     """Attempts dispatched twice, or with more than one outcome: goal 0."""
     fencing: Fencing = field(default_factory=Fencing)
+    history: HistoryReport | None = None
+    """What the clients saw, checked against the log (when a history was kept)."""
     not_final: int = 0
     """Jobs that did not reach a final state: goal 0."""
     problems: list[str] = field(default_factory=list)
@@ -103,7 +106,8 @@ class Report:
             f"{self.events} events; jobs {dict(self.jobs)}; {self.attempts} attempts ({self.retries} retries), "
             f"outcomes {dict(self.outcomes)}; {len(self.timed_out)} timed out; {self.redelivered} redelivered; "
             f"{self.late_results} late results; {self.overlapping} ran twice at once; {len(self.ended_in_flight)} ended in flight; "
-            f"compared {dict(self.compared)}; {self.fencing.summary()}; {len(self.problems)} problems"
+            f"compared {dict(self.compared)}; {self.fencing.summary()}; "
+            f"{self.history.summary() + '; ' if self.history else ''}{len(self.problems)} problems"
         )
 
     def assert_ok(self) -> None:
@@ -131,6 +135,7 @@ async def check(
     tracker_url: str | None = None,
     planner_running: bool = True,
     query_timeout: float = 5.0,
+    client_history: History | None = None,
 ) -> Report:
     """Replay the whole log and check every invariant (module docstring)."""
     store = EventStore(nc, timeout=30.0)
@@ -173,6 +178,9 @@ async def check(
     _check_isolation(report, log, owner)
     report.fencing = check_fencing(log, await writers(nc))
     report.problems += report.fencing.problems
+    if client_history is not None:
+        report.history = check_history(client_history, log)
+        report.problems += report.history.problems
     pools_rebuilt, pool_problems_found = pool_problems(log)
     report.problems += pool_problems_found
     compared, differ = await compare_with_service(nc, pools_rebuilt)

@@ -105,6 +105,10 @@ class NetStack(FaultStack):
             if self.net is not None:
                 await self.net.close()
 
+    def _host_of(self, name: str) -> str:
+        assert self.net is not None
+        return self.net.nodes[name].ip
+
     def nodes_names(self) -> list[str]:
         """The NATS nodes' names (their namespaces'), as `kill_server` counts them."""
         return [n.name for n in self.nodes] if self.nodes else ["nats"]
