@@ -52,8 +52,9 @@ from .invariants import Report, check
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "muster" / "demo" / "catalog"
 PEER_OFFLINE = 10005
-TRANSIENT = (NatsTimeout, NoRespondersError, ServiceUnavailableError)
-"""What JetStream answers for a moment while a stream elects a leader: asked again."""
+TRANSIENT = (TimeoutError, NoRespondersError, ServiceUnavailableError)
+"""What a read meets for a moment while a stream elects a leader, or while the client moves to
+another node (nats' TimeoutError is a TimeoutError): asked again."""
 
 
 def nth(event_type: str, n: int) -> Callable[[Recorded], bool]:

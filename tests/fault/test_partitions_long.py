@@ -23,13 +23,13 @@ import pytest
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import JobSucceeded
-from muster.bus.cluster import REPLICAS, SERVICE_OPTIONS, SERVICE_REPLICAS
+from muster.bus.cluster import REPLICAS, SERVICE_REPLICAS
 from muster.bus.eventstore import EventStore
-from muster.bus.server import free_port
 
 from .harness import demo_catalog, fault_options
 from .netns import available
 from .netstack import NetStack
+from .test_sharded_planners import sharded_options  # compose's options, instance names, a short lease TTL
 
 pytestmark = [
     pytest.mark.fault, pytest.mark.timeout(600),
@@ -89,21 +89,10 @@ async def test_a_provisioner_cut_off_mid_task(tmp_path: Path) -> None:
         assert report.late_results >= 1 and late.event.provisioner == victim_id
 
 
-def compose_options(base: Path) -> dict[str, list[str]]:
-    options = {service: list(args) for service, args in SERVICE_OPTIONS.items()}
-    options["planner"] += ["--lease-ttl", "3", "--task-timeout", "60"]
-    for i in range(1, SERVICE_REPLICAS["planner"] + 1):
-        options[f"planner-{i}"] = ["--instance", f"planner-{i}"]
-    options["tracker-2"] = ["--port", str(free_port())]
-    for i in range(1, SERVICE_REPLICAS["provisioner"] + 1):
-        options[f"provisioner-{i}"] = ["--work-dir", str(base / "work" / f"provisioner-{i}")]
-    return options
-
-
 async def test_the_compose_topology_through_the_nemesis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MUSTER_REPLICAS", str(REPLICAS))
     replicas = {**SERVICE_REPLICAS, "tracker": 2}
-    async with await NetStack.start(tmp_path, replicas=replicas, extra_args=compose_options(tmp_path), nats_nodes=3,
+    async with await NetStack.start(tmp_path, replicas=replicas, extra_args=sharded_options(tmp_path), nats_nodes=3,
                                     proxied=True) as fs:
         await fs.load_catalog(T, demo_catalog(latency_ms="100-300"))
         nem = fs.nemesis
