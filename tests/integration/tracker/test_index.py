@@ -142,6 +142,6 @@ async def test_a_tracker_started_while_the_bucket_is_being_made_asks_again(bucke
             raise NatsTimeout
         return await real(bucket_name)
 
-    js.key_value = slow_at_first  # type: ignore[method-assign]
+    js.key_value = slow_at_first  # type: ignore[method-assign,assignment]
     index = await LocationIndex.open(js, name)
     assert len(calls) == 3 and index.kv is not None
