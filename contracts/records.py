@@ -49,6 +49,8 @@ class Append:
     aggregate_id: str | None = None
     version: int | None = None
     time: datetime | None = None
+    writer: str | None = None
+    """Who appends it (`H_WRITER`), when the store names its writer."""
 
     def headers(self) -> dict[str, str]:
         h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`
@@ -57,6 +59,8 @@ class Append:
         if self.version is not None:
             h[H_VERSION] = str(self.version)
         h[H_TIME] = (self.time or datetime.now(UTC)).isoformat()
+        if self.writer:
+            h[H_WRITER] = self.writer
         return h
 
 

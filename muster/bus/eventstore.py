@@ -24,18 +24,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
 from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
-from contracts.records import (
-    H_AGGREGATE,
-    H_EXPECT,
-    H_MSG_ID,
-    H_TIME,
-    H_TYPE,
-    H_VERSION,
-    H_WRITER,
-    Append,
-    Recorded,
-    recorded,
-)
+from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TYPE, H_VERSION, Append, Recorded, recorded
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .bodies import H_BODY, INLINE_LIMIT, Bodies, Offloaded, parse_stub, stub, tenant_of
@@ -118,11 +107,11 @@ async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:
 
 
 class EventStore:
-    def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0,
-                 writer: str | None = None) -> None:
-        """`writer`: named on every event this store appends (`Muster-Writer`)."""
+    def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0, *,
+                 writer_name: str | None = None) -> None:
+        """`writer_name`: named on every event this store appends (`Muster-Writer`)."""
         self.nc = nc
-        self.writer = writer
+        self.writer_name = writer_name
         self.js = nc.jetstream(timeout=timeout)
         self.stream = stream
         self.timeout = timeout
@@ -138,6 +127,7 @@ class EventStore:
         (0 = the subject must be empty) a stale writer gets ConcurrencyError. More than
         `MAX_ATOMIC` items are written in consecutive atomic parts: each part is a prefix of
         the whole, so a failure between parts leaves a shorter but valid history."""
+        items = self._named(items)
         seqs: list[int] = []
         for start in range(0, len(items), MAX_ATOMIC):
             part = items[start : start + MAX_ATOMIC]
@@ -169,8 +159,6 @@ class EventStore:
         """The message for one event: its JSON, or, past `INLINE_LIMIT`, a reference to the
         JSON stored in BODIES (see `muster.bus.bodies`)."""
         headers = item.headers()
-        if self.writer:
-            headers[H_WRITER] = self.writer
         data = item.event.model_dump_json().encode()
         if len(data) > INLINE_LIMIT:
             ref = await self.bodies.put(tenant_of(subject), data)
@@ -184,6 +172,7 @@ class EventStore:
         One event is one publish; more go in one atomic batch (one commit and one disk sync for
         all, against one each), and if the server refuses the batch because an idempotency key
         in it was stored before (a retry), each goes alone, where a repeat is simply known."""
+        entries = [(subject, replace(item, writer=self.writer_name)) for subject, item in entries] if self.writer_name else entries
         if len(entries) == 1:
             subject, item = entries[0]
             return await self._append(subject, [item], None)
@@ -204,7 +193,11 @@ class EventStore:
     async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
         """Several appends, each event as if appended alone right after the one before, in one
         round trip when nothing else is written meanwhile (`muster.bus.chained`)."""
-        return await append_chain(self, parts)
+        return await append_chain(self, [(subject, self._named(items), expect) for subject, items, expect in parts])
+
+    def _named(self, items: Sequence[Append]) -> Sequence[Append]:
+        """The appends with this store's writer named on them (none named: as they are)."""
+        return [replace(item, writer=self.writer_name) for item in items] if self.writer_name else items
 
     async def _atomic_batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None) -> PubAck:
         # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.

@@ -49,7 +49,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
                  queue: NatsTaskQueue | None = None) -> Planner:
     """The planner on NATS: the log and task queue on JetStream, dry runs asking the solvers,
     resource pools followed live (docs/pools.md); `hooks`: which clusters it acts for (shards)."""
-    store = store or EventStore(nc, writer=config.instance)  # the log names who wrote what
+    store = store or EventStore(nc, writer_name=config.instance)  # the log names who wrote what
     broker = PoolBroker(store, PoolMirror(store))
     planner = Planner(store, queue or NatsTaskQueue(store.js), config=config, solver=NatsSolver(nc, config.solve_timeout_s),
                       nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),

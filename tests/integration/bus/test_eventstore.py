@@ -126,10 +126,12 @@ async def test_a_named_writer_is_on_every_event_it_appends(nc: Client, tenant: s
     subject = subjects.job_events(tenant, "j5")
     one = Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-1", aggregate_id="j5", version=1)
     two = [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-{i}") for i in (2, 3)]
-    seqs = await EventStore(nc, writer="planner-7").append(subject, [one], expect_last_seq=0)
-    seqs += await EventStore(nc, writer="planner-8").append(subject, two)  # an atomic batch
+    seqs = await EventStore(nc, writer_name="planner-7").append(subject, [one], expect_last_seq=0)
+    seqs += await EventStore(nc, writer_name="planner-8").append(subject, two)  # an atomic batch
+    seqs += (await EventStore(nc, writer_name="planner-9").append_chain(
+        [(subject, [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-5")], seqs[-1])]))[0]
     seqs += await EventStore(nc).append(subject, [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-4")])
     js = nc.jetstream()
     writers = [(await js.get_msg(subjects.EVENTS_STREAM, seq)).headers or {} for seq in seqs]
-    assert [h.get(H_WRITER) for h in writers] == ["planner-7", "planner-8", "planner-8", None]
+    assert [h.get(H_WRITER) for h in writers] == ["planner-7", "planner-8", "planner-8", "planner-9", None]
     assert [r.seq for r in await EventStore(nc).read(subject)] == seqs  # and the events read as before
