@@ -273,6 +273,7 @@ class ShardLeases:
         key = f"shard.{shard}"
         if shard in self.owners:
             return False  # taken since the rebalance began (the revision we know is the new owner's)
+        sent = time.monotonic()
         try:
             rev = await self._write(key, {"owner": self.member, "session": self.session}, self.revisions.get(key, 0))
         except APIError as err:
@@ -280,7 +281,7 @@ class ShardLeases:
                 return False  # someone else was quicker (our watch will say who)
             raise
         self.owners = {**self.owners, shard: self.member}
-        self._hold(shard, rev)
+        self._hold(shard, rev, sent)
         return True
 
     async def _release(self, shards: Shards) -> None:
@@ -317,11 +318,17 @@ class ShardLeases:
         if self.on_change is not None:
             self.on_change()
 
-    def _hold(self, shard: int, revision: int) -> None:
-        self.held = {**self.held, shard: Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))}
+    def _hold(self, shard: int, revision: int, sent: float) -> None:
+        """The lease written at `revision` by a write sent at `sent` (monotonic). It is counted
+        on from the send, not from the answer: the server's TTL runs from when it stored the
+        write, which lies between the two, and an answer can come seconds late (a slow or
+        partitioned link), long enough for the key to expire and another member to take it."""
+        lease = Lease(revision, sent + self.ttl_s * (1 - SAFETY))
+        self.held = {**self.held, shard: lease}
         self._held_changed()
         self._unfence(shard)
-        self._fences[shard] = asyncio.get_running_loop().call_later(self.ttl_s * (1 - SAFETY), lambda: self._spawn(self._lapse(shard)))
+        self._fences[shard] = asyncio.get_running_loop().call_later(max(0.0, lease.valid_until - time.monotonic()),
+                                                                    lambda: self._spawn(self._lapse(shard)))
 
     def _unfence(self, shard: int) -> None:
         handle = self._fences.pop(shard, None)
@@ -339,8 +346,9 @@ class ShardLeases:
                 if lease is None or time.monotonic() < lease.valid_until:
                     return
                 try:
+                    sent = time.monotonic()
                     self._hold(shard, await self._write(f"shard.{shard}", {"owner": self.member, "session": self.session},
-                                                        lease.revision))
+                                                        lease.revision), sent)
                     log.info("lease renewed late, still ours", member=self.member, shard=shard)
                     return
                 except Exception as err:  # noqa: BLE001 - taken, expired or unreachable: lost
@@ -360,11 +368,12 @@ class ShardLeases:
             async with self._io:  # every lease at once: a busy server answers them together
                 shards = sorted(self.held)
                 value = {"owner": self.member, "session": self.session}
+                sent = time.monotonic()
                 written = await asyncio.gather(*(self._write(f"shard.{s}", value, self.held[s].revision) for s in shards),
                                                return_exceptions=True)
                 for shard, rev in zip(shards, written, strict=True):
                     if isinstance(rev, int):
-                        self._hold(shard, rev)
+                        self._hold(shard, rev, sent)
                     elif isinstance(rev, APIError) and rev.err_code in WRONG_LAST_SEQUENCE:
                         self._unfence(shard)
                         self._drop(shard)

@@ -13,7 +13,7 @@ import pytest_asyncio
 from nats.aio.client import Client
 
 from muster.bus.connect import connect
-from muster.bus.shards import ShardLeases, fair_share, shard_of
+from muster.bus.shards import SAFETY, ShardLeases, fair_share, shard_of
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(60)]
 SHARDS = 12
@@ -209,3 +209,27 @@ async def test_shards_a_member_could_not_take_up_are_handed_back_and_taken_again
     await ledger.until(lambda: len(b.held) == SHARDS and taken_up() == set(range(SHARDS)), TTL + 10)
     assert not failing[0]
     await b.stop()
+
+
+async def test_a_lease_is_counted_from_when_its_write_was_sent_not_from_a_late_answer(ncs: list[Client]) -> None:
+    """The server's TTL runs from when it stored a lease write; an answer may come seconds late
+    (a slow or partitioned link). Counted from the answer, an owner would act on a shard whose
+    key had expired and that another member had taken (seen in the partition soak: a planner
+    gained a shard 3 s before its old owner stopped acting for it)."""
+    ledger = Ledger()
+    a = _member(ncs[0], "a", ledger)
+    await a.start()
+    real_write, sent_at = a._write, []
+
+    async def answered_late(*args: Any, **kwargs: Any) -> int:
+        sent_at.append(time.monotonic())
+        revision = await real_write(*args, **kwargs)
+        await asyncio.sleep(TTL / 2)  # the answer comes late; the key's TTL already runs
+        return revision
+
+    a._write = answered_late  # type: ignore[method-assign]
+    await a._renew()  # what its timer does every ttl/3
+    assert len(a.held) == SHARDS and sent_at
+    for s, lease in a.held.items():
+        assert lease.valid_until <= max(t for t in sent_at if t < lease.valid_until) + TTL * (1 - SAFETY) + 0.01, s
+    await a.abort()
