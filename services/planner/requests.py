@@ -53,6 +53,15 @@ from .ports import Solver, Workers
 from .previews import Preview, Previews
 from .state import PlannerState
 
+
+class Moved(Refused):
+    """The cluster's shard left this planner while the request waited for it (its lease lapsed
+    or was handed over): not the requester's doing, so the answer says to send it again
+    (`Rejected.retry`), and the new owner acts on it."""
+
+    def __init__(self, cluster_id: str) -> None:
+        super().__init__(f"cluster {cluster_id!r} moved to another planner just now; send the request again")
+
 log = structlog.get_logger("muster.planner")
 COMMAND_OF_VERB = {verb: command for command, verb in VERB_OF.items()}
 
@@ -154,6 +163,8 @@ class Requests:
                 if op.target == "new-cluster":
                     return await self._create(ctx, op, command, pin)
                 return await self._cluster_operation(ctx, op, command, pin)
+        except Moved as err:
+            return Rejected(reason=str(err), retry=True)
         except (Refused, subjects.SubjectError) as err:
             return Rejected(reason=str(err))
 
@@ -170,7 +181,7 @@ class Requests:
         job_id = self._job_id(ctx.tenant, cmd, pin)
         cluster_id = str(planning.cluster_uuid(job_id))
         if not self.hooks.owns(ctx.tenant, cluster_id):
-            raise Refused(f"cluster {cluster_id!r} belongs to another planner")
+            raise Moved(cluster_id)
         known = await self.state.find_job(ctx.tenant, job_id)
         if known is not None and not cmd.dry_run:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
@@ -251,7 +262,7 @@ class Requests:
         if cluster is None or cluster.tenant != tenant:
             raise Refused(f"unknown cluster {cmd.cluster_id!r}")
         if not self.hooks.owns(tenant, cmd.cluster_id):
-            raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
+            raise Moved(cmd.cluster_id)
         job_id = self._job_id(tenant, cmd, pin)
         known = await self.state.find_job(tenant, job_id)
         if known is not None and not cmd.dry_run:
@@ -317,7 +328,7 @@ class Requests:
         if cluster is None or cluster.tenant != ctx.tenant:
             raise Refused(f"unknown cluster {cmd.cluster_id!r}")
         if not self.hooks.owns(ctx.tenant, cmd.cluster_id):
-            raise Refused(f"cluster {cmd.cluster_id!r} belongs to another planner")
+            raise Moved(cmd.cluster_id)
         if not (cmd.request_id and cmd.request_id in cluster.lease_requests):
             self._check(op, Facts(ctx.tenant, op.name, cmd, await self.state.catalog(ctx.tenant), "", cluster=cluster,
                                   principal=ctx.principal))
@@ -330,7 +341,7 @@ class Requests:
         if job is None:
             raise Refused(f"unknown job {cmd.job_id!r}")
         if not self.hooks.owns(ctx.tenant, job.cluster_id):
-            raise Refused(f"cluster {job.cluster_id!r} belongs to another planner")
+            raise Moved(job.cluster_id)
         cluster = self.state.clusters[job.cluster_id]
         first = job.control_requests.get(cmd.request_id or "")
         if first is not None:
