@@ -83,6 +83,9 @@ class Sharding:
         self.nc, self.planner, self.leases = nc, planner, leases
         self.wait_s = wait_s if wait_s is not None else min(2 * leases.ttl_s, FORWARD_WAIT_S)
         self._in_flight = asyncio.Semaphore(IN_FLIGHT)
+        self._forwarded = asyncio.Semaphore(IN_FLIGHT)
+        """Forwarded requests answered at once: slots of their own, so that requests waiting for
+        an owner elsewhere never take every slot an owner's answers need."""
         self._answering: set[asyncio.Task[None]] = set()
         self._subs: dict[int, Any] = {}
         self._ready: dict[int, asyncio.Event] = {}
@@ -107,6 +110,10 @@ class Sharding:
         if pools is not None:  # grants that came while nobody acted for these clusters
             await pools.catch_up(self._in(shards))
         for shard in shards:
+            stale = self._subs.pop(shard, None)
+            if stale is not None:  # gained again without the loss in between: one subscription only
+                log.warning("shard gained while still subscribed", shard=shard)
+                await _unsubscribe(stale)
             self._subs[shard] = await self.nc.subscribe(shard_subject(shard), cb=self._on_forwarded)
             self._ready[shard].set()
         await self.nc.flush()
@@ -116,15 +123,22 @@ class Sharding:
             self._ready.pop(shard, None)
             sub = self._subs.pop(shard, None)
             if sub is not None:
-                try:
-                    await sub.unsubscribe()
-                except Exception as err:  # noqa: BLE001 - gone with the connection
-                    log.debug("unsubscribe failed", error=str(err) or type(err).__name__)
+                await _unsubscribe(sub)
         await self.planner.forget(self._in(shards))
 
     # -- requests ----------------------------------------------------------------------------------
 
     async def _on_forwarded(self, msg: Any) -> None:
+        """The callback of a shard's subject: answered in a task of its own, as `respond` does,
+        so that a forwarded request waiting (a lease renewed late, the planner's lock) holds up
+        no other of its shard. One at a time, a queue formed behind a slow one: every answer then
+        came after the forwarder's deadline, the requester was told to send again, and each time
+        it did one more request joined the queue (a request unanswered for 100 s in the
+        partition soak)."""
+        await self._forwarded.acquire()
+        self._in_task(self._answer_forwarded(msg), self._forwarded)
+
+    async def _answer_forwarded(self, msg: Any) -> None:
         # muster.shard.<n>.ops.<tenant>.<principal>.<verb>; only planners may send on it
         _, _, shard, _, tenant, principal, verb = (msg.subject.split(".") + [""] * 7)[:7]
         await self.leases.settled(int(shard))  # renewed late (a slow loop or bus): decided in a moment
@@ -149,14 +163,22 @@ class Sharding:
         await self._in_flight.acquire()
 
         async def run() -> None:
+            reply = await answer(self.planner, msg.subject, msg.data)
+            if reply is not None and msg.reply:
+                await msg.respond(reply)
+
+        self._in_task(run(), self._in_flight)
+
+    def _in_task(self, work: Awaitable[None], slots: asyncio.Semaphore) -> None:
+        """Run `work` (an answer) in a task of its own, giving its slot back at the end."""
+
+        async def run() -> None:
             try:
-                reply = await answer(self.planner, msg.subject, msg.data)
-                if reply is not None and msg.reply:
-                    await msg.respond(reply)
+                await work
             except Exception as err:  # noqa: BLE001 - the connection closed under it; the client sends again
-                log.warning("request not answered", subject=msg.subject, error=str(err) or type(err).__name__)
+                log.warning("request not answered", error=str(err) or type(err).__name__)
             finally:
-                self._in_flight.release()
+                slots.release()
 
         task = asyncio.create_task(run())
         self._answering.add(task)  # a reference until it ran
@@ -250,3 +272,10 @@ class Sharding:
             return str(json.loads(msg.data or b"{}")["cluster_id"])
         except (subjects.SubjectError, NotFoundError, KeyError, ValueError):
             return None  # unknown: the planner answers "unknown job"
+
+
+async def _unsubscribe(sub: Any) -> None:
+    try:
+        await sub.unsubscribe()
+    except Exception as err:  # noqa: BLE001 - gone with the connection
+        log.warning("unsubscribe failed", subject=sub.subject, error=str(err) or type(err).__name__)
