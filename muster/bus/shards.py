@@ -375,15 +375,20 @@ class ShardLeases:
                     if isinstance(rev, int):
                         self._hold(shard, rev, sent)
                     elif isinstance(rev, APIError) and rev.err_code in WRONG_LAST_SEQUENCE:
+                        # It expired and someone took it: not ours from now (owns() says no), but
+                        # dropped only once the owner knows (below), so that no rebalance takes it
+                        # again meanwhile and tells the owner it gained a shard it has not lost yet.
                         self._unfence(shard)
-                        self._drop(shard)
-                        lost.add(shard)  # it expired and someone took it
+                        self.held = {**self.held, shard: Lease(self.held[shard].revision, 0.0)}
+                        lost.add(shard)
                     else:
                         log.warning("lease renewal failed", member=self.member, shard=shard, error=str(rev) or type(rev).__name__)
             if lost:
                 log.warning("leases lost to another member", member=self.member, shards=sorted(lost))
                 async with self._lock:
                     await self.on_lost(lost)
+                    for shard in lost:
+                        self._drop(shard)
         except Exception as err:  # noqa: BLE001 - the bus is away: the fences decide
             log.warning("lease renewal failed", member=self.member, error=str(err) or type(err).__name__)
         finally:

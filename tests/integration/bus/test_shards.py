@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
+from nats.js.errors import APIError
 
 from muster.bus.connect import connect
 from muster.bus.shards import SAFETY, ShardLeases, fair_share, shard_of
@@ -232,4 +233,37 @@ async def test_a_lease_is_counted_from_when_its_write_was_sent_not_from_a_late_a
     assert len(a.held) == SHARDS and sent_at
     for s, lease in a.held.items():
         assert lease.valid_until <= max(t for t in sent_at if t < lease.valid_until) + TTL * (1 - SAFETY) + 0.01, s
+    await a.abort()
+
+
+async def test_a_lease_lost_to_another_member_is_dropped_only_once_its_owner_knows(ncs: list[Client]) -> None:
+    """A renewal finds the shard taken (it expired under a slow link). The member stops owning it
+    at once, but keeps it in hand until its owner has been told (`on_lost`): dropped before, a
+    rebalance waiting for the lock could take the shard again and tell the owner it gained it,
+    and only then would the stale loss arrive, leaving the shard held with nothing acting for
+    it (seen in the partition soak: "shard gained while still subscribed", then a request for
+    that shard got "no planner holds it" on every try)."""
+    ledger = Ledger()
+    a = _member(ncs[0], "a", ledger)
+    await a.start()
+    real_write, real_unfence = a._write, a._unfence
+    found_taken = asyncio.Event()
+
+    async def taken(key: str, value: dict[str, Any], expect: int | None) -> int:
+        if key == "shard.0":
+            raise APIError(code=400, err_code=10071, description="wrong last sequence")
+        return await real_write(key, value, expect)
+
+    def unfence(shard: int) -> None:
+        real_unfence(shard)
+        if shard == 0:
+            found_taken.set()
+
+    a._write, a._unfence = taken, unfence  # type: ignore[method-assign]
+    async with a._lock:  # a rebalance (or any decision) is under way
+        renewing = asyncio.create_task(a._renew())
+        await asyncio.wait_for(found_taken.wait(), TTL)
+        assert not a.owns(0) and 0 in a.held  # not acting for it, and not free to be taken again yet
+    await renewing
+    assert 0 not in a.held and [e[3] for e in ledger.events if e[2] == "lost"] == [frozenset({0})]
     await a.abort()
