@@ -19,9 +19,12 @@ split meets a kill; everything is repaired before the next one.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from muster.runtime.supervisor import StartError
 
 from .harness import FaultStack
 from .netstack import NetStack
@@ -99,7 +102,23 @@ def _kill(fs: FaultStack, name: str) -> Fault:
     if name.startswith("nats "):
         i = next(k for k, n in enumerate(fs.nodes) if n.name == name.split(" ", 1)[1])
         return Fault("kill", f"kill -9 {name}", lambda: _discard(fs.kill_server(i)), lambda: fs.restart_server(i))
-    return Fault("kill", f"kill -9 {name}", lambda: _discard(fs.kill(name)), lambda: _discard(fs.restart(name)))
+    return Fault("kill", f"kill -9 {name}", lambda: _discard(fs.kill(name)), lambda: _start_again(fs, name))
+
+
+async def _start_again(fs: FaultStack, name: str, tries: int = 3) -> None:
+    """As a process manager would (compose's `restart: unless-stopped`): a service that exits
+    during its start (JetStream answered 503 for a moment, right after a partition healed) is
+    started again, a few times, before the soak gives up on it."""
+    for attempt in range(tries):
+        try:
+            await fs.restart(name)
+            return
+        except StartError as err:
+            print(f"[nemesis] {name} exited during its start ({err}); starting it again", flush=True)
+            await fs.kill(name)  # (reaps it and takes it out of the deployment)
+            if attempt + 1 == tries:
+                raise
+            await asyncio.sleep(2.0)
 
 
 async def _discard(work: Awaitable[object]) -> None:
