@@ -68,9 +68,11 @@ bench-full: install  # the issues' sizes (a 10-million-event log): hours, not mi
 soak: install
 	$(BIN)/python -m pytest -q -s -p no:cacheprovider -m soak tests/fault/test_soak.py
 
-# Regenerate the AsyncAPI document from contracts/ (a test fails when it is stale).
+# Regenerate the AsyncAPI document from contracts/ and the tracker's OpenAPI document from its
+# routes (a test fails when either is stale).
 contracts: install
 	$(BIN)/python -m contracts.asyncapi > docs/asyncapi.json
+	$(BIN)/python -m services.tracker.contract > docs/openapi.json
 
 # Re-pin dependencies after changing pyproject.toml.
 lock: install

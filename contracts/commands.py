@@ -286,6 +286,13 @@ class LeaseExtended(BaseModel):
     version: int = Field(description="the cluster's version after the change")
 
 
+RejectionCode = Literal["invalid", "forbidden", "not_found", "conflict", "precondition", "stale", "unavailable"]
+"""What kind of refusal (the tracker's HTTP status follows it, docs/tracker.md "Writes"): the
+request is wrong (`invalid`), not allowed (`forbidden`), names nothing there (`not_found`),
+collides with the state or an earlier request (`conflict`), its `if_version` no longer holds
+(`precondition`), its saved plan is out of date (`stale`), or nobody could decide (`unavailable`)."""
+
+
 class Rejected(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["Rejected"] = "Rejected"
@@ -295,12 +302,19 @@ class Rejected(BaseModel):
         "true when nothing was decided: no planner could act for the cluster just then (its shard "
         "between owners). Send the same request again (same request_id); `MusterClient.request` does. "
         "Left out of the JSON when false"))
+    code: RejectionCode | None = Field(default=None, description="what kind of refusal; left out when not known")
+    field: str | None = Field(default=None, max_length=256,
+                              description="the request's field at fault (a dotted path), when one is; left out otherwise")
+    job_id: str | None = Field(default=None, description="a request_id used before for another request: the job it made")
 
     @model_serializer(mode="wrap")
-    def _without_default_retry(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if not self.retry:
             data.pop("retry", None)
+        for name in ("code", "field", "job_id"):
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
 
 

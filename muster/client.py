@@ -111,12 +111,8 @@ class MusterClient(Operations):
         requested_by: str | None = None,
         timeout: float = 10.0,
         attempts: int = 3,
-        on_behalf_of: str | None = None,
     ) -> None:
-        """`on_behalf_of`: send requests in that principal's name rather than the
-        connection's (only the tracker may: it checked that principal's token)."""
         self.nc = nc
-        self.on_behalf_of = on_behalf_of
         self.js = nc.jetstream()
         self._bodies = Bodies(self.js)
         self._owns = owns_connection
@@ -150,11 +146,11 @@ class MusterClient(Operations):
     async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
         """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
-        reply = await self.nc.request(subjects.operation(tenant, self.on_behalf_of or principal_of(self.nc), verb), command.model_dump_json().encode(), timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), command.model_dump_json().encode(), timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
-        reply = await self.nc.request(subjects.operation(tenant, self.on_behalf_of or principal_of(self.nc), verb), body, timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), body, timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def request(

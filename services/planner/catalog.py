@@ -54,7 +54,7 @@ class CatalogWrites:
         try:
             reply: Any = await self._answer(tenant, principal, verb, data)
         except (CatalogFileError, subjects.SubjectError) as err:  # a concurrent change, too many at once, a bad tenant
-            reply = Rejected(reason=str(err))
+            reply = Rejected(reason=str(err), code="conflict")
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("catalog request failed", tenant=tenant, verb=verb)
             reply = Rejected(reason="internal error while handling the catalog request; see the planner's log")
@@ -65,9 +65,10 @@ class CatalogWrites:
         try:
             request = CATALOG_REQUEST_ADAPTER.validate_json(data)
         except ValidationError as err:
-            return Rejected(reason=f"not a catalog request: {describe_validation_error(err)}")
+            return Rejected(reason=f"not a catalog request: {describe_validation_error(err)}", code="invalid")
         if VERB_OF[request.type] != verb:
-            return Rejected(reason=f"{request.type} goes to {subjects.OPS}.<tenant>.<principal>.{VERB_OF[request.type]}, not .{verb}")
+            return Rejected(reason=f"{request.type} goes to {subjects.OPS}.<tenant>.<principal>.{VERB_OF[request.type]}, not .{verb}",
+                            code="invalid")
         by = principal if principal != subjects.ANONYMOUS else request.requested_by
         if isinstance(request, DeleteCatalogEntity):
             return await self._delete(tenant, principal, by, request)
@@ -88,12 +89,12 @@ class CatalogWrites:
         try:
             incoming = Catalog.model_validate(request.catalog)
         except ValidationError as err:
-            return Rejected(reason=f"catalog not applied: {describe_validation_error(err)}")
+            return Rejected(reason=f"catalog not applied: {describe_validation_error(err)}", code="invalid", field="catalog")
         state = await read_state(self.store, tenant)
         # Only what would change needs the grant: unchanged entities of a whole folder are not written.
         allowed = self._may_write(principal, tenant, [(c.kind, c.name) for c in plan_changes(state, incoming)])
         if not allowed:
-            return Rejected(reason=f"catalog not applied: {allowed.reason}")
+            return Rejected(reason=f"catalog not applied: {allowed.reason}", code="forbidden")
         sources = {(k.partition("/")[0], k.partition("/")[2]): v for k, v in request.sources.items()}
         check = check_apply(state, incoming, self.plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
         problems = [problem_json(p) for p in check.errors + check.warnings]
@@ -105,10 +106,10 @@ class CatalogWrites:
 
     async def _delete(self, tenant: str, principal: str, by: str, request: DeleteCatalogEntity) -> CatalogAnswer | Rejected:
         if request.kind not in KINDS:
-            return Rejected(reason=f"unknown kind {request.kind!r}; kinds are {', '.join(KINDS)}")
+            return Rejected(reason=f"unknown kind {request.kind!r}; kinds are {', '.join(KINDS)}", code="invalid", field="kind")
         allowed = self._may_write(principal, tenant, [(request.kind, request.name)])
         if not allowed:
-            return Rejected(reason=f"not deleted: {allowed.reason}")
+            return Rejected(reason=f"not deleted: {allowed.reason}", code="forbidden")
         try:
             seq = await delete_entity(self.store, tenant, request.kind, request.name, by, self.plugins)
         except DeleteRefused as refused:

@@ -78,7 +78,7 @@ def start(cluster: Cluster, facts: Facts, by: str, timers: Timers) -> None:
     try:
         lease_terms = terms.terms_of(template_of(facts).administration)
     except ValueError as err:
-        raise Refused(f"template {facts.command.template!r}: {err}") from None
+        raise Refused(f"template {facts.command.template!r}: {err}", code="invalid", field="template") from None
     lease = terms.initial(lease_terms, facts.command.lease_s, timers.clock.now())
     cluster.change_lease(lease.expires_at, lease.max_at, lease.step_s, by)
 
@@ -95,7 +95,7 @@ async def extend(state: PlannerState, timers: Timers, owns: Callable[[str, str],
         await state.save_cluster(cluster)
     except ConcurrencyError:
         await state.reload_cluster(cluster.tenant, cmd.cluster_id)
-        raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again") from None
+        raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again", code="conflict") from None
     arm(timers, owns, cluster)
     log.info("lease extended", tenant=cluster.tenant, cluster=cmd.cluster_id, until=until.isoformat(), by=by)
     return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=until, version=cluster.version)

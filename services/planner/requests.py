@@ -111,7 +111,9 @@ def parse(verb: str, data: bytes) -> Any:
     try:
         return COMMAND_ADAPTER.validate_python(body)
     except ValidationError as err:
-        raise Refused(f"invalid {expected}: {describe_validation_error(err)}") from None
+        where = err.errors()[0]["loc"] if err.errors() else ()
+        raise Refused(f"invalid {expected}: {describe_validation_error(err)}", code="invalid",
+                      field=".".join(str(p) for p in where[1:] if p != expected) or None) from None
 
 
 CONTROL_EVENT = {"PauseJob": "JobPaused", "ResumeJob": "JobResumed", "CancelJob": "JobCancelRequested", "RetryJob": "JobRetried"}
@@ -131,7 +133,8 @@ def same_request(known: Job, cmd: Any) -> None:
         differ = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
         raise Refused(f"request_id {cmd.request_id!r} was used already, for job {known.id} ({known.operation} of "
                       f"cluster {known.cluster_id}), with a different request (it differs in {', '.join(differ)}): "
-                      "send that same request again to get that job, or use a new request_id")
+                      "send that same request again to get that job, or use a new request_id",
+                      code="conflict", field="request_id", job_id=str(known.id))
 
 
 class Requests:
@@ -164,9 +167,11 @@ class Requests:
                     return await self._create(ctx, op, command, pin)
                 return await self._cluster_operation(ctx, op, command, pin)
         except Moved as err:
-            return Rejected(reason=str(err), retry=True)
-        except (Refused, subjects.SubjectError) as err:
-            return Rejected(reason=str(err))
+            return Rejected(reason=str(err), retry=True, code="unavailable")
+        except Refused as err:
+            return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id)  # type: ignore[arg-type]
+        except subjects.SubjectError as err:
+            return Rejected(reason=str(err), code="invalid")
 
     def _check(self, op: Operation, facts: Facts) -> None:
         for rule in op.rules:
@@ -230,7 +235,7 @@ class Requests:
             holder = rebuild(Cluster, await self.state.log.read(subjects.cluster_events(tenant, last.event.cluster_id)))
             if holder is not None and holder.status != "deleted":
                 raise Refused(f"cluster name {name!r} is taken in tenant {tenant!r} by cluster {holder.id} ({holder.status}): "
-                              "pick another name, or delete that cluster first")
+                              "pick another name, or delete that cluster first", code="conflict", field="name")
         if not record:
             return
         claim = ClusterNameClaimed(name=name, cluster_id=cluster_id, job_id=job_id)
@@ -239,7 +244,7 @@ class Requests:
                                         expect_last_seq=last.seq if last is not None else 0)
         except ConcurrencyError:
             raise Refused(f"cluster name {name!r} was taken in tenant {tenant!r} by another create just now: "
-                          "pick another name") from None
+                          "pick another name", code="conflict", field="name") from None
 
     async def _waits_for_workers(self, cluster: Cluster) -> list[str]:
         """Accepted all the same (a provisioner may register any moment), but the requester is
@@ -260,7 +265,7 @@ class Requests:
         tenant = ctx.tenant
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != tenant:
-            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
+            raise Refused(f"unknown cluster {cmd.cluster_id!r}", code="not_found", field="cluster_id")
         if not self.hooks.owns(tenant, cmd.cluster_id):
             raise Moved(cmd.cluster_id)
         job_id = self._job_id(tenant, cmd, pin)
@@ -326,7 +331,7 @@ class Requests:
     async def _extend_lease(self, ctx: RequestContext, op: Operation, cmd: ExtendLease) -> LeaseExtended:
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != ctx.tenant:
-            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
+            raise Refused(f"unknown cluster {cmd.cluster_id!r}", code="not_found", field="cluster_id")
         if not self.hooks.owns(ctx.tenant, cmd.cluster_id):
             raise Moved(cmd.cluster_id)
         if not (cmd.request_id and cmd.request_id in cluster.lease_requests):
@@ -339,7 +344,7 @@ class Requests:
     async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted:
         job = await self.state.find_job(ctx.tenant, cmd.job_id)
         if job is None:
-            raise Refused(f"unknown job {cmd.job_id!r}")
+            raise Refused(f"unknown job {cmd.job_id!r}", code="not_found", field="job_id")
         if not self.hooks.owns(ctx.tenant, job.cluster_id):
             raise Moved(job.cluster_id)
         cluster = self.state.clusters[job.cluster_id]
@@ -347,7 +352,8 @@ class Requests:
         if first is not None:
             if first != CONTROL_EVENT[cmd.type]:
                 raise Refused(f"request_id {cmd.request_id!r} was used already, to {VERB_OF[EVENT_CONTROL[first]]} job "
-                              f"{cmd.job_id}: send that same request again, or use a new request_id")
+                              f"{cmd.job_id}: send that same request again, or use a new request_id",
+                              code="conflict", field="request_id", job_id=cmd.job_id)
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
         catalog = await self.state.catalog(job.tenant)
         effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.hooks.dispatch)

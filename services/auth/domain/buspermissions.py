@@ -127,10 +127,10 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)
     if kind == "tracker":
-        # The tracker checks HTTP bearer tokens itself and acts for those principals: it is the
-        # one service that may send requests naming someone else.
+        # Queries in its own name only. It sends people's operations on connections opened with
+        # their own tokens (services/tracker/acting.py, decision 17): it may send none itself.
         pub = common + _read_log() + [
-            f"{subjects.OPS}.*.*.*", f"{subjects.QUERY}.*.*.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
+            f"{subjects.QUERY}.*.{pid}.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
             subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
             "$KV.snapshots.*.story.*",  # replay's story snapshots (services/tracker/story.py)
         ]

@@ -83,7 +83,8 @@ async def test_catalog_writes_need_a_write_grant_on_what_they_change_and_record_
     assert first["type"] == "CatalogAnswer" and first["ok"] and len(first["seqs"]) == 2, first
     # Read-only cannot write.
     refused = await served.ask("rita", ApplyCatalog(catalog=services(web="web v2")))
-    assert refused == {"type": "Rejected", "v": 1, "reason": "catalog not applied: rita has no write permission on catalog services/web of tenant a"}
+    assert refused == {"type": "Rejected", "v": 1, "reason": "catalog not applied: rita has no write permission on catalog services/web of tenant a",
+                       "code": "forbidden"}
     # A grant on one entity writes that one, not another; unchanged entities of a whole folder need none.
     assert (await served.ask("wes", ApplyCatalog(catalog=services(base="base", web="web v2"))))["ok"]
     other = await served.ask("wes", ApplyCatalog(catalog=services(base="base v2")))

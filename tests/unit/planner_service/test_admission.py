@@ -144,7 +144,7 @@ async def _active(h: Harness) -> str:
 
 async def _unsolvable(h: Harness) -> str:
     """A cluster whose create found no layout: its status is `failed`."""
-    reply = await h.send(CreateCluster(name="nolayout", template="hadoop-small", nodes=2, hardwaretype="huge"))
+    reply = await h.send(CreateCluster(name="nolayout", template="hadoop-small", nodes=2, services=["base", "hdfs-datanode"]))
     assert isinstance(reply, Accepted)
     await h.settle()
     assert h.job(reply.job_id).state == "failed" and "no layout" in h.job(reply.job_id).error
