@@ -38,7 +38,7 @@ from contracts.records import Append
 from contracts.secrets import refused as refused_secrets
 from contracts.secrets import secrets_in_clear
 from muster.bus.repository import rebuild
-from muster.ports.eventlog import ConcurrencyError
+from muster.ports.eventlog import ConcurrencyError, StoreError
 
 from . import leases
 from .config import Hooks, PlannerConfig
@@ -172,6 +172,16 @@ class Requests:
             return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id)  # type: ignore[arg-type]
         except subjects.SubjectError as err:
             return Rejected(reason=str(err), code="invalid")
+        except (TimeoutError, StoreError) as err:
+            # The log did not answer in time, or refused for a moment (a leader election after
+            # a partition healed): what this request wrote may or may not have landed. Its
+            # request_id maps a retry to the same job, so the answer is "send it again", not an
+            # "internal error" the client would take as final (seen in the partition soak:
+            # operations abandoned that a second try would have had accepted).
+            log.warning("request not decided: the log did not answer", tenant=ctx.tenant, verb=ctx.verb,
+                        error=str(err) or type(err).__name__)
+            return Rejected(reason=f"the event log did not answer in time ({type(err).__name__}); send the request again",
+                            retry=True, code="unavailable")
 
     def _check(self, op: Operation, facts: Facts) -> None:
         for rule in op.rules:
