@@ -121,6 +121,9 @@ class ShardLeases:
         self._renewal: asyncio.TimerHandle | None = None
         self._fences: dict[int, asyncio.TimerHandle] = {}
         self._member_rev = 0
+        self._failed_takeups = 0
+        self._pause_until = 0.0
+        """No shard is taken before this (monotonic): a take-up failed, the bus is unwell."""
         self._stopped = False
         self._ready = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -241,7 +244,7 @@ class ShardLeases:
             share = fair_share(list(self.members), self.member, self.shards)
             if len(self.held) > share:
                 await self._release(set(sorted(self.held)[share:]))
-            elif len(self.held) < share:
+            elif len(self.held) < share and time.monotonic() >= self._pause_until:
                 gained = set()
                 for shard in [s for s in range(self.shards) if s not in self.owners and s not in self.held]:
                     if len(self.held) >= share:
@@ -264,10 +267,18 @@ class ShardLeases:
         next change of the bucket) take them again."""
         try:
             await self.on_gained(gained)
+            self._failed_takeups = 0
         except Exception as err:  # noqa: BLE001 - whatever failed, the shards must not stay held idle
+            # Taken again at once, they would fail again while the bus is unwell, members
+            # passing them around as fast as the bucket changes: this member waits a moment
+            # (0.5 s doubling, at most a TTL) before it takes any, then looks again.
+            self._failed_takeups += 1
+            pause = min(self.ttl_s, 0.5 * 2 ** (self._failed_takeups - 1))
+            self._pause_until = time.monotonic() + pause
             log.warning("could not take up the shards gained; handing them back", member=self.member,
-                        shards=sorted(gained), error=str(err) or type(err).__name__)
+                        shards=sorted(gained), error=str(err) or type(err).__name__, pause_s=pause)
             await self._release(gained)
+            asyncio.get_running_loop().call_later(pause, lambda: self._spawn(self.rebalance()))
 
     async def _acquire(self, shard: int) -> bool:
         key = f"shard.{shard}"
