@@ -108,6 +108,7 @@ class Planner:
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.jobs[cluster.job_id] = job
+                self.requests.approvals.arm(job)  # a job waiting for approval: its expiry
                 if not job.is_final and history is not None:
                     job = await self._adopt(job)
                     queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]

@@ -23,12 +23,14 @@ from contracts.commands import (
     VERB_OF,
     Accepted,
     ApplyPlan,
+    ApproveJob,
     ConfigureCluster,
     CreateCluster,
     DryRun,
     ExtendLease,
     LeaseExtended,
     Rejected,
+    RejectJob,
     RollbackCluster,
 )
 from contracts.errors import describe_validation_error
@@ -41,6 +43,7 @@ from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError, StoreError
 
 from . import leases
+from .approvals import Approvals
 from .config import Hooks, PlannerConfig
 from .domain import planning, saved
 from .domain.admission import Facts, Refused
@@ -49,6 +52,7 @@ from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
 from .domain.saga import control, queue_class
 from .execution import Execution
+from .governance import Governance, Judgement, Rules, digest_of
 from .ports import Solver, Workers
 from .previews import Preview, Previews
 from .state import PlannerState
@@ -143,6 +147,8 @@ class Requests:
         self.state, self.execution, self.solver, self.config, self.hooks = state, execution, solver, config, hooks
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
+        self.governance = Governance(state, execution.timers.clock)
+        self.approvals = Approvals(state, execution, self.previews, self.governance, self._start, hooks.owns)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> Accepted | Rejected | DryRun | LeaseExtended:
         """`system`: asked by the planner itself (a lease's expiry); the hooks' checks (who may
@@ -205,13 +211,19 @@ class Requests:
         catalog = await self.state.catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.hooks.pools)
         self._check(op, facts)
-        await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=not cmd.dry_run)
+        if cmd.dry_run:
+            await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
         job = self._new_job(ctx, facts, cluster_id, pin)
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd))
         leases.start(cluster, facts, ctx.by(cmd), self.execution.timers)
+        rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts)
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None))
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
+        if preview is None and rules.active:  # the policies see the layout and the plan: solved now
+            preview = await self.previews.preview(job, cluster, facts)
+        judgement = await self._judged(rules, facts, ctx.by(cmd), None, cluster, preview)
+        await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=True)
         if preview is not None:
             self._plan(job, cluster, preview)
         # The cluster (which points to its job) first: see Planner.resume.
@@ -219,18 +231,22 @@ class Requests:
             await self.state.save_cluster(cluster)
         except ConcurrencyError:  # a retry after a crash between the two saves
             cluster = rebuild(Cluster, await self.state.log.read(subjects.cluster_events(ctx.tenant, cluster_id)))  # type: ignore[assignment]
+        if judgement is not None and preview is not None:
+            self.governance.record(job, cluster, judgement, preview.layout, digest_of(job, preview))
         try:
             await self.state.save_job(job)
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         self.state.jobs[job_id], self.state.clusters[cluster_id] = job, cluster
         leases.arm(self.execution.timers, self.hooks.owns, cluster)
-        if preview is not None:
+        if job.awaiting_approval:
+            self.approvals.arm(job)
+        elif preview is not None:
             await self._start(job, cluster, facts, preview)
         else:
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, catalog, cmd))
         log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=await self._waits_for_workers(cluster))
+        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=await self._warnings(job, cluster))
 
     async def _claim_name(self, tenant: str, name: str, cluster_id: str, job_id: str, record: bool) -> None:
         """Cluster names are unique in a tenant among clusters not deleted. The holder of a name
@@ -292,28 +308,40 @@ class Requests:
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
+        rules = await self.governance.load(tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts)
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, notes=self.governance.notes(rules, facts, cluster))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
-        elif op.layout:  # the solver answers through the log (Execution.on_layout)
+        elif op.layout and not rules.active:  # the solver answers through the log (Execution.on_layout)
             await self._accept(job, cluster)
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, facts.catalog, cmd))
             log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
             return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
         else:
             preview = await self.previews.preview(job, cluster, facts)
+        judgement = await self._judged(rules, facts, ctx.by(cmd), cluster, cluster, preview)
         # The plan is recorded with the job: a job recorded without its plan would wait forever.
         self._plan(job, cluster, preview)
-        await self._accept(job, cluster)
-        await self._start(job, cluster, facts, preview)
-        log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
+        def then() -> None:
+            if judgement is not None:
+                self.governance.record(job, cluster, judgement, preview.layout, digest_of(job, preview))
 
-    async def _accept(self, job: Job, cluster: Cluster) -> None:
+        await self._accept(job, cluster, then)
+        if job.awaiting_approval:
+            self.approvals.arm(job)
+        else:
+            await self._start(job, cluster, facts, preview)
+        log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._warnings(job, cluster))
+
+    async def _accept(self, job: Job, cluster: Cluster, then: Any = None) -> None:
+        """`then`: what the job records once the cluster is (governance: its version)."""
         # The cluster's pointer to its job first: see Planner.resume.
         cluster.set_status(cluster.status, str(job.id))
         await self.state.save_cluster(cluster)
+        if then is not None:
+            then()
         try:
             await self.state.save_job(job)
         except ConcurrencyError:
@@ -338,6 +366,23 @@ class Requests:
             cluster.change_config(str(job.id), cmd.config)
         await self.execution.advance(job, cluster)
 
+    # -- governance (docs/governance.md) ------------------------------------------------------
+
+    async def _judged(self, rules: Rules, facts: Facts, by: str, before: Cluster | None, after: Cluster,
+                      preview: Preview | None) -> Judgement | None:
+        """The tenant's policies and approval rules on the request and its plan; a denial is
+        recorded and refuses the request."""
+        if not rules.active or preview is None:
+            return None
+        judgement = self.governance.judge(rules, facts, by, before, after, preview.target,
+                                          [t.action.value for t in preview.plan.tasks])
+        if judgement.verdict.denied:
+            await self.governance.deny(facts, by, str(after.id), judgement)
+        return judgement
+
+    async def _warnings(self, job: Job, cluster: Cluster) -> list[str]:
+        return self.governance.warnings(job) + await self._waits_for_workers(cluster)
+
     async def _extend_lease(self, ctx: RequestContext, op: Operation, cmd: ExtendLease) -> LeaseExtended:
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != ctx.tenant:
@@ -351,13 +396,15 @@ class Requests:
 
     # -- job control ---------------------------------------------------------------------------
 
-    async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted:
+    async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted | Rejected:
         job = await self.state.find_job(ctx.tenant, cmd.job_id)
         if job is None:
             raise Refused(f"unknown job {cmd.job_id!r}", code="not_found", field="job_id")
         if not self.hooks.owns(ctx.tenant, job.cluster_id):
             raise Moved(job.cluster_id)
         cluster = self.state.clusters[job.cluster_id]
+        if isinstance(cmd, ApproveJob | RejectJob):
+            return await self.approvals.decide(ctx.by(cmd), job, cluster, cmd)
         first = job.control_requests.get(cmd.request_id or "")
         if first is not None:
             if first != CONTROL_EVENT[cmd.type]:

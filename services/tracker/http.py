@@ -25,7 +25,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, contract, pools, sse, write_routes
+from . import api, contract, governance, pools, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -146,6 +146,7 @@ HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "stream_job": stream_job, "list_clusters": list_clusters, "get_cluster": get_cluster,
     "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics, "whoami": auth_.whoami,
     "list_pools": pools.list_pools, "get_pool": pools.get_pool, "stream_pool": pools.stream_pool,
+    "governance": governance.get_governance,
 }
 
 

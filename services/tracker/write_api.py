@@ -88,6 +88,11 @@ class Preview(_Out):
     layout: Layout | None
     plan: dict[str, Any] = Field(description="tasks, edges and stages, as `muster plan` prints them")
     summary: PlanSummary
+    cost: dict[str, Any] | None = Field(default=None, description=(
+        "per hour, from the catalog's hardware `cost` fields: per_hour (once done), before_per_hour, per_node, "
+        "by_hardware, unknown (docs/governance.md)"))
+    policy: dict[str, Any] | None = Field(default=None, description=(
+        "what the tenant's governance would say: deny and warn (policy messages), approval (rules it would wait for)"))
 
 
 class SavedPlan(_Out):
@@ -161,6 +166,12 @@ JOB_VERBS: tuple[tuple[str, type[c.Command], str], ...] = (
     ("retry", c.RetryJob, "Run a failed job's remaining tasks again."),
 )
 
+DECISIONS: tuple[tuple[str, type[c.Command], str], ...] = (
+    ("approve", c.ApproveJob, "Let a job that waits for approval run its plan, with a comment (`approve` permission; "
+                              "docs/governance.md)."),
+    ("reject", c.RejectJob, "Refuse a job that waits for approval, with a comment: it ends, nothing ran."),
+)
+
 
 def _routes() -> tuple[WriteRoute, ...]:
     routes = [
@@ -178,6 +189,9 @@ def _routes() -> tuple[WriteRoute, ...]:
                              status=200))
     for verb, command, summary in JOB_VERBS:
         routes.append(WriteRoute("post", f"/v1/jobs/{{job_id}}/{verb}", f"{verb}_job", summary, verb, command, None, ("job_id",)))
+    for verb, command, summary in DECISIONS:
+        routes.append(WriteRoute("post", f"/v1/jobs/{{job_id}}/{verb}", f"{verb}_job", summary, verb, command,
+                                 body_of(command, path=("job_id",)), ("job_id",)))
     routes.append(WriteRoute("post", "/v1/plans/{plan_id}/apply", "apply_plan",
                              "Run a saved plan exactly as its preview showed it; 409 if the cluster or catalog changed since.",
                              "apply", c.ApplyPlan, None, ("plan_id",)))

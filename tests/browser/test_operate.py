@@ -66,6 +66,7 @@ def test_a_writer_previews_and_creates_a_cluster_and_sees_it_succeed_live(muster
     expect(page.get_by_test_id("preview-layout")).to_contain_text("hdfs-datanode")
     assert int(page.get_by_test_id("preview-tasks").inner_text()) > 20 and int(page.get_by_test_id("preview-stages").inner_text()) > 3
     expect(page.get_by_test_id("estimate-eager")).not_to_be_empty()
+    expect(page.get_by_test_id("preview-cost")).to_contain_text("/h once done")  # docs/governance.md
     page.get_by_role("button", name="Create").click()
     expect(page).to_have_url(re.compile(r"/ui/jobs/[0-9a-f-]{36}$"))
     state = page.get_by_test_id("job-state")

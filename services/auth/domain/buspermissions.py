@@ -39,7 +39,7 @@ class BusPermissions:
 
 def _requests(principal: str, tenant: str) -> list[str]:
     return [f"{subjects.OPS}.{tenant}.{principal}.*", f"{subjects.QUERY}.{tenant}.{principal}.>",
-            f"{subjects.AUTH}.{principal}.*"]
+            f"{subjects.AUTH}.{principal}.*", f"{subjects.GOV}.{tenant}.{principal}.*"]
 
 
 def _pool_commands(principal: str) -> list[str]:
@@ -105,6 +105,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if kind == "planner":
         pub = common + _read_log() + _read_stream(subjects.TASKS_STREAM) + [
             f"{evt}.*.job.*", f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
+            f"{evt}.*.denied.*",  # requests the tenant's policies refused (docs/governance.md)
             f"{evt}.*.catalog.>",  # catalog changes it checked against the requester's grants (catalog-apply|delete)
             subjects.ALL_POOL_REQUEST_EVENTS, f"{subjects.TASK}.>",
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
@@ -123,6 +124,21 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             f"{BODIES[1]}.>",
         ]
         return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, inbox), responses=True)
+    if kind == "governance":
+        # Governance entities in its requesters' names (checked against their grants), and each
+        # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
+        # naming someone else, and the planner checks that principal's grants again.
+        pub = common + _read_log() + [
+            subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
+        ]
+        return BusPermissions(tuple(pub), (subjects.ALL_GOVERNANCE_REQUESTS, inbox), responses=True)
+    if kind == "notifier":
+        # Notifications and their attempts, and the bus subjects subscriptions name (a tenant's
+        # own `muster.cb.<tenant>.`, checked when the subscription is made).
+        pub = common + _read_log() + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
+                                      f"{BODIES[1]}.>"]
+        # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`).
+        return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", inbox), responses=True)
     if kind == "solver":
         pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)

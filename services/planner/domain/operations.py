@@ -110,6 +110,9 @@ _ROWS = (
     Operation("resume", "ResumeJob", "job"),
     Operation("cancel", "CancelJob", "job"),
     Operation("retry", "RetryJob", "job"),
+    # A job waiting for approval (docs/governance.md): decided by a principal with `approve`.
+    Operation("approve", "ApproveJob", "job"),
+    Operation("reject", "RejectJob", "job"),
 )
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in _ROWS}

@@ -17,7 +17,7 @@ import jinja2
 from aiohttp import web
 
 from ..app import Tracker
-from . import forms, live, pages
+from . import forms, governance, live, pages
 from .session import CONSOLE_AUTH, ConsoleAuth
 
 HERE = Path(__file__).parent
@@ -73,6 +73,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     r.add_get("/ui/sign-in", pages.sign_in_form)
     r.add_post("/ui/sign-in", pages.sign_in)
     r.add_post("/ui/sign-out", pages.sign_out)
+    governance.add_routes(app)
     static = r.add_static("/ui/static", STATIC, name="ui-static")
     env.globals["static"] = lambda path: static_url(static, path)
     r.add_get("/ui/{tail:.*}", pages.unknown)

@@ -17,6 +17,7 @@ carry the page's CSRF token (csrf.py). Which buttons a job's state allows: `CONT
 from __future__ import annotations
 
 import re
+from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
@@ -30,7 +31,7 @@ from ..params import not_found
 from ..sse import job_stream
 from ..write_routes import ACTING
 from .pages import NotFound, may_job, redirect, tracker_of, uuid_param
-from .session import NeedsSignIn, same_origin, session_token, viewer_of
+from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
 CONTROL_TIMEOUT_S = 5.0
 VERBS = {"pause": "pause_job", "resume": "resume_job", "cancel": "cancel_job", "retry": "retry_job"}
@@ -55,14 +56,15 @@ async def stream(request: web.Request) -> web.StreamResponse:
     return await job_stream(request, viewer.tenant, job_id.lower(), after)
 
 
-async def control(request: web.Request) -> web.StreamResponse:
-    wants_json = "application/json" in request.headers.get("Accept", "")
+async def job_form(request: web.Request, what: str) -> tuple[Viewer, str, Any] | web.Response:
+    """A form posted about a job from the console's own page: the viewer, the job id and the
+    form, or the answer that refuses it (not signed in, another site, no such id, a stale form)."""
     try:
         viewer = await viewer_of(request)
     except NeedsSignIn as need:
         return _error(401, need.reason)
     if not same_origin(request):
-        return _error(403, "job control must come from the console's own page")
+        return _error(403, f"{what} must come from the console's own page")
     try:
         job_id = uuid_param(request, "job_id", "job")
     except NotFound as missing:
@@ -70,6 +72,15 @@ async def control(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     if not csrf.valid(session_token(request), viewer.tenant, str(form.get(csrf.FIELD) or "")):
         return _error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
+    return viewer, job_id, form
+
+
+async def control(request: web.Request) -> web.StreamResponse:
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    checked = await job_form(request, "job control")
+    if isinstance(checked, web.Response):
+        return checked
+    viewer, job_id, form = checked
     action = str(form.get("action") or "")
     if action not in VERBS:
         said, ok = f"rejected: {action[:40]!r} is not one of {', '.join(VERBS)}", False

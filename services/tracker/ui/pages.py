@@ -208,6 +208,7 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return render(request, "job.html", viewer, job_id=job_id, group=group, open_task=task, said=request.query.get("said"),
                   can_control=viewer.may_job("execute", job_id, cluster_of(history)), controls=CONTROLS,
                   allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
+                  can_approve=viewer.may_job("approve", job_id, cluster_of(history)),
                   graph_json=data["graph"].to_json(), **data)
 
 

@@ -57,15 +57,7 @@ class Served:
 
 @pytest_asyncio.fixture
 async def served(authed: Authed) -> AsyncIterator[Served]:
-    root = await authed.raw(authed.admin_token, "root")
-    tokens: dict[str, str] = {}
-    for pid, fields in PEOPLE.items():
-        made = await authed.ask(root, "root", "user-create", principal=pid, **fields)
-        assert made["ok"], made
-        tokens[pid] = made["data"]["token"]
-    for pid, permission, scope in GRANTS:
-        assert (await authed.ask(root, "root", "grant", principal=pid, permission=permission, tenant="a", scope=scope))["ok"]
-    await root.close()
+    tokens = await authed.people(PEOPLE, GRANTS)
     async with AsyncExitStack() as stack:
         nc = await connect(authed.url, name="planner", token=tokens["pln"])
         stack.push_async_callback(nc.close)

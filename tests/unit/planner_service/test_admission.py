@@ -14,6 +14,7 @@ from contracts.commands import (
     Accepted,
     AddServices,
     ApplyPlan,
+    ApproveJob,
     CancelJob,
     CheckCluster,
     ConfigureCluster,
@@ -24,6 +25,7 @@ from contracts.commands import (
     ExtendLease,
     PauseJob,
     Rejected,
+    RejectJob,
     RemoveServices,
     RepairCluster,
     RestartServices,
@@ -196,6 +198,8 @@ REFUSED: dict[str, list[Refuse]] = {
     "resume": [lambda h: _with(_running_job(h), lambda j: (ResumeJob(job_id=j), "is running: cannot resume it"))],
     "cancel": [lambda h: _with(_create_job_of(h), lambda c: (CancelJob(job_id=c[1]), "is succeeded: cannot cancel it"))],
     "retry": [lambda h: _with(_running_job(h), lambda j: (RetryJob(job_id=j), "is running: cannot retry it"))],
+    "approve": [lambda h: _with(_running_job(h), lambda j: (ApproveJob(job_id=j), "not waiting for approval"))],
+    "reject": [lambda h: _with(_running_job(h), lambda j: (RejectJob(job_id=j), "not waiting for approval"))],
 }
 
 
@@ -209,7 +213,8 @@ async def _with(setup: Awaitable[Any], make: Callable[[Any], tuple[Any, str]]) -
 
 def test_every_verb_has_admission_cases() -> None:
     assert set(REFUSED) == set(VERBS)
-    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry", "extend-lease", "repair"} == set(VERBS)  # repair: test_observed.py
+    # repair: test_observed.py; approve, reject: test_governance.py
+    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry", "extend-lease", "repair", "approve", "reject"} == set(VERBS)
 
 
 @pytest.mark.parametrize(("verb", "case"), [(v, i) for v, cases in sorted(REFUSED.items()) for i in range(len(cases))])
