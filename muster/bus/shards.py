@@ -377,12 +377,19 @@ class ShardLeases:
             await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
             lost = set()
             async with self._io:  # every lease at once: a busy server answers them together
-                shards = sorted(self.held)
+                renewing = {s: lease.revision for s, lease in self.held.items()}
+                shards = sorted(renewing)
                 value = {"owner": self.member, "session": self.session}
                 sent = time.monotonic()
-                written = await asyncio.gather(*(self._write(f"shard.{s}", value, self.held[s].revision) for s in shards),
+                written = await asyncio.gather(*(self._write(f"shard.{s}", value, renewing[s]) for s in shards),
                                                return_exceptions=True)
                 for shard, rev in zip(shards, written, strict=True):
+                    now = self.held.get(shard)
+                    if now is None or now.revision != renewing[shard]:
+                        # Dropped, or taken anew (a rebalance does not wait for renewals) while
+                        # this renewal was on its way, say across a partition: its answer is
+                        # about a lease that is not the one held now.
+                        continue
                     if isinstance(rev, int):
                         self._hold(shard, rev, sent)
                     elif isinstance(rev, APIError) and rev.err_code in WRONG_LAST_SEQUENCE:
