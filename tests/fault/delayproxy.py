@@ -64,9 +64,13 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lag:
     chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
 
     async def read() -> None:
-        while data := await reader.read(65536):
-            chunks.put_nowait((loop.time() + lag(), data))
-        chunks.put_nowait((loop.time() + lag(), b""))
+        try:
+            while data := await reader.read(65536):
+                chunks.put_nowait((loop.time() + lag(), data))
+        except ConnectionError:
+            pass  # a reset ends the link as a close does: the other end must hear of it
+        finally:
+            chunks.put_nowait((loop.time() + lag(), b""))
 
     reading = asyncio.create_task(read())
     try:
@@ -78,6 +82,8 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lag:
                 break
             writer.write(data)
             await writer.drain()
+    except ConnectionError:
+        pass  # the far end went away: closing this side tells the other pump
     finally:
         reading.cancel()
         writer.close()
