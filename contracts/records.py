@@ -21,6 +21,9 @@ H_MSG_ID = "Nats-Msg-Id"
 H_EXPECT = "Nats-Expected-Last-Subject-Sequence"
 H_TRACE = "traceparent"
 """W3C trace context of the span that appended the event (docs/tracing.md); absent when off."""
+H_WRITER = "Muster-Writer"
+"""Which process appended the event (a planner's instance name): the log itself then shows
+which planner acted for a cluster when, so fencing is checked from it (tests/fault)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,8 @@ class Append:
     trace: str | None = None
     """A `traceparent` to append it under; the log's writer puts the current span's there when
     none is given (`muster.bus.appends`)."""
+    writer: str | None = None
+    """Who appends it (`H_WRITER`), when the store names its writer."""
 
     def headers(self) -> dict[str, str]:
         h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`
@@ -61,6 +66,8 @@ class Append:
         if self.version is not None:
             h[H_VERSION] = str(self.version)
         h[H_TIME] = (self.time or datetime.now(UTC)).isoformat()
+        if self.writer:
+            h[H_WRITER] = self.writer
         if self.trace is not None:  # last: readers find the three before it in this order
             h[H_TRACE] = self.trace
         return h

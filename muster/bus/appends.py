@@ -33,7 +33,7 @@ from typing import Any
 
 from nats.aio.client import Client
 
-from contracts.records import H_EXPECT, H_MSG_ID, H_TYPE, Append
+from contracts.records import H_EXPECT, H_MSG_ID, H_TYPE, H_WRITER, Append
 from muster import tracing
 
 from ..ports.eventlog import ConcurrencyError, StoreError
@@ -75,8 +75,8 @@ def _seq(answer: bytes) -> int:
 
 class LogWriter:
     def __init__(self, nc: Client, bodies: Bodies, last: LastOf, timeout: float, *, group_commit: bool = False,
-                 smallest_batch: int = SMALLEST_BATCH, most: int = MAX_ATOMIC) -> None:
-        self.nc, self.bodies, self.last, self.timeout = nc, bodies, last, timeout
+                 smallest_batch: int = SMALLEST_BATCH, most: int = MAX_ATOMIC, name: str | None = None) -> None:
+        self.nc, self.bodies, self.last, self.timeout, self.name = nc, bodies, last, timeout, name
         self.group_commit, self.smallest_batch, self.most = group_commit, smallest_batch, most
         self.sent = 0
         """Submits sent so far, a batch or a single event each (`events / sent`: the mean group)."""
@@ -90,9 +90,10 @@ class LogWriter:
 
     # -- encoding ------------------------------------------------------------------------------
 
-    @staticmethod
-    def _headers(item: Append) -> dict[str, str]:
+    def _headers(self, item: Append) -> dict[str, str]:
         headers = item.headers()
+        if self.name is not None and item.writer is None:  # who wrote it, for fencing checks (tests/fault)
+            headers[H_WRITER] = self.name
         if item.trace is None and tracing.enabled():
             tracing.headers(headers)
         return headers

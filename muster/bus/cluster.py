@@ -61,10 +61,12 @@ class NodeAddress:
 
 
 def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: str, bind: str, auth: str = "",
-                       tls: ServerTls | None = None) -> str:
+                       tls: ServerTls | None = None, advertise: str = "") -> str:
     """The nats-server config of one cluster node (`bind`: the interface it listens on;
     `auth`: its accounts and auth callout, services.auth.keys.server_auth_config; `tls`: its
-    certificate, for the client port, the routes and the monitoring port)."""
+    certificate, for the client port, the routes and the monitoring port; `advertise`: the
+    route address the others learn of it, when it is not where it listens: a fault test's node
+    reached through a delaying proxy)."""
     check_listen(bind, tls is not None, insecure_network_allowed(), f"nats-server {node.name}", "give it TLS")
     routes = "\n".join(f"    nats-route://{p.host}:{p.cluster_port}" for p in peers)
     http = f"{'https' if tls else 'http'}: {bind}:{node.http_port}\n" if node.http_port else ""
@@ -84,7 +86,8 @@ def render_node_config(node: NodeAddress, peers: list[NodeAddress], store_dir: s
         "cluster {\n"
         f"  name: {CLUSTER_NAME}\n"
         f"  listen: {bind}:{node.cluster_port}\n"
-        "  routes: [\n"
+        + (f'  advertise: "{advertise}"\n' if advertise else "")
+        + "  routes: [\n"
         f"{routes}\n"
         "  ]\n"
         + (route_block(tls) + "\n" if tls else "")

@@ -104,18 +104,21 @@ async def full_recorded_from_msg(msg: Msg, bodies: Bodies) -> Recorded:
 class EventStore:
     """The event log port (`muster.ports.eventlog.EventLog`) on the `EVENTS` stream. With
     `group_commit` (the default), `submit`s made while one is on its way go together
-    (`muster.bus.appends`); without it, each goes alone at once."""
+    (`muster.bus.appends`); without it, each goes alone at once. `writer_name`: named on every
+    event this store appends (`Muster-Writer`: the log then shows which planner acted for a
+    cluster when, so fencing is checked from it, tests/fault)."""
 
     def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0, *,
-                 group_commit: bool = True) -> None:
+                 group_commit: bool = True, writer_name: str | None = None) -> None:
         self.nc = nc
+        self.writer_name = writer_name
         self.js = nc.jetstream(timeout=timeout)
         self.stream = stream
         self.timeout = timeout
         self._replicated: bool | None = None
         self._asking: asyncio.Future[Any] | None = None
         self.bodies = Bodies(self.js)
-        self.writer = LogWriter(nc, self.bodies, self._last, timeout, group_commit=group_commit)
+        self.writer = LogWriter(nc, self.bodies, self._last, timeout, group_commit=group_commit, name=writer_name)
 
     # -- writing ------------------------------------------------------------------------
 

@@ -125,9 +125,13 @@ class NatsServer:
     """Open files the server inherits, so they stay open as long as it runs (a deployment's
     data-directory lock: `DataDirLock`)."""
     host: str = "127.0.0.1"
-    """the address it listens on (another than loopback only with `tls`, or told --insecure-network)"""
+    """Where clients reach it, and the address it listens on (another than loopback only with
+    `tls`, or told --insecure-network; a fault test's node listens in a network namespace of its own)."""
     tls: ServerTls | None = None
     insecure_network: bool = False
+    launcher: tuple[str, ...] = ()
+    """argv put before the binary: a fault test runs each node in its own network namespace
+    (`nsenter --net=... --`, which execs: the process is still the server)."""
     process: asyncio.subprocess.Process | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
     reloaded: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -149,7 +153,7 @@ class NatsServer:
         _write_private(conf, self.config_text())  # may hold the auth service's password
         self.log_path = self.data_dir / "nats-server.log"
         self.process = await asyncio.create_subprocess_exec(
-            nats_server_binary(), "-c", str(conf),
+            *self.launcher, nats_server_binary(), "-c", str(conf),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
             start_new_session=True, pass_fds=self.hold_fds,
         )

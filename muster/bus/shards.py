@@ -121,6 +121,9 @@ class ShardLeases:
         self._renewal: asyncio.TimerHandle | None = None
         self._fences: dict[int, asyncio.TimerHandle] = {}
         self._member_rev = 0
+        self._failed_takeups = 0
+        self._pause_until = 0.0
+        """No shard is taken before this (monotonic): a take-up failed, the bus is unwell."""
         self._stopped = False
         self._ready = asyncio.Event()
         self._changed = asyncio.Condition()
@@ -241,21 +244,47 @@ class ShardLeases:
             share = fair_share(list(self.members), self.member, self.shards)
             if len(self.held) > share:
                 await self._release(set(sorted(self.held)[share:]))
-            elif len(self.held) < share:
+            elif len(self.held) < share and time.monotonic() >= self._pause_until:
                 gained = set()
                 for shard in [s for s in range(self.shards) if s not in self.owners and s not in self.held]:
                     if len(self.held) >= share:
                         break
-                    if await self._acquire(shard):
-                        gained.add(shard)
+                    try:
+                        if await self._acquire(shard):
+                            gained.add(shard)
+                    except Exception as err:  # noqa: BLE001 - the bus is away: what was taken is taken up below
+                        log.warning("taking a shard failed", member=self.member, shard=shard, error=str(err) or type(err).__name__)
+                        break
                 if gained:
                     log.info("shards gained", member=self.member, shards=sorted(gained), held=len(self.held), share=share)
-                    await self.on_gained(gained)
+                    await self._take_up(gained)
+
+    async def _take_up(self, gained: Shards) -> None:
+        """The owner takes the shards up (rebuilds their clusters). If it cannot (the log is
+        unreachable for a moment: a leader election after a partition heals), the shards are
+        handed back at once rather than held with nothing acting for them: held, they would be
+        renewed for ever and their open jobs never resumed. The others (or this member, at the
+        next change of the bucket) take them again."""
+        try:
+            await self.on_gained(gained)
+            self._failed_takeups = 0
+        except Exception as err:  # noqa: BLE001 - whatever failed, the shards must not stay held idle
+            # Taken again at once, they would fail again while the bus is unwell, members
+            # passing them around as fast as the bucket changes: this member waits a moment
+            # (0.5 s doubling, at most a TTL) before it takes any, then looks again.
+            self._failed_takeups += 1
+            pause = min(self.ttl_s, 0.5 * 2 ** (self._failed_takeups - 1))
+            self._pause_until = time.monotonic() + pause
+            log.warning("could not take up the shards gained; handing them back", member=self.member,
+                        shards=sorted(gained), error=str(err) or type(err).__name__, pause_s=pause)
+            await self._release(gained)
+            asyncio.get_running_loop().call_later(pause, lambda: self._spawn(self.rebalance()))
 
     async def _acquire(self, shard: int) -> bool:
         key = f"shard.{shard}"
         if shard in self.owners:
             return False  # taken since the rebalance began (the revision we know is the new owner's)
+        sent = time.monotonic()
         try:
             rev = await self._write(key, {"owner": self.member, "session": self.session}, self.revisions.get(key, 0))
         except APIError as err:
@@ -263,7 +292,7 @@ class ShardLeases:
                 return False  # someone else was quicker (our watch will say who)
             raise
         self.owners = {**self.owners, shard: self.member}
-        self._hold(shard, rev)
+        self._hold(shard, rev, sent)
         return True
 
     async def _release(self, shards: Shards) -> None:
@@ -300,11 +329,17 @@ class ShardLeases:
         if self.on_change is not None:
             self.on_change()
 
-    def _hold(self, shard: int, revision: int) -> None:
-        self.held = {**self.held, shard: Lease(revision, time.monotonic() + self.ttl_s * (1 - SAFETY))}
+    def _hold(self, shard: int, revision: int, sent: float) -> None:
+        """The lease written at `revision` by a write sent at `sent` (monotonic). It is counted
+        on from the send, not from the answer: the server's TTL runs from when it stored the
+        write, which lies between the two, and an answer can come seconds late (a slow or
+        partitioned link), long enough for the key to expire and another member to take it."""
+        lease = Lease(revision, sent + self.ttl_s * (1 - SAFETY))
+        self.held = {**self.held, shard: lease}
         self._held_changed()
         self._unfence(shard)
-        self._fences[shard] = asyncio.get_running_loop().call_later(self.ttl_s * (1 - SAFETY), lambda: self._spawn(self._lapse(shard)))
+        self._fences[shard] = asyncio.get_running_loop().call_later(max(0.0, lease.valid_until - time.monotonic()),
+                                                                    lambda: self._spawn(self._lapse(shard)))
 
     def _unfence(self, shard: int) -> None:
         handle = self._fences.pop(shard, None)
@@ -322,8 +357,9 @@ class ShardLeases:
                 if lease is None or time.monotonic() < lease.valid_until:
                     return
                 try:
+                    sent = time.monotonic()
                     self._hold(shard, await self._write(f"shard.{shard}", {"owner": self.member, "session": self.session},
-                                                        lease.revision))
+                                                        lease.revision), sent)
                     log.info("lease renewed late, still ours", member=self.member, shard=shard)
                     return
                 except Exception as err:  # noqa: BLE001 - taken, expired or unreachable: lost
@@ -341,23 +377,36 @@ class ShardLeases:
             await self._write(f"member.{self.member}", {"member": self.member, "session": self.session, "shards": self.shards}, None)
             lost = set()
             async with self._io:  # every lease at once: a busy server answers them together
-                shards = sorted(self.held)
+                renewing = {s: lease.revision for s, lease in self.held.items()}
+                shards = sorted(renewing)
                 value = {"owner": self.member, "session": self.session}
-                written = await asyncio.gather(*(self._write(f"shard.{s}", value, self.held[s].revision) for s in shards),
+                sent = time.monotonic()
+                written = await asyncio.gather(*(self._write(f"shard.{s}", value, renewing[s]) for s in shards),
                                                return_exceptions=True)
                 for shard, rev in zip(shards, written, strict=True):
+                    now = self.held.get(shard)
+                    if now is None or now.revision != renewing[shard]:
+                        # Dropped, or taken anew (a rebalance does not wait for renewals) while
+                        # this renewal was on its way, say across a partition: its answer is
+                        # about a lease that is not the one held now.
+                        continue
                     if isinstance(rev, int):
-                        self._hold(shard, rev)
+                        self._hold(shard, rev, sent)
                     elif isinstance(rev, APIError) and rev.err_code in WRONG_LAST_SEQUENCE:
+                        # It expired and someone took it: not ours from now (owns() says no), but
+                        # dropped only once the owner knows (below), so that no rebalance takes it
+                        # again meanwhile and tells the owner it gained a shard it has not lost yet.
                         self._unfence(shard)
-                        self._drop(shard)
-                        lost.add(shard)  # it expired and someone took it
+                        self.held = {**self.held, shard: Lease(self.held[shard].revision, 0.0)}
+                        lost.add(shard)
                     else:
                         log.warning("lease renewal failed", member=self.member, shard=shard, error=str(rev) or type(rev).__name__)
             if lost:
                 log.warning("leases lost to another member", member=self.member, shards=sorted(lost))
                 async with self._lock:
                     await self.on_lost(lost)
+                    for shard in lost:
+                        self._drop(shard)
         except Exception as err:  # noqa: BLE001 - the bus is away: the fences decide
             log.warning("lease renewal failed", member=self.member, error=str(err) or type(err).__name__)
         finally:

@@ -135,6 +135,11 @@ class Deployment:
     """where our own nats-server and the tracker listen"""
     insecure_network: bool = False
     """plain TCP on another address than loopback, as told (--insecure-network)"""
+    launcher: Callable[[str], list[str]] | None = None
+    """Process name -> argv put before its command (a fault test runs each process in a network
+    namespace of its own, `nsenter --net=... --`, which execs: the PID stays the child's)."""
+    tracker_host: str | None = None
+    """Where the (first) tracker is reached (`tracker_url`), when not where it listens."""
 
     @property
     def credentials(self) -> Path:
@@ -167,7 +172,7 @@ class Deployment:
 
     @property
     def tracker_url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://{reachable(self.host)}:{self.tracker_port}"
+        return f"{'https' if self.tls else 'http'}://{self.tracker_host or reachable(self.host)}:{self.tracker_port}"
 
     async def start(self) -> None:
         if not self.lock.held:  # (start_auth may have taken it: a harness starts auth first)
@@ -407,6 +412,7 @@ class Deployment:
                 trust.pop(CA_ENV)
             env.update(trust)
         process = await asyncio.create_subprocess_exec(
+            *(self.launcher(name) if self.launcher is not None else []),
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
             pass_fds=(self.lock.fileno(),),  # the lock lasts while any of our processes does

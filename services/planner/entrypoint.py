@@ -50,7 +50,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
     """The planner on NATS adapters: the log and task queue on JetStream, dry runs asking the
     solvers, the nodes maps and snapshots in KV buckets, resource pools followed live
     (docs/pools.md); `ownership`: which clusters it acts for (default: all; shards: `start_planner`)."""
-    store = store or EventStore(nc)
+    store = store or EventStore(nc, writer_name=config.instance)  # the log names who wrote what
     return bootstrap(store, queue or NatsTaskQueue(store.js), config, ownership=ownership, identities=identities,
                      pools=pools or PoolMirror(store.js), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
@@ -88,7 +88,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         stack.push_async_callback(view.stop)
         identities = view.state
     queue = NatsTaskQueue(nc.jetstream())
-    store = EventStore(nc)
+    store = EventStore(nc, writer_name=config.instance)  # the log names who wrote what (fencing checks)
     mirror = PoolMirror(store.js)
     planner = nats_planner(nc, config, store, ownership=ShardOwnership(leases), identities=identities, queue=queue,
                            pools=mirror)
@@ -101,6 +101,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     responders = Responders()
     subs: list[Any] = []
     stack.push_async_callback(responders.close)  # after the subscriptions below are gone
+    stack.push_async_callback(sharding.close)
     for reply in REPLIES:
         cb = responders.responder(getattr(replies, reply.answer), reply.concurrent)
         subs.append(await nc.subscribe(reply.subject, queue=reply.queue, cb=cb))

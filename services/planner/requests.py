@@ -37,7 +37,7 @@ from contracts.events import ClusterNameClaimed, PlanSaved
 from contracts.records import Append
 from muster import tracing
 from muster.bus.repository import rebuild
-from muster.ports.eventlog import ConcurrencyError
+from muster.ports.eventlog import ConcurrencyError, StoreError
 
 from . import leases
 from .approvals import Approvals
@@ -54,6 +54,15 @@ from .messages import OperationAnswer, RequestContext, parse
 from .ports import AdmissionCheck, Ownership, Pools, Solver, Workers
 from .previews import Preview, Previews
 from .state import PlannerState
+
+
+class Moved(Refused):
+    """The cluster's shard left this planner while the request waited for it (its lease lapsed
+    or was handed over): not the requester's doing, so the answer says to send it again
+    (`Rejected.retry`), and the new owner acts on it."""
+
+    def __init__(self, cluster_id: str) -> None:
+        super().__init__(f"cluster {cluster_id!r} moved to another planner just now; send the request again")
 
 log = structlog.get_logger("muster.planner")
 
@@ -110,7 +119,9 @@ class Requests:
                 new = self._new_ids(ctx.tenant, command, pin) if op.target == "new-cluster" else ("", "")
                 cluster_id = new[1] or await self._cluster_of(ctx, command)
                 if not self.ownership.owns(ctx.tenant, cluster_id):
-                    raise Refused(f"cluster {cluster_id!r} belongs to another planner")
+                    # Forwarded here as its owner, the shard moved while the request waited for
+                    # the lock: not the requester's doing, so it is told to send it again.
+                    raise Moved(cluster_id)
                 if op.target == "job":
                     return await self._control(ctx, command)
                 if op.target == "lease":
@@ -118,10 +129,22 @@ class Requests:
                 if op.target == "new-cluster":
                     return await self._create(ctx, op, command, pin, *new)
                 return await self._cluster_operation(ctx, op, command, pin)
+        except Moved as err:
+            return Rejected(reason=str(err), retry=True, code="unavailable")
         except Refused as err:
             return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id)  # type: ignore[arg-type]
         except subjects.SubjectError as err:
             return Rejected(reason=str(err), code="invalid")
+        except (TimeoutError, StoreError) as err:
+            # The log did not answer in time, or refused for a moment (a leader election after
+            # a partition healed): what this request wrote may or may not have landed. Its
+            # request_id maps a retry to the same job, so the answer is "send it again", not an
+            # "internal error" the client would take as final (seen in the partition soak:
+            # operations abandoned that a second try would have had accepted).
+            log.warning("request not decided: the log did not answer", tenant=ctx.tenant, verb=ctx.verb,
+                        error=str(err) or type(err).__name__)
+            return Rejected(reason=f"the event log did not answer in time ({type(err).__name__}); send the request again",
+                            retry=True, code="unavailable")
 
     @staticmethod
     def _new_ids(tenant: str, cmd: Any, pin: PlanSaved | None) -> tuple[str, str]:

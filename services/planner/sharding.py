@@ -85,7 +85,13 @@ class Sharding:
     def __init__(self, nc: Client, planner: Planner, leases: ThreadedLeases, wait_s: float | None = None) -> None:
         self.nc, self.planner, self.leases = nc, planner, leases
         self.wait_s = wait_s if wait_s is not None else min(2 * leases.ttl_s, FORWARD_WAIT_S)
-        self._on_forwarded = Responders().responder(getattr(self, SHARD_REPLY.answer))
+        # Forwarded requests are answered each in a task of its own, with slots of their own: one
+        # at a time, a queue formed behind a slow one, every answer came after the forwarder's
+        # deadline and each resend joined the queue (a request unanswered for 100 s in the
+        # partition soak, docs/faults.md); and requests waiting for an owner elsewhere never
+        # take every slot an owner's answers need.
+        self._forwarded = Responders()
+        self._on_forwarded = self._forwarded.responder(getattr(self, SHARD_REPLY.answer), concurrent=True)
         self._subs: dict[int, Any] = {}
         self._ready: dict[int, asyncio.Event] = {}
         """Shards whose clusters are rebuilt: requests for them are answered from then on."""
@@ -103,6 +109,10 @@ class Sharding:
         await self.planner.resume(self._in(shards))
         await self.planner.catch_up_pools(self._in(shards))  # grants that came while nobody acted for them
         for shard in shards:
+            stale = self._subs.pop(shard, None)
+            if stale is not None:  # gained again without the loss in between: one subscription only
+                log.warning("shard gained while still subscribed", shard=shard)
+                await _unsubscribe(stale)
             self._subs[shard] = await self.nc.subscribe(SHARD_REPLY.subject.format(shard=shard), cb=self._on_forwarded)
             self._ready[shard].set()
         await self.nc.flush()
@@ -112,11 +122,12 @@ class Sharding:
             self._ready.pop(shard, None)
             sub = self._subs.pop(shard, None)
             if sub is not None:
-                try:
-                    await sub.unsubscribe()
-                except Exception as err:  # noqa: BLE001 - gone with the connection
-                    log.debug("unsubscribe failed", error=str(err) or type(err).__name__)
+                await _unsubscribe(sub)
         await self.planner.forget(self._in(shards))
+
+    async def close(self) -> None:
+        """Stop answering forwarded requests: those in hand are dropped (their forwarders ask again)."""
+        await self._forwarded.close()
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -214,3 +225,10 @@ class Sharding:
             return str(json.loads(msg.data or b"{}")["cluster_id"])
         except (subjects.SubjectError, NotFoundError, KeyError, ValueError):
             return None  # unknown: the planner answers "unknown job"
+
+
+async def _unsubscribe(sub: Any) -> None:
+    try:
+        await sub.unsubscribe()
+    except Exception as err:  # noqa: BLE001 - gone with the connection
+        log.warning("unsubscribe failed", subject=sub.subject, error=str(err) or type(err).__name__)

@@ -94,7 +94,7 @@ class PlannerState:
         they need (one read of that stretch of the log, where a read per cluster would make the
         server look through it once for each)."""
         assert self.snapshotter is not None
-        latest = await self.snapshotter.store.latest(CLUSTER.name)
+        latest = await self._shortcut(self.snapshotter.store.latest(CLUSTER.name), {})
         loaded: dict[str, Cluster] = {}
         behind: dict[str, Snapshot | None] = {}  # subject -> its snapshot, for those with events after it
         for subject, count in (await self.log.subjects(subjects.ALL_CLUSTER_EVENTS)).items():
@@ -140,7 +140,8 @@ class PlannerState:
         return found if found is not None else await self._load_job(tenant, job_id)
 
     async def _load_job(self, tenant: str, job_id: str) -> tuple[Job | None, list[Recorded] | None]:
-        snap = await self.snapshotter.store.get(JOB.name, tenant, job_id) if self.snapshotter is not None else None
+        snap = (await self._shortcut(self.snapshotter.store.get(JOB.name, tenant, job_id), None)
+                if self.snapshotter is not None else None)
         if snap is not None:
             job = await self._resume(JOB, Job, subjects.job_events(tenant, job_id), tenant, snap)
             if job is not None and job.is_final:
@@ -150,6 +151,18 @@ class PlannerState:
         if job is not None and self.snapshotter is not None:
             self.snapshotter.loaded(JOB, job, tenant)
         return job, history
+
+    @staticmethod
+    async def _shortcut(read: Awaitable[Any], without: Any) -> Any:
+        """A read of the snapshots bucket, or `without` when it cannot be read just now (its
+        stream electing a leader after a partition healed: 503s, timeouts). Snapshots are a
+        shortcut: the log has everything, so a rebuild goes on from it rather than failing (a
+        planner gaining shards then handed them back, and the others failed the same way)."""
+        try:
+            return await read
+        except Exception as err:  # noqa: BLE001 - whatever it is, the log is still there
+            log.warning("snapshots unreadable; folding from the log", error=str(err) or type(err).__name__)
+            return without
 
     async def _resume(self, kind: Kind, cls: type[Any], subject: str, tenant: str, snap: Snapshot | None,
                       tail: list[Recorded] | None = None) -> Any:

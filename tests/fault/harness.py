@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import itertools
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -27,13 +28,13 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import ConnectionClosedError
+from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, ServiceUnavailableError
 
 from contracts.catalog import Catalog, Service
 from contracts.commands import Accepted
-from contracts.events import EVENT_TYPES
+from contracts.events import EVENT_TYPES, FINAL_JOB_EVENTS
 from muster.bus.cluster import NODES, ClusterNode, loopback_cluster, start_cluster
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, Recorded
@@ -49,11 +50,15 @@ from muster.tls.context import http_ssl
 from muster.tls.natsconf import ServerTls
 from services.auth.keys import AuthKeys, server_auth_config
 
+from .history import History
 from .invariants import Report, check
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "muster" / "demo" / "catalog"
 PEER_OFFLINE = 10005
+TRANSIENT = (TimeoutError, NoRespondersError, ServiceUnavailableError)
+"""What a read meets for a moment while a stream elects a leader, or while the client moves to
+another node (nats' TimeoutError is a TimeoutError): asked again."""
 
 
 def nth(event_type: str, n: int) -> Callable[[Recorded], bool]:
@@ -296,10 +301,8 @@ class FaultStack:
 
     # -- watching the log -------------------------------------------------------------------
 
-    async def when(self, subject: str, predicate: Callable[[Recorded], bool], action: Callable[[], Awaitable[Any]],
-                   timeout: float = 60.0) -> Recorded:
-        """Subscribe (core NATS: sees each event as it is published), then run `action`, and
-        return the first event on `subject` matching `predicate`."""
+    async def _watch(self, subject: str, predicate: Callable[[Recorded], bool]) -> tuple[Any, asyncio.Future[Recorded]]:
+        """A core subscription (sees each event as it is published) and the first match."""
         assert self.nc is not None
         found: asyncio.Future[Recorded] = asyncio.get_running_loop().create_future()
 
@@ -317,9 +320,27 @@ class FaultStack:
             if predicate(r):
                 found.set_result(r)
 
-        sub = await self.nc.subscribe(subject, cb=on_msg)
+        return await self.nc.subscribe(subject, cb=on_msg), found
+
+    async def when(self, subject: str, predicate: Callable[[Recorded], bool], action: Callable[[], Awaitable[Any]],
+                   timeout: float = 60.0) -> Recorded:
+        """Subscribe (core NATS: sees each event as it is published), then run `action`, and
+        return the first event on `subject` matching `predicate`."""
+        sub, found = await self._watch(subject, predicate)
         try:
             await action()
+            return await asyncio.wait_for(found, timeout)
+        finally:
+            await sub.unsubscribe()
+
+    async def seen(self, subject: str, predicate: Callable[[Recorded], bool], timeout: float = 60.0) -> Recorded:
+        """The first event on `subject` (a filter) matching `predicate`, in the log already or
+        to come (subscribed first, then the log read: none is missed)."""
+        sub, found = await self._watch(subject, predicate)
+        try:
+            for r in await EventStore(self.conn).read(subject):
+                if predicate(r):
+                    return r
             return await asyncio.wait_for(found, timeout)
         finally:
             await sub.unsubscribe()
@@ -334,32 +355,56 @@ class FaultStack:
 
         return send
 
-    async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0, since_seq: int = 0) -> Any:
-        """The job's final event. While a cluster elects a new leader for the stream, creating
-        the consumer `MusterClient.wait` reads with times out (nats TimeoutError, after the
-        JetStream API's 5 s): subscribe again, under the same overall deadline."""
+    async def wait_final(self, job_id: str, tenant: str = "default", timeout: float = 120.0, since_seq: int = 0,
+                         seen: Callable[[Recorded], None] | None = None) -> Any:
+        """The job's final event (`seen` is told of every event read on the way). While a
+        cluster elects a new leader for the stream, creating the consumer `MusterClient.events`
+        reads with times out (nats TimeoutError, after the JetStream API's 5 s), or is refused
+        for a moment (503, "JetStream system temporarily unavailable", right after a partition
+        heals): subscribe again from the last event read, under the same overall deadline."""
         async with asyncio.timeout(timeout):
-            while True:
+            for attempt in itertools.count():
                 try:
-                    return await self.client.wait(job_id, tenant=tenant, timeout=timeout, since_seq=since_seq)
-                except NatsTimeout:
-                    print(f"[harness] waiting for job {job_id}: the stream did not answer; subscribing again")
+                    async for r in self.client.events(job_id, tenant, since_seq):
+                        since_seq = r.seq
+                        if seen is not None:
+                            seen(r)
+                        if r.type in FINAL_JOB_EVENTS:
+                            return r.event
+                except TRANSIENT as err:  # a 503 comes at once: back off (0.1 s doubling, at most 2 s)
+                    print(f"[harness] waiting for job {job_id}: the stream did not answer ({type(err).__name__}); "
+                          f"subscribing again (try {attempt + 2})")
+                    await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
                 except ConnectionClosedError:  # given up by nats-py (a reload's auth check: docs/security.md)
                     print(f"[harness] waiting for job {job_id}: the connection was closed for good; connecting again")
                     self.nc = None
                     await self._connect()
+        raise AssertionError("unreachable")
 
     # -- after -------------------------------------------------------------------------------
 
-    async def check(self, *, planner_running: bool = True) -> Report:
+    async def check(self, *, planner_running: bool = True, history: History | None = None) -> Report:
         assert self.nc is not None
         report = await check(self.nc, tracker_url=self.deployment.tracker_url if self._tracker_up() else None,
-                             planner_running=planner_running, tracker_ssl=http_ssl(self.base))
+                             planner_running=planner_running, tracker_ssl=http_ssl(self.base), client_history=history)
         print(f"\n[invariants] {report.summary()}")
         for line in report.ended_in_flight + report.timed_out:
             print(f"[invariants]   {line}")
         return report
 
+    def tracker_urls(self) -> list[str]:
+        """Where each tracker process answers (its last `--port`)."""
+        return [f"http://{self._host_of(name)}:{_option(self.deployment.commands()[name], '--port')}"
+                for name in self.deployment.processes("tracker")]
+
+    def _host_of(self, name: str) -> str:
+        return "127.0.0.1"
+
     def _tracker_up(self) -> bool:
         """The tracker on `deployment.tracker_url` runs (the first of several, `tracker-1`)."""
         return any(c.name in ("tracker", "tracker-1") for c in self.deployment.children)
+
+
+def _option(args: list[str], name: str) -> str:
+    """The last value given to an option."""
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == name][-1]

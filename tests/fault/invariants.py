@@ -20,6 +20,10 @@ NATS connection can call `check`).
    shared by design: a pool's decisions name every tenant's requests.)
 5. Resource pools (`pool_invariants.py`): no host is ever lent twice, quotas hold at every
    step, and each pool rebuilt from the log equals what a pool service reports.
+6. No two planners act on one cluster at once (`fencing.py`): every event a planner wrote for a
+   job or cluster was written by the job's owner of record at that point in the log.
+7. Versions only go up: on every aggregate's subject the versions are 1, 2, 3... in log order
+   (a cluster's version is what readers compare, `if_version`).
 
 `check` returns a `Report`; `Report.problems` lists every violation in words (empty = all hold).
 """
@@ -51,6 +55,8 @@ from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.entrypoint import nats_planner
 
+from .fencing import Fencing, check_fencing, writers
+from .history import History, HistoryReport, check_history
 from .pool_invariants import compare_with_service, pool_problems
 
 FINAL = FINAL_JOB_EVENTS
@@ -80,11 +86,18 @@ class Report:
     """Attempts a provisioner claimed more than once (its worker died or the bus failed it)."""
     late_results: int = 0
     """Provisioner outcomes of attempts the planner had already closed (recorded, ignored)."""
+    overlapping: int = 0
+    """Tasks that two provisioners ran at the same time (claim to outcome, in log order): an
+    attempt that timed out at the planner while its provisioner, cut off, still ran it; or an
+    attempt queued again after a lost queue (decision 13). Allowed, and counted."""
     compared: Counter[str] = field(default_factory=Counter)
     lost: int = 0
     """Attempts queued that never got an outcome (and whose job had not ended): goal 0."""
     duplicates: int = 0
     """Attempts dispatched twice, or with more than one outcome: goal 0."""
+    fencing: Fencing = field(default_factory=Fencing)
+    history: HistoryReport | None = None
+    """What the clients saw, checked against the log (when a history was kept)."""
     not_final: int = 0
     """Jobs that did not reach a final state: goal 0."""
     problems: list[str] = field(default_factory=list)
@@ -93,8 +106,9 @@ class Report:
         return (
             f"{self.events} events; jobs {dict(self.jobs)}; {self.attempts} attempts ({self.retries} retries), "
             f"outcomes {dict(self.outcomes)}; {len(self.timed_out)} timed out; {self.redelivered} redelivered; "
-            f"{self.late_results} late results; {len(self.ended_in_flight)} ended in flight; "
-            f"compared {dict(self.compared)}; {len(self.problems)} problems"
+            f"{self.late_results} late results; {self.overlapping} ran twice at once; {len(self.ended_in_flight)} ended in flight; "
+            f"compared {dict(self.compared)}; {self.fencing.summary()}; "
+            f"{self.history.summary() + '; ' if self.history else ''}{len(self.problems)} problems"
         )
 
     def assert_ok(self) -> None:
@@ -123,6 +137,7 @@ async def check(
     planner_running: bool = True,
     query_timeout: float = 5.0,
     tracker_ssl: ssl.SSLContext | None = None,
+    client_history: History | None = None,
 ) -> Report:
     """Replay the whole log and check every invariant (module docstring)."""
     store = EventStore(nc, timeout=30.0)
@@ -161,7 +176,13 @@ async def check(
             report.problems.append(f"{subject}: the log does not rebuild: {type(err).__name__}: {err}; last events {trail}")
 
     _check_jobs(report, by_subject, jobs)
+    _check_versions(report, by_subject)
     _check_isolation(report, log, owner)
+    report.fencing = check_fencing(log, await writers(nc))
+    report.problems += report.fencing.problems
+    if client_history is not None:
+        report.history = check_history(client_history, log)
+        report.problems += report.history.problems
     pools_rebuilt, pool_problems_found = pool_problems(log)
     report.problems += pool_problems_found
     compared, differ = await compare_with_service(nc, pools_rebuilt)
@@ -259,6 +280,7 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
         if subject.startswith(prefix):  # claims of one task may be on several provisioners' subjects
             per_task.setdefault(subject.rsplit(".", 1)[0], []).extend(history)
     for history in per_task.values():
+        report.overlapping += _ran_twice_at_once(sorted(history, key=lambda r: r.seq))
         claims = Counter(r.event.attempt for r in history if r.type == "TaskClaimed")
         report.redelivered += sum(1 for n in claims.values() if n > 1)
         for r in history:
@@ -267,6 +289,33 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
             planner = outcomes.get((r.event.task_id, r.event.attempt), [])
             if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.error.startswith("timed out")):
                 report.late_results += 1
+
+
+def _ran_twice_at_once(history: list[Recorded]) -> bool:
+    """Did two provisioners run this task at once: one claimed it while another's claim had no
+    outcome yet (each run from its claim to its own outcome; a run that never ended, its
+    provisioner killed, is not counted)?"""
+    runs: list[tuple[int, int, str]] = []
+    open_runs: dict[tuple[str, int], int] = {}
+    for r in history:
+        key = (str(r.event.provisioner), int(r.event.attempt))
+        if r.type == "TaskClaimed":
+            open_runs.setdefault(key, r.seq)
+        elif r.type in ("TaskSucceeded", "TaskFailed") and key in open_runs:
+            runs.append((open_runs.pop(key), r.seq, key[0]))
+    return any(a[2] != b[2] and a[0] < b[0] < a[1] for a in runs for b in runs)
+
+
+# -- 7: versions ----------------------------------------------------------------------------------
+
+
+def _check_versions(report: Report, by_subject: dict[str, list[Recorded]]) -> None:
+    for subject, history in by_subject.items():
+        versioned = [r for r in history if r.version is not None]
+        bad = next((i for i, r in enumerate(versioned) if r.version != i + 1), None)
+        if bad is not None:
+            shown = [r.version for r in versioned[max(0, bad - 2):bad + 2]]
+            report.problems.append(f"{subject}: versions go {shown} (seq {versioned[bad].seq})")
 
 
 # -- 4: tenants ---------------------------------------------------------------------------------

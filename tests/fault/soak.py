@@ -11,12 +11,18 @@ processes; then every job must be final and the whole-log invariants must hold.
   `start + k * seconds / operations` (a timer), so the run lasts at least `seconds`. Requests go
   through `MusterClient.request` (the same idempotency key on every try), so one that meets a dead
   planner or NATS node is sent again and maps to the same job.
-- **Nemesis.** At random moments (exponential gaps, mean `fault_every_s`) it kills -9 one of:
-  the planner, a solver, a provisioner, the tracker, or one node of the NATS cluster, and starts
-  it again after a random pause (same arguments; a node on the same port and store). One fault
-  at a time, so the cluster always keeps a majority.
-- **The end.** The nemesis stops with everything running, the actors wait for their jobs, then
-  `invariants.check` replays the whole log. `SoakResult` has the figures docs/faults.md reports.
+- **Nemesis.** At random moments (exponential gaps, mean `fault_every_s`) it injects one fault of
+  `soak_faults.py`'s menu: kill -9 of a service or a NATS node, a process isolated, a NATS node
+  split from the others (one way too), a link flapping, packet loss, latency between the NATS
+  nodes, a graceful restart of a node, a split with a kill; and repairs it after a random pause
+  (a killed process started again with the same arguments; a node on the same port and store).
+  Partitions need network namespaces (`NetStack`); on a loopback stack only kills and restarts.
+- **History.** Every answer the actors get is recorded with its time (`history.History`): the
+  requests and their answers, every event read while following a job, each final state, the
+  clusters read from the trackers.
+- **The end.** The nemesis stops with everything repaired, the actors wait for their jobs, then
+  `invariants.check` replays the whole log and checks the history against it. `SoakResult` has
+  the figures docs/faults.md reports.
 """
 
 from __future__ import annotations
@@ -26,15 +32,14 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
+import aiohttp
 
 from contracts import subjects
 from contracts.commands import (
+    VERB_OF,
     Accepted,
     CancelJob,
     CreateCluster,
@@ -48,11 +53,14 @@ from contracts.commands import (
     ShrinkCluster,
 )
 from contracts.events import FINAL_JOB_EVENTS
-from muster.bus.eventstore import EventStore
-from muster.client import NoAnswer
+from muster.bus.connect import bearer_headers
+from muster.bus.eventstore import EventStore, StoreError
+from muster.client import NoAnswer, new_request_id
 
-from .harness import FaultStack
-from .invariants import Report
+from .harness import TRANSIENT, FaultStack
+from .history import History
+from .invariants import TRACKER_TENANT_HEADER, Report
+from .soak_faults import pick
 
 TENANTS = ("acme", "globex", "initech", "umbrella")
 
@@ -88,6 +96,8 @@ class SoakResult:
     """Final state seen by the actors -> jobs."""
     faults: Counter[str] = field(default_factory=Counter)
     fault_log: list[str] = field(default_factory=list)
+    reads_failed: int = 0
+    """Cluster reads a tracker did not answer (it was cut off or killed): not recorded."""
     report: dict[str, Any] = field(default_factory=dict)
 
     def figures(self) -> dict[str, Any]:
@@ -96,7 +106,8 @@ class SoakResult:
             "seconds": round(self.seconds, 1), "operations": sum(self.operations.values()), "requests": self.requests,
             "faults injected": sum(self.faults.values()), "tasks lost": r.get("lost", -1),
             "duplicate attempts": r.get("duplicates", -1), "jobs not final": r.get("not_final", -1),
-            "invariant problems": len(r.get("problems", [])),
+            "invariant problems": len(r.get("problems", [])), "unanswered": self.unanswered,
+            "slowest answer s": r.get("slowest_answer_s", -1), "ran twice at once": r.get("ran_twice_at_once", -1),
         }
 
     def to_json(self) -> str:
@@ -110,6 +121,7 @@ class Soak:
         self.fs, self.cfg = fs, config
         self.rng = random.Random(config.seed)
         self.result = SoakResult()
+        self.history = History()
         self._next = 0
         self._start = 0.0
         self._quiet = asyncio.Event()
@@ -120,7 +132,7 @@ class Soak:
     async def run(self) -> SoakResult:
         self._start = time.monotonic()
         nemesis = asyncio.create_task(self._nemesis(), name="nemesis")
-        actors = [self._actor(tenant, f"{tenant}-{i}", random.Random(self.rng.random()))
+        actors = [asyncio.create_task(self._actor(tenant, f"{tenant}-{i}", random.Random(self.rng.random())), name=f"{tenant}-{i}")
                   for tenant in self.cfg.tenants for i in range(self.cfg.actors_per_tenant)]
         try:
             await asyncio.gather(*actors)
@@ -128,7 +140,7 @@ class Soak:
             self._quiet.set()
             await nemesis  # it restarts whatever it had killed before it returns
         self.result.seconds = time.monotonic() - self._start
-        report = await self.fs.check()
+        report = await self.fs.check(history=self.history)
         self.result.report = _report_dict(report)
         return self.result
 
@@ -214,29 +226,48 @@ class Soak:
         reply = await self._send(tenant, what, command)
         if not isinstance(reply, Accepted):
             return reply, None
-        return reply, await self._final(tenant, reply.job_id, since_seq)
+        final = await self._final(tenant, reply.job_id, since_seq)
+        await self._read(tenant, reply.cluster_id)
+        return reply, final
 
     async def _send(self, tenant: str, what: str | None, command: Any) -> Any:
         if what is not None:
             self.result.operations[what] += 1
         self.result.requests += 1
+        command = command.model_copy(update={"request_id": command.request_id or new_request_id()})
+        seen = self.history.request(_client(), tenant, VERB_OF[command.type], command.request_id)
         try:
             reply = await self.fs.client.request(command, tenant=tenant, timeout=10.0, attempts=12)
         except NoAnswer as err:
-            self.result.unanswered += 1
-            self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {err}")
-            print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
-            return None
+            return self._unanswered(tenant, what, str(err))
+        seen.answered = time.time()
         if isinstance(reply, Rejected) and reply.retry:  # "send again" on every try: no planner acted for it
-            self.result.unanswered += 1
-            self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {reply.reason}")
-            print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
-            return None
+            return self._unanswered(tenant, what, reply.reason)
         if isinstance(reply, Rejected):
+            seen.outcome, seen.reason = "refused", reply.reason
             self.result.rejected[" ".join(reply.reason.split()[:6])] += 1
         elif isinstance(reply, Accepted):
+            seen.outcome, seen.job_id, seen.cluster_id = "accepted", reply.job_id, reply.cluster_id
             self.result.accepted += 1
         return reply
+
+    def _unanswered(self, tenant: str, what: str | None, words: str) -> None:
+        self.result.unanswered += 1
+        self.result.unanswered_requests.append(f"{time.monotonic() - self._start:.1f}s {tenant} {what}: {words}")
+        print(f"[soak] unanswered: {self.result.unanswered_requests[-1]}")
+
+    async def _read(self, tenant: str, cluster_id: str) -> None:
+        """The cluster as a tracker (one of them, at random) answers it now, for the history."""
+        url = self.rng.choice(self.fs.tracker_urls())
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, \
+                    http.get(f"{url}/v1/clusters/{cluster_id}", headers={TRACKER_TENANT_HEADER: tenant, **bearer_headers()}) as resp:
+                if resp.status == 200:
+                    self.history.read(_client(), url, await resp.json())
+                    return
+        except (aiohttp.ClientError, TimeoutError):
+            pass
+        self.result.reads_failed += 1
 
     async def _ended_seq(self, tenant: str, job_id: str) -> int:
         """The sequence of the job's last final event. While the cluster elects a leader (a NATS
@@ -244,59 +275,60 @@ class Soak:
         10 s): ask again, under the job deadline. A second 10-minute run once ended here."""
         assert self.fs.nc is not None
         async with asyncio.timeout(self.cfg.job_deadline_s):
-            while True:
+            for attempt in range(10_000):
                 try:
                     history = await EventStore(self.fs.nc).read(subjects.job_events(tenant, job_id))
                     return max((r.seq for r in history if r.type in FINAL_JOB_EVENTS), default=0)
-                except (NatsTimeout, NoRespondersError):
+                except (*TRANSIENT, StoreError):  # a 503 comes at once: back off
                     print(f"[soak] reading job {job_id}: the stream did not answer; asking again")
+                    await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
+        raise TimeoutError(f"job {job_id} could not be read")
 
     async def _final(self, tenant: str, job_id: str, since_seq: int = 0) -> Any:
+        client = _client()
+        seen: list[Any] = []
+
+        def read(r: Any) -> None:
+            self.history.event(client, r)
+            seen.append(r)
+
         try:
-            final = await self.fs.wait_final(job_id, tenant=tenant, timeout=self.cfg.job_deadline_s, since_seq=since_seq)
+            final = await self.fs.wait_final(job_id, tenant=tenant, timeout=self.cfg.job_deadline_s, since_seq=since_seq,
+                                             seen=read)
         except TimeoutError:
             self.result.jobs["not final in time"] += 1
             return None
+        self.history.final(client, job_id, seen[-1])
         self.result.jobs[type(final).__name__] += 1
         return final
 
     # -- the nemesis -----------------------------------------------------------------------------
 
-    def _victims(self) -> list[tuple[str, Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]]:
-        out: list[tuple[str, Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]] = []
-        for child in self.fs.deployment.commands():
-            out.append((child, _bind(self.fs.kill, child), _bind(self.fs.restart, child)))
-        for i, node in enumerate(self.fs.nodes):
-            out.append((f"nats {node.name}", _bind(self.fs.kill_server, i), _bind(self.fs.restart_server, i)))
-        return out
-
     async def _nemesis(self) -> None:
-        victims = self._victims()
         while not self._quiet.is_set():
             try:
                 await asyncio.wait_for(self._quiet.wait(), self.rng.expovariate(1.0 / self.cfg.fault_every_s))
                 return
             except TimeoutError:
                 pass
-            name, kill, restart = self.rng.choice(victims)
+            fault = pick(self.fs, self.rng)
             down = self.rng.uniform(*self.cfg.down_s)
             at = time.monotonic() - self._start
-            await kill()
-            self.result.faults[name.split(" ")[0].rstrip("-0123456789")] += 1
+            await fault.inject()
+            self.result.faults[fault.kind] += 1
             try:
                 await asyncio.wait_for(self._quiet.wait(), down)
             except TimeoutError:
                 pass
-            await restart()
-            self.result.fault_log.append(f"{at:7.1f}s kill -9 {name}, down {down:.1f}s")
-            print(f"[nemesis] {at:7.1f}s kill -9 {name}, down {down:.1f}s", flush=True)
+            await fault.repair()
+            self.result.fault_log.append(f"{at:7.1f}s {fault.what}, {down:.1f}s")
+            print(f"[nemesis] {at:7.1f}s {fault.what}, {down:.1f}s", flush=True)
 
 
-def _bind(f: Callable[[Any], Awaitable[Any]], arg: Any) -> Callable[[], Awaitable[None]]:
-    async def call() -> None:
-        await f(arg)
-
-    return call
+def _client() -> str:
+    """The actor (its task's name) a history entry is for."""
+    task = asyncio.current_task()
+    return task.get_name() if task is not None else "?"
 
 
 def _succeeded(final: Any) -> bool:
@@ -308,5 +340,8 @@ def _report_dict(report: Report) -> dict[str, Any]:
         "summary": report.summary(), "jobs": dict(report.jobs), "attempts": report.attempts, "retries": report.retries,
         "lost": report.lost, "duplicates": report.duplicates, "not_final": report.not_final,
         "timed_out": len(report.timed_out), "redelivered": report.redelivered, "late_results": report.late_results,
+        "ran_twice_at_once": report.overlapping, "fencing": report.fencing.summary(),
+        "history": report.history.summary() if report.history else "", "slowest_answer_s": report.history.slowest_answer_s
+        if report.history else -1,
         "problems": report.problems[:100],
     }

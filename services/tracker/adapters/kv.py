@@ -20,9 +20,16 @@ from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import DeliverPolicy, KeyValueConfig, StorageType
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import (
+    BucketNotFoundError,
+    KeyNotFoundError,
+    KeyWrongLastSequenceError,
+    NoStreamResponseError,
+    ServiceUnavailableError,
+)
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 
 from contracts import subjects
@@ -31,6 +38,9 @@ from muster.readmodel.locations import CLUSTER, JOB, TASK, Record, Update, merge
 log = structlog.get_logger("muster.tracker")
 
 MAX_CAS_TRIES = 50
+OPEN_RETRIES = 6
+"""Tries of opening the bucket after the first (0.2 s doubling: ~12 s): on a young cluster a
+bucket another tracker is creating answers once its stream has a leader."""
 
 
 class IndexConflict(Exception):
@@ -99,6 +109,16 @@ class Mirror:
                 await self.changed.wait_for(predicate)
 
 
+async def _bucket(js: JetStreamContext, bucket: str, replicas: int) -> KeyValue:
+    try:
+        return await js.key_value(bucket)
+    except BucketNotFoundError:
+        return await js.create_key_value(
+            KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, replicas=replicas,
+                           description="muster tracker: job, task and cluster locations (docs/tracker.md)")
+        )
+
+
 class LocationIndex:
     def __init__(self, js: JetStreamContext, kv: KeyValue, bucket: str = subjects.LOCATIONS_BUCKET) -> None:
         self.js = js
@@ -111,14 +131,19 @@ class LocationIndex:
 
     @classmethod
     async def open(cls, js: JetStreamContext, bucket: str = subjects.LOCATIONS_BUCKET, replicas: int = 1) -> LocationIndex:
-        try:
-            kv = await js.key_value(bucket)
-        except BucketNotFoundError:
-            kv = await js.create_key_value(
-                KeyValueConfig(bucket=bucket, history=1, storage=StorageType.FILE, replicas=replicas,
-                               description="muster tracker: job, task and cluster locations (docs/tracker.md)")
-            )
-        return cls(js, kv, bucket)
+        """The bucket, made if missing. Two trackers started together on a young cluster: one
+        makes the 3-replica bucket, and the other's look-up can time out (or be refused, 503)
+        until its stream has a leader; it asks again a few times before it gives up (seen as a
+        tracker that exited during its start, in the partition soak on a loaded machine)."""
+        for attempt in range(OPEN_RETRIES + 1):
+            try:
+                return cls(js, await _bucket(js, bucket, replicas), bucket)
+            except (NatsTimeout, NoStreamResponseError, ServiceUnavailableError) as err:
+                if attempt == OPEN_RETRIES:
+                    raise
+                log.info("locations bucket not ready; asking again", error=str(err) or type(err).__name__)
+                await asyncio.sleep(0.2 * 2**attempt)  # a bounded retry of one request, not a poll
+        raise AssertionError("unreachable")
 
     # -- the mirror -------------------------------------------------------------------------
 

@@ -231,6 +231,25 @@ async def test_the_events_stream_cannot_be_purged_or_have_messages_deleted(nc: C
 
 
 
+async def test_a_named_writer_is_on_every_event_it_appends(nc: Client, tenant: str) -> None:
+    """(JetStream only.) The log says which planner wrote what (`Muster-Writer`): fencing is
+    checked from it (tests/fault/fencing.py)."""
+    from contracts.records import H_WRITER
+
+    subject = subjects.job_events(tenant, "j5")
+    one = Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-1", aggregate_id="j5", version=1)
+    two = [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-{i}") for i in (2, 3)]
+    seqs = await EventStore(nc, writer_name="planner-7").append(subject, [one], expect_last_seq=0)
+    seqs += await EventStore(nc, writer_name="planner-8").append(subject, two)  # an atomic batch
+    seqs += (await EventStore(nc, writer_name="planner-9").append_chain(
+        [(subject, [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-5")], seqs[-1])]))[0]
+    seqs.append(await EventStore(nc, writer_name="planner-6").submit(subject, Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-6")))
+    seqs += await EventStore(nc).append(subject, [Append(_requested(tenant, "j5"), msg_id=f"{tenant}-j5-4")])
+    js = nc.jetstream()
+    writers = [(await js.get_msg(subjects.EVENTS_STREAM, seq)).headers or {} for seq in seqs]
+    assert [h.get(H_WRITER) for h in writers] == ["planner-7", "planner-8", "planner-8", "planner-9", "planner-6", None]
+    assert [r.seq for r in await EventStore(nc).read(subject)] == seqs  # and the events read as before
+
 
 def test_the_jetstream_store_offers_exactly_the_ports_methods() -> None:
     port = {name for name, value in vars(EventLog).items() if callable(value) and not name.startswith("_")}

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
+from nats.js.errors import APIError
 
 from muster.bus.connect import connect
-from muster.bus.shards import ShardLeases, fair_share, shard_of
+from muster.bus.shards import SAFETY, ShardLeases, fair_share, shard_of
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(60)]
 SHARDS = 12
@@ -179,3 +180,120 @@ async def test_leases_on_their_own_thread_outlive_a_loop_busy_for_longer_than_th
     finally:
         await leases.stop()
     assert [e[2] for e in ledger.events] == ["gained", "lost"]  # handed over on the service's loop
+
+
+async def test_shards_a_member_could_not_take_up_are_handed_back_and_taken_again(ncs: list[Client]) -> None:
+    """A member gains a dead member's shards while the log is unreachable for a moment (a
+    leader election right after a partition heals, found by the partition nemesis): its owner
+    cannot rebuild their clusters. Held anyway, they would be renewed for ever with nothing
+    acting for them (their jobs never resumed); they are handed back and taken again."""
+    ledger, a, b = await _pair(ncs)
+    failing = [True]
+    note_gained = b.on_gained
+
+    async def gained(shards: set[int]) -> None:
+        if failing[0]:
+            failing[0] = False
+            raise TimeoutError("the log is electing a leader")
+        await note_gained(shards)
+
+    b.on_gained = gained
+
+    def taken_up() -> set[int]:
+        up: set[int] = set()
+        for _, member, what, shards in ledger.events:
+            if member == "b":
+                up = up | shards if what == "gained" else up - shards
+        return up
+
+    await a.abort()  # its shards expire; b gains them, fails to take them up once
+    await ledger.until(lambda: len(b.held) == SHARDS and taken_up() == set(range(SHARDS)), TTL + 10)
+    assert not failing[0]
+    await b.stop()
+
+
+async def test_a_lease_is_counted_from_when_its_write_was_sent_not_from_a_late_answer(ncs: list[Client]) -> None:
+    """The server's TTL runs from when it stored a lease write; an answer may come seconds late
+    (a slow or partitioned link). Counted from the answer, an owner would act on a shard whose
+    key had expired and that another member had taken (seen in the partition soak: a planner
+    gained a shard 3 s before its old owner stopped acting for it)."""
+    ledger = Ledger()
+    a = _member(ncs[0], "a", ledger)
+    await a.start()
+    real_write, sent_at = a._write, []
+
+    async def answered_late(*args: Any, **kwargs: Any) -> int:
+        sent_at.append(time.monotonic())
+        revision = await real_write(*args, **kwargs)
+        await asyncio.sleep(TTL / 2)  # the answer comes late; the key's TTL already runs
+        return revision
+
+    a._write = answered_late  # type: ignore[method-assign]
+    await a._renew()  # what its timer does every ttl/3
+    assert len(a.held) == SHARDS and sent_at
+    for s, lease in a.held.items():
+        assert lease.valid_until <= max(t for t in sent_at if t < lease.valid_until) + TTL * (1 - SAFETY) + 0.01, s
+    await a.abort()
+
+
+async def test_a_lease_lost_to_another_member_is_dropped_only_once_its_owner_knows(ncs: list[Client]) -> None:
+    """A renewal finds the shard taken (it expired under a slow link). The member stops owning it
+    at once, but keeps it in hand until its owner has been told (`on_lost`): dropped before, a
+    rebalance waiting for the lock could take the shard again and tell the owner it gained it,
+    and only then would the stale loss arrive, leaving the shard held with nothing acting for
+    it (seen in the partition soak: "shard gained while still subscribed", then a request for
+    that shard got "no planner holds it" on every try)."""
+    ledger = Ledger()
+    a = _member(ncs[0], "a", ledger)
+    await a.start()
+    real_write, real_unfence = a._write, a._unfence
+    found_taken = asyncio.Event()
+
+    async def taken(key: str, value: dict[str, Any], expect: int | None) -> int:
+        if key == "shard.0":
+            raise APIError(code=400, err_code=10071, description="wrong last sequence")
+        return await real_write(key, value, expect)
+
+    def unfence(shard: int) -> None:
+        real_unfence(shard)
+        if shard == 0:
+            found_taken.set()
+
+    a._write, a._unfence = taken, unfence  # type: ignore[method-assign]
+    async with a._lock:  # a rebalance (or any decision) is under way
+        renewing = asyncio.create_task(a._renew())
+        await asyncio.wait_for(found_taken.wait(), TTL)
+        assert not a.owns(0) and 0 in a.held  # not acting for it, and not free to be taken again yet
+    await renewing
+    assert 0 not in a.held and [e[3] for e in ledger.events if e[2] == "lost"] == [frozenset({0})]
+    await a.abort()
+
+
+async def test_a_renewal_answered_after_the_shard_was_taken_anew_changes_nothing(ncs: list[Client]) -> None:
+    """A renewal on its way across a partition comes back refused (its revision is old) after
+    the member took the shard anew on the heal (a rebalance does not wait for renewals): the
+    answer is about the old lease and must not drop the new one (found by scenario 9: the
+    planner forgot two clusters right after gaining them, and nobody answered for their jobs)."""
+    ledger = Ledger()
+    a = _member(ncs[0], "a", ledger)
+    await a.start()
+    real_write = a._write
+    entered, answer = asyncio.Event(), asyncio.Event()
+    old = a.held[0].revision
+
+    async def slow_then_refused(key: str, value: dict[str, Any], expect: int | None) -> int:
+        if key == "shard.0" and expect == old:
+            entered.set()
+            await answer.wait()
+            raise APIError(code=400, err_code=10071, description="wrong last sequence")
+        return await real_write(key, value, expect)
+
+    a._write = slow_then_refused  # type: ignore[method-assign]
+    renewing = asyncio.create_task(a._renew())
+    await asyncio.wait_for(entered.wait(), TTL)
+    a._hold(0, old + 1, time.monotonic())  # taken anew meanwhile
+    answer.set()
+    await renewing
+    assert a.owns(0) and a.held[0].revision == old + 1
+    assert not [e for e in ledger.events if e[2] == "lost"]
+    await a.abort()

@@ -12,18 +12,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from contracts.commands import Rejected, RestartServices
-from muster.bus.connect import connect
+from contracts.commands import REPLY_ADAPTER, Rejected, RestartServices
+from muster.bus.connect import connect, principal_of
 from muster.bus.shards import ShardLeases, shard_of
 from muster.bus.streams import ensure_streams
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
 from services.planner.entrypoint import start_planner
-from services.planner.sharding import FORWARD_WAIT_S
+from services.planner.sharding import FORWARD_WAIT_S, shard_subject
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 SHARDS = 8
@@ -85,3 +86,31 @@ async def test_a_request_waiting_for_a_shard_holds_up_no_other(half_ghost: tuple
     assert not waiting.done()  # answered while the other still waits for its shard's owner
     first = await waiting
     assert isinstance(first, Rejected) and first.retry, first
+
+
+async def test_a_slow_forwarded_request_holds_up_no_other_of_its_shard(half_ghost: tuple[Planner, MusterClient, set[int]]) -> None:
+    """Requests forwarded to a shard's owner are answered each in a task of its own: one waiting
+    (for the planner's lock, or a lease renewed late) must not make the next one of the same
+    shard miss its forwarder's deadline (in the partition soak a queue formed behind a slow one,
+    every answer came too late, and a request went unanswered for 100 s)."""
+    planner, client, ghosts = half_ghost
+    shard = min(set(range(SHARDS)) - ghosts)
+    slow_cluster, quick_cluster = _cluster_in({shard}, "slow"), _cluster_in({shard}, "quick")
+    release = asyncio.Event()
+    real = planner.handle
+
+    async def handle(ctx: Any) -> Any:
+        if slow_cluster.encode() in ctx.body:
+            await release.wait()
+        return await real(ctx)
+
+    planner.handle = handle  # type: ignore[method-assign]
+    subject = shard_subject(shard, "default", principal_of(client.nc), "restart")
+    slow = asyncio.create_task(client.nc.request(subject, RestartServices(cluster_id=slow_cluster).model_dump_json().encode(), timeout=30))
+    await asyncio.sleep(0)  # sent first
+    reply = REPLY_ADAPTER.validate_json((await client.nc.request(
+        subject, RestartServices(cluster_id=quick_cluster).model_dump_json().encode(), timeout=FORWARD_WAIT_S)).data)
+    assert isinstance(reply, Rejected) and "unknown cluster" in reply.reason, reply
+    assert not slow.done()
+    release.set()
+    assert "unknown cluster" in REPLY_ADAPTER.validate_json((await slow).data).reason

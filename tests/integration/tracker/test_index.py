@@ -124,3 +124,24 @@ async def test_a_second_tracker_starts_with_the_index_and_shares_the_work(tracke
         await tracked.indexed_final(later.job_id, tracker)
     info = await tracked.tracker.nc.jetstream().consumer_info("EVENTS", "tracker-index")
     assert info.config.deliver_group == "tracker-index"
+
+
+async def test_a_tracker_started_while_the_bucket_is_being_made_asks_again(bucket: tuple[str, list[Client]]) -> None:
+    """Two trackers start together on a young cluster: the look-up of the bucket the other one
+    is making times out until its stream has a leader. Opening asks again instead of failing
+    the tracker's start (seen in the partition soak)."""
+    from nats.errors import TimeoutError as NatsTimeout
+
+    name, clients = bucket
+    js = clients[0].jetstream()
+    real, calls = js.key_value, []
+
+    async def slow_at_first(bucket_name: str) -> Any:
+        calls.append(bucket_name)
+        if len(calls) < 3:
+            raise NatsTimeout
+        return await real(bucket_name)
+
+    js.key_value = slow_at_first  # type: ignore[method-assign,assignment]
+    index = await LocationIndex.open(js, name)
+    assert len(calls) == 3 and index.kv is not None

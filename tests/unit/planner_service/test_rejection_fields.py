@@ -105,3 +105,27 @@ async def test_a_saved_plan_is_applied_with_the_permission_of_its_own_operation(
     assert isinstance(refused, Rejected) and refused.code == "forbidden" and "no write permission on cluster" in refused.reason
     accepted = await h.send(ApplyPlan(plan_id=plan.plan_id), principal="operator")  # write on that cluster only
     assert not isinstance(accepted, Rejected), accepted
+
+
+async def test_a_request_the_log_did_not_answer_in_time_is_to_be_sent_again() -> None:
+    """The log times out under a create's append (a leader election after a partition healed):
+    whether the event landed is unknown. The answer is "send it again" (`retry`, `unavailable`),
+    not an internal error the client takes as final; the same request sent again makes one job."""
+    h = Harness()
+    real = h.log.append
+    failed: list[str] = []
+
+    async def times_out_once(subject: str, items: Any, expect_last_seq: int | None = None) -> list[int]:
+        if ".job." in subject and not failed:
+            failed.append(subject)
+            raise TimeoutError
+        return await real(subject, items, expect_last_seq)
+
+    h.log.append = times_out_once
+    command = _create(request_id="r-timeout")
+    first = await h.send(command)
+    assert isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
+    again = await h.send(command)
+    assert not isinstance(again, Rejected), again
+    await h.settle()
+    assert len(h.events(again.job_id, "JobRequested")) == 1

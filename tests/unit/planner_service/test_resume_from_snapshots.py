@@ -174,3 +174,26 @@ async def test_a_job_too_large_to_snapshot_is_not_tried_again_and_resumes_from_i
     from_snapshots = await h.restart()
     h.snapshots = None
     assert _states(from_snapshots) == _states(await h.restart())
+
+
+class UnreadableSnapshots(MemorySnapshots):
+    """A snapshots bucket that cannot be read just now (its stream electing a leader)."""
+
+    async def latest(self, kind: str) -> dict[str, Any]:
+        raise TimeoutError("the snapshots bucket did not answer")
+
+    async def get(self, kind: str, tenant: str, aggregate_id: str) -> Any:
+        raise TimeoutError("the snapshots bucket did not answer")
+
+
+async def test_a_resume_whose_snapshots_cannot_be_read_folds_the_log_instead() -> None:
+    """Snapshots are a shortcut: unreadable (a 503 right after a partition healed), the rebuild
+    goes on from the log and gives the same planner, where it used to fail (and a planner
+    gaining shards then handed them back, over and over, while the bucket was away)."""
+    h = SnapHarness(every=3)
+    await _two_clusters(h)
+    assert h.snapshots is not None
+    h.snapshots = UnreadableSnapshots()
+    from_the_log_alone = await h.restart()
+    h.snapshots = None
+    assert _states(from_the_log_alone) == _states(await h.restart())

@@ -1,0 +1,51 @@
+"""The nemesis's delaying proxy (`delayproxy.Proxy`), in this test's loop on loopback: a link
+whose one end goes away is closed at its other end too, a reset as a close; else a NATS node
+would keep a route that leads nowhere (seen in the soak when a node was killed mid-link)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+import pytest
+
+from muster.bus.server import free_port
+
+from .delayproxy import Proxy
+
+HOST = "127.0.0.1"
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+async def test_an_end_that_goes_away_closes_the_other_end(reset: bool) -> None:
+    got: asyncio.Queue[bytes] = asyncio.Queue()
+    ended = asyncio.Event()
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(1024):
+                got.put_nowait(data)
+        except ConnectionError:
+            pass
+        ended.set()
+        writer.close()
+
+    server = await asyncio.start_server(upstream, HOST, 0)
+    proxy, port = Proxy(), free_port()
+    await proxy.listen(HOST, port, HOST, server.sockets[0].getsockname()[1])
+    try:
+        _, writer = await asyncio.open_connection(HOST, port)
+        writer.write(b"hello")
+        await writer.drain()
+        assert await asyncio.wait_for(got.get(), 5) == b"hello"
+        if reset:  # linger 0: the close sends RST, the proxy's read fails with ECONNRESET
+            writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+        else:
+            writer.close()
+        await asyncio.wait_for(ended.wait(), 5)
+        assert proxy.links == 1
+    finally:
+        for s in [server, *proxy.servers]:
+            s.close()
