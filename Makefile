@@ -50,9 +50,10 @@ test: bytecode lint
 test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
 
-# The long fault scenarios, skipped in `make test` (docs/faults.md): MUSTER_LONG_TESTS=1.
+# The long scenarios, skipped in `make test`: the fault suite's (docs/faults.md) and the real
+# clusters' (tests/e2e/test_real.py, docs/plugins.md): MUSTER_LONG_TESTS=1.
 test-long: install
-	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault
+	MUSTER_LONG_TESTS=1 $(BIN)/python -m pytest -q tests/fault tests/e2e/test_real.py tests/integration/provisioner/test_ansible_automator.py
 
 test-integration: install
 	$(BIN)/python -m pytest -q tests/integration tests/e2e
@@ -68,9 +69,11 @@ bench-full: install  # the issues' sizes (a 10-million-event log): hours, not mi
 soak: install
 	$(BIN)/python -m pytest -q -s -p no:cacheprovider -m soak tests/fault/test_soak.py
 
-# Regenerate the AsyncAPI document from contracts/ (a test fails when it is stale).
+# Regenerate the AsyncAPI document from contracts/ and the tracker's OpenAPI document from its
+# routes (a test fails when either is stale).
 contracts: install
 	$(BIN)/python -m contracts.asyncapi > docs/asyncapi.json
+	$(BIN)/python -m services.tracker.contract > docs/openapi.json
 
 # Re-pin dependencies after changing pyproject.toml.
 lock: install

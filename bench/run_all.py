@@ -70,6 +70,7 @@ QUICK: dict[str, list[str]] = {
     "planner_wide_bench.py": ["--tasks", "2000", "--outcomes", "200"],
     "dispatch_bench.py": ["--samples", "200", "--tasks", "2000"],
     "ssh_bench.py": ["--tasks", "50", "--commands", "100"],
+    "namespaces_bench.py": ["--nodes", "3"],
     "tracker_bench.py": ["--seconds", "2", "--repeat", "1"],
     "auth_bench.py": ["--samples", "100", "--seconds", "2", "--rounds", "1"],
     "pool_bench.py": ["--hosts", "1000", "--waiting", "100", "--cycles", "300", "--samples", "40"],

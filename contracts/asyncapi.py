@@ -73,6 +73,14 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      {"aggregate": "`tenant`, `principal` or `token`", "id": "the tenant's name, the principal's or the token's id"},
      "Tenants, principals, tokens (a salt and a digest, never the token) and grants, written by the auth service "
      "(docs/security.md)."),
+    ("events.gov", "muster.evt.{tenant}.gov.{kind}.{name}",
+     {"kind": "`rule`, `policy`, `subscription` or `schedule`", "name": "the entity's name"},
+     "Governance entities (docs/governance.md), written by the governance service: one `GovernancePut` per version, "
+     "`GovernanceDeleted`; a schedule's ticks (`ScheduleFired`, fenced: one taker per tick) and their answers."),
+    ("events.denied", "muster.evt.{tenant}.denied.{jobId}", {"jobId": "the job the request would have made"},
+     "A request the tenant's policies refused (`RequestDenied`, written by the planner at admission)."),
+    ("events.notify", "muster.evt.{tenant}.notify.{subscription}", {"subscription": "the subscription's name"},
+     "What the notifier owes a subscription (`NotificationQueued`) and every attempt to deliver it."),
     ("events.other", "muster.evt.{tenant}.{aggregate}.{id}", {"aggregate": "the aggregate kind", "id": "its id"},
      "Events of aggregates not listed above."),
 ]
@@ -86,8 +94,19 @@ POOL_REQUEST_EVENTS = {"PoolHostsRequested", "PoolRequestCancelled", "PoolNodesR
 POOL_EVENTS = {m.model_fields["type"].default for m in pools.POOL_EVENTS} - POOL_REQUEST_EVENTS
 
 
+GOVERNANCE_EVENTS = {"GovernancePut", "GovernanceDeleted", "ScheduleFired", "ScheduleAnswered"}
+
+
 def event_channel(event_type: str) -> str:
     """Which channel of the log an event type is written to."""
+    if event_type in GOVERNANCE_EVENTS:
+        return "events.gov"
+    if event_type == "RequestDenied":
+        return "events.denied"
+    if event_type.startswith("Notification"):
+        return "events.notify"
+    if event_type == "PolicyWarned":
+        return "events.job"
     if event_type in POOL_REQUEST_EVENTS:
         return "events.poolreq"
     if event_type in POOL_EVENTS:
@@ -128,6 +147,8 @@ COMMAND_EXAMPLES: dict[str, dict[str, Any]] = {
     "ResumeJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "CancelJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
     "RetryJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f"},
+    "ApproveJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f", "comment": "reviewed the plan"},
+    "RejectJob": {"job_id": "6b0d4c3e-1f2a-5b7c-8d9e-0a1b2c3d4e5f", "comment": "not during the freeze"},
     "ApplyPlan": {"plan_id": "5c7467a9d901dc6e81e6"},
     "CheckCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},
     "RepairCluster": {"cluster_id": "3f1c1b9e-7f43-5d8e-9d3e-0c9a1f0b6d2a"},

@@ -233,11 +233,27 @@ class RetryJob(JobCommand):
     v: Literal[1] = 1
 
 
+class ApproveJob(JobCommand):
+    """Let a job that waits for approval run its plan (needs `approve` on the job; docs/governance.md)."""
+
+    type: Literal["ApproveJob"] = "ApproveJob"
+    v: Literal[1] = 1
+    comment: str = Field(default="", max_length=2000)
+
+
+class RejectJob(JobCommand):
+    """Refuse a job that waits for approval: it ends, nothing ran."""
+
+    type: Literal["RejectJob"] = "RejectJob"
+    v: Literal[1] = 1
+    comment: str = Field(default="", max_length=2000)
+
+
 AnyCommand = Annotated[
     CreateCluster | DeleteCluster | ExpandCluster | ShrinkCluster | AddServices | RemoveServices | ConfigureCluster
     | StartServices | StopServices | RestartServices | UpgradeService | RollbackCluster | ApplyPlan | ExtendLease
     | CheckCluster | RepairCluster
-    | PauseJob | ResumeJob | CancelJob | RetryJob,
+    | PauseJob | ResumeJob | CancelJob | RetryJob | ApproveJob | RejectJob,
     Field(discriminator="type"),
 ]
 COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyCommand, config=DEFERRED)
@@ -248,6 +264,7 @@ VERB_OF: dict[str, str] = {
     "StartServices": "start", "StopServices": "stop", "RestartServices": "restart", "UpgradeService": "upgrade",
     "RollbackCluster": "rollback", "ApplyPlan": "apply", "ExtendLease": "extend-lease", "CheckCluster": "check",
     "RepairCluster": "repair", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
+    "ApproveJob": "approve", "RejectJob": "reject",
 }
 
 
@@ -273,6 +290,12 @@ class DryRun(BaseModel):
     plan_id: str | None = Field(default=None, description="the saved plan: `ApplyPlan {plan_id}` runs exactly this")
     cluster_version: int | None = Field(default=None, description="the cluster's version the plan was made on")
     catalog_version: str | None = Field(default=None, description="digest of the catalog the plan was made with")
+    cost: dict[str, Any] | None = Field(default=None, description=(
+        "per hour, from the catalog's hardware `cost` fields: `per_hour` (the cluster once done), `before_per_hour`, "
+        "`per_node`, `by_hardware`, `unknown` (hardware types without a cost)"))
+    policy: dict[str, Any] | None = Field(default=None, description=(
+        "what the tenant's governance would say: `deny` and `warn` (policy messages), `approval` (the approval rules "
+        "the request matches: it would wait for an approver)"))
 
 
 class LeaseExtended(BaseModel):
@@ -286,6 +309,13 @@ class LeaseExtended(BaseModel):
     version: int = Field(description="the cluster's version after the change")
 
 
+RejectionCode = Literal["invalid", "forbidden", "not_found", "conflict", "precondition", "stale", "unavailable"]
+"""What kind of refusal (the tracker's HTTP status follows it, docs/tracker.md "Writes"): the
+request is wrong (`invalid`), not allowed (`forbidden`), names nothing there (`not_found`),
+collides with the state or an earlier request (`conflict`), its `if_version` no longer holds
+(`precondition`), its saved plan is out of date (`stale`), or nobody could decide (`unavailable`)."""
+
+
 class Rejected(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["Rejected"] = "Rejected"
@@ -295,12 +325,19 @@ class Rejected(BaseModel):
         "true when nothing was decided: no planner could act for the cluster just then (its shard "
         "between owners). Send the same request again (same request_id); `MusterClient.request` does. "
         "Left out of the JSON when false"))
+    code: RejectionCode | None = Field(default=None, description="what kind of refusal; left out when not known")
+    field: str | None = Field(default=None, max_length=256,
+                              description="the request's field at fault (a dotted path), when one is; left out otherwise")
+    job_id: str | None = Field(default=None, description="a request_id used before for another request: the job it made")
 
     @model_serializer(mode="wrap")
-    def _without_default_retry(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if not self.retry:
             data.pop("retry", None)
+        for name in ("code", "field", "job_id"):
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
 
 

@@ -15,8 +15,10 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from contracts.base import DEFERRED
 
+from .approvals import JobApprovalExpired, JobApprovalRequested, JobApproved, JobRejected, PolicyWarned, RequestDenied
 from .base import Event as Event  # re-exported: every event module's base
 from .catalog import Action
+from .governance import GovernanceDeleted, GovernancePut, ScheduleAnswered, ScheduleFired
 from .identity import (
     IDENTITY_EVENTS,
     PermissionGranted,
@@ -28,6 +30,7 @@ from .identity import (
     TokenRevoked,
 )
 from .layout import Layout, NodeSpec
+from .notifications import NotificationAttempted, NotificationQueued
 from .pools import (
     AmbiguityDetected,
     AmbiguityResolved,
@@ -528,7 +531,9 @@ AnyEvent = Annotated[
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled
-    | PoolNodesReported | PoolDynamicHostCreated | PoolRequestClosed | TenantCreated | PrincipalCreated | PrincipalDisabled | TokenIssued | TokenRevoked | PermissionGranted | PermissionRevoked,
+    | PoolNodesReported | PoolDynamicHostCreated | PoolRequestClosed | TenantCreated | PrincipalCreated | PrincipalDisabled | TokenIssued | TokenRevoked | PermissionGranted | PermissionRevoked
+    | JobApprovalRequested | JobApproved | JobRejected | JobApprovalExpired | PolicyWarned | RequestDenied
+    | GovernancePut | GovernanceDeleted | ScheduleFired | ScheduleAnswered | NotificationQueued | NotificationAttempted,
     Field(discriminator="type"),
 ]
 

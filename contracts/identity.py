@@ -31,11 +31,12 @@ PRINCIPAL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
-Permission = Literal["read", "write", "execute", "grant"]
-PERMISSIONS: tuple[Permission, ...] = ("read", "write", "execute", "grant")
+Permission = Literal["read", "write", "execute", "grant", "approve"]
+PERMISSIONS: tuple[Permission, ...] = ("read", "write", "execute", "grant", "approve")
+"""`approve`: decide (approve or reject) jobs that wait for approval (docs/governance.md)."""
 Role = Literal["super_admin", "tenant_admin", "user", "service"]
-ServiceKind = Literal["planner", "solver", "tracker", "provisioner", "pool", "system"]
-SERVICE_KINDS: tuple[ServiceKind, ...] = ("planner", "solver", "tracker", "provisioner", "pool", "system")
+ServiceKind = Literal["planner", "solver", "tracker", "provisioner", "pool", "governance", "notifier", "system"]
+SERVICE_KINDS: tuple[ServiceKind, ...] = ("planner", "solver", "tracker", "provisioner", "pool", "governance", "notifier", "system")
 ScopeKind = Literal["tenant", "cluster", "job", "catalog", "queue"]
 
 

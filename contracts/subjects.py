@@ -107,6 +107,44 @@ def job_history_filters(tenant: str, job_id: str) -> list[str]:
     return [job_events(tenant, job_id), layout_events(tenant, job_id), job_task_events(tenant, job_id)]
 
 
+# -- governance (docs/governance.md) -------------------------------------------------------------
+
+
+def governance_events(tenant: str, kind: str, name: str) -> str:
+    """An approval rule, policy, subscription or schedule (`kind`: rule, policy, subscription,
+    schedule); a schedule's ticks too."""
+    return f"{EVT}.{token(tenant, 'tenant')}.gov.{token(kind, 'kind')}.{token(name, 'name')}"
+
+
+def governance_filter(tenant: str, kind: str = "*") -> str:
+    return f"{EVT}.{token(tenant, 'tenant')}.gov.{kind if kind == '*' else token(kind, 'kind')}.*"
+
+
+def denied_events(tenant: str, job_id: str) -> str:
+    """A request the tenant's policies refused (`RequestDenied`; no job was made)."""
+    return f"{EVT}.{token(tenant, 'tenant')}.denied.{token(job_id, 'job id')}"
+
+
+def notification_events(tenant: str, subscription: str) -> str:
+    """Notifications of one subscription: each one due, and each attempt to deliver it."""
+    return f"{EVT}.{token(tenant, 'tenant')}.notify.{token(subscription, 'subscription')}"
+
+
+ALL_GOVERNANCE_EVENTS = f"{EVT}.*.gov.*.*"
+ALL_SCHEDULE_EVENTS = f"{EVT}.*.gov.schedule.*"
+ALL_SUBSCRIPTION_EVENTS = f"{EVT}.*.gov.subscription.*"
+ALL_NOTIFICATION_EVENTS = f"{EVT}.*.notify.*"
+GOV = "muster.gov"
+
+
+def governance_request(tenant: str, principal: str, verb: str) -> str:
+    """Request/reply to the governance service: `muster.gov.<tenant>.<principal>.<verb>`."""
+    return f"{GOV}.{token(tenant, 'tenant')}.{token(principal, 'principal')}.{token(verb, 'governance verb')}"
+
+
+ALL_GOVERNANCE_REQUESTS = f"{GOV}.*.*.*"
+
+
 ALL_EVENTS = f"{EVT}.>"
 ALL_LAYOUT_EVENTS = f"{EVT}.*.layout.*"
 ALL_TASK_EVENTS = f"{EVT}.*.task.>"
@@ -170,6 +208,7 @@ def parse_request(subject: str) -> RequestSubject:
 OPERATION_VERBS = (
     "create", "delete", "expand", "shrink", "add-services", "remove-services", "configure",
     "start", "stop", "restart", "upgrade", "rollback", "pause", "resume", "cancel", "retry", "apply", "extend-lease", "check", "repair",
+    "approve", "reject",
 )
 ALL_OPS = f"{OPS}.>"
 

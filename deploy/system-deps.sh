@@ -20,6 +20,12 @@ if [ "$(id -u)" != "0" ] || ! command -v apt-get >/dev/null 2>&1; then
 fi
 echo "system-deps: installing$missing (apt-get)"
 export DEBIAN_FRONTEND=noninteractive
+# Packages with a daemon (redis-server) would start it on the host; the tests start their own,
+# inside nodes. Tell invoke-rc.d not to start anything while we install (policy-rc.d, exit 101).
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 # A machine's package lists may be missing or stale: install, and on failure update and retry.
 if ! apt-get install -y -qq --no-install-recommends $missing >/tmp/muster-system-deps.log 2>&1; then
     apt-get update -qq >>/tmp/muster-system-deps.log 2>&1

@@ -37,6 +37,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
     "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
     "pool": ("services.pool.cli:pool", "Resource pools: add, list, show, resolve, reset, remove hosts; serve."),
+    "governance": ("services.governance.entrypoint:main", "Run the governance service (rules, policies, schedules)."),
+    "notifier": ("services.notifier.entrypoint:main", "Run the notifier (webhooks and bus messages to subscribers)."),
+    "policy": ("services.governance.cli:policy", "Rego policies on every request: apply, list, delete, test."),
+    "rule": ("services.governance.cli:rule", "Approval rules: which requests wait for an approver."),
+    "notify": ("services.governance.cli:notify", "Notification subscriptions: add, list, remove, test."),
+    "schedule": ("services.governance.schedule_cli:schedule", "Scheduled operations: create, list, pause, resume, delete."),
 }
 
 

@@ -18,8 +18,9 @@ that happened before it subscribed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -111,12 +112,8 @@ class MusterClient(Operations):
         requested_by: str | None = None,
         timeout: float = 10.0,
         attempts: int = 3,
-        on_behalf_of: str | None = None,
     ) -> None:
-        """`on_behalf_of`: send requests in that principal's name rather than the
-        connection's (only the tracker may: it checked that principal's token)."""
         self.nc = nc
-        self.on_behalf_of = on_behalf_of
         self.js = nc.jetstream()
         self._bodies = Bodies(self.js)
         self._owns = owns_connection
@@ -150,11 +147,11 @@ class MusterClient(Operations):
     async def send(self, tenant: str, command: Command, timeout: float = 10.0) -> Reply:
         """One request, one reply (no retry, the command as given)."""
         verb = VERB_OF[command.type]  # type: ignore[attr-defined]
-        reply = await self.nc.request(subjects.operation(tenant, self.on_behalf_of or principal_of(self.nc), verb), command.model_dump_json().encode(), timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), command.model_dump_json().encode(), timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def send_raw(self, tenant: str, verb: str, body: bytes, timeout: float = 10.0) -> Reply:
-        reply = await self.nc.request(subjects.operation(tenant, self.on_behalf_of or principal_of(self.nc), verb), body, timeout=timeout)
+        reply = await self.nc.request(subjects.operation(tenant, principal_of(self.nc), verb), body, timeout=timeout)
         return REPLY_ADAPTER.validate_json(reply.data)
 
     async def request(
@@ -225,7 +222,7 @@ class MusterClient(Operations):
 
     async def events(
         self, job_id: str, tenant: str | None = None, since_seq: int = 0, until: Iterable[str] = FINAL_JOB_EVENTS
-    ) -> AsyncIterator[Recorded]:
+    ) -> AsyncGenerator[Recorded, None]:
         """The job's events (its own subject), from the first (or the first after
         `since_seq`), up to and including the first whose type is in `until`."""
         stop = frozenset(until)
@@ -255,8 +252,9 @@ class MusterClient(Operations):
     async def wait(self, job_id: str, tenant: str | None = None, timeout: float = 600.0, since_seq: int = 0) -> Any:
         """The job's final event (JobSucceeded, JobFailed, JobRolledBack, JobNeedsAttention),
         the first after `since_seq`; TimeoutError past the deadline."""
-        async with asyncio.timeout(timeout):
-            async for recorded in self.events(job_id, tenant, since_seq):
+        async with asyncio.timeout(timeout), contextlib.aclosing(self.events(job_id, tenant, since_seq)) as events:
+            # closed here, not when garbage-collected after the connection has gone
+            async for recorded in events:
                 if recorded.type in FINAL_JOB_EVENTS:
                     return recorded.event
         raise MusterError("job events ended without a final event")

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from contracts.commands import (
     AddServices,
+    ApproveJob,
     CancelJob,
     Command,
     ConfigureCluster,
@@ -26,6 +27,7 @@ from contracts.commands import (
     JobCommand,
     PauseJob,
     PoolWait,
+    RejectJob,
     RemoveServices,
     RestartServices,
     ResumeJob,
@@ -310,6 +312,20 @@ _job_control("pause", PauseJob, "Dispatch nothing new for JOB_ID (tasks in fligh
 _job_control("resume", ResumeJob, "Resume a paused job.")
 _job_control("cancel", CancelJob, "Stop JOB_ID and roll back what it did.")
 _job_control("retry", RetryJob, "Run a failed job's remaining tasks again.")
+
+
+def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
+    @job.command(name, help=doc)
+    @click.argument("job_id")
+    @click.option("--comment", "-m", default="", help="why (recorded with the decision)")
+    @job_op
+    async def decide(job_id: str, comment: str, opts: Options) -> None:
+        async with Session(opts) as s:
+            await s.execute(model(job_id=job_id, comment=comment))
+
+
+_decision("approve", ApproveJob, "Let JOB_ID, which waits for approval, run its plan (docs/governance.md).")
+_decision("reject", RejectJob, "Refuse JOB_ID, which waits for approval: it ends, nothing ran.")
 
 
 @job.command("wait")

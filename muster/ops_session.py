@@ -8,6 +8,7 @@ import asyncio
 import functools
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -27,6 +28,11 @@ from .readmodel.progress import JobProgress
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+CAPTURE: ContextVar[list[Command] | None] = ContextVar("capture", default=None)
+"""Set (to a list): an operation command builds its request and puts it there instead of
+sending it (`muster schedule create NAME --cron ... -- cluster check c1` takes the request the
+words after `--` make)."""
 
 WAIT_UNTIL: dict[str, frozenset[str]] = {"pause": frozenset({"JobPaused", *FINAL_JOB_EVENTS})}
 """What `--wait` waits for, when it is not the end of the job."""
@@ -124,6 +130,10 @@ class Session:
 
     async def execute(self, cmd: Command) -> None:
         cmd = self.stamp(cmd)
+        captured = CAPTURE.get()
+        if captured is not None:
+            captured.append(cmd)
+            return
         verb = VERB_OF[cmd.type]  # type: ignore[attr-defined]
         since = 0
         if isinstance(cmd, JobCommand) and self.opts.wait:
@@ -158,6 +168,23 @@ class Session:
             raise CliError(describe_end(job_id, final), EXIT_FAILED)
         if not self.opts.as_json:
             out.print(describe_end(job_id, final))
+
+
+def print_governance(reply: DryRun) -> None:
+    """A dry run's cost and what the tenant's governance would say (docs/governance.md)."""
+    cost = reply.cost
+    if cost is not None:
+        unknown = f"; no cost given for {', '.join(cost['unknown'])}" if cost.get("unknown") else ""
+        out.print(f"cost: {cost['per_hour']:.2f}/h for {len(cost['per_node'])} nodes (now {cost['before_per_hour']:.2f}/h)"
+                  + (" · " + ", ".join(f"{h} {c:.2f}/h" for h, c in sorted(cost["by_hardware"].items())) if cost["by_hardware"] else "")
+                  + unknown, markup=False)
+    policy = reply.policy or {}
+    for message in policy.get("deny", []):
+        out.print(f"policy would deny: {message}", markup=False)
+    for message in policy.get("warn", []):
+        out.print(f"policy warns: {message}", markup=False)
+    if policy.get("approval"):
+        out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})", markup=False)
 
 
 def describe_end(job_id: str, final: Any) -> str:
@@ -218,6 +245,7 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
                   "(create, confirm, delete) run at once, with the tenant's other jobs")
     if "tenant" in limits:
         out.print(f"limit: at most {limits['tenant']} tasks of the tenant run at once")
+    print_governance(reply)
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
         out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): "

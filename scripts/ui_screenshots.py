@@ -12,14 +12,18 @@ from __future__ import annotations
 import argparse
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from playwright.sync_api import sync_playwright
+
+from muster.bus.connect import read_credentials_file
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -55,7 +59,11 @@ def main() -> None:
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
-                page = browser.new_page(viewport={"width": 1280, "height": 900}, timezone_id="UTC")
+                context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id="UTC")
+                # Signed in as the demo's super admin (its credentials file): the console's session cookie.
+                token = read_credentials_file(Path(tmp) / "data" / "credentials")
+                context.add_cookies([{"name": "muster_session", "value": token, "url": base}])
+                page = context.new_page()
 
                 def shot(path: str, name: str, wait_graph: bool = False, full: bool = True) -> None:
                     page.goto(base + path)
@@ -76,12 +84,35 @@ def main() -> None:
                 shot(f"{cluster}?seq={seqs[len(seqs) // 3]}", "cluster-replay.png", full=False)
                 shot("/ui/catalog", "catalog.png", full=False)
                 shot("/ui/provisioners", "provisioners.png")
+                operating(page, base, str(cluster), args.out)
                 page.set_viewport_size({"width": 390, "height": 844})
                 shot(job, "job-phone.png", wait_graph=True, full=False)
+                shot("/ui/clusters/new?template=hadoop-small", "create-phone.png", full=False)
                 browser.close()
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(60)
+
+
+def operating(page: Any, base: str, cluster: str, out: Path) -> None:
+    """The forms of docs/ui.md, "Operating": create, its preview, a refusal at its field, a cluster's changes."""
+    page.goto(base + "/ui/clusters/new?template=hadoop-small")
+    page.get_by_label("Name", exact=True).fill("analytics")
+    page.screenshot(path=str(out / "create.png"), full_page=True)
+    page.get_by_role("button", name="Preview").click()
+    page.get_by_test_id("plan-id").wait_for()
+    page.screenshot(path=str(out / "preview.png"), full_page=True)
+    page.goto(base + "/ui/clusters/new?template=hadoop-small")
+    page.get_by_test_id("create-form").evaluate("f => { f.noValidate = true; }")
+    page.get_by_label("Name", exact=True).fill("too-big")
+    page.get_by_label(re.compile("^Nodes")).fill("80")
+    page.get_by_role("button", name="Preview").click()
+    page.get_by_test_id("error-nodes").wait_for()
+    page.screenshot(path=str(out / "create-refused.png"), full_page=False)
+    page.goto(base + cluster)
+    page.get_by_test_id("op-expand").locator("summary").click()
+    page.get_by_test_id("operations").screenshot(path=str(out / "cluster-operations.png"))
+    print("wrote the operating pictures to", out)
 
 
 if __name__ == "__main__":

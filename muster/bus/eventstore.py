@@ -190,7 +190,20 @@ class EventStore:
         round trip when nothing else is written meanwhile (`muster.bus.chained`)."""
         return await append_chain(self, parts)
 
-    async def _atomic_batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None) -> PubAck:
+    async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int, subject_filter: str) -> list[int]:
+        """Events on several subjects, all or none, refused (ConcurrencyError) if any subject
+        matching `subject_filter` moved past `expect_last_seq` (the catalog's and the governance
+        entities' applies: they validate the whole of what they read)."""
+        try:
+            ack = await self._atomic_batch(entries, expect_last_seq, subject_filter)
+        except APIError as err:
+            if err.err_code in WRONG_LAST_SEQUENCE:
+                raise ConcurrencyError(f"{subject_filter}: {err.description}") from None
+            raise StoreError(f"{subject_filter}: {err.description or err} (code {err.err_code})") from None
+        return list(range(ack.seq - len(entries) + 1, ack.seq + 1))
+
+    async def _atomic_batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None,
+                            expect_filter: str | None = None) -> PubAck:
         # nats-py 2.16 has no helper for atomic batches; the headers are the protocol.
         self._batch += 1
         batch_id = f"{entries[0][1].msg_id}~{len(entries)}"[:64]
@@ -200,6 +213,8 @@ class EventStore:
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
             if i == 1 and expect_last_seq is not None:
                 headers[H_EXPECT] = str(expect_last_seq)
+                if expect_filter is not None:
+                    headers[H_EXPECT + "-Subject"] = expect_filter
             if i < len(encoded):
                 # Into nats-py's send buffer as `publish` would, less its per-header checks
                 # (a batch's messages are most of what a busy provisioner sends).

@@ -61,8 +61,8 @@ class Checker:
             if self.plugins is not None and plugin is None:
                 known = quoted(sorted(self.providers_by_type)) or "none"
                 self.add("providers", name, "providertype",
-                         f"no provider plugin {p.providertype!r} is known here (known: {known}); "
-                         "a provisioner must load one", "warning")
+                         f"names provider plugin {p.providertype!r}, which no provisioner offers (known: {known}): "
+                         "install a plugin of that name on the provisioners (--plugins-dir), or use one of those")
             for f, value in sorted(p.provisioner.items()):
                 where = f"provisioner.{f}"
                 declared = plugin.fields.get(f) if plugin else None
@@ -129,13 +129,12 @@ class Checker:
     def service_actions(self, name: str, s: Service) -> None:
         if self.plugins is None:
             return
+        missing: dict[str, list[str]] = {}
         for action, spec in sorted(s.provisioner.actions.items(), key=lambda kv: kv[0].value):
             where = f"provisioner.actions.{action.value}"
             plugin = self.automators.get(spec.type)
             if plugin is None:
-                known = quoted(sorted(self.automators)) or "none"
-                self.add("services", name, f"{where}.type",
-                         f"no automator plugin {spec.type!r} is known here (known: {known}); a provisioner must load one", "warning")
+                missing.setdefault(spec.type, []).append(action.value)
                 continue
             for f, fs in sorted(plugin.fields.items()):
                 if fs.required and not spec.fields.get(f):
@@ -147,6 +146,12 @@ class Checker:
                         field.check(value)
                     except ValueError as err:
                         self.add("services", name, f"{where}.fields.{f}", str(err))
+        for automator, actions in sorted(missing.items()):  # one reason per service and missing plugin
+            known = quoted(sorted(self.automators)) or "none"
+            self.add("services", name, "provisioner.actions",
+                     f"{'action' if len(actions) == 1 else 'actions'} {', '.join(actions)} {'names' if len(actions) == 1 else 'name'} automator plugin {automator!r}, "
+                     f"which no provisioner offers (known: {known}): install a plugin of that name on the provisioners "
+                     "(--plugins-dir), or move the actions to shell or ansible (docs/plugins.md)")
 
     def _edges(self, stage: str) -> dict[str, list[tuple[str, bool]]]:
         """service -> [(dependency, is_required)], with `provides` substituted."""

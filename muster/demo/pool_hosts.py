@@ -72,3 +72,45 @@ def _login_user() -> str:
     except (KeyError, OSError):
         name = "root"
     return name if name.replace("-", "_").replace("_", "a").isalnum() and name[:1].isalpha() else "root"
+
+
+@dataclass
+class NamespacePoolHosts(LocalPoolHosts):
+    """The same pool hosts as real machines of this one (root only): each a Linux namespace node
+    with its own address, hostname, overlays and Debian's sshd (the namespaces provider's system
+    helpers), logged in to as root. `muster demo --pool` uses them when it can."""
+
+    prefix: str = field(default_factory=lambda: "mp" + os.urandom(2).hex())
+    """Its own per run: two demos at once never touch each other's hosts."""
+    nodes: dict[str, Any] = field(default_factory=dict)
+
+    async def start(self, host_id: str, **properties: Any) -> HostSpec:
+        from services.provisioner.plugins.builtin.namespaces import rootfs, system
+
+        name = system.object_name(self.prefix, f"{len(self.nodes):02d}", interface=True)
+        async with system.host_lock():
+            bridge = await system.claim_bridge(system.object_name(self.prefix, "br", interface=True), "10.213.0.0/16")
+            netns = await system.create_netns(name, name, bridge, system.lease_address(bridge, name))
+        node = await rootfs.start_node(netns, host_id, self.root / name)
+        sshd = await rootfs.start_sshd(node, self.client_key.export_public_key().decode())
+        self.nodes[host_id] = (node, sshd)
+        self.properties[host_id] = properties or {"cpu": 2, "memory": "4G"}
+        return self.spec(host_id)
+
+    def spec(self, host_id: str, **overrides: Any) -> HostSpec:
+        _, sshd = self.nodes[host_id]
+        return HostSpec.model_validate({"id": host_id, "address": sshd.address, "port": sshd.port, "user": "root",
+                                        "host_keys": [sshd.host_key], "properties": self.properties[host_id], **overrides})
+
+    def specs(self) -> list[HostSpec]:
+        return [self.spec(h) for h in self.nodes]
+
+    def workdir(self, host_id: str) -> Path:
+        node, _ = self.nodes[host_id]
+        return Path(node.directory) / "upper" / "root"  # root's home, as the node wrote it
+
+    async def stop(self) -> None:
+        from services.provisioner.plugins.builtin.namespaces import system
+
+        self.nodes.clear()
+        await system.sweep(self.prefix, [self.root])

@@ -29,6 +29,8 @@ class ClusterState:
         self.nodes: dict[str, NodeSpec] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
         self.hostnames: dict[str, str] = {}
+        self.machines: dict[str, dict[str, str]] = {}
+        """node -> what its provider said of the machine (MACHINE_RESULTS: provider id, host key fingerprint)."""
         self.version = 0
         self.expires_at: datetime | None = None
         """The lease's end (None: forever)."""
@@ -49,6 +51,9 @@ class ClusterState:
             case "ClusterConfigChanged":
                 self.config = dict(e.config)
             case "NodeResultsRecorded":
+                shown = {k: str(e.result[k]) for k in MACHINE_RESULTS if e.result.get(k) not in (None, "")}
+                if shown:
+                    self.machines[e.node_id] = {**self.machines.get(e.node_id, {}), **shown}
                 if e.ipaddresses:
                     self.ipaddresses[e.node_id] = dict(e.ipaddresses)
                 if e.hostname:
@@ -82,9 +87,14 @@ class ClusterState:
                 "imagetype": n.imagetype, "services": sorted(n.services),
                 "ipaddresses": dict(sorted(self.ipaddresses.get(n.id, {}).items())),
                 "observed": {s: self.observed[(n.id, s)]["state"] for s in sorted(n.services) if (n.id, s) in self.observed},
+                "machine": self.machines.get(n.id, {}),
             }
             for n in sorted(self.nodes.values(), key=lambda n: n.id)
         ]
+
+
+MACHINE_RESULTS = ("providerid", "ssh_host_key_fingerprint")
+"""The node results a person looks for first: which machine, and which host key it must present."""
 
 
 def fold_cluster(history: Iterable[Recorded]) -> ClusterState | None:

@@ -43,6 +43,8 @@ class JobView:
         self.started_at: str | None = None
         self.updated_at: str | None = None
         self.resources: dict[str, Any] | None = None
+        self.approval: dict[str, Any] | None = None
+        self.warnings: list[dict[str, Any]] = []
 
     @property
     def requested(self) -> bool:
@@ -97,15 +99,18 @@ class JobView:
         stages = self.stages
         current = next((i for i, st in enumerate(stages, 1) if not set(st) <= done), None)
         waiting = self.resources is not None and not self.resources["granted"] and self.state == "running"
+        approving = self.approval is not None and self.approval["decision"] is None and not self.is_final
         return {
             "id": self.id, "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
-            "state": "paused" if self.paused and not self.is_final else "waiting_for_resources" if waiting else self.state,
+            "state": "paused" if self.paused and not self.is_final else "waiting_for_approval" if approving else
+                     "waiting_for_resources" if waiting else self.state,
             "error": self.error or None, "owner": self.owner, "mode": self.mode,
             "requested_by": self.requested_by, "started_at": self.started_at,
             "finished_at": self.updated_at if self.is_final else None,
             "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
             "resources": dict(self.resources) if self.resources else None,
+            "approval": dict(self.approval) if self.approval else None, "policy_warnings": list(self.warnings),
         }
 
     # -- one method per event type ---------------------------------------------------------
@@ -167,6 +172,18 @@ class JobView:
         if self.resources is not None:
             self.resources = {**self.resources, "granted": True}
 
+    def _approval_requested(self, e: Any) -> None:
+        self.approval = {**e.model_dump(mode="json", exclude={"type", "v", "job_id"}), "decision": None, "by": None, "comment": ""}
+
+    def _decided(self, e: Any) -> None:
+        if self.approval is not None:
+            decision = {"JobApproved": "approved", "JobRejected": "rejected"}.get(e.type, "expired")
+            self.approval = {**self.approval, "decision": decision, "by": getattr(e, "by", None),
+                             "comment": getattr(e, "comment", "")}
+
+    def _warned(self, e: Any) -> None:
+        self.warnings = [w.model_dump(mode="json") for w in e.warnings]
+
     def _ended(self, e: Any) -> None:
         self.state = FINAL_STATE_OF[e.type]
         if e.type in ("JobFailed", "JobNeedsAttention"):  # a rollback keeps the reason it started with
@@ -192,6 +209,11 @@ _APPLY = {
     "RollbackPlanned": JobView._rollback_planned,
     "JobResourcesRequested": JobView._resources_requested,
     "JobResourcesGranted": JobView._resources_granted,
+    "JobApprovalRequested": JobView._approval_requested,
+    "JobApproved": JobView._decided,
+    "JobRejected": JobView._decided,
+    "JobApprovalExpired": JobView._decided,
+    "PolicyWarned": JobView._warned,
     **{t: JobView._ended for t in FINAL_STATE_OF},
 }
 """Routing table: which job event changes the view, and how (every other type is skipped)."""

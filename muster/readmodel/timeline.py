@@ -121,6 +121,15 @@ def describe(e: Any) -> str:
                     "JobRetried": "job retried"}[t]
         case "JobAdopted":
             return f"job taken over by {e.planner} (owner was {e.previous or '?'})"
+        case "JobApprovalRequested":
+            return f"waits for approval (rules {', '.join(e.rules)}) until {e.expires_at.isoformat()}"
+        case "JobApproved" | "JobRejected":
+            said = f": {e.comment}" if e.comment else ""
+            return f"{'approved' if t == 'JobApproved' else 'rejected'} by {e.by}{said}"
+        case "JobApprovalExpired":
+            return f"nobody approved it before {e.expires_at.isoformat()}"
+        case "PolicyWarned":
+            return "policy warnings: " + "; ".join(f"{w.message} ({w.policy})" for w in e.warnings)
         case "ClusterRequested":
             return f"cluster {e.name!r} requested: template {e.template}, provider {e.provider}"
         case "ClusterLayoutChanged":

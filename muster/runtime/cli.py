@@ -201,10 +201,18 @@ async def _tracker_job(tracker_url: str, tenant: str, job_id: str, token: str | 
 @click.option("--pool", "on_pool", is_flag=True,
               help="the demo on a pool of SSH hosts on this machine: a cluster waits for hosts and gets them "
                    "when another is deleted (docs/pools.md)")
-def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool) -> None:
+@click.option("--real", "real", is_flag=True,
+              help="a NATS cluster that really forms, on Linux namespace nodes with their own sshd (needs root; "
+                   "without it, on loopback addresses of this machine): examples/catalog-real. With --pool: the "
+                   "pool's hosts are namespace nodes with their own sshd")
+def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
 
     async def main() -> None:
+        if real:  # the Ansible flavours' playbooks, for the provisioner this starts
+            from .real_demo import REAL_CATALOG
+
+            os.environ.setdefault("MUSTER_PLAYBOOK_PATH", str(REAL_CATALOG / "ansible"))
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=0, tenants=tenant,
                                 supervise=True, notify=_say)
         try:
@@ -213,7 +221,10 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool) -> 
             if on_pool:
                 from .pool_demo import scenario
 
-                await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console))
+                await _guarded(deployment, scenario(deployment, data_dir, tenant, keep, console, real=real))
+                return
+            if real:
+                await _guarded(deployment, _real_scenario(deployment, data_dir, tenant))
                 return
             await _guarded(deployment, _demo_scenario(deployment, nodes, tenant, keep))
         finally:
@@ -222,6 +233,18 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool) -> 
                 console.print("everything stopped.")
 
     _run(main())
+
+
+async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str) -> None:
+    from services.provisioner.plugins.builtin.namespaces.system import root_refusal
+
+    from . import real_demo
+
+    refusal = root_refusal()
+    if refusal:
+        console.print(f"{refusal}: the nodes are localhost nodes on loopback addresses instead")
+    async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment)) as client:
+        await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=data_dir / "nodes")
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:

@@ -27,7 +27,7 @@ from muster.bus.eventstore import EventStore
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
-from muster.demo.pool_hosts import LocalPoolHosts
+from muster.demo.pool_hosts import LocalPoolHosts, NamespacePoolHosts
 from muster.ops_session import follow
 from services.pool import client as pools
 from services.tracker.render import resources_line
@@ -53,8 +53,14 @@ def pool_table(view: dict[str, Any]) -> Table:
     return table
 
 
-async def scenario(deployment: Deployment, data_dir: Path, tenant: str, keep: bool, console: Console) -> None:
-    hosts = LocalPoolHosts(data_dir / "pool-hosts")
+async def scenario(deployment: Deployment, data_dir: Path, tenant: str, keep: bool, console: Console, real: bool = False) -> None:
+    from services.provisioner.plugins.builtin.namespaces.system import root_refusal
+
+    # --real: namespace nodes with Debian's sshd (root only); in-process SSH servers otherwise.
+    refusal = root_refusal() if real else None
+    if refusal:
+        console.print(f"{refusal}: the pool's hosts are SSH servers on 127.0.0.1 instead")
+    hosts = NamespacePoolHosts(data_dir / "pool-hosts") if real and not refusal else LocalPoolHosts(data_dir / "pool-hosts")
     try:
         specs = [await hosts.start(name, **props) for name, props in HOSTS.items()]
         async with await MusterClient.connect(deployment.nats_url) as client:
@@ -70,7 +76,8 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
     catalog.providers["lab"] = lab.model_copy(update={"provisioner": {**lab.provisioner, "identityfile": str(hosts.key_path)}})
     await apply_catalog(EventStore(client.nc), tenant, catalog, by="demo")
     answer = await pools.send(client.nc, "lab", AddHosts(hosts=specs, requested_by="demo"))
-    console.print(f"{answer.message} (SSH servers on 127.0.0.1, client key {hosts.key_path})")
+    where = "namespace nodes with their own sshd" if isinstance(hosts, NamespacePoolHosts) else "SSH servers on 127.0.0.1"
+    console.print(f"{answer.message} ({where}: {', '.join(f'{h.address}:{h.port}' for h in specs)}; client key {hosts.key_path})")
 
     async def show(returned_by: str = "") -> None:
         """The pool; with `returned_by`, once no host is held by that cluster any more (its

@@ -35,7 +35,7 @@ from typing import Any
 
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port
 
-SERVICES = ("solver", "planner", "provisioner", "tracker")
+SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifier")
 
 READY = b'"started"'
 SERVER = "nats-server"
@@ -216,6 +216,10 @@ class Deployment:
             # survives a restart.
             "tracker": ["tracker", "--port", str(self.tracker_port)],
             "pool": ["pool", "serve"],
+            # Approval rules, policies, subscriptions, schedules (and the scheduler); notifications
+            # (docs/governance.md). The notifier reads webhook secrets from $MUSTER_NOTIFIER_SECRETS.
+            "governance": ["governance"],
+            "notifier": ["notifier"],
         }
         out: dict[str, list[str]] = {}
         if self.auth_dir is not None:
@@ -224,7 +228,7 @@ class Deployment:
             n = self.replicas.get(service, 1)
             for name in [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]:
                 own = ["--id", name, "--work-dir", str(self.data_dir / name)] if service == "provisioner" else []
-                own = ["--instance", name] if service == "pool" else own
+                own = ["--instance", name] if service in ("pool", "governance") else own
                 out[name] = [*args, *own, *self.extra_args.get(service, []), *(self.extra_args.get(name, []) if name != service else [])]
         return out
 
@@ -282,7 +286,7 @@ class Deployment:
         tenants = tuple(t for t in self.tenants.split(",") if t)
         klass = _option(self.extra_args.get("provisioner", []), "--class") or "default"
         people = [BootstrapPrincipal(local_principal(), "super_admin", self.credentials)]
-        for service in ("solver", "planner", "tracker", "pool"):
+        for service in ("solver", "planner", "tracker", "pool", "governance", "notifier"):
             people.append(BootstrapPrincipal(service, "service", self.auth_dir / f"{service}.cred", service=service))
         for name in self.processes("provisioner"):
             own, pid = _option(self.extra_args.get(name, []), "--class") or klass, self.provisioner_id(name)

@@ -243,6 +243,11 @@ class Planner:
         if self.ownership.owns(tenant, cluster_id):
             await self.leases.expired(tenant, cluster_id)
 
+    async def approval_expired(self, job_id: str) -> None:
+        async with self._owned(job_id) as found:
+            if found is not None:
+                await self.requests.approvals.expire(*found)
+
     async def nudge(self, job_id: str) -> None:
         """Look at a job's ready tasks again: for a dispatch policy that held some back and
         now has room (a grant arrived, a limit freed up)."""

@@ -30,12 +30,14 @@ class OperationAuthz:
     def __call__(self, ctx: RequestContext, op: Operation, command: Any) -> None:
         principal = self.state.principals.get(ctx.principal or subjects.ANONYMOUS)
         if principal is None:
-            raise Refused(f"{op.name} refused: {ctx.principal!r} is not a known principal")
+            raise Refused(f"{op.name} refused: {ctx.principal!r} is not a known principal", code="forbidden")
         job_id = getattr(command, "job_id", None)
         cluster_id = getattr(command, "cluster_id", None)
         if job_id and cluster_id is None:
             known = self.job(job_id)  # a job this planner holds; else only grants on the job (or wider) cover it
             cluster_id = known.cluster_id if known is not None else None
-        decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, ctx.verb, cluster_id, job_id)
+        # A saved plan asks for what its own operation asks, on its own cluster (loaded by now).
+        verb = op.verb if ctx.verb == "apply" else ctx.verb
+        decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, verb, cluster_id, job_id)
         if not decision:
-            raise Refused(f"{op.name} refused: {decision.reason}")
+            raise Refused(f"{op.name} refused: {decision.reason}", code="forbidden")

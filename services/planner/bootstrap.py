@@ -66,7 +66,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
                         solver=solver, workers=workers)
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
     attempts = AttemptHolders(log)
-    recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, config)
+    recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, config, requests.approvals)
     planner = Planner(config=config, state=state, queue=queue, ownership=ownership, limits=limits, timers=timers,
                       metrics=metrics, nodemaps=nodemaps, execution=execution, attempts=attempts, requests=requests,
                       lease_expiry=expiry, recovery=recovery, pools=broker, workers=workers)

@@ -12,6 +12,7 @@ concurrent changes are kept apart by the catalog's fence on its last sequence, n
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -32,7 +33,7 @@ from contracts.identity import Scope
 from muster.bus.eventstore import EventStore
 from muster.catalog.delete import DeleteRefused, delete_entity
 from muster.catalog.files import CatalogFileError
-from muster.catalog.plugins import PluginSpecs
+from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
 from muster.catalog.requests import problem_json
 from muster.catalog.store import append_changes, check_apply, plan_changes, read_state
 from services.auth.domain.authz import Decision, may
@@ -41,18 +42,39 @@ from services.auth.domain.state import IdentityState
 log = structlog.get_logger("muster.planner")
 
 
+OfferedPlugins = Callable[[str], Awaitable[list[dict[str, Any]]]]
+"""A tenant -> the plugin descriptions (`PluginRegistry.describe()`) its live provisioners registered."""
+
+
+def offered_specs(known: PluginSpecs, described: list[dict[str, Any]]) -> PluginSpecs:
+    """The built-in specs, plus any plugin a live provisioner offers that they lack (one loaded
+    with --plugins-dir): a catalog naming it is then accepted."""
+    have = {(p.type, p.name) for p in known}
+    extra = []
+    for d in described:
+        kind, name = d.get("type"), d.get("name")
+        if kind in ("provider", "automator") and isinstance(name, str) and (kind, name) not in have:
+            fields = {f: PluginField(sensitive=bool(v.get("sensitive")), required=bool(v.get("required")))
+                      for f, v in (d.get("fields") or {}).items() if isinstance(v, dict)}
+            extra.append(PluginSpec(name=name, type=kind, fields=fields))
+            have.add((kind, name))
+    return PluginSpecs([*known, *extra]) if extra else known
+
+
 class CatalogWrites:
-    def __init__(self, store: EventStore, plugins: PluginSpecs, identity: IdentityState | None = None) -> None:
+    def __init__(self, store: EventStore, plugins: PluginSpecs, identity: IdentityState | None = None,
+                 offered: OfferedPlugins | None = None) -> None:
         self.store = store
         self.plugins = plugins
         self.identity = identity
+        self.offered = offered
         """The identities (auth on), or None on a bus without authorization: no grants to check."""
 
     async def answer(self, tenant: str, principal: str, verb: str, data: bytes) -> bytes:
         try:
             reply: Any = await self._answer(tenant, principal, verb, data)
         except (CatalogFileError, subjects.SubjectError) as err:  # a concurrent change, too many at once, a bad tenant
-            reply = Rejected(reason=str(err))
+            reply = Rejected(reason=str(err), code="conflict")
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("catalog request failed", tenant=tenant, verb=verb)
             reply = Rejected(reason="internal error while handling the catalog request; see the planner's log")
@@ -63,9 +85,10 @@ class CatalogWrites:
         try:
             request = CATALOG_REQUEST_ADAPTER.validate_json(data)
         except ValidationError as err:
-            return Rejected(reason=f"not a catalog request: {describe_validation_error(err)}")
+            return Rejected(reason=f"not a catalog request: {describe_validation_error(err)}", code="invalid")
         if VERB_OF[request.type] != verb:
-            return Rejected(reason=f"{request.type} goes to {subjects.OPS}.<tenant>.<principal>.{VERB_OF[request.type]}, not .{verb}")
+            return Rejected(reason=f"{request.type} goes to {subjects.OPS}.<tenant>.<principal>.{VERB_OF[request.type]}, not .{verb}",
+                            code="invalid")
         by = principal if principal != subjects.ANONYMOUS else request.requested_by
         if isinstance(request, DeleteCatalogEntity):
             return await self._delete(tenant, principal, by, request)
@@ -86,14 +109,15 @@ class CatalogWrites:
         try:
             incoming = Catalog.model_validate(request.catalog)
         except ValidationError as err:
-            return Rejected(reason=f"catalog not applied: {describe_validation_error(err)}")
+            return Rejected(reason=f"catalog not applied: {describe_validation_error(err)}", code="invalid", field="catalog")
         state = await read_state(self.store, tenant)
         # Only what would change needs the grant: unchanged entities of a whole folder are not written.
         allowed = self._may_write(principal, tenant, [(c.kind, c.name) for c in plan_changes(state, incoming)])
         if not allowed:
-            return Rejected(reason=f"catalog not applied: {allowed.reason}")
+            return Rejected(reason=f"catalog not applied: {allowed.reason}", code="forbidden")
         sources = {(k.partition("/")[0], k.partition("/")[2]): v for k, v in request.sources.items()}
-        check = check_apply(state, incoming, self.plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
+        plugins = offered_specs(self.plugins, await self.offered(tenant)) if self.offered else self.plugins
+        check = check_apply(state, incoming, plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
         problems = [problem_json(p) for p in check.errors + check.warnings]
         if not check.ok:
             return CatalogAnswer(ok=False, problems=problems)
@@ -103,10 +127,10 @@ class CatalogWrites:
 
     async def _delete(self, tenant: str, principal: str, by: str, request: DeleteCatalogEntity) -> CatalogAnswer | Rejected:
         if request.kind not in KINDS:
-            return Rejected(reason=f"unknown kind {request.kind!r}; kinds are {', '.join(KINDS)}")
+            return Rejected(reason=f"unknown kind {request.kind!r}; kinds are {', '.join(KINDS)}", code="invalid", field="kind")
         allowed = self._may_write(principal, tenant, [(request.kind, request.name)])
         if not allowed:
-            return Rejected(reason=f"not deleted: {allowed.reason}")
+            return Rejected(reason=f"not deleted: {allowed.reason}", code="forbidden")
         try:
             seq = await delete_entity(self.store, tenant, request.kind, request.name, by, self.plugins)
         except DeleteRefused as refused:

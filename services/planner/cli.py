@@ -17,6 +17,7 @@ from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.templates import TemplateError, resolve_template
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_INVALID, CliError, command, guarded
+from services.governance.domain.cost import plan_cost
 
 from .domain.operations import OFFLINE, ROLLING
 from .domain.plan import PlanError, build_plan
@@ -58,6 +59,9 @@ def dumps(result: dict[str, Any]) -> str:
     """JSON with one task, edge or stage per line."""
     parts = []
     for key, items in result.items():
+        if isinstance(items, dict):  # the cost
+            parts.append(f"  {json.dumps(key)}: {json.dumps(items)}")
+            continue
         body = ",\n".join(f"    {json.dumps(item)}" for item in items)
         parts.append(f"  {json.dumps(key)}: [\n{body}\n  ]" if items else f"  {json.dumps(key)}: []")
     return "{\n" + ",\n".join(parts) + "\n}"
@@ -75,7 +79,7 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
         raise Invalid(f"unknown mode {mode!r}; modes are {', '.join(MODES)}")
     try:
         catalog = load_catalog(catalog_dir)
-        resolve_template(catalog, template)
+        provider = resolve_template(catalog, template).defaults.provider or ""
     except (CatalogFileError, TemplateError) as err:
         raise Invalid(str(err)) from None
     nodes = read_nodes(nodes_file)
@@ -84,12 +88,14 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
         if operation == "add-services":
             nodes = with_added_services(catalog, nodes, named)
         planned = build_plan(catalog.services, nodes, operation, services=named)
+        # What the nodes cost an hour, from the catalog's hardware types (docs/governance.md).
+        cost = {"cost": plan_cost(catalog.hardwaretypes, provider, nodes).model_dump(mode="json", exclude={"before_per_hour"})}
         if rolling is None:
-            return planned.to_json()
+            return {**planned.to_json(), **cost}
         if operation not in ROLLING:
             raise Invalid(f"--rolling goes with {', '.join(ROLLING)}")
         done = batched(planned, int(rolling) if rolling.strip().isdigit() else rolling)
-        return {**done.plan.to_json(), "batches": done.batches}
+        return {**done.plan.to_json(), "batches": done.batches, **cost}
     except PlanError as err:
         raise Invalid(str(err)) from None
 

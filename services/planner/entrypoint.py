@@ -7,10 +7,12 @@ import contextlib
 import os
 import re
 import socket
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import click
+import structlog
 from nats.aio.client import Client
 from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
@@ -55,6 +57,22 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None)
 
 
+def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]]]]:
+    """What the live provisioners of a tenant registered (their presence records)."""
+
+    async def offered(tenant: str) -> list[dict[str, Any]]:
+        from services.provisioner.presence import live_provisioners
+
+        try:
+            live = await live_provisioners(nc, tenant=tenant, timeout=3.0)
+        except Exception as err:  # noqa: BLE001 - then only the built-in plugins count, and the answer says which
+            structlog.get_logger("muster.planner").warning("live provisioners unknown", error=str(err) or type(err).__name__)
+            return []
+        return [plugin for p in live for plugin in p.info.plugins]
+
+    return offered
+
+
 async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
     """A planner that holds a fair share of the shards (docs/scaling.md): it listens first,
     then takes its leases, and rebuilds the clusters of each shard it gains; on the way out it
@@ -79,7 +97,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     if planner.state.snapshotter is not None:
         stack.callback(planner.state.snapshotter.close)
 
-    replies = Replies(planner, CatalogWrites(EventStore(nc), catalog_plugins(), identities), sharding)
+    replies = Replies(planner, CatalogWrites(EventStore(nc), catalog_plugins(), identities, offered=offered_plugins(nc)), sharding)
     responders = Responders()
     subs: list[Any] = []
     stack.push_async_callback(responders.close)  # after the subscriptions below are gone

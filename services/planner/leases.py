@@ -80,7 +80,7 @@ async def extend(state: PlannerState, timers: Timers, cluster: Cluster, cmd: Ext
         await state.save_cluster(cluster)
     except ConcurrencyError:
         await state.reload_cluster(cluster.tenant, cmd.cluster_id)
-        raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again") from None
+        raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again", code="conflict") from None
     arm(timers, cluster)
     log.info("lease extended", tenant=cluster.tenant, cluster=cmd.cluster_id, until=until.isoformat(), by=by)
     return LeaseExtended(cluster_id=cmd.cluster_id, expires_at=until, version=cluster.version)

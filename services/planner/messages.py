@@ -71,4 +71,6 @@ def parse(verb: str, data: bytes) -> Any:
     try:
         return COMMAND_ADAPTER.validate_python(body)
     except ValidationError as err:
-        raise Refused(f"invalid {expected}: {describe_validation_error(err)}") from None
+        where = err.errors()[0]["loc"] if err.errors() else ()
+        raise Refused(f"invalid {expected}: {describe_validation_error(err)}", code="invalid",
+                      field=".".join(str(p) for p in where[1:] if p != expected) or None) from None

@@ -9,6 +9,7 @@ layout change asks the solver through the log instead (`Execution.ask_for_layout
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,21 +79,23 @@ class Previews:
                 tolerance = len(cluster.nodes)
             return Preview(plan, list(cluster.nodes.values()), batches=batches, tolerance=tolerance)
         except PlanError as err:
-            raise Refused(f"cannot plan {job.operation}: {err}") from None
+            raise Refused(f"cannot plan {job.operation}: {err}", code="invalid") from None
 
     async def _solve(self, job: Job, cluster: Cluster, facts: Facts) -> Layout:
         if self.solver is None:
-            raise Refused("dry run needs a solver and this planner has none")
+            raise Refused("dry run needs a solver and this planner has none", code="unavailable")
         request = planning.layout_request(str(job.id), cluster, facts.catalog, facts.command)
         try:
             return await self.solver.solve(job.tenant, request)
         except SolverUnavailable as err:
-            raise Refused(f"dry run needs a solver and none answered: {err}") from None
+            raise Refused(f"dry run needs a solver and none answered: {err}", code="unavailable") from None
         except NoLayout as err:
-            raise Refused(f"no layout: {err}") from None
+            raise Refused(f"no layout: {err}", code="invalid") from None
 
-    async def dry_run(self, by: str, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts) -> DryRun:
-        """The plan, shown and saved (`PlanSaved`): nothing else is recorded."""
+    async def dry_run(self, by: str, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts,
+                      notes: Callable[[Cluster, Preview], dict[str, Any]] | None = None) -> DryRun:
+        """The plan, shown and saved (`PlanSaved`): nothing else is recorded. `notes`: its cost
+        and what governance would say (docs/governance.md)."""
         preview = await self.preview(job, cluster, facts)
         version = existing.version if existing is not None else 0
         catalog = saving.catalog_version(facts.catalog)
@@ -113,12 +116,14 @@ class Previews:
             if shown:
                 plan["limits"] = shown
         return DryRun(layout=layout, plan=plan, plan_id=event.plan_id,
-                      cluster_version=version if existing is not None else None, catalog_version=catalog)
+                      cluster_version=version if existing is not None else None, catalog_version=catalog,
+                      **(notes(cluster, preview) if notes is not None else {}))
 
     async def saved(self, tenant: str, plan_id: str) -> PlanSaved:
         found = await self.state.log.read(subjects.plan_events(tenant, plan_id))
         if not found or not isinstance(found[0].event, PlanSaved):
-            raise Refused(f"unknown plan {plan_id!r}: dry runs save plans (`--dry-run` prints the plan id)")
+            raise Refused(f"unknown plan {plan_id!r}: dry runs save plans (`--dry-run` prints the plan id)",
+                          code="not_found", field="plan_id")
         return found[0].event
 
     async def pinned(self, pin: PlanSaved, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts) -> Preview:

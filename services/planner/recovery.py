@@ -18,6 +18,7 @@ from contracts.commands import COMMAND_ADAPTER
 from muster.ports.eventlog import ConcurrencyError
 
 from . import leases
+from .approvals import Approvals
 from .attempts import AttemptHolders
 from .config import PlannerConfig
 from .domain import planning, saga
@@ -35,9 +36,9 @@ log = structlog.get_logger("muster.planner")
 
 class Recovery:
     def __init__(self, state: PlannerState, execution: Execution, timers: Timers, limits: Limits, nodemaps: NodeMaps,
-                 attempts: AttemptHolders, config: PlannerConfig) -> None:
+                 attempts: AttemptHolders, config: PlannerConfig, approvals: Approvals) -> None:
         self.state, self.execution, self.timers, self.limits = state, execution, timers, limits
-        self.nodemaps, self.attempts, self.config = nodemaps, attempts, config
+        self.nodemaps, self.attempts, self.config, self.approvals = nodemaps, attempts, config, approvals
 
     async def resume(self, only: Callable[[str], bool] | None, ours: Callable[[str, str], bool]) -> None:
         """Rebuild every cluster (those whose id `only` accepts) that is `ours`, and each one's
@@ -57,6 +58,7 @@ class Recovery:
                 if job is None:
                     continue  # accepted, then lost before the job was recorded: never answered
                 self.state.jobs[cluster.job_id] = job
+                self.approvals.arm(job)  # a job waiting for approval: its expiry
                 if not job.is_final and history is not None:
                     job = await self._adopt(job)
                     queued = [r for r in history if r.type in ("TaskQueued", "CleanupQueued")]

@@ -10,7 +10,7 @@ cluster's new lease and starts no job (`leases.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -22,6 +22,7 @@ from contracts.commands import (
     VERB_OF,
     Accepted,
     ApplyPlan,
+    ApproveJob,
     ConfigureCluster,
     CreateCluster,
     DryRun,
@@ -29,6 +30,7 @@ from contracts.commands import (
     JobCommand,
     LeaseExtended,
     Rejected,
+    RejectJob,
     RollbackCluster,
 )
 from contracts.events import ClusterNameClaimed, PlanSaved
@@ -37,6 +39,7 @@ from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError
 
 from . import leases
+from .approvals import Approvals
 from .config import PlannerConfig
 from .domain import planning, saved
 from .domain.admission import Facts, Refused
@@ -45,6 +48,7 @@ from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
 from .domain.saga import DispatchPolicy, control, queue_class
 from .execution import Execution
+from .governance import Governance, Judgement, Rules, digest_of
 from .messages import OperationAnswer, RequestContext, parse
 from .ports import AdmissionCheck, Ownership, Pools, Solver, Workers
 from .previews import Preview, Previews
@@ -70,7 +74,8 @@ def same_request(known: Job, cmd: Any) -> None:
         differ = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
         raise Refused(f"request_id {cmd.request_id!r} was used already, for job {known.id} ({known.operation} of "
                       f"cluster {known.cluster_id}), with a different request (it differs in {', '.join(differ)}): "
-                      "send that same request again to get that job, or use a new request_id")
+                      "send that same request again to get that job, or use a new request_id",
+                      code="conflict", field="request_id", job_id=str(known.id))
 
 
 class Requests:
@@ -81,6 +86,8 @@ class Requests:
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
+        self.governance = Governance(state, execution.timers.clock)
+        self.approvals = Approvals(state, execution, self.previews, self.governance, self._start)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:
         """`system`: asked by the planner itself (a lease's expiry); the admission checks (who
@@ -110,8 +117,10 @@ class Requests:
                 if op.target == "new-cluster":
                     return await self._create(ctx, op, command, pin, *new)
                 return await self._cluster_operation(ctx, op, command, pin)
-        except (Refused, subjects.SubjectError) as err:
-            return Rejected(reason=str(err))
+        except Refused as err:
+            return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id)  # type: ignore[arg-type]
+        except subjects.SubjectError as err:
+            return Rejected(reason=str(err), code="invalid")
 
     @staticmethod
     def _new_ids(tenant: str, cmd: Any, pin: PlanSaved | None) -> tuple[str, str]:
@@ -126,11 +135,11 @@ class Requests:
         if isinstance(cmd, JobCommand):
             job = await self.state.find_job(ctx.tenant, cmd.job_id)
             if job is None:
-                raise Refused(f"unknown job {cmd.job_id!r}")
+                raise Refused(f"unknown job {cmd.job_id!r}", code="not_found", field="job_id")
             return job.cluster_id
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != ctx.tenant:
-            raise Refused(f"unknown cluster {cmd.cluster_id!r}")
+            raise Refused(f"unknown cluster {cmd.cluster_id!r}", code="not_found", field="cluster_id")
         return str(cmd.cluster_id)
 
     def _check(self, op: Operation, facts: Facts) -> None:
@@ -152,12 +161,18 @@ class Requests:
         catalog = await self.state.catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools)
         self._check(op, facts)
-        await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=not cmd.dry_run)
+        if cmd.dry_run:
+            await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
         job = self._new_job(ctx, facts, cluster_id, pin)
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
+        rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts)
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None))
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
+        if preview is None and rules.active:  # the policies see the layout and the plan: solved now
+            preview = await self.previews.preview(job, cluster, facts)
+        judgement = await self._judged(rules, facts, ctx.by(cmd), None, cluster, preview)
+        await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=True)
         if preview is not None:
             self._plan(job, cluster, preview)
         # The cluster (which points to its job) first: see Planner.resume.
@@ -165,18 +180,22 @@ class Requests:
             await self.state.save_cluster(cluster)
         except ConcurrencyError:  # a retry after a crash between the two saves
             cluster = rebuild(Cluster, await self.state.log.read(subjects.cluster_events(ctx.tenant, cluster_id)))  # type: ignore[assignment]
+        if judgement is not None and preview is not None:
+            self.governance.record(job, cluster, judgement, preview.layout, digest_of(job, preview))
         try:
             await self.state.save_job(job)
         except ConcurrencyError:
             return Accepted(job_id=job_id, cluster_id=cluster_id, duplicate=True)
         self.state.jobs[job_id], self.state.clusters[cluster_id] = job, cluster
         leases.arm(self.execution.timers, cluster)
-        if preview is not None:
+        if job.awaiting_approval:
+            self.approvals.arm(job)
+        elif preview is not None:
             await self._start(job, cluster, facts, preview)
         else:
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, catalog, cmd))
         log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=await self._waits_for_workers(cluster))
+        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=await self._warnings(job, cluster))
 
     async def _claim_name(self, tenant: str, name: str, cluster_id: str, job_id: str, record: bool) -> None:
         """Cluster names are unique in a tenant among clusters not deleted. The holder of a name
@@ -191,7 +210,7 @@ class Requests:
             holder = rebuild(Cluster, await self.state.log.read(subjects.cluster_events(tenant, last.event.cluster_id)))
             if holder is not None and holder.status != "deleted":
                 raise Refused(f"cluster name {name!r} is taken in tenant {tenant!r} by cluster {holder.id} ({holder.status}): "
-                              "pick another name, or delete that cluster first")
+                              "pick another name, or delete that cluster first", code="conflict", field="name")
         if not record:
             return
         claim = ClusterNameClaimed(name=name, cluster_id=cluster_id, job_id=job_id)
@@ -200,7 +219,7 @@ class Requests:
                                         expect_last_seq=last.seq if last is not None else 0)
         except ConcurrencyError:
             raise Refused(f"cluster name {name!r} was taken in tenant {tenant!r} by another create just now: "
-                          "pick another name") from None
+                          "pick another name", code="conflict", field="name") from None
 
     async def _waits_for_workers(self, cluster: Cluster) -> list[str]:
         """Accepted all the same (a provisioner may register any moment), but the requester is
@@ -234,28 +253,41 @@ class Requests:
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
+        rules = await self.governance.load(tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts)
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, notes=self.governance.notes(rules, facts, cluster))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
-        elif op.layout:  # the solver answers through the log (Execution.on_layout)
+        elif op.layout and not rules.active:  # the solver answers through the log (Execution.on_layout)
             await self._accept(job, cluster)
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, facts.catalog, cmd))
             log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
             return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
         else:
             preview = await self.previews.preview(job, cluster, facts)
+        judgement = await self._judged(rules, facts, ctx.by(cmd), cluster, cluster, preview)
         # The plan is recorded with the job: a job recorded without its plan would wait forever.
         self._plan(job, cluster, preview)
-        await self._accept(job, cluster)
-        await self._start(job, cluster, facts, preview)
-        log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
 
-    async def _accept(self, job: Job, cluster: Cluster) -> None:
+        def then() -> None:
+            if judgement is not None:
+                self.governance.record(job, cluster, judgement, preview.layout, digest_of(job, preview))
+
+        await self._accept(job, cluster, then)
+        if job.awaiting_approval:
+            self.approvals.arm(job)
+        else:
+            await self._start(job, cluster, facts, preview)
+        log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._warnings(job, cluster))
+
+    async def _accept(self, job: Job, cluster: Cluster, then: Callable[[], None] | None = None) -> None:
+        """`then`: what the job records once the cluster is (governance: its version)."""
         # The cluster's pointer to its job first: see Planner.resume.
         cluster.set_status(cluster.status, str(job.id))
         await self.state.save_cluster(cluster)
+        if then is not None:
+            then()
         try:
             await self.state.save_job(job)
         except ConcurrencyError:
@@ -280,6 +312,23 @@ class Requests:
             cluster.change_config(str(job.id), cmd.config)
         await self.execution.advance(job, cluster)
 
+    # -- governance (docs/governance.md) ------------------------------------------------------
+
+    async def _judged(self, rules: Rules, facts: Facts, by: str, before: Cluster | None, after: Cluster,
+                      preview: Preview | None) -> Judgement | None:
+        """The tenant's policies and approval rules on the request and its plan; a denial is
+        recorded and refuses the request."""
+        if not rules.active or preview is None:
+            return None
+        judgement = self.governance.judge(rules, facts, by, before, after, preview.target,
+                                          [t.action.value for t in preview.plan.tasks])
+        if judgement.verdict.denied:
+            await self.governance.deny(facts, by, str(after.id), judgement)
+        return judgement
+
+    async def _warnings(self, job: Job, cluster: Cluster) -> list[str]:
+        return self.governance.warnings(job) + await self._waits_for_workers(cluster)
+
     async def _extend_lease(self, ctx: RequestContext, op: Operation, cmd: ExtendLease) -> LeaseExtended:
         cluster = self.state.clusters[cmd.cluster_id]
         if not (cmd.request_id and cmd.request_id in cluster.lease_requests):
@@ -289,15 +338,18 @@ class Requests:
 
     # -- job control ---------------------------------------------------------------------------
 
-    async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted:
+    async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted | Rejected:
         job = await self.state.find_job(ctx.tenant, cmd.job_id)
         assert job is not None  # (found by `_cluster_of`)
         cluster = self.state.clusters[job.cluster_id]
+        if isinstance(cmd, ApproveJob | RejectJob):
+            return await self.approvals.decide(ctx.by(cmd), job, cluster, cmd)
         first = job.control_requests.get(cmd.request_id or "")
         if first is not None:
             if first != CONTROL_EVENT[cmd.type]:
                 raise Refused(f"request_id {cmd.request_id!r} was used already, to {VERB_OF[EVENT_CONTROL[first]]} job "
-                              f"{cmd.job_id}: send that same request again, or use a new request_id")
+                              f"{cmd.job_id}: send that same request again, or use a new request_id",
+                              code="conflict", field="request_id", job_id=cmd.job_id)
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
         catalog = await self.state.catalog(job.tenant)
         effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch)

@@ -66,6 +66,7 @@ TIMERS = {
     "republish": "republish",
     "requeue": "requeue_lost",
     "lease": "lease_expired",
+    "approval": "approval_expired",
 }
 """Each kind of timer (a key `(kind, *ids)` and a deadline) -> the handler that takes it when it
 falls due, with the key's ids."""

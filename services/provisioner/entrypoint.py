@@ -10,7 +10,6 @@ import socket
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import click
 import nats.errors
@@ -20,6 +19,7 @@ from nats.aio.client import Client
 from contracts import subjects
 from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
 from muster.runtime.service import main_for
+from muster.secretsfile import load_secrets
 
 from .app import Provisioner
 from .heap import freeze_started_heap
@@ -28,18 +28,6 @@ from .presence import DEFAULT_TTL_S, MAX_TTL_S
 from .worker import WorkerConfig
 
 log = structlog.get_logger("muster.provisioner")
-
-
-def load_secrets(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise click.ClickException(f"cannot read secrets file {path}: {err}") from None
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise click.ClickException(f"secrets file {path} must be a JSON object of provider name -> field map")
-    return data
 
 
 def default_id() -> str:

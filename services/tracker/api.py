@@ -18,7 +18,7 @@ from contracts.layout import Layout
 TENANT_HEADER = "X-Muster-Tenant"
 DEFAULT_TENANT = "default"
 UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-JOB_STATES = ("running", "waiting_for_resources", "paused", "succeeded", "failed", "rolling_back", "rolled_back",
+JOB_STATES = ("running", "waiting_for_resources", "waiting_for_approval", "paused", "succeeded", "failed", "rolling_back", "rolled_back",
               "needs_attention")
 MAX_LIMIT = 500
 MAX_SEQ = 1 << 62
@@ -85,6 +85,10 @@ class JobStatus(_Out):
     source: Literal["owner", "log"]
     resources: JobResources | None = None
     warnings: list[str] = Field(default_factory=list, description="why a running job may not move (no live provisioner serves its tenant)")
+    approval: dict[str, Any] | None = Field(default=None, description=(
+        "a job an approval rule matched (docs/governance.md): rules, expires_at, cost, cluster_version, digest, and the "
+        "decision (null while it waits; approved, rejected, expired), by and comment"))
+    policy_warnings: list[dict[str, Any]] = Field(default_factory=list, description="what the tenant's policies warned of: policy, version, message")
 
 
 class TaskLocation(_Out):
@@ -150,6 +154,8 @@ class ClusterNode(_Out):
     ipaddresses: dict[str, str]
     observed: dict[str, str] = Field(default_factory=dict,
                                      description="service -> the state its last `status` check found (running, stopped, failed, unknown)")
+    machine: dict[str, str] = Field(default_factory=dict,
+                                    description="what its provider said of the machine: providerid, ssh_host_key_fingerprint")
 
 
 class DriftItem(_Out):
@@ -290,8 +296,14 @@ class PoolDetail(PoolSummary):
     seq: int
 
 
+class GovernanceList(_Out):
+    items: list[dict[str, Any]] = Field(description=(
+        "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run), "
+        "or the denied requests, newest first"))
+
+
 MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health,
-                                 WhoAmI, PoolList, PoolDetail]
+                                 WhoAmI, PoolList, PoolDetail, GovernanceList]
 
 
 # -- routes and parameters -------------------------------------------------------------------
@@ -316,6 +328,10 @@ LAST_EVENT_ID = _param("Last-Event-ID", "header", {"type": "string", "pattern": 
 POOL = _param("pool", "path", {"type": "string", "pattern": subjects.TOKEN.pattern}, "A pool's name.", required=True)
 HOSTS_FLAG = _param("hosts", "query", {"type": "boolean", "default": True}, "Include every host (false: summary and line).")
 STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STATES)}, "Only jobs in this state.")
+
+
+GOVERNANCE_LIST = _param("what", "path", {"type": "string", "enum": ["rules", "policies", "subscriptions", "schedules", "denied"]},
+                         "Which list (docs/governance.md).", required=True)
 
 
 @dataclass(frozen=True)
@@ -354,6 +370,10 @@ ROUTES: tuple[Route, ...] = (
           (TENANT, CLUSTER_ID, LIMIT, AFTER)),
     Route("/v1/whoami", "whoami", "Who the token is: principal, role, tenant and grants (401 says why a token is refused).",
           WhoAmI, (), errors=()),
+    Route("/v1/governance/{what}", "governance",
+          "The tenant's approval rules, policies, subscriptions, schedules (with their last and next runs), or the "
+          "requests its policies denied. Approve or reject a job that waits: POST /v1/jobs/{job_id}/approve|reject "
+          "with {\"comment\": \"...\"} (docs/governance.md).", GovernanceList, (TENANT, GOVERNANCE_LIST), errors=(400, 403, 404, 503)),
     Route("/v1/pools", "list_pools", "Every resource pool: hosts by state, free hosts, waiting and granted requests "
           "(docs/pools.md).", PoolList, (TENANT,), errors=(400, 503)),
     Route("/v1/pools/{pool}", "get_pool",

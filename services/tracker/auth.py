@@ -117,7 +117,7 @@ class HttpAuth:
 
 
 def error(status: int, message: str) -> web.Response:
-    response = web.json_response({"error": {"status": status, "message": message}}, status=status)
+    response = web.json_response({"error": {"status": status, "message": message, "parameter": None}}, status=status)
     if status == 401:
         response.headers["WWW-Authenticate"] = f'Bearer realm="muster", error="invalid_token", error_description="{message[:200]}"'
     return response

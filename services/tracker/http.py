@@ -25,7 +25,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, pools, sse
+from . import api, contract, governance, pools, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -108,7 +108,9 @@ async def get_cluster(request: web.Request) -> web.Response:
     tenant, cluster_id = tenant_of(request), uuid_of(request, "cluster_id", "cluster id")
     auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster_id))
     cluster = await request.app[TRACKER].cluster(tenant, cluster_id)
-    return not_found("cluster", cluster_id, tenant) if cluster is None else web.json_response(cluster)
+    if cluster is None:
+        return not_found("cluster", cluster_id, tenant)
+    return web.json_response(cluster, headers={"ETag": f'"{cluster["version"]}"'})  # If-Match of the writes
 
 
 async def get_cluster_jobs(request: web.Request) -> web.Response:
@@ -144,6 +146,7 @@ HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "stream_job": stream_job, "list_clusters": list_clusters, "get_cluster": get_cluster,
     "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics, "whoami": auth_.whoami,
     "list_pools": pools.list_pools, "get_pool": pools.get_pool, "stream_pool": pools.stream_pool,
+    "governance": governance.get_governance,
 }
 
 
@@ -219,7 +222,8 @@ def make_app(
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
     pools.setup_pools(app, store)
     tracker.position_of = app[pools.POOLS].position
-    document = json.dumps(api.openapi()).encode()
+    write_routes.setup_writes(app, store)
+    document = json.dumps(contract.document()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]
         app.router.add_get(r.path, handler, name=r.name)

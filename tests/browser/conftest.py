@@ -40,19 +40,21 @@ pytestmark = pytest.mark.browser
 
 
 def write_catalog(folder: Path) -> Path:
-    """The demo catalog with quick simulated tasks, plus what the tests need: a slow provider
-    (to catch a job running), and a service whose install always fails (retries, rollback)."""
+    """The demo catalog with quick simulated tasks, plus what the tests need: a slow provider and
+    a middling one (to catch a job running), and a service whose install always fails (retries,
+    rollback)."""
     shutil.copytree(DEMO, folder)
     sim = folder / "providers" / "sim.json"
     body = json.loads(sim.read_text())
     body["provisioner"]["latency_ms"] = "60-120"
     sim.write_text(json.dumps(body))
-    slow = {**body, "name": "slowsim", "description": "slow simulated cloud", "provisioner": {**body["provisioner"], "latency_ms": "700-900"}}
-    (folder / "providers" / "slowsim.json").write_text(json.dumps(slow))
+    for name, latency in (("slowsim", "700-900"), ("midsim", "250-350")):
+        slower = {**body, "name": name, "description": f"simulated cloud, {latency} ms a task", "provisioner": {**body["provisioner"], "latency_ms": latency}}
+        (folder / "providers" / f"{name}.json").write_text(json.dumps(slower))
     for kind in ("hardwaretypes", "imagetypes"):
         for path in (folder / kind).glob("*.json"):
             entity = json.loads(path.read_text())
-            entity["providermap"]["slowsim"] = entity["providermap"]["sim"]
+            entity["providermap"]["slowsim"] = entity["providermap"]["midsim"] = entity["providermap"]["sim"]
             path.write_text(json.dumps(entity))
     (folder / "services" / "broken.json").write_text(json.dumps({
         "name": "broken", "description": "install always fails",
@@ -60,7 +62,7 @@ def write_catalog(folder: Path) -> Path:
         "provisioner": {"actions": {"install": {"type": "simulated", "fields": {"script": "install broken", "failure_rate": "1"}},
                                     "remove": {"type": "simulated", "fields": {"script": "remove broken"}}}}}))
     template = json.loads((folder / "clustertemplates" / "hadoop-small.json").read_text())
-    for name, provider, services in (("slow-small", "slowsim", None), ("broken-small", "sim", ["base", "broken"])):
+    for name, provider, services in (("slow-small", "slowsim", None), ("mid-small", "midsim", None), ("broken-small", "sim", ["base", "broken"])):
         t = json.loads(json.dumps(template))
         t["name"] = name
         t["defaults"]["provider"] = provider

@@ -21,6 +21,11 @@ PURE = {
                                  "muster.catalog.sensitive", "muster.catalog.plugins"], ("nats", "services", "muster.bus")),
     "config macros": (["muster.macros"], ("nats", "services", "muster.bus", "eventsourcing")),
     "the bus-less CLI front end": (["muster.cli_support"], ("nats", "services", "muster.bus", "muster.client")),
+    "governance's pure cores": (["services.governance.domain.policies", "services.governance.domain.approvals",
+                                 "services.governance.domain.cost", "services.governance.domain.schedules",
+                                 "services.governance.domain.entities", "services.governance.domain.inputs",
+                                 "services.notifier.domain.notices", "services.notifier.domain.signing"],
+                                ("nats", "muster.bus", "eventsourcing", "aiohttp", "services.planner")),
 }
 
 

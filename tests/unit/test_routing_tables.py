@@ -11,13 +11,14 @@ from typing import Any
 
 from contracts.events import EVENT_TYPES
 from muster.readmodel import locations
+from services.notifier.routing import ROUTES as NOTIFIER_ROUTES
 from services.planner.routing import ROUTES as PLANNER_ROUTES
 from services.pool.routing import ROUTES as POOL_ROUTES
 from services.solver.routing import ROUTES as SOLVER_ROUTES
 from services.tracker.routing import ROUTES as TRACKER_ROUTES
 
 BUS_MD = Path(__file__).parents[2] / "docs" / "bus.md"
-ROUTES: tuple[Any, ...] = (*PLANNER_ROUTES, *SOLVER_ROUTES, *TRACKER_ROUTES, *POOL_ROUTES)
+ROUTES: tuple[Any, ...] = (*PLANNER_ROUTES, *SOLVER_ROUTES, *TRACKER_ROUTES, *POOL_ROUTES, *NOTIFIER_ROUTES)
 
 
 def _documented() -> dict[str, set[str]]:
@@ -45,13 +46,14 @@ def test_the_consumers_docs_bus_md_names_are_the_routing_tables() -> None:
 
 
 def test_every_handler_a_table_names_exists() -> None:
+    from services.notifier.app import Notifier
     from services.planner.app import Planner
     from services.pool.app import PoolService
     from services.solver.service import SolverService
     from services.tracker.routing import IndexFeeder
 
     for routes, service in ((PLANNER_ROUTES, Planner), (SOLVER_ROUTES, SolverService), (TRACKER_ROUTES, IndexFeeder),
-                            (POOL_ROUTES, PoolService)):
+                            (POOL_ROUTES, PoolService), (NOTIFIER_ROUTES, Notifier)):
         for route in routes:
             for event_type, name in route.handlers.items():
                 assert callable(getattr(service, name, None)), f"{route.durable}: {event_type} -> {service.__name__}.{name}"

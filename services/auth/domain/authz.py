@@ -105,8 +105,9 @@ OPERATION_PERMISSIONS: dict[str, Permission] = {
     "pause": "execute", "resume": "execute", "cancel": "execute", "retry": "execute",
     "extend-lease": "write", "repair": "write", "check": "execute",
     "apply": "write",  # a saved plan names its cluster only once loaded: write on every cluster
+    "approve": "approve", "reject": "approve",  # a job waiting for approval (docs/governance.md)
 }
-JOB_VERBS = frozenset({"pause", "resume", "cancel", "retry"})
+JOB_VERBS = frozenset({"pause", "resume", "cancel", "retry", "approve", "reject"})
 
 
 def operation_scope(tenant: str, verb: str, cluster_id: str | None, job_id: str | None = None) -> Scope:
@@ -125,3 +126,16 @@ def may_operate(principal: Principal | None, grants: Iterable[Grant], tenant: st
     if permission is None:
         return Decision(False, f"unknown operation {verb!r}")
     return may(principal, grants, permission, operation_scope(tenant, verb, cluster_id, job_id))
+
+
+def may_govern(principal: Principal | None, grants: Iterable[Grant], tenant: str, kind: str) -> Decision:
+    """May `principal` change the tenant's governance entities of `kind` (docs/governance.md)?
+    Approval rules and policies bind everyone in the tenant: those who administer it (tenant
+    and super admins, or `grant` on the whole tenant). A subscription tells of the tenant's jobs:
+    `read` on the tenant. A schedule sends requests as its owner, whose grants the planner checks
+    at every tick: `write` on the tenant to make one."""
+    wanted: Permission = {"rule": "grant", "policy": "grant", "subscription": "read"}.get(kind, "write")  # type: ignore[assignment]
+    decision = may(principal, grants, wanted, Scope(tenant=tenant))
+    if decision or wanted != "grant":
+        return decision
+    return Decision(False, f"{decision.reason}: only the tenant's administrators change its {kind}s")

@@ -39,7 +39,7 @@ class BusPermissions:
 
 def _requests(principal: str, tenant: str) -> list[str]:
     return [f"{subjects.OPS}.{tenant}.{principal}.*", f"{subjects.QUERY}.{tenant}.{principal}.>",
-            f"{subjects.AUTH}.{principal}.*"]
+            f"{subjects.AUTH}.{principal}.*", f"{subjects.GOV}.{tenant}.{principal}.*"]
 
 
 def _pool_commands(principal: str) -> list[str]:
@@ -105,6 +105,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if kind == "planner":
         pub = common + _read_log() + _read_stream(subjects.TASKS_STREAM) + [
             f"{evt}.*.job.*", f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
+            f"{evt}.*.denied.*",  # requests the tenant's policies refused (docs/governance.md)
             f"{evt}.*.catalog.>",  # catalog changes it checked against the requester's grants (catalog-apply|delete)
             subjects.ALL_POOL_REQUEST_EVENTS, f"{subjects.TASK}.>",
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
@@ -123,14 +124,29 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             f"{BODIES[1]}.>",
         ]
         return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, inbox), responses=True)
+    if kind == "governance":
+        # Governance entities in its requesters' names (checked against their grants), and each
+        # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
+        # naming someone else, and the planner checks that principal's grants again.
+        pub = common + _read_log() + [
+            subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
+        ]
+        return BusPermissions(tuple(pub), (subjects.ALL_GOVERNANCE_REQUESTS, inbox), responses=True)
+    if kind == "notifier":
+        # Notifications and their attempts, and the bus subjects subscriptions name (a tenant's
+        # own `muster.cb.<tenant>.`, checked when the subscription is made).
+        pub = common + _read_log() + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
+                                      f"{BODIES[1]}.>"]
+        # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`).
+        return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", inbox), responses=True)
     if kind == "solver":
         pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)
     if kind == "tracker":
-        # The tracker checks HTTP bearer tokens itself and acts for those principals: it is the
-        # one service that may send requests naming someone else.
+        # Queries in its own name only. It sends people's operations on connections opened with
+        # their own tokens (services/tracker/acting.py, decision 17): it may send none itself.
         pub = common + _read_log() + [
-            f"{subjects.OPS}.*.*.*", f"{subjects.QUERY}.*.*.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
+            f"{subjects.QUERY}.*.{pid}.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
             subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
             "$KV.snapshots.*.story.*",  # replay's story snapshots (services/tracker/story.py)
         ]

@@ -25,7 +25,13 @@ if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules impor
 
 
 class Refused(Exception):
-    """A request that cannot be accepted; the message is the reply's reason."""
+    """A request that cannot be accepted; the message is the reply's reason. `code` and `field`
+    say what kind of refusal and which field of the request is at fault, when that is known
+    (`contracts.commands.Rejected`); `job_id`: the job a reused request_id made first."""
+
+    def __init__(self, reason: str, *, code: str | None = None, field: str | None = None, job_id: str | None = None) -> None:
+        super().__init__(reason)
+        self.code, self.field, self.job_id = code, field, job_id
 
 
 class PoolAdmission(Protocol):
@@ -72,24 +78,25 @@ def at_version(f: Facts) -> None:
     version = _cluster(f).version
     if want is not None and version != want:
         raise Refused(f"cluster {f.command.cluster_id!r} is at version {version}, not {want} (if_version): "
-                      "it changed since you looked")
+                      "it changed since you looked", code="precondition", field="if_version")
 
 
 def not_busy(f: Facts) -> None:
     current = f.current
     if current is not None and not current.is_final and current.id != UUID(f.job_id):
-        raise Refused(f"cluster {f.command.cluster_id!r} is busy with job {_cluster(f).job_id} ({current.operation}, {current.state})")
+        raise Refused(f"cluster {f.command.cluster_id!r} is busy with job {_cluster(f).job_id} ({current.operation}, {current.state})",
+                      code="conflict")
 
 
 def not_deleted(f: Facts) -> None:
     if _cluster(f).status == "deleted":
-        raise Refused(f"cluster {f.command.cluster_id!r} is deleted")
+        raise Refused(f"cluster {f.command.cluster_id!r} is deleted", code="conflict")
 
 
 def active(f: Facts) -> None:
     status = _cluster(f).status
     if status not in ("active", "incomplete"):
-        raise Refused(f"cluster {f.command.cluster_id!r} is {status}; {f.operation} needs an active cluster")
+        raise Refused(f"cluster {f.command.cluster_id!r} is {status}; {f.operation} needs an active cluster", code="conflict")
 
 
 # -- create --------------------------------------------------------------------------------
@@ -99,7 +106,7 @@ def template_of(f: Facts) -> ClusterTemplate:
     try:
         return resolve_template(f.catalog, f.command.template)
     except TemplateError as err:
-        raise Refused(str(err)) from None
+        raise Refused(str(err), code="invalid", field="template") from None
 
 
 def template_allows_size(f: Facts) -> None:
@@ -107,7 +114,7 @@ def template_allows_size(f: Facts) -> None:
     size = template_of(f).constraints.size
     if cmd.nodes < size.min or (size.max is not None and cmd.nodes > size.max):
         limit = f"between {size.min} and {size.max}" if size.max is not None else f"at least {size.min}"
-        raise Refused(f"template {cmd.template!r} allows {limit} nodes; {cmd.nodes} requested")
+        raise Refused(f"template {cmd.template!r} allows {limit} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
 
 
 def provider_of(f: Facts) -> str:
@@ -119,13 +126,14 @@ def pool_admits(f: Facts) -> None:
     (docs/pools.md). The pool checks again when it takes the request: it decides."""
     reason = f.pools.refusal(f) if f.pools is not None else ""
     if reason:
-        raise Refused(reason)
+        raise Refused(reason, code="conflict")
 
 
 def provider_known(f: Facts) -> None:
     provider = provider_of(f)
     if not provider or provider not in f.catalog.providers:
-        raise Refused(f"unknown provider {provider!r}" if provider else f"template {f.command.template!r} names no default provider and the request none")
+        raise Refused(f"unknown provider {provider!r}" if provider else f"template {f.command.template!r} names no default provider and the request none",
+                      code="invalid", field="provider")
 
 
 def services_of(f: Facts) -> list[str]:
@@ -138,7 +146,44 @@ def services_of(f: Facts) -> list[str]:
 
 def services_known(f: Facts) -> None:
     if unknown := sorted(set(services_of(f)) - set(f.catalog.services)):
-        raise Refused(f"unknown services: {', '.join(unknown)}")
+        raise Refused(f"unknown services: {', '.join(unknown)}", code="invalid", field="services")
+
+
+def _template_of_request(f: Facts) -> ClusterTemplate | None:
+    """The template a create names, or an existing cluster's (None: it is gone from the catalog;
+    the solver says so)."""
+    name = f.command.template if isinstance(f.command, CreateCluster) else _cluster(f).template
+    try:
+        return resolve_template(f.catalog, name)
+    except TemplateError:
+        return None
+
+
+def services_allowed(f: Facts) -> None:
+    """The template's compatibility allows every service asked for (an empty list allows all)."""
+    template = _template_of_request(f)
+    if template is None:
+        return
+    if forbidden := sorted(s for s in set(services_of(f)) if not template.compatibility.allows_service(s)):
+        raise Refused(f"template {template.name!r} does not allow {', '.join(forbidden)} "
+                      f"(allowed: {', '.join(template.compatibility.services)})", code="invalid", field="services")
+
+
+def setting_allowed(f: Facts) -> None:
+    """A create's hardware and image types exist and the template allows them."""
+    cmd: CreateCluster = f.command
+    template = template_of(f)
+    for field, kind, name, known, allowed in (
+        ("hardwaretype", "hardware type", cmd.hardwaretype, f.catalog.hardwaretypes, template.compatibility.hardwaretypes),
+        ("imagetype", "image type", cmd.imagetype, f.catalog.imagetypes, template.compatibility.imagetypes),
+    ):
+        if name is None:
+            continue
+        if name not in known:
+            raise Refused(f"unknown {kind} {name!r}", code="invalid", field=field)
+        if allowed and name not in allowed:
+            raise Refused(f"template {template.name!r} does not allow {kind} {name!r} (allowed: {', '.join(allowed)})",
+                          code="invalid", field=field)
 
 
 # -- layout changes --------------------------------------------------------------------------
@@ -148,14 +193,14 @@ def grows(f: Facts) -> None:
     cmd: ExpandCluster = f.command
     total = len(_cluster(f).nodes)
     if cmd.nodes <= total:
-        raise Refused(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested")
+        raise Refused(f"expand needs more than the cluster's {total} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
 
 
 def shrinks(f: Facts) -> None:
     cmd: ShrinkCluster = f.command
     total = len(_cluster(f).nodes)
     if cmd.nodes >= total:
-        raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested")
+        raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
 
 
 def _on_cluster(f: Facts) -> set[str]:
@@ -164,13 +209,13 @@ def _on_cluster(f: Facts) -> set[str]:
 
 def services_absent(f: Facts) -> None:
     if present := sorted(set(services_of(f)) & _on_cluster(f)):
-        raise Refused(f"already on the cluster: {', '.join(present)}")
+        raise Refused(f"already on the cluster: {', '.join(present)}", code="invalid", field="services")
 
 
 def services_present(f: Facts) -> None:
     cmd: RemoveServices = f.command
     if absent := sorted(set(cmd.services) - _on_cluster(f)):
-        raise Refused(f"not on the cluster: {', '.join(absent)}")
+        raise Refused(f"not on the cluster: {', '.join(absent)}", code="invalid", field="services")
 
 
 # -- repair -------------------------------------------------------------------------------------
@@ -180,7 +225,7 @@ def drifted(f: Facts) -> None:
     fixable = [d for d in _cluster(f).drift() if d.repair]
     if not fixable:
         raise Refused(f"cluster {f.command.cluster_id!r} has no drift to repair (as last observed: `muster cluster check` "
-                      "looks again)")
+                      "looks again)", code="conflict")
 
 
 # -- rollback to an earlier state --------------------------------------------------------------
@@ -189,6 +234,7 @@ def drifted(f: Facts) -> None:
 def restorable(f: Facts) -> None:
     source, to_job = f.source, f.command.to_job
     if source is None or source.cluster_id != f.command.cluster_id:
-        raise Refused(f"unknown job {to_job!r} for cluster {f.command.cluster_id!r}")
+        raise Refused(f"unknown job {to_job!r} for cluster {f.command.cluster_id!r}", code="invalid", field="to_job")
     if not source.planned or source.operation == "create":
-        raise Refused(f"job {to_job} left no earlier state to return to ({source.operation}, {source.state})")
+        raise Refused(f"job {to_job} left no earlier state to return to ({source.operation}, {source.state})", code="invalid",
+                      field="to_job")

@@ -22,6 +22,7 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
+from contracts.approvals import JobApprovalExpired, JobApprovalRequested, JobApproved, JobRejected, PolicyWarned
 from contracts.catalog import Action, Service
 from contracts.events import (
     FINAL_JOB_STATES,
@@ -114,6 +115,10 @@ class Job(Aggregate):
         self.batches: list[list[str]] = []
         self.tolerance = 0
         self._dispatch: _Dispatch | None = None
+        self.approval: dict[str, Any] | None = None
+        """Waiting for (or decided) approval: the request, then the decision (docs/governance.md)."""
+        self.warnings: list[dict[str, Any]] = []
+        """What the tenant's policies warned of at admission."""
 
     # -- planning -----------------------------------------------------------------------
 
@@ -181,7 +186,7 @@ class Job(Aggregate):
         """Tasks to dispatch now, by the job's mode, never two at once on one node; nothing
         while paused or stopping (a task out of attempts, or a cancel)."""
         plan = self.active_plan
-        if plan is None or self.paused or self.stopping or self.state not in ("running", "rolling_back"):
+        if plan is None or self.paused or self.stopping or self.state not in ("running", "rolling_back") or self.awaiting_approval:
             return []
         # Written-off tasks (a failure within the tolerance) count as settled: never run again,
         # and the next batch does not wait for them.
@@ -419,7 +424,7 @@ class Job(Aggregate):
         self._dispatch = None
 
     def retry(self, by: str, request_id: str | None = None) -> bool:
-        if self.state not in ("rolled_back", "failed") or not self.planned:
+        if self.state not in ("rolled_back", "failed") or not self.planned or not self.approved:
             return False
         self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id))
         return True
@@ -453,6 +458,72 @@ class Job(Aggregate):
     @property
     def waiting_for_resources(self) -> bool:
         return self.resources is not None and not self.resources["granted"] and not self.is_final
+
+    # -- governance (docs/governance.md) ---------------------------------------------------
+
+    @event("JobApprovalRequested")
+    def _approval_requested(self, payload: JobApprovalRequested) -> None:
+        self.approval = {**payload.model_dump(mode="json", exclude={"type", "v", "job_id"}), "decision": None, "by": None,
+                         "comment": ""}
+
+    def await_approval(self, payload: JobApprovalRequested) -> bool:
+        if self.approval is not None or self.is_final:
+            return False
+        self._approval_requested(payload)
+        return True
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.approval is not None and self.approval["decision"] is None and not self.is_final
+
+    @property
+    def approved(self) -> bool:
+        """Runs with nobody's approval needed, or approved."""
+        return self.approval is None or self.approval["decision"] == "approved"
+
+    def _decided(self, decision: str, by: str | None, comment: str, request_id: str | None) -> None:
+        assert self.approval is not None
+        self.approval = {**self.approval, "decision": decision, "by": by, "comment": comment}
+        if request_id:
+            self.control_requests[request_id] = {"approved": "JobApproved", "rejected": "JobRejected"}.get(decision, "")
+
+    @event("JobApproved")
+    def _approved(self, payload: JobApproved) -> None:
+        self._decided("approved", payload.by, payload.comment, payload.request_id)
+
+    @event("JobRejected")
+    def _rejected(self, payload: JobRejected) -> None:
+        self._decided("rejected", payload.by, payload.comment, payload.request_id)
+
+    @event("JobApprovalExpired")
+    def _approval_expired(self, payload: JobApprovalExpired) -> None:
+        self._decided("expired", None, "", None)
+
+    def decide(self, approve: bool, by: str, comment: str, request_id: str | None = None) -> bool:
+        if not self.awaiting_approval:
+            return False
+        if approve:
+            self._approved(JobApproved(job_id=str(self.id), by=by, comment=comment, request_id=request_id))
+        else:
+            self._rejected(JobRejected(job_id=str(self.id), by=by, comment=comment, request_id=request_id))
+        return True
+
+    def expire_approval(self) -> bool:
+        if not self.awaiting_approval:
+            return False
+        assert self.approval is not None
+        self._approval_expired(JobApprovalExpired(job_id=str(self.id), expires_at=self.approval["expires_at"]))
+        return True
+
+    @event("PolicyWarned")
+    def _policy_warned(self, payload: PolicyWarned) -> None:
+        self.warnings = [w.model_dump(mode="json") for w in payload.warnings]
+
+    def warn(self, payload: PolicyWarned) -> bool:
+        if self.warnings:
+            return False
+        self._policy_warned(payload)
+        return True
 
     # -- rollback --------------------------------------------------------------------------
 
@@ -525,6 +596,7 @@ class Job(Aggregate):
         return {
             "id": str(self.id), "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
             "state": "paused" if self.paused and not self.is_final else
+                     "waiting_for_approval" if self.awaiting_approval else
                      "waiting_for_resources" if self.waiting_for_resources and self.state == "running" else self.state,
             "error": self.error or None, "owner": self.planner, "mode": self.mode,
             "requested_by": self.requested_by, "started_at": self.created_on.isoformat(),
@@ -532,6 +604,7 @@ class Job(Aggregate):
             "counts": dict(sorted(counts.items())), "tasks_total": len(tasks),
             "stage": {"current": current, "total": len(stages)}, "tasks": tasks,
             "resources": dict(self.resources) if self.resources else None,
+            "approval": dict(self.approval) if self.approval else None, "policy_warnings": list(self.warnings),
         }
 
     # -- the end --------------------------------------------------------------------------

@@ -80,10 +80,10 @@ def initial(terms: Terms, requested_s: float | None, now: datetime) -> Lease:
     seconds = terms.initial_s
     if requested_s is not None:
         if requested_s < 0:
-            raise Refused(f"lease_s {requested_s:g} is negative")
+            raise Refused(f"lease_s {requested_s:g} is negative", code="invalid", field="lease_s")
         if terms.initial_s and (requested_s == 0 or requested_s > terms.initial_s):
             raise Refused(f"the template's lease is at most {terms.initial_s:g}s; {requested_s:g}s"
-                          f"{' (forever)' if requested_s == 0 else ''} requested")
+                          f"{' (forever)' if requested_s == 0 else ''} requested", code="invalid", field="lease_s")
         seconds = requested_s
     max_at = now + timedelta(seconds=terms.max_s) if terms.max_s else None
     expires = now + timedelta(seconds=seconds) if seconds else None
@@ -95,19 +95,21 @@ def initial(terms: Terms, requested_s: float | None, now: datetime) -> Lease:
 def extended(current: Lease, now: datetime, *, by_s: float | None = None, until: datetime | None = None) -> datetime:
     """The new expiry an extension asks for, or `Refused` saying which limit it breaks."""
     if current.expires_at is None:
-        raise Refused("the cluster's lease is forever: nothing to extend")
+        raise Refused("the cluster's lease is forever: nothing to extend", code="conflict")
     base = max(now, current.expires_at)
     if until is None:
         step = by_s if by_s is not None else current.step_s
         if not step:
-            raise Refused("say how long to extend the lease by (by_s) or until when (until): the template sets no step")
+            raise Refused("say how long to extend the lease by (by_s) or until when (until): the template sets no step",
+                          code="invalid", field="by_s")
         until = base + timedelta(seconds=step)
     if until <= current.expires_at:
-        raise Refused(f"the lease already runs until {current.expires_at.isoformat()}; {until.isoformat()} is not later")
+        raise Refused(f"the lease already runs until {current.expires_at.isoformat()}; {until.isoformat()} is not later",
+                      code="invalid", field="until")
     if current.step_s and until > base + timedelta(seconds=current.step_s):
         raise Refused(f"an extension may add at most {current.step_s:g}s (the template's step) to "
-                      f"{base.isoformat()}; {until.isoformat()} asked")
+                      f"{base.isoformat()}; {until.isoformat()} asked", code="invalid", field="by_s" if by_s is not None else "until")
     if current.max_at is not None and until > current.max_at:
         raise Refused(f"the lease may not run past {current.max_at.isoformat()} (the template's max); "
-                      f"{until.isoformat()} asked")
+                      f"{until.isoformat()} asked", code="invalid", field="by_s" if by_s is not None else "until")
     return until

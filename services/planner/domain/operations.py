@@ -68,7 +68,8 @@ _CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZ
 
 _ROWS = (
     Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True,
-              rules=(rule.template_allows_size, rule.provider_known, rule.services_known, rule.pool_admits)),
+              rules=(rule.template_allows_size, rule.provider_known, rule.services_known, rule.services_allowed,
+                     rule.setting_allowed, rule.pool_admits)),
     Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,
               rules=(rule.at_version, rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
     Operation("expand", "ExpandCluster", "cluster", layout=True, chain=_CREATE, machine=True, needs_nodes=True,
@@ -77,7 +78,7 @@ _ROWS = (
               needs_nodes=True, rules=(*_CLUSTER, rule.shrinks)),
     Operation("add-services", "AddServices", "cluster", layout=True, needs_services=True, offline=True,
               chain=(A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START, A.STATUS),
-              rules=(*_CLUSTER, rule.services_known, rule.services_absent)),
+              rules=(*_CLUSTER, rule.services_known, rule.services_allowed, rule.services_absent)),
     Operation("remove-services", "RemoveServices", "cluster", layout=True, shrinking=True, needs_services=True, offline=True,
               chain=(A.STOP, A.REMOVE), rules=(*_CLUSTER, rule.services_present)),
     Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_CLUSTER,
@@ -109,6 +110,9 @@ _ROWS = (
     Operation("resume", "ResumeJob", "job"),
     Operation("cancel", "CancelJob", "job"),
     Operation("retry", "RetryJob", "job"),
+    # A job waiting for approval (docs/governance.md): decided by a principal with `approve`.
+    Operation("approve", "ApproveJob", "job"),
+    Operation("reject", "RejectJob", "job"),
 )
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in _ROWS}

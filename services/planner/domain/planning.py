@@ -64,7 +64,7 @@ def new_cluster(f: Facts, cluster_id: str, owner: str, now: datetime) -> Cluster
     try:
         lease_terms = leases.terms_of(template.administration)
     except ValueError as err:
-        raise Refused(f"template {cmd.template!r}: {err}") from None
+        raise Refused(f"template {cmd.template!r}: {err}", code="invalid", field="template") from None
     # Where the cluster's tasks go: the template's class, else the provider's, else the planner's.
     klass = template.defaults.provisionerclass or f.catalog.providers[provider].provisionerclass
     cluster = Cluster(ClusterRequested(tenant=f.tenant, cluster_id=cluster_id, name=cmd.name, template=cmd.template,

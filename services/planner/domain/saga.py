@@ -264,7 +264,7 @@ def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapp
     """Pause, resume, cancel or retry; refused when the job's state does not allow it."""
     change = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel, RetryJob: job.retry}[type(cmd)]
     if not change(by, cmd.request_id):
-        raise Refused(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it")  # type: ignore[attr-defined]
+        raise Refused(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it", code="conflict")  # type: ignore[attr-defined]
     if isinstance(cmd, RetryJob):  # back to the layout the job was taking the cluster to
         if not OPERATIONS[job.operation].shrinking:
             cluster.change_layout(str(job.id), job.nodes)

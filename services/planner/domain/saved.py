@@ -55,13 +55,13 @@ def check_unchanged(saved: PlanSaved, cluster: Cluster | None, catalog: str) -> 
     version = cluster.version if cluster is not None else 0
     if version != saved.cluster_version:
         raise Refused(f"plan {saved.plan_id} was made on cluster {saved.cluster_id!r} at version {saved.cluster_version}; "
-                      f"it is at version {version} now: make a new plan (dry run) and review it")
+                      f"it is at version {version} now: make a new plan (dry run) and review it", code="stale", field="plan_id")
     if catalog != saved.catalog_version:
         raise Refused(f"plan {saved.plan_id} was made with catalog {saved.catalog_version}; the catalog changed since "
-                      f"({catalog}): make a new plan (dry run) and review it")
+                      f"({catalog}): make a new plan (dry run) and review it", code="stale", field="plan_id")
 
 
 def check_digest(saved: PlanSaved, digest: str) -> None:
     if digest != saved.digest:  # planning is deterministic: a bug, or an input we did not bind
         raise Refused(f"plan {saved.plan_id} would not run as it was shown (its plan derives differently now); "
-                      "make a new plan (dry run)")
+                      "make a new plan (dry run)", code="stale", field="plan_id")

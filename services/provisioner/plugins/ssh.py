@@ -182,6 +182,16 @@ async def run(
     )
 
 
+async def login_probe(target: SshTarget, command: str, timeout: float) -> CommandResult:
+    """Log in (the host key checked) and run `command`, as a provider's confirm does; SshError
+    when it cannot, or when the command fails."""
+    async with await connect(target, timeout) as conn:
+        probe = await run(conn, command, timeout=timeout)
+    if probe.exit_status != 0:
+        raise SshError(f"probe command exited with {probe.exit_status}" + (f": {probe.stderr.strip()[:200]}" if probe.stderr.strip() else ""))
+    return probe
+
+
 class SshCommandTimeout(Exception):
     def __init__(self, stdout: str, stderr: str) -> None:
         super().__init__("command timed out")

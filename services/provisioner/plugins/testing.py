@@ -101,6 +101,17 @@ def service_task(node: TaskMessage, action: Action | str, script: str, *, automa
     )
 
 
+async def made_node(registry: Any, create: TaskMessage, then: Action | str = "bootstrap") -> TaskMessage:
+    """Run a node's create and confirm through a registry (both must succeed): its `then` task,
+    carrying the node's results as the planner would."""
+    created = await registry.execute(create)
+    assert created.ok, created.error
+    confirm = next_task(create, created, "confirm")
+    confirmed = await registry.execute(confirm)
+    assert confirmed.ok, confirmed.error
+    return next_task(confirm, confirmed, then)
+
+
 NodeFactory = Callable[..., Awaitable[TaskMessage]]
 """Makes a created and confirmed node; returns a task carrying its results (test fixtures)."""
 

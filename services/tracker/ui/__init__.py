@@ -17,7 +17,7 @@ import jinja2
 from aiohttp import web
 
 from ..app import Tracker
-from . import live, pages
+from . import forms, governance, live, pages
 from .session import CONSOLE_AUTH, ConsoleAuth
 
 HERE = Path(__file__).parent
@@ -57,6 +57,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     r.add_get("/ui", pages.home)
     r.add_get("/ui/", pages.home)
     r.add_get("/ui/clusters", pages.clusters)
+    forms.add_routes(r)  # before /ui/clusters/{cluster_id}
     r.add_get("/ui/clusters/{cluster_id}", pages.cluster)
     r.add_get("/ui/clusters/{cluster_id}/at", pages.cluster_at)
     r.add_get("/ui/jobs", pages.jobs)
@@ -72,6 +73,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     r.add_get("/ui/sign-in", pages.sign_in_form)
     r.add_post("/ui/sign-in", pages.sign_in)
     r.add_post("/ui/sign-out", pages.sign_out)
+    governance.add_routes(app)
     static = r.add_static("/ui/static", STATIC, name="ui-static")
     env.globals["static"] = lambda path: static_url(static, path)
     r.add_get("/ui/{tail:.*}", pages.unknown)

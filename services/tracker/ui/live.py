@@ -7,9 +7,11 @@ job as of log sequence N and asks for what came after (`?after=N`; on a reconnec
 sends `Last-Event-ID`), so nothing is missed or shown twice.
 
 Job control sends the same request `muster job pause|resume|cancel|retry` sends, on
-`muster.ops.<tenant>.<verb>`, and shows the planner's answer as it is: "accepted" or
+`muster.ops.<tenant>.<principal>.<verb>` as the viewer (on a connection opened with the viewer's
+own token: acting.py), and shows the planner's answer as it is: "accepted" or
 "rejected: <reason>". Both answer only for jobs the viewer may read (else "no job", as for an
-unknown id), and control only for jobs it may execute (a grant on the job or its cluster).
+unknown id), and control only for jobs it may execute (a grant on the job or its cluster). Posts
+carry the page's CSRF token (csrf.py). Which buttons a job's state allows: `CONTROLS`.
 """
 
 from __future__ import annotations
@@ -21,18 +23,18 @@ from urllib.parse import quote
 from aiohttp import web
 
 from contracts.commands import Accepted, Rejected
-from muster.bus.connect import auth_required
 from muster.client import MusterClient, NoAnswer
 
+from .. import csrf
+from ..acting import ActingBus, TokenRefused
 from ..params import not_found
 from ..sse import job_stream
+from ..write_routes import ACTING
 from .pages import NotFound, may_job, redirect, tracker_of, uuid_param
-from .session import NeedsSignIn, same_origin, viewer_of
+from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
 CONTROL_TIMEOUT_S = 5.0
 VERBS = {"pause": "pause_job", "resume": "resume_job", "cancel": "cancel_job", "retry": "retry_job"}
-
-
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"status": status, "message": message, "parameter": None}}, status=status)
 
@@ -54,19 +56,31 @@ async def stream(request: web.Request) -> web.StreamResponse:
     return await job_stream(request, viewer.tenant, job_id.lower(), after)
 
 
-async def control(request: web.Request) -> web.StreamResponse:
-    wants_json = "application/json" in request.headers.get("Accept", "")
+async def job_form(request: web.Request, what: str) -> tuple[Viewer, str, Any] | web.Response:
+    """A form posted about a job from the console's own page: the viewer, the job id and the
+    form, or the answer that refuses it (not signed in, another site, no such id, a stale form)."""
     try:
         viewer = await viewer_of(request)
     except NeedsSignIn as need:
         return _error(401, need.reason)
     if not same_origin(request):
-        return _error(403, "job control must come from the console's own page")
+        return _error(403, f"{what} must come from the console's own page")
     try:
         job_id = uuid_param(request, "job_id", "job")
     except NotFound as missing:
         return _error(404, missing.message)
     form = await request.post()
+    if not csrf.valid(session_token(request), viewer.tenant, str(form.get(csrf.FIELD) or "")):
+        return _error(403, "the form is out of date (its CSRF token does not match your session): reload the page")
+    return viewer, job_id, form
+
+
+async def control(request: web.Request) -> web.StreamResponse:
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    checked = await job_form(request, "job control")
+    if isinstance(checked, web.Response):
+        return checked
+    viewer, job_id, form = checked
     action = str(form.get("action") or "")
     if action not in VERBS:
         said, ok = f"rejected: {action[:40]!r} is not one of {', '.join(VERBS)}", False
@@ -75,18 +89,20 @@ async def control(request: web.Request) -> web.StreamResponse:
     elif not await may_job(request, viewer, "execute", job_id):
         said, ok = f"rejected: {viewer.name} may not {action} job {job_id}", False
     else:
-        said, ok = await send(tracker_of(request).nc, viewer.tenant, viewer.name, action, job_id)
+        said, ok = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, action, job_id)
     if wants_json:
         return web.json_response({"said": said, "accepted": ok, "action": action})
     return redirect(f"/ui/jobs/{job_id}?said={quote(said)}")
 
 
-async def send(nc: Any, tenant: str, by: str, action: str, job_id: str) -> tuple[str, bool]:
-    """Send one job-control request; the planner's answer in words, and whether it accepted."""
-    # With auth on, the request names the signed-in principal (the tracker may act for those it
-    # checked); the planner records it as `by` and checks its permissions.
-    acting = by if auth_required(nc) else None
-    client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=CONTROL_TIMEOUT_S, attempts=2, on_behalf_of=acting)
+async def send(bus: ActingBus, token: str | None, tenant: str, by: str, action: str, job_id: str) -> tuple[str, bool]:
+    """Send one job-control request as the viewer; the planner's answer in words, and whether it
+    accepted."""
+    try:
+        nc = await bus.connection(token) if token else bus.own
+    except TokenRefused as err:
+        return f"rejected: {err}", False
+    client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=CONTROL_TIMEOUT_S, attempts=2)
     try:
         reply = await getattr(client, VERBS[action])(job_id, tenant=tenant)
     except NoAnswer as err:

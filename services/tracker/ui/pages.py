@@ -27,13 +27,14 @@ from muster.bus.eventstore import StoreError
 from muster.bus.repository import log_seq
 from muster.readmodel.pools import pool_view
 
-from .. import api
+from .. import api, csrf
 from ..app import Tracker
 from ..auth import job_cluster
 from ..pools import POOLS
 from . import reads
+from .controls import CONTROLS, controls_for
 from .graph import attempts, task_of
-from .session import NeedsSignIn, Viewer, auth_of, same_origin, viewer_of
+from .session import NeedsSignIn, Viewer, auth_of, same_origin, session_token, viewer_of
 
 log = structlog.get_logger("muster.tracker.ui")
 
@@ -62,7 +63,8 @@ def tracker_of(request: web.Request) -> Tracker:
 
 def render(request: web.Request, template: str, viewer: Viewer | None, code: int = 200, **context: Any) -> web.Response:
     auth = auth_of(request)
-    context.update(viewer=viewer, asks_for=auth.asks_for, path=request.path_qs)
+    context.update(viewer=viewer, asks_for=auth.asks_for, path=request.path_qs,
+                   csrf=csrf.token_for(session_token(request), viewer.tenant) if viewer is not None else "")
     response = aiohttp_jinja2.render_template(template, request, context, status=code)
     response.headers["Cache-Control"] = "no-store"
     return response
@@ -124,7 +126,7 @@ async def home(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 @page
 async def clusters(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     shown = [c for c in reads.clusters(tracker_of(request), viewer.tenant) if viewer.may_cluster("read", c["id"])]
-    return render(request, "clusters.html", viewer, clusters=shown)
+    return render(request, "clusters.html", viewer, clusters=shown, may_create=viewer.may_cluster("write", "*"))
 
 
 @page
@@ -156,10 +158,14 @@ async def may_job(request: web.Request, viewer: Viewer, permission: Permission, 
 @page
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
-    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq_param(request))
+    seq = seq_param(request)
+    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq)
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
-    return render(request, "cluster.html", viewer, cluster_id=cluster_id, **data)
+    from .forms import operations  # forms imports this module
+
+    ops = await operations(request, viewer, cluster_id) if seq is None else None
+    return render(request, "cluster.html", viewer, cluster_id=cluster_id, operations=ops, **data)
 
 
 @page
@@ -200,7 +206,9 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         found = task_of(data["graph"], task_id)
         task = {"task": found, "attempts": attempts(history, task_id)} if found else None
     return render(request, "job.html", viewer, job_id=job_id, group=group, open_task=task, said=request.query.get("said"),
-                  can_control=viewer.may_job("execute", job_id, cluster_of(history)),
+                  can_control=viewer.may_job("execute", job_id, cluster_of(history)), controls=CONTROLS,
+                  allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
+                  can_approve=viewer.may_job("approve", job_id, cluster_of(history)),
                   graph_json=data["graph"].to_json(), **data)
 
 

@@ -122,6 +122,17 @@ async def viewer_of(request: web.Request) -> Viewer:
     return await auth_of(request).viewer(request)
 
 
+def session_token(request: web.Request) -> str | None:
+    """The viewer's bearer token (the session cookie, or an `Authorization` header for scripts);
+    None without authentication. Writes are sent with it (acting.py), forms are bound to it (csrf.py)."""
+    if auth_of(request).asks_for != "token":
+        return None
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.cookies.get(SESSION_COOKIE) or None
+
+
 def same_origin(request: web.Request) -> bool:
     """A form post from the console's own pages: browsers send `Origin` on POST; a page of
     another site cannot forge it."""

@@ -54,6 +54,22 @@ class Authed:
         reply = await nc.request(subjects.auth_request(me, verb), json.dumps(body).encode(), timeout=5)
         return json.loads(reply.data)
 
+    async def people(self, people: dict[str, dict[str, Any]], grants: tuple[tuple[str, str, str], ...] = (),
+                     tenant: str = "a") -> dict[str, str]:
+        """Make each principal (by the super admin) and give the grants in `tenant`; their tokens."""
+        root = await self.raw(self.admin_token, "root")
+        tokens: dict[str, str] = {}
+        try:
+            for pid, fields in people.items():
+                made = await self.ask(root, "root", "user-create", principal=pid, **fields)
+                assert made["ok"], made
+                tokens[pid] = made["data"]["token"]
+            for pid, permission, scope in grants:
+                assert (await self.ask(root, "root", "grant", principal=pid, permission=permission, tenant=tenant, scope=scope))["ok"]
+        finally:
+            await root.close()
+        return tokens
+
     async def start_service(self) -> AuthService:
         self.service = await AuthService(self.url, self.keys, bootstrap=self.bootstrap).start()
         return self.service

@@ -57,15 +57,7 @@ class Served:
 
 @pytest_asyncio.fixture
 async def served(authed: Authed) -> AsyncIterator[Served]:
-    root = await authed.raw(authed.admin_token, "root")
-    tokens: dict[str, str] = {}
-    for pid, fields in PEOPLE.items():
-        made = await authed.ask(root, "root", "user-create", principal=pid, **fields)
-        assert made["ok"], made
-        tokens[pid] = made["data"]["token"]
-    for pid, permission, scope in GRANTS:
-        assert (await authed.ask(root, "root", "grant", principal=pid, permission=permission, tenant="a", scope=scope))["ok"]
-    await root.close()
+    tokens = await authed.people(PEOPLE, GRANTS)
     async with AsyncExitStack() as stack:
         nc = await connect(authed.url, name="planner", token=tokens["pln"])
         stack.push_async_callback(nc.close)
@@ -83,7 +75,8 @@ async def test_catalog_writes_need_a_write_grant_on_what_they_change_and_record_
     assert first["type"] == "CatalogAnswer" and first["ok"] and len(first["seqs"]) == 2, first
     # Read-only cannot write.
     refused = await served.ask("rita", ApplyCatalog(catalog=services(web="web v2")))
-    assert refused == {"type": "Rejected", "v": 1, "reason": "catalog not applied: rita has no write permission on catalog services/web of tenant a"}
+    assert refused == {"type": "Rejected", "v": 1, "reason": "catalog not applied: rita has no write permission on catalog services/web of tenant a",
+                       "code": "forbidden"}
     # A grant on one entity writes that one, not another; unchanged entities of a whole folder need none.
     assert (await served.ask("wes", ApplyCatalog(catalog=services(base="base", web="web v2"))))["ok"]
     other = await served.ask("wes", ApplyCatalog(catalog=services(base="base v2")))

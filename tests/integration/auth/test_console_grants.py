@@ -20,6 +20,7 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from muster.catalog.store import apply_catalog
 from muster.readmodel.locations import job_key
+from services.tracker import csrf
 from services.tracker.http import make_app
 from services.tracker.params import TRACKER
 
@@ -40,7 +41,8 @@ class Console:
 
     async def control(self, job: str, who: str) -> dict:
         origin = str(self.http.make_url("")).rstrip("/")
-        resp = await self.http.post(f"/ui/jobs/{job}/control", data={"action": "pause"}, cookies={"muster_session": self.tokens[who]},
+        form = {"action": "pause", "csrf": csrf.token_for(self.tokens[who], "a")}
+        resp = await self.http.post(f"/ui/jobs/{job}/control", data=form, cookies={"muster_session": self.tokens[who]},
                                     headers={"Origin": origin, "Accept": "application/json"})
         assert resp.status == 200
         return await resp.json()

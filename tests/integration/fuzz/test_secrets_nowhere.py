@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from nats.aio.client import Client
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobSucceeded
 from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import EventStore
@@ -51,6 +51,25 @@ MARKER = f"mrk-{uuid.uuid4().hex}"
 """The secret hidden in payloads: it must be found nowhere."""
 NAMED = f"named-{uuid.uuid4().hex}"
 """The value of the provisioner's named secret `db`: only the worker may see it."""
+CLOUD_KEY = f"cloudkey-{uuid.uuid4().hex}"
+"""The libcloud provider's credential, in the provisioner's secrets file only: found nowhere."""
+AWS_SECRET = f"awssecret-{uuid.uuid4().hex}"
+"""The EC2 secret key of the libcloud provider on the local AWS endpoint (moto accepts any)."""
+
+
+def _cloud_support() -> Any:
+    """tests/integration/provisioner/cloud_support.py (the local AWS endpoint), by its path."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).parents[1] / "provisioner" / "cloud_support.py"
+    spec = importlib.util.spec_from_file_location("cloud_support", path)
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.get("cloud_support") or importlib.util.module_from_spec(spec)
+    if "cloud_support" not in sys.modules:
+        sys.modules["cloud_support"] = module
+        spec.loader.exec_module(module)
+    return module
 CONTROL = f"ctl-{uuid.uuid4().hex}"
 """Sent in clear where it is no secret: the grep must find it."""
 SETTINGS = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -84,24 +103,50 @@ class Vault:
 async def vault(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Vault]:
     base = tmp_path_factory.mktemp("vault")
     secrets_file = base / "secrets.json"
-    secrets_file.write_text(json.dumps({"@secrets": {"db": NAMED}}))
+    secrets_file.write_text(json.dumps({"@secrets": {"db": NAMED}, "cloud": {"key": CLOUD_KEY},
+                                        "aws": {"key": "testing", "secret": AWS_SECRET}}))
     secrets_file.chmod(0o600)
     server = await NatsServer(base / "nats").start()
     deployment = Deployment(base / "deploy", nats_url=server.url, tenants=TENANT,
                             extra_args={"provisioner": ["--work-dir", str(base / "work"), "--secrets", str(secrets_file)]})
     nc = await connect(server.url, name="vault")
+    aws = _cloud_support().moto_ec2()
     try:
+        endpoint = await aws.__aenter__()
         await ensure_streams(nc.jetstream())
         await deployment.start()
         catalog = load_catalog(DEMO)
         sim = catalog.providers["sim"]
         catalog.providers["sim"] = sim.model_copy(update={"provisioner": {**sim.provisioner, "latency_ms": "0"}})
+        with_cloud(catalog, endpoint)
         await apply_catalog(EventStore(nc), TENANT, catalog, by="vault")
         yield Vault(nc, base, deployment, secrets_file)
     finally:
         await nc.close()
         await deployment.stop()
         await server.stop()
+        await aws.__aexit__(None, None, None)
+
+
+def with_cloud(catalog: Any, endpoint: dict[str, Any]) -> None:
+    """Two libcloud providers whose credentials are in the secrets file: its offline `dummy`
+    driver, and `ec2` on a local AWS endpoint; the demo template on each."""
+    catalog.providers["cloud"] = catalog.providers["sim"].model_copy(update={
+        "name": "cloud", "providertype": "libcloud", "provisioner": {"driver": "dummy"}})
+    catalog.providers["aws"] = catalog.providers["sim"].model_copy(update={
+        "name": "aws", "providertype": "libcloud",
+        "provisioner": {"driver": "ec2", "region": "us-east-1", "driver_args": json.dumps(endpoint), "wait_period_s": "0.2"}})
+    ami = _cloud_support().UBUNTU_AMI
+    for hw in catalog.hardwaretypes.values():
+        hw.providermap["cloud"] = {"flavor": "1"}
+        hw.providermap["aws"] = {"flavor": "t2.micro"}
+    for image in catalog.imagetypes.values():
+        image.providermap["cloud"] = {"image": "1", "sshuser": "ubuntu"}
+        image.providermap["aws"] = {"image": ami, "sshuser": "ubuntu"}
+    template = catalog.clustertemplates["hadoop-small"]
+    for name in ("cloud", "aws"):
+        catalog.clustertemplates[f"{name}-small"] = template.model_copy(update={
+            "name": f"{name}-small", "defaults": template.defaults.model_copy(update={"provider": name})})
 
 
 # -- strategies -----------------------------------------------------------------------------------
@@ -212,6 +257,23 @@ async def test_a_reference_runs_and_a_control_value_in_clear_is_stored(vault: Va
     assert isinstance(await client.wait(reply.job_id, tenant=TENANT, timeout=120), JobSucceeded)
 
 
+@pytest.mark.parametrize("template", ["cloud-small", "aws-small"])
+async def test_clusters_on_the_libcloud_provider_run_with_credentials_from_the_secrets_file(vault: Vault, template: str) -> None:
+    """The dummy driver, and EC2 on the local AWS endpoint: create and delete, the whole way."""
+    client = MusterClient(vault.nc)
+    reply = await client.send(TENANT, CreateCluster(name=template, template=template, nodes=2))
+    assert isinstance(reply, Accepted), reply
+    vault.answers.append(reply.model_dump_json())
+    vault.jobs.append(reply.job_id)
+    assert isinstance(await client.wait(reply.job_id, tenant=TENANT, timeout=120), JobSucceeded)
+    info = await client.cluster(reply.cluster_id, tenant=TENANT)
+    assert len(info.ipaddresses) == 2
+    gone = await client.send(TENANT, DeleteCluster(cluster_id=reply.cluster_id))
+    assert isinstance(gone, Accepted), gone
+    vault.jobs.append(gone.job_id)
+    assert isinstance(await client.wait(gone.job_id, tenant=TENANT, timeout=120), JobSucceeded)
+
+
 # -- then: nowhere --------------------------------------------------------------------------------
 
 
@@ -225,11 +287,13 @@ async def test_the_markers_are_nowhere_and_the_control_is_found(vault: Vault) ->
                     vault.answers.append(await resp.text())
     await vault.deployment.stop()  # every log line flushed, every store file closed
     files = [p for p in vault.base.rglob("*") if p.is_file() and p != vault.secrets_file]
-    found = {m: [str(p) for p in files if m.encode() in p.read_bytes()] for m in (MARKER, NAMED, CONTROL)}
-    answered = {m: [a[:200] for a in vault.answers if m in a] for m in (MARKER, NAMED, CONTROL)}
+    found = {m: [str(p) for p in files if m.encode() in p.read_bytes()] for m in (MARKER, NAMED, CLOUD_KEY, AWS_SECRET, CONTROL)}
+    answered = {m: [a[:200] for a in vault.answers if m in a] for m in (MARKER, NAMED, CLOUD_KEY, AWS_SECRET, CONTROL)}
     print(f"\n[secrets] {sum(vault.refused.values())} payloads refused {vault.refused}; grepped {len(files)} files, "
           f"{len(vault.answers)} answers; control found in {len(found[CONTROL])} files")
     assert found[MARKER] == [] and answered[MARKER] == [], (found[MARKER], answered[MARKER])
     assert found[NAMED] == [] and answered[NAMED] == [], (found[NAMED], answered[NAMED])
+    assert found[CLOUD_KEY] == [] and answered[CLOUD_KEY] == [], (found[CLOUD_KEY], answered[CLOUD_KEY])
+    assert found[AWS_SECRET] == [] and answered[AWS_SECRET] == [], (found[AWS_SECRET], answered[AWS_SECRET])
     assert found[CONTROL], "the grep finds nothing at all: the control value should be in the log"
     assert any(CONTROL in a for a in vault.answers), "the tracker's answers should show the control value"

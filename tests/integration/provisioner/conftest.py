@@ -7,6 +7,7 @@ import contextlib
 import getpass
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ import pytest_asyncio
 from contracts.tasks import TaskMessage
 from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
-from services.provisioner.plugins.testing import NodeFactory, make_task, next_task
+from services.provisioner.plugins.builtin.namespaces import system
+from services.provisioner.plugins.testing import NodeFactory, made_node, make_task
 
 SSHD = Path("/usr/sbin/sshd")
 SSHD_START_TIMEOUT_S = 10.0
@@ -41,12 +43,7 @@ def localhost_node(registry: PluginRegistry) -> NodeFactory:
             "create", providertype="localhost", provider_name="local", node_id=node_id, cluster_id=cluster_id,
             automators=["shell"], **kw,
         )
-        created = await registry.execute(create)
-        assert created.ok, created.error
-        confirm = next_task(create, created, "confirm")
-        confirmed = await registry.execute(confirm)
-        assert confirmed.ok, confirmed.error
-        return next_task(confirm, confirmed, "bootstrap")
+        return await made_node(registry, create)
 
     return make
 
@@ -137,3 +134,37 @@ async def sshd(tmp_path: Path) -> AsyncIterator[Sshd]:
             await asyncio.wait_for(proc.wait(), SSHD_START_TIMEOUT_S)
         await follower
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- namespace nodes
+
+_HERE = str(Path(__file__).parent)
+if _HERE not in sys.path:
+    sys.path.append(_HERE)  # `namespaces_support` (test folders are not on sys.path under importlib mode)
+
+from namespaces_support import NsNet  # noqa: E402
+
+
+@pytest_asyncio.fixture
+async def ns_net(tmp_path: Path) -> AsyncIterator[NsNet]:
+    """This test's own bridge, /24 and name prefix; everything of the prefix is swept afterwards."""
+    refusal = system.root_refusal()
+    if refusal:
+        pytest.skip(refusal)
+    async with NsNet.fresh(tmp_path / "nodes") as net:
+        yield net
+
+
+@pytest_asyncio.fixture
+async def ns_registry(tmp_path: Path) -> AsyncIterator[tuple[PluginRegistry, dict[str, Any]]]:
+    refusal = system.root_refusal()
+    if refusal:
+        pytest.skip(refusal)
+    prefix = NsNet.fresh(tmp_path).prefix
+    fields = {"prefix": prefix, "network": "10.213.0.0/16", "base_dir": str(tmp_path / "nodes")}
+    reg = PluginRegistry.discover(work_dir=tmp_path / "work")
+    try:
+        yield reg, fields
+    finally:
+        await reg.aclose()
+        await system.sweep(prefix, [tmp_path / "nodes"])

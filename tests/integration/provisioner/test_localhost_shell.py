@@ -29,7 +29,9 @@ async def test_create_confirm_install_start_delete_with_real_commands(registry: 
     created = await registry.execute(create)
     assert created.ok, created.error
     pid = created.result["providerid"]
-    assert created.ipaddresses["access_v4"] == "127.0.0.1"
+    address = created.ipaddresses["access_v4"]
+    assert address.startswith("127.77.") and created.ipaddresses["bind_v4"] == address  # its own loopback address
+    assert created.result["ssh_host_key_fingerprint"].startswith("SHA256:")
     assert isinstance(created.result["ssh_port"], int)
     auth = created.result["ssh-auth"]
     assert auth["identityfile"] == f"localhost/{pid}"  # a key id, never key material
@@ -69,7 +71,7 @@ async def test_create_confirm_install_start_delete_with_real_commands(registry: 
     assert not home.exists()
     assert not (registry.work_dir / "keys" / auth["identityfile"]).exists()
     with pytest.raises(OSError):
-        await asyncssh.connect("127.0.0.1", created.result["ssh_port"], known_hosts=None, connect_timeout=2)
+        await asyncssh.connect(address, created.result["ssh_port"], known_hosts=None, connect_timeout=2)
     again = await registry.execute(next_task(node, booted, "delete"))
     assert again.ok  # a retried delete
 
@@ -171,7 +173,7 @@ async def test_aclose_stops_every_endpoint(tmp_path: Path) -> None:
     port = out.result["ssh_port"]
     await reg.aclose()
     with pytest.raises(OSError):
-        await asyncssh.connect("127.0.0.1", port, known_hosts=None, connect_timeout=2)
+        await asyncssh.connect(out.ipaddresses["access_v4"], port, known_hosts=None, connect_timeout=2)
 
 
 async def test_delete_stops_daemons_the_scripts_started(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
@@ -223,3 +225,23 @@ async def test_status_reads_the_scripts_exit_status_as_an_lsb_init_script(
     odd = await registry.execute(service_task(node, "status", "exit 4"))
     assert odd.ok and odd.result == {"state": "unknown", "detail": "exit status 4"}
     assert (await registry.execute(node.model_copy(update={"action": Action.DELETE}))).ok
+
+
+async def test_each_node_has_its_own_loopback_address_so_services_share_a_port(
+    registry: PluginRegistry, localhost_node: NodeFactory
+) -> None:
+    a, b = await localhost_node("a"), await localhost_node("b")
+    assert a.node.ipaddresses["access_v4"] != b.node.ipaddresses["access_v4"]
+    # Binds, says so, then leaves a child holding the socket (with its output off the SSH channel).
+    serve = ("python3 -c \"import os,socket,time; s=socket.socket(); s.bind(('$MUSTER_IP', 7411)); s.listen(); "
+             "print('bound', os.environ['MUSTER_IP'], flush=True); os.fork() and os._exit(0); os.setsid(); "
+             "n=os.open('/dev/null', os.O_RDWR); [os.dup2(n, fd) for fd in (0, 1, 2)]; time.sleep(30)\"")
+    for node in (a, b):  # the same port on both nodes: each binds its own address
+        out = await registry.execute(service_task(node, "start", serve))
+        assert out.ok and out.stdout == f"bound {node.node.ipaddresses['access_v4']}\n", (out.error, out.stderr)
+    single = await registry.execute(make_task("create", providertype="localhost", provider_name="local",
+                                              provider_fields={"addresses": "127.0.0.1/32"}))
+    assert single.ipaddresses["access_v4"] == "127.0.0.1"
+    bad = await registry.execute(make_task("create", providertype="localhost", provider_name="local",
+                                           provider_fields={"addresses": "10.0.0.0/8"}))
+    assert not bad.ok and bad.error == "create: addresses range '10.0.0.0/8' is not a loopback range (127.0.0.0/8)"

@@ -20,7 +20,7 @@ POOL = "lab"
 
 def grant_of_node(node: TaskMessage, **overrides: Any) -> dict[str, Any]:
     """A localhost-provider node as the pool would grant it (what the planner puts in results)."""
-    return {"pool": POOL, "host_id": node.node.id, "address": "127.0.0.1", "port": node.results["ssh_port"],
+    return {"pool": POOL, "host_id": node.node.id, "address": node.node.ipaddresses["access_v4"], "port": node.results["ssh_port"],
             "user": node.results["ssh-auth"]["user"], "host_keys": list(node.results["ssh_host_keys"].values()),
             **overrides}
 
@@ -59,7 +59,7 @@ async def test_create_takes_the_granted_host_and_nothing_else(registry: PluginRe
         created = await reg.execute(pool_task("create", grant))
         assert created.ok and created.result["providerid"] == "host-a"
         assert created.result["ssh-auth"] == {"user": grant["user"], "identityfile": a.results["ssh-auth"]["identityfile"]}
-        assert created.ipaddresses == {"access_v4": "127.0.0.1", "bind_v4": "127.0.0.1"}
+        assert created.ipaddresses == {"access_v4": grant["address"], "bind_v4": grant["address"]}
         assert "granted by pool 'lab'" in created.stdout
         ungranted = await reg.execute(pool_task("create", None))
         assert not ungranted.ok and ungranted.error.startswith("create: node n1 has no host from pool 'lab' yet")

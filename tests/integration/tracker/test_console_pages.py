@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import uuid
 
 from contracts import subjects
 from contracts.events import CatalogEntityPut, JobSucceeded
 from muster.bus.eventstore import Append
+from services.tracker import csrf
 
 from .conftest import Tracked
 
@@ -50,6 +52,15 @@ async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> Non
     assert first.status == 404  # the cluster had no events yet at sequence 1
     for path in ("/ui/catalog", "/ui/provisioners", "/ui/pools", "/ui/jobs", f"/ui/jobs/{job_id}/tasks/n1000.create"):
         assert (await tracked.http.get(path)).status == 200, path
+    # Each node's machine (provider id) on the cluster page, and what the create returned on its task.
+    assert re.search(r'data-testid="node-machine">sim-', cluster_html), "the cluster page names each node's machine"
+    task_html = await (await tracked.http.get(f"/ui/jobs/{job_id}/tasks/n1000.create")).text()
+    assert re.search(r'data-testid="attempt-result"><dt>Results</dt><dd class="mono">providerid sim-', task_html)
+
+
+def _form(action: str, tenant: str = "default") -> dict[str, str]:
+    """A job-control form as the page renders it: the action and the session's CSRF token."""
+    return {"action": action, "csrf": csrf.token_for(os.environ["MUSTER_TOKEN"], tenant)}
 
 
 async def test_another_tenant_sees_nothing_of_them(tracked: Tracked) -> None:
@@ -60,7 +71,7 @@ async def test_another_tenant_sees_nothing_of_them(tracked: Tracked) -> None:
         assert job_id not in (await resp.text()).replace(f"no job {job_id}", "")
     listed = await (await tracked.http.get("/ui/clusters", headers=OTHER)).text()
     assert cluster_id not in listed
-    said = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "retry"},
+    said = await tracked.http.post(f"/ui/jobs/{job_id}/control", data=_form("retry", "someone-else"),
                                    headers={**OTHER, "Accept": "application/json"})
     assert (await said.json())["said"] == f"rejected: there is no job {job_id} in tenant someone-else"
 
@@ -91,13 +102,17 @@ async def test_the_stream_says_each_tasks_state_and_resumes_after_a_sequence(tra
 
 async def test_job_control_answers_as_the_planner_does_and_refuses_other_sites(tracked: Tracked) -> None:
     job_id, _ = await _finished(tracked)
-    said = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "pause"}, headers={"Accept": "application/json"})
+    said = await tracked.http.post(f"/ui/jobs/{job_id}/control", data=_form("pause"), headers={"Accept": "application/json"})
     answer = await said.json()
     assert answer["accepted"] is False and answer["said"].startswith("rejected: ")
-    forged = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "retry"},
+    forged = await tracked.http.post(f"/ui/jobs/{job_id}/control", data=_form("retry"),
                                      headers={"Origin": "http://evil.example", "Accept": "application/json"})
     assert forged.status == 403
-    plain = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "nope"}, allow_redirects=False)
+    for token in (None, "", _form("retry", "someone-else")["csrf"]):  # no CSRF token, or another session's
+        stale = await tracked.http.post(f"/ui/jobs/{job_id}/control", data={"action": "retry", **({"csrf": token} if token is not None else {})},
+                                        headers={"Accept": "application/json"})
+        assert stale.status == 403 and "CSRF" in (await stale.json())["error"]["message"]
+    plain = await tracked.http.post(f"/ui/jobs/{job_id}/control", data=_form("nope"), allow_redirects=False)
     assert plain.status == 303 and "said=rejected" in plain.headers["Location"]
 
 

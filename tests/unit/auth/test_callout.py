@@ -52,7 +52,8 @@ def test_a_good_token_gets_a_user_jwt_with_its_permissions(state: IdentityState)
     user = decode_verified(response["nats"]["jwt"], issuer_prefix="A")
     assert user["aud"] == "MUSTER" and user["sub"] == USER_NKEY and user["exp"] == int(NOW + 600)
     assert user["name"] == f"alice:{outcome.authenticated.token_id}"
-    assert user["nats"]["pub"]["allow"] == ["muster.ops.a.alice.*", "muster.q.a.alice.>", "muster.auth.alice.*"]
+    assert user["nats"]["pub"]["allow"] == ["muster.ops.a.alice.*", "muster.q.a.alice.>", "muster.auth.alice.*",
+                                               "muster.gov.a.alice.*"]
     assert user["nats"]["sub"]["allow"] == ["_INBOX.alice.>", "muster.cb.a.>"]
     assert "resp" not in user["nats"]
     assert token not in outcome.response  # type: ignore[operator]

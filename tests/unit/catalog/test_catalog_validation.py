@@ -197,8 +197,8 @@ def test_a_uses_cycle_is_only_a_warning() -> None:
 
 # -- plugins and sensitive fields --------------------------------------------------------------------------
 
-CLOUD = PluginSpecs([PluginSpec("cloud", "provider", {"region": PluginField(), "api_password": PluginField(sensitive=True),
-                                                      "token_url": PluginField()})])
+CLOUD = PluginSpecs([*plugin_specs(), PluginSpec("cloud", "provider", {"region": PluginField(), "api_password": PluginField(sensitive=True),
+                                                                       "token_url": PluginField()})])
 
 
 def test_a_field_the_plugin_declares_sensitive_is_refused_naming_the_secrets_file() -> None:
@@ -214,8 +214,8 @@ def test_credential_looking_fields_of_unknown_provider_types_are_refused() -> No
     catalog = demo(providers={"rackspace": {"providertype": "rackspace", "provisioner": {
         "api_user": "me", "api_key": "k", "rackspace_region": "dfw", "ssh": "-----BEGIN OPENSSH PRIVATE KEY-----\nx"}}})
     found = errors(catalog, plugin_specs())
-    assert {p.field for p in found} == {"provisioner.api_key", "provisioner.ssh"}
-    assert any("no provider plugin 'rackspace'" in p.message for p in validate_catalog(catalog, plugin_specs()))
+    assert {p.field for p in found} == {"providertype", "provisioner.api_key", "provisioner.ssh"}
+    assert any("names provider plugin 'rackspace', which no provisioner offers" in p.message for p in found)
 
 
 def test_answers_mask_sensitive_values() -> None:
@@ -232,6 +232,23 @@ def test_provider_and_automator_fields_are_checked_against_the_descriptors() -> 
     found = {(p.name, p.field): p.message for p in errors(catalog, plugin_specs())}
     assert "expected a number" in found[("sim", "provisioner.failure_rate")]
     assert "requires this field" in found[("s", "provisioner.actions.install.fields.script")]
+
+
+def test_a_plugin_no_provisioner_offers_is_refused_once_per_service_unless_installed() -> None:
+    chef = {"type": "chef-solo", "fields": {"recipe": "zookeeper::server"}}
+    catalog = demo(services={
+        "zookeeper-server": {"provisioner": {"actions": {a: chef for a in ("install", "configure", "start", "stop")}}},
+        "hdfs-namenode": {"provisioner": {"actions": {"install": chef, "start": {"type": "puppet", "fields": {}},
+                                                      "stop": {"type": "shell", "fields": {"script": "true"}}}}}})
+    found = [(p.name, p.field, p.message) for p in errors(catalog, plugin_specs())]
+    assert [(name, field) for name, field, _ in found] == [
+        ("hdfs-namenode", "provisioner.actions"), ("hdfs-namenode", "provisioner.actions"), ("zookeeper-server", "provisioner.actions")]
+    assert found[0][2].startswith("action install names automator plugin 'chef-solo', which no provisioner offers (known: ")
+    assert found[1][2].startswith("action start names automator plugin 'puppet'")
+    assert found[2][2].startswith("actions configure, install, start, stop name automator plugin 'chef-solo'")
+    assert "move the actions to shell or ansible" in found[2][2]
+    installed = PluginSpecs([*plugin_specs(), PluginSpec("chef-solo", "automator"), PluginSpec("puppet", "automator")])
+    assert errors(catalog, installed) == []
 
 
 def test_every_kind_has_a_label() -> None:
@@ -251,7 +268,8 @@ def test_a_secret_nested_in_a_provider_field_is_refused_naming_its_path() -> Non
     catalog = demo(providers={"aws": {"providertype": "rackspace", "provisioner": {
         "region": "dfw", "auth": {"user": "me", "password": "hunter22"}, "ssh_key": "k", "login": {"token": "t0k3n"}}}})
     found = {p.field: p for p in errors(catalog, plugin_specs())}
-    assert set(found) == {"provisioner.auth.password", "provisioner.auth.user", "provisioner.ssh_key", "provisioner.login.token"}
+    assert set(found) == {"providertype", "provisioner.auth.password", "provisioner.auth.user", "provisioner.ssh_key", "provisioner.login.token"}
+    found.pop("providertype")
     assert all("secret://" in p.message and "hunter22" not in str(p) for p in found.values())
     assert sensitive_provider_fields(catalog, plugin_specs()) == {"aws": ["auth", "login", "ssh_key"]}
     shown = redact(catalog, plugin_specs()).providers["aws"].provisioner

@@ -33,7 +33,7 @@ def write_nodes(tmp_path: Path, nodes: list[dict]) -> str:
 def test_create_prints_tasks_edges_and_stages() -> None:
     code, out = plan("create")
     assert code == 0
-    assert set(out) == {"tasks", "edges", "stages"}
+    assert set(out) == {"tasks", "edges", "stages", "cost"}
     assert out["tasks"][0] == {"id": "n1.create", "node": "n1", "action": "create", "service": None}
     ids = [t["id"] for t in out["tasks"]]
     assert len(ids) == len(set(ids))
@@ -60,6 +60,8 @@ def test_output_is_deterministic_and_the_same_in_both_modes() -> None:
 def test_delete() -> None:
     code, out = plan("delete")
     assert code == 0
+    cost = out.pop("cost")  # the nodes' cost an hour, from the catalog's hardware types
+    assert cost["per_hour"] == sum(cost["per_node"].values()) and len(cost["per_node"]) == 4
     assert out == {
         "tasks": [{"id": f"n{i}.delete", "node": f"n{i}", "action": "delete", "service": None} for i in range(1, 5)],
         "edges": [],

@@ -18,12 +18,14 @@ from typing import Any, Literal
 from contracts.catalog import Catalog, Service
 from contracts.commands import VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS, LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.identity import PermissionGranted, PrincipalCreated, Scope, TenantCreated
 from contracts.layout import Layout
 from contracts.tasks import TaskMessage
 from muster.catalog.files import load_catalog
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.memory import ManualClock, MemoryEventLog, MemoryTaskQueue, matches
 from muster.routing import router
+from services.auth.domain.state import IdentityState
 from services.planner.app import Planner, PlannerConfig
 from services.planner.bootstrap import bootstrap
 from services.planner.domain.cluster import Cluster
@@ -239,3 +241,15 @@ def _results(message: TaskMessage, stopped: set[tuple[str, str]], states: dict[t
 
 def body(data: dict[str, Any]) -> bytes:
     return json.dumps(data).encode()
+
+
+def identities(*grants: tuple[str, str, Scope]) -> IdentityState:
+    """Identities of tenant `default`: super admin `root` and users reader, operator, builder with `grants`."""
+    state = IdentityState()
+    events: list[Any] = [TenantCreated(tenant="default", by="root"),
+                         PrincipalCreated(principal="root", role="super_admin", by="boot"),
+                         *(PrincipalCreated(principal=p, role="user", tenant="default", by="root") for p in ("reader", "operator", "builder"))]
+    events += [PermissionGranted(principal=p, permission=perm, scope=scope, by="root") for p, perm, scope in grants]  # type: ignore[arg-type]
+    for seq, e in enumerate(events, 1):
+        state.apply(e, seq)
+    return state

@@ -14,6 +14,7 @@ from contracts.commands import (
     Accepted,
     AddServices,
     ApplyPlan,
+    ApproveJob,
     CancelJob,
     CheckCluster,
     ConfigureCluster,
@@ -24,6 +25,7 @@ from contracts.commands import (
     ExtendLease,
     PauseJob,
     Rejected,
+    RejectJob,
     RemoveServices,
     RepairCluster,
     RestartServices,
@@ -143,7 +145,7 @@ async def _active(h: Harness) -> str:
 
 async def _unsolvable(h: Harness) -> str:
     """A cluster whose create found no layout: its status is `failed`."""
-    reply = await h.send(CreateCluster(name="nolayout", template="hadoop-small", nodes=2, hardwaretype="huge"))
+    reply = await h.send(CreateCluster(name="nolayout", template="hadoop-small", nodes=2, services=["base", "hdfs-datanode"]))
     assert isinstance(reply, Accepted)
     await h.settle()
     assert h.job(reply.job_id).state == "failed" and "no layout" in h.job(reply.job_id).error
@@ -195,6 +197,8 @@ REFUSED: dict[str, list[Refuse]] = {
     "resume": [lambda h: _with(_running_job(h), lambda j: (ResumeJob(job_id=j), "is running: cannot resume it"))],
     "cancel": [lambda h: _with(_create_job_of(h), lambda c: (CancelJob(job_id=c[1]), "is succeeded: cannot cancel it"))],
     "retry": [lambda h: _with(_running_job(h), lambda j: (RetryJob(job_id=j), "is running: cannot retry it"))],
+    "approve": [lambda h: _with(_running_job(h), lambda j: (ApproveJob(job_id=j), "not waiting for approval"))],
+    "reject": [lambda h: _with(_running_job(h), lambda j: (RejectJob(job_id=j), "not waiting for approval"))],
 }
 
 
@@ -208,7 +212,8 @@ async def _with(setup: Awaitable[Any], make: Callable[[Any], tuple[Any, str]]) -
 
 def test_every_verb_has_admission_cases() -> None:
     assert set(REFUSED) == set(VERBS)
-    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry", "extend-lease", "repair"} == set(VERBS)  # repair: test_observed.py
+    # repair: test_observed.py; approve, reject: test_governance.py
+    assert set(ACCEPTED) | {"pause", "resume", "cancel", "retry", "extend-lease", "repair", "approve", "reject"} == set(VERBS)
 
 
 @pytest.mark.parametrize(("verb", "case"), [(v, i) for v, cases in sorted(REFUSED.items()) for i in range(len(cases))])

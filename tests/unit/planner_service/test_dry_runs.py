@@ -68,8 +68,8 @@ async def test_each_cluster_operation_dry_runs(verb: str) -> None:
 
 
 async def test_a_dry_run_without_a_layout_or_a_solver_is_refused_by_name(h: Harness) -> None:
-    reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, hardwaretype="huge", dry_run=True))
-    assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:")
+    reply = await h.send(CreateCluster(name="dry", template="hadoop-small", nodes=4, services=["base", "hdfs-datanode"], dry_run=True))
+    assert isinstance(reply, Rejected) and reply.reason.startswith("no layout:") and reply.code == "invalid"
     lone = bootstrap(h.log, h.queue, catalogs=h.catalogs, clock=h.clock)
     from services.planner.messages import RequestContext
 

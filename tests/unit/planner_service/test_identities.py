@@ -4,27 +4,14 @@ attempt records its outcome (a forged TaskSucceeded with 6.6.6.6 changes nothing
 
 from __future__ import annotations
 
-from typing import Any
-
-from planner_harness import Harness
+from planner_harness import Harness, identities
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, PauseJob, Rejected, RestartServices
 from contracts.events import TaskClaimed, TaskSucceeded
-from contracts.identity import PermissionGranted, PrincipalCreated, Scope, TenantCreated
+from contracts.identity import Scope
 from muster.ports.eventlog import Append
 from services.auth.domain.state import IdentityState
-
-
-def identities(*grants: tuple[str, str, Scope]) -> IdentityState:
-    state = IdentityState()
-    events: list[Any] = [TenantCreated(tenant="default", by="root"),
-                         PrincipalCreated(principal="root", role="super_admin", by="boot"),
-                         *(PrincipalCreated(principal=p, role="user", tenant="default", by="root") for p in ("reader", "operator", "builder"))]
-    events += [PermissionGranted(principal=p, permission=perm, scope=scope, by="root") for p, perm, scope in grants]  # type: ignore[arg-type]
-    for seq, e in enumerate(events, 1):
-        state.apply(e, seq)
-    return state
 
 
 def harness(state: IdentityState) -> Harness:

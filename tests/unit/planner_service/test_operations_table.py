@@ -25,7 +25,7 @@ def test_configure_with_restart_is_its_own_operation() -> None:
 def test_what_the_table_says_each_operation_needs() -> None:
     assert {n for n, op in OPERATIONS.items() if op.layout} == {"create", "expand", "shrink", "add-services", "remove-services"}
     assert {n for n, op in OPERATIONS.items() if op.shrinking} == {"delete", "shrink", "remove-services", "rollback"}
-    assert {n for n, op in OPERATIONS.items() if op.target == "job"} == {"pause", "resume", "cancel", "retry"}
+    assert {n for n, op in OPERATIONS.items() if op.target == "job"} == {"pause", "resume", "cancel", "retry", "approve", "reject"}
     assert all(op.rules for op in OPERATIONS.values() if op.target not in ("job", "plan"))
     assert all(not op.chain for op in OPERATIONS.values() if op.target == "job")
 

@@ -49,7 +49,10 @@ async def test_builtin_plugins_are_discovered(registry: PluginRegistry) -> None:
         ("automator", "simulated"),
         ("provider", "localhost"),
         ("provider", "static-pool"),
+        ("provider", "namespaces"),
+        ("provider", "libcloud"),
         ("automator", "shell"),
+        ("automator", "ansible"),
     }
     assert registry.provider("simulated") is not None
     assert registry.automator("simulated") is not None

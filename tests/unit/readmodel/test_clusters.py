@@ -87,3 +87,18 @@ def test_cluster_info_the_jobs_a_cluster_names_and_a_prefix_of_its_story() -> No
     assert job_ids(log)[0] == "j0" and len(set(job_ids(log))) == len(job_ids(log))
     assert prefix(log, seq=3) == log[:3] and prefix(log, at=log[4].time) == log[:5]
     assert fold_cluster([]) is None and cluster_view([]) is None and ClusterInfo.from_history([]) is None
+
+
+def test_a_nodes_machine_shows_its_provider_id_and_host_key_fingerprint() -> None:
+    cluster = Cluster(ClusterRequested(tenant="acme", cluster_id=CID, name="web", template="t", provider="ns", config={}, job_id="j0"))
+    cluster.change_layout("j0", [_node(1, "nats")])
+    cluster.record_results("n1", "n1.create", {"providerid": "mu-0a1b2c3d", "ssh_host_key_fingerprint": "SHA256:abc",
+                                               "ssh_host_keys": {"ssh-ed25519": "ssh-ed25519 AAAA"}}, {"access_v4": "10.213.0.2"}, "")
+    cluster.record_results("n1", "n1.confirm", {"cloud_state": "running"}, {}, "")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    log = [Recorded(seq=i + 1, subject=f"muster.evt.acme.cluster.{CID}", time=start, event=a.event)
+           for i, a in enumerate(pending_appends(cluster))]
+    state = fold_cluster(log)
+    assert state is not None
+    [view] = state.node_views()
+    assert view["machine"] == {"providerid": "mu-0a1b2c3d", "ssh_host_key_fingerprint": "SHA256:abc"}

@@ -102,6 +102,7 @@
       musterConsole.localTimes(list);
     }
     if (last) {
+      if ($("control") && last.tasks_total) $("control").dataset.planned = "true";
       setState(last.state);
       const counts = Object.entries(last.counts || {}).map(([k, n]) => n + " " + k).join(", ") || "none yet";
       $("job-counts").textContent = counts + " (of " + last.tasks_total + ")";
@@ -112,6 +113,7 @@
   }
 
   function setState(s) {
+    showControls(s);
     const b = $("job-state").querySelector(".badge");
     b.className = "badge st-" + s;
     b.textContent = words(s);
@@ -197,8 +199,8 @@
       buttons.forEach((b) => { b.disabled = true; });
       said.textContent = action + ": asking the planner…";
       try {
-        const resp = await fetch(form.getAttribute("action"), {method: "POST", body: new URLSearchParams({action: action}),
-                                               headers: {Accept: "application/json"}});
+        const resp = await fetch(form.getAttribute("action"), {method: "POST",
+          body: new URLSearchParams({action: action, csrf: form.elements.csrf.value}), headers: {Accept: "application/json"}});
         const body = await resp.json();
         said.textContent = action + ": " + (body.said || (body.error && body.error.message) || resp.status);
         if (body.accepted && action === "retry") { final = false; connect(); }
@@ -208,6 +210,20 @@
         buttons.forEach((b) => { b.disabled = false; });
       }
     });
+  }
+
+  // Only the buttons the job's state allows (data-states: the states the planner takes each in).
+  function showControls(s) {
+    const form = $("control");
+    if (!form) return;
+    let any = false;
+    form.querySelectorAll("button[data-states]").forEach((b) => {
+      const ok = b.dataset.states.split(" ").includes(s) && (b.value !== "retry" || form.dataset.planned === "true");
+      b.hidden = !ok;
+      any = any || ok;
+    });
+    $("control-none").hidden = any;
+    $("control-none").textContent = "no job control in state " + s.replace(/_/g, " ");
   }
 
   // -- start ------------------------------------------------------------------------------------------

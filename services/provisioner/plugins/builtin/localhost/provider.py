@@ -1,4 +1,6 @@
-"""The localhost provider: every node is an in-process SSH server on 127.0.0.1.
+"""The localhost provider: every node is an in-process SSH server on a loopback address of its own
+(127.x.y.z from the `addresses` range: Linux routes all of 127/8 to `lo`), so services on two nodes
+may use the same port; no root needed (the namespaces provider's fallback).
 
 Results: `providerid`, `ssh_port`, `ssh-auth` `{user, identityfile}` (the client key's path
 relative to the provisioner's key directory: the key itself never leaves this machine) and, at
@@ -9,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import ipaddress
+import random
 import re
 import shutil
 import uuid
@@ -20,10 +24,11 @@ import asyncssh
 from contracts.tasks import TaskOutcome
 from services.provisioner.plugins.base import PluginContext, PluginEnv, ProviderPlugin, failed, succeeded
 from services.provisioner.plugins.descriptor import PluginDescriptor
-from services.provisioner.plugins.ssh import SshError, SshTarget, connect, host_keys_result, run, write_private_key
+from services.provisioner.plugins.ssh import SshError, SshTarget, host_keys_result, login_probe, write_private_key
 from services.provisioner.plugins.sshserver import LocalSshEndpoint
 
 LOOPBACK = "127.0.0.1"
+DEFAULT_ADDRESSES = "127.77.0.0/16"
 _ID = re.compile(r"^local-[0-9a-f]{12}$")
 
 
@@ -34,6 +39,7 @@ class LocalNode:
     key_id: str
     key_path: Path
     client_key: asyncssh.SSHKey
+    address: str
 
 
 class LocalhostProvider(ProviderPlugin):
@@ -45,8 +51,29 @@ class LocalhostProvider(ProviderPlugin):
         configured = ctx.fields.get("base_dir")
         return Path(configured).expanduser() if configured else self.env.state_dir / "nodes"
 
-    def _ips(self) -> dict[str, str]:
-        return {"access_v4": LOOPBACK, "bind_v4": LOOPBACK}
+    @staticmethod
+    def _ips(address: str) -> dict[str, str]:
+        return {"access_v4": address, "bind_v4": address}
+
+    def _address(self, ctx: PluginContext) -> str:
+        """A loopback address no node of this process has (random: another process on this machine
+        picking the same one from a /16 is unlikely, and the range is a field)."""
+        raw = str(ctx.fields.get("addresses") or DEFAULT_ADDRESSES)
+        try:
+            network = ipaddress.IPv4Network(raw)
+        except ValueError as err:
+            raise ValueError(f"invalid addresses range {raw!r}: {err}") from None
+        if not network.subnet_of(ipaddress.IPv4Network("127.0.0.0/8")):
+            raise ValueError(f"addresses range {raw!r} is not a loopback range (127.0.0.0/8)")
+        if network.num_addresses == 1:
+            return str(network.network_address)
+        used = {node.address for node in self.nodes.values()}
+        hosts = network.num_addresses - 2
+        for _ in range(64):
+            address = str(network.network_address + 1 + random.randrange(hosts))
+            if address not in used:
+                return address
+        raise ValueError(f"no free address found in {raw!r} ({len(used)} nodes use it)")
 
     async def create(self, ctx: PluginContext) -> TaskOutcome:
         providerid = f"local-{uuid.uuid4().hex[:12]}"
@@ -54,25 +81,32 @@ class LocalhostProvider(ProviderPlugin):
         key_path = self.env.key_dir / key_id
         client_key = asyncssh.generate_private_key("ssh-ed25519")
         host_key = asyncssh.generate_private_key("ssh-ed25519")
+        try:
+            address = self._address(ctx)
+        except ValueError as err:
+            return failed(f"create: {err}")
         write_private_key(key_path, client_key)
         endpoint = LocalSshEndpoint(
             self._base_dir(ctx) / providerid,
             host_key,
             client_key.export_public_key().decode(),
             env={"MUSTER_PROVIDERID": providerid},
+            host=address,
         )
         # Known before it starts, so that aclose stops it even if this task is cancelled.
-        self.nodes[providerid] = LocalNode(providerid, endpoint, key_id, key_path, client_key)
+        self.nodes[providerid] = LocalNode(providerid, endpoint, key_id, key_path, client_key, address)
         try:
             port = await endpoint.start()
         except OSError as err:
             await self._remove(providerid)
-            return failed(f"cannot start an ssh endpoint on {LOOPBACK}: {err.strerror or err}")
+            return failed(f"cannot start an ssh endpoint on {address}: {err.strerror or err}")
         user = str(ctx.fields.get("user") or getpass.getuser())
         return succeeded(
-            {"providerid": providerid, "ssh_port": port, "ssh-auth": {"user": user, "identityfile": key_id}},
-            ipaddresses=self._ips(),
-            stdout=f"node {ctx.node.id}: ssh endpoint {LOOPBACK}:{port}, directory {endpoint.workdir}",
+            {"providerid": providerid, "ssh_port": port, "ssh-auth": {"user": user, "identityfile": key_id},
+             "ssh_host_key_fingerprint": host_key.get_fingerprint("sha256")},
+            ipaddresses=self._ips(address),
+            stdout=f"node {ctx.node.id}: ssh endpoint {address}:{port}, directory {endpoint.workdir}, "
+                   f"host key {host_key.get_fingerprint('sha256')}",
         )
 
     async def confirm(self, ctx: PluginContext) -> TaskOutcome:
@@ -87,7 +121,7 @@ class LocalhostProvider(ProviderPlugin):
             )
         endpoint = node.endpoint
         target = SshTarget(
-            host=LOOPBACK,
+            host=node.address,
             port=endpoint.port,
             user=str(ctx.fields.get("user") or getpass.getuser()),
             client_key=node.client_key,
@@ -95,16 +129,13 @@ class LocalhostProvider(ProviderPlugin):
         )
         timeout = min(float(ctx.fields.get("connect_timeout_s") or 10), max(ctx.remaining(), 0.001))
         try:
-            async with await connect(target, timeout) as conn:
-                probe = await run(conn, "pwd", timeout=timeout)
+            probe = await login_probe(target, "pwd", timeout)
         except SshError as err:
             return failed(f"confirm: {err}")
-        if probe.exit_status != 0:
-            return failed(f"confirm: probe command exited with {probe.exit_status}", stderr=probe.stderr)
         return succeeded(
             {"ssh_host_keys": host_keys_result(endpoint.host_key)},
-            ipaddresses=self._ips(),
-            stdout=f"node {ctx.node.id} is up: {LOOPBACK}:{endpoint.port} in {probe.stdout.strip()}",
+            ipaddresses=self._ips(node.address),
+            stdout=f"node {ctx.node.id} is up: {node.address}:{endpoint.port} in {probe.stdout.strip()}",
         )
 
     async def delete(self, ctx: PluginContext) -> TaskOutcome:

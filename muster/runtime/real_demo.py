@@ -1,0 +1,120 @@
+"""`muster demo --real`: a NATS cluster that really forms, on namespace nodes (docs/plugins.md).
+
+Three nodes, each a Linux namespace with its own address and sshd, run nats-server from the
+catalog in `examples/catalog-real/`; the servers themselves are asked how many members they see.
+Expanded to five, the old nodes are reconfigured with the new peer list (macros) one at a time.
+`muster cluster check` reads the state from the processes; delete leaves nothing behind. Without
+root the nodes are localhost nodes on their own loopback addresses (the same scenario, shell flavour).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from contracts.catalog import Catalog
+from contracts.commands import CheckCluster, ConfigureCluster, CreateCluster, DeleteCluster, ExpandCluster, Rolling
+from muster.bus.eventstore import EventStore
+from muster.bus.server import nats_server_binary
+from muster.catalog.files import load_sources
+from muster.catalog.store import apply_catalog
+from muster.client import MusterClient, Outcome
+from muster.readmodel.clusters import ClusterInfo
+
+REAL_CATALOG = Path(__file__).resolve().parents[2] / "examples" / "catalog-real"
+TIMEOUT_S = 600.0
+
+
+def real_catalog(prefix: str, base_dir: Path, *, provider: str = "ns", folder: Path = REAL_CATALOG) -> Catalog:
+    """The real catalog with this run's node prefix and directory, and the project's own nats-server."""
+    if not (folder / "catalog.yaml").is_file():
+        raise FileNotFoundError(f"{folder}/catalog.yaml not found: `muster demo --real` runs from a checkout of muster")
+    loaded = load_sources([folder / "catalog.yaml"])
+    if loaded.problems:
+        raise ValueError("; ".join(str(p) for p in loaded.problems))
+    catalog = loaded.catalog
+    ns = catalog.providers["ns"]
+    catalog.providers["ns"] = ns.model_copy(update={"provisioner": {**ns.provisioner, "prefix": prefix, "base_dir": str(base_dir)}})
+    for name, template in catalog.clustertemplates.items():
+        defaults = template.defaults.model_copy(update={"provider": provider, "config": binary_config(template.defaults.config)})
+        catalog.clustertemplates[name] = template.model_copy(update={"defaults": defaults})
+    return catalog
+
+
+def binary_config(config: dict[str, Any]) -> dict[str, Any]:
+    if "nats" not in config:
+        return config
+    return {**config, "nats": {**config["nats"], "binary": str(nats_server_binary())}}
+
+
+def members(ip: str, timeout: float = 5.0) -> int | None:
+    """How many members the nats-server on `ip` says its cluster has (itself and its routes);
+    None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://{ip}:8222/routez", timeout=timeout) as answer:
+            routez = json.load(answer)
+    except OSError:
+        return None
+    return len({r.get("remote_name") or r.get("ip") for r in routez.get("routes") or []}) + 1
+
+
+async def members_by_node(info: ClusterInfo) -> dict[str, int | None]:
+    ips = {n.id: info.ipaddresses.get(n.id, {}).get("access_v4", "") for n in info.nodes}  # the nodes it has now
+    counts = await asyncio.gather(*(asyncio.to_thread(members, ip) for ip in ips.values()))
+    return dict(zip(ips, counts, strict=True))
+
+
+def fresh_prefix() -> str:
+    return "md" + secrets.token_hex(2)
+
+
+async def run(client: MusterClient, command: Any, tenant: str, console: Console | None = None, what: str = "") -> Outcome:
+    outcome = await client.run(command, tenant=tenant, timeout=TIMEOUT_S)
+    if console is not None:
+        state = "succeeded" if outcome.succeeded else f"ended {outcome.final.type}: {outcome.reason}"
+        console.print(f"{what or command.type}: job {outcome.reply.job_id} {state}")
+    return outcome
+
+
+def members_table(info: ClusterInfo, counts: dict[str, int | None]) -> Table:
+    table = Table(title=f"cluster {info.name}: what each nats-server says")
+    for col in ("node", "hostname", "address", "members seen", "observed"):
+        table.add_column(col)
+    for node, count in sorted(counts.items()):
+        observed = ", ".join(f"{svc} {state}" for (n, svc), state in info.observed.items() if n == node)
+        table.add_row(node, info.hostnames.get(node, ""), info.ipaddresses.get(node, {}).get("access_v4", ""),
+                      "not answering" if count is None else str(count), observed)
+    return table
+
+
+async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes: int = 3, grow_to: int = 5,
+                   provider: str = "ns", base_dir: Path) -> None:
+    prefix = fresh_prefix()
+    await apply_catalog(EventStore(client.nc), tenant, real_catalog(prefix, base_dir, provider=provider), by="demo")
+    console.print(f"real catalog loaded: NATS on {provider!r} nodes (prefix {prefix})")
+    created = await run(client, CreateCluster(name=f"nats-{prefix}", template="nats-cluster", nodes=nodes, requested_by="demo"),
+                        tenant, console, f"create {nodes} nodes")
+    cluster_id = created.reply.cluster_id
+    try:
+        if not created.succeeded:
+            return
+        info = await client.cluster(cluster_id, tenant=tenant)
+        console.print(members_table(info, await members_by_node(info)))
+        grown = await run(client, ExpandCluster(cluster_id=cluster_id, nodes=grow_to, requested_by="demo"), tenant, console,
+                          f"expand to {grow_to}")
+        if grown.succeeded:
+            info = await client.cluster(cluster_id, tenant=tenant)
+            await run(client, ConfigureCluster(cluster_id=cluster_id, config=info.config, restart=True, rolling=Rolling(batch=1),
+                                               requested_by="demo"), tenant, console, "reconfigure with the new peers, one node at a time")
+        await run(client, CheckCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "check")
+        info = await client.cluster(cluster_id, tenant=tenant)
+        console.print(members_table(info, await members_by_node(info)))
+    finally:
+        await run(client, DeleteCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "delete")

@@ -1,0 +1,1 @@
+"""The governance service: approval rules, policies, subscriptions and schedules (docs/governance.md)."""

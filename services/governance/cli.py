@@ -1,0 +1,286 @@
+"""`muster policy|rule|notify|schedule`: governance for people (docs/governance.md).
+
+Every change is a request to the governance service (`muster.gov.<tenant>.<principal>.<verb>`),
+which checks the requester's rights and records it with the requester as `by`; `muster policy
+test` runs a policy here, on an input file, without a bus.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import nats.errors
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from contracts import subjects
+from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
+from muster.bus.connect import principal_of
+from muster.cli_bus import Bus, bus_options, open_nats
+from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, guarded, json_option
+from muster.ops_care_cli import seconds
+
+from .domain.policies import PolicyCompileError, compile_policy, evaluate
+
+out = Console(highlight=False, soft_wrap=True)
+TIMEOUT_S = 30.0
+
+
+async def ask(bus: Bus, verb: str, kind: str, **body: Any) -> GovernanceAnswer:
+    async with open_nats(bus) as nc:
+        subject = subjects.governance_request(bus.tenant, principal_of(nc), verb)
+        try:
+            msg = await nc.request(subject, json.dumps({"kind": kind, **body}).encode(), timeout=TIMEOUT_S)
+        except nats.errors.NoRespondersError:
+            raise CliError("no governance service answered: is `muster up` (or `muster governance`) running?", EXIT_UNREACHABLE) from None
+    answer = GovernanceAnswer.model_validate_json(msg.data)
+    if not answer.ok:
+        raise CliError("\n  ".join([f"{verb} refused: {answer.reason}", *answer.problems]), EXIT_INVALID, answer.model_dump())
+    return answer
+
+
+def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
+    if as_json:
+        echo_json(answer.model_dump(mode="json"))
+        return
+    if not answer.items:
+        out.print(f"{what}: nothing changed (the log has it so already)")
+    for item in answer.items:
+        if item.get("deleted"):
+            out.print(f"{item['kind']} {item['name']} deleted")
+        else:
+            out.print(f"{item['kind']} {item['name']}: version {item['version']} ({item['action']})")
+
+
+def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*r)
+    out.print(t)
+
+
+def _name(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_\-]", "-", path.stem)[:64]
+
+
+# -- muster policy ----------------------------------------------------------------------------------
+
+
+@click.group("policy")
+def policy() -> None:
+    """Rego policies evaluated on every request, its layout, its plan and its cost (docs/governance.md)."""
+
+
+@policy.command("apply")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--description", default="", help="what the policies are for")
+@json_option
+@bus_options
+@command
+async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool, bus: Bus) -> None:
+    """Apply Rego FILES (each a policy named after its file), all or none."""
+    entities = [{"name": _name(f), "source": f.read_text(), "description": description} for f in files]
+    report(await ask(bus, "put", "policy", entities=entities), as_json, "policy apply")
+
+
+@policy.command("list")
+@click.option("--source", is_flag=True, help="print each policy's Rego source too")
+@json_option
+@bus_options
+@command
+async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
+    """The tenant's policies."""
+    answer = await ask(bus, "list", "policy")
+    if as_json:
+        echo_json(answer.model_dump(mode="json"))
+        return
+    table(f"policies of tenant {bus.tenant}", ["name", "version", "by", "updated", "description"],
+          [[i["name"], str(i["version"]), i["by"], i["updated_at"][:19], i["entity"].get("description", "")] for i in answer.items])
+    for i in answer.items if source else []:
+        out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}", markup=False)
+
+
+@policy.command("delete")
+@click.argument("name")
+@json_option
+@bus_options
+@command
+async def policy_delete(name: str, as_json: bool, bus: Bus) -> None:
+    """Delete policy NAME."""
+    report(await ask(bus, "delete", "policy", name=name), as_json, "policy delete")
+
+
+@policy.command("test")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="the input document (JSON or YAML): request, cluster, layout, plan, cost... (docs/governance.md)")
+@json_option
+@guarded
+def policy_test(file: Path, input_file: Path, as_json: bool) -> None:
+    """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied."""
+    try:
+        compiled = compile_policy(_name(file), file.read_text())
+    except PolicyCompileError as err:
+        raise CliError(f"{file}: {err}", EXIT_INVALID) from None
+    try:
+        document = yaml.safe_load(input_file.read_text())
+    except yaml.YAMLError as err:
+        raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
+    verdict = evaluate([compiled], document if isinstance(document, dict) else {})
+    if as_json:
+        echo_json({"allowed": not verdict.denied, "deny": [d.message for d in verdict.denials],
+                   "warn": [w.message for w in verdict.warnings]})
+    else:
+        for d in verdict.denials:
+            out.print(f"deny: {d.message}", markup=False)
+        for w in verdict.warnings:
+            out.print(f"warn: {w.message}", markup=False)
+        out.print("denied" if verdict.denied else "allowed")
+    if verdict.denied:
+        sys.exit(EXIT_FAILED)
+
+
+# -- muster rule --------------------------------------------------------------------------------
+
+
+@click.group("rule")
+def rule() -> None:
+    """Approval rules: requests they match wait for an approver (`muster job approve|reject`)."""
+
+
+@rule.command("add")
+@click.argument("name")
+@click.option("--operation", "-o", "operations", multiple=True, help="an operation verb (create, delete...); repeat; default: any")
+@click.option("--min-nodes", type=click.IntRange(1), default=None, help="the cluster has at least this many nodes once done")
+@click.option("--cluster", "clusters", multiple=True, help="cluster names (shell patterns: prod-*); repeat")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="a cluster label that must be set so; repeat")
+@click.option("--allow-self-approval", is_flag=True, help="the requester may approve its own job")
+@click.option("--expires", default="24h", show_default=True, help="a job not approved within this long is refused")
+@click.option("--description", default="")
+@json_option
+@bus_options
+@command
+async def rule_add(name: str, operations: tuple[str, ...], min_nodes: int | None, clusters: tuple[str, ...],
+                   labels: tuple[str, ...], allow_self_approval: bool, expires: str, description: str, as_json: bool, bus: Bus) -> None:
+    """Add (or change) approval rule NAME."""
+    pairs = [label.partition("=") for label in labels]
+    if any(not sep or not key for key, sep, _ in pairs):
+        raise CliError("--label takes KEY=VALUE")
+    entity = {"name": name, "operations": list(operations), "min_nodes": min_nodes, "clusters": list(clusters),
+              "labels": {k: v for k, _, v in pairs}, "allow_self_approval": allow_self_approval,
+              "expires_after_s": seconds(expires, "--expires"), "description": description}
+    report(await ask(bus, "put", "rule", entities=[entity]), as_json, "rule add")
+
+
+@rule.command("list")
+@json_option
+@bus_options
+@command
+async def rule_list(as_json: bool, bus: Bus) -> None:
+    """The tenant's approval rules."""
+    answer = await ask(bus, "list", "rule")
+    if as_json:
+        echo_json(answer.model_dump(mode="json"))
+        return
+
+    def when(e: dict[str, Any]) -> str:
+        parts = [f"operations {','.join(e['operations'])}" if e["operations"] else "any operation"]
+        parts += [f">= {e['min_nodes']} nodes"] if e.get("min_nodes") else []
+        parts += [f"clusters {','.join(e['clusters'])}"] if e["clusters"] else []
+        parts += [",".join(f"{k}={v}" for k, v in e["labels"].items())] if e["labels"] else []
+        return "; ".join(parts)
+
+    table(f"approval rules of tenant {bus.tenant}", ["name", "matches", "expires after", "self-approval", "by"],
+          [[i["name"], when(i["entity"]), f"{i['entity']['expires_after_s']:g} s", "yes" if i["entity"]["allow_self_approval"] else "no",
+            i["by"]] for i in answer.items])
+
+
+@rule.command("delete")
+@click.argument("name")
+@json_option
+@bus_options
+@command
+async def rule_delete(name: str, as_json: bool, bus: Bus) -> None:
+    """Delete approval rule NAME."""
+    report(await ask(bus, "delete", "rule", name=name), as_json, "rule delete")
+
+
+# -- muster notify ------------------------------------------------------------------------------
+
+
+@click.group("notify")
+def notify() -> None:
+    """Notification subscriptions: webhooks (signed) and bus subjects (docs/governance.md)."""
+
+
+@notify.command("add")
+@click.argument("name")
+@click.option("--on", "events", required=True, help=f"comma-separated: {', '.join(NOTIFICATION_KINDS)}")
+@click.option("--webhook", default=None, metavar="URL", help="POST each notification here, signed")
+@click.option("--secret", default=None, metavar="secret://NAME", help="the webhook's signing key, in the notifier's secrets file")
+@click.option("--slack", is_flag=True, help="a body Slack's incoming webhooks take")
+@click.option("--subject", default=None, metavar="muster.cb.<tenant>.…", help="publish each notification on this bus subject")
+@click.option("--cluster", "clusters", multiple=True, help="only these clusters (ids or name patterns); repeat")
+@click.option("--lease-warning", default="1h", show_default=True, help="lease_expiring: this long before the lease ends")
+@json_option
+@bus_options
+@command
+async def notify_add(name: str, events: str, webhook: str | None, secret: str | None, slack: bool, subject: str | None,
+                     clusters: tuple[str, ...], lease_warning: str, as_json: bool, bus: Bus) -> None:
+    """Subscribe NAME to job and cluster news."""
+    entity: dict[str, Any] = {"name": name, "events": [e.strip() for e in events.split(",") if e.strip()],
+                              "clusters": list(clusters), "lease_warning_s": seconds(lease_warning, "--lease-warning")}
+    if webhook:
+        entity["webhook"] = {"url": webhook, "secret": secret or "", "format": "slack" if slack else "muster"}
+    if subject:
+        entity["subject"] = subject
+    report(await ask(bus, "put", "subscription", entities=[entity]), as_json, "notify add")
+
+
+@notify.command("list")
+@json_option
+@bus_options
+@command
+async def notify_list(as_json: bool, bus: Bus) -> None:
+    """The tenant's subscriptions."""
+    answer = await ask(bus, "list", "subscription")
+    if as_json:
+        echo_json(answer.model_dump(mode="json"))
+        return
+    table(f"subscriptions of tenant {bus.tenant}", ["name", "on", "to", "by"],
+          [[i["name"], ", ".join(i["entity"]["events"]),
+            i["entity"]["subject"] or f"{(i['entity']['webhook'] or {}).get('url', '')} ({(i['entity']['webhook'] or {}).get('format')})",
+            i["by"]] for i in answer.items])
+
+
+@notify.command("remove")
+@click.argument("name")
+@json_option
+@bus_options
+@command
+async def notify_remove(name: str, as_json: bool, bus: Bus) -> None:
+    """Remove subscription NAME."""
+    report(await ask(bus, "delete", "subscription", name=name), as_json, "notify remove")
+
+
+@notify.command("test")
+@click.argument("name")
+@json_option
+@bus_options
+@command
+async def notify_test(name: str, as_json: bool, bus: Bus) -> None:
+    """Send subscription NAME a test notification now (recorded like any other)."""
+    answer = await ask(bus, "notify-test", "subscription", name=name)
+    if as_json:
+        echo_json(answer.model_dump(mode="json"))
+    else:
+        status = answer.items[0].get("status") if answer.items else None
+        out.print(f"test notification delivered to {name}" + (f" (HTTP {status})" if status else ""))

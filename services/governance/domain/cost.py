@@ -1,0 +1,47 @@
+"""What a plan's machines cost, from the catalog's hardware types (pure).
+
+Each hardware type's `providermap.<provider>.cost` is a price per hour of one node (Coopr's
+field, a number or a numeric string). The cost of a plan is the cluster's per-hour cost once the
+job is done, next to its cost before; a hardware type without a cost for the provider counts as
+0 and is named in `unknown`, so that a preview never shows a made-up figure as complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from contracts.approvals import PlanCost
+from contracts.catalog import HardwareType
+from contracts.layout import NodeSpec
+
+
+def _each(hardware: Mapping[str, HardwareType], provider: str, nodes: Sequence[NodeSpec],
+          unknown: set[str]) -> dict[str, float]:
+    out = {}
+    for node in nodes:
+        found = hardware.get(node.hardwaretype)
+        price = found.cost(provider) if found is not None else None
+        if price is None:
+            unknown.add(node.hardwaretype)
+        out[node.id] = round(price or 0.0, 6)
+    return out
+
+
+def plan_cost(hardware: Mapping[str, HardwareType], provider: str, target: Sequence[NodeSpec],
+              before: Sequence[NodeSpec] = ()) -> PlanCost:
+    unknown: set[str] = set()
+    per_node = _each(hardware, provider, target, unknown)
+    previous = _each(hardware, provider, before, unknown)
+    by_hardware: dict[str, float] = {}
+    for node in target:
+        by_hardware[node.hardwaretype] = round(by_hardware.get(node.hardwaretype, 0.0) + per_node[node.id], 6)
+    return PlanCost(per_hour=round(sum(per_node.values()), 6), before_per_hour=round(sum(previous.values()), 6),
+                    per_node=per_node, by_hardware=by_hardware, unknown=sorted(unknown))
+
+
+def describe(cost: PlanCost) -> str:
+    """One line for people: `0.45/h for 5 nodes (was 0.00/h)`."""
+    text = f"{cost.per_hour:.2f}/h for {len(cost.per_node)} nodes (was {cost.before_per_hour:.2f}/h)"
+    if cost.unknown:
+        text += f"; no cost given for {', '.join(cost.unknown)}"
+    return text

@@ -1,0 +1,140 @@
+"""Governance entities as the log has them, and what a change would write (pure).
+
+`fold` reads a tenant's governance events (`GovernancePut`, `GovernanceDeleted`, a schedule's
+`ScheduleFired` and `ScheduleAnswered`) into the current entities. `plan_puts` checks incoming
+entities (a policy must compile, a schedule's timing must parse) and returns the versions a put
+would add: nothing for an entity that did not change, so sending the same put twice writes
+nothing the second time. Every problem is reported at once; any problem blocks the whole put.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts.errors import describe_validation_error
+from contracts.governance import ENTITY_OF, GovernanceDeleted, GovernancePut, Policy, Schedule, ScheduleAnswered, ScheduleFired
+from contracts.records import Recorded
+
+from .policies import PolicyCompileError, compile_policy
+from .schedules import ScheduleError, check
+
+
+@dataclass
+class Entry:
+    kind: str
+    name: str
+    version: int
+    entity: dict[str, Any]
+    by: str
+    created_at: datetime
+    """When its first version was written (a schedule's ticks count from it)."""
+    updated_at: datetime
+    seq: int
+    """The last event on its subject (a schedule's ticks included): what its next write fences on."""
+    last_tick: datetime | None = None
+    """A schedule: the last tick a scheduler took."""
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    """A schedule: its latest ticks and their outcomes (newest last)."""
+    pending: dict[str, Any] | None = None
+    """A schedule: the tick taken whose request has no recorded answer yet."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "version": self.version, "by": self.by, "entity": self.entity,
+                "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
+                "last_tick": self.last_tick.isoformat() if self.last_tick else None, "runs": self.runs[-10:]}
+
+
+RUNS_KEPT = 20
+
+
+def apply(entries: dict[tuple[str, str], Entry], r: Recorded) -> Entry | None:
+    """Fold one event into `entries` ((kind, name) -> the entity now; deleted ones are gone);
+    returns the entry it changed (None: a deletion, or an event of no entity)."""
+    e = r.event
+    if isinstance(e, GovernancePut):
+        old = entries.get((e.kind, e.name))
+        entry = Entry(e.kind, e.name, e.version, dict(e.entity), e.by, old.created_at if old else r.time, r.time, r.seq,
+                      *((old.last_tick, old.runs, old.pending) if old else (None, [], None)))
+        entries[(e.kind, e.name)] = entry
+        return entry
+    if isinstance(e, GovernanceDeleted):
+        entries.pop((e.kind, e.name), None)
+        return None
+    s = entries.get(("schedule", getattr(e, "name", "")))
+    if s is None:
+        return None
+    if isinstance(e, ScheduleFired):
+        s.seq, s.last_tick = r.seq, e.tick
+        s.pending = {"tick": e.tick.isoformat(), "request_id": e.request_id, "late_s": e.late_s, "skipped": e.skipped}
+    elif isinstance(e, ScheduleAnswered):
+        s.seq = r.seq
+        s.runs = [*s.runs, {"tick": e.tick.isoformat(), "job_id": e.job_id, "rejected": e.rejected,
+                            "at": r.time.isoformat()}][-RUNS_KEPT:]
+        if s.pending is not None and s.pending["tick"] == e.tick.isoformat():
+            s.pending = None
+    return s
+
+
+def fold(records: Iterable[Recorded]) -> dict[tuple[str, str], Entry]:
+    entries: dict[tuple[str, str], Entry] = {}
+    for r in records:
+        apply(entries, r)
+    return entries
+
+
+def of_kind(entries: Mapping[tuple[str, str], Entry], kind: str) -> list[Entry]:
+    return sorted((e for (k, _), e in entries.items() if k == kind), key=lambda e: e.name)
+
+
+@dataclass(frozen=True)
+class Put:
+    kind: str
+    name: str
+    version: int
+    entity: dict[str, Any]
+    action: str
+    """`add` or `change`."""
+
+
+def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
+    """The entity parsed, or every problem with it."""
+    label = f"{kind} {body.get('name')!r}" if isinstance(body.get("name"), str) else kind
+    try:
+        entity = ENTITY_OF[kind].model_validate(body)
+    except ValidationError as err:
+        return None, [f"{label}: {describe_validation_error(err)}"]
+    try:
+        if isinstance(entity, Policy):
+            compile_policy(entity.name, entity.source)
+        elif isinstance(entity, Schedule):
+            check(entity)
+    except (PolicyCompileError, ScheduleError) as err:
+        return None, [f"{label}: {err}"]
+    return entity, []
+
+
+def plan_puts(entries: Mapping[tuple[str, str], Entry], kind: str, incoming: Sequence[Mapping[str, Any]]) -> tuple[list[Put], list[str]]:
+    """The versions a put would write, and every problem that blocks it."""
+    puts: list[Put] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for body in incoming:
+        entity, found = problems_of(kind, body)
+        problems += found
+        if entity is None:
+            continue
+        if entity.name in seen:
+            problems.append(f"{kind} {entity.name!r} is given twice")
+            continue
+        seen.add(entity.name)
+        data = entity.model_dump(mode="json")
+        old = entries.get((kind, entity.name))
+        if old is not None and old.entity == data:
+            continue
+        puts.append(Put(kind, entity.name, old.version + 1 if old else 1, data, "change" if old else "add"))
+    return puts, problems

@@ -1,0 +1,115 @@
+"""Schedules' ticks (pure): when the next one falls, and what a scheduler does about ticks it
+missed while none ran.
+
+A tick is a moment the schedule names (a cron expression in the schedule's time zone, or every
+N seconds from the schedule's creation). A scheduler arms one timer per schedule, for the next
+tick after the last one the log says was taken (`ScheduleFired`), or after the schedule's
+creation. Ticks missed while no scheduler ran are handled by the schedule's `missed` policy:
+
+- `once` (the default): the latest missed tick runs once, late (its `ScheduleFired` says how
+  late and how many earlier ticks were skipped); the others are skipped. A nightly check missed
+  over a weekend runs once on Monday morning, not three times.
+- `skip`: none runs; the next tick is the first one to come.
+
+Each tick's request carries a request_id derived from the schedule and the tick, so the planner
+maps a tick to one job however often its request is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from contracts.governance import Schedule
+
+MAX_COUNTED = 10_000
+"""Missed ticks counted at most (a every-second schedule down for a day would count 86,400)."""
+
+
+class ScheduleError(ValueError):
+    pass
+
+
+def zone(schedule: Schedule) -> ZoneInfo:
+    try:
+        return ZoneInfo(schedule.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ScheduleError(f"unknown time zone {schedule.timezone!r} (an IANA name such as UTC or Europe/Paris)") from None
+
+
+def check(schedule: Schedule) -> None:
+    """ScheduleError naming what is wrong with the timing."""
+    zone(schedule)
+    if schedule.cron is not None:
+        try:
+            CronSim(schedule.cron, datetime(2000, 1, 1, tzinfo=UTC))
+        except CronSimError as err:
+            raise ScheduleError(f"cron {schedule.cron!r}: {err} (5 fields, minute first: '0 3 * * *'; "
+                                "or 6, second first)") from None
+
+
+def describe(schedule: Schedule) -> str:
+    if schedule.cron is not None:
+        try:
+            return f"{CronSim(schedule.cron, datetime(2000, 1, 1, tzinfo=UTC)).explain()} ({schedule.timezone})"
+        except (CronSimError, ValueError, IndexError):
+            return schedule.cron
+    return f"every {schedule.every_s:g} s"
+
+
+def next_tick(schedule: Schedule, after: datetime, created_at: datetime) -> datetime:
+    """The first tick strictly after `after` (UTC)."""
+    if schedule.every_s is not None:
+        step = timedelta(seconds=schedule.every_s)
+        if after < created_at:
+            return created_at + step
+        n = int((after - created_at) / step) + 1
+        return created_at + n * step
+    assert schedule.cron is not None
+    local = after.astimezone(zone(schedule))
+    found: datetime = next(CronSim(schedule.cron, local))
+    return found.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Due:
+    """What to do now: run `tick` (None: nothing is due), and arm a timer for `next_at`."""
+
+    tick: datetime | None
+    next_at: datetime
+    late_s: float = 0.0
+    skipped: int = 0
+
+
+def due(schedule: Schedule, last: datetime | None, created_at: datetime, now: datetime) -> Due:
+    """The tick to run at `now`, given the last tick taken (None: none yet)."""
+    start = last or created_at
+    first = next_tick(schedule, start, created_at)
+    if first > now:
+        return Due(None, first)
+    latest, missed = first, 0
+    while missed < MAX_COUNTED:
+        following = next_tick(schedule, latest, created_at)
+        if following > now:
+            break
+        latest, missed = following, missed + 1
+    upcoming = next_tick(schedule, now, created_at)
+    if schedule.paused:
+        return Due(None, upcoming)
+    late = (now - latest).total_seconds()
+    if schedule.missed == "skip" and late > grace_s(schedule):
+        return Due(None, upcoming, skipped=missed + 1)
+    return Due(latest, upcoming, late_s=max(0.0, late), skipped=missed)
+
+
+def grace_s(schedule: Schedule) -> float:
+    """A tick taken this late still counts as on time (a timer that fired a little late, a
+    scheduler that took over a dead one's schedules): a minute, or the interval if shorter."""
+    return min(60.0, schedule.every_s) if schedule.every_s is not None else 60.0
+
+
+def request_id(name: str, tick: datetime) -> str:
+    return f"sched-{name}-{int(tick.timestamp() * 1000)}"

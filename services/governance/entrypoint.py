@@ -1,0 +1,110 @@
+"""Composition root of the governance service (`muster governance`): the governance requests on
+the bus, and the scheduler on the schedules' mirror (docs/governance.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from contextlib import AsyncExitStack
+from typing import Any
+
+import click
+import nats.errors
+import structlog
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError
+
+from contracts import subjects
+from contracts.commands import REPLY_ADAPTER, Accepted, Rejected
+from contracts.governance import GovernanceAnswer
+from muster.bus.connect import auth_required
+from muster.bus.eventstore import EventStore
+from muster.ports.clock import AsyncioClock
+from muster.runtime.service import main_for
+from services.auth.view import IdentityView
+
+from .mirror import GovernanceMirror
+from .scheduler import Scheduler
+from .writes import GovernanceWrites
+
+log = structlog.get_logger("muster.governance")
+QUEUE = "governance"
+SEND_TIMEOUT_S = 30.0
+ANSWERED_ELSEWHERE = ("notify-test",)
+"""Governance verbs another service answers (the notifier: a test notification)."""
+
+
+class NatsSender:
+    """A tick's request, sent on the bus as its owner (`muster.ops.<tenant>.<owner>.<verb>`)."""
+
+    def __init__(self, nc: Client, timeout: float = SEND_TIMEOUT_S) -> None:
+        self.nc, self.timeout = nc, timeout
+
+    async def __call__(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> tuple[str | None, str, bool]:
+        try:
+            msg = await self.nc.request(subjects.operation(tenant, principal, verb), json.dumps(body).encode(), timeout=self.timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as err:
+            return None, f"no planner answered ({type(err).__name__})", True
+        reply = REPLY_ADAPTER.validate_json(msg.data)
+        if isinstance(reply, Accepted):
+            return reply.job_id, "", False
+        if isinstance(reply, Rejected):
+            return None, reply.reason, reply.retry
+        return None, f"unexpected answer {reply.type}", False
+
+
+async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> tuple[GovernanceWrites, Scheduler]:
+    store = EventStore(nc)
+    writes = GovernanceWrites(store)
+    if auth_required(nc):
+        view = await IdentityView(nc).start()
+        stack.push_async_callback(view.stop)
+        writes.identity = view.state
+
+    async def on_request(msg: Msg) -> None:
+        try:
+            tenant, principal, rest = subjects.parse_request(msg.subject.replace(subjects.GOV, "muster.ops", 1))
+            if rest[-1] in ANSWERED_ELSEWHERE:
+                return
+            reply = await writes.answer(tenant, principal, rest[-1], msg.data)
+        except subjects.SubjectError as err:
+            reply = GovernanceAnswer(ok=False, reason=str(err))
+        except Exception:  # a bug must not leave a requester without an answer
+            log.exception("governance request failed", subject=msg.subject)
+            reply = GovernanceAnswer(ok=False, reason="internal error while handling the request; see the governance service's log")
+        if msg.reply:
+            await msg.respond(reply.model_dump_json().encode())
+
+    sub = await nc.subscribe(subjects.ALL_GOVERNANCE_REQUESTS, queue=QUEUE, cb=on_request)
+    stack.push_async_callback(_unsubscribe, sub)
+
+    scheduler = Scheduler(store, NatsSender(nc), AsyncioClock(), instance)
+    stack.callback(scheduler.close)
+    mirror = GovernanceMirror(nc.jetstream(), subjects.ALL_SCHEDULE_EVENTS)
+    await mirror.start()
+    stack.push_async_callback(mirror.stop)
+    await mirror.wait_ready()
+    scheduler.start(mirror.tenants)  # no await between: no event can slip between the two
+    mirror.watch(scheduler.on_change)
+    return writes, scheduler
+
+
+async def _unsubscribe(sub: Any) -> None:
+    with contextlib.suppress(ConnectionClosedError):
+        await sub.unsubscribe()
+
+
+@click.command("governance")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--instance", default=None, help="this service's name (default: governance-<host>-<pid>)")
+def main(nats_url: str | None, instance: str | None) -> None:
+    """Run the governance service: approval rules, policies, subscriptions and schedules; fires schedules."""
+    name = instance or f"governance-{socket.gethostname()}-{os.getpid()}"
+
+    async def setup(nc: Client, stack: AsyncExitStack) -> None:
+        await start_governance(nc, stack, name)
+
+    main_for("governance", nats_url, setup)

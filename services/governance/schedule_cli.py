@@ -1,0 +1,131 @@
+"""`muster schedule create|list|pause|resume|delete`: operations sent at set times, as their
+owner (docs/governance.md). `create` builds the request with the very command typed after `--`
+(nothing is sent then) and keeps it in the schedule; the governance service's scheduler sends
+it at every tick."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from contracts.commands import VERB_OF
+from contracts.governance import Schedule
+from muster.cli_bus import Bus, bus_options
+from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
+from muster.ops_care_cli import seconds
+
+from .cli import ask, report, table
+from .domain.schedules import due
+
+# -- muster schedule ----------------------------------------------------------------------------
+
+
+@click.group("schedule")
+def schedule() -> None:
+    """Operations sent at set times, as their owner: `schedule create NAME --cron '0 3 * * *' -- cluster check c1`."""
+
+
+def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
+    """The request the muster command in `words` would send (its verb and command), built by
+    that very command, with nothing sent."""
+    from muster.cli import main
+    from muster.ops_session import CAPTURE
+
+    if not words:
+        raise CliError("give the operation after `--`, as you would type it: -- cluster check c1")
+    captured: list[Any] = []
+    token = CAPTURE.set(captured)
+    given = {"--tenant": str(bus.tenant), "--data-dir": str(bus.data_dir), "--nats-url": bus.explicit_url}
+    extra = [w for option, value in given.items() if value and option not in words for w in (option, value)]
+    try:
+        main.main(args=[*words, *extra], standalone_mode=False)
+    except click.ClickException as err:
+        raise CliError(f"`{' '.join(words)}`: {err.format_message()}") from None
+    finally:
+        CAPTURE.reset(token)
+    if len(captured) != 1:
+        raise CliError(f"`{' '.join(words)}` is not an operation muster can schedule (cluster ..., job ...)")
+    cmd = captured[0]
+    body = cmd.model_dump(mode="json", exclude={"request_id", "requested_by", "dry_run"})
+    return VERB_OF[cmd.type], body
+
+
+@schedule.command("create", context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.option("--cron", default=None, help="5 fields, minute first ('0 3 * * *'), or 6, second first")
+@click.option("--every", default=None, help="or a tick every DURATION (90s, 15m, 2h)")
+@click.option("--tz", "timezone", default="UTC", show_default=True, help="the cron's time zone (an IANA name)")
+@click.option("--missed", type=click.Choice(["once", "skip"]), default="once", show_default=True,
+              help="ticks missed while no scheduler ran: run the latest once, or none")
+@click.argument("operation", nargs=-1, type=click.UNPROCESSED)
+@json_option
+@bus_options
+@guarded
+def schedule_create(name: str, cron: str | None, every: str | None, timezone: str, missed: str, operation: tuple[str, ...],
+                    as_json: bool, bus: Bus) -> None:
+    """Send OPERATION (a muster command, after `--`) at every tick, as you."""
+    if (cron is None) == (every is None):
+        raise CliError("give one of --cron and --every")
+    verb, body = _captured(operation, bus)
+    entity = {"name": name, "cron": cron, "every_s": seconds(every, "--every") if every else None, "timezone": timezone,
+              "missed": missed, "verb": verb, "command": body, "text": " ".join(operation)}
+    report(run(ask(bus, "put", "schedule", entities=[entity])), as_json, "schedule create")
+
+
+def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
+    if entity.get("paused"):
+        return "paused"
+    s = Schedule.model_validate(entity)
+    last = datetime.fromisoformat(item["last_tick"]) if item.get("last_tick") else None
+    return due(s, last, datetime.fromisoformat(item["created_at"]), datetime.now(UTC)).next_at.isoformat(timespec="seconds")
+
+
+@schedule.command("list")
+@json_option
+@bus_options
+@command
+async def schedule_list(as_json: bool, bus: Bus) -> None:
+    """The tenant's schedules, their last runs and next ticks."""
+    answer = await ask(bus, "list", "schedule")
+    if as_json:
+        echo_json(answer.model_dump(mode="json"))
+        return
+    rows = []
+    for i in answer.items:
+        e = i["entity"]
+        last = i["runs"][-1] if i["runs"] else None
+        ran = "" if last is None else f"{last['tick'][:19]}: " + (f"job {last['job_id']}" if last["job_id"] else f"refused: {last['rejected']}")
+        rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or e["verb"], e.get("owner", ""),
+                     ran, _next(e, i)])
+    table(f"schedules of tenant {bus.tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows)
+
+
+def _toggle(name: str, paused: bool) -> Any:
+    @bus_options
+    @json_option
+    @command
+    async def change(as_json: bool, bus: Bus, **kwargs: Any) -> None:
+        items = (await ask(bus, "list", "schedule", name=kwargs["name"])).items
+        if not items:
+            raise CliError(f"no schedule {kwargs['name']!r} in tenant {bus.tenant!r}")
+        entity = {**items[0]["entity"], "paused": paused}
+        report(await ask(bus, "put", "schedule", entities=[entity]), as_json, f"schedule {'pause' if paused else 'resume'}")
+
+    change.__doc__ = f"{'Pause' if paused else 'Resume'} schedule NAME."
+    return schedule.command(name)(click.argument("name")(change))
+
+
+_toggle("pause", True)
+_toggle("resume", False)
+
+
+@schedule.command("delete")
+@click.argument("name")
+@json_option
+@bus_options
+@command
+async def schedule_delete(name: str, as_json: bool, bus: Bus) -> None:
+    """Delete schedule NAME (a tick already taken still runs)."""
+    report(await ask(bus, "delete", "schedule", name=name), as_json, "schedule delete")

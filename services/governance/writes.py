@@ -1,0 +1,152 @@
+"""Governance requests (`muster.gov.<tenant>.<principal>.put|delete|list`): check the requester's
+rights, validate, and append with the requester as `by` (docs/governance.md).
+
+The requester is the subject's principal, which the server lets no one else use (with auth on;
+without it, the body's `requested_by`). Approval rules and policies need the tenant's
+administrators; a subscription `read` on the tenant; a schedule the permission its operation
+needs on its cluster (`may_operate`), as its owner sends it at every tick and the planner checks
+again then. A put that a concurrent change overtook is validated again on the new state, a few
+times, before it is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.commands import COMMAND_ADAPTER, VERB_OF
+from contracts.errors import describe_validation_error
+from contracts.governance import GovernanceAnswer, GovernanceRequest
+from muster.ports.eventlog import ConcurrencyError
+from services.auth.domain.authz import Decision, may_govern, may_operate
+from services.auth.domain.state import IdentityState
+
+from .domain.entities import Entry, plan_puts
+from .store import append_delete, append_puts, read_entries
+
+TRIES = 3
+"""Puts validated again after a concurrent change overtook them (a schedule's tick, another put)."""
+
+
+def _refused(reason: str, problems: list[str] | None = None) -> GovernanceAnswer:
+    return GovernanceAnswer(ok=False, reason=reason, problems=problems or [])
+
+
+class GovernanceWrites:
+    def __init__(self, store: Any, identity: IdentityState | None = None) -> None:
+        self.store = store
+        """The event log (`EventStore`: a put is one atomic batch)."""
+        self.identity = identity
+        """The identities (auth on), or None on a bus without authorization: no grants to check."""
+
+    async def answer(self, tenant: str, principal: str, verb: str, data: bytes) -> GovernanceAnswer:
+        subjects.token(tenant, "tenant")
+        try:
+            request = GovernanceRequest.model_validate_json(data)
+        except ValidationError as err:
+            return _refused(f"not a governance request: {describe_validation_error(err)}")
+        by = principal if principal != subjects.ANONYMOUS else request.requested_by
+        if verb == "list":
+            return await self._list(tenant, principal, request)
+        if verb == "delete":
+            return await self._delete(tenant, principal, by, request)
+        if verb == "put":
+            return await self._put(tenant, principal, by, request)
+        return _refused(f"unknown governance verb {verb!r}: put, delete or list")
+
+    # -- rights ---------------------------------------------------------------------------------
+
+    def _may(self, principal: str, tenant: str, kind: str, schedules: list[dict[str, Any]] = ()) -> Decision:  # type: ignore[assignment]
+        if self.identity is None:
+            return Decision(True)
+        who = self.identity.principals.get(principal)
+        grants = self.identity.grants_of(principal)
+        if kind != "schedule":
+            return may_govern(who, grants, tenant, kind)
+        for s in schedules:
+            cmd = s.get("command", {})
+            decision = may_operate(who, grants, tenant, str(s.get("verb")), cmd.get("cluster_id"), cmd.get("job_id"))
+            if not decision:
+                return Decision(False, f"schedule {s.get('name')!r}: {decision.reason}")
+        return Decision(True)
+
+    def _may_read(self, principal: str, tenant: str) -> Decision:
+        if self.identity is None:
+            return Decision(True)
+        return may_govern(self.identity.principals.get(principal), self.identity.grants_of(principal), tenant, "subscription")
+
+    # -- verbs ----------------------------------------------------------------------------------
+
+    async def _list(self, tenant: str, principal: str, request: GovernanceRequest) -> GovernanceAnswer:
+        allowed = self._may_read(principal, tenant)
+        if not allowed:
+            return _refused(allowed.reason)
+        entries, _ = await read_entries(self.store, tenant, request.kind)
+        items = [e.to_json() for (k, n), e in sorted(entries.items()) if k == request.kind and request.name in (None, n)]
+        return GovernanceAnswer(ok=True, items=items)
+
+    async def _delete(self, tenant: str, principal: str, by: str, request: GovernanceRequest) -> GovernanceAnswer:
+        if request.name is None:
+            return _refused("a delete names the entity (`name`)")
+        entries, _ = await read_entries(self.store, tenant, request.kind)
+        entry = entries.get((request.kind, request.name))
+        if entry is None:
+            return _refused(f"no {request.kind} {request.name!r} in tenant {tenant!r}")
+        allowed = self._may(principal, tenant, request.kind, [entry.entity])
+        if not allowed:
+            return _refused(f"not deleted: {allowed.reason}")
+        try:
+            seq = await append_delete(self.store, tenant, entry, by)
+        except ConcurrencyError:
+            return _refused(f"the {request.kind} changed while it was being deleted; nothing was written: run it again")
+        return GovernanceAnswer(ok=True, items=[{"kind": request.kind, "name": request.name, "deleted": True, "seq": seq}])
+
+    async def _put(self, tenant: str, principal: str, by: str, request: GovernanceRequest) -> GovernanceAnswer:
+        if not request.entities:
+            return _refused("a put carries at least one entity (`entities`)")
+        for _ in range(TRIES):
+            entries, last = await read_entries(self.store, tenant, request.kind)
+            incoming = [self._stamped(tenant, by, request.kind, dict(e), entries) for e in request.entities]
+            problems = [p for e in incoming if isinstance(e, str) for p in [e]]
+            bodies = [e for e in incoming if isinstance(e, dict)]
+            puts, found = plan_puts(entries, request.kind, bodies)
+            problems += found
+            if problems:
+                return _refused(f"nothing written: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
+            allowed = self._may(principal, tenant, request.kind, [p.entity for p in puts])
+            if not allowed:
+                return _refused(f"not written: {allowed.reason}")
+            try:
+                seqs = await append_puts(self.store, tenant, request.kind, puts, last, by)
+            except ConcurrencyError:
+                continue
+            return GovernanceAnswer(ok=True, items=[{"kind": p.kind, "name": p.name, "version": p.version, "action": p.action,
+                                                     "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
+        return _refused(f"the tenant's {request.kind}s kept changing while this put was being checked; nothing was written: "
+                        "run it again")
+
+    def _stamped(self, tenant: str, by: str, kind: str, body: dict[str, Any],
+                 entries: dict[tuple[str, str], Entry]) -> dict[str, Any] | str:
+        """What the requester may not choose: a schedule's owner (who made its command), the
+        subscription subject's tenant; a problem as a string."""
+        if kind == "subscription" and body.get("subject"):
+            prefix = f"muster.cb.{tenant}."
+            if not str(body["subject"]).startswith(prefix):
+                return f"subscription {body.get('name')!r}: its subject must be one of the tenant's, {prefix}…"
+        if kind != "schedule":
+            return body
+        old = entries.get(("schedule", str(body.get("name"))))
+        same = old is not None and old.entity.get("verb") == body.get("verb") and old.entity.get("command") == body.get("command")
+        body["owner"] = old.entity.get("owner", by) if same and old is not None else by
+        command = body.get("command")
+        if not isinstance(command, dict):
+            return f"schedule {body.get('name')!r}: `command` must be an operation's command (a JSON object)"
+        try:
+            parsed = COMMAND_ADAPTER.validate_python({**command, "requested_by": body["owner"]})
+        except ValidationError as err:
+            return f"schedule {body.get('name')!r}: its command is not an operation: {describe_validation_error(err)}"
+        if VERB_OF[parsed.type] != body.get("verb") or getattr(parsed, "dry_run", False):
+            return f"schedule {body.get('name')!r}: its command is a {parsed.type} (verb {VERB_OF[parsed.type]!r}), not a run of {body.get('verb')!r}"
+        return body

@@ -1,0 +1,1 @@
+"""The notifier: tells subscribers of jobs, approvals, leases and drift (docs/governance.md)."""

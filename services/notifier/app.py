@@ -1,0 +1,188 @@
+"""The notifier's use cases: turn log events into notifications owed to subscribers, and deliver
+them with retries, every step recorded (docs/governance.md).
+
+An event reaches `on_job_event` / `on_lease_event` through a durable consumer; each subscription
+that wants what it tells of gets a `NotificationQueued` (its id derived from the subscription
+and the event's sequence: a redelivered event queues nothing new), and only then is the event
+acknowledged. Deliveries run from timers, outside the consumer: a receiver that is down or slow
+holds up nothing but its own retries (and never the planner, which does not know it exists).
+Each attempt is a `NotificationAttempted`; a failed one arms a timer for the next (backoff,
+`domain/notices.py`), until one succeeds or the notifier gives up. On start, every notification
+not final in the log is owed again, its timer re-armed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from contracts import subjects
+from contracts.governance import Subscription
+from contracts.notifications import NotificationAttempted, NotificationQueued
+from muster.ports.clock import Clock
+from muster.ports.eventlog import Append, EventLog, Recorded
+from muster.readmodel.clusters import fold_cluster
+
+from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, wants
+
+log = structlog.get_logger("muster.notifier")
+
+Deliver = Callable[[str, Subscription, dict[str, Any], str], Awaitable[tuple[bool, int | None, str]]]
+"""(tenant, subscription, body, notification id) -> (delivered, HTTP status, error)."""
+Subscriptions = Callable[[str], list[Subscription]]
+
+
+@dataclass
+class Owed:
+    tenant: str
+    subscription: str
+    queued: NotificationQueued
+    attempts: int = 0
+
+
+def _key(tenant: str, subscription: str, nid: str) -> tuple[str, str, str]:
+    return tenant, subscription, nid
+
+
+class Notifier:
+    def __init__(self, log_: EventLog, deliver: Deliver, clock: Clock, subscriptions: Subscriptions) -> None:
+        self.log, self.deliver, self.clock, self.subscriptions = log_, deliver, clock, subscriptions
+        self.owed: dict[tuple[str, str, str], Owed] = {}
+        self.timers: dict[tuple[str, str, str], Any] = {}
+
+    async def resume(self) -> None:
+        """Every notification the log says is still owed, its next attempt armed."""
+        for r in await self.log.read(subjects.ALL_NOTIFICATION_EVENTS):
+            tenant, subscription = r.subject.split(".")[2], r.subject.split(".")[4]
+            e = r.event
+            if isinstance(e, NotificationQueued):
+                self.owed.setdefault(_key(tenant, subscription, e.id), Owed(tenant, subscription, e))
+            elif isinstance(e, NotificationAttempted) and (owed := self.owed.get(_key(tenant, subscription, e.id))):
+                owed.attempts = e.attempt
+                if e.final:
+                    del self.owed[_key(tenant, subscription, e.id)]
+                elif e.next_at is not None:
+                    owed.queued = owed.queued.model_copy(update={"due_at": e.next_at})
+        for key, owed in self.owed.items():
+            self._arm(key, owed.queued.due_at)
+        log.info("resumed", owed=len(self.owed))
+
+    # -- events (routing.py) --------------------------------------------------------------------
+
+    async def on_job_event(self, r: Recorded) -> None:
+        tenant = r.subject.split(".")[2]
+        subs = self.subscriptions(tenant)
+        if not subs:
+            return
+        facts = await self._job_facts(tenant, r)
+        if facts is None:
+            return
+        for kind in kinds_of(r.type, facts["operation"], bool(facts.get("drift"))):
+            for sub in subs:
+                if wants(sub, kind, facts["cluster_id"], facts["cluster"]):
+                    await self._queue(tenant, sub, kind, r, r.time, facts)
+
+    async def on_lease_event(self, r: Recorded) -> None:
+        tenant = r.subject.split(".")[2]
+        subs = self.subscriptions(tenant)
+        if not subs:
+            return
+        cluster = fold_cluster(await self.log.read(r.subject, up_to_seq=r.seq))
+        name = cluster.name if cluster is not None else ""
+        ends: datetime | None = r.event.expires_at
+        facts = {"cluster_id": r.event.cluster_id, "cluster": name or r.event.cluster_id,
+                 "expires_at": ends.isoformat() if ends else None}
+        for sub in subs:
+            when = due_at(sub, "lease_expiring", r.time, ends)
+            if when is not None and wants(sub, "lease_expiring", r.event.cluster_id, name):
+                await self._queue(tenant, sub, "lease_expiring", r, when, facts)
+
+    async def _job_facts(self, tenant: str, r: Recorded) -> dict[str, Any] | None:
+        history = await self.log.read(subjects.job_events(tenant, r.event.job_id))
+        first = history[0].event if history else None
+        if first is None or first.type != "JobRequested":
+            return None
+        cluster = fold_cluster(await self.log.read(subjects.cluster_events(tenant, first.cluster_id)))
+        drift = [d.to_json() for d in cluster.drift()] if cluster is not None and first.operation == "check" else []
+        e = r.event
+        return {"job_id": first.job_id, "operation": first.operation, "cluster_id": first.cluster_id,
+                "cluster": cluster.name if cluster is not None and cluster.name else first.cluster_id,
+                "requester": first.requested_by, "state": r.type.removeprefix("Job").lower(),
+                "reason": getattr(e, "reason", None), "expires_at": getattr(e, "expires_at", None),
+                "rules": getattr(e, "rules", None), "drift": drift or None, "count": len(drift) or None,
+                **({"drift_text": drift_text(drift)} if drift else {})}
+
+    async def _queue(self, tenant: str, sub: Subscription, kind: str, cause: Recorded, when: datetime,
+                     facts: dict[str, Any]) -> None:
+        nid = notification_id(sub.name, cause.seq, kind)
+        shown = {**facts, "drift": facts.get("drift_text") or facts.get("drift")}
+        shown.pop("drift_text", None)
+        queued = NotificationQueued(id=nid, subscription=sub.name, kind=kind, cause_seq=cause.seq, due_at=when,  # type: ignore[arg-type]
+                                    body=body(kind, tenant, shown))
+        await self.log.append(subjects.notification_events(tenant, sub.name), [Append(queued, msg_id=f"notify:{tenant}:{nid}")])
+        key = _key(tenant, sub.name, nid)
+        if key not in self.owed:
+            self.owed[key] = Owed(tenant, sub.name, queued)
+            self._arm(key, when)
+
+    async def queue_test(self, tenant: str, sub: Subscription, nid: str) -> NotificationAttempted:
+        """`muster notify test`: a notification sent now, recorded like any other; its first attempt's outcome."""
+        queued = NotificationQueued(id=nid, subscription=sub.name, kind="test", cause_seq=0, due_at=self.clock.now(),
+                                    body=body("test", tenant, {"subscription": sub.name}))
+        await self.log.append(subjects.notification_events(tenant, sub.name), [Append(queued, msg_id=f"notify:{tenant}:{nid}")])
+        key = _key(tenant, sub.name, nid)
+        self.owed[key] = Owed(tenant, sub.name, queued)
+        return await self._attempt(key, sub)
+
+    # -- deliveries -------------------------------------------------------------------------------
+
+    def _arm(self, key: tuple[str, str, str], when: datetime) -> None:
+        old = self.timers.pop(key, None)
+        if old is not None:
+            old.cancel()
+        self.timers[key] = self.clock.call_at(when, lambda: self._attempt(key))
+
+    async def _attempt(self, key: tuple[str, str, str], given: Subscription | None = None) -> NotificationAttempted:
+        """`given`: the subscription as the caller read it (a test right after `notify add`)."""
+        self.timers.pop(key, None)
+        owed = self.owed[key]
+        tenant, name, nid = key
+        sub = given or next((s for s in self.subscriptions(tenant) if s.name == name), None)
+        attempt = owed.attempts + 1
+        if sub is None:
+            outcome = NotificationAttempted(id=nid, attempt=attempt, ok=False, error="the subscription was removed", final=True)
+        elif not await self._still_true(tenant, owed.queued):
+            outcome = NotificationAttempted(id=nid, attempt=attempt, ok=False, error="no longer true: the lease moved",
+                                            final=True)
+        else:
+            ok, status, error = await self.deliver(tenant, sub, owed.queued.body, nid)
+            again = None if ok else next_attempt(attempt, self.clock.now())
+            outcome = NotificationAttempted(id=nid, attempt=attempt, ok=ok, status=status, error=error[:500],
+                                            final=ok or again is None, next_at=again)
+        await self.log.append(subjects.notification_events(tenant, name),
+                              [Append(outcome, msg_id=f"notify:{tenant}:{nid}:{attempt}")])
+        owed.attempts = attempt
+        if outcome.final:
+            self.owed.pop(key, None)
+        elif outcome.next_at is not None:
+            self._arm(key, outcome.next_at)
+        log.info("notification attempted", tenant=tenant, subscription=name, id=nid, attempt=attempt, ok=outcome.ok,
+                 status=outcome.status, error=outcome.error[:200], final=outcome.final)
+        return outcome
+
+    async def _still_true(self, tenant: str, queued: NotificationQueued) -> bool:
+        """A lease warning is dropped when the lease moved since (extended, or the cluster deleted)."""
+        if queued.kind != "lease_expiring":
+            return True
+        cluster = fold_cluster(await self.log.read(subjects.cluster_events(tenant, str(queued.body.get("cluster_id")))))
+        ends = cluster.expires_at.isoformat() if cluster is not None and cluster.expires_at else None
+        return cluster is not None and cluster.status != "deleted" and ends == queued.body.get("expires_at")
+
+    def close(self) -> None:
+        for handle in self.timers.values():
+            handle.cancel()
+        self.timers.clear()

@@ -1,0 +1,101 @@
+"""A job that waits for approval: approved, rejected, or expired (docs/governance.md).
+
+`muster job approve|reject JOB` reaches the planner that owns the job's cluster as any job
+control does; the requester's `approve` permission on the job was checked before
+(`authz.py`), and `Governance.decision` adds what only governance knows (no self-approval
+unless every matching rule allows it, not after the expiry, once). An approval runs the recorded
+plan, derived again from the recorded layout: same digest and same cluster version, or the job
+fails with the reason (refused, never planned again). A rejection or an expiry ends the job;
+nothing ran, and a new cluster it would have made is marked deleted, its name free again.
+Each approval's expiry is a timer (`routing.TIMERS`), armed when the job starts waiting and again at every resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, ApproveJob, Rejected, RejectJob
+from contracts.layout import Layout
+from muster.ports.clock import Clock
+
+from .domain.admission import Facts, Refused
+from .domain.cluster import Cluster
+from .domain.job import Job
+from .domain.operations import operation_of
+from .domain.saga import Effects
+from .execution import Execution
+from .governance import Governance, digest_of
+from .previews import Previews
+from .state import PlannerState
+
+log = structlog.get_logger("muster.planner")
+Start = Callable[[Job, Cluster, Facts, Any], Awaitable[None]]
+
+
+class Approvals:
+    def __init__(self, state: PlannerState, execution: Execution, previews: Previews, governance: Governance, start: Start) -> None:
+        self.state, self.execution, self.previews, self.governance = state, execution, previews, governance
+        self.start = start
+
+    @property
+    def clock(self) -> Clock:
+        return self.execution.timers.clock
+
+    def arm(self, job: Job) -> None:
+        if job.awaiting_approval and job.approval is not None:
+            self.execution.timers.arm(("approval", str(job.id)), datetime.fromisoformat(job.approval["expires_at"]))
+
+    async def decide(self, by: str, job: Job, cluster: Cluster, cmd: ApproveJob | RejectJob) -> Accepted | Rejected:
+        verb = VERB_OF[cmd.type]
+        if cmd.request_id and cmd.request_id in job.control_requests:  # a retry of a decision taken
+            return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
+        why = self.governance.decision(job, cmd, by)
+        if why:
+            raise Refused(f"{verb} refused: {why}", code="forbidden" if "may not approve" in why else "conflict")
+        approve = isinstance(cmd, ApproveJob)
+        job.decide(approve, by, cmd.comment, cmd.request_id)
+        if not approve:
+            await self._end(job, cluster, f"rejected by {by}" + (f": {cmd.comment}" if cmd.comment else ""))
+            return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
+        self.execution.timers.disarm(("approval", str(job.id)))
+        command = COMMAND_ADAPTER.validate_python(job.request)
+        op = operation_of(command)
+        catalog = await self.state.catalog(job.tenant, refresh=True)
+        facts = Facts(job.tenant, op.name, command, catalog, str(job.id), cluster=cluster if op.target != "new-cluster" else None,
+                      principal=by, source=await self.state.find_job(job.tenant, getattr(command, "to_job", "") or "-"))
+        recorded = (job.approval or {}).get("layout")
+        try:
+            preview = await self.previews.preview(job, cluster, facts, layout=Layout.model_validate(recorded) if recorded else None)
+            problem = self.governance.unchanged(job, cluster, digest_of(job, preview))
+        except Refused as err:
+            problem = f"the plan cannot be made again as it was approved: {err}"
+        if problem:
+            await self._end(job, cluster, problem)
+            return Rejected(reason=f"approved, but {problem}", code="conflict")
+        await self.start(job, cluster, facts, preview)
+        log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
+        return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
+
+    async def _end(self, job: Job, cluster: Cluster, reason: str) -> None:
+        self.execution.timers.disarm(("approval", str(job.id)))
+        job.fail(reason)
+        if job.operation == "create":  # nothing was built: the name is free again
+            cluster.set_status("deleted", str(job.id), reason)
+        else:
+            cluster.set_status(cluster.status, str(job.id), reason)
+        await self.execution.execute(job, cluster, Effects())
+        log.info("job ended before it ran", tenant=job.tenant, job=str(job.id), reason=reason[:200])
+
+    async def expire(self, job: Job, cluster: Cluster) -> None:
+        """The approval's timer fell due for a job this planner acts for (`Planner.approval_expired`)."""
+        if job.awaiting_approval:
+            expires = (job.approval or {})["expires_at"]
+            if self.clock.now() < datetime.fromisoformat(expires):
+                self.arm(job)  # moved (a restart armed it early): not yet
+                return
+            job.expire_approval()
+            await self._end(job, cluster, f"nobody approved the job before {expires}")

@@ -1,0 +1,170 @@
+"""Governance in admission: the tenant's approval rules and policies on a request, its plan and
+its cost; and the decisions on a job that waits for approval (docs/governance.md).
+
+A tenant with rules or policies has every request planned at admission (a layout asked of the
+solver over request/reply, as a dry run does), so the policies see the solved layout, the plan
+and its cost, and a request is refused at once with a policy's message (`RequestDenied` is
+recorded), or accepted at once, waiting for an approver when a rule matches
+(`JobApprovalRequested`, with the layout and the plan's digest). An approval runs exactly that
+plan: derived again from the recorded layout, it must have the same digest, and the cluster
+must be at the version it was planned on; otherwise the job is refused, not planned again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from contracts import subjects
+from contracts.approvals import JobApprovalRequested, PlanCost, PolicyMessage, PolicyWarned, RequestDenied
+from contracts.commands import VERB_OF, ApproveJob
+from contracts.governance import ApprovalRule
+from contracts.layout import Layout
+from muster.ports.clock import Clock
+from muster.ports.eventlog import Append
+from services.governance.domain import approvals
+from services.governance.domain.cost import plan_cost
+from services.governance.domain.entities import fold
+from services.governance.domain.inputs import document
+from services.governance.domain.policies import CompiledPolicy, Finding, Verdict, evaluate
+from services.governance.store import PolicyCache
+
+from .domain.admission import Facts, Refused
+from .domain.cluster import Cluster
+from .domain.job import Job
+from .domain.saved import plan_digest
+from .state import PlannerState
+
+
+@dataclass
+class Rules:
+    """A tenant's approval rules and compiled policies, read for one request."""
+
+    rules: list[ApprovalRule] = field(default_factory=list)
+    policies: list[CompiledPolicy] = field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.rules or self.policies)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    wait: approvals.Wait | None
+    cost: PlanCost
+
+
+def _messages(findings: tuple[Finding, ...]) -> list[PolicyMessage]:
+    return [PolicyMessage(policy=f.policy, version=f.version, message=f.message) for f in findings]
+
+
+def cluster_input(cluster: Cluster | None) -> dict[str, Any] | None:
+    if cluster is None:
+        return None
+    return {"id": str(cluster.id), "name": cluster.name, "template": cluster.template, "provider": cluster.provider,
+            "status": cluster.status, "nodes": len(cluster.nodes), "labels": labels(cluster), "config": cluster.config,
+            "lease_expires_at": cluster.expires_at.isoformat() if cluster.expires_at else None, "owner": cluster.owner}
+
+
+def labels(cluster: Cluster) -> dict[str, str]:
+    """A cluster's labels: its config's `labels` map (`{"labels": {"env": "prod"}}`)."""
+    found = cluster.config.get("labels")
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+class Governance:
+    def __init__(self, state: PlannerState, clock: Clock, role_of: Any = None) -> None:
+        self.state, self.clock = state, clock
+        self.role_of = role_of or (lambda principal: "unknown")
+        self.cache = PolicyCache()
+
+    async def load(self, tenant: str) -> Rules:
+        """The rules and policies only: a schedule's subject grows with its ticks."""
+        entries = fold(await self.state.log.read_many([subjects.governance_filter(tenant, "rule"),
+                                                       subjects.governance_filter(tenant, "policy")]))
+        rules = [ApprovalRule.model_validate(e.entity) for (kind, _), e in sorted(entries.items()) if kind == "rule"]
+        return Rules(rules, self.cache.policies(tenant, entries))
+
+    def judge(self, rules: Rules, facts: Facts, by: str, before: Cluster | None, after: Cluster, target: list[Any],
+              actions: list[str]) -> Judgement:
+        """The policies' verdict and the approval rules' wait, on everything admission knows."""
+        now = self.clock.now()
+        hardware = facts.catalog.hardwaretypes
+        previous = list(before.nodes.values()) if before is not None else []
+        cost = plan_cost(hardware, after.provider, target, previous)
+        tenant_clusters = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted"]
+        doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
+                       role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
+                       before=previous, after=target, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
+                       tenant_nodes=sum(len(c.nodes) for c in tenant_clusters if before is None or c.id != before.id)
+                       + len(previous))
+        verdict = evaluate(rules.policies, doc)
+        request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
+        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost)
+
+    async def deny(self, facts: Facts, by: str, cluster_id: str, judgement: Judgement) -> None:
+        """Record the refusal (there is no job), then refuse with the policies' messages."""
+        verdict = judgement.verdict
+        event = RequestDenied(job_id=facts.job_id, cluster_id=cluster_id, operation=facts.operation, by=by,
+                              denials=_messages(verdict.denials), warnings=_messages(verdict.warnings))
+        subject = subjects.denied_events(facts.tenant, facts.job_id)
+        await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:{len(verdict.denials)}")])
+        reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
+        raise Refused(f"{facts.operation} denied by the tenant's policies: {reasons}", code="forbidden")
+
+    def record(self, job: Job, cluster: Cluster, judgement: Judgement, layout: Layout | None, digest: str) -> None:
+        """What the job carries of the judgement: warnings, and the wait for an approver."""
+        if judgement.verdict.warnings:
+            job.warn(PolicyWarned(job_id=str(job.id), warnings=_messages(judgement.verdict.warnings)))
+        wait = judgement.wait
+        if wait is not None:
+            job.await_approval(JobApprovalRequested(
+                job_id=str(job.id), rules=list(wait.rules), expires_at=wait.expires_at, allow_self_approval=wait.allow_self_approval,
+                cluster_version=cluster.version, digest=digest, cost=judgement.cost, layout=layout))
+
+    def notes(self, rules: Rules, facts: Facts, before: Cluster | None) -> Any:
+        """A dry run's cost, and what the policies and approval rules would say of it."""
+        def notes(cluster: Cluster, preview: Any) -> dict[str, Any]:
+            judgement = self.judge(rules, facts, facts.command.requested_by, before, cluster, preview.target,
+                                   [t.action.value for t in preview.plan.tasks])
+            v, wait = judgement.verdict, judgement.wait
+            return {"cost": judgement.cost.model_dump(mode="json"), "policy": {
+                "deny": [f"{d.message} (policy {d.policy})" for d in v.denials],
+                "warn": [f"{w.message} (policy {w.policy})" for w in v.warnings],
+                "approval": list(wait.rules) if wait is not None else []}}
+
+        return notes
+
+    @staticmethod
+    def warnings(job: Job) -> list[str]:
+        """What an accepted request's answer says of governance."""
+        out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
+        if job.awaiting_approval and job.approval is not None:
+            out.append(f"waits for approval (rules {', '.join(job.approval['rules'])}) until {job.approval['expires_at']}: "
+                       "`muster job approve` or `muster job reject` by a principal with `approve`")
+        return out
+
+    def decision(self, job: Job, cmd: Any, by: str) -> str:
+        """Why `by` may not decide now ('' = it may); its `approve` permission is checked before."""
+        a = job.approval or {}
+        expires = datetime.fromisoformat(a["expires_at"]) if a.get("expires_at") else None
+        return approvals.refusal(approving=isinstance(cmd, ApproveJob), waiting=job.awaiting_approval,
+                                 decided_by=a.get("by") if a.get("decision") else None, expires_at=expires,
+                                 allow_self=bool(a.get("allow_self_approval")), requester=job.requested_by, approver=by,
+                                 now=self.clock.now())
+
+    def unchanged(self, job: Job, cluster: Cluster, digest: str) -> str:
+        """Why the approved plan cannot run as approved ('' = it can)."""
+        a = job.approval or {}
+        if cluster.version != a.get("cluster_version"):
+            return (f"cluster {cluster.name} changed since the plan was approved (version {a.get('cluster_version')}, now "
+                    f"{cluster.version}): refused, not planned again; ask again")
+        if digest != a.get("digest"):
+            return "the plan would not run as it was approved (it derives differently now): refused; ask again"
+        return ""
+
+
+def digest_of(job: Job, preview: Any) -> str:
+    return plan_digest(job.operation, preview.plan, preview.target)

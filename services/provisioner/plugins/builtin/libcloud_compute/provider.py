@@ -1,0 +1,202 @@
+"""The libcloud provider: machines on any cloud Apache Libcloud has a compute driver for (EC2, GCE,
+OpenStack, Azure, ... and its offline `dummy`).
+
+The driver's name and region are fields; credentials (`key`, `secret`) are sensitive fields that come
+from the provisioner's secrets file. The node's hardware type gives the size (`flavor`), its image
+type the image. Libcloud is synchronous: each call runs in a thread. A driver object is kept per
+configuration, so a driver whose state lives in memory (`dummy`) sees its own nodes again.
+
+Host keys: clouds publish them in the machine's console output (cloud-init prints a
+`BEGIN SSH HOST KEY KEYS` block); confirm reads it where the driver can (`ex_get_console_output`),
+and records them as `ssh_host_keys`. Without them no automator connects (there is no accept-any mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from contracts.tasks import TaskOutcome
+from services.provisioner.plugins.base import PluginContext, ProviderPlugin, failed, succeeded
+
+_NAME = re.compile(r"[^a-z0-9-]")
+_KEYS_BLOCK = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
+
+
+class CloudError(Exception):
+    """What the cloud refused, in words fit for a task's error."""
+
+
+def host_keys_from_console(text: str) -> dict[str, str]:
+    """`{algorithm: "algorithm base64"}` from cloud-init's host key block in a console output."""
+    match = _KEYS_BLOCK.search(text or "")
+    keys: dict[str, str] = {}
+    for line in (match.group(1).splitlines() if match else []):
+        words = line.split()
+        if len(words) >= 2 and words[0].startswith(("ssh-", "ecdsa-")):
+            keys[words[0]] = f"{words[0]} {words[1]}"
+    return keys
+
+
+def machine_name(ctx: PluginContext) -> str:
+    """Stable across attempts, so that a retry finds what an earlier attempt left half-made."""
+    return _NAME.sub("-", f"muster-{ctx.task.cluster_id}-{ctx.node.id}".lower())[:63].strip("-")
+
+
+def _json_field(ctx: PluginContext, key: str) -> dict[str, Any]:
+    value = ctx.fields.get(key) or {}
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else {}
+    if not isinstance(value, Mapping):
+        raise CloudError(f"field {key!r} must be a JSON object")
+    return dict(value)
+
+
+class LibcloudProvider(ProviderPlugin):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._drivers: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _driver(self, ctx: PluginContext) -> Any:
+        from libcloud.compute.providers import get_driver  # imported on first use: a few hundred ms
+
+        name = str(ctx.fields["driver"])
+        args = _json_field(ctx, "driver_args")
+        if ctx.fields.get("region"):
+            args["region"] = ctx.fields["region"]
+        credentials = [str(ctx.fields[k]) for k in ("key", "secret") if ctx.fields.get(k) not in (None, "")]
+        # The cache key holds a digest of the credentials, never the credentials themselves.
+        cache_key = hashlib.sha256(json.dumps([name, args, credentials], sort_keys=True).encode()).hexdigest()
+        with self._lock:
+            driver = self._drivers.get(cache_key)
+            if driver is None:
+                try:
+                    cls = get_driver(name)
+                except AttributeError:
+                    raise CloudError(f"unknown libcloud driver {name!r} (a name of libcloud.compute.types.Provider, e.g. ec2, gce, openstack, azure_arm, dummy)") from None
+                try:
+                    driver = cls(*credentials, **args)
+                except TypeError as err:
+                    raise CloudError(f"libcloud driver {name!r} does not take these fields: {err}") from None
+                self._drivers[cache_key] = driver
+        return driver
+
+    async def _call(self, ctx: PluginContext, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), max(ctx.remaining(), 0.001))
+        except TimeoutError:
+            raise CloudError(f"{what}: no answer from the cloud within the task's time") from None
+        except CloudError:
+            raise
+        except Exception as err:  # noqa: BLE001 - any driver error is the cloud's answer, reported
+            raise CloudError(f"{what}: {type(err).__name__}: {err}") from None
+
+    async def _find(self, ctx: PluginContext, driver: Any, *, node_id: str | None = None, name: str | None = None) -> list[Any]:
+        nodes = await self._call(ctx, "list nodes", driver.list_nodes)
+        return [n for n in nodes if (node_id and str(n.id) == node_id) or (name and n.name == name)]
+
+    async def create(self, ctx: PluginContext) -> TaskOutcome:
+        created = None
+        try:
+            driver = self._driver(ctx)
+            name = machine_name(ctx)
+            for leftover in await self._find(ctx, driver, name=name):  # a half-made node of an earlier attempt
+                await self._call(ctx, f"destroy leftover {leftover.id}", driver.destroy_node, leftover)
+            size = await self._size(ctx, driver)
+            image = await self._image(ctx, driver)
+            created = await self._call(ctx, "create node", driver.create_node, name=name, size=size, image=image,
+                                       **_json_field(ctx, "create_args"))
+        except (CloudError, ValueError) as err:
+            if created is not None:
+                await self._destroy_quietly(ctx, created)
+            return failed(f"create: {err}")
+        user = str(ctx.node.sshuser or ctx.fields.get("user") or "root")
+        auth = {"user": user, **({"identityfile": str(ctx.fields["identityfile"])} if ctx.fields.get("identityfile") else {})}
+        return succeeded(
+            {"providerid": str(created.id), "ssh-auth": auth, "cloud_name": name},
+            ipaddresses=_addresses(created),
+            stdout=f"node {ctx.node.id}: {ctx.fields['driver']} machine {created.id} ({name}), size {size.id}, image {image.id}",
+        )
+
+    async def _size(self, ctx: PluginContext, driver: Any) -> Any:
+        wanted = ctx.node.flavor or str(ctx.fields.get("size") or "")
+        sizes = await self._call(ctx, "list sizes", driver.list_sizes)
+        for size in sizes:
+            if wanted in (size.id, size.name):
+                return size
+        known = ", ".join(sorted(str(s.id) for s in sizes)[:20])
+        raise CloudError(f"the cloud has no size {wanted!r} (hardware type {ctx.node.hardwaretype!r}; sizes: {known})")
+
+    async def _image(self, ctx: PluginContext, driver: Any) -> Any:
+        wanted = ctx.node.image or str(ctx.fields.get("image") or "")
+        try:
+            return await self._call(ctx, f"get image {wanted}", driver.get_image, wanted)
+        except CloudError:
+            pass  # not every driver looks one image up; search the list
+        for image in await self._call(ctx, "list images", driver.list_images):
+            if wanted in (image.id, image.name):
+                return image
+        raise CloudError(f"the cloud has no image {wanted!r} (image type {ctx.node.imagetype!r})")
+
+    async def _destroy_quietly(self, ctx: PluginContext, node: Any) -> None:
+        try:
+            await self._call(ctx, "destroy", self._driver(ctx).destroy_node, node)
+        except CloudError:
+            pass  # the next attempt finds it by name and destroys it first
+
+    async def confirm(self, ctx: PluginContext) -> TaskOutcome:
+        if not ctx.providerid:
+            return failed(f"confirm: node {ctx.node.id} has no providerid (its create did not succeed)")
+        try:
+            driver = self._driver(ctx)
+            found = await self._find(ctx, driver, node_id=ctx.providerid)
+            if not found:
+                return failed(f"confirm: machine {ctx.providerid} does not exist in the cloud")
+            timeout = max(1, int(min(float(ctx.fields.get("wait_timeout_s") or 600), ctx.remaining())))
+            # The cloud answers only when asked: libcloud's wait asks every few seconds, with our deadline.
+            [(node, ips)] = await self._call(ctx, "wait until running", driver.wait_until_running, found,
+                                             wait_period=float(ctx.fields.get("wait_period_s") or 3), timeout=timeout)
+            keys = await self._host_keys(ctx, driver, node)
+        except (CloudError, ValueError) as err:
+            return failed(f"confirm: {err}")
+        result: dict[str, Any] = {"cloud_state": str(node.state)}
+        if keys:
+            result["ssh_host_keys"] = keys
+        note = f"host keys {', '.join(keys)}" if keys else "the cloud published no host key: automators will refuse to connect"
+        return succeeded(result, ipaddresses=_addresses(node),
+                         stdout=f"node {ctx.node.id}: machine {node.id} is {node.state} at {', '.join(ips) or 'no address'}; {note}")
+
+    async def _host_keys(self, ctx: PluginContext, driver: Any, node: Any) -> dict[str, str]:
+        console = getattr(driver, "ex_get_console_output", None)
+        if console is None:
+            return {}
+        output = await self._call(ctx, "console output", console, node)
+        return host_keys_from_console(str(output.get("output", "") if isinstance(output, Mapping) else output))
+
+    async def delete(self, ctx: PluginContext) -> TaskOutcome:
+        if not ctx.providerid:
+            return succeeded(stdout="nothing to delete (no providerid)")
+        try:
+            driver = self._driver(ctx)
+            found = await self._find(ctx, driver, node_id=ctx.providerid)
+            for node in found:
+                await self._call(ctx, f"destroy {node.id}", driver.destroy_node, node)
+        except (CloudError, ValueError) as err:
+            return failed(f"delete: {err}")
+        return succeeded(stdout=f"destroyed {ctx.providerid}" if found else f"{ctx.providerid} did not exist any more")
+
+
+def _addresses(node: Any) -> dict[str, str]:
+    public = [ip for ip in (node.public_ips or []) if ip]
+    private = [ip for ip in (node.private_ips or []) if ip]
+    ips: dict[str, str] = {}
+    if public or private:
+        ips["access_v4"] = (public or private)[0]
+        ips["bind_v4"] = (private or public)[0]
+    return ips

@@ -1,0 +1,123 @@
+"""The namespaces provider: every node is a Linux network namespace on a bridge muster makes, with
+its own hostname, its own view of the file system (overlays) and its own sshd (Debian's), whose
+host key is made per node and recorded as the node's result. Needs root.
+
+Nodes outlive the provisioner process (the kernel holds them); any provisioner on this machine with
+the same key directory can confirm or delete them. The providerid is the node's namespace name
+(`<prefix>-<8 hex>`), from which delete finds everything else.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from pathlib import Path
+
+import asyncssh
+
+from contracts.tasks import TaskOutcome
+from services.provisioner.plugins.base import PluginContext, ProviderPlugin, failed, succeeded
+from services.provisioner.plugins.ssh import SshError, login_probe, target_from_results, write_private_key
+
+from . import rootfs, system
+
+_ID = re.compile(r"^([a-z0-9]{1,6})-[0-9a-f]{8}$")
+KEYS = "namespaces"
+"""Client keys live in `<key_dir>/namespaces/<providerid>`."""
+
+
+class NamespacesProvider(ProviderPlugin):
+    def _base_dir(self, ctx: PluginContext) -> Path:
+        configured = ctx.fields.get("base_dir")
+        return Path(configured).expanduser() if configured else self.env.state_dir / "nodes"
+
+    async def create(self, ctx: PluginContext) -> TaskOutcome:
+        refusal = system.root_refusal()
+        if refusal:
+            return failed(refusal)
+        try:
+            prefix = system.check_prefix(str(ctx.fields.get("prefix") or "mu"))
+            bridge_name = system.object_name(prefix, "br", interface=True)
+            name = system.object_name(prefix, secrets.token_hex(4), interface=True)
+        except system.SystemCommandError as err:
+            return failed(f"create: {err}")
+        directory = self._base_dir(ctx) / name
+        key_id = f"{KEYS}/{name}"
+        try:
+            async with system.host_lock():  # the bridge stays while the veth is put on it
+                bridge = await system.claim_bridge(bridge_name, str(ctx.fields.get("network") or "10.213.0.0/16"))
+                address = system.lease_address(bridge, name)
+                netns = await system.create_netns(name, name, bridge, address)
+            node = await rootfs.start_node(netns, _hostname(ctx), directory)
+            client_key = asyncssh.generate_private_key("ssh-ed25519")
+            write_private_key(self.env.key_dir / key_id, client_key)
+            sshd = await rootfs.start_sshd(
+                node, client_key.export_public_key().decode(), timeout=min(float(ctx.fields.get("sshd_timeout_s") or 15), ctx.remaining())
+            )
+        except (system.SystemCommandError, OSError) as err:
+            await self._remove(name, directory)  # nothing half-made stays for the retry to trip on
+            return failed(f"create: node {ctx.node.id}: {err}")
+        algorithm = sshd.host_key.split()[0]
+        return succeeded(
+            {
+                "providerid": name,
+                "ssh_port": sshd.port,
+                "ssh-auth": {"user": "root", "identityfile": key_id},
+                "ssh_host_keys": {algorithm: sshd.host_key},
+                "ssh_host_key_fingerprint": sshd.fingerprint,
+                "bridge": f"{bridge.name} {bridge.network}",
+            },
+            ipaddresses={"access_v4": sshd.address, "bind_v4": sshd.address},
+            hostname=node.hostname,
+            stdout=(
+                f"node {ctx.node.id}: namespace {name}, {sshd.address} on bridge {bridge.name} ({bridge.network}), "
+                f"hostname {node.hostname}, sshd host key {sshd.fingerprint}"
+            ),
+        )
+
+    async def confirm(self, ctx: PluginContext) -> TaskOutcome:
+        refusal = system.root_refusal()
+        if refusal:
+            return failed(refusal)
+        name = ctx.providerid
+        if not name or not _ID.match(name):
+            return failed(f"confirm: node {ctx.node.id} has no namespace id (its create did not succeed)")
+        if rootfs.find_holder(name) is None:
+            return failed(f"confirm: namespace node {name} does not exist on this machine (deleted, or made on another machine)")
+        timeout = max(0.001, min(float(ctx.fields.get("connect_timeout_s") or 10), ctx.remaining()))
+        try:
+            target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir)
+            probe = await login_probe(target, "hostname", timeout)
+        except SshError as err:
+            return failed(f"confirm: {err}")
+        return succeeded(
+            {"ssh_host_keys": dict(ctx.results.get("ssh_host_keys") or {})},
+            stdout=f"node {ctx.node.id} is up: root@{target.host}:{target.port} answers as {probe.stdout.strip()}, host key checked",
+        )
+
+    async def delete(self, ctx: PluginContext) -> TaskOutcome:
+        name = ctx.providerid
+        if not name or not _ID.match(name):
+            return succeeded(stdout=f"nothing to delete ({name or 'no providerid'} is not a namespace node)")
+        refusal = system.root_refusal()
+        if refusal:
+            return failed(refusal)
+        existed = Path("/run/netns", name).exists()
+        await self._remove(name, self._base_dir(ctx) / name)
+        return succeeded(stdout=f"deleted {name}: its processes, namespace, veth and overlays" if existed
+                         else f"{name} did not exist any more (leftovers removed)")
+
+    async def _remove(self, name: str, directory: Path) -> None:
+        prefix = name.split("-", 1)[0]
+        bridge = system.object_name(prefix, "br", interface=True)
+        await rootfs.delete_node(name, name, directory)
+        system.release_leases(bridge, name)
+        (self.env.key_dir / KEYS / name).unlink(missing_ok=True)
+        await system.delete_bridge_if_unused(bridge)
+
+
+def _hostname(ctx: PluginContext) -> str:
+    """The node's hostname as the cluster knows it, made safe for `hostname` (at most 64 characters)."""
+    raw = ctx.node.hostname or ctx.node.id
+    clean = re.sub(r"[^A-Za-z0-9.-]", "-", raw).strip(".-")[:64]
+    return clean or "node"

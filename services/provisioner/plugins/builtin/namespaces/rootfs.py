@@ -1,0 +1,149 @@
+"""A node's own hostname and file system, and its sshd, inside a network namespace (root only).
+
+`/etc`, `/var`, `/opt`, `/usr`, `/root`, `/home`, `/srv` and `/tmp` are overlays over the host's
+(what the node writes or installs there lands in the node's directory; what the host has there,
+a project checked out under /tmp included, the node sees), `/run` is the node's own directory. A holder process (`sleep infinity`, marked in its environment) keeps the mount and UTS
+namespaces alive; commands enter them with nsenter. Deleting the network namespace kills every
+process in it: the mount namespace, and with it the overlays, goes with the last of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from .system import NetNs, SystemCommandError, delete_netns, netns_pids, reap, spawn_until
+
+OVERLAYS = ("etc", "var", "opt", "usr", "root", "home", "srv", "tmp")
+HOLDER_ENV = "MUSTER_NODE_HOLDER"
+
+_HOLDER_SCRIPT = """set -e
+dir="$1"; name="$2"; shift 2
+for d in "$@"; do
+  mount -t overlay muster-node -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
+done
+mount --bind "$dir/run" /run
+hostname "$name"
+echo ready
+exec sleep infinity </dev/null >/dev/null 2>&1
+"""
+
+
+@dataclass(frozen=True)
+class NodeRoot:
+    """A node's own hostname and file system inside its network namespace."""
+
+    netns: NetNs
+    hostname: str
+    directory: Path
+    """On the host: `upper/` and `work/` of each overlay, and the node's `run/`."""
+    holder: int
+
+    def exec_argv(self) -> list[str]:
+        """Prefix of a command that runs inside the node (network, mounts, hostname)."""
+        return ["nsenter", "-t", str(self.holder), "-n", "-m", "-u", "--"]
+
+    def inside(self, path: str) -> Path:
+        """Where a file the node has under /run (its own) or wrote under /tmp is on the host."""
+        rel = Path(path).relative_to("/")
+        if rel.parts[0] == "run":
+            return self.directory / rel
+        if rel.parts[0] == "tmp":
+            return self.directory / "upper" / rel
+        raise SystemCommandError(f"{path} is not under the node's own /run or /tmp")
+
+
+async def start_node(netns: NetNs, hostname: str, directory: Path, *, overlays: Sequence[str] = OVERLAYS, timeout: float = 15.0) -> NodeRoot:
+    """Give the namespace's processes their own hostname and file system (see the module doc)."""
+    if re.search(r"[\s,:\\]", str(directory)):
+        raise SystemCommandError(f"node directory {directory} may not contain spaces, ',', ':' or '\\' (overlay options)")
+    for d in overlays:
+        for layer in ("upper", "work"):
+            (directory / layer / d).mkdir(parents=True, exist_ok=True)
+    (directory / "run").mkdir(mode=0o755, exist_ok=True)
+    if "tmp" in overlays:
+        (directory / "upper" / "tmp").chmod(0o1777)
+    argv = [*netns.exec_argv(), "unshare", "--mount", "--uts", "--propagation", "private",
+            "sh", "-c", _HOLDER_SCRIPT, "muster-node", str(directory), hostname, *overlays]
+    holder = await spawn_until(argv, "ready", timeout, env={HOLDER_ENV: netns.name})
+    if not holder.seen:
+        with contextlib.suppress(ProcessLookupError):
+            holder.process.kill()
+        why = holder.output.strip() or ("no output" if holder.ended else f"not ready within {timeout:g} s")
+        raise SystemCommandError(f"cannot set up node {hostname} in {netns.name}: {why}")
+    return NodeRoot(netns, hostname, directory, holder.process.pid)
+
+
+def find_holder(netns: str) -> int | None:
+    """The holder of a node made by an earlier process (found by its environment)."""
+    marker = f"{HOLDER_ENV}={netns}".encode()
+    for pid in netns_pids(netns):
+        with contextlib.suppress(OSError):
+            if marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                return pid
+    return None
+
+
+@dataclass(frozen=True)
+class Sshd:
+    pid: int
+    address: str
+    port: int
+    host_key: str
+    """The public host key, `algorithm base64`."""
+    fingerprint: str
+    """`SHA256:...`, as ssh-keygen -l prints it."""
+
+
+def _sshd_config(address: str, port: int) -> str:
+    return "\n".join([
+        f"ListenAddress {address}", f"Port {port}", "HostKey /run/muster/ssh_host_ed25519_key",
+        "PidFile none", "AuthorizedKeysFile /run/muster/authorized_keys", "PubkeyAuthentication yes",
+        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+        "PermitRootLogin prohibit-password", "StrictModes no", "Subsystem sftp internal-sftp",
+        "LogLevel INFO", "",
+    ])
+
+
+async def start_sshd(node: NodeRoot, authorized_key: str, *, port: int = 22, timeout: float = 15.0) -> Sshd:
+    """Debian's sshd inside the node, on its address, with a host key made for it here."""
+    address = node.netns.ip
+    etc = node.inside("/run/muster")
+    etc.mkdir(mode=0o700, exist_ok=True)
+    node.inside("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key_file = etc / "ssh_host_ed25519_key"
+    key_file.write_bytes(key.export_private_key())
+    key_file.chmod(0o600)
+    (etc / "authorized_keys").write_text(authorized_key.strip() + "\n")
+    (etc / "sshd_config").write_text(_sshd_config(address, port))
+    sshd = shutil.which("sshd", path="/usr/sbin:/usr/bin") or "/usr/sbin/sshd"
+    argv = [*node.exec_argv(), "sh", "-c", f"{sshd} -D -e -f /run/muster/sshd_config 2>&1 | tee -p -a /run/muster/sshd.log"]
+    started = await spawn_until(argv, "Server listening on", timeout)
+    if not started.seen:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(started.process.pid, signal.SIGKILL)
+        why = "exited" if started.ended else f"did not come up within {timeout:g} s"
+        last = (started.output.strip().splitlines() or ["no output"])[-1]
+        raise SystemCommandError(f"sshd of node {node.hostname} on {address}:{port} {why}: {last}")
+    public = key.export_public_key().decode().split()
+    return Sshd(started.process.pid, address, port, f"{public[0]} {public[1]}", key.get_fingerprint("sha256"))
+
+
+async def delete_node(netns: str, veth: str | None, directory: Path | None) -> None:
+    """Kill every process of the node, delete its namespace and veth, then its directory."""
+    await delete_netns(netns, veth)
+    reap()
+    if directory is not None and directory.exists():
+        await asyncio.to_thread(shutil.rmtree, directory, True)
+
+

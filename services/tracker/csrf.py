@@ -1,0 +1,34 @@
+"""Cross-site request forgery (docs/decisions/0017-http-writes.md).
+
+Every form the console renders carries a token derived from the session: the HMAC-SHA256 of a
+fixed label and the viewer's tenant, keyed with the session's bearer token, which only the
+browser (in an HttpOnly cookie) and the tracker hold. Any tracker checks it without state or shared key, and it changes
+with the token (sign-in again, a rotated token). Posts are checked for it and for a same-origin
+`Origin`; the cookies are `SameSite=Strict` too. Without authorization (no session token) the
+key is random per tracker process: a restarted tracker asks for the form again.
+
+A write to the API authenticated by that cookie rather than an `Authorization` header (a script
+on the console's page) sends the token as the `X-CSRF-Token` header.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+
+FIELD = "csrf"
+HEADER = "X-CSRF-Token"
+LABEL = b"muster-console-csrf-v1"
+_PROCESS_KEY = os.urandom(32)
+
+
+def token_for(session: str | None, tenant: str) -> str:
+    key = session.encode() if session else _PROCESS_KEY
+    label = LABEL + b":" + tenant.encode()
+    return base64.urlsafe_b64encode(hmac.new(key, label, hashlib.sha256).digest()).decode().rstrip("=")
+
+
+def valid(session: str | None, tenant: str, presented: str | None) -> bool:
+    return bool(presented) and hmac.compare_digest(token_for(session, tenant), str(presented))

@@ -1,0 +1,63 @@
+"""Governance over HTTP (docs/governance.md): the tenant's approval rules, policies,
+subscriptions, schedules (with their last and next runs) and the requests its policies denied,
+read from the log for principals that may read the tenant. Approving or rejecting a job is a
+write like the others (`write_api.DECISIONS`: `POST /v1/jobs/{job_id}/approve|reject`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.governance import Schedule
+from contracts.identity import Scope
+from services.governance.domain.schedules import describe, due
+from services.governance.store import read_entries
+
+from . import auth as auth_
+from .params import TRACKER, error, tenant_of
+
+KINDS = {"rules": "rule", "policies": "policy", "subscriptions": "subscription", "schedules": "schedule"}
+
+
+def schedule_runs(item: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A schedule's last run and next tick, for people."""
+    try:
+        schedule = Schedule.model_validate(item["entity"])
+    except ValidationError:
+        return {"when": "?", "next_at": None, "last": None}
+    last_tick = datetime.fromisoformat(item["last_tick"]) if item.get("last_tick") else None
+    upcoming = None if schedule.paused else due(schedule, last_tick, datetime.fromisoformat(item["created_at"]), now).next_at
+    return {"when": describe(schedule), "next_at": upcoming.isoformat() if upcoming else None,
+            "last": item["runs"][-1] if item.get("runs") else None}
+
+
+async def listing(store: Any, tenant: str, kind: str) -> list[dict[str, Any]]:
+    entries, _ = await read_entries(store, tenant, kind)
+    items = [e.to_json() for (k, _), e in sorted(entries.items()) if k == kind]
+    if kind == "schedule":
+        now = datetime.now(UTC)
+        items = [{**i, **schedule_runs(i, now)} for i in items]
+    return items
+
+
+async def denials(store: Any, tenant: str, limit: int = 50) -> list[dict[str, Any]]:
+    records = await store.read(f"{subjects.EVT}.{subjects.token(tenant, 'tenant')}.denied.*")
+    return [{**r.event.model_dump(mode="json"), "at": r.time.isoformat(), "seq": r.seq} for r in records[-limit:]][::-1]
+
+
+async def get_governance(request: web.Request) -> web.Response:
+    """GET /v1/governance/rules|policies|subscriptions|schedules|denied."""
+    tenant = tenant_of(request)
+    auth_.may_read(request, Scope(tenant=tenant))
+    what = request.match_info["what"]
+    store = request.app[TRACKER].store
+    if what == "denied":
+        return web.json_response({"items": await denials(store, tenant)})
+    if what not in KINDS:
+        return error(404, f"no governance list {what[:40]!r}: one of {', '.join([*KINDS, 'denied'])}", "what")
+    return web.json_response({"items": await listing(store, tenant, KINDS[what])})

@@ -1,0 +1,175 @@
+"""The console's forms as request bodies, and back (pure; docs/ui.md, "Operating").
+
+A form's fields are strings; each operation turns them into the body its write route takes
+(`write_api`), or into errors keyed by the form's field, each saying what is wrong (a node count
+that is not a number, config that is not JSON, a delete whose typed name does not match). The
+inverse, `fields_of`, turns a saved plan's request back into the fields that ask for it again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Form = Mapping[str, Sequence[str]]
+"""A posted form: every value of each field, in order."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation the console offers on a cluster."""
+
+    name: str
+    route: str
+    """The write route (write_api.BY_NAME)."""
+    title: str
+    permission: str
+    """What the viewer needs on the cluster: `write`, or `execute` for start/stop/restart."""
+
+
+OPS: dict[str, Op] = {op.name: op for op in (
+    Op("expand", "expand_cluster", "Expand", "write"),
+    Op("shrink", "shrink_cluster", "Shrink", "write"),
+    Op("add-services", "add_services_cluster", "Add services", "write"),
+    Op("remove-services", "remove_services_cluster", "Remove services", "write"),
+    Op("restart", "restart_cluster", "Restart", "execute"),
+    Op("configure", "configure_cluster", "Configure", "write"),
+    Op("upgrade", "upgrade_cluster", "Upgrade a service", "write"),
+    Op("delete", "delete_cluster", "Delete", "write"),
+)}
+OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-services", "remove-services": "remove-services",
+                   "restart": "restart", "configure": "configure", "configure-restart": "configure", "upgrade": "upgrade",
+                   "delete": "delete"}
+"""A saved plan's operation -> the form that asks for it."""
+_BATCH = re.compile(r"^(\d+|\d+(\.\d+)?%)$")
+
+
+def _one(form: Form, name: str) -> str:
+    values = form.get(name) or ()
+    return str(values[0]).strip() if values else ""
+
+
+def _many(form: Form, name: str) -> list[str]:
+    return [str(v).strip() for v in form.get(name) or () if str(v).strip()]
+
+
+def _nodes(form: Form, errors: dict[str, str]) -> int | None:
+    raw = _one(form, "nodes")
+    if not raw:
+        errors["nodes"] = "say how many nodes"
+    elif not raw.isdigit() or len(raw) > 6:
+        errors["nodes"] = f"{raw[:20]!r} is not a whole number of nodes"
+    else:
+        return int(raw)
+    return None
+
+
+def config_of(raw: str, errors: dict[str, str]) -> dict[str, Any] | None:
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        errors["config"] = f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+        return None
+    if not isinstance(value, dict):
+        errors["config"] = f"must be a JSON object ({{...}}), not {type(value).__name__}"
+        return None
+    return value
+
+
+def _rolling(form: Form, errors: dict[str, str]) -> dict[str, Any] | None:
+    batch, tolerance = _one(form, "rolling"), _one(form, "tolerance") or "0"
+    if not tolerance.isdigit():
+        errors["tolerance"] = f"{tolerance[:20]!r} is not a whole number of nodes"
+        return None
+    if not batch:
+        if int(tolerance):
+            errors["tolerance"] = "a tolerance goes with a rolling batch"
+        return None
+    if not _BATCH.fullmatch(batch):
+        errors["rolling"] = f"{batch[:20]!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)"
+        return None
+    return {"batch": int(batch) if batch.isdigit() else batch, "tolerance": int(tolerance)}
+
+
+def create_body(form: Form) -> tuple[dict[str, Any], dict[str, str]]:
+    """`POST /v1/clusters`'s body from the create form, and the errors by field."""
+    errors: dict[str, str] = {}
+    body: dict[str, Any] = {"name": _one(form, "name"), "template": _one(form, "template"), "services": _many(form, "services")}
+    if not body["name"]:
+        errors["name"] = "give the cluster a name"
+    nodes = _nodes(form, errors)
+    if nodes is not None:
+        body["nodes"] = nodes
+    for name in ("provider", "hardwaretype", "imagetype"):
+        if _one(form, name):
+            body[name] = _one(form, name)
+    config = config_of(_one(form, "config"), errors)
+    if config is not None:
+        body["config"] = config
+    return body, errors
+
+
+def operation_body(op: str, form: Form, cluster_name: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The body of a cluster operation from its form (None: the route takes none), and the errors."""
+    errors: dict[str, str] = {}
+    body: dict[str, Any] = {}
+    if op in ("expand", "shrink"):
+        nodes = _nodes(form, errors)
+        if nodes is not None:
+            body["nodes"] = nodes
+    elif op in ("add-services", "remove-services"):
+        body["services"] = _many(form, "services")
+        if not body["services"]:
+            errors["services"] = f"pick the services to {op.split('-')[0]}"
+    elif op == "restart":
+        body["services"] = _many(form, "services") or None
+        body["rolling"] = _rolling(form, errors)
+    elif op == "configure":
+        config = config_of(_one(form, "config"), errors)
+        body.update(config=config, restart=_one(form, "restart") in ("on", "true", "1"), rolling=_rolling(form, errors))
+    elif op == "upgrade":
+        body.update(service=_one(form, "service"), rolling=_rolling(form, errors))
+        if not body["service"]:
+            errors["service"] = "pick the service to upgrade"
+    elif op == "delete":
+        if _one(form, "confirm") != cluster_name:
+            errors["confirm"] = f"type the cluster's name, {cluster_name}, to confirm"
+        return None, errors
+    else:
+        errors["op"] = f"{op[:40]!r} is not an operation the console offers"
+    return {k: v for k, v in body.items() if v is not None}, errors
+
+
+def field_of(parameter: str | None, fields: Sequence[str]) -> str:
+    """The form field an API error names (`rolling.tolerance` -> `tolerance`, `services.2` ->
+    `services`), or "form" when it names none of the form's fields."""
+    if not parameter:
+        return "form"
+    if parameter == "rolling.tolerance":
+        return "tolerance" if "tolerance" in fields else "form"
+    head = parameter.split(".")[0]
+    return head if head in fields else "form"
+
+
+def fields_of(operation: str, request: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A saved plan's request as the form fields that ask for it again."""
+    out: list[tuple[str, str]] = []
+    for name in ("name", "template", "nodes", "provider", "hardwaretype", "imagetype", "service"):
+        if request.get(name) not in (None, ""):
+            out.append((name, str(request[name])))
+    out += [("services", s) for s in request.get("services") or ()]
+    if "config" in request and (operation != "create" or request["config"]):
+        out.append(("config", json.dumps(request["config"], indent=2)))
+    if request.get("restart"):
+        out.append(("restart", "on"))
+    rolling = request.get("rolling")
+    if isinstance(rolling, dict):
+        out += [("rolling", str(rolling.get("batch", ""))), ("tolerance", str(rolling.get("tolerance", 0)))]
+    if operation != "create":
+        out.append(("op", OPERATION_OF_OP.get(operation, operation)))
+    return out

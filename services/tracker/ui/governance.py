@@ -1,0 +1,73 @@
+"""The console's governance (docs/governance.md): approve or reject a job that waits for
+approval from its page (the plan is the page's task graph), and the tenant's schedules (with
+their last and next runs), approval rules, policies, subscriptions and denied requests.
+
+A decision is the same request `muster job approve|reject` sends, on a connection opened with
+the signed-in person's own token (decision 17, as job control); the planner checks the
+`approve` permission and says why when it refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from aiohttp import web
+
+from contracts.commands import Accepted, ApproveJob, RejectJob
+from contracts.identity import Scope
+from muster.client import MusterClient, NoAnswer
+
+from ..acting import ActingBus, TokenRefused
+from ..governance import denials, listing
+from ..write_routes import ACTING
+from .live import job_form
+from .pages import NotFound, page, redirect, render, tracker_of
+from .session import Viewer, session_token
+
+DECIDE_TIMEOUT_S = 10.0
+
+
+@page
+async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    if viewer.may is not None and not viewer.may("read", Scope(tenant=viewer.tenant)):
+        raise NotFound(f"{viewer.name} may not read tenant {viewer.tenant}'s governance.")
+    store = tracker_of(request).store
+    lists: dict[str, Any] = {kind: await listing(store, viewer.tenant, kind) for kind in ("schedule", "rule", "policy", "subscription")}
+    return render(request, "governance.html", viewer, denied=await denials(store, viewer.tenant, 20), **lists)
+
+
+async def decide(request: web.Request) -> web.StreamResponse:
+    """POST /ui/jobs/{job_id}/decide: `action` approve or reject, and a `comment`."""
+    checked = await job_form(request, "a decision")
+    if isinstance(checked, web.Response):
+        return checked
+    viewer, job_id, form = checked
+    action, comment = str(form.get("action") or ""), str(form.get("comment") or "")[:2000]
+    if action not in ("approve", "reject"):
+        said = f"refused: {action[:40]!r} is neither approve nor reject"
+    else:
+        said = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, job_id, action, comment)
+    return redirect(f"/ui/jobs/{job_id}?said={quote(said)}")
+
+
+async def send(bus: ActingBus, token: str | None, tenant: str, by: str, job_id: str, action: str, comment: str) -> str:
+    """The decision, sent as the viewer; the planner's answer in words."""
+    try:
+        nc = await bus.connection(token) if token else bus.own
+    except TokenRefused as err:
+        return f"refused: {err}"
+    client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=DECIDE_TIMEOUT_S, attempts=2)
+    command = (ApproveJob if action == "approve" else RejectJob)(job_id=job_id, comment=comment)
+    try:
+        reply = await client.request(command, tenant=tenant)
+    except NoAnswer as err:
+        return f"no answer: {err}"
+    if isinstance(reply, Accepted):
+        return "approved" if action == "approve" else "rejected"
+    return f"refused: {getattr(reply, 'reason', reply.type)}"
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/ui/governance", governance)
+    app.router.add_post("/ui/jobs/{job_id}/decide", decide)

@@ -1,0 +1,209 @@
+"""Writes: an HTTP request or a console form, sent as the bus request the CLI sends, as the
+requester (docs/tracker.md "Writes", docs/decisions/0017-http-writes.md).
+
+`submit` validates the body against the command's own model (a field at fault is named), asks
+the same permission check the planner asks (so a refusal needs no round trip, and buttons can be
+left out), derives the idempotency key, sends the request on the requester's own connection
+(`acting.py`) and turns the answer into an HTTP status and a JSON body. The planner decides:
+the tracker's checks only refuse earlier, never admit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts import subjects
+from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
+from contracts.commands import Accepted, DryRun, LeaseExtended, Rejected
+from contracts.events import PlanSaved
+from contracts.identity import Permission, Scope
+from muster.catalog.requests import ask_planner
+from muster.client import MusterClient, NoAnswer, RequestRejected
+from services.auth.domain.authz import JOB_VERBS, OPERATION_PERMISSIONS, operation_scope
+from services.planner.domain.operations import OPERATIONS
+
+from . import plans
+from .acting import ActingBus, TokenRefused
+from .app import Tracker
+from .auth import job_cluster
+from .write_api import Preview, WriteRoute
+
+REQUEST_TIMEOUT_S = 10.0
+ATTEMPTS = 3
+STATUS_OF_CODE = {"invalid": 422, "forbidden": 403, "not_found": 404, "conflict": 409, "precondition": 412, "stale": 409,
+                  "unavailable": 503}
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who writes: the tenant, the principal, its token (None: auth off) and its grants."""
+
+    tenant: str
+    principal: str
+    token: str | None = field(repr=False)
+    may: Callable[[Permission, Scope], object] | None = field(default=None, compare=False, repr=False)
+    """The principal's grants, asked as the planner asks them; None: anything (auth off)."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a write came to: the HTTP status, the JSON body, headers."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status < 400
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("error", {}).get("message", ""))
+
+    @property
+    def field(self) -> str | None:
+        return self.body.get("error", {}).get("parameter")
+
+
+def refused(status: int, message: str, parameter: str | None = None, **extra: Any) -> Written:
+    error = {"status": status, "message": message, "parameter": parameter, **{k: v for k, v in extra.items() if v is not None}}
+    return Written(status, {"error": error}, {"Retry-After": "1"} if status == 503 else {})
+
+
+def request_id_for(tenant: str, principal: str, key: str | None) -> str:
+    """The bus request's idempotency key: derived from the requester's own `Idempotency-Key`
+    (so a retry through any tracker maps to the same job, and two principals' keys never meet),
+    or new for a request without one."""
+    if key is None:
+        return uuid.uuid4().hex
+    return "http-" + hashlib.sha256(f"{tenant}\n{principal}\n{key}".encode()).hexdigest()[:40]
+
+
+def validation_refusal(err: ValidationError, what: str = "body") -> Written:
+    problems = err.errors()
+    first = ".".join(str(p) for p in problems[0]["loc"]) if problems else what
+    words = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or what}: {e['msg']}" for e in problems)
+    return refused(422, f"invalid request: {words}", first or what)
+
+
+async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],
+                 body: dict[str, Any] | None, *, dry_run: bool = False, key: str | None = None,
+                 if_version: int | None = None) -> Written:
+    """One write, as `actor`: validated, checked, sent, answered."""
+    fields: dict[str, Any] = {}
+    if route.body is not None:
+        try:
+            fields = route.body.model_validate(body or {}).model_dump(exclude_unset=True)
+        except ValidationError as err:
+            return validation_refusal(err)
+    elif body:
+        return refused(422, f"{route.method.upper()} {route.path} takes no body; got fields {', '.join(sorted(body))[:200]}", "body")
+    denied = await _permission(tracker, actor, route, ids)
+    if denied is not None:
+        return denied
+    if route.verb in ("catalog-apply", "catalog-delete"):
+        return await _catalog(bus, actor, route, ids, fields)
+    values: dict[str, Any] = {**fields, **ids, "request_id": request_id_for(actor.tenant, actor.principal, key),
+                              "requested_by": actor.principal}
+    if route.dry_run:
+        values["dry_run"] = dry_run
+    if if_version is not None:
+        values["if_version"] = if_version
+    try:
+        command = route.command.model_validate(values)
+    except ValidationError as err:
+        return validation_refusal(err)
+    try:
+        nc = await bus.connection(actor.token) if actor.token else bus.own
+        reply = await MusterClient(nc, tenant=actor.tenant, requested_by=actor.principal, timeout=REQUEST_TIMEOUT_S,
+                                   attempts=ATTEMPTS).request(command)  # type: ignore[arg-type]
+    except TokenRefused as err:
+        return refused(401, str(err))
+    except NoAnswer as err:
+        return refused(503, f"{err}; send it again (with the same Idempotency-Key it maps to the same job)")
+    return answer(route, reply)
+
+
+def answer(route: WriteRoute, reply: Any) -> Written:
+    if isinstance(reply, Accepted):
+        job_url = f"/v1/jobs/{reply.job_id}"
+        return Written(202, {"job_id": reply.job_id, "cluster_id": reply.cluster_id, "duplicate": reply.duplicate,
+                             "warnings": list(reply.warnings), "job_url": job_url, "cluster_url": f"/v1/clusters/{reply.cluster_id}"},
+                       {"Location": job_url})
+    if isinstance(reply, DryRun):
+        preview = Preview(operation=route.verb, plan_id=reply.plan_id or "", plan_url=f"/v1/plans/{reply.plan_id}",
+                          cluster_version=reply.cluster_version, catalog_version=reply.catalog_version, layout=reply.layout,
+                          plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy)  # type: ignore[arg-type]
+        return Written(200, preview.model_dump(mode="json"))
+    if isinstance(reply, LeaseExtended):
+        return Written(200, {"cluster_id": reply.cluster_id, "expires_at": reply.expires_at.isoformat(), "version": reply.version})
+    assert isinstance(reply, Rejected)
+    status = 503 if reply.retry else STATUS_OF_CODE.get(reply.code or "", 422)
+    return refused(status, reply.reason, reply.field, job_id=reply.job_id)
+
+
+async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: dict[str, str]) -> Written | None:
+    """The planner's own check (`may_operate`), asked here first; catalog writes are checked per
+    entity by the planner alone (unchanged entities need no grant)."""
+    if actor.may is None or route.verb not in OPERATION_PERMISSIONS:
+        return None
+    verb, cluster_id, job_id = route.verb, ids.get("cluster_id"), ids.get("job_id")
+    if verb in JOB_VERBS and job_id:
+        cluster_id = await job_cluster(tracker, actor.tenant, job_id)
+    if verb == "apply":
+        found = await saved_plan(tracker, actor.tenant, ids["plan_id"])
+        if found is None:
+            return refused(404, f"no plan {ids['plan_id']} in tenant {actor.tenant}: dry runs save plans", "plan_id")
+        verb, cluster_id = OPERATIONS[found[0].operation].verb, found[0].cluster_id
+        if verb == "create":
+            cluster_id = None
+    decision = actor.may(OPERATION_PERMISSIONS[verb], operation_scope(actor.tenant, verb, cluster_id, job_id))
+    if decision:
+        return None
+    return refused(403, f"{verb} refused: {getattr(decision, 'reason', '') or 'no permission'}")
+
+
+async def saved_plan(tracker: Tracker, tenant: str, plan_id: str) -> tuple[PlanSaved, int] | None:
+    """The plan a dry run saved, and its log sequence."""
+    found = await tracker.store.read(subjects.plan_events(tenant, plan_id))
+    event = found[0].event if found else None
+    return (event, found[0].seq) if isinstance(event, PlanSaved) else None
+
+
+async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any]) -> Written:
+    request: ApplyCatalog | DeleteCatalogEntity
+    if route.verb == "catalog-apply":
+        request = ApplyCatalog(**fields, requested_by=actor.principal)
+    else:
+        request = DeleteCatalogEntity(kind=ids["kind"], name=ids["name"], requested_by=actor.principal)
+    try:
+        nc = await bus.connection(actor.token) if actor.token else bus.own
+        found = await ask_planner(nc, actor.tenant, request)
+    except TokenRefused as err:
+        return refused(401, str(err))
+    except NoAnswer as err:
+        return refused(503, str(err))
+    except RequestRejected as err:
+        return answer(route, err.reply)
+    if found is None:
+        return refused(503, "no planner is listening: catalog changes go through a planner")
+    return catalog_written(found)
+
+
+def catalog_written(found: CatalogAnswer) -> Written:
+    if found.ok:
+        return Written(200, found.model_dump(mode="json"))
+    if found.reasons:
+        return refused(409, "not deleted: " + "; ".join(found.reasons))
+    errors = [p for p in found.problems if p.severity == "error"]
+    first = errors[0] if errors else None
+    where = ".".join(x for x in (first.kind, first.entity, first.field) if x) if first else None
+    return refused(422, "catalog not applied: " + "; ".join(p.message for p in errors)[:2000], where and f"catalog.{where}",
+                   problems=[p.model_dump(mode="json") for p in found.problems])

@@ -1,0 +1,245 @@
+"""Real clusters end to end (#29.5): `muster up`'s processes, namespace nodes with their own sshd,
+a NATS cluster from examples/catalog-real that the servers themselves report as formed.
+
+The fast case (default run): one node, created, checked from the live process, deleted, nothing
+left. The long one (`make test-long`): 3 nodes -> 5 (the old ones reconfigured with the new peers,
+one at a time) -> a configure that fails rolls back -> a killed server is drift -> repair -> shrink
+-> delete, nothing left."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from contracts.commands import (
+    CheckCluster,
+    ConfigureCluster,
+    CreateCluster,
+    DeleteCluster,
+    ExpandCluster,
+    RemoveServices,
+    RepairCluster,
+    Rolling,
+    ShrinkCluster,
+    StartServices,
+    StopServices,
+)
+from muster.bus.eventstore import EventStore
+from muster.catalog.store import apply_catalog
+from muster.client import MusterClient
+from muster.runtime.real_demo import REAL_CATALOG, members_by_node, real_catalog
+from muster.runtime.supervisor import Deployment
+from services.provisioner.plugins.builtin.namespaces import system
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+TENANT = "real"
+LONG = pytest.mark.skipif(os.environ.get("MUSTER_LONG_TESTS") != "1", reason="long: MUSTER_LONG_TESTS=1 (make test-long)")
+
+
+@dataclass
+class Real:
+    client: MusterClient
+    prefix: str
+    nodes_dir: Path
+
+    async def run(self, command: object, ok: bool = True) -> str:
+        outcome = await self.client.run(command, tenant=TENANT, timeout=600)  # type: ignore[arg-type]
+        assert outcome.succeeded is ok, (outcome.final.type, outcome.reason)
+        return outcome.reply.cluster_id
+
+    def left(self) -> list[str]:
+        """What of this run's prefix still exists: namespaces, interfaces, node directories, mounts."""
+        found = [f"netns {p.name}" for p in Path("/run/netns").glob(f"{self.prefix}-*")]
+        found += [f"link {p.name}" for p in Path("/sys/class/net").glob(f"{self.prefix}-*")]
+        found += [f"dir {p}" for p in self.nodes_dir.glob(f"{self.prefix}-*")]
+        for table in Path("/proc").glob("[0-9]*/mountinfo"):
+            try:
+                found += [f"mount {line.split()[4]}" for line in table.read_text().splitlines() if str(self.nodes_dir) in line]
+            except OSError:
+                continue
+        return found
+
+
+@pytest_asyncio.fixture
+async def real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Real]:
+    refusal = system.root_refusal()
+    if refusal:
+        pytest.skip(refusal)
+    if not Path("/usr/sbin/sshd").exists():
+        pytest.skip("/usr/sbin/sshd not found: install Debian's openssh-server")
+    monkeypatch.setenv("MUSTER_PLAYBOOK_PATH", str(REAL_CATALOG / "ansible"))
+    for name in ("NATS_URL", "MUSTER_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    prefix = "e" + os.urandom(2).hex()
+    nodes_dir = tmp_path / "nodes"
+    deployment = Deployment(tmp_path / "data", tenants=TENANT, extra_args={"provisioner": ["--work-dir", str(tmp_path / "work")]})
+    try:
+        await deployment.start()
+        async with await MusterClient.connect(deployment.nats_url or "", token=deployment.admin_token()) as client:
+            await apply_catalog(EventStore(client.nc), TENANT, real_catalog(prefix, nodes_dir), by="test")
+            yield Real(client, prefix, nodes_dir)
+    finally:
+        await deployment.stop()
+        await system.sweep(prefix, [nodes_dir])
+
+
+async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: Real) -> None:
+    cluster = await real.run(CreateCluster(name="one", template="nats-cluster", nodes=1, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    [(node, ips)] = info.ipaddresses.items()
+    assert ips["access_v4"].startswith("10.213.")
+    assert await members_by_node(info) == {node: 1}  # nats-server itself answers on the node's address
+    assert info.observed == {(node, "nats"): "running"}  # the status check after start asked it too
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))  # `muster cluster check`
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert info.observed == {(node, "nats"): "running"} and info.drift == []
+    await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+    assert real.left() == []
+
+
+@LONG
+async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks_and_goes(real: Real) -> None:
+    cluster = await real.run(CreateCluster(name="nats", template="nats-cluster", nodes=3, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert set((await members_by_node(info)).values()) == {3}
+
+    await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    await real.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1), requested_by="test"))
+    counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
+    assert len(counts) == 5 and set(counts.values()) == {5}
+
+    bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
+    await real.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1), requested_by="test"), ok=False)
+    assert set((await members_by_node(await real.client.cluster(cluster, tenant=TENANT))).values()) == {5}  # still healthy
+
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert set(info.observed.values()) == {"running"} and info.drift == []
+    victim = sorted(info.ipaddresses)[1]
+    killed = kill_nats(real.prefix, info.ipaddresses[victim]["access_v4"])
+    assert killed
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert [(d.node, d.service, d.repair) for d in info.drift] == [(victim, "nats", "start")]
+    await real.run(RepairCluster(cluster_id=cluster, requested_by="test"))
+    counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
+    assert set(counts.values()) == {5}
+
+    await real.run(ShrinkCluster(cluster_id=cluster, nodes=3, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert len(info.nodes) == 3 and set((await members_by_node(info)).values()) == {3}
+    await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+    assert real.left() == []
+
+
+@LONG
+async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Real) -> None:
+    """Redis (shell), Redis and NATS (Ansible): create, check, stop, start, remove (the replicas), delete."""
+    for template, nodes, services in (("redis-replicated", 3, ["redis-primary", "redis-replica"]),
+                                      ("redis-replicated-ansible", 2, ["redis-primary-ansible", "redis-replica-ansible"]),
+                                      ("nats-cluster-ansible", 3, ["nats-ansible"])):
+        cluster = await real.run(CreateCluster(name=template, template=template, nodes=nodes, requested_by="test"))
+        info = await real.client.cluster(cluster, tenant=TENANT)
+        assert len(info.observed) == nodes and set(info.observed.values()) == {"running"}, info.observed
+        if template.startswith("nats"):
+            assert set((await members_by_node(info)).values()) == {nodes}
+        else:
+            assert replication(info) == {"master": 1, "slave": nodes - 1}  # redis itself says who follows whom
+        await real.run(StopServices(cluster_id=cluster, requested_by="test"))
+        await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+        info = await real.client.cluster(cluster, tenant=TENANT)
+        assert set(info.observed.values()) == {"stopped"}, info.observed
+        await real.run(StartServices(cluster_id=cluster, requested_by="test"))
+        if len(services) > 1:  # a cluster keeps at least one service: the replicas go (stop, remove)
+            await real.run(RemoveServices(cluster_id=cluster, services=services[-1:], requested_by="test"))
+        await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+    assert real.left() == []
+
+
+def replication(info: object) -> dict[str, int]:
+    import subprocess
+
+    roles: dict[str, int] = {}
+    for addrs in info.ipaddresses.values():  # type: ignore[attr-defined]
+        out = subprocess.run(["redis-cli", "-h", addrs["access_v4"], "info", "replication"], capture_output=True, text=True, timeout=10).stdout
+        role = next((line.split(":")[1].strip() for line in out.splitlines() if line.startswith("role:")), "none")
+        roles[role] = roles.get(role, 0) + 1
+    return roles
+
+
+def kill_nats(prefix: str, ip: str) -> list[int]:
+    """SIGKILL the nats-server of the node at `ip`, as an operator would by hand."""
+    killed = []
+    for netns in Path("/run/netns").glob(f"{prefix}-*"):
+        for pid in system.netns_pids(netns.name):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if cmdline and cmdline[0].endswith(b"nats-server") and _node_ip(netns.name) == ip:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
+
+
+def _node_ip(netns: str) -> str:
+    import subprocess
+
+    out = subprocess.run(["ip", "-n", netns, "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()
+    return out[out.index("inet") + 1].split("/")[0] if "inet" in out else ""
+
+
+@LONG
+def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    if system.root_refusal():
+        pytest.skip(str(system.root_refusal()))
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
+    done = subprocess.run([sys.executable, "-m", "muster", "demo", "--real", "--data-dir", str(tmp_path / "data")],
+                          capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=800)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "create 3 nodes: job" in out and "expand to 5: job" in out and "check: job" in out
+    rows = [line for line in out.splitlines() if "nats running" in line]
+    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5  # members each server sees
+    assert "delete: job" in out and out.rstrip().endswith("everything stopped.")
+    assert "Traceback" not in out + done.stderr
+    prefix = out.split("(prefix ")[1].split(")")[0]
+    assert not list(Path("/run/netns").glob(f"{prefix}-*")) and not list(Path("/sys/class/net").glob(f"{prefix}-*"))
+
+
+@LONG
+async def test_without_root_the_same_cluster_forms_on_loopback_addresses(real: Real) -> None:
+    """The localhost provider's nodes (each its own 127.x.y.z): the fallback where namespaces cannot be made."""
+    await apply_catalog(EventStore(real.client.nc), TENANT, real_catalog(real.prefix, real.nodes_dir, provider="local"), by="test")
+    cluster = await real.run(CreateCluster(name="loop", template="nats-cluster", nodes=2, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert all(ips["access_v4"].startswith("127.77.") for ips in info.ipaddresses.values())
+    assert set((await members_by_node(info)).values()) == {2}
+    await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
+
+
+@LONG
+def test_muster_demo_pool_real_lends_namespace_hosts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    if system.root_refusal():
+        pytest.skip(str(system.root_refusal()))
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
+    done = subprocess.run([sys.executable, "-m", "muster", "demo", "--pool", "--real", "--data-dir", str(tmp_path / "data")],
+                          capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=800)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "4 hosts registered in pool lab (namespace nodes with their own sshd: 10.213." in out
+    assert "create of blog (2 nodes) accepted at once" in out and "pool lab: 4 hosts, 4 free, 0 waiting" in out
+    assert out.rstrip().endswith("everything stopped.")

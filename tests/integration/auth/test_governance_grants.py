@@ -1,0 +1,216 @@
+"""The governance service under its own identity, on a server with authorization on: people
+change policies, rules, subscriptions and schedules with their own tokens over raw nats-py
+connections; the service checks their rights, validates, and records them as `by`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest_asyncio
+from aiohttp.test_utils import TestClient, TestServer
+
+from contracts import subjects
+from contracts.commands import VERB_OF, ApproveJob, CreateCluster
+from muster.bus.connect import connect
+from muster.bus.eventstore import EventStore
+from muster.bus.streams import ensure_streams
+from muster.catalog.files import load_catalog
+from muster.catalog.store import apply_catalog
+from services.governance.entrypoint import start_governance
+from services.planner.app import PlannerConfig
+from services.planner.entrypoint import start_planner
+from services.solver.entrypoint import start_solver
+from services.tracker.http import make_app
+
+from .conftest import Authed
+from .test_isolation import Raw, raw
+
+DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
+NODES = """package muster.nodes
+import rego.v1
+
+deny contains msg if {
+    input.request.nodes > 10
+    msg := sprintf("at most 10 nodes per cluster; %d asked", [input.request.nodes])
+}
+"""
+PEOPLE: dict[str, dict[str, Any]] = {
+    "gov": {"role": "service", "service": "governance"},
+    "ada": {"tenant": "a", "role": "tenant_admin"},
+    "uma": {"tenant": "a"},
+    "apo": {"tenant": "a"},
+    "eve": {"tenant": "b", "role": "tenant_admin"},
+}
+GRANTS = (("uma", "read", "tenant"), ("uma", "execute", "cluster:*"), ("uma", "write", "cluster:*"), ("apo", "approve", "tenant"))
+
+
+@dataclass
+class People:
+    authed: Authed
+    tokens: dict[str, str]
+    raw: dict[str, Raw]
+
+
+@pytest_asyncio.fixture
+async def people(authed: Authed) -> AsyncIterator[People]:
+    tokens = await authed.people(PEOPLE, GRANTS)
+    conns = {pid: await raw(authed, tokens[pid], pid) for pid in PEOPLE if pid != "gov"}
+    try:
+        yield People(authed, tokens, conns)
+    finally:
+        for r in conns.values():
+            await r.nc.close()
+
+
+BROKEN = "package muster.broken\nimport rego.v1\n\ndeny contains msg if {\n    input.request.nodes >\n    msg := \"x\"\n}\n"
+
+
+@pytest_asyncio.fixture
+async def served(people: People) -> AsyncIterator[People]:
+    async with AsyncExitStack() as stack:
+        nc = await connect(people.authed.url, name="governance", token=people.tokens["gov"])
+        stack.push_async_callback(nc.close)
+        await ensure_streams(nc.jetstream())
+        await start_governance(nc, stack, "governance-test")
+        yield people
+
+
+async def ask(p: People, who: str, verb: str, tenant: str = "a", **body: Any) -> dict[str, Any]:
+    reply = await p.raw[who].nc.request(subjects.governance_request(tenant, who, verb), json.dumps(body).encode(), timeout=10)
+    return dict(json.loads(reply.data))
+
+
+async def test_policies_are_written_by_administrators_only_compiled_and_recorded_with_their_author(served: People) -> None:
+    put = await ask(served, "ada", "put", kind="policy", entities=[{"name": "nodes", "source": NODES}])
+    assert put["ok"], put
+    assert put["items"][0]["version"] == 1 and put["items"][0]["action"] == "add"
+    again = await ask(served, "ada", "put", kind="policy", entities=[{"name": "nodes", "source": NODES}])
+    assert again["ok"] and again["items"] == []  # the same put twice writes nothing
+
+    broken = await ask(served, "ada", "put", kind="policy", entities=[{"name": "broken", "source": BROKEN}])
+    assert not broken["ok"]
+    assert "line 5" in broken["problems"][0], broken  # the line and the reason
+
+    user = await ask(served, "uma", "put", kind="policy", entities=[{"name": "mine", "source": NODES}])
+    assert not user["ok"] and "administrators" in user["reason"], user
+    # A tenant's people can ask only in their own tenant and name: the server refuses the rest.
+    await served.raw["eve"].denied_publish(subjects.governance_request("a", "eve", "put"))
+
+    listed = await ask(served, "uma", "list", kind="policy")
+    assert [i["name"] for i in listed["items"]] == ["nodes"] and listed["items"][0]["by"] == "ada"
+    assert (await ask(served, "ada", "delete", kind="policy", name="nodes"))["ok"]
+    assert (await ask(served, "uma", "list", kind="policy"))["items"] == []
+
+
+async def test_subscriptions_keep_secrets_out_and_stay_on_the_tenants_subjects(served: People) -> None:
+    clear = await ask(served, "uma", "put", kind="subscription", entities=[
+        {"name": "hook", "events": ["job_failed"], "webhook": {"url": "http://127.0.0.1:9/x", "secret": "hunter2"}}])
+    assert not clear["ok"] and "secret://" in clear["problems"][0] and "hunter2" not in json.dumps(clear)
+    other = await ask(served, "uma", "put", kind="subscription", entities=[
+        {"name": "bus", "events": ["job_failed"], "subject": "muster.cb.b.spy"}])
+    assert not other["ok"] and "muster.cb.a." in other["problems"][0]
+    ok = await ask(served, "uma", "put", kind="subscription", entities=[
+        {"name": "bus", "events": ["job_failed", "needs_approval"], "subject": "muster.cb.a.ops"}])
+    assert ok["ok"], ok
+
+
+async def test_a_schedule_needs_its_operations_permission_and_its_owner_is_its_author(served: People) -> None:
+    schedule = {"name": "nightly", "cron": "0 3 * * *", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}}
+    refused = await ask(served, "apo", "put", kind="schedule", entities=[schedule])
+    assert not refused["ok"] and "execute" in refused["reason"], refused
+    made = await ask(served, "uma", "put", kind="schedule", entities=[schedule])
+    assert made["ok"], made
+    listed = await ask(served, "uma", "list", kind="schedule")
+    assert listed["items"][0]["entity"]["owner"] == "uma"
+    bad = await ask(served, "uma", "put", kind="schedule", entities=[{**schedule, "name": "bad", "cron": "0 3 * *"}])
+    assert not bad["ok"] and "cron" in bad["problems"][0]
+    wrong = await ask(served, "uma", "put", kind="schedule", entities=[{**schedule, "name": "wrong", "verb": "delete"}])
+    assert not wrong["ok"] and "CheckCluster" in wrong["problems"][0]
+
+
+# -- with a planner and a solver of their own identities ------------------------------------------
+
+PLANNER_PEOPLE = {"pln": {"role": "service", "service": "planner"}, "slv": {"role": "service", "service": "solver"}}
+
+
+@pytest_asyncio.fixture
+async def planned(served: People) -> AsyncIterator[People]:
+    served.tokens.update(await served.authed.people(PLANNER_PEOPLE))
+    async with AsyncExitStack() as stack:
+        planner_nc = await connect(served.authed.url, name="planner", token=served.tokens["pln"])
+        solver_nc = await connect(served.authed.url, name="solver", token=served.tokens["slv"])
+        stack.push_async_callback(planner_nc.close)
+        stack.push_async_callback(solver_nc.close)
+        await start_planner(planner_nc, stack, PlannerConfig(instance="planner-gov", shards=2))
+        await start_solver(solver_nc, stack, "solver-gov")
+        system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+        stack.push_async_callback(system.close)
+        await apply_catalog(EventStore(system), "a", load_catalog(DEMO))
+        yield served
+
+
+async def operate(p: People, who: str, command: Any, tenant: str = "a") -> dict[str, Any]:
+    subject = subjects.operation(tenant, who, VERB_OF[command.type])
+    reply = await p.raw[who].nc.request(subject, command.model_dump_json().encode(), timeout=30)
+    return dict(json.loads(reply.data))
+
+
+async def test_a_policy_denies_a_50_node_create_and_allows_a_5_node_one(planned: People) -> None:
+    assert (await ask(planned, "ada", "put", kind="policy", entities=[{"name": "nodes", "source": NODES}]))["ok"]
+    big = await operate(planned, "uma", CreateCluster(name="big", template="hadoop-small", nodes=50))
+    assert big["type"] == "Rejected" and "at most 10 nodes per cluster; 50 asked" in big["reason"], big
+    small = await operate(planned, "uma", CreateCluster(name="small", template="hadoop-small", nodes=5))
+    assert small["type"] == "Accepted", small
+
+
+async def test_an_approver_in_another_tenant_cannot_approve(planned: People) -> None:
+    assert (await ask(planned, "ada", "put", kind="rule", entities=[{"name": "creates", "operations": ["create"]}]))["ok"]
+    waiting = await operate(planned, "uma", CreateCluster(name="gated", template="hadoop-small", nodes=3))
+    assert waiting["type"] == "Accepted" and "waits for approval" in waiting["warnings"][0], waiting
+    job = waiting["job_id"]
+    # Another tenant's admin: the server refuses its request in tenant a, and in its own tenant the job is unknown.
+    await planned.raw["eve"].denied_publish(subjects.operation("a", "eve", "approve"))
+    other = await operate(planned, "eve", ApproveJob(job_id=job), tenant="b")
+    assert other["type"] == "Rejected" and "unknown job" in other["reason"], other
+    own = await operate(planned, "uma", ApproveJob(job_id=job))
+    assert own["type"] == "Rejected" and ("may not approve" in own["reason"] or "approve permission" in own["reason"]), own
+    ok = await operate(planned, "apo", ApproveJob(job_id=job, comment="fine"))
+    assert ok["type"] == "Accepted", ok
+
+
+async def test_approve_over_http_with_a_token_and_never_from_another_site(planned: People) -> None:
+    assert (await ask(planned, "ada", "put", kind="rule", entities=[{"name": "creates", "operations": ["create"]}]))["ok"]
+    waiting = await operate(planned, "uma", CreateCluster(name="viahttp", template="hadoop-small", nodes=3))
+    job = waiting["job_id"]
+    planned.tokens.update(await planned.authed.people({"trk": {"role": "service", "service": "tracker"}}))
+    nc = await connect(planned.authed.url, name="tracker", token=planned.tokens["trk"])
+    http = TestClient(TestServer(make_app(EventStore(nc), index=False, planner_metrics=False)))
+    await http.start_server()
+    try:
+        async def post(who: str, path: str, **headers: str) -> tuple[int, dict[str, Any]]:
+            auth = {"Authorization": f"Bearer {planned.tokens[who]}"} if who else {}
+            async with http.post(path, json={"comment": "ok by http"}, headers={**auth, **headers}) as resp:
+                return resp.status, await resp.json()
+
+        status, body = await post("eve", f"/v1/jobs/{job}/approve", **{"X-Muster-Tenant": "a"})
+        assert status == 403 and "belongs to tenant b" in body["error"]["message"]
+        http.session.cookie_jar.update_cookies({"muster_session": planned.tokens["apo"]})
+        status, body = await post("", f"/v1/jobs/{job}/approve")  # the console's cookie alone, no CSRF header
+        assert status == 403 and "CSRF" in body["error"]["message"]
+        http.session.cookie_jar.clear()
+        status, body = await post("uma", f"/v1/jobs/{job}/approve")
+        assert status == 403 and "uma has no approve permission" in body["error"]["message"]
+        status, body = await post("apo", f"/v1/jobs/{job}/approve")
+        assert status == 202 and body["job_id"] == job, body
+        approved = [r.event for r in await EventStore(nc).read(subjects.job_events("a", job)) if r.type == "JobApproved"]
+        assert [(e.by, e.comment) for e in approved] == [("apo", "ok by http")]
+        async with http.get("/v1/governance/rules", headers={"Authorization": f"Bearer {planned.tokens['uma']}"}) as resp:
+            assert resp.status == 200 and [i["name"] for i in (await resp.json())["items"]] == ["creates"]
+    finally:
+        await http.close()
+        await nc.close()

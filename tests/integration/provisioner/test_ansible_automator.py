@@ -1,0 +1,150 @@
+"""The ansible automator (ansible-runner + ansible-core) against namespace nodes with a real sshd:
+the recorded host key is checked, each Ansible task is a line of output, a failure names its task
+and host, check mode changes nothing, `status` answers from the playbook."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import asyncssh
+import pytest
+from namespaces_support import made
+
+from contracts.tasks import TaskMessage
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.testing import make_task, next_task
+
+PLAYBOOK = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: write the service's config
+      copy:
+        dest: /etc/muster-demo.conf
+        content: "peers={{ peers }} me={{ muster.node.ip }}\\n"
+    - name: read it back
+      command: cat /etc/muster-demo.conf
+      register: conf
+      changed_when: false
+    - name: show it
+      debug:
+        msg: "{{ conf.stdout }} on {{ inventory_hostname }}"
+"""
+FAILING = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: this one works
+      command: "true"
+    - name: start the broken daemon
+      command: /bin/false
+"""
+STATUS = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: is it configured
+      stat:
+        path: /etc/muster-demo.conf
+      register: conf
+    - set_stats:
+        data:
+          muster_status: "{{ 'running' if conf.stat.exists else 'stopped' }}"
+"""
+
+
+LONG = pytest.mark.skipif(os.environ.get("MUSTER_LONG_TESTS") != "1", reason="long: MUSTER_LONG_TESTS=1 (make test-long)")
+
+
+def ansible_task(node: TaskMessage, action: str, **fields: Any) -> TaskMessage:
+    from contracts.catalog import Action, ServiceAction
+    from contracts.tasks import ServiceRef
+
+    return node.model_copy(update={
+        "action": Action(action), "task_id": f"{node.cluster_id}-{node.node.id}-{action}",
+        "service": ServiceRef(name="demo", action=ServiceAction(type="ansible", fields={k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()})),
+        "timeout_s": 120,
+    })
+
+
+def playbooks(tmp_path: Path, **texts: str) -> Path:
+    books = tmp_path / "books"
+    books.mkdir()
+    for name, text in texts.items():
+        (books / f"{name}.yml").write_text(text)
+    return books
+
+
+@pytest.mark.timeout(300)
+async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
+    reg, fields = ns_registry
+    books = playbooks(tmp_path, demo=PLAYBOOK, failing=FAILING)
+    node = await made(reg, fields, "n1")
+    ip = node.node.ipaddresses["access_v4"]
+    out = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "%ip.self%,b"}))
+    assert out.ok, (out.error, out.stdout, out.stderr)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "changed: [n1] write the service's config"
+    assert lines[1] == "ok: [n1] read it back"
+    assert lines[2] == f"ok: [n1] show it: peers={ip},b me={ip} on n1"  # a macro in vars, expanded
+    assert lines[-1].startswith("recap: ok=3, changed=1, failures=0")
+    upper = Path(fields["base_dir"]) / node.results["providerid"] / "upper" / "etc" / "muster-demo.conf"
+    assert upper.read_text() == f"peers={ip},b me={ip}\n"  # written on the node, in its own /etc
+
+    bad = await reg.execute(ansible_task(node, "start", playbook="failing.yml", playbook_dir=str(books)))
+    assert not bad.ok
+    assert bad.error.startswith("demo start: ansible task 'start the broken daemon' failed on n1:")
+    assert "changed: [n1] this one works" in bad.stdout and "failed: [n1] start the broken daemon" in bad.stdout
+
+    missing = await reg.execute(ansible_task(node, "install", playbook="nope.yml", playbook_dir=str(books)))
+    assert not missing.ok and missing.error.startswith(f"demo install: playbook 'nope.yml' not found (looked in: {books}")
+
+    other_key = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()
+    forged = node.model_copy(update={"results": {**node.results, "ssh_host_keys": {"ssh-ed25519": " ".join(other_key[:2])}}})
+    refused = await reg.execute(ansible_task(forged, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "x"}))
+    assert not refused.ok and "ansible could not reach n1" in refused.error
+    assert "host key" in refused.error.lower()
+
+
+@LONG
+@pytest.mark.timeout(300)
+async def test_check_mode_changes_nothing_and_status_answers_from_the_playbook(
+    ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path
+) -> None:
+    reg, fields = ns_registry
+    books = playbooks(tmp_path, demo=PLAYBOOK, status=STATUS)
+    node = await made(reg, fields, "n1")
+    dry = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "a,b"}, check_mode="true"))
+    assert dry.ok, (dry.error, dry.stdout, dry.stderr)
+    assert "changed: [n1] write the service's config" in dry.stdout  # it would change...
+    upper = Path(fields["base_dir"]) / node.results["providerid"] / "upper" / "etc" / "muster-demo.conf"
+    assert not upper.exists()  # ...and changed nothing
+
+    stopped = await reg.execute(ansible_task(node, "status", playbook="status.yml", playbook_dir=str(books)))
+    assert stopped.ok and stopped.result["state"] == "stopped"
+    out = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "a,b"}))
+    assert out.ok, (out.error, out.stdout)
+    running = await reg.execute(ansible_task(node, "status", playbook="status.yml", playbook_dir=str(books)))
+    assert running.ok and running.result["state"] == "running"
+
+
+async def test_a_node_without_a_recorded_host_key_is_refused_before_ansible_runs(tmp_path: Path) -> None:
+    reg = PluginRegistry.discover(work_dir=tmp_path / "work")
+    try:
+        node = make_task("configure", node_id="n1", results={"ssh-auth": {"user": "root", "identityfile": "x"}},
+                         ipaddresses={"access_v4": "10.213.9.9"})
+        out = await reg.execute(ansible_task(next_task(node, node_outcome(), "configure"), "configure", playbook="demo.yml"))
+    finally:
+        await reg.aclose()
+    assert not out.ok and "no ssh_host_keys for 10.213.9.9:22" in out.error
+    both = await PluginRegistry.discover(work_dir=tmp_path / "w2").execute(ansible_task(node, "configure"))
+    assert not both.ok and "needs a 'playbook' or a 'role'" in both.error
+
+
+def node_outcome() -> Any:
+    from contracts.tasks import TaskOutcome
+
+    return TaskOutcome(ok=True)

@@ -1,0 +1,111 @@
+"""The libcloud provider through the plugin registry: libcloud's offline `dummy` driver, and the
+real `ec2` driver against a local AWS endpoint (moto's server, a process of this test)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from cloud_support import UBUNTU_AMI, moto_ec2
+
+from contracts.tasks import TaskMessage
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.builtin.libcloud_compute.provider import LibcloudProvider, host_keys_from_console
+from services.provisioner.plugins.testing import make_task, next_task
+
+DUMMY_KEY = "dummy-credential-7f3a"
+
+
+@pytest_asyncio.fixture
+async def cloud_registry(tmp_path: Path) -> AsyncIterator[PluginRegistry]:
+    secrets = {"dummy": {"key": DUMMY_KEY}, "aws": {"key": "testing", "secret": "testing"}}
+    reg = PluginRegistry.discover(secrets=secrets, work_dir=tmp_path / "work")
+    yield reg
+    await reg.aclose()
+
+
+def cloud_task(action: str, provider: str, fields: dict[str, Any], *, flavor: str, image: str, node: str = "n1", **kw: Any) -> TaskMessage:
+    task = make_task(action, providertype="libcloud", provider_name=provider, provider_fields=fields, node_id=node,
+                     automators=["simulated"], **kw)
+    return task.model_copy(update={"node": task.node.model_copy(update={"flavor": flavor, "image": image, "sshuser": "ubuntu"})})
+
+
+async def test_dummy_create_confirm_delete(cloud_registry: PluginRegistry) -> None:
+    fields = {"driver": "dummy"}
+    create = cloud_task("create", "dummy", fields, flavor="1", image="Ubuntu 9.10")
+    created = await cloud_registry.execute(create)
+    assert created.ok, created.error
+    machine = created.result["providerid"]
+    assert created.result["ssh-auth"] == {"user": "ubuntu"} and created.ipaddresses["access_v4"].startswith("127.0.0.")
+    assert DUMMY_KEY not in json.dumps(created.model_dump())
+    confirm = next_task(create, created, "confirm")
+    confirmed = await cloud_registry.execute(confirm)
+    assert confirmed.ok, confirmed.error
+    assert "ssh_host_keys" not in confirmed.result and "published no host key" in confirmed.stdout
+
+    provider = cloud_registry.provider("libcloud")
+    assert isinstance(provider, LibcloudProvider)
+    [driver] = provider._drivers.values()  # one driver per configuration: the dummy keeps its nodes in it
+    assert machine in {str(n.id) for n in driver.list_nodes()}
+    deleted = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
+    assert deleted.ok and deleted.stdout == f"destroyed {machine}"
+    assert machine not in {str(n.id) for n in driver.list_nodes()}
+    twice = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
+    assert twice.ok and "did not exist any more" in twice.stdout
+
+
+async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
+    unknown = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "nosuchcloud"}, flavor="1", image="1"))
+    assert not unknown.ok and unknown.error.startswith("create: unknown libcloud driver 'nosuchcloud'")
+    size = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy"}, flavor="huge", image="1"))
+    assert not size.ok and "the cloud has no size 'huge' (hardware type 'small'; sizes: 1, 2, 3, 4)" in size.error
+    image = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy"}, flavor="1", image="plan9"))
+    assert not image.ok and "the cloud has no image 'plan9' (image type 'ubuntu22')" in image.error
+    args = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy", "create_args": {"ex_nope": 1}}, flavor="1", image="1"))
+    assert not args.ok and "create node: TypeError" in args.error
+
+
+def test_host_keys_come_from_cloud_inits_console_block() -> None:
+    console = ("boot...\n-----BEGIN SSH HOST KEY KEYS-----\necdsa-sha2-nistp256 AAAAE2Vj root@ip-10-0-0-1\n"
+               "ssh-ed25519 AAAAC3Nz root@ip-10-0-0-1\n-----END SSH HOST KEY KEYS-----\nlogin:")
+    assert host_keys_from_console(console) == {"ecdsa-sha2-nistp256": "ecdsa-sha2-nistp256 AAAAE2Vj",
+                                               "ssh-ed25519": "ssh-ed25519 AAAAC3Nz"}
+    assert host_keys_from_console("no keys here") == {}
+
+
+@pytest.mark.timeout(180)
+async def test_ec2_against_a_local_aws_endpoint(cloud_registry: PluginRegistry) -> None:
+    async with moto_ec2() as endpoint:
+        fields = {"driver": "ec2", "region": "us-east-1", "driver_args": endpoint, "wait_period_s": 0.2,
+                  "identityfile": "aws/deploy"}
+        create = cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)
+        created = await cloud_registry.execute(create)
+        assert created.ok, created.error
+        first = created.result["providerid"]
+        assert first.startswith("i-") and created.result["ssh-auth"] == {"user": "ubuntu", "identityfile": "aws/deploy"}
+        provider = cloud_registry.provider("libcloud")
+        assert isinstance(provider, LibcloudProvider)
+        [driver] = provider._drivers.values()
+
+        def states() -> dict[str, str]:
+            return {n.id: str(n.state) for n in driver.list_nodes() if n.name == "muster-c1-n1"}
+
+        created = await cloud_registry.execute(create)  # a retry of create: the first machine is destroyed first
+        assert created.ok, created.error
+        instance = created.result["providerid"]
+        assert instance != first and states()[first] == "terminated"
+        confirm = next_task(create, created, "confirm")
+        confirmed = await cloud_registry.execute(confirm)
+        assert confirmed.ok, confirmed.error
+        assert confirmed.result["cloud_state"] == "running" and confirmed.ipaddresses["access_v4"]
+        missing = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image="ami-00000000", node="n2"))
+        assert not missing.ok and "the cloud has no image 'ami-00000000'" in missing.error
+        deleted = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
+        assert deleted.ok, deleted.error
+        assert states() == {first: "terminated", instance: "terminated"}
+        again = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
+        assert again.ok and "did not exist any more" not in again.stdout  # terminated machines stay listed a while

@@ -1,0 +1,72 @@
+"""The namespaces provider through the plugin registry, as a provisioner runs it: real namespaces,
+a real sshd per node, the shell automator logging in with the recorded host key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from namespaces_support import NsNet, made, ns_task
+
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.builtin.namespaces import system
+from services.provisioner.plugins.testing import next_task, service_task
+
+
+async def test_create_confirm_run_delete_leaves_nothing(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
+    reg, fields = ns_registry
+    a = await made(reg, fields, "n1")
+    b = await made(reg, fields, "n2")
+    name = a.results["providerid"]
+    assert name.startswith(fields["prefix"] + "-") and a.results["ssh-auth"] == {"user": "root", "identityfile": f"namespaces/{name}"}
+    assert a.results["ssh_host_key_fingerprint"].startswith("SHA256:") and a.results["ssh_host_keys"]
+    assert a.node.ipaddresses["access_v4"] != b.node.ipaddresses["access_v4"]
+    out = await reg.execute(service_task(a, "install", "hostname; echo installed > /etc/muster-test; ls /etc/muster-test"))
+    assert out.ok, out.error
+    assert out.stdout.split() == ["n1.c1.muster", "/etc/muster-test"]
+    other = await reg.execute(service_task(b, "install", "test -e /etc/muster-test"))
+    assert not other.ok  # a node's /etc is its own
+    bridge = fields["prefix"] + "-br"
+    for node in (a, b):
+        gone = await reg.execute(next_task(node, out, "delete"))
+        assert gone.ok, gone.error
+    assert not any(Path("/run/netns").glob(fields["prefix"] + "-*"))
+    assert not await system.link_exists(name) and not await system.link_exists(bridge)
+    assert not list((tmp_path / "nodes").iterdir())
+    assert not list((system.STATE_ROOT).glob(fields["prefix"] + "-*"))
+    assert not list((reg.work_dir / "keys" / "namespaces").iterdir())
+    assert not NsNet.mounts_naming(tmp_path / "nodes")
+    again = await reg.execute(next_task(a, out, "delete"))
+    assert again.ok and "did not exist any more" in again.stdout
+
+
+async def test_an_sshd_that_never_comes_up_fails_the_create_and_leaves_nothing(
+    ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path
+) -> None:
+    reg, fields = ns_registry
+    out = await reg.execute(ns_task("create", {**fields, "sshd_timeout_s": "0.001"}))
+    assert not out.ok
+    assert "create: node n1: sshd of node n1.c1.muster on 10.213." in out.error and ":22 did not come up within" in out.error
+    assert not any(Path("/run/netns").glob(fields["prefix"] + "-*"))
+    assert not await system.link_exists(fields["prefix"] + "-br")
+    assert not list((tmp_path / "nodes").iterdir())
+
+
+async def test_a_bad_prefix_or_range_is_named(ns_registry: tuple[PluginRegistry, dict[str, Any]]) -> None:
+    reg, fields = ns_registry
+    bad = await reg.execute(ns_task("create", {**fields, "prefix": "Too-Long"}))
+    assert not bad.ok and "invalid name prefix 'Too-Long'" in bad.error
+    host = await reg.execute(ns_task("create", {**fields, "network": "127.0.0.0/16"}))
+    assert not host.ok and "no free /24 left in 127.0.0.0/16" in host.error
+
+
+async def test_without_root_it_refuses_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    reg = PluginRegistry.discover(work_dir=tmp_path / "work")
+    try:
+        out = await reg.execute(ns_task("create", {"prefix": "tnoroot"[:6]}))
+    finally:
+        await reg.aclose()
+    assert not out.ok and "\n" not in out.error
+    assert out.error.startswith("namespace nodes need root") and "use the localhost provider" in out.error

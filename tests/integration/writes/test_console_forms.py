@@ -1,0 +1,142 @@
+"""The console's forms without a browser (the browser tests drive the same pages in chromium):
+a create previewed and applied as the signed-in user; refusals at their fields with nothing in
+the log; forms only for those who may use them, and a 403 for a post anyway; CSRF."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from .conftest import Served, job_end
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(180)]
+
+
+class Console:
+    def __init__(self, session: aiohttp.ClientSession, served: Served, who: str) -> None:
+        self.session, self.served, self.who = session, served, who
+
+    async def get(self, path: str) -> tuple[int, str]:
+        async with self.session.get(self.served.url + path, cookies={"muster_session": self.served.tokens[self.who]},
+                                    allow_redirects=False) as resp:
+            return resp.status, await resp.text()
+
+    async def csrf(self) -> str:
+        _, page = await self.get("/ui/clusters")
+        found = re.search(r'<meta name="csrf-token" content="([^"]+)">', page)
+        assert found, "no CSRF token on the page"
+        return found.group(1)
+
+    async def post(self, path: str, fields: list[tuple[str, str]], csrf: str | None = None) -> tuple[int, str, str]:
+        data = [*fields, ("csrf", csrf if csrf is not None else await self.csrf())]
+        async with self.session.post(self.served.url + path, data=data, allow_redirects=False,
+                                     cookies={"muster_session": self.served.tokens[self.who]},
+                                     headers={"Origin": self.served.url}) as resp:
+            return resp.status, html.unescape(await resp.text()), resp.headers.get("Location", "")
+
+
+@pytest_asyncio.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as s:
+        yield s
+
+
+def _create(name: str, nodes: str = "3", **extra: Any) -> list[tuple[str, str]]:
+    services = extra.pop("services", ["base", "zookeeper-server", "hdfs-namenode", "hdfs-datanode", "yarn-resourcemanager",
+                                      "yarn-nodemanager"])
+    return [("step", "preview"), ("template", "hadoop-small"), ("name", name), ("nodes", nodes),
+            *(("services", s) for s in services), *((k, v) for k, v in extra.items())]
+
+
+def _field_error(page: str, field: str) -> str:
+    found = re.search(rf'data-testid="error-{field}">([^<]*)<', page)
+    assert found, f"no error at {field}: {re.findall(r'data-testid=.error-[a-z]+.>[^<]*', page)}"
+    return found.group(1)
+
+
+async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_field(session: aiohttp.ClientSession,
+                                                                                   served: Served) -> None:
+    writer = Console(session, served, "writer")
+    status, page = await writer.get("/ui/clusters")
+    assert status == 200 and 'data-testid="new-cluster"' in page
+    status, page = await writer.get("/ui/clusters/new?template=hadoop-small")
+    assert status == 200 and 'min="2" max="50"' in page and 'value="hdfs-datanode" checked' in page
+    before = served.log()
+    for fields, field, words in (
+        (_create("f1", "60"), "nodes", "allows between 2 and 50 nodes"),
+        (_create("f1", "three"), "nodes", "not a whole number"),
+        (_create("f1", services=["base", "ghost"]), "services", "unknown services: ghost"),
+        (_create("f1", config="{hdfs: 1}"), "config", "not valid JSON"),
+    ):
+        status, page, _ = await writer.post("/ui/clusters/new", fields)
+        assert status == 422 and words in _field_error(page, field), (field, status)
+    assert served.log() == before
+    status, page, _ = await writer.post("/ui/clusters/new", _create("f1"))
+    assert status == 200 and "Preview: create cluster f1" in page and 'data-testid="preview-layout"' in page
+    plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+    status, _, location = await writer.post(f"/ui/plans/{plan_id}/apply", [])
+    assert status == 303 and location.startswith("/ui/jobs/")
+    status, _, again = await writer.post(f"/ui/plans/{plan_id}/apply", [])  # the same plan again: the same job
+    assert status == 303 and again == location
+    assert (await job_end(session, served, location.rsplit("/", 1)[1]))["state"] == "succeeded"
+    status, page = await writer.get(location)  # a finished job offers no pause, resume or cancel
+    assert status == 200 and "no job control in state succeeded" in page
+    assert all(re.search(rf'value="{verb}"[^>]* hidden>', page) for verb in ("pause", "resume", "cancel", "retry"))
+
+
+async def test_a_reader_gets_no_forms_and_a_403_for_posting_anyway(session: aiohttp.ClientSession, served: Served) -> None:
+    reader = Console(session, served, "reader")
+    status, page = await reader.get("/ui/clusters")
+    assert status == 200 and "new-cluster" not in page
+    cluster = re.search(r'href="/ui/clusters/([0-9a-f-]{36})"', page).group(1)  # type: ignore[union-attr]
+    status, page = await reader.get(f"/ui/clusters/{cluster}")
+    assert status == 200 and 'data-testid="operations"' not in page
+    assert (await reader.get("/ui/clusters/new"))[0] == 403
+    before = served.log()
+    status, page, _ = await reader.post("/ui/clusters/new", _create("r1"))
+    assert status == 403 and "may not create clusters" in page
+    status, page, _ = await reader.post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
+    assert status == 403 and "no write permission" in page
+    assert served.log() == before
+
+
+async def test_posts_need_the_pages_csrf_token(session: aiohttp.ClientSession, served: Served) -> None:
+    writer = Console(session, served, "writer")
+    for token in ("", "forged"):
+        status, page, _ = await writer.post("/ui/clusters/new", _create("c1"), csrf=token)
+        assert status == 403 and "CSRF" in page
+
+
+async def test_a_change_is_previewed_and_a_stale_preview_says_what_changed(session: aiohttp.ClientSession, served: Served) -> None:
+    writer = Console(session, served, "writer")
+    _, page = await writer.get("/ui/clusters")
+    cid = re.search(r'href="/ui/clusters/([0-9a-f-]{36})">f1<', page).group(1)  # type: ignore[union-attr]
+    status, page = await writer.get(f"/ui/clusters/{cid}")
+    assert status == 200 and all(f'data-testid="op-{op}"' in page for op in ("expand", "shrink", "restart", "configure", "delete"))
+    before = served.log()
+    for fields, field, words in (([("op", "delete"), ("confirm", "f2")], "confirm", "type the cluster's name, f1"),
+                                 ([("op", "restart"), ("rolling", "half")], "rolling", "neither a number of nodes"),
+                                 ([("op", "configure"), ("config", "[1]")], "config", "must be a JSON object"),
+                                 ([("op", "expand"), ("nodes", "2")], "nodes", "expand needs more than the cluster's 3 nodes")):
+        status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", fields)
+        assert status == 422 and words in _field_error(page, field), (fields, status)
+    assert served.log() == before
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "expand"), ("nodes", "4")])
+    assert status == 200 and "Preview: expand cluster f1" in page
+    plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+    async with session.post(f"{served.url}/v1/clusters/{cid}/restart", json={},
+                            headers={"Authorization": f"Bearer {served.tokens['writer']}"}) as resp:  # the cluster moves on
+        assert resp.status == 202
+        moved = await resp.json()
+    assert (await job_end(session, served, moved["job_id"]))["state"] == "succeeded"
+    status, page, _ = await writer.post(f"/ui/plans/{plan_id}/apply", [])
+    assert status == 409 and "make a new plan" in page and "Preview again" in page
+    again = re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page)
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [(k, v) for k, v in again if k != "csrf"])
+    assert status == 200 and "Preview: expand cluster f1" in page

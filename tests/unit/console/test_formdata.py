@@ -1,0 +1,72 @@
+"""The console's forms as request bodies (services/tracker/ui/formdata.py): each problem named at
+its field; a saved plan's request turned back into the fields that ask for it again; and which
+job controls a job's state allows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from services.tracker.ui.controls import controls_for
+from services.tracker.ui.formdata import create_body, field_of, fields_of, operation_body
+
+
+def _form(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+    form: dict[str, list[str]] = {}
+    for k, v in pairs:
+        form.setdefault(k, []).append(v)
+    return form
+
+
+def test_a_create_form_becomes_the_body_the_api_takes() -> None:
+    body, errors = create_body(_form([("name", "c1"), ("template", "t"), ("nodes", "3"), ("services", "base"), ("services", "zk"),
+                                      ("hardwaretype", ""), ("config", '{"a": {"b": 1}}')]))
+    assert errors == {} and body == {"name": "c1", "template": "t", "nodes": 3, "services": ["base", "zk"], "config": {"a": {"b": 1}}}
+
+
+@pytest.mark.parametrize(("pairs", "field", "words"), [
+    ([("name", ""), ("nodes", "3")], "name", "give the cluster a name"),
+    ([("name", "c"), ("nodes", "")], "nodes", "say how many"),
+    ([("name", "c"), ("nodes", "-1")], "nodes", "not a whole number"),
+    ([("name", "c"), ("nodes", "2"), ("config", "{oops")], "config", "not valid JSON: Expecting property name"),
+    ([("name", "c"), ("nodes", "2"), ("config", "[]")], "config", "must be a JSON object"),
+])
+def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str, str]], field: str, words: str) -> None:
+    _, errors = create_body(_form(pairs))
+    assert words in errors[field]
+
+
+@pytest.mark.parametrize(("op", "pairs", "expected", "errors"), [
+    ("expand", [("nodes", "5")], {"nodes": 5}, {}),
+    ("remove-services", [], {"services": []}, {"services": "pick the services to remove"}),
+    ("restart", [("rolling", "25%"), ("tolerance", "1")], {"rolling": {"batch": "25%", "tolerance": 1}}, {}),
+    ("restart", [("rolling", ""), ("tolerance", "2")], {}, {"tolerance": "a tolerance goes with a rolling batch"}),
+    ("configure", [("config", "{}"), ("restart", "on"), ("rolling", "2")], {"config": {}, "restart": True,
+                                                                          "rolling": {"batch": 2, "tolerance": 0}}, {}),
+    ("upgrade", [("service", "base")], {"service": "base"}, {}),
+    ("delete", [("confirm", "c1")], None, {}),
+    ("delete", [("confirm", "C1")], None, {"confirm": "type the cluster's name, c1, to confirm"}),
+])
+def test_cluster_operations_forms(op: str, pairs: list[tuple[str, str]], expected: Any, errors: dict[str, str]) -> None:
+    body, found = operation_body(op, _form(pairs), "c1")
+    assert found == errors
+    if not errors:
+        assert body == expected
+
+
+def test_api_errors_land_at_the_forms_fields_and_a_saved_request_asks_again() -> None:
+    fields = ("nodes", "services", "rolling", "tolerance")
+    assert [field_of(p, fields) for p in ("services.2", "rolling.tolerance", "rolling.batch", "if_version", None)] == [
+        "services", "tolerance", "rolling", "form", "form"]
+    body = {"name": "c1", "template": "t", "nodes": 3, "services": ["base"], "config": {"x": 1}, "hardwaretype": "small"}
+    again, errors = create_body(_form(fields_of("create", body)))
+    assert errors == {} and again == body
+    assert ("op", "configure") in fields_of("configure-restart", {"config": {}, "restart": True})
+
+
+def test_a_jobs_state_decides_its_controls() -> None:
+    assert controls_for("running", True) == ["pause", "cancel"]
+    assert controls_for("paused", True) == ["resume", "cancel"]
+    assert controls_for("failed", True) == ["retry"] and controls_for("failed", False) == []
+    assert controls_for("succeeded", True) == controls_for("rolled_back", False) == []

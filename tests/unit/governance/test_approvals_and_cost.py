@@ -1,0 +1,68 @@
+"""Approval rules matched on fakes, who may decide, and what a plan costs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from contracts.catalog import HardwareType
+from contracts.governance import ApprovalRule
+from contracts.layout import NodeSpec
+from services.governance.domain.approvals import Request, matches, refusal, wait_for
+from services.governance.domain.cost import describe, plan_cost
+
+NOW = datetime(2026, 11, 28, 12, tzinfo=UTC)
+
+
+def request(operation: str = "create", name: str = "web", nodes: int = 5, **labels: str) -> Request:
+    return Request(operation, name, labels, nodes)
+
+
+def test_each_condition_of_a_rule_must_hold() -> None:
+    deletes = ApprovalRule(name="deletes", operations=["delete"])
+    big = ApprovalRule(name="big", operations=["create", "expand"], min_nodes=20)
+    prod = ApprovalRule(name="prod", labels={"env": "prod"})
+    named = ApprovalRule(name="named", clusters=["prod-*"])
+    anything = ApprovalRule(name="all")
+    assert matches(deletes, request("delete")) and not matches(deletes, request("create"))
+    assert matches(big, request("expand", nodes=20)) and not matches(big, request("create", nodes=19))
+    assert not matches(big, request("delete", nodes=50))
+    assert matches(prod, request("restart", env="prod")) and not matches(prod, request("restart", env="dev"))
+    assert matches(named, request(name="prod-db")) and not matches(named, request(name="dev-db"))
+    assert matches(anything, request("check"))
+
+
+def test_the_strictest_matching_rule_bounds_the_wait_and_self_approval_needs_every_rule() -> None:
+    rules = [ApprovalRule(name="b", expires_after_s=3600, allow_self_approval=True),
+             ApprovalRule(name="a", operations=["delete"], expires_after_s=600)]
+    wait = wait_for(rules, request("delete"), NOW)
+    assert wait is not None and wait.rules == ("a", "b") and wait.expires_at == NOW + timedelta(seconds=600)
+    assert not wait.allow_self_approval
+    only_b = wait_for(rules, request("create"), NOW)
+    assert only_b is not None and only_b.allow_self_approval
+    assert wait_for([ApprovalRule(name="x", operations=["delete"])], request("create"), NOW) is None
+
+
+def test_who_may_decide_beyond_the_permission() -> None:
+    base = dict(waiting=True, decided_by=None, expires_at=NOW + timedelta(hours=1), allow_self=False, requester="uma", now=NOW)
+    assert refusal(approving=True, approver="apo", **base) == ""  # type: ignore[arg-type]
+    assert "may not approve" in refusal(approving=True, approver="uma", **base)  # type: ignore[arg-type]
+    assert refusal(approving=False, approver="uma", **base) == ""  # type: ignore[arg-type]
+    assert refusal(approving=True, approver="uma", **{**base, "allow_self": True}) == ""  # type: ignore[arg-type]
+    assert "expired" in refusal(approving=True, approver="apo", **{**base, "now": NOW + timedelta(hours=2)})  # type: ignore[arg-type]
+    assert "decided already" in refusal(approving=True, approver="apo", **{**base, "decided_by": "ada"})  # type: ignore[arg-type]
+    assert "not waiting" in refusal(approving=True, approver="apo", **{**base, "waiting": False})  # type: ignore[arg-type]
+
+
+def node(i: int, hardware: str) -> NodeSpec:
+    return NodeSpec(id=f"n{i}", hardwaretype=hardware, imagetype="centos", services=[])
+
+
+def test_a_plans_cost_comes_from_the_hardware_types_cost_fields() -> None:
+    hardware = {"small": HardwareType(name="small", providermap={"sim": {"cost": "0.05"}}),
+                "large": HardwareType(name="large", providermap={"sim": {"cost": 0.2}}),  # type: ignore[dict-item]
+                "gpu": HardwareType(name="gpu", providermap={"other": {"cost": "9"}})}
+    cost = plan_cost(hardware, "sim", [node(1, "small"), node(2, "small"), node(3, "large"), node(4, "gpu")], [node(1, "small")])
+    assert cost.per_hour == 0.3 and cost.before_per_hour == 0.05
+    assert cost.by_hardware == {"small": 0.1, "large": 0.2, "gpu": 0.0} and cost.per_node["n3"] == 0.2
+    assert cost.unknown == ["gpu"]
+    assert describe(cost) == "0.30/h for 4 nodes (was 0.05/h); no cost given for gpu"

@@ -1,0 +1,76 @@
+"""The example policies (examples/policies) on inputs as admission builds them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.approvals import PlanCost
+from contracts.layout import NodeSpec
+from services.governance.domain.inputs import document
+from services.governance.domain.policies import compile_policy, evaluate
+
+EXAMPLES = Path(__file__).parents[3] / "examples" / "policies"
+WEDNESDAY = datetime(2026, 11, 25, 17, tzinfo=UTC)
+FRIDAY_EVENING = datetime(2026, 11, 27, 17, tzinfo=UTC)
+
+
+def nodes(n: int, hardware: str = "small", image: str = "centos") -> list[NodeSpec]:
+    return [NodeSpec(id=f"n{i}", hardwaretype=hardware, imagetype=image, services=["hdfs"]) for i in range(n)]
+
+
+def doc(operation: str = "create", after: int = 5, before: int = 0, now: datetime = WEDNESDAY, tenant_nodes: int = 0,
+        cluster: dict[str, Any] | None = None, per_hour: float = 0.25, **layout: str) -> dict[str, Any]:
+    return document(tenant="t", operation=operation, now=now, requester="uma", role="user", request={"nodes": after},
+                    cluster=cluster, before=nodes(before), after=nodes(after, **layout), actions=["create"] * after,
+                    cost=PlanCost(per_hour=per_hour), tenant_nodes=tenant_nodes)
+
+
+def verdict(policy: str, document_: dict[str, Any]) -> tuple[list[str], list[str]]:
+    compiled = compile_policy(policy, (EXAMPLES / f"{policy}.rego").read_text())
+    v = evaluate([compiled], document_)
+    return [d.message for d in v.denials], [w.message for w in v.warnings]
+
+
+def test_every_example_compiles() -> None:
+    for path in sorted(EXAMPLES.glob("*.rego")):
+        compile_policy(path.stem, path.read_text())
+
+
+def test_nodes_per_tenant() -> None:
+    assert verdict("nodes_per_tenant", doc(after=5, tenant_nodes=10)) == ([], [])
+    denied, _ = verdict("nodes_per_tenant", doc(after=15, tenant_nodes=30))
+    assert denied == ["tenant t would have 45 nodes; its limit is 40"]
+    assert verdict("nodes_per_tenant", doc(after=50))[0][0].startswith("a cluster has at most 20")
+    assert verdict("nodes_per_tenant", doc(after=8, before=4, tenant_nodes=30))[1] == ["tenant t would have 34 of its 40 nodes"]
+
+
+def test_allowed_hardware_and_images() -> None:
+    assert verdict("allowed_hardware_images", doc()) == ([], [])
+    denied, _ = verdict("allowed_hardware_images", doc(hardware="gpu", image="windows"))
+    assert denied == ['hardware type gpu is not allowed (allowed: ["medium", "small"])',
+                      'image type windows is not allowed (allowed: ["centos", "ubuntu"])']
+
+
+def test_freeze_window() -> None:
+    assert verdict("freeze_window", doc(now=WEDNESDAY)) == ([], [])
+    assert "frozen on Friday evenings" in verdict("freeze_window", doc(now=FRIDAY_EVENING))[0][0]
+    assert verdict("freeze_window", doc(operation="check", now=FRIDAY_EVENING)) == ([], [])
+    assert "freeze day" in verdict("freeze_window", doc(now=datetime(2026, 12, 24, 9, tzinfo=UTC)))[0][0]
+
+
+@pytest.mark.parametrize(("expires", "denied"), [("2026-11-26T00:00:00+00:00", True), ("2026-11-24T00:00:00+00:00", False),
+                                                  (None, False)])
+def test_no_delete_of_a_cluster_whose_lease_still_runs(expires: str | None, denied: bool) -> None:
+    cluster = {"id": "c", "name": "web", "lease_expires_at": expires}
+    assert bool(verdict("no_delete_with_lease", doc(operation="delete", cluster=cluster))[0]) is denied
+    assert verdict("no_delete_with_lease", doc(operation="expand", cluster=cluster))[0] == []
+
+
+def test_max_cost() -> None:
+    assert verdict("max_cost", doc(per_hour=0.5)) == ([], [])
+    assert verdict("max_cost", doc(per_hour=1.5))[1] == ["this cluster would cost 1.50 an hour"]
+    assert verdict("max_cost", doc(per_hour=2.5))[0] == ["this cluster would cost 2.50 an hour; the limit is 2.00"]

@@ -1,0 +1,147 @@
+"""The notifier's rules on fakes (an in-memory log, a manual clock, a delivery that records):
+which events notify whom, when, the retries with backoff each recorded, a lease warning
+dropped when the lease moved, drift after a check, what a restart still owes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from contracts import subjects
+from contracts.events import (
+    ClusterLayoutChanged,
+    ClusterLeaseChanged,
+    ClusterRequested,
+    JobFailed,
+    JobRequested,
+    JobSucceeded,
+    ServiceStateObserved,
+)
+from contracts.governance import Subscription
+from contracts.layout import NodeSpec
+from muster.ports.eventlog import Append
+from muster.ports.memory import ManualClock, MemoryEventLog
+from services.notifier.app import Notifier
+from services.notifier.domain.notices import BACKOFF_S, slack
+
+T0 = datetime(2026, 11, 28, 12, tzinfo=UTC)
+
+
+class Deliver:
+    def __init__(self, failures: int = 0) -> None:
+        self.sent: list[tuple[str, str, dict[str, Any]]] = []
+        self.failures = failures
+
+    async def __call__(self, tenant: str, sub: Subscription, body: dict[str, Any], nid: str) -> tuple[bool, int | None, str]:
+        self.sent.append((sub.name, nid, body))
+        if self.failures:
+            self.failures -= 1
+            return False, 503, "HTTP 503"
+        return True, 204, ""
+
+
+def sub(name: str = "hook", **fields: Any) -> Subscription:
+    return Subscription.model_validate({"name": name, "events": ["job_failed", "job_succeeded"], "subject": "muster.cb.a.x",
+                                        **fields})
+
+
+async def world(subs: list[Subscription], deliver: Deliver) -> tuple[MemoryEventLog, ManualClock, Notifier]:
+    clock = ManualClock(T0)
+    log = MemoryEventLog(clock)
+    notifier = Notifier(log, deliver, clock, lambda tenant: subs if tenant == "a" else [])
+    await notifier.resume()
+    return log, clock, notifier
+
+
+async def cluster(log: MemoryEventLog, name: str = "web", expires: datetime | None = None) -> None:
+    subject = subjects.cluster_events("a", "c1")
+    events: list[Any] = [ClusterRequested(tenant="a", cluster_id="c1", name=name, template="t", provider="sim", job_id="j0"),
+                         ClusterLayoutChanged(cluster_id="c1", job_id="j0", nodes=[NodeSpec(id="n1", hardwaretype="s", imagetype="i",
+                                                                                             services=["db"])])]
+    if expires is not None:
+        events.append(ClusterLeaseChanged(cluster_id="c1", expires_at=expires))
+    await log.append(subject, [Append(e, msg_id=f"c{i}") for i, e in enumerate(events)])
+
+
+async def job(log: MemoryEventLog, notifier: Notifier, end: Any, operation: str = "delete", job_id: str = "j1") -> None:
+    subject = subjects.job_events("a", job_id)
+    await log.append(subject, [Append(JobRequested(tenant="a", job_id=job_id, cluster_id="c1", operation=operation, request={},
+                                                   requested_by="uma"), msg_id=f"{job_id}-r")])
+    seqs = await log.append(subject, [Append(end, msg_id=f"{job_id}-end")])
+    await notifier.on_job_event((await log.read(subject, start_seq=seqs[0]))[0])
+
+
+async def test_a_jobs_end_notifies_each_subscription_that_wants_it_once() -> None:
+    deliver = Deliver()
+    log, clock, notifier = await world([sub("all"), sub("only-db", clusters=["db-*"]), sub("ok", events=["job_succeeded"])], deliver)
+    await cluster(log)
+    await job(log, notifier, JobFailed(job_id="j1", reason="node n1 did not start"))
+    await notifier.on_job_event((await log.read(subjects.job_events("a", "j1")))[-1])  # the same event again: nothing new
+    await clock.advance(0)
+    assert [(name, body["kind"]) for name, _, body in deliver.sent] == [("all", "job_failed")]
+    body = deliver.sent[0][2]
+    assert body["cluster"] == "web" and body["requester"] == "uma" and "did not start" in body["text"]
+    assert slack(body) == {"text": f"[muster · a] {body['text']}"}
+    assert log.types(subjects.notification_events("a", "all")) == ["NotificationQueued", "NotificationAttempted"]
+
+
+async def test_a_failed_delivery_is_retried_with_backoff_each_attempt_recorded() -> None:
+    deliver = Deliver(failures=2)
+    log, clock, notifier = await world([sub()], deliver)
+    await cluster(log)
+    await job(log, notifier, JobSucceeded(job_id="j1"))
+    await clock.advance(0)
+    await clock.advance(BACKOFF_S[0])
+    assert len(deliver.sent) == 2  # the second attempt came after the first wait, not before
+    await clock.advance(BACKOFF_S[1])
+    attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
+    assert [(a.attempt, a.ok, a.final) for a in attempts] == [(1, False, False), (2, False, False), (3, True, True)]
+    assert attempts[0].next_at == T0 + timedelta(seconds=BACKOFF_S[0]) and attempts[0].status == 503
+
+
+async def test_a_notifier_that_restarts_owes_what_it_had_not_delivered() -> None:
+    deliver = Deliver(failures=1)
+    log, clock, notifier = await world([sub()], deliver)
+    await cluster(log)
+    await job(log, notifier, JobSucceeded(job_id="j1"))
+    await clock.advance(0)
+    notifier.close()  # died after the first (failed) attempt
+    again = Deliver()
+    restarted = Notifier(log, again, clock, lambda tenant: [sub()])
+    await restarted.resume()
+    await clock.advance(BACKOFF_S[0])
+    assert [nid for _, nid, _ in again.sent] == [deliver.sent[0][1]]
+
+
+async def test_a_lease_warning_is_due_before_the_lease_ends_and_dropped_when_it_moved() -> None:
+    deliver = Deliver()
+    log, clock, notifier = await world([sub(events=["lease_expiring"], lease_warning_s=3600)], deliver)
+    ends = T0 + timedelta(hours=3)
+    await cluster(log, expires=ends)
+    lease = (await log.read(subjects.cluster_events("a", "c1")))[-1]
+    await notifier.on_lease_event(lease)
+    await clock.advance(3600)
+    assert deliver.sent == []
+    await clock.advance(3600)
+    assert [body["kind"] for _, _, body in deliver.sent] == ["lease_expiring"]
+    # A lease extended before its warning was due: the warning is dropped, recorded as such.
+    await log.append(subjects.cluster_events("a", "c1"), [Append(ClusterLeaseChanged(cluster_id="c1", expires_at=ends + timedelta(hours=5)),
+                                                                 msg_id="ext")])
+    await notifier.on_lease_event((await log.read(subjects.cluster_events("a", "c1")))[-1])
+    await log.append(subjects.cluster_events("a", "c1"), [Append(ClusterLeaseChanged(cluster_id="c1", expires_at=ends + timedelta(hours=9)),
+                                                                 msg_id="ext2")])
+    await clock.advance(5 * 3600)
+    dropped = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
+    assert len(deliver.sent) == 1 and dropped[-1].final and "no longer true" in dropped[-1].error
+
+
+async def test_a_check_that_found_drift_notifies_drift_found() -> None:
+    deliver = Deliver()
+    log, clock, notifier = await world([sub(events=["drift_found"])], deliver)
+    await cluster(log)
+    await log.append(subjects.cluster_events("a", "c1"), [Append(ServiceStateObserved(
+        cluster_id="c1", job_id="j1", task_id="n1.status.db", node_id="n1", service="db", state="stopped"), msg_id="obs")])
+    await job(log, notifier, JobSucceeded(job_id="j1"), operation="check")
+    await clock.advance(0)
+    assert [body["kind"] for _, _, body in deliver.sent] == ["drift_found"]
+    assert "db on n1 stopped (should be running)" in deliver.sent[0][2]["text"]

@@ -1,0 +1,106 @@
+"""Policies compiled and evaluated in-process (regopy): deny refuses with the policy's message,
+warn is kept, a policy that does not compile is refused with its line, one that fails while
+evaluating denies (fail closed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.governance.domain.policies import PolicyCompileError, compile_all, compile_policy, evaluate
+
+NODES = """package muster.nodes
+import rego.v1
+
+deny contains msg if {
+    input.request.nodes > 10
+    msg := sprintf("at most 10 nodes per cluster; %d asked", [input.request.nodes])
+}
+
+warn contains "more than 3 nodes: consider a smaller test cluster" if input.request.nodes > 3
+"""
+
+
+def test_deny_refuses_with_the_policys_message_and_warn_is_kept() -> None:
+    policy = compile_policy("nodes", NODES, version=2)
+    big = evaluate([policy], {"request": {"nodes": 50}})
+    assert big.denied and [d.message for d in big.denials] == ["at most 10 nodes per cluster; 50 asked"]
+    assert big.denials[0].policy == "nodes" and big.denials[0].version == 2
+    small = evaluate([policy], {"request": {"nodes": 5}})
+    assert not small.denied and [w.message for w in small.warnings] == ["more than 3 nodes: consider a smaller test cluster"]
+    assert evaluate([policy], {"request": {"nodes": 1}}) == evaluate([], {})
+
+
+@pytest.mark.parametrize(("source", "line", "words"), [
+    ("package muster.x\nimport rego.v1\n\ndeny contains msg if {\n    input.request.nodes >\n    msg := \"x\"\n}\n", 5, "unify"),
+    ("package muster.x\nimport rego.v1\ndeny contains msg if {\n  input.x\n", 3, "unclosed"),
+    ("deny := true\n", 0, "package"),
+    ("package muster.x\nallow := true\n", 0, "neither"),
+])
+def test_a_policy_that_does_not_compile_is_refused_with_the_line_and_the_reason(source: str, line: int, words: str) -> None:
+    with pytest.raises(PolicyCompileError) as raised:
+        compile_policy("x", source)
+    assert raised.value.line == line and words in str(raised.value)
+
+
+@pytest.mark.parametrize(("source", "words"), [
+    ("package muster.c\nimport rego.v1\ndeny := 1 if input.a\ndeny := 2 if input.a\n", "multiple outputs"),
+    ("package muster.d\nimport rego.v1\ndeny contains msg if {\n x := 1 / input.zero\n msg := sprintf(\"%v\", [x])\n}\n", "divide by zero"),
+])
+def test_a_policy_that_fails_while_evaluating_denies_and_says_why(source: str, words: str) -> None:
+    verdict = evaluate([compile_policy("p", source)], {"a": True, "zero": 0})
+    assert verdict.denied and words in verdict.denials[0].message and "fail closed" in verdict.denials[0].message
+
+
+def test_deny_as_true_or_as_objects_still_reads_as_messages() -> None:
+    boolean = compile_policy("b", "package muster.b\nimport rego.v1\ndefault deny := false\ndeny if input.x\n")
+    objects = compile_policy("o", 'package muster.o\nimport rego.v1\ndeny contains {"msg": "no"} if input.x\n')
+    verdict = evaluate([boolean, objects], {"x": True})
+    assert [d.message for d in verdict.denials] == ["denied (the policy gives no message)", "no"]
+    assert not evaluate([boolean, objects], {"x": False}).denied
+
+
+def test_a_stored_policy_that_no_longer_compiles_denies_everything() -> None:
+    verdict = evaluate(compile_all([("old", "garbage", 3)]), {})
+    assert verdict.denied and "does not compile" in verdict.denials[0].message and verdict.denials[0].version == 3
+
+
+def test_time_built_ins_work_in_a_process_that_loaded_aiohttp_first() -> None:
+    """rego-cpp loaded after a C++ extension (aiohttp's frozenlist) aborted the process in its
+    time built-ins; `import muster` makes it load first (muster/_startup.py)."""
+    import subprocess
+    import sys
+
+    code = """
+import muster, aiohttp
+from pathlib import Path
+from services.governance.domain.policies import compile_policy, evaluate
+p = compile_policy("freeze", Path("examples/policies/freeze_window.rego").read_text())
+for now in (1795712400, 1795885200) * 5:  # a Wednesday, a Friday evening
+    evaluate([p], {"operation": "create", "now_ns": now * 10**9})
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[3])
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_muster_policy_test_evaluates_a_file_on_an_input_and_exits_1_when_denied(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    policy = tmp_path / "nodes.rego"
+    policy.write_text(NODES)
+    big, small = tmp_path / "big.json", tmp_path / "small.yaml"
+    big.write_text('{"request": {"nodes": 50}}')
+    small.write_text("request:\n  nodes: 5\n")
+    denied = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(big)])
+    assert denied.exit_code == 1 and "deny: at most 10 nodes per cluster; 50 asked" in denied.output
+    allowed = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(small), "--json"])
+    assert allowed.exit_code == 0 and '"allowed": true' in allowed.output
+    broken = tmp_path / "broken.rego"
+    broken.write_text("package x\nimport rego.v1\ndeny contains m if {\n  input.x\n")
+    refused = CliRunner().invoke(main, ["policy", "test", str(broken), "--input", str(small)])
+    assert refused.exit_code == 2 and "line 3" in refused.output

@@ -1,0 +1,126 @@
+"""Schedules' ticks, and the scheduler on an in-memory log, a manual clock and a fake sender:
+one request per tick, the same request_id when sent again, the missed-ticks policy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from contracts import subjects
+from contracts.governance import GovernancePut, Schedule
+from muster.ports.eventlog import Append
+from muster.ports.memory import ManualClock, MemoryEventLog
+from services.governance.domain.entities import fold
+from services.governance.domain.schedules import ScheduleError, check, due, next_tick, request_id
+from services.governance.scheduler import Scheduler
+
+T0 = datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
+
+
+def schedule(**fields: Any) -> Schedule:
+    return Schedule.model_validate({"name": "n", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"},
+                                    "owner": "uma", **({"cron": "0 3 * * *"} | fields)})
+
+
+def test_cron_ticks_follow_the_schedules_time_zone() -> None:
+    paris = schedule(timezone="Europe/Paris")
+    assert next_tick(paris, T0, T0) == datetime(2026, 11, 28, 2, 0, tzinfo=UTC)  # 03:00 in Paris, winter
+    with pytest.raises(ScheduleError, match="time zone"):
+        check(schedule(timezone="Mars/Olympus"))
+    with pytest.raises(ScheduleError, match="cron"):
+        check(schedule(cron="61 * * * *"))
+
+
+def test_missed_ticks_run_once_late_or_not_at_all() -> None:
+    nightly = schedule()
+    monday = datetime(2026, 11, 30, 9, tzinfo=UTC)
+    once = due(nightly, T0 - timedelta(hours=21), T0 - timedelta(days=10), monday)  # last ran Friday 03:00
+    assert once.tick == datetime(2026, 11, 30, 3, tzinfo=UTC) and once.skipped == 2 and once.late_s == 6 * 3600
+    skip = due(schedule(missed="skip"), T0 - timedelta(hours=21), T0 - timedelta(days=10), monday)
+    assert skip.tick is None and skip.next_at == datetime(2026, 12, 1, 3, tzinfo=UTC)
+    assert due(schedule(paused=True), T0 - timedelta(hours=21), T0 - timedelta(days=10), monday).tick is None
+
+
+class Sender:
+    def __init__(self, answers: list[tuple[str | None, str, bool]] | None = None) -> None:
+        self.sent: list[tuple[str, str, str, dict[str, Any]]] = []
+        self.answers = answers or []
+
+    async def __call__(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> tuple[str | None, str, bool]:
+        self.sent.append((tenant, principal, verb, body))
+        return self.answers.pop(0) if self.answers else (f"job-{body['request_id']}", "", False)
+
+
+async def scheduler_on(log: MemoryEventLog, clock: ManualClock, sender: Sender, name: str = "s1") -> Scheduler:
+    s = Scheduler(log, sender, clock, name)
+    s.start({"a": fold(await log.read(subjects.governance_filter("a", "schedule")))})
+    return s
+
+
+async def put(log: MemoryEventLog, **fields: Any) -> None:
+    entity = schedule(**fields).model_dump(mode="json")
+    subject = subjects.governance_events("a", "schedule", "n")
+    await log.append(subject, [Append(GovernancePut(kind="schedule", name="n", entity=entity, version=1, by="uma"),
+                                      msg_id="put", time=T0)])
+
+
+async def follow(log: MemoryEventLog, s: Scheduler) -> None:
+    """What the mirror does: fold the schedule's subject and tell the scheduler."""
+    entries = fold(await log.read(subjects.governance_filter("a", "schedule")))
+    await s.on_change("a", "schedule", "n", entries.get(("schedule", "n")))
+
+
+async def test_each_tick_sends_one_request_as_the_owner_and_records_the_job() -> None:
+    log, clock, sender = MemoryEventLog(), ManualClock(T0), Sender()
+    await put(log, cron=None, every_s=10)
+    s = await scheduler_on(log, clock, sender)
+    await clock.advance(10)
+    await follow(log, s)
+    await clock.advance(10)
+    await follow(log, s)
+    assert [(p, v, b["request_id"], b["requested_by"]) for _, p, v, b in sender.sent] == [
+        ("uma", "check", request_id("n", T0 + timedelta(seconds=10)), "uma"),
+        ("uma", "check", request_id("n", T0 + timedelta(seconds=20)), "uma")]
+    types = log.types(subjects.governance_filter("a", "schedule"))
+    assert types == ["GovernancePut", "ScheduleFired", "ScheduleAnswered", "ScheduleFired", "ScheduleAnswered"]
+    runs = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")].runs
+    assert [r["job_id"] for r in runs] == [f"job-{b['request_id']}" for *_, b in sender.sent]
+
+
+async def test_two_schedulers_take_each_tick_once() -> None:
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=10)
+    one, two = Sender(), Sender()
+    s1, s2 = await scheduler_on(log, clock, one, "s1"), await scheduler_on(log, clock, two, "s2")
+    await clock.advance(10)
+    assert len(one.sent) + len(two.sent) == 1
+    assert log.types(subjects.governance_filter("a", "schedule")).count("ScheduleFired") == 1
+    assert s1 is not s2
+
+
+async def test_a_tick_taken_and_not_answered_is_sent_again_with_the_same_request_id_after_a_restart() -> None:
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=10)
+    down = Sender([(None, "no planner answered", True)] * 20)
+    first = await scheduler_on(log, clock, down, "s1")
+    await clock.advance(10)  # taken; the planner is away, so the request waits to go again
+    first.close()
+    later = ManualClock(T0 + timedelta(seconds=12))
+    up = Sender()
+    await scheduler_on(log, later, up, "s2")  # a new scheduler: the first one died
+    await later.advance(0)
+    assert [b["request_id"] for *_, b in up.sent] == [down.sent[0][3]["request_id"]]
+    runs = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")].runs
+    assert [r["job_id"] for r in runs] == [f"job-{down.sent[0][3]['request_id']}"]
+    assert log.types(subjects.governance_filter("a", "schedule")).count("ScheduleFired") == 1
+
+
+async def test_a_rejected_tick_is_recorded_with_the_reason() -> None:
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=10)
+    await scheduler_on(log, clock, Sender([(None, "check refused: uma has no execute permission", False)]))
+    await clock.advance(10)
+    runs = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")].runs
+    assert runs[0]["job_id"] is None and "no execute permission" in runs[0]["rejected"]

@@ -1,0 +1,126 @@
+"""Governance in the planner, on in-memory fakes: policies deny with their message (recorded) or
+warn; a request an approval rule matches is accepted at once and waits with its plan; it runs
+exactly that plan once approved, is refused if the cluster changed, ends when rejected or when
+nobody approved in time; the requester cannot approve its own job unless a rule allows it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner_harness import Harness
+
+from contracts import subjects
+from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExtendLease, Rejected, RejectJob
+from contracts.governance import GovernancePut
+from muster.ports.eventlog import Append
+from muster.readmodel.timeline import describe
+
+NODES = """package muster.nodes
+import rego.v1
+
+deny contains msg if {
+    input.request.nodes > 10
+    msg := sprintf("at most 10 nodes per cluster; %d asked", [input.request.nodes])
+}
+
+warn contains "more than 3 nodes" if input.nodes.after > 3
+"""
+
+
+async def put(h: Harness, kind: str, name: str, **entity: Any) -> None:
+    subject = subjects.governance_events("default", kind, name)
+    await h.log.append(subject, [Append(GovernancePut(kind=kind, name=name, entity={"name": name, **entity}, version=1,  # type: ignore[arg-type]
+                                                      by="ada"), msg_id=f"{subject}:1")])
+
+
+async def test_a_policy_denies_a_50_node_create_with_its_message_and_allows_a_5_node_one() -> None:
+    h = Harness()
+    await put(h, "policy", "nodes", source=NODES)
+    big = await h.send(CreateCluster(name="big", template="hadoop-small", nodes=50, request_id="big"), principal="uma")
+    assert isinstance(big, Rejected) and "at most 10 nodes per cluster; 50 asked (policy nodes)" in big.reason
+    denied = [r.event for r in h.log.records if r.type == "RequestDenied"]
+    assert len(denied) == 1 and denied[0].by == "uma" and denied[0].denials[0].policy == "nodes"
+    assert not [r for r in h.log.records if r.type == "ClusterRequested"]  # nothing else recorded, the name free
+    small = await h.send(CreateCluster(name="big", template="hadoop-small", nodes=5, request_id="small"), principal="uma")
+    assert isinstance(small, Accepted) and small.warnings[0] == "more than 3 nodes (policy nodes)"
+    await h.settle()
+    assert h.job(small.job_id).state == "succeeded" and h.events(small.job_id, "PolicyWarned")[0].warnings[0].policy == "nodes"
+
+
+async def test_a_dry_run_shows_the_cost_and_what_governance_would_say() -> None:
+    h = Harness()
+    await put(h, "policy", "nodes", source=NODES)
+    await put(h, "rule", "big", min_nodes=4)
+    reply = await h.send(CreateCluster(name="x", template="hadoop-small", nodes=5, dry_run=True))
+    assert isinstance(reply, DryRun) and reply.cost is not None and reply.policy is not None
+    assert reply.cost["per_hour"] >= 0 and len(reply.cost["per_node"]) == 5
+    assert reply.policy == {"deny": [], "warn": ["more than 3 nodes (policy nodes)"], "approval": ["big"]}
+
+
+async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, str]:
+    cluster_id = await h.cluster_of(nodes=3)
+    await put(h, "rule", "deletes", operations=["delete"], allow_self_approval=allow_self, expires_after_s=600)
+    reply = await h.send(DeleteCluster(cluster_id=cluster_id, request_id="del"), principal="uma")
+    assert isinstance(reply, Accepted) and "waits for approval" in reply.warnings[0]
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert job.view()["state"] == "waiting_for_approval" and job.planned and h.queue.take() == []
+    return reply.job_id, cluster_id
+
+
+async def test_a_matching_request_waits_with_its_plan_and_runs_it_once_approved() -> None:
+    h = Harness()
+    job_id, cluster_id = await approval_pending(h)
+    own = await h.send(ApproveJob(job_id=job_id), principal="uma")
+    assert isinstance(own, Rejected) and "may not approve" in own.reason
+    ok = await h.send(ApproveJob(job_id=job_id, comment="looked at it"), principal="apo")
+    assert isinstance(ok, Accepted), ok
+    await h.settle()
+    assert h.job(job_id).state == "succeeded" and h.cluster(cluster_id).status == "deleted"
+    approved = h.events(job_id, "JobApproved")[0]
+    assert (approved.by, approved.comment) == ("apo", "looked at it")
+    story = [describe(r.event) for r in h.log.records if r.subject == subjects.job_events("default", job_id)]
+    assert "approved by apo: looked at it" in story and any(line.startswith("waits for approval (rules deletes)") for line in story)
+    again = await h.send(ApproveJob(job_id=job_id), principal="apo")
+    assert isinstance(again, Rejected)
+
+
+async def test_self_approval_when_every_matching_rule_allows_it() -> None:
+    h = Harness()
+    job_id, _ = await approval_pending(h, allow_self=True)
+    assert isinstance(await h.send(ApproveJob(job_id=job_id), principal="uma"), Accepted)
+
+
+async def test_a_rejected_job_ends_and_cannot_be_retried_into_running() -> None:
+    h = Harness()
+    job_id, cluster_id = await approval_pending(h)
+    assert isinstance(await h.send(RejectJob(job_id=job_id, comment="not now"), principal="apo"), Accepted)
+    await h.settle()
+    assert h.job(job_id).state == "failed" and "rejected by apo: not now" in h.job(job_id).error
+    assert h.cluster(cluster_id).status == "active" and h.queue.take() == []
+    from contracts.commands import RetryJob
+
+    assert isinstance(await h.send(RetryJob(job_id=job_id), principal="ada"), Rejected)
+
+
+async def test_the_approved_plan_is_refused_when_the_cluster_changed_meanwhile() -> None:
+    h = Harness()
+    job_id, cluster_id = await approval_pending(h)
+    extended = await h.send(ExtendLease(cluster_id=cluster_id, by_s=60), principal="ada")
+    if isinstance(extended, Rejected):  # the demo template may have no lease: change the cluster another way
+        h.cluster(cluster_id).change_config(job_id, {"touched": True})
+        await h.planner.state.save_cluster(h.cluster(cluster_id))
+    reply = await h.send(ApproveJob(job_id=job_id), principal="apo")
+    assert isinstance(reply, Rejected) and "changed since the plan was approved" in reply.reason
+    await h.settle()
+    assert h.job(job_id).state == "failed" and h.queue.take() == []
+
+
+async def test_an_approval_expires_and_the_expiry_survives_a_restart() -> None:
+    h = Harness()
+    job_id, _ = await approval_pending(h)
+    await h.restart()
+    await h.clock.advance(601)
+    await h.settle()
+    assert h.job(job_id).state == "failed" and "nobody approved" in h.job(job_id).error
+    assert "JobApprovalExpired" in h.history(job_id)

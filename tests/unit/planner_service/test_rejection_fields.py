@@ -1,0 +1,107 @@
+"""A refusal says what kind it is and which field of the request is at fault (`Rejected.code`,
+`.field`, `.job_id`): what the tracker turns into an HTTP status and an error at a form's field.
+The template's compatibility is checked at admission, so a forbidden service or hardware type is
+refused before anything is recorded. A saved plan is applied with the permission of its own
+operation on its own cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from planner_harness import Harness, demo_catalog, identities
+
+from contracts.commands import (
+    AddServices,
+    ApplyPlan,
+    CreateCluster,
+    DryRun,
+    ExpandCluster,
+    PauseJob,
+    Rejected,
+    ShrinkCluster,
+)
+from contracts.identity import Scope
+
+
+def _create(**fields: Any) -> CreateCluster:
+    return CreateCluster(**{"name": "c9", "template": "hadoop-small", "nodes": 3, **fields})
+
+
+REFUSED_CREATES = [
+    (_create(nodes=60), "invalid", "nodes", "allows between 2 and 50 nodes"),
+    (_create(template="nope"), "invalid", "template", "nope"),
+    (_create(services=["base", "ghost"]), "invalid", "services", "unknown services: ghost"),
+    (_create(hardwaretype="huge"), "invalid", "hardwaretype", "unknown hardware type 'huge'"),
+    (_create(provider="elsewhere"), "invalid", "provider", "unknown provider 'elsewhere'"),
+]
+
+
+@pytest.mark.parametrize(("command", "code", "field", "words"), REFUSED_CREATES, ids=[r[2] for r in REFUSED_CREATES])
+async def test_a_refused_create_names_its_kind_and_field_and_records_nothing(command: CreateCluster, code: str, field: str,
+                                                                             words: str) -> None:
+    h = Harness()
+    for dry in (True, False):
+        reply = await h.send(command.model_copy(update={"dry_run": dry}))
+        assert isinstance(reply, Rejected) and (reply.code, reply.field) == (code, field) and words in reply.reason, reply
+    assert h.log.records == []
+
+
+async def test_a_service_or_image_the_template_does_not_allow_is_refused_at_admission() -> None:
+    catalog = demo_catalog()
+    catalog.clustertemplates["hadoop-small"].compatibility.services.remove("zookeeper-server")
+    catalog.clustertemplates["hadoop-small"].compatibility.imagetypes.remove("centos7")
+    h = Harness(catalog=catalog)
+    reply = await h.send(_create(services=["base", "zookeeper-server"]))
+    assert isinstance(reply, Rejected) and reply.field == "services" and "does not allow zookeeper-server" in reply.reason
+    reply = await h.send(_create(imagetype="centos7", services=["base"]))
+    assert isinstance(reply, Rejected) and reply.field == "imagetype" and "does not allow image type 'centos7'" in reply.reason
+    assert h.log.records == []
+
+
+async def test_refusals_of_an_existing_clusters_operations_say_what_moved() -> None:
+    h = Harness()
+    cid = await h.cluster_of(3)
+    version = h.cluster(cid).version
+    cases: list[tuple[Any, str, str | None]] = [
+        (ShrinkCluster(cluster_id=cid, nodes=5), "invalid", "nodes"),
+        (ExpandCluster(cluster_id=cid, nodes=5, if_version=version + 1), "precondition", "if_version"),
+        (ExpandCluster(cluster_id="0" * 8, nodes=5), "not_found", "cluster_id"),
+        (AddServices(cluster_id=cid, services=["base"]), "invalid", "services"),
+        (PauseJob(job_id="nojob"), "not_found", "job_id"),
+    ]
+    for command, code, field in cases:
+        reply = await h.send(command)
+        assert isinstance(reply, Rejected) and (reply.code, reply.field) == (code, field), (command, reply)
+    raw = await h.send_raw("expand", b'{"cluster_id": "x", "nodes": "many"}')
+    assert isinstance(raw, Rejected) and (raw.code, raw.field) == ("invalid", "nodes"), raw
+
+
+async def test_a_reused_request_id_names_the_first_job_and_a_stale_plan_its_field() -> None:
+    h = Harness()
+    first = await h.ok(_create(request_id="key-1"))
+    again = await h.send(_create(request_id="key-1", nodes=4))
+    assert isinstance(again, Rejected) and (again.code, again.field, again.job_id) == ("conflict", "request_id", first.job_id)
+    await h.settle()
+    plan = await h.send(ExpandCluster(cluster_id=first.cluster_id, nodes=5, dry_run=True))
+    assert isinstance(plan, DryRun) and plan.plan_id
+    await h.ok(ExpandCluster(cluster_id=first.cluster_id, nodes=4))
+    await h.settle()
+    stale = await h.send(ApplyPlan(plan_id=plan.plan_id))
+    assert isinstance(stale, Rejected) and (stale.code, stale.field) == ("stale", "plan_id") and "version" in stale.reason
+    wire = stale.model_dump(mode="json")
+    assert "job_id" not in wire and "retry" not in wire  # left out when unset
+
+
+async def test_a_saved_plan_is_applied_with_the_permission_of_its_own_operation() -> None:
+    h = Harness()
+    cid = await h.cluster_of(3)  # before identities are checked
+    scope = Scope(tenant="default", kind="cluster", id=cid)
+    h.ports["identities"] = identities(("operator", "write", scope), ("reader", "read", scope))
+    await h.restart()
+    plan = await h.send(ExpandCluster(cluster_id=cid, nodes=4, dry_run=True), principal="operator")
+    assert isinstance(plan, DryRun) and plan.plan_id
+    refused = await h.send(ApplyPlan(plan_id=plan.plan_id), principal="reader")
+    assert isinstance(refused, Rejected) and refused.code == "forbidden" and "no write permission on cluster" in refused.reason
+    accepted = await h.send(ApplyPlan(plan_id=plan.plan_id), principal="operator")  # write on that cluster only
+    assert not isinstance(accepted, Rejected), accepted
