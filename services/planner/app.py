@@ -23,6 +23,7 @@ from muster.ports.taskqueue import TaskQueue
 
 from . import leases
 from .attempts import AttemptHolders
+from .budget import key_of
 from .config import PlannerConfig
 from .domain import saga
 from .domain.cluster import Cluster
@@ -231,6 +232,16 @@ class Planner:
             except ConcurrencyError:
                 log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
 
+    # -- budgets (see routing.py) ----------------------------------------------------------------
+
+    async def on_budget_change(self, name: str) -> None:
+        """Another planner changed a limit's budget (gave slots back, say): the jobs of this one
+        that wait on that limit may get slots now."""
+        budget = self.execution.budget
+        if budget is not None and budget.waits_on(name):
+            async with self.state.lock:
+                await self.execution.rebalance({key_of(name)})
+
     # -- timers (see routing.py) -----------------------------------------------------------------
 
     async def task_timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
@@ -242,6 +253,11 @@ class Planner:
     async def lease_expired(self, tenant: str, cluster_id: str) -> None:
         if self.ownership.owns(tenant, cluster_id):
             await self.leases.expired(tenant, cluster_id)
+
+    async def budget_retry(self) -> None:
+        """A budget that could not be written (the bus was away) is tried again."""
+        async with self.state.lock:
+            await self.execution.rebalance()
 
     async def approval_expired(self, job_id: str) -> None:
         async with self._owned(job_id) as found:

@@ -27,11 +27,12 @@ from muster.ports.taskqueue import TaskQueue
 
 from . import leases
 from .attempts import AttemptHolders
+from .budget import SharedBudget
 from .config import PlannerConfig
 from .domain import saga
 from .domain.cluster import Cluster
 from .domain.job import Job
-from .domain.limits import Limits
+from .domain.limits import Key, Limits
 from .domain.saga import Attempt, DispatchPolicy, Effects
 from .metrics import QueueMetrics
 from .nodemaps import NodeMaps
@@ -39,6 +40,7 @@ from .ports import Ownership, Pools
 from .state import PlannerState
 from .tasks import needs_nodes, task_message
 from .timers import Timers
+from .wake import Waker
 
 log = structlog.get_logger("muster.planner")
 
@@ -56,11 +58,11 @@ disk sync per event, an atomic batch one commit whatever its size (decision 6, d
 class Execution:
     def __init__(self, state: PlannerState, queue: TaskQueue, timers: Timers, config: PlannerConfig, *,
                  dispatch: DispatchPolicy, ownership: Ownership, metrics: QueueMetrics, nodemaps: NodeMaps,
-                 limits: Limits | None = None, pools: Pools | None = None) -> None:
+                 limits: Limits | None = None, pools: Pools | None = None, budget: SharedBudget | None = None) -> None:
         self.state, self.queue, self.timers, self.config = state, queue, timers, config
         self.dispatch, self.ownership, self.pools = dispatch, ownership, pools
-        self.metrics, self.nodemaps, self.limits = metrics, nodemaps, limits
-        self._waking = False
+        self.metrics, self.nodemaps, self.limits, self.budget = metrics, nodemaps, limits, budget
+        self.waker = Waker(state, ownership, timers, limits, budget)
         self.ran_attempts: dict[tuple[str, str], list[str]] = {}
         """Provisioners that claimed earlier attempts of a task, which its retries avoid where
         possible (best effort: not rebuilt after a restart)."""
@@ -143,21 +145,13 @@ class Execution:
         self.republished_at[str(job.id)] = now
         return saga.queued_attempts(job)
 
-    async def _wake(self, job: Job) -> None:
-        """Jobs a concurrency limit held back, now that slots may have freed: each once more.
-        Only the outermost execution wakes (an advance here executes too)."""
-        if self.limits is None or self._waking:
-            return
-        self._waking = True
-        try:
-            for job_id in self.limits.wake():
-                other = self.state.jobs.get(job_id)
-                if other is None or other.is_final or not self.ownership.owns(other.tenant, other.cluster_id):
-                    self.limits.forget(job_id)
-                elif other is not job:
-                    await self.advance(other, self.state.clusters[other.cluster_id])
-        finally:
-            self._waking = False
+    async def _wake(self, job: Job | None, keys: set[Key] | None = None) -> None:
+        await self.waker.wake(job, self.advance, keys)
+
+    async def rebalance(self, keys: set[Key] | None = None) -> None:
+        """Under the lock: the budgets of `keys` (default all) in line again, and the jobs
+        waiting on them woken (another planner gave slots back; a retry after a failure)."""
+        await self._wake(None, keys)
 
     async def advance(self, job: Job, cluster: Cluster, chain: bool = False, then: Callable[[], object] | None = None,
                       republish: bool = False) -> None:
