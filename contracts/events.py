@@ -86,6 +86,7 @@ class JobRequested(Event):
     planner: str = Field(default="", description="the planner instance that owns the job")
     max_attempts: int = Field(default=3, ge=1, description="attempts per task before the job rolls back")
     plan_id: str | None = Field(default=None, description="the saved plan this job runs (`ApplyPlan`)")
+    relayout: int = Field(default=0, ge=0, description="other layouts the job may ask for after a failure past its retries")
 
 
 class PlannedTaskRecord(Event):
@@ -171,6 +172,18 @@ class JobCancelRequested(Event):
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
+
+
+class JobLayoutRetried(Event):
+    """The job's layout failed (a task ran out of attempts, and what it did was rolled back): the
+    solver is asked for another one, excluding every layout tried (`LayoutRequested.round`)."""
+
+    type: Literal["JobLayoutRetried"] = "JobLayoutRetried"
+    v: Literal[1] = 1
+    job_id: str
+    round: int = Field(ge=1, description="the layout request this job now waits for: 1 for its first other layout")
+    reason: str = Field(description="why the layout failed")
+    exclude: list[Layout] = Field(description="every layout tried so far, the failed one last")
 
 
 class JobRetried(Event):
@@ -286,6 +299,7 @@ class LayoutRequested(Event):
     add_services: list[str] = Field(default_factory=list)
     remove_services: list[str] = Field(default_factory=list)
     exclude: list[Layout] = Field(default_factory=list)
+    round: int = Field(default=0, ge=0, description="0 for a job's first layout; n for its n-th other one (JobLayoutRetried)")
     catalog: dict[str, Any] = Field(description="the catalog entities the solver needs (no secrets)")
 
 
@@ -295,6 +309,7 @@ class LayoutSolved(Event):
     job_id: str
     layout: Layout
     solver: str = ""
+    round: int = Field(default=0, ge=0, description="the request's round")
 
 
 class LayoutUnsolvable(Event):
@@ -304,6 +319,7 @@ class LayoutUnsolvable(Event):
     kind: Literal["unsolvable", "invalid"]
     message: str
     solver: str = ""
+    round: int = Field(default=0, ge=0, description="the request's round")
 
 
 # -- task attempts (written by provisioners) ---------------------------------------------------
@@ -527,7 +543,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

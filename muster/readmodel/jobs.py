@@ -158,6 +158,12 @@ class JobView:
         self.state, self.error, self.paused = "running", "", False
         self.task_state = {}
 
+    def _layout_retried(self, e: Any) -> None:
+        self.state, self.error = "running", ""
+        self.tasks, self.task_state = {}, {}
+        self.forward_tasks, self.forward_links, self.forward_stages = [], [], []
+        self.rollback_tasks, self.rollback_links, self.rollback_stages = [], [], None
+
     def _rollback_planned(self, e: Any) -> None:
         self.state, self.error = "rolling_back", e.reason
         self.rollback_tasks = [_task(t.id, t.node, t.action.value, t.service) for t in e.tasks]
@@ -186,7 +192,7 @@ class JobView:
 
     def _ended(self, e: Any) -> None:
         self.state = FINAL_STATE_OF[e.type]
-        if e.type in ("JobFailed", "JobNeedsAttention"):  # a rollback keeps the reason it started with
+        if e.type in ("JobFailed", "JobNeedsAttention", "JobRolledBack"):  # (a rollback's: the reason it started with)
             self.error = e.reason
 
 
@@ -206,6 +212,7 @@ _APPLY = {
     "JobAdopted": JobView._adopted,
     "JobCancelRequested": JobView._resumed,  # a cancel unpauses: the rollback must run
     "JobRetried": JobView._retried,
+    "JobLayoutRetried": JobView._layout_retried,
     "RollbackPlanned": JobView._rollback_planned,
     "JobResourcesRequested": JobView._resources_requested,
     "JobResourcesGranted": JobView._resources_granted,

@@ -52,6 +52,8 @@ class JobProgress:
             self.phase, self.stages = "rollback", [list(s) for s in e.stages]
         elif e.type == "JobRetried":
             self.phase, self.stages = "forward", self._forward
+        elif e.type == "JobLayoutRetried":  # a new plan comes with the next layout
+            self.phase, self.stages = "forward", []
         if e.type in FINAL_JOB_EVENTS:
             self.final = r
 

@@ -119,6 +119,8 @@ def describe(e: Any) -> str:
         case "JobPaused" | "JobResumed" | "JobCancelRequested" | "JobRetried":
             return {"JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "cancel requested",
                     "JobRetried": "job retried"}[t]
+        case "JobLayoutRetried":
+            return f"layout failed ({e.reason}); asking the solver for another one, excluding {len(e.exclude)} tried"
         case "JobAdopted":
             return f"job taken over by {e.planner} (owner was {e.previous or '?'})"
         case "JobApprovalRequested":

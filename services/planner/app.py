@@ -129,7 +129,8 @@ class Planner:
         await self._settled(recorded)
         event: LayoutSolved | LayoutUnsolvable = recorded.event
         async with self._owned(event.job_id) as found:
-            if found is not None and not found[0].planned and not found[0].is_final:
+            # Only the current round's answer: a late one to an earlier round changes nothing.
+            if found is not None and not found[0].planned and not found[0].is_final and event.round == found[0].layout_round:
                 await self.execution.take_layout(*found, event)
 
     async def on_task_claimed(self, recorded: Recorded) -> None:

@@ -29,7 +29,7 @@ from . import leases
 from .attempts import AttemptHolders
 from .budget import SharedBudget
 from .config import PlannerConfig
-from .domain import saga
+from .domain import planning, saga
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.limits import Key, Limits
@@ -84,6 +84,8 @@ class Execution:
             rest = await self._save_and_publish(job, cluster, effects.dispatch)
         else:
             await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
+        if effects.ask_layout:
+            await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog(job.tenant)))
         if effects.republish_queued:
             dispatched = set(effects.dispatch)
             rest += [a for a in self._queued_again(job) if a not in dispatched]
@@ -275,11 +277,20 @@ class Execution:
     # -- the solver's request, and a restart ---------------------------------------------------
 
     async def ask_for_layout(self, job: Job, request: LayoutRequested) -> None:
+        """Append the request (once per round: a restart after a crash between the job's save
+        and this append asks again, and finds it asked)."""
+        subject = subjects.layout_events(job.tenant, str(job.id))
+        last = 0
+        if request.round:  # another layout: after the earlier rounds' requests and answers
+            history = await self.state.log.read(subject)
+            if any(r.type == "LayoutRequested" and r.event.round == request.round for r in history):
+                return
+            last = history[-1].seq if history else 0
         try:
-            await self.state.log.append(subjects.layout_events(job.tenant, str(job.id)),
-                                        [Append(request, msg_id=f"{job.id}:layout:1")], expect_last_seq=0)
+            await self.state.log.append(subject, [Append(request, msg_id=f"{job.id}:layout:{request.round + 1}")],
+                                        expect_last_seq=last)
         except ConcurrencyError:
-            pass  # already asked (a restart after a crash between the two appends)
+            pass  # already asked
 
     async def resume_job(self, job: Job, cluster: Cluster, queued_at: dict[tuple[str, int], datetime], since_seq: int = 1,
                          attempts: AttemptHolders | None = None) -> None:

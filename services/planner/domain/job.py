@@ -30,6 +30,7 @@ from contracts.events import (
     JobAdopted,
     JobCancelRequested,
     JobFailed,
+    JobLayoutRetried,
     JobNeedsAttention,
     JobPaused,
     JobPlanned,
@@ -46,7 +47,7 @@ from contracts.events import (
     TaskCompleted,
     TaskQueued,
 )
-from contracts.layout import NodeSpec
+from contracts.layout import Layout, NodeSpec
 
 from .model import Plan, PlannedTask
 from .rollback import rollback_plan
@@ -119,6 +120,10 @@ class Job(Aggregate):
         """Waiting for (or decided) approval: the request, then the decision (docs/governance.md)."""
         self.warnings: list[dict[str, Any]] = []
         """What the tenant's policies warned of at admission."""
+        self.relayouts = payload.relayout
+        """Other layouts the job may ask for after a failure past its retries (`JobLayoutRetried`)."""
+        self.layout_round = 0
+        self.tried_layouts: list[Layout] = []
 
     # -- planning -----------------------------------------------------------------------
 
@@ -429,6 +434,44 @@ class Job(Aggregate):
         self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id))
         return True
 
+    # -- another layout, after a failure (docs/planner.md, "Another layout") --------------------
+
+    @property
+    def may_relayout(self) -> bool:
+        """Rolled back after a task ran out of attempts (not a cancel), with rounds left."""
+        return (self.state == "rolling_back" and not self.cancel_requested and self.layout_round < self.relayouts
+                and self.operation in ("create", "expand"))
+
+    @event("JobLayoutRetried")
+    def _layout_retried(self, payload: JobLayoutRetried) -> None:
+        # What the rollback undid is planned anew on the next layout: fresh attempts (their
+        # numbers go on, so every attempt keeps its own id), no plan until the solver answers.
+        self.state, self.error = "running", ""
+        self.layout_round = payload.round
+        self.tried_layouts = list(payload.exclude)
+        self._plan_parts = self._rollback_parts = None
+        self._plans = {}
+        self.tasks, self.nodes, self.batches = {}, [], []
+        self.cleanups, self.task_state = {}, {}
+        self.retry_base = dict(self.attempts)
+        self._dispatch = None
+
+    def retry_layout(self, failed: Layout) -> JobLayoutRetried | None:
+        """Ask for another layout than every one tried (the failed one included)."""
+        if not self.may_relayout:
+            return None
+        payload = JobLayoutRetried(job_id=str(self.id), round=self.layout_round + 1, reason=self.error,
+                                   exclude=[*self.tried_layouts, failed])
+        self._layout_retried(payload)
+        return payload
+
+    def no_other_layout(self, reason: str) -> bool:
+        """The solver has no layout left: the job ends rolled back, as its last layout did."""
+        if self.state != "running" or self.planned or not self.layout_round:
+            return False
+        self._rolled_back(JobRolledBack(job_id=str(self.id), reason=reason))
+        return True
+
     # -- pool hosts (docs/pools.md) -------------------------------------------------------
 
     @event("JobResourcesRequested")
@@ -560,6 +603,7 @@ class Job(Aggregate):
     @event("JobRolledBack")
     def _rolled_back(self, payload: JobRolledBack) -> None:
         self.state = "rolled_back"
+        self.error = payload.reason or self.error
 
     def finish_rollback(self) -> bool:
         if self.state != "rolling_back":

@@ -14,6 +14,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from contracts.catalog import Catalog
 from contracts.commands import (
+    COMMAND_ADAPTER,
+    MAX_RELAYOUTS,
     AddServices,
     CheckCluster,
     CreateCluster,
@@ -28,7 +30,7 @@ from contracts.commands import (
 )
 from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutRequested, PlannedTaskRecord
 from contracts.layout import Layout, NodeSpec
-from muster.catalog.templates import resolve_template
+from muster.catalog.templates import TemplateError, resolve_template
 
 from . import leases, observed, resize, rolling
 from .admission import Facts, Refused, provider_of, template_of
@@ -52,7 +54,25 @@ def created_ids(tenant: str, request_id: str | None) -> tuple[str, str]:
 def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int, plan_id: str | None = None) -> Job:
     return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
                             request=f.command.model_dump(mode="json"), requested_by=by,
-                            planner=planner, max_attempts=max_attempts, plan_id=plan_id))
+                            planner=planner, max_attempts=max_attempts, plan_id=plan_id, relayout=relayouts(f)))
+
+
+def relayouts(f: Facts) -> int:
+    """How many other layouts a create or expand may ask for after a failure past its retries:
+    the request's `relayout`, else its template's `administration.relayout`, else none."""
+    if not isinstance(f.command, (CreateCluster, ExpandCluster)):
+        return 0
+    if f.command.relayout is not None:
+        return f.command.relayout
+    name = f.command.template if isinstance(f.command, CreateCluster) else f.cluster.template if f.cluster else ""
+    try:
+        value = resolve_template(f.catalog, name).administration.get("relayout", 0)
+    except TemplateError:  # refused by the operation's rules already
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RELAYOUTS:
+        raise Refused(f"template {name!r}: administration.relayout is {value!r}; give a whole number from 0 to {MAX_RELAYOUTS}",
+                      code="invalid", field="template")
+    return value
 
 
 def new_cluster(f: Facts, cluster_id: str, owner: str, now: datetime) -> Cluster:
@@ -102,6 +122,13 @@ def layout_request(job_id: str, cluster: Cluster, catalog: Catalog, cmd: Any) ->
         remove_services=list(cmd.services) if isinstance(cmd, RemoveServices) else [],
         catalog=solver_catalog(catalog),
     )
+
+
+def layout_request_of(job: Job, cluster: Cluster, catalog: Catalog) -> LayoutRequested:
+    """The job's request for its current layout round: the first (`round` 0), or another one
+    excluding every layout tried (`JobLayoutRetried`)."""
+    request = layout_request(str(job.id), cluster, catalog, COMMAND_ADAPTER.validate_python(job.request))
+    return request.model_copy(update={"exclude": list(job.tried_layouts), "round": job.layout_round})
 
 
 def node_factory(cluster: Cluster, catalog: Catalog, existing: list[NodeSpec]) -> resize.NodeFactory:
