@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
 from contracts.base import DEFERRED
 
@@ -63,7 +63,13 @@ from .tasks import ProvisionerInfo
 JobState = Literal["running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention"]
 """A job's state in the log. Views also show `waiting_for_resources` (running, hosts asked of
 a pool and not granted yet) and `paused`."""
-TaskState = Literal["queued", "claimed", "succeeded", "failed", "timed_out", "cancelled"]
+TaskState = Literal["planned", "queued", "claimed", "succeeded", "failed", "timed_out", "cancelled"]
+"""A task of a job as the views show it (docs/planner.md, "Task states"): `planned` (not queued
+yet), `queued`, `claimed` (a worker runs it), `succeeded`, `failed` (its last attempt failed),
+`timed_out` (its last attempt had no outcome within the attempt timeout), `cancelled` (never
+queued: the job was cancelled first)."""
+TIMED_OUT_PREFIX = "timed out: no outcome within"
+"""How a v1 `TaskAttemptFailed` said that its attempt timed out (in `error` only)."""
 
 FINAL_STATE_OF: dict[str, JobState] = {
     "JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "rolled_back", "JobNeedsAttention": "needs_attention",
@@ -167,6 +173,9 @@ class JobAdopted(Event):
 
 
 class JobCancelRequested(Event):
+    """Nothing new is dispatched; what is in flight finishes, then the job rolls back. The
+    forward tasks not queued yet are `cancelled` from here on (until a `JobRetried`)."""
+
     type: Literal["JobCancelRequested"] = "JobCancelRequested"
     v: Literal[1] = 1
     job_id: str
@@ -256,14 +265,27 @@ class TaskCompleted(Event):
 
 
 class TaskAttemptFailed(Event):
-    """The planner took a task attempt's failure into the job."""
+    """The planner took a task attempt's failure into the job. v2 adds `state`; a v1 event said
+    that its attempt timed out only in `error` ("timed out: no outcome within ..."), and reads
+    as `timed_out` then."""
 
     type: Literal["TaskAttemptFailed"] = "TaskAttemptFailed"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     task_id: str
     attempt: int
     error: str
+    state: Literal["failed", "timed_out"] = Field(
+        default="failed", description="v2: `timed_out` when no outcome came within the attempt timeout (the planner "
+                                      "decided so), `failed` when the attempt failed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("v", 1) == 1 and "state" not in data \
+                and str(data.get("error", "")).startswith(TIMED_OUT_PREFIX):
+            return {**data, "state": "timed_out"}
+        return data
 
 
 class JobSucceeded(Event):

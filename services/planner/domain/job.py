@@ -48,6 +48,7 @@ from contracts.events import (
     TaskQueued,
 )
 from contracts.layout import Layout, NodeSpec
+from muster.readmodel.jobs import shown_state
 
 from .model import Plan, PlannedTask
 from .rollback import rollback_plan
@@ -106,6 +107,8 @@ class Job(Aggregate):
         self.attempts: dict[str, int] = {}
         self.retry_base: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
+        self.timed_out: set[str] = set()
+        """Failed tasks whose last attempt timed out (shown as `timed_out`; `failed` to dispatch)."""
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
@@ -271,6 +274,10 @@ class Job(Aggregate):
     @event("TaskAttemptFailed")
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
         self._set_state(payload.task_id, "failed")
+        if payload.state == "timed_out":
+            self.timed_out.add(payload.task_id)
+        else:
+            self.timed_out.discard(payload.task_id)
 
     def fail_attempt(self, payload: TaskAttemptFailed) -> bool:
         if not self.is_current(payload.task_id, payload.attempt):
@@ -626,8 +633,10 @@ class Job(Aggregate):
 
     def view(self) -> dict[str, Any]:
         """The job as its owner sees it (the tracker adds where each task runs)."""
+        forward = self.plan.by_id if self.cancel_requested and self.plan is not None else {}
         tasks = [
-            {**t.to_json(), "state": self.task_state.get(t.id, "planned"), "attempt": self.attempts.get(t.id, 0)}
+            {**t.to_json(), "state": shown_state(self.task_state.get(t.id), t.id in self.timed_out, t.id in forward),
+             "attempt": self.attempts.get(t.id, 0)}
             for t in self.tasks.values()
         ]
         counts: dict[str, int] = {}

@@ -21,7 +21,15 @@ from typing import Protocol
 
 from contracts.catalog import Action, Catalog, Service
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, CancelJob, JobCommand, PauseJob, ResumeJob, RetryJob
-from contracts.events import LayoutSolved, LayoutUnsolvable, TaskAttemptFailed, TaskCompleted, TaskFailed, TaskSucceeded
+from contracts.events import (
+    TIMED_OUT_PREFIX,
+    LayoutSolved,
+    LayoutUnsolvable,
+    TaskAttemptFailed,
+    TaskCompleted,
+    TaskFailed,
+    TaskSucceeded,
+)
 from muster.readmodel.observed import state_of
 
 from .admission import Refused
@@ -233,8 +241,9 @@ def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, ser
     """A worker silent past the timeout: the attempt fails (None if it is no longer current)."""
     if job.is_final or not job.is_current(attempt.task_id, attempt.attempt):
         return None
-    error = f"timed out: no outcome within {timeout_s:g}s"
-    job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error))
+    error = f"{TIMED_OUT_PREFIX} {timeout_s:g}s"
+    job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error,
+                                       state="timed_out"))
     effects = after_failure(job, cluster, attempt.task_id, settings)
     effects += advance(job, cluster, services, settings, policy)
     return effects

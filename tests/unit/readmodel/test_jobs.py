@@ -70,6 +70,8 @@ class Walk:
                 moves.append(lambda t=t, a=attempt: job.complete(TaskCompleted(job_id=str(job.id), task_id=t, attempt=a)))
                 moves.append(lambda t=t, a=attempt: job.fail_attempt(
                     TaskAttemptFailed(job_id=str(job.id), task_id=t, attempt=a, error="boom")))
+                moves.append(lambda t=t, a=attempt: job.fail_attempt(
+                    TaskAttemptFailed(job_id=str(job.id), task_id=t, attempt=a, error="silent", state="timed_out")))
             elif s == "failed" and job.tasks[t].action.value in ("create", "confirm") and t not in job.cleanups.values():
                 moves.append(lambda t=t: job.queue_cleanup(t))
         moves += [lambda: job.pause("ops", "p"), lambda: job.resume("ops", "r"), lambda: job.cancel("ops", "c")]
@@ -111,6 +113,8 @@ def test_a_walk_reaches_every_kind_of_job_event() -> None:
     assert {"CleanupQueued", "RollbackPlanned", "JobRetried", "JobLayoutRetried", "JobPaused", "JobCancelRequested", "JobAdopted",
             "JobResourcesRequested", "JobResourcesGranted"} <= seen
     assert FINAL_JOB_EVENTS <= seen
+    shown = {t["state"] for walk in ended for t in walk.job.view()["tasks"]}
+    assert {"planned", "queued", "succeeded", "failed", "timed_out", "cancelled"} <= shown
 
 
 def test_events_before_the_request_and_unknown_types_are_skipped() -> None:
