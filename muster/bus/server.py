@@ -100,6 +100,8 @@ class NatsServer:
     name: str = "muster"
     auth: str = ""
     """the server's authorization block (see render_config); empty = open"""
+    http_port: int = 0
+    """the monitoring endpoint's port on 127.0.0.1 (`/connz`, `/jsz`); 0 = none"""
     hold_fds: tuple[int, ...] = ()
     """Open files the server inherits, so they stay open as long as it runs (a deployment's
     data-directory lock: `DataDirLock`)."""
@@ -113,7 +115,7 @@ class NatsServer:
     def config_text(self) -> str:
         """The server's config file; a cluster node renders its own."""
         self.port = self.port or free_port()
-        return render_config(self.port, self.data_dir / "jetstream", self.name, auth=self.auth)
+        return render_config(self.port, self.data_dir / "jetstream", self.name, http_port=self.http_port or None, auth=self.auth)
 
     async def start(self, timeout: float = 20.0) -> NatsServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
