@@ -104,10 +104,11 @@ class PlannedTaskRecord(Event):
 
 class JobPlanned(Event):
     """The job's task DAG. `links` are `[sources, targets]` pairs: every source finishes
-    before every target (linear in size where a fan-in would be quadratic as edges)."""
+    before every target (linear in size where a fan-in would be quadratic as edges). v2 adds
+    `previous_stopped` and `stopped` (a v1 plan did not record which services were stopped)."""
 
     type: Literal["JobPlanned"] = "JobPlanned"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     mode: Literal["eager", "staged"] = "eager"
     tasks: list[PlannedTaskRecord]
@@ -117,6 +118,12 @@ class JobPlanned(Event):
     nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster the job builds")
     previous_nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster before the job: the rollback target")
     previous_config: dict[str, Any] = Field(default_factory=dict)
+    previous_stopped: list[str] | None = Field(
+        default=None, description="v2: the services meant to be stopped before the job (with previous_nodes and "
+                                  "previous_config, a later rollback's target); null in v1: not recorded")
+    stopped: list[str] | None = Field(
+        default=None, description="v2, rollback: the services meant to be stopped once the job succeeds (its target's); "
+                                  "null: as the plan's starts and stops imply")
     batches: list[list[str]] = Field(default_factory=list, description="a rolling change's batches of node ids, in order")
     tolerance: int = Field(default=0, ge=0, description="nodes that may fail before the job stops (rolling changes, checks)")
 

@@ -245,9 +245,11 @@ class Requests:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
                 same_request(known, cmd)
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
+        rollback = isinstance(cmd, RollbackCluster)
         facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
-                      source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None,
+                      source=await self.state.find_job(tenant, cmd.to_job) if rollback else None,
+                      since=await self.state.jobs_since(tenant, cmd.cluster_id, cmd.to_job) if rollback else (),
                       pools=self.pools)
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
@@ -298,7 +300,7 @@ class Requests:
 
     def _plan(self, job: Job, cluster: Cluster, preview: Preview) -> None:
         job.record_plan(planning.planned(job, cluster, preview.plan, preview.target, self.config.mode,
-                                         preview.batches, preview.tolerance))
+                                         preview.batches, preview.tolerance, preview.stopped))
 
     async def _start(self, job: Job, cluster: Cluster, facts: Facts, preview: Preview) -> None:
         """What an accepted job's plan changes on the cluster at once; then dispatch."""

@@ -183,6 +183,14 @@ class PlannerState:
                 self.jobs[job_id] = job
         return job if job is not None and job.tenant == tenant else None
 
+    async def jobs_since(self, tenant: str, cluster_id: str, job_id: str) -> tuple[Job, ...]:
+        """The cluster's jobs from `job_id` on (it included), in the order the cluster took them
+        (its events name each job that changed it)."""
+        ids = [getattr(r.event, "job_id", None) for r in await self.log.read(subjects.cluster_events(tenant, cluster_id))]
+        order = list(dict.fromkeys(i for i in ids if i))
+        later = order[order.index(job_id):] if job_id in order else []
+        return tuple(j for j in [await self.find_job(tenant, i) for i in later] if j is not None)
+
     def cached(self, tenant: str) -> Catalog | None:
         """The tenant's catalog as last loaded (None: not loaded yet)."""
         return self.catalogs.get(tenant)

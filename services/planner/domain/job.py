@@ -104,6 +104,10 @@ class Job(Aggregate):
         self.nodes: list[NodeSpec] = []
         self.previous_nodes: list[NodeSpec] = []
         self.previous_config: dict[str, Any] = {}
+        self.previous_stopped: list[str] | None = None
+        """Services meant to be stopped before the job (None: planned before this was recorded)."""
+        self.stopped_after: list[str] | None = None
+        """A rollback's: the services meant to be stopped once it succeeds."""
         self.attempts: dict[str, int] = {}
         self.retry_base: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
@@ -160,6 +164,8 @@ class Job(Aggregate):
         self.nodes = list(payload.nodes)
         self.previous_nodes = list(payload.previous_nodes)
         self.previous_config = dict(payload.previous_config)
+        self.previous_stopped = None if payload.previous_stopped is None else list(payload.previous_stopped)
+        self.stopped_after = None if payload.stopped is None else list(payload.stopped)
         self.batches = [list(b) for b in payload.batches]
         self.tolerance = payload.tolerance
         self._dispatch = None

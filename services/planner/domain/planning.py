@@ -180,7 +180,7 @@ def rolled(plan: Plan, cmd: Any) -> tuple[Plan, list[list[str]], int]:
 
 
 def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str,
-            batches: list[list[str]] | None = None, tolerance: int = 0) -> JobPlanned:
+            batches: list[list[str]] | None = None, tolerance: int = 0, stopped: list[str] | None = None) -> JobPlanned:
     """The event recording a plan, with the state it starts from (a later rollback's target)."""
     compact = plan.to_compact_json()
     return JobPlanned(
@@ -188,5 +188,5 @@ def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode
         tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
         links=compact["links"], stages=compact["stages"], thrown_in=compact["thrown_in"],
         nodes=target, previous_nodes=list(cluster.nodes.values()), previous_config=cluster.config,
-        batches=batches or [], tolerance=tolerance,
+        previous_stopped=list(cluster.stopped), stopped=stopped, batches=batches or [], tolerance=tolerance,
     )
