@@ -36,8 +36,9 @@ from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.domain import planning
 from services.planner.domain.limits import PROVIDER_ACTIONS
+from services.provisioner.entrypoint import start_workers
 from services.provisioner.plugins import PluginRegistry
-from services.provisioner.worker import WorkerConfig, Workers
+from services.provisioner.worker import WorkerConfig
 from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
@@ -81,15 +82,7 @@ async def nc(fresh_nats: str) -> AsyncIterator[Client]:
         await start_solver(conns[0], stack, "solver")
         registry = PluginRegistry.discover()
         stack.push_async_callback(registry.aclose)
-        workers = Workers(conns[1].jetstream(), EventStore(conns[1]), registry, WorkerConfig(provisioner_id="prov", capacity=16))
-        await workers.ensure_queues()
-        runner = asyncio.create_task(workers.run())
-
-        async def stop_workers() -> None:
-            await workers.drain()
-            await runner
-
-        stack.push_async_callback(stop_workers)
+        await start_workers(conns[1], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
         yield conns[2]
 
 
