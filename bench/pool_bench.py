@@ -235,8 +235,9 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
     from services.planner.entrypoint import start_planner
     from services.pool import client as pools
     from services.pool.entrypoint import start_pool_service
+    from services.provisioner.entrypoint import start_workers
     from services.provisioner.plugins import PluginRegistry
-    from services.provisioner.worker import WorkerConfig, Workers
+    from services.provisioner.worker import WorkerConfig
     from services.solver.routing import ROUTES as SOLVER_ROUTES
     from services.solver.service import SolverService
 
@@ -258,15 +259,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
                 stack.push_async_callback(sub.unsubscribe)
             registry = PluginRegistry.discover(secrets={"lab": {"identityfile": str(hosts.key_path)}}, work_dir=Path(tmp) / "prov")
             stack.push_async_callback(registry.aclose)
-            workers = Workers(ncs[4].jetstream(), EventStore(ncs[4]), registry, WorkerConfig(provisioner_id="bench", tenants=("bench",)))
-            await workers.ensure_queues()
-            runner = asyncio.create_task(workers.run())
-
-            async def stop_workers() -> None:
-                await workers.drain()
-                await runner
-
-            stack.push_async_callback(stop_workers)
+            await start_workers(ncs[4], stack, registry, WorkerConfig(provisioner_id="bench", tenants=("bench",)))
             await apply_catalog(EventStore(nc), "bench", Catalog.model_validate(ONE_NODE_CATALOG))
             await pools.send(nc, "lab", AddHosts(hosts=[spec]))
             client = MusterClient(nc)

@@ -19,6 +19,9 @@ from .limits import MAX_CONFIG_BYTES, max_json_bytes
 from .pools import Callback
 
 MAX_CLUSTER_SIZE = 10_000
+MAX_RELAYOUTS = 5
+RELAYOUT = ("after a task failed past its retries and the job was rolled back, ask the solver for up to this many other "
+            "layouts, each excluding the ones tried (default: the template's `administration.relayout`, else 0)")
 ID = r"^[A-Za-z0-9_\-]{1,128}$"
 Config = Annotated[dict[str, Any], AfterValidator(max_json_bytes(MAX_CONFIG_BYTES))]
 """A cluster config: at most `MAX_CONFIG_BYTES` as JSON (contracts/limits.py)."""
@@ -60,6 +63,7 @@ class CreateCluster(Command):
         default=None, ge=0,
         description="Coopr's initialLeaseDuration, in seconds: at most the template's initial lease (default: it)",
     )
+    relayout: int | None = Field(default=None, ge=0, le=MAX_RELAYOUTS, description=RELAYOUT)
 
 
 class Rolling(BaseModel):
@@ -93,6 +97,7 @@ class ExpandCluster(ClusterCommand):
     v: Literal[1] = 1
     nodes: int = Field(ge=1, le=MAX_CLUSTER_SIZE, description="the new total")
     pool: PoolWait = Field(default_factory=PoolWait)
+    relayout: int | None = Field(default=None, ge=0, le=MAX_RELAYOUTS, description=RELAYOUT)
 
 
 class ShrinkCluster(ClusterCommand):

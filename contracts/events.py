@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter, model_validator
 
 from contracts.base import DEFERRED
 
@@ -63,7 +63,13 @@ from .tasks import ProvisionerInfo
 JobState = Literal["running", "paused", "succeeded", "failed", "rolling_back", "rolled_back", "needs_attention"]
 """A job's state in the log. Views also show `waiting_for_resources` (running, hosts asked of
 a pool and not granted yet) and `paused`."""
-TaskState = Literal["queued", "claimed", "succeeded", "failed", "timed_out", "cancelled"]
+TaskState = Literal["planned", "queued", "claimed", "succeeded", "failed", "timed_out", "cancelled"]
+"""A task of a job as the views show it (docs/planner.md, "Task states"): `planned` (not queued
+yet), `queued`, `claimed` (a worker runs it), `succeeded`, `failed` (its last attempt failed),
+`timed_out` (its last attempt had no outcome within the attempt timeout), `cancelled` (never
+queued: the job was cancelled first)."""
+TIMED_OUT_PREFIX = "timed out: no outcome within"
+"""How a v1 `TaskAttemptFailed` said that its attempt timed out (in `error` only)."""
 
 FINAL_STATE_OF: dict[str, JobState] = {
     "JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "rolled_back", "JobNeedsAttention": "needs_attention",
@@ -93,6 +99,7 @@ class JobRequested(Event):
                               "of the job is in its trace, the planner's under it")
     trace_parent: str | None = Field(default=None, description="v2: the span of the request the job's span continues "
                                      "(a traceparent), if the requester sent one")
+    relayout: int = Field(default=0, ge=0, description="other layouts the job may ask for after a failure past its retries")
 
 
 class PlannedTaskRecord(Event):
@@ -104,10 +111,11 @@ class PlannedTaskRecord(Event):
 
 class JobPlanned(Event):
     """The job's task DAG. `links` are `[sources, targets]` pairs: every source finishes
-    before every target (linear in size where a fan-in would be quadratic as edges)."""
+    before every target (linear in size where a fan-in would be quadratic as edges). v2 adds
+    `previous_stopped` and `stopped` (a v1 plan did not record which services were stopped)."""
 
     type: Literal["JobPlanned"] = "JobPlanned"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     mode: Literal["eager", "staged"] = "eager"
     tasks: list[PlannedTaskRecord]
@@ -117,6 +125,12 @@ class JobPlanned(Event):
     nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster the job builds")
     previous_nodes: list[NodeSpec] = Field(default_factory=list, description="the cluster before the job: the rollback target")
     previous_config: dict[str, Any] = Field(default_factory=dict)
+    previous_stopped: list[str] | None = Field(
+        default=None, description="v2: the services meant to be stopped before the job (with previous_nodes and "
+                                  "previous_config, a later rollback's target); null in v1: not recorded")
+    stopped: list[str] | None = Field(
+        default=None, description="v2, rollback: the services meant to be stopped once the job succeeds (its target's); "
+                                  "null: as the plan's starts and stops imply")
     batches: list[list[str]] = Field(default_factory=list, description="a rolling change's batches of node ids, in order")
     tolerance: int = Field(default=0, ge=0, description="nodes that may fail before the job stops (rolling changes, checks)")
 
@@ -173,11 +187,26 @@ class JobAdopted(Event):
 
 
 class JobCancelRequested(Event):
+    """Nothing new is dispatched; what is in flight finishes, then the job rolls back. The
+    forward tasks not queued yet are `cancelled` from here on (until a `JobRetried`)."""
+
     type: Literal["JobCancelRequested"] = "JobCancelRequested"
     v: Literal[1] = 1
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
+
+
+class JobLayoutRetried(Event):
+    """The job's layout failed (a task ran out of attempts, and what it did was rolled back): the
+    solver is asked for another one, excluding every layout tried (`LayoutRequested.round`)."""
+
+    type: Literal["JobLayoutRetried"] = "JobLayoutRetried"
+    v: Literal[1] = 1
+    job_id: str
+    round: int = Field(ge=1, description="the layout request this job now waits for: 1 for its first other layout")
+    reason: str = Field(description="why the layout failed")
+    exclude: list[Layout] = Field(description="every layout tried so far, the failed one last")
 
 
 class JobRetried(Event):
@@ -250,14 +279,27 @@ class TaskCompleted(Event):
 
 
 class TaskAttemptFailed(Event):
-    """The planner took a task attempt's failure into the job."""
+    """The planner took a task attempt's failure into the job. v2 adds `state`; a v1 event said
+    that its attempt timed out only in `error` ("timed out: no outcome within ..."), and reads
+    as `timed_out` then."""
 
     type: Literal["TaskAttemptFailed"] = "TaskAttemptFailed"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     task_id: str
     attempt: int
     error: str
+    state: Literal["failed", "timed_out"] = Field(
+        default="failed", description="v2: `timed_out` when no outcome came within the attempt timeout (the planner "
+                                      "decided so), `failed` when the attempt failed")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("v", 1) == 1 and "state" not in data \
+                and str(data.get("error", "")).startswith(TIMED_OUT_PREFIX):
+            return {**data, "state": "timed_out"}
+        return data
 
 
 class JobSucceeded(Event):
@@ -293,6 +335,7 @@ class LayoutRequested(Event):
     add_services: list[str] = Field(default_factory=list)
     remove_services: list[str] = Field(default_factory=list)
     exclude: list[Layout] = Field(default_factory=list)
+    round: int = Field(default=0, ge=0, description="0 for a job's first layout; n for its n-th other one (JobLayoutRetried)")
     catalog: dict[str, Any] = Field(description="the catalog entities the solver needs (no secrets)")
 
 
@@ -302,6 +345,7 @@ class LayoutSolved(Event):
     job_id: str
     layout: Layout
     solver: str = ""
+    round: int = Field(default=0, ge=0, description="the request's round")
 
 
 class LayoutUnsolvable(Event):
@@ -311,6 +355,7 @@ class LayoutUnsolvable(Event):
     kind: Literal["unsolvable", "invalid"]
     message: str
     solver: str = ""
+    round: int = Field(default=0, ge=0, description="the request's round")
 
 
 # -- task attempts (written by provisioners) ---------------------------------------------------
@@ -534,7 +579,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from contracts.commands import (
+    MAX_RELAYOUTS,
     AddServices,
     ApproveJob,
     CancelJob,
@@ -93,6 +94,12 @@ def pool_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+relayout_option = click.option(
+    "--relayout", type=click.IntRange(0, MAX_RELAYOUTS), default=None, metavar="N",
+    help="after a task fails past its retries (and the job is rolled back), try up to N other layouts "
+         "(default: the template's administration.relayout)")
+
+
 def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> PoolWait:
     target = None
     if callback:
@@ -110,16 +117,17 @@ def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> Pool
 @click.option("--imagetype", default=None, help="image type for every node")
 @click.option("--config", "config_text", default=None, help="cluster config: JSON, or @FILE (JSON or YAML)")
 @click.option("--lease", default=None, help="lease shorter than the template's (e.g. 2h, 7d)")
+@relayout_option
 @pool_options
 @cluster_op
 async def create(name: str, template: str, nodes: int, services: tuple[str, ...], provider: str | None,
                  hardwaretype: str | None, imagetype: str | None, config_text: str | None, lease: str | None,
-                 urgency: int, wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
+                 relayout: int | None, urgency: int, wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
     """Create cluster NAME from a template."""
     config = parse_json_arg(config_text, "--config") if config_text else {}
     cmd = CreateCluster(name=name, template=template, nodes=nodes, services=service_list(services) or None, provider=provider,
                         hardwaretype=hardwaretype, imagetype=imagetype, config=config,
-                        lease_s=seconds(lease, "--lease") if lease else None,
+                        lease_s=seconds(lease, "--lease") if lease else None, relayout=relayout,
                         pool=_pool_wait(urgency, wait_for_hosts, callback))
     async with Session(opts) as s:
         await s.execute(cmd)
@@ -138,14 +146,15 @@ async def delete(cluster_ref: str, opts: Options) -> None:
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="the new total")
 @click.option("--add", type=click.IntRange(1), default=None, help="how many nodes to add")
+@relayout_option
 @pool_options
 @cluster_op
-async def expand(cluster_ref: str, nodes: int | None, add: int | None, urgency: int, wait_for_hosts: float | None,
-                 callback: str | None, opts: Options) -> None:
+async def expand(cluster_ref: str, nodes: int | None, add: int | None, relayout: int | None, urgency: int,
+                 wait_for_hosts: float | None, callback: str | None, opts: Options) -> None:
     """Add nodes to CLUSTER (existing nodes are not touched)."""
     async with Session(opts) as s:
         c = await s.cluster(cluster_ref)
-        await s.execute(ExpandCluster(cluster_id=c.id, nodes=_total(nodes, add, len(c.nodes), +1, "expand"),
+        await s.execute(ExpandCluster(cluster_id=c.id, nodes=_total(nodes, add, len(c.nodes), +1, "expand"), relayout=relayout,
                                       pool=_pool_wait(urgency, wait_for_hosts, callback)))
 
 

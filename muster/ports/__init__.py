@@ -4,6 +4,8 @@
   read, replay) and the types that travel through it (`Recorded`, `Append`).
 - `taskqueue`: where task attempts go for provisioners to take.
 - `clock`: the time and deferred calls, so timeouts can be tested without waiting.
+- `budgets`: values changed only by compare-and-set, shared by every planner (the concurrency
+  limits' budgets).
 
 `muster.bus` holds the NATS JetStream adapters; `muster.ports.memory` holds in-memory fakes
 that keep the same guarantees, for unit tests of the service layers.

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from contracts.tasks import TaskMessage
 from muster import tracing
 
+from .budgets import BudgetConflict, Stored
 from .clock import Call
 from .eventlog import Append, ConcurrencyError, Recorded
 from .taskqueue import task_msg_id
@@ -254,3 +255,45 @@ class ManualClock:
             self._now = max(self._now, when)
             await call()
         self._now = end
+
+
+class MemoryBudgets:
+    """The budgets port in memory, shared by the planners of a test. Each change is noted for
+    every planner but its writer (`changes`); the test delivers them, as the watch would."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Stored] = {}
+        self.revision = 0
+        self.changes: dict[str, list[str]] = {}
+        """watcher -> names changed since it last looked."""
+        self.fail: BaseException | None = None
+
+    def view(self, watcher: str) -> MemoryBudgetsView:
+        self.changes.setdefault(watcher, [])
+        return MemoryBudgetsView(self, watcher)
+
+
+class MemoryBudgetsView:
+    """One planner's handle on `MemoryBudgets`."""
+
+    def __init__(self, shared: MemoryBudgets, watcher: str) -> None:
+        self.shared, self.watcher = shared, watcher
+
+    def known(self) -> dict[str, Stored]:
+        return self.shared.values
+
+    async def read(self, name: str) -> Stored:
+        return self.shared.values.get(name) or Stored()
+
+    async def write(self, name: str, shares: Mapping[int, int], revision: int) -> int:
+        shared = self.shared
+        if shared.fail is not None:
+            raise shared.fail
+        if (shared.values.get(name) or Stored()).revision != revision:
+            raise BudgetConflict(f"budget {name} is not at revision {revision}")
+        shared.revision += 1
+        shared.values[name] = Stored(dict(shares), shared.revision)
+        for watcher, changed in shared.changes.items():
+            if watcher != self.watcher:
+                changed.append(name)
+        return shared.revision

@@ -16,6 +16,15 @@ from contracts.events import FINAL_JOB_STATES, FINAL_STATE_OF
 from contracts.records import Recorded
 
 
+def shown_state(state: str | None, timed_out: bool, cancelled: bool) -> str:
+    """A task's state as the views show it (`contracts.events.TaskState`) from the fold's:
+    `timed_out` for a failed attempt that timed out; `cancelled` for a forward task never
+    queued in a job cancelled meanwhile (`cancelled`: the job asked to cancel, the task forward)."""
+    if state is None:
+        return "cancelled" if cancelled else "planned"
+    return "timed_out" if timed_out and state == "failed" else state
+
+
 class JobView:
     """Folds one job's own events, in log order. Unknown event types are skipped, so an older
     reader survives a newer log."""
@@ -34,6 +43,8 @@ class JobView:
         self.tasks: dict[str, dict[str, Any]] = {}
         self.attempts: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
+        self.timed_out: set[str] = set()
+        self.cancelled = False
         self.forward_tasks: list[dict[str, Any]] = []
         self.forward_links: list[tuple[list[str], list[str]]] = []
         self.forward_stages: list[list[str]] = []
@@ -78,7 +89,11 @@ class JobView:
         t = self.tasks.get(task_id)
         if t is None:
             return None
-        return {**t, "state": self.task_state.get(task_id, "planned"), "attempt": self.attempts.get(task_id, 0)}
+        return {**t, "state": self._state(task_id), "attempt": self.attempts.get(task_id, 0)}
+
+    def _state(self, task_id: str) -> str:
+        forward = self.cancelled and any(t["id"] == task_id for t in self.forward_tasks)
+        return shown_state(self.task_state.get(task_id), task_id in self.timed_out, forward)
 
     def apply(self, r: Recorded) -> None:
         e = r.event
@@ -91,7 +106,9 @@ class JobView:
 
     def view(self) -> dict[str, Any]:
         """The job as its owner sees it (the tracker adds where each task runs)."""
-        tasks = [{**t, "state": self.task_state.get(i, "planned"), "attempt": self.attempts.get(i, 0)} for i, t in self.tasks.items()]
+        forward = {t["id"] for t in self.forward_tasks} if self.cancelled else set()
+        tasks = [{**t, "state": shown_state(self.task_state.get(i), i in self.timed_out, i in forward), "attempt": self.attempts.get(i, 0)}
+                 for i, t in self.tasks.items()]
         counts: dict[str, int] = {}
         for t in tasks:
             counts[t["state"]] = counts.get(t["state"], 0) + 1
@@ -136,6 +153,13 @@ class JobView:
 
     def _attempt_failed(self, e: Any) -> None:
         self.task_state[e.task_id] = "failed"
+        if e.state == "timed_out":
+            self.timed_out.add(e.task_id)
+        else:
+            self.timed_out.discard(e.task_id)
+
+    def _cancel_requested(self, e: Any) -> None:
+        self.paused, self.cancelled = False, True  # a cancel unpauses: the rollback must run
 
     def _cleanup_queued(self, e: Any) -> None:
         self.tasks[e.task_id] = _task(e.task_id, e.node, "delete", None)
@@ -155,8 +179,14 @@ class JobView:
         self.owner = e.planner
 
     def _retried(self, e: Any) -> None:
-        self.state, self.error, self.paused = "running", "", False
+        self.state, self.error, self.paused, self.cancelled = "running", "", False, False
         self.task_state = {}
+
+    def _layout_retried(self, e: Any) -> None:
+        self.state, self.error = "running", ""
+        self.tasks, self.task_state = {}, {}
+        self.forward_tasks, self.forward_links, self.forward_stages = [], [], []
+        self.rollback_tasks, self.rollback_links, self.rollback_stages = [], [], None
 
     def _rollback_planned(self, e: Any) -> None:
         self.state, self.error = "rolling_back", e.reason
@@ -186,7 +216,7 @@ class JobView:
 
     def _ended(self, e: Any) -> None:
         self.state = FINAL_STATE_OF[e.type]
-        if e.type in ("JobFailed", "JobNeedsAttention"):  # a rollback keeps the reason it started with
+        if e.type in ("JobFailed", "JobNeedsAttention", "JobRolledBack"):  # (a rollback's: the reason it started with)
             self.error = e.reason
 
 
@@ -204,8 +234,9 @@ _APPLY = {
     "JobPaused": JobView._paused,
     "JobResumed": JobView._resumed,
     "JobAdopted": JobView._adopted,
-    "JobCancelRequested": JobView._resumed,  # a cancel unpauses: the rollback must run
+    "JobCancelRequested": JobView._cancel_requested,
     "JobRetried": JobView._retried,
+    "JobLayoutRetried": JobView._layout_retried,
     "RollbackPlanned": JobView._rollback_planned,
     "JobResourcesRequested": JobView._resources_requested,
     "JobResourcesGranted": JobView._resources_granted,

@@ -138,7 +138,7 @@ def parse_subject(subject: str) -> tuple[str, str, list[str]] | None:
 
 LOCATION_EVENTS = frozenset({
     "JobRequested", "LayoutSolved", "JobPlanned", "RollbackPlanned", "JobSucceeded", "JobFailed", "JobRolledBack",
-    "JobNeedsAttention", "JobRetried", "JobPaused", "JobResumed", "JobAdopted", "JobCancelRequested", "TaskQueued", "CleanupQueued",
+    "JobNeedsAttention", "JobRetried", "JobLayoutRetried", "JobPaused", "JobResumed", "JobAdopted", "JobCancelRequested", "TaskQueued", "CleanupQueued",
     "TaskClaimed", "TaskSucceeded", "TaskFailed", "ClusterRequested", "ClusterStatusChanged", "ClusterLayoutChanged",
     "JobResourcesRequested", "JobResourcesGranted",
     "ClusterLeaseChanged",
@@ -186,7 +186,7 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
             return [job(e.job_id, state="succeeded", finished_at=time)]
         case "JobFailed" | "JobRolledBack" | "JobNeedsAttention":
             return [job(e.job_id, state=FINAL_STATE_OF[e.type], finished_at=time, error=e.reason)]
-        case "JobRetried":
+        case "JobRetried" | "JobLayoutRetried":
             return [job(e.job_id, state="running", paused=False, finished_at=None, error=None)]
         case "JobPaused" | "JobResumed" | "JobCancelRequested":
             return [job(e.job_id, paused=e.type == "JobPaused")]

@@ -52,6 +52,8 @@ class JobProgress:
             self.phase, self.stages = "rollback", [list(s) for s in e.stages]
         elif e.type == "JobRetried":
             self.phase, self.stages = "forward", self._forward
+        elif e.type == "JobLayoutRetried":  # a new plan comes with the next layout
+            self.phase, self.stages = "forward", []
         if e.type in FINAL_JOB_EVENTS:
             self.final = r
 
@@ -90,7 +92,7 @@ class JobProgress:
             running = [t for t in tasks if t["state"] in ("queued", "claimed")]
             out.append({
                 "stage": i, "total": len(stage), "done": sum(1 for t in tasks if t["state"] == "succeeded"),
-                "failed": sum(1 for t in tasks if t["state"] == "failed"),
+                "failed": sum(1 for t in tasks if t["state"] in ("failed", "timed_out")),
                 "running": [t["id"] + (f" @ {place(t['provisioner'], t['worker'])}" if t["provisioner"] else "") for t in running],
             })
         return out

@@ -105,7 +105,7 @@ def describe(e: Any) -> str:
         case "TaskCompleted":
             return f"{task} done: taken into the job"
         case "TaskAttemptFailed":
-            return f"{task} attempt {attempt} failed: taken into the job"
+            return f"{task} attempt {attempt} {'timed out' if e.state == 'timed_out' else 'failed'}: taken into the job"
         case "JobResourcesRequested":
             return f"asked pool {e.pool} for {e.hosts} hosts (request {e.request_id}); waiting for the grant"
         case "JobResourcesGranted":
@@ -119,6 +119,8 @@ def describe(e: Any) -> str:
         case "JobPaused" | "JobResumed" | "JobCancelRequested" | "JobRetried":
             return {"JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "cancel requested",
                     "JobRetried": "job retried"}[t]
+        case "JobLayoutRetried":
+            return f"layout failed ({e.reason}); asking the solver for another one, excluding {len(e.exclude)} tried"
         case "JobAdopted":
             return f"job taken over by {e.planner} (owner was {e.previous or '?'})"
         case "JobApprovalRequested":

@@ -24,6 +24,7 @@ from muster.ports.taskqueue import TaskQueue
 
 from . import leases, traces
 from .attempts import AttemptHolders
+from .budget import key_of
 from .config import PlannerConfig
 from .domain import saga
 from .domain.cluster import Cluster
@@ -135,7 +136,8 @@ class Planner:
         await self._settled(recorded)
         event: LayoutSolved | LayoutUnsolvable = recorded.event
         async with self._owned(event.job_id) as found:
-            if found is not None and not found[0].planned and not found[0].is_final:
+            # Only the current round's answer: a late one to an earlier round changes nothing.
+            if found is not None and not found[0].planned and not found[0].is_final and event.round == found[0].layout_round:
                 await self.execution.take_layout(*found, event)
 
     async def on_task_claimed(self, recorded: Recorded) -> None:
@@ -261,6 +263,16 @@ class Planner:
             except ConcurrencyError:
                 log.info("pool reaction lost a race; the job was reloaded", request=rid, attempt=attempt + 1)
 
+    # -- budgets (see routing.py) ----------------------------------------------------------------
+
+    async def on_budget_change(self, name: str) -> None:
+        """Another planner changed a limit's budget (gave slots back, say): the jobs of this one
+        that wait on that limit may get slots now."""
+        budget = self.execution.budget
+        if budget is not None and budget.waits_on(name):
+            async with self.state.lock:
+                await self.execution.rebalance({key_of(name)})
+
     # -- timers (see routing.py) -----------------------------------------------------------------
 
     async def task_timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
@@ -277,6 +289,11 @@ class Planner:
     async def lease_expired(self, tenant: str, cluster_id: str) -> None:
         if self.ownership.owns(tenant, cluster_id):
             await self.leases.expired(tenant, cluster_id)
+
+    async def budget_retry(self) -> None:
+        """A budget that could not be written (the bus was away) is tried again."""
+        async with self.state.lock:
+            await self.execution.rebalance()
 
     async def nudge(self, job_id: str) -> None:
         """Look at a job's ready tasks again: for a dispatch policy that held some back and

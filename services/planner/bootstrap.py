@@ -16,6 +16,7 @@ from . import leases
 from .app import Planner
 from .attempts import AttemptHolders
 from .authz import OperationAuthz
+from .budget import SharedBudget
 from .config import PlannerConfig
 from .domain.limits import Limits
 from .domain.saga import Chain, DispatchPolicy
@@ -23,7 +24,7 @@ from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
 from .pools import PoolBroker, PoolFold
-from .ports import AdmissionCheck, CatalogSource, Ownership, OwnsEverything, Solver, Workers
+from .ports import AdmissionCheck, Budgets, CatalogSource, OneShard, Ownership, OwnsEverything, Shards, Solver, Workers
 from .recovery import Recovery
 from .requests import Requests
 from .routing import TIMERS
@@ -36,13 +37,15 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
               identities: IdentityState | None = None, dispatch: DispatchPolicy | None = None,
               pools: PoolFold | None = None, catalogs: CatalogSource | None = None, solver: Solver | None = None,
               clock: Clock | None = None, nodemaps: NodeMaps | None = None, snapshots: SnapshotSource | None = None,
-              workers: Workers | None = None) -> Planner:
+              workers: Workers | None = None, budgets: Budgets | None = None, shards: Shards | None = None) -> Planner:
     """The planner on these ports. `ownership`: which clusters it acts for (default: all);
     `admission`: checks every request passes before the operation's rules, and with
     `identities` the requester's grants too (docs/security.md); `dispatch`: a policy that holds
     ready tasks back, before the concurrency limits; `pools`: the pools, folded live (their
     grants, admission and reports: `pools.py`); `workers`: the live provisioners (None: the
-    planner never warns that nobody serves a tenant)."""
+    planner never warns that nobody serves a tenant); `budgets`: the concurrency limits' budgets,
+    shared with the other planners and divided by `shards` (None: the limits count this
+    planner's tasks alone)."""
     config = config or PlannerConfig()
     ownership = ownership or OwnsEverything()
     state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, config.snapshot_every)
@@ -52,7 +55,10 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
         found = catalog.providers.get(provider) if catalog is not None else None
         return found.maxconcurrent if found is not None else None
 
-    limits = Limits(provider_limit, config.tenant_limits, config.tenant_limit)
+    shards = shards or OneShard()
+    limits = Limits(provider_limit, config.tenant_limits, config.tenant_limit,
+                    shard_of=shards.shard_of if budgets is not None else None)
+    budget = SharedBudget(limits, budgets, shards.holds) if budgets is not None else None
     broker = PoolBroker(log, pools, catalogs=state, jobs=state) if pools is not None else None
     # Concurrency limits last: they count only what the other policies let through.
     policy = Chain(*(p for p in (broker, dispatch) if p is not None), limits)
@@ -60,7 +66,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     metrics = QueueMetrics()
     nodemaps = nodemaps or NodeMaps(MemoryStore())
     execution = Execution(state, queue, timers, config, dispatch=policy, ownership=ownership, metrics=metrics,
-                          nodemaps=nodemaps, limits=limits, pools=broker)
+                          nodemaps=nodemaps, limits=limits, pools=broker, budget=budget)
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
                         solver=solver, workers=workers)

@@ -17,6 +17,7 @@ from nats.aio.client import Client
 from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
 
+from muster.bus.budgets import NatsBudgets
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_batches, consume_events
 from muster.bus.eventstore import EventStore
@@ -36,9 +37,9 @@ from .app import Planner, PlannerConfig
 from .bootstrap import bootstrap
 from .catalog import CatalogWrites
 from .nodemaps import LazyBucket, NodeMaps
-from .ports import CatalogSource, Ownership
+from .ports import CatalogSource, Ownership, Shards
 from .replies import Replies, Responders
-from .routing import POISON, POOL_FOLD, QUEUE_RESETS, REPLIES, ROUTES
+from .routing import BUDGETS, POISON, POOL_FOLD, QUEUE_RESETS, REPLIES, ROUTES
 from .sharding import Sharding, ShardOwnership
 
 CONSUMER_IDLE_S = 3600.0
@@ -46,15 +47,18 @@ CONSUMER_IDLE_S = 3600.0
 
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, *, ownership: Ownership | None = None,
                  identities: IdentityState | None = None, queue: NatsTaskQueue | None = None,
-                 pools: PoolMirror | None = None, catalogs: CatalogSource | None = None) -> Planner:
+                 pools: PoolMirror | None = None, catalogs: CatalogSource | None = None, budgets: NatsBudgets | None = None,
+                 shards: Shards | None = None) -> Planner:
     """The planner on NATS adapters: the log and task queue on JetStream, dry runs asking the
     solvers, the nodes maps and snapshots in KV buckets, resource pools followed live
-    (docs/pools.md); `ownership`: which clusters it acts for (default: all; shards: `start_planner`)."""
+    (docs/pools.md); `ownership`: which clusters it acts for (default: all; shards: `start_planner`);
+    `budgets`: the concurrency limits' budgets shared with the other planners, by `shards`."""
     store = store or EventStore(nc, writer_name=config.instance)  # the log names who wrote what
     return bootstrap(store, queue or NatsTaskQueue(store.js), config, ownership=ownership, identities=identities,
                      pools=pools or PoolMirror(store.js), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
-                     snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None)
+                     snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
+                     budgets=budgets, shards=shards)
 
 
 def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]]]]:
@@ -90,14 +94,16 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     queue = NatsTaskQueue(nc.jetstream())
     store = EventStore(nc, writer_name=config.instance)  # the log names who wrote what (fencing checks)
     mirror = PoolMirror(store.js)
-    planner = nats_planner(nc, config, store, ownership=ShardOwnership(leases), identities=identities, queue=queue,
-                           pools=mirror)
+    ownership = ShardOwnership(leases)
+    budgets = NatsBudgets(nc.jetstream(), config.replicas)
+    planner = nats_planner(nc, config, store, ownership=ownership, identities=identities, queue=queue,
+                           pools=mirror, budgets=budgets, shards=ownership)
     sharding = Sharding(nc, planner, leases)
     stack.callback(planner.timers.cancel_all)
     if planner.state.snapshotter is not None:
         stack.callback(planner.state.snapshotter.close)
 
-    replies = Replies(planner, CatalogWrites(EventStore(nc), catalog_plugins(), identities, offered_plugins(nc)), sharding)
+    replies = Replies(planner, CatalogWrites(EventStore(nc), catalog_plugins(), identities, offered=offered_plugins(nc)), sharding)
     responders = Responders()
     subs: list[Any] = []
     stack.push_async_callback(responders.close)  # after the subscriptions below are gone
@@ -117,8 +123,11 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
             subs.append(await consume_events(nc.jetstream(), route.filter, durable, router(planner, route), **options))
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
-    # Before the shards: an attempt queued from here on is in the TASKS this watch has seen.
+    # Before the shards: an attempt queued from here on is in the TASKS this watch has seen, and
+    # the budgets the shards' jobs dispatch under are known.
     await queue.watch_resets(getattr(planner, QUEUE_RESETS))
+    await budgets.start(getattr(planner, BUDGETS))
+    stack.push_async_callback(budgets.stop)
     await leases.start()  # gains a fair share of the shards: their clusters and jobs are rebuilt
     stack.push_async_callback(leases.stop)
     # After that resume: the pools' history replays into the jobs just rebuilt (a grant recorded

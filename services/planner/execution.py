@@ -28,11 +28,12 @@ from muster.ports.taskqueue import TaskQueue
 
 from . import leases, traces
 from .attempts import AttemptHolders
+from .budget import SharedBudget
 from .config import PlannerConfig
-from .domain import saga
+from .domain import planning, saga
 from .domain.cluster import Cluster
 from .domain.job import Job
-from .domain.limits import Limits
+from .domain.limits import Key, Limits
 from .domain.saga import Attempt, DispatchPolicy, Effects
 from .metrics import QueueMetrics
 from .nodemaps import NodeMaps
@@ -40,6 +41,7 @@ from .ports import Ownership, Pools
 from .state import PlannerState
 from .tasks import needs_nodes, task_message
 from .timers import Timers
+from .wake import Waker
 
 log = structlog.get_logger("muster.planner")
 
@@ -57,11 +59,11 @@ disk sync per event, an atomic batch one commit whatever its size (decision 6, d
 class Execution:
     def __init__(self, state: PlannerState, queue: TaskQueue, timers: Timers, config: PlannerConfig, *,
                  dispatch: DispatchPolicy, ownership: Ownership, metrics: QueueMetrics, nodemaps: NodeMaps,
-                 limits: Limits | None = None, pools: Pools | None = None) -> None:
+                 limits: Limits | None = None, pools: Pools | None = None, budget: SharedBudget | None = None) -> None:
         self.state, self.queue, self.timers, self.config = state, queue, timers, config
         self.dispatch, self.ownership, self.pools = dispatch, ownership, pools
-        self.metrics, self.nodemaps, self.limits = metrics, nodemaps, limits
-        self._waking = False
+        self.metrics, self.nodemaps, self.limits, self.budget = metrics, nodemaps, limits, budget
+        self.waker = Waker(state, ownership, timers, limits, budget)
         self.ran_attempts: dict[tuple[str, str], list[str]] = {}
         """Provisioners that claimed earlier attempts of a task, which its retries avoid where
         possible (best effort: not rebuilt after a restart)."""
@@ -86,6 +88,8 @@ class Execution:
             rest = await self._save_and_publish(job, cluster, effects.dispatch)
         else:
             await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
+        if effects.ask_layout:
+            await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog(job.tenant)))
         if effects.republish_queued:
             dispatched = set(effects.dispatch)
             rest += [a for a in self._queued_again(job) if a not in dispatched]
@@ -148,21 +152,13 @@ class Execution:
         self.republished_at[str(job.id)] = now
         return saga.queued_attempts(job)
 
-    async def _wake(self, job: Job) -> None:
-        """Jobs a concurrency limit held back, now that slots may have freed: each once more.
-        Only the outermost execution wakes (an advance here executes too)."""
-        if self.limits is None or self._waking:
-            return
-        self._waking = True
-        try:
-            for job_id in self.limits.wake():
-                other = self.state.jobs.get(job_id)
-                if other is None or other.is_final or not self.ownership.owns(other.tenant, other.cluster_id):
-                    self.limits.forget(job_id)
-                elif other is not job:
-                    await self.advance(other, self.state.clusters[other.cluster_id])
-        finally:
-            self._waking = False
+    async def _wake(self, job: Job | None, keys: set[Key] | None = None) -> None:
+        await self.waker.wake(job, self.advance, keys)
+
+    async def rebalance(self, keys: set[Key] | None = None) -> None:
+        """Under the lock: the budgets of `keys` (default all) in line again, and the jobs
+        waiting on them woken (another planner gave slots back; a retry after a failure)."""
+        await self._wake(None, keys)
 
     async def advance(self, job: Job, cluster: Cluster, chain: bool = False, then: Callable[[], object] | None = None,
                       republish: bool = False) -> None:
@@ -313,11 +309,20 @@ class Execution:
     # -- the solver's request, and a restart ---------------------------------------------------
 
     async def ask_for_layout(self, job: Job, request: LayoutRequested) -> None:
+        """Append the request (once per round: a restart after a crash between the job's save
+        and this append asks again, and finds it asked)."""
+        subject = subjects.layout_events(job.tenant, str(job.id))
+        last = 0
+        if request.round:  # another layout: after the earlier rounds' requests and answers
+            history = await self.state.log.read(subject)
+            if any(r.type == "LayoutRequested" and r.event.round == request.round for r in history):
+                return
+            last = history[-1].seq if history else 0
         try:
-            await self.state.log.append(subjects.layout_events(job.tenant, str(job.id)),
-                                        [Append(request, msg_id=f"{job.id}:layout:1", trace=traces.of(job))], expect_last_seq=0)
+            await self.state.log.append(subject, [Append(request, msg_id=f"{job.id}:layout:{request.round + 1}", trace=traces.of(job))],
+                                        expect_last_seq=last)
         except ConcurrencyError:
-            pass  # already asked (a restart after a crash between the two appends)
+            pass  # already asked
 
     async def resume_job(self, job: Job, cluster: Cluster, queued_at: dict[tuple[str, int], datetime], since_seq: int = 1,
                          attempts: AttemptHolders | None = None) -> None:

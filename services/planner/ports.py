@@ -2,7 +2,8 @@
 clock (`muster.ports`).
 
 Which clusters it acts for, the checks and policies later features plug in, resource pools,
-where catalogs come from, the solver a dry run asks and the live provisioners. The composition
+where catalogs come from, the solver a dry run asks, the live provisioners and the budgets the
+concurrency limits share with other planners. The composition
 root (`bootstrap.py`) is given them once; nothing changes them afterwards."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
+from muster.ports.budgets import Budgets as Budgets
 
 from .domain.admission import PoolAdmission
 from .domain.cluster import Cluster
@@ -49,6 +51,25 @@ class OwnsEverything:
 
     async def settle(self, tenant: str, cluster_id: str) -> None:
         return None
+
+
+class Shards(Protocol):
+    """The shards clusters are split into, and which this planner holds (`sharding.ShardOwnership`):
+    what a budget shared by several planners is divided by."""
+
+    def shard_of(self, cluster_id: str) -> int: ...
+
+    def holds(self, shard: int) -> bool: ...
+
+
+class OneShard:
+    """One planner, every cluster: one shard, always held."""
+
+    def shard_of(self, cluster_id: str) -> int:
+        return 0
+
+    def holds(self, shard: int) -> bool:
+        return True
 
 
 class AdmissionCheck(Protocol):
@@ -114,3 +135,4 @@ class Solver(Protocol):
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         """The layout for a dry run, recorded nowhere; raises NoLayout or SolverUnavailable."""
         ...
+

@@ -46,6 +46,8 @@ class Preview:
     """`rollback`: the layout recorded while it runs (`restore.interim`)."""
     config: dict[str, Any] | None = None
     """`rollback`: the config it puts back."""
+    stopped: list[str] | None = None
+    """`rollback`: the services meant to be stopped once it succeeds."""
     batches: list[list[str]] | None = None
     """A rolling change's batches of node ids."""
     tolerance: int = 0
@@ -63,11 +65,12 @@ class Previews:
             if isinstance(cmd, RollbackCluster):
                 source = facts.source
                 assert source is not None  # the `restorable` rule
-                target, config = source.previous_nodes, source.previous_config
-                restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config)
+                target, config, stopped = source.previous_nodes, source.previous_config, source.previous_stopped or []
+                restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config,
+                                       cluster.stopped, stopped)
                 if not restore.plan.tasks:
                     raise Refused(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
-                return Preview(restore.plan, list(target), interim=list(restore.interim), config=config)
+                return Preview(restore.plan, list(target), interim=list(restore.interim), config=config, stopped=sorted(stopped))
             if op.layout:
                 layout = layout or await self._solve(job, cluster, facts)
                 plan, target = planning.plan_layout(job, cluster, facts.catalog, layout, cmd)

@@ -14,7 +14,6 @@ from datetime import datetime
 import structlog
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER
 from muster.ports.eventlog import ConcurrencyError
 
 from . import leases
@@ -91,13 +90,13 @@ class Recovery:
             await self.execution.resume_job(job, cluster, times, since_seq, self.attempts)
             return
         layouts = await self.state.log.read(subjects.layout_events(job.tenant, str(job.id))) if OPERATIONS[job.operation].layout else []
-        answers = [r for r in layouts if r.type in ("LayoutSolved", "LayoutUnsolvable")]
+        # This layout round's (a job that failed on a layout asks again: JobLayoutRetried).
+        answers = [r for r in layouts if r.type in ("LayoutSolved", "LayoutUnsolvable") and r.event.round == job.layout_round]
+        asked = any(r.type == "LayoutRequested" and r.event.round == job.layout_round for r in layouts)
         if answers:  # answered while nobody acted for the cluster
             await self.execution.take_layout(job, cluster, answers[0].event)
-        elif OPERATIONS[job.operation].layout and not layouts:
-            catalog = await self.state.catalog(job.tenant)
-            command = COMMAND_ADAPTER.validate_python(job.request)
-            await self.execution.ask_for_layout(job, planning.layout_request(str(job.id), cluster, catalog, command))
+        elif OPERATIONS[job.operation].layout and not asked:
+            await self.execution.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog(job.tenant)))
 
     async def forget(self, only: Callable[[str], bool]) -> None:
         """Stop acting for the clusters `only` accepts (their shards went to another planner):

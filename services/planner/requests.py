@@ -10,7 +10,7 @@ cluster's new lease and starts no job (`leases.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import structlog
@@ -269,9 +269,11 @@ class Requests:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
                 same_request(known, cmd)
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
+        rollback = isinstance(cmd, RollbackCluster)
         facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
-                      source=await self.state.find_job(tenant, cmd.to_job) if isinstance(cmd, RollbackCluster) else None,
+                      source=await self.state.find_job(tenant, cmd.to_job) if rollback else None,
+                      since=await self.state.jobs_since(tenant, cmd.cluster_id, cmd.to_job) if rollback else (),
                       pools=self.pools)
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
@@ -292,6 +294,7 @@ class Requests:
         judgement = await self._judged(rules, facts, ctx.by(cmd), cluster, cluster, preview)
         # The plan is recorded with the job: a job recorded without its plan would wait forever.
         self._plan(job, cluster, preview)
+
         def then() -> None:
             if judgement is not None:
                 self.governance.record(job, cluster, judgement, preview.layout, digest_of(job, preview))
@@ -304,7 +307,7 @@ class Requests:
         log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
         return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._warnings(job, cluster))
 
-    async def _accept(self, job: Job, cluster: Cluster, then: Any = None) -> None:
+    async def _accept(self, job: Job, cluster: Cluster, then: Callable[[], None] | None = None) -> None:
         """`then`: what the job records once the cluster is (governance: its version)."""
         # The cluster's pointer to its job first: see Planner.resume.
         cluster.set_status(cluster.status, str(job.id))
@@ -321,7 +324,7 @@ class Requests:
 
     def _plan(self, job: Job, cluster: Cluster, preview: Preview) -> None:
         job.record_plan(planning.planned(job, cluster, preview.plan, preview.target, self.config.mode,
-                                         preview.batches, preview.tolerance))
+                                         preview.batches, preview.tolerance, preview.stopped))
 
     async def _start(self, job: Job, cluster: Cluster, facts: Facts, preview: Preview) -> None:
         """What an accepted job's plan changes on the cluster at once; then dispatch."""

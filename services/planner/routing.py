@@ -10,6 +10,7 @@
   for that shard's clusters (`sharding.Sharding`).
 - `POOL_FOLD`: the live fold of the pools (`services.pool.mirror`), every pool event after
   it is folded.
+- `BUDGETS`: a concurrency limit's budget that another planner changed (`muster.bus.budgets`).
 - `TIMERS`: each kind of timer (`timers.py`) and the handler it fires.
 - `QUEUE_RESETS`: the task queue found empty after a restart (docs/decisions/0013).
 
@@ -60,6 +61,7 @@ SHARD_REPLY = Reply(f"{subjects.SHARD}.{{shard}}.ops.*.*.*", "forwarded")
 """Subscribed for each shard gained (`{shard}`: its number), dropped when it is lost."""
 
 POOL_FOLD = "on_pool_event"
+BUDGETS = "on_budget_change"
 
 TIMERS = {
     "timeout": "task_timed_out",
@@ -67,6 +69,7 @@ TIMERS = {
     "requeue": "requeue_lost",
     "lease": "lease_expired",
     "approval": "approval_expired",
+    "budget": "budget_retry",
 }
 """Each kind of timer (a key `(kind, *ids)` and a deadline) -> the handler that takes it when it
 falls due, with the key's ids."""

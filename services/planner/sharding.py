@@ -63,13 +63,19 @@ def shard_subject(shard: int, tenant: str = "*", principal: str = "*", verb: str
 
 class ShardOwnership:
     """The planner's `Ownership` with shards: it acts for the clusters of the shards it holds a
-    lease on."""
+    lease on. Also its `Shards`, which the shared concurrency budgets are divided by."""
 
     def __init__(self, leases: ThreadedLeases) -> None:
         self.leases = leases
 
     def owns(self, tenant: str, cluster_id: str) -> bool:
         return self.leases.owns_cluster(cluster_id)
+
+    def shard_of(self, cluster_id: str) -> int:
+        return shard_of(cluster_id, self.leases.shards)
+
+    def holds(self, shard: int) -> bool:
+        return self.leases.owns(shard)
 
     async def settle(self, tenant: str, cluster_id: str) -> None:
         """An event for a cluster whose lease is being renewed late (held, past its validity:

@@ -19,6 +19,7 @@ from muster import snapshots
 from muster.bus.repository import Repository, append_of, fence, fold, mark_stored, rebuild
 from muster.catalog.store import read_catalog
 from muster.ports.eventlog import Append, EventLog, Recorded
+from muster.readmodel.clusters import job_ids
 from muster.snapshots import Kind, Snapshot, SnapshotSource
 
 from .domain.cluster import Cluster
@@ -195,6 +196,13 @@ class PlannerState:
             if job is not None:
                 self.jobs[job_id] = job
         return job if job is not None and job.tenant == tenant else None
+
+    async def jobs_since(self, tenant: str, cluster_id: str, job_id: str) -> tuple[Job, ...]:
+        """The cluster's jobs from `job_id` on (it included), in the order the cluster took them
+        (its events name each job that changed it)."""
+        order = job_ids(await self.log.read(subjects.cluster_events(tenant, cluster_id)))
+        later = order[order.index(job_id):] if job_id in order else []
+        return tuple(j for j in [await self.find_job(tenant, i) for i in later] if j is not None)
 
     def cached(self, tenant: str) -> Catalog | None:
         """The tenant's catalog as last loaded (None: not loaded yet)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -18,6 +19,7 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
+from muster.bus.eventstore import EventStore
 from muster.runtime.service import main_for
 from muster.secretsfile import load_secrets
 
@@ -25,7 +27,7 @@ from .app import Provisioner
 from .heap import freeze_started_heap
 from .plugins import PluginError, PluginRegistry
 from .presence import DEFAULT_TTL_S, MAX_TTL_S
-from .worker import WorkerConfig
+from .worker import Executor, WorkerConfig, Workers
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -135,3 +137,18 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
                  capacity=capacity, tenants=own.tenants, work_dir=str(registry.work_dir))
 
     main_for("provisioner", nats_url, setup)
+
+
+async def start_workers(nc: Client, stack: AsyncExitStack, executor: Executor, config: WorkerConfig) -> Workers:
+    """Workers on `nc` (their queues declared), drained when `stack` closes: for in-process
+    compositions (tests, benchmarks) that need no registration or presence."""
+    workers = Workers(nc.jetstream(), EventStore(nc), executor, config)
+    await workers.ensure_queues()
+    runner = asyncio.create_task(workers.run())
+
+    async def stop() -> None:
+        await workers.drain()
+        await runner
+
+    stack.push_async_callback(stop)
+    return workers

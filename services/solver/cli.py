@@ -33,11 +33,11 @@ def _fail(kind: str, message: str) -> NoReturn:
     raise CliError(message, EXIT_INVALID, document={"error": {"kind": kind, "message": message}})
 
 
-def _read_existing(path: str) -> Layout:
+def _read_layout(path: str, what: str = "the existing cluster") -> Layout:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
-        _fail("invalid", f"{path}: cannot read the existing cluster: {err.strerror or err}")
+        _fail("invalid", f"{path}: cannot read {what}: {err.strerror or err}")
     try:
         return Layout.model_validate_json(text)
     except ValidationError as err:
@@ -56,6 +56,8 @@ def _read_existing(path: str) -> Layout:
 @click.option("--existing", default=None, metavar="FILE", help="The current cluster, as JSON in the output's form.")
 @click.option("--add-services", default=None, metavar="a,b", help="Services to add to the existing cluster.")
 @click.option("--remove-services", default=None, metavar="a,b", help="Services to remove from the existing cluster.")
+@click.option("--exclude", "exclude", multiple=True, metavar="FILE",
+              help="A layout already tried (JSON in the output's form): the answer differs from it (repeatable).")
 @guarded
 def solve(
     catalog_dir: str,
@@ -69,6 +71,7 @@ def solve(
     existing: str | None,
     add_services: str | None,
     remove_services: str | None,
+    exclude: tuple[str, ...],
 ) -> None:
     """Solve a cluster layout from a catalog folder (no bus)."""
     request = SolveRequest(
@@ -81,6 +84,7 @@ def solve(
         comparator=comparator,
         add_services=_names(add_services),
         remove_services=_names(remove_services),
+        exclude=tuple(_read_layout(path, "an excluded layout") for path in exclude),
     )
     click.echo(json.dumps(_answer(catalog_dir, existing, request).model_dump()))
 
@@ -91,7 +95,7 @@ def _answer(catalog_dir: str, existing: str | None, request: SolveRequest) -> La
     except CatalogFileError as err:
         _fail("invalid", str(err))
     if existing is not None:
-        request = replace(request, existing=_read_existing(existing))
+        request = replace(request, existing=_read_layout(existing))
     try:
         return solve_layout(catalog, request)
     except SolveError as err:

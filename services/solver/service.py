@@ -30,7 +30,8 @@ def answer(request: LayoutRequested, solver: str) -> LayoutSolved | LayoutUnsolv
     try:
         catalog = Catalog.model_validate(request.catalog)
     except ValidationError as err:
-        return LayoutUnsolvable(job_id=request.job_id, kind="invalid", message=f"catalog in request: {err}", solver=solver)
+        return LayoutUnsolvable(job_id=request.job_id, kind="invalid", message=f"catalog in request: {err}", solver=solver,
+                                round=request.round)
     solve_request = SolveRequest(
         template=request.template,
         nodes=request.nodes,
@@ -46,8 +47,8 @@ def answer(request: LayoutRequested, solver: str) -> LayoutSolved | LayoutUnsolv
     try:
         layout = solve(catalog, solve_request)
     except SolveError as err:
-        return LayoutUnsolvable(job_id=request.job_id, kind=err.kind, message=err.message, solver=solver)
-    return LayoutSolved(job_id=request.job_id, layout=layout, solver=solver)
+        return LayoutUnsolvable(job_id=request.job_id, kind=err.kind, message=err.message, solver=solver, round=request.round)
+    return LayoutSolved(job_id=request.job_id, layout=layout, solver=solver, round=request.round)
 
 
 class SolverService:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
+from contracts.events import TaskState
 from contracts.layout import Layout
 
 from . import people_api
@@ -36,7 +37,10 @@ class TaskStatus(_Out):
     node: str | None
     action: str | None
     service: str | None
-    state: str
+    state: TaskState = Field(description=(
+        "planned (not queued yet), queued, claimed (a worker runs it), succeeded, failed (its last attempt failed), "
+        "timed_out (its last attempt had no outcome within the attempt timeout), cancelled (never queued: the job was "
+        "cancelled first)"))
     attempt: int
     provisioner: str | None
     worker: str | None

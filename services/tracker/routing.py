@@ -34,6 +34,7 @@ ROUTES = (
         "JobRolledBack": "on_location_event",
         "JobNeedsAttention": "on_location_event",
         "JobRetried": "on_location_event",
+        "JobLayoutRetried": "on_location_event",
         "JobPaused": "on_location_event",
         "JobResumed": "on_location_event",
         "JobAdopted": "on_location_event",

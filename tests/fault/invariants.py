@@ -266,7 +266,7 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
     if outcome.type == "TaskCompleted" and "TaskSucceeded" not in types:
         report.problems.append(f"{name}: TaskCompleted of attempt {e.attempt} of {e.task_id} without a provisioner's TaskSucceeded")
     if outcome.type == "TaskAttemptFailed":
-        if e.error.startswith("timed out"):
+        if e.state == "timed_out":
             report.timed_out.append(f"{name}: attempt {e.attempt} of {e.task_id}")
         elif "TaskFailed" not in types:
             report.problems.append(f"{name}: TaskAttemptFailed of attempt {e.attempt} of {e.task_id} without a provisioner's TaskFailed")
@@ -287,7 +287,7 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
             if r.type not in ("TaskSucceeded", "TaskFailed"):
                 continue
             planner = outcomes.get((r.event.task_id, r.event.attempt), [])
-            if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.error.startswith("timed out")):
+            if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.state == "timed_out"):
                 report.late_results += 1
 
 

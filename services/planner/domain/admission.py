@@ -55,6 +55,8 @@ class Facts:
     """The cluster's job (the last one it ran, or the one running)."""
     source: Job | None = None
     """`rollback`: the job whose earlier state is the target."""
+    since: tuple[Job, ...] = ()
+    """`rollback`: the cluster's jobs from `source` on (it included), in order."""
     principal: str | None = None
     """Who asks (authenticated), when the transport knows; None before identities exist."""
     pools: PoolAdmission | None = None
@@ -238,3 +240,18 @@ def restorable(f: Facts) -> None:
     if not source.planned or source.operation == "create":
         raise Refused(f"job {to_job} left no earlier state to return to ({source.operation}, {source.state})", code="invalid",
                       field="to_job")
+    if source.previous_stopped is None:
+        raise Refused(f"job {to_job} did not record which services were stopped before it (planned by an older muster): "
+                      "their running and stopped states cannot be restored; roll back to a later job", code="invalid", field="to_job")
+    upgrades = [(str(j.id), sorted(upgraded(j))) for j in f.since if j.operation == "upgrade" and upgraded(j)]
+    if upgrades:
+        named = "; ".join(f"job {j} upgraded {', '.join(s)}" for j, s in upgrades)
+        raise Refused(f"cannot restore the cluster as it was before job {to_job}: {named} since, and muster cannot put "
+                      "back an older version of a service (installs use the catalog's current definition); roll back to a "
+                      "job after the upgrade, or upgrade again from the catalog", code="conflict", field="to_job")
+
+
+def upgraded(job: Job) -> set[str]:
+    """The services an upgrade job installed again on some node (an install that succeeded)."""
+    return {t.service for i, t in job.tasks.items()
+            if t.service and t.action.value == "install" and job.task_state.get(i) == "succeeded"}

@@ -30,6 +30,7 @@ from contracts.events import (
     JobAdopted,
     JobCancelRequested,
     JobFailed,
+    JobLayoutRetried,
     JobNeedsAttention,
     JobPaused,
     JobPlanned,
@@ -46,7 +47,8 @@ from contracts.events import (
     TaskCompleted,
     TaskQueued,
 )
-from contracts.layout import NodeSpec
+from contracts.layout import Layout, NodeSpec
+from muster.readmodel.jobs import shown_state
 
 from .model import Plan, PlannedTask
 from .rollback import rollback_plan
@@ -103,9 +105,15 @@ class Job(Aggregate):
         self.nodes: list[NodeSpec] = []
         self.previous_nodes: list[NodeSpec] = []
         self.previous_config: dict[str, Any] = {}
+        self.previous_stopped: list[str] | None = None
+        """Services meant to be stopped before the job (None: planned before this was recorded)."""
+        self.stopped_after: list[str] | None = None
+        """A rollback's: the services meant to be stopped once it succeeds."""
         self.attempts: dict[str, int] = {}
         self.retry_base: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
+        self.timed_out: set[str] = set()
+        """Failed tasks whose last attempt timed out (shown as `timed_out`; `failed` to dispatch)."""
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
@@ -120,6 +128,10 @@ class Job(Aggregate):
         """Waiting for (or decided) approval: the request, then the decision (docs/governance.md)."""
         self.warnings: list[dict[str, Any]] = []
         """What the tenant's policies warned of at admission."""
+        self.relayouts = payload.relayout
+        """Other layouts the job may ask for after a failure past its retries (`JobLayoutRetried`)."""
+        self.layout_round = 0
+        self.tried_layouts: list[Layout] = []
 
     # -- planning -----------------------------------------------------------------------
 
@@ -154,6 +166,8 @@ class Job(Aggregate):
         self.nodes = list(payload.nodes)
         self.previous_nodes = list(payload.previous_nodes)
         self.previous_config = dict(payload.previous_config)
+        self.previous_stopped = None if payload.previous_stopped is None else list(payload.previous_stopped)
+        self.stopped_after = None if payload.stopped is None else list(payload.stopped)
         self.batches = [list(b) for b in payload.batches]
         self.tolerance = payload.tolerance
         self._dispatch = None
@@ -268,6 +282,10 @@ class Job(Aggregate):
     @event("TaskAttemptFailed")
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
         self._set_state(payload.task_id, "failed")
+        if payload.state == "timed_out":
+            self.timed_out.add(payload.task_id)
+        else:
+            self.timed_out.discard(payload.task_id)
 
     def fail_attempt(self, payload: TaskAttemptFailed) -> bool:
         if not self.is_current(payload.task_id, payload.attempt):
@@ -431,6 +449,44 @@ class Job(Aggregate):
         self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id))
         return True
 
+    # -- another layout, after a failure (docs/planner.md, "Another layout") --------------------
+
+    @property
+    def may_relayout(self) -> bool:
+        """Rolled back after a task ran out of attempts (not a cancel), with rounds left."""
+        return (self.state == "rolling_back" and not self.cancel_requested and self.layout_round < self.relayouts
+                and self.operation in ("create", "expand"))
+
+    @event("JobLayoutRetried")
+    def _layout_retried(self, payload: JobLayoutRetried) -> None:
+        # What the rollback undid is planned anew on the next layout: fresh attempts (their
+        # numbers go on, so every attempt keeps its own id), no plan until the solver answers.
+        self.state, self.error = "running", ""
+        self.layout_round = payload.round
+        self.tried_layouts = list(payload.exclude)
+        self._plan_parts = self._rollback_parts = None
+        self._plans = {}
+        self.tasks, self.nodes, self.batches = {}, [], []
+        self.cleanups, self.task_state = {}, {}
+        self.retry_base = dict(self.attempts)
+        self._dispatch = None
+
+    def retry_layout(self, failed: Layout) -> JobLayoutRetried | None:
+        """Ask for another layout than every one tried (the failed one included)."""
+        if not self.may_relayout:
+            return None
+        payload = JobLayoutRetried(job_id=str(self.id), round=self.layout_round + 1, reason=self.error,
+                                   exclude=[*self.tried_layouts, failed])
+        self._layout_retried(payload)
+        return payload
+
+    def no_other_layout(self, reason: str) -> bool:
+        """The solver has no layout left: the job ends rolled back, as its last layout did."""
+        if self.state != "running" or self.planned or not self.layout_round:
+            return False
+        self._rolled_back(JobRolledBack(job_id=str(self.id), reason=reason))
+        return True
+
     # -- pool hosts (docs/pools.md) -------------------------------------------------------
 
     @event("JobResourcesRequested")
@@ -562,6 +618,7 @@ class Job(Aggregate):
     @event("JobRolledBack")
     def _rolled_back(self, payload: JobRolledBack) -> None:
         self.state = "rolled_back"
+        self.error = payload.reason or self.error
 
     def finish_rollback(self) -> bool:
         if self.state != "rolling_back":
@@ -584,8 +641,10 @@ class Job(Aggregate):
 
     def view(self) -> dict[str, Any]:
         """The job as its owner sees it (the tracker adds where each task runs)."""
+        forward = self.plan.by_id if self.cancel_requested and self.plan is not None else {}
         tasks = [
-            {**t.to_json(), "state": self.task_state.get(t.id, "planned"), "attempt": self.attempts.get(t.id, 0)}
+            {**t.to_json(), "state": shown_state(self.task_state.get(t.id), t.id in self.timed_out, t.id in forward),
+             "attempt": self.attempts.get(t.id, 0)}
             for t in self.tasks.values()
         ]
         counts: dict[str, int] = {}

@@ -1,5 +1,5 @@
 """Concurrency limits at dispatch (pure): at most N tasks of a provider, or of a tenant, in
-flight at once across all of the planner's jobs.
+flight at once.
 
 A `DispatchPolicy`: ready tasks over a limit stay unqueued (nothing is recorded), and the job is
 looked at again when a slot frees (`wake`); a cloud API that allows 5 concurrent creates gets
@@ -13,12 +13,18 @@ In flight = queued and not finished (a task attempt's `TaskQueued` until its out
 `admit` of a job first re-reads that job's in-flight tasks, so the counts follow the log's
 view of every job that was advanced (which every change of a job is); a planner rebuilt from
 the log counts its open jobs again as `resume` advances them.
+
+**Shared.** With `shard_of` given, several planners enforce one limit together: each limit's
+slots are divided among the shards in a shared budget (`budget.py`), and a task is admitted
+only within the slots its cluster's shard holds (`grants`); the tasks held back are the
+shard's demand, which the service asks the budget for. Without it, this planner's counts alone
+decide (one planner acts for every cluster).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from contracts.catalog import Action
@@ -30,6 +36,8 @@ PROVIDER_ACTIONS = frozenset({Action.CREATE, Action.CONFIRM, Action.DELETE})
 
 Key = tuple[str, ...]
 """("provider", tenant, provider) or ("tenant", tenant)."""
+Slot = tuple[Key, int]
+"""A limit and the shard it is counted in (0 when the limits are not shared)."""
 
 
 @dataclass
@@ -38,11 +46,20 @@ class Limits:
     """The `maxconcurrent` of a tenant's provider (None: no limit)."""
     tenant_limits: Mapping[str, int] = field(default_factory=dict)
     default_tenant_limit: int | None = None
-    in_flight: dict[str, dict[str, tuple[Key, ...]]] = field(default_factory=dict)
-    """job id -> its queued tasks -> the keys each counts against."""
-    count: Counter[Key] = field(default_factory=Counter)
-    held: dict[str, Counter[Key]] = field(default_factory=dict)
-    """job id -> tasks held back at its last admit, per limit that held them."""
+    shard_of: Callable[[str], int] | None = None
+    """A cluster id -> its shard, when the limits are shared with other planners; None: not."""
+    in_flight: dict[str, dict[str, tuple[Slot, ...]]] = field(default_factory=dict)
+    """job id -> its queued tasks -> the slots each counts against."""
+    count: Counter[Slot] = field(default_factory=Counter)
+    held: dict[str, Counter[tuple[Slot, ...]]] = field(default_factory=dict)
+    """job id -> tasks held back at its last admit, by the slots each needs (every one: a shared
+    budget is asked for all of them at once)."""
+    grants: dict[Key, dict[int, int]] = field(default_factory=dict)
+    """Shared: the slots of each limit this planner holds in the budget, per shard."""
+
+    @property
+    def shared(self) -> bool:
+        return self.shard_of is not None
 
     def tenant_limit(self, tenant: str) -> int | None:
         return self.tenant_limits.get(tenant, self.default_tenant_limit)
@@ -50,12 +67,13 @@ class Limits:
     def limit(self, key: Key) -> int | None:
         return self.provider_limit(key[1], key[2]) if key[0] == "provider" else self.tenant_limit(key[1])
 
-    def keys(self, job: Job, cluster: Cluster, task_id: str) -> tuple[Key, ...]:
-        found: list[Key] = []
+    def slots(self, job: Job, cluster: Cluster, task_id: str) -> tuple[Slot, ...]:
+        shard = self.shard_of(str(cluster.id)) if self.shard_of is not None else 0
+        found: list[Slot] = []
         if job.tasks[task_id].action in PROVIDER_ACTIONS and self.provider_limit(job.tenant, cluster.provider) is not None:
-            found.append(("provider", job.tenant, cluster.provider))
+            found.append((("provider", job.tenant, cluster.provider), shard))
         if self.tenant_limit(job.tenant) is not None:
-            found.append(("tenant", job.tenant))
+            found.append((("tenant", job.tenant), shard))
         return tuple(found)
 
     # -- DispatchPolicy ----------------------------------------------------------------------
@@ -65,17 +83,16 @@ class Limits:
         self._resync(job, cluster)
         self.held.pop(job_id, None)
         admitted: list[str] = []
-        held: Counter[Key] = Counter()
+        held: Counter[tuple[Slot, ...]] = Counter()
         mine = self.in_flight.setdefault(job_id, {})
         for task_id in ready:
-            keys = self.keys(job, cluster, task_id)
-            full = [k for k in keys if not self._room(k)]
-            if full:
-                held.update(full)
+            slots = self.slots(job, cluster, task_id)
+            if not all(self._room(s) for s in slots):
+                held[slots] += 1
                 continue
             admitted.append(task_id)
-            mine[task_id] = keys
-            self.count.update(keys)
+            mine[task_id] = slots
+            self.count.update(slots)
         if held:
             self.held[job_id] = held
         if not mine:
@@ -91,13 +108,13 @@ class Limits:
         job_id = str(job.id)
         before = self.in_flight.get(job_id, {})
         queued = set() if job.is_final else {t for t, s in job.task_state.items() if s == "queued"}
-        now = {t: before[t] if t in before else self.keys(job, cluster, t) for t in queued}
-        for task_id, keys in before.items():
+        now = {t: before[t] if t in before else self.slots(job, cluster, t) for t in queued}
+        for task_id, slots in before.items():
             if task_id not in now:
-                self.count.subtract(keys)
-        for task_id, keys in now.items():
+                self.count.subtract(slots)
+        for task_id, slots in now.items():
             if task_id not in before:
-                self.count.update(keys)
+                self.count.update(slots)
         if now:
             self.in_flight[job_id] = now
         else:
@@ -105,18 +122,53 @@ class Limits:
 
     def forget(self, job_id: str) -> None:
         """A job this planner no longer drives (another took its cluster over)."""
-        for keys in self.in_flight.pop(job_id, {}).values():
-            self.count.subtract(keys)
+        for slots in self.in_flight.pop(job_id, {}).values():
+            self.count.subtract(slots)
         self.held.pop(job_id, None)
 
     def wake(self) -> list[str]:
-        """Jobs holding tasks back on a limit that has room now: advance each once again (one
+        """Jobs holding back a task whose every limit has room now: advance each once again (one
         that still finds no room is held again and waits for the next slot)."""
-        return [job_id for job_id, held in self.held.items() if any(self._room(k) for k in held)]
+        return [job_id for job_id, held in self.held.items() if any(all(self._room(s) for s in slots) for slots in held)]
 
-    def _room(self, key: Key) -> bool:
+    def _room(self, slot: Slot) -> bool:
+        key, shard = slot
         limit = self.limit(key)
-        return limit is None or self.count[key] < limit
+        if limit is None:
+            return True
+        if self.shared:
+            return self.count[slot] < self.grants.get(key, {}).get(shard, 0)
+        return self.count[slot] < limit
+
+    # -- the shared budget's view (`budget.py`) ---------------------------------------------------
+
+    def keys(self) -> set[Key]:
+        """Every limit this planner counts, holds tasks on, or holds slots of."""
+        return ({k for (k, _), n in self.count.items() if n} | {k for _, slot in self._held() for k, _ in [slot]}
+                | {k for k, shares in self.grants.items() if shares})
+
+    def demand(self, key: Key) -> tuple[dict[int, int], dict[int, int]]:
+        """Per shard: the limit's tasks in flight, and those held back waiting for a slot."""
+        in_flight = {s: n for (k, s), n in self.count.items() if k == key and n}
+        wanted: Counter[int] = Counter()
+        for n, (k, s) in self._held():
+            if k == key:
+                wanted[s] += n
+        return in_flight, dict(wanted)
+
+    def _held(self) -> Iterator[tuple[int, Slot]]:
+        """(tasks held, a slot they need), over every job."""
+        for held in self.held.values():
+            for slots, n in held.items():
+                for slot in slots:
+                    yield n, slot
+
+    def granted(self, key: Key, shares: Mapping[int, int]) -> bool:
+        """The slots this planner now holds of `key` (its shards' shares); True if a shard holds
+        more than before (held tasks may go now)."""
+        before = self.grants.get(key, {})
+        self.grants[key] = {s: n for s, n in shares.items() if n}
+        return any(n > before.get(s, 0) for s, n in shares.items())
 
     # -- what the plan and the metrics show ------------------------------------------------------
 
@@ -132,14 +184,16 @@ class Limits:
         return out
 
     def snapshot(self) -> list[dict[str, object]]:
-        keys = {k for k, n in self.count.items() if n} | {k for held in self.held.values() for k in held}
+        """Per limit, this planner's tasks in flight and those it holds back (and, shared, the
+        slots it holds)."""
         out: list[dict[str, object]] = []
-        for key in sorted(keys):
-            held = sum(h[key] for h in self.held.values())
-            entry: dict[str, object] = {"limit": self.limit(key), "in_flight": self.count[key], "held": held,
-                                        "kind": key[0], "tenant": key[1]}
+        full = Counter(k for n, (k, s) in self._held() if not self._room((k, s)) for _ in range(n))
+        for key in sorted({k for (k, _), n in self.count.items() if n} | set(full)):
+            entry: dict[str, object] = {"limit": self.limit(key), "in_flight": sum(self.demand(key)[0].values()),
+                                        "held": full[key], "kind": key[0], "tenant": key[1]}
             if key[0] == "provider":
                 entry["provider"] = key[2]
+            if self.shared:
+                entry["slots"] = sum(self.grants.get(key, {}).values())
             out.append(entry)
         return out
-

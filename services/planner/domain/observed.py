@@ -43,6 +43,8 @@ def expected_state(job: Job, task_id: str) -> ServiceState | None:
 def desired_after(job: Job, cluster: Cluster) -> list[str]:
     """The services meant to be stopped once `job` succeeded."""
     plan = job.plan
+    if job.stopped_after is not None:  # a rollback: its target's
+        return sorted(job.stopped_after)
     if plan is None:
         return cluster.stopped
     started = {t.service for t in plan.tasks if t.action is Action.START and t.service}

@@ -14,6 +14,8 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from contracts.catalog import Catalog
 from contracts.commands import (
+    COMMAND_ADAPTER,
+    MAX_RELAYOUTS,
     AddServices,
     CheckCluster,
     CreateCluster,
@@ -28,7 +30,7 @@ from contracts.commands import (
 )
 from contracts.events import ClusterRequested, JobPlanned, JobRequested, LayoutRequested, PlannedTaskRecord
 from contracts.layout import Layout, NodeSpec
-from muster.catalog.templates import resolve_template
+from muster.catalog.templates import TemplateError, resolve_template
 
 from . import leases, observed, resize, rolling
 from .admission import Facts, Refused, provider_of, template_of
@@ -54,8 +56,26 @@ def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int,
     """`trace`: the job's span and its parent, as traceparents (`muster.tracing.new_job`)."""
     return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
                             request=f.command.model_dump(mode="json"), requested_by=by,
-                            planner=planner, max_attempts=max_attempts, plan_id=plan_id,
+                            planner=planner, max_attempts=max_attempts, plan_id=plan_id, relayout=relayouts(f),
                             trace=trace[0], trace_parent=trace[1]))
+
+
+def relayouts(f: Facts) -> int:
+    """How many other layouts a create or expand may ask for after a failure past its retries:
+    the request's `relayout`, else its template's `administration.relayout`, else none."""
+    if not isinstance(f.command, (CreateCluster, ExpandCluster)):
+        return 0
+    if f.command.relayout is not None:
+        return f.command.relayout
+    name = f.command.template if isinstance(f.command, CreateCluster) else f.cluster.template if f.cluster else ""
+    try:
+        value = resolve_template(f.catalog, name).administration.get("relayout", 0)
+    except TemplateError:  # refused by the operation's rules already
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RELAYOUTS:
+        raise Refused(f"template {name!r}: administration.relayout is {value!r}; give a whole number from 0 to {MAX_RELAYOUTS}",
+                      code="invalid", field="template")
+    return value
 
 
 def new_cluster(f: Facts, cluster_id: str, owner: str, now: datetime) -> Cluster:
@@ -107,6 +127,13 @@ def layout_request(job_id: str, cluster: Cluster, catalog: Catalog, cmd: Any) ->
     )
 
 
+def layout_request_of(job: Job, cluster: Cluster, catalog: Catalog) -> LayoutRequested:
+    """The job's request for its current layout round: the first (`round` 0), or another one
+    excluding every layout tried (`JobLayoutRetried`)."""
+    request = layout_request(str(job.id), cluster, catalog, COMMAND_ADAPTER.validate_python(job.request))
+    return request.model_copy(update={"exclude": list(job.tried_layouts), "round": job.layout_round})
+
+
 def node_factory(cluster: Cluster, catalog: Catalog, existing: list[NodeSpec]) -> resize.NodeFactory:
     provider = cluster.provider
     flavors = {n: hw.flavor(provider) or "" for n, hw in catalog.hardwaretypes.items()}
@@ -156,7 +183,7 @@ def rolled(plan: Plan, cmd: Any) -> tuple[Plan, list[list[str]], int]:
 
 
 def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str,
-            batches: list[list[str]] | None = None, tolerance: int = 0) -> JobPlanned:
+            batches: list[list[str]] | None = None, tolerance: int = 0, stopped: list[str] | None = None) -> JobPlanned:
     """The event recording a plan, with the state it starts from (a later rollback's target)."""
     compact = plan.to_compact_json()
     return JobPlanned(
@@ -164,5 +191,5 @@ def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode
         tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
         links=compact["links"], stages=compact["stages"], thrown_in=compact["thrown_in"],
         nodes=target, previous_nodes=list(cluster.nodes.values()), previous_config=cluster.config,
-        batches=batches or [], tolerance=tolerance,
+        previous_stopped=list(cluster.stopped), stopped=stopped, batches=batches or [], tolerance=tolerance,
     )

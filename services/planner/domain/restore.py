@@ -1,19 +1,22 @@
 """Bring a cluster back to an earlier state (pure): the plan of `rollback --to-job`.
 
-The difference between the cluster now and the target state becomes up to five sub-plans,
-run one phase after another (a barrier link between phases):
+The difference between the cluster now and the target state becomes sub-plans, run one
+phase after another (a barrier link between phases):
   1. remove the services the target does not have, on nodes both states have;
   2. delete the nodes the target does not have;
   3. create the nodes the target has and the cluster lost;
   4. add the services the target has on nodes both states have;
-  5. configure everything, if the config differs.
+  5. if the config differs: configure and restart the services meant to run (so that they run
+     with the config put back), configure the ones meant to be stopped;
+  6. start the services meant to run that may not (stopped now, not restarted in 5);
+  7. stop the services meant to be stopped that may run (running now, or started in 3-4).
 Each phase is an ordinary `build_plan`, so every dependency rule holds inside it; task ids
 get the phase as a prefix so they never collide.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from contracts.catalog import Service
@@ -30,7 +33,9 @@ class Restore:
     """The nodes while the job runs: today's nodes plus the ones to create again."""
 
 
-def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], target: Sequence[NodeSpec], config_changed: bool) -> Restore:
+def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], target: Sequence[NodeSpec], config_changed: bool,
+                 stopped_now: Collection[str] = (), stopped_then: Collection[str] = ()) -> Restore:
+    """`stopped_now` / `stopped_then`: the services meant to be stopped now and in the target."""
     now = {n.id: n for n in current}
     then = {n.id: n for n in target}
     common = [i for i in now if i in then]
@@ -52,8 +57,20 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
         widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in interim]
         nodes = [i for i in common if set(then[i].services) - set(now[i].services)]
         phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
+    in_target = {s for n in target for s in n.services}
+    run, rest = sorted(in_target - set(stopped_then)), sorted(in_target & set(stopped_then))
     if config_changed:
-        phases.append(build_plan(services, list(target), "configure"))
+        if run:
+            phases.append(build_plan(services, list(target), "configure-restart", services=run))
+        if rest:
+            phases.append(build_plan(services, list(target), "configure", services=rest))
+    start = [] if config_changed else sorted(set(run) & set(stopped_now))
+    if start:
+        phases.append(build_plan(services, list(target), "start", services=start))
+    started = {s for n in back for s in n.services} | set(missing) | (in_target - set(stopped_now))
+    stop = sorted(set(rest) & started)
+    if stop:
+        phases.append(build_plan(services, list(target), "stop", services=stop))
     return Restore(chain_phases(phases), tuple(interim))
 
 

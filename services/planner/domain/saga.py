@@ -21,7 +21,15 @@ from typing import Protocol
 
 from contracts.catalog import Action, Catalog, Service
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, CancelJob, JobCommand, PauseJob, ResumeJob, RetryJob
-from contracts.events import LayoutSolved, LayoutUnsolvable, TaskAttemptFailed, TaskCompleted, TaskFailed, TaskSucceeded
+from contracts.events import (
+    TIMED_OUT_PREFIX,
+    LayoutSolved,
+    LayoutUnsolvable,
+    TaskAttemptFailed,
+    TaskCompleted,
+    TaskFailed,
+    TaskSucceeded,
+)
 from muster.readmodel.observed import state_of
 
 from .admission import Refused
@@ -31,6 +39,7 @@ from .job import Job
 from .observed import desired_after, expected_state
 from .operations import OPERATIONS
 from .planning import plan_layout, planned
+from .resize import layout_of
 
 
 @dataclass(frozen=True)
@@ -51,11 +60,14 @@ class Effects:
     10,000 nodes has thousands queued, and the adapter decides how often that is worth it."""
     disarm: list[Attempt] = field(default_factory=list)
     """Attempts whose timeout no longer matters."""
+    ask_layout: bool = False
+    """The job asks the solver for another layout (`JobLayoutRetried`)."""
 
     def __iadd__(self, other: Effects) -> Effects:
         self.dispatch += other.dispatch
         self.republish_queued |= other.republish_queued
         self.disarm += other.disarm
+        self.ask_layout |= other.ask_layout
         return self
 
 
@@ -109,6 +121,8 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
             reason = f"rollback failed: {exhausted_reason(job)} (after: {job.error})"
             job.needs_attention(reason)
             cluster.set_status("needs_attention", str(job.id), reason)
+        elif job.state == "rolling_back" and job.all_done and job.may_relayout:
+            return _relayout(job, cluster)
         elif job.state == "rolling_back" and job.all_done:
             _rolled_back(job, cluster)
     queued = [job.queue(t, queue_class(cluster, settings)) for t in policy.admit(job, cluster, job.ready())]
@@ -146,6 +160,19 @@ def _rolled_back(job: Job, cluster: Cluster) -> None:
     cluster.change_config(str(job.id), job.previous_config or cluster.config)
     status = "failed" if job.operation == "create" else "active"
     cluster.set_status(status, str(job.id), f"{job.operation} rolled back: {job.error}")
+
+
+def _relayout(job: Job, cluster: Cluster) -> Effects:
+    """The rollback is done: the cluster back as it was, and another layout asked for, excluding
+    the one that failed (the target nodes of the plan)."""
+    failed = layout_of(job.nodes)
+    reason = job.error
+    job.retry_layout(failed)
+    cluster.change_layout(str(job.id), job.previous_nodes)
+    cluster.change_config(str(job.id), job.previous_config or cluster.config)
+    cluster.set_status(cluster.status, str(job.id), f"{job.operation} rolled back ({reason}); asking for another layout "
+                                                    f"({job.layout_round} of {job.relayouts})")
+    return Effects(ask_layout=True)
 
 
 def fail_unplanned(job: Job, cluster: Cluster, reason: str) -> Effects:
@@ -236,8 +263,9 @@ def time_out(job: Job, cluster: Cluster, attempt: Attempt, timeout_s: float, ser
     """A worker silent past the timeout: the attempt fails (None if it is no longer current)."""
     if job.is_final or not job.is_current(attempt.task_id, attempt.attempt):
         return None
-    error = f"timed out: no outcome within {timeout_s:g}s"
-    job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error))
+    error = f"{TIMED_OUT_PREFIX} {timeout_s:g}s"
+    job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id=attempt.task_id, attempt=attempt.attempt, error=error,
+                                       state="timed_out"))
     effects = after_failure(job, cluster, attempt.task_id, settings)
     effects += advance(job, cluster, services, settings, policy)
     return effects
@@ -266,6 +294,11 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
 def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolvable, catalog: Catalog,
                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
     """Record the plan made from the solver's layout and dispatch; or fail the job."""
+    if isinstance(answer, LayoutUnsolvable) and job.layout_round:  # the layouts tried were all there was
+        reason = f"{job.operation} rolled back after {job.layout_round} other layout(s): {answer.message}"
+        job.no_other_layout(reason)
+        cluster.set_status("failed" if job.operation == "create" else "active", str(job.id), reason)
+        return Effects()
     if isinstance(answer, LayoutUnsolvable):
         return fail_unplanned(job, cluster, f"no layout: {answer.message}")
     try:

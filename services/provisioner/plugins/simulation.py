@@ -95,7 +95,7 @@ def task_rng(task: TaskMessage, seed: Any, kind: str) -> random.Random:
 def behaviour(
     task: TaskMessage, fields: Mapping[str, Any], kind: str, fallback: Mapping[str, Any] | None = None
 ) -> Behaviour:
-    """Read latency_ms[_<action>], failure_rate[_<action>], fail_first_attempts and seed."""
+    """Read latency_ms[_<action>], failure_rate[_<action>], fail_first_attempts[_<action>] and seed."""
     fallback = fallback or {}
     action = task.action.value
     latency = Latency.parse(
@@ -110,7 +110,9 @@ def behaviour(
         raise ValueError(f"bad failure rate {raw_rate!r}: use a number between 0 and 1") from None
     if not 0.0 <= rate <= 1.0:
         raise ValueError(f"bad failure rate {raw_rate!r}: use a number between 0 and 1")
-    raw_first = _lookup(fields, fallback, "fail_first_attempts")
+    raw_first = _lookup(fields, fallback, f"fail_first_attempts_{action}")
+    if raw_first is None:
+        raw_first = _lookup(fields, fallback, "fail_first_attempts")
     try:
         first = int(raw_first) if raw_first is not None else 0
     except (TypeError, ValueError):

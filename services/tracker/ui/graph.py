@@ -108,7 +108,7 @@ def attempts(history: Iterable[Recorded], task_id: str) -> list[dict[str, Any]]:
             case "TaskCompleted":
                 attempt(e.attempt)["taken"] = {"state": "succeeded", "at": at, "error": None}
             case "TaskAttemptFailed":
-                attempt(e.attempt)["taken"] = {"state": "failed", "at": at, "error": e.error}
+                attempt(e.attempt)["taken"] = {"state": e.state, "at": at, "error": e.error}
     return [out[n] for n in sorted(out)]
 
 

@@ -179,8 +179,9 @@ async def pipeline(fresh_nats: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
     from muster.demo.pool_hosts import LocalPoolHosts
     from services.planner.app import PlannerConfig
     from services.planner.entrypoint import start_planner
+    from services.provisioner.entrypoint import start_workers
     from services.provisioner.plugins import PluginRegistry
-    from services.provisioner.worker import WorkerConfig, Workers
+    from services.provisioner.worker import WorkerConfig
     from services.solver.routing import ROUTES as SOLVER_ROUTES
     from services.solver.service import SolverService
 
@@ -201,15 +202,7 @@ async def pipeline(fresh_nats: str, tmp_path: Path) -> AsyncIterator[Pipeline]:
             stack.push_async_callback(sub.unsubscribe)
         registry = PluginRegistry.discover(secrets={"lab": {"identityfile": str(hosts.key_path)}}, work_dir=tmp_path / "prov")
         stack.push_async_callback(registry.aclose)
-        workers = Workers(ncs[2].jetstream(), EventStore(ncs[2]), registry, WorkerConfig(provisioner_id="prov-test", capacity=8))
-        await workers.ensure_queues()
-        runner = asyncio.create_task(workers.run())
-
-        async def stop_workers() -> None:
-            await workers.drain()
-            await runner
-
-        stack.push_async_callback(stop_workers)
+        await start_workers(ncs[2], stack, registry, WorkerConfig(provisioner_id="prov-test", capacity=8))
         store = EventStore(ncs[4])
         await apply_catalog(store, "default", load_catalog(POOL_CATALOG))
         yield Pipeline(fresh_nats, ncs[4], store, MusterClient(ncs[4]), planner, pool_service, hosts)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -22,6 +21,7 @@ from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.app import Planner, PlannerConfig
 from services.planner.entrypoint import start_planner
+from services.provisioner.entrypoint import start_workers
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.worker import WorkerConfig, Workers
 from services.solver.entrypoint import start_solver
@@ -70,15 +70,7 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
 
         registry = PluginRegistry.discover()
         exit_stack.push_async_callback(registry.aclose)
-        workers = Workers(ncs[2].jetstream(), EventStore(ncs[2]), registry, WorkerConfig(provisioner_id="prov-test", capacity=8))
-        await workers.ensure_queues()
-        runner = asyncio.create_task(workers.run())
-
-        async def stop_workers() -> None:
-            await workers.drain()
-            await runner
-
-        exit_stack.push_async_callback(stop_workers)
+        workers = await start_workers(ncs[2], exit_stack, registry, WorkerConfig(provisioner_id="prov-test", capacity=8))
 
         http: Any = None
         if with_http:

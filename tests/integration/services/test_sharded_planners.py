@@ -29,8 +29,9 @@ from muster.client import MusterClient
 from muster.ports.eventlog import ConcurrencyError
 from services.planner.app import Planner, PlannerConfig
 from services.planner.entrypoint import nats_planner, start_planner
+from services.provisioner.entrypoint import start_workers
 from services.provisioner.plugins import PluginRegistry
-from services.provisioner.worker import WorkerConfig, Workers
+from services.provisioner.worker import WorkerConfig
 from services.solver.entrypoint import start_solver
 
 from .conftest import quick_demo_catalog
@@ -82,15 +83,7 @@ async def fleet(fresh_nats: str) -> AsyncIterator[Fleet]:
         await start_solver(ncs[0], stack, "solver")
         registry = PluginRegistry.discover()
         stack.push_async_callback(registry.aclose)
-        workers = Workers(ncs[1].jetstream(), EventStore(ncs[1]), registry, WorkerConfig(provisioner_id="prov", capacity=16))
-        await workers.ensure_queues()
-        runner = asyncio.create_task(workers.run())
-
-        async def stop_workers() -> None:
-            await workers.drain()
-            await runner
-
-        stack.push_async_callback(stop_workers)
+        await start_workers(ncs[1], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
         store = EventStore(ncs[2])
         await apply_catalog(store, "default", quick_demo_catalog("50-150"))
         fleet = Fleet(fresh_nats, MusterClient(ncs[2]), store)

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from planner_harness import SIMPLE, Harness, demo_catalog
 
-from contracts.commands import Accepted, AddServices, CreateCluster, PauseJob
+from contracts import subjects
+from contracts.commands import Accepted, AddServices, CancelJob, CreateCluster, PauseJob
 from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
 from contracts.tasks import TaskMessage
+from muster.readmodel.jobs import job_view
 from services.planner.app import PlannerConfig
 from services.planner.domain import saga
 from services.planner.execution import REPUBLISH_QUEUED_EVERY_S
@@ -72,9 +74,14 @@ async def test_a_silent_worker_times_out_and_its_late_result_changes_nothing() -
     await h.settle()
     final = h.final(reply.job_id)
     assert isinstance(final, JobRolledBack) and "failed 2 times" in final.reason
-    timeouts = [e for e in h.events(reply.job_id, "TaskAttemptFailed") if "timed out" in e.error]
+    timeouts = [e for e in h.events(reply.job_id, "TaskAttemptFailed") if e.state == "timed_out"]
     assert {e.attempt for e in timeouts} == {1, 2} and "within 1.5s" in timeouts[0].error
     install = timeouts[0].task_id
+    # A task state of its own, in the owner's view and in the read model's fold of the log.
+    shown = {t["id"]: t["state"] for t in h.job(reply.job_id).view()["tasks"]}
+    assert {t for t, s in shown.items() if s == "timed_out"} == {e.task_id for e in timeouts}
+    fold = job_view(r for r in h.log.records if r.subject == subjects.job_events("default", reply.job_id))
+    assert fold == h.job(reply.job_id).view()
     # The slow worker does finish attempt 1, after the job ended: its result changes nothing.
     late = next(m for m in h.queue.messages if m.task_id == install and m.attempt == 1)
     await h.work(late, "succeed")
@@ -82,6 +89,24 @@ async def test_a_silent_worker_times_out_and_its_late_result_changes_nothing() -
     assert h.job(reply.job_id).state == "rolled_back"
     assert "slow" not in {s for n in h.cluster(created).nodes.values() for s in n.services}
     assert not h.planner.timers.handles  # every timeout disarmed or fired
+
+
+async def test_the_tasks_a_cancel_keeps_from_running_are_cancelled(h: Harness) -> None:
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="c", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert isinstance(h.final(reply.job_id), JobRolledBack)
+    view = h.job(reply.job_id).view()
+    states = {t["id"]: t["state"] for t in view["tasks"]}
+    queued = {m.task_id for m in h.queue.messages}
+    assert {t for t, s in states.items() if s == "cancelled"} == {t for t in states if t not in queued}
+    assert states["n1000.create"] == "succeeded" and states["undo.n1000.delete"] == "succeeded"
+    assert view["counts"]["cancelled"] > 0
+    fold = job_view(r for r in h.log.records if r.subject == subjects.job_events("default", reply.job_id))
+    assert fold == view
 
 
 async def test_an_outcome_disarms_its_timeout(h: Harness) -> None:

@@ -22,7 +22,9 @@ from contracts.commands import (
     RetryJob,
     RollbackCluster,
     ShrinkCluster,
+    StartServices,
     StopServices,
+    UpgradeService,
 )
 from contracts.events import JobRolledBack, JobSucceeded
 
@@ -144,6 +146,40 @@ async def test_rollback_to_the_state_before_a_job(h: Harness) -> None:
     assert h.cluster(cid).config == config
     again = await h.send(RollbackCluster(cluster_id=cid, to_job=expand.job_id))
     assert isinstance(again, Rejected) and "already as it was" in again.reason
+
+
+async def test_rollback_restarts_what_runs_with_the_config_put_back_and_restores_stopped_and_running(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    config = dict(h.cluster(cid).config)
+    await h.ok(StopServices(cluster_id=cid, services=["yarn-nodemanager"]))
+    stopped = list(h.cluster(cid).stopped)
+    source = await h.ok(ConfigureCluster(cluster_id=cid, config={"changed": True}))
+    await h.ok(StartServices(cluster_id=cid, services=["yarn-nodemanager"]))
+    await h.ok(StopServices(cluster_id=cid, services=["hdfs-datanode"]))  # (nothing depends on it)
+    assert h.cluster(cid).stopped == ["hdfs-datanode"] != stopped
+
+    back = await h.ok(RollbackCluster(cluster_id=cid, to_job=source.job_id))
+    assert h.cluster(cid).config == config and h.cluster(cid).stopped == stopped
+    tasks = {(t.action.value, t.service) for t in h.job(back.job_id).tasks.values()}
+    # Running services are restarted with the config put back (no start of a service meant to be stopped)...
+    assert {("stop", "zookeeper-server"), ("configure", "zookeeper-server"), ("start", "zookeeper-server")} <= tasks
+    assert ("start", "yarn-nodemanager") not in tasks and ("configure", "yarn-nodemanager") in tasks
+    # ...a service stopped since is started again (restarted), and one stopped before the
+    # source job is stopped again.
+    assert ("start", "hdfs-datanode") in tasks and ("stop", "yarn-nodemanager") in tasks
+
+
+async def test_rollback_past_an_upgrade_is_refused_naming_it(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    source = await h.ok(ConfigureCluster(cluster_id=cid, config={"changed": True}))
+    upgrade = await h.ok(UpgradeService(cluster_id=cid, service="zookeeper-server"))
+    refused = await h.send(RollbackCluster(cluster_id=cid, to_job=source.job_id))
+    assert isinstance(refused, Rejected) and refused.field == "to_job"
+    assert f"job {upgrade.job_id} upgraded zookeeper-server since" in refused.reason and "older version" in refused.reason
+    assert f"job {upgrade.job_id}" in (await h.send(RollbackCluster(cluster_id=cid, to_job=upgrade.job_id))).reason  # (it too)
+    after = await h.ok(ConfigureCluster(cluster_id=cid, config={"again": True}))
+    await h.ok(RollbackCluster(cluster_id=cid, to_job=after.job_id))  # a job after the upgrade: fine
+    assert h.cluster(cid).config == {"changed": True}
 
 
 async def test_a_repeated_job_control_request_gets_the_first_answer(h: Harness) -> None:

@@ -106,6 +106,11 @@ async def test_fail_first_attempts_makes_retries_succeed(registry: PluginRegistr
     results = [(await registry.execute(make_task("create", provider_fields=fields, attempt=a))).ok for a in (1, 2, 3)]
     assert results == [False, False, True]
 
+    fields = {"fail_first_attempts": "0", "fail_first_attempts_create": "2"}  # creates only
+    creates = [(await registry.execute(make_task("create", provider_fields=fields, attempt=a))).ok for a in (1, 2, 3)]
+    confirm = await registry.execute(make_task("confirm", provider_fields=fields, attempt=1, results={"providerid": "sim-1"}))
+    assert creates == [False, False, True] and confirm.ok
+
 
 async def test_seed_makes_every_attempt_deterministic(tmp_path: Path) -> None:
     async def outcomes(work: str, order: list[int]) -> dict[int, tuple[bool, str]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from contracts.catalog import Service
 from contracts.events import FINAL_JOB_EVENTS, JobPlanned, JobRequested, PlannedTaskRecord, TaskAttemptFailed, TaskCompleted
+from contracts.layout import Layout
 from contracts.records import Recorded
 from muster.bus.repository import pending_appends
 from muster.readmodel.jobs import JobView, job_view
@@ -34,10 +35,10 @@ STAGES = [["n1.create", "n2.create"], ["n1.confirm"], ["n1.install.a"], ["n2.ins
 class Walk:
     """A job and the log of what it recorded."""
 
-    def __init__(self, max_attempts: int = 2) -> None:
+    def __init__(self, max_attempts: int = 2, relayout: int = 0) -> None:
         job_id = str(job_uuid("acme", "req-1"))
         self.job = Job(JobRequested(tenant="acme", job_id=job_id, cluster_id="c", operation="create", request={},
-                                    requested_by="ann", planner="p1", max_attempts=max_attempts))
+                                    requested_by="ann", planner="p1", max_attempts=max_attempts, relayout=relayout))
         self.log: list[Recorded] = []
         self.collect()
 
@@ -54,11 +55,14 @@ class Walk:
         moves: list[Any] = []
         if job.all_done:
             moves += [job.succeed, job.finish_rollback]
+        if job.all_done and job.may_relayout:  # another layout, after the rollback
+            moves.append(lambda: job.retry_layout(Layout(nodes=2, layout=[])))
         if job.exhausted and job.state == "rolling_back":
             moves.append(lambda: job.needs_attention("rollback failed"))
         if not job.planned:
             moves.append(lambda: job.record_plan(JobPlanned(job_id=str(job.id), tasks=TASKS, links=LINKS, stages=STAGES)))
             moves.append(lambda: job.fail("no layout"))
+            moves.append(lambda: job.no_other_layout("no other layout"))
         moves += [lambda t=t: job.queue(t) for t in job.ready()]
         for t, s in job.task_state.items():
             if s == "queued":
@@ -66,6 +70,8 @@ class Walk:
                 moves.append(lambda t=t, a=attempt: job.complete(TaskCompleted(job_id=str(job.id), task_id=t, attempt=a)))
                 moves.append(lambda t=t, a=attempt: job.fail_attempt(
                     TaskAttemptFailed(job_id=str(job.id), task_id=t, attempt=a, error="boom")))
+                moves.append(lambda t=t, a=attempt: job.fail_attempt(
+                    TaskAttemptFailed(job_id=str(job.id), task_id=t, attempt=a, error="silent", state="timed_out")))
             elif s == "failed" and job.tasks[t].action.value in ("create", "confirm") and t not in job.cleanups.values():
                 moves.append(lambda t=t: job.queue_cleanup(t))
         moves += [lambda: job.pause("ops", "p"), lambda: job.resume("ops", "r"), lambda: job.cancel("ops", "c")]
@@ -81,7 +87,7 @@ class Walk:
 def walks(count: int = 200, steps: int = 80) -> Iterator[Walk]:
     """Seeded random walks (the same every run), each yielded after every step."""
     for seed in range(count):
-        walk, pick = Walk(max_attempts=1 + seed % 3), random.Random(seed)
+        walk, pick = Walk(max_attempts=1 + seed % 3, relayout=2 * (seed % 2)), random.Random(seed)
         for _ in range(steps):
             walk.step(0 if seed == 0 else pick.randrange(1000))  # walk 0: the happy path
             yield walk
@@ -104,9 +110,11 @@ def test_a_walk_reaches_every_kind_of_job_event() -> None:
     rollbacks and every end."""
     ended = {id(w): w for w in walks()}.values()
     seen = {r.type for walk in ended for r in walk.log}
-    assert {"CleanupQueued", "RollbackPlanned", "JobRetried", "JobPaused", "JobCancelRequested", "JobAdopted",
+    assert {"CleanupQueued", "RollbackPlanned", "JobRetried", "JobLayoutRetried", "JobPaused", "JobCancelRequested", "JobAdopted",
             "JobResourcesRequested", "JobResourcesGranted"} <= seen
     assert FINAL_JOB_EVENTS <= seen
+    shown = {t["state"] for walk in ended for t in walk.job.view()["tasks"]}
+    assert {"planned", "queued", "succeeded", "failed", "timed_out", "cancelled"} <= shown
 
 
 def test_events_before_the_request_and_unknown_types_are_skipped() -> None:

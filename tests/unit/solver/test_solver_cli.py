@@ -141,3 +141,27 @@ def test_unexpected_failure_exits_1_with_message_on_stderr(monkeypatch: pytest.M
     assert result.exit_code == 1
     assert result.stdout == ""
     assert "disk on fire" in result.stderr
+
+
+def test_exclude_gives_another_layout_and_says_when_none_is_left(tmp_path: Path) -> None:
+    first = answer(run("--nodes", "5"))
+    tried = tmp_path / "tried.json"
+    tried.write_text(json.dumps(first))
+    second = answer(run("--nodes", "5", "--exclude", str(tried)))
+    assert second["nodes"] == 5 and second != first
+    also = tmp_path / "also.json"
+    also.write_text(json.dumps(second))
+    third = answer(run("--nodes", "5", "--exclude", str(tried), "--exclude", str(also)))
+    assert third not in (first, second)
+    only = ["--nodes", "1", "--services", "zookeeper", "--hardware", "small", "--image", "centos6"]
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(answer(run(*only))))
+    assert answer(run(*only, "--exclude", str(alone)), 2)["error"]["message"] == (
+        "the only layout that satisfies the constraints for 1 nodes was excluded")
+
+
+def test_an_unreadable_excluded_layout_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"nodes": "many"}')
+    error = answer(run("--nodes", "5", "--exclude", str(bad)), 2)["error"]
+    assert error["kind"] == "invalid" and error["message"].startswith(f"{bad}: not a layout")

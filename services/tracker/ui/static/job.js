@@ -4,7 +4,8 @@
 "use strict";
 (function () {
   const TIMELINE_MAX = 200;
-  const REPLAN = new Set(["JobPlanned", "RollbackPlanned", "CleanupQueued", "JobRetried"]);
+  const REPLAN = new Set(["JobPlanned", "RollbackPlanned", "CleanupQueued", "JobRetried", "JobLayoutRetried",
+                          "JobCancelRequested"]);  // (a cancel makes every task not queued yet cancelled)
 
   let d, job, seq, final, group, graph, view;
   const latest = new Map();  // task id -> newest task state from the stream, with its seq

@@ -1,0 +1,179 @@
+"""Concurrency limits hold across planners: three `muster planner` processes on a real
+nats-server, each acting for its share of the shards, keep one provider's `maxconcurrent` and one
+`--tenant-limit` together (each limit's budget is a KV value changed by compare-and-set:
+docs/decisions/0029-shared-budget.md). Without the shared budget each planner would allow the
+limit over its own clusters: three times as many.
+
+In flight is measured on the log's own order: from an attempt's `TaskQueued` to the planner's
+record of its outcome (`TaskCompleted` / `TaskAttemptFailed`), which comes before the slot is
+given back, which comes before another planner may take it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack
+
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from contracts import subjects
+from contracts.commands import Accepted, CreateCluster
+from contracts.events import JobSucceeded
+from muster.bus import shards
+from muster.bus.connect import connect
+from muster.bus.eventstore import EventStore
+from muster.bus.streams import ensure_streams
+from muster.catalog.store import apply_catalog
+from muster.client import MusterClient
+from services.planner.domain import planning
+from services.planner.domain.limits import PROVIDER_ACTIONS
+from services.provisioner.entrypoint import start_workers
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.worker import WorkerConfig
+from services.solver.entrypoint import start_solver
+
+from .conftest import quick_demo_catalog
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
+T = "default"
+SHARDS = 6
+PLANNERS = ("planner-1", "planner-2", "planner-3")
+MAXCONCURRENT = 2
+TENANT_LIMIT = 3
+
+
+@contextlib.contextmanager
+def planners(url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs = [subprocess.Popen([sys.executable, "-m", "muster", "planner", "--nats-url", url, "--instance", name,
+                               "--shards", str(SHARDS), "--lease-ttl", "3", "--tenant-limit", str(TENANT_LIMIT)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+             for name in PLANNERS]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+@pytest_asyncio.fixture
+async def nc(fresh_nats: str) -> AsyncIterator[Client]:
+    async with AsyncExitStack() as stack:
+        conns = []
+        for name in ("solver", "provisioner", "test"):
+            conn = await connect(fresh_nats, name=name)
+            stack.push_async_callback(conn.close)
+            conns.append(conn)
+        await ensure_streams(conns[0].jetstream())
+        await start_solver(conns[0], stack, "solver")
+        registry = PluginRegistry.discover()
+        stack.push_async_callback(registry.aclose)
+        await start_workers(conns[1], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+        yield conns[2]
+
+
+class Leases:
+    """Shard -> planner, from the writes to the leases bucket as they happen (a subscription
+    made before any planner starts: no polling)."""
+
+    def __init__(self) -> None:
+        self.owners: dict[int, str] = {}
+        self.split = asyncio.Event()
+
+    async def follow(self, nc: Client) -> None:
+        await nc.subscribe(f"$KV.{shards.BUCKET}.shard.*", cb=self.on_write)
+
+    async def on_write(self, msg: Msg) -> None:
+        shard = int(msg.subject.rsplit(".", 1)[1])
+        if (msg.headers or {}).get("KV-Operation") or not msg.data:
+            self.owners.pop(shard, None)
+        else:
+            self.owners[shard] = json.loads(msg.data)["owner"]
+        held = Counter(self.owners.values())
+        if set(held) == set(PLANNERS) and set(held.values()) == {SHARDS // len(PLANNERS)}:  # each its fair share
+            self.split.set()
+
+
+def requests_on_every_planner(owners: dict[int, str], per_planner: int) -> list[str]:
+    """Request ids whose new clusters land `per_planner` on each planner's shards."""
+    picked: dict[str, list[str]] = {p: [] for p in PLANNERS}
+    n = 0
+    while any(len(v) < per_planner for v in picked.values()):
+        rid = f"shared-{n}"
+        owner = owners[shards.shard_of(planning.created_ids(T, rid)[1], SHARDS)]
+        if len(picked[owner]) < per_planner:
+            picked[owner].append(rid)
+        n += 1
+    return [rid for rids in picked.values() for rid in rids]
+
+
+def most_at_once(history: list[tuple[int, str, str]], counted: set[str]) -> int:
+    """The most attempts of the `counted` actions in flight at once, in the log's order."""
+    action: dict[str, str] = {}
+    now = peak = 0
+    for _, kind, attempt in sorted(history):
+        if kind == "queued":
+            action[attempt] = attempt.split("|")[1]
+            now += action[attempt] in counted
+        elif attempt in action:
+            now -= action.pop(attempt) in counted
+        peak = max(peak, now)
+    return peak
+
+
+async def test_three_planners_keep_a_provider_limit_and_a_tenant_limit_together(nc: Client, fresh_nats: str) -> None:
+    catalog = quick_demo_catalog("60-120")
+    catalog.providers["sim"] = catalog.providers["sim"].model_copy(update={"maxconcurrent": MAXCONCURRENT})
+    store = EventStore(nc)
+    await apply_catalog(store, T, catalog)
+    leases = Leases()
+    await leases.follow(nc)
+    with planners(fresh_nats) as procs:
+        await asyncio.wait_for(leases.split.wait(), 60)
+        await _run(nc, store, leases.owners)
+        for p in procs:
+            assert p.poll() is None, "a planner died"
+
+
+async def _run(nc: Client, store: EventStore, owners: dict[int, str]) -> None:
+    client = MusterClient(nc)
+    replies = []
+    for rid in requests_on_every_planner(owners, 2):
+        reply = await client.request(CreateCluster(name=rid, template="hadoop-small", nodes=2, services=["base"], request_id=rid),
+                                     tenant=T)
+        assert isinstance(reply, Accepted), reply
+        replies.append(reply)
+    finals = await asyncio.gather(*(client.wait(r.job_id, T, timeout=90) for r in replies))
+    assert all(isinstance(f, JobSucceeded) for f in finals), finals
+
+    history: list[tuple[int, str, str]] = []
+    drivers = set()
+    for r in replies:
+        events = await store.read(subjects.job_events(T, r.job_id))
+        drivers.add(events[0].event.planner)
+        actions = {e.event.task_id: e.event.action.value for e in events if e.type == "TaskQueued"}
+        for e in events:
+            if e.type in ("TaskQueued", "TaskCompleted", "TaskAttemptFailed"):
+                attempt = f"{r.job_id}.{e.event.task_id}.{e.event.attempt}|{actions[e.event.task_id]}"
+                history.append((e.seq, "queued" if e.type == "TaskQueued" else "done", attempt))
+    assert drivers == set(PLANNERS)  # each planner drove two of the six jobs
+    every_action = {a for _, _, attempt in history for a in [attempt.split("|")[1]]}
+    # 24 provider tasks and 72 in all wanted to go: one planner alone would allow 2 and 3 of its own.
+    assert most_at_once(history, {a.value for a in PROVIDER_ACTIONS}) == MAXCONCURRENT
+    assert most_at_once(history, every_action) == TENANT_LIMIT
+    budgets = await (await nc.jetstream().key_value("budgets")).get(f"provider.{T}.sim")
+    assert budgets.value == b"{}"  # every slot given back

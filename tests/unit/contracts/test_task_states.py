@@ -1,0 +1,24 @@
+"""TaskAttemptFailed v2 says whether the attempt timed out; a v1 event said so only in its error
+text, and reads as v2 (old logs keep their timeouts)."""
+
+from __future__ import annotations
+
+import json
+
+from contracts.events import EVENT_ADAPTER, TaskAttemptFailed
+
+
+def test_a_v1_timeout_reads_as_timed_out_and_other_v1_failures_as_failed() -> None:
+    v1 = {"type": "TaskAttemptFailed", "v": 1, "job_id": "j", "task_id": "n1.create", "attempt": 2}
+    timed = EVENT_ADAPTER.validate_json(json.dumps({**v1, "error": "timed out: no outcome within 600s"}))
+    failed = EVENT_ADAPTER.validate_json(json.dumps({**v1, "error": "timed out connecting to 10.0.0.1"}))
+    assert isinstance(timed, TaskAttemptFailed) and timed.state == "timed_out" and timed.v == 1
+    assert isinstance(failed, TaskAttemptFailed) and failed.state == "failed"
+
+
+def test_a_v2_event_carries_its_state() -> None:
+    e = TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="no outcome", state="timed_out")
+    body = json.loads(e.model_dump_json())
+    assert body["v"] == 2 and body["state"] == "timed_out"
+    assert EVENT_ADAPTER.validate_json(e.model_dump_json()) == e
+    assert TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="exit 1").state == "failed"
