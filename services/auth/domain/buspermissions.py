@@ -110,6 +110,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             subjects.ALL_POOL_REQUEST_EVENTS, f"{subjects.TASK}.>",
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             "$KV.nodemaps.>", "$KV.leases.>", "$KV.snapshots.>",
+            "$KV.budgets.>", *_read_stream("KV_budgets"),  # the concurrency limits shared by the planners
             f"{subjects.SHARD}.>",  # requests forwarded to the holder of a cluster's shard
             subjects.ALL_PROVISIONER_HELD,  # what each provisioner holds, after the task queue was lost
         ]
