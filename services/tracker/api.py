@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
-from contracts.events import TaskState
+from contracts.events import ServiceLife, TaskState
 from contracts.layout import Layout
 
 TENANT_HEADER = "X-Muster-Tenant"
@@ -149,6 +149,11 @@ class JobPage(_Out):
     next_after: int | None
 
 
+class ServiceOnNode(_Out):
+    state: ServiceLife
+    outdated: bool = Field(description="it runs with a config older than the cluster's: restart it to take the new one")
+
+
 class ClusterNode(_Out):
     id: str
     hostname: str
@@ -160,6 +165,9 @@ class ClusterNode(_Out):
                                      description="service -> the state its last `status` check found (running, stopped, failed, unknown)")
     machine: dict[str, str] = Field(default_factory=dict,
                                     description="what its provider said of the machine: providerid, ssh_host_key_fingerprint")
+    lifecycle: dict[str, ServiceOnNode] = Field(default_factory=dict, description=(
+        "service -> its state machine on this node (docs/planner.md, \"Services on nodes\"); services whose state "
+        "is not known yet (a cluster from before states were kept) are absent"))
 
 
 class DriftItem(_Out):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from planner_harness import Harness, body, demo_catalog
 
+from contracts import subjects
 from contracts.commands import (
     Accepted,
     AddServices,
@@ -26,7 +27,8 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
-from contracts.events import JobRolledBack, JobSucceeded
+from contracts.events import JobRolledBack, JobSucceeded, ServiceChange
+from muster.readmodel.clusters import cluster_view
 
 BROKEN = {"provisioner": {"actions": {
     "install": {"type": "simulated", "fields": {"failure_rate": "1"}},
@@ -180,6 +182,36 @@ async def test_rollback_past_an_upgrade_is_refused_naming_it(h: Harness) -> None
     after = await h.ok(ConfigureCluster(cluster_id=cid, config={"again": True}))
     await h.ok(RollbackCluster(cluster_id=cid, to_job=after.job_id))  # a job after the upgrade: fine
     assert h.cluster(cid).config == {"changed": True}
+
+
+async def test_each_service_on_each_node_is_a_state_machine_that_a_config_change_makes_outdated(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    states = h.cluster(cid).services_state
+    pairs = {(n, s) for n, spec in h.cluster(cid).nodes.items() for s in spec.services if s != "base"}
+    base = {(n, "base") for n in h.cluster(cid).nodes}  # no start action: configured, never running
+    assert set(states) == pairs | base and {states[k] for k in pairs} == {("running", False)}
+    assert {states[k] for k in base} == {("configured", False)}
+    await h.ok(ConfigureCluster(cluster_id=cid, config={"changed": True}))  # no restart
+    assert {states[k] for k in pairs} == {("running", True)} and {states[k] for k in base} == {("configured", False)}
+    await h.ok(RestartServices(cluster_id=cid, services=["hdfs-datanode"]))  # (and what depends on it: nothing)
+    assert {k: v for k, v in states.items() if k[1] == "hdfs-datanode"} == {k: ("running", False) for k in pairs if k[1] == "hdfs-datanode"}
+    assert states[next(k for k in pairs if k[1] == "zookeeper-server")] == ("running", True)
+    await h.ok(StopServices(cluster_id=cid, services=["hdfs-datanode"]))
+    assert {v for k, v in states.items() if k[1] == "hdfs-datanode"} == {("stopped", False)}
+    # The read model folds the same states from the cluster's events.
+    view = cluster_view([r for r in h.log.records if r.subject == subjects.cluster_events("default", cid)])
+    assert view is not None
+    assert {(n["id"], s): (v["state"], v["outdated"]) for n in view["nodes"] for s, v in n["lifecycle"].items()} == states
+
+
+async def test_a_plan_the_service_states_do_not_allow_is_refused(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    node = next(n for n, spec in h.cluster(cid).nodes.items() if "hdfs-datanode" in spec.services)
+    # A state reached outside the planner's plans (here: set by hand): installed, never configured.
+    h.cluster(cid).services_moved("manual", [ServiceChange(service="hdfs-datanode", state="installed", nodes=[node])])
+    refused = await h.send(StartServices(cluster_id=cid, services=["hdfs-datanode"]))
+    assert isinstance(refused, Rejected) and refused.reason == (
+        f"cannot plan start: cannot start hdfs-datanode on {node}: it is installed, never configured")
 
 
 async def test_a_repeated_job_control_request_gets_the_first_answer(h: Harness) -> None:
