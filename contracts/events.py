@@ -514,7 +514,10 @@ ServiceLife = Literal["installed", "configured", "running", "stopped"]
 class ServiceChange(Event):
     service: str
     state: Literal["installed", "configured", "running", "stopped", "removed"]
-    started: bool = Field(default=False, description="started by the job: it runs with the config it was started with")
+    configured: str | None = Field(default=None, description="the digest of the config it was last configured with "
+                                                              "(null: not known)")
+    running: str | None = Field(default=None, description="running: the digest of the config it runs with (null: not "
+                                                           "known); it is outdated while that is not the cluster's config")
     nodes: list[str]
 
 

@@ -38,7 +38,7 @@ class ClusterState:
         self.observed: dict[tuple[str, str], dict[str, str]] = {}
         """(node, service) -> what its last `status` task found: state, job, task."""
         self.services_state: dict[lifecycle.Pair, lifecycle.State] = {}
-        """(node, service) -> (state, outdated) (`lifecycle`)."""
+        """(node, service) -> (state, configured with, runs with) (`lifecycle`)."""
         self.stopped: list[str] = []
         """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
 
@@ -54,7 +54,6 @@ class ClusterState:
                 lifecycle.keep_layout(self.services_state, self.nodes)
             case "ClusterConfigChanged":
                 self.config = dict(e.config)
-                lifecycle.config_changed(self.services_state)
             case "NodeResultsRecorded":
                 shown = {k: str(e.result[k]) for k in MACHINE_RESULTS if e.result.get(k) not in (None, "")}
                 if shown:
@@ -86,7 +85,7 @@ class ClusterState:
 
     def drift(self) -> list[Drift]:
         return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
-                     {k: v["state"] for k, v in self.observed.items()})
+                     {k: v["state"] for k, v in self.observed.items()}, lifecycle.outdated(self.services_state, self.config))
 
     def node_views(self) -> list[dict[str, Any]]:
         return [
@@ -95,7 +94,7 @@ class ClusterState:
                 "imagetype": n.imagetype, "services": sorted(n.services),
                 "ipaddresses": dict(sorted(self.ipaddresses.get(n.id, {}).items())),
                 "observed": {s: self.observed[(n.id, s)]["state"] for s in sorted(n.services) if (n.id, s) in self.observed},
-                "lifecycle": lifecycle.view(self.services_state, n.id, n.services),
+                "lifecycle": lifecycle.view(self.services_state, n.id, n.services, self.config),
                 "machine": self.machines.get(n.id, {}),
             }
             for n in sorted(self.nodes.values(), key=lambda n: n.id)

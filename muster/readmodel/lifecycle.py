@@ -1,15 +1,18 @@
 """Each service on each node as a small state machine (pure): installed -> configured ->
-running / stopped, and `outdated` while it runs with a config older than the cluster's.
+running / stopped, and `outdated` while it runs with a config other than the cluster's.
 
 Folded by the planner's Cluster aggregate and by the read model's cluster fold alike, from the
-cluster's own events: `ServicesMoved` (what a job did, recorded once when it ends),
-`ClusterConfigChanged` (a new config makes every running service outdated until it is
-started again) and `ServiceStateObserved` (a `status` task's finding is the real state).
+cluster's own events: `ServicesMoved` (what a job did, recorded once when it ends, with the
+config each service was configured with and runs with, as digests) and `ServiceStateObserved`
+(a `status` task's finding is the real state). `outdated` is not recorded: it is a running
+service whose config is not the cluster's now, so a config put back makes it current again.
 docs/planner.md, "Services on nodes".
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
@@ -18,10 +21,10 @@ from contracts.events import ServiceChange, ServiceLife
 
 Pair = tuple[str, str]
 """(node, service)"""
-State = tuple[ServiceLife, bool]
-"""(state, outdated)"""
+State = tuple[ServiceLife, str | None, str | None]
+"""(state, the digest of the config it was configured with, of the config it runs with)"""
 
-_AFTER: dict[Action, dict[str | None, ServiceLife | None]] = {
+_AFTER: dict[Action, dict[str | None, ServiceLife]] = {
     Action.INSTALL: {None: "installed", "installed": "installed", "configured": "installed", "running": "installed",
                      "stopped": "installed"},
     Action.CONFIGURE: {"installed": "configured", "configured": "configured", "running": "running", "stopped": "stopped"},
@@ -34,35 +37,44 @@ machine does not allow (start a service never configured). None: a state not kno
 from before these states were kept): an install, a start or a stop makes it known."""
 
 
+def digest(config: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
 def after(state: ServiceLife | None, action: Action) -> ServiceLife | None:
-    """The state after `action`, or None when the machine does not allow it (`remove`: gone)."""
-    if action is Action.REMOVE:
-        return None
-    return _AFTER.get(action, {}).get(state) if action in _AFTER else state
+    """The state after `action`, or None when the machine does not allow it."""
+    return _AFTER[action].get(state) if action in _AFTER else state
 
 
-def moves(states: Mapping[Pair, State], done: Iterable[tuple[str, str, Action]]) -> list[ServiceChange]:
-    """What a job's succeeded service tasks (node, service, action), in the order they ran on
-    each pair, left of the states before it: one change per pair that moved, grouped by
-    (service, state, started). A transition the machine does not know from there records
-    nothing (no fact to go by)."""
-    final: dict[Pair, tuple[str, bool]] = {}
-    for node, service, action in done:
+def moves(states: Mapping[Pair, State], done: Iterable[tuple[str, str, Action, str]]) -> list[ServiceChange]:
+    """What a job's succeeded service tasks (node, service, action, digest of the config the task
+    carried), in the order they ran on each pair, left of the states before it: one change per
+    pair that moved, grouped. A transition the machine does not know from there records nothing
+    (no fact to go by)."""
+    final: dict[Pair, tuple[str, str | None, str | None]] = {}
+    for node, service, action, config in done:
         key = (node, service)
         if action is Action.REMOVE:
-            final[key] = ("removed", False)
+            final[key] = ("removed", None, None)
             continue
         if action not in _AFTER:
             continue  # bootstrap, status: no change of state
-        state, started = final.get(key, (states[key][0] if key in states else None, False))
+        state, configured, running = final.get(key, states.get(key, (None, None, None)))
         nxt = after(None if state == "removed" else state, action)  # type: ignore[arg-type]
-        if nxt is not None:
-            final[key] = (nxt, started or action is Action.START)
-    groups: dict[tuple[str, str, bool], list[str]] = {}
-    for (node, service), (state, started) in final.items():
-        groups.setdefault((service, state, started and state == "running"), []).append(node)
-    return [ServiceChange(service=s, state=st, started=started, nodes=sorted(nodes))  # type: ignore[arg-type]
-            for (s, st, started), nodes in sorted(groups.items())]
+        if nxt is None:
+            continue
+        if action is Action.CONFIGURE:
+            configured = config
+        elif action is Action.START:
+            running = configured
+        elif action in (Action.STOP, Action.INSTALL):
+            running = None
+        final[key] = (nxt, configured, running)
+    groups: dict[tuple[str, str, str | None, str | None], list[str]] = {}
+    for (node, service), (state, configured, running) in final.items():
+        groups.setdefault((service, state, configured, running), []).append(node)
+    return [ServiceChange(service=s, state=st, configured=c, running=r, nodes=sorted(nodes))  # type: ignore[arg-type]
+            for (s, st, c, r), nodes in sorted(groups.items(), key=lambda g: tuple(str(x) for x in g[0]))]
 
 
 def apply_moves(states: MutableMapping[Pair, State], changes: Iterable[ServiceChange], nodes: Mapping[str, Any]) -> None:
@@ -71,23 +83,17 @@ def apply_moves(states: MutableMapping[Pair, State], changes: Iterable[ServiceCh
             key = (node, change.service)
             if change.state == "removed" or node not in nodes or change.service not in nodes[node].services:
                 states.pop(key, None)
-                continue
-            outdated = states.get(key, ("installed", False))[1]
-            states[key] = (change.state, change.state == "running" and outdated and not change.started)
-
-
-def config_changed(states: MutableMapping[Pair, State]) -> None:
-    for key, (state, _) in states.items():
-        if state == "running":
-            states[key] = (state, True)
+            else:
+                states[key] = (change.state, change.configured, change.running)
 
 
 def observed(states: MutableMapping[Pair, State], node: str, service: str, seen: str) -> None:
-    """A check's finding is the real state: running or stopped, for a service the machine knows."""
+    """A check's finding is the real state: running or stopped, for a service the machine knows
+    (started outside muster, it runs with the config it was configured with)."""
     key = (node, service)
-    if key in states and seen in ("running", "stopped"):
-        state, outdated = states[key]
-        states[key] = (seen, outdated and seen == "running")  # type: ignore[assignment]
+    if key in states and seen in ("running", "stopped") and states[key][0] != seen:
+        state, configured, _ = states[key]
+        states[key] = (seen, configured, configured if seen == "running" else None)  # type: ignore[assignment]
 
 
 def keep_layout(states: MutableMapping[Pair, State], nodes: Mapping[str, Any]) -> None:
@@ -95,9 +101,15 @@ def keep_layout(states: MutableMapping[Pair, State], nodes: Mapping[str, Any]) -
         del states[key]
 
 
+def outdated(states: Mapping[Pair, State], config: Mapping[str, Any]) -> set[Pair]:
+    """Running services whose config is known and is not the cluster's `config`."""
+    now = digest(config)
+    return {k for k, (state, _, running) in states.items() if state == "running" and running is not None and running != now}
+
+
 def invalid(states: Mapping[Pair, State], planned: Iterable[tuple[str, str | None, Action]]) -> str:
     """The first transition a plan would make that the machine does not allow ('' if none):
-    services whose state is known only (a cluster from before these states were kept has none)."""
+    services whose state is known only."""
     now: dict[Pair, ServiceLife | None] = {}
     for node, service, action in planned:
         key = (node, service or "")
@@ -112,5 +124,6 @@ def invalid(states: Mapping[Pair, State], planned: Iterable[tuple[str, str | Non
     return ""
 
 
-def view(states: Mapping[Pair, State], node: str, services: Iterable[str]) -> dict[str, dict[str, Any]]:
-    return {s: {"state": states[(node, s)][0], "outdated": states[(node, s)][1]} for s in sorted(services) if (node, s) in states}
+def view(states: Mapping[Pair, State], node: str, services: Iterable[str], config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    old = outdated(states, config)
+    return {s: {"state": states[(node, s)][0], "outdated": (node, s) in old} for s in sorted(services) if (node, s) in states}

@@ -177,7 +177,8 @@ class DriftItem(_Out):
     service: str
     desired: str
     observed: str
-    repair: str = Field(description="what `muster cluster repair` re-runs: start, reinstall, stop; empty: check again")
+    repair: str = Field(description="what `muster cluster repair` re-runs: start, reinstall, stop, restart (observed "
+                                    "`outdated`: it runs with an older config); empty: check again")
 
 
 class LayoutGroupCount(_Out):

@@ -58,7 +58,8 @@ class Cluster(Aggregate):
         self.stopped: list[str] = []
         """Services meant to be stopped (a stop job); every other one of the layout should run."""
         self.services_state: dict[lifecycle.Pair, lifecycle.State] = {}
-        """(node, service) -> (state, outdated): each service on each node as a state machine."""
+        """(node, service) -> (state, configured with, runs with): each service on each node as
+        a state machine (`muster.readmodel.lifecycle`)."""
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
@@ -89,7 +90,6 @@ class Cluster(Aggregate):
     @event("ClusterConfigChanged")
     def _config_changed(self, payload: ClusterConfigChanged) -> None:
         self.config = dict(payload.config)
-        lifecycle.config_changed(self.services_state)
 
     def change_config(self, job_id: str, config: dict[str, Any]) -> bool:
         if config == self.config:
@@ -173,7 +173,8 @@ class Cluster(Aggregate):
 
     def drift(self) -> list[Drift]:
         return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
-                     {k: state for k, (state, _) in self.observed.items()})
+                     {k: state for k, (state, _) in self.observed.items()},
+                     lifecycle.outdated(self.services_state, self.config))
 
     @event("ClusterStatusChanged")
     def _status(self, payload: ClusterStatusChanged) -> None:

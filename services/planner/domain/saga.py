@@ -36,7 +36,7 @@ from muster.readmodel.observed import state_of
 from .admission import Refused
 from .cluster import Cluster
 from .errors import PlanError
-from .job import Job
+from .job import UNDO, Job
 from .observed import desired_after, expected_state
 from .operations import OPERATIONS
 from .planning import plan_layout, planned
@@ -142,8 +142,12 @@ def exhausted_reason(job: Job) -> str:
 
 
 def record_moves(job: Job, cluster: Cluster) -> None:
-    """What the job did to each service on each node, once, as it ends (`ServicesMoved`)."""
-    done = [(t.node, t.service, t.action) for i, t in job.tasks.items() if t.service and job.task_state.get(i) == "succeeded"]
+    """What the job did to each service on each node, once, as it ends (`ServicesMoved`), with
+    the config each configure carried (a rollback's, the one it put back: as `tasks.py`
+    sends it), before the cluster's config is put back."""
+    forward, back = lifecycle.digest(cluster.config), lifecycle.digest(job.previous_config or cluster.config)
+    done = [(t.node, t.service, t.action, back if i.startswith(UNDO) else forward)
+            for i, t in job.tasks.items() if t.service and job.task_state.get(i) == "succeeded"]
     cluster.services_moved(str(job.id), lifecycle.moves(cluster.services_state, done))
 
 

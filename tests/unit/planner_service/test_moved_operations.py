@@ -18,6 +18,7 @@ from contracts.commands import (
     PauseJob,
     Rejected,
     RemoveServices,
+    RepairCluster,
     RestartServices,
     ResumeJob,
     RetryJob,
@@ -28,6 +29,7 @@ from contracts.commands import (
     UpgradeService,
 )
 from contracts.events import JobRolledBack, JobSucceeded, ServiceChange
+from muster.readmodel import lifecycle
 from muster.readmodel.clusters import cluster_view
 
 BROKEN = {"provisioner": {"actions": {
@@ -184,24 +186,54 @@ async def test_rollback_past_an_upgrade_is_refused_naming_it(h: Harness) -> None
     assert h.cluster(cid).config == {"changed": True}
 
 
+def _lives(h: Harness, cid: str) -> dict[tuple[str, str], tuple[str, bool]]:
+    """Each (node, service): its state, and whether it runs with a config other than the cluster's."""
+    cluster = h.cluster(cid)
+    old = lifecycle.outdated(cluster.services_state, cluster.config)
+    return {k: (v[0], k in old) for k, v in cluster.services_state.items()}
+
+
 async def test_each_service_on_each_node_is_a_state_machine_that_a_config_change_makes_outdated(h: Harness) -> None:
     cid = await h.cluster_of(2)
-    states = h.cluster(cid).services_state
     pairs = {(n, s) for n, spec in h.cluster(cid).nodes.items() for s in spec.services if s != "base"}
     base = {(n, "base") for n in h.cluster(cid).nodes}  # no start action: configured, never running
-    assert set(states) == pairs | base and {states[k] for k in pairs} == {("running", False)}
-    assert {states[k] for k in base} == {("configured", False)}
+    lives = _lives(h, cid)
+    assert set(lives) == pairs | base and {lives[k] for k in pairs} == {("running", False)}
+    assert {lives[k] for k in base} == {("configured", False)}
     await h.ok(ConfigureCluster(cluster_id=cid, config={"changed": True}))  # no restart
-    assert {states[k] for k in pairs} == {("running", True)} and {states[k] for k in base} == {("configured", False)}
+    lives = _lives(h, cid)
+    assert {lives[k] for k in pairs} == {("running", True)} and {lives[k] for k in base} == {("configured", False)}
     await h.ok(RestartServices(cluster_id=cid, services=["hdfs-datanode"]))  # (and what depends on it: nothing)
-    assert {k: v for k, v in states.items() if k[1] == "hdfs-datanode"} == {k: ("running", False) for k in pairs if k[1] == "hdfs-datanode"}
-    assert states[next(k for k in pairs if k[1] == "zookeeper-server")] == ("running", True)
+    lives = _lives(h, cid)
+    assert {v for k, v in lives.items() if k[1] == "hdfs-datanode"} == {("running", False)}
+    assert lives[next(k for k in pairs if k[1] == "zookeeper-server")] == ("running", True)
     await h.ok(StopServices(cluster_id=cid, services=["hdfs-datanode"]))
-    assert {v for k, v in states.items() if k[1] == "hdfs-datanode"} == {("stopped", False)}
+    assert {v for k, v in _lives(h, cid).items() if k[1] == "hdfs-datanode"} == {("stopped", False)}
     # The read model folds the same states from the cluster's events.
     view = cluster_view([r for r in h.log.records if r.subject == subjects.cluster_events("default", cid)])
     assert view is not None
-    assert {(n["id"], s): (v["state"], v["outdated"]) for n in view["nodes"] for s, v in n["lifecycle"].items()} == states
+    assert {(n["id"], s): (v["state"], v["outdated"]) for n in view["nodes"] for s, v in n["lifecycle"].items()} == _lives(h, cid)
+
+
+async def test_a_config_put_back_by_a_rollback_makes_the_services_that_kept_it_current_again(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    h.behaviour = lambda m: "fail" if (m.action.value == "start" and m.service is not None and m.service.name == "zookeeper-server"
+                                       and not m.task_id.startswith("undo.")) else "succeed"
+    failed = await h.send(ConfigureCluster(cluster_id=cid, config={"bad": True}, restart=True))
+    await h.settle()
+    assert isinstance(h.final(failed.job_id), JobRolledBack)
+    assert not any(old for _, old in _lives(h, cid).values())  # every service runs the config that is the cluster's again
+
+
+async def test_an_outdated_service_is_drift_that_a_repair_restarts(h: Harness) -> None:
+    cid = await h.cluster_of(2)
+    await h.ok(ConfigureCluster(cluster_id=cid, config={"changed": True}))  # no restart
+    drift = h.cluster(cid).drift()
+    assert drift and {(d.observed, d.repair) for d in drift} == {("outdated", "restart")}
+    assert {(d.node, d.service) for d in drift} == {k for k, (_, old) in _lives(h, cid).items() if old}
+    repair = await h.ok(RepairCluster(cluster_id=cid))
+    assert {t.action.value for t in h.job(repair.job_id).tasks.values()} >= {"stop", "start"}
+    assert h.cluster(cid).drift() == [] and not any(old for _, old in _lives(h, cid).values())
 
 
 async def test_a_plan_the_service_states_do_not_allow_is_refused(h: Harness) -> None:
