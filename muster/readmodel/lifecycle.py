@@ -110,6 +110,8 @@ def outdated(states: Mapping[Pair, State], config: Mapping[str, Any]) -> set[Pai
 def invalid(states: Mapping[Pair, State], planned: Iterable[tuple[str, str | None, Action]]) -> str:
     """The first transition a plan would make that the machine does not allow ('' if none):
     services whose state is known only."""
+    if not states:
+        return ""  # (a new cluster: nothing known, its tasks are not walked)
     now: dict[Pair, ServiceLife | None] = {}
     for node, service, action in planned:
         key = (node, service or "")
