@@ -514,6 +514,32 @@ class ServiceStateObserved(Event):
     detail: str = Field(default="", description="the plugin's words, or why the check failed")
 
 
+ServiceLife = Literal["installed", "configured", "running", "stopped"]
+"""A service on a node as a state machine (docs/planner.md, "Services on nodes")."""
+
+
+class ServiceChange(Event):
+    service: str
+    state: Literal["installed", "configured", "running", "stopped", "removed"]
+    configured: str | None = Field(default=None, description="the digest of the config it was last configured with "
+                                                              "(null: not known)")
+    running: str | None = Field(default=None, description="running: the digest of the config it runs with (null: not "
+                                                           "known); it is outdated while that is not the cluster's config")
+    nodes: list[str]
+
+
+class ServicesMoved(Event):
+    """What a job did to services, recorded on the cluster once, when the job ends (not one event
+    per task): each (node, service) its succeeded tasks moved, with the state they left it in.
+    With config changes and checks, the services' states are folded from these."""
+
+    type: Literal["ServicesMoved"] = "ServicesMoved"
+    v: Literal[1] = 1
+    cluster_id: str
+    job_id: str
+    changes: list[ServiceChange]
+
+
 class ServicesDesired(Event):
     """The services meant to be stopped on the cluster (a stop job succeeded), or running again
     (a start); the desired state drift is measured against."""
@@ -579,7 +605,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

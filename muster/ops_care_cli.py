@@ -77,7 +77,7 @@ async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> N
 @cluster_op
 async def repair(cluster_ref: str, opts: Options) -> None:
     """Re-run what the last check says is missing: start what should run (install and configure
-    again where it failed), stop what should not."""
+    again where it failed), stop what should not, restart what runs an older config."""
     async with Session(opts) as s:
         await s.execute(RepairCluster(cluster_id=(await s.cluster(cluster_ref)).id))
 
@@ -97,7 +97,8 @@ def print_drift(c: ClusterInfo) -> None:
         return
     out.print(f"drift ({len(c.drift)}):")
     for d in c.drift:
-        action = {"start": "start it", "reinstall": "install, configure and start it again", "stop": "stop it"}.get(
+        action = {"start": "start it", "reinstall": "install, configure and start it again", "stop": "stop it",
+                  "restart": "restart it, to run the cluster's config"}.get(
             d.repair, "unknown: check again, or look at the node")
         out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")
     if any(d.repair for d in c.drift):

@@ -15,6 +15,7 @@ from typing import Any
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
 
+from . import lifecycle
 from .observed import Drift, drift
 
 
@@ -36,6 +37,8 @@ class ClusterState:
         """The lease's end (None: forever)."""
         self.observed: dict[tuple[str, str], dict[str, str]] = {}
         """(node, service) -> what its last `status` task found: state, job, task."""
+        self.services_state: dict[lifecycle.Pair, lifecycle.State] = {}
+        """(node, service) -> (state, configured with, runs with) (`lifecycle`)."""
         self.stopped: list[str] = []
         """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
 
@@ -48,6 +51,7 @@ class ClusterState:
             case "ClusterLayoutChanged":
                 self.nodes = {n.id: n for n in e.nodes}
                 self.observed = {k: v for k, v in self.observed.items() if k[0] in self.nodes}
+                lifecycle.keep_layout(self.services_state, self.nodes)
             case "ClusterConfigChanged":
                 self.config = dict(e.config)
             case "NodeResultsRecorded":
@@ -65,6 +69,9 @@ class ClusterState:
             case "ServiceStateObserved":
                 self.observed[(e.node_id, e.service)] = {"state": e.state, "job_id": e.job_id, "task_id": e.task_id,
                                                          "detail": e.detail}
+                lifecycle.observed(self.services_state, e.node_id, e.service, e.state)
+            case "ServicesMoved":
+                lifecycle.apply_moves(self.services_state, e.changes, self.nodes)
             case "ServicesDesired":
                 self.stopped = list(e.stopped)
 
@@ -78,7 +85,7 @@ class ClusterState:
 
     def drift(self) -> list[Drift]:
         return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
-                     {k: v["state"] for k, v in self.observed.items()})
+                     {k: v["state"] for k, v in self.observed.items()}, lifecycle.outdated(self.services_state, self.config))
 
     def node_views(self) -> list[dict[str, Any]]:
         return [
@@ -87,6 +94,7 @@ class ClusterState:
                 "imagetype": n.imagetype, "services": sorted(n.services),
                 "ipaddresses": dict(sorted(self.ipaddresses.get(n.id, {}).items())),
                 "observed": {s: self.observed[(n.id, s)]["state"] for s in sorted(n.services) if (n.id, s) in self.observed},
+                "lifecycle": lifecycle.view(self.services_state, n.id, n.services, self.config),
                 "machine": self.machines.get(n.id, {}),
             }
             for n in sorted(self.nodes.values(), key=lambda n: n.id)

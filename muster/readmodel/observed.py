@@ -6,7 +6,7 @@ model's cluster fold both keep the same three inputs and ask this module.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from contracts.events import ServiceState
@@ -29,14 +29,17 @@ class Drift:
     desired: str
     """running or stopped."""
     observed: str
-    """running, stopped, failed or unknown."""
+    """running, stopped, failed or unknown; or `outdated`: running with a config older than the
+    cluster's (docs/planner.md, "Services on nodes")."""
 
     @property
     def repair(self) -> str:
         """What the repair re-runs: `start`, `reinstall` (install and configure, then start),
-        `stop`; "" for an unknown state (check again, or look)."""
+        `stop`, `restart`; "" for an unknown state (check again, or look)."""
         if self.observed == "unknown":
             return ""
+        if self.observed == "outdated":
+            return "restart"
         if self.desired == "running":
             return "reinstall" if self.observed == "failed" else "start"
         return "stop"
@@ -46,9 +49,11 @@ class Drift:
                 "repair": self.repair}
 
 
-def drift(nodes: Mapping[str, Iterable[str]], stopped: Iterable[str], observed: Mapping[tuple[str, str], str]) -> list[Drift]:
-    """Every (node, service) of the layout whose last observed state is not the desired one.
-    Pairs never observed (no `status` action, never checked) are not drift."""
+def drift(nodes: Mapping[str, Iterable[str]], stopped: Iterable[str], observed: Mapping[tuple[str, str], str],
+          outdated: Collection[tuple[str, str]] = ()) -> list[Drift]:
+    """Every (node, service) of the layout whose last observed state is not the desired one, and
+    every one meant to run that runs with an older config (`outdated`). Pairs never observed
+    (no `status` action, never checked) are not drift by their state."""
     off = set(stopped)
     out = []
     for node in sorted(nodes):
@@ -57,4 +62,6 @@ def drift(nodes: Mapping[str, Iterable[str]], stopped: Iterable[str], observed: 
             desired = "stopped" if service in off else "running"
             if seen is not None and seen != desired:
                 out.append(Drift(node, service, desired, seen))
+            elif desired == "running" and (node, service) in outdated:
+                out.append(Drift(node, service, desired, "outdated"))
     return out

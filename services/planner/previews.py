@@ -18,6 +18,7 @@ from contracts.commands import DryRun, RollbackCluster
 from contracts.events import PlanSaved
 from contracts.layout import Layout, NodeSpec
 from muster.ports.eventlog import Append, ConcurrencyError
+from muster.readmodel import lifecycle
 
 from .domain import planning, resize
 from .domain import saved as saving
@@ -59,7 +60,15 @@ class Previews:
 
     async def preview(self, job: Job, cluster: Cluster, facts: Facts, layout: Layout | None = None) -> Preview:
         """The plan the request makes, without recording anything (the solver is asked when the
-        operation needs a layout and none is given)."""
+        operation needs a layout and none is given); refused when it would move a service in a
+        way its state does not allow."""
+        preview = await self._preview(job, cluster, facts, layout)
+        problem = lifecycle.invalid(cluster.services_state, [(t.node, t.service, t.action) for t in preview.plan.tasks])
+        if problem:
+            raise Refused(f"cannot plan {job.operation}: {problem}", code="conflict")
+        return preview
+
+    async def _preview(self, job: Job, cluster: Cluster, facts: Facts, layout: Layout | None = None) -> Preview:
         cmd, op = facts.command, OPERATIONS[facts.operation]
         try:
             if isinstance(cmd, RollbackCluster):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from contracts import subjects
-from contracts.events import TaskState
+from contracts.events import ServiceLife, TaskState
 from contracts.layout import Layout
 
 from . import people_api
@@ -141,6 +141,11 @@ class JobPage(_Out):
     next_after: int | None
 
 
+class ServiceOnNode(_Out):
+    state: ServiceLife
+    outdated: bool = Field(description="it runs with a config older than the cluster's: restart it to take the new one")
+
+
 class ClusterNode(_Out):
     id: str
     hostname: str
@@ -152,6 +157,9 @@ class ClusterNode(_Out):
                                      description="service -> the state its last `status` check found (running, stopped, failed, unknown)")
     machine: dict[str, str] = Field(default_factory=dict,
                                     description="what its provider said of the machine: providerid, ssh_host_key_fingerprint")
+    lifecycle: dict[str, ServiceOnNode] = Field(default_factory=dict, description=(
+        "service -> its state machine on this node (docs/planner.md, \"Services on nodes\"); services whose state "
+        "is not known yet (a cluster from before states were kept) are absent"))
 
 
 class DriftItem(_Out):
@@ -161,7 +169,8 @@ class DriftItem(_Out):
     service: str
     desired: str
     observed: str
-    repair: str = Field(description="what `muster cluster repair` re-runs: start, reinstall, stop; empty: check again")
+    repair: str = Field(description="what `muster cluster repair` re-runs: start, reinstall, stop, restart (observed "
+                                    "`outdated`: it runs with an older config); empty: check again")
 
 
 class LayoutGroupCount(_Out):

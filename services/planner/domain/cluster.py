@@ -19,11 +19,14 @@ from contracts.events import (
     ClusterRequested,
     ClusterStatusChanged,
     NodeResultsRecorded,
+    ServiceChange,
     ServicesDesired,
+    ServicesMoved,
     ServiceState,
     ServiceStateObserved,
 )
 from contracts.layout import NodeSpec
+from muster.readmodel import lifecycle
 from muster.readmodel.observed import Drift, drift
 
 
@@ -54,6 +57,9 @@ class Cluster(Aggregate):
         """(node, service) -> (state, job) its last `status` task found."""
         self.stopped: list[str] = []
         """Services meant to be stopped (a stop job); every other one of the layout should run."""
+        self.services_state: dict[lifecycle.Pair, lifecycle.State] = {}
+        """(node, service) -> (state, configured with, runs with): each service on each node as
+        a state machine (`muster.readmodel.lifecycle`)."""
         self.nodes: dict[str, NodeSpec] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self.ipaddresses: dict[str, dict[str, str]] = {}
@@ -73,6 +79,7 @@ class Cluster(Aggregate):
             self.results.pop(gone, None)
         for key in [k for k in self.observed if k[0] not in self.nodes]:
             del self.observed[key]
+        lifecycle.keep_layout(self.services_state, self.nodes)
 
     def change_layout(self, job_id: str, nodes: list[NodeSpec]) -> bool:
         if [n.model_dump() for n in nodes] == [n.model_dump() for n in self.nodes.values()]:
@@ -133,6 +140,7 @@ class Cluster(Aggregate):
     @event("ServiceStateObserved")
     def _observed(self, payload: ServiceStateObserved) -> None:
         self.observed[(payload.node_id, payload.service)] = (payload.state, payload.job_id)
+        lifecycle.observed(self.services_state, payload.node_id, payload.service, payload.state)
 
     def observe(self, job_id: str, task_id: str, node: str, service: str, state: ServiceState,
                 expected: ServiceState | None = None, detail: str = "") -> bool:
@@ -140,6 +148,16 @@ class Cluster(Aggregate):
             return False  # taken in already (a redelivered outcome, another attempt saying the same)
         self._observed(ServiceStateObserved(cluster_id=str(self.id), job_id=job_id, task_id=task_id, node_id=node,
                                             service=service, state=state, expected=expected, detail=detail[:500]))
+        return True
+
+    @event("ServicesMoved")
+    def _moved(self, payload: ServicesMoved) -> None:
+        lifecycle.apply_moves(self.services_state, payload.changes, self.nodes)
+
+    def services_moved(self, job_id: str, changes: list[ServiceChange]) -> bool:
+        if not changes:
+            return False
+        self._moved(ServicesMoved(cluster_id=str(self.id), job_id=job_id, changes=changes))
         return True
 
     @event("ServicesDesired")
@@ -155,7 +173,8 @@ class Cluster(Aggregate):
 
     def drift(self) -> list[Drift]:
         return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
-                     {k: state for k, (state, _) in self.observed.items()})
+                     {k: state for k, (state, _) in self.observed.items()},
+                     lifecycle.outdated(self.services_state, self.config))
 
     @event("ClusterStatusChanged")
     def _status(self, payload: ClusterStatusChanged) -> None:

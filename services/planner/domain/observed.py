@@ -71,4 +71,8 @@ def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     if stop:
         phases.append(build_plan(services, nodes, "stop", services=sorted({d.service for d in stop}),
                                  node_ids=sorted({d.node for d in stop})))
+    restart = [d for d in fixes if d.repair == "restart"]  # outdated: runs with an older config
+    if restart:
+        phases.append(build_plan(services, nodes, "restart", services=sorted({d.service for d in restart}),
+                                 node_ids=sorted({d.node for d in restart})))
     return chain_phases(phases)

@@ -30,12 +30,13 @@ from contracts.events import (
     TaskFailed,
     TaskSucceeded,
 )
+from muster.readmodel import lifecycle
 from muster.readmodel.observed import state_of
 
 from .admission import Refused
 from .cluster import Cluster
 from .errors import PlanError
-from .job import Job
+from .job import UNDO, Job
 from .observed import desired_after, expected_state
 from .operations import OPERATIONS
 from .planning import plan_layout, planned
@@ -119,6 +120,7 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
             _succeeded(job, cluster)
         elif job.state == "rolling_back" and job.exhausted:
             reason = f"rollback failed: {exhausted_reason(job)} (after: {job.error})"
+            record_moves(job, cluster)
             job.needs_attention(reason)
             cluster.set_status("needs_attention", str(job.id), reason)
         elif job.state == "rolling_back" and job.all_done and job.may_relayout:
@@ -139,8 +141,19 @@ def exhausted_reason(job: Job) -> str:
     return f"task {task} failed {job.attempts[task] - job.retry_base.get(task, 0)} times"
 
 
+def record_moves(job: Job, cluster: Cluster) -> None:
+    """What the job did to each service on each node, once, as it ends (`ServicesMoved`), with
+    the config each configure carried (a rollback's, the one it put back: as `tasks.py`
+    sends it), before the cluster's config is put back."""
+    forward, back = lifecycle.digest(cluster.config), lifecycle.digest(job.previous_config or cluster.config)
+    done = [(t.node, t.service, t.action, back if i.startswith(UNDO) else forward)
+            for i, t in job.tasks.items() if t.service and job.task_state.get(i) == "succeeded"]
+    cluster.services_moved(str(job.id), lifecycle.moves(cluster.services_state, done))
+
+
 def _succeeded(job: Job, cluster: Cluster) -> None:
     failed = job.failed_nodes  # within the tolerance (before `succeed`, which ends "running")
+    record_moves(job, cluster)
     job.succeed()
     op = OPERATIONS[job.operation]
     if op.shrinking:
@@ -155,6 +168,7 @@ def _succeeded(job: Job, cluster: Cluster) -> None:
 
 
 def _rolled_back(job: Job, cluster: Cluster) -> None:
+    record_moves(job, cluster)
     job.finish_rollback()
     cluster.change_layout(str(job.id), job.previous_nodes)
     cluster.change_config(str(job.id), job.previous_config or cluster.config)
@@ -167,6 +181,7 @@ def _relayout(job: Job, cluster: Cluster) -> Effects:
     the one that failed (the target nodes of the plan)."""
     failed = layout_of(job.nodes)
     reason = job.error
+    record_moves(job, cluster)  # (what the rollback left: the next layout starts from it)
     job.retry_layout(failed)
     cluster.change_layout(str(job.id), job.previous_nodes)
     cluster.change_config(str(job.id), job.previous_config or cluster.config)
@@ -305,6 +320,9 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
         plan, target = plan_layout(job, cluster, catalog, answer.layout, COMMAND_ADAPTER.validate_python(job.request))
     except PlanError as err:
         return fail_unplanned(job, cluster, f"planning failed: {err}")
+    problem = lifecycle.invalid(cluster.services_state, [(t.node, t.service, t.action) for t in plan.tasks])
+    if problem:
+        return fail_unplanned(job, cluster, f"planning failed: {problem}")
     job.record_plan(planned(job, cluster, plan, target, settings.mode))
     if not OPERATIONS[job.operation].shrinking:
         cluster.change_layout(str(job.id), target)

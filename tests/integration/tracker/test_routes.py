@@ -138,6 +138,11 @@ async def test_a_cluster_its_jobs_and_its_current_job(tracked: Tracked) -> None:
     cluster = await _json(await tracked.http.get(f"/v1/clusters/{reply.cluster_id}"))
     assert cluster["status"] == "active" and cluster["job_id"] == reply.job_id and len(cluster["nodes"]) == 2
     assert sum(g["count"] for g in cluster["layout"]) == 2 and all(n["hostname"] for n in cluster["nodes"])
+    # Each service on each node as its state machine: created, so running and current (base,
+    # which has no start action, configured).
+    lives = {s: (v["state"], v["outdated"]) for n in cluster["nodes"] for s, v in n["lifecycle"].items()}
+    assert set(lives) == {s for n in cluster["nodes"] for s in n["services"]}
+    assert {v for s, v in lives.items() if s != "base"} == {("running", False)} and lives["base"] == ("configured", False)
 
     deleted = await tracked.client.send("default", DeleteCluster(cluster_id=reply.cluster_id))
     assert isinstance(deleted, Accepted)

@@ -132,3 +132,19 @@ def test_one_resolver_finds_nats_and_the_tracker(tmp_path: Path, monkeypatch: py
     bus = Bus("t", None, tmp_path)
     assert bus.tracker_url() == "http://saved:8" and bus.tracker_url("http://given:9") == "http://given:9"
     assert Bus("t", None, tmp_path / "none").tracker_url() == DEFAULT_TRACKER_URL
+
+
+def test_the_drift_says_to_restart_a_service_that_runs_an_older_config() -> None:
+    from contracts.layout import NodeSpec
+    from muster import ops_session
+    from muster.ops_care_cli import print_drift
+    from muster.readmodel.clusters import ClusterInfo
+    from muster.readmodel.observed import Drift
+
+    node = NodeSpec(id="n1", hostname="h1", hardwaretype="small", imagetype="deb", services=["zk"])
+    info = ClusterInfo(id="c", name="web", tenant="t", template="x", provider="sim", status="active", status_reason="",
+                       job_id="j", config={}, nodes=[node], drift=[Drift("n1", "zk", "running", "outdated")])
+    with ops_session.out.capture() as captured:
+        print_drift(info)
+    assert "n1 zk: outdated, should be running -> restart it, to run the cluster's config" in captured.get()
+    assert "repair: muster cluster repair web" in captured.get()

@@ -6,10 +6,12 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
+from contracts.catalog import Action
 from contracts.events import ClusterRequested
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
 from muster.bus.repository import pending_appends, rebuild
+from muster.readmodel import lifecycle
 from muster.readmodel.clusters import ClusterInfo, cluster_view, fold_cluster, job_ids, prefix
 from services.planner.domain.cluster import Cluster
 
@@ -27,7 +29,7 @@ def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
                                        config={"a": 1}, job_id="j0"))
     for step in range(30):
         job = f"j{step // 5}"
-        move = pick.randrange(7)
+        move = pick.randrange(8)
         if move == 0:
             cluster.change_layout(job, [_node(i, *pick.sample(["hdfs", "yarn", "zk"], pick.randrange(3)))
                                         for i in range(pick.randrange(1, 5))])
@@ -43,6 +45,12 @@ def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
                 cluster.observe(job, f"{node}.status.{service}", node, service, pick.choice(["running", "stopped", "failed", "unknown"]))
         elif move == 6:
             cluster.desire(job, pick.sample(["hdfs", "yarn", "zk"], pick.randrange(3)))
+        elif move == 7 and cluster.nodes:
+            chains = [[Action.INSTALL], [Action.INSTALL, Action.CONFIGURE, Action.START], [Action.INSTALL, Action.CONFIGURE], [Action.STOP],
+                      [Action.START], [Action.CONFIGURE], [Action.REMOVE], [Action.STOP, Action.START]]
+            done = [(n, s, a, lifecycle.digest(cluster.config))
+                    for n in sorted(cluster.nodes) for s in cluster.nodes[n].services for a in pick.choice(chains)]
+            cluster.services_moved(job, lifecycle.moves(cluster.services_state, done))
         elif move == 4:
             cluster.change_lease(pick.choice([None, start + timedelta(hours=step)]), None, 0, "ops")
         else:
@@ -67,6 +75,7 @@ def test_the_cluster_fold_is_the_aggregate_after_every_event() -> None:
                 {k: summary[k] for k in ("id", "tenant", "name", "template", "status", "job_id", "layout", "version", "expires_at")}
             assert (state.config, state.nodes, state.status_reason) == (aggregate.config, aggregate.nodes, aggregate.status_reason)
             assert state.drift() == aggregate.drift() and state.stopped == aggregate.stopped
+            assert state.services_state == aggregate.services_state
             assert [n["hostname"] for n in view["nodes"]] == [aggregate.hostname(i) for i in sorted(aggregate.nodes)]
             assert [n["ipaddresses"] for n in view["nodes"]] == [aggregate.ipaddresses.get(i, {}) for i in sorted(aggregate.nodes)]
 
@@ -102,3 +111,10 @@ def test_a_nodes_machine_shows_its_provider_id_and_host_key_fingerprint() -> Non
     assert state is not None
     [view] = state.node_views()
     assert view["machine"] == {"providerid": "mu-0a1b2c3d", "ssh_host_key_fingerprint": "SHA256:abc"}
+
+
+def test_the_lives_reach_every_service_state() -> None:
+    folds = [c for seed in range(30) for log in [_life(seed)[1]] for n in range(1, len(log) + 1)
+             for c in [fold_cluster(log[:n])] if c is not None]
+    assert {state for c in folds for state, _, _ in c.services_state.values()} == {"installed", "configured", "running", "stopped"}
+    assert any(lifecycle.outdated(c.services_state, c.config) for c in folds)  # a config change while running

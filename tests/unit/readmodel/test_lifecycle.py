@@ -1,0 +1,73 @@
+"""Each service on each node as a state machine: the transitions, what a job's tasks leave,
+`outdated` while a service runs with a config other than the cluster's, checks as the real
+state, and plans the machine refuses."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from contracts.catalog import Action
+from muster.readmodel import lifecycle
+from muster.readmodel.lifecycle import Pair, State
+from muster.readmodel.observed import drift
+
+A = Action
+NODES = {"n1": SimpleNamespace(services=["a", "b"]), "n2": SimpleNamespace(services=["a"])}
+OLD, NEW = {"v": 1}, {"v": 2}
+D_OLD, D_NEW = lifecycle.digest(OLD), lifecycle.digest(NEW)
+
+
+def fold(states: dict[Pair, State], done: list[tuple[str, str, Action]], config: dict[str, int] = OLD) -> dict[Pair, State]:
+    tasks = [(n, s, a, lifecycle.digest(config)) for n, s, a in done]
+    lifecycle.apply_moves(states, lifecycle.moves(states, tasks), NODES)
+    return states
+
+
+def shown(states: dict[Pair, State], config: dict[str, int]) -> dict[Pair, tuple[str, bool]]:
+    old = lifecycle.outdated(states, config)
+    return {k: (v[0], k in old) for k, v in states.items()}
+
+
+def test_a_create_leaves_every_service_running_with_the_clusters_config() -> None:
+    chain = [A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START]
+    states = fold({}, [(n, s, a) for n, s in (("n1", "a"), ("n1", "b"), ("n2", "a")) for a in chain])
+    assert shown(states, OLD) == {("n1", "a"): ("running", False), ("n1", "b"): ("running", False), ("n2", "a"): ("running", False)}
+
+
+def test_a_running_service_is_outdated_until_it_is_started_with_the_clusters_config() -> None:
+    states = fold({}, [("n1", "a", a) for a in (A.INSTALL, A.CONFIGURE, A.START)] + [("n1", "b", a) for a in (A.INSTALL, A.CONFIGURE)])
+    assert shown(states, NEW) == {("n1", "a"): ("running", True), ("n1", "b"): ("configured", False)}
+    fold(states, [("n1", "a", A.CONFIGURE)], NEW)  # configured, not restarted: still runs the old one
+    assert shown(states, NEW)[("n1", "a")] == ("running", True)
+    assert shown(states, OLD)[("n1", "a")] == ("running", False)  # the config put back: current again
+    fold(states, [("n1", "a", A.STOP), ("n1", "a", A.START)], NEW)
+    assert shown(states, NEW)[("n1", "a")] == ("running", False)
+
+
+def test_a_stop_a_remove_and_a_check_are_taken_as_they_are() -> None:
+    states: dict[Pair, State] = {("n1", "a"): ("running", D_OLD, D_OLD), ("n1", "b"): ("running", D_OLD, D_OLD)}
+    fold(states, [("n1", "a", A.STOP), ("n1", "b", A.STOP), ("n1", "b", A.REMOVE)])
+    assert states == {("n1", "a"): ("stopped", D_OLD, None)}
+    lifecycle.observed(states, "n1", "a", "running")  # started outside muster: the check says so
+    lifecycle.observed(states, "n2", "a", "running")  # a state not known stays unknown
+    assert states == {("n1", "a"): ("running", D_OLD, D_OLD)}
+
+
+def test_states_not_known_are_learnt_from_an_install_a_start_or_a_stop_only() -> None:
+    states = fold({}, [("n1", "a", A.CONFIGURE), ("n2", "a", A.START)])
+    assert states == {("n2", "a"): ("running", None, None)}
+    assert lifecycle.outdated(states, NEW) == set()  # the config it runs with is not known
+
+
+def test_a_plan_that_starts_a_service_never_configured_is_refused() -> None:
+    states: dict[Pair, State] = {("n1", "a"): ("installed", None, None), ("n1", "b"): ("running", D_OLD, D_OLD)}
+    assert lifecycle.invalid(states, [("n1", "a", A.START)]) == "cannot start a on n1: it is installed, never configured"
+    assert lifecycle.invalid(states, [("n1", "a", A.CONFIGURE), ("n1", "a", A.START), ("n1", "b", A.START)]) == ""
+    assert lifecycle.invalid(states, [("n2", "a", A.START), ("n1", None, A.BOOTSTRAP)]) == ""  # not known: not checked
+
+
+def test_an_outdated_service_meant_to_run_is_drift_repaired_by_a_restart() -> None:
+    nodes = {"n1": ["a", "b"]}
+    found = drift(nodes, ["b"], {}, outdated={("n1", "a"), ("n1", "b")})  # b is meant to be stopped: not drift
+    assert [(d.service, d.observed, d.repair) for d in found] == [("a", "outdated", "restart")]
+    assert drift(nodes, [], {("n1", "a"): "failed"}, outdated={("n1", "a")})[0].repair == "reinstall"  # the worse first
