@@ -124,7 +124,7 @@ def base_body(verb: str, cluster_id: str = "no-such-cluster", job_id: str = "no-
     body: dict[str, Any] = {"type": command}
     if command == "CreateCluster":
         return {**body, "name": "fz", "template": "no-such-template", "nodes": 3}
-    if verb in JOB_VERBS:
+    if verb in JOB_VERBS or command in ("ApproveJob", "RejectJob"):  # every command on a job names it
         return {**body, "job_id": job_id}
     if command == "ApplyPlan":
         return {**body, "plan_id": "no-such-plan"}

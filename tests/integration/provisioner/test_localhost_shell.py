@@ -204,7 +204,7 @@ async def test_status_reads_the_scripts_exit_status_as_an_lsb_init_script(
 ) -> None:
     """#17.7: the `status` action succeeds whatever the service's state; the state is the answer."""
     node = await localhost_node()
-    started = 'sleep 300 >/dev/null 2>&1 & echo $! > svc.pid'
+    started = 'sleep 300 </dev/null >/dev/null 2>&1 & echo $! > svc.pid'
     check = 'if kill -0 "$(cat svc.pid 2>/dev/null)" 2>/dev/null; then echo "svc is up"; exit 0; ' \
             'elif [ -f svc.pid ]; then echo "svc died"; exit 1; else echo "svc is not running"; exit 3; fi'
     never = await registry.execute(service_task(node, "status", check))
