@@ -246,20 +246,7 @@ async def test_a_lease_lost_to_another_member_is_dropped_only_once_its_owner_kno
     ledger = Ledger()
     a = _member(ncs[0], "a", ledger)
     await a.start()
-    real_write, real_unfence = a._write, a._unfence
-    found_taken = asyncio.Event()
-
-    async def taken(key: str, value: dict[str, Any], expect: int | None) -> int:
-        if key == "shard.0":
-            raise APIError(code=400, err_code=10071, description="wrong last sequence")
-        return await real_write(key, value, expect)
-
-    def unfence(shard: int) -> None:
-        real_unfence(shard)
-        if shard == 0:
-            found_taken.set()
-
-    a._write, a._unfence = taken, unfence  # type: ignore[method-assign]
+    found_taken = _taken_from(a, 0)
     async with a._lock:  # a rebalance (or any decision) is under way
         renewing = asyncio.create_task(a._renew())
         await asyncio.wait_for(found_taken.wait(), TTL)
@@ -308,25 +295,11 @@ async def test_a_loss_found_by_a_renewal_spares_the_lease_taken_anew_while_it_wa
     ledger = Ledger()
     a = _member(ncs[0], "a", ledger)
     await a.start()
-    real_write, real_unfence = a._write, a._unfence
-    found_taken = asyncio.Event()
     old = a.held[0].revision
-
-    async def taken(key: str, value: dict[str, Any], expect: int | None) -> int:
-        if key == "shard.0" and expect == old:
-            raise APIError(code=400, err_code=10071, description="wrong last sequence")
-        return await real_write(key, value, expect)
-
-    def unfence(shard: int) -> None:
-        real_unfence(shard)
-        if shard == 0:
-            found_taken.set()
-
-    a._write, a._unfence = taken, unfence  # type: ignore[method-assign]
+    found_taken = _taken_from(a, 0, old)
     async with a._lock:  # the lapse, then a rebalance, hold the lock
         renewing = asyncio.create_task(a._renew())
         await asyncio.wait_for(found_taken.wait(), TTL)
-        a._unfence = real_unfence  # type: ignore[method-assign]
         a._drop(0)
         await a.on_lost({0})
         a._hold(0, old + 100, time.monotonic())
@@ -335,3 +308,23 @@ async def test_a_loss_found_by_a_renewal_spares_the_lease_taken_anew_while_it_wa
     assert a.owns(0) and a.held[0].revision == old + 100
     assert [e[2] for e in ledger.events if 0 in e[3]][-2:] == ["lost", "gained"]
     await a.abort()
+
+
+def _taken_from(a: ShardLeases, victim: int, revision: int | None = None) -> asyncio.Event:
+    """From now on the server refuses `a`'s writes of the victim shard's key (of that revision,
+    if given) as another member's; the event is set when `a` finds it taken (and stops its fence)."""
+    real_write, real_unfence = a._write, a._unfence
+    found = asyncio.Event()
+
+    async def taken(key: str, value: dict[str, Any], expect: int | None) -> int:
+        if key == f"shard.{victim}" and revision in (None, expect):
+            raise APIError(code=400, err_code=10071, description="wrong last sequence")
+        return await real_write(key, value, expect)
+
+    def unfence(shard: int) -> None:
+        real_unfence(shard)
+        if shard == victim:
+            found.set()
+
+    a._write, a._unfence = taken, unfence  # type: ignore[method-assign]
+    return found
