@@ -402,11 +402,16 @@ class ShardLeases:
                     else:
                         log.warning("lease renewal failed", member=self.member, shard=shard, error=str(rev) or type(rev).__name__)
             if lost:
-                log.warning("leases lost to another member", member=self.member, shards=sorted(lost))
                 async with self._lock:
-                    await self.on_lost(lost)
-                    for shard in lost:
-                        self._drop(shard)
+                    # While this waited for the lock, a lapse may have dropped a lost lease (and
+                    # told the owner) and a rebalance taken the shard anew: that lease is not the
+                    # one found lost, and the owner has just rebuilt its clusters.
+                    lost = {s for s in lost if (lease := self.held.get(s)) is not None and lease.revision == renewing[s]}
+                    if lost:
+                        log.warning("leases lost to another member", member=self.member, shards=sorted(lost))
+                        await self.on_lost(lost)
+                        for shard in lost:
+                            self._drop(shard)
         except Exception as err:  # noqa: BLE001 - the bus is away: the fences decide
             log.warning("lease renewal failed", member=self.member, error=str(err) or type(err).__name__)
         finally:

@@ -36,6 +36,7 @@ from contracts.commands import (
 from contracts.events import ClusterNameClaimed, PlanSaved
 from contracts.records import Append
 from muster import tracing
+from muster.bus.consume import transient
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError, StoreError
 
@@ -135,12 +136,14 @@ class Requests:
             return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id)  # type: ignore[arg-type]
         except subjects.SubjectError as err:
             return Rejected(reason=str(err), code="invalid")
-        except (TimeoutError, StoreError) as err:
+        except Exception as err:
             # The log did not answer in time, or refused for a moment (a leader election after
-            # a partition healed): what this request wrote may or may not have landed. Its
-            # request_id maps a retry to the same job, so the answer is "send it again", not an
-            # "internal error" the client would take as final (seen in the partition soak:
-            # operations abandoned that a second try would have had accepted).
+            # a partition healed: a read answered 503): what this request wrote may or may not
+            # have landed. Its request_id maps a retry to the same job, so the answer is "send
+            # it again", not an "internal error" the client would take as final (seen in the
+            # partition soak: operations abandoned that a second try would have had accepted).
+            if not _unavailable(err):
+                raise
             log.warning("request not decided: the log did not answer", tenant=ctx.tenant, verb=ctx.verb,
                         error=str(err) or type(err).__name__)
             return Rejected(reason=f"the event log did not answer in time ({type(err).__name__}); send the request again",
@@ -381,3 +384,9 @@ class Requests:
         effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch)
         await self.execution.execute(job, cluster, effects)
         return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
+
+
+def _unavailable(err: Exception) -> bool:
+    """The log or the bus failed for a moment (`transient`), or the log refused the write: a
+    stale write (`ConcurrencyError`) is not one, it is decided where it happens."""
+    return isinstance(err, TimeoutError | StoreError) or (transient(err) and not isinstance(err, ConcurrencyError))

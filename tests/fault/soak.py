@@ -108,6 +108,7 @@ class SoakResult:
             "duplicate attempts": r.get("duplicates", -1), "jobs not final": r.get("not_final", -1),
             "invariant problems": len(r.get("problems", [])), "unanswered": self.unanswered,
             "slowest answer s": r.get("slowest_answer_s", -1), "ran twice at once": r.get("ran_twice_at_once", -1),
+            "internal errors": sum(n for why, n in self.rejected.items() if why.startswith("internal error")),
         }
 
     def to_json(self) -> str:

@@ -8,12 +8,13 @@ needed), so the nemesis partitions as well as kills; without namespaces the same
 loopback with kills and restarts only, and says so.
 
 Figures are printed, and written as JSON to $MUSTER_SOAK_REPORT (default: soak-report.json in
-the test's directory, named in the output)."""
+the test's directory, named in the output); the services' logs are copied beside it (`.logs`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,9 @@ async def test_the_nemesis_soak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
     out = Path(os.environ.get("MUSTER_SOAK_REPORT", str(tmp_path / "soak-report.json")))
     out.write_text(result.to_json())
+    logs = tmp_path / "deploy" / "logs"
+    if logs.is_dir():  # pytest keeps only its last few temporary directories: the services' logs go beside the report
+        shutil.copytree(logs, out.with_suffix(".logs"), dirs_exist_ok=True)
     print(f"\n[soak] {json.dumps(result.figures())}")
     print(f"[soak] operations {dict(result.operations)}; {result.accepted} accepted, rejected {dict(result.rejected)}, "
           f"{result.unanswered} unanswered; jobs {dict(result.jobs)}; faults {dict(result.faults)}")
@@ -76,6 +80,7 @@ async def test_the_nemesis_soak(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     print(f"[soak] report: {out}")
     figures = result.figures()
     assert result.unanswered == 0, "a request got no answer after every try"
+    assert figures["internal errors"] == 0, "a request was refused as an internal error (see the services' logs)"
     assert figures["tasks lost"] == 0 and figures["duplicate attempts"] == 0 and figures["jobs not final"] == 0, figures
     assert not result.report["problems"], result.report["problems"][:20]
     assert sum(result.faults.values()) > 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from planner_harness import Harness, demo_catalog, identities
 
 from contracts.commands import (
@@ -107,24 +108,33 @@ async def test_a_saved_plan_is_applied_with_the_permission_of_its_own_operation(
     assert not isinstance(accepted, Rejected), accepted
 
 
-async def test_a_request_the_log_did_not_answer_in_time_is_to_be_sent_again() -> None:
-    """The log times out under a create's append (a leader election after a partition healed):
-    whether the event landed is unknown. The answer is "send it again" (`retry`, `unavailable`),
-    not an internal error the client takes as final; the same request sent again makes one job."""
+UNAVAILABLE = [
+    ("append", TimeoutError()),
+    ("append", NoStreamResponseError()),  # the stream had no leader to answer the publish
+    ("read_many", ServiceUnavailableError(code=503, err_code=10008, description="JetStream system temporarily unavailable")),
+]
+
+
+@pytest.mark.parametrize(("method", "error"), UNAVAILABLE, ids=["append timed out", "append unanswered", "read 503"])
+async def test_a_request_the_log_did_not_answer_in_time_is_to_be_sent_again(method: str, error: Exception) -> None:
+    """The log fails once under a create (a leader election after a partition healed: the job's
+    append times out or finds no leader, or the governance read answers 503): whether anything
+    landed is unknown. The answer is "send it again" (`retry`, `unavailable`), not an internal
+    error the client takes as final; the same request sent again makes one job."""
     h = Harness()
-    real = h.log.append
-    failed: list[str] = []
+    real = getattr(h.log, method)
+    failed: list[Any] = []
 
-    async def times_out_once(subject: str, items: Any, expect_last_seq: int | None = None) -> list[int]:
-        if ".job." in subject and not failed:
-            failed.append(subject)
-            raise TimeoutError
-        return await real(subject, items, expect_last_seq)
+    async def fails_once(*args: Any, **kwargs: Any) -> Any:
+        if not failed and (method != "append" or ".job." in args[0]):
+            failed.append(args[0])
+            raise error
+        return await real(*args, **kwargs)
 
-    h.log.append = times_out_once
+    setattr(h.log, method, fails_once)
     command = _create(request_id="r-timeout")
     first = await h.send(command)
-    assert isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
+    assert failed and isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
     again = await h.send(command)
     assert not isinstance(again, Rejected), again
     await h.settle()
