@@ -16,11 +16,9 @@ log of 10 million events, 15-30 minutes here) and lifts the per-script limit;
    cores otherwise), with `--write-docs` where the script has it (it rewrites its own `## ...`
    section). `--quick` gives smaller sizes (only options the script's `--help` lists) and then
    leaves the scripts' sections alone: quick figures only go into the summary.
-3. Writes the top of docs/benchmarks.md: the machine (cores, memory, CPU), the date, and a
-   summary table of every figure the scripts printed, each next to the raw figure measured in
-   the same run (the script's own raw column where it has one, else the matching raw limit of
-   step 1, or "pure CPU" for code that does no IO). Scripts without `--write-docs` get their
-   output kept there verbatim.
+3. Writes the top of docs/benchmarks.md: the machine (cores, memory, CPU), the date, the raw
+   limits of step 1 and where each script's figures are: its own section, or (scripts without
+   `--write-docs`, a failed run, a `--quick` run) its output kept there verbatim.
 
 4. Collects the goals the scripts state (`bench/goals.py`: a `GOALS {...}` line) and puts a
    "Goals" table first, misses first, and prints `GOAL MISSED: ...` for each: a regression
@@ -80,10 +78,8 @@ QUICK: dict[str, list[str]] = {
 }
 """Smaller sizes for --quick, per script (an option the script does not list is left out)."""
 
-PURE_CPU = {"solver_bench.py", "planner_bench.py", "fold_cpu_bench.py"}
 LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\{\"|\[|GOALS )")
 """Log lines a script's libraries print (structlog, JSON): not figures."""
-"""Scripts that measure pure code (no bus, no HTTP): their raw column says so."""
 
 
 # -- the machine ----------------------------------------------------------------------------------
@@ -326,88 +322,6 @@ def run_script(script: Path, args: list[str], writes_docs: bool, timeout_s: floa
     return Run(script.name, args, code, seconds, stdout, stderr, writes_docs, peak)
 
 
-# -- figures out of what the scripts print ------------------------------------------------------------
-
-
-@dataclass
-class Figure:
-    script: str
-    what: str
-    value: str
-    raw: str
-
-
-def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
-
-
-def figures_of(run: Run, raw: Raw) -> list[Figure]:
-    """Every figure a script printed: rows of its markdown tables (header-named columns; a
-    column named like 'raw ...' is the script's own raw figure), `label   value` lines, and
-    `label p50 ... p99 ...` lines."""
-    out: list[Figure] = []
-    default_raw = "pure CPU (no bus)" if run.script in PURE_CPU else ""
-    lines = [line for line in run.stdout.splitlines() if not LOG_LINE.match(line)]
-    tables_only = any(line.lstrip().startswith("|") for line in lines)  # then its other lines repeat them
-    header: list[str] | None = None
-    own_raw = ""
-    for line in lines:
-        if line.startswith("{") or line.startswith("#"):
-            header = None
-            continue
-        if line.lstrip().startswith("|"):
-            cells = _cells(line)
-            if all(re.fullmatch(r":?-+:?", c) for c in cells if c):
-                continue
-            if header is None:
-                header = cells
-                continue
-            row = dict(zip(header, cells, strict=False))
-            what = cells[0]
-            raw_cols = [h for h in header if "raw" in h.lower()]
-            value_cols = [h for h in header[1:] if h not in raw_cols and h.lower() not in ("ratio", "target")]
-            value = "; ".join(f"{h} {row[h]}" if len(value_cols) > 1 else row[h] for h in value_cols if row.get(h))
-            raw_text = "; ".join(row[h] for h in raw_cols if row.get(h)) or default_raw
-            if "ratio" in row and row["ratio"]:
-                raw_text += f" (ratio {row['ratio']})"
-            out.append(Figure(run.script, what, value, raw_text))
-            continue
-        header = None
-        if tables_only:
-            continue
-        m = re.match(r"^\s*(?P<what>.+?)\s{2,}(?P<value>\S.*\S)\s*$", line)
-        if m and re.search(r"\d", m["value"]):
-            what = re.sub(r"\s{2,}", " ", m["what"].strip())
-            if "the limit" in what or what.startswith("raw"):
-                own_raw = f"{what}: {m['value']}"
-            out.append(Figure(run.script, what, re.sub(r"\s{2,}", " ", m["value"]), default_raw))
-            continue
-        m = re.match(r"^\s*(?P<what>[^:]+?):\s+(?P<value>[\d.,]+\s*\S*/s.*)$", line)
-        if m:
-            out.append(Figure(run.script, m["what"].strip(), m["value"].strip(), default_raw))
-    if own_raw:
-        for f in out:
-            if not f.raw and own_raw.split(":")[0] not in f.what:
-                f.raw = own_raw if ("/s" in f.value or "x raw" in f.value) else "—"
-    for f in out:
-        if not f.raw:
-            f.raw = _matching_raw(f, raw)
-    return out
-
-
-def _matching_raw(f: Figure, raw: Raw) -> str:
-    what = f.what.lower()
-    if "ssh" in f.script or "sshd" in what or "localhost" in what:
-        return "— (SSH: compare the sshd rows)"
-    if "http" in what or "tracker" in f.script:
-        return f"aiohttp GET p50 {raw.text('aiohttp GET p50')}; {raw.text('aiohttp GET, 32 at once')}"
-    if "/s" in f.value:
-        return f"ordered replay {raw.text('ordered consumer replay')}; pull+ack {raw.text('durable pull fetch + ack')}"
-    if "ms" in f.value or "µs" in f.value:
-        return f"js.publish p50 {raw.text('js.publish round trip p50')}; request/reply p50 {raw.text('core request/reply p50')}"
-    return "—"
-
-
 # -- the document -----------------------------------------------------------------------------------
 
 
@@ -451,23 +365,20 @@ def summary(m: dict[str, str], raw: Raw, runs: list[Run], quick: bool, total_s: 
         "|---|---|",
         *[f"| {name} | {raw.text(name)} |" for name in raw.figures],
         "",
-        "### Every figure, next to its raw figure",
+        "### The scripts",
         "",
-        "| script | figure | value | raw figure in the same run |",
-        "|---|---|---|---|",
+        "Each figure is in one place, next to the raw figure of its run: the script's own section below, or its output here.",
+        "",
+        "| script | options | seconds | peak RSS | its figures |",
+        "|---|---|---|---|---|",
     ]
     for run in runs:
-        if run.code:
-            lines.append(f"| `{run.script}` | **failed** (exit {run.code}) | see its output | |")
-            continue
-        for f in figures_of(run, raw):
-            lines.append(f"| `{f.script}` | {_md(f.what)} | {_md(f.value)} | {_md(f.raw)} |")
-    lines += ["", "| script | options | seconds | peak RSS | writes its own section |", "|---|---|---|---|---|"]
-    for run in runs:
+        where = (f"**failed** (exit {run.code}), its output below" if run.code
+                 else "its own section" if run.writes_docs else "its output below")
         lines.append(f"| `{run.script}` | `{' '.join(run.args) or '(defaults)'}` | {run.seconds:.0f} | "
-                     f"{run.peak_rss_mib:,.0f} MiB | {'yes' if run.writes_docs else 'no: its output is below'} |")
+                     f"{run.peak_rss_mib:,.0f} MiB | {where} |")
     for run in runs:
-        if not run.writes_docs and run.stdout.strip():
+        if (run.code or not run.writes_docs) and run.stdout.strip():
             # Indented, not fenced: a script's own "## Section" line must not start a line here,
             # or that script's --write-docs would find it.
             body = [f"    {line}" for line in run.stdout.rstrip().splitlines() if not LOG_LINE.match(line)]

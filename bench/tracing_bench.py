@@ -1,7 +1,7 @@
 """What tracing costs a task's dispatch: the dispatch latency of `bench/dispatch_bench.py` (a task
 published to TASKS -> its `TaskClaimed` seen in the log; and -> its outcome seen) with tracing
 off and on, in the same run, in alternating blocks of samples so that both see the same load of
-a shared machine. Not a test: run it, read the table (docs/tracing.md has the figures).
+a shared machine. Not a test: run it, read the table (its figures belong in docs/benchmarks.md).
 
     .venv/bin/python bench/tracing_bench.py [--samples 400] [--block 20]
 

@@ -1,4 +1,4 @@
-"""Catalog entities in Coopr's JSON format (see docs/catalog.md).
+"""Catalog entities in Coopr's JSON format (docs/client.md, "Catalog administration").
 
 Coopr's own catalogs (providers/, hardwaretypes/, imagetypes/, services/, clustertemplates/)
 load as they are: unknown keys are ignored so that a Coopr export never fails on a field we do

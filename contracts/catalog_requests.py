@@ -1,5 +1,5 @@
 """Catalog changes asked of a planner: core NATS request/reply on
-`muster.ops.<tenant>.<principal>.catalog-apply` and `...catalog-delete` (docs/catalog.md,
+`muster.ops.<tenant>.<principal>.catalog-apply` and `...catalog-delete` (docs/client.md,
 docs/security.md).
 
 The planner checks the requester's `write` grant on each entity the request changes

@@ -1,3 +1,5 @@
+"""`python -m muster`: the `muster` command (`muster/cli.py`)."""
+
 from muster.cli import main
 
 main()

@@ -1,8 +1,9 @@
-"""Two libraries muster uses load a large optional dependency at import time that muster never
-needs:
+"""Start-up rules of every muster process: keep two optional dependencies that muster never
+needs from being loaded at import time.
 
 - nats-py imports aiohttp only for its WebSocket transport (`ws://` URLs; muster connects over
-  TCP): about 0.45 s of CPU here, in every CLI command and service that touches the bus;
+  TCP), paid in every CLI command and service that touches the bus (docs/testing.md, "Where
+  the CPU goes, and what was cut");
 - structlog's dev renderer imports rich's traceback formatter (and pygments) for coloured
   tracebacks; services log JSON to files, and a plain traceback reads as well in a terminal.
 
@@ -27,7 +28,7 @@ CXX_EXTENSIONS = frozenset({"frozenlist._frozenlist", "greenlet._greenlet"})
 """C++ extension modules (aiohttp's frozenlist, playwright's greenlet). rego-cpp, the policy
 engine (regopy, docs/governance.md), must be loaded before the first of them: loaded after, its
 time built-ins (`time.date`, `time.clock`...) freed memory that was not theirs and aborted the
-process. The hook loads it first, in the processes that import one (~30 ms of CPU)."""
+process. The hook loads it first, only in the processes that import one."""
 
 
 class _HidingLoader(importlib.abc.Loader):

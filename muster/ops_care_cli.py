@@ -1,4 +1,4 @@
-"""`muster cluster` commands for what operators do every day (#17, docs/client.md): apply a
+"""`muster cluster` commands for what operators do every day (docs/client.md): apply a
 saved plan, extend a cluster's lease, check the services' observed state, list the drift and
 repair it. Registered on the `cluster` group by `ops_cli.py`."""
 

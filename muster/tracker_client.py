@@ -51,7 +51,7 @@ class TrackerReads:
 
     def __init__(self, bus: Any, tenant: str | None = None) -> None:
         self.url = bus.tracker_url()
-        self._ssl = bus.http_ssl()  # the deployment's CA, when the tracker speaks HTTPS (docs/tls.md)
+        self._ssl = bus.http_ssl()  # the deployment's CA, when the tracker speaks HTTPS (docs/security.md, "TLS")
         self.tenant: str | None = tenant or bus.asked
         try:
             self._headers = bearer_headers()

@@ -37,7 +37,7 @@ def configure_logging(service: str) -> None:
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         # Configured once per process: a module's logger need not be rebuilt at every call
-        # (~5 us each, a few times per task in a busy provisioner).
+        # (a few calls per task in a busy provisioner).
         cache_logger_on_first_use=True,
     )
     structlog.contextvars.bind_contextvars(service=service)

@@ -3,9 +3,8 @@
 A busy provisioner allocates a few dozen short-lived objects per task (the task, its events,
 futures, frames), so the collector runs often, and each full collection walked every object
 the process holds: the modules, the plugins, pydantic's schemas, everything loaded at start
-and alive until exit. Measured in bench/dispatch_bench.py (capacity 16, no-op tasks): the
-collector took 60-80 us of CPU per task, and a full collection stalled the event loop for
-~80 ms at a time while 32 tasks waited on it. `gc.freeze()` after start moves what is alive
+and alive until exit, stalling the event loop while tasks waited on it (figures: decision 12,
+addendum). `gc.freeze()` after start moves what is alive
 then to a generation no collection walks; objects still die by reference count as before,
 and only a reference cycle among them would stay in memory.
 """

@@ -82,7 +82,7 @@ def _lookup(fields: Mapping[str, Any], fallback: Mapping[str, Any], key: str) ->
 
 _UNSEEDED = random.Random()
 """For attempts without a seed: one stream for all (a new `Random()` seeds itself from the OS,
-~15 us a task on a slow host, for numbers nobody needs to repeat)."""
+a cost per task for numbers nobody needs to repeat)."""
 
 
 def task_rng(task: TaskMessage, seed: Any, kind: str) -> random.Random:
