@@ -28,9 +28,9 @@ from muster.bus.protocol import delivery_count, parse_headers
 from muster.bus.wire import connection_of, settle
 from muster.ports.eventlog import EventLog
 
+from . import progress
 from .domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, lets_go
 from .domain.core import Slots, WorkerCore
-from . import progress
 from .nodes import NodesResolver
 from .progress import Reporter
 from .pull import RawPull, keep_pulling

@@ -32,6 +32,8 @@ from contracts.secrets import NAMED, references, resolved
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster import tracing
 
+from ..progress import Progress
+from ..progress import current as current_progress
 from .base import AutomatorPlugin, Plugin, PluginContext, PluginEnv, ProviderPlugin, failed
 from .descriptor import (
     DESCRIPTOR_FILE,
@@ -41,8 +43,6 @@ from .descriptor import (
     PluginType,
     load_descriptor,
 )
-from ..progress import Progress
-from ..progress import current as current_progress
 from .masking import Masker
 
 log = structlog.get_logger("muster.provisioner.plugins")

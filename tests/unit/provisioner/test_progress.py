@@ -72,8 +72,12 @@ class Store:
         return done
 
     @property
+    def events(self) -> list[Any]:
+        return [a.event for _, a in self.appended]
+
+    @property
     def lines(self) -> list[str]:
-        return [a.event.line for _, a in self.appended]
+        return [e.line for e in self.events]
 
 
 @pytest.fixture
@@ -113,7 +117,7 @@ async def test_the_lines_reach_the_log_with_the_tasks_secrets_masked(reg: Plugin
     assert out.ok, out.error
     assert store.lines == LINES
     assert all(PASSWORD not in a.event.model_dump_json() for _, a in store.appended)
-    events = [a.event for _, a in store.appended]
+    events = store.events
     assert [e.n for e in events] == list(range(1, len(LINES) + 1))
     assert {(e.job_id, e.task_id, e.attempt, e.provisioner, e.worker) for e in events} == {(task.job_id, task.task_id, 1, "p1", "p1/w0")}
     assert [a.msg_id for _, a in store.appended] == [f"{task.job_id}.{task.task_id}.1.progress.{n}" for n in range(1, 7)]
@@ -132,7 +136,7 @@ async def test_a_chatty_plugin_is_bounded_in_count_rate_and_length() -> None:
     reporter("after the outcome")  # nothing after close
     assert store.lines[0] == "x" * (PROGRESS_LINE_MAX - 1) + "…"
     assert store.lines[1:] == ["two lines", "three", "… 4 more lines left out (too many at once): the attempt's output has them"]
-    assert store.appended[-1][1].event.skipped == 4
+    assert store.events[-1].skipped == 4
 
     capped = Store()
     reporter = Reporter(capped, task, "s", "p1", "p1/w0", limit=3, burst=100)
