@@ -131,6 +131,20 @@ def pool_admits(f: Facts) -> None:
         raise Refused(reason, code="conflict")
 
 
+def callback_needs_pool(f: Facts) -> None:
+    """A callback is told of a wait for a pool's hosts (and of that job's end): on a provider
+    that takes no hosts from a pool it would never be called, so it is refused, not ignored."""
+    cmd = f.command
+    if not isinstance(cmd, CreateCluster | ExpandCluster) or cmd.pool.callback is None:
+        return
+    provider = provider_of(f) if isinstance(cmd, CreateCluster) else _cluster(f).provider
+    found = f.catalog.providers.get(provider)
+    if found is None or not found.provisioner.get("pool"):
+        raise Refused(f"--callback: provider {provider!r} takes no hosts from a pool, so nothing would call it back; "
+                      "to hear of a job's end, subscribe to it (`muster notify add`, docs/governance.md)",
+                      code="invalid", field="pool.callback")
+
+
 def provider_known(f: Facts) -> None:
     provider = provider_of(f)
     if not provider or provider not in f.catalog.providers:

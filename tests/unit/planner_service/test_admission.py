@@ -290,3 +290,18 @@ async def test_requests_for_clusters_another_planner_owns_are_refused_and_their_
     h.behaviour = lambda m: "succeed"
     await h.release()
     assert h.job(accepted.job_id).state == "running"  # outcomes for a cluster it no longer owns are not its to take
+
+
+async def test_a_callback_on_a_cluster_without_a_pool_is_refused_not_ignored() -> None:
+    from contracts.commands import PoolWait
+    from contracts.pools import Callback
+
+    h = harness()
+    before = len(h.log.records)
+    wait = PoolWait(callback=Callback(url="https://hooks.example/done"))
+    reply = await h.send(CreateCluster(name="cb", template="hadoop-small", nodes=2, pool=wait))
+    assert isinstance(reply, Rejected) and reply.field == "pool.callback" and "takes no hosts from a pool" in reply.reason
+    assert len(h.log.records) == before
+    cid = await _active(h)
+    reply = await h.send(ExpandCluster(cluster_id=cid, nodes=3, pool=wait))
+    assert isinstance(reply, Rejected) and "muster notify add" in reply.reason
