@@ -8,17 +8,16 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 
 from contracts import subjects
 from contracts.events import JobRequested
 from contracts.records import Append
 from muster.bus.eventstore import EventStore
+from muster.tracker_client import _server_sent
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.testing import make_task
 from services.tracker.http import make_app
@@ -42,20 +41,6 @@ class Talker(AutomatorPlugin):
         await type(self).gate.wait()
         return succeeded(stdout="all done")
 '''
-
-
-async def sse_events(resp: ClientResponse) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    fields: dict[str, str] = {}
-    async for raw in resp.content:
-        line = raw.decode().rstrip("\n")
-        if line.startswith(":"):
-            continue
-        if line:
-            name, _, value = line.partition(": ")
-            fields[name] = value
-        elif fields:
-            yield fields["event"], json.loads(fields["data"])
-            fields = {}
 
 
 async def test_progress_lines_reach_the_log_and_the_job_stream_before_the_outcome(bench: Bench, tmp_path: Path) -> None:
@@ -88,7 +73,7 @@ async def test_progress_lines_reach_the_log_and_the_job_stream_before_the_outcom
                                        headers={"Nats-Msg-Id": f"{job_id}.{task.task_id}.1"})
     streamed: list[dict[str, Any]] = []
     async with asyncio.timeout(DEADLINE_S):
-        async for kind, data in sse_events(resp):
+        async for kind, data in _server_sent(resp.content):  # the CLI's own reader
             if kind == "progress" and data["type"] == "TaskProgressed":
                 streamed.append(data)
                 if len(streamed) == 3:
