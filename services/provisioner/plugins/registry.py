@@ -5,7 +5,7 @@ Dispatch (coopr-facts §5.3): create/confirm/delete go to the provider plugin na
 named by `task.service.action.type`; bootstrap to every automator in `task.node.automators`,
 in order, with their results merged (later keys win, outputs concatenated).
 
-Longer than most modules (~340 lines) on purpose: discovery, entry-point import, secrets and
+Longer than most modules (~410 lines) on purpose: discovery, entry-point import, secrets and
 dispatch all work on the one table of loaded plugins; apart, each would reach into the others'.
 """
 
