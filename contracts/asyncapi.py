@@ -51,6 +51,11 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`",
       "provisionerId": "the provisioner that wrote the event (with auth on, the only one allowed to)"},
      "Claims and outcomes of one task's attempts, written by provisioners."),
+    ("events.taskprogress", "muster.evt.{tenant}.task.{jobId}.{taskId}.{provisionerId}.progress",
+     {"jobId": "the job's id", "taskId": "`<node>.<action>[.<service>]` with every `.` written as `~`",
+      "provisionerId": "the provisioner running the attempt"},
+     "Lines of a running attempt's output (`TaskProgressed`), reported by its plugin as it runs; a bounded "
+     "number per attempt, secrets masked. Not on the planner's consumer (its filter stops one token short)."),
     ("events.cluster", "muster.evt.{tenant}.cluster.{clusterId}", {"clusterId": "the cluster's id (a UUID)"},
      "A cluster's layout, config, node results and status, written by the planner."),
     ("events.clustername", "muster.evt.{tenant}.clustername.{name}", {"name": "a cluster name"},
@@ -113,6 +118,8 @@ def event_channel(event_type: str) -> str:
         return "events.pool"
     if event_type in TASK_CHANNEL_EVENTS:
         return "events.task"
+    if event_type == "TaskProgressed":
+        return "events.taskprogress"
     if event_type in IDENTITY_CHANNEL_EVENTS:
         return "events.identity"
     if event_type == "ClusterNameClaimed":

@@ -400,6 +400,29 @@ class TaskFailed(Event):
     stderr: str = ""
 
 
+PROGRESS_LINE_MAX = 500
+"""Characters of one `TaskProgressed` line (a longer one is cut, ending in `…`)."""
+
+
+class TaskProgressed(Event):
+    """A line of a running attempt's output, reported by its plugin as it happens (one per
+    Ansible task result, for example), on `task.<job>.<task>.<provisioner>.progress`. At most
+    so many per attempt, rate-bounded, secrets masked (docs/plugins.md, "Progress"); the
+    outcome's `stdout` still has the whole output. `n` counts the attempt's lines from 1;
+    `skipped`: lines the rate bound left out just before this one."""
+
+    type: Literal["TaskProgressed"] = "TaskProgressed"
+    v: Literal[1] = 1
+    job_id: str
+    task_id: str
+    attempt: int
+    provisioner: str
+    worker: str
+    n: int = Field(ge=1)
+    line: str = Field(max_length=PROGRESS_LINE_MAX)
+    skipped: int = Field(default=0, ge=0)
+
+
 # -- provisioners (written by each provisioner, on every tenant it serves) ----------------------
 
 
@@ -605,7 +628,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

@@ -69,6 +69,12 @@ def task_events(tenant: str, job_id: str, task_id: str, provisioner_id: str) -> 
     return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.{escaped}.{token(provisioner_id, 'provisioner id')}"
 
 
+def task_progress(tenant: str, job_id: str, task_id: str, provisioner_id: str) -> str:
+    """Lines of a running attempt's output (`TaskProgressed`), beside its task's claims and
+    outcomes: one token more, so that a consumer of outcomes (the planner) never receives them."""
+    return f"{task_events(tenant, job_id, task_id, provisioner_id)}.{PROGRESS}"
+
+
 def task_history_filter(tenant: str, job_id: str, task_id: str) -> str:
     """Every claim and outcome of one task, whichever provisioner wrote it."""
     escaped = task_id.replace(".", "~")
@@ -78,15 +84,21 @@ def task_history_filter(tenant: str, job_id: str, task_id: str) -> str:
 
 
 def job_task_events(tenant: str, job_id: str) -> str:
-    """Every claim and outcome of every task of a job."""
+    """Every claim, outcome and progress line of every task of a job."""
     return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.>"
+
+
+def job_task_outcomes(tenant: str, job_id: str) -> str:
+    """Every claim and outcome of every task of a job (not the progress lines)."""
+    return f"{EVT}.{token(tenant, 'tenant')}.task.{token(job_id, 'job id')}.*.*"
 
 
 def task_event_writer(subject: str) -> str | None:
     """The provisioner id a task event's subject names (None for events written before the
     subject carried it)."""
     parts = subject.split(".")
-    return parts[6] if len(parts) == 7 and parts[3] == "task" else None
+    writes = len(parts) == 7 or (len(parts) == 8 and parts[7] == PROGRESS)
+    return parts[6] if writes and parts[3] == "task" else None
 
 
 def catalog_events(tenant: str, kind: str, name: str) -> str:
@@ -148,6 +160,9 @@ ALL_GOVERNANCE_REQUESTS = f"{GOV}.*.*.*"
 ALL_EVENTS = f"{EVT}.>"
 ALL_LAYOUT_EVENTS = f"{EVT}.*.layout.*"
 ALL_TASK_EVENTS = f"{EVT}.*.task.>"
+ALL_TASK_OUTCOMES = f"{EVT}.*.task.*.*.*"
+"""Claims and outcomes of every task (not their progress lines, one token longer)."""
+PROGRESS = "progress"
 ALL_JOB_EVENTS = f"{EVT}.*.job.*"
 ALL_CLUSTER_EVENTS = f"{EVT}.*.cluster.*"
 ALL_CATALOG_EVENTS = f"{EVT}.*.catalog.>"

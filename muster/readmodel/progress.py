@@ -2,7 +2,8 @@
 
 The job part is `jobs.JobView`, the same document the owner answers with, so the progress after
 each event is what the owner would have answered at that point; task locations come from the provisioners' claims
-and outcomes; the stages are those of the plan being run (forward, or the rollback).
+and outcomes; a running attempt's progress line is sent as it is (`TaskProgressed`: no state
+changed, so no status is composed for it); the stages are those of the plan being run (forward, or the rollback).
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class JobProgress:
     def summary(self, r: Recorded) -> dict[str, Any]:
         """What a progress stream sends for `r`, the event folded last."""
         e = r.event
+        if e.type == "TaskProgressed":  # a line of a running attempt: nothing else changed (and many come)
+            return {"seq": r.seq, "time": r.time.isoformat(), "type": e.type, "text": describe(e), "who": who(e),
+                    "task_id": e.task_id, "attempt": e.attempt, "n": e.n, "line": e.line, "skipped": e.skipped,
+                    "final": self.final is not None}
         status = self.status()
         task_id = getattr(e, "task_id", None)
         return {

@@ -102,6 +102,9 @@ def describe(e: Any) -> str:
             return f"{task} succeeded (attempt {attempt})"
         case "TaskFailed":
             return f"{task} failed (attempt {attempt}): {e.error}"
+        case "TaskProgressed":
+            left_out = f" ({e.skipped} lines left out before it)" if e.skipped else ""
+            return f"{task} attempt {attempt} says: {e.line}{left_out}"
         case "TaskCompleted":
             return f"{task} done: taken into the job"
         case "TaskAttemptFailed":

@@ -333,7 +333,7 @@ class Execution:
         queued: their messages may never have reached the queue; publishing them again is
         harmless, and their timeouts count from when they were queued."""
         self.traces.queued_at(job, queued_at)
-        for r in await self.state.log.read(subjects.job_task_events(job.tenant, str(job.id)), start_seq=since_seq):
+        for r in await self.state.log.read(subjects.job_task_outcomes(job.tenant, str(job.id)), start_seq=since_seq):
             if r.type == "TaskClaimed":
                 if attempts is not None:
                     attempts.claimed(r)

@@ -135,7 +135,7 @@ class Recovery:
                     keep = [a for a in queued if f"{job_id}.{a.task_id}.{a.attempt}" not in held]
                 else:
                     claimed = {(r.event.task_id, r.event.attempt) for r in
-                               await self.state.log.read(subjects.job_task_events(job.tenant, job_id)) if r.type == "TaskClaimed"}
+                               await self.state.log.read(subjects.job_task_outcomes(job.tenant, job_id)) if r.type == "TaskClaimed"}
                     keep = [a for a in queued
                             if (a.task_id, a.attempt) not in claimed and (job_id, a.task_id, a.attempt) not in self.attempts.claims]
                 if keep:

@@ -32,7 +32,8 @@ ROUTES = (
         "LayoutSolved": "on_layout_answer",
         "LayoutUnsolvable": "on_layout_answer",
     }),
-    Route("planner-tasks", subjects.ALL_TASK_EVENTS, {
+    # Not ALL_TASK_EVENTS: running attempts' progress lines (a token longer) never reach a planner.
+    Route("planner-tasks", subjects.ALL_TASK_OUTCOMES, {
         "TaskClaimed": "on_task_claimed",
         "TaskSucceeded": "on_task_outcome",
         "TaskFailed": "on_task_outcome",

@@ -28,9 +28,11 @@ from muster.bus.protocol import delivery_count, parse_headers
 from muster.bus.wire import connection_of, settle
 from muster.ports.eventlog import EventLog
 
+from . import progress
 from .domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, lets_go
 from .domain.core import Slots, WorkerCore
 from .nodes import NodesResolver
+from .progress import Reporter
 from .pull import RawPull, keep_pulling
 from .queues import declare_queue
 
@@ -261,11 +263,17 @@ class Workers:
         loop = asyncio.get_running_loop()
         started = loop.time()
         traced = self._traced.get(held) if self._traced else None
+        me = self.config.provisioner_id
+        reporter = Reporter(self.store, task, subjects.task_progress(task.tenant, task.job_id, task.task_id, me), me,
+                            self.core.held[held].worker)
+        progress.current.set(reporter)  # this task's own context: the registry hands it to the plugin
         try:
             outcome = await (self.executor.execute(task) if traced is None else self._traced_run(traced, task))
         except Exception as err:  # noqa: BLE001 - a plugin failure is an outcome; this is the bus or a bug
+            reporter.close()
             self._do(self.core.ran(held, None, loop.time() - started, err))
             return
+        reporter.close()  # its lines are submitted before the outcome: the log has them first
         self._do(self.core.ran(held, outcome, loop.time() - started))
 
     async def _traced_run(self, traced: _Traced, task: TaskMessage) -> TaskOutcome:

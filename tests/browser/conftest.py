@@ -66,8 +66,15 @@ def write_catalog(folder: Path) -> Path:
         "dependencies": {"install": {"requires": ["base"]}},
         "provisioner": {"actions": {"install": {"type": "simulated", "fields": {"script": "install broken", "failure_rate": "1"}},
                                     "remove": {"type": "simulated", "fields": {"script": "remove broken"}}}}}))
+    (folder / "services" / "talky.json").write_text(json.dumps({
+        "name": "talky", "description": "install reports progress lines, then runs a while",
+        "dependencies": {"install": {"requires": ["base"]}},
+        "provisioner": {"actions": {"install": {"type": "simulated", "fields": {
+            "script": "install talky", "progress": "ok: [n1] TASK [install redis];changed: [n1] TASK [configure redis]",
+            "latency_ms": "4000"}}, "remove": {"type": "simulated", "fields": {"script": "remove talky"}}}}}))
     template = json.loads((folder / "clustertemplates" / "hadoop-small.json").read_text())
-    for name, provider, services in (("slow-small", "slowsim", None), ("mid-small", "midsim", None), ("broken-small", "sim", ["base", "broken"])):
+    for name, provider, services in (("slow-small", "slowsim", None), ("mid-small", "midsim", None), ("broken-small", "sim", ["base", "broken"]),
+                                     ("talky-small", "sim", ["base", "talky"])):
         t = json.loads(json.dumps(template))
         t["name"] = name
         t["defaults"]["provider"] = provider

@@ -155,3 +155,21 @@ def test_a_phone_sized_screen_keeps_the_job_page_usable(muster: Muster, page: An
     assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1, "the page scrolls sideways on a phone"
     page.keyboard.press("Tab")  # the first stop is the skip link
     expect(page.locator(".skip")).to_be_focused()
+
+
+
+def test_a_running_attempts_progress_lines_show_live_under_its_task(muster: Muster, page: Any) -> None:
+    # talky's install (browser conftest) reports two lines through the simulated automator, then runs 4 s.
+    created = muster.create("talking", "talky-small", 1)
+    page.goto(f"/ui/jobs/{created['job_id']}")
+    page.evaluate("window.sameDocument = true")
+    row = page.locator("#tasks tbody tr", has=page.locator("a.task-link", has_text="install.talky"))
+    expect(row).to_have_count(1, timeout=LONG)
+    row.locator("a.task-link").click()  # opened before it runs: its lines arrive on the stream
+    lines = page.get_by_test_id("task-detail").get_by_test_id("attempt-lines")
+    expect(lines).to_contain_text("ok: [n1] TASK [install redis]", timeout=LONG)
+    expect(lines).to_contain_text("changed: [n1] TASK [configure redis]")
+    expect(row.locator(".t-state")).to_have_text("claimed")  # live: the attempt still runs
+    assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
+    expect(page.locator("#timeline")).not_to_contain_text("TASK [install redis]")  # under its task, not in the timeline
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)

@@ -277,6 +277,8 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
     prefix = f"{subjects.EVT}.{tenant}.task.{job_id}."
     per_task: dict[str, list[Recorded]] = {}
     for subject, history in by_subject.items():
+        if subject.endswith(f".{subjects.PROGRESS}"):
+            continue  # a running attempt's lines: neither a claim nor an outcome
         if subject.startswith(prefix):  # claims of one task may be on several provisioners' subjects
             per_task.setdefault(subject.rsplit(".", 1)[0], []).extend(history)
     for history in per_task.values():

@@ -158,7 +158,8 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
                         # tasks' node maps (stored by the planner; a get by key is a message get)
                         f"{JS}.STREAM.MSG.GET.KV_nodemaps"]
         for tenant, klass in provisioner_queues(grants):
-            pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
+            pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
+                    f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
                     f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
             pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass))
         return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,11 @@ class PluginContext:
     bootstrap). Never copy sensitive ones into an outcome."""
     deadline: float
     """`loop.time()` by which the task must be done (the registry also enforces it)."""
+    progress: Callable[[str], None] = field(default=lambda line: None)
+    """Report one line of output while the task runs (an Ansible task's result...): it reaches
+    the log as `TaskProgressed` and the console at once. Callable from any thread, returns at
+    once, never fails; secrets are masked, lines bounded in number, rate and length (the
+    outcome's `stdout` remains the whole output). docs/plugins.md, "Progress"."""
 
     @property
     def action(self) -> Action:

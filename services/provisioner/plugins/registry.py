@@ -5,7 +5,7 @@ Dispatch (coopr-facts §5.3): create/confirm/delete go to the provider plugin na
 named by `task.service.action.type`; bootstrap to every automator in `task.node.automators`,
 in order, with their results merged (later keys win, outputs concatenated).
 
-Longer than most modules (~340 lines) on purpose: discovery, entry-point import, secrets and
+Longer than most modules (~410 lines) on purpose: discovery, entry-point import, secrets and
 dispatch all work on the one table of loaded plugins; apart, each would reach into the others'.
 """
 
@@ -32,6 +32,8 @@ from contracts.secrets import NAMED, references, resolved
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster import tracing
 
+from ..progress import Progress
+from ..progress import current as current_progress
 from .base import AutomatorPlugin, Plugin, PluginContext, PluginEnv, ProviderPlugin, failed
 from .descriptor import (
     DESCRIPTOR_FILE,
@@ -53,6 +55,17 @@ def _plugin_of(task: TaskMessage) -> str:
     if task.action is Action.BOOTSTRAP:
         return "bootstrap"
     return task.service.action.type if task.service is not None else "none"
+
+def _masked(progress: Progress | None, masker: Masker) -> Progress:
+    """The worker's progress reporter for this attempt (none: lines go nowhere), secrets masked."""
+    if progress is None:
+        return _quiet
+    return (lambda line: progress(masker.text(str(line)))) if masker else progress
+
+
+def _quiet(line: str) -> None:
+    pass
+
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 _BUILTIN_PACKAGE = f"{__package__}.builtin"
@@ -257,17 +270,18 @@ class PluginRegistry:
         else:
             early = None
         masker = self.masker(task, revealed)
+        progress = _masked(current_progress.get(), masker)
         try:
             async with timeout:
                 if early is not None:
                     outcome = early
                 elif tracing.enabled():
                     with tracer.nested(f"plugin {_plugin_of(task)}", plugin=_plugin_of(task), action=task.action.value) as span:
-                        outcome = await self._dispatch(task, deadline)
+                        outcome = await self._dispatch(task, deadline, progress)
                         if not outcome.ok:
                             tracing.set_error(span, outcome.error or "failed")
                 else:
-                    outcome = await self._dispatch(task, deadline)
+                    outcome = await self._dispatch(task, deadline, progress)
         except TimeoutError:
             if not timeout.expired():
                 outcome = failed("plugin error: TimeoutError (a timeout inside the plugin)")
@@ -295,12 +309,12 @@ class PluginRegistry:
         )
         return outcome
 
-    async def _dispatch(self, task: TaskMessage, deadline: float) -> TaskOutcome:
+    async def _dispatch(self, task: TaskMessage, deadline: float, progress: Progress) -> TaskOutcome:
         action = task.action
         if action in PROVIDER_ACTIONS:
-            return await self._run_provider(task, deadline)
+            return await self._run_provider(task, deadline, progress)
         if action is Action.BOOTSTRAP:
-            return await self._run_bootstrap(task, deadline)
+            return await self._run_bootstrap(task, deadline, progress)
         if task.service is None:
             return failed(f"{action.value} task {task.task_id} has no service")
         name = task.service.action.type
@@ -317,9 +331,9 @@ class PluginRegistry:
         except ValueError as err:
             return failed(f"service {task.service.name!r} action {action.value!r}: {err}")
         assert isinstance(loaded.instance, AutomatorPlugin)
-        return await loaded.instance.run(action, PluginContext(task, fields, deadline))
+        return await loaded.instance.run(action, PluginContext(task, fields, deadline, progress))
 
-    async def _run_provider(self, task: TaskMessage, deadline: float) -> TaskOutcome:
+    async def _run_provider(self, task: TaskMessage, deadline: float, progress: Progress) -> TaskOutcome:
         name = task.provider.providertype
         loaded = self._plugins.get((PluginType.PROVIDER, name))
         if loaded is None:
@@ -336,14 +350,14 @@ class PluginRegistry:
             return failed(f"provider {task.provider.name!r} ({name}): {err}")
         plugin = loaded.instance
         assert isinstance(plugin, ProviderPlugin)
-        ctx = PluginContext(task, fields, deadline)
+        ctx = PluginContext(task, fields, deadline, progress)
         if task.action is Action.CREATE:
             return await plugin.create(ctx)
         if task.action is Action.CONFIRM:
             return await plugin.confirm(ctx)
         return await plugin.delete(ctx)
 
-    async def _run_bootstrap(self, task: TaskMessage, deadline: float) -> TaskOutcome:
+    async def _run_bootstrap(self, task: TaskMessage, deadline: float, progress: Progress) -> TaskOutcome:
         merged: dict[str, Any] = {"result": {}, "ipaddresses": {}, "hostname": ""}
         stdout: list[str] = []
         stderr: list[str] = []
@@ -360,7 +374,7 @@ class PluginRegistry:
                 continue  # this automator needs no bootstrap
             fields = loaded.descriptor.resolve({}, check_required=False)
             assert isinstance(loaded.instance, AutomatorPlugin)
-            outcome = await loaded.instance.run(Action.BOOTSTRAP, PluginContext(task, fields, deadline))
+            outcome = await loaded.instance.run(Action.BOOTSTRAP, PluginContext(task, fields, deadline, progress))
             if outcome.stdout:
                 stdout.append(outcome.stdout)
             if outcome.stderr:

@@ -75,13 +75,13 @@ def _clip(text: str) -> str:
 
 def attempts(history: Iterable[Recorded], task_id: str) -> list[dict[str, Any]]:
     """Every attempt of one task, oldest first: when it was queued (and why: a retry, a
-    cleanup), who claimed it, how it ended (output, error, results) and whether the planner
-    took the outcome into the job."""
+    cleanup), who claimed it, the lines its plugin reported while it ran, how it ended (output,
+    error, results) and whether the planner took the outcome into the job."""
     out: dict[int, dict[str, Any]] = {}
 
     def attempt(n: int) -> dict[str, Any]:
         return out.setdefault(n, {"attempt": n, "queued_at": None, "claims": [], "outcome": None, "taken": None,
-                                  "provisioner_class": None, "cleanup_for": None})
+                                  "provisioner_class": None, "cleanup_for": None, "lines": []})
 
     for r in history:
         e = r.event
@@ -105,6 +105,8 @@ def attempts(history: Iterable[Recorded], task_id: str) -> list[dict[str, Any]]:
                     "hostname": getattr(e, "hostname", ""), "ipaddresses": dict(getattr(e, "ipaddresses", {}) or {}),
                     "result": dict(getattr(e, "result", {}) or {}),
                 }
+            case "TaskProgressed":
+                attempt(e.attempt)["lines"].append({"n": e.n, "line": e.line, "skipped": e.skipped, "at": at, "seq": r.seq})
             case "TaskCompleted":
                 attempt(e.attempt)["taken"] = {"state": "succeeded", "at": at, "error": None}
             case "TaskAttemptFailed":

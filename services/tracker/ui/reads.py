@@ -61,7 +61,7 @@ def job_page(history: list[Any]) -> dict[str, Any] | None:
     if folded is None:
         return None
     view, status = folded
-    lines = lines_json(history)
+    lines = lines_json([r for r in history if r.type != "TaskProgressed"])  # shown under their task instead
     requested = next((r.event for r in history if r.type == "JobRequested"), None)
     return {"status": status, "graph": plan_graph(view.graph(), status), "timeline": lines[-TIMELINE_TAIL:],
             "timeline_total": len(lines), "seq": history[-1].seq if history else 0,

@@ -15,6 +15,7 @@ from namespaces_support import made
 
 from contracts.tasks import TaskMessage
 from muster import tracing
+from services.provisioner import progress
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.testing import make_task, next_task
 
@@ -86,9 +87,13 @@ async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tu
     books = playbooks(tmp_path, demo=PLAYBOOK, failing=FAILING)
     node = await made(reg, fields, "n1")
     ip = node.node.ipaddresses["access_v4"]
+    reported: list[str] = []  # the attempt's progress, as the worker's reporter gets it
+    progress.current.set(reported.append)
     with tracing.Tracer("muster.test").span("run"):
         out = await reg.execute(ansible_task(node, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "%ip.self%,b"}))
+    progress.current.set(None)
     assert out.ok, (out.error, out.stdout, out.stderr)
+    assert reported == out.stdout.splitlines()  # each Ansible task's line, reported as it came
     traced = {s.name: s for s in spans.get_finished_spans()}  # the Ansible run is a span of its own
     assert traced["ansible run"].parent.span_id == traced["plugin ansible"].context.span_id
     assert dict(traced["ansible run"].attributes) == {"ansible.playbook": "demo.yml", "ssh.host": ip, "ansible.status": "successful",

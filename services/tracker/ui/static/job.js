@@ -88,6 +88,10 @@
         continue;
       }
       seq = Math.max(seq, m.seq);
+      if (m.type === "TaskProgressed") {  // a line of a running attempt: under its task, not in the timeline
+        if (m.task_id === selected && !progressLine(m)) panel = true;
+        continue;
+      }
       last = m;
       if (m.task) {
         latest.set(m.task.id, Object.assign({seq: m.seq}, m.task));
@@ -111,6 +115,20 @@
     }
     if (replan) refetch();
     if (panel) { clearTimeout(panelTimer); panelTimer = setTimeout(() => openTask(selected, false), 250); }
+  }
+
+  // A progress line into the open task's attempt (false: that attempt is not shown yet).
+  function progressLine(m) {
+    const list = document.querySelector('#task-body ol[data-testid="attempt-lines"][data-attempt="' + m.attempt + '"]');
+    if (!list) return false;
+    if ([...list.children].some((li) => li.value === m.n)) return true;  // the panel was fetched with it
+    const li = document.createElement("li");
+    li.value = m.n;
+    li.textContent = (m.skipped ? "(" + m.skipped + " left out) " : "") + m.line;
+    list.appendChild(li);
+    const hint = list.parentElement.querySelector(".hint");
+    if (hint) hint.remove();
+    return true;
   }
 
   function setState(s) {

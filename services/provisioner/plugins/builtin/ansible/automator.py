@@ -3,7 +3,8 @@
 ansible-runner drives ansible-playbook (ansible-core, pinned) in a thread; the inventory is the one
 node, reached as its provider recorded it: address, port, user, client key, and the recorded host
 key in a known_hosts file of the task's own (StrictHostKeyChecking=yes: there is no accept-any mode).
-Each Ansible task's result is a line of the attempt's output; a failure names the failing task and
+Each Ansible task's result is a line of the attempt's output, reported as it comes (the attempt's
+progress: the console shows it live); a failure names the failing task and
 host. `status` answers from the playbook's `set_stats: {data: {muster_status: running|stopped|failed}}`,
 else from whether the playbook succeeded.
 """
@@ -106,7 +107,7 @@ class AnsibleAutomator(AutomatorPlugin):
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts} -o GlobalKnownHostsFile=/dev/null "
                                            "-o StrictHostKeyChecking=yes -o IdentitiesOnly=yes -o IdentityAgent=none",
             }}}}
-            log = AnsibleLog()
+            log = AnsibleLog(ctx.progress)
             cancelled = threading.Event()
             limit = max(1, int(min(float(ctx.fields.get("timeout_s") or ctx.remaining()), ctx.remaining())))
             kwargs: dict[str, Any] = dict(

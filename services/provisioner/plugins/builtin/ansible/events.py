@@ -1,9 +1,11 @@
-"""ansible-runner's events, read as they come: one output line per task result, the first failure
-(its task and host), the playbook's `set_stats` data, and ansible's own error text."""
+"""ansible-runner's events, read as they come: one output line per task result (each also reported
+at once as the attempt's progress), the first failure (its task and host), the playbook's
+`set_stats` data, and ansible's own error text."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 MESSAGE_LIMIT = 300
@@ -21,7 +23,9 @@ def _message(res: Any) -> str:
 
 
 class AnsibleLog:
-    def __init__(self) -> None:
+    def __init__(self, progress: Callable[[str], None] | None = None) -> None:
+        self.progress = progress
+        """Told each line as it comes (`PluginContext.progress`: it never blocks)."""
         self._lock = threading.Lock()  # ansible-runner calls the handler from its own thread
         self.lines: list[str] = []
         self.errors: list[str] = []
@@ -42,7 +46,7 @@ class AnsibleLog:
                 state = "changed" if isinstance(res, dict) and res.get("changed") else "ok"
                 self._line(f"{state}: [{host}] {task}", _message(res) if task == "debug" or "msg" in res else "")
             elif kind == "runner_on_skipped":
-                self.lines.append(f"skipping: [{host}] {task}")
+                self._add(f"skipping: [{host}] {task}")
             elif kind == "runner_on_failed":
                 message = _message(res)
                 ignored = bool(data.get("ignore_errors"))
@@ -59,7 +63,7 @@ class AnsibleLog:
             elif kind == "playbook_on_stats":
                 artifact = data.get("artifact_data") or {}
                 self.stats = dict(artifact) if isinstance(artifact, dict) else {}
-                self.lines.append("recap: " + ", ".join(f"{k}={sum((data.get(k) or {}).values())}"
+                self._add("recap: " + ", ".join(f"{k}={sum((data.get(k) or {}).values())}"
                                                         for k in ("ok", "changed", "failures", "skipped", "dark")))
             elif kind in ("verbose", "error", "warning") and "ERROR!" in str(event.get("stdout", "")):
                 text = str(event.get("stdout", "")).strip()
@@ -69,9 +73,14 @@ class AnsibleLog:
         return True  # keep the event in ansible-runner's artifacts
 
     def _line(self, head: str, message: str) -> None:
-        self.lines.append(f"{head}: {message}" if message else head)
+        self._add(f"{head}: {message}" if message else head)
         if message:
             self.last_message = message
+
+    def _add(self, line: str) -> None:
+        self.lines.append(line)
+        if self.progress is not None:
+            self.progress(line)
 
     def text(self) -> str:
         with self._lock:

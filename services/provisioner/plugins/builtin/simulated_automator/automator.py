@@ -49,6 +49,9 @@ class SimulatedAutomator(AutomatorPlugin):
 
     async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome:
         b = behaviour(ctx.task, ctx.fields, "automator", fallback=ctx.task.provider.fields)
+        for said in str(ctx.fields.get("progress") or "").split(";"):
+            if said.strip():
+                ctx.progress(said.strip())
         await simulate_latency(b)
         service = ctx.task.service.name if ctx.task.service else ""
         script = " ".join(str(ctx.fields.get(k) or "") for k in ("script", "args")).strip()
