@@ -387,6 +387,8 @@ class Requests:
 
 
 def _unavailable(err: Exception) -> bool:
-    """The log or the bus failed for a moment (`transient`), or the log refused the write: a
-    stale write (`ConcurrencyError`) is not one, it is decided where it happens."""
-    return isinstance(err, TimeoutError | StoreError) or (transient(err) and not isinstance(err, ConcurrencyError))
+    """The log or the bus failed for a moment (`transient`), the log refused the write, or it
+    moved on under the request (`ConcurrencyError`: the planner's state was stale, and a failed
+    save reloads it; the same request's first try may have landed through another planner whose
+    answer was lost). In each case the request, sent again with its id, is decided afresh."""
+    return isinstance(err, TimeoutError | StoreError | ConcurrencyError) or transient(err)

@@ -16,6 +16,7 @@ from contracts.commands import (
     AddServices,
     ApplyPlan,
     CreateCluster,
+    DeleteCluster,
     DryRun,
     ExpandCluster,
     PauseJob,
@@ -23,6 +24,7 @@ from contracts.commands import (
     ShrinkCluster,
 )
 from contracts.identity import Scope
+from muster.ports.eventlog import ConcurrencyError
 
 
 def _create(**fields: Any) -> CreateCluster:
@@ -133,6 +135,41 @@ async def test_a_request_the_log_did_not_answer_in_time_is_to_be_sent_again(meth
 
     setattr(h.log, method, fails_once)
     command = _create(request_id="r-timeout")
+    first = await h.send(command)
+    assert failed and isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
+    again = await h.send(command)
+    assert not isinstance(again, Rejected), again
+    await h.settle()
+    assert len(h.events(again.job_id, "JobRequested")) == 1
+
+
+async def test_a_cluster_operation_whose_job_save_finds_the_log_moved_on_is_to_be_sent_again() -> None:
+    """The 30-minute partition soak: a delete's job append found its subject moved on (the same
+    request's first try had landed through another planner, whose answer was lost), and the
+    requester was told "internal error" while the log went on with the job. A stale write in
+    the request path is answered "send it again": the failed save reloaded the planner's state,
+    and the request, sent again with its id, is decided afresh."""
+    h = Harness()
+    created = await h.send(_create(request_id="r-made"))
+    assert not isinstance(created, Rejected), created
+    await h.settle()
+    cid = created.cluster_id
+    real = h.log.append
+    seen: list[str] = []
+    failed: list[str] = []
+
+    async def moved_on_once(subject: str, items: Any, expect_last_seq: int | None = None) -> Any:
+        # The job's first save (JobRequested) lands; its next one, as the job starts, finds
+        # that another planner wrote there meanwhile (it took the shard over and adopted it).
+        if ".job." in subject and not failed:
+            seen.append(subject)
+            if len(seen) == 2:
+                failed.append(subject)
+                raise ConcurrencyError(f"{subject}: wrong last sequence")
+        return await real(subject, items, expect_last_seq)
+
+    h.log.append = moved_on_once
+    command = DeleteCluster(cluster_id=cid, request_id="r-delete")
     first = await h.send(command)
     assert failed and isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
     again = await h.send(command)
