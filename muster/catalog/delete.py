@@ -23,13 +23,14 @@ from collections.abc import Iterable
 from contracts import subjects
 from contracts.catalog import Catalog
 from contracts.events import CatalogEntityDeleted
-from muster.bus.eventstore import H_EXPECT, Append, EventStore, Recorded
+from muster.bus.eventstore import Append, Recorded
+from muster.ports.eventlog import EventLog
 from muster.readmodel.clusters import ClusterState, fold_cluster
 
 from .files import CatalogFileError
 from .plugins import PluginSpecs
 from .problems import KIND_LABEL
-from .store import H_EXPECT_SUBJECT, catalog_filter, fenced_seq, read_state
+from .store import append_fenced, read_state
 from .validation import validate_catalog
 
 
@@ -73,14 +74,14 @@ def cluster_uses(clusters: Iterable[ClusterState], kind: str, name: str) -> list
     return out
 
 
-async def read_clusters(store: EventStore, tenant: str) -> list[ClusterState]:
+async def read_clusters(store: EventLog, tenant: str) -> list[ClusterState]:
     by_subject: dict[str, list[Recorded]] = {}
     for r in await store.read(f"{subjects.EVT}.{subjects.token(tenant, 'tenant')}.cluster.*"):
         by_subject.setdefault(r.subject, []).append(r)
     return [c for c in (fold_cluster(h) for h in by_subject.values()) if c is not None]
 
 
-async def delete_entity(store: EventStore, tenant: str, kind: str, name: str, by: str,
+async def delete_entity(store: EventLog, tenant: str, kind: str, name: str, by: str,
                         plugins: PluginSpecs | None = None) -> int:
     """Check and record the delete; returns its sequence. Raises DeleteRefused or CatalogConflict."""
     state = await read_state(store, tenant)
@@ -91,9 +92,5 @@ async def delete_entity(store: EventStore, tenant: str, kind: str, name: str, by
         raise DeleteRefused(kind, name, reasons)
     event = CatalogEntityDeleted(kind=kind, name=name, by=by)
     item = Append(event, msg_id=f"catalog:{tenant}:{kind}:{name}:deleted-after:{state.last_seq}")
-    headers = item.headers()
-    headers[H_EXPECT] = str(state.last_seq)
-    headers[H_EXPECT_SUBJECT] = catalog_filter(tenant)
-    reply = await store.nc.request(subjects.catalog_events(tenant, kind, name), event.model_dump_json().encode(),
-                                   timeout=store.timeout, headers=headers)
-    return fenced_seq(reply.data, "delete")
+    [seq] = await append_fenced(store, tenant, [(subjects.catalog_events(tenant, kind, name), item)], state.last_seq, "delete")
+    return seq

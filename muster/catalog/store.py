@@ -28,8 +28,8 @@ from contracts import subjects
 from contracts.catalog import KINDS, Catalog
 from contracts.events import CatalogEntityDeleted, CatalogEntityPut
 from contracts.limits import MAX_ENTITY_BYTES, check_size, json_size, over_budget
-from muster.bus.eventstore import H_EXPECT, Append, EventStore, Recorded, StoreError
-from muster.ports.eventlog import EventLog
+from muster.bus.eventstore import Append, Recorded
+from muster.ports.eventlog import ConcurrencyError, EventLog
 
 from .files import CatalogFileError
 from .plugins import PluginSpecs
@@ -38,7 +38,6 @@ from .validation import validate_catalog
 
 MAX_BATCH = 1000
 """nats-server's limit on messages per atomic batch."""
-H_EXPECT_SUBJECT = "Nats-Expected-Last-Subject-Sequence-Subject"
 WRONG_LAST_SEQUENCE = (10071, 10164)
 
 
@@ -256,7 +255,7 @@ def check_apply(
 # -- writing -------------------------------------------------------------------------------------
 
 
-async def append_changes(store: EventStore, tenant: str, changes: Sequence[Change], expect_seq: int, by: str) -> list[int]:
+async def append_changes(store: EventLog, tenant: str, changes: Sequence[Change], expect_seq: int, by: str) -> list[int]:
     """One atomic batch of `CatalogEntityPut`, refused (CatalogConflict) if the tenant's
     catalog moved past `expect_seq`."""
     if not changes:
@@ -265,43 +264,25 @@ async def append_changes(store: EventStore, tenant: str, changes: Sequence[Chang
         raise CatalogFileError(
             f"{len(changes)} entities changed; the log takes at most {MAX_BATCH} in one atomic write: apply the catalog in parts"
         )
-    nc = store.nc
-    batch_id = f"catalog-{tenant}-{expect_seq}-{_digest({'c': [c.to_json() for c in changes]})}"[:64]
-    reply = None
-    for i, c in enumerate(changes, start=1):
-        event = CatalogEntityPut(kind=c.kind, name=c.name, entity=c.body, by=by)
-        item = Append(event, msg_id=f"catalog:{tenant}:{c.kind}:{c.name}:v{c.version}:{_digest(c.body)}", version=c.version)
-        headers = item.headers()
-        headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
-        if i == 1:
-            headers[H_EXPECT] = str(expect_seq)
-            headers[H_EXPECT_SUBJECT] = catalog_filter(tenant)
-        subject = subjects.catalog_events(tenant, c.kind, c.name)
-        data = event.model_dump_json().encode()
-        if i < len(changes):
-            await nc.publish(subject, data, headers=headers)
-        else:
-            headers["Nats-Batch-Commit"] = "1"
-            reply = await nc.request(subject, data, timeout=store.timeout, headers=headers)
-    assert reply is not None
-    last = fenced_seq(reply.data, "apply")
-    return list(range(last - len(changes) + 1, last + 1))
+    entries = [(subjects.catalog_events(tenant, c.kind, c.name),
+                Append(CatalogEntityPut(kind=c.kind, name=c.name, entity=c.body, by=by),
+                       msg_id=f"catalog:{tenant}:{c.kind}:{c.name}:v{c.version}:{_digest(c.body)}", version=c.version))
+               for c in changes]
+    return await append_fenced(store, tenant, entries, expect_seq, "apply")
 
 
-def fenced_seq(data: bytes, what: str) -> int:
-    """The sequence of a catalog write fenced on the catalog's last sequence; CatalogConflict if
-    the catalog moved on meanwhile."""
-    answer = json.loads(data)
-    err = answer.get("error")
-    if err:
-        if err.get("err_code") in WRONG_LAST_SEQUENCE:
-            raise CatalogConflict(f"the catalog changed while this {what} was being checked; nothing was written: run it again")
-        raise StoreError(f"catalog {what} refused by the log: {err.get('description')} (code {err.get('err_code')})")
-    return int(answer["seq"])
+async def append_fenced(store: EventLog, tenant: str, entries: Sequence[tuple[str, Append]], expect_seq: int,
+                        what: str) -> list[int]:
+    """Catalog events, all or none, fenced on the tenant's whole catalog (the event log port's
+    `append_fenced`): CatalogConflict if it moved past `expect_seq` while this was checked."""
+    try:
+        return await store.append_fenced(entries, expect_seq, catalog_filter(tenant))
+    except ConcurrencyError:
+        raise CatalogConflict(f"the catalog changed while this {what} was being checked; nothing was written: run it again") from None
 
 
 async def apply_catalog(
-    store: EventStore,
+    store: EventLog,
     tenant: str,
     catalog: Catalog,
     by: str = "anonymous",

@@ -30,12 +30,12 @@ from contracts.catalog_requests import (
 from contracts.commands import Rejected
 from contracts.errors import describe_validation_error
 from contracts.identity import Scope
-from muster.bus.eventstore import EventStore
 from muster.catalog.delete import DeleteRefused, delete_entity
 from muster.catalog.files import CatalogFileError
 from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
 from muster.catalog.requests import problem_json
 from muster.catalog.store import append_changes, check_apply, plan_changes, read_state
+from muster.ports.eventlog import EventLog
 from services.auth.domain.authz import Decision, may
 from services.auth.domain.state import IdentityState
 
@@ -62,7 +62,7 @@ def offered_specs(known: PluginSpecs, described: list[dict[str, Any]]) -> Plugin
 
 
 class CatalogWrites:
-    def __init__(self, store: EventStore, plugins: PluginSpecs, identity: IdentityState | None = None,
+    def __init__(self, store: EventLog, plugins: PluginSpecs, identity: IdentityState | None = None,
                  offered: OfferedPlugins | None = None) -> None:
         self.store = store
         self.plugins = plugins
