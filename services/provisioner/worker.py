@@ -24,11 +24,12 @@ from nats.js import JetStreamContext
 from contracts import subjects
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster import tracing
-from muster.bus.protocol import delivery_count, parse_headers
+from muster.bus.protocol import delivery_count
 from muster.bus.wire import connection_of, settle
 from muster.ports.eventlog import EventLog
 
 from . import progress
+from .attempt_trace import Traced, attempt_of, attributes, traced_run, tracer
 from .domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, lets_go
 from .domain.core import Slots, WorkerCore
 from .nodes import NodesResolver
@@ -39,17 +40,6 @@ from .queues import declare_queue
 __all__ = ["Executor", "Slots", "WorkerConfig", "Workers", "lets_go"]
 
 log = structlog.get_logger("muster.provisioner")
-tracer = tracing.Tracer("muster.provisioner")
-
-
-@dataclass(slots=True)
-class _Traced:
-    """A held task's trace: its attempt's span (from the task message), its claim's, its run's."""
-
-    attempt: str
-    claim: str | None = None
-    claimed_from: float = 0.0
-    run: str | None = None
 
 
 class Executor(Protocol):
@@ -83,7 +73,7 @@ class Workers:
         """The tenants served now: each one's pull and the task that keeps it asking."""
         self._started = self._aborted = False
         self._declared: set[str] = set()
-        self._traced: dict[int, _Traced] = {}
+        self._traced: dict[int, Traced] = {}
         """Held tasks' traces, by held id (only when tracing is on)."""
         self._sync()
 
@@ -201,14 +191,14 @@ class Workers:
 
     def _trace(self, actions: list[Action], header_block: bytes) -> None:
         """The delivery's claim goes in the trace its message names (its attempt's span)."""
-        context = tracing.valid(parse_headers(header_block)[1].get(tracing.HEADER))
+        context = attempt_of(header_block)
         if context is None:
             return
         if len(self._traced) > 2 * len(self.core.held) + 64:  # those let go without an outcome
             self._traced = {h: t for h, t in self._traced.items() if h in self.core.held}
         for action in actions:
             if isinstance(action, Claim):
-                self._traced[action.held] = _Traced(context)
+                self._traced[action.held] = Traced(context)
 
     def _do(self, actions: list[Action]) -> None:
         if self._aborted:
@@ -248,7 +238,7 @@ class Workers:
             failed = None if written.cancelled() or written.exception() is None else str(written.exception())
             task = self.core.held[held].task if held in self.core.held else None
             tracer.record("claim", traced.claim, traced.attempt, traced.claimed_from, time.time(), error=failed,
-                          provisioner=self.config.provisioner_id, **_attributes(task))
+                          provisioner=self.config.provisioner_id, **attributes(task))
             if failed:
                 self._traced.pop(held, None)
         if not written.cancelled():
@@ -268,22 +258,13 @@ class Workers:
                             self.core.held[held].worker)
         progress.current.set(reporter)  # this task's own context: the registry hands it to the plugin
         try:
-            outcome = await (self.executor.execute(task) if traced is None else self._traced_run(traced, task))
+            outcome = await (self.executor.execute(task) if traced is None else traced_run(self.executor, traced, task, me))
         except Exception as err:  # noqa: BLE001 - a plugin failure is an outcome; this is the bus or a bug
             reporter.close()
             self._do(self.core.ran(held, None, loop.time() - started, err))
             return
         reporter.close()  # its lines are submitted before the outcome: the log has them first
         self._do(self.core.ran(held, outcome, loop.time() - started))
-
-    async def _traced_run(self, traced: _Traced, task: TaskMessage) -> TaskOutcome:
-        with tracer.span(f"run {task.task_id}", traced.attempt, kind="consumer", provisioner=self.config.provisioner_id,
-                         action=task.action.value, **_attributes(task)) as span:
-            traced.run = tracing.current()  # the outcome goes in this span's context
-            outcome = await self.executor.execute(task)
-            if not outcome.ok:
-                tracing.set_error(span, outcome.error or "failed")
-            return outcome
 
     def _sync(self) -> None:
         """The pulls, `idle` and the timer, as the core now stands."""
@@ -304,9 +285,3 @@ class Workers:
     def _due(self) -> None:
         self._timer = None
         self._do(self.core.due(asyncio.get_running_loop().time()))
-
-
-def _attributes(task: TaskMessage | None) -> dict[str, Any]:
-    if task is None:
-        return {}
-    return {"tenant": task.tenant, "cluster": task.cluster_id, "job": task.job_id, "task": task.task_id, "attempt": task.attempt}
