@@ -265,7 +265,10 @@ class MusterClient(Operations):
                     if recorded.type in stop:
                         return
             finally:
-                await sub.unsubscribe()
+                # Closed late (a caller that stopped reading, collected after its connection
+                # began to close): the subscription goes with the connection anyway.
+                with contextlib.suppress(nats.errors.ConnectionDrainingError, nats.errors.ConnectionClosedError):
+                    await sub.unsubscribe()
 
     async def wait(self, job_id: str, tenant: str | None = None, timeout: float = 600.0, since_seq: int = 0) -> Any:
         """The job's final event (JobSucceeded, JobFailed, JobRolledBack, JobNeedsAttention),
