@@ -12,6 +12,7 @@ clusters in flight.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -28,6 +29,7 @@ from contracts.events import JobSucceeded
 from muster.bus.cluster import REPLICAS, SERVICE_OPTIONS, SERVICE_REPLICAS
 from muster.bus.eventstore import H_TIME, EventStore
 from muster.bus.server import free_port
+from muster.bus.shards import BUCKET
 
 from .harness import FaultStack, demo_catalog
 
@@ -56,6 +58,29 @@ async def _stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FaultStack:
     fs = await FaultStack.cluster(tmp_path, replicas=replicas, extra_args=sharded_options(tmp_path))
     await fs.load_catalog(T, demo_catalog(latency_ms="200-500"))
     return fs
+
+
+async def _spread(fs: FaultStack, timeout: float = 60) -> None:
+    """Wait (on the lease bucket's updates) until every planner holds shards: a planner that
+    starts first takes them all and hands the extra ones over as the others join, and clusters
+    created before that all land on it (a CI run's six creates did)."""
+    kv = await fs.conn.jetstream().key_value(BUCKET)
+    watcher = await kv.watch("shard.>")
+    owners: dict[str, str] = {}
+    deadline = asyncio.get_running_loop().time() + timeout
+    try:
+        while len(set(owners.values())) < PLANNERS:
+            left = deadline - asyncio.get_running_loop().time()
+            assert left > 0, f"the shards are not spread over the {PLANNERS} planners: {sorted(owners.items())}"
+            entry = await watcher.updates(timeout=left)
+            if entry is None:  # the bucket's current state has been delivered
+                continue
+            if entry.operation is not None or not entry.value:
+                owners.pop(entry.key, None)
+            else:
+                owners[entry.key] = str(json.loads(entry.value).get("owner", "?"))
+    finally:
+        await watcher.stop()
 
 
 async def _creates(fs: FaultStack, n: int, prefix: str) -> list[Accepted]:
@@ -115,6 +140,7 @@ async def _no_attempt_queued_twice(fs: FaultStack, replies: list[Accepted]) -> N
 async def _kill_busiest_planner(fs: FaultStack) -> tuple[list[Accepted], str]:
     """Several clusters in flight; kill -9 the planner with the most jobs, mid-job; its jobs
     resume under the others within 2x the TTL and every job finishes."""
+    await _spread(fs)
     replies = await _creates(fs, 6, "k")
     owners = await _owners(fs, replies)
     assert len(set(owners.values())) > 1, owners  # the clusters are spread over the planners
