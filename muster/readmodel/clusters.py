@@ -168,6 +168,8 @@ class ClusterInfo:
     observed: dict[tuple[str, str], str] = field(default_factory=dict)
     """(node, service) -> the state its last `status` task found."""
     drift: list[Drift] = field(default_factory=list)
+    stopped: frozenset[desired.Pair] = frozenset()
+    """(node, service) pairs meant to be stopped; every other one of the layout is meant to run."""
 
     @classmethod
     def from_history(cls, history: Sequence[Recorded]) -> ClusterInfo | None:
@@ -178,7 +180,7 @@ class ClusterInfo:
                    status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
                    ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat(),
                    version=c.version, expires_at=c.expires_at,
-                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift())
+                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift(), stopped=frozenset(c.stopped_pairs()))
 
     @property
     def services(self) -> list[str]:
@@ -193,7 +195,7 @@ class ClusterInfo:
             "services": self.services, "config": self.config,
             "nodes": [
                 {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,
-                 "ipaddresses": self.ipaddresses.get(n.id, {}),
+                 "ipaddresses": self.ipaddresses.get(n.id, {}), "desired": desired.per_node(n.id, n.services, set(self.stopped)),
                  "observed": {s: self.observed[(n.id, s)] for s in n.services if (n.id, s) in self.observed}}
                 for n in self.nodes
             ],
