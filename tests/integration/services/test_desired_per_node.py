@@ -6,6 +6,7 @@ recorded (docs/planner.md, "Services on nodes"). The rules are unit tests on the
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -53,6 +54,10 @@ async def test_a_stop_on_one_node_over_http_is_desired_there_only_and_drift_and_
     desired = {n["id"]: n["desired"].get(SERVICE) for n in view["nodes"]}
     assert (desired[one], desired[other]) == ("stopped", "running")
     assert view["stopped_on"] == {SERVICE: [one]} and view["stopped"] == [] and view["drift"] == []
+    page = await (await stack.http.get(f"/ui/clusters/{cid}")).text()  # the console: desired / observed per node
+    rows = {n: re.search(rf'<th scope="row" class="mono">{n}</th>.*?data-testid="node-states">(.*?)</td>', page, re.S) for n in (one, other)}
+    assert f"{SERVICE}: stopped / stopped" in rows[one].group(1)  # type: ignore[union-attr]
+    assert f"{SERVICE}: running / running" in rows[other].group(1)  # type: ignore[union-attr]
 
     # Dead on the other node: drift there only; the repair starts it there, and leaves it
     # stopped where it is meant to be.
