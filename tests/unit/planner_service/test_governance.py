@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_harness import Harness
+from planner_harness import Harness, fails_creates
 
 from contracts import subjects
 from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExtendLease, Rejected, RejectJob
@@ -127,8 +127,6 @@ async def test_an_approval_expires_and_the_expiry_survives_a_restart() -> None:
 
 
 async def test_a_job_that_needed_approval_is_not_given_another_layout_nobody_approved() -> None:
-    from test_relayout import fails_creates
-
     h = Harness()
     await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
     h.behaviour = fails_creates(3)  # the approved plan fails past its retries
