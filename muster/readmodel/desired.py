@@ -44,8 +44,11 @@ def by_service(pairs: Iterable[Pair]) -> dict[str, set[str]]:
 def compact(nodes: Layout, pairs: Iterable[Pair]) -> tuple[list[str], dict[str, list[str]]]:
     """The (node, service) pairs of the layout meant to be stopped as `(stopped, stopped_on)`: a
     service stopped on every node that has it is cluster-wide; pairs not in the layout drop."""
+    wanted = by_service(pairs)
+    if not wanted:
+        return [], {}
     have = hosts(nodes)
-    on = {s: ns & have.get(s, set()) for s, ns in by_service(pairs).items()}
+    on = {s: ns & have.get(s, set()) for s, ns in wanted.items()}
     everywhere = sorted(s for s, ns in on.items() if ns and ns == have[s])
     return everywhere, {s: sorted(ns) for s, ns in sorted(on.items()) if ns and s not in everywhere}
 
