@@ -33,6 +33,7 @@ class ClusterState:
         self.machines: dict[str, dict[str, str]] = {}
         """node -> what its provider said of the machine (MACHINE_RESULTS: provider id, host key fingerprint)."""
         self.version = 0
+        """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
         self.expires_at: datetime | None = None
         """The lease's end (None: forever)."""
         self.observed: dict[tuple[str, str], dict[str, str]] = {}
@@ -42,7 +43,6 @@ class ClusterState:
         self.stopped: list[str] = []
         """Services meant to be stopped on every node that has them; `stopped_on`: on some nodes only."""
         self.stopped_on: dict[str, list[str]] = {}
-        """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
 
     def apply(self, e: Any) -> None:
         self.version += 1
