@@ -24,6 +24,7 @@ from contracts.commands import (
 from contracts.events import ClusterRequested, ServicesDesired
 from contracts.layout import NodeSpec
 from muster.readmodel import desired
+from muster.readmodel.timeline import describe
 from services.planner.domain.cluster import Cluster
 
 
@@ -57,6 +58,7 @@ async def test_a_stop_on_one_node_plans_its_tasks_only_and_is_desired_there_only
     assert cluster.stopped_pairs() == {(a, "checked")} and cluster.drift() == []
     [event] = _desired_events(h, cid)
     assert (event.v, event.stopped, event.stopped_on) == (2, [], {"checked": [a]})
+    assert describe(event) == f"desired: stopped checked on {a}"  # the history's line
     # Started by hand on a, stopped by hand on b: each is drift on its own node, and the
     # repair stops it on a and starts it on b, nowhere else.
     h.stopped.discard((a, "checked"))
