@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import Counter
+from collections import Counter, deque
 from typing import Any
 
 from aiohttp import web
@@ -89,7 +89,7 @@ class Batch:
     def __init__(self) -> None:
         self.seq = 0
         self.tasks: dict[str, None] = {}
-        self.lines: list[dict[str, Any]] = []
+        self.lines: deque[dict[str, Any]] = deque(maxlen=TIMELINE_TAIL)
         self.progress: list[dict[str, Any]] = []
         self.recount = self.replan = False
 
@@ -100,7 +100,7 @@ class Batch:
         if e.type == "TaskProgressed":
             self.progress.append({"task_id": e.task_id, "attempt": e.attempt, "n": e.n, "line": e.line, "skipped": e.skipped})
             return
-        self.lines = [*self.lines[-(TIMELINE_TAIL - 1):], line(r)]
+        self.lines.append(line(r))
         task_id = getattr(e, "task_id", None)
         if task_id:
             self.tasks[task_id] = None
@@ -112,7 +112,7 @@ class Batch:
         if self.recount:
             tally.recount()
         tasks = [t for t in map(tally.move, self.tasks) if t is not None]
-        return {"seq": self.seq, "tasks": tasks, "lines": self.lines, "progress": self.progress, "replan": self.replan,
+        return {"seq": self.seq, "tasks": tasks, "lines": list(self.lines), "progress": self.progress, "replan": self.replan,
                 **tally.summary()}
 
 

@@ -1,11 +1,11 @@
 """Large jobs folded once and kept for the next page or stream (bigjob.py).
 
 Reading a 10,000-node job's history is seconds of work (its plan alone is one event of 20 MB),
-so the fold of the few most recently viewed large jobs is kept, as the tracker keeps a job's
-task locations (tasks.py): the next request reads only the events the log added since, up to
-the log's end at that moment (pinned, so nothing of a filter read first can be missing). Streams
-feed the same fold with what they receive; `JobFold.add` skips what it holds already, so the
-readers may overlap in any order.
+so the fold of the large job viewed last is kept (one only: a fold holds a record per task;
+docs/ui.md, "Large jobs"), as the tracker keeps a job's task locations (tasks.py): the next
+request reads only the events the log added since, up to the log's end at that moment (pinned,
+so nothing of a filter read first can be missing). Streams feed the same fold with what they
+receive; `JobFold.add` skips what it holds already, so the readers may overlap in any order.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from contracts.records import Recorded
 from ..app import Tracker
 from .bigjob import JobFold
 
-KEPT_JOBS = 2
+KEPT_JOBS = 1
 
 
 class JobFolds:
@@ -56,8 +56,7 @@ class JobFolds:
                     fold.add(merged[seq])
                 fold.seq = max(fold.seq, end)
             self._put(key, fold)
-        if not lock.locked():
-            self._locks.pop(key, None)
+        self._locks = {k: held for k, held in self._locks.items() if k in self._jobs or held.locked()}
         return fold
 
     def _put(self, key: tuple[str, str], fold: JobFold) -> None:
