@@ -58,6 +58,14 @@ def _run(log: Log, task: str, fail: bool = False) -> None:
         log.add(TaskCompleted(job_id=JOB, task_id=task, attempt=1))
 
 
+def _one_done_one_failed() -> Log:
+    log = Log()
+    _planned(log)
+    _run(log, "n0.create")
+    _run(log, "n1.create", fail=True)
+    return log
+
+
 def _fold(records: list[Recorded]) -> JobFold:
     fold = JobFold()
     for r in records:
@@ -66,10 +74,7 @@ def _fold(records: list[Recorded]) -> JobFold:
 
 
 def test_the_kept_fold_gives_the_progress_fold_status_and_skips_what_it_has() -> None:
-    log = Log()
-    _planned(log)
-    _run(log, "n0.create")
-    _run(log, "n1.create", fail=True)
+    log = _one_done_one_failed()
     log.add(TaskQueued(job_id=JOB, task_id="n2.create", attempt=1, node="n2", action="create"))  # type: ignore[arg-type]
     log.add(TaskClaimed(job_id=JOB, task_id="n2.create", attempt=1, provisioner="p1", worker="p1/w2"), "n2.create")
     fold = _fold(log.records)
@@ -84,11 +89,7 @@ def test_the_kept_fold_gives_the_progress_fold_status_and_skips_what_it_has() ->
 
 
 def test_the_graph_is_one_group_per_stage_counted_by_state() -> None:
-    log = Log()
-    _planned(log)
-    _run(log, "n0.create")
-    _run(log, "n1.create", fail=True)
-    fold = _fold(log.records)
+    fold = _fold(_one_done_one_failed().records)
     agg = aggregate(fold)
     assert agg["total"] == 12
     assert [(g["key"], g["total"], g["counts"]) for g in agg["groups"]] == [
@@ -97,11 +98,7 @@ def test_the_graph_is_one_group_per_stage_counted_by_state() -> None:
 
 
 def test_the_table_shows_what_needs_a_look_first_a_page_at_a_time() -> None:
-    log = Log()
-    _planned(log)
-    _run(log, "n0.create")
-    _run(log, "n1.create", fail=True)
-    fold = _fold(log.records)
+    fold = _fold(_one_done_one_failed().records)
     first, total = rows(fold, limit=3)
     assert total == 12 and [t["id"] for t in first] == ["n1.create", "n2.create", "n3.create"]
     assert first[0]["state"] == "failed" and first[0]["group"] == "forward:1" and first[0]["stage"] == 1
