@@ -197,7 +197,7 @@ async def live(browser: Any, url: str, store: EventStore, job_id: str, tasks: li
                 version += 1
                 seqs = await store.append(job_subject, [Append(TaskCompleted(job_id=job_id, task_id=t.id, attempt=1), f"{job_id}:{version}", job_id, version)])
             sent.append((seqs[-1], time.time() * 1000))
-            latest[t.id] = {"succeeded-loc": "claimed"}.get(what, what)
+            latest[t.id] = {"succeeded-loc": "queued"}.get(what, what)  # (an outcome not yet taken into the job shows as queued)
         return n
 
     prober = asyncio.create_task(probe())

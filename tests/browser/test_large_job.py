@@ -33,6 +33,7 @@ from .conftest import Muster
 
 NODES = 1000
 STEPS = (("create", None), ("install", "base"), ("start", "base"))
+SERVICES = {"solver", "planner", "tracker", "pool", "governance", "notifier"}
 DONE = 60
 """Tasks of the first stage the burst runs to the end (and one more that fails)."""
 
@@ -43,10 +44,15 @@ def _tasks() -> list[PlannedTaskRecord]:
 
 
 class Writer:
-    """Appends the job's events as the super admin `muster up` made."""
+    """Appends the job's events as `muster up`'s own planner and provisioner would (with their
+    identities: only a planner may write a job's events, only a provisioner its claims)."""
 
     def __init__(self, muster: Muster, job_id: str) -> None:
-        self.url, self.token, self.job_id, self.version = muster.nats, read_credentials_file(muster.data_dir / "credentials"), job_id, 0
+        auth = muster.data_dir / "auth"
+        self.url, self.job_id, self.version = muster.nats, job_id, 0
+        self.planner = read_credentials_file(auth / "planner.cred")
+        self.provisioner = next(p.stem for p in sorted(auth.glob("*.cred")) if p.stem not in SERVICES)
+        self.provisioner_token = read_credentials_file(auth / f"{self.provisioner}.cred")
 
     async def _job(self, store: EventStore, *events: Any) -> None:
         for e in events:
@@ -62,26 +68,28 @@ class Writer:
 
     async def burst(self) -> None:
         """Each of DONE tasks queued, claimed, succeeded and taken (4 events); one more fails."""
-        nc = await connect(self.url, token=self.token)
+        planner, provisioner = await connect(self.url, token=self.planner), await connect(self.url, token=self.provisioner_token)
         try:
-            store = EventStore(nc)
+            jobs, claims = EventStore(planner), EventStore(provisioner)
+            pid, worker = self.provisioner, f"{self.provisioner}/w1"
             for t in _tasks()[:DONE + 1]:
-                task_subject = subjects.task_events("default", self.job_id, t.id, "burst")
-                await self._job(store, TaskQueued(job_id=self.job_id, task_id=t.id, attempt=1, node=t.node, action=t.action))
-                await store.append(task_subject, [Append(TaskClaimed(job_id=self.job_id, task_id=t.id, attempt=1, provisioner="burst", worker="burst/w1"), f"c:{t.id}")])
+                task_subject = subjects.task_events("default", self.job_id, t.id, self.provisioner)
+                await self._job(jobs, TaskQueued(job_id=self.job_id, task_id=t.id, attempt=1, node=t.node, action=t.action))
+                await claims.append(task_subject, [Append(TaskClaimed(job_id=self.job_id, task_id=t.id, attempt=1, provisioner=pid, worker=worker), f"c:{t.id}")])
                 if t.node == f"n{DONE:04d}":
-                    await self._job(store, TaskAttemptFailed(job_id=self.job_id, task_id=t.id, attempt=1, error="boom"))
+                    await self._job(jobs, TaskAttemptFailed(job_id=self.job_id, task_id=t.id, attempt=1, error="boom"))
                     continue
-                await store.append(task_subject, [Append(TaskSucceeded(job_id=self.job_id, task_id=t.id, attempt=1, provisioner="burst", worker="burst/w1"), f"s:{t.id}")])
-                await self._job(store, TaskCompleted(job_id=self.job_id, task_id=t.id, attempt=1))
+                await claims.append(task_subject, [Append(TaskSucceeded(job_id=self.job_id, task_id=t.id, attempt=1, provisioner=pid, worker=worker), f"s:{t.id}")])
+                await self._job(jobs, TaskCompleted(job_id=self.job_id, task_id=t.id, attempt=1))
         finally:
-            await nc.close()
+            await planner.close()
+            await provisioner.close()
 
     async def end(self) -> None:
         await self._run(JobFailed(job_id=self.job_id, reason="ended by the test"))
 
     async def _run(self, *events: Any) -> None:
-        nc = await connect(self.url, token=self.token)
+        nc = await connect(self.url, token=self.planner)
         try:
             await self._job(EventStore(nc), *events)
         finally:
