@@ -1,11 +1,11 @@
-"""A large job's live page stream: its progress coalesced into one batch per interval.
+"""The job page's live stream: the job's progress coalesced into one batch per interval.
 
 The API's progress stream sends one event per event of the job, each with the job's counts, which
-cost a pass over every task; at a few hundred task updates a second on a job of 110,000 tasks
-neither the tracker nor the browser keeps up. The console's stream of a large job
-(`/ui/jobs/{id}/stream?batch=1`) folds what arrives into the job's kept fold (folds.py), keeps
-the counts by group and state task by task, and sends at most one `batch` per `INTERVAL_S`: the
-latest state of each task that changed (once, however often it changed), the timeline lines,
+cost a pass over every task; at a few hundred task updates a second (on a job of 110,000 tasks,
+at any rate) neither the tracker nor the browser keeps up. The console's stream
+(`/ui/jobs/{id}/stream?batch=1`) folds what arrives into the job's fold (kept for a large job:
+folds.py), keeps the counts by group and state task by task, and sends at most one `batch` per
+`INTERVAL_S`: the latest state of each task that changed (once, however often it changed), the timeline lines,
 the running attempts' output lines, the counts by group and for the job, the stage. Its id is
 the last log sequence it covers, so a reconnect (`Last-Event-ID`) resumes after it. Nothing
 polls: the batch is sent when the interval after its first event ends, or at the job's end.

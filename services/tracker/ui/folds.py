@@ -18,7 +18,7 @@ from contracts import subjects
 from contracts.records import Recorded
 
 from ..app import Tracker
-from .bigjob import JobFold
+from .bigjob import BIG, JobFold
 
 KEPT_JOBS = 1
 
@@ -41,7 +41,7 @@ class JobFolds:
         return fold
 
     async def get(self, tracker: Tracker, tenant: str, job_id: str) -> JobFold:
-        """The job's fold, up to date with the log now."""
+        """The job's fold, up to date with the log now (kept if the job is large)."""
         key = (tenant, job_id)
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
@@ -55,7 +55,10 @@ class JobFolds:
                 for seq in sorted(merged):
                     fold.add(merged[seq])
                 fold.seq = max(fold.seq, end)
-            self._put(key, fold)
+            if fold.size > BIG:
+                self._put(key, fold)
+            else:  # a small job's is cheap to read again (its stream folds its own)
+                self._jobs.pop(key, None)
         self._locks = {k: held for k, held in self._locks.items() if k in self._jobs or held.locked()}
         return fold
 

@@ -55,7 +55,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     for raw in (request.query.get("after"), request.headers.get("Last-Event-ID")):
         if raw and re.fullmatch(r"[0-9]{1,18}", raw):
             after = max(after, int(raw))
-    if request.query.get("batch"):  # a large job's page: coalesced (batches.py)
+    if request.query.get("batch"):  # the job page's: coalesced (batches.py)
         tracker = tracker_of(request)
         if not await tracker.job_exists(viewer.tenant, job_id.lower()):
             return not_found("job", job_id.lower(), viewer.tenant)

@@ -56,8 +56,8 @@
 
   function connect() {
     if (source || final) return;
-    // A large job's stream is coalesced by the server: one batch per interval (ui/batches.py).
-    source = new EventSource("/ui/jobs/" + job + "/stream?after=" + seq + (d.big ? "&batch=1" : ""));
+    // Coalesced by the server: one batch per interval, each changed task once (ui/batches.py).
+    source = new EventSource("/ui/jobs/" + job + "/stream?after=" + seq + "&batch=1");
     source.onopen = () => setLive(true, "live: updates as they happen");
     source.onerror = () => setLive(false, source && source.readyState === 2 ? "disconnected; reload the page" : "reconnecting…");
     source.addEventListener("progress", (ev) => { queue.push(JSON.parse(ev.data)); schedule(); });
@@ -90,8 +90,12 @@
         continue;
       }
       seq = Math.max(seq, m.seq);
-      if (m.tasks) {  // a batch of a large job's stream: each changed task once, in its latest state
-        for (const t of m.tasks) { update(t); if (t.id === selected) panel = true; }
+      if (m.tasks) {  // a batch: each task that changed once, in its latest state
+        for (const t of m.tasks) {
+          if (!d.big) latest.set(t.id, Object.assign({seq: m.seq}, t));
+          if (!update(t)) replan = true;
+          if (t.id === selected) panel = true;
+        }
         for (const p of m.progress) if (p.task_id === selected && !progressLine(p)) panel = true;
         for (const l of m.lines) frag.appendChild(line(l));
         replan = replan || m.replan;
@@ -117,7 +121,7 @@
       musterConsole.localTimes(list);
     }
     if (last) {
-      if (last.groups) view.counts(last.groups);
+      if (last.groups && view.counts) view.counts(last.groups);
       if ($("control") && last.tasks_total) $("control").dataset.planned = "true";
       setState(last.state);
       const counts = Object.entries(last.counts || {}).map(([k, n]) => n + " " + k).join(", ") || "none yet";
