@@ -265,7 +265,7 @@ def report(runs: list[dict[str, Any]], repeat: int, rate: float, seconds: float)
     out = [
         "## Console",
         "",
-        f"`bench/console_bench.py --tasks {' '.join(str(x['tasks']) for x in runs)}`: the job page of a {sizes} create job "
+        f"`bench/console_bench.py --tasks {' '.join(str(x['asked']) for x in runs)} --rate {rate:g}`: the job page of a {sizes} create job "
         f"(the demo layout) in Debian's chromium (headless, Playwright), served by the tracker as its own process on a nats-server "
         f"from the wheel, {platform.machine()}, {os.cpu_count()} CPUs (load average {os.getloadavg()[0]:.1f} at the end). Render: "
         f"median of {repeat} loads from navigation start, in a new browser context (first visit: nothing cached) and reloaded in it "
@@ -324,7 +324,7 @@ def main() -> None:
     if not Path(CHROMIUM).exists():
         print("console_bench: needs the Debian package chromium (deploy/system-deps.sh installs it); skipped")
         return
-    runs = [asyncio.run(bench(max(3, round(n / 11)), args.repeat, args.rate, args.seconds)) for n in args.tasks]
+    runs = [{**asyncio.run(bench(max(3, round(n / 11)), args.repeat, args.rate, args.seconds)), "asked": n} for n in args.tasks]
     section = report(runs, args.repeat, args.rate, args.seconds)
     print(section)
     if args.write_docs:
