@@ -150,7 +150,13 @@ async def render(browser: Any, url: str, repeat: int) -> dict[str, dict[str, flo
             await page.wait_for_function("window.musterGraphLaidOut > 0", timeout=60_000)
             rows.append(await page.evaluate(MEASURE))
         await context.close()
-    return {name: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for name, rows in (("cold", cold), ("warm", warm))}
+    return {name: {k: _median([r[k] for r in rows]) for k in rows[0]} for name, rows in (("cold", cold), ("warm", warm))}
+
+
+def _median(values: list[float]) -> float:
+    """Of the loads that have the figure (a reload may record no first-contentful-paint)."""
+    present = [v for v in values if v == v]
+    return statistics.median(present) if present else float("nan")
 
 
 async def live(browser: Any, url: str, store: EventStore, job_id: str, tasks: list[Any], rate: float, seconds: float) -> dict[str, Any]:
