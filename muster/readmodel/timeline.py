@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from contracts.events import FINAL_JOB_EVENTS
+from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS
 from contracts.records import Recorded
 
 
@@ -182,6 +182,8 @@ def timeline(history: Iterable[Recorded]) -> list[Line]:
     owners: dict[str, str] = {}  # job -> its planner, who writes the job's and cluster's events
     for r in history:
         e = r.event
+        if e.type in FENCE_MARKERS:  # (the fence's, not the story's)
+            continue
         start = start or r.time
         key = _clock_key(e)
         text, took = describe(e), None

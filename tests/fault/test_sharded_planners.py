@@ -132,7 +132,7 @@ async def _finished(fs: FaultStack, job_id: str) -> bool:
 async def _no_attempt_queued_twice(fs: FaultStack, replies: list[Accepted]) -> None:
     store = EventStore(fs.conn)
     for r in replies:
-        history = await store.read(subjects.job_events(T, r.job_id))
+        history = await store.read_many(subjects.job_filters(T, r.job_id))
         twice = [k for k, n in Counter((e.event.task_id, e.event.attempt) for e in history if e.type == "TaskQueued").items() if n > 1]
         assert not twice, (r.job_id, twice[:5])
 
