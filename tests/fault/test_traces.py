@@ -50,7 +50,7 @@ async def test_every_service_exports_the_jobs_trace_and_it_survives_a_planner_ki
             restarted = await fs.restart("planner")
             assert isinstance(await fs.wait_final(job["job_id"], timeout=60), JobSucceeded)
             await receiver.came("job create")
-            history = await EventStore(fs.conn).read(subjects.job_events(T, job["job_id"]))
+            history = await EventStore(fs.conn).read_many(subjects.job_filters(T, job["job_id"]))
     finally:
         await receiver.stop()
 
