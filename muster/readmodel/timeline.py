@@ -157,6 +157,8 @@ def describe(e: Any) -> str:
             return seen + (f" (expected {e.expected})" if e.expected and e.expected != e.state else "")
         case "ServicesDesired":
             return "desired: " + (f"stopped {', '.join(e.stopped)}" if e.stopped else "every service running")
+        case "TasksRecorded":
+            return f"{e.count} task records"
     return str(t)
 
 
