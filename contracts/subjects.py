@@ -61,7 +61,7 @@ JOB_TASK_TYPES = frozenset({"TaskQueued", "TaskCompleted", "TaskAttemptFailed"})
 def job_tasks(tenant: str, job_id: str) -> str:
     """The planner's records of a job's tasks (`JOB_TASK_TYPES`), one token under the job's own
     subject, so that a consumer of job events (`ALL_JOB_EVENTS`) never receives them. Fenced on
-    the job's subject, as every append of the job is (`fence_subject`, docs/decisions/0032)."""
+    the job's subject, as every append of the job is (`fence_subject`, docs/decisions/0033)."""
     return f"{job_events(tenant, job_id)}.{JOB_TASKS}"
 
 

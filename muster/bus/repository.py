@@ -48,7 +48,7 @@ must begin right after it."""
 
 FENCE_ATTR = "_fence_seq"
 """The last sequence of the subject its appends are fenced on, where that is not `SEQ_ATTR`: a
-job's task records have a subject of their own, fenced on the job's (docs/decisions/0032)."""
+job's task records have a subject of their own, fenced on the job's (docs/decisions/0033)."""
 
 
 

@@ -2,7 +2,7 @@
 `TaskCompleted`, `TaskAttemptFailed`) one token under it (`subjects.job_subject`), so that the
 consumers of job events (the tracker's index, the notifier) never receive them.
 
-The fence (docs/decisions/0032): every append of a job is fenced on the last sequence of the
+The fence (docs/decisions/0033): every append of a job is fenced on the last sequence of the
 job's own subject, and every batch the planner appends to a job holds at least one message on
 that subject (a `TasksRecorded` marker when it holds only task records), which a chain sends
 first. So each append that lands moves the fence, and a planner whose view of the job missed

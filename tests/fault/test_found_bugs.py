@@ -101,7 +101,7 @@ async def test_a_write_that_fails_mid_handler_is_made_again(stack: Any, fails: s
         return await append(subject, items, *args, **kwargs)
 
     async def flaky_append_fenced(entries: Any, *args: Any, **kwargs: Any) -> Any:
-        # (a job's task records go with a marker in a batch across its two subjects, decision 32)
+        # (a job's task records go with a marker in a batch across its two subjects, decision 33)
         if fails == "job append" and any(i.event.type == "TaskCompleted" for _, i in entries) and not failed:
             failed.append(entries[0][0])
             raise NatsTimeout

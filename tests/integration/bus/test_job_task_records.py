@@ -1,4 +1,4 @@
-"""A job's task records on a subject of their own (docs/decisions/0032): every append of the job
+"""A job's task records on a subject of their own (docs/decisions/0033): every append of the job
 is fenced on the job's own subject, so a stale owner is refused whichever of the two it writes
 on; the consumers of job events (the tracker's index, the notifier) never receive a task record.
 Against the in-memory log and JetStream."""

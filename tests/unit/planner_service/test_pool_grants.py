@@ -75,7 +75,7 @@ async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant(
     await h.planner.on_pool_event("lab", pool, grant)
     chain = [(r.type, getattr(r.event, "action", None)) for r in h.log.records[start:]]
     # (the job's part of the chain begins with its task record: a marker on the job's subject
-    # goes first, so the first link that lands moves the job's fence, docs/decisions/0032)
+    # goes first, so the first link that lands moves the job's fence, docs/decisions/0033)
     assert [t for t, _ in chain] == ["NodeResultsRecorded", "TasksRecorded", "TaskQueued", "JobResourcesGranted"]
     assert chain[2][1] is not None and chain[2][1].value == "create"
     [message] = h.queue.messages
