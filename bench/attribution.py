@@ -35,7 +35,7 @@ def kind_of(subject: str, reply: str) -> str:
         return f"deliver {_consumer(reply.split('.'))}"
     if parts[0] == "muster":
         if parts[1] == "evt" and len(parts) > 3:
-            return f"evt.{parts[3]}"
+            return f"evt.{parts[3]}" + (".tasks" if parts[3] == "job" and parts[-1] == "tasks" else "")
         return ".".join(parts[:2])
     if parts[0] == "$JS" and len(parts) > 3 and parts[1] == "ACK":
         return f"ack {_consumer(parts)}"

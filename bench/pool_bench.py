@@ -280,7 +280,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
                 elif r.type == "NodeResultsRecorded" and r.event.task_id == "pool.grant":
                     stored_at["host", r.event.cluster_id] = msg.metadata.timestamp.timestamp()
 
-            for subject in (subjects.pool_events("lab"), "muster.evt.bench.job.*", "muster.evt.bench.cluster.*"):
+            for subject in (subjects.pool_events("lab"), "muster.evt.bench.job.*.tasks", "muster.evt.bench.cluster.*"):
                 await js.subscribe(subject, ordered_consumer=True, cb=on_event, deliver_policy=DeliverPolicy.NEW)
             rtt = await raw_publish_rtt(js, samples)
 

@@ -171,7 +171,8 @@ async def create_and_wait(run: Run, nodes: int, timeout: float) -> tuple[str, Co
         if kind in FINAL_JOB_EVENTS and not final.done():
             final.set_result(kind)
 
-    sub = await run.nc.subscribe(f"{subjects.EVT}.{T}.job.*", cb=on_event, pending_msgs_limit=-1, pending_bytes_limit=-1)
+    # (`job.>`: the job's own events and its task records, docs/decisions/0033)
+    sub = await run.nc.subscribe(f"{subjects.EVT}.{T}.job.>", cb=on_event, pending_msgs_limit=-1, pending_bytes_limit=-1)
     try:
         reply = await run.client.send(T, CreateCluster(name=f"big{nodes}", template="hadoop-big", nodes=nodes,
                                                        request_id=f"big{nodes}"), timeout=120)

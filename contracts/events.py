@@ -78,6 +78,9 @@ FINAL_STATE_OF: dict[str, JobState] = {
 be retried: `JobRetried` and a later end follow). The one definition of "final"."""
 FINAL_JOB_EVENTS: frozenset[str] = frozenset(FINAL_STATE_OF)
 FINAL_JOB_STATES: frozenset[str] = frozenset(FINAL_STATE_OF.values())
+FENCE_MARKERS: frozenset[str] = frozenset({"TasksRecorded"})
+"""Events on a job's subject that are not the job's (no version): they move its fence
+(`TasksRecorded`, docs/decisions/0033). Folds and timelines pass over them."""
 
 
 class JobRequested(Event):
@@ -179,6 +182,18 @@ class JobResumed(Event):
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
+
+
+class TasksRecorded(Event):
+    """The planner appended task records of the job (`count` of them, on the job's task
+    subject) in the same batch, which had no other event of the job: it moves the job's fence,
+    so a planner whose view of the job is older than this batch cannot append to it
+    (docs/decisions/0033). Not an event of the job's aggregate (no version): a fold skips it."""
+
+    type: Literal["TasksRecorded"] = "TasksRecorded"
+    v: Literal[1] = 1
+    job_id: str
+    count: int = Field(ge=1, description="task records in the same batch")
 
 
 class JobAdopted(Event):
@@ -641,7 +656,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | TasksRecorded | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

@@ -52,6 +52,40 @@ def job_events(tenant: str, job_id: str) -> str:
     return f"{EVT}.{token(tenant, 'tenant')}.job.{token(job_id, 'job id')}"
 
 
+JOB_TASKS = "tasks"
+"""The last token of a job's records of its tasks (`job_tasks`)."""
+JOB_TASK_TYPES = frozenset({"TaskQueued", "TaskCompleted", "TaskAttemptFailed"})
+"""The job's events that are about one task: they go on `job_tasks`, the others on `job_events`."""
+
+
+def job_tasks(tenant: str, job_id: str) -> str:
+    """The planner's records of a job's tasks (`JOB_TASK_TYPES`), one token under the job's own
+    subject, so that a consumer of job events (`ALL_JOB_EVENTS`) never receives them. Fenced on
+    the job's subject, as every append of the job is (`fence_subject`, docs/decisions/0033)."""
+    return f"{job_events(tenant, job_id)}.{JOB_TASKS}"
+
+
+def job_subject(tenant: str, job_id: str, event_type: str) -> str:
+    """Where the planner appends a job's event of this type."""
+    return job_tasks(tenant, job_id) if event_type in JOB_TASK_TYPES else job_events(tenant, job_id)
+
+
+def fence_subject(subject: str) -> str:
+    """The subject whose last sequence an append on `subject` is fenced on: the job's own for
+    its task records (`job_tasks`), the subject itself otherwise."""
+    if subject.endswith(f".{JOB_TASKS}"):
+        parts = subject.split(".")
+        if len(parts) == 6 and parts[3] == "job":
+            return subject[: -len(JOB_TASKS) - 1]
+    return subject
+
+
+def job_filters(tenant: str, job_id: str) -> list[str]:
+    """Every subject of a job's own history (its events and its task records; a job of a log
+    written before the task records had their subject has them all on the first)."""
+    return [job_events(tenant, job_id), job_tasks(tenant, job_id)]
+
+
 def layout_events(tenant: str, job_id: str) -> str:
     """Layout requests and answers of one job: written by the planner (request) and the
     solver (answer), so the solver's answer is fenced by the request's sequence."""
@@ -116,7 +150,7 @@ def provisioner_events(tenant: str, provisioner_id: str) -> str:
 
 def job_history_filters(tenant: str, job_id: str) -> list[str]:
     """Every subject that tells a job's story."""
-    return [job_events(tenant, job_id), layout_events(tenant, job_id), job_task_events(tenant, job_id)]
+    return [*job_filters(tenant, job_id), layout_events(tenant, job_id), job_task_events(tenant, job_id)]
 
 
 # -- governance (docs/governance.md) -------------------------------------------------------------
@@ -164,6 +198,8 @@ ALL_TASK_OUTCOMES = f"{EVT}.*.task.*.*.*"
 """Claims and outcomes of every task (not their progress lines, one token longer)."""
 PROGRESS = "progress"
 ALL_JOB_EVENTS = f"{EVT}.*.job.*"
+"""Every job's own events (not its task records, one token longer: `job_tasks`)."""
+ALL_JOB_TASK_RECORDS = f"{EVT}.*.job.*.{JOB_TASKS}"
 ALL_CLUSTER_EVENTS = f"{EVT}.*.cluster.*"
 ALL_CATALOG_EVENTS = f"{EVT}.*.catalog.>"
 

@@ -241,18 +241,16 @@ class MusterClient(Operations):
     async def events(
         self, job_id: str, tenant: str | None = None, since_seq: int = 0, until: Iterable[str] = FINAL_JOB_EVENTS
     ) -> AsyncGenerator[Recorded, None]:
-        """The job's events (its own subject), from the first (or the first after
-        `since_seq`), up to and including the first whose type is in `until`."""
+        """The job's events and task records (`subjects.job_filters`), from the first (or the
+        first after `since_seq`), up to and including the first whose type is in `until`."""
         stop = frozenset(until)
-        subject = subjects.job_events(tenant or self.tenant, job_id)
+        filters = subjects.job_filters(tenant or self.tenant, job_id)
         last = since_seq
         while True:
             queue: asyncio.Queue[Msg] = asyncio.Queue()
-            start: dict[str, Any] = (
-                {"deliver_policy": DeliverPolicy.BY_START_SEQUENCE, "config": ConsumerConfig(opt_start_seq=last + 1)}
-                if last else {"deliver_policy": DeliverPolicy.ALL}
-            )
-            sub = await self.js.subscribe(subject, ordered_consumer=True, cb=queue.put, idle_heartbeat=2.0, **start)
+            config = ConsumerConfig(filter_subjects=filters, opt_start_seq=last + 1 if last else None)
+            sub = await self.js.subscribe(filters[0], ordered_consumer=True, cb=queue.put, idle_heartbeat=2.0, config=config,
+                                          deliver_policy=DeliverPolicy.BY_START_SEQUENCE if last else DeliverPolicy.ALL)
             try:
                 while True:
                     try:

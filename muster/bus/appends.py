@@ -34,6 +34,7 @@ from typing import Any
 from nats.aio.client import Client
 
 from contracts.records import H_EXPECT, H_MSG_ID, H_TYPE, H_WRITER, Append
+from contracts.subjects import fence_subject
 from muster import tracing
 
 from ..ports.eventlog import ConcurrencyError, StoreError
@@ -71,6 +72,15 @@ def _seq(answer: bytes) -> int:
     if "error" in got:
         raise _Refusal(got["error"])
     return int(got["seq"])
+
+
+def _expect(headers: dict[str, str], subject: str, seq: int, subject_filter: str | None = None) -> None:
+    """The headers that fence a message on the last sequence of `subject_filter`, or of the
+    subject it is fenced on (`fence_subject`: a job's task records on the job's subject)."""
+    headers[H_EXPECT] = str(seq)
+    on = subject_filter or fence_subject(subject)
+    if on != subject:
+        headers[H_EXPECT + "-Subject"] = on
 
 
 class LogWriter:
@@ -127,7 +137,7 @@ class LogWriter:
             if len(items) == 1:
                 data, headers = await self._encode(subject, items[0])
                 if expect_last_seq is not None:
-                    headers[H_EXPECT] = str(expect_last_seq)
+                    _expect(headers, subject, expect_last_seq)
                 await self.publisher.start()
                 return [_seq(await self.publisher.future(subject, data, headers, self.timeout))]
             last = await self._batch([(subject, item) for item in items], expect_last_seq)
@@ -163,9 +173,7 @@ class LogWriter:
         for i, (_, _, headers) in enumerate(encoded, start=1):
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
         if expect_last_seq is not None:
-            encoded[0][2][H_EXPECT] = str(expect_last_seq)
-            if expect_filter is not None:
-                encoded[0][2][H_EXPECT + "-Subject"] = expect_filter
+            _expect(encoded[0][2], encoded[0][0], expect_last_seq, expect_filter)
         for subject, data, headers in encoded[:-1]:
             self.publisher.send(subject, data, headers)
         subject, data, headers = encoded[-1]
@@ -187,7 +195,10 @@ class LogWriter:
     # -- chains --------------------------------------------------------------------------------
 
     async def chain(self, parts: Sequence[Part]) -> list[list[int]]:
-        links = [(subject, item, expect if i == 0 else None, expect is not None)
+        # A job's task records are fenced on the job's subject (`fence_subject`): a part of them
+        # after a fenced part of the job is fenced too, on what the job's subject last got.
+        initial = {fence_subject(subject): expect for subject, _, expect in reversed(parts) if expect is not None}
+        links = [(subject, item, expect if i == 0 else None, fence_subject(subject) in initial)
                  for subject, items, expect in parts for i, item in enumerate(items)]
         if not links:
             return [[] for _ in parts]
@@ -196,7 +207,7 @@ class LogWriter:
         answers = []
         for k, ((subject, _, fence, _), (data, headers)) in enumerate(zip(links, encoded, strict=True)):
             if fence is not None:
-                headers[H_EXPECT] = str(fence)
+                _expect(headers, subject, fence)
             if k > 0:
                 headers[H_EXPECT_LAST_MSG_ID] = links[k - 1][1].msg_id
             answers.append(self.publisher.future(subject, data, headers, self.timeout, now=k == len(links) - 1))
@@ -206,21 +217,24 @@ class LogWriter:
             for waiting in answers:
                 waiting.cancel()  # (a chain given up on: its late answers are dropped)
         seqs: list[int] = []
-        last: dict[str, int] = {}  # subject -> its sequence so far in this chain
+        last: dict[str, int] = {}  # fence subject -> its sequence so far in this chain
         for k, answer in enumerate(got):
             try:
                 seqs.append(_seq(answer))
-                last[links[k][0]] = seqs[-1]
+                if links[k][0] == fence_subject(links[k][0]):
+                    last[links[k][0]] = seqs[-1]
                 continue
             except _Refusal:
                 pass
-            # The first refusal: from here on one at a time, each fenced on what its subject got
-            # (a link refused only because another writer came between lands now; a real
-            # refusal is raised as a single append raises it).
+            # The first refusal: from here on one at a time, each fenced on what its fence
+            # subject got (a link refused only because another writer came between lands now;
+            # a real refusal is raised as a single append raises it).
             for subject, item, fence, fenced in links[k:]:
-                [seq] = await self._append(subject, [item], last.get(subject, fence) if fenced else None)
+                on = fence_subject(subject)
+                [seq] = await self._append(subject, [item], last.get(on, fence or initial.get(on)) if fenced else None)
                 seqs.append(seq)
-                last[subject] = seq
+                if subject == on:
+                    last[on] = seq
             break
         out, at = [], 0
         for _, items, _ in parts:

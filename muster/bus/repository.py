@@ -29,6 +29,9 @@ from eventsourcing.domain import (
 )
 from eventsourcing.utils import get_topic
 
+from contracts.events import FENCE_MARKERS
+from contracts.subjects import fence_subject
+
 from ..ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
 
 A = TypeVar("A", bound=BaseAggregate[Any])
@@ -43,14 +46,27 @@ STORED_ATTR = "_log_version"
 must begin right after it."""
 
 
+FENCE_ATTR = "_fence_seq"
+"""The last sequence of the subject its appends are fenced on, where that is not `SEQ_ATTR`: a
+job's task records have a subject of their own, fenced on the job's (docs/decisions/0033)."""
+
+
+
 def log_seq(aggregate: BaseAggregate[Any]) -> int:
     return int(getattr(aggregate, SEQ_ATTR, 0))
 
 
-def mark_stored(aggregate: BaseAggregate[Any], seq: int, version: int | None = None) -> None:
-    """The aggregate's events up to `version` (default: all) are in the log, the last at `seq`."""
+def fence_seq(aggregate: BaseAggregate[Any]) -> int:
+    return int(getattr(aggregate, FENCE_ATTR, None) or log_seq(aggregate))
+
+
+def mark_stored(aggregate: BaseAggregate[Any], seq: int, version: int | None = None, fence: int | None = None) -> None:
+    """The aggregate's events up to `version` (default: all) are in the log, the last at `seq`;
+    the last on the subject they are fenced on at `fence` (default: `seq`)."""
     setattr(aggregate, SEQ_ATTR, seq)
     setattr(aggregate, STORED_ATTR, aggregate.version if version is None else version)
+    if fence is not None or FENCE_ATTR in vars(aggregate):
+        setattr(aggregate, FENCE_ATTR, seq if fence is None else fence)
 
 
 def fence(aggregate: BaseAggregate[Any], subject: str, appends: Sequence[Append]) -> int:
@@ -66,7 +82,7 @@ def fence(aggregate: BaseAggregate[Any], subject: str, appends: Sequence[Append]
     if stored is not None and first is not None and first != stored + 1:
         raise ConcurrencyError(f"{subject}: version {first} would follow version {stored}; "
                                f"versions {stored + 1}..{first - 1} were never stored: take the log's view again")
-    return seq
+    return fence_seq(aggregate)
 
 
 @lru_cache(maxsize=65536)
@@ -97,7 +113,13 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
     for it, only to take the payload back out, cost 10x the method itself in a full fold
     (docs/decisions/0005-log-reads-from-the-wire.md). The payload is the contract
     event decoded once from the message; nothing is validated again. Creation events, and any
-    event class without a plain `(self, payload)` method, take the library's path."""
+    event class without a plain `(self, payload)` method, take the library's path. A marker
+    (`FENCE_MARKERS`) and any event on a subject fenced on another (a job's task records) move only
+    the sequences the next append is fenced with."""
+    if recorded.type in FENCE_MARKERS:  # (not the aggregate's: it takes only their sequence)
+        if aggregate is not None:
+            mark_stored(aggregate, recorded.seq, fence=recorded.seq)
+        return aggregate  # type: ignore[return-value]  # (a log never begins with one)
     apply = _applier(cls, recorded.event.type) if aggregate is not None else None
     if apply is None:
         aggregate = to_domain_event(cls, recorded).mutate(aggregate)
@@ -112,7 +134,10 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
         apply(aggregate, recorded.event)
         aggregate.version = next_version
         aggregate.modified_on = recorded.time
-    mark_stored(aggregate, recorded.seq)
+    if recorded.subject != fence_subject(recorded.subject):
+        mark_stored(aggregate, recorded.seq, fence=fence_seq(aggregate))
+    else:
+        mark_stored(aggregate, recorded.seq)
     return aggregate
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from contracts.subjects import fence_subject
 from contracts.tasks import TaskMessage
 from muster import tracing
 
@@ -81,6 +82,9 @@ class MemoryEventLog:
 
     async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
                             subject_filter: str) -> list[int]:
+        fault = self._fault(entries[0][0], [item for _, item in entries])
+        if fault is not None and not fault.lands:
+            raise fault.error
         last = max((r.seq for r in self.records if matches(subject_filter, r.subject)), default=0)
         if last > expect_last_seq:
             raise ConcurrencyError(f"{subject_filter}: wrong last sequence: {last}")
@@ -89,6 +93,8 @@ class MemoryEventLog:
         seqs: list[int] = []
         for subject, item in entries:
             seqs += self._store(subject, [item], None)
+        if fault is not None:
+            raise fault.error
         return seqs
 
     def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
@@ -116,14 +122,15 @@ class MemoryEventLog:
 
     def _store(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         last = self._last.get(subject, 0)
-        stale = expect_last_seq is not None and last != expect_last_seq
+        fenced_on = self._last.get(fence_subject(subject), 0)  # a job's task records: the job's
+        stale = expect_last_seq is not None and fenced_on != expect_last_seq
         seen = [item.msg_id in self._ids for item in items]
         if stale or (len(items) > 1 and any(seen)):
             # As the server: the expected sequence is checked before de-duplication, so a
             # retry of an append that landed is told apart by the subject's last key.
             if last and self._id_of.get(last) == items[-1].msg_id:
                 return list(range(last - len(items) + 1, last + 1))
-            raise ConcurrencyError(f"{subject}: wrong last sequence: {last}")
+            raise ConcurrencyError(f"{subject}: wrong last sequence: {fenced_on}")
         if len(items) == 1 and seen[0]:
             return [self._ids[items[0].msg_id]]
         now = self._clock.now() if self._clock is not None else datetime.now(UTC)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from contracts.events import FINAL_JOB_EVENTS
+from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS
 from contracts.records import Recorded
 
 
@@ -158,6 +158,8 @@ def describe(e: Any) -> str:
         case "ServicesDesired":
             off = [*e.stopped, *(f"{s} on {', '.join(on)}" for s, on in e.stopped_on.items())]
             return "desired: " + (f"stopped {'; '.join(off)}" if off else "every service running")
+        case "TasksRecorded":
+            return f"{e.count} task records"
     return str(t)
 
 
@@ -183,6 +185,8 @@ def timeline(history: Iterable[Recorded]) -> list[Line]:
     owners: dict[str, str] = {}  # job -> its planner, who writes the job's and cluster's events
     for r in history:
         e = r.event
+        if e.type in FENCE_MARKERS:  # (the fence's, not the story's)
+            continue
         start = start or r.time
         key = _clock_key(e)
         text, took = describe(e), None

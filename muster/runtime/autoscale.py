@@ -168,7 +168,7 @@ async def watch_activity(nc: Any, scaler: Autoscaler) -> list[Any]:
         if (msg.headers or {}).get("Muster-Type") in ACTIVITY:
             scaler.poke()
 
-    return [await nc.subscribe(subjects.ALL_JOB_EVENTS, cb=on_msg), await nc.subscribe(subjects.ALL_TASK_OUTCOMES, cb=on_msg)]
+    return [await nc.subscribe(s, cb=on_msg) for s in (subjects.ALL_JOB_TASK_RECORDS, subjects.ALL_TASK_OUTCOMES)]
 
 
 class DeploymentFleet:

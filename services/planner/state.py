@@ -16,21 +16,23 @@ import structlog
 from contracts import subjects
 from contracts.catalog import Catalog
 from muster import snapshots
-from muster.bus.repository import Repository, append_of, fence, fold, mark_stored, rebuild
+from muster.bus.appends import MAX_ATOMIC
+from muster.bus.repository import Repository, append_of, fence, fold, mark_stored, pending_appends, rebuild
 from muster.catalog.store import read_catalog
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import job_ids
 from muster.snapshots import Kind, Snapshot, SnapshotSource
 
+from . import joblog
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .ports import CatalogSource
 from .snapshots import CLUSTER, EVERY, JOB, Snapshotter
 
 log = structlog.get_logger("muster.planner")
-PART = 1000
+PART = MAX_ATOMIC - 1
 """Events of one part of a saved wave (`save(stored=...)`): the most the server takes in one
-atomic batch."""
+atomic batch, less the room for a marker (`joblog`)."""
 TAIL_READS = 16
 """Aggregates read at once when resuming from snapshots (each the events after its snapshot)."""
 
@@ -144,7 +146,8 @@ class PlannerState:
         snap = (await self._shortcut(self.snapshotter.store.get(JOB.name, tenant, job_id), None)
                 if self.snapshotter is not None else None)
         if snap is not None:
-            job = await self._resume(JOB, Job, subjects.job_events(tenant, job_id), tenant, snap)
+            tail = await joblog.history(self.log, tenant, job_id, snap.seq + 1)
+            job = await self._resume(JOB, Job, subjects.job_events(tenant, job_id), tenant, snap, tail)
             if job is not None and job.is_final:
                 return job, None
         history = await self.job_history(tenant, job_id)
@@ -176,14 +179,15 @@ class PlannerState:
             log.warning("snapshot does not fit its log; folded from the first event", kind=kind.name, subject=subject,
                         error=str(err) or type(err).__name__)
             snap = None
-            aggregate = rebuild(cls, await self.log.read(subject))
+            aggregate = rebuild(cls, await (self.job_history(tenant, _tenant_and_id(subject)[1]) if kind is JOB
+                                            else self.log.read(subject)))
         if aggregate is not None and self.snapshotter is not None:
             self.snapshotter.loaded(kind, aggregate, tenant, snap.aggregate.version if snap is not None else 0,
                                     refresh=kind is CLUSTER)
         return aggregate
 
     async def job_history(self, tenant: str, job_id: str) -> list[Recorded]:
-        return await self.log.read(subjects.job_events(tenant, job_id))
+        return await joblog.history(self.log, tenant, job_id)
 
     async def find_job(self, tenant: str, job_id: str) -> Job | None:
         """A job from memory, or from the log (finished jobs are not kept at start)."""
@@ -224,7 +228,7 @@ class PlannerState:
 
     async def save_job(self, job: Job) -> None:
         try:
-            await self.repo.save(job, subjects.job_events(job.tenant, str(job.id)))
+            await joblog.append(self.log, job, pending_appends(job))
         except Exception:
             await self._take_the_logs_view(lambda: self.reload_job(job.tenant, str(job.id)))
             raise
@@ -255,8 +259,7 @@ class PlannerState:
                 await self.save_cluster(cluster)
                 await self._save_in_parts(job, stored)
             elif chain:
-                await self.repo.save_chain([(cluster, subjects.cluster_events(cluster.tenant, str(cluster.id))),
-                                            (job, subjects.job_events(job.tenant, str(job.id)))])
+                await self._save_chain(job, cluster)
                 if self.snapshotter is not None:
                     self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
                     self.snapshotter.saved(JOB, job, job.tenant)
@@ -274,14 +277,24 @@ class PlannerState:
         # Each part encoded just before it is sent: the first part does not wait for the
         # encoding of all of them.
         events = job.collect_events()
-        subject = subjects.job_events(job.tenant, str(job.id))
         for start in range(0, len(events), self.part):
             part = [append_of(e) for e in events[start : start + self.part]]
-            seqs = await self.log.append(subject, part, expect_last_seq=fence(job, subject, part))
-            mark_stored(job, seqs[-1], part[-1].version)
+            await joblog.append(self.log, job, part)
             stored(part)
         if events and self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
+
+    async def _save_chain(self, job: Job, cluster: Cluster) -> None:
+        """The cluster's new events, then the job's, as one chain (`EventLog.append_chain`)."""
+        subject = subjects.cluster_events(cluster.tenant, str(cluster.id))
+        ours = pending_appends(cluster)
+        parts = [(subject, ours, fence(cluster, subject, ours))] if ours else []
+        mine = joblog.chain_parts(job, pending_appends(job))
+        stored = await self.log.append_chain([*parts, *mine])
+        if ours:
+            mark_stored(cluster, stored[0][-1])
+        if mine:
+            joblog.chained(job, mine, stored[len(parts):])
 
     async def reload(self, tenant: str, job_id: str, cluster_id: str) -> None:
         await self.reload_job(tenant, job_id)

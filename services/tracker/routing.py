@@ -2,8 +2,8 @@
 
 One durable consumer, `tracker-index`, shared by every tracker (a queue group), feeds the
 location index of jobs and clusters, from the job, cluster and layout subjects only: the
-claims and outcomes of tasks never reach it (where a task runs is read from the log when asked,
-`tasks.py`). `grep` an event's name here to see that the tracker consumes it; the fold itself
+claims and outcomes of tasks never reach it, nor the job's task records (a subject of their own,
+docs/decisions/0033); where a task runs is read from the log when asked (`tasks.py`). `grep` an event's name here to see that the tracker consumes it; the fold itself
 is `muster/readmodel/locations.py` (`updates_from`). Other event types on those subjects are
 acknowledged and ignored. The tracker also *reads* the log live (ordered consumers, no
 durable): a job's story for `GET /v1/jobs/{id}/stream` and `muster watch`, see app.py.

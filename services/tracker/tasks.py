@@ -38,7 +38,7 @@ class TaskLocations:
         last, records = self._jobs.pop(key, (0, {}))
         filters = [subjects.job_task_events(tenant, job_id)]
         if with_queued:
-            filters.insert(0, subjects.job_events(tenant, job_id))
+            filters[:0] = subjects.job_filters(tenant, job_id)
         fresh, last = await self._read(filters, last)
         if fresh:
             records = task_records(fresh, records)

@@ -147,8 +147,8 @@ async def check(
     await store.replay(subjects.ALL_EVENTS, log.append)
     report = Report(events=len(log))
     by_subject: dict[str, list[Recorded]] = defaultdict(list)
-    for r in log:
-        by_subject[r.subject].append(r)
+    for r in log:  # (a job's task records with its own events: one history, in log order)
+        by_subject[subjects.fence_subject(r.subject)].append(r)
 
     jobs: dict[tuple[str, str], Job] = {}
     clusters: dict[tuple[str, str], Cluster] = {}

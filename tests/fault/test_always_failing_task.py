@@ -71,7 +71,7 @@ async def test_a_task_that_always_fails_is_retried_then_rolled_back(tmp_path: Pa
         assert isinstance(final, JobRolledBack), final
         before, after = await _before_and_after(fs, doomed.cluster_id, doomed.job_id)
         assert (before is None or not before.nodes) and after is not None and after.nodes == {} and after.status == "failed"
-        history = await EventStore(fs.conn).read(subjects.job_events(T, doomed.job_id))
+        history = await EventStore(fs.conn).read_many(subjects.job_filters(T, doomed.job_id))
         created_nodes = {r.event.task_id.split(".")[0] for r in history if r.type == "TaskCompleted" and r.event.task_id.endswith(".create")}
         deleted = {r.event.task_id.split(".")[1] for r in history if r.type == "TaskCompleted" and r.event.task_id.startswith("undo.") and r.event.task_id.endswith(".delete")}
         assert created_nodes and created_nodes == deleted, (created_nodes, deleted)

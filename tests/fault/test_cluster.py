@@ -56,7 +56,7 @@ async def test_the_job_finishes_when_the_stream_leader_dies(tmp_path: Path, monk
             replies.append(reply)
 
         leader = await choose_victim(fs)
-        await fs.when(f"muster.evt.{T}.job.*", nth("TaskCompleted", 6), create)
+        await fs.when(f"muster.evt.{T}.job.>", nth("TaskCompleted", 6), create)
         stored = {r.seq: (r.subject, r.event.model_dump_json()) for r in await EventStore(fs.conn).read(subjects.ALL_EVENTS)}
         await fs.kill_server(next(i for i, n in enumerate(fs.nodes) if n.name == leader))
 

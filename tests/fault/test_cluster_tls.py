@@ -54,7 +54,7 @@ async def test_a_create_finishes_across_tls_routes_while_every_certificate_rotat
 
         await fs.load_catalog(T, demo_catalog(latency_ms="100-300"))
         replies: list[Accepted] = []
-        await fs.when(f"muster.evt.{T}.job.*", nth("TaskCompleted", 3),
+        await fs.when(f"muster.evt.{T}.job.>", nth("TaskCompleted", 3),
                       fs.sending(T, CreateCluster(name="rotated", template="hadoop-small", nodes=3), replies))
         reloaded = await fs.rotate_certificates()  # mid-create
         assert reloaded == ["nats-1", "nats-2", "nats-3", "tracker"]

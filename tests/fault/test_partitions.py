@@ -80,7 +80,7 @@ async def test_an_isolated_planner_is_fenced(tmp_path: Path) -> None:
         victim = max(sorted(set(owners.values())), key=list(owners.values()).count)
         theirs = [r.job_id for r in replies if owners[r.job_id] == victim]
         other = "planner-2" if victim == "planner-1" else "planner-1"
-        await fs.when(subjects.job_events(T, theirs[0]), lambda r: r.type == "TaskCompleted", _noop, timeout=60)
+        await fs.when(subjects.job_tasks(T, theirs[0]), lambda r: r.type == "TaskCompleted", _noop, timeout=60)
 
         isolated_at = time.time()
         await fs.nemesis.isolate(victim)
@@ -98,7 +98,7 @@ async def test_an_isolated_planner_is_fenced(tmp_path: Path) -> None:
         assert open_then and set(open_then) <= set(adopted), (open_then, sorted(adopted))
         for job_id, adoption in adopted.items():
             assert adoption.event.planner == other and written.get(adoption.seq) == other
-            after = [r for r in log if r.subject == subjects.job_events(T, job_id) and r.seq > adoption.seq]
+            after = [r for r in log if subjects.fence_subject(r.subject) == subjects.job_events(T, job_id) and r.seq > adoption.seq]
             assert after and all(written.get(r.seq) == other for r in after), [(r.seq, r.type, written.get(r.seq)) for r in after]
         cut_off = sorted(r.seq for r in log if written.get(r.seq) == victim and isolated_at + TTL < r.time.timestamp() < healed_at)
         print(f"\n[scenario 9] isolated {victim} ({len(theirs)} of 4 jobs); {other} adopted {len(adopted)} after "

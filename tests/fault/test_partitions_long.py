@@ -65,7 +65,7 @@ async def test_a_provisioner_cut_off_mid_task(tmp_path: Path) -> None:
         cut_at = time.time()
         # Its attempts time out and go to the other provisioner; the job goes on without it.
         store = EventStore(fs.conn)
-        timed_out = await fs.when(subjects.job_events(T, replies[0].job_id),
+        timed_out = await fs.when(subjects.job_tasks(T, replies[0].job_id),
                                   lambda r: r.type == "TaskAttemptFailed" and r.event.error.startswith("timed out"), _noop,
                                   timeout=60)
         await asyncio.sleep(0)
@@ -77,7 +77,7 @@ async def test_a_provisioner_cut_off_mid_task(tmp_path: Path) -> None:
         task_subject = subjects.task_events(T, replies[0].job_id, timed_out.event.task_id, victim_id)
         late = await fs.seen(task_subject, lambda r: r.type in ("TaskSucceeded", "TaskFailed")
                              and r.event.attempt == timed_out.event.attempt, timeout=60)
-        history = await store.read(subjects.job_events(T, replies[0].job_id))
+        history = await store.read_many(subjects.job_filters(T, replies[0].job_id))
         outcomes = [r for r in history if r.type in ("TaskCompleted", "TaskAttemptFailed") and r.event.task_id == timed_out.event.task_id]
         assert [(r.type, r.event.attempt) for r in outcomes][:1] == [("TaskAttemptFailed", timed_out.event.attempt)]
         assert outcomes[-1].type == "TaskCompleted" and outcomes[-1].event.attempt > timed_out.event.attempt
@@ -113,7 +113,7 @@ async def test_the_compose_topology_through_the_nemesis(tmp_path: Path, monkeypa
             replies = [await fs.client.request(CreateCluster(name=f"f{k}{i}", template="hadoop-small", nodes=3), tenant=T)
                        for i in range(2)]
             assert all(isinstance(r, Accepted) for r in replies), replies
-            await fs.when(f"muster.evt.{T}.job.*", lambda r: r.type == "TaskCompleted", _noop, timeout=60)
+            await fs.when(f"muster.evt.{T}.job.>", lambda r: r.type == "TaskCompleted", _noop, timeout=60)
             await fault()
             print(f"[nemesis] {what}: {nem.describe()}", flush=True)
             await asyncio.sleep(8)

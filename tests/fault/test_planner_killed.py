@@ -46,7 +46,7 @@ async def test_a_planner_killed_anywhere_is_restarted_and_finishes_the_job(tmp_p
         replies: list[Accepted] = []
 
         create = fs.sending(T, CreateCluster(name="mid-stage", template="hadoop-small", nodes=3), replies)
-        await fs.when(f"muster.evt.{T}.job.*", nth("TaskCompleted", 6), create)
+        await fs.when(f"muster.evt.{T}.job.>", nth("TaskCompleted", 6), create)
         await fs.kill("planner")
         await fs.restart("planner")
         assert isinstance(await fs.client.wait(replies[0].job_id, timeout=60), JobSucceeded)

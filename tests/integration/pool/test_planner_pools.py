@@ -27,7 +27,7 @@ async def pool_state(p: Pipeline) -> Pool:
 
 
 async def job_history_types(p: Pipeline, job_id: str) -> list[str]:
-    return [r.type for r in await p.store.read(subjects.job_events(p.tenant, job_id))]
+    return [r.type for r in await p.store.read_many(subjects.job_filters(p.tenant, job_id))]
 
 
 async def until_waiting(p: Pipeline, job_id: str) -> None:

@@ -55,7 +55,7 @@ async def test_a_class_named_by_the_template_or_the_provider_gets_that_work_and_
         assert await _claims(stack, gpu.job_id) == {"prov-gpu"}
         assert await _claims(stack, edge.job_id) == {"prov-edge"}
         assert await _claims(stack, plain.job_id) == {"prov-test"}
-        queued = {r.event.provisioner_class for r in await stack.store.read(f"muster.evt.{stack.tenant}.job.{gpu.job_id}")
+        queued = {r.event.provisioner_class for r in await stack.store.read_many(subjects.job_filters(stack.tenant, gpu.job_id))
                   if r.type == "TaskQueued"}
         assert queued == {"gpu"}
         # Later jobs on the cluster go to the same class.

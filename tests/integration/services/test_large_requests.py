@@ -103,7 +103,7 @@ async def test_a_10000_node_create_is_planned_and_dispatched_in_small_messages(b
 
     bus = BusSizes(tasks=BIG)
     job_id = str(job_uuid("default", "big-1"))
-    subs = [await bare.nc.subscribe(subjects.job_events("default", job_id), cb=on_append, pending_msgs_limit=-1, pending_bytes_limit=-1),
+    subs = [await bare.nc.subscribe(subjects.job_tasks("default", job_id), cb=on_append, pending_msgs_limit=-1, pending_bytes_limit=-1),
             await bare.nc.subscribe("muster.>", cb=bus.on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1),
             await bare.nc.subscribe("$KV.>", cb=bus.on_msg, pending_msgs_limit=-1, pending_bytes_limit=-1)]
     reply = await bare.client.send("default", CreateCluster(name="big", template="hadoop-big", nodes=BIG, request_id="big-1"))
@@ -112,7 +112,7 @@ async def test_a_10000_node_create_is_planned_and_dispatched_in_small_messages(b
     await asyncio.wait_for(bus.all_tasks, 180)  # the first wave's messages, published after it was recorded
     for sub in subs:
         await sub.unsubscribe()
-    job = rebuild(Job, await bare.store.read(subjects.job_events("default", reply.job_id)))
+    job = rebuild(Job, await bare.store.read_many(subjects.job_filters("default", reply.job_id)))
     assert job is not None and job.planned and job.state == "running"
     assert len(job.tasks) > 10 * BIG and len(job.nodes) == BIG
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, ExpandCluster
 from contracts.events import JobSucceeded, TaskCompleted
 from contracts.tasks import TaskMessage
@@ -52,7 +53,7 @@ async def test_a_restarted_planner_finishes_the_job(stack: Stack, after: int) ->
         assert isinstance(final, JobSucceeded), final
         assert reply.job_id in second.jobs  # rebuilt from the log
 
-        history = await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")
+        history = await stack.store.read_many(subjects.job_filters(stack.tenant, reply.job_id))
         queued = Counter((r.event.task_id, r.event.attempt) for r in history if r.type == "TaskQueued")
         assert queued and max(queued.values()) == 1  # no attempt recorded twice
         assert all(a == 1 for _, a in queued), [r.event for r in history if r.type == "TaskAttemptFailed"]  # and none needed a new attempt
@@ -86,5 +87,5 @@ async def test_a_lost_task_publish_is_repaired_by_the_redelivered_outcome(stack:
     assert isinstance(reply, Accepted)
     assert isinstance(await stack.client.wait(reply.job_id, timeout=90), JobSucceeded)
     assert left["n"] == 0  # the failures did happen
-    history = await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")
+    history = await stack.store.read_many(subjects.job_filters(stack.tenant, reply.job_id))
     assert all(r.event.attempt == 1 for r in history if r.type == "TaskQueued")  # repaired, not retried

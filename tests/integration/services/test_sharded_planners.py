@@ -113,7 +113,7 @@ async def _creates_on_both(fleet: Fleet, prefix: str, n: int = 6) -> list[Accept
 
 
 async def _queued_twice(fleet: Fleet, job_id: str) -> int:
-    history = await fleet.store.read(subjects.job_events("default", job_id))
+    history = await fleet.store.read_many(subjects.job_filters("default", job_id))
     counts = Counter((r.event.task_id, r.event.attempt) for r in history if r.type == "TaskQueued")
     return sum(c > 1 for c in counts.values())
 

@@ -175,7 +175,7 @@ async def _run(nc: Client, store: EventStore, owners: dict[int, str]) -> None:
     history: list[tuple[int, str, str]] = []
     drivers = set()
     for r in replies:
-        events = await store.read(subjects.job_events(T, r.job_id))
+        events = await store.read_many(subjects.job_filters(T, r.job_id))
         drivers.add(events[0].event.planner)
         actions = {e.event.task_id: e.event.action.value for e in events if e.type == "TaskQueued"}
         for e in events:

@@ -37,7 +37,7 @@ async def test_silent_attempts_time_out_and_late_results_are_ignored(stack: Stac
     final = await stack.client.wait(reply.job_id, timeout=60)
     assert isinstance(final, JobRolledBack) and "failed 2 times" in final.reason
 
-    job = [r for r in await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}")]
+    job = [r for r in await stack.store.read_many(subjects.job_filters(stack.tenant, reply.job_id))]
     timeouts = [r.event for r in job if r.type == "TaskAttemptFailed" and r.event.state == "timed_out"]
     assert {(e.attempt) for e in timeouts} == {1, 2} and "timed out" in timeouts[0].error
     install = timeouts[0].task_id
@@ -62,7 +62,7 @@ async def test_tasks_a_cancel_keeps_from_running_are_cancelled(stack: Stack) -> 
     assert isinstance(await stack.client.send(stack.tenant, CancelJob(job_id=reply.job_id)), Accepted)
     final = await stack.client.wait(reply.job_id, timeout=60)
     assert isinstance(final, JobRolledBack) and final.reason == "cancelled by request"
-    queued = {r.event.task_id for r in await stack.store.read(f"muster.evt.{stack.tenant}.job.{reply.job_id}") if r.type == "TaskQueued"}
+    queued = {r.event.task_id for r in await stack.store.read_many(subjects.job_filters(stack.tenant, reply.job_id)) if r.type == "TaskQueued"}
     states = await _task_states(stack, reply.job_id)
     cancelled = {t for t, s in states.items() if s == "cancelled"}
     assert cancelled and cancelled == {t for t in states if t not in queued and not t.startswith("undo.")}

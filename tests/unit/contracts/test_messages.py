@@ -9,6 +9,7 @@ from contracts import subjects
 from contracts.catalog import Action
 from contracts.commands import COMMAND_ADAPTER, CreateCluster
 from contracts.events import EVENT_TYPES, TaskQueued, parse_event
+from muster.ports.memory import matches
 
 STATE_FACTS = {"JobRolledBack", "JobNeedsAttention", "HostReset"}  # HostReset: "reset" is its own past tense
 
@@ -58,6 +59,15 @@ def test_commands_are_imperative_and_versioned() -> None:
 def test_subject_tokens_refuse_injection(bad: str) -> None:
     with pytest.raises(subjects.SubjectError):
         subjects.job_events(bad, "j")
+
+
+def test_a_jobs_task_records_are_one_token_under_it_and_fenced_on_it() -> None:
+    job, records = subjects.job_events("acme", "j1"), subjects.job_tasks("acme", "j1")
+    assert records == "muster.evt.acme.job.j1.tasks" and subjects.fence_subject(records) == job
+    assert subjects.job_subject("acme", "j1", "TaskCompleted") == records and subjects.job_subject("acme", "j1", "JobSucceeded") == job
+    assert not matches(subjects.ALL_JOB_EVENTS, records) and matches(subjects.ALL_JOB_TASK_RECORDS, records)
+    for other in (job, subjects.cluster_events("acme", "tasks"), "muster.evt.acme.catalog.template.tasks"):
+        assert subjects.fence_subject(other) == other
 
 
 def test_subjects_have_the_documented_shape() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from contracts import subjects
 from contracts.catalog import Action, Catalog, Service
 from contracts.commands import VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS, LayoutRequested, TaskClaimed, TaskFailed, TaskSucceeded
@@ -217,15 +218,20 @@ class Harness:
         return {n.id: set(n.services) for n in self.cluster(cluster_id).nodes.values()}
 
     def history(self, job_id: str, tenant: str = "default") -> list[str]:
-        return self.log.types(f"muster.evt.{tenant}.job.{job_id}")
+        """The types of the job's events and task records, in log order (not the fence's markers)."""
+        return [r.type for r in self.job_records(job_id, tenant) if r.type != "TasksRecorded"]
+
+    def job_records(self, job_id: str, tenant: str = "default") -> list[Any]:
+        own = subjects.job_filters(tenant, job_id)
+        return [r for r in self.log.records if r.subject in own]
 
     def final(self, job_id: str, tenant: str = "default") -> Any:
         """The job's final event (JobSucceeded, JobRolledBack, ...), None while it runs."""
-        found = [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type in FINAL_JOB_EVENTS]
+        found = [r.event for r in self.job_records(job_id, tenant) if r.type in FINAL_JOB_EVENTS]
         return found[-1] if found else None
 
     def events(self, job_id: str, event_type: str, tenant: str = "default") -> list[Any]:
-        return [r.event for r in self.log.records if r.subject == f"muster.evt.{tenant}.job.{job_id}" and r.type == event_type]
+        return [r.event for r in self.job_records(job_id, tenant) if r.type == event_type]
 
 
 def _results(message: TaskMessage, stopped: set[tuple[str, str]], states: dict[tuple[str, str], str]) -> dict[str, Any]:

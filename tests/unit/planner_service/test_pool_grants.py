@@ -63,7 +63,7 @@ async def _waiting_job(h: Harness, pool: Pool) -> tuple[str, Recorded]:
 
 
 def _types(h: Harness, job_id: str, cluster_id: str) -> list[str]:
-    own = {subjects.job_events("default", job_id), subjects.cluster_events("default", cluster_id)}
+    own = {*subjects.job_filters("default", job_id), subjects.cluster_events("default", cluster_id)}
     return [r.type for r in h.log.records if r.subject in own]
 
 
@@ -74,8 +74,10 @@ async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant(
     start = len(h.log.records)
     await h.planner.on_pool_event("lab", pool, grant)
     chain = [(r.type, getattr(r.event, "action", None)) for r in h.log.records[start:]]
-    assert [t for t, _ in chain] == ["NodeResultsRecorded", "TaskQueued", "JobResourcesGranted"]
-    assert chain[1][1] is not None and chain[1][1].value == "create"
+    # (the job's part of the chain begins with its task record: a marker on the job's subject
+    # goes first, so the first link that lands moves the job's fence, docs/decisions/0033)
+    assert [t for t, _ in chain] == ["NodeResultsRecorded", "TasksRecorded", "TaskQueued", "JobResourcesGranted"]
+    assert chain[2][1] is not None and chain[2][1].value == "create"
     [message] = h.queue.messages
     assert message.action.value == "create" and message.job_id == job_id
     assert message.results[GRANT]["host_id"] == "h1"  # the static-pool plugin takes the host from there
@@ -83,7 +85,7 @@ async def test_the_nodes_host_then_its_create_then_the_jobs_record_of_the_grant(
     assert not h.planner.state.jobs[job_id].waiting_for_resources
 
     await h.planner.on_pool_event("lab", pool, grant)  # the same grant again (a replay): nothing new
-    assert len(h.log.records) == start + 3 and len(h.queue.messages) == 1
+    assert len(h.log.records) == start + 4 and len(h.queue.messages) == 1
     await h.settle()
     assert h.planner.state.jobs[job_id].state == "succeeded"
 

@@ -154,21 +154,20 @@ async def test_a_cluster_operation_whose_job_save_finds_the_log_moved_on_is_to_b
     assert not isinstance(created, Rejected), created
     await h.settle()
     cid = created.cluster_id
-    real = h.log.append
     seen: list[str] = []
     failed: list[str] = []
 
-    async def moved_on_once(subject: str, items: Any, expect_last_seq: int | None = None) -> Any:
+    def moved_on_once(subject: str, items: Any) -> bool:
         # The job's first save (JobRequested) lands; its next one, as the job starts, finds
         # that another planner wrote there meanwhile (it took the shard over and adopted it).
         if ".job." in subject and not failed:
             seen.append(subject)
             if len(seen) == 2:
                 failed.append(subject)
-                raise ConcurrencyError(f"{subject}: wrong last sequence")
-        return await real(subject, items, expect_last_seq)
+                return True
+        return False
 
-    h.log.append = moved_on_once
+    h.log.inject(moved_on_once, ConcurrencyError("wrong last sequence"))
     command = DeleteCluster(cluster_id=cid, request_id="r-delete")
     first = await h.send(command)
     assert failed and isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
