@@ -43,7 +43,7 @@ def cluster_key(tenant: str, cluster_id: str) -> str:
     return f"{CLUSTER}.{tenant}.{cluster_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Update:
     """What one event says about one record."""
 
@@ -59,7 +59,7 @@ class Update:
         return (self.rank, self.seq)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stamp:
     value: Any
     seq: int
@@ -70,7 +70,7 @@ class Stamp:
         return (self.rank, self.seq)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     kind: str
     ident: Mapping[str, str]
