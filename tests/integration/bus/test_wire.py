@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import pytest
 import pytest_asyncio
@@ -75,6 +75,26 @@ async def test_a_consumer_lost_mid_read_is_recreated_from_the_next_message(nc: C
         await other.close()
     assert reader.resets >= 1
     assert seqs == list(range(1, 5001))
+
+
+async def test_a_message_that_needs_more_pauses_the_read_until_it_is_handled(nc: Client, stream: str) -> None:
+    await _fill(nc, stream, 3000, size=1000)
+    seqs: list[int] = []
+    taken_while_paused: list[int] = []
+
+    async def fetch_more(seq: int) -> None:  # what fetching an offloaded body looks like
+        before = len(seqs)
+        await asyncio.sleep(0.3)  # the server would have pushed thousands meanwhile
+        taken_while_paused.append(len(seqs) - before)
+
+    def on_message(subject: bytes, seq: int, data: bytes, headers: bytes) -> Awaitable[None] | None:
+        seqs.append(seq)
+        return fetch_more(seq) if seq in (10, 2999, 3000) else None
+
+    reader = OrderedReader(nc, stream, [f"{stream.lower()}.>"], on_message)
+    assert await reader.run(30) == 3000
+    assert seqs == list(range(1, 3001))
+    assert taken_while_paused == [0, 0, 0] and reader.pauses == 3
 
 
 async def test_a_failing_callback_stops_the_read_and_its_error_is_raised(nc: Client, stream: str) -> None:
