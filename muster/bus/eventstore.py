@@ -227,14 +227,14 @@ class EventStore:
 
     async def replay(
         self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
-        *, start_seq: int = 1,
+        *, start_seq: int = 1, bodies: bool = True,
     ) -> int:
         """Feed every event matching the filter (or any of several filters), from `start_seq`
         on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
         its state): an ordered push consumer read from the wire (`ordered.OrderedReader`), each
         message decoded once, in the connection's read loop. An offloaded body is fetched
         before its event is handed over, the read paused meanwhile (nothing after it is
-        taken in until then)."""
+        taken in until then); with `bodies=False` its stub is handed over as it is."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
 
         async def hand_over(r: Recorded) -> None:
@@ -242,7 +242,7 @@ class EventStore:
 
         def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> Awaitable[None] | None:
             r = _from_wire(subject, seq, data, header_block)
-            if isinstance(r.event, Offloaded):
+            if bodies and isinstance(r.event, Offloaded):
                 return hand_over(r)
             on_event(r)
             return None

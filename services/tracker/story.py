@@ -42,7 +42,7 @@ class Log(Protocol):
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]: ...
 
     async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None],
-                     timeout: float = 600.0, *, start_seq: int = 1) -> int: ...
+                     timeout: float = 600.0, *, start_seq: int = 1, bodies: bool = True) -> int: ...
 
 
 class Stories(Protocol):
@@ -129,7 +129,7 @@ async def _tail(store: Log, own_subject: str, filters: Sequence[str], start: int
 
     async def one(chunk: Sequence[str]) -> None:
         async with gate:
-            await store.replay(chunk, take, start_seq=start)
+            await store.replay(chunk, take, start_seq=start, bodies=False)  # where and when only
 
     await asyncio.gather(*(one(filters[i:i + FILTERS]) for i in range(0, len(filters), FILTERS)))
     return sorted(own, key=lambda r: r.seq), {job: time for job, (_, time) in firsts.items()}

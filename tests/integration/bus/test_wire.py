@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
 from contracts.events import JobPaused, JobRequested
-from muster.bus.bodies import INLINE_LIMIT
+from muster.bus.bodies import INLINE_LIMIT, Offloaded
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
 from muster.bus.ordered import OrderedReader
@@ -153,3 +153,6 @@ async def test_replay_hands_over_an_offloaded_body_whole_and_everything_in_order
     assert await store.replay(subject, got.append) == len(items)
     assert [r.seq for r in got] == seqs
     assert got[1].event == big and [r.event.by for r in got[2:]] == [f"after{i}" for i in range(20)]
+    stubs: list[Recorded] = []
+    assert await store.replay(subject, stubs.append, bodies=False) == len(items)  # where and when only: no body fetched
+    assert [r.seq for r in stubs] == seqs and isinstance(stubs[1].event, Offloaded) and stubs[1].type == "JobRequested"

@@ -181,8 +181,8 @@ class Counting(MemoryEventLog):
         self.events += len(found)
         return found
 
-    async def replay(self, subject_filter: Any, on_event: Any, timeout: float = 600.0, *, start_seq: int = 1) -> int:
-        count = await super().replay(subject_filter, on_event, timeout, start_seq=start_seq)
+    async def replay(self, subject_filter: Any, on_event: Any, timeout: float = 600.0, *, start_seq: int = 1, bodies: bool = True) -> int:
+        count = await super().replay(subject_filter, on_event, timeout, start_seq=start_seq, bodies=bodies)
         self.events += count
         return count
 
@@ -234,8 +234,8 @@ class Fresh(MemoryEventLog):
         weakref.finalize(copy, self._gone)
         return copy
 
-    async def replay(self, subject_filter: Any, on_event: Any, timeout: float = 600.0, *, start_seq: int = 1) -> int:
-        return await super().replay(subject_filter, lambda r: on_event(self._copy(r)), timeout, start_seq=start_seq)
+    async def replay(self, subject_filter: Any, on_event: Any, timeout: float = 600.0, *, start_seq: int = 1, bodies: bool = True) -> int:
+        return await super().replay(subject_filter, lambda r: on_event(self._copy(r)), timeout, start_seq=start_seq, bodies=bodies)
 
 
 def big_create(nodes: int) -> tuple[Fresh, str]:
