@@ -83,7 +83,7 @@ async def story_at(store: Log, tenant: str, cluster_id: str, seq: int | None, at
     else:
         # Everything after the snapshot, in one ordered read of the story's subjects.
         known = list(story.jobs)
-        filters = [own_subject] + [f for job in known for f in subjects.job_history_filters(tenant, job)]
+        filters = [f for job in known for f in subjects.job_history_filters(tenant, job)]
         own, firsts = await _tail(store, own_subject, filters, story.seq + 1, seq)
         # A job with events after the snapshot (up to the point) is folded again from its first.
         stale = [job for job in known if job in firsts and (at is None or firsts[job] <= at)]
@@ -106,9 +106,10 @@ async def _nearest(stories: Stories, tenant: str, cluster_id: str, seq: int | No
 
 async def _tail(store: Log, own_subject: str, filters: Sequence[str], start: int,
                 seq: int | None) -> tuple[list[Recorded], dict[str, datetime]]:
-    """What follows a snapshot on these subjects, from `start` up to `seq`: the cluster's own
-    events, in log order, and for each job with any event there the time of its first. Only
-    that is kept (a job of 10,000 nodes started after the snapshot has ~440,000 events there,
+    """What follows a snapshot, from `start` up to `seq`: the cluster's own events, whole and
+    in log order, and for each job with any event on its subjects (`filters`) the time of its
+    first. Only that is kept of the jobs' events, and their bodies are not fetched (a job of
+    10,000 nodes started after the snapshot has ~440,000 events there, its plan among them,
     and is folded again from its first anyway). Ordered reads of at most `FILTERS` subjects
     each, several at once (a consumer's creation grows faster than its number of filters:
     docs/decisions/0010)."""
@@ -116,11 +117,12 @@ async def _tail(store: Log, own_subject: str, filters: Sequence[str], start: int
     firsts: dict[str, tuple[int, datetime]] = {}
     gate = asyncio.Semaphore(AT_ONCE)
 
+    def take_own(r: Recorded) -> None:
+        if seq is None or r.seq <= seq:
+            own.append(r)
+
     def take(r: Recorded) -> None:
         if seq is not None and r.seq > seq:
-            return
-        if r.subject == own_subject:
-            own.append(r)
             return
         job = job_of(r.subject)
         held = firsts.get(job) if job is not None else None
@@ -131,8 +133,9 @@ async def _tail(store: Log, own_subject: str, filters: Sequence[str], start: int
         async with gate:
             await store.replay(chunk, take, start_seq=start, bodies=False)  # where and when only
 
-    await asyncio.gather(*(one(filters[i:i + FILTERS]) for i in range(0, len(filters), FILTERS)))
-    return sorted(own, key=lambda r: r.seq), {job: time for job, (_, time) in firsts.items()}
+    await asyncio.gather(store.replay(own_subject, take_own, start_seq=start),  # a layout of many nodes is offloaded
+                         *(one(filters[i:i + FILTERS]) for i in range(0, len(filters), FILTERS)))
+    return own, {job: when for job, (_, when) in firsts.items()}
 
 
 async def _folds(store: Log, tenant: str, jobs: Sequence[str], seq: int | None, at: datetime | None) -> list[JobFold]:
