@@ -238,8 +238,8 @@ def profiled(args: argparse.Namespace, path: Path) -> dict[str, Any]:
     if args.profile_dir:
         Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
         shutil.copy(path, Path(args.profile_dir) / path.name)
-    samples, cumulative, own = profile.summary(path, top=args.profile_top)
-    return {"process": args.profile, "samples": samples, "cumulative": [vars(line) for line in cumulative],
+    samples, working, cumulative, own = profile.summary(path, top=args.profile_top)
+    return {"process": args.profile, "samples": samples, "working": working, "cumulative": [vars(line) for line in cumulative],
             "own": [vars(line) for line in own]}
 
 
