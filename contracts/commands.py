@@ -109,6 +109,9 @@ class ShrinkCluster(ClusterCommand):
 
 
 ServiceList = list[Annotated[str, Field(max_length=128)]]
+NodeList = list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_\-]{1,64}$")]]
+NODES = ("only these nodes of the cluster (their ids, as `muster cluster show` lists them; default: every node); the "
+         "desired state is recorded per node")
 
 
 class AddServices(ClusterCommand):
@@ -131,18 +134,21 @@ class ConfigureCluster(ClusterCommand):
     config: Config
     restart: bool = False
     rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
+    nodes: NodeList | None = Field(default=None, min_length=1, max_length=MAX_CLUSTER_SIZE, description=NODES)
 
 
 class StartServices(ClusterCommand):
     type: Literal["StartServices"] = "StartServices"
     v: Literal[1] = 1
     services: ServiceList | None = Field(default=None, description="default: all")
+    nodes: NodeList | None = Field(default=None, min_length=1, max_length=MAX_CLUSTER_SIZE, description=NODES)
 
 
 class StopServices(ClusterCommand):
     type: Literal["StopServices"] = "StopServices"
     v: Literal[1] = 1
     services: ServiceList | None = Field(default=None, description="default: all")
+    nodes: NodeList | None = Field(default=None, min_length=1, max_length=MAX_CLUSTER_SIZE, description=NODES)
 
 
 class RestartServices(ClusterCommand):
@@ -150,6 +156,7 @@ class RestartServices(ClusterCommand):
     v: Literal[1] = 1
     services: ServiceList | None = Field(default=None, description="default: all")
     rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
+    nodes: NodeList | None = Field(default=None, min_length=1, max_length=MAX_CLUSTER_SIZE, description=NODES)
 
 
 class UpgradeService(ClusterCommand):

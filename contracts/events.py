@@ -112,10 +112,11 @@ class PlannedTaskRecord(Event):
 class JobPlanned(Event):
     """The job's task DAG. `links` are `[sources, targets]` pairs: every source finishes
     before every target (linear in size where a fan-in would be quadratic as edges). v2 adds
-    `previous_stopped` and `stopped` (a v1 plan did not record which services were stopped)."""
+    `previous_stopped` and `stopped` (a v1 plan did not record which services were stopped); v3
+    their per-node part (`previous_stopped_on`, `stopped_on`; a v2 plan's state was cluster-wide)."""
 
     type: Literal["JobPlanned"] = "JobPlanned"
-    v: Literal[1, 2] = 2
+    v: Literal[1, 2, 3] = 3
     job_id: str
     mode: Literal["eager", "staged"] = "eager"
     tasks: list[PlannedTaskRecord]
@@ -131,6 +132,11 @@ class JobPlanned(Event):
     stopped: list[str] | None = Field(
         default=None, description="v2, rollback: the services meant to be stopped once the job succeeds (its target's); "
                                   "null: as the plan's starts and stops imply")
+    previous_stopped_on: dict[str, list[str]] | None = Field(
+        default=None, description="v3: with previous_stopped, the services meant to be stopped on some nodes only "
+                                  "(service -> nodes); null before v3: none")
+    stopped_on: dict[str, list[str]] | None = Field(
+        default=None, description="v3, rollback: with stopped, the services meant to be stopped on some nodes only")
     batches: list[list[str]] = Field(default_factory=list, description="a rolling change's batches of node ids, in order")
     tolerance: int = Field(default=0, ge=0, description="nodes that may fail before the job stops (rolling changes, checks)")
 
@@ -563,15 +569,22 @@ class ServicesMoved(Event):
     changes: list[ServiceChange]
 
 
+StoppedOn = dict[str, list[str]]
+"""service -> the nodes it is meant to be stopped on, for services stopped on some of their nodes only."""
+
+
 class ServicesDesired(Event):
     """The services meant to be stopped on the cluster (a stop job succeeded), or running again
-    (a start); the desired state drift is measured against."""
+    (a start); the desired state drift is measured against, per (node, service). v2 adds
+    `stopped_on`; a v1 event has only cluster-wide entries and reads as such."""
 
     type: Literal["ServicesDesired"] = "ServicesDesired"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     cluster_id: str
     job_id: str
-    stopped: list[str] = Field(description="services meant to be stopped; every other service of the layout should run")
+    stopped: list[str] = Field(description="services meant to be stopped on every node that has them")
+    stopped_on: StoppedOn = Field(default_factory=dict, description=(
+        "v2: services meant to be stopped on these nodes only; every other (node, service) of the layout should run"))
 
 
 class ClusterStatusChanged(Event):

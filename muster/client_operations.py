@@ -92,25 +92,34 @@ class Operations:
                                                  **self._common(request_id, requested_by)), tenant=tenant)
 
     async def configure_cluster(self, cluster_id: str, config: dict[str, Any], *, restart: bool = False, dry_run: bool = False,
-                                tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
+                                tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None,
+                                nodes: Iterable[str] | None = None) -> Reply:
         return await self.request(ConfigureCluster(cluster_id=cluster_id, config=config, restart=restart, dry_run=dry_run,
+                                                   nodes=_opt_list(nodes),
                                                    **self._common(request_id, requested_by)), tenant=tenant)
 
     async def start_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
-                             tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        """Start `services` (default: all) and what they depend on."""
+                             tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None,
+                             nodes: Iterable[str] | None = None) -> Reply:
+        """Start `services` (default: all) and what they depend on; `nodes`: on those nodes only."""
         return await self.request(StartServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
+                                                nodes=_opt_list(nodes),
                                                 **self._common(request_id, requested_by)), tenant=tenant)
 
     async def stop_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
-                            tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
-        """Stop `services` (default: all) and what depends on them."""
+                            tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None,
+                            nodes: Iterable[str] | None = None) -> Reply:
+        """Stop `services` (default: all) and what depends on them; `nodes`: on those nodes only
+        (they are meant to stay stopped there)."""
         return await self.request(StopServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
+                                               nodes=_opt_list(nodes),
                                                **self._common(request_id, requested_by)), tenant=tenant)
 
     async def restart_services(self, cluster_id: str, services: Iterable[str] | None = None, *, dry_run: bool = False,
-                               tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None) -> Reply:
+                               tenant: str | None = None, request_id: str | None = None, requested_by: str | None = None,
+                               nodes: Iterable[str] | None = None) -> Reply:
         return await self.request(RestartServices(cluster_id=cluster_id, services=_opt_list(services), dry_run=dry_run,
+                                                  nodes=_opt_list(nodes),
                                                   **self._common(request_id, requested_by)), tenant=tenant)
 
     async def upgrade_service(self, cluster_id: str, service: str, *, dry_run: bool = False, tenant: str | None = None,

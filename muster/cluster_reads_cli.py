@@ -77,9 +77,10 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     table = Table(title=f"{len(c.nodes)} nodes")
     for col in ("node", "hostname", "hardware", "image", "address", "services"):
         table.add_column(col)
-    for n in data["nodes"]:
+    for n in data["nodes"]:  # a service meant to be stopped there (a stop job) says so
+        services = [s + (" (stopped)" if n["desired"].get(s) == "stopped" else "") for s in n["services"]]
         table.add_row(n["id"], n["hostname"], n["hardwaretype"], n["imagetype"],
-                      ", ".join(n["ipaddresses"].values()), ", ".join(n["services"]))
+                      ", ".join(n["ipaddresses"].values()), ", ".join(services))
     out.print(table)
 
 

@@ -83,15 +83,16 @@ async def repair(cluster_ref: str, opts: Options) -> None:
 
 
 def print_drift(c: ClusterInfo) -> None:
-    table = Table(title=f"observed services of {c.name}")
-    for col in ("node", "service", "observed"):
+    table = Table(title=f"services of {c.name}: desired and observed")
+    for col in ("node", "service", "desired", "observed"):
         table.add_column(col)
-    for node in c.nodes:
+    for node in c.nodes:  # every observed one, and every one meant to be stopped
         for service in sorted(node.services):
-            state = c.observed.get((node.id, service))
-            if state is not None:
-                table.add_row(c.hostnames.get(node.id) or node.hostname, service, state)
-    out.print(table if c.observed else "no service state observed yet: `muster cluster check CLUSTER`")
+            state, off = c.observed.get((node.id, service)), (node.id, service) in c.stopped
+            if state is not None or off:
+                table.add_row(c.hostnames.get(node.id) or node.hostname, service, "stopped" if off else "running",
+                              state or "not checked")
+    out.print(table if c.observed or c.stopped else "no service state observed yet: `muster cluster check CLUSTER`")
     if not c.drift:
         out.print("no drift: every observed service is as it should be")
         return
@@ -111,6 +112,7 @@ async def drift(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     c = await read_cluster(bus, cluster_ref)
     if as_json:
         echo_json({"cluster": c.id, "drift": [d.to_json() for d in c.drift],
+                   "stopped": [{"node": n, "service": s} for n, s in sorted(c.stopped)],
                    "observed": [{"node": n, "service": s, "state": st} for (n, s), st in sorted(c.observed.items())]})
         return
     print_drift(c)

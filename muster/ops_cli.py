@@ -56,6 +56,13 @@ def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
                         help="a batch of N nodes (or P% of them) at a time; the next once the previous is healthy")(f)
 
 
+def nodes_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--nodes n1,n2`: only these nodes' tasks; the desired state is recorded per node."""
+    return click.option("--nodes", "nodes", multiple=True, metavar="N1,N2",
+                        help="only on these nodes (ids as `muster cluster show` lists them; comma-separated or repeated; "
+                             "default: every node)")(f)
+
+
 def _rolling(batch: str | None, tolerate: int) -> Rolling | None:
     if batch is None:
         if tolerate:
@@ -178,9 +185,10 @@ async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: 
 @click.argument("config_text", metavar="CONFIG")
 @click.option("--restart", is_flag=True, help="stop and start the services around the change")
 @rolling_options
+@nodes_option
 @cluster_op
 async def configure(cluster_ref: str, config_text: str, restart: bool, rolling: str | None, tolerate: int,
-                    opts: Options) -> None:
+                    nodes: tuple[str, ...], opts: Options) -> None:
     """Replace CLUSTER's config with CONFIG (JSON, or @FILE with JSON or YAML)."""
     config = parse_json_arg(config_text, "CONFIG")
     if not isinstance(config, dict):
@@ -188,36 +196,44 @@ async def configure(cluster_ref: str, config_text: str, restart: bool, rolling: 
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
         await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart,
-                                         rolling=spec))
+                                         rolling=spec, nodes=service_list(nodes) or None))
 
 
-def _services_operation(name: str, model: Callable[..., Command], doc: str, required: bool = False) -> None:
+def _services_operation(name: str, model: Callable[..., Command], doc: str, required: bool = False, picks: bool = False) -> None:
     @cluster.command(name, help=doc)
     @click.argument("cluster_ref", metavar="CLUSTER")
     @click.argument("services", nargs=-1, required=required)
     @cluster_op
-    async def operation(cluster_ref: str, services: tuple[str, ...], opts: Options) -> None:
+    async def operation(cluster_ref: str, services: tuple[str, ...], opts: Options, nodes: tuple[str, ...] = ()) -> None:
+        picked = {"nodes": service_list(nodes) or None} if picks else {}
         async with Session(opts) as s:
-            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None))
+            await s.execute(model(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None, **picked))
+
+    if picks:
+        nodes_option(operation)
 
 
 @cluster.command("restart")
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.argument("services", nargs=-1)
 @rolling_options
+@nodes_option
 @cluster_op
-async def restart(cluster_ref: str, services: tuple[str, ...], rolling: str | None, tolerate: int, opts: Options) -> None:
+async def restart(cluster_ref: str, services: tuple[str, ...], rolling: str | None, tolerate: int, nodes: tuple[str, ...],
+                  opts: Options) -> None:
     """Restart SERVICES on CLUSTER (default: all) and what depends on them."""
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
         await s.execute(RestartServices(cluster_id=(await s.cluster(cluster_ref)).id, services=service_list(services) or None,
-                                        rolling=spec))
+                                        rolling=spec, nodes=service_list(nodes) or None))
 
 
 _services_operation("add-services", AddServices, "Add SERVICES to CLUSTER (the solver places them).", required=True)
 _services_operation("remove-services", RemoveServices, "Stop and remove SERVICES from CLUSTER.", required=True)
-_services_operation("start", StartServices, "Start SERVICES on CLUSTER (default: all) and what they depend on.")
-_services_operation("stop", StopServices, "Stop SERVICES on CLUSTER (default: all) and what depends on them.")
+_services_operation("start", StartServices, "Start SERVICES on CLUSTER (default: all; --nodes: on those nodes only) and what "
+                    "they depend on.", picks=True)
+_services_operation("stop", StopServices, "Stop SERVICES on CLUSTER (default: all; --nodes: on those nodes only) and what "
+                    "depends on them; they are meant to stay stopped there (drift, repair).", picks=True)
 
 
 @cluster.command("upgrade")

@@ -15,7 +15,7 @@ from typing import Any
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
 
-from . import lifecycle
+from . import desired, lifecycle
 from .observed import Drift, drift
 
 
@@ -33,6 +33,7 @@ class ClusterState:
         self.machines: dict[str, dict[str, str]] = {}
         """node -> what its provider said of the machine (MACHINE_RESULTS: provider id, host key fingerprint)."""
         self.version = 0
+        """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
         self.expires_at: datetime | None = None
         """The lease's end (None: forever)."""
         self.observed: dict[tuple[str, str], dict[str, str]] = {}
@@ -40,7 +41,8 @@ class ClusterState:
         self.services_state: dict[lifecycle.Pair, lifecycle.State] = {}
         """(node, service) -> (state, configured with, runs with) (`lifecycle`)."""
         self.stopped: list[str] = []
-        """How many of its events were folded: the planner's `Cluster.version` (`if_version`)."""
+        """Services meant to be stopped on every node that has them; `stopped_on`: on some nodes only."""
+        self.stopped_on: dict[str, list[str]] = {}
 
     def apply(self, e: Any) -> None:
         self.version += 1
@@ -74,6 +76,7 @@ class ClusterState:
                 lifecycle.apply_moves(self.services_state, e.changes, self.nodes)
             case "ServicesDesired":
                 self.stopped = list(e.stopped)
+                self.stopped_on = {s: list(on) for s, on in e.stopped_on.items()}
 
     def layout(self) -> list[dict[str, Any]]:
         """Node groups: how many nodes share hardware, image and services."""
@@ -84,15 +87,23 @@ class ClusterState:
         return [{"hardwaretype": h, "imagetype": i, "services": list(s), "count": c} for (h, i, s), c in sorted(groups.items())]
 
     def drift(self) -> list[Drift]:
-        return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
-                     {k: v["state"] for k, v in self.observed.items()}, lifecycle.outdated(self.services_state, self.config))
+        return drift(self.layout_map(), self.stopped_pairs(), {k: v["state"] for k, v in self.observed.items()},
+                     lifecycle.outdated(self.services_state, self.config))
+
+    def layout_map(self) -> dict[str, list[str]]:
+        return {n: spec.services for n, spec in self.nodes.items()}
+
+    def stopped_pairs(self) -> set[desired.Pair]:
+        return desired.stopped_pairs(self.layout_map(), self.stopped, self.stopped_on)
 
     def node_views(self) -> list[dict[str, Any]]:
+        off = self.stopped_pairs()
         return [
             {
                 "id": n.id, "hostname": self.hostnames.get(n.id) or n.hostname, "hardwaretype": n.hardwaretype,
                 "imagetype": n.imagetype, "services": sorted(n.services),
                 "ipaddresses": dict(sorted(self.ipaddresses.get(n.id, {}).items())),
+                "desired": desired.per_node(n.id, n.services, off),
                 "observed": {s: self.observed[(n.id, s)]["state"] for s in sorted(n.services) if (n.id, s) in self.observed},
                 "lifecycle": lifecycle.view(self.services_state, n.id, n.services, self.config),
                 "machine": self.machines.get(n.id, {}),
@@ -129,7 +140,7 @@ def cluster_view_of(c: ClusterState, first: datetime, last: datetime, last_seq: 
         "id": c.id, "tenant": c.tenant, "name": c.name, "template": c.template, "provider": c.provider,
         "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "version": c.version,
         "expires_at": c.expires_at.isoformat() if c.expires_at else None, "layout": c.layout(),
-        "stopped": c.stopped, "drift": [d.to_json() for d in c.drift()],
+        "stopped": c.stopped, "stopped_on": c.stopped_on, "drift": [d.to_json() for d in c.drift()],
         "nodes": c.node_views(),
         "created_at": first.isoformat(), "updated_at": last.isoformat(), "seq": last_seq,
     }
@@ -157,6 +168,8 @@ class ClusterInfo:
     observed: dict[tuple[str, str], str] = field(default_factory=dict)
     """(node, service) -> the state its last `status` task found."""
     drift: list[Drift] = field(default_factory=list)
+    stopped: frozenset[desired.Pair] = frozenset()
+    """(node, service) pairs meant to be stopped; every other one of the layout is meant to run."""
 
     @classmethod
     def from_history(cls, history: Sequence[Recorded]) -> ClusterInfo | None:
@@ -167,7 +180,7 @@ class ClusterInfo:
                    status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
                    ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat(),
                    version=c.version, expires_at=c.expires_at,
-                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift())
+                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift(), stopped=frozenset(c.stopped_pairs()))
 
     @property
     def services(self) -> list[str]:
@@ -182,7 +195,7 @@ class ClusterInfo:
             "services": self.services, "config": self.config,
             "nodes": [
                 {**n.model_dump(mode="json"), "hostname": self.hostnames.get(n.id) or n.hostname,
-                 "ipaddresses": self.ipaddresses.get(n.id, {}),
+                 "ipaddresses": self.ipaddresses.get(n.id, {}), "desired": desired.per_node(n.id, n.services, set(self.stopped)),
                  "observed": {s: self.observed[(n.id, s)] for s in n.services if (n.id, s) in self.observed}}
                 for n in self.nodes
             ],

@@ -1,6 +1,6 @@
 """Observed service state and drift (pure): what the `status` tasks last found on each node,
-against what the cluster should be (its layout; every service running except those a stop
-job stopped), and the repair of each difference. The planner's Cluster aggregate and the read
+against what the cluster should be (its layout; every service running on every node except
+where a stop job stopped it: `desired.py`), and the repair of each difference. The planner's Cluster aggregate and the read
 model's cluster fold both keep the same three inputs and ask this module.
 """
 
@@ -49,17 +49,17 @@ class Drift:
                 "repair": self.repair}
 
 
-def drift(nodes: Mapping[str, Iterable[str]], stopped: Iterable[str], observed: Mapping[tuple[str, str], str],
+def drift(nodes: Mapping[str, Iterable[str]], stopped: Collection[tuple[str, str]], observed: Mapping[tuple[str, str], str],
           outdated: Collection[tuple[str, str]] = ()) -> list[Drift]:
     """Every (node, service) of the layout whose last observed state is not the desired one, and
-    every one meant to run that runs with an older config (`outdated`). Pairs never observed
-    (no `status` action, never checked) are not drift by their state."""
-    off = set(stopped)
+    every one meant to run that runs with an older config (`outdated`). `stopped`: the (node,
+    service) pairs meant to be stopped (`desired.stopped_pairs`). Pairs never observed (no
+    `status` action, never checked) are not drift by their state."""
     out = []
     for node in sorted(nodes):
         for service in sorted(set(nodes[node])):
             seen = observed.get((node, service))
-            desired = "stopped" if service in off else "running"
+            desired = "stopped" if (node, service) in stopped else "running"
             if seen is not None and seen != desired:
                 out.append(Drift(node, service, desired, seen))
             elif desired == "running" and (node, service) in outdated:

@@ -156,7 +156,8 @@ def describe(e: Any) -> str:
             seen = f"{e.service} on {e.node_id} is {e.state}"
             return seen + (f" (expected {e.expected})" if e.expected and e.expected != e.state else "")
         case "ServicesDesired":
-            return "desired: " + (f"stopped {', '.join(e.stopped)}" if e.stopped else "every service running")
+            off = [*e.stopped, *(f"{s} on {', '.join(on)}" for s, on in e.stopped_on.items())]
+            return "desired: " + (f"stopped {'; '.join(off)}" if off else "every service running")
     return str(t)
 
 

@@ -144,6 +144,9 @@ class Governance:
         if job.awaiting_approval and job.approval is not None:
             out.append(f"waits for approval (rules {', '.join(job.approval['rules'])}) until {job.approval['expires_at']}: "
                        "`muster job approve` or `muster job reject` by a principal with `approve`")
+            if job.relayouts:  # docs/governance.md, "Another layout needs another approval"
+                out.append(f"relayout {job.relayouts} is off for this job: another layout would be a plan nobody approved; "
+                           "if it fails and rolls back, ask again")
         return out
 
     def decision(self, job: Job, cmd: Any, by: str) -> str:

@@ -18,7 +18,7 @@ from contracts.commands import DryRun, RollbackCluster
 from contracts.events import PlanSaved
 from contracts.layout import Layout, NodeSpec
 from muster.ports.eventlog import Append, ConcurrencyError
-from muster.readmodel import lifecycle
+from muster.readmodel import desired, lifecycle
 
 from .domain import planning, resize
 from .domain import saved as saving
@@ -48,7 +48,8 @@ class Preview:
     config: dict[str, Any] | None = None
     """`rollback`: the config it puts back."""
     stopped: list[str] | None = None
-    """`rollback`: the services meant to be stopped once it succeeds."""
+    """`rollback`: the services meant to be stopped once it succeeds (with `stopped_on`)."""
+    stopped_on: dict[str, list[str]] | None = None
     batches: list[list[str]] | None = None
     """A rolling change's batches of node ids."""
     tolerance: int = 0
@@ -74,12 +75,15 @@ class Previews:
             if isinstance(cmd, RollbackCluster):
                 source = facts.source
                 assert source is not None  # the `restorable` rule
-                target, config, stopped = source.previous_nodes, source.previous_config, source.previous_stopped or []
+                target, config = source.previous_nodes, source.previous_config
+                stopped, stopped_on = sorted(source.previous_stopped or []), source.previous_stopped_on
+                then = desired.stopped_pairs({n.id: n.services for n in target}, stopped, stopped_on)
                 restore = restore_plan(facts.catalog.services, list(cluster.nodes.values()), target, config != cluster.config,
-                                       cluster.stopped, stopped)
+                                       cluster.stopped_pairs(), then)
                 if not restore.plan.tasks:
                     raise Refused(f"cluster {job.cluster_id} is already as it was before job {cmd.to_job}")
-                return Preview(restore.plan, list(target), interim=list(restore.interim), config=config, stopped=sorted(stopped))
+                return Preview(restore.plan, list(target), interim=list(restore.interim), config=config, stopped=stopped,
+                               stopped_on=dict(stopped_on))
             if op.layout:
                 layout = layout or await self._solve(job, cluster, facts)
                 plan, target = planning.plan_layout(job, cluster, facts.catalog, layout, cmd)

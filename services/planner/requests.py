@@ -327,7 +327,7 @@ class Requests:
 
     def _plan(self, job: Job, cluster: Cluster, preview: Preview) -> None:
         job.record_plan(planning.planned(job, cluster, preview.plan, preview.target, self.config.mode,
-                                         preview.batches, preview.tolerance, preview.stopped))
+                                         preview.batches, preview.tolerance, preview.stopped, preview.stopped_on))
 
     async def _start(self, job: Job, cluster: Cluster, facts: Facts, preview: Preview) -> None:
         """What an accepted job's plan changes on the cluster at once; then dispatch."""

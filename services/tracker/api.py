@@ -153,6 +153,8 @@ class ClusterNode(_Out):
     imagetype: str
     services: list[str]
     ipaddresses: dict[str, str]
+    desired: dict[str, Literal["running", "stopped"]] = Field(default_factory=dict, description=(
+        "service -> the state it is meant to be in on this node: stopped where a stop job stopped it, else running"))
     observed: dict[str, str] = Field(default_factory=dict,
                                      description="service -> the state its last `status` check found (running, stopped, failed, unknown)")
     machine: dict[str, str] = Field(default_factory=dict,
@@ -191,7 +193,10 @@ class ClusterDetail(_Out):
     job_id: str | None
     version: int = Field(description="the cluster's count of events (`if_version`)")
     expires_at: str | None = Field(default=None, description="the lease's end; null: forever")
-    stopped: list[str] = Field(default_factory=list, description="services meant to be stopped (a stop job)")
+    stopped: list[str] = Field(default_factory=list, description="services meant to be stopped on every node that has them")
+    stopped_on: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "services meant to be stopped on some of their nodes only: service -> nodes (a stop with `nodes`); each node's "
+        "`desired` says it per node"))
     drift: list[DriftItem] = Field(default_factory=list, description="observed states that differ from the desired ones")
     layout: list[LayoutGroupCount]
     nodes: list[ClusterNode]

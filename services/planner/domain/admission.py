@@ -234,6 +234,31 @@ def services_present(f: Facts) -> None:
         raise Refused(f"not on the cluster: {', '.join(absent)}", code="invalid", field="services")
 
 
+def nodes_known(f: Facts) -> None:
+    """`nodes` (start, stop, restart, configure on chosen nodes): each a node of the cluster that
+    has one of the named services (any service, when none are named), and each named service on
+    one of them; the refusal names the node or service at fault."""
+    picked = getattr(f.command, "nodes", None)
+    if picked is None:
+        return
+    cluster = _cluster(f)
+    if unknown := sorted(set(picked) - set(cluster.nodes)):
+        some = ", ".join(sorted(cluster.nodes)[:5]) + (", ..." if len(cluster.nodes) > 5 else "")
+        raise Refused(f"cluster {cluster.name!r} has no node {', '.join(unknown)} (its nodes: {some or 'none'})",
+                      code="invalid", field="nodes")
+    named = set(getattr(f.command, "services", None) or ())
+    verb = f.operation.split("-")[0]
+    for node in sorted(set(picked)):
+        has = set(cluster.nodes[node].services)
+        if not has or (named and not named & has):
+            what = f"none of {', '.join(sorted(named))}" if named else "no service"
+            raise Refused(f"node {node} of cluster {cluster.name!r} has {what} (it has: {', '.join(sorted(has)) or 'nothing'}): "
+                          f"nothing to {verb} there", code="invalid", field="nodes")
+    if absent := sorted(s for s in named if not any(s in cluster.nodes[n].services for n in picked)):
+        raise Refused(f"{', '.join(absent)} is on none of the nodes {', '.join(sorted(set(picked)))} of cluster {cluster.name!r}",
+                      code="invalid", field="services")
+
+
 # -- repair -------------------------------------------------------------------------------------
 
 

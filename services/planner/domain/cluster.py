@@ -26,7 +26,7 @@ from contracts.events import (
     ServiceStateObserved,
 )
 from contracts.layout import NodeSpec
-from muster.readmodel import lifecycle
+from muster.readmodel import desired, lifecycle
 from muster.readmodel.observed import Drift, drift
 
 
@@ -56,7 +56,10 @@ class Cluster(Aggregate):
         self.observed: dict[tuple[str, str], tuple[str, str]] = {}
         """(node, service) -> (state, job) its last `status` task found."""
         self.stopped: list[str] = []
-        """Services meant to be stopped (a stop job); every other one of the layout should run."""
+        """Services meant to be stopped on every node that has them (a stop job); with
+        `stopped_on`, every other (node, service) of the layout should run (`readmodel.desired`)."""
+        self.stopped_on: dict[str, list[str]] = {}
+        """service -> the nodes it is meant to be stopped on, when not all of them."""
         self.services_state: dict[lifecycle.Pair, lifecycle.State] = {}
         """(node, service) -> (state, configured with, runs with): each service on each node as
         a state machine (`muster.readmodel.lifecycle`)."""
@@ -163,16 +166,26 @@ class Cluster(Aggregate):
     @event("ServicesDesired")
     def _desired(self, payload: ServicesDesired) -> None:
         self.stopped = list(payload.stopped)
+        self.stopped_on = {s: list(on) for s, on in payload.stopped_on.items()}
 
-    def desire(self, job_id: str, stopped: list[str]) -> bool:
-        stopped = sorted(set(stopped))
-        if stopped == self.stopped:
+    def desire(self, job_id: str, stopped: set[desired.Pair]) -> bool:
+        """Record the (node, service) pairs meant to be stopped from now on, if they changed."""
+        everywhere, some = desired.compact(self.layout(), stopped)
+        if (everywhere, some) == (sorted(self.stopped), self.stopped_on):
             return False
-        self._desired(ServicesDesired(cluster_id=str(self.id), job_id=job_id, stopped=stopped))
+        self._desired(ServicesDesired(cluster_id=str(self.id), job_id=job_id, stopped=everywhere, stopped_on=some))
         return True
 
+    def layout(self) -> dict[str, list[str]]:
+        """node -> its services."""
+        return {n: spec.services for n, spec in self.nodes.items()}
+
+    def stopped_pairs(self) -> set[desired.Pair]:
+        """The (node, service) pairs meant to be stopped."""
+        return desired.stopped_pairs(self.layout(), self.stopped, self.stopped_on)
+
     def drift(self) -> list[Drift]:
-        return drift({n: spec.services for n, spec in self.nodes.items()}, self.stopped,
+        return drift(self.layout(), self.stopped_pairs(),
                      {k: state for k, (state, _) in self.observed.items()},
                      lifecycle.outdated(self.services_state, self.config))
 

@@ -107,8 +107,11 @@ class Job(Aggregate):
         self.previous_config: dict[str, Any] = {}
         self.previous_stopped: list[str] | None = None
         """Services meant to be stopped before the job (None: planned before this was recorded)."""
+        self.previous_stopped_on: dict[str, list[str]] = {}
+        """With `previous_stopped`: services meant to be stopped on some nodes only (`readmodel.desired`)."""
         self.stopped_after: list[str] | None = None
-        """A rollback's: the services meant to be stopped once it succeeds."""
+        """A rollback's: the services meant to be stopped once it succeeds (with `stopped_on_after`)."""
+        self.stopped_on_after: dict[str, list[str]] = {}
         self.attempts: dict[str, int] = {}
         self.retry_base: dict[str, int] = {}
         self.task_state: dict[str, str] = {}
@@ -168,6 +171,8 @@ class Job(Aggregate):
         self.previous_config = dict(payload.previous_config)
         self.previous_stopped = None if payload.previous_stopped is None else list(payload.previous_stopped)
         self.stopped_after = None if payload.stopped is None else list(payload.stopped)
+        self.previous_stopped_on = dict(payload.previous_stopped_on or {})
+        self.stopped_on_after = dict(payload.stopped_on or {})
         self.batches = [list(b) for b in payload.batches]
         self.tolerance = payload.tolerance
         self._dispatch = None
@@ -453,7 +458,14 @@ class Job(Aggregate):
 
     @property
     def may_relayout(self) -> bool:
-        """Rolled back after a task ran out of attempts (not a cancel), with rounds left."""
+        """Rolled back after a task ran out of attempts (not a cancel), with rounds left, and
+        nobody's approval needed: an approved plan is the only plan the job may run, and another
+        layout is another plan (docs/governance.md)."""
+        return self.could_relayout and self.approval is None
+
+    @property
+    def could_relayout(self) -> bool:
+        """As `may_relayout`, approvals aside."""
         return (self.state == "rolling_back" and not self.cancel_requested and self.layout_round < self.relayouts
                 and self.operation in ("create", "expand"))
 
@@ -620,10 +632,10 @@ class Job(Aggregate):
         self.state = "rolled_back"
         self.error = payload.reason or self.error
 
-    def finish_rollback(self) -> bool:
+    def finish_rollback(self, note: str = "") -> bool:
         if self.state != "rolling_back":
             return False
-        self._rolled_back(JobRolledBack(job_id=str(self.id), reason=self.error))
+        self._rolled_back(JobRolledBack(job_id=str(self.id), reason=self.error + note))
         return True
 
     @event("JobNeedsAttention")

@@ -6,8 +6,9 @@ drift is; the Cluster aggregate keeps the observations).
   the service's chain on that node); one at a check expects nothing. Its state is recorded
   (`ServiceStateObserved`); a state that is not the expected one fails the attempt (retried:
   a service may take a moment to come up), so an unhealthy batch stops a rolling change.
-- A stop job that succeeds makes its services desired-stopped; any other job that starts
-  services makes them desired-running again (`ServicesDesired`).
+- A stop job that succeeds makes its services desired-stopped on the nodes it stopped them on;
+  any job that starts a service on a node makes it desired-running there again
+  (`ServicesDesired`, per (node, service): `muster/readmodel/desired.py`).
 - The repair of drift re-runs, one phase after another: install and configure where a service
   failed (one phase per service), the start of every service that should run and does not
   (with what it needs running), the stop of every service that runs and should not.
@@ -19,13 +20,15 @@ from collections.abc import Mapping
 
 from contracts.catalog import Action, Service
 from contracts.events import ServiceState
+from muster.readmodel import desired
+from muster.readmodel.desired import Pair
 
 from .cluster import Cluster
 from .errors import PlanError
 from .job import Job
 from .model import Plan
 from .plan import build_plan
-from .restore import chain_phases
+from .restore import chain_phases, pair_phases
 
 
 def expected_state(job: Job, task_id: str) -> ServiceState | None:
@@ -40,18 +43,19 @@ def expected_state(job: Job, task_id: str) -> ServiceState | None:
     return None
 
 
-def desired_after(job: Job, cluster: Cluster) -> list[str]:
-    """The services meant to be stopped once `job` succeeded."""
+def desired_after(job: Job, cluster: Cluster) -> set[Pair]:
+    """The (node, service) pairs meant to be stopped once `job` succeeded (on the cluster's
+    layout after it): a stop job's stops are, a start (of any job) is not any more."""
     plan = job.plan
     if job.stopped_after is not None:  # a rollback: its target's
-        return sorted(job.stopped_after)
-    if plan is None:
-        return cluster.stopped
-    started = {t.service for t in plan.tasks if t.action is Action.START and t.service}
-    stopped = set(cluster.stopped) - started
+        return desired.stopped_pairs(cluster.layout(), job.stopped_after, job.stopped_on_after)
+    stopped = cluster.stopped_pairs()
+    if plan is None or (not stopped and job.operation != "stop"):  # (a create of 10,000 nodes: nothing to look at)
+        return stopped
+    stopped -= {(t.node, t.service) for t in plan.tasks if t.action is Action.START and t.service}
     if job.operation == "stop":
-        stopped |= {t.service for t in plan.tasks if t.action is Action.STOP and t.service}
-    return sorted(stopped)
+        stopped |= {(t.node, t.service) for t in plan.tasks if t.action is Action.STOP and t.service}
+    return stopped
 
 
 def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
@@ -63,16 +67,8 @@ def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     for service in sorted({d.service for d in fixes if d.repair == "reinstall"}):
         failed = sorted({d.node for d in fixes if d.repair == "reinstall" and d.service == service})
         phases.append(build_plan(services, nodes, "repair-install", services=[service], node_ids=failed))
-    start = [d for d in fixes if d.repair in ("start", "reinstall")]
-    if start:
-        phases.append(build_plan(services, nodes, "start", services=sorted({d.service for d in start}),
-                                 node_ids=sorted({d.node for d in start})))
-    stop = [d for d in fixes if d.repair == "stop"]
-    if stop:
-        phases.append(build_plan(services, nodes, "stop", services=sorted({d.service for d in stop}),
-                                 node_ids=sorted({d.node for d in stop})))
-    restart = [d for d in fixes if d.repair == "restart"]  # outdated: runs with an older config
-    if restart:
-        phases.append(build_plan(services, nodes, "restart", services=sorted({d.service for d in restart}),
-                                 node_ids=sorted({d.node for d in restart})))
+    for action, repairs in (("start", ("start", "reinstall")), ("stop", ("stop",)), ("restart", ("restart",))):
+        # per (node, service): a service stopped on one node and meant to run on another is
+        # started there only
+        phases += pair_phases(services, nodes, action, {(d.node, d.service) for d in fixes if d.repair in repairs}, whole=False)
     return chain_phases(phases)

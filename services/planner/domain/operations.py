@@ -62,6 +62,8 @@ class Operation:
 
 
 _CLUSTER: tuple[Rule, ...] = (rule.at_version, rule.not_busy, rule.not_deleted, rule.active)
+_PICKED = (*_CLUSTER, rule.nodes_known)
+"""May name the nodes it acts on (`nodes`)."""
 # A `status` check follows every start and stop that is not on its way out (a service without a
 # `status` action skips it): its state is recorded, and a start that leaves it not running fails.
 _CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START, A.STATUS)
@@ -81,14 +83,14 @@ _ROWS = (
               rules=(*_CLUSTER, rule.services_known, rule.services_allowed, rule.services_absent)),
     Operation("remove-services", "RemoveServices", "cluster", layout=True, shrinking=True, needs_services=True, offline=True,
               chain=(A.STOP, A.REMOVE), rules=(*_CLUSTER, rule.services_present)),
-    Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_CLUSTER,
+    Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_PICKED,
               rolling=True),
     Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START, A.STATUS),
-              offline=True, rules=_CLUSTER, rolling=True),
-    Operation("start", "StartServices", "cluster", chain=(A.START, A.STATUS), closure="requires", offline=True, rules=_CLUSTER),
-    Operation("stop", "StopServices", "cluster", chain=(A.STOP, A.STATUS), closure="dependents", offline=True, rules=_CLUSTER),
+              offline=True, rules=_PICKED, rolling=True),
+    Operation("start", "StartServices", "cluster", chain=(A.START, A.STATUS), closure="requires", offline=True, rules=_PICKED),
+    Operation("stop", "StopServices", "cluster", chain=(A.STOP, A.STATUS), closure="dependents", offline=True, rules=_PICKED),
     Operation("restart", "RestartServices", "cluster", chain=(A.STOP, A.START, A.STATUS), closure="dependents", offline=True,
-              rules=_CLUSTER, rolling=True),
+              rules=_PICKED, rolling=True),
     # The named service only, with the catalog's current definition; dependents keep running
     # (a rolling upgrade), so the service's install must cope with a live peer.
     Operation("upgrade", "UpgradeService", "cluster", chain=(A.STOP, A.INSTALL, A.CONFIGURE, A.START, A.STATUS),

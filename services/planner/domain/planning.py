@@ -169,7 +169,9 @@ def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
         services = cmd.services
     elif isinstance(cmd, UpgradeService):
         services = [cmd.service]
-    return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services)
+    nodes = getattr(cmd, "nodes", None)  # start, stop, restart, configure: only these nodes' tasks
+    return build_plan(catalog.services, list(cluster.nodes.values()), job.operation, services=services,
+                      node_ids=sorted(set(nodes)) if nodes else None)
 
 
 def rolled(plan: Plan, cmd: Any) -> tuple[Plan, list[list[str]], int]:
@@ -183,13 +185,16 @@ def rolled(plan: Plan, cmd: Any) -> tuple[Plan, list[list[str]], int]:
 
 
 def planned(job: Job, cluster: Cluster, plan: Plan, target: list[NodeSpec], mode: str,
-            batches: list[list[str]] | None = None, tolerance: int = 0, stopped: list[str] | None = None) -> JobPlanned:
-    """The event recording a plan, with the state it starts from (a later rollback's target)."""
+            batches: list[list[str]] | None = None, tolerance: int = 0, stopped: list[str] | None = None,
+            stopped_on: dict[str, list[str]] | None = None) -> JobPlanned:
+    """The event recording a plan, with the state it starts from (a later rollback's target).
+    `stopped`, `stopped_on`: a rollback's desired state once it succeeds."""
     compact = plan.to_compact_json()
     return JobPlanned(
         job_id=str(job.id), mode=mode,  # type: ignore[arg-type]
         tasks=[PlannedTaskRecord(id=t.id, node=t.node, action=t.action, service=t.service) for t in plan.tasks],
         links=compact["links"], stages=compact["stages"], thrown_in=compact["thrown_in"],
         nodes=target, previous_nodes=list(cluster.nodes.values()), previous_config=cluster.config,
-        previous_stopped=list(cluster.stopped), stopped=stopped, batches=batches or [], tolerance=tolerance,
+        previous_stopped=list(cluster.stopped), previous_stopped_on=dict(cluster.stopped_on), stopped=stopped,
+        stopped_on=stopped_on if stopped is not None else None, batches=batches or [], tolerance=tolerance,
     )

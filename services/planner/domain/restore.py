@@ -10,6 +10,8 @@ phase after another (a barrier link between phases):
      with the config put back), configure the ones meant to be stopped;
   6. start the services meant to run that may not (stopped now, not restarted in 5);
   7. stop the services meant to be stopped that may run (running now, or started in 3-4).
+Running and stopped are per (node, service) (`readmodel.desired`): 5-7 act on exactly the pairs
+concerned (`pair_phases`).
 Each phase is an ordinary `build_plan`, so every dependency rule holds inside it; task ids
 get the phase as a prefix so they never collide.
 """
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 
 from contracts.catalog import Service
 from contracts.layout import NodeSpec
+from muster.readmodel import desired
+from muster.readmodel.desired import Pair
 
 from .model import Plan, PlannedTask
 from .plan import build_plan
@@ -34,8 +38,9 @@ class Restore:
 
 
 def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], target: Sequence[NodeSpec], config_changed: bool,
-                 stopped_now: Collection[str] = (), stopped_then: Collection[str] = ()) -> Restore:
-    """`stopped_now` / `stopped_then`: the services meant to be stopped now and in the target."""
+                 stopped_now: Collection[Pair] = (), stopped_then: Collection[Pair] = ()) -> Restore:
+    """`stopped_now` / `stopped_then`: the (node, service) pairs meant to be stopped now and in
+    the target."""
     now = {n.id: n for n in current}
     then = {n.id: n for n in target}
     common = [i for i in now if i in then]
@@ -52,26 +57,41 @@ def restore_plan(services: Mapping[str, Service], current: Sequence[NodeSpec], t
     interim = [*current, *back]
     if back:
         phases.append(build_plan(services, interim, "expand", node_ids=[n.id for n in back]))
-    missing = sorted({s for i in common for s in set(then[i].services) - set(now[i].services)})
+    added = {(i, s) for i in common for s in set(then[i].services) - set(now[i].services)}
+    missing = sorted({s for _, s in added})
     if missing:
         widened = [n.model_copy(update={"services": sorted(set(n.services) | set(then[n.id].services))}) if n.id in then else n for n in interim]
-        nodes = [i for i in common if set(then[i].services) - set(now[i].services)]
+        nodes = sorted({i for i, _ in added})
         phases.append(build_plan(services, widened, "add-services", services=missing, node_ids=nodes))
-    in_target = {s for n in target for s in n.services}
-    run, rest = sorted(in_target - set(stopped_then)), sorted(in_target & set(stopped_then))
+    in_target = {(n.id, s) for n in target for s in n.services}
+    run, rest = in_target - set(stopped_then), in_target & set(stopped_then)
     if config_changed:
-        if run:
-            phases.append(build_plan(services, list(target), "configure-restart", services=run))
-        if rest:
-            phases.append(build_plan(services, list(target), "configure", services=rest))
-    start = [] if config_changed else sorted(set(run) & set(stopped_now))
-    if start:
-        phases.append(build_plan(services, list(target), "start", services=start))
-    started = {s for n in back for s in n.services} | set(missing) | (in_target - set(stopped_now))
-    stop = sorted(set(rest) & started)
-    if stop:
-        phases.append(build_plan(services, list(target), "stop", services=stop))
+        phases += pair_phases(services, target, "configure-restart", run)
+        phases += pair_phases(services, target, "configure", rest)
+    start = set() if config_changed else run & set(stopped_now)
+    phases += pair_phases(services, target, "start", start)
+    started = {(n.id, s) for n in back for s in n.services} | added | (in_target - set(stopped_now))
+    phases += pair_phases(services, target, "stop", rest & started)
     return Restore(chain_phases(phases), tuple(interim))
+
+
+def pair_phases(services: Mapping[str, Service], nodes: Sequence[NodeSpec], operation: str, pairs: Collection[Pair],
+                whole: bool = True) -> list[Plan]:
+    """Plans of `operation` on exactly these (node, service) pairs, never on a service's other
+    nodes: with `whole`, the services meant on every node that has them in one plan over the
+    cluster (as a cluster-wide operation plans them); the others one plan per set of nodes."""
+    if not pairs:
+        return []
+    have = desired.hosts({n.id: n.services for n in nodes})
+    groups: dict[tuple[str, ...], list[str]] = {}
+    everywhere: list[str] = []
+    for service, on in sorted(desired.by_service(pairs).items()):
+        if whole and on == have.get(service):
+            everywhere.append(service)
+        else:
+            groups.setdefault(tuple(sorted(on)), []).append(service)
+    plans = [build_plan(services, nodes, operation, services=everywhere)] if everywhere else []
+    return plans + [build_plan(services, nodes, operation, services=group, node_ids=list(on)) for on, group in groups.items()]
 
 
 def chain_phases(phases: Sequence[Plan]) -> Plan:

@@ -169,7 +169,9 @@ def _succeeded(job: Job, cluster: Cluster) -> None:
 
 def _rolled_back(job: Job, cluster: Cluster) -> None:
     record_moves(job, cluster)
-    job.finish_rollback()
+    why = ("; no other layout was tried: the job's plan was approved, and another layout would be a plan nobody approved "
+           "(ask again)") if job.could_relayout else ""
+    job.finish_rollback(why)
     cluster.change_layout(str(job.id), job.previous_nodes)
     cluster.change_config(str(job.id), job.previous_config or cluster.config)
     status = "failed" if job.operation == "create" else "active"

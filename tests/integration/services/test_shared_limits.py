@@ -54,7 +54,7 @@ TENANT_LIMIT = 3
 @contextlib.contextmanager
 def planners(url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
     procs = [subprocess.Popen([sys.executable, "-m", "muster", "planner", "--nats-url", url, "--instance", name,
-                               "--shards", str(SHARDS), "--lease-ttl", "3", "--tenant-limit", str(TENANT_LIMIT)],
+                               "--shards", str(SHARDS), "--tenant-limit", str(TENANT_LIMIT)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
              for name in PLANNERS]
     try:
@@ -149,6 +149,15 @@ async def test_three_planners_keep_a_provider_limit_and_a_tenant_limit_together(
             assert p.poll() is None, "a planner died"
 
 
+async def _where(nc: Client, store: EventStore, replies: list[Accepted]) -> str:
+    """What a stuck run looks like: each job's last event and the budgets (a slot never given
+    back would show here)."""
+    last = {r.job_id[:8]: (await store.read(subjects.job_events(T, r.job_id)))[-1].type for r in replies}
+    kv = await nc.jetstream().key_value("budgets")
+    budgets = {key: (await kv.get(key)).value for key in await kv.keys()}
+    return f"jobs {last}; budgets {budgets}"
+
+
 async def _run(nc: Client, store: EventStore, owners: dict[int, str]) -> None:
     client = MusterClient(nc)
     replies = []
@@ -157,7 +166,10 @@ async def _run(nc: Client, store: EventStore, owners: dict[int, str]) -> None:
                                      tenant=T)
         assert isinstance(reply, Accepted), reply
         replies.append(reply)
-    finals = await asyncio.gather(*(client.wait(r.job_id, T, timeout=90) for r in replies))
+    try:
+        finals = await asyncio.gather(*(client.wait(r.job_id, T, timeout=90) for r in replies))
+    except TimeoutError:
+        raise AssertionError(f"not every job ended within 90 s: {await _where(nc, store, replies)}") from None
     assert all(isinstance(f, JobSucceeded) for f in finals), finals
 
     history: list[tuple[int, str, str]] = []

@@ -148,3 +148,19 @@ def test_the_drift_says_to_restart_a_service_that_runs_an_older_config() -> None
         print_drift(info)
     assert "n1 zk: outdated, should be running -> restart it, to run the cluster's config" in captured.get()
     assert "repair: muster cluster repair web" in captured.get()
+
+
+def test_the_drift_table_shows_each_nodes_desired_and_observed_state() -> None:
+    from contracts.layout import NodeSpec
+    from muster import ops_session
+    from muster.ops_care_cli import print_drift
+    from muster.readmodel.clusters import ClusterInfo
+
+    nodes = [NodeSpec(id=n, hostname=f"h{n}", hardwaretype="small", imagetype="deb", services=["zk"]) for n in ("n1", "n2")]
+    info = ClusterInfo(id="c", name="web", tenant="t", template="x", provider="sim", status="active", status_reason="",
+                       job_id="j", config={}, nodes=nodes, observed={("n2", "zk"): "running"}, stopped=frozenset({("n1", "zk")}))
+    with ops_session.out.capture() as captured:
+        print_drift(info)
+    rows = [line.split("│")[1:5] for line in captured.get().splitlines() if line.count("│") >= 4]
+    assert [[c.strip() for c in r] for r in rows] == [["hn1", "zk", "stopped", "not checked"], ["hn2", "zk", "running", "running"]]
+    assert info.to_json()["nodes"][0]["desired"] == {"zk": "stopped"}

@@ -11,6 +11,7 @@ wall time, no sleeps, the same outcome every run.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -256,3 +257,17 @@ def identities(*grants: tuple[str, str, Scope]) -> IdentityState:
     for seq, e in enumerate(events, 1):
         state.apply(e, seq)
     return state
+
+
+def fails_creates(times: int, node: str = "n1000") -> Any:
+    """A behaviour: the first `times` attempts to create `node` fail (a provider out of that
+    machine); everything else succeeds."""
+    seen: Counter[str] = Counter()
+
+    def behaviour(m: TaskMessage) -> str:
+        if m.action.value == "create" and m.node.id.endswith(node) and seen["create"] < times:
+            seen["create"] += 1
+            return "fail"
+        return "succeed"
+
+    return behaviour

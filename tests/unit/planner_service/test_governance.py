@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_harness import Harness
+from planner_harness import Harness, fails_creates
 
 from contracts import subjects
 from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExtendLease, Rejected, RejectJob
@@ -124,3 +124,19 @@ async def test_an_approval_expires_and_the_expiry_survives_a_restart() -> None:
     await h.settle()
     assert h.job(job_id).state == "failed" and "nobody approved" in h.job(job_id).error
     assert "JobApprovalExpired" in h.history(job_id)
+
+
+async def test_a_job_that_needed_approval_is_not_given_another_layout_nobody_approved() -> None:
+    h = Harness()
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    h.behaviour = fails_creates(3)  # the approved plan fails past its retries
+    reply = await h.send(CreateCluster(name="r", template="hadoop-small", nodes=3, relayout=1), principal="uma")
+    assert isinstance(reply, Accepted) and any(w.startswith("relayout 1 is off for this job") for w in reply.warnings)
+    await h.settle()
+    ok = await h.send(ApproveJob(job_id=reply.job_id), principal="apo")
+    assert isinstance(ok, Accepted), ok
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert job.state == "rolled_back" and "JobLayoutRetried" not in h.history(reply.job_id)
+    assert "no other layout was tried: the job's plan was approved" in job.error
+    assert not [r for r in h.log.records if r.type == "LayoutRequested" and getattr(r.event, "round", 0) > 0]

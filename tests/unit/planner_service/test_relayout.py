@@ -5,31 +5,15 @@ layout left ends the job rolled back as before (docs/planner.md, "Another layout
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from planner_harness import Harness, demo_catalog
+from planner_harness import Harness, demo_catalog, fails_creates
 
 from contracts import subjects
 from contracts.commands import Accepted, CancelJob, CreateCluster, ExpandCluster, Rejected
 from contracts.events import JobRolledBack, JobSucceeded
-from contracts.tasks import TaskMessage
 from muster.readmodel.jobs import job_view
 from services.solver.domain.outcome import canonical
-
-
-def fails_creates(times: int, node: str = "n1000") -> Any:
-    """A behaviour: the first `times` attempts to create `node` fail (a provider out of that
-    machine); everything else succeeds."""
-    seen: Counter[str] = Counter()
-
-    def behaviour(m: TaskMessage) -> str:
-        if m.action.value == "create" and m.node.id.endswith(node) and seen["create"] < times:
-            seen["create"] += 1
-            return "fail"
-        return "succeed"
-
-    return behaviour
 
 
 def layouts(h: Harness, job_id: str) -> list[Any]:

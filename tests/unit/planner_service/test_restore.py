@@ -50,7 +50,7 @@ def _phases(r: object) -> list[set[tuple[str, str, str | None]]]:
 
 def test_a_config_put_back_restarts_what_runs_and_only_configures_what_is_stopped() -> None:
     nodes = [node("n1", "a", "b")]
-    [restart, configure] = _phases(restore_plan(SERVICES, nodes, nodes, config_changed=True, stopped_now=["b"], stopped_then=["b"]))
+    [restart, configure] = _phases(restore_plan(SERVICES, nodes, nodes, config_changed=True, stopped_now={("n1", "b")}, stopped_then={("n1", "b")}))
     assert {("n1", "stop", "a"), ("n1", "configure", "a"), ("n1", "start", "a")} <= restart
     assert not {t for t in restart if t[2] == "b"}
     assert ("n1", "configure", "b") in configure and not {t for t in configure if t[1] in ("start", "stop")}
@@ -58,18 +58,18 @@ def test_a_config_put_back_restarts_what_runs_and_only_configures_what_is_stoppe
 
 def test_running_and_stopped_states_are_put_back() -> None:
     nodes = [node("n1", "a", "b")]
-    [start] = _phases(restore_plan(SERVICES, nodes, nodes, config_changed=False, stopped_now=["a"], stopped_then=[]))
+    [start] = _phases(restore_plan(SERVICES, nodes, nodes, config_changed=False, stopped_now={("n1", "a")}, stopped_then=set()))
     assert {t for t in start if t[1] == "start"} == {("n1", "start", "a")}
-    [stop] = _phases(restore_plan(SERVICES, nodes, nodes, config_changed=False, stopped_now=[], stopped_then=["b"]))
+    [stop] = _phases(restore_plan(SERVICES, nodes, nodes, config_changed=False, stopped_now=set(), stopped_then={("n1", "b")}))
     assert {t for t in stop if t[1] == "stop"} == {("n1", "stop", "b")}
     # The same states: nothing to do.
-    assert restore_plan(SERVICES, nodes, nodes, config_changed=False, stopped_now=["b"], stopped_then=["b"]).plan.tasks == ()
+    assert restore_plan(SERVICES, nodes, nodes, config_changed=False, stopped_now={("n1", "b")}, stopped_then={("n1", "b")}).plan.tasks == ()
 
 
 def test_a_service_meant_to_be_stopped_is_stopped_again_on_a_node_created_again() -> None:
     current = [node("n1", "a")]
     target = [node("n1", "a"), node("n2", "a", "b")]
-    *_, stop = _phases(restore_plan(SERVICES, current, target, config_changed=False, stopped_now=[], stopped_then=["b"]))
+    *_, stop = _phases(restore_plan(SERVICES, current, target, config_changed=False, stopped_now=set(), stopped_then={("n2", "b")}))
     assert {t for t in stop if t[1] == "stop"} == {("n2", "stop", "b")}
 
 

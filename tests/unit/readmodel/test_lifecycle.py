@@ -68,6 +68,6 @@ def test_a_plan_that_starts_a_service_never_configured_is_refused() -> None:
 
 def test_an_outdated_service_meant_to_run_is_drift_repaired_by_a_restart() -> None:
     nodes = {"n1": ["a", "b"]}
-    found = drift(nodes, ["b"], {}, outdated={("n1", "a"), ("n1", "b")})  # b is meant to be stopped: not drift
+    found = drift(nodes, {("n1", "b")}, {}, outdated={("n1", "a"), ("n1", "b")})  # b is meant to be stopped: not drift
     assert [(d.service, d.observed, d.repair) for d in found] == [("a", "outdated", "restart")]
-    assert drift(nodes, [], {("n1", "a"): "failed"}, outdated={("n1", "a")})[0].repair == "reinstall"  # the worse first
+    assert drift(nodes, set(), {("n1", "a"): "failed"}, outdated={("n1", "a")})[0].repair == "reinstall"  # the worse first

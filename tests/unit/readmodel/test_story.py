@@ -113,7 +113,7 @@ def cluster_story(rnd: random.Random, cluster_id: str, jobs: list[str]) -> list[
         elif move == 3:
             cluster.observe(job, f"{node}.status.a", node, "a", rnd.choice(["running", "stopped"]))
         elif move == 4:
-            cluster.desire(job, rnd.choice([[], ["a"]]))
+            cluster.desire(job, rnd.choice([set(), {(n, "a") for n in cluster.nodes}, {(node, "a")}]))
         else:
             cluster.set_status(rnd.choice(["active", "failed", "deleted"]), job, rnd.choice(["", "why"]))
     return [(subjects.cluster_events(T, cluster_id), a.event) for a in pending_appends(cluster)]
