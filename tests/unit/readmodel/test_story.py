@@ -18,22 +18,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contracts import events as ev
 from contracts import subjects
 from contracts.catalog import Action
-from contracts.events import (
-    ClusterLayoutChanged,
-    ClusterRequested,
-    ClusterStatusChanged,
-    JobPlanned,
-    JobRequested,
-    JobSucceeded,
-    PlannedTaskRecord,
-    TaskClaimed,
-    TaskCompleted,
-    TaskFailed,
-    TaskQueued,
-    TaskSucceeded,
-)
+from contracts.events import ClusterRequested, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
 from muster.bus.bodies import Offloaded
@@ -248,23 +236,23 @@ def big_create(nodes: int) -> tuple[Fresh, str]:
     log = Fresh()
     cluster_id, job_id = "33333333-3333-4333-8333-000000000001", "44444444-4444-4444-8444-000000000001"
     job_subject = subjects.job_events(T, job_id)
-    tasks = [PlannedTaskRecord(id=f"n{i}.{a}", node=f"n{i}", action=Action(a), service="a" if a == "install" else None)
+    tasks = [ev.PlannedTaskRecord(id=f"n{i}.{a}", node=f"n{i}", action=Action(a), service="a" if a == "install" else None)
              for i in range(nodes) for a in ("create", "install")]
     events: list[tuple[str, Any]] = [
         (subjects.cluster_events(T, cluster_id), ClusterRequested(tenant=T, cluster_id=cluster_id, name="big", template="t",
                                                                   provider="sim", job_id=job_id)),
-        (job_subject, JobRequested(tenant=T, job_id=job_id, cluster_id=cluster_id, operation="create", request={})),
-        (job_subject, JobPlanned(job_id=job_id, tasks=tasks, links=[], stages=[[t.id for t in tasks]]))]
+        (job_subject, ev.JobRequested(tenant=T, job_id=job_id, cluster_id=cluster_id, operation="create", request={})),
+        (job_subject, ev.JobPlanned(job_id=job_id, tasks=tasks, links=[], stages=[[t.id for t in tasks]]))]
     for t in tasks:
         runs = subjects.task_events(T, job_id, t.id, "p1")
-        events += [(job_subject, TaskQueued(job_id=job_id, task_id=t.id, attempt=1, node=t.node, action=t.action, service=t.service)),
+        events += [(job_subject, ev.TaskQueued(job_id=job_id, task_id=t.id, attempt=1, node=t.node, action=t.action, service=t.service)),
                    (runs, TaskClaimed(job_id=job_id, task_id=t.id, attempt=1, provisioner="p1", worker="w")),
                    (runs, TaskSucceeded(job_id=job_id, task_id=t.id, attempt=1, provisioner="p1", worker="w")),
-                   (job_subject, TaskCompleted(job_id=job_id, task_id=t.id, attempt=1))]
+                   (job_subject, ev.TaskCompleted(job_id=job_id, task_id=t.id, attempt=1))]
     layout = [NodeSpec(id=f"n{i}", hardwaretype="h", imagetype="i", services=["a"]) for i in range(nodes)]
-    events += [(subjects.cluster_events(T, cluster_id), ClusterLayoutChanged(cluster_id=cluster_id, job_id=job_id, nodes=layout)),
-               (job_subject, JobSucceeded(job_id=job_id)),
-               (subjects.cluster_events(T, cluster_id), ClusterStatusChanged(cluster_id=cluster_id, status="active", job_id=job_id))]
+    events += [(subjects.cluster_events(T, cluster_id), ev.ClusterLayoutChanged(cluster_id=cluster_id, job_id=job_id, nodes=layout)),
+               (job_subject, ev.JobSucceeded(job_id=job_id)),
+               (subjects.cluster_events(T, cluster_id), ev.ClusterStatusChanged(cluster_id=cluster_id, status="active", job_id=job_id))]
     log.records = [Recorded(seq, subject, START + timedelta(seconds=seq), e) for seq, (subject, e) in enumerate(events, 1)]
     return log, cluster_id
 
