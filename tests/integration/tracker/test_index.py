@@ -14,19 +14,10 @@ import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 
+from contracts import events as ev
 from contracts import subjects
 from contracts.catalog import Action
-from contracts.events import (
-    ClusterLayoutChanged,
-    JobPlanned,
-    JobRequested,
-    JobSucceeded,
-    PlannedTaskRecord,
-    TaskClaimed,
-    TaskFailed,
-    TaskQueued,
-    TaskSucceeded,
-)
+from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
 from contracts.layout import NodeSpec
 from contracts.records import Append
 from muster.bus.bodies import INLINE_LIMIT
@@ -165,10 +156,10 @@ async def test_a_tracker_started_while_the_bucket_is_being_made_asks_again(bucke
 
 async def test_a_plan_and_a_layout_stored_apart_are_indexed_by_their_sizes(tracked: Tracked) -> None:
     job_id, cluster_id = str(uuid.uuid4()), str(uuid.uuid4())
-    tasks = [PlannedTaskRecord(id=f"node-{i}.create", node=f"node-{i}", action=Action.CREATE) for i in range(700)]
+    tasks = [ev.PlannedTaskRecord(id=f"node-{i}.create", node=f"node-{i}", action=Action.CREATE) for i in range(700)]
     nodes = [NodeSpec(id=f"node-{i}", hardwaretype="small", imagetype="debian", services=["hdfs"]) for i in range(700)]
-    plan = JobPlanned(job_id=job_id, tasks=tasks, links=[], stages=[[t.id for t in tasks[:300]], [t.id for t in tasks[300:]]])
-    layout = ClusterLayoutChanged(cluster_id=cluster_id, job_id=job_id, nodes=nodes)
+    plan = ev.JobPlanned(job_id=job_id, tasks=tasks, links=[], stages=[[t.id for t in tasks[:300]], [t.id for t in tasks[300:]]])
+    layout = ev.ClusterLayoutChanged(cluster_id=cluster_id, job_id=job_id, nodes=nodes)
     assert min(len(plan.model_dump_json()), len(layout.model_dump_json())) > INLINE_LIMIT  # both offloaded
     await tracked.store.append(subjects.job_events(TENANT, job_id), [Append(plan, msg_id=f"plan-{job_id}")])
     await tracked.store.append(subjects.cluster_events(TENANT, cluster_id), [Append(layout, msg_id=f"layout-{cluster_id}")])
