@@ -17,7 +17,6 @@ import aiohttp
 import click
 import nats.errors
 from rich.console import Console
-from rich.table import Table
 
 from contracts import subjects
 from contracts.identity import SERVICE_KINDS, AuthReply, Scope
@@ -25,6 +24,7 @@ from contracts.identity import SERVICE_KINDS, AuthReply, Scope
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
 from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .ops_session import print_rows
 
 console = Console()
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -86,13 +86,9 @@ def _show_token(data: dict[str, Any], save: Path | None, as_json: bool) -> None:
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
-    table = Table(title=title)
-    for c in columns:
-        table.add_column(c)
-    for r in rows:
-        table.add_row(*[", ".join(f"{g['permission']} on {g['scope']}" for g in r[c]) if c == "grants" else
-                        _time(r[c]) if c == "expires_at" else str(r.get(c) if r.get(c) is not None else "") for c in columns])
-    console.print(table)
+    print_rows(title, columns, [[", ".join(f"{g['permission']} on {g['scope']}" for g in r[c]) if c == "grants" else
+                                 _time(r[c]) if c == "expires_at" else str(r.get(c) if r.get(c) is not None else "")
+                                 for c in columns] for r in rows])
 
 
 # -- tenant -------------------------------------------------------------------------------------

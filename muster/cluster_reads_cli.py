@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-from rich.table import Table
 
 from .cli_bus import Bus, bus_options
 from .cli_support import command, echo_json, json_option
@@ -70,18 +69,16 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
                          ("provider", c.provider), ("last job", c.job_id), ("services", ", ".join(c.services)),
-                         ("version", str(c.version)),
+                         ("version", str(c.version)), ("nodes", str(len(c.nodes))),
                          ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
                          ("config", str(c.config))):
         out.print(f"{label:>9}: {value}")
-    table = Table(title=f"{len(c.nodes)} nodes")
-    for col in ("node", "hostname", "hardware", "image", "address", "services"):
-        table.add_column(col)
+    rows = []
     for n in data["nodes"]:  # a service meant to be stopped there (a stop job) says so
         services = [s + (" (stopped)" if n["desired"].get(s) == "stopped" else "") for s in n["services"]]
-        table.add_row(n["id"], n["hostname"], n["hardwaretype"], n["imagetype"],
-                      ", ".join(n["ipaddresses"].values()), ", ".join(services))
-    out.print(table)
+        addresses = list(dict.fromkeys(n["ipaddresses"].values()))  # access and bind are often one address
+        rows.append([n["id"], n["hostname"], n["hardwaretype"], n["imagetype"], ", ".join(addresses), ", ".join(services)])
+    print_rows(f"{len(c.nodes)} nodes", ["node", "hostname", "hardware", "image", "address", "services"], rows)
 
 
 COMMANDS = (list_clusters, show)

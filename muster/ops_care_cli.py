@@ -8,7 +8,6 @@ import re
 from datetime import datetime
 
 import click
-from rich.table import Table
 
 from contracts.commands import ApplyPlan, CheckCluster, ExtendLease, RepairCluster
 
@@ -16,7 +15,7 @@ from .cli_bus import Bus
 from .cli_support import CliError, echo_json
 from .client import ClusterInfo
 from .cluster_reads_cli import cluster_read
-from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
+from .ops_session import Options, Session, cluster_op, job_op, out, print_rows, read_cluster, service_list
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -83,16 +82,17 @@ async def repair(cluster_ref: str, opts: Options) -> None:
 
 
 def print_drift(c: ClusterInfo) -> None:
-    table = Table(title=f"services of {c.name}: desired and observed")
-    for col in ("node", "service", "desired", "observed"):
-        table.add_column(col)
+    rows = []
     for node in c.nodes:  # every observed one, and every one meant to be stopped
         for service in sorted(node.services):
             state, off = c.observed.get((node.id, service)), (node.id, service) in c.stopped
             if state is not None or off:
-                table.add_row(c.hostnames.get(node.id) or node.hostname, service, "stopped" if off else "running",
-                              state or "not checked")
-    out.print(table if c.observed or c.stopped else "no service state observed yet: `muster cluster check CLUSTER`")
+                rows.append([c.hostnames.get(node.id) or node.hostname, service, "stopped" if off else "running",
+                             state or "not checked"])
+    if c.observed or c.stopped:
+        print_rows(f"services of {c.name}: desired and observed", ["node", "service", "desired", "observed"], rows)
+    else:
+        out.print("no service state observed yet: `muster cluster check CLUSTER`")
     if not c.drift:
         out.print("no drift: every observed service is as it should be")
         return

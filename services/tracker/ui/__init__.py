@@ -18,6 +18,8 @@ from aiohttp import web
 
 from ..app import Tracker
 from . import forms, governance, kit, live, pages
+from .bigpage import FOLDS
+from .folds import JobFolds
 from .session import CONSOLE_AUTH, ConsoleAuth
 
 HERE = Path(__file__).parent
@@ -53,6 +55,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     env.globals.update(duration=_duration)
     if auth is not None:
         app[CONSOLE_AUTH] = auth
+    app[FOLDS] = JobFolds()
     r = app.router
     r.add_get("/ui", pages.home)
     r.add_get("/ui/", pages.home)

@@ -30,6 +30,8 @@ from ..acting import ActingBus, TokenRefused
 from ..params import not_found
 from ..sse import job_stream
 from ..write_routes import ACTING
+from .batches import batched
+from .bigpage import FOLDS
 from .kit import NotFound, may_job, redirect, tracker_of, uuid_param
 from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
@@ -53,6 +55,11 @@ async def stream(request: web.Request) -> web.StreamResponse:
     for raw in (request.query.get("after"), request.headers.get("Last-Event-ID")):
         if raw and re.fullmatch(r"[0-9]{1,18}", raw):
             after = max(after, int(raw))
+    if request.query.get("batch"):  # the job page's: coalesced (batches.py)
+        tracker = tracker_of(request)
+        if not await tracker.job_exists(viewer.tenant, job_id.lower()):
+            return not_found("job", job_id.lower(), viewer.tenant)
+        return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id.lower(), after)
     return await job_stream(request, viewer.tenant, job_id.lower(), after)
 
 

@@ -22,7 +22,9 @@ from services.pool.domain.views import pool_view
 
 from .. import api
 from ..pools import POOLS
-from . import reads
+from . import bigpage, reads
+from .bigjob import BIG, JobFold, planned_tasks
+from .bigpage import FOLDS
 from .controls import CONTROLS, controls_for
 from .forms import operations
 from .graph import attempts, task_of
@@ -93,9 +95,33 @@ def cluster_of(history: list[Any]) -> str | None:
     return getattr(history[0].event, "cluster_id", None) if history else None
 
 
+async def _kept(request: web.Request, viewer: Viewer) -> tuple[str, JobFold | None]:
+    """A large job's kept fold, brought up to date (None: not kept, or not large)."""
+    job_id = uuid_param(request, "job_id", "job")
+    folds = request.app[FOLDS]
+    kept = folds.peek(viewer.tenant, job_id)
+    if kept is None or kept.size <= BIG:
+        return job_id, None
+    return job_id, bigpage.readable(await folds.get(tracker_of(request), viewer.tenant, job_id), viewer, job_id)
+
+
+async def _job(request: web.Request, viewer: Viewer) -> tuple[str, JobFold | None, list[Any]]:
+    """A large job's fold (kept for the next request), or a small job's whole history."""
+    job_id, fold = await _kept(request, viewer)
+    if fold is not None:
+        return job_id, fold, []
+    job_id, history = await _job_history(request, viewer)
+    if planned_tasks(history) > BIG:
+        return job_id, request.app[FOLDS].keep(viewer.tenant, job_id, history), history
+    return job_id, None, history
+
+
 @page
 async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    job_id, history = await _job_history(request, viewer)
+    job_id, fold, history = await _job(request, viewer)
+    said = request.query.get("said")
+    if fold is not None:
+        return await bigpage.job(request, viewer, job_id, fold, said)
     data = reads.job_page(history)
     if data is None:
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
@@ -107,7 +133,7 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if task_id:
         found = task_of(data["graph"], task_id)
         task = {"task": found, "attempts": attempts(history, task_id)} if found else None
-    return render(request, "job.html", viewer, job_id=job_id, group=group, open_task=task, said=request.query.get("said"),
+    return render(request, "job.html", viewer, job_id=job_id, big=False, group=group, open_task=task, said=said,
                   can_control=viewer.may_job("execute", job_id, cluster_of(history)), controls=CONTROLS,
                   allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
                   can_approve=viewer.may_job("approve", job_id, cluster_of(history)),
@@ -116,16 +142,20 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 @page
 async def job_graph(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    _, history = await _job_history(request, viewer)
+    _, fold, history = await _job(request, viewer)
+    if fold is not None:
+        return bigpage.graph(request, fold)
     return web.json_response(reads.graph_json(history), headers={"Cache-Control": "no-store"})
 
 
 @page
 async def task(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    job_id, history = await _job_history(request, viewer)
+    job_id, fold, history = await _job(request, viewer)
     task_id = request.match_info["task_id"]
     if not _TASK.fullmatch(task_id):
         raise NotFound(f"{task_id[:80]!r} is not a task id.")
+    if fold is not None:
+        return await bigpage.task(request, viewer, job_id, fold, task_id)
     data = reads.job_page(history)
     found = task_of(data["graph"], task_id) if data else None
     if data is None or found is None:

@@ -39,7 +39,9 @@ async def test_dry_run_create_wait_list_show_delete(stack: Stack, fresh_nats: st
     assert shown["id"] == listing[0]["id"] and len(shown["nodes"]) == 3
     assert all(n["ipaddresses"] for n in shown["nodes"]) and "hdfs-namenode" in shown["services"]
     table = await muster(fresh_nats, "cluster", "show", "web")
-    assert "status: active" in table.stdout and "3 nodes" in table.stdout
+    assert "status: active" in table.stdout and "nodes: 3" in table.stdout
+    rows = [line.split() for line in table.stdout.splitlines() if line.startswith("n")]  # not a terminal: plain columns
+    assert [r[0] for r in rows] == [n["id"] for n in shown["nodes"]] and "…" not in table.stdout
 
     deleted = await muster(fresh_nats, "cluster", "delete", "web", "--wait", "--json")
     assert deleted.code == 0, deleted.stderr

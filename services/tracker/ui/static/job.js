@@ -56,10 +56,12 @@
 
   function connect() {
     if (source || final) return;
-    source = new EventSource("/ui/jobs/" + job + "/stream?after=" + seq);
+    // Coalesced by the server: one batch per interval, each changed task once (ui/batches.py).
+    source = new EventSource("/ui/jobs/" + job + "/stream?after=" + seq + "&batch=1");
     source.onopen = () => setLive(true, "live: updates as they happen");
     source.onerror = () => setLive(false, source && source.readyState === 2 ? "disconnected; reload the page" : "reconnecting…");
     source.addEventListener("progress", (ev) => { queue.push(JSON.parse(ev.data)); schedule(); });
+    source.addEventListener("batch", (ev) => { queue.push(JSON.parse(ev.data)); schedule(); });
     source.addEventListener("end", (ev) => {
       const end = JSON.parse(ev.data);
       source.close(); source = null; final = true;
@@ -88,6 +90,18 @@
         continue;
       }
       seq = Math.max(seq, m.seq);
+      if (m.tasks) {  // a batch: each task that changed once, in its latest state
+        for (const t of m.tasks) {
+          if (!d.big) latest.set(t.id, Object.assign({seq: m.seq}, t));
+          if (!update(t)) replan = true;
+          if (t.id === selected) panel = true;
+        }
+        for (const p of m.progress) if (p.task_id === selected && !progressLine(p)) panel = true;
+        for (const l of m.lines) frag.appendChild(line(l));
+        replan = replan || m.replan;
+        last = m;
+        continue;
+      }
       if (m.type === "TaskProgressed") {  // a line of a running attempt: under its task, not in the timeline
         if (m.task_id === selected && !progressLine(m)) panel = true;
         continue;
@@ -107,11 +121,17 @@
       musterConsole.localTimes(list);
     }
     if (last) {
+      if (last.groups && view.counts) view.counts(last.groups);
       if ($("control") && last.tasks_total) $("control").dataset.planned = "true";
       setState(last.state);
       const counts = Object.entries(last.counts || {}).map(([k, n]) => n + " " + k).join(", ") || "none yet";
       $("job-counts").textContent = counts + " (of " + last.tasks_total + ")";
       $("job-stage").textContent = (last.stage.current || "–") + " of " + last.stage.total;
+    }
+    if (batch.length) {  // what the page has applied, up to which log sequence (for tests and the benchmark)
+      const applied = window.musterApplied = window.musterApplied || [];
+      applied.push([seq, Date.now()]);
+      if (applied.length > 10000) applied.shift();
     }
     if (replan) refetch();
     if (panel) { clearTimeout(panelTimer); panelTimer = setTimeout(() => openTask(selected, false), 250); }
@@ -152,9 +172,9 @@
 
   function update(t) {
     const known = byId.get(t.id);
-    if (!known) return false;
-    Object.assign(known, {state: t.state, attempt: t.attempt, provisioner: t.provisioner, worker: t.worker});
-    view.updateChip(known);
+    if (!known && !d.big) return false;  // (a large job's page holds only some of its tasks)
+    if (known) Object.assign(known, {state: t.state, attempt: t.attempt, provisioner: t.provisioner, worker: t.worker});
+    view.updateChip(known || t);
     const row = document.getElementById("row-" + t.id);
     if (row) {
       const badge = row.querySelector(".t-state .badge");
@@ -168,7 +188,7 @@
 
   let byId = new Map();
   function index() {
-    byId = new Map(graph.tasks.map((t) => [t.id, t]));
+    byId = new Map((graph.tasks || []).map((t) => [t.id, t]));
   }
 
   let refetching = false, again = false;
@@ -181,7 +201,7 @@
       graph = fresh;
       index();
       for (const [id, t] of latest) if (t.seq > fresh.seq && byId.has(id)) Object.assign(byId.get(id), t);
-      rebuildTable();
+      if (!d.big) rebuildTable();
       await view.show(graph);
     } finally {
       refetching = false;
@@ -251,7 +271,7 @@
     d = JSON.parse($("job-data").textContent);
     job = d.job; seq = d.seq; final = d.final; group = d.group; graph = d.graph;
     index();
-    view = MusterGraph($("graph"), $("graph-status"), d.worker);
+    view = d.big ? MusterAggregate($("graph"), $("graph-status"), job) : MusterGraph($("graph"), $("graph-status"), d.worker);
     const box = $("graph");
     box.tabIndex = 0;  // scroll the graph with the keyboard
     box.addEventListener("click", (ev) => {
