@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from nats.aio.client import Client  # noqa: E402
 from nats.js.api import StorageType, StreamConfig  # noqa: E402
 
-from bench import goals  # noqa: E402
+from bench import goals, profile  # noqa: E402
 from bench.attribution import Meter, Wiretap, connections, delta  # noqa: E402
 from contracts import subjects  # noqa: E402
 from contracts.commands import Accepted, CreateCluster  # noqa: E402
@@ -205,6 +206,9 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
         meter = run.meter()
         before = await connections(run.monitor_url)
         run.wiretap.reset()
+        recording = profile.Recording(meter.pids[args.profile], base / f"profile-{nodes}.txt") if args.profile else None
+        if recording is not None:
+            await recording.start()
         meter.start()
         start = time.perf_counter()
         final, types = await create_and_wait(run, nodes, args.timeout)
@@ -212,6 +216,8 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
         behind = await caught_up(run, args.timeout)  # CPU and messages count the consumers' lag too
         settled = time.perf_counter() - start
         cpu = meter.stop()
+        if recording is not None:
+            await recording.stop()
         counts, sizes = dict(run.wiretap.count), dict(run.wiretap.bytes)
         per_connection = delta(await connections(run.monitor_url), before)
         per_connection.pop("bench", None)
@@ -224,7 +230,18 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
                 "messages": sum(counts.values()), "messages_per_task": sum(counts.values()) / max(tasks, 1),
                 "bytes_per_task": sum(sizes.values()) / max(tasks, 1),
                 "by_kind": dict(Counter(counts).most_common()), "bytes_by_kind": sizes, "connections": per_connection,
-                "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where)}
+                "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where),
+                **({"profile": profiled(args, recording.out)} if recording is not None else {})}
+
+
+def profiled(args: argparse.Namespace, path: Path) -> dict[str, Any]:
+    """The profile's summary (and its file kept in `--profile-dir`, the run's own is temporary)."""
+    if args.profile_dir:
+        Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(args.profile_dir) / path.name)
+    samples, working, cumulative, own = profile.summary(path, top=args.profile_top)
+    return {"process": args.profile, "samples": samples, "working": working, "cumulative": [vars(line) for line in cumulative],
+            "own": [vars(line) for line in own]}
 
 
 async def first_after(nc: Client, subject: str, seq: int, timeout: float) -> float:
@@ -390,6 +407,8 @@ async def main(args: argparse.Namespace) -> None:
         for nodes in args.nodes:
             curve.append(await big_create(args, base, nodes))
             print(json.dumps(curve[-1], indent=1), flush=True)
+            if "profile" in curve[-1]:
+                print("\n".join(profile.lines(curve[-1])), flush=True)
         take = await takeover(args, base) if args.takeover_jobs else None
         if take:
             print(json.dumps(take), flush=True)
@@ -416,6 +435,10 @@ if __name__ == "__main__":
     parser.add_argument("--takeover-jobs", type=int, default=6, help="creates in flight when a planner is killed (0: skip)")
     parser.add_argument("--lease-ttl", type=float, default=5.0, help="planners' lease TTL in the takeover part")
     parser.add_argument("--jobs", type=int, default=30, help="creates per throughput run (0: skip)")
+    parser.add_argument("--profile", metavar="PROCESS", help="record a py-spy profile of this process (planner, tracker...) "
+                        "during each create and print where its samples fall")
+    parser.add_argument("--profile-dir", help="keep the profiles' collapsed stacks here (profile-<nodes>.txt)")
+    parser.add_argument("--profile-top", type=int, default=25, help="functions shown per profile")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' (with --full: '{FULL_SECTION}') in docs/benchmarks.md")
     options = parser.parse_args()
     if options.full:

@@ -43,6 +43,10 @@ class Route:
     """The service's method that takes the events delivered together, as a list in order (a
     consumer of one subscriber: `muster.bus.consume.consume_batches`); it does with each what
     the method `handlers` names for its type does, so one at a time stays right too."""
+    stubs: frozenset[str] = frozenset()
+    """Event types handed over as they sit in the log when their body is stored apart (the
+    event is then a `muster.bus.bodies.Offloaded`, its body not fetched nor decoded): for a
+    handler that reads a little of a big one itself (the tracker's index: a plan's size)."""
 
 
 def router(service: Any, route: Route) -> Handler:

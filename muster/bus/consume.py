@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import structlog
@@ -68,6 +68,7 @@ async def consume_events(
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
     inactive_threshold: float | None = None,
     also: Sequence[str] = (),
+    stubs: Collection[str] = (),
 ) -> JetStreamContext.PushSubscription:
     """Deliver every event matching the filter (and the filters `also` names) to `handler`, at
     least once, resuming where the durable consumer left off.
@@ -81,7 +82,9 @@ async def consume_events(
 
     A new durable starts at `deliver_policy` (`NEW` for a consumer of one process that
     catches up from the log by itself); with `inactive_threshold` the server deletes it that
-    long after its last subscriber went away (a planner that died does not leave it behind)."""
+    long after its last subscriber went away (a planner that died does not leave it behind).
+    An event of a type in `stubs` whose body is stored apart reaches `handler` as its stub
+    (`Route.stubs`)."""
 
     bodies = Bodies(js)
     nc = connection_of(js)
@@ -100,7 +103,8 @@ async def consume_events(
             return
         delivery = msg.metadata.num_delivered
         try:
-            recorded = await inflate(bodies, recorded)
+            if recorded.type not in stubs:
+                recorded = await inflate(bodies, recorded)
             await _keeping_claim(msg, handler(recorded), ack_wait / 3)
         except Exception as err:
             task = asyncio.current_task()
@@ -167,7 +171,7 @@ async def _subscribe(js: JetStreamContext, filter_subject: str, durable: str, qu
 async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Route],
                          **options: Any) -> list[JetStreamContext.PushSubscription]:
     """Subscribe `service` to every route of its table (options as `consume_events`)."""
-    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, also=r.also, **options)
+    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, also=r.also, stubs=r.stubs, **options)
             for r in routes]
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -228,43 +227,33 @@ class EventStore:
 
     async def replay(
         self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
-        *, start_seq: int = 1,
+        *, start_seq: int = 1, bodies: bool = True,
     ) -> int:
         """Feed every event matching the filter (or any of several filters), from `start_seq`
         on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
         its state): an ordered push consumer read from the wire (`ordered.OrderedReader`), each
         message decoded once, in the connection's read loop. An offloaded body is fetched
-        before its event is handed over; the events after it wait their turn."""
+        before its event is handed over, the read paused meanwhile (nothing after it is
+        taken in until then); with `bodies=False` its stub is handed over as it is."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
-        waiting: deque[Recorded] = deque()  # from the first offloaded event on, until it is fetched
-        fetching: list[asyncio.Task[None]] = []
 
-        async def fetch_in_order() -> None:
-            while waiting:
-                on_event(await inflate(self.bodies, waiting[0]))
-                waiting.popleft()
+        async def hand_over(r: Recorded) -> None:
+            on_event(await inflate(self.bodies, r))
 
-        def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
+        def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> Awaitable[None] | None:
             r = _from_wire(subject, seq, data, header_block)
-            if not waiting and not isinstance(r.event, Offloaded):
-                on_event(r)
-                return
-            waiting.append(r)
-            if not fetching or fetching[-1].done():
-                fetching.append(asyncio.get_running_loop().create_task(fetch_in_order()))
+            if bodies and isinstance(r.event, Offloaded):
+                return hand_over(r)
+            on_event(r)
+            return None
 
         reader = OrderedReader(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout)
         try:
-            count = await reader.run(timeout)
-            await asyncio.gather(*fetching)
-            return count
+            return await reader.run(timeout)
         except TimeoutError:
             raise
         except Exception as err:
             raise StoreError(f"replay of {subject_filter} stopped: {err}") from err
-        finally:
-            for task in fetching:
-                task.cancel()
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
         merged: dict[int, Recorded] = {}

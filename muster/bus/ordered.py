@@ -11,7 +11,8 @@ last message taken, so every message is seen once, in log order.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from nats.aio.client import Client
@@ -20,15 +21,21 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from .protocol import ack_sequences, parse_headers
 from .wire import RawHandler, raw_subscribe, raw_unsubscribe
 
-OnMessage = Callable[[bytes, int, bytes, bytes], None]
-"""(subject, stream sequence, payload, header block) of one message, in stream order."""
+OnMessage = Callable[[bytes, int, bytes, bytes], Awaitable[None] | None]
+"""(subject, stream sequence, payload, header block) of one message, in stream order. What it
+returns, if anything, is awaited before the next message is read: the read pauses (its consumer
+given up, a new one made after) rather than take in what follows meanwhile."""
 
 
 class OrderedReader:
     """Every message of `stream` matching `filters` from `start_seq` on, in stream order, to
     `on_message` (synchronously, from the connection's read loop); `run()` returns how many
     once a delivery says nothing more is pending. An exception from `on_message` stops the
-    read and is raised by `run()`."""
+    read and is raised by `run()`. When `on_message` returns an awaitable (a message that
+    needs more than its frame: an offloaded body to fetch), the consumer is given up, the
+    awaitable awaited, and the read goes on from the next message with a new one: nothing
+    that follows is held meanwhile (a 10,000-node plan's body takes a second to fetch, in
+    which a reader would take in hundreds of thousands of events)."""
 
     def __init__(
         self,
@@ -60,6 +67,10 @@ class OrderedReader:
         self._activity = 0
         self._wake: asyncio.Future[str] | None = None
         self._failure: BaseException | None = None
+        self._paused: Awaitable[None] | None = None
+        self._last_pending = -1
+        self.pauses = 0
+        """How many times the read paused for a message's awaitable."""
 
     async def run(self, timeout: float = 600.0) -> int:
         loop = asyncio.get_running_loop()
@@ -68,6 +79,14 @@ class OrderedReader:
             outcome = await self._one_consumer(deadline)
             if outcome == "done":
                 return self.count
+            if outcome == "paused":
+                waiting, self._paused = self._paused, None
+                assert waiting is not None
+                self.pauses += 1
+                await asyncio.wait_for(waiting, max(0.0, deadline - loop.time()))
+                if self._last_pending == 0:
+                    return self.count
+                continue  # a new consumer from the message after the paused one
             self.resets += 1  # "reset": carry on from the message after the last one taken
 
     async def _one_consumer(self, deadline: float) -> str:
@@ -154,14 +173,17 @@ class OrderedReader:
                 return None
             self._dseq = dseq
             try:
-                self.on_message(subject, sseq, data, headers)
+                then = self.on_message(subject, sseq, data, headers)
             except Exception as err:  # noqa: BLE001 - handed to run()'s caller
                 self._failure = err
                 wake.set_result("failed")
                 return None
             self._next_seq = sseq + 1
             self.count += 1
-            if pending == 0:
+            if then is not None and inspect.isawaitable(then):
+                self._paused, self._last_pending = then, pending
+                wake.set_result("paused")
+            elif pending == 0:
                 wake.set_result("done")
             return None
 

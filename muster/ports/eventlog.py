@@ -78,7 +78,9 @@ class EventLog(Protocol):
         ...
 
     async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
-                     *, start_seq: int = 1) -> int:
+                     *, start_seq: int = 1, bodies: bool = True) -> int:
         """Feed every event matching the filter (or any of several), from `start_seq` on, in log
-        order, to `on_event`; returns how many."""
+        order, to `on_event`; returns how many. `bodies=False`: an event whose body is stored
+        apart (a big plan) is handed over as its stub (`muster.bus.bodies.Offloaded`: its type
+        only), for a reader that needs only which events there are, where and when."""
         ...

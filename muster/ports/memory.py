@@ -157,7 +157,7 @@ class MemoryEventLog:
         return [r for r in self.records[:end] if any(matches(f, r.subject) for f in subject_filters)]
 
     async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
-                     *, start_seq: int = 1) -> int:
+                     *, start_seq: int = 1, bodies: bool = True) -> int:
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
         found = [r for r in self.records[max(0, start_seq - 1):] if any(matches(f, r.subject) for f in filters)]
         for r in found:

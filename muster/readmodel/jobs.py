@@ -9,7 +9,7 @@ after every event.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from contracts.events import FINAL_JOB_STATES, FINAL_STATE_OF
@@ -104,23 +104,31 @@ class JobView:
         self.started_at = self.started_at or r.time.isoformat()
         self.updated_at = r.time.isoformat()
 
+    def states(self) -> Iterator[tuple[str, str, int]]:
+        """(id, state as shown, attempt) of every task, in the view's order, without the view."""
+        forward = {t["id"] for t in self.forward_tasks} if self.cancelled else set()
+        for i in self.tasks:
+            yield i, shown_state(self.task_state.get(i), i in self.timed_out, i in forward), self.attempts.get(i, 0)
+
+    def shown(self) -> str:
+        """The job's state as the view shows it."""
+        waiting = self.resources is not None and not self.resources["granted"] and self.state == "running"
+        approving = self.approval is not None and self.approval["decision"] is None and not self.is_final
+        return ("paused" if self.paused and not self.is_final else "waiting_for_approval" if approving else
+                "waiting_for_resources" if waiting else self.state)
+
     def view(self) -> dict[str, Any]:
         """The job as its owner sees it (the tracker adds where each task runs)."""
-        forward = {t["id"] for t in self.forward_tasks} if self.cancelled else set()
-        tasks = [{**t, "state": shown_state(self.task_state.get(i), i in self.timed_out, i in forward), "attempt": self.attempts.get(i, 0)}
-                 for i, t in self.tasks.items()]
+        tasks = [{**self.tasks[i], "state": state, "attempt": attempt} for i, state, attempt in self.states()]
         counts: dict[str, int] = {}
         for t in tasks:
             counts[t["state"]] = counts.get(t["state"], 0) + 1
         done = {t for t, s in self.task_state.items() if s == "succeeded"}
         stages = self.stages
         current = next((i for i, st in enumerate(stages, 1) if not set(st) <= done), None)
-        waiting = self.resources is not None and not self.resources["granted"] and self.state == "running"
-        approving = self.approval is not None and self.approval["decision"] is None and not self.is_final
         return {
             "id": self.id, "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
-            "state": "paused" if self.paused and not self.is_final else "waiting_for_approval" if approving else
-                     "waiting_for_resources" if waiting else self.state,
+            "state": self.shown(),
             "error": self.error or None, "owner": self.owner, "mode": self.mode,
             "requested_by": self.requested_by, "started_at": self.started_at,
             "finished_at": self.updated_at if self.is_final else None,

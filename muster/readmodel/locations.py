@@ -11,9 +11,11 @@ trackers applying the same updates in any order, any number of times, end with t
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from contracts import subjects
@@ -43,7 +45,7 @@ def cluster_key(tenant: str, cluster_id: str) -> str:
     return f"{CLUSTER}.{tenant}.{cluster_id}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Update:
     """What one event says about one record."""
 
@@ -59,7 +61,7 @@ class Update:
         return (self.rank, self.seq)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stamp:
     value: Any
     seq: int
@@ -70,7 +72,7 @@ class Stamp:
         return (self.rank, self.seq)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Record:
     kind: str
     ident: Mapping[str, str]
@@ -215,6 +217,24 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
         case "ClusterLeaseChanged":
             return [cluster(e.cluster_id, expires_at=e.expires_at.isoformat() if e.expires_at else None)]
     return []
+
+
+SIZED = frozenset({"JobPlanned", "ClusterLayoutChanged"})
+"""Types whose location updates take only the sizes of their lists: read with `sized` when
+offloaded (a 10,000-node plan holds 110,000 tasks)."""
+
+
+def sized(body: bytes) -> Any:
+    """An event's body read for `updates_from` alone: its top-level fields, each object within
+    them left out (None), so a list of tasks or nodes keeps its length and nothing else. A
+    10,000-node plan reads in ~15 MB this way against ~130 MB as a model."""
+    top: list[list[tuple[str, Any]]] = []
+
+    def leave_out(pairs: list[tuple[str, Any]]) -> None:
+        top[:] = [pairs]  # objects close inside out: the last one is the body itself
+
+    json.loads(body, object_pairs_hook=leave_out)
+    return SimpleNamespace(**dict(top[0])) if top else None
 
 
 # -- views ----------------------------------------------------------------------------------

@@ -23,16 +23,22 @@ def located(t: Mapping[str, Any], loc: Record | None) -> dict[str, Any]:
     """A task of the job's view with where its current attempt runs (a claimed current
     attempt counts as `claimed`); an older attempt's location is not shown."""
     attempt = int(t.get("attempt") or 0)
-    here = loc is not None and attempt > 0 and loc.get("attempt") == attempt
-    state = t.get("state")
-    if here and state == "queued" and loc.get("state") == "claimed":  # type: ignore[union-attr]
-        state = "claimed"
+    run_attempt, run_state = (loc.get("attempt"), loc.get("state")) if loc is not None else (None, None)
+    here = loc is not None and attempt > 0 and run_attempt == attempt
     return {
         "id": t.get("id"), "node": t.get("node"), "action": t.get("action"), "service": t.get("service"),
-        "state": state, "attempt": attempt,
+        "state": running_state(t.get("state"), attempt, run_attempt, run_state), "attempt": attempt,
         "provisioner": loc.get("provisioner") if here else None,  # type: ignore[union-attr]
         "worker": loc.get("worker") if here else None,  # type: ignore[union-attr]
     }
+
+
+def running_state(state: Any, attempt: int, run_attempt: Any, run_state: Any) -> Any:
+    """A task's state with its current attempt's latest claim or outcome (`run_*`): a claimed
+    current attempt counts as `claimed` (a claim of an older attempt says nothing)."""
+    if state == "queued" and attempt > 0 and run_attempt == attempt and run_state == "claimed":
+        return "claimed"
+    return state
 
 
 def compose(view: Mapping[str, Any], locations: Mapping[str, Record], layout: Any, source: str) -> dict[str, Any]:

@@ -32,8 +32,8 @@ from muster import snapshots
 
 from .clusters import ClusterState, cluster_view_of, job_ids
 from .jobs import JobView
-from .locations import TASK, Record, merge, parse_subject, updates_from
-from .status import compose, layout_of
+from .locations import TASK, parse_subject, updates_from
+from .status import running_state
 
 Mark = dict[str, Any]
 """`{"last": seq, "line": {...} | None}`: a job's last event up to S and its replay line."""
@@ -118,12 +118,14 @@ STORY = snapshots.register("story", Story)
 
 class JobFold:
     """A job's mark folded one event at a time, in log order, as `mark` folds the whole history:
-    a job of 10,000 nodes has ~440,000 events, which need not all be held at once."""
+    a job of 10,000 nodes has ~440,000 events, which need not all be held at once. Of a task's
+    claims and outcomes only the latest attempt's state is kept (all a mark counts): every
+    location update of a task writes its attempt and state, so the newest one is its record's."""
 
     def __init__(self) -> None:
         self.view = JobView()
-        self.tasks: dict[str, Record] = {}
-        self.solved: list[Recorded] = []
+        self.runs: dict[str, tuple[tuple[int, int], Any, Any]] = {}
+        """task id -> (version, attempt, state) of its newest claim or outcome."""
         self.last = 0
         self.latest: datetime | None = None
 
@@ -132,21 +134,26 @@ class JobFold:
         kind = parsed[1] if parsed is not None else ""
         if kind == "job":
             self.view.apply(r)
-        elif kind == "layout" and r.type == "LayoutSolved":
-            self.solved = [r]
         elif kind == "task":
             for u in updates_from(r.seq, r.subject, r.time.isoformat(), r.event):
                 task_id = u.ident.get("task_id")
-                if u.kind == TASK and task_id is not None:
-                    self.tasks[task_id] = merge(self.tasks.get(task_id), u) or self.tasks[task_id]
+                held = self.runs.get(task_id) if task_id is not None else None
+                if u.kind == TASK and task_id is not None and (held is None or u.version > held[0]):
+                    self.runs[task_id] = (u.version, u.fields.get("attempt"), u.fields.get("state"))
         self.last = r.seq
         self.latest = r.time if self.latest is None or r.time > self.latest else self.latest
 
     def mark(self) -> Mark:
         if not self.view.requested:
             return {"last": self.last, "line": None}
-        status = compose(self.view.view(), self.tasks, layout_of(self.solved), "log")
-        return {"last": self.last, "line": {k: status[k] for k in ("operation", "state", "error", "counts", "tasks_total")}}
+        counts: dict[str, int] = {}
+        for task_id, state, attempt in self.view.states():
+            _, run_attempt, run_state = self.runs.get(task_id, (None, None, None))
+            shown = running_state(state, attempt, run_attempt, run_state)
+            counts[shown] = counts.get(shown, 0) + 1
+        line = {"operation": self.view.operation, "state": self.view.shown(), "error": self.view.error or None,
+                "counts": dict(sorted(counts.items())), "tasks_total": len(self.view.tasks)}
+        return {"last": self.last, "line": line}
 
 
 def job_of(subject: str) -> str | None:

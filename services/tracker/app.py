@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,11 +35,11 @@ from muster.readmodel.status import compose, layout_of, split_history, status_fr
 from services.pool.domain.pool import Pool
 
 from .adapters.kv import LocationIndex
+from .answers import Answer, Answers
 from .tasks import TaskLocations
 
 log = structlog.get_logger("muster.tracker")
 
-CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ class Tracker:
     """Story snapshots (`muster.bus.snapshotstore.SnapshotStore`) a replay may start from."""
     nc: Client = field(kw_only=True)
     """For the live story of a job (an ordered consumer) and requests to a job's owner."""
-    _answers: OrderedDict[tuple[str, str], tuple[float, int, bool, bytes]] = field(default_factory=OrderedDict)
+    _answers: Answers = field(default_factory=Answers)
     _asking: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -151,17 +150,14 @@ class Tracker:
         version = self.index.mirror.job_version(tenant, job_id) if self.index is not None else -1
         cached = self._answers.get(key)
         now = time.monotonic()
-        if cached is not None and version >= 0 and cached[1] == version and (cached[2] or now - cached[0] < self.max_age):
-            self._answers.move_to_end(key)
-            return cached[3]
+        if cached is not None and version >= 0 and cached.version == version and (cached.final or now - cached.at < self.max_age):
+            return cached.body
         status = await self.job_status(tenant, job_id)
         if status is None:
             return None
         body = json.dumps(status).encode()
         if version >= 0 and (self.max_age > 0 or status["state"] in FINAL_JOB_STATES):
-            self._answers[key] = (now, version, status["state"] in FINAL_JOB_STATES, body)
-            if len(self._answers) > CACHE_SIZE:
-                self._answers.popitem(last=False)
+            self._answers.put(key, Answer(now, version, status["state"] in FINAL_JOB_STATES, body))
         return body
 
     async def job_status(self, tenant: str, job_id: str) -> dict[str, Any] | None:

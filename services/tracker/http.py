@@ -265,7 +265,7 @@ def make_app(
         if consume and tracker.index is not None:
             writer = StoryWriter(store, tracker.stories) if tracker.stories is not None else None
             await _drop_old_durables(store.js)
-            subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS], writer), ROUTES)
+            subs = await consume_routes(store.js, IndexFeeder(tracker, app[METRICS], writer, store.bodies), ROUTES)
         yield
         if writer is not None:
             writer.close()

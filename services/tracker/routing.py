@@ -5,14 +5,20 @@ location index of jobs and clusters, from the job, cluster and layout subjects o
 claims and outcomes of tasks never reach it, nor the job's task records (a subject of their own,
 docs/decisions/0033); where a task runs is read from the log when asked (`tasks.py`). `grep` an event's name here to see that the tracker consumes it; the fold itself
 is `muster/readmodel/locations.py` (`updates_from`). Other event types on those subjects are
-acknowledged and ignored. The tracker also *reads* the log live (ordered consumers, no
+acknowledged and ignored. A plan or a cluster's layout stored apart (`SIZED`, thousands of
+nodes) reaches the index as its stub, and its body is read for the sizes of its lists only. The tracker also *reads* the log live (ordered consumers, no
 durable): a job's story for `GET /v1/jobs/{id}/stream` and `muster watch`, see app.py.
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+
 from contracts import subjects
 from contracts.records import Recorded
+from muster.bus.bodies import Bodies, Offloaded, tenant_of
+from muster.readmodel.locations import SIZED, sized
 from muster.routing import Route
 
 from .app import Tracker
@@ -45,19 +51,27 @@ ROUTES = (
         "ClusterStatusChanged": "on_location_event",
         "ClusterLayoutChanged": "on_location_event",
         "ClusterLeaseChanged": "on_location_event",
-    }, queue=INDEX, also=(subjects.ALL_CLUSTER_EVENTS, subjects.ALL_LAYOUT_EVENTS)),
+    }, queue=INDEX, also=(subjects.ALL_CLUSTER_EVENTS, subjects.ALL_LAYOUT_EVENTS), stubs=SIZED),
 )
 
 
 class IndexFeeder:
-    """What the routing table (routing.py) hands location events to: the index, counted."""
+    """What the routing table (routing.py) hands location events to: the index, counted. A
+    big plan or layout comes as its stub (`stubs`): its body is read here for its sizes only."""
 
-    def __init__(self, tracker: Tracker, metrics: TrackerMetrics, stories: StoryWriter | None = None) -> None:
+    def __init__(self, tracker: Tracker, metrics: TrackerMetrics, stories: StoryWriter | None = None,
+                 bodies: Bodies | None = None) -> None:
         self.tracker = tracker
         self.metrics = metrics
         self.stories = stories
+        self.bodies = bodies
 
     async def on_location_event(self, recorded: Recorded) -> None:
+        if isinstance(recorded.event, Offloaded):
+            if self.bodies is None:
+                raise RuntimeError(f"{recorded.type} at {recorded.seq} is stored apart and this index reads no bodies")
+            data = await self.bodies.get(tenant_of(recorded.subject), recorded.event.ref)
+            recorded = replace(recorded, event=await asyncio.to_thread(sized, data))  # megabytes: off the loop
         total, changed = await self.tracker.on_event(recorded)
         if self.stories is not None and recorded.type == "ClusterStatusChanged":
             # A job of the cluster ended (or it was made, or deleted): a point `muster replay`

@@ -7,7 +7,8 @@ compare-and-set each, and every tracker's mirror receiving each write): most of 
 messages and the tracker's memory for a big job, for an answer the log already holds. Now a
 job's task records are folded from those subjects when someone asks, and kept for the next
 question: the next one reads only the events after the last one it folded. The few most recent
-jobs are kept (a job of 10,000 nodes is about 110,000 records).
+jobs are kept, and no more records than `KEPT_RECORDS` in all (a job of 10,000 nodes is about
+110,000 records, ~130 MB): the job asked last is kept whatever its size.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from muster.readmodel.locations import Record
 from muster.readmodel.status import task_records
 
 KEPT_JOBS = 4
+KEPT_RECORDS = 150_000
 
 
 class TaskLocations:
-    def __init__(self, store: EventLog, kept: int = KEPT_JOBS) -> None:
+    def __init__(self, store: EventLog, kept: int = KEPT_JOBS, kept_records: int = KEPT_RECORDS) -> None:
         self.store = store
         self.kept = kept
+        self.kept_records = kept_records
         self._jobs: OrderedDict[tuple[str, str], tuple[int, dict[str, Record]]] = OrderedDict()
 
     async def of(self, tenant: str, job_id: str, with_queued: bool = True) -> dict[str, Record]:
@@ -43,9 +46,15 @@ class TaskLocations:
         if fresh:
             records = task_records(fresh, records)
         self._jobs[key] = (last, records)
-        while len(self._jobs) > self.kept:
-            self._jobs.popitem(last=False)
+        held = sum(len(r) for _, r in self._jobs.values())
+        while len(self._jobs) > 1 and (len(self._jobs) > self.kept or held > self.kept_records):
+            held -= len(self._jobs.popitem(last=False)[1][1])
         return records
+
+    @property
+    def held(self) -> tuple[int, int]:
+        """(jobs, task records) kept now."""
+        return len(self._jobs), sum(len(r) for _, r in self._jobs.values())
 
     async def _read(self, filters: Sequence[str], last: int) -> tuple[list[Recorded], int]:
         """The events after `last`, and how far the next read may start: up to the newest of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import pytest
 import pytest_asyncio
@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
 from contracts.events import JobPaused, JobRequested
-from muster.bus.bodies import INLINE_LIMIT
+from muster.bus.bodies import INLINE_LIMIT, Offloaded
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
 from muster.bus.ordered import OrderedReader
@@ -77,6 +77,26 @@ async def test_a_consumer_lost_mid_read_is_recreated_from_the_next_message(nc: C
     assert seqs == list(range(1, 5001))
 
 
+async def test_a_message_that_needs_more_pauses_the_read_until_it_is_handled(nc: Client, stream: str) -> None:
+    await _fill(nc, stream, 3000, size=1000)
+    seqs: list[int] = []
+    taken_while_paused: list[int] = []
+
+    async def fetch_more(seq: int) -> None:  # what fetching an offloaded body looks like
+        before = len(seqs)
+        await asyncio.sleep(0.3)  # the server would have pushed thousands meanwhile
+        taken_while_paused.append(len(seqs) - before)
+
+    def on_message(subject: bytes, seq: int, data: bytes, headers: bytes) -> Awaitable[None] | None:
+        seqs.append(seq)
+        return fetch_more(seq) if seq in (10, 2999, 3000) else None
+
+    reader = OrderedReader(nc, stream, [f"{stream.lower()}.>"], on_message)
+    assert await reader.run(30) == 3000
+    assert seqs == list(range(1, 3001))
+    assert taken_while_paused == [0, 0, 0] and reader.pauses == 3
+
+
 async def test_a_failing_callback_stops_the_read_and_its_error_is_raised(nc: Client, stream: str) -> None:
     await _fill(nc, stream, 50)
     seen: list[int] = []
@@ -133,3 +153,6 @@ async def test_replay_hands_over_an_offloaded_body_whole_and_everything_in_order
     assert await store.replay(subject, got.append) == len(items)
     assert [r.seq for r in got] == seqs
     assert got[1].event == big and [r.event.by for r in got[2:]] == [f"after{i}" for i in range(20)]
+    stubs: list[Recorded] = []
+    assert await store.replay(subject, stubs.append, bodies=False) == len(items)  # where and when only: no body fetched
+    assert [r.seq for r in stubs] == seqs and isinstance(stubs[1].event, Offloaded) and stubs[1].type == "JobRequested"

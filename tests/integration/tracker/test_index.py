@@ -14,12 +14,19 @@ import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 
+from contracts import events as ev
+from contracts import subjects
 from contracts.catalog import Action
 from contracts.events import JobRequested, JobSucceeded, TaskClaimed, TaskFailed, TaskQueued, TaskSucceeded
+from contracts.layout import NodeSpec
+from contracts.records import Append
+from muster.bus.bodies import INLINE_LIMIT
 from muster.bus.connect import connect
-from muster.readmodel.locations import Update, merge_all, updates_from
+from muster.readmodel.locations import Update, cluster_key, job_key, merge_all, updates_from
 from services.tracker.adapters.kv import LocationIndex
 from services.tracker.http import TRACKER
+
+from .conftest import TENANT
 
 pytestmark = pytest.mark.nats
 
@@ -145,3 +152,24 @@ async def test_a_tracker_started_while_the_bucket_is_being_made_asks_again(bucke
     js.key_value = slow_at_first  # type: ignore[method-assign,assignment]
     index = await LocationIndex.open(js, name)
     assert len(calls) == 3 and index.kv is not None
+
+
+async def test_a_plan_and_a_layout_stored_apart_are_indexed_by_their_sizes(tracked: Tracked) -> None:
+    job_id, cluster_id = str(uuid.uuid4()), str(uuid.uuid4())
+    tasks = [ev.PlannedTaskRecord(id=f"node-{i}.create", node=f"node-{i}", action=Action.CREATE) for i in range(700)]
+    nodes = [NodeSpec(id=f"node-{i}", hardwaretype="small", imagetype="debian", services=["hdfs"]) for i in range(700)]
+    plan = ev.JobPlanned(job_id=job_id, tasks=tasks, links=[], stages=[[t.id for t in tasks[:300]], [t.id for t in tasks[300:]]])
+    layout = ev.ClusterLayoutChanged(cluster_id=cluster_id, job_id=job_id, nodes=nodes)
+    assert min(len(plan.model_dump_json()), len(layout.model_dump_json())) > INLINE_LIMIT  # both offloaded
+    await tracked.store.append(subjects.job_events(TENANT, job_id), [Append(plan, msg_id=f"plan-{job_id}")])
+    await tracked.store.append(subjects.cluster_events(TENANT, cluster_id), [Append(layout, msg_id=f"layout-{cluster_id}")])
+    index = tracked.tracker.index
+    assert index is not None
+
+    def indexed() -> bool:
+        job, cluster = index.mirror.get(job_key(TENANT, job_id)), index.mirror.get(cluster_key(TENANT, cluster_id))
+        return job is not None and cluster is not None and cluster.get("nodes") == 700 and job.get("tasks_total") == 700
+
+    await tracked.until(indexed)
+    job = index.mirror.get(job_key(TENANT, job_id))
+    assert job is not None and job.get("stages_total") == 2

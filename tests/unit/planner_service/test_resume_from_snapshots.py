@@ -40,9 +40,9 @@ class CountingLog(MemoryEventLog):
         return self._count(await super().read_many(subject_filters, up_to_seq))
 
     async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
-                     *, start_seq: int = 1) -> int:
+                     *, start_seq: int = 1, bodies: bool = True) -> int:
         found: list[Recorded] = []
-        count = await super().replay(subject_filter, found.append, timeout, start_seq=start_seq)
+        count = await super().replay(subject_filter, found.append, timeout, start_seq=start_seq, bodies=bodies)
         for r in self._count(found):
             on_event(r)
         return count

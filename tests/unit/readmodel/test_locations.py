@@ -5,30 +5,37 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.catalog import Action
 from contracts.events import (
+    ClusterLayoutChanged,
     ClusterRequested,
     ClusterStatusChanged,
     JobAdopted,
     JobFailed,
+    JobPlanned,
     JobRequested,
     JobSucceeded,
+    PlannedTaskRecord,
     TaskClaimed,
     TaskFailed,
     TaskQueued,
     TaskSucceeded,
 )
+from contracts.layout import NodeSpec
 from muster.readmodel.locations import (
+    SIZED,
     Record,
     Update,
     cluster_key,
     job_key,
     merge,
     merge_all,
+    sized,
     task_key,
     task_location,
     updates_from,
@@ -215,3 +222,19 @@ def test_the_job_owner_follows_an_adoption_but_never_an_older_record() -> None:
     for order in (requested + adopted, adopted + requested):
         record = merge_all(None, order)
         assert record is not None and record.get("owner") == "planner-b"
+
+
+def test_a_big_plan_or_layout_read_for_its_sizes_makes_the_same_updates_as_the_whole_event() -> None:
+    tasks = [PlannedTaskRecord(id=f"n{i}.{a}", node=f"n{i}", action=Action(a), service="s" if a == "install" else None)
+             for i in range(50) for a in ("create", "install")]
+    nodes = [NodeSpec(id=f"n{i}", hardwaretype="h", imagetype="i", services=["s"]) for i in range(50)]
+    events: list[Any] = [JobPlanned(job_id="j1", tasks=tasks, links=[([t.id], [tasks[-1].id]) for t in tasks[:-1]],
+                         stages=[[t.id] for t in tasks], nodes=nodes, previous_config={"deep": {"x": [1, {"y": 2}]}}),
+              ClusterLayoutChanged(cluster_id="c1", job_id="j1", nodes=nodes)]
+    subjects_of = {"JobPlanned": "muster.evt.t.job.j1", "ClusterLayoutChanged": "muster.evt.t.cluster.c1"}
+    assert SIZED == {e.type for e in events}
+    for e in events:
+        light = sized(e.model_dump_json().encode())
+        assert updates_from(7, subjects_of[e.type], "2026-01-01T00:00:00+00:00", light) == \
+            updates_from(7, subjects_of[e.type], "2026-01-01T00:00:00+00:00", e)
+        assert all(x is None for x in getattr(light, "tasks", light.nodes))  # the objects themselves left out

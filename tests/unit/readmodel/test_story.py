@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import random
 import sys
+import weakref
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contracts import events as ev
 from contracts import subjects
+from contracts.catalog import Action
 from contracts.events import ClusterRequested, TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
+from muster.bus.bodies import Offloaded
 from muster.bus.repository import pending_appends
 from muster.ports.memory import MemoryEventLog
 from muster.readmodel.clusters import cluster_view, job_ids, prefix
@@ -166,8 +171,8 @@ class Counting(MemoryEventLog):
         self.events += len(found)
         return found
 
-    async def replay(self, subject_filter: Any, on_event: Any, timeout: float = 600.0, *, start_seq: int = 1) -> int:
-        count = await super().replay(subject_filter, on_event, timeout, start_seq=start_seq)
+    async def replay(self, subject_filter: Any, on_event: Any, timeout: float = 600.0, *, start_seq: int = 1, bodies: bool = True) -> int:
+        count = await super().replay(subject_filter, on_event, timeout, start_seq=start_seq, bodies=bodies)
         self.events += count
         return count
 
@@ -199,3 +204,69 @@ async def test_a_snapshot_of_other_code_or_none_at_all_means_the_full_fold() -> 
     assert await stories.nearest("story", T, cluster_id, None) is None
     story = await story_at(log, T, cluster_id, None, None, stories)
     assert story is not None and story.seq == 0  # folded from the first event
+
+
+class Fresh(MemoryEventLog):
+    """Replays a new copy of each event (as a read from the wire decodes new objects) and
+    counts how many of its copies are alive at most at once. Plans and layouts are stored
+    apart as big ones are on the bus: `bodies=False` hands over their stubs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alive = self.most = 0
+
+    def _gone(self) -> None:
+        self.alive -= 1
+
+    def _copy(self, r: Recorded, bodies: bool) -> Recorded:
+        big = r.type in ("JobPlanned", "ClusterLayoutChanged")
+        copy = replace(r, event=Offloaded(r.type, "sha256:x", 1) if big and not bodies else r.event)
+        self.alive += 1
+        self.most = max(self.most, self.alive)
+        weakref.finalize(copy, self._gone)
+        return copy
+
+    async def replay(self, subject_filter: Any, on_event: Any, timeout: float = 600.0, *, start_seq: int = 1, bodies: bool = True) -> int:
+        return await super().replay(subject_filter, lambda r: on_event(self._copy(r, bodies)), timeout, start_seq=start_seq)
+
+
+def big_create(nodes: int) -> tuple[Fresh, str]:
+    """A cluster and its create of `nodes` nodes (a create and an install each), every task
+    claimed and done: four events a task, as in the log of a real create."""
+    log = Fresh()
+    cluster_id, job_id = "33333333-3333-4333-8333-000000000001", "44444444-4444-4444-8444-000000000001"
+    job_subject = subjects.job_events(T, job_id)
+    tasks = [ev.PlannedTaskRecord(id=f"n{i}.{a}", node=f"n{i}", action=Action(a), service="a" if a == "install" else None)
+             for i in range(nodes) for a in ("create", "install")]
+    events: list[tuple[str, Any]] = [
+        (subjects.cluster_events(T, cluster_id), ClusterRequested(tenant=T, cluster_id=cluster_id, name="big", template="t",
+                                                                  provider="sim", job_id=job_id)),
+        (job_subject, ev.JobRequested(tenant=T, job_id=job_id, cluster_id=cluster_id, operation="create", request={})),
+        (job_subject, ev.JobPlanned(job_id=job_id, tasks=tasks, links=[], stages=[[t.id for t in tasks]]))]
+    for t in tasks:
+        runs = subjects.task_events(T, job_id, t.id, "p1")
+        events += [(job_subject, ev.TaskQueued(job_id=job_id, task_id=t.id, attempt=1, node=t.node, action=t.action, service=t.service)),
+                   (runs, TaskClaimed(job_id=job_id, task_id=t.id, attempt=1, provisioner="p1", worker="w")),
+                   (runs, TaskSucceeded(job_id=job_id, task_id=t.id, attempt=1, provisioner="p1", worker="w")),
+                   (job_subject, ev.TaskCompleted(job_id=job_id, task_id=t.id, attempt=1))]
+    layout = [NodeSpec(id=f"n{i}", hardwaretype="h", imagetype="i", services=["a"]) for i in range(nodes)]
+    events += [(subjects.cluster_events(T, cluster_id), ev.ClusterLayoutChanged(cluster_id=cluster_id, job_id=job_id, nodes=layout)),
+               (job_subject, ev.JobSucceeded(job_id=job_id)),
+               (subjects.cluster_events(T, cluster_id), ev.ClusterStatusChanged(cluster_id=cluster_id, status="active", job_id=job_id))]
+    log.records = [Recorded(seq, subject, START + timedelta(seconds=seq), e) for seq, (subject, e) in enumerate(events, 1)]
+    return log, cluster_id
+
+
+async def test_a_story_written_after_a_big_create_holds_a_few_of_its_events_at_once_not_all() -> None:
+    log, cluster_id = big_create(300)
+    last = len(log.records)
+    stories = MemorySnapshots()
+    writer = StoryWriter(log, stories)
+    await writer.write(T, cluster_id, 1)  # the cluster made, its job not started: the whole job follows the snapshot
+    for base in (stories, None):  # from that snapshot (the tail read, then the job folded again), and from the first event
+        log.most = 0
+        story = await story_at(log, T, cluster_id, last, None, base)
+        assert story is not None and story.jobs
+        assert [m["line"]["counts"] for m in story.jobs.values()] == [{"succeeded": 600}] and len(story.nodes) == 300
+        assert 0 < log.most <= 3, f"{log.most} of the job's {last} events were held at once"
+    assert log.alive == 0  # and none is kept in the story
