@@ -188,7 +188,9 @@ async def test_latency_is_waited_concurrently(registry: PluginRegistry) -> None:
     started = time.perf_counter()
     outs = await asyncio.gather(*(registry.execute(t) for t in tasks))
     elapsed = time.perf_counter() - started
-    assert all(o.ok for o in outs) and 0.1 <= elapsed < 0.6
+    # Waited one after another, the 50 latencies would take 5 s; at once, 0.1 s and whatever the
+    # machine adds (0.68 s once under the whole suite's load): half the serial time tells them apart.
+    assert all(o.ok for o in outs) and 0.1 <= elapsed < 2.5
 
 
 async def test_automator_uses_its_fields_then_the_provider_fields(registry: PluginRegistry) -> None:
