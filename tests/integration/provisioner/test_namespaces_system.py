@@ -83,8 +83,8 @@ async def test_sshd_answers_on_the_node_address_with_its_own_host_key(ns_net: Ns
     assert sshd.address == node.netns.ip and sshd.fingerprint.startswith("SHA256:")
     assert sshd.fingerprint == asyncssh.import_public_key(sshd.host_key).get_fingerprint("sha256")
     target = SshTarget(host=sshd.address, port=22, user="root", client_key=client, host_keys=(sshd.host_key,))
-    async with await connect(target, 10) as conn:
-        result = await run(conn, "hostname; cat /proc/self/mountinfo | grep -c ' /etc ' ", timeout=10)
+    async with await connect(target, 30) as conn:
+        result = await run(conn, "hostname; cat /proc/self/mountinfo | grep -c ' /etc ' ", timeout=30)  # a deadline: once 10 s under the whole suite
     assert result.stdout.split()[0] == "s1"
     wrong = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     with pytest.raises(Exception, match="host key verification failed"):
