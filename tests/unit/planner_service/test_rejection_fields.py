@@ -117,6 +117,17 @@ UNAVAILABLE = [
 ]
 
 
+async def _to_be_sent_again_then_done_once(h: Harness, command: Any, failed: list[str]) -> None:
+    """The first try failed as injected and was answered "send it again"; the second is
+    accepted, and the log holds the job once."""
+    first = await h.send(command)
+    assert failed and isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
+    again = await h.send(command)
+    assert not isinstance(again, Rejected), again
+    await h.settle()
+    assert len(h.events(again.job_id, "JobRequested")) == 1
+
+
 @pytest.mark.parametrize(("method", "error"), UNAVAILABLE, ids=["append timed out", "append unanswered", "read 503"])
 async def test_a_request_the_log_did_not_answer_in_time_is_to_be_sent_again(method: str, error: Exception) -> None:
     """The log fails once under a create (a leader election after a partition healed: the job's
@@ -135,12 +146,7 @@ async def test_a_request_the_log_did_not_answer_in_time_is_to_be_sent_again(meth
 
     setattr(h.log, method, fails_once)
     command = _create(request_id="r-timeout")
-    first = await h.send(command)
-    assert failed and isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
-    again = await h.send(command)
-    assert not isinstance(again, Rejected), again
-    await h.settle()
-    assert len(h.events(again.job_id, "JobRequested")) == 1
+    await _to_be_sent_again_then_done_once(h, command, failed)
 
 
 async def test_a_cluster_operation_whose_job_save_finds_the_log_moved_on_is_to_be_sent_again() -> None:
@@ -169,9 +175,4 @@ async def test_a_cluster_operation_whose_job_save_finds_the_log_moved_on_is_to_b
 
     h.log.inject(moved_on_once, ConcurrencyError("wrong last sequence"))
     command = DeleteCluster(cluster_id=cid, request_id="r-delete")
-    first = await h.send(command)
-    assert failed and isinstance(first, Rejected) and first.retry and first.code == "unavailable", first
-    again = await h.send(command)
-    assert not isinstance(again, Rejected), again
-    await h.settle()
-    assert len(h.events(again.job_id, "JobRequested")) == 1
+    await _to_be_sent_again_then_done_once(h, command, failed)
