@@ -59,6 +59,9 @@ async def test_tasks_a_cancel_keeps_from_running_are_cancelled(stack: Stack) -> 
     created = await stack.client.send(stack.tenant, CreateCluster(name="c", template="hadoop-small", nodes=2))
     assert isinstance(await stack.client.wait(created.job_id, timeout=60), JobSucceeded)
     reply = await stack.client.send(stack.tenant, AddServices(cluster_id=created.cluster_id, services=["slow"]))
+    # Cancelled once it has a plan: before it, nothing ran and the job just fails (a CI run's
+    # cancel overtook the solver's answer).
+    await _first(stack, subjects.job_events(stack.tenant, reply.job_id), "JobPlanned", timeout=30)
     assert isinstance(await stack.client.send(stack.tenant, CancelJob(job_id=reply.job_id)), Accepted)
     final = await stack.client.wait(reply.job_id, timeout=60)
     assert isinstance(final, JobRolledBack) and final.reason == "cancelled by request"
