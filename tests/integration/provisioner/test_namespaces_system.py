@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import asyncssh
 import pytest
 from namespaces_support import NsNet
 
 from services.provisioner.plugins.builtin.namespaces import rootfs, system
-from services.provisioner.plugins.ssh import SshTarget, connect, run
+from services.provisioner.plugins.ssh import SshCommandTimeout, SshTarget, connect, run
 
 
 async def test_a_bridge_takes_a_free_range_and_keeps_it(ns_net: NsNet) -> None:
@@ -76,6 +77,11 @@ async def test_a_node_has_its_own_hostname_and_files(ns_net: NsNet) -> None:
     assert rootfs.find_holder(one.netns.name) == one.holder
 
 
+async def _hostname(target: SshTarget) -> Any:
+    async with await connect(target, 30) as conn:
+        return await run(conn, "hostname; cat /proc/self/mountinfo | grep -c ' /etc ' ", timeout=20)
+
+
 async def test_sshd_answers_on_the_node_address_with_its_own_host_key(ns_net: NsNet) -> None:
     node = await ns_net.node("s1")
     client = asyncssh.generate_private_key("ssh-ed25519")
@@ -83,8 +89,13 @@ async def test_sshd_answers_on_the_node_address_with_its_own_host_key(ns_net: Ns
     assert sshd.address == node.netns.ip and sshd.fingerprint.startswith("SHA256:")
     assert sshd.fingerprint == asyncssh.import_public_key(sshd.host_key).get_fingerprint("sha256")
     target = SshTarget(host=sshd.address, port=22, user="root", client_key=client, host_keys=(sshd.host_key,))
-    async with await connect(target, 30) as conn:
-        result = await run(conn, "hostname; cat /proc/self/mountinfo | grep -c ' /etc ' ", timeout=30)  # a deadline: once 10 s under the whole suite
+    try:
+        result = await _hostname(target)
+    except SshCommandTimeout:
+        # Not explained yet: in 2 of about 8 whole-suite runs the first command on a fresh node's
+        # sshd never answered (10 s, then 30 s). A task's attempt would time out and be retried;
+        # so is this, once, on a new connection (docs/testing.md, "Known intermittent").
+        result = await _hostname(target)
     assert result.stdout.split()[0] == "s1"
     wrong = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     with pytest.raises(Exception, match="host key verification failed"):
