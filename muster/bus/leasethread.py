@@ -8,6 +8,12 @@ renewals, the watch and the fences never wait for the service's loop. What the o
 when it gains or loses shards (`on_gained`, `on_lost`) still runs on the service's loop, and the
 keeper waits for it (the hand-over order holds: the owner stops acting before a key is deleted).
 The reads (`owns`, `held`...) look at dictionaries the keeper replaces whole on each change.
+
+The keeper's connection reconnects without end, but nats-py gives a connection up for good on
+some errors from the server (an `Authorization Violation` that a config reload's auth check sends
+to a connection already back: docs/security.md, "TLS"). Its leases then lapse and can never be
+taken again, so the owner is told (`on_closed`, on its loop): a planner exits then and its
+supervisor starts it again, as it does when its own connection is given up.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .connect import connect
@@ -23,9 +30,10 @@ from .shards import DEFAULT_SHARDS, DEFAULT_TTL_S, Callback, Lease, ShardLeases,
 
 class ThreadedLeases:
     def __init__(self, servers: str, member: str, *, shards: int = DEFAULT_SHARDS, ttl_s: float = DEFAULT_TTL_S,
-                 on_gained: Callback = _nothing, on_lost: Callback = _nothing, replicas: int = 1) -> None:
+                 on_gained: Callback = _nothing, on_lost: Callback = _nothing, replicas: int = 1,
+                 on_closed: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
         self.servers, self.member, self.shards, self.ttl_s, self.replicas = servers, member, shards, ttl_s, replicas
-        self.on_gained, self.on_lost = on_gained, on_lost
+        self.on_gained, self.on_lost, self.on_closed = on_gained, on_lost, on_closed
         self._keeper: ShardLeases | None = None
         self._changed = asyncio.Condition()
         """Notified (on the service's loop) whenever the keeper's watch saw a change."""
@@ -91,8 +99,14 @@ class ThreadedLeases:
     async def _keep(self, started: concurrent.futures.Future[None]) -> None:
         self._loop = asyncio.get_running_loop()
         self._done = asyncio.Event()
+        closing = False
+
+        async def closed() -> None:
+            if not closing and self.on_closed is not None:  # given up by nats-py, not closed by us
+                await self._call_main(self.on_closed())
+
         try:
-            nc = await connect(self.servers, name=f"{self.member}-leases")
+            self._nc = nc = await connect(self.servers, name=f"{self.member}-leases", closed_cb=closed)
         except BaseException as err:  # noqa: BLE001 - whatever it is, the starting thread raises it
             started.set_exception(err)
             return
@@ -103,11 +117,22 @@ class ThreadedLeases:
             await self._keeper.start()
         except BaseException as err:  # noqa: BLE001 - whatever it is, the starting thread raises it
             started.set_exception(err)
+            closing = True
             await nc.close()
             return
         started.set_result(None)
         await self._done.wait()
+        closing = True
         await nc.close()
+
+    async def _call_main(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` on the service's loop and wait for it (nothing when that loop is gone)."""
+        try:
+            future = asyncio.run_coroutine_threadsafe(work, self._main)
+        except RuntimeError:  # the service's loop is closed: the process is on its way out
+            work.close()
+            return
+        await asyncio.wrap_future(future)
 
     def _on_main(self, name: str) -> Callback:
         """The owner's callback (looked up when called), run on the service's loop; the keeper

@@ -83,7 +83,16 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     hands its shards over before anything else stops."""
     # On a thread and a connection of their own: a busy planner loop must not let them lapse.
     servers = ",".join(u.geturl() for u in nc.servers)
-    leases = ThreadedLeases(servers, config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas)
+
+    async def leases_gone() -> None:
+        # Without leases it acts for no shard, and no other planner can take them while it
+        # lives: closing its own connection too makes `run_service` exit, to be started again.
+        structlog.get_logger("muster.planner").error("the shard leases' connection to NATS was closed for good; "
+                                                     "closing the planner's too, to be started again")
+        await nc.close()
+
+    leases = ThreadedLeases(servers, config.instance, shards=config.shards, ttl_s=config.lease_ttl_s, replicas=config.replicas,
+                            on_closed=leases_gone)
     identities = None
     if auth_required(nc):
         # Auth on (this planner authenticated): requests are checked against the requester's

@@ -32,6 +32,7 @@ from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import BadRequestError, ServiceUnavailableError
 
+from contracts import subjects
 from contracts.catalog import Catalog, Service
 from contracts.commands import Accepted
 from contracts.events import EVENT_TYPES, FINAL_JOB_EVENTS
@@ -361,25 +362,48 @@ class FaultStack:
         cluster elects a new leader for the stream, creating the consumer `MusterClient.events`
         reads with times out (nats TimeoutError, after the JetStream API's 5 s), or is refused
         for a moment (503, "JetStream system temporarily unavailable", right after a partition
-        heals): subscribe again from the last event read, under the same overall deadline."""
-        async with asyncio.timeout(timeout):
-            for attempt in itertools.count():
-                try:
-                    async for r in self.client.events(job_id, tenant, since_seq):
-                        since_seq = r.seq
-                        if seen is not None:
-                            seen(r)
-                        if r.type in FINAL_JOB_EVENTS:
-                            return r.event
-                except TRANSIENT as err:  # a 503 comes at once: back off (0.1 s doubling, at most 2 s)
-                    print(f"[harness] waiting for job {job_id}: the stream did not answer ({type(err).__name__}); "
-                          f"subscribing again (try {attempt + 2})")
-                    await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
-                except ConnectionClosedError:  # given up by nats-py (a reload's auth check: docs/security.md)
-                    print(f"[harness] waiting for job {job_id}: the connection was closed for good; connecting again")
+        heals): subscribe again from the last event read, under the same overall deadline.
+        Past the deadline, the job's last events in the log say where it stopped."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._final(job_id, tenant, since_seq, seen)
+        except TimeoutError:
+            raise AssertionError(f"job {job_id} did not end within {timeout:g} s; "
+                                 f"{await self._last_events(job_id, tenant)}") from None
+
+    async def _final(self, job_id: str, tenant: str, since_seq: int, seen: Callable[[Recorded], None] | None) -> Any:
+        for attempt in itertools.count():
+            try:
+                async for r in self.client.events(job_id, tenant, since_seq):
+                    since_seq = r.seq
+                    if seen is not None:
+                        seen(r)
+                    if r.type in FINAL_JOB_EVENTS:
+                        return r.event
+            except TRANSIENT as err:  # a 503 comes at once: back off (0.1 s doubling, at most 2 s)
+                print(f"[harness] waiting for job {job_id}: the stream did not answer ({type(err).__name__}); "
+                      f"subscribing again (try {attempt + 2})")
+                await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
+            except ConnectionClosedError:  # given up by nats-py (a reload's auth check: docs/security.md)
+                print(f"[harness] waiting for job {job_id}: the connection was closed for good; connecting again")
+                self.nc = None
+                await self._connect()
+        raise AssertionError("unreachable")
+
+    async def _last_events(self, job_id: str, tenant: str, n: int = 15) -> str:
+        """The job's last `n` events as the log has them now, one line each (or why they could
+        not be read), and the processes the supervisor restarted or gave up on."""
+        try:
+            async with asyncio.timeout(15):
+                if self.nc is None or self.nc.is_closed:
                     self.nc = None
                     await self._connect()
-        raise AssertionError("unreachable")
+                events = await EventStore(self.conn).read_many(subjects.job_filters(tenant, job_id))
+        except Exception as err:  # noqa: BLE001 - a diagnosis, not the test's verdict
+            return f"its events could not be read ({err!r})"
+        lines = [f"  #{r.seq} {r.time:%H:%M:%S.%f} {r.type} {_brief(r.event)}" for r in events[-n:]]
+        given_up = "".join(f"\n  given up: {m}" for m in self.deployment.given_up.values())
+        return f"{len(events)} events in the log, the last {len(lines)}:\n" + "\n".join(lines) + given_up
 
     # -- after -------------------------------------------------------------------------------
 
@@ -403,6 +427,12 @@ class FaultStack:
     def _tracker_up(self) -> bool:
         """The tracker on `deployment.tracker_url` runs (the first of several, `tracker-1`)."""
         return any(c.name in ("tracker", "tracker-1") for c in self.deployment.children)
+
+
+def _brief(event: Any) -> str:
+    """An event's fields that say where a job is (task, attempt, who, why)."""
+    fields = ("task_id", "attempt", "provisioner", "state", "error", "reason")
+    return " ".join(f"{f}={getattr(event, f)}" for f in fields if getattr(event, f, None) not in (None, ""))
 
 
 def _option(args: list[str], name: str) -> str:

@@ -169,8 +169,8 @@ async def test_leases_on_their_own_thread_outlive_a_loop_busy_for_longer_than_th
     loop, which may be busy for seconds planning a big cluster."""
     from muster.bus.leasethread import ThreadedLeases
 
-    ledger = Ledger()
-    leases = ThreadedLeases(fresh_nats, "busy", shards=SHARDS, ttl_s=TTL, **ledger.callbacks("busy"))
+    ledger, closed = Ledger(), asyncio.Event()
+    leases = ThreadedLeases(fresh_nats, "busy", shards=SHARDS, ttl_s=TTL, **ledger.callbacks("busy"), on_closed=_setter(closed))
     await leases.start()
     try:
         assert len(leases.held) == SHARDS
@@ -180,6 +180,31 @@ async def test_leases_on_their_own_thread_outlive_a_loop_busy_for_longer_than_th
     finally:
         await leases.stop()
     assert [e[2] for e in ledger.events] == ["gained", "lost"]  # handed over on the service's loop
+    assert not closed.is_set()  # its own close at a stop is not news
+
+
+async def test_the_owner_is_told_when_the_leases_connection_is_given_up(fresh_nats: str) -> None:
+    """nats-py gives a connection up for good on some errors of the server (an auth check during
+    a config reload: docs/security.md, "TLS"); the leases could then never be renewed or taken by
+    another member while this one lives, so its owner is told (a planner exits, to be restarted)."""
+    from muster.bus.leasethread import ThreadedLeases
+
+    closed = asyncio.Event()
+    leases = ThreadedLeases(fresh_nats, "given-up", shards=SHARDS, ttl_s=TTL, on_closed=_setter(closed))
+    await leases.start()
+    try:
+        # Closed on the keeper's loop, not by the keeper: as nats-py closes it.
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(leases._nc.close(), leases._loop))
+        await asyncio.wait_for(closed.wait(), 10)
+    finally:
+        await leases.stop()
+
+
+def _setter(event: asyncio.Event) -> Callable[[], Any]:
+    async def set_it() -> None:
+        event.set()
+
+    return set_it
 
 
 async def test_shards_a_member_could_not_take_up_are_handed_back_and_taken_again(ncs: list[Client]) -> None:
