@@ -36,7 +36,7 @@ from typing import Any
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port, reachable
 from muster.tls.context import CA_ENV, check_listen
 
-from .tls import DeploymentTls
+from .tls import DeploymentTls, reload_certificate
 
 SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifier")
 
@@ -80,6 +80,8 @@ class Child:
     """Its last log line: why it exited during start."""
     reloaded: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when it says it reloaded its certificate (a tracker, after SIGHUP)."""
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when it says it started (its signal handlers are set by then)."""
 
     @property
     def pid(self) -> int:
@@ -269,11 +271,8 @@ class Deployment:
             await self.server.reload(timeout)
             done.append(SERVER)
         trackers = [c for c in self.children if c.name.split("-")[0] == "tracker" and c.process.returncode is None]
-        for child in trackers:
-            child.reloaded.clear()
-            child.process.send_signal(signal.SIGHUP)
         try:
-            await asyncio.wait_for(asyncio.gather(*(c.reloaded.wait() for c in trackers)), timeout)
+            await asyncio.wait_for(asyncio.gather(*(reload_certificate(c) for c in trackers)), timeout)
         except TimeoutError:
             raise StartError(f"a tracker did not reload its certificate within {timeout:g} s; see its log") from None
         return done + [c.name for c in trackers]
@@ -437,6 +436,7 @@ class Deployment:
                     child.last_line = line.decode(errors="replace").strip()
                 if not ready.done() and READY in line:
                     ready.set_result(None)
+                    child.started.set()
                 if RELOADED in line:
                     child.reloaded.set()
         if not ready.done():

@@ -16,12 +16,20 @@ start when missing, near their end, or not naming every one of those; `rotate` m
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import signal
 import socket
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, is_loopback
 from muster.tls.natsconf import ServerTls
+
+if TYPE_CHECKING:
+    from .supervisor import Child
 
 SERVERS = ("nats", "tracker")
 
@@ -90,3 +98,29 @@ class DeploymentTls:
             pair = LocalCA.load_or_create(self.folder).ensure(self.folder / "clients" / name, f"muster {name}", server=False)
             env.update({CERT_ENV: str(pair.cert), KEY_ENV: str(pair.key)})
         return env
+
+
+async def reload_certificate(child: Child) -> None:
+    """Have a running tracker read its rotated certificate: SIGHUP once its start is done (its
+    handler is set before it says it started; a SIGHUP before would end it), then its word that
+    it reloaded. A child that exits meanwhile needs nothing: the process started in its place
+    (by the supervisor) reads the new files."""
+    exited = asyncio.ensure_future(child.process.wait())
+    try:
+        if await _before(child.started.wait(), exited):
+            child.reloaded.clear()
+            with contextlib.suppress(ProcessLookupError):  # it exited just now
+                child.process.send_signal(signal.SIGHUP)
+            await _before(child.reloaded.wait(), exited)
+    finally:
+        exited.cancel()
+
+
+async def _before(waiting: Coroutine[Any, Any, Any], exited: asyncio.Future[int]) -> bool:
+    """Whether `waiting` came before the process exited."""
+    task: asyncio.Future[Any] = asyncio.ensure_future(waiting)
+    try:
+        await asyncio.wait([task, exited], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        task.cancel()
+    return task.done() and not task.cancelled()
