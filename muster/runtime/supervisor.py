@@ -81,7 +81,7 @@ class Child:
     reloaded: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when it says it reloaded its certificate (a tracker, after SIGHUP)."""
     started: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when it says it started (its signal handlers are set by then)."""
+    """Set when it says it started (its signal handlers are set by then), cleared when it ends."""
 
     @property
     def pid(self) -> int:
@@ -166,6 +166,9 @@ class Deployment:
         self._stopping = asyncio.Event()
         self._fatal: asyncio.Future[str] | None = None
         self._started_at = ""
+        self._changed = asyncio.Condition()
+        """Notified when a child says it started, when one ends, and when a restart ends."""
+        self._restarting: set[str] = set()
 
     @property
     def started(self) -> bool:
@@ -437,8 +440,11 @@ class Deployment:
                 if not ready.done() and READY in line:
                     ready.set_result(None)
                     child.started.set()
+                    await self._note_change()
                 if RELOADED in line:
                     child.reloaded.set()
+        child.started.clear()
+        await self._note_change()
         if not ready.done():
             ready.set_exception(StartError(f"{child.name} exited during start{_why(child.last_line)}; see {child.log_path}"))
 
@@ -460,7 +466,9 @@ class Deployment:
             exits = [t for t in exits if now - t < self.policy.window_s] + [now]
             if len(exits) >= self.policy.burst:
                 self._give_up(name, code, len(exits), log_path)
+                await self._note_change()
                 return
+            self._restarting.add(name)
             delay = self.policy.delay(len(exits))
             self.notify(f"{name} exited ({exit_text(code)}); restarting it in {delay:g} s; see {log_path}")
             try:
@@ -470,8 +478,25 @@ class Deployment:
                 pass
             pid = await self._start_again(name)
             if pid is not None:
+                self._restarting.discard(name)
                 self.notify(f"{name} is running again (pid {pid})")
                 self._describe()
+                await self._note_change()
+
+    async def _note_change(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def steady(self, timeout: float = 60.0) -> None:
+        """Until no restart is under way and every child runs (has said it started, not ended
+        since); those given up on or asked to stop are not waited for. TimeoutError past `timeout`."""
+
+        def steady() -> bool:
+            return not self._restarting and all(c.started.is_set() for c in self.children
+                                                if not c.stopping and c.name not in self.given_up)
+
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(steady)
 
     async def _exited(self, name: str) -> tuple[bool, int | None, Path]:
         """The exit code of `name`'s current process when it exits (None: it never started),
@@ -523,6 +548,7 @@ class Deployment:
             message = (f"{name} exited {exits} times within {self.policy.window_s:g} s (last: {last}); giving up "
                        f"on it, the others keep running; see {log_path}")
         self.given_up[name] = message
+        self._restarting.discard(name)
         self.notify(message)
 
     async def wait_failed(self) -> str:

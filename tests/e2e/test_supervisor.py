@@ -78,6 +78,7 @@ async def test_a_child_that_keeps_crashing_is_given_up_on_and_the_others_run_on(
     assert deployment.given_up == {"solver": given_up}
     still = {c.name: c.pid for c in deployment.children if c.process.returncode is None}
     assert still == others
+    await asyncio.wait_for(deployment.steady(), 10)  # nothing else to wait for: the solver is given up on
 
 
 async def test_a_killed_nats_server_comes_back_and_the_services_carry_on(supervised: tuple[Deployment, Notes]) -> None:
@@ -128,8 +129,11 @@ async def test_a_child_added_runs_supervised_and_a_retired_one_leaves_without_a_
     assert state["processes"]["provisioner-2"] == added.pid
 
     os.kill(added.pid, signal.SIGKILL)  # supervised like the others
-    await notes.wait_for("provisioner-2 is running again")
+    await notes.wait_for("provisioner-2 exited")
+    await deployment.steady()  # until its restart is done
+    assert any("provisioner-2 is running again" in line for line in notes.lines), notes.lines
     again = deployment.child("provisioner-2")
+    assert again.pid != added.pid and again.started.is_set()
 
     deployment.retire("provisioner-2")
     os.kill(again.pid, signal.SIGTERM)  # as a drained provisioner ends itself

@@ -61,6 +61,9 @@ async def test_a_create_finishes_across_tls_routes_while_every_certificate_rotat
 
         final = await fs.wait_final(replies[0].job_id, timeout=120)
         assert isinstance(final, JobSucceeded), final
+        # A process whose connection the reloads ended for good is started again (a tracker
+        # too, on the same port): probed once each runs.
+        await fs.deployment.steady()
         after = [await served_serial(url, context) for url in servers]
         assert all(a != b for a, b in zip(after, before, strict=True)), (before, after)
         # A reload makes nats-server close what the auth callout let in (every connection here:
