@@ -5,15 +5,18 @@ across the services' connections (the context in request, event and task headers
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from contracts.events import JobSucceeded
 from muster import tracing
+from muster.cli import main
 
 pytestmark = pytest.mark.nats
 CALLER = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01"
@@ -85,3 +88,20 @@ async def test_a_create_over_http_is_one_trace_across_the_services(exported: Wai
         "muster.tracker", "muster.client", "muster.planner", "muster.solver", "muster.provisioner"}
     for span in spans:  # no token of the request anywhere
         assert not any("Bearer" in str(v) or "token" in k.lower() for k, v in span.attributes.items())
+
+
+async def test_a_command_continues_the_callers_traceparent(exported: Waiting, stack: Any) -> None:
+    """`muster cluster create` run under a caller's trace (`TRACEPARENT`, as OpenTelemetry's
+    environment carriers have it): its request and the job are in that trace, under its span."""
+    caller = "00-7bf92f3577b34da6a3ce929d0e0e4736-30f067aa0ba902b7-01"
+    result = await asyncio.to_thread(CliRunner(env={"TRACEPARENT": caller}).invoke, main, [
+        "cluster", "create", "traced-cli", "--template", "hadoop-small", "--nodes", "2", "--json", "--nats-url", stack.url])
+    assert result.exit_code == 0, result.output
+    job_id = next(json.loads(line)["job_id"] for line in result.output.splitlines() if line.startswith("{"))
+    assert isinstance(await stack.client.wait(job_id, timeout=60), JobSucceeded)
+    await exported.came("job create")
+    spans = [s for s in exported.get_finished_spans() if s.context.trace_id == 0x7BF92F3577B34DA6A3CE929D0E0E4736]
+    by_name = {s.name: s for s in spans}
+    assert by_name["muster create"].parent.span_id == 0x30F067AA0BA902B7
+    assert by_name["request create"].parent.span_id == by_name["muster create"].context.span_id
+    assert by_name["job create"].parent.span_id == by_name["request create"].context.span_id
