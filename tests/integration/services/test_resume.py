@@ -3,6 +3,7 @@ if nothing happened, and no attempt was dispatched twice."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -89,3 +90,15 @@ async def test_a_lost_task_publish_is_repaired_by_the_redelivered_outcome(stack:
     assert left["n"] == 0  # the failures did happen
     history = await stack.store.read_many(subjects.job_filters(stack.tenant, reply.job_id))
     assert all(r.event.attempt == 1 for r in history if r.type == "TaskQueued")  # repaired, not retried
+
+
+async def test_a_planner_whose_lease_connection_is_given_up_closes_its_own(stack: Stack) -> None:
+    """Its shards' leases live on a connection of their own; given up for good by nats-py (a
+    reload's auth check: docs/security.md, "TLS"), the planner could act for no shard, and no
+    other could take them while it lives: its own connection is closed too, which makes the
+    service exit and its supervisor start it again (muster/runtime/service.py)."""
+    leases = stack.planner.ownership.leases
+    assert not stack.planner_nc.is_closed
+    # Closed on the leases' own loop, as nats-py closes a connection it gives up.
+    await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(leases._nc.close(), leases._loop))
+    assert stack.planner_nc.is_closed
