@@ -27,7 +27,7 @@ from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's er
 from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliError, run, translates
 from muster.client import MusterClient
 from muster.ops_session import follow
-from muster.tls.context import TlsError, http_ssl
+from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_ssl
 from services.provisioner.plugins.specs import catalog_plugins
 
 from .autoscale import AutoscalePolicy, autoscaling
@@ -158,9 +158,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     if policy is not None:
         console.print(f"autoscale: {policy.min_processes}..{policy.max_processes} provisioner processes of "
                       f"{policy.capacity_each} slots, cool-down {policy.cooldown_s:g} s")
-    trust = f" MUSTER_TLS_CA={deployment.tls.ca.resolve()}" if deployment.tls is not None else ""
     console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url} "
-                  f"MUSTER_TRACKER_URL={deployment.tracker_url}{trust})",
+                  f"MUSTER_TRACKER_URL={deployment.tracker_url}{_shell_env(deployment)})",
                   markup=False, highlight=False, soft_wrap=True)
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()
@@ -170,6 +169,17 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
 def _own_token(deployment: Deployment) -> str | None:
     """The super admin's token when we run the auth service, else the caller's own."""
     return deployment.admin_token()
+
+
+def _shell_env(deployment: Deployment) -> str:
+    """What a shell needs besides the URLs to act here without the data directory: the
+    credentials, the CA and, with mutual TLS, the local user's certificate."""
+    env = {"MUSTER_CREDENTIALS": deployment.credentials} if deployment.auth_dir is not None else {}
+    if deployment.tls is not None:
+        env[CA_ENV] = deployment.tls.ca
+        if deployment.tls.mutual:
+            env |= {CERT_ENV: deployment.tls.folder / CLIENT_CERT, KEY_ENV: deployment.tls.folder / CLIENT_KEY}
+    return "".join(f" {name}={path.resolve()}" for name, path in env.items())
 
 
 def _print_credentials(deployment: Deployment, data_dir: Path) -> None:

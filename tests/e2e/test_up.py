@@ -196,7 +196,7 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
     _, seen = muster_up
     data = tmp_path / "data"
     assert seen["another shell"] == (f"export MUSTER_DATA_DIR={data.resolve()}  (or NATS_URL={seen['nats']} "
-                                     f"MUSTER_TRACKER_URL={seen['tracker']})")
+                                     f"MUSTER_TRACKER_URL={seen['tracker']} MUSTER_CREDENTIALS={(data / 'credentials').resolve()})")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     code, out = await _muster("provisioners", "list", cwd=elsewhere, MUSTER_DATA_DIR=str(data))
