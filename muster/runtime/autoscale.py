@@ -17,6 +17,7 @@ exits by itself.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -220,17 +221,62 @@ async def autoscaling(deployment: Any, policy: AutoscalePolicy, tenants: str) ->
     """`muster up --autoscale`: an autoscaler for the deployment's provisioners, on a connection
     of its own, looking when task events arrive; stopped (timers, subscriptions) on the way out,
     before the deployment stops."""
-    from muster.bus.connect import connect
     from muster.ports.clock import AsyncioClock
 
-    nc = await connect(deployment.nats_url, name="muster-autoscale", token=deployment.admin_token())
-    scaler = Autoscaler(DeploymentFleet(deployment, nc, policy, tenants), nats_gather(nc), AsyncioClock(), policy)
-    subs = await watch_activity(nc, scaler)
+    link = _Link(deployment)
+    nc = await link.open()
+    fleet = DeploymentFleet(deployment, nc, policy, tenants)
+    scaler = Autoscaler(fleet, nats_gather(nc), AsyncioClock(), policy)
+    link.fleet, link.scaler = fleet, scaler
+    link.subs = await watch_activity(nc, scaler)
     try:
         yield scaler
     finally:
         scaler.stop()
-        for sub in subs:
+        await link.close()
+
+
+class _Link:
+    """The autoscaler's connection. nats-py gives a connection up for good on some errors of the
+    server (an auth check while a reload of rotated certificates runs: docs/security.md, "TLS");
+    `muster up` cannot exit to be started again as its services do, so this one is made again,
+    and the autoscaler goes on with it."""
+
+    def __init__(self, deployment: Any) -> None:
+        self.deployment = deployment
+        self.nc: Any = None
+        self.fleet: DeploymentFleet | None = None
+        self.scaler: Autoscaler | None = None
+        self.subs: list[Any] = []
+        self.closing = False
+        self.again: asyncio.Task[None] | None = None
+
+    async def open(self) -> Any:
+        from muster.bus.connect import connect
+
+        # The data directory: where its CA (and, with mutual TLS, the user's certificate) is.
+        self.nc = await connect(self.deployment.nats_url, name="muster-autoscale", token=self.deployment.admin_token(),
+                                data_dir=self.deployment.data_dir, closed_cb=self._closed)
+        return self.nc
+
+    async def _closed(self) -> None:
+        if not self.closing:
+            log.warning("the autoscaler's connection to NATS was closed for good; connecting again")
+            self.again = asyncio.ensure_future(self._reopen())
+
+    async def _reopen(self) -> None:
+        nc = await self.open()  # (connecting waits for NATS without end)
+        assert self.fleet is not None and self.scaler is not None
+        self.fleet.nc, self.scaler.gather = nc, nats_gather(nc)
+        self.subs = await watch_activity(nc, self.scaler)
+
+    async def close(self) -> None:
+        self.closing = True
+        if self.again is not None:
+            self.again.cancel()
+            await asyncio.gather(self.again, return_exceptions=True)
+        for sub in self.subs:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-        await nc.close()
+        if self.nc is not None:
+            await self.nc.close()
