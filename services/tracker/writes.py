@@ -32,7 +32,7 @@ from . import plans
 from .acting import ActingBus, TokenRefused
 from .app import Tracker
 from .auth import job_cluster
-from .write_api import Preview, WriteRoute
+from .write_api import IDEMPOTENCY_KEY, Preview, WriteRoute
 
 REQUEST_TIMEOUT_S = 10.0
 ATTEMPTS = 3
@@ -128,7 +128,23 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return refused(401, str(err))
     except NoAnswer as err:
         return refused(503, f"{err}; send it again (with the same Idempotency-Key it maps to the same job)")
-    return answer(route, reply)
+    return in_http_terms(answer(route, reply), values["request_id"], key)
+
+
+def in_http_terms(written: Written, request_id: str | None, key: str | None) -> Written:
+    """A refusal names the header the HTTP client sent, not the bus field it became: the
+    derived `request_id` is the client's `Idempotency-Key`, `if_version` its `If-Match`."""
+    error = written.body.get("error")
+    if error is None:
+        return written
+    message = str(error["message"])
+    if error.get("parameter") == "request_id" and key is not None:
+        message = message.replace(f"request_id {request_id!r}", f"{IDEMPOTENCY_KEY} {key!r}").replace(
+            "a new request_id", f"a new {IDEMPOTENCY_KEY}")
+        error = {**error, "parameter": IDEMPOTENCY_KEY, "message": message}
+    elif error.get("parameter") == "if_version":
+        error = {**error, "parameter": "If-Match", "message": message.replace("(if_version)", "(If-Match)")}
+    return Written(written.status, {**written.body, "error": error}, written.headers)
 
 
 def answer(route: WriteRoute, reply: Any) -> Written:

@@ -93,6 +93,9 @@ def _rolling(form: Form, errors: dict[str, str]) -> dict[str, Any] | None:
     if not _BATCH.fullmatch(batch):
         errors["rolling"] = f"{batch[:20]!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)"
         return None
+    if not float(batch.rstrip("%")):
+        errors["rolling"] = "a rolling batch is at least one node (or a percentage above 0)"
+        return None
     return {"batch": int(batch) if batch.isdigit() else batch, "tolerance": int(tolerance)}
 
 

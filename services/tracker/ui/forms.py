@@ -173,7 +173,7 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     except TemplateError:
         permitted, bounds = sorted(catalog.services), (1, MAX_CLUSTER_SIZE)
     on = sorted(info.services)
-    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm")} if form else {}
+    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart")} if form else {}
     return {"ops": [o.name for o in allowed], "titles": {o.name: o.title for o in allowed}, "name": info.name,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
             "addable": [s for s in permitted if s not in on], "config": posted.get("config") or json.dumps(info.config, indent=2),
