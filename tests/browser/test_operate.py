@@ -76,6 +76,10 @@ def test_a_writer_previews_and_creates_a_cluster_and_sees_it_succeed_live(muster
     expect(state).to_have_text("succeeded", timeout=LONG)
     assert page.evaluate("window.sameDocument === true")
     expect(page.locator("#timeline")).to_contain_text("writer")
+    page.goto("/ui/clusters")
+    page.get_by_role("link", name="made-here").click()  # its changes: those of write, no restart (execute)
+    expect(page.get_by_test_id("op-expand")).to_have_count(1)
+    expect(page.get_by_test_id("op-restart")).to_have_count(0)
 
 
 def test_a_reader_sees_no_forms_and_is_refused_if_it_posts_anyway(muster: Muster, page: Any) -> None:

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.auth.domain.authz import OPERATION_PERMISSIONS
+
 Form = Mapping[str, Sequence[str]]
 """A posted form: every value of each field, in order."""
 
@@ -23,22 +25,26 @@ class Op:
     """One operation the console offers on a cluster."""
 
     name: str
+    """The operation's verb, as the bus and the permission table name it."""
     route: str
     """The write route (write_api.BY_NAME)."""
     title: str
-    permission: str
-    """What the viewer needs on the cluster: `write`, or `execute` for start/stop/restart."""
+
+    @property
+    def permission(self) -> str:
+        """What the viewer needs on the cluster: the planner's own table's answer."""
+        return OPERATION_PERMISSIONS[self.name]
 
 
 OPS: dict[str, Op] = {op.name: op for op in (
-    Op("expand", "expand_cluster", "Expand", "write"),
-    Op("shrink", "shrink_cluster", "Shrink", "write"),
-    Op("add-services", "add_services_cluster", "Add services", "write"),
-    Op("remove-services", "remove_services_cluster", "Remove services", "write"),
-    Op("restart", "restart_cluster", "Restart", "execute"),
-    Op("configure", "configure_cluster", "Configure", "write"),
-    Op("upgrade", "upgrade_cluster", "Upgrade a service", "write"),
-    Op("delete", "delete_cluster", "Delete", "write"),
+    Op("expand", "expand_cluster", "Expand"),
+    Op("shrink", "shrink_cluster", "Shrink"),
+    Op("add-services", "add_services_cluster", "Add services"),
+    Op("remove-services", "remove_services_cluster", "Remove services"),
+    Op("restart", "restart_cluster", "Restart"),
+    Op("configure", "configure_cluster", "Configure"),
+    Op("upgrade", "upgrade_cluster", "Upgrade a service"),
+    Op("delete", "delete_cluster", "Delete"),
 )}
 OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-services", "remove-services": "remove-services",
                    "restart": "restart", "configure": "configure", "configure-restart": "configure", "upgrade": "upgrade",
