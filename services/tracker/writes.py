@@ -11,6 +11,7 @@ the tracker's checks only refuse earlier, never admit.
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ from .write_api import IDEMPOTENCY_KEY, Preview, WriteRoute
 
 REQUEST_TIMEOUT_S = 10.0
 ATTEMPTS = 3
+_UNION_MEMBER = re.compile(r"[-\[]")
+"""pydantic names a union's member in an error's location (`constrained-int`, `function-after[...]`);
+a body's own fields never have a hyphen or a bracket."""
 STATUS_OF_CODE = {"invalid": 422, "forbidden": 403, "not_found": 404, "conflict": 409, "precondition": 412, "stale": 409,
                   "unavailable": 503}
 
@@ -87,10 +91,15 @@ def request_id_for(tenant: str, principal: str, key: str | None) -> str:
 
 
 def validation_refusal(err: ValidationError, what: str = "body") -> Written:
-    problems = err.errors()
-    first = ".".join(str(p) for p in problems[0]["loc"]) if problems else what
-    words = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or what}: {e['msg']}" for e in problems)
-    return refused(422, f"invalid request: {words}", first or what)
+    """422 naming the first field at fault. A field that takes one of several types (a rolling
+    batch: a count or a percentage) is named once, with what each type would have needed, not
+    by pydantic's names of the types (`rolling.batch.constrained-int`)."""
+    reasons: dict[str, list[str]] = {}
+    for problem in err.errors():
+        where = ".".join(str(p) for p in problem["loc"] if not _UNION_MEMBER.search(str(p))) or what
+        reasons.setdefault(where, []).append(problem["msg"])
+    words = "; ".join(f"{where}: {', or '.join(msgs)}" for where, msgs in reasons.items())
+    return refused(422, f"invalid request: {words}", next(iter(reasons), what))
 
 
 async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],
