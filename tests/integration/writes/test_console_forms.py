@@ -166,6 +166,12 @@ async def test_each_change_on_the_cluster_page_is_previewed_and_a_typed_delete_r
     ):
         status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", fields)
         assert status == 200 and f"Preview: {title} cluster f3" in page and shown in page, (fields, status)
+    # Change: back from the (last) preview to its form, as it was typed.
+    typed = [(k, v) for k, v in re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page) if k not in ("csrf", "step")]
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [*typed, ("step", "edit")])
+    assert status == 200 and re.search(r'id="op-upgrade" data-testid="op-upgrade" open', page), status
+    assert re.search(r'<option selected>hdfs-datanode</option>', page) and 'id="upgrade-rolling" name="rolling"' in page
+    assert re.search(r'id="upgrade-rolling"[^>]*value="1"', page)
     # A refused configure keeps what was ticked, and names the field.
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "configure"), ("config", "{}"), ("restart", "on"),
                                                                         ("rolling", "0")])
