@@ -26,9 +26,12 @@ class Op:
 
     name: str
     """The operation's verb, as the bus and the permission table name it."""
-    route: str
-    """The write route (write_api.BY_NAME)."""
     title: str
+
+    @property
+    def route(self) -> str:
+        """Its write route's name (write_api.BY_NAME)."""
+        return self.name.replace("-", "_") + "_cluster"
 
     @property
     def permission(self) -> str:
@@ -37,14 +40,14 @@ class Op:
 
 
 OPS: dict[str, Op] = {op.name: op for op in (
-    Op("expand", "expand_cluster", "Expand"),
-    Op("shrink", "shrink_cluster", "Shrink"),
-    Op("add-services", "add_services_cluster", "Add services"),
-    Op("remove-services", "remove_services_cluster", "Remove services"),
-    Op("restart", "restart_cluster", "Restart"),
-    Op("configure", "configure_cluster", "Configure"),
-    Op("upgrade", "upgrade_cluster", "Upgrade a service"),
-    Op("delete", "delete_cluster", "Delete"),
+    Op("expand", "Expand"),
+    Op("shrink", "Shrink"),
+    Op("add-services", "Add services"),
+    Op("remove-services", "Remove services"),
+    Op("restart", "Restart"),
+    Op("configure", "Configure"),
+    Op("upgrade", "Upgrade a service"),
+    Op("delete", "Delete"),
 )}
 OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-services", "remove-services": "remove-services",
                    "restart": "restart", "configure": "configure", "configure-restart": "configure", "upgrade": "upgrade",

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from services.tracker.ui.controls import controls_for
-from services.tracker.ui.formdata import create_body, field_of, fields_of, operation_body
+from services.tracker.ui.formdata import OPS, create_body, field_of, fields_of, operation_body
+from services.tracker.write_api import BY_NAME
 
 
 def _form(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
@@ -71,3 +72,8 @@ def test_a_jobs_state_decides_its_controls() -> None:
     assert controls_for("paused", True) == ["resume", "cancel"]
     assert controls_for("failed", True) == ["retry"] and controls_for("failed", False) == []
     assert controls_for("succeeded", True) == controls_for("rolled_back", False) == []
+
+
+def test_each_change_form_has_its_write_route_and_the_planners_permission() -> None:
+    assert all(BY_NAME[op.route].verb == op.name for op in OPS.values())
+    assert {op.name: op.permission for op in OPS.values() if op.permission != "write"} == {"restart": "execute"}
