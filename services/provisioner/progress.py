@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
 
 import structlog
 
+from contracts import subjects
 from contracts.events import PROGRESS_LINE_MAX, TaskProgressed
 from contracts.records import Append
 from contracts.tasks import TaskMessage
+from muster.ports.eventlog import EventLog
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -51,7 +53,7 @@ def clip(line: str) -> str:
 class Reporter:
     """The progress of one attempt: `__call__` from any thread, `close` when the plugin returned."""
 
-    def __init__(self, store: Any, task: TaskMessage, subject: str, provisioner: str, worker: str,
+    def __init__(self, store: EventLog, task: TaskMessage, subject: str, provisioner: str, worker: str,
                  limit: int = LINES_PER_ATTEMPT, burst: int = BURST, per_second: float = PER_SECOND) -> None:
         self.store, self.task, self.subject = store, task, subject
         self.provisioner, self.worker = provisioner, worker
@@ -110,3 +112,16 @@ class Reporter:
         if not self.closed and self.skipped and self.n < self.limit:
             self._append(f"… {self.skipped} more lines left out (too many at once): the attempt's output has them")
         self.closed = True
+
+
+@contextmanager
+def reporting(store: EventLog, task: TaskMessage, provisioner: str, worker: str) -> Iterator[Reporter]:
+    """The attempt's reporter, the running task's `current` while its plugin runs, closed when
+    the plugin returns (its lines are submitted before the outcome: the log has them first)."""
+    reporter = Reporter(store, task, subjects.task_progress(task.tenant, task.job_id, task.task_id, provisioner), provisioner,
+                        worker)
+    current.set(reporter)  # this task's own context: the registry hands it to the plugin
+    try:
+        yield reporter
+    finally:
+        reporter.close()
