@@ -1,7 +1,5 @@
-"""The provisioner's worker runtime: carries out what its pure core (`domain.core.WorkerCore`)
-decides. Tasks arrive from long-poll pulls (`pull.Pulls`) in the read loop; claims and outcomes
-go through the event log port (`submit`), plugins run in tasks of their own, answers go through
-`muster.bus.wire.settle`. docs/provisioner.md has the whole story."""
+"""The provisioner's worker runtime: carries out on NATS what its pure core decides
+(`domain.core.WorkerCore`): pulls in the read loop, the log port's `submit`, `wire.settle`."""
 
 from __future__ import annotations
 
