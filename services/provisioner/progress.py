@@ -6,7 +6,7 @@ between the worker and the plugins — the nodes map resolver, the registry, the
 has to pass it on); the registry hands it to the plugin as `PluginContext.progress`, with the
 task's secrets masked. A plugin may call it from any thread (ansible-runner calls its event
 handler from its own); it never blocks: the event goes to the log's group commit
-(`EventStore.submit`) and the plugin carries on.
+(the log port's `submit`) and the plugin carries on.
 
 Bounds, so that a chatty plugin cannot flood the log: at most `LINES_PER_ATTEMPT` events per
 attempt (the last one says that more were left out), each line cut to `PROGRESS_LINE_MAX`
