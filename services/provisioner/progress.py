@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Protocol
 
 import structlog
 
@@ -30,7 +31,6 @@ from contracts import subjects
 from contracts.events import PROGRESS_LINE_MAX, TaskProgressed
 from contracts.records import Append
 from contracts.tasks import TaskMessage
-from muster.ports.eventlog import EventLog
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -50,10 +50,16 @@ def clip(line: str) -> str:
     return line if len(line) <= PROGRESS_LINE_MAX else line[: PROGRESS_LINE_MAX - 1] + "…"
 
 
+class Submits(Protocol):
+    """What a reporter needs of the event log port: `submit`."""
+
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]: ...
+
+
 class Reporter:
     """The progress of one attempt: `__call__` from any thread, `close` when the plugin returned."""
 
-    def __init__(self, store: EventLog, task: TaskMessage, subject: str, provisioner: str, worker: str,
+    def __init__(self, store: Submits, task: TaskMessage, subject: str, provisioner: str, worker: str,
                  limit: int = LINES_PER_ATTEMPT, burst: int = BURST, per_second: float = PER_SECOND) -> None:
         self.store, self.task, self.subject = store, task, subject
         self.provisioner, self.worker = provisioner, worker
@@ -115,7 +121,7 @@ class Reporter:
 
 
 @contextmanager
-def reporting(store: EventLog, task: TaskMessage, provisioner: str, worker: str) -> Iterator[Reporter]:
+def reporting(store: Submits, task: TaskMessage, provisioner: str, worker: str) -> Iterator[Reporter]:
     """The attempt's reporter, the running task's `current` while its plugin runs, closed when
     the plugin returns (its lines are submitted before the outcome: the log has them first)."""
     reporter = Reporter(store, task, subjects.task_progress(task.tenant, task.job_id, task.task_id, provisioner), provisioner,
