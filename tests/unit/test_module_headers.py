@@ -17,7 +17,7 @@ OPENING_LINES = 3
 module is for; the how and why come after a blank line."""
 
 FIGURE = re.compile(
-    r"#\d+\b"  # an issue number (#18, #18.6)
+    r"#\d+\b"  # an issue number: a hash and digits
     r"|\bissue \d+"
     r"|\b\d[\d,.]*\s?(ms|µs|us|MB|GB|KB|kB)\b"  # a time or a size measured
     r"|\b\d[\d,.]*\s?x\b(?! \d)"  # a speed-up ("3.2x"), not a product ("3 x 4")
@@ -48,6 +48,19 @@ def test_no_comment_quotes_a_benchmark_figure_or_an_issue_number() -> None:
     for path in _modules():
         for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
             if tok.type == tokenize.COMMENT and FIGURE.search(tok.string):
+                found.append(f"{path.relative_to(ROOT)}:{tok.start[0]}: {tok.string.strip()}")
+    assert found == []
+
+
+ISSUE = re.compile(r"#\d+\b|\bissue #?\d+", re.IGNORECASE)
+
+
+def test_no_test_comment_names_an_issue_number() -> None:
+    """Tests may explain a timing in a comment, but the issue a test came from is in its history."""
+    found = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text()).readline):
+            if tok.type == tokenize.COMMENT and ISSUE.search(tok.string):
                 found.append(f"{path.relative_to(ROOT)}:{tok.start[0]}: {tok.string.strip()}")
     assert found == []
 
