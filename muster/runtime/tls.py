@@ -23,13 +23,18 @@ import socket
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, is_loopback
 from muster.tls.natsconf import ServerTls
 
-if TYPE_CHECKING:
-    from .supervisor import Child
+
+class Reloading(Protocol):
+    """A child process of the deployment (`supervisor.Child`), as a rotation sees it."""
+
+    process: asyncio.subprocess.Process
+    started: asyncio.Event
+    reloaded: asyncio.Event
 
 SERVERS = ("nats", "tracker")
 
@@ -100,7 +105,7 @@ class DeploymentTls:
         return env
 
 
-async def reload_certificate(child: Child) -> None:
+async def reload_certificate(child: Reloading) -> None:
     """Have a running tracker read its rotated certificate: SIGHUP once its start is done (its
     handler is set before it says it started; a SIGHUP before would end it), then its word that
     it reloaded. A child that exits meanwhile needs nothing: the process started in its place
