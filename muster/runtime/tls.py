@@ -29,13 +29,6 @@ from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, is_loopba
 from muster.tls.natsconf import ServerTls
 
 
-class Reloading(Protocol):
-    """A child process of the deployment (`supervisor.Child`), as a rotation sees it."""
-
-    process: asyncio.subprocess.Process
-    started: asyncio.Event
-    reloaded: asyncio.Event
-
 SERVERS = ("nats", "tracker")
 
 
@@ -103,6 +96,14 @@ class DeploymentTls:
             pair = LocalCA.load_or_create(self.folder).ensure(self.folder / "clients" / name, f"muster {name}", server=False)
             env.update({CERT_ENV: str(pair.cert), KEY_ENV: str(pair.key)})
         return env
+
+
+class Reloading(Protocol):
+    """A child process of the deployment (`supervisor.Child`), as a rotation sees it."""
+
+    process: asyncio.subprocess.Process
+    started: asyncio.Event
+    reloaded: asyncio.Event
 
 
 async def reload_certificate(child: Reloading) -> None:
