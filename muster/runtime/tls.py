@@ -28,7 +28,6 @@ from typing import Any, Protocol
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, is_loopback
 from muster.tls.natsconf import ServerTls
 
-
 SERVERS = ("nats", "tracker")
 
 
