@@ -9,11 +9,13 @@ one at a time) -> a configure that fails rolls back -> a killed server is drift 
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -47,6 +49,14 @@ class Real:
     client: MusterClient
     prefix: str
     nodes_dir: Path
+    deployment: Deployment
+
+    async def page(self, path: str) -> str:
+        """A console page, as a signed-in person of the tenant gets it."""
+        headers = {"Authorization": f"Bearer {self.deployment.admin_token()}", "X-Muster-Tenant": TENANT}
+        async with aiohttp.ClientSession() as http, http.get(self.deployment.tracker_url + path, headers=headers) as resp:
+            assert resp.status == 200, (path, resp.status)
+            return await resp.text()
 
     async def run(self, command: object, ok: bool = True) -> str:
         outcome = await self.client.run(command, tenant=TENANT, timeout=600)  # type: ignore[arg-type]
@@ -83,7 +93,7 @@ async def real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
         await deployment.start()
         async with await MusterClient.connect(deployment.nats_url or "", token=deployment.admin_token()) as client:
             await apply_catalog(EventStore(client.nc), TENANT, real_catalog(prefix, nodes_dir), by="test")
-            yield Real(client, prefix, nodes_dir)
+            yield Real(client, prefix, nodes_dir, deployment)
     finally:
         await deployment.stop()
         await system.sweep(prefix, [nodes_dir])
@@ -99,6 +109,10 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
     await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))  # `muster cluster check`
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert info.observed == {(node, "nats"): "running"} and info.drift == []
+    page = await real.page(f"/ui/clusters/{cluster}")  # the console shows the real node as it is
+    assert f"access_v4 {ips['access_v4']}" in page and re.search(r'data-testid="node-machine">e[0-9a-f]{4}-[0-9a-f]{8}<br>'
+                                                              r'<span class="small">host key SHA256:', page)
+    assert "nats: running / running" in page
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 
