@@ -19,6 +19,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from contracts.catalog import Action
 from contracts.commands import (
     CheckCluster,
     ConfigureCluster,
@@ -32,6 +33,7 @@ from contracts.commands import (
     StartServices,
     StopServices,
 )
+from contracts.events import JobPlanned, PlannedTaskRecord, TaskClaimed, TaskSucceeded
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -125,9 +127,13 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
 
     await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
-    await real.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1), requested_by="test"))
+    rolled = await real.client.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1),
+                                                    requested_by="test"), tenant=TENANT, timeout=600)
+    assert rolled.succeeded, rolled.reason
     counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
     assert len(counts) == 5 and set(counts.values()) == {5}
+    most, restarted = await down_at_once(real, rolled.reply.job_id)
+    assert restarted == set(counts) and most == 1  # every server restarted, never two at once: 4 of 5 always up
 
     bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
     await real.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1), requested_by="test"), ok=False)
@@ -175,6 +181,26 @@ async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Re
             await real.run(RemoveServices(cluster_id=cluster, services=services[-1:], requested_by="test"))
         await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
+
+
+async def down_at_once(real: Real, job_id: str) -> tuple[int, set[str]]:
+    """From the job's records, in log order: the most nodes whose service was down at once (its stop
+    claimed, its start not yet succeeded), and the nodes restarted."""
+    tasks: dict[str, PlannedTaskRecord] = {}
+    down: set[str] = set()
+    restarted: set[str] = set()
+    most = 0
+    async for recorded in real.client.events(job_id, tenant=TENANT):
+        event = recorded.event
+        if isinstance(event, JobPlanned):
+            tasks = {t.id: t for t in event.tasks}
+        elif isinstance(event, TaskClaimed) and tasks[event.task_id].action is Action.STOP:
+            down.add(tasks[event.task_id].node)
+            most = max(most, len(down))
+        elif isinstance(event, TaskSucceeded) and tasks[event.task_id].action is Action.START:
+            down.discard(tasks[event.task_id].node)
+            restarted.add(tasks[event.task_id].node)
+    return most, restarted
 
 
 def replication(info: object) -> dict[str, int]:

@@ -76,5 +76,6 @@ async def test_chef_solo_is_refused_per_service_until_a_provisioner_offers_it(fr
         stack.push_async_callback(provisioner.stop)
 
         accepted = await ask_planner(ncs[2], TENANT, chef_catalog())
-        assert accepted is not None and accepted.ok, accepted.problems
+        assert accepted is not None
+        assert accepted.ok, accepted.problems
         assert {c["name"] for c in accepted.changes} >= set(CHEF_SERVICES)
