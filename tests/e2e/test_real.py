@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from contracts.events import JobPlanned, PlannedTaskRecord, TaskClaimed, TaskSuc
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
-from muster.runtime.real_demo import REAL_CATALOG, members_by_node, real_catalog
+from muster.runtime.real_demo import REAL_CATALOG, kill_member, members_by_node, real_catalog
 from muster.runtime.supervisor import Deployment
 from services.provisioner.plugins.builtin.namespaces import system
 
@@ -143,7 +142,7 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert set(info.observed.values()) == {"running"} and info.drift == []
     victim = sorted(info.ipaddresses)[1]
-    killed = kill_nats(real.prefix, info.ipaddresses[victim]["access_v4"])
+    killed = kill_member(info.ipaddresses[victim]["access_v4"])
     assert killed
     await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
@@ -214,28 +213,6 @@ def replication(info: object) -> dict[str, int]:
     return roles
 
 
-def kill_nats(prefix: str, ip: str) -> list[int]:
-    """SIGKILL the nats-server of the node at `ip`, as an operator would by hand."""
-    killed = []
-    for netns in Path("/run/netns").glob(f"{prefix}-*"):
-        for pid in system.netns_pids(netns.name):
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmdline and cmdline[0].endswith(b"nats-server") and _node_ip(netns.name) == ip:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-    return killed
-
-
-def _node_ip(netns: str) -> str:
-    import subprocess
-
-    out = subprocess.run(["ip", "-n", netns, "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()
-    return out[out.index("inet") + 1].split("/")[0] if "inet" in out else ""
-
-
 @LONG
 def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     import subprocess
@@ -250,7 +227,12 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     out = done.stdout
     assert "create 3 nodes: job" in out and "expand to 5: job" in out and "check: job" in out
     rows = [line for line in out.splitlines() if "nats running" in line]
-    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5  # members each server sees
+    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5 + ["3"] * 3  # members each server sees
+    assert re.search(r"configure with a bad setting \(max_payload: lots\): job \S+ ended JobRolledBack", out)
+    assert out.count("members each server sees after it: 5, 5, 5, 5, 5") == 2  # after the bad configure, after repair
+    assert re.search(r"killed by hand: nats-server of node \S+ on 10\.213\.\S+ \(pid \d+\)", out)
+    assert re.search(r"drift: node \S+ nats is stopped, should be running \(repair: start\)", out)
+    assert re.search(r"repair: job \S+ succeeded", out) and re.search(r"shrink to 3: job \S+ succeeded", out)
     assert "delete: job" in out and out.rstrip().endswith("everything stopped.")
     assert "Traceback" not in out + done.stderr
     prefix = out.split("(prefix ")[1].split(")")[0]
