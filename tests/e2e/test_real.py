@@ -32,7 +32,7 @@ from contracts.commands import (
     StartServices,
     StopServices,
 )
-from contracts.events import JobPlanned, PlannedTaskRecord, TaskClaimed, TaskSucceeded
+from contracts.events import TaskCompleted, TaskQueued
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -183,22 +183,23 @@ async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Re
 
 
 async def down_at_once(real: Real, job_id: str) -> tuple[int, set[str]]:
-    """From the job's records, in log order: the most nodes whose service was down at once (its stop
-    claimed, its start not yet succeeded), and the nodes restarted."""
-    tasks: dict[str, PlannedTaskRecord] = {}
+    """From the planner's records of the job, in log order: the most nodes whose service was down at
+    once (from its stop being queued to its start being taken as done: wider than the real
+    window, never narrower), and the nodes restarted."""
+    queued: dict[str, TaskQueued] = {}
     down: set[str] = set()
     restarted: set[str] = set()
     most = 0
     async for recorded in real.client.events(job_id, tenant=TENANT):
         event = recorded.event
-        if isinstance(event, JobPlanned):
-            tasks = {t.id: t for t in event.tasks}
-        elif isinstance(event, TaskClaimed) and tasks[event.task_id].action is Action.STOP:
-            down.add(tasks[event.task_id].node)
-            most = max(most, len(down))
-        elif isinstance(event, TaskSucceeded) and tasks[event.task_id].action is Action.START:
-            down.discard(tasks[event.task_id].node)
-            restarted.add(tasks[event.task_id].node)
+        if isinstance(event, TaskQueued):
+            queued[event.task_id] = event
+            if event.action is Action.STOP:
+                down.add(event.node)
+                most = max(most, len(down))
+        elif isinstance(event, TaskCompleted) and queued[event.task_id].action is Action.START:
+            down.discard(queued[event.task_id].node)
+            restarted.add(queued[event.task_id].node)
     return most, restarted
 
 
