@@ -228,7 +228,7 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     out = done.stdout
     assert "create 3 nodes: job" in out and "expand to 5: job" in out and "check: job" in out
     rows = [line for line in out.splitlines() if "nats running" in line]
-    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5 + ["3"] * 3  # members each server sees
+    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5 + ["3"] * 3, out  # members each server sees
     assert re.search(r"configure with a bad setting \(max_payload: lots\): job \S+ ended JobRolledBack", out)
     assert out.count("members each server sees after it: 5, 5, 5, 5, 5") == 2  # after the bad configure, after repair
     assert re.search(r"killed by hand: nats-server of node \S+ on 10\.213\.\S+ \(pid \d+\)", out)
