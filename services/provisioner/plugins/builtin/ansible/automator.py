@@ -125,7 +125,9 @@ class AnsibleAutomator(AutomatorPlugin):
                 kwargs.update(playbook=str(playbook), project_dir=str(playbook.parent))
             else:
                 # One ':'-separated string: ansible-runner appends its own directory to it with `+=`.
-                kwargs.update(role=role, roles_path=":".join([str(d / "roles") for d in search_dirs(ctx)] + [str(d) for d in search_dirs(ctx)]))
+                dirs = search_dirs(ctx)
+                kwargs.update(role=role, role_skip_facts=not ctx.fields.get("gather_facts"),
+                              roles_path=":".join([str(d / "roles") for d in dirs] + [str(d) for d in dirs]))
             try:
                 # Its own span, naming the playbook or role and the host (never a variable's value).
                 with tracer.nested("ansible run", **{"ansible.playbook": playbook_name or None, "ansible.role": role or None,
