@@ -54,6 +54,8 @@ class Judgement:
     verdict: Verdict
     wait: approvals.Wait | None
     cost: PlanCost
+    input: dict[str, Any]
+    """The document the policies were evaluated on (a dry run shows it: `muster policy test --input`)."""
 
 
 def _messages(findings: tuple[Finding, ...]) -> list[PolicyMessage]:
@@ -102,7 +104,7 @@ class Governance:
                        + len(previous))
         verdict = evaluate(rules.policies, doc)
         request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
-        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost)
+        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc)
 
     async def deny(self, facts: Facts, by: str, cluster_id: str, judgement: Judgement) -> None:
         """Record the refusal (there is no job), then refuse with the policies' messages."""
@@ -133,7 +135,7 @@ class Governance:
             return {"cost": judgement.cost.model_dump(mode="json"), "policy": {
                 "deny": [f"{d.message} (policy {d.policy})" for d in v.denials],
                 "warn": [f"{w.message} (policy {w.policy})" for w in v.warnings],
-                "approval": list(wait.rules) if wait is not None else []}}
+                "approval": list(wait.rules) if wait is not None else [], "input": judgement.input}}
 
         return notes
 

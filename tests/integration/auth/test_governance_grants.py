@@ -94,10 +94,10 @@ async def test_policies_are_written_by_administrators_only_compiled_and_recorded
 
     broken = await ask(served, "ada", "put", kind="policy", entities=[{"name": "broken", "source": BROKEN}])
     assert not broken["ok"]
-    assert "line 5" in broken["problems"][0], broken  # the line and the reason
+    assert "line 5" in broken["problems"][0] and broken["code"] == "invalid", broken  # the line and the reason
 
     user = await ask(served, "uma", "put", kind="policy", entities=[{"name": "mine", "source": NODES}])
-    assert not user["ok"] and "administrators" in user["reason"], user
+    assert not user["ok"] and "administrators" in user["reason"] and user["code"] == "forbidden", user
     # A tenant's people can ask only in their own tenant and name: the server refuses the rest.
     await served.raw["eve"].denied_publish(subjects.governance_request("a", "eve", "put"))
 

@@ -54,7 +54,10 @@ async def test_a_dry_run_shows_the_cost_and_what_governance_would_say() -> None:
     reply = await h.send(CreateCluster(name="x", template="hadoop-small", nodes=5, dry_run=True))
     assert isinstance(reply, DryRun) and reply.cost is not None and reply.policy is not None
     assert reply.cost["per_hour"] >= 0 and len(reply.cost["per_node"]) == 5
-    assert reply.policy == {"deny": [], "warn": ["more than 3 nodes (policy nodes)"], "approval": ["big"]}
+    shown = dict(reply.policy)
+    given = shown.pop("input")  # what the policies were evaluated on: `muster policy test --input` takes it
+    assert shown == {"deny": [], "warn": ["more than 3 nodes (policy nodes)"], "approval": ["big"]}
+    assert given["nodes"] == {"before": 0, "after": 5} and given["request"]["nodes"] == 5 and given["cost"]["per_hour"] >= 0
 
 
 async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, str]:
