@@ -95,11 +95,14 @@ class Governance:
         now = self.clock.now()
         hardware = facts.catalog.hardwaretypes
         previous = list(before.nodes.values()) if before is not None else []
-        cost = plan_cost(hardware, after.provider, target, previous)
+        # A delete's plan names the nodes it removes; once it is done the cluster has none (no
+        # cost, no nodes: a node or cost ceiling never refuses the delete that gets under it).
+        remaining = [] if facts.operation == "delete" else target
+        cost = plan_cost(hardware, after.provider, remaining, previous)
         tenant_clusters = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted"]
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
                        role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
-                       before=previous, after=target, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
+                       before=previous, after=remaining, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
                        tenant_nodes=sum(len(c.nodes) for c in tenant_clusters if before is None or c.id != before.id)
                        + len(previous))
         verdict = evaluate(rules.policies, doc)

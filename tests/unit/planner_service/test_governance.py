@@ -60,6 +60,25 @@ async def test_a_dry_run_shows_the_cost_and_what_governance_would_say() -> None:
     assert given["nodes"] == {"before": 0, "after": 5} and given["request"]["nodes"] == 5 and given["cost"]["per_hour"] >= 0
 
 
+CEILING = """package muster.ceiling
+import rego.v1
+
+deny contains "over 2 nodes" if input.nodes.after > 2
+deny contains "over 0.01/h" if input.cost.per_hour > 0.01
+"""
+
+
+async def test_a_delete_leaves_no_nodes_and_no_cost_so_a_ceiling_never_refuses_it() -> None:
+    h = Harness()
+    cluster_id = await h.cluster_of(nodes=3)
+    await put(h, "policy", "ceiling", source=CEILING)
+    preview = await h.send(DeleteCluster(cluster_id=cluster_id, dry_run=True))
+    assert isinstance(preview, DryRun) and preview.policy is not None and preview.cost is not None
+    assert preview.policy["deny"] == [] and preview.policy["input"]["nodes"] == {"before": 3, "after": 0}
+    assert preview.cost["per_hour"] == 0 and preview.cost["per_node"] == {}
+    assert isinstance(await h.send(DeleteCluster(cluster_id=cluster_id)), Accepted)
+
+
 async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, str]:
     cluster_id = await h.cluster_of(nodes=3)
     await put(h, "rule", "deletes", operations=["delete"], allow_self_approval=allow_self, expires_after_s=600)
