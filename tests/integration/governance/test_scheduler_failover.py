@@ -68,10 +68,11 @@ def service(url: str, kind: str, instance: str, *options: str) -> subprocess.Pop
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "MUSTER_LOG_LEVEL": "INFO"})
 
 
-def killed(proc: subprocess.Popen[bytes]) -> None:
+def killed(proc: subprocess.Popen[bytes]) -> bool:
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
+    return True
 
 
 async def answered(store: EventStore, at_least: int, name: str = "every",
@@ -143,14 +144,15 @@ async def test_each_tick_makes_one_job_across_a_kill_of_the_scheduler(nc: Client
 async def quiet(store: EventStore, client: MusterClient, jobs: int) -> None:
     """Once `jobs` ticks made jobs: a moment when the latest tick's job has ended and no later
     tick was taken (ticks every 3 s, a check of two nodes takes well under one)."""
-    for _ in range(3):
-        events = await answered(store, 0, "check", lambda es: sum(e.type == "ScheduleAnswered" and bool(e.job_id)
-                                                                   for e in es) >= jobs)
+    def made(n: int) -> Callable[[list[Any]], bool]:
+        return lambda events: sum(e.type == "ScheduleAnswered" and bool(e.job_id) for e in events) >= n
+
+    for wanted in range(jobs, jobs + 3):
+        events = await answered(store, 0, "check", made(wanted))
         await client.wait([e for e in events if e.type == "ScheduleAnswered" and e.job_id][-1].job_id, timeout=TIMEOUT_S)
         latest = (await store.read(subjects.governance_events(TENANT, "schedule", "check")))[-1].event
         if latest.type == "ScheduleAnswered" and latest.job_id:
             return
-        jobs += 1
     raise AssertionError("no moment without a check running or a tick pending")
 
 
@@ -158,7 +160,7 @@ async def test_a_tick_that_finds_the_planner_killed_makes_one_job_once_the_next_
     store = EventStore(nc)
     procs: list[subprocess.Popen[bytes]] = []
     async with AsyncExitStack() as stack:
-        stack.callback(lambda: [killed(p) for p in procs])
+        stack.callback(lambda: all(map(killed, procs)))
         for name in ("solver", "provisioner"):
             conn = await connect(fresh_nats, name=name)
             stack.push_async_callback(conn.close)
