@@ -92,12 +92,12 @@ def same_request(known: Job, cmd: Any) -> None:
 class Requests:
     def __init__(self, state: PlannerState, execution: Execution, config: PlannerConfig, *, ownership: Ownership,
                  admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
-                 solver: Solver | None, workers: Workers | None = None) -> None:
+                 solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None) -> None:
         self.state, self.execution, self.solver, self.config = state, execution, solver, config
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
-        self.governance = Governance(state, execution.timers.clock)
+        self.governance = Governance(state, execution.timers.clock, role_of)
         self.approvals = Approvals(state, execution, self.previews, self.governance, self._start)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:

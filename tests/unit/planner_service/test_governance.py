@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_harness import Harness, fails_creates
+from planner_harness import Harness, fails_creates, identities
 
 from contracts import subjects
 from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExtendLease, Rejected, RejectJob
 from contracts.governance import GovernancePut
+from contracts.identity import Scope
 from muster.ports.eventlog import Append
 from muster.readmodel.timeline import describe
 
@@ -77,6 +78,16 @@ async def test_a_delete_leaves_no_nodes_and_no_cost_so_a_ceiling_never_refuses_i
     assert preview.policy["deny"] == [] and preview.policy["input"]["nodes"] == {"before": 3, "after": 0}
     assert preview.cost["per_hour"] == 0 and preview.cost["per_node"] == {}
     assert isinstance(await h.send(DeleteCluster(cluster_id=cluster_id)), Accepted)
+
+
+async def test_policies_see_the_requesters_role() -> None:
+    h = Harness(identities=identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*"))))
+    await put(h, "policy", "admins", source='package muster.admins\nimport rego.v1\n\n'
+              'deny contains "only administrators create more than 3 nodes" if {\n'
+              '    input.request.nodes > 3\n    not input.requester.role in {"tenant_admin", "super_admin"}\n}\n')
+    refused = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=5), principal="builder")
+    assert isinstance(refused, Rejected) and "only administrators" in refused.reason, refused
+    assert isinstance(await h.send(CreateCluster(name="w", template="hadoop-small", nodes=5), principal="root"), Accepted)
 
 
 async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, str]:
