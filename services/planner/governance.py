@@ -129,10 +129,11 @@ class Governance:
                 job_id=str(job.id), rules=list(wait.rules), expires_at=wait.expires_at, allow_self_approval=wait.allow_self_approval,
                 cluster_version=cluster.version, digest=digest, cost=judgement.cost, layout=layout))
 
-    def notes(self, rules: Rules, facts: Facts, before: Cluster | None) -> Any:
-        """A dry run's cost, and what the policies and approval rules would say of it."""
+    def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str) -> Any:
+        """A dry run's cost, and what the policies and approval rules would say of it, for the
+        requester `by` (the subject's principal, as the real request is judged)."""
         def notes(cluster: Cluster, preview: Any) -> dict[str, Any]:
-            judgement = self.judge(rules, facts, facts.command.requested_by, before, cluster, preview.target,
+            judgement = self.judge(rules, facts, by, before, cluster, preview.target,
                                    [t.action.value for t in preview.plan.tasks])
             v, wait = judgement.verdict, judgement.wait
             return {"cost": judgement.cost.model_dump(mode="json"), "policy": {

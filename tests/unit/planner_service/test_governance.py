@@ -88,6 +88,11 @@ async def test_policies_see_the_requesters_role() -> None:
     refused = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=5), principal="builder")
     assert isinstance(refused, Rejected) and "only administrators" in refused.reason, refused
     assert isinstance(await h.send(CreateCluster(name="w", template="hadoop-small", nodes=5), principal="root"), Accepted)
+    # The dry run judges the requester the subject names, as the request itself is judged (not the body's requested_by).
+    preview = await h.send(CreateCluster(name="v", template="hadoop-small", nodes=5, dry_run=True, requested_by="root"),
+                           principal="builder")
+    assert isinstance(preview, DryRun) and preview.policy is not None
+    assert preview.policy["input"]["requester"] == {"id": "builder", "role": "user"} and preview.policy["deny"], preview.policy
 
 
 async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, str]:
