@@ -14,6 +14,7 @@ retries it with the map written again. docs/provisioner.md, "The nodes map".
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from typing import Any, Protocol
 
@@ -67,6 +68,7 @@ class NodesResolver:
         self._chunks: dict[str, dict[str, NodeInfo]] = {}
         self._maps = _Lru(CACHED_MAPS)
         self._chunks_of = _Lru(CACHED_MAPS)
+        self._reading: dict[str, asyncio.Future[dict[str, NodeInfo]]] = {}
         self.fetched = 0
 
     def describe(self) -> list[dict[str, Any]]:
@@ -92,10 +94,20 @@ class NodesResolver:
         return outcome
 
     async def nodes(self, ref: str) -> dict[str, NodeInfo]:
-        """The whole map named by a manifest key (bus errors propagate: the task is retried)."""
+        """The whole map named by a manifest key (bus errors propagate: the task is retried).
+        Tasks that need a map not yet at hand wait for one reading of it: dozens of tasks of a
+        wave name the same new map at once, and each reading it alone cost a copy of the whole
+        map per task."""
         found: dict[str, NodeInfo] | None = self._maps.recall(ref)
         if found is not None:
             return found
+        reading = self._reading.get(ref)
+        if reading is None:
+            reading = self._reading[ref] = asyncio.ensure_future(self._read(ref))
+            reading.add_done_callback(lambda _: self._reading.pop(ref, None))
+        return await asyncio.shield(reading)
+
+    async def _read(self, ref: str) -> dict[str, NodeInfo]:
         manifest = NodeManifest.model_validate_json(await self._get(ref, "nodes map"))
         merged: dict[str, NodeInfo] = {}
         for key in manifest.chunks:

@@ -175,3 +175,14 @@ async def test_a_provisioner_keeps_only_the_chunks_of_the_maps_it_keeps(monkeypa
         assert len(resolver._chunks) <= resolving.CACHED_MAPS * per_map
     kept = {key for chunks in resolver._chunks_of.values() for key in chunks}
     assert set(resolver._chunks) == kept
+
+
+async def test_tasks_that_need_the_same_new_map_at_once_read_it_once() -> None:
+    import asyncio
+
+    catalog, cluster, kv = load_catalog(DEMO), _cluster(300), FakeKv()
+    ref = await NodeMaps(kv).ref(cluster, catalog)
+    resolver = _resolver(kv, Recorder())
+    maps = await asyncio.gather(*(resolver.nodes(ref) for _ in range(50)))
+    assert kv.gets == 1 + len(NodeManifest.model_validate_json(kv.data[ref]).chunks)  # the manifest and each chunk once
+    assert all(m is maps[0] for m in maps) and len(maps[0]) == 300 and not resolver._reading
