@@ -125,11 +125,17 @@ async def test_an_open_job_resumed_with_snapshots_finishes_without_dispatching_t
     await h.settle()
     assert h.planner.state.snapshotter is not None
     await h.planner.state.snapshotter.idle()
+    # A running job resumes from its whole history, so no snapshot of it is written, however
+    # many events it has (each would have encoded the whole job).
+    assert h.snapshots is not None and not any(key[2] == reply.job_id for key in h.snapshots.data)
     second = await h.restart()
     assert not second.jobs[reply.job_id].is_final
     h.behaviour = lambda m: "succeed"
     await h.release()
     assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert second.state.snapshotter is not None
+    await second.state.snapshotter.idle()
+    assert any(key[2] == reply.job_id for key in h.snapshots.data)  # once it ended
     queued = [(r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued" and r.event.job_id == reply.job_id]
     assert len(queued) == len(set(queued))
 
