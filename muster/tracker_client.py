@@ -1,7 +1,9 @@
 """How the `muster` commands read: through the tracker's HTTP API, with the token in use, for
-every principal (docs/decisions/0016-people-through-the-tracker.md). The tracker scopes every
-answer by the principal's tenant and grants; this module turns its answers into the commands'
-errors and exit codes (a refusal is exit 4 and says what is missing, never "unreachable").
+every principal (docs/decisions/0016-people-through-the-tracker.md).
+
+The tracker scopes every answer by the principal's tenant and grants; this module turns its answers
+into the commands' errors and exit codes (a refusal is exit 4 and says what is missing, never
+"unreachable").
 
     async with TrackerReads(bus) as tracker:
         cluster = await tracker.cluster("web")                      # by id or name

@@ -111,6 +111,7 @@ def operating(page: Any, base: str, cluster: str, out: Path) -> None:
     page.screenshot(path=str(out / "create-refused.png"), full_page=False)
     page.goto(base + cluster)
     page.get_by_test_id("op-expand").locator("summary").click()
+    page.get_by_test_id("op-restart").locator("summary").click()  # rolling, with a tolerance
     page.get_by_test_id("operations").screenshot(path=str(out / "cluster-operations.png"))
     print("wrote the operating pictures to", out)
 

@@ -110,8 +110,8 @@ def fold(cls: type[A], aggregate: A | None, recorded: Recorded) -> A:
     An event that changes an existing aggregate goes straight to the method its `@event`
     decorated, after the checks and updates eventsourcing's `mutate` makes (same aggregate,
     next version; version and modified_on set after): building the library's domain event
-    for it, only to take the payload back out, cost 10x the method itself in a full fold
-    (docs/decisions/0005-log-reads-from-the-wire.md). The payload is the contract
+    for it, only to take the payload back out, cost many times the method itself in a full
+    fold (docs/decisions/0005-log-reads-from-the-wire.md). The payload is the contract
     event decoded once from the message; nothing is validated again. Creation events, and any
     event class without a plain `(self, payload)` method, take the library's path. A marker
     (`FENCE_MARKERS`) and any event on a subject fenced on another (a job's task records) move only

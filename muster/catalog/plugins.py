@@ -1,8 +1,9 @@
 """What the catalog knows about plugins: a registry of their specs (`PluginSpecs`), given to it
 by whoever composes the catalog with the provisioner's descriptors
-(`services.provisioner.plugins.specs.catalog_plugins`). The catalog imports no plugin code and
-no service: the specs say which fields a plugin takes, which are required or sensitive, and how
-to check a value."""
+(`services.provisioner.plugins.specs.catalog_plugins`).
+
+The catalog imports no plugin code and no service: the specs say which fields a plugin takes, which
+are required or sensitive, and how to check a value."""
 
 from __future__ import annotations
 

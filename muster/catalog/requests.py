@@ -1,7 +1,8 @@
-"""Asking a planner to change the catalog (`muster.ops.<tenant>.<principal>.catalog-apply|
-catalog-delete`, contracts/catalog_requests.py): how `muster catalog apply|delete` write, so
-that the planner checks the requester's grants and writes its principal as `by`
-(docs/security.md)."""
+"""How `muster catalog apply|delete` write: a request to a planner, which checks the requester's
+grants and writes its principal as `by` (docs/security.md).
+
+Subjects `muster.ops.<tenant>.<principal>.catalog-apply|catalog-delete`, bodies in
+contracts/catalog_requests.py."""
 
 from __future__ import annotations
 

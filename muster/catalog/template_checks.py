@@ -1,9 +1,10 @@
-"""Template checks of catalog validation (pure): every name a template mentions exists, and
-each cluster template, resolved with its parents and partials, is consistent: its defaults are
-allowed by its compatibility lists, its default hardware and image exist for its default
-provider, its default services meet each other's `requires` and do not conflict, the service
-constraints fit the size constraint, and no must-coexist set contradicts a can't-coexist set or
-the quantities."""
+"""Template checks of catalog validation (pure): are the cluster templates consistent?
+
+Every name a template mentions exists, and each cluster template, resolved with its parents and
+partials, is consistent: its defaults are allowed by its compatibility lists, its default
+hardware and image exist for its default provider, its default services meet each other's
+`requires` and do not conflict, the service constraints fit the size constraint, and no
+must-coexist set contradicts a can't-coexist set or the quantities."""
 
 from __future__ import annotations
 

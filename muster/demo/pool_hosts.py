@@ -1,7 +1,9 @@
 """SSH hosts on this machine for a pool (`muster demo --pool`, tests): each an in-process SSH
 server (asyncssh) on its own 127.0.0.1 port with its own host key, running commands in its own
-directory. All of them accept one client key, written to a file the provisioner logs in with,
-as a pool's hosts accept the pool provider's key.
+directory.
+
+All of them accept one client key, written to a file the provisioner logs in with, as a pool's hosts
+accept the pool provider's key.
 """
 
 from __future__ import annotations

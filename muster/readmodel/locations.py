@@ -226,8 +226,8 @@ offloaded (a 10,000-node plan holds 110,000 tasks)."""
 
 def sized(body: bytes) -> Any:
     """An event's body read for `updates_from` alone: its top-level fields, each object within
-    them left out (None), so a list of tasks or nodes keeps its length and nothing else. A
-    10,000-node plan reads in ~15 MB this way against ~130 MB as a model."""
+    them left out (None), so a list of tasks or nodes keeps its length and nothing else: a
+    large plan costs a fraction of its model's memory (docs/benchmarks.md, the tracker's memory)."""
     top: list[list[tuple[str, Any]]] = []
 
     def leave_out(pairs: list[tuple[str, Any]]) -> None:

@@ -1,7 +1,9 @@
 """Observed service state and drift (pure): what the `status` tasks last found on each node,
 against what the cluster should be (its layout; every service running on every node except
-where a stop job stopped it: `desired.py`), and the repair of each difference. The planner's Cluster aggregate and the read
-model's cluster fold both keep the same three inputs and ask this module.
+where a stop job stopped it: `desired.py`), and the repair of each difference.
+
+The planner's Cluster aggregate and the read model's cluster fold both keep the same three inputs
+and ask this module.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`muster schedule create|list|pause|resume|delete`: operations sent at set times, as their
-owner (docs/governance.md). `create` builds the request with the very command typed after `--`
-(nothing is sent then) and keeps it in the schedule; the governance service's scheduler sends
-it at every tick."""
+owner (docs/governance.md).
+
+`create` builds the request with the very command typed after `--` (nothing is sent then) and keeps
+it in the schedule; the governance service's scheduler sends it at every tick."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, VERB_OF
 from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest
-from muster.ports.eventlog import ConcurrencyError
+from muster.ports.eventlog import ConcurrencyError, EventLog
 from services.auth.domain.authz import Decision, may_govern, may_operate
 from services.auth.domain.state import IdentityState
 
@@ -35,9 +35,9 @@ def _refused(reason: str, problems: list[str] | None = None) -> GovernanceAnswer
 
 
 class GovernanceWrites:
-    def __init__(self, store: Any, identity: IdentityState | None = None) -> None:
+    def __init__(self, store: EventLog, identity: IdentityState | None = None) -> None:
         self.store = store
-        """The event log (`EventStore`: a put is one atomic batch)."""
+        """The event log port (a put is one atomic batch: `append_fenced`)."""
         self.identity = identity
         """The identities (auth on), or None on a bus without authorization: no grants to check."""
 

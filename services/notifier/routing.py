@@ -1,7 +1,8 @@
 """The notifier's routing tables: the durable consumers on the log and which handler takes each
-event type. Every notifier joins each consumer's queue group (named as the consumer), so each
-event reaches one of them;
-a new durable starts at the log's end (a first start does not tell of the whole history)."""
+event type.
+
+Every notifier joins each consumer's queue group (named as the consumer), so each event reaches one
+of them; a new durable starts at the log's end (a first start does not tell of the whole history)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ between the worker and the plugins — the nodes map resolver, the registry, the
 has to pass it on); the registry hands it to the plugin as `PluginContext.progress`, with the
 task's secrets masked. A plugin may call it from any thread (ansible-runner calls its event
 handler from its own); it never blocks: the event goes to the log's group commit
-(`EventStore.submit`) and the plugin carries on.
+(the log port's `submit`) and the plugin carries on.
 
 Bounds, so that a chatty plugin cannot flood the log: at most `LINES_PER_ATTEMPT` events per
 attempt (the last one says that more were left out), each line cut to `PROGRESS_LINE_MAX`
@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Protocol
 
 import structlog
 
+from contracts import subjects
 from contracts.events import PROGRESS_LINE_MAX, TaskProgressed
 from contracts.records import Append
 from contracts.tasks import TaskMessage
@@ -48,10 +50,16 @@ def clip(line: str) -> str:
     return line if len(line) <= PROGRESS_LINE_MAX else line[: PROGRESS_LINE_MAX - 1] + "…"
 
 
+class Submits(Protocol):
+    """What a reporter needs of the event log port: `submit`."""
+
+    def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]: ...
+
+
 class Reporter:
     """The progress of one attempt: `__call__` from any thread, `close` when the plugin returned."""
 
-    def __init__(self, store: Any, task: TaskMessage, subject: str, provisioner: str, worker: str,
+    def __init__(self, store: Submits, task: TaskMessage, subject: str, provisioner: str, worker: str,
                  limit: int = LINES_PER_ATTEMPT, burst: int = BURST, per_second: float = PER_SECOND) -> None:
         self.store, self.task, self.subject = store, task, subject
         self.provisioner, self.worker = provisioner, worker
@@ -110,3 +118,16 @@ class Reporter:
         if not self.closed and self.skipped and self.n < self.limit:
             self._append(f"… {self.skipped} more lines left out (too many at once): the attempt's output has them")
         self.closed = True
+
+
+@contextmanager
+def reporting(store: Submits, task: TaskMessage, provisioner: str, worker: str) -> Iterator[Reporter]:
+    """The attempt's reporter, the running task's `current` while its plugin runs, closed when
+    the plugin returns (its lines are submitted before the outcome: the log has them first)."""
+    reporter = Reporter(store, task, subjects.task_progress(task.tenant, task.job_id, task.task_id, provisioner), provisioner,
+                        worker)
+    current.set(reporter)  # this task's own context: the registry hands it to the plugin
+    try:
+        yield reporter
+    finally:
+        reporter.close()

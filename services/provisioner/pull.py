@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
@@ -29,6 +30,7 @@ from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
+from contracts import subjects
 from muster.bus.protocol import parse_headers
 from muster.bus.wire import raw_subscribe, raw_unsubscribe
 
@@ -107,6 +109,40 @@ class RawPull:
             ended.set_exception(ServiceUnavailableError(code=503, description=description or "no responders"))
         else:
             ended.set_exception(APIError(code=int(status) if status.isdigit() else None, description=description))
+
+
+class Pulls:
+    """The queues a worker serves: for each tenant, its pull and the task that keeps it asking
+    (`keep_pulling`), its queue declared first. `on_msg(tenant, reply, payload, header block)`
+    gets each delivery."""
+
+    def __init__(self, nc: Client, provisioner_class: str, on_msg: Callable[[str, bytes, bytes, bytes], None],
+                 wanted: Callable[[], int], may_pull: asyncio.Event, draining: asyncio.Event,
+                 declare: Callable[[str], Awaitable[None]]) -> None:
+        self.nc, self.provisioner_class, self.on_msg, self._declare = nc, provisioner_class, on_msg, declare
+        self.wanted, self.may_pull, self.draining = wanted, may_pull, draining
+        self.served: dict[str, tuple[RawPull, asyncio.Task[None]]] = {}
+        self.declared: set[str] = set()
+
+    async def declare(self, tenant: str) -> None:
+        await self._declare(tenant)
+        self.declared.add(tenant)
+
+    async def serve(self, tenant: str) -> None:
+        if tenant not in self.declared:
+            await self.declare(tenant)
+        durable = subjects.task_consumer(tenant, self.provisioner_class)
+        pull = RawPull(self.nc, subjects.TASKS_STREAM, durable, partial(self.on_msg, tenant))
+        await pull.start()
+        puller = asyncio.create_task(keep_pulling(pull, tenant, self.wanted, self.may_pull, self.draining,
+                                                  partial(self.declare, tenant)), name=f"pull-{tenant}")
+        self.served[tenant] = (pull, puller)
+
+    async def let_go(self, tenant: str) -> None:
+        pull, puller = self.served.pop(tenant)
+        puller.cancel()
+        await asyncio.gather(puller, return_exceptions=True)
+        await pull.stop()  # without its subscription a waiting pull has no interest: the server drops it
 
 
 async def keep_pulling(pull: RawPull, tenant: str, wanted: Callable[[], int], may_pull: asyncio.Event,

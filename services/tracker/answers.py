@@ -1,6 +1,6 @@
 """Answers of `GET /v1/jobs/{id}` kept to be served again (`Tracker.job_status_json`): at most
 `MOST` of them and `MOST_BYTES` in all, the one used least recently dropped first. Bytes bound
-it, not only the count: a 10,000-node job's answer is ~20 MB of JSON.
+it, not only the count: a 10,000-node job's answer is megabytes of JSON (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ ERRORS = {400: "A malformed parameter or header (`error.parameter` names it).",
           401: api.ERROR_TEXT[401], 403: "The principal may not do this (the message says which permission on what).",
           404: "No such cluster, job, plan or entity in this tenant.",
           409: "It collides: a busy or deleted cluster, a taken name, a stale saved plan, or an Idempotency-Key used for "
-               "another request (`error.job_id`).",
-          412: "If-Match: the cluster is at another version.", 413: "The body is too big.",
+               "another request (`error.parameter`: Idempotency-Key; `error.job_id`: the job it made).",
+          412: "If-Match: the cluster is at another version (`error.parameter`: If-Match).", 413: "The body is too big.",
           415: "The body is not `application/json`.",
           422: "The body is not a valid request, or the planner refused it (`error.parameter` names the field).",
           503: "NATS or every planner is unavailable; try again (the same Idempotency-Key is safe)."}

@@ -1,7 +1,9 @@
 """Governance over HTTP (docs/governance.md): the tenant's approval rules, policies,
 subscriptions, schedules (with their last and next runs) and the requests its policies denied,
-read from the log for principals that may read the tenant. Approving or rejecting a job is a
-write like the others (`write_api.DECISIONS`: `POST /v1/jobs/{job_id}/approve|reject`).
+read from the log for principals that may read the tenant.
+
+Approving or rejecting a job is a write like the others (`write_api.DECISIONS`: `POST
+/v1/jobs/{job_id}/approve|reject`).
 """
 
 from __future__ import annotations

@@ -235,6 +235,7 @@ def make_app(
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age,
                       stories=SnapshotStore(store.nc, replicas), nc=store.nc)
     app[TRACKER] = tracker
+    app[log_stream.JETSTREAM_LOG] = store
     pools.setup_pools(app, store.js)
     tracker.position_of = app[pools.POOLS].position
     planners = PlannerQueues(store.nc)
@@ -242,7 +243,7 @@ def make_app(
     lines = PoolLines(lambda: app[pools.POOLS].pools)
     app[METRICS] = metrics_ = TrackerMetrics([*collectors, lines], sources=sources)
     tracker.on_answer = lambda source: metrics_.status_source.labels(source).inc()
-    write_routes.setup_writes(app, store)
+    write_routes.setup_writes(app, store.nc)
     document = json.dumps(contract.document()).encode()
     for r in api.ROUTES:
         handler = _openapi_handler(document) if r.name == "openapi" else HANDLERS[r.name]

@@ -16,7 +16,6 @@ import contextlib
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import cast
 
 import structlog
 from aiohttp import web
@@ -28,6 +27,7 @@ from contracts.events import FINAL_JOB_EVENTS
 from contracts.identity import Scope
 from contracts.records import Recorded
 from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from muster.ports.eventlog import EventLog
 from muster.readmodel.story import job_of
 
 from . import auth as auth_
@@ -39,6 +39,10 @@ from .sse import deliveries, sse, stream_response
 from .story import cluster_history
 
 log = structlog.get_logger("muster.tracker")
+
+JETSTREAM_LOG = web.AppKey("jetstream_log", EventStore)
+"""The log as JetStream, for the live tail (an ordered consumer): set by `http.make_app`; every
+other read goes through the tracker's event log port."""
 
 _RELATIVE = re.compile(RELATIVE_SUBJECT)
 
@@ -63,7 +67,7 @@ class Selection:
             self.jobs.add(job)
         return job in self.jobs
 
-    async def read(self, store: EventStore, after: int, end: int) -> list[Recorded]:
+    async def read(self, store: EventLog, after: int, end: int) -> list[Recorded]:
         """What the log holds up to `end`, after `after`."""
         if self.cluster is not None:
             history = await cluster_history(store, self.tenant, self.cluster, up_to_seq=end)
@@ -113,7 +117,7 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     since = time_query(request, "since")
     follow = flag(request, "follow", False)
     selection = await _selection(request, tenant)
-    store = cast(EventStore, request.app[TRACKER].store)  # on HTTP, the log is always JetStream's
+    store = request.app[JETSTREAM_LOG]
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)
     response = stream_response()

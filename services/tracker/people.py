@@ -1,7 +1,8 @@
 """What people read through the tracker besides jobs and clusters (docs/decisions/0016): a
 cluster named by id or name, a replay, the catalog and its history, the live provisioners.
-Every answer is scoped by the request's tenant and the principal's grants (`auth.py`); the
-routes are declared in `people_api.py`.
+
+Every answer is scoped by the request's tenant and the principal's grants (`auth.py`); the routes
+are declared in `people_api.py`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """The contract of the routes people's reads go through (docs/decisions/0016): the `muster`
 commands of a tenant's user, with its own token, read the log, replays, the catalog and the
-provisioners here, scoped by the tracker's grants. Declared like the other routes (`api.py`
-takes them into its table and the OpenAPI document); handled in `people.py` and `events.py`.
+provisioners here, scoped by the tracker's grants.
+
+Declared like the other routes (`api.py` takes them into its table and the OpenAPI document);
+handled in `people.py` and `events.py`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """What a preview shows of a dry run's plan (pure): tasks by stage and action, and how long the
 eager and the staged dispatcher would take, each task lasting a nominal time for its action
-(docs/tracker.md, "Writes"). The estimate runs the planner's own dispatcher over the plan
+(docs/tracker.md, "Writes").
+
+The estimate runs the planner's own dispatcher over the plan
 (`services/planner/domain/makespan.py`), with unlimited workers, one task per node at a time."""
 
 from __future__ import annotations

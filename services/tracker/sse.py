@@ -1,7 +1,9 @@
 """A job's progress as server-sent events: its story from the first event (or after
 `Last-Event-ID`), then live until its final event, folded by the read model's JobProgress;
-`: keep-alive` comments while nothing happens. Served at `GET /v1/jobs/{id}/stream` and to the
-console's job page (docs/tracker.md, "The progress stream")."""
+`: keep-alive` comments while nothing happens.
+
+Served at `GET /v1/jobs/{id}/stream` and to the console's job page (docs/tracker.md, "The progress
+stream")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Stories from the log that the operator commands and the console share: a cluster's whole
 history (its events and its jobs'), and the cluster rebuilt as it was at a point of the log,
-with each of its jobs as it stood then. Reads through the event store; folds with the read
-model, so nothing depends on when it runs: the same point gives the same answer.
+with each of its jobs as it stood then.
+
+Reads through the event store; folds with the read model, so nothing depends on when it runs: the
+same point gives the same answer.
 
 A rebuild starts from the nearest story snapshot at or before the point (`muster.readmodel.story`,
 KV `snapshots`, key `<tenant>.story.<cluster>`) and reads only the events after it, in one ordered

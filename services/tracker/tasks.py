@@ -7,8 +7,9 @@ compare-and-set each, and every tracker's mirror receiving each write): most of 
 messages and the tracker's memory for a big job, for an answer the log already holds. Now a
 job's task records are folded from those subjects when someone asks, and kept for the next
 question: the next one reads only the events after the last one it folded. The few most recent
-jobs are kept, and no more records than `KEPT_RECORDS` in all (a job of 10,000 nodes is about
-110,000 records, ~130 MB): the job asked last is kept whatever its size.
+jobs are kept, and no more records than `KEPT_RECORDS` in all (a job of 10,000 nodes has about
+eleven records a node; docs/benchmarks.md has their memory): the job asked last is kept
+whatever its size.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The tracker's write routes: one per bus request, their bodies, answers and OpenAPI document
-(docs/tracker.md, "Writes"). A body is the command's own fields less what the route says
-elsewhere: the ids in the path, `dry_run` in the query, the idempotency key and the cluster
-version in the `Idempotency-Key` and `If-Match` headers, the requester in the token. So the
-bodies cannot drift from the bus contracts: they are derived from them.
+(docs/tracker.md, "Writes").
+
+A body is the command's own fields less what the route says elsewhere: the ids in the path,
+`dry_run` in the query, the idempotency key and the cluster version in the `Idempotency-Key` and
+`If-Match` headers, the requester in the token. So the bodies cannot drift from the bus contracts:
+they are derived from them.
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from nats.aio.client import Client
 
 from contracts.catalog import KINDS
 from contracts.commands import ID
 from contracts.identity import Scope
 from contracts.limits import MAX_REQUEST_BYTES
-from muster.bus.eventstore import EventStore
 
 from . import csrf, write_api
 from .acting import ActingBus
@@ -160,9 +160,9 @@ async def get_plan(request: web.Request) -> web.Response:
         "by": saved.by, "seq": seq})
 
 
-def setup_writes(app: web.Application, store: EventStore) -> None:
+def setup_writes(app: web.Application, nc: Client) -> None:
     """Register the write routes (and `GET /v1/plans/{plan_id}`) and the requesters' connections."""
-    app[ACTING] = bus = ActingBus(store.nc)
+    app[ACTING] = bus = ActingBus(nc)
     for route in (*write_api.ROUTES, write_api.CATALOG_DELETE):
         app.router.add_route(route.method.upper(), route.path, handler(route), name=route.name)
     app.router.add_get(write_api.GET_PLAN.path, get_plan, name=write_api.GET_PLAN.name)

@@ -11,6 +11,7 @@ the tracker's checks only refuse earlier, never admit.
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,10 +33,13 @@ from . import plans
 from .acting import ActingBus, TokenRefused
 from .app import Tracker
 from .auth import job_cluster
-from .write_api import Preview, WriteRoute
+from .write_api import IDEMPOTENCY_KEY, Preview, WriteRoute
 
 REQUEST_TIMEOUT_S = 10.0
 ATTEMPTS = 3
+_UNION_MEMBER = re.compile(r"[-\[]")
+"""pydantic names a union's member in an error's location (`constrained-int`, `function-after[...]`);
+a body's own fields never have a hyphen or a bracket."""
 STATUS_OF_CODE = {"invalid": 422, "forbidden": 403, "not_found": 404, "conflict": 409, "precondition": 412, "stale": 409,
                   "unavailable": 503}
 
@@ -87,10 +91,15 @@ def request_id_for(tenant: str, principal: str, key: str | None) -> str:
 
 
 def validation_refusal(err: ValidationError, what: str = "body") -> Written:
-    problems = err.errors()
-    first = ".".join(str(p) for p in problems[0]["loc"]) if problems else what
-    words = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or what}: {e['msg']}" for e in problems)
-    return refused(422, f"invalid request: {words}", first or what)
+    """422 naming the first field at fault. A field that takes one of several types (a rolling
+    batch: a count or a percentage) is named once, with what each type would have needed, not
+    by pydantic's names of the types (`rolling.batch.constrained-int`)."""
+    reasons: dict[str, list[str]] = {}
+    for problem in err.errors():
+        where = ".".join(str(p) for p in problem["loc"] if not _UNION_MEMBER.search(str(p))) or what
+        reasons.setdefault(where, []).append(problem["msg"])
+    words = "; ".join(f"{where}: {', or '.join(msgs)}" for where, msgs in reasons.items())
+    return refused(422, f"invalid request: {words}", next(iter(reasons), what))
 
 
 async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],
@@ -128,7 +137,23 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return refused(401, str(err))
     except NoAnswer as err:
         return refused(503, f"{err}; send it again (with the same Idempotency-Key it maps to the same job)")
-    return answer(route, reply)
+    return in_http_terms(answer(route, reply), values["request_id"], key)
+
+
+def in_http_terms(written: Written, request_id: str | None, key: str | None) -> Written:
+    """A refusal names the header the HTTP client sent, not the bus field it became: the
+    derived `request_id` is the client's `Idempotency-Key`, `if_version` its `If-Match`."""
+    error = written.body.get("error")
+    if error is None:
+        return written
+    message = str(error["message"])
+    if error.get("parameter") == "request_id" and key is not None:
+        message = message.replace(f"request_id {request_id!r}", f"{IDEMPOTENCY_KEY} {key!r}").replace(
+            "a new request_id", f"a new {IDEMPOTENCY_KEY}")
+        error = {**error, "parameter": IDEMPOTENCY_KEY, "message": message}
+    elif error.get("parameter") == "if_version":
+        error = {**error, "parameter": "If-Match", "message": message.replace("(if_version)", "(If-Match)")}
+    return Written(written.status, {**written.body, "error": error}, written.headers)
 
 
 def answer(route: WriteRoute, reply: Any) -> Written:

@@ -61,7 +61,7 @@ def test_a_writer_previews_and_creates_a_cluster_and_sees_it_succeed_live(muster
     expect(page.get_by_label(re.compile("^Nodes"))).to_have_attribute("max", "50")
     page.get_by_label("Name", exact=True).fill("made-here")
     page.get_by_label(re.compile("^Nodes")).fill("3")
-    page.get_by_role("button", name="Preview").click()
+    page.get_by_label(re.compile("^Nodes")).press("Enter")  # the keyboard submits the form: Preview
     expect(page.get_by_role("heading", name=re.compile("^Preview: create cluster made-here"))).to_be_visible()
     expect(page.get_by_test_id("preview-layout")).to_contain_text("hdfs-datanode")
     assert int(page.get_by_test_id("preview-tasks").inner_text()) > 20 and int(page.get_by_test_id("preview-stages").inner_text()) > 3
@@ -76,6 +76,10 @@ def test_a_writer_previews_and_creates_a_cluster_and_sees_it_succeed_live(muster
     expect(state).to_have_text("succeeded", timeout=LONG)
     assert page.evaluate("window.sameDocument === true")
     expect(page.locator("#timeline")).to_contain_text("writer")
+    page.goto("/ui/clusters")
+    page.get_by_role("link", name="made-here").click()  # its changes: those of write, no restart (execute)
+    expect(page.get_by_test_id("op-expand")).to_have_count(1)
+    expect(page.get_by_test_id("op-restart")).to_have_count(0)
 
 
 def test_a_reader_sees_no_forms_and_is_refused_if_it_posts_anyway(muster: Muster, page: Any) -> None:
@@ -136,3 +140,16 @@ def test_bad_input_is_refused_at_its_field_and_nothing_reaches_the_log(muster: M
     page.get_by_role("button", name="Preview").click()
     expect(page.get_by_test_id("error-config")).to_contain_text("not valid JSON")
     assert log_of(muster) == before
+    # The cluster page's change forms on the phone; a delete's Preview waits for the cluster's name.
+    page.goto("/ui/clusters")
+    page.get_by_role("link", name="made-here").click()
+    for summary in page.get_by_test_id("operations").locator("summary").all():
+        summary.click()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1, "the change forms scroll sideways on a phone"
+    delete = page.get_by_test_id("op-delete")
+    preview = delete.get_by_role("button", name="Preview")
+    expect(preview).to_be_disabled()
+    delete.get_by_label(re.compile("^Type the cluster's name")).fill("made-her")
+    expect(preview).to_be_disabled()
+    delete.get_by_label(re.compile("^Type the cluster's name")).press("e")
+    expect(preview).to_be_enabled()

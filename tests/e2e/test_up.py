@@ -167,7 +167,7 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
 
     after = _state(data)["processes"]
     assert after["provisioner"] != before["provisioner"] and after["planner"] != before["planner"]
-    # Issue #18.8: the job's owner is the planner that finished it, not the one killed.
+    # The job's owner is the planner that finished it, not the one killed.
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {read_credentials_file(data / 'credentials')}"}) as http:
         async with http.get(f"{seen['tracker']}/v1/jobs/{reply.job_id}") as resp:
             status = await resp.json()

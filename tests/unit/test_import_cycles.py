@@ -1,5 +1,5 @@
-"""No import cycle in muster/, contracts/ and services/, and the shared kernel (muster/bus,
-muster/ports, muster/readmodel) imports nothing from services/.
+"""No import cycle in muster/, contracts/ and services/, and muster/ imports nothing from
+services/ but in its runtime (what `muster up` and the demos start) and its command lines.
 
 Every import counts: at module level, under `if TYPE_CHECKING:` and inside functions (a cycle
 hidden in a function body is still two modules that cannot be understood one without the
@@ -16,6 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 TREES = ("muster", "contracts", "services")
 KERNEL = ("muster.bus", "muster.ports", "muster.readmodel")
+RUNTIME = ("muster.runtime", "muster.demo")
+"""The parts of muster/ that start services and so may import them."""
 
 ALLOWED_CYCLES: list[frozenset[str]] = [
     # Empty: no import cycle is left, and none may come back. A cycle that must exist for a
@@ -110,6 +112,21 @@ def test_the_shared_kernel_imports_nothing_from_services() -> None:
     bad = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith(KERNEL)
                  for t in targets if t.startswith("services"))
     assert bad == []
+
+
+def _is_cli(module: str) -> bool:
+    last = module.rpartition(".")[2]
+    return last == "cli" or last.startswith("cli_") or last.endswith("_cli") or module == "muster.__main__"
+
+
+def test_muster_imports_services_only_in_its_runtime_and_command_lines() -> None:
+    graph = _graph()
+    bad = sorted(f"{m} -> {t}" for m, targets in graph.items()
+                 if m.startswith("muster") and not m.startswith(RUNTIME) and not _is_cli(m)
+                 for t in targets if t.startswith("services"))
+    assert bad == []
+    # (Not vacuous: the runtime does import services.)
+    assert any(t.startswith("services") for m, targets in graph.items() if m.startswith(RUNTIME) for t in targets)
 
 
 def test_the_checker_sees_imports_under_type_checking_and_in_functions(tmp_path: Path) -> None:

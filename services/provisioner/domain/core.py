@@ -124,7 +124,8 @@ class WorkerCore:
 
     @property
     def holding(self) -> set[str]:
-        """The attempts held (`<job>.<task>.<attempt>`), until answered."""
+        """The attempts held (`<job>.<task>.<attempt>`), from taking the task until its outcome is
+        stored or it goes back to the queue (docs/decisions/0013)."""
         return {attempt_key(h.task) for h in self.held.values()}
 
     def wanted(self) -> int:

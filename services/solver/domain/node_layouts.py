@@ -1,7 +1,8 @@
-"""Stage 2: node layouts (coopr-facts §3.3). A service set may run on the hardware and image
-types every one of its services allows; of those, the comparator's favourite is kept, one
-layout per service set, and the layouts are sorted by the same comparator: that order is the
-preference order of stage 3.
+"""Stage 2: node layouts (coopr-facts §3.3).
+
+A service set may run on the hardware and image types every one of its services allows; of those,
+the comparator's favourite is kept, one layout per service set, and the layouts are sorted by the
+same comparator: that order is the preference order of stage 3.
 
 Which (hardware, image) pairs suit a service is a bitmask over the candidate pairs, so stage 1
 can drop sets no pair suits while it builds them and stage 2 reads the survivors off the mask.

@@ -1,8 +1,9 @@
 """The linear relaxation of a count model: can real (not only whole) numbers within the
 domains meet every row? If not, no integer solution exists either, and the search may drop
-the branch. Propagation reads one row at a time. This test weighs all rows together, so it
-sees "these three minima overlap pairwise but no layout holds all three" that no single or
-pairwise row shows.
+the branch.
+
+Propagation reads one row at a time. This test weighs all rows together, so it sees "these three
+minima overlap pairwise but no layout holds all three" that no single or pairwise row shows.
 
 Phase 1 of the bounded-variable simplex method on a dense tableau. Floating point; it answers "infeasible" only when the best it can reach
 misses by a clear margin, so rounding can only make it keep a branch, never lose one.

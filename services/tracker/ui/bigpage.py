@@ -1,7 +1,8 @@
-"""The pages of a large job (above `bigjob.BIG` tasks; docs/ui.md, "Large jobs"): its summary,
-its graph as one group per stage with counts, one page of its tasks (filtered by state and
-group, those that need attention first), a group's tasks on demand, and a task's attempts read
-from that task's own subjects. All from the job's kept fold (folds.py), never from its whole
+"""The pages of a large job (above `bigjob.BIG` tasks; docs/ui.md, "Large jobs").
+
+Its summary, its graph as one group per stage with counts, one page of its tasks (filtered by
+state and group, those that need attention first), a group's tasks on demand, and a task's
+attempts read from that task's own subjects. All from the job's kept fold (folds.py), never from its whole
 history again.
 """
 

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from services.auth.domain.authz import OPERATION_PERMISSIONS
+
 Form = Mapping[str, Sequence[str]]
 """A posted form: every value of each field, in order."""
 
@@ -23,22 +25,29 @@ class Op:
     """One operation the console offers on a cluster."""
 
     name: str
-    route: str
-    """The write route (write_api.BY_NAME)."""
+    """The operation's verb, as the bus and the permission table name it."""
     title: str
-    permission: str
-    """What the viewer needs on the cluster: `write`, or `execute` for start/stop/restart."""
+
+    @property
+    def route(self) -> str:
+        """Its write route's name (write_api.BY_NAME)."""
+        return self.name.replace("-", "_") + "_cluster"
+
+    @property
+    def permission(self) -> str:
+        """What the viewer needs on the cluster: the planner's own table's answer."""
+        return OPERATION_PERMISSIONS[self.name]
 
 
 OPS: dict[str, Op] = {op.name: op for op in (
-    Op("expand", "expand_cluster", "Expand", "write"),
-    Op("shrink", "shrink_cluster", "Shrink", "write"),
-    Op("add-services", "add_services_cluster", "Add services", "write"),
-    Op("remove-services", "remove_services_cluster", "Remove services", "write"),
-    Op("restart", "restart_cluster", "Restart", "execute"),
-    Op("configure", "configure_cluster", "Configure", "write"),
-    Op("upgrade", "upgrade_cluster", "Upgrade a service", "write"),
-    Op("delete", "delete_cluster", "Delete", "write"),
+    Op("expand", "Expand"),
+    Op("shrink", "Shrink"),
+    Op("add-services", "Add services"),
+    Op("remove-services", "Remove services"),
+    Op("restart", "Restart"),
+    Op("configure", "Configure"),
+    Op("upgrade", "Upgrade a service"),
+    Op("delete", "Delete"),
 )}
 OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-services", "remove-services": "remove-services",
                    "restart": "restart", "configure": "configure", "configure-restart": "configure", "upgrade": "upgrade",
@@ -92,6 +101,9 @@ def _rolling(form: Form, errors: dict[str, str]) -> dict[str, Any] | None:
         return None
     if not _BATCH.fullmatch(batch):
         errors["rolling"] = f"{batch[:20]!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)"
+        return None
+    if not float(batch.rstrip("%")):
+        errors["rolling"] = "a rolling batch is at least one node (or a percentage above 0)"
         return None
     return {"batch": int(batch) if batch.isdigit() else batch, "tolerance": int(tolerance)}
 

@@ -173,7 +173,7 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     except TemplateError:
         permitted, bounds = sorted(catalog.services), (1, MAX_CLUSTER_SIZE)
     on = sorted(info.services)
-    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm")} if form else {}
+    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart")} if form else {}
     return {"ops": [o.name for o in allowed], "titles": {o.name: o.title for o in allowed}, "name": info.name,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
             "addable": [s for s in permitted if s not in on], "config": posted.get("config") or json.dumps(info.config, indent=2),
@@ -193,9 +193,10 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
     info = ClusterInfo.from_history(await tracker_of(request).store.read(subjects.cluster_events(viewer.tenant, cluster_id)))
     if info is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
-    body, errors = formdata.operation_body(op, form, info.name)
+    editing = (form.get("step") or [""])[0] == "edit"  # back from a preview: the form again, as it was typed
+    body, errors = formdata.operation_body(op, form, info.name) if not editing else (None, {})
     written: Written | None = None
-    if chosen is not None and not errors:
+    if chosen is not None and not errors and not editing:
         written = await submit(tracker_of(request), request.app[ACTING], actor(request, viewer), BY_NAME[chosen.route],
                                {"cluster_id": cluster_id}, body, dry_run=True)
         if written.ok:
@@ -205,7 +206,7 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
                           again=(f"/ui/clusters/{cluster_id}/preview", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
                           cluster_id=cluster_id)
         errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart"))
-    status = written.status if written is not None else 422
+    status = written.status if written is not None else 200 if editing else 422
     if status == 403:
         return render(request, "error.html", viewer, 403, title="Not allowed", message=written.message if written else "")
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None)

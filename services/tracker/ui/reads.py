@@ -1,7 +1,9 @@
 """What each console page reads, always within one tenant: the tracker's own use cases (index,
 log, status fold, cluster replay), the catalog store, provisioner presence and the planners'
-queue metrics. No page folds the log a second way: job states come from `status_from_log`,
-a cluster at a point of the log from `replay_cluster` (the code behind `muster replay`).
+queue metrics.
+
+No page folds the log a second way: job states come from `status_from_log`, a cluster at a point of
+the log from `replay_cluster` (the code behind `muster replay`).
 """
 
 from __future__ import annotations

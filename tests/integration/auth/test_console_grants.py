@@ -1,4 +1,4 @@
-"""The console asks the API's grants (#15.1, #19.3): a user whose grants cover one cluster sees it
+"""The console asks the API's grants: a user whose grants cover one cluster sees it
 and its jobs, and every page of another cluster of its own tenant answers like an unknown id;
 job control is offered and accepted only on jobs the user may execute. Real tokens, a real
 nats-server with authorization, the tracker's own app (here rather than in tracker/: the

@@ -50,7 +50,7 @@ async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> Non
     cluster = await tracked.http.get(f"/ui/clusters/{cluster_id}")
     cluster_html = await cluster.text()
     assert cluster.status == 200 and "JobSucceeded" in cluster_html
-    assert 'data-testid="replay-version"' in cluster_html and "forever" in cluster_html  # #17: version and lease shown
+    assert 'data-testid="replay-version"' in cluster_html and "forever" in cluster_html  # version and lease shown
     first = await tracked.http.get(f"/ui/clusters/{cluster_id}/at", params={"seq": "1"})
     assert first.status == 404  # the cluster had no events yet at sequence 1
     for path in ("/ui/catalog", "/ui/provisioners", "/ui/pools", "/ui/jobs", f"/ui/jobs/{job_id}/tasks/n1000.create"):

@@ -16,7 +16,7 @@ from .conftest import Tracked
 
 DASHBOARD = Path(__file__).parents[3] / "deploy" / "grafana" / "muster.json"
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
-WANTED = {  # what issue 33 asks the dashboard to show, and the metric that shows it
+WANTED = {  # what the dashboard must show, and the metric that shows it
     "queue lengths": "muster_planner_queue_length", "time in queue": "muster_planner_time_in_queue_seconds",
     "task durations": "muster_planner_task_duration_seconds", "planner lag": "muster_log_consumer_pending",
     "pool waiting line": "muster_pool_waiting_requests",

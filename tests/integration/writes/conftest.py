@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 import pytest
+import pytest_asyncio
 from aiohttp import web
 
 from contracts import subjects
@@ -92,6 +93,32 @@ async def job_end(session: aiohttp.ClientSession, served: Served, job_id: str) -
     ends = [json.loads(line[6:]) for line in text.split("event: end\n")[-1].splitlines() if line.startswith("data: ")]
     assert ends, text[-500:]
     return dict(ends[-1])
+
+
+class Api:
+    """HTTP calls as one of the people (by name), answered as (status, JSON body, headers)."""
+
+    def __init__(self, session: aiohttp.ClientSession, served: Served) -> None:
+        self.session, self.served = session, served
+
+    async def call(self, method: str, path: str, who: str, body: Any = None, **headers: str) -> tuple[int, dict[str, Any], Any]:
+        sent: dict[str, str] = {"Authorization": f"Bearer {self.served.tokens[who]}", **headers}
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            sent.setdefault("Content-Type", "application/json")
+        async with self.session.request(method, self.served.url + path, data=data, headers=sent) as resp:
+            answer = await resp.json() if resp.content_type == "application/json" else {}
+            return resp.status, answer, resp.headers
+
+    async def finished(self, job_id: str) -> dict[str, Any]:
+        return await job_end(self.session, self.served, job_id)
+
+
+@pytest_asyncio.fixture
+async def api(served: Served) -> AsyncIterator[Api]:
+    async with aiohttp.ClientSession() as session:
+        yield Api(session, served)
 
 
 async def _start(base: Path, stack: AsyncExitStack, served: Served) -> None:

@@ -140,3 +140,47 @@ async def test_a_change_is_previewed_and_a_stale_preview_says_what_changed(sessi
     again = re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page)
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [(k, v) for k, v in again if k != "csrf"])
     assert status == 200 and "Preview: expand cluster f1" in page
+
+
+async def test_each_change_on_the_cluster_page_is_previewed_and_a_typed_delete_runs(session: aiohttp.ClientSession,
+                                                                                    served: Served) -> None:
+    async with session.post(f"{served.url}/v1/clusters", headers={"Authorization": f"Bearer {served.tokens['writer']}"},
+                            json={"name": "f3", "template": "hadoop-small", "nodes": 3,
+                                  "services": ["base", "zookeeper-server", "hdfs-namenode", "hdfs-datanode"]}) as resp:
+        made = await resp.json()
+    assert (await job_end(session, served, made["job_id"]))["state"] == "succeeded"
+    cid, writer = made["cluster_id"], Console(session, served, "writer")
+    status, page = await writer.get(f"/ui/clusters/{cid}")
+    offered = set(re.findall(r'data-testid="op-([a-z-]+)"', page))
+    assert offered == {"expand", "shrink", "add-services", "remove-services", "restart", "configure", "upgrade", "delete"}, offered
+    assert 'value="yarn-nodemanager"' in page  # what the template allows and the cluster lacks, to add
+    before = served.log()
+    for fields, title, shown in (
+        ([("op", "shrink"), ("nodes", "2")], "shrink", "Nodes touched"),
+        ([("op", "add-services"), ("services", "yarn-nodemanager"), ("services", "yarn-resourcemanager")], "add services", "install"),
+        ([("op", "remove-services"), ("services", "hdfs-datanode")], "remove services", "stop"),
+        ([("op", "restart"), ("services", "hdfs-datanode"), ("rolling", "1"), ("tolerance", "1")], "restart", "batches, 1 may fail"),
+        ([("op", "configure"), ("config", '{"hdfs": {"replication": 1}}'), ("restart", "on"), ("rolling", "50%")], "configure",
+         "batches, 0 may fail"),
+        ([("op", "upgrade"), ("service", "hdfs-datanode"), ("rolling", "1")], "upgrade a service", "batches, 0 may fail"),
+    ):
+        status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", fields)
+        assert status == 200 and f"Preview: {title} cluster f3" in page and shown in page, (fields, status)
+    # Change: back from the (last) preview to its form, as it was typed.
+    typed = [(k, v) for k, v in re.findall(r'<input type="hidden" name="([a-z]+)" value="([^"]*)">', page) if k not in ("csrf", "step")]
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [*typed, ("step", "edit")])
+    assert status == 200 and re.search(r'id="op-upgrade" data-testid="op-upgrade" open', page), status
+    assert re.search(r'<option selected>hdfs-datanode</option>', page) and 'id="upgrade-rolling" name="rolling"' in page
+    assert re.search(r'id="upgrade-rolling"[^>]*value="1"', page)
+    # A refused configure keeps what was ticked, and names the field.
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "configure"), ("config", "{}"), ("restart", "on"),
+                                                                        ("rolling", "0")])
+    assert status == 422 and "at least one node" in _field_error(page, "rolling") and re.search(r'name="restart" checked', page)
+    assert {s for s, n in served.log().items() if before.get(s) != n} <= {s for s in served.log() if ".plan." in s}  # plans only
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "delete"), ("confirm", "f3")])
+    assert status == 200 and "Preview: delete cluster f3" in page and ">Delete</button>" in page
+    plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+    status, _, location = await writer.post(f"/ui/plans/{plan_id}/apply", [])
+    assert status == 303 and (await job_end(session, served, location.rsplit("/", 1)[1]))["state"] == "succeeded"
+    status, page = await writer.get(f"/ui/clusters/{cid}")
+    assert status == 200 and 'data-testid="operations"' not in page  # nothing to change on a deleted cluster

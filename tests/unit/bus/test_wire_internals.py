@@ -55,3 +55,41 @@ def test_a_settle_says_what_nats_py_messages_say() -> None:
 def test_the_delivery_count_is_read_from_either_form_of_the_reply_subject() -> None:
     assert protocol.delivery_count(b"$JS.ACK.TASKS.c1.3.1042.17.1764000000000000000.5") == 3
     assert protocol.delivery_count(b"$JS.ACK.hub.ACCHASH.TASKS.c1.4.1042.17.1764000000000000000.5.xyz") == 4
+
+
+def _private_names() -> set[str]:
+    """Every private attribute and method of nats-py's client, subscription, message and
+    JetStream classes (instance attributes read off fresh instances)."""
+    from nats.aio.msg import Msg
+    from nats.js.kv import KeyValue
+    from nats.js.object_store import ObjectStore
+
+    nc = Client()
+    objects: list[object] = [nc, Subscription(nc, id=1, subject="x"), JetStreamContext(nc), Msg(nc), Client, Subscription,
+                             JetStreamContext, Msg, KeyValue, ObjectStore]
+    names = {n for o in objects for n in dir(o) if n.startswith("_") and not n.startswith("__")}
+    return names | {n for o in objects[:4] for n in vars(o) if n.startswith("_") and not n.startswith("__")}
+
+
+def test_no_module_but_the_wire_touches_nats_py_internals() -> None:
+    """`obj._name` where `_name` is private to nats-py, on anything but `self`/`cls`, anywhere in
+    muster/, services/ and contracts/ except `muster/bus/wire.py`."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    private = _private_names()
+    assert {"_pending", "_transport", "_process_msg", "_subs", "_nc"} <= private
+    candidate = re.compile(r"\.(" + "|".join(sorted(private)) + r")\b")
+    found = []
+    for top in ("muster", "services", "contracts"):
+        for path in (root / top).rglob("*.py"):
+            text = path.read_text()
+            if path == root / "muster" / "bus" / "wire.py" or not candidate.search(text):
+                continue
+            for node in ast.walk(ast.parse(text)):
+                if (isinstance(node, ast.Attribute) and node.attr in private
+                        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == [], "nats-py internals outside muster/bus/wire.py"

@@ -260,7 +260,7 @@ def test_a_problem_reads_as_one_sentence_with_file_entity_and_field() -> None:
     assert str(p) == "cat/services/hdfs.json: service 'hdfs', field dependencies.install.requires: requires 'java'"
 
 
-# -- secrets at any depth (issue #18.2) ------------------------------------------------------------------
+# -- secrets at any depth ------------------------------------------------------------------------------
 
 
 def test_a_secret_nested_in_a_provider_field_is_refused_naming_its_path() -> None:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from services.tracker.ui.controls import controls_for
-from services.tracker.ui.formdata import create_body, field_of, fields_of, operation_body
+from services.tracker.ui.formdata import OPS, create_body, field_of, fields_of, operation_body
+from services.tracker.write_api import BY_NAME
 
 
 def _form(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
@@ -42,6 +43,7 @@ def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str,
     ("remove-services", [], {"services": []}, {"services": "pick the services to remove"}),
     ("restart", [("rolling", "25%"), ("tolerance", "1")], {"rolling": {"batch": "25%", "tolerance": 1}}, {}),
     ("restart", [("rolling", ""), ("tolerance", "2")], {}, {"tolerance": "a tolerance goes with a rolling batch"}),
+    ("restart", [("rolling", "0%")], {}, {"rolling": "a rolling batch is at least one node (or a percentage above 0)"}),
     ("configure", [("config", "{}"), ("restart", "on"), ("rolling", "2")], {"config": {}, "restart": True,
                                                                           "rolling": {"batch": 2, "tolerance": 0}}, {}),
     ("upgrade", [("service", "base")], {"service": "base"}, {}),
@@ -70,3 +72,8 @@ def test_a_jobs_state_decides_its_controls() -> None:
     assert controls_for("paused", True) == ["resume", "cancel"]
     assert controls_for("failed", True) == ["retry"] and controls_for("failed", False) == []
     assert controls_for("succeeded", True) == controls_for("rolled_back", False) == []
+
+
+def test_each_change_form_has_its_write_route_and_the_planners_permission() -> None:
+    assert all(BY_NAME[op.route].verb == op.name for op in OPS.values())
+    assert {op.name: op.permission for op in OPS.values() if op.permission != "write"} == {"restart": "execute"}

@@ -276,10 +276,10 @@ async def test_a_repeated_request_id_maps_to_the_same_job(h: Harness) -> None:
     ("verb", "data", "expected"),
     [
         ("create", b"not json at all", "not UTF-8 JSON"),
-        # Issue #18.6: a leading NUL made json.loads guess UTF-16 and blame the 'utf-16-be' codec.
+        # A leading NUL made json.loads guess UTF-16 and blame the 'utf-16-be' codec.
         ("create", b'\x00{"name": "c", "template": "hadoop-small", "nodes": 3}', "request body is not UTF-8 JSON: Expecting value"),
         ("create", b"\xff\xfe{}", "not UTF-8 JSON: byte 0 (b'\\xff') is not UTF-8"),
-        # Issue #18.6: a config nesting 100,000 arrays answered "internal error" (RecursionError).
+        # A config nesting 100,000 arrays answered "internal error" (RecursionError).
         ("create", b'{"name": "c", "template": "hadoop-small", "nodes": 3, "config": {"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
          "request body nests 100,002 levels deep; the limit is 32"),
         ("create", b"[1, 2]", "JSON object"),

@@ -1,0 +1,40 @@
+"""How a write's refusal reads over HTTP (services/tracker/writes.py): the field at fault by the
+name the client used, never by pydantic's or the bus's inner names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from services.tracker.write_api import BY_NAME
+from services.tracker.writes import in_http_terms, refused, request_id_for, validation_refusal
+
+
+@pytest.mark.parametrize(("route", "body", "field", "words"), [
+    ("restart_cluster", {"rolling": {"batch": 0}}, "rolling.batch", "greater than or equal to 1"),
+    ("restart_cluster", {"rolling": {"batch": "half"}}, "rolling.batch", "should match pattern"),
+    ("restart_cluster", {"rolling": {"batch": 1, "tolerance": -1}}, "rolling.tolerance", "greater than or equal to 0"),
+    ("create_cluster", {"name": "c", "template": "t", "nodes": 3, "config": [1]}, "config", "valid dictionary"),
+])
+def test_a_body_at_fault_names_its_field(route: str, body: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        BY_NAME[route].body.model_validate(body)  # type: ignore[union-attr]
+    written = validation_refusal(raised.value)
+    assert (written.status, written.field) == (422, field) and words in written.message
+    assert "constrained-" not in written.message
+
+
+def test_the_planners_refusals_name_the_headers_the_client_sent() -> None:
+    request_id = request_id_for("default", "alice", "grow-c1")
+    reused = refused(409, f"request_id {request_id!r} was used already, for job J (expand of cluster C), with a different "
+                          "request (it differs in nodes): send that same request again to get that job, or use a new request_id",
+                     "request_id", job_id="J")
+    written = in_http_terms(reused, request_id, "grow-c1")
+    assert written.field == "Idempotency-Key" and written.body["error"]["job_id"] == "J"
+    assert written.message.startswith("Idempotency-Key 'grow-c1' was used already") and "request_id" not in written.message
+    moved = in_http_terms(refused(412, "cluster 'C' is at version 9, not 7 (if_version): it changed since you looked",
+                                  "if_version"), None, None)
+    assert moved.field == "If-Match" and "(If-Match)" in moved.message
+    assert in_http_terms(refused(422, "bad", "nodes"), None, None).field == "nodes"
