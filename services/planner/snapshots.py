@@ -27,6 +27,9 @@ log = structlog.get_logger("muster.planner")
 
 CLUSTER = snapshots.register("cluster", Cluster)
 JOB = snapshots.register("job", Job, derived={"_plans": dict, "_dispatch": lambda: None})
+MOST_TASKS = 4000
+"""A job with more tasks has a snapshot larger than the store takes (compressed, about 28
+bytes a task against 44 KB: docs/planner.md, "Snapshots"), so none is tried."""
 EVERY = 100
 """Events of an aggregate between two of its snapshots."""
 
@@ -56,6 +59,9 @@ class Snapshotter:
         self._committed[key] = (aggregate.version, log_seq(aggregate))
         if key in self._too_large:
             return  # it only grows: it resumes from its events
+        if isinstance(aggregate, Job) and len(aggregate.tasks) > MOST_TASKS:
+            self._too_large.add(key)  # known without encoding it (a 10,000-node job: ~100 MB to find out)
+            return
         if getattr(aggregate, "is_final", None) is False:
             # A job that has not ended resumes from its whole history (its open tasks' times
             # are in it), so a snapshot of it would never be read; writing one every `every`

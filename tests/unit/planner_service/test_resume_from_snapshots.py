@@ -203,3 +203,17 @@ async def test_a_resume_whose_snapshots_cannot_be_read_folds_the_log_instead() -
     from_the_log_alone = await h.restart()
     h.snapshots = None
     assert _states(from_the_log_alone) == _states(await h.restart())
+
+
+async def test_a_job_with_more_tasks_than_a_snapshot_holds_is_not_encoded_to_find_out(monkeypatch: Any) -> None:
+    from services.planner import snapshots as writer
+
+    monkeypatch.setattr(writer, "MOST_TASKS", 5)
+    taken: list[str] = []
+    monkeypatch.setattr(writer.snapshots, "take", lambda kind, *a: taken.append(kind.name) or b"")
+    h = SnapHarness(every=2)
+    await h.cluster_of(nodes=2, name="a")
+    assert h.planner.state.snapshotter is not None
+    await h.planner.state.snapshotter.idle()
+    assert "job" not in taken and "cluster" in taken
+    assert h.snapshots is not None and not any(kind == "job" for kind, _, _ in h.snapshots.data)
