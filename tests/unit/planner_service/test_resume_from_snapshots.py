@@ -210,7 +210,15 @@ async def test_a_job_with_more_tasks_than_a_snapshot_holds_is_not_encoded_to_fin
 
     monkeypatch.setattr(writer, "MOST_TASKS", 5)
     taken: list[str] = []
-    monkeypatch.setattr(writer.snapshots, "take", lambda kind, *a: taken.append(kind.name) or b"")
+    from muster import snapshots
+
+    real_take = snapshots.take
+
+    def take(kind: Any, *rest: Any) -> bytes:
+        taken.append(kind.name)
+        return real_take(kind, *rest)
+
+    monkeypatch.setattr(snapshots, "take", take)
     h = SnapHarness(every=2)
     await h.cluster_of(nodes=2, name="a")
     assert h.planner.state.snapshotter is not None
