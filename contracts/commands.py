@@ -307,7 +307,8 @@ class DryRun(BaseModel):
         "`per_node`, `by_hardware`, `unknown` (hardware types without a cost)"))
     policy: dict[str, Any] | None = Field(default=None, description=(
         "what the tenant's governance would say: `deny` and `warn` (policy messages), `approval` (the approval rules "
-        "the request matches: it would wait for an approver)"))
+        "the request matches: it would wait for an approver), `input` (the document the policies were evaluated on: "
+        "`muster policy test FILE --input` takes it, or this whole answer)"))
 
 
 class LeaseExtended(BaseModel):

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .base import Event
+from .commands import RejectionCode
 from .secrets import REFERENCE
 
 NAME = r"^[A-Za-z0-9_\-]{1,64}$"
@@ -200,4 +201,7 @@ class GovernanceAnswer(_Model):
     reason: str = ""
     items: list[dict[str, Any]] = Field(default_factory=list, description="what was written, listed or tested")
     problems: list[str] = Field(default_factory=list, description="why nothing was written (every problem found)")
+    code: RejectionCode | None = Field(default=None, description=(
+        "what kind of refusal: `forbidden` (the requester's rights), `invalid`, `not_found`, `conflict`; `unavailable` "
+        "(a test notification that was not delivered)"))
 

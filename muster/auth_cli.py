@@ -19,7 +19,7 @@ import nats.errors
 from rich.console import Console
 
 from contracts import subjects
-from contracts.identity import SERVICE_KINDS, AuthReply, Scope
+from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
@@ -222,7 +222,7 @@ async def token_revoke(token_id: str, principal: str | None, bus: Bus, as_json: 
 def _grant_command(verb: str, doc: str) -> click.Command:
     @click.command(verb, help=doc)
     @click.argument("principal")
-    @click.argument("permission", type=click.Choice(["read", "write", "execute", "grant"]))
+    @click.argument("permission", type=click.Choice(list(PERMISSIONS)))
     @click.option("--scope", default="tenant", show_default=True,
                   help="tenant, cluster:<id>, cluster:*, job:<id>, catalog:<kind>/<name>, catalog:*, queue:<class>")
     @click.option("--tenant", "for_tenant", envvar="MUSTER_TENANT", default=None, help="default: the principal's")

@@ -25,6 +25,7 @@ from contracts.records import Recorded
 from .cli_bus import Bus, CliClient, bus_options, open_client
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 from .client import ClusterInfo, new_request_id
+from .readmodel.cost import hardware_rates
 from .readmodel.progress import JobProgress
 from .tracker_client import TrackerReads, recorded
 
@@ -200,9 +201,9 @@ def print_governance(reply: DryRun) -> None:
     cost = reply.cost
     if cost is not None:
         unknown = f"; no cost given for {', '.join(cost['unknown'])}" if cost.get("unknown") else ""
+        rates = hardware_rates(cost, reply.layout)
         out.print(f"cost: {cost['per_hour']:.2f}/h for {len(cost['per_node'])} nodes (now {cost['before_per_hour']:.2f}/h)"
-                  + (" · " + ", ".join(f"{h} {c:.2f}/h" for h, c in sorted(cost["by_hardware"].items())) if cost["by_hardware"] else "")
-                  + unknown, markup=False)
+                  + (" · " + ", ".join(rates) if rates else "") + unknown, markup=False)
     policy = reply.policy or {}
     for message in policy.get("deny", []):
         out.print(f"policy would deny: {message}", markup=False)

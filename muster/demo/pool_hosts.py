@@ -80,7 +80,7 @@ def _login_user() -> str:
 class NamespacePoolHosts(LocalPoolHosts):
     """The same pool hosts as real machines of this one (root only): each a Linux namespace node
     with its own address, hostname, overlays and Debian's sshd (the namespaces provider's system
-    helpers), logged in to as root. `muster demo --pool` uses them when it can."""
+    helpers), logged in to as root. `muster demo --pool --real` uses them (as root)."""
 
     prefix: str = field(default_factory=lambda: "mp" + os.urandom(2).hex())
     """Its own per run: two demos at once never touch each other's hosts."""

@@ -143,6 +143,7 @@ LOCATION_EVENTS = frozenset({
     "JobNeedsAttention", "JobRetried", "JobLayoutRetried", "JobPaused", "JobResumed", "JobAdopted", "JobCancelRequested", "TaskQueued", "CleanupQueued",
     "TaskClaimed", "TaskSucceeded", "TaskFailed", "ClusterRequested", "ClusterStatusChanged", "ClusterLayoutChanged",
     "JobResourcesRequested", "JobResourcesGranted",
+    "JobApprovalRequested", "JobApproved", "JobRejected", "JobApprovalExpired",
     "ClusterLeaseChanged",
 })
 """The event types `updates_from` turns into location updates (a test keeps the two in step)."""
@@ -194,6 +195,8 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
             return [job(e.job_id, paused=e.type == "JobPaused")]
         case "JobResourcesRequested" | "JobResourcesGranted":
             return [job(e.job_id, waiting=e.type == "JobResourcesRequested", pool=e.pool)]
+        case "JobApprovalRequested" | "JobApproved" | "JobRejected" | "JobApprovalExpired":
+            return [job(e.job_id, approving=e.type == "JobApprovalRequested")]
         case "JobAdopted":
             return [job(e.job_id, owner=e.planner)]
         case "TaskQueued":

@@ -63,7 +63,7 @@ def who(e: Any) -> str:
         return str(e.requested_by)
     if hasattr(e, "provisioner") and hasattr(e, "worker"):
         return place(e.provisioner, e.worker)
-    for name in ("solver", "by"):
+    for name in ("solver", "by", "scheduler"):
         value = getattr(e, name, None)
         if value:
             return str(value)
@@ -135,6 +135,20 @@ def describe(e: Any) -> str:
             return f"nobody approved it before {e.expires_at.isoformat()}"
         case "PolicyWarned":
             return "policy warnings: " + "; ".join(f"{w.message} ({w.policy})" for w in e.warnings)
+        case "RequestDenied":
+            return f"{e.operation} (job {e.job_id}) denied by the tenant's policies: " + "; ".join(
+                f"{d.message} ({d.policy} v{d.version})" for d in e.denials)
+        case "GovernancePut":
+            return f"{e.kind} {e.name!r} version {e.version} {'added' if e.version == 1 else 'changed'}"
+        case "GovernanceDeleted":
+            return f"{e.kind} {e.name!r} deleted"
+        case "ScheduleFired":
+            late = f", {e.late_s:g} s late" if e.late_s >= 1 else ""  # a timer a few ms late is on time
+            skipped = f", {e.skipped} missed tick(s) not run" if e.skipped else ""
+            return f"schedule {e.name!r} took its tick {e.tick.isoformat()}{late}{skipped} (request {e.request_id})"
+        case "ScheduleAnswered":
+            ran = f"job {e.job_id}" if e.job_id else f"refused: {e.rejected}"
+            return f"schedule {e.name!r}, tick {e.tick.isoformat()}: {ran}"
         case "ClusterRequested":
             return f"cluster {e.name!r} requested: template {e.template}, provider {e.provider}"
         case "ClusterLayoutChanged":

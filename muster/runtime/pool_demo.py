@@ -63,7 +63,8 @@ async def scenario(deployment: Deployment, data_dir: Path, tenant: str, keep: bo
     hosts = NamespacePoolHosts(data_dir / "pool-hosts") if real and not refusal else LocalPoolHosts(data_dir / "pool-hosts")
     try:
         specs = [await hosts.start(name, **props) for name, props in HOSTS.items()]
-        async with await MusterClient.connect(deployment.nats_url, data_dir=deployment.data_dir) as client:
+        # The super admin's token of the auth service `muster up` runs (a user's shell has none of its own).
+        async with await MusterClient.connect(deployment.nats_url, token=deployment.admin_token(), data_dir=deployment.data_dir) as client:
             await _run(client, deployment, hosts, specs, tenant, keep, console)
     finally:
         await hosts.stop()

@@ -2,16 +2,20 @@
 
 Three nodes, each a Linux namespace with its own address and sshd, run nats-server from the
 catalog in `examples/catalog-real/`; the servers themselves are asked how many members they see.
-Expanded to five, the old nodes are reconfigured with the new peer list (macros) one at a time.
-`muster cluster check` reads the state from the processes; delete leaves nothing behind. Without
-root the nodes are localhost nodes on their own loopback addresses (the same scenario, shell flavour).
+Expanded to five, the old nodes are reconfigured with the new peer list (macros) one at a time. A
+configure with a bad setting fails and rolls back while the servers go on; `muster cluster check`
+reads the state from the processes; a server killed by hand is drift, and repair starts it again;
+shrunk to three; delete leaves nothing behind. Without root the nodes are localhost nodes on their
+own loopback addresses (the same scenario, shell flavour).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
+import signal
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,16 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts.catalog import Catalog
-from contracts.commands import CheckCluster, ConfigureCluster, CreateCluster, DeleteCluster, ExpandCluster, Rolling
+from contracts.commands import (
+    CheckCluster,
+    ConfigureCluster,
+    CreateCluster,
+    DeleteCluster,
+    ExpandCluster,
+    RepairCluster,
+    Rolling,
+    ShrinkCluster,
+)
 from muster.bus.eventstore import EventStore
 from muster.bus.server import nats_server_binary
 from muster.catalog.files import load_sources
@@ -71,6 +84,22 @@ async def members_by_node(info: ClusterInfo) -> dict[str, int | None]:
     return dict(zip(ips, counts, strict=True))
 
 
+def kill_member(ip: str) -> list[int]:
+    """SIGKILL the nats-server serving `ip`, as an operator would by hand: the one whose config
+    (`nats.conf` in its working directory, seen through its own mounts) listens there."""
+    killed = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if not argv[0].endswith(b"nats-server") or f'listen: "{ip}:4222"' not in (proc / "cwd" / "nats.conf").read_text():
+                continue
+            os.kill(int(proc.name), signal.SIGKILL)
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+        killed.append(int(proc.name))
+    return killed
+
+
 def fresh_prefix() -> str:
     return "md" + secrets.token_hex(2)
 
@@ -109,12 +138,36 @@ async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes
         console.print(members_table(info, await members_by_node(info)))
         grown = await run(client, ExpandCluster(cluster_id=cluster_id, nodes=grow_to, requested_by="demo"), tenant, console,
                           f"expand to {grow_to}")
-        if grown.succeeded:
-            info = await client.cluster(cluster_id, tenant=tenant)
-            await run(client, ConfigureCluster(cluster_id=cluster_id, config=info.config, restart=True, rolling=Rolling(batch=1),
-                                               requested_by="demo"), tenant, console, "reconfigure with the new peers, one node at a time")
+        if not grown.succeeded:
+            return
+        info = await client.cluster(cluster_id, tenant=tenant)
+        await run(client, ConfigureCluster(cluster_id=cluster_id, config=info.config, restart=True, rolling=Rolling(batch=1),
+                                           requested_by="demo"), tenant, console, "reconfigure with the new peers, one node at a time")
         await run(client, CheckCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "check")
+        info = await client.cluster(cluster_id, tenant=tenant)
+        console.print(members_table(info, await members_by_node(info)))
+        await misbehave(client, tenant, console, info)
+        await run(client, ShrinkCluster(cluster_id=cluster_id, nodes=nodes, requested_by="demo"), tenant, console, f"shrink to {nodes}")
         info = await client.cluster(cluster_id, tenant=tenant)
         console.print(members_table(info, await members_by_node(info)))
     finally:
         await run(client, DeleteCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "delete")
+
+
+async def misbehave(client: MusterClient, tenant: str, console: Console, info: ClusterInfo) -> None:
+    """A configure that fails (the servers go on), then a server killed by hand: drift, repaired."""
+    cluster_id = info.id
+    bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
+    await run(client, ConfigureCluster(cluster_id=cluster_id, config=bad, restart=True, rolling=Rolling(batch=1), requested_by="demo"),
+              tenant, console, "configure with a bad setting (max_payload: lots)")
+    counts = await members_by_node(await client.cluster(cluster_id, tenant=tenant))
+    console.print(f"members each server sees after it: {', '.join(str(n) for n in counts.values())}")
+    victim = sorted(info.ipaddresses)[1]
+    ip = info.ipaddresses[victim]["access_v4"]
+    console.print(f"killed by hand: nats-server of node {victim} on {ip} (pid {', '.join(map(str, kill_member(ip))) or 'none found'})")
+    await run(client, CheckCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "check")
+    for d in (await client.cluster(cluster_id, tenant=tenant)).drift:
+        console.print(f"drift: node {d.node} {d.service} is {d.observed}, should be {d.desired} (repair: {d.repair})")
+    await run(client, RepairCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "repair")
+    counts = await members_by_node(await client.cluster(cluster_id, tenant=tenant))
+    console.print(f"members each server sees after it: {', '.join(str(n) for n in counts.values())}")

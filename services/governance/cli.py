@@ -23,7 +23,17 @@ from contracts import subjects
 from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
 from muster.cli_bus import Bus, bus_options, open_nats
-from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, guarded, json_option
+from muster.cli_support import (
+    EXIT_DENIED,
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    CliError,
+    command,
+    echo_json,
+    guarded,
+    json_option,
+)
 from muster.ops_care_cli import seconds
 
 from .domain.policies import PolicyCompileError, compile_policy, evaluate
@@ -32,7 +42,7 @@ out = Console(highlight=False, soft_wrap=True)
 TIMEOUT_S = 30.0
 
 
-async def ask(bus: Bus, verb: str, kind: str, **body: Any) -> GovernanceAnswer:
+async def ask(bus: Bus, verb: str, kind: str, as_json: bool = False, **body: Any) -> GovernanceAnswer:
     async with open_nats(bus) as nc:
         subject = subjects.governance_request(bus.tenant, principal_of(nc), verb)
         try:
@@ -41,8 +51,17 @@ async def ask(bus: Bus, verb: str, kind: str, **body: Any) -> GovernanceAnswer:
             raise CliError("no governance service answered: is `muster up` (or `muster governance`) running?", EXIT_UNREACHABLE) from None
     answer = GovernanceAnswer.model_validate_json(msg.data)
     if not answer.ok:
-        raise CliError("\n  ".join([f"{verb} refused: {answer.reason}", *answer.problems]), EXIT_INVALID, answer.model_dump())
+        raise refusal(verb, answer, as_json)
     return answer
+
+
+def refusal(verb: str, answer: GovernanceAnswer, as_json: bool) -> CliError:
+    """A refusal as the other commands report one: a sentence on stderr (the answer as JSON on
+    stdout with --json), exit 4 when the requester's rights refused it."""
+    said = "failed" if answer.code == "unavailable" else "refused"
+    code = {"forbidden": EXIT_DENIED, "unavailable": EXIT_FAILED}.get(answer.code or "", EXIT_INVALID)
+    return CliError("\n  ".join([f"{verb} {said}: {answer.reason}", *answer.problems]), code,
+                    answer.model_dump(mode="json") if as_json else None)
 
 
 def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
@@ -88,7 +107,7 @@ def policy() -> None:
 async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool, bus: Bus) -> None:
     """Apply Rego FILES (each a policy named after its file), all or none."""
     entities = [{"name": _name(f), "source": f.read_text(), "description": description} for f in files]
-    report(await ask(bus, "put", "policy", entities=entities), as_json, "policy apply")
+    report(await ask(bus, "put", "policy", as_json, entities=entities), as_json, "policy apply")
 
 
 @policy.command("list")
@@ -98,7 +117,7 @@ async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool,
 @command
 async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     """The tenant's policies."""
-    answer = await ask(bus, "list", "policy")
+    answer = await ask(bus, "list", "policy", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -115,13 +134,23 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
 @command
 async def policy_delete(name: str, as_json: bool, bus: Bus) -> None:
     """Delete policy NAME."""
-    report(await ask(bus, "delete", "policy", name=name), as_json, "policy delete")
+    report(await ask(bus, "delete", "policy", as_json, name=name), as_json, "policy delete")
+
+
+def policy_input(document: Any) -> dict[str, Any]:
+    """The input document, or the one a dry run's answer carries (`--dry-run --json`: its
+    `policy.input`, what the tenant's policies were evaluated on)."""
+    if not isinstance(document, dict):
+        return {}
+    shown = document.get("policy")
+    return shown["input"] if isinstance(shown, dict) and isinstance(shown.get("input"), dict) else document
 
 
 @policy.command("test")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="the input document (JSON or YAML): request, cluster, layout, plan, cost... (docs/governance.md)")
+              help="the input document (JSON or YAML): request, cluster, layout, plan, cost... (docs/governance.md), or a "
+                   "dry run's answer (`muster cluster ... --dry-run --json`), which carries it")
 @json_option
 @guarded
 def policy_test(file: Path, input_file: Path, as_json: bool) -> None:
@@ -134,7 +163,7 @@ def policy_test(file: Path, input_file: Path, as_json: bool) -> None:
         document = yaml.safe_load(input_file.read_text())
     except yaml.YAMLError as err:
         raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
-    verdict = evaluate([compiled], document if isinstance(document, dict) else {})
+    verdict = evaluate([compiled], policy_input(document))
     if as_json:
         echo_json({"allowed": not verdict.denied, "deny": [d.message for d in verdict.denials],
                    "warn": [w.message for w in verdict.warnings]})
@@ -177,7 +206,7 @@ async def rule_add(name: str, operations: tuple[str, ...], min_nodes: int | None
     entity = {"name": name, "operations": list(operations), "min_nodes": min_nodes, "clusters": list(clusters),
               "labels": {k: v for k, _, v in pairs}, "allow_self_approval": allow_self_approval,
               "expires_after_s": seconds(expires, "--expires"), "description": description}
-    report(await ask(bus, "put", "rule", entities=[entity]), as_json, "rule add")
+    report(await ask(bus, "put", "rule", as_json, entities=[entity]), as_json, "rule add")
 
 
 @rule.command("list")
@@ -186,7 +215,7 @@ async def rule_add(name: str, operations: tuple[str, ...], min_nodes: int | None
 @command
 async def rule_list(as_json: bool, bus: Bus) -> None:
     """The tenant's approval rules."""
-    answer = await ask(bus, "list", "rule")
+    answer = await ask(bus, "list", "rule", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -210,7 +239,7 @@ async def rule_list(as_json: bool, bus: Bus) -> None:
 @command
 async def rule_delete(name: str, as_json: bool, bus: Bus) -> None:
     """Delete approval rule NAME."""
-    report(await ask(bus, "delete", "rule", name=name), as_json, "rule delete")
+    report(await ask(bus, "delete", "rule", as_json, name=name), as_json, "rule delete")
 
 
 # -- muster notify ------------------------------------------------------------------------------
@@ -242,7 +271,7 @@ async def notify_add(name: str, events: str, webhook: str | None, secret: str | 
         entity["webhook"] = {"url": webhook, "secret": secret or "", "format": "slack" if slack else "muster"}
     if subject:
         entity["subject"] = subject
-    report(await ask(bus, "put", "subscription", entities=[entity]), as_json, "notify add")
+    report(await ask(bus, "put", "subscription", as_json, entities=[entity]), as_json, "notify add")
 
 
 @notify.command("list")
@@ -251,7 +280,7 @@ async def notify_add(name: str, events: str, webhook: str | None, secret: str | 
 @command
 async def notify_list(as_json: bool, bus: Bus) -> None:
     """The tenant's subscriptions."""
-    answer = await ask(bus, "list", "subscription")
+    answer = await ask(bus, "list", "subscription", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -268,7 +297,7 @@ async def notify_list(as_json: bool, bus: Bus) -> None:
 @command
 async def notify_remove(name: str, as_json: bool, bus: Bus) -> None:
     """Remove subscription NAME."""
-    report(await ask(bus, "delete", "subscription", name=name), as_json, "notify remove")
+    report(await ask(bus, "delete", "subscription", as_json, name=name), as_json, "notify remove")
 
 
 @notify.command("test")
@@ -278,7 +307,7 @@ async def notify_remove(name: str, as_json: bool, bus: Bus) -> None:
 @command
 async def notify_test(name: str, as_json: bool, bus: Bus) -> None:
     """Send subscription NAME a test notification now (recorded like any other)."""
-    answer = await ask(bus, "notify-test", "subscription", name=name)
+    answer = await ask(bus, "notify-test", "subscription", as_json, name=name)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
     else:

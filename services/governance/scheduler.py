@@ -14,8 +14,10 @@ subject changes. At a tick:
 
 A scheduler that dies between 1 and 3 leaves the tick pending in the log; whichever scheduler
 follows the schedule next sends the same request again (same request_id: the same job) and
-records the answer. So a tick makes at most one job, across any number of failovers. Ticks
-missed while no scheduler ran follow the schedule's `missed` policy (`domain/schedules.py`).
+records the answer. So a tick makes at most one job, across any number of failovers. One tick
+is in flight per schedule: no later tick is taken before its request is answered. Ticks missed
+while no scheduler ran, or while a tick's request waited for a planner, follow the schedule's
+`missed` policy (`domain/schedules.py`).
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ class Scheduler:
 
     def _arm(self, key: tuple[str, str]) -> None:
         entry = self.schedules[key]
+        if entry.pending is not None:
+            # One tick in flight per schedule: while its request waits for a planner, no later
+            # tick is taken. Its answer re-arms the timer (the mirror), and the ticks that passed
+            # meanwhile follow the schedule's `missed` policy, as if no scheduler had run.
+            self._disarm(key)
+            return
         schedule = Schedule.model_validate(entry.entity)
         decision = due(schedule, entry.last_tick, entry.created_at, self.clock.now())
         self._disarm(key)

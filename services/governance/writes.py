@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.commands import COMMAND_ADAPTER, VERB_OF
+from contracts.commands import COMMAND_ADAPTER, VERB_OF, RejectionCode
 from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest
 from muster.ports.eventlog import ConcurrencyError, EventLog
@@ -30,8 +30,8 @@ TRIES = 3
 """Puts validated again after a concurrent change overtook them (a schedule's tick, another put)."""
 
 
-def _refused(reason: str, problems: list[str] | None = None) -> GovernanceAnswer:
-    return GovernanceAnswer(ok=False, reason=reason, problems=problems or [])
+def _refused(reason: str, problems: list[str] | None = None, code: RejectionCode = "invalid") -> GovernanceAnswer:
+    return GovernanceAnswer(ok=False, reason=reason, problems=problems or [], code=code)
 
 
 class GovernanceWrites:
@@ -82,7 +82,7 @@ class GovernanceWrites:
     async def _list(self, tenant: str, principal: str, request: GovernanceRequest) -> GovernanceAnswer:
         allowed = self._may_read(principal, tenant)
         if not allowed:
-            return _refused(allowed.reason)
+            return _refused(allowed.reason, code="forbidden")
         entries, _ = await read_entries(self.store, tenant, request.kind)
         items = [e.to_json() for (k, n), e in sorted(entries.items()) if k == request.kind and request.name in (None, n)]
         return GovernanceAnswer(ok=True, items=items)
@@ -93,14 +93,15 @@ class GovernanceWrites:
         entries, _ = await read_entries(self.store, tenant, request.kind)
         entry = entries.get((request.kind, request.name))
         if entry is None:
-            return _refused(f"no {request.kind} {request.name!r} in tenant {tenant!r}")
+            return _refused(f"no {request.kind} {request.name!r} in tenant {tenant!r}", code="not_found")
         allowed = self._may(principal, tenant, request.kind, [entry.entity])
         if not allowed:
-            return _refused(f"not deleted: {allowed.reason}")
+            return _refused(f"not deleted: {allowed.reason}", code="forbidden")
         try:
             seq = await append_delete(self.store, tenant, entry, by)
         except ConcurrencyError:
-            return _refused(f"the {request.kind} changed while it was being deleted; nothing was written: run it again")
+            return _refused(f"the {request.kind} changed while it was being deleted; nothing was written: run it again",
+                            code="conflict")
         return GovernanceAnswer(ok=True, items=[{"kind": request.kind, "name": request.name, "deleted": True, "seq": seq}])
 
     async def _put(self, tenant: str, principal: str, by: str, request: GovernanceRequest) -> GovernanceAnswer:
@@ -117,7 +118,7 @@ class GovernanceWrites:
                 return _refused(f"nothing written: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
             allowed = self._may(principal, tenant, request.kind, [p.entity for p in puts])
             if not allowed:
-                return _refused(f"not written: {allowed.reason}")
+                return _refused(f"not written: {allowed.reason}", code="forbidden")
             try:
                 seqs = await append_puts(self.store, tenant, request.kind, puts, last, by)
             except ConcurrencyError:
@@ -125,7 +126,7 @@ class GovernanceWrites:
             return GovernanceAnswer(ok=True, items=[{"kind": p.kind, "name": p.name, "version": p.version, "action": p.action,
                                                      "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
         return _refused(f"the tenant's {request.kind}s kept changing while this put was being checked; nothing was written: "
-                        "run it again")
+                        "run it again", code="conflict")
 
     def _stamped(self, tenant: str, by: str, kind: str, body: dict[str, Any],
                  entries: dict[tuple[str, str], Entry]) -> dict[str, Any] | str:

@@ -159,7 +159,10 @@ class Notifier:
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=False, error="no longer true: the lease moved",
                                             final=True)
         else:
-            ok, status, error = await self.deliver(tenant, sub, owed.queued.body, nid)
+            try:
+                ok, status, error = await self.deliver(tenant, sub, owed.queued.body, nid)
+            except Exception as err:  # noqa: BLE001 - any failure of one delivery is that attempt's, recorded and retried
+                ok, status, error = False, None, f"the delivery failed: {type(err).__name__}: {err}"
             again = None if ok else next_attempt(attempt, self.clock.now())
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=ok, status=status, error=error[:500],
                                             final=ok or again is None, next_at=again)

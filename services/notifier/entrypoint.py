@@ -87,12 +87,13 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
             sub = next((s for s in notifier.subscriptions(tenant) if s.name == request.name), None) or \
                 await _from_log(store, tenant, request.name)
             if not allowed:
-                reply = GovernanceAnswer(ok=False, reason=getattr(allowed, "reason", "not allowed"))
+                reply = GovernanceAnswer(ok=False, reason=getattr(allowed, "reason", "not allowed"), code="forbidden")
             elif sub is None:
-                reply = GovernanceAnswer(ok=False, reason=f"no subscription {request.name!r} in tenant {tenant!r}")
+                reply = GovernanceAnswer(ok=False, reason=f"no subscription {request.name!r} in tenant {tenant!r}", code="not_found")
             else:
                 outcome = await notifier.queue_test(tenant, sub, f"{sub.name}-test-{uuid.uuid4().hex[:12]}")
-                reply = GovernanceAnswer(ok=outcome.ok, reason=outcome.error, items=[outcome.model_dump(mode="json")])
+                reply = GovernanceAnswer(ok=outcome.ok, reason=outcome.error, items=[outcome.model_dump(mode="json")],
+                                         code=None if outcome.ok else "unavailable")
         except (subjects.SubjectError, ValidationError) as err:
             reply = GovernanceAnswer(ok=False, reason=str(err)[:500])
         except Exception:  # a bug must not leave a requester without an answer

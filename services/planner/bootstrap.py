@@ -4,7 +4,7 @@ changed afterwards."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from muster.ports.clock import AsyncioClock, Clock
 from muster.ports.eventlog import EventLog
@@ -69,7 +69,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
                           nodemaps=nodemaps, limits=limits, pools=broker, budget=budget)
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
-                        solver=solver, workers=workers)
+                        solver=solver, workers=workers, role_of=role_of(identities))
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
     attempts = AttemptHolders(log)
     recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, requests.approvals, config)
@@ -79,3 +79,13 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     for kind, handler in TIMERS.items():
         timers.on(kind, getattr(planner, handler))
     return planner
+
+
+def role_of(identities: IdentityState | None) -> Callable[[str], str]:
+    """A requester's role for the policies' input (`input.requester.role`): user, tenant_admin,
+    super_admin, service; `unknown` on a bus without authorization or for a principal not known."""
+    def role(principal: str) -> str:
+        found = identities.principals.get(principal) if identities is not None else None
+        return str(found.role) if found is not None else "unknown"
+
+    return role

@@ -54,6 +54,8 @@ class Judgement:
     verdict: Verdict
     wait: approvals.Wait | None
     cost: PlanCost
+    input: dict[str, Any]
+    """The document the policies were evaluated on (a dry run shows it: `muster policy test --input`)."""
 
 
 def _messages(findings: tuple[Finding, ...]) -> list[PolicyMessage]:
@@ -93,16 +95,19 @@ class Governance:
         now = self.clock.now()
         hardware = facts.catalog.hardwaretypes
         previous = list(before.nodes.values()) if before is not None else []
-        cost = plan_cost(hardware, after.provider, target, previous)
+        # A delete's plan names the nodes it removes; once it is done the cluster has none (no
+        # cost, no nodes: a node or cost ceiling never refuses the delete that gets under it).
+        remaining = [] if facts.operation == "delete" else target
+        cost = plan_cost(hardware, after.provider, remaining, previous)
         tenant_clusters = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted"]
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
                        role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
-                       before=previous, after=target, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
+                       before=previous, after=remaining, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
                        tenant_nodes=sum(len(c.nodes) for c in tenant_clusters if before is None or c.id != before.id)
                        + len(previous))
         verdict = evaluate(rules.policies, doc)
         request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
-        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost)
+        return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc)
 
     async def deny(self, facts: Facts, by: str, cluster_id: str, judgement: Judgement) -> None:
         """Record the refusal (there is no job), then refuse with the policies' messages."""
@@ -124,16 +129,17 @@ class Governance:
                 job_id=str(job.id), rules=list(wait.rules), expires_at=wait.expires_at, allow_self_approval=wait.allow_self_approval,
                 cluster_version=cluster.version, digest=digest, cost=judgement.cost, layout=layout))
 
-    def notes(self, rules: Rules, facts: Facts, before: Cluster | None) -> Any:
-        """A dry run's cost, and what the policies and approval rules would say of it."""
+    def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str) -> Any:
+        """A dry run's cost, and what the policies and approval rules would say of it, for the
+        requester `by` (the subject's principal, as the real request is judged)."""
         def notes(cluster: Cluster, preview: Any) -> dict[str, Any]:
-            judgement = self.judge(rules, facts, facts.command.requested_by, before, cluster, preview.target,
+            judgement = self.judge(rules, facts, by, before, cluster, preview.target,
                                    [t.action.value for t in preview.plan.tasks])
             v, wait = judgement.verdict, judgement.wait
             return {"cost": judgement.cost.model_dump(mode="json"), "policy": {
                 "deny": [f"{d.message} (policy {d.policy})" for d in v.denials],
                 "warn": [f"{w.message} (policy {w.policy})" for w in v.warnings],
-                "approval": list(wait.rules) if wait is not None else []}}
+                "approval": list(wait.rules) if wait is not None else [], "input": judgement.input}}
 
         return notes
 

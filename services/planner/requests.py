@@ -92,12 +92,12 @@ def same_request(known: Job, cmd: Any) -> None:
 class Requests:
     def __init__(self, state: PlannerState, execution: Execution, config: PlannerConfig, *, ownership: Ownership,
                  admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
-                 solver: Solver | None, workers: Workers | None = None) -> None:
+                 solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None) -> None:
         self.state, self.execution, self.solver, self.config = state, execution, solver, config
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
-        self.governance = Governance(state, execution.timers.clock)
+        self.governance = Governance(state, execution.timers.clock, role_of)
         self.approvals = Approvals(state, execution, self.previews, self.governance, self._start)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:
@@ -194,7 +194,7 @@ class Requests:
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None))
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)))
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
         if preview is None and rules.active:  # the policies see the layout and the plan: solved now
             preview = await self.previews.preview(job, cluster, facts)
@@ -284,7 +284,7 @@ class Requests:
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         rules = await self.governance.load(tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, notes=self.governance.notes(rules, facts, cluster))
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
         elif op.layout and not rules.active:  # the solver answers through the log (Execution.on_layout)

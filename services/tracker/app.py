@@ -57,6 +57,8 @@ def job_summary(record: Record) -> dict[str, Any]:
     state = record.get("state", "running")
     if record.get("paused") and state not in FINAL_JOB_STATES:
         state = "paused"
+    elif record.get("approving") and state == "running":
+        state = "waiting_for_approval"
     elif record.get("waiting") and state == "running":
         state = "waiting_for_resources"
     return {

@@ -111,19 +111,24 @@ def _state(progress: JobProgress) -> str:
 @click.argument("job_id", required=False)
 @click.option("--cluster", "cluster_ref", default=None, metavar="CLUSTER",
               help="the whole history of a cluster (its id or name): its events and its jobs'")
+@click.option("--governance", is_flag=True, help="the tenant's governance decisions: rules, policies, subscriptions and "
+              "schedules put and deleted (by whom), schedules' ticks, requests the policies denied")
 @bus_options
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 @command
-async def history(job_id: str | None, cluster_ref: str | None, bus: Bus, as_json: bool) -> None:
+async def history(job_id: str | None, cluster_ref: str | None, governance: bool, bus: Bus, as_json: bool) -> None:
     """A readable timeline from the log: who requested what, the layout, the plan, every claim,
     result, retry and rollback, with times and durations."""
-    if (job_id is None) == (cluster_ref is None):
-        raise CliError("name a JOB or a --cluster (one of them)", EXIT_INVALID)
-    selection = {"job": _check(job_id, UUID_PATTERN, "job id")} if job_id else {"cluster": cluster_ref}
+    if [job_id is not None, cluster_ref is not None, governance].count(True) != 1:
+        raise CliError("name a JOB, a --cluster or --governance (one of them)", EXIT_INVALID)
     async with TrackerReads(bus) as tracker:
-        events = await tracker.history(**selection)
+        if governance:  # docs/governance.md: each decision an event with its principal
+            merged = {r.seq: r for pattern in ("gov.>", "denied.*") for r in await tracker.history(subject=pattern)}
+            events = [merged[seq] for seq in sorted(merged)]
+        else:
+            events = await tracker.history(**({"job": _check(job_id, UUID_PATTERN, "job id")} if job_id else {"cluster": cluster_ref}))
     if not events:
-        what = f"job {job_id}" if job_id else f"cluster {cluster_ref}"
+        what = f"job {job_id}" if job_id else f"cluster {cluster_ref}" if cluster_ref else "governance"
         raise CliError(f"nothing in the log for {what}", EXIT_INVALID)
     for line in timeline(events):
         click.echo(json.dumps(line.to_json()) if as_json else line.render())

@@ -1,5 +1,5 @@
 """Governance in the console, in a real browser (conftest.py): a job that waits for approval
-shows its plan and is approved from its page; the governance page shows the schedules with
+is listed so, shows its plan and is approved from its page; the governance page shows the schedules with
 their next runs and the approval rules."""
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, pa
     assert answer["type"] == "Accepted" and any("waits for approval" in w for w in answer["warnings"]), answer
     muster.cli("schedule", "create", "nightly-check", "--cron", "0 3 * * *", *at, "--", "cluster", "check", "gated-1")
 
-    page.goto(f"/ui/jobs/{answer['job_id']}")
+    # An approver finds it among the jobs waiting for approval (the tracker's index knows the state).
+    page.goto("/ui/jobs?state=waiting_for_approval")
+    page.get_by_test_id("jobs").locator(f"a[href='/ui/jobs/{answer['job_id']}']").click()
     expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
     approval = page.get_by_test_id("approval")
     expect(approval).to_contain_text("gated")

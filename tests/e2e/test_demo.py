@@ -27,7 +27,7 @@ def test_demo_builds_shows_and_deletes_a_cluster(tmp_path: Path) -> None:
 
 
 def test_demo_on_a_pool_shows_a_cluster_waiting_for_hosts_and_getting_them(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     done = subprocess.run(
         [sys.executable, "-m", "muster", "demo", "--pool", "--data-dir", str(tmp_path / "data")],
         capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=200,

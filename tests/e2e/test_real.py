@@ -9,14 +9,16 @@ one at a time) -> a configure that fails rolls back -> a killed server is drift 
 from __future__ import annotations
 
 import os
-import signal
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
+from contracts.catalog import Action
 from contracts.commands import (
     CheckCluster,
     ConfigureCluster,
@@ -30,10 +32,11 @@ from contracts.commands import (
     StartServices,
     StopServices,
 )
+from contracts.events import TaskCompleted, TaskQueued
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
-from muster.runtime.real_demo import REAL_CATALOG, members_by_node, real_catalog
+from muster.runtime.real_demo import REAL_CATALOG, kill_member, members_by_node, real_catalog
 from muster.runtime.supervisor import Deployment
 from services.provisioner.plugins.builtin.namespaces import system
 
@@ -47,6 +50,14 @@ class Real:
     client: MusterClient
     prefix: str
     nodes_dir: Path
+    deployment: Deployment
+
+    async def page(self, path: str) -> str:
+        """A console page, as a signed-in person of the tenant gets it."""
+        headers = {"Authorization": f"Bearer {self.deployment.admin_token()}", "X-Muster-Tenant": TENANT}
+        async with aiohttp.ClientSession() as http, http.get(self.deployment.tracker_url + path, headers=headers) as resp:
+            assert resp.status == 200, (path, resp.status)
+            return await resp.text()
 
     async def run(self, command: object, ok: bool = True) -> str:
         outcome = await self.client.run(command, tenant=TENANT, timeout=600)  # type: ignore[arg-type]
@@ -83,7 +94,7 @@ async def real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
         await deployment.start()
         async with await MusterClient.connect(deployment.nats_url or "", token=deployment.admin_token()) as client:
             await apply_catalog(EventStore(client.nc), TENANT, real_catalog(prefix, nodes_dir), by="test")
-            yield Real(client, prefix, nodes_dir)
+            yield Real(client, prefix, nodes_dir, deployment)
     finally:
         await deployment.stop()
         await system.sweep(prefix, [nodes_dir])
@@ -99,6 +110,10 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
     await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))  # `muster cluster check`
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert info.observed == {(node, "nats"): "running"} and info.drift == []
+    page = await real.page(f"/ui/clusters/{cluster}")  # the console shows the real node as it is
+    assert f"access_v4 {ips['access_v4']}" in page and re.search(r'data-testid="node-machine">e[0-9a-f]{4}-[0-9a-f]{8}<br>'
+                                                              r'<span class="small">host key SHA256:', page)
+    assert "nats: running / running" in page
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 
@@ -111,9 +126,13 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
 
     await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
-    await real.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1), requested_by="test"))
+    rolled = await real.client.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1),
+                                                    requested_by="test"), tenant=TENANT, timeout=600)
+    assert rolled.succeeded, rolled.reason
     counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
     assert len(counts) == 5 and set(counts.values()) == {5}
+    most, restarted = await down_at_once(real, rolled.reply.job_id)
+    assert restarted == set(counts) and most == 1  # every server restarted, never two at once: 4 of 5 always up
 
     bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
     await real.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1), requested_by="test"), ok=False)
@@ -123,7 +142,7 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert set(info.observed.values()) == {"running"} and info.drift == []
     victim = sorted(info.ipaddresses)[1]
-    killed = kill_nats(real.prefix, info.ipaddresses[victim]["access_v4"])
+    killed = kill_member(info.ipaddresses[victim]["access_v4"])
     assert killed
     await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
@@ -163,6 +182,27 @@ async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Re
     assert real.left() == []
 
 
+async def down_at_once(real: Real, job_id: str) -> tuple[int, set[str]]:
+    """From the planner's records of the job, in log order: the most nodes whose service was down at
+    once (from its stop being queued to its start being taken as done: wider than the real
+    window, never narrower), and the nodes restarted."""
+    queued: dict[str, TaskQueued] = {}
+    down: set[str] = set()
+    restarted: set[str] = set()
+    most = 0
+    async for recorded in real.client.events(job_id, tenant=TENANT):
+        event = recorded.event
+        if isinstance(event, TaskQueued):
+            queued[event.task_id] = event
+            if event.action is Action.STOP:
+                down.add(event.node)
+                most = max(most, len(down))
+        elif isinstance(event, TaskCompleted) and queued[event.task_id].action is Action.START:
+            down.discard(queued[event.task_id].node)
+            restarted.add(queued[event.task_id].node)
+    return most, restarted
+
+
 def replication(info: object) -> dict[str, int]:
     import subprocess
 
@@ -172,28 +212,6 @@ def replication(info: object) -> dict[str, int]:
         role = next((line.split(":")[1].strip() for line in out.splitlines() if line.startswith("role:")), "none")
         roles[role] = roles.get(role, 0) + 1
     return roles
-
-
-def kill_nats(prefix: str, ip: str) -> list[int]:
-    """SIGKILL the nats-server of the node at `ip`, as an operator would by hand."""
-    killed = []
-    for netns in Path("/run/netns").glob(f"{prefix}-*"):
-        for pid in system.netns_pids(netns.name):
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmdline and cmdline[0].endswith(b"nats-server") and _node_ip(netns.name) == ip:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-    return killed
-
-
-def _node_ip(netns: str) -> str:
-    import subprocess
-
-    out = subprocess.run(["ip", "-n", netns, "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout.split()
-    return out[out.index("inet") + 1].split("/")[0] if "inet" in out else ""
 
 
 @LONG
@@ -210,7 +228,14 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     out = done.stdout
     assert "create 3 nodes: job" in out and "expand to 5: job" in out and "check: job" in out
     rows = [line for line in out.splitlines() if "nats running" in line]
-    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5  # members each server sees
+    assert [line.split("│")[4].strip() for line in rows] == ["3"] * 3 + ["5"] * 5 + ["3"] * 3, out  # members each server sees
+    assert re.search(r"configure with a bad setting \(max_payload: lots\): job \S+ ended JobRolledBack", out)
+    # After the bad configure and after repair every one of the five answers (how many peers a server
+    # restarted a moment ago has routes to yet is the snapshot's; the exact counts are test_a_nats_cluster_...'s).
+    assert len(re.findall(r"members each server sees after it: (?:\d, ){4}\d\n", out)) == 2, out
+    assert re.search(r"killed by hand: nats-server of node \S+ on 10\.213\.\S+ \(pid \d+\)", out)
+    assert re.search(r"drift: node \S+ nats is stopped, should be running \(repair: start\)", out)
+    assert re.search(r"repair: job \S+ succeeded", out) and re.search(r"shrink to 3: job \S+ succeeded", out)
     assert "delete: job" in out and out.rstrip().endswith("everything stopped.")
     assert "Traceback" not in out + done.stderr
     prefix = out.split("(prefix ")[1].split(")")[0]

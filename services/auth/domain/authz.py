@@ -3,7 +3,7 @@
 - A super admin may do anything, anywhere.
 - A tenant admin may do anything inside its tenant (and grant inside it only).
 - A user may do what its grants cover: a grant covers the same permission, or `read` when it is
-  `write` or `execute`; on its scope, which covers itself, every entity of its kind (`id="*"`),
+  `write`, `execute` or `approve` (an approver reads the plan it decides on); on its scope, which covers itself, every entity of its kind (`id="*"`),
   and for a cluster the cluster's jobs; a tenant-wide grant covers the whole tenant.
 - `grant` lets a principal give others permissions it holds itself, on scopes it holds `grant`
   on, to principals of the same tenant.
@@ -34,7 +34,7 @@ ALLOW = Decision(True)
 
 
 def permission_covers(held: Permission, wanted: Permission) -> bool:
-    return held == wanted or (wanted == "read" and held in ("write", "execute"))
+    return held == wanted or (wanted == "read" and held in ("write", "execute", "approve"))
 
 
 def scope_covers(held: Scope, wanted: Scope) -> bool:

@@ -113,7 +113,9 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
             compile_policy(entity.name, entity.source)
         elif isinstance(entity, Schedule):
             check(entity)
-    except (PolicyCompileError, ScheduleError) as err:
+    except PolicyCompileError as err:
+        return None, [str(err)]  # it names the policy already
+    except ScheduleError as err:
         return None, [f"{label}: {err}"]
     return entity, []
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from contracts.governance import Subscription
 
 KIND_OF: dict[str, str] = {
@@ -68,8 +70,10 @@ TEXT = {
 
 
 def body(kind: str, tenant: str, facts: Mapping[str, Any]) -> dict[str, Any]:
-    """The muster format: `kind`, `tenant`, `text` (one sentence), and the facts it names."""
-    values = {k: v for k, v in facts.items() if v is not None}
+    """The muster format: `kind`, `tenant`, `text` (one sentence), and the facts it names, as
+    JSON values already (an approval's `expires_at` is a datetime in its event): the body is
+    sent as the notifier made it, not as the log gives it back."""
+    values = to_jsonable_python({k: v for k, v in facts.items() if v is not None})
     text = TEXT[kind].format_map(_Blank(values))
     return {"kind": kind, "tenant": tenant, "text": text, **values}
 

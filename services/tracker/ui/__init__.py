@@ -16,6 +16,9 @@ import aiohttp_jinja2
 import jinja2
 from aiohttp import web
 
+from contracts.layout import Layout
+from muster.readmodel.cost import hardware_rates
+
 from ..app import Tracker
 from . import forms, governance, kit, live, pages
 from .bigpage import FOLDS
@@ -46,13 +49,17 @@ def _duration(start: str | None, end: str | None) -> str:
     return _seconds((datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
 
 
+def _cost_rates(cost: dict[str, Any], layout: dict[str, Any] | None) -> list[str]:
+    return hardware_rates(cost, Layout.model_validate(layout) if layout else None)
+
+
 def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: ConsoleAuth | None = None) -> None:
     """Register the console's routes on the tracker app."""
     kit.TRACKER_KEY = tracker_key
     env = aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(HERE / "templates"),
                                autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
     env.filters.update(short=_short, seconds=_seconds)
-    env.globals.update(duration=_duration)
+    env.globals.update(duration=_duration, cost_rates=_cost_rates)
     if auth is not None:
         app[CONSOLE_AUTH] = auth
     app[FOLDS] = JobFolds()

@@ -44,6 +44,12 @@ FAILING = """
     - name: start the broken daemon
       command: /bin/false
 """
+ROLE = """
+- name: write another config
+  copy:
+    dest: /etc/muster-role.conf
+    content: "me={{ muster.node.ip }}\\n"
+"""
 STATUS = """
 - hosts: all
   gather_facts: false
@@ -110,6 +116,15 @@ async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tu
     assert not bad.ok
     assert bad.error.startswith("demo start: ansible task 'start the broken daemon' failed on n1:")
     assert "changed: [n1] this one works" in bad.stdout and "failed: [n1] start the broken daemon" in bad.stdout
+
+    # A role instead of a playbook, in check mode (what a dry run of a playbook is): reported, not done.
+    role = books / "roles" / "democonf" / "tasks"
+    role.mkdir(parents=True)
+    (role / "main.yml").write_text(ROLE)
+    dry = await reg.execute(ansible_task(node, "configure", role="democonf", playbook_dir=str(books), check_mode="true"))
+    assert dry.ok, (dry.error, dry.stdout, dry.stderr)
+    assert dry.stdout.splitlines()[0] == "changed: [n1] write another config"  # no facts gathered; it would change...
+    assert not upper.with_name("muster-role.conf").exists()  # ...and changed nothing
 
     missing = await reg.execute(ansible_task(node, "install", playbook="nope.yml", playbook_dir=str(books)))
     assert not missing.ok and missing.error.startswith(f"demo install: playbook 'nope.yml' not found (looked in: {books}")

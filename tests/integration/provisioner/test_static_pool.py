@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncssh
+import pytest
 
 from contracts.tasks import TaskMessage, TaskOutcome
 from services.provisioner.plugins import PluginRegistry
@@ -165,3 +166,31 @@ async def test_real_sshd_timeout(sshd: Any, tmp_path: Path) -> None:
         assert not out.ok and "timed out after 2 s" in out.error and out.stdout == "started\n"
         await process_exited(int((workdir / "pid").read_text()), 5)  # killed, not left behind
         assert not list((workdir / ".muster").iterdir())
+
+
+async def test_a_pool_host_may_be_a_namespace_node_with_debians_sshd(tmp_path: Path) -> None:
+    """`muster demo --pool --real`'s hosts: each a namespace node (own address, hostname, sshd), lent
+    by the pool; the automator lands on the host it was granted, checking its registered key."""
+    from muster.demo.pool_hosts import NamespacePoolHosts
+    from services.provisioner.plugins.builtin.namespaces import system
+
+    refusal = system.root_refusal()
+    if refusal or not Path("/usr/sbin/sshd").exists():
+        pytest.skip(refusal or "/usr/sbin/sshd not found: install Debian's openssh-server")
+    hosts = NamespacePoolHosts(tmp_path / "hosts")
+    try:
+        spec = await hosts.start("host-a")
+        assert spec.address.startswith("10.213.") and spec.user == "root"
+        grant = {"pool": POOL, "host_id": spec.id, "address": spec.address, "port": spec.port, "user": spec.user,
+                 "host_keys": spec.host_keys}
+        async with pool_registry(tmp_path / "w", str(hosts.key_path)) as reg:
+            node, confirmed = await pool_node(reg, grant)
+            assert list(confirmed.result["ssh_host_keys"].values()) == spec.host_keys
+            out = await reg.execute(service_task(node, "install", "hostname; echo $MUSTER_CLUSTER_ID > /etc/pooled"))
+            assert out.ok, out.error
+            assert out.stdout == "host-a\n"  # the host's own hostname, not this machine's
+            assert (hosts.nodes["host-a"][0].directory / "upper" / "etc" / "pooled").read_text() == "c1\n"
+            assert (await reg.execute(next_task(node, confirmed, "delete"))).ok
+    finally:
+        await hosts.stop()
+    assert not list(Path("/run/netns").glob(f"{hosts.prefix}-*")) and not list(Path("/sys/class/net").glob(f"{hosts.prefix}-*"))

@@ -41,6 +41,7 @@ def test_a_user_without_grants_may_do_nothing(state: IdentityState, permission: 
 
 def test_grants_cover_their_permission_and_read_and_nothing_else() -> None:
     assert permission_covers("write", "read") and permission_covers("execute", "read")
+    assert permission_covers("approve", "read") and not permission_covers("approve", "write")  # an approver reads the plan
     assert not permission_covers("read", "write") and not permission_covers("execute", "write")
     assert not permission_covers("write", "execute") and not permission_covers("grant", "read")
     assert not permission_covers("write", "grant")
@@ -135,3 +136,11 @@ class TestGrant:
         assert not may_grant(p(state, "ada"), (), p(state, "p1"), "execute", queue)
         assert not may_grant(p(state, "root"), (), p(state, "alice"), "execute", queue)
         assert not may_grant(p(state, "root"), (), None, "read", Scope(tenant="a"))
+
+
+def test_the_cli_grants_and_revokes_every_permission() -> None:
+    from muster.auth_cli import grant, revoke
+
+    for command in (grant, revoke):
+        (param,) = [p for p in command.params if p.name == "permission"]
+        assert tuple(param.type.choices) == PERMISSIONS  # type: ignore[attr-defined]

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from contracts.catalog import HardwareType
 from contracts.governance import ApprovalRule
-from contracts.layout import NodeSpec
+from contracts.layout import Layout, LayoutGroup, NodeSpec
+from muster.readmodel.cost import hardware_rates
 from services.governance.domain.approvals import Request, matches, refusal, wait_for
 from services.governance.domain.cost import describe, plan_cost
 
@@ -66,3 +67,6 @@ def test_a_plans_cost_comes_from_the_hardware_types_cost_fields() -> None:
     assert cost.by_hardware == {"small": 0.1, "large": 0.2, "gpu": 0.0} and cost.per_node["n3"] == 0.2
     assert cost.unknown == ["gpu"]
     assert describe(cost) == "0.30/h for 4 nodes (was 0.05/h); no cost given for gpu"
+    layout = Layout(nodes=3, layout=[LayoutGroup(hardwaretype="small", imagetype="centos", services=[], count=2),
+                                     LayoutGroup(hardwaretype="large", imagetype="centos", services=[], count=1)])
+    assert hardware_rates(cost.model_dump(), layout) == ["gpu 0.00/h", "large 1 × 0.20/h = 0.20/h", "small 2 × 0.05/h = 0.10/h"]

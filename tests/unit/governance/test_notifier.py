@@ -4,10 +4,12 @@ dropped when the lease moved, drift after a check, what a restart still owes."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from contracts import subjects
+from contracts.approvals import JobApprovalRequested
 from contracts.events import (
     ClusterLayoutChanged,
     ClusterLeaseChanged,
@@ -28,12 +30,16 @@ T0 = datetime(2026, 11, 28, 12, tzinfo=UTC)
 
 
 class Deliver:
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, raises: int = 0) -> None:
         self.sent: list[tuple[str, str, dict[str, Any]]] = []
-        self.failures = failures
+        self.failures, self.raises = failures, raises
 
     async def __call__(self, tenant: str, sub: Subscription, body: dict[str, Any], nid: str) -> tuple[bool, int | None, str]:
+        json.dumps(body)  # what the real deliveries send: the body must be JSON as it is
         self.sent.append((sub.name, nid, body))
+        if self.raises:
+            self.raises -= 1
+            raise ConnectionResetError("the receiver hung up")
         if self.failures:
             self.failures -= 1
             return False, 503, "HTTP 503"
@@ -145,3 +151,21 @@ async def test_a_check_that_found_drift_notifies_drift_found() -> None:
     await clock.advance(0)
     assert [body["kind"] for _, _, body in deliver.sent] == ["drift_found"]
     assert "db on n1 stopped (should be running)" in deliver.sent[0][2]["text"]
+
+
+async def test_a_job_waiting_for_approval_notifies_needs_approval_in_json_and_a_delivery_that_raises_is_retried() -> None:
+    deliver = Deliver(raises=1)
+    log, clock, notifier = await world([sub(events=["needs_approval"])], deliver)
+    await cluster(log)
+    expires = T0 + timedelta(hours=1)
+    await job(log, notifier, JobApprovalRequested(job_id="j1", rules=["deletes"], expires_at=expires, digest="d",
+                                                        cluster_version=1))
+    await clock.advance(0)
+    await clock.advance(BACKOFF_S[0])
+    assert [body["kind"] for _, _, body in deliver.sent] == ["needs_approval", "needs_approval"]
+    body = deliver.sent[-1][2]
+    assert body["expires_at"] == expires.isoformat().replace("+00:00", "Z") and body["rules"] == ["deletes"]
+    assert f"waits for approval until {body['expires_at']}" in body["text"]
+    attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
+    assert [(a.ok, a.final) for a in attempts] == [(False, False), (True, True)]
+    assert "ConnectionResetError: the receiver hung up" in attempts[0].error

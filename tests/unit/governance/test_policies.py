@@ -100,7 +100,25 @@ def test_muster_policy_test_evaluates_a_file_on_an_input_and_exits_1_when_denied
     assert denied.exit_code == 1 and "deny: at most 10 nodes per cluster; 50 asked" in denied.output
     allowed = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(small), "--json"])
     assert allowed.exit_code == 0 and '"allowed": true' in allowed.output
+    dry_run = tmp_path / "plan.json"  # a dry run's answer (`--dry-run --json`) carries the input it was judged on
+    dry_run.write_text('{"type": "DryRun", "plan": {}, "policy": {"deny": [], "input": {"request": {"nodes": 50}}}}')
+    judged = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(dry_run)])
+    assert judged.exit_code == 1 and "50 asked" in judged.output
     broken = tmp_path / "broken.rego"
     broken.write_text("package x\nimport rego.v1\ndeny contains m if {\n  input.x\n")
     refused = CliRunner().invoke(main, ["policy", "test", str(broken), "--input", str(small)])
     assert refused.exit_code == 2 and "line 3" in refused.output
+
+
+def test_a_refusal_reads_as_one_sentence_and_its_exit_code_says_why() -> None:
+    from contracts.governance import GovernanceAnswer
+    from muster.cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID
+    from services.governance.cli import refusal
+
+    denied = refusal("put", GovernanceAnswer(ok=False, reason="not written: uma has no grant permission", code="forbidden"), False)
+    assert (denied.exit_code, denied.message, denied.document) == (EXIT_DENIED, "put refused: not written: uma has no grant permission",
+                                                                   None)
+    bad = refusal("put", GovernanceAnswer(ok=False, reason="nothing written: 1 problem", problems=["p (line 5): x"], code="invalid"), True)
+    assert bad.exit_code == EXIT_INVALID and bad.message.endswith("\n  p (line 5): x") and bad.document["problems"] == ["p (line 5): x"]
+    undelivered = refusal("notify-test", GovernanceAnswer(ok=False, reason="HTTP 503", code="unavailable"), False)
+    assert undelivered.exit_code == EXIT_FAILED and undelivered.message == "notify-test failed: HTTP 503"

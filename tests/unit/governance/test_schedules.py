@@ -117,6 +117,21 @@ async def test_a_tick_taken_and_not_answered_is_sent_again_with_the_same_request
     assert log.types(subjects.governance_filter("a", "schedule")).count("ScheduleFired") == 1
 
 
+async def test_while_a_ticks_request_waits_for_a_planner_no_later_tick_is_taken_and_those_missed_run_once() -> None:
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=10)
+    away = Sender([(None, "no planner answered", True)] * 5)  # sent at 10, 11, 13, 18 and 28 s; answered at 58 s
+    s = await scheduler_on(log, clock, away)
+    await clock.advance(10)
+    await follow(log, s)  # the mirror: the tick @10 is taken and not answered
+    await clock.advance(48)
+    await follow(log, s)  # @10 answered at 58 s: the ticks @20..@50 passed meanwhile, the latest runs once, late
+    await clock.advance(0)
+    fired = [r.event for r in await log.read(subjects.governance_filter("a", "schedule")) if r.type == "ScheduleFired"]
+    assert [(f.tick - T0).total_seconds() for f in fired] == [10, 50] and (fired[1].skipped, fired[1].late_s) == (3, 8)
+    assert [b["request_id"] for *_, b in away.sent] == [fired[0].request_id] * 6 + [fired[1].request_id]
+
+
 async def test_a_rejected_tick_is_recorded_with_the_reason() -> None:
     log, clock = MemoryEventLog(), ManualClock(T0)
     await put(log, cron=None, every_s=10)

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_harness import Harness, fails_creates
+from planner_harness import Harness, fails_creates, identities
 
 from contracts import subjects
 from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExtendLease, Rejected, RejectJob
 from contracts.governance import GovernancePut
+from contracts.identity import Scope
 from muster.ports.eventlog import Append
 from muster.readmodel.timeline import describe
 
@@ -54,7 +55,44 @@ async def test_a_dry_run_shows_the_cost_and_what_governance_would_say() -> None:
     reply = await h.send(CreateCluster(name="x", template="hadoop-small", nodes=5, dry_run=True))
     assert isinstance(reply, DryRun) and reply.cost is not None and reply.policy is not None
     assert reply.cost["per_hour"] >= 0 and len(reply.cost["per_node"]) == 5
-    assert reply.policy == {"deny": [], "warn": ["more than 3 nodes (policy nodes)"], "approval": ["big"]}
+    shown = dict(reply.policy)
+    given = shown.pop("input")  # what the policies were evaluated on: `muster policy test --input` takes it
+    assert shown == {"deny": [], "warn": ["more than 3 nodes (policy nodes)"], "approval": ["big"]}
+    assert given["nodes"] == {"before": 0, "after": 5} and given["request"]["nodes"] == 5 and given["cost"]["per_hour"] >= 0
+
+
+CEILING = """package muster.ceiling
+import rego.v1
+
+deny contains "over 2 nodes" if input.nodes.after > 2
+deny contains "over 0.01/h" if input.cost.per_hour > 0.01
+"""
+
+
+async def test_a_delete_leaves_no_nodes_and_no_cost_so_a_ceiling_never_refuses_it() -> None:
+    h = Harness()
+    cluster_id = await h.cluster_of(nodes=3)
+    await put(h, "policy", "ceiling", source=CEILING)
+    preview = await h.send(DeleteCluster(cluster_id=cluster_id, dry_run=True))
+    assert isinstance(preview, DryRun) and preview.policy is not None and preview.cost is not None
+    assert preview.policy["deny"] == [] and preview.policy["input"]["nodes"] == {"before": 3, "after": 0}
+    assert preview.cost["per_hour"] == 0 and preview.cost["per_node"] == {}
+    assert isinstance(await h.send(DeleteCluster(cluster_id=cluster_id)), Accepted)
+
+
+async def test_policies_see_the_requesters_role() -> None:
+    h = Harness(identities=identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*"))))
+    await put(h, "policy", "admins", source='package muster.admins\nimport rego.v1\n\n'
+              'deny contains "only administrators create more than 3 nodes" if {\n'
+              '    input.request.nodes > 3\n    not input.requester.role in {"tenant_admin", "super_admin"}\n}\n')
+    refused = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=5), principal="builder")
+    assert isinstance(refused, Rejected) and "only administrators" in refused.reason, refused
+    assert isinstance(await h.send(CreateCluster(name="w", template="hadoop-small", nodes=5), principal="root"), Accepted)
+    # The dry run judges the requester the subject names, as the request itself is judged (not the body's requested_by).
+    preview = await h.send(CreateCluster(name="v", template="hadoop-small", nodes=5, dry_run=True, requested_by="root"),
+                           principal="builder")
+    assert isinstance(preview, DryRun) and preview.policy is not None
+    assert preview.policy["input"]["requester"] == {"id": "builder", "role": "user"} and preview.policy["deny"], preview.policy
 
 
 async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, str]:

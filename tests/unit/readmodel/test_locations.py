@@ -10,6 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.approvals import JobApprovalRequested, JobApproved
 from contracts.catalog import Action
 from contracts.events import (
     ClusterLayoutChanged,
@@ -150,6 +151,18 @@ def test_a_cluster_knows_its_current_job() -> None:
     for order in itertools.permutations(ups):
         r = fold(list(order))
         assert r is not None and r.get("job_id") == other and r.get("status") == "active" and r.get("name") == "c"
+
+
+def test_a_job_waiting_for_approval_is_listed_so_until_it_is_decided() -> None:
+    from services.tracker.app import job_summary
+
+    requested = JobRequested(tenant=T, job_id=J, cluster_id=C, operation="delete", request={})
+    wait = JobApprovalRequested(job_id=J, rules=["deletes"], expires_at=datetime(2026, 1, 2, tzinfo=UTC), cluster_version=3, digest="d")
+    ups = updates_from(5, _job_subject(), TIME, requested) + updates_from(7, _job_subject(), TIME, wait)
+    waiting = merge_all(None, ups[:1] + ups[2:])
+    assert waiting is not None and job_summary(waiting)["state"] == "waiting_for_approval"
+    approved = merge_all(waiting, updates_from(9, _job_subject(), TIME, JobApproved(job_id=J, by="apo")))
+    assert approved is not None and job_summary(approved)["state"] == "running"
 
 
 def test_events_that_locate_nothing_make_no_updates() -> None:

@@ -75,6 +75,29 @@ def test_the_timeline_says_who_did_what_and_how_long_it_took() -> None:
     assert "(1.50 s)" in lines[3].render() and lines[4].to_json()["took_s"] == 2.0
 
 
+def test_governance_decisions_read_with_who_made_them() -> None:
+    from contracts.approvals import PolicyMessage, RequestDenied
+    from contracts.governance import GovernanceDeleted, GovernancePut, ScheduleAnswered, ScheduleFired
+
+    tick = START + timedelta(hours=3)
+    history = [
+        rec(1, 0, "gov.rule", GovernancePut(kind="rule", name="deletes", entity={}, version=1, by="ada")),
+        rec(2, 5, "denied", RequestDenied(job_id=J, operation="create", by="uma",
+                                          denials=[PolicyMessage(policy="nodes", version=2, message="at most 10 nodes")])),
+        rec(3, 9, "gov.schedule", ScheduleFired(name="n", tick=tick, request_id="sched-n-1", scheduler="g1", late_s=90, skipped=2)),
+        rec(4, 12, "gov.schedule", ScheduleAnswered(name="n", tick=tick, rejected="cluster busy")),
+        rec(5, 20, "gov.policy", GovernanceDeleted(kind="policy", name="nodes", by="ada")),
+    ]
+    lines = timeline(history)
+    assert [(line.who, line.text) for line in lines] == [
+        ("ada", "rule 'deletes' version 1 added"),
+        ("uma", f"create (job {J}) denied by the tenant's policies: at most 10 nodes (nodes v2)"),
+        ("g1", f"schedule 'n' took its tick {tick.isoformat()}, 90 s late, 2 missed tick(s) not run (request sched-n-1)"),
+        ("", f"schedule 'n', tick {tick.isoformat()}: refused: cluster busy"),
+        ("ada", "policy 'nodes' deleted"),
+    ]
+
+
 def test_a_worker_named_after_its_provisioner_is_not_named_twice() -> None:
     assert place("prov", "prov/w1") == "prov/w1"
     assert place("prov", "w1") == "prov/w1"

@@ -124,7 +124,10 @@ class AnsibleAutomator(AutomatorPlugin):
             if playbook is not None:
                 kwargs.update(playbook=str(playbook), project_dir=str(playbook.parent))
             else:
-                kwargs.update(role=role, roles_path=[str(d / "roles") for d in search_dirs(ctx)] + [str(d) for d in search_dirs(ctx)])
+                # One ':'-separated string: ansible-runner appends its own directory to it with `+=`.
+                dirs = search_dirs(ctx)
+                kwargs.update(role=role, role_skip_facts=not ctx.fields.get("gather_facts"),
+                              roles_path=":".join([str(d / "roles") for d in dirs] + [str(d) for d in dirs]))
             try:
                 # Its own span, naming the playbook or role and the host (never a variable's value).
                 with tracer.nested("ansible run", **{"ansible.playbook": playbook_name or None, "ansible.role": role or None,

@@ -1,0 +1,99 @@
+"""The governance commands as a person types them (`muster rule|policy|notify|schedule`), against
+the governance service and the notifier on a real nats-server: each change answered and listed, a
+refusal one sentence on stderr with its exit code (the answer as JSON only with --json), a
+schedule captured from the command typed after `--`, paused, resumed and deleted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest_asyncio
+from click.testing import CliRunner, Result
+
+from muster.bus.connect import connect
+from muster.bus.streams import ensure_streams
+from muster.cli import main
+from services.governance.entrypoint import start_governance
+from services.notifier.entrypoint import start_notifier
+
+NODES = """package muster.nodes
+import rego.v1
+
+deny contains "too many nodes" if input.request.nodes > 10
+"""
+BROKEN = "package muster.broken\nimport rego.v1\n\ndeny contains msg if {\n    input.request.nodes >\n    msg := \"x\"\n}\n"
+
+
+@pytest_asyncio.fixture
+async def url(fresh_nats: str) -> AsyncIterator[str]:
+    async with AsyncExitStack() as stack:
+        for name in ("governance", "notifier"):
+            nc = await connect(fresh_nats, name=name)
+            stack.push_async_callback(nc.close)
+            await ensure_streams(nc.jetstream())
+            if name == "governance":
+                await start_governance(nc, stack, "governance-cli")
+            else:
+                await start_notifier(nc, stack, {})
+        yield fresh_nats
+
+
+async def muster(url: str, *args: str) -> Result:
+    """A `muster` command in a thread of its own (it runs its own event loop), as typed."""
+    return await asyncio.to_thread(CliRunner(env={"NATS_URL": url}).invoke, main, list(args))
+
+
+def answers(result: Result) -> list[dict[str, Any]]:
+    """The command's JSON answers (the services here log to the same stdout the runner captures)."""
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith('{"type": "GovernanceAnswer"')]
+
+
+def listed(result: Result) -> list[dict[str, Any]]:
+    assert result.exit_code == 0, result.output
+    (answer,) = answers(result)
+    return list(answer["items"])
+
+
+async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(url: str, tmp_path: Path) -> None:
+    added = await muster(url, "rule", "add", "deletes", "-o", "delete", "--expires", "1h")
+    assert added.exit_code == 0 and "rule deletes: version 1 (add)" in added.stdout, added.output
+    assert [(i["name"], i["entity"]["expires_after_s"]) for i in listed(await muster(url, "rule", "list", "--json"))] == [
+        ("deletes", 3600.0)]
+
+    (tmp_path / "nodes.rego").write_text(NODES)
+    (tmp_path / "broken.rego").write_text(BROKEN)
+    assert (await muster(url, "policy", "apply", str(tmp_path / "nodes.rego"))).exit_code == 0
+    refused = await muster(url, "policy", "apply", str(tmp_path / "broken.rego"))
+    assert refused.exit_code == 2 and answers(refused) == [], refused.output  # a sentence on stderr, no JSON
+    assert "put refused: nothing written: 1 problem" in refused.stderr and "(line 5)" in refused.stderr
+    as_json = await muster(url, "policy", "apply", str(tmp_path / "broken.rego"), "--json")
+    assert as_json.exit_code == 2 and [a["code"] for a in answers(as_json)] == ["invalid"]
+    assert "too many nodes" in (await muster(url, "policy", "list", "--source")).stdout
+
+    made = await muster(url, "notify", "add", "ops", "--on", "job_failed,needs_approval", "--subject", "muster.cb.default.ops")
+    assert made.exit_code == 0, made.output
+    tested = await muster(url, "notify", "test", "ops")
+    assert tested.exit_code == 0 and "test notification delivered to ops" in tested.stdout, tested.output
+    missing = await muster(url, "notify", "test", "nobody")
+    assert missing.exit_code == 2 and "no subscription 'nobody'" in missing.stderr, missing.output
+
+    # (a create names no existing cluster: no tracker is asked to resolve one here)
+    created = await muster(url, "schedule", "create", "nightly", "--cron", "0 3 * * *", "--", "cluster", "create", "web",
+                           "-t", "hadoop-small", "-n", "3")
+    assert created.exit_code == 0, created.output
+    (nightly,) = listed(await muster(url, "schedule", "list", "--json"))
+    command = nightly["entity"]["command"]
+    assert (nightly["entity"]["verb"], command["type"], command["name"], command["nodes"]) == ("create", "CreateCluster", "web", 3)
+    assert "request_id" not in command and nightly["entity"]["text"] == "cluster create web -t hadoop-small -n 3"
+    assert (await muster(url, "schedule", "pause", "nightly")).exit_code == 0
+    assert listed(await muster(url, "schedule", "list", "--json"))[0]["entity"]["paused"] is True
+    assert (await muster(url, "schedule", "resume", "nightly")).exit_code == 0
+    for kind, name in (("schedule", "nightly"), ("notify", "ops"), ("rule", "deletes"), ("policy", "nodes")):
+        gone = await muster(url, kind, "remove" if kind == "notify" else "delete", name)
+        assert gone.exit_code == 0 and "deleted" in gone.stdout, gone.output
+    assert listed(await muster(url, "rule", "list", "--json")) == []
