@@ -60,7 +60,7 @@ class Snapshotter:
         if key in self._too_large:
             return  # it only grows: it resumes from its events
         if isinstance(aggregate, Job) and len(aggregate.tasks) > MOST_TASKS:
-            self._too_large.add(key)  # known without encoding it (a 10,000-node job: ~100 MB to find out)
+            self._too_large.add(key)  # known without encoding it (a big job takes far more memory to find out)
             return
         if getattr(aggregate, "is_final", None) is False:
             # A job that has not ended resumes from its whole history (its open tasks' times

@@ -181,8 +181,8 @@ class StoryWriter:
 
     def due(self, tenant: str, cluster_id: str, seq: int, tasks: int = 0) -> None:
         """`tasks`: how many the job that just ended had. A story holding a job of more than
-        `MOST_TASKS` cannot be stored, and finding that out read every event of the job (some
-        440,000 at 10,000 nodes) after it ended: such a cluster is skipped at once."""
+        `MOST_TASKS` cannot be stored, and finding that out read every event of the job after
+        it ended: such a cluster is skipped at once."""
         key = (tenant, cluster_id)
         if tasks > MOST_TASKS:
             self._skip.add(key)
