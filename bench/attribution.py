@@ -63,6 +63,8 @@ class Wiretap:
         self.bytes: Counter[str] = Counter()
         self.largest: tuple[int, str] = (0, "")
         self._acked = asyncio.Event()
+        self._balanced = asyncio.Event()
+        self._owed: Counter[str] = Counter()  # durable consumer -> deliveries not yet acked
 
     async def activity(self, at_most: float = 1.0) -> None:
         """Until the next ack of a delivery passes (or `at_most` seconds)."""
@@ -70,12 +72,26 @@ class Wiretap:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._acked.wait(), at_most)
 
+    async def balanced(self, at_most: float = 1.0) -> None:
+        """Until an ack leaves every durable consumer with each delivery it was given acked
+        (or `at_most` seconds): the moment worth asking the server whether all caught up,
+        rather than after every ack (each question is bus traffic and server CPU that the
+        figures would count)."""
+        self._balanced.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._balanced.wait(), at_most)
+
     def on_raw(self, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
         """Taken from the connection's read loop as raw frames (`muster.bus.wire`): the
         wiretap's own CPU per message is a few µs, not nats-py's `Msg` and callback task."""
         kind = kind_of(subject.decode(), reply.decode())
         if kind.startswith("ack "):
             self._acked.set()
+            self._owed[kind[4:]] -= 1
+            if all(n <= 0 for n in self._owed.values()):
+                self._balanced.set()
+        elif kind.startswith("deliver ") and not kind.endswith("(ordered)"):
+            self._owed[kind[8:]] += 1
         size = len(data) + len(headers)
         self.count[kind] += 1
         self.bytes[kind] += size

@@ -277,7 +277,7 @@ async def freed_to_task_queued(samples: int) -> list[tuple[str, str]]:
                     # Also the log's own time of it (the server's store time, ns): a figure
                     # free of this process's delays in delivering to the follower.
                     seen.put_nowait((time.perf_counter(), msg.metadata.timestamp.timestamp(), r))
-                elif r.type == "NodeResultsRecorded" and r.event.task_id == "pool.grant":
+                elif r.type == "NodeResultsRecorded" and any(n.task_id == "pool.grant" for n in r.event.nodes):
                     stored_at["host", r.event.cluster_id] = msg.metadata.timestamp.timestamp()
 
             for subject in (subjects.pool_events("lab"), "muster.evt.bench.job.*.tasks", "muster.evt.bench.cluster.*"):

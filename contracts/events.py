@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from contracts.base import DEFERRED
 
@@ -514,15 +514,38 @@ class ClusterConfigChanged(Event):
     config: dict[str, Any]
 
 
-class NodeResultsRecorded(Event):
-    type: Literal["NodeResultsRecorded"] = "NodeResultsRecorded"
-    v: Literal[1] = 1
-    cluster_id: str
+class NodeResult(BaseModel):
+    """What one task said of its node: merged into the node's results (a later key replaces an
+    earlier one), its addresses and host name replaced when given."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
     node_id: str
     task_id: str
     result: dict[str, Any] = Field(default_factory=dict)
     ipaddresses: dict[str, str] = Field(default_factory=dict)
     hostname: str = ""
+
+
+class NodeResultsRecorded(Event):
+    """Node results the planner took in, in the order taken. v2 holds every result of one wave
+    of outcomes (or one pool grant) for the cluster, so a 10,000-node create writes a few hundred
+    of these, not two a node (docs/decisions/0034); a v1 event held one node's and reads as a
+    list of one."""
+
+    type: Literal["NodeResultsRecorded"] = "NodeResultsRecorded"
+    v: Literal[1, 2] = 2
+    cluster_id: str
+    nodes: list[NodeResult] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upcast(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("v", 1) == 1 and "nodes" not in data:
+            one = {k: data[k] for k in ("node_id", "task_id", "result", "ipaddresses", "hostname") if k in data}
+            return {"type": data.get("type", "NodeResultsRecorded"), "v": 2, "cluster_id": data.get("cluster_id"),
+                    "nodes": [one]}
+        return data
 
 
 class ClusterLeaseChanged(Event):

@@ -27,6 +27,7 @@ naming the macro and where it is in the config (`MacroError`): the task fails wi
 from __future__ import annotations
 
 import re
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -308,6 +309,7 @@ def expand_task(task: TaskMessage) -> TaskMessage:
     macros. Raises `MacroError`."""
     if task.action in HARDWARE_ACTIONS or not task.config:  # Coopr: non-hardware tasks only
         return task
-    scope = Scope(node=task.node, nodes={**task.nodes, task.node.id: task.node}, owner=task.cluster_owner)
+    # A view, not a copy: a copy of a 10,000-node map per task would cost more than the task.
+    scope = Scope(node=task.node, nodes=ChainMap({task.node.id: task.node}, task.nodes), owner=task.cluster_owner)
     config = expand(task.config, scope)
     return task if config == task.config else task.model_copy(update={"config": config})

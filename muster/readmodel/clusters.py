@@ -57,13 +57,14 @@ class ClusterState:
             case "ClusterConfigChanged":
                 self.config = dict(e.config)
             case "NodeResultsRecorded":
-                shown = {k: str(e.result[k]) for k in MACHINE_RESULTS if e.result.get(k) not in (None, "")}
-                if shown:
-                    self.machines[e.node_id] = {**self.machines.get(e.node_id, {}), **shown}
-                if e.ipaddresses:
-                    self.ipaddresses[e.node_id] = dict(e.ipaddresses)
-                if e.hostname:
-                    self.hostnames[e.node_id] = e.hostname
+                for one in e.nodes:
+                    shown = {k: str(one.result[k]) for k in MACHINE_RESULTS if one.result.get(k) not in (None, "")}
+                    if shown:
+                        self.machines[one.node_id] = {**self.machines.get(one.node_id, {}), **shown}
+                    if one.ipaddresses:
+                        self.ipaddresses[one.node_id] = dict(one.ipaddresses)
+                    if one.hostname:
+                        self.hostnames[one.node_id] = one.hostname
             case "ClusterStatusChanged":
                 self.status, self.status_reason, self.job_id = e.status, e.reason, e.job_id
             case "ClusterLeaseChanged":

@@ -156,8 +156,12 @@ def describe(e: Any) -> str:
         case "ClusterConfigChanged":
             return "cluster config changed"
         case "NodeResultsRecorded":
-            ips = ", ".join(f"{k} {v}" for k, v in sorted(e.ipaddresses.items()))
-            return f"results of {e.node_id} from {e.task_id}" + (f" ({ips})" if ips else "")
+            if len(e.nodes) > 1:
+                named = ", ".join(one.node_id for one in e.nodes[:5]) + (", ..." if len(e.nodes) > 5 else "")
+                return f"results of {len(e.nodes)} nodes ({named})"
+            one = e.nodes[0]
+            ips = ", ".join(f"{k} {v}" for k, v in sorted(one.ipaddresses.items()))
+            return f"results of {one.node_id} from {one.task_id}" + (f" ({ips})" if ips else "")
         case "ClusterStatusChanged":
             return f"cluster {e.status}" + (f": {e.reason}" if e.reason else "")
         case "CatalogEntityPut":

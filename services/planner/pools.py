@@ -35,7 +35,7 @@ import structlog
 from contracts import subjects
 from contracts.catalog import Action, Catalog
 from contracts.commands import COMMAND_ADAPTER, CreateCluster, ExpandCluster
-from contracts.events import Event
+from contracts.events import Event, NodeResult
 from contracts.pools import (
     Holder,
     HostsGranted,
@@ -330,14 +330,16 @@ class PoolBroker:
                                          node_ids=sorted(assignments), by=job.requested_by)
                 await self._write(job, name, str(job.id), fact)
             return None
+        grants: list[NodeResult] = []
         for node, host_id in sorted(assignments.items()):
             host = pool.book.hosts.get(host_id)
             if host is None or node not in cluster.nodes:
                 continue
             spec = host.spec
-            cluster.record_results(node, "pool.grant", {GRANT: {
+            grants.append(NodeResult(node_id=node, task_id="pool.grant", result={GRANT: {
                 "pool": name, "host_id": spec.id, "address": spec.address, "port": spec.port, "user": spec.user,
-                "host_keys": list(spec.host_keys)}}, {}, "")
+                "host_keys": list(spec.host_keys)}}))
+        cluster.record_many(grants)
         # The grant (the nodes' hosts on the cluster), the tasks it lets go, then the job's
         # record of it, as one chain (docs/pools.md, "Latency"). The server syncs the links
         # one after another, so what a task needs (its node's host) goes first and the job's

@@ -1,10 +1,11 @@
 """The planner's aggregates as snapshot kinds (`muster.snapshots`), and the writer that keeps
 their snapshots fresh, off the request path.
 
-After every save the aggregate is noted; one with `every` events or more since its last
-snapshot, or a job that just ended, is snapshotted by a background task, from the state the
-log has acknowledged (never from a state whose save is still on its way: the task checks the
-version the last save left, and skips the aggregate until its next save otherwise). A snapshot
+After every save the aggregate is noted; a cluster with `every` events or more since its last
+snapshot, or a job that just ended (a running job's snapshot would not be read), is
+snapshotted by a background task, from the state the log has acknowledged (never from a state
+whose save is still on its way: the task checks the version the last save left, and skips the
+aggregate until its next save otherwise). A snapshot
 that cannot be written is only a missed shortcut: the next one will do.
 """
 
@@ -26,6 +27,9 @@ log = structlog.get_logger("muster.planner")
 
 CLUSTER = snapshots.register("cluster", Cluster)
 JOB = snapshots.register("job", Job, derived={"_plans": dict, "_dispatch": lambda: None})
+MOST_TASKS = 4000
+"""A job with more tasks has a snapshot larger than the store takes (compressed, about 28
+bytes a task against 44 KB: docs/planner.md, "Snapshots"), so none is tried."""
 EVERY = 100
 """Events of an aggregate between two of its snapshots."""
 
@@ -55,6 +59,14 @@ class Snapshotter:
         self._committed[key] = (aggregate.version, log_seq(aggregate))
         if key in self._too_large:
             return  # it only grows: it resumes from its events
+        if isinstance(aggregate, Job) and len(aggregate.tasks) > MOST_TASKS:
+            self._too_large.add(key)  # known without encoding it (a big job takes far more memory to find out)
+            return
+        if getattr(aggregate, "is_final", None) is False:
+            # A job that has not ended resumes from its whole history (its open tasks' times
+            # are in it), so a snapshot of it would never be read; writing one every `every`
+            # events cost a job of N tasks O(N) a task (each encodes the whole job).
+            return
         behind = aggregate.version - self._taken.get(key, 0)
         if behind >= self.every or (behind > 0 and (refresh or getattr(aggregate, "is_final", False))):
             self._due[key] = (kind, aggregate, tenant)

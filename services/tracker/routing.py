@@ -18,7 +18,7 @@ from dataclasses import replace
 from contracts import subjects
 from contracts.records import Recorded
 from muster.bus.bodies import Bodies, Offloaded, tenant_of
-from muster.readmodel.locations import SIZED, sized
+from muster.readmodel.locations import SIZED, job_key, sized
 from muster.routing import Route
 
 from .app import Tracker
@@ -81,8 +81,12 @@ class IndexFeeder:
             # A job of the cluster ended (or it was made, or deleted): a point `muster replay`
             # can start from (services/tracker/story.py). One tracker of the queue group gets it.
             _, _, tenant, _, cluster_id = recorded.subject.split(".", 4)
-            self.stories.due(tenant, cluster_id, recorded.seq)
+            self.stories.due(tenant, cluster_id, recorded.seq, tasks=self._tasks_of(tenant, recorded.event.job_id))
         self.metrics.location_events.inc()
         if total:
             self.metrics.location_updates.labels("applied").inc(changed)
             self.metrics.location_updates.labels("superseded").inc(total - changed)
+
+    def _tasks_of(self, tenant: str, job_id: str) -> int:
+        record = self.tracker.index.mirror.get(job_key(tenant, job_id)) if self.tracker.index is not None and job_id else None
+        return int(record.get("tasks_total", 0)) if record is not None else 0

@@ -162,6 +162,11 @@ async def _folds(store: Log, tenant: str, jobs: Sequence[str], seq: int | None, 
     return list(await asyncio.gather(*(one(job) for job in jobs)))
 
 
+MOST_TASKS = 20_000
+"""Well above what a story snapshot holds (each task's run is in it, and the store takes 44 KB
+compressed)."""
+
+
 class StoryWriter:
     """Writes a cluster's story snapshot at the sequence of each of its status changes (a job
     ended, the cluster was made or deleted), in the background: one at a time, the latest point
@@ -174,8 +179,13 @@ class StoryWriter:
         self._writing: asyncio.Task[None] | None = None
         self._skip: set[tuple[str, str]] = set()  # too large: they only grow
 
-    def due(self, tenant: str, cluster_id: str, seq: int) -> None:
+    def due(self, tenant: str, cluster_id: str, seq: int, tasks: int = 0) -> None:
+        """`tasks`: how many the job that just ended had. A story holding a job of more than
+        `MOST_TASKS` cannot be stored, and finding that out read every event of the job after
+        it ended: such a cluster is skipped at once."""
         key = (tenant, cluster_id)
+        if tasks > MOST_TASKS:
+            self._skip.add(key)
         if key in self._skip:
             return
         self._due[key] = max(seq, self._due.get(key, 0))

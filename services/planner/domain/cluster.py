@@ -6,6 +6,7 @@ from the log (`muster replay`) and used as a rollback target.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -18,6 +19,7 @@ from contracts.events import (
     ClusterLeaseChanged,
     ClusterRequested,
     ClusterStatusChanged,
+    NodeResult,
     NodeResultsRecorded,
     ServiceChange,
     ServicesDesired,
@@ -28,6 +30,11 @@ from contracts.events import (
 from contracts.layout import NodeSpec
 from muster.readmodel import desired, lifecycle
 from muster.readmodel.observed import Drift, drift
+
+RESULTS_BYTES = 16 * 1024
+"""About the most JSON of node results to put in one event: a wave's results go in a few
+events, each well under the size that would move its body out of the message
+(`muster/bus/bodies.py`, 32 KiB)."""
 
 
 class Cluster(Aggregate):
@@ -102,29 +109,47 @@ class Cluster(Aggregate):
 
     @event("NodeResultsRecorded")
     def _results(self, payload: NodeResultsRecorded) -> None:
-        # Shallow merge, as Coopr does: a later task's key replaces an earlier one.
-        self.results.setdefault(payload.node_id, {}).update(payload.result)
-        if payload.ipaddresses:
-            self.ipaddresses[payload.node_id] = dict(payload.ipaddresses)
-        if payload.hostname:
-            self.hostnames[payload.node_id] = payload.hostname
-        if payload.ipaddresses or payload.hostname:
-            self.touched.append(payload.node_id)
+        for one in payload.nodes:
+            # Shallow merge, as Coopr does: a later task's key replaces an earlier one.
+            self.results.setdefault(one.node_id, {}).update(one.result)
+            if one.ipaddresses:
+                self.ipaddresses[one.node_id] = dict(one.ipaddresses)
+            if one.hostname:
+                self.hostnames[one.node_id] = one.hostname
+            if one.ipaddresses or one.hostname:
+                self.touched.append(one.node_id)
 
     def record_results(self, node_id: str, task_id: str, result: dict[str, Any], ipaddresses: dict[str, str], hostname: str) -> bool:
-        if not (result or ipaddresses or hostname):
-            return False
-        known = self.results.get(node_id, {})
-        if (all(known.get(k) == v for k, v in result.items()) and (not ipaddresses or self.ipaddresses.get(node_id) == ipaddresses)
-                and (not hostname or self.hostnames.get(node_id) == hostname)):
-            return False  # taken in already (a redelivered outcome)
-        self._results(
-            NodeResultsRecorded(
-                cluster_id=str(self.id), node_id=node_id, task_id=task_id,
-                result=result, ipaddresses=ipaddresses, hostname=hostname,
-            )
-        )
-        return True
+        return self.record_many([NodeResult(node_id=node_id, task_id=task_id, result=result, ipaddresses=ipaddresses,
+                                            hostname=hostname)])
+
+    def record_many(self, results: Sequence[NodeResult]) -> bool:
+        """Record what is new in these results (a redelivered outcome's are not), a bounded
+        number to an event; False if nothing was new."""
+        fresh: list[NodeResult] = []
+        seen: dict[str, tuple[dict[str, Any], dict[str, str] | None, str | None]] = {}
+        for one in results:
+            if not (one.result or one.ipaddresses or one.hostname):
+                continue
+            known, ips, host = seen.get(one.node_id) or (self.results.get(one.node_id, {}), self.ipaddresses.get(one.node_id),
+                                                          self.hostnames.get(one.node_id))
+            if (all(known.get(k) == v for k, v in one.result.items()) and (not one.ipaddresses or ips == one.ipaddresses)
+                    and (not one.hostname or host == one.hostname)):
+                continue  # taken in already (a redelivered outcome)
+            fresh.append(one)
+            seen[one.node_id] = ({**known, **one.result}, one.ipaddresses or ips, one.hostname or host)
+        part: list[NodeResult] = []
+        size = 0
+        for one in fresh:
+            weight = len(one.model_dump_json())
+            if part and size + weight > RESULTS_BYTES:
+                self._results(NodeResultsRecorded(cluster_id=str(self.id), nodes=part))
+                part, size = [], 0
+            part.append(one)
+            size += weight
+        if part:
+            self._results(NodeResultsRecorded(cluster_id=str(self.id), nodes=part))
+        return bool(fresh)
 
     @event("ClusterLeaseChanged")
     def _lease(self, payload: ClusterLeaseChanged) -> None:

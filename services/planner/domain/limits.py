@@ -78,8 +78,18 @@ class Limits:
 
     # -- DispatchPolicy ----------------------------------------------------------------------
 
+    def unlimited(self, job: Job, cluster: Cluster) -> bool:
+        """No limit applies to this job's tasks, and none of them is counted from before: it
+        is neither tracked nor re-read (a re-read walks every task of the job, and a job of
+        10,000 nodes is advanced a thousand times)."""
+        return (str(job.id) not in self.in_flight and self.tenant_limit(job.tenant) is None
+                and self.provider_limit(job.tenant, cluster.provider) is None)
+
     def admit(self, job: Job, cluster: Cluster, ready: Sequence[str]) -> Sequence[str]:
         job_id = str(job.id)
+        if self.unlimited(job, cluster):
+            self.held.pop(job_id, None)
+            return ready
         self._resync(job, cluster)
         self.held.pop(job_id, None)
         admitted: list[str] = []
@@ -101,7 +111,8 @@ class Limits:
 
     def track(self, job: Job, cluster: Cluster) -> None:
         """Count a job's tasks in flight (a planner rebuilt from the log, before it dispatches)."""
-        self._resync(job, cluster)
+        if not self.unlimited(job, cluster):
+            self._resync(job, cluster)
 
     def _resync(self, job: Job, cluster: Cluster) -> None:
         """This job's in-flight tasks as the job now says (finished ones free their slots)."""

@@ -25,6 +25,7 @@ from contracts.events import (
     TIMED_OUT_PREFIX,
     LayoutSolved,
     LayoutUnsolvable,
+    NodeResult,
     TaskAttemptFailed,
     TaskCompleted,
     TaskFailed,
@@ -224,18 +225,21 @@ def take_outcomes(job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | T
     nothing."""
     effects = Effects()
     changed = False
+    results: list[NodeResult] = []  # the wave's node results, recorded in a few events, not one an outcome
     for event in events:
         if job.is_final:
             break
-        one = _take(job, cluster, event, settings)
+        one = _take(job, cluster, event, settings, results)
         changed |= not one.republish_queued
         effects += one
+    cluster.record_many(results)
     if changed:
         effects += advance(job, cluster, services, settings, policy)
     return effects
 
 
-def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, settings: Settings) -> Effects:
+def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, settings: Settings,
+          results: list[NodeResult]) -> Effects:
     effects = Effects(disarm=[Attempt(event.task_id, event.attempt)])
     task = job.tasks.get(event.task_id)
     if task is not None and task.action is Action.STATUS and job.is_current(event.task_id, event.attempt):
@@ -246,7 +250,8 @@ def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, setting
         if not job.complete(done):
             effects.republish_queued = True
             return effects
-        cluster.record_results(job.tasks[event.task_id].node, event.task_id, event.result, event.ipaddresses, event.hostname)
+        results.append(NodeResult(node_id=job.tasks[event.task_id].node, task_id=event.task_id, result=event.result,
+                                  ipaddresses=event.ipaddresses, hostname=event.hostname))
     else:
         failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
         if not job.fail_attempt(failed):

@@ -115,3 +115,19 @@ async def test_the_tracker_exports_the_limits_the_planners_answer() -> None:
                if s.name.startswith("muster_planner_limit")}
     assert samples == {("muster_planner_limit", "provider"): 2.0, ("muster_planner_limit_in_flight", "provider"): 2.0,
                        ("muster_planner_limit_held", "provider"): 1.0}
+
+
+async def test_a_job_no_limit_applies_to_is_not_tracked_and_one_set_later_counts_what_it_has_queued() -> None:
+    h = limited()
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="c", template="hadoop-small", nodes=4))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    limits, job = h.planner.limits, h.job(reply.job_id)
+    cluster = h.cluster(job.cluster_id)
+    assert limits.in_flight == {} and limits.count == Counter()  # nothing walked, nothing kept
+    limits.tenant_limits = {"default": 2}  # a limit from now on: the job's queued tasks count at once
+    waiting = next(t for t in job.tasks if t not in job.task_state)
+    assert limits.admit(job, cluster, [waiting]) == []  # over the limit already
+    queued = sum(1 for s in job.task_state.values() if s == "queued")
+    assert queued == 4 and limits.count[(("tenant", "default"), 0)] == queued

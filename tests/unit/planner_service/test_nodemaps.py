@@ -8,7 +8,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from contracts.events import ClusterRequested, JobPlanned, JobRequested, PlannedTaskRecord
+import pytest
+
+from contracts.events import ClusterRequested, JobPlanned, JobRequested, NodeResult, PlannedTaskRecord
 from contracts.layout import NodeSpec
 from contracts.limits import MAX_RESULT_BYTES
 from contracts.nodemaps import CHUNK_NODES, NodeManifest
@@ -154,3 +156,33 @@ async def test_concurrent_publishes_all_get_a_whole_map() -> None:
     assert len(set(refs)) == 1
     resolver = _resolver(kv, Recorder())
     assert len(await resolver.nodes(refs[0])) == 300
+
+
+async def test_a_provisioner_keeps_only_the_chunks_of_the_maps_it_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster whose nodes get their addresses one wave at a time rewrites its chunks again
+    and again; the superseded ones are let go, not kept until a count is reached."""
+    from services.provisioner import nodes as resolving
+
+    monkeypatch.setattr(resolving, "CACHED_CHUNKS", 20)
+    catalog, cluster, kv = load_catalog(DEMO), _cluster(640), FakeKv()
+    maps, resolver = NodeMaps(kv), _resolver(kv, Recorder())
+    per_map = len(NodeManifest.model_validate_json(kv.data[await maps.ref(cluster, catalog)]).chunks)
+    for wave in range(30):  # every chunk changes in every wave
+        cluster.record_many([NodeResult(node_id=f"n{i}", task_id=f"n{i}.confirm", ipaddresses={"access_v4": f"10.0.{wave}.{i % 250}"})
+                             for i in range(1000, 1640)])
+        ref = await maps.ref(cluster, catalog)
+        assert (await resolver.nodes(ref))["n1639"].ipaddresses == {"access_v4": f"10.0.{wave}.{639 % 250}"}
+        assert len(resolver._chunks) <= resolving.CACHED_MAPS * per_map
+    kept = {key for chunks in resolver._chunks_of.values() for key in chunks}
+    assert set(resolver._chunks) == kept
+
+
+async def test_tasks_that_need_the_same_new_map_at_once_read_it_once() -> None:
+    import asyncio
+
+    catalog, cluster, kv = load_catalog(DEMO), _cluster(300), FakeKv()
+    ref = await NodeMaps(kv).ref(cluster, catalog)
+    resolver = _resolver(kv, Recorder())
+    maps = await asyncio.gather(*(resolver.nodes(ref) for _ in range(50)))
+    assert kv.gets == 1 + len(NodeManifest.model_validate_json(kv.data[ref]).chunks)  # the manifest and each chunk once
+    assert all(m is maps[0] for m in maps) and len(maps[0]) == 300 and not resolver._reading

@@ -125,11 +125,17 @@ async def test_an_open_job_resumed_with_snapshots_finishes_without_dispatching_t
     await h.settle()
     assert h.planner.state.snapshotter is not None
     await h.planner.state.snapshotter.idle()
+    # A running job resumes from its whole history, so no snapshot of it is written, however
+    # many events it has (each would have encoded the whole job).
+    assert h.snapshots is not None and not any(key[2] == reply.job_id for key in h.snapshots.data)
     second = await h.restart()
     assert not second.jobs[reply.job_id].is_final
     h.behaviour = lambda m: "succeed"
     await h.release()
     assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert second.state.snapshotter is not None
+    await second.state.snapshotter.idle()
+    assert any(key[2] == reply.job_id for key in h.snapshots.data)  # once it ended
     queued = [(r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued" and r.event.job_id == reply.job_id]
     assert len(queued) == len(set(queued))
 
@@ -197,3 +203,25 @@ async def test_a_resume_whose_snapshots_cannot_be_read_folds_the_log_instead() -
     from_the_log_alone = await h.restart()
     h.snapshots = None
     assert _states(from_the_log_alone) == _states(await h.restart())
+
+
+async def test_a_job_with_more_tasks_than_a_snapshot_holds_is_not_encoded_to_find_out(monkeypatch: Any) -> None:
+    from services.planner import snapshots as writer
+
+    monkeypatch.setattr(writer, "MOST_TASKS", 5)
+    taken: list[str] = []
+    from muster import snapshots
+
+    real_take = snapshots.take
+
+    def take(kind: Any, *rest: Any) -> bytes:
+        taken.append(kind.name)
+        return real_take(kind, *rest)
+
+    monkeypatch.setattr(snapshots, "take", take)
+    h = SnapHarness(every=2)
+    await h.cluster_of(nodes=2, name="a")
+    assert h.planner.state.snapshotter is not None
+    await h.planner.state.snapshotter.idle()
+    assert "job" not in taken and "cluster" in taken
+    assert h.snapshots is not None and not any(kind == "job" for kind, _, _ in h.snapshots.data)

@@ -7,7 +7,7 @@ import random
 from datetime import UTC, datetime, timedelta
 
 from contracts.catalog import Action
-from contracts.events import ClusterRequested
+from contracts.events import ClusterRequested, NodeResult
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
 from muster.bus.repository import pending_appends, rebuild
@@ -39,6 +39,11 @@ def _life(seed: int) -> tuple[Cluster, list[Recorded]]:
             node = pick.choice(sorted(cluster.nodes))
             cluster.record_results(node, f"{node}.create", {"id": step}, {"access_v4": f"10.0.0.{step}"},
                                    pick.choice(["", f"{node}.example"]))
+        elif move == 3 and cluster.nodes:  # a wave: several nodes' results in one event
+            cluster.record_many([NodeResult(node_id=n, task_id=f"{n}.confirm", result={"providerid": f"p{step}"},
+                                            ipaddresses=pick.choice([{}, {"access_v4": f"10.1.0.{step}"}]),
+                                            hostname=pick.choice(["", f"{n}.wave"]))
+                                 for n in pick.sample(sorted(cluster.nodes), pick.randrange(1, len(cluster.nodes) + 1))])
         elif move == 5 and cluster.nodes:
             node = pick.choice(sorted(cluster.nodes))
             for service in cluster.nodes[node].services:

@@ -31,7 +31,7 @@ from muster.readmodel.clusters import cluster_view, job_ids, prefix
 from muster.readmodel.status import status_from_log
 from muster.snapshots import MemorySnapshots
 from services.planner.domain.cluster import Cluster
-from services.tracker.story import StoryWriter, replay_cluster, story_at
+from services.tracker.story import MOST_TASKS, StoryWriter, replay_cluster, story_at
 
 sys.path.append(str(Path(__file__).parents[1] / "bus"))
 from histories import JOB_STEPS, job_step, new_job
@@ -270,3 +270,16 @@ async def test_a_story_written_after_a_big_create_holds_a_few_of_its_events_at_o
         assert [m["line"]["counts"] for m in story.jobs.values()] == [{"succeeded": 600}] and len(story.nodes) == 300
         assert 0 < log.most <= 3, f"{log.most} of the job's {last} events were held at once"
     assert log.alive == 0  # and none is kept in the story
+
+
+async def test_a_cluster_whose_job_is_too_big_for_a_story_snapshot_is_not_read_to_find_out() -> None:
+    log, cluster_id = story_log(random.Random(5))
+    stories = MemorySnapshots()
+    writer = StoryWriter(log, stories)
+    writer.due(T, cluster_id, len(log.records), tasks=MOST_TASKS + 1)
+    assert writer._writing is None and (T, cluster_id) in writer._skip
+    writer.due(T, cluster_id, len(log.records))  # it only grows: skipped from then on
+    assert writer._writing is None and not stories.data
+    writer.due(T, "another", len(log.records), tasks=MOST_TASKS)
+    assert writer._writing is not None
+    await writer._writing
