@@ -5,6 +5,7 @@ that takes the job over goes on in the same trace, from the log (the job's span,
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ async def test_every_service_exports_the_jobs_trace_and_it_survives_a_planner_ki
             assert isinstance(await fs.wait_final(job["job_id"], timeout=60), JobSucceeded)
             await receiver.came("job create")
             history = await EventStore(fs.conn).read_many(subjects.job_filters(T, job["job_id"]))
+            logs = {p.stem: p.read_text(errors="replace") for p in (fs.deployment.data_dir / "logs").glob("*.log")}
     finally:
         await receiver.stop()
 
@@ -78,3 +80,7 @@ async def test_every_service_exports_the_jobs_trace_and_it_survives_a_planner_ki
         runs = [s for s in spans if s.name == f"run {task}"]
         assert runs and all(s.parent == tasks[task].span_id and s.service == "muster-provisioner" for s in runs)
         assert tasks[task].parent == whole.span_id
+    # The services' JSON log lines written inside the job's spans carry its trace id.
+    traced = {name for name, text in logs.items() for line in text.splitlines()
+              if line.startswith("{") and json.loads(line).get("trace_id") == CALLER_TRACE}
+    assert {"planner", "provisioner"} <= traced, (sorted(traced), sorted(logs))
