@@ -13,7 +13,7 @@ import pytest
 
 from contracts import subjects
 from contracts.catalog import Catalog, Service
-from contracts.commands import Accepted, CheckCluster, CreateCluster, RepairCluster
+from contracts.commands import Accepted, CheckCluster, CreateCluster
 from contracts.events import JobSucceeded
 from muster.catalog.store import apply_catalog, read_catalog
 from services.provisioner.plugins.builtin.simulated_automator.automator import SimulatedAutomator
@@ -67,8 +67,11 @@ async def test_a_stop_on_one_node_over_http_is_desired_there_only_and_drift_and_
     await _ok(stack, CheckCluster(cluster_id=cid))
     assert [(d["node"], d["desired"], d["observed"], d["repair"]) for d in (await _view(stack, cid))["drift"]] == [
         (other, "running", "stopped", "start")]
-    repair = await _ok(stack, RepairCluster(cluster_id=cid))
-    [fixed] = [r.event for r in await stack.store.read(subjects.job_events(stack.tenant, repair.job_id)) if r.type == "JobPlanned"]
+    resp = await stack.http.post(f"/v1/clusters/{cid}/repair", json={})  # over HTTP, as the rest of this story
+    repair = await resp.json()
+    assert resp.status == 202, repair
+    assert isinstance(await stack.client.wait(repair["job_id"], timeout=60), JobSucceeded)
+    [fixed] = [r.event for r in await stack.store.read(subjects.job_events(stack.tenant, repair["job_id"])) if r.type == "JobPlanned"]
     assert {(t.node, t.action.value) for t in fixed.tasks if t.service == SERVICE} == {(other, "start"), (other, "status")}
     assert (await _view(stack, cid))["drift"] == []
 
