@@ -159,13 +159,34 @@ class Limits:
                 | {k for k, shares in self.grants.items() if shares})
 
     def demand(self, key: Key) -> tuple[dict[int, int], dict[int, int]]:
-        """Per shard: the limit's tasks in flight, and those held back waiting for a slot."""
+        """Per shard: the limit's tasks in flight, and those held back waiting for one of its
+        slots. A task that needs slots of several limits waits for them one limit at a time,
+        in the order of their keys: it asks for a limit's slot only once every limit before it
+        has room for it. So no shard holds slots of a later limit for tasks that wait for an
+        earlier one, while another holds the earlier limit's for tasks that wait for the later
+        (two shards each holding what the other's tasks need, for good)."""
         in_flight = {s: n for (k, s), n in self.count.items() if k == key and n}
         wanted: Counter[int] = Counter()
-        for n, (k, s) in self._held():
-            if k == key:
-                wanted[s] += n
+        room: dict[Slot, float] = {}  # what is left of each slot's room as the held tasks take it, in order
+        for held in self.held.values():
+            for slots, n in held.items():
+                asking: float = n
+                for slot in sorted(slots):
+                    if slot[0] == key:
+                        wanted[slot[1]] += int(asking)
+                        break
+                    left = room.setdefault(slot, self._free(slot))
+                    asking = min(asking, left)
+                    room[slot] = left - asking
+                    if not asking:
+                        break
         return in_flight, dict(wanted)
+
+    def _free(self, slot: Slot) -> float:
+        """The slots of a limit this planner may still use at a shard (unbounded without a limit)."""
+        if self.limit(slot[0]) is None:
+            return float("inf")
+        return max(0, self.grants.get(slot[0], {}).get(slot[1], 0) - self.count[slot])
 
     def _held(self) -> Iterator[tuple[int, Slot]]:
         """(tasks held, a slot they need), over every job."""

@@ -189,3 +189,21 @@ async def test_one_slot_moves_between_planners(maxconcurrent: int) -> None:
     creates = [m for s in steps for m in s if m.action.value == "create"]
     assert max(provider_tasks(s) for s in steps) == 1
     assert len({m.job_id for m in creates}) == 2
+
+
+def test_a_task_asks_for_a_later_limit_only_once_every_earlier_one_has_room_for_it() -> None:
+    """Tasks that need a provider slot and a tenant slot: a shard without provider room does
+    not also take tenant slots, which another shard's tasks holding provider slots need (each
+    shard holding what the other needs was a run that never ended)."""
+    from collections import Counter
+
+    from services.planner.domain.limits import Limits
+
+    provider, tenant = ("provider", "acme", "sim"), ("tenant", "acme")
+    limits = Limits(provider_limit=lambda t, p: 2, default_tenant_limit=3, shard_of=lambda c: 0)
+    limits.grants = {provider: {1: 2}, tenant: {}}
+    limits.held = {"j0": Counter({((provider, 0), (tenant, 0)): 3}), "j1": Counter({((provider, 1), (tenant, 1)): 3})}
+    assert limits.demand(provider) == ({}, {0: 3, 1: 3})
+    assert limits.demand(tenant) == ({}, {1: 2})  # shard 0 has no provider room: it asks no tenant slot
+    limits.count[(provider, 1)] = 1  # one of shard 1's provider slots in use: one free for a waiting task
+    assert limits.demand(tenant) == ({}, {1: 1})
