@@ -108,12 +108,16 @@ def test_the_table_shows_what_needs_a_look_first_a_page_at_a_time() -> None:
     assert total == 6 and {t["state"] for t in only} == {"planned"}
 
 
-def test_a_batch_sends_each_task_once_in_its_latest_state_and_moves_the_counts() -> None:
+def _batching() -> tuple[Log, JobFold, Tally, Batch]:
+    """A planned job's log and fold, with a tally and an empty batch for its stream."""
     log = Log()
     _planned(log)
     fold = _fold(log.records)
-    tally = Tally(fold)
-    batch = Batch()
+    return log, fold, Tally(fold), Batch()
+
+
+def test_a_batch_sends_each_task_once_in_its_latest_state_and_moves_the_counts() -> None:
+    log, fold, tally, batch = _batching()
     start = len(log.records)
     _run(log, "n0.create")
     _run(log, "n1.create")
@@ -129,11 +133,7 @@ def test_a_batch_sends_each_task_once_in_its_latest_state_and_moves_the_counts()
 
 
 def test_a_rollback_in_a_batch_counts_again_and_says_the_plan_changed() -> None:
-    log = Log()
-    _planned(log)
-    fold = _fold(log.records)
-    tally = Tally(fold)
-    batch = Batch()
+    log, fold, tally, batch = _batching()
     r = log.add(RollbackPlanned(job_id=JOB, reason="n1 failed", tasks=[PlannedTaskRecord(id="undo.n0", node="n0", action="delete")],  # type: ignore[arg-type]
                                 links=[], stages=[["undo.n0"]]))
     fold.add(r)
