@@ -65,6 +65,8 @@ class Wiretap:
         self._acked = asyncio.Event()
         self._balanced = asyncio.Event()
         self._owed: Counter[str] = Counter()  # durable consumer -> deliveries not yet acked
+        self._kv_seen: set[str] = set()  # subjects of KV writes (a snapshot written after a job ended)
+        self._kv_waits: dict[str, asyncio.Future[None]] = {}
 
     async def activity(self, at_most: float = 1.0) -> None:
         """Until the next ack of a delivery passes (or `at_most` seconds)."""
@@ -81,6 +83,12 @@ class Wiretap:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._balanced.wait(), at_most)
 
+    async def seen(self, subject: str, at_most: float) -> None:
+        """Until a KV write on `subject` has passed since the last reset."""
+        if subject not in self._kv_seen:
+            waiting = self._kv_waits.setdefault(subject, asyncio.get_running_loop().create_future())
+            await asyncio.wait_for(asyncio.shield(waiting), at_most)
+
     def on_raw(self, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
         """Taken from the connection's read loop as raw frames (`muster.bus.wire`): the
         wiretap's own CPU per message is a few µs, not nats-py's `Msg` and callback task."""
@@ -92,6 +100,12 @@ class Wiretap:
                 self._balanced.set()
         elif kind.startswith("deliver ") and not kind.endswith("(ordered)"):
             self._owed[kind[8:]] += 1
+        elif kind.startswith("kv "):
+            name = subject.decode()
+            self._kv_seen.add(name)
+            waiting = self._kv_waits.pop(name, None)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(None)
         size = len(data) + len(headers)
         self.count[kind] += 1
         self.bytes[kind] += size
@@ -99,6 +113,7 @@ class Wiretap:
             self.largest = (size, subject.decode())
 
     def reset(self) -> None:
+        self._kv_seen.clear()
         self.count.clear()
         self.bytes.clear()
 

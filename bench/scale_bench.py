@@ -52,6 +52,7 @@ from contracts import subjects  # noqa: E402
 from contracts.commands import Accepted, CreateCluster  # noqa: E402
 from contracts.events import FINAL_JOB_EVENTS  # noqa: E402
 from contracts.records import H_TYPE  # noqa: E402
+from muster.bus import snapshotstore  # noqa: E402
 from muster.bus.connect import connect  # noqa: E402
 from muster.bus.eventstore import H_TIME, EventStore  # noqa: E402
 from muster.bus.server import NatsServer, free_port  # noqa: E402
@@ -60,10 +61,12 @@ from muster.bus.wire import raw_subscribe  # noqa: E402
 from muster.catalog.files import load_catalog  # noqa: E402
 from muster.catalog.store import apply_catalog  # noqa: E402
 from muster.client import MusterClient  # noqa: E402
+from muster.readmodel.story import STORY  # noqa: E402
 from muster.runtime.supervisor import Deployment  # noqa: E402
 from services.auth.bootstrap import SYSTEM_TOKEN_ENV  # noqa: E402
 from services.auth.domain.tokens import make_token  # noqa: E402
 from services.auth.keys import AuthKeys, server_auth_config  # noqa: E402
+from services.tracker.story import MOST_TASKS  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Scale"
@@ -160,12 +163,13 @@ class Run:
 
 
 WARM_UP_NODES = 5
+STORY_WAIT_S = 60.0
 
 
-async def create_and_wait(run: Run, nodes: int, timeout: float, name: str = "") -> tuple[str, Counter[str]]:
+async def create_and_wait(run: Run, nodes: int, timeout: float, name: str = "") -> tuple[str, Counter[str], str]:
     """Send the create and wait for its final event, watching the job's subject with a core
-    subscription (no consumer of our own on the bus). Returns the final event's type and the
-    job's events by type."""
+    subscription (no consumer of our own on the bus). Returns the final event's type, the
+    job's events by type and the cluster's id."""
     types: Counter[str] = Counter()
     final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
@@ -182,7 +186,7 @@ async def create_and_wait(run: Run, nodes: int, timeout: float, name: str = "") 
         reply = await run.client.send(T, CreateCluster(name=name, template="hadoop-big", nodes=nodes, request_id=name),
                                       timeout=120)
         assert isinstance(reply, Accepted), reply
-        return await asyncio.wait_for(final, timeout), types
+        return await asyncio.wait_for(final, timeout), types, reply.cluster_id
     finally:
         await sub.unsubscribe()
 
@@ -222,16 +226,17 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
             await recording.start()
         meter.start()
         start = time.perf_counter()
-        final, types = await create_and_wait(run, nodes, args.timeout)
+        final, types, cluster = await create_and_wait(run, nodes, args.timeout)
         wall = time.perf_counter() - start
         behind = await caught_up(run, args.timeout)  # CPU and messages count the consumers' lag too
         settled = time.perf_counter() - start
         cpu = meter.stop()
-        if recording is not None:
-            await recording.stop()
         counts, sizes = dict(run.wiretap.count), dict(run.wiretap.bytes)
         per_connection = delta(await connections(run.monitor_url), before)
         per_connection.pop("bench", None)
+        story = await story_after(run, types["TaskCompleted"], cluster, meter, cpu, sum(counts.values()))
+        if recording is not None:
+            await recording.stop()
         raw_after = await raw_publish_rate(run.nc)
         tasks = types["TaskCompleted"]
         largest, where = run.wiretap.largest
@@ -241,8 +246,23 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
                 "messages": sum(counts.values()), "messages_per_task": sum(counts.values()) / max(tasks, 1),
                 "bytes_per_task": sum(sizes.values()) / max(tasks, 1),
                 "by_kind": dict(Counter(counts).most_common()), "bytes_by_kind": sizes, "connections": per_connection,
-                "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where),
+                "story_after": story, "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where),
                 **({"profile": profiled(args, recording.out)} if recording is not None else {})}
+
+
+async def story_after(run: Run, tasks: int, cluster: str, meter: Meter, cpu: dict[str, float], messages: int) -> dict[str, Any]:
+    """What the tracker's story snapshot of the cluster costs once the job is over (it reads the
+    job's whole story; a job of more than `MOST_TASKS` gets none): CPU ms and bus messages per
+    task on top of the create's, None if the tracker wrote none."""
+    if tasks > MOST_TASKS:
+        return {"written": False}
+    try:
+        await run.wiretap.seen(f"$KV.{snapshotstore.BUCKET}.{snapshotstore.key(STORY.name, T, cluster)}", STORY_WAIT_S)
+    except TimeoutError:
+        return {"written": False}  # too large after all (the tracker's log says so)
+    more = sum(meter.stop().values()) - sum(cpu.values())
+    return {"written": True, "cpu_ms_per_task": 1000 * more / max(tasks, 1),
+            "messages_per_task": (sum(run.wiretap.count.values()) - messages) / max(tasks, 1)}
 
 
 def profiled(args: argparse.Namespace, path: Path) -> dict[str, Any]:
@@ -361,6 +381,11 @@ def curve_lines(curve: list[dict[str, Any]]) -> list[str]:
               f"{b['messages_per_task']:.1f} | {b['bytes_per_task']:,.0f} |" for b in curve]
     names = sorted({k for b in curve for k in b["cpu_s"]}, key=lambda k: -curve[-1]["cpu_s"].get(k, 0))
     head = " | ".join(f"{b['nodes']:,} nodes" for b in curve)
+    lines += ["", "After the job, the tracker's story snapshot of the cluster (it reads the job's whole story; a job of "
+              f"more than {MOST_TASKS:,} tasks gets none), on top of the figures above, per task of the create:", "",
+              f"| | {head} |", "|---|" + "---|" * len(curve),
+              "| CPU ms/task | " + " | ".join(_story(b, "cpu_ms_per_task", "{:.2f}") for b in curve) + " |",
+              "| messages/task | " + " | ".join(_story(b, "messages_per_task", "{:.1f}") for b in curve) + " |"]
     lines += ["", "CPU per process, seconds (µs per task):", "", f"| process | {head} |", "|---|" + "---|" * len(curve)]
     lines += [f"| {k} | " + " | ".join(f"{b['cpu_s'].get(k, 0):.1f} ({1e6 * b['cpu_s'].get(k, 0) / max(b['tasks'], 1):.0f})"
                                        for b in curve) + " |" for k in names]
@@ -382,13 +407,19 @@ def curve_lines(curve: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _story(b: dict[str, Any], key: str, form: str) -> str:
+    story = b.get("story_after") or {}
+    return form.format(story[key]) if story.get("written") else "none written"
+
+
 def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None, tps: list[dict[str, Any]]) -> str:
     lines = [title, "", f"`bench/scale_bench.py`, {time.strftime('%Y-%m-%d %H:%M')}, real processes on one nats-server "
              "(`sync_interval: always`) with authorization on (the auth service answers the callout, every service its "
              "own identity), the simulated cloud with no latency, one planner, "
              "two provisioners of capacity 64. Each create is timed from the request to its final event; CPU, messages "
              "and bytes are counted until every durable consumer of the log has also taken what it was given "
-             "(\"consumers caught up\"), so a consumer's lag is in them. Each size runs on processes of its own, after a "
+             "(\"consumers caught up\"), so a consumer's lag is in them; what the tracker's story snapshot of the "
+             "cluster costs after that is shown apart. Each size runs on processes of its own, after a "
              f"{WARM_UP_NODES}-node create that is not counted (what a fresh process pays once, such as building each "
              "contract's validator on first use, is not a cost of the create).", ""]
     if curve:

@@ -26,7 +26,7 @@ from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TRACE, 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
 from .bodies import H_BODY, Bodies, Offloaded, parse_stub, tenant_of
-from .ordered import OrderedReader
+from .ordered import read_in_order
 from .protocol import parse_headers
 from .wire import raw_subscribe, raw_unsubscribe
 
@@ -231,8 +231,9 @@ class EventStore:
     ) -> int:
         """Feed every event matching the filter (or any of several filters), from `start_seq`
         on, in log order, to `on_event`; returns how many. For bulk reads (a service rebuilding
-        its state): an ordered push consumer read from the wire (`ordered.OrderedReader`), each
-        message decoded once, in the connection's read loop. An offloaded body is fetched
+        its state): ordered push consumers read from the wire (`ordered.read_in_order`: one for
+        the literal subjects, one a wildcard filter, merged by sequence), each message decoded
+        once. An offloaded body is fetched
         before its event is handed over, the read paused meanwhile (nothing after it is
         taken in until then); with `bodies=False` its stub is handed over as it is."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
@@ -247,9 +248,9 @@ class EventStore:
             on_event(r)
             return None
 
-        reader = OrderedReader(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout)
         try:
-            return await reader.run(timeout)
+            return await read_in_order(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout,
+                                       timeout=timeout)
         except TimeoutError:
             raise
         except Exception as err:

@@ -11,6 +11,7 @@ last message taken, so every message is seen once, in log order.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -188,3 +189,112 @@ class OrderedReader:
             return None
 
         return on_raw
+
+
+LANE_HELD = 2048
+"""Messages one lane of a merged read holds before its consumer waits for the merge to take
+them (a lane far ahead of the others would otherwise hold the rest of its filter)."""
+
+
+def lanes_of(filters: Sequence[str]) -> list[list[str]]:
+    """The consumers a read of `filters` needs: the literal subjects together, each wildcard
+    filter alone. nats-server's consumer of several filters, one of them a wildcard over many
+    subjects, pays per stored message for every subject it might match: reading a 1,000-node
+    job's story took a whole core for 42 s, one consumer a filter 0.4 s (decision 0035)."""
+    literal = [f for f in filters if not _wildcard(f)]
+    return ([literal] if literal else []) + [[f] for f in filters if _wildcard(f)]
+
+
+def _wildcard(subject: str) -> bool:
+    return any(t in ("*", ">") for t in subject.split("."))
+
+
+async def read_in_order(nc: Client, stream: str, filters: Sequence[str], on_message: OnMessage, *, start_seq: int = 1,
+                        api_timeout: float = 10.0, timeout: float = 600.0) -> int:
+    """`OrderedReader(...).run()` for any filters: one ordered consumer a lane (`lanes_of`),
+    merged by stream sequence as they come, each message handed over once (filters may
+    overlap) and in stream order; what `on_message` returns, if anything, is awaited before
+    the next. Returns how many were handed over."""
+    lanes = lanes_of(filters)
+    if len(lanes) == 1:
+        return await OrderedReader(nc, stream, lanes[0], on_message, start_seq=start_seq, api_timeout=api_timeout).run(timeout)
+    return await _Merge(nc, stream, lanes, on_message, start_seq, api_timeout).run(timeout)
+
+
+Frame = tuple[bytes, int, bytes, bytes]
+
+
+class _Lane:
+    def __init__(self) -> None:
+        self.held: collections.deque[Frame] = collections.deque()
+        self.over = False
+        self.room = asyncio.Event()
+
+
+class _Merge:
+    """Lanes read at once; the merge hands over the lowest sequence at the head of a lane once
+    every lane not over has a head (each lane is in stream order, so nothing lower can come)."""
+
+    def __init__(self, nc: Client, stream: str, lanes: list[list[str]], on_message: OnMessage, start_seq: int,
+                 api_timeout: float) -> None:
+        self.lanes = [_Lane() for _ in lanes]
+        self.readers = [OrderedReader(nc, stream, f, self._taker(lane), start_seq=start_seq, api_timeout=api_timeout)
+                        for f, lane in zip(lanes, self.lanes, strict=True)]
+        self.on_message = on_message
+        self.moved = asyncio.Event()
+
+    def _taker(self, lane: _Lane) -> OnMessage:
+        def take(subject: bytes, seq: int, data: bytes, headers: bytes) -> Awaitable[None] | None:
+            lane.held.append((subject, seq, data, headers))
+            self.moved.set()
+            if len(lane.held) < LANE_HELD:
+                return None
+            lane.room.clear()
+            return self._room(lane)
+        return take
+
+    @staticmethod
+    async def _room(lane: _Lane) -> None:
+        await lane.room.wait()
+
+    async def _read(self, reader: OrderedReader, lane: _Lane, timeout: float) -> None:
+        try:
+            await reader.run(timeout)
+        finally:
+            lane.over = True
+            self.moved.set()
+
+    async def run(self, timeout: float) -> int:
+        tasks = [asyncio.ensure_future(self._read(r, lane, timeout)) for r, lane in zip(self.readers, self.lanes, strict=True)]
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._merge(tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _merge(self, tasks: list[asyncio.Task[None]]) -> int:
+        handed, last = 0, 0
+        while True:
+            self.moved.clear()
+            for t in tasks:
+                if t.done() and not t.cancelled() and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+            if any(not lane.held and not lane.over for lane in self.lanes):
+                await self.moved.wait()
+                continue
+            heads = [lane for lane in self.lanes if lane.held]
+            if not heads:
+                return handed
+            lane = min(heads, key=lambda held: held.held[0][1])
+            frame = lane.held.popleft()
+            if len(lane.held) <= LANE_HELD // 2:
+                lane.room.set()
+            if frame[1] <= last:
+                continue  # on two lanes' filters
+            last = frame[1]
+            handed += 1
+            then = self.on_message(*frame)
+            if then is not None and inspect.isawaitable(then):
+                await then

@@ -252,15 +252,23 @@ class Tracker:
 
     async def follow(self, tenant: str, job_id: str, idle: float | None = None) -> AsyncGenerator[Recorded | None, None]:
         """The job's story from its first event, live, until its final event; yields None
-        after `idle` seconds without an event (for keep-alives). Driven by an ordered
-        consumer: nothing polls. A final event that more events follow (the job was retried
+        after `idle` seconds without an event (for keep-alives). What the log holds is read a
+        filter at a time and merged (a consumer of the story's filters, one a wildcard, is
+        slow over stored events: decision 0035); an ordered consumer follows what comes
+        after: nothing polls. A final event that more events follow (the job was retried
         since) does not end the story: only the last one does."""
+        filters = subjects.job_history_filters(tenant, job_id)
+        js = self.nc.jetstream()
+        end = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+        history = await self.store.read_many(filters, up_to_seq=end)
+        for recorded in history:
+            yield recorded
+        if history and history[-1].type in FINAL_JOB_EVENTS:
+            return
         queue: asyncio.Queue[Msg] = asyncio.Queue()
-        config = ConsumerConfig(filter_subjects=subjects.job_history_filters(tenant, job_id), deliver_policy=DeliverPolicy.ALL)
-        sub = await self.nc.jetstream().subscribe(
-            subjects.job_events(tenant, job_id), stream=subjects.EVENTS_STREAM, ordered_consumer=True, config=config,
-            cb=queue.put, idle_heartbeat=2.0,
-        )
+        config = ConsumerConfig(filter_subjects=filters, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=end + 1)
+        sub = await js.subscribe(subjects.job_events(tenant, job_id), stream=subjects.EVENTS_STREAM, ordered_consumer=True,
+                                 config=config, cb=queue.put, idle_heartbeat=2.0)
         try:
             while True:
                 try:
@@ -268,7 +276,7 @@ class Tracker:
                 except TimeoutError:
                     yield None
                     continue
-                recorded = await inflate(Bodies(self.nc.jetstream()), recorded_from_msg(msg))
+                recorded = await inflate(Bodies(js), recorded_from_msg(msg))
                 yield recorded
                 if recorded.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                     return

@@ -162,9 +162,9 @@ async def _folds(store: Log, tenant: str, jobs: Sequence[str], seq: int | None, 
     return list(await asyncio.gather(*(one(job) for job in jobs)))
 
 
-MOST_TASKS = 20_000
-"""Well above what a story snapshot holds (each task's run is in it, and the store takes 44 KB
-compressed)."""
+MOST_TASKS = 8_000
+"""Past this a story does not fit the store (each task's run is in it and a value is capped:
+decision 0007); measured in docs/benchmarks.md ("Scale: a 10,000-node create")."""
 
 
 class StoryWriter:

@@ -14,6 +14,7 @@ from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
 from contracts.events import JobPaused, JobRequested
+from muster.bus import ordered
 from muster.bus.bodies import INLINE_LIMIT, Offloaded
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
@@ -156,3 +157,43 @@ async def test_replay_hands_over_an_offloaded_body_whole_and_everything_in_order
     stubs: list[Recorded] = []
     assert await store.replay(subject, stubs.append, bodies=False) == len(items)  # where and when only: no body fetched
     assert [r.seq for r in stubs] == seqs and isinstance(stubs[1].event, Offloaded) and stubs[1].type == "JobRequested"
+
+
+async def _fill_many_subjects(nc: Client, stream: str, n: int) -> None:
+    js = nc.jetstream()
+    for i in range(n):  # a job's story: its own subject, and a subject of each task under a wildcard
+        subject = f"{stream.lower()}.job" if i % 4 == 0 else f"{stream.lower()}.task.t{i}"
+        await js.publish_async(subject, b"x", headers={"N": str(i)})
+    await js.publish_async_completed()
+
+
+async def test_a_read_of_a_literal_and_wildcard_filters_merges_their_consumers_in_stream_order(
+        nc: Client, stream: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ordered, "LANE_HELD", 16)  # lanes ahead of the merge wait for it, many times
+    await _fill_many_subjects(nc, stream, 600)
+    base = stream.lower()
+    filters = [f"{base}.job", f"{base}.task.>", f"{base}.task.t1"]  # the last is also on the wildcard's lane
+    assert ordered.lanes_of(filters) == [[f"{base}.job", f"{base}.task.t1"], [f"{base}.task.>"]]
+    got: list[int] = []
+    assert await ordered.read_in_order(nc, stream, filters, lambda s, q, d, h: got.append(q), start_seq=7) == len(got)
+    assert got == list(range(7, 601))  # once each, in order: t1 (seq 2) is before the start
+
+
+async def test_a_merged_read_awaits_what_its_callback_returns_and_stops_on_its_error(nc: Client, stream: str) -> None:
+    await _fill_many_subjects(nc, stream, 80)
+    base = stream.lower()
+    got: list[int] = []
+
+    def slow(s: bytes, q: int, d: bytes, h: bytes) -> Awaitable[None] | None:
+        got.append(q)
+        return asyncio.sleep(0) if q % 10 == 0 else None
+
+    assert await ordered.read_in_order(nc, stream, [f"{base}.job", f"{base}.task.*"], slow) == 80 and got == list(range(1, 81))
+
+    def refuse(s: bytes, q: int, d: bytes, h: bytes) -> None:
+        if q == 30:
+            raise RuntimeError("no")
+
+    with pytest.raises(RuntimeError, match="no"):
+        await ordered.read_in_order(nc, stream, [f"{base}.job", f"{base}.task.*"], refuse)
+    assert await ordered.read_in_order(nc, stream, [f"{base}.none", f"{base}.nothing.>"], refuse) == 0
