@@ -163,7 +163,7 @@ class Run:
 
 
 WARM_UP_NODES = 5
-STORY_WAIT_S = 60.0
+STORY_WAIT_S = 30.0
 
 
 async def create_and_wait(run: Run, nodes: int, timeout: float, name: str = "") -> tuple[str, Counter[str], str]:
@@ -229,14 +229,14 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
         final, types, cluster = await create_and_wait(run, nodes, args.timeout)
         wall = time.perf_counter() - start
         behind = await caught_up(run, args.timeout)  # CPU and messages count the consumers' lag too
+        story = await story_written(run, types["TaskCompleted"], cluster)  # and the tracker's work after the job
         settled = time.perf_counter() - start
         cpu = meter.stop()
+        if recording is not None:
+            await recording.stop()
         counts, sizes = dict(run.wiretap.count), dict(run.wiretap.bytes)
         per_connection = delta(await connections(run.monitor_url), before)
         per_connection.pop("bench", None)
-        story = await story_after(run, types["TaskCompleted"], cluster, meter, cpu, sum(counts.values()))
-        if recording is not None:
-            await recording.stop()
         raw_after = await raw_publish_rate(run.nc)
         tasks = types["TaskCompleted"]
         largest, where = run.wiretap.largest
@@ -246,23 +246,21 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
                 "messages": sum(counts.values()), "messages_per_task": sum(counts.values()) / max(tasks, 1),
                 "bytes_per_task": sum(sizes.values()) / max(tasks, 1),
                 "by_kind": dict(Counter(counts).most_common()), "bytes_by_kind": sizes, "connections": per_connection,
-                "story_after": story, "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where),
+                "story_snapshot": story, "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where),
                 **({"profile": profiled(args, recording.out)} if recording is not None else {})}
 
 
-async def story_after(run: Run, tasks: int, cluster: str, meter: Meter, cpu: dict[str, float], messages: int) -> dict[str, Any]:
-    """What the tracker's story snapshot of the cluster costs once the job is over (it reads the
-    job's whole story; a job of more than `MOST_TASKS` gets none): CPU ms and bus messages per
-    task on top of the create's, None if the tracker wrote none."""
+async def story_written(run: Run, tasks: int, cluster: str) -> bool:
+    """Until the tracker has written the cluster's story snapshot, which it does once the job is
+    over by reading the job's whole story (decision 10; a job of more than `MOST_TASKS` gets
+    none): a cost of the create, counted with it. False if it wrote none."""
     if tasks > MOST_TASKS:
-        return {"written": False}
+        return False
     try:
         await run.wiretap.seen(f"$KV.{snapshotstore.BUCKET}.{snapshotstore.key(STORY.name, T, cluster)}", STORY_WAIT_S)
     except TimeoutError:
-        return {"written": False}  # too large after all (the tracker's log says so)
-    more = sum(meter.stop().values()) - sum(cpu.values())
-    return {"written": True, "cpu_ms_per_task": 1000 * more / max(tasks, 1),
-            "messages_per_task": (sum(run.wiretap.count.values()) - messages) / max(tasks, 1)}
+        return False  # too large after all (the tracker's log says so)
+    return True
 
 
 def profiled(args: argparse.Namespace, path: Path) -> dict[str, Any]:
@@ -374,18 +372,13 @@ def goals_of(curve: list[dict[str, Any]], take: dict[str, Any] | None) -> list[g
 def curve_lines(curve: list[dict[str, Any]]) -> list[str]:
     """The curve (tasks/s, CPU/task, messages/task by size), then where each size's CPU,
     messages and memory went."""
-    lines = ["| nodes | final | wall | consumers caught up | tasks | tasks/s | raw acked publishes/s | ratio | CPU ms/task "
+    lines = ["| nodes | final | wall | settled | tasks | tasks/s | raw acked publishes/s | ratio | CPU ms/task "
              "| messages/task | bytes/task |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {b['nodes']:,} | {b['final']} | {b['wall_s']:.0f} s | {b['settled_s']:.0f} s | {b['tasks']:,} | {b['tasks_per_s']:.0f} | "
               f"{b['raw_publish_per_s']:.0f} | {b['tasks_per_s'] / b['raw_publish_per_s']:.2f}x | {b['cpu_ms_per_task']:.2f} | "
               f"{b['messages_per_task']:.1f} | {b['bytes_per_task']:,.0f} |" for b in curve]
     names = sorted({k for b in curve for k in b["cpu_s"]}, key=lambda k: -curve[-1]["cpu_s"].get(k, 0))
     head = " | ".join(f"{b['nodes']:,} nodes" for b in curve)
-    lines += ["", "After the job, the tracker's story snapshot of the cluster (it reads the job's whole story; a job of "
-              f"more than {MOST_TASKS:,} tasks gets none), on top of the figures above, per task of the create:", "",
-              f"| | {head} |", "|---|" + "---|" * len(curve),
-              "| CPU ms/task | " + " | ".join(_story(b, "cpu_ms_per_task", "{:.2f}") for b in curve) + " |",
-              "| messages/task | " + " | ".join(_story(b, "messages_per_task", "{:.1f}") for b in curve) + " |"]
     lines += ["", "CPU per process, seconds (µs per task):", "", f"| process | {head} |", "|---|" + "---|" * len(curve)]
     lines += [f"| {k} | " + " | ".join(f"{b['cpu_s'].get(k, 0):.1f} ({1e6 * b['cpu_s'].get(k, 0) / max(b['tasks'], 1):.0f})"
                                        for b in curve) + " |" for k in names]
@@ -407,19 +400,15 @@ def curve_lines(curve: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _story(b: dict[str, Any], key: str, form: str) -> str:
-    story = b.get("story_after") or {}
-    return form.format(story[key]) if story.get("written") else "none written"
-
-
 def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None, tps: list[dict[str, Any]]) -> str:
     lines = [title, "", f"`bench/scale_bench.py`, {time.strftime('%Y-%m-%d %H:%M')}, real processes on one nats-server "
              "(`sync_interval: always`) with authorization on (the auth service answers the callout, every service its "
              "own identity), the simulated cloud with no latency, one planner, "
              "two provisioners of capacity 64. Each create is timed from the request to its final event; CPU, messages "
-             "and bytes are counted until every durable consumer of the log has also taken what it was given "
-             "(\"consumers caught up\"), so a consumer's lag is in them; what the tracker's story snapshot of the "
-             "cluster costs after that is shown apart. Each size runs on processes of its own, after a "
+             "and bytes are counted until every durable consumer of the log has also taken what it was given, "
+             "so a consumer's lag is in them, and until the tracker has written the "
+             f"cluster's story snapshot, which reads the job's whole story once it is over (a job of more than {MOST_TASKS:,} "
+             "tasks gets none: its story does not fit the store; the \"EVENTS (ordered)\" deliveries below): \"settled\". Each size runs on processes of its own, after a "
              f"{WARM_UP_NODES}-node create that is not counted (what a fresh process pays once, such as building each "
              "contract's validator on first use, is not a cost of the create).", ""]
     if curve:
