@@ -263,6 +263,50 @@ async def story_written(run: Run, tasks: int, cluster: str) -> bool:
     return True
 
 
+SMALL_NODES = 2
+
+
+async def small_creates(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """What a create costs whatever its size: `--small` creates of 2 nodes one after the other
+    on one deployment (after the uncounted warm-up), each counted as a big one is (to its
+    final event, the consumers caught up and the story snapshot written)."""
+    async with Run(base / "small", planners=1, provisioners=args.provisioners, capacity=args.capacity, lease_ttl=10) as run:
+        await apply_catalog(EventStore(run.nc), T, catalog(WARM_UP_NODES))
+        await create_and_wait(run, WARM_UP_NODES, args.timeout, name="warm-up")
+        await caught_up(run, args.timeout)
+        meter = run.meter()
+        run.wiretap.reset()
+        meter.start()
+        tasks = 0
+        for i in range(args.small):
+            _, types, cluster = await create_and_wait(run, SMALL_NODES, args.timeout, name=f"small{i}")
+            await caught_up(run, args.timeout)
+            await story_written(run, types["TaskCompleted"], cluster)
+            tasks += types["TaskCompleted"]
+        cpu = meter.stop()
+        return {"creates": args.small, "nodes": SMALL_NODES, "tasks": tasks, "cpu_s": cpu,
+                "cpu_ms_per_create": 1000 * sum(cpu.values()) / args.small,
+                "messages_per_create": sum(run.wiretap.count.values()) / args.small}
+
+
+def small_lines(small: dict[str, Any], curve: list[dict[str, Any]]) -> list[str]:
+    """The small creates, and the CPU of a create split into a part per create and a part per
+    task (a line through the 2-node and the 1,000-node figures)."""
+    per_create, tasks, n = small["cpu_ms_per_create"], small["tasks"] / small["creates"], small["creates"]
+    by_process = ", ".join(f"{k} {1000 * v / n:.0f}" for k, v in sorted(small["cpu_s"].items(), key=lambda kv: -kv[1]) if v)
+    lines = ["", f"**What a create costs whatever its size**: {n} creates of {small['nodes']} nodes "
+             f"({tasks:.0f} tasks each) one after the other on one deployment: {per_create:.0f} ms of CPU "
+             f"({by_process}) and {small['messages_per_create']:.0f} bus messages a create."]
+    big = next((b for b in curve if b["nodes"] == 1000), None)
+    if big is not None:
+        slope = (big["cpu_ms_per_task"] * big["tasks"] - per_create) / (big["tasks"] - tasks)
+        fixed = per_create - slope * tasks
+        lines += [f"A line through that and the 1,000-node create: {fixed:.0f} ms a create plus {slope:.2f} ms a task; "
+                  + "; ".join(f"at {b['nodes']:,} nodes that predicts {(fixed + slope * b['tasks']) / b['tasks']:.2f} ms a task "
+                              f"(measured {b['cpu_ms_per_task']:.2f})" for b in curve) + "."]
+    return lines + [""]
+
+
 def profiled(args: argparse.Namespace, path: Path) -> dict[str, Any]:
     """The profile's summary (and its file kept in `--profile-dir`, the run's own is temporary)."""
     if args.profile_dir:
@@ -400,7 +444,8 @@ def curve_lines(curve: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None, tps: list[dict[str, Any]]) -> str:
+def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None, tps: list[dict[str, Any]],
+            small: dict[str, Any] | None = None) -> str:
     lines = [title, "", f"`bench/scale_bench.py`, {time.strftime('%Y-%m-%d %H:%M')}, real processes on one nats-server "
              "(`sync_interval: always`) with authorization on (the auth service answers the callout, every service its "
              "own identity), the simulated cloud with no latency, one planner, "
@@ -414,6 +459,8 @@ def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None
     if curve:
         sizes = ", ".join(f"{b['nodes']:,}" for b in curve)
         lines += [f"**Creates, end to end** ({sizes} nodes):", "", *curve_lines(curve)]
+    if small:
+        lines += small_lines(small, curve)
     if take:
         lines += [f"**Takeover after kill -9** ({take['jobs']} 3-node creates on 3 planners, the victim had {take['victim_jobs']} "
                   f"jobs and {take['victim_shards']} shards; lease TTL {take['ttl_s']:g} s): shards held by the others after "
@@ -442,6 +489,9 @@ async def main(args: argparse.Namespace) -> None:
             print(json.dumps(curve[-1], indent=1), flush=True)
             if "profile" in curve[-1]:
                 print("\n".join(profile.lines(curve[-1])), flush=True)
+        small = await small_creates(args, base) if args.small and curve else None
+        if small:
+            print(json.dumps(small), flush=True)
         take = await takeover(args, base) if args.takeover_jobs else None
         if take:
             print(json.dumps(take), flush=True)
@@ -452,7 +502,7 @@ async def main(args: argparse.Namespace) -> None:
     print(goals.line(goals_of(curve, take)))
     title = FULL_SECTION if args.full else SECTION  # a default run leaves the full curve alone
     if curve or take or tps:
-        text = section(title, curve, take, tps)
+        text = section(title, curve, take, tps, small)
         print(text)
         if args.write_docs:
             write_docs(title, text)
@@ -468,6 +518,8 @@ if __name__ == "__main__":
     parser.add_argument("--takeover-jobs", type=int, default=6, help="creates in flight when a planner is killed (0: skip)")
     parser.add_argument("--lease-ttl", type=float, default=5.0, help="planners' lease TTL in the takeover part")
     parser.add_argument("--jobs", type=int, default=30, help="creates per throughput run (0: skip)")
+    parser.add_argument("--small", type=int, default=10, help="2-node creates in a row after the curve: what a create "
+                        "costs whatever its size (0: skip)")
     parser.add_argument("--profile", metavar="PROCESS", help="record a py-spy profile of this process (planner, tracker...) "
                         "during each create and print where its samples fall")
     parser.add_argument("--profile-dir", help="keep the profiles' collapsed stacks here (profile-<nodes>.txt)")
