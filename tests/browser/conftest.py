@@ -2,7 +2,8 @@
 services as processes), the `muster` CLI, and Debian's chromium driven by Playwright.
 
 One deployment and one browser serve the whole package; each test gets its own browser
-context (cookies) and its own clusters. Without /usr/bin/chromium every test here skips with
+context (cookies) and its own clusters. The services export their spans over OTLP/HTTP to a
+receiver this package runs (`Muster.traces`; test_traces.py reads them). Without /usr/bin/chromium every test here skips with
 one line naming the package (`make test` installs it through deploy/system-deps.sh).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import os
 import queue
@@ -22,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from cryptography import x509
@@ -30,6 +32,23 @@ from cryptography.hazmat.primitives import serialization
 
 from muster.bus.connect import read_credentials_file
 from muster.tls.context import CA_ENV
+
+
+def _otlp() -> Any:
+    """tests/fault/otlp.py, the OTLP receiver (a sibling top-level package of the tests)."""
+    name = "_muster_otlp_receiver"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "fault" / "otlp.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+if TYPE_CHECKING:
+    from tests.fault.otlp import OnThread, Received
+else:
+    OnThread, Received = _otlp().OnThread, _otlp().Received
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).parents[2]
@@ -46,8 +65,8 @@ pytestmark = pytest.mark.browser
 
 def write_catalog(folder: Path) -> Path:
     """The demo catalog with quick simulated tasks, plus what the tests need: a slow provider and
-    a middling one (to catch a job running), and a service whose install always fails (retries,
-    rollback)."""
+    a middling one (to catch a job running), a service whose install always fails (retries,
+    rollback), and a template of one service (a job of a few tasks)."""
     shutil.copytree(DEMO, folder)
     sim = folder / "providers" / "sim.json"
     body = json.loads(sim.read_text())
@@ -74,7 +93,7 @@ def write_catalog(folder: Path) -> Path:
             "latency_ms": "4000"}}, "remove": {"type": "simulated", "fields": {"script": "remove talky"}}}}}))
     template = json.loads((folder / "clustertemplates" / "hadoop-small.json").read_text())
     for name, provider, services in (("slow-small", "slowsim", None), ("mid-small", "midsim", None), ("broken-small", "sim", ["base", "broken"]),
-                                     ("talky-small", "sim", ["base", "talky"])):
+                                     ("talky-small", "sim", ["base", "talky"]), ("tiny-small", "sim", ["base"])):
         t = json.loads(json.dumps(template))
         t["name"] = name
         t["defaults"]["provider"] = provider
@@ -92,9 +111,10 @@ class Muster:
     tracker: str
     nats: str
     catalog: Path
+    traces: OnThread
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TRACKER_URL")}
+    def cli(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        env = {**{k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TRACKER_URL")}, **(env or {})}
         return subprocess.run([sys.executable, "-m", "muster", *args], capture_output=True, text=True, timeout=60,
                               check=check, env=env, cwd=self.data_dir.parent)
 
@@ -134,7 +154,8 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
         pytest.skip("browser tests need the Debian package chromium (deploy/system-deps.sh installs it)")
     root = tmp_path_factory.mktemp("console")
     catalog = write_catalog(root / "catalog")
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    traces = OnThread()
+    env = {**{k: v for k, v in os.environ.items() if k != "NATS_URL"}, **traced(traces.url)}
     proc = subprocess.Popen(  # over HTTPS, as a console beyond loopback must be (docs/security.md, "TLS")
         [sys.executable, "-m", "muster", "up", "--tls", "--data-dir", str(root / "data"), "--tracker-port", "0", "--catalog", str(catalog)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=root, start_new_session=True,
@@ -146,7 +167,7 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
             # HTTP client (`page.request`, in its Node driver, which reads NODE_EXTRA_CA_CERTS).
             env_.setenv(CA_ENV, str(root / "data" / "tls" / "ca.pem"))
             env_.setenv("NODE_EXTRA_CA_CERTS", str(root / "data" / "tls" / "ca.pem"))
-            yield Muster(root / "data", seen["tracker"], seen["nats"], catalog)
+            yield Muster(root / "data", seen["tracker"], seen["nats"], catalog, traces)
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -154,6 +175,17 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        traces.stop()
+
+
+TRACE_URL = "http://127.0.0.1:16686/trace/{trace_id}"
+
+
+def traced(receiver: str) -> dict[str, str]:
+    """The variables that turn tracing on (docs/tracing.md), spans sent to `receiver` a fifth of a
+    second after they end rather than the SDK's five."""
+    return {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_BSP_SCHEDULE_DELAY": "200", "MUSTER_TRACE_URL": TRACE_URL}
 
 
 @pytest.fixture(scope="package")

@@ -1,11 +1,15 @@
 """A small OTLP/HTTP trace receiver for tests: what the services' exporters send to
-`/v1/traces` (protobuf `ExportTraceServiceRequest`s), decoded and kept; waiting on a span's name
-is waiting on an event."""
+`/v1/traces` (protobuf `ExportTraceServiceRequest`s), decoded and kept; waiting on a span's name,
+or on what the spans received so far show, is waiting on an event. `OnThread` runs one on a loop
+of its own for tests on a synchronous thread (Playwright's)."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import threading
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +40,7 @@ class Receiver:
     requests: int = 0
     url: str = ""
     _named: dict[str, asyncio.Event] = field(default_factory=dict)
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
     _runner: web.AppRunner | None = None
 
     async def start(self) -> Receiver:
@@ -68,7 +73,43 @@ class Receiver:
                         name=s.name, trace_id=s.trace_id.hex(), span_id=s.span_id.hex(), parent=s.parent_span_id.hex(),
                         attributes={a.key: _value(a.value) for a in s.attributes}, error=s.status.code == 2))
                     self._named.setdefault(s.name, asyncio.Event()).set()
+        async with self._changed:
+            self._changed.notify_all()
         return web.Response(body=ExportTraceServiceResponse().SerializeToString(), content_type="application/x-protobuf")
 
     async def came(self, name: str, timeout: float = 30) -> None:
         await asyncio.wait_for(self._named.setdefault(name, asyncio.Event()).wait(), timeout)
+
+    async def until(self, found: Callable[[list[Received]], bool], timeout: float = 30) -> list[Received]:
+        """The spans received so far, once `found` says they hold what the test waits for."""
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: found(self.spans)), timeout)
+            except TimeoutError:
+                names = Counter(s.name.split(" ")[0] for s in self.spans)
+                raise AssertionError(f"the spans waited for did not come within {timeout} s; received {dict(names)}") from None
+            return list(self.spans)
+
+
+class OnThread:
+    """A Receiver serving from a thread of its own: for a synchronous test, and for processes
+    started before the test's own event loop (a package's deployment)."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="otlp-receiver", daemon=True)
+        self._thread.start()
+        self.receiver = self._call(Receiver().start(), 10)
+        self.url = self.receiver.url
+
+    def _call(self, work: Any, timeout: float) -> Any:
+        return asyncio.run_coroutine_threadsafe(work, self._loop).result(timeout)
+
+    def until(self, found: Callable[[list[Received]], bool], timeout: float = 30) -> list[Received]:
+        return self._call(self.receiver.until(found, timeout), timeout + 5)
+
+    def stop(self) -> None:
+        self._call(self.receiver.stop(), 10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
