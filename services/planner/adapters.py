@@ -13,6 +13,7 @@ from contracts import subjects
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
 from contracts.tasks import HeldAttempts
+from muster import tracing
 from muster.bus.connect import principal_of
 
 from .ports import NoLayout, SolverUnavailable
@@ -66,7 +67,8 @@ class NatsSolver:
     async def solve(self, tenant: str, request: LayoutRequested) -> Layout:
         try:
             subject = subjects.solve_request(tenant, principal_of(self.nc))
-            reply = await self.nc.request(subject, request.model_dump_json().encode(), timeout=self.timeout)
+            reply = await self.nc.request(subject, request.model_dump_json().encode(), timeout=self.timeout,
+                                          headers=tracing.outgoing())
         except Exception as err:  # noqa: BLE001 - no solver running, it timed out, or the connection failed
             raise SolverUnavailable(type(err).__name__) from None
         answer = json.loads(reply.data)

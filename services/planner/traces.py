@@ -50,7 +50,7 @@ def span(job: Job, name: str, parent: str | None = None, **attrs: Any) -> Any:
 def answered(span: Any, reply: Any) -> None:
     """What a request came to, on its span."""
     tracing.set_attributes(span, answer=reply.type, job=getattr(reply, "job_id", None),
-                           cluster=getattr(reply, "cluster_id", None))
+                           cluster=getattr(reply, "cluster_id", None), plan=getattr(reply, "plan_id", None))
     if reply.type == "Rejected":
         tracing.set_error(span, reply.reason)
 

@@ -9,6 +9,7 @@ first lands.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import structlog
 from nats.aio.msg import Msg
@@ -58,8 +59,7 @@ class SolverService:
 
     async def on_layout_requested(self, recorded: Recorded) -> None:
         request = recorded.event
-        with tracer.span("solve", recorded.trace, kind="consumer", tenant=recorded.subject.split(".")[2], job=request.job_id,
-                         cluster=request.cluster_id, nodes=request.nodes, template=request.template) as span:
+        with _solving(request, recorded.trace, "consumer", recorded.subject) as span:
             # CPU-bound; a thread keeps this process answering heartbeats and acks meanwhile.
             result = await asyncio.to_thread(answer, request, self.name)
             if isinstance(result, LayoutUnsolvable):
@@ -90,12 +90,23 @@ class SolverService:
             pass  # answered meanwhile
 
     async def on_solve_request(self, msg: Msg) -> None:
-        """Dry runs: the same answer, over request/reply, recorded nowhere."""
+        """Dry runs, and the admission of a request in a tenant with governance rules: the same
+        answer, over request/reply, recorded nowhere; its span a child of the planner's request."""
         try:
             request = LayoutRequested.model_validate_json(msg.data)
         except ValidationError as err:
             result: LayoutSolved | LayoutUnsolvable = LayoutUnsolvable(job_id="", kind="invalid", message=str(err), solver=self.name)
         else:
-            result = await asyncio.to_thread(answer, request, self.name)
+            with _solving(request, (msg.headers or {}).get(tracing.HEADER), "server", msg.subject) as span:
+                result = await asyncio.to_thread(answer, request, self.name)
+                if isinstance(result, LayoutUnsolvable):
+                    tracing.set_error(span, f"{result.kind}: {result.message}")
         if msg.reply:
             await msg.respond(result.model_dump_json().encode())
+
+
+def _solving(request: LayoutRequested, parent: str | None, kind: str, subject: str) -> Any:
+    """The `solve` span (docs/tracing.md), under the job's span (through the log) or the
+    planner's request (over request/reply)."""
+    return tracer.span("solve", parent, kind=kind, tenant=subject.split(".")[2], job=request.job_id, cluster=request.cluster_id,
+                       nodes=request.nodes, template=request.template)
