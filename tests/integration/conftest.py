@@ -17,6 +17,7 @@ from nats.js.api import DeliverPolicy
 from contracts import subjects
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.bus.server import free_port
+from services.notifier.domain.signing import DELIVERY
 
 
 @dataclass
@@ -25,11 +26,16 @@ class Webhook:
     """The test's own value: give the notifier `{"hook": webhook.secret}` as its secrets, and a
     subscription `secret://hook`."""
     got: asyncio.Queue[tuple[dict[str, Any], bytes, dict[str, str]]] = field(default_factory=asyncio.Queue)
+    """Each delivery once: a retry of one whose answer the notifier did not see in time (a busy
+    machine) carries the same `Muster-Delivery` id, and is taken once, as receivers are told to."""
     url: str = ""
+    ids: set[str] = field(default_factory=set)
 
     async def handle(self, request: web.Request) -> web.Response:
         data = await request.read()
-        await self.got.put((json.loads(data), data, dict(request.headers)))
+        if request.headers.get(DELIVERY) not in self.ids:
+            self.ids.add(request.headers.get(DELIVERY, ""))
+            await self.got.put((json.loads(data), data, dict(request.headers)))
         return web.Response(status=204)
 
     @staticmethod

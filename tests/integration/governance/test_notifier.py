@@ -25,6 +25,7 @@ from services.notifier.domain.signing import DELIVERY, SIGNATURE, BadSignature, 
 from services.notifier.entrypoint import start_notifier
 from tests.integration.conftest import Webhook
 
+
 @pytest_asyncio.fixture
 async def world(fresh_nats: str, webhook: Webhook) -> AsyncIterator[tuple[Any, Webhook]]:
     async with AsyncExitStack() as stack:

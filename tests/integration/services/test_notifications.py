@@ -16,6 +16,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from contracts import subjects
 from contracts.catalog import Catalog, Service
@@ -56,7 +57,7 @@ class Notifiers:
         self.exits = AsyncExitStack()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture
 async def notifiers(stack: Stack, webhook: Webhook) -> AsyncIterator[Notifiers]:
     running = Notifiers(stack, webhook)
     try:
@@ -91,7 +92,7 @@ async def run(stack: Stack, command: Any) -> Accepted:
     return reply
 
 
-async def delivered(stack: Stack, webhook: Webhook) -> tuple[dict[str, Any], bytes]:
+async def delivered(webhook: Webhook) -> tuple[dict[str, Any], bytes]:
     """The next delivery, its signature checked."""
     payload, raw, headers = await asyncio.wait_for(webhook.got.get(), 20)
     verify(webhook.secret.encode(), raw, headers[SIGNATURE], headers[DELIVERY], time.time(), set())
@@ -106,7 +107,7 @@ async def test_a_lease_about_to_end_is_told_once_per_lease_to_whom_asks(stack: S
     await notifiers.start()
     cid = (await run(stack, CreateCluster(name="leased", template="hadoop-small", nodes=2))).cluster_id
     [lease] = [r for r in await stack.store.read(subjects.cluster_events(stack.tenant, cid)) if r.type == "ClusterLeaseChanged"]
-    first, _ = await delivered(stack, webhook)
+    first, _ = await delivered(webhook)
     assert first["kind"] == "lease_expiring" and first["cluster"] == "leased" and first["cluster_id"] == cid
     assert first["expires_at"] == lease.event.expires_at.isoformat() and "the lease of cluster leased ends at" in first["text"]
     await Webhook.until(stack.store, subjects.notification_events(stack.tenant, "leases"),
@@ -124,7 +125,7 @@ async def test_a_lease_about_to_end_is_told_once_per_lease_to_whom_asks(stack: S
     # first lease would have reached the receiver before this: it was due at once.)
     extended = await stack.client.request(ExtendLease(cluster_id=cid, by_s=1))
     assert isinstance(extended, LeaseExtended), extended
-    second, _ = await delivered(stack, webhook)
+    second, _ = await delivered(webhook)
     assert second["kind"] == "lease_expiring" and second["expires_at"] == extended.expires_at.isoformat()
     events = await Webhook.until(stack.store, subjects.notification_events(stack.tenant, "leases"),
                                  lambda es: sum(e.type == "NotificationAttempted" and e.final for e in es) == 2)
@@ -147,7 +148,7 @@ async def test_a_check_that_finds_a_service_stopped_tells_drift_found_naming_clu
     assert isinstance(automator, SimulatedAutomator)
     automator.states[(cid, node, SERVICE)] = "stopped"  # the service died there
     await run(stack, CheckCluster(cluster_id=cid))
-    body, raw = await delivered(stack, webhook)
+    body, raw = await delivered(webhook)
     assert body["kind"] == "drift_found" and body["cluster"] == "drifty" and body["cluster_id"] == cid and body["count"] == 1
     assert f"{SERVICE} on {node} stopped (should be running)" in body["drift"] and node in body["text"]
     events = await Webhook.until(stack.store, subjects.notification_events(stack.tenant, "drift"),
