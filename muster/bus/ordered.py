@@ -191,9 +191,11 @@ class OrderedReader:
         return on_raw
 
 
-LANE_HELD = 2048
-"""Messages one lane of a merged read holds before its consumer waits for the merge to take
-them (a lane far ahead of the others would otherwise hold the rest of its filter)."""
+LANE_HELD = 32_768
+"""Messages one lane of a merged read holds before its consumer pauses (given up, and made
+again once the merge has taken half of them): a lane far ahead of the others would otherwise
+hold the rest of its filter. Each pause costs what the server had sent on meanwhile, sent again,
+so it is well above one job's story of the size the tracker snapshots."""
 
 
 def lanes_of(filters: Sequence[str]) -> list[list[str]]:

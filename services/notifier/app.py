@@ -52,6 +52,9 @@ class Notifier:
     def __init__(self, log_: EventLog, deliver: Deliver, clock: Clock, subscriptions: Subscriptions) -> None:
         self.log, self.deliver, self.clock, self.subscriptions = log_, deliver, clock, subscriptions
         self.owed: dict[tuple[str, str, str], Owed] = {}
+        self.made: set[tuple[str, str, str]] = set()
+        """Every notification queued (read back on start): a redelivered event, which makes the
+        same ids, queues and sends nothing again, even once the first was delivered."""
         self.timers: dict[tuple[str, str, str], Any] = {}
 
     async def resume(self) -> None:
@@ -60,6 +63,7 @@ class Notifier:
             tenant, subscription = r.subject.split(".")[2], r.subject.split(".")[4]
             e = r.event
             if isinstance(e, NotificationQueued):
+                self.made.add(_key(tenant, subscription, e.id))
                 self.owed.setdefault(_key(tenant, subscription, e.id), Owed(tenant, subscription, e))
             elif isinstance(e, NotificationAttempted) and (owed := self.owed.get(_key(tenant, subscription, e.id))):
                 owed.attempts = e.attempt
@@ -119,15 +123,17 @@ class Notifier:
     async def _queue(self, tenant: str, sub: Subscription, kind: str, cause: Recorded, when: datetime,
                      facts: dict[str, Any]) -> None:
         nid = notification_id(sub.name, cause.seq, kind)
+        key = _key(tenant, sub.name, nid)
+        if key in self.made:
+            return
         shown = {**facts, "drift": facts.get("drift_text") or facts.get("drift")}
         shown.pop("drift_text", None)
         queued = NotificationQueued(id=nid, subscription=sub.name, kind=kind, cause_seq=cause.seq, due_at=when,  # type: ignore[arg-type]
                                     body=body(kind, tenant, shown))
         await self.log.append(subjects.notification_events(tenant, sub.name), [Append(queued, msg_id=f"notify:{tenant}:{nid}")])
-        key = _key(tenant, sub.name, nid)
-        if key not in self.owed:
-            self.owed[key] = Owed(tenant, sub.name, queued)
-            self._arm(key, when)
+        self.made.add(key)
+        self.owed[key] = Owed(tenant, sub.name, queued)
+        self._arm(key, when)
 
     async def queue_test(self, tenant: str, sub: Subscription, nid: str) -> NotificationAttempted:
         """`muster notify test`: a notification sent now, recorded like any other; its first attempt's outcome."""

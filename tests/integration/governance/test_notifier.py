@@ -10,55 +10,30 @@ import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest_asyncio
-from aiohttp import web
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.events import JobFailed, JobRequested, JobSucceeded
 from contracts.governance import GovernancePut
 from muster.bus.connect import connect
-from muster.bus.eventstore import Append, EventStore, recorded_from_msg
+from muster.bus.eventstore import Append, EventStore
 from muster.bus.server import free_port
 from muster.bus.streams import ensure_streams
 from services.notifier.domain.signing import DELIVERY, SIGNATURE, BadSignature, verify
 from services.notifier.entrypoint import start_notifier
-
-SECRET = "s3cr3t-for-the-hook"  # the test's own value, in the notifier's secrets map
-
-
-@dataclass
-class Receiver:
-    got: asyncio.Queue[tuple[dict[str, Any], bytes, dict[str, str]]] = field(default_factory=asyncio.Queue)
-    url: str = ""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        data = await request.read()
-        await self.got.put((json.loads(data), data, dict(request.headers)))
-        return web.Response(status=204)
+from tests.integration.conftest import Webhook
 
 
 @pytest_asyncio.fixture
-async def world(fresh_nats: str) -> AsyncIterator[tuple[Any, Receiver]]:
-    receiver = Receiver()
-    app = web.Application()
-    app.router.add_post("/hook", receiver.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    receiver.url = f"http://127.0.0.1:{port}/hook"
+async def world(fresh_nats: str, webhook: Webhook) -> AsyncIterator[tuple[Any, Webhook]]:
     async with AsyncExitStack() as stack:
-        stack.push_async_callback(runner.cleanup)
         nc = await connect(fresh_nats, name="notifier-test")
         stack.push_async_callback(nc.close)
         await ensure_streams(nc.jetstream())
-        await start_notifier(nc, stack, {"hook": SECRET})
-        yield nc, receiver
+        await start_notifier(nc, stack, {"hook": webhook.secret})
+        yield nc, webhook
 
 
 async def subscribe(store: EventStore, name: str, **fields: Any) -> None:
@@ -74,27 +49,7 @@ async def job(store: EventStore, job_id: str, end: Any) -> None:
                                  Append(end, msg_id=f"{job_id}-end")])
 
 
-async def until(store: EventStore, subject: str, check: Any, timeout: float = 20.0) -> list[Any]:
-    """The subject's events once `check` holds of them: an ordered consumer from its first event
-    (what was appended before and after alike; no sleep loop)."""
-    seen: list[Any] = []
-    done = asyncio.Event()
-
-    async def on_msg(msg: Msg) -> None:
-        seen.append(recorded_from_msg(msg).event)
-        if check(seen):
-            done.set()
-
-    sub = await store.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
-                                   stream=subjects.EVENTS_STREAM)
-    try:
-        await asyncio.wait_for(done.wait(), timeout)
-        return seen
-    finally:
-        await sub.unsubscribe()
-
-
-async def test_a_jobs_end_reaches_the_webhook_signed_and_verifiable(world: tuple[Any, Receiver]) -> None:
+async def test_a_jobs_end_reaches_the_webhook_signed_and_verifiable(world: tuple[Any, Webhook]) -> None:
     nc, receiver = world
     store = EventStore(nc)
     await subscribe(store, "hook", webhook={"url": receiver.url, "secret": "secret://hook"})
@@ -102,26 +57,26 @@ async def test_a_jobs_end_reaches_the_webhook_signed_and_verifiable(world: tuple
     payload, raw, headers = await asyncio.wait_for(receiver.got.get(), 20)
     assert payload["kind"] == "job_failed" and payload["job_id"] == "j1" and "did not start" in payload["text"]
     seen: set[str] = set()
-    verify(SECRET.encode(), raw, headers[SIGNATURE], headers[DELIVERY], time.time(), seen)
+    verify(receiver.secret.encode(), raw, headers[SIGNATURE], headers[DELIVERY], time.time(), seen)
     for tampered, why in ((raw + b" ", "does not match"), (raw, "taken already")):
         try:
-            verify(SECRET.encode(), tampered, headers[SIGNATURE], headers[DELIVERY], time.time(), seen)
+            verify(receiver.secret.encode(), tampered, headers[SIGNATURE], headers[DELIVERY], time.time(), seen)
         except BadSignature as err:
             assert why in str(err)
         else:
             raise AssertionError("a tampered or replayed delivery was taken")
     try:
-        verify(SECRET.encode(), raw, headers[SIGNATURE], "other", time.time() + 3600, set())
+        verify(receiver.secret.encode(), raw, headers[SIGNATURE], "other", time.time() + 3600, set())
     except BadSignature as err:
         assert "tolerance" in str(err)
-    events = await until(store, subjects.notification_events("a", "hook"),
+    events = await Webhook.until(store, subjects.notification_events("a", "hook"),
                          lambda es: any(e.type == "NotificationAttempted" and e.ok for e in es))
     # (On a busy machine a first attempt may time out and be retried: each is recorded.)
     assert events[0].type == "NotificationQueued" and events[-1].ok and events[-1].status == 204 and events[-1].final
-    assert SECRET not in json.dumps([e.model_dump(mode="json") for e in events])
+    assert receiver.secret not in json.dumps([e.model_dump(mode="json") for e in events])
 
 
-async def test_a_receiver_that_is_down_is_retried_and_each_attempt_recorded(world: tuple[Any, Receiver]) -> None:
+async def test_a_receiver_that_is_down_is_retried_and_each_attempt_recorded(world: tuple[Any, Webhook]) -> None:
     nc, _ = world
     store = EventStore(nc)
     await subscribe(store, "down", webhook={"url": f"http://127.0.0.1:{free_port()}/nobody", "secret": "secret://hook",
@@ -131,14 +86,14 @@ async def test_a_receiver_that_is_down_is_retried_and_each_attempt_recorded(worl
     await job(store, "j2", JobSucceeded(job_id="j2"))
     message = await bus.next_msg(timeout=20)
     assert json.loads(message.data)["kind"] == "job_succeeded" and message.headers[DELIVERY].startswith("bus-")
-    events = await until(store, subjects.notification_events("a", "down"),
+    events = await Webhook.until(store, subjects.notification_events("a", "down"),
                          lambda es: sum(e.type == "NotificationAttempted" for e in es) >= 2)
     attempts = [e for e in events if e.type == "NotificationAttempted"]
     assert [a.attempt for a in attempts[:2]] == [1, 2] and not attempts[0].ok and not attempts[0].final
     assert attempts[0].next_at is not None and "127.0.0.1" in attempts[0].error
 
 
-async def test_notify_test_sends_one_now(world: tuple[Any, Receiver]) -> None:
+async def test_notify_test_sends_one_now(world: tuple[Any, Webhook]) -> None:
     nc, receiver = world
     store = EventStore(nc)
     await subscribe(store, "hook", webhook={"url": receiver.url, "secret": "secret://hook"})

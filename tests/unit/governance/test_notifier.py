@@ -84,6 +84,8 @@ async def test_a_jobs_end_notifies_each_subscription_that_wants_it_once() -> Non
     await job(log, notifier, JobFailed(job_id="j1", reason="node n1 did not start"))
     await notifier.on_job_event((await log.read(subjects.job_events("a", "j1")))[-1])  # the same event again: nothing new
     await clock.advance(0)
+    await notifier.on_job_event((await log.read(subjects.job_events("a", "j1")))[-1])  # and once delivered: nothing again
+    await clock.advance(0)
     assert [(name, body["kind"]) for name, _, body in deliver.sent] == [("all", "job_failed")]
     body = deliver.sent[0][2]
     assert body["cluster"] == "web" and body["requester"] == "uma" and "did not start" in body["text"]
