@@ -3,8 +3,9 @@ services as processes), the `muster` CLI, and Debian's chromium driven by Playwr
 
 One deployment and one browser serve the whole package; each test gets its own browser
 context (cookies) and its own clusters. The services export their spans over OTLP/HTTP to a
-receiver this package runs (`Muster.traces`; test_traces.py reads them). Without /usr/bin/chromium every test here skips with
-one line naming the package (`make test` installs it through deploy/system-deps.sh).
+receiver this package runs (`Muster.traces`; test_traces.py reads them). Without
+/usr/bin/chromium every test here skips with one line naming the package (`make test` installs
+it through deploy/system-deps.sh).
 """
 
 from __future__ import annotations
