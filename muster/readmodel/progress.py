@@ -15,8 +15,12 @@ from contracts.records import Recorded
 
 from .jobs import JobView
 from .locations import Record, parse_subject
-from .status import compose, located, task_records
+from .status import compose, located, running_state, task_records
 from .timeline import describe, place, who
+
+_ONE_TASK = frozenset({"TaskQueued", "TaskCompleted", "TaskAttemptFailed"})
+"""Job events that change one task's state only (every provisioner record does too)."""
+_NO_COUNT = frozenset({"TaskProgressed", "TasksRecorded"})
 
 
 class JobProgress:
@@ -28,6 +32,14 @@ class JobProgress:
         self.stages: list[list[str]] = []
         self._forward: list[list[str]] = []
         self.final: Recorded | None = None
+        # The counts and the current stage a summary sends, kept as events come: composing the
+        # status at each event made a stream of a job from its start cost tasks x events.
+        self._shown: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+        self._stages_of: dict[str, list[int]] = {}
+        self._left: list[int] = []
+        self._done: set[str] = set()
+        self._stale = True
 
     def apply(self, r: Recorded) -> dict[str, Any]:
         """Fold one event; returns what a progress stream sends for it."""
@@ -57,6 +69,68 @@ class JobProgress:
             self.phase, self.stages = "forward", []
         if e.type in FINAL_JOB_EVENTS:
             self.final = r
+        task_id = getattr(e, "task_id", None)
+        if e.type in _NO_COUNT or self._stale:
+            return
+        if isinstance(task_id, str) and (kind == "task" or e.type in _ONE_TASK):
+            self._retally(task_id)
+        else:
+            self._stale = True  # a job-wide change (a plan, a retry, a cancel...): counted again when asked
+
+    def moved(self, task_id: str) -> None:
+        """A task's location changed outside `fold` (a subclass that merges them in place)."""
+        if not self._stale:
+            self._retally(task_id)
+
+    def _shown_state(self, task_id: str) -> str | None:
+        t = self.job.task(task_id)
+        if t is None:
+            return None
+        loc = self.locations.get(task_id)
+        return str(running_state(t["state"], t["attempt"], *((loc.get("attempt"), loc.get("state")) if loc is not None else (None, None))))
+
+    def _retally(self, task_id: str) -> None:
+        old, new = self._shown.get(task_id), self._shown_state(task_id)
+        if old != new:
+            if old is not None:
+                self._counts[old] -= 1
+            if new is None:
+                self._shown.pop(task_id, None)
+            else:
+                self._shown[task_id] = new
+                self._counts[new] = self._counts.get(new, 0) + 1
+        done = self.job.task_state.get(task_id) == "succeeded"
+        if done != (task_id in self._done):
+            (self._done.add if done else self._done.discard)(task_id)
+            for i in self._stages_of.get(task_id, ()):
+                self._left[i] += -1 if done else 1
+
+    def _tally(self) -> None:
+        self._shown = {}
+        for task_id, state, attempt in self.job.states():  # (one pass: a task's own state asks the plan if cancelled)
+            loc = self.locations.get(task_id)
+            run = (loc.get("attempt"), loc.get("state")) if loc is not None else (None, None)
+            self._shown[task_id] = str(running_state(state, attempt, *run))
+        self._counts = {}
+        for state in self._shown.values():
+            self._counts[state] = self._counts.get(state, 0) + 1
+        self._done = {t for t, s in self.job.task_state.items() if s == "succeeded"}
+        self._stages_of = {}
+        stages = [set(st) for st in self.job.stages]
+        for i, st in enumerate(stages):
+            for t in st:
+                self._stages_of.setdefault(t, []).append(i)
+        self._left = [len(st - self._done) for st in stages]
+        self._stale = False
+
+    def counts(self) -> dict[str, Any]:
+        """What the status would say of the tasks (`counts`, `tasks_total`, `stage`, `state`),
+        without composing it."""
+        if self._stale:
+            self._tally()
+        current = next((i for i, left in enumerate(self._left, 1) if left), None)
+        return {"counts": {k: v for k, v in sorted(self._counts.items()) if v}, "tasks_total": len(self.job.tasks),
+                "stage": {"current": current, "total": len(self._left)}, "state": self.job.shown()}
 
     def summary(self, r: Recorded) -> dict[str, Any]:
         """What a progress stream sends for `r`, the event folded last."""
@@ -65,7 +139,7 @@ class JobProgress:
             return {"seq": r.seq, "time": r.time.isoformat(), "type": e.type, "text": describe(e), "who": who(e),
                     "task_id": e.task_id, "attempt": e.attempt, "n": e.n, "line": e.line, "skipped": e.skipped,
                     "final": self.final is not None}
-        status = self.status()
+        status = self.counts() if self.job.requested else None
         task_id = getattr(e, "task_id", None)
         return {
             "seq": r.seq, "time": r.time.isoformat(), "type": e.type, "text": describe(e), "who": who(e),

@@ -63,6 +63,7 @@ class JobFold(JobProgress):
                 task_id = u.ident.get("task_id")
                 if task_id is not None:
                     self.locations[task_id] = merge_all(self.locations.get(task_id), [u])  # type: ignore[assignment]
+                    self.moved(task_id)
         else:
             self.fold(r)
             if r.type == "JobRequested":
