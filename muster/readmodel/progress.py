@@ -84,10 +84,12 @@ class JobProgress:
 
     def _shown_state(self, task_id: str) -> str | None:
         t = self.job.task(task_id)
-        if t is None:
-            return None
+        return None if t is None else self._located(task_id, t["state"], t["attempt"])
+
+    def _located(self, task_id: str, state: str, attempt: int) -> str:
+        """The task's state with its current attempt's claim (as `status.located` shows it)."""
         loc = self.locations.get(task_id)
-        return str(running_state(t["state"], t["attempt"], *((loc.get("attempt"), loc.get("state")) if loc is not None else (None, None))))
+        return str(running_state(state, attempt, *((loc.get("attempt"), loc.get("state")) if loc is not None else (None, None))))
 
     def _retally(self, task_id: str) -> None:
         old, new = self._shown.get(task_id), self._shown_state(task_id)
@@ -106,11 +108,8 @@ class JobProgress:
                 self._left[i] += -1 if done else 1
 
     def _tally(self) -> None:
-        self._shown = {}
-        for task_id, state, attempt in self.job.states():  # (one pass: a task's own state asks the plan if cancelled)
-            loc = self.locations.get(task_id)
-            run = (loc.get("attempt"), loc.get("state")) if loc is not None else (None, None)
-            self._shown[task_id] = str(running_state(state, attempt, *run))
+        # (one pass over `states`: a task's own state asks the whole plan once the job is cancelled)
+        self._shown = {task_id: self._located(task_id, state, attempt) for task_id, state, attempt in self.job.states()}
         self._counts = {}
         for state in self._shown.values():
             self._counts[state] = self._counts.get(state, 0) + 1
