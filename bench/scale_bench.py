@@ -264,6 +264,8 @@ async def story_written(run: Run, tasks: int, cluster: str) -> bool:
 
 
 SMALL_NODES = 2
+SMALL_KINDS = 12
+"""The kinds of message a small create's line names (the wiretap's, most frequent first)."""
 
 
 async def small_creates(args: argparse.Namespace, base: Path) -> dict[str, Any]:
@@ -286,7 +288,8 @@ async def small_creates(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         cpu = meter.stop()
         return {"creates": args.small, "nodes": SMALL_NODES, "tasks": tasks, "cpu_s": cpu,
                 "cpu_ms_per_create": 1000 * sum(cpu.values()) / args.small,
-                "messages_per_create": sum(run.wiretap.count.values()) / args.small}
+                "messages_per_create": sum(run.wiretap.count.values()) / args.small,
+                "by_kind_per_create": {k: round(v / args.small, 1) for k, v in Counter(run.wiretap.count).most_common()}}
 
 
 def small_lines(small: dict[str, Any], curve: list[dict[str, Any]]) -> list[str]:
@@ -297,6 +300,9 @@ def small_lines(small: dict[str, Any], curve: list[dict[str, Any]]) -> list[str]
     lines = ["", f"**What a create costs whatever its size**: {n} creates of {small['nodes']} nodes "
              f"({tasks:.0f} tasks each) one after the other on one deployment: {per_create:.0f} ms of CPU "
              f"({by_process}) and {small['messages_per_create']:.0f} bus messages a create."]
+    kinds = list(small.get("by_kind_per_create", {}).items())[:SMALL_KINDS]
+    if kinds:
+        lines += ["Its most frequent messages, a create: " + ", ".join(f"{k} {v:.0f}" for k, v in kinds) + "."]
     big = next((b for b in curve if b["nodes"] == 1000), None)
     if big is not None:
         slope = (big["cpu_ms_per_task"] * big["tasks"] - per_create) / (big["tasks"] - tasks)

@@ -54,6 +54,12 @@ messages; task timeouts are the net behind it."""
 CHAIN_MOST = 16
 """The most events of one chained save (`execute(chain=True)`): a chain costs the server one
 disk sync per event, an atomic batch one commit whatever its size (decision 6, docs/bus.md)."""
+CHAINED_OUTCOMES = frozenset({"TaskCompleted", "TaskQueued"})
+"""An outcome's save holding only these job events goes as a chain, not an atomic batch (a
+batch's staging costs nats-server ~1.1 ms of CPU whatever its size, three to ten times the
+few links a lone outcome records: docs/decisions/0036). Its prefix is a valid history:
+`saga.take_outcomes` queues what a cut left unqueued when the outcome comes again. A failure's
+retry or a job's end keep the atomic save."""
 
 
 class Execution:
@@ -270,7 +276,7 @@ class Execution:
         with traces.span(job, f"outcome {event.task_id}", parent, task=event.task_id, attempt=event.attempt,
                          provisioner=event.provisioner, ok=event.type == "TaskSucceeded"):
             effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
-            await self.execute(job, cluster, effects)
+            await self.execute(job, cluster, effects, chain=_chainable(job))
         if current:
             at = recorded.time if recorded is not None else self.timers.clock.now()
             self.traces.attempt_ended(job, event.task_id, event.attempt, at, error=getattr(event, "error", None),
@@ -279,7 +285,7 @@ class Execution:
     async def take_outcomes(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
         catalog = await self.state.catalog(job.tenant)
         effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.dispatch)
-        await self.execute(job, cluster, effects)
+        await self.execute(job, cluster, effects, chain=_chainable(job))
 
     async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:
         catalog = await self.state.catalog(job.tenant)
@@ -347,3 +353,8 @@ class Execution:
         catalog = await self.state.catalog(job.tenant)
         await self.publish_many(job, cluster, catalog, [(a, queued_at.get((a.task_id, a.attempt))) for a in saga.queued_attempts(job)])
         await self.advance(job, cluster)
+
+
+def _chainable(job: Job) -> bool:
+    """May the job's new events go as a chain (`CHAINED_OUTCOMES`)?"""
+    return all(getattr(getattr(e, "payload", None), "type", None) in CHAINED_OUTCOMES for e in job.pending_events)

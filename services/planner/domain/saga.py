@@ -222,19 +222,20 @@ def take_outcomes(job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | T
     """Several results, in the order given, then one step of the job: the same events as
     taking each alone would record, except that what becomes ready is queued once at the end
     (a wave of outcomes is one save, not one per outcome). Results after the job ended change
-    nothing."""
+    nothing.
+
+    The step is taken even when every result was taken before (a redelivery): a save cut short
+    may have recorded the results and not what they let go (a chained save's prefix, the first
+    part of a save split in parts), and only the step records that. On a job whose log is
+    whole it finds nothing to do."""
     effects = Effects()
-    changed = False
     results: list[NodeResult] = []  # the wave's node results, recorded in a few events, not one an outcome
     for event in events:
         if job.is_final:
             break
-        one = _take(job, cluster, event, settings, results)
-        changed |= not one.republish_queued
-        effects += one
+        effects += _take(job, cluster, event, settings, results)
     cluster.record_many(results)
-    if changed:
-        effects += advance(job, cluster, services, settings, policy)
+    effects += advance(job, cluster, services, settings, policy)
     return effects
 
 

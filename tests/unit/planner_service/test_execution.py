@@ -193,6 +193,61 @@ async def test_a_lost_ack_reloads_the_log_s_view_and_the_redelivery_changes_noth
     assert len(completed) == len(set(completed))  # recorded once
 
 
+async def test_an_outcome_recorded_without_its_successor_queues_it_when_it_comes_again(h: Harness) -> None:
+    # A lone outcome's save is a chain (execution.CHAINED_OUTCOMES): its TaskCompleted lands,
+    # the link queueing the next task is lost (a timeout, nothing stored). The log holds the
+    # outcome and not what it let go; the outcome, delivered again, is a duplicate, and the
+    # job's step must still queue the successor, or the job waits for good.
+    reply = await h.send(CreateCluster(name="cut", template="hadoop-small", nodes=2))
+
+    def alone(subject: str, items: Sequence[Any]) -> bool:
+        """The link queueing the one task the job would then have in flight: no other outcome
+        is on its way to take the job a step further."""
+        queued = [t for t, state in h.planner.state.jobs[reply.job_id].task_state.items() if state == "queued"]
+        return [i.event.type for i in items] == ["TaskQueued"] and subject.endswith(".tasks") and len(queued) == 1
+
+    h.log.inject(alone, TimeoutError("lost"))
+    try:
+        await h.settle()
+        raise AssertionError("the lost link was not noticed")
+    except TimeoutError:
+        pass
+    failed_delivery = h.log.records[h.cursor - 1]
+    assert failed_delivery.type == "TaskSucceeded"
+    job = h.planner.state.jobs[reply.job_id]
+    assert job.task_state[failed_delivery.event.task_id] == "succeeded"  # the prefix: recorded, nothing after it
+    await h.deliver(failed_delivery)  # the consumer delivers it again
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    queued = [(e.task_id, e.attempt) for e in h.events(reply.job_id, "TaskQueued")]
+    assert len(queued) == len(set(queued))  # nothing queued twice
+    assert len({m.task_id for m in h.queue.messages}) == len(h.job(reply.job_id).tasks)
+
+
+async def test_an_outcome_s_save_is_a_chain_and_a_failure_s_is_atomic(h: Harness) -> None:
+    h.behaviour = _fail_first(lambda m: _is(m, "install", "base"))
+    chains: list[list[str]] = []
+    batches: list[list[str]] = []
+    chain, fenced = h.log.append_chain, h.log.append_fenced
+
+    async def watch_chain(parts: Sequence[Any]) -> Any:
+        chains.append([a.event.type for _, items, _ in parts for a in items])
+        return await chain(parts)
+
+    async def watch_fenced(entries: Sequence[Any], *args: Any) -> Any:
+        batches.append([a.event.type for _, a in entries])
+        return await fenced(entries, *args)
+
+    h.log.append_chain, h.log.append_fenced = watch_chain, watch_fenced
+    reply = await h.send(CreateCluster(name="shape", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert ["TasksRecorded", "TaskCompleted", "TaskQueued"] in chains
+    assert all(set(c) <= {"TasksRecorded", "TaskCompleted", "TaskQueued", "NodeResultsRecorded", "ServiceStateObserved"}
+               for c in chains)
+    assert any("TaskAttemptFailed" in b for b in batches)  # a failure and its retry: all or nothing
+
+
 async def test_a_stale_writer_is_refused_and_takes_the_log_s_view(h: Harness) -> None:
     from muster.ports.eventlog import ConcurrencyError
 
