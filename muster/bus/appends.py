@@ -194,7 +194,9 @@ class LogWriter:
 
     # -- chains --------------------------------------------------------------------------------
 
-    async def chain(self, parts: Sequence[Part]) -> list[list[int]]:
+    async def chain(self, parts: Sequence[Part], *, linked: bool = True) -> list[list[int]]:
+        """`linked=False`: no link names the one before; each goes alone, fenced on what its
+        subject got (as after a refusal below)."""
         # A job's task records are fenced on the job's subject (`fence_subject`): a part of them
         # after a fenced part of the job is fenced too, on what the job's subject last got.
         initial = {fence_subject(subject): expect for subject, _, expect in reversed(parts) if expect is not None}
@@ -202,6 +204,8 @@ class LogWriter:
                  for subject, items, expect in parts for i, item in enumerate(items)]
         if not links:
             return [[] for _ in parts]
+        if not linked:
+            return _split(parts, await self._one_by_one(links, initial, {}))
         encoded = [await self._encode(subject, item) for subject, item, _, _ in links]  # bodies first
         await self.publisher.start()
         answers = []
@@ -229,18 +233,22 @@ class LogWriter:
             # The first refusal: from here on one at a time, each fenced on what its fence
             # subject got (a link refused only because another writer came between lands now;
             # a real refusal is raised as a single append raises it).
-            for subject, item, fence, fenced in links[k:]:
-                on = fence_subject(subject)
-                [seq] = await self._append(subject, [item], last.get(on, fence or initial.get(on)) if fenced else None)
-                seqs.append(seq)
-                if subject == on:
-                    last[on] = seq
+            seqs += await self._one_by_one(links[k:], initial, last)
             break
-        out, at = [], 0
-        for _, items, _ in parts:
-            out.append(seqs[at : at + len(items)])
-            at += len(items)
-        return out
+        return _split(parts, seqs)
+
+    async def _one_by_one(self, links: Sequence[tuple[str, Append, int | None, bool]], initial: dict[str, int],
+                          last: dict[str, int]) -> list[int]:
+        """Links appended one at a time, each fenced on what its fence subject got (`last`, else
+        its own or its part's first expected sequence)."""
+        seqs: list[int] = []
+        for subject, item, fence, fenced in links:
+            on = fence_subject(subject)
+            [seq] = await self._append(subject, [item], last.get(on, fence or initial.get(on)) if fenced else None)
+            seqs.append(seq)
+            if subject == on:
+                last[on] = seq
+        return seqs
 
     # -- group commit --------------------------------------------------------------------------
 
@@ -327,3 +335,12 @@ class LogWriter:
             return
         if not stored.done():
             stored.set_result(seq)
+
+
+def _split(parts: Sequence[Part], seqs: Sequence[int]) -> list[list[int]]:
+    """A chain's sequences, part by part."""
+    out, at = [], 0
+    for _, items, _ in parts:
+        out.append(list(seqs[at : at + len(items)]))
+        at += len(items)
+    return out

@@ -105,11 +105,14 @@ class EventStore:
     `group_commit` (the default), `submit`s made while one is on its way go together
     (`muster.bus.appends`); without it, each goes alone at once. `writer_name`: named on every
     event this store appends (`Muster-Writer`: the log then shows which planner acted for a
-    cluster when, so fencing is checked from it, tests/fault)."""
+    cluster when, so fencing is checked from it, tests/fault). `linked_chains`: whether a
+    chain's links name the one before (`Nats-Expected-Last-Msg-Id`); None: only on a stream of
+    one replica (see `append_chain`)."""
 
     def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0, *,
-                 group_commit: bool = True, writer_name: str | None = None) -> None:
+                 group_commit: bool = True, writer_name: str | None = None, linked_chains: bool | None = None) -> None:
         self.nc = nc
+        self.linked_chains = linked_chains
         self.writer_name = writer_name
         self.js = nc.jetstream(timeout=timeout)
         self.stream = stream
@@ -127,8 +130,15 @@ class EventStore:
         return await self.writer.append(subject, items, expect_last_seq)
 
     async def append_chain(self, parts: Sequence[tuple[str, Sequence[Append], int | None]]) -> list[list[int]]:
-        """Each event as if appended alone right after the one before, in one round trip."""
-        return await self.writer.chain(parts)
+        """Each event as if appended alone right after the one before: in one round trip on a
+        stream of one replica; on a replicated one, one at a time, each fenced on what its
+        subject got. nats-server 2.15.1 checks `Nats-Expected-Last-Msg-Id` again when a replica
+        applies the message, against a last message id a replica that was cut off and caught up
+        does not hold, and stops the stream with a critical write error ("last msgid mismatch",
+        then no quorum: the whole log unavailable; tests/fault/test_partitions_long.py found it
+        once chains were common: docs/decisions/0036)."""
+        linked = self.linked_chains if self.linked_chains is not None else not await self._is_replicated()
+        return await self.writer.chain(parts, linked=linked)
 
     async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
                             subject_filter: str) -> list[int]:

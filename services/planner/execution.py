@@ -276,7 +276,7 @@ class Execution:
         with traces.span(job, f"outcome {event.task_id}", parent, task=event.task_id, attempt=event.attempt,
                          provisioner=event.provisioner, ok=event.type == "TaskSucceeded"):
             effects = saga.take_outcome(job, cluster, event, catalog.services, self.config.settings, self.dispatch)
-            await self.execute(job, cluster, effects, chain=_chainable(job))
+            await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
         if current:
             at = recorded.time if recorded is not None else self.timers.clock.now()
             self.traces.attempt_ended(job, event.task_id, event.attempt, at, error=getattr(event, "error", None),
@@ -285,7 +285,14 @@ class Execution:
     async def take_outcomes(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
         catalog = await self.state.catalog(job.tenant)
         effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.dispatch)
-        await self.execute(job, cluster, effects, chain=_chainable(job))
+        await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
+
+    def _chained_outcomes(self, job: Job) -> bool:
+        """Whether an outcome's save goes as a chain (`CHAINED_OUTCOMES`): on a log of one
+        replica, where an atomic batch is staged on disk. A replicated stream stages it in
+        memory, and sends a chain's links one at a time (`EventStore.append_chain`)."""
+        return self.config.replicas == 1 and all(
+            getattr(getattr(e, "payload", None), "type", None) in CHAINED_OUTCOMES for e in job.pending_events)
 
     async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:
         catalog = await self.state.catalog(job.tenant)
@@ -353,8 +360,3 @@ class Execution:
         catalog = await self.state.catalog(job.tenant)
         await self.publish_many(job, cluster, catalog, [(a, queued_at.get((a.task_id, a.attempt))) for a in saga.queued_attempts(job)])
         await self.advance(job, cluster)
-
-
-def _chainable(job: Job) -> bool:
-    """May the job's new events go as a chain (`CHAINED_OUTCOMES`)?"""
-    return all(getattr(getattr(e, "payload", None), "type", None) in CHAINED_OUTCOMES for e in job.pending_events)

@@ -23,13 +23,14 @@ from services.planner.domain.job import Job, job_uuid
 pytestmark = pytest.mark.nats
 
 
-@pytest.fixture(params=["memory", "jetstream", "jetstream-singles"])
+@pytest.fixture(params=["memory", "jetstream", "jetstream-singles", "jetstream-unlinked"])
 def log(request: pytest.FixtureRequest) -> EventLog:
     """The event log port: the in-memory fake, or the JetStream adapter (group commit on, as
-    shipped, or off)."""
+    shipped, or off; chains linked, as on one replica, or not, as on a replicated stream)."""
     if request.param == "memory":
         return MemoryEventLog()
-    return EventStore(request.getfixturevalue("nc"), group_commit=request.param == "jetstream")
+    return EventStore(request.getfixturevalue("nc"), group_commit=request.param != "jetstream-singles",
+                      linked_chains=request.param != "jetstream-unlinked")
 
 
 def _requested(tenant: str, job_id: str) -> JobRequested:
