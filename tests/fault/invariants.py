@@ -414,7 +414,7 @@ async def _asked_again(nc: Client, keys: list[tuple[str, str]],
     try:
         async with asyncio.timeout(SHARDS_TAKEN_S):
             while any(a is None for a in answers):
-                await watcher.updates(timeout=SHARDS_TAKEN_S)
+                await watcher.updates(timeout=None)  # (the one deadline is the block's)
                 left = [i for i, a in enumerate(answers) if a is None]
                 for i, data in zip(left, await asyncio.gather(*(ask(*keys[i]) for i in left)), strict=True):
                     answers[i] = data
