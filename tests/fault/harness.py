@@ -19,6 +19,7 @@ import copy
 import itertools
 import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -249,6 +250,8 @@ class FaultStack:
 
     async def __aexit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         await self.stop()
+        if isinstance(e, Exception):  # what the services said, in the failure's captured output
+            print(service_log_tails(self.deployment.data_dir / "logs"), file=sys.stderr)
 
     async def stop(self) -> None:
         if self.nc is not None and not self.nc.is_closed:
@@ -438,3 +441,17 @@ def _brief(event: Any) -> str:
 def _option(args: list[str], name: str) -> str:
     """The last value given to an option."""
     return [args[i + 1] for i, a in enumerate(args[:-1]) if a == name][-1]
+
+
+def service_log_tails(folder: Path, lines: int = 8) -> str:
+    """Each service's warnings and errors and its last lines: on a CI machine the test's
+    folder is gone once the run ends, and a flaky failure is seen only once."""
+    out = []
+    for path in sorted(folder.glob("*.log")):
+        text = path.read_text(errors="replace").splitlines()
+        loud = [line for line in text if '"level": "warning"' in line or '"level": "error"' in line]
+        tail = [line for line in text[-lines:] if line not in loud[-lines:]]
+        out.append(f"--- {path.name} ({len(text)} lines, {len(loud)} warnings/errors) ---")
+        out += [line[:400] for line in loud[-lines:] + tail]
+    return "\n".join(out)
+

@@ -30,6 +30,7 @@ from .harness import ROOT, FaultStack
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(240)]
 TENANTS = {"ops": 1, "gold": 3, "silver": 2, "bronze": 1}
 HOSTS = 6
+WAIT_S = 60  # for the pool to take the waiting requests (about a second when nothing is wrong)
 NODES = 2  # per cluster: 3 tenants x 3 clusters x 2 nodes = 18 = 3 x the pool
 
 
@@ -93,8 +94,17 @@ async def _scenario(fs: FaultStack, hosts: LocalPoolHosts, specs: list[Any]) -> 
                 assert isinstance(reply, Accepted)
                 accepted[tenant].append(reply)
     wanted = [a.job_id for t in ("bronze", "silver", "gold") for a in accepted[t]]
-    waiting = await _until(store, lambda evs: {e.event.request.job_id for e in evs if e.type == "RequestAccepted"}
-                           | set(_refusals(evs, wanted)) >= set(wanted), timeout=60)
+    tenant_of = {a.job_id: t for t in accepted for a in accepted[t]}
+
+    def unanswered(evs: list[Recorded]) -> set[str]:
+        return set(wanted) - {e.event.request.job_id for e in evs if e.type == "RequestAccepted"} - set(_refusals(evs, wanted))
+
+    try:
+        waiting = await _until(store, lambda evs: not unanswered(evs), timeout=WAIT_S)
+    except TimeoutError:
+        left = unanswered(await _pool_events(store))
+        raise AssertionError(f"the pool took no request of {len(left)} jobs within {WAIT_S} s:\n" + "\n".join(
+            [f"{job} ({tenant_of[job]}): {await fs._last_events(job, tenant_of[job])}" for job in sorted(left)])) from None
     by_pool = _refusals(waiting, wanted)
     # Silver's and bronze's third creates exceed their quotas: refused at admission, or (when
     # their first requests had not reached the pool yet) by the pool as it took the request.
