@@ -6,7 +6,8 @@
   publish to the log, `deliver <consumer>` for a consumer's delivery (its reply subject is the
   consumer's `$JS.ACK...`), `ack <consumer>` for an ack, `reply -> <principal>` for a JetStream
   ack or any other answer reaching a principal's inbox, `kv <bucket>`, `task` for the task
-  queue, `pull` for a worker's pull request. Messages of the auth callout (another account) and
+  queue, `pull` for a worker's pull request, `js api <verb> (<principal>)` for any other call of
+  the JetStream API (a direct get, a consumer made, a stream's info) and who made it. Messages of the auth callout (another account) and
   the wiretap's own are not in it.
 - **Messages per connection**: the server's own counters (`/connz`, in_msgs / out_msgs and
   bytes per connection, by connection name), read before and after: what each service sent and
@@ -39,8 +40,12 @@ def kind_of(subject: str, reply: str) -> str:
         return ".".join(parts[:2])
     if parts[0] == "$JS" and len(parts) > 3 and parts[1] == "ACK":
         return f"ack {_consumer(parts)}"
-    if parts[0] == "$JS" and len(parts) > 4 and parts[2] == "API":
-        return "pull" if parts[3:6] == ["CONSUMER", "MSG", "NEXT"] else f"js api {parts[3].lower()}"
+    if parts[0] == "$JS" and len(parts) > 3 and "API" in parts[1:3]:  # `$JS.API.…`, or `$JS.<domain>.API.…`
+        api = parts[parts.index("API", 1) + 1:]
+        if api[:3] == ["CONSUMER", "MSG", "NEXT"]:
+            return "pull"
+        asker = f" ({reply.split('.')[1]})" if reply.startswith("_INBOX.") and reply.count(".") > 1 else ""
+        return f"js api {'.'.join(api[:2]).lower()}{asker}"
     if parts[0] == "$KV":
         return f"kv {parts[1]}"
     if parts[0] == "_INBOX":
