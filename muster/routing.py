@@ -1,7 +1,8 @@
 """Routing tables: how a service declares what it consumes from the log (pure, no NATS).
 
 A `Route` is one durable consumer and, per event type, the service method that takes it; event
-types the table does not name are acknowledged and ignored. Every service keeps its table in
+types the table does not name are acknowledged and ignored (on JetStream unread: their type
+header is enough, `muster.bus.consume`). Every service keeps its table in
 its own `routing.py`, so `grep` of an event's name shows all its consumers (docs/bus.md lists
 them, and a test checks that list against the tables). `muster.bus.consume.consume_routes`
 subscribes a table on JetStream; the planner's unit harness drives the same table in memory.

@@ -21,7 +21,7 @@ from contracts import subjects
 from ..ports.delivery import ACK, PROGRESS, TERM, Settle, nak
 from ..routing import BatchHandler, Handler, NotYet, Route, router
 from .bodies import Bodies
-from .eventstore import ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
+from .eventstore import H_TYPE, ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
 from .wire import connection_of, settle
 
 log = structlog.get_logger("muster.bus")
@@ -31,10 +31,10 @@ PoisonHandler = Callable[[Recorded, BaseException], Awaitable[None]]
 RETRY_DELAY_S = 1.0
 MAX_RETRY_DELAY_S = 30.0
 MAX_FAILURES = 5
+"""Deliveries of one event that fail for a reason that is not the bus's before it is poison."""
 CREATE_TRIES = 3
 """Times a consumer's creation is asked for when it times out: on a cluster that has just
 started, the stream may still be electing its leader (creating it again is harmless)."""
-"""Deliveries of one event that fail for a reason that is not the bus's before it is poison."""
 
 TRANSIENT: tuple[type[BaseException], ...] = (
     OSError,  # connection errors and nats' TimeoutError
@@ -69,6 +69,7 @@ async def consume_events(
     inactive_threshold: float | None = None,
     also: Sequence[str] = (),
     stubs: Collection[str] = (),
+    types: Collection[str] | None = None,
 ) -> JetStreamContext.PushSubscription:
     """Deliver every event matching the filter (and the filters `also` names) to `handler`, at
     least once, resuming where the durable consumer left off.
@@ -84,7 +85,8 @@ async def consume_events(
     catches up from the log by itself); with `inactive_threshold` the server deletes it that
     long after its last subscriber went away (a planner that died does not leave it behind).
     An event of a type in `stubs` whose body is stored apart reaches `handler` as its stub
-    (`Route.stubs`)."""
+    (`Route.stubs`). With `types`, an event whose type header names another type is
+    acknowledged unread (`_unwanted`)."""
 
     bodies = Bodies(js)
     nc = connection_of(js)
@@ -93,6 +95,9 @@ async def consume_events(
         _settle_on(nc, msg, verdict)
 
     async def on_msg(msg: Msg) -> None:
+        if _unwanted(msg, types):
+            _settle(msg, ACK)
+            return
         structlog.contextvars.clear_contextvars()
         structlog.contextvars.bind_contextvars(subject=msg.subject, seq=msg.metadata.sequence.stream, durable=durable)
         try:
@@ -171,8 +176,23 @@ async def _subscribe(js: JetStreamContext, filter_subject: str, durable: str, qu
 async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Route],
                          **options: Any) -> list[JetStreamContext.PushSubscription]:
     """Subscribe `service` to every route of its table (options as `consume_events`)."""
-    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, also=r.also, stubs=r.stubs, **options)
+    return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, also=r.also, stubs=r.stubs,
+                                 types=frozenset(r.handlers), **options)
             for r in routes]
+
+
+def _unwanted(msg: Msg, types: Collection[str] | None) -> bool:
+    """An event of a type the consumer's handler ignores, told by its type header alone: the
+    filters select by subject, and a job's subject carries its plan (a 10,000-node create's
+    is megabytes, its body stored apart) and its task records as well as the job's end, all
+    a notifier acts on; a cluster's its layout, a layout's the solver's answer. Decoding
+    them, or fetching their bodies, only to drop them is a cost that grows with the job
+    (docs/benchmarks.md, "Scale"). An event without the header is decoded and routed as
+    before."""
+    if types is None:
+        return False
+    kind = (msg.headers or {}).get(H_TYPE)
+    return kind is not None and kind not in types
 
 
 MOST = 500
@@ -190,6 +210,7 @@ async def consume_batches(
     deliver_policy: DeliverPolicy = DeliverPolicy.ALL,
     inactive_threshold: float | None = None,
     most: int = MOST,
+    types: Collection[str] | None = None,
 ) -> JetStreamContext.PushSubscription:
     """`consume_events` for a handler that takes a list: every delivery waiting when the
     handler is free goes to it at once, in order (a wave of events is one call, and one save
@@ -206,6 +227,9 @@ async def consume_batches(
     drains: list[asyncio.Task[None]] = []
 
     async def on_msg(msg: Msg) -> None:  # nats-py's callback: hand over, return at once
+        if _unwanted(msg, types):
+            _settle_on(nc, msg, ACK)
+            return
         waiting.append(msg)
         if not drains or drains[-1].done():
             drains[:] = [asyncio.ensure_future(drain())]

@@ -125,7 +125,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
         # clusters' (a shard's events that came before it was gained are read from the log).
         durable = f"{route.durable}-{_durable_token(config.instance)}"
         options: dict[str, Any] = dict(ack_wait=config.ack_wait_s, on_poison=getattr(planner, POISON),
-                                       deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S)
+                                       deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S,
+                                       types=frozenset(route.handlers))
         if route.batch:  # one subscriber: the events delivered together are taken together
             subs.append(await consume_batches(nc.jetstream(), route.filter, durable, batch_router(planner, route), **options))
         else:
