@@ -245,7 +245,9 @@ class EventStore:
         the literal subjects, one a wildcard filter, merged by sequence), each message decoded
         once. An offloaded body is fetched
         before its event is handed over, the read paused meanwhile (nothing after it is
-        taken in until then); with `bodies=False` its stub is handed over as it is."""
+        taken in until then); with `bodies=False` its stub is handed over as it is. On a
+        replicated stream its end is confirmed with the leader, as `read`'s is: it includes
+        every event acknowledged to anyone before the call."""
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
 
         async def hand_over(r: Recorded) -> None:
@@ -260,7 +262,7 @@ class EventStore:
 
         try:
             return await read_in_order(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout,
-                                       timeout=timeout)
+                                       timeout=timeout, leader_check=await self._is_replicated())
         except TimeoutError:
             raise
         except Exception as err:

@@ -6,13 +6,23 @@ nats-py's ordered consumer does, on raw frames: an ephemeral push consumer (no a
 control, heartbeats) whose deliveries must come in consumer-sequence order; a gap or a silent
 consumer (a reconnect, a restarted server) re-creates it from the stream sequence after the
 last message taken, so every message is seen once, in log order.
+
+On a replicated stream (`leader_check`) a read also ends the way `EventStore.read` does: the
+consumer of one replica (an ephemeral consumer of one replica may be placed on a follower) says
+nothing more is pending once it has sent what that replica has applied, and a follower that was
+cut off or restarted may not have applied the latest writes yet. So the stream leader is asked
+for the next match after the last message taken, and whatever it has is read from it, in order,
+before the read ends (tests/fault/test_sharded_planners.py found a planner taking over shards
+right after a NATS node restarted without the two clusters created 0.3 s before).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -49,8 +59,16 @@ class OrderedReader:
         last_per_subject: bool = False,
         heartbeat_s: float = 2.0,
         api_timeout: float = 10.0,
+        leader_check: bool = False,
     ) -> None:
         self.nc = nc
+        self.api_timeout = api_timeout
+        self.leader_check = leader_check and not last_per_subject
+        """Confirm the end with the stream leader (see the module's docstring). Not for a
+        read of each subject's last message: what a leader would add is a later value, which
+        a reader of current values takes at its next read anyway."""
+        self.from_leader = 0
+        """Messages read from the leader because the consumer's replica did not have them."""
         self.js = nc.jetstream(timeout=api_timeout)
         self.stream = stream
         self.filters = list(filters)
@@ -79,16 +97,55 @@ class OrderedReader:
         while True:
             outcome = await self._one_consumer(deadline)
             if outcome == "done":
-                return self.count
+                return await self._confirmed(deadline)
             if outcome == "paused":
                 waiting, self._paused = self._paused, None
                 assert waiting is not None
                 self.pauses += 1
                 await asyncio.wait_for(waiting, max(0.0, deadline - loop.time()))
                 if self._last_pending == 0:
-                    return self.count
+                    return await self._confirmed(deadline)
                 continue  # a new consumer from the message after the paused one
             self.resets += 1  # "reset": carry on from the message after the last one taken
+
+    async def _confirmed(self, deadline: float) -> int:
+        """The count, once the leader has nothing after the last message taken (what it has is
+        handed over first, lowest sequence first over the filters)."""
+        if not self.leader_check:
+            return self.count
+        loop = asyncio.get_running_loop()
+        heads = dict(zip(self.filters, await asyncio.gather(*(self._leader_next(f, self._next_seq) for f in self.filters)),
+                         strict=True))
+        while any(heads.values()):
+            if loop.time() >= deadline:
+                raise TimeoutError(f"reading {self.stream} {self.filters}: {self.count} messages in, out of time")
+            f, frame = min(((f, h) for f, h in heads.items() if h is not None), key=lambda item: item[1][1])
+            then = self.on_message(*frame)
+            self._next_seq = frame[1] + 1
+            self.count += 1
+            self.from_leader += 1
+            if then is not None and inspect.isawaitable(then):
+                await then
+            for other, head in heads.items():  # (literal filters of one lane match different messages)
+                if head is not None and head[1] < self._next_seq:
+                    heads[other] = await self._leader_next(other, self._next_seq)
+        return self.count
+
+    async def _leader_next(self, subject_filter: str, seq: int) -> tuple[bytes, int, bytes, bytes] | None:
+        """The first message at or after `seq` on the filter, as the stream leader has it (the
+        message API is answered by the leader; a direct get may be answered by any replica),
+        as a frame with its header block as stored."""
+        request = json.dumps({"seq": seq, "next_by_subj": subject_filter}).encode()
+        reply = await self.nc.request(f"$JS.API.STREAM.MSG.GET.{self.stream}", request, timeout=self.api_timeout)
+        answer = json.loads(reply.data)
+        error = answer.get("error")
+        if error is not None:
+            if error.get("code") == 404:  # no message at or after it
+                return None
+            raise RuntimeError(f"reading {self.stream} from its leader: {error.get('description') or error}")
+        m = answer["message"]
+        return (m["subject"].encode(), int(m["seq"]), base64.b64decode(m.get("data") or ""),
+                base64.b64decode(m.get("hdrs") or ""))
 
     async def _one_consumer(self, deadline: float) -> str:
         loop = asyncio.get_running_loop()
@@ -212,15 +269,17 @@ def _wildcard(subject: str) -> bool:
 
 
 async def read_in_order(nc: Client, stream: str, filters: Sequence[str], on_message: OnMessage, *, start_seq: int = 1,
-                        api_timeout: float = 10.0, timeout: float = 600.0) -> int:
+                        api_timeout: float = 10.0, timeout: float = 600.0, leader_check: bool = False) -> int:
     """`OrderedReader(...).run()` for any filters: one ordered consumer a lane (`lanes_of`),
     merged by stream sequence as they come, each message handed over once (filters may
     overlap) and in stream order; what `on_message` returns, if anything, is awaited before
-    the next. Returns how many were handed over."""
+    the next. Returns how many were handed over. `leader_check`: each lane's end confirmed
+    with the stream leader before the merge counts it over (a replicated stream)."""
     lanes = lanes_of(filters)
     if len(lanes) == 1:
-        return await OrderedReader(nc, stream, lanes[0], on_message, start_seq=start_seq, api_timeout=api_timeout).run(timeout)
-    return await _Merge(nc, stream, lanes, on_message, start_seq, api_timeout).run(timeout)
+        return await OrderedReader(nc, stream, lanes[0], on_message, start_seq=start_seq, api_timeout=api_timeout,
+                                   leader_check=leader_check).run(timeout)
+    return await _Merge(nc, stream, lanes, on_message, start_seq, api_timeout, leader_check).run(timeout)
 
 
 Frame = tuple[bytes, int, bytes, bytes]
@@ -238,9 +297,10 @@ class _Merge:
     every lane not over has a head (each lane is in stream order, so nothing lower can come)."""
 
     def __init__(self, nc: Client, stream: str, lanes: list[list[str]], on_message: OnMessage, start_seq: int,
-                 api_timeout: float) -> None:
+                 api_timeout: float, leader_check: bool = False) -> None:
         self.lanes = [_Lane() for _ in lanes]
-        self.readers = [OrderedReader(nc, stream, f, self._taker(lane), start_seq=start_seq, api_timeout=api_timeout)
+        self.readers = [OrderedReader(nc, stream, f, self._taker(lane), start_seq=start_seq, api_timeout=api_timeout,
+                                      leader_check=leader_check)
                         for f, lane in zip(lanes, self.lanes, strict=True)]
         self.on_message = on_message
         self.moved = asyncio.Event()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Awaitable
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -19,6 +20,7 @@ from muster.bus.bodies import INLINE_LIMIT, Offloaded
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
 from muster.bus.ordered import OrderedReader
+from muster.bus.protocol import ack_sequences
 from muster.bus.wire import raw_subscribe, raw_unsubscribe
 
 pytestmark = pytest.mark.nats
@@ -197,3 +199,50 @@ async def test_a_merged_read_awaits_what_its_callback_returns_and_stops_on_its_e
     with pytest.raises(RuntimeError, match="no"):
         await ordered.read_in_order(nc, stream, [f"{base}.job", f"{base}.task.*"], refuse)
     assert await ordered.read_in_order(nc, stream, [f"{base}.none", f"{base}.nothing.>"], refuse) == 0
+
+
+def _replica_holding(monkeypatch: pytest.MonkeyPatch, last: int) -> None:
+    """Every ordered consumer behaves as one on a follower that has applied the stream up to
+    `last`: it says nothing more is pending once it has sent that far (the next delivery ends
+    it, as a delivery with pending 0 would)."""
+    original = OrderedReader._handler
+
+    def handler(self: OrderedReader, wake: asyncio.Future[str]) -> Any:
+        inner = original(self, wake)
+
+        def on_raw(subject: bytes, reply: bytes, data: bytes, headers: bytes) -> str | None:
+            if reply.startswith(b"$JS.ACK.") and not wake.done() and ack_sequences(reply)[0] > last:
+                wake.set_result("done")
+                return None
+            return inner(subject, reply, data, headers)
+
+        return on_raw
+
+    monkeypatch.setattr(OrderedReader, "_handler", handler)
+
+
+async def test_a_read_whose_replica_lags_is_finished_from_the_leader(nc: Client, stream: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _fill(nc, stream, 300)
+    _replica_holding(monkeypatch, 200)
+    wanted = [q for q in range(50, 301) if (q - 1) % 3 == 0]
+    got: list[tuple[int, bytes]] = []
+    reader = OrderedReader(nc, stream, [f"{stream.lower()}.b"], lambda s, q, d, h: got.append((q, h)), start_seq=50)
+    assert await reader.run(10) == len(got) and got[-1][0] <= 200  # what such a consumer alone gives: a prefix
+    got.clear()
+    reader = OrderedReader(nc, stream, [f"{stream.lower()}.b"], lambda s, q, d, h: got.append((q, h)), start_seq=50,
+                           leader_check=True)
+    assert await reader.run(10) == len(wanted)
+    assert [q for q, _ in got] == wanted and reader.from_leader == len([q for q in wanted if q > 200])
+    assert all(f"N: {q - 1}\r\n".encode() in h for q, h in got)  # the leader's frames carry their headers as stored
+
+
+async def test_a_merged_read_whose_replicas_lag_stays_in_order_and_whole(
+        nc: Client, stream: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _fill_many_subjects(nc, stream, 600)
+    _replica_holding(monkeypatch, 400)
+    base = stream.lower()
+    filters = [f"{base}.job", f"{base}.task.>", f"{base}.task.t1", f"{base}.task.t599"]  # a lane of three literals
+    got: list[int] = []
+    assert await ordered.read_in_order(nc, stream, filters, lambda s, q, d, h: got.append(q), start_seq=7,
+                                       leader_check=True) == len(got)
+    assert got == list(range(7, 601))
