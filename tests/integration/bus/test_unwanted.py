@@ -43,18 +43,27 @@ async def _write_without_body(nc: Client, tenant: str) -> str:
     return subject
 
 
-async def test_a_consumer_acknowledges_the_types_it_does_not_handle_unread(nc: Client, tenant: str) -> None:
+@pytest.mark.parametrize("batches", [False, True], ids=["one-at-a-time", "batches"])
+async def test_a_consumer_acknowledges_the_types_it_does_not_handle_unread(nc: Client, tenant: str, batches: bool) -> None:
     subject = await _write_without_body(nc, tenant)
     got: list[Recorded] = []
     both = asyncio.Event()
 
-    async def handler(r: Recorded) -> None:
-        got.append(r)
+    def take(rs: Sequence[Recorded]) -> None:
+        got.extend(rs)
         if len(got) == 2:
             both.set()
 
-    acks = await _acks(nc, f"unwanted-{tenant}")
-    sub = await consume_events(nc.jetstream(), subject, f"unwanted-{tenant}", handler, types={"ClusterStatusChanged"})
+    async def one(r: Recorded) -> None:
+        take([r])
+
+    async def many(rs: Sequence[Recorded]) -> None:
+        take(rs)
+
+    durable = f"unwanted-{tenant}"
+    acks = await _acks(nc, durable)
+    sub = await (consume_batches(nc.jetstream(), subject, durable, many, types={"ClusterStatusChanged"}) if batches else
+                 consume_events(nc.jetstream(), subject, durable, one, types={"ClusterStatusChanged"}))
     try:
         await asyncio.wait_for(both.wait(), 10)
         await acks.until(3)
@@ -63,28 +72,6 @@ async def test_a_consumer_acknowledges_the_types_it_does_not_handle_unread(nc: C
         await sub.unsubscribe()
     assert [r.event.status for r in got] == ["pending", "active"]
     # The layout change was acked at its first delivery: three acks, nothing delivered again.
-    assert acks.count == 3 and info.num_ack_pending == 0 and info.num_redelivered == 0
-
-
-async def test_a_batch_consumer_does_too(nc: Client, tenant: str) -> None:
-    subject = await _write_without_body(nc, tenant)
-    got: list[Recorded] = []
-    both = asyncio.Event()
-
-    async def handler(batch: Sequence[Recorded]) -> None:
-        got.extend(batch)
-        if len(got) == 2:
-            both.set()
-
-    acks = await _acks(nc, f"unwanted-b-{tenant}")
-    sub = await consume_batches(nc.jetstream(), subject, f"unwanted-b-{tenant}", handler, types={"ClusterStatusChanged"})
-    try:
-        await asyncio.wait_for(both.wait(), 10)
-        await acks.until(3)
-        info = await sub.consumer_info()
-    finally:
-        await sub.unsubscribe()
-    assert [r.type for r in got] == ["ClusterStatusChanged", "ClusterStatusChanged"]
     assert acks.count == 3 and info.num_ack_pending == 0 and info.num_redelivered == 0
 
 
