@@ -10,6 +10,7 @@ from planner_harness import Harness, OwnedWhere
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import JobSucceeded
+from muster.ports.eventlog import ConcurrencyError
 from services.planner.app import PlannerConfig
 
 
@@ -92,6 +93,28 @@ async def test_a_restarted_planner_adopts_the_open_jobs_and_only_those() -> None
 
     await h.restart(PlannerConfig(instance="p2"))
     assert len([r for r in h.log.records if r.type == "JobAdopted"]) == 1
+
+
+async def test_an_adoption_refused_because_the_job_moved_on_is_made_again_on_the_logs_view() -> None:
+    """The fault suite's nemesis: a planner gaining a shard read a job, and the planner whose
+    lease had just run out, still busy with it, wrote to the job before the adoption landed. The
+    adoption was refused, and the new owner drove the job without it on record (the fencing
+    check saw its writes as another planner's). It is made again on the log's view."""
+    h = Harness(config=PlannerConfig(instance="p1"))
+    h.behaviour = lambda m: "hold"
+    open_ = await h.send(CreateCluster(name="open", template="hadoop-small", nodes=2))
+    assert isinstance(open_, Accepted)
+    await h.settle()
+    h.log.inject(lambda subject, items: any(i.event.type == "JobAdopted" for i in items),
+                 ConcurrencyError("another writer came first"))
+    second = await h.restart(PlannerConfig(instance="p2"))
+    adopted = [r.event for r in h.log.records if r.type == "JobAdopted"]
+    assert [(e.job_id, e.planner) for e in adopted] == [(open_.job_id, "p2")]
+    view = second.job_view("default", open_.job_id)
+    assert view is not None and view["owner"] == "p2"
+    h.behaviour = lambda m: "succeed"
+    await h.release()
+    assert isinstance(h.final(open_.job_id), JobSucceeded)
 
 
 async def test_shards_gained_while_their_lease_is_renewed_late_still_load_every_current_job() -> None:
