@@ -79,9 +79,13 @@ class Planner:
 
     async def resume(self, only: Callable[[str], bool] | None = None) -> None:
         """Rebuild the clusters this planner acts for (those whose id `only` accepts: the shards
-        it just gained; they are its own even while a lease is renewed late) and carry on with
-        their open jobs (`recovery.Recovery.resume`)."""
-        await self.recovery.resume(only, self.ownership.owns if only is None else (lambda tenant, cluster_id: True))
+        it just gained, every one of their clusters loaded) and carry on with their open jobs
+        while their leases hold (`recovery.Recovery.resume`: a take-up that outlasts them
+        stops, and the shards are handed back)."""
+        if only is None:
+            await self.recovery.resume(None, self.ownership.owns)
+        else:
+            await self.recovery.resume(only, lambda tenant, cluster_id: True, acting=self.ownership.owns)
 
     async def forget(self, only: Callable[[str], bool]) -> None:
         """Stop acting for the clusters `only` accepts (their shards went to another planner)."""

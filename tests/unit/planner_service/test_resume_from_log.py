@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from planner_harness import Harness, OwnedWhere
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import JobSucceeded
 from muster.ports.eventlog import ConcurrencyError
 from services.planner.app import PlannerConfig
+from services.planner.recovery import LeaseLapsed
 
 
 async def test_a_restarted_planner_finishes_the_job_without_dispatching_twice(h: Harness) -> None:
@@ -117,12 +119,16 @@ async def test_an_adoption_refused_because_the_job_moved_on_is_made_again_on_the
     assert isinstance(h.final(open_.job_id), JobSucceeded)
 
 
-async def test_shards_gained_while_their_lease_is_renewed_late_still_load_every_current_job() -> None:
-    """`resume(only)` runs for the shards a planner has just gained. If their lease is being
-    renewed late at that moment (owns() false for a while: a NATS node down), a cluster's current
-    job must still be loaded (nothing loads it later: an open job would stall, and a deleted
-    cluster's delete would have no planner answering for it, as the soak found); test_leases.py
-    checks the lease's expiry is armed then too."""
+async def test_a_take_up_that_outlasts_its_lease_stops_and_the_next_loads_every_current_job() -> None:
+    """`resume(only)` runs for the shards a planner has just gained. If their lease is no
+    longer valid when an open job is to be carried on with (renewals failing while the bus is
+    unwell: the nemesis saw a take-up of 8 s against a 3 s lease, and the planner adopted a job
+    another had adopted meanwhile), it stops with `LeaseLapsed` and acts for nothing more: the
+    shards are handed back (muster/bus/shards.py, tests/integration/bus/test_shards.py) and
+    the next take-up loads every cluster's current job, the deleted cluster's and the open
+    one (nothing else would: an open job would stall, and a deleted cluster's delete would have
+    no planner answering for it, as the soak found); test_leases.py checks the lease's expiry is
+    armed at a take-up too."""
     late = False
     h = Harness(ownership=OwnedWhere(lambda tenant, cluster_id: not late))
     gone = await h.cluster_of(nodes=2, name="gone")
@@ -134,9 +140,14 @@ async def test_shards_gained_while_their_lease_is_renewed_late_still_load_every_
     await h.settle()
     h.planner.timers.cancel_all()
     h.planner = h._planner()
+    written = len(h.log.records)
     late = True
-    await h.planner.resume(lambda cluster_id: True)
+    with pytest.raises(LeaseLapsed):
+        await h.planner.resume(lambda cluster_id: True)
+    assert len(h.log.records) == written  # nothing recorded for the job
     late = False
+    h.planner = h._planner()
+    await h.planner.resume(lambda cluster_id: True)
     assert h.planner.job_view("default", deleted.job_id) is not None
     assert running.job_id in h.planner.jobs and not h.planner.jobs[running.job_id].is_final
     h.behaviour = lambda m: "succeed"
