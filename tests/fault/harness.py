@@ -324,7 +324,9 @@ class FaultStack:
             if predicate(r):
                 found.set_result(r)
 
-        return await self.nc.subscribe(subject, cb=on_msg), found
+        sub = await self.nc.subscribe(subject, cb=on_msg)
+        await self.nc.flush()  # the server has it before the action runs or the log is read
+        return sub, found
 
     async def when(self, subject: str, predicate: Callable[[Recorded], bool], action: Callable[[], Awaitable[Any]],
                    timeout: float = 60.0) -> Recorded:

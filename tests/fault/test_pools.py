@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
@@ -20,7 +21,7 @@ from contracts.events import JobSucceeded
 from contracts.pool_commands import AddHosts, ConfigurePool, RemoveHost, ResetHost
 from contracts.pools import PoolTerms, TenantTerms
 from muster.bus.connect import principal_of
-from muster.bus.eventstore import EventStore, Recorded
+from muster.bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
 from muster.catalog.files import load_catalog
 from muster.demo.pool_hosts import LocalPoolHosts
 from services.pool import client as pools
@@ -153,18 +154,23 @@ def _refusals(events: list[Recorded], job_ids: list[str]) -> dict[str, str]:
 
 
 async def _until(store: EventStore, done: Any, timeout: float) -> list[Recorded]:
-    """The pool's events once `done(events)` holds (checked on every new pool event)."""
-    queue: asyncio.Queue[None] = asyncio.Queue()
+    """The pool's events once `done(events)` holds, checked on each as the log hands it over
+    (an ordered consumer from the first: every stored event, once, in order). A core
+    subscription woken per event, with a read of the log each time, missed an event published
+    before the subscription reached the server and stored after the read: a CI run and
+    `make test-long` each waited out the deadline with every request taken."""
+    events: list[Recorded] = []
+    met: asyncio.Future[list[Recorded]] = asyncio.get_running_loop().create_future()
 
-    async def on_msg(_: Any) -> None:
-        queue.put_nowait(None)
+    async def on_msg(msg: Any) -> None:
+        events.append(await inflate(store.bodies, recorded_from_msg(msg)))
+        if not met.done() and done(events):
+            met.set_result(list(events))
 
-    sub = await store.nc.subscribe(subjects.pool_events("lab"), cb=on_msg)
+    sub = await store.js.subscribe(subjects.pool_events("lab"), ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
+                                   cb=on_msg)
     try:
-        async with asyncio.timeout(timeout):
-            while not done(events := await store.read(subjects.pool_events("lab"))):
-                await queue.get()
-            return events
+        return await asyncio.wait_for(met, timeout)
     finally:
         await sub.unsubscribe()
 
