@@ -26,7 +26,7 @@ from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TRACE, 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
 from .bodies import H_BODY, Bodies, Offloaded, parse_stub, tenant_of
-from .ordered import read_in_order
+from .ordered import leader_next, read_in_order
 from .protocol import parse_headers
 from .wire import raw_subscribe, raw_unsubscribe
 
@@ -221,18 +221,15 @@ class EventStore:
         """Direct gets may be answered by any replica, and a follower may not have applied
         the latest writes yet (server 2.15 ignores ADR-53's `min_last_seq`). A replica holding
         sequence N holds everything before it, so only what follows can be missing: ask the
-        leader (the message API is answered by the stream leader) for the next match, and read
-        on from it while it has more. Usually this finds nothing: one round trip."""
+        leader for the next match (`ordered.leader_next`), and read on from it while it has
+        more. Usually this finds nothing: one round trip."""
         out: list[Recorded] = []
         while up_to_seq is None or seq <= up_to_seq:
-            try:
-                msg = await self.js.get_msg(self.stream, seq=seq, subject=subject_filter, next=True)
-            except NotFoundError:
+            frame = await leader_next(self.nc, self.stream, subject_filter, seq, self.timeout)
+            if frame is None or (up_to_seq is not None and frame[1] > up_to_seq):
                 break
-            if msg.seq is None or msg.subject is None or (up_to_seq is not None and msg.seq > up_to_seq):
-                break  # (a stored message always has a sequence and a subject)
-            out.append(_decode(msg.subject, msg.seq, msg.data or b"", dict(msg.headers or {})))
-            seq = msg.seq + 1
+            out.append(_from_wire(*frame))
+            seq = frame[1] + 1
         return out
 
     async def replay(

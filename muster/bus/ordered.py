@@ -28,6 +28,7 @@ from typing import Any
 
 from nats.aio.client import Client
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import APIError
 
 from .protocol import ack_sequences, parse_headers
 from .wire import RawHandler, raw_subscribe, raw_unsubscribe
@@ -132,20 +133,7 @@ class OrderedReader:
         return self.count
 
     async def _leader_next(self, subject_filter: str, seq: int) -> tuple[bytes, int, bytes, bytes] | None:
-        """The first message at or after `seq` on the filter, as the stream leader has it (the
-        message API is answered by the leader; a direct get may be answered by any replica),
-        as a frame with its header block as stored."""
-        request = json.dumps({"seq": seq, "next_by_subj": subject_filter}).encode()
-        reply = await self.nc.request(f"$JS.API.STREAM.MSG.GET.{self.stream}", request, timeout=self.api_timeout)
-        answer = json.loads(reply.data)
-        error = answer.get("error")
-        if error is not None:
-            if error.get("code") == 404:  # no message at or after it
-                return None
-            raise RuntimeError(f"reading {self.stream} from its leader: {error.get('description') or error}")
-        m = answer["message"]
-        return (m["subject"].encode(), int(m["seq"]), base64.b64decode(m.get("data") or ""),
-                base64.b64decode(m.get("hdrs") or ""))
+        return await leader_next(self.nc, self.stream, subject_filter, seq, self.api_timeout)
 
     async def _one_consumer(self, deadline: float) -> str:
         loop = asyncio.get_running_loop()
@@ -246,6 +234,23 @@ class OrderedReader:
             return None
 
         return on_raw
+
+
+async def leader_next(nc: Client, stream: str, subject_filter: str, seq: int, timeout: float) -> tuple[bytes, int, bytes, bytes] | None:
+    """The first message at or after `seq` on the filter as the stream leader has it (the
+    message API is answered by the leader; a direct get may be answered by any replica), as a
+    frame (subject, sequence, payload, header block as stored); None if there is none. Any
+    other answer raises as nats-py's API errors do (a 503 while the stream elects a leader)."""
+    request = json.dumps({"seq": seq, "next_by_subj": subject_filter}).encode()
+    reply = await nc.request(f"$JS.API.STREAM.MSG.GET.{stream}", request, timeout=timeout)
+    answer = json.loads(reply.data)
+    error = answer.get("error")
+    if error is not None:
+        if error.get("code") == 404:  # no message at or after it
+            return None
+        APIError.from_error(error)  # (always raises: the error's own type)
+    m = answer["message"]
+    return m["subject"].encode(), int(m["seq"]), base64.b64decode(m.get("data") or ""), base64.b64decode(m.get("hdrs") or "")
 
 
 LANE_HELD = 32_768
