@@ -108,7 +108,12 @@ def tenant() -> None:
 async def tenant_create(name: str, description: str, bus: Bus, as_json: bool) -> None:
     """Create tenant NAME."""
     data = await ask(bus, "tenant-create", tenant=name, description=description)
-    echo_json(data) if as_json else console.print(f"tenant {data['tenant']} created")
+    if as_json:
+        echo_json(data)
+        return
+    # Its work runs only on provisioners granted its queues: a create before that waits.
+    console.print(f"tenant {data['tenant']} created; its tasks run on a provisioner granted its queue: "
+                  f"muster grant <provisioner> execute --tenant {data['tenant']} --scope queue:default", soft_wrap=True)
 
 
 @tenant.command("list")

@@ -255,7 +255,8 @@ class Requests:
         if self.workers is None or await self.workers.serving(cluster.tenant, klass) != 0:
             return []
         return [f"no live provisioner serves tenant {cluster.tenant!r} (class {klass!r}): the job's tasks wait until "
-                f"one registers, and each attempt times out after {self.config.task_timeout_s:g} s"]
+                f"one registers, and each attempt times out after {self.config.task_timeout_s:g} s (an admin grants a "
+                f"provisioner the queue: muster grant <provisioner> execute --tenant {cluster.tenant} --scope queue:{klass})"]
 
     def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str, pin: PlanSaved | None = None) -> Job:
         return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts,

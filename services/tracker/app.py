@@ -192,7 +192,8 @@ class Tracker:
             return []
         if live:
             return []
-        return [f"no live provisioner serves tenant {tenant!r}: {queued} queued task(s) wait until one registers"]
+        return [f"no live provisioner serves tenant {tenant!r}: {queued} queued task(s) wait until one registers (an admin "
+                f"grants a provisioner the queue: muster grant <provisioner> execute --tenant {tenant} --scope queue:<class>)"]
 
     async def _place_in_line(self, status: dict[str, Any]) -> dict[str, Any]:
         """A job waiting for pool hosts: where its request stands in the pool's line."""

@@ -75,6 +75,8 @@ async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> 
     console = Console()
     progress = JobProgress()
     view: LiveView | None = None
+    for warning in await _warnings(tracker, job_id):
+        click.echo(f"warning: {warning}", err=True)
     try:
         async with asyncio.timeout(deadline):
             async for item in tracker.events(job=job_id, follow=True):
@@ -97,6 +99,16 @@ async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> 
     error = f": {status['error']}" if status.get("error") else ""
     click.echo(f"job {job_id} {state}{error} ({status.get('tasks_total', 0)} tasks)")
     return state
+
+
+async def _warnings(tracker: TrackerReads, job_id: str) -> list[str]:
+    """Why the job may not move now, said once before following it: a job whose tasks no
+    provisioner would take shows nothing but its queued tasks, then silence."""
+    try:
+        body = await tracker.get(f"/v1/jobs/{job_id}")
+    except CliError:
+        return []  # following it says what is wrong
+    return [str(w) for w in body.get("warnings") or []]
 
 
 def _state(progress: JobProgress) -> str:

@@ -31,6 +31,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import DeliverPolicy
 from nats.js.errors import BadRequestError, ServiceUnavailableError
 
 from contracts import subjects
@@ -39,7 +40,7 @@ from contracts.commands import Accepted
 from contracts.events import EVENT_TYPES, FINAL_JOB_EVENTS
 from muster.bus.cluster import NODES, ClusterNode, loopback_cluster, start_cluster
 from muster.bus.connect import connect
-from muster.bus.eventstore import EventStore, Recorded
+from muster.bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
 from muster.bus.server import NatsServer, free_port
 from muster.bus.streams import ensure_streams
 from muster.catalog.files import load_catalog
@@ -341,13 +342,29 @@ class FaultStack:
 
     async def seen(self, subject: str, predicate: Callable[[Recorded], bool], timeout: float = 60.0) -> Recorded:
         """The first event on `subject` (a filter) matching `predicate`, in the log already or
-        to come (subscribed first, then the log read: none is missed)."""
-        sub, found = await self._watch(subject, predicate)
+        to come."""
+        return (await self.follow(subject, lambda events: predicate(events[-1]), timeout))[-1]
+
+    async def follow(self, subject: str, done: Callable[[list[Recorded]], bool], timeout: float = 60.0) -> list[Recorded]:
+        """The events on `subject` (a filter) once `done(events)` holds, checked on each as the
+        log hands it over: an ordered consumer from the first event gives every stored event,
+        once, in order. A core subscription and a read of the log (what `seen` was) misses an
+        event published before the subscription reached the server and stored after the read;
+        the pools scenario waited out its deadline on that once in CI."""
+        store = EventStore(self.conn)
+        events: list[Recorded] = []
+        met: asyncio.Future[list[Recorded]] = asyncio.get_running_loop().create_future()
+
+        async def on_msg(msg: Msg) -> None:
+            if met.done():
+                return
+            events.append(await inflate(store.bodies, recorded_from_msg(msg)))
+            if done(events):
+                met.set_result(list(events))
+
+        sub = await store.js.subscribe(subject, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg)
         try:
-            for r in await EventStore(self.conn).read(subject):
-                if predicate(r):
-                    return r
-            return await asyncio.wait_for(found, timeout)
+            return await asyncio.wait_for(met, timeout)
         finally:
             await sub.unsubscribe()
 

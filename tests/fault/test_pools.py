@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
@@ -21,7 +20,7 @@ from contracts.events import JobSucceeded
 from contracts.pool_commands import AddHosts, ConfigurePool, RemoveHost, ResetHost
 from contracts.pools import PoolTerms, TenantTerms
 from muster.bus.connect import principal_of
-from muster.bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
+from muster.bus.eventstore import EventStore, Recorded
 from muster.catalog.files import load_catalog
 from muster.demo.pool_hosts import LocalPoolHosts
 from services.pool import client as pools
@@ -101,7 +100,7 @@ async def _scenario(fs: FaultStack, hosts: LocalPoolHosts, specs: list[Any]) -> 
         return set(wanted) - {e.event.request.job_id for e in evs if e.type == "RequestAccepted"} - set(_refusals(evs, wanted))
 
     try:
-        waiting = await _until(store, lambda evs: not unanswered(evs), timeout=WAIT_S)
+        waiting = await fs.follow(subjects.pool_events("lab"), lambda evs: not unanswered(evs), timeout=WAIT_S)
     except TimeoutError:
         left = unanswered(await _pool_events(store))
         raise AssertionError(f"the pool took no request of {len(left)} jobs within {WAIT_S} s:\n" + "\n".join(
@@ -151,28 +150,6 @@ async def _scenario(fs: FaultStack, hosts: LocalPoolHosts, specs: list[Any]) -> 
 
 def _refusals(events: list[Recorded], job_ids: list[str]) -> dict[str, str]:
     return {e.event.request_id: e.event.reason for e in events if e.type == "RequestRefused" and e.event.request_id in job_ids}
-
-
-async def _until(store: EventStore, done: Any, timeout: float) -> list[Recorded]:
-    """The pool's events once `done(events)` holds, checked on each as the log hands it over
-    (an ordered consumer from the first: every stored event, once, in order). A core
-    subscription woken per event, with a read of the log each time, missed an event published
-    before the subscription reached the server and stored after the read: a CI run and
-    `make test-long` each waited out the deadline with every request taken."""
-    events: list[Recorded] = []
-    met: asyncio.Future[list[Recorded]] = asyncio.get_running_loop().create_future()
-
-    async def on_msg(msg: Any) -> None:
-        events.append(await inflate(store.bodies, recorded_from_msg(msg)))
-        if not met.done() and done(events):
-            met.set_result(list(events))
-
-    sub = await store.js.subscribe(subjects.pool_events("lab"), ordered_consumer=True, deliver_policy=DeliverPolicy.ALL,
-                                   cb=on_msg)
-    try:
-        return await asyncio.wait_for(met, timeout)
-    finally:
-        await sub.unsubscribe()
 
 
 async def _next_success(fs: FaultStack, open_jobs: dict[str, tuple[str, str]]) -> str:

@@ -1,12 +1,15 @@
 """Issue #18.7: a create for a tenant that no live provisioner serves was accepted silently and
 its tasks waited 900 s. It is still accepted (one may register any moment), but the answer,
-the job's status (`muster status`) and /metrics say so."""
+the job's status (`muster status`, `muster watch`) and /metrics say so."""
 
 from __future__ import annotations
 
 import asyncio
 
+from click.testing import CliRunner
+
 from contracts.commands import Accepted, CreateCluster
+from muster.cli import main
 from muster.bus.eventstore import EventStore
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
@@ -30,7 +33,13 @@ async def test_a_job_nobody_serves_is_accepted_and_every_view_says_why(tracked: 
                 break
     assert body["state"] == "running"
     assert body["warnings"] == [f"no live provisioner serves tenant '{LONELY}': {body['counts']['queued']} queued task(s) "
-                                "wait until one registers"]
+                                "wait until one registers (an admin grants a provisioner the queue: muster grant <provisioner> "
+                                f"execute --tenant {LONELY} --scope queue:<class>)"]
+    # `muster watch` says it before following the job (which then shows queued tasks, and waits).
+    watched = await asyncio.to_thread(CliRunner().invoke, main, ["watch", reply.job_id, "--tenant", LONELY, "--nats-url",
+                                                                 tracked.url, "--timeout", "1"], catch_exceptions=False)
+    assert watched.exit_code == 3, watched.output
+    assert f"warning: no live provisioner serves tenant '{LONELY}'" in watched.output, watched.output
     # A scrape gathers the planners' answers for 0.2 s: on a loaded machine (the planner runs in
     # this test's event loop) one can miss them, so up to three scrapes.
     for _ in range(3):

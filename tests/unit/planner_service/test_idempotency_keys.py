@@ -74,7 +74,8 @@ async def test_a_job_nobody_would_run_now_is_accepted_with_a_warning() -> None:
     reply = await h.send(CreateCluster(name="lonely", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
     assert reply.warnings == ["no live provisioner serves tenant 'default' (class 'default'): the job's tasks wait until "
-                              "one registers, and each attempt times out after 900 s"]
+                              "one registers, and each attempt times out after 900 s (an admin grants a provisioner the "
+                              "queue: muster grant <provisioner> execute --tenant default --scope queue:default)"]
 
     h.workers.by = {("default", "default"): 1}
     served = await h.send(CreateCluster(name="served", template="hadoop-small", nodes=2))
