@@ -108,7 +108,8 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
 @_data_dir_option
 @click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
 @click.option("--catalog", "catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="load this Coopr-format catalog folder")
-@click.option("--tenant", default="default", show_default=True)
+@click.option("--tenant", default="default", show_default=True,
+              help="the tenant (or several, comma-separated) the catalog is applied to and the provisioner serves")
 @click.option("--capacity", default=8, show_default=True, help="provisioner workers (per provisioner process)")
 @click.option("--planners", default=1, show_default=True, type=click.IntRange(1, 16),
               help="planner processes; they share the clusters (docs/scaling.md)")
@@ -147,8 +148,9 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
                  policy: AutoscalePolicy | None) -> None:
     if catalog_dir is not None:
         async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
-            n = await _load_catalog(client, tenant, catalog_dir)
-        console.print(f"catalog: {n} entities applied for tenant {tenant}")
+            for one in (t for t in tenant.split(",") if t):  # as the provisioner's --tenants
+                n = await _load_catalog(client, one, catalog_dir)
+                console.print(f"catalog: {n} entities applied for tenant {one}")
     console.print(f"nats:    {deployment.nats_url}")
     console.print(f"tracker: {deployment.tracker_url}")
     console.print(f"logs:    {data_dir / 'logs'}")

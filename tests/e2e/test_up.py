@@ -72,7 +72,7 @@ async def _up(tmp_path: Path, *args: str) -> AsyncIterator[tuple[asyncio.subproc
 
 @pytest_asyncio.fixture
 async def muster_up(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, dict[str, str]]]:
-    async with _up(tmp_path) as up:
+    async with _up(tmp_path, "--tenant", "default,acme") as up:
         yield up
 
 
@@ -102,9 +102,12 @@ async def test_up_runs_a_create_and_ctrl_c_leaves_no_orphans(muster_up: tuple[as
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):  # no anonymous access
         await nats.connect(nats_url, allow_reconnect=False, max_reconnect_attempts=0)
     async with await MusterClient.connect(nats_url, token=token) as client:
-        reply = await client.send("default", CreateCluster(name="e2e", template="hadoop-small", nodes=3))
-        assert isinstance(reply, Accepted)
-        assert isinstance(await client.wait(reply.job_id, timeout=120), JobSucceeded)
+        # `--tenant default,acme`: both have the catalog and the provisioner serves both.
+        replies = [await client.send(t, CreateCluster(name="e2e", template="hadoop-small", nodes=3)) for t in ("default", "acme")]
+        assert all(isinstance(r, Accepted) and not r.warnings for r in replies), replies
+        ends = await asyncio.gather(*(client.wait(r.job_id, tenant=t, timeout=120) for r, t in zip(replies, ("default", "acme"), strict=True)))
+        assert all(isinstance(e, JobSucceeded) for e in ends), ends
+        reply = replies[0]
 
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{tracker}/v1/jobs/{reply.job_id}") as resp:
