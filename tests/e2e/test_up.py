@@ -103,8 +103,11 @@ async def test_up_runs_a_create_and_ctrl_c_leaves_no_orphans(muster_up: tuple[as
         await nats.connect(nats_url, allow_reconnect=False, max_reconnect_attempts=0)
     async with await MusterClient.connect(nats_url, token=token) as client:
         # `--tenant default,acme`: both have the catalog and the provisioner serves both.
-        replies = [await client.send(t, CreateCluster(name="e2e", template="hadoop-small", nodes=3)) for t in ("default", "acme")]
-        assert all(isinstance(r, Accepted) and not r.warnings for r in replies), replies
+        replies: list[Accepted] = []
+        for t in ("default", "acme"):
+            sent = await client.send(t, CreateCluster(name="e2e", template="hadoop-small", nodes=3))
+            assert isinstance(sent, Accepted) and not sent.warnings, sent
+            replies.append(sent)
         ends = await asyncio.gather(*(client.wait(r.job_id, tenant=t, timeout=120) for r, t in zip(replies, ("default", "acme"), strict=True)))
         assert all(isinstance(e, JobSucceeded) for e in ends), ends
         reply = replies[0]
