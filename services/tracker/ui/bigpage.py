@@ -55,6 +55,7 @@ async def job(request: web.Request, viewer: Viewer, job_id: str, fold: JobFold, 
                   can_control=viewer.may_job("execute", job_id, cluster), controls=CONTROLS,
                   allowed=controls_for(status["state"], bool(status["tasks_total"])),
                   can_approve=viewer.may_job("approve", job_id, cluster), status=status, graph=agg, graph_json=agg,
+                  unserved=await tracker_of(request).warnings(viewer.tenant, status),
                   rows=shown, matching=matching, filter_state=state, filter_part=part, page_no=number,
                   pages=max(1, -(-matching // PAGE_ROWS)), states=ATTENTION, title_of=group_title,
                   timeline=list(fold.lines), timeline_total=fold.lines_total, seq=fold.seq, trace_url=tracing.link(fold.trace))

@@ -137,6 +137,7 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
                   can_control=viewer.may_job("execute", job_id, cluster_of(history)), controls=CONTROLS,
                   allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
                   can_approve=viewer.may_job("approve", job_id, cluster_of(history)),
+                  unserved=await tracker_of(request).warnings(viewer.tenant, data["status"]),
                   graph_json=data["graph"].to_json(), **data)
 
 

@@ -1,6 +1,6 @@
 """Issue #18.7: a create for a tenant that no live provisioner serves was accepted silently and
 its tasks waited 900 s. It is still accepted (one may register any moment), but the answer,
-the job's status (`muster status`, `muster watch`) and /metrics say so."""
+the job's status (`muster status`, `muster watch`, the console's job page) and /metrics say so."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import asyncio
 from click.testing import CliRunner
 
 from contracts.commands import Accepted, CreateCluster
-from muster.cli import main
 from muster.bus.eventstore import EventStore
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
+from muster.cli import main
 
 from .conftest import DEMO_CATALOG, Tracked
 
@@ -35,6 +35,9 @@ async def test_a_job_nobody_serves_is_accepted_and_every_view_says_why(tracked: 
     assert body["warnings"] == [f"no live provisioner serves tenant '{LONELY}': {body['counts']['queued']} queued task(s) "
                                 "wait until one registers (an admin grants a provisioner the queue: muster grant <provisioner> "
                                 f"execute --tenant {LONELY} --scope queue:<class>)"]
+    # The console's job page too.
+    page = await (await tracked.http.get(f"/ui/jobs/{reply.job_id}", headers={"Cookie": f"muster_tenant={LONELY}"})).text()
+    assert 'data-testid="job-unserved"' in page and f"no live provisioner serves tenant &#39;{LONELY}&#39;" in page, page
     # `muster watch` says it before following the job (which then shows queued tasks, and waits).
     watched = await asyncio.to_thread(CliRunner().invoke, main, ["watch", reply.job_id, "--tenant", LONELY, "--nats-url",
                                                                  tracked.url, "--timeout", "1"], catch_exceptions=False)
