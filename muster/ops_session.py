@@ -295,8 +295,11 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
     print_governance(reply)
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
-        out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): "
-                  f"`muster cluster apply {reply.plan_id}` runs exactly this plan, or is refused if the cluster or the catalog changed")
+        if (reply.policy or {}).get("deny"):  # an apply is admitted as any request is: it would be refused
+            then = "is refused while the tenant's policies deny it (above)"
+        else:
+            then = "runs exactly this plan, or is refused if the cluster or the catalog changed"
+        out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): `muster cluster apply {reply.plan_id}` {then}")
 
 
 def print_rows(title: str, columns: list[str], rows: list[list[str]]) -> None:

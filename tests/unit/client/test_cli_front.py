@@ -165,3 +165,20 @@ def test_the_drift_table_shows_each_nodes_desired_and_observed_state(capsys: pyt
     assert lines[0].split() == ["NODE", "SERVICE", "DESIRED", "OBSERVED"]
     assert [[c.strip() for c in re.split(r"\s{2,}", line)] for line in lines[1:3]] == [["hn1", "zk", "stopped", "not checked"], ["hn2", "zk", "running", "running"]]
     assert info.to_json()["nodes"][0]["desired"] == {"zk": "stopped"}
+
+
+def test_a_dry_run_the_policies_deny_does_not_say_its_apply_would_run() -> None:
+    from contracts.commands import DryRun
+    from muster import ops_session
+
+    plan = {"tasks": [{"id": "n1.create", "action": "create"}], "stages": [["n1.create"]]}
+    allowed = DryRun(plan=plan, plan_id="p1", catalog_version="c1")
+    denied = DryRun(plan=plan, plan_id="p2", catalog_version="c1", policy={"deny": ["too big (policy size)"], "warn": []})
+    with ops_session.out.capture() as captured:
+        ops_session.print_dry_run("create", allowed)
+    assert "`muster cluster apply p1` runs exactly this plan" in captured.get()
+    with ops_session.out.capture() as captured:
+        ops_session.print_dry_run("create", denied)
+    said = captured.get()
+    assert "policy would deny: too big (policy size)" in said
+    assert "`muster cluster apply p2` is refused while the tenant's policies deny it" in said and "runs exactly" not in said
