@@ -286,7 +286,7 @@ async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str) ->
     if refusal:
         console.print(f"{refusal}: the nodes are localhost nodes on loopback addresses instead")
     async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
-        await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=data_dir / "nodes")
+        await real_demo.scenario(client, tenant, console, provider="local" if refusal else "ns", base_dir=(data_dir / "nodes").resolve())
 
 
 async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: bool) -> None:

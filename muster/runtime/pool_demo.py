@@ -74,7 +74,10 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
                keep: bool, console: Console) -> None:
     catalog = load_catalog(POOL_CATALOG)
     lab = catalog.providers["lab"]
-    catalog.providers["lab"] = lab.model_copy(update={"provisioner": {**lab.provisioner, "identityfile": str(hosts.key_path)}})
+    # Absolute: a relative identityfile is the provisioner's own key folder's (docs/plugins.md), and
+    # the data directory is relative when `muster demo --pool` runs without --data-dir.
+    key = str(hosts.key_path.resolve())
+    catalog.providers["lab"] = lab.model_copy(update={"provisioner": {**lab.provisioner, "identityfile": key}})
     await apply_catalog(EventStore(client.nc), tenant, catalog, by="demo")
     answer = await pools.send(client.nc, "lab", AddHosts(hosts=specs, requested_by="demo"))
     where = "namespace nodes with their own sshd" if isinstance(hosts, NamespacePoolHosts) else "SSH servers on 127.0.0.1"

@@ -29,7 +29,7 @@ def test_demo_builds_shows_and_deletes_a_cluster(tmp_path: Path) -> None:
 def test_demo_on_a_pool_shows_a_cluster_waiting_for_hosts_and_getting_them(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     done = subprocess.run(
-        [sys.executable, "-m", "muster", "demo", "--pool", "--data-dir", str(tmp_path / "data")],
+        [sys.executable, "-m", "muster", "demo", "--pool"],  # as the README has it: the data in ./.muster
         capture_output=True, text=True, env={**env, "COLUMNS": "160"}, cwd=tmp_path, timeout=200,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -40,4 +40,5 @@ def test_demo_on_a_pool_shows_a_cluster_waiting_for_hosts_and_getting_them(tmp_p
     assert out.index("waiting for 2 hosts") < out.index("deleting shop") < out.rindex("pool lab: 4 hosts, 4 free, 0 waiting")
     assert "everything stopped." in out
     # The hosts ran the services' scripts over SSH, and the release command wiped them again.
-    assert not list((tmp_path / "data" / "pool-hosts").glob("*/app"))
+    hosts = tmp_path / ".muster" / "pool-hosts"
+    assert hosts.is_dir() and not list(hosts.glob("*/app"))
