@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from contracts.catalog import Catalog
 from contracts.errors import describe_validation_error
-from contracts.layout import NodeSpec
+from contracts.layout import Layout, NodeSpec
 from muster.bus.shards import lease_table
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.templates import TemplateError, resolve_template
@@ -21,6 +21,8 @@ from services.governance.domain.cost import plan_cost
 
 from .domain.operations import OFFLINE, ROLLING
 from .domain.plan import PlanError, build_plan
+from .domain.planning import catalog_node_factory
+from .domain.resize import expand
 from .domain.rolling import batched
 
 CLI_OPERATIONS = OFFLINE
@@ -38,7 +40,8 @@ class Invalid(ValueError):
 @click.command("plan")
 @click.option("--catalog", "catalog_dir", help="Catalog folder in Coopr's format.")
 @click.option("--template", help="Cluster template name (must exist in the catalog).")
-@click.option("--nodes-file", help='JSON {"nodes": [{"id", "hardwaretype", "imagetype", "services"}]}.')
+@click.option("--nodes-file", help='JSON {"nodes": [{"id", "hardwaretype", "imagetype", "services"}]}, or the layout '
+              '`muster solve` prints (nodes numbered from n1000, as the planner numbers them).')
 @click.option("--operation", help=f"One of: {', '.join(CLI_OPERATIONS)}.")
 @click.option("--services", default=None, help="Comma-separated services to add / remove / start / stop / restart.")
 @click.option("--mode", default="eager", show_default=True, help="eager or staged: how the plan would be run.")
@@ -82,7 +85,8 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
         provider = resolve_template(catalog, template).defaults.provider or ""
     except (CatalogFileError, TemplateError) as err:
         raise Invalid(str(err)) from None
-    nodes = read_nodes(nodes_file)
+    read = read_nodes(nodes_file)
+    nodes = read if isinstance(read, list) else layout_nodes(catalog, template, provider, read)
     named = [s.strip() for s in services.split(",") if s.strip()] if services is not None else None
     try:
         if operation == "add-services":
@@ -100,13 +104,19 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
         raise Invalid(str(err)) from None
 
 
-def read_nodes(path: str) -> list[NodeSpec]:
+def read_nodes(path: str) -> list[NodeSpec] | Layout:
+    """The nodes the file lists, or the layout it holds (`muster solve`'s answer)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise Invalid(f"{path}: cannot read a JSON nodes file: {err}") from None
+    if isinstance(data, dict) and isinstance(data.get("layout"), list):
+        try:
+            return Layout.model_validate(data)
+        except ValidationError as err:
+            raise Invalid(f"{path}: not a layout as `muster solve` prints it: {describe_validation_error(err)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
-        raise Invalid(f'{path}: expected {{"nodes": [...]}}')
+        raise Invalid(f'{path}: expected {{"nodes": [...]}}, or the layout `muster solve` prints ({{"nodes": N, "layout": [...]}})')
     nodes = []
     for i, raw in enumerate(data["nodes"]):
         if not isinstance(raw, dict):
@@ -117,6 +127,15 @@ def read_nodes(path: str) -> list[NodeSpec]:
         except ValidationError as err:
             raise Invalid(f"{path}: nodes.{i}: {describe_validation_error(err)}") from None
     return nodes
+
+
+def layout_nodes(catalog: Catalog, template: str, provider: str, layout: Layout) -> list[NodeSpec]:
+    """A new cluster's nodes from a solved layout, numbered and named as the planner makes them
+    (the template stands for the cluster's name)."""
+    try:
+        return list(expand([], layout, catalog_node_factory(template, provider, catalog, [])).nodes)
+    except PlanError as err:
+        raise Invalid(str(err)) from None
 
 
 def with_added_services(catalog: Catalog, nodes: list[NodeSpec], named: list[str] | None) -> list[NodeSpec]:

@@ -135,10 +135,14 @@ def layout_request_of(job: Job, cluster: Cluster, catalog: Catalog) -> LayoutReq
 
 
 def node_factory(cluster: Cluster, catalog: Catalog, existing: list[NodeSpec]) -> resize.NodeFactory:
-    provider = cluster.provider
+    return catalog_node_factory(cluster.name, cluster.provider, catalog, existing)
+
+
+def catalog_node_factory(name: str, provider: str, catalog: Catalog, existing: list[NodeSpec]) -> resize.NodeFactory:
+    """New nodes of a cluster named `name` on `provider`, their flavor and image from the catalog."""
     flavors = {n: hw.flavor(provider) or "" for n, hw in catalog.hardwaretypes.items()}
     images = {n: (img.image(provider) or "", img.providermap.get(provider, {}).get("sshuser", "")) for n, img in catalog.imagetypes.items()}
-    return resize.NodeFactory(cluster.name, provider, existing, flavors, images)
+    return resize.NodeFactory(name, provider, existing, flavors, images)
 
 
 def plan_layout(job: Job, cluster: Cluster, catalog: Catalog, layout: Layout, cmd: Any) -> tuple[Plan, list[NodeSpec]]:

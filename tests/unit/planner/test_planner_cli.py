@@ -191,3 +191,22 @@ def test_a_rolling_restart_prints_its_batches_and_stages_them_one_after_the_othe
     assert code == 0 and out["batches"] == [["n1", "n2"], ["n3", "n4"]]
     code, out = plan("create", "--rolling", "1")
     assert code == 2 and "--rolling goes with configure, configure-restart, restart, upgrade" in out["error"]["message"]
+
+
+def test_the_layout_muster_solve_prints_is_a_nodes_file(tmp_path: Path) -> None:
+    """`muster solve ... > layout.json; muster plan --nodes-file layout.json`: the layout's groups
+    become nodes numbered from n1000, as the planner numbers a new cluster's."""
+    solved = CliRunner().invoke(main, ["solve", "--catalog", CATALOG, "--template", "hadoop", "--nodes", "3"])
+    assert solved.exit_code == 0, solved.output
+    layout = tmp_path / "layout.json"
+    layout.write_text(solved.stdout)
+    code, out = plan("create", nodes=str(layout))
+    assert code == 0, out
+    nodes = sorted({t["node"] for t in out["tasks"]})
+    assert nodes == ["n1000", "n1001", "n1002"]
+    assert sum(out["cost"]["by_hardware"].values()) == pytest.approx(out["cost"]["per_hour"])
+    # A layout whose counts do not add up is refused, naming the problem.
+    broken = json.loads(solved.stdout) | {"nodes": 5}
+    layout.write_text(json.dumps(broken))
+    code, out = plan("create", nodes=str(layout))
+    assert code == 2 and "the solver's layout (5 nodes)" in out["error"]["message"], out
