@@ -45,7 +45,7 @@ from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, json_option, parse_json_arg
 from .ops_care_cli import seconds
-from .ops_session import Options, Session, cluster_op, job_op, service_list
+from .ops_session import CAPTURE, Options, Session, cluster_op, job_op, service_list
 
 
 def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -182,21 +182,27 @@ async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: 
 
 @cluster.command("configure")
 @click.argument("cluster_ref", metavar="CLUSTER")
-@click.argument("config_text", metavar="CONFIG")
+@click.argument("config_text", metavar="[CONFIG]", required=False)
 @click.option("--restart", is_flag=True, help="stop and start the services around the change")
 @rolling_options
 @nodes_option
 @cluster_op
-async def configure(cluster_ref: str, config_text: str, restart: bool, rolling: str | None, tolerate: int,
+async def configure(cluster_ref: str, config_text: str | None, restart: bool, rolling: str | None, tolerate: int,
                     nodes: tuple[str, ...], opts: Options) -> None:
-    """Replace CLUSTER's config with CONFIG (JSON, or @FILE with JSON or YAML)."""
-    config = parse_json_arg(config_text, "CONFIG")
-    if not isinstance(config, dict):
+    """Replace CLUSTER's config with CONFIG (JSON, or @FILE with JSON or YAML). Without CONFIG,
+    its config again, its macros expanded anew: after an expand, the old nodes learn the new
+    peers (refused if the cluster changed since it was read)."""
+    if config_text is None and CAPTURE.get() is not None:
+        raise CliError("a scheduled configure needs its CONFIG: the cluster's config of today would be frozen into it")
+    config = parse_json_arg(config_text, "CONFIG") if config_text is not None else None
+    if config_text is not None and not isinstance(config, dict):
         raise CliError("CONFIG must be a JSON object")
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(ConfigureCluster(cluster_id=(await s.cluster(cluster_ref)).id, config=config, restart=restart,
-                                         rolling=spec, nodes=service_list(nodes) or None))
+        info = await s.cluster(cluster_ref)
+        again = {"config": info.config, "if_version": info.version} if config is None else {"config": config}
+        await s.execute(ConfigureCluster(cluster_id=info.id, restart=restart, rolling=spec, nodes=service_list(nodes) or None,
+                                         **again))
 
 
 def _services_operation(name: str, model: Callable[..., Command], doc: str, required: bool = False, picks: bool = False) -> None:

@@ -45,6 +45,18 @@ async def test_the_daily_commands(stack: Stack, fresh_nats: str) -> None:
     stale = await muster(fresh_nats, "cluster", "configure", "daily", '{"a": 1}', "--if-version", str(shown["version"]))
     assert stale.code == 2 and "(if_version): it changed since you looked" in stale.stderr
 
+    # Without CONFIG: the cluster's config again (its macros expanded anew, as after an expand),
+    # on the version just read; a schedule may not freeze today's config into itself.
+    before = json.loads((await muster(fresh_nats, "cluster", "show", "daily", "--json")).stdout)
+    again = await muster(fresh_nats, "cluster", "configure", "daily", "--restart", "--rolling", "1", "--wait")
+    assert again.code == 0 and "succeeded" in again.stdout, again.stderr
+    after = json.loads((await muster(fresh_nats, "cluster", "show", "daily", "--json")).stdout)
+    assert after["config"] == before["config"] and after["version"] > before["version"]
+    sent = [r for r in await stack.store.read(f"muster.evt.{stack.tenant}.job.>") if r.type == "JobRequested"][-1]
+    assert sent.event.request["config"] == before["config"] and sent.event.request["if_version"] == before["version"]
+    frozen = await muster(fresh_nats, "schedule", "create", "nightly", "--cron", "0 3 * * *", "--", "cluster", "configure", "daily")
+    assert frozen.code == 2 and "a scheduled configure needs its CONFIG" in frozen.stderr, frozen.stderr
+
     extended = await muster(fresh_nats, "cluster", "extend-lease", "daily", "--add", "30m")
     assert extended.code == 0 and "extended: it expires at" in extended.stdout, extended.stderr
     too_far = await muster(fresh_nats, "cluster", "extend-lease", "daily", "--add", "3h")
