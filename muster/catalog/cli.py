@@ -263,7 +263,7 @@ async def _read_catalog(tracker: TrackerReads) -> tuple[CatalogState, str, bool]
     body = await tracker.get("/v1/catalog")
     state = CatalogState(Catalog.model_validate(body["catalog"]), body["last_seq"],
                          {(v["kind"], v["name"]): v["version"] for v in body["versions"]})
-    return state, tracker.tenant or "", bool(body["complete"])
+    return state, str(body.get("tenant") or tracker.tenant or ""), bool(body["complete"])
 
 
 @catalog.command("delete")

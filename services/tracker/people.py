@@ -140,7 +140,7 @@ async def get_catalog(request: web.Request) -> web.Response:
             complete = False
     versions = [{"kind": k, "name": n, "version": v} for (k, n), v in sorted(state.versions.items())
                 if n in shown_catalog.entities(k)]
-    return web.json_response({"catalog": shown_catalog.model_dump(mode="json", exclude_defaults=True),
+    return web.json_response({"tenant": tenant, "catalog": shown_catalog.model_dump(mode="json", exclude_defaults=True),
                               "versions": versions, "last_seq": state.last_seq, "complete": complete})
 
 

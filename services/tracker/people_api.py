@@ -33,6 +33,7 @@ class CatalogVersion(_Out):
 class CatalogView(_Out):
     """The tenant's catalog from the log, the entities the principal may read, secrets masked."""
 
+    tenant: str = Field(description="whose catalog this is (the one asked for, else the token's own, `default` for operators)")
     catalog: dict[str, Any]
     versions: list[CatalogVersion]
     last_seq: int = Field(description="the catalog's last event in the log (0: none yet)")

@@ -123,6 +123,7 @@ async def test_a_tenants_user_does_its_day_with_its_own_token(day: Day) -> None:
     assert history.code == 0 and {"ClusterRequested", "JobSucceeded"} <= {json.loads(line)["type"] for line in history.out.splitlines()}
     assert replay.code == 0 and json.loads(replay.out)["cluster"]["status"] == "active", replay
     assert services.code == 0 and "zookeeper-server" in services.out, services
+    assert "services of tenant 'acme'" in services.out, services  # the token's own, which the tracker says
     assert diff.code == 0 and "~ provider sim (v2): provisioner.latency_ms" in diff.out and "apply would be accepted" in diff.out
     assert catalog_history.code == 0 and json.loads(catalog_history.out.splitlines()[0])["name"] == "hadoop-small"
     [provisioner] = json.loads(provs.out)
