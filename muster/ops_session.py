@@ -132,9 +132,10 @@ class Session:
         return found
 
     def named(self, text: str) -> str:
-        """`cluster <id>` in a planner's answer, said as `cluster <name> (<id>)`."""
+        """`cluster <id>` (or `cluster '<id>'`) in a planner's answer, said as `cluster <name> (<id>)`."""
         for ident, name in self.names.items():
-            text = text.replace(f"cluster {ident}", f"cluster {name} ({ident})")
+            for said in (f"cluster {ident!r}", f"cluster {ident}"):
+                text = text.replace(said, f"cluster {name} ({ident})")
         return text
 
     def stamp(self, cmd: Command, requested_by: str) -> Command:
