@@ -31,6 +31,7 @@ _SERVICE_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")
 class Ran:
     exit_code: int
     output: str
+    stdout: str = ""
 
 
 async def muster(*args: str, env: dict[str, str] | None = None) -> Ran:
@@ -38,7 +39,8 @@ async def muster(*args: str, env: dict[str, str] | None = None) -> Ran:
     process log meanwhile (the runner captures the whole process's stdout)."""
     result = await asyncio.to_thread(CliRunner(env=env).invoke, main, list(args), catch_exceptions=False)
     lines = [line for line in result.output.splitlines(keepends=True) if not _SERVICE_LOG.match(line)]
-    return Ran(result.exit_code, "".join(lines))
+    stdout = [line for line in result.stdout.splitlines(keepends=True) if not _SERVICE_LOG.match(line)]
+    return Ran(result.exit_code, "".join(lines), "".join(stdout))
 
 
 async def _finished_job(tracked: Tracked) -> Any:
@@ -74,7 +76,9 @@ async def test_watch_follows_a_job_to_its_end_and_says_how_it_ended(tracked: Tra
     reply = await tracked.create(nodes=2)
     out = await muster("watch", reply.job_id, "--nats-url", tracked.url, "--timeout", "60")
     assert out.exit_code == 0, out.output
-    lines = out.output.splitlines()
+    # (stdout: this harness's provisioner keeps no presence record, so a status read while tasks
+    # are queued warns, on stderr, that no live provisioner serves the tenant)
+    lines = out.stdout.splitlines()
     assert "create of cluster" in lines[0] and lines[-1].startswith(f"job {reply.job_id} succeeded")
     assert any("claimed" in line and "[prov-test/" in line for line in lines)
     # Once the job is over, watching it replays its story and ends at once.
