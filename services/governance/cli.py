@@ -17,7 +17,6 @@ import click
 import nats.errors
 import yaml
 from rich.console import Console
-from rich.table import Table
 
 from contracts import subjects
 from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
@@ -35,6 +34,7 @@ from muster.cli_support import (
     json_option,
 )
 from muster.ops_care_cli import seconds
+from muster.ops_session import print_rows
 
 from .domain.policies import PolicyCompileError, compile_policy, evaluate
 
@@ -78,12 +78,9 @@ def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
 
 
 def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    t = Table(title=title)
-    for c in columns:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*r)
-    out.print(t)
+    """Boxed on a terminal; plain columns with every value in full otherwise (a pipe cut the
+    boxed table at 80 columns: a schedule's next run read `2026-11-30T…`)."""
+    print_rows(title, columns, rows)
 
 
 def _name(path: Path) -> str:

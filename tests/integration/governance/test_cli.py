@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -90,6 +91,11 @@ async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(
     command = nightly["entity"]["command"]
     assert (nightly["entity"]["verb"], command["type"], command["name"], command["nodes"]) == ("create", "CreateCluster", "web", 3)
     assert "request_id" not in command and nightly["entity"]["text"] == "cluster create web -t hadoop-small -n 3"
+    # Without a terminal (a pipe): plain columns, every value in full (the boxed table cut them).
+    plain = (await muster(url, "schedule", "list")).stdout.splitlines()
+    row = next(line for line in plain if line.startswith("nightly "))
+    assert "…" not in row, plain
+    assert "cluster create web -t hadoop-small -n 3" in row and re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", row), row
     assert (await muster(url, "schedule", "pause", "nightly")).exit_code == 0
     assert listed(await muster(url, "schedule", "list", "--json"))[0]["entity"]["paused"] is True
     assert (await muster(url, "schedule", "resume", "nightly")).exit_code == 0
