@@ -192,11 +192,13 @@ async def configure(cluster_ref: str, config_text: str | None, restart: bool, ro
     """Replace CLUSTER's config with CONFIG (JSON, or @FILE with JSON or YAML). Without CONFIG,
     its config again, its macros expanded anew: after an expand, the old nodes learn the new
     peers (refused if the cluster changed since it was read)."""
+    config = None
     if config_text is None and CAPTURE.get() is not None:
         raise CliError("a scheduled configure needs its CONFIG: the cluster's config of today would be frozen into it")
-    config = parse_json_arg(config_text, "CONFIG") if config_text is not None else None
-    if config_text is not None and not isinstance(config, dict):
-        raise CliError("CONFIG must be a JSON object")
+    if config_text is not None:
+        config = parse_json_arg(config_text, "CONFIG")
+        if not isinstance(config, dict):
+            raise CliError("CONFIG must be a JSON object")
     spec = _rolling(rolling, tolerate)
     async with Session(opts) as s:
         info = await s.cluster(cluster_ref)

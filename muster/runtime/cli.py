@@ -32,7 +32,7 @@ from services.provisioner.plugins.specs import catalog_plugins
 
 from .autoscale import AutoscalePolicy, autoscaling
 from .network import Network, network_options
-from .supervisor import Deployment, StartError, local_principal
+from .supervisor import Deployment, StartError, local_principal, tenant_names
 
 console = Console(stderr=False)
 DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))
@@ -148,7 +148,7 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
                  policy: AutoscalePolicy | None) -> None:
     if catalog_dir is not None:
         async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
-            for one in (t for t in tenant.split(",") if t):  # as the provisioner's --tenants
+            for one in tenant_names(tenant):
                 n = await _load_catalog(client, one, catalog_dir)
                 console.print(f"catalog: {n} entities applied for tenant {one}")
     console.print(f"nats:    {deployment.nats_url}")

@@ -121,6 +121,7 @@ class Deployment:
     tracker_port: int = 0
     capacity: int = 8
     tenants: str = "default"
+    """Comma-separated: the tenants the provisioners serve (`tenant_names`)."""
     server: NatsServer | None = None
     children: list[Child] = field(default_factory=list)
     replicas: dict[str, int] = field(default_factory=dict)
@@ -310,7 +311,7 @@ class Deployment:
         if path is None or path.exists():
             return
         klass = _option(args, "--class") or "default"
-        tenants = [t for t in (_option(args, "--tenants") or self.tenants).split(",") if t]
+        tenants = tenant_names(_option(args, "--tenants") or self.tenants)
         nc = await connect(self.nats_url, name="muster-up", token=self.admin_token(), data_dir=self.data_dir)
         try:
             async def ask(verb: str, **body: str) -> Any:
@@ -331,7 +332,7 @@ class Deployment:
         from services.auth.bootstrap import Bootstrap, BootstrapPrincipal
 
         assert self.auth_dir is not None
-        tenants = tuple(t for t in self.tenants.split(",") if t)
+        tenants = tenant_names(self.tenants)
         klass = _option(self.extra_args.get("provisioner", []), "--class") or "default"
         people = [BootstrapPrincipal(local_principal(), "super_admin", self.credentials)]
         for service in ("solver", "planner", "tracker", "pool", "governance", "notifier"):
@@ -591,6 +592,11 @@ class Deployment:
             await self.server.stop()
             self.server = None
         self.lock.release()
+
+
+def tenant_names(tenants: str) -> tuple[str, ...]:
+    """`default,acme` (`muster up --tenant`, a provisioner's `--tenants`) as its names."""
+    return tuple(t for t in tenants.split(",") if t)
 
 
 def _option(args: list[str], name: str) -> str | None:

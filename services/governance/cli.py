@@ -77,12 +77,6 @@ def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
             out.print(f"{item['kind']} {item['name']}: version {item['version']} ({item['action']})")
 
 
-def table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """Boxed on a terminal; plain columns with every value in full otherwise (a pipe cut the
-    boxed table at 80 columns: a schedule's next run read `2026-11-30T…`)."""
-    print_rows(title, columns, rows)
-
-
 def _name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_\-]", "-", path.stem)[:64]
 
@@ -118,7 +112,7 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
-    table(f"policies of tenant {bus.tenant}", ["name", "version", "by", "updated", "description"],
+    print_rows(f"policies of tenant {bus.tenant}", ["name", "version", "by", "updated", "description"],
           [[i["name"], str(i["version"]), i["by"], i["updated_at"][:19], i["entity"].get("description", "")] for i in answer.items])
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}", markup=False)
@@ -224,7 +218,7 @@ async def rule_list(as_json: bool, bus: Bus) -> None:
         parts += [",".join(f"{k}={v}" for k, v in e["labels"].items())] if e["labels"] else []
         return "; ".join(parts)
 
-    table(f"approval rules of tenant {bus.tenant}", ["name", "matches", "expires after", "self-approval", "by"],
+    print_rows(f"approval rules of tenant {bus.tenant}", ["name", "matches", "expires after", "self-approval", "by"],
           [[i["name"], when(i["entity"]), f"{i['entity']['expires_after_s']:g} s", "yes" if i["entity"]["allow_self_approval"] else "no",
             i["by"]] for i in answer.items])
 
@@ -281,7 +275,7 @@ async def notify_list(as_json: bool, bus: Bus) -> None:
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
-    table(f"subscriptions of tenant {bus.tenant}", ["name", "on", "to", "by"],
+    print_rows(f"subscriptions of tenant {bus.tenant}", ["name", "on", "to", "by"],
           [[i["name"], ", ".join(i["entity"]["events"]),
             i["entity"]["subject"] or f"{(i['entity']['webhook'] or {}).get('url', '')} ({(i['entity']['webhook'] or {}).get('format')})",
             i["by"]] for i in answer.items])

@@ -16,8 +16,9 @@ from contracts.governance import Schedule
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
 from muster.ops_care_cli import seconds
+from muster.ops_session import print_rows
 
-from .cli import ask, report, table
+from .cli import ask, report
 from .domain.schedules import due
 
 # -- muster schedule ----------------------------------------------------------------------------
@@ -100,7 +101,7 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
         ran = "" if last is None else f"{last['tick'][:19]}: " + (f"job {last['job_id']}" if last["job_id"] else f"refused: {last['rejected']}")
         rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or e["verb"], e.get("owner", ""),
                      ran, _next(e, i)])
-    table(f"schedules of tenant {bus.tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows)
+    print_rows(f"schedules of tenant {bus.tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows)
 
 
 def _toggle(name: str, paused: bool) -> Any:
