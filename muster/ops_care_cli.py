@@ -15,7 +15,8 @@ from .cli_bus import Bus
 from .cli_support import CliError, echo_json
 from .client import ClusterInfo
 from .cluster_reads_cli import cluster_read
-from .ops_session import Options, Session, cluster_op, job_op, out, print_rows, read_cluster, service_list
+from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
+from .tables import print_rows
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

@@ -16,7 +16,6 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from contracts.commands import VERB_OF, Command, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS
@@ -27,6 +26,7 @@ from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABL
 from .client import ClusterInfo, new_request_id
 from .readmodel.cost import hardware_rates
 from .readmodel.progress import JobProgress
+from .tables import print_rows
 from .tracker_client import TrackerReads, recorded
 
 out = Console(highlight=False, soft_wrap=True)
@@ -267,12 +267,9 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
 def print_dry_run(verb: str, reply: DryRun) -> None:
     out.print(f"dry run of {verb}: nothing was executed; the plan is saved")
     if reply.layout is not None:
-        table = Table(title=f"layout: {reply.layout.nodes} nodes")
-        for col in ("count", "hardware", "image", "services"):
-            table.add_column(col)
-        for g in reply.layout.layout:
-            table.add_row(str(g.count), g.hardwaretype, g.imagetype, ", ".join(g.services))
-        out.print(table)
+        print_rows(f"layout: {reply.layout.nodes} nodes", ["count", "hardware", "image", "services"],
+                   [[str(g.count), g.hardwaretype, g.imagetype, ", ".join(g.services)] for g in reply.layout.layout],
+                   out, heading=True)
     tasks = {t["id"]: t for t in reply.plan.get("tasks", [])}
     stages = reply.plan.get("stages", [])
     out.print(f"plan: {len(tasks)} tasks in {len(stages)} stages")
@@ -301,19 +298,3 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         else:
             then = "runs exactly this plan, or is refused if the cluster or the catalog changed"
         out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): `muster cluster apply {reply.plan_id}` {then}")
-
-
-def print_rows(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """A table: boxed on a terminal; otherwise plain columns two spaces apart, every value in
-    full (for `grep`, `awk` and `cut`), with a header line."""
-    if out.is_terminal:
-        table = Table(title=title)
-        for col in columns:
-            table.add_column(col)
-        for row in rows:
-            table.add_row(*row)
-        out.print(table)
-        return
-    widths = [max(len(x) for x in col) for col in zip(columns, *rows, strict=True)]
-    for row in [[c.upper() for c in columns], *rows]:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
