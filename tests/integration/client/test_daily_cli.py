@@ -65,6 +65,8 @@ async def test_the_daily_commands(stack: Stack, fresh_nats: str) -> None:
     checked = await muster(fresh_nats, "cluster", "check", "daily", "--wait")
     assert checked.code == 0, checked.stderr
     assert re.search(r"zookeeper-server\s+running\s+running", checked.stdout) and "no drift" in checked.stdout
+    # The services without a `status` action are named, not left out silently.
+    assert "never observed (a check asks only the services with a `status` action): base on " in checked.stdout
     drift = json.loads((await muster(fresh_nats, "cluster", "drift", "daily", "--json")).stdout)
     assert drift["drift"] == [] and {o["state"] for o in drift["observed"]} == {"running"}
     assert "zookeeper-server" in {o["service"] for o in drift["observed"]}  # the demo's services all have a status action
