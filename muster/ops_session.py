@@ -281,7 +281,9 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         for i, batch in enumerate(batches, start=1):
             out.print(f"  batch {i}: {', '.join(batch)}")
     for i, stage in enumerate(stages, start=1):
-        counts = Counter(tasks[t]["action"] for t in stage if t in tasks)
+        # Each service named: a stop of one service also stops what depends on it, and the
+        # preview is where that shows.
+        counts = Counter(" ".join(filter(None, (tasks[t]["action"], tasks[t].get("service")))) for t in stage if t in tasks)
         out.print(f"  stage {i}: " + ", ".join(f"{n}× {a}" for a, n in counts.items()))
     limits = reply.plan.get("limits") or {}
     if "provider" in limits:
