@@ -5,7 +5,9 @@ folded by the read model's JobProgress."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import re
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextvars import ContextVar
@@ -31,6 +33,8 @@ from .tracker_client import TrackerReads, recorded
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+_CLUSTER_ID = re.compile(r"cluster '?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 CAPTURE: ContextVar[list[Command] | None] = ContextVar("capture", default=None)
 """Set (to a list): an operation command builds its request and puts it there instead of
@@ -138,6 +142,13 @@ class Session:
                 text = text.replace(said, f"cluster {name} ({ident})")
         return text
 
+    async def _learn_names(self, text: str) -> None:
+        """The names of clusters an answer names by id alone (an apply names no cluster: its
+        plan does), best effort: a refusal is said with or without them."""
+        for ident in set(_CLUSTER_ID.findall(text)) - set(self.names):
+            with contextlib.suppress(CliError):
+                await self.cluster(ident)
+
     def stamp(self, cmd: Command, requested_by: str) -> Command:
         update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": requested_by}
         if "dry_run" in type(cmd).model_fields:
@@ -161,6 +172,7 @@ class Session:
         if self.opts.as_json:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
+            await self._learn_names(reply.reason)
             raise CliError(f"{verb} rejected: {self.named(reply.reason)}", EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
@@ -272,7 +284,7 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
                    out, heading=True)
     tasks = {t["id"]: t for t in reply.plan.get("tasks", [])}
     stages = reply.plan.get("stages", [])
-    out.print(f"plan: {len(tasks)} tasks in {len(stages)} stages")
+    out.print(f"plan: {len(tasks)} task{'s' if len(tasks) != 1 else ''} in {len(stages)} stage{'s' if len(stages) != 1 else ''}")
     rolling = reply.plan.get("rolling")
     if rolling:
         batches = rolling["batches"]
