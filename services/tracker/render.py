@@ -25,10 +25,11 @@ def resources_line(wanted: dict[str, Any]) -> str:
     return f"waiting for {what}: {where}"
 
 
-def print_status(body: dict[str, Any], console: Console) -> None:
+def print_status(body: dict[str, Any], console: Console, cluster_name: str | None = None) -> None:
     stage = body.get("stage") or {}
     counts = ", ".join(f"{n} {s}" for s, n in body.get("counts", {}).items()) or "no tasks yet"
-    console.print(f"job {body['id']}: [bold]{body['state']}[/bold] ({body['operation']} of cluster {body['cluster_id']})")
+    cluster = f"{cluster_name} ({body['cluster_id']})" if cluster_name else body["cluster_id"]
+    console.print(f"job {body['id']}: [bold]{body['state']}[/bold] ({body['operation']} of cluster {escape(cluster)})")
     console.print(f"  owner {body.get('owner') or '?'} · answered from the {body.get('source')} · requested by {body.get('requested_by')}")
     console.print(f"  started {body.get('started_at')} · finished {body.get('finished_at') or '-'}")
     where = f"stage {stage['current']} of {stage.get('total', 0)}" if stage.get("current") else f"{stage.get('total', 0)} stages"

@@ -40,3 +40,9 @@ def test_a_table_on_a_terminal_is_boxed_and_in_a_pipe_plain_with_its_heading() -
     plain = io.StringIO()
     print_rows("hosts", ["host", "state"], [[LONG, "unassigned"]], Console(file=plain, width=20), heading=True)
     assert plain.getvalue().splitlines() == ["hosts:", "HOST" + " " * (len(LONG) - 2) + "STATE", f"{LONG}  unassigned"]
+
+
+def test_a_status_names_the_cluster_when_its_name_is_known() -> None:
+    buf = io.StringIO()
+    print_status(_status(), Console(file=buf, width=200, soft_wrap=True), "web")
+    assert buf.getvalue().splitlines()[0].endswith("(create of cluster web (e4817139-c653-5340-befb-a0b1eac681f8))")
