@@ -70,7 +70,9 @@ def test_commands_report_errors_on_stderr_or_as_a_json_document_and_never_a_trac
         raise RuntimeError("bug")
 
     assert _invoke(failing, "bad") == (EXIT_INVALID, "", "Error: no such thing\n")
-    assert _invoke(failing, "doc") == (EXIT_INVALID, '{"error": {"kind": "unsolvable", "message": "no layout"}}\n', "")
+    # The document for scripts on stdout; not a terminal (a file, a pipe): the sentence on stderr
+    # too, or `muster solve ... > layout.json` shows the person nothing.
+    assert _invoke(failing, "doc") == (EXIT_INVALID, '{"error": {"kind": "unsolvable", "message": "no layout"}}\n', "Error: no layout\n")
     code, out, err = _invoke(failing, "x")
     assert code == EXIT_FAILED and "internal error (RuntimeError: bug)" in err and "Traceback" not in err
     code, _, _ = _invoke(failing, "x", env={"MUSTER_DEBUG": "1"})
