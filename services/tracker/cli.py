@@ -50,7 +50,7 @@ async def status(job_id: str, bus: Bus, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(body, indent=2))
     else:
-        print_status(body, Console())
+        print_status(body, Console(soft_wrap=True))
 
 
 # -- watch ----------------------------------------------------------------------------------------
