@@ -24,7 +24,7 @@ from muster.tracker_client import TrackerReads
 from services.provisioner.plugins.descriptor import PluginError
 from services.provisioner.plugins.specs import catalog_plugins
 
-from .delete import DeleteRefused, delete_entity
+from .delete import DeleteRefused, NotInCatalog, delete_entity
 from .files import CatalogFileError, LoadedCatalog, kind_of, load_sources
 from .plugins import PluginSpecs
 from .problems import KIND_LABEL, Problem
@@ -282,6 +282,8 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
             try:
                 answer = CatalogAnswer(ok=True, seqs=[await delete_entity(EventStore(client.nc), tenant, kind, name, _writer(client.nc, by),
                                                                           _specs(plugins_dir))])
+            except NotInCatalog:
+                raise
             except DeleteRefused as e:
                 answer = CatalogAnswer(ok=False, reasons=e.reasons)
     if not answer.ok:

@@ -41,6 +41,10 @@ class DeleteRefused(CatalogFileError):
         super().__init__(f"{label} not deleted: {reasons[0]}" + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""))
 
 
+class NotInCatalog(DeleteRefused):
+    """Nothing to delete: not a refusal of an entity in use (a 404 over HTTP, not a 409)."""
+
+
 def catalog_uses(catalog: Catalog, kind: str, name: str, plugins: PluginSpecs | None = None) -> list[str]:
     """What in the rest of the catalog needs the entity: the errors its absence would add."""
     before = {p.key() for p in validate_catalog(catalog, plugins) if p.is_error}
@@ -86,7 +90,7 @@ async def delete_entity(store: EventLog, tenant: str, kind: str, name: str, by: 
     """Check and record the delete; returns its sequence. Raises DeleteRefused or CatalogConflict."""
     state = await read_state(store, tenant)
     if name not in state.catalog.entities(kind):
-        raise DeleteRefused(kind, name, [f"there is no such entity in the catalog of tenant {tenant!r}"])
+        raise NotInCatalog(kind, name, [f"there is no such entity in the catalog of tenant {tenant!r}"])
     reasons = catalog_uses(state.catalog, kind, name, plugins) + cluster_uses(await read_clusters(store, tenant), kind, name)
     if reasons:
         raise DeleteRefused(kind, name, reasons)

@@ -30,7 +30,7 @@ from contracts.catalog_requests import (
 from contracts.commands import Rejected
 from contracts.errors import describe_validation_error
 from contracts.identity import Scope
-from muster.catalog.delete import DeleteRefused, delete_entity
+from muster.catalog.delete import DeleteRefused, NotInCatalog, delete_entity
 from muster.catalog.files import CatalogFileError
 from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
 from muster.catalog.requests import problem_json
@@ -133,6 +133,8 @@ class CatalogWrites:
             return Rejected(reason=f"not deleted: {allowed.reason}", code="forbidden")
         try:
             seq = await delete_entity(self.store, tenant, request.kind, request.name, by, self.plugins)
+        except NotInCatalog as missing:
+            return Rejected(reason=str(missing), code="not_found", field="name")
         except DeleteRefused as refused:
             return CatalogAnswer(ok=False, reasons=refused.reasons)
         log.info("catalog entity deleted", tenant=tenant, by=by, kind=request.kind, name=request.name)

@@ -82,11 +82,19 @@ def same_request(known: Job, cmd: Any) -> None:
     except ValidationError:
         first = known.request
     if first != again:
-        differ = sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k))
         raise Refused(f"request_id {cmd.request_id!r} was used already, for job {known.id} ({known.operation} of "
-                      f"cluster {known.cluster_id}), with a different request (it differs in {', '.join(differ)}): "
+                      f"cluster {known.cluster_id}), with a different request ({_difference(first, again)}): "
                       "send that same request again to get that job, or use a new request_id",
                       code="conflict", field="request_id", job_id=str(known.id))
+
+
+def _difference(first: dict[str, Any], again: dict[str, Any]) -> str:
+    """What the requester changed, in its own terms: another operation is named as such (its
+    fields and the defaults its contract adds would only list the bus's inner names)."""
+    if first.get("type") != again.get("type"):
+        verb = VERB_OF.get(str(again.get("type")), str(again.get("type")))
+        return f"this one is {'an' if verb[:1] in 'aeiou' else 'a'} {verb}"
+    return "it differs in " + ", ".join(sorted(k for k in set(first) | set(again) if first.get(k) != again.get(k)))
 
 
 class Requests:

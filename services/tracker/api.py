@@ -388,6 +388,8 @@ ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "
 ANY_ROUTE_ERRORS = (414, 431)
 """Answered on every route, before it runs (the tracker's guard)."""
 OPEN = frozenset({"healthz", "openapi"})
+HEADERS = {"get_cluster": {"ETag": {"description": "The cluster's version, quoted (`\"7\"`): the writes' `If-Match`.",
+                                    "required": True, "schema": {"type": "string"}}}}
 """Routes that need no token (docs/tracker.md, "Access")."""
 SECURITY_SCHEMES = {
     "bearer": {"type": "http", "scheme": "bearer",
@@ -414,6 +416,8 @@ def openapi() -> dict[str, Any]:
             ok["content"] = {"application/json": {"schema": {"type": "object"}}}
         else:
             ok["content"] = {r.content_type: {"schema": SSE_EVENT if r.content_type == "text/event-stream" else {"type": "string"}}}
+        if r.name in HEADERS:
+            ok["headers"] = HEADERS[r.name]
         responses: dict[str, Any] = {"200": ok}
         for status in (*r.errors, *(() if r.name in OPEN else (401, 403)), *ANY_ROUTE_ERRORS):
             responses[str(status)] = {"description": ERROR_TEXT[status],

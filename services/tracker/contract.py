@@ -44,6 +44,9 @@ KEY = api._param(IDEMPOTENCY_KEY, "header", {"type": "string", "minLength": 1, "
                  "Keys are the requester's own.")
 IF_MATCH = api._param("If-Match", "header", {"type": "string", "pattern": '^("[1-9][0-9]{0,11}"|[1-9][0-9]{0,11}|\\*)$'},
                       "The cluster's version (`ETag` of `GET /v1/clusters/{cluster_id}`): refused with 412 if it moved.")
+LOCATION = {"description": "The job's URL (`/v1/jobs/{job_id}`).", "required": True, "schema": {"type": "string"}}
+RETRY_AFTER = {"description": "Seconds to wait before sending it again (a planner that did not answer).",
+               "schema": {"type": "string"}}
 PATH_PARAMS = {"cluster_id": api.CLUSTER_ID, "job_id": api.JOB_ID, "plan_id": PLAN_ID, "kind": KIND, "name": NAME}
 ERRORS = {400: "A malformed parameter or header (`error.parameter` names it).",
           401: api.ERROR_TEXT[401], 403: "The principal may not do this (the message says which permission on what).",
@@ -78,7 +81,9 @@ def _operation(route: WriteRoute) -> dict[str, Any]:
         params.append(KEY)
     if route.if_match:
         params.append(IF_MATCH)
-    ok = {"content": {"application/json": {"schema": _ref(route.answer)}}}
+    ok: dict[str, Any] = {"content": {"application/json": {"schema": _ref(route.answer)}}}
+    if route.status == 202:
+        ok["headers"] = {"Location": LOCATION}
     responses: dict[str, Any] = {str(route.status): {"description": route.answer.__doc__ or "OK", **ok}}
     if route.dry_run:
         responses["200"] = {"description": "The dry run's preview (`?dry_run=true`).",
@@ -86,6 +91,7 @@ def _operation(route: WriteRoute) -> dict[str, Any]:
     for status in (400, 401, 403, 404, 409, 412, 413, 415, 422, 503, *api.ANY_ROUTE_ERRORS):
         responses[str(status)] = {"description": ERRORS.get(status) or api.ERROR_TEXT[status],
                                   "content": {"application/json": {"schema": _ref(WriteError)}}}
+    responses["503"]["headers"] = {"Retry-After": RETRY_AFTER}
     operation: dict[str, Any] = {"operationId": route.name, "summary": route.summary, "parameters": params, "responses": responses}
     if route.body is not None:
         required = any(f.is_required() for f in route.body.model_fields.values())

@@ -149,7 +149,7 @@ def in_http_terms(written: Written, request_id: str | None, key: str | None) -> 
     message = str(error["message"])
     if error.get("parameter") == "request_id" and key is not None:
         message = message.replace(f"request_id {request_id!r}", f"{IDEMPOTENCY_KEY} {key!r}").replace(
-            "a new request_id", f"a new {IDEMPOTENCY_KEY}")
+            "a new request_id", f"a new {IDEMPOTENCY_KEY}").replace("if_version", "If-Match")
         error = {**error, "parameter": IDEMPOTENCY_KEY, "message": message}
     elif error.get("parameter") == "if_version":
         error = {**error, "parameter": "If-Match", "message": message.replace("(if_version)", "(If-Match)")}

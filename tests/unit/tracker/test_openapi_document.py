@@ -31,3 +31,16 @@ def test_every_reference_resolves_and_every_write_is_documented() -> None:
     assert {p["name"] for p in create["parameters"]} >= {"Idempotency-Key", "dry_run"}
     body = schemas["CreateClusterBody"]
     assert "requested_by" not in body["properties"] and "request_id" not in body["properties"] and body["additionalProperties"] is False
+
+
+def test_the_headers_the_answers_carry_are_in_the_document() -> None:
+    """`ETag` (what `If-Match` takes), a 202's `Location` and a 503's `Retry-After` are sent; a
+    client generated from the document must know them (tests/integration/tracker/test_fuzz_openapi.py
+    and the writes' fuzz test check the answers against it)."""
+    paths = json.loads(DOC.read_text(encoding="utf-8"))["paths"]
+    assert paths["/v1/clusters/{cluster_id}"]["get"]["responses"]["200"]["headers"]["ETag"]["required"] is True
+    for route in write_api.ROUTES:
+        responses = paths[route.path][route.method]["responses"]
+        assert "Retry-After" in responses["503"]["headers"], route.name
+        if route.status == 202:
+            assert responses["202"]["headers"]["Location"]["required"] is True, route.name

@@ -34,6 +34,10 @@ def test_the_planners_refusals_name_the_headers_the_client_sent() -> None:
     written = in_http_terms(reused, request_id, "grow-c1")
     assert written.field == "Idempotency-Key" and written.body["error"]["job_id"] == "J"
     assert written.message.startswith("Idempotency-Key 'grow-c1' was used already") and "request_id" not in written.message
+    unmatched = refused(409, f"request_id {request_id!r} was used already, for job J (expand of cluster C), with a different "
+                             "request (it differs in if_version, nodes): send that same request again to get that job, or use "
+                             "a new request_id", "request_id", job_id="J")
+    assert "(it differs in If-Match, nodes)" in in_http_terms(unmatched, request_id, "grow-c1").message
     moved = in_http_terms(refused(412, "cluster 'C' is at version 9, not 7 (if_version): it changed since you looked",
                                   "if_version"), None, None)
     assert moved.field == "If-Match" and "(If-Match)" in moved.message

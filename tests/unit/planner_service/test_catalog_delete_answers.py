@@ -1,0 +1,30 @@
+"""A catalog delete's answer says which kind of no it is: an entity that is not there is not
+found (404 over HTTP, `parameter: name`), not "still in use" (409), and nothing is written."""
+
+from __future__ import annotations
+
+from contracts.catalog_requests import CATALOG_DELETE, CatalogAnswer, DeleteCatalogEntity
+from contracts.commands import Rejected
+from muster.ports.memory import MemoryEventLog
+from services.planner.catalog import CatalogWrites
+from services.provisioner.plugins.specs import catalog_plugins
+from services.tracker.write_api import CATALOG_DELETE as DELETE_ROUTE
+from services.tracker.writes import answer, catalog_written
+
+
+async def _delete(writes: CatalogWrites, kind: str, name: str) -> Rejected | CatalogAnswer:
+    data = DeleteCatalogEntity(kind=kind, name=name, requested_by="ada").model_dump_json().encode()
+    reply = (await writes.answer("default", "ada", CATALOG_DELETE, data)).decode()
+    return Rejected.model_validate_json(reply) if '"Rejected"' in reply else CatalogAnswer.model_validate_json(reply)
+
+
+async def test_deleting_what_is_not_in_the_catalog_is_not_found() -> None:
+    log = MemoryEventLog()
+    reply = await _delete(CatalogWrites(log, catalog_plugins()), "services", "nope")
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("not_found", "name"), reply
+    assert reply.reason == "service 'nope' not deleted: there is no such entity in the catalog of tenant 'default'"
+    assert log.records == []
+    written = answer(DELETE_ROUTE, reply)
+    assert (written.status, written.field) == (404, "name")
+    in_use = catalog_written(CatalogAnswer(ok=False, reasons=["live cluster 'c1' (C) uses it: its template"]))
+    assert in_use.status == 409 and "c1" in in_use.message
