@@ -388,9 +388,10 @@ ERROR_TEXT = {400: "A malformed parameter (named in `error.parameter`).", 404: "
 ANY_ROUTE_ERRORS = (414, 431)
 """Answered on every route, before it runs (the tracker's guard)."""
 OPEN = frozenset({"healthz", "openapi"})
+"""Routes that need no token (docs/tracker.md, "Access")."""
 HEADERS = {"get_cluster": {"ETag": {"description": "The cluster's version, quoted (`\"7\"`): the writes' `If-Match`.",
                                     "required": True, "schema": {"type": "string"}}}}
-"""Routes that need no token (docs/tracker.md, "Access")."""
+"""Headers a route's answer carries, for the document."""
 SECURITY_SCHEMES = {
     "bearer": {"type": "http", "scheme": "bearer",
                "description": "A muster token (`muster token create`) or an identity provider's JWT, as for the bus."},
