@@ -52,7 +52,7 @@ def test_the_nodes_authorize_through_the_callout_with_keys_from_the_environment(
         assert "auth_callout" in text and "issuer: $MUSTER_AUTH_ISSUER" in text and "password: $MUSTER_BUS_SECRET" in text, rel
     people: list[dict[str, str]] = cluster.bootstrap_document()["principals"]  # type: ignore[assignment]  # a JSON document
     principals = {p["principal"] for p in people}
-    assert principals == {"admin", "solver", "planner", "tracker", "pool", *cluster.provisioner_names()}
+    assert principals == {"admin", "solver", "planner", "tracker", "pool", "governance", "notifier", *cluster.provisioner_names()}
 
 
 def test_loopback_nodes_are_rendered_like_the_compose_nodes(tmp_path: Path) -> None:
@@ -97,3 +97,14 @@ def test_a_node_listening_beyond_loopback_without_tls_is_refused() -> None:
     with pytest.raises(TlsError, match="refusing to listen on 0.0.0.0 without TLS"):
         cluster.render_node_config(node, cluster.compose_nodes(), "/data", "0.0.0.0")
     assert "listen: 127.0.0.1:4222" in cluster.render_node_config(node, cluster.compose_nodes(), "/data", "127.0.0.1")
+
+
+def test_compose_runs_every_service_muster_up_runs() -> None:
+    """compose.yaml lacked the governance service and the notifier: approval rules, policies,
+    schedules and notifications had no one to answer them there."""
+    from muster.runtime.supervisor import SERVICES
+
+    services = cluster.compose_document()["services"]
+    assert isinstance(services, dict)
+    ran = {name.split("-")[0] if name.startswith("provisioner-") else name for name in services}
+    assert {*SERVICES, "pool", "auth"} <= ran
