@@ -164,6 +164,11 @@ async def test_planners_split_the_shards_and_requests_reach_the_owner(fleet: Fle
         accepted = [a for a in applied if isinstance(a, Accepted)]
         assert len(accepted) == 3 and len({a.job_id for a in accepted}) == 1, applied
         assert isinstance(await fleet.client.wait(accepted[0].job_id, timeout=90), JobSucceeded)
+    # A create's plan: its cluster is the one it makes (derived from the dry run's job).
+    dry = await fleet.client.request(CreateCluster(name="planned", template="hadoop-small", nodes=2, dry_run=True), tenant="default")
+    assert isinstance(dry, DryRun) and dry.plan_id, dry
+    made = [await fleet.client.request(ApplyPlan(plan_id=dry.plan_id), tenant="default") for _ in range(3)]
+    assert all(isinstance(m, Accepted) for m in made) and len({m.cluster_id for m in made if isinstance(m, Accepted)}) == 1, made
 
 
 async def test_a_dead_planners_jobs_finish_under_the_other_within_twice_the_ttl(fleet: Fleet) -> None:
