@@ -20,7 +20,7 @@ from nats.aio.client import Client
 from contracts import subjects
 from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
 from muster.bus.eventstore import EventStore
-from muster.runtime.service import main_for
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import load_secrets
 
 from .app import Provisioner
@@ -61,7 +61,7 @@ def default_work_dir(provisioner_id: str) -> Path:
 
 
 @click.command("provisioner")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--id", "provisioner_id", default=None, help="provisioner id (default: prov-<host>-<pid>)")
 @click.option("--tenants", default="default", show_default=True, help="comma-separated tenants whose tasks this provisioner takes")
 @click.option("--class", "provisioner_class", default="default", show_default=True, help="provisioner class")

@@ -49,9 +49,12 @@ async def _cli(nats_url: str, *args: str) -> tuple[int, str]:
 @pytest.mark.usefixtures("tracker")  # `provisioners list` reads through it
 async def test_a_provisioner_process_drains_on_request_and_exits(nats_url: str, tenant: str, tmp_path: Path) -> None:
     pid = f"p-{tenant}"
-    env = {**os.environ, "MUSTER_LOG_LEVEL": "INFO"}
+    # No --nats-url: a service command finds `muster up`'s saved URL as every muster command does.
+    env = {**{k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_DATA_DIR")}, "MUSTER_LOG_LEVEL": "INFO"}
+    (tmp_path / ".muster").mkdir()
+    (tmp_path / ".muster" / "nats.url").write_text(nats_url + "\n")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "muster", "provisioner", "--nats-url", nats_url, "--id", pid, "--tenants", tenant,
+        sys.executable, "-m", "muster", "provisioner", "--id", pid, "--tenants", tenant,
         "--capacity", "3", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, cwd=tmp_path, env=env,
     )
     assert proc.stderr is not None
