@@ -65,7 +65,7 @@ CREDENTIALS = ("key", "secret")
 def _required_positionals(cls: type, args: Mapping[str, Any]) -> int:
     """How many positional arguments the driver cannot do without (its credentials)."""
     try:
-        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        params = list(inspect.signature(cls).parameters.values())
     except (TypeError, ValueError):
         return 0
     return sum(1 for p in params if p.default is p.empty and p.name not in args
