@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 REFERENCE = re.compile(r"secret://([A-Za-z0-9_\-.]{1,128})")
@@ -63,14 +63,17 @@ def holds_private_key(value: Any) -> bool:
     return isinstance(value, str) and _PRIVATE_KEY.search(value) is not None
 
 
-def _walk(value: Any, path: str, under_secret: bool) -> Iterator[tuple[str, Any, bool]]:
-    """(path, leaf, whether a secret name is on its path) for every leaf; no recursion."""
+def _walk(value: Any, path: str, under_secret: bool, names: Collection[str] = ()) -> Iterator[tuple[str, Any, bool]]:
+    """(path, leaf, whether a secret name is on its path) for every leaf; no recursion. The maps
+    at `names` (paths) are keyed by what someone named (a provider, a service): their keys are
+    not field names, so a provider called `github-auth` makes nothing under it a secret."""
     stack = [(path, value, under_secret)]
     while stack:
         where, v, secret = stack.pop()
         if isinstance(v, Mapping):
+            named = where in names
             for k, item in v.items():
-                stack.append((f"{where}.{k}" if where else str(k), item, secret or secret_name(str(k))))
+                stack.append((f"{where}.{k}" if where else str(k), item, secret or (not named and secret_name(str(k)))))
         elif isinstance(v, (list, tuple)):
             for i, item in enumerate(v):
                 stack.append((f"{where}[{i}]", item, secret))
@@ -88,11 +91,11 @@ def _json(text: str) -> Any:
     return value if isinstance(value, (dict, list)) else None
 
 
-def secrets_in_clear(value: Any, path: str = "", under_secret: bool = False) -> list[str]:
+def secrets_in_clear(value: Any, path: str = "", under_secret: bool = False, names: Collection[str] = ()) -> list[str]:
     """The paths of the secrets `value` carries in clear (a string under a secret's name that is
     not a reference, or any string holding a private key), sorted. Numbers, booleans and nulls
-    are never secrets (a `token_ttl` of 300 is fine)."""
-    found = [where for where, leaf, secret in _walk(value, path, under_secret)
+    are never secrets (a `token_ttl` of 300 is fine). `names`: as `_walk`'s."""
+    found = [where for where, leaf, secret in _walk(value, path, under_secret, names)
              if isinstance(leaf, str) and ((secret and leaf and not is_reference(leaf)) or holds_private_key(leaf))]
     return sorted(found)
 
@@ -116,12 +119,14 @@ def private_keys(value: Any, path: str = "") -> list[str]:
 MASK = "********"
 
 
-def masked(value: Any, under_secret: bool = False) -> Any:
-    """A copy of `value` in which every secret in clear reads `********` (for answers)."""
+def masked(value: Any, under_secret: bool = False, names: Collection[str] = (), path: str = "") -> Any:
+    """A copy of `value` in which every secret in clear reads `********` (for answers); `names`
+    as `_walk`'s, `path` where `value` is."""
     if isinstance(value, Mapping):
-        return {k: masked(v, under_secret or secret_name(str(k))) for k, v in value.items()}
+        return {k: masked(v, under_secret or (path not in names and secret_name(str(k))), names,
+                          f"{path}.{k}" if path else str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [masked(v, under_secret) for v in value]
+        return [masked(v, under_secret, names, f"{path}[]") for v in value]
     if isinstance(value, str) and ((under_secret and value and not is_reference(value)) or holds_private_key(value)):
         return MASK
     return value

@@ -1,9 +1,11 @@
 """A service using muster from Python: create a cluster, grow it, delete it.
 
 Run it against `muster up` (in another terminal; the demo catalog is loaded by `muster demo`,
-or load it with `muster catalog apply muster/demo/catalog`):
+or load it with `muster catalog apply muster/demo/catalog`). Like every muster command it finds
+the deployment in ./.muster or in $MUSTER_DATA_DIR (what `muster up` tells other shells to
+export), or at $NATS_URL:
 
-    NATS_URL=$(cat .muster/nats.url) python examples/cluster_lifecycle.py --nodes 3
+    python examples/cluster_lifecycle.py --nodes 3
 
 Every request carries an idempotency key: run this twice with the same `--request-id` and the
 second run joins the first one's jobs instead of creating a second cluster.
@@ -15,8 +17,11 @@ import argparse
 import asyncio
 import sys
 
+from nats.errors import NoServersError
+
 from contracts.commands import Accepted, DryRun, ExpandCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS
+from muster.bus.connect import CredentialsError, default_data_dir, nats_url
 from muster.client import MusterClient, MusterError
 
 
@@ -68,7 +73,8 @@ async def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nats-url", default=None, help="default: $NATS_URL, else nats://127.0.0.1:4222")
+    parser.add_argument("--nats-url", default=None,
+                        help="default: $NATS_URL, else the one `muster up` saved ($MUSTER_DATA_DIR or ./.muster), else nats://127.0.0.1:4222")
     parser.add_argument("--tenant", default="default")
     parser.add_argument("--name", default="example")
     parser.add_argument("--template", default="hadoop-small")
@@ -76,8 +82,13 @@ if __name__ == "__main__":
     parser.add_argument("--request-id", default=None, help="idempotency key prefix (reuse it to retry safely)")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--keep", action="store_true", help="do not delete the cluster")
+    options = parser.parse_args()
     try:
-        sys.exit(asyncio.run(main(parser.parse_args())))
-    except MusterError as err:
+        sys.exit(asyncio.run(main(options)))
+    except (MusterError, CredentialsError) as err:
         print(err, file=sys.stderr)
         sys.exit(2)
+    except (NoServersError, OSError):
+        print(f"cannot reach NATS at {nats_url(options.nats_url, default_data_dir())}: is `muster up` running? (give --nats-url, "
+              "$NATS_URL or $MUSTER_DATA_DIR)", file=sys.stderr)
+        sys.exit(3)

@@ -130,7 +130,8 @@ class MusterClient(Operations):
         cls, url: str | None = None, *, connect_attempts: int | None = None, token: str | None = None,
         data_dir: Path | None = None, **options: Any
     ) -> MusterClient:
-        """Connect to NATS (`url`, else $NATS_URL, else localhost) with `token` (else
+        """Connect to NATS (`url`, else $NATS_URL, else the URL `muster up` saved in `data_dir`,
+        $MUSTER_DATA_DIR or ./.muster, else localhost) with `token` (else
         $MUSTER_TOKEN or a credentials file: muster.bus.connect). With `connect_attempts`, an
         unreachable server fails (nats.errors.NoServersError) instead of being waited for. A
         `tls://` URL is verified against $MUSTER_TLS_CA, else `data_dir`'s local CA (a `muster up

@@ -11,7 +11,7 @@ import re
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
@@ -204,7 +204,7 @@ class Session:
         if self.opts.as_json:
             echo_json(final.model_dump(mode="json"))
         if final.type not in ("JobSucceeded", "JobPaused"):
-            raise CliError(describe_end(job_id, final, followed.last_error), EXIT_FAILED)
+            raise CliError(describe_end(job_id, final, followed.error_for(getattr(final, "reason", ""))), EXIT_FAILED)
         if not self.opts.as_json:
             out.print(describe_end(job_id, final))
 
@@ -240,6 +240,12 @@ class Followed:
     """The event that ended the wait."""
     last_error: str = ""
     """The last task failure seen (task, attempt, what it said)."""
+    errors: dict[str, str] = field(default_factory=dict)
+    """The last failure of each task, so the end names the error of the task its reason names."""
+
+    def error_for(self, reason: str) -> str:
+        named = re.match(r"task (\S+) failed", reason or "")
+        return self.errors.get(named.group(1), self.last_error) if named else self.last_error
 
 
 async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until: Iterable[str], timeout: float,
@@ -259,6 +265,7 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
                     step = progress.apply(r)
                     if r.type in ("TaskFailed", "TaskAttemptFailed"):
                         followed.last_error = f"{r.event.task_id} attempt {r.event.attempt}: {r.event.error}"
+                        followed.errors[r.event.task_id] = followed.last_error
                     stages = progress.stage_progress()  # of the plan being run: forward, or the rollback
                     total = sum(s["total"] for s in stages)
                     bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import click
+from muster.cli_support import CliError
 
 
 def load_secrets(path: str | None) -> dict[str, Any]:
@@ -16,7 +16,7 @@ def load_secrets(path: str | None) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise click.ClickException(f"cannot read secrets file {path}: {err}") from None
+        raise CliError(f"cannot read secrets file {path}: {err}") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
-        raise click.ClickException(f"secrets file {path} must be a JSON object of provider name -> field map")
+        raise CliError(f"secrets file {path} must be a JSON object of provider name -> field map")
     return data

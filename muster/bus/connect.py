@@ -66,6 +66,12 @@ def nats_url(explicit: str | None = None, data_dir: Path | None = None) -> str:
     return explicit or os.environ.get("NATS_URL") or saved_url(data_dir, "nats.url") or DEFAULT_URL
 
 
+def default_data_dir() -> Path:
+    """Where `muster up` saved what another shell needs when nobody says: $MUSTER_DATA_DIR, else
+    `./.muster` (docs/runtime.md)."""
+    return Path(os.environ.get("MUSTER_DATA_DIR") or ".muster")
+
+
 def read_credentials_file(path: Path) -> str:
     mode = path.stat().st_mode
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -119,9 +125,11 @@ def principal_of(nc: Client) -> str:
 
 async def connect(url: str | None = None, name: str = "muster", token: str | None = None, data_dir: Path | None = None,
                   **options: Any) -> Client:
-    """`data_dir`: where a local CA may be (muster.tls.context.client_tls)."""
+    """Without `url` or $NATS_URL, the URL `muster up` saved in `data_dir` (default: $MUSTER_DATA_DIR,
+    else ./.muster), as every command finds it; `data_dir` is also where a local CA may be
+    (muster.tls.context.client_tls)."""
     creds = credentials(token)
-    servers = nats_url(url).split(",")
+    servers = nats_url(url, data_dir if data_dir is not None else default_data_dir()).split(",")
     nc = Client()
 
     async def on_error(err: Exception) -> None:

@@ -54,10 +54,15 @@ def holds_private_key(value: Any) -> bool:
     return bool(private_keys(value))
 
 
+NAMED_MAPS = ("providermap", "constraints.services")
+"""An entity's maps keyed by other entities' names (a hardware type's providers, a template's
+services): a provider called `github-auth` is a name, not a secret's."""
+
+
 def entity_secrets(entity: Any) -> list[str]:
     """Secrets in clear anywhere in an entity other than a provider (template config, service
     action fields, provider maps), as field paths."""
-    return secrets_in_clear(entity.model_dump(mode="json", exclude_none=True))
+    return secrets_in_clear(entity.model_dump(mode="json", exclude_none=True), names=NAMED_MAPS)
 
 
 def redact(catalog: Catalog, plugins: PluginSpecs | None = None) -> Catalog:
@@ -71,7 +76,7 @@ def redact(catalog: Catalog, plugins: PluginSpecs | None = None) -> Catalog:
         changed = False
         for name, entity in entities.items():
             data = entity.model_dump(mode="json", exclude_none=True)
-            shown = masked(data)
+            shown = masked(data, names=NAMED_MAPS)
             if kind == "providers":
                 shown["provisioner"] = {k: (MASK if k in hidden.get(name, []) else v) for k, v in shown.get("provisioner", {}).items()}
             if shown != data:

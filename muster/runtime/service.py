@@ -115,6 +115,10 @@ async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Even
     return None
 
 
+SERVICE_URL_HELP = ("NATS server URL (default: $NATS_URL, else the one `muster up` saved in $MUSTER_DATA_DIR or "
+                    "./.muster, else nats://127.0.0.1:4222)")
+
+
 def main_for(name: str, url: str | None, setup: Setup) -> None:
     configure_logging(name)
     try:

@@ -23,7 +23,7 @@ from contracts.governance import GovernanceAnswer
 from muster.bus.connect import auth_required
 from muster.bus.eventstore import EventStore
 from muster.ports.clock import AsyncioClock
-from muster.runtime.service import main_for
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 from services.auth.view import IdentityView
 
 from .mirror import GovernanceMirror
@@ -98,7 +98,7 @@ async def _unsubscribe(sub: Any) -> None:
 
 
 @click.command("governance")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--instance", default=None, help="this service's name (default: governance-<host>-<pid>)")
 def main(nats_url: str | None, instance: str | None) -> None:
     """Run the governance service: approval rules, policies, subscriptions and schedules; fires schedules."""

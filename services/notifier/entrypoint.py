@@ -26,7 +26,7 @@ from muster.bus.connect import auth_required
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
 from muster.ports.clock import AsyncioClock
-from muster.runtime.service import main_for
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import load_secrets
 from services.auth.domain.authz import may_govern
 from services.auth.view import IdentityView
@@ -122,7 +122,7 @@ async def _unsubscribe(sub: Any) -> None:
 
 
 @click.command("notifier")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--secrets", "secrets_file", envvar="MUSTER_NOTIFIER_SECRETS", default=None,
               help="JSON file whose `@secrets` hold the webhooks' signing secrets (docs/secrets.md)")
 def main(nats_url: str | None, secrets_file: str | None) -> None:

@@ -26,7 +26,7 @@ from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.routing import batch_router, router
-from muster.runtime.service import main_for
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 from services.auth.domain.state import IdentityState
 from services.auth.view import IdentityView
 from services.pool.mirror import PoolMirror
@@ -159,7 +159,7 @@ async def _unsubscribe(sub: Any) -> None:
 
 
 @click.command("planner")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--instance", default=None, help="this planner's name (default: planner-<host>-<pid>)")
 @click.option("--max-attempts", default=3, show_default=True, help="attempts per task before the job fails")
 @click.option("--mode", type=click.Choice(["eager", "staged"]), default="eager", show_default=True)

@@ -135,7 +135,9 @@ async def show(name: str, no_hosts: bool, bus: Bus, as_json: bool) -> None:
     out.print(f"pool {name}: {view['hosts']} hosts, {view['free']} free; policy {terms['policy']}"
               + (f", at most {terms['job_limit']} hosts per job" if terms.get("job_limit") else ""))
     for t, tt in sorted(terms["tenants"].items()):
-        out.print(f"  tenant {t}: priority {tt['priority']}, max nodes {tt['max_nodes']}, max clusters {tt['max_clusters']}")
+        limits = ", ".join(f"max {what} {tt[key]}" for what, key in (("nodes", "max_nodes"), ("clusters", "max_clusters"))
+                           if tt.get(key) is not None)
+        out.print(f"  tenant {t}: priority {tt['priority']}" + (f", {limits}" if limits else ""))
     if not no_hosts:
         print_rows("hosts", ["host", "address", "state", "cpu", "memory", "labels", "held by", "note"],
                    [_host_row(h) for h in view.get("hosts_detail", [])], out, heading=True)

@@ -19,7 +19,7 @@ from contracts import subjects
 from contracts.commands import Rejected
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
-from muster.runtime.service import main_for
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 
 from .adapters.callbacks import CallbackSender
 from .app import PoolService
@@ -65,7 +65,7 @@ async def _unsubscribe(sub: Any) -> None:
 
 
 @click.command("serve")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--instance", default=None, help="this pool service's name (default: pool-<host>-<pid>)")
 @click.option("--callback-attempts", default=5, show_default=True, type=click.IntRange(1, 100),
               help="tries of an HTTP callback before giving up (recorded either way)")

@@ -20,7 +20,8 @@ from nats.aio.client import Client
 from contracts import subjects
 from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
 from muster.bus.eventstore import EventStore
-from muster.runtime.service import main_for
+from muster.cli_support import CliError
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import load_secrets
 
 from .app import Provisioner
@@ -61,7 +62,7 @@ def default_work_dir(provisioner_id: str) -> Path:
 
 
 @click.command("provisioner")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--id", "provisioner_id", default=None, help="provisioner id (default: prov-<host>-<pid>)")
 @click.option("--tenants", default="default", show_default=True, help="comma-separated tenants whose tasks this provisioner takes")
 @click.option("--class", "provisioner_class", default="default", show_default=True, help="provisioner class")
@@ -91,7 +92,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
     try:
         principal = credentials().principal
     except CredentialsError as err:
-        raise click.ClickException(str(err)) from None
+        raise CliError(str(err)) from None
     pid = provisioner_id or (principal if principal != subjects.ANONYMOUS else default_id())
     tenant_list = tuple(t for t in tenants.split(",") if t)
     try:
@@ -106,8 +107,8 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
     try:
         registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=load_secrets(secrets_file),
                                            work_dir=work_dir or default_work_dir(pid))
-    except PluginError as err:
-        raise click.ClickException(str(err)) from None
+    except PluginError as err:  # bad input (exit 2), the file and the field named
+        raise CliError(str(err)) from None
     config = WorkerConfig(provisioner_id=pid, tenants=tenant_list, provisioner_class=provisioner_class,
                           capacity=capacity, ack_wait_s=ack_wait, claim_ahead=claim_ahead)
 
@@ -115,7 +116,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
         stack.push_async_callback(registry.aclose)
         granted = await granted_tenants(nc, provisioner_class)
         if granted is not None and pid != principal:
-            raise click.BadParameter(f"the token is provisioner {principal!r}'s, not {pid!r}'s", param_hint="--id")
+            raise click.BadParameter(f"the token is provisioner {principal}'s, not {pid}'s", param_hint="--id")
         if granted is not None and set(granted) != set(config.tenants) and tenants != "default":
             log.warning("--tenants is not used: the grant decides", granted=list(granted), given=tenants)
         own = replace(config, tenants=granted) if granted is not None else config

@@ -31,7 +31,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError
+from nats.js.errors import BadRequestError, BucketNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
@@ -82,6 +82,16 @@ async def presence_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
         if err.err_code != BUCKET_EXISTS:
             raise
         return await js.key_value(subjects.PRESENCE_BUCKET)
+
+
+async def watched_bucket(js: JetStreamContext) -> KeyValue:
+    """The bucket for a reader: bound to as it is, created only where nobody made it yet. An
+    operator's connection (`muster provisioners drain`) may look a stream up but not create one:
+    asking to create it went unanswered and read as a timeout."""
+    try:
+        return await js.key_value(subjects.PRESENCE_BUCKET)
+    except BucketNotFoundError:
+        return await presence_bucket(js)
 
 
 def serves(p: ProvisionerPresence, tenant: str | None, provisioner_class: str | None) -> bool:
@@ -161,7 +171,7 @@ class PresenceWatch:
         self._watcher: KeyValue.KeyWatcher | None = None
 
     async def start(self) -> PresenceWatch:
-        kv = await presence_bucket(self.js)
+        kv = await watched_bucket(self.js)
         self._watcher = await kv.watch(f"{KEY_PREFIX}*")
         ready = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._follow(self._watcher, ready))

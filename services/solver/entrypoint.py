@@ -11,14 +11,14 @@ from nats.aio.client import Client
 
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
-from muster.runtime.service import main_for
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 
 from .routing import REPLIES, ROUTES
 from .service import SolverService
 
 
 @click.command("solver")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--name", default=None, help="this solver's name (default: solver-<host>-<pid>)")
 def main(nats_url: str | None, name: str | None) -> None:
     """Run the solver service."""

@@ -16,7 +16,7 @@ from aiohttp import web
 from nats.aio.client import Client
 
 from muster.bus.eventstore import EventStore
-from muster.runtime.service import main_for
+from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.tls.context import INSECURE_ENV, TlsError, check_listen, server_context
 
 from .http import PARSER_LIMIT, make_app
@@ -48,7 +48,7 @@ def port_problem(err: OSError) -> str:
 
 
 @click.command("tracker")
-@click.option("--nats-url", envvar="NATS_URL", default=None, help="NATS server URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+@click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--owner-timeout", default=0.25, show_default=True, type=click.FloatRange(0.01, 10.0),

@@ -98,13 +98,25 @@ async def test_a_rejection_is_a_reply_not_an_exception(stack: Stack) -> None:
     assert isinstance(reply, Rejected) and "nope" in reply.reason
 
 
-async def test_the_example_program_runs_against_muster(stack: Stack, fresh_nats: str) -> None:
+async def _example(env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    env = {k: v for k, v in {**os.environ, **env}.items() if k != "NATS_URL" or "NATS_URL" in env}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(ROOT / "examples" / "cluster_lifecycle.py"), "--nodes", "2", "--request-id", "ex1",
-        env={**os.environ, "NATS_URL": fresh_nats}, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=env, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 150)
-    text = out.decode()
-    assert proc.returncode == 0, text
+    return proc.returncode or 0, out.decode()
+
+
+async def test_the_example_program_runs_against_muster(stack: Stack, fresh_nats: str, tmp_path: Path) -> None:
+    # Found as every muster command finds `muster up` from another shell: through $MUSTER_DATA_DIR.
+    (tmp_path / "up").mkdir()
+    (tmp_path / "up" / "nats.url").write_text(fresh_nats + "\n")
+    code, text = await _example({"MUSTER_DATA_DIR": str(tmp_path / "up")}, tmp_path)
+    assert code == 0, text
     assert "would build" in text and "create accepted" in text and "expand: JobSucceeded" in text
     assert "delete: JobSucceeded" in text
+    # Nothing there: one sentence naming where it looked, no traceback.
+    (tmp_path / "up" / "nats.url").write_text("nats://127.0.0.1:9\n")
+    code, text = await _example({"MUSTER_DATA_DIR": str(tmp_path / "up")}, tmp_path)
+    assert code == 3 and "cannot reach NATS at nats://127.0.0.1:9" in text and "Traceback" not in text, text

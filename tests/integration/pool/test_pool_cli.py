@@ -44,7 +44,11 @@ async def test_an_administrator_manages_a_pool_from_the_command_line(env: PoolEn
     assert view["terms"]["tenants"]["gold"] == {"priority": 3, "max_nodes": 2, "max_clusters": None}
     assert view["terms"]["job_limit"] == 2
     assert [(h["id"], h["ambiguous"]) for h in view["hosts_detail"]] == [("node0", False), ("node1", False), ("node2", True)]
-    assert "ambiguous: 2 registrations" in table.stdout and "tenant gold: priority 3" in table.stdout
+    assert "ambiguous: 2 registrations" in table.stdout and "tenant gold: priority 3, max nodes 2\n" in table.stdout
+    # In a pipe: plain columns with every value in full, as `cluster list` prints them (for grep and awk).
+    rows = [line.split() for line in table.stdout.splitlines()]
+    assert ["HOST", "ADDRESS", "STATE", "CPU", "MEMORY", "LABELS", "HELD", "BY", "NOTE"] in rows, table.stdout
+    assert ["node0", "10.0.0.0:22", "unassigned", "8", "16384M", "ssd"] in rows, table.stdout
 
     resolved = await muster(env.url, "pool", "resolve", "lab", "node2", "--use", "2")
     assert resolved.code == 0 and "no longer ambiguous: node2" in resolved.stdout

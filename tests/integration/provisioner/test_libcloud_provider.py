@@ -67,6 +67,14 @@ async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
     assert not image.ok and "the cloud has no image 'plan9' (image type 'ubuntu22')" in image.error
     args = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy", "create_args": {"ex_nope": 1}}, flavor="1", image="1"))
     assert not args.ok and "create node: TypeError" in args.error
+    # No credentials in the secrets file: named as such, not as a field the driver does not take.
+    nokey = await cloud_registry.execute(cloud_task("create", "nokeys", {"driver": "ec2", "region": "us-east-1"},
+                                                    flavor="t2.micro", image="ami-1"))
+    assert not nokey.ok and ("libcloud driver 'ec2' needs 'key', which provider 'nokeys' was not given: put them in "
+                             "the provisioners' secrets file") in nokey.error, nokey.error
+    alone = await cloud_registry.execute(cloud_task("create", "nokeys", {"driver": "ec2", "secret": "only-the-secret-9"},
+                                                    flavor="t2.micro", image="ami-1"))
+    assert not alone.ok and "needs 'key'" in alone.error and "only-the-secret-9" not in alone.model_dump_json()
 
 
 def test_host_keys_come_from_cloud_inits_console_block() -> None:

@@ -49,9 +49,12 @@ async def _cli(nats_url: str, *args: str) -> tuple[int, str]:
 @pytest.mark.usefixtures("tracker")  # `provisioners list` reads through it
 async def test_a_provisioner_process_drains_on_request_and_exits(nats_url: str, tenant: str, tmp_path: Path) -> None:
     pid = f"p-{tenant}"
-    env = {**os.environ, "MUSTER_LOG_LEVEL": "INFO"}
+    # No --nats-url: a service command finds `muster up`'s saved URL as every muster command does.
+    env = {**{k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_DATA_DIR")}, "MUSTER_LOG_LEVEL": "INFO"}
+    (tmp_path / ".muster").mkdir()
+    (tmp_path / ".muster" / "nats.url").write_text(nats_url + "\n")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "muster", "provisioner", "--nats-url", nats_url, "--id", pid, "--tenants", tenant,
+        sys.executable, "-m", "muster", "provisioner", "--id", pid, "--tenants", tenant,
         "--capacity", "3", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, cwd=tmp_path, env=env,
     )
     assert proc.stderr is not None
@@ -87,3 +90,23 @@ async def test_a_provisioner_process_drains_on_request_and_exits(nats_url: str, 
 
     code, out = await _cli(nats_url, "drain", pid)
     assert code == 2 and "no live provisioner" in out  # an unknown provisioner is bad input (docs/client.md)
+
+
+async def test_a_bad_plugin_or_secrets_file_is_bad_input_named_in_one_line(tmp_path: Path) -> None:
+    """Refused before it connects: exit 2 (docs/client.md), the file and the field named, never a value."""
+    plugin = tmp_path / "plugins" / "echo"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.json").write_text(json.dumps({
+        "name": "echo", "type": "provider", "version": "1", "actions": ["create"], "entry_point": "provider:Echo",
+        "fields": {"token": {"label": "Token", "type": "password", "sensitive": True, "default": "tok-marker-31"}}}))
+    (tmp_path / "secrets.json").write_text(json.dumps({"aws": "key-marker-77"}))
+    env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
+    for args, expected in ((["--plugins-dir", "plugins"], "Error: plugins/echo/plugin.json: invalid plugin descriptor: field "
+                                                         "'fields.token': Value error, a sensitive field cannot have a default"),
+                           (["--secrets", "secrets.json"], "Error: secrets file secrets.json must be a JSON object of provider name")):
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "provisioner", "--id", "p-bad", *args,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                                                    cwd=tmp_path, env=env)
+        out = (await asyncio.wait_for(proc.communicate(), DEADLINE_S))[0].decode()
+        assert proc.returncode == 2 and expected in out, out
+        assert "Traceback" not in out and "marker" not in out, out

@@ -289,6 +289,26 @@ def test_secrets_in_template_config_and_service_fields_are_refused_and_reference
     assert found == {("hadoop-small", "defaults.config.db.root_password"), ("s", "provisioner.actions.install.fields.env.API_TOKEN")}
 
 
+def test_a_provider_or_service_named_with_a_secret_word_is_a_name_not_a_secret() -> None:
+    """A provider called `aws-auth` made every hardware and image type that maps it refused, its
+    `flavor` and `image` read as secrets under the name `auth` (and masked in answers)."""
+    catalog = demo(
+        providers={"aws-auth": {"providertype": "simulated", "provisioner": {}}},
+        hardwaretypes={"small": {"providermap": {"sim": {"flavor": "s1"}, "aws-auth": {"flavor": "t3.small",
+                                                                               "password": "hunter22"}}}},
+        imagetypes={"ubuntu22": {"providermap": {"sim": {"image": "u22"}, "aws-auth": {"image": "ami-1"}}}},
+        services={"token-broker": {"provisioner": {"actions": {}}}},
+        clustertemplates={"hadoop-small": template(constraints={**template()["constraints"], "services": {
+            **template()["constraints"]["services"], "token-broker": {"hardwaretypes": ["small"]}}})},
+    )
+    found = {(p.name, p.field) for p in errors(catalog, plugin_specs())}
+    assert found == {("small", "providermap.aws-auth.password")}  # a secret's own name still is one
+    shown = redact(catalog)
+    assert shown.hardwaretypes["small"].providermap["aws-auth"] == {"flavor": "t3.small", "password": MASK}
+    assert shown.imagetypes["ubuntu22"].providermap["aws-auth"] == {"image": "ami-1"}
+    assert shown.clustertemplates["hadoop-small"].constraints.services["token-broker"].hardwaretypes == ["small"]
+
+
 def test_a_template_config_text_that_is_no_macro_is_a_warning() -> None:
     config = {"zk": "%join(map(host.service.zookeeper-server,'$:2181'),',')%", "bad": "%hots.self%", "ok": "100%% sure"}
     found = validate_catalog(demo(clustertemplates={"hadoop-small": template(

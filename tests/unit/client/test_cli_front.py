@@ -4,6 +4,8 @@ each layer's errors read, the bus options and the one NATS URL resolver."""
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -12,6 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from contracts.commands import Rejected
+from contracts.events import JobRolledBack, TaskFailed
+from contracts.records import Recorded
 from muster.bus.connect import DEFAULT_URL, nats_url
 from muster.cli_bus import DEFAULT_TRACKER_URL, Bus, bus_options
 from muster.cli_support import (
@@ -27,6 +31,7 @@ from muster.cli_support import (
     guarded,
 )
 from muster.client import NoAnswer, RequestRejected
+from muster.ops_session import describe_end, follow
 
 DOCS = Path(__file__).parents[3] / "docs" / "client.md"
 
@@ -184,6 +189,21 @@ def test_a_dry_run_the_policies_deny_does_not_say_its_apply_would_run() -> None:
     said = captured.get()
     assert "policy would deny: too big (policy size)" in said
     assert "`muster cluster apply p2` is refused while the tenant's policies deny it" in said and "runs exactly" not in said
+
+
+async def test_a_failed_job_ends_with_the_error_of_the_task_its_reason_names() -> None:
+    """Two nodes' installs fail; the reason names n1000's, so its error is shown, not n1001's later one."""
+    def failed(task: str, error: str) -> TaskFailed:
+        return TaskFailed(job_id="j", task_id=task, attempt=3, provisioner="p", worker="p/w0", error=error)
+
+    async def events() -> AsyncIterator[Recorded]:
+        for seq, event in enumerate([failed("n1000.install.a", "exit 3 on n1000"), failed("n1001.install.a", "exit 4 on n1001"),
+                                     JobRolledBack(job_id="j", reason="task n1000.install.a failed 3 times")], 1):
+            yield Recorded(seq, "muster.evt.t.job.j", datetime.now(UTC), event)
+
+    followed = await follow(events(), "j", "create", {"JobRolledBack"}, 10, quiet=True)
+    said = describe_end("j", followed.final, followed.error_for(followed.final.reason))
+    assert said == "job j was rolled back: task n1000.install.a failed 3 times; last error: n1000.install.a attempt 3: exit 3 on n1000"
 
 
 def test_a_dry_runs_stages_name_each_service_so_a_stop_shows_what_it_takes_with_it() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import re
 import threading
@@ -57,6 +58,27 @@ def _json_field(ctx: PluginContext, key: str) -> dict[str, Any]:
     return dict(value)
 
 
+CREDENTIALS = ("key", "secret")
+"""The driver's positional credentials, in libcloud's order."""
+
+
+def _required_positionals(cls: type, args: Mapping[str, Any]) -> int:
+    """How many positional arguments the driver cannot do without (its credentials)."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return 0
+    return sum(1 for p in params if p.default is p.empty and p.name not in args
+               and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _no_credentials(ctx: PluginContext, driver: str, missing: list[str]) -> str:
+    provider = ctx.task.provider.name
+    return (f"libcloud driver {driver!r} needs {' and '.join(repr(m) for m in missing)}, which provider {provider!r} "
+            f"was not given: put them in the provisioners' secrets file, "
+            f'{{"{provider}": {{"key": "...", "secret": "..."}}}} (docs/secrets.md)')
+
+
 class LibcloudProvider(ProviderPlugin):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -70,7 +92,10 @@ class LibcloudProvider(ProviderPlugin):
         args = _json_field(ctx, "driver_args")
         if ctx.fields.get("region"):
             args["region"] = ctx.fields["region"]
-        credentials = [str(ctx.fields[k]) for k in ("key", "secret") if ctx.fields.get(k) not in (None, "")]
+        given = [k for k in CREDENTIALS if ctx.fields.get(k) not in (None, "")]
+        if given == ["secret"]:  # it would be passed as the key
+            raise CloudError(_no_credentials(ctx, name, ["key"]))
+        credentials = [str(ctx.fields[k]) for k in given]
         # The cache key holds a digest of the credentials, never the credentials themselves.
         cache_key = hashlib.sha256(json.dumps([name, args, credentials], sort_keys=True).encode()).hexdigest()
         with self._lock:
@@ -83,6 +108,9 @@ class LibcloudProvider(ProviderPlugin):
                 try:
                     driver = cls(*credentials, **args)
                 except TypeError as err:
+                    missing = list(CREDENTIALS[len(credentials):_required_positionals(cls, args)])
+                    if missing:
+                        raise CloudError(_no_credentials(ctx, name, missing)) from None
                     raise CloudError(f"libcloud driver {name!r} does not take these fields: {err}") from None
                 self._drivers[cache_key] = driver
         return driver
