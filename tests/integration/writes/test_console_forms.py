@@ -67,6 +67,10 @@ async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_fie
     assert status == 200 and 'data-testid="new-cluster"' in page
     status, page = await writer.get("/ui/clusters/new?template=hadoop-small")
     assert status == 200 and 'min="2" max="50"' in page and 'value="hdfs-datanode" checked' in page
+    # The solver does not use the template's default hardware (medium; docs/solver.md, "Comparators"):
+    # the form does not promise it; the preview's layout shows the solver's choice (small).
+    assert "(default medium)" not in page and "the solver chooses (the cheapest that fits)" in page
+    assert "the solver chooses (ubuntu22 first)" in page
     before = served.log()
     for fields, field, words in (
         (_create("f1", "60"), "nodes", "allows between 2 and 50 nodes"),
@@ -79,6 +83,7 @@ async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_fie
     assert served.log() == before
     status, page, _ = await writer.post("/ui/clusters/new", _create("f1"))
     assert status == 200 and "Preview: create cluster f1" in page and 'data-testid="preview-layout"' in page
+    assert re.search(r"<td>small</td>\s*<td>ubuntu22</td>", page), "the solver's layout: the cheapest hardware, the template's image"
     plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
     status, _, location = await writer.post(f"/ui/plans/{plan_id}/apply", [])
     assert status == 303 and location.startswith("/ui/jobs/")
