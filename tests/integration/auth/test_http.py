@@ -92,7 +92,7 @@ async def test_every_route_needs_a_token_and_says_why(served: Served) -> None:
     page = await (await served.http.get("/ui/sign-in")).text()
     for asset in re.findall(r'(?:href|src)="(/ui/static/[^"]+)"', page):
         assert (await served.http.get(asset)).status == 200, asset
-    assert "/ui/static/console.css" in page
+    assert "/ui/static/console.css" in page and '<link rel="icon" href="data:,">' in page  # nor asks for /favicon.ico (a 404)
 
 
 async def test_tenant_a_gets_its_things_and_tenant_b_is_denied_them(served: Served) -> None:
