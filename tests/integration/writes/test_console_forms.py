@@ -69,7 +69,7 @@ async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_fie
     assert status == 200 and 'min="2" max="50"' in page and 'value="hdfs-datanode" checked' in page
     # The solver does not use the template's default hardware (medium; docs/solver.md, "Comparators"):
     # the form does not promise it; the preview's layout shows the solver's choice (small).
-    assert "(default medium)" not in page and "the solver chooses (the cheapest that fits)" in page
+    assert "(default medium)" not in page and "the solver chooses (cheapest first)" in page
     assert "the solver chooses (ubuntu22 first)" in page
     status, page = await writer.get("/ui/clusters/new?template=hadoop-smal")  # a mistyped link says so
     assert status == 404 and "there is no template 'hadoop-smal'" in html.unescape(_field_error(page, "template"))
