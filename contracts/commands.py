@@ -278,6 +278,8 @@ VERB_OF: dict[str, str] = {
     "RepairCluster": "repair", "PauseJob": "pause", "ResumeJob": "resume", "CancelJob": "cancel", "RetryJob": "retry",
     "ApproveJob": "approve", "RejectJob": "reject",
 }
+JOB_VERBS = frozenset(VERB_OF[c.__name__] for c in JobCommand.__subclasses__())
+"""The verbs whose request names a job, not a cluster: the job's cluster is the one it is for."""
 
 
 class Accepted(BaseModel):

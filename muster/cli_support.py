@@ -46,7 +46,9 @@ EXIT_CODES: dict[int, str] = {
 
 class CliError(click.ClickException):
     """One sentence on stderr and an exit code. With a `document`, the document is printed on
-    stdout as JSON instead (`muster solve` and `muster plan` answer scripts that way)."""
+    stdout as JSON (`muster solve` and `muster plan` answer scripts that way), and the sentence
+    on stderr too when stdout is not a terminal: `muster solve ... > layout.json` put the error
+    in the file and showed the person nothing."""
 
     def __init__(self, message: str, exit_code: int = EXIT_INVALID, document: Any = None) -> None:
         super().__init__(message)
@@ -57,6 +59,8 @@ class CliError(click.ClickException):
     def show(self, file: IO[Any] | None = None) -> None:
         if self.document is not None:
             click.echo(json.dumps(self.document))
+            if self.message and not sys.stdout.isatty():
+                super().show(file)
         elif self.message:
             super().show(file)
 

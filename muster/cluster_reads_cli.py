@@ -12,7 +12,8 @@ import click
 from .cli_bus import Bus, bus_options
 from .cli_support import command, echo_json, json_option
 from .client import ClusterInfo
-from .ops_session import out, print_rows, read_cluster
+from .ops_session import out, read_cluster
+from .tables import print_rows
 from .tracker_client import TrackerReads
 
 

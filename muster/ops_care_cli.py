@@ -5,6 +5,7 @@ repair it. Registered on the `cluster` group by `ops_cli.py`."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import datetime
 
 import click
@@ -15,7 +16,8 @@ from .cli_bus import Bus
 from .cli_support import CliError, echo_json
 from .client import ClusterInfo
 from .cluster_reads_cli import cluster_read
-from .ops_session import Options, Session, cluster_op, job_op, out, print_rows, read_cluster, service_list
+from .ops_session import Options, Session, cluster_op, job_op, out, read_cluster, service_list
+from .tables import print_rows
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -91,6 +93,11 @@ def print_drift(c: ClusterInfo) -> None:
                              state or "not checked"])
     if c.observed or c.stopped:
         print_rows(f"services of {c.name}: desired and observed", ["node", "service", "desired", "observed"], rows)
+        unseen = Counter(s for node in c.nodes for s in node.services
+                         if (node.id, s) not in c.observed and (node.id, s) not in c.stopped)
+        if unseen:  # else a 5-node cluster's table shows one node and the reader wonders where the others went
+            out.print("never observed (a check asks only the services with a `status` action): "
+                      + ", ".join(f"{s} on {n} node{'s' if n > 1 else ''}" for s, n in sorted(unseen.items())))
     else:
         out.print("no service state observed yet: `muster cluster check CLUSTER`")
     if not c.drift:

@@ -5,7 +5,9 @@ folded by the read model's JobProgress."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import re
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextvars import ContextVar
@@ -16,7 +18,6 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from contracts.commands import VERB_OF, Command, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS
@@ -27,10 +28,13 @@ from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABL
 from .client import ClusterInfo, new_request_id
 from .readmodel.cost import hardware_rates
 from .readmodel.progress import JobProgress
+from .tables import print_rows
 from .tracker_client import TrackerReads, recorded
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+_CLUSTER_ID = re.compile(r"cluster '?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 CAPTURE: ContextVar[list[Command] | None] = ContextVar("capture", default=None)
 """Set (to a list): an operation command builds its request and puts it there instead of
@@ -138,6 +142,13 @@ class Session:
                 text = text.replace(said, f"cluster {name} ({ident})")
         return text
 
+    async def _learn_names(self, text: str) -> None:
+        """The names of clusters an answer names by id alone (an apply names no cluster: its
+        plan does), best effort: a refusal is said with or without them."""
+        for ident in set(_CLUSTER_ID.findall(text)) - set(self.names):
+            with contextlib.suppress(CliError):
+                await self.cluster(ident)
+
     def stamp(self, cmd: Command, requested_by: str) -> Command:
         update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": requested_by}
         if "dry_run" in type(cmd).model_fields:
@@ -161,6 +172,7 @@ class Session:
         if self.opts.as_json:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
+            await self._learn_names(reply.reason)
             raise CliError(f"{verb} rejected: {self.named(reply.reason)}", EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
@@ -267,15 +279,12 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
 def print_dry_run(verb: str, reply: DryRun) -> None:
     out.print(f"dry run of {verb}: nothing was executed; the plan is saved")
     if reply.layout is not None:
-        table = Table(title=f"layout: {reply.layout.nodes} nodes")
-        for col in ("count", "hardware", "image", "services"):
-            table.add_column(col)
-        for g in reply.layout.layout:
-            table.add_row(str(g.count), g.hardwaretype, g.imagetype, ", ".join(g.services))
-        out.print(table)
+        print_rows(f"layout: {reply.layout.nodes} nodes", ["count", "hardware", "image", "services"],
+                   [[str(g.count), g.hardwaretype, g.imagetype, ", ".join(g.services)] for g in reply.layout.layout],
+                   out, heading=True)
     tasks = {t["id"]: t for t in reply.plan.get("tasks", [])}
     stages = reply.plan.get("stages", [])
-    out.print(f"plan: {len(tasks)} tasks in {len(stages)} stages")
+    out.print(f"plan: {len(tasks)} task{'s' if len(tasks) != 1 else ''} in {len(stages)} stage{'s' if len(stages) != 1 else ''}")
     rolling = reply.plan.get("rolling")
     if rolling:
         batches = rolling["batches"]
@@ -284,7 +293,9 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         for i, batch in enumerate(batches, start=1):
             out.print(f"  batch {i}: {', '.join(batch)}")
     for i, stage in enumerate(stages, start=1):
-        counts = Counter(tasks[t]["action"] for t in stage if t in tasks)
+        # Each service named: a stop of one service also stops what depends on it, and the
+        # preview is where that shows.
+        counts = Counter(" ".join(filter(None, (tasks[t]["action"], tasks[t].get("service")))) for t in stage if t in tasks)
         out.print(f"  stage {i}: " + ", ".join(f"{n}× {a}" for a, n in counts.items()))
     limits = reply.plan.get("limits") or {}
     if "provider" in limits:
@@ -301,19 +312,3 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
         else:
             then = "runs exactly this plan, or is refused if the cluster or the catalog changed"
         out.print(f"plan {reply.plan_id} ({made_on}, catalog {reply.catalog_version}): `muster cluster apply {reply.plan_id}` {then}")
-
-
-def print_rows(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """A table: boxed on a terminal; otherwise plain columns two spaces apart, every value in
-    full (for `grep`, `awk` and `cut`), with a header line."""
-    if out.is_terminal:
-        table = Table(title=title)
-        for col in columns:
-            table.add_column(col)
-        for row in rows:
-            table.add_row(*row)
-        out.print(table)
-        return
-    widths = [max(len(x) for x in col) for col in zip(columns, *rows, strict=True)]
-    for row in [[c.upper() for c in columns], *rows]:
-        click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from contracts.catalog import KINDS, Catalog
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, CatalogProblem, DeleteCatalogEntity
@@ -20,6 +19,7 @@ from muster.bus.eventstore import EventStore
 from muster.cli_bus import Bus, bus_options, open_client
 from muster.cli_support import EXIT_DENIED, EXIT_INVALID, CliError, command, echo_json, guarded, json_option, translates
 from muster.client import default_user
+from muster.tables import print_rows
 from muster.tracker_client import TrackerReads
 from services.provisioner.plugins.descriptor import PluginError
 from services.provisioner.plugins.specs import catalog_plugins
@@ -235,12 +235,8 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
         if as_json:
             echo_json(rows)
             return
-        table = Table(title=f"{KIND_LABEL[k]}s of tenant {tenant!r}")
-        for col in ("name", "version", "description"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(r["name"], str(r["version"]), r["description"])
-        out.print(table)
+        print_rows(f"{KIND_LABEL[k]}s of tenant {tenant!r}", ["name", "version", "description"],
+                   [[r["name"], str(r["version"]), r["description"]] for r in rows], out, heading=True)
         return
     if name not in entities:
         raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r} (or none you may read)")
@@ -318,10 +314,9 @@ async def history(name: str, kind_word: str | None, bus: Bus, as_json: bool) -> 
         for r in rows:
             echo_json(r)
         return
-    table = Table(title=f"history of {name!r}" + (f" (tenant {tenant!r})" if tenant else ""))
-    for col in ("kind", "version", "time", "by", "changed", "seq"):
-        table.add_column(col)
-    for r in rows:
-        changed = "deleted" if r["deleted"] else "created" if r["version"] == 1 else (", ".join(r["changed"]) or "(same)")
-        table.add_row(KIND_LABEL[r["kind"]], f"v{r['version']}", r["time"], r["by"], changed, str(r["seq"]))
-    out.print(table)
+    print_rows(f"history of {name!r}" + (f" (tenant {tenant!r})" if tenant else ""), ["kind", "version", "time", "by", "changed", "seq"],
+               [[KIND_LABEL[r["kind"]], f"v{r['version']}", r["time"], r["by"], _changed(r), str(r["seq"])] for r in rows], out)
+
+
+def _changed(r: dict[str, Any]) -> str:
+    return "deleted" if r["deleted"] else "created" if r["version"] == 1 else (", ".join(r["changed"]) or "(same)")

@@ -79,6 +79,7 @@ class Autoscaler:
     last: ClassScaling | None = None
     actions: list[tuple[datetime, int]] = field(default_factory=list)
     _next: tuple[datetime, Cancellable] | None = None
+    _looking: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def poke(self) -> None:
         """Task activity: look soon (the first event of a burst sets the time)."""
@@ -94,6 +95,12 @@ class Autoscaler:
         self._next = (when, self.clock.call_at(when, self.evaluate))
 
     async def evaluate(self) -> int:
+        # One look at a time: starting a process takes seconds, and a look that ran meanwhile
+        # (task events poke it) saw no change yet and started as many again.
+        async with self._looking:
+            return await self._evaluate()
+
+    async def _evaluate(self) -> int:
         self._next = None
         now = self.clock.now()
         try:
@@ -117,6 +124,7 @@ class Autoscaler:
             for _ in range(-change):
                 log.info("autoscale: draining a provisioner", provisioner=await self.fleet.drain_one(), **self._why())
         if change:
+            now = self.clock.now()  # the cool-down runs from when the change is made
             self.last_change = now
             self.actions.append((now, change))
         if not self._at_rest(local + change):

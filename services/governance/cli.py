@@ -34,7 +34,7 @@ from muster.cli_support import (
     json_option,
 )
 from muster.ops_care_cli import seconds
-from muster.ops_session import print_rows
+from muster.tables import print_rows
 
 from .domain.policies import PolicyCompileError, compile_policy, evaluate
 

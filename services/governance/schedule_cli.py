@@ -16,7 +16,7 @@ from contracts.governance import Schedule
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
 from muster.ops_care_cli import seconds
-from muster.ops_session import print_rows
+from muster.tables import print_rows
 
 from .cli import ask, ask_in, report
 from .domain.schedules import due

@@ -115,6 +115,8 @@ def read_nodes(path: str) -> list[NodeSpec] | Layout:
             return Layout.model_validate(data)
         except ValidationError as err:
             raise Invalid(f"{path}: not a layout as `muster solve` prints it: {describe_validation_error(err)}") from None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):  # `muster solve ... > file` that failed
+        raise Invalid(f"{path} holds no layout but the error `muster solve` answered: {data['error'].get('message', '?')}")
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise Invalid(f'{path}: expected {{"nodes": [...]}}, or the layout `muster solve` prints ({{"nodes": N, "layout": [...]}})')
     nodes = []

@@ -18,8 +18,6 @@ from contracts.secrets import secrets_in_clear
 from .domain.admission import Refused
 
 COMMAND_OF_VERB = {verb: command for command, verb in VERB_OF.items()}
-JOB_VERBS = frozenset(VERB_OF[c] for c in ("PauseJob", "ResumeJob", "CancelJob", "RetryJob"))
-"""The verbs of job control: their cluster is the one their job names."""
 
 OperationAnswer = Accepted | Rejected | DryRun | LeaseExtended
 """Every operation request gets exactly one of these."""

@@ -39,7 +39,8 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js.errors import NotFoundError
 
 from contracts import subjects
-from contracts.commands import Rejected
+from contracts.commands import JOB_VERBS, VERB_OF, Rejected
+from contracts.events import PlanSaved
 from muster import tracing
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import shard_of
@@ -47,7 +48,7 @@ from muster.routing import NotYet
 
 from .app import Planner
 from .domain import planning
-from .messages import COMMAND_OF_VERB, JOB_VERBS, RequestContext
+from .messages import COMMAND_OF_VERB, RequestContext
 from .replies import Responders
 from .routing import SHARD_REPLY
 
@@ -220,6 +221,9 @@ class Sharding:
         if verb in JOB_VERBS:
             job_id = body.get("job_id")
             return data, (await self._job_cluster(tenant, job_id)) if isinstance(job_id, str) else None
+        if verb == VERB_OF["ApplyPlan"]:
+            plan_id = body.get("plan_id")
+            return data, (await self._plan_cluster(tenant, plan_id)) if isinstance(plan_id, str) else None
         cluster_id = body.get("cluster_id")
         return data, cluster_id if isinstance(cluster_id, str) else None
 
@@ -231,6 +235,16 @@ class Sharding:
             return str(json.loads(msg.data or b"{}")["cluster_id"])
         except (subjects.SubjectError, NotFoundError, KeyError, ValueError):
             return None  # unknown: the planner answers "unknown job"
+
+
+    async def _plan_cluster(self, tenant: str, plan_id: str) -> str | None:
+        """The cluster a saved plan is for (a create's: the one it makes), from the plan."""
+        try:
+            found = await self.planner.log.read(subjects.plan_events(tenant, plan_id))
+        except subjects.SubjectError:
+            return None  # the planner names what is wrong with the id
+        saved = found[0].event if found else None
+        return saved.cluster_id if isinstance(saved, PlanSaved) else None  # none: "unknown plan"
 
 
 async def _unsubscribe(sub: Any) -> None:

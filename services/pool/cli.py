@@ -7,7 +7,6 @@ from typing import Any
 import click
 from pydantic import ValidationError
 from rich.console import Console
-from rich.table import Table
 
 from contracts.pool_commands import (
     MAX_HOSTS_PER_COMMAND,
@@ -22,11 +21,12 @@ from contracts.pools import HostSpec, PoolTerms, TenantTerms
 from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_UNREACHABLE, CliError, command, echo_json, json_option, parse_json_arg
 from muster.client import default_user
+from muster.tables import print_rows
 
 from . import client as pools
 from .entrypoint import serve
 
-out = Console()
+out = Console(soft_wrap=True)
 PROPERTY_KEYS = ("cpu", "memory", "labels", "extra")
 
 
@@ -111,13 +111,12 @@ async def list_pools(bus: Bus, as_json: bool) -> None:
     if as_json:
         echo_json(found)
         return
-    table = Table(title="pools")
-    for col in ("pool", "hosts", "free", "states", "waiting", "granted", "policy"):
-        table.add_column(col)
-    for p in found:
-        states = ", ".join(f"{k} {v}" for k, v in p["states"].items())
-        table.add_row(p["pool"], str(p["hosts"]), str(p["free"]), states, str(p["waiting"]), str(p["granted"]), p["terms"]["policy"])
-    out.print(table if found else "no pools yet: `muster pool add-hosts NAME FILE` makes one")
+    if not found:
+        out.print("no pools yet: `muster pool add-hosts NAME FILE` makes one")
+        return
+    print_rows("pools", ["pool", "hosts", "free", "states", "waiting", "granted", "policy"],
+               [[p["pool"], str(p["hosts"]), str(p["free"]), ", ".join(f"{k} {v}" for k, v in p["states"].items()),
+                 str(p["waiting"]), str(p["granted"]), p["terms"]["policy"]] for p in found], out)
 
 
 @pool.command("show")
@@ -138,29 +137,24 @@ async def show(name: str, no_hosts: bool, bus: Bus, as_json: bool) -> None:
     for t, tt in sorted(terms["tenants"].items()):
         out.print(f"  tenant {t}: priority {tt['priority']}, max nodes {tt['max_nodes']}, max clusters {tt['max_clusters']}")
     if not no_hosts:
-        table = Table(title="hosts")
-        for col in ("host", "address", "state", "cpu", "memory", "labels", "held by", "note"):
-            table.add_column(col)
-        for h in view.get("hosts_detail", []):
-            holder = h["holder"]
-            note = h["error"] or ("ambiguous" + (f": shares address with {', '.join(h['shares_address_with'])}"
-                                                 if h["shares_address_with"] else f": {len(h['claims']) + 1} registrations")
-                                  if h["ambiguous"] else "")
-            table.add_row(h["id"], f"{h['address']}:{h['port']}", h["state"], str(h["properties"]["cpu"]),
-                          f"{h['properties']['memory']}M", ",".join(h["properties"]["labels"]),
-                          f"{holder['tenant']}/{holder['cluster_id'][:8]}/{holder['node_id']}" if holder else "", note)
-        out.print(table)
+        print_rows("hosts", ["host", "address", "state", "cpu", "memory", "labels", "held by", "note"],
+                   [_host_row(h) for h in view.get("hosts_detail", [])], out, heading=True)
     queue = view.get("queue", [])
     if queue:
-        table = Table(title="waiting, in policy order")
-        for col in ("#", "request", "tenant", "cluster", "hosts", "urgency", "priority", "score", "deadline"):
-            table.add_column(col)
-        for q in queue:
-            table.add_row(str(q["position"]), q["request_id"], q["tenant"], q["cluster_id"], str(q["hosts"]),
-                          str(q["urgency"]), str(q["priority"]), f"{q['score']:g}", q["deadline"] or "")
-        out.print(table)
+        print_rows("waiting, in policy order", ["#", "request", "tenant", "cluster", "hosts", "urgency", "priority", "score", "deadline"],
+                   [[str(q["position"]), q["request_id"], q["tenant"], q["cluster_id"], str(q["hosts"]),
+                     str(q["urgency"]), str(q["priority"]), f"{q['score']:g}", q["deadline"] or ""] for q in queue], out, heading=True)
     else:
         out.print("nobody is waiting")
+
+
+def _host_row(h: dict[str, Any]) -> list[str]:
+    holder = h["holder"]
+    note = h["error"] or ("ambiguous" + (f": shares address with {', '.join(h['shares_address_with'])}"
+                                         if h["shares_address_with"] else f": {len(h['claims']) + 1} registrations")
+                          if h["ambiguous"] else "")
+    return [h["id"], f"{h['address']}:{h['port']}", h["state"], str(h["properties"]["cpu"]), f"{h['properties']['memory']}M",
+            ",".join(h["properties"]["labels"]), f"{holder['tenant']}/{holder['cluster_id'][:8]}/{holder['node_id']}" if holder else "", note]
 
 
 @pool.command("resolve")

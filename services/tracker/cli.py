@@ -47,10 +47,19 @@ async def status(job_id: str, bus: Bus, as_json: bool) -> None:
     job = _check(job_id, UUID_PATTERN, "job id")
     async with TrackerReads(bus) as tracker:
         body = await tracker.get(f"/v1/jobs/{job}")
+        name = None if as_json else await _cluster_name(tracker, str(body.get("cluster_id") or ""))
     if as_json:
         click.echo(json.dumps(body, indent=2))
     else:
-        print_status(body, Console())
+        print_status(body, Console(soft_wrap=True), name)
+
+
+async def _cluster_name(tracker: TrackerReads, cluster_id: str) -> str | None:
+    """What the person called the cluster (best effort: the status reads without it)."""
+    try:
+        return str((await tracker.get(f"/v1/clusters/{cluster_id}"))["name"]) if cluster_id else None
+    except (CliError, KeyError):
+        return None
 
 
 # -- watch ----------------------------------------------------------------------------------------

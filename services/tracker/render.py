@@ -8,10 +8,10 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
+from muster.tables import print_rows
 from services.pool.domain.pool import ordinal
 
 
@@ -25,13 +25,15 @@ def resources_line(wanted: dict[str, Any]) -> str:
     return f"waiting for {what}: {where}"
 
 
-def print_status(body: dict[str, Any], console: Console) -> None:
+def print_status(body: dict[str, Any], console: Console, cluster_name: str | None = None) -> None:
     stage = body.get("stage") or {}
     counts = ", ".join(f"{n} {s}" for s, n in body.get("counts", {}).items()) or "no tasks yet"
-    console.print(f"job {body['id']}: [bold]{body['state']}[/bold] ({body['operation']} of cluster {body['cluster_id']})")
+    cluster = f"{cluster_name} ({body['cluster_id']})" if cluster_name else body["cluster_id"]
+    console.print(f"job {body['id']}: [bold]{body['state']}[/bold] ({body['operation']} of cluster {escape(cluster)})")
     console.print(f"  owner {body.get('owner') or '?'} · answered from the {body.get('source')} · requested by {body.get('requested_by')}")
     console.print(f"  started {body.get('started_at')} · finished {body.get('finished_at') or '-'}")
-    console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · stage {stage.get('current') or '-'} of {stage.get('total', 0)}")
+    where = f"stage {stage['current']} of {stage.get('total', 0)}" if stage.get("current") else f"{stage.get('total', 0)} stages"
+    console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · {where}")
     if body.get("error"):
         console.print(f"  error: {body['error']}")
     if body.get("resources"):
@@ -39,13 +41,9 @@ def print_status(body: dict[str, Any], console: Console) -> None:
     for warning in body.get("warnings") or ():
         console.print(f"  [yellow]warning:[/yellow] {escape(warning)}", highlight=False)
     if body.get("tasks"):
-        table = Table(show_edge=False)
-        for col in ("task", "state", "attempt", "node", "runs on"):
-            table.add_column(col)
-        for t in body["tasks"]:
-            where = place(t.get("provisioner"), t.get("worker"))
-            table.add_row(t["id"], t["state"], str(t["attempt"]), t.get("node") or "", where)
-        console.print(table)
+        print_rows(None, ["task", "state", "attempt", "node", "runs on"],
+                   [[t["id"], t["state"], str(t["attempt"]), t.get("node") or "", place(t.get("provisioner"), t.get("worker"))]
+                    for t in body["tasks"]], console)
 
 
 

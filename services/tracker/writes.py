@@ -21,12 +21,12 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
-from contracts.commands import Accepted, DryRun, LeaseExtended, Rejected
+from contracts.commands import JOB_VERBS, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.events import PlanSaved
 from contracts.identity import Permission, Scope
 from muster.catalog.requests import ask_planner
 from muster.client import MusterClient, NoAnswer, RequestRejected
-from services.auth.domain.authz import JOB_VERBS, OPERATION_PERMISSIONS, operation_scope
+from services.auth.domain.authz import OPERATION_PERMISSIONS, operation_scope
 from services.planner.domain.operations import OPERATIONS
 
 from . import plans

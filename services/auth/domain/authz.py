@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from contracts.commands import JOB_VERBS
 from contracts.identity import Permission, Scope
 
 from .state import Grant, Principal
@@ -107,7 +108,6 @@ OPERATION_PERMISSIONS: dict[str, Permission] = {
     "apply": "write",  # a saved plan names its cluster only once loaded: write on every cluster
     "approve": "approve", "reject": "approve",  # a job waiting for approval (docs/governance.md)
 }
-JOB_VERBS = frozenset({"pause", "resume", "cancel", "retry", "approve", "reject"})
 
 
 def operation_scope(tenant: str, verb: str, cluster_id: str | None, job_id: str | None = None) -> Scope:

@@ -48,10 +48,15 @@ async def test_the_daily_commands(stack: Stack, fresh_nats: str) -> None:
     # Without CONFIG: the cluster's config again (its macros expanded anew, as after an expand),
     # on the version just read; a schedule may not freeze today's config into itself.
     before = json.loads((await muster(fresh_nats, "cluster", "show", "daily", "--json")).stdout)
+    early = await muster(fresh_nats, "cluster", "restart", "daily", "--dry-run")
+    early_plan = next(line.split()[1] for line in early.stdout.splitlines() if line.startswith("plan ") and "apply" in line)
     again = await muster(fresh_nats, "cluster", "configure", "daily", "--restart", "--rolling", "1", "--wait")
     assert again.code == 0 and "succeeded" in again.stdout, again.stderr
     after = json.loads((await muster(fresh_nats, "cluster", "show", "daily", "--json")).stdout)
     assert after["config"] == before["config"] and after["version"] > before["version"]
+    # A plan made before that change is refused, the cluster said by its name (an apply names none).
+    late = await muster(fresh_nats, "cluster", "apply", early_plan)
+    assert late.code == 2 and f"was made on cluster daily ({after['id']}) at version {before['version']}" in late.stderr, late.stderr
     sent = [r for r in await stack.store.read(f"muster.evt.{stack.tenant}.job.>") if r.type == "JobRequested"][-1]
     assert sent.event.request["config"] == before["config"] and sent.event.request["if_version"] == before["version"]
     frozen = await muster(fresh_nats, "schedule", "create", "nightly", "--cron", "0 3 * * *", "--", "cluster", "configure", "daily")
@@ -65,6 +70,8 @@ async def test_the_daily_commands(stack: Stack, fresh_nats: str) -> None:
     checked = await muster(fresh_nats, "cluster", "check", "daily", "--wait")
     assert checked.code == 0, checked.stderr
     assert re.search(r"zookeeper-server\s+running\s+running", checked.stdout) and "no drift" in checked.stdout
+    # The services without a `status` action are named, not left out silently.
+    assert "never observed (a check asks only the services with a `status` action): base on " in checked.stdout
     drift = json.loads((await muster(fresh_nats, "cluster", "drift", "daily", "--json")).stdout)
     assert drift["drift"] == [] and {o["state"] for o in drift["observed"]} == {"running"}
     assert "zookeeper-server" in {o["service"] for o in drift["observed"]}  # the demo's services all have a status action

@@ -18,7 +18,7 @@ import pytest_asyncio
 from nats.aio.client import Client
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, RestartServices
+from contracts.commands import Accepted, ApplyPlan, CreateCluster, DryRun, RestartServices
 from contracts.events import JobSucceeded
 from muster.bus.connect import connect, principal_of
 from muster.bus.eventstore import EventStore
@@ -153,6 +153,17 @@ async def test_planners_split_the_shards_and_requests_reach_the_owner(fleet: Fle
         # The job's owner answers status queries, naming itself.
         view = await fleet.client.nc.request(subjects.job_query("default", principal_of(fleet.client.nc), r.job_id), b"", timeout=5)
         assert b'"owner": "' + owners[r.cluster_id].encode() in view.data
+
+    # A saved plan's apply names no cluster: it reaches the owner of the plan's, whichever
+    # planner takes it (each apply sent three times: the same job).
+    for owner in ("planner-a", "planner-b"):
+        cluster_id = next(c for c, o in owners.items() if o == owner)
+        dry = await fleet.client.request(RestartServices(cluster_id=cluster_id, dry_run=True), tenant="default")
+        assert isinstance(dry, DryRun) and dry.plan_id, dry
+        applied = [await fleet.client.request(ApplyPlan(plan_id=dry.plan_id), tenant="default") for _ in range(3)]
+        accepted = [a for a in applied if isinstance(a, Accepted)]
+        assert len(accepted) == 3 and len({a.job_id for a in accepted}) == 1, applied
+        assert isinstance(await fleet.client.wait(accepted[0].job_id, timeout=90), JobSucceeded)
 
 
 async def test_a_dead_planners_jobs_finish_under_the_other_within_twice_the_ttl(fleet: Fleet) -> None:

@@ -59,6 +59,8 @@ async def test_status_asks_the_tracker_and_without_one_says_where_it_looked(trac
     out = await muster("status", reply.job_id, "--nats-url", tracked.url, "--tracker-url", _tracker_url(tracked))
     assert out.exit_code == 0, out.output
     assert f"job {reply.job_id}: succeeded" in out.output and "from the owner" in out.output and "prov-test/" in out.output
+    name = (await tracked.client.cluster(reply.cluster_id)).name
+    assert f"(create of cluster {name} ({reply.cluster_id}))" in out.output  # as the person called it
 
     body = json.loads((await muster("status", reply.job_id, "--json", "--tracker-url", _tracker_url(tracked))).output)
     assert body["state"] == "succeeded" and body["source"] == "owner"

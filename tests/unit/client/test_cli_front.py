@@ -70,7 +70,9 @@ def test_commands_report_errors_on_stderr_or_as_a_json_document_and_never_a_trac
         raise RuntimeError("bug")
 
     assert _invoke(failing, "bad") == (EXIT_INVALID, "", "Error: no such thing\n")
-    assert _invoke(failing, "doc") == (EXIT_INVALID, '{"error": {"kind": "unsolvable", "message": "no layout"}}\n', "")
+    # The document for scripts on stdout; not a terminal (a file, a pipe): the sentence on stderr
+    # too, or `muster solve ... > layout.json` shows the person nothing.
+    assert _invoke(failing, "doc") == (EXIT_INVALID, '{"error": {"kind": "unsolvable", "message": "no layout"}}\n', "Error: no layout\n")
     code, out, err = _invoke(failing, "x")
     assert code == EXIT_FAILED and "internal error (RuntimeError: bug)" in err and "Traceback" not in err
     code, _, _ = _invoke(failing, "x", env={"MUSTER_DEBUG": "1"})
@@ -182,3 +184,16 @@ def test_a_dry_run_the_policies_deny_does_not_say_its_apply_would_run() -> None:
     said = captured.get()
     assert "policy would deny: too big (policy size)" in said
     assert "`muster cluster apply p2` is refused while the tenant's policies deny it" in said and "runs exactly" not in said
+
+
+def test_a_dry_runs_stages_name_each_service_so_a_stop_shows_what_it_takes_with_it() -> None:
+    from contracts.commands import DryRun
+    from muster import ops_session
+
+    tasks = [{"id": "n1.stop.rm", "action": "stop", "service": "rm"}, {"id": "n1.stop.zk", "action": "stop", "service": "zk"},
+             {"id": "n1.create", "action": "create"}, {"id": "n2.create", "action": "create"}]
+    plan = {"tasks": tasks, "stages": [["n1.stop.rm"], ["n1.stop.zk"], ["n1.create", "n2.create"]]}
+    with ops_session.out.capture() as captured:
+        ops_session.print_dry_run("stop", DryRun(plan=plan, plan_id="p1", catalog_version="c1"))
+    said = captured.get()
+    assert "stage 1: 1× stop rm\n" in said and "stage 2: 1× stop zk\n" in said and "stage 3: 2× create\n" in said

@@ -75,3 +75,11 @@ async def test_queries_are_answered_by_the_owner_only(h: Harness) -> None:
     body = json.loads(await replies.metrics(subjects.PLANNER_METRICS, b"") or b"")
     assert body["planner"] == "planner-test" and body["queues"][0]["finished"] > 10
     assert {r.queue for r in REPLIES} == {"", "planners"}
+
+
+def test_every_request_that_names_a_job_is_routed_by_its_job() -> None:
+    """Sharded planners send a request to the owner of its cluster; one that names a job (an
+    approval too) is sent by the job's cluster, not answered wherever it lands."""
+    from contracts.commands import JOB_VERBS
+
+    assert JOB_VERBS == {"pause", "resume", "cancel", "retry", "approve", "reject"}

@@ -3,6 +3,7 @@ autoscaler's bounds, cool-down and rest, on a manual clock."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -121,3 +122,32 @@ async def test_it_keeps_the_minimum_and_survives_an_unreachable_bus() -> None:
     assert fleet.count() == 0  # the bus was away: it will look again
     await clock.advance(10)
     assert fleet.count() == 2
+
+
+class SlowFleet(FakeFleet):
+    """A process takes a while to start (`muster up` waits for it): looks may overlap."""
+
+    def __init__(self, n: int, clock: ManualClock) -> None:
+        super().__init__(n)
+        self.clock = clock
+        self.go = asyncio.Event()
+
+    async def start_one(self) -> str:
+        await self.go.wait()
+        await self.clock.advance(2)
+        return await super().start_one()
+
+
+async def test_a_look_while_a_change_is_being_made_waits_for_it_and_keeps_the_cool_down() -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    fleet = SlowFleet(1, clock)
+    world = World(fleet)
+    world.need, world.rate = 16, 5.0
+    scaler = Autoscaler(fleet, world.gather, clock, AutoscalePolicy(max_processes=4, cooldown_s=30, settle_s=1, window_s=60))
+    first = asyncio.ensure_future(scaler.evaluate())
+    second = asyncio.ensure_future(scaler.evaluate())  # task events poked it while the first starts a process
+    await asyncio.sleep(0)
+    fleet.go.set()
+    assert await first == 1 and await second == 0  # once, not once for each look
+    assert fleet.started == 1 and [c for _, c in scaler.actions] == [1]
+    assert scaler.last_change == clock.now()  # from when the process was up

@@ -1,0 +1,48 @@
+"""Tables in a pipe keep every value whole (`muster.tables`, `muster status`)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from muster.tables import print_rows
+from services.tracker.render import print_status
+
+LONG = "n1000.status.yarn-resourcemanager"
+
+
+def _status() -> dict[str, object]:
+    return {"id": "27fe8a5c-190c-5309-8d6f-0d301bee8473", "state": "succeeded", "operation": "create",
+            "cluster_id": "e4817139-c653-5340-befb-a0b1eac681f8", "owner": "planner-1", "source": "owner",
+            "requested_by": "root", "started_at": "2026-11-29T21:40:51.344550+00:00",
+            "finished_at": "2026-11-29T21:41:06.153924+00:00", "counts": {"succeeded": 2}, "tasks_total": 2,
+            "stage": {"current": None, "total": 17},
+            "tasks": [{"id": LONG, "state": "succeeded", "attempt": 1, "node": "n1000", "provisioner": "provisioner-1", "worker": "w0"},
+                      {"id": "n1001.create", "state": "succeeded", "attempt": 1, "node": "n1001", "provisioner": "provisioner", "worker": "w2"}]}
+
+
+def test_a_status_in_a_pipe_keeps_its_lines_and_task_ids_whole() -> None:
+    buf = io.StringIO()
+    print_status(_status(), Console(file=buf, width=40, soft_wrap=True))
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "job 27fe8a5c-190c-5309-8d6f-0d301bee8473: succeeded (create of cluster e4817139-c653-5340-befb-a0b1eac681f8)"
+    assert "finished 2026-11-29T21:41:06.153924+00:00" in lines[2]
+    assert lines[3].endswith("· 17 stages")  # a finished job has no current stage
+    assert lines[4].split() == ["TASK", "STATE", "ATTEMPT", "NODE", "RUNS", "ON"]
+    assert lines[5].split() == [LONG, "succeeded", "1", "n1000", "provisioner-1/w0"]
+
+
+def test_a_table_on_a_terminal_is_boxed_and_in_a_pipe_plain_with_its_heading() -> None:
+    boxed = io.StringIO()
+    print_rows("hosts", ["host", "state"], [["h1", "unassigned"]], Console(file=boxed, force_terminal=True, width=80))
+    assert "┃" in boxed.getvalue() or "│" in boxed.getvalue()
+    plain = io.StringIO()
+    print_rows("hosts", ["host", "state"], [[LONG, "unassigned"]], Console(file=plain, width=20), heading=True)
+    assert plain.getvalue().splitlines() == ["hosts:", "HOST" + " " * (len(LONG) - 2) + "STATE", f"{LONG}  unassigned"]
+
+
+def test_a_status_names_the_cluster_when_its_name_is_known() -> None:
+    buf = io.StringIO()
+    print_status(_status(), Console(file=buf, width=200, soft_wrap=True), "web")
+    assert buf.getvalue().splitlines()[0].endswith("(create of cluster web (e4817139-c653-5340-befb-a0b1eac681f8))")
