@@ -134,7 +134,7 @@ class Refusals:
     def describe(self, who: str) -> str:
         found = re.search(r'for (publish|subscription) to "([^"]+)"', self.seen[-1])
         what, subject = (found.group(1), found.group(2)) if found else ("publish", "?")
-        request = re.fullmatch(rf"{re.escape(subjects.OPS)}\.([^.]+)\.([^.]+)\.([^.]+)", subject)
+        request = re.fullmatch(rf"(?:{re.escape(subjects.OPS)}|{re.escape(subjects.GOV)})\.([^.]+)\.([^.]+)\.([^.]+)", subject)
         if request is not None:
             tenant, name, verb = request.groups()
             why = (f"{who} may not send {verb} requests in tenant {tenant}" if name == who else

@@ -21,7 +21,7 @@ from rich.console import Console
 from contracts import subjects
 from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
-from muster.cli_bus import Bus, bus_options, open_nats
+from muster.cli_bus import Bus, Refusals, bus_options, connect_or_fail, resolved
 from muster.cli_support import (
     EXIT_DENIED,
     EXIT_FAILED,
@@ -43,16 +43,29 @@ TIMEOUT_S = 30.0
 
 
 async def ask(bus: Bus, verb: str, kind: str, as_json: bool = False, **body: Any) -> GovernanceAnswer:
-    async with open_nats(bus) as nc:
-        subject = subjects.governance_request(bus.tenant, principal_of(nc), verb)
+    return (await ask_in(bus, verb, kind, as_json, **body))[1]
+
+
+async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, **body: Any) -> tuple[str, GovernanceAnswer]:
+    """The governance service's answer, asked in the tenant the command names, else the token's
+    own (as every other command: a tenant's user types no --tenant), and that tenant. A request
+    the bus refuses fails at once, naming what was refused, rather than waiting for an answer."""
+    refusals = Refusals()
+    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    try:
+        tenant = (await resolved(bus, nc)).tenant or "default"
+        subject = subjects.governance_request(tenant, principal_of(nc), verb)
         try:
-            msg = await nc.request(subject, json.dumps({"kind": kind, **body}).encode(), timeout=TIMEOUT_S)
+            msg = await refusals.guard(nc.request(subject, json.dumps({"kind": kind, **body}).encode(), timeout=TIMEOUT_S),
+                                       principal_of(nc))
         except nats.errors.NoRespondersError:
             raise CliError("no governance service answered: is `muster up` (or `muster governance`) running?", EXIT_UNREACHABLE) from None
+    finally:
+        await nc.close()
     answer = GovernanceAnswer.model_validate_json(msg.data)
     if not answer.ok:
         raise refusal(verb, answer, as_json)
-    return answer
+    return tenant, answer
 
 
 def refusal(verb: str, answer: GovernanceAnswer, as_json: bool) -> CliError:
@@ -108,11 +121,11 @@ async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool,
 @command
 async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     """The tenant's policies."""
-    answer = await ask(bus, "list", "policy", as_json)
+    tenant, answer = await ask_in(bus, "list", "policy", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
-    print_rows(f"policies of tenant {bus.tenant}", ["name", "version", "by", "updated", "description"],
+    print_rows(f"policies of tenant {tenant}", ["name", "version", "by", "updated", "description"],
           [[i["name"], str(i["version"]), i["by"], i["updated_at"][:19], i["entity"].get("description", "")] for i in answer.items])
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}", markup=False)
@@ -206,7 +219,7 @@ async def rule_add(name: str, operations: tuple[str, ...], min_nodes: int | None
 @command
 async def rule_list(as_json: bool, bus: Bus) -> None:
     """The tenant's approval rules."""
-    answer = await ask(bus, "list", "rule", as_json)
+    tenant, answer = await ask_in(bus, "list", "rule", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -218,7 +231,7 @@ async def rule_list(as_json: bool, bus: Bus) -> None:
         parts += [",".join(f"{k}={v}" for k, v in e["labels"].items())] if e["labels"] else []
         return "; ".join(parts)
 
-    print_rows(f"approval rules of tenant {bus.tenant}", ["name", "matches", "expires after", "self-approval", "by"],
+    print_rows(f"approval rules of tenant {tenant}", ["name", "matches", "expires after", "self-approval", "by"],
           [[i["name"], when(i["entity"]), f"{i['entity']['expires_after_s']:g} s", "yes" if i["entity"]["allow_self_approval"] else "no",
             i["by"]] for i in answer.items])
 
@@ -271,11 +284,11 @@ async def notify_add(name: str, events: str, webhook: str | None, secret: str | 
 @command
 async def notify_list(as_json: bool, bus: Bus) -> None:
     """The tenant's subscriptions."""
-    answer = await ask(bus, "list", "subscription", as_json)
+    tenant, answer = await ask_in(bus, "list", "subscription", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
-    print_rows(f"subscriptions of tenant {bus.tenant}", ["name", "on", "to", "by"],
+    print_rows(f"subscriptions of tenant {tenant}", ["name", "on", "to", "by"],
           [[i["name"], ", ".join(i["entity"]["events"]),
             i["entity"]["subject"] or f"{(i['entity']['webhook'] or {}).get('url', '')} ({(i['entity']['webhook'] or {}).get('format')})",
             i["by"]] for i in answer.items])

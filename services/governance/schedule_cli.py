@@ -18,7 +18,7 @@ from muster.cli_support import CliError, command, echo_json, guarded, json_optio
 from muster.ops_care_cli import seconds
 from muster.tables import print_rows
 
-from .cli import ask, report
+from .cli import ask, ask_in, report
 from .domain.schedules import due
 
 # -- muster schedule ----------------------------------------------------------------------------
@@ -39,7 +39,8 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
         raise CliError("give the operation after `--`, as you would type it: -- cluster check c1")
     captured: list[Any] = []
     token = CAPTURE.set(captured)
-    given = {"--tenant": str(bus.tenant), "--data-dir": str(bus.data_dir), "--nats-url": bus.explicit_url}
+    # The tenant only if the user named one: else the command resolves the token's own, as typed.
+    given = {"--tenant": bus.asked, "--data-dir": str(bus.data_dir), "--nats-url": bus.explicit_url}
     extra = [w for option, value in given.items() if value and option not in words for w in (option, value)]
     try:
         main.main(args=[*words, *extra], standalone_mode=False)
@@ -90,7 +91,7 @@ def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
 @command
 async def schedule_list(as_json: bool, bus: Bus) -> None:
     """The tenant's schedules, their last runs and next ticks."""
-    answer = await ask(bus, "list", "schedule", as_json)
+    tenant, answer = await ask_in(bus, "list", "schedule", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -101,7 +102,7 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
         ran = "" if last is None else f"{last['tick'][:19]}: " + (f"job {last['job_id']}" if last["job_id"] else f"refused: {last['rejected']}")
         rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or e["verb"], e.get("owner", ""),
                      ran, _next(e, i)])
-    print_rows(f"schedules of tenant {bus.tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows)
+    print_rows(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows)
 
 
 def _toggle(name: str, paused: bool) -> Any:
@@ -109,9 +110,10 @@ def _toggle(name: str, paused: bool) -> Any:
     @json_option
     @command
     async def change(as_json: bool, bus: Bus, **kwargs: Any) -> None:
-        items = (await ask(bus, "list", "schedule", as_json, name=kwargs["name"])).items
-        if not items:
-            raise CliError(f"no schedule {kwargs['name']!r} in tenant {bus.tenant!r}")
+        tenant, listed = await ask_in(bus, "list", "schedule", as_json, name=kwargs["name"])
+        if not listed.items:
+            raise CliError(f"no schedule {kwargs['name']!r} in tenant {tenant!r}")
+        items = listed.items
         entity = {**items[0]["entity"], "paused": paused}
         report(await ask(bus, "put", "schedule", as_json, entities=[entity]), as_json, f"schedule {'pause' if paused else 'resume'}")
 

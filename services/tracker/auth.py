@@ -4,7 +4,8 @@ Every /v1 route needs a token, as `Authorization: Bearer <token>` or (for the co
 browser cannot set headers on EventSource) the HttpOnly cookie `muster_session`. The token is
 checked here, with the same identity backends as the auth service and the same identity events
 (an `IdentityView` of this process), so a request costs no extra hop. /metrics needs a super
-admin's or a service's token; /healthz and /v1/openapi.json need none.
+admin's or a service's token; /healthz, /v1/openapi.json and the console's static files (its
+stylesheet and scripts, which the sign-in page loads before anyone has signed in) need none.
 
 The principal's tenant is the only one it may ask about (`X-Muster-Tenant` may only repeat it);
 super admins and the `system` service name the tenant with that header. Handlers find the
@@ -33,7 +34,7 @@ from services.auth.domain.tokens import TokenError, check_size
 from . import api
 
 COOKIE = "muster_session"
-OPEN_ROUTES = frozenset({"healthz", "openapi"})
+OPEN_ROUTES = frozenset({"healthz", "openapi", "ui-static"})
 OPERATOR_ROUTES = frozenset({"metrics"})
 ANONYMOUS = Principal(subjects.ANONYMOUS, "service", service="system")
 

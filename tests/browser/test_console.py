@@ -31,6 +31,10 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     expect(page.get_by_test_id("job-counts")).to_contain_text("succeeded")
     expect(page.locator("#tasks .t-state .badge").filter(has_not_text="succeeded")).to_have_count(0)
     assert page.locator("#tasks tbody tr").count() > 20
+    # The end reads as the page reloaded would: when it finished, and every stage done.
+    expect(page.locator("#live-text")).to_have_text("finished: succeeded")
+    expect(page.locator("#job-finished time")).to_have_count(1)
+    expect(page.locator("#job-stage")).to_have_text(re.compile(r"^all done of \d+$"))
     # The graph shows each task with its state in words, not only in colour.
     chip = page.locator(".chip").first
     assert chip.get_attribute("class").endswith("st-succeeded")
@@ -44,6 +48,12 @@ def test_a_cluster_created_with_the_cli_reaches_succeeded_live_on_its_job_page(m
     page.keyboard.press("Home")  # keyboard: the first event of the cluster's history
     expect(page.get_by_test_id("replay-status")).to_contain_text("pending")
     assert "seq=" in page.url
+    # A point of the history is not the cluster now: no "State now", no change forms (as ?seq=N renders)
+    expect(page.locator("#h-state")).to_have_text("State at a point of its history")
+    expect(page.get_by_test_id("operations")).to_be_hidden()
+    page.keyboard.press("End")
+    expect(page.locator("#h-state")).to_have_text("State now")
+    expect(page.get_by_test_id("operations")).to_be_visible()
 
 
 def test_a_failing_task_shows_its_retries_and_the_rollback_and_retry_starts_it_again(muster: Muster, page: Any) -> None:

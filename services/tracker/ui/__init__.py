@@ -40,7 +40,11 @@ def _seconds(value: Any) -> str:
         return "–"
     if s < 1:
         return f"{s * 1000:.0f} ms"
-    return f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+    if s < 120:
+        return f"{s:.1f} s"
+    # a rule's expiry of a day reads 24 h, not 1440.0 min
+    unit, size = ("min", 60) if s < 7200 else ("h", 3600) if s < 172800 else ("d", 86400)
+    return f"{s / size:.1f}".removesuffix(".0") + f" {unit}"
 
 
 def _duration(start: str | None, end: str | None) -> str:

@@ -163,5 +163,6 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
 async def _end(response: web.StreamResponse, tally: Tally) -> None:
     final = tally.fold.final
     summary = tally.summary()
-    await response.write(sse("end", final.seq if final else None, {"state": summary["state"], "error": summary["error"],
-                                                                    "type": final.type if final else None, "counts": summary["counts"]}))
+    await response.write(sse("end", final.seq if final else None, {
+        "state": summary["state"], "error": summary["error"], "type": final.type if final else None,
+        "counts": summary["counts"], "finished_at": final.time.isoformat() if final else None}))

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.commands import ID, MAX_CLUSTER_SIZE
 from services.auth.domain.authz import OPERATION_PERMISSIONS
 
 Form = Mapping[str, Sequence[str]]
@@ -56,6 +57,9 @@ OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-
 _BATCH = re.compile(r"^(\d+|\d+(\.\d+)?%)$")
 
 
+NAME = re.compile(ID)  # CreateCluster.name's pattern, said in words before the request is made
+
+
 def _one(form: Form, name: str) -> str:
     values = form.get(name) or ()
     return str(values[0]).strip() if values else ""
@@ -69,8 +73,12 @@ def _nodes(form: Form, errors: dict[str, str]) -> int | None:
     raw = _one(form, "nodes")
     if not raw:
         errors["nodes"] = "say how many nodes"
-    elif not raw.isdigit() or len(raw) > 6:
+    elif not raw.isdigit():
         errors["nodes"] = f"{raw[:20]!r} is not a whole number of nodes"
+    elif not raw.strip("0"):
+        errors["nodes"] = "a cluster has at least one node"
+    elif len(raw.lstrip("0")) > 6:  # far past any template's bound (the planner checks the bound below that)
+        errors["nodes"] = f"{raw[:20]}{'…' if len(raw) > 20 else ''} is more nodes than a cluster can have (at most {MAX_CLUSTER_SIZE:,})"
     else:
         return int(raw)
     return None
@@ -114,6 +122,8 @@ def create_body(form: Form) -> tuple[dict[str, Any], dict[str, str]]:
     body: dict[str, Any] = {"name": _one(form, "name"), "template": _one(form, "template"), "services": _many(form, "services")}
     if not body["name"]:
         errors["name"] = "give the cluster a name"
+    elif not NAME.fullmatch(body["name"]):
+        errors["name"] = f"{body['name'][:40]!r}: a cluster's name is letters, digits, '-' and '_' only (at most 128)"
     nodes = _nodes(form, errors)
     if nodes is not None:
         body["nodes"] = nodes

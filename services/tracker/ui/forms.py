@@ -83,6 +83,10 @@ async def _create_page(request: web.Request, viewer: Viewer, template: str | Non
     names = [n for n in sorted(catalog.clustertemplates) if may_create(viewer) or viewer.may_catalog("read", "clustertemplates", n)]
     chosen = template if template in names else (names[0] if names else None)
     spec, errors = None, dict(errors or {})
+    if template and template not in names:  # a mistyped or stale link: say so, not another template's form unasked
+        errors["template"] = (f"there is no template {template[:80]!r} in tenant {viewer.tenant}"
+                              + (f"; this is {chosen}'s form" if chosen else ""))
+        status = max(status, 404)
     if chosen is not None:
         try:
             t = resolve_template(catalog, chosen)

@@ -21,7 +21,7 @@ from muster.client import MusterClient, NoAnswer
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
 from ..write_routes import ACTING
-from .kit import NotFound, page, redirect, render, tracker_of
+from .kit import NotAllowed, page, redirect, render, tracker_of
 from .live import job_form
 from .session import Viewer, session_token
 
@@ -31,7 +31,8 @@ DECIDE_TIMEOUT_S = 10.0
 @page
 async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if viewer.may is not None and not viewer.may("read", Scope(tenant=viewer.tenant)):
-        raise NotFound(f"{viewer.name} may not read tenant {viewer.tenant}'s governance.")
+        raise NotAllowed(f"{viewer.name} may not read tenant {viewer.tenant}'s governance: that needs read on the tenant "
+                         f"(a tenant admin can give it: muster grant {viewer.name} read --scope tenant).")
     store = tracker_of(request).store
     lists: dict[str, Any] = {kind: await listing(store, viewer.tenant, kind) for kind in ("schedule", "rule", "policy", "subscription")}
     return render(request, "governance.html", viewer, denied=await denials(store, viewer.tenant, 20), **lists)

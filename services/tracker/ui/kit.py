@@ -40,6 +40,14 @@ class NotFound(Exception):
         self.message = message
 
 
+class NotAllowed(Exception):
+    """A page of the viewer's own tenant that its grants do not open: 403, saying which grant would."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def tracker_of(request: web.Request) -> Tracker:
     assert TRACKER_KEY is not None
     return request.app[TRACKER_KEY]
@@ -67,6 +75,8 @@ def page(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamRespon
             return web.json_response({"error": {"status": 401, "message": need.reason, "parameter": None}}, status=401)
         except NotFound as missing:
             return render(request, "error.html", viewer, 404, title="Not found", message=missing.message)
+        except NotAllowed as refused:
+            return render(request, "error.html", viewer, 403, title="Not allowed", message=refused.message)
         except (nats.errors.Error, StoreError, TimeoutError) as err:
             log.warning("console: nats unavailable", path=request.path, error=str(err) or type(err).__name__)
             return render(request, "error.html", viewer, 503, title="NATS is unavailable",

@@ -122,3 +122,11 @@ async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: 
     assert status == 200 and "svc-shown" in html and "svc-hidden" not in html
     status, html = await console.get("/ui/catalog", "ada")  # a tenant admin reads the whole catalog
     assert status == 200 and "svc-shown" in html and "svc-hidden" in html
+
+
+async def test_the_governance_page_says_which_grant_it_needs(console: Console) -> None:
+    status, html = await console.get("/ui/governance", "onex")  # its own tenant's page, which its grants do not open
+    assert status == 403 and "Not allowed" in html and "needs read on the tenant" in html
+    assert "muster grant onex read --scope tenant" in html
+    status, html = await console.get("/ui/governance", "ada")
+    assert status == 200 and "Governance" in html

@@ -28,6 +28,7 @@ from services.solver.entrypoint import start_solver
 from services.tracker.http import make_app
 
 from .conftest import Authed
+from .test_cli import muster
 from .test_isolation import Raw, raw
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
@@ -215,3 +216,16 @@ async def test_approve_over_http_with_a_token_and_never_from_another_site(planne
     finally:
         await http.close()
         await nc.close()
+
+
+async def test_a_tenant_admin_types_governance_commands_without_tenant(served: People) -> None:
+    """As with every other command, a tenant's user names no --tenant: the token's own is used;
+    another tenant is refused at once, not after the request's timeout."""
+    token = served.tokens["ada"]
+    code, out, err = await muster(served.authed, "rule", "add", "big", "-o", "create", "--min-nodes", "5", token=token)
+    assert code == 0 and "rule big: version 1 (add)" in out, err
+    code, out, err = await muster(served.authed, "rule", "list", "--json", token=token)
+    assert code == 0 and [i["name"] for i in json.loads(out.splitlines()[0])["items"]] == ["big"], err
+    code, out, err = await muster(served.authed, "rule", "list", "--tenant", "b", token=token)
+    assert code == 4 and "ada may not send list requests in tenant b" in err, (code, err)
+    assert token not in out + err

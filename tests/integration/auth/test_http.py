@@ -3,6 +3,7 @@ tokens; 401 and 403 with reasons; /healthz and the OpenAPI document open; /metri
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -87,6 +88,11 @@ async def test_every_route_needs_a_token_and_says_why(served: Served) -> None:
         assert status == 401 and reason in message and served.tokens[who] not in message
     assert (await served.get("/healthz", None))[0] in (200, 503)
     assert (await served.get("/v1/openapi.json", None))[0] == 200
+    # the sign-in page is styled before anyone signs in: the console's static files are public
+    page = await (await served.http.get("/ui/sign-in")).text()
+    for asset in re.findall(r'(?:href|src)="(/ui/static/[^"]+)"', page):
+        assert (await served.http.get(asset)).status == 200, asset
+    assert "/ui/static/console.css" in page and '<link rel="icon" href="data:,">' in page  # nor asks for /favicon.ico (a 404)
 
 
 async def test_tenant_a_gets_its_things_and_tenant_b_is_denied_them(served: Served) -> None:

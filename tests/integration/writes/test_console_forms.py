@@ -67,10 +67,19 @@ async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_fie
     assert status == 200 and 'data-testid="new-cluster"' in page
     status, page = await writer.get("/ui/clusters/new?template=hadoop-small")
     assert status == 200 and 'min="2" max="50"' in page and 'value="hdfs-datanode" checked' in page
+    # The solver does not use the template's default hardware (medium; docs/solver.md, "Comparators"):
+    # the form does not promise it; the preview's layout shows the solver's choice (small).
+    assert "(default medium)" not in page and "the solver chooses (cheapest first)" in page
+    assert "the solver chooses (ubuntu22 first)" in page
+    status, page = await writer.get("/ui/clusters/new?template=hadoop-smal")  # a mistyped link says so
+    assert status == 404 and "there is no template 'hadoop-smal'" in html.unescape(_field_error(page, "template"))
     before = served.log()
     for fields, field, words in (
         (_create("f1", "60"), "nodes", "allows between 2 and 50 nodes"),
         (_create("f1", "three"), "nodes", "not a whole number"),
+        (_create("f1", "0"), "nodes", "a cluster has at least one node"),
+        (_create("bad name!"), "name", "a cluster's name is letters, digits, '-' and '_' only"),
+        (_create("f1", "9" * 5000), "nodes", "more nodes than a cluster can have (at most 10,000)"),
         (_create("f1", services=["base", "ghost"]), "services", "unknown services: ghost"),
         (_create("f1", config="{hdfs: 1}"), "config", "not valid JSON"),
     ):
@@ -79,6 +88,7 @@ async def test_a_writer_previews_and_creates_and_bad_input_is_refused_at_its_fie
     assert served.log() == before
     status, page, _ = await writer.post("/ui/clusters/new", _create("f1"))
     assert status == 200 and "Preview: create cluster f1" in page and 'data-testid="preview-layout"' in page
+    assert re.search(r"<td>small</td>\s*<td>ubuntu22</td>", page), "the solver's layout: the cheapest hardware, the template's image"
     plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
     status, _, location = await writer.post(f"/ui/plans/{plan_id}/apply", [])
     assert status == 303 and location.startswith("/ui/jobs/")
@@ -119,6 +129,8 @@ async def test_a_change_is_previewed_and_a_stale_preview_says_what_changed(sessi
     cid = re.search(r'href="/ui/clusters/([0-9a-f-]{36})">f1<', page).group(1)  # type: ignore[union-attr]
     status, page = await writer.get(f"/ui/clusters/{cid}")
     assert status == 200 and all(f'data-testid="op-{op}"' in page for op in ("expand", "shrink", "restart", "configure", "delete"))
+    status, page = await writer.get("/ui/clusters/new?template=hadoop-smal")  # a mistyped link says so
+    assert status == 404 and "there is no template 'hadoop-smal'" in html.unescape(_field_error(page, "template"))
     before = served.log()
     for fields, field, words in (([("op", "delete"), ("confirm", "f2")], "confirm", "type the cluster's name, f1"),
                                  ([("op", "restart"), ("rolling", "half")], "rolling", "neither a number of nodes"),

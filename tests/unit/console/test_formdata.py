@@ -77,3 +77,10 @@ def test_a_jobs_state_decides_its_controls() -> None:
 def test_each_change_form_has_its_write_route_and_the_planners_permission() -> None:
     assert all(BY_NAME[op.route].verb == op.name for op in OPS.values())
     assert {op.name: op.permission for op in OPS.values() if op.permission != "write"} == {"restart": "execute"}
+
+
+def test_durations_read_in_the_unit_that_fits() -> None:
+    from services.tracker.ui import _seconds
+
+    assert [_seconds(v) for v in (0.25, 3, 90, 600, 86400, 7 * 86400, None)] == ["250 ms", "3.0 s", "90.0 s", "10 min", "24 h",
+                                                                                 "7 d", "–"]

@@ -12,6 +12,7 @@ document.addEventListener("DOMContentLoaded", function () {
   const seqs = range.dataset.seqs.split(",").map(Number);
   const lines = document.querySelectorAll("[data-testid=cluster-timeline] li");
   const cluster = form.dataset.cluster;
+  const heading = document.getElementById("h-state"), ops = document.getElementById("operations");
   let timer = null, wanted = null;
 
   function label() {
@@ -30,9 +31,13 @@ document.addEventListener("DOMContentLoaded", function () {
     musterConsole.localTimes(box);
     for (const li of lines) li.removeAttribute("aria-current");
     if (lines[i]) lines[i].setAttribute("aria-current", "true");
-    const url = new URL(location.href);
-    if (i === seqs.length - 1) url.searchParams.delete("seq"); else url.searchParams.set("seq", seq);
+    const url = new URL(location.href), latest = i === seqs.length - 1;
+    if (latest) url.searchParams.delete("seq"); else url.searchParams.set("seq", seq);
     history.replaceState(null, "", url);
+    // As the server renders ?seq=N: a point of the history, not the cluster now, so no change
+    // forms (a change applies to the cluster now); back at the latest event, both return.
+    heading.textContent = latest ? "State now" : "State at a point of its history";
+    if (ops) ops.hidden = !latest;
   }
   range.addEventListener("input", function () {
     label();

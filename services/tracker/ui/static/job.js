@@ -86,6 +86,7 @@
         const e = m.end;
         setState(e.state);
         if (e.error) { $("job-error").textContent = e.error; $("job-error").hidden = false; }
+        if (e.finished_at) finished(e.finished_at);
         setLive(false, "finished: " + words(e.state));
         continue;
       }
@@ -126,7 +127,7 @@
       setState(last.state);
       const counts = Object.entries(last.counts || {}).map(([k, n]) => n + " " + k).join(", ") || "none yet";
       $("job-counts").textContent = counts + " (of " + last.tasks_total + ")";
-      $("job-stage").textContent = (last.stage.current || "–") + " of " + last.stage.total;
+      $("job-stage").textContent = stageText(last.stage, last.state);
     }
     if (batch.length) {  // what the page has applied, up to which log sequence (for tests and the benchmark)
       const applied = window.musterApplied = window.musterApplied || [];
@@ -149,6 +150,18 @@
     const hint = list.parentElement.querySelector(".hint");
     if (hint) hint.remove();
     return true;
+  }
+
+  // As the server renders them (job.html), so the page at its end reads as it does reloaded.
+  const stageText = (stage, state) =>
+    (stage.current || (stage.total && state === "succeeded" ? "all done" : "–")) + " of " + stage.total;
+
+  function finished(iso) {
+    const t = document.createElement("time");
+    t.setAttribute("datetime", iso);
+    t.textContent = iso;
+    $("job-finished").replaceChildren(t);
+    musterConsole.localTimes($("job-finished"));
   }
 
   function setState(s) {
