@@ -81,7 +81,7 @@ async def test_non_zero_exit_fails_with_the_status_and_output(registry: PluginRe
     node = await localhost_node()
     out = await registry.execute(service_task(node, "configure", "echo partial; echo 'bad config' >&2; exit 7"))
     assert not out.ok
-    assert out.error == "svc configure: script exited with status 7"
+    assert out.error == "svc configure: script exited with status 7: bad config"
     assert out.stdout == "partial\n" and out.stderr == "bad config\n"
 
 
