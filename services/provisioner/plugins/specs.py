@@ -46,4 +46,4 @@ def _specs(folders: tuple[Path, ...]) -> PluginSpecs:
 
 def _module_exists(folder: Path, module: str) -> bool:
     base = folder.joinpath(*module.split("."))
-    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+    return base.with_suffix(".py").is_file() or base.is_dir()  # a module, a package (or a namespace one)
