@@ -28,8 +28,8 @@ def _same(now: dict[str, Any], then: dict[str, Any], keys: tuple[str, ...]) -> N
     assert {k: now.get(k) for k in keys} == {k: then[k] for k in keys}
 
 
-@pytest.mark.parametrize("stack", [{"old_log": "3d1ad96"}], indirect=True)
-async def test_a_log_of_3d1ad96_keeps_working(stack: Stack, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("stack", [{"old_log": "3d1ad96"}, {"old_log": "319c62f"}], indirect=True, ids=["3d1ad96", "319c62f"])
+async def test_an_old_log_keeps_working(stack: Stack, request: pytest.FixtureRequest) -> None:
     old = request.node.old_log
     alpha, stopped, plan = old.expected["alpha"], old.expected["stopped"], old.expected["plan"]
 
