@@ -61,6 +61,7 @@ from muster.ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
 from .adapters.callbacks import CallbackSender, target_text
 from .domain.intake import FACT_TYPES, take
 from .domain.pool import Pool, PoolCreated, PoolError
+from .domain.pool import hosts as count_hosts  # `hosts` names lists here
 
 log = structlog.get_logger("muster.pool")
 T = TypeVar("T")
@@ -220,7 +221,7 @@ class PoolService:
     async def _command(self, name: str, c: Any, by: str) -> PoolAnswer | Rejected:
         if isinstance(c, AddHosts):
             frozen = await self.decide(name, lambda p: p.add_hosts(list(c.hosts), by), create_by=by, atomic=True)
-            message = f"{len(c.hosts)} hosts registered in pool {name}"
+            message = f"{count_hosts(len(c.hosts))} registered in pool {name}"
             if frozen:
                 message += f"; ambiguous, lent to nobody until resolved: {', '.join(frozen)}"
             return PoolAnswer(message=message, changed=[h.id for h in c.hosts])
@@ -288,10 +289,10 @@ class PoolService:
         if r.state == "waiting":
             position = pool.position(request_id)
             return PoolAnswer(state="waiting", position=position,
-                              message=f"waiting for {r.size} hosts of pool {pool.name}: {position} in line")
+                              message=f"waiting for {count_hosts(r.size)} of pool {pool.name}: {position} in line")
         hosts = [{"node_id": a.node_id, **pool.book.hosts[a.host_id].view()} for a in r.assignments
                  if a.host_id in pool.book.hosts]
-        return PoolAnswer(state="granted", hosts=hosts, message=f"granted {len(r.assignments)} hosts of pool {pool.name}")
+        return PoolAnswer(state="granted", hosts=hosts, message=f"granted {count_hosts(len(r.assignments))} of pool {pool.name}")
 
     @staticmethod
     def view(pool: Pool, hosts: bool = True) -> dict[str, Any]:

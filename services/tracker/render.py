@@ -12,12 +12,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
-from services.pool.domain.pool import ordinal
+from services.pool.domain.pool import hosts, ordinal
 
 
 def resources_line(wanted: dict[str, Any]) -> str:
     """`waiting for 3 hosts of pool lab: 2nd in line` (docs/pools.md)."""
-    what = f"{wanted['hosts']} hosts of pool {wanted['pool']}"
+    what = f"{hosts(wanted['hosts'])} of pool {wanted['pool']}"
     if wanted.get("granted"):
         return f"granted {what}"
     position = wanted.get("position")

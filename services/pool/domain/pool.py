@@ -228,7 +228,7 @@ class Pool(Aggregate):
         size = len(req.nodes)
         limit = self.terms.job_limit
         if limit is not None and size > limit:
-            return f"the request needs {size} hosts; pool {self.name} lends at most {limit} to one job"
+            return f"the request needs {hosts(size)}; pool {self.name} lends at most {limit} to one job"
         quota = self.terms.tenants.get(req.tenant)
         held: Mapping[str, int] = self.book.held_by_tenant.get(req.tenant, {})
         if quota is not None and quota.max_nodes is not None:
@@ -275,7 +275,7 @@ class Pool(Aggregate):
         self._expired(RequestExpired(
             request_id=request_id,
             reason=f"no hosts of pool {self.name} were free by the deadline {deadline.isoformat()} "
-                   f"({ordinal(position or 0)} in line for {r.size} hosts)",
+                   f"({ordinal(position or 0)} in line for {hosts(r.size)})",
         ))
         self.serve()
         return True
@@ -577,6 +577,11 @@ def _keys(spec: HostSpec) -> str:
 def _holder(host: Host) -> str:
     h = host.holder
     return f"node {h.node_id} of cluster {h.cluster_id} (tenant {h.tenant})" if h else "nobody"
+
+
+def hosts(n: int) -> str:
+    """`1 host`, `3 hosts`."""
+    return f"{n} host{'' if n == 1 else 's'}"
 
 
 def ordinal(n: int) -> str:

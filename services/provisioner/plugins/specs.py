@@ -13,7 +13,7 @@ from pathlib import Path
 
 from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
 
-from .descriptor import DESCRIPTOR_FILE, load_descriptor
+from .descriptor import DESCRIPTOR_FILE, PluginError, load_descriptor
 from .registry import BUILTIN_DIR, plugin_folders
 
 
@@ -26,9 +26,24 @@ def catalog_plugins(extra_dirs: Sequence[Path | str] = ()) -> PluginSpecs:
 @lru_cache(maxsize=8)
 def _specs(folders: tuple[Path, ...]) -> PluginSpecs:
     specs = []
+    seen: dict[tuple[str, str], Path] = {}
     for folder in folders:
         for plugin in plugin_folders(folder):
-            d = load_descriptor(plugin / DESCRIPTOR_FILE)
+            path = plugin / DESCRIPTOR_FILE
+            d = load_descriptor(path)
+            # What a provisioner refuses at its start, refused here too (without importing the
+            # plugin's code: its dependencies may be on the provisioners' machines only).
+            if (d.type.value, d.name) in seen:
+                raise PluginError(f"{path}: field 'name': {d.type.value} plugin {d.name!r} is already defined by "
+                                  f"{seen[(d.type.value, d.name)]}")
+            if not _module_exists(plugin, d.module):
+                raise PluginError(f"{path}: field 'entry_point': no module {d.module!r} in {plugin}")
+            seen[(d.type.value, d.name)] = path
             fields = {name: PluginField(sensitive=f.sensitive, required=f.required, check=f.parse) for name, f in d.fields.items()}
             specs.append(PluginSpec(name=d.name, type=d.type.value, fields=fields))
     return PluginSpecs(specs)
+
+
+def _module_exists(folder: Path, module: str) -> bool:
+    base = folder.joinpath(*module.split("."))
+    return base.with_suffix(".py").is_file() or base.is_dir()  # a module, a package (or a namespace one)

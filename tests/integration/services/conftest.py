@@ -54,17 +54,24 @@ class Stack:
 
 
 @pytest_asyncio.fixture
-async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
+async def stack(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
+    options = dict(getattr(request, "param", {}))
+    with_http = options.pop("http", True)
+    old_log = options.pop("old_log", None)
     async with AsyncExitStack() as exit_stack:
+        if old_log is None:
+            url = request.getfixturevalue("fresh_nats")
+        else:  # the streams as an older muster left them, before anything of today's starts
+            from .oldlog import server_with
+
+            url, request.node.old_log = await server_with(tmp_path / "old", old_log, exit_stack)
         ncs = []
         for name in ("planner", "solver", "provisioner", "tracker", "client"):
-            nc = await connect(fresh_nats, name=name)
+            nc = await connect(url, name=name)
             ncs.append(nc)
             exit_stack.push_async_callback(nc.close)
         await ensure_streams(ncs[0].jetstream())
 
-        options = dict(getattr(request, "param", {}))
-        with_http = options.pop("http", True)
         planner = await start_planner(ncs[0], exit_stack, PlannerConfig(instance="planner-test", **options))
         await start_solver(ncs[1], exit_stack, "solver-test")
 
@@ -84,5 +91,6 @@ async def stack(fresh_nats: str, request: pytest.FixtureRequest) -> AsyncIterato
 
         client = MusterClient(ncs[4])
         store = EventStore(ncs[4])
-        await apply_catalog(store, "default", quick_demo_catalog())
-        yield Stack(client=client, store=store, planner=planner, workers=workers, http=http, url=fresh_nats, planner_nc=ncs[0])
+        if old_log is None:  # an old log has its own catalog
+            await apply_catalog(store, "default", quick_demo_catalog())
+        yield Stack(client=client, store=store, planner=planner, workers=workers, http=http, url=url, planner_nc=ncs[0])

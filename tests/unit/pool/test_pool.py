@@ -285,7 +285,7 @@ def test_a_deadline_expires_the_request_only_once_it_has_passed() -> None:
     assert not p.expire("late", deadline - timedelta(seconds=1))
     assert p.expire("late", deadline)
     reason = p.pending_events[-1].payload.reason
-    assert reason == "no hosts of pool p were free by the deadline 2030-01-01T00:00:00+00:00 (1st in line for 1 hosts)"
+    assert reason == "no hosts of pool p were free by the deadline 2030-01-01T00:00:00+00:00 (1st in line for 1 host)"
     assert p.deadlines() == {} and not p.expire("late", deadline)
 
 
@@ -360,3 +360,11 @@ def test_the_pool_rebuilt_from_its_events_equals_the_pool_that_recorded_them() -
     p.request(request("r3", 1, tenant="a", deadline=datetime(2031, 1, 1, tzinfo=UTC)))
     before = p.state()
     assert replayed(p).state() == before
+
+
+def test_host_counts_read_as_words() -> None:
+    from services.pool.domain.pool import hosts
+    from services.tracker.render import resources_line
+
+    assert [hosts(n) for n in (0, 1, 2)] == ["0 hosts", "1 host", "2 hosts"]
+    assert resources_line({"hosts": 1, "pool": "lab", "position": 1}) == "waiting for 1 host of pool lab: 1st in line"
