@@ -27,12 +27,13 @@ from contracts.commands import (
     ExpandCluster,
     RemoveServices,
     RepairCluster,
+    RestartServices,
     Rolling,
     ShrinkCluster,
     StartServices,
     StopServices,
 )
-from contracts.events import TaskCompleted, TaskQueued
+from contracts.events import TaskAttemptFailed, TaskCompleted, TaskQueued
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -160,7 +161,8 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
 
 @LONG
 async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Real) -> None:
-    """Redis (shell), Redis and NATS (Ansible): create, check, stop, start, remove (the replicas), delete."""
+    """Redis (shell), Redis and NATS (Ansible): create, check, stop, start, remove (the replicas), delete;
+    for Redis also what the servers hold: replication, settings, a bad configure, a rolling restart."""
     for template, nodes, services in (("redis-replicated", 3, ["redis-primary", "redis-replica"]),
                                       ("redis-replicated-ansible", 2, ["redis-primary-ansible", "redis-replica-ansible"]),
                                       ("nats-cluster-ansible", 3, ["nats-ansible"])):
@@ -171,6 +173,7 @@ async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Re
             assert set((await members_by_node(info)).values()) == {nodes}
         else:
             assert replication(info) == {"master": 1, "slave": nodes - 1}  # redis itself says who follows whom
+            await redis_keeps_its_data_and_its_good_config(real, cluster, info.config)
         await real.run(StopServices(cluster_id=cluster, requested_by="test"))
         await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
         info = await real.client.cluster(cluster, tenant=TENANT)
@@ -204,14 +207,46 @@ async def down_at_once(real: Real, job_id: str) -> tuple[int, set[str]]:
 
 
 def replication(info: object) -> dict[str, int]:
-    import subprocess
-
     roles: dict[str, int] = {}
     for addrs in info.ipaddresses.values():  # type: ignore[attr-defined]
-        out = subprocess.run(["redis-cli", "-h", addrs["access_v4"], "info", "replication"], capture_output=True, text=True, timeout=10).stdout
+        out = redis(addrs["access_v4"], "info", "replication")
         role = next((line.split(":")[1].strip() for line in out.splitlines() if line.startswith("role:")), "none")
         roles[role] = roles.get(role, 0) + 1
     return roles
+
+
+def redis(ip: str, *command: str, stdin: str | None = None) -> str:
+    import subprocess
+
+    return subprocess.run(["redis-cli", "-h", ip, *command], input=stdin, capture_output=True, text=True, timeout=10).stdout
+
+
+async def redis_keeps_its_data_and_its_good_config(real: Real, cluster: str, config: dict[str, object]) -> None:
+    """A key written on the primary is read on every replica; a good setting reaches every server;
+    a bad one is refused by redis-server itself and rolls back; a rolling restart (the primary
+    too) keeps the data."""
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    ips = [addrs["access_v4"] for addrs in info.ipaddresses.values()]
+    [primary] = [ip for ip in ips if "role:master" in redis(ip, "info", "replication")]
+    replicas = len(ips) - 1  # WAIT: on the SET's connection, until every replica has acknowledged it (5 s at most)
+    assert redis(primary, stdin=f"SET greeting hello\nWAIT {replicas} 5000\n").split() == ["OK", str(replicas)]
+    assert {redis(ip, "get", "greeting").strip() for ip in ips} == {"hello"}
+
+    def settings(maxmemory: str) -> dict[str, object]:
+        return {**config, "redis": {**config["redis"], "settings": {"maxmemory": maxmemory}}}  # type: ignore[dict-item]
+
+    await real.run(ConfigureCluster(cluster_id=cluster, config=settings("64mb"), restart=True, rolling=Rolling(batch=1), requested_by="test"))
+    assert {redis(ip, "config", "get", "maxmemory").split()[-1] for ip in ips} == {str(64 << 20)}
+    bad = await real.client.run(ConfigureCluster(cluster_id=cluster, config=settings("lots"), restart=True, rolling=Rolling(batch=1),
+                                                 requested_by="test"), tenant=TENANT, timeout=600)
+    assert not bad.succeeded
+    errors = [r.event.error async for r in real.client.events(bad.reply.job_id, tenant=TENANT) if isinstance(r.event, TaskAttemptFailed)]
+    assert errors and all("'maxmemory lots'" in error for error in errors), errors  # redis-server's own words
+    await real.run(RestartServices(cluster_id=cluster, rolling=Rolling(batch=1), requested_by="test"))
+    assert replication(await real.client.cluster(cluster, tenant=TENANT)) == {"master": 1, "slave": replicas}
+    assert redis(primary, stdin=f"SET after restart\nWAIT {replicas} 5000\n").split() == ["OK", str(replicas)]  # all linked again
+    assert {redis(ip, "get", "greeting").strip() for ip in ips} == {"hello"}
+    assert {redis(ip, "config", "get", "maxmemory").split()[-1] for ip in ips} == {str(64 << 20)}  # the good config stays
 
 
 @LONG

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import asyncssh
@@ -92,7 +92,8 @@ class LocalSshEndpoint:
 
     async def stop(self) -> None:
         """Stop listening, close every connection, kill every command still running and every
-        process those commands left behind in their sessions (daemons started by scripts)."""
+        process those commands left behind (daemons started by scripts): in their sessions, or
+        found by `left_behind`."""
         if self._acceptor is not None:
             self._acceptor.close()
             await self._acceptor.wait_closed()
@@ -105,11 +106,8 @@ class LocalSshEndpoint:
             await conn.wait_closed()
         if self._running:
             await asyncio.wait([asyncio.ensure_future(p.wait()) for p in self._running], timeout=_KILL_GRACE_S)
-        for pid in _members(self._sessions, self._started_ticks):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        # and daemons that left their session (redis-server's daemonize calls setsid)
+        kill_all(set(_members(self._sessions, self._started_ticks)) | set(left_behind(self._env, self.workdir)))
 
     async def _handle(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         command = process.command
@@ -182,6 +180,35 @@ def _now_ticks() -> int:
     except (OSError, ValueError, IndexError):
         return 0
     return int(uptime * os.sysconf("SC_CLK_TCK"))
+
+
+def kill_all(pids: Iterable[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def left_behind(env: Mapping[str, str], directory: Path) -> list[int]:
+    """Processes a node's commands started, whatever session they are in: those whose environment
+    has every entry of `env` (the endpoint gives it to its commands; none when empty), or whose
+    working directory is in `directory` (the node's: a daemon may have reused its environment's
+    memory for its process title, as redis-server does). Linux only: empty without /proc."""
+    entries = {f"{name}={value}".encode() for name, value in env.items()}
+    inside = str(directory)
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            environ = set(Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"))
+            cwd = os.readlink(f"/proc/{entry}/cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if (entries and entries <= environ) or cwd == inside or cwd.startswith(inside + "/"):
+            found.append(int(entry))
+    return found
 
 
 def _members(sessions: set[int], not_before: int) -> list[int]:

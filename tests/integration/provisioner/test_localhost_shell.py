@@ -81,7 +81,7 @@ async def test_non_zero_exit_fails_with_the_status_and_output(registry: PluginRe
     node = await localhost_node()
     out = await registry.execute(service_task(node, "configure", "echo partial; echo 'bad config' >&2; exit 7"))
     assert not out.ok
-    assert out.error == "svc configure: script exited with status 7"
+    assert out.error == "svc configure: script exited with status 7: bad config"
     assert out.stdout == "partial\n" and out.stderr == "bad config\n"
 
 
@@ -177,9 +177,19 @@ async def test_aclose_stops_every_endpoint(tmp_path: Path) -> None:
         await asyncssh.connect(out.ipaddresses["access_v4"], port, known_hosts=None, connect_timeout=2)
 
 
-async def test_delete_stops_daemons_the_scripts_started(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+DAEMON = ("python3 -c 'import os; pid = os.fork(); pid and (open(\"daemon.pid\", \"w\").write(str(pid)), os._exit(0));"
+          " os.setsid(); {}; os.execve(\"/bin/sleep\", [\"sleep\", \"60\"], {})' > daemon.log 2>&1 < /dev/null")
+
+
+@pytest.mark.parametrize("start", ["nohup sleep 60 > daemon.log 2>&1 & echo $! > daemon.pid",
+                                   # daemons of their own session (redis-server's daemonize): one that keeps its environment
+                                   # and leaves the node's directory, one whose environment is gone (redis-server reuses
+                                   # its memory for the process title) and stays in it
+                                   DAEMON.format('os.chdir("/")', "os.environ"), DAEMON.format("None", "{}")],
+                         ids=["in-its-session", "its-environment", "its-directory"])
+async def test_delete_stops_daemons_the_scripts_started(registry: PluginRegistry, localhost_node: NodeFactory, start: str) -> None:
     node = await localhost_node()
-    started = await registry.execute(service_task(node, "start", "nohup sleep 60 > daemon.log 2>&1 & echo $! > daemon.pid"))
+    started = await registry.execute(service_task(node, "start", start))
     assert started.ok, started.error
     daemon = int((node_dir(registry, node.results["providerid"]) / "daemon.pid").read_text())
     os.kill(daemon, 0)  # it outlived the action, as a service should

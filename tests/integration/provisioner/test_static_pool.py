@@ -140,7 +140,7 @@ async def test_real_sshd_create_confirm_install_delete(sshd: Any, tmp_path: Path
                 workdir=str(tmp_path / "node"),
             )
         )
-        assert not out.ok and out.error == "svc install: script exited with status 4"
+        assert not out.ok and out.error == "svc install: script exited with status 4: oops"
         assert out.stdout == f"svc {sshd.user} 127.0.0.1 {tmp_path / 'node'}\n" and out.stderr == "oops\n"
         assert list((tmp_path / "node").iterdir()) == [tmp_path / "node" / ".muster"]
         assert not list((tmp_path / "node" / ".muster").iterdir())  # task files removed

@@ -103,6 +103,15 @@ def test_each_ansible_task_result_is_a_line_as_it_comes() -> None:
     assert log.text().splitlines() == LINES  # the outcome's output: the same lines
 
 
+
+def test_a_failed_command_names_what_the_program_said_not_only_its_exit_status() -> None:
+    log = AnsibleLog()
+    res = {"msg": "non-zero return code", "rc": 1, "stdout": "",
+           "stderr": "\n*** FATAL CONFIG FILE ERROR ***\n>>> 'maxmemory lots'\nargument must be a memory value"}
+    log.handle({"event": "runner_on_failed", "event_data": {"task": "test the new config", "host": "n1", "res": res}})
+    assert log.failure == ("ansible task 'test the new config' failed on n1: non-zero return code: "
+                           "*** FATAL CONFIG FILE ERROR *** >>> 'maxmemory lots' argument must be a memory value")
+
 async def test_the_lines_reach_the_log_with_the_tasks_secrets_masked(reg: PluginRegistry) -> None:
     task = make_task("configure", service="redis", automator="replay", config={"password": "secret://redis"},
                      action_fields={"events": json.dumps(RUN).replace(PASSWORD, "@password@")})

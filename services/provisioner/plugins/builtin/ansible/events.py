@@ -14,12 +14,11 @@ MESSAGE_LIMIT = 300
 def _message(res: Any) -> str:
     if not isinstance(res, dict):
         return ""
-    for key in ("msg", "stderr", "module_stderr", "reason"):
-        value = res.get(key)
-        if value:
-            text = str(value).strip().replace("\n", " ")
-            return text[:MESSAGE_LIMIT]
-    return ""
+    texts = {key: str(res.get(key) or "").strip().replace("\n", " ") for key in ("msg", "stderr", "module_stderr", "reason")}
+    text = next((t for t in texts.values() if t), "")
+    if texts["msg"] and texts["stderr"] and res.get("rc") not in (None, 0):
+        text = f"{texts['msg']}: {texts['stderr']}"  # a command's msg is only "non-zero return code": its stderr says why
+    return text[:MESSAGE_LIMIT]
 
 
 class AnsibleLog:

@@ -25,7 +25,7 @@ from contracts.tasks import TaskOutcome
 from services.provisioner.plugins.base import PluginContext, PluginEnv, ProviderPlugin, failed, succeeded
 from services.provisioner.plugins.descriptor import PluginDescriptor
 from services.provisioner.plugins.ssh import SshError, SshTarget, host_keys_result, login_probe, write_private_key
-from services.provisioner.plugins.sshserver import LocalSshEndpoint
+from services.provisioner.plugins.sshserver import LocalSshEndpoint, kill_all, left_behind
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_ADDRESSES = "127.77.0.0/16"
@@ -90,7 +90,7 @@ class LocalhostProvider(ProviderPlugin):
             self._base_dir(ctx) / providerid,
             host_key,
             client_key.export_public_key().decode(),
-            env={"MUSTER_PROVIDERID": providerid},
+            env=_mark(providerid),
             host=address,
         )
         # Known before it starts, so that aclose stops it even if this task is cancelled.
@@ -154,9 +154,15 @@ class LocalhostProvider(ProviderPlugin):
             node.key_path.unlink(missing_ok=True)
         elif _ID.match(providerid):  # a leftover of an earlier process with the same work dir
             if base_dir is not None:
+                kill_all(left_behind(_mark(providerid), base_dir / providerid))  # what its commands started, still running
                 await asyncio.to_thread(shutil.rmtree, base_dir / providerid, True)
             (self.env.key_dir / "localhost" / providerid).unlink(missing_ok=True)
 
     async def aclose(self) -> None:
         for providerid in list(self.nodes):
             await self._remove(providerid)
+
+
+def _mark(providerid: str) -> dict[str, str]:
+    """In the environment of every command of the node, and of what they start: how its processes are found."""
+    return {"MUSTER_PROVIDERID": providerid}

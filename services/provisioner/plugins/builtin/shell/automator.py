@@ -30,6 +30,8 @@ CONFIG_ENV_LIMIT = 32 * 1024
 """Bytes of compact cluster-config JSON still passed in MUSTER_CONFIG (the file always has it)."""
 CLEANUP_TIMEOUT_S = 5.0
 CLEANUP_MARGIN_S = 2.0
+SAID_LINES, SAID_LIMIT = 2, 200
+"""A failed script's error ends with its last stderr lines (at most this many, and characters)."""
 BOOTSTRAP_PROBE = 'echo "bootstrap: $(id -un)@$(hostname) in $PWD"'
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -174,5 +176,12 @@ class ShellAutomator(AutomatorPlugin):
                 reason = "ended without an exit status (connection lost?)"
             else:
                 reason = f"exited with status {result.exit_status}"
-            return failed(f"{what}: script {reason}", stdout=result.stdout, stderr=result.stderr)
+            return failed(f"{what}: script {reason}{said(result.stderr)}", stdout=result.stdout, stderr=result.stderr)
         return succeeded(stdout=result.stdout, stderr=result.stderr)
+
+
+def said(stderr: str | None) -> str:
+    """The end of what a failed script wrote to stderr, for its error (the job's error names why, not only the exit status)."""
+    last = [line.strip() for line in (stderr or "").splitlines() if line.strip()][-SAID_LINES:]
+    text = " / ".join(last)
+    return f": {text[:SAID_LIMIT - 1]}…" if len(text) > SAID_LIMIT else f": {text}" if text else ""
