@@ -44,8 +44,8 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
     extra = [w for option, value in given.items() if value and option not in words for w in (option, value)]
     try:
         main.main(args=[*words, *extra], standalone_mode=False)
-    except click.ClickException as err:
-        raise CliError(f"`{' '.join(words)}`: {err.format_message()}") from None
+    except click.ClickException as err:  # its own exit code: a refusal of the requester's rights stays a 4
+        raise CliError(f"`{' '.join(words)}`: {err.format_message()}", err.exit_code) from None
     finally:
         CAPTURE.reset(token)
     if len(captured) != 1:
