@@ -50,6 +50,12 @@ def _super(p: Principal) -> bool:
     return p.is_super_admin or p.service == "system"
 
 
+def _elsewhere(me: Principal, target: Principal) -> bool:
+    """Another tenant's person, asked about by a tenant's person: a refusal says no more than
+    that (its role and tenant are that tenant's business; tenants do not see each other)."""
+    return not _super(me) and me.tenant is not None and target.tenant is not None and target.tenant != me.tenant
+
+
 @dataclass
 class Result:
     reply: AuthReply
@@ -105,6 +111,8 @@ class Admin:
             return target
         if me.is_tenant_admin and target.role in ("user", "tenant_admin") and target.tenant == me.tenant:
             return target
+        if _elsewhere(me, target):
+            raise Forbidden(f"{me.id} cannot administer {target.id}: not a principal of tenant {me.tenant}")
         raise Forbidden(f"{me.id} cannot administer {target.describe()}")
 
     def _issue(self, me: Principal, target: Principal, request: AuthRequest) -> tuple[str, tuple[str, IdentityEvent, int | None]]:
@@ -219,6 +227,8 @@ class Admin:
         if request.permission is None or not request.principal:
             raise Refused("name a principal and a permission (read, write, execute or grant)")
         grantee = self.state.principals.get(request.principal)
+        if grantee is not None and _elsewhere(me, grantee):
+            raise Forbidden(f"{grantee.id} is not a principal of tenant {me.tenant}: grants stay inside a tenant")
         tenant = request.tenant or (grantee.tenant if grantee else None) or me.tenant
         if tenant is None:
             raise Refused("name a tenant (--tenant)")
