@@ -50,10 +50,12 @@ def _super(p: Principal) -> bool:
     return p.is_super_admin or p.service == "system"
 
 
-def _elsewhere(me: Principal, target: Principal) -> bool:
-    """Another tenant's person, asked about by a tenant's person: a refusal says no more than
-    that (its role and tenant are that tenant's business; tenants do not see each other)."""
-    return not _super(me) and me.tenant is not None and target.tenant is not None and target.tenant != me.tenant
+def _elsewhere(me: Principal, target: Principal | None) -> bool:
+    """Another tenant's person, or nobody, asked about by a tenant's person: a refusal says no
+    more than that, the same words for both (whether a principal exists elsewhere, its role and
+    its tenant are that tenant's business; tenants do not see each other)."""
+    in_a_tenant = not _super(me) and me.tenant is not None
+    return in_a_tenant and (target is None or (target.tenant is not None and target.tenant != me.tenant))
 
 
 @dataclass
@@ -105,14 +107,14 @@ class Admin:
     def _managed(self, me: Principal, principal_id: str | None) -> Principal:
         """A principal `me` administers: itself, its tenant's people (tenant admin), anyone (super admin)."""
         target = self.state.principals.get(principal_id or me.id)
+        if _elsewhere(me, target):
+            raise Forbidden(f"{me.id} cannot administer {principal_id}: not a principal of tenant {me.tenant}")
         if target is None:
             raise Refused(f"no principal {principal_id!r}")
         if _super(me) or target.id == me.id:
             return target
         if me.is_tenant_admin and target.role in ("user", "tenant_admin") and target.tenant == me.tenant:
             return target
-        if _elsewhere(me, target):
-            raise Forbidden(f"{me.id} cannot administer {target.id}: not a principal of tenant {me.tenant}")
         raise Forbidden(f"{me.id} cannot administer {target.describe()}")
 
     def _issue(self, me: Principal, target: Principal, request: AuthRequest) -> tuple[str, tuple[str, IdentityEvent, int | None]]:
@@ -227,8 +229,8 @@ class Admin:
         if request.permission is None or not request.principal:
             raise Refused("name a principal and a permission (read, write, execute or grant)")
         grantee = self.state.principals.get(request.principal)
-        if grantee is not None and _elsewhere(me, grantee):
-            raise Forbidden(f"{grantee.id} is not a principal of tenant {me.tenant}: grants stay inside a tenant")
+        if _elsewhere(me, grantee):
+            raise Forbidden(f"{request.principal} is not a principal of tenant {me.tenant}: grants stay inside a tenant")
         tenant = request.tenant or (grantee.tenant if grantee else None) or me.tenant
         if tenant is None:
             raise Refused("name a tenant (--tenant)")

@@ -180,6 +180,9 @@ async def test_refusals_tell_a_tenants_people_nothing_of_another_tenants_people(
         assert not reply["ok"] and reply["code"] == "forbidden", (verb, reply)
         assert "bob" in reply["reason"] and "tenant a" in reply["reason"], (verb, reply)
         assert " b" not in reply["reason"].replace("bob", "") and "user" not in reply["reason"], (verb, reply)
+        # Nobody of that name answers the same: whether bob exists is tenant b's business.
+        ghost = await world.authed.ask(world.alice.nc, "alice", verb, principal="ghost", **body)
+        assert ghost["code"] == reply["code"] and ghost["reason"] == reply["reason"].replace("bob", "ghost"), (verb, ghost, reply)
 
 
 async def test_operators_command_pools_in_their_own_name_and_tenants_take_their_own_callbacks(world: World) -> None:
