@@ -50,6 +50,14 @@ def _super(p: Principal) -> bool:
     return p.is_super_admin or p.service == "system"
 
 
+def _elsewhere(me: Principal, target: Principal | None) -> bool:
+    """Another tenant's person, or nobody, asked about by a tenant's person: a refusal says no
+    more than that, the same words for both (whether a principal exists elsewhere, its role and
+    its tenant are that tenant's business; tenants do not see each other)."""
+    in_a_tenant = not _super(me) and me.tenant is not None
+    return in_a_tenant and (target is None or (target.tenant is not None and target.tenant != me.tenant))
+
+
 @dataclass
 class Result:
     reply: AuthReply
@@ -99,6 +107,8 @@ class Admin:
     def _managed(self, me: Principal, principal_id: str | None) -> Principal:
         """A principal `me` administers: itself, its tenant's people (tenant admin), anyone (super admin)."""
         target = self.state.principals.get(principal_id or me.id)
+        if _elsewhere(me, target):
+            raise Forbidden(f"{me.id} cannot administer {principal_id}: not a principal of tenant {me.tenant}")
         if target is None:
             raise Refused(f"no principal {principal_id!r}")
         if _super(me) or target.id == me.id:
@@ -219,6 +229,8 @@ class Admin:
         if request.permission is None or not request.principal:
             raise Refused("name a principal and a permission (read, write, execute or grant)")
         grantee = self.state.principals.get(request.principal)
+        if _elsewhere(me, grantee):
+            raise Forbidden(f"{request.principal} is not a principal of tenant {me.tenant}: grants stay inside a tenant")
         tenant = request.tenant or (grantee.tenant if grantee else None) or me.tenant
         if tenant is None:
             raise Refused("name a tenant (--tenant)")

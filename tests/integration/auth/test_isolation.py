@@ -151,6 +151,40 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
         await r.denied_publish(api)
 
 
+@pytest.mark.parametrize("who", ["alice", "bob"])
+async def test_no_tenant_principal_reaches_the_bodies_the_stream_names_or_another_tenants_requests(world: World, who: str) -> None:
+    """What later waves added: offloaded event bodies, the planners' budgets, stream lists (names
+    and counts of every tenant), the server's own requests, another tenant's governance, queries
+    and operations in any name."""
+    r: Raw = getattr(world, who)
+    other = "a" if who == "bob" else "b"
+    for api in ("$JS.API.STREAM.INFO.BODIES", "$JS.API.DIRECT.GET.BODIES", f"$JS.API.DIRECT.GET.BODIES.muster.body.{other}.>",
+                "$JS.API.STREAM.MSG.GET.BODIES", f"$JS.API.CONSUMER.CREATE.BODIES.spy.muster.body.{other}.>",
+                "$JS.API.CONSUMER.DURABLE.CREATE.BODIES.spy", f"muster.body.{other}.{'0' * 64}", "$KV.budgets.shard.0",
+                "$JS.API.DIRECT.GET.KV_budgets", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.CONSUMER.LIST.EVENTS",
+                "$JS.API.CONSUMER.NAMES.EVENTS", "$JS.API.STREAM.SNAPSHOT.EVENTS", "$JS.API.STREAM.MSG.DELETE.EVENTS",
+                f"$JS.API.DIRECT.GET.KV_snapshots.$KV.snapshots.{other}.>", "$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ",
+                "$SYS.REQ.USER.INFO", subjects.governance_request(other, who, "list"), subjects.governance_request(other, "root", "put"),
+                subjects.job_query(other, who, "j1"), f"muster.ops.*.{who}.create", f"muster.shard.0.ops.{other}.root.create"):
+        await r.denied_publish(api)
+    for subject in ("muster.body.>", "$JS.>", "$SYS.>", "muster.gov.>", "_INBOX.*.>", "muster.q.>", "muster.auth.>"):
+        await r.denied_subscribe(subject)
+
+
+async def test_refusals_tell_a_tenants_people_nothing_of_another_tenants_people(world: World) -> None:
+    """Tenants do not see each other (`tenant-list`): asking about another tenant's person is
+    refused without its role or its tenant."""
+    for verb, body in (("token-list", {}), ("token-create", {}), ("user-disable", {}), ("token-revoke", {"token_id": "jwt-x"}),
+                       ("grant", {"permission": "read", "scope": "tenant"}), ("revoke", {"permission": "read", "scope": "tenant"})):
+        reply = await world.authed.ask(world.alice.nc, "alice", verb, principal="bob", **body)
+        assert not reply["ok"] and reply["code"] == "forbidden", (verb, reply)
+        assert "bob" in reply["reason"] and "tenant a" in reply["reason"], (verb, reply)
+        assert " b" not in reply["reason"].replace("bob", "") and "user" not in reply["reason"], (verb, reply)
+        # Nobody of that name answers the same: whether bob exists is tenant b's business.
+        ghost = await world.authed.ask(world.alice.nc, "alice", verb, principal="ghost", **body)
+        assert ghost["code"] == reply["code"] and ghost["reason"] == reply["reason"].replace("bob", "ghost"), (verb, ghost, reply)
+
+
 async def test_operators_command_pools_in_their_own_name_and_tenants_take_their_own_callbacks(world: World) -> None:
     own = subjects.pool_command("root", "lab", "show")
     assert (await world.root.nc.request(own, b"{}", timeout=2)).data == own.encode()  # delivered (the stand-in answers)
