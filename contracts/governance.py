@@ -166,7 +166,8 @@ class ScheduleFired(Event):
 
 
 class ScheduleAnswered(Event):
-    """The answer to a tick's request: the job it started, or why it was refused."""
+    """The answer to a tick's request: the job it started, what it did without a job (`done`: an
+    extended lease), or why it was refused."""
 
     type: Literal["ScheduleAnswered"] = "ScheduleAnswered"
     v: Literal[1] = 1
@@ -174,6 +175,12 @@ class ScheduleAnswered(Event):
     tick: datetime
     job_id: str | None = None
     rejected: str = ""
+    done: str = Field(default="", description="what a request that makes no job did (`lease extended: expires at ...`)")
+
+
+def ran_text(job_id: str | None, rejected: str, done: str) -> str:
+    """How a tick's answer reads (`muster schedule list`, `muster history --governance`)."""
+    return f"job {job_id}" if job_id else done or f"refused: {rejected}"
 
 
 GOVERNANCE_EVENTS: tuple[type[Event], ...] = (GovernancePut, GovernanceDeleted, ScheduleFired, ScheduleAnswered)

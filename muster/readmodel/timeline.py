@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS
+from contracts.governance import ran_text
 from contracts.records import Recorded
 
 
@@ -147,8 +148,7 @@ def describe(e: Any) -> str:
             skipped = f", {e.skipped} missed tick(s) not run" if e.skipped else ""
             return f"schedule {e.name!r} took its tick {e.tick.isoformat()}{late}{skipped} (request {e.request_id})"
         case "ScheduleAnswered":
-            ran = f"job {e.job_id}" if e.job_id else f"refused: {e.rejected}"
-            return f"schedule {e.name!r}, tick {e.tick.isoformat()}: {ran}"
+            return f"schedule {e.name!r}, tick {e.tick.isoformat()}: {ran_text(e.job_id, e.rejected, e.done)}"
         case "ClusterRequested":
             return f"cluster {e.name!r} requested: template {e.template}, provider {e.provider}"
         case "ClusterLayoutChanged":

@@ -28,6 +28,7 @@ from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliE
 from muster.client import MusterClient
 from muster.ops_session import follow
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_ssl
+from services.planner.domain.limits import parse_tenant_limits
 from services.provisioner.plugins.specs import catalog_plugins
 
 from .autoscale import AutoscalePolicy, autoscaling
@@ -104,6 +105,15 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
     task.add_done_callback(running.discard)
 
 
+def _checked_tenant_limits(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Refused here, named, rather than by each planner as it starts (a child that exits at once)."""
+    try:
+        parse_tenant_limits(values)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+    return values
+
+
 @click.command("up")
 @_data_dir_option
 @click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
@@ -117,9 +127,12 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
 @click.option("--autoscale-min", default=1, show_default=True, type=click.IntRange(0, 64), help="provisioner processes at least")
 @click.option("--autoscale-max", default=4, show_default=True, type=click.IntRange(1, 64), help="provisioner processes at most")
 @click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
+@click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N", callback=_checked_tenant_limits,
+              help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
 @network_options
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
-       autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, network: Network) -> None:
+       autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, tenant_limit: tuple[str, ...],
+       network: Network) -> None:
     """Start nats-server (unless NATS_URL is set) and the four services; Ctrl-C stops all."""
     if autoscale and autoscale_min > autoscale_max:
         raise click.BadParameter(f"--autoscale-min {autoscale_min} is more than --autoscale-max {autoscale_max}")
@@ -129,6 +142,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
                                 capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
+                                extra_args={"planner": [a for limit in tenant_limit for a in ("--tenant-limit", limit)]},
                                 **network.deployment(data_dir))
         try:
             await deployment.start()

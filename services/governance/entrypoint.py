@@ -18,7 +18,7 @@ from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 
 from contracts import subjects
-from contracts.commands import REPLY_ADAPTER, Accepted, Rejected
+from contracts.commands import REPLY_ADAPTER, Accepted, LeaseExtended, Rejected
 from contracts.governance import GovernanceAnswer
 from muster.bus.connect import auth_required
 from muster.bus.eventstore import EventStore
@@ -27,7 +27,7 @@ from muster.runtime.service import SERVICE_URL_HELP, main_for
 from services.auth.view import IdentityView
 
 from .mirror import GovernanceMirror
-from .scheduler import Scheduler
+from .scheduler import Answer, Scheduler
 from .writes import GovernanceWrites
 
 log = structlog.get_logger("muster.governance")
@@ -43,17 +43,19 @@ class NatsSender:
     def __init__(self, nc: Client, timeout: float = SEND_TIMEOUT_S) -> None:
         self.nc, self.timeout = nc, timeout
 
-    async def __call__(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> tuple[str | None, str, bool]:
+    async def __call__(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> Answer:
         try:
             msg = await self.nc.request(subjects.operation(tenant, principal, verb), json.dumps(body).encode(), timeout=self.timeout)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as err:
-            return None, f"no planner answered ({type(err).__name__})", True
+            return Answer(None, f"no planner answered ({type(err).__name__})", again=True)
         reply = REPLY_ADAPTER.validate_json(msg.data)
         if isinstance(reply, Accepted):
-            return reply.job_id, "", False
+            return Answer(reply.job_id)
         if isinstance(reply, Rejected):
-            return None, reply.reason, reply.retry
-        return None, f"unexpected answer {reply.type}", False
+            return Answer(None, reply.reason, again=reply.retry)
+        if isinstance(reply, LeaseExtended):  # done at once, no job
+            return Answer(None, done=f"lease extended: expires at {reply.expires_at.isoformat()}")
+        return Answer(None, f"unexpected answer {reply.type}")
 
 
 async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> tuple[GovernanceWrites, Scheduler]:

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from contracts.commands import VERB_OF
-from contracts.governance import Schedule
+from contracts.governance import Schedule, ran_text
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
 from muster.ops_care_cli import seconds
@@ -44,8 +44,8 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
     extra = [w for option, value in given.items() if value and option not in words for w in (option, value)]
     try:
         main.main(args=[*words, *extra], standalone_mode=False)
-    except click.ClickException as err:
-        raise CliError(f"`{' '.join(words)}`: {err.format_message()}") from None
+    except click.ClickException as err:  # its own exit code: a refusal of the requester's rights stays a 4
+        raise CliError(f"`{' '.join(words)}`: {err.format_message()}", err.exit_code) from None
     finally:
         CAPTURE.reset(token)
     if len(captured) != 1:
@@ -99,7 +99,7 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
     for i in answer.items:
         e = i["entity"]
         last = i["runs"][-1] if i["runs"] else None
-        ran = "" if last is None else f"{last['tick'][:19]}: " + (f"job {last['job_id']}" if last["job_id"] else f"refused: {last['rejected']}")
+        ran = "" if last is None else f"{last['tick'][:19]}: " + ran_text(last["job_id"], last["rejected"], last.get("done", ""))
         rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or e["verb"], e.get("owner", ""),
                      ran, _next(e, i)])
     print_rows(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -38,7 +38,16 @@ from .domain.schedules import due, request_id
 
 log = structlog.get_logger("muster.governance")
 
-Send = Callable[[str, str, str, dict[str, Any]], Awaitable[tuple[str | None, str, bool]]]
+class Answer(NamedTuple):
+    """What the planner answered a tick's request."""
+
+    job_id: str | None
+    rejected: str = ""
+    again: bool = False  # nobody answered (or asked to be sent again): send it again later
+    done: str = ""  # a request that makes no job (extend-lease): what it did
+
+
+Send = Callable[[str, str, str, dict[str, Any]], Awaitable[Answer]]
 """(tenant, principal, verb, body) -> (job id, rejection reason, whether to try again later)."""
 RESEND_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Waits before a tick's request is sent again when no planner could decide on it."""
@@ -142,13 +151,13 @@ class Scheduler:
             return  # deleted since, or answered already (a replay of the log)
         schedule = Schedule.model_validate(entry.entity)
         body = {**schedule.command, "request_id": pending["request_id"], "requested_by": schedule.owner}
-        job_id, rejected, again = await self.send(tenant, schedule.owner, schedule.verb, body)
+        job_id, rejected, again, done = await self.send(tenant, schedule.owner, schedule.verb, body)
         if again and tries < len(RESEND_S) * 2:
             self._send_later(tenant, name, pending, tries + 1)
             return
         self.sending.discard(key)
         tick = datetime.fromisoformat(str(pending["tick"]))
-        ran = ScheduleAnswered(name=name, tick=tick, job_id=job_id, rejected=rejected[:1000])
+        ran = ScheduleAnswered(name=name, tick=tick, job_id=job_id, rejected=rejected[:1000], done=done)
         subject = subjects.governance_events(tenant, "schedule", name)
         await self.log.append(subject, [Append(ran, msg_id=f"{subject}:ran:{pending['request_id']}")])
         log.info("schedule ran", tenant=tenant, schedule=name, job=job_id, rejected=rejected[:200])

@@ -36,6 +36,7 @@ from .adapters import NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .bootstrap import bootstrap
 from .catalog import CatalogWrites
+from .domain.limits import parse_tenant_limits
 from .nodemaps import LazyBucket, NodeMaps
 from .ports import CatalogSource, Ownership, Shards
 from .replies import Replies, Responders
@@ -193,16 +194,9 @@ def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: st
 
 
 def _tenant_limits(values: tuple[str, ...]) -> tuple[int | None, dict[str, int]]:
-    default: int | None = None
-    per_tenant: dict[str, int] = {}
-    for value in values:
-        tenant, _, number = value.rpartition("=")
-        if not number.isdigit() or int(number) < 1:
-            raise click.BadParameter(f"{value!r}: give N or TENANT=N with N >= 1", param_hint="--tenant-limit")
-        if tenant:
-            per_tenant[tenant] = int(number)
-        else:
-            default = int(number)
-    return default, per_tenant
+    try:
+        return parse_tenant_limits(values)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--tenant-limit") from None
 
 

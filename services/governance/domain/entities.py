@@ -74,7 +74,7 @@ def apply(entries: dict[tuple[str, str], Entry], r: Recorded) -> Entry | None:
     elif isinstance(e, ScheduleAnswered):
         s.seq = r.seq
         s.runs = [*s.runs, {"tick": e.tick.isoformat(), "job_id": e.job_id, "rejected": e.rejected,
-                            "at": r.time.isoformat()}][-RUNS_KEPT:]
+                            "done": e.done, "at": r.time.isoformat()}][-RUNS_KEPT:]
         if s.pending is not None and s.pending["tick"] == e.tick.isoformat():
             s.pending = None
     return s

@@ -229,3 +229,18 @@ class Limits:
                 entry["slots"] = sum(self.grants.get(key, {}).values())
             out.append(entry)
         return out
+
+
+def parse_tenant_limits(values: Sequence[str]) -> tuple[int | None, dict[str, int]]:
+    """`--tenant-limit` values (`N` for every tenant, `TENANT=N` for one) as (default, per tenant)."""
+    default: int | None = None
+    per_tenant: dict[str, int] = {}
+    for value in values:
+        tenant, _, number = value.rpartition("=")
+        if not number.isdigit() or int(number) < 1:
+            raise ValueError(f"{value!r}: give N or TENANT=N with N >= 1")
+        if tenant:
+            per_tenant[tenant] = int(number)
+        else:
+            default = int(number)
+    return default, per_tenant

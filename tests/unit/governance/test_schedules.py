@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from contracts import subjects
-from contracts.governance import GovernancePut, Schedule
+from contracts.commands import LeaseExtended
+from contracts.governance import GovernancePut, Schedule, ran_text
 from muster.ports.eventlog import Append
 from muster.ports.memory import ManualClock, MemoryEventLog
 from services.governance.domain.entities import fold
 from services.governance.domain.schedules import ScheduleError, check, due, next_tick, request_id
-from services.governance.scheduler import Scheduler
+from services.governance.entrypoint import NatsSender
+from services.governance.scheduler import Answer, Scheduler
 
 T0 = datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
 
@@ -44,13 +46,13 @@ def test_missed_ticks_run_once_late_or_not_at_all() -> None:
 
 
 class Sender:
-    def __init__(self, answers: list[tuple[str | None, str, bool]] | None = None) -> None:
+    def __init__(self, answers: list[Answer] | None = None) -> None:
         self.sent: list[tuple[str, str, str, dict[str, Any]]] = []
         self.answers = answers or []
 
-    async def __call__(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> tuple[str | None, str, bool]:
+    async def __call__(self, tenant: str, principal: str, verb: str, body: dict[str, Any]) -> Answer:
         self.sent.append((tenant, principal, verb, body))
-        return self.answers.pop(0) if self.answers else (f"job-{body['request_id']}", "", False)
+        return self.answers.pop(0) if self.answers else Answer(f"job-{body['request_id']}")
 
 
 async def scheduler_on(log: MemoryEventLog, clock: ManualClock, sender: Sender, name: str = "s1") -> Scheduler:
@@ -103,7 +105,7 @@ async def test_two_schedulers_take_each_tick_once() -> None:
 async def test_a_tick_taken_and_not_answered_is_sent_again_with_the_same_request_id_after_a_restart() -> None:
     log, clock = MemoryEventLog(), ManualClock(T0)
     await put(log, cron=None, every_s=10)
-    down = Sender([(None, "no planner answered", True)] * 20)
+    down = Sender([Answer(None, "no planner answered", again=True)] * 20)
     first = await scheduler_on(log, clock, down, "s1")
     await clock.advance(10)  # taken; the planner is away, so the request waits to go again
     first.close()
@@ -120,7 +122,7 @@ async def test_a_tick_taken_and_not_answered_is_sent_again_with_the_same_request
 async def test_while_a_ticks_request_waits_for_a_planner_no_later_tick_is_taken_and_those_missed_run_once() -> None:
     log, clock = MemoryEventLog(), ManualClock(T0)
     await put(log, cron=None, every_s=10)
-    away = Sender([(None, "no planner answered", True)] * 5)  # sent at 10, 11, 13, 18 and 28 s; answered at 58 s
+    away = Sender([Answer(None, "no planner answered", again=True)] * 5)  # sent at 10, 11, 13, 18 and 28 s; answered at 58 s
     s = await scheduler_on(log, clock, away)
     await clock.advance(10)
     await follow(log, s)  # the mirror: the tick @10 is taken and not answered
@@ -135,7 +137,30 @@ async def test_while_a_ticks_request_waits_for_a_planner_no_later_tick_is_taken_
 async def test_a_rejected_tick_is_recorded_with_the_reason() -> None:
     log, clock = MemoryEventLog(), ManualClock(T0)
     await put(log, cron=None, every_s=10)
-    await scheduler_on(log, clock, Sender([(None, "check refused: uma has no execute permission", False)]))
+    await scheduler_on(log, clock, Sender([Answer(None, "check refused: uma has no execute permission")]))
     await clock.advance(10)
     runs = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")].runs
     assert runs[0]["job_id"] is None and "no execute permission" in runs[0]["rejected"]
+
+
+async def test_a_tick_that_makes_no_job_records_what_it_did() -> None:
+    """A scheduled `cluster extend-lease` is answered `LeaseExtended`, not a job: done, not refused."""
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=10)
+    await scheduler_on(log, clock, Sender([Answer(None, done="lease extended: expires at 2026-11-28T01:00:00+00:00")]))
+    await clock.advance(10)
+    (run,) = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")].runs
+    assert run["rejected"] == "" and ran_text(run["job_id"], run["rejected"], run["done"]) == (
+        "lease extended: expires at 2026-11-28T01:00:00+00:00")
+
+
+async def test_the_bus_sender_takes_an_extended_lease_as_done() -> None:
+    class Reply:
+        data = LeaseExtended(cluster_id="c1", expires_at=T0, version=3).model_dump_json().encode()
+
+    class Bus:
+        async def request(self, *_: Any, **__: Any) -> Reply:
+            return Reply()
+
+    answer = await NatsSender(Bus(), timeout=1)("a", "uma", "extend-lease", {})  # type: ignore[arg-type]
+    assert answer == Answer(None, "", False, "lease extended: expires at 2026-11-28T00:00:00+00:00")
