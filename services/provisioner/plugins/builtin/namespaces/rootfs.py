@@ -1,8 +1,12 @@
 """A node's own hostname and file system, and its sshd, inside a network namespace (root only).
 
-`/etc`, `/var`, `/opt`, `/usr`, `/root`, `/home`, `/srv` and `/tmp` are overlays over the host's
+`/etc`, `/var`, `/opt`, `/usr`, `/home`, `/srv` and `/tmp` are overlays over the host's
 (what the node writes or installs there lands in the node's directory; what the host has there,
-a project checked out under /tmp included, the node sees), `/run` is the node's own directory. A holder process (`sleep infinity`, marked in its environment) keeps the mount and UTS
+a project checked out under /tmp included, the node sees), `/run` is the node's own directory, and
+so is `/root`, a fresh machine's home made from /etc/skel: the host's shell start files ran in every
+command a node's sshd ran (this host's `pyenv init`, which waits up to 60 s for a lock a host shell
+took, and an overlay may go on seeing that lock after the host removed it), and its dotfiles
+(tokens among them) are not the node's to read. A holder process (`sleep infinity`, marked in its environment) keeps the mount and UTS
 namespaces alive; commands enter them with nsenter. Deleting the network namespace kills every
 process in it: the mount namespace, and with it the overlays, goes with the last of them.
 """
@@ -23,15 +27,19 @@ import asyncssh
 
 from .system import NetNs, SystemCommandError, delete_netns, netns_pids, reap, spawn_until
 
-OVERLAYS = ("etc", "var", "opt", "usr", "root", "home", "srv", "tmp")
+OVERLAYS = ("etc", "var", "opt", "usr", "home", "srv", "tmp")
+SKEL = Path("/etc/skel")
 HOLDER_ENV = "MUSTER_NODE_HOLDER"
 
 _HOLDER_SCRIPT = """set -e
 dir="$1"; name="$2"; shift 2
+# Bound before the overlays: a node directory under /tmp would be seen through the /tmp overlay,
+# and what the node writes in /run or /root would land in that overlay's upper layer.
+mount --bind "$dir/run" /run
+mount --bind "$dir/root" /root
 for d in "$@"; do
   mount -t overlay muster-node -o "lowerdir=/$d,upperdir=$dir/upper/$d,workdir=$dir/work/$d" "/$d"
 done
-mount --bind "$dir/run" /run
 hostname "$name"
 echo ready
 exec sleep infinity </dev/null >/dev/null 2>&1
@@ -53,13 +61,13 @@ class NodeRoot:
         return ["nsenter", "-t", str(self.holder), "-n", "-m", "-u", "--"]
 
     def inside(self, path: str) -> Path:
-        """Where a file the node has under /run (its own) or wrote under /tmp is on the host."""
+        """Where a file the node has under /run or /root (its own) or wrote under /tmp is on the host."""
         rel = Path(path).relative_to("/")
-        if rel.parts[0] == "run":
+        if rel.parts[0] in ("run", "root"):
             return self.directory / rel
         if rel.parts[0] == "tmp":
             return self.directory / "upper" / rel
-        raise SystemCommandError(f"{path} is not under the node's own /run or /tmp")
+        raise SystemCommandError(f"{path} is not under the node's own /run, /root or /tmp")
 
 
 async def start_node(netns: NetNs, hostname: str, directory: Path, *, overlays: Sequence[str] = OVERLAYS, timeout: float = 15.0) -> NodeRoot:
@@ -70,6 +78,7 @@ async def start_node(netns: NetNs, hostname: str, directory: Path, *, overlays: 
         for layer in ("upper", "work"):
             (directory / layer / d).mkdir(parents=True, exist_ok=True)
     (directory / "run").mkdir(mode=0o755, exist_ok=True)
+    _make_home(directory / "root")
     if "tmp" in overlays:
         (directory / "upper" / "tmp").chmod(0o1777)
     argv = [*netns.exec_argv(), "unshare", "--mount", "--uts", "--propagation", "private",
@@ -81,6 +90,16 @@ async def start_node(netns: NetNs, hostname: str, directory: Path, *, overlays: 
         why = holder.output.strip() or ("no output" if holder.ended else f"not ready within {timeout:g} s")
         raise SystemCommandError(f"cannot set up node {hostname} in {netns.name}: {why}")
     return NodeRoot(netns, hostname, directory, holder.process.pid)
+
+
+def _make_home(home: Path) -> None:
+    if home.exists():  # as the other directories: kept when there
+        return
+    if SKEL.is_dir():
+        shutil.copytree(SKEL, home, symlinks=True)
+    else:
+        home.mkdir()
+    home.chmod(0o700)
 
 
 def find_holder(netns: str) -> int | None:
