@@ -165,7 +165,9 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
     except (nats.errors.NoServersError, OSError, TimeoutError) as err:
         if any("authorization violation" in str(e).lower() for e in seen):
             raise CliError(refused_message(credentials().source), EXIT_DENIED) from None
-        plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") else ""
+        # Only a server that answered may be a TLS one: where nothing listens the hint misleads.
+        listened = not any(isinstance(e, ConnectionRefusedError) for e in (*seen, err))
+        plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") and listened else ""
         raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?",
                        EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
