@@ -10,7 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, TypeAdapter, model_serializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 from contracts.base import DEFERRED
 
@@ -23,6 +32,19 @@ MAX_RELAYOUTS = 5
 RELAYOUT = ("after a task failed past its retries and the job was rolled back, ask the solver for up to this many other "
             "layouts, each excluding the ones tried (default: the template's `administration.relayout`, else 0)")
 ID = r"^[A-Za-z0-9_\-]{1,128}$"
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # pydantic's lax mode reads true as 1: `"nodes": true` made one node
+        raise ValueError("must be a whole number, not true or false")
+    return value
+
+
+NOT_A_BOOL = BeforeValidator(_not_a_bool)
+"""For a number a person gives (nodes, batches, versions): a bool is refused, not read as 0 or 1.
+After the bounds in an optional field's Annotated (`Annotated[int, Field(ge=0), NOT_A_BOOL]`):
+before them, the JSON schema loses its minimum and maximum."""
+Count = Annotated[int, NOT_A_BOOL]
 Config = Annotated[dict[str, Any], AfterValidator(max_json_bytes(MAX_CONFIG_BYTES))]
 """A cluster config: at most `MAX_CONFIG_BYTES` as JSON (contracts/limits.py)."""
 
@@ -40,7 +62,7 @@ class PoolWait(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    urgency: int = Field(default=50, ge=0, le=1000, description="Hedeby's urgency: higher is served first")
+    urgency: Count = Field(default=50, ge=0, le=1000, description="Hedeby's urgency: higher is served first")
     wait_s: float | None = Field(default=None, gt=0, le=30 * 86400,
                                  description="fail the job if its hosts are not granted within this many seconds")
     callback: Callback | None = Field(default=None, description="told when the hosts are granted and when the job ends")
@@ -51,7 +73,7 @@ class CreateCluster(Command):
     v: Literal[1] = 1
     name: str = Field(pattern=ID)
     template: str = Field(min_length=1, max_length=128)
-    nodes: int = Field(ge=1, le=MAX_CLUSTER_SIZE)
+    nodes: Count = Field(ge=1, le=MAX_CLUSTER_SIZE)
     services: list[Annotated[str, Field(max_length=128)]] | None = Field(default=None, max_length=1000)
     provider: str | None = Field(default=None, max_length=128)
     hardwaretype: str | None = Field(default=None, max_length=128)
@@ -63,7 +85,7 @@ class CreateCluster(Command):
         default=None, ge=0,
         description="Coopr's initialLeaseDuration, in seconds: at most the template's initial lease (default: it)",
     )
-    relayout: int | None = Field(default=None, ge=0, le=MAX_RELAYOUTS, description=RELAYOUT)
+    relayout: Annotated[int, Field(ge=0, le=MAX_RELAYOUTS), NOT_A_BOOL] | None = Field(default=None, description=RELAYOUT)
 
 
 class Rolling(BaseModel):
@@ -72,16 +94,16 @@ class Rolling(BaseModel):
     the change stops and is rolled back."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-    batch: Annotated[int, Field(ge=1)] | Annotated[str, Field(pattern=r"^\d+(\.\d+)?%$")]
-    tolerance: int = Field(default=0, ge=0, description="nodes that may fail without stopping the change")
+    batch: Annotated[int, Field(ge=1), NOT_A_BOOL] | Annotated[str, Field(pattern=r"^\d+(\.\d+)?%$")]
+    tolerance: Count = Field(default=0, ge=0, description="nodes that may fail without stopping the change")
 
 
 class ClusterCommand(Command):
     cluster_id: str = Field(pattern=ID)
     dry_run: bool = Field(default=False, description="answer with the layout and plan; execute nothing")
-    if_version: int | None = Field(
-        default=None, ge=1,
-        description="refuse unless the cluster is at this version (its count of events; `muster cluster status` shows it)",
+    if_version: Annotated[int, Field(ge=1), NOT_A_BOOL] | None = Field(
+        default=None,
+        description="refuse unless the cluster is at this version (its count of events; `muster cluster show` shows it)",
     )
 
 
@@ -95,9 +117,9 @@ class ExpandCluster(ClusterCommand):
 
     type: Literal["ExpandCluster"] = "ExpandCluster"
     v: Literal[1] = 1
-    nodes: int = Field(ge=1, le=MAX_CLUSTER_SIZE, description="the new total")
+    nodes: Count = Field(ge=1, le=MAX_CLUSTER_SIZE, description="the new total")
     pool: PoolWait = Field(default_factory=PoolWait)
-    relayout: int | None = Field(default=None, ge=0, le=MAX_RELAYOUTS, description=RELAYOUT)
+    relayout: Annotated[int, Field(ge=0, le=MAX_RELAYOUTS), NOT_A_BOOL] | None = Field(default=None, description=RELAYOUT)
 
 
 class ShrinkCluster(ClusterCommand):
@@ -105,7 +127,7 @@ class ShrinkCluster(ClusterCommand):
 
     type: Literal["ShrinkCluster"] = "ShrinkCluster"
     v: Literal[1] = 1
-    nodes: int = Field(ge=1, le=MAX_CLUSTER_SIZE, description="the new total")
+    nodes: Count = Field(ge=1, le=MAX_CLUSTER_SIZE, description="the new total")
 
 
 ServiceList = list[Annotated[str, Field(max_length=128)]]
@@ -212,7 +234,7 @@ class ExtendLease(Command):
     cluster_id: str = Field(pattern=ID)
     by_s: float | None = Field(default=None, gt=0, description="extend by this long (default: the template's step)")
     until: datetime | None = Field(default=None, description="extend until then (ISO 8601, with a time zone)")
-    if_version: int | None = Field(default=None, ge=1, description="refuse unless the cluster is at this version")
+    if_version: Annotated[int, Field(ge=1), NOT_A_BOOL] | None = Field(default=None, description="refuse unless the cluster is at this version")
 
 
 class JobCommand(Command):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -42,12 +44,20 @@ def test_unknown_event_type_is_refused() -> None:
         ({"type": "CreateCluster", "name": "c", "template": "t", "nodes": 3, "colour": "red"}, "colour"),
         ({"type": "CreateCluster", "name": "a.b", "template": "t", "nodes": 3}, "name"),
         ({"type": "DeleteCluster", "cluster_id": "x>y"}, "cluster_id"),
+        # pydantic's lax mode read true as 1: `"nodes": true` made a one-node cluster
+        ({"type": "CreateCluster", "name": "c", "template": "t", "nodes": True}, "nodes"),
+        ({"type": "CreateCluster", "name": "c", "template": "t", "nodes": 3, "relayout": True}, "relayout"),
+        ({"type": "ExpandCluster", "cluster_id": "c", "nodes": True}, "nodes"),
+        ({"type": "ShrinkCluster", "cluster_id": "c", "nodes": 2, "if_version": True}, "if_version"),
+        ({"type": "RestartServices", "cluster_id": "c", "rolling": {"batch": True}}, "batch"),
     ],
 )
 def test_invalid_command_names_the_field(body: dict[str, object], field: str) -> None:
     with pytest.raises(ValidationError) as err:
         COMMAND_ADAPTER.validate_python(body)
     assert any(field in [str(p) for p in e["loc"]] for e in err.value.errors())
+    with pytest.raises(ValidationError):
+        COMMAND_ADAPTER.validate_json(json.dumps(body))  # as it comes over the bus or HTTP
 
 
 def test_commands_are_imperative_and_versioned() -> None:
