@@ -167,7 +167,8 @@ class ScheduleFired(Event):
 
 class ScheduleAnswered(Event):
     """The answer to a tick's request: the job it started, what it did without a job (`done`: an
-    extended lease), or why it was refused."""
+    extended lease), or why it was refused; `ended`: the refusal ends the schedule (its cluster
+    is deleted: no tick of it can run again), and it fires no more."""
 
     type: Literal["ScheduleAnswered"] = "ScheduleAnswered"
     v: Literal[1] = 1
@@ -176,6 +177,8 @@ class ScheduleAnswered(Event):
     job_id: str | None = None
     rejected: str = ""
     done: str = Field(default="", description="what a request that makes no job did (`lease extended: expires at ...`)")
+    ended: str = Field(default="", max_length=500, description=(
+        "the schedule ends with this answer, and why (`cluster web was deleted (job ...)`): no tick is taken after it"))
 
 
 def ran_text(job_id: str | None, rejected: str, done: str) -> str:

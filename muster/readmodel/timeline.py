@@ -148,7 +148,8 @@ def describe(e: Any) -> str:
             skipped = f", {e.skipped} missed tick(s) not run" if e.skipped else ""
             return f"schedule {e.name!r} took its tick {e.tick.isoformat()}{late}{skipped} (request {e.request_id})"
         case "ScheduleAnswered":
-            return f"schedule {e.name!r}, tick {e.tick.isoformat()}: {ran_text(e.job_id, e.rejected, e.done)}"
+            ended = f"; the schedule ended: {e.ended}" if e.ended else ""
+            return f"schedule {e.name!r}, tick {e.tick.isoformat()}: {ran_text(e.job_id, e.rejected, e.done)}{ended}"
         case "ClusterRequested":
             return f"cluster {e.name!r} requested: template {e.template}, provider {e.provider}"
         case "ClusterLayoutChanged":

@@ -78,6 +78,8 @@ def schedule_create(name: str, cron: str | None, every: str | None, timezone: st
 
 
 def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
+    if item.get("ended"):
+        return f"ended: {item['ended']}"
     if entity.get("paused"):
         return "paused"
     s = Schedule.model_validate(entity)
@@ -90,7 +92,7 @@ def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
 @bus_options
 @command
 async def schedule_list(as_json: bool, bus: Bus) -> None:
-    """The tenant's schedules, their last runs and next ticks."""
+    """The tenant's schedules, their last runs and next ticks (or why they ended)."""
     tenant, answer = await ask_in(bus, "list", "schedule", as_json)
     if as_json:
         echo_json(answer.model_dump(mode="json"))

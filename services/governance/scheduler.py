@@ -10,7 +10,9 @@ subject changes. At a tick:
 2. the operation's request goes out as the schedule's owner, with a request_id derived from the
    tick: the same request a person would send with the CLI, which the planner admits (and checks
    the owner's grants) as any other; sent twice, it is one job;
-3. the answer is recorded (`ScheduleAnswered`: the job, or why it was refused).
+3. the answer is recorded (`ScheduleAnswered`: the job, or why it was refused). A refused tick
+   whose cluster the log says is deleted ends the schedule in the same event (`ended`): no
+   later tick is taken, by this scheduler or any that reads the log after it.
 
 A scheduler that dies between 1 and 3 leaves the tick pending in the log; whichever scheduler
 follows the schedule next sends the same request again (same request_id: the same job) and
@@ -34,7 +36,7 @@ from muster.ports.clock import Cancellable, Clock
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 
 from .domain.entities import Entry
-from .domain.schedules import due, request_id
+from .domain.schedules import cluster_gone, cluster_of, due, request_id
 
 log = structlog.get_logger("muster.governance")
 
@@ -87,7 +89,7 @@ class Scheduler:
     def next_at(self, tenant: str, name: str) -> datetime | None:
         entry = self.schedules.get((tenant, name))
         return due(Schedule.model_validate(entry.entity), entry.last_tick, entry.created_at, self.clock.now()).next_at \
-            if entry is not None else None
+            if entry is not None and not entry.ended else None
 
     def _disarm(self, key: tuple[str, str]) -> None:
         handle = self.timers.pop(key, None)
@@ -96,6 +98,9 @@ class Scheduler:
 
     def _arm(self, key: tuple[str, str]) -> None:
         entry = self.schedules[key]
+        if entry.ended:
+            self._disarm(key)
+            return
         if entry.pending is not None:
             # One tick in flight per schedule: while its request waits for a planner, no later
             # tick is taken. Its answer re-arms the timer (the mirror), and the ticks that passed
@@ -112,7 +117,7 @@ class Scheduler:
         key = (tenant, name)
         self.timers.pop(key, None)
         entry = self.schedules.get(key)
-        if entry is None:
+        if entry is None or entry.ended:
             return
         schedule = Schedule.model_validate(entry.entity)
         decision = due(schedule, entry.last_tick, entry.created_at, self.clock.now())
@@ -157,10 +162,23 @@ class Scheduler:
             return
         self.sending.discard(key)
         tick = datetime.fromisoformat(str(pending["tick"]))
-        ran = ScheduleAnswered(name=name, tick=tick, job_id=job_id, rejected=rejected[:1000], done=done)
+        ended = await self._ended(tenant, schedule) if job_id is None and not done else ""
+        ran = ScheduleAnswered(name=name, tick=tick, job_id=job_id, rejected=rejected[:1000], done=done, ended=ended[:500])
         subject = subjects.governance_events(tenant, "schedule", name)
         await self.log.append(subject, [Append(ran, msg_id=f"{subject}:ran:{pending['request_id']}")])
-        log.info("schedule ran", tenant=tenant, schedule=name, job=job_id, rejected=rejected[:200])
+        log.info("schedule ran", tenant=tenant, schedule=name, job=job_id, rejected=rejected[:200], ended=ended)
+
+    async def _ended(self, tenant: str, schedule: Schedule) -> str:
+        """Why a refused tick ends its schedule ('' : the schedule goes on), from the log: its
+        cluster was deleted. Asked of the log, not read from the refusal's words, and only once
+        refused, so a tick that runs reads nothing more."""
+        cluster_id = cluster_of(schedule)
+        if cluster_id is None:
+            return ""
+        try:
+            return cluster_gone(await self.log.read(subjects.cluster_events(tenant, cluster_id)))
+        except subjects.SubjectError:
+            return ""  # not a cluster id: the planner refused it for that, and says so
 
     def close(self) -> None:
         for handle in self.timers.values():

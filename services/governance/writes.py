@@ -5,8 +5,9 @@ The requester is the subject's principal, which the server lets no one else use 
 without it, the body's `requested_by`). Approval rules and policies need the tenant's
 administrators; a subscription `read` on the tenant; a schedule the permission its operation
 needs on its cluster (`may_operate`), as its owner sends it at every tick and the planner checks
-again then. A put that a concurrent change overtook is validated again on the new state, a few
-times, before it is refused.
+again then; a schedule made (or given another operation) on a cluster the log does not have, or
+has deleted, is refused, as every tick of it would be. A put that a concurrent change overtook is
+validated again on the new state, a few times, before it is refused.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.commands import COMMAND_ADAPTER, VERB_OF, RejectionCode
 from contracts.errors import describe_validation_error
-from contracts.governance import GovernanceAnswer, GovernanceRequest
+from contracts.governance import GovernanceAnswer, GovernanceRequest, Schedule
 from muster.ports.eventlog import ConcurrencyError, EventLog
 from services.auth.domain.authz import Decision, may_govern, may_operate
 from services.auth.domain.state import IdentityState
 
-from .domain.entities import Entry, plan_puts
+from .domain.entities import Entry, Put, plan_puts, same_operation
+from .domain.schedules import cluster_gone, cluster_of
 from .store import append_delete, append_puts, read_entries
 
 TRIES = 3
@@ -119,6 +121,9 @@ class GovernanceWrites:
             allowed = self._may(principal, tenant, request.kind, [p.entity for p in puts])
             if not allowed:
                 return _refused(f"not written: {allowed.reason}", code="forbidden")
+            problems = await self._clusters_gone(tenant, puts, entries)  # after the rights: no news of clusters to others
+            if problems:
+                return _refused(f"nothing written: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
             try:
                 seqs = await append_puts(self.store, tenant, request.kind, puts, last, by)
             except ConcurrencyError:
@@ -127,6 +132,28 @@ class GovernanceWrites:
                                                      "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
         return _refused(f"the tenant's {request.kind}s kept changing while this put was being checked; nothing was written: "
                         "run it again", code="conflict")
+
+    async def _clusters_gone(self, tenant: str, puts: list[Put], entries: dict[tuple[str, str], Entry]) -> list[str]:
+        """Schedules made, or given another operation, on a cluster the log does not have or has
+        deleted: every tick would be refused. One that keeps its operation (paused, resumed,
+        retimed) is not checked again."""
+        problems = []
+        for put in puts:
+            old = entries.get((put.kind, put.name))
+            if put.kind != "schedule" or (old is not None and same_operation(old.entity, put.entity)):
+                continue
+            cluster_id = cluster_of(Schedule.model_validate(put.entity))
+            if cluster_id is None:
+                continue
+            try:
+                history = await self.store.read(subjects.cluster_events(tenant, cluster_id))
+            except subjects.SubjectError as err:
+                problems.append(f"schedule {put.name!r}: {err}")
+                continue
+            gone = cluster_gone(history) if history else f"there is no cluster {cluster_id!r} in tenant {tenant!r}"
+            if gone:
+                problems.append(f"schedule {put.name!r}: {gone}: its operation could never run")
+        return problems
 
     def _stamped(self, tenant: str, by: str, kind: str, body: dict[str, Any],
                  entries: dict[tuple[str, str], Entry]) -> dict[str, Any] | str:

@@ -308,8 +308,8 @@ class PoolDetail(PoolSummary):
 
 class GovernanceList(_Out):
     items: list[dict[str, Any]] = Field(description=(
-        "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run), "
-        "or the denied requests, newest first"))
+        "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run, "
+        "ended: why a schedule ended, its cluster deleted, empty while it runs), or the denied requests, newest first"))
 
 
 MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health,

@@ -33,7 +33,7 @@ def schedule_runs(item: dict[str, Any], now: datetime) -> dict[str, Any]:
     except ValidationError:
         return {"when": "?", "next_at": None, "last": None}
     last_tick = datetime.fromisoformat(item["last_tick"]) if item.get("last_tick") else None
-    upcoming = None if schedule.paused else due(schedule, last_tick, datetime.fromisoformat(item["created_at"]), now).next_at
+    upcoming = None if schedule.paused or item.get("ended") else due(schedule, last_tick, datetime.fromisoformat(item["created_at"]), now).next_at
     return {"when": describe(schedule), "next_at": upcoming.isoformat() if upcoming else None,
             "last": item["runs"][-1] if item.get("runs") else None}
 

@@ -42,11 +42,16 @@ class Entry:
     """A schedule: its latest ticks and their outcomes (newest last)."""
     pending: dict[str, Any] | None = None
     """A schedule: the tick taken whose request has no recorded answer yet."""
+    ended: str = ""
+    """A schedule: why it ended (`ScheduleAnswered.ended`), '' while it runs; no tick is taken after."""
+    ended_at: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "version": self.version, "by": self.by, "entity": self.entity,
                 "created_at": self.created_at.isoformat(), "updated_at": self.updated_at.isoformat(),
-                "last_tick": self.last_tick.isoformat() if self.last_tick else None, "runs": self.runs[-10:]}
+                "last_tick": self.last_tick.isoformat() if self.last_tick else None, "runs": self.runs[-10:],
+                **({"ended": self.ended, "ended_at": self.ended_at.isoformat() if self.ended_at else None}
+                   if self.kind == "schedule" else {})}
 
 
 RUNS_KEPT = 20
@@ -60,6 +65,10 @@ def apply(entries: dict[tuple[str, str], Entry], r: Recorded) -> Entry | None:
         old = entries.get((e.kind, e.name))
         entry = Entry(e.kind, e.name, e.version, dict(e.entity), e.by, old.created_at if old else r.time, r.time, r.seq,
                       *((old.last_tick, old.runs, old.pending) if old else (None, [], None)))
+        if old is not None and same_operation(old.entity, e.entity):
+            # Paused, resumed or retimed, an ended schedule stays ended; given another operation
+            # (a cluster made again under the same name is another cluster), it runs again.
+            entry.ended, entry.ended_at = old.ended, old.ended_at
         entries[(e.kind, e.name)] = entry
         return entry
     if isinstance(e, GovernanceDeleted):
@@ -77,7 +86,14 @@ def apply(entries: dict[tuple[str, str], Entry], r: Recorded) -> Entry | None:
                             "done": e.done, "at": r.time.isoformat()}][-RUNS_KEPT:]
         if s.pending is not None and s.pending["tick"] == e.tick.isoformat():
             s.pending = None
+        if e.ended and not s.ended:
+            s.ended, s.ended_at = e.ended, r.time
     return s
+
+
+def same_operation(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Two versions of a schedule send the same request (one paused, resumed or retimed)."""
+    return old.get("verb") == new.get("verb") and old.get("command") == new.get("command")
 
 
 def fold(records: Iterable[Recorded]) -> dict[tuple[str, str], Entry]:

@@ -13,10 +13,15 @@ creation. Ticks missed while no scheduler ran are handled by the schedule's `mis
 
 Each tick's request carries a request_id derived from the schedule and the tick, so the planner
 maps a tick to one job however often its request is sent.
+
+A schedule on a cluster ends once the log says the cluster was deleted (`cluster_gone`): every
+operation on a deleted cluster is refused, and a cluster id is never used again (a new cluster
+of the same name is another cluster), so no later tick could run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -24,6 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from cronsim import CronSim, CronSimError
 
 from contracts.governance import Schedule
+from contracts.records import Recorded
 
 MAX_COUNTED = 10_000
 """Missed ticks counted at most (a every-second schedule down for a day would count 86,400)."""
@@ -113,3 +119,21 @@ def grace_s(schedule: Schedule) -> float:
 
 def request_id(name: str, tick: datetime) -> str:
     return f"sched-{name}-{int(tick.timestamp() * 1000)}"
+
+
+def cluster_of(schedule: Schedule) -> str | None:
+    """The cluster the schedule's operation names (None: a create, an operation on a job)."""
+    cluster_id = schedule.command.get("cluster_id")
+    return str(cluster_id) if cluster_id else None
+
+
+def cluster_gone(history: Sequence[Recorded]) -> str:
+    """Why a schedule on the cluster with these (its own) events ends: '' unless it is deleted."""
+    name, status, job = "", "", ""
+    for r in history:
+        e = r.event
+        if e.type == "ClusterRequested":
+            name = e.name
+        elif e.type == "ClusterStatusChanged":
+            status, job = e.status, e.job_id
+    return f"cluster {name} was deleted (job {job})" if status == "deleted" else ""

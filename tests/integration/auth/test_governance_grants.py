@@ -16,6 +16,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from contracts import subjects
 from contracts.commands import VERB_OF, ApproveJob, CreateCluster
+from contracts.events import ClusterRequested
+from contracts.records import Append
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
@@ -125,6 +127,15 @@ async def test_a_schedule_needs_its_operations_permission_and_its_owner_is_its_a
     schedule = {"name": "nightly", "cron": "0 3 * * *", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}}
     refused = await ask(served, "apo", "put", kind="schedule", entities=[schedule])
     assert not refused["ok"] and "execute" in refused["reason"], refused
+    nowhere = await ask(served, "uma", "put", kind="schedule", entities=[schedule])  # the governance service reads the log
+    assert not nowhere["ok"] and nowhere["problems"] == [
+        "schedule 'nightly': there is no cluster 'c1' in tenant 'a': its operation could never run"], nowhere
+    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+    try:
+        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
+        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
+    finally:
+        await system.close()
     made = await ask(served, "uma", "put", kind="schedule", entities=[schedule])
     assert made["ok"], made
     listed = await ask(served, "uma", "list", kind="schedule")

@@ -1,5 +1,6 @@
 """Schedules' ticks, and the scheduler on an in-memory log, a manual clock and a fake sender:
-one request per tick, the same request_id when sent again, the missed-ticks policy."""
+one request per tick, the same request_id when sent again, the missed-ticks policy; a schedule
+whose cluster the log says is deleted ends, and one made on such a cluster is refused."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ import pytest
 
 from contracts import subjects
 from contracts.commands import LeaseExtended
-from contracts.governance import GovernancePut, Schedule, ran_text
+from contracts.events import ClusterRequested, ClusterStatusChanged
+from contracts.governance import GovernancePut, GovernanceRequest, Schedule, ScheduleAnswered, ran_text
+from contracts.records import Recorded
 from muster.ports.eventlog import Append
 from muster.ports.memory import ManualClock, MemoryEventLog
 from services.governance.domain.entities import fold
-from services.governance.domain.schedules import ScheduleError, check, due, next_tick, request_id
+from services.governance.domain.schedules import ScheduleError, check, cluster_gone, due, next_tick, request_id
 from services.governance.entrypoint import NatsSender
 from services.governance.scheduler import Answer, Scheduler
+from services.governance.writes import GovernanceWrites
 
 T0 = datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
 
@@ -164,3 +168,100 @@ async def test_the_bus_sender_takes_an_extended_lease_as_done() -> None:
 
     answer = await NatsSender(Bus(), timeout=1)("a", "uma", "extend-lease", {})  # type: ignore[arg-type]
     assert answer == Answer(None, "", False, "lease extended: expires at 2026-11-28T00:00:00+00:00")
+
+
+# -- a schedule whose cluster is deleted ----------------------------------------------------------
+
+
+def cluster_history(*statuses: str) -> list[Recorded]:
+    events: list[Any] = [ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j0")]
+    events += [ClusterStatusChanged(cluster_id="c1", status=s, job_id=f"j{i}") for i, s in enumerate(statuses, 1)]  # type: ignore[arg-type]
+    return [Recorded(seq=i, subject=subjects.cluster_events("a", "c1"), time=T0, event=e) for i, e in enumerate(events, 1)]
+
+
+def test_a_schedule_ends_once_the_log_says_its_cluster_was_deleted_and_not_before() -> None:
+    assert cluster_gone(cluster_history("active")) == ""
+    assert cluster_gone(cluster_history("active", "deleting")) == ""  # its delete may still fail
+    assert cluster_gone(cluster_history("active", "deleting", "deleted")) == "cluster web was deleted (job j3)"
+
+
+async def delete_cluster(log: MemoryEventLog, *statuses: str) -> None:
+    for r in cluster_history(*statuses):
+        await log.append(r.subject, [Append(r.event, msg_id=f"c1-{r.seq}", time=T0)])
+
+
+async def test_a_tick_refused_because_its_cluster_was_deleted_ends_the_schedule_for_good() -> None:
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=10)
+    await delete_cluster(log, "active", "deleted")
+    sender = Sender([Answer(None, "cluster 'c1' is deleted")] * 5)
+    s = await scheduler_on(log, clock, sender)
+    await clock.advance(10)
+    await follow(log, s)
+    await clock.advance(60)
+    assert len(sender.sent) == 1, "a schedule whose cluster is deleted fired again"
+    entry = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")]
+    assert entry.ended == "cluster web was deleted (job j2)" and entry.ended_at is not None
+    assert entry.to_json()["ended"] == entry.ended and s.next_at("a", "n") is None
+    # A restarted scheduler reads the end from the log: it arms nothing for it.
+    s.close()
+    again = await scheduler_on(log, clock, sender, "s2")
+    await clock.advance(60)
+    assert len(sender.sent) == 1 and again.timers == {}
+    types = log.types(subjects.governance_filter("a", "schedule"))
+    assert types == ["GovernancePut", "ScheduleFired", "ScheduleAnswered"]
+
+
+async def test_a_tick_refused_for_another_reason_leaves_the_schedule_running() -> None:
+    log, clock = MemoryEventLog(), ManualClock(T0)
+    await put(log, cron=None, every_s=10)
+    await delete_cluster(log, "active", "deleting")  # refused as busy while its delete runs
+    sender = Sender([Answer(None, "check refused: uma has no execute permission")] * 5)
+    s = await scheduler_on(log, clock, sender)
+    for _ in range(2):
+        await clock.advance(10)
+        await follow(log, s)
+    entry = fold(await log.read(subjects.governance_filter("a", "schedule")))[("schedule", "n")]
+    assert len(sender.sent) == 2 and entry.ended == "" and [r["rejected"] for r in entry.runs] == [
+        "check refused: uma has no execute permission"] * 2
+
+
+def test_an_ended_schedule_stays_ended_when_paused_or_retimed_and_runs_again_with_another_cluster() -> None:
+    subject = subjects.governance_events("a", "schedule", "n")
+    entity = schedule().model_dump(mode="json")
+
+    def at(seq: int, event: Any) -> Recorded:
+        return Recorded(seq=seq, subject=subject, time=T0 + timedelta(seconds=seq), event=event)
+
+    def put_(version: int, **fields: Any) -> GovernancePut:
+        return GovernancePut(kind="schedule", name="n", entity={**entity, **fields}, version=version, by="uma")
+
+    ended = ScheduleAnswered(name="n", tick=T0, rejected="cluster 'c1' is deleted", ended="cluster web was deleted (job j2)")
+    history = [at(1, put_(1)), at(2, ended)]
+    assert fold([*history, at(3, put_(2, paused=True))])[("schedule", "n")].ended == ended.ended
+    assert fold([*history, at(3, put_(2, cron="0 4 * * *"))])[("schedule", "n")].ended == ended.ended
+    other = {"type": "CheckCluster", "cluster_id": "c2"}
+    assert fold([*history, at(3, put_(2, command=other))])[("schedule", "n")].ended == ""
+
+
+async def test_a_schedule_is_refused_on_a_cluster_the_log_does_not_have_or_has_deleted() -> None:
+    log = MemoryEventLog()
+    writes = GovernanceWrites(log)
+
+    async def create(name: str, cluster_id: str, **fields: Any) -> Any:
+        entity = {**schedule(name=name).model_dump(mode="json"), "command": {"type": "CheckCluster", "cluster_id": cluster_id},
+                  **fields}
+        request = GovernanceRequest(kind="schedule", entities=[entity], requested_by="uma")
+        return await writes.answer("a", "anonymous", "put", request.model_dump_json().encode())
+
+    nowhere = await create("nowhere", "c9")
+    assert not nowhere.ok and nowhere.problems == [
+        "schedule 'nowhere': there is no cluster 'c9' in tenant 'a': its operation could never run"]
+    await delete_cluster(log, "active")
+    assert (await create("nightly", "c1")).ok
+    await delete_cluster(log, "deleting", "deleted")
+    late = await create("late", "c1")
+    assert not late.ok and late.code == "invalid" and late.problems == [
+        "schedule 'late': cluster web was deleted (job j2): its operation could never run"], late
+    # The schedule made before keeps its operation: it may still be paused (its next tick ends it).
+    assert (await create("nightly", "c1", paused=True)).ok
