@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
+
+_PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def problem_text(problem: Any) -> str:
+    """A problem's sentence without pydantic's "Value error, " before our own validators' words."""
+    msg = str(problem["msg"])
+    for prefix in _PYDANTIC_PREFIXES:
+        msg = msg.removeprefix(prefix)
+    return msg
 
 
 def describe_validation_error(err: ValidationError) -> str:
@@ -10,5 +22,5 @@ def describe_validation_error(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(document)"
-        parts.append(f"{loc}: {e['msg']}")
+        parts.append(f"{loc}: {problem_text(e)}")
     return "; ".join(parts)

@@ -25,7 +25,7 @@ import yaml
 from pydantic import ValidationError
 
 from contracts.catalog import KINDS, Catalog
-from contracts.errors import describe_validation_error
+from contracts.errors import describe_validation_error, problem_text
 
 from .problems import Problem
 
@@ -147,7 +147,7 @@ class _Loader:
         except ValidationError as err:
             for e in err.errors():
                 loc = ".".join(str(p) for p in e["loc"]) or ""
-                self.out.problems.append(Problem(kind, name, loc, e["msg"], "error", str(path)))
+                self.out.problems.append(Problem(kind, name, loc, problem_text(e), "error", str(path)))
             return
         entities = self.out.catalog.entities(kind)
         if entity.name in entities:

@@ -25,6 +25,7 @@ from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from pydantic import ValidationError
 
 from contracts import subjects
+from contracts.errors import problem_text
 from contracts.identity import (
     AuthReply,
     AuthRequest,
@@ -168,7 +169,7 @@ class AuthService:
         try:
             request = AuthRequest.model_validate_json(data or b"{}")
         except ValidationError as err:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors()[:5])
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {problem_text(e)}" for e in err.errors()[:5])
             return AuthReply(ok=False, reason=f"bad request body: {problems}")
         result = Admin(self.view.state, os.urandom, time.time()).handle(requester, verb, request)
         last = 0

@@ -8,6 +8,7 @@ import click
 from pydantic import ValidationError
 from rich.console import Console
 
+from contracts.errors import problem_text
 from contracts.pool_commands import (
     MAX_HOSTS_PER_COMMAND,
     AddHosts,
@@ -74,7 +75,7 @@ def host_entries(raw: Any, source: str) -> list[HostSpec]:
         except ValidationError as err:
             first = err.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise CliError(f"{source}: host {i + 1} ({item.get('id', '?')}): {where + ': ' if where else ''}{first['msg']}") from None
+            raise CliError(f"{source}: host {i + 1} ({item.get('id', '?')}): {where + ': ' if where else ''}{problem_text(first)}") from None
     return specs
 
 

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
 from contracts.commands import JOB_VERBS, Accepted, DryRun, LeaseExtended, Rejected
+from contracts.errors import problem_text
 from contracts.events import PlanSaved
 from contracts.identity import Permission, Scope
 from muster.catalog.requests import ask_planner
@@ -97,7 +98,7 @@ def validation_refusal(err: ValidationError, what: str = "body") -> Written:
     reasons: dict[str, list[str]] = {}
     for problem in err.errors():
         where = ".".join(str(p) for p in problem["loc"] if not _UNION_MEMBER.search(str(p))) or what
-        reasons.setdefault(where, []).append(problem["msg"])
+        reasons.setdefault(where, []).append(problem_text(problem))
     words = "; ".join(f"{where}: {', or '.join(msgs)}" for where, msgs in reasons.items())
     return refused(422, f"invalid request: {words}", next(iter(reasons), what))
 

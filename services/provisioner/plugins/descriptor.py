@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from contracts.catalog import HARDWARE_ACTIONS, NAME_PATTERN, Action
+from contracts.errors import problem_text
 
 DESCRIPTOR_FILE = "plugin.json"
 
@@ -206,6 +207,6 @@ def load_descriptor(path: Path) -> PluginDescriptor:
         return PluginDescriptor.model_validate(raw)
     except ValidationError as err:
         problems = "; ".join(
-            f"field {_location(e['loc'])!r}: {e['msg']}" for e in err.errors(include_url=False)
+            f"field {_location(e['loc'])!r}: {problem_text(e)}" for e in err.errors(include_url=False)
         )
         raise PluginError(f"{path}: invalid plugin descriptor: {problems}") from None

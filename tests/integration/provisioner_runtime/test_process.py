@@ -102,7 +102,7 @@ async def test_a_bad_plugin_or_secrets_file_is_bad_input_named_in_one_line(tmp_p
     (tmp_path / "secrets.json").write_text(json.dumps({"aws": "key-marker-77"}))
     env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
     for args, expected in ((["--plugins-dir", "plugins"], "Error: plugins/echo/plugin.json: invalid plugin descriptor: field "
-                                                         "'fields.token': Value error, a sensitive field cannot have a default"),
+                                                         "'fields.token': a sensitive field cannot have a default"),
                            (["--secrets", "secrets.json"], "Error: secrets file secrets.json must be a JSON object of provider name")):
         proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "provisioner", "--id", "p-bad", *args,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.catalog import Action
 from contracts.commands import COMMAND_ADAPTER, CreateCluster
+from contracts.errors import describe_validation_error
 from contracts.events import EVENT_TYPES, TaskQueued, parse_event
 from muster.ports.memory import matches
 
@@ -91,3 +92,9 @@ def test_subjects_have_the_documented_shape() -> None:
         subjects.parse_request("muster.ops.acme.create")
     assert subjects.task_event_writer(subjects.task_events("acme", "j", "n1.install", "p1")) == "p1"
     assert subjects.task_event_writer("muster.evt.acme.task.j.n1~install") is None
+
+
+def test_a_refusal_reads_as_our_words_not_pydantics() -> None:
+    with pytest.raises(ValidationError) as err:
+        COMMAND_ADAPTER.validate_json('{"type": "CreateCluster", "name": "c", "template": "t", "nodes": true}')
+    assert describe_validation_error(err.value) == "CreateCluster.nodes: must be a whole number, not true or false"
