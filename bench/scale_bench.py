@@ -3,9 +3,9 @@ takeover after kill -9, and job throughput with 1, 2 and 3 planners. Not a test:
 the table; `--write-docs` puts it into docs/benchmarks.md ("## Scale").
 
     .venv/bin/python bench/scale_bench.py [--nodes 1000] [--takeover-jobs 6] [--jobs 30] [--write-docs]
-    .venv/bin/python bench/scale_bench.py --full [--write-docs]       # the 10,000-node create alone
+    .venv/bin/python bench/scale_bench.py --full [--write-docs]       # the curve to 10,000 nodes alone
 
-The defaults finish in a few minutes (`make bench` runs them); `--full` (= `--nodes 10000
+The defaults finish in a few minutes (`make bench` runs them); `--full` (= `--nodes 100,1000,10000
 --takeover-jobs 0 --jobs 0`) takes tens of minutes and writes its own section ("## Scale: a
 10,000-node create"), which a default run leaves alone.
 

@@ -1,4 +1,4 @@
-"""Commands: requests in the imperative, sent request/reply to `muster.ops.<tenant>.<verb>`.
+"""Commands: requests in the imperative, sent request/reply to `muster.ops.<tenant>.<principal>.<verb>`.
 
 Every request gets one reply: `Accepted` (with the job id) or `Rejected` (with a reason a person
 can act on). A `request_id` is an idempotency key: the same key from the same tenant always maps

@@ -133,7 +133,8 @@ def _checked_tenant_limits(_ctx: click.Context, _param: click.Parameter, values:
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
        autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, tenant_limit: tuple[str, ...],
        network: Network) -> None:
-    """Start nats-server (unless NATS_URL is set) and the four services; Ctrl-C stops all."""
+    """Start nats-server (unless NATS_URL is set) and every service as a process of its own (auth,
+    solver, planner, provisioner, tracker, pool, governance, notifier); Ctrl-C stops all."""
     if autoscale and autoscale_min > autoscale_max:
         raise click.BadParameter(f"--autoscale-min {autoscale_min} is more than --autoscale-max {autoscale_max}")
     policy = AutoscalePolicy(min_processes=autoscale_min, max_processes=autoscale_max, capacity_each=capacity,

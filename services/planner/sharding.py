@@ -9,11 +9,11 @@ on (`muster/bus/shards.py`), and a request reaches the owner of its cluster wher
   twice), then the planner listens on the shard's own request subject.
 - **Losing a shard** (a graceful stop, a rebalance, a lapsed lease): it stops listening, drops
   the clusters, their jobs and timers, and only then is the lease released.
-- **Requests.** Every planner takes requests from the queue group on `muster.ops.<t>.<verb>`.
+- **Requests.** Every planner takes requests from the queue group on `muster.ops.<t>.<principal>.<verb>`.
   The cluster a request is for decides its shard (a create: the cluster id derived from the
   request's idempotency key, which is given one here if it has none; a job command: the
   cluster its `JobRequested` names). A planner holding the shard answers it; any other
-  forwards it to `muster.shard.<n>.ops.<t>.<verb>`, which only the holder listens to, and
+  forwards it to `muster.shard.<n>.ops.<t>.<principal>.<verb>`, which only the holder listens to, and
   relays the answer. While a shard is between owners (a takeover takes up to the lease's
   TTL), forwarding is retried for up to `wait_s`, then the request is refused with a reason
   that says to send it again, marked `retry` (with the same request id nothing is done twice;

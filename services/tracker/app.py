@@ -1,6 +1,6 @@
 """The tracker's use cases: status, locations, history and progress of jobs; clusters.
 
-Status comes from the job's owner (a request on `muster.q.<tenant>.job.<id>` with a short
+Status comes from the job's owner (a request on `muster.q.<tenant>.<principal>.job.<id>` with a short
 timeout; only the owning planner answers) or, when nobody answers, from the job's events in
 the log. Jobs' and clusters' locations come from the shared index (KV `locations`); where each
 task runs is derived from the job's task events in the log when asked (`tasks.py`).

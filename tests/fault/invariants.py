@@ -10,7 +10,7 @@ NATS connection can call `check`).
    `Report.ended_in_flight`. Every `TaskCompleted` has the provisioner's `TaskSucceeded` for the
    same attempt; every `TaskAttemptFailed` has its `TaskFailed`, or is a timeout (listed).
 3. State rebuilt from the log equals what the services report: each job's view from its owner
-   (`muster.q.<tenant>.job.<id>`) equals `rebuild(Job, ...)`.view() (a planner holds each
+   (`muster.q.<tenant>.<principal>.job.<id>`) equals `rebuild(Job, ...)`.view() (a planner holds each
    cluster's current job; a finished older job may go unanswered: the tracker reads it from the
    log, and is compared when running); each cluster rebuilt from
    the log equals the cluster of a planner freshly rebuilt from the log (`Planner.resume`), and
