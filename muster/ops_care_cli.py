@@ -78,7 +78,8 @@ async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> N
 @cluster_op
 async def repair(cluster_ref: str, opts: Options) -> None:
     """Re-run what the last check says is missing: start what should run (install and configure
-    again where it failed), stop what should not, restart what runs an older config."""
+    again where it failed, unless something it needs was down too), stop what should not,
+    restart what runs an older config."""
     async with Session(opts) as s:
         await s.execute(RepairCluster(cluster_id=(await s.cluster(cluster_ref)).id))
 

@@ -136,7 +136,10 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
     assert restarted == set(counts) and most == 1  # every server restarted, never two at once: 4 of 5 always up
 
     bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
-    await real.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1), requested_by="test"), ok=False)
+    refused = await real.client.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1),
+                                                     requested_by="test"), tenant=TENANT, timeout=600)
+    assert not refused.succeeded
+    assert await down_at_once(real, refused.reply.job_id) == (0, set())  # the config is written first: nothing stopped
     assert set((await members_by_node(await real.client.cluster(cluster, tenant=TENANT))).values()) == {5}  # still healthy
 
     await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
@@ -242,6 +245,7 @@ async def redis_keeps_its_data_and_its_good_config(real: Real, cluster: str, con
     assert not bad.succeeded
     errors = [r.event.error async for r in real.client.events(bad.reply.job_id, tenant=TENANT) if isinstance(r.event, TaskAttemptFailed)]
     assert errors and all("'maxmemory lots'" in error for error in errors), errors  # redis-server's own words
+    assert await down_at_once(real, bad.reply.job_id) == (0, set())  # refused before any server stopped
     await real.run(RestartServices(cluster_id=cluster, rolling=Rolling(batch=1), requested_by="test"))
     assert replication(await real.client.cluster(cluster, tenant=TENANT)) == {"master": 1, "slave": replicas}
     assert redis(primary, stdin=f"SET after restart\nWAIT {replicas} 5000\n").split() == ["OK", str(replicas)]  # all linked again

@@ -11,7 +11,9 @@ drift is; the Cluster aggregate keeps the observations).
   (`ServicesDesired`, per (node, service): `muster/readmodel/desired.py`).
 - The repair of drift re-runs, one phase after another: install and configure where a service
   failed (one phase per service), the start of every service that should run and does not
-  (with what it needs running), the stop of every service that runs and should not.
+  (with what it needs running), the stop of every service that runs and should not, the restart
+  of every service that runs an older config. A service failed while something it needs is down
+  too is only started, after that (`repairs`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from muster.readmodel import desired
 from muster.readmodel.desired import Pair
 
 from .cluster import Cluster
+from .dependencies import DependencyResolver, Kind
 from .errors import PlanError
 from .job import Job
 from .model import Plan
@@ -60,15 +63,29 @@ def desired_after(job: Job, cluster: Cluster) -> set[Pair]:
 
 def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     nodes = list(cluster.nodes.values())
-    fixes = [d for d in cluster.drift() if d.repair]
+    fixes = repairs(services, cluster)
     if not fixes:
         raise PlanError("nothing to repair")
     phases: list[Plan] = []
-    for service in sorted({d.service for d in fixes if d.repair == "reinstall"}):
-        failed = sorted({d.node for d in fixes if d.repair == "reinstall" and d.service == service})
+    for service in sorted({s for (_, s), r in fixes.items() if r == "reinstall"}):
+        failed = sorted({n for (n, s), r in fixes.items() if r == "reinstall" and s == service})
         phases.append(build_plan(services, nodes, "repair-install", services=[service], node_ids=failed))
-    for action, repairs in (("start", ("start", "reinstall")), ("stop", ("stop",)), ("restart", ("restart",))):
+    for action, kinds in (("start", ("start", "reinstall")), ("stop", ("stop",)), ("restart", ("restart",))):
         # per (node, service): a service stopped on one node and meant to run on another is
         # started there only
-        phases += pair_phases(services, nodes, action, {(d.node, d.service) for d in fixes if d.repair in repairs}, whole=False)
+        phases += pair_phases(services, nodes, action, {k for k, r in fixes.items() if r in kinds}, whole=False)
     return chain_phases(phases)
+
+
+def repairs(services: Mapping[str, Service], cluster: Cluster) -> dict[Pair, str]:
+    """Each drifted (node, service) and what the repair runs there: the drift's own repair, except
+    that a service failed while something it needs running is down too (a replica whose primary
+    died) may have failed for that alone: it is started after that (its `status` check says
+    whether it runs again), not installed and configured again. If it still fails then, its
+    start fails; a check shows it failed on its own, and the next repair reinstalls it."""
+    fixes = {(d.node, d.service): d.repair for d in cluster.drift() if d.repair}
+    if "reinstall" not in fixes.values():
+        return fixes
+    down = {s for (_, s), r in fixes.items() if r in ("start", "reinstall")}
+    needs = DependencyResolver(services, {s for n in cluster.nodes.values() for s in n.services}).closure(Kind.RUNTIME)
+    return {k: "start" if r == "reinstall" and needs[k[1]] & down else r for k, r in fixes.items()}

@@ -85,7 +85,10 @@ _ROWS = (
               chain=(A.STOP, A.REMOVE), rules=(*_CLUSTER, rule.services_present)),
     Operation("configure", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE), offline=True, rules=_PICKED,
               rolling=True),
-    Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START, A.STATUS),
+    # muster: a node's new config is written before its service stops (Coopr stopped it first),
+    # so a config that fails to apply leaves the service running on the old one; the rollback
+    # puts the old config back before the service starts again (`rollback.py`).
+    Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE, A.STOP, A.START, A.STATUS),
               offline=True, rules=_PICKED, rolling=True),
     Operation("start", "StartServices", "cluster", chain=(A.START, A.STATUS), closure="requires", offline=True, rules=_PICKED),
     Operation("stop", "StopServices", "cluster", chain=(A.STOP, A.STATUS), closure="dependents", offline=True, rules=_PICKED),

@@ -9,7 +9,9 @@ Inverse of each completed task (docs/planner.md, "Rollback"):
 - no inverse: BOOTSTRAP, INITIALIZE, DELETE (a deleted machine cannot be brought back), and
   START tasks thrown in for services outside the operation (they were running before).
 If u had to finish before v, inverse(v) finishes before inverse(u); a completed task without
-an inverse passes the ordering through. DELETEs are not ordered among themselves.
+an inverse passes the ordering through. DELETEs are not ordered among themselves. One exception:
+a configure that came right before its service's stop on a node (configure-restart) is put back
+before that stop is undone, not after, so the service starts again on its old config.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ def rollback_plan(plan: Plan, completed: Collection[str], services: Mapping[str,
     for sources, targets in plan.links:
         after = [inverse[s].id for s in sources if s in inverse]
         before = set().union(*(_front(t, plan, inverse, completed, fronts) for t in targets if t in completed))
+        if _config_first(sources, targets, plan, inverse):
+            links.extend(_split(after, sorted(before), inverse))
+            continue
         links.extend(_split(sorted(before), after, inverse))
     tasks = {t.id: t for t in inverse.values()}
     return Plan.assemble(tasks.values(), links)
@@ -54,6 +59,15 @@ def _inverses(done: list[PlannedTask], thrown_in: Collection[str], services: Map
             continue
         out[t.id] = PlannedTask(task_id(t.node, action, t.service), t.node, action, t.service)
     return out
+
+
+def _config_first(sources: tuple[str, ...], targets: tuple[str, ...], plan: Plan, inverse: Mapping[str, PlannedTask]) -> bool:
+    """The chain link `configure s -> stop s` on a node, with the configure put back: reversed,
+    the old config would be written after the service started again on the new one."""
+    if len(sources) != 1 or len(targets) != 1 or sources[0] not in inverse:
+        return False
+    src, dst = plan.by_id[sources[0]], plan.by_id[targets[0]]
+    return inverse[src.id].action is A.CONFIGURE and (dst.node, dst.service, dst.action) == (src.node, src.service, A.STOP)
 
 
 def _front(task: str, plan: Plan, inverse: Mapping[str, PlannedTask], completed: Collection[str], memo: dict[str, frozenset[str]]) -> frozenset[str]:

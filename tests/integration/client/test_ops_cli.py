@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from contracts import subjects
 from contracts.catalog import Catalog, Provider
 from muster.catalog.store import apply_catalog
 
@@ -66,10 +67,17 @@ async def test_every_cluster_operation_from_the_command_line(stack: Stack, fresh
         ["start", "ops"],
         ["restart", "ops", "zookeeper-server"],
     ]
+    jobs: dict[str, str] = {}
     for step in steps:
         result = await muster(fresh_nats, "cluster", *step, "--wait", "--json")
         assert result.code == 0, (step, result.stdout, result.stderr)
         assert [d["type"] for d in _lines(result.stdout)] == ["Accepted", "JobSucceeded"], step
+        jobs[step[0]] = _lines(result.stdout)[0]["job_id"]
+    # --restart writes each node's config before it stops the service there
+    queued = [(r.event.node, r.event.service, r.event.action.value)
+              for r in await stack.store.read_many(subjects.job_filters(stack.tenant, jobs["configure"])) if r.type == "TaskQueued"]
+    stops = [(n, s) for n, s, a in queued if a == "stop"]
+    assert stops and all(queued.index((n, s, "configure")) < queued.index((n, s, "stop")) for n, s in stops), queued
     shown = json.loads((await muster(fresh_nats, "cluster", "show", "ops", "--json")).stdout)
     assert len(shown["nodes"]) == 3 and shown["config"] == {"hdfs": {"replication": 1}}
     dry = await muster(fresh_nats, "cluster", "expand", "ops", "--nodes", "5", "--dry-run", "--json")

@@ -81,15 +81,23 @@ async def test_macros_reach_the_plugins_expanded_and_a_check_finds_and_repairs_d
     [zk_run] = [r for r in runs if r.service == "zookeeper-server"]
     assert zk_run.config["zookeeper"]["myid"] == "1"
 
-    # zookeeper's start was checked; then it dies on its node; a check sees it, a repair starts it.
+    # zookeeper's start was checked; then it dies on its node, and the namenode, which needs it
+    # running, fails with it; a check sees both, a repair starts zookeeper, then the namenode (its
+    # failure may be zookeeper's alone), rather than install and configure it again.
     [node] = [n.id for n in zk]
     assert cluster.observed[(node, "zookeeper-server")][0] == "running"
     _automator(stack).states[(cid, node, "zookeeper-server")] = "stopped"
+    _automator(stack).states[(cid, nn.id, "hdfs-namenode")] = "failed"
     await _ok(stack, CheckCluster(cluster_id=cid))
     shown = await stack.client.cluster(cid)
-    assert [d.to_json() for d in shown.drift] == [
-        {"node": node, "service": "zookeeper-server", "desired": "running", "observed": "stopped", "repair": "start"}]
+    assert [d.to_json() for d in shown.drift] == sorted([
+        {"node": node, "service": "zookeeper-server", "desired": "running", "observed": "stopped", "repair": "start"},
+        {"node": nn.id, "service": "hdfs-namenode", "desired": "running", "observed": "failed", "repair": "reinstall"}],
+        key=lambda d: (d["node"], d["service"]))
+    _automator(stack).runs.clear()
     await _ok(stack, RepairCluster(cluster_id=cid))
+    assert [(r.service, r.action.value) for r in _automator(stack).runs if r.action.value != "status"] == [
+        ("zookeeper-server", "start"), ("hdfs-namenode", "start")]
     assert (await stack.client.cluster(cid)).drift == []
 
 

@@ -11,6 +11,7 @@ from planner_support import catalog, coopr_install, coopr_minimize, coopr_runtim
 from contracts.catalog import Action
 from services.planner.domain.operations import CHAINS as OPERATIONS
 from services.planner.domain.plan import Plan, PlanError, build_plan, task_id
+from services.planner.domain.rolling import batched
 
 HADOOP = catalog(
     svc("base", ["install", "configure"]),
@@ -81,7 +82,7 @@ def test_delete_does_not_need_the_services_in_the_catalog() -> None:
         ("create", ["n1.create", "n1.confirm", "n1.bootstrap", "n1.install.s", "n1.configure.s", "n1.initialize.s", "n1.start.s"]),
         ("add-services", ["n1.bootstrap", "n1.install.s", "n1.configure.s", "n1.initialize.s", "n1.start.s"]),
         ("configure", ["n1.bootstrap", "n1.configure.s"]),
-        ("configure-restart", ["n1.bootstrap", "n1.stop.s", "n1.configure.s", "n1.start.s"]),
+        ("configure-restart", ["n1.bootstrap", "n1.configure.s", "n1.stop.s", "n1.start.s"]),
         ("start", ["n1.start.s"]),
         ("stop", ["n1.stop.s"]),
         ("restart", ["n1.stop.s", "n1.start.s"]),
@@ -112,7 +113,8 @@ def test_operation_orders_follow_coopr() -> None:
     assert coopr("delete") == (A.DELETE,)
     assert coopr("add-services") == (A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START)
     assert coopr("configure") == (A.BOOTSTRAP, A.CONFIGURE)
-    assert coopr("configure-restart") == (A.BOOTSTRAP, A.STOP, A.CONFIGURE, A.START)
+    # muster: the new config is written before the stop (Coopr: BOOTSTRAP, STOP, CONFIGURE, START)
+    assert coopr("configure-restart") == (A.BOOTSTRAP, A.CONFIGURE, A.STOP, A.START)
     assert coopr("start") == (A.START,)
     assert coopr("stop") == (A.STOP,)
     assert coopr("restart") == (A.STOP, A.START)
@@ -120,6 +122,18 @@ def test_operation_orders_follow_coopr() -> None:
     for op in ("create", "add-services", "configure-restart", "start", "stop", "restart", "upgrade"):
         assert OPERATIONS[op][-1] is A.STATUS and OPERATIONS[op][-2] in (A.START, A.STOP), op
     assert A.STATUS not in OPERATIONS["shrink"] + OPERATIONS["remove-services"] + OPERATIONS["delete"]
+
+
+def test_configure_restart_writes_each_nodes_config_before_it_stops_its_service() -> None:
+    """A config that fails to apply leaves the node's service running: its stop waits for its
+    configure. The stop and start rules still hold across nodes."""
+    plan = build_plan(HADOOP, CLUSTER, "configure-restart")
+    for task in plan.tasks:
+        if task.action is Action.STOP:
+            assert task_id(task.node, Action.CONFIGURE, task.service) in plan.predecessors(task.id), task.id
+            assert task_id(task.node, Action.CONFIGURE, task.service) in batched(plan, 2).plan.predecessors(task.id)
+    assert {("n3.stop.dn", "n2.stop.nn"), ("n2.stop.nn", "n1.stop.zk"), ("n1.start.zk", "n2.start.nn")} <= edges(plan)
+    assert not any(plan.by_id[a].action is Action.STOP and plan.by_id[b].action is Action.CONFIGURE for a, b in plan.edges)
 
 
 # -- the four cross-service rules -------------------------------------------------------------

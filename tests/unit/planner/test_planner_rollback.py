@@ -67,8 +67,23 @@ def test_thrown_in_starts_are_not_undone() -> None:
 def test_configure_restart_rollback_restores_the_old_config_with_a_restart() -> None:
     plan = build_plan(CAT, [node("n1", "b")], "configure-restart")
     back = rollback_plan(plan, {t.id for t in plan.tasks})
-    assert [t.id for t in back.tasks] == ["n1.stop.b", "n1.configure.b", "n1.start.b"]
-    assert set(back.edges) == {("n1.stop.b", "n1.configure.b"), ("n1.configure.b", "n1.start.b")}
+    assert [t.id for t in back.tasks] == ["n1.configure.b", "n1.stop.b", "n1.start.b"]
+    assert set(back.edges) == {("n1.configure.b", "n1.start.b"), ("n1.stop.b", "n1.start.b")}
+
+
+def test_configure_restart_rollback_puts_the_old_config_back_before_the_service_starts_again() -> None:
+    """The new config was written, then the service stopped, and its start failed: the old
+    config goes back first, so the service starts on it (reversed, it would start on the new
+    one, the one that just failed to start)."""
+    plan = build_plan(CAT, [node("n1", "b"), node("n2", "a")], "configure-restart")
+    done = {"n1.bootstrap", "n2.bootstrap", "n1.configure.b", "n2.configure.a", "n2.stop.a", "n1.stop.b"}
+    back = rollback_plan(plan, done)
+    assert set(back.edges) == {
+        ("n1.configure.b", "n1.start.b"), ("n2.configure.a", "n2.start.a"),
+        ("n1.start.b", "n2.start.a"),  # start the dependency first, as ever
+    }
+    # only the configure went through on n1: its old config goes back, nothing else happens there
+    assert [t.id for t in rollback_plan(plan, {"n1.bootstrap", "n1.configure.b"}).tasks] == ["n1.configure.b"]
 
 
 def test_stop_is_undone_by_start_and_remove_by_install() -> None:

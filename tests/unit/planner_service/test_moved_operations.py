@@ -54,6 +54,26 @@ async def test_configure_stop_restart(h: Harness) -> None:
     await h.ok(RestartServices(cluster_id=cid))
 
 
+async def test_configure_restart_writes_the_config_before_it_stops_the_service(h: Harness) -> None:
+    """A config a node refuses stops nothing there: the service keeps running on the old one
+    while the configure is retried, and the rollback does not have to start it again."""
+    cid = await h.cluster_of(3)
+    ok = await h.ok(ConfigureCluster(cluster_id=cid, config={"hdfs": {"replication": 1}}, restart=True))
+    queued = [(e.node, e.service, e.action.value) for e in h.events(ok.job_id, "TaskQueued")]
+    for node, service, action in queued:
+        if action == "stop":
+            assert queued.index((node, service, "configure")) < queued.index((node, service, "stop"))
+    bad = sorted(h.cluster(cid).nodes)[1]
+    h.behaviour = lambda m: "fail" if m.node.id == bad and m.action.value == "configure" else "succeed"
+    reply = await h.send(ConfigureCluster(cluster_id=cid, config={"hdfs": {"replication": 9}}, restart=True))
+    assert isinstance(reply, Accepted), reply
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobRolledBack) and h.cluster(cid).config == {"hdfs": {"replication": 1}}
+    assert [e.action.value for e in h.events(reply.job_id, "TaskQueued") if e.node == bad] == ["bootstrap", *["configure"] * 3]
+    [rollback] = h.events(reply.job_id, "RollbackPlanned")
+    assert not [t for t in rollback.tasks if t.node == bad]  # nothing ran there to undo
+
+
 async def test_busy_cluster_and_bad_operations_are_rejected(h: Harness) -> None:
     cid = await h.cluster_of(2)
     for command, expected in [

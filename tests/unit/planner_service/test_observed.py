@@ -8,7 +8,9 @@ from typing import Any
 
 from planner_harness import CHECKED, Harness, demo_catalog
 
+from contracts.catalog import ServiceConstraint
 from contracts.commands import Accepted, CheckCluster, DryRun, Rejected, RepairCluster, StartServices, StopServices
+from services.planner.domain.observed import repairs
 
 
 def checked() -> Harness:
@@ -79,6 +81,51 @@ async def test_a_check_lists_drift_and_one_repair_starts_what_is_missing() -> No
     assert h.job(repair).state == "succeeded" and h.cluster(cid).drift() == []
     again = await h.send(RepairCluster(cluster_id=cid))
     assert isinstance(again, Rejected) and "has no drift to repair" in again.reason
+
+
+def primary_and_replicas() -> Harness:
+    """One `primary` and a `replica` on every other node that needs it running (Redis's
+    replicaof): a replica whose primary is gone says it is failed (its link is down)."""
+    replica = {**CHECKED, "dependencies": {"runtime": {"requires": ["primary"], "uses": []}}}
+    catalog = demo_catalog(primary=CHECKED, replica=replica)
+    template = catalog.clustertemplates["hadoop-small"]
+    template.defaults.services += ["primary", "replica"]
+    template.constraints.layout.cantcoexist.append(["primary", "replica"])
+    template.constraints.services["primary"] = ServiceConstraint.model_validate({"quantities": {"min": 1, "max": 1}})
+    return Harness(catalog=catalog)
+
+
+async def test_replicas_failed_while_their_primary_is_down_are_started_after_it_not_reinstalled() -> None:
+    h = primary_and_replicas()
+    cid = await h.cluster_of(3)
+    nodes = h.cluster(cid).nodes
+    [primary] = [n for n in sorted(nodes) if "primary" in nodes[n].services]
+    replicas = [n for n in sorted(nodes) if "replica" in nodes[n].services]
+    h.states[(primary, "primary")] = "stopped"  # killed
+    for node in replicas:
+        h.states[(node, "replica")] = "failed"  # link to the primary down
+    await _job(h, CheckCluster(cluster_id=cid))
+    assert {d.repair for d in h.cluster(cid).drift() if d.service == "replica"} == {"reinstall"}  # taken alone
+    dry = await h.send(RepairCluster(cluster_id=cid, dry_run=True))
+    assert isinstance(dry, DryRun)
+    stage = {t: i for i, ids in enumerate(dry.plan["stages"]) for t in ids}
+    tasks = [(t["node"], t["service"], t["action"], stage[t["id"]]) for t in dry.plan["tasks"] if t["service"] in ("primary", "replica")]
+    assert repairs(h.catalogs.by_tenant["default"].services, h.cluster(cid)) == {(primary, "primary"): "start", **{(n, "replica"): "start" for n in replicas}}
+    assert {(n, s, a) for n, s, a, _ in tasks if s == "replica"} == {(n, "replica", a) for n in replicas for a in ("start", "status")}
+    started = min(i for n, s, a, i in tasks if (s, a) == ("primary", "status"))
+    assert all(i > started for _, s, _, i in tasks if s == "replica")  # once the primary runs again
+    del h.states[(primary, "primary")]
+    for node in replicas:
+        del h.states[(node, "replica")]
+    repair = await _job(h, RepairCluster(cluster_id=cid))
+    assert h.job(repair).state == "succeeded" and h.cluster(cid).drift() == []
+    # A replica that fails while its primary runs is reinstalled, as before.
+    h.states[(replicas[0], "replica")] = "failed"
+    await _job(h, CheckCluster(cluster_id=cid))
+    dry = await h.send(RepairCluster(cluster_id=cid, dry_run=True))
+    assert isinstance(dry, DryRun)
+    assert {(t["node"], t["action"]) for t in dry.plan["tasks"] if t["action"] in ("install", "configure")} == {
+        (replicas[0], "install"), (replicas[0], "configure")}
 
 
 async def test_a_check_tolerates_nodes_that_do_not_answer_and_changes_no_status() -> None:
