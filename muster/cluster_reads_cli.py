@@ -4,6 +4,7 @@ them, read through the tracker (docs/decisions/0016). Registered on the `cluster
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -72,7 +73,7 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
                          ("provider", c.provider), ("last job", c.job_id), ("services", ", ".join(c.services)),
                          ("version", str(c.version)), ("nodes", str(len(c.nodes))),
                          ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
-                         ("config", str(c.config))):
+                         ("config", json.dumps(c.config))):
         out.print(f"{label:>9}: {value}")
     rows = []
     for n in data["nodes"]:  # a service meant to be stopped there (a stop job) says so

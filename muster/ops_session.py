@@ -31,8 +31,8 @@ from .readmodel.progress import JobProgress
 from .tables import print_rows
 from .tracker_client import TrackerReads, recorded
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 _CLUSTER_ID = re.compile(r"cluster '?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 

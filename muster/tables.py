@@ -10,7 +10,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
 
 
 def print_rows(title: str | None, columns: list[str], rows: list[list[str]], console: Console | None = None,

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from contracts.catalog import KINDS, Catalog
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, CatalogProblem, DeleteCatalogEntity
@@ -34,8 +35,8 @@ from .store import CatalogRejected, CatalogState, append_changes, check_apply, r
 from .templates import TemplateError, resolve_template
 from .validation import validate_catalog
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def _plugins_option(f: Any) -> Any:
@@ -291,7 +292,7 @@ async def delete(kind_word: str, name: str, bus: Bus, plugins_dir: tuple[Path, .
             echo_json({"deleted": False, "kind": kind, "name": name, "reasons": answer.reasons})
         else:
             for reason in answer.reasons:
-                err.print(f"[red]in use[/red]: {reason}", markup=True, highlight=False)
+                err.print(f"[red]in use[/red]: {escape(reason)}", markup=True, highlight=False)
         raise DeleteRefused(kind, name, answer.reasons)
     seq = answer.seqs[0]
     if as_json:

@@ -38,7 +38,7 @@ from muster.tables import print_rows
 
 from .domain.policies import PolicyCompileError, compile_policy, evaluate
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
 TIMEOUT_S = 30.0
 
 

@@ -62,7 +62,7 @@ async def test_every_cluster_operation_from_the_command_line(stack: Stack, fresh
         ["shrink", "ops", "--nodes", "3"],
         ["remove-services", "ops", "yarn-nodemanager"],
         ["add-services", "ops", "yarn-nodemanager"],
-        ["configure", "ops", '{"hdfs": {"replication": 1}}', "--restart"],
+        ["configure", "ops", '{"hdfs": {"replication": 1}, "motd": "[bold]hi[/bold]"}', "--restart"],
         ["stop", "ops", "hdfs-namenode"],
         ["start", "ops"],
         ["restart", "ops", "zookeeper-server"],
@@ -79,7 +79,9 @@ async def test_every_cluster_operation_from_the_command_line(stack: Stack, fresh
     stops = [(n, s) for n, s, a in queued if a == "stop"]
     assert stops and all(queued.index((n, s, "configure")) < queued.index((n, s, "stop")) for n, s in stops), queued
     shown = json.loads((await muster(fresh_nats, "cluster", "show", "ops", "--json")).stdout)
-    assert len(shown["nodes"]) == 3 and shown["config"] == {"hdfs": {"replication": 1}}
+    assert len(shown["nodes"]) == 3 and shown["config"] == {"hdfs": {"replication": 1}, "motd": "[bold]hi[/bold]"}
+    told = (await muster(fresh_nats, "cluster", "show", "ops")).stdout  # as typed: JSON, brackets kept (not rich markup)
+    assert '   config: {"hdfs": {"replication": 1}, "motd": "[bold]hi[/bold]"}' in told.splitlines(), told
     dry = await muster(fresh_nats, "cluster", "expand", "ops", "--nodes", "5", "--dry-run", "--json")
     assert dry.code == 0 and _lines(dry.stdout)[0]["layout"]["nodes"] == 5
     assert create_job
