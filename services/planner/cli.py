@@ -19,6 +19,7 @@ from muster.cli_bus import Bus, bus_options, open_nats
 from muster.cli_support import EXIT_INVALID, CliError, command, guarded
 from services.governance.domain.cost import plan_cost
 
+from .domain.errors import services_named
 from .domain.operations import OFFLINE, ROLLING
 from .domain.plan import PlanError, build_plan
 from .domain.planning import catalog_node_factory
@@ -148,7 +149,7 @@ def with_added_services(catalog: Catalog, nodes: list[NodeSpec], named: list[str
         raise Invalid("add-services needs --services (the services to add)")
     unknown = sorted(set(named) - set(catalog.services))
     if unknown:
-        raise Invalid(f"service(s) {unknown} not in the catalog")
+        raise Invalid(f"{services_named(unknown)} not in the catalog")
     placed = {s for n in nodes for s in n.services}
     new = [s for s in dict.fromkeys(named) if s not in placed]
     return [n.model_copy(update={"services": [*n.services, *new]}) for n in nodes]

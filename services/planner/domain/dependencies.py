@@ -14,7 +14,7 @@ from enum import Enum
 
 from contracts.catalog import Action, Service
 
-from .errors import PlanError
+from .errors import PlanError, services_named
 
 Graph = Mapping[str, frozenset[str]]
 
@@ -32,7 +32,7 @@ class DependencyResolver:
         self.cluster = frozenset(cluster)
         unknown = sorted(self.cluster - set(catalog))
         if unknown:
-            raise PlanError(f"unknown service(s) {unknown}: not in the catalog")
+            raise PlanError(f"{services_named(unknown)} not in the catalog")
         self._providers: dict[str, list[str]] = {}
         for name in sorted(self.cluster):
             for provided in catalog[name].dependencies.provides:

@@ -14,7 +14,7 @@ from contracts.catalog import HARDWARE_ACTIONS, Action, Service
 from contracts.layout import NodeSpec
 
 from .dependencies import DependencyResolver, Kind
-from .errors import PlanError
+from .errors import PlanError, services_named
 from .model import Link, Plan, PlannedTask, task_id
 from .operations import CHAINS, OPERATIONS, Operation
 
@@ -107,7 +107,7 @@ def _planned_services(op: Operation, resolver: DependencyResolver, services: Seq
         missing = sorted(set(services) - resolver.cluster)
         if missing:
             where = "in the catalog" if set(missing) - set(resolver.catalog) else "on the cluster"
-            raise PlanError(f"service(s) {missing} not {where}")
+            raise PlanError(f"{services_named(missing)} not {where}")
         chosen = set(services)
     if op.closure == "requires":  # and what they need running (coopr-facts §2.4)
         closure = resolver.closure(Kind.RUNTIME)

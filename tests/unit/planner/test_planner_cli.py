@@ -146,7 +146,7 @@ def test_a_cycle_is_invalid_and_names_the_services(tmp_path: Path) -> None:
         ('{"error": {"kind": "invalid", "message": "unknown cluster template \'x\'"}}',
          "holds no layout but the error `muster solve` answered: unknown cluster template 'x'"),
         ('{"nodes": [{"id": "bad id!", "services": []}]}', "nodes.0: id"),
-        ('{"nodes": [{"id": "n1", "services": ["ghost"]}]}', "unknown service(s) ['ghost']"),
+        ('{"nodes": [{"id": "n1", "services": ["ghost"]}]}', "service ghost is not in the catalog"),
         ('{"nodes": [{"id": "n1", "services": []}, {"id": "n1", "services": []}]}', "appears twice"),
     ],
 )

@@ -311,8 +311,8 @@ def test_a_dependency_cycle_is_an_error_naming_the_services() -> None:
         ("shrink", {}, "shrink needs node_ids"),
         ("add-services", {}, "add-services needs the services"),
         ("remove-services", {}, "remove-services needs the services"),
-        ("start", {"services": ["ghost"]}, r"service\(s\) \['ghost'\] not in the catalog"),
-        ("start", {"services": ["hb"]}, r"service\(s\) \['hb'\] not on the cluster"),
+        ("start", {"services": ["ghost"]}, "service ghost is not in the catalog"),
+        ("start", {"services": ["hb"]}, "service hb is not on the cluster"),
         ("create", {"node_ids": ["n9"]}, r"unknown node\(s\) \['n9'\]"),
     ],
 )
@@ -322,7 +322,7 @@ def test_invalid_requests_are_plan_errors(operation: str, kwargs: dict[str, list
 
 
 def test_unknown_services_and_duplicate_nodes_are_plan_errors() -> None:
-    with pytest.raises(PlanError, match=r"unknown service\(s\) \['ghost'\]"):
+    with pytest.raises(PlanError, match="service ghost is not in the catalog"):
         build_plan(HADOOP, [node("n1", "ghost")], "create")
     with pytest.raises(PlanError, match="node id 'n1' appears twice"):
         build_plan(HADOOP, [node("n1"), node("n1")], "create")
