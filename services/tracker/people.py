@@ -25,7 +25,7 @@ from . import auth as auth_
 from .app import Tracker
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people_api import CLUSTER_REF, MAX_SEQ
-from .story import replay_cluster
+from .story import Log, replay_cluster
 
 _REF = re.compile(CLUSTER_REF)
 
@@ -121,8 +121,15 @@ async def get_replay(request: web.Request) -> web.Response:
     tracker = request.app[TRACKER]
     state = await replay_cluster(tracker.store, tenant, cluster_id, seq if seq >= 0 else None, at, tracker.stories)
     if state is None:
-        raise not_found(f"cluster {name} ({cluster_id}) had no events in tenant {tenant} at that point")
+        raise not_found(f"cluster {name} ({cluster_id}) did not exist yet at that point"
+                        f"{await _since(tracker.store, tenant, cluster_id)}")
     return web.json_response(state)
+
+
+async def _since(store: Log, tenant: str, cluster_id: str) -> str:
+    """When a cluster began, for a point asked before it (an error path: its own events read)."""
+    first = (await store.read(subjects.cluster_events(tenant, cluster_id)))[:1]
+    return f": its first event is #{first[0].seq}, at {first[0].time.isoformat(timespec='seconds')}" if first else ""
 
 
 async def get_catalog(request: web.Request) -> web.Response:

@@ -135,7 +135,9 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     assert by_time.exit_code == 0 and "status active" in by_time.output and "succeeded" in by_time.output
     assert (await muster(*args, "--at", at)).output == by_time.output
     before = await muster(*args, "--at", "2000-01-01T00:00:00")
-    assert before.exit_code == 2
+    first = (await tracked.store.read(subjects.cluster_events("default", reply.cluster_id)))[0]
+    assert before.exit_code == 2 and "did not exist yet at that point: its first event is " \
+        f"#{first.seq}, at {first.time.isoformat(timespec='seconds')}" in before.output, before.output
     assert (await muster(*args, "--at", "yesterday")).exit_code == 2
 
     # The tracker snapshots the story when the cluster's status changes; replay starts there.
