@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from contracts.commands import COMMAND_ADAPTER, VERB_OF, Accepted, ApproveJob, Rejected, RejectJob
+from contracts.commands import COMMAND_ADAPTER, Accepted, ApproveJob, Rejected, RejectJob
 from contracts.layout import Layout
 from muster.ports.clock import Clock
 
@@ -51,12 +51,11 @@ class Approvals:
             self.execution.timers.arm(("approval", str(job.id)), datetime.fromisoformat(job.approval["expires_at"]))
 
     async def decide(self, by: str, job: Job, cluster: Cluster, cmd: ApproveJob | RejectJob) -> Accepted | Rejected:
-        verb = VERB_OF[cmd.type]
         if cmd.request_id and cmd.request_id in job.control_requests:  # a retry of a decision taken
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
         why = self.governance.decision(job, cmd, by)
         if why:
-            raise Refused(f"{verb} refused: {why}", code="forbidden" if "may not approve" in why else "conflict")
+            raise Refused(why, code="forbidden" if "may not approve" in why else "conflict")
         approve = isinstance(cmd, ApproveJob)
         job.decide(approve, by, cmd.comment, cmd.request_id)
         if not approve:

@@ -30,7 +30,7 @@ class OperationAuthz:
     def __call__(self, ctx: RequestContext, op: Operation, command: Any) -> None:
         principal = self.state.principals.get(ctx.principal or subjects.ANONYMOUS)
         if principal is None:
-            raise Refused(f"{op.name} refused: {ctx.principal!r} is not a known principal", code="forbidden")
+            raise Refused(f"{ctx.principal!r} is not a known principal", code="forbidden")
         job_id = getattr(command, "job_id", None)
         cluster_id = getattr(command, "cluster_id", None)
         if job_id and cluster_id is None:
@@ -40,4 +40,4 @@ class OperationAuthz:
         verb = op.verb if ctx.verb == "apply" else ctx.verb
         decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, verb, cluster_id, job_id)
         if not decision:
-            raise Refused(f"{op.name} refused: {decision.reason}", code="forbidden")
+            raise Refused(decision.reason, code="forbidden")
