@@ -256,8 +256,11 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
     stop = frozenset(until)
     progress = JobProgress()
     followed = Followed(None)
+    # Drawn on a terminal only: in a pipe (a script, a CI log) the bar's last frame was cut to 80
+    # columns ("job rolled back: task n1002.start.yarn-nodemanager failed 3 times ━ … 0…"), and
+    # the line after it says how the job ended, whole.
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, transient=False, disable=quiet) as bars:
+                  console=err, transient=False, disable=quiet or not err.is_terminal) as bars:
         bar = bars.add_task(f"{title}: waiting", total=None)
         try:
             async with asyncio.timeout(timeout):

@@ -92,6 +92,7 @@ async def test_upgrade_from_the_command_line(stack: Stack, fresh_nats: str) -> N
     assert created.code == 0, created.stderr
     upgrade = await muster(fresh_nats, "cluster", "upgrade", "up", "hdfs-datanode", "--wait")
     assert upgrade.code == 0 and "succeeded" in upgrade.stdout, upgrade.stderr
+    assert "━" not in upgrade.stderr + created.stderr  # a bar is for a terminal: in a pipe its last frame was cut to 80 columns
 
 
 async def test_rollback_from_the_command_line(stack: Stack, fresh_nats: str) -> None:
