@@ -111,14 +111,17 @@ class Refusals:
     a message its sender may not publish and says so on the side, so a refused request would
     wait for an answer that cannot come: `guard` fails it at once, naming what was refused."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_refused: Callable[[], None] | None = None) -> None:
         self.seen: list[str] = []
         self._refused = asyncio.Event()
+        self._on_refused = on_refused
 
     async def on_error(self, err: Exception) -> None:
         if "permissions violation" in str(err).lower():
             self.seen.append(str(err))
             self._refused.set()
+            if self._on_refused is not None:
+                self._on_refused()
 
     async def guard(self, work: Awaitable[T], who: str) -> T:
         task, refused = asyncio.ensure_future(work), asyncio.ensure_future(self._refused.wait())
@@ -188,10 +191,29 @@ async def _quiet(*_: Any) -> None:
 
 @asynccontextmanager
 async def open_nats(bus: Bus) -> AsyncIterator[Client]:
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir)
+    """The connection of an operators' command (`muster planners`, `pool ...`, `provisioners
+    drain`). One the bus refuses (a tenant's user's) fails at once, naming what was refused
+    (exit 4): the server drops the message and says so on the side, so the command waited out a
+    timeout and called muster unreachable, or read nothing and said there were no planners."""
+    task = asyncio.current_task()
+    inside = False
+
+    def stop() -> None:
+        if inside and task is not None:
+            task.cancel()
+
+    refusals = Refusals(on_refused=stop)
+    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
     try:
+        inside = True
         yield nc
+    except asyncio.CancelledError:
+        if not refusals.seen or task is None:
+            raise
+        task.uncancel()
+        raise CliError(f"{refusals.describe(principal_of(nc))}: this command is for operators (super admins; docs/security.md)", EXIT_DENIED) from None
     finally:
+        inside = False
         await nc.close()
 
 

@@ -175,7 +175,7 @@ class Tracker:
             status = compose(view, locations, await self.layout(tenant, job_id, view), "owner")
         if status is not None:
             status["warnings"] = await self.warnings(tenant, status)
-            status = await self._place_in_line(status)
+            status = await self.place_in_line(status)
         return status
 
     async def warnings(self, tenant: str, status: dict[str, Any]) -> list[str]:
@@ -195,7 +195,7 @@ class Tracker:
         return [f"no live provisioner serves tenant {tenant!r}: {queued} queued task(s) wait until one registers (an admin "
                 f"grants a provisioner the queue: muster grant <provisioner> execute --tenant {tenant} --scope queue:<class>)"]
 
-    async def _place_in_line(self, status: dict[str, Any]) -> dict[str, Any]:
+    async def place_in_line(self, status: dict[str, Any]) -> dict[str, Any]:
         """A job waiting for pool hosts: where its request stands in the pool's line."""
         wanted = status.get("resources")
         if not wanted or wanted.get("granted") or status.get("state") in FINAL_JOB_STATES:

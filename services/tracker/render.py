@@ -12,17 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
-from services.pool.domain.pool import hosts, ordinal
-
-
-def resources_line(wanted: dict[str, Any]) -> str:
-    """`waiting for 3 hosts of pool lab: 2nd in line` (docs/pools.md)."""
-    what = f"{hosts(wanted['hosts'])} of pool {wanted['pool']}"
-    if wanted.get("granted"):
-        return f"granted {what}"
-    position = wanted.get("position")
-    where = f"{ordinal(position)} in line" if position else "not in line (the pool has not taken the request yet, or it ended)"
-    return f"waiting for {what}: {where}"
+from services.pool.domain.views import resources_line
 
 
 def print_status(body: dict[str, Any], console: Console, cluster_name: str | None = None) -> None:

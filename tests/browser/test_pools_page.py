@@ -12,7 +12,8 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from contracts.pool_commands import RequestHosts
+from contracts import subjects
+from contracts.pool_commands import RequestHosts, ShowPool
 from contracts.pools import NodeNeed, PoolRequest
 from muster.bus.connect import connect, read_credentials_file
 from services.pool import client as pools
@@ -28,10 +29,25 @@ def _request(rid: str, tenant: str, nodes: int, urgency: int) -> RequestHosts:
                                             nodes=[NodeNeed(node_id=f"n{i}") for i in range(nodes)]))
 
 
-async def _ask(url: str, token: str, requests: list[RequestHosts]) -> list[str]:
+async def _ask(url: str, token: str, requests: list[RequestHosts], pool: str = "lab-ui") -> list[str]:
     nc = await connect(url, token=token)  # as muster up's super admin: pool commands are theirs
     try:
-        return [(await pools.send(nc, "lab-ui", r)).state for r in requests]
+        return [(await pools.send(nc, pool, r)).state for r in requests]
+    finally:
+        await nc.close()
+
+
+async def _until_in_line(url: str, token: str, pool: str, job_id: str) -> None:
+    """Once the pool has put the job's request in line (the job's own events say it asked; the
+    pool's, where it stands): checked now and after each event of the pool."""
+    nc = await connect(url, token=token)
+    try:
+        sub = await nc.subscribe(subjects.pool_events(pool))
+        while True:  # each turn waits for the pool's next event, with a deadline
+            view = (await pools.send(nc, pool, ShowPool())).view or {}
+            if any(q["job_id"] == job_id for q in view.get("queue", [])):
+                return
+            await sub.next_msg(timeout=30)
     finally:
         await nc.close()
 
@@ -71,3 +87,71 @@ def test_a_pool_page_shows_hosts_their_holders_and_the_line_in_policy_order(must
 
     page.goto("/ui/pools/no-such-pool")
     expect(page.get_by_test_id("error")).to_have_text("There is no pool no-such-pool.")
+
+
+def _pool_catalog(folder: Path, pool: str) -> Path:
+    """A static-pool provider on `pool` and a template on it (the rest of the demo catalog is in
+    the log already): a cluster of it asks the pool for one host per node."""
+    entities = {
+        "providers": {"name": pool, "description": f"hosts of pool {pool}", "providertype": "static-pool",
+                      "provisioner": {"pool": pool}},
+        "hardwaretypes": {"name": f"{pool}-host", "description": "any host", "providermap": {pool: {"flavor": "host", "requires": "cpu >= 1"}}},
+        "imagetypes": {"name": f"{pool}-image", "description": "as installed", "providermap": {pool: {"image": "as-installed"}}},
+        "clustertemplates": {"name": f"on-{pool}", "description": f"base on hosts of pool {pool}",
+                             "defaults": {"services": ["base"], "provider": pool, "hardwaretype": f"{pool}-host",
+                                          "imagetype": f"{pool}-image", "config": {}},
+                             "compatibility": {"services": ["base"], "hardwaretypes": [f"{pool}-host"], "imagetypes": [f"{pool}-image"]},
+                             "constraints": {"size": {"min": 1, "max": 5}}},
+    }
+    for kind, entity in entities.items():
+        (folder / kind).mkdir(parents=True)
+        (folder / kind / f"{entity['name']}.json").write_text(json.dumps(entity))
+    return folder
+
+
+def test_a_job_waiting_for_hosts_says_for_what_and_its_place_and_the_pool_shows_the_tenants_terms(
+        muster: Muster, page: Any, tmp_path: Path) -> None:
+    """What `muster status` and GET /v1/jobs/{id} say of a waiting job (docs/pools.md) is on its
+    page too, and the pool's page shows the viewer's terms and what counts against them, as
+    `muster pool show` and GET /v1/pools/{pool} do: they did not, so a person refused by a
+    quota or waiting for hosts could not see why in the console."""
+    hosts = [{"id": f"w{i}", "address": f"10.9.1.{i}", "host_keys": [KEY], "cpu": 2} for i in (1, 2)]
+    (tmp_path / "hosts.json").write_text(json.dumps(hosts))
+    data = ("--data-dir", str(muster.data_dir))
+    muster.cli("pool", "add-hosts", "lab-wait", str(tmp_path / "hosts.json"), *data)
+    muster.cli("pool", "configure", "lab-wait", "--max-nodes", "default=4", "--job-limit", "3", *data)
+    muster.cli("catalog", "apply", str(_pool_catalog(tmp_path / "catalog", "lab-wait")), "--tenant", "default", *data)
+    held = RequestHosts(request=PoolRequest(request_id="holds-all", pool="lab-wait", tenant="someone", cluster_id="c-holds",
+                                            job_id="holds-all", nodes=[NodeNeed(node_id=f"n{i}") for i in range(2)]))
+    with ThreadPoolExecutor(1) as thread:
+        token = read_credentials_file(muster.data_dir / "credentials")
+        assert thread.submit(asyncio.run, _ask(muster.nats, token, [held], "lab-wait")).result(60) == ["granted"]
+    # The job asks the pool only once it is approved, so its page is rendered before it waits for
+    # hosts and the live update must say so (as the console's Create opens a job that is still
+    # being solved). Only clusters named pool-gated-*: the package's other tests share the tenant.
+    muster.cli("rule", "add", "pool-gated", "-o", "create", "--cluster", "pool-gated-*", "--allow-self-approval", *data)
+    try:
+        waiting = muster.create("pool-gated-1", "on-lab-wait", 2)
+    finally:
+        muster.cli("rule", "delete", "pool-gated", *data)
+    page.goto(f"/ui/jobs/{waiting['job_id']}")
+    expect(page.get_by_test_id("job-state")).to_have_text("waiting for approval")
+    line = page.get_by_test_id("job-resources")
+    expect(line).to_have_count(0)
+    muster.cli("job", "approve", waiting["job_id"], *data)  # elsewhere: this page goes on live
+    expect(page.get_by_test_id("job-state")).to_have_text("waiting for resources")
+    expect(line).to_contain_text("Waiting for 2 hosts of pool lab-wait")
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, _until_in_line(muster.nats, token, "lab-wait", waiting["job_id"])).result(60)
+    page.reload()
+    expect(line).to_contain_text("Waiting for 2 hosts of pool lab-wait: 1st in line")
+    line.get_by_role("link").click()
+    expect(page.get_by_test_id("pool-name")).to_have_text("lab-wait")
+    expect(page.get_by_test_id("terms-hosts")).to_have_text("holds 0, waits for 2; quota: 4")
+    expect(page.get_by_test_id("terms-clusters")).to_have_text("1 holding or waiting for hosts; quota: none")
+    expect(page.get_by_test_id("terms-job")).to_have_text("at most 3 hosts")
+
+    page.goto(f"/ui/jobs/{waiting['job_id']}")
+    page.get_by_role("button", name="Cancel").click()
+    expect(page.get_by_test_id("job-state")).to_have_text("rolled back", timeout=60_000)
+    expect(line).to_be_hidden()  # it waits no longer: the live page does not say it does

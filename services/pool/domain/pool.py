@@ -17,7 +17,6 @@ reading them side by side is the point.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -230,18 +229,25 @@ class Pool(Aggregate):
         if limit is not None and size > limit:
             return f"the request needs {hosts(size)}; pool {self.name} lends at most {limit} to one job"
         quota = self.terms.tenants.get(req.tenant)
-        held: Mapping[str, int] = self.book.held_by_tenant.get(req.tenant, {})
         if quota is not None and quota.max_nodes is not None:
-            has, waits = sum(held.values()), self.requests.waiting_nodes[req.tenant]
+            has, waits = self.nodes_of(req.tenant)
             if has + waits + size > quota.max_nodes:
                 return (f"tenant {req.tenant} may hold {quota.max_nodes} hosts of pool {self.name}: it holds {has} "
                         f"and waits for {waits}, so {size} more would exceed its quota")
         if quota is not None and quota.max_clusters is not None:
-            clusters = set(held) | set(self.requests.waiting_clusters.get(req.tenant, {}))
+            clusters = self.clusters_of(req.tenant)
             if req.cluster_id not in clusters and len(clusters) + 1 > quota.max_clusters:
                 return (f"tenant {req.tenant} may use pool {self.name} for {quota.max_clusters} clusters and "
                         f"already uses it for {len(clusters)}")
         return ""
+
+    def nodes_of(self, tenant: str) -> tuple[int, int]:
+        """What counts against a tenant's `max_nodes`: the hosts it holds and those it waits for."""
+        return sum(self.book.held_by_tenant.get(tenant, {}).values()), self.requests.waiting_nodes[tenant]
+
+    def clusters_of(self, tenant: str) -> set[str]:
+        """What counts against a tenant's `max_clusters`: its clusters that hold or wait for hosts."""
+        return set(self.book.held_by_tenant.get(tenant, {})) | set(self.requests.waiting_clusters.get(tenant, {}))
 
     def _never(self, req: PoolRequest) -> str:
         """Why no host set of this pool could ever serve the request ('' if one can)."""

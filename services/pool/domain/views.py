@@ -14,7 +14,8 @@ from typing import Any
 from contracts.pools import grants_in
 from contracts.records import Recorded
 
-from .pool import Pool
+from .policy import priority_of
+from .pool import Pool, hosts, ordinal
 
 HIDDEN_REQUEST_FIELDS = ("tenant", "cluster_id", "job_id", "request_id", "by", "deadline")
 
@@ -44,6 +45,27 @@ def pool_view(pool: Pool, tenant: str | None, hosts: bool = True) -> dict[str, A
     if hosts:
         view["hosts_detail"] = [host_for(h, tenant) for h in pool.hosts_view()]
     return view
+
+
+def terms_for(pool: Pool, tenant: str) -> dict[str, Any]:
+    """A tenant's terms of the pool with what counts against them now (the console's pool
+    page): its priority, its quotas (None: no limit), the hosts it holds and waits for, the
+    clusters that hold or wait for hosts, and the per-job limit."""
+    quota = pool.terms.tenants.get(tenant)
+    held, waiting = pool.nodes_of(tenant)
+    return {"tenant": tenant, "policy": pool.terms.policy, "priority": priority_of(pool.terms, tenant),
+            "max_nodes": quota.max_nodes if quota else None, "max_clusters": quota.max_clusters if quota else None,
+            "job_limit": pool.terms.job_limit, "held": held, "waiting": waiting, "clusters": len(pool.clusters_of(tenant))}
+
+
+def resources_line(wanted: dict[str, Any]) -> str:
+    """`waiting for 3 hosts of pool lab: 2nd in line` (docs/pools.md): a job's `resources`."""
+    what = f"{hosts(wanted['hosts'])} of pool {wanted['pool']}"
+    if wanted.get("granted"):
+        return f"granted {what}"
+    position = wanted.get("position")
+    where = f"{ordinal(position)} in line" if position else "not in line (the pool has not taken the request yet, or it ended)"
+    return f"waiting for {what}: {where}"
 
 
 def change_for(pool: Pool, recorded: Recorded, tenant: str | None) -> dict[str, Any]:

@@ -52,7 +52,7 @@ class Tally:
         self.groups: dict[str, Counter[str]] = {}
         for task_id, state in self.states.items():
             self.groups.setdefault(self._key(task_id), Counter())[state] += 1
-        self.state, self.error = status["state"], status.get("error")
+        self.state, self.error, self.resources = status["state"], status.get("error"), status.get("resources")
 
     def _key(self, task_id: str) -> str:
         return self.keys.get(task_id, ("cleanup",))[0]
@@ -80,7 +80,7 @@ class Tally:
         counts: Counter[str] = Counter()
         for c in self.groups.values():
             counts.update(c)
-        return {"state": self.state, "error": self.error, "counts": {k: n for k, n in sorted(counts.items()) if n},
+        return {"state": self.state, "error": self.error, "resources": self.resources, "counts": {k: n for k, n in sorted(counts.items()) if n},
                 "tasks_total": len(self.states), "stage": {"current": current, "total": len(stages)},
                 "groups": {k: {s: n for s, n in sorted(c.items()) if n} for k, c in self.groups.items()}}
 

@@ -47,7 +47,7 @@ def _filters(request: web.Request, fold: JobFold) -> tuple[str | None, str | Non
 async def job(request: web.Request, viewer: Viewer, job_id: str, fold: JobFold, said: str | None) -> web.StreamResponse:
     readable(fold, viewer, job_id)
     state, part, number = _filters(request, fold)
-    status = fold.now()
+    status = await tracker_of(request).place_in_line(fold.now())
     agg = aggregate(fold)
     shown, matching = rows(fold, state, part, (number - 1) * PAGE_ROWS)
     cluster = fold.job.cluster_id

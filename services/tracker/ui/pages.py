@@ -18,7 +18,7 @@ from aiohttp import web
 from contracts import subjects
 from contracts.catalog import KINDS
 from muster.bus.repository import log_seq
-from services.pool.domain.views import pool_view
+from services.pool.domain.views import pool_view, terms_for
 
 from .. import api
 from ..pools import POOLS
@@ -125,6 +125,7 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     data = reads.job_page(history)
     if data is None:
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
+    data["status"] = await tracker_of(request).place_in_line(data["status"])
     group = request.query.get("group", "node")
     if group not in GROUPS:
         group = "node"
@@ -203,7 +204,8 @@ async def pool(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if found is None:
         raise NotFound(f"There is no pool {name}.")
     view = pool_view(found, viewer.tenant)
-    return render(request, "pool.html", viewer, pool=view, seq=log_seq(found), is_uuid=is_uuid)
+    return render(request, "pool.html", viewer, pool=view, terms=terms_for(found, viewer.tenant), seq=log_seq(found),
+                  is_uuid=is_uuid)
 
 
 @page

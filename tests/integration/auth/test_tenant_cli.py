@@ -158,8 +158,14 @@ async def test_another_tenants_user_sees_nothing_and_refusals_say_what_is_missin
         day.muster("bob", "cluster", "list", "-o", "json"), day.muster("bob", "provisioners", "list", "--json"),
         day.muster("root", "cluster", "list", "--tenant", "acme", "-o", "json"),
         day.muster("carol", "cluster", "check", "web"), day.muster("carol", "cluster", "show", "web"),
+        day.muster("bob", "planners"), day.muster("bob", "pool", "list"), day.muster("bob", "provisioners", "drain", "provisioner"),
     )
-    by_name, by_id, history, wait, events, replay, other_tenant, create_there, own, provs, operator, check, show = runs
+    by_name, by_id, history, wait, events, replay, other_tenant, create_there, own, provs, operator, check, show = runs[:13]
+    # Operators' commands read and command on the bus, which refuses a tenant's user: they said
+    # "no live planners" (exit 0), or waited and called muster unreachable (exit 3).
+    for ran in runs[13:]:
+        assert ran.code == 4 and "refused: the bus does not let bob publish to" in ran.err, ran
+        assert "this command is for operators" in ran.err and "no live planners" not in ran.out, ran
     assert by_name.code == 2 and "no cluster named 'web' in tenant beta" in by_name.err, by_name
     for ran in (by_id, history, wait, events):
         assert ran.code == 2 and "in tenant beta" in ran.err and "web" not in ran.out + ran.err, ran

@@ -368,3 +368,21 @@ def test_host_counts_read_as_words() -> None:
 
     assert [hosts(n) for n in (0, 1, 2)] == ["0 hosts", "1 host", "2 hosts"]
     assert resources_line({"hosts": 1, "pool": "lab", "position": 1}) == "waiting for 1 host of pool lab: 1st in line"
+
+
+def test_a_tenants_terms_show_what_counts_against_its_quotas() -> None:
+    """The console's pool page (docs/ui.md): the same counts the quota refusals use."""
+    from services.pool.domain.views import terms_for
+
+    p = pool(3)
+    p.configure(PoolTerms(default_priority=2, job_limit=3, tenants={"a": TenantTerms(priority=5, max_nodes=4, max_clusters=2)}),
+                by="admin")
+    p.request(request("r1", 2, tenant="a"))  # granted
+    p.request(request("r2", 2, tenant="a"))  # waits: one host is free
+    p.request(request("r3", 1, tenant="b"))
+    assert terms_for(p, "a") == {"tenant": "a", "policy": "urgency-x-priority", "priority": 5, "max_nodes": 4,
+                                 "max_clusters": 2, "job_limit": 3, "held": 2, "waiting": 2, "clusters": 2}
+    assert terms_for(p, "c") == {"tenant": "c", "policy": "urgency-x-priority", "priority": 2, "max_nodes": None,
+                                 "max_clusters": None, "job_limit": 3, "held": 0, "waiting": 0, "clusters": 0}
+    refused = p.refusal(request("r4", 1, tenant="a"))
+    assert refused == "tenant a may hold 4 hosts of pool p: it holds 2 and waits for 2, so 1 more would exceed its quota"

@@ -125,6 +125,7 @@
       if (last.groups && view.counts) view.counts(last.groups);
       if ($("control") && last.tasks_total) $("control").dataset.planned = "true";
       setState(last.state);
+      showWait(last);
       const counts = Object.entries(last.counts || {}).map(([k, n]) => n + " " + k).join(", ") || "none yet";
       $("job-counts").textContent = counts + " (of " + last.tasks_total + ")";
       $("job-stage").textContent = stageText(last.stage, last.state);
@@ -164,8 +165,26 @@
     musterConsole.localTimes($("job-finished"));
   }
 
+  function showWait(m) {  // the job asked a pool for hosts after the page was rendered: say so
+    const r = m.resources;
+    let p = $("job-resources");
+    if (!r || r.granted || m.state !== "waiting_for_resources" || (p && !p.hidden)) return;
+    if (!p) {
+      p = document.createElement("p");
+      p.id = "job-resources"; p.className = "notice"; p.dataset.testid = "job-resources";
+      $("job-error").after(p);
+    }
+    const a = document.createElement("a");
+    a.href = "/ui/pools/" + encodeURIComponent(r.pool);
+    a.textContent = "its place in the pool's line";
+    p.replaceChildren("Waiting for " + r.hosts + " host" + (r.hosts === 1 ? "" : "s") + " of pool " + r.pool + " (", a, ")");
+    p.hidden = false;
+  }
+
   function setState(s) {
     showControls(s);
+    const waiting = $("job-resources");  // "waiting for 2 hosts of pool lab: 1st in line" holds no longer
+    if (waiting && s !== "waiting_for_resources") waiting.hidden = true;
     const b = $("job-state").querySelector(".badge");
     b.className = "badge st-" + s;
     b.textContent = words(s);
