@@ -151,7 +151,7 @@ async def delete(cluster_ref: str, opts: Options) -> None:
 
 @cluster.command("expand")
 @click.argument("cluster_ref", metavar="CLUSTER")
-@click.option("--nodes", type=click.IntRange(1), default=None, help="the new total")
+@click.option("--nodes", "-n", type=click.IntRange(1), default=None, help="the new total")
 @click.option("--add", type=click.IntRange(1), default=None, help="how many nodes to add")
 @relayout_option
 @pool_options
@@ -167,7 +167,7 @@ async def expand(cluster_ref: str, nodes: int | None, add: int | None, relayout:
 
 @cluster.command("shrink")
 @click.argument("cluster_ref", metavar="CLUSTER")
-@click.option("--nodes", type=click.IntRange(1), default=None, help="the new total")
+@click.option("--nodes", "-n", type=click.IntRange(1), default=None, help="the new total")
 @click.option("--remove", type=click.IntRange(1), default=None, help="how many nodes to remove")
 @cluster_op
 async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: Options) -> None:
