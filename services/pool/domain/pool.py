@@ -237,7 +237,8 @@ class Pool(Aggregate):
         if quota is not None and quota.max_clusters is not None:
             clusters = self.clusters_of(req.tenant)
             if req.cluster_id not in clusters and len(clusters) + 1 > quota.max_clusters:
-                return (f"tenant {req.tenant} may use pool {self.name} for {quota.max_clusters} clusters and "
+                n = quota.max_clusters
+                return (f"tenant {req.tenant} may use pool {self.name} for {n} cluster{'' if n == 1 else 's'} and "
                         f"already uses it for {len(clusters)}")
         return ""
 

@@ -116,7 +116,7 @@ async def test_quotas_the_job_limit_and_unknown_pools_are_refused_at_admission(p
     ok = await pipeline.client.run(CreateCluster(name="one", template="app-on-pool", nodes=2), timeout=120)
     assert ok.succeeded
     second = await pipeline.client.send(pipeline.tenant, CreateCluster(name="two", template="app-on-pool", nodes=2))
-    assert isinstance(second, Rejected) and "may use pool lab for 1 clusters and already uses it for 1" in second.reason
+    assert isinstance(second, Rejected) and "may use pool lab for 1 cluster and already uses it for 1" in second.reason
     await pipeline.store.append(subjects.catalog_events(pipeline.tenant, "providers", "lab"), [])  # nothing: the catalog stays
     from contracts.catalog import Catalog, Provider
     from muster.catalog.store import apply_catalog

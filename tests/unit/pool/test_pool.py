@@ -227,7 +227,7 @@ def test_requests_get_only_hosts_whose_properties_fit_their_nodes() -> None:
     (request("r", 3, tenant="q"), PoolTerms(tenants={"q": TenantTerms(max_nodes=4)}),
      "tenant q may hold 4 hosts of pool p: it holds 2 and waits for 0, so 3 more would exceed its quota"),
     (request("r", 1, tenant="q"), PoolTerms(tenants={"q": TenantTerms(max_clusters=1)}),
-     "tenant q may use pool p for 1 clusters and already uses it for 1"),
+     "tenant q may use pool p for 1 cluster and already uses it for 1"),
 ])
 def test_bad_or_excessive_requests_are_refused_with_a_reason(req: Any, terms: PoolTerms, reason: str) -> None:
     p = pool(6)
