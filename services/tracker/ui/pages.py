@@ -66,6 +66,8 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
     seq = seq_param(request)
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq)
+    if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
+        raise NotFound(f"Cluster {cluster_id} did not exist yet at log sequence {seq}.")  # a link to a point before it
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
     ops = await operations(request, viewer, cluster_id) if seq is None else None
@@ -79,7 +81,7 @@ async def cluster_at(request: web.Request, viewer: Viewer) -> web.StreamResponse
     seq = seq_param(request)
     replay = await reads.replay_at(tracker_of(request), viewer.tenant, cluster_id, seq) if seq is not None else None
     if replay is None:
-        raise NotFound(f"Cluster {cluster_id} had no events in tenant {viewer.tenant} at that point.")
+        raise NotFound(f"Cluster {cluster_id} did not exist yet at that point.")
     return render(request, "_replay.html", viewer, replay=replay, cluster_id=cluster_id)
 
 

@@ -52,7 +52,9 @@ async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> Non
     assert cluster.status == 200 and "JobSucceeded" in cluster_html
     assert 'data-testid="replay-version"' in cluster_html and "forever" in cluster_html  # version and lease shown
     first = await tracked.http.get(f"/ui/clusters/{cluster_id}/at", params={"seq": "1"})
-    assert first.status == 404  # the cluster had no events yet at sequence 1
+    assert first.status == 404 and "did not exist yet" in await first.text()  # no events yet at sequence 1
+    before = await tracked.http.get(f"/ui/clusters/{cluster_id}", params={"seq": "1"})  # a link to a point before it
+    assert before.status == 404 and f"Cluster {cluster_id} did not exist yet at log sequence 1." in await before.text()
     for path in ("/ui/catalog", "/ui/provisioners", "/ui/pools", "/ui/jobs", f"/ui/jobs/{job_id}/tasks/n1000.create"):
         assert (await tracked.http.get(path)).status == 200, path
     # Each node's machine (provider id) on the cluster page, and what the create returned on its task.
