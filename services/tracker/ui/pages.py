@@ -80,8 +80,10 @@ async def cluster_at(request: web.Request, viewer: Viewer) -> web.StreamResponse
     cluster_id = readable_cluster(request, viewer)
     seq = seq_param(request)
     replay = await reads.replay_at(tracker_of(request), viewer.tenant, cluster_id, seq) if seq is not None else None
-    if replay is None:
+    if replay is None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at that point.")
+    if replay is None:
+        raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
     return render(request, "_replay.html", viewer, replay=replay, cluster_id=cluster_id)
 
 
