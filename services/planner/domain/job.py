@@ -117,6 +117,8 @@ class Job(Aggregate):
         self.task_state: dict[str, str] = {}
         self.timed_out: set[str] = set()
         """Failed tasks whose last attempt timed out (shown as `timed_out`; `failed` to dispatch)."""
+        self.last_errors: dict[str, str] = {}
+        """Each failed task's last error: the job's reason names it when the task stops the job."""
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
@@ -287,6 +289,7 @@ class Job(Aggregate):
     @event("TaskAttemptFailed")
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
         self._set_state(payload.task_id, "failed")
+        self.last_errors[payload.task_id] = payload.error
         if payload.state == "timed_out":
             self.timed_out.add(payload.task_id)
         else:
@@ -616,6 +619,11 @@ class Job(Aggregate):
         # A node whose cleanup never succeeded may still have a machine: count its create as
         # done, so the rollback deletes it.
         completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.node in self.cleanups]
+        # So may a create that ran and never succeeded: its last attempt may have made the machine
+        # and lost the answer (the cloud's endpoint went away, the attempt timed out). Its delete
+        # has no providerid; a provider that names its machines finds it by name (libcloud).
+        completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.id not in completed
+                      and self.attempts.get(t.id, 0) > self.retry_base.get(t.id, 0)]
         undo = rollback_plan(self.plan, completed, services)
         rename = {t.id: UNDO + t.id for t in undo.tasks}
         payload = RollbackPlanned(
