@@ -264,7 +264,8 @@ def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, setting
         results.append(NodeResult(node_id=job.tasks[event.task_id].node, task_id=event.task_id, result=event.result,
                                   ipaddresses=event.ipaddresses, hostname=event.hostname))
     else:
-        failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
+        failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error,
+                                   may_have_made=event.may_have_made)
         if not job.fail_attempt(failed):
             effects.republish_queued = True
             return effects

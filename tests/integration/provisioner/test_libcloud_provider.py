@@ -84,6 +84,7 @@ async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginR
     fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {"host": "127.0.0.1", "port": port, "secure": False}}
     down = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
     assert not down.ok and down.error == f"create: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
+    assert not down.may_have_made  # it never asked for a machine
     gone = await cloud_registry.execute(cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI,
                                                   results={"providerid": "i-0123456789abcdef0"}))
     assert not gone.ok and gone.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
@@ -136,7 +137,7 @@ async def test_the_endpoint_going_down_mid_create_leaves_no_machine_behind(cloud
             proxy.cut_after = b"Action=RunInstances"
             create = cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)
             lost = await cloud_registry.execute(create)
-            assert proxy.cut.is_set() and not lost.ok
+            assert proxy.cut.is_set() and not lost.ok and lost.may_have_made  # (kept through the masking of the secrets)
             assert lost.error.startswith(f"create: create node: cannot reach the cloud at 127.0.0.1:{proxy.port}: "), lost.error
             assert lost.error.endswith("; the machine may have been made: the next attempt, or the job's rollback, "
                                        "destroys it by its name, muster-c1-n1"), lost.error
@@ -146,6 +147,8 @@ async def test_the_endpoint_going_down_mid_create_leaves_no_machine_behind(cloud
             rollback = cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)  # no providerid
             down = await cloud_registry.execute(rollback)
             assert not down.ok and down.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{proxy.port}: Connection refused"
+            again = await cloud_registry.execute(create)  # fails before asking for a machine: it made none
+            assert not again.ok and not again.may_have_made and "may have been made" not in again.error
 
             await proxy.start()  # the endpoint is back (libcloud blocks: its calls leave the loop to the proxy)
             [made] = [n for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"]

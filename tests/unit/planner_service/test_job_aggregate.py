@@ -191,21 +191,27 @@ def test_a_failed_create_with_a_machine_is_cleaned_up_before_creating_again() ->
     assert "n2.create" in job.ready()
 
 
-def test_the_rollback_deletes_a_node_whose_create_failed_without_a_providerid() -> None:
-    """Its last attempt may have made the machine and lost the answer (the cloud's endpoint went
-    away mid-create): only a delete finds out. A create that never ran made nothing."""
+def test_the_rollback_deletes_a_node_whose_create_may_have_made_its_machine() -> None:
+    """A create attempt that asked the cloud for the machine and lost the answer (the endpoint
+    went away mid-create), or that timed out, may have made it: only a delete finds out. A create
+    that failed before asking, as every later attempt of n2's does, made nothing."""
     job = _job()
-    for _ in range(3):
+    for attempt, made in enumerate((True, False, False), 1):
         job.queue("n1.create")
-        _fail(job, "n1.create")
+        job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id="n1.create", attempt=attempt, error="lost",
+                                           may_have_made=made))
+        job.queue("n2.create")
+        _fail(job, "n2.create")
     rollback = job.plan_rollback("task n1.create failed 3 times", SERVICES)
     assert rollback is not None and [t.id for t in rollback.tasks] == ["undo.n1.delete"]
 
     job.finish_rollback()
     assert job.retry("ops")
-    job.cancel("ops")  # the retry ran nothing: its rollback has nothing to undo
+    job.queue("n2.create")
+    job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id="n2.create", attempt=4, error="x", state="timed_out"))
+    job.cancel("ops")  # n1's machine went with the first round's rollback; n2's create timed out
     again = job.plan_rollback("cancelled", SERVICES)
-    assert again is not None and again.tasks == []
+    assert again is not None and [t.id for t in again.tasks] == ["undo.n2.delete"]
 
 
 def test_the_reason_a_task_stopped_the_job_names_its_last_error_on_one_line() -> None:

@@ -120,7 +120,7 @@ class LibcloudProvider(ProviderPlugin):
         try:
             return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), max(ctx.remaining(), 0.001))
         except TimeoutError:
-            raise CloudError(f"{what}: no answer from the cloud within the task's time") from None
+            raise CloudUnreachable(f"{what}: no answer from the cloud within the task's time") from None
         except CloudError:
             raise
         except Exception as err:  # noqa: BLE001 - any driver error is the cloud's answer, reported
@@ -141,13 +141,13 @@ class LibcloudProvider(ProviderPlugin):
             create_args, sent = _json_field(ctx, "create_args"), True
             created = await self._call(ctx, "create node", driver.create_node, name=name, size=size, image=image, **create_args)
         except CloudUnreachable as err:
-            # The request may have reached the cloud and only its answer been lost.
+            # The request may have reached the cloud and only its answer been lost: say so, and
+            # the job's rollback deletes the node (without a providerid: by its name).
             return failed(f"create: {err}" + (f"; the machine may have been made: the next attempt, or the job's rollback, "
-                                              f"destroys it by its name, {name}" if sent else ""))
+                                              f"destroys it by its name, {name}" if sent else ""), may_have_made=sent)
         except (CloudError, ValueError) as err:
-            if created is not None:
-                await self._destroy_quietly(ctx, created)
-            return failed(f"create: {err}")
+            left = created is not None and not await self._destroy_quietly(ctx, created)
+            return failed(f"create: {err}", may_have_made=left)
         user = str(ctx.node.sshuser or ctx.fields.get("user") or "root")
         auth = {"user": user, **({"identityfile": str(ctx.fields["identityfile"])} if ctx.fields.get("identityfile") else {})}
         return succeeded(
@@ -178,11 +178,12 @@ class LibcloudProvider(ProviderPlugin):
                 return image
         raise CloudError(f"the cloud has no image {wanted!r} (image type {ctx.node.imagetype!r})")
 
-    async def _destroy_quietly(self, ctx: PluginContext, node: Any) -> None:
+    async def _destroy_quietly(self, ctx: PluginContext, node: Any) -> bool:
         try:
             await self._call(ctx, "destroy", self._driver(ctx).destroy_node, node)
         except CloudError:
-            pass  # the next attempt finds it by name and destroys it first
+            return False  # the next attempt, or the rollback, finds it by name and destroys it
+        return True
 
     async def confirm(self, ctx: PluginContext) -> TaskOutcome:
         if not ctx.providerid:
