@@ -302,10 +302,10 @@ class TaskCompleted(Event):
 class TaskAttemptFailed(Event):
     """The planner took a task attempt's failure into the job. v2 adds `state`; a v1 event said
     that its attempt timed out only in `error` ("timed out: no outcome within ..."), and reads
-    as `timed_out` then."""
+    as `timed_out` then. v3 adds `may_have_made`."""
 
     type: Literal["TaskAttemptFailed"] = "TaskAttemptFailed"
-    v: Literal[1, 2] = 2
+    v: Literal[1, 2, 3] = 3
     job_id: str
     task_id: str
     attempt: int
@@ -313,6 +313,9 @@ class TaskAttemptFailed(Event):
     state: Literal["failed", "timed_out"] = Field(
         default="failed", description="v2: `timed_out` when no outcome came within the attempt timeout (the planner "
                                       "decided so), `failed` when the attempt failed")
+    may_have_made: bool = Field(default=False, description=(
+        "v3: the attempt's `TaskFailed.may_have_made`: a failed create whose machine may exist; the rollback deletes "
+        "its node"))
 
     @model_validator(mode="before")
     @classmethod
@@ -409,8 +412,10 @@ class TaskSucceeded(Event):
 
 
 class TaskFailed(Event):
+    """v2 adds `may_have_made`."""
+
     type: Literal["TaskFailed"] = "TaskFailed"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     task_id: str
     attempt: int
@@ -419,6 +424,9 @@ class TaskFailed(Event):
     error: str
     stdout: str = ""
     stderr: str = ""
+    may_have_made: bool = Field(default=False, description=(
+        "v2: a failed create whose machine may exist all the same (the cloud's answer was lost, or the create timed out: "
+        "`TaskOutcome.may_have_made`)"))
 
 
 PROGRESS_LINE_MAX = 500

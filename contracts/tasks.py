@@ -111,6 +111,9 @@ class TaskOutcome(_Wire):
     stdout: str = ""
     stderr: str = ""
     error: str = ""
+    may_have_made: bool = Field(default=False, description=(
+        "a failed create only: the machine may exist all the same (the cloud did it and its answer was lost, or the "
+        "create timed out); the job's rollback then deletes the node, which has no providerid"))
 
 
 class ProvisionerInfo(_Wire):

@@ -231,7 +231,9 @@ def describe_end(job_id: str, final: Any, last_error: str = "") -> str:
              "JobNeedsAttention": "needs an administrator's attention", "JobPaused": "is paused"}
     reason = getattr(final, "reason", "")
     said = f"job {job_id} {words.get(final.type, final.type)}" + (f": {reason}" if reason else "")
-    return said + (f"; last error: {last_error}" if last_error and last_error not in reason else "")
+    # The planner's reason names its task's last error itself (`task X failed 3 times: <error>`).
+    error = last_error.split(": ", 1)[-1] if re.match(r"\S+ attempt \d+: ", last_error) else last_error
+    return said + (f"; last error: {last_error}" if last_error and error not in reason else "")
 
 
 @dataclass

@@ -117,6 +117,11 @@ class Job(Aggregate):
         self.task_state: dict[str, str] = {}
         self.timed_out: set[str] = set()
         """Failed tasks whose last attempt timed out (shown as `timed_out`; `failed` to dispatch)."""
+        self.last_errors: dict[str, str] = {}
+        """Each failed task's last error: the job's reason names it when the task stops the job."""
+        self.maybe_made: set[str] = set()
+        """Creates of this round with a failed attempt that may have made the machine all the same
+        (`TaskAttemptFailed.may_have_made`, or timed out): the rollback deletes their nodes."""
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
@@ -287,6 +292,9 @@ class Job(Aggregate):
     @event("TaskAttemptFailed")
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
         self._set_state(payload.task_id, "failed")
+        self.last_errors[payload.task_id] = payload.error
+        if payload.may_have_made or payload.state == "timed_out":
+            self.maybe_made.add(payload.task_id)
         if payload.state == "timed_out":
             self.timed_out.add(payload.task_id)
         else:
@@ -443,7 +451,7 @@ class Job(Aggregate):
         self._rollback_parts = None
         self._plans.pop("rollback", None)
         self.cancel_requested = self.paused = False
-        self.cleanups = {}
+        self.cleanups, self.maybe_made = {}, set()  # (the rollback that ended the last round deleted those)
         self.retry_base = dict(self.attempts)
         self.task_state = {}
         self._dispatch = None
@@ -479,7 +487,7 @@ class Job(Aggregate):
         self._plan_parts = self._rollback_parts = None
         self._plans = {}
         self.tasks, self.nodes, self.batches = {}, [], []
-        self.cleanups, self.task_state = {}, {}
+        self.cleanups, self.task_state, self.maybe_made = {}, {}, set()
         self.retry_base = dict(self.attempts)
         self._dispatch = None
 
@@ -616,6 +624,11 @@ class Job(Aggregate):
         # A node whose cleanup never succeeded may still have a machine: count its create as
         # done, so the rollback deletes it.
         completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.node in self.cleanups]
+        # So may a create whose attempt failed after the cloud was asked for the machine, the answer
+        # lost (the endpoint went away, the attempt timed out). Its delete has no providerid; a
+        # provider that names its machines finds it by name (libcloud).
+        completed += [t.id for t in self.plan.tasks if t.action is Action.CREATE and t.id not in completed
+                      and t.id in self.maybe_made]
         undo = rollback_plan(self.plan, completed, services)
         rename = {t.id: UNDO + t.id for t in undo.tasks}
         payload = RollbackPlanned(

@@ -137,9 +137,19 @@ def queue_class(cluster: Cluster, settings: Settings) -> str:
     return cluster.provisioner_class or settings.provisioner_class
 
 
+REASON_ERROR_MAX = 300
+"""Characters of a task's error the job's reason carries (the task's events keep all of it)."""
+
+
 def exhausted_reason(job: Job) -> str:
+    """Which task stopped the job and why, so that every place the reason reaches (the job's
+    status over HTTP, `muster status`, the console, the events) names the problem itself."""
     task = job.exhausted[0]
-    return f"task {task} failed {job.attempts[task] - job.retry_base.get(task, 0)} times"
+    said = f"task {task} failed {job.attempts[task] - job.retry_base.get(task, 0)} times"
+    error = " ".join(job.last_errors.get(task, "").split())
+    if len(error) > REASON_ERROR_MAX:
+        error = error[:REASON_ERROR_MAX - 1].rstrip() + "…"
+    return f"{said}: {error}" if error else said
 
 
 def record_moves(job: Job, cluster: Cluster) -> None:
@@ -254,7 +264,8 @@ def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, setting
         results.append(NodeResult(node_id=job.tasks[event.task_id].node, task_id=event.task_id, result=event.result,
                                   ipaddresses=event.ipaddresses, hostname=event.hostname))
     else:
-        failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error)
+        failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error,
+                                   may_have_made=event.may_have_made)
         if not job.fail_attempt(failed):
             effects.republish_queued = True
             return effects

@@ -115,8 +115,10 @@ class AutomatorPlugin(Plugin):
     async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome: ...
 
 
-def failed(error: str, *, stdout: str = "", stderr: str = "", **result: Any) -> TaskOutcome:
-    return TaskOutcome(ok=False, error=error, stdout=stdout, stderr=stderr, result=result)
+def failed(error: str, *, stdout: str = "", stderr: str = "", may_have_made: bool = False, **result: Any) -> TaskOutcome:
+    """`may_have_made`: a create that failed after asking the cloud for the machine, whose answer
+    was lost: the job's rollback deletes the node (docs/plugins.md)."""
+    return TaskOutcome(ok=False, error=error, stdout=stdout, stderr=stderr, result=result, may_have_made=may_have_made)
 
 
 def succeeded(

@@ -62,12 +62,12 @@ class Masker:
     def outcome(self, outcome: TaskOutcome) -> TaskOutcome:
         if not self._values:
             return outcome
-        return TaskOutcome(
-            ok=outcome.ok,
-            result=self.value(outcome.result),
-            ipaddresses=self.value(outcome.ipaddresses),
-            hostname=self.text(outcome.hostname),
-            stdout=self.text(outcome.stdout),
-            stderr=self.text(outcome.stderr),
-            error=self.text(outcome.error),
-        )
+        # A copy, so that what holds no text (ok, may_have_made) passes as it is.
+        return outcome.model_copy(update={
+            "result": self.value(outcome.result),
+            "ipaddresses": self.value(outcome.ipaddresses),
+            "hostname": self.text(outcome.hostname),
+            "stdout": self.text(outcome.stdout),
+            "stderr": self.text(outcome.stderr),
+            "error": self.text(outcome.error),
+        })

@@ -286,7 +286,8 @@ class PluginRegistry:
             if not timeout.expired():
                 outcome = failed("plugin error: TimeoutError (a timeout inside the plugin)")
             else:
-                outcome = failed(f"{task.action.value} timed out after {task.timeout_s:g} s")
+                # A create cut off mid-way may have made its machine.
+                outcome = failed(f"{task.action.value} timed out after {task.timeout_s:g} s", may_have_made=task.action is Action.CREATE)
         except Exception as err:  # noqa: BLE001 - a plugin bug fails the task, not the worker
             outcome = failed(f"plugin error: {type(err).__name__}: {err}")
         if not isinstance(outcome, TaskOutcome):

@@ -3,7 +3,13 @@ the test's own on a free loopback port and stopped by its PID.
 
 moto 5.2 writes EC2's XML namespace as botocore's model has it, without the trailing slash that AWS
 itself sends (`http://ec2.amazonaws.com/doc/2016-11-15/`); libcloud matches AWS's exactly and so read
-nothing from moto. The server is started with that one attribute written as AWS writes it."""
+nothing from moto. Its refusals of credentials carry a `<Type>Sender</Type>` that EC2's errors do not
+have, and libcloud, which reads exactly a Code and a Message, fails on them with "too many values to
+unpack". The server is started with both written as AWS writes them.
+
+`auth=True` makes moto check the credentials (`INITIAL_NO_AUTH_ACTION_COUNT=0`): every request is
+then refused, since no user exists (moto also recomputes libcloud's signatures of GET requests
+differently, so even a user's real keys would be refused): the endpoint for wrong credentials."""
 
 from __future__ import annotations
 
@@ -29,16 +35,20 @@ def as_aws_writes_it(self, serialized):
     if isinstance(ns, str) and ns.startswith("http://ec2.amazonaws.com/doc/") and not ns.endswith("/"):
         serialized["@xmlns"] = ns + "/"
 serialize.BaseXMLSerializer._serialize_namespace_attribute = as_aws_writes_it
+import moto.core.exceptions as exceptions
+exceptions._RESTError.include_type_sender = False
 from moto.server import main
 main(["-H", "127.0.0.1", "-p", sys.argv[1]])
 """
 
 
 @contextlib.asynccontextmanager
-async def moto_ec2(timeout: float = 60.0) -> AsyncIterator[dict[str, object]]:
+async def moto_ec2(timeout: float = 60.0, *, auth: bool = False) -> AsyncIterator[dict[str, object]]:
     """Yields the driver arguments that point libcloud's ec2 driver at the local endpoint."""
     port = free_port()
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    if auth:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", _SERVER, str(port), env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     assert proc.stdout is not None
@@ -63,3 +73,49 @@ async def moto_ec2(timeout: float = 60.0) -> AsyncIterator[dict[str, object]]:
             await asyncio.wait_for(proc.wait(), 15)
         with contextlib.suppress(NameError):
             await drain
+
+
+class CuttingProxy:
+    """A TCP proxy on loopback in front of the local endpoint that can go down mid-create: with
+    `cut_after` set, it passes that request on (the cloud does it) and, when the answer comes back,
+    drops the connection and stops listening, so the answer never arrives. `start()` again (same
+    port) brings the endpoint back, passing everything."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port, self.port = target_port, free_port()
+        self.cut_after: bytes | None = None
+        self.cut = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for w in list(self._conns):
+            w.close()
+
+    async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        cloud_r, cloud_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._conns |= {client_w, cloud_w}
+        asked = asyncio.Event()
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter, upstream: bool) -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await r.read(65536):
+                    if upstream and self.cut_after is not None and self.cut_after in data:
+                        asked.set()
+                    if not upstream and asked.is_set():
+                        self.cut_after = None
+                        self.cut.set()
+                        await self.stop()  # the answer is dropped: the endpoint is gone
+                        return
+                    w.write(data)
+                    await w.drain()
+            w.close()
+
+        await asyncio.gather(pipe(client_r, cloud_w, True), pipe(cloud_r, client_w, False))
+        self._conns -= {client_w, cloud_w}

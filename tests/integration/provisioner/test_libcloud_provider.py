@@ -3,6 +3,7 @@ real `ec2` driver against a local AWS endpoint (moto's server, a process of this
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,9 +11,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from cloud_support import UBUNTU_AMI, moto_ec2
+from cloud_support import UBUNTU_AMI, CuttingProxy, moto_ec2
 
 from contracts.tasks import TaskMessage
+from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.libcloud_compute.provider import LibcloudProvider, host_keys_from_console
 from services.provisioner.plugins.testing import make_task, next_task
@@ -77,6 +79,87 @@ async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
     assert not alone.ok and "needs 'key'" in alone.error and "only-the-secret-9" not in alone.model_dump_json()
 
 
+async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginRegistry) -> None:
+    port = free_port()  # nothing listens there
+    fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {"host": "127.0.0.1", "port": port, "secure": False}}
+    down = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
+    assert not down.ok and down.error == f"create: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
+    assert not down.may_have_made  # it never asked for a machine
+    gone = await cloud_registry.execute(cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI,
+                                                  results={"providerid": "i-0123456789abcdef0"}))
+    assert not gone.ok and gone.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
+
+
+async def test_credentials_go_where_the_driver_takes_them(cloud_registry: PluginRegistry) -> None:
+    """azure_arm takes (tenant_id, subscription_id, key, secret): with the first two in
+    driver_args, as docs/plugins.md shows, the credentials are its key and secret, not given
+    twice. (Its login goes to a loopback address here, where nothing answers.)"""
+    login = f"https://127.0.0.1:{free_port()}/"
+    environment = {"resourceManagerEndpointUrl": login, "activeDirectoryEndpointUrl": login,
+                   "activeDirectoryResourceId": login, "storageEndpointSuffix": "core.windows.net"}
+    fields = {"driver": "azure_arm", "region": "westeurope",
+              "driver_args": {"tenant_id": "00000000-0000-0000-0000-000000000000",
+                              "subscription_id": "11111111-1111-1111-1111-111111111111", "cloud_environment": environment}}
+    reg = PluginRegistry.discover(secrets={"azure": {"key": "client-id", "secret": "client-secret-4d2"}})
+    try:
+        out = await reg.execute(cloud_task("create", "azure", fields, flavor="Standard_B1s", image="ubuntu"))
+    finally:
+        await reg.aclose()
+    assert not out.ok and out.error.startswith("create: start libcloud driver 'azure_arm': cannot reach the cloud"), out.error
+
+
+@pytest.mark.timeout(120)
+async def test_refused_credentials_are_named() -> None:
+    secret = "wrong-secret-8c1e"
+    reg = PluginRegistry.discover(secrets={"aws": {"key": "AKIAWRONGWRONGWRONG1", "secret": secret}})
+    try:
+        async with moto_ec2(auth=True) as endpoint:
+            fields = {"driver": "ec2", "region": "us-east-1", "driver_args": endpoint}
+            out = await reg.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
+    finally:
+        await reg.aclose()
+    assert not out.ok and out.error == (
+        "create: the cloud refused the credentials of provider 'aws' (list nodes: AuthFailure: AWS was not able to "
+        "validate the provided access credentials): check its entry in the provisioners' secrets file (docs/secrets.md)")
+    assert secret not in out.model_dump_json()
+
+
+@pytest.mark.timeout(120)
+async def test_the_endpoint_going_down_mid_create_leaves_no_machine_behind(cloud_registry: PluginRegistry) -> None:
+    """The cloud makes the machine, the endpoint goes away before the answer: create fails
+    saying the machine may exist, and the rollback's delete (no providerid) destroys it by name
+    once the endpoint is back."""
+    async with moto_ec2() as endpoint:
+        proxy = CuttingProxy(int(str(endpoint["port"])))
+        await proxy.start()
+        try:
+            fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {**endpoint, "port": proxy.port}}
+            proxy.cut_after = b"Action=RunInstances"
+            create = cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)
+            lost = await cloud_registry.execute(create)
+            assert proxy.cut.is_set() and not lost.ok and lost.may_have_made  # (kept through the masking of the secrets)
+            assert lost.error.startswith(f"create: create node: cannot reach the cloud at 127.0.0.1:{proxy.port}: "), lost.error
+            assert lost.error.endswith("; the machine may have been made: the next attempt, or the job's rollback, "
+                                       "destroys it by its name, muster-c1-n1"), lost.error
+            provider = cloud_registry.provider("libcloud")
+            assert isinstance(provider, LibcloudProvider)
+            [driver] = provider._drivers.values()
+            rollback = cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)  # no providerid
+            down = await cloud_registry.execute(rollback)
+            assert not down.ok and down.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{proxy.port}: Connection refused"
+            again = await cloud_registry.execute(create)  # fails before asking for a machine: it made none
+            assert not again.ok and not again.may_have_made and "may have been made" not in again.error
+
+            await proxy.start()  # the endpoint is back (libcloud blocks: its calls leave the loop to the proxy)
+            [made] = [n for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"]
+            assert str(made.state) == "running"
+            deleted = await cloud_registry.execute(rollback)
+            assert deleted.ok and deleted.stdout == f"destroyed {made.id} (muster-c1-n1), which a failed create had made"
+            assert [str(n.state) for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"] == ["terminated"]
+        finally:
+            await proxy.stop()
+
+
 def test_host_keys_come_from_cloud_inits_console_block() -> None:
     console = ("boot...\n-----BEGIN SSH HOST KEY KEYS-----\necdsa-sha2-nistp256 AAAAE2Vj root@ip-10-0-0-1\n"
                "ssh-ed25519 AAAAC3Nz root@ip-10-0-0-1\n-----END SSH HOST KEY KEYS-----\nlogin:")
@@ -117,3 +200,15 @@ async def test_ec2_against_a_local_aws_endpoint(cloud_registry: PluginRegistry) 
         assert states() == {first: "terminated", instance: "terminated"}
         again = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
         assert again.ok and "did not exist any more" not in again.stdout  # terminated machines stay listed a while
+
+        # The endpoint went away after the cloud made n3's machine and before create heard of it:
+        # create failed, n3 has no providerid, and the rollback's delete finds the machine by the
+        # name every attempt gives it.
+        size = next(s for s in driver.list_sizes() if s.id == "t2.micro")
+        half_made = driver.create_node(name="muster-c1-n3", size=size, image=driver.get_image(UBUNTU_AMI))
+        orphan = cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI, node="n3")
+        deleted = await cloud_registry.execute(orphan)
+        assert deleted.ok and deleted.stdout == f"destroyed {half_made.id} (muster-c1-n3), which a failed create had made"
+        assert {n.id: str(n.state) for n in driver.list_nodes() if n.name == "muster-c1-n3"} == {half_made.id: "terminated"}
+        again = await cloud_registry.execute(orphan)
+        assert again.ok and again.stdout == "nothing to delete: no machine is called muster-c1-n3", again

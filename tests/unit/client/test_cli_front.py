@@ -204,6 +204,9 @@ async def test_a_failed_job_ends_with_the_error_of_the_task_its_reason_names() -
     followed = await follow(events(), "j", "create", {"JobRolledBack"}, 10, quiet=True)
     said = describe_end("j", followed.final, followed.error_for(followed.final.reason))
     assert said == "job j was rolled back: task n1000.install.a failed 3 times; last error: n1000.install.a attempt 3: exit 3 on n1000"
+    # A reason that names the error itself (the planner's, since it does): said once.
+    named = "task n1000.install.a failed 3 times: exit 3 on n1000"
+    assert describe_end("j", JobRolledBack(job_id="j", reason=named), followed.error_for(named)) == f"job j was rolled back: {named}"
 
 
 def test_a_dry_runs_stages_name_each_service_so_a_stop_shows_what_it_takes_with_it() -> None:

@@ -1,5 +1,6 @@
 """TaskAttemptFailed v2 says whether the attempt timed out; a v1 event said so only in its error
-text, and reads as v2 (old logs keep their timeouts)."""
+text, and reads as v2 (old logs keep their timeouts). v3 says whether a failed create may have
+made its machine."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ def test_a_v1_timeout_reads_as_timed_out_and_other_v1_failures_as_failed() -> No
 def test_a_v2_event_carries_its_state() -> None:
     e = TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="no outcome", state="timed_out")
     body = json.loads(e.model_dump_json())
-    assert body["v"] == 2 and body["state"] == "timed_out"
+    assert body["v"] == 3 and body["state"] == "timed_out" and body["may_have_made"] is False
     assert EVENT_ADAPTER.validate_json(e.model_dump_json()) == e
     assert TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="exit 1").state == "failed"
+
+
+def test_a_v3_event_says_whether_a_failed_create_may_have_made_its_machine() -> None:
+    e = TaskAttemptFailed(job_id="j", task_id="n1.create", attempt=1, error="create node: cannot reach the cloud",
+                          may_have_made=True)
+    assert EVENT_ADAPTER.validate_json(e.model_dump_json()) == e
+    v2 = {"type": "TaskAttemptFailed", "v": 2, "job_id": "j", "task_id": "n1.create", "attempt": 1, "error": "x", "state": "failed"}
+    old = EVENT_ADAPTER.validate_json(json.dumps(v2))
+    assert isinstance(old, TaskAttemptFailed) and old.may_have_made is False  # events before v3 made no claim

@@ -193,8 +193,8 @@ class Harness:
         await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim")])  # type: ignore[arg-type]
         if behaviour == "silent":
             return
-        if behaviour == "fail":
-            outcome: Any = TaskFailed(**common, error="simulated failure")  # type: ignore[arg-type]
+        if behaviour in ("fail", "lose"):  # lose: a create that asked the cloud and lost the answer
+            outcome: Any = TaskFailed(**common, error="simulated failure", may_have_made=behaviour == "lose")  # type: ignore[arg-type]
         else:
             outcome = TaskSucceeded(**common, **_results(message, self.stopped, self.states))  # type: ignore[arg-type]
         await self.log.append(subject, [Append(outcome, msg_id=f"{key}.outcome")])

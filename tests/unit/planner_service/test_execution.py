@@ -50,6 +50,21 @@ async def test_a_failed_confirm_deletes_the_machine_before_creating_it_again(h: 
     assert h.events(reply.job_id, "CleanupQueued")[0].for_task == "n1000.confirm"
 
 
+async def test_a_create_that_lost_its_answer_is_deleted_by_the_rollback(h: Harness) -> None:
+    """n1000's creates reach the cloud and lose the answer (the endpoint went away mid-create):
+    the rollback deletes n1000 too, with no providerid. n1001's plain failures made nothing."""
+    h.behaviour = lambda m: "lose" if _is(m, "create", node="n1000") and m.attempt == 1 else \
+        "fail" if _is(m, "create") else "succeed"
+    reply = await h.send(CreateCluster(name="lost", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobRolledBack)
+    assert [e.may_have_made for e in h.events(reply.job_id, "TaskAttemptFailed") if e.task_id == "n1000.create"] == [True, False, False]
+    [rollback] = h.events(reply.job_id, "RollbackPlanned")
+    assert [t.id for t in rollback.tasks] == ["undo.n1000.delete"]
+    [delete] = [m for m in h.queue.messages if m.task_id == "undo.n1000.delete"]
+    assert delete.action.value == "delete" and not delete.results.get("providerid")
+
+
 async def test_a_failed_cleanup_is_deleted_again(h: Harness) -> None:
     h.behaviour = _fail_first(lambda m: _is(m, "confirm", node="n1000") or m.task_id == "n1000.cleanup1")
     reply = await h.send(CreateCluster(name="cleanup2", template="hadoop-small", nodes=2))

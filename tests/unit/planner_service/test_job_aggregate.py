@@ -191,6 +191,44 @@ def test_a_failed_create_with_a_machine_is_cleaned_up_before_creating_again() ->
     assert "n2.create" in job.ready()
 
 
+def test_the_rollback_deletes_a_node_whose_create_may_have_made_its_machine() -> None:
+    """A create attempt that asked the cloud for the machine and lost the answer (the endpoint
+    went away mid-create), or that timed out, may have made it: only a delete finds out. A create
+    that failed before asking, as every later attempt of n2's does, made nothing."""
+    job = _job()
+    for attempt, made in enumerate((True, False, False), 1):
+        job.queue("n1.create")
+        job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id="n1.create", attempt=attempt, error="lost",
+                                           may_have_made=made))
+        job.queue("n2.create")
+        _fail(job, "n2.create")
+    rollback = job.plan_rollback("task n1.create failed 3 times", SERVICES)
+    assert rollback is not None and [t.id for t in rollback.tasks] == ["undo.n1.delete"]
+
+    job.finish_rollback()
+    assert job.retry("ops")
+    job.queue("n2.create")
+    job.fail_attempt(TaskAttemptFailed(job_id=str(job.id), task_id="n2.create", attempt=4, error="x", state="timed_out"))
+    job.cancel("ops")  # n1's machine went with the first round's rollback; n2's create timed out
+    again = job.plan_rollback("cancelled", SERVICES)
+    assert again is not None and [t.id for t in again.tasks] == ["undo.n2.delete"]
+
+
+def test_the_reason_a_task_stopped_the_job_names_its_last_error_on_one_line() -> None:
+    from services.planner.domain.saga import REASON_ERROR_MAX, exhausted_reason
+
+    job = _job()
+    for _ in range(3):
+        job.queue("n1.create")
+        _fail(job, "n1.create")
+    assert exhausted_reason(job) == "task n1.create failed 3 times: boom"
+    job.last_errors["n1.create"] = "create: list nodes: cannot reach the cloud at 127.0.0.1:4000:\n Connection refused"
+    assert exhausted_reason(job) == "task n1.create failed 3 times: create: list nodes: cannot reach the cloud at 127.0.0.1:4000: Connection refused"
+    job.last_errors["n1.create"] = "x" * 5000
+    said = exhausted_reason(job)
+    assert said == "task n1.create failed 3 times: " + "x" * (REASON_ERROR_MAX - 1) + "…"
+
+
 def test_upgrade_plans_stop_install_configure_start_of_the_named_service_only() -> None:
     from contracts.layout import NodeSpec
     from services.planner.domain.plan import build_plan

@@ -48,7 +48,7 @@ async def test_a_service_that_does_not_come_up_fails_its_start() -> None:
     job_id = await _job(h, StartServices(cluster_id=cid, services=["checked"]))
     job = h.job(job_id)
     assert job.state == "rolled_back"
-    assert job.error == f"task {node}.status.checked failed 3 times"
+    assert job.error == f"task {node}.status.checked failed 3 times: checked is failed on {node}, not running"
     fails = h.events(job_id, "TaskAttemptFailed")
     assert fails[0].error == f"checked is failed on {node}, not running"
 

@@ -25,12 +25,10 @@ from typing import Any
 from contracts.tasks import TaskOutcome
 from services.provisioner.plugins.base import PluginContext, ProviderPlugin, failed, succeeded
 
+from .errors import CloudError, CloudUnreachable, CredentialsRefused, translate
+
 _NAME = re.compile(r"[^a-z0-9-]")
 _KEYS_BLOCK = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
-
-
-class CloudError(Exception):
-    """What the cloud refused, in words fit for a task's error."""
 
 
 def host_keys_from_console(text: str) -> dict[str, str]:
@@ -106,12 +104,15 @@ class LibcloudProvider(ProviderPlugin):
                 except AttributeError:
                     raise CloudError(f"unknown libcloud driver {name!r} (a name of libcloud.compute.types.Provider, e.g. ec2, gce, openstack, azure_arm, dummy)") from None
                 try:
-                    driver = cls(*credentials, **args)
+                    positional, named = _credential_arguments(cls, args, credentials)
+                    driver = cls(*positional, **named)
                 except TypeError as err:
                     missing = list(CREDENTIALS[len(credentials):_required_positionals(cls, args)])
                     if missing:
                         raise CloudError(_no_credentials(ctx, name, missing)) from None
                     raise CloudError(f"libcloud driver {name!r} does not take these fields: {err}") from None
+                except Exception as err:  # noqa: BLE001 - a driver that logs in as it starts (gce) says why it cannot
+                    raise translate(f"start libcloud driver {name!r}", None, err, ctx.task.provider.name) from None
                 self._drivers[cache_key] = driver
         return driver
 
@@ -119,31 +120,34 @@ class LibcloudProvider(ProviderPlugin):
         try:
             return await asyncio.wait_for(asyncio.to_thread(fn, *args, **kwargs), max(ctx.remaining(), 0.001))
         except TimeoutError:
-            raise CloudError(f"{what}: no answer from the cloud within the task's time") from None
+            raise CloudUnreachable(f"{what}: no answer from the cloud within the task's time") from None
         except CloudError:
             raise
         except Exception as err:  # noqa: BLE001 - any driver error is the cloud's answer, reported
-            raise CloudError(f"{what}: {type(err).__name__}: {err}") from None
+            raise translate(what, fn, err, ctx.task.provider.name) from None
 
     async def _find(self, ctx: PluginContext, driver: Any, *, node_id: str | None = None, name: str | None = None) -> list[Any]:
         nodes = await self._call(ctx, "list nodes", driver.list_nodes)
         return [n for n in nodes if (node_id and str(n.id) == node_id) or (name and n.name == name)]
 
     async def create(self, ctx: PluginContext) -> TaskOutcome:
-        created = None
+        created, sent, name = None, False, machine_name(ctx)
         try:
             driver = self._driver(ctx)
-            name = machine_name(ctx)
             for leftover in await self._find(ctx, driver, name=name):  # a half-made node of an earlier attempt
                 await self._call(ctx, f"destroy leftover {leftover.id}", driver.destroy_node, leftover)
             size = await self._size(ctx, driver)
             image = await self._image(ctx, driver)
-            created = await self._call(ctx, "create node", driver.create_node, name=name, size=size, image=image,
-                                       **_json_field(ctx, "create_args"))
+            create_args, sent = _json_field(ctx, "create_args"), True
+            created = await self._call(ctx, "create node", driver.create_node, name=name, size=size, image=image, **create_args)
+        except CloudUnreachable as err:
+            # The request may have reached the cloud and only its answer been lost: say so, and
+            # the job's rollback deletes the node (without a providerid: by its name).
+            return failed(f"create: {err}" + (f"; the machine may have been made: the next attempt, or the job's rollback, "
+                                              f"destroys it by its name, {name}" if sent else ""), may_have_made=sent)
         except (CloudError, ValueError) as err:
-            if created is not None:
-                await self._destroy_quietly(ctx, created)
-            return failed(f"create: {err}")
+            left = created is not None and not await self._destroy_quietly(ctx, created)
+            return failed(f"create: {err}", may_have_made=left)
         user = str(ctx.node.sshuser or ctx.fields.get("user") or "root")
         auth = {"user": user, **({"identityfile": str(ctx.fields["identityfile"])} if ctx.fields.get("identityfile") else {})}
         return succeeded(
@@ -165,6 +169,8 @@ class LibcloudProvider(ProviderPlugin):
         wanted = ctx.node.image or str(ctx.fields.get("image") or "")
         try:
             return await self._call(ctx, f"get image {wanted}", driver.get_image, wanted)
+        except (CloudUnreachable, CredentialsRefused):
+            raise  # the list would fail the same way (and on EC2 it is every public image)
         except CloudError:
             pass  # not every driver looks one image up; search the list
         for image in await self._call(ctx, "list images", driver.list_images):
@@ -172,11 +178,12 @@ class LibcloudProvider(ProviderPlugin):
                 return image
         raise CloudError(f"the cloud has no image {wanted!r} (image type {ctx.node.imagetype!r})")
 
-    async def _destroy_quietly(self, ctx: PluginContext, node: Any) -> None:
+    async def _destroy_quietly(self, ctx: PluginContext, node: Any) -> bool:
         try:
             await self._call(ctx, "destroy", self._driver(ctx).destroy_node, node)
         except CloudError:
-            pass  # the next attempt finds it by name and destroys it first
+            return False  # the next attempt, or the rollback, finds it by name and destroys it
+        return True
 
     async def confirm(self, ctx: PluginContext) -> TaskOutcome:
         if not ctx.providerid:
@@ -208,16 +215,42 @@ class LibcloudProvider(ProviderPlugin):
         return host_keys_from_console(str(output.get("output", "") if isinstance(output, Mapping) else output))
 
     async def delete(self, ctx: PluginContext) -> TaskOutcome:
-        if not ctx.providerid:
-            return succeeded(stdout="nothing to delete (no providerid)")
+        # Without a providerid, create never said what it made: its last attempt may still have
+        # made a machine (the endpoint went away before the answer came back). The rollback
+        # deletes such a node; the machine is found by the name every attempt gives it.
+        name = None if ctx.providerid else machine_name(ctx)
         try:
             driver = self._driver(ctx)
-            found = await self._find(ctx, driver, node_id=ctx.providerid)
+            found = await self._find(ctx, driver, node_id=ctx.providerid, name=name)
+            found = [n for n in found if name is None or not _gone(n)]
             for node in found:
                 await self._call(ctx, f"destroy {node.id}", driver.destroy_node, node)
         except (CloudError, ValueError) as err:
             return failed(f"delete: {err}")
+        if name is not None:
+            made = ", ".join(str(n.id) for n in found)
+            return succeeded(stdout=f"destroyed {made} ({name}), which a failed create had made" if found
+                             else f"nothing to delete: no machine is called {name}")
         return succeeded(stdout=f"destroyed {ctx.providerid}" if found else f"{ctx.providerid} did not exist any more")
+
+
+def _gone(node: Any) -> bool:
+    """A machine the cloud still lists for a while after it was destroyed (EC2: terminated)."""
+    return str(getattr(node, "state", "")).lower() in ("terminated", "stopping", "stopped")
+
+
+def _credential_arguments(cls: type, args: Mapping[str, Any], credentials: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The driver's arguments: the credentials go into its first positional parameters that
+    `driver_args` does not name (azure_arm's come after tenant_id and subscription_id), by name,
+    so the ones `driver_args` gives are not given twice."""
+    try:
+        params = list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    free = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in args]
+    if not credentials or len(free) < len(credentials):
+        return list(credentials), dict(args)  # (*args, **kwargs): as libcloud's own examples call it
+    return [], {**args, **dict(zip(free, credentials, strict=False))}
 
 
 def _addresses(node: Any) -> dict[str, str]:
