@@ -27,7 +27,7 @@ from muster.ports.clock import Clock
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import fold_cluster
 
-from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, wants
+from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, state_of, wants
 
 log = structlog.get_logger("muster.notifier")
 
@@ -115,7 +115,7 @@ class Notifier:
         e = r.event
         return {"job_id": first.job_id, "operation": first.operation, "cluster_id": first.cluster_id,
                 "cluster": cluster.name if cluster is not None and cluster.name else first.cluster_id,
-                "requester": first.requested_by, "state": r.type.removeprefix("Job").lower(),
+                "requester": first.requested_by, "state": state_of(r.type),
                 "reason": getattr(e, "reason", None), "expires_at": getattr(e, "expires_at", None),
                 "rules": getattr(e, "rules", None), "drift": drift or None, "count": len(drift) or None,
                 **({"drift_text": drift_text(drift)} if drift else {})}

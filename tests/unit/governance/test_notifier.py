@@ -15,7 +15,9 @@ from contracts.events import (
     ClusterLeaseChanged,
     ClusterRequested,
     JobFailed,
+    JobNeedsAttention,
     JobRequested,
+    JobRolledBack,
     JobSucceeded,
     ServiceStateObserved,
 )
@@ -171,3 +173,20 @@ async def test_a_job_waiting_for_approval_notifies_needs_approval_in_json_and_a_
     attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
     assert [(a.ok, a.final) for a in attempts] == [(False, False), (True, True)]
     assert "ConnectionResetError: the receiver hung up" in attempts[0].error
+
+
+async def test_a_job_that_was_rolled_back_is_told_in_the_states_own_words() -> None:
+    """`state` is the job's state as the tracker and `muster status` name it, so a receiver can
+    match on it; the text reads as a sentence ('ended rolledback' before)."""
+    deliver = Deliver()
+    log, clock, notifier = await world([sub(events=["job_failed", "needs_approval"])], deliver)
+    await cluster(log)
+    await job(log, notifier, JobRolledBack(job_id="j1", reason="task n1.start.db failed 3 times"))
+    await job(log, notifier, JobNeedsAttention(job_id="j2", reason="the rollback failed"), job_id="j2")
+    await job(log, notifier, JobApprovalRequested(job_id="j3", rules=["big"], expires_at=T0 + timedelta(hours=1), digest="d",
+                                                  cluster_version=1), job_id="j3")
+    await clock.advance(0)
+    bodies = [body for _, _, body in deliver.sent]
+    assert [b["state"] for b in bodies] == ["rolled_back", "needs_attention", "waiting_for_approval"]
+    assert bodies[0]["text"] == "job j1 (delete of web) was rolled back: task n1.start.db failed 3 times"
+    assert bodies[1]["text"] == "job j2 (delete of web) needs an administrator's attention: the rollback failed"
