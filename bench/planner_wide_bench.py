@@ -91,8 +91,8 @@ class OneCatalog:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
 
-    async def load(self, tenant: str) -> Catalog:
-        return self.catalog
+    async def load(self, tenant: str, up_to_seq: int | None = None) -> tuple[Catalog, int]:
+        return self.catalog, 1
 
 
 def catalog() -> Catalog:

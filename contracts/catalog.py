@@ -9,6 +9,7 @@ Where Coopr would crash (a service constraint without `quantities`) we use Coopr
 from __future__ import annotations
 
 import json
+import math
 from enum import Enum
 from typing import Any
 
@@ -101,11 +102,19 @@ class HardwareType(Entity):
         return self.providermap.get(provider, {}).get("flavor")
 
     def cost(self, provider: str) -> float | None:
-        raw = self.providermap.get(provider, {}).get("cost")
-        try:
-            return float(raw) if raw is not None else None
-        except ValueError:
-            return None
+        """The price of one node an hour; None when there is none, or none that reads as a
+        price (`$0.05`, `nan`, `-1`): previews list it as unknown and the solver's comparator
+        does not rank by it, rather than show NaN or prefer a "negative" machine."""
+        return price(self.providermap.get(provider, {}).get("cost"))
+
+
+def price(raw: str | None) -> float | None:
+    """A cost field as a number of at least 0, or None."""
+    try:
+        value = float(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
 class ImageType(Entity):

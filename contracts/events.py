@@ -103,6 +103,10 @@ class JobRequested(Event):
     trace_parent: str | None = Field(default=None, description="v2: the span of the request the job's span continues "
                                      "(a traceparent), if the requester sent one")
     relayout: int = Field(default=0, ge=0, description="other layouts the job may ask for after a failure past its retries")
+    catalog_seq: int | None = Field(
+        default=None, ge=0, description="the catalog the job runs with: the tenant's catalog as the log had it at this "
+        "sequence (its last catalog event when the job was admitted); every task, layout and rollback of the job reads "
+        "it there, whatever is applied meanwhile. None (a job admitted before it was recorded): the planner's current one")
 
 
 class PlannedTaskRecord(Event):
@@ -236,6 +240,9 @@ class JobRetried(Event):
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
+    catalog_seq: int | None = Field(
+        default=None, ge=0, description="the catalog the retried job runs with from here (JobRequested.catalog_seq): the "
+        "one of the retry's time, so a script fixed in the catalog is the one run again; None: the job's own")
 
 
 class JobResourcesRequested(Event):

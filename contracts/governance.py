@@ -68,7 +68,9 @@ class Policy(_Model):
 
 
 class Webhook(_Model):
-    url: str = Field(max_length=2000, pattern=r"^https?://")
+    url: str = Field(max_length=2000, pattern=r"^(https?|secret)://",
+                     description="where to POST; or `secret://<name>`, the URL in the notifier's secrets file (a URL "
+                     "that is itself a credential, as a Slack incoming webhook's is)")
     secret: str = Field(description="`secret://<name>`: the signing key, from the notifier's secrets file")
     format: Literal["muster", "slack"] = Field(default="muster", description="`slack`: a body Slack's incoming webhooks take")
 

@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("services.tracker.cli:history", "A job's or a cluster's readable timeline from the log."),
     "replay": ("services.tracker.cli:replay", "Rebuild a cluster's state as it was at a point of the log."),
     "events": ("services.tracker.cli:events", "Dump or tail raw events as JSON lines."),
-    "catalog": ("muster.catalog.cli:catalog", "Validate, apply, get, diff and trace the catalog."),
+    "catalog": ("muster.catalog.cli:catalog", "Validate, apply, diff, get, history and delete catalog entities."),
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
     "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),

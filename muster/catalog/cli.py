@@ -1,4 +1,4 @@
-"""`muster catalog`: validate, apply, read, diff and trace the tenant's catalog (docs/client.md)."""
+"""`muster catalog`: validate, apply, diff, read (get, history) and delete the tenant's catalog (docs/client.md)."""
 
 from __future__ import annotations
 
@@ -69,9 +69,10 @@ def _kind(word: str) -> str:
 
 def _load(paths: Sequence[Path]) -> LoadedCatalog:
     loaded = load_sources(paths)
-    if loaded.problems:
-        _print_problems(loaded.problems)
-        raise CliError(f"{len(loaded.problems)} file error(s); nothing was applied", EXIT_INVALID)
+    _print_problems(loaded.problems)
+    errors = [p for p in loaded.problems if p.is_error]
+    if errors:
+        raise CliError(f"{len(errors)} file error(s); nothing was applied", EXIT_INVALID)
     return loaded
 
 
@@ -140,18 +141,18 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
         answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc))
         if answer is None:  # no planner: append it ourselves (the right to is the bus's to give)
             answer = await _apply_here(client.nc, tenant, loaded, plugins, by)
-    problems = [_problem_of(p) for p in answer.problems]
+    problems = [*loaded.problems, *(_problem_of(p) for p in answer.problems)]
     if not as_json:
-        _print_problems([p for p in problems if not p.is_error])
+        _print_problems([_problem_of(p) for p in answer.problems if p.severity != "error"])
     if not answer.ok:
         if as_json:
-            echo_json({"applied": 0, "problems": [p.model_dump() for p in answer.problems]})
+            echo_json({"applied": 0, "problems": [_problem_json(p) for p in problems]})
         else:
             _print_problems([p for p in problems if p.is_error])
         raise CatalogRejected([p for p in problems if p.is_error])
     if as_json:
         echo_json({"applied": len(answer.seqs), "changes": answer.changes,
-                   "dropped_sensitive": dropped, "problems": [p.model_dump() for p in answer.problems]})
+                   "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in problems]})
         return
     for name, fields in dropped.items():
         err.print(f"left out of provider {name!r}: {', '.join(fields)} — set them in the provisioners' secrets file "
@@ -205,7 +206,7 @@ async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...],
     check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
     if as_json:
         echo_json({"changes": [c.to_json() for c in check.changes], "valid": check.ok,
-                   "problems": [_problem_json(p) for p in check.errors + check.warnings]})
+                   "problems": [_problem_json(p) for p in [*loaded.problems, *check.errors, *check.warnings]]})
     else:
         _print_problems(check.errors + check.warnings)
         _print_changes([c.to_json() for c in check.changes])

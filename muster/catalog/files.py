@@ -9,8 +9,9 @@ Accepted shapes (`load_sources`):
 - a file of entities that say what they are: `kind: service` (YAML files may hold several
   documents separated by `---`).
 
-`load_sources` collects every problem (file, entity, field) instead of stopping at the first;
-`load_catalog` keeps the old behaviour for callers that want an exception.
+`load_sources` collects every problem (file, entity, field) instead of stopping at the first,
+a key no field reads as a warning (`unknown.py`); `load_catalog` keeps the old behaviour for
+callers that want an exception (at the first error).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from contracts.catalog import KINDS, Catalog
 from contracts.errors import describe_validation_error, problem_text
 
 from .problems import Problem
+from .unknown import unknown_fields
 
 SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -82,8 +84,24 @@ def _documents(path: Path) -> list[Any]:
         if path.suffix in (".yaml", ".yml"):
             return [d for d in yaml.safe_load_all(text) if d is not None]
         return [json.loads(text)]
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise CatalogFileError(f"not valid {path.suffix.lstrip('.').upper()}: {err}") from None
+    except json.JSONDecodeError as err:
+        raise CatalogFileError(f"not valid JSON: {err}") from None
+    except yaml.YAMLError as err:
+        raise CatalogFileError(f"not valid YAML: {_yaml_problem(err)}") from None
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """One line, as the JSON error reads: PyYAML's own text spans lines, quotes the text and
+    says `in "<unicode string>"` where the file's name belongs."""
+    if not isinstance(err, yaml.MarkedYAMLError):
+        return str(err).replace("\n", " ")
+    mark = err.problem_mark or err.context_mark
+    where = f" (line {mark.line + 1} column {mark.column + 1})" if mark is not None else ""
+    context = f", {err.context}" if err.context else ""
+    context_at = err.context_mark
+    if context and context_at is not None and context_at is not mark:
+        context += f" started at line {context_at.line + 1} column {context_at.column + 1}"
+    return f"{err.problem or 'cannot be parsed'}{where}{context}"
 
 
 def _entities_of(doc: Any, folder_kind: str | None) -> Iterable[tuple[str | None, Any]]:
@@ -156,6 +174,8 @@ class _Loader:
             return
         entities[entity.name] = entity
         self.out.sources[(kind, entity.name)] = str(path)
+        for where, message in unknown_fields(entity, raw):
+            self.out.problems.append(Problem(kind, entity.name, where, message, "warning", str(path)))
 
     def add_folder(self, folder: Path, folder_kind: str | None) -> None:
         for path in sorted(folder.iterdir()):
@@ -194,6 +214,7 @@ def load_catalog(root: str | Path) -> Catalog:
     if not root.is_dir():
         raise CatalogFileError(f"{root}: not a catalog folder")
     loaded = load_sources([root])
-    if loaded.problems:
-        raise CatalogFileError(str(loaded.problems[0]))
+    errors = [p for p in loaded.problems if p.is_error]
+    if errors:
+        raise CatalogFileError(str(errors[0]))
     return loaded.catalog

@@ -146,8 +146,9 @@ async def read_history(store: EventLog, tenant: str) -> list[EntityVersion]:
     return _history(await store.read(catalog_filter(tenant)))
 
 
-async def read_state(store: EventLog, tenant: str) -> CatalogState:
-    records = await store.read(catalog_filter(tenant))
+async def read_state(store: EventLog, tenant: str, up_to_seq: int | None = None) -> CatalogState:
+    """The catalog as the log has it now, or as it had it at `up_to_seq`."""
+    records = await store.read(catalog_filter(tenant), up_to_seq=up_to_seq) if up_to_seq != 0 else []
     state = CatalogState(last_seq=records[-1].seq if records else 0)
     for v in _history(records):
         if v.deleted:

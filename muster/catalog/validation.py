@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from contracts.catalog import Catalog, Service
+from contracts.catalog import Catalog, Service, price
 from contracts.secrets import is_reference, private_keys
 from muster.macros import problems as macro_problems
 
@@ -94,6 +94,11 @@ class Checker:
                         self.add(kind, name, f"providermap.{provider}", f"names provider {provider!r}, which is not in the catalog", "warning")
                     elif key not in fields:
                         self.add(kind, name, f"providermap.{provider}", f"has no {key!r}, so provider {provider!r} cannot use it", "warning")
+                    cost = fields.get("cost") if kind == "hardwaretypes" else None
+                    if cost is not None and price(cost) is None:
+                        self.add(kind, name, f"providermap.{provider}.cost",
+                                 f"{cost!r} is not a price: give a number of at least 0, per node and hour (\"0.05\"); "
+                                 "the solver prefers cheaper hardware by it and previews add it up")
 
     # -- services ------------------------------------------------------------------------
 

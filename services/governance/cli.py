@@ -257,7 +257,8 @@ def notify() -> None:
 @notify.command("add")
 @click.argument("name")
 @click.option("--on", "events", required=True, help=f"comma-separated: {', '.join(NOTIFICATION_KINDS)}")
-@click.option("--webhook", default=None, metavar="URL", help="POST each notification here, signed")
+@click.option("--webhook", default=None, metavar="URL|secret://NAME",
+              help="POST each notification here, signed; secret://NAME: the URL is in the notifier's secrets file")
 @click.option("--secret", default=None, metavar="secret://NAME", help="the webhook's signing key, in the notifier's secrets file")
 @click.option("--slack", is_flag=True, help="a body Slack's incoming webhooks take")
 @click.option("--subject", default=None, metavar="muster.cb.<tenant>.…", help="publish each notification on this bus subject")

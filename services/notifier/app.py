@@ -27,7 +27,7 @@ from muster.ports.clock import Clock
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import fold_cluster
 
-from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, wants
+from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, state_of, wants
 
 log = structlog.get_logger("muster.notifier")
 
@@ -56,6 +56,8 @@ class Notifier:
         """Every notification queued (read back on start): a redelivered event, which makes the
         same ids, queues and sends nothing again, even once the first was delivered."""
         self.timers: dict[tuple[str, str, str], Any] = {}
+        self.catching_up: set[tuple[str, str]] = set()
+        """(tenant, subscription) whose backlog is being sent now, after a delivery went through."""
 
     async def resume(self) -> None:
         """Every notification the log says is still owed, its next attempt armed."""
@@ -115,7 +117,7 @@ class Notifier:
         e = r.event
         return {"job_id": first.job_id, "operation": first.operation, "cluster_id": first.cluster_id,
                 "cluster": cluster.name if cluster is not None and cluster.name else first.cluster_id,
-                "requester": first.requested_by, "state": r.type.removeprefix("Job").lower(),
+                "requester": first.requested_by, "state": state_of(r.type),
                 "reason": getattr(e, "reason", None), "expires_at": getattr(e, "expires_at", None),
                 "rules": getattr(e, "rules", None), "drift": drift or None, "count": len(drift) or None,
                 **({"drift_text": drift_text(drift)} if drift else {})}
@@ -126,7 +128,7 @@ class Notifier:
         key = _key(tenant, sub.name, nid)
         if key in self.made:
             return
-        shown = {**facts, "drift": facts.get("drift_text") or facts.get("drift")}
+        shown = {**facts, "drift": facts.get("drift_text") or facts.get("drift"), "seq": cause.seq}
         shown.pop("drift_text", None)
         queued = NotificationQueued(id=nid, subscription=sub.name, kind=kind, cause_seq=cause.seq, due_at=when,  # type: ignore[arg-type]
                                     body=body(kind, tenant, shown))
@@ -181,7 +183,28 @@ class Notifier:
             self._arm(key, outcome.next_at)
         log.info("notification attempted", tenant=tenant, subscription=name, id=nid, attempt=attempt, ok=outcome.ok,
                  status=outcome.status, error=outcome.error[:200], final=outcome.final)
+        if outcome.ok and (tenant, name) not in self.catching_up:
+            await self._catch_up(tenant, name, sub)
         return outcome
+
+    async def _catch_up(self, tenant: str, name: str, sub: Subscription | None) -> None:
+        """The receiver answers again: what it missed is sent now, oldest first, rather than each
+        at its own backoff (up to 15 minutes later, and in whatever order those fell). Only
+        notifications that failed before; a first attempt still due (a lease warning) waits for
+        its time. Stops at the first failure, which keeps its own backoff."""
+        self.catching_up.add((tenant, name))
+        try:
+            while True:
+                waiting = sorted((o.queued.cause_seq, key) for key, o in self.owed.items()
+                                 if key[:2] == (tenant, name) and o.attempts > 0 and key in self.timers)
+                if not waiting:
+                    return
+                key = waiting[0][1]
+                self.timers.pop(key).cancel()
+                if not (await self._attempt(key, sub)).ok:
+                    return
+        finally:
+            self.catching_up.discard((tenant, name))
 
     async def _still_true(self, tenant: str, queued: NotificationQueued) -> bool:
         """A lease warning is dropped when the lease moved since (extended, or the cluster deleted)."""

@@ -64,7 +64,7 @@ class Approvals:
         self.execution.timers.disarm(("approval", str(job.id)))
         command = COMMAND_ADAPTER.validate_python(job.request)
         op = operation_of(command)
-        catalog = await self.state.catalog(job.tenant, refresh=True)
+        catalog = await self.state.catalog_of(job)  # the catalog the approved plan was made with
         facts = Facts(job.tenant, op.name, command, catalog, str(job.id), cluster=cluster if op.target != "new-cluster" else None,
                       principal=by, source=await self.state.find_job(job.tenant, getattr(command, "to_job", "") or "-"))
         recorded = (job.approval or {}).get("layout")

@@ -95,12 +95,12 @@ class Execution:
         else:
             await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
         if effects.ask_layout:
-            await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog(job.tenant)))
+            await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog_of(job)))
         if effects.republish_queued:
             dispatched = set(effects.dispatch)
             rest += [a for a in self._queued_again(job) if a not in dispatched]
         if rest:
-            catalog = await self.state.catalog(job.tenant)
+            catalog = await self.state.catalog_of(job)
             await self.publish_many(job, cluster, catalog, [(a, None) for a in rest])
         if job.is_final:
             self.republished_at.pop(str(job.id), None)
@@ -119,7 +119,7 @@ class Execution:
         recorded (the server stores one while it takes the other). Each task still goes out
         only after its own `TaskQueued` is stored; a part that failed is not published (the
         log's view is taken again, `PlannerState.save`). Returns the attempts no part held."""
-        catalog = await self.state.catalog(job.tenant)
+        catalog = await self.state.catalog_of(job)
         waiting = {(a.task_id, a.attempt) for a in dispatch}  # (tuples: hashed in C, unlike Attempt)
         sending: list[asyncio.Future[None]] = []
         if any(needs_nodes(job.tasks[a.task_id].action) for a in dispatch):
@@ -172,7 +172,7 @@ class Execution:
         the step's, before they are recorded (its events follow the step's in the log).
         `republish`: the job's queued attempts go out again too (an earlier try may have
         recorded them and stopped before publishing)."""
-        catalog = await self.state.catalog(job.tenant)
+        catalog = await self.state.catalog_of(job)
         effects = saga.advance(job, cluster, catalog.services, self.config.settings, self.dispatch)
         effects.republish_queued |= republish
         if then is not None:
@@ -250,7 +250,7 @@ class Execution:
                 self.republish_tries.pop((job_id, task_id, attempt), None)
                 return
             cluster = self.state.clusters[job.cluster_id]
-            await self.publish(job, cluster, await self.state.catalog(job.tenant), Attempt(task_id, attempt))
+            await self.publish(job, cluster, await self.state.catalog_of(job), Attempt(task_id, attempt))
 
     # -- reactions ---------------------------------------------------------------------------
 
@@ -268,7 +268,7 @@ class Execution:
         if not tracing.enabled():
             await self.take_outcomes(job, cluster, [event])
             return
-        catalog = await self.state.catalog(job.tenant)
+        catalog = await self.state.catalog_of(job)
         current = job.is_current(event.task_id, event.attempt)
         # Under the provisioner's run when its outcome names it, else under the attempt's span.
         parent = recorded.trace if recorded is not None and recorded.trace else (
@@ -283,7 +283,7 @@ class Execution:
                                       provisioner=event.provisioner)
 
     async def take_outcomes(self, job: Job, cluster: Cluster, events: Sequence[TaskSucceeded | TaskFailed]) -> None:
-        catalog = await self.state.catalog(job.tenant)
+        catalog = await self.state.catalog_of(job)
         effects = saga.take_outcomes(job, cluster, events, catalog.services, self.config.settings, self.dispatch)
         await self.execute(job, cluster, effects, chain=self._chained_outcomes(job))
 
@@ -295,7 +295,7 @@ class Execution:
             getattr(getattr(e, "payload", None), "type", None) in CHAINED_OUTCOMES for e in job.pending_events)
 
     async def take_layout(self, job: Job, cluster: Cluster, event: LayoutSolved | LayoutUnsolvable) -> None:
-        catalog = await self.state.catalog(job.tenant)
+        catalog = await self.state.catalog_of(job)
         with traces.span(job, "plan", layout=event.type):
             # Planning 10,000 nodes takes seconds of CPU: in a thread, so the loop keeps the
             # planner's leases and answers meanwhile (the state lock keeps other handlers out).
@@ -309,7 +309,7 @@ class Execution:
             if job is None or not job.is_current(task_id, attempt):
                 return
             cluster = self.state.clusters[job.cluster_id]
-            catalog = await self.state.catalog(job.tenant)
+            catalog = await self.state.catalog_of(job)
             effects = saga.time_out(job, cluster, Attempt(task_id, attempt), self.config.task_timeout_s,
                                     catalog.services, self.config.settings, self.dispatch)
             log.warning("task timed out", job=job_id, task=task_id, attempt=attempt)
@@ -357,6 +357,6 @@ class Execution:
                 await self.take_outcome(job, cluster, r.event, r)
         if job.is_final:
             return
-        catalog = await self.state.catalog(job.tenant)
+        catalog = await self.state.catalog_of(job)
         await self.publish_many(job, cluster, catalog, [(a, queued_at.get((a.task_id, a.attempt))) for a in saga.queued_attempts(job)])
         await self.advance(job, cluster)

@@ -92,6 +92,8 @@ class Catalogs(Protocol):
 
     async def catalog(self, tenant: str, refresh: bool = False) -> Catalog: ...
 
+    async def catalog_of(self, job: Job) -> Catalog: ...
+
 
 class Jobs(Protocol):
     async def save_job(self, job: Job) -> None: ...
@@ -196,7 +198,7 @@ class PoolBroker:
         needs = [n for n in nodes if GRANT not in cluster.results.get(n, {}) and job.task_state.get(f"{n}.create") != "succeeded"]
         if not needs:
             return
-        catalog = await self.catalogs.catalog(job.tenant)
+        catalog = await self.catalogs.catalog_of(job)
         nth = 1 if job.resources is None else _nth(job.resources["request_id"]) + 1
         rid = request_id_of(str(job.id), nth)
         wait = getattr(COMMAND_ADAPTER.validate_python(job.request), "pool", None)

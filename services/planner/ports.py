@@ -107,7 +107,10 @@ class Pools(PoolAdmission, Protocol):
 
 
 class CatalogSource(Protocol):
-    async def load(self, tenant: str) -> Catalog: ...
+    async def load(self, tenant: str, up_to_seq: int | None = None) -> tuple[Catalog, int]:
+        """The tenant's catalog and the log sequence of its last event (0: none yet); with
+        `up_to_seq`, the catalog as it was there (a job's own: `PlannerState.catalog_of`)."""
+        ...
 
 
 class Workers(Protocol):

@@ -126,7 +126,7 @@ class Recovery:
         if answers:  # answered while nobody acted for the cluster
             await self.execution.take_layout(job, cluster, answers[0].event)
         elif OPERATIONS[job.operation].layout and not asked:
-            await self.execution.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog(job.tenant)))
+            await self.execution.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog_of(job)))
 
     async def forget(self, only: Callable[[str], bool]) -> None:
         """Stop acting for the clusters `only` accepts (their shards went to another planner):
@@ -170,7 +170,7 @@ class Recovery:
                             if (a.task_id, a.attempt) not in claimed and (job_id, a.task_id, a.attempt) not in self.attempts.claims]
                 if keep:
                     lost += len(keep)
-                    catalog = await self.state.catalog(job.tenant)
+                    catalog = await self.state.catalog_of(job)
                     await self.execution.publish_many(job, self.state.clusters[job.cluster_id], catalog, [(a, None) for a in keep])
         log.warning("task queue lost; queued attempts published again", attempts=lost,
                     held_by_provisioners="unknown" if held is None else len(held))

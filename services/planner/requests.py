@@ -31,6 +31,7 @@ from contracts.commands import (
     LeaseExtended,
     Rejected,
     RejectJob,
+    RetryJob,
     RollbackCluster,
 )
 from contracts.events import ClusterNameClaimed, PlanSaved
@@ -193,8 +194,8 @@ class Requests:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
                 same_request(known, cmd)
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
-        catalog = await self.state.catalog(ctx.tenant, refresh=True)
-        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools)
+        catalog, seq = await self.state.current_catalog(ctx.tenant, refresh=True)
+        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools, catalog_seq=seq)
         self._check(op, facts)
         if cmd.dry_run:
             await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
@@ -282,11 +283,12 @@ class Requests:
                 same_request(known, cmd)
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         rollback = isinstance(cmd, RollbackCluster)
-        facts = Facts(tenant, op.name, cmd, await self.state.catalog(tenant, refresh=True), job_id, cluster=cluster,
+        catalog, seq = await self.state.current_catalog(tenant, refresh=True)
+        facts = Facts(tenant, op.name, cmd, catalog, job_id, cluster=cluster,
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
                       source=await self.state.find_job(tenant, cmd.to_job) if rollback else None,
                       since=await self.state.jobs_since(tenant, cmd.cluster_id, cmd.to_job) if rollback else (),
-                      pools=self.pools)
+                      pools=self.pools, catalog_seq=seq)
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
@@ -389,8 +391,11 @@ class Requests:
                               f"{cmd.job_id}: send that same request again, or use a new request_id",
                               code="conflict", field="request_id", job_id=cmd.job_id)
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
-        catalog = await self.state.catalog(job.tenant)
-        effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch)
+        if isinstance(cmd, RetryJob):  # run again with the catalog as it is now: a script fixed there is taken
+            catalog, seq = await self.state.current_catalog(job.tenant, refresh=True)
+        else:
+            catalog, seq = await self.state.catalog_of(job), None
+        effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch, seq)
         await self.execution.execute(job, cluster, effects)
         return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
 

@@ -18,7 +18,7 @@ from contracts.catalog import Catalog
 from muster import snapshots
 from muster.bus.appends import MAX_ATOMIC
 from muster.bus.repository import Repository, append_of, fence, fold, mark_stored, pending_appends, rebuild
-from muster.catalog.store import read_catalog
+from muster.catalog.store import read_state
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import job_ids
 from muster.snapshots import Kind, Snapshot, SnapshotSource
@@ -35,6 +35,8 @@ PART = MAX_ATOMIC - 1
 atomic batch, less the room for a marker (`joblog`)."""
 TAIL_READS = 16
 """Aggregates read at once when resuming from snapshots (each the events after its snapshot)."""
+PINNED = 16
+"""Older catalogs kept for the running jobs admitted before a catalog change (a few at a time)."""
 
 
 class LogCatalogs:
@@ -43,8 +45,9 @@ class LogCatalogs:
     def __init__(self, log: EventLog) -> None:
         self.log = log
 
-    async def load(self, tenant: str) -> Catalog:
-        return await read_catalog(self.log, tenant)
+    async def load(self, tenant: str, up_to_seq: int | None = None) -> tuple[Catalog, int]:
+        state = await read_state(self.log, tenant, up_to_seq)
+        return state.catalog, state.last_seq if up_to_seq is None else up_to_seq
 
 
 class PlannerState:
@@ -56,6 +59,10 @@ class PlannerState:
         self.jobs: dict[str, Job] = {}
         self.clusters: dict[str, Cluster] = {}
         self.catalogs: dict[str, Catalog] = {}
+        self.catalog_seqs: dict[str, int] = {}
+        """Where each of `catalogs` is in the log (its last catalog event)."""
+        self.pinned: dict[tuple[str, int], Catalog] = {}
+        """(tenant, seq) -> the catalog there, for jobs that run with an older one (`catalog_of`)."""
         self.lock = asyncio.Lock()
         self.part = PART
         self.snapshotter = Snapshotter(snapshots, snapshot_every) if snapshots is not None and snapshot_every > 0 else None
@@ -213,9 +220,35 @@ class PlannerState:
         return self.catalogs.get(tenant)
 
     async def catalog(self, tenant: str, refresh: bool = False) -> Catalog:
+        """The tenant's catalog as last read (`refresh`: read now): what admission checks a
+        request against. A job runs with its own (`catalog_of`)."""
+        return (await self.current_catalog(tenant, refresh))[0]
+
+    async def current_catalog(self, tenant: str, refresh: bool = False) -> tuple[Catalog, int]:
+        """The catalog and where it is in the log (what a job admitted now records)."""
         if refresh or tenant not in self.catalogs:
-            self.catalogs[tenant] = await self.catalog_source.load(tenant)
-        return self.catalogs[tenant]
+            self.catalogs[tenant], self.catalog_seqs[tenant] = await self.catalog_source.load(tenant)
+        return self.catalogs[tenant], self.catalog_seqs[tenant]
+
+    async def catalog_of(self, job: Job) -> Catalog:
+        """The catalog the job runs with: as the log had it where the job recorded it (when it
+        was admitted, or retried), so every task, layout and rollback of it reads the same
+        service actions, whatever is applied meanwhile and whichever request refreshed the
+        tenant's catalog last (docs/client.md, "A job keeps its catalog"). A job recorded
+        before that runs with the current one."""
+        seq = job.catalog_seq
+        if seq is None:
+            return await self.catalog(job.tenant)
+        if self.catalog_seqs.get(job.tenant) == seq:
+            return self.catalogs[job.tenant]
+        key = (job.tenant, seq)
+        found = self.pinned.pop(key, None)
+        if found is None:
+            found, _ = await self.catalog_source.load(job.tenant, up_to_seq=seq)
+        self.pinned[key] = found  # the most recently used last
+        while len(self.pinned) > PINNED:
+            self.pinned.pop(next(iter(self.pinned)))
+        return found
 
     async def save_cluster(self, cluster: Cluster) -> None:
         try:

@@ -17,11 +17,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.errors import describe_validation_error
-from contracts.governance import ENTITY_OF, GovernanceDeleted, GovernancePut, Policy, Schedule, ScheduleAnswered, ScheduleFired
+from contracts.governance import (
+    ENTITY_OF,
+    GovernanceDeleted,
+    GovernancePut,
+    Policy,
+    Schedule,
+    ScheduleAnswered,
+    ScheduleFired,
+    Subscription,
+)
 from contracts.records import Recorded
 
 from .policies import PolicyCompileError, compile_policy
 from .schedules import ScheduleError, check
+from .webhooks import url_problems
 
 
 @dataclass
@@ -129,6 +139,10 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
             compile_policy(entity.name, entity.source)
         elif isinstance(entity, Schedule):
             check(entity)
+        elif isinstance(entity, Subscription) and entity.webhook is not None:
+            found = url_problems(entity.webhook.url)
+            if found:
+                return None, [f"{label}: webhook.url: {p}" for p in found]
     except PolicyCompileError as err:
         return None, [str(err)]  # it names the policy already
     except ScheduleError as err:

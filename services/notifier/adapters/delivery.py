@@ -3,7 +3,9 @@ or a message on the tenant's bus subject (docs/governance.md).
 
 The secret is a `secret://<name>` reference, resolved here from the notifier's secrets file
 (`@secrets`, the same format as the provisioners': docs/secrets.md) and never logged, recorded
-or answered: only its name is.
+or answered: only its name is. So may the URL be (a Slack webhook's URL is its credential):
+an error then names the reference, never the URL (at most its host, as a refused connection
+says it).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 from nats.aio.client import Client
@@ -26,7 +29,10 @@ TIMEOUT_S = 5.0
 
 
 def _safe(url: str) -> str:
-    return url.split("?", 1)[0]
+    """The URL as an error may say it: no query (it may carry a token), no user or password."""
+    parts = urlsplit(url.split("?", 1)[0])
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 class Deliveries:
@@ -41,20 +47,30 @@ class Deliveries:
             return True, None, ""
         hook = sub.webhook
         assert hook is not None
-        found = REFERENCE.fullmatch(hook.secret)
-        secret = self.secrets.get(found.group(1)) if found else None
-        if not isinstance(secret, str) or not secret:
-            return False, None, f"secret {found.group(1) if found else '?'!r} is not in the notifier's secrets file (under '@secrets')"
+        secret, missing = self._named(hook.secret)
+        url, missing_url = (self._named(hook.url) if hook.url.startswith("secret://") else (hook.url, ""))
+        if missing or missing_url:
+            return False, None, missing or missing_url
+        shown = hook.url if hook.url.startswith("secret://") else _safe(hook.url)
         data = json.dumps(slack(body) if hook.format == "slack" else body).encode()
         headers = {"Content-Type": "application/json", DELIVERY: nid,
                    SIGNATURE: sign(secret.encode(), data, int(self.clock.now().timestamp()))}
         if self._http is None:
             self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         try:
-            async with self._http.post(hook.url, data=data, headers=headers) as resp:
-                return resp.status < 300, resp.status, "" if resp.status < 300 else f"HTTP {resp.status} from {_safe(hook.url)}"
+            async with self._http.post(url, data=data, headers=headers) as resp:
+                return resp.status < 300, resp.status, "" if resp.status < 300 else f"HTTP {resp.status} from {shown}"
         except (TimeoutError, aiohttp.ClientError) as err:
-            return False, None, f"{_safe(hook.url)}: {str(err) or type(err).__name__}"
+            text = (str(err) or type(err).__name__).replace(url, shown)  # an invalid URL's error quotes it whole
+            return False, None, f"{shown}: {text}"
+
+    def _named(self, reference: str) -> tuple[str, str]:
+        """(the value of a `secret://<name>`, '') or ('', why there is none)."""
+        found = REFERENCE.fullmatch(reference)
+        value = self.secrets.get(found.group(1)) if found else None
+        if not isinstance(value, str) or not value:
+            return "", f"secret {found.group(1) if found else '?'!r} is not in the notifier's secrets file (under '@secrets')"
+        return value, ""
 
     async def close(self) -> None:
         if self._http is not None:

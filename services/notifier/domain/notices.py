@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
+from contracts.events import FINAL_STATE_OF
 from contracts.governance import Subscription
 
 KIND_OF: dict[str, str] = {
@@ -22,6 +23,9 @@ KIND_OF: dict[str, str] = {
     "JobNeedsAttention": "job_failed", "JobApprovalRequested": "needs_approval", "ClusterLeaseChanged": "lease_expiring",
 }
 """Event type -> the notification it makes (a `check` job's end also makes `drift_found`)."""
+STATE_OF: dict[str, str] = {**FINAL_STATE_OF, "JobApprovalRequested": "waiting_for_approval"}
+"""The job's state as the tracker and `muster status` name it (`rolled_back`, not `rolledback`)."""
+ENDED = {"failed": "failed", "rolled_back": "was rolled back", "needs_attention": "needs an administrator's attention"}
 BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 60.0, 300.0, 900.0)
 """Waits before each retry of a failed delivery; after the last, the notifier gives up (recorded)."""
 
@@ -31,6 +35,10 @@ def kinds_of(event_type: str, operation: str, drifted: bool) -> list[str]:
     if operation == "check" and drifted and event_type in ("JobSucceeded", "JobFailed"):
         kinds.append("drift_found")
     return kinds
+
+
+def state_of(event_type: str) -> str:
+    return STATE_OF.get(event_type, event_type.removeprefix("Job").lower())
 
 
 def wants(sub: Subscription, kind: str, cluster_id: str, cluster_name: str) -> bool:
@@ -61,7 +69,7 @@ def next_attempt(attempt: int, failed_at: datetime) -> datetime | None:
 
 TEXT = {
     "job_succeeded": "job {job_id} ({operation} of {cluster}) succeeded",
-    "job_failed": "job {job_id} ({operation} of {cluster}) ended {state}: {reason}",
+    "job_failed": "job {job_id} ({operation} of {cluster}) {ended}: {reason}",
     "needs_approval": "job {job_id} ({operation} of {cluster}, asked by {requester}) waits for approval until {expires_at}",
     "lease_expiring": "the lease of cluster {cluster} ends at {expires_at}",
     "drift_found": "a check of cluster {cluster} found {count} service(s) not as they should be: {drift}",
@@ -74,7 +82,7 @@ def body(kind: str, tenant: str, facts: Mapping[str, Any]) -> dict[str, Any]:
     JSON values already (an approval's `expires_at` is a datetime in its event): the body is
     sent as the notifier made it, not as the log gives it back."""
     values = to_jsonable_python({k: v for k, v in facts.items() if v is not None})
-    text = TEXT[kind].format_map(_Blank(values))
+    text = TEXT[kind].format_map(_Blank({**values, "ended": ENDED.get(str(values.get("state")), str(values.get("state")))}))
     return {"kind": kind, "tenant": tenant, "text": text, **values}
 
 

@@ -61,6 +61,8 @@ class Facts:
     """Who asks (authenticated), when the transport knows; None before identities exist."""
     pools: PoolAdmission | None = None
     """Resource pools, when the planner has them."""
+    catalog_seq: int | None = None
+    """Where `catalog` is in the log (its last event): the job made of the request runs with it."""
 
 
 Rule = Callable[[Facts], None]

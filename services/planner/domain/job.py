@@ -92,6 +92,8 @@ class Job(Aggregate):
         self.planner = payload.planner
         self.max_attempts = payload.max_attempts
         self.trace, self.trace_parent = payload.trace, payload.trace_parent
+        self.catalog_seq = payload.catalog_seq
+        """Where in the log the catalog it runs with is (`PlannerState.catalog_of`); None: the current one."""
         self.state = "running"
         self.error = ""
         self.mode = "eager"
@@ -446,6 +448,8 @@ class Job(Aggregate):
     def _retried(self, payload: JobRetried) -> None:
         if payload.request_id:
             self.control_requests[payload.request_id] = payload.type
+        if payload.catalog_seq is not None:
+            self.catalog_seq = payload.catalog_seq
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
         self._rollback_parts = None
@@ -456,10 +460,10 @@ class Job(Aggregate):
         self.task_state = {}
         self._dispatch = None
 
-    def retry(self, by: str, request_id: str | None = None) -> bool:
+    def retry(self, by: str, request_id: str | None = None, catalog_seq: int | None = None) -> bool:
         if self.state not in ("rolled_back", "failed") or not self.planned or not self.approved:
             return False
-        self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id))
+        self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id, catalog_seq=catalog_seq))
         return True
 
     # -- another layout, after a failure (docs/planner.md, "Another layout") --------------------

@@ -57,7 +57,7 @@ def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int,
     return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
                             request=f.command.model_dump(mode="json"), requested_by=by,
                             planner=planner, max_attempts=max_attempts, plan_id=plan_id, relayout=relayouts(f),
-                            trace=trace[0], trace_parent=trace[1]))
+                            trace=trace[0], trace_parent=trace[1], catalog_seq=f.catalog_seq))
 
 
 def relayouts(f: Facts) -> int:

@@ -352,10 +352,14 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
 
 
 def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapping[str, Service],
-            settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
-    """Pause, resume, cancel or retry; refused when the job's state does not allow it."""
-    change = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel, RetryJob: job.retry}[type(cmd)]
-    if not change(by, cmd.request_id):
+            settings: Settings, policy: DispatchPolicy = DISPATCH_ALL, catalog_seq: int | None = None) -> Effects:
+    """Pause, resume, cancel or retry; refused when the job's state does not allow it. A retry
+    runs with the catalog at `catalog_seq` from then on (`services` are that catalog's)."""
+    if isinstance(cmd, RetryJob):
+        changed = job.retry(by, cmd.request_id, catalog_seq)
+    else:
+        changed = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel}[type(cmd)](by, cmd.request_id)
+    if not changed:
         raise Refused(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it", code="conflict")  # type: ignore[attr-defined]
     if isinstance(cmd, RetryJob):  # back to the layout the job was taking the cluster to
         if not OPERATIONS[job.operation].shrinking:

@@ -103,3 +103,28 @@ async def test_notify_test_sends_one_now(world: tuple[Any, Webhook]) -> None:
     assert reply["ok"], reply
     payload, _, _ = await asyncio.wait_for(receiver.got.get(), 5)
     assert payload["kind"] == "test"
+
+
+async def test_a_webhook_url_given_by_reference_is_delivered_to_and_never_recorded(fresh_nats: str, webhook: Webhook) -> None:
+    """A URL that is itself a credential (a Slack incoming webhook's path, a receiver's
+    `?token=`) lives in the notifier's secrets file; the log, the attempts and the answers
+    name the reference only, also when the receiver is down."""
+    async with AsyncExitStack() as stack:
+        nc = await connect(fresh_nats, name="notifier-test")
+        stack.push_async_callback(nc.close)
+        await ensure_streams(nc.jetstream())
+        down = f"http://127.0.0.1:{free_port()}/nobody?token=tok-down"
+        await start_notifier(nc, stack, {"hook": webhook.secret, "hook-url": f"{webhook.url}?token=tok-up", "down-url": down})
+        store = EventStore(nc)
+        await subscribe(store, "up", webhook={"url": "secret://hook-url", "secret": "secret://hook"})
+        await subscribe(store, "down", webhook={"url": "secret://down-url", "secret": "secret://hook"})
+        await job(store, "j3", JobSucceeded(job_id="j3"))
+        payload, raw, headers = await asyncio.wait_for(webhook.got.get(), 20)
+        verify(webhook.secret.encode(), raw, headers[SIGNATURE], headers[DELIVERY], time.time(), set())
+        assert payload["job_id"] == "j3"
+        failed = await Webhook.until(store, subjects.notification_events("a", "down"),
+                                     lambda es: any(e.type == "NotificationAttempted" for e in es))
+        attempt = next(e for e in failed if e.type == "NotificationAttempted")
+        assert not attempt.ok and attempt.error.startswith("secret://down-url: ")
+        recorded = json.dumps([r.event.model_dump(mode="json") for r in await store.read("muster.evt.a.>")])
+        assert "tok-up" not in recorded and "tok-down" not in recorded and "/nobody" not in recorded and webhook.url not in recorded

@@ -64,3 +64,44 @@ def test_unknown_kinds_untyped_entities_and_duplicates_are_problems(tmp_path: Pa
     assert any("cannot tell which kind of entity" in m for m in messages)
     assert any("duplicate name" in m and "two.json" in m for m in messages)
     assert any("no such file or folder" in m for m in messages)
+
+
+def test_a_key_no_field_reads_is_a_warning_naming_file_entity_and_field(tmp_path: Path) -> None:
+    """Unknown keys are ignored (a Coopr export may carry fields muster does not use), but a
+    typo must not vanish without a word: the service would be applied without its requirement."""
+    (tmp_path / "services").mkdir()
+    body = {"name": "web", "bogus": 1,
+            "dependencies": {"runtime": {"requirez": ["db"]}},
+            "provisioner": {"actions": {"start": {"type": "shell", "feilds": {"script": "x"}}}}}
+    (tmp_path / "services" / "web.json").write_text(json.dumps(body))
+    (tmp_path / "t.yaml").write_text("kind: template\nname: t\nconstraints:\n  services:\n    web:\n"
+                                      "      quantities: {min: 1, stepSize: 1, maxx: 3}\n  layout: {mustcoexist: [[web]]}\n"
+                                      "links: [{url: 'http://x', lable: docs}]\n")
+    loaded = load_sources([tmp_path / "services", tmp_path / "t.yaml"])
+    assert all(not p.is_error for p in loaded.problems) and set(loaded.catalog.services) == {"web"}
+    found = {(p.kind, p.name, p.field): p for p in loaded.problems}
+    assert set(found) == {
+        ("services", "web", "bogus"),
+        ("services", "web", "dependencies.runtime.requirez"),
+        ("services", "web", "provisioner.actions.start.feilds"),
+        ("clustertemplates", "t", "constraints.services.web.quantities.maxx"),  # stepSize: Coopr's own, removed by it
+        ("clustertemplates", "t", "links[0].lable"),
+    }
+    typo = found[("services", "web", "dependencies.runtime.requirez")]
+    assert typo.severity == "warning" and typo.message == "unknown field 'requirez', ignored: did you mean 'requires'?"
+    assert str(typo).startswith(f"{tmp_path / 'services' / 'web.json'}: service 'web', field dependencies.runtime.requirez:")
+
+
+def test_the_demo_the_real_and_coopr_catalogs_have_no_unknown_field() -> None:
+    root = Path(__file__).parents[3]
+    for source in (DEMO, root / "examples" / "catalog-real" / "catalog.yaml", root / "tests" / "fixtures" / "catalogs" / "reactor-medium"):
+        loaded = load_sources([source])
+        assert loaded.count > 10 and [str(p) for p in loaded.problems] == []
+
+
+def test_a_yaml_error_is_one_line_with_its_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / "services").mkdir()
+    (tmp_path / "services" / "x.yaml").write_text("name: x\ndescription: [unclosed\n")
+    (problem,) = load_sources([tmp_path]).problems
+    assert str(problem) == (f"{tmp_path / 'services' / 'x.yaml'}: not valid YAML: expected ',' or ']', but got '<stream end>' "
+                            "(line 3 column 1), while parsing a flow sequence started at line 2 column 14")

@@ -315,3 +315,22 @@ def test_a_template_config_text_that_is_no_macro_is_a_warning() -> None:
         defaults={**template()["defaults"], "config": config})}))
     assert [(p.severity, p.field, p.message) for p in found] == [
         ("warning", "defaults.config", "macro %hots.self% in config bad: 'hots.self' is not a macro Coopr knows: tasks would fail on it")]
+
+
+# -- prices ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cost", ["$0.05", "nan", "inf", "-0.2", "cheap"])
+def test_a_cost_that_is_not_a_price_is_an_error_naming_its_field(cost: str) -> None:
+    found = only_error(demo(hardwaretypes={"small": {"providermap": {"sim": {"flavor": "sim-small", "cost": cost}}}}))
+    assert (found.kind, found.name, found.field) == ("hardwaretypes", "small", "providermap.sim.cost")
+    assert found.message.startswith(f"{cost!r} is not a price")
+
+
+def test_a_cost_that_is_not_a_price_counts_as_none_where_a_catalog_already_holds_one() -> None:
+    """The solver ranks hardware by it and previews add it up: a negative or NaN price would
+    make the "cheapest" machine the largest, and a preview say NaN (or fail)."""
+    hardware = demo(hardwaretypes={"large": {"providermap": {"sim": {"flavor": "f", "cost": "-0.2"}}},
+                                   "medium": {"providermap": {"sim": {"flavor": "f", "cost": "nan"}}}}).hardwaretypes
+    assert hardware["large"].cost("sim") is None and hardware["medium"].cost("sim") is None
+    assert hardware["small"].cost("sim") == 0.05

@@ -15,7 +15,9 @@ from contracts.events import (
     ClusterLeaseChanged,
     ClusterRequested,
     JobFailed,
+    JobNeedsAttention,
     JobRequested,
+    JobRolledBack,
     JobSucceeded,
     ServiceStateObserved,
 )
@@ -171,3 +173,56 @@ async def test_a_job_waiting_for_approval_notifies_needs_approval_in_json_and_a_
     attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
     assert [(a.ok, a.final) for a in attempts] == [(False, False), (True, True)]
     assert "ConnectionResetError: the receiver hung up" in attempts[0].error
+
+
+async def test_a_job_that_was_rolled_back_is_told_in_the_states_own_words() -> None:
+    """`state` is the job's state as the tracker and `muster status` name it, so a receiver can
+    match on it; the text reads as a sentence ('ended rolledback' before)."""
+    deliver = Deliver()
+    log, clock, notifier = await world([sub(events=["job_failed", "needs_approval"])], deliver)
+    await cluster(log)
+    await job(log, notifier, JobRolledBack(job_id="j1", reason="task n1.start.db failed 3 times"))
+    await job(log, notifier, JobNeedsAttention(job_id="j2", reason="the rollback failed"), job_id="j2")
+    await job(log, notifier, JobApprovalRequested(job_id="j3", rules=["big"], expires_at=T0 + timedelta(hours=1), digest="d",
+                                                  cluster_version=1), job_id="j3")
+    await clock.advance(0)
+    bodies = [body for _, _, body in deliver.sent]
+    assert [b["state"] for b in bodies] == ["rolled_back", "needs_attention", "waiting_for_approval"]
+    assert bodies[0]["text"] == "job j1 (delete of web) was rolled back: task n1.start.db failed 3 times"
+    assert bodies[1]["text"] == "job j2 (delete of web) needs an administrator's attention: the rollback failed"
+
+
+class Receiver(Deliver):
+    """Down (503) until the test brings it back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = False
+
+    async def __call__(self, tenant: str, sub: Subscription, body: dict[str, Any], nid: str) -> tuple[bool, int | None, str]:
+        self.sent.append((sub.name, nid, body))
+        return (True, 204, "") if self.up else (False, 503, "HTTP 503")
+
+
+async def test_a_receiver_back_up_gets_what_it_missed_at_once_oldest_first() -> None:
+    """Each failed notification waits out its own backoff (1 s, 2 s, 5 s ... 15 min): without
+    catching up, the receiver that is back gets its backlog over the next minutes, newest
+    first when the newest failed fewer times."""
+    receiver = Receiver()
+    log, clock, notifier = await world([sub()], receiver)
+    await cluster(log)
+    await job(log, notifier, JobFailed(job_id="j1", reason="r"))
+    await clock.advance(0)
+    await clock.advance(BACKOFF_S[0])
+    await clock.advance(BACKOFF_S[1])  # j1 failed 3 times: its next try is BACKOFF_S[2] away
+    await job(log, notifier, JobSucceeded(job_id="j2"), job_id="j2")
+    await job(log, notifier, JobSucceeded(job_id="j3"), job_id="j3")
+    await clock.advance(0)  # j2 and j3 failed once each
+    receiver.up = True
+    await clock.advance(BACKOFF_S[0])  # j2's and j3's second tries come first, and the receiver answers
+    delivered = [body["job_id"] for _, _, body in receiver.sent[-3:]]
+    assert delivered == ["j2", "j1", "j3"] and notifier.owed == {} and notifier.timers == {}
+    seqs = {body["job_id"]: body["seq"] for _, _, body in receiver.sent}  # what a receiver orders by
+    assert seqs["j1"] < seqs["j2"] < seqs["j3"]
+    attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
+    assert sum(a.ok for a in attempts) == 3 and all(a.final for a in attempts if a.ok)

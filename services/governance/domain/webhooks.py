@@ -1,0 +1,37 @@
+"""What a webhook's URL may hold (pure): the log keeps a subscription in clear, forever, and
+`muster notify list`, the tracker and the console show it, so no credential may ride in it.
+
+Checked when a subscription is put (`entities.problems_of`), not in the contract: a subscription
+already in the log still reads, and is still delivered to.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
+
+from contracts.secrets import is_reference, secret_name
+
+WHERE_INSTEAD = ("give the URL as a reference, secret://<name>, to the notifier's secrets file (docs/governance.md, "
+                 "\"Notifications\"); a receiver knows the sender by the signature (--secret)")
+
+
+def url_problems(url: str) -> list[str]:
+    """Every reason the URL may not be stored; [] when it may."""
+    if url.startswith("secret://"):
+        return [] if is_reference(url) else ["its URL reference must be secret://<name> (letters, digits, '_', '-', '.')"]
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError as err:
+        return [f"its URL cannot be read: {err}"]
+    problems = []
+    if not parts.hostname:
+        problems.append("its URL names no host")
+    if parts.username is not None or parts.password is not None:
+        problems.append(f"its URL carries a user or password before the host, which the log would keep in clear: {WHERE_INSTEAD}")
+    secret_params = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_name(k)})
+    if secret_params:
+        named = ", ".join(repr(k) for k in secret_params)
+        problems.append(f"its URL's query parameter{'s' if len(secret_params) > 1 else ''} {named} "
+                        f"look{'' if len(secret_params) > 1 else 's'} like a credential, which the log would keep in clear: {WHERE_INSTEAD}")
+    return problems
