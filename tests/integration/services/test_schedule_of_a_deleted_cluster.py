@@ -19,17 +19,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from click.testing import CliRunner, Result
-from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from contracts.commands import CreateCluster
 from muster.bus.connect import connect
-from muster.bus.eventstore import recorded_from_msg
 from muster.bus.streams import ensure_streams
 from muster.cli import main
 from services.governance.entrypoint import start_governance
 from services.governance.scheduler import Scheduler
+from tests.integration.conftest import Webhook
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(180)]
 Stack = Any
@@ -70,22 +68,8 @@ async def muster(stack: Stack, *args: str) -> Result:
 
 
 async def events_until(stack: Stack, name: str, done: Callable[[list[Any]], bool]) -> list[Any]:
-    """The schedule's events once `done` holds of them: an ordered consumer from its first event."""
-    seen: list[Any] = []
-    reached = asyncio.Event()
-
-    async def on_msg(msg: Msg) -> None:
-        seen.append(recorded_from_msg(msg).event)
-        if done(seen):
-            reached.set()
-
-    sub = await stack.store.js.subscribe(subjects.governance_events(stack.tenant, "schedule", name), ordered_consumer=True,
-                                         deliver_policy=DeliverPolicy.ALL, cb=on_msg, stream=subjects.EVENTS_STREAM)
-    try:
-        await asyncio.wait_for(reached.wait(), TIMEOUT_S)
-        return seen
-    finally:
-        await sub.unsubscribe()
+    """The schedule's events once `done` holds of them (an ordered consumer from its first event)."""
+    return await Webhook.until(stack.store, subjects.governance_events(stack.tenant, "schedule", name), done, TIMEOUT_S)
 
 
 def answers(events: list[Any]) -> list[Any]:
