@@ -60,13 +60,17 @@ CREDENTIALS = ("key", "secret")
 """The driver's positional credentials, in libcloud's order."""
 
 
+def _parameters(cls: type) -> list[inspect.Parameter]:
+    """The driver's constructor parameters ([] where Python cannot tell them)."""
+    try:
+        return list(inspect.signature(cls).parameters.values())
+    except (TypeError, ValueError):
+        return []
+
+
 def _required_positionals(cls: type, args: Mapping[str, Any]) -> int:
     """How many positional arguments the driver cannot do without (its credentials)."""
-    try:
-        params = list(inspect.signature(cls).parameters.values())
-    except (TypeError, ValueError):
-        return 0
-    return sum(1 for p in params if p.default is p.empty and p.name not in args
+    return sum(1 for p in _parameters(cls) if p.default is p.empty and p.name not in args
                and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
 
 
@@ -243,11 +247,7 @@ def _credential_arguments(cls: type, args: Mapping[str, Any], credentials: list[
     """The driver's arguments: the credentials go into its first positional parameters that
     `driver_args` does not name (azure_arm's come after tenant_id and subscription_id), by name,
     so the ones `driver_args` gives are not given twice."""
-    try:
-        params = list(inspect.signature(cls).parameters.values())
-    except (TypeError, ValueError):
-        params = []
-    free = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in args]
+    free = [p.name for p in _parameters(cls) if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in args]
     if not credentials or len(free) < len(credentials):
         return list(credentials), dict(args)  # (*args, **kwargs): as libcloud's own examples call it
     return [], {**args, **dict(zip(free, credentials, strict=False))}
