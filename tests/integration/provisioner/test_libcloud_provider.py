@@ -16,7 +16,7 @@ from cloud_support import UBUNTU_AMI, CuttingProxy, moto_ec2
 from contracts.tasks import TaskMessage
 from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
-from services.provisioner.plugins.builtin.libcloud_compute.provider import LibcloudProvider, host_keys_from_console
+from services.provisioner.plugins.builtin.libcloud_compute.provider import LibcloudProvider, _gone, host_keys_from_console
 from services.provisioner.plugins.testing import make_task, next_task
 
 DUMMY_KEY = "dummy-credential-7f3a"
@@ -158,6 +158,16 @@ async def test_the_endpoint_going_down_mid_create_leaves_no_machine_behind(cloud
             assert [str(n.state) for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"] == ["terminated"]
         finally:
             await proxy.stop()
+
+
+def test_only_a_terminated_machine_counts_as_gone() -> None:
+    # A delete by name skips what the cloud lists after destroying it; a stopped leftover of a
+    # failed create still has its disks, so it is destroyed too (it was skipped).
+    class Node:
+        def __init__(self, state: str) -> None:
+            self.state = state
+
+    assert _gone(Node("terminated")) and not any(_gone(Node(s)) for s in ("stopped", "stopping", "running", "unknown"))
 
 
 def test_host_keys_come_from_cloud_inits_console_block() -> None:

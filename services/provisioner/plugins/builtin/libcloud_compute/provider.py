@@ -239,8 +239,9 @@ class LibcloudProvider(ProviderPlugin):
 
 
 def _gone(node: Any) -> bool:
-    """A machine the cloud still lists for a while after it was destroyed (EC2: terminated)."""
-    return str(getattr(node, "state", "")).lower() in ("terminated", "stopping", "stopped")
+    """A machine the cloud still lists for a while after it was destroyed (EC2: terminated). A
+    stopped one is not gone: it keeps its disks (and their bill) until it is destroyed."""
+    return str(getattr(node, "state", "")).lower() == "terminated"
 
 
 def _credential_arguments(cls: type, args: Mapping[str, Any], credentials: list[str]) -> tuple[list[str], dict[str, Any]]:
