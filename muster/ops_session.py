@@ -186,7 +186,7 @@ class Session:
             dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
             out.print(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}")
             for warning in reply.warnings:
-                out.print(f"warning: {warning}", markup=False)
+                out.print(f"warning: {warning}")
         if self.opts.wait:
             await self.follow(reply.job_id, verb, since)
 
@@ -216,14 +216,14 @@ def print_governance(reply: DryRun) -> None:
         unknown = f"; no cost given for {', '.join(cost['unknown'])}" if cost.get("unknown") else ""
         rates = hardware_rates(cost, reply.layout)
         out.print(f"cost: {cost['per_hour']:.2f}/h for {len(cost['per_node'])} nodes (now {cost['before_per_hour']:.2f}/h)"
-                  + (" · " + ", ".join(rates) if rates else "") + unknown, markup=False)
+                  + (" · " + ", ".join(rates) if rates else "") + unknown)
     policy = reply.policy or {}
     for message in policy.get("deny", []):
-        out.print(f"policy would deny: {message}", markup=False)
+        out.print(f"policy would deny: {message}")
     for message in policy.get("warn", []):
-        out.print(f"policy warns: {message}", markup=False)
+        out.print(f"policy warns: {message}")
     if policy.get("approval"):
-        out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})", markup=False)
+        out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})")
 
 
 def describe_end(job_id: str, final: Any, last_error: str = "") -> str:

@@ -128,7 +128,7 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     print_rows(f"policies of tenant {tenant}", ["name", "version", "by", "updated", "description"],
           [[i["name"], str(i["version"]), i["by"], i["updated_at"][:19], i["entity"].get("description", "")] for i in answer.items])
     for i in answer.items if source else []:
-        out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}", markup=False)
+        out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")
 
 
 @policy.command("delete")
@@ -173,9 +173,9 @@ def policy_test(file: Path, input_file: Path, as_json: bool) -> None:
                    "warn": [w.message for w in verdict.warnings]})
     else:
         for d in verdict.denials:
-            out.print(f"deny: {d.message}", markup=False)
+            out.print(f"deny: {d.message}")
         for w in verdict.warnings:
-            out.print(f"warn: {w.message}", markup=False)
+            out.print(f"warn: {w.message}")
         out.print("denied" if verdict.denied else "allowed")
     if verdict.denied:
         sys.exit(EXIT_FAILED)
