@@ -30,6 +30,7 @@ from cronsim import CronSim, CronSimError
 
 from contracts.governance import Schedule
 from contracts.records import Recorded
+from muster.readmodel.clusters import fold_cluster
 
 MAX_COUNTED = 10_000
 """Missed ticks counted at most (a every-second schedule down for a day would count 86,400)."""
@@ -129,11 +130,5 @@ def cluster_of(schedule: Schedule) -> str | None:
 
 def cluster_gone(history: Sequence[Recorded]) -> str:
     """Why a schedule on the cluster with these (its own) events ends: '' unless it is deleted."""
-    name, status, job = "", "", ""
-    for r in history:
-        e = r.event
-        if e.type == "ClusterRequested":
-            name = e.name
-        elif e.type == "ClusterStatusChanged":
-            status, job = e.status, e.job_id
-    return f"cluster {name} was deleted (job {job})" if status == "deleted" else ""
+    cluster = fold_cluster(history)
+    return f"cluster {cluster.name} was deleted (job {cluster.job_id})" if cluster is not None and cluster.status == "deleted" else ""
