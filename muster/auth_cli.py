@@ -16,7 +16,6 @@ from typing import Any
 import aiohttp
 import click
 import nats.errors
-from rich.console import Console
 
 from contracts import subjects
 from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
@@ -24,9 +23,9 @@ from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
 from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .tables import out as console
 from .tables import print_rows
 
-console = Console()
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

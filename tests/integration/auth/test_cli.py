@@ -37,6 +37,7 @@ async def test_identities_from_the_command_line(authed: Authed) -> None:
     code, out, err = await muster(authed, "user", "create", "ada", "--tenant", "acme", "--role", "tenant_admin",
                                   "--save", str(ada), creds=root)
     assert code == 0 and stat.S_IMODE(ada.stat().st_mode) == 0o600 and "mst_" not in out + err
+    assert f"saved to {ada} (mode 0600)" in out  # one line in a pipe, however long the path
     code, out, err = await muster(authed, "user", "create", "alice", "--expires", "1d", creds=ada)
     assert code == 0 and out.startswith("mst_alice_") and "shown once" in err
     alice = out.strip()
