@@ -35,7 +35,9 @@ from .autoscale import AutoscalePolicy, autoscaling
 from .network import Network, network_options
 from .supervisor import Deployment, StartError, local_principal, tenant_names
 
-console = Console(stderr=False)
+console = Console(highlight=False, soft_wrap=True, markup=False)
+"""Plain text a line at a time, as `muster`'s other commands print: a line is not cut at 80
+columns in a pipe, and a job's error is shown as it is (not read as markup)."""
 DEMO_CATALOG = Path(str(resources.files("muster.demo") / "catalog"))
 DEMO_TIMEOUT_S = 600.0
 
@@ -176,8 +178,7 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
         console.print(f"autoscale: {policy.min_processes}..{policy.max_processes} provisioner processes of "
                       f"{policy.capacity_each} slots, cool-down {policy.cooldown_s:g} s")
     console.print(f"another shell: export MUSTER_DATA_DIR={data_dir.resolve()}  (or NATS_URL={deployment.nats_url} "
-                  f"MUSTER_TRACKER_URL={deployment.tracker_url}{_shell_env(deployment)})",
-                  markup=False, highlight=False, soft_wrap=True)
+                  f"MUSTER_TRACKER_URL={deployment.tracker_url}{_shell_env(deployment)})")
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()
     await _guarded(deployment)
@@ -210,7 +211,7 @@ def _print_credentials(deployment: Deployment, data_dir: Path) -> None:
 
 def _say(message: str) -> None:
     """The supervisor's news (a restart, a process given up on)."""
-    console.print(message, markup=False, highlight=False, soft_wrap=True)
+    console.print(message)
     sys.stdout.flush()
 
 
@@ -317,9 +318,9 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
             raise CliError(f"create rejected: {getattr(reply, 'reason', reply.type)}", EXIT_INVALID)
         console.print(f"create accepted: job {reply.job_id}")
         console.print(f"cluster {reply.cluster_id}")
-        console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}", soft_wrap=True)
+        console.print(f"console: {deployment.tracker_url}/ui/jobs/{reply.job_id}")
         if deployment.auth_dir is not None:
-            console.print(f"         sign in with the token in {deployment.credentials} (a super admin's)", soft_wrap=True)
+            console.print(f"         sign in with the token in {deployment.credentials} (a super admin's)")
         final = (await follow(client.events(reply.job_id), reply.job_id, "create", FINAL_JOB_EVENTS, timeout=DEMO_TIMEOUT_S)).final
         status = await _tracker_job(deployment, tenant, reply.job_id, _own_token(deployment))
         console.print(f"tracker says job {reply.job_id} {status['state']} ({status['tasks_total']} tasks)")
@@ -328,7 +329,7 @@ async def _demo_scenario(deployment: Deployment, nodes: int, tenant: str, keep: 
         if not isinstance(final, JobSucceeded):
             raise CliError(f"create ended {final.type}: {getattr(final, 'reason', '')}", EXIT_FAILED)
         if keep:
-            console.print(f"kept running: the console is at {deployment.tracker_url}/ui/clusters; Ctrl-C stops everything.", style="bold", soft_wrap=True)
+            console.print(f"kept running: the console is at {deployment.tracker_url}/ui/clusters; Ctrl-C stops everything.", style="bold")
             sys.stdout.flush()
             await asyncio.Event().wait()  # until Ctrl-C (or a service dies): `_guarded` ends it
         deleted = await client.send(tenant, DeleteCluster(cluster_id=reply.cluster_id, requested_by="demo"))

@@ -18,6 +18,7 @@ import click
 from nats.aio.msg import Msg
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
@@ -97,7 +98,7 @@ async def _run(client: MusterClient, deployment: Deployment, hosts: LocalPoolHos
 
     blog = await _create(client, tenant, "blog", 2, console)
     waiting = await _until_waiting(client, tenant, blog.job_id)
-    console.print(f"cluster blog: job {blog.job_id} is [bold]{waiting['state']}[/bold]: {resources_line(waiting['resources'])}")
+    console.print("cluster blog: job ", blog.job_id, " is ", Text(waiting['state'], style="bold"), ": ", resources_line(waiting['resources']), sep="")
     await show()
 
     console.print("deleting shop: its hosts go back to the pool, and blog gets them")
