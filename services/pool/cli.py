@@ -27,7 +27,7 @@ from muster.tables import print_rows
 from . import client as pools
 from .entrypoint import serve
 
-out = Console(soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, markup=False)
 PROPERTY_KEYS = ("cpu", "memory", "labels", "extra")
 
 

@@ -25,7 +25,7 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
     where = f"stage {stage['current']} of {stage.get('total', 0)}" if stage.get("current") else f"{stage.get('total', 0)} stages"
     console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · {where}")
     if body.get("error"):
-        console.print(f"  error: {body['error']}")
+        console.print(f"  error: {escape(body['error'])}")  # a script's words, brackets and all
     if body.get("resources"):
         console.print("  " + resources_line(body["resources"]))
     for warning in body.get("warnings") or ():
@@ -41,7 +41,7 @@ class LiveView:
     """One bar for the job and one per stage of the plan being run."""
 
     def __init__(self, console: Console) -> None:
-        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        self.bars = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                              console=console)
         self.bars.start()
         self.job = self.bars.add_task("job: waiting for a plan", total=None)

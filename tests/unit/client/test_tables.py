@@ -6,8 +6,9 @@ import io
 
 from rich.console import Console
 
+from muster.readmodel.progress import JobProgress
 from muster.tables import print_rows
-from services.tracker.render import print_status
+from services.tracker.render import LiveView, print_status
 
 LONG = "n1000.status.yarn-resourcemanager"
 
@@ -46,3 +47,20 @@ def test_a_status_names_the_cluster_when_its_name_is_known() -> None:
     buf = io.StringIO()
     print_status(_status(), Console(file=buf, width=200, soft_wrap=True), "web")
     assert buf.getvalue().splitlines()[0].endswith("(create of cluster web (e4817139-c653-5340-befb-a0b1eac681f8))")
+
+
+def test_an_error_with_brackets_is_printed_as_it_is() -> None:
+    # A script's stderr is free text: "[/tmp/x]" read as a closing tag made `muster status` crash.
+    buf = io.StringIO()
+    error = "task n1000.install.base failed 3 times: install: cp: [/tmp/x] [bold]gone[/bold]"
+    print_status({**_status(), "state": "rolled_back", "error": error}, Console(file=buf, width=200, soft_wrap=True))
+    assert f"  error: {error}" in buf.getvalue().splitlines()
+
+
+def test_the_live_bar_shows_an_error_with_brackets_as_it_is() -> None:
+    buf = io.StringIO()
+    view = LiveView(Console(file=buf, force_terminal=True, width=200))
+    step = {"counts": {}, "tasks_total": 2, "state": "failed", "text": "n1000.install failed: [/tmp/x]"}
+    view.update(JobProgress(), step)
+    view.close()
+    assert "[/tmp/x]" in buf.getvalue()
