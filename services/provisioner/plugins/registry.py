@@ -164,7 +164,9 @@ class PluginRegistry:
                     f"got {type(fields).__name__}"
                 )
         owns = work_dir is None
-        root = Path(tempfile.mkdtemp(prefix="muster-provisioner-")) if work_dir is None else Path(work_dir)
+        # Absolute: plugins hand these paths to programs run elsewhere (ansible-playbook runs in its
+        # own directory, and `muster up` gives a relative --work-dir).
+        root = Path(tempfile.mkdtemp(prefix="muster-provisioner-")) if work_dir is None else Path(work_dir).absolute()
         try:
             root.mkdir(parents=True, exist_ok=True)
             key_dir = root / "keys"

@@ -84,6 +84,20 @@ async def test_a_folder_that_is_itself_a_plugin_is_accepted(tmp_path: Path) -> N
     await reg.aclose()
 
 
+async def test_a_relative_work_dir_gives_plugins_absolute_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `muster up` starts the provisioner with `--work-dir .muster/provisioner`; the ansible
+    # automator wrote its known_hosts path from it, and ansible-playbook, run in a directory of
+    # its own, found no such file: every Ansible task failed host key verification.
+    monkeypatch.chdir(tmp_path)
+    reg = PluginRegistry.discover(work_dir=Path(".muster") / "provisioner")
+    try:
+        assert reg.work_dir == tmp_path / ".muster" / "provisioner"
+        ansible = reg.get(PluginType.AUTOMATOR, "ansible")
+        assert ansible is not None and ansible.env.state_dir.is_absolute() and ansible.env.key_dir.is_absolute()
+    finally:
+        await reg.aclose()
+
+
 def test_temporary_work_dir_is_removed_on_close(tmp_path: Path) -> None:
     import asyncio
 
