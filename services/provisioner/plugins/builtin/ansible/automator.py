@@ -36,9 +36,11 @@ PATH_ENV = "MUSTER_PLAYBOOK_PATH"
 
 
 def search_dirs(ctx: PluginContext) -> list[Path]:
+    """Absolute: ansible-playbook runs in a directory of its own, where a relative roles path
+    would name nothing."""
     dirs = [Path(str(ctx.fields["playbook_dir"])).expanduser()] if ctx.fields.get("playbook_dir") else []
     dirs += [Path(p).expanduser() for p in os.environ.get(PATH_ENV, "").split(":") if p]
-    return [*dirs, Path.cwd()]
+    return [d.absolute() for d in dirs] + [Path.cwd()]
 
 
 def find_playbook(ctx: PluginContext, name: str) -> Path:
