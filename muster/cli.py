@@ -14,6 +14,7 @@ from muster import tracing
 # name -> ("module:attribute" of a click command, one-line help shown without importing it)
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("muster.runtime.cli:up", "Start nats-server and the services."),
+    "down": ("muster.runtime.cli:down", "Stop the deployment muster up runs on a data directory."),
     "demo": ("muster.runtime.cli:demo", "Start everything, build a 5-node cluster, then delete it."),
     "solver": ("services.solver.entrypoint:main", "Run the solver service."),
     "planner": ("services.planner.entrypoint:main", "Run the planner service."),

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +133,8 @@ class NatsServer:
     launcher: tuple[str, ...] = ()
     """argv put before the binary: a fault test runs each node in its own network namespace
     (`nsenter --net=... --`, which execs: the process is still the server)."""
+    preexec: Callable[[], None] | None = None
+    """Run in the child before the binary (`muster up`'s: end with it, muster.runtime.lifeline)."""
     process: asyncio.subprocess.Process | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
     reloaded: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -155,7 +158,7 @@ class NatsServer:
         self.process = await asyncio.create_subprocess_exec(
             *self.launcher, nats_server_binary(), "-c", str(conf),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, pass_fds=self.hold_fds,
+            start_new_session=True, pass_fds=self.hold_fds, preexec_fn=self.preexec,
         )
         try:
             await asyncio.wait_for(self._until_ready(), timeout)
@@ -266,6 +269,20 @@ class DataDirLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    def in_use(self) -> bool:
+        """Does a deployment hold the directory (this object not having taken it)?"""
+        try:
+            fd = os.open(self.data_dir / self.LOCK, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # a lock taken here goes with the descriptor
+        return False
+
     def fileno(self) -> int:
         assert self._fd is not None, "not acquired"
         return self._fd
@@ -292,11 +309,11 @@ class DataDirLock:
         processes = {str(k): int(v) for k, v in dict(state.get("processes", {})).items()}
         if pid and _alive(pid):
             who = f"`muster up` pid {pid}"
-            stop = f"stop it (Ctrl-C in its terminal, or kill -TERM {pid})"
+            stop = f"stop it (Ctrl-C in its terminal, `muster down --data-dir {self.data_dir}`, or kill -TERM {pid})"
         else:
             alive = ", ".join(f"{name} pid {p}" for name, p in processes.items() if _alive(p)) or "none found"
             who = f"`muster up` pid {pid} is gone, but processes it started still hold the directory ({alive})"
-            stop = "stop those processes"
+            stop = f"stop them (`muster down --data-dir {self.data_dir}`)"
         return (f"{where}: {who}, NATS {state.get('nats_url') or '?'}, tracker {state.get('tracker_url') or '?'}; "
                 f"{stop}, or pass another --data-dir")
 

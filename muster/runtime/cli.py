@@ -32,6 +32,7 @@ from services.planner.domain.limits import parse_tenant_limits
 from services.provisioner.plugins.specs import catalog_plugins
 
 from .autoscale import AutoscalePolicy, autoscaling
+from .down import DownError, stop_deployment
 from .network import Network, network_options
 from .supervisor import Deployment, StartError, local_principal, tenant_names
 
@@ -228,7 +229,7 @@ def _run(coro: Any) -> None:
 def start_errors(err: BaseException) -> CliError | None:
     if isinstance(err, TlsError):
         return CliError(str(err), EXIT_INVALID)
-    return CliError(str(err), EXIT_FAILED) if isinstance(err, (StartError, ServerError)) else None
+    return CliError(str(err), EXIT_FAILED) if isinstance(err, (StartError, ServerError, DownError)) else None
 
 
 # -- demo ------------------------------------------------------------------------------------
@@ -248,6 +249,22 @@ async def _tracker_job(deployment: Deployment, tenant: str, job_id: str, token: 
         async with http.get(f"{deployment.tracker_url}/v1/jobs/{job_id}", headers={"X-Muster-Tenant": tenant, **bearer_headers(token)},
                             ssl=http_ssl(deployment.data_dir)) as resp:
             return await resp.json()
+
+
+@click.command("down")
+@_data_dir_option
+@click.option("--timeout", default=30.0, show_default=True, type=click.FloatRange(1), help="seconds to wait for each step")
+def down(data_dir: Path, timeout: float) -> None:
+    """Stop the deployment `muster up` runs on this data directory (from another shell or a
+    script), as Ctrl-C in its terminal would."""
+    stopped = run(stop_deployment(data_dir, timeout))
+    if stopped is None:
+        console.print(f"nothing to stop: no muster deployment runs on {data_dir}")
+    elif stopped.supervisor is not None:
+        console.print(f"stopped muster up (pid {stopped.supervisor}) on {data_dir}")
+    else:
+        how = f", {len(stopped.killed)} of them by SIGKILL" if stopped.killed else ""
+        console.print(f"stopped {len(stopped.left)} processes `muster up` had left on {data_dir}{how}")
 
 
 @click.command("demo")

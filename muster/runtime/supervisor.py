@@ -36,6 +36,7 @@ from typing import Any
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port, reachable
 from muster.tls.context import CA_ENV, check_listen
 
+from .lifeline import end_with_this_process
 from .tls import DeploymentTls, reload_certificate
 
 SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifier")
@@ -197,7 +198,7 @@ class Deployment:
             if not self.nats_url:
                 self.server = NatsServer(self.data_dir / "nats", hold_fds=(self.lock.fileno(),), auth=self._auth_config(),
                                          host=self.host, tls=self.tls.nats() if self.tls else None,
-                                         insecure_network=self.insecure_network)
+                                         insecure_network=self.insecure_network, preexec=end_with_this_process())
                 await self.server.start()
                 self.nats_url = self.server.url
             (self.data_dir / "nats.url").write_text(self.nats_url)
@@ -419,6 +420,7 @@ class Deployment:
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
             pass_fds=(self.lock.fileno(),),  # the lock lasts while any of our processes does
+            preexec_fn=end_with_this_process(),
         )
         child = Child(name, process, self.data_dir / "logs" / f"{name}.log", args=list(args))
         self.children.append(child)

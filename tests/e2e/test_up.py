@@ -26,6 +26,7 @@ from contracts.events import EVENT_ADAPTER, JobSucceeded
 from muster.bus.connect import bearer_headers, connect, read_credentials_file
 from muster.client import MusterClient
 from muster.runtime.autoscale import AutoscalePolicy, DeploymentFleet
+from muster.runtime.down import gone
 from muster.runtime.supervisor import Deployment
 from muster.tls.context import CA_ENV, TlsRefused, http_ssl, served_serial
 
@@ -183,6 +184,36 @@ async def test_a_second_up_refuses_and_the_first_survives_kill_9_of_its_children
     assert status["owner"] == owner and location["owner"] == owner, (status["owner"], location["owner"], owner)
     assert {k: after[k] for k in ("nats-server", "solver", "tracker")} == {k: before[k] for k in ("nats-server", "solver", "tracker")}
     assert proc.returncode is None, "muster up stopped"
+
+
+async def test_a_killed_muster_up_takes_its_children_with_it_and_muster_down_stops_the_next(tmp_path: Path) -> None:
+    """A `muster up` killed outright used to leave every child running headless (logs to a
+    broken pipe) and holding the data directory, so the next `muster up` there was refused."""
+    data = tmp_path / "data"
+    async with _up(tmp_path) as (proc, _):
+        children = list(_state(data)["processes"].values())
+        proc.kill()
+        await proc.wait()
+        assert await gone(children, timeout=60) == [], "children outlived muster up"
+    assert _nats_servers_under(tmp_path) == []
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
+    again = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "muster", "up", "--data-dir", str(data), "--tracker-port", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=tmp_path,
+    )
+    try:
+        assert again.stdout is not None
+        await asyncio.wait_for(_read_until(again.stdout, "muster is up", {}), 60)
+        children = list(_state(data)["processes"].values())
+        code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
+        assert code == 0 and f"stopped muster up (pid {again.pid})" in said, said
+        assert await asyncio.wait_for(again.wait(), 5) == 0 and await gone(children, timeout=5) == []
+        code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
+        assert code == 0 and "nothing to stop" in said, said
+    finally:
+        if again.returncode is None:
+            again.kill()
+            await again.wait()
 
 
 async def _muster(*args: str, cwd: Path, **env: str) -> tuple[int, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from muster.bus.server import DataDirBusy, DataDirLock
+from muster.runtime.down import stop_deployment
 from muster.runtime.supervisor import RestartPolicy, exit_text
 
 
@@ -20,7 +22,7 @@ def test_a_second_holder_is_refused_with_the_first_ones_description(tmp_path: Pa
         DataDirLock(tmp_path).acquire()
     said = str(err.value)
     assert f"`muster up` pid {os.getpid()}" in said and "nats://127.0.0.1:4444" in said and "http://127.0.0.1:8080" in said
-    assert f"kill -TERM {os.getpid()}" in said and "--data-dir" in said
+    assert f"kill -TERM {os.getpid()}" in said and f"`muster down --data-dir {tmp_path}`" in said
     first.release()
     assert not (tmp_path / "deployment.json").exists()
     DataDirLock(tmp_path).acquire().release()
@@ -59,3 +61,37 @@ def test_restart_backoff_doubles_up_to_its_cap() -> None:
 
 def test_exit_codes_read_as_words() -> None:
     assert exit_text(-9) == "killed by SIGKILL" and exit_text(2) == "exit code 2" and exit_text(None) == "did not start"
+
+
+def _orphan(lock: DataDirLock, *, ignore_term: bool) -> subprocess.Popen[bytes]:
+    """A process `muster up` started and left behind (its command line says muster), holding the lock."""
+    code = ("import signal, sys; " + ("signal.signal(signal.SIGTERM, signal.SIG_IGN); " if ignore_term else "")
+            + "print('ready', flush=True); sys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", code, "muster"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             pass_fds=(lock.fileno(),))
+    assert child.stdout is not None and child.stdout.readline() == b"ready\n"  # its handler is in place
+    return child
+
+
+async def test_muster_down_stops_what_a_killed_muster_up_left_and_nothing_else(tmp_path: Path) -> None:
+    assert await stop_deployment(tmp_path, timeout=5) is None  # nothing runs there
+    lock = DataDirLock(tmp_path).acquire()
+    polite, stubborn = _orphan(lock, ignore_term=False), _orphan(lock, ignore_term=True)
+    stranger = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        # The supervisor is gone; a recorded pid now belongs to a process that is not ours.
+        lock.describe(pid=999_999_999, processes={"planner": polite.pid, "auth": stubborn.pid, "tracker": stranger.pid})
+        fd = lock.fileno()
+        lock._fd = None
+        os.close(fd)
+        assert DataDirLock(tmp_path).in_use()
+        stopped = await stop_deployment(tmp_path, timeout=2)
+        assert stopped is not None and stopped.supervisor is None
+        assert stopped.left == [polite.pid, stubborn.pid] and stopped.killed == [stubborn.pid]
+        assert polite.wait(5) == -signal.SIGTERM and stubborn.wait(5) == -signal.SIGKILL
+        assert stranger.poll() is None  # not a muster process: never signalled
+        assert not DataDirLock(tmp_path).in_use()
+    finally:
+        for p in (polite, stubborn, stranger):
+            p.kill()
+            p.wait()
