@@ -84,7 +84,7 @@ def _op_options(dry_run: bool) -> Callable[[Callable[..., Any]], Callable[..., A
                              help="refuse unless the cluster is at this version (`cluster show` prints it)")(g)
         g = click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1),
                          help="seconds --wait waits at most")(g)
-        g = click.option("--by", default=None, help="who asks (recorded in the log; default: your user name)")(g)
+        g = click.option("--by", default=None, help="who asks, without a token (with one, the log records its principal)")(g)
         g = click.option("--request-id", default=None,
                          help="idempotency key: the same key always maps to the same job (default: a new one)")(g)
         g = json_option(g)
