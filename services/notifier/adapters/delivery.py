@@ -130,14 +130,20 @@ class Deliveries:
         url, missing = self._url(tenant, hook.url)
         if missing:
             return [*problems, f"{label}: webhook.url: {missing}"], []
-        host = urlsplit(url).hostname or ""
-        ip = literal(host)
         hidden = self._hidden(hook.url)
+        try:
+            parts = urlsplit(url)
+            host, port = parts.hostname or "", parts.port
+        except ValueError:
+            host, port = "", None
+        if hidden is not None and (not host or parts.scheme not in ("http", "https")):
+            return [*problems, f"{label}: webhook.url: {hook.url} does not hold an http(s) URL with a host"], []
+        ip = literal(host)
         if ip is not None:
             why = refused(self.allowed, host, [ip])
             return [*problems, *([f"{label}: webhook.url: {explain(why, host, hidden)}"] if why else [])], []
         try:
-            await asyncio.wait_for(self.resolver.resolve(host, urlsplit(url).port or 0, socket.AF_UNSPEC), CHECK_RESOLVE_S)
+            await asyncio.wait_for(self.resolver.resolve(host, port or 0, socket.AF_UNSPEC), CHECK_RESOLVE_S)
         except _Refused as err:
             problems.append(f"{label}: webhook.url: {explain(err.why, err.host, hidden)}")
         except TimeoutError:

@@ -150,6 +150,11 @@ async def test_the_check_names_the_secrets_the_notifier_lacks_for_this_tenant_on
         "subscription 'ops': webhook.url: secret 'url' is not in the notifier's secrets file (under '@secrets', or '@tenants' → 'b')"]
     ok, _, error = await deliveries("b", mine, {"kind": "test"}, "ops-test-2")
     assert not ok and error.startswith("secret 'hook' is not in the notifier's secrets file")
+    broken = Deliveries(None, {"hook": "k", "url": "hooks.example/no-scheme", "port": "https://hooks.example:99999/x"}, CLOCK)
+    for name in ("url", "port"):
+        assert (await broken.check("a", hook(f"secret://{name}"))) == (
+            [f"subscription 'ops': webhook.url: secret://{name} does not hold an http(s) URL with a host"], [])
+    await broken.close()
     refused, _ = await deliveries.check("a", hook("http://169.254.169.254/latest/meta-data/"))
     assert len(refused) == 1 and refused[0].startswith("subscription 'ops': webhook.url: 169.254.169.254 is a link-local address")
     problems, warnings = await deliveries.check("a", hook("https://nowhere.invalid/x"))
