@@ -34,7 +34,8 @@ from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, no
 log = structlog.get_logger("muster.notifier")
 
 Deliver = Callable[[str, Subscription, dict[str, Any], str], Awaitable[tuple[bool, int | None, str]]]
-"""(tenant, subscription, body, notification id) -> (delivered, HTTP status, error)."""
+"""(tenant, subscription, body, notification id) -> (delivered, HTTP status, error); raises
+`DestinationRefused` for a webhook the operator's rule does not let go where it points."""
 Subscriptions = Callable[[str], list[Subscription]]
 
 
