@@ -197,8 +197,9 @@ GOV_VERBS = ("put", "delete", "list", "test")
 
 
 class GovernanceRequest(_Model):
-    """`put` (entities, all or none), `delete` (one), `list` (of a kind), `test` (a subscription:
-    send it a test notification now)."""
+    """`put` (entities, all or none), `delete` (one), `list` (of a kind); to the notifier,
+    `notify-test` (a subscription: send it a test notification now) and `notify-check` (may
+    these subscriptions be delivered: the secrets they name, where their webhooks go)."""
 
     kind: GovernanceKind
     entities: list[dict[str, Any]] = Field(default_factory=list, max_length=100)
@@ -213,6 +214,9 @@ class GovernanceAnswer(_Model):
     reason: str = ""
     items: list[dict[str, Any]] = Field(default_factory=list, description="what was written, listed or tested")
     problems: list[str] = Field(default_factory=list, description="why nothing was written (every problem found)")
+    warnings: list[str] = Field(default_factory=list, description=(
+        "written, but something may not work as meant (a subscription the notifier could not check, a webhook's "
+        "host that does not resolve now)"))
     code: RejectionCode | None = Field(default=None, description=(
         "what kind of refusal: `forbidden` (the requester's rights), `invalid`, `not_found`, `conflict`; `unavailable` "
         "(a test notification that was not delivered)"))

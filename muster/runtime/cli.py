@@ -28,6 +28,7 @@ from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliE
 from muster.client import MusterClient
 from muster.ops_session import follow
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_ssl
+from services.notifier.domain.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from services.planner.domain.limits import parse_tenant_limits
 from services.provisioner.plugins.specs import catalog_plugins
 
@@ -117,6 +118,15 @@ def _checked_tenant_limits(_ctx: click.Context, _param: click.Parameter, values:
     return values
 
 
+def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Refused here, named, rather than by the notifier as it starts."""
+    try:
+        Allowed.parse(values)
+    except AllowError as err:
+        raise click.BadParameter(str(err)) from None
+    return values
+
+
 @click.command("up")
 @_data_dir_option
 @click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
@@ -132,10 +142,13 @@ def _checked_tenant_limits(_ctx: click.Context, _param: click.Parameter, values:
 @click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N", callback=_checked_tenant_limits,
               help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
+@click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR", callback=_checked_webhook_allow,
+              help="the notifier's: a webhook may go to this host name or address range besides public addresses "
+                   f"(repeatable; ${ALLOW_ENV} too; {DOC})")
 @network_options
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
        autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, tenant_limit: tuple[str, ...],
-       network: Network) -> None:
+       webhook_allow: tuple[str, ...], network: Network) -> None:
     """Start nats-server (unless NATS_URL is set) and every service as a process of its own (auth,
     solver, planner, provisioner, tracker, pool, governance, notifier); Ctrl-C stops all."""
     if autoscale and autoscale_min > autoscale_max:
@@ -146,7 +159,8 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
                                 capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
-                                extra_args={"planner": [a for limit in tenant_limit for a in ("--tenant-limit", limit)]},
+                                extra_args={"planner": [a for limit in tenant_limit for a in ("--tenant-limit", limit)],
+                                            "notifier": [a for allow in webhook_allow for a in (ALLOW_OPTION, allow)]},
                                 **network.deployment(data_dir))
         try:
             await deployment.start()

@@ -246,7 +246,8 @@ class Deployment:
             "tracker": ["tracker", "--port", str(self.tracker_port), "--host", self.host, *self._tracker_tls()],
             "pool": ["pool", "serve"],
             # Approval rules, policies, subscriptions, schedules (and the scheduler); notifications
-            # (docs/governance.md). The notifier reads webhook secrets from $MUSTER_NOTIFIER_SECRETS.
+            # (docs/governance.md). The notifier reads webhook secrets from $MUSTER_NOTIFIER_SECRETS, and where
+            # webhooks may go besides public addresses from `muster up --webhook-allow` ($MUSTER_WEBHOOK_ALLOW).
             "governance": ["governance"],
             "notifier": ["notifier"],
         }

@@ -36,6 +36,7 @@ from muster.cli_support import (
 from muster.ops_care_cli import seconds
 from muster.tables import print_rows
 
+from .domain.deliveries import said
 from .domain.policies import PolicyCompileError, compile_policy, evaluate
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
@@ -88,6 +89,8 @@ def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
             out.print(f"{item['kind']} {item['name']} deleted")
         else:
             out.print(f"{item['kind']} {item['name']}: version {item['version']} ({item['action']})")
+    for warning in answer.warnings:
+        out.print(f"warning: {warning}")
 
 
 def _name(path: Path) -> str:
@@ -269,12 +272,21 @@ def notify() -> None:
 @command
 async def notify_add(name: str, events: str, webhook: str | None, secret: str | None, slack: bool, subject: str | None,
                      clusters: tuple[str, ...], lease_warning: str, as_json: bool, bus: Bus) -> None:
-    """Subscribe NAME to job and cluster news."""
-    entity: dict[str, Any] = {"name": name, "events": [e.strip() for e in events.split(",") if e.strip()],
+    """Subscribe NAME to job and cluster news: a webhook (--webhook and --secret) or a bus subject (--subject).
+    The notifier checks it first: a secret it lacks, or a webhook to an address its operator does not allow, is refused."""
+    if (webhook is None) == (subject is None):
+        raise click.UsageError("give one of --webhook URL (with --secret secret://NAME) and --subject muster.cb.<tenant>.…")
+    if webhook is not None and not secret:
+        raise click.UsageError("--webhook needs --secret secret://NAME: the key the notifier signs each delivery with, "
+                               "named in its secrets file (docs/governance.md)")
+    if subject is not None and (secret or slack):
+        raise click.UsageError(f"{'--secret' if secret else '--slack'} is for a webhook: a --subject message is not signed "
+                               "and carries the muster body")
+    entity: dict[str, Any] = {"name": name, "events": list(dict.fromkeys(e.strip() for e in events.split(",") if e.strip())),
                               "clusters": list(clusters), "lease_warning_s": seconds(lease_warning, "--lease-warning")}
-    if webhook:
-        entity["webhook"] = {"url": webhook, "secret": secret or "", "format": "slack" if slack else "muster"}
-    if subject:
+    if webhook is not None:
+        entity["webhook"] = {"url": webhook, "secret": secret, "format": "slack" if slack else "muster"}
+    if subject is not None:
         entity["subject"] = subject
     report(await ask(bus, "put", "subscription", as_json, entities=[entity]), as_json, "notify add")
 
@@ -289,10 +301,22 @@ async def notify_list(as_json: bool, bus: Bus) -> None:
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
-    print_rows(f"subscriptions of tenant {tenant}", ["name", "on", "to", "by"],
-          [[i["name"], ", ".join(i["entity"]["events"]),
-            i["entity"]["subject"] or f"{(i['entity']['webhook'] or {}).get('url', '')} ({(i['entity']['webhook'] or {}).get('format')})",
-            i["by"]] for i in answer.items])
+    print_rows(f"subscriptions of tenant {tenant}", ["name", "on", "to", "clusters", "by", "last delivery"],
+               [[i["name"], _on(i["entity"]), i["entity"]["subject"] or
+                 f"{(i['entity']['webhook'] or {}).get('url', '')} ({(i['entity']['webhook'] or {}).get('format')})",
+                 ", ".join(i["entity"].get("clusters") or []) or "any", i["by"], said(i.get("delivery"))] for i in answer.items])
+
+
+def _on(entity: dict[str, Any]) -> str:
+    events = ", ".join(entity["events"])
+    warning = entity.get("lease_warning_s")
+    return f"{events} ({_duration(warning)} before a lease ends)" if "lease_expiring" in entity["events"] and warning else events
+
+
+def _duration(s: float) -> str:
+    """3600 -> `1 h` (as `--lease-warning 1h` was typed); an odd count of seconds as it is."""
+    return next((f"{s / size:g} {unit}" for unit, size in (("d", 86400), ("h", 3600), ("min", 60)) if s >= size and s % size == 0),
+                f"{s:g} s")
 
 
 @notify.command("remove")

@@ -33,8 +33,10 @@ from .writes import GovernanceWrites
 log = structlog.get_logger("muster.governance")
 QUEUE = "governance"
 SEND_TIMEOUT_S = 30.0
-ANSWERED_ELSEWHERE = ("notify-test",)
-"""Governance verbs another service answers (the notifier: a test notification)."""
+ANSWERED_ELSEWHERE = ("notify-test", "notify-check")
+"""Governance verbs another service answers (the notifier: a test notification, the check of a
+subscription before it is stored, which this service asks for)."""
+CHECK_TIMEOUT_S = 10.0
 
 
 class NatsSender:
@@ -58,9 +60,24 @@ class NatsSender:
         return Answer(None, f"unexpected answer {reply.type}")
 
 
+class NatsVet:
+    """The notifier's check of webhook subscriptions, asked in the requester's name."""
+
+    def __init__(self, nc: Client, timeout: float = CHECK_TIMEOUT_S) -> None:
+        self.nc, self.timeout = nc, timeout
+
+    async def __call__(self, tenant: str, principal: str, entities: list[dict[str, Any]]) -> GovernanceAnswer | None:
+        body = json.dumps({"kind": "subscription", "entities": entities}).encode()
+        try:
+            msg = await self.nc.request(subjects.governance_request(tenant, principal, "notify-check"), body, timeout=self.timeout)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+            return None
+        return GovernanceAnswer.model_validate_json(msg.data)
+
+
 async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> tuple[GovernanceWrites, Scheduler]:
     store = EventStore(nc)
-    writes = GovernanceWrites(store)
+    writes = GovernanceWrites(store, vet=NatsVet(nc))
     if auth_required(nc):
         view = await IdentityView(nc).start()
         stack.push_async_callback(view.stop)

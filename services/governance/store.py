@@ -12,12 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from contracts import subjects
 from contracts.governance import GovernanceDeleted, GovernancePut
 from contracts.records import Append
 from muster.ports.eventlog import EventLog
 
+from .domain.deliveries import latest
 from .domain.entities import Entry, Put, fold
 from .domain.policies import CompiledPolicy, compile_all
 
@@ -26,6 +28,18 @@ async def read_entries(log: EventLog, tenant: str, kind: str = "*") -> tuple[dic
     """The tenant's entities of `kind` (`*`: all) and the last sequence of their subjects."""
     records = await log.read(subjects.governance_filter(tenant, kind))
     return fold(records), records[-1].seq if records else 0
+
+
+async def with_deliveries(log: EventLog, tenant: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Subscriptions (`Entry.to_json`) each with its latest notification news (`delivery`): the last
+    event of its notification subject, two reads per subscription."""
+    out = []
+    for item in items:
+        subject = subjects.notification_events(tenant, item["name"])
+        seq = await log.last_seq(subject)
+        records = await log.read(subject, start_seq=seq) if seq else []
+        out.append({**item, "delivery": latest(records[-1].event, records[-1].time) if records else None})
+    return out
 
 
 def _digest_id(put: Put) -> str:

@@ -6,12 +6,15 @@ without it, the body's `requested_by`). Approval rules and policies need the ten
 administrators; a subscription `read` on the tenant; a schedule the permission its operation
 needs on its cluster (`may_operate`), as its owner sends it at every tick and the planner checks
 again then; a schedule made (or given another operation) on a cluster the log does not have, or
-has deleted, is refused, as every tick of it would be. A put that a concurrent change overtook is
-validated again on the new state, a few times, before it is refused.
+has deleted, is refused, as every tick of it would be; a webhook subscription the notifier says it
+could not deliver (a secret it lacks, a destination its operator's rule refuses) is refused. A
+put that a concurrent change overtook is validated again on the new state, a few times, before
+it is refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,10 +29,13 @@ from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
 from .domain.schedules import cluster_gone, cluster_of
-from .store import append_delete, append_puts, read_entries
+from .store import append_delete, append_puts, read_entries, with_deliveries
 
 TRIES = 3
 """Puts validated again after a concurrent change overtook them (a schedule's tick, another put)."""
+Vet = Callable[[str, str, list[dict[str, Any]]], Awaitable[GovernanceAnswer | None]]
+"""(tenant, requester, subscriptions with a webhook) -> the notifier's check of them (`notify-check`:
+the secrets they name, where they send); None when no notifier answered."""
 
 
 def _refused(reason: str, problems: list[str] | None = None, code: RejectionCode = "invalid") -> GovernanceAnswer:
@@ -37,11 +43,13 @@ def _refused(reason: str, problems: list[str] | None = None, code: RejectionCode
 
 
 class GovernanceWrites:
-    def __init__(self, store: EventLog, identity: IdentityState | None = None) -> None:
+    def __init__(self, store: EventLog, identity: IdentityState | None = None, vet: Vet | None = None) -> None:
         self.store = store
         """The event log port (a put is one atomic batch: `append_fenced`)."""
         self.identity = identity
         """The identities (auth on), or None on a bus without authorization: no grants to check."""
+        self.vet = vet
+        """Asks the notifier about webhook subscriptions before they are stored; None: not asked."""
 
     async def answer(self, tenant: str, principal: str, verb: str, data: bytes) -> GovernanceAnswer:
         subjects.token(tenant, "tenant")
@@ -87,6 +95,8 @@ class GovernanceWrites:
             return _refused(allowed.reason, code="forbidden")
         entries, _ = await read_entries(self.store, tenant, request.kind)
         items = [e.to_json() for (k, n), e in sorted(entries.items()) if k == request.kind and request.name in (None, n)]
+        if request.kind == "subscription":
+            items = await with_deliveries(self.store, tenant, items)
         return GovernanceAnswer(ok=True, items=items)
 
     async def _delete(self, tenant: str, principal: str, by: str, request: GovernanceRequest) -> GovernanceAnswer:
@@ -122,14 +132,16 @@ class GovernanceWrites:
             if not allowed:
                 return _refused(f"not written: {allowed.reason}", code="forbidden")
             problems = await self._clusters_gone(tenant, puts, entries)  # after the rights: no news of clusters to others
+            problems, warnings = await self._vetted(tenant, principal, puts, problems)  # also after the rights
             if problems:
                 return _refused(f"nothing written: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
             try:
                 seqs = await append_puts(self.store, tenant, request.kind, puts, last, by)
             except ConcurrencyError:
                 continue
-            return GovernanceAnswer(ok=True, items=[{"kind": p.kind, "name": p.name, "version": p.version, "action": p.action,
-                                                     "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
+            return GovernanceAnswer(ok=True, warnings=warnings,
+                                    items=[{"kind": p.kind, "name": p.name, "version": p.version, "action": p.action,
+                                            "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
         return _refused(f"the tenant's {request.kind}s kept changing while this put was being checked; nothing was written: "
                         "run it again", code="conflict")
 
@@ -154,6 +166,22 @@ class GovernanceWrites:
             if gone:
                 problems.append(f"schedule {put.name!r}: {gone}: its operation could never run")
         return problems
+
+    async def _vetted(self, tenant: str, principal: str, puts: list[Put], problems: list[str]) -> tuple[list[str], list[str]]:
+        """(problems, warnings) once the notifier checked the webhook subscriptions of a put: it
+        alone knows its secrets (the tenant's own and the shared ones) and where webhooks may go.
+        Without a notifier to ask, they are written with a warning: the first delivery tells."""
+        hooks = [p for p in puts if p.kind == "subscription" and p.entity.get("webhook")]
+        if problems or not hooks or self.vet is None:
+            return problems, []
+        answer = await self.vet(tenant, principal, [p.entity for p in hooks])
+        names = ", ".join(repr(p.name) for p in hooks)
+        if answer is None:
+            return [], [f"subscription {names} not checked: no notifier answered; whether it has the secrets named and may "
+                        "send to the webhook is told at the first delivery (`muster notify test NAME` once it runs)"]
+        if not answer.ok and not answer.problems:
+            return [], [f"subscription {names} not checked: the notifier answered {answer.reason!r}"]
+        return list(answer.problems), list(answer.warnings)
 
     def _stamped(self, tenant: str, by: str, kind: str, body: dict[str, Any],
                  entries: dict[tuple[str, str], Entry]) -> dict[str, Any] | str:

@@ -7,7 +7,8 @@ and the event's sequence: a redelivered event queues nothing new), and only then
 acknowledged. Deliveries run from timers, outside the consumer: a receiver that is down or slow
 holds up nothing but its own retries (and never the planner, which does not know it exists).
 Each attempt is a `NotificationAttempted`; a failed one arms a timer for the next (backoff,
-`domain/notices.py`), until one succeeds or the notifier gives up. On start, every notification
+`domain/notices.py`), until one succeeds or the notifier gives up; one to a destination the
+operator's rule refuses (`domain/destinations.py`) is the last at once. On start, every notification
 not final in the log is owed again, its timer re-armed.
 """
 
@@ -27,12 +28,14 @@ from muster.ports.clock import Clock
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import fold_cluster
 
+from .domain.destinations import DestinationRefused
 from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, state_of, wants
 
 log = structlog.get_logger("muster.notifier")
 
 Deliver = Callable[[str, Subscription, dict[str, Any], str], Awaitable[tuple[bool, int | None, str]]]
-"""(tenant, subscription, body, notification id) -> (delivered, HTTP status, error)."""
+"""(tenant, subscription, body, notification id) -> (delivered, HTTP status, error); raises
+`DestinationRefused` for a webhook the operator's rule does not let go where it points."""
 Subscriptions = Callable[[str], list[Subscription]]
 
 
@@ -167,11 +170,15 @@ class Notifier:
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=False, error="no longer true: the lease moved",
                                             final=True)
         else:
+            refused = False
             try:
                 ok, status, error = await self.deliver(tenant, sub, owed.queued.body, nid)
+            except DestinationRefused as err:  # the operator's rule, not the receiver: no retry would go through
+                ok, status, error, refused = False, None, str(err), True
             except Exception as err:  # noqa: BLE001 - any failure of one delivery is that attempt's, recorded and retried
                 ok, status, error = False, None, f"the delivery failed: {type(err).__name__}: {err}"
-            again = None if ok else next_attempt(attempt, self.clock.now())
+            # A test is one attempt: its outcome is `notify test`'s answer, not a retry minutes later.
+            again = None if ok or refused or owed.queued.kind == "test" else next_attempt(attempt, self.clock.now())
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=ok, status=status, error=error[:500],
                                             final=ok or again is None, next_at=again)
         await self.log.append(subjects.notification_events(tenant, name),

@@ -1,52 +1,59 @@
 """Composition root of the notifier (`muster notifier`): subscriptions followed live, the log's
-job and lease events from durable consumers, deliveries on timers, and `muster notify test`."""
+job and lease events from durable consumers, deliveries on timers, and the requests it answers
+(`muster notify test`, the check before a subscription is stored: requests.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import socket
-import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
 import click
 import structlog
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
 from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.governance import GovernanceAnswer, GovernanceRequest, Subscription
-from contracts.secrets import NAMED
+from contracts.governance import Subscription
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import load_secrets
-from services.auth.domain.authz import may_govern
 from services.auth.view import IdentityView
 from services.governance.mirror import GovernanceMirror
 from services.governance.store import read_entries
 
 from .adapters.delivery import Deliveries
 from .app import Notifier
+from .domain.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
+from .domain.secrets import NotifierSecrets, SecretsFileError
+from .requests import VERBS, NotifierRequests
 from .routing import QUEUE, ROUTES
 
 log = structlog.get_logger("muster.notifier")
-TEST_VERB = "notify-test"
 
 
-def named_secrets(path: str | None) -> dict[str, Any]:
-    """The `@secrets` of a secrets file (docs/secrets.md): name -> value."""
-    named = load_secrets(path).get(NAMED, {})
-    if not isinstance(named, dict):
-        raise click.ClickException(f"secrets file {path} must hold an {NAMED!r} object of name -> secret")
-    return named
+def named_secrets(path: str | None) -> NotifierSecrets:
+    """The named secrets of a secrets file (docs/secrets.md): the shared `@secrets` and each
+    tenant's own under `@tenants`."""
+    try:
+        return NotifierSecrets.of(load_secrets(path), f"secrets file {path}")
+    except SecretsFileError as err:
+        raise click.ClickException(str(err)) from None
+
+
+def allowed_destinations(entries: Iterable[str]) -> Allowed:
+    try:
+        return Allowed.parse(entries)
+    except AllowError as err:
+        raise click.BadParameter(str(err)) from None
 
 
 def subscriptions_of(mirror: GovernanceMirror) -> Any:
@@ -60,14 +67,17 @@ def subscriptions_of(mirror: GovernanceMirror) -> Any:
     return current
 
 
-async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str, Any], ack_wait: float = 30.0) -> Notifier:
+async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str, Any] | NotifierSecrets,
+                         ack_wait: float = 30.0, allowed: Allowed | None = None) -> Notifier:
+    """`secrets`: a plain mapping is every tenant's (`@secrets`); `allowed`: where webhooks may go
+    besides public addresses (none: the safe default)."""
     store = EventStore(nc)
     mirror = GovernanceMirror(nc.jetstream(), subjects.ALL_SUBSCRIPTION_EVENTS)
     await mirror.start()
     stack.push_async_callback(mirror.stop)
     await mirror.wait_ready()
     clock = AsyncioClock()
-    deliveries = Deliveries(nc, secrets, clock)
+    deliveries = Deliveries(nc, secrets, clock, allowed=allowed)
     stack.push_async_callback(deliveries.close)
     notifier = Notifier(store, deliveries, clock, subscriptions_of(mirror))
     stack.callback(notifier.close)
@@ -78,34 +88,16 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
         stack.push_async_callback(view.stop)
         identity = view.state
 
-    async def on_test(msg: Msg) -> None:
-        try:
-            tenant, principal, _ = subjects.parse_request(msg.subject.replace(subjects.GOV, "muster.ops", 1))
-            request = GovernanceRequest.model_validate_json(msg.data)
-            allowed = may_govern(identity.principals.get(principal), identity.grants_of(principal), tenant, "subscription") \
-                if identity is not None else True
-            sub = next((s for s in notifier.subscriptions(tenant) if s.name == request.name), None) or \
-                await _from_log(store, tenant, request.name)
-            if not allowed:
-                reply = GovernanceAnswer(ok=False, reason=getattr(allowed, "reason", "not allowed"), code="forbidden")
-            elif sub is None:
-                reply = GovernanceAnswer(ok=False, reason=f"no subscription {request.name!r} in tenant {tenant!r}", code="not_found")
-            else:
-                outcome = await notifier.queue_test(tenant, sub, f"{sub.name}-test-{uuid.uuid4().hex[:12]}")
-                reply = GovernanceAnswer(ok=outcome.ok, reason=outcome.error, items=[outcome.model_dump(mode="json")],
-                                         code=None if outcome.ok else "unavailable")
-        except (subjects.SubjectError, ValidationError) as err:
-            reply = GovernanceAnswer(ok=False, reason=str(err)[:500])
-        except Exception:  # a bug must not leave a requester without an answer
-            log.exception("notification test failed", subject=msg.subject)
-            reply = GovernanceAnswer(ok=False, reason="internal error while testing; see the notifier's log")
-        if msg.reply:
-            await msg.respond(reply.model_dump_json().encode())
+    async def from_log(tenant: str, name: str | None) -> Subscription | None:
+        return await _from_log(store, tenant, name)
 
-    sub = await nc.subscribe(f"{subjects.GOV}.*.*.{TEST_VERB}", queue=QUEUE, cb=on_test)
-    stack.push_async_callback(_unsubscribe, sub)
+    requests = NotifierRequests(notifier, deliveries, from_log, lambda: identity)
+    for verb in VERBS:
+        sub = await nc.subscribe(f"{subjects.GOV}.*.*.{verb}", queue=QUEUE, cb=requests.on_request)
+        stack.push_async_callback(_unsubscribe, sub)
     for consumer in await consume_routes(nc.jetstream(), notifier, ROUTES, ack_wait=ack_wait, deliver_policy=DeliverPolicy.NEW):
         stack.push_async_callback(_unsubscribe, consumer)
+    log.info("webhooks", allowed_besides_public=str(deliveries.allowed))
     return notifier
 
 
@@ -124,14 +116,19 @@ async def _unsubscribe(sub: Any) -> None:
 @click.command("notifier")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--secrets", "secrets_file", envvar="MUSTER_NOTIFIER_SECRETS", default=None,
-              help="JSON file whose `@secrets` hold the webhooks' signing secrets (docs/secrets.md)")
-def main(nats_url: str | None, secrets_file: str | None) -> None:
+              help="JSON file whose `@secrets` (every tenant's) and `@tenants` (each tenant's own) hold the webhooks' "
+                   "signing secrets and secret URLs (docs/governance.md)")
+@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR",
+              help="a webhook may go to this host name (*.corp.example: the names under it) or address range besides "
+                   f"public addresses; repeat, or separate with commas (${ALLOW_ENV}; {DOC})")
+def main(nats_url: str | None, secrets_file: str | None, allow: tuple[str, ...]) -> None:
     """Run the notifier: webhooks and bus messages for subscribers."""
     secrets = named_secrets(secrets_file)
+    allowed = allowed_destinations(allow)
     name = f"notifier-{socket.gethostname()}-{os.getpid()}"
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        await start_notifier(nc, stack, secrets)
+        await start_notifier(nc, stack, secrets, allowed=allowed)
 
     structlog.contextvars.bind_contextvars(instance=name)
     main_for("notifier", nats_url, setup)

@@ -361,7 +361,9 @@ ROUTES: tuple[Route, ...] = (
     Route("/v1/whoami", "whoami", "Who the token is: principal, role, tenant and grants (401 says why a token is refused).",
           WhoAmI, (), errors=()),
     Route("/v1/governance/{what}", "governance",
-          "The tenant's approval rules, policies, subscriptions, schedules (with their last and next runs), or the "
+          "The tenant's approval rules, policies, subscriptions (each with its last delivery: `delivery.state` queued, "
+          "delivered, failing or undelivered, with the receiver's status and the error), schedules (with their last and "
+          "next runs), or the "
           "requests its policies denied. Approve or reject a job that waits: POST /v1/jobs/{job_id}/approve|reject "
           "with {\"comment\": \"...\"} (docs/governance.md).", GovernanceList, (TENANT, GOVERNANCE_LIST), errors=(400, 403, 404, 503)),
     Route("/v1/pools", "list_pools", "Every resource pool: hosts by state, free hosts, waiting and granted requests "

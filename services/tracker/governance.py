@@ -18,7 +18,7 @@ from contracts import subjects
 from contracts.governance import Schedule
 from contracts.identity import Scope
 from services.governance.domain.schedules import describe, due
-from services.governance.store import read_entries
+from services.governance.store import read_entries, with_deliveries
 
 from . import auth as auth_
 from .params import TRACKER, error, tenant_of
@@ -44,6 +44,8 @@ async def listing(store: Any, tenant: str, kind: str) -> list[dict[str, Any]]:
     if kind == "schedule":
         now = datetime.now(UTC)
         items = [{**i, **schedule_runs(i, now)} for i in items]
+    if kind == "subscription":
+        items = await with_deliveries(store, tenant, items)
     return items
 
 

@@ -17,7 +17,13 @@ from nats.js.api import DeliverPolicy
 from contracts import subjects
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.bus.server import free_port
+from services.notifier.domain.destinations import Allowed
 from services.notifier.domain.signing import DELIVERY
+
+LOCAL = Allowed.parse(["127.0.0.1"])
+"""What the test deployment's operator allows webhooks to reach besides public addresses: the
+receiver here, on loopback (as an operator allows an internal receiver; the notifier refuses it
+by default: decision 38)."""
 
 
 @dataclass

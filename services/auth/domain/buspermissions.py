@@ -128,9 +128,11 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if kind == "governance":
         # Governance entities in its requesters' names (checked against their grants), and each
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
-        # naming someone else, and the planner checks that principal's grants again.
+        # naming someone else, and the planner checks that principal's grants again. It asks the
+        # notifier to check a subscription before storing it, in the requester's name too.
         pub = common + _read_log() + [
             subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
+            f"{subjects.GOV}.*.*.notify-check",
         ]
         return BusPermissions(tuple(pub), (subjects.ALL_GOVERNANCE_REQUESTS, inbox), responses=True)
     if kind == "notifier":
@@ -138,8 +140,10 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # own `muster.cb.<tenant>.`, checked when the subscription is made).
         pub = common + _read_log() + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
                                       f"{BODIES[1]}.>"]
-        # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`).
-        return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", inbox), responses=True)
+        # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`) and the
+        # governance service's check of a subscription before it is stored (`notify-check`).
+        return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox),
+                              responses=True)
     if kind == "solver":
         pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)

@@ -7,12 +7,26 @@ already in the log still reads, and is still delivered to.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from urllib.parse import parse_qsl, urlsplit
 
 from contracts.secrets import is_reference, secret_name
 
 WHERE_INSTEAD = ("give the URL as a reference, secret://<name>, to the notifier's secrets file (docs/governance.md, "
                  "\"Notifications\"); a receiver knows the sender by the signature (--secret)")
+
+
+_LABEL = re.compile(r"(?!-)[\w-]{1,63}(?<!-)")
+
+
+def _host(host: str) -> bool:
+    """A host name (labels of letters, digits, `-`, `_`; any script) or an IP address."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return len(host) <= 253 and all(_LABEL.fullmatch(label) for label in host.rstrip(".").split("."))
 
 
 def url_problems(url: str) -> list[str]:
@@ -27,6 +41,8 @@ def url_problems(url: str) -> list[str]:
     problems = []
     if not parts.hostname:
         problems.append("its URL names no host")
+    elif not _host(parts.hostname):
+        problems.append(f"its URL's host {parts.hostname!r} is neither a host name nor an address")
     if parts.username is not None or parts.password is not None:
         problems.append(f"its URL carries a user or password before the host, which the log would keep in clear: {WHERE_INSTEAD}")
     secret_params = sorted({k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_name(k)})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
@@ -16,6 +17,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from contracts import subjects
 from contracts.catalog import Catalog
 from contracts.events import ClusterRequested, JobRequested
+from contracts.governance import GovernancePut, Subscription
+from contracts.notifications import NotificationAttempted
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from muster.catalog.store import apply_catalog
@@ -27,6 +30,9 @@ from services.tracker.params import TRACKER
 from .conftest import Authed
 
 X, Y = str(uuid.uuid4()), str(uuid.uuid4())
+HOOK = Subscription.model_validate({
+    "name": "ops", "events": ["job_failed", "lease_expiring"], "webhook": {"url": "https://hooks.example/x", "secret": "secret://ops"},
+    "clusters": ["web-*"], "lease_warning_s": 7200}).model_dump(mode="json")  # as the governance service stores it
 JOBS = {X: str(uuid.uuid4()), Y: str(uuid.uuid4())}
 
 
@@ -69,6 +75,11 @@ async def console(authed: Authed) -> AsyncIterator[Console]:
         await store.append(subjects.job_events("a", job), [Append(JobRequested(
             tenant="a", job_id=job, cluster_id=cluster, operation="create", request={}), msg_id=f"j-{job}")], expect_last_seq=0)
     await apply_catalog(store, "a", Catalog.model_validate({"services": {n: {"name": n, "description": n} for n in ("svc-shown", "svc-hidden")}}))
+    await store.append(subjects.governance_events("a", "subscription", "ops"), [Append(GovernancePut(
+        kind="subscription", name="ops", version=1, by="ada", entity=HOOK), msg_id="sub-ops")])
+    await store.append(subjects.notification_events("a", "ops"), [Append(NotificationAttempted(
+        id="ops-9-job_failed", attempt=2, ok=False, status=503, error="HTTP 503 from https://hooks.example/x", final=False,
+        next_at=datetime(2026, 11, 30, 12, tzinfo=UTC)), msg_id="ops-9-2")])
     await system.close()
     nc = await connect(authed.url, name="tracker", token=tokens["tracker"])
     app = make_app(EventStore(nc))
@@ -130,3 +141,16 @@ async def test_the_governance_page_says_which_grant_it_needs(console: Console) -
     assert "muster grant onex read --scope tenant" in html
     status, html = await console.get("/ui/governance", "ada")
     assert status == 200 and "Governance" in html
+
+
+async def test_subscriptions_show_their_filters_and_last_delivery_in_the_console_and_over_http(console: Console) -> None:
+    """Whether a subscription's deliveries go through was in the log only (`muster events`, super
+    admins): the tenant now sees the last one, with the receiver's answer, and which clusters and
+    how long before a lease's end it asked for."""
+    status, html = await console.get("/ui/governance", "ada")
+    row = html[html.index('data-testid="subscription"'):].split("</tr>", 1)[0]
+    assert status == 200 and "job_failed, lease_expiring (2 h before a lease ends)" in row and "web-*" in row, row
+    assert "failing" in row and "HTTP 503 from https://hooks.example/x" in row and "next try" in row, row
+    resp = await console.http.get("/v1/governance/subscriptions", headers={"Authorization": f"Bearer {console.tokens['ada']}"})
+    (item,) = (await resp.json())["items"]
+    assert resp.status == 200 and item["delivery"]["state"] == "failing" and item["delivery"]["status"] == 503, item

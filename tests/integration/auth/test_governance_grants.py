@@ -24,6 +24,8 @@ from muster.bus.streams import ensure_streams
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from services.governance.entrypoint import start_governance
+from services.notifier.domain.secrets import NotifierSecrets
+from services.notifier.entrypoint import start_notifier
 from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
 from services.solver.entrypoint import start_solver
@@ -44,6 +46,7 @@ deny contains msg if {
 """
 PEOPLE: dict[str, dict[str, Any]] = {
     "gov": {"role": "service", "service": "governance"},
+    "notifier": {"role": "service", "service": "notifier"},
     "ada": {"tenant": "a", "role": "tenant_admin"},
     "uma": {"tenant": "a"},
     "apo": {"tenant": "a"},
@@ -63,7 +66,7 @@ class People:
 @pytest_asyncio.fixture
 async def people(authed: Authed) -> AsyncIterator[People]:
     tokens = await authed.people(PEOPLE, GRANTS)
-    conns = {pid: await raw(authed, tokens[pid], pid) for pid in PEOPLE if pid != "gov"}
+    conns = {pid: await raw(authed, tokens[pid], pid) for pid in PEOPLE if pid not in ("gov", "notifier")}
     try:
         yield People(authed, tokens, conns)
     finally:
@@ -243,3 +246,27 @@ async def test_a_tenant_admin_types_governance_commands_without_tenant(served: P
     code, out, err = await muster(served.authed, "rule", "list", "--tenant", "b", token=token)
     assert code == 4 and "ada may not send list requests in tenant b" in err, (code, err)
     assert token not in out + err
+
+
+async def test_a_webhook_is_checked_by_the_notifier_in_the_requesters_name_and_tenant(served: People) -> None:
+    """Each service under its own identity: the governance service may ask the notifier, which
+    answers with the secrets of the requester's tenant only (a name another tenant has is as
+    missing as one nobody has) and refuses a destination inside the deployment."""
+    async with AsyncExitStack() as stack:
+        nc = await connect(served.authed.url, name="notifier", token=served.tokens["notifier"])
+        stack.push_async_callback(nc.close)
+        await start_notifier(nc, stack, NotifierSecrets.of({"@secrets": {"hook": "k"}, "@tenants": {"b": {"b-hook": "kb"}}}))
+        webhook = {"url": "https://hooks.invalid/x", "secret": "secret://b-hook"}
+        hook: dict[str, Any] = {"name": "hook", "events": ["job_failed"], "webhook": webhook}
+        others = await ask(served, "uma", "put", kind="subscription", entities=[hook])
+        assert not others["ok"] and others["problems"] == [
+            "subscription 'hook': webhook.secret: secret 'b-hook' is not in the notifier's secrets file "
+            "(under '@secrets', or '@tenants' → 'a')"], others
+        theirs = await ask(served, "eve", "put", tenant="b", kind="subscription", entities=[hook])
+        assert theirs["ok"] and "not checked" not in json.dumps(theirs), theirs
+        inside = {**hook, "webhook": {"url": "http://127.0.0.1:9/x", "secret": "secret://hook"}}
+        loopback = await ask(served, "uma", "put", kind="subscription", entities=[inside])
+        assert not loopback["ok"] and "127.0.0.1 is a loopback address" in loopback["problems"][0], loopback
+        shared = await ask(served, "uma", "put", kind="subscription", entities=[{**hook, "webhook": {**webhook, "secret": "secret://hook"}}])
+        (warning,) = shared["warnings"]
+        assert shared["ok"] and warning.startswith("subscription 'hook': hooks.invalid does not resolve now ("), shared

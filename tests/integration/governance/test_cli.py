@@ -40,7 +40,7 @@ async def url(fresh_nats: str) -> AsyncIterator[str]:
             if name == "governance":
                 await start_governance(nc, stack, "governance-cli")
             else:
-                await start_notifier(nc, stack, {})
+                await start_notifier(nc, stack, {"ops-hook": "k3y"})
         yield fresh_nats
 
 
@@ -103,3 +103,36 @@ async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(
         gone = await muster(url, kind, "remove" if kind == "notify" else "delete", name)
         assert gone.exit_code == 0 and "deleted" in gone.stdout, gone.output
     assert listed(await muster(url, "rule", "list", "--json")) == []
+
+
+async def test_notify_add_refuses_what_the_notifier_could_not_deliver(url: str) -> None:
+    """The governance service asks the notifier before it stores a webhook: a signing key it does
+    not have, or a destination inside the deployment, is refused at `notify add`, not found out
+    at the first delivery; a refused destination is the operator's to allow, and says how."""
+    missing = await muster(url, "notify", "add", "ops", "--on", "job_failed", "--webhook", "https://hooks.example/x",
+                           "--secret", "secret://nope")
+    assert missing.exit_code == 2, missing.output
+    assert "secret 'nope' is not in the notifier's secrets file" in missing.stderr and "ops-hook" not in missing.stderr
+    metadata = await muster(url, "notify", "add", "ops", "--on", "job_failed", "--webhook", "http://169.254.169.254/latest/meta-data",
+                            "--secret", "secret://ops-hook")
+    assert metadata.exit_code == 2, metadata.output
+    assert "169.254.169.254 is a link-local address" in metadata.stderr and "--webhook-allow" in metadata.stderr
+    assert listed(await muster(url, "notify", "list", "--json")) == []
+    made = await muster(url, "notify", "add", "ops", "--on", "job_failed, lease_expiring,job_failed", "--webhook", "https://hooks.invalid/x",
+                        "--secret", "secret://ops-hook", "--cluster", "web-*", "--lease-warning", "2h")
+    assert made.exit_code == 0 and "subscription ops: version 1 (add)" in made.stdout, made.output
+    assert "warning: subscription 'ops': hooks.invalid does not resolve now" in made.stdout
+    row = next(line for line in (await muster(url, "notify", "list")).stdout.splitlines() if line.startswith("ops "))
+    assert "job_failed, lease_expiring (2 h before a lease ends)" in row and "web-*" in row, row  # once each
+
+
+async def test_without_a_notifier_a_webhook_is_stored_with_a_warning(fresh_nats: str) -> None:
+    async with AsyncExitStack() as stack:
+        nc = await connect(fresh_nats, name="governance")
+        stack.push_async_callback(nc.close)
+        await ensure_streams(nc.jetstream())
+        await start_governance(nc, stack, "governance-cli")
+        made = await muster(fresh_nats, "notify", "add", "ops", "--on", "job_failed", "--webhook", "https://hooks.example/x",
+                            "--secret", "secret://nope")
+    assert made.exit_code == 0, made.output
+    assert "warning: subscription 'ops' not checked: no notifier answered" in made.stdout

@@ -23,7 +23,7 @@ from muster.bus.server import free_port
 from muster.bus.streams import ensure_streams
 from services.notifier.domain.signing import DELIVERY, SIGNATURE, BadSignature, verify
 from services.notifier.entrypoint import start_notifier
-from tests.integration.conftest import Webhook
+from tests.integration.conftest import LOCAL, Webhook
 
 
 @pytest_asyncio.fixture
@@ -32,7 +32,7 @@ async def world(fresh_nats: str, webhook: Webhook) -> AsyncIterator[tuple[Any, W
         nc = await connect(fresh_nats, name="notifier-test")
         stack.push_async_callback(nc.close)
         await ensure_streams(nc.jetstream())
-        await start_notifier(nc, stack, {"hook": webhook.secret})
+        await start_notifier(nc, stack, {"hook": webhook.secret}, allowed=LOCAL)
         yield nc, webhook
 
 
@@ -114,7 +114,8 @@ async def test_a_webhook_url_given_by_reference_is_delivered_to_and_never_record
         stack.push_async_callback(nc.close)
         await ensure_streams(nc.jetstream())
         down = f"http://127.0.0.1:{free_port()}/nobody?token=tok-down"
-        await start_notifier(nc, stack, {"hook": webhook.secret, "hook-url": f"{webhook.url}?token=tok-up", "down-url": down})
+        await start_notifier(nc, stack, {"hook": webhook.secret, "hook-url": f"{webhook.url}?token=tok-up", "down-url": down},
+                             allowed=LOCAL)
         store = EventStore(nc)
         await subscribe(store, "up", webhook={"url": "secret://hook-url", "secret": "secret://hook"})
         await subscribe(store, "down", webhook={"url": "secret://down-url", "secret": "secret://hook"})

@@ -30,7 +30,7 @@ from services.notifier.app import Notifier
 from services.notifier.domain.signing import DELIVERY, SIGNATURE, verify
 from services.notifier.entrypoint import start_notifier
 from services.provisioner.plugins.builtin.simulated_automator.automator import SimulatedAutomator
-from tests.integration.conftest import Webhook
+from tests.integration.conftest import LOCAL, Webhook
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 Stack = Any
@@ -50,7 +50,7 @@ class Notifiers:
     async def start(self) -> Notifier:
         nc = await connect(self.url, name="notifier")
         self.exits.push_async_callback(nc.close)
-        return await start_notifier(nc, self.exits, self.secrets)
+        return await start_notifier(nc, self.exits, self.secrets, allowed=LOCAL)
 
     async def stop(self) -> None:
         await self.exits.aclose()

@@ -226,3 +226,14 @@ async def test_a_receiver_back_up_gets_what_it_missed_at_once_oldest_first() -> 
     assert seqs["j1"] < seqs["j2"] < seqs["j3"]
     attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
     assert sum(a.ok for a in attempts) == 3 and all(a.final for a in attempts if a.ok)
+
+
+async def test_a_test_notification_is_one_attempt_whatever_its_outcome() -> None:
+    """`notify test` answers with the outcome; a failed test is not tried again behind the
+    person's back (for up to 20 minutes, after they fixed the receiver and tested again)."""
+    deliver = Deliver(failures=1)
+    log, clock, notifier = await world([sub()], deliver)
+    outcome = await notifier.queue_test("a", sub(), "hook-test-1")
+    assert not outcome.ok and outcome.final and outcome.next_at is None
+    await clock.advance(3600)
+    assert [nid for _, nid, _ in deliver.sent] == ["hook-test-1"] and notifier.owed == {}

@@ -21,6 +21,8 @@ def put(url: str) -> list[str]:
     ("https://hooks.example/x?api_key=1&sig=2&access_token=3", "query parameters 'access_token', 'api_key' look like"),
     ("http://", "names no host"),
     ("http://hooks.example:port/x", "cannot be read"),
+    ("http://exa mple.com/x", "its URL's host 'exa mple.com' is neither a host name nor an address"),
+    ("http://-bad-.example/x", "is neither a host name nor an address"),
     ("secret://", "must be secret://<name>"),
 ])
 def test_a_url_that_would_put_a_credential_in_the_log_is_refused(url: str, said: str) -> None:
@@ -29,7 +31,8 @@ def test_a_url_that_would_put_a_credential_in_the_log_is_refused(url: str, said:
     assert "abc" not in problem and "pw" not in problem
 
 
-@pytest.mark.parametrize("url", ["https://hooks.example/muster?channel=ops", "http://127.0.0.1:8080/hook", "secret://ops-url"])
+@pytest.mark.parametrize("url", ["https://hooks.example/muster?channel=ops", "http://127.0.0.1:8080/hook", "secret://ops-url",
+                                 "http://[::1]:8080/hook", "https://bücher.example/hook", "https://a_b.example./x"])
 def test_a_plain_url_or_a_reference_is_taken(url: str) -> None:
     assert put(url) == []
 

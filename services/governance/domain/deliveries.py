@@ -1,0 +1,36 @@
+"""A subscription's latest news, for people (pure): the last event on its notification subject
+(`muster.evt.<tenant>.notify.<name>`), so that `muster notify list`, the tracker and the console
+say whether its deliveries go through, and why not, without a reader of the log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from contracts.notifications import NotificationAttempted, NotificationQueued
+
+
+def latest(event: Any, at: datetime) -> dict[str, Any] | None:
+    """`state`: `queued` (not tried yet), `delivered`, `failing` (tried again at `next_at`) or
+    `undelivered` (the last attempt: given up, refused, or no longer true); None: not a notification."""
+    if isinstance(event, NotificationQueued):
+        return {"state": "queued", "id": event.id, "kind": event.kind, "at": at.isoformat(), "due_at": event.due_at.isoformat()}
+    if isinstance(event, NotificationAttempted):
+        state = "delivered" if event.ok else "undelivered" if event.final else "failing"
+        return {"state": state, "id": event.id, "at": at.isoformat(), "attempt": event.attempt, "status": event.status,
+                "error": event.error, "next_at": event.next_at.isoformat() if event.next_at else None}
+    return None
+
+
+def said(delivery: dict[str, Any] | None) -> str:
+    """One line: `delivered at … (HTTP 204)`, `failing: <error> (attempt 2; next at …)`."""
+    if not delivery:
+        return "-"
+    state, at = delivery["state"], delivery["at"][:19]
+    if state == "queued":
+        return f"queued {delivery.get('kind')} (due at {delivery['due_at'][:19]})"
+    status = f"HTTP {delivery['status']}" if delivery.get("status") else ""
+    if state == "delivered":
+        return f"delivered at {at}" + (f" ({status})" if status else "")
+    tail = f"; next at {delivery['next_at'][:19]}" if delivery.get("next_at") else ""
+    return f"{state} at {at}: {delivery.get('error') or status or 'no answer'} (attempt {delivery.get('attempt')}{tail})"

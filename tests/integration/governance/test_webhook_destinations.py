@@ -1,0 +1,172 @@
+"""Where the notifier's webhooks may go, with real HTTP on loopback (decision 38): by default a
+tenant's webhook to the deployment's own addresses (loopback by address or by a name such as
+`localhost`, the cloud metadata address, a name whose DNS answer turns private between the check
+and the delivery) is refused before any connection, naming the rule and the operator's setting;
+an address or name the operator allows is delivered to; a redirect is never followed; a URL given
+by reference is never said. `check` (before `notify add` stores a subscription) says which secrets
+the notifier lacks, and warns of a host that does not resolve."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from contracts.governance import Subscription
+from muster.bus.server import free_port
+from muster.ports.memory import ManualClock
+from services.notifier.adapters.delivery import Deliveries
+from services.notifier.domain.destinations import Allowed, DestinationRefused
+from services.notifier.domain.secrets import NotifierSecrets
+from tests.integration.conftest import LOCAL, Webhook
+
+CLOCK = ManualClock(datetime(2026, 11, 30, 12, tzinfo=UTC))
+
+
+class Answers(AbstractResolver):
+    """A DNS that answers each name with the next of its addresses (the last one again after)."""
+
+    def __init__(self, **names: list[str]) -> None:
+        self.names = {k.replace("_", "."): v for k, v in names.items()}
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        if host not in self.names:
+            raise OSError(f"no such name {host}")
+        answers = self.names[host]
+        ip = answers.pop(0) if len(answers) > 1 else answers[0]
+        return [{"hostname": host, "host": ip, "port": port, "family": socket.AF_INET6 if ":" in ip else socket.AF_INET,
+                 "proto": 0, "flags": socket.AI_NUMERICHOST}]
+
+    async def close(self) -> None:
+        pass
+
+
+def hook(url: str, name: str = "ops") -> Subscription:
+    return Subscription.model_validate({"name": name, "events": ["job_failed"], "webhook": {"url": url, "secret": "secret://hook"}})
+
+
+@pytest_asyncio.fixture
+async def moved(webhook: Webhook) -> AsyncIterator[str]:
+    """A receiver that answers every POST with a redirect to the test's webhook receiver."""
+    app = web.Application()
+
+    async def redirect(_: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(webhook.url)
+
+    app.router.add_post("/moved", redirect)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}/moved"
+    finally:
+        await runner.cleanup()
+
+
+async def send(deliveries: Deliveries, url: str, nid: str = "ops-test-1") -> tuple[bool, int | None, str]:
+    try:
+        return await deliveries("a", hook(url), {"kind": "test", "text": "hello"}, nid)
+    finally:
+        await deliveries.close()
+
+
+@pytest.mark.parametrize("where", ["address", "localhost", "ipv6", "mapped", "metadata", "unspecified"])
+async def test_a_webhook_to_the_deployments_own_addresses_is_refused_by_default(webhook: Webhook, where: str) -> None:
+    port = webhook.url.split(":")[2].split("/")[0]
+    url, said = {
+        "address": (webhook.url, "127.0.0.1 is a loopback address"),
+        "localhost": (webhook.url.replace("127.0.0.1", "localhost"), "localhost resolves to a loopback address"),
+        "ipv6": (f"http://[::1]:{port}/hook", "::1 is a loopback address"),
+        "mapped": (f"http://[::ffff:127.0.0.1]:{port}/hook", "::ffff:127.0.0.1 is a loopback address"),
+        "metadata": ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address (a cloud's metadata"),
+        "unspecified": (f"http://0.0.0.0:{port}/hook", "0.0.0.0 is an unspecified address"),
+    }[where]
+    with pytest.raises(DestinationRefused) as refused:
+        await send(Deliveries(None, {"hook": webhook.secret}, CLOCK), url)
+    assert str(refused.value).startswith(said), refused.value
+    assert "public addresses only" in str(refused.value) and "muster up --webhook-allow" in str(refused.value)
+    assert webhook.got.empty()
+
+
+async def test_the_addresses_are_checked_when_connecting_not_before(webhook: Webhook) -> None:
+    """A name whose DNS answer is public when checked and loopback when connecting (rebinding)
+    is refused at the connection; one that resolves to a private address is refused without
+    saying that address."""
+    port = webhook.url.split(":")[2].split("/")[0]
+    dns = Answers(hooks_example=["93.184.216.34", "127.0.0.1"], inside_example=["10.0.0.5"])
+    deliveries = Deliveries(None, {"hook": webhook.secret}, CLOCK, resolver=dns)
+    assert await deliveries.check("a", hook(f"http://hooks.example:{port}/hook")) == ([], [])
+    with pytest.raises(DestinationRefused, match="^hooks.example resolves to a loopback address"):
+        await send(deliveries, f"http://hooks.example:{port}/hook")
+    with pytest.raises(DestinationRefused, match="^inside.example resolves to a private address") as refused:
+        await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, resolver=dns), "https://inside.example/x")
+    assert "10.0.0.5" not in str(refused.value)
+    assert webhook.got.empty()
+
+
+async def test_what_the_operator_allows_is_delivered_to(webhook: Webhook) -> None:
+    ok, status, error = await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=LOCAL), webhook.url)
+    assert (ok, status, error) == (True, 204, "")
+    by_name = Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=Allowed.parse(["localhost"]))
+    assert (await send(by_name, webhook.url.replace("127.0.0.1", "localhost"), "ops-test-2"))[0]
+    assert webhook.got.qsize() == 2
+
+
+async def test_a_redirect_is_not_followed(webhook: Webhook, moved: str) -> None:
+    ok, status, error = await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=LOCAL), moved)
+    assert not ok and status == 307, error
+    assert error == f"HTTP 307 from {moved}: the notifier does not follow redirects (subscribe the URL it redirects to)"
+    assert webhook.got.empty()
+
+
+async def test_a_url_given_by_reference_is_refused_without_saying_it(webhook: Webhook) -> None:
+    secrets = {"hook": webhook.secret, "url": f"{webhook.url}?token=tok"}
+    deliveries = Deliveries(None, secrets, CLOCK)
+    with pytest.raises(DestinationRefused) as refused:
+        await deliveries("a", hook("secret://url"), {"kind": "test"}, "ops-test-1")
+    said = str(refused.value)
+    assert said.startswith("the URL of secret://url names a loopback address") and "--webhook-allow <its host>" in said
+    assert "127.0.0.1" not in said and webhook.url.split(":")[2] not in said and "tok" not in said
+    (problem,) = (await deliveries.check("a", hook("secret://url")))[0]
+    await deliveries.close()
+    assert problem.startswith("subscription 'ops': webhook.url: the URL of secret://url names a loopback address")
+    assert "127.0.0.1" not in problem
+
+
+async def test_the_check_names_the_secrets_the_notifier_lacks_for_this_tenant_only(webhook: Webhook) -> None:
+    secrets = NotifierSecrets.of({"@secrets": {"shared": "s"}, "@tenants": {"a": {"hook": "a-key", "url": "https://hooks.example/x"}}})
+    deliveries = Deliveries(None, secrets, CLOCK, resolver=Answers(hooks_example=["93.184.216.34"]))
+    mine = Subscription.model_validate({"name": "ops", "events": ["job_failed"], "webhook": {"url": "secret://url", "secret": "secret://hook"}})
+    assert await deliveries.check("a", mine) == ([], [])
+    problems, _ = await deliveries.check("b", mine)  # tenant b names tenant a's secrets: it has none of them
+    assert problems == [
+        "subscription 'ops': webhook.secret: secret 'hook' is not in the notifier's secrets file (under '@secrets', or '@tenants' → 'b')",
+        "subscription 'ops': webhook.url: secret 'url' is not in the notifier's secrets file (under '@secrets', or '@tenants' → 'b')"]
+    ok, _, error = await deliveries("b", mine, {"kind": "test"}, "ops-test-2")
+    assert not ok and error.startswith("secret 'hook' is not in the notifier's secrets file")
+    broken = Deliveries(None, {"hook": "k", "url": "hooks.example/no-scheme", "port": "https://hooks.example:99999/x"}, CLOCK)
+    for name in ("url", "port"):
+        assert (await broken.check("a", hook(f"secret://{name}"))) == (
+            [f"subscription 'ops': webhook.url: secret://{name} does not hold an http(s) URL with a host"], [])
+    await broken.close()
+    refused, _ = await deliveries.check("a", hook("http://169.254.169.254/latest/meta-data/"))
+    assert len(refused) == 1 and refused[0].startswith("subscription 'ops': webhook.url: 169.254.169.254 is a link-local address")
+    problems, warnings = await deliveries.check("a", hook("https://nowhere.invalid/x"))
+    await deliveries.close()
+    assert problems == [] and warnings == [
+        "subscription 'ops': nowhere.invalid does not resolve now (no such name nowhere.invalid): every delivery fails until it does"]
+
+
+async def test_a_bus_subscription_needs_no_check() -> None:
+    deliveries = Deliveries(None, {}, CLOCK)
+    bus = Subscription.model_validate({"name": "bus", "events": ["job_failed"], "subject": "muster.cb.a.x"})
+    assert await deliveries.check("a", bus) == ([], [])
+    await deliveries.close()
+
+

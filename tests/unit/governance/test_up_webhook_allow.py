@@ -1,0 +1,61 @@
+"""`muster up --webhook-allow` reaches the notifier it starts (docs/governance.md, "Where webhooks
+may go"); a bad entry is refused by name before anything starts, by `muster up` and by `muster
+notifier` alike."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from muster.runtime import cli
+from muster.runtime.supervisor import Deployment
+from services.notifier import entrypoint
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_up_passes_its_webhook_allowlist_to_the_notifier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Deployment] = []
+
+    def deployment(*args: Any, **kwargs: Any) -> Deployment:
+        seen.append(Deployment(*args, **kwargs))
+        raise _Stop
+
+    monkeypatch.setattr(cli, "Deployment", deployment)
+    result = CliRunner().invoke(cli.up, ["--data-dir", str(tmp_path), "--tracker-port", "0",
+                                         "--webhook-allow", "10.20.0.0/16", "--webhook-allow", "alerts.internal"])
+    assert seen, result.output
+    commands = seen[0].commands()
+    args = commands["notifier"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--webhook-allow"] == ["10.20.0.0/16", "alerts.internal"]
+    assert all("--webhook-allow" not in a for name, a in commands.items() if name != "notifier")
+
+
+def test_a_bad_entry_is_refused_before_anything_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "Deployment", lambda *a, **k: pytest.fail("started"))
+    result = CliRunner().invoke(cli.up, ["--data-dir", str(tmp_path), "--webhook-allow", "http://alerts"])
+    assert result.exit_code == 2 and "--webhook-allow 'http://alerts' is neither an address" in result.output, result.output
+    monkeypatch.setattr(entrypoint, "main_for", lambda *a, **k: pytest.fail("started"))
+    refused = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8,bad/name"}).invoke(entrypoint.main, [])
+    assert refused.exit_code == 2 and "'bad/name' is neither an address" in refused.output, refused.output
+
+
+def test_the_notifier_reads_its_allowlist_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[Any] = []
+    given: dict[str, Any] = {}
+
+    async def start(nc: Any, stack: Any, secrets: Any, **kwargs: Any) -> None:
+        given.update(kwargs)
+
+    monkeypatch.setattr(entrypoint, "main_for", lambda name, url, setup: started.append(setup))
+    monkeypatch.setattr(entrypoint, "start_notifier", start)
+    result = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8, alerts.internal"}).invoke(entrypoint.main, [])
+    assert result.exit_code == 0 and started, result.output
+    asyncio.run(started[0](None, None))
+    assert str(given["allowed"]) == "10.0.0.0/8, alerts.internal"
