@@ -26,6 +26,7 @@ PURE = {
     "governance's pure cores": (["services.governance.domain.policies", "services.governance.domain.approvals",
                                  "services.governance.domain.cost", "services.governance.domain.schedules",
                                  "services.governance.domain.entities", "services.governance.domain.inputs",
+                                 "services.governance.domain.references",
                                  "services.notifier.domain.notices", "services.notifier.domain.signing"],
                                 ("nats", "muster.bus", "eventsourcing", "aiohttp", "services.planner")),
 }
