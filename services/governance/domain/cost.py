@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from contracts.approvals import PlanCost
 from contracts.catalog import HardwareType
 from contracts.layout import NodeSpec
+from muster.readmodel.cost import rate
 
 
 def _each(hardware: Mapping[str, HardwareType], provider: str, nodes: Sequence[NodeSpec],
@@ -41,7 +42,7 @@ def plan_cost(hardware: Mapping[str, HardwareType], provider: str, target: Seque
 
 def describe(cost: PlanCost) -> str:
     """One line for people: `0.45/h for 5 nodes (was 0.00/h)`."""
-    text = f"{cost.per_hour:.2f}/h for {len(cost.per_node)} nodes (was {cost.before_per_hour:.2f}/h)"
+    text = f"{rate(cost.per_hour)}/h for {len(cost.per_node)} nodes (was {rate(cost.before_per_hour)}/h)"
     if cost.unknown:
         text += f"; no cost given for {', '.join(cost.unknown)}"
     return text
