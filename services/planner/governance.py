@@ -24,7 +24,7 @@ from contracts.layout import Layout
 from muster.ports.clock import Clock
 from muster.ports.eventlog import Append
 from services.governance.domain import approvals
-from services.governance.domain.cost import plan_cost
+from services.governance.domain.cost import per_hour, plan_cost
 from services.governance.domain.entities import fold
 from services.governance.domain.inputs import document
 from services.governance.domain.policies import Finding, PolicySource, Verdict
@@ -105,11 +105,14 @@ class Governance:
         remaining = [] if facts.operation == "delete" else target
         cost = plan_cost(hardware, after.provider, remaining, previous)
         tenant_clusters = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted"]
+        others = [c for c in tenant_clusters if before is None or c.id != before.id]
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
                        role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
                        before=previous, after=remaining, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
-                       tenant_nodes=sum(len(c.nodes) for c in tenant_clusters if before is None or c.id != before.id)
-                       + len(previous))
+                       tenant_nodes=sum(len(c.nodes) for c in others) + len(previous),
+                       # at today's prices, as this request's cost: what a budget policy adds it to
+                       tenant_per_hour=sum(per_hour(hardware, c.provider, c.nodes.values()) for c in others)
+                       + cost.before_per_hour)
         verdict = await self.sandbox.evaluate(rules.policies, doc)
         request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
         return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc)

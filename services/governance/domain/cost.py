@@ -8,7 +8,8 @@ job is done, next to its cost before; a hardware type without a cost for the pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 
 from contracts.approvals import PlanCost
 from contracts.catalog import HardwareType
@@ -38,6 +39,16 @@ def plan_cost(hardware: Mapping[str, HardwareType], provider: str, target: Seque
         by_hardware[node.hardwaretype] = round(by_hardware.get(node.hardwaretype, 0.0) + per_node[node.id], 6)
     return PlanCost(per_hour=round(sum(per_node.values()), 6), before_per_hour=round(sum(previous.values()), 6),
                     per_node=per_node, by_hardware=by_hardware, unknown=sorted(unknown))
+
+
+def per_hour(hardware: Mapping[str, HardwareType], provider: str, nodes: Iterable[NodeSpec]) -> float:
+    """What nodes cost an hour (a hardware type without a price counts as 0), counted by
+    hardware type: a tenant's clusters may hold many nodes, and only their types have prices."""
+    total = 0.0
+    for name, count in Counter(n.hardwaretype for n in nodes).items():
+        found = hardware.get(name)
+        total += (found.cost(provider) or 0.0) * count if found is not None else 0.0
+    return round(total, 6)
 
 
 def describe(cost: PlanCost) -> str:

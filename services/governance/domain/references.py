@@ -30,7 +30,7 @@ def _request_fields() -> dict[str, Any]:
 
 
 SHAPE: dict[str, Any] = {
-    "tenant": {"name": LEAF, "clusters": LEAF, "nodes": LEAF},
+    "tenant": {"name": LEAF, "clusters": LEAF, "nodes": LEAF, "per_hour": LEAF},
     "operation": LEAF, "now": LEAF, "now_ns": LEAF,
     "requester": {"id": LEAF, "role": LEAF},
     "request": _request_fields(),

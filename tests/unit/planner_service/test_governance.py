@@ -5,6 +5,7 @@ nobody approved in time; the requester cannot approve its own job unless a rule 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from planner_harness import Harness, fails_creates, identities
@@ -248,3 +249,21 @@ async def test_the_requester_may_reject_its_own_job_without_approve() -> None:
     assert isinstance(own, Accepted), own
     await h.settle()
     assert "rejected by builder: not now after all" in h.job(waiting.job_id).error
+
+
+async def test_policies_see_what_the_tenants_clusters_cost_an_hour_so_a_budget_can_be_kept() -> None:
+    """`input.tenant` had the tenant's clusters and nodes but not their cost: a per-cluster
+    ceiling could be written, a tenant's budget could not (examples/policies/tenant_budget.rego)."""
+    h = Harness()
+    first = await h.cluster_of(nodes=3)
+    await put(h, "policy", "nodes", source=NODES)  # any policy: the tenant's requests are judged
+    gone = await h.send(DeleteCluster(cluster_id=first, dry_run=True))
+    assert isinstance(gone, DryRun) and gone.cost is not None and gone.policy is not None
+    spent = gone.cost["before_per_hour"]
+    assert spent > 0 and gone.policy["input"]["tenant"]["per_hour"] == spent
+    new = await h.send(CreateCluster(name="b", template="hadoop-small", nodes=2, dry_run=True))
+    assert isinstance(new, DryRun) and new.policy is not None and new.policy["input"]["tenant"]["per_hour"] == spent
+    budget = (Path(__file__).parents[3] / "examples" / "policies" / "tenant_budget.rego").read_text()
+    await put(h, "policy", "tenant_budget", source=budget.replace("budget := 5", f"budget := {spent + 0.01}"))
+    refused = await h.send(CreateCluster(name="b", template="hadoop-small", nodes=2), principal="uma")
+    assert isinstance(refused, Rejected) and "its budget is" in refused.reason, refused
