@@ -93,6 +93,13 @@ def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
             out.print(f"{item['kind']} {item['name']}: version {item['version']} ({item['action']})")
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CliError(f"{path}: not UTF-8 text (byte {err.start}): a policy and its input are text files", EXIT_INVALID) from None
+
+
 def _name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_\-]", "-", path.stem)[:64]
 
@@ -113,7 +120,7 @@ def policy() -> None:
 @command
 async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool, bus: Bus) -> None:
     """Apply Rego FILES (each a policy named after its file), all or none."""
-    entities = [{"name": _name(f), "source": f.read_text(), "description": description} for f in files]
+    entities = [{"name": _name(f), "source": _text(f), "description": description} for f in files]
     report(await ask(bus, "put", "policy", as_json, "policy apply", entities=entities), as_json, "policy apply")
 
 
@@ -167,7 +174,7 @@ def policy_input(document: Any, where: Path) -> dict[str, Any]:
 @guarded
 def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) -> None:
     """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied."""
-    source = file.read_text()
+    source = _text(file)
     try:
         compile_policy(_name(file), source)
     except PolicyCompileError as err:
@@ -177,7 +184,7 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
         raise CliError("\n  ".join([f"{file}: the policy reads what its input never has (undefined: a rule on it never "
                                      "holds)", *unknown]), EXIT_INVALID)
     try:
-        document = yaml.safe_load(input_file.read_text())
+        document = yaml.safe_load(_text(input_file))
     except yaml.YAMLError as err:
         raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
     # As the planner evaluates it: in a child process, within the same deadline.

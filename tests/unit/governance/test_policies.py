@@ -180,3 +180,20 @@ def test_muster_policy_test_refuses_a_policy_that_reads_what_its_input_never_has
     given.write_text('{"request": {"nodes": 50}}')
     result = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(given)])
     assert result.exit_code == 2 and "input.request.node_count: input.request has no field 'node_count'" in result.output
+
+
+def test_muster_policy_test_and_apply_refuse_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    """It was an internal error (UnicodeDecodeError), exit 1."""
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    binary = tmp_path / "bin.rego"
+    binary.write_bytes(b"package muster.bin\n\xff\xfe deny := true\n")
+    given, policy = tmp_path / "in.json", tmp_path / "nodes.rego"
+    given.write_text("{}")
+    policy.write_text(NODES)
+    for args in (["policy", "test", str(binary), "--input", str(given)], ["policy", "test", str(policy), "--input", str(binary)],
+                 ["policy", "apply", str(binary)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and f"{binary}: not UTF-8 text (byte 19)" in result.output, (args, result.output)
