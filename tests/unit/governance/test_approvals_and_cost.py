@@ -53,6 +53,9 @@ def test_who_may_decide_beyond_the_permission() -> None:
     assert "expired" in refusal(approving=True, approver="apo", **{**base, "now": NOW + timedelta(hours=2)})  # type: ignore[arg-type]
     assert "decided already" in refusal(approving=True, approver="apo", **{**base, "decided_by": "ada"})  # type: ignore[arg-type]
     assert "not waiting" in refusal(approving=True, approver="apo", **{**base, "waiting": False})  # type: ignore[arg-type]
+    # An expired job waits no more: said as "not waiting for approval", which did not say why.
+    late = refusal(approving=True, approver="apo", **{**base, "waiting": False, "now": NOW + timedelta(hours=2)})  # type: ignore[arg-type]
+    assert late.startswith("the approval expired at") and late.endswith("nobody decided in time; ask again"), late
 
 
 def node(i: int, hardware: str) -> NodeSpec:
