@@ -40,6 +40,7 @@ from muster import tracing
 from muster.bus.consume import transient
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError, StoreError
+from services.governance.sandbox import PolicySandbox
 
 from . import leases
 from .approvals import Approvals
@@ -106,7 +107,7 @@ class Requests:
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
-        self.governance = Governance(state, execution.timers.clock, role_of)
+        self.governance = Governance(state, execution.timers.clock, role_of, PolicySandbox(config.policy_deadline_s))
         self.approvals = Approvals(state, execution, self.previews, self.governance, self._start)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:
@@ -360,8 +361,8 @@ class Requests:
         recorded and refuses the request."""
         if not rules.active or preview is None:
             return None
-        judgement = self.governance.judge(rules, facts, by, before, after, preview.target,
-                                          [t.action.value for t in preview.plan.tasks])
+        judgement = await self.governance.judge(rules, facts, by, before, after, preview.target,
+                                                [t.action.value for t in preview.plan.tasks])
         if judgement.verdict.denied:
             await self.governance.deny(facts, by, str(after.id), judgement)
         return judgement

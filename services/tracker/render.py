@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from muster.readmodel.cost import rate
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
@@ -30,11 +31,29 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
         console.print("  " + resources_line(body["resources"]))
     for warning in body.get("warnings") or ():
         console.print(f"  [yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+    for warned in body.get("policy_warnings") or ():
+        console.print(f"  [yellow]policy warns:[/yellow] {escape(str(warned.get('message')))} (policy "
+                      f"{escape(str(warned.get('policy')))})", highlight=False)
+    if body.get("approval"):
+        console.print(f"  {escape(approval_line(body['approval'], body.get('state') == 'waiting_for_approval'))}", highlight=False)
     if body.get("tasks"):
         print_rows(None, ["task", "state", "attempt", "node", "runs on"],
                    [[t["id"], t["state"], str(t["attempt"]), t.get("node") or "", place(t.get("provisioner"), t.get("worker"))]
                     for t in body["tasks"]], console)
 
+
+def approval_line(a: dict[str, Any], waiting: bool) -> str:
+    """A job's approval for people: what it waits for and what it costs, or how it was decided."""
+    cost = a.get("cost") or {}
+    costs = f"; costs {rate(cost['per_hour'])}/h once done (now {rate(cost.get('before_per_hour', 0))}/h)" if cost else ""
+    if waiting:
+        return (f"approval: waits (rules {', '.join(a.get('rules') or [])}) until {a.get('expires_at')}{costs}: "
+                "`muster job approve` or `muster job reject`")
+    decided = {"approved": "approved", "rejected": "rejected", "expired": "expired: nobody decided"}.get(
+        str(a.get("decision")), str(a.get("decision") or "not decided"))
+    by = f" by {a['by']}" if a.get("by") else ""
+    comment = f": {a['comment']}" if a.get("comment") else ""
+    return f"approval: {decided}{by}{comment} (rules {', '.join(a.get('rules') or [])}){costs}"
 
 
 class LiveView:

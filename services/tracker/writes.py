@@ -33,7 +33,7 @@ from services.planner.domain.operations import OPERATIONS
 from . import plans
 from .acting import ActingBus, TokenRefused
 from .app import Tracker
-from .auth import job_cluster
+from .auth import job_cluster, job_requester
 from .write_api import IDEMPOTENCY_KEY, Preview, WriteRoute
 
 REQUEST_TIMEOUT_S = 10.0
@@ -181,6 +181,8 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
     if actor.may is None or route.verb not in OPERATION_PERMISSIONS:
         return None
     verb, cluster_id, job_id = route.verb, ids.get("cluster_id"), ids.get("job_id")
+    if verb == "reject" and job_id and await job_requester(tracker, actor.tenant, job_id) == actor.principal:
+        return None  # a requester may always reject its own job (docs/governance.md); the planner checks again
     if verb in JOB_VERBS and job_id:
         cluster_id = await job_cluster(tracker, actor.tenant, job_id)
     if verb == "apply":
