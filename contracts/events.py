@@ -235,14 +235,22 @@ class JobLayoutRetried(Event):
 
 
 class JobRetried(Event):
+    """A failed or rolled-back job starts its plan over (`running`); v2: a job that needs attention
+    (its rollback failed) runs the rest of its rollback again instead (`rollback`, back to
+    `rolling_back`): the rollback's tasks that did not succeed, with fresh attempts."""
+
     type: Literal["JobRetried"] = "JobRetried"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
     catalog_seq: int | None = Field(
         default=None, ge=0, description="the catalog the retried job runs with from here (JobRequested.catalog_seq): the "
         "one of the retry's time, so a script fixed in the catalog is the one run again; None: the job's own")
+    rollback: bool = Field(default=False, description=(
+        "v2: the job needed attention and retries its rollback's failed (and never run) tasks, not its plan"))
+    reason: str = Field(default="", description=(
+        "v2, with `rollback`: why the rollback started (`RollbackPlanned.reason`): the job's error again while it runs"))
 
 
 class JobResourcesRequested(Event):
