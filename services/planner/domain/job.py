@@ -119,6 +119,9 @@ class Job(Aggregate):
         self.task_state: dict[str, str] = {}
         self.timed_out: set[str] = set()
         """Failed tasks whose last attempt timed out (shown as `timed_out`; `failed` to dispatch)."""
+        self.permanent: set[str] = set()
+        """Failed tasks whose last attempt no retry can mend (`TaskAttemptFailed.permanent`): no
+        attempt left; a job retry gives them fresh ones."""
         self.last_errors: dict[str, str] = {}
         """Each failed task's last error: the job's reason names it when the task stops the job."""
         self.maybe_made: set[str] = set()
@@ -306,6 +309,8 @@ class Job(Aggregate):
             self.timed_out.add(payload.task_id)
         else:
             self.timed_out.discard(payload.task_id)
+        if payload.permanent:
+            self.permanent.add(payload.task_id)
 
     def fail_attempt(self, payload: TaskAttemptFailed) -> bool:
         if not self.is_current(payload.task_id, payload.attempt):
@@ -314,6 +319,8 @@ class Job(Aggregate):
         return True
 
     def attempts_left(self, task_id: str) -> int:
+        if task_id in self.permanent:
+            return 0
         return self.max_attempts - (self.attempts.get(task_id, 0) - self.retry_base.get(task_id, 0))
 
     @property
@@ -468,6 +475,7 @@ class Job(Aggregate):
                 if self.task_state.get(t) != "succeeded":
                     self.task_state.pop(t, None)
                     self.timed_out.discard(t)
+                    self.permanent.discard(t)  # a retry is asked for once the cause is mended
                     self.retry_base[t] = self.attempts.get(t, 0)
             return
         # Everything the rollback undid must be done again: start over with fresh attempts.
@@ -477,7 +485,7 @@ class Job(Aggregate):
         self.cancel_requested = False
         self.cleanups, self.maybe_made = {}, set()  # (the rollback that ended the last round deleted those)
         self.retry_base = dict(self.attempts)
-        self.task_state, self.moved = {}, set()
+        self.task_state, self.moved, self.permanent = {}, set(), set()
 
     def retry(self, by: str, request_id: str | None = None, catalog_seq: int | None = None) -> bool:
         """A failed or rolled-back job starts its plan over; one that needs attention after its
@@ -520,7 +528,7 @@ class Job(Aggregate):
         self._plan_parts = self._rollback_parts = None
         self._plans = {}
         self.tasks, self.nodes, self.batches = {}, [], []
-        self.cleanups, self.task_state, self.maybe_made, self.moved = {}, {}, set(), set()
+        self.cleanups, self.task_state, self.maybe_made, self.moved, self.permanent = {}, {}, set(), set(), set()
         self.retry_base = dict(self.attempts)
         self._dispatch = None
 

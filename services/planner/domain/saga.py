@@ -145,7 +145,10 @@ def exhausted_reason(job: Job) -> str:
     """Which task stopped the job and why, so that every place the reason reaches (the job's
     status over HTTP, `muster status`, the console, the events) names the problem itself."""
     task = job.exhausted[0]
-    said = f"task {task} failed {job.attempts[task] - job.retry_base.get(task, 0)} times"
+    times = job.attempts[task] - job.retry_base.get(task, 0)
+    said = f"task {task} failed {times} times"
+    if task in job.permanent:  # the provider said so: retrying would only fail the same way
+        said = f"task {task} failed{f' {times} times' if times > 1 else ''}, not retried: the provider says a retry cannot succeed"
     error = " ".join(job.last_errors.get(task, "").split())
     if len(error) > REASON_ERROR_MAX:
         error = error[:REASON_ERROR_MAX - 1].rstrip() + "…"
@@ -265,7 +268,7 @@ def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, setting
                                   ipaddresses=event.ipaddresses, hostname=event.hostname))
     else:
         failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error,
-                                   may_have_made=event.may_have_made)
+                                   may_have_made=event.may_have_made, permanent=event.permanent)
         if not job.fail_attempt(failed):
             effects.republish_queued = True
             return effects
