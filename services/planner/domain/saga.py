@@ -147,8 +147,8 @@ def exhausted_reason(job: Job) -> str:
     task = job.exhausted[0]
     times = job.attempts[task] - job.retry_base.get(task, 0)
     said = f"task {task} failed {times} times"
-    if task in job.permanent:  # the provider said so: retrying would only fail the same way
-        said = f"task {task} failed{f' {times} times' if times > 1 else ''}, not retried: the provider says a retry cannot succeed"
+    if task in job.permanent:  # its plugin said so: retrying would only fail the same way
+        said = f"task {task} failed{f' {times} times' if times > 1 else ''}, not retried: its plugin says a retry cannot succeed"
     error = " ".join(job.last_errors.get(task, "").split())
     if len(error) > REASON_ERROR_MAX:
         error = error[:REASON_ERROR_MAX - 1].rstrip() + "…"

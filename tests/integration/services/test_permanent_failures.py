@@ -75,7 +75,7 @@ async def test_refused_credentials_are_not_retried_and_an_unreachable_cloud_is(s
         refused, attempts = await _created(stack, "aws-small")
         assert attempts == {"n1000.create": [1], "n1001.create": [1]}
         assert refused.reason.startswith("task n100"), refused.reason
-        assert (".create failed, not retried: the provider says a retry cannot succeed: create: the cloud refused the "
+        assert (".create failed, not retried: its plugin says a retry cannot succeed: create: the cloud refused the "
                 "credentials of provider 'aws' (list nodes: AuthFailure: ") in refused.reason
         assert SECRETS["aws"]["secret"] not in refused.reason
 

@@ -18,7 +18,7 @@ async def test_a_refused_create_is_not_retried_and_the_reason_says_so(h: Harness
     await h.settle()
     final = h.final(reply.job_id)
     assert isinstance(final, JobRolledBack), h.history(reply.job_id)
-    assert final.reason == ("task n1000.create failed, not retried: the provider says a retry cannot succeed: "
+    assert final.reason == ("task n1000.create failed, not retried: its plugin says a retry cannot succeed: "
                             "simulated refusal")
     creates = [(m.task_id, m.attempt) for m in h.queue.messages if m.task_id == "n1000.create"]
     assert creates == [("n1000.create", 1)]
@@ -44,7 +44,7 @@ async def test_a_refusal_after_transient_failures_stops_there() -> None:
     await h.settle()
     final = h.final(reply.job_id)
     assert isinstance(final, JobRolledBack) and final.reason.startswith(
-        "task n1000.create failed 2 times, not retried: the provider says a retry cannot succeed")
+        "task n1000.create failed 2 times, not retried: its plugin says a retry cannot succeed")
     assert [m.attempt for m in h.queue.messages if m.task_id == "n1000.create"] == [1, 2]
 
 
@@ -62,7 +62,7 @@ async def test_a_refused_rollback_task_needs_attention_at_once_and_a_retry_tries
     await h.settle()
     final = h.final(reply.job_id)
     assert isinstance(final, JobNeedsAttention) and final.reason.startswith(
-        "rollback failed: task undo.n1000.remove.flaky failed, not retried: the provider says a retry cannot succeed")
+        "rollback failed: task undo.n1000.remove.flaky failed, not retried: its plugin says a retry cannot succeed")
     assert [m.attempt for m in h.queue.messages if m.task_id == "undo.n1000.remove.flaky"] == [1]
     h.behaviour = lambda m: "succeed"  # the credentials are mended: a retry gives the task fresh attempts
     assert isinstance(await h.send(RetryJob(job_id=reply.job_id)), Accepted)
