@@ -234,8 +234,8 @@ def _size_change(f: Facts) -> tuple[ClusterTemplate, int, int] | None:
 def _outside(template: ClusterTemplate, current: int) -> str:
     size = template.constraints.size
     way = "shrink" if size.max is not None and current > size.max else "grow"
-    return (f"outside template {template.name!r}'s size range ({size.range_text} nodes), which changed after the cluster "
-            f"was made: it may only {way} toward it")
+    return (f"outside the size range of template {template.name!r} ({size.range_text} nodes), which changed after the "
+            f"cluster was made: it may only {way} toward it")
 
 
 def size_allowed(f: Facts) -> None:

@@ -23,8 +23,9 @@ async def test_a_shrink_toward_a_lowered_max_is_accepted_with_a_note() -> None:
     _sized(h, 2, 3)
     reply = await h.send(ShrinkCluster(cluster_id=cid, nodes=5))
     assert isinstance(reply, Accepted), reply
-    assert reply.warnings == ["cluster 'c1' has 6 nodes and will have 5, still outside template 'hadoop-small''s size range "
-                              "(2 to 3 nodes), which changed after the cluster was made: it may only shrink toward it"]
+    assert reply.warnings == ["cluster 'c1' has 6 nodes and will have 5, still outside the size range of template "
+                              "'hadoop-small' (2 to 3 nodes), which changed after the cluster was made: it may only shrink "
+                              "toward it"]
     await h.settle()
     assert h.job(reply.job_id).state == "succeeded" and len(h.cluster(cid).nodes) == 5
     last = await h.send(ShrinkCluster(cluster_id=cid, nodes=3))  # into the range: nothing to note
@@ -39,8 +40,9 @@ async def test_a_dry_run_shows_the_same_note() -> None:
     _sized(h, 2, 3)
     reply = await h.send(ShrinkCluster(cluster_id=cid, nodes=4, dry_run=True))
     assert isinstance(reply, DryRun) and reply.layout is not None and reply.layout.nodes == 4, reply
-    assert reply.warnings == ["cluster 'c1' has 6 nodes and will have 4, still outside template 'hadoop-small''s size range "
-                              "(2 to 3 nodes), which changed after the cluster was made: it may only shrink toward it"]
+    assert reply.warnings == ["cluster 'c1' has 6 nodes and will have 4, still outside the size range of template "
+                              "'hadoop-small' (2 to 3 nodes), which changed after the cluster was made: it may only shrink "
+                              "toward it"]
 
 
 async def test_an_expand_toward_a_raised_min_is_accepted_with_a_note() -> None:
@@ -62,8 +64,8 @@ async def test_a_change_away_from_the_range_is_refused_at_once() -> None:
         reply = await h.send(cmd)
         assert isinstance(reply, Rejected) and reply.field == "nodes" and reply.code == "invalid", reply
         assert reply.reason == ("template 'hadoop-small' allows 2 to 3 nodes; 7 requested; cluster 'c1' has 6, outside "
-                                "template 'hadoop-small''s size range (2 to 3 nodes), which changed after the cluster was "
-                                "made: it may only shrink toward it")
+                                "the size range of template 'hadoop-small' (2 to 3 nodes), which changed after the cluster "
+                                "was made: it may only shrink toward it")
     past = await h.send(ShrinkCluster(cluster_id=cid, nodes=1))  # past the range, below its min
     assert isinstance(past, Rejected) and past.reason.startswith("template 'hadoop-small' allows 2 to 3 nodes; 1 requested")
     assert len(h.log.records) == before  # nothing recorded
@@ -75,7 +77,7 @@ async def test_a_change_of_services_keeps_the_size_and_is_noted() -> None:
     _sized(h, 2, 3)
     reply = await h.send(AddServices(cluster_id=cid, services=["extra"]))
     assert isinstance(reply, Accepted) and reply.warnings == [
-        "cluster 'c1' has 6 nodes and stays outside template 'hadoop-small''s size range (2 to 3 nodes), which changed "
+        "cluster 'c1' has 6 nodes and stays outside the size range of template 'hadoop-small' (2 to 3 nodes), which changed "
         "after the cluster was made: it may only shrink toward it"], reply
     await h.settle()
     assert h.job(reply.job_id).state == "succeeded"
