@@ -294,7 +294,8 @@ def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
 _job_control("pause", PauseJob, "Dispatch nothing new for JOB_ID (tasks in flight finish); --wait until it is paused.")
 _job_control("resume", ResumeJob, "Resume a paused job.")
 _job_control("cancel", CancelJob, "Stop JOB_ID and roll back what it did.")
-_job_control("retry", RetryJob, "Run a failed job's remaining tasks again.")
+_job_control("retry", RetryJob, "Run a failed or rolled-back job's plan again; a job that needs attention "
+             "(its rollback failed) runs its rollback's failed tasks again.")
 
 
 def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:

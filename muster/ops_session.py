@@ -317,6 +317,8 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
     if "tenant" in limits:
         out.print(f"limit: at most {limits['tenant']} tasks of the tenant run at once")
     print_governance(reply)
+    for warning in reply.warnings:
+        out.print(f"warning: {warning}")
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
         if (reply.policy or {}).get("deny"):  # an apply is admitted as any request is: it would be refused

@@ -120,6 +120,8 @@ def describe(e: Any) -> str:
         case "JobFailed" | "JobRolledBack" | "JobNeedsAttention":
             verb = {"JobFailed": "job failed", "JobRolledBack": "job rolled back", "JobNeedsAttention": "job needs attention"}[t]
             return f"{verb}: {e.reason}"
+        case "JobRetried" if getattr(e, "rollback", False):
+            return "job retried: its rollback's failed tasks run again"
         case "JobPaused" | "JobResumed" | "JobCancelRequested" | "JobRetried":
             return {"JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "cancel requested",
                     "JobRetried": "job retried"}[t]

@@ -46,7 +46,7 @@ from . import leases
 from .approvals import Approvals
 from .config import PlannerConfig
 from .domain import planning, saved
-from .domain.admission import Facts, Refused
+from .domain.admission import Facts, Refused, size_notes
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
@@ -293,17 +293,19 @@ class Requests:
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
+        notes = size_notes(facts)
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         rules = await self.governance.load(tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, warnings=notes,
+                                               notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
         elif op.layout and not rules.active:  # the solver answers through the log (Execution.on_layout)
             await self._accept(job, cluster)
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, facts.catalog, cmd))
             log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
-            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
+            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=notes + await self._waits_for_workers(cluster))
         else:
             preview = await self.previews.preview(job, cluster, facts)
         judgement = await self._judged(rules, facts, ctx.by(cmd), cluster, cluster, preview)
@@ -320,7 +322,7 @@ class Requests:
         else:
             await self._start(job, cluster, facts, preview)
         log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._warnings(job, cluster))
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=notes + await self._warnings(job, cluster))
 
     async def _accept(self, job: Job, cluster: Cluster, then: Callable[[], None] | None = None) -> None:
         """`then`: what the job records once the cluster is (governance: its version)."""

@@ -166,7 +166,8 @@ def answer(route: WriteRoute, reply: Any) -> Written:
     if isinstance(reply, DryRun):
         preview = Preview(operation=route.verb, plan_id=reply.plan_id or "", plan_url=f"/v1/plans/{reply.plan_id}",
                           cluster_version=reply.cluster_version, catalog_version=reply.catalog_version, layout=reply.layout,
-                          plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy)  # type: ignore[arg-type]
+                          plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy,  # type: ignore[arg-type]
+                          warnings=list(reply.warnings))
         return Written(200, preview.model_dump(mode="json"))
     if isinstance(reply, LeaseExtended):
         return Written(200, {"cluster_id": reply.cluster_id, "expires_at": reply.expires_at.isoformat(), "version": reply.version})

@@ -332,7 +332,8 @@ class PluginRegistry:
         try:
             fields = loaded.descriptor.resolve(task.service.action.fields)
         except ValueError as err:
-            return failed(f"service {task.service.name!r} action {action.value!r}: {err}")
+            # The catalog's fields, checked the same way on every provisioner: a retry fails the same.
+            return failed(f"service {task.service.name!r} action {action.value!r}: {err}", permanent=True)
         assert isinstance(loaded.instance, AutomatorPlugin)
         return await loaded.instance.run(action, PluginContext(task, fields, deadline, progress))
 
@@ -350,7 +351,7 @@ class PluginRegistry:
         try:
             fields = loaded.descriptor.resolve(values)
         except ValueError as err:
-            return failed(f"provider {task.provider.name!r} ({name}): {err}")
+            return failed(f"provider {task.provider.name!r} ({name}): {err}", permanent=True)  # (as an action's fields)
         plugin = loaded.instance
         assert isinstance(plugin, ProviderPlugin)
         ctx = PluginContext(task, fields, deadline, progress)
