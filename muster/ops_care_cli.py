@@ -109,6 +109,8 @@ def print_drift(c: ClusterInfo) -> None:
         action = {"start": "start it", "reinstall": "install, configure and start it again", "stop": "stop it",
                   "restart": "restart it, to run the cluster's config"}.get(
             d.repair, "unknown: check again, or look at the node")
+        if d.after:  # the repair's own reason for not installing it again
+            action = f"start it after {', '.join(d.after)}, down too (it may have failed for that alone)"
         out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")
     if any(d.repair for d in c.drift):
         out.print(f"repair: muster cluster repair {c.name}")

@@ -81,6 +81,11 @@ def render_replay(state: dict[str, Any]) -> str:
         ips = ", ".join(f"{k} {v}" for k, v in n["ipaddresses"].items())
         lines.append(f"    {n['id']:<8} {n['hostname']:<28} {n['hardwaretype']}/{n['imagetype']}  [{', '.join(n['services'])}]"
                      + (f"  {ips}" if ips else ""))
+    if c.get("drift"):  # with the catalog of that point: what a repair asked then would have run
+        lines.append(f"  drift ({len(c['drift'])}):")
+        for d in c["drift"]:
+            repair = (d["repair"] + (f" after {', '.join(d['after'])}" if d.get("after") else "")) or "none: check again"
+            lines.append(f"    {d['node']:<8} {d['service']}: {d['observed']}, should be {d['desired']} (repair: {repair})")
     lines.append(f"  jobs ({len(state['jobs'])}):")
     for j in state["jobs"]:
         counts = ", ".join(f"{n} {s}" for s, n in j["counts"].items())
