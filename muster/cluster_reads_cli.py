@@ -95,7 +95,10 @@ async def list_jobs(cluster_ref: str | None, state: str | None, bus: Bus, as_jso
     async with TrackerReads(bus) as tracker:
         named = await tracker.cluster(cluster_ref) if cluster_ref else None
         jobs = await tracker.pages("/v1/jobs", cluster=named.id if named else None, state=state)
-        names = {c["id"]: c["name"] for c in await tracker.pages("/v1/clusters")} if jobs and not as_json else {}
+        if named is not None or not jobs or as_json:  # (a reader of one cluster may not list the others)
+            names = {named.id: named.name} if named is not None else {}
+        else:
+            names = {c["id"]: c["name"] for c in await tracker.pages("/v1/clusters")}
     if as_json:
         echo_json(jobs)
         return
