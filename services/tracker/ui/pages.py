@@ -187,11 +187,14 @@ async def task(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 async def catalog(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     data = await reads.catalog(tracker_of(request), viewer.tenant)
     shown = data["catalog"].model_copy(deep=True)
+    hidden = 0
     for kind in KINDS:  # the entities the viewer may read (docs/security.md), as the bus would answer
         entities = shown.entities(kind)
         for name in [n for n in entities if not viewer.may_catalog("read", kind, n)]:
             del entities[name]
-    return render(request, "catalog.html", viewer, **{**data, "catalog": shown})
+            hidden += 1
+    # A catalog whose entities the viewer may not read is not "no catalog yet": it says so.
+    return render(request, "catalog.html", viewer, **{**data, "catalog": shown, "hidden": hidden})
 
 
 @page
