@@ -137,6 +137,9 @@ async def test_history_of_a_job_and_of_its_cluster(tracked: Tracked) -> None:
     assert not re.search(r"\+ *-", cluster.output), cluster.output  # offsets count from the earliest event
     assert "cluster active" in cluster.output
     assert (await muster("history", "--nats-url", tracked.url)).exit_code == 2
+    # A tenant that made no governance decision yet: an answer, not "nothing in the log" and exit 2.
+    none = await muster("history", "--governance", "--tenant", "nobody-yet", "--nats-url", tracked.url)
+    assert none.exit_code == 0 and none.output == "no governance decisions in tenant nobody-yet yet\n", none.output
 
 
 async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked) -> None:
@@ -215,6 +218,12 @@ async def test_events_dumps_the_log_as_json_lines(tracked: Tracked) -> None:
     assert len(everything) > len(lines) and any('"CatalogEntityPut"' in line for line in everything)
     assert (await muster("events", "--tenant", "nobody", "--nats-url", tracked.url)).output == ""
     assert (await muster("events", "--since", "soon", "--nats-url", tracked.url)).exit_code == 2
+    # `--since 0` is the start of the log (it was a 400 on `after`, -1); a sequence past the
+    # tracker's bound is said as the option.
+    zero = await muster("events", "--subject", f"job.{reply.job_id}", "--since", "0", "--nats-url", tracked.url)
+    assert zero.exit_code == 0 and [json.loads(line)["seq"] for line in zero.output.splitlines()] == [line["seq"] for line in lines]
+    huge = await muster("events", "--since", "9" * 20, "--nats-url", tracked.url)
+    assert huge.exit_code == 2 and "--since 99999999999999999999: a log sequence is at most" in huge.output, huge.output
     assert (await muster("events", "--tenant", "a.b", "--nats-url", tracked.url)).exit_code == 2
 
 
