@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from contracts.events import FINAL_JOB_STATES
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
@@ -23,6 +24,8 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
     console.print(f"  owner {body.get('owner') or '?'} · answered from the {body.get('source')} · requested by {body.get('requested_by')}")
     console.print(f"  started {body.get('started_at')} · finished {body.get('finished_at') or '-'}")
     where = f"stage {stage['current']} of {stage.get('total', 0)}" if stage.get("current") else f"{stage.get('total', 0)} stages"
+    if stage.get("current") and body.get("state") in FINAL_JOB_STATES:  # over: where it stopped, not where it is
+        where = "stopped at " + where
     console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · {where}")
     if body.get("error"):
         console.print(f"  error: {body['error']}")

@@ -46,3 +46,12 @@ def test_a_status_names_the_cluster_when_its_name_is_known() -> None:
     buf = io.StringIO()
     print_status(_status(), Console(file=buf, width=200, soft_wrap=True), "web")
     assert buf.getvalue().splitlines()[0].endswith("(create of cluster web (e4817139-c653-5340-befb-a0b1eac681f8))")
+
+
+def test_a_job_that_ended_mid_plan_says_where_it_stopped() -> None:
+    buf = io.StringIO()  # a rolled back job read "stage 8 of 11", as a running one does
+    print_status({**_status(), "state": "rolled_back", "stage": {"current": 8, "total": 11}}, Console(file=buf, width=200))
+    assert buf.getvalue().splitlines()[3].endswith("· stopped at stage 8 of 11")
+    running = io.StringIO()
+    print_status({**_status(), "state": "running", "stage": {"current": 8, "total": 11}}, Console(file=running, width=200))
+    assert running.getvalue().splitlines()[3].endswith("· stage 8 of 11")
