@@ -85,6 +85,9 @@ async def repair(cluster_ref: str, opts: Options) -> None:
 
 
 def print_drift(c: ClusterInfo) -> None:
+    if c.status == "deleted":  # (it said "no service state observed yet: `muster cluster check`", which is refused)
+        out.print(f"cluster {c.name} ({c.id}) is deleted: no service runs on it")
+        return
     rows = []
     for node in c.nodes:  # every observed one, and every one meant to be stopped
         for service in sorted(node.services):
