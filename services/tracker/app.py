@@ -292,7 +292,11 @@ class Tracker:
     async def not_yet(self, seq: int | None, at: datetime | None) -> tuple[str, str] | None:
         """(parameter, why) when a point asked of a replay is not a point of the log yet: past
         its last event, or later than now. What is there is not known: answered as of the
-        log's end, it would change as the log grows, and a point always gives the same answer."""
+        log's end, it would change as the log grows, and a point always gives the same answer.
+        Given both, the earlier counts (as a replay cuts at it): either one in the past will do."""
+        if seq is not None and at is not None:
+            seq_later, at_later = await self.not_yet(seq, None), await self.not_yet(None, at)
+            return seq_later if seq_later is not None and at_later is not None else None
         if seq is not None:
             end = (await self.nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq
             if seq > end:

@@ -115,16 +115,14 @@ async def get_replay(request: web.Request) -> web.Response:
     raw_seq = int_query(request, "seq", -1, 0, MAX_SEQ)
     seq = raw_seq if raw_seq >= 0 else None
     at = time_query(request, "at")
-    if seq is not None and at is not None:
-        raise BadParameter("at", "give seq or at, not both")
     ref = request.query.get("cluster")
     if ref is None:
         raise BadParameter("cluster", "name the cluster (its id or its name)")
     cluster_id, name = await resolve_cluster(request, tenant, ref)
     tracker = request.app[TRACKER]
     later = await tracker.not_yet(seq, at)
-    if later is not None:
-        raise BadParameter(later[0], f"{later[1]}; without a point, the cluster as it is now")
+    if later is not None:  # a point that does not exist yet, as one before the cluster is a 404
+        raise not_found(f"{later[1]}; without a point, the cluster as it is now")
     state = await replay_cluster(tracker.store, tenant, cluster_id, seq, at, tracker.stories)
     if state is None:
         raise not_found(f"cluster {name} ({cluster_id}) did not exist yet at that point"

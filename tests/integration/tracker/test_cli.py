@@ -177,6 +177,10 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     assert ahead.exit_code == 2 and f"seq {end + 1000} is past the end of the log (its last event is #" in ahead.output, ahead.output
     later = await muster(*args, "--at", "2999-01-01T00:00:00Z")
     assert later.exit_code == 2 and "at 2999-01-01T00:00:00+00:00 is later than now" in later.output, later.output
+    over_http = await tracked.http.get("/v1/replay", params={"cluster": reply.cluster_id, "seq": str(end + 1000)})
+    assert over_http.status == 404  # a point that is not one yet, as one before the cluster
+    both = await tracked.http.get("/v1/replay", params={"cluster": reply.cluster_id, "seq": str(end + 1000), "at": at})
+    assert both.status == 200 and (await both.json())["as_of"]["at"] == at  # given both, the earlier counts
 
     # The tracker snapshots the story when the cluster's status changes; replay starts there.
     changed = [r.seq for r in await tracked.store.read(subjects.cluster_events("default", reply.cluster_id))
