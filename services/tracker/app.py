@@ -289,8 +289,8 @@ class Tracker:
 
     # -- clusters ------------------------------------------------------------------------------
 
-    async def not_yet(self, seq: int | None, at: datetime | None) -> tuple[str, str] | None:
-        """(parameter, why) when a point asked of a replay is not a point of the log yet: past
+    async def not_yet(self, seq: int | None, at: datetime | None) -> str | None:
+        """Why a point asked of a replay is not a point of the log yet (None: it is): past
         its last event, or later than now. What is there is not known: answered as of the
         log's end, it would change as the log grows, and a point always gives the same answer.
         Given both, the earlier counts (as a replay cuts at it): either one in the past will do."""
@@ -300,11 +300,11 @@ class Tracker:
         if seq is not None:
             end = (await self.nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq
             if seq > end:
-                return "seq", f"seq {seq} is past the end of the log (its last event is #{end}): nothing is known there yet"
+                return f"seq {seq} is past the end of the log (its last event is #{end}): nothing is known there yet"
         now = datetime.now(UTC)
         if at is not None and at > now:
-            return "at", (f"at {at.isoformat()} is later than now ({now.isoformat(timespec='seconds')} by the "
-                          "tracker's clock): nothing is known there yet")
+            return (f"at {at.isoformat()} is later than now ({now.isoformat(timespec='seconds')} by the "
+                    "tracker's clock): nothing is known there yet")
         return None
 
     async def cluster(self, tenant: str, cluster_id: str) -> dict[str, Any] | None:

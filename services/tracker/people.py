@@ -122,7 +122,7 @@ async def get_replay(request: web.Request) -> web.Response:
     tracker = request.app[TRACKER]
     later = await tracker.not_yet(seq, at)
     if later is not None:  # a point that does not exist yet, as one before the cluster is a 404
-        raise not_found(f"{later[1]}; without a point, the cluster as it is now")
+        raise not_found(f"{later}; without a point, the cluster as it is now")
     state = await replay_cluster(tracker.store, tenant, cluster_id, seq, at, tracker.stories)
     if state is None:
         raise not_found(f"cluster {name} ({cluster_id}) did not exist yet at that point"

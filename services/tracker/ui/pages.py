@@ -95,7 +95,7 @@ async def _point(request: web.Request) -> int | None:
     seq = seq_param(request)
     later = await tracker_of(request).not_yet(seq, None)
     if later is not None:
-        raise NotFound(later[1][:1].upper() + later[1][1:] + ".")
+        raise NotFound(later[:1].upper() + later[1:] + ".")
     return seq
 
 
