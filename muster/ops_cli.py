@@ -279,7 +279,7 @@ for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, ex
 
 @click.group("job")
 def job() -> None:
-    """Control a running job: pause, resume, cancel, retry; wait for one."""
+    """Control a running job: pause, resume, cancel, retry; wait for one; list them."""
 
 
 def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
@@ -310,6 +310,10 @@ def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
 
 _decision("approve", ApproveJob, "Let JOB_ID, which waits for approval, run its plan (docs/governance.md).")
 _decision("reject", RejectJob, "Refuse JOB_ID, which waits for approval: it ends, nothing ran.")
+
+
+for _read in cluster_reads_cli.JOB_COMMANDS:  # list
+    job.add_command(_read)
 
 
 @job.command("wait")

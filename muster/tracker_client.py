@@ -17,6 +17,7 @@ import asyncio
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from contracts.records import Recorded
 from .bus.connect import CredentialsError, bearer_headers, credentials
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError
 from .readmodel.clusters import ClusterInfo
+from .readmodel.observed import Drift, needs_catalog
 
 if TYPE_CHECKING:  # imported when a read begins: `muster cluster create` without --wait reads nothing
     import aiohttp
@@ -179,15 +181,26 @@ class TrackerReads:
         found = ClusterInfo.from_history(await self.history(cluster=ref, jobs=False))
         if found is None:
             raise CliError(f"no cluster {ref!r}", EXIT_INVALID)
-        return found
+        return await self._repairs(found)
 
     async def clusters(self) -> list[ClusterInfo]:
         """Every cluster of the tenant, folded from their own events."""
         by_subject: dict[str, list[Recorded]] = defaultdict(list)
         for r in await self.history(cluster="*", jobs=False):
             by_subject[r.subject].append(r)
-        out = [c for c in map(ClusterInfo.from_history, by_subject.values()) if c is not None]
+        out = [await self._repairs(c) for c in map(ClusterInfo.from_history, by_subject.values()) if c is not None]
         return sorted(out, key=lambda c: (c.name, c.updated))
+
+    async def _repairs(self, found: ClusterInfo) -> ClusterInfo:
+        """What a repair does about a failed service depends on the catalog (a replica whose
+        primary is down is only started), which a reader may not be allowed to read: the
+        tracker's view of the cluster says it, and is asked only then."""
+        if not needs_catalog(found.drift):
+            return found
+        view = await self.get(f"/v1/clusters/{found.id}")
+        said = {(d.node, d.service, d.observed): d.after for d in map(Drift.from_json, view.get("drift") or ())}
+        # The fold's pairs (the view may be a moment newer), each with what the tracker said.
+        return found.with_drift(replace(d, after=said.get((d.node, d.service, d.observed), d.after)) for d in found.drift)
 
 
 def _query(params: dict[str, Any]) -> dict[str, str]:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from contracts.events import FINAL_JOB_STATES
 from muster.readmodel.cost import rate
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
@@ -24,6 +25,8 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
     console.print(f"  owner {body.get('owner') or '?'} · answered from the {body.get('source')} · requested by {body.get('requested_by')}")
     console.print(f"  started {body.get('started_at')} · finished {body.get('finished_at') or '-'}")
     where = f"stage {stage['current']} of {stage.get('total', 0)}" if stage.get("current") else f"{stage.get('total', 0)} stages"
+    if stage.get("current") and body.get("state") in FINAL_JOB_STATES:  # over: where it stopped, not where it is
+        where = "stopped at " + where
     console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · {where}")
     if body.get("error"):
         console.print(f"  error: {escape(body['error'])}")  # a script's words, brackets and all
@@ -100,6 +103,11 @@ def render_replay(state: dict[str, Any]) -> str:
         ips = ", ".join(f"{k} {v}" for k, v in n["ipaddresses"].items())
         lines.append(f"    {n['id']:<8} {n['hostname']:<28} {n['hardwaretype']}/{n['imagetype']}  [{', '.join(n['services'])}]"
                      + (f"  {ips}" if ips else ""))
+    if c.get("drift"):  # with the catalog of that point: what a repair asked then would have run
+        lines.append(f"  drift ({len(c['drift'])}):")
+        for d in c["drift"]:
+            repair = (d["repair"] + (f" after {', '.join(d['after'])}" if d.get("after") else "")) or "none: check again"
+            lines.append(f"    {d['node']:<8} {d['service']}: {d['observed']}, should be {d['desired']} (repair: {repair})")
     lines.append(f"  jobs ({len(state['jobs'])}):")
     for j in state["jobs"]:
         counts = ", ".join(f"{n} {s}" for s, n in j["counts"].items())
