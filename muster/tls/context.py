@@ -213,6 +213,19 @@ class TlsRefused(TlsError):
     """The TLS handshake was refused, by this side or the server (not a network fault)."""
 
 
+def http_refusal(err: BaseException, url: str, data_dir: Path | None = None) -> str | None:
+    """What a failed HTTPS request to the tracker means when its TLS handshake was refused (an
+    aiohttp error wrapping the ssl one), in the words of `connect_verified`'s; None otherwise.
+    aiohttp's own text ("Cannot connect to host ...") reads like a tracker that is down."""
+    cause = getattr(err, "certificate_error", None) or getattr(err, "os_error", None)
+    if not isinstance(cause, ssl.SSLError) or not refusal(cause):
+        return None
+    why = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
+    return (f"the TLS handshake with the tracker at {url} failed: {why}; this client trusts "
+            f"{client_tls(data_dir).describe()} (${CA_ENV} names a CA file; the tracker's certificate must name the "
+            "host of the URL)")
+
+
 async def served_serial(url: str, context: ssl.SSLContext) -> int:
     """The serial number of the certificate a TLS server (`tls://` or `https://` host:port) presents
     to a new connection now: which one it serves, before and after a rotation."""
