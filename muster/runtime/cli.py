@@ -69,6 +69,9 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         loop.add_signal_handler(sig, stop.set)
     rotations: set[asyncio.Task[None]] = set()
     loop.add_signal_handler(signal.SIGUSR1, lambda: _rotate_in_background(deployment, rotations))
+    if deployment.tls is not None:
+        renewing = asyncio.create_task(_renew_when_due(deployment))
+        rotations.add(renewing)
     waits: dict[str, asyncio.Future[Any]] = {
         "failed": asyncio.ensure_future(deployment.wait_failed()),
         "signal": asyncio.ensure_future(stop.wait()),
@@ -103,6 +106,28 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
     task = asyncio.create_task(rotate())
     running.add(task)
     task.add_done_callback(running.discard)
+
+
+RENEWAL_RETRY_S = 3600.0
+
+
+async def _renew_when_due(deployment: Deployment) -> None:
+    """Rotate the server certificates when they come within 30 days of their end, as a start
+    would: they last 90 days, and a deployment that runs longer would stop taking new
+    connections when they end (`muster tls rotate` does the same on demand). A timer to that
+    moment, not a poll; the 30 days also cover the event loop's clock, which stops while the
+    machine sleeps."""
+    assert deployment.tls is not None
+    while True:  # one renewal per pass, each at its own due time
+        await asyncio.sleep(deployment.tls.renewal_in())
+        try:
+            reloaded = await deployment.rotate_certificates()
+        except (StartError, ServerError, OSError, ValueError) as err:  # (ValueError: a CA file that does not load)
+            _say(f"certificates near their end not renewed: {err}; trying again in {RENEWAL_RETRY_S / 3600:g} h "
+                 "(or run `muster tls rotate`)")
+            await asyncio.sleep(RENEWAL_RETRY_S)
+            continue
+        _say(f"certificates renewed before their end: new server certificates loaded by {', '.join(reloaded)}")
 
 
 def _checked_tenant_limits(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import signal
 import socket
 from collections.abc import Coroutine
@@ -71,12 +72,28 @@ class DeploymentTls:
 
     def rotate(self) -> None:
         """New keys and certificates for the servers, signed by the same CA (clients keep
-        trusting it); the caller has the servers reload them."""
+        trusting it), and the local user's client certificate made again if it is near its end;
+        the caller has the servers reload theirs."""
         from muster.tls.ca import LocalCA
 
         ca = LocalCA.load_or_create(self.folder)
         for name in SERVERS:
             ca.issue(self.folder / "servers" / name, f"muster {name}", server_names(self.host, self.names))
+        if self.mutual:
+            ca.ensure(self.folder / Path(CLIENT_CERT).stem, "muster local user", server=False)
+
+    def renewal_in(self) -> float:
+        """Seconds until the first of the certificates `prepare` keeps (the servers', the local
+        user's) comes within RENEW_BEFORE_DAYS of its end, when a start would make it again; 0
+        when one is missing or due."""
+        from muster.tls.ca import RENEW_BEFORE_DAYS, not_after
+
+        files = [self.server_pair(name)[0] for name in SERVERS] + ([self.folder / CLIENT_CERT] if self.mutual else [])
+        try:
+            first = min(not_after(f) for f in files)
+        except (OSError, ValueError):
+            return 0.0
+        return max(0.0, (first - dt.datetime.now(dt.UTC) - dt.timedelta(days=RENEW_BEFORE_DAYS)).total_seconds())
 
     def nats(self) -> ServerTls:
         cert, key = self.server_pair("nats")

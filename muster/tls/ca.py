@@ -113,7 +113,7 @@ class LocalCA:
         return cls(folder, cert, key)
 
     def issue(self, path: Path, name: str, hosts: Sequence[str] = (), *, server: bool = True,
-              days: int = LEAF_DAYS) -> Pair:
+              days: float = LEAF_DAYS) -> Pair:
         """A new key and a certificate for `name` at `path` (`<path>.pem`, `<path>.key`).
         A server's certificate names `hosts` and may also be used as a client's (a nats-server
         dials its routes with it); a client's is for client authentication only."""
@@ -162,6 +162,11 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+def not_after(path: Path) -> dt.datetime:
+    """When the certificate in `path` (PEM) ends."""
+    return x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc
 
 
 def serial_of(pem: bytes) -> int:
