@@ -69,7 +69,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         loop.add_signal_handler(sig, stop.set)
     rotations: set[asyncio.Task[None]] = set()
     loop.add_signal_handler(signal.SIGUSR1, lambda: _rotate_in_background(deployment, rotations))
-    if deployment.tls is not None:
+    if deployment.tls is not None and deployment.tls.issuing:  # (an operator's certificates are the operator's to renew)
         renewing = asyncio.create_task(_renew_when_due(deployment))
         rotations.add(renewing)
     waits: dict[str, asyncio.Future[Any]] = {
@@ -98,7 +98,7 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
     async def rotate() -> None:
         try:
             reloaded = await deployment.rotate_certificates()
-        except (StartError, ServerError, OSError) as err:
+        except (StartError, ServerError, OSError, TlsError) as err:
             _say(f"certificates not rotated: {err}")
             return
         _say(f"certificates rotated: new server certificates loaded by {', '.join(reloaded)}")
@@ -122,7 +122,7 @@ async def _renew_when_due(deployment: Deployment) -> None:
         await asyncio.sleep(deployment.tls.renewal_in())
         try:
             reloaded = await deployment.rotate_certificates()
-        except (StartError, ServerError, OSError, ValueError) as err:  # (ValueError: a CA file that does not load)
+        except (StartError, ServerError, OSError, ValueError, TlsError) as err:  # (ValueError: a CA file that does not load)
             _say(f"certificates near their end not renewed: {err}; trying again in {RENEWAL_RETRY_S / 3600:g} h "
                  "(or run `muster tls rotate`)")
             await asyncio.sleep(RENEWAL_RETRY_S)

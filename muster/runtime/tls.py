@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, is_loopback
+from muster.bus.server import reachable
+from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, TlsError, is_loopback
 from muster.tls.natsconf import ServerTls
 
 SERVERS = ("nats", "tracker")
@@ -58,11 +59,26 @@ class DeploymentTls:
         base = self.folder / "servers" / name
         return base.with_suffix(".pem"), base.with_suffix(".key")
 
+    @property
+    def issuing(self) -> bool:
+        """Does muster hold the CA's key (it made the CA, or was given it) and so issue, renew and
+        rotate the certificates? `ca.pem` without `ca.key` is an operator's CA: the certificates
+        in `servers/` are the operator's, used as they are and never replaced."""
+        return (self.folder / "ca.key").exists() or not self.ca.exists()
+
     def prepare(self) -> None:
         """The CA and the server certificates (and the local user's client certificate with
-        mutual TLS), made where missing or stale; kept otherwise."""
+        mutual TLS), made where missing or stale; kept otherwise. An operator's certificates
+        (`issuing` is false) are checked, and a TlsError names what is wrong with them."""
         from muster.tls.ca import LocalCA
 
+        if not self.issuing:
+            if self.mutual:
+                raise TlsError(f"--mtls needs the CA's key ({self.folder / 'ca.key'}) to make each process's client "
+                               f"certificate, and {self.ca} is there without it (an operator's CA): run with --tls only, "
+                               "or add the key")
+            self.check_given()
+            return
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         ca = LocalCA.load_or_create(self.folder)
         for name in SERVERS:
@@ -70,12 +86,41 @@ class DeploymentTls:
         if self.mutual:
             ca.ensure(self.folder / Path(CLIENT_CERT).stem, "muster local user", server=False)
 
+    def check_given(self) -> None:
+        """An operator's server certificates, before the servers are given them: each there,
+        readable, with its key, within its dates, naming the host of the URLs `muster up` gives
+        (and every `--tls-name`); that they chain to `ca.pem` the first client checks, and says so."""
+        from cryptography import x509
+
+        from muster.tls.ca import alt_names, check_server_pair, names_of
+
+        wanted = list(dict.fromkeys([reachable(self.host).strip("[]"), *self.names]))
+        for name in SERVERS:
+            cert, key = self.server_pair(name)
+            if not cert.exists() or not key.exists():
+                raise TlsError(f"{self.ca} is there without ca.key, so muster serves the operator's certificates as they "
+                               f"are, and {cert if not cert.exists() else key} is missing: give {name}'s certificate and "
+                               f"key there, signed by that CA, naming {', '.join(wanted)}")
+            try:
+                check_server_pair(cert, key)
+                named = names_of(x509.load_pem_x509_certificate(cert.read_bytes()))
+            except ValueError as err:
+                raise TlsError(str(err)) from None
+            missing = [n for n in (str(h.value) for h in alt_names(wanted)) if n not in named]
+            if missing:
+                raise TlsError(f"the certificate in {cert} does not name {', '.join(missing)}, which clients of this "
+                               f"deployment dial (it names {', '.join(sorted(named)) or 'nothing'})")
+
     def rotate(self) -> None:
         """New keys and certificates for the servers, signed by the same CA (clients keep
         trusting it), and the local user's client certificate made again if it is near its end;
-        the caller has the servers reload theirs."""
+        the caller has the servers reload theirs. An operator's certificates are not made here:
+        the operator replaced the files, and they are checked before the servers read them."""
         from muster.tls.ca import LocalCA
 
+        if not self.issuing:
+            self.check_given()
+            return
         ca = LocalCA.load_or_create(self.folder)
         for name in SERVERS:
             ca.issue(self.folder / "servers" / name, f"muster {name}", server_names(self.host, self.names))

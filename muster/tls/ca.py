@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -162,6 +162,43 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+def check_server_pair(cert: Path, key: Path) -> None:
+    """A server's certificate and key as an operator gives them (their own PKI's, or ours):
+    ValueError naming the file and what is wrong, before anything serves them. OpenSSL's own
+    word for most of this is "PEM lib", and it serves a certificate that has ended, which every
+    client then refuses."""
+    data = _read(cert, "PEM certificate")
+    try:
+        certificate = x509.load_pem_x509_certificate(data)
+    except ValueError:
+        raise ValueError(f"{cert} holds no PEM certificate") from None
+    data = _read(key, "PEM private key")
+    try:
+        private = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise ValueError(f"{key} holds no PEM private key this server can read (one without a passphrase)") from None
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    if private.public_key().public_bytes(*der) != certificate.public_key().public_bytes(*der):
+        raise ValueError(f"the key in {key} is not the key of the certificate in {cert}")
+    now = _now()
+    if certificate.not_valid_after_utc <= now:
+        raise ValueError(f"the certificate in {cert} ended on {certificate.not_valid_after_utc:%Y-%m-%d %H:%M} UTC: every "
+                         "client would refuse it; give a new one (`muster tls issue --renew` makes one from muster's CA)")
+    if certificate.not_valid_before_utc > now:
+        raise ValueError(f"the certificate in {cert} is valid only from {certificate.not_valid_before_utc:%Y-%m-%d %H:%M} "
+                         "UTC (is this machine's clock right?)")
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"cannot read {path}: {err.strerror or err}") from None
+    if b"-----BEGIN" not in data:
+        raise ValueError(f"{path} holds no {what}")
+    return data
 
 
 def not_after(path: Path) -> dt.datetime:
