@@ -88,11 +88,25 @@ _NOISE = _SslEofNoise()
 def client_context(tls: ClientTls) -> ssl.SSLContext:
     """Verifies the server's chain and name (the defaults of `create_default_context`, kept)."""
     logging.getLogger("asyncio").addFilter(_NOISE)  # (a set: once however often)
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca) if tls.ca else None)
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca) if tls.ca else None)
+    except (OSError, ssl.SSLError) as err:  # OpenSSL's words ("no certificate or crl found") do not name the file
+        raise TlsError(f"the CA file {tls.ca} cannot be read as PEM certificates ({_said(err)}): name another with "
+                       f"${CA_ENV}") from None
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if tls.cert is not None and tls.key is not None:
-        context.load_cert_chain(tls.cert, tls.key)
+        try:
+            context.load_cert_chain(tls.cert, tls.key)
+        except (OSError, ssl.SSLError) as err:  # ("PEM lib")
+            raise TlsError(f"this client's certificate {tls.cert} with the key {tls.key} cannot be used ({_said(err)}): "
+                           f"both PEM, the key the certificate's (${CERT_ENV}, ${KEY_ENV})") from None
     return context
+
+
+def _said(err: OSError) -> str:
+    if isinstance(err, ssl.SSLError):
+        return str(err.reason or "not PEM")  # (OpenSSL's "PEM lib" has no reason)
+    return str(err.strerror or err)
 
 
 def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:

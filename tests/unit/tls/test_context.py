@@ -148,3 +148,17 @@ async def test_a_refused_https_handshake_with_the_tracker_says_so(tmp_path: Path
         assert "(a tracker serving HTTPS needs an https:// URL)" in err.message
     finally:
         await runner.cleanup()
+
+
+def test_a_trust_or_client_file_that_is_not_pem_is_named(tmp_path: Path) -> None:
+    """Not "internal error (SSLError: ... PEM lib)": which file, and which variable names it."""
+    ca = LocalCA.load_or_create(tmp_path / "ca")
+    own, other = ca.issue(tmp_path / "me", "me", server=False), ca.issue(tmp_path / "you", "you", server=False)
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    with pytest.raises(TlsError, match=f"the CA file {garbage} cannot be read as PEM certificates .*MUSTER_TLS_CA"):
+        client_context(ClientTls(garbage))
+    with pytest.raises(TlsError, match=f"this client's certificate {garbage} with the key {own.key} cannot be used \\(not PEM\\)"):
+        client_context(ClientTls(ca.cert_path, garbage, own.key))
+    with pytest.raises(TlsError, match=f"certificate {own.cert} with the key {other.key} cannot be used \\(KEY_VALUES_MISMATCH\\)"):
+        client_context(ClientTls(ca.cert_path, own.cert, other.key))
