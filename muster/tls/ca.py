@@ -15,12 +15,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from .context import TlsError
 
 CA_DAYS = 3650
 LEAF_DAYS = 90
@@ -77,7 +80,7 @@ def names_of(cert: x509.Certificate) -> set[str]:
 class LocalCA:
     """The CA in `folder` (`ca.pem`, `ca.key`), made by `load_or_create` when missing."""
 
-    def __init__(self, folder: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+    def __init__(self, folder: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
         self.folder = folder
         self.cert = cert
         self.key = key
@@ -88,12 +91,28 @@ class LocalCA:
 
     @classmethod
     def load_or_create(cls, folder: Path, name: str = "muster local CA") -> LocalCA:
+        """The CA in `folder`, or a new one when neither file is there. A TlsError names what
+        is wrong with the files that are: a CA is never made over one of them."""
         cert_path, key_path = folder / "ca.pem", folder / "ca.key"
-        if cert_path.exists() and key_path.exists():
-            key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
-            if not isinstance(key, ec.EllipticCurvePrivateKey):
-                raise ValueError(f"{key_path} is not an EC key")
-            return cls(folder, x509.load_pem_x509_certificate(cert_path.read_bytes()), key)
+        if cert_path.exists() != key_path.exists():
+            there, missing = (cert_path, key_path) if cert_path.exists() else (key_path, cert_path)
+            raise TlsError(f"{there} is there without {missing.name}: a CA needs both (remove it, and a new CA is made)")
+        if cert_path.exists():
+            try:
+                key = serialization.load_pem_private_key(_read(key_path, "PEM private key"), password=None)
+            except (ValueError, TypeError, UnsupportedAlgorithm) as err:
+                raise TlsError(str(err) if str(err).startswith(("cannot read", str(key_path))) else
+                               f"{key_path} holds no PEM private key muster can read (one without a passphrase)") from None
+            if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+                raise TlsError(f"{key_path}: a CA key muster signs with is EC or RSA, not {type(key).__name__}")
+            try:
+                cert = x509.load_pem_x509_certificate(_read(cert_path, "PEM certificate"))
+            except ValueError as err:
+                raise TlsError(str(err) if str(err).startswith(("cannot read", str(cert_path))) else
+                               f"{cert_path} holds no PEM certificate") from None
+            if not _same_key(key, cert):
+                raise TlsError(f"the key in {key_path} is not the key of the CA certificate in {cert_path}")
+            return cls(folder, cert, key)
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         now = _now()
@@ -179,8 +198,7 @@ def check_server_pair(cert: Path, key: Path) -> None:
         private = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm):
         raise ValueError(f"{key} holds no PEM private key this server can read (one without a passphrase)") from None
-    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    if private.public_key().public_bytes(*der) != certificate.public_key().public_bytes(*der):
+    if not _same_key(private, certificate):
         raise ValueError(f"the key in {key} is not the key of the certificate in {cert}")
     now = _now()
     if certificate.not_valid_after_utc <= now:
@@ -189,6 +207,11 @@ def check_server_pair(cert: Path, key: Path) -> None:
     if certificate.not_valid_before_utc > now:
         raise ValueError(f"the certificate in {cert} is valid only from {certificate.not_valid_before_utc:%Y-%m-%d %H:%M} "
                          "UTC (is this machine's clock right?)")
+
+
+def _same_key(private: Any, certificate: x509.Certificate) -> bool:
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    return bool(private.public_key().public_bytes(*der) == certificate.public_key().public_bytes(*der))
 
 
 def _read(path: Path, what: str) -> bytes:
