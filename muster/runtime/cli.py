@@ -18,6 +18,7 @@ from rich.table import Table
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
+from muster import tracing
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import ServerError
@@ -162,6 +163,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     solver, planner, provisioner, tracker, pool, governance, notifier); Ctrl-C stops all."""
     if autoscale and autoscale_min > autoscale_max:
         raise click.BadParameter(f"--autoscale-min {autoscale_min} is more than --autoscale-max {autoscale_max}")
+    _check_tracing()
     policy = AutoscalePolicy(min_processes=autoscale_min, max_processes=autoscale_max, capacity_each=capacity,
                              cooldown_s=autoscale_cooldown) if autoscale else None
 
@@ -194,6 +196,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     console.print(f"nats:    {deployment.nats_url}")
     console.print(f"tracker: {deployment.tracker_url}")
     console.print(f"logs:    {data_dir / 'logs'}")
+    if (traces := tracing.describe()) is not None:
+        console.print(f"traces:  {traces} (every service; docs/tracing.md)", markup=False, highlight=False)
     _print_credentials(deployment, data_dir)
     if planners > 1:
         console.print(f"planners: {planners} (they share the clusters: muster planners)")
@@ -206,6 +210,15 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()
     await _guarded(deployment)
+
+
+def _check_tracing() -> None:
+    """The OTEL_* variables every child is given, checked once here: otherwise each service
+    exits at its start with the same complaint, and `muster up` gives up on the first."""
+    try:
+        tracing.describe()
+    except tracing.TracingError as err:
+        raise CliError(f"{err} (docs/tracing.md)", EXIT_INVALID) from None
 
 
 def _own_token(deployment: Deployment) -> str | None:
@@ -289,6 +302,7 @@ async def _tracker_job(deployment: Deployment, tenant: str, job_id: str, token: 
 @network_options
 def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool, network: Network) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
+    _check_tracing()
 
     async def main() -> None:
         if real:  # the Ansible flavours' playbooks, for the provisioner this starts

@@ -84,6 +84,23 @@ def check(env: Mapping[str, str] = os.environ) -> list[tuple[str, str]]:
     return [(name, protocol) for name in names]
 
 
+def describe(env: Mapping[str, str] = os.environ) -> str | None:
+    """Where this process's spans go, in a few words (`muster up` says it), or None when off;
+    TracingError as `check`."""
+    if not wanted(env):
+        return None
+    said = []
+    for name, protocol in check(env):
+        if name == "console":
+            said.append("console (stdout)")
+            continue
+        signal = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ("http://localhost:4317" if protocol == "grpc" else "http://localhost:4318")
+        where = signal or (base if protocol == "grpc" else f"{base.rstrip('/')}/v1/traces")
+        said.append(f"OTLP {protocol} to {where}")
+    return ", ".join(said)
+
+
 def _exporters(env: Mapping[str, str]) -> list[Any]:
     made: list[Any] = []
     for name, protocol in check(env):

@@ -218,3 +218,20 @@ def test_a_command_names_the_tracing_variable_it_cannot_follow() -> None:
     result = CliRunner().invoke(main, ["cluster", "list"], env={"OTEL_TRACES_EXPORTER": "jaeger"})
     assert result.exit_code == 2 and not isinstance(result.exception, ValueError)
     assert "OTEL_TRACES_EXPORTER='jaeger': muster knows otlp, console and none" in result.output
+
+
+def test_muster_up_says_where_spans_go_and_refuses_what_it_cannot_export(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from muster.runtime.cli import up
+    from muster.tracing.sdk import describe
+
+    assert describe({}) is None and describe({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}) is None
+    assert describe({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"}) == "OTLP http/protobuf to http://127.0.0.1:4318/v1/traces"
+    assert describe({"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}) == \
+        "OTLP grpc to http://localhost:4317, console (stdout)"
+    assert describe({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://c.example/t"}) == "OTLP http/protobuf to https://c.example/t"
+    # Refused before anything starts (each service would exit at its start, one after the other).
+    result = CliRunner().invoke(up, ["--data-dir", str(tmp_path / "data")], env={"OTEL_TRACES_EXPORTER": "jaeger"})
+    assert result.exit_code == 2 and "OTEL_TRACES_EXPORTER='jaeger'" in result.output, result.output
+    assert not (tmp_path / "data").exists()
