@@ -164,15 +164,34 @@ class LocalCA:
 
     def ensure(self, path: Path, name: str, hosts: Sequence[str] = (), *, server: bool = True) -> Pair:
         """The pair at `path`, made again when missing, not from this CA, not naming every one
-        of `hosts`, or near its end."""
+        of `hosts`, near its end, or not a pair at all (a file that is no PEM, a key that is
+        not the certificate's: a stop between the two renames of `issue`). A TlsError names a
+        file that cannot be read or replaced (a folder in its place)."""
         pair = Pair(path.with_suffix(".pem"), path.with_suffix(".key"))
         if pair.cert.exists() and pair.key.exists():
-            cert = x509.load_pem_x509_certificate(pair.cert.read_bytes())
-            fresh = cert.not_valid_after_utc - _now() > dt.timedelta(days=RENEW_BEFORE_DAYS)
-            wanted = {str(n.value) for n in alt_names(hosts)}
-            if fresh and cert.issuer == self.cert.subject and wanted <= names_of(cert) and _signed_by(cert, self.cert):
-                return pair
+            cert, key = _load(pair.cert, x509.load_pem_x509_certificate), _load(pair.key, _private_key)
+            if cert is not None and key is not None and _same_key(key, cert):
+                fresh = cert.not_valid_after_utc - _now() > dt.timedelta(days=RENEW_BEFORE_DAYS)
+                wanted = {str(n.value) for n in alt_names(hosts)}
+                if fresh and cert.issuer == self.cert.subject and wanted <= names_of(cert) and _signed_by(cert, self.cert):
+                    return pair
         return self.issue(path, name, hosts, server=server)
+
+
+def _private_key(data: bytes) -> Any:
+    return serialization.load_pem_private_key(data, password=None)
+
+
+def _load(path: Path, parse: Any) -> Any:
+    """`parse` of the file's bytes; None when they do not parse (a file muster made again)."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise TlsError(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        return parse(data)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        return None
 
 
 def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:

@@ -101,3 +101,27 @@ def test_a_ca_is_never_made_over_files_that_are_there(tmp_path: Path) -> None:
     key.write_bytes(rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     leaf = _cert(LocalCA.load_or_create(folder).issue(folder / "servers" / "nats", "n", ["127.0.0.1"]).cert)
     leaf.verify_directly_issued_by(cert)
+
+
+def test_ensure_makes_again_what_is_no_pair_and_names_what_it_cannot_read(tmp_path: Path) -> None:
+    """A certificate file that is no PEM, or a key that is not the certificate's (a stop
+    between the two renames of a rotation), would stop nats-server at the next start: made again."""
+    import pytest
+
+    from muster.tls.context import TlsError
+
+    ca = LocalCA.load_or_create(tmp_path / "ca")
+    path = tmp_path / "ca" / "servers" / "nats"
+    first = ca.ensure(path, "n", ["127.0.0.1"])
+    first.cert.write_text("garbage\n")
+    second = serial_of(ca.ensure(path, "n", ["127.0.0.1"]).cert.read_bytes())
+    first.key.write_bytes(ca.issue(tmp_path / "other", "o", ["127.0.0.1"]).key.read_bytes())
+    third = ca.ensure(path, "n", ["127.0.0.1"])
+    assert serial_of(third.cert.read_bytes()) != second
+    from muster.tls.ca import check_server_pair
+
+    check_server_pair(third.cert, third.key)
+    third.cert.unlink()
+    third.cert.mkdir()
+    with pytest.raises(TlsError, match=f"cannot read {third.cert}: Is a directory"):
+        ca.ensure(path, "n", ["127.0.0.1"])
