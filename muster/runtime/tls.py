@@ -10,8 +10,11 @@
 
 Server certificates name loopback (`localhost`, `127.0.0.1`, `::1`), the listen address and,
 when that is not loopback, this host's names, plus any `--tls-name`. They are made again at a
-start when missing, near their end, or not naming every one of those; `rotate` makes new ones
-(new keys) at once and the running servers reload them (docs/security.md, "TLS").
+start when missing, near their end, or not naming every one of those, and by `muster up` when
+they come near their end while it runs (`renewal_in`); `rotate` makes new ones (new keys) at
+once and the running servers reload them (docs/security.md, "TLS"). `ca.pem` without `ca.key`
+is an operator's CA: the operator's certificates in `servers/` are then checked and served as
+they are, never made here (`issuing`).
 """
 
 from __future__ import annotations
