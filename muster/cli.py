@@ -77,7 +77,12 @@ class LazyGroup(click.Group):
 def main(ctx: click.Context) -> None:
     """muster: an event-sourced cluster manager on NATS JetStream."""
     if tracing.wanted() and ctx.invoked_subcommand in TRACED:
-        tracing.configure("cli")
+        try:
+            tracing.configure("cli")
+        except tracing.TracingError as err:
+            from muster.cli_support import EXIT_INVALID, CliError
+
+            raise CliError(f"{err} (docs/tracing.md)", EXIT_INVALID) from None
         ctx.call_on_close(tracing.shutdown)
     # A caller's trace (TRACEPARENT) is continued, whether muster's own spans are on or not.
     ctx.with_resource(tracing.from_environment())

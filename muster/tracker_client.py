@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from .bus.connect import CredentialsError, bearer_headers, credentials
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError
 from .readmodel.clusters import ClusterInfo
 from .readmodel.observed import Drift, needs_catalog
+from .tls.context import http_refusal
 
 if TYPE_CHECKING:  # imported when a read begins: `muster cluster create` without --wait reads nothing
     import aiohttp
@@ -56,6 +58,7 @@ class TrackerReads:
     def __init__(self, bus: Any, tenant: str | None = None) -> None:
         self.url = bus.tracker_url()
         self._ssl = bus.http_ssl()  # the deployment's CA, when the tracker speaks HTTPS (docs/security.md, "TLS")
+        self._data_dir: Path | None = bus.data_dir
         self.tenant: str | None = tenant or bus.asked
         try:
             self._headers = bearer_headers()
@@ -129,7 +132,13 @@ class TrackerReads:
         raise CliError(f"the tracker at {self.url} failed: {message}", EXIT_FAILED)
 
     def _unreachable(self, err: BaseException) -> CliError:
-        return CliError(f"cannot reach the tracker at {self.url} ({type(err).__name__}): is `muster up` running, or "
+        refused = http_refusal(err, self.url, self._data_dir)
+        if refused is not None:
+            return CliError(refused, EXIT_UNREACHABLE)
+        # A TLS server drops a plain request without a word: say what that may mean.
+        plain = (" (a tracker serving HTTPS needs an https:// URL)"
+                 if self.url.startswith("http://") and type(err).__name__ == "ServerDisconnectedError" else "")
+        return CliError(f"cannot reach the tracker at {self.url} ({type(err).__name__}){plain}: is `muster up` running, or "
                         "--tracker-url / $MUSTER_TRACKER_URL set?", EXIT_UNREACHABLE)
 
     # -- the log -------------------------------------------------------------------------------------
