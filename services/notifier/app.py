@@ -24,9 +24,12 @@ import structlog
 from contracts import subjects
 from contracts.governance import Subscription
 from contracts.notifications import NotificationAttempted, NotificationQueued
+from muster.catalog.store import catalog_filter
+from muster.catalog.store import state_of as catalog_state
 from muster.ports.clock import Clock
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import fold_cluster
+from muster.readmodel.observed import needs_catalog
 
 from .domain.destinations import DestinationRefused
 from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, state_of, wants
@@ -116,7 +119,10 @@ class Notifier:
         if first is None or first.type != "JobRequested":
             return None
         cluster = fold_cluster(await self.log.read(subjects.cluster_events(tenant, first.cluster_id)))
-        drift = [d.to_json() for d in cluster.drift()] if cluster is not None and first.operation == "check" else []
+        found = cluster.drift() if cluster is not None and first.operation == "check" else []
+        if cluster is not None and needs_catalog(found):  # what a repair would do: the catalog of that moment says
+            found = cluster.drift(catalog_state(await self.log.read(catalog_filter(tenant), up_to_seq=r.seq)).catalog.services)
+        drift = [d.to_json() for d in found]
         e = r.event
         return {"job_id": first.job_id, "operation": first.operation, "cluster_id": first.cluster_id,
                 "cluster": cluster.name if cluster is not None and cluster.name else first.cluster_id,

@@ -98,5 +98,7 @@ class _Blank(dict[str, Any]):
 
 def drift_text(drift: Iterable[Mapping[str, str]], limit: int = 5) -> str:
     items = list(drift)
-    shown = ", ".join(f"{d['service']} on {d['node']} {d['observed']} (should be {d['desired']})" for d in items[:limit])
+    shown = ", ".join(f"{d['service']} on {d['node']} {d['observed']} (should be {d['desired']}"
+                      + (f"; a repair starts it after {', '.join(d['after'])}" if d.get("after") else "") + ")"
+                      for d in items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")

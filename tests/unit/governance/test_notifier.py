@@ -10,6 +10,7 @@ from typing import Any
 
 from contracts import subjects
 from contracts.approvals import JobApprovalRequested
+from contracts.catalog import Catalog, Service
 from contracts.events import (
     ClusterLayoutChanged,
     ClusterLeaseChanged,
@@ -23,6 +24,7 @@ from contracts.events import (
 )
 from contracts.governance import Subscription
 from contracts.layout import NodeSpec
+from muster.catalog.store import apply_catalog
 from muster.ports.eventlog import Append
 from muster.ports.memory import ManualClock, MemoryEventLog
 from services.notifier.app import Notifier
@@ -155,6 +157,26 @@ async def test_a_check_that_found_drift_notifies_drift_found() -> None:
     await clock.advance(0)
     assert [body["kind"] for _, _, body in deliver.sent] == ["drift_found"]
     assert "db on n1 stopped (should be running)" in deliver.sent[0][2]["text"]
+
+
+async def test_drift_found_says_what_the_repair_does_with_the_catalog_of_its_moment() -> None:
+    # `app` failed while `db`, which it needs running, is down too: a repair starts it after db
+    # (the tracker's drift says so); the notification said "reinstall" (no catalog).
+    deliver = Deliver()
+    log, clock, notifier = await world([sub(events=["drift_found"])], deliver)
+    services = {"db": Service(name="db"), "app": Service.model_validate({"name": "app", "dependencies": {"runtime": {"requires": ["db"]}}})}
+    await apply_catalog(log, "a", Catalog(services=services))
+    subject = subjects.cluster_events("a", "c1")
+    await log.append(subject, [Append(e, msg_id=f"c{i}") for i, e in enumerate([
+        ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j0"),
+        ClusterLayoutChanged(cluster_id="c1", job_id="j0", nodes=[NodeSpec(id="n1", hardwaretype="s", imagetype="i",
+                                                                           services=["db", "app"])]),
+        ServiceStateObserved(cluster_id="c1", job_id="j1", task_id="n1.status.db", node_id="n1", service="db", state="stopped"),
+        ServiceStateObserved(cluster_id="c1", job_id="j1", task_id="n1.status.app", node_id="n1", service="app", state="failed"),
+    ])])
+    await job(log, notifier, JobSucceeded(job_id="j1"), operation="check")
+    await clock.advance(0)
+    assert "app on n1 failed (should be running; a repair starts it after db)" in deliver.sent[0][2]["text"]
 
 
 async def test_a_job_waiting_for_approval_notifies_needs_approval_in_json_and_a_delivery_that_raises_is_retried() -> None:
