@@ -21,7 +21,7 @@ PURE = {
                                  "muster.catalog.sensitive", "muster.catalog.plugins"], ("nats", "services", "muster.bus")),
     "config macros": (["muster.macros"], ("nats", "services", "muster.bus", "eventsourcing")),
     "the bus-less CLI front end": (["muster.cli_support"], ("nats", "services", "muster.bus", "muster.client")),
-    "the provisioner worker's core": (["services.provisioner.domain.core"],
+    "the provisioner worker's core": (["services.provisioner.domain.core", "services.provisioner.domain.secrets"],
                                       ("nats", "muster.bus", "asyncio", "structlog", "services.provisioner.worker")),
     "governance's pure cores": (["services.governance.domain.policies", "services.governance.domain.approvals",
                                  "services.governance.domain.cost", "services.governance.domain.schedules",
