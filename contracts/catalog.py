@@ -299,6 +299,25 @@ class SizeConstraint(_Model):
             raise ValueError(f"size min {self.min} is greater than size max {self.max}")
         return self
 
+    def allows(self, nodes: int) -> bool:
+        return self.min <= nodes and (self.max is None or nodes <= self.max)
+
+    @property
+    def range_text(self) -> str:
+        return f"{self.min} to {self.max}" if self.max is not None else f"at least {self.min}"
+
+    def allows_change(self, current: int, nodes: int) -> bool:
+        """A cluster of `current` nodes may become one of `nodes`: within the range, or, for a
+        cluster already outside it (the template changed after it was made), any step toward the
+        range that does not pass it, and a change that keeps its size. Refusing every step but
+        the one straight into the range would leave a cluster of 10 under a max of 3 no way to
+        shrink one node at a time."""
+        if self.allows(nodes) or nodes == current:
+            return True
+        if self.max is not None and current > self.max:
+            return self.max < nodes < current
+        return current < self.min and current < nodes < self.min
+
 
 class Constraints(_Model):
     layout: LayoutConstraint = Field(default_factory=LayoutConstraint)

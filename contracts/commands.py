@@ -311,16 +311,18 @@ class Accepted(BaseModel):
     job_id: str
     cluster_id: str
     duplicate: bool = Field(default=False, description="true if this request_id was seen before")
-    warnings: list[str] = Field(default_factory=list, description="accepted, but the job may wait: why "
-                                "(no live provisioner serves the tenant and class of its tasks)")
+    warnings: list[str] = Field(default_factory=list, description="accepted, with a note: the job may wait (no live "
+                                "provisioner serves the tenant and class of its tasks), or the cluster stays outside its "
+                                "template's size range")
 
 
 class DryRun(BaseModel):
-    """The answer to a dry run: what would be built and how; nothing was executed or logged."""
+    """The answer to a dry run: what would be built and how; nothing was executed or logged.
+    v2 adds `warnings`."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["DryRun"] = "DryRun"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     layout: Layout | None = None
     plan: dict[str, Any] = Field(description="tasks, edges and stages, as `muster plan` prints them")
     plan_id: str | None = Field(default=None, description="the saved plan: `ApplyPlan {plan_id}` runs exactly this")
@@ -333,6 +335,8 @@ class DryRun(BaseModel):
         "what the tenant's governance would say: `deny` and `warn` (policy messages), `approval` (the approval rules "
         "the request matches: it would wait for an approver), `input` (the document the policies were evaluated on: "
         "`muster policy test FILE --input` takes it, or this whole answer)"))
+    warnings: list[str] = Field(default_factory=list, description=(
+        "v2: what the request would be accepted with a note of (a cluster left outside its template's size range)"))
 
 
 class LeaseExtended(BaseModel):

@@ -2,15 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
 
 _PYDANTIC_PREFIXES = ("Value error, ", "Assertion failed, ")
 
+_WORD_CHARS = "letters, digits, '-' and '_'"
+_BOUNDED_WORD = re.compile(r"\^\[A-Za-z0-9_\\-\]\{(\d+),(\d+)\}\$")
+_PATTERNS = {
+    r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$": f"use {_WORD_CHARS}, not starting with '-'",
+    r"^\d+(\.\d+)?%$": "give a whole number or a percentage such as '25%'",
+}
+"""Patterns of the contracts in words: a person is not asked to read a regular expression."""
+
+
+def _pattern_words(pattern: str) -> str | None:
+    bounded = _BOUNDED_WORD.fullmatch(pattern)
+    if bounded:
+        return f"use {bounded.group(1)} to {bounded.group(2)} {_WORD_CHARS}"
+    return _PATTERNS.get(pattern)
+
 
 def problem_text(problem: Any) -> str:
-    """A problem's sentence without pydantic's "Value error, " before our own validators' words."""
+    """A problem's sentence without pydantic's "Value error, " before our own validators' words,
+    and a name that does not fit its pattern said in words."""
+    if problem.get("type") == "string_pattern_mismatch":
+        words = _pattern_words(str((problem.get("ctx") or {}).get("pattern", "")))
+        if words is not None:
+            shown = str(problem.get("input", ""))
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            return f"{shown!r} is not allowed here: {words}"
     msg = str(problem["msg"])
     for prefix in _PYDANTIC_PREFIXES:
         msg = msg.removeprefix(prefix)

@@ -235,14 +235,22 @@ class JobLayoutRetried(Event):
 
 
 class JobRetried(Event):
+    """A failed or rolled-back job starts its plan over (`running`); v2: a job that needs attention
+    (its rollback failed) runs the rest of its rollback again instead (`rollback`, back to
+    `rolling_back`): the rollback's tasks that did not succeed, with fresh attempts."""
+
     type: Literal["JobRetried"] = "JobRetried"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
     catalog_seq: int | None = Field(
         default=None, ge=0, description="the catalog the retried job runs with from here (JobRequested.catalog_seq): the "
         "one of the retry's time, so a script fixed in the catalog is the one run again; None: the job's own")
+    rollback: bool = Field(default=False, description=(
+        "v2: the job needed attention and retries its rollback's failed (and never run) tasks, not its plan"))
+    reason: str = Field(default="", description=(
+        "v2, with `rollback`: why the rollback started (`RollbackPlanned.reason`): the job's error again while it runs"))
 
 
 class JobResourcesRequested(Event):
@@ -309,10 +317,10 @@ class TaskCompleted(Event):
 class TaskAttemptFailed(Event):
     """The planner took a task attempt's failure into the job. v2 adds `state`; a v1 event said
     that its attempt timed out only in `error` ("timed out: no outcome within ..."), and reads
-    as `timed_out` then. v3 adds `may_have_made`."""
+    as `timed_out` then. v3 adds `may_have_made`, v4 `permanent`."""
 
     type: Literal["TaskAttemptFailed"] = "TaskAttemptFailed"
-    v: Literal[1, 2, 3] = 3
+    v: Literal[1, 2, 3, 4] = 4
     job_id: str
     task_id: str
     attempt: int
@@ -323,6 +331,9 @@ class TaskAttemptFailed(Event):
     may_have_made: bool = Field(default=False, description=(
         "v3: the attempt's `TaskFailed.may_have_made`: a failed create whose machine may exist; the rollback deletes "
         "its node"))
+    permanent: bool = Field(default=False, description=(
+        "v4: the attempt's `TaskFailed.permanent`: no retry can succeed, so the task has no attempt left and stops the "
+        "job (its reason says it was not retried)"))
 
     @model_validator(mode="before")
     @classmethod
@@ -419,10 +430,10 @@ class TaskSucceeded(Event):
 
 
 class TaskFailed(Event):
-    """v2 adds `may_have_made`."""
+    """v2 adds `may_have_made`, v3 `permanent`."""
 
     type: Literal["TaskFailed"] = "TaskFailed"
-    v: Literal[1, 2] = 2
+    v: Literal[1, 2, 3] = 3
     job_id: str
     task_id: str
     attempt: int
@@ -434,6 +445,9 @@ class TaskFailed(Event):
     may_have_made: bool = Field(default=False, description=(
         "v2: a failed create whose machine may exist all the same (the cloud's answer was lost, or the create timed out: "
         "`TaskOutcome.may_have_made`)"))
+    permanent: bool = Field(default=False, description=(
+        "v3: the plugin says no retry can succeed (`TaskOutcome.permanent`: refused credentials, an unknown image): "
+        "the planner does not retry the task"))
 
 
 PROGRESS_LINE_MAX = 500

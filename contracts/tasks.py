@@ -114,6 +114,10 @@ class TaskOutcome(_Wire):
     may_have_made: bool = Field(default=False, description=(
         "a failed create only: the machine may exist all the same (the cloud did it and its answer was lost, or the "
         "create timed out); the job's rollback then deletes the node, which has no providerid"))
+    permanent: bool = Field(default=False, description=(
+        "the failure cannot succeed on a retry (the cloud refused the credentials, no such image or size, parameters "
+        "it refuses as invalid): the planner does not try the task again, and the job's reason says so; a failure "
+        "that may pass (a timeout, an endpoint that does not answer) leaves it false and is retried"))
 
 
 class ProvisionerInfo(_Wire):

@@ -23,14 +23,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "auth": ("services.auth.entrypoint:main", "Run the auth service (nats-server's auth callout, identities)."),
     "solve": ("services.solver.cli:solve", "Solve a cluster layout from a catalog folder (no bus)."),
     "plan": ("services.planner.cli:plan", "Plan the task DAG of an operation (dry run, no bus)."),
-    "status": ("services.tracker.cli:status", "Show a job's status (from the tracker, else from the bus)."),
+    "status": ("services.tracker.cli:status", "A job's status, from the tracker (its owner's view, or the log's)."),
     "watch": ("services.tracker.cli:watch", "Follow a job live, stage by stage, until it ends."),
     "history": ("services.tracker.cli:history", "A job's or a cluster's readable timeline from the log."),
     "replay": ("services.tracker.cli:replay", "Rebuild a cluster's state as it was at a point of the log."),
     "events": ("services.tracker.cli:events", "Dump or tail raw events as JSON lines."),
     "catalog": ("muster.catalog.cli:catalog", "Validate, apply, diff, get, history and delete catalog entities."),
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
-    "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait."),
+    "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait; list."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
     "tenant": ("muster.auth_cli:tenant", "Tenants: create, list (super admins)."),
     "user": ("muster.auth_cli:user", "Users and admins: create, list, disable."),
@@ -77,7 +77,12 @@ class LazyGroup(click.Group):
 def main(ctx: click.Context) -> None:
     """muster: an event-sourced cluster manager on NATS JetStream."""
     if tracing.wanted() and ctx.invoked_subcommand in TRACED:
-        tracing.configure("cli")
+        try:
+            tracing.configure("cli")
+        except tracing.TracingError as err:
+            from muster.cli_support import EXIT_INVALID, CliError
+
+            raise CliError(f"{err} (docs/tracing.md)", EXIT_INVALID) from None
         ctx.call_on_close(tracing.shutdown)
     # A caller's trace (TRACEPARENT) is continued, whether muster's own spans are on or not.
     ctx.with_resource(tracing.from_environment())

@@ -48,8 +48,10 @@ from . import tracing
 from .bus.bodies import Bodies
 from .bus.connect import connect, principal_of
 from .bus.eventstore import EventStore, inflate, recorded_from_msg
+from .catalog.store import read_catalog
 from .client_operations import Operations, Reply, new_request_id
 from .readmodel.clusters import ClusterInfo
+from .readmodel.observed import needs_catalog
 
 __all__ = ["ClusterInfo", "MusterClient", "MusterError", "NoAnswer", "Outcome", "Reply", "RequestRejected", "default_user",
            "new_request_id"]
@@ -288,6 +290,9 @@ class MusterClient(Operations):
         for r in await EventStore(self.nc).read(f"{subjects.EVT}.{subjects.token(tenant, 'tenant')}.cluster.*"):
             by_subject.setdefault(r.subject, []).append(r)
         out = [c for c in map(ClusterInfo.from_history, by_subject.values()) if c is not None]
+        if any(needs_catalog(c.drift) for c in out):  # what a repair does about a failed service depends on it
+            services = (await read_catalog(EventStore(self.nc), tenant)).services
+            out = [c.with_catalog(services) if needs_catalog(c.drift) else c for c in out]
         return sorted(out, key=lambda c: (c.name, c.updated))
 
     async def cluster(self, ref: str, tenant: str | None = None, include_deleted: bool = True) -> ClusterInfo:

@@ -1,6 +1,6 @@
 """`muster cluster list` and `muster cluster show`: the tenant's clusters as their events tell
-them, read through the tracker (docs/decisions/0016). Registered on the `cluster` group by
-`ops_cli.py`."""
+them, and `muster job list`: its jobs from the tracker's index; read through the tracker
+(docs/decisions/0016). Registered on the `cluster` and `job` groups by `ops_cli.py`."""
 
 from __future__ import annotations
 
@@ -83,4 +83,32 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     print_rows(f"{len(c.nodes)} nodes", ["node", "hostname", "hardware", "image", "address", "services"], rows)
 
 
+@click.command("list")
+@click.option("--cluster", "cluster_ref", default=None, metavar="CLUSTER", help="only this cluster's jobs (its id or name)")
+@click.option("--state", default=None, help="only jobs in this state (running, paused, succeeded, failed, rolled_back, ...)")
+@bus_options
+@json_option
+@command
+async def list_jobs(cluster_ref: str | None, state: str | None, bus: Bus, as_json: bool) -> None:
+    """The tenant's jobs, oldest first: operation, cluster, state, who asked, when (through the
+    tracker). `muster status JOB` shows one."""
+    async with TrackerReads(bus) as tracker:
+        named = await tracker.cluster(cluster_ref) if cluster_ref else None
+        jobs = await tracker.pages("/v1/jobs", cluster=named.id if named else None, state=state)
+        if named is not None or not jobs or as_json:  # (a reader of one cluster may not list the others)
+            names = {named.id: named.name} if named is not None else {}
+        else:
+            names = {c["id"]: c["name"] for c in await tracker.pages("/v1/clusters")}
+    if as_json:
+        echo_json(jobs)
+        return
+    if not jobs:
+        out.print("no jobs" + (f" of cluster {named.name}" if named else "") + (f" in state {state}" if state else ""))
+        return
+    rows = [[j["id"], names.get(j["cluster_id"]) or j["cluster_id"] or "", j["operation"] or "", j["state"], j.get("requested_by") or "",
+             j.get("started_at") or "", j.get("finished_at") or ""] for j in jobs]
+    print_rows(None, ["job", "cluster", "operation", "state", "requested by", "started", "finished"], rows)
+
+
 COMMANDS = (list_clusters, show)
+JOB_COMMANDS = (list_jobs,)

@@ -85,6 +85,9 @@ async def repair(cluster_ref: str, opts: Options) -> None:
 
 
 def print_drift(c: ClusterInfo) -> None:
+    if c.status == "deleted":  # (it said "no service state observed yet: `muster cluster check`", which is refused)
+        out.print(f"cluster {c.name} ({c.id}) is deleted: no service runs on it")
+        return
     rows = []
     for node in c.nodes:  # every observed one, and every one meant to be stopped
         for service in sorted(node.services):
@@ -109,6 +112,8 @@ def print_drift(c: ClusterInfo) -> None:
         action = {"start": "start it", "reinstall": "install, configure and start it again", "stop": "stop it",
                   "restart": "restart it, to run the cluster's config"}.get(
             d.repair, "unknown: check again, or look at the node")
+        if d.after:  # the repair's own reason for not installing it again
+            action = f"start it after {', '.join(d.after)}, down too (it may have failed for that alone)"
         out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")
     if any(d.repair for d in c.drift):
         out.print(f"repair: muster cluster repair {c.name}")

@@ -279,7 +279,7 @@ for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, ex
 
 @click.group("job")
 def job() -> None:
-    """Control a running job: pause, resume, cancel, retry; wait for one."""
+    """Control a running job: pause, resume, cancel, retry; wait for one; list them."""
 
 
 def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
@@ -294,7 +294,8 @@ def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
 _job_control("pause", PauseJob, "Dispatch nothing new for JOB_ID (tasks in flight finish); --wait until it is paused.")
 _job_control("resume", ResumeJob, "Resume a paused job.")
 _job_control("cancel", CancelJob, "Stop JOB_ID and roll back what it did.")
-_job_control("retry", RetryJob, "Run a failed job's remaining tasks again.")
+_job_control("retry", RetryJob, "Run a failed or rolled-back job's plan again; a job that needs attention "
+             "(its rollback failed) runs its rollback's failed tasks again.")
 
 
 def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
@@ -309,6 +310,10 @@ def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
 
 _decision("approve", ApproveJob, "Let JOB_ID, which waits for approval, run its plan (docs/governance.md).")
 _decision("reject", RejectJob, "Refuse JOB_ID, which waits for approval: it ends, nothing ran.")
+
+
+for _read in cluster_reads_cli.JOB_COMMANDS:  # list
+    job.add_command(_read)
 
 
 @job.command("wait")

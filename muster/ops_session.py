@@ -26,7 +26,7 @@ from contracts.records import Recorded
 from .cli_bus import Bus, CliClient, bus_options, open_client
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 from .client import ClusterInfo, new_request_id
-from .readmodel.cost import hardware_rates
+from .readmodel.cost import hardware_rates, rate
 from .readmodel.progress import JobProgress
 from .tables import print_rows
 from .tracker_client import TrackerReads, recorded
@@ -215,7 +215,7 @@ def print_governance(reply: DryRun) -> None:
     if cost is not None:
         unknown = f"; no cost given for {', '.join(cost['unknown'])}" if cost.get("unknown") else ""
         rates = hardware_rates(cost, reply.layout)
-        out.print(f"cost: {cost['per_hour']:.2f}/h for {len(cost['per_node'])} nodes (now {cost['before_per_hour']:.2f}/h)"
+        out.print(f"cost: {rate(cost['per_hour'])}/h for {len(cost['per_node'])} nodes (now {rate(cost['before_per_hour'])}/h)"
                   + (" · " + ", ".join(rates) if rates else "") + unknown)
     policy = reply.policy or {}
     for message in policy.get("deny", []):
@@ -317,6 +317,8 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
     if "tenant" in limits:
         out.print(f"limit: at most {limits['tenant']} tasks of the tenant run at once")
     print_governance(reply)
+    for warning in reply.warnings:
+        out.print(f"warning: {warning}")
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
         if (reply.policy or {}).get("deny"):  # an apply is admitted as any request is: it would be refused

@@ -17,7 +17,9 @@ import asyncio
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,8 @@ from contracts.records import Recorded
 from .bus.connect import CredentialsError, bearer_headers, credentials
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError
 from .readmodel.clusters import ClusterInfo
+from .readmodel.observed import Drift, needs_catalog
+from .tls.context import http_refusal
 
 if TYPE_CHECKING:  # imported when a read begins: `muster cluster create` without --wait reads nothing
     import aiohttp
@@ -54,6 +58,7 @@ class TrackerReads:
     def __init__(self, bus: Any, tenant: str | None = None) -> None:
         self.url = bus.tracker_url()
         self._ssl = bus.http_ssl()  # the deployment's CA, when the tracker speaks HTTPS (docs/security.md, "TLS")
+        self._data_dir: Path | None = bus.data_dir
         self.tenant: str | None = tenant or bus.asked
         try:
             self._headers = bearer_headers()
@@ -127,7 +132,13 @@ class TrackerReads:
         raise CliError(f"the tracker at {self.url} failed: {message}", EXIT_FAILED)
 
     def _unreachable(self, err: BaseException) -> CliError:
-        return CliError(f"cannot reach the tracker at {self.url} ({type(err).__name__}): is `muster up` running, or "
+        refused = http_refusal(err, self.url, self._data_dir)
+        if refused is not None:
+            return CliError(refused, EXIT_UNREACHABLE)
+        # A TLS server drops a plain request without a word: say what that may mean.
+        plain = (" (a tracker serving HTTPS needs an https:// URL)"
+                 if self.url.startswith("http://") and type(err).__name__ == "ServerDisconnectedError" else "")
+        return CliError(f"cannot reach the tracker at {self.url} ({type(err).__name__}){plain}: is `muster up` running, or "
                         "--tracker-url / $MUSTER_TRACKER_URL set?", EXIT_UNREACHABLE)
 
     # -- the log -------------------------------------------------------------------------------------
@@ -179,15 +190,26 @@ class TrackerReads:
         found = ClusterInfo.from_history(await self.history(cluster=ref, jobs=False))
         if found is None:
             raise CliError(f"no cluster {ref!r}", EXIT_INVALID)
-        return found
+        return await self._repairs(found)
 
     async def clusters(self) -> list[ClusterInfo]:
         """Every cluster of the tenant, folded from their own events."""
         by_subject: dict[str, list[Recorded]] = defaultdict(list)
         for r in await self.history(cluster="*", jobs=False):
             by_subject[r.subject].append(r)
-        out = [c for c in map(ClusterInfo.from_history, by_subject.values()) if c is not None]
+        out = [await self._repairs(c) for c in map(ClusterInfo.from_history, by_subject.values()) if c is not None]
         return sorted(out, key=lambda c: (c.name, c.updated))
+
+    async def _repairs(self, found: ClusterInfo) -> ClusterInfo:
+        """What a repair does about a failed service depends on the catalog (a replica whose
+        primary is down is only started), which a reader may not be allowed to read: the
+        tracker's view of the cluster says it, and is asked only then."""
+        if not needs_catalog(found.drift):
+            return found
+        view = await self.get(f"/v1/clusters/{found.id}")
+        said = {(d.node, d.service, d.observed): d.after for d in map(Drift.from_json, view.get("drift") or ())}
+        # The fold's pairs (the view may be a moment newer), each with what the tracker said.
+        return found.with_drift(replace(d, after=said.get((d.node, d.service, d.observed), d.after)) for d in found.drift)
 
 
 def _query(params: dict[str, Any]) -> dict[str, str]:

@@ -148,7 +148,11 @@ async def read_history(store: EventLog, tenant: str) -> list[EntityVersion]:
 
 async def read_state(store: EventLog, tenant: str, up_to_seq: int | None = None) -> CatalogState:
     """The catalog as the log has it now, or as it had it at `up_to_seq`."""
-    records = await store.read(catalog_filter(tenant), up_to_seq=up_to_seq) if up_to_seq != 0 else []
+    return state_of(await store.read(catalog_filter(tenant), up_to_seq=up_to_seq) if up_to_seq != 0 else [])
+
+
+def state_of(records: Sequence[Recorded]) -> CatalogState:
+    """The catalog after these catalog events (a tenant's, in log order)."""
     state = CatalogState(last_seq=records[-1].seq if records else 0)
     for v in _history(records):
         if v.deleted:

@@ -7,16 +7,20 @@ the two). Nothing here reads a clock: the same events give the same output, byte
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from contracts.catalog import Service
 from contracts.layout import NodeSpec
 from contracts.records import Recorded
 
 from . import desired, lifecycle
-from .observed import Drift, drift
+from .observed import Drift, as_repaired, drift
+
+Catalog = Mapping[str, Service]
+"""The tenant's services, for what a repair does about the drift (`observed.as_repaired`)."""
 
 
 class ClusterState:
@@ -87,9 +91,15 @@ class ClusterState:
             groups[key] = groups.get(key, 0) + 1
         return [{"hardwaretype": h, "imagetype": i, "services": list(s), "count": c} for (h, i, s), c in sorted(groups.items())]
 
-    def drift(self) -> list[Drift]:
-        return drift(self.layout_map(), self.stopped_pairs(), {k: v["state"] for k, v in self.observed.items()},
-                     lifecycle.outdated(self.services_state, self.config))
+    def drift(self, catalog: Catalog | None = None) -> list[Drift]:
+        """`catalog`: the tenant's services, which say what the repair does about a failed one
+        (None: each pair's own repair; the planner's aggregate has no catalog either)."""
+        found = drift(self.layout_map(), self.stopped_pairs(), {k: v["state"] for k, v in self.observed.items()},
+                      lifecycle.outdated(self.services_state, self.config))
+        return as_repaired(found, catalog, self.services()) if catalog is not None else found
+
+    def services(self) -> set[str]:
+        return {s for n in self.nodes.values() for s in n.services}
 
     def layout_map(self) -> dict[str, list[str]]:
         return {n: spec.services for n, spec in self.nodes.items()}
@@ -125,23 +135,25 @@ def fold_cluster(history: Iterable[Recorded]) -> ClusterState | None:
     return state if state.id else None
 
 
-def cluster_view(history: Sequence[Recorded]) -> dict[str, Any] | None:
+def cluster_view(history: Sequence[Recorded], catalog: Catalog | None = None) -> dict[str, Any] | None:
     """`GET /v1/clusters/{id}` and `muster replay`: the cluster after these events."""
     c = fold_cluster(history)
     if c is None:
         return None
-    return cluster_view_of(c, history[0].time, history[-1].time, history[-1].seq)
+    return cluster_view_of(c, history[0].time, history[-1].time, history[-1].seq, catalog)
 
 
-def cluster_view_of(c: ClusterState, first: datetime, last: datetime, last_seq: int) -> dict[str, Any] | None:
-    """The view of a folded cluster whose first and last events were at these times."""
+def cluster_view_of(c: ClusterState, first: datetime, last: datetime, last_seq: int,
+                    catalog: Catalog | None = None) -> dict[str, Any] | None:
+    """The view of a folded cluster whose first and last events were at these times; `catalog`
+    as for `ClusterState.drift`."""
     if not c.id:
         return None
     return {
         "id": c.id, "tenant": c.tenant, "name": c.name, "template": c.template, "provider": c.provider,
         "status": c.status, "status_reason": c.status_reason or None, "job_id": c.job_id, "version": c.version,
         "expires_at": c.expires_at.isoformat() if c.expires_at else None, "layout": c.layout(),
-        "stopped": c.stopped, "stopped_on": c.stopped_on, "drift": [d.to_json() for d in c.drift()],
+        "stopped": c.stopped, "stopped_on": c.stopped_on, "drift": [d.to_json() for d in c.drift(catalog)],
         "nodes": c.node_views(),
         "created_at": first.isoformat(), "updated_at": last.isoformat(), "seq": last_seq,
     }
@@ -173,7 +185,8 @@ class ClusterInfo:
     """(node, service) pairs meant to be stopped; every other one of the layout is meant to run."""
 
     @classmethod
-    def from_history(cls, history: Sequence[Recorded]) -> ClusterInfo | None:
+    def from_history(cls, history: Sequence[Recorded], catalog: Catalog | None = None) -> ClusterInfo | None:
+        """`catalog` as for `ClusterState.drift`."""
         c = fold_cluster(history)
         if c is None:
             return None
@@ -181,11 +194,20 @@ class ClusterInfo:
                    status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
                    ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat(),
                    version=c.version, expires_at=c.expires_at,
-                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift(), stopped=frozenset(c.stopped_pairs()))
+                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift(catalog), stopped=frozenset(c.stopped_pairs()))
 
     @property
     def services(self) -> list[str]:
         return sorted({s for n in self.nodes for s in n.services})
+
+    def with_catalog(self, catalog: Catalog) -> ClusterInfo:
+        """The drift with what a repair does about it with this catalog (`observed.as_repaired`)."""
+        own = [replace(d, after=()) for d in self.drift]
+        return replace(self, drift=as_repaired(own, catalog, self.services))
+
+    def with_drift(self, found: Iterable[Drift]) -> ClusterInfo:
+        """The drift as a reader that has the catalog (the tracker) said it."""
+        return replace(self, drift=list(found))
 
     def to_json(self) -> dict[str, Any]:
         return {

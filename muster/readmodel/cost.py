@@ -10,10 +10,17 @@ from typing import Any
 from contracts.layout import Layout
 
 
+def rate(value: float) -> str:
+    """A price per hour as people read it: two decimals, more only where two would misstate it
+    (`0.004` is not `0.00`, free; `0.125` is not `0.12`, and 3 × 0.12 is not 0.38)."""
+    shown = f"{value:.2f}"
+    return shown if abs(float(shown) - value) < 5e-7 else f"{value:.6f}".rstrip("0")
+
+
 def hardware_rates(cost: Mapping[str, Any], layout: Layout | None) -> list[str]:
     """`small 6 × 0.05/h = 0.30/h`, one per hardware type (a type the layout does not count: its total alone)."""
     counts: Counter[str] = Counter()
     for group in layout.layout if layout is not None else []:
         counts[group.hardwaretype] += group.count
-    return [f"{h} {counts[h]} × {total / counts[h]:.2f}/h = {total:.2f}/h" if counts[h] else f"{h} {total:.2f}/h"
+    return [f"{h} {counts[h]} × {rate(total / counts[h])}/h = {rate(total)}/h" if counts[h] else f"{h} {rate(total)}/h"
             for h, total in sorted(cost.get("by_hardware", {}).items())]

@@ -187,7 +187,15 @@ class JobView:
         self.owner = e.planner
 
     def _retried(self, e: Any) -> None:
-        self.state, self.error, self.paused, self.cancelled = "running", "", False, False
+        self.paused = False
+        if getattr(e, "rollback", False):  # (v2) the rest of its rollback, again: what it undid stays undone
+            self.state, self.error = "rolling_back", e.reason
+            for t in self.rollback_tasks:
+                if self.task_state.get(t["id"]) != "succeeded":
+                    self.task_state.pop(t["id"], None)
+                    self.timed_out.discard(t["id"])
+            return
+        self.state, self.error, self.cancelled = "running", "", False
         self.task_state = {}
 
     def _layout_retried(self, e: Any) -> None:

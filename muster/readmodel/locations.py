@@ -189,6 +189,8 @@ def updates_from(seq: int, subject: str, time: str, event: Any) -> list[Update]:
             return [job(e.job_id, state="succeeded", finished_at=time)]
         case "JobFailed" | "JobRolledBack" | "JobNeedsAttention":
             return [job(e.job_id, state=FINAL_STATE_OF[e.type], finished_at=time, error=e.reason)]
+        case "JobRetried" if e.rollback:  # (v2) the rest of its rollback, again
+            return [job(e.job_id, state="rolling_back", paused=False, finished_at=None, error=e.reason)]
         case "JobRetried" | "JobLayoutRetried":
             return [job(e.job_id, state="running", paused=False, finished_at=None, error=None)]
         case "JobPaused" | "JobResumed" | "JobCancelRequested":

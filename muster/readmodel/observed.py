@@ -3,15 +3,21 @@ against what the cluster should be (its layout; every service running on every n
 where a stop job stopped it: `desired.py`), and the repair of each difference.
 
 The planner's Cluster aggregate and the read model's cluster fold both keep the same three inputs
-and ask this module.
+and ask this module. What a repair does about a pair can also depend on the tenant's catalog
+(`as_repaired`): the readers that show the drift (the tracker's cluster view and replay, the
+console, `muster cluster drift`, the Python client) read it from the log when it matters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
+from contracts.catalog import Service
 from contracts.events import ServiceState
+
+from .needs import runtime_needs
 
 STATES: dict[str, ServiceState] = {"running": "running", "stopped": "stopped", "failed": "failed", "unknown": "unknown"}
 LSB_STATE: dict[int, ServiceState] = {0: "running", 1: "failed", 2: "failed", 3: "stopped"}
@@ -33,6 +39,9 @@ class Drift:
     observed: str
     """running, stopped, failed or unknown; or `outdated`: running with a config older than the
     cluster's (docs/planner.md, "Services on nodes")."""
+    after: tuple[str, ...] = ()
+    """A failed service's needs (runtime dependencies, on any node) that are down too
+    (`as_repaired`): the repair starts it after them, it does not install it again."""
 
     @property
     def repair(self) -> str:
@@ -43,12 +52,18 @@ class Drift:
         if self.observed == "outdated":
             return "restart"
         if self.desired == "running":
-            return "reinstall" if self.observed == "failed" else "start"
+            return "reinstall" if self.observed == "failed" and not self.after else "start"
         return "stop"
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "service": self.service, "desired": self.desired, "observed": self.observed,
-                "repair": self.repair}
+                "repair": self.repair, "after": list(self.after)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Drift:
+        after = data.get("after") or ()
+        return cls(str(data["node"]), str(data["service"]), str(data["desired"]), str(data["observed"]),
+                   tuple(str(s) for s in after) if isinstance(after, list | tuple) else ())
 
 
 def drift(nodes: Mapping[str, Iterable[str]], stopped: Collection[tuple[str, str]], observed: Mapping[tuple[str, str], str],
@@ -67,3 +82,25 @@ def drift(nodes: Mapping[str, Iterable[str]], stopped: Collection[tuple[str, str
             elif desired == "running" and (node, service) in outdated:
                 out.append(Drift(node, service, desired, "outdated"))
     return out
+
+
+def needs_catalog(found: Iterable[Drift]) -> bool:
+    """Whether the catalog could change what the repair does about this drift (only a failed
+    service's repair depends on it): the readers read the catalog only then."""
+    return any(d.repair == "reinstall" for d in found)
+
+
+def as_repaired(found: Sequence[Drift], catalog: Mapping[str, Service] | None, on_cluster: Iterable[str]) -> list[Drift]:
+    """The drift with each pair's repair as `muster cluster repair` plans it with this catalog
+    (the planner's `observed.repairs`): a service failed while something it needs running is
+    down too (a replica whose primary died) may have failed for that alone, so it is started
+    after that, not installed and configured again. `catalog`: the tenant's services (None:
+    unknown; each pair's own repair)."""
+    if catalog is None or not needs_catalog(found):
+        return list(found)
+    needs = runtime_needs(catalog, on_cluster)
+    if needs is None:
+        return list(found)
+    down = {d.service for d in found if d.repair in ("start", "reinstall")}
+    return [replace(d, after=tuple(sorted(needs.get(d.service, frozenset()) & down))) if d.repair == "reinstall" else d
+            for d in found]

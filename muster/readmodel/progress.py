@@ -31,6 +31,7 @@ class JobProgress:
         self.phase = "forward"
         self.stages: list[list[str]] = []
         self._forward: list[list[str]] = []
+        self._rollback: list[list[str]] = []
         self.final: Recorded | None = None
         # The counts and the current stage a summary sends, kept as events come: composing the
         # status at each event made a stream of a job from its start cost tasks x events.
@@ -63,6 +64,9 @@ class JobProgress:
             self._forward = self.stages
         elif e.type == "RollbackPlanned":
             self.phase, self.stages = "rollback", [list(s) for s in e.stages]
+            self._rollback = self.stages
+        elif e.type == "JobRetried" and getattr(e, "rollback", False):
+            self.phase, self.stages = "rollback", self._rollback
         elif e.type == "JobRetried":
             self.phase, self.stages = "forward", self._forward
         elif e.type == "JobLayoutRetried":  # a new plan comes with the next layout

@@ -30,7 +30,7 @@ from typing import Any
 from contracts.records import Recorded
 from muster import snapshots
 
-from .clusters import ClusterState, cluster_view_of, job_ids
+from .clusters import Catalog, ClusterState, cluster_view_of, job_ids
 from .jobs import JobView
 from .locations import TASK, parse_subject, updates_from
 from .status import running_state
@@ -94,8 +94,9 @@ class Story(ClusterState):
     def _saw(self, r: Recorded) -> None:
         self.latest = r.time if self.latest is None or r.time > self.latest else self.latest
 
-    def answer(self, seq: int | None, at: datetime | None) -> dict[str, Any] | None:
-        """What `muster replay` prints for this point (None: the cluster had no event yet)."""
+    def answer(self, seq: int | None, at: datetime | None, catalog: Catalog | None = None) -> dict[str, Any] | None:
+        """What `muster replay` prints for this point (None: the cluster had no event yet);
+        `catalog`: the tenant's services at that point, for the drift's repairs."""
         if self.first_time is None or self.last_time is None:
             return None
         included = self.last_seq
@@ -104,7 +105,7 @@ class Story(ClusterState):
             if m["line"] is not None:
                 included = max(included, m["last"])
                 jobs.append({"id": job_id, **m["line"]})
-        view = cluster_view_of(self, self.first_time, self.last_time, self.last_seq)
+        view = cluster_view_of(self, self.first_time, self.last_time, self.last_seq, catalog)
         if view is None:
             return None
         return {"as_of": {"seq": seq if seq is not None else included, "at": at.isoformat() if at else None,

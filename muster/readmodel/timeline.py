@@ -7,7 +7,7 @@ know are shown by name, so a newer log never breaks an older reader.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -120,6 +120,8 @@ def describe(e: Any) -> str:
         case "JobFailed" | "JobRolledBack" | "JobNeedsAttention":
             verb = {"JobFailed": "job failed", "JobRolledBack": "job rolled back", "JobNeedsAttention": "job needs attention"}[t]
             return f"{verb}: {e.reason}"
+        case "JobRetried" if getattr(e, "rollback", False):
+            return "job retried: its rollback's failed tasks run again"
         case "JobPaused" | "JobResumed" | "JobCancelRequested" | "JobRetried":
             return {"JobPaused": "job paused", "JobResumed": "job resumed", "JobCancelRequested": "cancel requested",
                     "JobRetried": "job retried"}[t]
@@ -197,16 +199,18 @@ ENDS = frozenset({"LayoutSolved", "LayoutUnsolvable", "TaskSucceeded", "TaskFail
 
 def timeline(history: Iterable[Recorded]) -> list[Line]:
     """Lines in log order; a claim says how long the task waited in its queue, an outcome how
-    long the attempt ran, a final event how long the job took."""
+    long the attempt ran, a final event how long the job took. Each line's offset counts from
+    the earliest event shown, not the first: each writer stamps its own time when it decides,
+    so an event may carry a time a little before the one logged ahead of it (a create's
+    `JobRequested` is stamped before its `ClusterRequested` and appended after it), and an
+    offset from the first would then be negative."""
     lines: list[Line] = []
-    start: datetime | None = None
     clocks: dict[tuple[str, ...], datetime] = {}
     owners: dict[str, str] = {}  # job -> its planner, who writes the job's and cluster's events
     for r in history:
         e = r.event
         if e.type in FENCE_MARKERS:  # (the fence's, not the story's)
             continue
-        start = start or r.time
         key = _clock_key(e)
         text, took = describe(e), None
         if e.type in ENDS and key in clocks:
@@ -218,5 +222,6 @@ def timeline(history: Iterable[Recorded]) -> list[Line]:
         if e.type in ("JobRequested", "JobAdopted") and e.planner:
             owners[e.job_id] = e.planner
         by = who(e) or owners.get(str(getattr(e, "job_id", "")), "")
-        lines.append(Line(r.seq, r.time, (r.time - start).total_seconds(), e.type, by, text, took))
-    return lines
+        lines.append(Line(r.seq, r.time, 0.0, e.type, by, text, took))
+    start = min((line.time for line in lines), default=None)
+    return [replace(line, offset=(line.time - start).total_seconds()) for line in lines] if start else lines

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
+from muster import tracing
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
 from muster.bus.server import ServerError
@@ -73,6 +74,9 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         loop.add_signal_handler(sig, stop.set)
     rotations: set[asyncio.Task[None]] = set()
     loop.add_signal_handler(signal.SIGUSR1, lambda: _rotate_in_background(deployment, rotations))
+    if deployment.tls is not None and deployment.tls.issuing:  # (an operator's certificates are the operator's to renew)
+        renewing = asyncio.create_task(_renew_when_due(deployment))
+        rotations.add(renewing)
     waits: dict[str, asyncio.Future[Any]] = {
         "failed": asyncio.ensure_future(deployment.wait_failed()),
         "signal": asyncio.ensure_future(stop.wait()),
@@ -99,7 +103,7 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
     async def rotate() -> None:
         try:
             reloaded = await deployment.rotate_certificates()
-        except (StartError, ServerError, OSError) as err:
+        except (StartError, ServerError, OSError, TlsError) as err:
             _say(f"certificates not rotated: {err}")
             return
         _say(f"certificates rotated: new server certificates loaded by {', '.join(reloaded)}")
@@ -107,6 +111,28 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
     task = asyncio.create_task(rotate())
     running.add(task)
     task.add_done_callback(running.discard)
+
+
+RENEWAL_RETRY_S = 3600.0
+
+
+async def _renew_when_due(deployment: Deployment) -> None:
+    """Rotate the server certificates when they come within 30 days of their end, as a start
+    would: they last 90 days, and a deployment that runs longer would stop taking new
+    connections when they end (`muster tls rotate` does the same on demand). A timer to that
+    moment, not a poll; the 30 days also cover the event loop's clock, which stops while the
+    machine sleeps."""
+    assert deployment.tls is not None
+    while True:  # one renewal per pass, each at its own due time
+        await asyncio.sleep(deployment.tls.renewal_in())
+        try:
+            reloaded = await deployment.rotate_certificates()
+        except (StartError, ServerError, OSError, ValueError, TlsError) as err:  # (ValueError: a CA file that does not load)
+            _say(f"certificates near their end not renewed: {err}; trying again in {RENEWAL_RETRY_S / 3600:g} h "
+                 "(or run `muster tls rotate`)")
+            await asyncio.sleep(RENEWAL_RETRY_S)
+            continue
+        _say(f"certificates renewed before their end: new server certificates loaded by {', '.join(reloaded)}")
 
 
 def _checked_tenant_limits(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
@@ -153,6 +179,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     solver, planner, provisioner, tracker, pool, governance, notifier); Ctrl-C stops all."""
     if autoscale and autoscale_min > autoscale_max:
         raise click.BadParameter(f"--autoscale-min {autoscale_min} is more than --autoscale-max {autoscale_max}")
+    _check_tracing()
     policy = AutoscalePolicy(min_processes=autoscale_min, max_processes=autoscale_max, capacity_each=capacity,
                              cooldown_s=autoscale_cooldown) if autoscale else None
 
@@ -188,6 +215,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     console.print(f"nats:    {deployment.nats_url}")
     console.print(f"tracker: {deployment.tracker_url}")
     console.print(f"logs:    {data_dir / 'logs'}")
+    if (traces := tracing.describe()) is not None:
+        console.print(f"traces:  {traces} (every service; docs/tracing.md)", markup=False, highlight=False, soft_wrap=True)
     _print_credentials(deployment, data_dir)
     if planners > 1:
         console.print(f"planners: {planners} (they share the clusters: muster planners)")
@@ -199,6 +228,15 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     console.print("muster is up; Ctrl-C stops it.", style="bold")
     sys.stdout.flush()
     await _guarded(deployment)
+
+
+def _check_tracing() -> None:
+    """The OTEL_* variables every child is given, checked once here: otherwise each service
+    exits at its start with the same complaint, and `muster up` gives up on the first."""
+    try:
+        tracing.describe()
+    except tracing.TracingError as err:
+        raise CliError(f"{err} (docs/tracing.md)", EXIT_INVALID) from None
 
 
 def _own_token(deployment: Deployment) -> str | None:
@@ -298,6 +336,7 @@ def down(data_dir: Path, timeout: float) -> None:
 @network_options
 def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, real: bool, network: Network) -> None:
     """Start everything, load the demo catalog, build a cluster, show it, delete it."""
+    _check_tracing()
 
     async def main() -> None:
         if real:  # the Ansible flavours' playbooks, for the provisioner this starts

@@ -10,14 +10,18 @@
 
 Server certificates name loopback (`localhost`, `127.0.0.1`, `::1`), the listen address and,
 when that is not loopback, this host's names, plus any `--tls-name`. They are made again at a
-start when missing, near their end, or not naming every one of those; `rotate` makes new ones
-(new keys) at once and the running servers reload them (docs/security.md, "TLS").
+start when missing, near their end, or not naming every one of those, and by `muster up` when
+they come near their end while it runs (`renewal_in`); `rotate` makes new ones (new keys) at
+once and the running servers reload them (docs/security.md, "TLS"). `ca.pem` without `ca.key`
+is an operator's CA: the operator's certificates in `servers/` are then checked and served as
+they are, never made here (`issuing`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import signal
 import socket
 from collections.abc import Coroutine
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, is_loopback
+from muster.bus.server import reachable
+from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, KEY_ENV, TlsError, is_loopback
 from muster.tls.natsconf import ServerTls
 
 SERVERS = ("nats", "tracker")
@@ -57,11 +62,26 @@ class DeploymentTls:
         base = self.folder / "servers" / name
         return base.with_suffix(".pem"), base.with_suffix(".key")
 
+    @property
+    def issuing(self) -> bool:
+        """Does muster hold the CA's key (it made the CA, or was given it) and so issue, renew and
+        rotate the certificates? `ca.pem` without `ca.key` is an operator's CA: the certificates
+        in `servers/` are the operator's, used as they are and never replaced."""
+        return (self.folder / "ca.key").exists() or not self.ca.exists()
+
     def prepare(self) -> None:
         """The CA and the server certificates (and the local user's client certificate with
-        mutual TLS), made where missing or stale; kept otherwise."""
+        mutual TLS), made where missing or stale; kept otherwise. An operator's certificates
+        (`issuing` is false) are checked, and a TlsError names what is wrong with them."""
         from muster.tls.ca import LocalCA
 
+        if not self.issuing:
+            if self.mutual:
+                raise TlsError(f"--mtls needs the CA's key ({self.folder / 'ca.key'}) to make each process's client "
+                               f"certificate, and {self.ca} is there without it (an operator's CA): run with --tls only, "
+                               "or add the key")
+            self.check_given()
+            return
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         ca = LocalCA.load_or_create(self.folder)
         for name in SERVERS:
@@ -69,14 +89,59 @@ class DeploymentTls:
         if self.mutual:
             ca.ensure(self.folder / Path(CLIENT_CERT).stem, "muster local user", server=False)
 
+    def check_given(self) -> None:
+        """An operator's server certificates, before the servers are given them: each there,
+        readable, with its key, within its dates, naming the host of the URLs `muster up` gives
+        (and every `--tls-name`); that they chain to `ca.pem` the first client checks, and says so."""
+        from cryptography import x509
+
+        from muster.tls.ca import alt_names, check_server_pair, names_of
+
+        wanted = list(dict.fromkeys([reachable(self.host).strip("[]"), *self.names]))
+        for name in SERVERS:
+            cert, key = self.server_pair(name)
+            if not cert.exists() or not key.exists():
+                raise TlsError(f"{self.ca} is there without ca.key, so muster serves the operator's certificates as they "
+                               f"are, and {cert if not cert.exists() else key} is missing: give {name}'s certificate and "
+                               f"key there, signed by that CA, naming {', '.join(wanted)}")
+            try:
+                check_server_pair(cert, key)
+                named = names_of(x509.load_pem_x509_certificate(cert.read_bytes()))
+            except ValueError as err:
+                raise TlsError(str(err)) from None
+            missing = [n for n in (str(h.value) for h in alt_names(wanted)) if n not in named]
+            if missing:
+                raise TlsError(f"the certificate in {cert} does not name {', '.join(missing)}, which clients of this "
+                               f"deployment dial (it names {', '.join(sorted(named)) or 'nothing'})")
+
     def rotate(self) -> None:
         """New keys and certificates for the servers, signed by the same CA (clients keep
-        trusting it); the caller has the servers reload them."""
+        trusting it), and the local user's client certificate made again if it is near its end;
+        the caller has the servers reload theirs. An operator's certificates are not made here:
+        the operator replaced the files, and they are checked before the servers read them."""
         from muster.tls.ca import LocalCA
 
+        if not self.issuing:
+            self.check_given()
+            return
         ca = LocalCA.load_or_create(self.folder)
         for name in SERVERS:
             ca.issue(self.folder / "servers" / name, f"muster {name}", server_names(self.host, self.names))
+        if self.mutual:
+            ca.ensure(self.folder / Path(CLIENT_CERT).stem, "muster local user", server=False)
+
+    def renewal_in(self) -> float:
+        """Seconds until the first of the certificates `prepare` keeps (the servers', the local
+        user's) comes within RENEW_BEFORE_DAYS of its end, when a start would make it again; 0
+        when one is missing or due."""
+        from muster.tls.ca import RENEW_BEFORE_DAYS, not_after
+
+        files = [self.server_pair(name)[0] for name in SERVERS] + ([self.folder / CLIENT_CERT] if self.mutual else [])
+        try:
+            first = min(not_after(f) for f in files)
+        except (OSError, ValueError):
+            return 0.0
+        return max(0.0, (first - dt.datetime.now(dt.UTC) - dt.timedelta(days=RENEW_BEFORE_DAYS)).total_seconds())
 
     def nats(self) -> ServerTls:
         cert, key = self.server_pair("nats")

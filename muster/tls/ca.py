@@ -15,12 +15,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from .context import TlsError
 
 CA_DAYS = 3650
 LEAF_DAYS = 90
@@ -77,7 +80,7 @@ def names_of(cert: x509.Certificate) -> set[str]:
 class LocalCA:
     """The CA in `folder` (`ca.pem`, `ca.key`), made by `load_or_create` when missing."""
 
-    def __init__(self, folder: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
+    def __init__(self, folder: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
         self.folder = folder
         self.cert = cert
         self.key = key
@@ -88,12 +91,28 @@ class LocalCA:
 
     @classmethod
     def load_or_create(cls, folder: Path, name: str = "muster local CA") -> LocalCA:
+        """The CA in `folder`, or a new one when neither file is there. A TlsError names what
+        is wrong with the files that are: a CA is never made over one of them."""
         cert_path, key_path = folder / "ca.pem", folder / "ca.key"
-        if cert_path.exists() and key_path.exists():
-            key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
-            if not isinstance(key, ec.EllipticCurvePrivateKey):
-                raise ValueError(f"{key_path} is not an EC key")
-            return cls(folder, x509.load_pem_x509_certificate(cert_path.read_bytes()), key)
+        if cert_path.exists() != key_path.exists():
+            there, missing = (cert_path, key_path) if cert_path.exists() else (key_path, cert_path)
+            raise TlsError(f"{there} is there without {missing.name}: a CA needs both (remove it, and a new CA is made)")
+        if cert_path.exists():
+            try:
+                key = serialization.load_pem_private_key(_read(key_path, "PEM private key"), password=None)
+            except (ValueError, TypeError, UnsupportedAlgorithm) as err:
+                raise TlsError(str(err) if str(err).startswith(("cannot read", str(key_path))) else
+                               f"{key_path} holds no PEM private key muster can read (one without a passphrase)") from None
+            if not isinstance(key, ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey):
+                raise TlsError(f"{key_path}: a CA key muster signs with is EC or RSA, not {type(key).__name__}")
+            try:
+                cert = x509.load_pem_x509_certificate(_read(cert_path, "PEM certificate"))
+            except ValueError as err:
+                raise TlsError(str(err) if str(err).startswith(("cannot read", str(cert_path))) else
+                               f"{cert_path} holds no PEM certificate") from None
+            if not _same_key(key, cert):
+                raise TlsError(f"the key in {key_path} is not the key of the CA certificate in {cert_path}")
+            return cls(folder, cert, key)
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         now = _now()
@@ -113,7 +132,7 @@ class LocalCA:
         return cls(folder, cert, key)
 
     def issue(self, path: Path, name: str, hosts: Sequence[str] = (), *, server: bool = True,
-              days: int = LEAF_DAYS) -> Pair:
+              days: float = LEAF_DAYS) -> Pair:
         """A new key and a certificate for `name` at `path` (`<path>.pem`, `<path>.key`).
         A server's certificate names `hosts` and may also be used as a client's (a nats-server
         dials its routes with it); a client's is for client authentication only."""
@@ -145,15 +164,34 @@ class LocalCA:
 
     def ensure(self, path: Path, name: str, hosts: Sequence[str] = (), *, server: bool = True) -> Pair:
         """The pair at `path`, made again when missing, not from this CA, not naming every one
-        of `hosts`, or near its end."""
+        of `hosts`, near its end, or not a pair at all (a file that is no PEM, a key that is
+        not the certificate's: a stop between the two renames of `issue`). A TlsError names a
+        file that cannot be read or replaced (a folder in its place)."""
         pair = Pair(path.with_suffix(".pem"), path.with_suffix(".key"))
         if pair.cert.exists() and pair.key.exists():
-            cert = x509.load_pem_x509_certificate(pair.cert.read_bytes())
-            fresh = cert.not_valid_after_utc - _now() > dt.timedelta(days=RENEW_BEFORE_DAYS)
-            wanted = {str(n.value) for n in alt_names(hosts)}
-            if fresh and cert.issuer == self.cert.subject and wanted <= names_of(cert) and _signed_by(cert, self.cert):
-                return pair
+            cert, key = _load(pair.cert, x509.load_pem_x509_certificate), _load(pair.key, _private_key)
+            if cert is not None and key is not None and _same_key(key, cert):
+                fresh = cert.not_valid_after_utc - _now() > dt.timedelta(days=RENEW_BEFORE_DAYS)
+                wanted = {str(n.value) for n in alt_names(hosts)}
+                if fresh and cert.issuer == self.cert.subject and wanted <= names_of(cert) and _signed_by(cert, self.cert):
+                    return pair
         return self.issue(path, name, hosts, server=server)
+
+
+def _private_key(data: bytes) -> Any:
+    return serialization.load_pem_private_key(data, password=None)
+
+
+def _load(path: Path, parse: Any) -> Any:
+    """`parse` of the file's bytes; None when they do not parse (a file muster made again)."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise TlsError(f"cannot read {path}: {err.strerror or err}") from None
+    try:
+        return parse(data)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        return None
 
 
 def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
@@ -162,6 +200,52 @@ def _signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
+
+
+def check_server_pair(cert: Path, key: Path) -> None:
+    """A server's certificate and key as an operator gives them (their own PKI's, or ours):
+    ValueError naming the file and what is wrong, before anything serves them. OpenSSL's own
+    word for most of this is "PEM lib", and it serves a certificate that has ended, which every
+    client then refuses."""
+    data = _read(cert, "PEM certificate")
+    try:
+        certificate = x509.load_pem_x509_certificate(data)
+    except ValueError:
+        raise ValueError(f"{cert} holds no PEM certificate") from None
+    data = _read(key, "PEM private key")
+    try:
+        private = serialization.load_pem_private_key(data, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise ValueError(f"{key} holds no PEM private key this server can read (one without a passphrase)") from None
+    if not _same_key(private, certificate):
+        raise ValueError(f"the key in {key} is not the key of the certificate in {cert}")
+    now = _now()
+    if certificate.not_valid_after_utc <= now:
+        raise ValueError(f"the certificate in {cert} ended on {certificate.not_valid_after_utc:%Y-%m-%d %H:%M} UTC: every "
+                         "client would refuse it; give a new one (`muster tls issue --renew` makes one from muster's CA)")
+    if certificate.not_valid_before_utc > now:
+        raise ValueError(f"the certificate in {cert} is valid only from {certificate.not_valid_before_utc:%Y-%m-%d %H:%M} "
+                         "UTC (is this machine's clock right?)")
+
+
+def _same_key(private: Any, certificate: x509.Certificate) -> bool:
+    der = serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    return bool(private.public_key().public_bytes(*der) == certificate.public_key().public_bytes(*der))
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"cannot read {path}: {err.strerror or err}") from None
+    if b"-----BEGIN" not in data:
+        raise ValueError(f"{path} holds no {what}")
+    return data
+
+
+def not_after(path: Path) -> dt.datetime:
+    """When the certificate in `path` (PEM) ends."""
+    return x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc
 
 
 def serial_of(pem: bytes) -> int:

@@ -37,8 +37,12 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
     """Make (or keep) certificates signed by the CA in --dir, e.g. for compose.yaml:
     `muster tls issue --dir /ca --out /tls nats-1=nats-1,localhost tracker=tracker,localhost`."""
     from .ca import LocalCA, write_private
+    from .context import TlsError
 
-    ca = LocalCA.load_or_create(folder)
+    try:
+        ca = LocalCA.load_or_create(folder)
+    except TlsError as err:
+        raise CliError(str(err), EXIT_INVALID) from None
     out = out or folder
     if out != folder:
         write_private(out / "ca.pem", ca.cert_path.read_bytes())

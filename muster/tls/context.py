@@ -88,11 +88,25 @@ _NOISE = _SslEofNoise()
 def client_context(tls: ClientTls) -> ssl.SSLContext:
     """Verifies the server's chain and name (the defaults of `create_default_context`, kept)."""
     logging.getLogger("asyncio").addFilter(_NOISE)  # (a set: once however often)
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca) if tls.ca else None)
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(tls.ca) if tls.ca else None)
+    except (OSError, ssl.SSLError) as err:  # OpenSSL's words ("no certificate or crl found") do not name the file
+        raise TlsError(f"the CA file {tls.ca} cannot be read as PEM certificates ({_said(err)}): name another with "
+                       f"${CA_ENV}") from None
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     if tls.cert is not None and tls.key is not None:
-        context.load_cert_chain(tls.cert, tls.key)
+        try:
+            context.load_cert_chain(tls.cert, tls.key)
+        except (OSError, ssl.SSLError) as err:  # ("PEM lib")
+            raise TlsError(f"this client's certificate {tls.cert} with the key {tls.key} cannot be used ({_said(err)}): "
+                           f"both PEM, the key the certificate's (${CERT_ENV}, ${KEY_ENV})") from None
     return context
+
+
+def _said(err: OSError) -> str:
+    if isinstance(err, ssl.SSLError):
+        return str(err.reason or "not PEM")  # (OpenSSL's "PEM lib" has no reason)
+    return str(err.strerror or err)
 
 
 def server_context(cert: Path, key: Path, client_ca: Path | None = None) -> ssl.SSLContext:
@@ -211,6 +225,19 @@ async def connect_verified(connect: Callable[..., Awaitable[None]], settings: di
 
 class TlsRefused(TlsError):
     """The TLS handshake was refused, by this side or the server (not a network fault)."""
+
+
+def http_refusal(err: BaseException, url: str, data_dir: Path | None = None) -> str | None:
+    """What a failed HTTPS request to the tracker means when its TLS handshake was refused (an
+    aiohttp error wrapping the ssl one), in the words of `connect_verified`'s; None otherwise.
+    aiohttp's own text ("Cannot connect to host ...") reads like a tracker that is down."""
+    cause = getattr(err, "certificate_error", None) or getattr(err, "os_error", None)
+    if not isinstance(cause, ssl.SSLError) or not refusal(cause):
+        return None
+    why = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
+    return (f"the TLS handshake with the tracker at {url} failed: {why}; this client trusts "
+            f"{client_tls(data_dir).describe()} (${CA_ENV} names a CA file; the tracker's certificate must name the "
+            "host of the URL)")
 
 
 async def served_serial(url: str, context: ssl.SSLContext) -> int:

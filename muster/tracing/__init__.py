@@ -29,9 +29,9 @@ from datetime import datetime
 from typing import Any
 
 from . import sdk
-from .sdk import configure, enabled, shutdown, wanted
+from .sdk import TracingError, configure, describe, enabled, shutdown, wanted
 
-__all__ = ["HEADER", "Tracer", "attempt", "child", "configure", "current", "enabled", "from_environment", "headers", "link",
+__all__ = ["HEADER", "Tracer", "TracingError", "attempt", "child", "configure", "current", "describe", "enabled", "from_environment", "headers", "link",
            "log_ids", "new_job", "outgoing", "set_attributes", "set_error", "shutdown", "valid", "wanted", "within"]
 
 HEADER = "traceparent"
@@ -207,8 +207,8 @@ class Tracer:
 
     def span(self, name: str, parent: str | None = None, *, kind: str = "internal", **attrs: Any) -> Any:
         """A context manager: a span, current inside it, child of `parent` (a traceparent)
-        or, without one, of the current span. An exception ends it with an error status. When
-        off, it does nothing and yields None."""
+        or, without one, of the current span. An exception ends it with an error status naming
+        its type (never its message). When off, it does nothing and yields None."""
         if sdk.provider is None:
             return _NOOP
         return self._span(name, parent, kind, attrs)
@@ -225,9 +225,16 @@ class Tracer:
         from opentelemetry import trace
 
         ctx = _context(parent) if _parse(parent) is not None else None
+        # The SDK would put the exception's message and stack on the span: they may hold a
+        # field's value (a plugin's exception, a validation error's input). Its type says enough.
         with self._tracer().start_as_current_span(name, context=ctx, kind=getattr(trace.SpanKind, kind.upper()),
-                                                  attributes=_attributes(attrs)) as span:
-            yield span
+                                                  attributes=_attributes(attrs), record_exception=False,
+                                                  set_status_on_exception=False) as span:
+            try:
+                yield span
+            except Exception as err:
+                set_error(span, type(err).__name__)
+                raise
 
     def record(self, name: str, own: str | None, parent: str | None, start: datetime | float, end: datetime | float,
                *, error: str | None = None, **attrs: Any) -> None:

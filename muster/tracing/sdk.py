@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 import os
 import socket
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
 
 provider: TracerProvider | None = None
 ids: Any = None
+EXIT_WAIT_S = 2.0
+"""How long a process waits at its end for its last spans to leave, unless
+`OTEL_BSP_EXPORT_TIMEOUT` (ms) says otherwise: the SDK would wait out the exporter's retries
+(10 s) for a collector that is down, and a command or a stop is not held for that."""
 forced: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("muster_trace_ids", default=None)
 
 
@@ -57,33 +62,78 @@ def configure(service: str, exporter: Any = None, env: Mapping[str, str] = os.en
     return True
 
 
-def _exporters(env: Mapping[str, str]) -> list[Any]:
+class TracingError(ValueError):
+    """The variables ask for traces in a way muster cannot export; the message names the variable."""
+
+
+PROTOCOLS = ("http/protobuf", "grpc")
+
+
+def check(env: Mapping[str, str] = os.environ) -> list[tuple[str, str]]:
+    """The exporters the variables ask for, as (name, OTLP protocol), without importing the SDK;
+    TracingError for a name or a protocol muster does not know (a typo would otherwise export
+    nothing, or somewhere else, without a word)."""
     names = [n.strip() for n in (env.get("OTEL_TRACES_EXPORTER") or "otlp").lower().split(",") if n.strip()]
-    made: list[Any] = []
+    variable = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" if env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") else "OTEL_EXPORTER_OTLP_PROTOCOL"
+    protocol = (env.get(variable) or PROTOCOLS[0]).strip().lower()
     for name in names:
+        if name not in ("otlp", "console"):
+            raise TracingError(f"OTEL_TRACES_EXPORTER={name!r}: muster knows otlp, console and none")
+        if name == "otlp" and protocol not in PROTOCOLS:
+            raise TracingError(f"{variable}={protocol!r}: muster exports OTLP over {' or '.join(PROTOCOLS)}")
+    return [(name, protocol) for name in names]
+
+
+def describe(env: Mapping[str, str] = os.environ) -> str | None:
+    """Where this process's spans go, in a few words (`muster up` says it), or None when off;
+    TracingError as `check`."""
+    if not wanted(env):
+        return None
+    said = []
+    for name, protocol in check(env):
+        if name == "console":
+            said.append("console (stdout)")
+            continue
+        signal = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ("http://localhost:4317" if protocol == "grpc" else "http://localhost:4318")
+        where = signal or (base if protocol == "grpc" else f"{base.rstrip('/')}/v1/traces")
+        said.append(f"OTLP {protocol} to {where}")
+    return ", ".join(said)
+
+
+def _exporters(env: Mapping[str, str]) -> list[Any]:
+    made: list[Any] = []
+    for name, protocol in check(env):
         if name == "console":
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
             made.append(ConsoleSpanExporter())
-        elif name == "otlp":
-            protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
-            if protocol.strip().lower() == "grpc":
-                from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
-                made.append(Grpc())
-            else:
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
-                made.append(Http())
+        elif protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+            made.append(Grpc())
         else:
-            raise ValueError(f"OTEL_TRACES_EXPORTER={name!r}: muster knows otlp, console and none")
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+            made.append(Http())
     return made
 
 
-def shutdown() -> None:
-    """Send what is waiting (at a process's end)."""
+def shutdown(env: Mapping[str, str] = os.environ) -> None:
+    """Send what is waiting (at a process's end), for `exit_wait_s` at most: past it, the spans
+    not sent yet are left to the SDK's daemon threads, which do not hold the process."""
     global provider
     if provider is not None:
-        provider.shutdown()
-        provider = None
+        ending, provider = provider, None
+        # The SDK's own wait has no bound of ours (its join is 30 s, its exporter retries for 10).
+        flushing = threading.Thread(target=ending.shutdown, name="muster-trace-flush", daemon=True)
+        flushing.start()
+        flushing.join(exit_wait_s(env))
+
+
+def exit_wait_s(env: Mapping[str, str] = os.environ) -> float:
+    try:
+        return max(0.0, float(env["OTEL_BSP_EXPORT_TIMEOUT"]) / 1000)
+    except (KeyError, ValueError):
+        return EXIT_WAIT_S
 
 
 def _ids() -> Any:

@@ -37,20 +37,23 @@ from muster.ops_care_cli import seconds
 from muster.tables import print_rows
 
 from .domain.deliveries import said
-from .domain.policies import PolicyCompileError, compile_policy, evaluate
+from .domain.policies import PolicyCompileError, PolicySource, compile_policy
+from .domain.references import unknown_inputs
+from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
 TIMEOUT_S = 30.0
 
 
-async def ask(bus: Bus, verb: str, kind: str, as_json: bool = False, **body: Any) -> GovernanceAnswer:
-    return (await ask_in(bus, verb, kind, as_json, **body))[1]
+async def ask(bus: Bus, verb: str, kind: str, as_json: bool = False, said: str = "", **body: Any) -> GovernanceAnswer:
+    return (await ask_in(bus, verb, kind, as_json, said, **body))[1]
 
 
-async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, **body: Any) -> tuple[str, GovernanceAnswer]:
+async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, said: str = "", **body: Any) -> tuple[str, GovernanceAnswer]:
     """The governance service's answer, asked in the tenant the command names, else the token's
     own (as every other command: a tenant's user types no --tenant), and that tenant. A request
-    the bus refuses fails at once, naming what was refused, rather than waiting for an answer."""
+    the bus refuses fails at once, naming what was refused, rather than waiting for an answer.
+    `said`: the command as people typed it (`policy apply`), which a refusal names."""
     refusals = Refusals()
     nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
     try:
@@ -65,7 +68,7 @@ async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, **body: 
         await nc.close()
     answer = GovernanceAnswer.model_validate_json(msg.data)
     if not answer.ok:
-        raise refusal(verb, answer, as_json)
+        raise refusal(said or f"{kind} {verb}", answer, as_json)
     return tenant, answer
 
 
@@ -93,6 +96,13 @@ def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
         out.print(f"warning: {warning}")
 
 
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise CliError(f"{path}: not UTF-8 text (byte {err.start}): a policy and its input are text files", EXIT_INVALID) from None
+
+
 def _name(path: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_\-]", "-", path.stem)[:64]
 
@@ -113,8 +123,8 @@ def policy() -> None:
 @command
 async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool, bus: Bus) -> None:
     """Apply Rego FILES (each a policy named after its file), all or none."""
-    entities = [{"name": _name(f), "source": f.read_text(), "description": description} for f in files]
-    report(await ask(bus, "put", "policy", as_json, entities=entities), as_json, "policy apply")
+    entities = [{"name": _name(f), "source": _text(f), "description": description} for f in files]
+    report(await ask(bus, "put", "policy", as_json, "policy apply", entities=entities), as_json, "policy apply")
 
 
 @policy.command("list")
@@ -124,7 +134,7 @@ async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool,
 @command
 async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     """The tenant's policies."""
-    tenant, answer = await ask_in(bus, "list", "policy", as_json)
+    tenant, answer = await ask_in(bus, "list", "policy", as_json, "policy list")
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -141,14 +151,17 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
 @command
 async def policy_delete(name: str, as_json: bool, bus: Bus) -> None:
     """Delete policy NAME."""
-    report(await ask(bus, "delete", "policy", as_json, name=name), as_json, "policy delete")
+    report(await ask(bus, "delete", "policy", as_json, "policy delete", name=name), as_json, "policy delete")
 
 
-def policy_input(document: Any) -> dict[str, Any]:
+def policy_input(document: Any, where: Path) -> dict[str, Any]:
     """The input document, or the one a dry run's answer carries (`--dry-run --json`: its
-    `policy.input`, what the tenant's policies were evaluated on)."""
+    `policy.input`, what the tenant's policies were evaluated on). Anything but an object is
+    refused: evaluated as an empty input, a list or an empty file read as "allowed"."""
     if not isinstance(document, dict):
-        return {}
+        what = "an empty file" if document is None else f"a {type(document).__name__}"
+        raise CliError(f"{where}: the input is {what}; it must be a JSON or YAML object: the input document "
+                       "(docs/governance.md) or a dry run's answer (`--dry-run --json`)", EXIT_INVALID)
     shown = document.get("policy")
     return shown["input"] if isinstance(shown, dict) and isinstance(shown.get("input"), dict) else document
 
@@ -158,19 +171,31 @@ def policy_input(document: Any) -> dict[str, Any]:
 @click.option("--input", "input_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="the input document (JSON or YAML): request, cluster, layout, plan, cost... (docs/governance.md), or a "
                    "dry run's answer (`muster cluster ... --dry-run --json`), which carries it")
+@click.option("--deadline", default=POLICY_DEADLINE_S, show_default=True, type=click.FloatRange(0.1, 60.0),
+              help="seconds the policy may evaluate, as the planner's --policy-deadline")
 @json_option
 @guarded
-def policy_test(file: Path, input_file: Path, as_json: bool) -> None:
+def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) -> None:
     """Evaluate the policy in FILE on an input, here (no bus): exit 0 if allowed, 1 if denied."""
+    source = _text(file)
     try:
-        compiled = compile_policy(_name(file), file.read_text())
+        compile_policy(_name(file), source)
     except PolicyCompileError as err:
         raise CliError(f"{file}: {err}", EXIT_INVALID) from None
+    unknown = unknown_inputs(source)
+    if unknown:  # `policy apply` refuses it the same way
+        raise CliError("\n  ".join([f"{file}: the policy reads what its input never has (undefined: a rule on it never "
+                                     "holds)", *unknown]), EXIT_INVALID)
     try:
-        document = yaml.safe_load(input_file.read_text())
+        document = yaml.safe_load(_text(input_file))
     except yaml.YAMLError as err:
         raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
-    verdict = evaluate([compiled], policy_input(document))
+    # As the planner evaluates it: in a child process, within the same deadline.
+    sandbox = PolicySandbox(deadline)
+    try:
+        verdict = sandbox.evaluate_now([PolicySource(_name(file), 0, source)], policy_input(document, input_file))
+    finally:
+        sandbox.close()
     if as_json:
         echo_json({"allowed": not verdict.denied, "deny": [d.message for d in verdict.denials],
                    "warn": [w.message for w in verdict.warnings]})
@@ -213,7 +238,7 @@ async def rule_add(name: str, operations: tuple[str, ...], min_nodes: int | None
     entity = {"name": name, "operations": list(operations), "min_nodes": min_nodes, "clusters": list(clusters),
               "labels": {k: v for k, _, v in pairs}, "allow_self_approval": allow_self_approval,
               "expires_after_s": seconds(expires, "--expires"), "description": description}
-    report(await ask(bus, "put", "rule", as_json, entities=[entity]), as_json, "rule add")
+    report(await ask(bus, "put", "rule", as_json, "rule add", entities=[entity]), as_json, "rule add")
 
 
 @rule.command("list")
@@ -222,7 +247,7 @@ async def rule_add(name: str, operations: tuple[str, ...], min_nodes: int | None
 @command
 async def rule_list(as_json: bool, bus: Bus) -> None:
     """The tenant's approval rules."""
-    tenant, answer = await ask_in(bus, "list", "rule", as_json)
+    tenant, answer = await ask_in(bus, "list", "rule", as_json, "rule list")
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -246,7 +271,7 @@ async def rule_list(as_json: bool, bus: Bus) -> None:
 @command
 async def rule_delete(name: str, as_json: bool, bus: Bus) -> None:
     """Delete approval rule NAME."""
-    report(await ask(bus, "delete", "rule", as_json, name=name), as_json, "rule delete")
+    report(await ask(bus, "delete", "rule", as_json, "rule delete", name=name), as_json, "rule delete")
 
 
 # -- muster notify ------------------------------------------------------------------------------
@@ -288,7 +313,7 @@ async def notify_add(name: str, events: str, webhook: str | None, secret: str | 
         entity["webhook"] = {"url": webhook, "secret": secret, "format": "slack" if slack else "muster"}
     if subject is not None:
         entity["subject"] = subject
-    report(await ask(bus, "put", "subscription", as_json, entities=[entity]), as_json, "notify add")
+    report(await ask(bus, "put", "subscription", as_json, "notify add", entities=[entity]), as_json, "notify add")
 
 
 @notify.command("list")
@@ -297,7 +322,7 @@ async def notify_add(name: str, events: str, webhook: str | None, secret: str | 
 @command
 async def notify_list(as_json: bool, bus: Bus) -> None:
     """The tenant's subscriptions."""
-    tenant, answer = await ask_in(bus, "list", "subscription", as_json)
+    tenant, answer = await ask_in(bus, "list", "subscription", as_json, "notify list")
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -326,7 +351,7 @@ def _duration(s: float) -> str:
 @command
 async def notify_remove(name: str, as_json: bool, bus: Bus) -> None:
     """Remove subscription NAME."""
-    report(await ask(bus, "delete", "subscription", as_json, name=name), as_json, "notify remove")
+    report(await ask(bus, "delete", "subscription", as_json, "notify remove", name=name), as_json, "notify remove")
 
 
 @notify.command("test")
@@ -336,7 +361,7 @@ async def notify_remove(name: str, as_json: bool, bus: Bus) -> None:
 @command
 async def notify_test(name: str, as_json: bool, bus: Bus) -> None:
     """Send subscription NAME a test notification now (recorded like any other)."""
-    answer = await ask(bus, "notify-test", "subscription", as_json, name=name)
+    answer = await ask(bus, "notify-test", "subscription", as_json, "notify test", name=name)
     if as_json:
         echo_json(answer.model_dump(mode="json"))
     else:

@@ -74,7 +74,7 @@ def schedule_create(name: str, cron: str | None, every: str | None, timezone: st
     verb, body = _captured(operation, bus)
     entity = {"name": name, "cron": cron, "every_s": seconds(every, "--every") if every else None, "timezone": timezone,
               "missed": missed, "verb": verb, "command": body, "text": " ".join(operation)}
-    report(run(ask(bus, "put", "schedule", as_json, entities=[entity])), as_json, "schedule create")
+    report(run(ask(bus, "put", "schedule", as_json, "schedule create", entities=[entity])), as_json, "schedule create")
 
 
 def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
@@ -93,7 +93,7 @@ def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
 @command
 async def schedule_list(as_json: bool, bus: Bus) -> None:
     """The tenant's schedules, their last runs and next ticks (or why they ended)."""
-    tenant, answer = await ask_in(bus, "list", "schedule", as_json)
+    tenant, answer = await ask_in(bus, "list", "schedule", as_json, "schedule list")
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
@@ -112,12 +112,13 @@ def _toggle(name: str, paused: bool) -> Any:
     @json_option
     @command
     async def change(as_json: bool, bus: Bus, **kwargs: Any) -> None:
-        tenant, listed = await ask_in(bus, "list", "schedule", as_json, name=kwargs["name"])
+        tenant, listed = await ask_in(bus, "list", "schedule", as_json, "schedule list", name=kwargs["name"])
         if not listed.items:
             raise CliError(f"no schedule {kwargs['name']!r} in tenant {tenant!r}")
         items = listed.items
         entity = {**items[0]["entity"], "paused": paused}
-        report(await ask(bus, "put", "schedule", as_json, entities=[entity]), as_json, f"schedule {'pause' if paused else 'resume'}")
+        said = f"schedule {'pause' if paused else 'resume'}"
+        report(await ask(bus, "put", "schedule", as_json, said, entities=[entity]), as_json, said)
 
     change.__doc__ = f"{'Pause' if paused else 'Resume'} schedule NAME."
     return schedule.command(name)(click.argument("name")(change))
@@ -134,4 +135,4 @@ _toggle("resume", False)
 @command
 async def schedule_delete(name: str, as_json: bool, bus: Bus) -> None:
     """Delete schedule NAME (a tick already taken still runs)."""
-    report(await ask(bus, "delete", "schedule", as_json, name=name), as_json, "schedule delete")
+    report(await ask(bus, "delete", "schedule", as_json, "schedule delete", name=name), as_json, "schedule delete")

@@ -20,8 +20,7 @@ from contracts.records import Append
 from muster.ports.eventlog import EventLog
 
 from .domain.deliveries import latest
-from .domain.entities import Entry, Put, fold
-from .domain.policies import CompiledPolicy, compile_all
+from .domain.entities import Entry, Put, fold, retired
 
 
 async def read_entries(log: EventLog, tenant: str, kind: str = "*") -> tuple[dict[tuple[str, str], Entry], int]:
@@ -42,6 +41,12 @@ async def with_deliveries(log: EventLog, tenant: str, items: list[dict[str, Any]
     return out
 
 
+async def read_for_put(log: EventLog, tenant: str, kind: str) -> tuple[dict[tuple[str, str], Entry], int, dict[tuple[str, str], int]]:
+    """`read_entries`, and the last version of every entity of `kind`, deleted ones included."""
+    records = await log.read(subjects.governance_filter(tenant, kind))
+    return fold(records), records[-1].seq if records else 0, retired(records)
+
+
 def _digest_id(put: Put) -> str:
     return hashlib.sha256(json.dumps(put.entity, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -51,6 +56,8 @@ async def append_puts(store: EventLog, tenant: str, kind: str, puts: Sequence[Pu
     `expect_seq` (`EventLog.append_fenced`)."""
     entries = [(subjects.governance_events(tenant, p.kind, p.name),
                 Append(GovernancePut(kind=p.kind, name=p.name, entity=p.entity, version=p.version, by=by),  # type: ignore[arg-type]
+                       # Versions go on across a delete (`read_for_put`): the same entity put again
+                       # after its delete is a new id, not a duplicate of its first put.
                        msg_id=f"gov:{tenant}:{p.kind}:{p.name}:v{p.version}:{_digest_id(p)}", version=p.version))
                for p in puts]
     if not entries:
@@ -64,22 +71,3 @@ async def append_delete(log: EventLog, tenant: str, entry: Entry, by: str) -> in
     seqs = await log.append(subject, [Append(event, msg_id=f"gov:{tenant}:{entry.kind}:{entry.name}:deleted:{entry.seq}")],
                             expect_last_seq=entry.seq)
     return seqs[-1]
-
-
-class PolicyCache:
-    """Compiled policies by (tenant, name, version): a policy compiles once per version, not
-    at every request (about a millisecond each)."""
-
-    def __init__(self) -> None:
-        self._compiled: dict[tuple[str, str, int], CompiledPolicy] = {}
-
-    def policies(self, tenant: str, entries: dict[tuple[str, str], Entry]) -> list[CompiledPolicy]:
-        out = []
-        for (kind, name), entry in sorted(entries.items()):
-            if kind != "policy":
-                continue
-            key = (tenant, name, entry.version)
-            if key not in self._compiled:
-                self._compiled[key] = compile_all([(name, str(entry.entity.get("source", "")), entry.version)])[0]
-            out.append(self._compiled[key])
-        return out

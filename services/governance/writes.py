@@ -29,10 +29,11 @@ from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
 from .domain.schedules import cluster_gone, cluster_of
-from .store import append_delete, append_puts, read_entries, with_deliveries
+from .store import append_delete, append_puts, read_entries, read_for_put, with_deliveries
 
 TRIES = 3
 """Puts validated again after a concurrent change overtook them (a schedule's tick, another put)."""
+PLURAL = {"rule": "rules", "policy": "policies", "subscription": "subscriptions", "schedule": "schedules"}
 Vet = Callable[[str, str, list[dict[str, Any]]], Awaitable[GovernanceAnswer | None]]
 """(tenant, requester, subscriptions with a webhook) -> the notifier's check of them (`notify-check`:
 the secrets they name, where they send); None when no notifier answered."""
@@ -120,11 +121,11 @@ class GovernanceWrites:
         if not request.entities:
             return _refused("a put carries at least one entity (`entities`)")
         for _ in range(TRIES):
-            entries, last = await read_entries(self.store, tenant, request.kind)
+            entries, last, versions = await read_for_put(self.store, tenant, request.kind)
             incoming = [self._stamped(tenant, by, request.kind, dict(e), entries) for e in request.entities]
             problems = [p for e in incoming if isinstance(e, str) for p in [e]]
             bodies = [e for e in incoming if isinstance(e, dict)]
-            puts, found = plan_puts(entries, request.kind, bodies)
+            puts, found = plan_puts(entries, request.kind, bodies, versions)
             problems += found
             if problems:
                 return _refused(f"nothing written: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
@@ -142,7 +143,7 @@ class GovernanceWrites:
             return GovernanceAnswer(ok=True, warnings=warnings,
                                     items=[{"kind": p.kind, "name": p.name, "version": p.version, "action": p.action,
                                             "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
-        return _refused(f"the tenant's {request.kind}s kept changing while this put was being checked; nothing was written: "
+        return _refused(f"the tenant's {PLURAL[request.kind]} kept changing while this put was being checked; nothing was written: "
                         "run it again", code="conflict")
 
     async def _clusters_gone(self, tenant: str, puts: list[Put], entries: dict[tuple[str, str], Entry]) -> list[str]:

@@ -1,6 +1,7 @@
-"""The requests the notifier answers (`muster.gov.<tenant>.<principal>.notify-test|notify-check`):
-a test notification sent now (`muster notify test`), and the check the governance service asks
-for before it stores a subscription (`muster notify add`): the secrets it names that this
+"""The requests the notifier answers (`muster.gov.<tenant>.<principal>.notify-test|notify-check`).
+
+A test notification is sent now (`muster notify test`); the check is what the governance service
+asks before it stores a subscription (`muster notify add`): the secrets it names that this
 notifier lacks and a webhook destination the operator's rule refuses (docs/governance.md).
 
 Both need what listing the tenant's subscriptions needs (`read` on the tenant); the requester is

@@ -206,6 +206,7 @@ class Planner:
             job, cluster = self.jobs[job_id], self.clusters[job.cluster_id]
             reason = f"the planner could not take in {recorded.type} (log seq {recorded.seq}): {type(err).__name__}: {err}"[:1000]
             if job.planned:
+                saga.record_moves(job, cluster)  # as any end does: a retry of its rollback records only what follows
                 job.needs_attention(reason)
                 cluster.set_status("needs_attention", job_id, reason)
                 await self.execution.execute(job, cluster, Effects())

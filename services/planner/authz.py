@@ -33,8 +33,12 @@ class OperationAuthz:
             raise Refused(f"{ctx.principal!r} is not a known principal", code="forbidden")
         job_id = getattr(command, "job_id", None)
         cluster_id = getattr(command, "cluster_id", None)
+        known = self.job(job_id) if job_id else None  # a job this planner holds; else only grants on the job (or wider) cover it
+        if known is not None and known.tenant != ctx.tenant:
+            known = None
+        if ctx.verb == "reject" and known is not None and known.requested_by == principal.id:
+            return  # a requester may always reject its own job, `approve` or not (docs/governance.md)
         if job_id and cluster_id is None:
-            known = self.job(job_id)  # a job this planner holds; else only grants on the job (or wider) cover it
             cluster_id = known.cluster_id if known is not None else None
         # A saved plan asks for what its own operation asks, on its own cluster (loaded by now).
         verb = op.verb if ctx.verb == "apply" else ctx.verb

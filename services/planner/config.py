@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from services.governance.sandbox import POLICY_DEADLINE_S
+
 from .domain.saga import Settings
 
 
@@ -29,6 +31,8 @@ class PlannerConfig:
     tenant_limit: int | None = None
     """Tasks of one tenant in flight at once (None: no limit); `tenant_limits` per tenant."""
     tenant_limits: dict[str, int] = field(default_factory=dict)
+    policy_deadline_s: float = POLICY_DEADLINE_S
+    """How long one of a tenant's policies may evaluate before it denies (docs/governance.md)."""
 
     @property
     def settings(self) -> Settings:

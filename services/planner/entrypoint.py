@@ -29,6 +29,7 @@ from muster.routing import batch_router, router
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from services.auth.domain.state import IdentityState
 from services.auth.view import IdentityView
+from services.governance.sandbox import POLICY_DEADLINE_S
 from services.pool.mirror import PoolMirror
 from services.provisioner.plugins.specs import catalog_plugins
 
@@ -176,15 +177,18 @@ async def _unsubscribe(sub: Any) -> None:
               help="seconds after which a dead planner's shards are taken over")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N",
               help="tasks of a tenant in flight at once: N for every tenant, TENANT=N for one (repeatable)")
+@click.option("--policy-deadline", default=POLICY_DEADLINE_S, show_default=True, type=click.FloatRange(0.1, 60.0),
+              help="seconds one policy may evaluate before it denies the request (docs/governance.md)")
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
-         action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, tenant_limit: tuple[str, ...]) -> None:
+         action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, tenant_limit: tuple[str, ...],
+         policy_deadline: float) -> None:
     """Run the planner service."""
     default, per_tenant = _tenant_limits(tenant_limit)
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
         replicas=int(os.environ.get("MUSTER_REPLICAS", "1")), shards=shards, lease_ttl_s=lease_ttl,
-        tenant_limit=default, tenant_limits=per_tenant,
+        tenant_limit=default, tenant_limits=per_tenant, policy_deadline_s=policy_deadline,
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

@@ -24,11 +24,11 @@ from contracts.layout import Layout
 from muster.ports.clock import Clock
 from muster.ports.eventlog import Append
 from services.governance.domain import approvals
-from services.governance.domain.cost import plan_cost
+from services.governance.domain.cost import per_hour, plan_cost
 from services.governance.domain.entities import fold
 from services.governance.domain.inputs import document
-from services.governance.domain.policies import CompiledPolicy, Finding, Verdict, evaluate
-from services.governance.store import PolicyCache
+from services.governance.domain.policies import Finding, PolicySource, Verdict
+from services.governance.sandbox import PolicySandbox
 
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
@@ -39,10 +39,10 @@ from .state import PlannerState
 
 @dataclass
 class Rules:
-    """A tenant's approval rules and compiled policies, read for one request."""
+    """A tenant's approval rules and policies, read for one request."""
 
     rules: list[ApprovalRule] = field(default_factory=list)
-    policies: list[CompiledPolicy] = field(default_factory=list)
+    policies: list[PolicySource] = field(default_factory=list)
 
     @property
     def active(self) -> bool:
@@ -77,20 +77,25 @@ def labels(cluster: Cluster) -> dict[str, str]:
 
 
 class Governance:
-    def __init__(self, state: PlannerState, clock: Clock, role_of: Any = None) -> None:
+    def __init__(self, state: PlannerState, clock: Clock, role_of: Any = None, sandbox: PolicySandbox | None = None) -> None:
         self.state, self.clock = state, clock
         self.role_of = role_of or (lambda principal: "unknown")
-        self.cache = PolicyCache()
+        self.sandbox = sandbox or PolicySandbox()
+        """Where policies are evaluated: a child process, each policy within a deadline."""
 
     async def load(self, tenant: str) -> Rules:
         """The rules and policies only: a schedule's subject grows with its ticks."""
         entries = fold(await self.state.log.read_many([subjects.governance_filter(tenant, "rule"),
                                                        subjects.governance_filter(tenant, "policy")]))
         rules = [ApprovalRule.model_validate(e.entity) for (kind, _), e in sorted(entries.items()) if kind == "rule"]
-        return Rules(rules, self.cache.policies(tenant, entries))
+        # Compiled where they are evaluated, keyed by their source too: a policy deleted and
+        # applied again had its old version number, and a cache by version kept the deleted one.
+        policies = [PolicySource(name, e.version, str(e.entity.get("source", "")))
+                    for (kind, name), e in sorted(entries.items()) if kind == "policy"]
+        return Rules(rules, policies)
 
-    def judge(self, rules: Rules, facts: Facts, by: str, before: Cluster | None, after: Cluster, target: list[Any],
-              actions: list[str]) -> Judgement:
+    async def judge(self, rules: Rules, facts: Facts, by: str, before: Cluster | None, after: Cluster,
+                    target: list[Any], actions: list[str]) -> Judgement:
         """The policies' verdict and the approval rules' wait, on everything admission knows."""
         now = self.clock.now()
         hardware = facts.catalog.hardwaretypes
@@ -100,12 +105,15 @@ class Governance:
         remaining = [] if facts.operation == "delete" else target
         cost = plan_cost(hardware, after.provider, remaining, previous)
         tenant_clusters = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted"]
+        others = [c for c in tenant_clusters if before is None or c.id != before.id]
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
                        role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
                        before=previous, after=remaining, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
-                       tenant_nodes=sum(len(c.nodes) for c in tenant_clusters if before is None or c.id != before.id)
-                       + len(previous))
-        verdict = evaluate(rules.policies, doc)
+                       tenant_nodes=sum(len(c.nodes) for c in others) + len(previous),
+                       # at today's prices, as this request's cost: what a budget policy adds it to
+                       tenant_per_hour=sum(per_hour(hardware, c.provider, c.nodes.values()) for c in others)
+                       + cost.before_per_hour)
+        verdict = await self.sandbox.evaluate(rules.policies, doc)
         request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
         return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc)
 
@@ -132,9 +140,9 @@ class Governance:
     def notes(self, rules: Rules, facts: Facts, before: Cluster | None, by: str) -> Any:
         """A dry run's cost, and what the policies and approval rules would say of it, for the
         requester `by` (the subject's principal, as the real request is judged)."""
-        def notes(cluster: Cluster, preview: Any) -> dict[str, Any]:
-            judgement = self.judge(rules, facts, by, before, cluster, preview.target,
-                                   [t.action.value for t in preview.plan.tasks])
+        async def notes(cluster: Cluster, preview: Any) -> dict[str, Any]:
+            judgement = await self.judge(rules, facts, by, before, cluster, preview.target,
+                                         [t.action.value for t in preview.plan.tasks])
             v, wait = judgement.verdict, judgement.wait
             return {"cost": judgement.cost.model_dump(mode="json"), "policy": {
                 "deny": [f"{d.message} (policy {d.policy})" for d in v.denials],

@@ -9,7 +9,7 @@ layout change asks the solver through the log instead (`Execution.ask_for_layout
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,9 +109,11 @@ class Previews:
             raise Refused(f"no layout: {err}", code="invalid") from None
 
     async def dry_run(self, by: str, job: Job, existing: Cluster | None, cluster: Cluster, facts: Facts,
-                      notes: Callable[[Cluster, Preview], dict[str, Any]] | None = None) -> DryRun:
+                      notes: Callable[[Cluster, Preview], Awaitable[dict[str, Any]]] | None = None,
+                      warnings: list[str] | None = None) -> DryRun:
         """The plan, shown and saved (`PlanSaved`): nothing else is recorded. `notes`: its cost
-        and what governance would say (docs/governance.md)."""
+        and what governance would say (docs/governance.md); `warnings`: what the request would be
+        accepted with a note of."""
         preview = await self.preview(job, cluster, facts)
         version = existing.version if existing is not None else 0
         catalog = saving.catalog_version(facts.catalog)
@@ -133,7 +135,7 @@ class Previews:
                 plan["limits"] = shown
         return DryRun(layout=layout, plan=plan, plan_id=event.plan_id,
                       cluster_version=version if existing is not None else None, catalog_version=catalog,
-                      **(notes(cluster, preview) if notes is not None else {}))
+                      warnings=list(warnings or ()), **(await notes(cluster, preview) if notes is not None else {}))
 
     async def saved(self, tenant: str, plan_id: str) -> PlanSaved:
         found = await self.state.log.read(subjects.plan_events(tenant, plan_id))

@@ -41,12 +41,13 @@ from muster import tracing
 from muster.bus.consume import transient
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError, StoreError
+from services.governance.sandbox import PolicySandbox
 
 from . import leases
 from .approvals import Approvals
 from .config import PlannerConfig
 from .domain import planning, saved
-from .domain.admission import Facts, Refused
+from .domain.admission import Facts, Refused, size_notes
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
@@ -115,7 +116,7 @@ class Requests:
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
-        self.governance = Governance(state, execution.timers.clock, role_of)
+        self.governance = Governance(state, execution.timers.clock, role_of, PolicySandbox(config.policy_deadline_s))
         self.approvals = Approvals(state, execution, self.previews, self.governance, self._start)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:
@@ -314,17 +315,19 @@ class Requests:
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
+        notes = size_notes(facts)
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         rules = await self.governance.load(tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, warnings=notes,
+                                               notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)
         elif op.layout and not rules.active:  # the solver answers through the log (Execution.on_layout)
             await self._accept(job, cluster)
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, facts.catalog, cmd))
             log.info("accepted", tenant=tenant, job=job_id, operation=op.name)
-            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._waits_for_workers(cluster))
+            return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=notes + await self._waits_for_workers(cluster))
         else:
             preview = await self.previews.preview(job, cluster, facts)
         judgement = await self._judged(rules, facts, ctx.by(cmd), cluster, cluster, preview)
@@ -341,7 +344,7 @@ class Requests:
         else:
             await self._start(job, cluster, facts, preview)
         log.info("accepted", tenant=tenant, job=job_id, operation=op.name, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=await self._warnings(job, cluster))
+        return Accepted(job_id=job_id, cluster_id=cmd.cluster_id, warnings=notes + await self._warnings(job, cluster))
 
     async def _accept(self, job: Job, cluster: Cluster, then: Callable[[], None] | None = None) -> None:
         """`then`: what the job records once the cluster is (governance: its version)."""
@@ -382,8 +385,8 @@ class Requests:
         recorded and refuses the request."""
         if not rules.active or preview is None:
             return None
-        judgement = self.governance.judge(rules, facts, by, before, after, preview.target,
-                                          [t.action.value for t in preview.plan.tasks])
+        judgement = await self.governance.judge(rules, facts, by, before, after, preview.target,
+                                                [t.action.value for t in preview.plan.tasks])
         if judgement.verdict.denied:
             await self.governance.deny(facts, by, str(after.id), judgement)
         return judgement

@@ -171,8 +171,12 @@ class DriftItem(_Out):
     service: str
     desired: str
     observed: str
-    repair: str = Field(description="what `muster cluster repair` re-runs: start, reinstall, stop, restart (observed "
-                                    "`outdated`: it runs with an older config); empty: check again")
+    repair: str = Field(description="what `muster cluster repair` re-runs there with the tenant's catalog now: start, "
+                                    "reinstall (install, configure and start), stop, restart (observed `outdated`: it "
+                                    "runs with an older config); empty: check again")
+    after: list[str] = Field(default_factory=list, description="a failed service's runtime dependencies that are down "
+                             "too: the repair starts it after them instead of reinstalling it (it may have failed for "
+                             "that alone)")
 
 
 class LayoutGroupCount(_Out):

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import nats.errors
@@ -29,13 +30,15 @@ from muster.bus.connect import principal_of
 from muster.bus.eventstore import inflate, recorded_from_msg
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import EventLog
-from muster.readmodel.clusters import cluster_view
+from muster.readmodel.clusters import cluster_view_of, fold_cluster
 from muster.readmodel.locations import TASK, Record, cluster_key, job_key, task_location, updates_from
+from muster.readmodel.observed import needs_catalog
 from muster.readmodel.status import compose, layout_of, split_history, status_from_log, task_records
 from services.pool.domain.pool import Pool
 
 from .adapters.kv import LocationIndex
 from .answers import Answer, Answers
+from .story import catalog_at
 from .tasks import TaskLocations
 
 log = structlog.get_logger("muster.tracker")
@@ -286,9 +289,31 @@ class Tracker:
 
     # -- clusters ------------------------------------------------------------------------------
 
+    async def not_yet(self, seq: int | None, at: datetime | None) -> str | None:
+        """Why a point asked of a replay is not a point of the log yet (None: it is): past
+        its last event, or later than now. What is there is not known: answered as of the
+        log's end, it would change as the log grows, and a point always gives the same answer.
+        Given both, the earlier counts (as a replay cuts at it): either one in the past will do."""
+        if seq is not None and at is not None:
+            seq_later, at_later = await self.not_yet(seq, None), await self.not_yet(None, at)
+            return seq_later if seq_later is not None and at_later is not None else None
+        if seq is not None:
+            end = (await self.nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq
+            if seq > end:
+                return f"seq {seq} is past the end of the log (its last event is #{end}): nothing is known there yet"
+        now = datetime.now(UTC)
+        if at is not None and at > now:
+            return (f"at {at.isoformat()} is later than now ({now.isoformat(timespec='seconds')} by the "
+                    "tracker's clock): nothing is known there yet")
+        return None
+
     async def cluster(self, tenant: str, cluster_id: str) -> dict[str, Any] | None:
         history = await self.store.read(subjects.cluster_events(tenant, cluster_id))
-        view = cluster_view(history) if history else None
+        c = fold_cluster(history)
+        if c is None:
+            return None
+        catalog = await catalog_at(self.store, tenant) if needs_catalog(c.drift()) else None  # what a repair now would do
+        view = cluster_view_of(c, history[0].time, history[-1].time, history[-1].seq, catalog)
         if view is None:
             return None
         record = self.index.mirror.get(cluster_key(tenant, cluster_id)) if self.index is not None else None

@@ -239,14 +239,23 @@ async def may_read_job(request: web.Request, tenant: str, job_id: str, tracker: 
 
 async def job_cluster(tracker: Any, tenant: str, job_id: str) -> str | None:
     """The job's cluster, from the index, else from the job's first event (None: no such job)."""
+    return await _job_field(tracker, tenant, job_id, "cluster_id")
+
+
+async def job_requester(tracker: Any, tenant: str, job_id: str) -> str | None:
+    """Who asked for the job (None: no such job), found as `job_cluster` finds its cluster."""
+    return await _job_field(tracker, tenant, job_id, "requested_by")
+
+
+async def _job_field(tracker: Any, tenant: str, job_id: str, name: str) -> str | None:
     from muster.readmodel.locations import job_key
 
     record = tracker.index.mirror.get(job_key(tenant, job_id)) if tracker.index is not None else None
-    cluster = record.get("cluster_id") if record else None
-    if cluster is None:
+    value = record.get(name) if record else None
+    if value is None:
         first = await tracker.store.read(subjects.job_events(tenant, job_id))
-        cluster = getattr(first[0].event, "cluster_id", None) if first else None
-    return cluster
+        value = getattr(first[0].event, name, None) if first else None
+    return value
 
 
 async def whoami(request: web.Request) -> web.Response:

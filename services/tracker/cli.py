@@ -22,7 +22,7 @@ from muster.cli_bus import Bus, bus_options
 from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, json_option, stop
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import timeline
-from muster.tracker_client import TrackerReads, recorded
+from muster.tracker_client import LAST_SEQ, TrackerReads, recorded
 
 from .api import UUID_PATTERN
 from .render import LiveView, print_status, render_replay
@@ -68,7 +68,7 @@ async def _cluster_name(tracker: TrackerReads, cluster_id: str) -> str | None:
 @click.command("watch")
 @click.argument("job_id")
 @bus_options
-@click.option("--timeout", "deadline", type=float, default=None, help="give up after this many seconds (exit 3)")
+@click.option("--timeout", "deadline", type=click.FloatRange(0.1), default=None, help="give up after this many seconds (exit 3)")
 @command
 async def watch(job_id: str, bus: Bus, deadline: float | None) -> None:
     """Follow a job live, stage by stage, until it ends. Exit 0 if it succeeded, 1 if not."""
@@ -84,12 +84,13 @@ async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> 
     console = Console()
     progress = JobProgress()
     view: LiveView | None = None
+    last: Any = None
     for warning in await _warnings(tracker, job_id):
         click.echo(f"warning: {warning}", err=True)
     try:
         async with asyncio.timeout(deadline):
             async for item in tracker.events(job=job_id, follow=True):
-                r = recorded(item)
+                r = last = recorded(item)
                 step = progress.apply(r)
                 if view is None and console.is_terminal:
                     view = LiveView(console)  # only once the job is known to be there (and readable)
@@ -99,7 +100,12 @@ async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> 
                     click.echo(f"{r.time.isoformat(timespec='milliseconds')}  {step['text']}"
                                + (f"  [{step['who']}]" if step["who"] else ""))
     except TimeoutError:
-        raise CliError(f"job {job_id} is still {_state(progress)} after {deadline:g} s (--timeout)", EXIT_UNREACHABLE) from None
+        # Said as of the last event read: a long story may not be read to its end in time (a
+        # job over for hours was "still running").
+        if last is None:
+            raise CliError(f"job {job_id}: none of its events read within {deadline:g} s (--timeout)", EXIT_UNREACHABLE) from None
+        raise CliError(f"job {job_id} was {_state(progress)} at the last of its events read (#{last.seq}, "
+                       f"{last.time.isoformat(timespec='milliseconds')}) when {deadline:g} s (--timeout) ran out", EXIT_UNREACHABLE) from None
     finally:
         if view is not None:
             view.close()
@@ -148,8 +154,11 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
             events = [merged[seq] for seq in sorted(merged)]
         else:
             events = await tracker.history(**({"job": _check(job_id, UUID_PATTERN, "job id")} if job_id else {"cluster": cluster_ref}))
+    if not events and governance:  # a tenant that made none yet: an answer, not an error
+        click.echo("no governance decisions" + (f" in tenant {bus.asked}" if bus.asked else "") + " yet")
+        return
     if not events:
-        what = f"job {job_id}" if job_id else f"cluster {cluster_ref}" if cluster_ref else "governance"
+        what = f"job {job_id}" if job_id else f"cluster {cluster_ref}"
         raise CliError(f"nothing in the log for {what}", EXIT_INVALID)
     for line in timeline(events):
         click.echo(json.dumps(line.to_json()) if as_json else line.render())
@@ -192,6 +201,8 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 def parse_since(text: str, now: datetime) -> int | datetime:
     """A log sequence (`1234`), a time (ISO 8601) or an age (`30s`, `10m`, `2h`, `1d`)."""
     if text.isdigit():
+        if len(text) > 18 or int(text) > LAST_SEQ:  # (the tracker's bound on `after`, said as the option)
+            raise CliError(f"--since {text[:40]}: a log sequence is at most {LAST_SEQ}", EXIT_INVALID)
         return int(text)
     m = _DURATION.fullmatch(text)
     if m:
@@ -234,7 +245,7 @@ async def events(pattern: str | None, cluster_ref: str | None, since: str | None
     if pattern and cluster_ref:
         raise CliError("give --subject or --cluster, not both", EXIT_INVALID)
     start = parse_since(since, datetime.now(UTC)) if since else 1
-    window: dict[str, Any] = {"after": start - 1} if isinstance(start, int) else {"since": start.isoformat()}
+    window: dict[str, Any] = {"after": max(start - 1, 0)} if isinstance(start, int) else {"since": start.isoformat()}
     if cluster_ref:
         tenant, selection = bus.asked, {"cluster": cluster_ref}
     else:

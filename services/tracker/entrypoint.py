@@ -29,13 +29,20 @@ class TrackerTls:
     context, so new connections get the new certificate and open ones go on."""
 
     def __init__(self, cert: Path, key: Path) -> None:
+        """ValueError naming the file when the pair cannot serve (muster.tls.ca.check_server_pair)."""
+        from muster.tls.ca import check_server_pair
+
+        check_server_pair(cert, key)
         self.cert, self.key = cert, key
         self.context = server_context(cert, key)
 
     def reload(self) -> None:
+        from muster.tls.ca import check_server_pair
+
         try:
+            check_server_pair(self.cert, self.key)
             self.context.load_cert_chain(self.cert, self.key)
-        except (OSError, ssl.SSLError) as err:  # a half-written or mismatched pair: keep serving the old one
+        except (OSError, ValueError, ssl.SSLError) as err:  # a half-written, mismatched or ended pair: keep the old one
             log.error("certificate not reloaded; the old one is kept", error=str(err), cert=str(self.cert))
             return
         log.info("certificate reloaded", cert=str(self.cert))
@@ -70,7 +77,10 @@ def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_a
         check_listen(host, tls_cert is not None, insecure_network, "the tracker", "give it --tls-cert and --tls-key")
     except TlsError as err:
         raise click.UsageError(str(err)) from None
-    tls = TrackerTls(tls_cert, tls_key) if tls_cert and tls_key else None
+    try:
+        tls = TrackerTls(tls_cert, tls_key) if tls_cert and tls_key else None
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--tls-cert/--tls-key") from None
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         app = make_app(EventStore(nc), owner_timeout=owner_timeout, max_age=max_age, replicas=int(os.environ.get("MUSTER_REPLICAS", "1")))

@@ -112,14 +112,18 @@ async def resolve_cluster(request: web.Request, tenant: str, ref: str, parameter
 
 async def get_replay(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
-    seq = int_query(request, "seq", -1, 0, MAX_SEQ)
+    raw_seq = int_query(request, "seq", -1, 0, MAX_SEQ)
+    seq = raw_seq if raw_seq >= 0 else None
     at = time_query(request, "at")
     ref = request.query.get("cluster")
     if ref is None:
         raise BadParameter("cluster", "name the cluster (its id or its name)")
     cluster_id, name = await resolve_cluster(request, tenant, ref)
     tracker = request.app[TRACKER]
-    state = await replay_cluster(tracker.store, tenant, cluster_id, seq if seq >= 0 else None, at, tracker.stories)
+    later = await tracker.not_yet(seq, at)
+    if later is not None:  # a point that does not exist yet, as one before the cluster is a 404
+        raise not_found(f"{later}; without a point, the cluster as it is now")
+    state = await replay_cluster(tracker.store, tenant, cluster_id, seq, at, tracker.stories)
     if state is None:
         raise not_found(f"cluster {name} ({cluster_id}) did not exist yet at that point"
                         f"{await _since(tracker.store, tenant, cluster_id)}")
@@ -127,9 +131,10 @@ async def get_replay(request: web.Request) -> web.Response:
 
 
 async def _since(store: Log, tenant: str, cluster_id: str) -> str:
-    """When a cluster began, for a point asked before it (an error path: its own events read)."""
+    """When a cluster began, for a point asked before it (an error path: its own events read).
+    Its time whole: a point between the second and the event itself is before it too."""
     first = (await store.read(subjects.cluster_events(tenant, cluster_id)))[:1]
-    return f": its first event is #{first[0].seq}, at {first[0].time.isoformat(timespec='seconds')}" if first else ""
+    return f": its first event is #{first[0].seq}, at {first[0].time.isoformat()}" if first else ""
 
 
 async def get_catalog(request: web.Request) -> web.Response:

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from contracts.events import FINAL_JOB_STATES
+from muster.readmodel.cost import rate
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
@@ -23,6 +25,8 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
     console.print(f"  owner {body.get('owner') or '?'} · answered from the {body.get('source')} · requested by {body.get('requested_by')}")
     console.print(f"  started {body.get('started_at')} · finished {body.get('finished_at') or '-'}")
     where = f"stage {stage['current']} of {stage.get('total', 0)}" if stage.get("current") else f"{stage.get('total', 0)} stages"
+    if stage.get("current") and body.get("state") in FINAL_JOB_STATES:  # over: where it stopped, not where it is
+        where = "stopped at " + where
     console.print(f"  tasks: {counts} of {body.get('tasks_total', 0)} · {where}")
     if body.get("error"):
         console.print(f"  error: {escape(body['error'])}")  # a script's words, brackets and all
@@ -30,11 +34,29 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
         console.print("  " + resources_line(body["resources"]))
     for warning in body.get("warnings") or ():
         console.print(f"  [yellow]warning:[/yellow] {escape(warning)}", highlight=False)
+    for warned in body.get("policy_warnings") or ():
+        console.print(f"  [yellow]policy warns:[/yellow] {escape(str(warned.get('message')))} (policy "
+                      f"{escape(str(warned.get('policy')))})", highlight=False)
+    if body.get("approval"):
+        console.print(f"  {escape(approval_line(body['approval'], body.get('state') == 'waiting_for_approval'))}", highlight=False)
     if body.get("tasks"):
         print_rows(None, ["task", "state", "attempt", "node", "runs on"],
                    [[t["id"], t["state"], str(t["attempt"]), t.get("node") or "", place(t.get("provisioner"), t.get("worker"))]
                     for t in body["tasks"]], console)
 
+
+def approval_line(a: dict[str, Any], waiting: bool) -> str:
+    """A job's approval for people: what it waits for and what it costs, or how it was decided."""
+    cost = a.get("cost") or {}
+    costs = f"; costs {rate(cost['per_hour'])}/h once done (now {rate(cost.get('before_per_hour', 0))}/h)" if cost else ""
+    if waiting:
+        return (f"approval: waits (rules {', '.join(a.get('rules') or [])}) until {a.get('expires_at')}{costs}: "
+                "`muster job approve` or `muster job reject`")
+    decided = {"approved": "approved", "rejected": "rejected", "expired": "expired: nobody decided"}.get(
+        str(a.get("decision")), str(a.get("decision") or "not decided"))
+    by = f" by {a['by']}" if a.get("by") else ""
+    comment = f": {a['comment']}" if a.get("comment") else ""
+    return f"approval: {decided}{by}{comment} (rules {', '.join(a.get('rules') or [])}){costs}"
 
 
 class LiveView:
@@ -81,6 +103,11 @@ def render_replay(state: dict[str, Any]) -> str:
         ips = ", ".join(f"{k} {v}" for k, v in n["ipaddresses"].items())
         lines.append(f"    {n['id']:<8} {n['hostname']:<28} {n['hardwaretype']}/{n['imagetype']}  [{', '.join(n['services'])}]"
                      + (f"  {ips}" if ips else ""))
+    if c.get("drift"):  # with the catalog of that point: what a repair asked then would have run
+        lines.append(f"  drift ({len(c['drift'])}):")
+        for d in c["drift"]:
+            repair = (d["repair"] + (f" after {', '.join(d['after'])}" if d.get("after") else "")) or "none: check again"
+            lines.append(f"    {d['node']:<8} {d['service']}: {d['observed']}, should be {d['desired']} (repair: {repair})")
     lines.append(f"  jobs ({len(state['jobs'])}):")
     for j in state["jobs"]:
         counts = ", ".join(f"{n} {s}" for s, n in j["counts"].items())

@@ -24,7 +24,9 @@ import structlog
 from contracts import subjects
 from contracts.records import Recorded
 from muster import snapshots
-from muster.readmodel.clusters import job_ids, prefix
+from muster.catalog.store import catalog_filter, state_of
+from muster.readmodel.clusters import Catalog, job_ids, prefix
+from muster.readmodel.observed import needs_catalog
 from muster.readmodel.story import STORY, JobFold, Story, job_of
 from muster.snapshots import Snapshot, SnapshotError
 
@@ -68,9 +70,18 @@ async def cluster_history(store: Log, tenant: str, cluster_id: str, up_to_seq: i
 
 async def replay_cluster(store: Log, tenant: str, cluster_id: str, seq: int | None, at: datetime | None,
                          stories: Stories | None = None) -> dict[str, Any] | None:
-    """The cluster and its jobs from the events up to log sequence `seq`, or up to time `at`."""
+    """The cluster and its jobs from the events up to log sequence `seq`, or up to time `at`;
+    its drift repaired as a repair asked at that point would (with the catalog of then)."""
     story = await story_at(store, tenant, cluster_id, seq, at, stories)
-    return story.answer(seq, at) if story is not None else None
+    if story is None:
+        return None
+    return story.answer(seq, at, await catalog_at(store, tenant, seq, at) if needs_catalog(story.drift()) else None)
+
+
+async def catalog_at(store: Log, tenant: str, seq: int | None = None, at: datetime | None = None) -> Catalog:
+    """The tenant's services as the log had them at a point (now, without one): what a repair
+    asked then plans with, so the drift shown says what it does (`observed.as_repaired`)."""
+    return state_of(prefix(await store.read(catalog_filter(tenant), up_to_seq=seq), seq, at)).catalog.services
 
 
 async def story_at(store: Log, tenant: str, cluster_id: str, seq: int | None, at: datetime | None,

@@ -95,6 +95,8 @@ class Preview(_Out):
         "by_hardware, unknown (docs/governance.md)"))
     policy: dict[str, Any] | None = Field(default=None, description=(
         "what the tenant's governance would say: deny and warn (policy messages), approval (rules it would wait for)"))
+    warnings: list[str] = Field(default_factory=list, description=(
+        "what the request would be accepted with a note of (a cluster left outside its template's size range)"))
 
 
 class SavedPlan(_Out):

@@ -33,7 +33,7 @@ from services.planner.domain.operations import OPERATIONS
 from . import plans
 from .acting import ActingBus, TokenRefused
 from .app import Tracker
-from .auth import job_cluster
+from .auth import job_cluster, job_requester
 from .write_api import IDEMPOTENCY_KEY, Preview, WriteRoute
 
 REQUEST_TIMEOUT_S = 10.0
@@ -166,7 +166,8 @@ def answer(route: WriteRoute, reply: Any) -> Written:
     if isinstance(reply, DryRun):
         preview = Preview(operation=route.verb, plan_id=reply.plan_id or "", plan_url=f"/v1/plans/{reply.plan_id}",
                           cluster_version=reply.cluster_version, catalog_version=reply.catalog_version, layout=reply.layout,
-                          plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy)  # type: ignore[arg-type]
+                          plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy,  # type: ignore[arg-type]
+                          warnings=list(reply.warnings))
         return Written(200, preview.model_dump(mode="json"))
     if isinstance(reply, LeaseExtended):
         return Written(200, {"cluster_id": reply.cluster_id, "expires_at": reply.expires_at.isoformat(), "version": reply.version})
@@ -181,6 +182,8 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
     if actor.may is None or route.verb not in OPERATION_PERMISSIONS:
         return None
     verb, cluster_id, job_id = route.verb, ids.get("cluster_id"), ids.get("job_id")
+    if verb == "reject" and job_id and await job_requester(tracker, actor.tenant, job_id) == actor.principal:
+        return None  # a requester may always reject its own job (docs/governance.md); the planner checks again
     if verb in JOB_VERBS and job_id:
         cluster_id = await job_cluster(tracker, actor.tenant, job_id)
     if verb == "apply":

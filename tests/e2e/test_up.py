@@ -374,3 +374,29 @@ async def test_up_with_mutual_tls_rotates_its_certificates_mid_create(tmp_path: 
                 body = await resp.json()
         assert resp.status == 200 and body["state"] == "succeeded"
     assert proc.returncode == 0
+
+
+async def test_up_with_tls_renews_its_server_certificates_before_they_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server certificates last 90 days and a start renews those within 30 days of their end: a
+    deployment that runs on renews them itself when they get there (here: seconds after its
+    start), and clients go on trusting the same CA."""
+    from muster.runtime.tls import server_names
+    from muster.tls.ca import RENEW_BEFORE_DAYS, LocalCA, serial_of
+
+    monkeypatch.delenv(CA_ENV, raising=False)
+    folder = tmp_path / "data" / "tls"
+    ca = LocalCA.load_or_create(folder)
+    soon = RENEW_BEFORE_DAYS + 20 / 86400  # fresh enough for a start to keep, due 20 s later
+    made = {name: serial_of(ca.issue(folder / "servers" / name, f"muster {name}", server_names("127.0.0.1"), days=soon).cert
+                            .read_bytes()) for name in ("nats", "tracker")}
+    async with _up(tmp_path, "--tls") as (proc, seen):
+        assert proc.stdout is not None
+        context = http_ssl(tmp_path / "data")
+        assert await served_serial(seen["nats"], context) == made["nats"]  # kept at the start
+        await asyncio.wait_for(_read_until(proc.stdout, "certificates renewed before their end", seen), 90)
+        assert "nats-server" in seen["certificates renewed before their end"]
+        assert await served_serial(seen["nats"], context) != made["nats"]
+        assert await served_serial(seen["tracker"], context) != made["tracker"]
+        code, out = await _muster("whoami", cwd=tmp_path, MUSTER_DATA_DIR=str(tmp_path / "data"))
+        assert code == 0 and "super admin" in out, out
+    assert proc.returncode == 0

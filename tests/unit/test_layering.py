@@ -27,8 +27,8 @@ PURE = {
     "governance's pure cores": (["services.governance.domain.policies", "services.governance.domain.approvals",
                                  "services.governance.domain.cost", "services.governance.domain.schedules",
                                  "services.governance.domain.entities", "services.governance.domain.inputs",
-                                 "services.governance.domain.deliveries", "services.notifier.domain.notices",
-                                 "services.notifier.domain.signing",
+                                 "services.governance.domain.deliveries", "services.governance.domain.references",
+                                 "services.notifier.domain.notices", "services.notifier.domain.signing",
                                  "services.notifier.domain.secrets"],
                                 ("nats", "muster.bus", "eventsourcing", "aiohttp", "services.planner")),
 }

@@ -67,10 +67,10 @@ def refusal(*, approving: bool, waiting: bool, decided_by: str | None, expires_a
     permission. A requester may always reject its own job (it would cancel it anyway)."""
     if decided_by is not None:
         return f"the job was decided already (by {decided_by})"
+    if expires_at is not None and now >= expires_at:  # before "not waiting": an expired job waits no more
+        return f"the approval expired at {expires_at.isoformat()}: nobody decided in time; ask again"
     if not waiting:
         return "the job is not waiting for approval"
-    if expires_at is not None and now >= expires_at:
-        return f"the approval expired at {expires_at.isoformat()}"
     if approving and approver == requester and not allow_self:
         return f"{approver} asked for the job and may not approve it (no rule that matched allows self-approval)"
     return ""

@@ -8,11 +8,13 @@ job is done, next to its cost before; a hardware type without a cost for the pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 
 from contracts.approvals import PlanCost
 from contracts.catalog import HardwareType
 from contracts.layout import NodeSpec
+from muster.readmodel.cost import rate
 
 
 def _each(hardware: Mapping[str, HardwareType], provider: str, nodes: Sequence[NodeSpec],
@@ -39,9 +41,19 @@ def plan_cost(hardware: Mapping[str, HardwareType], provider: str, target: Seque
                     per_node=per_node, by_hardware=by_hardware, unknown=sorted(unknown))
 
 
+def per_hour(hardware: Mapping[str, HardwareType], provider: str, nodes: Iterable[NodeSpec]) -> float:
+    """What nodes cost an hour (a hardware type without a price counts as 0), counted by
+    hardware type: a tenant's clusters may hold many nodes, and only their types have prices."""
+    total = 0.0
+    for name, count in Counter(n.hardwaretype for n in nodes).items():
+        found = hardware.get(name)
+        total += (found.cost(provider) or 0.0) * count if found is not None else 0.0
+    return round(total, 6)
+
+
 def describe(cost: PlanCost) -> str:
     """One line for people: `0.45/h for 5 nodes (was 0.00/h)`."""
-    text = f"{cost.per_hour:.2f}/h for {len(cost.per_node)} nodes (was {cost.before_per_hour:.2f}/h)"
+    text = f"{rate(cost.per_hour)}/h for {len(cost.per_node)} nodes (was {rate(cost.before_per_hour)}/h)"
     if cost.unknown:
         text += f"; no cost given for {', '.join(cost.unknown)}"
     return text

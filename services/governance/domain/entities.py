@@ -16,9 +16,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from contracts.commands import JOB_VERBS, VERB_OF
 from contracts.errors import describe_validation_error
 from contracts.governance import (
     ENTITY_OF,
+    ApprovalRule,
     GovernanceDeleted,
     GovernancePut,
     Policy,
@@ -30,6 +32,7 @@ from contracts.governance import (
 from contracts.records import Recorded
 
 from .policies import PolicyCompileError, compile_policy
+from .references import unknown_inputs
 from .schedules import ScheduleError, check
 from .webhooks import url_problems
 
@@ -65,6 +68,9 @@ class Entry:
 
 
 RUNS_KEPT = 20
+RULE_OPERATIONS = sorted(set(VERB_OF.values()) - JOB_VERBS - {"apply", "extend-lease"})
+"""The verbs an approval rule can match: the operations admission judges (a saved plan is judged
+as its own operation; a lease extension and job control make no plan)."""
 
 
 def apply(entries: dict[tuple[str, str], Entry], r: Recorded) -> Entry | None:
@@ -113,6 +119,16 @@ def fold(records: Iterable[Recorded]) -> dict[tuple[str, str], Entry]:
     return entries
 
 
+def retired(records: Iterable[Recorded]) -> dict[tuple[str, str], int]:
+    """(kind, name) -> the last version it was put with, deleted entities included: one put
+    again after its delete goes on from it, so a version names one source."""
+    last: dict[tuple[str, str], int] = {}
+    for r in records:
+        if isinstance(r.event, GovernancePut):
+            last[(r.event.kind, r.event.name)] = r.event.version
+    return last
+
+
 def of_kind(entries: Mapping[tuple[str, str], Entry], kind: str) -> list[Entry]:
     return sorted((e for (k, _), e in entries.items() if k == kind), key=lambda e: e.name)
 
@@ -137,6 +153,15 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
     try:
         if isinstance(entity, Policy):
             compile_policy(entity.name, entity.source)
+            unknown = unknown_inputs(entity.source)
+            if unknown:
+                return None, [f"{label} reads what its input never has (undefined: a rule on it never holds): {u}"
+                              for u in unknown]
+        elif isinstance(entity, ApprovalRule):
+            wrong = [op for op in entity.operations if op not in RULE_OPERATIONS]
+            if wrong:
+                return None, [f"{label}: operations: {', '.join(map(repr, wrong))} is not an operation a rule can match "
+                              f"({', '.join(RULE_OPERATIONS)}): the rule would never match"]
         elif isinstance(entity, Schedule):
             check(entity)
         elif isinstance(entity, Subscription) and entity.webhook is not None:
@@ -150,8 +175,10 @@ def problems_of(kind: str, body: Mapping[str, Any]) -> tuple[Any, list[str]]:
     return entity, []
 
 
-def plan_puts(entries: Mapping[tuple[str, str], Entry], kind: str, incoming: Sequence[Mapping[str, Any]]) -> tuple[list[Put], list[str]]:
-    """The versions a put would write, and every problem that blocks it."""
+def plan_puts(entries: Mapping[tuple[str, str], Entry], kind: str, incoming: Sequence[Mapping[str, Any]],
+              versions: Mapping[tuple[str, str], int] | None = None) -> tuple[list[Put], list[str]]:
+    """The versions a put would write, and every problem that blocks it. `versions`: the last
+    version each entity ever had (`retired`), deleted ones included."""
     puts: list[Put] = []
     problems: list[str] = []
     seen: set[str] = set()
@@ -168,5 +195,6 @@ def plan_puts(entries: Mapping[tuple[str, str], Entry], kind: str, incoming: Seq
         old = entries.get((kind, entity.name))
         if old is not None and old.entity == data:
             continue
-        puts.append(Put(kind, entity.name, old.version + 1 if old else 1, data, "change" if old else "add"))
+        version = old.version if old else (versions or {}).get((kind, entity.name), 0)
+        puts.append(Put(kind, entity.name, version + 1, data, "change" if old else "add"))
     return puts, problems

@@ -1,7 +1,7 @@
 """The document policies are evaluated on (pure): one request, as admission knows it.
 
     {
-      "tenant": {"name": "default", "clusters": 3, "nodes": 12},   # before this request
+      "tenant": {"name": "default", "clusters": 3, "nodes": 12, "per_hour": 1.2},   # before this request
       "operation": "create", "now": "2026-11-28T12:00:00+00:00", "now_ns": ...,
       "requester": {"id": "uma", "role": "user"},
       "request": {...the command as sent: nodes, template, services, config...},
@@ -35,10 +35,14 @@ def layout_groups(nodes: Iterable[NodeSpec]) -> list[dict[str, Any]]:
 
 def document(*, tenant: str, operation: str, now: datetime, requester: str, role: str, request: Mapping[str, Any],
              cluster: Mapping[str, Any] | None, before: Sequence[NodeSpec], after: Sequence[NodeSpec],
-             actions: Iterable[str], cost: PlanCost | None, tenant_clusters: int = 0, tenant_nodes: int = 0) -> dict[str, Any]:
+             actions: Iterable[str], cost: PlanCost | None, tenant_clusters: int = 0, tenant_nodes: int = 0,
+             tenant_per_hour: float = 0.0) -> dict[str, Any]:
+    """`tenant_per_hour`: what the tenant's clusters cost an hour before this request (a budget
+    policy adds this request's `cost.per_hour - cost.before_per_hour`)."""
     acts = Counter(actions)
     return {
-        "tenant": {"name": tenant, "clusters": tenant_clusters, "nodes": tenant_nodes}, "operation": operation, "now": now.isoformat(), "now_ns": int(now.timestamp() * 1e9),
+        "tenant": {"name": tenant, "clusters": tenant_clusters, "nodes": tenant_nodes, "per_hour": round(tenant_per_hour, 6)},
+        "operation": operation, "now": now.isoformat(), "now_ns": int(now.timestamp() * 1e9),
         "requester": {"id": requester, "role": role},
         "request": dict(request),
         "cluster": dict(cluster) if cluster is not None else None,

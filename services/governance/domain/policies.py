@@ -86,6 +86,15 @@ def _node_text(node: Any) -> str:
     return "\n".join(texts) if texts else str(rego_node_json(node))
 
 
+@dataclass(frozen=True)
+class PolicySource:
+    """A policy as the log has it; compiled where it is evaluated (`sandbox.py`)."""
+
+    name: str
+    version: int
+    source: str
+
+
 @dataclass
 class CompiledPolicy:
     """A policy ready to evaluate (its interpreter and compiled bundle are kept: building them
@@ -150,17 +159,38 @@ class Verdict:
         return bool(self.denials)
 
 
-def _messages(value: Any, what: str) -> list[str]:
-    """A rule's value as messages: a set/list of strings (or of objects with `msg`), a string, or true."""
-    if value is None or value is False or value == []:
+class Unreadable(ValueError):
+    """A rule's value that does not read as messages."""
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _messages(value: Any, rule: str) -> list[str]:
+    """A rule's value as messages: a set/list of strings (or of objects with a string `msg`), a
+    string, or true; nothing for undefined, false or empty. Anything else (a number, an object
+    without `msg`, an empty message) raises Unreadable: read as a message it was shown as `5` or
+    `null`, a denial nobody could act on."""
+    if value is None or value is False or value == [] or value == {}:
         return []
     if value is True:
-        return [f"{what} (the policy gives no message)"]
+        return [f"{'denied' if rule == 'deny' else 'warning'} (the policy gives no message)"]
+    if isinstance(value, dict) and not isinstance(value.get("msg", value.get("message")), str):
+        raise Unreadable(f"its `{rule}` is an object ({_shown(value)}), not messages: a set of strings, or of objects "
+                         "with a string `msg`")
+    if not isinstance(value, (str, list, dict)):
+        raise Unreadable(f"its `{rule}` is {_shown(value)}, not messages: a set of strings (or of objects with `msg`), "
+                         "a string, or true")
     items = value if isinstance(value, list) else [value]
     out = []
     for item in items[:MAX_MESSAGES]:
         text = item.get("msg", item.get("message")) if isinstance(item, dict) else item
-        out.append((text if isinstance(text, str) else json.dumps(text, sort_keys=True))[:MAX_MESSAGE_CHARS])
+        if not isinstance(text, str) or not text.strip():
+            raise Unreadable(f"its `{rule}` holds {_shown(item)}, which is not a message: a non-empty string, or an "
+                             "object with a string `msg`")
+        out.append(text[:MAX_MESSAGE_CHARS])
     if len(items) > MAX_MESSAGES:
         out.append(f"... and {len(items) - MAX_MESSAGES} more")
     return out
@@ -176,7 +206,10 @@ def _query(policy: CompiledPolicy, document: dict[str, Any]) -> tuple[str | None
     output = rego_bundle_query(rego._impl, policy._bundle._impl)
     try:
         if rego_output_ok(output):
-            return rego_output_string(output), ""
+            text = rego_output_string(output)
+            # An error found while evaluating (a recursion) comes back as an "ok" output whose
+            # text is the error's S-expression, not JSON.
+            return (None, text) if text.lstrip().startswith("(error") else (text, "")
         return None, _node_text(rego_output_node(output))
     finally:
         rego_free_output(output)
@@ -196,8 +229,12 @@ def evaluate_one(policy: CompiledPolicy, document: dict[str, Any]) -> Verdict:
     first = parsed[0] if isinstance(parsed, list) and parsed else parsed
     result = first.get("bindings", {}).get("x", {}) if isinstance(first, dict) else {}
     result = result if isinstance(result, dict) else {}
-    return Verdict(tuple(Finding(policy.name, policy.version, m) for m in _messages(result.get("deny"), "denied")),
-                   tuple(Finding(policy.name, policy.version, m) for m in _messages(result.get("warn"), "warning")))
+    try:
+        denials, warnings = _messages(result.get("deny"), "deny"), _messages(result.get("warn"), "warn")
+    except Unreadable as err:
+        return _failed(policy, Problem(0, str(err)))
+    return Verdict(tuple(Finding(policy.name, policy.version, m) for m in denials),
+                   tuple(Finding(policy.name, policy.version, m) for m in warnings))
 
 
 def _failed(policy: CompiledPolicy, problem: Problem) -> Verdict:

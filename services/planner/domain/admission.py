@@ -222,6 +222,57 @@ def shrinks(f: Facts) -> None:
         raise Refused(f"shrink needs fewer than the cluster's {total} nodes; {cmd.nodes} requested", code="invalid", field="nodes")
 
 
+def _size_change(f: Facts) -> tuple[ClusterTemplate, int, int] | None:
+    """The cluster's template, its node count and the count the request asks for (None: the
+    template is gone from the catalog; the solver says so)."""
+    template = _template_of_request(f)
+    if template is None:
+        return None
+    current = len(_cluster(f).nodes)
+    return template, current, getattr(f.command, "nodes", None) or current
+
+
+def _outside(template: ClusterTemplate, current: int) -> str:
+    size = template.constraints.size
+    way = "shrink" if size.max is not None and current > size.max else "grow"
+    return (f"outside the size range of template {template.name!r} ({size.range_text} nodes), which changed after the "
+            f"cluster was made: it may only {way} toward it")
+
+
+def size_allowed(f: Facts) -> None:
+    """An expand or shrink stays within the template's size range; a cluster outside it (the
+    template changed since) may move toward it (`SizeConstraint.allows_change`): refused at
+    once, not by a job the solver fails."""
+    found = _size_change(f)
+    if found is None:
+        return
+    template, current, nodes = found
+    size = template.constraints.size
+    if size.allows_change(current, nodes):
+        return
+    said = f"template {template.name!r} allows {size.range_text} nodes; {nodes} requested"
+    if not size.allows(current):
+        said += f"; cluster {_cluster(f).name!r} has {current}, {_outside(template, current)}"
+    raise Refused(said, code="invalid", field="nodes")
+
+
+def size_notes(f: Facts) -> list[str]:
+    """What an accepted change says of a cluster left outside its template's size range (the
+    template changed after it was made): the answer's warnings, the dry run's too."""
+    found = _size_change(f) if f.cluster is not None else None
+    if found is None or f.operation not in OPERATIONS_WITH_LAYOUT:
+        return []
+    template, current, nodes = found
+    if template.constraints.size.allows(nodes):
+        return []
+    after = f"will have {nodes}, still" if nodes != current else "stays"
+    return [f"cluster {_cluster(f).name!r} has {current} nodes and {after} {_outside(template, current)}"]
+
+
+OPERATIONS_WITH_LAYOUT = frozenset({"expand", "shrink", "add-services", "remove-services"})
+"""The operations whose layout the solver checks against the template's size range."""
+
+
 def _on_cluster(f: Facts) -> set[str]:
     return {s for n in _cluster(f).nodes.values() for s in n.services}
 

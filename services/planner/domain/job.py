@@ -119,6 +119,9 @@ class Job(Aggregate):
         self.task_state: dict[str, str] = {}
         self.timed_out: set[str] = set()
         """Failed tasks whose last attempt timed out (shown as `timed_out`; `failed` to dispatch)."""
+        self.permanent: set[str] = set()
+        """Failed tasks whose last attempt no retry can mend (`TaskAttemptFailed.permanent`): no
+        attempt left; a job retry gives them fresh ones."""
         self.last_errors: dict[str, str] = {}
         """Each failed task's last error: the job's reason names it when the task stops the job."""
         self.maybe_made: set[str] = set()
@@ -138,6 +141,11 @@ class Job(Aggregate):
         """Waiting for (or decided) approval: the request, then the decision (docs/governance.md)."""
         self.warnings: list[dict[str, Any]] = []
         """What the tenant's policies warned of at admission."""
+        self.rollback_reason = ""
+        """Why the rollback started (`RollbackPlanned.reason`): the error again when it is retried."""
+        self.moved: set[str] = set()
+        """Succeeded tasks whose moves (`ServicesMoved`) are recorded already: those of a rollback
+        that needed attention, when it is retried (`saga.record_moves` skips them)."""
         self.relayouts = payload.relayout
         """Other layouts the job may ask for after a failure past its retries (`JobLayoutRetried`)."""
         self.layout_round = 0
@@ -301,6 +309,8 @@ class Job(Aggregate):
             self.timed_out.add(payload.task_id)
         else:
             self.timed_out.discard(payload.task_id)
+        if payload.permanent:
+            self.permanent.add(payload.task_id)
 
     def fail_attempt(self, payload: TaskAttemptFailed) -> bool:
         if not self.is_current(payload.task_id, payload.attempt):
@@ -309,6 +319,8 @@ class Job(Aggregate):
         return True
 
     def attempts_left(self, task_id: str) -> int:
+        if task_id in self.permanent:
+            return 0
         return self.max_attempts - (self.attempts.get(task_id, 0) - self.retry_base.get(task_id, 0))
 
     @property
@@ -450,21 +462,46 @@ class Job(Aggregate):
             self.control_requests[payload.request_id] = payload.type
         if payload.catalog_seq is not None:
             self.catalog_seq = payload.catalog_seq
+        self.paused = False
+        self._dispatch = None
+        if payload.rollback:
+            # What the rollback undid stays undone; what it could not undo is tried again, with
+            # fresh attempts. Its succeeded tasks' moves were recorded when it needed attention.
+            rollback = self.rollback
+            assert rollback is not None
+            self.state, self.error = "rolling_back", payload.reason
+            self.moved = {t for t, s in self.task_state.items() if s == "succeeded"}
+            for t in rollback.by_id:
+                if self.task_state.get(t) != "succeeded":
+                    self.task_state.pop(t, None)
+                    self.timed_out.discard(t)
+                    self.permanent.discard(t)  # a retry is asked for once the cause is mended
+                    self.retry_base[t] = self.attempts.get(t, 0)
+            return
         # Everything the rollback undid must be done again: start over with fresh attempts.
         self.state, self.error = "running", ""
         self._rollback_parts = None
         self._plans.pop("rollback", None)
-        self.cancel_requested = self.paused = False
+        self.cancel_requested = False
         self.cleanups, self.maybe_made = {}, set()  # (the rollback that ended the last round deleted those)
         self.retry_base = dict(self.attempts)
-        self.task_state = {}
-        self._dispatch = None
+        self.task_state, self.moved, self.permanent = {}, set(), set()
 
     def retry(self, by: str, request_id: str | None = None, catalog_seq: int | None = None) -> bool:
-        if self.state not in ("rolled_back", "failed") or not self.planned or not self.approved:
+        """A failed or rolled-back job starts its plan over; one that needs attention after its
+        rollback failed runs the rest of its rollback again. A job that needs attention without a
+        rollback (an event the planner could not take in stopped it mid-plan) has nothing to
+        retry: False, as for a job that cannot be retried."""
+        if not self.planned or not self.approved:
             return False
-        self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id, catalog_seq=catalog_seq))
-        return True
+        if self.state in ("rolled_back", "failed"):
+            self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id, catalog_seq=catalog_seq))
+            return True
+        if self.state == "needs_attention" and self.rollback is not None:
+            self._retried(JobRetried(job_id=str(self.id), by=by, request_id=request_id, catalog_seq=catalog_seq,
+                                     rollback=True, reason=self.rollback_reason))
+            return True
+        return False
 
     # -- another layout, after a failure (docs/planner.md, "Another layout") --------------------
 
@@ -491,7 +528,7 @@ class Job(Aggregate):
         self._plan_parts = self._rollback_parts = None
         self._plans = {}
         self.tasks, self.nodes, self.batches = {}, [], []
-        self.cleanups, self.task_state, self.maybe_made = {}, {}, set()
+        self.cleanups, self.task_state, self.maybe_made, self.moved, self.permanent = {}, {}, set(), set(), set()
         self.retry_base = dict(self.attempts)
         self._dispatch = None
 
@@ -612,7 +649,7 @@ class Job(Aggregate):
     @event("RollbackPlanned")
     def _rollback_planned(self, payload: RollbackPlanned) -> None:
         self.state = "rolling_back"
-        self.error = payload.reason
+        self.error = self.rollback_reason = payload.reason
         self.cleanups = {}  # the rollback deals with those nodes now
         undo = [PlannedTask(t.id, t.node, t.action, t.service) for t in payload.tasks]
         self._rollback_parts = {"tasks": [t.id for t in undo], "links": payload.links}

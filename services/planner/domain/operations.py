@@ -75,9 +75,9 @@ _ROWS = (
     Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,
               rules=(rule.at_version, rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
     Operation("expand", "ExpandCluster", "cluster", layout=True, chain=_CREATE, machine=True, needs_nodes=True,
-              rules=(*_CLUSTER, rule.grows, rule.callback_needs_pool, rule.pool_admits)),
+              rules=(*_CLUSTER, rule.grows, rule.size_allowed, rule.callback_needs_pool, rule.pool_admits)),
     Operation("shrink", "ShrinkCluster", "cluster", layout=True, shrinking=True, chain=(A.STOP, A.DELETE), machine=True,
-              needs_nodes=True, rules=(*_CLUSTER, rule.shrinks)),
+              needs_nodes=True, rules=(*_CLUSTER, rule.shrinks, rule.size_allowed)),
     Operation("add-services", "AddServices", "cluster", layout=True, needs_services=True, offline=True,
               chain=(A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START, A.STATUS),
               rules=(*_CLUSTER, rule.services_known, rule.services_allowed, rule.services_absent)),

@@ -145,7 +145,10 @@ def exhausted_reason(job: Job) -> str:
     """Which task stopped the job and why, so that every place the reason reaches (the job's
     status over HTTP, `muster status`, the console, the events) names the problem itself."""
     task = job.exhausted[0]
-    said = f"task {task} failed {job.attempts[task] - job.retry_base.get(task, 0)} times"
+    times = job.attempts[task] - job.retry_base.get(task, 0)
+    said = f"task {task} failed {times} times"
+    if task in job.permanent:  # its plugin said so: retrying would only fail the same way
+        said = f"task {task} failed{f' {times} times' if times > 1 else ''}, not retried: its plugin says a retry cannot succeed"
     error = " ".join(job.last_errors.get(task, "").split())
     if len(error) > REASON_ERROR_MAX:
         error = error[:REASON_ERROR_MAX - 1].rstrip() + "…"
@@ -158,7 +161,7 @@ def record_moves(job: Job, cluster: Cluster) -> None:
     sends it), before the cluster's config is put back."""
     forward, back = lifecycle.digest(cluster.config), lifecycle.digest(job.previous_config or cluster.config)
     done = [(t.node, t.service, t.action, back if i.startswith(UNDO) else forward)
-            for i, t in job.tasks.items() if t.service and job.task_state.get(i) == "succeeded"]
+            for i, t in job.tasks.items() if t.service and job.task_state.get(i) == "succeeded" and i not in job.moved]
     cluster.services_moved(str(job.id), lifecycle.moves(cluster.services_state, done))
 
 
@@ -265,7 +268,7 @@ def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, setting
                                   ipaddresses=event.ipaddresses, hostname=event.hostname))
     else:
         failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error,
-                                   may_have_made=event.may_have_made)
+                                   may_have_made=event.may_have_made, permanent=event.permanent)
         if not job.fail_attempt(failed):
             effects.republish_queued = True
             return effects
@@ -351,17 +354,35 @@ def take_layout(job: Job, cluster: Cluster, answer: LayoutSolved | LayoutUnsolva
 # -- job control -----------------------------------------------------------------------------
 
 
+def retriable(job: Job, cluster: Cluster) -> None:
+    """A retry runs on the cluster as its job left it: refused once another job has been
+    admitted on the cluster since (its plan was made on what that job changed, or it runs now),
+    or the cluster is gone."""
+    if cluster.job_id != str(job.id):
+        raise Refused(f"job {job.id} is not cluster {cluster.name!r}'s last job: job {cluster.job_id} came after it "
+                      "and the cluster is as that one left it; ask for the operation again", code="conflict", field="job_id")
+    if cluster.status == "deleted":
+        raise Refused(f"cluster {cluster.name!r} is deleted: job {job.id} has nothing left to retry", code="conflict",
+                      field="job_id")
+
+
 def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapping[str, Service],
             settings: Settings, policy: DispatchPolicy = DISPATCH_ALL, catalog_seq: int | None = None) -> Effects:
     """Pause, resume, cancel or retry; refused when the job's state does not allow it. A retry
     runs with the catalog at `catalog_seq` from then on (`services` are that catalog's)."""
     if isinstance(cmd, RetryJob):
+        retriable(job, cluster)
         changed = job.retry(by, cmd.request_id, catalog_seq)
     else:
         changed = {PauseJob: job.pause, ResumeJob: job.resume, CancelJob: job.cancel}[type(cmd)](by, cmd.request_id)
+    if not changed and isinstance(cmd, RetryJob) and job.state == "needs_attention":
+        raise Refused(f"job {cmd.job_id} needs attention with no rollback to retry (it stopped before one began: "
+                      f"{job.error}); `muster cluster delete` removes what it made", code="conflict")
     if not changed:
         raise Refused(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it", code="conflict")  # type: ignore[attr-defined]
-    if isinstance(cmd, RetryJob):  # back to the layout the job was taking the cluster to
+    if isinstance(cmd, RetryJob) and job.state == "rolling_back":  # the rest of its rollback: the layout stays
+        cluster.set_status(cluster.status, str(job.id), f"job {job.id} retries its rollback ({job.error})")
+    elif isinstance(cmd, RetryJob):  # back to the layout the job was taking the cluster to
         if not OPERATIONS[job.operation].shrinking:
             cluster.change_layout(str(job.id), job.nodes)
         cluster.set_status(cluster.status, str(job.id))

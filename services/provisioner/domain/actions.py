@@ -48,7 +48,7 @@ def outcome_event(task: TaskMessage, outcome: TaskOutcome, provisioner: str, wor
             "worker": worker, "stdout": trim_output(outcome.stdout), "stderr": trim_output(outcome.stderr)}
     if outcome.ok:
         return TaskSucceeded(**done, result=outcome.result, ipaddresses=outcome.ipaddresses, hostname=outcome.hostname)
-    return TaskFailed(**done, error=outcome.error or "failed", may_have_made=outcome.may_have_made)
+    return TaskFailed(**done, error=outcome.error or "failed", may_have_made=outcome.may_have_made, permanent=outcome.permanent)
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,10 +115,13 @@ class AutomatorPlugin(Plugin):
     async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome: ...
 
 
-def failed(error: str, *, stdout: str = "", stderr: str = "", may_have_made: bool = False, **result: Any) -> TaskOutcome:
+def failed(error: str, *, stdout: str = "", stderr: str = "", may_have_made: bool = False, permanent: bool = False,
+           **result: Any) -> TaskOutcome:
     """`may_have_made`: a create that failed after asking the cloud for the machine, whose answer
-    was lost: the job's rollback deletes the node (docs/plugins.md)."""
-    return TaskOutcome(ok=False, error=error, stdout=stdout, stderr=stderr, result=result, may_have_made=may_have_made)
+    was lost: the job's rollback deletes the node. `permanent`: no retry can succeed (refused
+    credentials, an unknown image): the planner does not try again (docs/plugins.md)."""
+    return TaskOutcome(ok=False, error=error, stdout=stdout, stderr=stderr, result=result, may_have_made=may_have_made,
+                       permanent=permanent)
 
 
 def succeeded(

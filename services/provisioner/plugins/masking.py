@@ -62,7 +62,7 @@ class Masker:
     def outcome(self, outcome: TaskOutcome) -> TaskOutcome:
         if not self._values:
             return outcome
-        # A copy, so that what holds no text (ok, may_have_made) passes as it is.
+        # A copy, so that what holds no text (ok, may_have_made, permanent) passes as it is.
         return outcome.model_copy(update={
             "result": self.value(outcome.result),
             "ipaddresses": self.value(outcome.ipaddresses),

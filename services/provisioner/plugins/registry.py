@@ -21,6 +21,7 @@ import tempfile
 import time
 import types
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -276,28 +277,28 @@ class PluginRegistry:
             early = None
         masker = self.masker(task, revealed)
         progress = _masked(current_progress.get(), masker)
-        try:
-            async with timeout:
-                if early is not None:
-                    outcome = early
-                elif tracing.enabled():
-                    with tracer.nested(f"plugin {_plugin_of(task)}", plugin=_plugin_of(task), action=task.action.value) as span:
-                        outcome = await self._dispatch(task, deadline, progress)
-                        if not outcome.ok:
-                            tracing.set_error(span, outcome.error or "failed")
+        # The plugin's span (a traced task's) ends with the masked outcome: a secret the plugin
+        # put in its error, or in an exception's message, is not exported with it.
+        traced = early is None and tracing.enabled()
+        with tracer.nested(f"plugin {_plugin_of(task)}", plugin=_plugin_of(task), action=task.action.value) if traced \
+                else nullcontext() as span:
+            try:
+                async with timeout:
+                    outcome = early if early is not None else await self._dispatch(task, deadline, progress)
+            except TimeoutError:
+                if not timeout.expired():
+                    outcome = failed("plugin error: TimeoutError (a timeout inside the plugin)")
                 else:
-                    outcome = await self._dispatch(task, deadline, progress)
-        except TimeoutError:
-            if not timeout.expired():
-                outcome = failed("plugin error: TimeoutError (a timeout inside the plugin)")
-            else:
-                # A create cut off mid-way may have made its machine.
-                outcome = failed(f"{task.action.value} timed out after {task.timeout_s:g} s", may_have_made=task.action is Action.CREATE)
-        except Exception as err:  # noqa: BLE001 - a plugin bug fails the task, not the worker
-            outcome = failed(f"plugin error: {type(err).__name__}: {err}")
-        if not isinstance(outcome, TaskOutcome):
-            outcome = failed(f"plugin error: returned {type(outcome).__name__}, not a TaskOutcome")
-        outcome = masker.outcome(outcome)
+                    # A create cut off mid-way may have made its machine.
+                    outcome = failed(f"{task.action.value} timed out after {task.timeout_s:g} s",
+                                     may_have_made=task.action is Action.CREATE)
+            except Exception as err:  # noqa: BLE001 - a plugin bug fails the task, not the worker
+                outcome = failed(f"plugin error: {type(err).__name__}: {err}")
+            if not isinstance(outcome, TaskOutcome):
+                outcome = failed(f"plugin error: returned {type(outcome).__name__}, not a TaskOutcome")
+            outcome = masker.outcome(outcome)
+            if not outcome.ok:
+                tracing.set_error(span, outcome.error or "failed")
         trimmed = {
             "stdout": trim_output(outcome.stdout),
             "stderr": trim_output(outcome.stderr),
@@ -335,7 +336,8 @@ class PluginRegistry:
         try:
             fields = loaded.descriptor.resolve(task.service.action.fields)
         except ValueError as err:
-            return failed(f"service {task.service.name!r} action {action.value!r}: {err}")
+            # The catalog's fields, checked the same way on every provisioner: a retry fails the same.
+            return failed(f"service {task.service.name!r} action {action.value!r}: {err}", permanent=True)
         assert isinstance(loaded.instance, AutomatorPlugin)
         return await loaded.instance.run(action, PluginContext(task, fields, deadline, progress))
 
@@ -353,7 +355,7 @@ class PluginRegistry:
         try:
             fields = loaded.descriptor.resolve(values)
         except ValueError as err:
-            return failed(f"provider {task.provider.name!r} ({name}): {err}")
+            return failed(f"provider {task.provider.name!r} ({name}): {err}", permanent=True)  # (as an action's fields)
         plugin = loaded.instance
         assert isinstance(plugin, ProviderPlugin)
         ctx = PluginContext(task, fields, deadline, progress)

@@ -18,13 +18,20 @@ from .services import requested_services
 from .setting import Setting
 
 
-def check_size(template: ClusterTemplate, nodes: int) -> None:
+def check_size(template: ClusterTemplate, nodes: int, current: int | None = None) -> None:
+    """`current`: the node count of an existing cluster, which may be outside the range (the
+    template changed after it was made): it may then move toward the range
+    (`SizeConstraint.allows_change`)."""
     if nodes < 0:
         raise invalid(f"the node count must not be negative; {nodes} requested")
     size = template.constraints.size
-    if nodes < size.min or (size.max is not None and nodes > size.max):
-        allowed = f"{size.min} to {size.max}" if size.max is not None else f"at least {size.min}"
-        raise unsolvable(f"template {template.name} allows {allowed} nodes (size constraint); {nodes} requested")
+    if current is None and size.allows(nodes) or current is not None and size.allows_change(current, nodes):
+        return
+    said = f"template {template.name} allows {size.range_text} nodes (size constraint); {nodes} requested"
+    if current is not None and not size.allows(current):
+        way = "shrink toward" if size.max is not None and current > size.max else "grow toward"
+        said += f"; the cluster has {current}, outside that range already (the template changed since): it may only {way} it"
+    raise unsolvable(said)
 
 
 def service_model(

@@ -43,7 +43,7 @@ def solve_existing(setting: Setting, request: SolveRequest) -> Layout:
     _check_change(setting, request, old, add, remove)
     cluster = (old - remove) | add
     check_dependencies(setting, cluster, remove)
-    check_size(setting.template, request.nodes)
+    check_size(setting.template, request.nodes, current=request.existing.nodes)
     if add or remove:
         return _change_services(setting, request, groups, cluster, add, remove)
     if request.nodes > request.existing.nodes:

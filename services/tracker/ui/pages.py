@@ -64,7 +64,7 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 @page
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
-    seq = seq_param(request)
+    seq = await _point(request)
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq)
     if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at log sequence {seq}.")  # a link to a point before it
@@ -78,13 +78,25 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 async def cluster_at(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     """The replayed cluster alone (the slider fetches it)."""
     cluster_id = readable_cluster(request, viewer)
-    seq = seq_param(request)
-    replay = await reads.replay_at(tracker_of(request), viewer.tenant, cluster_id, seq) if seq is not None else None
+    seq = await _point(request)
+    if seq is None:
+        raise NotFound("Name the point of the cluster's history to show: ?seq=N, a log sequence.")
+    replay = await reads.replay_at(tracker_of(request), viewer.tenant, cluster_id, seq)
     if replay is None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at that point.")
     if replay is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
     return render(request, "_replay.html", viewer, replay=replay, cluster_id=cluster_id)
+
+
+async def _point(request: web.Request) -> int | None:
+    """`?seq=N`, a point of the log that has happened (a link to one past its end would show a
+    state that changes as the log grows)."""
+    seq = seq_param(request)
+    later = await tracker_of(request).not_yet(seq, None)
+    if later is not None:
+        raise NotFound(later[:1].upper() + later[1:] + ".")
+    return seq
 
 
 async def _job_history(request: web.Request, viewer: Viewer) -> tuple[str, list[Any]]:
@@ -175,11 +187,14 @@ async def task(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 async def catalog(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     data = await reads.catalog(tracker_of(request), viewer.tenant)
     shown = data["catalog"].model_copy(deep=True)
+    hidden = 0
     for kind in KINDS:  # the entities the viewer may read (docs/security.md), as the bus would answer
         entities = shown.entities(kind)
         for name in [n for n in entities if not viewer.may_catalog("read", kind, n)]:
             del entities[name]
-    return render(request, "catalog.html", viewer, **{**data, "catalog": shown})
+            hidden += 1
+    # A catalog whose entities the viewer may not read is not "no catalog yet": it says so.
+    return render(request, "catalog.html", viewer, **{**data, "catalog": shown, "hidden": hidden})
 
 
 @page

@@ -34,6 +34,8 @@ HOOK = Subscription.model_validate({
     "name": "ops", "events": ["job_failed", "lease_expiring"], "webhook": {"url": "https://hooks.example/x", "secret": "secret://ops"},
     "clusters": ["web-*"], "lease_warning_s": 7200}).model_dump(mode="json")  # as the governance service stores it
 JOBS = {X: str(uuid.uuid4()), Y: str(uuid.uuid4())}
+MADE: dict[str, int] = {}
+"""Each cluster's `ClusterRequested` sequence: a point of its history (one past the log's end is refused)."""
 
 
 @dataclass
@@ -70,7 +72,7 @@ async def console(authed: Authed) -> AsyncIterator[Console]:
     system = await authed.raw(authed.system_token, "sys")
     store = EventStore(system)
     for cluster, job in JOBS.items():
-        await store.append(subjects.cluster_events("a", cluster), [Append(ClusterRequested(
+        [MADE[cluster]] = await store.append(subjects.cluster_events("a", cluster), [Append(ClusterRequested(
             tenant="a", cluster_id=cluster, name="c", template="t", provider="p", job_id=job), msg_id=f"c-{cluster}")], expect_last_seq=0)
         await store.append(subjects.job_events("a", job), [Append(JobRequested(
             tenant="a", job_id=job, cluster_id=cluster, operation="create", request={}), msg_id=f"j-{job}")], expect_last_seq=0)
@@ -95,7 +97,7 @@ async def console(authed: Authed) -> AsyncIterator[Console]:
 
 def _pages(cluster: str) -> list[str]:
     job = JOBS[cluster]
-    return [f"/ui/clusters/{cluster}", f"/ui/clusters/{cluster}/at?seq=1000000", f"/ui/jobs/{job}", f"/ui/jobs/{job}/graph",
+    return [f"/ui/clusters/{cluster}", f"/ui/clusters/{cluster}/at?seq={MADE[X]}", f"/ui/jobs/{job}", f"/ui/jobs/{job}/graph",
             f"/ui/jobs/{job}/tasks/any-task"]
 
 
@@ -131,6 +133,9 @@ async def test_job_control_is_only_for_those_who_may_execute_the_job(console: Co
 async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: Console) -> None:
     status, html = await console.get("/ui/catalog", "onex")  # read on one service only
     assert status == 200 and "svc-shown" in html and "svc-hidden" not in html
+    # What is hidden is said, with the grant that shows it; it was "no catalog yet" to one who reads none.
+    assert "1 of the catalog's entities are not shown: onex may not read them" in html and "no catalog yet" not in html
+    assert "muster grant onex read --scope 'catalog:*'" in html
     status, html = await console.get("/ui/catalog", "ada")  # a tenant admin reads the whole catalog
     assert status == 200 and "svc-shown" in html and "svc-hidden" in html
 

@@ -50,10 +50,11 @@ PEOPLE: dict[str, dict[str, Any]] = {
     "ada": {"tenant": "a", "role": "tenant_admin"},
     "uma": {"tenant": "a"},
     "apo": {"tenant": "a"},
+    "rex": {"tenant": "a"},
     "eve": {"tenant": "b", "role": "tenant_admin"},
 }
 GRANTS = (("uma", "read", "tenant"), ("uma", "execute", "cluster:*"), ("uma", "write", "cluster:*"), ("uma", "approve", "cluster:*"),
-          ("apo", "approve", "tenant"))
+          ("apo", "approve", "tenant"), ("rex", "read", "tenant"), ("rex", "write", "cluster:*"), ("rex", "execute", "cluster:*"))
 
 
 @dataclass
@@ -230,6 +231,34 @@ async def test_approve_over_http_with_a_token_and_never_from_another_site(planne
         assert [(e.by, e.comment) for e in approved] == [("apo", "ok by http")]
         async with http.get("/v1/governance/rules", headers={"Authorization": f"Bearer {planned.tokens['uma']}"}) as resp:
             assert resp.status == 200 and [i["name"] for i in (await resp.json())["items"]] == ["creates"]
+    finally:
+        await http.close()
+        await nc.close()
+
+
+async def test_a_requester_without_approve_rejects_its_own_job_over_http(planned: People) -> None:
+    """docs/governance.md: "a requester may always reject its own job". The tracker (and behind
+    it the planner) asked for `approve` first, and refused the requester that lacked it: 403."""
+    assert (await ask(planned, "ada", "put", kind="rule", entities=[{"name": "creates", "operations": ["create"]}]))["ok"]
+    waiting = await operate(planned, "rex", CreateCluster(name="mine", template="hadoop-small", nodes=3))
+    assert waiting["type"] == "Accepted" and "waits for approval" in waiting["warnings"][0], waiting
+    job = waiting["job_id"]
+    planned.tokens.update(await planned.authed.people({"trk": {"role": "service", "service": "tracker"}}))
+    nc = await connect(planned.authed.url, name="tracker", token=planned.tokens["trk"])
+    http = TestClient(TestServer(make_app(EventStore(nc), index=False, planner_metrics=False)))
+    await http.start_server()
+    try:
+        async def post(who: str, verb: str) -> tuple[int, dict[str, Any]]:
+            async with http.post(f"/v1/jobs/{job}/{verb}", json={"comment": "changed my mind"},
+                                 headers={"Authorization": f"Bearer {planned.tokens[who]}"}) as resp:
+                return resp.status, await resp.json()
+
+        status, body = await post("rex", "approve")
+        assert status == 403 and "rex has no approve permission" in body["error"]["message"], body
+        status, body = await post("rex", "reject")
+        assert status == 202 and body["job_id"] == job, body
+        rejected = [r.event for r in await EventStore(nc).read(subjects.job_events("a", job)) if r.type == "JobRejected"]
+        assert [(e.by, e.comment) for e in rejected] == [("rex", "changed my mind")]
     finally:
         await http.close()
         await nc.close()

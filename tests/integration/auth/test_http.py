@@ -3,6 +3,7 @@ tokens; 401 and 403 with reasons; /healthz and the OpenAPI document open; /metri
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -11,11 +12,13 @@ from dataclasses import dataclass, field
 import pytest
 import pytest_asyncio
 from aiohttp.test_utils import TestClient, TestServer
+from click.testing import CliRunner
 
 from contracts import subjects
 from contracts.events import ClusterNameClaimed, ClusterRequested, JobRequested
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
+from muster.cli import main
 from services.tracker import api
 from services.tracker.http import make_app
 
@@ -230,3 +233,15 @@ async def test_the_provisioners_page_says_what_works_with_auth_on(served: Served
     text = await page.text()
     assert page.status == 200 and "No live provisioner serves tenant a" in text
     assert "muster grant PROVISIONER execute --scope queue:default --tenant a" in text and "--tenants" not in text
+
+
+async def test_a_reader_of_one_cluster_lists_its_jobs(served: Served) -> None:
+    """`muster job list --cluster c` read every cluster's name, which a reader of c alone may not (a 403)."""
+    env = {"MUSTER_TOKEN": served.tokens["onec"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
+           "MUSTER_CREDENTIALS": "", "COLUMNS": "200"}
+    ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["job", "list", "--cluster", "c"], catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output
+    [row] = [line.split() for line in ran.output.splitlines() if line.startswith(JOB)]
+    assert row[1:4] == ["c", "create", "running"]
+    refused = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["job", "list"], catch_exceptions=False)
+    assert refused.exit_code == 4 and "onec has no read permission on every cluster of tenant a" in refused.output

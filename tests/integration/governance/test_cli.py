@@ -71,7 +71,7 @@ async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(
     assert (await muster(url, "policy", "apply", str(tmp_path / "nodes.rego"))).exit_code == 0
     refused = await muster(url, "policy", "apply", str(tmp_path / "broken.rego"))
     assert refused.exit_code == 2 and answers(refused) == [], refused.output  # a sentence on stderr, no JSON
-    assert "put refused: nothing written: 1 problem" in refused.stderr and "(line 5)" in refused.stderr
+    assert "policy apply refused: nothing written: 1 problem" in refused.stderr and "(line 5)" in refused.stderr
     as_json = await muster(url, "policy", "apply", str(tmp_path / "broken.rego"), "--json")
     assert as_json.exit_code == 2 and [a["code"] for a in answers(as_json)] == ["invalid"]
     assert "too many nodes" in (await muster(url, "policy", "list", "--source")).stdout
@@ -103,6 +103,10 @@ async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(
         gone = await muster(url, kind, "remove" if kind == "notify" else "delete", name)
         assert gone.exit_code == 0 and "deleted" in gone.stdout, gone.output
     assert listed(await muster(url, "rule", "list", "--json")) == []
+    # Applied again at once, within the bus's duplicate window: a new version, not an internal
+    # error on a message id its first apply had (`atomic publish batch contains duplicate message id`).
+    again = await muster(url, "policy", "apply", str(tmp_path / "nodes.rego"))
+    assert again.exit_code == 0 and "policy nodes: version 2 (add)" in again.stdout, again.output
 
 
 async def test_notify_add_refuses_what_the_notifier_could_not_deliver(url: str) -> None:

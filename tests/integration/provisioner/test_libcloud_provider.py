@@ -61,14 +61,18 @@ async def test_dummy_create_confirm_delete(cloud_registry: PluginRegistry) -> No
 
 
 async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
+    """Each is permanent: the same request fails the same way, so the planner does not retry it."""
     unknown = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "nosuchcloud"}, flavor="1", image="1"))
-    assert not unknown.ok and unknown.error.startswith("create: unknown libcloud driver 'nosuchcloud'")
+    assert not unknown.ok and unknown.error.startswith("create: unknown libcloud driver 'nosuchcloud'") and unknown.permanent
     size = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy"}, flavor="huge", image="1"))
     assert not size.ok and "the cloud has no size 'huge' (hardware type 'small'; sizes: 1, 2, 3, 4)" in size.error
     image = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy"}, flavor="1", image="plan9"))
     assert not image.ok and "the cloud has no image 'plan9' (image type 'ubuntu22')" in image.error
     args = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy", "create_args": {"ex_nope": 1}}, flavor="1", image="1"))
     assert not args.ok and "create node: TypeError" in args.error
+    garbled = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "dummy", "create_args": "{nope"}, flavor="1", image="1"))
+    assert not garbled.ok and garbled.error.startswith("provider 'dummy' (libcloud): field 'create_args' (Create arguments): expected JSON")
+    assert all(o.permanent and not o.may_have_made for o in (size, image, args, garbled))
     # No credentials in the secrets file: named as such, not as a field the driver does not take.
     nokey = await cloud_registry.execute(cloud_task("create", "nokeys", {"driver": "ec2", "region": "us-east-1"},
                                                     flavor="t2.micro", image="ami-1"))
@@ -77,6 +81,7 @@ async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
     alone = await cloud_registry.execute(cloud_task("create", "nokeys", {"driver": "ec2", "secret": "only-the-secret-9"},
                                                     flavor="t2.micro", image="ami-1"))
     assert not alone.ok and "needs 'key'" in alone.error and "only-the-secret-9" not in alone.model_dump_json()
+    assert nokey.permanent and alone.permanent
 
 
 async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginRegistry) -> None:
@@ -85,6 +90,7 @@ async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginR
     down = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
     assert not down.ok and down.error == f"create: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
     assert not down.may_have_made  # it never asked for a machine
+    assert not down.permanent  # the endpoint may answer on a retry
     gone = await cloud_registry.execute(cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI,
                                                   results={"providerid": "i-0123456789abcdef0"}))
     assert not gone.ok and gone.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
@@ -116,12 +122,16 @@ async def test_refused_credentials_are_named() -> None:
         async with moto_ec2(auth=True) as endpoint:
             fields = {"driver": "ec2", "region": "us-east-1", "driver_args": endpoint}
             out = await reg.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
+            gone = await reg.execute(cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI,
+                                                results={"providerid": "i-0123456789abcdef0"}))
     finally:
         await reg.aclose()
     assert not out.ok and out.error == (
         "create: the cloud refused the credentials of provider 'aws' (list nodes: AuthFailure: AWS was not able to "
         "validate the provided access credentials): check its entry in the provisioners' secrets file (docs/secrets.md)")
     assert secret not in out.model_dump_json()
+    assert out.permanent and not out.may_have_made  # no retry can do better (the masking of secrets keeps the flag)
+    assert not gone.ok and gone.permanent and "refused the credentials" in gone.error
 
 
 @pytest.mark.timeout(120)
@@ -204,7 +214,11 @@ async def test_ec2_against_a_local_aws_endpoint(cloud_registry: PluginRegistry) 
         assert confirmed.ok, confirmed.error
         assert confirmed.result["cloud_state"] == "running" and confirmed.ipaddresses["access_v4"]
         missing = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image="ami-00000000", node="n2"))
-        assert not missing.ok and "the cloud has no image 'ami-00000000'" in missing.error
+        assert not missing.ok and "the cloud has no image 'ami-00000000'" in missing.error and missing.permanent
+        # A parameter the cloud itself refuses as invalid (HTTP 400) is permanent too.
+        bad = await cloud_registry.execute(cloud_task("create", "aws", {**fields, "create_args": {"ex_iamprofile": "no-such-profile"}},
+                                                      flavor="t2.micro", image=UBUNTU_AMI, node="n4"))
+        assert not bad.ok and bad.permanent and bad.error == "create: create node: BaseHTTPError: HTTP 404", bad.error
         deleted = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
         assert deleted.ok, deleted.error
         assert states() == {first: "terminated", instance: "terminated"}

@@ -57,6 +57,7 @@ class Stack:
 async def stack(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
     options = dict(getattr(request, "param", {}))
     with_http = options.pop("http", True)
+    secrets = options.pop("secrets", None)  # the provisioner's secrets file, {provider: {field: value}}
     old_log = options.pop("old_log", None)
     async with AsyncExitStack() as exit_stack:
         if old_log is None:
@@ -75,7 +76,7 @@ async def stack(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator
         planner = await start_planner(ncs[0], exit_stack, PlannerConfig(instance="planner-test", **options))
         await start_solver(ncs[1], exit_stack, "solver-test")
 
-        registry = PluginRegistry.discover()
+        registry = PluginRegistry.discover(secrets=secrets)
         exit_stack.push_async_callback(registry.aclose)
         workers = await start_workers(ncs[2], exit_stack, registry, WorkerConfig(provisioner_id="prov-test", capacity=8))
 

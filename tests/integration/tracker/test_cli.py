@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -74,6 +75,30 @@ async def test_status_asks_the_tracker_and_without_one_says_where_it_looked(trac
     assert (await muster("status", "not-a-job", "--nats-url", tracked.url)).exit_code == 2
 
 
+async def test_job_list_shows_the_tenants_jobs_by_cluster_and_state(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    name = (await tracked.client.cluster(reply.cluster_id)).name
+    listed = await muster("job", "list", "--nats-url", tracked.url)
+    assert listed.exit_code == 0, listed.output
+    [row] = [line.split() for line in listed.output.splitlines() if line.startswith(reply.job_id)]
+    assert row[1:4] == [name, "create", "succeeded"]  # the cluster as the person named it
+    mine = json.loads((await muster("job", "list", "--cluster", name, "--json", "--nats-url", tracked.url)).output)
+    assert [(j["id"], j["cluster_id"], j["state"]) for j in mine] == [(reply.job_id, reply.cluster_id, "succeeded")]
+    none = await muster("job", "list", "--cluster", name, "--state", "failed", "--nats-url", tracked.url)
+    assert none.exit_code == 0 and f"no jobs of cluster {name} in state failed" in none.output
+    bad = await muster("job", "list", "--state", "bogus", "--nats-url", tracked.url)
+    assert bad.exit_code == 2 and "state 'bogus' is not one of running," in bad.output
+    assert (await muster("job", "list", "--cluster", "nosuch", "--nats-url", tracked.url)).exit_code == 2
+
+
+def test_the_status_commands_one_line_help_is_its_own() -> None:
+    """`muster --help` said status read "from the tracker, else from the bus": it reads the tracker only."""
+    from muster.cli import COMMANDS
+    from services.tracker.cli import status
+
+    assert status.help is not None and COMMANDS["status"][1] == status.help.splitlines()[0]
+
+
 async def test_watch_follows_a_job_to_its_end_and_says_how_it_ended(tracked: Tracked) -> None:
     reply = await tracked.create(nodes=2)
     out = await muster("watch", reply.job_id, "--nats-url", tracked.url, "--timeout", "60")
@@ -109,8 +134,12 @@ async def test_history_of_a_job_and_of_its_cluster(tracked: Tracked) -> None:
 
     cluster = await muster("history", "--cluster", reply.cluster_id, "--nats-url", tracked.url)
     assert cluster.exit_code == 0 and "ClusterRequested" in cluster.output and "JobSucceeded" in cluster.output
+    assert not re.search(r"\+ *-", cluster.output), cluster.output  # offsets count from the earliest event
     assert "cluster active" in cluster.output
     assert (await muster("history", "--nats-url", tracked.url)).exit_code == 2
+    # A tenant that made no governance decision yet: an answer, not "nothing in the log" and exit 2.
+    none = await muster("history", "--governance", "--tenant", "nobody-yet", "--nats-url", tracked.url)
+    assert none.exit_code == 0 and none.output == "no governance decisions in tenant nobody-yet yet\n", none.output
 
 
 async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked) -> None:
@@ -136,9 +165,22 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     assert (await muster(*args, "--at", at)).output == by_time.output
     before = await muster(*args, "--at", "2000-01-01T00:00:00")
     first = (await tracked.store.read(subjects.cluster_events("default", reply.cluster_id)))[0]
-    assert before.exit_code == 2 and "did not exist yet at that point: its first event is " \
-        f"#{first.seq}, at {first.time.isoformat(timespec='seconds')}" in before.output, before.output
+    said = f"did not exist yet at that point: its first event is #{first.seq}, at {first.time.isoformat()}"
+    assert before.exit_code == 2 and said in before.output, before.output
+    # A point in the second of the first event, before it: the time said is whole, not that second.
+    just_before = await muster(*args, "--at", (first.time - timedelta(microseconds=1)).isoformat())
+    assert just_before.exit_code == 2 and said in just_before.output, just_before.output
     assert (await muster(*args, "--at", "yesterday")).exit_code == 2
+    # A point the log has not reached is refused: answered as of now, it would change later.
+    end = (await tracked.store.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    ahead = await muster(*args, "--seq", str(end + 1000))
+    assert ahead.exit_code == 2 and f"seq {end + 1000} is past the end of the log (its last event is #" in ahead.output, ahead.output
+    later = await muster(*args, "--at", "2999-01-01T00:00:00Z")
+    assert later.exit_code == 2 and "at 2999-01-01T00:00:00+00:00 is later than now" in later.output, later.output
+    over_http = await tracked.http.get("/v1/replay", params={"cluster": reply.cluster_id, "seq": str(end + 1000)})
+    assert over_http.status == 404  # a point that is not one yet, as one before the cluster
+    both = await tracked.http.get("/v1/replay", params={"cluster": reply.cluster_id, "seq": str(end + 1000), "at": at})
+    assert both.status == 200 and (await both.json())["as_of"]["at"] == at  # given both, the earlier counts
 
     # The tracker snapshots the story when the cluster's status changes; replay starts there.
     changed = [r.seq for r in await tracked.store.read(subjects.cluster_events("default", reply.cluster_id))
@@ -180,6 +222,12 @@ async def test_events_dumps_the_log_as_json_lines(tracked: Tracked) -> None:
     assert len(everything) > len(lines) and any('"CatalogEntityPut"' in line for line in everything)
     assert (await muster("events", "--tenant", "nobody", "--nats-url", tracked.url)).output == ""
     assert (await muster("events", "--since", "soon", "--nats-url", tracked.url)).exit_code == 2
+    # `--since 0` is the start of the log (it was a 400 on `after`, -1); a sequence past the
+    # tracker's bound is said as the option.
+    zero = await muster("events", "--subject", f"job.{reply.job_id}", "--since", "0", "--nats-url", tracked.url)
+    assert zero.exit_code == 0 and [json.loads(line)["seq"] for line in zero.output.splitlines()] == [line["seq"] for line in lines]
+    huge = await muster("events", "--since", "9" * 20, "--nats-url", tracked.url)
+    assert huge.exit_code == 2 and "--since 99999999999999999999: a log sequence is at most" in huge.output, huge.output
     assert (await muster("events", "--tenant", "a.b", "--nats-url", tracked.url)).exit_code == 2
 
 

@@ -55,6 +55,12 @@ async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> Non
     assert first.status == 404 and "did not exist yet" in await first.text()  # no events yet at sequence 1
     before = await tracked.http.get(f"/ui/clusters/{cluster_id}", params={"seq": "1"})  # a link to a point before it
     assert before.status == 404 and f"Cluster {cluster_id} did not exist yet at log sequence 1." in await before.text()
+    # A link to a point the log has not reached, and the slider's read without a point, say so.
+    end = (await tracked.store.js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    ahead = await tracked.http.get(f"/ui/clusters/{cluster_id}", params={"seq": str(end + 1000)})
+    assert ahead.status == 404 and f"Seq {end + 1000} is past the end of the log" in await ahead.text()
+    bare = await tracked.http.get(f"/ui/clusters/{cluster_id}/at")
+    assert bare.status == 404 and "history to show: ?seq=N, a log sequence." in await bare.text()
     for path in ("/ui/catalog", "/ui/provisioners", "/ui/pools", "/ui/jobs", f"/ui/jobs/{job_id}/tasks/n1000.create"):
         assert (await tracked.http.get(path)).status == 200, path
     # Each node's machine (provider id) on the cluster page, and what the create returned on its task.

@@ -157,6 +157,29 @@ def test_the_drift_says_to_restart_a_service_that_runs_an_older_config() -> None
     assert "repair: muster cluster repair web" in captured.get()
 
 
+def test_the_drift_of_a_failed_service_says_what_it_waits_for_and_of_a_deleted_cluster_that_it_is_deleted() -> None:
+    from contracts.layout import NodeSpec
+    from muster import ops_session
+    from muster.ops_care_cli import print_drift
+    from muster.readmodel.clusters import ClusterInfo
+    from muster.readmodel.observed import Drift
+
+    node = NodeSpec(id="n1", hostname="h1", hardwaretype="small", imagetype="deb", services=["zk", "nn"])
+    info = ClusterInfo(id="c", name="web", tenant="t", template="x", provider="sim", status="active", status_reason="",
+                       job_id="j", config={}, nodes=[node], observed={("n1", "nn"): "failed", ("n1", "zk"): "stopped"},
+                       drift=[Drift("n1", "nn", "running", "failed", ("zk",)), Drift("n1", "zk", "running", "stopped")])
+    with ops_session.out.capture() as captured:
+        print_drift(info)
+    said = captured.get()
+    assert "n1 nn: failed, should be running -> start it after zk, down too (it may have failed for that alone)" in said
+    assert "install, configure and start it again" not in said
+    gone = ClusterInfo(id="c", name="web", tenant="t", template="x", provider="sim", status="deleted", status_reason="",
+                       job_id="j", config={}, nodes=[])
+    with ops_session.out.capture() as captured:
+        print_drift(gone)
+    assert captured.get() == "cluster web (c) is deleted: no service runs on it\n"  # not "check it"
+
+
 def test_the_drift_table_shows_each_nodes_desired_and_observed_state(capsys: pytest.CaptureFixture[str]) -> None:
     from contracts.layout import NodeSpec
     from muster import ops_session

@@ -64,3 +64,12 @@ def test_the_live_bar_shows_an_error_with_brackets_as_it_is() -> None:
     view.update(JobProgress(), step)
     view.close()
     assert "[/tmp/x]" in buf.getvalue()
+
+
+def test_a_job_that_ended_mid_plan_says_where_it_stopped() -> None:
+    buf = io.StringIO()  # a rolled back job read "stage 8 of 11", as a running one does
+    print_status({**_status(), "state": "rolled_back", "stage": {"current": 8, "total": 11}}, Console(file=buf, width=200))
+    assert buf.getvalue().splitlines()[3].endswith("· stopped at stage 8 of 11")
+    running = io.StringIO()
+    print_status({**_status(), "state": "running", "stage": {"current": 8, "total": 11}}, Console(file=running, width=200))
+    assert running.getvalue().splitlines()[3].endswith("· stage 8 of 11")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -98,3 +99,15 @@ def test_a_refusal_reads_as_our_words_not_pydantics() -> None:
     with pytest.raises(ValidationError) as err:
         COMMAND_ADAPTER.validate_json('{"type": "CreateCluster", "name": "c", "template": "t", "nodes": true}')
     assert describe_validation_error(err.value) == "CreateCluster.nodes: must be a whole number, not true or false"
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda: CreateCluster(name="bad name!", template="t", nodes=2),
+     "name: 'bad name!' is not allowed here: use 1 to 128 letters, digits, '-' and '_'"),
+    (lambda: CreateCluster(name="x" * 200, template="t", nodes=2),
+     "name: '" + "x" * 37 + "...' is not allowed here: use 1 to 128 letters, digits, '-' and '_'"),
+])
+def test_a_name_that_does_not_fit_is_refused_in_words_not_a_regular_expression(make: Any, said: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        make()
+    assert describe_validation_error(err.value) == said

@@ -20,7 +20,7 @@ def test_a_v1_timeout_reads_as_timed_out_and_other_v1_failures_as_failed() -> No
 def test_a_v2_event_carries_its_state() -> None:
     e = TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="no outcome", state="timed_out")
     body = json.loads(e.model_dump_json())
-    assert body["v"] == 3 and body["state"] == "timed_out" and body["may_have_made"] is False
+    assert body["v"] == 4 and body["state"] == "timed_out" and body["may_have_made"] is False and body["permanent"] is False
     assert EVENT_ADAPTER.validate_json(e.model_dump_json()) == e
     assert TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="exit 1").state == "failed"
 
@@ -32,3 +32,17 @@ def test_a_v3_event_says_whether_a_failed_create_may_have_made_its_machine() -> 
     v2 = {"type": "TaskAttemptFailed", "v": 2, "job_id": "j", "task_id": "n1.create", "attempt": 1, "error": "x", "state": "failed"}
     old = EVENT_ADAPTER.validate_json(json.dumps(v2))
     assert isinstance(old, TaskAttemptFailed) and old.may_have_made is False  # events before v3 made no claim
+
+
+def test_a_v4_event_says_whether_no_retry_can_mend_it_and_older_ones_read_as_retriable() -> None:
+    e = TaskAttemptFailed(job_id="j", task_id="n1.create", attempt=1, error="create: the cloud refused the credentials",
+                          permanent=True)
+    assert EVENT_ADAPTER.validate_json(e.model_dump_json()) == e
+    v3 = {"type": "TaskAttemptFailed", "v": 3, "job_id": "j", "task_id": "n1.create", "attempt": 1, "error": "x",
+          "state": "failed", "may_have_made": False}
+    old = EVENT_ADAPTER.validate_json(json.dumps(v3))
+    assert isinstance(old, TaskAttemptFailed) and old.permanent is False
+    v2 = {"type": "TaskFailed", "v": 2, "job_id": "j", "task_id": "t", "attempt": 1, "provisioner": "p", "worker": "w",
+          "error": "x", "may_have_made": False}
+    failed = EVENT_ADAPTER.validate_json(json.dumps(v2))
+    assert failed.type == "TaskFailed" and failed.permanent is False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from contracts.catalog import HardwareType
 from contracts.governance import ApprovalRule
@@ -52,6 +53,9 @@ def test_who_may_decide_beyond_the_permission() -> None:
     assert "expired" in refusal(approving=True, approver="apo", **{**base, "now": NOW + timedelta(hours=2)})  # type: ignore[arg-type]
     assert "decided already" in refusal(approving=True, approver="apo", **{**base, "decided_by": "ada"})  # type: ignore[arg-type]
     assert "not waiting" in refusal(approving=True, approver="apo", **{**base, "waiting": False})  # type: ignore[arg-type]
+    # An expired job waits no more: said as "not waiting for approval", which did not say why.
+    late = refusal(approving=True, approver="apo", **{**base, "waiting": False, "now": NOW + timedelta(hours=2)})  # type: ignore[arg-type]
+    assert late.startswith("the approval expired at") and late.endswith("nobody decided in time; ask again"), late
 
 
 def node(i: int, hardware: str) -> NodeSpec:
@@ -70,3 +74,46 @@ def test_a_plans_cost_comes_from_the_hardware_types_cost_fields() -> None:
     layout = Layout(nodes=3, layout=[LayoutGroup(hardwaretype="small", imagetype="centos", services=[], count=2),
                                      LayoutGroup(hardwaretype="large", imagetype="centos", services=[], count=1)])
     assert hardware_rates(cost.model_dump(), layout) == ["gpu 0.00/h", "large 1 × 0.20/h = 0.20/h", "small 2 × 0.05/h = 0.10/h"]
+
+
+def test_muster_status_shows_a_jobs_policy_warnings_and_its_approval() -> None:
+    """docs/governance.md: a policy's `warn` is "shown in the answer, `muster status`, the
+    tracker and the console", and a waiting job's rules, expiry and cost are what its approver
+    decides on; `muster status` printed neither (its --json had both)."""
+    import io
+
+    from rich.console import Console
+
+    from services.tracker.render import print_status
+
+    cost = {"per_hour": 0.375, "before_per_hour": 0.0, "per_node": {}, "by_hardware": {"small": 0.375}, "unknown": []}
+    body: dict[str, Any] = {
+        "id": "j1", "state": "waiting_for_approval", "operation": "create", "cluster_id": "c1", "counts": {"planned": 3},
+        "tasks_total": 3, "stage": {"current": 1, "total": 3}, "requested_by": "uma",
+        "policy_warnings": [{"policy": "w", "version": 1, "message": "watch the cost"}],
+        "approval": {"rules": ["big"], "expires_at": "2026-11-30T03:48:01+00:00", "cost": cost, "decision": None, "by": None,
+                     "comment": ""}}
+
+    def shown(status: dict[str, Any]) -> str:
+        buf = io.StringIO()
+        print_status(status, Console(file=buf, width=300, soft_wrap=True))
+        return buf.getvalue()
+
+    waiting = shown(body)
+    assert "policy warns: watch the cost (policy w)" in waiting
+    assert ("approval: waits (rules big) until 2026-11-30T03:48:01+00:00; costs 0.375/h once done (now 0.00/h): "
+            "`muster job approve` or `muster job reject`") in waiting
+    decided = shown({**body, "state": "succeeded", "approval": {**body["approval"], "decision": "approved", "by": "apo",
+                                                                "comment": "fine"}})
+    assert "approval: approved by apo: fine (rules big); costs 0.375/h once done (now 0.00/h)" in decided
+
+
+def test_a_price_reads_with_the_decimals_it_needs() -> None:
+    """Two decimals made a 0.004/h machine read as free (0.00/h) and 3 × 0.125 as 3 × 0.12 = 0.38."""
+    from muster.readmodel.cost import rate
+
+    assert [rate(v) for v in (0.0, 0.3, 0.05, 1.5, 0.004, 0.125, 1 / 3)] == ["0.00", "0.30", "0.05", "1.50", "0.004", "0.125", "0.333333"]
+    cost = {"by_hardware": {"tiny": 0.012, "small": 0.375}}
+    layout = Layout(nodes=6, layout=[LayoutGroup(hardwaretype="tiny", imagetype="centos", services=[], count=3),
+                                     LayoutGroup(hardwaretype="small", imagetype="centos", services=[], count=3)])
+    assert hardware_rates(cost, layout) == ["small 3 × 0.125/h = 0.375/h", "tiny 3 × 0.004/h = 0.012/h"]

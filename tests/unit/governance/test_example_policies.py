@@ -23,10 +23,12 @@ def nodes(n: int, hardware: str = "small", image: str = "centos") -> list[NodeSp
 
 
 def doc(operation: str = "create", after: int = 5, before: int = 0, now: datetime = WEDNESDAY, tenant_nodes: int = 0,
-        cluster: dict[str, Any] | None = None, per_hour: float = 0.25, **layout: str) -> dict[str, Any]:
+        cluster: dict[str, Any] | None = None, per_hour: float = 0.25, before_per_hour: float = 0.0,
+        tenant_per_hour: float = 0.0, **layout: str) -> dict[str, Any]:
     return document(tenant="t", operation=operation, now=now, requester="uma", role="user", request={"nodes": after},
                     cluster=cluster, before=nodes(before), after=nodes(after, **layout), actions=["create"] * after,
-                    cost=PlanCost(per_hour=per_hour), tenant_nodes=tenant_nodes)
+                    cost=PlanCost(per_hour=per_hour, before_per_hour=before_per_hour), tenant_nodes=tenant_nodes,
+                    tenant_per_hour=tenant_per_hour)
 
 
 def verdict(policy: str, document_: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -74,3 +76,15 @@ def test_max_cost() -> None:
     assert verdict("max_cost", doc(per_hour=0.5)) == ([], [])
     assert verdict("max_cost", doc(per_hour=1.5))[1] == ["this cluster would cost 1.50 an hour"]
     assert verdict("max_cost", doc(per_hour=2.5))[0] == ["this cluster would cost 2.50 an hour; the limit is 2.00"]
+
+
+def test_tenant_budget() -> None:
+    """The tenant's spend before the request, less this cluster's, plus this cluster's after it."""
+    assert verdict("tenant_budget", doc(per_hour=1.0, tenant_per_hour=2.0)) == ([], [])
+    assert verdict("tenant_budget", doc(per_hour=1.0, tenant_per_hour=4.5))[0] == [
+        "tenant t would spend 5.50 an hour; its budget is 5.00"]
+    assert verdict("tenant_budget", doc(per_hour=1.0, tenant_per_hour=3.5))[1] == ["tenant t would spend 4.50 of its 5.00 an hour"]
+    # an expand of a cluster already counted in the tenant's spend: only the difference is new
+    assert verdict("tenant_budget", doc(per_hour=2.0, before_per_hour=1.5, tenant_per_hour=4.0))[0] == []
+    # over budget already, a shrink is not refused
+    assert verdict("tenant_budget", doc(operation="shrink", per_hour=1.0, before_per_hour=2.0, tenant_per_hour=7.0))[0] == []

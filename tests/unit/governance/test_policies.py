@@ -122,3 +122,78 @@ def test_a_refusal_reads_as_one_sentence_and_its_exit_code_says_why() -> None:
     assert bad.exit_code == EXIT_INVALID and bad.message.endswith("\n  p (line 5): x") and bad.document["problems"] == ["p (line 5): x"]
     undelivered = refusal("notify-test", GovernanceAnswer(ok=False, reason="HTTP 503", code="unavailable"), False)
     assert undelivered.exit_code == EXIT_FAILED and undelivered.message == "notify-test failed: HTTP 503"
+
+
+@pytest.mark.parametrize(("rule", "words"), [
+    ("deny := 5", "its `deny` is 5, not messages"),
+    ('deny := {"reason": "too big"}', 'its `deny` is an object ({"reason": "too big"}), not messages'),
+    ('deny := ""', 'its `deny` holds "", which is not a message'),
+    ('deny := ["fine", 7]', "its `deny` holds 7, which is not a message"),
+    ('warn := {"msg": null}', "its `warn` is an object"),
+])
+def test_a_deny_or_warn_that_is_not_messages_denies_saying_what_it_is(rule: str, words: str) -> None:
+    """Read as messages, these denied with `5`, `null` or an empty message (and a wrong `warn`
+    warned `5`): nobody could tell what was refused, or that the policy is wrong."""
+    verdict = evaluate([compile_policy("p", f"package muster.p\n{rule}\n")], {})
+    (denial,) = verdict.denials
+    assert denial.message.startswith(f"policy 'p' failed to evaluate: {words}"), denial
+    assert denial.message.endswith("; denied (fail closed)") and not verdict.warnings
+
+
+def test_empty_or_false_outputs_refuse_nothing() -> None:
+    for rule in ("deny := false", "deny := []", "deny := {}", "deny := set()"):
+        assert evaluate([compile_policy("p", f"package muster.p\n{rule}\n")], {}) == evaluate([], {}), rule
+
+
+def test_a_recursive_policy_denies_naming_the_recursion() -> None:
+    """rego-cpp answers a recursion with an "ok" output whose text is the error: it was read as
+    JSON and blamed on "a string with quotes in it, from sprintf?"."""
+    source = "package muster.r\nimport rego.v1\n\nf(x) := f(x)\n\ndeny contains \"x\" if f(1)\n"
+    verdict = evaluate([compile_policy("r", source)], {})
+    assert verdict.denied and "Recursion detected in rule body" in verdict.denials[0].message, verdict
+    assert "sprintf" not in verdict.denials[0].message
+
+
+def test_muster_policy_test_refuses_an_input_that_is_not_an_object(tmp_path: Path) -> None:
+    """A list or an empty file was evaluated as an empty input, and most policies allow that."""
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    policy = tmp_path / "nodes.rego"
+    policy.write_text(NODES)
+    for name, text, what in (("list.json", "[1, 2]", "a list"), ("empty.yaml", "", "an empty file"), ("n.json", "5", "a int")):
+        given = tmp_path / name
+        given.write_text(text)
+        result = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(given)])
+        assert result.exit_code == 2 and f"the input is {what}; it must be a JSON or YAML object" in result.output, result.output
+
+
+def test_muster_policy_test_refuses_a_policy_that_reads_what_its_input_never_has(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    policy = tmp_path / "typo.rego"
+    policy.write_text('package muster.typo\nimport rego.v1\n\ndeny contains "too many" if input.request.node_count > 3\n')
+    given = tmp_path / "in.json"
+    given.write_text('{"request": {"nodes": 50}}')
+    result = CliRunner().invoke(main, ["policy", "test", str(policy), "--input", str(given)])
+    assert result.exit_code == 2 and "input.request.node_count: input.request has no field 'node_count'" in result.output
+
+
+def test_muster_policy_test_and_apply_refuse_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    """It was an internal error (UnicodeDecodeError), exit 1."""
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    binary = tmp_path / "bin.rego"
+    binary.write_bytes(b"package muster.bin\n\xff\xfe deny := true\n")
+    given, policy = tmp_path / "in.json", tmp_path / "nodes.rego"
+    given.write_text("{}")
+    policy.write_text(NODES)
+    for args in (["policy", "test", str(binary), "--input", str(given)], ["policy", "test", str(policy), "--input", str(binary)],
+                 ["policy", "apply", str(binary)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and f"{binary}: not UTF-8 text (byte 19)" in result.output, (args, result.output)

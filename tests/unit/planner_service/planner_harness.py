@@ -38,7 +38,7 @@ from services.planner.routing import ROUTES
 from services.solver.service import answer
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
-Behaviour = Literal["succeed", "fail", "silent", "hold"]
+Behaviour = Literal["succeed", "fail", "silent", "hold", "lose", "refuse"]
 SIMPLE = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}} for a in ("install", "start", "remove")}}}
 """A service with no dependencies, for tests that add one to the demo catalog."""
 CHECKED = {"provisioner": {"actions": {a: {"type": "simulated", "fields": {}}
@@ -195,8 +195,10 @@ class Harness:
         await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim")])  # type: ignore[arg-type]
         if behaviour == "silent":
             return
-        if behaviour in ("fail", "lose"):  # lose: a create that asked the cloud and lost the answer
-            outcome: Any = TaskFailed(**common, error="simulated failure", may_have_made=behaviour == "lose")  # type: ignore[arg-type]
+        if behaviour in ("fail", "lose", "refuse"):  # lose: a create that asked the cloud and lost the answer;
+            # refuse: a failure no retry can mend (refused credentials, an unknown image)
+            outcome: Any = TaskFailed(**common, error="simulated refusal" if behaviour == "refuse" else "simulated failure",  # type: ignore[arg-type]
+                                      may_have_made=behaviour == "lose", permanent=behaviour == "refuse")
         else:
             outcome = TaskSucceeded(**common, **_results(message, self.stopped, self.states))  # type: ignore[arg-type]
         await self.log.append(subject, [Append(outcome, msg_id=f"{key}.outcome")])

@@ -5,16 +5,18 @@ nobody approved in time; the requester cannot approve its own job unless a rule 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from planner_harness import Harness, fails_creates, identities
 
 from contracts import subjects
 from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExtendLease, Rejected, RejectJob
-from contracts.governance import GovernancePut
+from contracts.governance import GovernanceDeleted, GovernancePut
 from contracts.identity import Scope
 from muster.ports.eventlog import Append
 from muster.readmodel.timeline import describe
+from services.planner.config import PlannerConfig
 
 NODES = """package muster.nodes
 import rego.v1
@@ -178,3 +180,90 @@ async def test_a_job_that_needed_approval_is_not_given_another_layout_nobody_app
     assert job.state == "rolled_back" and "JobLayoutRetried" not in h.history(reply.job_id)
     assert "no other layout was tried: the job's plan was approved" in job.error
     assert not [r for r in h.log.records if r.type == "LayoutRequested" and getattr(r.event, "round", 0) > 0]
+
+
+async def test_a_policy_deleted_and_applied_again_is_enforced_as_it_is_now() -> None:
+    """Applied again after a delete, a policy's version may be the one the deleted policy had
+    (a log written before versions went on across deletes): the planner kept evaluating the
+    deleted source, compiled once by (tenant, name, version)."""
+    h = Harness()
+    subject = subjects.governance_events("default", "policy", "limit")
+
+    async def apply(nodes: int, tag: str) -> None:
+        source = f'package muster.limit\nimport rego.v1\ndeny contains "over {nodes} nodes" if input.nodes.after > {nodes}\n'
+        await h.log.append(subject, [Append(GovernancePut(kind="policy", name="limit", entity={"name": "limit", "source": source},
+                                                          version=1, by="ada"), msg_id=f"{subject}:{tag}")])
+
+    await apply(3, "first")
+    assert isinstance(await h.send(CreateCluster(name="a", template="hadoop-small", nodes=5, dry_run=True)), DryRun)
+    refused = await h.send(CreateCluster(name="a", template="hadoop-small", nodes=5), principal="uma")
+    assert isinstance(refused, Rejected) and "over 3 nodes" in refused.reason
+    await h.log.append(subject, [Append(GovernanceDeleted(kind="policy", name="limit", by="ada"), msg_id=f"{subject}:gone")])
+    await apply(10, "again")
+    accepted = await h.send(CreateCluster(name="a", template="hadoop-small", nodes=5), principal="uma")
+    assert isinstance(accepted, Accepted), accepted
+
+
+SLOW = """package muster.slow
+import rego.v1
+
+deny contains "never" if {
+    some i in numbers.range(1, 3000)
+    some j in numbers.range(1, 3000)
+    i * j < 0
+}
+"""
+
+
+async def test_a_policy_that_runs_too_long_denies_by_its_deadline_and_the_next_request_is_judged_again() -> None:
+    """Evaluated in the planner, this policy held its event loop (every tenant's requests, its
+    heartbeats) for about 17 s until rego-cpp's statement limit stopped it; a larger range took
+    10 GB. Now it is evaluated in a child process and denies at the deadline."""
+    h = Harness(config=PlannerConfig(instance="planner-test", policy_deadline_s=0.5))
+    await put(h, "policy", "slow", source=SLOW)
+    refused = await h.send(CreateCluster(name="s", template="hadoop-small", nodes=3), principal="uma")
+    assert isinstance(refused, Rejected) and "policy 'slow' failed to evaluate: it ran longer than 0.5 s" in refused.reason, refused
+    assert "fail closed" in refused.reason
+    denied = [r.event for r in h.log.records if r.type == "RequestDenied"]
+    assert [d.denials[0].policy for d in denied] == ["slow"]
+    subject = subjects.governance_events("default", "policy", "slow")
+    await h.log.append(subject, [Append(GovernanceDeleted(kind="policy", name="slow", by="ada"), msg_id=f"{subject}:gone")])
+    await put(h, "policy", "nodes", source=NODES)  # a new evaluator process takes the next request
+    big = await h.send(CreateCluster(name="s", template="hadoop-small", nodes=50), principal="uma")
+    assert isinstance(big, Rejected) and "at most 10 nodes per cluster; 50 asked (policy nodes)" in big.reason, big
+
+
+async def test_the_requester_may_reject_its_own_job_without_approve() -> None:
+    """docs/governance.md: "a requester may always reject its own job". The planner asked for
+    `approve` first, so a requester without it (most of them) was refused."""
+    grants = [("builder", perm, Scope(tenant="default", kind="cluster", id="*")) for perm in ("write", "execute")]
+    h = Harness(identities=identities(*grants, ("reader", "read", Scope(tenant="default"))))
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    waiting = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=3), principal="builder")
+    assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
+    approve = await h.send(ApproveJob(job_id=waiting.job_id), principal="builder")
+    assert isinstance(approve, Rejected) and "no approve permission" in approve.reason, approve
+    other = await h.send(RejectJob(job_id=waiting.job_id), principal="reader")  # not its job, no `approve`
+    assert isinstance(other, Rejected) and "no approve permission" in other.reason, other
+    own = await h.send(RejectJob(job_id=waiting.job_id, comment="not now after all"), principal="builder")
+    assert isinstance(own, Accepted), own
+    await h.settle()
+    assert "rejected by builder: not now after all" in h.job(waiting.job_id).error
+
+
+async def test_policies_see_what_the_tenants_clusters_cost_an_hour_so_a_budget_can_be_kept() -> None:
+    """`input.tenant` had the tenant's clusters and nodes but not their cost: a per-cluster
+    ceiling could be written, a tenant's budget could not (examples/policies/tenant_budget.rego)."""
+    h = Harness()
+    first = await h.cluster_of(nodes=3)
+    await put(h, "policy", "nodes", source=NODES)  # any policy: the tenant's requests are judged
+    gone = await h.send(DeleteCluster(cluster_id=first, dry_run=True))
+    assert isinstance(gone, DryRun) and gone.cost is not None and gone.policy is not None
+    spent = gone.cost["before_per_hour"]
+    assert spent > 0 and gone.policy["input"]["tenant"]["per_hour"] == spent
+    new = await h.send(CreateCluster(name="b", template="hadoop-small", nodes=2, dry_run=True))
+    assert isinstance(new, DryRun) and new.policy is not None and new.policy["input"]["tenant"]["per_hour"] == spent
+    budget = (Path(__file__).parents[3] / "examples" / "policies" / "tenant_budget.rego").read_text()
+    await put(h, "policy", "tenant_budget", source=budget.replace("budget := 5", f"budget := {spent + 0.01}"))
+    refused = await h.send(CreateCluster(name="b", template="hadoop-small", nodes=2), principal="uma")
+    assert isinstance(refused, Rejected) and "its budget is" in refused.reason, refused

@@ -111,7 +111,7 @@ def test_temporary_work_dir_is_removed_on_close(tmp_path: Path) -> None:
     ("change", "field", "words"),
     [
         ({"type": "machine"}, "type", "provider"),
-        ({"name": "bad name!"}, "name", "pattern"),
+        ({"name": "bad name!"}, "name", "'bad name!' is not allowed here: use letters, digits"),
         ({"actions": ["create", "install"]}, "actions", "cannot handle ['install']"),
         ({"actions": []}, "actions", "at least 1"),
         ({"entry_point": "no-colon"}, "entry_point", "pattern"),

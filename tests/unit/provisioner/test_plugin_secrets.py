@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -131,3 +132,20 @@ def test_describe_never_contains_secret_values(reg: PluginRegistry) -> None:
 def test_secrets_must_be_objects(tmp_path: Path) -> None:
     with pytest.raises(PluginError, match="secrets: entry 'cloud' must be an object"):
         PluginRegistry.discover(secrets={"cloud": "password"}, work_dir=tmp_path)
+
+
+async def test_secrets_never_reach_a_span(reg: PluginRegistry, spans: Any) -> None:
+    """The plugin's span is exported to a collector: its error is the masked one, and a plugin's
+    exception leaves no message or stack (which hold what the plugin put there) on it."""
+    from muster import tracing
+
+    with tracing.Tracer("test").span("task"):
+        await reg.execute(task("confirm", results={"providerid": "x-1"}))
+        await reg.execute(task("delete", results={"providerid": "x-1"}))
+    plugin = [s for s in spans.get_finished_spans() if s.name == "plugin leaky"]
+    assert len(plugin) == 2 and all(s.status.status_code.name == "ERROR" for s in plugin)
+    assert [s.status.description for s in plugin] == ["login failed for password ******** / ********",
+                                                       "plugin error: RuntimeError: cannot delete, token ********"]
+    for s in spans.get_finished_spans():
+        exported = repr((s.attributes, s.status.description, [(e.name, e.attributes) for e in s.events]))
+        assert SECRET not in exported and UNDECLARED not in exported, s.name

@@ -67,7 +67,7 @@ def test_a_failed_plugin_outcome_is_stored_as_a_failure_and_acked() -> None:
     core.claimed(hid, 0.0)
     [store] = _only(core.ran(hid, TaskOutcome(ok=False, error="disk full", stderr="e" * 10), 0.1), Store)
     assert isinstance(store.append.event, TaskFailed) and store.append.event.error == "disk full"
-    assert not store.append.event.may_have_made
+    assert not store.append.event.may_have_made and not store.append.event.permanent
     assert _only(core.stored(hid), Answer) == [Answer("reply.1", ACK)]
 
 
@@ -78,6 +78,15 @@ def test_a_create_that_may_have_made_its_machine_says_so_in_the_log() -> None:
     lost = TaskOutcome(ok=False, error="create node: cannot reach the cloud", may_have_made=True)
     [store] = _only(core.ran(hid, lost, 0.1), Store)
     assert isinstance(store.append.event, TaskFailed) and store.append.event.may_have_made
+
+
+def test_a_failure_no_retry_can_mend_says_so_in_the_log() -> None:
+    core = _core()
+    hid = _held(_deliver(core, 1))
+    core.claimed(hid, 0.0)
+    refused = TaskOutcome(ok=False, error="create: the cloud refused the credentials", permanent=True)
+    [store] = _only(core.ran(hid, refused, 0.1), Store)
+    assert isinstance(store.append.event, TaskFailed) and store.append.event.permanent and store.append.event.v == 3
 
 
 def test_claim_ahead_defaults_to_capacity_and_opens_one_per_quick_plugin() -> None:

@@ -113,6 +113,8 @@ def test_a_walk_reaches_every_kind_of_job_event() -> None:
     assert {"CleanupQueued", "RollbackPlanned", "JobRetried", "JobLayoutRetried", "JobPaused", "JobCancelRequested", "JobAdopted",
             "JobResourcesRequested", "JobResourcesGranted"} <= seen
     assert FINAL_JOB_EVENTS <= seen
+    retried = [r.event for walk in ended for r in walk.log if r.type == "JobRetried"]
+    assert {e.rollback for e in retried} == {False, True}  # a plan started over, and a failed rollback run again
     shown = {t["state"] for walk in ended for t in walk.job.view()["tasks"]}
     assert {"planned", "queued", "succeeded", "failed", "timed_out", "cancelled"} <= shown
 

@@ -75,6 +75,25 @@ def test_the_timeline_says_who_did_what_and_how_long_it_took() -> None:
     assert "(1.50 s)" in lines[3].render() and lines[4].to_json()["took_s"] == 2.0
 
 
+def test_an_event_stamped_before_the_one_logged_ahead_of_it_shows_no_negative_offset() -> None:
+    """A create's `JobRequested` is stamped a moment before its `ClusterRequested`, and appended
+    after it: `muster history --cluster` printed `+ -0.001s` (and `+ -0.000s` under a ms)."""
+    from contracts.events import ClusterRequested
+
+    for early in (1, 0.3):
+        history = [
+            Recorded(seq=1, subject=f"muster.evt.{T}.cluster.c", time=START + timedelta(milliseconds=early),
+                     event=ClusterRequested(tenant=T, cluster_id="c", name="web", template="t", provider="p", job_id=J)),
+            rec(2, 0, "job", JobRequested(tenant=T, job_id=J, cluster_id="c", operation="create", request={}, requested_by="ann")),
+            rec(3, 20, "job", JobSucceeded(job_id=J)),
+        ]
+        lines = timeline(history)
+        assert [line.seq for line in lines] == [1, 2, 3]  # log order, as the log has it
+        assert [line.offset for line in lines] == [early / 1000, 0.0, 0.02]  # from the earliest event
+        assert not any("-" in line.render().split("#")[0].split("  ", 1)[1] for line in lines)
+        assert min(line.to_json()["offset_s"] for line in lines) == 0.0
+
+
 def test_governance_decisions_read_with_who_made_them() -> None:
     from contracts.approvals import PolicyMessage, RequestDenied
     from contracts.governance import GovernanceDeleted, GovernancePut, ScheduleAnswered, ScheduleFired

@@ -204,3 +204,54 @@ def test_existing_file_that_miscounts_is_invalid(reactor: Catalog) -> None:
 def test_existing_with_unknown_service_is_invalid(reactor: Catalog) -> None:
     bad = layout(("medium", "centos6", ["ghost"], 1))
     assert failure(reactor, bad).message == "the existing cluster runs unknown services: ghost"
+
+
+# --- a cluster outside its template's size range (the template changed after it was made) -------
+
+
+def _sized(lo: int, hi: int | None) -> Catalog:
+    return make_catalog(["a"], template={"constraints": {"size": {"min": lo, "max": hi}}})
+
+
+def _of(n: int) -> Layout:
+    return layout(("hw", "img", ["a"], n))
+
+
+def _resized(catalog: Catalog, current: int, nodes: int) -> Layout:
+    return solve(catalog, SolveRequest(template="t", nodes=nodes, existing=_of(current)))
+
+
+def test_a_cluster_above_a_lowered_max_may_shrink_one_step_at_a_time() -> None:
+    catalog = _sized(1, 3)  # the cluster has 6
+    assert [_resized(catalog, 6, n).nodes for n in (5, 4, 3, 1)] == [5, 4, 3, 1]
+
+
+def test_a_cluster_under_a_raised_min_may_grow_one_step_at_a_time() -> None:
+    catalog = _sized(5, 8)  # the cluster has 2
+    assert [_resized(catalog, 2, n).nodes for n in (3, 4, 5, 8)] == [3, 4, 5, 8]
+
+
+@pytest.mark.parametrize(("lo", "hi", "current", "nodes", "way"), [
+    (1, 3, 6, 7, "shrink toward"),  # above the max: growing moves away
+    (5, 8, 2, 1, "grow toward"),  # under the min: shrinking moves away
+    (3, 5, 7, 2, "shrink toward"),  # past the range: outside it on the other side
+    (3, 5, 2, 9, "grow toward"),
+])
+def test_a_change_away_from_the_range_is_still_refused(lo: int, hi: int, current: int, nodes: int, way: str) -> None:
+    with pytest.raises(SolveError) as err:
+        _resized(_sized(lo, hi), current, nodes)
+    assert err.value.kind == "unsolvable" and err.value.message == (
+        f"template t allows {lo} to {hi} nodes (size constraint); {nodes} requested; the cluster has {current}, outside "
+        f"that range already (the template changed since): it may only {way} it")
+
+
+def test_a_cluster_inside_the_range_is_held_to_it() -> None:
+    with pytest.raises(SolveError) as err:
+        _resized(_sized(2, 3), 3, 1)
+    assert err.value.message == "template t allows 2 to 3 nodes (size constraint); 1 requested"
+
+
+def test_services_change_on_a_cluster_outside_the_range() -> None:
+    catalog = make_catalog(["a", "b"], template={"constraints": {"size": {"min": 1, "max": 3}}, "defaults": {"services": ["a"]}})
+    added = solve(catalog, SolveRequest(template="t", nodes=6, existing=_of(6), add_services=("b",)))
+    assert added.nodes == 6 and all("b" in g.services for g in added.layout)

@@ -22,6 +22,7 @@ from muster.tls.context import (
     is_loopback,
     nats_options,
     refusal,
+    server_context,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -109,3 +110,55 @@ def test_no_code_turns_verification_off() -> None:
              for path in (ROOT / folder).rglob("*") if path.suffix in (".py", ".conf", ".yaml", ".json", ".sh")
              for n, line in enumerate(path.read_text().splitlines(), 1) if banned.search(line)]
     assert not found, found
+
+
+async def test_a_refused_https_handshake_with_the_tracker_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not "cannot reach the tracker ... is `muster up` running?": it answered, and the client
+    refused its certificate (another CA, or one that does not name the host of the URL)."""
+    from aiohttp import web
+
+    from muster.cli_bus import Bus
+    from muster.cli_support import EXIT_UNREACHABLE, CliError
+    from muster.tracker_client import TrackerReads
+
+    ca = LocalCA.load_or_create(tmp_path / ".muster" / "tls")
+    pair = ca.issue(tmp_path / "tracker", "muster tracker", ["127.0.0.1"])
+    runner = web.AppRunner(web.Application())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context(pair.cert, pair.key))
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    other = LocalCA.load_or_create(tmp_path / "other")
+
+    async def read(url: str) -> CliError:
+        async with TrackerReads(Bus(tenant=None, explicit_url=None, data_dir=tmp_path / ".muster", tracker=url)) as tracker:
+            with pytest.raises(CliError) as refused:
+                await tracker.get("/v1/whoami")
+        assert refused.value.exit_code == EXIT_UNREACHABLE
+        return refused.value
+
+    try:
+        err = await read(f"https://localhost:{port}")
+        assert err.message.startswith(f"the TLS handshake with the tracker at https://localhost:{port} failed: Hostname mismatch")
+        assert "this client trusts the CA in" in err.message and "is `muster up` running" not in err.message
+        monkeypatch.setenv(CA_ENV, str(other.cert_path))
+        err = await read(f"https://127.0.0.1:{port}")
+        assert "failed: unable to get local issuer certificate; this client trusts the CA in " + str(other.cert_path) in err.message
+        err = await read(f"http://127.0.0.1:{port}")
+        assert "(a tracker serving HTTPS needs an https:// URL)" in err.message
+    finally:
+        await runner.cleanup()
+
+
+def test_a_trust_or_client_file_that_is_not_pem_is_named(tmp_path: Path) -> None:
+    """Not "internal error (SSLError: ... PEM lib)": which file, and which variable names it."""
+    ca = LocalCA.load_or_create(tmp_path / "ca")
+    own, other = ca.issue(tmp_path / "me", "me", server=False), ca.issue(tmp_path / "you", "you", server=False)
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("not a certificate\n")
+    with pytest.raises(TlsError, match=f"the CA file {garbage} cannot be read as PEM certificates .*MUSTER_TLS_CA"):
+        client_context(ClientTls(garbage))
+    with pytest.raises(TlsError, match=f"this client's certificate {garbage} with the key {own.key} cannot be used \\(not PEM\\)"):
+        client_context(ClientTls(ca.cert_path, garbage, own.key))
+    with pytest.raises(TlsError, match=f"certificate {own.cert} with the key {other.key} cannot be used \\(KEY_VALUES_MISMATCH\\)"):
+        client_context(ClientTls(ca.cert_path, own.cert, other.key))

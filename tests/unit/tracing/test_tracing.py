@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -150,3 +152,86 @@ def test_the_exporter_follows_the_protocol_variable() -> None:
     assert [type(e) for e in _exporters({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})] == [Grpc]
     assert [type(e) for e in _exporters({"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
                                          "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})] == [Grpc, ConsoleSpanExporter]
+
+
+def test_an_exception_marks_its_span_by_its_type_alone(spans: Any) -> None:
+    """An exception's message may hold a field's value (a plugin's, a validation error's input):
+    the span says which exception ended it, not what it said, and keeps no stack."""
+    try:
+        with T.span("outer"), T.span("inner"):
+            raise RuntimeError("cannot log in with password hunter22")
+    except RuntimeError:
+        pass
+    for span in spans.get_finished_spans():
+        assert span.status.status_code.name == "ERROR" and span.status.description == "RuntimeError", span.name
+        assert not span.events and "hunter22" not in repr(dict(span.attributes or {}))
+
+
+def test_a_collector_that_does_not_answer_holds_no_process_at_its_end(monkeypatch: Any) -> None:
+    """A command's spans leave as it exits: a collector that takes the connection and never
+    answers would hold it for the SDK's 30 s (the exporter's timeout is 60 s here); it is
+    given `OTEL_BSP_EXPORT_TIMEOUT` (muster's default: 2 s)."""
+    silent = socket.create_server(("127.0.0.1", 0))  # listens, never accepts: no answer comes
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60")
+    monkeypatch.setenv("OTEL_BSP_EXPORT_TIMEOUT", "200")
+    tracing.shutdown()
+    try:
+        assert tracing.configure("test")
+        with T.span("s"):
+            pass
+        ending = threading.Thread(target=tracing.shutdown, daemon=True)
+        ending.start()
+        ending.join(20)
+        assert not ending.is_alive(), "the process's end waited for a collector that does not answer"
+    finally:
+        silent.close()
+        tracing.shutdown()
+
+
+def test_the_exit_wait_follows_the_batch_export_timeout() -> None:
+    from muster.tracing.sdk import EXIT_WAIT_S, exit_wait_s
+
+    assert exit_wait_s({}) == EXIT_WAIT_S == 2.0
+    assert exit_wait_s({"OTEL_BSP_EXPORT_TIMEOUT": "30000"}) == 30.0
+    assert exit_wait_s({"OTEL_BSP_EXPORT_TIMEOUT": "soon"}) == EXIT_WAIT_S
+
+
+def test_an_unknown_protocol_is_named_not_taken_for_http() -> None:
+    for env in ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "gprc"},
+                {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}):
+        try:
+            tracing.configure("x", env=env)
+        except tracing.TracingError as err:
+            assert repr(next(v for k, v in env.items() if "PROTOCOL" in k)) in str(err) and "grpc" in str(err)
+        else:
+            tracing.shutdown()
+            raise AssertionError(f"exported with a protocol muster does not speak: {env}")
+        assert not tracing.enabled()
+
+
+def test_a_command_names_the_tracing_variable_it_cannot_follow() -> None:
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    result = CliRunner().invoke(main, ["cluster", "list"], env={"OTEL_TRACES_EXPORTER": "jaeger"})
+    assert result.exit_code == 2 and not isinstance(result.exception, ValueError)
+    assert "OTEL_TRACES_EXPORTER='jaeger': muster knows otlp, console and none" in result.output
+
+
+def test_muster_up_says_where_spans_go_and_refuses_what_it_cannot_export(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from muster.runtime.cli import up
+    from muster.tracing.sdk import describe
+
+    assert describe({}) is None and describe({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}) is None
+    assert describe({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"}) == "OTLP http/protobuf to http://127.0.0.1:4318/v1/traces"
+    assert describe({"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}) == \
+        "OTLP grpc to http://localhost:4317, console (stdout)"
+    assert describe({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://c.example/t"}) == "OTLP http/protobuf to https://c.example/t"
+    # Refused before anything starts (each service would exit at its start, one after the other).
+    result = CliRunner().invoke(up, ["--data-dir", str(tmp_path / "data")], env={"OTEL_TRACES_EXPORTER": "jaeger"})
+    assert result.exit_code == 2 and "OTEL_TRACES_EXPORTER='jaeger'" in result.output, result.output
+    assert not (tmp_path / "data").exists()

@@ -14,7 +14,7 @@ from services.tracker.writes import in_http_terms, refused, request_id_for, vali
 
 @pytest.mark.parametrize(("route", "body", "field", "words"), [
     ("restart_cluster", {"rolling": {"batch": 0}}, "rolling.batch", "greater than or equal to 1"),
-    ("restart_cluster", {"rolling": {"batch": "half"}}, "rolling.batch", "should match pattern"),
+    ("restart_cluster", {"rolling": {"batch": "half"}}, "rolling.batch", "'half' is not allowed here: give a whole number or a percentage such as '25%'"),
     ("restart_cluster", {"rolling": {"batch": 1, "tolerance": -1}}, "rolling.tolerance", "greater than or equal to 0"),
     ("create_cluster", {"name": "c", "template": "t", "nodes": 3, "config": [1]}, "config", "valid dictionary"),
 ])

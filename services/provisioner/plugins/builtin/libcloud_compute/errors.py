@@ -4,7 +4,9 @@ Libcloud passes on what the HTTP stack raised: a refused connection arrives as r
 `ConnectionError(MaxRetryError('HTTPConnectionPool(host=..., port=...): Max retries exceeded with
 url: /?Action=... (Caused by NewConnectionError(...: [Errno 111] Connection refused))'))`, which
 says where and why only at its bottom; a cloud that refuses the credentials arrives as
-`InvalidCredsError`, whose text does not say which credentials. Both are turned into words here."""
+`InvalidCredsError`, whose text does not say which credentials. Both are turned into words here,
+and each says whether a retry could succeed (`permanent`): the provider's outcome carries it, and
+the planner does not retry what cannot succeed."""
 
 from __future__ import annotations
 
@@ -12,16 +14,33 @@ from typing import Any
 
 
 class CloudError(Exception):
-    """What the cloud refused, in words fit for a task's error."""
+    """What the cloud refused, in words fit for a task's error. Retried unless `permanent`: an
+    error of the cloud's own (its capacity, a throttle, a 5xx) may pass."""
+
+    permanent = False
 
 
 class CloudUnreachable(CloudError):
     """The endpoint did not answer: nothing about the request is known (not even whether the
-    cloud did it), so no other call is tried in its place."""
+    cloud did it), so no other call is tried in its place. It may answer on a retry."""
 
 
-class CredentialsRefused(CloudError):
+class CloudRefused(CloudError):
+    """The request is wrong as it stands (no such image or size, parameters the driver or the
+    cloud refuses, a driver or credentials the provider lacks): the same request fails the same
+    way until the catalog or the secrets change, so it is not retried."""
+
+    permanent = True
+
+
+class CredentialsRefused(CloudRefused):
     """The cloud said who we claim to be is wrong: no other call can do better."""
+
+
+REFUSED_STATUSES = frozenset({400, 401, 403, 404})
+"""HTTP answers that refuse the request itself (malformed, unknown parameter, unauthorized, no
+such resource). Not 408, 409 or 429 (a timeout, a conflict of the moment, a throttle) nor 5xx:
+those may pass."""
 
 
 def _causes(err: BaseException) -> list[BaseException]:
@@ -63,6 +82,18 @@ def endpoint_of(fn: Any) -> str:
     return f"{host}:{port}" if host else ""
 
 
+def http_status(err: BaseException) -> int | None:
+    """The HTTP status a libcloud error carries (`BaseHTTPError.code`, `ProviderError.http_code`)."""
+    from libcloud.common.exceptions import BaseHTTPError  # loaded already: a driver raised this
+    from libcloud.common.types import ProviderError
+
+    code = err.code if isinstance(err, BaseHTTPError) else err.http_code if isinstance(err, ProviderError) else None
+    try:
+        return int(code) if code is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
 def translate(what: str, fn: Any, err: Exception, provider: str) -> CloudError:
     """The CloudError a driver's exception means."""
     from libcloud.common.types import InvalidCredsError  # loaded already: a driver raised this
@@ -75,4 +106,8 @@ def translate(what: str, fn: Any, err: Exception, provider: str) -> CloudError:
     if reason is not None:
         where = endpoint_of(fn)
         return CloudUnreachable(f"{what}: cannot reach the cloud{' at ' + where if where else ''}: {reason}")
-    return CloudError(f"{what}: {type(err).__name__}: {err}")
+    status = http_status(err)
+    said = f"{what}: {type(err).__name__}: {str(err).strip() or f'HTTP {status}'}"
+    # A TypeError: the driver does not take these arguments, and the same call fails the same way.
+    refused = status in REFUSED_STATUSES or isinstance(err, TypeError)
+    return CloudRefused(said) if refused else CloudError(said)

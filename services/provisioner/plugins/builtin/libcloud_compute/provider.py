@@ -25,7 +25,7 @@ from typing import Any
 from contracts.tasks import TaskOutcome
 from services.provisioner.plugins.base import PluginContext, ProviderPlugin, failed, succeeded
 
-from .errors import CloudError, CloudUnreachable, CredentialsRefused, translate
+from .errors import CloudError, CloudRefused, CloudUnreachable, CredentialsRefused, translate
 
 _NAME = re.compile(r"[^a-z0-9-]")
 _KEYS_BLOCK = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
@@ -50,9 +50,12 @@ def machine_name(ctx: PluginContext) -> str:
 def _json_field(ctx: PluginContext, key: str) -> dict[str, Any]:
     value = ctx.fields.get(key) or {}
     if isinstance(value, str):
-        value = json.loads(value) if value.strip() else {}
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError as err:
+            raise CloudRefused(f"field {key!r} is not JSON: {err}") from None
     if not isinstance(value, Mapping):
-        raise CloudError(f"field {key!r} must be a JSON object")
+        raise CloudRefused(f"field {key!r} must be a JSON object")
     return dict(value)
 
 
@@ -96,7 +99,7 @@ class LibcloudProvider(ProviderPlugin):
             args["region"] = ctx.fields["region"]
         given = [k for k in CREDENTIALS if ctx.fields.get(k) not in (None, "")]
         if given == ["secret"]:  # it would be passed as the key
-            raise CloudError(_no_credentials(ctx, name, ["key"]))
+            raise CloudRefused(_no_credentials(ctx, name, ["key"]))
         credentials = [str(ctx.fields[k]) for k in given]
         # The cache key holds a digest of the credentials, never the credentials themselves.
         cache_key = hashlib.sha256(json.dumps([name, args, credentials], sort_keys=True).encode()).hexdigest()
@@ -106,15 +109,15 @@ class LibcloudProvider(ProviderPlugin):
                 try:
                     cls = get_driver(name)
                 except AttributeError:
-                    raise CloudError(f"unknown libcloud driver {name!r} (a name of libcloud.compute.types.Provider, e.g. ec2, gce, openstack, azure_arm, dummy)") from None
+                    raise CloudRefused(f"unknown libcloud driver {name!r} (a name of libcloud.compute.types.Provider, e.g. ec2, gce, openstack, azure_arm, dummy)") from None
                 try:
                     positional, named = _credential_arguments(cls, args, credentials)
                     driver = cls(*positional, **named)
                 except TypeError as err:
                     missing = list(CREDENTIALS[len(credentials):_required_positionals(cls, args)])
                     if missing:
-                        raise CloudError(_no_credentials(ctx, name, missing)) from None
-                    raise CloudError(f"libcloud driver {name!r} does not take these fields: {err}") from None
+                        raise CloudRefused(_no_credentials(ctx, name, missing)) from None
+                    raise CloudRefused(f"libcloud driver {name!r} does not take these fields: {err}") from None
                 except Exception as err:  # noqa: BLE001 - a driver that logs in as it starts (gce) says why it cannot
                     raise translate(f"start libcloud driver {name!r}", None, err, ctx.task.provider.name) from None
                 self._drivers[cache_key] = driver
@@ -151,7 +154,7 @@ class LibcloudProvider(ProviderPlugin):
                                               f"destroys it by its name, {name}" if sent else ""), may_have_made=sent)
         except (CloudError, ValueError) as err:
             left = created is not None and not await self._destroy_quietly(ctx, created)
-            return failed(f"create: {err}", may_have_made=left)
+            return failed(f"create: {err}", may_have_made=left, permanent=_permanent(err))
         user = str(ctx.node.sshuser or ctx.fields.get("user") or "root")
         auth = {"user": user, **({"identityfile": str(ctx.fields["identityfile"])} if ctx.fields.get("identityfile") else {})}
         return succeeded(
@@ -167,7 +170,7 @@ class LibcloudProvider(ProviderPlugin):
             if wanted in (size.id, size.name):
                 return size
         known = ", ".join(sorted(str(s.id) for s in sizes)[:20])
-        raise CloudError(f"the cloud has no size {wanted!r} (hardware type {ctx.node.hardwaretype!r}; sizes: {known})")
+        raise CloudRefused(f"the cloud has no size {wanted!r} (hardware type {ctx.node.hardwaretype!r}; sizes: {known})")
 
     async def _image(self, ctx: PluginContext, driver: Any) -> Any:
         wanted = ctx.node.image or str(ctx.fields.get("image") or "")
@@ -180,7 +183,7 @@ class LibcloudProvider(ProviderPlugin):
         for image in await self._call(ctx, "list images", driver.list_images):
             if wanted in (image.id, image.name):
                 return image
-        raise CloudError(f"the cloud has no image {wanted!r} (image type {ctx.node.imagetype!r})")
+        raise CloudRefused(f"the cloud has no image {wanted!r} (image type {ctx.node.imagetype!r})")
 
     async def _destroy_quietly(self, ctx: PluginContext, node: Any) -> bool:
         try:
@@ -203,7 +206,7 @@ class LibcloudProvider(ProviderPlugin):
                                              wait_period=float(ctx.fields.get("wait_period_s") or 3), timeout=timeout)
             keys = await self._host_keys(ctx, driver, node)
         except (CloudError, ValueError) as err:
-            return failed(f"confirm: {err}")
+            return failed(f"confirm: {err}", permanent=_permanent(err))
         result: dict[str, Any] = {"cloud_state": str(node.state)}
         if keys:
             result["ssh_host_keys"] = keys
@@ -230,12 +233,18 @@ class LibcloudProvider(ProviderPlugin):
             for node in found:
                 await self._call(ctx, f"destroy {node.id}", driver.destroy_node, node)
         except (CloudError, ValueError) as err:
-            return failed(f"delete: {err}")
+            return failed(f"delete: {err}", permanent=_permanent(err))
         if name is not None:
             made = ", ".join(str(n.id) for n in found)
             return succeeded(stdout=f"destroyed {made} ({name}), which a failed create had made" if found
                              else f"nothing to delete: no machine is called {name}")
         return succeeded(stdout=f"destroyed {ctx.providerid}" if found else f"{ctx.providerid} did not exist any more")
+
+
+def _permanent(err: Exception) -> bool:
+    """No retry can mend it (`CloudRefused`: refused credentials, no such image, invalid
+    parameters); the cloud's other errors and our own ValueErrors may pass."""
+    return bool(getattr(err, "permanent", False))
 
 
 def _gone(node: Any) -> bool:

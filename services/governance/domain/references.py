@@ -1,0 +1,96 @@
+"""What a policy reads of its input, checked against what the input has (pure).
+
+Rego reads a field the input does not have as undefined, and a rule over it never holds: a
+`deny` on `input.request.node_count > 20` (the field is `nodes`) compiles, evaluates and allows
+every request, and its author believes a limit is in place. `unknown_inputs` finds every
+`input.a.b` path in a policy's source (not in its comments or strings) and names those the input
+document (`inputs.py`, docs/governance.md) never has, with the fields that level does have.
+Below a map whose keys are the user's (labels, config, a request's values, the layout's
+entries) nothing is checked.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from typing import Any
+
+from contracts.commands import AnyCommand
+
+ANY: dict[str, Any] = {}
+"""A level whose keys are not known in advance: anything below it is read as it is."""
+LEAF = None
+"""A number or a string: nothing is below it."""
+
+
+def _request_fields() -> dict[str, Any]:
+    """Every field any operation's command has (`input.request` is the command as sent)."""
+    union = typing.get_args(typing.get_args(AnyCommand)[0])
+    return {name: ANY for model in union for name in model.model_fields}
+
+
+SHAPE: dict[str, Any] = {
+    "tenant": {"name": LEAF, "clusters": LEAF, "nodes": LEAF, "per_hour": LEAF},
+    "operation": LEAF, "now": LEAF, "now_ns": LEAF,
+    "requester": {"id": LEAF, "role": LEAF},
+    "request": _request_fields(),
+    "cluster": {"id": LEAF, "name": LEAF, "template": LEAF, "provider": LEAF, "status": LEAF, "nodes": LEAF,
+                "labels": ANY, "config": ANY, "lease_expires_at": LEAF, "owner": LEAF},
+    "layout": ANY,
+    "nodes": {"before": LEAF, "after": LEAF},
+    "plan": {"tasks": LEAF, "actions": ANY},
+    "cost": {"per_hour": LEAF, "before_per_hour": LEAF, "by_hardware": ANY, "unknown": ANY},
+}
+
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|`[^`]*`')
+_COMMENT = re.compile(r"#[^\n]*")
+_PATH = re.compile(r'(?<![\w.])input((?:\s*\.\s*[A-Za-z_]\w*|\s*\[\s*"(?:[^"\\]|\\.)*"\s*\])+)')
+_STEP = re.compile(r'\.\s*([A-Za-z_]\w*)|\[\s*"((?:[^"\\]|\\.)*)"\s*\]')
+
+
+def _code(source: str) -> str:
+    """The source without its comments, and with every string but a bracketed key emptied (a
+    message may say `input.x`; `input["x"]` reads it)."""
+    out, at = [], 0
+    for found in re.finditer(rf"{_STRING.pattern}|{_COMMENT.pattern}", source):
+        out.append(source[at:found.start()])
+        text = found.group(0)
+        keyed = text.startswith('"') and _after_bracket(source, found.start())
+        out.append(text if keyed else ('""' if text[0] in '"`' else ""))
+        at = found.end()
+    out.append(source[at:])
+    return "".join(out)
+
+
+def _after_bracket(source: str, at: int) -> bool:
+    """Whether only blanks stand between a `[` and `at` (a string there is a key)."""
+    at -= 1
+    while at >= 0 and source[at] in " \t\r\n":
+        at -= 1
+    return at >= 0 and source[at] == "["
+
+
+def _check(steps: list[str]) -> str:
+    """Why `input.<steps>` is never defined ('' when it may be)."""
+    level: Any = SHAPE
+    for i, step in enumerate(steps):
+        path = ".".join(["input", *steps[:i]])
+        if level is LEAF:
+            return f"{path}.{step}: {path} is a number or a string, with no fields"
+        if level is ANY:
+            return ""
+        if step not in level:
+            return f"{path}.{step}: {path} has no field {step!r} (it has {', '.join(sorted(level))})"
+        level = level[step]
+    return ""
+
+
+def unknown_inputs(source: str) -> list[str]:
+    """Every input path the policy reads that the input never has, once each, in source order."""
+    problems: list[str] = []
+    for found in _PATH.finditer(_code(source)):
+        steps = [m.group(1) or m.group(2) for m in _STEP.finditer(found.group(1))]
+        problem = _check(steps)
+        if problem and problem not in problems:
+            problems.append(problem)
+    return problems

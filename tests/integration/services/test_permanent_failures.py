@@ -1,0 +1,84 @@
+"""A failure no retry can mend is not retried, with the real planner, solver and provisioner on a
+nats-server and the libcloud provider against a local AWS endpoint (moto's server, checking
+credentials, so it refuses every request): each node's create runs once, and the job's reason says
+it was not retried. An endpoint that does not answer is retried as before."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import subjects
+from contracts.commands import Accepted, CreateCluster
+from contracts.events import JobRolledBack
+from muster.bus.server import free_port
+from muster.catalog.store import apply_catalog
+
+from .conftest import quick_demo_catalog
+
+SECRETS = {"aws": {"key": "AKIAWRONGWRONGWRONG1", "secret": "wrong-secret-5b7e"}, "down": {"key": "k", "secret": "s"}}
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(180),
+              pytest.mark.parametrize("stack", [{"http": False, "secrets": SECRETS}], indirect=True)]
+Stack = Any
+
+
+def _cloud_support() -> Any:
+    """tests/integration/provisioner/cloud_support.py (the local AWS endpoint), by its path."""
+    path = Path(__file__).parents[1] / "provisioner" / "cloud_support.py"
+    if "cloud_support" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("cloud_support", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["cloud_support"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["cloud_support"]
+
+
+async def _on_clouds(stack: Stack, endpoints: dict[str, dict[str, Any]]) -> None:
+    """A libcloud `ec2` provider per endpoint, and a `<name>-small` template on each."""
+    catalog = quick_demo_catalog()
+    template = catalog.clustertemplates["hadoop-small"]
+    for name, endpoint in endpoints.items():
+        catalog.providers[name] = catalog.providers["sim"].model_copy(update={
+            "name": name, "providertype": "libcloud",
+            "provisioner": {"driver": "ec2", "region": "us-east-1", "driver_args": json.dumps(endpoint)}})
+        for hw in catalog.hardwaretypes.values():
+            hw.providermap[name] = {"flavor": "t2.micro"}
+        for image in catalog.imagetypes.values():
+            image.providermap[name] = {"image": _cloud_support().UBUNTU_AMI, "sshuser": "ubuntu"}
+        catalog.clustertemplates[f"{name}-small"] = template.model_copy(update={
+            "name": f"{name}-small", "defaults": template.defaults.model_copy(update={"provider": name})})
+    await apply_catalog(stack.store, stack.tenant, catalog)
+
+
+async def _created(stack: Stack, template: str) -> tuple[JobRolledBack, dict[str, list[int]]]:
+    reply = await stack.client.send(stack.tenant, CreateCluster(name=template, template=template, nodes=2))
+    assert isinstance(reply, Accepted), reply
+    final = await stack.client.wait(reply.job_id, timeout=120)
+    assert isinstance(final, JobRolledBack), final
+    attempts: dict[str, list[int]] = {}
+    for r in await stack.store.read(subjects.job_tasks(stack.tenant, reply.job_id)):
+        if r.type == "TaskQueued":
+            attempts.setdefault(r.event.task_id, []).append(r.event.attempt)
+    return final, attempts
+
+
+async def test_refused_credentials_are_not_retried_and_an_unreachable_cloud_is(stack: Stack) -> None:
+    async with _cloud_support().moto_ec2(auth=True) as refusing:
+        nobody = {"host": "127.0.0.1", "port": free_port(), "secure": False}  # nothing listens there
+        await _on_clouds(stack, {"aws": refusing, "down": nobody})
+        refused, attempts = await _created(stack, "aws-small")
+        assert attempts == {"n1000.create": [1], "n1001.create": [1]}
+        assert refused.reason.startswith("task n100"), refused.reason
+        assert (".create failed, not retried: its plugin says a retry cannot succeed: create: the cloud refused the "
+                "credentials of provider 'aws' (list nodes: AuthFailure: ") in refused.reason
+        assert SECRETS["aws"]["secret"] not in refused.reason
+
+    down, attempts = await _created(stack, "down-small")
+    assert attempts == {"n1000.create": [1, 2, 3], "n1001.create": [1, 2, 3]}
+    assert ".create failed 3 times: create: list nodes: cannot reach the cloud at 127.0.0.1:" in down.reason, down.reason

@@ -1,0 +1,60 @@
+"""Policies evaluated in a child process within a deadline (services/governance/sandbox.py): the
+same verdicts as in-process, a policy past its deadline denies and the next evaluation gets a
+new child, a child that died is replaced."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.governance.domain.policies import PolicySource, compile_policy, evaluate
+from services.governance.sandbox import PolicySandbox
+
+NODES = PolicySource("nodes", 4, """package muster.nodes
+import rego.v1
+
+deny contains sprintf("%d nodes", [input.nodes.after]) if input.nodes.after > 3
+warn contains "big" if input.nodes.after > 2
+""")
+SLOW = PolicySource("slow", 1, """package muster.slow
+import rego.v1
+
+deny contains "never" if {
+    some i in numbers.range(1, 3000)
+    some j in numbers.range(1, 3000)
+    i * j < 0
+}
+""")
+
+
+def test_the_sandbox_gives_the_in_process_verdict() -> None:
+    sandbox = PolicySandbox()
+    try:
+        for nodes in (1, 3, 5):
+            document = {"nodes": {"after": nodes}}
+            assert sandbox.evaluate_now([NODES], document) == evaluate([compile_policy("nodes", NODES.source, 4)], document)
+        assert asyncio.run(sandbox.evaluate([NODES], {"nodes": {"after": 5}})).denials[0].message == "5 nodes"
+    finally:
+        sandbox.close()
+
+
+def test_a_policy_past_its_deadline_denies_and_the_next_one_runs_in_a_new_child() -> None:
+    sandbox = PolicySandbox(deadline_s=0.3)
+    try:
+        verdict = sandbox.evaluate_now([SLOW, NODES], {"nodes": {"after": 5}})
+        assert [(d.policy, d.version) for d in verdict.denials] == [("slow", 1), ("nodes", 4)]
+        assert verdict.denials[0].message.startswith("policy 'slow' failed to evaluate: it ran longer than 0.3 s")
+        assert verdict.denials[1].message == "5 nodes"
+    finally:
+        sandbox.close()
+
+
+def test_a_child_that_died_between_evaluations_is_replaced() -> None:
+    sandbox = PolicySandbox()
+    try:
+        assert not sandbox.evaluate_now([NODES], {"nodes": {"after": 1}}).denied
+        assert sandbox._proc is not None
+        sandbox._proc.kill()
+        sandbox._proc.wait()
+        assert sandbox.evaluate_now([NODES], {"nodes": {"after": 9}}).denials[0].message == "9 nodes"
+    finally:
+        sandbox.close()

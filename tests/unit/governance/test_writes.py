@@ -1,0 +1,115 @@
+"""The governance service's writes on an in-memory log: what a put refuses (a policy that reads
+what its input never has, a rule on an operation no request has), and a policy or rule deleted
+and put again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts import subjects
+from contracts.governance import GovernanceAnswer, GovernanceRequest
+from muster.ports.memory import MemoryEventLog
+from services.governance.domain.references import SHAPE, unknown_inputs
+from services.governance.writes import GovernanceWrites
+
+LIMIT = 'package muster.limit\nimport rego.v1\n\ndeny contains "over 3" if input.nodes.after > 3\n'
+
+
+async def put(writes: GovernanceWrites, kind: str, **entity: Any) -> GovernanceAnswer:
+    request = GovernanceRequest(kind=kind, entities=[entity], requested_by="ada")  # type: ignore[arg-type]
+    return await writes.answer("a", "anonymous", "put", request.model_dump_json().encode())
+
+
+async def delete(writes: GovernanceWrites, kind: str, name: str) -> GovernanceAnswer:
+    request = GovernanceRequest(kind=kind, name=name, requested_by="ada")  # type: ignore[arg-type]
+    return await writes.answer("a", "anonymous", "delete", request.model_dump_json().encode())
+
+
+async def test_a_policy_deleted_and_put_again_is_written_with_the_next_version() -> None:
+    """The same policy put again after its delete had the id of its first put: JetStream refused
+    the batch (`duplicate message id`, an internal error) within its duplicate window; and its
+    version started at 1 again, so `limit v1` named two sources in RequestDenied."""
+    log = MemoryEventLog()
+    writes = GovernanceWrites(log)
+    entities: list[tuple[str, dict[str, Any]]] = [("policy", {"name": "limit", "source": LIMIT}), ("rule", {"name": "big", "min_nodes": 20})]
+    for kind, entity in entities:
+        first = await put(writes, kind, **entity)
+        assert first.ok and first.items[0]["version"] == 1, first
+        assert (await delete(writes, kind, entity["name"])).ok
+        again = await put(writes, kind, **entity)
+        assert again.ok and (again.items[0]["version"], again.items[0]["action"]) == (2, "add"), again
+        changed = await put(writes, kind, **{**entity, "description": "changed"})
+        assert changed.ok and changed.items[0]["version"] == 3, changed
+    versions = [r.event.version for r in await log.read(subjects.governance_filter("a", "policy")) if r.type == "GovernancePut"]
+    assert versions == [1, 2, 3]
+
+
+async def test_a_policy_that_reads_what_its_input_never_has_is_refused() -> None:
+    """`input.request.node_count` is undefined on every request: the rule never holds, and the
+    policy allowed everything it was written to refuse."""
+    writes = GovernanceWrites(MemoryEventLog())
+    typo = 'package muster.typo\nimport rego.v1\n# input.comment_only is fine\ndeny contains "big" if input.request.node_count > 3\n'
+    refused = await put(writes, "policy", name="typo", source=typo)
+    assert not refused.ok and refused.code == "invalid" and refused.problems == [
+        "policy 'typo' reads what its input never has (undefined: a rule on it never holds): input.request.node_count: "
+        "input.request has no field 'node_count' (it has " + ", ".join(sorted(SHAPE["request"])) + ")"]
+    assert (await put(writes, "policy", name="limit", source=LIMIT)).ok
+
+
+async def test_a_rule_on_an_operation_no_request_has_is_refused() -> None:
+    writes = GovernanceWrites(MemoryEventLog())
+    refused = await put(writes, "rule", name="typo", operations=["crate", "delete"])
+    assert not refused.ok and len(refused.problems) == 1, refused
+    assert refused.problems[0].startswith("rule 'typo': operations: 'crate' is not an operation a rule can match (add-services, ")
+    assert (await put(writes, "rule", name="ok", operations=["create", "expand", "restart"])).ok
+
+
+def test_input_paths_are_checked_below_known_levels_only() -> None:
+    source = """package muster.p
+import rego.v1
+# input.nothing in a comment, and "input.nothing" in a string, are not read
+deny contains "input.nothing" if input["cluster"]["labels"]["env"] == "prod"
+deny contains "x" if input.request.config.anything.below
+deny contains "x" if { some g in input.layout; g.count > 1 }
+deny contains "x" if input.nodes.after.count > 1
+deny contains "x" if input["nodez"]
+deny contains "x" if input.cost.per_hourr > 1
+deny contains "x" if input.cost.per_hourr > 2
+"""
+    assert unknown_inputs(source) == [
+        "input.nodes.after.count: input.nodes.after is a number or a string, with no fields",
+        "input.nodez: input has no field 'nodez' (it has cluster, cost, layout, nodes, now, now_ns, operation, plan, request, "
+        "requester, tenant)",
+        "input.cost.per_hourr: input.cost has no field 'per_hourr' (it has before_per_hour, by_hardware, per_hour, unknown)"]
+
+
+def test_the_shape_checked_is_the_input_document_admission_builds() -> None:
+    """Every field of a real input document is known to the check, and the check knows no field
+    the document lacks (a field added to one and not the other fails here)."""
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from contracts.approvals import PlanCost
+    from contracts.commands import CreateCluster
+    from contracts.layout import NodeSpec
+    from services.governance.domain.inputs import document
+    from services.planner.governance import cluster_input
+
+    node = NodeSpec(id="n1", hardwaretype="small", imagetype="centos", services=["a"])
+    cluster = SimpleNamespace(id="c1", name="w", template="t", provider="sim", status="active", nodes={"n1": node},
+                              config={"labels": {"env": "prod"}}, expires_at=None, owner="uma")
+    doc = document(tenant="a", operation="expand", now=datetime(2026, 1, 1, tzinfo=UTC), requester="uma", role="user",
+                   request=CreateCluster(name="w", template="t", nodes=1).model_dump(mode="json"),
+                   cluster=cluster_input(cluster),  # type: ignore[arg-type]
+                   before=[node], after=[node], actions=["create"], cost=PlanCost(per_hour=1.0))
+
+    def same(value: Any, shape: Any, at: str) -> None:
+        if shape is None or shape == {}:  # a leaf, or a level of the user's own keys
+            return
+        assert isinstance(value, dict) and set(value) == set(shape), (at, sorted(value), sorted(shape))
+        for key in shape:
+            if key != "request":  # a command has some of the fields every operation's commands have
+                same(value[key], shape[key], f"{at}.{key}")
+
+    same(doc, SHAPE, "input")
+    assert set(doc["request"]) < set(SHAPE["request"])
