@@ -16,9 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from contracts.base import DEFERRED
 
-from .pools import HOST_ID, ID, HostSpec, PoolRequest, PoolTerms
+from .pools import HOST_ID, ID, Callback, HostSpec, PoolRequest, PoolTerms
 
 MAX_HOSTS_PER_COMMAND = 500
+ANY_POOL = "any"
+"""The pool token of a command that is about no pool (`CheckCallback`)."""
 
 
 class PoolCommand(BaseModel):
@@ -99,8 +101,21 @@ class ShowPool(PoolCommand):
     hosts: bool = Field(default=True, description="include every host")
 
 
+class CheckCallback(PoolCommand):
+    """May the pool service send to this callback? Asked by the planner before it accepts a
+    create or expand that names one (decision 38), on `muster.pool.<principal>.any.check-callback`
+    (`ANY_POOL`: the rule is the service's, the same for every pool): `Rejected` names the rule
+    and the operator's setting; a `PoolAnswer`'s `message` is a warning, if any (the host does
+    not resolve now)."""
+
+    type: Literal["CheckCallback"] = "CheckCallback"
+    v: Literal[1] = 1
+    callback: Callback
+
+
 AnyPoolCommand = Annotated[
-    AddHosts | RemoveHost | ResetHost | ResolveHost | ConfigurePool | RequestHosts | CancelRequest | ReportNodes | CloseRequest | ShowPool,
+    AddHosts | RemoveHost | ResetHost | ResolveHost | ConfigurePool | RequestHosts | CancelRequest | ReportNodes | CloseRequest | ShowPool
+    | CheckCallback,
     Field(discriminator="type"),
 ]
 POOL_COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPoolCommand, config=DEFERRED)
@@ -108,7 +123,7 @@ POOL_COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(AnyPoolCommand, config=DEFE
 VERB_OF: dict[str, str] = {
     "AddHosts": "add-hosts", "RemoveHost": "remove-host", "ResetHost": "reset", "ResolveHost": "resolve",
     "ConfigurePool": "configure", "RequestHosts": "request", "CancelRequest": "cancel", "ReportNodes": "report",
-    "CloseRequest": "close", "ShowPool": "show",
+    "CloseRequest": "close", "ShowPool": "show", "CheckCallback": "check-callback",
 }
 
 

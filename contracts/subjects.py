@@ -320,7 +320,8 @@ provisioner class); collect all replies."""
 SYSTEM = "_system"
 """The log's scope for what belongs to no tenant: pools are shared by tenants."""
 POOL = "muster.pool"
-POOL_VERBS = ("add-hosts", "remove-host", "resolve", "reset", "configure", "request", "cancel", "report", "close", "show")
+POOL_VERBS = ("add-hosts", "remove-host", "resolve", "reset", "configure", "request", "cancel", "report", "close", "show",
+              "check-callback")
 
 
 def pool_events(pool: str) -> str:

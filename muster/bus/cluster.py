@@ -233,7 +233,8 @@ COMPOSE_INTRO = """\
 #   MUSTER_TLS_CA=ca.pem MUSTER_CREDENTIALS=admin.cred NATS_URL=tls://localhost:4222 muster catalog apply ...
 # Webhook secrets (docs/governance.md): mount a secrets file into the notifier and set
 # MUSTER_NOTIFIER_SECRETS to its path; without it a signed webhook is not sent (`notify add` refuses it, naming the secret).
-# Webhooks go to public addresses only; set MUSTER_WEBHOOK_ALLOW on the notifier (hosts, CIDRs) to allow internal receivers.
+# Webhooks and pool callbacks go to public addresses only; set MUSTER_WEBHOOK_ALLOW (hosts, CIDRs) on the notifier and
+# the pool service to allow internal receivers (decision 38).
 # Rotate the servers' certificates (same CA, new keys) without a restart:
 #   docker compose run --rm tls tls issue --renew --dir /ca --out /tls <the specs of its command>
 #   docker compose kill -s HUP nats-1 nats-2 nats-3 tracker

@@ -27,9 +27,9 @@ from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
 from muster.cli_support import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_INVALID, CliError, run, translates
 from muster.client import MusterClient
+from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ops_session import follow
 from muster.tls.context import CA_ENV, CERT_ENV, CLIENT_CERT, CLIENT_KEY, KEY_ENV, TlsError, http_ssl
-from services.notifier.domain.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from services.planner.domain.limits import parse_tenant_limits
 from services.provisioner.plugins.specs import catalog_plugins
 
@@ -145,7 +145,7 @@ def _checked_tenant_limits(_ctx: click.Context, _param: click.Parameter, values:
 
 
 def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> tuple[str, ...]:
-    """Refused here, named, rather than by the notifier as it starts."""
+    """Refused here, named, rather than by the notifier and the pool service as they start."""
     try:
         Allowed.parse(values)
     except AllowError as err:
@@ -169,8 +169,8 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N", callback=_checked_tenant_limits,
               help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
 @click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR", callback=_checked_webhook_allow,
-              help="the notifier's: a webhook may go to this host name or address range besides public addresses "
-                   f"(repeatable; ${ALLOW_ENV} too; {DOC})")
+              help="the notifier's and the pool service's: a webhook or a pool callback may go to this host name or "
+                   f"address range besides public addresses (repeatable; ${ALLOW_ENV} too; {DOC})")
 @network_options
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
        autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, tenant_limit: tuple[str, ...],
@@ -183,11 +183,13 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     policy = AutoscalePolicy(min_processes=autoscale_min, max_processes=autoscale_max, capacity_each=capacity,
                              cooldown_s=autoscale_cooldown) if autoscale else None
 
+    allows = [a for allow in webhook_allow for a in (ALLOW_OPTION, allow)]  # one setting for both senders (decision 38)
+
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
                                 capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
                                 extra_args={"planner": [a for limit in tenant_limit for a in ("--tenant-limit", limit)],
-                                            "notifier": [a for allow in webhook_allow for a in (ALLOW_OPTION, allow)]},
+                                            "notifier": allows, "pool": allows},
                                 **network.deployment(data_dir))
         try:
             await deployment.start()

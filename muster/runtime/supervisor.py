@@ -244,6 +244,7 @@ class Deployment:
             # A stable id and work dir per process, so plugin state (localhost keys)
             # survives a restart.
             "tracker": ["tracker", "--port", str(self.tracker_port), "--host", self.host, *self._tracker_tls()],
+            # Where pool callbacks may go besides public addresses: as the notifier's webhooks (below).
             "pool": ["pool", "serve"],
             # Approval rules, policies, subscriptions, schedules (and the scheduler); notifications
             # (docs/governance.md). The notifier reads webhook secrets from $MUSTER_NOTIFIER_SECRETS, and where

@@ -8,7 +8,7 @@ acknowledged. Deliveries run from timers, outside the consumer: a receiver that 
 holds up nothing but its own retries (and never the planner, which does not know it exists).
 Each attempt is a `NotificationAttempted`; a failed one arms a timer for the next (backoff,
 `domain/notices.py`), until one succeeds or the notifier gives up; one to a destination the
-operator's rule refuses (`domain/destinations.py`) is the last at once. On start, every notification
+operator's rule refuses (`muster/destinations.py`) is the last at once. On start, every notification
 not final in the log is owed again, its timer re-armed.
 """
 
@@ -26,12 +26,12 @@ from contracts.governance import Subscription
 from contracts.notifications import NotificationAttempted, NotificationQueued
 from muster.catalog.store import catalog_filter
 from muster.catalog.store import state_of as catalog_state
+from muster.destinations import DestinationRefused
 from muster.ports.clock import Clock
 from muster.ports.eventlog import Append, EventLog, Recorded
 from muster.readmodel.clusters import fold_cluster
 from muster.readmodel.observed import needs_catalog
 
-from .domain.destinations import DestinationRefused
 from .domain.notices import body, drift_text, due_at, kinds_of, next_attempt, notification_id, state_of, wants
 
 log = structlog.get_logger("muster.notifier")

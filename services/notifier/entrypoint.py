@@ -23,6 +23,7 @@ from contracts.governance import Subscription
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
+from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import load_secrets
@@ -32,7 +33,6 @@ from services.governance.store import read_entries
 
 from .adapters.delivery import Deliveries
 from .app import Notifier
-from .domain.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from .domain.secrets import NotifierSecrets, SecretsFileError
 from .requests import VERBS, NotifierRequests
 from .routing import QUEUE, ROUTES

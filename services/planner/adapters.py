@@ -12,6 +12,8 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
+from contracts.pool_commands import ANY_POOL, CheckCallback, PoolAnswer
+from contracts.pools import Callback
 from contracts.tasks import HeldAttempts
 from muster import tracing
 from muster.bus.connect import principal_of
@@ -19,6 +21,28 @@ from muster.bus.connect import principal_of
 from .ports import NoLayout, SolverUnavailable
 
 log = structlog.get_logger("muster.planner")
+
+
+class NatsCallbackCheck:
+    """The pool service's check of a callback URL (`muster.pool.<principal>.any.check-callback`):
+    the operator's rule of where callbacks may go is its setting, not the planner's."""
+
+    def __init__(self, nc: Client, timeout: float = 5.0) -> None:
+        self.nc, self.timeout = nc, timeout
+
+    async def __call__(self, callback: Callback) -> tuple[str, str]:
+        principal = principal_of(self.nc)
+        body = CheckCallback(callback=callback, requested_by=principal).model_dump_json().encode()
+        try:
+            reply = await self.nc.request(subjects.pool_command(principal, ANY_POOL, "check-callback"), body, timeout=self.timeout)
+            answer = json.loads(reply.data)
+        except Exception as err:  # noqa: BLE001 - no pool service running, or it did not answer in time
+            log.info("callback not checked", error=str(err) or type(err).__name__)
+            return "", ("--callback was not checked: no pool service answered; it is checked again before every POST, "
+                        "which the pool service refuses if its operator's rule does (docs/pools.md)")
+        if answer.get("type") == "Rejected":
+            return str(answer.get("reason") or "refused"), ""
+        return "", PoolAnswer.model_validate(answer).message
 
 
 class NatsWorkers:

@@ -24,7 +24,18 @@ from .execution import Execution
 from .metrics import QueueMetrics
 from .nodemaps import MemoryStore, NodeMaps
 from .pools import PoolBroker, PoolFold
-from .ports import AdmissionCheck, Budgets, CatalogSource, OneShard, Ownership, OwnsEverything, Shards, Solver, Workers
+from .ports import (
+    AdmissionCheck,
+    Budgets,
+    CallbackCheck,
+    CatalogSource,
+    OneShard,
+    Ownership,
+    OwnsEverything,
+    Shards,
+    Solver,
+    Workers,
+)
 from .recovery import Recovery
 from .requests import Requests
 from .routing import TIMERS
@@ -37,7 +48,8 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
               identities: IdentityState | None = None, dispatch: DispatchPolicy | None = None,
               pools: PoolFold | None = None, catalogs: CatalogSource | None = None, solver: Solver | None = None,
               clock: Clock | None = None, nodemaps: NodeMaps | None = None, snapshots: SnapshotSource | None = None,
-              workers: Workers | None = None, budgets: Budgets | None = None, shards: Shards | None = None) -> Planner:
+              workers: Workers | None = None, budgets: Budgets | None = None, shards: Shards | None = None,
+              callbacks: CallbackCheck | None = None) -> Planner:
     """The planner on these ports. `ownership`: which clusters it acts for (default: all);
     `admission`: checks every request passes before the operation's rules, and with
     `identities` the requester's grants too (docs/security.md); `dispatch`: a policy that holds
@@ -45,7 +57,8 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     grants, admission and reports: `pools.py`); `workers`: the live provisioners (None: the
     planner never warns that nobody serves a tenant); `budgets`: the concurrency limits' budgets,
     shared with the other planners and divided by `shards` (None: the limits count this
-    planner's tasks alone)."""
+    planner's tasks alone); `callbacks`: the pool service's check of a pool callback's URL
+    (None: not checked before the pool service's own POST)."""
     config = config or PlannerConfig()
     ownership = ownership or OwnsEverything()
     state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, config.snapshot_every)
@@ -69,7 +82,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
                           nodemaps=nodemaps, limits=limits, pools=broker, budget=budget)
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
-                        solver=solver, workers=workers, role_of=role_of(identities))
+                        solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks)
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
     attempts = AttemptHolders(log)
     recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, requests.approvals, config)

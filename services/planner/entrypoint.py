@@ -33,7 +33,7 @@ from services.governance.sandbox import POLICY_DEADLINE_S
 from services.pool.mirror import PoolMirror
 from services.provisioner.plugins.specs import catalog_plugins
 
-from .adapters import NatsSolver, NatsWorkers
+from .adapters import NatsCallbackCheck, NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .bootstrap import bootstrap
 from .catalog import CatalogWrites
@@ -60,7 +60,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
                      pools=pools or PoolMirror(store.js), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
-                     budgets=budgets, shards=shards)
+                     budgets=budgets, shards=shards, callbacks=NatsCallbackCheck(nc))
 
 
 def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]]]]:

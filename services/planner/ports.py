@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
+from contracts.pools import Callback
 from muster.ports.budgets import Budgets as Budgets
 
 from .domain.admission import PoolAdmission
@@ -104,6 +105,14 @@ class Pools(PoolAdmission, Protocol):
     def last_word(self, request_id: str) -> tuple[str, Pool, Event] | None: ...
 
     async def react(self, name: str, pool: Pool, decision: Event, job: Job, cluster: Cluster) -> PoolReaction | None: ...
+
+
+class CallbackCheck(Protocol):
+    async def __call__(self, callback: Callback) -> tuple[str, str]:
+        """Whether the pool service would POST to a pool callback's URL (decision 38): (why its
+        rule refuses it, '') or ('', a warning: it does not resolve now, or no pool service
+        answered) or ('', '')."""
+        ...
 
 
 class CatalogSource(Protocol):

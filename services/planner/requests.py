@@ -26,6 +26,7 @@ from contracts.commands import (
     ConfigureCluster,
     CreateCluster,
     DryRun,
+    ExpandCluster,
     ExtendLease,
     JobCommand,
     LeaseExtended,
@@ -54,7 +55,7 @@ from .domain.saga import DispatchPolicy, control, queue_class
 from .execution import Execution
 from .governance import Governance, Judgement, Rules, digest_of
 from .messages import OperationAnswer, RequestContext, parse
-from .ports import AdmissionCheck, Ownership, Pools, Solver, Workers
+from .ports import AdmissionCheck, CallbackCheck, Ownership, Pools, Solver, Workers
 from .previews import Preview, Previews
 from .state import PlannerState
 
@@ -72,6 +73,12 @@ log = structlog.get_logger("muster.planner")
 
 CONTROL_EVENT = {"PauseJob": "JobPaused", "ResumeJob": "JobResumed", "CancelJob": "JobCancelRequested", "RetryJob": "JobRetried"}
 EVENT_CONTROL = {e: c for c, e in CONTROL_EVENT.items()}
+
+
+def _noted(answer: Accepted | DryRun, notes: list[str]) -> Accepted | DryRun:
+    if notes and isinstance(answer, Accepted) and not answer.duplicate:
+        return answer.model_copy(update={"warnings": [*notes, *answer.warnings]})
+    return answer
 
 
 def same_request(known: Job, cmd: Any) -> None:
@@ -102,8 +109,10 @@ def _difference(first: dict[str, Any], again: dict[str, Any]) -> str:
 class Requests:
     def __init__(self, state: PlannerState, execution: Execution, config: PlannerConfig, *, ownership: Ownership,
                  admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
-                 solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None) -> None:
+                 solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None,
+                 callbacks: CallbackCheck | None = None) -> None:
         self.state, self.execution, self.solver, self.config = state, execution, solver, config
+        self.callbacks = callbacks
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
@@ -125,6 +134,7 @@ class Requests:
             op = operation_of(command)
             for check in () if system else self.admission:
                 check(ctx, op, command)
+            notes = await self._callback_allowed(command)
             async with self.state.lock:
                 # A new cluster's ids come from the request (its idempotency key, or random): once.
                 new = self._new_ids(ctx.tenant, command, pin) if op.target == "new-cluster" else ("", "")
@@ -138,8 +148,8 @@ class Requests:
                 if op.target == "lease":
                     return await self._extend_lease(ctx, op, command)
                 if op.target == "new-cluster":
-                    return await self._create(ctx, op, command, pin, *new)
-                return await self._cluster_operation(ctx, op, command, pin)
+                    return _noted(await self._create(ctx, op, command, pin, *new), notes)
+                return _noted(await self._cluster_operation(ctx, op, command, pin), notes)
         except Moved as err:
             return Rejected(reason=str(err), retry=True, code="unavailable")
         except Refused as err:
@@ -158,6 +168,18 @@ class Requests:
                         error=str(err) or type(err).__name__)
             return Rejected(reason=f"the event log did not answer in time ({type(err).__name__}); send the request again",
                             retry=True, code="unavailable")
+
+    async def _callback_allowed(self, cmd: Any) -> list[str]:
+        """A pool callback's URL the pool service would never POST to (decision 38) is refused
+        before anything is written; its warnings otherwise. Asked before the lock: a name that
+        takes seconds to resolve holds up no other request."""
+        wait = cmd.pool if isinstance(cmd, CreateCluster | ExpandCluster) else None
+        if self.callbacks is None or wait is None or wait.callback is None or wait.callback.url is None:
+            return []
+        problem, warning = await self.callbacks(wait.callback)
+        if problem:
+            raise Refused(f"--callback: {problem}", code="invalid", field="pool.callback")
+        return [warning] if warning else []
 
     @staticmethod
     def _new_ids(tenant: str, cmd: Any, pin: PlanSaved | None) -> tuple[str, str]:

@@ -37,6 +37,7 @@ from contracts.pool_commands import (
     VERB_OF,
     AddHosts,
     CancelRequest,
+    CheckCallback,
     CloseRequest,
     ConfigurePool,
     PoolAnswer,
@@ -238,6 +239,12 @@ class PoolService:
         if isinstance(c, ConfigurePool):
             await self.decide(name, lambda p: p.configure(c.terms, by), create_by=by, atomic=True)
             return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy})")
+        if isinstance(c, CheckCallback):
+            assert self.sender is not None
+            problem, warning = await self.sender.check(c.callback)
+            if problem:
+                return Rejected(reason=problem, code="invalid", field="pool.callback")
+            return PoolAnswer(state="allowed", message=warning)
         if isinstance(c, ShowPool):
             pool = await self.catch_up(name)
             if pool is None:
@@ -257,7 +264,12 @@ class PoolService:
             pool = await self.catch_up(name)
             if pool is None:
                 raise PoolError(f"there is no pool {name!r}")
-            reason = "" if pool.requests.known(req.request_id) else pool.refusal(req)
+            known = pool.requests.known(req.request_id)
+            reason = "" if known else pool.refusal(req)
+            if not reason and not known and req.callback is not None:
+                assert self.sender is not None
+                why = (await self.sender.check(req.callback))[0]
+                reason = f"callback: {why}" if why else ""
             if reason:
                 return Rejected(reason=reason)  # refused at admission: nothing is recorded
             tenant, rid, fact = req.tenant, req.request_id, PoolHostsRequested(request=req)
@@ -363,3 +375,5 @@ class PoolService:
         for task in list(self.background):
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.sender is not None:
+            await self.sender.close()

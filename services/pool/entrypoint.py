@@ -19,6 +19,7 @@ from contracts import subjects
 from contracts.commands import Rejected
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
+from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 
 from .adapters.callbacks import CallbackSender
@@ -29,11 +30,14 @@ log = structlog.get_logger("muster.pool")
 
 
 async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, ack_wait: float = 30.0,
-                             callback_attempts: int = 5, callback_backoff_s: float = 0.5) -> PoolService:
-    service = PoolService(nc=nc, store=EventStore(nc), instance=instance,
-                          sender=CallbackSender(nc, attempts=callback_attempts, backoff_s=callback_backoff_s))
+                             callback_attempts: int = 5, callback_backoff_s: float = 0.5,
+                             allowed: Allowed | None = None) -> PoolService:
+    """`allowed`: where an HTTP callback may go besides public addresses (decision 38)."""
+    sender = CallbackSender(nc, attempts=callback_attempts, backoff_s=callback_backoff_s, allowed=allowed or Allowed())
+    service = PoolService(nc=nc, store=EventStore(nc), instance=instance, sender=sender)
     stack.push_async_callback(service.close)
     await service.resume()
+    log.info("callbacks", allowed_besides_public=str(sender.allowed))
 
     async def on_command(msg: Msg) -> None:
         try:
@@ -69,11 +73,18 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--instance", default=None, help="this pool service's name (default: pool-<host>-<pid>)")
 @click.option("--callback-attempts", default=5, show_default=True, type=click.IntRange(1, 100),
               help="tries of an HTTP callback before giving up (recorded either way)")
-def serve(nats_url: str | None, instance: str | None, callback_attempts: int) -> None:
+@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR",
+              help="an HTTP callback may go to this host name (*.corp.example: the names under it) or address range "
+                   f"besides public addresses; repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
+def serve(nats_url: str | None, instance: str | None, callback_attempts: int, allow: tuple[str, ...]) -> None:
     """Run the pool service: decide which hosts go to which nodes."""
     name = instance or f"pool-{socket.gethostname()}-{os.getpid()}"
+    try:
+        allowed = Allowed.parse(allow)
+    except AllowError as err:
+        raise click.BadParameter(str(err)) from None
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        await start_pool_service(nc, stack, name, callback_attempts=callback_attempts)
+        await start_pool_service(nc, stack, name, callback_attempts=callback_attempts, allowed=allowed)
 
     main_for("pool", nats_url, setup)

@@ -131,6 +131,9 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
             # A queue granted or revoked later is taken up live (docs/provisioner.md, "Tenants").
             grants=(lambda: granted_tenants(nc, provisioner_class)) if granted is not None else None,
         )
+        if len(own.tenants) > 1 and (shared := registry.secrets.shared_names()):
+            # The operator's choice, said where it can be seen: names only (docs/secrets.md, "Whose secrets").
+            log.warning("secrets shared by every tenant this provisioner serves", tenants=list(own.tenants), shared=shared)
         await provisioner.start()
         stack.push_async_callback(provisioner.stop)
         freeze_started_heap()

@@ -17,7 +17,7 @@ from nats.js.api import DeliverPolicy
 from contracts import subjects
 from muster.bus.eventstore import EventStore, recorded_from_msg
 from muster.bus.server import free_port
-from services.notifier.domain.destinations import Allowed
+from muster.destinations import Allowed
 from services.notifier.domain.signing import DELIVERY
 
 LOCAL = Allowed.parse(["127.0.0.1"])

@@ -21,14 +21,15 @@ PURE = {
                                  "muster.catalog.sensitive", "muster.catalog.plugins"], ("nats", "services", "muster.bus")),
     "config macros": (["muster.macros"], ("nats", "services", "muster.bus", "eventsourcing")),
     "the bus-less CLI front end": (["muster.cli_support"], ("nats", "services", "muster.bus", "muster.client")),
-    "the provisioner worker's core": (["services.provisioner.domain.core"],
+    "where tenants' URLs may go": (["muster.destinations"], ("nats", "services", "muster.bus", "aiohttp", "eventsourcing")),
+    "the provisioner worker's core": (["services.provisioner.domain.core", "services.provisioner.domain.secrets"],
                                       ("nats", "muster.bus", "asyncio", "structlog", "services.provisioner.worker")),
     "governance's pure cores": (["services.governance.domain.policies", "services.governance.domain.approvals",
                                  "services.governance.domain.cost", "services.governance.domain.schedules",
                                  "services.governance.domain.entities", "services.governance.domain.inputs",
                                  "services.governance.domain.deliveries", "services.governance.domain.references",
                                  "services.notifier.domain.notices", "services.notifier.domain.signing",
-                                 "services.notifier.domain.destinations", "services.notifier.domain.secrets"],
+                                 "services.notifier.domain.secrets"],
                                 ("nats", "muster.bus", "eventsourcing", "aiohttp", "services.planner")),
 }
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from contracts import subjects
+from contracts.pool_commands import ANY_POOL
 
 from .state import Grant, Principal
 
@@ -113,6 +114,8 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             "$KV.budgets.>", *_read_stream("KV_budgets"),  # the concurrency limits shared by the planners
             f"{subjects.SHARD}.>",  # requests forwarded to the holder of a cluster's shard
             subjects.ALL_PROVISIONER_HELD,  # what each provisioner holds, after the task queue was lost
+            # May the pool service POST to a create's callback URL? (decision 38; no other pool command)
+            f"{subjects.POOL}.{pid}.{ANY_POOL}.check-callback",
         ]
         sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, f"{subjects.SHARD}.>", inbox]
         return BusPermissions(tuple(pub), tuple(sub), responses=True)

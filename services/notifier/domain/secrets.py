@@ -36,7 +36,12 @@ class NotifierSecrets:
             raise SecretsFileError(f"{where} must hold an {NAMED!r} object of name -> secret")
         if not isinstance(tenants, Mapping) or not all(isinstance(v, Mapping) for v in tenants.values()):
             raise SecretsFileError(f"{where} must hold an {TENANTS!r} object of tenant -> (name -> secret)")
-        return cls(dict(shared), {t: dict(v) for t, v in tenants.items()})
+        if not all(isinstance(v.get(NAMED, {}), Mapping) for v in tenants.values()):
+            raise SecretsFileError(f"{where}: {TENANTS!r} → <tenant> → {NAMED!r} must be an object of name -> secret")
+        # A tenant's named secrets: under its own `@secrets`, as the provisioners read the same
+        # file (docs/secrets.md), or directly under the tenant (this file's first form).
+        return cls(dict(shared), {t: {**{k: s for k, s in v.items() if k != NAMED}, **v.get(NAMED, {})}
+                                  for t, v in tenants.items()})
 
     def value(self, tenant: str, reference: str) -> tuple[str, str]:
         """(the value of a tenant's `secret://<name>`, '') or ('', why there is none). The reason

@@ -135,7 +135,8 @@ def pool_admits(f: Facts) -> None:
 
 def callback_needs_pool(f: Facts) -> None:
     """A callback is told of a wait for a pool's hosts (and of that job's end): on a provider
-    that takes no hosts from a pool it would never be called, so it is refused, not ignored."""
+    that takes no hosts from a pool it would never be called, so it is refused, not ignored.
+    (Where its URL may go is the pool service's rule: asked before the rules, `Requests.handle`.)"""
     cmd = f.command
     if not isinstance(cmd, CreateCluster | ExpandCluster) or cmd.pool.callback is None:
         return

@@ -4,20 +4,30 @@ bus subject, or an HTTP POST retried with backoff (Adobe's "post back").
 Delivery is at least once: the pool records `CallbackDelivered` after it; a pool service that
 dies before recording sends again when it starts (the callbacks still due are rebuilt from the
 log). Receivers use `request_id` and `type` to drop repeats.
+
+A URL is a tenant's choice and the POST leaves from inside the deployment, so it goes where the
+notifier's webhooks may go (decision 38, `muster/destinations.py`): public addresses, unless the
+operator allows more (`--webhook-allow`). It is checked when the request comes (`check`) and at
+every connection (`muster/checked_http.py`); redirects are not followed; a refused POST is not
+tried again (each try would be another probe).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
+from aiohttp.abc import AbstractResolver
 from nats.aio.client import Client
 
 from contracts.pools import Callback
+from muster.checked_http import CheckedResolver, Refused, look_up, refused_address, session
+from muster.destinations import POOL, Allowed, explain
 
 log = structlog.get_logger("muster.pool")
 
@@ -28,6 +38,37 @@ class CallbackSender:
     attempts: int = 5
     backoff_s: float = 0.5
     timeout_s: float = 5.0
+    allowed: Allowed = field(default_factory=Allowed)
+    """Where a URL may go besides public addresses (the operator's `--webhook-allow`)."""
+    resolver: AbstractResolver | None = None
+    """How names resolve (tests: a resolver of their own); every answer is checked."""
+
+    _checked: CheckedResolver | None = field(default=None, init=False, repr=False)
+
+    @property
+    def checked(self) -> CheckedResolver:
+        if self._checked is None:  # (made on the loop: aiohttp's resolver needs one)
+            self._checked = CheckedResolver(self.allowed, self.resolver)
+        return self._checked
+
+    async def check(self, target: Callback) -> tuple[str, str]:
+        """(why the rule refuses the callback's URL, '') or ('', a warning: its host does not
+        resolve now) or ('', ''), before a request that names it is recorded (no prefix: the
+        asker says which field)."""
+        if target.url is None:
+            return "", ""
+        parts = urlsplit(target.url)
+        host = parts.hostname or ""
+        try:
+            port = parts.port
+        except ValueError:
+            return f"{_safe(target.url)}: the port is not a number", ""
+        found = await look_up(self.checked, host, port)
+        if found.refused is not None:
+            return explain(found.refused, host, sender=POOL), ""
+        if found.unresolved:
+            return "", f"{host} {found.unresolved}: every callback fails until it does"
+        return "", ""
 
     async def send(self, target: Callback, body: dict[str, Any]) -> tuple[int, str]:
         """Deliver; returns (attempts made, '' or the last error)."""
@@ -36,21 +77,30 @@ class CallbackSender:
             await self.nc.publish(target.subject, data)
             return 1, ""
         assert target.url is not None
+        host = urlsplit(target.url).hostname or ""
+        if why := refused_address(self.allowed, host):  # an address is not resolved: checked here
+            return 1, f"refused: {explain(why, host, sender=POOL)}"
         error = ""
-        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as http:
+        async with session(self.checked, self.timeout_s) as http:
             for attempt in range(1, self.attempts + 1):
                 try:
-                    async with http.post(target.url, data=data, headers={"Content-Type": "application/json"}) as resp:
+                    async with http.post(target.url, data=data, headers={"Content-Type": "application/json"},
+                                         allow_redirects=False) as resp:
                         if resp.status < 300:
                             return attempt, ""
-                        error = f"HTTP {resp.status}"
+                        error = f"HTTP {resp.status}" + (": the pool service does not follow redirects" if resp.status < 400 else "")
+                except Refused as err:
+                    return attempt, f"refused: {explain(err.why, err.host, sender=POOL)}"
                 except (TimeoutError, aiohttp.ClientError) as err:
-                    error = str(err) or type(err).__name__
+                    error = (str(err) or type(err).__name__).replace(target.url, _safe(target.url))
                 log.info("callback failed; will retry", url=_safe(target.url), attempt=attempt, error=error)
                 if attempt < self.attempts:
                     await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))  # backoff between retries of one send
         return self.attempts, error
+
+    async def close(self) -> None:
+        if self._checked is not None:
+            await self._checked.close()
 
 
 def _safe(url: str) -> str:

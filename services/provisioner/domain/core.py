@@ -158,6 +158,12 @@ class WorkerCore:
         except ValidationError as err:
             self.slots.give(slot)
             return [Note("error", "undecodable task terminated", {"error": str(err)[:500]}), Answer(reply, TERM)]
+        if task.tenant != tenant:
+            # The tenant decides which secrets the task sees (domain/secrets.py): it is the queue's,
+            # whose writers the bus authorizes, never only what the message says.
+            self.slots.give(slot)
+            return [Note("error", "task of another tenant's queue terminated", {"task": task.task_id, "queue": tenant,
+                                                                               "says": task.tenant}), Answer(reply, TERM)]
         if lets_go(task, self.config.provisioner_id, delivery, self.config):
             self.slots.give(slot)
             self.passed += 1

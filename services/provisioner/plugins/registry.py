@@ -29,10 +29,11 @@ from typing import Any
 import structlog
 
 from contracts.catalog import Action
-from contracts.secrets import NAMED, references, resolved
+from contracts.secrets import references, resolved
 from contracts.tasks import TaskMessage, TaskOutcome, trim_output
 from muster import tracing
 
+from ..domain.secrets import ProvisionerSecrets, SecretsFileError
 from ..progress import Progress
 from ..progress import current as current_progress
 from .base import AutomatorPlugin, Plugin, PluginContext, PluginEnv, ProviderPlugin, failed
@@ -129,14 +130,14 @@ class PluginRegistry:
     def __init__(
         self,
         plugins: Sequence[LoadedPlugin],
-        secrets: Mapping[str, Mapping[str, Any]],
+        secrets: ProvisionerSecrets,
         work_dir: Path,
         owns_work_dir: bool,
     ) -> None:
         self._plugins: dict[tuple[PluginType, str], LoadedPlugin] = {
             (p.descriptor.type, p.descriptor.name): p for p in plugins
         }
-        self._secrets = {name: dict(fields) for name, fields in secrets.items()}
+        self._secrets = secrets
         self.work_dir = work_dir
         self._owns_work_dir = owns_work_dir
         self._closed = False
@@ -147,23 +148,22 @@ class PluginRegistry:
     def discover(
         cls,
         extra_dirs: Sequence[Path] = (),
-        secrets: Mapping[str, Mapping[str, Any]] | None = None,
+        secrets: Mapping[str, Any] | ProvisionerSecrets | None = None,
         *,
         work_dir: Path | None = None,
     ) -> PluginRegistry:
         """Load the built-in plugins and those in `extra_dirs`.
 
-        `secrets` is the provisioner's secrets file, `{provider_name: {field: value}}`.
+        `secrets` is the provisioner's secrets file, `{provider_name: {field: value}}` with named
+        secrets under `@secrets` and each tenant's own entries under `@tenants` (domain/secrets.py).
         `work_dir` holds plugin state and the key directory; without it a temporary directory
         is used and removed by `aclose`. Raises PluginError naming the file and the field.
         """
-        secrets = secrets or {}
-        for provider, fields in secrets.items():
-            if not isinstance(fields, Mapping):
-                raise PluginError(
-                    f"secrets: entry {provider!r} must be an object of field values, "
-                    f"got {type(fields).__name__}"
-                )
+        if not isinstance(secrets, ProvisionerSecrets):
+            try:
+                secrets = ProvisionerSecrets.of(secrets or {})
+            except SecretsFileError as err:
+                raise PluginError(str(err)) from None
         owns = work_dir is None
         # Absolute: plugins hand these paths to programs run elsewhere (ansible-playbook runs in its
         # own directory, and `muster up` gives a relative --work-dir).
@@ -204,6 +204,10 @@ class PluginRegistry:
 
     # ------------------------------------------------------------------ queries
 
+    @property
+    def secrets(self) -> ProvisionerSecrets:
+        return self._secrets
+
     def describe(self) -> list[dict[str, Any]]:
         """Name, type, version, actions and fields (never values) of every plugin."""
         return [p.descriptor.describe() for _, p in sorted(self._plugins.items())]
@@ -230,7 +234,7 @@ class PluginRegistry:
         secrets its references were resolved to)."""
         loaded = self._plugins.get((PluginType.PROVIDER, task.provider.providertype))
         declared = loaded.descriptor.fields if loaded else {}
-        secret_fields = self._secrets.get(task.provider.name, {})
+        secret_fields = self._secrets.provider(task.tenant, task.provider.name)
         values: list[Any] = [v for k, v in secret_fields.items() if k not in declared or declared[k].sensitive]
         values += [v for k, v in task.provider.fields.items() if k in declared and declared[k].sensitive]
         return Masker([*values, *revealed])
@@ -238,18 +242,17 @@ class PluginRegistry:
     def resolve(self, task: TaskMessage) -> tuple[TaskMessage, list[Any]]:
         """The task with every `secret://<name>` in its cluster config, provider fields and
         service action fields replaced by the named secret from this provisioner's secrets file
-        (`@secrets`), and the values revealed. Only here, on the worker, just before the plugin
-        runs, does a secret meet the task. ValueError names a secret this provisioner lacks."""
-        named = self._secrets.get(NAMED, {})
+        (the task's tenant's own `@secrets`, else the shared ones), and the values revealed. Only
+        here, on the worker, just before the plugin runs, does a secret meet the task. ValueError
+        names a secret the task's tenant lacks."""
+        named = self._secrets.named(task.tenant)
         parts: dict[str, Any] = {"config": task.config, "provider": task.provider.fields,
                                  "service": task.service.action.fields if task.service else {}}
         wanted = set().union(*(references(v) for v in parts.values()))
         if not wanted:
             return task, []
-        missing = sorted(wanted - set(named))
-        if missing:
-            raise ValueError(f"secret {missing[0]!r} is not in this provisioner's secrets file (under {NAMED!r}; "
-                             "docs/secrets.md)")
+        if why := self._secrets.lacks(task.tenant, wanted):
+            raise ValueError(why)
         update: dict[str, Any] = {"config": resolved(task.config, named),
                                   "provider": task.provider.model_copy(update={"fields": resolved(task.provider.fields, named)})}
         if task.service is not None:
@@ -348,7 +351,7 @@ class PluginRegistry:
             )
         if task.action not in loaded.descriptor.actions:
             return failed(f"provider {name!r} does not handle {task.action.value!r}")
-        values = {**task.provider.fields, **self._secrets.get(task.provider.name, {})}
+        values = {**task.provider.fields, **self._secrets.provider(task.tenant, task.provider.name)}
         try:
             fields = loaded.descriptor.resolve(values)
         except ValueError as err:

@@ -18,7 +18,7 @@ from nats.aio.client import Client
 from contracts import subjects
 from contracts.catalog_requests import CATALOG_VERBS
 from contracts.events import TaskClaimed, TaskSucceeded
-from contracts.pool_commands import AddHosts
+from contracts.pool_commands import ANY_POOL, AddHosts
 from contracts.pools import HostSpec, PoolCreated
 from muster.bus.eventstore import Append, EventStore
 from services.pool.entrypoint import start_pool_service
@@ -203,6 +203,21 @@ async def test_operators_command_pools_in_their_own_name_and_tenants_take_their_
     await world.system.publish("muster.cb.a.hosts", b'{"type": "granted"}')  # what the pool service sends
     assert (await mine.next_msg(timeout=2)).data == b'{"type": "granted"}'
     await mine.unsubscribe()
+
+
+async def test_a_planner_asks_the_pool_service_to_check_a_callback_and_sends_no_other_pool_command(world: World) -> None:
+    """Before it accepts a create with a callback URL (decision 38), in its own name only."""
+    made = await world.authed.ask(world.root.nc, "root", "user-create", principal="pln", role="service", service="planner")
+    assert made["ok"], made
+    planner = await raw(world.authed, made["data"]["token"], "pln")
+    try:
+        check = subjects.pool_command("pln", ANY_POOL, "check-callback")
+        assert (await planner.nc.request(check, b"{}", timeout=2)).data == check.encode()  # delivered (the stand-in answers)
+        await planner.denied_publish(subjects.pool_command("pln", "lab", "reset"))
+        await planner.denied_publish(subjects.pool_command("root", ANY_POOL, "check-callback"))
+        await world.alice.denied_publish(subjects.pool_command("alice", ANY_POOL, "check-callback"))
+    finally:
+        await planner.nc.close()
 
 
 async def test_the_pool_service_writes_only_pools(world: World) -> None:

@@ -19,9 +19,9 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from contracts.governance import Subscription
 from muster.bus.server import free_port
+from muster.destinations import Allowed, DestinationRefused
 from muster.ports.memory import ManualClock
 from services.notifier.adapters.delivery import Deliveries
-from services.notifier.domain.destinations import Allowed, DestinationRefused
 from services.notifier.domain.secrets import NotifierSecrets
 from tests.integration.conftest import LOCAL, Webhook
 

@@ -10,6 +10,6 @@ _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:
     sys.path.append(_HERE)
 
-from pool_env import env, pipeline  # noqa: E402  (fixtures, found by pytest here)
+from pool_env import env, pipeline, strict_env  # noqa: E402  (fixtures, found by pytest here)
 
-__all__ = ["env", "pipeline"]
+__all__ = ["env", "pipeline", "strict_env"]

@@ -23,8 +23,13 @@ from contracts.pools import HostSpec
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, Recorded, recorded_from_msg
 from muster.bus.streams import ensure_streams
+from muster.destinations import Allowed
 from services.pool.app import PoolService
 from services.pool.entrypoint import start_pool_service
+
+LOCAL = Allowed.parse(["127.0.0.1"])
+"""Where the tests' operator lets callbacks go besides public addresses: their receivers on
+loopback (refused by default: decision 38; `strict_env` keeps the default)."""
 
 
 def real_host_key() -> str:
@@ -86,6 +91,7 @@ class PoolEnv:
     store: EventStore
     service: PoolService
     stack: AsyncExitStack
+    allowed: Allowed = LOCAL
 
     async def watch(self, subject_filter: str) -> Watch:
         return await Watch(self.nc, subject_filter).start()
@@ -93,22 +99,34 @@ class PoolEnv:
     async def start_another(self, instance: str) -> PoolService:
         nc = await connect(self.url, name=instance)
         self.stack.push_async_callback(nc.close)
-        return await start_pool_service(nc, self.stack, instance, callback_backoff_s=0.05)
+        return await start_pool_service(nc, self.stack, instance, callback_backoff_s=0.05, allowed=self.allowed)
 
     async def log(self, pool: str) -> list[Recorded]:
         return await self.store.read(subjects.pool_events(pool))
 
 
-@pytest_asyncio.fixture
-async def env(fresh_nats: str) -> AsyncIterator[PoolEnv]:
+async def _env(url: str, allowed: Allowed) -> AsyncIterator[PoolEnv]:
     async with AsyncExitStack() as stack:
-        nc = await connect(fresh_nats, name="test")
+        nc = await connect(url, name="test")
         stack.push_async_callback(nc.close)
         await ensure_streams(nc.jetstream())
-        service_nc = await connect(fresh_nats, name="pool-service")
+        service_nc = await connect(url, name="pool-service")
         stack.push_async_callback(service_nc.close)
-        service = await start_pool_service(service_nc, stack, "pool-test", callback_backoff_s=0.05)
-        yield PoolEnv(fresh_nats, nc, EventStore(nc), service, stack)
+        service = await start_pool_service(service_nc, stack, "pool-test", callback_backoff_s=0.05, allowed=allowed)
+        yield PoolEnv(url, nc, EventStore(nc), service, stack, allowed)
+
+
+@pytest_asyncio.fixture
+async def env(fresh_nats: str) -> AsyncIterator[PoolEnv]:
+    async for e in _env(fresh_nats, LOCAL):
+        yield e
+
+
+@pytest_asyncio.fixture
+async def strict_env(fresh_nats: str) -> AsyncIterator[PoolEnv]:
+    """A pool service whose operator allows nothing besides public addresses (the default)."""
+    async for e in _env(fresh_nats, Allowed()):
+        yield e
 
 
 

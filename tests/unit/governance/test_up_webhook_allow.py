@@ -1,6 +1,7 @@
-"""`muster up --webhook-allow` reaches the notifier it starts (docs/governance.md, "Where webhooks
-may go"); a bad entry is refused by name before anything starts, by `muster up` and by `muster
-notifier` alike."""
+"""`muster up --webhook-allow` reaches the notifier and the pool service it starts (one setting
+for webhooks and pool callbacks: docs/governance.md, "Where webhooks may go", docs/pools.md);
+a bad entry is refused by name before anything starts, by `muster up`, `muster notifier` and
+`muster pool serve` alike, and each service reads the setting from the environment too."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ from click.testing import CliRunner
 from muster.runtime import cli
 from muster.runtime.supervisor import Deployment
 from services.notifier import entrypoint
+from services.pool import entrypoint as pool_entrypoint
 
 
 class _Stop(Exception):
     pass
 
 
-def test_up_passes_its_webhook_allowlist_to_the_notifier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_passes_its_webhook_allowlist_to_the_notifier_and_the_pool_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Deployment] = []
 
     def deployment(*args: Any, **kwargs: Any) -> Deployment:
@@ -32,9 +34,10 @@ def test_up_passes_its_webhook_allowlist_to_the_notifier(tmp_path: Path, monkeyp
                                          "--webhook-allow", "10.20.0.0/16", "--webhook-allow", "alerts.internal"])
     assert seen, result.output
     commands = seen[0].commands()
-    args = commands["notifier"]
-    assert [args[i + 1] for i, a in enumerate(args) if a == "--webhook-allow"] == ["10.20.0.0/16", "alerts.internal"]
-    assert all("--webhook-allow" not in a for name, a in commands.items() if name != "notifier")
+    for service in ("notifier", "pool"):
+        args = commands[service]
+        assert [args[i + 1] for i, a in enumerate(args) if a == "--webhook-allow"] == ["10.20.0.0/16", "alerts.internal"]
+    assert all("--webhook-allow" not in a for name, a in commands.items() if name not in ("notifier", "pool"))
 
 
 def test_a_bad_entry_is_refused_before_anything_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -43,6 +46,9 @@ def test_a_bad_entry_is_refused_before_anything_starts(tmp_path: Path, monkeypat
     assert result.exit_code == 2 and "--webhook-allow 'http://alerts' is neither an address" in result.output, result.output
     monkeypatch.setattr(entrypoint, "main_for", lambda *a, **k: pytest.fail("started"))
     refused = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8,bad/name"}).invoke(entrypoint.main, [])
+    assert refused.exit_code == 2 and "'bad/name' is neither an address" in refused.output, refused.output
+    monkeypatch.setattr(pool_entrypoint, "main_for", lambda *a, **k: pytest.fail("started"))
+    refused = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8,bad/name"}).invoke(pool_entrypoint.serve, [])
     assert refused.exit_code == 2 and "'bad/name' is neither an address" in refused.output, refused.output
 
 
@@ -56,6 +62,21 @@ def test_the_notifier_reads_its_allowlist_from_the_environment(monkeypatch: pyte
     monkeypatch.setattr(entrypoint, "main_for", lambda name, url, setup: started.append(setup))
     monkeypatch.setattr(entrypoint, "start_notifier", start)
     result = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8, alerts.internal"}).invoke(entrypoint.main, [])
+    assert result.exit_code == 0 and started, result.output
+    asyncio.run(started[0](None, None))
+    assert str(given["allowed"]) == "10.0.0.0/8, alerts.internal"
+
+
+def test_the_pool_service_reads_the_same_allowlist_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[Any] = []
+    given: dict[str, Any] = {}
+
+    async def start(nc: Any, stack: Any, instance: str, **kwargs: Any) -> None:
+        given.update(kwargs)
+
+    monkeypatch.setattr(pool_entrypoint, "main_for", lambda name, url, setup: started.append(setup))
+    monkeypatch.setattr(pool_entrypoint, "start_pool_service", start)
+    result = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8, alerts.internal"}).invoke(pool_entrypoint.serve, [])
     assert result.exit_code == 0 and started, result.output
     asyncio.run(started[0](None, None))
     assert str(given["allowed"]) == "10.0.0.0/8, alerts.internal"

@@ -14,9 +14,7 @@ import pytest
 
 from contracts.governance import Subscription
 from contracts.notifications import NotificationAttempted
-from muster.ports.memory import ManualClock, MemoryEventLog
-from services.notifier.app import Notifier
-from services.notifier.domain.destinations import (
+from muster.destinations import (
     Allowed,
     AllowError,
     DestinationRefused,
@@ -24,6 +22,8 @@ from services.notifier.domain.destinations import (
     explain,
     refused,
 )
+from muster.ports.memory import ManualClock, MemoryEventLog
+from services.notifier.app import Notifier
 from services.notifier.domain.secrets import NotifierSecrets, SecretsFileError
 
 

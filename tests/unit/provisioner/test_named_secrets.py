@@ -61,4 +61,5 @@ async def test_references_are_resolved_on_the_worker_and_the_values_masked(reg: 
 async def test_a_secret_the_provisioner_lacks_fails_the_task_naming_it(reg: PluginRegistry) -> None:
     out = await reg.execute(task({"db": {"password": "secret://nope"}}))  # type: ignore[arg-type]
     assert not out.ok
-    assert out.error == "secret 'nope' is not in this provisioner's secrets file (under '@secrets'; docs/secrets.md)"
+    assert out.error == ("secret 'nope' is not in this provisioner's secrets file (under '@secrets', or '@tenants' → 't1' → "
+                         "'@secrets'; docs/secrets.md)")

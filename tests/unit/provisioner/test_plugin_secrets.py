@@ -131,7 +131,7 @@ def test_describe_never_contains_secret_values(reg: PluginRegistry) -> None:
 
 def test_secrets_must_be_objects(tmp_path: Path) -> None:
     with pytest.raises(PluginError, match="secrets: entry 'cloud' must be an object"):
-        PluginRegistry.discover(secrets={"cloud": "password"}, work_dir=tmp_path)  # type: ignore[dict-item]
+        PluginRegistry.discover(secrets={"cloud": "password"}, work_dir=tmp_path)
 
 
 async def test_secrets_never_reach_a_span(reg: PluginRegistry, spans: Any) -> None:

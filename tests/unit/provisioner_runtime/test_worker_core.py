@@ -18,7 +18,7 @@ OK = TaskOutcome(ok=True, result={"done": True})
 
 def _core(capacity: int = 1, claim_ahead: int | None = None, **config: Any) -> WorkerCore:
     core = WorkerCore(WorkerConfig(provisioner_id="p1", capacity=capacity, claim_ahead=claim_ahead, **config))
-    core.queue_declared("t", 30.0)
+    core.queue_declared("t1", 30.0)
     return core
 
 
@@ -32,7 +32,7 @@ def _only(actions: list[Action], kind: type) -> list[Any]:
 
 
 def _deliver(core: WorkerCore, i: int, now: float = 0.0, delivery: int = 1, **update: Any) -> list[Action]:
-    return core.delivered("t", f"reply.{i}", _task(i, **update), delivery, now)
+    return core.delivered("t1", f"reply.{i}", _task(i, **update), delivery, now)
 
 
 def _held(actions: list[Action]) -> int:
@@ -134,7 +134,7 @@ def test_a_task_claimed_ahead_that_finds_no_plugin_slot_goes_back_to_the_queue()
 
 def test_every_task_held_is_kept_alive_until_it_is_answered() -> None:
     core = _core(capacity=2)
-    core.queue_declared("t", 3.0)  # the queue redelivers after 3 s: a keep-alive every second
+    core.queue_declared("t1", 3.0)  # the queue redelivers after 3 s: a keep-alive every second
     a, b = _held(_deliver(core, 1, now=0.0)), _held(_deliver(core, 2, now=0.5))
     assert core.next_due() == 1.0
     assert core.due(1.0) == [Answer("reply.1", PROGRESS)]
@@ -151,10 +151,10 @@ def test_every_task_held_is_kept_alive_until_it_is_answered() -> None:
 
 def test_the_keep_alive_follows_the_shorter_of_the_queues_and_our_ack_wait() -> None:
     core = _core(capacity=2, ack_wait_s=6.0)
-    core.queue_declared("t", 30.0)
+    core.queue_declared("t1", 30.0)
     _deliver(core, 1, now=0.0)
     assert core.next_due() == 2.0
-    core.queue_declared("t", 0.03)
+    core.queue_declared("t1", 0.03)
     _deliver(core, 2, now=0.0)
     assert core.next_due() == 0.05  # never more often than every 50 ms
 
@@ -173,9 +173,18 @@ def test_deliveries_beyond_the_slots_or_while_draining_go_back_at_once() -> None
 
 def test_an_undecodable_task_is_terminated_and_frees_its_slot() -> None:
     core = _core()
-    actions = core.delivered("t", "reply.x", b'{"not": "a task"}', 1, 0.0)
+    actions = core.delivered("t1", "reply.x", b'{"not": "a task"}', 1, 0.0)
     assert isinstance(actions[0], Note) and actions[0].level == "error"
     assert actions[-1] == Answer("reply.x", TERM) and core.in_flight == 0 and core.idle
+
+
+def test_a_task_that_names_another_tenant_than_its_queue_is_terminated_unrun() -> None:
+    """The secrets a task sees are its tenant's (docs/secrets.md): that is the queue's, whose
+    writers the bus authorizes, not whatever the message says."""
+    core = _core()
+    actions = core.delivered("t1", "reply.x", _task(1, tenant="acme"), 1, 0.0)
+    assert isinstance(actions[0], Note) and actions[0].level == "error" and actions[0].fields["queue"] == "t1"
+    assert actions[-1] == Answer("reply.x", TERM) and not _only(actions, Claim) and core.in_flight == 0 and core.idle
 
 
 def test_a_provisioner_named_in_avoid_lets_the_first_deliveries_go_then_runs_it() -> None:

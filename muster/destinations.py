@@ -1,13 +1,14 @@
-"""Where a webhook may be sent (pure; docs/governance.md, "Where webhooks may go", decision 38).
+"""Where a POST to a URL a tenant chose may go (pure; decision 38): webhooks, pool callbacks.
 
-A subscription's URL is a tenant's choice, and the notifier POSTs from inside the deployment: to
-a loopback, private, link-local (a cloud's metadata service, 169.254.169.254), multicast,
-unspecified or otherwise non-public address it would reach what the tenant cannot, and the
-recorded outcome of each attempt (refused, timed out, HTTP 404) would tell the tenant what
-answers there. So such an address is refused unless the operator allows it, by host name or
-by address range (`muster up --webhook-allow`). The rule is applied to the addresses a name
-resolves to, at the moment of connecting (so a name that resolves to 127.0.0.1, or a DNS answer
-that changes between a check and the connection, gets nowhere), and a webhook is never redirected.
+A webhook's or a pool callback's URL is a tenant's choice, and the service POSTs from inside the
+deployment: to a loopback, private, link-local (a cloud's metadata service, 169.254.169.254),
+multicast, unspecified or otherwise non-public address it would reach what the tenant cannot,
+and the recorded outcome of each attempt (refused, timed out, HTTP 404) would tell the tenant
+what answers there. So such an address is refused unless the operator allows it, by host name or
+by address range (`muster up --webhook-allow`, one setting for both services). The rule is
+applied to the addresses a name resolves to, at the moment of connecting (`muster.checked_http`:
+a name that resolves to 127.0.0.1, or a DNS answer that changes between a check and the
+connection, gets nowhere), and such a POST is never redirected.
 """
 
 from __future__ import annotations
@@ -22,6 +23,21 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 ALLOW_OPTION = "--webhook-allow"
 ALLOW_ENV = "MUSTER_WEBHOOK_ALLOW"
 DOC = 'docs/governance.md, "Where webhooks may go"'
+
+
+@dataclass(frozen=True)
+class Sender:
+    """Who sends what, as a refusal says it: how its operator allows more, and where that is told."""
+
+    sends: str
+    """`the notifier sends webhooks`"""
+    command: str
+    """the service's own command, which takes ALLOW_OPTION too"""
+    doc: str
+
+
+NOTIFIER = Sender("the notifier sends webhooks", "muster notifier", DOC)
+POOL = Sender("the pool service sends callbacks", "muster pool serve", 'docs/pools.md, "Where callbacks may go"')
 
 _RANGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loopback", ("127.0.0.0/8", "::1/128")),
@@ -117,8 +133,8 @@ class Allowed:
 
 
 class DestinationRefused(Exception):
-    """A webhook the rule refuses: no retry can deliver it (until the operator allows it and
-    starts the notifier again), so the attempt is the last."""
+    """A POST the rule refuses: no retry can deliver it (until the operator allows it and starts
+    the service again), so the attempt is the last."""
 
 
 def refused(allowed: Allowed, host: str, addresses: Iterable[Address]) -> str | None:
@@ -133,10 +149,11 @@ def refused(allowed: Allowed, host: str, addresses: Iterable[Address]) -> str | 
     return None
 
 
-def explain(why: str, host: str, shown: str | None = None) -> str:
-    """The refusal as a tenant reads it (in the answer to `notify add`, in the attempt). `shown`:
-    how to name the host; a URL given by reference is a credential, so for it the host is not
-    said. Never the address a name resolved to (the tenant's view of the deployment's DNS)."""
+def explain(why: str, host: str, shown: str | None = None, sender: Sender = NOTIFIER) -> str:
+    """The refusal as a tenant reads it (in the answer to `notify add` or a create, in the
+    attempt). `shown`: how to name the host; a URL given by reference is a credential, so for it
+    the host is not said. Never the address a name resolved to (the tenant's view of the
+    deployment's DNS)."""
     said = shown if shown is not None else host
     a = "an" if why[0] in "aeiou" else "a"
     where = f"{said} is {a} {why} address" if literal(host) is not None else f"{said} resolves to {a} {why} address"
@@ -144,5 +161,5 @@ def explain(why: str, host: str, shown: str | None = None) -> str:
         where = f"{said} names {a} {why} address"
     metadata = " (a cloud's metadata service answers at 169.254.169.254)" if why == "link-local" else ""
     hint = f"{ALLOW_OPTION} {host}" if shown is None else f"{ALLOW_OPTION} <its host>"
-    return (f"{where}{metadata}: the notifier sends webhooks to public addresses only, unless the operator allows "
-            f"others (`muster up {hint}`, or `muster notifier {ALLOW_OPTION}`, ${ALLOW_ENV}; {DOC})")
+    return (f"{where}{metadata}: {sender.sends} to public addresses only, unless the operator allows "
+            f"others (`muster up {hint}`, or `{sender.command} {ALLOW_OPTION}`, ${ALLOW_ENV}; {sender.doc})")

@@ -1,0 +1,100 @@
+"""Where the pool service POSTs a callback, on a real nats-server with real HTTP on loopback
+(decision 38, docs/pools.md "Where callbacks may go"): by default a tenant's callback to the
+deployment's own addresses is refused when the request comes (the pool's `request`, and the
+planner's create, which asks the pool service) with nothing recorded, and refused again at the
+POST for one already in the log (recorded as a delivery that failed, with no connection made);
+what the operator allows is delivered to; a redirect is not followed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp import web
+from pool_env import Pipeline, PoolEnv, hosts
+
+from contracts import subjects
+from contracts.commands import CreateCluster, PoolWait, Rejected
+from contracts.pool_commands import AddHosts, RequestHosts
+from contracts.pools import Callback, NodeNeed, PoolHostsRequested, PoolRequest
+from muster.bus.eventstore import Append
+from muster.bus.server import free_port
+from services.pool import client as pools
+from tests.integration.conftest import Webhook
+
+pytestmark = pytest.mark.nats
+
+SETTING = "`muster pool serve --webhook-allow`, $MUSTER_WEBHOOK_ALLOW; docs/pools.md"
+
+
+def req(rid: str, url: str) -> PoolRequest:
+    return PoolRequest(request_id=rid, pool="lab", tenant="acme", cluster_id=f"c-{rid}", job_id=rid,
+                       nodes=[NodeNeed(node_id="n0", hardwaretype="small")], callback=Callback(url=url))
+
+
+async def test_a_request_whose_callback_aims_inside_is_refused_and_nothing_is_recorded(strict_env: PoolEnv,
+                                                                                       webhook: Webhook) -> None:
+    env = strict_env
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
+    port = webhook.url.split(":")[2].split("/")[0]
+    for url, said in [(webhook.url, "127.0.0.1 is a loopback address"),
+                      (f"http://localhost:{port}/hook", "localhost resolves to a loopback address"),
+                      ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address")]:
+        with pytest.raises(pools.PoolRejected) as refused:
+            await pools.send(env.nc, "lab", RequestHosts(request=req("r1", url)))
+        assert str(refused.value).startswith(f"callback: {said}") and SETTING in str(refused.value)
+    assert await env.store.read(subjects.pool_request_events("acme", "lab", "r1")) == []
+    assert webhook.got.empty()
+
+
+async def test_a_callback_already_in_the_log_is_refused_at_the_post_once(strict_env: PoolEnv, webhook: Webhook) -> None:
+    """As a request recorded before the rule (or by a planner that could not ask): the POST
+    itself is refused, the delivery recorded as failed after one attempt, no connection made."""
+    env = strict_env
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
+    watch = await env.watch(subjects.pool_events("lab"))
+    port = webhook.url.split(":")[2].split("/")[0]
+    await env.store.append(subjects.pool_request_events("acme", "lab", "j1"),
+                           [Append(event=PoolHostsRequested(request=req("j1", f"http://localhost:{port}/hook")), msg_id="j1")])
+    done = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant")
+    assert not done.event.ok and done.event.attempts == 1
+    assert done.event.error.startswith("refused: localhost resolves to a loopback address") and SETTING in done.event.error
+    assert webhook.got.empty()
+
+
+async def test_what_the_operator_allows_is_delivered_and_a_redirect_is_not_followed(env: PoolEnv, webhook: Webhook) -> None:
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(2)))
+    app = web.Application()
+
+    async def moved(_: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(webhook.url)
+
+    app.router.add_post("/moved", moved)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        watch = await env.watch(subjects.pool_events("lab"))
+        await pools.send(env.nc, "lab", RequestHosts(request=req("r1", f"http://127.0.0.1:{port}/moved")))
+        redirected = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "r1")
+        assert not redirected.event.ok and "HTTP 307: the pool service does not follow redirects" in redirected.event.error
+        assert webhook.got.empty()
+        await pools.send(env.nc, "lab", RequestHosts(request=req("r2", webhook.url)))  # 127.0.0.1: the operator's allow
+        delivered = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "r2")
+        assert delivered.event.ok and delivered.event.attempts == 1
+        body: dict[str, Any] = (await webhook.got.get())[0]
+        assert body["type"] == "granted" and body["request_id"] == "r2"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_create_whose_callback_aims_inside_is_refused_by_the_planner_in_the_pool_services_words(
+        pipeline: Pipeline, webhook: Webhook) -> None:
+    wait = PoolWait(callback=Callback(url=webhook.url))
+    reply = await pipeline.client.send(pipeline.tenant, CreateCluster(name="cb", template="app-on-pool", nodes=1, pool=wait))
+    assert isinstance(reply, Rejected) and reply.field == "pool.callback", reply
+    assert reply.reason.startswith("--callback: 127.0.0.1 is a loopback address: the pool service sends callbacks to public "
+                                   "addresses only") and SETTING in reply.reason
+    assert await pipeline.store.read(subjects.cluster_name_events(pipeline.tenant, "cb")) == []  # nothing written
+    assert await pipeline.store.subjects(f"{subjects.EVT}.{pipeline.tenant}.poolreq.>") == {}
