@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from .context import TlsError
+from .errors import TlsError
 
 CA_DAYS = 3650
 LEAF_DAYS = 90

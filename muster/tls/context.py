@@ -24,15 +24,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .errors import TlsError
+
 CA_ENV, CERT_ENV, KEY_ENV = "MUSTER_TLS_CA", "MUSTER_TLS_CERT", "MUSTER_TLS_KEY"
 INSECURE_ENV = "MUSTER_INSECURE_NETWORK"
 TLS_DIR = "tls"
 CA_FILE = "ca.pem"
 CLIENT_CERT, CLIENT_KEY = "client.pem", "client.key"
-
-
-class TlsError(RuntimeError):
-    """A TLS setting that cannot work; the message names the file or the flag to fix."""
 
 
 @dataclass(frozen=True)
