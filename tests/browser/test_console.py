@@ -61,6 +61,7 @@ def test_a_failing_task_shows_its_retries_and_the_rollback_and_retry_starts_it_a
     page.goto(f"/ui/jobs/{created['job_id']}?group=stage")
     expect(page.get_by_test_id("job-state")).to_have_text("rolled back", timeout=LONG)
     expect(page.get_by_test_id("job-error")).to_contain_text("broken")
+    expect(page.locator("#job-stage")).to_have_text(re.compile(r"^stopped at \d+ of \d+$"))  # not where it is
     failed = page.locator("#tasks tbody tr", has=page.locator(".badge", has_text="failed")).first
     expect(failed.locator(".t-attempt")).to_have_text("3")
     failed.locator("a.task-link").click()

@@ -154,7 +154,9 @@
   }
 
   // As the server renders them (job.html), so the page at its end reads as it does reloaded.
+  const ENDED_MID_PLAN = ["failed", "rolled_back", "needs_attention"];  // where it stopped, not where it is
   const stageText = (stage, state) =>
+    (stage.current && ENDED_MID_PLAN.includes(state) ? "stopped at " : "") +
     (stage.current || (stage.total && state === "succeeded" ? "all done" : "–")) + " of " + stage.total;
 
   function finished(iso) {
