@@ -35,6 +35,7 @@ from services.planner.domain.job import Job
 from services.planner.messages import RequestContext
 from services.planner.ports import NoLayout
 from services.planner.routing import ROUTES
+from services.pool.domain.pool import Pool
 from services.solver.service import answer
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
@@ -281,3 +282,19 @@ def fails_creates(times: int, node: str = "n1000") -> Any:
         return "succeed"
 
     return behaviour
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"
+"""A host key for the pools' hosts (never used to connect)."""
+
+
+class Mirror:
+    """The pools as the planner's live fold holds them (`services.pool.mirror.PoolMirror`), for a
+    planner given pools without a pool service."""
+
+    def __init__(self) -> None:
+        self.pools: dict[str, Pool] = {}
+        self.watchers: list[Callable[..., Any]] = []
+
+    def watch(self, watcher: Callable[..., Any]) -> None:
+        self.watchers.append(watcher)

@@ -5,10 +5,7 @@ acceptance; a bus callback is not a URL and is not asked about."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-from planner_harness import Harness
+from planner_harness import KEY, Harness, Mirror
 
 from bench.pool_bench import ONE_NODE_CATALOG as CATALOG
 from contracts.catalog import Catalog
@@ -20,18 +17,6 @@ LOOPBACK = ("127.0.0.1 is a loopback address: the pool service sends callbacks t
             "operator allows others (`muster up --webhook-allow 127.0.0.1`, ...)")
 
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"
-
-
-class Mirror:
-    """The pools as the planner's live fold holds them."""
-
-    def __init__(self) -> None:
-        self.pools: dict[str, Pool] = {}
-        self.watchers: list[Callable[..., Any]] = []
-
-    def watch(self, watcher: Callable[..., Any]) -> None:
-        self.watchers.append(watcher)
 
 
 class PoolServiceSays:

@@ -5,11 +5,10 @@ up again with nothing queued twice and nothing left unpublished."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
-from planner_harness import Harness
+from planner_harness import KEY, Harness, Mirror
 
 from bench.pool_bench import ONE_NODE_CATALOG as CATALOG
 from contracts import subjects
@@ -21,19 +20,6 @@ from contracts.records import Recorded
 from muster.ports.eventlog import Append, ConcurrencyError
 from services.planner.pools import GRANT, PoolBroker
 from services.pool.domain.pool import Pool, PoolCreated
-
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4eHh4"
-
-
-class Mirror:
-    """The pools as the live fold would hold them (`services.pool.mirror.PoolMirror`)."""
-
-    def __init__(self) -> None:
-        self.pools: dict[str, Pool] = {}
-        self.watchers: list[Callable[..., Any]] = []
-
-    def watch(self, watcher: Callable[..., Any]) -> None:
-        self.watchers.append(watcher)
 
 
 def _setup() -> tuple[Harness, PoolBroker, Pool]:
