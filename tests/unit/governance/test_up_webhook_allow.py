@@ -52,31 +52,20 @@ def test_a_bad_entry_is_refused_before_anything_starts(tmp_path: Path, monkeypat
     assert refused.exit_code == 2 and "'bad/name' is neither an address" in refused.output, refused.output
 
 
-def test_the_notifier_reads_its_allowlist_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("module", "command", "starter"), [
+    (entrypoint, "main", "start_notifier"), (pool_entrypoint, "serve", "start_pool_service"),
+], ids=["notifier", "pool service"])
+def test_each_sender_reads_the_allowlist_from_the_environment(module: Any, command: str, starter: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Any] = []
     given: dict[str, Any] = {}
 
-    async def start(nc: Any, stack: Any, secrets: Any, **kwargs: Any) -> None:
+    async def start(*args: Any, **kwargs: Any) -> None:
         given.update(kwargs)
 
-    monkeypatch.setattr(entrypoint, "main_for", lambda name, url, setup: started.append(setup))
-    monkeypatch.setattr(entrypoint, "start_notifier", start)
-    result = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8, alerts.internal"}).invoke(entrypoint.main, [])
-    assert result.exit_code == 0 and started, result.output
-    asyncio.run(started[0](None, None))
-    assert str(given["allowed"]) == "10.0.0.0/8, alerts.internal"
-
-
-def test_the_pool_service_reads_the_same_allowlist_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[Any] = []
-    given: dict[str, Any] = {}
-
-    async def start(nc: Any, stack: Any, instance: str, **kwargs: Any) -> None:
-        given.update(kwargs)
-
-    monkeypatch.setattr(pool_entrypoint, "main_for", lambda name, url, setup: started.append(setup))
-    monkeypatch.setattr(pool_entrypoint, "start_pool_service", start)
-    result = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8, alerts.internal"}).invoke(pool_entrypoint.serve, [])
+    monkeypatch.setattr(module, "main_for", lambda name, url, setup: started.append(setup))
+    monkeypatch.setattr(module, starter, start)
+    result = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8, alerts.internal"}).invoke(getattr(module, command), [])
     assert result.exit_code == 0 and started, result.output
     asyncio.run(started[0](None, None))
     assert str(given["allowed"]) == "10.0.0.0/8, alerts.internal"
