@@ -79,3 +79,22 @@ async def webhook() -> AsyncIterator[Webhook]:
         yield receiver
     finally:
         await runner.cleanup()
+
+
+@pytest_asyncio.fixture
+async def moved(webhook: Webhook) -> AsyncIterator[str]:
+    """A receiver that answers every POST with a redirect to the test's webhook receiver."""
+    app = web.Application()
+
+    async def redirect(_: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(webhook.url)
+
+    app.router.add_post("/moved", redirect)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}/moved"
+    finally:
+        await runner.cleanup()

@@ -9,16 +9,12 @@ the notifier lacks, and warns of a host that does not resolve."""
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
-import pytest_asyncio
-from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from contracts.governance import Subscription
-from muster.bus.server import free_port
 from muster.destinations import Allowed, DestinationRefused
 from muster.ports.memory import ManualClock
 from services.notifier.adapters.delivery import Deliveries
@@ -48,25 +44,6 @@ class Answers(AbstractResolver):
 
 def hook(url: str, name: str = "ops") -> Subscription:
     return Subscription.model_validate({"name": name, "events": ["job_failed"], "webhook": {"url": url, "secret": "secret://hook"}})
-
-
-@pytest_asyncio.fixture
-async def moved(webhook: Webhook) -> AsyncIterator[str]:
-    """A receiver that answers every POST with a redirect to the test's webhook receiver."""
-    app = web.Application()
-
-    async def redirect(_: web.Request) -> web.Response:
-        raise web.HTTPTemporaryRedirect(webhook.url)
-
-    app.router.add_post("/moved", redirect)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"http://127.0.0.1:{port}/moved"
-    finally:
-        await runner.cleanup()
 
 
 async def send(deliveries: Deliveries, url: str, nid: str = "ops-test-1") -> tuple[bool, int | None, str]:

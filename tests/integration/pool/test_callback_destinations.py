@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aiohttp import web
 from pool_env import Pipeline, PoolEnv, hosts
 
 from contracts import subjects
@@ -18,7 +17,6 @@ from contracts.commands import CreateCluster, PoolWait, Rejected
 from contracts.pool_commands import AddHosts, RequestHosts
 from contracts.pools import Callback, NodeNeed, PoolHostsRequested, PoolRequest
 from muster.bus.eventstore import Append
-from muster.bus.server import free_port
 from services.pool import client as pools
 from tests.integration.conftest import Webhook
 
@@ -62,31 +60,19 @@ async def test_a_callback_already_in_the_log_is_refused_at_the_post_once(strict_
     assert webhook.got.empty()
 
 
-async def test_what_the_operator_allows_is_delivered_and_a_redirect_is_not_followed(env: PoolEnv, webhook: Webhook) -> None:
+async def test_what_the_operator_allows_is_delivered_and_a_redirect_is_not_followed(env: PoolEnv, webhook: Webhook,
+                                                                                     moved: str) -> None:
     await pools.send(env.nc, "lab", AddHosts(hosts=hosts(2)))
-    app = web.Application()
-
-    async def moved(_: web.Request) -> web.Response:
-        raise web.HTTPTemporaryRedirect(webhook.url)
-
-    app.router.add_post("/moved", moved)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        watch = await env.watch(subjects.pool_events("lab"))
-        await pools.send(env.nc, "lab", RequestHosts(request=req("r1", f"http://127.0.0.1:{port}/moved")))
-        redirected = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "r1")
-        assert not redirected.event.ok and "HTTP 307: the pool service does not follow redirects" in redirected.event.error
-        assert webhook.got.empty()
-        await pools.send(env.nc, "lab", RequestHosts(request=req("r2", webhook.url)))  # 127.0.0.1: the operator's allow
-        delivered = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "r2")
-        assert delivered.event.ok and delivered.event.attempts == 1
-        body: dict[str, Any] = (await webhook.got.get())[0]
-        assert body["type"] == "granted" and body["request_id"] == "r2"
-    finally:
-        await runner.cleanup()
+    watch = await env.watch(subjects.pool_events("lab"))
+    await pools.send(env.nc, "lab", RequestHosts(request=req("r1", moved)))
+    redirected = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "r1")
+    assert not redirected.event.ok and "HTTP 307: the pool service does not follow redirects" in redirected.event.error
+    assert webhook.got.empty()
+    await pools.send(env.nc, "lab", RequestHosts(request=req("r2", webhook.url)))  # 127.0.0.1: the operator's allow
+    delivered = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "r2")
+    assert delivered.event.ok and delivered.event.attempts == 1
+    body: dict[str, Any] = (await webhook.got.get())[0]
+    assert body["type"] == "granted" and body["request_id"] == "r2"
 
 
 async def test_a_create_whose_callback_aims_inside_is_refused_by_the_planner_in_the_pool_services_words(
