@@ -48,6 +48,7 @@ from . import tracing
 from .bus.bodies import Bodies
 from .bus.connect import connect, principal_of
 from .bus.eventstore import EventStore, inflate, recorded_from_msg
+from .bus.wire import close_push
 from .catalog.store import read_catalog
 from .client_operations import Operations, Reply, new_request_id
 from .readmodel.clusters import ClusterInfo
@@ -266,10 +267,8 @@ class MusterClient(Operations):
                     if recorded.type in stop:
                         return
             finally:
-                # Closed late (a caller that stopped reading, collected after its connection
-                # began to close): the subscription goes with the connection anyway.
-                with contextlib.suppress(nats.errors.ConnectionDrainingError, nats.errors.ConnectionClosedError):
-                    await sub.unsubscribe()
+                # (closed late, by a caller that stopped reading, after its connection began to close, too)
+                await close_push(sub)
 
     async def wait(self, job_id: str, tenant: str | None = None, timeout: float = 600.0, since_seq: int = 0) -> Any:
         """The job's final event (JobSucceeded, JobFailed, JobRolledBack, JobNeedsAttention),

@@ -12,6 +12,8 @@ child) accepts it. Tests of permissions use tokens of their own principals.
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import os
 import subprocess
 import threading
@@ -32,6 +34,7 @@ from services.auth.bootstrap import SYSTEM_TOKEN_ENV
 from services.auth.domain.tokens import make_token
 from services.auth.keys import AuthKeys, server_auth_config
 from services.auth.service import AuthService
+from tests.leaks import LEAKS
 
 SYSTEM_TOKEN = make_token("test-system", os.urandom(6), os.urandom(32), os.urandom(16))[0]
 os.environ["MUSTER_TOKEN"] = SYSTEM_TOKEN
@@ -101,6 +104,25 @@ class _ByFile(LoadFileScheduling):
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
     return _ByFile(config, log) if config.getoption("dist") == "loadfile" else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    logging.getLogger("asyncio").addHandler(LEAKS)
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    LEAKS.running = nodeid
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    """Fails the session (an error at the teardown of its last test) if asyncio said a task was
+    destroyed pending, or another thing left behind (tests/leaks.py): closed last, once every
+    other fixture has closed its loops, and after a collection of the garbage."""
+    yield
+    gc.collect()
+    if LEAKS.found:
+        raise AssertionError(f"asyncio reported what was left behind, and where (tests/leaks.py):\n{LEAKS.report()}")
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from nats.js.kv import KeyValue
 from muster.ports.budgets import BudgetConflict, Stored
 
 from . import streams
+from .wire import stop_watch
 
 log = structlog.get_logger("muster.budgets")
 
@@ -64,19 +65,22 @@ class NatsBudgets:
                 await self._task
 
     async def _watch(self, watcher: Any, ready: asyncio.Event, on_change: Callable[[str], Awaitable[None]]) -> None:
-        async for entry in watcher:
-            if entry is None:  # the current values are all delivered
-                ready.set()
-                continue
-            stored = Stored(_shares(entry.value), entry.revision)
-            if stored.revision >= self._known.get(entry.key, Stored()).revision:
-                self._known[entry.key] = stored
-            if not ready.is_set():
-                continue
-            try:
-                await on_change(entry.key)  # (this process's own writes too: a planner finds them no news)
-            except Exception:  # one change badly taken must not end the watch
-                log.exception("budget change not taken", budget=entry.key)
+        try:
+            async for entry in watcher:
+                if entry is None:  # the current values are all delivered
+                    ready.set()
+                    continue
+                stored = Stored(_shares(entry.value), entry.revision)
+                if stored.revision >= self._known.get(entry.key, Stored()).revision:
+                    self._known[entry.key] = stored
+                if not ready.is_set():
+                    continue
+                try:
+                    await on_change(entry.key)  # (this process's own writes too: a planner finds them no news)
+                except Exception:  # one change badly taken must not end the watch
+                    log.exception("budget change not taken", budget=entry.key)
+        finally:  # its consumer and nats-py's tasks for it end with the watch, not with the connection
+            await stop_watch(watcher)
 
     def known(self) -> Mapping[str, Stored]:
         return self._known

@@ -159,7 +159,11 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
         settings["token"] = creds.token
     settings.update(nats_options(servers, data_dir))
     settings.update(options)
-    await connect_verified(nc.connect, settings, data_dir)
+    try:
+        await connect_verified(nc.connect, settings, data_dir)
+    except BaseException:
+        await wire.close_unconnected(nc)
+        raise
     nc._muster_principal = creds.principal  # type: ignore[attr-defined]
     return nc
 

@@ -350,7 +350,7 @@ def start_blocking(data_dir: Path, port: int = 0, name: str = "muster", timeout:
 
     def copy() -> None:
         assert proc.stderr is not None
-        with (data_dir / "nats-server.log").open("ab") as log:
+        with proc.stderr, (data_dir / "nats-server.log").open("ab") as log:  # the pipe too, once at its end
             for line in proc.stderr:
                 log.write(line)
                 log.flush()

@@ -42,6 +42,7 @@ from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
 
 from . import streams
+from .wire import stop_watch
 
 log = structlog.get_logger("muster.shards")
 
@@ -209,31 +210,34 @@ class ShardLeases:
     # -- the watch ---------------------------------------------------------------------------------
 
     async def _watch(self, watcher: Any) -> None:
-        async for entry in watcher:
-            if entry is None:  # the bucket's current state has been delivered
-                self._ready.set()
-                continue
-            self.revisions[entry.key] = entry.revision
-            gone = entry.operation is not None or not entry.value
-            kind, _, name = entry.key.partition(".")
-            if kind == "member":
-                if gone:
-                    self.members.pop(name, None)
-                else:
-                    self.members[name] = entry.revision
-            elif kind == "shard" and name.isdigit():
-                # A new dict each time (here and for `held`): another thread may be reading.
-                shard = int(name)
-                if gone:
-                    self.owners = {k: v for k, v in self.owners.items() if k != shard}
-                else:
-                    self.owners = {**self.owners, shard: json.loads(entry.value).get("owner", "?")}
-            async with self._changed:
-                self._changed.notify_all()
-            if self.on_change is not None:
-                self.on_change()
-            if self._ready.is_set() and not self._stopped:
-                self._spawn(self.rebalance())
+        try:
+            async for entry in watcher:
+                if entry is None:  # the bucket's current state has been delivered
+                    self._ready.set()
+                    continue
+                self.revisions[entry.key] = entry.revision
+                gone = entry.operation is not None or not entry.value
+                kind, _, name = entry.key.partition(".")
+                if kind == "member":
+                    if gone:
+                        self.members.pop(name, None)
+                    else:
+                        self.members[name] = entry.revision
+                elif kind == "shard" and name.isdigit():
+                    # A new dict each time (here and for `held`): another thread may be reading.
+                    shard = int(name)
+                    if gone:
+                        self.owners = {k: v for k, v in self.owners.items() if k != shard}
+                    else:
+                        self.owners = {**self.owners, shard: json.loads(entry.value).get("owner", "?")}
+                async with self._changed:
+                    self._changed.notify_all()
+                if self.on_change is not None:
+                    self.on_change()
+                if self._ready.is_set() and not self._stopped:
+                    self._spawn(self.rebalance())
+        finally:  # its consumer and nats-py's tasks for it end with the watch, not with the connection
+            await stop_watch(watcher)
 
     # -- taking and giving -------------------------------------------------------------------------
 

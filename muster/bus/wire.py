@@ -11,34 +11,51 @@
   subscription, each to the callback (or future) of its publish; a publish nobody answers
   fails after its timeout. `settle` acks, naks, terminates or extends a JetStream delivery.
 
+- **Ending**: `close_push` and `stop_watch` end a JetStream push subscription (an ordered
+  consumer, a KV watch) with the tasks nats-py runs for it (heartbeat and flow-control checks),
+  awaited: its own `unsubscribe` only cancels them, and not at all once the connection is closed
+  or draining (it raises first). Left pending, they outlived their subscription, and a loop
+  closed under them logged "Task was destroyed but it is pending!". `close_unconnected` closes
+  a client whose first connect failed, whose socket nats-py leaves open.
+
 What is relied on, of nats-py (pinned in requirements.lock): `Client._process_msg(sid, subject,
 reply, data, headers)`, called by its parser for every MSG/HMSG; `Subscription._id`; the send
 buffer `Client._pending`, `_pending_data_size`, `_max_pending_size`, `_transport.writelines`;
-`Client._server_info`; `JetStreamContext._nc` and `_timeout`. `INTERNALS` names them and
+`Client._server_info`; `JetStreamContext._nc` and `_timeout`; a JetStream subscription's
+`PushSubscription._sub` (a KV watch's `KeyWatcher._sub`), `Subscription._jsi` with its tasks
+`_hbtask` and `_fctask`, and `Subscription._wait_for_msgs_task`; `Client._close` and
+`_error_cb`. `INTERNALS` names them and
 tests/unit/bus/test_wire_internals.py fails if one changes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
-from nats.errors import ConnectionClosedError, OutboundBufferLimitError
+from nats.errors import BadSubscriptionError, ConnectionClosedError, ConnectionDrainingError, OutboundBufferLimitError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
 
 from ..ports.delivery import Settle
 from ..ports.eventlog import StoreError
 from .protocol import frame, settle_body
 
 INTERNALS = {
-    Client: ("_process_msg", "_pending", "_pending_data_size", "_max_pending_size", "_transport", "_server_info"),
-    Subscription: ("_id",),
+    Client: ("_process_msg", "_pending", "_pending_data_size", "_max_pending_size", "_transport", "_server_info", "_close",
+             "_error_cb"),
+    Subscription: ("_id", "_jsi", "_wait_for_msgs_task"),
     JetStreamContext: ("_nc", "_timeout"),
+    JetStreamContext.PushSubscription: ("_sub",),
+    JetStreamContext._JSI: ("_hbtask", "_fctask"),
+    KeyValue.KeyWatcher: ("_sub",),
 }
 """The private attributes of nats-py this module uses (instance attributes are checked on a
 connected client)."""
@@ -97,6 +114,56 @@ def auth_required(nc: Client) -> bool:
     """Does the server this connection reached authorize connections?"""
     info = getattr(nc, "_server_info", None) or {}
     return bool(info.get("auth_required"))
+
+
+# -- ending push subscriptions ---------------------------------------------------------------
+
+_GONE = (ConnectionClosedError, ConnectionDrainingError, BadSubscriptionError)
+"""What nats-py's `unsubscribe` raises when there is nothing left to unsubscribe from: the
+connection closed or draining (which ends its subscriptions itself), or unsubscribed already."""
+
+
+async def close_push(sub: JetStreamContext.PushSubscription) -> None:
+    """Unsubscribe a JetStream push subscription (an ordered consumer) and wait until nats-py's
+    tasks for it have ended; safe on a closed or draining connection, and twice."""
+    with contextlib.suppress(*_GONE):
+        await sub.unsubscribe()
+    await _end_tasks(sub._sub)
+
+
+async def stop_watch(watcher: KeyValue.KeyWatcher) -> None:
+    """`close_push` for a KV watch (whose own `stop` also ends its iterator)."""
+    if watcher._sub is None:
+        return
+    with contextlib.suppress(*_GONE):
+        await watcher.stop()  # type: ignore[no-untyped-call]  # (nats-py leaves it unannotated)
+    await _end_tasks(watcher._sub._sub)
+
+
+async def _end_tasks(core: Subscription) -> None:
+    jsi = core._jsi
+    found: list[Any] = [jsi._hbtask, jsi._fctask] if jsi is not None else []
+    delivering: Any = core._wait_for_msgs_task  # cancelled by an unsubscribe or a close: its end awaited
+    if delivering is not None and delivering.cancelling():
+        found.append(delivering)
+    # (a callback closing its own subscription runs in the delivering task: it cannot wait for itself)
+    tasks: list[asyncio.Task[Any]] = [t for t in found if t is not None and not t.done() and t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def close_unconnected(nc: Client) -> None:
+    """Close a client whose first connect raised. nats-py raises a refusal (a bad token) before
+    it closes the socket when it may not reconnect: a tracker acting for a revoked token kept
+    one open per request. Its callbacks are not told: it never was connected."""
+
+    async def quiet(err: Exception) -> None:  # (the reset of the socket the server closed already)
+        return None
+
+    nc._error_cb = quiet
+    with contextlib.suppress(Exception):
+        await nc._close(Client.CLOSED, do_cbs=False)
 
 
 def connection_of(js: JetStreamContext) -> Client:

@@ -16,6 +16,7 @@ from nats.js.api import DeliverPolicy
 from contracts import subjects
 from contracts.identity import IdentityEvent
 from muster.bus.eventstore import recorded_from_msg
+from muster.bus.wire import close_push
 
 from .domain.state import IdentityState
 
@@ -67,8 +68,5 @@ class IdentityView:
 
     async def stop(self) -> None:
         if self._sub is not None:
-            try:
-                await self._sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - the connection may be gone already
-                pass
+            await close_push(self._sub)  # (the connection may be gone already)
             self._sub = None

@@ -19,6 +19,7 @@ from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from muster.bus.eventstore import recorded_from_msg
+from muster.bus.wire import close_push
 
 from .domain.entities import Entry, apply
 
@@ -76,4 +77,4 @@ class GovernanceMirror:
     async def stop(self) -> None:
         if self.sub is not None:
             with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
+                await close_push(self.sub)

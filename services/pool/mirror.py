@@ -23,6 +23,7 @@ from contracts import subjects
 from contracts.records import Recorded
 from muster.bus.eventstore import recorded_from_msg
 from muster.bus.repository import fold
+from muster.bus.wire import close_push
 
 from .domain.pool import Pool
 
@@ -76,7 +77,7 @@ class PoolMirror:
     async def stop(self) -> None:
         if self.sub is not None:
             with contextlib.suppress(Exception):
-                await self.sub.unsubscribe()
+                await close_push(self.sub)
 
     async def wait_ready(self) -> None:
         """Until every event recorded before `start` is folded."""

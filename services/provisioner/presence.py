@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
 from contracts.tasks import ProvisionerInfo, ProvisionerPresence
+from muster.bus.wire import stop_watch
 from muster.ports.eventlog import Append, EventLog
 
 log = structlog.get_logger("muster.provisioner")
@@ -180,10 +181,7 @@ class PresenceWatch:
 
     async def stop(self) -> None:
         if self._watcher is not None:
-            try:
-                await self._watcher.stop()  # type: ignore[no-untyped-call]  # (nats-py leaves it unannotated)
-            except Exception as err:  # noqa: BLE001 - closed with the connection
-                log.debug("presence watcher stop failed", error=str(err) or type(err).__name__)
+            await stop_watch(self._watcher)  # (closed with the connection, too)
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -29,6 +29,7 @@ from muster.bus.bodies import Bodies
 from muster.bus.connect import principal_of
 from muster.bus.eventstore import inflate, recorded_from_msg
 from muster.bus.repository import rebuild
+from muster.bus.wire import close_push
 from muster.ports.eventlog import EventLog
 from muster.readmodel.clusters import cluster_view_of, fold_cluster
 from muster.readmodel.locations import TASK, Record, cluster_key, job_key, task_location, updates_from
@@ -285,7 +286,7 @@ class Tracker:
                 if recorded.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                     return
         finally:
-            await sub.unsubscribe()
+            await close_push(sub)
 
     # -- clusters ------------------------------------------------------------------------------
 

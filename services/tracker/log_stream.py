@@ -27,6 +27,7 @@ from contracts.events import FINAL_JOB_EVENTS
 from contracts.identity import Scope
 from contracts.records import Recorded
 from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from muster.bus.wire import close_push
 from muster.ports.eventlog import EventLog
 from muster.readmodel.story import job_of
 
@@ -161,4 +162,4 @@ async def _follow(response: web.StreamResponse, store: EventStore, selection: Se
                 return
     finally:
         with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+            await close_push(sub)

@@ -176,6 +176,8 @@ def muster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Muster]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
         traces.stop()
 
 

@@ -56,6 +56,7 @@ def test_demo_keep_serves_the_console_until_ctrl_c(tmp_path: Path) -> None:
 def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str]) -> None:
     """Every line the process prints, then "" when it closes its output."""
     assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.put(line)
+    with proc.stdout:  # closed at its end, not left to the garbage collector
+        for line in proc.stdout:
+            lines.put(line)
     lines.put("")

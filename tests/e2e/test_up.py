@@ -19,11 +19,13 @@ import nats
 import nats.errors
 import pytest
 import pytest_asyncio
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from contracts.commands import Accepted, CreateCluster
 from contracts.events import EVENT_ADAPTER, JobSucceeded
 from muster.bus.connect import bearer_headers, connect, read_credentials_file
+from muster.bus.wire import close_unconnected
 from muster.client import MusterClient
 from muster.runtime.autoscale import AutoscalePolicy, DeploymentFleet
 from muster.runtime.down import gone
@@ -100,8 +102,10 @@ async def test_up_runs_a_create_and_ctrl_c_leaves_no_orphans(muster_up: tuple[as
     credentials = tmp_path / "data" / "credentials"
     assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
     token = read_credentials_file(credentials)
+    anonymous = Client()
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):  # no anonymous access
-        await nats.connect(nats_url, allow_reconnect=False, max_reconnect_attempts=0)
+        await anonymous.connect(nats_url, allow_reconnect=False, max_reconnect_attempts=0)
+    await close_unconnected(anonymous)  # (nats-py leaves a refused connect's socket open)
     async with await MusterClient.connect(nats_url, token=token) as client:
         # `--tenant default,acme`: both have the catalog and the provisioner serves both.
         replies: list[Accepted] = []

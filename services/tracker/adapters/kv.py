@@ -33,6 +33,7 @@ from nats.js.errors import (
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 
 from contracts import subjects
+from muster.bus.wire import close_push
 from muster.readmodel.locations import CLUSTER, JOB, TASK, Record, Update, merge
 
 log = structlog.get_logger("muster.tracker")
@@ -163,7 +164,7 @@ class LocationIndex:
 
     async def stop(self) -> None:
         if self._sub is not None:
-            await self._sub.unsubscribe()
+            await close_push(self._sub)
             self._sub = None
 
     async def _on_msg(self, msg: Msg) -> None:

@@ -27,6 +27,7 @@ from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.records import Recorded
 from muster.bus.bodies import Bodies
 from muster.bus.eventstore import inflate, recorded_from_msg
+from muster.bus.wire import close_push
 from muster.readmodel.locations import parse_subject
 
 from ..app import Tracker
@@ -156,7 +157,7 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
         pass  # the client went away
     finally:
         with contextlib.suppress(Exception):
-            await sub.unsubscribe()
+            await close_push(sub)
     return response
 
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest_asyncio
 from nats.aio.client import Client
 
 from contracts import subjects
 from muster.bus.connect import read_credentials_file
 from muster.bus.server import NatsServer
+from muster.bus.wire import close_unconnected
 from services.auth.bootstrap import Bootstrap, BootstrapPrincipal
 from services.auth.keys import AuthKeys, server_auth_config
 from services.auth.service import AuthService
@@ -48,7 +48,13 @@ class Authed:
         if principal:
             settings["inbox_prefix"] = f"_INBOX.{principal}"
         settings.update(options)
-        return await nats.connect(**settings)
+        nc = Client()
+        try:
+            await nc.connect(**settings)
+        except BaseException:
+            await close_unconnected(nc)  # (nats-py leaves a refused connect's socket open)
+            raise
+        return nc
 
     async def ask(self, nc: Client, me: str, verb: str, **body: Any) -> dict[str, Any]:
         reply = await nc.request(subjects.auth_request(me, verb), json.dumps(body).encode(), timeout=5)

@@ -66,3 +66,4 @@ async def test_a_class_named_by_the_template_or_the_provider_gets_that_work_and_
         for workers, runner in extra:
             await workers.drain()
             await runner
+        await registry.aclose()  # (its work directory, a temporary one)

@@ -8,6 +8,8 @@ import inspect
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
+from nats.js.kv import KeyValue
 from nats.protocol.command import hpub_cmd, pub_cmd
 
 from muster.bus import protocol, wire
@@ -18,13 +20,23 @@ def test_every_private_name_the_wire_uses_exists_with_the_shape_it_expects() -> 
     nc = Client()
     sub = Subscription(nc, id=7, subject="x")
     js = JetStreamContext(nc, timeout=3.0)
-    instances = {Client: nc, Subscription: sub, JetStreamContext: js}
+    push = JetStreamContext.PushSubscription(js, sub, "S", "c")
+    jsi = JetStreamContext._JSI(js=js, conn=nc, stream="S", ordered=True, psub=push, sub=sub, ccreq=ConsumerConfig())
+    instances = {Client: nc, Subscription: sub, JetStreamContext: js, JetStreamContext.PushSubscription: push,
+                 JetStreamContext._JSI: jsi, KeyValue.KeyWatcher: KeyValue.KeyWatcher(js)}
     for cls, names in wire.INTERNALS.items():
         for name in names:
             assert hasattr(instances[cls], name), f"nats-py's {cls.__name__} has no {name} any more"
     assert isinstance(nc._pending, list) and nc._pending_data_size == 0 and isinstance(nc._max_pending_size, int)
     assert nc._transport is None and isinstance(nc._server_info, dict)
     assert sub._id == 7 and js._nc is nc and js._timeout == 3.0
+    assert push._sub is sub and sub._jsi is None and sub._wait_for_msgs_task is None
+    assert jsi._hbtask is None and jsi._fctask is None
+    # `close_push` / `stop_watch` end these tasks: nats-py's unsubscribe still only cancels them
+    # (after its own unsubscribe, which raises on a closed connection), and a close not at all.
+    unsubscribe = inspect.getsource(JetStreamContext.PushSubscription.unsubscribe)
+    assert "self._sub._jsi._hbtask.cancel()" in unsubscribe and "self._sub._jsi._fctask.cancel()" in unsubscribe
+    assert "await self._sub.unsubscribe()" in inspect.getsource(KeyValue.KeyWatcher.stop)
     # The read-loop hook replaces this method, and is called with these arguments by the parser.
     assert list(inspect.signature(Client._process_msg).parameters) == ["self", "sid", "subject", "reply", "data", "headers"]
     assert "self.nc._process_msg(sid, subject, reply, payload, hdr)" in inspect.getsource(

@@ -153,7 +153,8 @@ def _run(kwargs: dict[str, Any]) -> tuple[str, int | None, str]:
 
     runner = ansible_runner.run(**kwargs)
     try:
-        text = runner.stdout.read()
+        with runner.stdout as out:  # (a new file each time it is asked for)
+            text = out.read()
     except (OSError, AttributeError):
         text = ""
     return str(runner.status), runner.rc, text
