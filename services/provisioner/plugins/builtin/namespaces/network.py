@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import ipaddress
 import os
+import secrets
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -69,7 +70,9 @@ async def create_bridge(name: str, network: str | ipaddress.IPv4Network) -> Brid
     for net in await host_networks():
         if net.overlaps(bridge.network):
             raise SystemCommandError(f"{bridge.network} overlaps the host's {net}: choose another range")
-    await run(["ip", "link", "add", name, "type", "bridge"])
+    # A MAC of its own: else the bridge takes its lowest port's, changing as nodes come and go, and a
+    # node's neighbour entry for the gateway keeps the MAC of a port since deleted (frames lost).
+    await run(["ip", "link", "add", name, "address", _local_mac(), "type", "bridge"])
     try:
         await run(["ip", "addr", "add", str(bridge.gateway), "dev", name])
         await run(["ip", "link", "set", name, "up"])
@@ -77,6 +80,12 @@ async def create_bridge(name: str, network: str | ipaddress.IPv4Network) -> Brid
         await delete_link(name)
         raise
     return bridge
+
+
+def _local_mac() -> str:
+    """A random unicast, locally administered MAC."""
+    first, *rest = secrets.token_bytes(6)
+    return ":".join(f"{b:02x}" for b in ((first & 0xFC) | 0x02, *rest))
 
 
 async def claim_bridge(name: str, pool: str | ipaddress.IPv4Network, prefixlen: int = 24) -> Bridge:
@@ -185,6 +194,9 @@ async def create_netns(name: str, veth: str, bridge: Bridge, address: ipaddress.
         for dev in ("lo", "eth0"):
             await run(["ip", "-n", name, "link", "set", dev, "up"])
         await run(["ip", "-n", name, "route", "add", "default", "via", str(bridge.gateway.ip)])
+        # The host's entry for a node deleted at this address lives on (reachable for 15-45 s): until
+        # it goes, what the host sends here goes to the old node's MAC and is lost (an ssh times out).
+        await run(["ip", "neigh", "flush", "to", str(address.ip), "dev", bridge.name])
     except SystemCommandError:
         await delete_netns(name, veth)
         raise
