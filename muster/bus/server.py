@@ -18,7 +18,6 @@ import subprocess
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,8 +132,6 @@ class NatsServer:
     launcher: tuple[str, ...] = ()
     """argv put before the binary: a fault test runs each node in its own network namespace
     (`nsenter --net=... --`, which execs: the process is still the server)."""
-    preexec: Callable[[], None] | None = None
-    """Run in the child before the binary (`muster up`'s: end with it, muster.runtime.lifeline)."""
     process: asyncio.subprocess.Process | None = field(default=None, init=False)
     log_path: Path | None = field(default=None, init=False)
     reloaded: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -158,7 +155,7 @@ class NatsServer:
         self.process = await asyncio.create_subprocess_exec(
             *self.launcher, nats_server_binary(), "-c", str(conf),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True, pass_fds=self.hold_fds, preexec_fn=self.preexec,
+            start_new_session=True, pass_fds=self.hold_fds,
         )
         try:
             await asyncio.wait_for(self._until_ready(), timeout)

@@ -1,43 +1,36 @@
 """The processes `muster up` starts end with it, however it ends.
 
 A `muster up` stopped by Ctrl-C or SIGTERM stops its children itself. One killed outright (kill -9,
-the OOM killer, a closed terminal's SIGHUP that its handler never sees) cannot: its children went
-on headless, their stderr a broken pipe (no more log lines), holding the data directory's lock
-and ports until someone killed them by pid. On Linux the kernel can send a child a signal when
-its parent dies (`prctl(PR_SET_PDEATHSIG)`): each child asks for SIGTERM, which every service and
-nats-server take as "stop cleanly".
+the OOM killer) cannot: its children went on headless, their stderr a broken pipe, holding the data
+directory's lock and ports until someone killed them by pid. On Linux the kernel can send a process
+a signal when its parent dies (`prctl(PR_SET_PDEATHSIG)`), and the setting survives `exec`. So each
+child is started through `lifeline()`: a short Python program that asks for SIGTERM (which every
+service and nats-server take as "stop cleanly"), checks that its parent is still the one that
+started it, and execs the real command in its place (same pid).
 
-The "parent" the kernel watches is the thread that forked: children are spawned from the event
-loop's thread, which lives as long as `muster up`. Elsewhere (not Linux) there is no such call and
+Not a `preexec_fn`: Python code between fork and exec can deadlock in a process with threads
+(`muster up` has several), and a child stuck there never started (seen as "did not start within
+30 s"). The kernel's "parent" is the thread that forked: children are spawned from the event
+loop's thread, which lives as long as `muster up`. Elsewhere than Linux the prefix is empty and
 children outlive a killed `muster up`, as before; `muster down` stops them by pid.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
-import signal
 import sys
-from collections.abc import Callable
 
-PR_SET_PDEATHSIG = 1
+_PROGRAM = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(1)  # the parent died before the call: no signal would come\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
 
-_prctl = None
-if sys.platform == "linux":
-    # Looked up once here: between fork and exec only the call itself may run.
-    _prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
 
-
-def end_with_this_process() -> Callable[[], None] | None:
-    """A `preexec_fn` that makes the child get SIGTERM when this process dies (None: not Linux)."""
-    if _prctl is None:
-        return None
-    prctl, parent = _prctl, os.getpid()
-
-    def in_child() -> None:
-        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the call: no signal will come
-            os._exit(1)
-
-    return in_child
+def lifeline() -> list[str]:
+    """The argv to put before a child's own: it ends when this process dies ([] when not Linux)."""
+    if sys.platform != "linux":
+        return []
+    return [sys.executable, "-I", "-S", "-c", _PROGRAM, str(os.getpid())]

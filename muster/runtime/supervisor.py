@@ -36,7 +36,7 @@ from typing import Any
 from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port, reachable
 from muster.tls.context import CA_ENV, check_listen
 
-from .lifeline import end_with_this_process
+from .lifeline import lifeline
 from .tls import DeploymentTls, reload_certificate
 
 SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifier")
@@ -198,7 +198,7 @@ class Deployment:
             if not self.nats_url:
                 self.server = NatsServer(self.data_dir / "nats", hold_fds=(self.lock.fileno(),), auth=self._auth_config(),
                                          host=self.host, tls=self.tls.nats() if self.tls else None,
-                                         insecure_network=self.insecure_network, preexec=end_with_this_process())
+                                         insecure_network=self.insecure_network, launcher=tuple(lifeline()))
                 await self.server.start()
                 self.nats_url = self.server.url
             (self.data_dir / "nats.url").write_text(self.nats_url)
@@ -418,11 +418,10 @@ class Deployment:
                 trust.pop(CA_ENV)
             env.update(trust)
         process = await asyncio.create_subprocess_exec(
-            *(self.launcher(name) if self.launcher is not None else []),
+            *(self.launcher(name) if self.launcher is not None else []), *lifeline(),
             sys.executable, "-m", "muster", *args, "--nats-url", self.nats_url or "",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env,
             pass_fds=(self.lock.fileno(),),  # the lock lasts while any of our processes does
-            preexec_fn=end_with_this_process(),
         )
         child = Child(name, process, self.data_dir / "logs" / f"{name}.log", args=list(args))
         self.children.append(child)
