@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -203,15 +203,26 @@ async def test_an_approver_in_another_tenant_cannot_approve(planned: People) -> 
     assert again["type"] == "Rejected" and again["reason"] == "the job was decided already (by apo)", again
 
 
+@asynccontextmanager
+async def tracker_http(planned: People) -> AsyncIterator[tuple[TestClient, EventStore]]:
+    """A tracker (its own service identity) serving HTTP to the test, and its store."""
+    planned.tokens.update(await planned.authed.people({"trk": {"role": "service", "service": "tracker"}}))
+    nc = await connect(planned.authed.url, name="tracker", token=planned.tokens["trk"])
+    store = EventStore(nc)
+    http = TestClient(TestServer(make_app(store, index=False, planner_metrics=False)))
+    await http.start_server()
+    try:
+        yield http, store
+    finally:
+        await http.close()
+        await nc.close()
+
+
 async def test_approve_over_http_with_a_token_and_never_from_another_site(planned: People) -> None:
     assert (await ask(planned, "ada", "put", kind="rule", entities=[{"name": "creates", "operations": ["create"]}]))["ok"]
     waiting = await operate(planned, "uma", CreateCluster(name="viahttp", template="hadoop-small", nodes=3))
     job = waiting["job_id"]
-    planned.tokens.update(await planned.authed.people({"trk": {"role": "service", "service": "tracker"}}))
-    nc = await connect(planned.authed.url, name="tracker", token=planned.tokens["trk"])
-    http = TestClient(TestServer(make_app(EventStore(nc), index=False, planner_metrics=False)))
-    await http.start_server()
-    try:
+    async with tracker_http(planned) as (http, store):
         async def post(who: str, path: str, **headers: str) -> tuple[int, dict[str, Any]]:
             auth = {"Authorization": f"Bearer {planned.tokens[who]}"} if who else {}
             async with http.post(path, json={"comment": "ok by http"}, headers={**auth, **headers}) as resp:
@@ -227,13 +238,10 @@ async def test_approve_over_http_with_a_token_and_never_from_another_site(planne
         assert status == 403 and "may not approve it" in body["error"]["message"], body
         status, body = await post("apo", f"/v1/jobs/{job}/approve")
         assert status == 202 and body["job_id"] == job, body
-        approved = [r.event for r in await EventStore(nc).read(subjects.job_events("a", job)) if r.type == "JobApproved"]
+        approved = [r.event for r in await store.read(subjects.job_events("a", job)) if r.type == "JobApproved"]
         assert [(e.by, e.comment) for e in approved] == [("apo", "ok by http")]
         async with http.get("/v1/governance/rules", headers={"Authorization": f"Bearer {planned.tokens['uma']}"}) as resp:
             assert resp.status == 200 and [i["name"] for i in (await resp.json())["items"]] == ["creates"]
-    finally:
-        await http.close()
-        await nc.close()
 
 
 async def test_a_requester_without_approve_rejects_its_own_job_over_http(planned: People) -> None:
@@ -243,11 +251,7 @@ async def test_a_requester_without_approve_rejects_its_own_job_over_http(planned
     waiting = await operate(planned, "rex", CreateCluster(name="mine", template="hadoop-small", nodes=3))
     assert waiting["type"] == "Accepted" and "waits for approval" in waiting["warnings"][0], waiting
     job = waiting["job_id"]
-    planned.tokens.update(await planned.authed.people({"trk": {"role": "service", "service": "tracker"}}))
-    nc = await connect(planned.authed.url, name="tracker", token=planned.tokens["trk"])
-    http = TestClient(TestServer(make_app(EventStore(nc), index=False, planner_metrics=False)))
-    await http.start_server()
-    try:
+    async with tracker_http(planned) as (http, store):
         async def post(who: str, verb: str) -> tuple[int, dict[str, Any]]:
             async with http.post(f"/v1/jobs/{job}/{verb}", json={"comment": "changed my mind"},
                                  headers={"Authorization": f"Bearer {planned.tokens[who]}"}) as resp:
@@ -257,11 +261,8 @@ async def test_a_requester_without_approve_rejects_its_own_job_over_http(planned
         assert status == 403 and "rex has no approve permission" in body["error"]["message"], body
         status, body = await post("rex", "reject")
         assert status == 202 and body["job_id"] == job, body
-        rejected = [r.event for r in await EventStore(nc).read(subjects.job_events("a", job)) if r.type == "JobRejected"]
+        rejected = [r.event for r in await store.read(subjects.job_events("a", job)) if r.type == "JobRejected"]
         assert [(e.by, e.comment) for e in rejected] == [("rex", "changed my mind")]
-    finally:
-        await http.close()
-        await nc.close()
 
 
 async def test_a_tenant_admin_types_governance_commands_without_tenant(served: People) -> None:
