@@ -132,7 +132,7 @@ async def consume_events(
     async def _keeping_claim(msg: Msg, work: Awaitable[None], interval: float) -> None:
         """A long handler (planning 10,000 nodes) tells the server it still holds the event,
         so it is not redelivered to another planner meanwhile."""
-        task = asyncio.ensure_future(work)
+        task = _owned(work)
         while True:
             done, _ = await asyncio.wait({task}, timeout=interval)
             if done:
@@ -287,6 +287,23 @@ def _settle_on(nc: Any, msg: Msg, verdict: Settle) -> None:
         log.warning("ack lost with the connection; the event is redelivered", verdict=verdict.verdict.value)
 
 
+def _owned(work: Awaitable[None]) -> asyncio.Future[None]:
+    """The handler's run as a task of its own. If the consumer stops waiting for it (cancelled
+    with its subscription) it runs on, as before; how it then ends is logged here rather than
+    left unretrieved ("Task exception was never retrieved")."""
+    task = asyncio.ensure_future(work)
+    task.add_done_callback(_ended_alone)
+    return task
+
+
+def _ended_alone(task: asyncio.Future[None]) -> None:
+    if task.cancelled():
+        return
+    err = task.exception()  # retrieved: the consumer's own wait re-raises it when it still waits
+    if err is not None:
+        log.debug("handler ended with an error", error=f"{type(err).__name__}: {err}"[:500])
+
+
 def _cancelled() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
@@ -294,7 +311,7 @@ def _cancelled() -> bool:
 
 async def _keeping_claims(msgs: list[Msg], work: Awaitable[None], interval: float, nc: Any) -> None:
     """A long handler tells the server it still holds its events (see `consume_events`)."""
-    task = asyncio.ensure_future(work)
+    task = _owned(work)
     while True:
         done, _ = await asyncio.wait({task}, timeout=interval)
         if done:
