@@ -4,7 +4,6 @@ and what the task returns is masked with the values it revealed."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.testing import make_task
+from tests.unit.provisioner.conftest import echo_provider
 
 DB_PASSWORD = "db-pass-7Hq2"
 API_TOKEN = "api-token-Zx91"
@@ -32,15 +32,8 @@ class Echo(ProviderPlugin):
 
 @pytest.fixture
 async def reg(tmp_path: Path) -> AsyncIterator[PluginRegistry]:
-    folder = tmp_path / "p" / "echo"
-    folder.mkdir(parents=True)
-    (folder / "plugin.json").write_text(json.dumps({
-        "name": "echo", "type": "provider", "version": "1", "actions": ["create", "confirm", "delete"], "entry_point": "echo:Echo",
-        "fields": {"token": {"label": "Token", "sensitive": True, "required": True}},
-    }))
-    (folder / "echo.py").write_text(ECHO)
-    secrets = {"@secrets": {"db": DB_PASSWORD, "api": API_TOKEN}}
-    r = PluginRegistry.discover([tmp_path / "p"], secrets=secrets, work_dir=tmp_path / "w")
+    r = echo_provider(tmp_path, {"token": {"label": "Token", "sensitive": True, "required": True}}, ECHO,
+                      {"@secrets": {"db": DB_PASSWORD, "api": API_TOKEN}})
     yield r
     await r.aclose()
 

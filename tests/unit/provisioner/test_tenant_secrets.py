@@ -6,7 +6,6 @@ values of its tenant's own entries too (docs/secrets.md, "Whose secrets")."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from services.notifier.domain.secrets import NotifierSecrets
 from services.provisioner.domain.secrets import ProvisionerSecrets, SecretsFileError
 from services.provisioner.plugins import PluginError, PluginRegistry
 from services.provisioner.plugins.testing import make_task
+from tests.unit.provisioner.conftest import echo_provider
 
 ACME_PASSWORD = "acme-cloud-password-41"
 ACME_DB = "acme-db-password-93"
@@ -53,15 +53,8 @@ FILE: dict[str, Any] = {
 
 @pytest.fixture
 async def reg(tmp_path: Path) -> AsyncIterator[PluginRegistry]:
-    folder = tmp_path / "p" / "echo"
-    folder.mkdir(parents=True)
-    (folder / "plugin.json").write_text(json.dumps({
-        "name": "echo", "type": "provider", "version": "1", "actions": ["create", "confirm", "delete"], "entry_point": "echo:Echo",
-        "fields": {"api_user": {"label": "User"},
-                   "api_password": {"label": "Password", "sensitive": True, "required": True}},
-    }))
-    (folder / "echo.py").write_text(ECHO)
-    r = PluginRegistry.discover([tmp_path / "p"], secrets=FILE, work_dir=tmp_path / "w")
+    r = echo_provider(tmp_path, {"api_user": {"label": "User"},
+                                 "api_password": {"label": "Password", "sensitive": True, "required": True}}, ECHO, FILE)
     yield r
     await r.aclose()
 
