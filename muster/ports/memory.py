@@ -4,7 +4,8 @@ They keep the guarantees the service layers rely on, as the JetStream adapters d
 `MemoryEventLog` refuses a stale writer (expected last sequence per subject), stores a retried
 append once (idempotency keys), and lands a multi-event append whole or not at all;
 `MemoryTaskQueue` de-duplicates attempts by message id. Faults can be injected (an append
-refused, an append that lands but whose ack is lost, a publish that fails) to test repairs.
+refused, an append that lands but whose ack is lost, a log that cannot be read, a publish that
+fails) to test repairs.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class MemoryEventLog:
         self._last: dict[str, int] = {}  # subject -> last sequence
         self._faults: list[_Fault] = []
         self._clock = clock
+        self.unreadable: BaseException | None = None
+        """Raised by every read while set (a stream electing a leader, a partition)."""
 
     def inject(self, when: Callable[[str, Sequence[Append]], bool], error: BaseException, *,
                lands: bool = False, times: int = 1) -> None:
@@ -145,19 +148,27 @@ class MemoryEventLog:
         self._last[subject] = seqs[-1]
         return seqs
 
+    def _readable(self) -> None:
+        if self.unreadable is not None:
+            raise self.unreadable
+
     async def last_seq(self, subject: str) -> int:
+        self._readable()
         return self._last.get(subject, 0)
 
     async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
+        self._readable()
         end = len(self.records) if up_to_seq is None else min(up_to_seq, len(self.records))
         return [r for r in self.records[max(0, start_seq - 1):end] if matches(subject_filter, r.subject)]
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
+        self._readable()
         end = len(self.records) if up_to_seq is None else up_to_seq
         return [r for r in self.records[:end] if any(matches(f, r.subject) for f in subject_filters)]
 
     async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
                      *, start_seq: int = 1, bodies: bool = True) -> int:
+        self._readable()
         filters = [subject_filter] if isinstance(subject_filter, str) else list(subject_filter)
         found = [r for r in self.records[max(0, start_seq - 1):] if any(matches(f, r.subject) for f in filters)]
         for r in found:
@@ -165,6 +176,7 @@ class MemoryEventLog:
         return len(found)
 
     async def subjects(self, subject_filter: str) -> dict[str, int]:
+        self._readable()
         out: dict[str, int] = {}
         for r in self.records:
             if matches(subject_filter, r.subject):

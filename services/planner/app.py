@@ -132,7 +132,7 @@ class Planner:
         planner acts for its cluster; None for any other (another planner's: skipped)."""
         async with self.state.lock:
             job = self.jobs.get(job_id)
-            yield (job, self.clusters[job.cluster_id]) if job is not None and self._acts_for(job) else None
+            yield await self.state.fresh(job) if job is not None and self._acts_for(job) else None
 
     # -- events (see routing.py) -------------------------------------------------------------
 

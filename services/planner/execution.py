@@ -51,6 +51,8 @@ REPUBLISH_QUEUED_EVERY_S = 10.0
 slow to ack gets redeliveries by the hundred, and republishing every queued attempt for each
 spends its CPU on duplicates (docs/planner.md, "Execution"). Once is enough to repair lost
 messages; task timeouts are the net behind it."""
+STALE_WAIT_S = 5.0
+"""How long a timeout waits for a job the log could not give back after a failed save."""
 CHAIN_MOST = 16
 """The most events of one chained save (`execute(chain=True)`): a chain costs the server one
 disk sync per event, an atomic batch one commit whatever its size (decision 6, docs/bus.md)."""
@@ -246,10 +248,15 @@ class Execution:
     async def republish(self, job_id: str, task_id: str, attempt: int) -> None:
         async with self.state.lock:
             job = self.state.jobs.get(job_id)
-            if job is None or not job.is_current(task_id, attempt):
+            try:
+                job, cluster = await self.state.fresh(job) if job is not None else (None, None)
+            except Exception as err:  # noqa: BLE001 - the log unreadable: no attempt it may not hold goes out
+                log.warning("job not read again; its publish waits", job=job_id, error=str(err) or type(err).__name__)
+                self._schedule_republish(job_id, Attempt(task_id, attempt))
+                return
+            if job is None or cluster is None or not job.is_current(task_id, attempt):
                 self.republish_tries.pop((job_id, task_id, attempt), None)
                 return
-            cluster = self.state.clusters[job.cluster_id]
             await self.publish(job, cluster, await self.state.catalog_of(job), Attempt(task_id, attempt))
 
     # -- reactions ---------------------------------------------------------------------------
@@ -306,9 +313,16 @@ class Execution:
     async def timed_out(self, job_id: str, task_id: str, attempt: int) -> None:
         async with self.state.lock:
             job = self.state.jobs.get(job_id)
-            if job is None or not job.is_current(task_id, attempt):
+            if job is None:
                 return
-            cluster = self.state.clusters[job.cluster_id]
+            try:
+                job, cluster = await self.state.fresh(job)
+            except Exception as err:  # noqa: BLE001 - decided once the log can be read
+                log.warning("job not read again; its timeout waits", job=job_id, error=str(err) or type(err).__name__)
+                self.timers.arm(("timeout", job_id, task_id, attempt), self.timers.clock.now() + timedelta(seconds=STALE_WAIT_S))
+                return
+            if not job.is_current(task_id, attempt):
+                return
             catalog = await self.state.catalog_of(job)
             effects = saga.time_out(job, cluster, Attempt(task_id, attempt), self.config.task_timeout_s,
                                     catalog.services, self.config.settings, self.dispatch)

@@ -78,8 +78,7 @@ async def extend(state: PlannerState, timers: Timers, cluster: Cluster, cmd: Ext
     cluster.change_lease(until, cluster.lease_max_at, cluster.lease_step_s, by, cmd.request_id)
     try:
         await state.save_cluster(cluster)
-    except ConcurrencyError:
-        await state.reload_cluster(cluster.tenant, cmd.cluster_id)
+    except ConcurrencyError:  # (the save took the log's view)
         raise Refused(f"cluster {cmd.cluster_id!r} changed meanwhile: ask again", code="conflict") from None
     arm(timers, cluster)
     log.info("lease extended", tenant=cluster.tenant, cluster=cmd.cluster_id, until=until.isoformat(), by=by)

@@ -157,6 +157,11 @@ class Recovery:
             for job in list(self.state.jobs.values()):
                 if job.is_final or not acts_for(job):
                     continue
+                try:
+                    job, cluster = await self.state.fresh(job)
+                except Exception as err:  # noqa: BLE001 - its own redelivered event takes it up once it can be read
+                    log.warning("job not read again; its attempts wait", job=str(job.id), error=str(err) or type(err).__name__)
+                    continue
                 queued = saga.queued_attempts(job)
                 if not queued:
                     continue
@@ -171,6 +176,6 @@ class Recovery:
                 if keep:
                     lost += len(keep)
                     catalog = await self.state.catalog_of(job)
-                    await self.execution.publish_many(job, self.state.clusters[job.cluster_id], catalog, [(a, None) for a in keep])
+                    await self.execution.publish_many(job, cluster, catalog, [(a, None) for a in keep])
         log.warning("task queue lost; queued attempts published again", attempts=lost,
                     held_by_provisioners="unknown" if held is None else len(held))

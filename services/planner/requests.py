@@ -143,6 +143,7 @@ class Requests:
                     # Forwarded here as its owner, the shard moved while the request waited for
                     # the lock: not the requester's doing, so it is told to send it again.
                     raise Moved(cluster_id)
+                await self.state.fresh_cluster(ctx.tenant, cluster_id)  # (a failed save may have left it stale)
                 if op.target == "job":
                     return await self._control(ctx, command)
                 if op.target == "lease":

@@ -3,6 +3,11 @@
 Each aggregate is a fold of its events; `save` appends an aggregate's new events fenced by the
 sequence it was loaded at, so a planner working from a stale view is refused, and then takes
 the log's view again. One lock serialises every handler, so decisions see a consistent view.
+
+A copy whose save failed and which could not take the log's view then (the log unreadable: a
+partition, a failover) is stale: it may hold what was never stored. Nothing acts on it until
+it has been read again (`fresh`), or a redelivered event would pass for a duplicate and be
+acked, and tasks the log never queued would go out.
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ class PlannerState:
         self.part = PART
         self.snapshotter = Snapshotter(snapshots, snapshot_every) if snapshots is not None and snapshot_every > 0 else None
         self._prefetched: dict[str, tuple[Job | None, list[Recorded] | None]] = {}
+        self.stale: set[str] = set()
+        """`job:<id>` and `cluster:<id>` of copies that may hold events the log has not (`fresh`)."""
 
     async def load_clusters(self, only: Callable[[str], bool] | None = None) -> list[Cluster]:
         """Fold the clusters (those whose id `only` accepts) from the log, replacing what was
@@ -74,7 +81,7 @@ class PlannerState:
         events after it."""
         if self.snapshotter is not None:
             found = await self._load_clusters_from_snapshots(only)
-            self.clusters.update(found)
+            self._loaded(found)
             return list(found.values())
         loaded: dict[str, Cluster] = {}
 
@@ -84,17 +91,23 @@ class PlannerState:
                 loaded[key] = fold(Cluster, loaded.get(key), r)
 
         await self.log.replay(subjects.ALL_CLUSTER_EVENTS, on_cluster)
-        self.clusters.update(loaded)
+        self._loaded(loaded)
         return list(loaded.values())
+
+    def _loaded(self, clusters: dict[str, Cluster]) -> None:
+        self.clusters.update(clusters)
+        self.stale.difference_update(f"cluster:{cid}" for cid in clusters)
 
     def forget(self, cluster_ids: set[str]) -> list[str]:
         """Drop these clusters and their jobs from memory (another planner acts for them now);
         returns the jobs dropped."""
         for cid in cluster_ids:
             self.clusters.pop(cid, None)
+            self.stale.discard(f"cluster:{cid}")
         gone = [jid for jid, job in self.jobs.items() if job.cluster_id in cluster_ids]
         for jid in gone:
             del self.jobs[jid]
+            self.stale.discard(f"job:{jid}")
         return gone
 
     async def _load_clusters_from_snapshots(self, only: Callable[[str], bool] | None) -> dict[str, Cluster]:
@@ -147,7 +160,10 @@ class PlannerState:
         """A job at resume: from its snapshot and the events after it when it has ended;
         otherwise from its whole history, returned too (its open tasks' times are in it)."""
         found = self._prefetched.pop(job_id, None)
-        return found if found is not None else await self._load_job(tenant, job_id)
+        if found is None:
+            found = await self._load_job(tenant, job_id)
+        self.stale.discard(f"job:{job_id}")  # (what is returned is the log's: the caller keeps it)
+        return found
 
     async def _load_job(self, tenant: str, job_id: str) -> tuple[Job | None, list[Recorded] | None]:
         snap = (await self._shortcut(self.snapshotter.store.get(JOB.name, tenant, job_id), None)
@@ -250,11 +266,34 @@ class PlannerState:
             self.pinned.pop(next(iter(self.pinned)))
         return found
 
+    def is_stale(self, job: Job | None = None, cluster_id: str | None = None) -> bool:
+        return (job is not None and (f"job:{job.id}" in self.stale or f"cluster:{job.cluster_id}" in self.stale)) or (
+            cluster_id is not None and f"cluster:{cluster_id}" in self.stale)
+
+    async def fresh(self, job: Job) -> tuple[Job, Cluster]:
+        """The job and its cluster as the log has them: the copies in memory, unless a failed
+        save left them stale, then read again. Raises while the log cannot be read: the event
+        being handled is redelivered, not taken in on a copy that may be wrong."""
+        if self.is_stale(job):
+            await self.reload(job.tenant, str(job.id), job.cluster_id)
+            job = self.jobs[str(job.id)]
+        return job, self.clusters[job.cluster_id]
+
+    async def fresh_cluster(self, tenant: str, cluster_id: str) -> None:
+        """`fresh` for a cluster and its current job, by the cluster's id (a request on it)."""
+        cluster = self.clusters.get(cluster_id)
+        job = self.jobs.get(cluster.job_id) if cluster is not None and cluster.job_id else None
+        if job is not None:
+            await self.fresh(job)
+        elif self.is_stale(cluster_id=cluster_id):
+            await self._reload_cluster(tenant, cluster_id)
+
     async def save_cluster(self, cluster: Cluster) -> None:
         try:
             await self.repo.save(cluster, subjects.cluster_events(cluster.tenant, str(cluster.id)))
         except Exception:
-            await self._take_the_logs_view(lambda: self.reload_cluster(cluster.tenant, str(cluster.id)))
+            await self._take_the_logs_view(lambda: self._reload_cluster(cluster.tenant, str(cluster.id)),
+                                           f"cluster:{cluster.id}")
             raise
         if self.snapshotter is not None:
             self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
@@ -263,20 +302,20 @@ class PlannerState:
         try:
             await joblog.append(self.log, job, pending_appends(job))
         except Exception:
-            await self._take_the_logs_view(lambda: self.reload_job(job.tenant, str(job.id)))
+            await self._take_the_logs_view(lambda: self._reload_job(job.tenant, str(job.id)), f"job:{job.id}")
             raise
         if self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
 
-    @staticmethod
-    async def _take_the_logs_view(reload: Callable[[], Awaitable[None]]) -> None:
+    async def _take_the_logs_view(self, reload: Callable[[], Awaitable[None]], *keys: str) -> None:
         """After a failed save, whose events may or may not be in the log. When the log cannot
-        be read either (a failover), the copy in memory stays, and `fence` refuses every save
-        of it until a later failure reloads it: the handler's event is redelivered meanwhile."""
+        be read either (a failover), the copy in memory stays, marked stale (`fresh`)."""
         try:
             await reload()
         except Exception as err:  # noqa: BLE001 - the save's own error is the one raised
-            log.warning("could not take the log's view after a failed save", error=str(err) or type(err).__name__)
+            self.stale.update(keys)
+            log.warning("could not take the log's view after a failed save; read again before it is acted on",
+                        error=str(err) or type(err).__name__, copies=sorted(keys))
 
     async def save(self, job: Job, cluster: Cluster, chain: bool = False,
                    stored: Callable[[Sequence[Append]], None] | None = None) -> None:
@@ -303,7 +342,8 @@ class PlannerState:
             # Our view is no longer the log's: someone else wrote (another planner, a stale
             # copy), or an append failed, or it landed and its ack was lost (a server failover).
             # Take the log's view; the event that brought us here is redelivered.
-            await self._take_the_logs_view(lambda: self.reload(job.tenant, str(job.id), job.cluster_id))
+            await self._take_the_logs_view(lambda: self.reload(job.tenant, str(job.id), job.cluster_id),
+                                           f"job:{job.id}", f"cluster:{job.cluster_id}")
             raise
 
     async def _save_in_parts(self, job: Job, stored: Callable[[Sequence[Append]], None]) -> None:
@@ -330,18 +370,20 @@ class PlannerState:
             joblog.chained(job, mine, stored[len(parts):])
 
     async def reload(self, tenant: str, job_id: str, cluster_id: str) -> None:
-        await self.reload_job(tenant, job_id)
-        await self.reload_cluster(tenant, cluster_id)
+        await self._reload_job(tenant, job_id)
+        await self._reload_cluster(tenant, cluster_id)
 
-    async def reload_job(self, tenant: str, job_id: str) -> None:
+    async def _reload_job(self, tenant: str, job_id: str) -> None:
         job = rebuild(Job, await self.job_history(tenant, job_id))
         if job is not None:
             self.jobs[job_id] = job
+        self.stale.discard(f"job:{job_id}")
 
-    async def reload_cluster(self, tenant: str, cluster_id: str) -> None:
+    async def _reload_cluster(self, tenant: str, cluster_id: str) -> None:
         cluster = rebuild(Cluster, await self.log.read(subjects.cluster_events(tenant, cluster_id)))
         if cluster is not None:
             self.clusters[cluster_id] = cluster
+        self.stale.discard(f"cluster:{cluster_id}")
 
 
 def _tenant_and_id(subject: str) -> tuple[str, str]:

@@ -54,6 +54,8 @@ class Waker:
                     other = self.state.jobs.get(job_id)
                     if other is None or other.is_final or not self.ownership.owns(other.tenant, other.cluster_id):
                         self.limits.forget(job_id)
+                    elif self.state.is_stale(other):
+                        continue  # (taken again when its own event is, once read again: `PlannerState.fresh`)
                     elif other is not job or grew:
                         await advance(other, self.state.clusters[other.cluster_id])
                         woke = True

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from planner_harness import SIMPLE, Harness, demo_catalog
 
-from contracts.commands import Accepted, AddServices, CancelJob, CreateCluster, PauseJob
+from contracts.commands import Accepted, AddServices, CancelJob, CreateCluster, PauseJob, Rejected
 from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
 from contracts.tasks import TaskMessage
 from muster.readmodel.jobs import job_view
 from services.planner.app import PlannerConfig
 from services.planner.domain import saga
-from services.planner.execution import REPUBLISH_QUEUED_EVERY_S
+from services.planner.execution import REPUBLISH_QUEUED_EVERY_S, STALE_WAIT_S
 
 
 def _is(m: TaskMessage, action: str, service: str | None = None, node: str | None = None) -> bool:
@@ -234,6 +234,65 @@ async def test_an_outcome_recorded_without_its_successor_queues_it_when_it_comes
     queued = [(e.task_id, e.attempt) for e in h.events(reply.job_id, "TaskQueued")]
     assert len(queued) == len(set(queued))  # nothing queued twice
     assert len({m.task_id for m in h.queue.messages}) == len(h.job(reply.job_id).tasks)
+
+
+async def test_a_copy_the_log_could_not_correct_is_not_acted_on_until_it_can(h: Harness) -> None:
+    """As in a partition (test-long's compose topology, nats-2 split off): an outcome's append is
+    refused, and the log cannot be read to take its view. The copy in memory holds what was
+    never stored (the outcome taken, its successors queued). Its redelivery must neither
+    publish tasks the log never queued nor pass as a duplicate (acked, the outcome lost for
+    good: the job waited for a timeout): it fails until the log can be read again."""
+    reply = await h.send(CreateCluster(name="split", template="hadoop-small", nodes=2))
+    unavailable = TimeoutError("nats: JetStream system temporarily unavailable")
+
+    def split(subject: str, items: Sequence[Any]) -> bool:
+        if any(i.event.type == "TaskCompleted" for i in items):
+            h.log.unreadable = unavailable  # (the reload after the failed save fails too)
+            return True
+        return False
+
+    h.log.inject(split, unavailable)
+    failed_delivery = await _failed_delivery(h)
+    for _ in range(2):
+        with pytest.raises(TimeoutError):
+            await h.deliver(failed_delivery)  # redelivered while split: not taken, not acked
+    answer = await h.send(PauseJob(job_id=reply.job_id))
+    assert isinstance(answer, Rejected) and answer.retry  # "send it again", not decided on the stale copy
+    await h.clock.advance(h.config.task_timeout_s + 1)  # timeouts fall due: they wait
+    queued = {(e.task_id, e.attempt) for e in h.events(reply.job_id, "TaskQueued")}
+    assert {(m.task_id, m.attempt) for m in h.queue.messages} <= queued  # nothing the log never queued
+    assert not h.events(reply.job_id, "TaskAttemptFailed")
+    h.log.unreadable = None  # healed
+    await h.deliver(failed_delivery)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    completed = [e.task_id for e in h.events(reply.job_id, "TaskCompleted")]
+    assert len(completed) == len(set(completed))
+
+
+async def test_a_timeout_of_a_stale_copy_waits_for_the_log_then_is_taken(h: Harness) -> None:
+    """A timeout falling due while the job's copy is stale and the log unreadable was decided on
+    the copy: its save refused, the timer spent, and the attempt, silent for good, never timed
+    out again once the log came back."""
+    h.behaviour = lambda m: "silent"
+    reply = await h.send(CreateCluster(name="mute", template="hadoop-small", nodes=2))
+    await h.settle()
+    unavailable = TimeoutError("nats: JetStream system temporarily unavailable")
+
+    def split(subject: str, items: Sequence[Any]) -> bool:
+        if any(i.event.type == "JobPaused" for i in items):
+            h.log.unreadable = unavailable
+            return True
+        return False
+
+    h.log.inject(split, unavailable)
+    answer = await h.send(PauseJob(job_id=reply.job_id))
+    assert isinstance(answer, Rejected) and answer.retry
+    await h.clock.advance(h.config.task_timeout_s + 1)
+    assert not h.events(reply.job_id, "TaskAttemptFailed")
+    h.log.unreadable = None
+    await h.clock.advance(STALE_WAIT_S)
+    assert h.events(reply.job_id, "TaskAttemptFailed")  # timed out, on the log's view
 
 
 async def test_an_outcome_s_save_is_a_chain_and_a_failure_s_is_atomic(h: Harness) -> None:
