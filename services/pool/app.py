@@ -18,6 +18,7 @@ through `decide`, and they read best next to it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ class PoolService:
         self.background: set[asyncio.Task[Any]] = set()
         self.sender = self.sender or CallbackSender(self.nc)
         self.decisions = 0
+        self.stale: set[str] = set()
+        """Pools whose copy may hold what a failed save never stored (the log unreadable after
+        it): read again before anything decides on them (`_rebuild`)."""
 
     # -- the log -----------------------------------------------------------------------
 
@@ -115,6 +119,8 @@ class PoolService:
             return await self._catch_up(name)
 
     async def _catch_up(self, name: str) -> Pool | None:
+        if name in self.stale:
+            await self._rebuild(name)
         pool = self.pools.get(name)
         if pool is None:
             pool = rebuild(Pool, await self.store.read(subjects.pool_events(name)))
@@ -139,6 +145,8 @@ class PoolService:
         lock = self.locks.setdefault(name, asyncio.Lock())
         async with lock:
             for _ in range(MAX_CONFLICTS):
+                if name in self.stale:
+                    await self._rebuild(name)  # (raises while the log cannot be read: asked again later)
                 pool = self.pools.get(name)
                 if pool is None and create_by is None:
                     raise PoolError(f"there is no pool {name!r}")
@@ -150,7 +158,9 @@ class PoolService:
                     await self._rebuild(name)  # someone else decided first: decide again on their result
                     continue
                 except BaseException:
-                    await self._rebuild(name)  # the events may or may not be in the log
+                    self.stale.add(name)  # the events may or may not be in the log
+                    with contextlib.suppress(Exception):  # (the save's own error is the one raised)
+                        await self._rebuild(name)
                     raise
                 self.pools[name] = pool
                 self.decisions += 1
@@ -173,6 +183,7 @@ class PoolService:
             self.pools.pop(name, None)
         else:
             self.pools[name] = pool
+        self.stale.discard(name)
 
     # -- requesters' facts, from the log ---------------------------------------------------
 

@@ -17,7 +17,7 @@ from nats.errors import ConnectionClosedError
 
 from contracts import subjects
 from contracts.commands import Rejected
-from muster.bus.consume import consume_routes
+from muster.bus.consume import consume_routes, transient
 from muster.bus.eventstore import EventStore
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
 from muster.runtime.service import SERVICE_URL_HELP, main_for
@@ -45,9 +45,8 @@ async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, a
             reply: Any = await service.handle_command(pool, verb, msg.data, principal)
         except subjects.SubjectError as err:
             reply = Rejected(reason=str(err))
-        except Exception:  # a bug must not leave a requester without an answer
-            log.exception("command failed", subject=msg.subject)
-            reply = Rejected(reason="internal error while handling the command; see the pool service's log")
+        except Exception as err:  # noqa: BLE001 - a bug must not leave a requester without an answer
+            reply = _failed(msg.subject, err)
         if msg.reply:
             await msg.respond(reply.model_dump_json().encode())
 
@@ -88,3 +87,15 @@ def serve(nats_url: str | None, instance: str | None, callback_attempts: int, al
         await start_pool_service(nc, stack, name, callback_attempts=callback_attempts, allowed=allowed)
 
     main_for("pool", nats_url, setup)
+
+
+def _failed(subject: str, err: Exception) -> Rejected:
+    """The answer to a command that raised. The log not answering (a partition, a leader
+    election) is "send it again": what the command wrote may or may not have landed, and the
+    pool is read again before it is decided on. Anything else is a bug, logged."""
+    if transient(err) or isinstance(err, TimeoutError):
+        log.warning("command not decided: the log did not answer", subject=subject, error=str(err) or type(err).__name__)
+        return Rejected(reason=f"the event log did not answer in time ({type(err).__name__}); send the command again",
+                        retry=True, code="unavailable")
+    log.exception("command failed", subject=subject)
+    return Rejected(reason="internal error while handling the command; see the pool service's log")
