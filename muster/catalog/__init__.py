@@ -6,6 +6,8 @@ templates), from files to the log (docs/client.md, "Catalog administration").
 - `templates.py`: `extends` and `includes` resolved into one template (pure);
 - `validation.py` (+ `template_checks.py`, `cycles.py`, `sensitive.py`, `problems.py`): the
   whole catalog checked before anything is written (pure);
+- `needs.py`: which services of a cluster need which (pure), the rule the planner plans with and
+  the read model says what a repair does with;
 - `plugins.py`: `PluginSpecs`, the registry of plugin descriptors the catalog is checked
   against; the catalog is *given* one (`services.provisioner.plugins.specs.catalog_plugins`
   builds it from the provisioner's descriptors) and imports no service;

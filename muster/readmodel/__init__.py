@@ -9,7 +9,8 @@ in `contracts.records.Recorded` and nothing else, so any of its readers can run 
 - `status`: a job's status as the tracker answers it (view + where each task runs + layout);
 - `locations`: where each job, task and cluster is, and the supersede rule that merges it;
 - `clusters`: a cluster from its events (now, or at a point of the log);
-- `observed`, `needs`: its drift, and what a repair does about it given the tenant's catalog;
+- `observed`: its drift, and what a repair does about it given the tenant's catalog (what each
+  service needs: `muster.catalog.needs`, the planner's rule);
 - `timeline`: a readable line per event, with who did it and how long it took.
 
 The one set of final job states and events is `contracts.events.FINAL_JOB_STATES` /

@@ -4,8 +4,9 @@ where a stop job stopped it: `desired.py`), and the repair of each difference.
 
 The planner's Cluster aggregate and the read model's cluster fold both keep the same three inputs
 and ask this module. What a repair does about a pair can also depend on the tenant's catalog
-(`as_repaired`): the readers that show the drift (the tracker's cluster view and replay, the
-console, `muster cluster drift`, the Python client) read it from the log when it matters.
+(`as_repaired`, the one rule: the planner plans its repair with it): the readers that show the
+drift (the tracker's cluster view and replay, the console, `muster cluster drift`, the Python
+client) read the catalog from the log when it matters.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ from typing import Any
 
 from contracts.catalog import Service
 from contracts.events import ServiceState
-
-from .needs import runtime_needs
+from muster.catalog.needs import runtime_needs
 
 STATES: dict[str, ServiceState] = {"running": "running", "stopped": "stopped", "failed": "failed", "unknown": "unknown"}
 LSB_STATE: dict[int, ServiceState] = {0: "running", 1: "failed", 2: "failed", 3: "stopped"}
@@ -92,10 +92,11 @@ def needs_catalog(found: Iterable[Drift]) -> bool:
 
 def as_repaired(found: Sequence[Drift], catalog: Mapping[str, Service] | None, on_cluster: Iterable[str]) -> list[Drift]:
     """The drift with each pair's repair as `muster cluster repair` plans it with this catalog
-    (the planner's `observed.repairs`): a service failed while something it needs running is
-    down too (a replica whose primary died) may have failed for that alone, so it is started
-    after that, not installed and configured again. `catalog`: the tenant's services (None:
-    unknown; each pair's own repair)."""
+    (the planner's `observed.repairs` asks this): a service failed while something it needs
+    running (on any node: `muster/catalog/needs.py`) is down too, such as a replica whose
+    primary died, may have failed for that alone, so it is started after that, not installed
+    and configured again. `catalog`: the tenant's services (None: unknown; each pair's own
+    repair, as when the catalog cannot plan: a service it no longer has, a cycle)."""
     if catalog is None or not needs_catalog(found):
         return list(found)
     needs = runtime_needs(catalog, on_cluster)

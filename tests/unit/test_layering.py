@@ -18,7 +18,7 @@ PURE = {
                         "muster.readmodel.observed"],
                        ("nats", "services", "eventsourcing", "aiohttp")),
     "the catalog's pure core": (["muster.catalog.validation", "muster.catalog.templates", "muster.catalog.files",
-                                 "muster.catalog.sensitive", "muster.catalog.plugins"], ("nats", "services", "muster.bus")),
+                                 "muster.catalog.sensitive", "muster.catalog.plugins", "muster.catalog.needs"], ("nats", "services", "muster.bus")),
     "config macros": (["muster.macros"], ("nats", "services", "muster.bus", "eventsourcing")),
     "the bus-less CLI front end": (["muster.cli_support"], ("nats", "services", "muster.bus", "muster.client")),
     "where tenants' URLs may go": (["muster.destinations"], ("nats", "services", "muster.bus", "aiohttp", "eventsourcing")),

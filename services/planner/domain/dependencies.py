@@ -1,8 +1,9 @@
 """Service dependency resolution, as Coopr's `ServiceDependencyResolver` does it.
 
 Two graphs per cluster: install (`install.requires ∪ install.uses`) and runtime
-(`runtime.requires ∪ runtime.uses`). In both, a dependency on a name that services `provide` is
-replaced by those services, and dependencies on services not on the cluster are dropped.
+(`runtime.requires ∪ runtime.uses`), and their closures, are `muster/catalog/needs.py`'s (a
+dependency on a name that services `provide` is those services, one on a service not on the
+cluster is dropped): the read model says what a repair does with the same rule.
 `direct(...)` answers "which services must do `action` right before this one", skipping services
 that lack the action and keeping only the nearest ones (coopr-facts §2.3, §4.5).
 """
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 
 from contracts.catalog import Action, Service
+from muster.catalog import needs
 
 from .errors import PlanError, services_named
 
@@ -33,11 +35,6 @@ class DependencyResolver:
         unknown = sorted(self.cluster - set(catalog))
         if unknown:
             raise PlanError(f"{services_named(unknown)} not in the catalog")
-        self._providers: dict[str, list[str]] = {}
-        for name in sorted(self.cluster):
-            for provided in catalog[name].dependencies.provides:
-                if provided != name:  # a service providing its own name is ignored
-                    self._providers.setdefault(provided, []).append(name)
         self._cache: dict[tuple[str, Kind, bool], dict[str, frozenset[str]]] = {}
 
     # -- graphs -------------------------------------------------------------------------
@@ -81,21 +78,10 @@ class DependencyResolver:
             self._cache[key] = build(kind, reverse)
         return self._cache[key]
 
-    def _resolve(self, service: str, name: str) -> set[str]:
-        found = {name} if name in self.cluster else set()
-        found.update(self._providers.get(name, ()))
-        found.discard(service)
-        return found
-
     def _build_graph(self, kind: Kind, reverse: bool) -> dict[str, frozenset[str]]:
-        forward: dict[str, set[str]] = {}
-        for name in self.cluster:
-            stage = getattr(self.catalog[name].dependencies, kind.value)
-            forward[name] = set()
-            for dep in (*stage.requires, *stage.uses):
-                forward[name] |= self._resolve(name, dep)
+        forward = needs.graph(self.catalog, self.cluster, "install" if kind is Kind.INSTALL else "runtime")
         if not reverse:
-            return {k: frozenset(v) for k, v in forward.items()}
+            return forward
         backward: dict[str, set[str]] = {name: set() for name in self.cluster}
         for name, deps in forward.items():
             for dep in deps:
@@ -103,26 +89,10 @@ class DependencyResolver:
         return {k: frozenset(v) for k, v in backward.items()}
 
     def _build_closure(self, kind: Kind, reverse: bool) -> dict[str, frozenset[str]]:
-        graph = self.graph(kind, reverse)
-        done: dict[str, frozenset[str]] = {}
-        for root in sorted(graph):
-            self._close(root, graph, done, [], kind)
-        return done
-
-    def _close(self, name: str, graph: Graph, done: dict[str, frozenset[str]], path: list[str], kind: Kind) -> frozenset[str]:
-        if name in done:
-            return done[name]
-        if name in path:
-            cycle = [*path[path.index(name):], name]
-            raise PlanError(f"{kind.value} dependency cycle between services: {' -> '.join(cycle)}")
-        path.append(name)
-        result: set[str] = set()
-        for dep in sorted(graph[name]):
-            result.add(dep)
-            result |= self._close(dep, graph, done, path, kind)
-        path.pop()
-        done[name] = frozenset(result)
-        return done[name]
+        try:
+            return needs.closure(self.graph(kind, reverse))
+        except needs.Cycle as cycle:
+            raise PlanError(f"{kind.value} dependency cycle between services: {cycle}") from None
 
     def _build_minimized(self, kind: Kind, reverse: bool) -> dict[str, frozenset[str]]:
         graph, closure = self.graph(kind, reverse), self.closure(kind, reverse)

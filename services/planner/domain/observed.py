@@ -24,9 +24,9 @@ from contracts.catalog import Action, Service
 from contracts.events import ServiceState
 from muster.readmodel import desired
 from muster.readmodel.desired import Pair
+from muster.readmodel.observed import as_repaired
 
 from .cluster import Cluster
-from .dependencies import DependencyResolver, Kind
 from .errors import PlanError
 from .job import Job
 from .model import Plan
@@ -82,10 +82,7 @@ def repairs(services: Mapping[str, Service], cluster: Cluster) -> dict[Pair, str
     that a service failed while something it needs running is down too (a replica whose primary
     died) may have failed for that alone: it is started after that (its `status` check says
     whether it runs again), not installed and configured again. If it still fails then, its
-    start fails; a check shows it failed on its own, and the next repair reinstalls it."""
-    fixes = {(d.node, d.service): d.repair for d in cluster.drift() if d.repair}
-    if "reinstall" not in fixes.values():
-        return fixes
-    down = {s for (_, s), r in fixes.items() if r in ("start", "reinstall")}
-    needs = DependencyResolver(services, {s for n in cluster.nodes.values() for s in n.services}).closure(Kind.RUNTIME)
-    return {k: "start" if r == "reinstall" and needs[k[1]] & down else r for k, r in fixes.items()}
+    start fails; a check shows it failed on its own, and the next repair reinstalls it. The rule
+    is the read model's (`as_repaired`): the drift every reader shows says what this plans."""
+    on_cluster = {s for n in cluster.nodes.values() for s in n.services}
+    return {(d.node, d.service): d.repair for d in as_repaired(cluster.drift(), services, on_cluster) if d.repair}

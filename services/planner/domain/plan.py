@@ -125,6 +125,7 @@ class _Builder:
         self.chain: dict[tuple[str, str], None] = {}
         self.fanins: list[Link] = []
         self.thrown_in: list[str] = []
+        self.thrown: dict[str, list[str]] = {}  # service -> its thrown-in starts
         self.hosts: dict[str, list[str]] = {}
         for node in nodes:
             for service in dict.fromkeys(node.services):
@@ -171,6 +172,23 @@ class _Builder:
                 sources = [src for dep in sorted(deps) for src in self._sources(rule.before, dep)]
                 if sources:  # cross-node fan-in: one link, every host of every dependency
                     self.fanins.append((tuple(sources), tuple(self.planned[(rule.after, service)])))
+        self._order_thrown_in(resolver)
+
+    def _order_thrown_in(self, resolver: DependencyResolver) -> None:
+        """A thrown-in start waits for the plan's starts of what it needs, on every node: Coopr
+        gave it no edges, so a start or a repair on some nodes started a replica on another
+        node together with the primary thrown in for the planned ones, not after it."""
+        if not self.thrown:
+            return
+        needs = resolver.closure(Kind.RUNTIME)
+        starts: dict[str, list[str]] = {}
+        for task in self.tasks.values():
+            if task.action is A.START and task.service is not None:
+                starts.setdefault(task.service, []).append(task.id)
+        for service, thrown in self.thrown.items():
+            sources = [tid for need in sorted(needs[service]) for tid in starts.get(need, ())]
+            if sources:
+                self.fanins.append((tuple(sources), tuple(thrown)))
 
     def _sources(self, action: Action, service: str) -> list[str]:
         found = []
@@ -182,6 +200,7 @@ class _Builder:
                 # A running service outside the operation: Coopr throws its START in "for
                 # safety" (starts are idempotent). Install and stop edges from outside are dropped.
                 self.thrown_in.append(self._add(node, action, service))
+                self.thrown.setdefault(service, []).append(tid)
                 found.append(tid)
         return found
 

@@ -232,7 +232,19 @@ def test_add_services_throws_in_starts_of_running_dependencies_and_drops_their_i
     assert plan.thrown_in == {"n3.start.dn", "n4.start.dn"}
     assert plan.predecessors("n4.install.hb") == ("n4.bootstrap",)  # install base is not planned
     assert set(plan.predecessors("n4.start.hb")) == {"n4.initialize.hb", "n3.start.dn", "n4.start.dn"}
-    assert plan.predecessors("n3.start.dn") == ()  # thrown-in tasks get no edges of their own
+    assert plan.predecessors("n3.start.dn") == ()  # what it needs (nn) is not in the plan: running, left alone
+
+
+def test_a_thrown_in_start_waits_for_the_plans_starts_of_what_it_needs_on_other_nodes() -> None:
+    # hb on n3 needs hdfs on n3 and n4, and the planned dn of n3 throws in nn's start: the
+    # thrown-in dn of n4 starts after it too, as in a create (it started with it, unordered)
+    nodes = [node("n1", "base", "zk"), node("n2", "base", "nn"), node("n3", "base", "dn", "hb"), node("n4", "base", "dn", "hb")]
+    plan = build_plan(HADOOP, nodes, "start", services=["hb"], node_ids=["n3"])
+    assert plan.thrown_in == {"n2.start.nn", "n4.start.dn"}
+    assert plan.predecessors("n3.start.dn") == ("n2.start.nn",)
+    assert plan.predecessors("n4.start.dn") == ("n2.start.nn",)
+    assert set(plan.predecessors("n3.start.hb")) == {"n3.start.dn", "n4.start.dn"}
+    assert plan.predecessors("n2.start.nn") == ()  # zk is not in the plan: it runs, nothing is added
 
 
 def test_restart_of_a_subset_throws_in_the_start_of_what_it_needs() -> None:
