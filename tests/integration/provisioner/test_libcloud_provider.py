@@ -54,12 +54,38 @@ async def test_dummy_create_confirm_delete(cloud_registry: PluginRegistry) -> No
     provider = cloud_registry.provider("libcloud")
     assert isinstance(provider, LibcloudProvider)
     [driver] = provider._drivers.values()  # one driver per configuration: the dummy keeps its nodes in it
-    assert machine in {str(n.id) for n in driver.list_nodes()}
+    assert {str(n.id): n.name for n in driver.list_nodes()}[machine] == created.result["cloud_name"] == "muster-c1-n1"
     deleted = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
     assert deleted.ok and deleted.stdout == f"destroyed {machine}"
     assert machine not in {str(n.id) for n in driver.list_nodes()}
     twice = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
     assert twice.ok and "did not exist any more" in twice.stdout
+
+
+async def test_dummy_machines_have_their_names_and_ids_of_their_own(cloud_registry: PluginRegistry) -> None:
+    """libcloud's dummy named every machine dummy-<n> and numbered it one more than it held: a
+    machine made after a delete took the id of one still running, and deleting either destroyed
+    both. The rollback of a create that lost its answer finds the machine by its name."""
+    def task(action: str, node: str, **kw: Any) -> TaskMessage:
+        return cloud_task(action, "dummy", {"driver": "dummy"}, flavor="1", image="1", node=node, **kw)
+
+    made = {n: await cloud_registry.execute(task("create", n)) for n in ("n1", "n2")}
+    assert all(o.ok for o in made.values())
+    gone = await cloud_registry.execute(task("delete", "n1", results=made["n1"].result))
+    assert gone.ok, gone.error
+    made["n3"] = await cloud_registry.execute(task("create", "n3"))
+    ids = {n: o.result["providerid"] for n, o in made.items()}
+    assert len(set(ids.values())) == 3, ids
+    assert made["n3"].ipaddresses["access_v4"] != made["n2"].ipaddresses["access_v4"]
+    gone = await cloud_registry.execute(task("delete", "n3", results=made["n3"].result))
+    assert gone.ok and gone.stdout == f"destroyed {ids['n3']}", gone.stdout
+    provider = cloud_registry.provider("libcloud")
+    assert isinstance(provider, LibcloudProvider)
+    [driver] = provider._drivers.values()
+    assert {n.name: str(n.id) for n in driver.list_nodes()}["muster-c1-n2"] == ids["n2"]  # n2's machine is still there
+    rollback = await cloud_registry.execute(task("delete", "n2"))  # no providerid: found by its name
+    assert rollback.ok and rollback.stdout == f"destroyed {ids['n2']} (muster-c1-n2), which a failed create had made"
+    assert not [n for n in driver.list_nodes() if n.name.startswith("muster-")]
 
 
 async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:

@@ -1,7 +1,8 @@
 """ansible-runner's events, read as they come: one output line per task result (each also reported
 at once as the attempt's progress), the first failure (its task and host), the playbook's
-`set_stats` data, ansible's own error text, and whether the failure is one no retry can mend
-(`permanent`): ansible refused the playbook before it started (its YAML, a role or module it
+`set_stats` data, ansible's own error text, and whether no retry can mend the failure.
+
+`permanent`: ansible refused the playbook before it started (its YAML, a role or module it
 cannot find: the same files fail the same way), or the node refused the login (host key not
 the recorded one, client key not accepted). A host that does not answer, a task that fails, or
 an error ansible does not place in the playbook's files may pass."""
