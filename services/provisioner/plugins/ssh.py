@@ -20,7 +20,15 @@ DEFAULT_CONNECT_TIMEOUT_S = 15.0
 
 
 class SshError(Exception):
-    """Why an SSH step failed, in words fit for a task's `error`."""
+    """Why an SSH step failed, in words fit for a task's `error`. `permanent`: no retry can
+    mend it (the node's recorded results lack what a login needs, the server's host key is not
+    the recorded one, the server refuses the client key); a plugin's outcome carries it. A
+    connection that is refused, times out or drops may pass, and so may a client key this
+    provisioner lacks (another provisioner may hold it)."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ def resolve_key_path(identityfile: str, key_dir: Path) -> Path:
         return path
     resolved = (key_dir / path).resolve()
     if not resolved.is_relative_to(key_dir.resolve()):
-        raise SshError(f"ssh-auth identityfile {identityfile!r} points outside the key directory")
+        raise SshError(f"ssh-auth identityfile {identityfile!r} points outside the key directory", permanent=True)
     return resolved
 
 
@@ -92,7 +100,7 @@ def parse_host_keys(lines: tuple[str, ...]) -> list[asyncssh.SSHKey]:
         try:
             keys.append(asyncssh.import_public_key(line))
         except asyncssh.KeyImportError as err:
-            raise SshError(f"invalid host key {line[:40]!r}...: {err}") from None
+            raise SshError(f"invalid host key {line[:40]!r}...: {err}", permanent=True) from None
     return keys
 
 
@@ -109,20 +117,20 @@ def target_from_results(
     """Where and how to reach a node, from what its provider returned (see docs/plugins.md)."""
     host = ipaddresses.get("access_v4") or ipaddresses.get("bind_v4")
     if not host:
-        raise SshError("the node has no access_v4 address (the provider's create/confirm sets it)")
+        raise SshError("the node has no access_v4 address (the provider's create/confirm sets it)", permanent=True)
     auth = results.get("ssh-auth")
     if not isinstance(auth, Mapping) or not auth.get("identityfile"):
-        raise SshError("the node's results have no ssh-auth.identityfile (which client key to log in with)")
+        raise SshError("the node's results have no ssh-auth.identityfile (which client key to log in with)", permanent=True)
     user = str(auth.get("user") or default_user or "root")
     try:
         port = int(results.get("ssh_port", 22))
     except (TypeError, ValueError):
-        raise SshError(f"invalid ssh_port {results.get('ssh_port')!r} in the node's results") from None
+        raise SshError(f"invalid ssh_port {results.get('ssh_port')!r} in the node's results", permanent=True) from None
     host_keys = host_key_lines(results.get("ssh_host_keys"))
     if not host_keys:
         raise SshError(
             f"no ssh_host_keys for {host}:{port} in the node's results: the host key is unknown, so "
-            "the connection is refused (it is recorded by the provider's confirm)"
+            "the connection is refused (it is recorded by the provider's confirm)", permanent=True,
         )
     key = load_private_key(resolve_key_path(str(auth["identityfile"]), key_dir))
     return SshTarget(host=host, port=port, user=user, client_key=key, host_keys=host_keys)
@@ -150,10 +158,13 @@ async def connect(target: SshTarget, timeout: float = DEFAULT_CONNECT_TIMEOUT_S)
     except asyncssh.HostKeyNotVerifiable as err:
         raise SshError(
             f"host key verification failed for {target.host}:{target.port}: the server's key is not "
-            f"the one recorded for this node ({err.reason})"
+            f"the one recorded for this node ({err.reason})", permanent=True,
         ) from None
     except asyncssh.PermissionDenied:
-        raise SshError(f"ssh login refused for {target.address} (client key not accepted)") from None
+        # The same key for the same user meets the same refusal: a wrong user or key would
+        # otherwise be tried once per attempt. (A machine refusing only until its key is written
+        # is mended by a job retry.)
+        raise SshError(f"ssh login refused for {target.address} (client key not accepted)", permanent=True) from None
     except asyncssh.Error as err:
         raise SshError(f"ssh to {target.address} failed: {err.reason}") from None
     except TimeoutError:

@@ -3,9 +3,13 @@ the test's own on a free loopback port and stopped by its PID.
 
 moto 5.2 writes EC2's XML namespace as botocore's model has it, without the trailing slash that AWS
 itself sends (`http://ec2.amazonaws.com/doc/2016-11-15/`); libcloud matches AWS's exactly and so read
-nothing from moto. Its refusals of credentials carry a `<Type>Sender</Type>` that EC2's errors do not
+nothing from moto. Its errors (`<Response><Errors><Error><Code>...`) carry that namespace too, where
+AWS's carry none: libcloud looks for `Errors/Error` without one, found nothing, and every refusal
+arrived as a bare `HTTP 400`, its code (VolumeInUse, InvalidParameterValue...) lost; an error
+of another service's model (IAM's NoSuchEntity) adds a `<message>` beside its `<Message>`, where
+AWS's have exactly a Code and a Message, which is all libcloud reads. Its refusals of credentials carry a `<Type>Sender</Type>` that EC2's errors do not
 have, and libcloud, which reads exactly a Code and a Message, fails on them with "too many values to
-unpack". The server is started with both written as AWS writes them.
+unpack". The server is started with all three written as AWS writes them.
 
 `auth=True` makes moto check the credentials (`INITIAL_NO_AUTH_ACTION_COUNT=0`): every request is
 then refused, since no user exists (moto also recomputes libcloud's signatures of GET requests
@@ -32,7 +36,11 @@ original = serialize.BaseXMLSerializer._serialize_namespace_attribute
 def as_aws_writes_it(self, serialized):
     original(self, serialized)
     ns = serialized.get("@xmlns")
-    if isinstance(ns, str) and ns.startswith("http://ec2.amazonaws.com/doc/") and not ns.endswith("/"):
+    if isinstance(ns, str) and ns.startswith("http://ec2.amazonaws.com/doc/") and "Errors" in serialized:
+        del serialized["@xmlns"]
+        for error in serialized["Errors"]:
+            error["Error"] = {k: v for k, v in error["Error"].items() if k in ("Code", "Message")}
+    elif isinstance(ns, str) and ns.startswith("http://ec2.amazonaws.com/doc/") and not ns.endswith("/"):
         serialized["@xmlns"] = ns + "/"
 serialize.BaseXMLSerializer._serialize_namespace_attribute = as_aws_writes_it
 import moto.core.exceptions as exceptions

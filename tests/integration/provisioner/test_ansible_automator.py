@@ -15,8 +15,10 @@ from namespaces_support import made
 
 from contracts.tasks import TaskMessage
 from muster import tracing
+from muster.bus.server import free_port
 from services.provisioner import progress
 from services.provisioner.plugins import PluginRegistry
+from services.provisioner.plugins.ssh import write_private_key
 from services.provisioner.plugins.testing import make_task, next_task
 
 PLAYBOOK = """
@@ -113,7 +115,7 @@ async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tu
     assert upper.read_text() == f"peers={ip},b me={ip}\n"  # written on the node, in its own /etc
 
     bad = await reg.execute(ansible_task(node, "start", playbook="failing.yml", playbook_dir=str(books)))
-    assert not bad.ok
+    assert not bad.ok and not bad.permanent  # a task that fails may pass (a lock held, a mirror down)
     assert bad.error.startswith("demo start: ansible task 'start the broken daemon' failed on n1:")
     assert "changed: [n1] this one works" in bad.stdout and "failed: [n1] start the broken daemon" in bad.stdout
 
@@ -128,12 +130,76 @@ async def test_playbooks_run_over_ssh_with_the_recorded_host_key(ns_registry: tu
 
     missing = await reg.execute(ansible_task(node, "install", playbook="nope.yml", playbook_dir=str(books)))
     assert not missing.ok and missing.error.startswith(f"demo install: playbook 'nope.yml' not found (looked in: {books}")
+    assert missing.permanent
 
     other_key = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().split()
     forged = node.model_copy(update={"results": {**node.results, "ssh_host_keys": {"ssh-ed25519": " ".join(other_key[:2])}}})
     refused = await reg.execute(ansible_task(forged, "configure", playbook="demo.yml", playbook_dir=str(books), vars={"peers": "x"}))
     assert not refused.ok and "ansible could not reach n1" in refused.error
-    assert "host key" in refused.error.lower()
+    assert "host key" in refused.error.lower() and refused.permanent
+
+
+SYNTAX = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: one
+      command: "true"
+     broken: [
+"""
+NO_ROLE = """
+- hosts: all
+  gather_facts: false
+  roles: [no_such_role]
+"""
+NO_MODULE = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - no_such_module_xyz: a=1
+"""
+PING = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: ping
+      command: "true"
+"""
+
+
+@pytest.mark.timeout(300)
+async def test_what_ansible_refuses_before_it_starts_and_a_refused_login_are_not_retried(
+        ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
+    """The same files fail the same way: a playbook ansible cannot read, a role or module it
+    cannot find, a client key the node refuses (real ssh to a namespace node's sshd) are
+    permanent; a node that does not answer is not."""
+    reg, fields = ns_registry
+    books = playbooks(tmp_path, syntax=SYNTAX, norole=NO_ROLE, nomodule=NO_MODULE, ping=PING)
+    node = await made(reg, fields, "n1")
+    syntax = await reg.execute(ansible_task(node, "install", playbook="syntax.yml", playbook_dir=str(books)))
+    assert not syntax.ok and syntax.permanent, syntax.error
+    assert syntax.error.startswith("demo install: ansible: YAML parsing failed") and f"(in {books / 'syntax.yml'}:" in syntax.error
+    role = await reg.execute(ansible_task(node, "install", playbook="norole.yml", playbook_dir=str(books)))
+    assert not role.ok and role.permanent and "the role 'no_such_role' was not found" in role.error, role.error
+    module = await reg.execute(ansible_task(node, "install", playbook="nomodule.yml", playbook_dir=str(books)))
+    assert not module.ok and module.permanent and "couldn't resolve module/action 'no_such_module_xyz'" in module.error
+    absent = await reg.execute(ansible_task(node, "install", role="no_such_role", playbook_dir=str(books)))
+    assert not absent.ok and absent.permanent and "the role 'no_such_role' was not found" in absent.error
+
+    # Another client key, which the node's sshd does not accept.
+    stranger = Path(str(reg.work_dir)) / "keys" / "stranger"
+    write_private_key(stranger, asyncssh.generate_private_key("ssh-ed25519"))
+    auth = {**node.results["ssh-auth"], "identityfile": "stranger"}
+    denied = await reg.execute(ansible_task(node.model_copy(update={"results": {**node.results, "ssh-auth": auth}}),
+                                            "install", playbook="ping.yml", playbook_dir=str(books)))
+    assert not denied.ok and denied.permanent and "Permission denied" in denied.error, denied.error
+
+    # A port where nothing listens: the node may answer on a retry.
+    closed = node.model_copy(update={"results": {**node.results, "ssh_port": free_port()}})
+    down = await reg.execute(ansible_task(closed, "install", playbook="ping.yml", playbook_dir=str(books)))
+    assert not down.ok and not down.permanent and "ansible could not reach n1" in down.error, down.error
+    ok = await reg.execute(ansible_task(node, "install", playbook="ping.yml", playbook_dir=str(books)))
+    assert ok.ok, ok.error
 
 
 @LONG

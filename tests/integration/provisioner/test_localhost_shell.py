@@ -15,6 +15,7 @@ import pytest
 from contracts.catalog import Action
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.localhost.provider import LocalhostProvider
+from services.provisioner.plugins.ssh import write_private_key
 from services.provisioner.plugins.testing import NodeFactory, make_task, next_task, process_exited, service_task
 
 
@@ -83,6 +84,26 @@ async def test_non_zero_exit_fails_with_the_status_and_output(registry: PluginRe
     assert not out.ok
     assert out.error == "svc configure: script exited with status 7: bad config"
     assert out.stdout == "partial\n" and out.stderr == "bad config\n"
+    assert not out.permanent  # a failing script may pass on a retry
+
+
+async def test_a_script_says_no_retry_can_mend_it_by_its_exit_status(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    script = "echo 'no such version: 9.9' >&2; exit \"$MUSTER_EXIT_PERMANENT\""
+    out = await registry.execute(service_task(node, "install", script))
+    assert not out.ok and out.permanent
+    assert out.error == "svc install: script exited with status 78 (permanent: not retried): no such version: 9.9"
+
+
+async def test_a_client_key_the_node_refuses_is_permanent(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
+    node = await localhost_node()
+    write_private_key(registry.work_dir / "keys" / "stranger", asyncssh.generate_private_key("ssh-ed25519"))
+    auth = {**node.results["ssh-auth"], "identityfile": "stranger"}
+    out = await registry.execute(service_task(node.model_copy(update={"results": {**node.results, "ssh-auth": auth}}), "install", "true"))
+    assert not out.ok and out.permanent and "ssh login refused" in out.error, out.error
+    lost = {**node.results["ssh-auth"], "identityfile": "not-here"}  # a key this provisioner lacks: another may hold it
+    out = await registry.execute(service_task(node.model_copy(update={"results": {**node.results, "ssh-auth": lost}}), "install", "true"))
+    assert not out.ok and not out.permanent and "does not exist on this provisioner" in out.error, out.error
 
 
 async def test_wrong_host_key_is_refused(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
@@ -90,7 +111,7 @@ async def test_wrong_host_key_is_refused(registry: PluginRegistry, localhost_nod
     impostor = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
     tampered = node.model_copy(update={"results": {**node.results, "ssh_host_keys": {"ssh-ed25519": impostor}}})
     out = await registry.execute(service_task(tampered, "install", "touch ran"))
-    assert not out.ok and "host key verification failed" in out.error
+    assert not out.ok and "host key verification failed" in out.error and out.permanent
     assert not (node_dir(registry, node.results["providerid"]) / "ran").exists()
 
 
@@ -98,7 +119,7 @@ async def test_missing_host_key_is_refused(registry: PluginRegistry, localhost_n
     node = await localhost_node()
     results = {k: v for k, v in node.results.items() if k != "ssh_host_keys"}
     out = await registry.execute(service_task(node.model_copy(update={"results": results}), "install", "touch ran"))
-    assert not out.ok and "no ssh_host_keys" in out.error and "refused" in out.error
+    assert not out.ok and "no ssh_host_keys" in out.error and "refused" in out.error and out.permanent
 
 
 async def test_missing_address_or_key_is_a_clear_failure(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
@@ -115,7 +136,7 @@ async def test_action_timeout_kills_the_remote_command(registry: PluginRegistry,
     node = await localhost_node()
     task = service_task(node, "start", "echo $$ > pid; echo waiting; exec sleep 30", timeout_s="0.5")
     out = await asyncio.wait_for(registry.execute(task), 10)
-    assert not out.ok and out.error.startswith("svc start: timed out after 0.5 s")
+    assert not out.ok and out.error.startswith("svc start: timed out after 0.5 s") and not out.permanent
     assert out.stdout == "waiting\n"
     pid = int((node_dir(registry, node.results["providerid"]) / "pid").read_text())
     await process_exited(pid, 5)
@@ -145,7 +166,7 @@ async def test_bootstrap_fails_cleanly_when_the_node_is_gone(registry: PluginReg
     assert isinstance(provider, LocalhostProvider)
     await provider.nodes[node.results["providerid"]].endpoint.stop()
     out = await registry.execute(node)
-    assert not out.ok and "cannot connect" in out.error
+    assert not out.ok and "cannot connect" in out.error and not out.permanent  # it may be back on a retry
 
 
 async def test_confirm_of_a_node_of_another_process_fails(registry: PluginRegistry) -> None:
@@ -256,6 +277,18 @@ async def test_each_node_has_its_own_loopback_address_so_services_share_a_port(
     bad = await registry.execute(make_task("create", providertype="localhost", provider_name="local",
                                            provider_fields={"addresses": "10.0.0.0/8"}))
     assert not bad.ok and bad.error == "create: addresses range '10.0.0.0/8' is not a loopback range (127.0.0.0/8)"
+    assert bad.permanent  # the catalog's range: the same on every retry
+
+
+async def test_a_range_whose_addresses_are_all_taken_may_free_one(registry: PluginRegistry) -> None:
+    def create(node: str) -> Any:
+        return make_task("create", providertype="localhost", provider_name="local", node_id=node,
+                         provider_fields={"addresses": "127.78.0.0/30"})  # two addresses
+
+    made = [await registry.execute(create(n)) for n in ("a", "b")]
+    assert all(o.ok for o in made)
+    full = await registry.execute(create("c"))
+    assert not full.ok and full.error.startswith("create: no free address found in '127.78.0.0/30'") and not full.permanent
 
 
 async def test_a_traced_run_has_the_plugins_span_and_one_per_ssh_command(registry: PluginRegistry, localhost_node: NodeFactory,

@@ -48,6 +48,7 @@ async def test_an_sshd_that_never_comes_up_fails_the_create_and_leaves_nothing(
     out = await reg.execute(ns_task("create", {**fields, "sshd_timeout_s": "0.001"}))
     assert not out.ok
     assert "create: node n1: sshd of node n1.c1.muster on 10.213." in out.error and ":22 did not come up within" in out.error
+    assert not out.permanent  # a slow sshd may come up in time on a retry
     assert not any(Path("/run/netns").glob(fields["prefix"] + "-*"))
     assert not await system.link_exists(fields["prefix"] + "-br")
     assert not list((tmp_path / "nodes").iterdir())
@@ -56,9 +57,16 @@ async def test_an_sshd_that_never_comes_up_fails_the_create_and_leaves_nothing(
 async def test_a_bad_prefix_or_range_is_named(ns_registry: tuple[PluginRegistry, dict[str, Any]]) -> None:
     reg, fields = ns_registry
     bad = await reg.execute(ns_task("create", {**fields, "prefix": "Too-Long"}))
-    assert not bad.ok and "invalid name prefix 'Too-Long'" in bad.error
+    assert not bad.ok and "invalid name prefix 'Too-Long'" in bad.error and bad.permanent  # the catalog's fields
+    garbled = await reg.execute(ns_task("create", {**fields, "network": "10.213.0.0/33"}))
+    assert not garbled.ok and garbled.permanent
+    assert garbled.error.startswith("create: invalid address range '10.213.0.0/33' (field 'network'):"), garbled.error
+    small = await reg.execute(ns_task("create", {**fields, "network": "10.213.7.0/28"}))
+    assert not small.ok and small.permanent
+    assert small.error == "create: address range '10.213.7.0/28' (field 'network') is smaller than the /24 a bridge takes"
+    # Every /24 of the range is routed by the host: one may be free once its user is gone.
     host = await reg.execute(ns_task("create", {**fields, "network": "127.0.0.0/16"}))
-    assert not host.ok and "no free /24 left in 127.0.0.0/16" in host.error
+    assert not host.ok and "no free /24 left in 127.0.0.0/16" in host.error and not host.permanent
 
 
 async def test_without_root_it_refuses_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

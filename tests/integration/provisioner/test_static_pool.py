@@ -12,8 +12,10 @@ import asyncssh
 import pytest
 
 from contracts.tasks import TaskMessage, TaskOutcome
+from muster.bus.server import free_port
 from services.provisioner.plugins import PluginRegistry
 from services.provisioner.plugins.builtin.localhost.provider import LocalhostProvider
+from services.provisioner.plugins.ssh import write_private_key
 from services.provisioner.plugins.testing import NodeFactory, make_task, next_task, process_exited, service_task
 
 POOL = "lab"
@@ -90,7 +92,7 @@ async def test_a_host_that_answers_with_another_key_fails_confirm(registry: Plug
     async with pool_registry(registry.work_dir, a.results["ssh-auth"]["identityfile"]) as reg:
         create = pool_task("create", grant_of_node(a, host_keys=[wrong]))
         out = await reg.execute(next_task(create, await reg.execute(create), "confirm"))
-        assert not out.ok and "host key verification failed" in out.error
+        assert not out.ok and "host key verification failed" in out.error and out.permanent
 
 
 async def test_release_command_runs_before_the_host_goes_back(registry: PluginRegistry, localhost_node: NodeFactory) -> None:
@@ -107,6 +109,7 @@ async def test_release_command_runs_before_the_host_goes_back(registry: PluginRe
         node, confirmed = await pool_node(failing, grant_of_node(a))
         out = await failing.execute(next_task(node, confirmed, "delete"))
         assert not out.ok and out.error == "delete: release command exited with status 4 on host host-a"
+        assert not out.permanent
         create = pool_task("create", grant_of_node(a))  # never confirmed: nothing of ours ran there
         out = await failing.execute(next_task(create, await failing.execute(create), "delete"))
         assert out.ok and "was never confirmed: nothing to release" in out.stdout
@@ -154,6 +157,23 @@ async def test_real_sshd_with_a_wrong_host_key_is_refused(sshd: Any, tmp_path: P
         create = pool_task("create", sshd.grant(POOL) | {"host_keys": [wrong]})
         out = await reg.execute(next_task(create, await reg.execute(create), "confirm"))
         assert not out.ok and "host key verification failed" in out.error
+
+
+async def test_real_sshd_refusing_the_client_key_is_permanent_and_no_answer_is_not(sshd: Any, tmp_path: Path) -> None:
+    """OpenSSH's refusal of the key (the same key meets it on every retry) against a port where
+    nothing listens (it may listen on a retry)."""
+    stranger = tmp_path / "stranger"
+    write_private_key(stranger, asyncssh.generate_private_key("ssh-ed25519"))
+    async with pool_registry(tmp_path / "w", str(stranger)) as reg:
+        create = pool_task("create", sshd.grant(POOL))
+        refused = await reg.execute(next_task(create, await reg.execute(create), "confirm"))
+        assert not refused.ok and refused.permanent, refused.error
+        assert refused.error == f"confirm: ssh login refused for {sshd.user}@127.0.0.1:{sshd.port} (client key not accepted)"
+        assert any("Connection closed by authenticating user" in line or "Failed publickey" in line for line in sshd.log), sshd.log[-5:]
+    async with pool_registry(tmp_path / "w2", str(sshd.client_key)) as reg:
+        create = pool_task("create", sshd.grant(POOL) | {"port": free_port()})
+        down = await reg.execute(next_task(create, await reg.execute(create), "confirm"))
+        assert not down.ok and not down.permanent and "cannot connect to" in down.error, down.error
 
 
 async def test_real_sshd_timeout(sshd: Any, tmp_path: Path) -> None:

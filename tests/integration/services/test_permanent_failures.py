@@ -1,7 +1,8 @@
 """A failure no retry can mend is not retried, with the real planner, solver and provisioner on a
 nats-server and the libcloud provider against a local AWS endpoint (moto's server, checking
 credentials, so it refuses every request): each node's create runs once, and the job's reason says
-it was not retried. An endpoint that does not answer is retried as before."""
+it was not retried. An endpoint that does not answer is retried as before. A shell script (over
+real SSH to localhost nodes) that exits 78 is not retried either."""
 
 from __future__ import annotations
 
@@ -82,3 +83,30 @@ async def test_refused_credentials_are_not_retried_and_an_unreachable_cloud_is(s
     down, attempts = await _created(stack, "down-small")
     assert attempts == {"n1000.create": [1, 2, 3], "n1001.create": [1, 2, 3]}
     assert ".create failed 3 times: create: list nodes: cannot reach the cloud at 127.0.0.1:" in down.reason, down.reason
+
+
+async def test_a_script_that_exits_78_is_not_retried(stack: Stack) -> None:
+    """The shell automator over real SSH (localhost nodes): `exit "$MUSTER_EXIT_PERMANENT"` is the
+    script's word that no retry can mend it; the job stops at the first attempt and says why."""
+    catalog = quick_demo_catalog()
+    template = catalog.clustertemplates["hadoop-small"]
+    catalog.providers["local"] = catalog.providers["sim"].model_copy(update={
+        "name": "local", "providertype": "localhost", "provisioner": {}})
+    for hw in catalog.hardwaretypes.values():
+        hw.providermap["local"] = {"flavor": "loopback"}
+    for image in catalog.imagetypes.values():
+        image.providermap["local"] = {"image": "host"}
+    base = catalog.services["base"]
+    install = base.provisioner.actions["install"].model_copy(update={
+        "type": "shell", "fields": {"script": 'echo "no such version: 9.9" >&2; exit "$MUSTER_EXIT_PERMANENT"'}})
+    catalog.services["base"] = base.model_copy(update={"provisioner": base.provisioner.model_copy(update={
+        "actions": {**base.provisioner.actions, "install": install}})})
+    catalog.clustertemplates["local-small"] = template.model_copy(update={
+        "name": "local-small", "defaults": template.defaults.model_copy(update={"provider": "local"})})
+    await apply_catalog(stack.store, stack.tenant, catalog)
+
+    final, attempts = await _created(stack, "local-small")
+    ran = {task: tries for task, tries in attempts.items() if "install" in task and "base" in task}
+    assert ran and all(tries == [1] for tries in ran.values()), attempts
+    assert ("failed, not retried: its plugin says a retry cannot succeed: base install: script exited with status 78 "
+            "(permanent: not retried): no such version: 9.9") in final.reason, final.reason

@@ -43,13 +43,18 @@ def search_dirs(ctx: PluginContext) -> list[Path]:
     return [d.absolute() for d in dirs] + [Path.cwd()]
 
 
+class PlaybookNotFound(FileNotFoundError):
+    """The catalog names a playbook no search directory holds: permanent (the same directories
+    are searched on a retry; every provisioner of a tenant is deployed with the same playbooks)."""
+
+
 def find_playbook(ctx: PluginContext, name: str) -> Path:
     path = Path(name).expanduser()
     candidates = [path] if path.is_absolute() else [d / path for d in search_dirs(ctx)]
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
-    raise FileNotFoundError(f"playbook {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)})")
+    raise PlaybookNotFound(f"playbook {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)})")
 
 
 def ansible_playbook() -> str:
@@ -79,22 +84,24 @@ class AnsibleAutomator(AutomatorPlugin):
         what = f"{ctx.task.service.name} {action.value}" if ctx.task.service else action.value
         playbook_name, role = str(ctx.fields.get("playbook") or ""), str(ctx.fields.get("role") or "")
         if bool(playbook_name) == bool(role):
-            return failed(f"{what}: the ansible automator needs a 'playbook' or a 'role' (one of them)")
+            return failed(f"{what}: the ansible automator needs a 'playbook' or a 'role' (one of them)", permanent=True)
         user_vars = ctx.fields.get("vars") or {}
         if not isinstance(user_vars, Mapping):
-            return failed(f"{what}: field 'vars' must be a JSON object")
+            return failed(f"{what}: field 'vars' must be a JSON object", permanent=True)
         try:  # the cluster config's macros, in the variables too (%ip.service.x%, ...)
             task = ctx.task
             user_vars = expand(dict(user_vars), Scope(task.node, {**task.nodes, task.node.id: task.node}, task.cluster_owner))
-        except MacroError as err:
+        except MacroError as err:  # not permanent: a node's address may be unknown yet
             return failed(f"{what}: field 'vars': {err}")
         try:
             target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir, ctx.node.sshuser)
             key_path = resolve_key_path(str((ctx.results.get("ssh-auth") or {}).get("identityfile")), self.env.key_dir)
             binary = ansible_playbook()
             playbook = find_playbook(ctx, playbook_name) if playbook_name else None
-        except (SshError, FileNotFoundError) as err:
-            return failed(f"{what}: {err}")
+        except SshError as err:
+            return failed(f"{what}: {err}", permanent=err.permanent)
+        except FileNotFoundError as err:  # no ansible-playbook here is this provisioner's lack: not permanent
+            return failed(f"{what}: {err}", permanent=isinstance(err, PlaybookNotFound))
         self.env.state_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="run-", dir=self.env.state_dir))
         sockets = Path(tempfile.mkdtemp(prefix="mu-ssh-"))  # a socket path has at most 107 bytes
@@ -171,4 +178,4 @@ def outcome(what: str, action: Action, status: str, rc: int | None, log: Ansible
         return failed(f"{what}: ansible timed out" + (f" in task '{log.running}'" if log.running else ""), stdout=stdout)
     last = [line for line in raw.strip().splitlines() if line.strip() and "error" in line.lower()][-2:]
     reason = log.failure or f"ansible-playbook {status} (exit status {rc})" + (": " + " / ".join(last) if last else "")
-    return failed(f"{what}: {reason}", stdout=stdout or raw, stderr=log.stderr())
+    return failed(f"{what}: {reason}", stdout=stdout or raw, stderr=log.stderr(), permanent=status == "failed" and log.permanent)

@@ -1,14 +1,26 @@
 """ansible-runner's events, read as they come: one output line per task result (each also reported
 at once as the attempt's progress), the first failure (its task and host), the playbook's
-`set_stats` data, and ansible's own error text."""
+`set_stats` data, ansible's own error text, and whether no retry can mend the failure.
+
+`permanent`: ansible refused the playbook before it started (its YAML, a role or module it
+cannot find: the same files fail the same way), or the node refused the login (host key not
+the recorded one, client key not accepted). A host that does not answer, a task that fails, or
+an error ansible does not place in the playbook's files may pass."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 MESSAGE_LIMIT = 300
+_ERROR = re.compile(r"^\s*(\[ERROR\]:|ERROR!)\s*")
+"""ansible-core 2.19 writes `[ERROR]: ...`; earlier versions `ERROR! ...`."""
+_ORIGIN = re.compile(r"^\s*Origin:\s*(\S+)")
+"""The file (and line) an error is about, on the line after it (2.19)."""
+_REFUSED_LOGIN = re.compile(r"IDENTIFICATION HAS CHANGED|Host key verification failed|Permission denied \([a-z0-9,@.-]+\)")
+"""ssh's words for a host key that is not the recorded one, and for a client key refused."""
 
 
 def _message(res: Any) -> str:
@@ -32,6 +44,11 @@ class AnsibleLog:
         self.running = ""
         self.last_message = ""
         self.stats: dict[str, Any] = {}
+        self.started = False
+        """The playbook started (it was read and its roles and modules found)."""
+        self.origin = ""
+        """The playbook or role file (path:line:col) ansible's first error is about."""
+        self.refused_login = False
 
     def handle(self, event: dict[str, Any]) -> bool:
         kind = str(event.get("event", ""))
@@ -39,7 +56,9 @@ class AnsibleLog:
         task, host = str(data.get("task", "")), str(data.get("host", ""))
         res = data.get("res") or {}
         with self._lock:
-            if kind == "playbook_on_task_start":
+            if kind == "playbook_on_start":
+                self.started = True
+            elif kind == "playbook_on_task_start":
                 self.running = task
             elif kind == "runner_on_ok":
                 state = "changed" if isinstance(res, dict) and res.get("changed") else "ok"
@@ -54,6 +73,7 @@ class AnsibleLog:
                     self.failure = f"ansible task '{task}' failed on {host}: {message or 'no message'}"
             elif kind == "runner_on_unreachable":
                 message = _message(res)
+                self.refused_login = self.refused_login or bool(_REFUSED_LOGIN.search(message))
                 if "IDENTIFICATION HAS CHANGED" in message or "Host key verification failed" in message:
                     message = "host key verification failed: the node's key is not the one recorded for it"
                 self._line(f"unreachable: [{host}] {task}", message)
@@ -64,12 +84,25 @@ class AnsibleLog:
                 self.stats = dict(artifact) if isinstance(artifact, dict) else {}
                 self._add("recap: " + ", ".join(f"{k}={sum((data.get(k) or {}).values())}"
                                                         for k in ("ok", "changed", "failures", "skipped", "dark")))
-            elif kind in ("verbose", "error", "warning") and "ERROR!" in str(event.get("stdout", "")):
-                text = str(event.get("stdout", "")).strip()
-                self.errors.append(text)
-                if not self.failure:
-                    self.failure = "ansible: " + text.replace("\n", " ")[:MESSAGE_LIMIT]
+            elif kind in ("verbose", "error", "warning"):
+                self._error_text(str(event.get("stdout", "")))
         return True  # keep the event in ansible-runner's artifacts
+
+    def _error_text(self, text: str) -> None:
+        if _ERROR.search(text):
+            self.errors.append(text.strip())
+            if not self.failure:
+                self.failure = "ansible: " + _ERROR.sub("", text.strip(), count=1).replace("\n", " ")[:MESSAGE_LIMIT]
+        elif (origin := _ORIGIN.search(text)) and self.errors and not self.origin:
+            self.errors.append(text.strip())
+            self.origin = origin.group(1)
+            if self.failure.startswith("ansible: "):
+                self.failure += f" (in {self.origin})"
+
+    @property
+    def permanent(self) -> bool:
+        """Ansible refused the playbook's own files before it started, or the node the login."""
+        return self.refused_login or (not self.started and bool(self.origin))
 
     def _line(self, head: str, message: str) -> None:
         self._add(f"{head}: {message}" if message else head)

@@ -10,6 +10,7 @@ the planner does not retry what cannot succeed."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -40,7 +41,39 @@ class CredentialsRefused(CloudRefused):
 REFUSED_STATUSES = frozenset({400, 401, 403, 404})
 """HTTP answers that refuse the request itself (malformed, unknown parameter, unauthorized, no
 such resource). Not 408, 409 or 429 (a timeout, a conflict of the moment, a throttle) nor 5xx:
-those may pass."""
+those may pass. A refusal whose code says the resource is busy may pass too (PASSING_CODES)."""
+
+PASSING_CODES = frozenset({
+    # A resource in a state it is leaving (pending, stopping, attaching, detaching).
+    "IncorrectInstanceState", "IncorrectState", "IncorrectSpotRequestState", "InvalidStateTransition",
+    # Something still holds it: a volume attached, an interface or address being released, a
+    # group or subnet whose machines are terminating.
+    "DependencyViolation", "VolumeInUse",
+    # Eventual consistency: the provider names only machines the cloud itself listed or made,
+    # and EC2 may not know one yet (or any more) in the instant after.
+    "InvalidInstanceID.NotFound",
+    # Throttles and quotas others' deletes free, the account's sign-up still in progress, tags
+    # written by two requests at once.
+    "RequestLimitExceeded", "Throttling", "InstanceLimitExceeded", "VcpuLimitExceeded",
+    "PendingVerification", "ConcurrentTagAccess",
+})
+"""EC2 error codes sent with HTTP 400 for a state of the moment, which a retry may find changed
+(AWS's "Error codes for the Amazon EC2 API"). Any code ending `.InUse` (an address, a group, a
+snapshot held by something else) and any `Insufficient...Capacity` are read so too."""
+
+_CODE = re.compile(r"^([A-Za-z][A-Za-z0-9]*(?:\.[A-Za-z0-9]+)*): ")
+"""libcloud's EC2 error text: `Code: message`, one line per error."""
+
+
+def cloud_codes(err: BaseException) -> list[str]:
+    """The error codes (EC2's `Code: message` lines) a driver's error carries."""
+    text = str(getattr(err, "message", None) or err)
+    return [m.group(1) for line in text.splitlines() if (m := _CODE.match(line.strip()))]
+
+
+def passing(code: str) -> bool:
+    """The code names a state of the moment (PASSING_CODES)."""
+    return code in PASSING_CODES or code.endswith(".InUse") or (code.startswith("Insufficient") and code.endswith("Capacity"))
 
 
 def _causes(err: BaseException) -> list[BaseException]:
@@ -110,4 +143,6 @@ def translate(what: str, fn: Any, err: Exception, provider: str) -> CloudError:
     said = f"{what}: {type(err).__name__}: {str(err).strip() or f'HTTP {status}'}"
     # A TypeError: the driver does not take these arguments, and the same call fails the same way.
     refused = status in REFUSED_STATUSES or isinstance(err, TypeError)
+    if refused and any(passing(code) for code in cloud_codes(err)):
+        return CloudError(f"{said} (a state of the moment: retried)")
     return CloudRefused(said) if refused else CloudError(said)

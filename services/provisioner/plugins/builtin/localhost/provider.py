@@ -32,6 +32,11 @@ DEFAULT_ADDRESSES = "127.77.0.0/16"
 _ID = re.compile(r"^local-[0-9a-f]{12}$")
 
 
+class AddressesTaken(ValueError):
+    """Every address tried is some node's: one may be free once nodes are deleted (not permanent,
+    unlike a range that is not a loopback range)."""
+
+
 @dataclass
 class LocalNode:
     providerid: str
@@ -73,7 +78,7 @@ class LocalhostProvider(ProviderPlugin):
             address = str(network.network_address + 1 + random.randrange(hosts))
             if address not in used:
                 return address
-        raise ValueError(f"no free address found in {raw!r} ({len(used)} nodes use it)")
+        raise AddressesTaken(f"no free address found in {raw!r} ({len(used)} nodes use it)")
 
     async def create(self, ctx: PluginContext) -> TaskOutcome:
         providerid = f"local-{uuid.uuid4().hex[:12]}"
@@ -84,7 +89,7 @@ class LocalhostProvider(ProviderPlugin):
         try:
             address = self._address(ctx)
         except ValueError as err:
-            return failed(f"create: {err}")
+            return failed(f"create: {err}", permanent=not isinstance(err, AddressesTaken))
         write_private_key(key_path, client_key)
         endpoint = LocalSshEndpoint(
             self._base_dir(ctx) / providerid,
@@ -131,7 +136,7 @@ class LocalhostProvider(ProviderPlugin):
         try:
             probe = await login_probe(target, "pwd", timeout)
         except SshError as err:
-            return failed(f"confirm: {err}")
+            return failed(f"confirm: {err}", permanent=err.permanent)
         return succeeded(
             {"ssh_host_keys": host_keys_result(endpoint.host_key)},
             ipaddresses=self._ips(node.address),

@@ -9,6 +9,7 @@ the same key directory can confirm or delete them. The providerid is the node's 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import secrets
 from pathlib import Path
@@ -35,17 +36,21 @@ class NamespacesProvider(ProviderPlugin):
         refusal = system.root_refusal()
         if refusal:
             return failed(refusal)
+        # The catalog's fields are refused before anything is made: the same fields fail the same
+        # way (permanent). What fails later may pass: a range the host routes, a bridge with no
+        # address left, an sshd slow to start.
         try:
             prefix = system.check_prefix(str(ctx.fields.get("prefix") or "mu"))
             bridge_name = system.object_name(prefix, "br", interface=True)
             name = system.object_name(prefix, secrets.token_hex(4), interface=True)
+            network = _network(str(ctx.fields.get("network") or "10.213.0.0/16"))
         except system.SystemCommandError as err:
-            return failed(f"create: {err}")
+            return failed(f"create: {err}", permanent=True)
         directory = self._base_dir(ctx) / name
         key_id = f"{KEYS}/{name}"
         try:
             async with system.host_lock():  # the bridge stays while the veth is put on it
-                bridge = await system.claim_bridge(bridge_name, str(ctx.fields.get("network") or "10.213.0.0/16"))
+                bridge = await system.claim_bridge(bridge_name, network)
                 address = system.lease_address(bridge, name)
                 netns = await system.create_netns(name, name, bridge, address)
             node = await rootfs.start_node(netns, _hostname(ctx), directory)
@@ -89,7 +94,7 @@ class NamespacesProvider(ProviderPlugin):
             target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir)
             probe = await login_probe(target, "hostname", timeout)
         except SshError as err:
-            return failed(f"confirm: {err}")
+            return failed(f"confirm: {err}", permanent=err.permanent)
         return succeeded(
             {"ssh_host_keys": dict(ctx.results.get("ssh_host_keys") or {})},
             stdout=f"node {ctx.node.id} is up: root@{target.host}:{target.port} answers as {probe.stdout.strip()}, host key checked",
@@ -114,6 +119,17 @@ class NamespacesProvider(ProviderPlugin):
         system.release_leases(bridge, name)
         (self.env.key_dir / KEYS / name).unlink(missing_ok=True)
         await system.delete_bridge_if_unused(bridge)
+
+
+def _network(raw: str) -> ipaddress.IPv4Network:
+    """The `network` field: a range holding at least one /24 (the bridge takes one)."""
+    try:
+        network = ipaddress.IPv4Network(raw)
+    except ValueError as err:
+        raise system.SystemCommandError(f"invalid address range {raw!r} (field 'network'): {err}") from None
+    if network.prefixlen > 24:
+        raise system.SystemCommandError(f"address range {raw!r} (field 'network') is smaller than the /24 a bridge takes")
+    return network
 
 
 def _hostname(ctx: PluginContext) -> str:

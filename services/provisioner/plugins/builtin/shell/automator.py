@@ -5,6 +5,9 @@ The command runs in the login directory (or the `workdir` field's) with MUSTER_*
 cluster config is also in MUSTER_CONFIG when it is small. The file is removed afterwards.
 A non-zero exit fails the task with the exit status in `error`; for `status` the exit status
 is the answer, as an LSB init script's (0 running, 1-2 failed, 3 stopped, else unknown).
+A script that knows no retry can mend its failure exits with PERMANENT_EXIT (78, sysexits'
+EX_CONFIG; exported as MUSTER_EXIT_PERMANENT): the failure is permanent, the planner does not
+retry it. Any other failure may pass, and is retried.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ CLEANUP_TIMEOUT_S = 5.0
 CLEANUP_MARGIN_S = 2.0
 SAID_LINES, SAID_LIMIT = 2, 200
 """A failed script's error ends with its last stderr lines (at most this many, and characters)."""
+PERMANENT_EXIT = 78
+"""The exit status by which a script says no retry can mend its failure (sysexits' EX_CONFIG: a
+configuration the script refuses fails the same way every time). Not 1 or 2, which any failing
+command returns, nor 126/127 (a command not installed yet may be on a later attempt)."""
 BOOTSTRAP_PROBE = 'echo "bootstrap: $(id -un)@$(hostname) in $PWD"'
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -51,6 +58,7 @@ def task_environment(ctx: PluginContext, extra: Mapping[str, Any] | None = None)
         "MUSTER_IP": task.node.ipaddresses.get("access_v4", ""),
         "MUSTER_SERVICES": " ".join(task.node.services),
         "MUSTER_SERVICE": task.service.name if task.service else "",
+        "MUSTER_EXIT_PERMANENT": str(PERMANENT_EXIT),
     }
     config = json.dumps(task.config, separators=(",", ":"), sort_keys=True)
     if len(config.encode()) <= CONFIG_ENV_LIMIT:
@@ -124,7 +132,7 @@ class ShellAutomator(AutomatorPlugin):
         what = f"{ctx.task.service.name} {action.value}" if ctx.task.service else action.value
         extra_env = ctx.fields.get("env") or {}
         if not isinstance(extra_env, Mapping) or not all(_ENV_NAME.match(str(k)) for k in extra_env):
-            return failed(f"{what}: field 'env' must be a JSON object of environment variable names to values")
+            return failed(f"{what}: field 'env' must be a JSON object of environment variable names to values", permanent=True)
         # Time out a little before the task's deadline, so that there is time to kill the script.
         remaining = ctx.remaining()
         limit = remaining - min(CLEANUP_MARGIN_S, 0.1 * remaining)
@@ -133,7 +141,7 @@ class ShellAutomator(AutomatorPlugin):
         try:
             target = target_from_results(ctx.results, ctx.node.ipaddresses, self.env.key_dir, ctx.node.sshuser)
         except SshError as err:
-            return failed(f"{what}: {err}")
+            return failed(f"{what}: {err}", permanent=err.permanent)
         if action is Action.BOOTSTRAP and not ctx.fields.get("script"):
             workdir = str(ctx.fields.get("workdir") or "")
             cd = f"mkdir -p {shlex.quote(workdir)} && cd {shlex.quote(workdir)} && " if workdir else ""
@@ -163,7 +171,7 @@ class ShellAutomator(AutomatorPlugin):
                         f"{what}: timed out after {limit:.3g} s on {target.address}", stdout=err.stdout, stderr=err.stderr
                     )
         except SshError as err:
-            return failed(f"{what}: {err}")
+            return failed(f"{what}: {err}", permanent=err.permanent)
         if action is Action.STATUS:  # the exit status is the answer (LSB init scripts' status)
             state = LSB_STATE.get(result.exit_status if result.exit_status is not None else -1, "unknown")
             last = (result.stdout or "").strip().splitlines()
@@ -174,9 +182,12 @@ class ShellAutomator(AutomatorPlugin):
                 reason = f"killed by signal {result.signal}"
             elif result.exit_status is None:
                 reason = "ended without an exit status (connection lost?)"
+            elif result.exit_status == PERMANENT_EXIT:
+                reason = f"exited with status {PERMANENT_EXIT} (permanent: not retried)"
             else:
                 reason = f"exited with status {result.exit_status}"
-            return failed(f"{what}: script {reason}{said(result.stderr)}", stdout=result.stdout, stderr=result.stderr)
+            return failed(f"{what}: script {reason}{said(result.stderr)}", stdout=result.stdout, stderr=result.stderr,
+                          permanent=result.exit_status == PERMANENT_EXIT and not result.signal)
         return succeeded(stdout=result.stdout, stderr=result.stderr)
 
 

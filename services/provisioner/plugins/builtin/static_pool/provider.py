@@ -77,15 +77,17 @@ class StaticPoolProvider(ProviderPlugin):
         try:
             grant = grant_of(ctx)
             keys = parse_host_keys(tuple(grant["host_keys"]))
-        except (GrantError, SshError) as err:
+        except GrantError as err:
             return failed(f"confirm: {err}")
+        except SshError as err:
+            return failed(f"confirm: {err}", permanent=err.permanent)
         timeout = self._timeout(ctx)
         try:
             target = self._target(ctx, grant)
             async with await connect(target, timeout) as conn:
                 probe = await run(conn, "id -un && hostname", timeout=timeout)
         except SshError as err:
-            return failed(f"confirm: {err}")
+            return failed(f"confirm: {err}", permanent=err.permanent)
         except SshCommandTimeout:
             return failed(f"confirm: probe command timed out on {grant['address']}:{grant['port']}")
         if probe.exit_status != 0:
@@ -113,8 +115,10 @@ class StaticPoolProvider(ProviderPlugin):
             target = self._target(ctx, grant)
             async with await connect(target, self._timeout(ctx)) as conn:
                 result = await run(conn, str(release), timeout=max(ctx.remaining(), 0.001))
-        except (GrantError, SshError) as err:
+        except GrantError as err:
             return failed(f"delete: release command: {err}")
+        except SshError as err:
+            return failed(f"delete: release command: {err}", permanent=err.permanent)
         except SshCommandTimeout as err:
             return failed("delete: release command timed out", stdout=err.stdout, stderr=err.stderr)
         if result.exit_status != 0:
