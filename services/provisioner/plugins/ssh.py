@@ -22,9 +22,9 @@ DEFAULT_CONNECT_TIMEOUT_S = 15.0
 class SshError(Exception):
     """Why an SSH step failed, in words fit for a task's `error`. `permanent`: no retry can
     mend it (the node's recorded results lack what a login needs, the server's host key is not
-    the recorded one, the server refuses the client key); a plugin's outcome carries it. A
-    connection that is refused, times out or drops may pass, and so may a client key this
-    provisioner lacks (another provisioner may hold it)."""
+    the recorded one); a plugin's outcome carries it. A connection that is refused, times out
+    or drops may pass, and so may a login refused (a machine still booting has not been given
+    its key yet) and a client key this provisioner lacks (another provisioner may hold it)."""
 
     def __init__(self, message: str, *, permanent: bool = False) -> None:
         super().__init__(message)
@@ -161,10 +161,10 @@ async def connect(target: SshTarget, timeout: float = DEFAULT_CONNECT_TIMEOUT_S)
             f"the one recorded for this node ({err.reason})", permanent=True,
         ) from None
     except asyncssh.PermissionDenied:
-        # The same key for the same user meets the same refusal: a wrong user or key would
-        # otherwise be tried once per attempt. (A machine refusing only until its key is written
-        # is mended by a job retry.)
-        raise SshError(f"ssh login refused for {target.address} (client key not accepted)", permanent=True) from None
+        # Not permanent: a cloud machine's sshd answers before cloud-init has written its
+        # authorized key, and refuses the key for that moment (what Terraform and Ansible wait
+        # through); a wrong key costs a few attempts, a boot race would cost the job.
+        raise SshError(f"ssh login refused for {target.address} (client key not accepted)") from None
     except asyncssh.Error as err:
         raise SshError(f"ssh to {target.address} failed: {err.reason}") from None
     except TimeoutError:

@@ -168,11 +168,12 @@ PING = """
 
 
 @pytest.mark.timeout(300)
-async def test_what_ansible_refuses_before_it_starts_and_a_refused_login_are_not_retried(
+async def test_what_ansible_refuses_before_it_starts_is_not_retried_and_a_refused_login_is(
         ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
     """The same files fail the same way: a playbook ansible cannot read, a role or module it
-    cannot find, a client key the node refuses (real ssh to a namespace node's sshd) are
-    permanent; a node that does not answer is not."""
+    cannot find are permanent; a client key the node refuses (real ssh to a namespace node's
+    sshd: a machine still booting refuses it until its key is written) and a node that does not
+    answer are not."""
     reg, fields = ns_registry
     books = playbooks(tmp_path, syntax=SYNTAX, norole=NO_ROLE, nomodule=NO_MODULE, ping=PING)
     node = await made(reg, fields, "n1")
@@ -192,7 +193,7 @@ async def test_what_ansible_refuses_before_it_starts_and_a_refused_login_are_not
     auth = {**node.results["ssh-auth"], "identityfile": "stranger"}
     denied = await reg.execute(ansible_task(node.model_copy(update={"results": {**node.results, "ssh-auth": auth}}),
                                             "install", playbook="ping.yml", playbook_dir=str(books)))
-    assert not denied.ok and denied.permanent and "Permission denied" in denied.error, denied.error
+    assert not denied.ok and not denied.permanent and "Permission denied" in denied.error, denied.error
 
     # A port where nothing listens: the node may answer on a retry.
     closed = node.model_copy(update={"results": {**node.results, "ssh_port": free_port()}})

@@ -3,8 +3,8 @@ at once as the attempt's progress), the first failure (its task and host), the p
 `set_stats` data, ansible's own error text, and whether no retry can mend the failure.
 
 `permanent`: ansible refused the playbook before it started (its YAML, a role or module it
-cannot find: the same files fail the same way), or the node refused the login (host key not
-the recorded one, client key not accepted). A host that does not answer, a task that fails, or
+cannot find: the same files fail the same way), or the node's host key is not the recorded
+one. A host that does not answer, a task that fails, or
 an error ansible does not place in the playbook's files may pass."""
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ _ERROR = re.compile(r"^\s*(\[ERROR\]:|ERROR!)\s*")
 """ansible-core 2.19 writes `[ERROR]: ...`; earlier versions `ERROR! ...`."""
 _ORIGIN = re.compile(r"^\s*Origin:\s*(\S+)")
 """The file (and line) an error is about, on the line after it (2.19)."""
-_REFUSED_LOGIN = re.compile(r"IDENTIFICATION HAS CHANGED|Host key verification failed|Permission denied \([a-z0-9,@.-]+\)")
-"""ssh's words for a host key that is not the recorded one, and for a client key refused."""
+_REFUSED_LOGIN = re.compile(r"IDENTIFICATION HAS CHANGED|Host key verification failed")
+"""ssh's words for a host key that is not the recorded one. (A client key refused is not
+permanent: a machine still booting refuses it until its key is written, ssh.py.)"""
 
 
 def _message(res: Any) -> str:
