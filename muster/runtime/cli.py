@@ -168,9 +168,9 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N", callback=_checked_tenant_limits,
               help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
-@click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR", callback=_checked_webhook_allow,
+@click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR[:PORT]", callback=_checked_webhook_allow,
               help="the notifier's and the pool service's: a webhook or a pool callback may go to this host name or "
-                   f"address range besides public addresses (repeatable; ${ALLOW_ENV} too; {DOC})")
+                   f"address range besides public addresses, on every port or on :PORT only (repeatable; ${ALLOW_ENV} too; {DOC})")
 @network_options
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
        autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, tenant_limit: tuple[str, ...],

@@ -2,8 +2,9 @@
 (decision 38, docs/pools.md "Where callbacks may go"): by default a tenant's callback to the
 deployment's own addresses is refused when the request comes (the pool's `request`, and the
 planner's create, which asks the pool service) with nothing recorded, and refused again at the
-POST for one already in the log (recorded as a delivery that failed, with no connection made);
-what the operator allows is delivered to; a redirect is not followed."""
+POST for one already in the log (recorded as a delivery that failed, with no connection made: at
+once for an address, after the usual attempts, in the words of a name that does not resolve, for
+a name); what the operator allows is delivered to; a redirect is not followed."""
 
 from __future__ import annotations
 
@@ -35,8 +36,7 @@ async def test_a_request_whose_callback_aims_inside_is_refused_and_nothing_is_re
     env = strict_env
     await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
     port = webhook.url.split(":")[2].split("/")[0]
-    for url, said in [(webhook.url, "127.0.0.1 is a loopback address"),
-                      (f"http://localhost:{port}/hook", "localhost resolves to a loopback address"),
+    for url, said in [(webhook.url, "127.0.0.1 is a loopback address"), (f"http://[::1]:{port}/hook", "::1 is a loopback address"),
                       ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address")]:
         with pytest.raises(pools.PoolRejected) as refused:
             await pools.send(env.nc, "lab", RequestHosts(request=req("r1", url)))
@@ -49,14 +49,18 @@ async def test_a_callback_already_in_the_log_is_refused_at_the_post_once(strict_
     """As a request recorded before the rule (or by a planner that could not ask): the POST
     itself is refused, the delivery recorded as failed after one attempt, no connection made."""
     env = strict_env
-    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(2)))
     watch = await env.watch(subjects.pool_events("lab"))
     port = webhook.url.split(":")[2].split("/")[0]
-    await env.store.append(subjects.pool_request_events("acme", "lab", "j1"),
-                           [Append(event=PoolHostsRequested(request=req("j1", f"http://localhost:{port}/hook")), msg_id="j1")])
-    done = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant")
+    for rid, host in (("j1", "127.0.0.1"), ("j2", "localhost")):
+        await env.store.append(subjects.pool_request_events("acme", "lab", rid),
+                               [Append(event=PoolHostsRequested(request=req(rid, f"http://{host}:{port}/hook")), msg_id=rid)])
+    done = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant" and r.event.request_id == "j1")
     assert not done.event.ok and done.event.attempts == 1
-    assert done.event.error.startswith("refused: localhost resolves to a loopback address") and SETTING in done.event.error
+    assert done.event.error.startswith("refused: 127.0.0.1 is a loopback address") and SETTING in done.event.error
+    by_name = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant" and r.event.request_id == "j2")
+    assert not by_name.event.ok and by_name.event.attempts == 5  # tried as any failure: a name's DNS may change
+    assert by_name.event.error.startswith("localhost does not resolve to a public address now") and SETTING in by_name.event.error
     assert webhook.got.empty()
 
 

@@ -56,7 +56,7 @@ async def test_a_callback_the_pool_service_refuses_refuses_the_create_and_nothin
 
 
 async def test_a_warning_rides_on_the_acceptance_and_a_bus_callback_is_not_asked_about() -> None:
-    says = PoolServiceSays(warning="ci.example does not resolve now (...): every callback fails until it does")
+    says = PoolServiceSays(warning="ci.example does not resolve to a public address now: (...); every callback fails until it does")
     h = _harness(says)
     reply = await h.send(_create("https://ci.example/hooks/pool"))
     assert isinstance(reply, Accepted) and reply.warnings[0] == says.answer[1]
