@@ -22,9 +22,10 @@ from muster.bus.connect import CredentialsError, auth_required, credentials, pri
 from muster.bus.eventstore import EventStore
 from muster.cli_support import CliError
 from muster.runtime.service import SERVICE_URL_HELP, main_for
-from muster.secretsfile import load_secrets
+from muster.secretsfile import SecretsFileError, load_secrets
 
 from .app import Provisioner
+from .domain.secrets import ProvisionerSecrets
 from .heap import freeze_started_heap
 from .plugins import PluginError, PluginRegistry
 from .presence import DEFAULT_TTL_S, MAX_TTL_S
@@ -105,9 +106,9 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
     if not tenant_list:
         raise click.BadParameter("give at least one tenant", param_hint="--tenants")
     try:
-        registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=load_secrets(secrets_file),
-                                           work_dir=work_dir or default_work_dir(pid))
-    except PluginError as err:  # bad input (exit 2), the file and the field named
+        secrets = ProvisionerSecrets.of(load_secrets(secrets_file), f"secrets file {secrets_file}")
+        registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=secrets, work_dir=work_dir or default_work_dir(pid))
+    except (PluginError, SecretsFileError) as err:  # bad input (exit 2), the file and the field named
         raise CliError(str(err)) from None
     config = WorkerConfig(provisioner_id=pid, tenants=tenant_list, provisioner_class=provisioner_class,
                           capacity=capacity, ack_wait_s=ack_wait, claim_ahead=claim_ahead)
