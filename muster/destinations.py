@@ -41,6 +41,8 @@ class Sender:
 
 NOTIFIER = Sender("the notifier sends webhooks", "muster notifier", DOC)
 POOL = Sender("the pool service sends callbacks", "muster pool serve", 'docs/pools.md, "Where callbacks may go"')
+PLANNER = Sender(POOL.sends, "muster planner", POOL.doc)
+"""A callback checked by the planner, with the same setting, when no pool service answers."""
 
 _RANGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loopback", ("127.0.0.0/8", "::1/128")),
@@ -235,3 +237,18 @@ def explain(why: str | None, host: str, shown: str | None = None, sender: Sender
     entry = "<its host>" if shown is not None else _with_port(host.strip("[]"), port)
     return (f"{where}: {sender.sends} to public addresses only, unless the operator allows others "
             f"(`muster up {ALLOW_OPTION} {entry}`, or `{sender.command} {ALLOW_OPTION}`, ${ALLOW_ENV}; {sender.doc})")
+
+
+def refused_url(url: str, allowed: Allowed, sender: Sender = NOTIFIER) -> tuple[str, bool]:
+    """(what refuses a POST to `url` without resolving anything: its form, or the address it names
+    ('' if nothing), whether its host is a name: the rule then needs the name resolved, at the
+    sender)."""
+    where = target(url)
+    if isinstance(where, str):
+        return f"{url.split('?', 1)[0]}: {where}", False  # (no query: it may carry a token)
+    host, port = where
+    ip = literal(host)
+    if ip is None:
+        return "", True
+    why = refused(allowed, host, [ip], port)
+    return (explain(why, host, sender=sender, port=port) if why else ""), False

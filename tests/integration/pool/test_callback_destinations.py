@@ -17,7 +17,8 @@ from contracts import subjects
 from contracts.commands import CreateCluster, PoolWait, Rejected
 from contracts.pool_commands import AddHosts, RequestHosts
 from contracts.pools import Callback, NodeNeed, PoolHostsRequested, PoolRequest
-from muster.bus.eventstore import Append
+from muster.bus.connect import connect
+from muster.bus.eventstore import Append, EventStore
 from services.pool import client as pools
 from tests.integration.conftest import Webhook
 
@@ -88,3 +89,52 @@ async def test_a_create_whose_callback_aims_inside_is_refused_by_the_planner_in_
                                    "addresses only") and SETTING in reply.reason
     assert await pipeline.store.read(subjects.cluster_name_events(pipeline.tenant, "cb")) == []  # nothing written
     assert await pipeline.store.subjects(f"{subjects.EVT}.{pipeline.tenant}.poolreq.>") == {}
+
+
+async def test_with_no_pool_service_the_planner_checks_what_needs_no_lookup_with_the_same_setting(fresh_nats: str) -> None:
+    """No pool service answering, a callback aimed at an address the rule refuses, or malformed,
+    was taken with a warning and refused only at the POST: the planner now checks the URL's form
+    and the address it names with the operator's same setting (`muster up --webhook-allow` passes
+    it to the planners too); a name is the pool service's to resolve, so it is only a warning."""
+    from muster.destinations import Allowed
+    from services.planner.adapters import NatsCallbackCheck
+
+    nc = await connect(fresh_nats, name="planner")
+    try:
+        check = NatsCallbackCheck(nc, Allowed.parse(["10.0.0.0/8:8443"]), timeout=2.0)
+        problem, warning = await check(Callback(url="http://127.0.0.1:8080/hook"))
+        assert warning == "" and problem.startswith(
+            "127.0.0.1 is a loopback address: the pool service sends callbacks to public addresses only, unless the operator "
+            "allows others (`muster up --webhook-allow 127.0.0.1:8080`, or `muster planner --webhook-allow`"), problem
+        assert (await check(Callback(url="https://10.1.2.3/x")))[0].startswith("10.1.2.3 is a private address")
+        assert await check(Callback(url="https://10.1.2.3:8443/x")) == ("", "")  # the operator's allow, on its port
+        assert await check(Callback(url="http://ci.example:http/x?token=t")) == (
+            "http://ci.example:http/x: its port is not a number from 1 to 65535", "")
+        problem, warning = await check(Callback(url="https://ci.example/x"))
+        assert problem == "" and warning.startswith("--callback: not checked whether its host resolves to a public address: "
+                                                    "no pool service answered")
+    finally:
+        await nc.close()
+
+
+async def test_with_no_pool_service_a_create_whose_callback_names_an_address_inside_is_refused(fresh_nats: str) -> None:
+    from contextlib import AsyncExitStack
+
+    from muster.bus.streams import ensure_streams
+    from muster.client import MusterClient
+    from services.planner.app import PlannerConfig
+    from services.planner.entrypoint import start_planner
+
+    async with AsyncExitStack() as stack:
+        ncs = [await connect(fresh_nats, name=name) for name in ("planner", "client")]
+        for nc in ncs:
+            stack.push_async_callback(nc.close)
+        await ensure_streams(ncs[0].jetstream())
+        await start_planner(ncs[0], stack, PlannerConfig(instance="planner-test"))
+        store = EventStore(ncs[1])
+        wait = PoolWait(callback=Callback(url="http://169.254.169.254/latest/meta-data/"))
+        reply = await MusterClient(ncs[1]).send("default", CreateCluster(name="cb", template="app-on-pool", nodes=1, pool=wait))
+        assert isinstance(reply, Rejected) and reply.field == "pool.callback", reply
+        assert reply.reason.startswith("--callback: 169.254.169.254 is a link-local address (a cloud's metadata service")
+        assert "`muster planner --webhook-allow`" in reply.reason
+        assert await store.subjects(f"{subjects.EVT}.default.>") == {}  # nothing written
