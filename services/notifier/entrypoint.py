@@ -118,7 +118,7 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--secrets", "secrets_file", envvar="MUSTER_NOTIFIER_SECRETS", default=None,
               help="JSON file whose `@secrets` (every tenant's) and `@tenants` (each tenant's own) hold the webhooks' "
-                   "signing secrets and secret URLs (docs/governance.md)")
+                   "signing secrets and secret URLs; the provisioners' format, one file may serve both (docs/secrets.md)")
 @click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR[:PORT]",
               help="a webhook may go to this host name (*.corp.example: the names under it) or address range besides "
                    f"public addresses, on every port or on :PORT only ([fd00::1]:8080); repeat, or separate with commas (${ALLOW_ENV}; {DOC})")

@@ -74,7 +74,8 @@ def default_work_dir(provisioner_id: str) -> Path:
                    "stored, back to the queue after 1 s without one (default: as many as --capacity; 0: never; "
                    "docs/provisioner.md)")
 @click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path), help="extra plugin folders")
-@click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields")
+@click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields, named secrets under @secrets, each tenant's own "
+                   "under @tenants; the notifier's format too (docs/secrets.md)")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="plugin state and keys, kept across restarts (default: .muster/provisioner/<id>)")
 @click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.IntRange(1, MAX_TTL_S),

@@ -101,8 +101,9 @@ class Deliveries:
 
     async def check(self, tenant: str, sub: Subscription) -> tuple[list[str], list[str]]:
         """(problems, warnings) of a subscription about to be stored (`notify add`): the secrets it
-        names that this notifier lacks, a destination the rule refuses; a host that does not
-        resolve now is a warning (it may yet). Says nothing a delivery would not say."""
+        names that this notifier lacks, an address the rule refuses; a name that does not resolve
+        to a public address now is a warning (it may yet), whether it resolves inside or not at
+        all. Says nothing a delivery would not say."""
         hook = sub.webhook
         if hook is None:
             return [], []
