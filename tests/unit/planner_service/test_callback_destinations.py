@@ -1,7 +1,7 @@
 """A create or expand whose pool callback URL the pool service would never POST to (decision 38)
 is refused by the planner before anything is written, in the pool service's words, on field
-`pool.callback`; the pool service's warning (a host that does not resolve now) rides on the
-acceptance; a bus callback is not a URL and is not asked about."""
+`pool.callback`; the pool service's warning (a name that does not resolve to a public address
+now) rides on the acceptance; a bus callback is not a URL and is not asked about."""
 
 from __future__ import annotations
 
