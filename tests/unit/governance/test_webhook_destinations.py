@@ -1,8 +1,10 @@
 """Where a webhook may go (decision 38): loopback, private, link-local, multicast, unspecified
 and other non-public addresses are refused, also in the IPv6 forms that carry an IPv4 address,
-unless the operator allows a host name or an address range; the refusal names the rule and how
-the operator allows it, never an address a name resolved to, nor the host of a URL given by
-reference. The notifier's secrets are each tenant's own or shared, never another tenant's."""
+unless the operator allows a host name or an address range, on every port or one; the refusal of
+an address names the rule and how the operator allows it; a name is said only not to resolve to a
+public address, never whether it resolves inside or not at all, nor the address; the host of a
+URL given by reference is never said. The notifier's secrets are each tenant's own or shared,
+never another tenant's."""
 
 from __future__ import annotations
 
