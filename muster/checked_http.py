@@ -24,26 +24,31 @@ LOOKUP_S = 3.0
 
 
 class Refused(Exception):
-    """The rule refuses a host the connection was about to reach (`why`: the rule)."""
+    """A name the connection was about to reach that resolves to an address the rule refuses
+    (`why`: the rule), or does not resolve (`why` None). Both read the same to a tenant
+    (`destinations.explain`); `cause` is for the operator's log."""
 
-    def __init__(self, host: str, why: str) -> None:
-        super().__init__(f"{host}: {why}")
-        self.host, self.why = host, why
+    def __init__(self, host: str, why: str | None, cause: str) -> None:
+        super().__init__(f"{host}: {cause}")
+        self.host, self.why, self.cause = host, why, cause
 
 
 class CheckedResolver(AbstractResolver):
     """The connection's resolver: the addresses a name resolves to, unless the rule refuses one
-    of them; the connection is made to exactly these."""
+    of them on the port to connect to; the connection is made to exactly these."""
 
     def __init__(self, allowed: Allowed, inner: AbstractResolver | None = None) -> None:
         self.allowed = allowed
         self.inner = inner or DefaultResolver()
 
     async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        found = await self.inner.resolve(host, port, family)
-        why = refused(self.allowed, host, [ip for r in found if (ip := literal(r["host"])) is not None])
+        try:
+            found = await self.inner.resolve(host, port, family)
+        except OSError as err:  # not aiohttp's own DNS error: a tenant could tell it from a refusal
+            raise Refused(host, None, f"does not resolve ({err.strerror or str(err) or type(err).__name__})") from None
+        why = refused(self.allowed, host, [ip for r in found if (ip := literal(r["host"])) is not None], port)
         if why is not None:
-            raise Refused(host, why)
+            raise Refused(host, why, f"resolves to a {why} address")
         return found
 
     async def close(self) -> None:
@@ -56,32 +61,35 @@ def session(resolver: CheckedResolver, timeout_s: float) -> aiohttp.ClientSessio
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s), connector=connector)
 
 
-def refused_address(allowed: Allowed, host: str) -> str | None:
+def refused_address(allowed: Allowed, host: str, port: int) -> str | None:
     """The rule that refuses `host` when it is an address (a connection to one skips the resolver)."""
     ip = literal(host)
-    return refused(allowed, host, [ip]) if ip is not None else None
+    return refused(allowed, host, [ip], port) if ip is not None else None
 
 
 @dataclass(frozen=True)
 class Lookup:
-    """What a check at request time found: the rule that refuses the host, or why it could not
-    be told now (`unresolved`: it may resolve later; every POST is checked again anyway)."""
+    """What a check at request time found (every POST is checked again anyway)."""
 
     refused: str | None = None
-    unresolved: str = ""
+    """The rule that refuses the address the URL names: said to the tenant, who wrote it."""
+    unreachable: bool = False
+    """A name that does not resolve now to an address the sender may reach: whether it does not
+    resolve or resolves to a refused address is not told apart (`destinations.explain`)."""
     timed_out: bool = False
+    """No answer within the wait: a slow resolver, nothing about the name."""
+    cause: str = ""
+    """Which it was, for the operator's log only."""
 
 
-async def look_up(resolver: CheckedResolver, host: str, port: int | None, within_s: float = LOOKUP_S) -> Lookup:
-    why = refused_address(resolver.allowed, host)
+async def look_up(resolver: CheckedResolver, host: str, port: int, within_s: float = LOOKUP_S) -> Lookup:
+    why = refused_address(resolver.allowed, host, port)
     if why is not None or literal(host) is not None:
         return Lookup(why)
     try:
-        await asyncio.wait_for(resolver.resolve(host, port or 0, socket.AF_UNSPEC), within_s)
+        await asyncio.wait_for(resolver.resolve(host, port, socket.AF_UNSPEC), within_s)
     except Refused as err:
-        return Lookup(err.why)
+        return Lookup(unreachable=True, cause=err.cause)
     except TimeoutError:
-        return Lookup(unresolved=f"did not resolve within {within_s:g} s", timed_out=True)
-    except OSError as err:
-        return Lookup(unresolved=f"does not resolve now ({err.strerror or str(err) or type(err).__name__})")
+        return Lookup(timed_out=True, cause=f"did not resolve within {within_s:g} s")
     return Lookup()

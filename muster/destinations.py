@@ -5,10 +5,12 @@ deployment: to a loopback, private, link-local (a cloud's metadata service, 169.
 multicast, unspecified or otherwise non-public address it would reach what the tenant cannot,
 and the recorded outcome of each attempt (refused, timed out, HTTP 404) would tell the tenant
 what answers there. So such an address is refused unless the operator allows it, by host name or
-by address range (`muster up --webhook-allow`, one setting for both services). The rule is
-applied to the addresses a name resolves to, at the moment of connecting (`muster.checked_http`:
-a name that resolves to 127.0.0.1, or a DNS answer that changes between a check and the
-connection, gets nowhere), and such a POST is never redirected.
+by address range, on every port or one (`muster up --webhook-allow`, one setting for every
+service that checks). The rule is applied to the addresses a name resolves to, at the moment of
+connecting (`muster.checked_http`: a name that resolves to 127.0.0.1, or a DNS answer that
+changes between a check and the connection, gets nowhere), and such a POST is never redirected.
+What a tenant is told of a name is only that it does not resolve to a public address now: never
+whether it resolves inside the deployment or not at all (`explain`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -38,6 +41,8 @@ class Sender:
 
 NOTIFIER = Sender("the notifier sends webhooks", "muster notifier", DOC)
 POOL = Sender("the pool service sends callbacks", "muster pool serve", 'docs/pools.md, "Where callbacks may go"')
+PLANNER = Sender(POOL.sends, "muster planner", POOL.doc)
+"""A callback checked by the planner, with the same setting, when no pool service answers."""
 
 _RANGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loopback", ("127.0.0.0/8", "::1/128")),
@@ -92,74 +97,158 @@ class AllowError(ValueError):
     pass
 
 
+SCHEMES = {"http": 80, "https": 443}
+"""The schemes a POST may use, and the port each connects to when the URL names none."""
+
+
+def _port(raw: str, text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise AllowError(f"{ALLOW_OPTION} {raw!r}: the port {text!r} is not a number from 1 to 65535")
+    return int(text)
+
+
+def _split_port(raw: str) -> tuple[str, int | None]:
+    """`HOST:PORT`, `CIDR:PORT`, `[IPv6]:PORT` or `[IPv6/len]:PORT` -> (what, port); no port: every one.
+    An IPv6 address or range without brackets has no port (its colons are its own)."""
+    if raw.startswith("["):
+        end = raw.find("]")
+        if end < 0:
+            raise AllowError(f"{ALLOW_OPTION} {raw!r}: '[' without its ']' (an IPv6 address with a port: [fd00::1]:8080)")
+        what, rest = raw[1:end], raw[end + 1:]
+        try:
+            ipaddress.IPv6Network(what, strict=False)
+        except ValueError:
+            raise AllowError(f"{ALLOW_OPTION} {raw!r}: brackets hold an IPv6 address or range ([fd00::1]:8080, "
+                             "[fd00::/8]:8080)") from None
+        if rest and not rest.startswith(":"):
+            raise AllowError(f"{ALLOW_OPTION} {raw!r}: after ']' comes ':PORT' or nothing")
+        return what, _port(raw, rest[1:]) if rest else None
+    if raw.count(":") == 1:
+        what, port = raw.split(":")
+        return what, _port(raw, port)
+    return raw, None
+
+
+def _with_port(what: str, port: int | None) -> str:
+    if port is None:
+        return what
+    return f"[{what}]:{port}" if ":" in what else f"{what}:{port}"
+
+
 @dataclass(frozen=True)
 class Allowed:
     """The operator's allowlist: address ranges (`10.1.0.0/16`, `127.0.0.1`) and host names
-    (`alerts.internal`, or `*.corp.example` for the names under it). A name allowed is trusted
+    (`alerts.internal`, or `*.corp.example` for the names under it), each on every port or on one
+    (`10.1.0.0/16:8443`, `alerts.internal:9000`, `[fd00::1]:8080`). A name allowed is trusted
     whatever it resolves to (the operator's DNS); a range, for the addresses in it."""
 
-    networks: tuple[Network, ...] = ()
-    names: tuple[str, ...] = ()
+    networks: tuple[tuple[Network, int | None], ...] = ()
+    names: tuple[tuple[str, int | None], ...] = ()
 
     @classmethod
     def parse(cls, entries: Iterable[str]) -> Allowed:
-        networks: list[Network] = []
-        names: list[str] = []
+        networks: list[tuple[Network, int | None]] = []
+        names: list[tuple[str, int | None]] = []
         for raw in (e.strip() for entry in entries for e in entry.replace(",", " ").split()):
+            if "://" in raw:  # a URL: its scheme's colon is no port's
+                raise AllowError(f"{ALLOW_OPTION} {raw!r} is neither an address, an address range (10.0.0.0/8) nor a host "
+                                 "name (alerts.internal, *.corp.example), each with an optional :PORT")
+            what, port = _split_port(raw)
             try:
-                networks.append(ipaddress.ip_network(raw.strip("[]"), strict=False))
+                networks.append((ipaddress.ip_network(what, strict=False), port))
                 continue
             except ValueError:
                 pass
-            name = raw.lower().rstrip(".")
+            name = what.lower().rstrip(".")
             bare = name.removeprefix("*.")
             if not bare or not all(part and len(part) <= 63 and part.replace("-", "").replace("_", "").isalnum()
                                    for part in bare.split(".")):
                 raise AllowError(f"{ALLOW_OPTION} {raw!r} is neither an address, an address range (10.0.0.0/8) nor a host "
-                                 "name (alerts.internal, *.corp.example)")
-            names.append(name)
+                                 "name (alerts.internal, *.corp.example), each with an optional :PORT")
+            names.append((name, port))
         return cls(tuple(networks), tuple(names))
 
-    def name(self, host: str) -> bool:
+    def name(self, host: str, port: int | None = None) -> bool:
+        """Whether `host` is allowed by name on `port` (None: not known, so only an entry of every port)."""
         host = host.lower().rstrip(".")
-        return any(host == n or (n.startswith("*.") and host.endswith(n[1:])) for n in self.names)
+        return any((host == n or (n.startswith("*.") and host.endswith(n[1:]))) and p in (None, port)
+                   for n, p in self.names)
 
-    def address(self, ip: Address) -> bool:
+    def address(self, ip: Address, port: int | None = None) -> bool:
         inner = _embedded(ip)
-        return any(ip in net or (inner is not None and inner in net) for net in self.networks)
+        return any((ip in net or (inner is not None and inner in net)) and p in (None, port) for net, p in self.networks)
 
     def __str__(self) -> str:
-        return ", ".join([*(str(n) for n in self.networks), *self.names]) or "nothing"
+        return ", ".join([*(_with_port(str(n), p) for n, p in self.networks), *(_with_port(n, p) for n, p in self.names)]) or "nothing"
 
 
 class DestinationRefused(Exception):
-    """A POST the rule refuses: no retry can deliver it (until the operator allows it and starts
-    the service again), so the attempt is the last."""
+    """A POST to an address the rule refuses: no retry can deliver it (until the operator allows
+    it and starts the service again), so the attempt is the last."""
 
 
-def refused(allowed: Allowed, host: str, addresses: Iterable[Address]) -> str | None:
-    """The rule that refuses sending to `host` at `addresses` (those its name resolved to, or the
-    address it is), or None."""
-    if allowed.name(host):
+def refused(allowed: Allowed, host: str, addresses: Iterable[Address], port: int | None = None) -> str | None:
+    """The rule that refuses sending to `host`:`port` at `addresses` (those its name resolved to,
+    or the address it is), or None."""
+    if allowed.name(host, port):
         return None
     for ip in addresses:
         why = category(ip)
-        if why is not None and not allowed.address(ip):
+        if why is not None and not allowed.address(ip, port):
             return why
     return None
 
 
-def explain(why: str, host: str, shown: str | None = None, sender: Sender = NOTIFIER) -> str:
-    """The refusal as a tenant reads it (in the answer to `notify add` or a create, in the
-    attempt). `shown`: how to name the host; a URL given by reference is a credential, so for it
-    the host is not said. Never the address a name resolved to (the tenant's view of the
-    deployment's DNS)."""
+def target(url: str) -> tuple[str, int] | str:
+    """The host and port a POST to `url` connects to, or what keeps it from having them (the
+    same words for every sender, and for the planner that checks a callback before them)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "its port is not a number from 1 to 65535"
+    if parts.scheme not in SCHEMES:
+        return "it is not an http(s) URL"
+    if not parts.hostname:
+        return "it names no host"
+    if port == 0:
+        return "its port is not a number from 1 to 65535"
+    return parts.hostname, port or SCHEMES[parts.scheme]
+
+
+def explain(why: str | None, host: str, shown: str | None = None, sender: Sender = NOTIFIER, port: int | None = None) -> str:
+    """Why a POST to `host` is not sent, as a tenant reads it (in the answer to `notify add` or a
+    create, in an attempt). `shown`: how to name the host; a URL given by reference is a
+    credential, so for it the host is not said.
+
+    An address the tenant wrote is refused by its rule's name (`why`): that tells nothing the
+    tenant did not know. A name is said only not to resolve to a public address now, whether it
+    does not resolve at all or resolves to an address the rule refuses (`why` is not said): which
+    of the two, and the address, would tell a tenant the deployment's DNS and network."""
     said = shown if shown is not None else host
-    a = "an" if why[0] in "aeiou" else "a"
-    where = f"{said} is {a} {why} address" if literal(host) is not None else f"{said} resolves to {a} {why} address"
-    if shown is not None and shown != host:
-        where = f"{said} names {a} {why} address"
-    metadata = " (a cloud's metadata service answers at 169.254.169.254)" if why == "link-local" else ""
-    hint = f"{ALLOW_OPTION} {host}" if shown is None else f"{ALLOW_OPTION} <its host>"
-    return (f"{where}{metadata}: {sender.sends} to public addresses only, unless the operator allows "
-            f"others (`muster up {hint}`, or `{sender.command} {ALLOW_OPTION}`, ${ALLOW_ENV}; {sender.doc})")
+    if literal(host) is None:
+        where = f"{said} does not resolve to a public address now"
+    else:
+        assert why is not None
+        a = "an" if why[0] in "aeiou" else "a"
+        where = f"{said} names {a} {why} address" if shown is not None and shown != host else f"{said} is {a} {why} address"
+        if why == "link-local":
+            where += " (a cloud's metadata service answers at 169.254.169.254)"
+    entry = "<its host>" if shown is not None else _with_port(host.strip("[]"), port)
+    return (f"{where}: {sender.sends} to public addresses only, unless the operator allows others "
+            f"(`muster up {ALLOW_OPTION} {entry}`, or `{sender.command} {ALLOW_OPTION}`, ${ALLOW_ENV}; {sender.doc})")
+
+
+def refused_url(url: str, allowed: Allowed, sender: Sender = NOTIFIER) -> tuple[str, bool]:
+    """(what refuses a POST to `url` without resolving anything: its form, or the address it names
+    ('' if nothing), whether its host is a name: the rule then needs the name resolved, at the
+    sender)."""
+    where = target(url)
+    if isinstance(where, str):
+        return f"{url.split('?', 1)[0]}: {where}", False  # (no query: it may carry a token)
+    host, port = where
+    ip = literal(host)
+    if ip is None:
+        return "", True
+    why = refused(allowed, host, [ip], port)
+    return (explain(why, host, sender=sender, port=port) if why else ""), False

@@ -168,9 +168,9 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N", callback=_checked_tenant_limits,
               help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
-@click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR", callback=_checked_webhook_allow,
-              help="the notifier's and the pool service's: a webhook or a pool callback may go to this host name or "
-                   f"address range besides public addresses (repeatable; ${ALLOW_ENV} too; {DOC})")
+@click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR[:PORT]", callback=_checked_webhook_allow,
+              help="the notifier's, the pool service's and the planners': a webhook or a pool callback may go to this host name or "
+                   f"address range besides public addresses, on every port or on :PORT only (repeatable; ${ALLOW_ENV} too; {DOC})")
 @network_options
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
        autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, tenant_limit: tuple[str, ...],
@@ -183,12 +183,13 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     policy = AutoscalePolicy(min_processes=autoscale_min, max_processes=autoscale_max, capacity_each=capacity,
                              cooldown_s=autoscale_cooldown) if autoscale else None
 
-    allows = [a for allow in webhook_allow for a in (ALLOW_OPTION, allow)]  # one setting for both senders (decision 38)
+    # One setting for both senders, and the planner that checks a callback when no pool service answers (decision 38).
+    allows = [a for allow in webhook_allow for a in (ALLOW_OPTION, allow)]
 
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
                                 capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
-                                extra_args={"planner": [a for limit in tenant_limit for a in ("--tenant-limit", limit)],
+                                extra_args={"planner": [a for limit in tenant_limit for a in ("--tenant-limit", limit)] + allows,
                                             "notifier": allows, "pool": allows},
                                 **network.deployment(data_dir))
         try:

@@ -23,6 +23,7 @@ from contracts.governance import Subscription
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
+from muster.cli_support import CliError
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
@@ -41,12 +42,12 @@ log = structlog.get_logger("muster.notifier")
 
 
 def named_secrets(path: str | None) -> NotifierSecrets:
-    """The named secrets of a secrets file (docs/secrets.md): the shared `@secrets` and each
-    tenant's own under `@tenants`."""
+    """The named secrets of a secrets file (docs/secrets.md, the provisioners' format): the shared
+    `@secrets` and each tenant's own under `@tenants`."""
     try:
         return NotifierSecrets.of(load_secrets(path), f"secrets file {path}")
-    except SecretsFileError as err:
-        raise click.ClickException(str(err)) from None
+    except SecretsFileError as err:  # bad input (exit 2), as the provisioner says it of the same file
+        raise CliError(str(err)) from None
 
 
 def allowed_destinations(entries: Iterable[str]) -> Allowed:
@@ -117,10 +118,10 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--secrets", "secrets_file", envvar="MUSTER_NOTIFIER_SECRETS", default=None,
               help="JSON file whose `@secrets` (every tenant's) and `@tenants` (each tenant's own) hold the webhooks' "
-                   "signing secrets and secret URLs (docs/governance.md)")
-@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR",
+                   "signing secrets and secret URLs; the provisioners' format, one file may serve both (docs/secrets.md)")
+@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR[:PORT]",
               help="a webhook may go to this host name (*.corp.example: the names under it) or address range besides "
-                   f"public addresses; repeat, or separate with commas (${ALLOW_ENV}; {DOC})")
+                   f"public addresses, on every port or on :PORT only ([fd00::1]:8080); repeat, or separate with commas (${ALLOW_ENV}; {DOC})")
 def main(nats_url: str | None, secrets_file: str | None, allow: tuple[str, ...]) -> None:
     """Run the notifier: webhooks and bus messages for subscribers."""
     secrets = named_secrets(secrets_file)

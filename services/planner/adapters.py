@@ -17,6 +17,7 @@ from contracts.pools import Callback
 from contracts.tasks import HeldAttempts
 from muster import tracing
 from muster.bus.connect import principal_of
+from muster.destinations import PLANNER, Allowed, refused_url
 
 from .ports import NoLayout, SolverUnavailable
 
@@ -25,10 +26,13 @@ log = structlog.get_logger("muster.planner")
 
 class NatsCallbackCheck:
     """The pool service's check of a callback URL (`muster.pool.<principal>.any.check-callback`):
-    the operator's rule of where callbacks may go is its setting, not the planner's."""
+    the operator's rule of where callbacks may go is its setting. With no pool service to ask, the
+    planner checks what needs no lookup with the same setting (`allowed`, from `muster up
+    --webhook-allow` as the pool service's): the URL's form and an address it names; a name is
+    left to the pool service, which resolves it where it connects from."""
 
-    def __init__(self, nc: Client, timeout: float = 5.0) -> None:
-        self.nc, self.timeout = nc, timeout
+    def __init__(self, nc: Client, allowed: Allowed | None = None, timeout: float = 5.0) -> None:
+        self.nc, self.allowed, self.timeout = nc, allowed or Allowed(), timeout
 
     async def __call__(self, callback: Callback) -> tuple[str, str]:
         principal = principal_of(self.nc)
@@ -37,12 +41,19 @@ class NatsCallbackCheck:
             reply = await self.nc.request(subjects.pool_command(principal, ANY_POOL, "check-callback"), body, timeout=self.timeout)
             answer = json.loads(reply.data)
         except Exception as err:  # noqa: BLE001 - no pool service running, or it did not answer in time
-            log.info("callback not checked", error=str(err) or type(err).__name__)
-            return "", ("--callback was not checked: no pool service answered; it is checked again before every POST, "
-                        "which the pool service refuses if its operator's rule does (docs/pools.md)")
+            log.info("callback checked by the planner: no pool service answered", error=str(err) or type(err).__name__)
+            return self.without_pool_service(callback)
         if answer.get("type") == "Rejected":
             return str(answer.get("reason") or "refused"), ""
         return "", PoolAnswer.model_validate(answer).message
+
+    def without_pool_service(self, callback: Callback) -> tuple[str, str]:
+        assert callback.url is not None
+        problem, name = refused_url(callback.url, self.allowed, PLANNER)
+        if problem or not name:
+            return problem, ""
+        return "", ("--callback: not checked whether its host resolves to a public address: no pool service answered; "
+                    "the pool service checks it before every POST, and refuses it if its operator's rule does (docs/pools.md)")
 
 
 class NatsWorkers:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from muster.destinations import Allowed
 from services.governance.sandbox import POLICY_DEADLINE_S
 
 from .domain.saga import Settings
@@ -33,6 +34,9 @@ class PlannerConfig:
     tenant_limits: dict[str, int] = field(default_factory=dict)
     policy_deadline_s: float = POLICY_DEADLINE_S
     """How long one of a tenant's policies may evaluate before it denies (docs/governance.md)."""
+    callbacks_allowed: Allowed = field(default_factory=Allowed)
+    """Where a pool callback may go besides public addresses: the pool service's setting, which
+    the planner checks a callback with when no pool service answers (docs/pools.md)."""
 
     @property
     def settings(self) -> Settings:

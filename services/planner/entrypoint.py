@@ -25,6 +25,7 @@ from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.taskqueue import NatsTaskQueue
+from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
 from muster.routing import batch_router, router
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from services.auth.domain.state import IdentityState
@@ -60,7 +61,7 @@ def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = N
                      pools=pools or PoolMirror(store.js), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
-                     budgets=budgets, shards=shards, callbacks=NatsCallbackCheck(nc))
+                     budgets=budgets, shards=shards, callbacks=NatsCallbackCheck(nc, config.callbacks_allowed))
 
 
 def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]]]]:
@@ -179,16 +180,23 @@ async def _unsubscribe(sub: Any) -> None:
               help="tasks of a tenant in flight at once: N for every tenant, TENANT=N for one (repeatable)")
 @click.option("--policy-deadline", default=POLICY_DEADLINE_S, show_default=True, type=click.FloatRange(0.1, 60.0),
               help="seconds one policy may evaluate before it denies the request (docs/governance.md)")
+@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR[:PORT]",
+              help="the pool service's setting, with which the planner checks a pool callback when no pool service "
+                   f"answers; repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
          action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, tenant_limit: tuple[str, ...],
-         policy_deadline: float) -> None:
+         policy_deadline: float, allow: tuple[str, ...]) -> None:
     """Run the planner service."""
     default, per_tenant = _tenant_limits(tenant_limit)
+    try:
+        allowed = Allowed.parse(allow)
+    except AllowError as err:
+        raise click.BadParameter(str(err)) from None
     config = PlannerConfig(
         instance=instance or f"planner-{socket.gethostname()}-{os.getpid()}", max_attempts=max_attempts, mode=mode,
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
         replicas=int(os.environ.get("MUSTER_REPLICAS", "1")), shards=shards, lease_ttl_s=lease_ttl,
-        tenant_limit=default, tenant_limits=per_tenant, policy_deadline_s=policy_deadline,
+        tenant_limit=default, tenant_limits=per_tenant, policy_deadline_s=policy_deadline, callbacks_allowed=allowed,
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

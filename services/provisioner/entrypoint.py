@@ -22,9 +22,10 @@ from muster.bus.connect import CredentialsError, auth_required, credentials, pri
 from muster.bus.eventstore import EventStore
 from muster.cli_support import CliError
 from muster.runtime.service import SERVICE_URL_HELP, main_for
-from muster.secretsfile import load_secrets
+from muster.secretsfile import SecretsFileError, load_secrets
 
 from .app import Provisioner
+from .domain.secrets import ProvisionerSecrets
 from .heap import freeze_started_heap
 from .plugins import PluginError, PluginRegistry
 from .presence import DEFAULT_TTL_S, MAX_TTL_S
@@ -73,7 +74,8 @@ def default_work_dir(provisioner_id: str) -> Path:
                    "stored, back to the queue after 1 s without one (default: as many as --capacity; 0: never; "
                    "docs/provisioner.md)")
 @click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path), help="extra plugin folders")
-@click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields")
+@click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields, named secrets under @secrets, each tenant's own "
+                   "under @tenants; the notifier's format too (docs/secrets.md)")
 @click.option("--work-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="plugin state and keys, kept across restarts (default: .muster/provisioner/<id>)")
 @click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.IntRange(1, MAX_TTL_S),
@@ -105,9 +107,9 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
     if not tenant_list:
         raise click.BadParameter("give at least one tenant", param_hint="--tenants")
     try:
-        registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=load_secrets(secrets_file),
-                                           work_dir=work_dir or default_work_dir(pid))
-    except PluginError as err:  # bad input (exit 2), the file and the field named
+        secrets = ProvisionerSecrets.of(load_secrets(secrets_file), f"secrets file {secrets_file}")
+        registry = PluginRegistry.discover(extra_dirs=plugins_dir, secrets=secrets, work_dir=work_dir or default_work_dir(pid))
+    except (PluginError, SecretsFileError) as err:  # bad input (exit 2), the file and the field named
         raise CliError(str(err)) from None
     config = WorkerConfig(provisioner_id=pid, tenants=tenant_list, provisioner_class=provisioner_class,
                           capacity=capacity, ack_wait_s=ack_wait, claim_ahead=claim_ahead)

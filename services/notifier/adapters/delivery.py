@@ -10,7 +10,9 @@ connection says it).
 Where a webhook may go (muster/destinations.py): an address the URL names, and every address a
 name resolves to, is checked at the moment of connecting, by the resolver the connection uses
 (muster/checked_http.py: no second lookup that DNS could answer otherwise); redirects are not
-followed.
+followed. An address the rule refuses is the last attempt; a name that does not resolve to a
+public address is a failed attempt like any other, whether it resolves inside or not at all (the
+tenant is not told which: the log says it, for the operator).
 """
 
 from __future__ import annotations
@@ -21,17 +23,20 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+import structlog
 from aiohttp.abc import AbstractResolver
 from nats.aio.client import Client
 
 from contracts.governance import Subscription
 from muster.checked_http import LOOKUP_S, CheckedResolver, Refused, look_up, refused_address, session
-from muster.destinations import NOTIFIER, Allowed, DestinationRefused, explain
+from muster.destinations import NOTIFIER, Allowed, DestinationRefused, explain, target
 from muster.ports.clock import Clock
 
 from ..domain.notices import slack
 from ..domain.secrets import NotifierSecrets
 from ..domain.signing import DELIVERY, SIGNATURE, sign
+
+log = structlog.get_logger("muster.notifier")
 
 TIMEOUT_S = 5.0
 CHECK_RESOLVE_S = LOOKUP_S
@@ -67,9 +72,13 @@ class Deliveries:
         if missing or missing_url:
             return False, None, missing or missing_url
         shown = hook.url if hook.url.startswith("secret://") else _safe(hook.url)
-        host = urlsplit(url).hostname or ""
-        if why := refused_address(self.allowed, host):  # an address is not resolved: checked here
-            raise DestinationRefused(explain(why, host, self._hidden(hook.url), NOTIFIER))
+        hidden = self._hidden(hook.url)
+        where = target(url)
+        if isinstance(where, str):
+            return False, None, f"{shown}: {where}"
+        host, port = where
+        if why := refused_address(self.allowed, host, port):  # an address is not resolved: checked here
+            raise DestinationRefused(explain(why, host, hidden, NOTIFIER, port))
         data = json.dumps(slack(body) if hook.format == "slack" else body).encode()
         headers = {"Content-Type": "application/json", DELIVERY: nid,
                    SIGNATURE: sign(secret.encode(), data, int(self.clock.now().timestamp()))}
@@ -83,16 +92,18 @@ class Deliveries:
                     return False, resp.status, (f"HTTP {resp.status} from {shown}: the notifier does not follow redirects "
                                                 "(subscribe the URL it redirects to)")
                 return False, resp.status, f"HTTP {resp.status} from {shown}"
-        except Refused as err:
-            raise DestinationRefused(explain(err.why, err.host, self._hidden(hook.url), NOTIFIER)) from None
+        except Refused as err:  # a name (an address skips the resolver): retried like any failure, said alike
+            log.info("webhook host not reachable", tenant=tenant, subscription=sub.name, host=hidden or err.host, cause=err.cause)
+            return False, None, explain(err.why, err.host, hidden, NOTIFIER, port)
         except (TimeoutError, aiohttp.ClientError) as err:
             text = (str(err) or type(err).__name__).replace(url, shown)  # an invalid URL's error quotes it whole
             return False, None, f"{shown}: {text}"
 
     async def check(self, tenant: str, sub: Subscription) -> tuple[list[str], list[str]]:
         """(problems, warnings) of a subscription about to be stored (`notify add`): the secrets it
-        names that this notifier lacks, a destination the rule refuses; a host that does not
-        resolve now is a warning (it may yet). Says nothing a delivery would not say."""
+        names that this notifier lacks, an address the rule refuses; a name that does not resolve
+        to a public address now is a warning (it may yet), whether it resolves inside or not at
+        all. Says nothing a delivery would not say."""
         hook = sub.webhook
         if hook is None:
             return [], []
@@ -102,19 +113,19 @@ class Deliveries:
         if missing:
             return [*problems, f"{label}: webhook.url: {missing}"], []
         hidden = self._hidden(hook.url)
-        try:
-            parts = urlsplit(url)
-            host, port = parts.hostname or "", parts.port
-        except ValueError:
-            host, port = "", None
-        if hidden is not None and (not host or parts.scheme not in ("http", "https")):
-            return [*problems, f"{label}: webhook.url: {hook.url} does not hold an http(s) URL with a host"], []
+        where = target(url)
+        if isinstance(where, str):
+            said = f"{hook.url} does not hold an http(s) URL with a host" if hidden else f"{_safe(url)}: {where}"
+            return [*problems, f"{label}: webhook.url: {said}"], []
+        host, port = where
         found = await look_up(self.resolver, host, port, CHECK_RESOLVE_S)
         if found.refused is not None:
-            problems.append(f"{label}: webhook.url: {explain(found.refused, host, hidden, NOTIFIER)}")
-        elif found.unresolved:
-            tail = "a delivery fails if it does not when it is sent" if found.timed_out else "every delivery fails until it does"
-            return problems, [f"{label}: {hidden or host} {found.unresolved}: {tail}"]
+            problems.append(f"{label}: webhook.url: {explain(found.refused, host, hidden, NOTIFIER, port)}")
+        elif found.unreachable:
+            log.info("webhook host not reachable", tenant=tenant, subscription=sub.name, host=hidden or host, cause=found.cause)
+            return problems, [f"{label}: {explain(None, host, hidden, NOTIFIER, port)}; every delivery fails until it does"]
+        elif found.timed_out:
+            return problems, [f"{label}: {hidden or host} {found.cause}: a delivery fails if it does not when it is sent"]
         return problems, []
 
     def _url(self, tenant: str, url: str) -> tuple[str, str]:

@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.secrets import NAMED, REFERENCE
+from muster.secretsfile import TENANTS, SecretsFileError, parse
 
-TENANTS = "@tenants"
-
-
-class SecretsFileError(ValueError):
-    pass
+__all__ = ["TENANTS", "NotifierSecrets", "SecretsFileError"]
 
 
 @dataclass(frozen=True)
@@ -29,19 +26,11 @@ class NotifierSecrets:
 
     @classmethod
     def of(cls, data: Mapping[str, Any], where: str = "the secrets file") -> NotifierSecrets:
-        """From a secrets file's content (`@secrets`, `@tenants`; the rest is the provisioners')."""
-        shared = data.get(NAMED, {})
-        tenants = data.get(TENANTS, {})
-        if not isinstance(shared, Mapping):
-            raise SecretsFileError(f"{where} must hold an {NAMED!r} object of name -> secret")
-        if not isinstance(tenants, Mapping) or not all(isinstance(v, Mapping) for v in tenants.values()):
-            raise SecretsFileError(f"{where} must hold an {TENANTS!r} object of tenant -> (name -> secret)")
-        if not all(isinstance(v.get(NAMED, {}), Mapping) for v in tenants.values()):
-            raise SecretsFileError(f"{where}: {TENANTS!r} → <tenant> → {NAMED!r} must be an object of name -> secret")
-        # A tenant's named secrets: under its own `@secrets`, as the provisioners read the same
-        # file (docs/secrets.md), or directly under the tenant (this file's first form).
-        return cls(dict(shared), {t: {**{k: s for k, s in v.items() if k != NAMED}, **v.get(NAMED, {})}
-                                  for t, v in tenants.items()})
+        """The named secrets of a secrets file (its form, the provisioners' too: muster/secretsfile.py):
+        `@secrets`, and each tenant's under `@tenants` → `<tenant>` (its `@secrets`, or a string
+        directly under it); a provider's entries are the provisioners'."""
+        read = parse(data, where)
+        return cls(dict(read.shared.named), {t: dict(own.named) for t, own in read.tenants.items()})
 
     def value(self, tenant: str, reference: str) -> tuple[str, str]:
         """(the value of a tenant's `secret://<name>`, '') or ('', why there is none). The reason

@@ -8,8 +8,10 @@ log). Receivers use `request_id` and `type` to drop repeats.
 A URL is a tenant's choice and the POST leaves from inside the deployment, so it goes where the
 notifier's webhooks may go (decision 38, `muster/destinations.py`): public addresses, unless the
 operator allows more (`--webhook-allow`). It is checked when the request comes (`check`) and at
-every connection (`muster/checked_http.py`); redirects are not followed; a refused POST is not
-tried again (each try would be another probe).
+every connection (`muster/checked_http.py`); redirects are not followed. A POST to an address
+the rule refuses is not tried again (each try would be another probe); a name that does not
+resolve to a public address is a failed attempt like any other, and its words do not say whether
+it resolves inside the deployment or not at all (the log says it, for the operator).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
@@ -27,7 +28,7 @@ from nats.aio.client import Client
 
 from contracts.pools import Callback
 from muster.checked_http import CheckedResolver, Refused, look_up, refused_address, session
-from muster.destinations import POOL, Allowed, explain
+from muster.destinations import POOL, Allowed, explain, target
 
 log = structlog.get_logger("muster.pool")
 
@@ -51,49 +52,54 @@ class CallbackSender:
             self._checked = CheckedResolver(self.allowed, self.resolver)
         return self._checked
 
-    async def check(self, target: Callback) -> tuple[str, str]:
+    async def check(self, callback: Callback) -> tuple[str, str]:
         """(why the rule refuses the callback's URL, '') or ('', a warning: its host does not
-        resolve now) or ('', ''), before a request that names it is recorded (no prefix: the
-        asker says which field)."""
-        if target.url is None:
+        resolve to a public address now, or not in time) or ('', ''), before a request that names
+        it is recorded (no prefix: the asker says which field)."""
+        if callback.url is None:
             return "", ""
-        parts = urlsplit(target.url)
-        host = parts.hostname or ""
-        try:
-            port = parts.port
-        except ValueError:
-            return f"{_safe(target.url)}: the port is not a number", ""
+        where = target(callback.url)
+        if isinstance(where, str):
+            return f"{_safe(callback.url)}: {where}", ""
+        host, port = where
         found = await look_up(self.checked, host, port)
         if found.refused is not None:
-            return explain(found.refused, host, sender=POOL), ""
-        if found.unresolved:
-            return "", f"{host} {found.unresolved}: every callback fails until it does"
+            return explain(found.refused, host, sender=POOL, port=port), ""
+        if found.unreachable:
+            log.info("callback host not reachable", host=host, cause=found.cause)
+            return "", f"{explain(None, host, sender=POOL, port=port)}; every callback fails until it does"
+        if found.timed_out:
+            return "", f"{host} {found.cause}: a callback fails if it does not when it is sent"
         return "", ""
 
-    async def send(self, target: Callback, body: dict[str, Any]) -> tuple[int, str]:
+    async def send(self, callback: Callback, body: dict[str, Any]) -> tuple[int, str]:
         """Deliver; returns (attempts made, '' or the last error)."""
         data = json.dumps(body).encode()
-        if target.subject:
-            await self.nc.publish(target.subject, data)
+        if callback.subject:
+            await self.nc.publish(callback.subject, data)
             return 1, ""
-        assert target.url is not None
-        host = urlsplit(target.url).hostname or ""
-        if why := refused_address(self.allowed, host):  # an address is not resolved: checked here
-            return 1, f"refused: {explain(why, host, sender=POOL)}"
+        assert callback.url is not None
+        where = target(callback.url)
+        if isinstance(where, str):
+            return 1, f"{_safe(callback.url)}: {where}"
+        host, port = where
+        if why := refused_address(self.allowed, host, port):  # an address is not resolved: checked here
+            return 1, f"refused: {explain(why, host, sender=POOL, port=port)}"
         error = ""
         async with session(self.checked, self.timeout_s) as http:
             for attempt in range(1, self.attempts + 1):
                 try:
-                    async with http.post(target.url, data=data, headers={"Content-Type": "application/json"},
+                    async with http.post(callback.url, data=data, headers={"Content-Type": "application/json"},
                                          allow_redirects=False) as resp:
                         if resp.status < 300:
                             return attempt, ""
                         error = f"HTTP {resp.status}" + (": the pool service does not follow redirects" if resp.status < 400 else "")
-                except Refused as err:
-                    return attempt, f"refused: {explain(err.why, err.host, sender=POOL)}"
+                except Refused as err:  # a name (an address skips the resolver): tried again, said alike either way
+                    log.info("callback host not reachable", host=err.host, cause=err.cause)
+                    error = explain(err.why, err.host, sender=POOL, port=port)
                 except (TimeoutError, aiohttp.ClientError) as err:
-                    error = (str(err) or type(err).__name__).replace(target.url, _safe(target.url))
-                log.info("callback failed; will retry", url=_safe(target.url), attempt=attempt, error=error)
+                    error = (str(err) or type(err).__name__).replace(callback.url, _safe(callback.url))
+                log.info("callback failed; will retry", url=_safe(callback.url), attempt=attempt, error=error)
                 if attempt < self.attempts:
                     await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))  # backoff between retries of one send
         return self.attempts, error

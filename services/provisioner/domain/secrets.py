@@ -18,26 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.secrets import NAMED
-from contracts.subjects import SubjectError, token
+from muster.secretsfile import TENANTS, SecretsFileError, parse
 
-TENANTS = "@tenants"
+__all__ = ["TENANTS", "ProvisionerSecrets", "SecretsFileError"]
 
 Entries = Mapping[str, Mapping[str, Any]]
 """A provider's name -> its fields, and `@secrets` -> name -> secret."""
-
-
-class SecretsFileError(ValueError):
-    pass
-
-
-def _entries(data: Mapping[str, Any], where: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for name, fields in data.items():
-        if not isinstance(fields, Mapping):
-            hint = f" (a named secret goes under {NAMED!r})" if isinstance(fields, str) else ""
-            raise SecretsFileError(f"{where}entry {name!r} must be an object of field values, got {type(fields).__name__}{hint}")
-        out[str(name)] = dict(fields)
-    return out
 
 
 @dataclass(frozen=True)
@@ -47,25 +33,15 @@ class ProvisionerSecrets:
 
     @classmethod
     def of(cls, data: Mapping[str, Any], where: str = "secrets") -> ProvisionerSecrets:
-        """From a secrets file's content; SecretsFileError names the entry that is not of its form."""
-        tenants = data.get(TENANTS, {})
-        shared = _entries({k: v for k, v in data.items() if k != TENANTS}, f"{where}: ")
-        if not isinstance(tenants, Mapping):
-            raise SecretsFileError(f"{where}: {TENANTS!r} must be an object of tenant -> its own entries "
-                                   f"(a provider's name -> fields, {NAMED!r} -> named secrets)")
-        own: dict[str, dict[str, dict[str, Any]]] = {}
-        for tenant, entries in tenants.items():
-            here = f"{where}: {TENANTS!r} → {tenant!r}"
-            try:
-                token(tenant, "tenant")
-            except SubjectError as err:
-                raise SecretsFileError(f"{here}: {err}") from None
-            if not isinstance(entries, Mapping):
-                raise SecretsFileError(f"{here} must be an object of the tenant's own entries, got {type(entries).__name__}")
-            if TENANTS in entries:
-                raise SecretsFileError(f"{here}: {TENANTS!r} is only at the top of the file")
-            own[tenant] = _entries(entries, f"{here}: ")
-        return cls(shared, own)
+        """From a secrets file's content (its form: muster/secretsfile.py); SecretsFileError names
+        the entry that is not of it."""
+        read = parse(data, where)
+
+        def entries(providers: Entries, named: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+            return {**providers, **({NAMED: dict(named)} if named else {})}
+
+        return cls(entries(read.shared.providers, read.shared.named),
+                   {t: entries(own.providers, own.named) for t, own in read.tenants.items()})
 
     def provider(self, tenant: str, name: str) -> Mapping[str, Any]:
         """The fields of provider `name` for `tenant`'s tasks: its own entry, else the shared one."""

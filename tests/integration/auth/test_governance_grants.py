@@ -299,4 +299,4 @@ async def test_a_webhook_is_checked_by_the_notifier_in_the_requesters_name_and_t
         assert not loopback["ok"] and "127.0.0.1 is a loopback address" in loopback["problems"][0], loopback
         shared = await ask(served, "uma", "put", kind="subscription", entities=[{**hook, "webhook": {**webhook, "secret": "secret://hook"}}])
         (warning,) = shared["warnings"]
-        assert shared["ok"] and warning.startswith("subscription 'hook': hooks.invalid does not resolve now ("), shared
+        assert shared["ok"] and warning.startswith("subscription 'hook': hooks.invalid does not resolve to a public address now: "), shared

@@ -125,7 +125,7 @@ async def test_notify_add_refuses_what_the_notifier_could_not_deliver(url: str) 
     made = await muster(url, "notify", "add", "ops", "--on", "job_failed, lease_expiring,job_failed", "--webhook", "https://hooks.invalid/x",
                         "--secret", "secret://ops-hook", "--cluster", "web-*", "--lease-warning", "2h")
     assert made.exit_code == 0 and "subscription ops: version 1 (add)" in made.stdout, made.output
-    assert "warning: subscription 'ops': hooks.invalid does not resolve now" in made.stdout
+    assert "warning: subscription 'ops': hooks.invalid does not resolve to a public address now" in made.stdout
     row = next(line for line in (await muster(url, "notify", "list")).stdout.splitlines() if line.startswith("ops "))
     assert "job_failed, lease_expiring (2 h before a lease ends)" in row and "web-*" in row, row  # once each
 

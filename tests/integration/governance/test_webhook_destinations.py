@@ -1,10 +1,12 @@
 """Where the notifier's webhooks may go, with real HTTP on loopback (decision 38): by default a
 tenant's webhook to the deployment's own addresses (loopback by address or by a name such as
 `localhost`, the cloud metadata address, a name whose DNS answer turns private between the check
-and the delivery) is refused before any connection, naming the rule and the operator's setting;
-an address or name the operator allows is delivered to; a redirect is never followed; a URL given
-by reference is never said. `check` (before `notify add` stores a subscription) says which secrets
-the notifier lacks, and warns of a host that does not resolve."""
+and the delivery) gets no connection: to an address, refused for good, naming the rule and the
+operator's setting; to a name, a failed attempt in the words of a name that does not resolve. An
+address, range or name the operator allows, on every port or one, is delivered to; a redirect is
+never followed; a URL given by reference is never said. `check` (before `notify add` stores a
+subscription) says which secrets the notifier lacks, and warns of a name that does not resolve to
+a public address, without saying whether it resolves inside."""
 
 from __future__ import annotations
 
@@ -53,12 +55,11 @@ async def send(deliveries: Deliveries, url: str, nid: str = "ops-test-1") -> tup
         await deliveries.close()
 
 
-@pytest.mark.parametrize("where", ["address", "localhost", "ipv6", "mapped", "metadata", "unspecified"])
+@pytest.mark.parametrize("where", ["address", "ipv6", "mapped", "metadata", "unspecified"])
 async def test_a_webhook_to_the_deployments_own_addresses_is_refused_by_default(webhook: Webhook, where: str) -> None:
     port = webhook.url.split(":")[2].split("/")[0]
     url, said = {
         "address": (webhook.url, "127.0.0.1 is a loopback address"),
-        "localhost": (webhook.url.replace("127.0.0.1", "localhost"), "localhost resolves to a loopback address"),
         "ipv6": (f"http://[::1]:{port}/hook", "::1 is a loopback address"),
         "mapped": (f"http://[::ffff:127.0.0.1]:{port}/hook", "::ffff:127.0.0.1 is a loopback address"),
         "metadata": ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address (a cloud's metadata"),
@@ -73,17 +74,20 @@ async def test_a_webhook_to_the_deployments_own_addresses_is_refused_by_default(
 
 async def test_the_addresses_are_checked_when_connecting_not_before(webhook: Webhook) -> None:
     """A name whose DNS answer is public when checked and loopback when connecting (rebinding)
-    is refused at the connection; one that resolves to a private address is refused without
-    saying that address."""
+    gets no connection; `localhost` neither. Their attempts fail in the words of a name that does
+    not resolve, without the rule or the address (a tenant would learn the deployment's DNS)."""
     port = webhook.url.split(":")[2].split("/")[0]
     dns = Answers(hooks_example=["93.184.216.34", "127.0.0.1"], inside_example=["10.0.0.5"])
     deliveries = Deliveries(None, {"hook": webhook.secret}, CLOCK, resolver=dns)
     assert await deliveries.check("a", hook(f"http://hooks.example:{port}/hook")) == ([], [])
-    with pytest.raises(DestinationRefused, match="^hooks.example resolves to a loopback address"):
-        await send(deliveries, f"http://hooks.example:{port}/hook")
-    with pytest.raises(DestinationRefused, match="^inside.example resolves to a private address") as refused:
-        await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, resolver=dns), "https://inside.example/x")
-    assert "10.0.0.5" not in str(refused.value)
+    ok, status, error = await send(deliveries, f"http://hooks.example:{port}/hook")
+    assert (ok, status) == (False, None) and error.startswith("hooks.example does not resolve to a public address now: "), error
+    assert f"`muster up --webhook-allow hooks.example:{port}`" in error and "loopback" not in error
+    inside = await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, resolver=dns), "https://inside.example/x")
+    nowhere = await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, resolver=dns), "https://nowhere.example/x")
+    assert inside == (False, None, nowhere[2].replace("nowhere", "inside")) and "10.0.0.5" not in inside[2]
+    local = await send(Deliveries(None, {"hook": webhook.secret}, CLOCK), webhook.url.replace("127.0.0.1", "localhost"))
+    assert local[0] is False and local[2].startswith("localhost does not resolve to a public address now"), local
     assert webhook.got.empty()
 
 
@@ -93,6 +97,19 @@ async def test_what_the_operator_allows_is_delivered_to(webhook: Webhook) -> Non
     by_name = Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=Allowed.parse(["localhost"]))
     assert (await send(by_name, webhook.url.replace("127.0.0.1", "localhost"), "ops-test-2"))[0]
     assert webhook.got.qsize() == 2
+
+
+async def test_an_allowed_entry_with_a_port_opens_that_port_only(webhook: Webhook) -> None:
+    """The operator opens one receiver, not every port of the host or range."""
+    port = int(webhook.url.split(":")[2].split("/")[0])
+    other = port + 1 if port < 65535 else port - 1
+    for entry, host in ((f"127.0.0.1:{port}", "127.0.0.1"), (f"127.0.0.0/8:{port}", "127.0.0.1"), (f"localhost:{port}", "localhost")):
+        one = Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=Allowed.parse([entry]))
+        assert (await send(one, webhook.url.replace("127.0.0.1", host), f"ops-test-{host}-{entry}"))[:2] == (True, 204), entry
+        with pytest.raises(DestinationRefused, match=f"^127.0.0.1 is a loopback address.*--webhook-allow 127.0.0.1:{other}`"):
+            await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=Allowed.parse([entry])),
+                       webhook.url.replace(f":{port}/", f":{other}/"))
+    assert webhook.got.qsize() == 3
 
 
 async def test_a_redirect_is_not_followed(webhook: Webhook, moved: str) -> None:
@@ -136,8 +153,14 @@ async def test_the_check_names_the_secrets_the_notifier_lacks_for_this_tenant_on
     assert len(refused) == 1 and refused[0].startswith("subscription 'ops': webhook.url: 169.254.169.254 is a link-local address")
     problems, warnings = await deliveries.check("a", hook("https://nowhere.invalid/x"))
     await deliveries.close()
-    assert problems == [] and warnings == [
-        "subscription 'ops': nowhere.invalid does not resolve now (no such name nowhere.invalid): every delivery fails until it does"]
+    assert problems == [] and len(warnings) == 1 and warnings[0].startswith(
+        "subscription 'ops': nowhere.invalid does not resolve to a public address now: the notifier sends webhooks to public "
+        "addresses only, unless the operator allows others (`muster up --webhook-allow nowhere.invalid:443`")
+    assert warnings[0].endswith("; every delivery fails until it does")
+    inside = Deliveries(None, secrets, CLOCK, resolver=Answers(hooks_internal=["10.0.0.5"]))
+    assert await inside.check("a", hook("https://hooks.internal/x")) == (
+        [], [warnings[0].replace("nowhere.invalid", "hooks.internal")])  # resolving inside reads the same
+    await inside.close()
 
 
 async def test_a_bus_subscription_needs_no_check() -> None:

@@ -2,8 +2,9 @@
 (decision 38, docs/pools.md "Where callbacks may go"): by default a tenant's callback to the
 deployment's own addresses is refused when the request comes (the pool's `request`, and the
 planner's create, which asks the pool service) with nothing recorded, and refused again at the
-POST for one already in the log (recorded as a delivery that failed, with no connection made);
-what the operator allows is delivered to; a redirect is not followed."""
+POST for one already in the log (recorded as a delivery that failed, with no connection made: at
+once for an address, after the usual attempts, in the words of a name that does not resolve, for
+a name); what the operator allows is delivered to; a redirect is not followed."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from contracts import subjects
 from contracts.commands import CreateCluster, PoolWait, Rejected
 from contracts.pool_commands import AddHosts, RequestHosts
 from contracts.pools import Callback, NodeNeed, PoolHostsRequested, PoolRequest
-from muster.bus.eventstore import Append
+from muster.bus.connect import connect
+from muster.bus.eventstore import Append, EventStore
 from services.pool import client as pools
 from tests.integration.conftest import Webhook
 
@@ -35,8 +37,7 @@ async def test_a_request_whose_callback_aims_inside_is_refused_and_nothing_is_re
     env = strict_env
     await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
     port = webhook.url.split(":")[2].split("/")[0]
-    for url, said in [(webhook.url, "127.0.0.1 is a loopback address"),
-                      (f"http://localhost:{port}/hook", "localhost resolves to a loopback address"),
+    for url, said in [(webhook.url, "127.0.0.1 is a loopback address"), (f"http://[::1]:{port}/hook", "::1 is a loopback address"),
                       ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address")]:
         with pytest.raises(pools.PoolRejected) as refused:
             await pools.send(env.nc, "lab", RequestHosts(request=req("r1", url)))
@@ -49,14 +50,18 @@ async def test_a_callback_already_in_the_log_is_refused_at_the_post_once(strict_
     """As a request recorded before the rule (or by a planner that could not ask): the POST
     itself is refused, the delivery recorded as failed after one attempt, no connection made."""
     env = strict_env
-    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(2)))
     watch = await env.watch(subjects.pool_events("lab"))
     port = webhook.url.split(":")[2].split("/")[0]
-    await env.store.append(subjects.pool_request_events("acme", "lab", "j1"),
-                           [Append(event=PoolHostsRequested(request=req("j1", f"http://localhost:{port}/hook")), msg_id="j1")])
-    done = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant")
+    for rid, host in (("j1", "127.0.0.1"), ("j2", "localhost")):
+        await env.store.append(subjects.pool_request_events("acme", "lab", rid),
+                               [Append(event=PoolHostsRequested(request=req(rid, f"http://{host}:{port}/hook")), msg_id=rid)])
+    done = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant" and r.event.request_id == "j1")
     assert not done.event.ok and done.event.attempts == 1
-    assert done.event.error.startswith("refused: localhost resolves to a loopback address") and SETTING in done.event.error
+    assert done.event.error.startswith("refused: 127.0.0.1 is a loopback address") and SETTING in done.event.error
+    by_name = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant" and r.event.request_id == "j2")
+    assert not by_name.event.ok and by_name.event.attempts == 5  # tried as any failure: a name's DNS may change
+    assert by_name.event.error.startswith("localhost does not resolve to a public address now") and SETTING in by_name.event.error
     assert webhook.got.empty()
 
 
@@ -84,3 +89,52 @@ async def test_a_create_whose_callback_aims_inside_is_refused_by_the_planner_in_
                                    "addresses only") and SETTING in reply.reason
     assert await pipeline.store.read(subjects.cluster_name_events(pipeline.tenant, "cb")) == []  # nothing written
     assert await pipeline.store.subjects(f"{subjects.EVT}.{pipeline.tenant}.poolreq.>") == {}
+
+
+async def test_with_no_pool_service_the_planner_checks_what_needs_no_lookup_with_the_same_setting(fresh_nats: str) -> None:
+    """No pool service answering, a callback aimed at an address the rule refuses, or malformed,
+    was taken with a warning and refused only at the POST: the planner now checks the URL's form
+    and the address it names with the operator's same setting (`muster up --webhook-allow` passes
+    it to the planners too); a name is the pool service's to resolve, so it is only a warning."""
+    from muster.destinations import Allowed
+    from services.planner.adapters import NatsCallbackCheck
+
+    nc = await connect(fresh_nats, name="planner")
+    try:
+        check = NatsCallbackCheck(nc, Allowed.parse(["10.0.0.0/8:8443"]), timeout=2.0)
+        problem, warning = await check(Callback(url="http://127.0.0.1:8080/hook"))
+        assert warning == "" and problem.startswith(
+            "127.0.0.1 is a loopback address: the pool service sends callbacks to public addresses only, unless the operator "
+            "allows others (`muster up --webhook-allow 127.0.0.1:8080`, or `muster planner --webhook-allow`"), problem
+        assert (await check(Callback(url="https://10.1.2.3/x")))[0].startswith("10.1.2.3 is a private address")
+        assert await check(Callback(url="https://10.1.2.3:8443/x")) == ("", "")  # the operator's allow, on its port
+        assert await check(Callback(url="http://ci.example:http/x?token=t")) == (
+            "http://ci.example:http/x: its port is not a number from 1 to 65535", "")
+        problem, warning = await check(Callback(url="https://ci.example/x"))
+        assert problem == "" and warning.startswith("--callback: not checked whether its host resolves to a public address: "
+                                                    "no pool service answered")
+    finally:
+        await nc.close()
+
+
+async def test_with_no_pool_service_a_create_whose_callback_names_an_address_inside_is_refused(fresh_nats: str) -> None:
+    from contextlib import AsyncExitStack
+
+    from muster.bus.streams import ensure_streams
+    from muster.client import MusterClient
+    from services.planner.app import PlannerConfig
+    from services.planner.entrypoint import start_planner
+
+    async with AsyncExitStack() as stack:
+        ncs = [await connect(fresh_nats, name=name) for name in ("planner", "client")]
+        for nc in ncs:
+            stack.push_async_callback(nc.close)
+        await ensure_streams(ncs[0].jetstream())
+        await start_planner(ncs[0], stack, PlannerConfig(instance="planner-test"))
+        store = EventStore(ncs[1])
+        wait = PoolWait(callback=Callback(url="http://169.254.169.254/latest/meta-data/"))
+        reply = await MusterClient(ncs[1]).send("default", CreateCluster(name="cb", template="app-on-pool", nodes=1, pool=wait))
+        assert isinstance(reply, Rejected) and reply.field == "pool.callback", reply
+        assert reply.reason.startswith("--callback: 169.254.169.254 is a link-local address (a cloud's metadata service")
+        assert "`muster planner --webhook-allow`" in reply.reason
+        assert await store.subjects(f"{subjects.EVT}.default.>") == {}  # nothing written

@@ -103,7 +103,8 @@ async def test_a_bad_plugin_or_secrets_file_is_bad_input_named_in_one_line(tmp_p
     env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
     for args, expected in ((["--plugins-dir", "plugins"], "Error: plugins/echo/plugin.json: invalid plugin descriptor: field "
                                                          "'fields.token': a sensitive field cannot have a default"),
-                           (["--secrets", "secrets.json"], "Error: secrets file secrets.json must be a JSON object of provider name")):
+                           (["--secrets", "secrets.json"], "Error: secrets file secrets.json: entry 'aws' must be an object of a "
+                                                     "provider's fields, got str (a named secret goes under '@secrets')")):
         proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "provisioner", "--id", "p-bad", *args,
                                                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                                                     cwd=tmp_path, env=env)

@@ -1,5 +1,6 @@
-"""`muster up --webhook-allow` reaches the notifier and the pool service it starts (one setting
-for webhooks and pool callbacks: docs/governance.md, "Where webhooks may go", docs/pools.md);
+"""`muster up --webhook-allow` reaches the notifier, the pool service and the planners it starts
+(one setting for webhooks and pool callbacks, which a planner checks when no pool service
+answers: docs/governance.md, "Where webhooks may go", docs/pools.md);
 a bad entry is refused by name before anything starts, by `muster up`, `muster notifier` and
 `muster pool serve` alike, and each service reads the setting from the environment too."""
 
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 from muster.runtime import cli
 from muster.runtime.supervisor import Deployment
 from services.notifier import entrypoint
+from services.planner import entrypoint as planner_entrypoint
 from services.pool import entrypoint as pool_entrypoint
 
 
@@ -22,7 +24,7 @@ class _Stop(Exception):
     pass
 
 
-def test_up_passes_its_webhook_allowlist_to_the_notifier_and_the_pool_service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_up_passes_its_webhook_allowlist_to_the_notifier_the_pool_service_and_the_planners(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Deployment] = []
 
     def deployment(*args: Any, **kwargs: Any) -> Deployment:
@@ -31,13 +33,13 @@ def test_up_passes_its_webhook_allowlist_to_the_notifier_and_the_pool_service(tm
 
     monkeypatch.setattr(cli, "Deployment", deployment)
     result = CliRunner().invoke(cli.up, ["--data-dir", str(tmp_path), "--tracker-port", "0",
-                                         "--webhook-allow", "10.20.0.0/16", "--webhook-allow", "alerts.internal"])
+                                         "--webhook-allow", "10.20.0.0/16", "--webhook-allow", "alerts.internal:8443"])
     assert seen, result.output
     commands = seen[0].commands()
-    for service in ("notifier", "pool"):
+    for service in ("notifier", "pool", "planner"):
         args = commands[service]
-        assert [args[i + 1] for i, a in enumerate(args) if a == "--webhook-allow"] == ["10.20.0.0/16", "alerts.internal"]
-    assert all("--webhook-allow" not in a for name, a in commands.items() if name not in ("notifier", "pool"))
+        assert [args[i + 1] for i, a in enumerate(args) if a == "--webhook-allow"] == ["10.20.0.0/16", "alerts.internal:8443"]
+    assert all("--webhook-allow" not in a for name, a in commands.items() if name not in ("notifier", "pool", "planner"))
 
 
 def test_a_bad_entry_is_refused_before_anything_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,18 +56,20 @@ def test_a_bad_entry_is_refused_before_anything_starts(tmp_path: Path, monkeypat
 
 @pytest.mark.parametrize(("module", "command", "starter"), [
     (entrypoint, "main", "start_notifier"), (pool_entrypoint, "serve", "start_pool_service"),
-], ids=["notifier", "pool service"])
+    (planner_entrypoint, "main", "start_planner"),
+], ids=["notifier", "pool service", "planner"])
 def test_each_sender_reads_the_allowlist_from_the_environment(module: Any, command: str, starter: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Any] = []
     given: dict[str, Any] = {}
 
     async def start(*args: Any, **kwargs: Any) -> None:
-        given.update(kwargs)
+        given.update(kwargs, args=args)
 
     monkeypatch.setattr(module, "main_for", lambda name, url, setup: started.append(setup))
     monkeypatch.setattr(module, starter, start)
     result = CliRunner(env={"MUSTER_WEBHOOK_ALLOW": "10.0.0.0/8, alerts.internal"}).invoke(getattr(module, command), [])
     assert result.exit_code == 0 and started, result.output
     asyncio.run(started[0](None, None))
-    assert str(given["allowed"]) == "10.0.0.0/8, alerts.internal"
+    allowed = given["allowed"] if "allowed" in given else given["args"][2].callbacks_allowed  # the planner's config
+    assert str(allowed) == "10.0.0.0/8, alerts.internal"

@@ -1,8 +1,10 @@
 """Where a webhook may go (decision 38): loopback, private, link-local, multicast, unspecified
 and other non-public addresses are refused, also in the IPv6 forms that carry an IPv4 address,
-unless the operator allows a host name or an address range; the refusal names the rule and how
-the operator allows it, never an address a name resolved to, nor the host of a URL given by
-reference. The notifier's secrets are each tenant's own or shared, never another tenant's."""
+unless the operator allows a host name or an address range, on every port or one; the refusal of
+an address names the rule and how the operator allows it; a name is said only not to resolve to a
+public address, never whether it resolves inside or not at all, nor the address; the host of a
+URL given by reference is never said. The notifier's secrets are each tenant's own or shared,
+never another tenant's."""
 
 from __future__ import annotations
 
@@ -67,14 +69,53 @@ def test_the_operator_allows_host_names_and_address_ranges() -> None:
 
 
 def test_a_refusal_names_the_rule_and_the_operators_setting_and_hides_what_it_should() -> None:
-    said = explain("link-local", "169.254.169.254")
+    said = explain("link-local", "169.254.169.254", port=80)
     assert said.startswith("169.254.169.254 is a link-local address (a cloud's metadata service answers at 169.254.169.254)")
-    assert "muster up --webhook-allow 169.254.169.254" in said and "$MUSTER_WEBHOOK_ALLOW" in said
-    resolved = explain("loopback", "hooks.example")
-    assert resolved.startswith("hooks.example resolves to a loopback address") and "127.0.0.1" not in resolved
-    hidden = explain("private", "slack.internal", "the URL of secret://chat-url")
-    assert hidden.startswith("the URL of secret://chat-url names a private address") and "slack.internal" not in hidden
+    assert "muster up --webhook-allow 169.254.169.254:80" in said and "$MUSTER_WEBHOOK_ALLOW" in said
+    assert "--webhook-allow [::1]:8080`" in explain("loopback", "::1", port=8080)
+    hidden = explain("private", "10.0.0.5", "the URL of secret://chat-url")
+    assert hidden.startswith("the URL of secret://chat-url names a private address") and "10.0.0.5" not in hidden
     assert "--webhook-allow <its host>" in hidden
+
+
+def test_a_name_is_said_not_to_resolve_to_a_public_address_whether_it_resolves_inside_or_not_at_all() -> None:
+    """Which of the two, or the rule that refuses it, would tell a tenant the deployment's DNS."""
+    inside = explain("loopback", "hooks.example", port=443)
+    nowhere = explain(None, "hooks.example", port=443)
+    assert inside == nowhere and inside.startswith("hooks.example does not resolve to a public address now: ")
+    assert "loopback" not in inside and "muster up --webhook-allow hooks.example:443" in inside
+    hidden = explain("private", "slack.internal", "the URL of secret://chat-url")
+    assert hidden == explain(None, "slack.internal", "the URL of secret://chat-url")
+    assert hidden.startswith("the URL of secret://chat-url does not resolve to a public address now") and "slack" not in hidden
+
+
+def test_an_allowed_entry_may_open_one_port_only() -> None:
+    ip = ipaddress.ip_address
+    allowed = Allowed.parse(["10.0.0.0/8:8443", "127.0.0.1", "[::1]:9000", "fd00::/8", "[fd01::/16]", "alerts.internal:80",
+                             "*.corp.example:8080,hooks.lan"])
+    assert str(allowed) == ("10.0.0.0/8:8443, 127.0.0.1/32, [::1/128]:9000, fd00::/8, fd01::/16, alerts.internal:80, "
+                            "*.corp.example:8080, hooks.lan")
+    assert refused(allowed, "10.1.2.3", [ip("10.1.2.3")], 8443) is None
+    assert refused(allowed, "10.1.2.3", [ip("10.1.2.3")], 22) == "private"  # the range, on its one port only
+    assert refused(allowed, "127.0.0.1", [ip("127.0.0.1")], 22) is None  # no port: every one (the older form)
+    assert refused(allowed, "::1", [ip("::1")], 9000) is None and refused(allowed, "::1", [ip("::1")], 9001) == "loopback"
+    assert refused(allowed, "x", [ip("fd00::5")], 1) is None and refused(allowed, "x", [ip("fd01::5")], 1) is None
+    assert refused(allowed, "alerts.internal", [ip("10.0.0.9")], 80) is None
+    assert refused(allowed, "alerts.internal", [ip("10.0.0.9")], 8443) is None  # the name's port is not, the range's is
+    assert refused(allowed, "alerts.internal", [ip("192.168.0.9")], 8443) == "private"
+    assert refused(allowed, "a.corp.example", [ip("192.168.0.9")], 8080) is None
+    assert refused(allowed, "a.corp.example", [ip("192.168.0.9")], 80) == "private"
+    assert refused(allowed, "hooks.lan", [ip("192.168.0.9")], 1) is None
+    assert refused(allowed, "10.1.2.3", [ip("10.1.2.3")]) == "private"  # a port not known: only an entry of every port
+    for bad, said in [("10.0.0.1:0", "the port '0' is not a number from 1 to 65535"),
+                      ("alerts.internal:99999", "the port '99999' is not a number from 1 to 65535"),
+                      ("alerts.internal:", "the port '' is not a number"), ("alerts.internal:http", "the port 'http'"),
+                      ("[::1", "'[' without its ']'"), ("[::1]8080", "after ']' comes ':PORT' or nothing"),
+                      ("[alerts.internal]:80", "brackets hold an IPv6 address or range"),
+                      ("http://alerts:80", "is neither an address"), ("a:b:c", "is neither an address")]:
+        with pytest.raises(AllowError) as err:
+            Allowed.parse([bad])
+        assert str(err.value).startswith(f"--webhook-allow {bad!r}") and said in str(err.value), err.value
 
 
 def test_a_tenant_names_its_own_secrets_or_the_shared_ones_never_another_tenants() -> None:

@@ -1,7 +1,7 @@
 """A create or expand whose pool callback URL the pool service would never POST to (decision 38)
 is refused by the planner before anything is written, in the pool service's words, on field
-`pool.callback`; the pool service's warning (a host that does not resolve now) rides on the
-acceptance; a bus callback is not a URL and is not asked about."""
+`pool.callback`; the pool service's warning (a name that does not resolve to a public address
+now) rides on the acceptance; a bus callback is not a URL and is not asked about."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ async def test_a_callback_the_pool_service_refuses_refuses_the_create_and_nothin
 
 
 async def test_a_warning_rides_on_the_acceptance_and_a_bus_callback_is_not_asked_about() -> None:
-    says = PoolServiceSays(warning="ci.example does not resolve now (...): every callback fails until it does")
+    says = PoolServiceSays(warning="ci.example does not resolve to a public address now: (...); every callback fails until it does")
     h = _harness(says)
     reply = await h.send(_create("https://ci.example/hooks/pool"))
     assert isinstance(reply, Accepted) and reply.warnings[0] == says.answer[1]

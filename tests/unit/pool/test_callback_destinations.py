@@ -1,7 +1,9 @@
 """Where the pool service may POST a callback (decision 38, docs/pools.md "Where callbacks may
-go"): the notifier's rule, the operator's one setting. A URL aimed inside the deployment is refused
-when the request comes, in words that name the rule and the setting and never an address a name
-resolved to; a POST is checked again at the connection and refused once, never retried."""
+go"): the notifier's rule, the operator's one setting. A URL naming an address inside the
+deployment is refused when the request comes, in words that name the rule and the setting; a name
+that does not resolve to a public address is a warning, in the same words whether it resolves
+inside or not at all; a POST is checked again at the connection: to a refused address it is never
+made nor retried, to such a name it fails like any other attempt, said alike."""
 
 from __future__ import annotations
 
@@ -51,15 +53,32 @@ def sender(allowed: Allowed | None = None) -> CallbackSender:
     ("http://127.0.0.1:8080/hook", "127.0.0.1 is a loopback address"),
     ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address (a cloud's metadata service"),
     ("http://[::ffff:127.0.0.1]/hook", "::ffff:127.0.0.1 is a loopback address"),
-    ("https://hooks.internal/pool", "hooks.internal resolves to a private address"),
-    ("http://sneaky.example/pool", "sneaky.example resolves to a loopback address"),
 ])
-async def test_a_callback_aimed_inside_the_deployment_is_refused_naming_the_rule_and_the_setting(url: str, said: str) -> None:
+async def test_a_callback_to_an_address_inside_the_deployment_is_refused_naming_the_rule_and_the_setting(url: str, said: str) -> None:
     problem, warning = await sender().check(Callback(url=url))
     assert problem.startswith(said) and warning == ""
     assert "the pool service sends callbacks to public addresses only" in problem
     assert "`muster pool serve --webhook-allow`" in problem and "$MUSTER_WEBHOOK_ALLOW" in problem and "docs/pools.md" in problem
-    assert "10.1.2.3" not in problem  # never the address a name resolved to
+
+
+@pytest.mark.parametrize("url", ["https://hooks.internal/pool", "http://sneaky.example/pool", "https://nowhere.example/pool"])
+async def test_a_name_that_does_not_resolve_to_a_public_address_is_a_warning_that_does_not_tell_why(url: str) -> None:
+    """Resolving to a private or loopback address, or not at all, read the same: which of these
+    it is would tell a tenant the deployment's DNS."""
+    host = url.split("/")[2]
+    problem, warning = await sender().check(Callback(url=url))
+    port = 443 if url.startswith("https") else 80
+    assert problem == "" and warning == (
+        f"{host} does not resolve to a public address now: the pool service sends callbacks to public addresses only, unless "
+        f"the operator allows others (`muster up --webhook-allow {host}:{port}`, or `muster pool serve --webhook-allow`, "
+        f"$MUSTER_WEBHOOK_ALLOW; docs/pools.md, \"Where callbacks may go\"); every callback fails until it does")
+    assert "10.1.2.3" not in warning and "private" not in warning and "loopback" not in warning
+
+
+async def test_a_malformed_url_is_refused_naming_what_is_wrong() -> None:
+    assert await sender().check(Callback(url="http://ci.example:http/x?token=t")) == (
+        "http://ci.example:http/x: its port is not a number from 1 to 65535", "")
+    assert (await sender().check(Callback(url="http:///x")))[0] == "http:///x: it names no host"
 
 
 async def test_what_the_operator_allows_and_public_addresses_are_taken_and_a_bus_subject_is_not_a_url() -> None:
@@ -70,18 +89,22 @@ async def test_what_the_operator_allows_and_public_addresses_are_taken_and_a_bus
     assert await sender().check(Callback(subject="muster.cb.acme.r1")) == ("", "")
 
 
-async def test_a_host_that_does_not_resolve_now_is_a_warning_not_a_refusal() -> None:
-    problem, warning = await sender().check(Callback(url="https://nowhere.example/pool"))
-    assert problem == "" and warning.startswith("nowhere.example does not resolve now (no such name nowhere.example)")
-
-
 async def test_a_post_to_a_refused_address_is_never_made_nor_retried() -> None:
     s = sender()
     attempts, error = await s.send(Callback(url="http://127.0.0.1:9/hook"), {"type": "granted"})
     assert attempts == 1 and error.startswith("refused: 127.0.0.1 is a loopback address")
-    attempts, error = await s.send(Callback(url="http://sneaky.example:9/hook"), {"type": "granted"})  # refused at the connection
-    assert attempts == 1 and error.startswith("refused: sneaky.example resolves to a loopback address")
-    assert isinstance(s.resolver, Answers) and s.resolver.asked == ["sneaky.example"]
+    assert isinstance(s.resolver, Answers) and s.resolver.asked == []
+    await s.close()
+
+
+async def test_a_post_to_a_name_inside_fails_at_the_connection_like_one_that_does_not_resolve() -> None:
+    """Refused at the connection (never made), tried again as any failed attempt, in the same words."""
+    s = sender()
+    inside = await s.send(Callback(url="http://sneaky.example:9/hook"), {"type": "granted"})
+    nowhere = await s.send(Callback(url="http://nowhere.example:9/hook"), {"type": "granted"})
+    assert inside == (5, nowhere[1].replace("nowhere", "sneaky")) and nowhere[0] == 5
+    assert inside[1].startswith("sneaky.example does not resolve to a public address now") and "loopback" not in inside[1]
+    assert isinstance(s.resolver, Answers) and s.resolver.asked == ["sneaky.example"] * 5 + ["nowhere.example"] * 5
     await s.close()
 
 

@@ -117,10 +117,15 @@ def test_the_file_says_whose_each_entry_is_and_a_bad_form_is_named() -> None:
         ({"@tenants": []}, "'@tenants' must be an object"),
         ({"@tenants": {"acme": "x"}}, "'@tenants' → 'acme' must be an object"),
         ({"@tenants": {"ac me": {}}}, "tenant 'ac me' is not a valid name"),
-        ({"@tenants": {"acme": {"db": "pw"}}}, "entry 'db' must be an object of field values, got str (a named secret goes "
-                                               "under '@secrets')"),
+        ({"@tenants": {"acme": {"db": 5}}}, "'@tenants' → 'acme': entry 'db' must be an object of a provider's fields, or a "
+                                            "string: a named secret, got int"),
+        ({"@tenants": {"acme": {"db": "pw", "@secrets": {"db": "pw2"}}}},
+         "'@tenants' → 'acme': secret 'db' is given twice, directly under the tenant and under '@secrets': keep one"),
+        ({"@tenants": {"acme": {"@secrets": ["db"]}}}, "'@tenants' → 'acme': '@secrets' must be an object of name -> secret"),
+        ({"@secrets": "db"}, "secrets: '@secrets' must be an object of name -> secret, got str"),
         ({"@tenants": {"acme": {"@tenants": {}}}}, "'@tenants' is only at the top"),
-        ({"aws": "pw"}, "entry 'aws' must be an object"),
+        ({"aws": "pw"}, "secrets: entry 'aws' must be an object of a provider's fields, got str (a named secret goes "
+                        "under '@secrets')"),
     ]
     for bad, said in bads:
         with pytest.raises(SecretsFileError, match=re.escape(said)):
@@ -129,7 +134,7 @@ def test_the_file_says_whose_each_entry_is_and_a_bad_form_is_named() -> None:
 
 def test_a_bad_tenants_section_stops_the_provisioner_at_start(tmp_path: Path) -> None:
     with pytest.raises(PluginError, match="'@tenants' → 'acme': entry 'db' must be an object"):
-        PluginRegistry.discover(secrets={"@tenants": {"acme": {"db": "pw"}}}, work_dir=tmp_path)
+        PluginRegistry.discover(secrets={"@tenants": {"acme": {"db": ["pw"]}}}, work_dir=tmp_path)
 
 
 def test_the_notifier_reads_a_tenants_named_secrets_in_the_provisioners_form_too() -> None:
@@ -138,3 +143,44 @@ def test_the_notifier_reads_a_tenants_named_secrets_in_the_provisioners_form_too
     assert n.value("acme", "secret://acme-db") == (ACME_DB, "")
     assert n.value("beta", "secret://acme-db")[0] == ""
     assert n.value("acme", "secret://common") == (ACME_DB, "") and n.value("beta", "secret://common")[0] == "common-secret-55"
+
+
+ONE_FILE: dict[str, Any] = {
+    "shared-cloud": {"api_user": "ops", "api_password": SHARED_PASSWORD},
+    "@secrets": {"common": "common-secret-55"},
+    "@tenants": {
+        "acme": {"aws-prod": {"api_user": "acme-user", "api_password": ACME_PASSWORD}, "@secrets": {"acme-db": ACME_DB}},
+        "beta": {"beta-hook": "beta-hook-key-61", "common": BETA_DB},  # the notifier's first form: names directly under it
+    },
+}
+
+
+def test_one_file_serves_both_each_tenants_named_secrets_in_either_form() -> None:
+    """The provisioner read `@tenants` → `<tenant>` → `<name>: "<secret>"` (the notifier's first
+    form) as a malformed provider entry and refused to start, while the notifier read it; now
+    both read the same named secrets of each tenant from one file (muster/secretsfile.py)."""
+    p, n = ProvisionerSecrets.of(ONE_FILE), NotifierSecrets.of(ONE_FILE)
+    for tenant in ("acme", "beta", "gamma"):
+        named = p.named(tenant)
+        assert {name: n.value(tenant, f"secret://{name}")[0] for name in named} == named, tenant
+    assert p.named("beta") == {"common": BETA_DB, "beta-hook": "beta-hook-key-61"} and p.provider("beta", "beta-hook") == {}
+    assert n.value("acme", "secret://beta-hook")[0] == "" and n.value("acme", "secret://aws-prod")[0] == ""  # not a named secret
+    for bad in ({"@tenants": {"acme": {"db": 5}}}, {"@tenants": {"acme": {"db": "a", "@secrets": {"db": "b"}}}}):
+        with pytest.raises(SecretsFileError) as by_provisioner:
+            ProvisionerSecrets.of(bad, "secrets file s.json")
+        with pytest.raises(SecretsFileError) as by_notifier:
+            NotifierSecrets.of(bad, "secrets file s.json")
+        assert str(by_notifier.value) == str(by_provisioner.value)  # the same words for the same file
+
+
+async def test_a_task_resolves_a_named_secret_given_directly_under_its_tenant(tmp_path: Path) -> None:
+    r = echo_provider(tmp_path, {"api_user": {"label": "User"},
+                                 "api_password": {"label": "Password", "sensitive": True, "required": True}}, ECHO, ONE_FILE)
+    try:
+        flat = await r.execute(task("beta", "shared-cloud", {"db": "secret://beta-hook"}))
+        assert flat.ok, flat.error
+        assert flat.result["seen"]["db_reversed"] == "beta-hook-key-61"[::-1] and flat.result["seen"]["db"] == "********"
+        theirs = await r.execute(task("acme", "shared-cloud", {"db": "secret://beta-hook"}))
+        assert not theirs.ok and "secret 'beta-hook' is not in this provisioner's secrets file" in theirs.error
+    finally:
+        await r.aclose()
