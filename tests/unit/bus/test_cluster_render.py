@@ -108,3 +108,15 @@ def test_compose_runs_every_service_muster_up_runs() -> None:
     assert isinstance(services, dict)
     ran = {name.split("-")[0] if name.startswith("provisioner-") else name for name in services}
     assert {*SERVICES, "pool", "auth"} <= ran
+
+
+def test_compose_planners_take_their_policy_deadline_from_the_operators_env() -> None:
+    """An operator sets the deadline in `.env` (compose.yaml is generated; nobody edits it), and
+    the planner reads that variable as its --policy-deadline (docs/governance.md)."""
+    from services.planner import entrypoint
+
+    planner = yaml.safe_load(cluster.render_compose())["services"]["planner"]
+    assert planner["environment"]["MUSTER_POLICY_DEADLINE"] == "${MUSTER_POLICY_DEADLINE:-2}"
+    option = next(p for p in entrypoint.main.params if p.name == "policy_deadline")
+    assert option.envvar == "MUSTER_POLICY_DEADLINE"
+    assert "MUSTER_POLICY_DEADLINE" not in str(yaml.safe_load(cluster.render_compose())["services"]["solver"])
