@@ -22,8 +22,6 @@ import yaml
 
 from muster.tls.context import check_listen, insecure_network_allowed
 from muster.tls.natsconf import ServerTls, client_block, route_block
-from services.governance.domain.deadline import POLICY_DEADLINE_ENV, POLICY_DEADLINE_S
-
 from .server import NatsServer
 from .serverauth import server_auth_config
 
@@ -45,8 +43,9 @@ SERVICE_OPTIONS: dict[str, list[str]] = {
 """Options of each service beyond where it listens: the same in compose.yaml and in the loopback
 cluster test."""
 SERVICE_ENVIRONMENT: dict[str, dict[str, str]] = {
-    # An operator's setting, from `.env` (the deadline is each planner's: policies run in its sandbox child).
-    "planner": {POLICY_DEADLINE_ENV: f"${{{POLICY_DEADLINE_ENV}:-{POLICY_DEADLINE_S:g}}}"},
+    # An operator's setting, from `.env`: the planner's --policy-deadline (policies run in each
+    # planner's sandbox child) and its default (services/governance/domain/deadline.py; a test holds them equal).
+    "planner": {"MUSTER_POLICY_DEADLINE": "${MUSTER_POLICY_DEADLINE:-2}"},
 }
 """Settings of a service an operator sets in `.env` (compose reads it), with their defaults."""
 SERVICE_REPLICAS: dict[str, int] = {"solver": 2, "planner": 3, "provisioner": 3, "tracker": 1, "pool": 1, "governance": 1, "notifier": 1}
