@@ -22,6 +22,7 @@ import yaml
 
 from muster.tls.context import check_listen, insecure_network_allowed
 from muster.tls.natsconf import ServerTls, client_block, route_block
+
 from .server import NatsServer
 from .serverauth import server_auth_config
 

@@ -5,7 +5,8 @@ control does; the requester's `approve` permission on the job was checked before
 (`authz.py`), and `Governance.decision` adds what only governance knows (no self-approval
 unless every matching rule allows it, not after the expiry, once). An approval runs the recorded
 plan, derived again from the recorded layout: same digest and same cluster version, or the job
-fails with the reason (refused, never planned again). A rejection or an expiry ends the job;
+fails with the reason (refused, never planned again); then the tenant's policies as they are at
+the approval judge it again (decision 42): a denial now fails the job, recorded as denied. A rejection or an expiry ends the job;
 nothing ran, and a new cluster it would have made is marked deleted, its name free again.
 Each approval's expiry is a timer (kind `approval`, `routing.TIMERS`), armed when the job starts
 waiting and again at every resume.
@@ -56,9 +57,8 @@ class Approvals:
         why = self.governance.decision(job, cmd, by)
         if why:
             raise Refused(why, code="forbidden" if "may not approve" in why else "conflict")
-        approve = isinstance(cmd, ApproveJob)
-        job.decide(approve, by, cmd.comment, cmd.request_id)
-        if not approve:
+        if isinstance(cmd, RejectJob):
+            job.decide(False, by, cmd.comment, cmd.request_id)
             await self._end(job, cluster, f"rejected by {by}" + (f": {cmd.comment}" if cmd.comment else ""))
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
         self.execution.timers.disarm(("approval", str(job.id)))
@@ -74,11 +74,20 @@ class Approvals:
         except Refused as err:
             problem = f"the plan cannot be made again as it was approved: {err}"
         if problem:
+            job.decide(True, by, cmd.comment, cmd.request_id)
             await self._end(job, cluster, problem)
             return Rejected(reason=f"approved, but {problem}", code="conflict")
+        # The policies as they are now (decision 42): the approver decides now, on the tenant as it is now.
+        judgement = await self.governance.again(job, facts, cluster, preview)
+        job.decide(True, by, cmd.comment, cmd.request_id, cost=judgement.cost)
+        if judgement.verdict.denied:
+            reason = await self.governance.deny_approval(job, by, judgement)
+            await self._end(job, cluster, reason)
+            return Rejected(reason=reason, code="conflict")
+        news = self.governance.news(job, judgement)
         await self.start(job, cluster, facts, preview)
         log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
-        return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
+        return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, warnings=news)
 
     async def _end(self, job: Job, cluster: Cluster, reason: str) -> None:
         self.execution.timers.disarm(("approval", str(job.id)))
