@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from contracts import commands as c
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, CatalogProblem, DeleteCatalogEntity
+from contracts.governance import ApprovalRule, GovernanceAnswer, Policy
 from contracts.layout import Layout
 
 from . import api
@@ -210,6 +211,27 @@ BY_NAME = {r.name: r for r in ROUTES}
 CATALOG_DELETE = WriteRoute("delete", "/v1/catalog/{kind}/{name}", "delete_catalog_entity",
                             "Delete one catalog entity (refused while clusters use it).", "catalog-delete", DeleteCatalogEntity, None,
                             ("kind", "name"), answer=CatalogAnswer, status=200)
+GOVERNANCE_KINDS: dict[type[BaseModel], tuple[str, str]] = {Policy: ("policy", "policies"), ApprovalRule: ("rule", "rules")}
+"""The governance entities a tenant's administrators write over HTTP as with `muster policy|rule`:
+entity -> (its kind on the bus, its list in `GET /v1/governance/{what}`)."""
+
+
+def _governance_routes() -> tuple[WriteRoute, ...]:
+    routes: list[WriteRoute] = []
+    for entity, (kind, what) in GOVERNANCE_KINDS.items():
+        path = f"/v1/governance/{what}/{{name}}"
+        routes.append(WriteRoute("put", path, f"put_{kind}",
+                                 f"Add or change the tenant's {kind} `name` (the tenant's administrators; as `muster "
+                                 f"{kind} {'apply' if kind == 'policy' else 'add'}`, docs/governance.md): 200 with what was "
+                                 "written, 422 with every problem found, nothing written.", "governance-put", entity,
+                                 body_of(entity, path=("name",), name=f"{entity.__name__}Body"), ("name",),
+                                 answer=GovernanceAnswer, status=200))
+        routes.append(WriteRoute("delete", path, f"delete_{kind}", f"Delete the tenant's {kind} `name` (its administrators).",
+                                 "governance-delete", entity, None, ("name",), answer=GovernanceAnswer, status=200))
+    return tuple(routes)
+
+
+GOVERNANCE_WRITES = _governance_routes()
 GET_PLAN = api.Route("/v1/plans/{plan_id}", "get_plan", "A plan a dry run saved: what it would run, on which versions, and "
                      "whether it ran.", SavedPlan)
 """A read, documented here with the writes it belongs to."""
