@@ -83,7 +83,7 @@ class Approvals:
         if judgement.verdict.denied:
             reason = await self.governance.deny_approval(job, by, judgement)
             await self._end(job, cluster, reason)
-            return Rejected(reason=reason, code="conflict")
+            return Rejected(reason=reason, code="forbidden")  # as a request the policies deny at admission
         news = self.governance.news(job, judgement)
         await self.start(job, cluster, facts, preview)
         log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)

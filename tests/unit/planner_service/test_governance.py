@@ -281,7 +281,7 @@ async def test_a_policy_added_while_the_job_waited_denies_its_approval_and_the_j
     job_id, cluster_id = await approval_pending(h)
     await put(h, "policy", "freeze", source=NO_DELETES)
     reply = await h.send(ApproveJob(job_id=job_id, comment="fine by me"), principal="apo")
-    assert isinstance(reply, Rejected) and reply.code == "conflict", reply
+    assert isinstance(reply, Rejected) and reply.code == "forbidden", reply
     assert "approved by apo, but the tenant's policies deny it now: no deletes this week (policy freeze)" in reply.reason
     await h.settle()
     job = h.job(job_id)
