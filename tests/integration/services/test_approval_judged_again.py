@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from contracts import subjects
-from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, Rejected
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobFailed, JobSucceeded
 from contracts.governance import GovernancePut
 from contracts.records import Append
@@ -36,8 +36,9 @@ async def test_a_delete_approved_after_a_freeze_was_applied_is_denied_and_nothin
     assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
 
     await _put(stack, "policy", "freeze", {"source": FREEZE})  # applied while the delete waits
-    answer = await stack.client.request(ApproveJob(job_id=waiting.job_id, comment="go"))
-    assert isinstance(answer, Rejected) and "the tenant's policies deny it now: no deletes this week" in answer.reason, answer
+    resp = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve", json={"comment": "go"})  # as the console does
+    answer = await resp.json()
+    assert resp.status == 403 and "the tenant's policies deny it now: no deletes this week" in answer["error"]["message"], answer
     final = await stack.client.wait(waiting.job_id, timeout=60)
     assert isinstance(final, JobFailed) and "no deletes this week (policy freeze)" in final.reason, final
     records = await stack.store.read_many(subjects.job_filters(stack.tenant, waiting.job_id))
