@@ -64,8 +64,8 @@ async def send(bus: ActingBus, token: str | None, tenant: str, by: str, job_id: 
         reply = await client.request(command, tenant=tenant)
     except NoAnswer as err:
         return f"no answer: {err}"
-    if isinstance(reply, Accepted):
-        return "approved" if action == "approve" else "rejected"
+    if isinstance(reply, Accepted):  # with what the approval found changed since the request (decision 42)
+        return ("approved" if action == "approve" else "rejected") + "".join(f"; {w}" for w in reply.warnings)
     return f"refused: {getattr(reply, 'reason', reply.type)}"
 
 
