@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from contracts import commands as c
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, CatalogProblem, DeleteCatalogEntity
-from contracts.governance import ApprovalRule, GovernanceAnswer, Policy
+from contracts.governance import ApprovalRule, GovernanceAnswer, Policy, Subscription
 from contracts.layout import Layout
 
 from . import api
@@ -211,22 +211,26 @@ BY_NAME = {r.name: r for r in ROUTES}
 CATALOG_DELETE = WriteRoute("delete", "/v1/catalog/{kind}/{name}", "delete_catalog_entity",
                             "Delete one catalog entity (refused while clusters use it).", "catalog-delete", DeleteCatalogEntity, None,
                             ("kind", "name"), answer=CatalogAnswer, status=200)
-GOVERNANCE_KINDS: dict[type[BaseModel], tuple[str, str]] = {Policy: ("policy", "policies"), ApprovalRule: ("rule", "rules")}
-"""The governance entities a tenant's administrators write over HTTP as with `muster policy|rule`:
-entity -> (its kind on the bus, its list in `GET /v1/governance/{what}`)."""
+GOVERNANCE_KINDS: dict[type[BaseModel], tuple[str, str, str, str]] = {
+    Policy: ("policy", "policies", "muster policy apply", "the tenant's administrators"),
+    ApprovalRule: ("rule", "rules", "muster rule add", "the tenant's administrators"),
+    Subscription: ("subscription", "subscriptions", "muster notify add", "`read` on the tenant; a webhook is checked by the notifier"),
+}
+"""The governance entities written over HTTP as the CLI writes them: entity -> (its kind on the
+bus, its list in `GET /v1/governance/{what}`, the command, who may). Schedules are not: their
+operation is the request a `muster` command builds (`muster schedule create ... -- cluster ...`)."""
 
 
 def _governance_routes() -> tuple[WriteRoute, ...]:
     routes: list[WriteRoute] = []
-    for entity, (kind, what) in GOVERNANCE_KINDS.items():
+    for entity, (kind, what, cli, who) in GOVERNANCE_KINDS.items():
         path = f"/v1/governance/{what}/{{name}}"
         routes.append(WriteRoute("put", path, f"put_{kind}",
-                                 f"Add or change the tenant's {kind} `name` (the tenant's administrators; as `muster "
-                                 f"{kind} {'apply' if kind == 'policy' else 'add'}`, docs/governance.md): 200 with what was "
-                                 "written, 422 with every problem found, nothing written.", "governance-put", entity,
+                                 f"Add or change the tenant's {kind} `name` ({who}; as `{cli}`, docs/governance.md): 200 with "
+                                 "what was written, 422 with every problem found, nothing written.", "governance-put", entity,
                                  body_of(entity, path=("name",), name=f"{entity.__name__}Body"), ("name",),
                                  answer=GovernanceAnswer, status=200))
-        routes.append(WriteRoute("delete", path, f"delete_{kind}", f"Delete the tenant's {kind} `name` (its administrators).",
+        routes.append(WriteRoute("delete", path, f"delete_{kind}", f"Delete the tenant's {kind} `name` ({who}).",
                                  "governance-delete", entity, None, ("name",), answer=GovernanceAnswer, status=200))
     return tuple(routes)
 

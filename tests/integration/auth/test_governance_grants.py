@@ -302,10 +302,11 @@ async def test_a_webhook_is_checked_by_the_notifier_in_the_requesters_name_and_t
         assert shared["ok"] and warning.startswith("subscription 'hook': hooks.invalid does not resolve now ("), shared
 
 
-async def test_policies_and_rules_over_http_as_the_cli_writes_them_and_never_in_another_tenant(served: People) -> None:
-    """Policies and rules were written by `muster policy|rule` alone; over HTTP a tenant admin
-    puts and deletes them with its own token, in its own name, and the governance service checks
-    it as it checks the CLI's requests. Another tenant's token reads and writes only its own."""
+async def test_policies_rules_and_subscriptions_over_http_as_the_cli_writes_them_and_never_in_another_tenant(served: People) -> None:
+    """Policies, rules and subscriptions were written by `muster policy|rule|notify` alone; over
+    HTTP a tenant's people put and delete them with their own tokens, in their own names, and the
+    governance service checks them as it checks the CLI's requests. Another tenant's token reads
+    and writes only its own."""
     async with tracker_http(served) as (http, store):
         async def call(method: str, who: str, path: str, body: Any = None, **headers: str) -> tuple[int, dict[str, Any]]:
             async with http.request(method, path, json=body, headers={"Authorization": f"Bearer {served.tokens[who]}", **headers}) as resp:
@@ -343,3 +344,19 @@ async def test_policies_and_rules_over_http_as_the_cli_writes_them_and_never_in_
         assert status == 200 and body["items"][0]["deleted"], body
         status, body = await call("GET", "uma", "/v1/governance/policies/nodes")
         assert status == 404, body
+
+        # Subscriptions: anyone with `read` on the tenant, on the tenant's own subjects, no secret in clear.
+        bus = {"events": ["job_failed"], "subject": "muster.cb.a.jobs"}
+        status, body = await call("PUT", "uma", "/v1/governance/subscriptions/jobs", bus)
+        assert status == 200 and body["items"][0]["kind"] == "subscription", body
+        status, body = await call("PUT", "uma", "/v1/governance/subscriptions/theirs", {**bus, "subject": "muster.cb.b.jobs"})
+        assert status == 422 and "muster.cb.a." in body["error"]["message"], body
+        clear = {"events": ["job_failed"], "webhook": {"url": "https://hooks.example/x", "secret": "hunter2"}}
+        status, body = await call("PUT", "uma", "/v1/governance/subscriptions/hook", clear)
+        assert status == 422 and "hunter2" not in json.dumps(body), body
+        status, body = await call("PUT", "eve", "/v1/governance/subscriptions/jobs", bus, **{"X-Muster-Tenant": "a"})
+        assert status == 403, body
+        status, body = await call("DELETE", "eve", "/v1/governance/subscriptions/jobs")
+        assert status == 404, body
+        status, body = await call("DELETE", "uma", "/v1/governance/subscriptions/jobs")
+        assert status == 200 and body["items"][0]["deleted"], body
