@@ -150,19 +150,27 @@ class Governance:
         reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
         return f"approved by {by}, but the tenant's policies deny it now: {reasons}; nothing ran: ask again"
 
-    @staticmethod
-    def news(job: Job, judgement: Judgement) -> list[str]:
-        """What an approval's answer says: warnings the policies give now, and a cost that
-        differs from the one the approval request showed (the catalog's prices changed)."""
+    @classmethod
+    def news(cls, job: Job, judgement: Judgement) -> list[str]:
+        """What an approval's answer says: warnings the policies give now (recorded), and a cost
+        that differs from the one the approval request showed (the catalog's prices changed)."""
         if judgement.verdict.warnings:
             earlier = [PolicyMessage.model_validate(w) for w in job.warnings]
             job.warn(PolicyWarned(job_id=str(job.id), warnings=earlier + [m for m in _messages(judgement.verdict.warnings)
                                                                            if m not in earlier]))
         out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
+        return out + [f"{c}; the policies allowed it at that cost" for c in cls.changes(job, judgement, warnings=False)]
+
+    @staticmethod
+    def changes(job: Job, judgement: Judgement, warnings: bool = True) -> list[str]:
+        """What differs now from what the approval request showed: the cost, a new warning."""
+        known = {(w["policy"], w["message"]) for w in job.warnings}
+        out = [f"{w.message} (policy {w.policy}; new since the request)" for w in judgement.verdict.warnings
+               if warnings and (w.policy, w.message) not in known]
         asked = (job.approval or {}).get("cost") or {}
         if asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour):
             out.append(f"it costs {rate(judgement.cost.per_hour)}/h at the catalog's prices now "
-                       f"({rate(asked.get('per_hour', 0.0))}/h when it was requested); the policies allowed it at that cost")
+                       f"({rate(asked.get('per_hour', 0.0))}/h when it was requested)")
         return out
 
     def record(self, job: Job, cluster: Cluster, judgement: Judgement, layout: Layout | None, digest: str) -> None:

@@ -173,7 +173,8 @@ JOB_VERBS: tuple[tuple[str, type[c.Command], str], ...] = (
 
 DECISIONS: tuple[tuple[str, type[c.Command], str], ...] = (
     ("approve", c.ApproveJob, "Let a job that waits for approval run its plan, with a comment (`approve` permission; "
-                              "docs/governance.md)."),
+                              "docs/governance.md). `?dry_run=true` decides nothing: 200 with the plan, its cost at "
+                              "today's prices and what the tenant's policies say now."),
     ("reject", c.RejectJob, "Refuse a job that waits for approval, with a comment: it ends, nothing ran."),
 )
 
@@ -194,9 +195,9 @@ def _routes() -> tuple[WriteRoute, ...]:
                              status=200))
     for verb, command, summary in JOB_VERBS:
         routes.append(WriteRoute("post", f"/v1/jobs/{{job_id}}/{verb}", f"{verb}_job", summary, verb, command, None, ("job_id",)))
-    for verb, command, summary in DECISIONS:
+    for verb, command, summary in DECISIONS:  # `?dry_run=true` on approve: what an approval now would find (decision 42)
         routes.append(WriteRoute("post", f"/v1/jobs/{{job_id}}/{verb}", f"{verb}_job", summary, verb, command,
-                                 body_of(command, path=("job_id",)), ("job_id",)))
+                                 body_of(command, path=("job_id",)), ("job_id",), dry_run=command is c.ApproveJob))
     routes.append(WriteRoute("post", "/v1/plans/{plan_id}/apply", "apply_plan",
                              "Run a saved plan exactly as its preview showed it; 409 if the cluster or catalog changed since.",
                              "apply", c.ApplyPlan, None, ("plan_id",)))

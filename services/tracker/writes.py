@@ -169,7 +169,8 @@ def answer(route: WriteRoute, reply: Any) -> Written:
                              "warnings": list(reply.warnings), "job_url": job_url, "cluster_url": f"/v1/clusters/{reply.cluster_id}"},
                        {"Location": job_url})
     if isinstance(reply, DryRun):
-        preview = Preview(operation=route.verb, plan_id=reply.plan_id or "", plan_url=f"/v1/plans/{reply.plan_id}",
+        preview = Preview(operation=route.verb, plan_id=reply.plan_id or "",  # (an approval's look saves no plan)
+                          plan_url=f"/v1/plans/{reply.plan_id}" if reply.plan_id else "",
                           cluster_version=reply.cluster_version, catalog_version=reply.catalog_version, layout=reply.layout,
                           plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy,  # type: ignore[arg-type]
                           warnings=list(reply.warnings))

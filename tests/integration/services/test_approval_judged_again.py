@@ -36,6 +36,11 @@ async def test_a_delete_approved_after_a_freeze_was_applied_is_denied_and_nothin
     assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
 
     await _put(stack, "policy", "freeze", {"source": FREEZE})  # applied while the delete waits
+    look = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve?dry_run=true", json={})  # the approver looks first
+    seen = await look.json()
+    assert look.status == 200 and seen["policy"]["deny"] == ["no deletes this week (policy freeze)"], seen
+    assert seen["plan_url"] == "" and seen["cost"]["per_hour"] == 0
+    assert (await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json())["state"] == "waiting_for_approval"
     resp = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve", json={"comment": "go"})  # as the console does
     answer = await resp.json()
     assert resp.status == 403 and "the tenant's policies deny it now: no deletes this week" in answer["error"]["message"], answer

@@ -367,3 +367,32 @@ async def test_an_approved_create_is_not_counted_among_the_tenants_clusters_it_i
     assert h.job(waiting.job_id).state == "succeeded"
     second = await h.send(CreateCluster(name="two", template="hadoop-small", nodes=2), principal="uma")
     assert isinstance(second, Rejected) and "one cluster per tenant" in second.reason
+
+
+async def test_an_approver_sees_what_an_approval_now_would_find_without_deciding() -> None:
+    """`muster job approve --dry-run`: the approver saw the cost and the policies of the request
+    only, and learnt what had changed once it had approved."""
+    h = Harness()
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    waiting = await h.send(CreateCluster(name="p", template="hadoop-small", nodes=2), principal="uma")
+    assert isinstance(waiting, Accepted)
+    await h.settle()
+    asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
+    assert asked is not None
+    catalog = h.catalogs.by_tenant["default"].model_copy(deep=True)
+    for hardware in catalog.hardwaretypes.values():
+        for fields in hardware.providermap.values():
+            fields["cost"] = str(float(fields.get("cost", 0)) * 2)
+    h.catalogs.by_tenant["default"] = catalog
+    await put(h, "policy", "ceiling", source=CEILING)  # over 2 nodes, over 0.01/h: denies now
+    before = len(h.log.records)
+    seen = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="apo")
+    assert isinstance(seen, DryRun) and seen.policy is not None and seen.cost is not None, seen
+    assert seen.policy["deny"] == ["over 0.01/h (policy ceiling)"] and seen.cost["per_hour"] == asked.per_hour * 2
+    assert seen.layout is not None and len(seen.plan["tasks"]) > 0
+    assert any("at the catalog's prices now" in w for w in seen.warnings), seen.warnings
+    assert len(h.log.records) == before and h.job(waiting.job_id).awaiting_approval  # nothing decided, nothing recorded
+    own = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="uma")
+    assert isinstance(own, Rejected) and "may not approve" in own.reason  # an approver's look, as its decision is
+    decided = await h.send(ApproveJob(job_id=waiting.job_id), principal="apo")
+    assert isinstance(decided, Rejected) and "over 0.01/h" in decided.reason
