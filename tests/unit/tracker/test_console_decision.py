@@ -28,3 +28,19 @@ async def test_the_consoles_approval_says_what_changed_since_the_request(monkeyp
     monkeypatch.setattr(governance, "MusterClient", _Client)
     said = await governance.send(_Bus(), None, "acme", "apo", "j1", "approve", "")  # type: ignore[arg-type]
     assert said == "approved; it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)"
+
+
+class _Looking(_Client):
+    async def request(self, command: Any, tenant: str) -> Any:
+        from contracts.commands import DryRun
+
+        assert command.dry_run
+        return DryRun(plan={}, cost={"per_hour": 0.3}, policy={"deny": ["over budget (policy budget)"], "warn": []},
+                      warnings=["it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)"])
+
+
+async def test_check_first_says_what_an_approval_now_would_find_and_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(governance, "MusterClient", _Looking)
+    said = await governance.send(_Bus(), None, "acme", "apo", "j1", "check", "")  # type: ignore[arg-type]
+    assert said == ("checked, nothing decided: an approval now would be refused: over budget (policy budget); "
+                    "it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)")
