@@ -6,8 +6,9 @@ control does; the requester's `approve` permission on the job was checked before
 unless every matching rule allows it, not after the expiry, once). An approval runs the recorded
 plan, derived again from the recorded layout: same digest and same cluster version, or the job
 fails with the reason (refused, never planned again); then the tenant's policies as they are at
-the approval judge it again (decision 42): a denial now fails the job, recorded as denied. A rejection or an expiry ends the job;
-nothing ran, and a new cluster it would have made is marked deleted, its name free again.
+the approval judge it again (decision 42): a denial now fails the job, recorded as denied; an
+approval's dry run answers that judgement and decides nothing. A rejection or an expiry ends the
+job; nothing ran, and a new cluster it would have made is marked deleted, its name free again.
 Each approval's expiry is a timer (kind `approval`, `routing.TIMERS`), armed when the job starts
 waiting and again at every resume.
 """

@@ -7,7 +7,8 @@ and its cost, and a request is refused at once with a policy's message (`Request
 recorded), or accepted at once, waiting for an approver when a rule matches
 (`JobApprovalRequested`, with the layout and the plan's digest). An approval runs exactly that
 plan: derived again from the recorded layout, it must have the same digest, and the cluster
-must be at the version it was planned on; otherwise the job is refused, not planned again.
+must be at the version it was planned on; otherwise the job is refused, not planned again. The
+tenant's policies as they are at the approval then judge it again (`again`, decision 42).
 """
 
 from __future__ import annotations
@@ -156,8 +157,9 @@ class Governance:
         that differs from the one the approval request showed (the catalog's prices changed)."""
         if judgement.verdict.warnings:
             earlier = [PolicyMessage.model_validate(w) for w in job.warnings]
+            known = {(m.policy, m.message) for m in earlier}  # a policy applied again keeps its old warning once
             job.warn(PolicyWarned(job_id=str(job.id), warnings=earlier + [m for m in _messages(judgement.verdict.warnings)
-                                                                           if m not in earlier]))
+                                                                           if (m.policy, m.message) not in known]))
         out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
         return out + [f"{c}; the policies allowed it at that cost" for c in cls.changes(job, judgement, warnings=False)]
 
