@@ -245,9 +245,9 @@ def catalog_written(found: CatalogAnswer) -> Written:
 
 
 async def _governance(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any]) -> Written:
-    """A rule or policy put or deleted as `muster rule|policy` does: a request to the governance
-    service in the requester's name, which checks its rights (the tenant's administrators) and
-    writes it with the requester as `by`."""
+    """A rule, policy or subscription put or deleted as `muster rule|policy|notify` does: a
+    request to the governance service in the requester's name, which checks its rights and writes
+    it with the requester as `by`."""
     kind = GOVERNANCE_KINDS[route.command][0]
     verb = "put" if route.verb == "governance-put" else "delete"
     request: dict[str, Any] = {"kind": kind, "requested_by": actor.principal}
