@@ -340,6 +340,10 @@ async def test_policies_rules_and_subscriptions_over_http_as_the_cli_writes_them
 
         status, body = await call("DELETE", "uma", "/v1/governance/policies/nodes")
         assert status == 403, body
+        served.tokens["root"] = served.authed.admin_token  # a super admin names the tenant, as with --tenant
+        status, body = await call("PUT", "root", "/v1/governance/policies/nodes", {"source": NODES, "description": "v2"},
+                                  **{"X-Muster-Tenant": "a"})
+        assert status == 200 and body["items"][0]["version"] == 2, body
         status, body = await call("DELETE", "ada", "/v1/governance/policies/nodes")
         assert status == 200 and body["items"][0]["deleted"], body
         status, body = await call("GET", "uma", "/v1/governance/policies/nodes")
