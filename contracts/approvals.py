@@ -6,7 +6,8 @@ A request that an approval rule matches is accepted at once; its job records its
 `JobApprovalRequested`, and runs only after `JobApproved`. `JobRejected` and
 `JobApprovalExpired` end it (a `JobFailed` follows with the reason). A request a policy denies
 is refused, and the refusal recorded on `muster.evt.<tenant>.denied.<job-id>` (`RequestDenied`:
-there is no job). Policy warnings are recorded with the job (`PolicyWarned`).
+there is no job). An approval has the policies judge the plan again, as they are then: a denial
+there is recorded the same way (with `approved_by`) and the job fails (decision 42). Policy warnings are recorded with the job (`PolicyWarned`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class JobApproved(Event):
     by: str
     comment: str = ""
     request_id: str | None = None
+    cost: PlanCost | None = Field(default=None, description="the plan's cost at the catalog's prices when it was approved, "
+                                                            "as the tenant's policies judged it again then (decision 42)")
 
 
 class JobRejected(Event):
@@ -86,7 +89,9 @@ class PolicyWarned(Event):
 
 
 class RequestDenied(Event):
-    """A request the tenant's policies refused (no job was made; `job_id` is the one it would have had)."""
+    """A request the tenant's policies refused: at admission (no job was made; `job_id` is the one
+    it would have had), or when its job was approved (`approved_by`: the policies judge the
+    approved plan again, as they are then; the job fails, nothing ran: decision 42)."""
 
     type: Literal["RequestDenied"] = "RequestDenied"
     v: Literal[1] = 1
@@ -96,6 +101,8 @@ class RequestDenied(Event):
     by: str
     denials: list[PolicyMessage] = Field(min_length=1)
     warnings: list[PolicyMessage] = Field(default_factory=list)
+    approved_by: str | None = Field(default=None, description="the approver whose approval the policies refused; "
+                                                               "null: refused at admission")
 
 
 APPROVAL_EVENTS: tuple[type[Event], ...] = (JobApprovalRequested, JobApproved, JobRejected, JobApprovalExpired, PolicyWarned,

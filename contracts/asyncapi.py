@@ -83,7 +83,7 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
      "Governance entities (docs/governance.md), written by the governance service: one `GovernancePut` per version, "
      "`GovernanceDeleted`; a schedule's ticks (`ScheduleFired`, fenced: one taker per tick) and their answers."),
     ("events.denied", "muster.evt.{tenant}.denied.{jobId}", {"jobId": "the job the request would have made"},
-     "A request the tenant's policies refused (`RequestDenied`, written by the planner at admission)."),
+     "A request the tenant's policies refused (`RequestDenied`, written by the planner at admission, or at its job's approval: decision 42)."),
     ("events.notify", "muster.evt.{tenant}.notify.{subscription}", {"subscription": "the subscription's name"},
      "What the notifier owes a subscription (`NotificationQueued`) and every attempt to deliver it."),
     ("events.other", "muster.evt.{tenant}.{aggregate}.{id}", {"aggregate": "the aggregate kind", "id": "its id"},

@@ -273,6 +273,9 @@ class ApproveJob(JobCommand):
     type: Literal["ApproveJob"] = "ApproveJob"
     v: Literal[1] = 1
     comment: str = Field(default="", max_length=2000)
+    dry_run: bool = Field(default=False, description=(
+        "decide nothing: answer (a `DryRun`) what an approval now would find: the plan that would run, its cost at "
+        "the catalog's prices now, and what the tenant's policies say now (decision 42)"))
 
 
 class RejectJob(JobCommand):

@@ -167,7 +167,7 @@ def governance_filter(tenant: str, kind: str = "*") -> str:
 
 
 def denied_events(tenant: str, job_id: str) -> str:
-    """A request the tenant's policies refused (`RequestDenied`; no job was made)."""
+    """A request the tenant's policies refused (`RequestDenied`): at admission (no job was made), or at its job's approval."""
     return f"{EVT}.{token(tenant, 'tenant')}.denied.{token(job_id, 'job id')}"
 
 

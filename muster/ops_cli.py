@@ -299,13 +299,18 @@ _job_control("retry", RetryJob, "Run a failed or rolled-back job's plan again; a
 
 
 def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
-    @job.command(name, help=doc)
     @click.argument("job_id")
     @click.option("--comment", "-m", default="", help="why (recorded with the decision)")
     @job_op
     async def decide(job_id: str, comment: str, opts: Options) -> None:
         async with Session(opts) as s:
             await s.execute(model(job_id=job_id, comment=comment))
+
+    if model is ApproveJob:
+        decide = click.option("--dry-run", is_flag=True, help=(
+            "decide nothing: show what an approval now would find (the plan, its cost at today's prices, what the "
+            "tenant's policies say now)"))(decide)
+    job.command(name, help=doc)(decide)
 
 
 _decision("approve", ApproveJob, "Let JOB_ID, which waits for approval, run its plan (docs/governance.md).")

@@ -289,7 +289,10 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
 
 
 def print_dry_run(verb: str, reply: DryRun) -> None:
-    out.print(f"dry run of {verb}: nothing was executed; the plan is saved")
+    if verb == "approve":  # the job's own plan, recorded with it: nothing to save (decision 42)
+        out.print("dry run of approve: nothing was decided; approved now, the job would run this plan, judged so:")
+    else:
+        out.print(f"dry run of {verb}: nothing was executed; the plan is saved")
     if reply.layout is not None:
         print_rows(f"layout: {reply.layout.nodes} nodes", ["count", "hardware", "image", "services"],
                    [[str(g.count), g.hardwaretype, g.imagetype, ", ".join(g.services)] for g in reply.layout.layout],
@@ -319,6 +322,10 @@ def print_dry_run(verb: str, reply: DryRun) -> None:
     print_governance(reply)
     for warning in reply.warnings:
         out.print(f"warning: {warning}")
+    if verb == "approve":
+        said = "an approval now is refused: the policies deny it (above)" if (reply.policy or {}).get("deny") else \
+            "the policies allow it now: `muster job approve` runs it"
+        out.print(said)
     if reply.plan_id:
         made_on = f"cluster version {reply.cluster_version}" if reply.cluster_version is not None else "a new cluster"
         if (reply.policy or {}).get("deny"):  # an apply is admitted as any request is: it would be refused

@@ -43,6 +43,12 @@ SERVICE_OPTIONS: dict[str, list[str]] = {
 }
 """Options of each service beyond where it listens: the same in compose.yaml and in the loopback
 cluster test."""
+SERVICE_ENVIRONMENT: dict[str, dict[str, str]] = {
+    # An operator's setting, from `.env`: the planner's --policy-deadline (policies run in each
+    # planner's sandbox child) and its default (services/governance/domain/deadline.py; a test holds them equal).
+    "planner": {"MUSTER_POLICY_DEADLINE": "${MUSTER_POLICY_DEADLINE:-2}"},
+}
+"""Settings of a service an operator sets in `.env` (compose reads it), with their defaults."""
 SERVICE_REPLICAS: dict[str, int] = {"solver": 2, "planner": 3, "provisioner": 3, "tracker": 1, "pool": 1, "governance": 1, "notifier": 1}
 """Three planners share the clusters (docs/scaling.md); one tracker publishes port 8080; the
 governance service (rules, policies, schedules) and the notifier as `muster up` runs them."""
@@ -201,7 +207,7 @@ def compose_document() -> dict[str, object]:
                 "build": ".",
                 "restart": "unless-stopped",
                 "environment": {"NATS_URL": nats_url, "MUSTER_REPLICAS": str(REPLICAS), **trust,
-                                "MUSTER_CREDENTIALS": f"/creds/{name}.cred"},
+                                "MUSTER_CREDENTIALS": f"/creds/{name}.cred", **SERVICE_ENVIRONMENT.get(service, {})},
                 "depends_on": [*NODES, "auth"],
                 "command": [*service_command(service), *(["--id", name] if service == "provisioner" else [])],
                 "volumes": ["creds:/creds:ro", f"tls:{TLS_MOUNT}:ro"],
@@ -233,6 +239,8 @@ COMPOSE_INTRO = """\
 #   MUSTER_TLS_CA=ca.pem MUSTER_CREDENTIALS=admin.cred NATS_URL=tls://localhost:4222 muster catalog apply ...
 # Webhook secrets (docs/governance.md): mount a secrets file into the notifier and set
 # MUSTER_NOTIFIER_SECRETS to its path; without it a signed webhook is not sent (`notify add` refuses it, naming the secret).
+# Policies (docs/governance.md): each planner evaluates one within MUSTER_POLICY_DEADLINE seconds (default 2; set it
+# in .env), past which the policy denies the request.
 # Webhooks and pool callbacks go to public addresses only; set MUSTER_WEBHOOK_ALLOW (hosts, CIDRs) on the notifier and
 # the pool service to allow internal receivers (decision 38).
 # Rotate the servers' certificates (same CA, new keys) without a restart:

@@ -226,6 +226,8 @@ class JobView:
             decision = {"JobApproved": "approved", "JobRejected": "rejected"}.get(e.type, "expired")
             self.approval = {**self.approval, "decision": decision, "by": getattr(e, "by", None),
                              "comment": getattr(e, "comment", "")}
+            if getattr(e, "cost", None) is not None:  # judged again at the approval (decision 42)
+                self.approval["approved_cost"] = e.cost.model_dump(mode="json")
 
     def _warned(self, e: Any) -> None:
         self.warnings = [w.model_dump(mode="json") for w in e.warnings]

@@ -139,7 +139,8 @@ def describe(e: Any) -> str:
         case "PolicyWarned":
             return "policy warnings: " + "; ".join(f"{w.message} ({w.policy})" for w in e.warnings)
         case "RequestDenied":
-            return f"{e.operation} (job {e.job_id}) denied by the tenant's policies: " + "; ".join(
+            when = f" when {e.approved_by} approved it" if getattr(e, "approved_by", None) else ""
+            return f"{e.operation} (job {e.job_id}) denied by the tenant's policies{when}: " + "; ".join(
                 f"{d.message} ({d.policy} v{d.version})" for d in e.denials)
         case "GovernancePut":
             return f"{e.kind} {e.name!r} version {e.version} {'added' if e.version == 1 else 'changed'}"

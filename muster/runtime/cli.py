@@ -171,10 +171,13 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR[:PORT]", callback=_checked_webhook_allow,
               help="the notifier's, the pool service's and the planners': a webhook or a pool callback may go to this host name or "
                    f"address range besides public addresses, on every port or on :PORT only (repeatable; ${ALLOW_ENV} too; {DOC})")
+@click.option("--policy-deadline", default=None, type=click.FloatRange(0.1, 60.0),
+              help="every planner's --policy-deadline: seconds one policy may evaluate before it denies the request "
+                   "(default: the planner's; docs/governance.md)")
 @network_options
 def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str, capacity: int, planners: int,
        autoscale: bool, autoscale_min: int, autoscale_max: int, autoscale_cooldown: float, tenant_limit: tuple[str, ...],
-       webhook_allow: tuple[str, ...], network: Network) -> None:
+       webhook_allow: tuple[str, ...], policy_deadline: float | None, network: Network) -> None:
     """Start nats-server (unless NATS_URL is set) and every service as a process of its own (auth,
     solver, planner, provisioner, tracker, pool, governance, notifier); Ctrl-C stops all."""
     if autoscale and autoscale_min > autoscale_max:
@@ -189,7 +192,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
                                 capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
-                                extra_args={"planner": [a for limit in tenant_limit for a in ("--tenant-limit", limit)] + allows,
+                                extra_args={"planner": _planner_args(tenant_limit, policy_deadline) + allows,
                                             "notifier": allows, "pool": allows},
                                 **network.deployment(data_dir))
         try:
@@ -204,6 +207,11 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
                 console.print("stopped.")
 
     _run(main())
+
+
+def _planner_args(tenant_limit: tuple[str, ...], policy_deadline: float | None) -> list[str]:
+    deadline = ["--policy-deadline", repr(policy_deadline)] if policy_deadline is not None else []
+    return [*(a for limit in tenant_limit for a in ("--tenant-limit", limit)), *deadline]
 
 
 async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | None, tenant: str, planners: int,

@@ -96,6 +96,15 @@ def report(answer: GovernanceAnswer, as_json: bool, what: str) -> None:
         out.print(f"warning: {warning}")
 
 
+def listed(title: str, columns: list[str], rows: list[list[str]], none: str) -> None:
+    """A tenant's entities, or a sentence saying it has none and what that means (as `muster
+    cluster list` says `no clusters`): a bare header read as a failed listing."""
+    if rows:
+        print_rows(title, columns, rows)
+    else:
+        out.print(none)
+
+
 def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -138,8 +147,9 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
-    print_rows(f"policies of tenant {tenant}", ["name", "version", "by", "updated", "description"],
-          [[i["name"], str(i["version"]), i["by"], i["updated_at"][:19], i["entity"].get("description", "")] for i in answer.items])
+    listed(f"policies of tenant {tenant}", ["name", "version", "by", "updated", "description"],
+           [[i["name"], str(i["version"]), i["by"], i["updated_at"][:19], i["entity"].get("description", "")] for i in answer.items],
+           f"no policies in tenant {tenant}: no request is refused or warned of by one (`muster policy apply FILE.rego`)")
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")
 
@@ -259,9 +269,10 @@ async def rule_list(as_json: bool, bus: Bus) -> None:
         parts += [",".join(f"{k}={v}" for k, v in e["labels"].items())] if e["labels"] else []
         return "; ".join(parts)
 
-    print_rows(f"approval rules of tenant {tenant}", ["name", "matches", "expires after", "self-approval", "by"],
-          [[i["name"], when(i["entity"]), f"{i['entity']['expires_after_s']:g} s", "yes" if i["entity"]["allow_self_approval"] else "no",
-            i["by"]] for i in answer.items])
+    listed(f"approval rules of tenant {tenant}", ["name", "matches", "expires after", "self-approval", "by"],
+           [[i["name"], when(i["entity"]), f"{i['entity']['expires_after_s']:g} s", "yes" if i["entity"]["allow_self_approval"] else "no",
+             i["by"]] for i in answer.items],
+           f"no approval rules in tenant {tenant}: no request waits for an approver (`muster rule add`)")
 
 
 @rule.command("delete")
@@ -326,10 +337,11 @@ async def notify_list(as_json: bool, bus: Bus) -> None:
     if as_json:
         echo_json(answer.model_dump(mode="json"))
         return
-    print_rows(f"subscriptions of tenant {tenant}", ["name", "on", "to", "clusters", "by", "last delivery"],
-               [[i["name"], _on(i["entity"]), i["entity"]["subject"] or
-                 f"{(i['entity']['webhook'] or {}).get('url', '')} ({(i['entity']['webhook'] or {}).get('format')})",
-                 ", ".join(i["entity"].get("clusters") or []) or "any", i["by"], said(i.get("delivery"))] for i in answer.items])
+    listed(f"subscriptions of tenant {tenant}", ["name", "on", "to", "clusters", "by", "last delivery"],
+           [[i["name"], _on(i["entity"]), i["entity"]["subject"] or
+             f"{(i['entity']['webhook'] or {}).get('url', '')} ({(i['entity']['webhook'] or {}).get('format')})",
+             ", ".join(i["entity"].get("clusters") or []) or "any", i["by"], said(i.get("delivery"))] for i in answer.items],
+           f"no subscriptions in tenant {tenant}: nothing is notified (`muster notify add`)")
 
 
 def _on(entity: dict[str, Any]) -> str:

@@ -31,10 +31,9 @@ import weakref
 from collections.abc import Sequence
 from typing import IO, Any
 
+from .domain.deadline import POLICY_DEADLINE_S
 from .domain.policies import Finding, PolicySource, Verdict, compile_all, evaluate_one
 
-POLICY_DEADLINE_S = 2.0
-"""How long one policy may evaluate; small inputs take a tenth of a millisecond."""
 START_TIMEOUT_S = 30.0
 """How long a child may take to start (import rego-cpp) before the policies deny."""
 COMPILED_KEPT = 512

@@ -16,9 +16,8 @@ from contracts.governance import Schedule, ran_text
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
 from muster.ops_care_cli import seconds
-from muster.tables import print_rows
 
-from .cli import ask, ask_in, report
+from .cli import ask, ask_in, listed, report
 from .domain.schedules import due
 
 # -- muster schedule ----------------------------------------------------------------------------
@@ -104,7 +103,8 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
         ran = "" if last is None else f"{last['tick'][:19]}: " + ran_text(last["job_id"], last["rejected"], last.get("done", ""))
         rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or e["verb"], e.get("owner", ""),
                      ran, _next(e, i)])
-    print_rows(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows)
+    listed(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows,
+           f"no schedules in tenant {tenant} (`muster schedule create NAME --cron '0 3 * * *' -- cluster check CLUSTER`)")
 
 
 def _toggle(name: str, paused: bool) -> Any:

@@ -5,8 +5,10 @@ control does; the requester's `approve` permission on the job was checked before
 (`authz.py`), and `Governance.decision` adds what only governance knows (no self-approval
 unless every matching rule allows it, not after the expiry, once). An approval runs the recorded
 plan, derived again from the recorded layout: same digest and same cluster version, or the job
-fails with the reason (refused, never planned again). A rejection or an expiry ends the job;
-nothing ran, and a new cluster it would have made is marked deleted, its name free again.
+fails with the reason (refused, never planned again); then the tenant's policies as they are at
+the approval judge it again (decision 42): a denial now fails the job, recorded as denied; an
+approval's dry run answers that judgement and decides nothing. A rejection or an expiry ends the
+job; nothing ran, and a new cluster it would have made is marked deleted, its name free again.
 Each approval's expiry is a timer (kind `approval`, `routing.TIMERS`), armed when the job starts
 waiting and again at every resume.
 """
@@ -19,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from contracts.commands import COMMAND_ADAPTER, Accepted, ApproveJob, Rejected, RejectJob
+from contracts.commands import COMMAND_ADAPTER, Accepted, ApproveJob, DryRun, Rejected, RejectJob
 from contracts.layout import Layout
 from muster.ports.clock import Clock
 
@@ -50,18 +52,38 @@ class Approvals:
         if job.awaiting_approval and job.approval is not None:
             self.execution.timers.arm(("approval", str(job.id)), datetime.fromisoformat(job.approval["expires_at"]))
 
-    async def decide(self, by: str, job: Job, cluster: Cluster, cmd: ApproveJob | RejectJob) -> Accepted | Rejected:
+    async def decide(self, by: str, job: Job, cluster: Cluster, cmd: ApproveJob | RejectJob) -> Accepted | Rejected | DryRun:
         if cmd.request_id and cmd.request_id in job.control_requests:  # a retry of a decision taken
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, duplicate=True)
         why = self.governance.decision(job, cmd, by)
         if why:
             raise Refused(why, code="forbidden" if "may not approve" in why else "conflict")
-        approve = isinstance(cmd, ApproveJob)
-        job.decide(approve, by, cmd.comment, cmd.request_id)
-        if not approve:
+        if isinstance(cmd, RejectJob):
+            job.decide(False, by, cmd.comment, cmd.request_id)
             await self._end(job, cluster, f"rejected by {by}" + (f": {cmd.comment}" if cmd.comment else ""))
             return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
+        if cmd.dry_run:
+            return await self.foresee(job, cluster, by)
         self.execution.timers.disarm(("approval", str(job.id)))
+        facts, preview, problem = await self._again(job, cluster, by)
+        if problem:
+            job.decide(True, by, cmd.comment, cmd.request_id)
+            await self._end(job, cluster, problem)
+            return Rejected(reason=f"approved, but {problem}", code="conflict")
+        # The policies as they are now (decision 42): the approver decides now, on the tenant as it is now.
+        judgement = await self.governance.again(job, facts, cluster, preview)
+        job.decide(True, by, cmd.comment, cmd.request_id, cost=judgement.cost)
+        if judgement.verdict.denied:
+            reason = await self.governance.deny_approval(job, by, judgement)
+            await self._end(job, cluster, reason)
+            return Rejected(reason=reason, code="forbidden")  # as a request the policies deny at admission
+        news = self.governance.news(job, judgement)
+        await self.start(job, cluster, facts, preview)
+        log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
+        return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id, warnings=news)
+
+    async def _again(self, job: Job, cluster: Cluster, by: str) -> tuple[Facts, Any, str]:
+        """The recorded plan derived again, and why it cannot run as approved ('' = it can)."""
         command = COMMAND_ADAPTER.validate_python(job.request)
         op = operation_of(command)
         catalog = await self.state.catalog_of(job)  # the catalog the approved plan was made with
@@ -70,15 +92,26 @@ class Approvals:
         recorded = (job.approval or {}).get("layout")
         try:
             preview = await self.previews.preview(job, cluster, facts, layout=Layout.model_validate(recorded) if recorded else None)
-            problem = self.governance.unchanged(job, cluster, digest_of(job, preview))
+            return facts, preview, self.governance.unchanged(job, cluster, digest_of(job, preview))
         except Refused as err:
-            problem = f"the plan cannot be made again as it was approved: {err}"
+            return facts, None, f"the plan cannot be made again as it was approved: {err}"
+
+    async def foresee(self, job: Job, cluster: Cluster, by: str) -> DryRun:
+        """What an approval now would find, deciding and recording nothing: the approver looks
+        before deciding (a cost at other prices, a policy that denies now; decision 42)."""
+        facts, preview, problem = await self._again(job, cluster, by)
         if problem:
-            await self._end(job, cluster, problem)
-            return Rejected(reason=f"approved, but {problem}", code="conflict")
-        await self.start(job, cluster, facts, preview)
-        log.info("job approved", tenant=job.tenant, job=str(job.id), by=by)
-        return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
+            raise Refused(f"approved now, it would be refused: {problem}", code="conflict")
+        judgement = await self.governance.again(job, facts, cluster, preview)
+        verdict = judgement.verdict
+        plan = preview.plan.to_json()
+        if preview.batches:
+            plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
+        return DryRun(layout=preview.layout, plan=plan, cluster_version=cluster.version if facts.cluster is not None else None,
+                      cost=judgement.cost.model_dump(mode="json"), warnings=self.governance.changes(job, judgement),
+                      policy={"deny": [f"{d.message} (policy {d.policy})" for d in verdict.denials],
+                              "warn": [f"{w.message} (policy {w.policy})" for w in verdict.warnings],
+                              "approval": [], "input": judgement.input})
 
     async def _end(self, job: Job, cluster: Cluster, reason: str) -> None:
         self.execution.timers.disarm(("approval", str(job.id)))

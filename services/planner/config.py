@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from muster.destinations import Allowed
-from services.governance.sandbox import POLICY_DEADLINE_S
+from services.governance.domain.deadline import POLICY_DEADLINE_S
 
 from .domain.saga import Settings
 

@@ -30,7 +30,7 @@ from muster.routing import batch_router, router
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from services.auth.domain.state import IdentityState
 from services.auth.view import IdentityView
-from services.governance.sandbox import POLICY_DEADLINE_S
+from services.governance.domain.deadline import POLICY_DEADLINE_ENV, POLICY_DEADLINE_S
 from services.pool.mirror import PoolMirror
 from services.provisioner.plugins.specs import catalog_plugins
 
@@ -178,8 +178,9 @@ async def _unsubscribe(sub: Any) -> None:
               help="seconds after which a dead planner's shards are taken over")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N",
               help="tasks of a tenant in flight at once: N for every tenant, TENANT=N for one (repeatable)")
-@click.option("--policy-deadline", default=POLICY_DEADLINE_S, show_default=True, type=click.FloatRange(0.1, 60.0),
-              help="seconds one policy may evaluate before it denies the request (docs/governance.md)")
+@click.option("--policy-deadline", envvar=POLICY_DEADLINE_ENV, default=POLICY_DEADLINE_S, show_default=True,
+              type=click.FloatRange(0.1, 60.0),
+              help=f"seconds one policy may evaluate before it denies the request (${POLICY_DEADLINE_ENV} too; docs/governance.md)")
 @click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR[:PORT]",
               help="the pool service's setting, with which the planner checks a pool callback when no pool service "
                    f"answers; repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")

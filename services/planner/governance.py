@@ -7,12 +7,13 @@ and its cost, and a request is refused at once with a policy's message (`Request
 recorded), or accepted at once, waiting for an approver when a rule matches
 (`JobApprovalRequested`, with the layout and the plan's digest). An approval runs exactly that
 plan: derived again from the recorded layout, it must have the same digest, and the cluster
-must be at the version it was planned on; otherwise the job is refused, not planned again.
+must be at the version it was planned on; otherwise the job is refused, not planned again. The
+tenant's policies as they are at the approval then judge it again (`again`, decision 42).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from contracts.governance import ApprovalRule
 from contracts.layout import Layout
 from muster.ports.clock import Clock
 from muster.ports.eventlog import Append
+from muster.readmodel.cost import rate
 from services.governance.domain import approvals
 from services.governance.domain.cost import per_hour, plan_cost
 from services.governance.domain.entities import fold
@@ -104,11 +106,13 @@ class Governance:
         # cost, no nodes: a node or cost ceiling never refuses the delete that gets under it).
         remaining = [] if facts.operation == "delete" else target
         cost = plan_cost(hardware, after.provider, remaining, previous)
-        tenant_clusters = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted"]
-        others = [c for c in tenant_clusters if before is None or c.id != before.id]
+        # Not the request's own cluster: at admission a new one is not there yet, at an approval it
+        # is (its create waited), and counted it would be a cluster more than the tenant has.
+        others = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted" and c.id != after.id]
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
                        role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
-                       before=previous, after=remaining, actions=actions, cost=cost, tenant_clusters=len(tenant_clusters),
+                       before=previous, after=remaining, actions=actions, cost=cost,
+                       tenant_clusters=len(others) + (before is not None and before.status != "deleted"),
                        tenant_nodes=sum(len(c.nodes) for c in others) + len(previous),
                        # at today's prices, as this request's cost: what a budget policy adds it to
                        tenant_per_hour=sum(per_hour(hardware, c.provider, c.nodes.values()) for c in others)
@@ -126,6 +130,50 @@ class Governance:
         await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:{len(verdict.denials)}")])
         reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
         raise Refused(f"{facts.operation} denied by the tenant's policies: {reasons}", code="forbidden")
+
+    async def again(self, job: Job, facts: Facts, after: Cluster, preview: Any) -> Judgement:
+        """The tenant's policies as they are now on the plan being approved (decision 42): with
+        the tenant as it is now (the clusters approved meanwhile count), at the catalog's prices
+        now, at this moment (a freeze window that began meanwhile), for the requester. The
+        approval rules are not asked again: this is their approval."""
+        rules = await self.load(job.tenant)
+        catalog, _ = await self.state.current_catalog(job.tenant, refresh=True)
+        return await self.judge(Rules(policies=rules.policies), replace(facts, catalog=catalog), job.requested_by or "",
+                                facts.cluster, after, preview.target, [t.action.value for t in preview.plan.tasks])
+
+    async def deny_approval(self, job: Job, by: str, judgement: Judgement) -> str:
+        """Record that the policies refused the approved plan; the reason the job fails with."""
+        verdict = judgement.verdict
+        event = RequestDenied(job_id=str(job.id), cluster_id=job.cluster_id, operation=job.operation, by=job.requested_by or "",
+                              denials=_messages(verdict.denials), warnings=_messages(verdict.warnings), approved_by=by)
+        subject = subjects.denied_events(job.tenant, str(job.id))
+        await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:approval:{len(verdict.denials)}")])
+        reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
+        return f"approved by {by}, but the tenant's policies deny it now: {reasons}; nothing ran: ask again"
+
+    @classmethod
+    def news(cls, job: Job, judgement: Judgement) -> list[str]:
+        """What an approval's answer says: warnings the policies give now (recorded), and a cost
+        that differs from the one the approval request showed (the catalog's prices changed)."""
+        if judgement.verdict.warnings:
+            earlier = [PolicyMessage.model_validate(w) for w in job.warnings]
+            known = {(m.policy, m.message) for m in earlier}  # a policy applied again keeps its old warning once
+            job.warn(PolicyWarned(job_id=str(job.id), warnings=earlier + [m for m in _messages(judgement.verdict.warnings)
+                                                                           if (m.policy, m.message) not in known]))
+        out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
+        return out + [f"{c}; the policies allowed it at that cost" for c in cls.changes(job, judgement, warnings=False)]
+
+    @staticmethod
+    def changes(job: Job, judgement: Judgement, warnings: bool = True) -> list[str]:
+        """What differs now from what the approval request showed: the cost, a new warning."""
+        known = {(w["policy"], w["message"]) for w in job.warnings}
+        out = [f"{w.message} (policy {w.policy}; new since the request)" for w in judgement.verdict.warnings
+               if warnings and (w.policy, w.message) not in known]
+        asked = (job.approval or {}).get("cost") or {}
+        if asked and rate(asked.get("per_hour", 0.0)) != rate(judgement.cost.per_hour):
+            out.append(f"it costs {rate(judgement.cost.per_hour)}/h at the catalog's prices now "
+                       f"({rate(asked.get('per_hour', 0.0))}/h when it was requested)")
+        return out
 
     def record(self, job: Job, cluster: Cluster, judgement: Judgement, layout: Layout | None, digest: str) -> None:
         """What the job carries of the judgement: warnings, and the wait for an approver."""

@@ -404,7 +404,7 @@ class Requests:
 
     # -- job control ---------------------------------------------------------------------------
 
-    async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted | Rejected:
+    async def _control(self, ctx: RequestContext, cmd: Any) -> Accepted | Rejected | DryRun:
         job = await self.state.find_job(ctx.tenant, cmd.job_id)
         assert job is not None  # (found by `_cluster_of`)
         cluster = self.state.clusters[job.cluster_id]

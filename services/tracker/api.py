@@ -83,7 +83,8 @@ class JobStatus(_Out):
     warnings: list[str] = Field(default_factory=list, description="why a running job may not move (no live provisioner serves its tenant)")
     approval: dict[str, Any] | None = Field(default=None, description=(
         "a job an approval rule matched (docs/governance.md): rules, expires_at, cost, cluster_version, digest, and the "
-        "decision (null while it waits; approved, rejected, expired), by and comment"))
+        "decision (null while it waits; approved, rejected, expired), by and comment; approved_cost: the cost at the prices of "
+        "its approval, which judged it again (decision 42)"))
     policy_warnings: list[dict[str, Any]] = Field(default_factory=list, description="what the tenant's policies warned of: policy, version, message")
 
 
@@ -316,8 +317,20 @@ class GovernanceList(_Out):
         "ended: why a schedule ended, its cluster deleted, empty while it runs), or the denied requests, newest first"))
 
 
+class GovernanceEntry(_Out):
+    """One rule, policy, subscription or schedule, as its list has it (a policy with its source)."""
+
+    kind: str
+    name: str
+    version: int
+    by: str
+    entity: dict[str, Any] = Field(description="the entity as it was put (a policy: name, description, source)")
+    created_at: str
+    updated_at: str
+
+
 MODELS: list[type[BaseModel]] = [Error, JobStatus, JobLocation, EventPage, JobPage, ClusterDetail, ClusterPage, Health,
-                                 WhoAmI, PoolList, PoolDetail, GovernanceList]
+                                 WhoAmI, PoolList, PoolDetail, GovernanceList, GovernanceEntry]
 
 
 # -- routes and parameters -------------------------------------------------------------------
@@ -337,6 +350,10 @@ HOSTS_FLAG = _param("hosts", "query", {"type": "boolean", "default": True}, "Inc
 STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STATES)}, "Only jobs in this state.")
 
 
+GOVERNANCE_KIND = _param("what", "path", {"type": "string", "enum": ["rules", "policies", "subscriptions", "schedules"]},
+                         "Which kind (docs/governance.md).", required=True)
+GOVERNANCE_NAME = _param("name", "path", {"type": "string", "pattern": "^[A-Za-z0-9_\\-]{1,64}$"}, "The entity's name.",
+                         required=True)
 GOVERNANCE_LIST = _param("what", "path", {"type": "string", "enum": ["rules", "policies", "subscriptions", "schedules", "denied"]},
                          "Which list (docs/governance.md).", required=True)
 
@@ -370,6 +387,11 @@ ROUTES: tuple[Route, ...] = (
           "next runs), or the "
           "requests its policies denied. Approve or reject a job that waits: POST /v1/jobs/{job_id}/approve|reject "
           "with {\"comment\": \"...\"} (docs/governance.md).", GovernanceList, (TENANT, GOVERNANCE_LIST), errors=(400, 403, 404, 503)),
+    Route("/v1/governance/{what}/{name}", "governance_entry",
+          "One of the tenant's approval rules, policies (with its Rego source), subscriptions or schedules, as its list "
+          "has it; 404 when the tenant has none of that name. The tenant's administrators put and delete rules and "
+          "policies with PUT and DELETE /v1/governance/rules|policies/{name} (docs/governance.md).", GovernanceEntry,
+          (TENANT, GOVERNANCE_KIND, GOVERNANCE_NAME), errors=(400, 403, 404, 503)),
     Route("/v1/pools", "list_pools", "Every resource pool: hosts by state, free hosts, waiting and granted requests "
           "(docs/pools.md).", PoolList, (TENANT,), errors=(400, 503)),
     Route("/v1/pools/{pool}", "get_pool",

@@ -15,11 +15,13 @@ from pydantic.json_schema import models_json_schema
 
 from contracts import commands as c
 from contracts.catalog_requests import CatalogAnswer
+from contracts.governance import GovernanceAnswer
 
 from . import api
 from .write_api import (
     CATALOG_DELETE,
     GET_PLAN,
+    GOVERNANCE_WRITES,
     IDEMPOTENCY_KEY,
     MAX_KEY_LENGTH,
     ROUTES,
@@ -60,8 +62,8 @@ ERRORS = {400: "A malformed parameter or header (`error.parameter` names it).",
 
 
 def _schemas() -> dict[str, Any]:
-    answers: list[type[BaseModel]] = [JobAccepted, Preview, SavedPlan, LeaseOut, WriteError, CatalogAnswer]
-    bodies = {r.body for r in (*ROUTES, CATALOG_DELETE) if r.body is not None}
+    answers: list[type[BaseModel]] = [JobAccepted, Preview, SavedPlan, LeaseOut, WriteError, CatalogAnswer, GovernanceAnswer]
+    bodies = {r.body for r in (*ROUTES, CATALOG_DELETE, *GOVERNANCE_WRITES) if r.body is not None}
     modes: list[tuple[type[BaseModel], Literal["validation", "serialization"]]] = [(m, "serialization") for m in answers]
     modes += [(b, "validation") for b in sorted(bodies, key=str)]
     _, defs = models_json_schema(modes, ref_template="#/components/schemas/{model}")
@@ -77,7 +79,7 @@ def _operation(route: WriteRoute) -> dict[str, Any]:
     params: list[dict[str, Any]] = [api.TENANT, *(PATH_PARAMS[p] for p in _path_names(route.path))]
     if route.dry_run:
         params.append(DRY_RUN)
-    if route.verb not in ("catalog-apply", "catalog-delete"):
+    if route.verb not in ("catalog-apply", "catalog-delete", "governance-put", "governance-delete"):
         params.append(KEY)
     if route.if_match:
         params.append(IF_MATCH)
@@ -112,7 +114,7 @@ def document() -> dict[str, Any]:
             raise ValueError(f"two schemas named {name} differ between the read and the write routes")
         schemas[name] = schema
     paths = doc["paths"]
-    for route in (*ROUTES, CATALOG_DELETE):
+    for route in (*ROUTES, CATALOG_DELETE, *GOVERNANCE_WRITES):
         paths.setdefault(route.path, {})[route.method] = _operation(route)
     paths[GET_PLAN.path] = {"get": {
         "operationId": GET_PLAN.name, "summary": GET_PLAN.summary, "parameters": [api.TENANT, PLAN_ID],

@@ -3,7 +3,9 @@ subscriptions, schedules (with their last and next runs) and the requests its po
 read from the log for principals that may read the tenant.
 
 Approving or rejecting a job is a write like the others (`write_api.DECISIONS`: `POST
-/v1/jobs/{job_id}/approve|reject`).
+/v1/jobs/{job_id}/approve|reject`), and so are a rule, policy or subscription put or deleted
+(`write_api.GOVERNANCE_WRITES`: `PUT|DELETE /v1/governance/rules|policies|subscriptions/{name}`,
+sent to the governance service in the requester's name).
 """
 
 from __future__ import annotations
@@ -65,3 +67,16 @@ async def get_governance(request: web.Request) -> web.Response:
     if what not in KINDS:
         return error(404, f"no governance list {what[:40]!r}: one of {', '.join([*KINDS, 'denied'])}", "what")
     return web.json_response({"items": await listing(store, tenant, KINDS[what])})
+
+
+async def get_governance_entry(request: web.Request) -> web.Response:
+    """GET /v1/governance/rules|policies|subscriptions|schedules/{name}."""
+    tenant = tenant_of(request)
+    auth_.may_read(request, Scope(tenant=tenant))
+    what, name = request.match_info["what"], request.match_info["name"]
+    if what not in KINDS:
+        return error(404, f"no governance kind {what[:40]!r}: one of {', '.join(KINDS)}", "what")
+    found = [i for i in await listing(request.app[TRACKER].store, tenant, KINDS[what]) if i["name"] == name]
+    if not found:
+        return error(404, f"no {KINDS[what]} {name[:64]!r} in tenant {tenant}", "name")
+    return web.json_response(found[0])

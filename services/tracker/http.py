@@ -150,7 +150,7 @@ HANDLERS: dict[str, Callable[[web.Request], Awaitable[web.StreamResponse]]] = {
     "stream_job": stream_job, "list_clusters": list_clusters, "get_cluster": get_cluster,
     "get_cluster_jobs": get_cluster_jobs, "healthz": healthz, "metrics": metrics, "whoami": auth_.whoami,
     "list_pools": pools.list_pools, "get_pool": pools.get_pool, "stream_pool": pools.stream_pool,
-    "governance": governance.get_governance,
+    "governance": governance.get_governance, "governance_entry": governance.get_governance_entry,
     "stream_events": log_stream.stream_events, **people.HANDLERS,
 }
 

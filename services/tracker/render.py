@@ -56,6 +56,9 @@ def approval_line(a: dict[str, Any], waiting: bool) -> str:
         str(a.get("decision")), str(a.get("decision") or "not decided"))
     by = f" by {a['by']}" if a.get("by") else ""
     comment = f": {a['comment']}" if a.get("comment") else ""
+    now = a.get("approved_cost") or {}
+    if now and cost and rate(now["per_hour"]) != rate(cost["per_hour"]):  # prices changed while it waited (decision 42)
+        costs += f"; {rate(now['per_hour'])}/h at the prices of its approval"
     return f"approval: {decided}{by}{comment} (rules {', '.join(a.get('rules') or [])}){costs}"
 
 

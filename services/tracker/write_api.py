@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from contracts import commands as c
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, CatalogProblem, DeleteCatalogEntity
+from contracts.governance import ApprovalRule, GovernanceAnswer, Policy, Subscription
 from contracts.layout import Layout
 
 from . import api
@@ -172,7 +173,8 @@ JOB_VERBS: tuple[tuple[str, type[c.Command], str], ...] = (
 
 DECISIONS: tuple[tuple[str, type[c.Command], str], ...] = (
     ("approve", c.ApproveJob, "Let a job that waits for approval run its plan, with a comment (`approve` permission; "
-                              "docs/governance.md)."),
+                              "docs/governance.md). `?dry_run=true` decides nothing: 200 with the plan, its cost at "
+                              "today's prices and what the tenant's policies say now."),
     ("reject", c.RejectJob, "Refuse a job that waits for approval, with a comment: it ends, nothing ran."),
 )
 
@@ -193,9 +195,9 @@ def _routes() -> tuple[WriteRoute, ...]:
                              status=200))
     for verb, command, summary in JOB_VERBS:
         routes.append(WriteRoute("post", f"/v1/jobs/{{job_id}}/{verb}", f"{verb}_job", summary, verb, command, None, ("job_id",)))
-    for verb, command, summary in DECISIONS:
+    for verb, command, summary in DECISIONS:  # `?dry_run=true` on approve: what an approval now would find (decision 42)
         routes.append(WriteRoute("post", f"/v1/jobs/{{job_id}}/{verb}", f"{verb}_job", summary, verb, command,
-                                 body_of(command, path=("job_id",)), ("job_id",)))
+                                 body_of(command, path=("job_id",)), ("job_id",), dry_run=command is c.ApproveJob))
     routes.append(WriteRoute("post", "/v1/plans/{plan_id}/apply", "apply_plan",
                              "Run a saved plan exactly as its preview showed it; 409 if the cluster or catalog changed since.",
                              "apply", c.ApplyPlan, None, ("plan_id",)))
@@ -210,6 +212,31 @@ BY_NAME = {r.name: r for r in ROUTES}
 CATALOG_DELETE = WriteRoute("delete", "/v1/catalog/{kind}/{name}", "delete_catalog_entity",
                             "Delete one catalog entity (refused while clusters use it).", "catalog-delete", DeleteCatalogEntity, None,
                             ("kind", "name"), answer=CatalogAnswer, status=200)
+GOVERNANCE_KINDS: dict[type[BaseModel], tuple[str, str, str, str]] = {
+    Policy: ("policy", "policies", "muster policy apply", "the tenant's administrators"),
+    ApprovalRule: ("rule", "rules", "muster rule add", "the tenant's administrators"),
+    Subscription: ("subscription", "subscriptions", "muster notify add", "`read` on the tenant; a webhook is checked by the notifier"),
+}
+"""The governance entities written over HTTP as the CLI writes them: entity -> (its kind on the
+bus, its list in `GET /v1/governance/{what}`, the command, who may). Schedules are not: their
+operation is the request a `muster` command builds (`muster schedule create ... -- cluster ...`)."""
+
+
+def _governance_routes() -> tuple[WriteRoute, ...]:
+    routes: list[WriteRoute] = []
+    for entity, (kind, what, cli, who) in GOVERNANCE_KINDS.items():
+        path = f"/v1/governance/{what}/{{name}}"
+        routes.append(WriteRoute("put", path, f"put_{kind}",
+                                 f"Add or change the tenant's {kind} `name` ({who}; as `{cli}`, docs/governance.md): 200 with "
+                                 "what was written, 422 with every problem found, nothing written.", "governance-put", entity,
+                                 body_of(entity, path=("name",), name=f"{entity.__name__}Body"), ("name",),
+                                 answer=GovernanceAnswer, status=200))
+        routes.append(WriteRoute("delete", path, f"delete_{kind}", f"Delete the tenant's {kind} `name` ({who}).",
+                                 "governance-delete", entity, None, ("name",), answer=GovernanceAnswer, status=200))
+    return tuple(routes)
+
+
+GOVERNANCE_WRITES = _governance_routes()
 GET_PLAN = api.Route("/v1/plans/{plan_id}", "get_plan", "A plan a dry run saved: what it would run, on which versions, and "
                      "whether it ran.", SavedPlan)
 """A read, documented here with the writes it belongs to."""

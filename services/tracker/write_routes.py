@@ -163,7 +163,7 @@ async def get_plan(request: web.Request) -> web.Response:
 def setup_writes(app: web.Application, nc: Client) -> None:
     """Register the write routes (and `GET /v1/plans/{plan_id}`) and the requesters' connections."""
     app[ACTING] = bus = ActingBus(nc)
-    for route in (*write_api.ROUTES, write_api.CATALOG_DELETE):
+    for route in (*write_api.ROUTES, write_api.CATALOG_DELETE, *write_api.GOVERNANCE_WRITES):
         app.router.add_route(route.method.upper(), route.path, handler(route), name=route.name)
     app.router.add_get(write_api.GET_PLAN.path, get_plan, name=write_api.GET_PLAN.name)
 

@@ -11,12 +11,14 @@ the tracker's checks only refuse earlier, never admit.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import nats.errors
 from pydantic import ValidationError
 
 from contracts import subjects
@@ -24,6 +26,7 @@ from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalo
 from contracts.commands import JOB_VERBS, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.errors import problem_text
 from contracts.events import PlanSaved
+from contracts.governance import GovernanceAnswer
 from contracts.identity import Permission, Scope
 from muster.catalog.requests import ask_planner
 from muster.client import MusterClient, NoAnswer, RequestRejected
@@ -34,7 +37,7 @@ from . import plans
 from .acting import ActingBus, TokenRefused
 from .app import Tracker
 from .auth import job_cluster, job_requester
-from .write_api import IDEMPOTENCY_KEY, Preview, WriteRoute
+from .write_api import GOVERNANCE_KINDS, IDEMPOTENCY_KEY, Preview, WriteRoute
 
 REQUEST_TIMEOUT_S = 10.0
 ATTEMPTS = 3
@@ -120,6 +123,8 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return denied
     if route.verb in ("catalog-apply", "catalog-delete"):
         return await _catalog(bus, actor, route, ids, fields)
+    if route.verb in ("governance-put", "governance-delete"):
+        return await _governance(bus, actor, route, ids, fields)
     values: dict[str, Any] = {**fields, **ids, "request_id": request_id_for(actor.tenant, actor.principal, key),
                               "requested_by": actor.principal}
     if route.dry_run:
@@ -164,7 +169,8 @@ def answer(route: WriteRoute, reply: Any) -> Written:
                              "warnings": list(reply.warnings), "job_url": job_url, "cluster_url": f"/v1/clusters/{reply.cluster_id}"},
                        {"Location": job_url})
     if isinstance(reply, DryRun):
-        preview = Preview(operation=route.verb, plan_id=reply.plan_id or "", plan_url=f"/v1/plans/{reply.plan_id}",
+        preview = Preview(operation=route.verb, plan_id=reply.plan_id or "",  # (an approval's look saves no plan)
+                          plan_url=f"/v1/plans/{reply.plan_id}" if reply.plan_id else "",
                           cluster_version=reply.cluster_version, catalog_version=reply.catalog_version, layout=reply.layout,
                           plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy,  # type: ignore[arg-type]
                           warnings=list(reply.warnings))
@@ -236,3 +242,31 @@ def catalog_written(found: CatalogAnswer) -> Written:
     where = ".".join(x for x in (first.kind, first.entity, first.field) if x) if first else None
     return refused(422, "catalog not applied: " + "; ".join(p.message for p in errors)[:2000], where and f"catalog.{where}",
                    problems=[p.model_dump(mode="json") for p in found.problems])
+
+
+async def _governance(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any]) -> Written:
+    """A rule, policy or subscription put or deleted as `muster rule|policy|notify` does: a
+    request to the governance service in the requester's name, which checks its rights and writes
+    it with the requester as `by`."""
+    kind = GOVERNANCE_KINDS[route.command][0]
+    verb = "put" if route.verb == "governance-put" else "delete"
+    request: dict[str, Any] = {"kind": kind, "requested_by": actor.principal}
+    if verb == "put":
+        request["entities"] = [{**fields, "name": ids["name"]}]
+    else:
+        request["name"] = ids["name"]
+    try:
+        nc = await bus.connection(actor.token) if actor.token else bus.own
+        msg = await nc.request(subjects.governance_request(actor.tenant, actor.principal, verb), json.dumps(request).encode(),
+                               timeout=REQUEST_TIMEOUT_S)
+    except TokenRefused as err:
+        return refused(401, str(err))
+    except nats.errors.NoRespondersError:
+        return refused(503, "no governance service answered: is `muster up` (or `muster governance`) running?")
+    except nats.errors.TimeoutError:
+        return refused(503, f"the governance service did not answer within {REQUEST_TIMEOUT_S:g} s; send it again")
+    answered = GovernanceAnswer.model_validate_json(msg.data)
+    if answered.ok:
+        return Written(200, answered.model_dump(mode="json"))
+    return refused(STATUS_OF_CODE.get(answered.code or "", 422), "; ".join([answered.reason, *answered.problems])[:4000], "name"
+                   if answered.code == "not_found" else None)

@@ -31,6 +31,10 @@ def test_a_job_waiting_for_approval_is_approved_from_its_page(muster: Muster, pa
     expect(approval).to_contain_text("gated")
     page.wait_for_function("window.musterGraphReady > 0")  # the plan that runs once approved
     assert page.locator("#tasks tbody tr").count() > 5
+    page.get_by_test_id("check").click()  # what an approval now would find; nothing decided (decision 42)
+    expect(page.get_by_test_id("decision-said")).to_contain_text("checked, nothing decided")
+    expect(page.get_by_test_id("decision-said")).to_contain_text("/h once done at today's prices")
+    expect(page.get_by_test_id("job-state")).to_contain_text("waiting")
     page.get_by_test_id("decision-comment").fill("looks right")
     page.get_by_test_id("approve").click()
     expect(page.get_by_test_id("decision-said")).to_have_text("approved")

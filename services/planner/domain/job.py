@@ -22,7 +22,7 @@ from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
 from eventsourcing.domain import Aggregate, event
 
-from contracts.approvals import JobApprovalExpired, JobApprovalRequested, JobApproved, JobRejected, PolicyWarned
+from contracts.approvals import JobApprovalExpired, JobApprovalRequested, JobApproved, JobRejected, PlanCost, PolicyWarned
 from contracts.catalog import Action, Service
 from contracts.events import (
     FINAL_JOB_STATES,
@@ -609,6 +609,9 @@ class Job(Aggregate):
     @event("JobApproved")
     def _approved(self, payload: JobApproved) -> None:
         self._decided("approved", payload.by, payload.comment, payload.request_id)
+        if payload.cost is not None:
+            assert self.approval is not None
+            self.approval["approved_cost"] = payload.cost.model_dump(mode="json")
 
     @event("JobRejected")
     def _rejected(self, payload: JobRejected) -> None:
@@ -618,11 +621,11 @@ class Job(Aggregate):
     def _approval_expired(self, payload: JobApprovalExpired) -> None:
         self._decided("expired", None, "", None)
 
-    def decide(self, approve: bool, by: str, comment: str, request_id: str | None = None) -> bool:
+    def decide(self, approve: bool, by: str, comment: str, request_id: str | None = None, cost: PlanCost | None = None) -> bool:
         if not self.awaiting_approval:
             return False
         if approve:
-            self._approved(JobApproved(job_id=str(self.id), by=by, comment=comment, request_id=request_id))
+            self._approved(JobApproved(job_id=str(self.id), by=by, comment=comment, request_id=request_id, cost=cost))
         else:
             self._rejected(JobRejected(job_id=str(self.id), by=by, comment=comment, request_id=request_id))
         return True
@@ -639,7 +642,9 @@ class Job(Aggregate):
         self.warnings = [w.model_dump(mode="json") for w in payload.warnings]
 
     def warn(self, payload: PolicyWarned) -> bool:
-        if self.warnings:
+        """Recorded when it says something new: at admission, and at approval a warning the
+        policies as they are then give (`payload` carries every warning, the earlier ones too)."""
+        if {(w["policy"], w["message"]) for w in self.warnings} >= {(w.policy, w.message) for w in payload.warnings}:
             return False
         self._policy_warned(payload)
         return True

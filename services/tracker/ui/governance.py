@@ -2,7 +2,7 @@
 approval from its page (the plan is the page's task graph), and the tenant's schedules (with
 their last and next runs), approval rules, policies, subscriptions and denied requests.
 
-A decision is the same request `muster job approve|reject` sends, on a connection opened with
+A decision is the same request `muster job approve|reject` sends (Check: `approve --dry-run`), on a connection opened with
 the signed-in person's own token (decision 17, as job control); the planner checks the
 `approve` permission and says why when it refuses.
 """
@@ -14,9 +14,10 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from contracts.commands import Accepted, ApproveJob, RejectJob
+from contracts.commands import Accepted, ApproveJob, DryRun, RejectJob
 from contracts.identity import Scope
 from muster.client import MusterClient, NoAnswer
+from muster.readmodel.cost import rate
 
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
@@ -45,8 +46,8 @@ async def decide(request: web.Request) -> web.StreamResponse:
         return checked
     viewer, job_id, form = checked
     action, comment = str(form.get("action") or ""), str(form.get("comment") or "")[:2000]
-    if action not in ("approve", "reject"):
-        said = f"refused: {action[:40]!r} is neither approve nor reject"
+    if action not in ("approve", "reject", "check"):
+        said = f"refused: {action[:40]!r} is neither approve, reject nor check"
     else:
         said = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, job_id, action, comment)
     return redirect(f"/ui/jobs/{job_id}?said={quote(said)}")
@@ -59,14 +60,28 @@ async def send(bus: ActingBus, token: str | None, tenant: str, by: str, job_id: 
     except TokenRefused as err:
         return f"refused: {err}"
     client = MusterClient(nc, tenant=tenant, requested_by=by, timeout=DECIDE_TIMEOUT_S, attempts=2)
-    command = (ApproveJob if action == "approve" else RejectJob)(job_id=job_id, comment=comment)
+    command = RejectJob(job_id=job_id, comment=comment) if action == "reject" else \
+        ApproveJob(job_id=job_id, comment=comment, dry_run=action == "check")
     try:
         reply = await client.request(command, tenant=tenant)
     except NoAnswer as err:
         return f"no answer: {err}"
-    if isinstance(reply, Accepted):
-        return "approved" if action == "approve" else "rejected"
+    if isinstance(reply, DryRun):
+        return looked(reply)
+    if isinstance(reply, Accepted):  # with what the approval found changed since the request (decision 42)
+        return ("approved" if action == "approve" else "rejected") + "".join(f"; {w}" for w in reply.warnings)
     return f"refused: {getattr(reply, 'reason', reply.type)}"
+
+
+def looked(reply: DryRun) -> str:
+    """An approval's dry run in words: what an approval now would find (decision 42)."""
+    policy = reply.policy or {}
+    verdict = ("an approval now would be refused: " + "; ".join(policy["deny"])) if policy.get("deny") else \
+        "the tenant's policies allow it now"
+    changed = any("at the catalog's prices now" in w for w in reply.warnings)  # says the cost then and now
+    cost = [f"it costs {rate(reply.cost['per_hour'])}/h once done at today's prices"] if reply.cost and not changed else []
+    warns = [f"policy warns: {w}" for w in policy.get("warn", [])]
+    return "; ".join(["checked, nothing decided: " + verdict, *cost, *warns, *reply.warnings])
 
 
 def add_routes(app: web.Application) -> None:

@@ -300,3 +300,67 @@ async def test_a_webhook_is_checked_by_the_notifier_in_the_requesters_name_and_t
         shared = await ask(served, "uma", "put", kind="subscription", entities=[{**hook, "webhook": {**webhook, "secret": "secret://hook"}}])
         (warning,) = shared["warnings"]
         assert shared["ok"] and warning.startswith("subscription 'hook': hooks.invalid does not resolve to a public address now: "), shared
+
+
+async def test_policies_rules_and_subscriptions_over_http_as_the_cli_writes_them_and_never_in_another_tenant(served: People) -> None:
+    """Policies, rules and subscriptions were written by `muster policy|rule|notify` alone; over
+    HTTP a tenant's people put and delete them with their own tokens, in their own names, and the
+    governance service checks them as it checks the CLI's requests. Another tenant's token reads
+    and writes only its own."""
+    async with tracker_http(served) as (http, store):
+        async def call(method: str, who: str, path: str, body: Any = None, **headers: str) -> tuple[int, dict[str, Any]]:
+            async with http.request(method, path, json=body, headers={"Authorization": f"Bearer {served.tokens[who]}", **headers}) as resp:
+                return resp.status, await resp.json()
+
+        status, body = await call("PUT", "ada", "/v1/governance/policies/nodes", {"source": NODES, "description": "size"})
+        assert status == 200 and body["ok"] and body["items"][0]["version"] == 1, body
+        puts = [r.event for r in await store.read(subjects.governance_events("a", "policy", "nodes"))]
+        assert [(e.type, e.by) for e in puts] == [("GovernancePut", "ada")]
+        status, body = await call("GET", "uma", "/v1/governance/policies/nodes")  # `read` on the tenant
+        assert status == 200 and body["entity"]["source"] == NODES and body["by"] == "ada" and body["version"] == 1, body
+
+        status, body = await call("PUT", "uma", "/v1/governance/policies/mine", {"source": NODES})
+        assert status == 403 and "administrators" in body["error"]["message"], body
+        status, body = await call("PUT", "ada", "/v1/governance/policies/broken", {"source": BROKEN})
+        assert status == 422 and "line 5" in body["error"]["message"], body
+        status, body = await call("PUT", "ada", "/v1/governance/policies/nodes", {"source": NODES, "nodes": 3})
+        assert status == 422 and body["error"]["parameter"] == "nodes", body
+        status, body = await call("PUT", "ada", "/v1/governance/rules/big", {"operations": ["create"], "min_nodes": 5})
+        assert status == 200 and body["items"][0]["kind"] == "rule", body
+
+        # Another tenant's administrator: its own tenant has no such policy; tenant a is not its to name.
+        for method, body_ in (("GET", None), ("PUT", {"source": NODES}), ("DELETE", None)):
+            status, body = await call(method, "eve", "/v1/governance/policies/nodes", body_, **{"X-Muster-Tenant": "a"})
+            assert status == 403 and "belongs to tenant b" in body["error"]["message"], (method, body)
+        status, body = await call("GET", "eve", "/v1/governance/policies/nodes")
+        assert status == 404, body
+        status, body = await call("DELETE", "eve", "/v1/governance/policies/nodes")
+        assert status == 404, body
+        assert [e.type for e in (r.event for r in await store.read(subjects.governance_events("a", "policy", "nodes")))] == ["GovernancePut"]
+
+        status, body = await call("DELETE", "uma", "/v1/governance/policies/nodes")
+        assert status == 403, body
+        served.tokens["root"] = served.authed.admin_token  # a super admin names the tenant, as with --tenant
+        status, body = await call("PUT", "root", "/v1/governance/policies/nodes", {"source": NODES, "description": "v2"},
+                                  **{"X-Muster-Tenant": "a"})
+        assert status == 200 and body["items"][0]["version"] == 2, body
+        status, body = await call("DELETE", "ada", "/v1/governance/policies/nodes")
+        assert status == 200 and body["items"][0]["deleted"], body
+        status, body = await call("GET", "uma", "/v1/governance/policies/nodes")
+        assert status == 404, body
+
+        # Subscriptions: anyone with `read` on the tenant, on the tenant's own subjects, no secret in clear.
+        bus = {"events": ["job_failed"], "subject": "muster.cb.a.jobs"}
+        status, body = await call("PUT", "uma", "/v1/governance/subscriptions/jobs", bus)
+        assert status == 200 and body["items"][0]["kind"] == "subscription", body
+        status, body = await call("PUT", "uma", "/v1/governance/subscriptions/theirs", {**bus, "subject": "muster.cb.b.jobs"})
+        assert status == 422 and "muster.cb.a." in body["error"]["message"], body
+        clear = {"events": ["job_failed"], "webhook": {"url": "https://hooks.example/x", "secret": "hunter2"}}
+        status, body = await call("PUT", "uma", "/v1/governance/subscriptions/hook", clear)
+        assert status == 422 and "hunter2" not in json.dumps(body), body
+        status, body = await call("PUT", "eve", "/v1/governance/subscriptions/jobs", bus, **{"X-Muster-Tenant": "a"})
+        assert status == 403, body
+        status, body = await call("DELETE", "eve", "/v1/governance/subscriptions/jobs")
+        assert status == 404, body
+        status, body = await call("DELETE", "uma", "/v1/governance/subscriptions/jobs")
+        assert status == 200 and body["items"][0]["deleted"], body

@@ -108,3 +108,16 @@ def test_compose_runs_every_service_muster_up_runs() -> None:
     assert isinstance(services, dict)
     ran = {name.split("-")[0] if name.startswith("provisioner-") else name for name in services}
     assert {*SERVICES, "pool", "auth"} <= ran
+
+
+def test_compose_planners_take_their_policy_deadline_from_the_operators_env() -> None:
+    """An operator sets the deadline in `.env` (compose.yaml is generated; nobody edits it), and
+    the planner reads that variable as its --policy-deadline (docs/governance.md)."""
+    from services.governance.domain.deadline import POLICY_DEADLINE_ENV, POLICY_DEADLINE_S
+    from services.planner import entrypoint
+
+    planner = yaml.safe_load(cluster.render_compose())["services"]["planner"]
+    assert planner["environment"][POLICY_DEADLINE_ENV] == f"${{{POLICY_DEADLINE_ENV}:-{POLICY_DEADLINE_S:g}}}"
+    option = next(p for p in entrypoint.main.params if p.name == "policy_deadline")
+    assert option.envvar == POLICY_DEADLINE_ENV
+    assert "MUSTER_POLICY_DEADLINE" not in str(yaml.safe_load(cluster.render_compose())["services"]["solver"])

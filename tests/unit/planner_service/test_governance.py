@@ -267,3 +267,132 @@ async def test_policies_see_what_the_tenants_clusters_cost_an_hour_so_a_budget_c
     await put(h, "policy", "tenant_budget", source=budget.replace("budget := 5", f"budget := {spent + 0.01}"))
     refused = await h.send(CreateCluster(name="b", template="hadoop-small", nodes=2), principal="uma")
     assert isinstance(refused, Rejected) and "its budget is" in refused.reason, refused
+
+
+# -- an approval judges the plan with the policies as they are then (decision 42) ------------------
+
+NO_DELETES = 'package muster.freeze\nimport rego.v1\n\ndeny contains "no deletes this week" if input.operation == "delete"\n'
+
+
+async def test_a_policy_added_while_the_job_waited_denies_its_approval_and_the_job_ends_denied() -> None:
+    """The approved plan ran with the policies of its request: a freeze applied while it waited
+    for an approver did not stop it."""
+    h = Harness()
+    job_id, cluster_id = await approval_pending(h)
+    await put(h, "policy", "freeze", source=NO_DELETES)
+    reply = await h.send(ApproveJob(job_id=job_id, comment="fine by me"), principal="apo")
+    assert isinstance(reply, Rejected) and reply.code == "forbidden", reply
+    assert "approved by apo, but the tenant's policies deny it now: no deletes this week (policy freeze)" in reply.reason
+    await h.settle()
+    job = h.job(job_id)
+    assert job.state == "failed" and "no deletes this week" in job.error and h.queue.take() == []
+    assert h.cluster(cluster_id).status == "active"  # nothing ran
+    denied = [r.event for r in h.log.records if r.type == "RequestDenied"]
+    assert [(d.job_id, d.by, d.approved_by, d.denials[0].policy) for d in denied] == [(job_id, "uma", "apo", "freeze")]
+    assert "approved by apo: fine by me" in [describe(r.event) for r in h.job_records(job_id)]
+    assert isinstance(await h.send(ApproveJob(job_id=job_id), principal="apo"), Rejected)  # decided: once
+
+
+async def test_two_creates_within_the_budget_alone_wait_and_the_second_approval_is_denied_over_it() -> None:
+    """Each request fitted the tenant's budget when it was made; approved one after the other
+    they did not, and both ran."""
+    h = Harness()
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    preview = await h.send(CreateCluster(name="a", template="hadoop-small", nodes=2, dry_run=True))
+    assert isinstance(preview, DryRun) and preview.cost is not None
+    one = preview.cost["per_hour"]
+    budget = (Path(__file__).parents[3] / "examples" / "policies" / "tenant_budget.rego").read_text()
+    await put(h, "policy", "tenant_budget", source=budget.replace("budget := 5", f"budget := {one * 1.5}"))
+    first = await h.send(CreateCluster(name="a", template="hadoop-small", nodes=2, request_id="a"), principal="uma")
+    second = await h.send(CreateCluster(name="b", template="hadoop-small", nodes=2, request_id="b"), principal="uma")
+    assert isinstance(first, Accepted) and isinstance(second, Accepted), (first, second)
+    await h.settle()
+    assert isinstance(await h.send(ApproveJob(job_id=first.job_id), principal="apo"), Accepted)
+    await h.settle()
+    assert h.job(first.job_id).state == "succeeded"
+    over = await h.send(ApproveJob(job_id=second.job_id), principal="apo")
+    assert isinstance(over, Rejected) and "its budget is" in over.reason, over
+    await h.settle()
+    assert h.job(second.job_id).state == "failed" and h.cluster(second.cluster_id).status == "deleted"  # its name free again
+    again = await h.send(CreateCluster(name="b", template="hadoop-small", nodes=2, dry_run=True))
+    assert isinstance(again, DryRun) and again.policy is not None and "its budget is" in again.policy["deny"][0]
+
+
+async def test_an_approval_tells_and_records_the_cost_at_the_prices_it_was_approved_at() -> None:
+    h = Harness()
+    job_id, _ = await approval_pending(h)
+    await put(h, "policy", "any", source='package muster.any\nimport rego.v1\n\nwarn contains "looked at" if input.operation == "delete"\n')
+    ok = await h.send(ApproveJob(job_id=job_id), principal="apo")
+    assert isinstance(ok, Accepted) and ok.warnings == ["looked at (policy any)"], ok
+    approved = h.events(job_id, "JobApproved")[0]
+    assert approved.cost is not None and approved.cost.per_hour == 0  # a delete leaves nothing to pay for
+    assert [w.message for w in h.events(job_id, "PolicyWarned")[-1].warnings] == ["looked at"]
+
+
+async def test_an_approval_after_a_price_rise_says_what_the_plan_costs_now() -> None:
+    h = Harness()
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    waiting = await h.send(CreateCluster(name="p", template="hadoop-small", nodes=2), principal="uma")
+    assert isinstance(waiting, Accepted)
+    await h.settle()
+    asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
+    assert asked is not None and asked.per_hour > 0
+    catalog = h.catalogs.by_tenant["default"].model_copy(deep=True)
+    for hardware in catalog.hardwaretypes.values():
+        for fields in hardware.providermap.values():
+            fields["cost"] = str(float(fields.get("cost", 0)) * 2)
+    h.catalogs.by_tenant["default"] = catalog
+    ok = await h.send(ApproveJob(job_id=waiting.job_id), principal="apo")
+    assert isinstance(ok, Accepted), ok
+    shown = f"{asked.per_hour * 2:.2f}/h at the catalog's prices now ({asked.per_hour:.2f}/h when it was requested)"
+    assert any(shown in w for w in ok.warnings), ok.warnings
+    cost = h.events(waiting.job_id, "JobApproved")[0].cost
+    assert cost is not None and cost.per_hour == asked.per_hour * 2
+    assert h.job(waiting.job_id).view()["approval"]["approved_cost"]["per_hour"] == asked.per_hour * 2
+
+
+async def test_an_approved_create_is_not_counted_among_the_tenants_clusters_it_is_judged_with() -> None:
+    """At its approval a create's cluster is in the planner's state (its request made it); counted
+    in `input.tenant`, a one-cluster-per-tenant policy denied the tenant's first cluster."""
+    h = Harness()
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    await put(h, "policy", "one", source='package muster.one\nimport rego.v1\n\n'
+              'deny contains "one cluster per tenant" if {\n    input.operation == "create"\n    input.tenant.clusters >= 1\n}\n')
+    waiting = await h.send(CreateCluster(name="only", template="hadoop-small", nodes=2), principal="uma")
+    assert isinstance(waiting, Accepted), waiting
+    await h.settle()
+    ok = await h.send(ApproveJob(job_id=waiting.job_id), principal="apo")
+    assert isinstance(ok, Accepted), ok
+    await h.settle()
+    assert h.job(waiting.job_id).state == "succeeded"
+    second = await h.send(CreateCluster(name="two", template="hadoop-small", nodes=2), principal="uma")
+    assert isinstance(second, Rejected) and "one cluster per tenant" in second.reason
+
+
+async def test_an_approver_sees_what_an_approval_now_would_find_without_deciding() -> None:
+    """`muster job approve --dry-run`: the approver saw the cost and the policies of the request
+    only, and learnt what had changed once it had approved."""
+    h = Harness()
+    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
+    waiting = await h.send(CreateCluster(name="p", template="hadoop-small", nodes=2), principal="uma")
+    assert isinstance(waiting, Accepted)
+    await h.settle()
+    asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
+    assert asked is not None
+    catalog = h.catalogs.by_tenant["default"].model_copy(deep=True)
+    for hardware in catalog.hardwaretypes.values():
+        for fields in hardware.providermap.values():
+            fields["cost"] = str(float(fields.get("cost", 0)) * 2)
+    h.catalogs.by_tenant["default"] = catalog
+    await put(h, "policy", "ceiling", source=CEILING)  # over 2 nodes, over 0.01/h: denies now
+    before = len(h.log.records)
+    seen = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="apo")
+    assert isinstance(seen, DryRun) and seen.policy is not None and seen.cost is not None, seen
+    assert seen.policy["deny"] == ["over 0.01/h (policy ceiling)"] and seen.cost["per_hour"] == asked.per_hour * 2
+    assert seen.layout is not None and len(seen.plan["tasks"]) > 0
+    assert any("at the catalog's prices now" in w for w in seen.warnings), seen.warnings
+    assert len(h.log.records) == before and h.job(waiting.job_id).awaiting_approval  # nothing decided, nothing recorded
+    own = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="uma")
+    assert isinstance(own, Rejected) and "may not approve" in own.reason  # an approver's look, as its decision is
+    decided = await h.send(ApproveJob(job_id=waiting.job_id), principal="apo")
+    assert isinstance(decided, Rejected) and "over 0.01/h" in decided.reason

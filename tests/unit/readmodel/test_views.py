@@ -106,6 +106,8 @@ def test_governance_decisions_read_with_who_made_them() -> None:
         rec(3, 9, "gov.schedule", ScheduleFired(name="n", tick=tick, request_id="sched-n-1", scheduler="g1", late_s=90, skipped=2)),
         rec(4, 12, "gov.schedule", ScheduleAnswered(name="n", tick=tick, rejected="cluster busy")),
         rec(5, 20, "gov.policy", GovernanceDeleted(kind="policy", name="nodes", by="ada")),
+        rec(6, 30, "denied", RequestDenied(job_id=J, operation="delete", by="uma", approved_by="apo",  # decision 42
+                                          denials=[PolicyMessage(policy="freeze", version=1, message="no deletes")])),
     ]
     lines = timeline(history)
     assert [(line.who, line.text) for line in lines] == [
@@ -114,6 +116,7 @@ def test_governance_decisions_read_with_who_made_them() -> None:
         ("g1", f"schedule 'n' took its tick {tick.isoformat()}, 90 s late, 2 missed tick(s) not run (request sched-n-1)"),
         ("", f"schedule 'n', tick {tick.isoformat()}: refused: cluster busy"),
         ("ada", "policy 'nodes' deleted"),
+        ("uma", f"delete (job {J}) denied by the tenant's policies when apo approved it: no deletes (freeze v1)"),
     ]
 
 

@@ -42,3 +42,35 @@ def test_up_refuses_a_bad_tenant_limit_by_name(tmp_path: Path, monkeypatch: pyte
     result = CliRunner().invoke(cli.up, ["--data-dir", str(tmp_path), "--tenant-limit", "acme=0"])
     assert result.exit_code == 2
     assert "'acme=0': give N or TENANT=N with N >= 1" in result.output
+
+
+def _commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> dict[str, list[str]]:
+    seen: list[Deployment] = []
+
+    def deployment(*a: Any, **kw: Any) -> Deployment:
+        seen.append(Deployment(*a, **kw))
+        raise _Stop
+
+    monkeypatch.setattr(cli, "Deployment", deployment)
+    result = CliRunner().invoke(cli.up, ["--data-dir", str(tmp_path), "--tracker-port", "0", *args])
+    assert seen, result.output
+    return seen[0].commands()
+
+
+def test_up_passes_its_policy_deadline_to_every_planner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Policies run in each planner's sandbox child (docs/governance.md, "A policy that runs too long")."""
+    commands = _commands(tmp_path, monkeypatch, "--planners", "2", "--policy-deadline", "0.5")
+    for planner in ("planner-1", "planner-2"):
+        args = commands[planner]
+        assert [args[i + 1] for i, a in enumerate(args) if a == "--policy-deadline"] == ["0.5"]
+    assert all("--policy-deadline" not in args for name, args in commands.items() if not name.startswith("planner"))
+
+
+def test_up_leaves_the_planners_own_policy_deadline_when_not_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "--policy-deadline" not in _commands(tmp_path, monkeypatch)["planner"]
+
+
+def test_up_refuses_a_policy_deadline_the_planner_would_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "Deployment", None)  # nothing may start
+    result = CliRunner().invoke(cli.up, ["--data-dir", str(tmp_path), "--policy-deadline", "0"])
+    assert result.exit_code == 2 and "--policy-deadline" in result.output

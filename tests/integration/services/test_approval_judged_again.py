@@ -1,0 +1,60 @@
+"""An approval has the tenant's policies as they are then judge the plan (decision 42), with the
+real planner, solver, provisioner and tracker on a nats-server: a delete that waits for approval
+while a policy refusing deletes is applied is denied at its approval, nothing runs, the cluster
+stays, and the tracker lists the denial with its approver (the rules are unit tests on the
+fakes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts import subjects
+from contracts.commands import Accepted, CreateCluster, DeleteCluster
+from contracts.events import JobFailed, JobSucceeded
+from contracts.governance import GovernancePut
+from contracts.records import Append
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
+Stack = Any
+FREEZE = 'package muster.freeze\nimport rego.v1\n\ndeny contains "no deletes this week" if input.operation == "delete"\n'
+
+
+async def _put(stack: Stack, kind: str, name: str, entity: dict[str, Any]) -> None:
+    subject = subjects.governance_events(stack.tenant, kind, name)
+    await stack.store.append(subject, [Append(GovernancePut(kind=kind, name=name, entity={"name": name, **entity},  # type: ignore[arg-type]
+                                                            version=1, by="ada"), msg_id=f"{subject}:1")])
+
+
+async def test_a_delete_approved_after_a_freeze_was_applied_is_denied_and_nothing_runs(stack: Stack) -> None:
+    await _put(stack, "rule", "deletes", {"operations": ["delete"], "allow_self_approval": True, "expires_after_s": 600})
+    created = await stack.client.request(CreateCluster(name="frozen", template="hadoop-small", nodes=2))
+    assert isinstance(created, Accepted), created
+    assert isinstance(await stack.client.wait(created.job_id, timeout=60), JobSucceeded)
+    waiting = await stack.client.request(DeleteCluster(cluster_id=created.cluster_id))
+    assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
+
+    await _put(stack, "policy", "freeze", {"source": FREEZE})  # applied while the delete waits
+    look = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve?dry_run=true", json={})  # the approver looks first
+    seen = await look.json()
+    assert look.status == 200 and seen["policy"]["deny"] == ["no deletes this week (policy freeze)"], seen
+    assert seen["plan_url"] == "" and seen["cost"]["per_hour"] == 0
+    assert (await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json())["state"] == "waiting_for_approval"
+    resp = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve", json={"comment": "go"})  # as the console does
+    answer = await resp.json()
+    assert resp.status == 403 and "the tenant's policies deny it now: no deletes this week" in answer["error"]["message"], answer
+    final = await stack.client.wait(waiting.job_id, timeout=60)
+    assert isinstance(final, JobFailed) and "no deletes this week (policy freeze)" in final.reason, final
+    records = await stack.store.read_many(subjects.job_filters(stack.tenant, waiting.job_id))
+    events = [r.type for r in records]
+    assert events[-2:] == ["JobApproved", "JobFailed"] and "TaskQueued" not in events  # nothing of the plan ran
+    approver = records[-2].event.by
+
+    resp = await stack.http.get(f"/v1/clusters/{created.cluster_id}")
+    assert resp.status == 200 and (await resp.json())["status"] == "active"
+    denied = (await (await stack.http.get("/v1/governance/denied")).json())["items"]
+    assert [(d["job_id"], d["approved_by"], d["denials"][0]["policy"]) for d in denied] == [(waiting.job_id, approver, "freeze")]
+    job = await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json()
+    assert job["approval"]["decision"] == "approved" and job["approval"]["approved_cost"]["per_hour"] == 0
+

@@ -1,0 +1,46 @@
+"""The console's Approve says what the approval found changed since the request (decision 42):
+a cost at other prices, a warning the policies give now. It said `approved` alone, and the
+approver learnt the new cost nowhere on the page it acted from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts.commands import Accepted
+from services.tracker.ui import governance
+
+
+class _Client:
+    def __init__(self, *_: Any, **__: Any) -> None:
+        pass
+
+    async def request(self, command: Any, tenant: str) -> Accepted:
+        return Accepted(job_id=command.job_id, cluster_id="c", warnings=["it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)"])
+
+
+class _Bus:
+    own = object()
+
+
+async def test_the_consoles_approval_says_what_changed_since_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(governance, "MusterClient", _Client)
+    said = await governance.send(_Bus(), None, "acme", "apo", "j1", "approve", "")  # type: ignore[arg-type]
+    assert said == "approved; it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)"
+
+
+class _Looking(_Client):
+    async def request(self, command: Any, tenant: str) -> Any:
+        from contracts.commands import DryRun
+
+        assert command.dry_run
+        return DryRun(plan={}, cost={"per_hour": 0.3}, policy={"deny": ["over budget (policy budget)"], "warn": []},
+                      warnings=["it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)"])
+
+
+async def test_check_first_says_what_an_approval_now_would_find_and_decides_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(governance, "MusterClient", _Looking)
+    said = await governance.send(_Bus(), None, "acme", "apo", "j1", "check", "")  # type: ignore[arg-type]
+    assert said == ("checked, nothing decided: an approval now would be refused: over budget (policy budget); "
+                    "it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)")
