@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from schemathesis.specs.openapi.checks import allow_header_conformance
 
 schemathesis = pytest.importorskip(
     "schemathesis", reason="schemathesis is not installed (dev dependency: schemathesis==4.32.5)"
@@ -88,4 +89,9 @@ def test_no_request_makes_the_tracker_fail_or_break_its_document(case: Any, trac
     # check get fuzzed too; the 401/403 answers are tested in tests/integration/auth.
     if case.path == "/v1/events" and str((case.query or {}).get("follow")).lower() == "true" and "job" not in (case.query or {}):
         return  # a tenant's log followed never ends: nothing to validate an answer against (tests/integration/auth)
-    case.call_and_validate(base_url=tracker_url, timeout=10, headers={"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"})
+    # `/v1/governance/{what}/{name}` (GET) and `/v1/governance/rules|policies|subscriptions/{name}`
+    # (PUT, DELETE) overlap, as OpenAPI allows (a concrete path matches first): the 405's `Allow`
+    # for rules/x names the concrete path's methods, which the check reads against the template's.
+    excluded = [allow_header_conformance] if case.path == "/v1/governance/{what}/{name}" else None
+    case.call_and_validate(base_url=tracker_url, timeout=10, headers={"Authorization": f"Bearer {os.environ['MUSTER_TOKEN']}"},
+                           excluded_checks=excluded)
