@@ -66,7 +66,7 @@ from muster.runtime.supervisor import Deployment  # noqa: E402
 from services.auth.bootstrap import SYSTEM_TOKEN_ENV  # noqa: E402
 from services.auth.domain.tokens import make_token  # noqa: E402
 from services.auth.keys import AuthKeys, server_auth_config  # noqa: E402
-from services.tracker.story import MOST_TASKS  # noqa: E402
+from services.tracker.story import EVERY_TASKS, MOST_TASKS  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Scale"
@@ -251,10 +251,11 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
 
 
 async def story_written(run: Run, tasks: int, cluster: str) -> bool:
-    """Until the tracker has written the cluster's story snapshot, which it does once the job is
-    over by reading the job's whole story (decision 10; a job of more than `MOST_TASKS` gets
-    none): a cost of the create, counted with it. False if it wrote none."""
-    if tasks > MOST_TASKS:
+    """Until the tracker has written the cluster's story snapshot, if the job's end is one it
+    writes (decisions 10 and 46: the first job of a new cluster only when it ran `EVERY_TASKS`
+    tasks, and a job of more than `MOST_TASKS` never), by reading the job's whole story: a
+    cost of the create, counted with it. False if it wrote none."""
+    if not EVERY_TASKS <= tasks <= MOST_TASKS:
         return False
     try:
         await run.wiretap.seen(f"$KV.{snapshotstore.BUCKET}.{snapshotstore.key(STORY.name, T, cluster)}", STORY_WAIT_S)

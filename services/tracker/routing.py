@@ -77,6 +77,8 @@ class IndexFeeder:
             data = await self.bodies.get(tenant_of(recorded.subject), recorded.event.ref)
             recorded = replace(recorded, event=await asyncio.to_thread(sized, data))  # megabytes: off the loop
         total, changed = await self.tracker.on_event(recorded)
+        if self.stories is not None and recorded.type == "ClusterRequested":
+            self.stories.made(tenant_of(recorded.subject), recorded.event.cluster_id)
         if self.stories is not None and recorded.type == "ClusterStatusChanged":
             # A job of the cluster ended (or it was made, or deleted): a point `muster replay`
             # can start from (services/tracker/story.py). One tracker of the queue group gets it.

@@ -18,6 +18,7 @@ from contracts import subjects
 from contracts.events import JobSucceeded
 from muster.bus.snapshotstore import BUCKET, SnapshotStore, unpack
 from muster.cli import main
+from services.tracker import story
 from services.tracker.story import story_at
 
 pytestmark = pytest.mark.nats
@@ -142,7 +143,8 @@ async def test_history_of_a_job_and_of_its_cluster(tracked: Tracked) -> None:
     assert none.exit_code == 0 and none.output == "no governance decisions in tenant nobody-yet yet\n", none.output
 
 
-async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked) -> None:
+async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(story, "EVERY_TASKS", 1)  # a snapshot after every job (decision 0046: after 8,000 tasks)
     reply = await _finished_job(tracked)
     log = await tracked.store.read_many(subjects.job_history_filters("default", reply.job_id))
     planned = next(r.seq for r in log if r.type == "JobPlanned")
@@ -182,7 +184,7 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     both = await tracked.http.get("/v1/replay", params={"cluster": reply.cluster_id, "seq": str(end + 1000), "at": at})
     assert both.status == 200 and (await both.json())["as_of"]["at"] == at  # given both, the earlier counts
 
-    # The tracker snapshots the story when the cluster's status changes; replay starts there.
+    # The tracker snapshots the story when the cluster's status changes (here after each job); replay starts there.
     changed = [r.seq for r in await tracked.store.read(subjects.cluster_events("default", reply.cluster_id))
                if r.type == "ClusterStatusChanged"]
     await _story_snapshot(tracked, reply.cluster_id, changed[-1])
