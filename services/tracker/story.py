@@ -8,9 +8,8 @@ same point gives the same answer.
 A rebuild starts from the nearest story snapshot at or before the point (`muster.readmodel.story`,
 KV `snapshots`, key `<tenant>.story.<cluster>`) and reads only the events after it, in one ordered
 read of the story's subjects; without one (none yet, older than the bucket's history, or from
-other code) it folds from the first event. The tracker writes a snapshot when a cluster's status
-changes (a job ended) once the jobs ended since its last snapshot ran `EVERY_TASKS` tasks:
-`StoryWriter`. Docs: docs/decisions/0010-replay-from-story-snapshots.md, 0046.
+other code) it folds from the first event. The tracker writes a snapshot when a job of the
+cluster ends once the jobs ended since its last snapshot ran `EVERY_TASKS` tasks: `StoryWriter`. Docs: docs/decisions/0010-replay-from-story-snapshots.md, 0046.
 """
 
 from __future__ import annotations
@@ -187,13 +186,12 @@ replay of a 1,000-node cluster, which never had a snapshot, always did."""
 
 
 class StoryWriter:
-    """Writes a cluster's story snapshot at the sequence of one of its status changes (a job
-    ended, the cluster was made or deleted), in the background: one at a time, the latest point
-    of each cluster only if several wait. Each time the jobs ended since the cluster's last
-    snapshot ran `EVERY_TASKS` tasks, and at the first change of a cluster this process did not
-    see made (`made`: what came before it started is not known). A snapshot not written is a
-    missed shortcut only: a replay folds from an earlier one or from the first event, to the
-    same answer."""
+    """Writes a cluster's story snapshot at the sequence of a job's end (its final event), in
+    the background: one at a time, the latest point of each cluster only if several wait. Each
+    time the jobs ended since the cluster's last snapshot ran `EVERY_TASKS` tasks, and at the
+    first end of a job of a cluster this process did not see made (`made`: what came before it
+    started is not known). A snapshot not written is a missed shortcut only: a replay folds
+    from an earlier one or from the first event, to the same answer."""
 
     def __init__(self, store: Log, stories: Stories) -> None:
         self.store, self.stories = store, stories
@@ -202,15 +200,17 @@ class StoryWriter:
         self._writing: asyncio.Task[None] | None = None
         self._skip: set[tuple[str, str]] = set()  # too large: they only grow
         self._since: dict[tuple[str, str], int] = {}
-        """Tasks of the jobs ended since the cluster's last snapshot was due, or since it was made."""
+        """Tasks of the cluster's jobs ended since its last snapshot was due, or since it was made."""
 
     def made(self, tenant: str, cluster_id: str) -> None:
         """The cluster's first event (`ClusterRequested`): none of its story is waiting for a
-        snapshot yet, so its first status change need not write one."""
+        snapshot yet, so the end of its first job need not write one."""
         self._since.setdefault((tenant, cluster_id), 0)
 
     def due(self, tenant: str, cluster_id: str, seq: int, tasks: int = 0) -> None:
-        """`tasks`: how many the job that just ended had. A story holding a job of more than
+        """A job of the cluster ended at `seq`; `tasks`: how many it had (a status change of the
+        cluster is not the sign: an expand's end leaves the status as its start set it, and
+        writes none). A story holding a job of more than
         `MOST_TASKS` cannot be stored, and finding that out read every event of the job after
         it ended: such a cluster is skipped at once."""
         key = (tenant, cluster_id)

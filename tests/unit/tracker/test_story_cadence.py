@@ -1,6 +1,6 @@
-"""The tracker's index hands a cluster's first event to the story writer, so that the end of
-the cluster's first job does not read that job's whole story again for a snapshot unless it ran
-`EVERY_TASKS` tasks (decision 0046)."""
+"""The tracker's index hands a cluster's first event and each end of its jobs to the story
+writer, so that a job's end reads the jobs' whole story again for a snapshot only once those
+since the last one ran `EVERY_TASKS` tasks (decision 0046)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contracts import subjects
-from contracts.events import ClusterRequested, ClusterStatusChanged
+from contracts.events import ClusterRequested, ClusterStatusChanged, JobSucceeded
 from contracts.records import Recorded
 from muster.ports.memory import MemoryEventLog
 from muster.snapshots import MemorySnapshots
@@ -21,10 +21,10 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Index:
-    """The index's mirror, as far as the feeder asks it: the job's size."""
+    """The index's mirror, as far as the feeder asks it: the job's cluster and size."""
 
     def __init__(self, tasks: int) -> None:
-        self.mirror = {f"job.{T}.{JOB}": {"tasks_total": tasks}}
+        self.mirror = {f"job.{T}.{JOB}": {"cluster_id": CLUSTER, "tasks_total": tasks}}
 
 
 class Tracker:
@@ -47,12 +47,17 @@ def made(seq: int) -> Recorded:
 
 
 def ended(seq: int) -> Recorded:
+    return Recorded(seq, subjects.job_events(T, JOB), NOW, JobSucceeded(job_id=JOB))
+
+
+def status(seq: int) -> Recorded:
     return Recorded(seq, subjects.cluster_events(T, CLUSTER), NOW, ClusterStatusChanged(cluster_id=CLUSTER, status="active", job_id=JOB))
 
 
 async def test_the_first_job_of_a_cluster_seen_made_writes_no_story_snapshot_below_every_tasks() -> None:
     feed, writer = feeder(tasks=EVERY_TASKS - 1)
     await feed.on_location_event(made(1))
+    await feed.on_location_event(status(8))
     await feed.on_location_event(ended(9))
     assert writer._writing is None and not writer._due
 
@@ -61,5 +66,16 @@ async def test_a_first_job_of_every_tasks_writes_one() -> None:
     feed, writer = feeder(tasks=EVERY_TASKS)
     await feed.on_location_event(made(1))
     await feed.on_location_event(ended(9))
+    assert writer._writing is not None
+    await writer.idle()
+
+
+async def test_jobs_that_leave_the_cluster_s_status_as_it_was_count_too() -> None:
+    """An expand's end changes no status (its start set it): its end is its final event."""
+    feed, writer = feeder(tasks=EVERY_TASKS // 2 + 1)
+    await feed.on_location_event(made(1))
+    await feed.on_location_event(ended(9))
+    assert writer._writing is None
+    await feed.on_location_event(ended(19))  # (the same job in this mirror: a second job of its size)
     assert writer._writing is not None
     await writer.idle()
