@@ -9,7 +9,8 @@ A rebuild starts from the nearest story snapshot at or before the point (`muster
 KV `snapshots`, key `<tenant>.story.<cluster>`) and reads only the events after it, in one ordered
 read of the story's subjects; without one (none yet, older than the bucket's history, or from
 other code) it folds from the first event. The tracker writes a snapshot when a job of the
-cluster ends once the jobs ended since its last snapshot ran `EVERY_TASKS` tasks: `StoryWriter`. Docs: docs/decisions/0010-replay-from-story-snapshots.md, 0046.
+cluster ends once the jobs ended since its last snapshot ran `EVERY_TASKS` tasks: `StoryWriter`.
+Docs: docs/decisions/0010-replay-from-story-snapshots.md, 0046.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ decision 0007); measured in docs/benchmarks.md ("Scale: a 10,000-node create")."
 EVERY_TASKS = MOST_TASKS
 """A cluster's story is snapshotted again once the jobs ended since its last snapshot ran this
 many tasks (decision 0046). Writing one reads every event of those jobs again (four a task),
-which cost a 100-node create a fifth of its CPU when it followed every job; a replay past the
+which cost a 100-node create a tenth to a fifth of its CPU when it followed every job; a replay past the
 last snapshot folds at most about this many tasks' events (~32,000: a second here), as a
 replay of a 1,000-node cluster, which never had a snapshot, always did."""
 
@@ -210,9 +211,9 @@ class StoryWriter:
     def due(self, tenant: str, cluster_id: str, seq: int, tasks: int = 0) -> None:
         """A job of the cluster ended at `seq`; `tasks`: how many it had (a status change of the
         cluster is not the sign: an expand's end leaves the status as its start set it, and
-        writes none). A story holding a job of more than
-        `MOST_TASKS` cannot be stored, and finding that out read every event of the job after
-        it ended: such a cluster is skipped at once."""
+        appends none). A story holding a job of more than `MOST_TASKS` cannot be stored, and
+        finding that out read every event of the job after it ended: such a cluster is skipped
+        at once."""
         key = (tenant, cluster_id)
         if tasks > MOST_TASKS:
             self._skip.add(key)
