@@ -66,7 +66,7 @@ from muster.runtime.supervisor import Deployment  # noqa: E402
 from services.auth.bootstrap import SYSTEM_TOKEN_ENV  # noqa: E402
 from services.auth.domain.tokens import make_token  # noqa: E402
 from services.auth.keys import AuthKeys, server_auth_config  # noqa: E402
-from services.tracker.story import MOST_TASKS  # noqa: E402
+from services.tracker.story import EVERY_TASKS, MOST_TASKS  # noqa: E402
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Scale"
@@ -251,10 +251,11 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
 
 
 async def story_written(run: Run, tasks: int, cluster: str) -> bool:
-    """Until the tracker has written the cluster's story snapshot, which it does once the job is
-    over by reading the job's whole story (decision 10; a job of more than `MOST_TASKS` gets
-    none): a cost of the create, counted with it. False if it wrote none."""
-    if tasks > MOST_TASKS:
+    """Until the tracker has written the cluster's story snapshot, if the job's end is one it
+    writes (decisions 10 and 46: the first job of a new cluster only when it ran `EVERY_TASKS`
+    tasks, and a job of more than `MOST_TASKS` never), by reading the job's whole story: a
+    cost of the create, counted with it. False if it wrote none."""
+    if not EVERY_TASKS <= tasks <= MOST_TASKS:
         return False
     try:
         await run.wiretap.seen(f"$KV.{snapshotstore.BUCKET}.{snapshotstore.key(STORY.name, T, cluster)}", STORY_WAIT_S)
@@ -458,8 +459,9 @@ def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None
              "two provisioners of capacity 64. Each create is timed from the request to its final event; CPU, messages "
              "and bytes are counted until every durable consumer of the log has also taken what it was given, "
              "so a consumer's lag is in them, and until the tracker has written the "
-             f"cluster's story snapshot, which reads the job's whole story once it is over (a job of more than {MOST_TASKS:,} "
-             "tasks gets none: its story does not fit the store; the \"EVENTS (ordered)\" deliveries below): \"settled\". Each size runs on processes of its own, after a "
+             "cluster's story snapshot if the job's end is one it writes, which reads the job's whole story (decision 46: "
+             f"once {EVERY_TASKS:,} tasks ran since the cluster was made or last snapshotted, so none of these creates; a job of "
+             f"more than {MOST_TASKS:,} tasks never: its story does not fit the store): \"settled\". Each size runs on processes of its own, after a "
              f"{WARM_UP_NODES}-node create that is not counted (what a fresh process pays once, such as building each "
              "contract's validator on first use, is not a cost of the create).", ""]
     if curve:

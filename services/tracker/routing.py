@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from typing import Any
 
 from contracts import subjects
+from contracts.events import FINAL_JOB_EVENTS
 from contracts.records import Recorded
 from muster.bus.bodies import Bodies, Offloaded, tenant_of
 from muster.readmodel.locations import SIZED, job_key, sized
@@ -77,16 +79,20 @@ class IndexFeeder:
             data = await self.bodies.get(tenant_of(recorded.subject), recorded.event.ref)
             recorded = replace(recorded, event=await asyncio.to_thread(sized, data))  # megabytes: off the loop
         total, changed = await self.tracker.on_event(recorded)
-        if self.stories is not None and recorded.type == "ClusterStatusChanged":
-            # A job of the cluster ended (or it was made, or deleted): a point `muster replay`
-            # can start from (services/tracker/story.py). One tracker of the queue group gets it.
-            _, _, tenant, _, cluster_id = recorded.subject.split(".", 4)
-            self.stories.due(tenant, cluster_id, recorded.seq, tasks=self._tasks_of(tenant, recorded.event.job_id))
+        if self.stories is not None and recorded.type == "ClusterRequested":
+            self.stories.made(tenant_of(recorded.subject), recorded.event.cluster_id)
+        if self.stories is not None and recorded.type in FINAL_JOB_EVENTS:
+            # A job of the cluster ended: a point `muster replay` can start from, if enough ran
+            # since the last one (services/tracker/story.py). One tracker of the queue group gets it.
+            tenant = tenant_of(recorded.subject)
+            job = self._job(tenant, recorded.event.job_id)
+            if job is not None and job.get("cluster_id"):
+                self.stories.due(tenant, str(job.get("cluster_id")), recorded.seq, tasks=int(job.get("tasks_total", 0) or 0))
         self.metrics.location_events.inc()
         if total:
             self.metrics.location_updates.labels("applied").inc(changed)
             self.metrics.location_updates.labels("superseded").inc(total - changed)
 
-    def _tasks_of(self, tenant: str, job_id: str) -> int:
-        record = self.tracker.index.mirror.get(job_key(tenant, job_id)) if self.tracker.index is not None and job_id else None
-        return int(record.get("tasks_total", 0)) if record is not None else 0
+    def _job(self, tenant: str, job_id: str) -> Any:
+        """The job's record in the index (its cluster and size), if it has one."""
+        return self.tracker.index.mirror.get(job_key(tenant, job_id)) if self.tracker.index is not None and job_id else None

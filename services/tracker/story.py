@@ -8,8 +8,9 @@ same point gives the same answer.
 A rebuild starts from the nearest story snapshot at or before the point (`muster.readmodel.story`,
 KV `snapshots`, key `<tenant>.story.<cluster>`) and reads only the events after it, in one ordered
 read of the story's subjects; without one (none yet, older than the bucket's history, or from
-other code) it folds from the first event. The tracker writes a snapshot each time a cluster's
-status changes (a job ended): `StoryWriter`. Docs: docs/decisions/0010-replay-from-story-snapshots.md.
+other code) it folds from the first event. The tracker writes a snapshot when a job of the
+cluster ends once the jobs ended since its last snapshot ran `EVERY_TASKS` tasks: `StoryWriter`.
+Docs: docs/decisions/0010-replay-from-story-snapshots.md, 0046.
 """
 
 from __future__ import annotations
@@ -177,11 +178,21 @@ MOST_TASKS = 8_000
 """Past this a story does not fit the store (each task's run is in it and a value is capped:
 decision 0007); measured in docs/benchmarks.md ("Scale: a 10,000-node create")."""
 
+EVERY_TASKS = MOST_TASKS
+"""A cluster's story is snapshotted again once the jobs ended since its last snapshot ran this
+many tasks (decision 0046). Writing one reads every event of those jobs again (four a task),
+which cost a 100-node create a tenth to a fifth of its CPU when it followed every job; a replay past the
+last snapshot folds at most about this many tasks' events (~32,000: a second here), as a
+replay of a 1,000-node cluster, which never had a snapshot, always did."""
+
 
 class StoryWriter:
-    """Writes a cluster's story snapshot at the sequence of each of its status changes (a job
-    ended, the cluster was made or deleted), in the background: one at a time, the latest point
-    of each cluster only if several wait. A snapshot not written is a missed shortcut only."""
+    """Writes a cluster's story snapshot at the sequence of a job's end (its final event), in
+    the background: one at a time, the latest point of each cluster only if several wait. Each
+    time the jobs ended since the cluster's last snapshot ran `EVERY_TASKS` tasks, and at the
+    first end of a job of a cluster this process did not see made (`made`: what came before it
+    started is not known). A snapshot not written is a missed shortcut only: a replay folds
+    from an earlier one or from the first event, to the same answer."""
 
     def __init__(self, store: Log, stories: Stories) -> None:
         self.store, self.stories = store, stories
@@ -189,16 +200,30 @@ class StoryWriter:
         self._due: dict[tuple[str, str], int] = {}
         self._writing: asyncio.Task[None] | None = None
         self._skip: set[tuple[str, str]] = set()  # too large: they only grow
+        self._since: dict[tuple[str, str], int] = {}
+        """Tasks of the cluster's jobs ended since its last snapshot was due, or since it was made."""
+
+    def made(self, tenant: str, cluster_id: str) -> None:
+        """The cluster's first event (`ClusterRequested`): none of its story is waiting for a
+        snapshot yet, so the end of its first job need not write one."""
+        self._since.setdefault((tenant, cluster_id), 0)
 
     def due(self, tenant: str, cluster_id: str, seq: int, tasks: int = 0) -> None:
-        """`tasks`: how many the job that just ended had. A story holding a job of more than
-        `MOST_TASKS` cannot be stored, and finding that out read every event of the job after
-        it ended: such a cluster is skipped at once."""
+        """A job of the cluster ended at `seq`; `tasks`: how many it had (a status change of the
+        cluster is not the sign: an expand's end leaves the status as its start set it, and
+        appends none). A story holding a job of more than `MOST_TASKS` cannot be stored, and
+        finding that out read every event of the job after it ended: such a cluster is skipped
+        at once."""
         key = (tenant, cluster_id)
         if tasks > MOST_TASKS:
             self._skip.add(key)
         if key in self._skip:
             return
+        since = self._since.get(key)
+        if since is not None and since + tasks < EVERY_TASKS:
+            self._since[key] = since + tasks
+            return
+        self._since[key] = 0
         self._due[key] = max(seq, self._due.get(key, 0))
         if self._writing is None or self._writing.done():
             self._writing = asyncio.get_running_loop().create_task(self._write())

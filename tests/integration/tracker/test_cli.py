@@ -15,9 +15,10 @@ import pytest
 from click.testing import CliRunner
 
 from contracts import subjects
-from contracts.events import JobSucceeded
+from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
 from muster.bus.snapshotstore import BUCKET, SnapshotStore, unpack
 from muster.cli import main
+from services.tracker import story
 from services.tracker.story import story_at
 
 pytestmark = pytest.mark.nats
@@ -142,7 +143,8 @@ async def test_history_of_a_job_and_of_its_cluster(tracked: Tracked) -> None:
     assert none.exit_code == 0 and none.output == "no governance decisions in tenant nobody-yet yet\n", none.output
 
 
-async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked) -> None:
+async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(story, "EVERY_TASKS", 1)  # a snapshot after every job (decision 0046: after 8,000 tasks)
     reply = await _finished_job(tracked)
     log = await tracked.store.read_many(subjects.job_history_filters("default", reply.job_id))
     planned = next(r.seq for r in log if r.type == "JobPlanned")
@@ -182,13 +184,12 @@ async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(trac
     both = await tracked.http.get("/v1/replay", params={"cluster": reply.cluster_id, "seq": str(end + 1000), "at": at})
     assert both.status == 200 and (await both.json())["as_of"]["at"] == at  # given both, the earlier counts
 
-    # The tracker snapshots the story when the cluster's status changes; replay starts there.
-    changed = [r.seq for r in await tracked.store.read(subjects.cluster_events("default", reply.cluster_id))
-               if r.type == "ClusterStatusChanged"]
-    await _story_snapshot(tracked, reply.cluster_id, changed[-1])
+    # The tracker snapshots the story when a job of the cluster ends (here after each job); replay starts there.
+    ended = [r.seq for r in await tracked.store.read(subjects.job_events("default", reply.job_id)) if r.type in FINAL_JOB_EVENTS]
+    await _story_snapshot(tracked, reply.cluster_id, ended[-1])
     stories = SnapshotStore(tracked.store.nc)
     from_snapshot = await story_at(tracked.store, "default", reply.cluster_id, None, None, stories)
-    assert from_snapshot is not None and from_snapshot.seq == changed[-1]  # (a full fold starts at 0)
+    assert from_snapshot is not None and from_snapshot.seq == ended[-1]  # (a full fold starts at 0)
     assert json.loads((await muster(*args, "--json")).output) == final
     assert (await muster(*args, "--at", at)).output == by_time.output
     assert json.loads((await muster(*args, "--seq", str(planned), "--json")).output) == state  # before it: the full fold

@@ -31,7 +31,7 @@ from muster.readmodel.clusters import cluster_view, job_ids, prefix
 from muster.readmodel.status import status_from_log
 from muster.snapshots import MemorySnapshots
 from services.planner.domain.cluster import Cluster
-from services.tracker.story import MOST_TASKS, StoryWriter, replay_cluster, story_at
+from services.tracker.story import EVERY_TASKS, MOST_TASKS, StoryWriter, replay_cluster, story_at
 
 sys.path.append(str(Path(__file__).parents[1] / "bus"))
 from histories import JOB_STEPS, job_step, new_job
@@ -283,3 +283,36 @@ async def test_a_cluster_whose_job_is_too_big_for_a_story_snapshot_is_not_read_t
     writer.due(T, "another", len(log.records), tasks=MOST_TASKS)
     assert writer._writing is not None
     await writer._writing
+
+
+async def test_a_story_snapshot_waits_for_enough_tasks_since_the_last_one_not_each_job() -> None:
+    """Decision 0046: a snapshot reads again every event of the jobs since the last one (four a
+    task), so it is written once those jobs ran `EVERY_TASKS` tasks, not after each of them."""
+    log, cluster_id = story_log(random.Random(5))
+    last = len(log.records)
+    stories = MemorySnapshots()
+    writer = StoryWriter(log, stories)
+    writer.made(T, cluster_id)
+    small = -(-EVERY_TASKS // 3)  # three of them reach it
+    writer.due(T, cluster_id, last - 2, tasks=small)
+    writer.due(T, cluster_id, last - 1, tasks=small)
+    assert writer._writing is None and not stories.data  # two jobs' tasks: not yet worth a read of their events
+    writer.due(T, cluster_id, last, tasks=small)
+    assert writer._writing is not None
+    await writer.idle()
+    snap = await stories.nearest("story", T, cluster_id, None)
+    assert snap is not None and snap.seq == last and writer.written == 1
+    writer.due(T, cluster_id, last, tasks=small)  # counted again from the snapshot
+    assert not writer._writing or writer._writing.done()
+    assert writer.written == 1
+
+
+async def test_a_cluster_not_seen_made_gets_a_story_snapshot_at_its_first_change() -> None:
+    """A tracker started after the cluster was made does not know what its story holds past
+    its last snapshot: that first change writes one, whatever the job's size."""
+    log, cluster_id = story_log(random.Random(6))
+    stories = MemorySnapshots()
+    writer = StoryWriter(log, stories)
+    writer.due(T, cluster_id, len(log.records), tasks=1)
+    await writer.idle()
+    assert writer.written == 1
