@@ -1,0 +1,60 @@
+"""A service's log is JSON to its last line: what a library logs, what `warnings` says and an
+exception nothing caught go through the same renderer, scrubbed of what may be a secret
+(muster/runtime/logs.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from muster.runtime.logs import Scrubber
+
+TOKEN = "mst_ada_0123456789ab_" + "f" * 64
+
+PROGRAM = """
+import logging, threading, warnings
+from muster.runtime.logs import configure_logging
+configure_logging("demo")
+warnings.warn("deprecated http://user:hunter22@example.net/x?password=hunter33&page=2")
+logging.getLogger("somelib").warning("sent %s", "Bearer b3arer-of-the-collector")
+logging.getLogger("somelib").info("chatter a library has at INFO")
+thread = threading.Thread(target=lambda: 1 / 0, name="worker")
+thread.start()
+thread.join()
+raise RuntimeError("ended with TOKEN")
+""".replace("TOKEN", TOKEN)
+
+
+def test_every_line_is_json_and_no_secret_is_in_one() -> None:
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer%20b3arer-of-the-collector"}
+    env.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
+    done = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 1
+    records = []
+    for line in done.stderr.splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            raise AssertionError(f"not JSON: {line!r}\n{done.stderr}") from None
+    said = {r.get("logger"): r for r in records}
+    assert set(said) == {"py.warnings", "somelib", "muster.demo"}, records  # INFO of a library stays off
+    assert "http://********@example.net/x?password=********&page=2" in said["py.warnings"]["event"]
+    assert said["somelib"]["event"] == "sent ********" and said["somelib"]["service"] == "demo"
+    crashes = [r for r in records if r.get("logger") == "muster.demo"]
+    assert [r["level"] for r in crashes] == ["critical", "critical"]
+    assert "ZeroDivisionError" in crashes[0]["exception"] and "RuntimeError: ended with mst_ada_0123456789ab_********" in crashes[1]["exception"]
+    for secret in ("hunter22", "hunter33", "b3arer-of-the-collector", "f" * 64):
+        assert secret not in done.stderr
+
+
+def test_the_scrubber_masks_header_values_tokens_and_url_credentials() -> None:
+    scrub = Scrubber.from_env({"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "x-api-key=abcd1234,Authorization=Basic%20dXNlcjpw",
+                               "MUSTER_TOKEN": TOKEN})
+    assert scrub.text("key abcd1234 auth Basic dXNlcjpw and dXNlcjpw") == "key ******** auth ******** and ********"
+    assert scrub.text(f"token {TOKEN}.") == "token ********."  # the process's own, whole
+    other = TOKEN.replace("ada", "bob")
+    assert scrub.text(f"token {other}.") == "token mst_bob_0123456789ab_********."  # any token's secret
+    assert scrub.text("grpc://u:p@h:4317 https://h/v1?token=zz&x=1") == "grpc://********@h:4317 https://h/v1?token=********&x=1"
+    assert scrub.text("short ab") == "short ab"
