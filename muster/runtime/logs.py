@@ -67,7 +67,8 @@ def route_libraries(service: str, stamped: list[structlog.typing.Processor], ren
     scrub = Scrubber.from_env(env)
     handler = _SameLock(sys.stderr)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*stamped, structlog.stdlib.add_logger_name, _service(service)],
+        foreign_pre_chain=[*stamped, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder(allow=["error"]),
+                           _service(service)],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.format_exc_info,
                     scrub, renderer],
     ))
@@ -77,16 +78,22 @@ def route_libraries(service: str, stamped: list[structlog.typing.Processor], ren
     logging.captureWarnings(True)
     crashed = logging.getLogger(f"muster.{service}")
 
+    # `error` is what `muster up` quotes of a child's last line when it exits during its start.
     def uncaught(kind: type[BaseException], err: BaseException, tb: types.TracebackType | None) -> None:
-        crashed.critical("uncaught exception", exc_info=(kind, err, tb))
+        crashed.critical("uncaught exception", exc_info=(kind, err, tb), extra={"error": _said(err)})
 
     def uncaught_in_thread(args: threading.ExceptHookArgs) -> None:
         if args.exc_value is not None:
             crashed.critical("uncaught exception in thread %s", args.thread.name if args.thread else "?",
-                             exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+                             exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+                             extra={"error": _said(args.exc_value)})
 
     sys.excepthook = uncaught
     threading.excepthook = uncaught_in_thread
+
+
+def _said(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
 class _SameLock(logging.Handler):

@@ -44,6 +44,7 @@ def test_every_line_is_json_and_no_secret_is_in_one() -> None:
     assert said["somelib"]["event"] == "sent ********" and said["somelib"]["service"] == "demo"
     crashes = [r for r in records if r.get("logger") == "muster.demo"]
     assert [r["level"] for r in crashes] == ["critical", "critical"]
+    assert crashes[1]["error"] == "RuntimeError: ended with mst_ada_0123456789ab_********"  # what `muster up` quotes
     assert "ZeroDivisionError" in crashes[0]["exception"] and "RuntimeError: ended with mst_ada_0123456789ab_********" in crashes[1]["exception"]
     for secret in ("hunter22", "hunter33", "b3arer-of-the-collector", "f" * 64):
         assert secret not in done.stderr
