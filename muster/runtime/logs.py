@@ -28,7 +28,7 @@ from muster import tracing
 
 HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
 """Their values often hold a collector's API key (`Authorization=Bearer ...`)."""
-SECRET_VARIABLES = ("MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")
+SECRET_VARIABLES = ("MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN", "MUSTER_BUS_SECRET", "MUSTER_AUTH_ISSUER_SEED")
 TOKEN = re.compile(r"\b(mst_[a-z0-9-]+_[0-9a-f]{12})_[0-9a-f]{64}\b")
 USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/\s@'\"]+@", re.IGNORECASE)
 QUERY_VALUE = re.compile(r"([?&])([^=&\s'\"#]+)=([^&\s'\"#]*)")
