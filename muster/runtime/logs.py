@@ -96,6 +96,27 @@ def _said(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
+def plain_scrubbed(env: Mapping[str, str] = os.environ) -> None:
+    """A command's stderr (a person reads it, not `jq`): the libraries' lines as plain text, as
+    Python's last-resort handler writes them, but scrubbed as a service's are (the exporter's
+    complaint names the collector's URL, query and all)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setLevel(logging.WARNING)
+        handler.setFormatter(_PlainScrubbed(Scrubber.from_env(env)))
+        root.addHandler(handler)
+
+
+class _PlainScrubbed(logging.Formatter):
+    def __init__(self, scrub: Scrubber) -> None:
+        super().__init__("%(message)s")
+        self.scrub = scrub
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.scrub.text(super().format(record))
+
+
 class _SameLock(logging.Handler):
     """Writes through structlog's printer of the same file, under its lock: a library's line
     from another thread and one of ours never share a line."""

@@ -46,7 +46,7 @@ async def test_a_service_whose_collector_is_down_writes_only_json_lines(nats_url
     env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT":
            f"http://otel:{SECRETS[0]}@127.0.0.1:{port}/v1/traces?api_key={SECRETS[1]}",
            "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{SECRETS[2]}",
-           "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_EXPORTER_OTLP_TIMEOUT": "1"}
+           "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_EXPORTER_OTLP_TIMEOUT": "3"}  # (a first retry fits in it: its line comes)
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "solver", "--nats-url", nats_url,
                                                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env=env)
     assert proc.stderr is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -59,3 +60,30 @@ def test_the_scrubber_masks_header_values_tokens_and_url_credentials() -> None:
     assert scrub.text(f"token {other}.") == "token mst_bob_0123456789ab_********."  # any token's secret
     assert scrub.text("grpc://u:p@h:4317 https://h/v1?token=zz&x=1") == "grpc://********@h:4317 https://h/v1?token=********&x=1"
     assert scrub.text("short ab") == "short ab"
+
+
+COMMAND = """
+from muster import tracing
+from muster.runtime.logs import plain_scrubbed
+assert tracing.configure("cli")
+plain_scrubbed()  # as muster/cli.py does for a traced command
+from muster.tracing import sdk
+with tracing.Tracer("muster.test").span("muster create"):
+    pass
+sdk.provider.force_flush(3000)  # a batch sent while the command runs (one of a --wait)
+tracing.shutdown()
+"""
+
+
+def test_a_commands_exporter_lines_stay_plain_text_and_lose_the_collectors_key() -> None:
+    """A `muster cluster ...` command whose collector is down: the exporter's complaint on its
+    stderr, as a person reads it, without the `api_key` of the collector's URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}/v1/traces?api_key=k3y-in-the-query",
+           "OTEL_BSP_EXPORT_TIMEOUT": "1500", "OTEL_EXPORTER_OTLP_TIMEOUT": "3"}  # (a first retry fits in it: its line comes)
+    done = subprocess.run([sys.executable, "-c", COMMAND], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "encountered while exporting spans batch" in done.stderr and "api_key=********" in done.stderr, done.stderr
+    assert "k3y-in-the-query" not in done.stderr and not done.stderr.lstrip().startswith("{")
