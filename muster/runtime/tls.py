@@ -115,7 +115,8 @@ class DeploymentTls:
             if missing:
                 raise TlsError(f"the certificate in {cert} does not name {', '.join(missing)}, which clients of this "
                                f"deployment dial (it names {', '.join(sorted(named)) or 'nothing'})")
-            check_chain(cert, key, self.ca, wanted[0])
+            for host in wanted:  # each name a client may dial, as it dials it (an IP address is no DNS name)
+                check_chain(cert, key, self.ca, host)
 
     def rotate(self) -> None:
         """New keys and certificates for the servers, signed by the same CA (clients keep

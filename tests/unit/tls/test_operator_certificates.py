@@ -4,12 +4,16 @@ sentence naming the file, before anything listens (muster/runtime/tls.py, muster
 
 from __future__ import annotations
 
+import datetime as dt
+import ipaddress
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trustme
 from click.testing import CliRunner
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 
 from muster.runtime.tls import DeploymentTls
 from muster.tls.ca import LocalCA, check_server_pair
@@ -141,11 +145,6 @@ def test_an_operators_certificate_for_the_host_named_but_refused_by_a_client_is_
 def _redated(ca: Any, days: float, start_in_days: float = 0, signer: Any = None) -> Any:
     """`ca`'s certificate again, same key and subject, valid from `start_in_days` for `days`
     (ended when negative), signed by `signer` (itself when None)."""
-    import datetime as dt
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-
     cert = ca._certificate
     now = dt.datetime.now(dt.UTC)
     start = now + dt.timedelta(days=start_in_days) if days > 0 else now - dt.timedelta(days=30)
@@ -156,18 +155,31 @@ def _redated(ca: Any, days: float, start_in_days: float = 0, signer: Any = None)
     return builder.sign((signer or ca)._private_key, hashes.SHA256())
 
 
-def _dns_named(ca: Any, key_path: Path) -> bytes:
-    """A certificate for the key in `key_path` naming only the DNS name "127.0.0.1"."""
-    import datetime as dt
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-
+def _dns_named(ca: Any, key_path: Path, *names: str, ip: bool = False) -> bytes:
+    """A certificate for the key in `key_path` naming `names` (default "127.0.0.1") as DNS
+    names, but with `ip` its first as an IP address."""
+    names = names or ("127.0.0.1",)
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
+    if ip:
+        sans[0] = x509.IPAddress(ipaddress.ip_address(names[0]))
     key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
     now = dt.datetime.now(dt.UTC)
     cert = (x509.CertificateBuilder().subject_name(x509.Name([])).issuer_name(ca._certificate.subject)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())  # type: ignore[arg-type]
             .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=30))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("127.0.0.1")]), critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .sign(ca._private_key, hashes.SHA256()))
     return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def test_every_tls_name_is_dialled_as_a_client_dials_it(tmp_path: Path) -> None:
+    """`--tls-name 10.0.0.5` in a certificate that names "10.0.0.5" as a DNS name: a client
+    dialling the address refuses it, so the start does."""
+    ca = trustme.CA()
+    folder = _trustme_deployment(tmp_path, ca)
+    for name in ("nats", "tracker"):
+        key = folder / "servers" / f"{name}.key"
+        (folder / "servers" / f"{name}.pem").write_bytes(_dns_named(ca, key, "127.0.0.1", "localhost", "10.0.0.5", ip=True))
+    DeploymentTls(folder).prepare()  # 127.0.0.1 as an IP address: served
+    with pytest.raises(TlsError, match=r"dialling 10.0.0.5 refuses the certificate in .*/servers/nats.pem"):
+        DeploymentTls(folder, names=("10.0.0.5",)).prepare()
