@@ -615,6 +615,7 @@ def local_principal() -> str:
     cleaned = re.sub(r"[^a-z0-9-]", "-", user.lower()).strip("-")[:64]
     return cleaned or "admin"
 
+
 async def lines_of(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
     """Every line of `stream` to its end; a line longer than the reader's limit (64 KiB: a
     traceback, an event's body) in pieces, the last one ending it. `async for` over the stream
