@@ -34,7 +34,11 @@ def check_chain(cert: Path, key: Path, ca: Path, host: str) -> None:
     except (OSError, ValueError):
         raise TlsError(f"{ca} holds no PEM certificate: it is the CA clients of this deployment trust") from None
     now = dt.datetime.now(dt.UTC)
-    for where, one in [*((cert, c) for c in chain[1:]), *((ca, c) for c in authorities)]:
+    issuers = [a for a in authorities if a.subject == chain[-1].issuer]
+    # Of a bundle, only the CA that signs: an old root kept beside it does not stop the start,
+    # nor does an ended one whose renewal (same name) is there too.
+    current = [a for a in issuers if a.not_valid_before_utc <= now < a.not_valid_after_utc]
+    for where, one in [*((cert, c) for c in chain[1:]), *((ca, c) for c in issuers[:1] if not current)]:
         if one.not_valid_after_utc <= now:
             raise TlsError(f"the certificate {one.subject.rfc4514_string()} in {where} ended on "
                            f"{one.not_valid_after_utc:%Y-%m-%d %H:%M} UTC: every client would refuse {cert}, which it signs "

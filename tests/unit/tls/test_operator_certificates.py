@@ -183,3 +183,12 @@ def test_every_tls_name_is_dialled_as_a_client_dials_it(tmp_path: Path) -> None:
     DeploymentTls(folder).prepare()  # 127.0.0.1 as an IP address: served
     with pytest.raises(TlsError, match=r"dialling 10.0.0.5 refuses the certificate in .*/servers/nats.pem"):
         DeploymentTls(folder, names=("10.0.0.5",)).prepare()
+
+
+def test_an_ended_certificate_beside_the_ca_in_a_bundle_does_not_stop_the_start(tmp_path: Path) -> None:
+    """ca.pem as a bundle: the CA that signs, and an old root that has ended (OpenSSL ignores it)."""
+    ca, old = trustme.CA(), trustme.CA()
+    old._certificate = _redated(old, days=-1)
+    folder = _trustme_deployment(tmp_path, ca)
+    (folder / "ca.pem").write_bytes(old.cert_pem.bytes() + ca.cert_pem.bytes())
+    DeploymentTls(folder).prepare()
