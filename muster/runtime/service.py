@@ -7,6 +7,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
+import click
 import structlog
 from nats.aio.client import Client
 
@@ -97,5 +98,8 @@ def main_for(name: str, url: str | None, setup: Setup) -> None:
     configure_logging(name)
     try:
         asyncio.run(run_service(name, url, setup))
+    except click.ClickException as err:  # a setting `setup` refuses (a port taken): a JSON line too, not click's "Error:"
+        structlog.get_logger(f"muster.{name}").error("cannot start", error=err.format_message())
+        raise SystemExit(err.exit_code) from None
     finally:
         tracing.shutdown()  # the spans still waiting go out

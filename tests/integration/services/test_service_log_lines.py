@@ -74,3 +74,25 @@ async def test_a_service_whose_collector_is_down_writes_only_json_lines(nats_url
     assert f"127.0.0.1', port={port}" in exporter[0]["event"], exporter[0]
     said = "".join(lines)
     assert not [s for s in SECRETS if s in said], said
+
+
+async def test_a_service_that_cannot_start_says_why_in_json(nats_url: str) -> None:
+    """A tracker whose port is taken: its refusal is a JSON line whose `error` muster up quotes
+    ("tracker exited during start: cannot listen on ..."), not click's plain "Error: ..."."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "tracker", "--nats-url", nats_url,
+                                                    "--port", str(port), stdout=asyncio.subprocess.DEVNULL,
+                                                    stderr=asyncio.subprocess.PIPE)
+        _, said = await asyncio.wait_for(done.communicate(), 60)
+    assert done.returncode == 1, said
+    records = []
+    for line in filter(str.strip, said.decode().splitlines()):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            raise AssertionError(f"a line of the tracker's log is not JSON: {line!r}") from None
+    assert records[-1]["event"] == "cannot start" and records[-1]["level"] == "error", records
+    assert records[-1]["error"].startswith(f"cannot listen on 127.0.0.1:{port}: "), records
