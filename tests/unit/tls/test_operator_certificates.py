@@ -192,3 +192,22 @@ def test_an_ended_certificate_beside_the_ca_in_a_bundle_does_not_stop_the_start(
     folder = _trustme_deployment(tmp_path, ca)
     (folder / "ca.pem").write_bytes(old.cert_pem.bytes() + ca.cert_pem.bytes())
     DeploymentTls(folder).prepare()
+
+
+def test_an_operators_certificate_not_yet_valid_or_with_another_key_is_named_at_start(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    folder = _trustme_deployment(tmp_path, ca)
+    cert, key = folder / "servers" / "tracker.pem", folder / "servers" / "tracker.key"
+    leaf = x509.load_pem_x509_certificate(cert.read_bytes())
+    early = (x509.CertificateBuilder().subject_name(leaf.subject).issuer_name(leaf.issuer).public_key(leaf.public_key())
+             .serial_number(x509.random_serial_number())
+             .not_valid_before(dt.datetime.now(dt.UTC) + dt.timedelta(days=1))
+             .not_valid_after(dt.datetime.now(dt.UTC) + dt.timedelta(days=30)))
+    for ext in leaf.extensions:
+        early = early.add_extension(ext.value, ext.critical)
+    cert.write_bytes(early.sign(ca._private_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+    with pytest.raises(TlsError, match=rf"^the certificate in {cert} is valid only from .* UTC \(is this machine's clock right\?\)$"):
+        DeploymentTls(folder).prepare()
+    key.write_bytes((folder / "servers" / "nats.key").read_bytes())
+    with pytest.raises(TlsError, match=rf"^the key in {key} is not the key of the certificate in {cert}$"):
+        DeploymentTls(folder).prepare()
