@@ -42,6 +42,7 @@ def configure_logging(service: str) -> None:
     traced = tracing.configure(service)  # on when the OTEL_* variables ask (docs/tracing.md)
     stamped: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
+        _service(service),
         *([tracing.log_ids] if traced else []),
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso"),
@@ -67,8 +68,7 @@ def route_libraries(service: str, stamped: list[structlog.typing.Processor], ren
     scrub = Scrubber.from_env(env)
     handler = _SameLock(sys.stderr)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*stamped, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder(allow=["error"]),
-                           _service(service)],
+        foreign_pre_chain=[*stamped, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder(allow=["error"])],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, structlog.processors.format_exc_info,
                     scrub, renderer],
     ))
@@ -133,8 +133,8 @@ class _SameLock(logging.Handler):
 
 
 def _service(service: str) -> structlog.typing.Processor:
-    """The service's name on a line from a thread of its own (context variables stay in the
-    thread that bound them)."""
+    """The service's name on every line, one from a thread of its own or from a callback run
+    in a context made before it was bound too (a planner's lease renewals had none)."""
 
     def named(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         event.setdefault("service", service)
