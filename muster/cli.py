@@ -83,6 +83,9 @@ def main(ctx: click.Context) -> None:
             from muster.cli_support import EXIT_INVALID, CliError
 
             raise CliError(f"{err} (docs/tracing.md)", EXIT_INVALID) from None
+        from muster.runtime.logs import plain_scrubbed
+
+        plain_scrubbed()
         ctx.call_on_close(tracing.shutdown)
     # A caller's trace (TRACEPARENT) is continued, whether muster's own spans are on or not.
     ctx.with_resource(tracing.from_environment())

@@ -3,45 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import signal
-import sys
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 
+import click
 import structlog
 from nats.aio.client import Client
 
 from muster import tracing
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams, replicas_from_env
+from muster.runtime.logs import configure_logging
 from muster.tls.context import TlsError
-
-
-def configure_logging(service: str) -> None:
-    level = getattr(logging, os.environ.get("MUSTER_LOG_LEVEL", "INFO").upper(), logging.INFO)
-    renderer: structlog.typing.Processor = (
-        structlog.dev.ConsoleRenderer() if sys.stderr.isatty() else structlog.processors.JSONRenderer()
-    )
-    traced = tracing.configure(service)  # on when the OTEL_* variables ask (docs/tracing.md)
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            *([tracing.log_ids] if traced else []),
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        # Configured once per process: a module's logger need not be rebuilt at every call
-        # (a few calls per task in a busy provisioner).
-        cache_logger_on_first_use=True,
-    )
-    structlog.contextvars.bind_contextvars(service=service)
-
 
 Setup = Callable[[Client, AsyncExitStack], Awaitable[None]]
 
@@ -72,6 +46,7 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
         await ensure_streams(nc.jetstream(), replicas=replicas_from_env())
         async with AsyncExitStack() as stack:
             await setup(nc, stack)
+            await nc.flush()  # "started" means subscribed: a request sent on that word finds us
             log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")
             await _first(stop.wait(), lost.wait())
             if lost.is_set() and not stop.is_set():
@@ -123,5 +98,8 @@ def main_for(name: str, url: str | None, setup: Setup) -> None:
     configure_logging(name)
     try:
         asyncio.run(run_service(name, url, setup))
+    except click.ClickException as err:  # a setting `setup` refuses (a port taken): a JSON line too, not click's "Error:"
+        structlog.get_logger(f"muster.{name}").error("cannot start", error=err.format_message())
+        raise SystemExit(err.exit_code) from None
     finally:
         tracing.shutdown()  # the spans still waiting go out

@@ -27,7 +27,7 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -436,7 +436,7 @@ class Deployment:
     async def _copy(self, child: Child, ready: asyncio.Future[None]) -> None:
         assert child.process.stderr is not None
         with child.log_path.open("ab") as log:
-            async for line in child.process.stderr:
+            async for line in lines_of(child.process.stderr):
                 log.write(line)
                 log.flush()
                 if line.strip():
@@ -614,6 +614,23 @@ def local_principal() -> str:
         user = ""
     cleaned = re.sub(r"[^a-z0-9-]", "-", user.lower()).strip("-")[:64]
     return cleaned or "admin"
+
+
+async def lines_of(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
+    """Every line of `stream` to its end; a line longer than the reader's limit (64 KiB: a
+    traceback, an event's body) in pieces, the last one ending it. `async for` over the stream
+    raises at such a line instead, and the copier that died of it left the child writing to a
+    pipe nobody read: the child hung at its next 64 KiB of log."""
+    while True:
+        try:
+            yield await stream.readuntil(b"\n")
+        except asyncio.LimitOverrunError as long:
+            yield await stream.readexactly(long.consumed)
+        except asyncio.IncompleteReadError as end:
+            if end.partial:
+                yield end.partial
+            return
+
 
 def _why(line: str) -> str:
     """The reason in a child's last (JSON) log line, if it gave one."""

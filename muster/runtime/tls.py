@@ -92,10 +92,12 @@ class DeploymentTls:
     def check_given(self) -> None:
         """An operator's server certificates, before the servers are given them: each there,
         readable, with its key, within its dates, naming the host of the URLs `muster up` gives
-        (and every `--tls-name`); that they chain to `ca.pem` the first client checks, and says so."""
+        (and every `--tls-name`), chaining to `ca.pem`: what every client will check at each
+        handshake, checked once here, so a mismatched pair stops the start in a sentence."""
         from cryptography import x509
 
         from muster.tls.ca import alt_names, check_server_pair, names_of
+        from muster.tls.chain import check_chain
 
         wanted = list(dict.fromkeys([reachable(self.host).strip("[]"), *self.names]))
         for name in SERVERS:
@@ -113,6 +115,8 @@ class DeploymentTls:
             if missing:
                 raise TlsError(f"the certificate in {cert} does not name {', '.join(missing)}, which clients of this "
                                f"deployment dial (it names {', '.join(sorted(named)) or 'nothing'})")
+            for host in wanted:  # each name a client may dial, as it dials it (an IP address is no DNS name)
+                check_chain(cert, key, self.ca, host)
 
     def rotate(self) -> None:
         """New keys and certificates for the servers, signed by the same CA (clients keep

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 import structlog
 
-from muster.runtime.service import configure_logging
+from muster.runtime.logs import configure_logging
 
 from .bootstrap import Bootstrap
 from .keys import AuthKeys, env_lines

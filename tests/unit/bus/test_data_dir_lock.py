@@ -95,3 +95,6 @@ async def test_muster_down_stops_what_a_killed_muster_up_left_and_nothing_else(t
         for p in (polite, stubborn, stranger):
             p.kill()
             p.wait()
+            for pipe in (p.stdin, p.stdout):  # ours to close (ResourceWarning)
+                if pipe is not None:
+                    pipe.close()

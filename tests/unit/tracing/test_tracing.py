@@ -171,10 +171,20 @@ def test_a_collector_that_does_not_answer_holds_no_process_at_its_end(monkeypatc
     """A command's spans leave as it exits: a collector that takes the connection and never
     answers would hold it for the SDK's 30 s (the exporter's timeout is 60 s here); it is
     given `OTEL_BSP_EXPORT_TIMEOUT` (muster's default: 2 s)."""
+    from muster.tracing import sdk
+
     silent = socket.create_server(("127.0.0.1", 0))  # listens, never accepts: no answer comes
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "60")
     monkeypatch.setenv("OTEL_BSP_EXPORT_TIMEOUT", "200")
+    made: list[Any] = []
+    real = sdk._exporters
+
+    def keeping(env: Any) -> list[Any]:
+        made.extend(real(env))
+        return made
+
+    monkeypatch.setattr(sdk, "_exporters", keeping)
     tracing.shutdown()
     try:
         assert tracing.configure("test")
@@ -185,7 +195,18 @@ def test_a_collector_that_does_not_answer_holds_no_process_at_its_end(monkeypatc
         ending.join(20)
         assert not ending.is_alive(), "the process's end waited for a collector that does not answer"
     finally:
-        silent.close()
+        # A process ends here, and the SDK's thread with it. This one goes on: its exporter, left
+        # retrying for 60 s, would draw its backoff's jitter from the `random` module under
+        # whatever test runs next, and Hypothesis fails a test whose strategy saw `random` move
+        # ("Do not use the `random` module inside strategies", a FlakyFailure of the planner's and
+        # the solver's property tests on this worker).
+        for exporter in made:
+            exporter.shutdown()  # its retries stop at once
+        silent.close()  # and the request it waits on is refused
+        for thread in threading.enumerate():
+            if thread.name == "muster-trace-flush":
+                thread.join(20)
+                assert not thread.is_alive(), "the SDK's export went on after its exporter was shut down"
         tracing.shutdown()
 
 
