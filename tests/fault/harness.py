@@ -425,7 +425,9 @@ class FaultStack:
             return f"its events could not be read ({err!r})"
         lines = [f"  #{r.seq} {r.time:%H:%M:%S.%f} {r.type} {_brief(r.event)}" for r in events[-n:]]
         given_up = "".join(f"\n  given up: {m}" for m in self.deployment.given_up.values())
-        return f"{len(events)} events in the log, the last {len(lines)}:\n" + "\n".join(lines) + given_up
+        cluster = next((str(getattr(r.event, "cluster_id", "")) for r in events if getattr(r.event, "cluster_id", "")), "")
+        return (f"{len(events)} events in the log, the last {len(lines)}:\n" + "\n".join(lines) + given_up
+                + "\n" + planners_on(self.deployment.data_dir / "logs", [job_id, cluster] if cluster else [job_id]))
 
     # -- after -------------------------------------------------------------------------------
 
@@ -460,6 +462,22 @@ def _brief(event: Any) -> str:
 def _option(args: list[str], name: str) -> str:
     """The last value given to an option."""
     return [args[i + 1] for i, a in enumerate(args[:-1]) if a == name][-1]
+
+
+SHARD_WORDS = ("resumed", "handed over", "shards", "lease", "adopted", "take the log's view", "lost a race")
+
+
+def planners_on(folder: Path, ids: list[str], most: int = 80) -> str:
+    """Each planner's lines naming the job or its cluster, and its lines on shards and
+    resumes: who acted for a job that stalled, and when shards moved (a stall after a
+    partition is seen once in many runs, and only these lines say which planner held it)."""
+    out = []
+    for path in sorted(folder.glob("planner*.log")):
+        text = path.read_text(errors="replace").splitlines()
+        said = [line for line in text if any(i in line for i in ids if i) or any(w in line for w in SHARD_WORDS)]
+        out.append(f"--- {path.name}: {len(said)} lines on the job, its cluster, shards and resumes ---")
+        out += [line[:400] for line in said[-most:]]
+    return "\n".join(out)
 
 
 def service_log_tails(folder: Path, lines: int = 8) -> str:
