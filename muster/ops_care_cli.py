@@ -43,7 +43,7 @@ async def apply(plan_id: str, opts: Options) -> None:
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.option("--add", "add", default=None, help="how much longer (e.g. 2h, 7d; default: the template's step)")
 @click.option("--until", default=None, help="until when (ISO 8601 with a time zone)")
-@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version")
+@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version (`cluster show` prints it)")
 @job_op
 async def extend_lease(cluster_ref: str, add: str | None, until: str | None, opts: Options) -> None:
     """Move CLUSTER's lease expiry later, within its template's step and max."""

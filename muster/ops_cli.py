@@ -73,6 +73,8 @@ def _rolling(batch: str | None, tolerate: int) -> Rolling | None:
         return Rolling(batch=int(text), tolerance=tolerate)
     if re.fullmatch(r"\d+(\.\d+)?%", text) and 0 < float(text[:-1]) <= 100:
         return Rolling(batch=text, tolerance=tolerate)
+    if re.fullmatch(r"\d+(\.\d+)?%?", text):  # a number, out of range: say so, not that it is none
+        raise CliError(f"--rolling: a batch is at least 1 node, or a percentage in (0, 100]; not {batch!r}")
     raise CliError(f"--rolling: {batch!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)")
 
 
@@ -119,7 +121,7 @@ def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> Pool
 @click.option("--template", "-t", required=True, help="cluster template")
 @click.option("--nodes", "-n", required=True, type=click.IntRange(1), help="number of nodes")
 @click.option("--services", "-s", multiple=True, help="services (comma-separated or repeated; default: the template's)")
-@click.option("--provider", default=None)
+@click.option("--provider", default=None, help="provider for every node (default: the template's)")
 @click.option("--hardwaretype", default=None, help="hardware type for every node")
 @click.option("--imagetype", default=None, help="image type for every node")
 @click.option("--config", "config_text", default=None, help="cluster config: JSON, or @FILE (JSON or YAML)")

@@ -324,8 +324,8 @@ def down(data_dir: Path, timeout: float) -> None:
 
 @click.command("demo")
 @_data_dir_option
-@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50))
-@click.option("--tenant", default="default", show_default=True)
+@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50), help="the demo cluster's nodes")
+@click.option("--tenant", default="default", show_default=True, help="the tenant the demo catalog and cluster go to")
 @click.option("--keep", is_flag=True, help="keep the cluster and everything running until Ctrl-C, to look around in the console")
 @click.option("--pool", "on_pool", is_flag=True,
               help="the demo on a pool of SSH hosts on this machine: a cluster waits for hosts and gets them "

@@ -181,8 +181,8 @@ def test_a_grant_to_nobody_names_the_principal(state: IdentityState, verb: str) 
     # A super admin's typo (`muster grant alicee read`) read "name a tenant (--tenant)", or with
     # --tenant "no such principal" as a refusal (exit 4); a tenant admin is answered as before,
     # in the words another tenant's person gets (tenants do not see each other).
-    for fields in ({}, {"tenant": "a"}):
-        result = run(state, "root", verb, principal="alicee", permission="read", **fields)
+    for tenant in (None, "a"):
+        result = run(state, "root", verb, principal="alicee", permission="read", tenant=tenant)
         assert (result.reply.ok, result.reply.reason, result.reply.code, result.appends) == (False, "no principal 'alicee'", None, [])
     result = run(state, "ada", verb, principal="alicee", permission="read")
     assert result.reply.code == "forbidden" and "is not a principal of tenant a" in result.reply.reason
