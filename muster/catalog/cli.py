@@ -228,7 +228,7 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
     """List the entities of KIND, or show one (sensitive provider fields are masked)."""
     k = _kind(kind)
     async with TrackerReads(bus) as tracker:
-        state, tenant, _ = await _read_catalog(tracker)
+        state, tenant, complete = await _read_catalog(tracker)
     catalog: Catalog = state.catalog  # secrets masked by the tracker
     entities = catalog.entities(k)
     if name is None:
@@ -237,8 +237,14 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
         if as_json:
             echo_json(rows)
             return
-        print_rows(f"{KIND_LABEL[k]}s of tenant {tenant!r}", ["name", "version", "description"],
-                   [[r["name"], str(r["version"]), r["description"]] for r in rows], out, heading=True)
+        if rows:
+            print_rows(f"{KIND_LABEL[k]}s of tenant {tenant!r}", ["name", "version", "description"],
+                       [[r["name"], str(r["version"]), r["description"]] for r in rows], out, heading=True)
+        else:  # an empty table read as "the catalog is empty" where the reader may see none of it
+            out.print(f"no {KIND_LABEL[k]}s in the catalog of tenant {tenant!r}" + ("" if complete else " that you may read"))
+        if not complete:
+            err.print(f"note: the token's principal may read only part of the catalog of tenant {tenant!r}: the rest needs "
+                      f"read on catalog:{k}/<name> or catalog:* (`muster grant`, docs/security.md)")
         return
     if name not in entities:
         raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r} (or none you may read)")
