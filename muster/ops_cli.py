@@ -43,7 +43,7 @@ from contracts.pools import Callback
 
 from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
-from .cli_support import CliError, command, json_option, parse_json_arg
+from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import seconds
 from .ops_session import CAPTURE, Options, Session, cluster_op, job_op, service_list
 
@@ -289,8 +289,9 @@ def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
     @click.argument("job_id")
     @job_op
     async def control(job_id: str, opts: Options) -> None:
+        command = model(job_id=job_id_of(job_id))
         async with Session(opts) as s:
-            await s.execute(model(job_id=job_id))
+            await s.execute(command)
 
 
 _job_control("pause", PauseJob, "Dispatch nothing new for JOB_ID (tasks in flight finish); --wait until it is paused.")
@@ -306,8 +307,9 @@ def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
     @click.option("--comment", "-m", default="", help="why (recorded with the decision)")
     @job_op
     async def decide(job_id: str, comment: str, opts: Options) -> None:
+        command = model(job_id=job_id_of(job_id), comment=comment)
         async with Session(opts) as s:
-            await s.execute(model(job_id=job_id, comment=comment))
+            await s.execute(command)
 
 
 _decision("approve", ApproveJob, "Let JOB_ID, which waits for approval, run its plan (docs/governance.md).")
@@ -325,6 +327,7 @@ for _read in cluster_reads_cli.JOB_COMMANDS:  # list
 @command
 async def wait(job_id: str, timeout: float, bus: Bus, as_json: bool) -> None:
     """Follow JOB_ID live until it ends (from its first event); exit 0 if it succeeded."""
+    job_id = job_id_of(job_id)
     opts = Options(bus, True, as_json, None, None, timeout)
     async with Session(opts) as s:
         await s.follow(job_id, "job")
