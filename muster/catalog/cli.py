@@ -67,12 +67,12 @@ def _kind(word: str) -> str:
     return kind
 
 
-def _load(paths: Sequence[Path]) -> LoadedCatalog:
+def _load(paths: Sequence[Path], consequence: str) -> LoadedCatalog:
     loaded = load_sources(paths)
     _print_problems(loaded.problems)
     errors = [p for p in loaded.problems if p.is_error]
     if errors:
-        raise CliError(f"{len(errors)} file error(s); nothing was applied", EXIT_INVALID)
+        raise CliError(f"{len(errors)} file error(s); {consequence}", EXIT_INVALID)
     return loaded
 
 
@@ -132,7 +132,7 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
                 as_json: bool) -> None:
     """Validate every entity against the catalog in the log and append the changes, all or none."""
     plugins = _specs(plugins_dir)
-    loaded = _load(paths)
+    loaded = _load(paths, "nothing was applied")
     dropped = strip_sensitive(loaded.catalog, plugins) if drop_sensitive else {}
     request = ApplyCatalog(catalog=loaded.catalog.model_dump(mode="json"),
                            sources={f"{k}/{n}": src for (k, n), src in loaded.sources.items()}, requested_by=by or default_user())
@@ -197,7 +197,7 @@ def _print_changes(changes: Sequence[dict[str, Any]]) -> None:
 async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...], as_json: bool) -> None:
     """What `apply` would change, and whether it would be accepted; writes nothing."""
     plugins = _specs(plugins_dir)
-    loaded = _load(paths)
+    loaded = _load(paths, "nothing was compared with the catalog")  # (a diff never applies)
     async with TrackerReads(bus) as tracker:
         state, tenant, complete = await _read_catalog(tracker)
     if not complete:

@@ -1,7 +1,8 @@
 """`muster catalog get KIND` when the tracker shows less than the whole catalog: a tenant's user
 without `read` on the catalog listed an empty table, as if the catalog were empty (a new user's
 walk through docs/security.md's "Day to day" met it). The tracker here is a stdlib HTTP server
-answering `GET /v1/catalog` as the real one does."""
+answering `GET /v1/catalog` as the real one does. Also what `diff` and `apply` say of a file
+they cannot read."""
 
 from __future__ import annotations
 
@@ -87,3 +88,15 @@ def test_a_partial_listing_lists_what_it_may_and_notes_the_rest(some: str) -> No
     assert result.exit_code == 0 and "hadoop-small" in result.stdout and "2" in result.stdout
     assert "may read only part of the catalog of tenant 'acme': the rest needs read on catalog:clustertemplates" in result.stderr
     assert get(some, "templates", "--json").stdout.strip() == json.dumps([{"name": "hadoop-small", "version": 2, "description": "small"}])
+
+
+@pytest.mark.parametrize("command, consequence", [("diff", "nothing was compared with the catalog"), ("apply", "nothing was applied")])
+def test_a_file_error_says_what_the_command_did_not_do(tmp_path: Any, command: str, consequence: str) -> None:
+    # `catalog diff` of a file of no known kind ended "nothing was applied": a diff never applies.
+    stray = tmp_path / "dn.json"
+    stray.write_text('{"name": "x"}')
+    result = CliRunner().invoke(main, ["catalog", command, str(stray), "--nats-url", "nats://127.0.0.1:1",
+                                       "--tracker-url", "http://127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert "cannot tell which kind of entity this is" in result.stderr
+    assert result.stderr.splitlines()[-1] == f"Error: 1 file error(s); {consequence}"
