@@ -93,10 +93,11 @@ def print_drift(c: ClusterInfo) -> None:
         for service in sorted(node.services):
             state, off = c.observed.get((node.id, service)), (node.id, service) in c.stopped
             if state is not None or off:
-                rows.append([c.hostnames.get(node.id) or node.hostname, service, "stopped" if off else "running",
+                # NODE is the id `--nodes` takes and `cluster show` lists (it showed the host name).
+                rows.append([node.id, c.hostnames.get(node.id) or node.hostname, service, "stopped" if off else "running",
                              state or "not checked"])
     if c.observed or c.stopped:
-        print_rows(f"services of {c.name}: desired and observed", ["node", "service", "desired", "observed"], rows)
+        print_rows(f"services of {c.name}: desired and observed", ["node", "hostname", "service", "desired", "observed"], rows)
         unseen = Counter(s for node in c.nodes for s in node.services
                          if (node.id, s) not in c.observed and (node.id, s) not in c.stopped)
         if unseen:  # else a 5-node cluster's table shows one node and the reader wonders where the others went
