@@ -63,6 +63,15 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl([(name, COMMANDS[name][1]) for name in sorted(COMMANDS)])
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as err:  # click (8.4+) suggests from `self.commands`, empty here
+            name = getattr(err, "command_name", None)
+            if name is None:
+                raise
+            raise type(err)(name, possibilities=COMMANDS, ctx=ctx) from None  # type: ignore[call-arg]
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:
             return None

@@ -56,3 +56,12 @@ def test_a_rolling_batch_that_is_no_number_says_so() -> None:
     result = CliRunner().invoke(main, ["cluster", "restart", "c1", "--rolling", "half", "--nats-url", "nats://127.0.0.1:1",
                                        "--tracker-url", "http://127.0.0.1:1"])
     assert result.exit_code == 2 and "'half' is neither a number of nodes nor a percentage" in result.stderr
+
+
+def test_a_mistyped_command_is_answered_with_the_one_meant() -> None:
+    # `muster clustr list` said "No such command 'clustr'." alone, where `muster cluster lst`
+    # suggested 'list': the top group loads its commands lazily, and click suggests from those loaded.
+    result = CliRunner().invoke(main, ["clustr", "list"])
+    assert result.exit_code == 2 and "Error: No such command 'clustr'. (Did you mean one of: 'cluster'," in result.stderr
+    assert "Did you mean 'planners'?" in CliRunner().invoke(main, ["planers"]).stderr
+    assert "Did you mean" not in CliRunner().invoke(main, ["wibble"]).stderr
