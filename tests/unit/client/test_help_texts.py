@@ -63,5 +63,5 @@ def test_a_mistyped_command_is_answered_with_the_one_meant() -> None:
     # suggested 'list': the top group loads its commands lazily, and click suggests from those loaded.
     result = CliRunner().invoke(main, ["clustr", "list"])
     assert result.exit_code == 2 and "Error: No such command 'clustr'. (Did you mean one of: 'cluster'," in result.stderr
-    assert "Did you mean 'planners'?" in CliRunner().invoke(main, ["planers"]).stderr
+    assert "Error: No such command 'catalg'. Did you mean 'catalog'?" in CliRunner().invoke(main, ["catalg", "get"]).stderr
     assert "Did you mean" not in CliRunner().invoke(main, ["wibble"]).stderr
