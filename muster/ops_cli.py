@@ -281,7 +281,7 @@ for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, ex
 
 @click.group("job")
 def job() -> None:
-    """Control a running job: pause, resume, cancel, retry; wait for one; list them."""
+    """Control a job: pause, resume, cancel, retry; approve or reject one that waits; wait for one; list them."""
 
 
 def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
