@@ -47,8 +47,8 @@ async def status(job_id: str, bus: Bus, as_json: bool) -> None:
     async with TrackerReads(bus) as tracker:
         body = await tracker.get(f"/v1/jobs/{job}")
         name = None if as_json else await _cluster_name(tracker, str(body.get("cluster_id") or ""))
-    if as_json:
-        click.echo(json.dumps(body, indent=2))
+    if as_json:  # one document on one line, as --json says everywhere (it was indented)
+        click.echo(json.dumps(body))
     else:
         print_status(body, Console(soft_wrap=True), name)
 
