@@ -100,7 +100,7 @@ def tenant() -> None:
 
 @tenant.command("create")
 @click.argument("name")
-@click.option("--description", default="")
+@click.option("--description", default="", help="what the tenant is for (`tenant list` shows it)")
 @bus_options(tenant=False)
 @json_option
 @command
@@ -136,7 +136,8 @@ def user() -> None:
 @user.command("create")
 @click.argument("principal")
 @click.option("--tenant", "for_tenant", envvar="MUSTER_TENANT", default=None, help="the user's tenant (default: yours)")
-@click.option("--role", type=click.Choice(["user", "tenant_admin", "super_admin", "service"]), default="user", show_default=True)
+@click.option("--role", type=click.Choice(["user", "tenant_admin", "super_admin", "service"]), default="user", show_default=True,
+              help="what it may do (docs/security.md, \"Principals and what each may do\")")
 @click.option("--service", type=click.Choice(list(SERVICE_KINDS)), default=None,
               help="for --role service: which")
 @click.option("--expires", default=None, help="the first token's lifetime (30d, 12h...; default: until revoked)")
@@ -165,7 +166,7 @@ async def user_list(for_tenant: str | None, bus: Bus, as_json: bool) -> None:
 
 @user.command("disable")
 @click.argument("principal")
-@click.option("--reason", default="")
+@click.option("--reason", default="", help="recorded with the disabling")
 @bus_options(tenant=False)
 @json_option
 @command
@@ -198,7 +199,7 @@ async def token_create(principal: str | None, expires: str | None, name: str, sa
 
 
 @token.command("list")
-@click.option("--for", "principal", default=None)
+@click.option("--for", "principal", default=None, help="another principal you administer (default: you)")
 @bus_options(tenant=False)
 @json_option
 @command

@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "events": ("services.tracker.cli:events", "Dump or tail raw events as JSON lines."),
     "catalog": ("muster.catalog.cli:catalog", "Validate, apply, diff, get, history and delete catalog entities."),
     "cluster": ("muster.ops_cli:cluster", "Cluster operations: create, expand, add services... and list/show."),
-    "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, wait; list."),
+    "job": ("muster.ops_cli:job", "Job control: pause, resume, cancel, retry, approve, reject, wait; list."),
     "provisioners": ("services.provisioner.cli:provisioners", "List live provisioners; drain one."),
     "tenant": ("muster.auth_cli:tenant", "Tenants: create, list (super admins)."),
     "user": ("muster.auth_cli:user", "Users and admins: create, list, disable."),
@@ -40,11 +40,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "whoami": ("muster.auth_cli:whoami", "Who the token in use is, and what it may do."),
     "planners": ("services.planner.cli:planners", "List live planners and the shards each acts for."),
     "tls": ("muster.tls.cli:tls", "Certificates: issue them from a local CA; rotate a running deployment's."),
-    "pool": ("services.pool.cli:pool", "Resource pools: add, list, show, resolve, reset, remove hosts; serve."),
+    "pool": ("services.pool.cli:pool", "Resource pools: add-hosts, list, show, configure, resolve, reset, remove-host; serve."),
     "governance": ("services.governance.entrypoint:main", "Run the governance service (rules, policies, schedules)."),
     "notifier": ("services.notifier.entrypoint:main", "Run the notifier (webhooks and bus messages to subscribers)."),
     "policy": ("services.governance.cli:policy", "Rego policies on every request: apply, list, delete, test."),
-    "rule": ("services.governance.cli:rule", "Approval rules: which requests wait for an approver."),
+    "rule": ("services.governance.cli:rule", "Approval rules: which requests wait for an approver (add, list, delete)."),
     "notify": ("services.governance.cli:notify", "Notification subscriptions: add, list, remove, test."),
     "schedule": ("services.governance.schedule_cli:schedule", "Scheduled operations: create, list, pause, resume, delete."),
 }
@@ -62,6 +62,15 @@ class LazyGroup(click.Group):
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
             formatter.write_dl([(name, COMMANDS[name][1]) for name in sorted(COMMANDS)])
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as err:  # click (8.4+) suggests from `self.commands`, empty here
+            name = getattr(err, "command_name", None)
+            if name is None:
+                raise
+            raise type(err)(name, possibilities=COMMANDS, ctx=ctx) from None  # type: ignore[call-arg]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS:

@@ -14,6 +14,7 @@ import asyncio
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -173,3 +174,14 @@ def parse_json_arg(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise CliError(f"{source}: not valid JSON: {err}") from None
+
+
+UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def job_id_of(value: str) -> str:
+    """A JOB_ID argument, checked here: every job command says the same of a mistyped one, at
+    once (`status` said "not valid", `job cancel` sent it and was told "unknown job")."""
+    if not UUID_RE.fullmatch(value.strip()):
+        raise CliError(f"job {value[:80]!r} is not a job id (a UUID: `muster job list` lists them)")
+    return value.strip().lower()

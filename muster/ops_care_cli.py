@@ -43,7 +43,7 @@ async def apply(plan_id: str, opts: Options) -> None:
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.option("--add", "add", default=None, help="how much longer (e.g. 2h, 7d; default: the template's step)")
 @click.option("--until", default=None, help="until when (ISO 8601 with a time zone)")
-@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version")
+@click.option("--if-version", type=click.IntRange(1), default=None, help="refuse unless the cluster is at this version (`cluster show` prints it)")
 @job_op
 async def extend_lease(cluster_ref: str, add: str | None, until: str | None, opts: Options) -> None:
     """Move CLUSTER's lease expiry later, within its template's step and max."""
@@ -93,10 +93,11 @@ def print_drift(c: ClusterInfo) -> None:
         for service in sorted(node.services):
             state, off = c.observed.get((node.id, service)), (node.id, service) in c.stopped
             if state is not None or off:
-                rows.append([c.hostnames.get(node.id) or node.hostname, service, "stopped" if off else "running",
+                # NODE is the id `--nodes` takes and `cluster show` lists (it showed the host name).
+                rows.append([node.id, c.hostnames.get(node.id) or node.hostname, service, "stopped" if off else "running",
                              state or "not checked"])
     if c.observed or c.stopped:
-        print_rows(f"services of {c.name}: desired and observed", ["node", "service", "desired", "observed"], rows)
+        print_rows(f"services of {c.name}: desired and observed", ["node", "hostname", "service", "desired", "observed"], rows)
         unseen = Counter(s for node in c.nodes for s in node.services
                          if (node.id, s) not in c.observed and (node.id, s) not in c.stopped)
         if unseen:  # else a 5-node cluster's table shows one node and the reader wonders where the others went

@@ -43,7 +43,7 @@ from contracts.pools import Callback
 
 from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
-from .cli_support import CliError, command, json_option, parse_json_arg
+from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import seconds
 from .ops_session import CAPTURE, Options, Session, cluster_op, job_op, service_list
 
@@ -73,6 +73,8 @@ def _rolling(batch: str | None, tolerate: int) -> Rolling | None:
         return Rolling(batch=int(text), tolerance=tolerate)
     if re.fullmatch(r"\d+(\.\d+)?%", text) and 0 < float(text[:-1]) <= 100:
         return Rolling(batch=text, tolerance=tolerate)
+    if re.fullmatch(r"\d+(\.\d+)?%?", text):  # a number, out of range: say so, not that it is none
+        raise CliError(f"--rolling: a batch is at least 1 node, or a percentage in (0, 100]; not {batch!r}")
     raise CliError(f"--rolling: {batch!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)")
 
 
@@ -119,7 +121,7 @@ def _pool_wait(urgency: int, wait_s: float | None, callback: str | None) -> Pool
 @click.option("--template", "-t", required=True, help="cluster template")
 @click.option("--nodes", "-n", required=True, type=click.IntRange(1), help="number of nodes")
 @click.option("--services", "-s", multiple=True, help="services (comma-separated or repeated; default: the template's)")
-@click.option("--provider", default=None)
+@click.option("--provider", default=None, help="provider for every node (default: the template's)")
 @click.option("--hardwaretype", default=None, help="hardware type for every node")
 @click.option("--imagetype", default=None, help="image type for every node")
 @click.option("--config", "config_text", default=None, help="cluster config: JSON, or @FILE (JSON or YAML)")
@@ -279,7 +281,7 @@ for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, ex
 
 @click.group("job")
 def job() -> None:
-    """Control a running job: pause, resume, cancel, retry; wait for one; list them."""
+    """Control a job: pause, resume, cancel, retry; approve or reject one that waits; wait for one; list them."""
 
 
 def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
@@ -287,8 +289,9 @@ def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
     @click.argument("job_id")
     @job_op
     async def control(job_id: str, opts: Options) -> None:
+        command = model(job_id=job_id_of(job_id))
         async with Session(opts) as s:
-            await s.execute(model(job_id=job_id))
+            await s.execute(command)
 
 
 _job_control("pause", PauseJob, "Dispatch nothing new for JOB_ID (tasks in flight finish); --wait until it is paused.")
@@ -303,8 +306,9 @@ def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
     @click.option("--comment", "-m", default="", help="why (recorded with the decision)")
     @job_op
     async def decide(job_id: str, comment: str, opts: Options) -> None:
+        command = model(job_id=job_id_of(job_id), comment=comment)
         async with Session(opts) as s:
-            await s.execute(model(job_id=job_id, comment=comment))
+            await s.execute(command)
 
     if model is ApproveJob:
         decide = click.option("--dry-run", is_flag=True, help=(
@@ -328,6 +332,7 @@ for _read in cluster_reads_cli.JOB_COMMANDS:  # list
 @command
 async def wait(job_id: str, timeout: float, bus: Bus, as_json: bool) -> None:
     """Follow JOB_ID live until it ends (from its first event); exit 0 if it succeeded."""
+    job_id = job_id_of(job_id)
     opts = Options(bus, True, as_json, None, None, timeout)
     async with Session(opts) as s:
         await s.follow(job_id, "job")

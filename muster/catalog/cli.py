@@ -67,12 +67,12 @@ def _kind(word: str) -> str:
     return kind
 
 
-def _load(paths: Sequence[Path]) -> LoadedCatalog:
+def _load(paths: Sequence[Path], consequence: str) -> LoadedCatalog:
     loaded = load_sources(paths)
     _print_problems(loaded.problems)
     errors = [p for p in loaded.problems if p.is_error]
     if errors:
-        raise CliError(f"{len(errors)} file error(s); nothing was applied", EXIT_INVALID)
+        raise CliError(f"{len(errors)} file error(s); {consequence}", EXIT_INVALID)
     return loaded
 
 
@@ -132,7 +132,7 @@ async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...]
                 as_json: bool) -> None:
     """Validate every entity against the catalog in the log and append the changes, all or none."""
     plugins = _specs(plugins_dir)
-    loaded = _load(paths)
+    loaded = _load(paths, "nothing was applied")
     dropped = strip_sensitive(loaded.catalog, plugins) if drop_sensitive else {}
     request = ApplyCatalog(catalog=loaded.catalog.model_dump(mode="json"),
                            sources={f"{k}/{n}": src for (k, n), src in loaded.sources.items()}, requested_by=by or default_user())
@@ -197,7 +197,7 @@ def _print_changes(changes: Sequence[dict[str, Any]]) -> None:
 async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...], as_json: bool) -> None:
     """What `apply` would change, and whether it would be accepted; writes nothing."""
     plugins = _specs(plugins_dir)
-    loaded = _load(paths)
+    loaded = _load(paths, "nothing was compared with the catalog")  # (a diff never applies)
     async with TrackerReads(bus) as tracker:
         state, tenant, complete = await _read_catalog(tracker)
     if not complete:
@@ -228,7 +228,7 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
     """List the entities of KIND, or show one (sensitive provider fields are masked)."""
     k = _kind(kind)
     async with TrackerReads(bus) as tracker:
-        state, tenant, _ = await _read_catalog(tracker)
+        state, tenant, complete = await _read_catalog(tracker)
     catalog: Catalog = state.catalog  # secrets masked by the tracker
     entities = catalog.entities(k)
     if name is None:
@@ -237,8 +237,14 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
         if as_json:
             echo_json(rows)
             return
-        print_rows(f"{KIND_LABEL[k]}s of tenant {tenant!r}", ["name", "version", "description"],
-                   [[r["name"], str(r["version"]), r["description"]] for r in rows], out, heading=True)
+        if rows:
+            print_rows(f"{KIND_LABEL[k]}s of tenant {tenant!r}", ["name", "version", "description"],
+                       [[r["name"], str(r["version"]), r["description"]] for r in rows], out, heading=True)
+        else:  # an empty table read as "the catalog is empty" where the reader may see none of it
+            out.print(f"no {KIND_LABEL[k]}s in the catalog of tenant {tenant!r}" + ("" if complete else " that you may read"))
+        if not complete:
+            err.print(f"note: the token's principal may read only part of the catalog of tenant {tenant!r}: the rest needs "
+                      f"read on catalog:{k}/<name> or catalog:* (`muster grant`, docs/security.md)")
         return
     if name not in entities:
         raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r} (or none you may read)")

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from contracts.commands import Accepted, CreateCluster, DeleteCluster, Rejected
 from contracts.events import FINAL_JOB_EVENTS, JobSucceeded
+from contracts.identity import tenant_name_problem
 from muster import tracing
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
@@ -55,9 +56,24 @@ def _data_dir_option(f: Any) -> Any:
 async def _load_catalog(client: MusterClient, tenant: str, folder: Path) -> int:
     try:
         catalog = load_catalog(folder)
-    except CatalogFileError as err:
-        raise CliError(str(err), EXIT_INVALID) from None
-    return await apply_catalog(EventStore(client.nc), tenant, catalog, by=principal_of(client.nc), plugins=catalog_plugins())
+        return await apply_catalog(EventStore(client.nc), tenant, catalog, by=principal_of(client.nc), plugins=catalog_plugins())
+    except CatalogFileError as err:  # (CatalogRejected is one: it read as an internal error)
+        raise CliError(f"{err} (`muster catalog validate {folder}` lists every problem)", EXIT_INVALID) from None
+
+
+def _checked_tenants(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """`up --tenant default,acme`: a name the auth service would refuse is named here, before
+    anything starts (it stopped the auth service at start, its log naming it)."""
+    for name in tenant_names(value) or ("",):
+        _checked_tenant(_ctx, _param, name)
+    return value
+
+
+def _checked_tenant(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """`demo --tenant acme`: one name, as `_checked_tenants` checks each."""
+    if problem := tenant_name_problem(value):
+        raise click.BadParameter(problem)
+    return value
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -157,7 +173,7 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @_data_dir_option
 @click.option("--tracker-port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
 @click.option("--catalog", "catalog_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), help="load this Coopr-format catalog folder")
-@click.option("--tenant", default="default", show_default=True,
+@click.option("--tenant", default="default", show_default=True, callback=_checked_tenants,
               help="the tenant (or several, comma-separated) the catalog is applied to and the provisioner serves")
 @click.option("--capacity", default=8, show_default=True, help="provisioner workers (per provisioner process)")
 @click.option("--planners", default=1, show_default=True, type=click.IntRange(1, 16),
@@ -332,8 +348,9 @@ def down(data_dir: Path, timeout: float) -> None:
 
 @click.command("demo")
 @_data_dir_option
-@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50))
-@click.option("--tenant", default="default", show_default=True)
+@click.option("--nodes", default=5, show_default=True, type=click.IntRange(2, 50), help="the demo cluster's nodes")
+@click.option("--tenant", default="default", show_default=True, callback=_checked_tenant,
+              help="the tenant the demo catalog and cluster go to")
 @click.option("--keep", is_flag=True, help="keep the cluster and everything running until Ctrl-C, to look around in the console")
 @click.option("--pool", "on_pool", is_flag=True,
               help="the demo on a pool of SSH hosts on this machine: a cluster waits for hosts and gets them "

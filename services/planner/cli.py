@@ -28,6 +28,7 @@ from .domain.rolling import batched
 
 CLI_OPERATIONS = OFFLINE
 """What `muster plan` plans without a solver, from a nodes file."""
+CLI_ROLLING = tuple(op for op in ROLLING if op in CLI_OPERATIONS)
 
 MODES = ("eager", "staged")
 
@@ -47,7 +48,7 @@ class Invalid(ValueError):
 @click.option("--services", default=None, help="Comma-separated services to add / remove / start / stop / restart.")
 @click.option("--mode", default="eager", show_default=True, help="eager or staged: how the plan would be run.")
 @click.option("--rolling", default=None, metavar="N|P%",
-              help="configure, restart, upgrade: a batch of N nodes (or P% of them) at a time; prints the batches")
+              help=f"{', '.join(CLI_ROLLING)}: a batch of N nodes (or P% of them) at a time; prints the batches")
 @guarded
 def plan(catalog_dir: str | None, template: str | None, nodes_file: str | None, operation: str | None,
          services: str | None, mode: str, rolling: str | None) -> None:
@@ -98,7 +99,7 @@ def dry_run(catalog_dir: str | None, template: str | None, nodes_file: str | Non
         if rolling is None:
             return {**planned.to_json(), **cost}
         if operation not in ROLLING:
-            raise Invalid(f"--rolling goes with {', '.join(ROLLING)}")
+            raise Invalid(f"--rolling goes with {', '.join(CLI_ROLLING)}")
         done = batched(planned, int(rolling) if rolling.strip().isdigit() else rolling)
         return {**done.plan.to_json(), "batches": done.batches, **cost}
     except PlanError as err:

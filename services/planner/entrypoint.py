@@ -165,7 +165,8 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--instance", default=None, help="this planner's name (default: planner-<host>-<pid>)")
 @click.option("--max-attempts", default=3, show_default=True, help="attempts per task before the job fails")
-@click.option("--mode", type=click.Choice(["eager", "staged"]), default="eager", show_default=True)
+@click.option("--mode", type=click.Choice(["eager", "staged"]), default="eager", show_default=True,
+              help="eager: a task runs once what it waits for is done; staged: a stage at a time (docs/planner.md)")
 @click.option("--task-timeout", default=900.0, show_default=True, type=click.FloatRange(0.01),
               help="seconds without an outcome after which a task attempt counts as failed")
 @click.option("--action-timeout", default=600.0, show_default=True, type=click.FloatRange(0.01),

@@ -70,6 +70,14 @@ class Unauthorized(Exception):
     pass
 
 
+class UnknownTenant(Exception):
+    """A 400 naming `X-Muster-Tenant`, as for a malformed tenant name (docs/tracker.md, "Access")."""
+
+
+TENANTLESS_ROUTES = frozenset({"whoami"}) | OPERATOR_ROUTES
+"""Routes whose answer is not about a tenant: a tenant named to them is not checked."""
+
+
 def _token_of(request: web.Request) -> str | None:
     header = request.headers.get("Authorization")
     if header is not None:
@@ -112,13 +120,18 @@ class HttpAuth:
             tenant = principal.tenant
         elif principal.is_super_admin or principal.service in ("system", "tracker"):
             tenant = asked if asked is not None else api.DEFAULT_TENANT  # checked by the handler (400)
+            if (principal.is_super_admin and route not in TENANTLESS_ROUTES and tenant != api.DEFAULT_TENANT
+                    and subjects.TOKEN.fullmatch(tenant) and tenant not in self.state.tenants):
+                # A mistyped tenant read as an empty one (no clusters, no such job). Services
+                # are left alone: they read what the log holds, made by whoever made it.
+                raise UnknownTenant(f"no tenant {tenant[:64]!r} (`muster tenant list` lists them)")
         else:
             raise Forbidden(f"{principal.describe()} cannot use the tracker's API")
         return Authz(principal, self.state, tenant)
 
 
-def error(status: int, message: str) -> web.Response:
-    response = web.json_response({"error": {"status": status, "message": message, "parameter": None}}, status=status)
+def error(status: int, message: str, parameter: str | None = None) -> web.Response:
+    response = web.json_response({"error": {"status": status, "message": message, "parameter": parameter}}, status=status)
     if status == 401:
         response.headers["WWW-Authenticate"] = f'Bearer realm="muster", error="invalid_token", error_description="{message[:200]}"'
     return response
@@ -141,6 +154,8 @@ def middleware(auth: Callable[[], HttpAuth | None]) -> Any:
             return error(401, str(err))
         except Forbidden as err:
             return error(403, str(err))
+        except UnknownTenant as err:
+            return error(400, str(err), api.TENANT_HEADER)
         request[PRINCIPAL], request[AUTHZ] = authz.principal, authz
         try:
             return await handler(request)

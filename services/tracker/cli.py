@@ -19,19 +19,18 @@ from rich.console import Console
 
 from contracts import subjects
 from muster.cli_bus import Bus, bus_options
-from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, json_option, stop
+from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, job_id_of, json_option, stop
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import timeline
 from muster.tracker_client import LAST_SEQ, TrackerReads, recorded
 
-from .api import UUID_PATTERN
 from .render import LiveView, print_status, render_replay
 
 
 def _check(value: str, pattern: str, what: str) -> str:
     if not re.fullmatch(pattern, value):
         raise CliError(f"{what} {value!r} is not valid", EXIT_INVALID)
-    return value.lower() if pattern == UUID_PATTERN else value
+    return value
 
 
 # -- status -----------------------------------------------------------------------------------
@@ -44,12 +43,12 @@ def _check(value: str, pattern: str, what: str) -> str:
 @command
 async def status(job_id: str, bus: Bus, as_json: bool) -> None:
     """A job's status, from the tracker (its owner's view, or the log's)."""
-    job = _check(job_id, UUID_PATTERN, "job id")
+    job = job_id_of(job_id)
     async with TrackerReads(bus) as tracker:
         body = await tracker.get(f"/v1/jobs/{job}")
         name = None if as_json else await _cluster_name(tracker, str(body.get("cluster_id") or ""))
-    if as_json:
-        click.echo(json.dumps(body, indent=2))
+    if as_json:  # one document on one line, as --json says everywhere (it was indented)
+        click.echo(json.dumps(body))
     else:
         print_status(body, Console(soft_wrap=True), name)
 
@@ -72,7 +71,7 @@ async def _cluster_name(tracker: TrackerReads, cluster_id: str) -> str | None:
 @command
 async def watch(job_id: str, bus: Bus, deadline: float | None) -> None:
     """Follow a job live, stage by stage, until it ends. Exit 0 if it succeeded, 1 if not."""
-    job = _check(job_id, UUID_PATTERN, "job id")
+    job = job_id_of(job_id)
     async with TrackerReads(bus) as tracker:
         state = await _watch(tracker, job, deadline)
     if state != "succeeded":
@@ -153,7 +152,7 @@ async def history(job_id: str | None, cluster_ref: str | None, governance: bool,
             merged = {r.seq: r for pattern in ("gov.>", "denied.*") for r in await tracker.history(subject=pattern)}
             events = [merged[seq] for seq in sorted(merged)]
         else:
-            events = await tracker.history(**({"job": _check(job_id, UUID_PATTERN, "job id")} if job_id else {"cluster": cluster_ref}))
+            events = await tracker.history(**({"job": job_id_of(job_id)} if job_id else {"cluster": cluster_ref}))
     if not events and governance:  # a tenant that made none yet: an answer, not an error
         click.echo("no governance decisions" + (f" in tenant {bus.asked}" if bus.asked else "") + " yet")
         return

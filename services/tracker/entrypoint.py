@@ -56,8 +56,8 @@ def port_problem(err: OSError) -> str:
 
 @click.command("tracker")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on (another than loopback needs TLS)")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="0 = any free port")
 @click.option("--owner-timeout", default=0.25, show_default=True, type=click.FloatRange(0.01, 10.0),
               help="seconds to wait for a job's owner before folding its status from the log")
 @click.option("--max-age", default=0.05, show_default=True, type=click.FloatRange(0.0, 10.0),

@@ -1,7 +1,8 @@
 """Every `muster <command> <subcommand>` the README and the guides name inline exists: docs/planner.md
 sent operators to `muster cluster status`, which is `muster cluster show` (found walking the
 leases as an operator, session 16). Alternatives (`list|show`) are each checked; the words after
-a command that takes no subcommand are its arguments."""
+a command that takes no subcommand are its arguments. And every option a doc gives a command, in
+text or in an example, is one the command takes (a guard: a new user's walk found none stale)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,36 @@ def test_every_command_the_docs_name_exists() -> None:
                for guide in guides for span in SPAN.findall(guide.read_text())
                if span.split()[0] not in NOT_COMMANDS and (unknown := _missing(main, span.split()))]
     assert missing == []
+
+
+LINE = re.compile(r"(?:^|[`\s(;|&$])(?:\.venv/bin/)?muster ([^`\n#;|&)]+)")
+
+
+def _options_named(guide: Path) -> list[str]:
+    """Every `--flag` a `muster ...` line of `guide` gives a command that does not take it: up to
+    the command's description (three spaces on) or the operation a schedule carries (after `--`)."""
+    found = []
+    for match in LINE.finditer(guide.read_text()):
+        words = re.split(r"\s{3,}", match.group(1))[0].split()
+        if "--" in words:
+            words = words[:words.index("--")]
+        command: click.Command = main
+        taken = 0
+        while isinstance(command, click.Group) and taken < len(words):
+            sub = command.get_command(click.Context(command), words[taken])
+            if sub is None:
+                break
+            command, taken = sub, taken + 1
+        if isinstance(command, click.Group) or not taken or words[0] in NOT_COMMANDS:
+            continue
+        known = {o for p in command.params if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)} | {"--help", "-h"}
+        for word in words[taken:]:
+            for flag in re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", word):
+                if flag not in known and not word.startswith(("'", '"', "{")):
+                    found.append(f"{guide.name}: `muster {' '.join(words[:taken])}` has no {flag} ({match.group(1).strip()[:80]})")
+    return found
+
+
+def test_every_option_the_docs_give_a_command_is_one_it_takes() -> None:
+    guides = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("**/*.md"))]
+    assert [problem for guide in guides for problem in _options_named(guide)] == []

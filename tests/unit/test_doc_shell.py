@@ -37,3 +37,14 @@ def test_the_check_sees_what_it_checks() -> None:
     assert _unset('curl -H "Authorization: Bearer $TOKEN" http://127.0.0.1:8080/v1/jobs') == {"TOKEN"}
     assert _unset("export A=$(cat x) B=1\ncurl \"${A}/$B\"") == set()
     assert any("$TRACKER" in block for name, block in _blocks() if name == "tracker.md")
+
+
+ONE_COMMAND = re.compile(r"^\s*(?:\$ )?((?:MUSTER_TOKEN|MUSTER_CREDENTIALS|MUSTER_TENANT)=\S+) muster [^#\n]*?[;&|]+\s*muster ", re.M)
+
+
+def test_an_identity_given_to_one_command_is_not_read_as_given_to_the_next() -> None:
+    # docs/security.md's day: `MUSTER_TOKEN=mst_alice_... muster watch J ; muster history --cluster
+    # c1` ran the history as the super admin, who found its own c1 in tenant default, not alice's.
+    guides = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = [f"{g.name}: {m.group(0).strip()}" for g in guides for m in ONE_COMMAND.finditer(g.read_text())]
+    assert found == []

@@ -218,7 +218,7 @@ class Admin:
             if token_id in self.state.revoked_external:
                 return ok({"token_id": token_id, "revoked": True})
         else:
-            raise Refused(f"no token {token_id!r} (an identity provider's token needs --principal too)")
+            raise Refused(f"no token {token_id!r} (an identity provider's token, jwt-..., needs --for PRINCIPAL too)")
         if record is not None and record.revoked:
             return ok({"token_id": token_id, "revoked": True})
         event = TokenRevoked(token_id=token_id, principal=target.id, by=me.id)
@@ -231,6 +231,8 @@ class Admin:
         grantee = self.state.principals.get(request.principal)
         if _elsewhere(me, grantee):
             raise Forbidden(f"{request.principal} is not a principal of tenant {me.tenant}: grants stay inside a tenant")
+        if grantee is None:  # (a tenant's person was answered above, in the words another tenant's gets)
+            raise Refused(f"no principal {request.principal!r}")
         tenant = request.tenant or (grantee.tenant if grantee else None) or me.tenant
         if tenant is None:
             raise Refused("name a tenant (--tenant)")

@@ -107,6 +107,9 @@ def active(f: Facts) -> None:
 
 
 def template_of(f: Facts) -> ClusterTemplate:
+    if not f.catalog.clustertemplates:  # most often a tenant's name mistyped (`--tenant acmee`)
+        raise Refused(f"tenant {f.tenant!r} has no cluster templates: is it the tenant you meant (`muster tenant list`)? "
+                      "A tenant's catalog comes from `muster catalog apply`", code="invalid", field="template")
     try:
         return resolve_template(f.catalog, f.command.template)
     except TemplateError as err:

@@ -245,3 +245,21 @@ async def test_a_reader_of_one_cluster_lists_its_jobs(served: Served) -> None:
     assert row[1:4] == ["c", "create", "running"]
     refused = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["job", "list"], catch_exceptions=False)
     assert refused.exit_code == 4 and "onec has no read permission on every cluster of tenant a" in refused.output
+
+
+async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Served) -> None:
+    """A mistyped tenant read as an empty one: `muster cluster list --tenant acmee` said "no
+    clusters in tenant 'acmee'", exit 0; `muster status J --tenant acmee` "no job J"."""
+    for path in (*ROUTES, "/v1/catalog", "/v1/provisioners", "/v1/events?cluster=c"):
+        resp = await served.http.get(path, headers={"Authorization": f"Bearer {served.tokens['root']}", api.TENANT_HEADER: "acmee"})
+        body = await resp.json()
+        assert resp.status == 400 and body["error"] == {"status": 400, "parameter": api.TENANT_HEADER,
+                                                        "message": "no tenant 'acmee' (`muster tenant list` lists them)"}, (path, body)
+        assert (await served.get(path, "root", tenant="a"))[0] == 200, path
+    assert (await served.get("/v1/clusters", "root", tenant="default"))[0] == 200  # muster up's, made or not
+    assert (await served.get("/v1/whoami", "root", tenant="acmee"))[0] == 200  # about the token, not a tenant
+    env = {"MUSTER_TOKEN": served.tokens["root"], "MUSTER_TRACKER_URL": str(served.http.make_url("")).rstrip("/"),
+           "MUSTER_CREDENTIALS": "", "MUSTER_TENANT": "acmee"}
+    for args in (["cluster", "list"], ["status", JOB], ["cluster", "show", "c"]):
+        ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, args, catch_exceptions=False)
+        assert (ran.exit_code, ran.output) == (2, "Error: no tenant 'acmee' (`muster tenant list` lists them)\n"), args

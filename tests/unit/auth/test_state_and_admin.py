@@ -174,3 +174,26 @@ def test_bootstrap_makes_a_principal_once_and_a_token_each_time() -> None:
     _, again = bootstrap(state, "admin", "super_admin", rand, NOW, by="muster-up")
     assert [type(e).__name__ for _, e, _ in again] == ["TokenIssued"]
     assert isinstance(again[0][1], TokenIssued) and again[0][0] == subjects.identity_events("token", again[0][1].token_id)
+
+
+@pytest.mark.parametrize("verb", ["grant", "revoke"])
+def test_a_grant_to_nobody_names_the_principal(state: IdentityState, verb: str) -> None:
+    # A super admin's typo (`muster grant alicee read`) read "name a tenant (--tenant)", or with
+    # --tenant "no such principal" as a refusal (exit 4); a tenant admin is answered as before,
+    # in the words another tenant's person gets (tenants do not see each other).
+    for tenant in (None, "a"):
+        result = run(state, "root", verb, principal="alicee", permission="read", tenant=tenant)
+        assert (result.reply.ok, result.reply.reason, result.reply.code, result.appends) == (False, "no principal 'alicee'", None, [])
+    result = run(state, "ada", verb, principal="alicee", permission="read")
+    assert result.reply.code == "forbidden" and "is not a principal of tenant a" in result.reply.reason
+
+
+def test_revoking_an_unknown_token_names_the_option_that_exists(state: IdentityState) -> None:
+    from click.testing import CliRunner
+
+    from muster.auth_cli import token
+
+    reason = run(state, "root", "token-revoke", token_id="jwt-abc").reply.reason
+    flag = reason.split("needs ")[1].split()[0]
+    assert reason.startswith("no token 'jwt-abc'") and flag == "--for"
+    assert "--for" in CliRunner().invoke(token, ["revoke", "--help"]).output

@@ -192,8 +192,10 @@ def test_the_drift_table_shows_each_nodes_desired_and_observed_state(capsys: pyt
     with ops_session.out.capture():  # not a terminal: plain columns, every value in full
         print_drift(info)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["NODE", "SERVICE", "DESIRED", "OBSERVED"]
-    assert [[c.strip() for c in re.split(r"\s{2,}", line)] for line in lines[1:3]] == [["hn1", "zk", "stopped", "not checked"], ["hn2", "zk", "running", "running"]]
+    # NODE is the id `--nodes` takes, as `cluster show` lists it (the host name alone could not be given back)
+    assert lines[0].split() == ["NODE", "HOSTNAME", "SERVICE", "DESIRED", "OBSERVED"]
+    assert [[c.strip() for c in re.split(r"\s{2,}", line)] for line in lines[1:3]] == [
+        ["n1", "hn1", "zk", "stopped", "not checked"], ["n2", "hn2", "zk", "running", "running"]]
     assert info.to_json()["nodes"][0]["desired"] == {"zk": "stopped"}
 
 

@@ -192,7 +192,16 @@ def test_a_rolling_restart_prints_its_batches_and_stages_them_one_after_the_othe
     code, out = plan("restart", "--rolling", "50%")
     assert code == 0 and out["batches"] == [["n1", "n2"], ["n3", "n4"]]
     code, out = plan("create", "--rolling", "1")
-    assert code == 2 and "--rolling goes with configure, configure-restart, restart, upgrade" in out["error"]["message"]
+    assert code == 2 and out["error"]["message"] == "--rolling goes with configure, configure-restart, restart"
+
+
+def test_the_rolling_help_names_only_operations_muster_plan_takes() -> None:
+    # It named `upgrade`, which --operation refuses (an upgrade is planned with the solver's layout).
+    text = CliRunner().invoke(main, ["plan", "--help"], terminal_width=400).output
+    rolling = next(line for line in text.splitlines() if "--rolling" in line).split("N|P%")[1].split(":")[0].strip()
+    assert rolling == "configure, configure-restart, restart"
+    code, out = plan("upgrade", "--services", "hdfs-datanode", "--rolling", "1")
+    assert code == 2 and out["error"]["message"].startswith("unknown operation 'upgrade'")
 
 
 def test_the_layout_muster_solve_prints_is_a_nodes_file(tmp_path: Path) -> None:

@@ -305,3 +305,16 @@ async def test_a_callback_on_a_cluster_without_a_pool_is_refused_not_ignored() -
     cid = await _active(h)
     reply = await h.send(ExpandCluster(cluster_id=cid, nodes=3, pool=wait))
     assert isinstance(reply, Rejected) and "muster notify add" in reply.reason
+
+
+async def test_a_create_in_a_tenant_without_templates_names_the_tenant_not_the_template() -> None:
+    # `--tenant acmee` (a typo) read as "unknown cluster template 'hadoop-small'", which sent
+    # the user looking at the catalog; a tenant with no templates at all is named instead.
+    h = harness()
+    before = len(h.log.records)
+    reply = await h.send(CreateCluster(name="c1", template="hadoop-small", nodes=2), tenant="acmee")
+    assert isinstance(reply, Rejected) and reply.field == "template"
+    assert reply.reason.startswith("tenant 'acmee' has no cluster templates: is it the tenant you meant (`muster tenant list`)?")
+    assert len(h.log.records) == before
+    reply = await h.send(CreateCluster(name="c1", template="nope", nodes=2))  # a tenant with a catalog: the template
+    assert isinstance(reply, Rejected) and reply.reason == "unknown cluster template 'nope'"

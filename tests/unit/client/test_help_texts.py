@@ -1,0 +1,79 @@
+"""`muster --help` and every command's: each option says what it is for, an option that means
+the same in several commands says it in the same words, and a value out of range is answered by
+what is wrong with it (a new user's walk through the docs met each of these)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from muster.cli import COMMANDS, main
+
+# The governance helper's area this session; its owner adds the text (then this goes).
+NOT_YET = {("rule add", "--description")}
+
+
+def commands(cmd: click.Command = main, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
+    ctx = click.Context(cmd, info_name=" ".join(path) or "muster")
+    if isinstance(cmd, click.Group):
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None
+            yield from commands(sub, (*path, name))
+    else:
+        yield " ".join(path), cmd
+
+
+def options(cmd: click.Command) -> list[click.Option]:
+    return [p for p in cmd.params if isinstance(p, click.Option) and p.name != "help" and not p.hidden]
+
+
+def test_every_option_says_what_it_is_for() -> None:
+    # `muster demo --nodes`, `tracker --host|--port`, `token list --for`, `user create --role`,
+    # `cluster create --provider`... were listed with nothing after them.
+    bare = sorted((name, o.opts[-1]) for name, cmd in commands() for o in options(cmd) if not (o.help or "").strip())
+    assert [b for b in bare if b not in NOT_YET] == []
+
+
+def test_if_version_reads_the_same_in_every_command() -> None:
+    helps = {o.help for _, cmd in commands() for o in options(cmd) if "--if-version" in o.opts}
+    assert helps == {"refuse unless the cluster is at this version (`cluster show` prints it)"}
+
+
+@pytest.mark.parametrize("batch", ["0", "0%", "150%"])
+def test_a_rolling_batch_out_of_range_is_called_out_of_range(batch: str) -> None:
+    # `--rolling 0` read "'0' is neither a number of nodes nor a percentage": it is a number.
+    result = CliRunner().invoke(main, ["cluster", "restart", "c1", "--rolling", batch, "--nats-url", "nats://127.0.0.1:1",
+                                       "--tracker-url", "http://127.0.0.1:1"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"Error: --rolling: a batch is at least 1 node, or a percentage in (0, 100]; not {batch!r}"
+
+
+def test_a_rolling_batch_that_is_no_number_says_so() -> None:
+    result = CliRunner().invoke(main, ["cluster", "restart", "c1", "--rolling", "half", "--nats-url", "nats://127.0.0.1:1",
+                                       "--tracker-url", "http://127.0.0.1:1"])
+    assert result.exit_code == 2 and "'half' is neither a number of nodes nor a percentage" in result.stderr
+
+
+def test_a_mistyped_command_is_answered_with_the_one_meant() -> None:
+    # `muster clustr list` said "No such command 'clustr'." alone, where `muster cluster lst`
+    # suggested 'list': the top group loads its commands lazily, and click suggests from those loaded.
+    result = CliRunner().invoke(main, ["clustr", "list"])
+    assert result.exit_code == 2 and "Error: No such command 'clustr'. (Did you mean one of: 'cluster'," in result.stderr
+    assert "Error: No such command 'catalg'. Did you mean 'catalog'?" in CliRunner().invoke(main, ["catalg", "get"]).stderr
+    assert "Did you mean" not in CliRunner().invoke(main, ["wibble"]).stderr
+
+
+@pytest.mark.parametrize("group", sorted(set(COMMANDS) - {"cluster"}))
+def test_muster_help_names_every_subcommand_of_a_group(group: str) -> None:
+    # `muster --help` is a table of its own (the commands load lazily): `job` lacked approve and
+    # reject, `pool` configure, `rule` its verbs. (`cluster` has too many; its line says so.)
+    command = main.get_command(click.Context(main), group)
+    if not isinstance(command, click.Group):
+        return
+    said = COMMANDS[group][1].lower()
+    assert [name for name in command.list_commands(click.Context(command)) if not re.search(rf"\b{re.escape(name)}\b", said)] == []

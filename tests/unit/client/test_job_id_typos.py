@@ -1,0 +1,28 @@
+"""A mistyped JOB_ID is answered the same way by every command that takes one, at once, before
+anything is asked of muster: `status` said "job id 'x' is not valid", `job wait` "job 'x' is
+not a job id (a UUID)" and `job cancel` sent it and was told "unknown job" (a new user's walk)."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from muster.cli import main
+
+NOWHERE = ["--nats-url", "nats://127.0.0.1:1", "--tracker-url", "http://127.0.0.1:1"]
+COMMANDS = [["status"], ["watch"], ["history"], ["job", "wait"], ["job", "pause"], ["job", "resume"], ["job", "cancel"],
+            ["job", "retry"], ["job", "approve"], ["job", "reject"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_a_job_id_that_is_no_uuid_is_named_at_once(command: list[str]) -> None:
+    result = CliRunner().invoke(main, [*command, "1c6b69ec-2266", *NOWHERE])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "Error: job '1c6b69ec-2266' is not a job id (a UUID: `muster job list` lists them)\n"
+
+
+@pytest.mark.parametrize("command", [["status"], ["job", "cancel"]], ids=" ".join)
+def test_a_job_id_in_capitals_is_taken(command: list[str]) -> None:
+    # A well-formed id goes on to muster (here: nobody answers, exit 3), whatever its case.
+    result = CliRunner().invoke(main, [*command, "1C6B69EC-2266-5BBA-B37F-60463EE270E0", *NOWHERE])
+    assert result.exit_code == 3, result.output
