@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from contracts import subjects
-from services.auth.domain.authz import may_operate
+from services.auth.domain.authz import may_operate, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.admission import Refused
@@ -31,6 +31,9 @@ class OperationAuthz:
         principal = self.state.principals.get(ctx.principal or subjects.ANONYMOUS)
         if principal is None:
             raise Refused(f"{ctx.principal!r} is not a known principal", code="forbidden")
+        unmade = unmade_tenant(principal, self.state.tenants, ctx.tenant)
+        if unmade:  # as the tracker answers its reads (a cluster made there could not be read back)
+            raise Refused(unmade, code="invalid", field="tenant")
         job_id = getattr(command, "job_id", None)
         cluster_id = getattr(command, "cluster_id", None)
         known = self.job(job_id) if job_id else None  # a job this planner holds; else only grants on the job (or wider) cover it

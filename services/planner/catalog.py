@@ -36,7 +36,7 @@ from muster.catalog.plugins import PluginField, PluginSpec, PluginSpecs
 from muster.catalog.requests import problem_json
 from muster.catalog.store import append_changes, check_apply, plan_changes, read_state
 from muster.ports.eventlog import EventLog
-from services.auth.domain.authz import Decision, may
+from services.auth.domain.authz import Decision, may, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 log = structlog.get_logger("muster.planner")
@@ -98,6 +98,9 @@ class CatalogWrites:
         if self.identity is None:
             return Decision(True)
         who = self.identity.principals.get(principal)
+        unmade = unmade_tenant(who, self.identity.tenants, tenant)
+        if unmade:  # as the tracker answers its reads, and the planner a request
+            return Decision(False, unmade)
         grants = self.identity.grants_of(principal)
         for kind, name in entities:
             decision = may(who, grants, "write", Scope(tenant=tenant, kind="catalog", id=f"{kind}/{name}"))

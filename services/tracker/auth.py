@@ -27,7 +27,7 @@ from aiohttp import web
 from contracts import subjects
 from contracts.identity import Permission, Scope
 from services.auth.backends import Authenticated, AuthError, IdentityBackend
-from services.auth.domain.authz import Decision, may
+from services.auth.domain.authz import Decision, may, unmade_tenant
 from services.auth.domain.state import IdentityState, Principal
 from services.auth.domain.tokens import TokenError, check_size
 
@@ -120,11 +120,9 @@ class HttpAuth:
             tenant = principal.tenant
         elif principal.is_super_admin or principal.service in ("system", "tracker"):
             tenant = asked if asked is not None else api.DEFAULT_TENANT  # checked by the handler (400)
-            if (principal.is_super_admin and route not in TENANTLESS_ROUTES and tenant != api.DEFAULT_TENANT
-                    and subjects.TOKEN.fullmatch(tenant) and tenant not in self.state.tenants):
-                # A mistyped tenant read as an empty one (no clusters, no such job). Services
-                # are left alone: they read what the log holds, made by whoever made it.
-                raise UnknownTenant(f"no tenant {tenant[:64]!r} (`muster tenant list` lists them)")
+            unmade = unmade_tenant(principal, self.state.tenants, tenant) if route not in TENANTLESS_ROUTES else ""
+            if unmade and subjects.TOKEN.fullmatch(tenant):  # (a malformed name gets its own 400)
+                raise UnknownTenant(unmade)
         else:
             raise Forbidden(f"{principal.describe()} cannot use the tracker's API")
         return Authz(principal, self.state, tenant)

@@ -32,6 +32,18 @@ class Decision:
 
 
 ALLOW = Decision(True)
+UNMADE_EXEMPT = "default"
+"""The tenant every deployment has without `muster tenant create` (muster up's own)."""
+
+
+def unmade_tenant(principal: Principal | None, tenants: Iterable[str], tenant: str) -> str:
+    """Why a super admin's request names a tenant no one made ('' when it does not): a
+    mistyped `--tenant acmee` read as an empty tenant ("no clusters") or wrote a first cluster
+    there. A tenant's own principals can only name theirs, which exists; services name what the
+    log holds."""
+    if principal is None or not principal.is_super_admin or tenant == UNMADE_EXEMPT or tenant in tenants:
+        return ""
+    return f"no tenant {tenant[:64]!r} (`muster tenant list` lists them; `muster tenant create` makes one)"
 
 
 def permission_covers(held: Permission, wanted: Permission) -> bool:

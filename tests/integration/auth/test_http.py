@@ -254,7 +254,7 @@ async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Serv
         resp = await served.http.get(path, headers={"Authorization": f"Bearer {served.tokens['root']}", api.TENANT_HEADER: "acmee"})
         body = await resp.json()
         assert resp.status == 400 and body["error"] == {"status": 400, "parameter": api.TENANT_HEADER,
-                                                        "message": "no tenant 'acmee' (`muster tenant list` lists them)"}, (path, body)
+                                                        "message": "no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)"}, (path, body)
         assert (await served.get(path, "root", tenant="a"))[0] == 200, path
     assert (await served.get("/v1/clusters", "root", tenant="default"))[0] == 200  # muster up's, made or not
     assert (await served.get("/v1/whoami", "root", tenant="acmee"))[0] == 200  # about the token, not a tenant
@@ -262,4 +262,4 @@ async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Serv
            "MUSTER_CREDENTIALS": "", "MUSTER_TENANT": "acmee"}
     for args in (["cluster", "list"], ["status", JOB], ["cluster", "show", "c"]):
         ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, args, catch_exceptions=False)
-        assert (ran.exit_code, ran.output) == (2, "Error: no tenant 'acmee' (`muster tenant list` lists them)\n"), args
+        assert (ran.exit_code, ran.output) == (2, "Error: no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)\n"), args

@@ -9,7 +9,7 @@ from planner_harness import Harness, identities
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, PauseJob, Rejected, RestartServices
 from contracts.events import TaskClaimed, TaskSucceeded
-from contracts.identity import Scope
+from contracts.identity import Scope, TenantCreated
 from muster.ports.eventlog import Append
 from services.auth.domain.state import IdentityState
 
@@ -77,3 +77,17 @@ async def test_only_the_provisioner_holding_an_attempt_records_its_outcome() -> 
     # The holder's own outcome is taken.
     await _forge(h, claim_from="prov-a", outcome_from="prov-a", body_from="prov-a", attempt=first.attempt)
     assert h.job(reply.job_id).view()["counts"].get("succeeded", 0) == 1
+
+
+async def test_a_super_admin_s_request_in_a_tenant_no_one_made_is_refused_as_the_tracker_refuses_its_reads() -> None:
+    """`--tenant acmee` (a typo) made a first cluster there, which the tracker then would not
+    list ("no tenant 'acmee'"); a tenant made is served, and `default` needs no making."""
+    state = identities()
+    h = harness(state)
+    refused = await h.send(CREATE, tenant="acmee", principal="root")
+    assert isinstance(refused, Rejected) and refused.reason.startswith("no tenant 'acmee' (`muster tenant list`"), refused
+    assert not [r for r in h.log.records if ".acmee." in r.subject]
+    assert isinstance(await h.send(CREATE, principal="root"), Accepted)
+    state.apply(TenantCreated(tenant="acme", by="root"), 100)
+    made = await h.send(CREATE, tenant="acme", principal="root")  # (no catalog there: any answer but the tenant's)
+    assert not (isinstance(made, Rejected) and made.reason.startswith("no tenant")), made
