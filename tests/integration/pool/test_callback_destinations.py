@@ -145,3 +145,16 @@ async def test_with_no_pool_service_a_create_whose_callback_names_an_address_ins
         assert reply.reason.startswith("--callback: 169.254.169.254 is a link-local address (a cloud's metadata service")
         assert "`muster planner --webhook-allow`" in reply.reason
         assert await store.subjects(f"{subjects.EVT}.default.>") == {}  # nothing written
+
+
+async def test_a_create_whose_callback_subject_is_another_tenants_is_refused_by_the_planner(pipeline: Pipeline) -> None:
+    """Attack (tenant beta, a create on a pool provider with `--callback muster.cb.acme.x`): the
+    planner took it, wrote the cluster and the job, and the pool request it then built refused
+    the subject (its tenant is the job's) on every redelivery: the job waited without a word. Refused at the request,
+    nothing written, in the words of a subscription's subject."""
+    await pools.send(pipeline.nc, "lab", AddHosts(hosts=hosts(2)))
+    wait = PoolWait(callback=Callback(subject="muster.cb.acme.hosts"))
+    reply = await pipeline.client.send(pipeline.tenant, CreateCluster(name="cbs", template="app-on-pool", nodes=2, pool=wait))
+    assert isinstance(reply, Rejected) and reply.field == "pool.callback" and reply.code == "invalid", reply
+    assert reply.reason == f"--callback: its subject must be one of the tenant's, muster.cb.{pipeline.tenant}.…", reply
+    assert await pipeline.store.read(subjects.cluster_name_events(pipeline.tenant, "cbs")) == []  # nothing written
