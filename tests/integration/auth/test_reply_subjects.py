@@ -1,0 +1,80 @@
+"""Attack: a tenant's raw client names the reply subject of its own requests. nats-server lets a
+service that answers requests publish on that subject whatever it is (and the auth service's own
+user may publish anywhere), so tenant b's admin, asking `whoami`, `list`, `notify-test`, `pause`
+or `solve` in its own name with a subject of tenant a's log, of its task queue, of the planners'
+leases or of its bus callbacks as the reply, had every service write its answer there (20
+messages: five services, four places). Real services under their own identities now answer an
+inbox only; a JetStream API subject (a purge) is tried too."""
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest_asyncio
+from nats.js.api import StreamConfig
+
+from contracts import subjects
+from muster.bus.answers import answerable
+from muster.bus.connect import connect
+
+from .test_governance_grants import People, people, planned, served  # noqa: F401 - the fixtures this file uses
+
+GHOST = "11111111-2222-5333-8444-555555555555"
+TARGETS = ("$JS.API.STREAM.PURGE.SCRATCH", f"muster.evt.a.job.{GHOST}", "muster.task.a.default", "$KV.leases.shard.9",
+           "muster.cb.a.hosts", "_INBOX.ada.>")
+
+
+@pytest_asyncio.fixture
+async def replying(planned: People) -> AsyncIterator[People]:  # noqa: F811 - the fixture imported above
+    from services.notifier.entrypoint import start_notifier
+
+    async with AsyncExitStack() as stack:
+        nc = await connect(planned.authed.url, name="notifier", token=planned.tokens["notifier"])
+        stack.push_async_callback(nc.close)
+        await start_notifier(nc, stack, {})
+        yield planned
+
+
+async def test_no_service_answers_a_tenants_request_anywhere_but_an_inbox(replying: People) -> None:
+    system = await connect(replying.authed.url, name="system", token=replying.authed.system_token)
+    seen: list[tuple[str, bytes]] = []
+
+    async def saw(msg: Any) -> None:
+        seen.append((msg.subject, msg.data))
+
+    try:
+        js = system.jetstream()
+        await js.add_stream(StreamConfig(name="SCRATCH", subjects=["scratch.>"]))
+        await js.publish("scratch.kept", b"kept")
+        for target in TARGETS[1:-1]:  # what a service would publish there (the JetStream API answers nobody)
+            await system.subscribe(target, cb=saw)
+        await system.flush()
+        eve = replying.raw["eve"].nc  # tenant b's admin
+        asks: list[tuple[str, dict[str, Any]]] = [
+            (subjects.auth_request("eve", "whoami"), {}), (subjects.governance_request("b", "eve", "list"), {"kind": "rule"}),
+            (subjects.governance_request("b", "eve", "notify-test"), {"kind": "subscription", "name": "nope"}),
+            (subjects.operation("b", "eve", "pause"), {"job_id": GHOST}),
+            (subjects.solve_request("b", "eve"), {"job_id": "j", "cluster_id": "c", "template": "t", "nodes": 1, "catalog": {}})]
+        for subject, body in asks:
+            data = json.dumps(body).encode()
+            for target in TARGETS:
+                await eve.publish(subject, data, reply=target)
+            answered = await eve.request(subject, data, timeout=10)  # its own inbox is answered
+            assert answered.data, subject
+        await system.flush()
+        assert seen == [], seen
+        assert (await js.stream_info("SCRATCH")).state.messages == 1  # not purged
+        events = await js.stream_info(subjects.EVENTS_STREAM, subjects_filter=f"muster.evt.a.job.{GHOST}")
+        assert (events.state.subjects or {}) == {}, events.state.subjects  # nothing in tenant a's log
+        await js.delete_stream("SCRATCH")
+    finally:
+        await system.close()
+
+
+def test_an_answer_goes_to_an_inbox_only() -> None:
+    assert answerable("_INBOX.eve.abc.1") and answerable("_INBOX.x")
+    for reply in (None, "", "$JS.API.STREAM.DELETE.EVENTS", "muster.evt.a.job.j1", "muster.cb.a.x", "_INBOX.*", "_INBOX.a.>",
+                  "_INBOXES.a", "$KV.leases.shard.0", " _INBOX.a"):
+        assert not answerable(reply), reply
