@@ -78,3 +78,49 @@ def test_an_answer_goes_to_an_inbox_only() -> None:
     for reply in (None, "", "$JS.API.STREAM.DELETE.EVENTS", "muster.evt.a.job.j1", "muster.cb.a.x", "_INBOX.*", "_INBOX.a.>",
                   "_INBOXES.a", "$KV.leases.shard.0", " _INBOX.a"):
         assert not answerable(reply), reply
+
+
+async def test_another_tenants_job_cluster_and_plan_are_answered_as_ids_nobody_has(replying: People) -> None:
+    """Attack (tenant b's admin, every right in b, naming tenant a's ids in b's requests): each
+    answer is the one an id nobody has gets, so a tenant learns not even that an id exists."""
+    from contracts.commands import CreateCluster
+
+    from .test_governance_grants import ask, operate
+
+    made = await operate(replying, "uma", CreateCluster(name="web", template="hadoop-small", nodes=2))
+    assert made["type"] == "Accepted", made
+    planned_ = await operate(replying, "uma", CreateCluster(name="later", template="hadoop-small", nodes=2, dry_run=True))
+    assert planned_["type"] == "DryRun", planned_
+    ids = {made["job_id"]: GHOST, made["cluster_id"]: GHOST.replace("1", "2"), planned_["plan_id"]: "0" * len(planned_["plan_id"])}
+    extra = {"expand": {"nodes": 3}, "shrink": {"nodes": 1}, "add-services": {"services": ["base"]},
+             "remove-services": {"services": ["base"]}, "configure": {"config": {"x": 1}}, "upgrade": {"service": "base"},
+             "rollback": {"to_job": made["job_id"]}, "extend-lease": {"by_s": 3600}}
+    bodies = {**{v: {"job_id": made["job_id"]} for v in ("pause", "resume", "cancel", "retry", "approve", "reject")},
+              **{v: {"cluster_id": made["cluster_id"], **extra.get(v, {})} for v in (
+                  "delete", "expand", "shrink", "add-services", "remove-services", "configure", "start", "stop", "restart", "upgrade",
+                  "rollback", "extend-lease", "check", "repair")},
+              "apply": {"plan_id": planned_["plan_id"]}}
+    eve = replying.raw["eve"].nc
+    unknown = 0
+    for verb, body in bodies.items():
+        theirs = await eve.request(subjects.operation("b", "eve", verb), json.dumps(body).encode(), timeout=30)
+        nobodys = json.dumps({k: ids.get(v, v) if isinstance(v, str) else v for k, v in body.items()}).encode()
+        ghost = await eve.request(subjects.operation("b", "eve", verb), nobodys, timeout=30)
+        said = theirs.data.decode()
+        for real, fake in ids.items():
+            said = said.replace(real, fake)
+        assert json.loads(said) == json.loads(ghost.data), (verb, said, ghost.data)
+        unknown += "unknown" in said or "no cluster" in said or "no job" in said or "no plan" in said
+    assert unknown == len(bodies), unknown  # every verb got as far as looking the id up
+    # A schedule of b naming a's cluster or job, as one naming nobody's.
+    for verb, command in (("check", {"type": "CheckCluster", "cluster_id": made["cluster_id"]}),
+                          ("approve", {"type": "ApproveJob", "job_id": made["job_id"]})):
+        theirs = await ask(replying, "eve", "put", tenant="b", kind="schedule",
+                           entities=[{"name": "s", "every_s": 3600, "verb": verb, "command": command}])
+        ghost = {k: ids.get(v, v) for k, v in command.items()}
+        nobodys = await ask(replying, "eve", "put", tenant="b", kind="schedule",
+                            entities=[{"name": "s", "every_s": 3600, "verb": verb, "command": ghost}])
+        said = json.dumps(theirs)
+        for real, fake in ids.items():
+            said = said.replace(real, fake)
+        assert json.loads(said) == nobodys or (theirs["ok"] and nobodys["ok"]), (theirs, nobodys)
