@@ -92,7 +92,7 @@ async def test_another_tenants_job_cluster_and_plan_are_answered_as_ids_nobody_h
     planned_ = await operate(replying, "uma", CreateCluster(name="later", template="hadoop-small", nodes=2, dry_run=True))
     assert planned_["type"] == "DryRun", planned_
     ids = {made["job_id"]: GHOST, made["cluster_id"]: GHOST.replace("1", "2"), planned_["plan_id"]: "0" * len(planned_["plan_id"])}
-    extra = {"expand": {"nodes": 3}, "shrink": {"nodes": 1}, "add-services": {"services": ["base"]},
+    extra: dict[str, dict[str, Any]] = {"expand": {"nodes": 3}, "shrink": {"nodes": 1}, "add-services": {"services": ["base"]},
              "remove-services": {"services": ["base"]}, "configure": {"config": {"x": 1}}, "upgrade": {"service": "base"},
              "rollback": {"to_job": made["job_id"]}, "extend-lease": {"by_s": 3600}}
     bodies = {**{v: {"job_id": made["job_id"]} for v in ("pause", "resume", "cancel", "retry", "approve", "reject")},
@@ -115,12 +115,12 @@ async def test_another_tenants_job_cluster_and_plan_are_answered_as_ids_nobody_h
     # A schedule of b naming a's cluster or job, as one naming nobody's.
     for verb, command in (("check", {"type": "CheckCluster", "cluster_id": made["cluster_id"]}),
                           ("approve", {"type": "ApproveJob", "job_id": made["job_id"]})):
-        theirs = await ask(replying, "eve", "put", tenant="b", kind="schedule",
-                           entities=[{"name": "s", "every_s": 3600, "verb": verb, "command": command}])
-        ghost = {k: ids.get(v, v) for k, v in command.items()}
-        nobodys = await ask(replying, "eve", "put", tenant="b", kind="schedule",
-                            entities=[{"name": "s", "every_s": 3600, "verb": verb, "command": ghost}])
-        said = json.dumps(theirs)
+        mine = await ask(replying, "eve", "put", tenant="b", kind="schedule",
+                         entities=[{"name": "s", "every_s": 3600, "verb": verb, "command": command}])
+        ghosted = {k: ids.get(v, v) for k, v in command.items()}
+        nothing = await ask(replying, "eve", "put", tenant="b", kind="schedule",
+                              entities=[{"name": "s", "every_s": 3600, "verb": verb, "command": ghosted}])
+        put = json.dumps(mine)
         for real, fake in ids.items():
-            said = said.replace(real, fake)
-        assert json.loads(said) == nobodys or (theirs["ok"] and nobodys["ok"]), (theirs, nobodys)
+            put = put.replace(real, fake)
+        assert json.loads(put) == nothing or (mine["ok"] and nothing["ok"]), (mine, nothing)
