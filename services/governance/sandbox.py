@@ -67,6 +67,17 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
+KEPT_ENVIRONMENT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
+"""What of the planner's environment the child gets: enough to start Python. A policy reads its
+process's environment with `opa.runtime().env` and may say it in a denial: tenant beta's
+administrator read the planner's (its credentials file, the secrets files' paths, and whatever
+the operator exported where `muster up` ran: a token, a cloud's keys)."""
+
+
+def child_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in KEPT_ENVIRONMENT}
+
+
 class PolicySandbox:
     """Evaluates policies in one child process, one at a time, each within `deadline_s`. Safe
     to share between threads and event loops (the exchange runs in a thread, under a lock)."""
@@ -137,7 +148,7 @@ class PolicySandbox:
             return self._proc
         self._stop()
         proc = subprocess.Popen([sys.executable, "-m", "services.governance.sandbox"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=None, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=None, start_new_session=True, env=child_environment())
         self._proc, self._finalizer = proc, weakref.finalize(self, _kill, proc)
         assert proc.stdout is not None
         if _read_line(proc.stdout, time.monotonic() + self.start_timeout_s) != b"ready\n":
