@@ -83,3 +83,26 @@ deny contains sprintf("%v", [opa.runtime().env]) if true
     leaked = [name for name in (marker, "MUSTER_TOKEN", "AWS_SECRET_ACCESS_KEY") if name in said]
     assert leaked == [], leaked  # (not the denial itself: it would print this process's environment)
     assert os.environ["MUSTER_TOKEN"] == marker  # the planner's own is as it was
+
+
+PRINTS = PolicySource("printer", 1, """package muster.printer
+import rego.v1
+
+deny contains "x" if {
+    print("{\\"event\\": \\"forged\\", \\"principal\\": \\"root\\"}")
+    true
+}
+""")
+
+
+def test_what_a_policy_prints_reaches_the_planners_log_never(capfd: pytest.CaptureFixture[str]) -> None:
+    """Attack (tenant beta's administrator): a policy's `print()` went to the planner's stderr,
+    which is its log file: a line of the tenant's choosing among the operator's. `muster policy
+    test` (prints=True) still shows an author its prints."""
+    for prints in (False, True):
+        sandbox = PolicySandbox(prints=prints)
+        try:
+            assert [d.message for d in sandbox.evaluate_now([PRINTS], {}).denials] == ["x"]
+        finally:
+            sandbox.close()
+        assert ("forged" in capfd.readouterr().err) is prints
