@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from yarl import URL
+
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -213,7 +215,19 @@ def target(url: str) -> tuple[str, int] | str:
         return "it names no host"
     if port == 0:
         return "its port is not a number from 1 to 65535"
-    return parts.hostname, port or SCHEMES[parts.scheme]
+    # The rule must judge what the POST reaches, which is what aiohttp's parser (yarl) reads: it
+    # maps a host's Unicode to ASCII (IDNA), so '①②⑦.0.0.1' or '127。0。0。1', a name to urlsplit
+    # (only warned of), is 127.0.0.1 to it, connected to without the checking resolver.
+    try:
+        sent = URL(url)
+        sent_port = sent.port
+    except ValueError:
+        return "it is not a URL the sender can read"
+    host = sent.raw_host or ""
+    if not host:
+        return "it names no host"
+    same = (literal(host) or host) == (literal(parts.hostname) or parts.hostname)
+    return parts.hostname if same else host, sent_port or SCHEMES[parts.scheme]  # (urlsplit's as written, if the same)
 
 
 def explain(why: str | None, host: str, shown: str | None = None, sender: Sender = NOTIFIER, port: int | None = None) -> str:

@@ -35,6 +35,7 @@ from contracts.identity import (
     PrincipalDisabled,
     TokenRevoked,
 )
+from muster.bus.answers import answer_on_inbox
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
@@ -157,8 +158,7 @@ class AuthService:
         except Exception:
             log.exception("auth request failed", subject=msg.subject)
             reply = AuthReply(ok=False, reason="internal error in the auth service; see its log")
-        if msg.reply:
-            await msg.respond(reply.model_dump_json().encode())
+        await answer_on_inbox(msg, reply.model_dump_json().encode())
 
     async def _handle(self, subject: str, data: bytes) -> AuthReply:
         assert self.view is not None

@@ -201,7 +201,7 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
     except yaml.YAMLError as err:
         raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
     # As the planner evaluates it: in a child process, within the same deadline.
-    sandbox = PolicySandbox(deadline)
+    sandbox = PolicySandbox(deadline, prints=True)  # an author's print() on its own terminal
     try:
         verdict = sandbox.evaluate_now([PolicySource(_name(file), 0, source)], policy_input(document, input_file))
     finally:

@@ -20,6 +20,7 @@ from nats.errors import ConnectionClosedError
 from contracts import subjects
 from contracts.commands import REPLY_ADAPTER, Accepted, LeaseExtended, Rejected
 from contracts.governance import GovernanceAnswer
+from muster.bus.answers import answer_on_inbox
 from muster.bus.connect import auth_required
 from muster.bus.eventstore import EventStore
 from muster.ports.clock import AsyncioClock
@@ -94,8 +95,7 @@ async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> 
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("governance request failed", subject=msg.subject)
             reply = GovernanceAnswer(ok=False, reason="internal error while handling the request; see the governance service's log")
-        if msg.reply:
-            await msg.respond(reply.model_dump_json().encode())
+        await answer_on_inbox(msg, reply.model_dump_json().encode())
 
     sub = await nc.subscribe(subjects.ALL_GOVERNANCE_REQUESTS, queue=QUEUE, cb=on_request)
     stack.push_async_callback(_unsubscribe, sub)

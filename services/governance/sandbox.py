@@ -66,12 +66,28 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             stream.close()
 
 
+KEPT_ENVIRONMENT = ("PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
+"""What of the planner's environment the child gets: enough to start Python. A policy reads its
+process's environment with `opa.runtime().env` and may say it in a denial: tenant beta's
+administrator read the planner's (its credentials file, the secrets files' paths, and whatever
+the operator exported where `muster up` ran: a token, a cloud's keys)."""
+
+
+def child_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in KEPT_ENVIRONMENT}
+
+
 class PolicySandbox:
     """Evaluates policies in one child process, one at a time, each within `deadline_s`. Safe
     to share between threads and event loops (the exchange runs in a thread, under a lock)."""
 
-    def __init__(self, deadline_s: float = POLICY_DEADLINE_S, start_timeout_s: float = START_TIMEOUT_S) -> None:
-        self.deadline_s, self.start_timeout_s = deadline_s, start_timeout_s
+    def __init__(self, deadline_s: float = POLICY_DEADLINE_S, start_timeout_s: float = START_TIMEOUT_S,
+                 prints: bool = False) -> None:
+        """`prints`: what a policy prints (`print(...)`) goes to this process's stderr (`muster
+        policy test`, an author's own terminal). Not the planner's: its stderr is its log file, and a
+        tenant administrator's policy wrote lines of its choosing there (a forged log line, or
+        megabytes of them at every request)."""
+        self.deadline_s, self.start_timeout_s, self.prints = deadline_s, start_timeout_s, prints
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
@@ -136,7 +152,8 @@ class PolicySandbox:
             return self._proc
         self._stop()
         proc = subprocess.Popen([sys.executable, "-m", "services.governance.sandbox"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=None, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=None if self.prints else subprocess.DEVNULL,
+                                start_new_session=True, env=child_environment())
         self._proc, self._finalizer = proc, weakref.finalize(self, _kill, proc)
         assert proc.stdout is not None
         if _read_line(proc.stdout, time.monotonic() + self.start_timeout_s) != b"ready\n":

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Subscription
+from muster.bus.answers import answer_on_inbox
 from services.auth.domain.authz import Decision, may_govern
 from services.auth.domain.state import IdentityState
 
@@ -55,8 +56,7 @@ class NotifierRequests:
         except Exception:  # a bug must not leave a requester without an answer
             log.exception("notifier request failed", subject=msg.subject)
             reply = GovernanceAnswer(ok=False, reason="internal error in the notifier; see its log")
-        if msg.reply:
-            await msg.respond(reply.model_dump_json().encode())
+        await answer_on_inbox(msg, reply.model_dump_json().encode())
 
     def _may(self, principal: str, tenant: str) -> Decision:
         identity = self.identity()

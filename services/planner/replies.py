@@ -15,6 +15,7 @@ from contracts import subjects
 from contracts.catalog_requests import CATALOG_VERBS
 from contracts.commands import Rejected
 from muster import tracing
+from muster.bus.answers import answer_on_inbox
 
 from .app import Planner
 from .messages import RequestContext
@@ -94,8 +95,8 @@ class Responders:
         async def respond(msg: Any) -> None:
             with tracing.within((msg.headers or {}).get(tracing.HEADER)):  # the requester's trace, if it sent one
                 reply = await answer(msg.subject, msg.data)
-            if reply is not None and msg.reply:
-                await msg.respond(reply)
+            if reply is not None:
+                await answer_on_inbox(msg, reply)
 
         async def run(msg: Any) -> None:
             try:

@@ -17,6 +17,7 @@ from nats.errors import ConnectionClosedError
 
 from contracts import subjects
 from contracts.commands import Rejected
+from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.consume import consume_routes, transient
 from muster.bus.eventstore import EventStore
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
@@ -47,12 +48,11 @@ async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, a
             reply = Rejected(reason=str(err))
         except Exception as err:  # noqa: BLE001 - a bug must not leave a requester without an answer
             reply = _failed(msg.subject, err)
-        if msg.reply:
-            await msg.respond(reply.model_dump_json().encode())
+        await answer_on_inbox(msg, reply.model_dump_json().encode())
 
     async def on_list(msg: Msg) -> None:
-        if msg.reply:
-            await msg.respond(json.dumps(await service.list_pools()).encode())
+        if answerable(msg.reply):
+            await answer_on_inbox(msg, json.dumps(await service.list_pools()).encode())
 
     answers = {"on_command": on_command, "on_list": on_list}
     subs: list[Any] = [await nc.subscribe(r.subject, queue=r.queue, cb=answers[r.handler]) for r in REPLIES]

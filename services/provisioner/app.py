@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.tasks import DrainProvisioner, HeldAttempts, ProvisionerInfo
+from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.connect import on_reconnect
 from muster.bus.eventstore import EventStore
 
@@ -164,21 +165,20 @@ class Provisioner:
                 raise ValueError(f"the request names provisioner {request.provisioner!r}, this is {self.id!r}")
         except (ValidationError, ValueError) as err:
             log.warning("drain request refused", provisioner=self.id, error=str(err)[:300])
-            if msg.reply:
-                await msg.respond(json.dumps({"provisioner": self.id, "draining": self._drain is not None,
-                                              "error": f"not a drain request: {str(err)[:300]}"}).encode())
+            await answer_on_inbox(msg, json.dumps({"provisioner": self.id, "draining": self._drain is not None,
+                                          "error": f"not a drain request: {str(err)[:300]}"}).encode())
             return
         already = self._drain is not None
         self._begin("drained")
         log.info("drain requested", provisioner=self.id, in_flight=self.workers.in_flight, already=already)
-        answer = {"provisioner": self.id, "draining": True, "already": already, "in_flight": self.workers.in_flight}
-        await msg.respond(json.dumps(answer).encode())
+        said = {"provisioner": self.id, "draining": True, "already": already, "in_flight": self.workers.in_flight}
+        await answer_on_inbox(msg, json.dumps(said).encode())
 
     async def on_held_request(self, msg: Msg) -> None:
         """What this provisioner holds now (a planner asks after the task queue was lost)."""
-        if msg.reply:
+        if answerable(msg.reply):
             held = HeldAttempts(provisioner=self.id, attempts=sorted(self.workers.holding))
-            await msg.respond(held.model_dump_json().encode())
+            await answer_on_inbox(msg, held.model_dump_json().encode())
 
     async def _drain_and_leave(self, reason: Literal["drained", "stopped"]) -> None:
         self.workers.stop_taking()

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from contracts.catalog import Catalog
 from contracts.events import LayoutRequested, LayoutSolved, LayoutUnsolvable
 from muster import tracing
+from muster.bus.answers import answer_on_inbox
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog, Recorded
 
 from .domain import SolveError, SolveRequest, solve
@@ -101,8 +102,7 @@ class SolverService:
                 result = await asyncio.to_thread(answer, request, self.name)
                 if isinstance(result, LayoutUnsolvable):
                     tracing.set_error(span, f"{result.kind}: {result.message}")
-        if msg.reply:
-            await msg.respond(result.model_dump_json().encode())
+        await answer_on_inbox(msg, result.model_dump_json().encode())
 
 
 def _solving(request: LayoutRequested, parent: str | None, kind: str, subject: str) -> Any:

@@ -36,6 +36,7 @@ from .app import event_json
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people import flag, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
+from .provisioner_view import event_for
 from .sse import deliveries, sse, stream_response
 from .story import cluster_history
 
@@ -118,6 +119,9 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     since = time_query(request, "since")
     follow = flag(request, "follow", False)
     selection = await _selection(request, tenant)
+    principal = request[auth_.PRINCIPAL]
+    # A tenant's people see a provisioner's registration as they see the provisioner (no other tenant named).
+    viewer = None if principal.is_super_admin or principal.role == "service" else tenant
     store = request.app[JETSTREAM_LOG]
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)
@@ -125,11 +129,11 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     try:
         for r in history:
-            await _send(response, r, since)
+            await _send(response, r, since, viewer)
         last = history[-1] if history else None
         job_over = selection.job is not None and last is not None and last.type in FINAL_JOB_EVENTS
         if follow and not job_over:
-            await _follow(response, store, selection, max(after, end), since)
+            await _follow(response, store, selection, max(after, end), since, viewer)
         await response.write(sse("end", None, {"seq": end}))
     except ConnectionError:
         pass  # the client went away
@@ -138,13 +142,14 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None) -> None:
+async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None, viewer: str | None) -> None:
     if since is None or r.time >= since:
-        await response.write(sse("event", r.seq, event_json(r)))
+        data = event_json(r)
+        await response.write(sse("event", r.seq, data if viewer is None else event_for(data, viewer)))
 
 
 async def _follow(response: web.StreamResponse, store: EventStore, selection: Selection, after: int,
-                  since: datetime | None) -> None:
+                  since: datetime | None, viewer: str | None) -> None:
     """From just after `after`, live: a job's story until its last final event."""
     queue: asyncio.Queue[Msg] = asyncio.Queue()
     filters = selection.filters
@@ -157,7 +162,7 @@ async def _follow(response: web.StreamResponse, store: EventStore, selection: Se
             r = await inflate(store.bodies, recorded_from_msg(msg))
             if not selection.keeps(r):
                 continue
-            await _send(response, r, since)
+            await _send(response, r, since, viewer)
             if selection.job is not None and r.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                 return
     finally:

@@ -25,6 +25,7 @@ from . import auth as auth_
 from .app import Tracker
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people_api import CLUSTER_REF, MAX_SEQ
+from .provisioner_view import info_for
 from .story import Log, replay_cluster
 
 _REF = re.compile(CLUSTER_REF)
@@ -200,9 +201,7 @@ async def list_provisioners(request: web.Request) -> web.Response:
     for r in records:
         data: dict[str, Any] = r.model_dump(mode="json")
         if not operator:  # other tenants are counted, not named (as on the console)
-            data["info"]["tenants"] = [tenant]
-            del data["info"]["host"], data["info"]["pid"]
-            data["others"] = len([t for t in r.info.tenants if t != tenant])
+            data["info"], data["others"] = info_for(data["info"], tenant)
         items.append(data)
     return web.json_response({"items": items})
 

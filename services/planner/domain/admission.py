@@ -143,6 +143,12 @@ def callback_needs_pool(f: Facts) -> None:
     cmd = f.command
     if not isinstance(cmd, CreateCluster | ExpandCluster) or cmd.pool.callback is None:
         return
+    # A bus callback is published on a subject of the requester's tenant only (the pool request
+    # the planner builds refuses another's, and a handler that fails on every redelivery held
+    # the job without a word): refused here, nothing written, as a subscription's subject is.
+    subject, own = cmd.pool.callback.subject, f"muster.cb.{f.tenant}."
+    if subject is not None and not subject.startswith(own):
+        raise Refused(f"--callback: its subject must be one of the tenant's, {own}…", code="invalid", field="pool.callback")
     provider = provider_of(f) if isinstance(cmd, CreateCluster) else _cluster(f).provider
     found = f.catalog.providers.get(provider)
     if found is None or not found.provisioner.get("pool"):

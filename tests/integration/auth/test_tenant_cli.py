@@ -179,3 +179,22 @@ async def test_another_tenants_user_sees_nothing_and_refusals_say_what_is_missin
     # A reader of acme's clusters reads them, and may not run anything on them.
     assert show.code == 0 and web["id"] in show.out
     assert check.code == 4 and f"carol has no execute permission on cluster web ({web['id']}) of tenant acme" in check.err, check
+
+
+async def test_a_tenants_log_names_no_other_tenant_its_provisioners_serve(day: Day) -> None:
+    """Attack (tenant beta, `muster events --subject 'provisioner.>'`, as `GET /v1/events`): one
+    provisioner serves acme and beta, and registers on each tenant's log naming every tenant it
+    serves, its host and its process id. The provisioners list counted the others and named
+    none; the log's own registration, read through the tracker, named acme."""
+    granted = await day.muster("root", "grant", "bob", "read", "--tenant", "beta", "--scope", "tenant")
+    assert granted.code == 0, granted
+    ran = await day.muster("bob", "events", "--subject", "provisioner.>")
+    registrations = [json.loads(line) for line in ran.out.splitlines() if '"ProvisionerRegistered"' in line]
+    assert ran.code == 0 and registrations, ran
+    assert "acme" not in ran.out, ran.out[:500]
+    for r in registrations:
+        assert r["subject"].startswith("muster.evt.beta.")
+        info = r["event"]["provisioner"]
+        assert info["tenants"] == ["beta"] and r["event"]["others"] == 1 and "host" not in info and "pid" not in info, info.keys()
+    seen = await day.muster("root", "events", "--tenant", "beta", "--subject", "provisioner.>")  # the operator's log is whole
+    assert seen.code == 0 and '"acme"' in seen.out and '"host"' in seen.out, seen

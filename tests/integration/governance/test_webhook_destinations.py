@@ -72,6 +72,30 @@ async def test_a_webhook_to_the_deployments_own_addresses_is_refused_by_default(
     assert webhook.got.empty()
 
 
+UNICODE_LOOPBACK = ["\u2460\u2461\u2466.0.0.1", "127\u30020\u30020\u30021", "\uff11\uff12\uff17.0.0.1"]
+"""127.0.0.1 written with characters the URL parser of the POST (yarl, under aiohttp) maps to it
+(circled and fullwidth digits, ideographic full stops: IDNA), which urlsplit keeps as a name."""
+
+
+@pytest.mark.parametrize("host", UNICODE_LOOPBACK)
+async def test_an_address_written_in_unicode_is_judged_as_the_address_the_post_reaches(webhook: Webhook, host: str) -> None:
+    """Attack (tenant beta, `notify add` then `notify test`): the rule judged the host as
+    urlsplit reads it, a name, which the check only warned of; aiohttp read the address and
+    connected to it without asking the resolver, to a port the operator did not open."""
+    port = int(webhook.url.split(":")[2].split("/")[0])
+    other = port + 1 if port < 65535 else port - 1
+    url = webhook.url.replace("127.0.0.1", host)
+    with pytest.raises(DestinationRefused, match="^127.0.0.1 is a loopback address"):
+        await send(Deliveries(None, {"hook": webhook.secret}, CLOCK), url)
+    deliveries = Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=Allowed.parse([f"127.0.0.1:{other}"]))
+    (problem,), warnings = await deliveries.check("a", hook(url))
+    await deliveries.close()
+    assert problem.startswith("subscription 'ops': webhook.url: 127.0.0.1 is a loopback address") and warnings == []
+    assert webhook.got.empty()
+    # What the operator allows is allowed however it is written.
+    assert (await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=Allowed.parse([f"127.0.0.1:{port}"])), url))[:2] == (True, 204)
+
+
 async def test_the_addresses_are_checked_when_connecting_not_before(webhook: Webhook) -> None:
     """A name whose DNS answer is public when checked and loopback when connecting (rebinding)
     gets no connection; `localhost` neither. Their attempts fail in the words of a name that does

@@ -38,7 +38,11 @@ async def test_a_request_whose_callback_aims_inside_is_refused_and_nothing_is_re
     await pools.send(env.nc, "lab", AddHosts(hosts=hosts(1)))
     port = webhook.url.split(":")[2].split("/")[0]
     for url, said in [(webhook.url, "127.0.0.1 is a loopback address"), (f"http://[::1]:{port}/hook", "::1 is a loopback address"),
-                      ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address")]:
+                      ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"),
+                      # the address in characters aiohttp's URL parser maps to it (IDNA), a name to urlsplit
+                      (webhook.url.replace("127.0.0.1", "\u2460\u2461\u2466.0.0.1"), "127.0.0.1 is a loopback address"),
+                      ("http://\u2460\u2465\u2468\u3002\u2461\u2464\u2463\u3002\u2460\u2465\u2468\u3002\u2461\u2464\u2463/latest/",
+                       "169.254.169.254 is a link-local address")]:
         with pytest.raises(pools.PoolRejected) as refused:
             await pools.send(env.nc, "lab", RequestHosts(request=req("r1", url)))
         assert str(refused.value).startswith(f"callback: {said}") and SETTING in str(refused.value)
@@ -50,10 +54,10 @@ async def test_a_callback_already_in_the_log_is_refused_at_the_post_once(strict_
     """As a request recorded before the rule (or by a planner that could not ask): the POST
     itself is refused, the delivery recorded as failed after one attempt, no connection made."""
     env = strict_env
-    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(2)))
+    await pools.send(env.nc, "lab", AddHosts(hosts=hosts(3)))
     watch = await env.watch(subjects.pool_events("lab"))
     port = webhook.url.split(":")[2].split("/")[0]
-    for rid, host in (("j1", "127.0.0.1"), ("j2", "localhost")):
+    for rid, host in (("j1", "127.0.0.1"), ("j2", "localhost"), ("j3", "\u2460\u2461\u2466.0.0.1")):
         await env.store.append(subjects.pool_request_events("acme", "lab", rid),
                                [Append(event=PoolHostsRequested(request=req(rid, f"http://{host}:{port}/hook")), msg_id=rid)])
     done = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant" and r.event.request_id == "j1")
@@ -62,6 +66,9 @@ async def test_a_callback_already_in_the_log_is_refused_at_the_post_once(strict_
     by_name = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant" and r.event.request_id == "j2")
     assert not by_name.event.ok and by_name.event.attempts == 5  # tried as any failure: a name's DNS may change
     assert by_name.event.error.startswith("localhost does not resolve to a public address now") and SETTING in by_name.event.error
+    written = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant" and r.event.request_id == "j3")
+    assert not written.event.ok and written.event.attempts == 1, written.event  # the address aiohttp reads in it, not a name
+    assert written.event.error.startswith("refused: 127.0.0.1 is a loopback address"), written.event.error
     assert webhook.got.empty()
 
 
@@ -138,3 +145,16 @@ async def test_with_no_pool_service_a_create_whose_callback_names_an_address_ins
         assert reply.reason.startswith("--callback: 169.254.169.254 is a link-local address (a cloud's metadata service")
         assert "`muster planner --webhook-allow`" in reply.reason
         assert await store.subjects(f"{subjects.EVT}.default.>") == {}  # nothing written
+
+
+async def test_a_create_whose_callback_subject_is_another_tenants_is_refused_by_the_planner(pipeline: Pipeline) -> None:
+    """Attack (tenant beta, a create on a pool provider with `--callback muster.cb.acme.x`): the
+    planner took it, wrote the cluster and the job, and the pool request it then built refused
+    the subject (its tenant is the job's) on every redelivery: the job waited without a word. Refused at the request,
+    nothing written, in the words of a subscription's subject."""
+    await pools.send(pipeline.nc, "lab", AddHosts(hosts=hosts(2)))
+    wait = PoolWait(callback=Callback(subject="muster.cb.acme.hosts"))
+    reply = await pipeline.client.send(pipeline.tenant, CreateCluster(name="cbs", template="app-on-pool", nodes=2, pool=wait))
+    assert isinstance(reply, Rejected) and reply.field == "pool.callback" and reply.code == "invalid", reply
+    assert reply.reason == f"--callback: its subject must be one of the tenant's, muster.cb.{pipeline.tenant}.…", reply
+    assert await pipeline.store.read(subjects.cluster_name_events(pipeline.tenant, "cbs")) == []  # nothing written

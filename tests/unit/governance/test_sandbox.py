@@ -5,6 +5,10 @@ new child, a child that died is replaced."""
 from __future__ import annotations
 
 import asyncio
+import os
+import uuid
+
+import pytest
 
 from services.governance.domain.policies import PolicySource, compile_policy, evaluate
 from services.governance.sandbox import PolicySandbox
@@ -58,3 +62,47 @@ def test_a_child_that_died_between_evaluations_is_replaced() -> None:
         assert sandbox.evaluate_now([NODES], {"nodes": {"after": 9}}).denials[0].message == "9 nodes"
     finally:
         sandbox.close()
+
+
+def test_a_policy_reads_nothing_of_the_planners_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attack (tenant beta's administrator): a policy that denies with `opa.runtime().env` said
+    the planner's whole environment, where an operator's exported token or cloud keys are."""
+    marker = f"planted-{uuid.uuid4().hex}"
+    monkeypatch.setenv("MUSTER_TOKEN", marker)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", marker)
+    spy = PolicySource("spy", 1, """package muster.spy
+import rego.v1
+
+deny contains sprintf("%v", [opa.runtime().env]) if true
+""")
+    sandbox = PolicySandbox()
+    try:
+        (said,) = [d.message for d in sandbox.evaluate_now([spy], {"nodes": {"after": 1}}).denials]
+    finally:
+        sandbox.close()
+    leaked = [name for name in (marker, "MUSTER_TOKEN", "AWS_SECRET_ACCESS_KEY") if name in said]
+    assert leaked == [], leaked  # (not the denial itself: it would print this process's environment)
+    assert os.environ["MUSTER_TOKEN"] == marker  # the planner's own is as it was
+
+
+PRINTS = PolicySource("printer", 1, """package muster.printer
+import rego.v1
+
+deny contains "x" if {
+    print("{\\"event\\": \\"forged\\", \\"principal\\": \\"root\\"}")
+    true
+}
+""")
+
+
+def test_what_a_policy_prints_reaches_the_planners_log_never(capfd: pytest.CaptureFixture[str]) -> None:
+    """Attack (tenant beta's administrator): a policy's `print()` went to the planner's stderr,
+    which is its log file: a line of the tenant's choosing among the operator's. `muster policy
+    test` (prints=True) still shows an author its prints."""
+    for prints in (False, True):
+        sandbox = PolicySandbox(prints=prints)
+        try:
+            assert [d.message for d in sandbox.evaluate_now([PRINTS], {}).denials] == ["x"]
+        finally:
+            sandbox.close()
+        assert ("forged" in capfd.readouterr().err) is prints

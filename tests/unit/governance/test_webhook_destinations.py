@@ -23,6 +23,7 @@ from muster.destinations import (
     category,
     explain,
     refused,
+    target,
 )
 from muster.ports.memory import ManualClock, MemoryEventLog
 from services.notifier.app import Notifier
@@ -116,6 +117,18 @@ def test_an_allowed_entry_may_open_one_port_only() -> None:
         with pytest.raises(AllowError) as err:
             Allowed.parse([bad])
         assert str(err.value).startswith(f"--webhook-allow {bad!r}") and said in str(err.value), err.value
+
+
+@pytest.mark.parametrize(("url", "reached"), [
+    ("http://\u2460\u2461\u2466.0.0.1:8080/x", ("127.0.0.1", 8080)), ("http://127\u30020\u30020\u30021/", ("127.0.0.1", 80)),
+    ("https://\uff11\uff16\uff19.254.169.254/", ("169.254.169.254", 443)), ("https://B\u00fccher.example/", ("xn--bcher-kva.example", 443)),
+    ("http://Hooks.Example:018080/x", ("hooks.example", 18080)), ("http://[::ffff:127.0.0.1]:9/", ("::ffff:127.0.0.1", 9)),
+])
+def test_the_host_and_port_judged_are_those_the_post_reaches(url: str, reached: tuple[str, int]) -> None:
+    """As aiohttp's parser reads them: an address in Unicode characters is that address (to
+    urlsplit it was a name, only warned of, then connected to without the checking resolver)."""
+    assert target(url) == reached
+    assert target("http://a\\@127.0.0.1/") == "it is not a URL the sender can read"
 
 
 def test_a_tenant_names_its_own_secrets_or_the_shared_ones_never_another_tenants() -> None:

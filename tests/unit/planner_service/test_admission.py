@@ -292,6 +292,23 @@ async def test_requests_for_clusters_another_planner_owns_are_refused_and_their_
     assert h.job(accepted.job_id).state == "running"  # outcomes for a cluster it no longer owns are not its to take
 
 
+async def test_a_callback_subject_of_another_tenant_is_refused_before_anything_is_written() -> None:
+    from contracts.commands import PoolWait
+    from contracts.pools import Callback
+
+    h = harness()
+    before = len(h.log.records)
+    for tenant in ("other", "defaults", "default-"):
+        wait = PoolWait(callback=Callback(subject=f"muster.cb.{tenant}.hosts"))
+        reply = await h.send(CreateCluster(name="cb", template="hadoop-small", nodes=2, pool=wait))
+        assert isinstance(reply, Rejected) and reply.field == "pool.callback" and reply.code == "invalid", reply
+        assert reply.reason == "--callback: its subject must be one of the tenant's, muster.cb.default.…", reply
+    assert len(h.log.records) == before
+    own = PoolWait(callback=Callback(subject="muster.cb.default.hosts"))  # its own: on to the next rule
+    reply = await h.send(CreateCluster(name="cb", template="hadoop-small", nodes=2, pool=own))
+    assert isinstance(reply, Rejected) and "takes no hosts from a pool" in reply.reason, reply
+
+
 async def test_a_callback_on_a_cluster_without_a_pool_is_refused_not_ignored() -> None:
     from contracts.commands import PoolWait
     from contracts.pools import Callback
