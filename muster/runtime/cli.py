@@ -236,7 +236,7 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
         async with await MusterClient.connect(deployment.nats_url, token=_own_token(deployment), data_dir=deployment.data_dir) as client:
             for one in tenant_names(tenant):
                 n = await _load_catalog(client, one, catalog_dir)
-                console.print(f"catalog: {n} entities applied for tenant {one}")
+                console.print(f"catalog: {n} {'entity' if n == 1 else 'entities'} applied for tenant {one}")
     console.print(f"nats:    {deployment.nats_url}")
     console.print(f"tracker: {deployment.tracker_url}")
     console.print(f"logs:    {data_dir / 'logs'}")
