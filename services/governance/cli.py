@@ -235,7 +235,7 @@ def rule() -> None:
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="a cluster label that must be set so; repeat")
 @click.option("--allow-self-approval", is_flag=True, help="the requester may approve its own job")
 @click.option("--expires", default="24h", show_default=True, help="a job not approved within this long is refused")
-@click.option("--description", default="", help="what the rule is for (kept with it: `rule list --json`, the console)")
+@click.option("--description", default="", help="what the rule is for (kept with it: `rule list --json` shows it)")
 @json_option
 @bus_options
 @command
