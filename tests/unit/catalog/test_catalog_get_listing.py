@@ -8,41 +8,22 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from muster.cli import main
+from tests.unit.stub_tracker import stub_tracker
 
 TEMPLATE = {"name": "hadoop-small", "description": "small", "defaults": {"services": [], "provider": "sim"},
             "compatibility": {}, "constraints": {}}
 
 
 def serve(answer: dict[str, Any]) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(answer).encode()
-            self.send_response(200 if self.path.startswith("/v1/catalog") else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with stub_tracker(lambda path: (200 if path.startswith("/v1/catalog") else 404, answer)) as url:
+        yield url
 
 
 @pytest.fixture

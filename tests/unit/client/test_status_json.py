@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import tempfile
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from muster.cli import main
+from tests.unit.stub_tracker import stub_tracker
 
 JOB = "1c6b69ec-2266-5bba-b37f-60463ee270e0"
 BODY = {"id": JOB, "tenant": "default", "state": "succeeded", "counts": {"succeeded": 2},
@@ -24,25 +23,11 @@ BODY = {"id": JOB, "tenant": "default", "state": "succeeded", "counts": {"succee
 
 @pytest.fixture
 def tracker() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(BODY if self.path == f"/v1/jobs/{JOB}" else {"error": {"message": "no"}}).encode()
-            self.send_response(200 if self.path == f"/v1/jobs/{JOB}" else 404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(path: str) -> tuple[int, Any]:
+        return (200, BODY) if path == f"/v1/jobs/{JOB}" else (404, {"error": {"message": "no"}})
 
-        def log_message(self, *_: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with stub_tracker(answer) as url:
+        yield url
 
 
 def test_status_json_is_one_line(tracker: str) -> None:

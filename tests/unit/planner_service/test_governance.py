@@ -329,6 +329,15 @@ async def test_an_approval_tells_and_records_the_cost_at_the_prices_it_was_appro
     assert [w.message for w in h.events(job_id, "PolicyWarned")[-1].warnings] == ["looked at"]
 
 
+def double_the_prices(h: Harness) -> None:
+    """Every hardware type's cost per hour, twice what it was (a price rise while a job waits)."""
+    catalog = h.catalogs.by_tenant["default"].model_copy(deep=True)
+    for hardware in catalog.hardwaretypes.values():
+        for fields in hardware.providermap.values():
+            fields["cost"] = str(float(fields.get("cost", 0)) * 2)
+    h.catalogs.by_tenant["default"] = catalog
+
+
 async def test_an_approval_after_a_price_rise_says_what_the_plan_costs_now() -> None:
     h = Harness()
     await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
@@ -337,11 +346,7 @@ async def test_an_approval_after_a_price_rise_says_what_the_plan_costs_now() -> 
     await h.settle()
     asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
     assert asked is not None and asked.per_hour > 0
-    catalog = h.catalogs.by_tenant["default"].model_copy(deep=True)
-    for hardware in catalog.hardwaretypes.values():
-        for fields in hardware.providermap.values():
-            fields["cost"] = str(float(fields.get("cost", 0)) * 2)
-    h.catalogs.by_tenant["default"] = catalog
+    double_the_prices(h)
     ok = await h.send(ApproveJob(job_id=waiting.job_id), principal="apo")
     assert isinstance(ok, Accepted), ok
     shown = f"{asked.per_hour * 2:.2f}/h at the catalog's prices now ({asked.per_hour:.2f}/h when it was requested)"
@@ -379,11 +384,7 @@ async def test_an_approver_sees_what_an_approval_now_would_find_without_deciding
     await h.settle()
     asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
     assert asked is not None
-    catalog = h.catalogs.by_tenant["default"].model_copy(deep=True)
-    for hardware in catalog.hardwaretypes.values():
-        for fields in hardware.providermap.values():
-            fields["cost"] = str(float(fields.get("cost", 0)) * 2)
-    h.catalogs.by_tenant["default"] = catalog
+    double_the_prices(h)
     await put(h, "policy", "ceiling", source=CEILING)  # over 2 nodes, over 0.01/h: denies now
     before = len(h.log.records)
     seen = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="apo")
