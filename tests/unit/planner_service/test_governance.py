@@ -338,7 +338,8 @@ def double_the_prices(h: Harness) -> None:
     h.catalogs.by_tenant["default"] = catalog
 
 
-async def test_an_approval_after_a_price_rise_says_what_the_plan_costs_now() -> None:
+async def waiting_then_prices_doubled() -> tuple[Harness, Accepted, Any]:
+    """A create waiting for approval, the cost it was asked at, and then the prices doubled."""
     h = Harness()
     await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
     waiting = await h.send(CreateCluster(name="p", template="hadoop-small", nodes=2), principal="uma")
@@ -347,6 +348,11 @@ async def test_an_approval_after_a_price_rise_says_what_the_plan_costs_now() -> 
     asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
     assert asked is not None and asked.per_hour > 0
     double_the_prices(h)
+    return h, waiting, asked
+
+
+async def test_an_approval_after_a_price_rise_says_what_the_plan_costs_now() -> None:
+    h, waiting, asked = await waiting_then_prices_doubled()
     ok = await h.send(ApproveJob(job_id=waiting.job_id), principal="apo")
     assert isinstance(ok, Accepted), ok
     shown = f"{asked.per_hour * 2:.2f}/h at the catalog's prices now ({asked.per_hour:.2f}/h when it was requested)"
@@ -377,14 +383,7 @@ async def test_an_approved_create_is_not_counted_among_the_tenants_clusters_it_i
 async def test_an_approver_sees_what_an_approval_now_would_find_without_deciding() -> None:
     """`muster job approve --dry-run`: the approver saw the cost and the policies of the request
     only, and learnt what had changed once it had approved."""
-    h = Harness()
-    await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
-    waiting = await h.send(CreateCluster(name="p", template="hadoop-small", nodes=2), principal="uma")
-    assert isinstance(waiting, Accepted)
-    await h.settle()
-    asked = h.events(waiting.job_id, "JobApprovalRequested")[0].cost
-    assert asked is not None
-    double_the_prices(h)
+    h, waiting, asked = await waiting_then_prices_doubled()
     await put(h, "policy", "ceiling", source=CEILING)  # over 2 nodes, over 0.01/h: denies now
     before = len(h.log.records)
     seen = await h.send(ApproveJob(job_id=waiting.job_id, dry_run=True), principal="apo")
