@@ -459,7 +459,7 @@ def section(title: str, curve: list[dict[str, Any]], take: dict[str, Any] | None
              "two provisioners of capacity 64. Each create is timed from the request to its final event; CPU, messages "
              "and bytes are counted until every durable consumer of the log has also taken what it was given, "
              "so a consumer's lag is in them, and until the tracker has written the "
-             "cluster's story snapshot if the job's end is one it writes, which reads the job's whole story (decision 46: "
+             "cluster's story snapshot if the job's end is one it writes, which reads the job's whole story (decision 43: "
              f"once {EVERY_TASKS:,} tasks ran since the cluster was made or last snapshotted, so none of these creates; a job of "
              f"more than {MOST_TASKS:,} tasks never: its story does not fit the store): \"settled\". Each size runs on processes of its own, after a "
              f"{WARM_UP_NODES}-node create that is not counted (what a fresh process pays once, such as building each "

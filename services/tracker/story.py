@@ -10,7 +10,7 @@ KV `snapshots`, key `<tenant>.story.<cluster>`) and reads only the events after 
 read of the story's subjects; without one (none yet, older than the bucket's history, or from
 other code) it folds from the first event. The tracker writes a snapshot when a job of the
 cluster ends once the jobs ended since its last snapshot ran `EVERY_TASKS` tasks: `StoryWriter`.
-Docs: docs/decisions/0010-replay-from-story-snapshots.md, 0046.
+Docs: docs/decisions/0010-replay-from-story-snapshots.md, 0043.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ decision 0007); measured in docs/benchmarks.md ("Scale: a 10,000-node create")."
 
 EVERY_TASKS = MOST_TASKS
 """A cluster's story is snapshotted again once the jobs ended since its last snapshot ran this
-many tasks (decision 0046). Writing one reads every event of those jobs again (four a task),
+many tasks (decision 0043). Writing one reads every event of those jobs again (four a task),
 which cost a 100-node create a tenth to a fifth of its CPU when it followed every job; a replay past the
 last snapshot folds at most about this many tasks' events (~32,000: a second here), as a
 replay of a 1,000-node cluster, which never had a snapshot, always did."""

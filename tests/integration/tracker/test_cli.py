@@ -144,7 +144,7 @@ async def test_history_of_a_job_and_of_its_cluster(tracked: Tracked) -> None:
 
 
 async def test_replay_rebuilds_a_cluster_as_it_was_and_twice_gives_the_same(tracked: Tracked, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(story, "EVERY_TASKS", 1)  # a snapshot after every job (decision 0046: after 8,000 tasks)
+    monkeypatch.setattr(story, "EVERY_TASKS", 1)  # a snapshot after every job (decision 0043: after 8,000 tasks)
     reply = await _finished_job(tracked)
     log = await tracked.store.read_many(subjects.job_history_filters("default", reply.job_id))
     planned = next(r.seq for r in log if r.type == "JobPlanned")

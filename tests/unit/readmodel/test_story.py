@@ -286,7 +286,7 @@ async def test_a_cluster_whose_job_is_too_big_for_a_story_snapshot_is_not_read_t
 
 
 async def test_a_story_snapshot_waits_for_enough_tasks_since_the_last_one_not_each_job() -> None:
-    """Decision 0046: a snapshot reads again every event of the jobs since the last one (four a
+    """Decision 0043: a snapshot reads again every event of the jobs since the last one (four a
     task), so it is written once those jobs ran `EVERY_TASKS` tasks, not after each of them."""
     log, cluster_id = story_log(random.Random(5))
     last = len(log.records)

@@ -1,6 +1,6 @@
 """The tracker's index hands a cluster's first event and each end of its jobs to the story
 writer, so that a job's end reads the jobs' whole story again for a snapshot only once those
-since the last one ran `EVERY_TASKS` tasks (decision 0046)."""
+since the last one ran `EVERY_TASKS` tasks (decision 0043)."""
 
 from __future__ import annotations
 
