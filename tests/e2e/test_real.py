@@ -218,6 +218,12 @@ def replication(info: object) -> dict[str, int]:
     return roles
 
 
+def run_ids(ips: list[str]) -> dict[str, str]:
+    """Each server's run_id: a new one for every process redis-server starts."""
+    return {ip: next((line.split(":")[1].strip() for line in redis(ip, "info", "server").splitlines() if line.startswith("run_id:")), "")
+            for ip in ips}
+
+
 def redis(ip: str, *command: str, stdin: str | None = None) -> str:
     import subprocess
 
@@ -239,14 +245,17 @@ async def redis_keeps_its_data_and_its_good_config(real: Real, cluster: str, con
         return {**config, "redis": {**config["redis"], "settings": {"maxmemory": maxmemory}}}  # type: ignore[dict-item]
 
     await real.run(ConfigureCluster(cluster_id=cluster, config=settings("64mb"), restart=True, rolling=Rolling(batch=1), requested_by="test"))
-    assert {redis(ip, "config", "get", "maxmemory").split()[-1] for ip in ips} == {str(64 << 20)}
+    assert {ip: redis(ip, "config", "get", "maxmemory").split()[-1:] for ip in ips} == {ip: [str(64 << 20)] for ip in ips}
     bad = await real.client.run(ConfigureCluster(cluster_id=cluster, config=settings("lots"), restart=True, rolling=Rolling(batch=1),
                                                  requested_by="test"), tenant=TENANT, timeout=600)
     assert not bad.succeeded
     errors = [r.event.error async for r in real.client.events(bad.reply.job_id, tenant=TENANT) if isinstance(r.event, TaskAttemptFailed)]
     assert errors and all("'maxmemory lots'" in error for error in errors), errors  # redis-server's own words
     assert await down_at_once(real, bad.reply.job_id) == (0, set())  # refused before any server stopped
+    before = run_ids(ips)
     await real.run(RestartServices(cluster_id=cluster, rolling=Rolling(batch=1), requested_by="test"))
+    after = run_ids(ips)
+    assert [ip for ip in ips if after[ip] in ("", before[ip])] == []  # every server was restarted: a new process answers
     assert replication(await real.client.cluster(cluster, tenant=TENANT)) == {"master": 1, "slave": replicas}
     assert redis(primary, stdin=f"SET after restart\nWAIT {replicas} 5000\n").split() == ["OK", str(replicas)]  # all linked again
     assert {redis(ip, "get", "greeting").strip() for ip in ips} == {"hello"}

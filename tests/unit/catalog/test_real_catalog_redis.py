@@ -1,13 +1,19 @@
-"""The Redis configure of examples/catalog-real (shell flavour), run here with `sh` as a node runs
-it: the config's `redis.settings` reach redis.conf, and a bad setting is refused by redis-server
-itself before it replaces the good file (the running server keeps its config; the job rolls back).
+"""The Redis actions of examples/catalog-real (shell flavour), run here with `sh` as a node runs
+them: the config's `redis.settings` reach redis.conf, and a bad setting is refused by redis-server
+itself before it replaces the good file (the running server keeps its config; the job rolls back);
+a primary and a replica on loopback addresses of their own, for what stop and start must do.
 The whole cluster's story is tests/e2e/test_real.py's (make test-long)."""
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
+import signal
 import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +22,7 @@ import pytest
 from contracts.catalog import Action
 from muster.catalog.files import load_sources
 from muster.runtime.real_demo import REAL_CATALOG
+from services.provisioner.plugins.builtin.shell.automator import PERMANENT_EXIT
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
 
@@ -39,7 +46,7 @@ def test_settings_reach_redis_conf_and_a_bad_one_never_replaces_the_good_file(tm
     assert {"maxmemory 64mb", "lazyfree-lazy-eviction yes", "replicaof 10.0.0.1 6379", "appendonly yes"} <= set(conf)
 
     bad = configure(tmp_path, {"maxmemory": "lots"})
-    assert bad.returncode != 0
+    assert bad.returncode == PERMANENT_EXIT  # the same config fails the same way: the planner does not try it again
     assert "'maxmemory lots'" in bad.stderr and "argument must be a memory value" in bad.stderr  # redis-server's own words
     assert (tmp_path / "redis" / "redis.conf").read_text().splitlines() == conf
 
@@ -48,3 +55,75 @@ def test_a_stop_keeps_the_data_a_restarted_primary_comes_back_with() -> None:
     """Without persistence a restarted primary comes back empty and its replicas follow it; the stop
     must not throw the data away either."""
     assert "nosave" not in script(Action.STOP)
+
+
+@dataclass
+class Node:
+    home: Path
+    ip: str
+    service: str
+    primary: str
+
+    def run(self, action: Action, settings: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+        (self.home / "redis").mkdir(parents=True, exist_ok=True)
+        env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(self.home), "MUSTER_IP": self.ip, "MUSTER_SERVICES": self.service,
+               "MUSTER_CONFIG": json.dumps({"redis": {"primary": self.primary, "settings": settings or {}}})}
+        return subprocess.run(["sh", "-c", script(action)], env=env, cwd=self.home, capture_output=True, text=True, timeout=150)
+
+    def up(self, settings: dict[str, Any] | None = None) -> None:
+        for action in (Action.CONFIGURE, Action.START):
+            done = self.run(action, settings)
+            assert done.returncode == 0, (action, done.stdout, done.stderr)
+
+    def cli(self, *command: str, stdin: str | None = None) -> str:
+        return subprocess.run(["redis-cli", "-h", self.ip, *command], input=stdin, capture_output=True, text=True, timeout=10).stdout
+
+    def log(self) -> str:
+        return (self.home / "redis" / "redis.log").read_text(errors="replace")
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
+    """A primary and its replica, each on a loopback address of its own (port 6379 as on a node)."""
+    net = f"127.79.{random.randrange(256)}"
+    primary = Node(tmp_path / "primary", f"{net}.1", "redis-primary", f"{net}.1")
+    replica = Node(tmp_path / "replica", f"{net}.2", "redis-replica", f"{net}.1")
+    try:
+        yield primary, replica
+    finally:
+        for node in (primary, replica):  # whatever still runs there, named by the server itself
+            for line in node.cli("info", "server").splitlines():
+                if line.startswith("process_id:"):
+                    os.kill(int(line.split(":")[1]), signal.SIGKILL)
+
+
+def test_a_replica_writing_its_first_aof_is_stopped_by_asking_again(pair: tuple[Node, Node]) -> None:
+    """A replica refuses SHUTDOWN while it writes its first AOF after a sync, which starts as its link
+    comes up (its start, its primary's restart). A stop that asked once and waited left it running
+    (the start that followed could not listen, and the old config stayed: a rolling configure's
+    maxmemory read 0), or TERMed it 15 s later."""
+    primary, replica = pair
+    primary.up()
+    assert primary.cli(stdin="".join(f"SET k{i} v\n" for i in range(20))).split() == ["OK"] * 20
+    replica.up({"rdb-key-save-delay": 200_000})  # 0.2 s a key: the replica's first AOF takes 4 s to write
+    assert "aof_rewrite_in_progress:1" in replica.cli("info", "persistence")
+    stopped = replica.run(Action.STOP)
+    assert stopped.returncode == 0, stopped.stderr
+    assert replica.cli("ping") == ""  # gone
+    log = replica.log()
+    assert "Writing initial AOF, can't exit" in log  # it did refuse
+    assert "Received SIGTERM" not in log  # the SHUTDOWN asked again stopped it, with its data
+
+
+def test_a_start_where_another_server_keeps_the_address_fails_saying_so(pair: tuple[Node, Node]) -> None:
+    """A daemonized redis-server that cannot listen exits saying nothing: the start said 'started'
+    and the server already there went on with its old config."""
+    primary, _ = pair
+    primary.up()
+    pid = (primary.home / "redis" / "redis.pid").read_text().strip()
+    again = primary.run(Action.START)
+    assert again.returncode == 0 and again.stdout.strip() == "already running"
+    (primary.home / "redis" / "redis.pid").unlink()  # a server its pidfile no longer names
+    refused = primary.run(Action.START)
+    assert refused.returncode != 0 and f"another redis-server answers on {primary.ip}:6379" in refused.stderr, refused
+    assert f"process_id:{pid}" in primary.cli("info", "server")  # still the first one
