@@ -231,6 +231,9 @@ def make_app(
     `auth=True` checks tokens when the server authorizes connections (auth on;
     services/tracker/auth.py), False never."""
     holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
+    # A message on a log subject that is not a valid event is shown as skipped (named by its
+    # seq and subject), not a failed read: it is there for good, and a 503 would say "try later".
+    store.lenient = True
     app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age,
                       stories=SnapshotStore(store.nc, replicas), nc=store.nc)

@@ -6,7 +6,9 @@ One route serves every command that reads raw events: `muster events` (a subject
 cluster's). What was recorded up to the moment of the request is read from the log and sent,
 then `end`; with `follow`, an ordered consumer takes over from there (no polling), and a job's
 story ends with the job as `/v1/jobs/{id}/stream` does. A cluster's story with its jobs picks
-up the cluster's new jobs as they start (their `JobRequested` names the cluster).
+up the cluster's new jobs as they start (their `JobRequested` names the cluster). A message
+on a log subject that is not a valid event is sent as `skipped` (its seq, subject and why),
+and the read goes on.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS
 from contracts.identity import Scope
-from contracts.records import Recorded
-from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from contracts.records import Recorded, Undecodable
+from muster.bus.eventstore import EventStore, inflate, lenient_from_msg
 from muster.bus.wire import close_push
 from muster.ports.eventlog import EventLog
 from muster.readmodel.story import job_of
 
 from . import auth as auth_
-from .app import event_json
+from .app import event_json, skipped_json
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people import flag, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
@@ -130,7 +132,8 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     try:
         for r in history:
             await _send(response, r, since, viewer)
-        last = history[-1] if history else None
+        events = [r for r in history if not isinstance(r.event, Undecodable)]  # (a mark after the end does not reopen it)
+        last = events[-1] if events else None
         job_over = selection.job is not None and last is not None and last.type in FINAL_JOB_EVENTS
         if follow and not job_over:
             await _follow(response, store, selection, max(after, end), since, viewer)
@@ -143,7 +146,12 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None, viewer: str | None) -> None:
-    if since is None or r.time >= since:
+    if since is not None and r.time < since:
+        return
+    if isinstance(r.event, Undecodable):
+        log.warning("undecodable message skipped", seq=r.seq, subject=r.subject)
+        await response.write(sse("skipped", r.seq, skipped_json(r)))
+    else:
         data = event_json(r)
         await response.write(sse("event", r.seq, data if viewer is None else event_for(data, viewer)))
 
@@ -159,7 +167,7 @@ async def _follow(response: web.StreamResponse, store: EventStore, selection: Se
                                    cb=queue.put, idle_heartbeat=2.0)
     try:
         async for msg in deliveries(queue, response):
-            r = await inflate(store.bodies, recorded_from_msg(msg))
+            r = await inflate(store.bodies, lenient_from_msg(msg))
             if not selection.keeps(r):
                 continue
             await _send(response, r, since, viewer)

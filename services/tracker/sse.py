@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 import structlog
 from aiohttp import web
 
-from contracts.records import Recorded
+from contracts.records import Recorded, Undecodable
 from muster.readmodel.progress import JobProgress
 
+from .app import skipped_json
 from .params import METRICS, TRACKER, not_found
 
 log = structlog.get_logger("muster.tracker")
@@ -74,6 +75,9 @@ async def _stream(response: web.StreamResponse, events: AsyncGenerator[Recorded 
         async for recorded in events:
             if recorded is None:
                 await response.write(b": keep-alive\n\n")
+                continue
+            if isinstance(recorded.event, Undecodable):  # not an event: named, and read past
+                await response.write(sse("skipped", recorded.seq, skipped_json(recorded)))
                 continue
             try:
                 progress.fold(recorded)
