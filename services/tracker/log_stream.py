@@ -34,6 +34,7 @@ from muster.ports.eventlog import EventLog
 from muster.readmodel.story import job_of
 
 from . import auth as auth_
+from . import planner_view
 from .app import event_json, skipped_json
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people import flag, resolve_cluster, time_query
@@ -122,8 +123,9 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     follow = flag(request, "follow", False)
     selection = await _selection(request, tenant)
     principal = request[auth_.PRINCIPAL]
-    # A tenant's people see a provisioner's registration as they see the provisioner (no other tenant named).
-    viewer = None if principal.is_super_admin or principal.role == "service" else tenant
+    # A tenant's people see a provisioner's registration as they see the provisioner (no other
+    # tenant named), and a planner as "a planner" (planner_view.py).
+    viewer = None if planner_view.sees_deployment(principal) else tenant
     store = request.app[JETSTREAM_LOG]
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)
@@ -153,7 +155,7 @@ async def _send(response: web.StreamResponse, r: Recorded, since: datetime | Non
         await response.write(sse("skipped", r.seq, skipped_json(r)))
     else:
         data = event_json(r)
-        await response.write(sse("event", r.seq, data if viewer is None else event_for(data, viewer)))
+        await response.write(sse("event", r.seq, data if viewer is None else planner_view.event_for(event_for(data, viewer))))
 
 
 async def _follow(response: web.StreamResponse, store: EventStore, selection: Selection, after: int,

@@ -21,6 +21,7 @@ from muster.bus.repository import log_seq
 from services.pool.domain.views import pool_view, terms_for
 
 from .. import api
+from ..planner_view import recorded_for
 from ..pools import POOLS
 from . import bigpage, reads
 from .bigjob import BIG, JobFold, planned_tasks
@@ -104,7 +105,7 @@ async def _job_history(request: web.Request, viewer: Viewer) -> tuple[str, list[
     history = await reads.job_history(tracker_of(request), viewer.tenant, job_id)
     if not any(r.type == "JobRequested" for r in history[:1]) or not viewer.may_job("read", job_id, cluster_of(history)):
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
-    return job_id, history
+    return job_id, history if viewer.operator else [recorded_for(r) for r in history]
 
 
 def cluster_of(history: list[Any]) -> str | None:
