@@ -66,7 +66,7 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
     seq = await _point(request)
-    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq)
+    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq, viewer.operator)
     if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at log sequence {seq}.")  # a link to a point before it
     if data is None:

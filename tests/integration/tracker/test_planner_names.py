@@ -69,3 +69,5 @@ async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tr
         signed = {"Authorization": f"Bearer {token_}"}  # (as the session cookie: docs/ui.md)
         page_ = await (await tracked.http.get(f"/ui/jobs/{reply.job_id}", headers=signed)).text()
         assert f"<dd>{shown}</dd>" in page_ and (shown == NAME or NAME not in page_), page_[:3000]
+        cluster_page = await (await tracked.http.get(f"/ui/clusters/{reply.cluster_id}", headers=signed)).text()
+        assert f"owner {shown}" in cluster_page and (shown == NAME or NAME not in cluster_page), cluster_page[:3000]
