@@ -73,6 +73,20 @@ class Append:
         return h
 
 
+UNDECODABLE = "Undecodable"
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """What a lenient reader (the tracker's) gets in place of a stored message that is not a
+    valid event (a body another client published on a log subject): named by its record's
+    seq and subject, with why, so a read goes on past it rather than failing for good. No fold
+    knows the type, so each skips it."""
+
+    reason: str
+    type: str = UNDECODABLE
+
+
 def recorded(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Recorded:
     """Decode a stored message (body and headers) into a Recorded event."""
     time_text = headers.get(H_TIME) or headers.get("Nats-Time-Stamp")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -162,6 +163,11 @@ class TrackerReads:
                             self.log_end = int(data["seq"])
                             return
                         lost = 0
+                        if kind == "skipped":  # a message that is not an event: said, and read past
+                            after = int(data["seq"])
+                            print(f"warning: skipped #{data['seq']} on {data['subject']}: not a valid event "
+                                  f"({data.get('reason', '')})", file=sys.stderr)
+                            continue
                         after = int(data["seq"])
                         yield data
             except (aiohttp.ClientError, TimeoutError) as err:

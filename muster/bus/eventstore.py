@@ -18,10 +18,23 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
+from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.events import EVENT_ADAPTER, EVENT_TYPES, parse_event
-from contracts.records import H_AGGREGATE, H_EXPECT, H_MSG_ID, H_TIME, H_TRACE, H_TYPE, H_VERSION, Append, Recorded, recorded
+from contracts.records import (
+    H_AGGREGATE,
+    H_EXPECT,
+    H_MSG_ID,
+    H_TIME,
+    H_TRACE,
+    H_TYPE,
+    H_VERSION,
+    Append,
+    Recorded,
+    Undecodable,
+    recorded,
+)
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
@@ -34,7 +47,8 @@ from .wire import raw_subscribe, raw_unsubscribe
 # NATS import in either); they are re-exported here for the adapters that already name them.
 __all__ = [
     "H_AGGREGATE", "H_EXPECT", "H_MSG_ID", "H_TIME", "H_TYPE", "H_VERSION", "MAX_ATOMIC", "Append", "ConcurrencyError",
-    "EventStore", "NoDirectGet", "Recorded", "StoreError", "full_recorded_from_msg", "inflate", "recorded", "recorded_from_msg",
+    "EventStore", "NoDirectGet", "Recorded", "StoreError", "Undecodable", "full_recorded_from_msg", "inflate", "lenient_from_msg",
+    "recorded", "recorded_from_msg",
 ]
 
 READ_BATCH = 1000
@@ -57,6 +71,33 @@ def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Rec
         event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
         trace=headers.get(H_TRACE),
     )
+
+
+DECODE_ERRORS = (ValidationError, ValueError, KeyError, TypeError)
+"""What decoding a stored message raises when the message is not a valid event: the same
+every time it is read (pydantic's ValidationError and json's errors are ValueErrors too)."""
+
+
+def undecodable(subject: str, seq: int, headers: dict[str, str], err: BaseException) -> Recorded:
+    """The mark a lenient read puts where a message that is not a valid event is."""
+    stamp = headers.get(H_TIME) or headers.get("Nats-Time-Stamp") or ""
+    try:
+        time = datetime.fromisoformat(stamp) if stamp else datetime.fromtimestamp(0, UTC)
+    except ValueError:
+        time = datetime.fromtimestamp(0, UTC)
+    if isinstance(err, ValidationError):  # (its text lists every event type the union has)
+        reason = "; ".join(f"{'.'.join(map(str, e['loc'][-1:])) or 'body'}: {e['msg']}" for e in err.errors()[:3])
+    else:
+        reason = f"{type(err).__name__}: {err}"
+    return Recorded(seq=seq, subject=subject, time=time, event=Undecodable(reason[:300]))
+
+
+def lenient_from_msg(msg: Msg) -> Recorded:
+    """`recorded_from_msg`, with a message that is not a valid event as its `Undecodable` mark."""
+    try:
+        return recorded_from_msg(msg)
+    except DECODE_ERRORS as err:
+        return undecodable(msg.subject, msg.metadata.sequence.stream, dict(msg.headers or {}), err)
 
 
 def recorded_from_msg(msg: Msg) -> Recorded:
@@ -110,8 +151,13 @@ class EventStore:
     one replica (see `append_chain`)."""
 
     def __init__(self, nc: Client, stream: str = subjects.EVENTS_STREAM, timeout: float = 10.0, *,
-                 group_commit: bool = True, writer_name: str | None = None, linked_chains: bool | None = None) -> None:
+                 group_commit: bool = True, writer_name: str | None = None, linked_chains: bool | None = None,
+                 lenient: bool = False) -> None:
         self.nc = nc
+        self.lenient = lenient
+        """Reads put an `Undecodable` mark where a stored message is not a valid event, and go
+        on; otherwise the read fails (StoreError). For readers that show the log to people
+        (the tracker), not for a service that folds it to act on it."""
         self.linked_chains = linked_chains
         self.writer_name = writer_name
         self.js = nc.jetstream(timeout=timeout)
@@ -228,9 +274,17 @@ class EventStore:
             frame = await leader_next(self.nc, self.stream, subject_filter, seq, self.timeout)
             if frame is None or (up_to_seq is not None and frame[1] > up_to_seq):
                 break
-            out.append(_from_wire(*frame))
+            out.append(self._decoded(*frame))
             seq = frame[1] + 1
         return out
+
+    def _decoded(self, subject: bytes, seq: int, data: bytes, header_block: bytes) -> Recorded:
+        if not self.lenient:
+            return _from_wire(subject, seq, data, header_block)
+        try:
+            return _from_wire(subject, seq, data, header_block)
+        except DECODE_ERRORS as err:
+            return undecodable(subject.decode(), seq, parse_headers(header_block)[1], err)
 
     async def replay(
         self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
@@ -251,7 +305,7 @@ class EventStore:
             on_event(await inflate(self.bodies, r))
 
         def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> Awaitable[None] | None:
-            r = _from_wire(subject, seq, data, header_block)
+            r = self._decoded(subject, seq, data, header_block)
             if bodies and isinstance(r.event, Offloaded):
                 return hand_over(r)
             on_event(r)
@@ -297,6 +351,11 @@ class EventStore:
                 return
             try:
                 got.append(_decode(headers["Nats-Subject"], int(headers["Nats-Sequence"]), data, headers))
+            except DECODE_ERRORS as err:
+                if self.lenient and "Nats-Subject" in headers and "Nats-Sequence" in headers:
+                    got.append(undecodable(headers["Nats-Subject"], int(headers["Nats-Sequence"]), headers, err))
+                else:
+                    failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
             except Exception as err:  # noqa: BLE001 - a message that is not a valid event must not hang the read
                 failure.append(StoreError(f"unreadable event at seq {headers.get('Nats-Sequence')}: {err}"))
 

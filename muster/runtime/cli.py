@@ -22,7 +22,7 @@ from contracts.identity import tenant_name_problem
 from muster import tracing
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore
-from muster.bus.server import ServerError
+from muster.bus.server import DataDirBusy, ServerError
 from muster.catalog.files import CatalogFileError, load_catalog
 from muster.catalog.store import apply_catalog
 from muster.cli_bus import bus_errors  # noqa: F401 - registers how the bus's errors read
@@ -306,7 +306,7 @@ def _run(coro: Any) -> None:
 
 @translates
 def start_errors(err: BaseException) -> CliError | None:
-    if isinstance(err, TlsError):
+    if isinstance(err, TlsError | DataDirBusy):  # (a directory in use: the user's choice refused, as bad input)
         return CliError(str(err), EXIT_INVALID)
     return CliError(str(err), EXIT_FAILED) if isinstance(err, (StartError, ServerError, DownError)) else None
 

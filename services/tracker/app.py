@@ -24,10 +24,10 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
-from contracts.records import Recorded
+from contracts.records import Recorded, Undecodable
 from muster.bus.bodies import Bodies
 from muster.bus.connect import principal_of
-from muster.bus.eventstore import inflate, recorded_from_msg
+from muster.bus.eventstore import inflate, lenient_from_msg
 from muster.bus.repository import rebuild
 from muster.bus.wire import close_push
 from muster.ports.eventlog import EventLog
@@ -53,8 +53,20 @@ class Page:
 
 
 def event_json(r: Recorded) -> dict[str, Any]:
+    """An event as the API answers it; a message that is not a valid event as its mark (type
+    `Undecodable`, the event its `reason`)."""
+    event = {"reason": r.event.reason} if isinstance(r.event, Undecodable) else r.event.model_dump(mode="json")
     return {"seq": r.seq, "subject": r.subject, "time": r.time.isoformat(), "type": r.type,
-            "aggregate_id": r.aggregate_id, "version": r.version, "event": r.event.model_dump(mode="json")}
+            "aggregate_id": r.aggregate_id, "version": r.version, "event": event}
+
+
+def skipped_json(r: Recorded) -> dict[str, Any]:
+    """A message that is not a valid event, named for a reader that skips it."""
+    return {"seq": r.seq, "subject": r.subject, "reason": getattr(r.event, "reason", "")}
+
+
+def skipped_warning(r: Recorded) -> str:
+    return f"skipped #{r.seq} on {r.subject}: not a valid event ({getattr(r.event, 'reason', '')})"
 
 
 def job_summary(record: Record) -> dict[str, Any]:
@@ -172,13 +184,16 @@ class Tracker:
         view = await self.ask_owner(tenant, job_id)
         if self.on_answer is not None:
             self.on_answer("owner" if view is not None else "log")
+        skipped: list[Recorded] = []
         if view is None:
-            status = status_from_log(await self.store.read_many(subjects.job_history_filters(tenant, job_id)))
+            history = await self.store.read_many(subjects.job_history_filters(tenant, job_id))
+            skipped = [r for r in history if isinstance(r.event, Undecodable)]
+            status = status_from_log([r for r in history if not isinstance(r.event, Undecodable)])
         else:
             locations = await self.task_locations(tenant, job_id, view)
             status = compose(view, locations, await self.layout(tenant, job_id, view), "owner")
         if status is not None:
-            status["warnings"] = await self.warnings(tenant, status)
+            status["warnings"] = [*map(skipped_warning, skipped), *await self.warnings(tenant, status)]
             status = await self.place_in_line(status)
         return status
 
@@ -268,7 +283,8 @@ class Tracker:
         history = await self.store.read_many(filters, up_to_seq=end)
         for recorded in history:
             yield recorded
-        if history and history[-1].type in FINAL_JOB_EVENTS:
+        events = [r for r in history if not isinstance(r.event, Undecodable)]  # (a mark after the end does not reopen it)
+        if events and events[-1].type in FINAL_JOB_EVENTS:
             return
         queue: asyncio.Queue[Msg] = asyncio.Queue()
         config = ConsumerConfig(filter_subjects=filters, deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=end + 1)
@@ -281,7 +297,7 @@ class Tracker:
                 except TimeoutError:
                     yield None
                     continue
-                recorded = await inflate(Bodies(js), recorded_from_msg(msg))
+                recorded = await inflate(Bodies(js), lenient_from_msg(msg))
                 yield recorded
                 if recorded.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                     return

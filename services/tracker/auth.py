@@ -198,7 +198,8 @@ class ConsoleTokens:
         tenant = principal.tenant or (chosen if chosen and subjects.TOKEN.fullmatch(chosen) else api.DEFAULT_TENANT)
         if principal.role == "service" and principal.service != "system":
             raise NeedsSignIn(f"{principal.describe()} cannot use the console")
-        return Viewer(tenant=tenant, name=principal.id, chosen=True, may=Authz(principal, current.state, tenant).may)
+        return Viewer(tenant=tenant, name=principal.id, chosen=True, may=Authz(principal, current.state, tenant).may,
+                      operator=principal.is_super_admin or principal.role == "service")  # (planner_view.sees_deployment)
 
     async def viewer(self, request: web.Request) -> Any:
         from .ui.session import SESSION_COOKIE, NeedsSignIn

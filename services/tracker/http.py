@@ -13,6 +13,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 import nats.errors
@@ -27,7 +28,7 @@ from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore, StoreError
 from muster.bus.snapshotstore import SnapshotStore
 
-from . import api, contract, governance, log_stream, people, pools, sse, write_routes
+from . import api, contract, governance, log_stream, people, planner_view, pools, sse, write_routes
 from . import auth as auth_
 from .adapters.kv import LocationIndex
 from .app import Tracker
@@ -62,7 +63,13 @@ async def list_jobs(request: web.Request) -> web.Response:
         raise BadParameter("state", f"state {shown(state)} is not one of {', '.join(api.JOB_STATES)}")
     after, limit = paging(request)
     auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id=cluster.lower() if cluster else "*"))
-    return page_json(request.app[TRACKER].list_jobs(tenant, cluster.lower() if cluster else None, state, after, limit))
+    page = request.app[TRACKER].list_jobs(tenant, cluster.lower() if cluster else None, state, after, limit)
+    return page_json(page if _operator(request) else replace(page, items=[planner_view.status_for(j) for j in page.items]))
+
+
+def _operator(request: web.Request) -> bool:
+    """Sees the deployment's names (a planner's instance); a tenant's people see "a planner"."""
+    return planner_view.sees_deployment(request[auth_.PRINCIPAL])
 
 
 async def get_job(request: web.Request) -> web.Response:
@@ -71,6 +78,8 @@ async def get_job(request: web.Request) -> web.Response:
     body = await request.app[TRACKER].job_status_json(tenant, job_id)
     if body is None:
         return not_found("job", job_id, tenant)
+    if not _operator(request):
+        body = json.dumps(planner_view.status_for(json.loads(body))).encode()
     return web.Response(body=body, content_type="application/json")
 
 
@@ -78,7 +87,9 @@ async def get_job_location(request: web.Request) -> web.Response:
     tenant, job_id = tenant_of(request), uuid_of(request, "job_id", "job id")
     await auth_.may_read_job(request, tenant, job_id, request.app[TRACKER])
     location = await request.app[TRACKER].job_location(tenant, job_id)
-    return not_found("job", job_id, tenant) if location is None else web.json_response(location)
+    if location is None:
+        return not_found("job", job_id, tenant)
+    return web.json_response(location if _operator(request) else planner_view.status_for(location))
 
 
 async def get_job_events(request: web.Request) -> web.Response:
@@ -86,7 +97,9 @@ async def get_job_events(request: web.Request) -> web.Response:
     await auth_.may_read_job(request, tenant, job_id, request.app[TRACKER])
     after, limit = paging(request)
     page = await request.app[TRACKER].job_events(tenant, job_id, after, limit)
-    return not_found("job", job_id, tenant) if page is None else page_json(page)
+    if page is None:
+        return not_found("job", job_id, tenant)
+    return page_json(page if _operator(request) else replace(page, items=[planner_view.event_for(e) for e in page.items]))
 
 
 async def stream_job(request: web.Request) -> web.StreamResponse:
@@ -98,7 +111,7 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
         if not re.fullmatch(r"[0-9]{1,18}", raw_last):
             raise BadParameter("Last-Event-ID", f"Last-Event-ID {shown(raw_last)} is not a log sequence")
         last_id = int(raw_last)
-    return await sse.job_stream(request, tenant, job_id, last_id)
+    return await sse.job_stream(request, tenant, job_id, last_id, operator=_operator(request))
 
 
 async def list_clusters(request: web.Request) -> web.Response:
@@ -231,6 +244,9 @@ def make_app(
     `auth=True` checks tokens when the server authorizes connections (auth on;
     services/tracker/auth.py), False never."""
     holder: list[auth_.HttpAuth | None] = [auth if isinstance(auth, auth_.HttpAuth) else None]
+    # A message on a log subject that is not a valid event is shown as skipped (named by its
+    # seq and subject), not a failed read: it is there for good, and a 503 would say "try later".
+    store.lenient = True
     app = web.Application(middlewares=[guard, auth_.middleware(lambda: holder[0])])
     tracker = Tracker(store, index if isinstance(index, LocationIndex) else None, owner_timeout=owner_timeout, max_age=max_age,
                       stories=SnapshotStore(store.nc, replicas), nc=store.nc)

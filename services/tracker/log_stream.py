@@ -6,7 +6,9 @@ One route serves every command that reads raw events: `muster events` (a subject
 cluster's). What was recorded up to the moment of the request is read from the log and sent,
 then `end`; with `follow`, an ordered consumer takes over from there (no polling), and a job's
 story ends with the job as `/v1/jobs/{id}/stream` does. A cluster's story with its jobs picks
-up the cluster's new jobs as they start (their `JobRequested` names the cluster).
+up the cluster's new jobs as they start (their `JobRequested` names the cluster). A message
+on a log subject that is not a valid event is sent as `skipped` (its seq, subject and why),
+and the read goes on.
 """
 
 from __future__ import annotations
@@ -25,14 +27,15 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS
 from contracts.identity import Scope
-from contracts.records import Recorded
-from muster.bus.eventstore import EventStore, inflate, recorded_from_msg
+from contracts.records import Recorded, Undecodable
+from muster.bus.eventstore import EventStore, inflate, lenient_from_msg
 from muster.bus.wire import close_push
 from muster.ports.eventlog import EventLog
 from muster.readmodel.story import job_of
 
 from . import auth as auth_
-from .app import event_json
+from . import planner_view
+from .app import event_json, skipped_json
 from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
 from .people import flag, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
@@ -120,8 +123,9 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     follow = flag(request, "follow", False)
     selection = await _selection(request, tenant)
     principal = request[auth_.PRINCIPAL]
-    # A tenant's people see a provisioner's registration as they see the provisioner (no other tenant named).
-    viewer = None if principal.is_super_admin or principal.role == "service" else tenant
+    # A tenant's people see a provisioner's registration as they see the provisioner (no other
+    # tenant named), and a planner as "a planner" (planner_view.py).
+    viewer = None if planner_view.sees_deployment(principal) else tenant
     store = request.app[JETSTREAM_LOG]
     end = (await store.js.stream_info(store.stream)).state.last_seq  # pinned: every filter is read up to it
     history = await selection.read(store, after, end)
@@ -130,7 +134,8 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
     try:
         for r in history:
             await _send(response, r, since, viewer)
-        last = history[-1] if history else None
+        events = [r for r in history if not isinstance(r.event, Undecodable)]  # (a mark after the end does not reopen it)
+        last = events[-1] if events else None
         job_over = selection.job is not None and last is not None and last.type in FINAL_JOB_EVENTS
         if follow and not job_over:
             await _follow(response, store, selection, max(after, end), since, viewer)
@@ -143,9 +148,14 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
 
 
 async def _send(response: web.StreamResponse, r: Recorded, since: datetime | None, viewer: str | None) -> None:
-    if since is None or r.time >= since:
+    if since is not None and r.time < since:
+        return
+    if isinstance(r.event, Undecodable):
+        log.warning("undecodable message skipped", seq=r.seq, subject=r.subject)
+        await response.write(sse("skipped", r.seq, skipped_json(r)))
+    else:
         data = event_json(r)
-        await response.write(sse("event", r.seq, data if viewer is None else event_for(data, viewer)))
+        await response.write(sse("event", r.seq, data if viewer is None else planner_view.event_for(event_for(data, viewer))))
 
 
 async def _follow(response: web.StreamResponse, store: EventStore, selection: Selection, after: int,
@@ -159,7 +169,7 @@ async def _follow(response: web.StreamResponse, store: EventStore, selection: Se
                                    cb=queue.put, idle_heartbeat=2.0)
     try:
         async for msg in deliveries(queue, response):
-            r = await inflate(store.bodies, recorded_from_msg(msg))
+            r = await inflate(store.bodies, lenient_from_msg(msg))
             if not selection.keeps(r):
                 continue
             await _send(response, r, since, viewer)

@@ -67,6 +67,12 @@ async def _status(tracker: Tracker, tenant: str, cluster_id: str) -> tuple[str, 
     return (state.name, state.status) if state is not None else None
 
 
+async def cluster_name(tracker: Tracker, tenant: str, cluster_id: str) -> str:
+    """The cluster's name, "" if it has none (or is unknown): for answers that name it."""
+    known = await _status(tracker, tenant, cluster_id)
+    return known[0] if known is not None else ""
+
+
 async def _named(tracker: Tracker, tenant: str, name: str) -> list[str]:
     """Every cluster that took this name, oldest first: the name's claims in the log, and any
     cluster of the index with it (clusters made before names were claimed)."""

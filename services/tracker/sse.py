@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 import structlog
 from aiohttp import web
 
-from contracts.records import Recorded
+from contracts.records import Recorded, Undecodable
 from muster.readmodel.progress import JobProgress
 
+from .app import skipped_json
 from .params import METRICS, TRACKER, not_found
+from .planner_view import recorded_for
 
 log = structlog.get_logger("muster.tracker")
 
@@ -48,9 +50,10 @@ def sse(event: str, ident: int | None, data: Any) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: int) -> web.StreamResponse:
+async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: int, *, operator: bool = True) -> web.StreamResponse:
     """The progress stream of one job of `tenant`, after log sequence `last_id` (also served to
-    the console, which names the tenant from its session)."""
+    the console, which names the tenant from its session). Not for an `operator`: a planner
+    is named "a planner" (planner_view.py)."""
     tracker, metrics = request.app[TRACKER], request.app[METRICS]
     if not await tracker.job_exists(tenant, job_id):
         return not_found("job", job_id, tenant)
@@ -58,7 +61,7 @@ async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: in
     await response.prepare(request)
     metrics.streams.inc()
     try:
-        await _stream(response, tracker.follow(tenant, job_id, idle=KEEPALIVE_S), last_id)
+        await _stream(response, tracker.follow(tenant, job_id, idle=KEEPALIVE_S), last_id, operator)
     except ConnectionError:
         pass  # the client went away
     except Exception:  # the response has started: all that is left is to end it
@@ -68,13 +71,19 @@ async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: in
     return response
 
 
-async def _stream(response: web.StreamResponse, events: AsyncGenerator[Recorded | None, None], last_id: int) -> None:
+async def _stream(response: web.StreamResponse, events: AsyncGenerator[Recorded | None, None], last_id: int,
+                  operator: bool = True) -> None:
     progress = JobProgress()
     async with contextlib.aclosing(events):
         async for recorded in events:
             if recorded is None:
                 await response.write(b": keep-alive\n\n")
                 continue
+            if isinstance(recorded.event, Undecodable):  # not an event: named, and read past
+                await response.write(sse("skipped", recorded.seq, skipped_json(recorded)))
+                continue
+            if not operator:
+                recorded = recorded_for(recorded)
             try:
                 progress.fold(recorded)
                 data = progress.summary(recorded) if recorded.seq > last_id else None  # the client has the others

@@ -37,6 +37,7 @@ from . import plans
 from .acting import ActingBus, TokenRefused
 from .app import Tracker
 from .auth import job_cluster, job_requester
+from .people import cluster_name
 from .write_api import GOVERNANCE_KINDS, IDEMPOTENCY_KEY, Preview, WriteRoute
 
 REQUEST_TIMEOUT_S = 10.0
@@ -143,16 +144,25 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return refused(401, str(err))
     except NoAnswer as err:
         return refused(503, f"{err}; send it again (with the same Idempotency-Key it maps to the same job)")
-    return in_http_terms(answer(route, reply), values["request_id"], key)
+    written = answer(route, reply)
+    cluster_id = ids.get("cluster_id")
+    name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and written.field == "if_version" else ""
+    return in_http_terms(written, values["request_id"], key, {cluster_id: name} if cluster_id and name else None)
 
 
-def in_http_terms(written: Written, request_id: str | None, key: str | None) -> Written:
+def in_http_terms(written: Written, request_id: str | None, key: str | None, names: dict[str, str] | None = None) -> Written:
     """A refusal names the header the HTTP client sent, not the bus field it became: the
-    derived `request_id` is the client's `Idempotency-Key`, `if_version` its `If-Match`."""
+    derived `request_id` is the client's `Idempotency-Key`, `if_version` its `If-Match`. The
+    planner names a cluster by id; with its name in `names` it is said as `cluster <name>
+    (<id>)`, as the CLI says it (a 412 is read by someone who knows the cluster by its name)."""
     error = written.body.get("error")
     if error is None:
         return written
     message = str(error["message"])
+    for ident, name in (names or {}).items():
+        for said in (f"cluster {ident!r}", f"cluster {ident}"):
+            message = message.replace(said, f"cluster {name} ({ident})")
+    error = {**error, "message": message}
     if error.get("parameter") == "request_id" and key is not None:
         message = message.replace(f"request_id {request_id!r}", f"{IDEMPOTENCY_KEY} {key!r}").replace(
             "a new request_id", f"a new {IDEMPOTENCY_KEY}").replace("if_version", "If-Match")

@@ -24,13 +24,13 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
 from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
-from contracts.records import Recorded
+from contracts.records import Recorded, Undecodable
 from muster.bus.bodies import Bodies
-from muster.bus.eventstore import inflate, recorded_from_msg
+from muster.bus.eventstore import inflate, lenient_from_msg
 from muster.bus.wire import close_push
 from muster.readmodel.locations import parse_subject
 
-from ..app import Tracker
+from ..app import Tracker, skipped_json
 from ..sse import KEEPALIVE_S, sse, stream_response
 from .bigjob import REPLAN, TASK_STEPS, TIMELINE_TAIL, JobFold, line
 from .folds import JobFolds
@@ -144,7 +144,10 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
                     await response.write(sse("batch", batch.seq, batch.body(tally)))
                     batch, deadline = Batch(), None
                 continue
-            r = await inflate(bodies, recorded_from_msg(msg))
+            r = await inflate(bodies, lenient_from_msg(msg))
+            if isinstance(r.event, Undecodable):  # not an event: named, and read past
+                await response.write(sse("skipped", r.seq, skipped_json(r)))
+                continue
             fold.add(r)
             batch.note(r)
             deadline = deadline or loop.time() + INTERVAL_S

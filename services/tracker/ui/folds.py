@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from contracts import subjects
-from contracts.records import Recorded
+from contracts.records import Recorded, Undecodable
 
 from ..app import Tracker
 from .bigjob import BIG, JobFold
@@ -36,7 +36,8 @@ class JobFolds:
         """A fold of a history just read (the page found the job large)."""
         fold = JobFold()
         for r in history:
-            fold.add(r)
+            if not isinstance(r.event, Undecodable):  # (named by the reads that show the log)
+                fold.add(r)
         self._put((tenant, job_id), fold)
         return fold
 
@@ -53,7 +54,8 @@ class JobFolds:
                     for r in await tracker.store.read(f, start_seq=fold.seq + 1, up_to_seq=end):
                         merged[r.seq] = r
                 for seq in sorted(merged):
-                    fold.add(merged[seq])
+                    if not isinstance(merged[seq].event, Undecodable):
+                        fold.add(merged[seq])
                 fold.seq = max(fold.seq, end)
             if fold.size > BIG:
                 self._put(key, fold)

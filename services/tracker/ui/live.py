@@ -60,7 +60,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
         if not await tracker.job_exists(viewer.tenant, job_id.lower()):
             return not_found("job", job_id.lower(), viewer.tenant)
         return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id.lower(), after)
-    return await job_stream(request, viewer.tenant, job_id.lower(), after)
+    return await job_stream(request, viewer.tenant, job_id.lower(), after, operator=viewer.operator)
 
 
 async def job_form(request: web.Request, what: str) -> tuple[Viewer, str, Any] | web.Response:

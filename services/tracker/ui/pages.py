@@ -21,6 +21,7 @@ from muster.bus.repository import log_seq
 from services.pool.domain.views import pool_view, terms_for
 
 from .. import api
+from ..planner_view import recorded_for
 from ..pools import POOLS
 from . import bigpage, reads
 from .bigjob import BIG, JobFold, planned_tasks
@@ -65,7 +66,7 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
     seq = await _point(request)
-    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq)
+    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq, viewer.operator)
     if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at log sequence {seq}.")  # a link to a point before it
     if data is None:
@@ -104,7 +105,7 @@ async def _job_history(request: web.Request, viewer: Viewer) -> tuple[str, list[
     history = await reads.job_history(tracker_of(request), viewer.tenant, job_id)
     if not any(r.type == "JobRequested" for r in history[:1]) or not viewer.may_job("read", job_id, cluster_of(history)):
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
-    return job_id, history
+    return job_id, history if viewer.operator else [recorded_for(r) for r in history]
 
 
 def cluster_of(history: list[Any]) -> str | None:

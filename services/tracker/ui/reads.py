@@ -23,6 +23,7 @@ from services.provisioner.presence import live_provisioners
 
 from ..app import Tracker
 from ..metrics import PlannerQueues
+from ..planner_view import recorded_for, status_for
 from ..story import cluster_history, replay_cluster
 from .graph import plan_graph
 
@@ -79,14 +80,18 @@ def graph_json(history: list[Any]) -> dict[str, Any]:
 # -- clusters --------------------------------------------------------------------------------------
 
 
-async def cluster_page(tracker: Tracker, tenant: str, cluster_id: str, seq: int | None) -> dict[str, Any] | None:
+async def cluster_page(tracker: Tracker, tenant: str, cluster_id: str, seq: int | None,
+                       operator: bool = True) -> dict[str, Any] | None:
     """The cluster now (or as `muster replay --seq` shows it after log sequence `seq`), its
-    jobs and its timeline (its own events and its jobs')."""
+    jobs and its timeline (its own events and its jobs'); not for an `operator`, with "a
+    planner" for a planner's name (planner_view.py)."""
     history = await cluster_history(tracker.store, tenant, cluster_id)
     replay = await replay_cluster(tracker.store, tenant, cluster_id, seq, None, tracker.stories) if history else None
     if replay is None:
         return None
     jobs_ = tracker.list_jobs(tenant, cluster_id, None, 0, 500).items if tracker.index is not None else []
+    if not operator:
+        history, jobs_ = [recorded_for(r) for r in history], [status_for(j) for j in jobs_]
     return {"timeline": lines_json(history), "replay": replay, "seq": seq, "last_seq": history[-1].seq, "jobs": jobs_}
 
 

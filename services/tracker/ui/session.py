@@ -44,6 +44,9 @@ class Viewer:
     may: Callable[[Permission, Scope], object] | None = field(default=None, compare=False, repr=False)
     """With tokens: the principal's grants, asked as the API asks them (auth.Authz.may). None (no
     authentication): the whole tenant."""
+    operator: bool = True
+    """Sees the deployment's names (a planner's instance name); a tenant's people see "a
+    planner" (planner_view.py). Without authentication, as the API: everything."""
 
     def may_cluster(self, permission: Permission, cluster_id: str) -> bool:
         return self.may is None or bool(self.may(permission, Scope(tenant=self.tenant, kind="cluster", id=cluster_id)))

@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from muster.bus.server import DataDirBusy, DataDirLock
+from muster.cli import main
+from muster.cli_support import EXIT_INVALID
 from muster.runtime.down import stop_deployment
 from muster.runtime.supervisor import RestartPolicy, exit_text
 
@@ -52,6 +55,19 @@ def test_a_holder_that_has_not_described_itself_yet_is_still_refused(tmp_path: P
     with pytest.raises(DataDirBusy, match="has not described itself yet"):
         DataDirLock(tmp_path).acquire()
     first.release()
+
+
+def test_muster_up_on_a_directory_in_use_is_refused_as_bad_input_exit_2(tmp_path: Path) -> None:
+    """The user's choice of directory is refused, nothing failed: exit 2 (docs/client.md), as
+    any other refusal of what was given; the message still names who holds it."""
+    first = DataDirLock(tmp_path).acquire()
+    first.describe(pid=os.getpid(), nats_url="nats://127.0.0.1:4444", tracker_url="http://127.0.0.1:8080", processes={})
+    try:
+        result = CliRunner(env={"NATS_URL": None}).invoke(main, ["up", "--data-dir", str(tmp_path), "--tracker-port", "0"])
+    finally:
+        first.release()
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "is in use by another muster deployment" in result.output and f"pid {os.getpid()}" in result.output
 
 
 def test_restart_backoff_doubles_up_to_its_cap() -> None:

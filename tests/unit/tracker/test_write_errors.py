@@ -41,4 +41,7 @@ def test_the_planners_refusals_name_the_headers_the_client_sent() -> None:
     moved = in_http_terms(refused(412, "cluster 'C' is at version 9, not 7 (if_version): it changed since you looked",
                                   "if_version"), None, None)
     assert moved.field == "If-Match" and "(If-Match)" in moved.message
+    named = in_http_terms(refused(412, "cluster 'C' is at version 9, not 7 (if_version): it changed since you looked",
+                                  "if_version"), None, None, {"C": "web"})
+    assert named.message.startswith("cluster web (C) is at version 9, not 7 (If-Match)"), named.message
     assert in_http_terms(refused(422, "bad", "nodes"), None, None).field == "nodes"

@@ -1,0 +1,73 @@
+"""A planner's instance name (`planner-<host>-<pid>`) is a detail of the deployment, as a
+provisioner's host and process id are: a tenant's people see "a planner" in a job's status,
+location, the jobs' list, its events and its progress; super admins and services see the name."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+from contracts import subjects
+from muster.bus.connect import principal_of
+from services.tracker.planner_view import PLANNER
+
+from .test_cli import _finished_job
+from .test_undecodable import _sse
+
+pytestmark = pytest.mark.nats
+
+Tracked = Any
+NAME = "planner-test"
+"""The fixture's planner (its instance name)."""
+
+
+async def _reader_token(tracked: Tracked) -> str:
+    """A person of tenant `default` who may read the whole tenant."""
+    nc = tracked.store.nc
+    me = principal_of(nc)
+
+    async def ask(verb: str, **body: Any) -> dict[str, Any]:
+        answer = json.loads((await nc.request(subjects.auth_request(me, verb), json.dumps(body).encode(), timeout=10)).data)
+        assert answer["ok"], answer
+        return dict(answer)
+
+    await ask("tenant-create", tenant="default")
+    token = str((await ask("user-create", principal="reader", tenant="default"))["data"]["token"])
+    await ask("grant", principal="reader", permission="read", scope="tenant", tenant="default")
+    return token
+
+
+async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tracked) -> None:
+    reply = await _finished_job(tracked)
+    token = await _reader_token(tracked)
+    person = {"Authorization": f"Bearer {token}"}
+    job = f"/v1/jobs/{reply.job_id}"
+
+    for headers, owner in (({}, NAME), (person, PLANNER)):  # the session's system token, then the person's
+        status = await (await tracked.http.get(job, headers=headers)).json()
+        assert status["owner"] == owner, status
+        location = await (await tracked.http.get(job + "/location", headers=headers)).json()
+        assert location["owner"] == owner, location
+        listed = await (await tracked.http.get("/v1/jobs", headers=headers)).json()
+        assert [j["owner"] for j in listed["items"]] == [owner], listed
+        page = await (await tracked.http.get(job + "/events", headers=headers)).json()
+        assert [e["event"]["planner"] for e in page["items"] if e["type"] == "JobRequested"] == [owner], page
+        sent = await _sse(await tracked.http.get("/v1/events", params={"job": reply.job_id}, headers=headers))
+        assert [d["event"]["planner"] for k, d in sent if k == "event" and d["type"] == "JobRequested"] == [owner]
+        progress = await _sse(await tracked.http.get(job + "/stream", headers=headers))
+        requested = next(d for k, d in progress if k == "progress" and d["type"] == "JobRequested")
+        assert f"owner {owner}" in requested["text"], requested
+        if owner == PLANNER:
+            everything = json.dumps([status, location, listed, page, sent, progress])
+            assert NAME not in everything, everything[:2000]
+
+    # The console's job page, signed in as each.
+    for token_, shown in ((os.environ["MUSTER_TOKEN"], NAME), (token, PLANNER)):
+        signed = {"Authorization": f"Bearer {token_}"}  # (as the session cookie: docs/ui.md)
+        page_ = await (await tracked.http.get(f"/ui/jobs/{reply.job_id}", headers=signed)).text()
+        assert f"<dd>{shown}</dd>" in page_ and (shown == NAME or NAME not in page_), page_[:3000]
+        cluster_page = await (await tracked.http.get(f"/ui/clusters/{reply.cluster_id}", headers=signed)).text()
+        assert f"owner {shown}" in cluster_page and (shown == NAME or NAME not in cluster_page), cluster_page[:3000]
