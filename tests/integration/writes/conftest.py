@@ -35,6 +35,7 @@ from muster.catalog.store import apply_catalog
 from services.auth.bootstrap import Bootstrap, BootstrapPrincipal
 from services.auth.keys import AuthKeys, server_auth_config
 from services.auth.service import AuthService
+from services.governance.entrypoint import start_governance
 from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
 from services.provisioner.plugins import PluginRegistry
@@ -153,6 +154,7 @@ async def _start(base: Path, stack: AsyncExitStack, served: Served) -> None:
     stack.push_async_callback(planner_stack.aclose)
     await start_planner(sys_nc, planner_stack, PlannerConfig(instance="planner-writes"))
     await start_solver(sys_nc, stack, "solver-writes")
+    await start_governance(sys_nc, stack, "governance-writes")  # (the governance writes go to it)
     registry = PluginRegistry.discover()
     stack.push_async_callback(registry.aclose)
     workers = Workers(sys_nc.jetstream(), EventStore(sys_nc), registry,
