@@ -7,8 +7,9 @@ administrators; a subscription `read` on the tenant; a schedule the permission i
 needs on its cluster (`may_operate`), as its owner sends it at every tick and the planner checks
 again then; a schedule made (or given another operation) on a cluster the log does not have, or
 has deleted, is refused, as every tick of it would be; a webhook subscription the notifier says it
-could not deliver (a secret it lacks, a destination its operator's rule refuses) is refused. A
-put that a concurrent change overtook is validated again on the new state, a few times, before
+could not deliver (a secret it lacks, a destination its operator's rule refuses) is refused; a
+super admin's request in a tenant no one made is refused (`unmade_tenant`), as the tracker and the
+planner refuse it. A put that a concurrent change overtook is validated again on the new state, a few times, before
 it is refused.
 """
 
@@ -24,7 +25,7 @@ from contracts.commands import COMMAND_ADAPTER, VERB_OF, RejectionCode
 from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Schedule
 from muster.ports.eventlog import ConcurrencyError, EventLog
-from services.auth.domain.authz import Decision, may_govern, may_operate
+from services.auth.domain.authz import Decision, may_govern, may_operate, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
@@ -59,6 +60,9 @@ class GovernanceWrites:
         except ValidationError as err:
             return _refused(f"not a governance request: {describe_validation_error(err)}")
         by = principal if principal != subjects.ANONYMOUS else request.requested_by
+        unmade = unmade_tenant(self.identity.principals.get(principal), self.identity.tenants, tenant) if self.identity else ""
+        if unmade:  # as the tracker answers its reads and the planner a request: a typo wrote where nothing reads back
+            return _refused(unmade)
         if verb == "list":
             return await self._list(tenant, principal, request)
         if verb == "delete":

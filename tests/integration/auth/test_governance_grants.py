@@ -364,3 +364,24 @@ async def test_policies_rules_and_subscriptions_over_http_as_the_cli_writes_them
         assert status == 404, body
         status, body = await call("DELETE", "uma", "/v1/governance/subscriptions/jobs")
         assert status == 200 and body["items"][0]["deleted"], body
+
+
+async def test_a_super_admin_s_governance_writes_in_a_tenant_no_one_made_are_refused_as_its_reads_are(served: People) -> None:
+    """`muster rule add ... --tenant acmee` (a typo) wrote a rule in a tenant the tracker then
+    said did not exist; now the CLI, the bus and HTTP refuse it in the words of the reads."""
+    unmade = "no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)"
+    root = served.authed.admin_token
+    code, out, err = await muster(served.authed, "rule", "add", "big", "-o", "create", "--tenant", "acmee", token=root)
+    assert (code, err) == (2, f"Error: rule add refused: {unmade}\n"), (code, out, err)
+    served.raw["root"] = await raw(served.authed, root, "root")
+    for verb, body in (("put", {"kind": "policy", "entities": [{"name": "nodes", "source": NODES}]}),
+                       ("delete", {"kind": "rule", "name": "big"}), ("list", {"kind": "schedule"})):
+        answer = await ask(served, "root", verb, tenant="acmee", **body)
+        assert (answer["ok"], answer["code"], answer["reason"]) == (False, "invalid", unmade), (verb, answer)
+    async with tracker_http(served) as (http, store):
+        headers = {"Authorization": f"Bearer {root}", "X-Muster-Tenant": "acmee"}
+        async with http.put("/v1/governance/rules/big", json={"operations": ["create"]}, headers=headers) as resp:
+            assert (resp.status, (await resp.json())["error"]["message"]) == (400, unmade)
+        assert not await store.read(subjects.governance_filter("acmee", "rule"))
+    code, out, err = await muster(served.authed, "rule", "add", "big", "-o", "create", "--tenant", "a", token=root)
+    assert code == 0 and "rule big: version 1 (add)" in out, err  # a tenant someone made

@@ -8,10 +8,13 @@ from typing import Any
 
 from contracts import subjects
 from contracts.governance import GovernanceAnswer, GovernanceRequest
+from contracts.identity import PrincipalCreated, TenantCreated
 from muster.ports.memory import MemoryEventLog
+from services.auth.domain.state import IdentityState
 from services.governance.domain.references import SHAPE, unknown_inputs
 from services.governance.writes import GovernanceWrites
 
+CLUSTER = "0c4b7a0e-0000-4000-8000-000000000001"
 LIMIT = 'package muster.limit\nimport rego.v1\n\ndeny contains "over 3" if input.nodes.after > 3\n'
 
 
@@ -113,3 +116,31 @@ def test_the_shape_checked_is_the_input_document_admission_builds() -> None:
 
     same(doc, SHAPE, "input")
     assert set(doc["request"]) < set(SHAPE["request"])
+
+
+async def test_a_super_admin_s_governance_request_in_a_tenant_no_one_made_is_refused_as_its_reads_are() -> None:
+    """`muster policy apply --tenant acmee` (a typo) wrote a policy where the tracker then said
+    "no tenant 'acmee'": the same refusal as a request or a catalog write, for every verb; a made
+    tenant and `default` are served."""
+    log = MemoryEventLog()
+    state = IdentityState()
+    for seq, event in enumerate([TenantCreated(tenant="default", by="root"),
+                                 PrincipalCreated(principal="root", role="super_admin", by="boot")], 1):
+        state.apply(event, seq)
+    writes = GovernanceWrites(log, state)
+    unmade = "no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)"
+    schedule = {"name": "s", "every_s": 600, "verb": "check", "command": {"type": "CheckCluster", "cluster_id": CLUSTER}}
+    requests = [("put", GovernanceRequest(kind="policy", entities=[{"name": "limit", "source": LIMIT}])),
+                ("put", GovernanceRequest(kind="rule", entities=[{"name": "big", "min_nodes": 20}])),
+                ("put", GovernanceRequest(kind="subscription", entities=[{"name": "s", "events": ["job_failed"],
+                                                                          "subject": "muster.cb.acmee.jobs"}])),
+                ("put", GovernanceRequest(kind="schedule", entities=[schedule])),
+                ("delete", GovernanceRequest(kind="policy", name="limit")),
+                ("list", GovernanceRequest(kind="policy"))]
+    for verb, request in requests:
+        answer = await writes.answer("acmee", "root", verb, request.model_dump_json().encode())
+        assert (answer.ok, answer.code, answer.reason) == (False, "invalid", unmade), (verb, request.kind, answer)
+    assert not log.records
+    assert (await writes.answer("default", "root", "put", requests[0][1].model_dump_json().encode())).ok
+    state.apply(TenantCreated(tenant="acme", by="root"), 3)
+    assert (await writes.answer("acme", "root", "put", requests[1][1].model_dump_json().encode())).ok
