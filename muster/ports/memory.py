@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from contracts.subjects import fence_subject
 from contracts.tasks import TaskMessage
@@ -316,3 +317,20 @@ class MemoryBudgetsView:
             if watcher != self.watcher:
                 changed.append(name)
         return shared.revision
+
+
+class MemorySpend:
+    """The planners' spend board in memory (`services.planner.ports.SpendBoard`), shared by the
+    planners of a test; a write is seen by every one at once, as a watch would deliver it."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, Any]] = {}
+        self.fail: BaseException | None = None
+
+    def known(self) -> dict[str, dict[str, Any]]:
+        return self.values
+
+    async def put(self, name: str, spend: Mapping[str, Any]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.values[name] = dict(spend)

@@ -39,6 +39,7 @@ from .pools import job_id_of
 from .ports import Ownership, Pools, Workers
 from .recovery import Recovery
 from .requests import Requests
+from .spend import SharedSpend
 from .state import PlannerState
 from .timers import Timers
 
@@ -61,11 +62,12 @@ class Planner:
     def __init__(self, *, config: PlannerConfig, state: PlannerState, queue: TaskQueue, ownership: Ownership,
                  limits: Limits, timers: Timers, metrics: QueueMetrics, nodemaps: NodeMaps, execution: Execution,
                  attempts: AttemptHolders, requests: Requests, lease_expiry: leases.LeaseExpiry, recovery: Recovery,
-                 pools: Pools | None = None, workers: Workers | None = None) -> None:
+                 pools: Pools | None = None, workers: Workers | None = None, spend: SharedSpend | None = None) -> None:
         self.config, self.state, self.log, self.queue, self.workers = config, state, state.log, queue, workers
         self.ownership, self.limits, self.timers, self.metrics, self.nodemaps = ownership, limits, timers, metrics, nodemaps
         self.execution, self.attempts, self.requests, self.leases, self.pools = execution, attempts, requests, lease_expiry, pools
         self.recovery = recovery
+        self.spend = spend
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -86,6 +88,8 @@ class Planner:
             await self.recovery.resume(None, self.ownership.owns)
         else:
             await self.recovery.resume(only, lambda tenant, cluster_id: True, acting=self.ownership.owns)
+        if self.spend is not None:
+            self.spend.resync()
 
     async def forget(self, only: Callable[[str], bool]) -> None:
         """Stop acting for the clusters `only` accepts (their shards went to another planner)."""

@@ -34,11 +34,13 @@ from .ports import (
     OwnsEverything,
     Shards,
     Solver,
+    SpendBoard,
     Workers,
 )
 from .recovery import Recovery
 from .requests import Requests
 from .routing import TIMERS
+from .spend import SharedSpend
 from .state import LogCatalogs, PlannerState
 from .timers import Timers
 
@@ -49,7 +51,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
               pools: PoolFold | None = None, catalogs: CatalogSource | None = None, solver: Solver | None = None,
               clock: Clock | None = None, nodemaps: NodeMaps | None = None, snapshots: SnapshotSource | None = None,
               workers: Workers | None = None, budgets: Budgets | None = None, shards: Shards | None = None,
-              callbacks: CallbackCheck | None = None) -> Planner:
+              callbacks: CallbackCheck | None = None, spend: SpendBoard | None = None) -> Planner:
     """The planner on these ports. `ownership`: which clusters it acts for (default: all);
     `admission`: checks every request passes before the operation's rules, and with
     `identities` the requester's grants too (docs/security.md); `dispatch`: a policy that holds
@@ -58,7 +60,9 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     planner never warns that nobody serves a tenant); `budgets`: the concurrency limits' budgets,
     shared with the other planners and divided by `shards` (None: the limits count this
     planner's tasks alone); `callbacks`: the pool service's check of a pool callback's URL
-    (None: not checked before the pool service's own POST)."""
+    (None: not checked before the pool service's own POST); `spend`: the tenants' spend by
+    shard, shared with the other planners for the policies' tenant totals (None: this planner's
+    clusters are the tenant's)."""
     config = config or PlannerConfig()
     ownership = ownership or OwnsEverything()
     state = PlannerState(log, catalogs or LogCatalogs(log), snapshots, config.snapshot_every)
@@ -72,6 +76,9 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     limits = Limits(provider_limit, config.tenant_limits, config.tenant_limit,
                     shard_of=shards.shard_of if budgets is not None else None)
     budget = SharedBudget(limits, budgets, shards.holds) if budgets is not None else None
+    shared = SharedSpend(state.clusters, spend, shards) if spend is not None else None
+    if shared is not None:
+        state.cluster_saved = shared.saved
     broker = PoolBroker(log, pools, catalogs=state, jobs=state) if pools is not None else None
     # Concurrency limits last: they count only what the other policies let through.
     policy = Chain(*(p for p in (broker, dispatch) if p is not None), limits)
@@ -82,13 +89,13 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
                           nodemaps=nodemaps, limits=limits, pools=broker, budget=budget)
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
-                        solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks)
+                        solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks, spend=shared)
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
     attempts = AttemptHolders(log)
     recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, requests.approvals, config)
     planner = Planner(config=config, state=state, queue=queue, ownership=ownership, limits=limits, timers=timers,
                       metrics=metrics, nodemaps=nodemaps, execution=execution, attempts=attempts, requests=requests,
-                      lease_expiry=expiry, recovery=recovery, pools=broker, workers=workers)
+                      lease_expiry=expiry, recovery=recovery, pools=broker, workers=workers, spend=shared)
     for kind, handler in TIMERS.items():
         timers.on(kind, getattr(planner, handler))
     return planner

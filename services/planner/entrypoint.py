@@ -24,6 +24,7 @@ from muster.bus.eventstore import EventStore
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.snapshotstore import SnapshotStore
+from muster.bus.spend import NatsSpend
 from muster.bus.taskqueue import NatsTaskQueue
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
 from muster.routing import batch_router, router
@@ -51,17 +52,18 @@ CONSUMER_IDLE_S = 3600.0
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, *, ownership: Ownership | None = None,
                  identities: IdentityState | None = None, queue: NatsTaskQueue | None = None,
                  pools: PoolMirror | None = None, catalogs: CatalogSource | None = None, budgets: NatsBudgets | None = None,
-                 shards: Shards | None = None) -> Planner:
+                 shards: Shards | None = None, spend: NatsSpend | None = None) -> Planner:
     """The planner on NATS adapters: the log and task queue on JetStream, dry runs asking the
     solvers, the nodes maps and snapshots in KV buckets, resource pools followed live
     (docs/pools.md); `ownership`: which clusters it acts for (default: all; shards: `start_planner`);
-    `budgets`: the concurrency limits' budgets shared with the other planners, by `shards`."""
+    `budgets`: the concurrency limits' budgets shared with the other planners, by `shards`;
+    `spend`: the tenants' spend by shard, shared with them too."""
     store = store or EventStore(nc, writer_name=config.instance)  # the log names who wrote what
     return bootstrap(store, queue or NatsTaskQueue(store.js), config, ownership=ownership, identities=identities,
                      pools=pools or PoolMirror(store.js), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc),
                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
-                     budgets=budgets, shards=shards, callbacks=NatsCallbackCheck(nc, config.callbacks_allowed))
+                     budgets=budgets, shards=shards, callbacks=NatsCallbackCheck(nc, config.callbacks_allowed), spend=spend)
 
 
 def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]]]]:
@@ -108,8 +110,9 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     mirror = PoolMirror(store.js)
     ownership = ShardOwnership(leases)
     budgets = NatsBudgets(nc.jetstream(), config.replicas)
+    spend = NatsSpend(nc.jetstream(), config.replicas)
     planner = nats_planner(nc, config, store, ownership=ownership, identities=identities, queue=queue,
-                           pools=mirror, budgets=budgets, shards=ownership)
+                           pools=mirror, budgets=budgets, shards=ownership, spend=spend)
     sharding = Sharding(nc, planner, leases)
     stack.callback(planner.timers.cancel_all)
     if planner.state.snapshotter is not None:
@@ -141,6 +144,10 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     await queue.watch_resets(getattr(planner, QUEUE_RESETS))
     await budgets.start(getattr(planner, BUDGETS))
     stack.push_async_callback(budgets.stop)
+    await spend.start()  # the other planners' spend known before a request is judged
+    stack.push_async_callback(spend.stop)
+    if planner.spend is not None:
+        stack.push_async_callback(planner.spend.close)
     await leases.start()  # gains a fair share of the shards: their clusters and jobs are rebuilt
     stack.push_async_callback(leases.stop)
     # After that resume: the pools' history replays into the jobs just rebuilt (a grant recorded

@@ -32,10 +32,12 @@ from services.governance.domain.inputs import document
 from services.governance.domain.policies import Finding, PolicySource, Verdict
 from services.governance.sandbox import PolicySandbox
 
+from .domain import spend
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.saved import plan_digest
+from .spend import SharedSpend
 from .state import PlannerState
 
 
@@ -79,8 +81,10 @@ def labels(cluster: Cluster) -> dict[str, str]:
 
 
 class Governance:
-    def __init__(self, state: PlannerState, clock: Clock, role_of: Any = None, sandbox: PolicySandbox | None = None) -> None:
-        self.state, self.clock = state, clock
+    def __init__(self, state: PlannerState, clock: Clock, role_of: Any = None, sandbox: PolicySandbox | None = None,
+                 shared: SharedSpend | None = None) -> None:
+        self.state, self.clock, self.shared = state, clock, shared
+        """`shared`: the tenants' spend on the other planners' shards (None: one planner, every cluster)."""
         self.role_of = role_of or (lambda principal: "unknown")
         self.sandbox = sandbox or PolicySandbox()
         """Where policies are evaluated: a child process, each policy within a deadline."""
@@ -108,15 +112,19 @@ class Governance:
         cost = plan_cost(hardware, after.provider, remaining, previous)
         # Not the request's own cluster: at admission a new one is not there yet, at an approval it
         # is (its create waited), and counted it would be a cluster more than the tenant has.
-        others = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted" and c.id != after.id]
+        # The clusters of the shards this planner holds, and what the other planners wrote of theirs:
+        # a tenant's totals, not this planner's (decision 46).
+        others = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted" and c.id != after.id
+                  and (self.shared is None or self.shared.holds(c))]
+        elsewhere = self.shared.elsewhere(facts.tenant) if self.shared is not None else spend.NONE
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
                        role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
                        before=previous, after=remaining, actions=actions, cost=cost,
-                       tenant_clusters=len(others) + (before is not None and before.status != "deleted"),
-                       tenant_nodes=sum(len(c.nodes) for c in others) + len(previous),
+                       tenant_clusters=len(others) + (before is not None and before.status != "deleted") + elsewhere["clusters"],
+                       tenant_nodes=sum(len(c.nodes) for c in others) + len(previous) + spend.node_count(elsewhere),
                        # at today's prices, as this request's cost: what a budget policy adds it to
                        tenant_per_hour=sum(per_hour(hardware, c.provider, c.nodes.values()) for c in others)
-                       + cost.before_per_hour)
+                       + cost.before_per_hour + spend.per_hour(elsewhere, hardware))
         verdict = await self.sandbox.evaluate(rules.policies, doc)
         request = approvals.Request(VERB_OF[facts.command.type], after.name, labels(after), len(target))
         return Judgement(verdict, approvals.wait_for(rules.rules, request, now), cost, doc)

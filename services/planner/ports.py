@@ -3,12 +3,12 @@ clock (`muster.ports`).
 
 Which clusters it acts for, the checks and policies later features plug in, resource pools,
 where catalogs come from, the solver a dry run asks, the live provisioners and the budgets the
-concurrency limits share with other planners. The composition
+concurrency limits share with other planners, and the tenants' spend they share. The composition
 root (`bootstrap.py`) is given them once; nothing changes them afterwards."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -71,6 +71,19 @@ class OneShard:
 
     def holds(self, shard: int) -> bool:
         return True
+
+
+class SpendBoard(Protocol):
+    """Each tenant's spend by shard, shared by every planner (`domain/spend.py`; the KV bucket
+    `spend`: `muster.bus.spend.NatsSpend`; in memory: `muster.ports.memory.MemorySpend`)."""
+
+    def known(self) -> Mapping[str, Mapping[str, Any]]:
+        """`<tenant>.<shard>` -> that shard's spend, as last seen (no round trip)."""
+        ...
+
+    async def put(self, name: str, spend: Mapping[str, Any]) -> None:
+        """Written by the shard's owner only: no other planner writes that key."""
+        ...
 
 
 class AdmissionCheck(Protocol):

@@ -57,6 +57,7 @@ from .governance import Governance, Judgement, Rules, digest_of
 from .messages import OperationAnswer, RequestContext, parse
 from .ports import AdmissionCheck, CallbackCheck, Ownership, Pools, Solver, Workers
 from .previews import Preview, Previews
+from .spend import SharedSpend
 from .state import PlannerState
 
 
@@ -110,13 +111,13 @@ class Requests:
     def __init__(self, state: PlannerState, execution: Execution, config: PlannerConfig, *, ownership: Ownership,
                  admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
                  solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None,
-                 callbacks: CallbackCheck | None = None) -> None:
+                 callbacks: CallbackCheck | None = None, spend: SharedSpend | None = None) -> None:
         self.state, self.execution, self.solver, self.config = state, execution, solver, config
         self.callbacks = callbacks
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
-        self.governance = Governance(state, execution.timers.clock, role_of, PolicySandbox(config.policy_deadline_s))
+        self.governance = Governance(state, execution.timers.clock, role_of, PolicySandbox(config.policy_deadline_s), spend)
         self.approvals = Approvals(state, execution, self.previews, self.governance, self._start)
 
     async def handle(self, ctx: RequestContext, *, system: bool = False) -> OperationAnswer:

@@ -74,6 +74,8 @@ class PlannerState:
         self._prefetched: dict[str, tuple[Job | None, list[Recorded] | None]] = {}
         self.stale: set[str] = set()
         """`job:<id>` and `cluster:<id>` of copies that may hold events the log has not (`fresh`)."""
+        self.cluster_saved: Callable[[Cluster], None] | None = None
+        """Told of each cluster whose save reached the log (the tenants' spend: `spend.SharedSpend`)."""
 
     async def load_clusters(self, only: Callable[[str], bool] | None = None) -> list[Cluster]:
         """Fold the clusters (those whose id `only` accepts) from the log, replacing what was
@@ -297,6 +299,8 @@ class PlannerState:
             raise
         if self.snapshotter is not None:
             self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
+        if self.cluster_saved is not None:
+            self.cluster_saved(cluster)
 
     async def save_job(self, job: Job) -> None:
         try:
@@ -332,6 +336,8 @@ class PlannerState:
                 await self._save_in_parts(job, stored)
             elif chain:
                 await self._save_chain(job, cluster)
+                if self.cluster_saved is not None:
+                    self.cluster_saved(cluster)
                 if self.snapshotter is not None:
                     self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
                     self.snapshotter.saved(JOB, job, job.tenant)

@@ -1,0 +1,83 @@
+"""The planners' spend board (`services.planner.ports.SpendBoard`) on a KV bucket: `spend`, a key
+per tenant and shard (`<tenant>.<shard>`), the value that shard's spend as JSON
+(`services/planner/domain/spend.py`). Every planner watches the whole bucket and reads it from
+what the watch delivered; a key is written only by its shard's owner. One revision per key,
+no TTL: a dead planner's entries stay true (they are the log's clusters) until the shard's next
+owner writes them again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+from nats.js.kv import KeyValue
+
+from . import streams
+from .wire import stop_watch
+
+log = structlog.get_logger("muster.spend")
+
+BUCKET = "spend"
+
+
+class NatsSpend:
+    def __init__(self, js: JetStreamContext, replicas: int = 1) -> None:
+        self.js, self.replicas = js, replicas
+        self._kv: KeyValue | None = None
+        self._known: dict[str, dict[str, Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Condition()
+
+    async def start(self) -> None:
+        """Declare the bucket, read it whole, then watch it (returns once the current values are in)."""
+        self._kv = await streams.ensure_bucket(self.js, KeyValueConfig(
+            bucket=BUCKET, history=1, storage=StorageType.FILE, replicas=self.replicas,
+            description="the tenants' spend by shard, for the policies' tenant totals: <tenant>.<shard> -> {clusters, nodes}"))
+        watcher = await self._kv.watchall()
+        ready = asyncio.Event()
+        self._task = asyncio.create_task(self._watch(watcher, ready))
+        await ready.wait()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _watch(self, watcher: Any, ready: asyncio.Event) -> None:
+        try:
+            async for entry in watcher:
+                if entry is None:  # the current values are all delivered
+                    ready.set()
+                    continue
+                try:
+                    value = json.loads(entry.value or b"{}")
+                except ValueError:
+                    value = None
+                if not isinstance(value, dict):  # counted as nothing (`spend.total`), and said
+                    log.warning("a spend entry that is not JSON object is read as nothing", key=entry.key)
+                    value = {}
+                self._known[entry.key] = value
+                async with self._changed:
+                    self._changed.notify_all()
+        finally:
+            await stop_watch(watcher)
+
+    async def seen(self, name: str, check: Callable[[Mapping[str, Any]], bool], timeout: float) -> None:
+        """Wait, woken by the watch, until `name`'s value as delivered passes `check` (tests)."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: check(self._known.get(name, {}))), timeout)
+
+    def known(self) -> Mapping[str, Mapping[str, Any]]:
+        return self._known
+
+    async def put(self, name: str, spend: Mapping[str, Any]) -> None:
+        assert self._kv is not None, "start() first"
+        await self._kv.put(name, json.dumps(spend, sort_keys=True).encode())
+        self._known[name] = dict(spend)  # (the watch brings the same)

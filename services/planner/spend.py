@@ -1,0 +1,109 @@
+"""The tenants' spend, shared with the other planners (docs/governance.md, "Policies";
+docs/decisions/0046-a-tenant-s-spend-is-shared-by-shard.md).
+
+A policy's tenant totals (`input.tenant.clusters|nodes|per_hour`: a budget, a node ceiling)
+were this planner's clusters only: with several planners each let a tenant spend its whole
+budget on its own shards. So each planner writes, for each tenant and each shard it holds, what
+that shard's clusters are (`domain/spend.py`: clusters, nodes by provider and hardware type)
+whenever a save changed a cluster's layout or deleted it; admission adds the other shards'
+entries (watched, read without a round trip) to what it holds itself.
+
+A key is written by its shard's owner only (a plain put, no compare-and-set: nobody else writes
+it). A shard gained is written again from the log's view (its last owner may have died between
+a save and its write). A write that fails is tried again, backing off 0.25 s to 5 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+
+import structlog
+
+from .domain import spend
+from .domain.cluster import Cluster
+from .ports import Shards, SpendBoard
+
+log = structlog.get_logger("muster.planner")
+RETRY_S = (0.25, 5.0)
+
+
+class SharedSpend:
+    def __init__(self, clusters: Mapping[str, Cluster], board: SpendBoard, shards: Shards) -> None:
+        self.clusters, self.board, self.shards = clusters, board, shards
+        self._taken: dict[str, tuple[int, bool]] = {}
+        """cluster id -> (layout epoch, deleted) last counted: a save that changed neither
+        (a task's results, a lease) writes nothing."""
+        self._dirty: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    def holds(self, cluster: Cluster) -> bool:
+        return self.shards.holds(self.shards.shard_of(str(cluster.id)))
+
+    def elsewhere(self, tenant: str) -> spend.Spend:
+        """The tenant's spend on the shards this planner does not hold, as their owners wrote it."""
+        found = [value for name, value in self.board.known().items()
+                 if (parsed := spend.parse_key(name)) is not None and parsed[0] == tenant and not self.shards.holds(parsed[1])]
+        return spend.total(found)
+
+    def saved(self, cluster: Cluster) -> None:
+        """A save of the cluster reached the log: its shard's entry is written again if its
+        layout or its being deleted changed."""
+        mark = (cluster.layout_epoch, cluster.status == "deleted")
+        if self._taken.get(str(cluster.id)) == mark:
+            return
+        self._taken[str(cluster.id)] = mark
+        self._mark(spend.key(cluster.tenant, self.shards.shard_of(str(cluster.id))))
+
+    def resync(self) -> None:
+        """Shards were gained: every entry of theirs written again from the clusters rebuilt."""
+        for cluster in list(self.clusters.values()):
+            if self.holds(cluster):
+                self._taken[str(cluster.id)] = (cluster.layout_epoch, cluster.status == "deleted")
+                self._mark(spend.key(cluster.tenant, self.shards.shard_of(str(cluster.id))))
+        for name in list(self.board.known()):
+            parsed = spend.parse_key(name)
+            if parsed is not None and self.shards.holds(parsed[1]):
+                self._mark(name)
+
+    def of(self, tenant: str, shard: int) -> spend.Spend:
+        return spend.of_clusters((c.provider, [n.hardwaretype for n in c.nodes.values()]) for c in list(self.clusters.values())
+                                 if c.tenant == tenant and c.status != "deleted" and self.shards.shard_of(str(c.id)) == shard)
+
+    def _mark(self, name: str) -> None:
+        self._dirty.add(name)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        delay = RETRY_S[0]
+        while self._dirty:
+            name = self._dirty.pop()
+            parsed = spend.parse_key(name)
+            if parsed is None or not self.shards.holds(parsed[1]):
+                continue  # (the shard went meanwhile: its new owner writes it)
+            value = self.of(*parsed)
+            if self.board.known().get(name) == value:
+                continue
+            try:
+                await self.board.put(name, value)
+            except Exception as err:  # noqa: BLE001 - the bus away: the entry is written once it is back
+                log.warning("a tenant's spend not shared yet; trying again", spend=name, error=str(err) or type(err).__name__,
+                            retry_in_s=delay)
+                self._dirty.add(name)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_S[1])
+                continue
+            delay = RETRY_S[0]
+
+    async def settled(self) -> None:
+        """Every change taken so far is written (tests)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

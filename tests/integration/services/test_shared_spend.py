@@ -1,0 +1,108 @@
+"""A tenant's budget holds across planners (decision 46): two planners on a real nats-server,
+each holding half the shards; a cluster made on one planner's shard fills the tenant's budget
+(examples/policies/tenant_budget.rego), and the other planner refuses a create on its own shard
+that would go over it. Each planner counted only its own shards' clusters before: the tenant got
+the whole budget again on every planner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from contracts import subjects
+from contracts.commands import Accepted, CreateCluster, DeleteCluster, DryRun, Rejected
+from contracts.events import JobSucceeded
+from contracts.governance import GovernancePut
+from contracts.records import Append
+from muster.bus.connect import connect
+from muster.bus.eventstore import EventStore
+from muster.bus.shards import shard_of
+from muster.bus.spend import NatsSpend
+from muster.bus.streams import ensure_streams
+from muster.catalog.store import apply_catalog
+from muster.client import MusterClient
+from services.planner.app import Planner, PlannerConfig
+from services.planner.domain import planning
+from services.planner.entrypoint import start_planner
+from services.provisioner.entrypoint import start_workers
+from services.provisioner.plugins import PluginRegistry
+from services.provisioner.worker import WorkerConfig
+from services.solver.entrypoint import start_solver
+
+from .conftest import quick_demo_catalog
+
+pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
+SHARDS = 4
+BUDGET = (Path(__file__).parents[3] / "examples" / "policies" / "tenant_budget.rego").read_text()
+
+
+async def _until_held(planner: Planner, count: int, timeout: float) -> None:
+    """Wait, woken by the lease watch, until the planner holds `count` shards."""
+    leases = planner.ownership.leases  # type: ignore[attr-defined]
+    async with leases._changed:
+        await asyncio.wait_for(leases._changed.wait_for(lambda: len(leases.held) == count), timeout)
+
+
+@pytest_asyncio.fixture
+async def two(fresh_nats: str) -> AsyncIterator[tuple[MusterClient, EventStore, dict[str, Planner]]]:
+    async with AsyncExitStack() as stack:
+        conns = {}
+        for name in ("solver", "provisioner", "client", "planner-a", "planner-b"):
+            conns[name] = await connect(fresh_nats, name=name)
+            stack.push_async_callback(conns[name].close)
+        await ensure_streams(conns["solver"].jetstream())
+        await start_solver(conns["solver"], stack, "solver")
+        registry = PluginRegistry.discover()
+        stack.push_async_callback(registry.aclose)
+        await start_workers(conns["provisioner"], stack, registry, WorkerConfig(provisioner_id="prov", capacity=16))
+        store = EventStore(conns["client"])
+        await apply_catalog(store, "default", quick_demo_catalog())
+        planners = {}
+        for name in ("planner-a", "planner-b"):
+            planners[name] = await start_planner(conns[name], stack, PlannerConfig(instance=name, shards=SHARDS, lease_ttl_s=2.0))
+        for planner in planners.values():
+            await _until_held(planner, SHARDS // 2, 10)
+        yield MusterClient(conns["client"]), store, planners
+
+
+def _request_on(planner: Planner, start: int) -> str:
+    """A request id whose new cluster lands on a shard this planner holds."""
+    n = start
+    while not planner.ownership.leases.owns_cluster(planning.created_ids("default", f"r{n}")[1]):  # type: ignore[attr-defined]
+        n += 1
+    return f"r{n}"
+
+
+async def test_a_tenant_budget_holds_across_two_planners(two: tuple[MusterClient, EventStore, dict[str, Planner]]) -> None:
+    client, store, planners = two
+    a, b = planners["planner-a"], planners["planner-b"]
+    rid = _request_on(a, 0)
+    first = await client.request(CreateCluster(name="first", template="hadoop-small", nodes=4, request_id=rid), tenant="default")
+    assert isinstance(first, Accepted), first
+    assert isinstance(await client.wait(first.job_id, timeout=60), JobSucceeded)
+    gone = await client.request(DeleteCluster(cluster_id=first.cluster_id, dry_run=True), tenant="default")
+    assert isinstance(gone, DryRun) and gone.cost is not None, gone
+    spent = gone.cost["before_per_hour"]
+    assert spent > 0
+    subject = subjects.governance_events("default", "policy", "tenant_budget")
+    source = BUDGET.replace("budget := 5", f"budget := {spent * 1.5}")
+    await store.append(subject, [Append(GovernancePut(kind="policy", name="tenant_budget", entity={"name": "tenant_budget", "source": source},
+                                                      version=1, by="ada"), msg_id=f"{subject}:1")])
+    key = f"default.{shard_of(first.cluster_id, SHARDS)}"
+    board = b.spend.board if b.spend is not None else None
+    assert isinstance(board, NatsSpend)
+    await board.seen(key, lambda v: v.get("clusters") == 1, 10)  # planner-b knows planner-a's cluster
+
+    other = _request_on(b, int(rid[1:]) + 1)
+    over = await client.request(CreateCluster(name="second", template="hadoop-small", nodes=4, request_id=other), tenant="default")
+    assert isinstance(over, Rejected) and "its budget is" in over.reason, over
+    denied = [r.event for r in await store.read(f"{subjects.EVT}.default.denied.*") if r.type == "RequestDenied"]
+    assert [d.cluster_id for d in denied] == [planning.created_ids("default", other)[1]]  # refused by planner-b, its owner
+    small = _request_on(b, int(other[1:]) + 1)
+    within = await client.request(CreateCluster(name="small", template="hadoop-small", nodes=2, request_id=small), tenant="default")
+    assert isinstance(within, Accepted), within  # half the first fits the half left
