@@ -94,6 +94,8 @@ class Planner:
     async def forget(self, only: Callable[[str], bool]) -> None:
         """Stop acting for the clusters `only` accepts (their shards went to another planner)."""
         await self.recovery.forget(only)
+        if self.spend is not None:
+            self.spend.forget(only)
 
     async def find_job(self, tenant: str, job_id: str) -> Job | None:
         return await self.state.find_job(tenant, job_id)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import structlog
 
@@ -66,6 +66,11 @@ class SharedSpend:
             parsed = spend.parse_key(name)
             if parsed is not None and self.shards.holds(parsed[1]):
                 self._mark(name)
+
+    def forget(self, only: Callable[[str], bool]) -> None:
+        """Clusters whose shards went to another planner: its writes from now on."""
+        for cluster_id in [c for c in self._taken if only(c)]:
+            del self._taken[cluster_id]
 
     def of(self, tenant: str, shard: int) -> spend.Spend:
         return spend.of_clusters((c.provider, [n.hardwaretype for n in c.nodes.values()]) for c in list(self.clusters.values())
