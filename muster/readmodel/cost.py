@@ -24,3 +24,18 @@ def hardware_rates(cost: Mapping[str, Any], layout: Layout | None) -> list[str]:
         counts[group.hardwaretype] += group.count
     return [f"{h} {counts[h]} × {rate(total / counts[h])}/h = {rate(total)}/h" if counts[h] else f"{h} {rate(total)}/h"
             for h, total in sorted(cost.get("by_hardware", {}).items())]
+
+
+def waiting_cost(approval: Mapping[str, Any]) -> str:
+    """What a job that waits for approval costs, for its approver: at today's prices when its
+    planner said (`cost_now`), with the figure of the request when prices moved since; else the
+    request's, said to be that (an approval is judged at today's prices, decision 42). '' when
+    no cost was recorded."""
+    asked, now = approval.get("cost") or {}, approval.get("cost_now") or {}
+    if now:
+        then = f"; {rate(asked['per_hour'])}/h at the prices when it was requested" if asked and rate(asked["per_hour"]) != rate(now["per_hour"]) else ""
+        return f"costs {rate(now['per_hour'])}/h once done at today's prices (now {rate(now.get('before_per_hour', 0))}/h{then})"
+    if asked:
+        return (f"costs {rate(asked['per_hour'])}/h once done at the prices when it was requested (now "
+                f"{rate(asked.get('before_per_hour', 0))}/h; Check first, or `muster job approve --dry-run`, for today's)")
+    return ""

@@ -127,6 +127,23 @@ class Planner:
             return None
         return {**job.view(), "owner": self.config.instance}
 
+    async def job_answer(self, tenant: str, job_id: str) -> dict[str, Any] | None:
+        """`job_view`, and for a job that waits for approval its cost at the catalog's prices
+        now (`approval.cost_now`): the cost recorded at the request is what it cost then, and an
+        approval is judged at today's prices (decision 42)."""
+        view = self.job_view(tenant, job_id)
+        job = self.jobs.get(job_id)
+        if view is None or job is None or not job.awaiting_approval or not view.get("approval"):
+            return view
+        try:
+            cost = await self.requests.governance.cost_now(job)
+        except Exception as err:  # noqa: BLE001 - the log away: the view says the cost at the request, labelled so
+            log.warning("a waiting job's cost now not known", job=job_id, error=str(err) or type(err).__name__)
+            return view
+        if cost is not None:
+            view["approval"] = {**view["approval"], "cost_now": cost.model_dump(mode="json", exclude={"per_node"})}
+        return view
+
     # -- ownership, asked here: once for each input, before its handler runs ---------------------
 
     def _acts_for(self, job: Job) -> bool:

@@ -149,6 +149,18 @@ class Governance:
         return await self.judge(Rules(policies=rules.policies), replace(facts, catalog=catalog), job.requested_by or "",
                                 facts.cluster, after, preview.target, [t.action.value for t in preview.plan.tasks])
 
+    async def cost_now(self, job: Job) -> PlanCost | None:
+        """A waiting job's plan at the catalog's prices now, as an approval now would judge it
+        (decision 42): what its approver decides on. None when it does not wait. The catalog is
+        read from the log, not the planner's copy, which another planner's catalog write leaves
+        behind."""
+        cluster = self.state.clusters.get(job.cluster_id)
+        if not job.awaiting_approval or cluster is None:
+            return None
+        catalog, _ = await self.state.catalog_source.load(job.tenant)
+        remaining = [] if job.operation == "delete" else job.nodes  # (as `judge`: a delete leaves nothing)
+        return plan_cost(catalog.hardwaretypes, cluster.provider, remaining, job.previous_nodes)
+
     async def deny_approval(self, job: Job, by: str, judgement: Judgement) -> str:
         """Record that the policies refused the approved plan; the reason the job fails with."""
         verdict = judgement.verdict

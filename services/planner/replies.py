@@ -72,7 +72,7 @@ class Replies:
         """`muster.q.<tenant>.<principal>.job.<id>`: answered only by the planner that has the
         job; the tracker falls back to the log when nobody answers."""
         parts = subject.split(".")
-        view = self.planner.job_view(parts[2], parts[5]) if len(parts) == 6 else None
+        view = await self.planner.job_answer(parts[2], parts[5]) if len(parts) == 6 else None
         return json.dumps(view).encode() if view is not None else None
 
     async def metrics(self, subject: str, data: bytes) -> bytes | None:

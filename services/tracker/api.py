@@ -82,9 +82,11 @@ class JobStatus(_Out):
     resources: JobResources | None = None
     warnings: list[str] = Field(default_factory=list, description="why a running job may not move (no live provisioner serves its tenant)")
     approval: dict[str, Any] | None = Field(default=None, description=(
-        "a job an approval rule matched (docs/governance.md): rules, expires_at, cost, cluster_version, digest, and the "
-        "decision (null while it waits; approved, rejected, expired), by and comment; approved_cost: the cost at the prices of "
-        "its approval, which judged it again (decision 42)"))
+        "a job an approval rule matched (docs/governance.md): rules, expires_at, cost (at the prices when it was requested), "
+        "cluster_version, digest, and the decision (null while it waits; approved, rejected, expired), by and comment; "
+        "cost_now: while it waits, the plan's cost at the catalog's prices now, as an approval now would judge it (per_hour, "
+        "before_per_hour, by_hardware, unknown; absent when the job's planner did not answer); approved_cost: the cost at "
+        "the prices of its approval, which judged it again (decision 42)"))
     policy_warnings: list[dict[str, Any]] = Field(default_factory=list, description="what the tenant's policies warned of: policy, version, message")
 
 

@@ -147,6 +147,17 @@ class Tracker:
             pending.add_done_callback(lambda _: self._asking.pop(key, None))
         return await asyncio.shield(pending)
 
+    async def with_cost_now(self, tenant: str, job_id: str, status: dict[str, Any]) -> dict[str, Any]:
+        """A job that waits for approval, read from the log (the console's pages), with its
+        cost at today's prices as its planner gives it (`approval.cost_now`); as it was when no
+        planner answers."""
+        approval = status.get("approval")
+        if status.get("state") != "waiting_for_approval" or not approval or approval.get("cost_now"):
+            return status
+        view = await self.ask_owner(tenant, job_id)
+        now = ((view or {}).get("approval") or {}).get("cost_now")
+        return {**status, "approval": {**approval, "cost_now": now}} if now else status
+
     async def _ask_owner(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         try:
             msg = await self.nc.request(subjects.job_query(tenant, principal_of(self.nc), job_id), b"", timeout=self.owner_timeout)

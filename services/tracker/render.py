@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from contracts.events import FINAL_JOB_STATES
-from muster.readmodel.cost import rate
+from muster.readmodel.cost import rate, waiting_cost
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
@@ -50,6 +50,7 @@ def approval_line(a: dict[str, Any], waiting: bool) -> str:
     cost = a.get("cost") or {}
     costs = f"; costs {rate(cost['per_hour'])}/h once done (now {rate(cost.get('before_per_hour', 0))}/h)" if cost else ""
     if waiting:
+        costs = f"; {waiting_cost(a)}" if cost else ""
         return (f"approval: waits (rules {', '.join(a.get('rules') or [])}) until {a.get('expires_at')}{costs}: "
                 "`muster job approve` or `muster job reject`")
     decided = {"approved": "approved", "rejected": "rejected", "expired": "expired: nobody decided"}.get(

@@ -48,7 +48,7 @@ def _filters(request: web.Request, fold: JobFold) -> tuple[str | None, str | Non
 async def job(request: web.Request, viewer: Viewer, job_id: str, fold: JobFold, said: str | None) -> web.StreamResponse:
     readable(fold, viewer, job_id)
     state, part, number = _filters(request, fold)
-    status = await tracker_of(request).place_in_line(fold.now())
+    status = await tracker_of(request).with_cost_now(viewer.tenant, job_id, await tracker_of(request).place_in_line(fold.now()))
     status = status if viewer.operator else status_for(status)  # (the fold is shared by every viewer)
     agg = aggregate(fold)
     shown, matching = rows(fold, state, part, (number - 1) * PAGE_ROWS)

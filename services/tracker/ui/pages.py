@@ -142,7 +142,7 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     data = reads.job_page(history)
     if data is None:
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
-    data["status"] = await tracker_of(request).place_in_line(data["status"])
+    data["status"] = await tracker_of(request).with_cost_now(viewer.tenant, job_id, await tracker_of(request).place_in_line(data["status"]))
     group = request.query.get("group", "node")
     if group not in GROUPS:
         group = "node"

@@ -6,15 +6,22 @@ fakes)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster, DeleteCluster
 from contracts.events import JobFailed, JobSucceeded
 from contracts.governance import GovernancePut
 from contracts.records import Append
+from muster.catalog.store import apply_catalog
+from muster.cli import main
+from muster.readmodel.cost import rate
+
+from .conftest import quick_demo_catalog
 
 pytestmark = [pytest.mark.nats, pytest.mark.timeout(120)]
 Stack = Any
@@ -58,3 +65,33 @@ async def test_a_delete_approved_after_a_freeze_was_applied_is_denied_and_nothin
     job = await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json()
     assert job["approval"]["decision"] == "approved" and job["approval"]["approved_cost"]["per_hour"] == 0
 
+
+
+async def test_a_waiting_create_shows_its_cost_at_todays_prices_over_http_on_the_console_and_in_status(stack: Stack) -> None:
+    """A price raised while a create waited: `GET /v1/jobs/{id}`, the console's job page and
+    `muster status` showed the cost at the request until someone pressed Check first; they show
+    the cost now, which the approval judges, and the request's beside it."""
+    await _put(stack, "rule", "creates", {"operations": ["create"], "expires_after_s": 600})
+    waiting = await stack.client.request(CreateCluster(name="priced", template="hadoop-small", nodes=2))
+    assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
+    asked = (await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json())["approval"]
+    assert asked["cost"]["per_hour"] > 0 and asked["cost_now"]["per_hour"] == asked["cost"]["per_hour"], asked
+
+    dearer = quick_demo_catalog()
+    for hardware in dearer.hardwaretypes.values():
+        for fields in hardware.providermap.values():
+            fields["cost"] = str(float(fields.get("cost", 0)) * 2)
+    await apply_catalog(stack.store, "default", dearer)
+    job = await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json()
+    then, now = job["approval"]["cost"]["per_hour"], job["approval"]["cost_now"]["per_hour"]
+    assert (then, now) == (asked["cost"]["per_hour"], 2 * asked["cost"]["per_hour"]), job["approval"]
+    shown = f"costs {rate(now)}/h once done at today's prices (now 0.00/h; {rate(then)}/h at the prices when it was requested)"
+    page = await (await stack.http.get(f"/ui/jobs/{waiting.job_id}")).text()
+    assert shown.replace("'", "&#39;") in page
+    code, out = await asyncio.to_thread(_status, waiting.job_id)
+    assert code == 0 and shown in out, out
+
+
+def _status(job_id: str) -> tuple[int, str]:
+    ran = CliRunner().invoke(main, ["status", job_id], catch_exceptions=False)
+    return ran.exit_code, ran.output

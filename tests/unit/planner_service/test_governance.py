@@ -362,6 +362,21 @@ async def test_an_approval_after_a_price_rise_says_what_the_plan_costs_now() -> 
     assert h.job(waiting.job_id).view()["approval"]["approved_cost"]["per_hour"] == asked.per_hour * 2
 
 
+async def test_a_waiting_job_answers_its_cost_at_todays_prices() -> None:
+    """`muster status`, `GET /v1/jobs/{id}` and the console showed the cost at the request until
+    someone pressed Check first, whatever the prices now (which an approval judges, decision 42)."""
+    h, waiting, asked = await waiting_then_prices_doubled()
+    view = await h.planner.job_answer("default", waiting.job_id)
+    assert view is not None and view["state"] == "waiting_for_approval"
+    assert view["approval"]["cost"]["per_hour"] == asked.per_hour  # what it was asked at, as recorded
+    now = view["approval"]["cost_now"]
+    assert (now["per_hour"], now["before_per_hour"]) == (asked.per_hour * 2, 0) and "per_node" not in now
+    assert "cost_now" not in (h.job(waiting.job_id).view()["approval"] or {})  # the job keeps what was recorded
+    assert isinstance(await h.send(ApproveJob(job_id=waiting.job_id), principal="apo"), Accepted)
+    decided = await h.planner.job_answer("default", waiting.job_id)
+    assert decided is not None and "cost_now" not in decided["approval"]  # decided: the approval's own cost says it
+
+
 async def test_an_approved_create_is_not_counted_among_the_tenants_clusters_it_is_judged_with() -> None:
     """At its approval a create's cluster is in the planner's state (its request made it); counted
     in `input.tenant`, a one-cluster-per-tenant policy denied the tenant's first cluster."""
