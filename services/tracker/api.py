@@ -391,8 +391,8 @@ ROUTES: tuple[Route, ...] = (
           "with {\"comment\": \"...\"} (docs/governance.md).", GovernanceList, (TENANT, GOVERNANCE_LIST), errors=(400, 403, 404, 503)),
     Route("/v1/governance/{what}/{name}", "governance_entry",
           "One of the tenant's approval rules, policies (with its Rego source), subscriptions or schedules, as its list "
-          "has it; 404 when the tenant has none of that name. The tenant's administrators put and delete rules and "
-          "policies with PUT and DELETE /v1/governance/rules|policies/{name} (docs/governance.md).", GovernanceEntry,
+          "has it; 404 when the tenant has none of that name. Each is put and deleted with PUT and DELETE on the same "
+          "path, with the rights `muster rule|policy|notify|schedule` need (docs/governance.md).", GovernanceEntry,
           (TENANT, GOVERNANCE_KIND, GOVERNANCE_NAME), errors=(400, 403, 404, 503)),
     Route("/v1/pools", "list_pools", "Every resource pool: hosts by state, free hosts, waiting and granted requests "
           "(docs/pools.md).", PoolList, (TENANT,), errors=(400, 503)),

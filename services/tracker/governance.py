@@ -3,9 +3,10 @@ subscriptions, schedules (with their last and next runs) and the requests its po
 read from the log for principals that may read the tenant.
 
 Approving or rejecting a job is a write like the others (`write_api.DECISIONS`: `POST
-/v1/jobs/{job_id}/approve|reject`), and so are a rule, policy or subscription put or deleted
-(`write_api.GOVERNANCE_WRITES`: `PUT|DELETE /v1/governance/rules|policies|subscriptions/{name}`,
-sent to the governance service in the requester's name).
+/v1/jobs/{job_id}/approve|reject`), and so are a rule, policy, subscription or schedule put or
+deleted (`write_api.GOVERNANCE_WRITES`: `PUT|DELETE
+/v1/governance/rules|policies|subscriptions|schedules/{name}`, sent to the governance service in
+the requester's name).
 """
 
 from __future__ import annotations

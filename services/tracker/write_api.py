@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from contracts import commands as c
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, CatalogProblem, DeleteCatalogEntity
-from contracts.governance import ApprovalRule, GovernanceAnswer, Policy, Subscription
+from contracts.governance import ApprovalRule, GovernanceAnswer, Policy, Schedule, Subscription
 from contracts.layout import Layout
 
 from . import api
@@ -216,20 +216,34 @@ GOVERNANCE_KINDS: dict[type[BaseModel], tuple[str, str, str, str]] = {
     Policy: ("policy", "policies", "muster policy apply", "the tenant's administrators"),
     ApprovalRule: ("rule", "rules", "muster rule add", "the tenant's administrators"),
     Subscription: ("subscription", "subscriptions", "muster notify add", "`read` on the tenant; a webhook is checked by the notifier"),
+    Schedule: ("schedule", "schedules", "muster schedule create", "the permission its operation needs on its cluster"),
 }
 """The governance entities written over HTTP as the CLI writes them: entity -> (its kind on the
-bus, its list in `GET /v1/governance/{what}`, the command, who may). Schedules are not: their
-operation is the request a `muster` command builds (`muster schedule create ... -- cluster ...`)."""
+bus, its list in `GET /v1/governance/{what}`, the command, who may)."""
+
+
+def schedule_body() -> type[BaseModel]:
+    """A schedule's body over HTTP: its operation is the command as the bus takes it (`{"type":
+    "CheckCluster", "cluster_id": "..."}`, no request_id), as `muster schedule create ... --`
+    builds it; its verb is the command's unless given; its owner is the requester, never the body's."""
+    fields: dict[str, Any] = {n: (f.annotation, f) for n, f in Schedule.model_fields.items() if n not in ("name", "owner", "verb")}
+    fields["command"] = (dict[str, Any], Field(description=(
+        "the operation, as a command on the bus: its `type` (CheckCluster, RestartServices, ExtendLease, ...) and fields, "
+        "a cluster by its id; no request_id (each tick gets its own) and no dry_run (docs/asyncapi.json has every command)")))
+    fields["verb"] = (str | None, Field(default=None, pattern=r"^[a-z][a-z\-]{1,31}$", description=(
+        "the operation's verb (`check`, `restart`, `extend-lease`...); default: the command's")))
+    return create_model("ScheduleBody", __config__=ConfigDict(extra="forbid"), __doc__=Schedule.__doc__, **fields)
 
 
 def _governance_routes() -> tuple[WriteRoute, ...]:
     routes: list[WriteRoute] = []
     for entity, (kind, what, cli, who) in GOVERNANCE_KINDS.items():
         path = f"/v1/governance/{what}/{{name}}"
+        body = schedule_body() if entity is Schedule else body_of(entity, path=("name",), name=f"{entity.__name__}Body")
         routes.append(WriteRoute("put", path, f"put_{kind}",
                                  f"Add or change the tenant's {kind} `name` ({who}; as `{cli}`, docs/governance.md): 200 with "
                                  "what was written, 422 with every problem found, nothing written.", "governance-put", entity,
-                                 body_of(entity, path=("name",), name=f"{entity.__name__}Body"), ("name",),
+                                 body, ("name",),
                                  answer=GovernanceAnswer, status=200))
         routes.append(WriteRoute("delete", path, f"delete_{kind}", f"Delete the tenant's {kind} `name` ({who}).",
                                  "governance-delete", entity, None, ("name",), answer=GovernanceAnswer, status=200))

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.catalog_requests import ApplyCatalog, CatalogAnswer, DeleteCatalogEntity
-from contracts.commands import JOB_VERBS, Accepted, DryRun, LeaseExtended, Rejected
+from contracts.commands import JOB_VERBS, VERB_OF, Accepted, DryRun, LeaseExtended, Rejected
 from contracts.errors import problem_text
 from contracts.events import PlanSaved
 from contracts.governance import GovernanceAnswer
@@ -255,13 +255,15 @@ def catalog_written(found: CatalogAnswer) -> Written:
 
 
 async def _governance(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any]) -> Written:
-    """A rule, policy or subscription put or deleted as `muster rule|policy|notify` does: a
+    """A rule, policy, subscription or schedule put or deleted as `muster rule|policy|notify|schedule` does: a
     request to the governance service in the requester's name, which checks its rights and writes
     it with the requester as `by`."""
     kind = GOVERNANCE_KINDS[route.command][0]
     verb = "put" if route.verb == "governance-put" else "delete"
     request: dict[str, Any] = {"kind": kind, "requested_by": actor.principal}
     if verb == "put":
+        if kind == "schedule" and not fields.get("verb"):  # the command's own (the governance service checks they agree)
+            fields = {**fields, "verb": VERB_OF.get(str(fields.get("command", {}).get("type")), "")}
         request["entities"] = [{**fields, "name": ids["name"]}]
     else:
         request["name"] = ids["name"]

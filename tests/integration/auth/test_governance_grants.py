@@ -385,3 +385,52 @@ async def test_a_super_admin_s_governance_writes_in_a_tenant_no_one_made_are_ref
         assert not await store.read(subjects.governance_filter("acmee", "rule"))
     code, out, err = await muster(served.authed, "rule", "add", "big", "-o", "create", "--tenant", "a", token=root)
     assert code == 0 and "rule big: version 1 (add)" in out, err  # a tenant someone made
+
+
+async def test_schedules_over_http_with_the_rights_of_their_operation_and_never_in_another_tenant(served: People) -> None:
+    """Schedules were made by `muster schedule create` alone; over HTTP one is put with the
+    operation's command as the bus takes it, by whoever may run that operation, owned by its
+    author; another tenant's token neither reads nor writes it."""
+    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+    try:
+        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
+        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
+    finally:
+        await system.close()
+    async with tracker_http(served) as (http, store):
+        async def call(method: str, who: str, path: str, body: Any = None, **headers: str) -> tuple[int, dict[str, Any]]:
+            async with http.request(method, path, json=body, headers={"Authorization": f"Bearer {served.tokens[who]}", **headers}) as resp:
+                return resp.status, await resp.json()
+
+        nightly = {"cron": "0 3 * * *", "command": {"type": "CheckCluster", "cluster_id": "c1"}, "text": "cluster check web"}
+        status, body = await call("PUT", "apo", "/v1/governance/schedules/nightly", nightly)  # `approve` runs no check
+        assert status == 403 and "execute" in body["error"]["message"], body
+        status, body = await call("PUT", "uma", "/v1/governance/schedules/nightly", nightly)
+        assert status == 200 and body["items"][0]["kind"] == "schedule" and body["items"][0]["version"] == 1, body
+        status, body = await call("GET", "rex", "/v1/governance/schedules/nightly")
+        assert status == 200 and (body["entity"]["owner"], body["entity"]["verb"], body["by"]) == ("uma", "check", "uma"), body
+        status, body = await call("PUT", "uma", "/v1/governance/schedules/nightly", {**nightly, "paused": True})
+        assert status == 200 and body["items"][0]["version"] == 2, body
+
+        for wrong, says in (({**nightly, "owner": "ada"}, "owner"),  # the owner is the requester, never the body's
+                            ({**nightly, "command": {"type": "CheckCluster", "cluster_id": "gone"}}, "there is no cluster 'gone'"),
+                            ({**nightly, "verb": "delete"}, "CheckCluster"),
+                            ({**nightly, "every_s": 60}, "exactly one of cron and every_s"),
+                            ({**nightly, "command": {"type": "CheckCluster", "cluster_id": "c1", "request_id": "r"}}, "request_id")):
+            status, body = await call("PUT", "uma", "/v1/governance/schedules/other", wrong)
+            assert status == 422 and says in body["error"]["message"], (wrong, body)
+
+        for method, body_ in (("GET", None), ("PUT", nightly), ("DELETE", None)):
+            status, body = await call(method, "eve", "/v1/governance/schedules/nightly", body_, **{"X-Muster-Tenant": "a"})
+            assert status == 403 and "belongs to tenant b" in body["error"]["message"], (method, body)
+        for method in ("GET", "DELETE"):
+            status, body = await call(method, "eve", "/v1/governance/schedules/nightly")
+            assert status == 404, (method, body)
+        status, body = await call("DELETE", "apo", "/v1/governance/schedules/nightly")
+        assert status == 403 and "execute" in body["error"]["message"], body
+        status, body = await call("DELETE", "uma", "/v1/governance/schedules/nightly")
+        assert status == 200 and body["items"][0]["deleted"], body
+        status, body = await call("GET", "uma", "/v1/governance/schedules/nightly")
+        assert status == 404, body
+        kinds = [(r.event.type, r.event.by) for r in await store.read(subjects.governance_events("a", "schedule", "nightly"))]
+        assert kinds == [("GovernancePut", "uma"), ("GovernancePut", "uma"), ("GovernanceDeleted", "uma")]
