@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Subscription
 from muster.bus.answers import answer_on_inbox
-from services.auth.domain.authz import Decision, may_govern
+from services.auth.domain.authz import Decision, may_govern, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .adapters.delivery import Deliveries
@@ -45,7 +45,10 @@ class NotifierRequests:
             tenant, principal, rest = subjects.parse_request(msg.subject.replace(subjects.GOV, "muster.ops", 1))
             request = GovernanceRequest.model_validate_json(msg.data)
             allowed = self._may(principal, tenant)
-            if not allowed:
+            unmade = self._unmade(principal, tenant)
+            if unmade:  # as the governance service, the tracker and the planner refuse it
+                reply = GovernanceAnswer(ok=False, reason=unmade, code="invalid")
+            elif not allowed:
                 reply = GovernanceAnswer(ok=False, reason=allowed.reason or "not allowed", code="forbidden")
             elif rest[-1] == CHECK_VERB:
                 reply = await self.check(tenant, request)
@@ -57,6 +60,10 @@ class NotifierRequests:
             log.exception("notifier request failed", subject=msg.subject)
             reply = GovernanceAnswer(ok=False, reason="internal error in the notifier; see its log")
         await answer_on_inbox(msg, reply.model_dump_json().encode())
+
+    def _unmade(self, principal: str, tenant: str) -> str:
+        identity = self.identity()
+        return unmade_tenant(identity.principals.get(principal), identity.tenants, tenant) if identity is not None else ""
 
     def _may(self, principal: str, tenant: str) -> Decision:
         identity = self.identity()

@@ -13,6 +13,7 @@ from muster.ports.memory import MemoryEventLog
 from services.auth.domain.state import IdentityState
 from services.governance.domain.references import SHAPE, unknown_inputs
 from services.governance.writes import GovernanceWrites
+from services.notifier.requests import NotifierRequests
 
 CLUSTER = "0c4b7a0e-0000-4000-8000-000000000001"
 LIMIT = 'package muster.limit\nimport rego.v1\n\ndeny contains "over 3" if input.nodes.after > 3\n'
@@ -144,3 +145,29 @@ async def test_a_super_admin_s_governance_request_in_a_tenant_no_one_made_is_ref
     assert (await writes.answer("default", "root", "put", requests[0][1].model_dump_json().encode())).ok
     state.apply(TenantCreated(tenant="acme", by="root"), 3)
     assert (await writes.answer("acme", "root", "put", requests[1][1].model_dump_json().encode())).ok
+
+
+class _Msg:
+    """A request as nats-py hands it over, with the answer kept."""
+
+    def __init__(self, subject: str, data: bytes) -> None:
+        self.subject, self.data, self.reply = subject, data, "_INBOX.test"
+        self.answer: GovernanceAnswer | None = None
+
+    async def respond(self, data: bytes) -> None:
+        self.answer = GovernanceAnswer.model_validate_json(data)
+
+
+async def test_the_notifier_refuses_a_super_admin_s_request_in_a_tenant_no_one_made_in_the_same_words() -> None:
+    """`muster notify test hook --tenant acmee` was told there is no subscription 'hook' there,
+    as if the tenant existed."""
+    state = IdentityState()
+    for seq, event in enumerate([TenantCreated(tenant="default", by="root"),
+                                 PrincipalCreated(principal="root", role="super_admin", by="boot")], 1):
+        state.apply(event, seq)
+    requests = NotifierRequests(None, None, None, lambda: state)  # type: ignore[arg-type]  # (refused before they are used)
+    for verb in ("notify-test", "notify-check"):
+        msg = _Msg(subjects.governance_request("acmee", "root", verb), b'{"kind": "subscription", "name": "hook"}')
+        await requests.on_request(msg)  # type: ignore[arg-type]
+        assert msg.answer is not None and (msg.answer.ok, msg.answer.code, msg.answer.reason) == (
+            False, "invalid", "no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)"), verb
