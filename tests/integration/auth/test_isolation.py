@@ -153,7 +153,7 @@ async def test_no_tenant_principal_reads_or_writes_the_log_streams_or_buckets(wo
 
 @pytest.mark.parametrize("who", ["alice", "bob"])
 async def test_no_tenant_principal_reaches_the_bodies_the_stream_names_or_another_tenants_requests(world: World, who: str) -> None:
-    """What later waves added: offloaded event bodies, the planners' budgets, stream lists (names
+    """What later waves added: offloaded event bodies, the planners' budgets and the tenants' spend, stream lists (names
     and counts of every tenant), the server's own requests, another tenant's governance, queries
     and operations in any name."""
     r: Raw = getattr(world, who)
@@ -161,7 +161,8 @@ async def test_no_tenant_principal_reaches_the_bodies_the_stream_names_or_anothe
     for api in ("$JS.API.STREAM.INFO.BODIES", "$JS.API.DIRECT.GET.BODIES", f"$JS.API.DIRECT.GET.BODIES.muster.body.{other}.>",
                 "$JS.API.STREAM.MSG.GET.BODIES", f"$JS.API.CONSUMER.CREATE.BODIES.spy.muster.body.{other}.>",
                 "$JS.API.CONSUMER.DURABLE.CREATE.BODIES.spy", f"muster.body.{other}.{'0' * 64}", "$KV.budgets.shard.0",
-                "$JS.API.DIRECT.GET.KV_budgets", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.CONSUMER.LIST.EVENTS",
+                "$JS.API.DIRECT.GET.KV_budgets", f"$KV.spend.{other}.0", "$JS.API.DIRECT.GET.KV_spend",
+                f"$JS.API.DIRECT.GET.KV_spend.$KV.spend.{other}.0", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.CONSUMER.LIST.EVENTS",
                 "$JS.API.CONSUMER.NAMES.EVENTS", "$JS.API.STREAM.SNAPSHOT.EVENTS", "$JS.API.STREAM.MSG.DELETE.EVENTS",
                 f"$JS.API.DIRECT.GET.KV_snapshots.$KV.snapshots.{other}.>", "$SYS.REQ.SERVER.PING.CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ",
                 "$SYS.REQ.USER.INFO", subjects.governance_request(other, who, "list"), subjects.governance_request(other, "root", "put"),
