@@ -38,7 +38,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_OK: "done (with `--wait` or `watch`: the job succeeded)",
     EXIT_FAILED: "the job ended without succeeding (failed, rolled back, needs attention), or an internal error",
     EXIT_INVALID: "bad input: usage, an invalid file or catalog, a rejected request, an unknown job, cluster or provisioner, "
-                  "a data directory another deployment holds (`muster up`)",
+                  "a data directory another deployment holds or a port in use (`muster up`, `muster tracker`)",
     EXIT_UNREACHABLE: "muster could not be reached, or did not answer or finish in time (`--timeout`)",
     EXIT_DENIED: "refused: the token is not accepted, or its principal lacks a permission (the message names it and its scope)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C); an accepted operation goes on without us",
