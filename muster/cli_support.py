@@ -38,10 +38,10 @@ EXIT_CODES: dict[int, str] = {
     EXIT_OK: "done (with `--wait` or `watch`: the job succeeded)",
     EXIT_FAILED: "the job ended without succeeding (failed, rolled back, needs attention), or an internal error",
     EXIT_INVALID: "bad input: usage, an invalid file or catalog, a rejected request, an unknown job, cluster or provisioner, "
-                  "a data directory another deployment holds (`muster up`)",
+                  "a data directory another deployment holds or a port in use (`muster up`, `muster tracker`)",
     EXIT_UNREACHABLE: "muster could not be reached, or did not answer or finish in time (`--timeout`)",
     EXIT_DENIED: "refused: the token is not accepted, or its principal lacks a permission (the message names it and its scope)",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C); an accepted operation goes on without us",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C); an accepted operation goes on without us (`events --follow` and `watch` end so, saying nothing)",
 }
 """The table docs/client.md shows (a unit test keeps the two the same)."""
 
@@ -127,6 +127,23 @@ def command(f: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return run(f(*args, **kwargs))
+
+    return wrapper
+
+
+def following(f: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
+    """An async click callback that follows until the user stops it (`events --follow`,
+    `watch`): Ctrl-C is how it ends, as `tail -f`'s does, so it exits 130 saying nothing (it
+    said "Error: interrupted ..."; nothing it follows is changed by stopping)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return run(f(*args, **kwargs))
+        except CliError as err:
+            if err.exit_code == EXIT_INTERRUPTED:
+                raise stop(EXIT_INTERRUPTED) from None
+            raise
 
     return wrapper
 

@@ -37,7 +37,7 @@ from services.provisioner.plugins.specs import catalog_plugins
 from .autoscale import AutoscalePolicy, autoscaling
 from .down import DownError, stop_deployment
 from .network import Network, network_options
-from .supervisor import Deployment, StartError, local_principal, tenant_names
+from .supervisor import Deployment, StartError, StartRefused, local_principal, tenant_names
 
 console = Console(highlight=False, soft_wrap=True, markup=False)
 """Plain text a line at a time, as `muster`'s other commands print: a line is not cut at 80
@@ -306,7 +306,7 @@ def _run(coro: Any) -> None:
 
 @translates
 def start_errors(err: BaseException) -> CliError | None:
-    if isinstance(err, TlsError | DataDirBusy):  # (a directory in use: the user's choice refused, as bad input)
+    if isinstance(err, TlsError | DataDirBusy | StartRefused):  # (a directory or port in use: the user's choice refused, as bad input)
         return CliError(str(err), EXIT_INVALID)
     return CliError(str(err), EXIT_FAILED) if isinstance(err, (StartError, ServerError, DownError)) else None
 

@@ -20,6 +20,7 @@ running, and a job in flight goes on (its state is in the log, its tasks in the 
 from __future__ import annotations
 
 import asyncio
+import errno
 import getpass
 import json
 import os
@@ -48,6 +49,15 @@ SERVER = "nats-server"
 
 class StartError(RuntimeError):
     pass
+
+
+class StartRefused(StartError):
+    """What the user chose cannot be had (a port in use, an address not on this machine): bad
+    input, exit 2, as a data directory in use is; not a failure of muster's."""
+
+
+REFUSED_EXIT = 2
+"""A child's exit status for a setting it refuses at start (click's, and `muster`'s EXIT_INVALID)."""
 
 
 @dataclass(frozen=True)
@@ -100,15 +110,21 @@ def exit_text(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def port_free(port: int) -> bool:
-    """Whether a listener could bind 127.0.0.1:`port` now (as aiohttp binds: SO_REUSEADDR)."""
-    with socket.socket() as s:
+def port_problem(host: str, port: int) -> str:
+    """Why a listener could not bind `host`:`port` now, said of the port ('' if it could), as
+    aiohttp binds (SO_REUSEADDR). Checked on the tracker's own address: one taken there but free
+    on 127.0.0.1 was found only by the tracker as it exited."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0]
+    except (OSError, UnicodeError) as err:
+        return f"cannot be bound: {host} is not an address of this machine ({err})"
+    with socket.socket(family, kind, proto) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
+            s.bind(address)
+        except OSError as err:
+            return "is in use by another program" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror or err}"
+    return ""
 
 
 def _stderr(message: str) -> None:
@@ -189,9 +205,9 @@ class Deployment:
         self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
             (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
-            if self.tracker_port and not port_free(self.tracker_port):
-                raise StartError(f"tracker port {self.tracker_port} on 127.0.0.1 is taken by another program: "
-                                 "pass another --tracker-port, or 0 for any free one")
+            if self.tracker_port and (problem := port_problem(self.host, self.tracker_port)):
+                raise StartRefused(f"tracker port {self.tracker_port} on {self.host} {problem}: "
+                                   "pass another --tracker-port, or 0 for any free one")
             check_listen(self.host, self.tls is not None, self.insecure_network, "muster up", "pass --tls")
             if self.tls is not None:
                 self.tls.prepare()
@@ -450,7 +466,12 @@ class Deployment:
         child.started.clear()
         await self._note_change()
         if not ready.done():
-            ready.set_exception(StartError(f"{child.name} exited during start{_why(child.last_line)}; see {child.log_path}"))
+            # Its exit status says whose fault it was: a setting it refused (a port taken a
+            # moment after our own check) is bad input, as when we find it first.
+            refused = await child.process.wait() == REFUSED_EXIT
+            if not ready.done():  # (a start given up on while it exited)
+                ready.set_exception((StartRefused if refused else StartError)(
+                    f"{child.name} exited during start{_why(child.last_line)}; see {child.log_path}"))
 
     # -- supervision -----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import signal
 import socket
 from contextlib import AsyncExitStack
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import click
@@ -28,7 +29,7 @@ from .app import Provisioner
 from .domain.secrets import ProvisionerSecrets
 from .heap import freeze_started_heap
 from .plugins import PluginError, PluginRegistry
-from .presence import DEFAULT_TTL_S, MAX_TTL_S
+from .presence import DEFAULT_TTL_S, MAX_TTL_S, untried_elsewhere
 from .worker import Executor, WorkerConfig, Workers
 
 log = structlog.get_logger("muster.provisioner")
@@ -116,6 +117,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         stack.push_async_callback(registry.aclose)
+        registry.elsewhere = partial(untried_elsewhere, nc, pid)  # a secret this provisioner lacks: may another have it?
         granted = await granted_tenants(nc, provisioner_class)
         if granted is not None and pid != principal:
             raise click.BadParameter(f"the token is provisioner {principal}'s, not {pid}'s", param_hint="--id")

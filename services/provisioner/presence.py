@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
-from contracts.tasks import ProvisionerInfo, ProvisionerPresence
+from contracts.tasks import ProvisionerInfo, ProvisionerPresence, TaskMessage
 from muster.bus.wire import stop_watch
 from muster.ports.eventlog import Append, EventLog
 
@@ -149,6 +149,14 @@ async def live_provisioners(
             return []
         raise RuntimeError(f"reading provisioner presence failed: {failure[0]}")
     return sorted((p for p in found if serves(p, tenant, provisioner_class)), key=lambda p: p.info.id)
+
+
+async def untried_elsewhere(nc: Client, me: str, task: TaskMessage) -> bool:
+    """Whether a live provisioner other than `me`, not draining and not in the task's `avoid`
+    (those ran its earlier attempts), serves the task's tenant and class: where a retry may go."""
+    tried = {me, *task.avoid}
+    return any(p.info.id not in tried and not p.draining
+               for p in await live_provisioners(nc, task.tenant, task.provisioner_class))
 
 
 Change = Literal["seen", "left", "expired"]

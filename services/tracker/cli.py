@@ -19,7 +19,17 @@ from rich.console import Console
 
 from contracts import subjects
 from muster.cli_bus import Bus, bus_options
-from muster.cli_support import EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, job_id_of, json_option, stop
+from muster.cli_support import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_UNREACHABLE,
+    CliError,
+    command,
+    following,
+    job_id_of,
+    json_option,
+    stop,
+)
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import timeline
 from muster.tracker_client import LAST_SEQ, TrackerReads, recorded
@@ -68,7 +78,7 @@ async def _cluster_name(tracker: TrackerReads, cluster_id: str) -> str | None:
 @click.argument("job_id")
 @bus_options
 @click.option("--timeout", "deadline", type=click.FloatRange(0.1), default=None, help="give up after this many seconds (exit 3)")
-@command
+@following
 async def watch(job_id: str, bus: Bus, deadline: float | None) -> None:
     """Follow a job live, stage by stage, until it ends. Exit 0 if it succeeded, 1 if not."""
     job = job_id_of(job_id)
@@ -238,7 +248,7 @@ def relative_subject(asked: str | None, pattern: str | None) -> tuple[str | None
 @click.option("--since", default=None, help="from a log sequence, an ISO 8601 time, or an age (30s, 10m, 2h, 1d)")
 @click.option("--follow", "-f", is_flag=True, help="keep printing new events as they are appended")
 @bus_options
-@command
+@following
 async def events(pattern: str | None, cluster_ref: str | None, since: str | None, follow: bool, bus: Bus) -> None:
     """Dump (or tail, with --follow) the tenant's raw events as JSON lines, for scripts."""
     if pattern and cluster_ref:

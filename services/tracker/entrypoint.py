@@ -16,6 +16,7 @@ from aiohttp import web
 from nats.aio.client import Client
 
 from muster.bus.eventstore import EventStore
+from muster.cli_support import EXIT_INVALID, CliError
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.tls.context import INSECURE_ENV, TlsError, check_listen, server_context
 
@@ -50,7 +51,7 @@ class TrackerTls:
 
 def port_problem(err: OSError) -> str:
     if err.errno == errno.EADDRINUSE:
-        return "the port is taken by another program (pick another with --port, or 0 for any free one)"
+        return "the port is in use by another program (pick another with --port, or 0 for any free one)"
     return err.strerror or str(err)
 
 
@@ -90,8 +91,8 @@ def main(nats_url: str | None, host: str, port: int, owner_timeout: float, max_a
         site = web.TCPSite(runner, host, port, ssl_context=tls.context if tls else None)
         try:
             await site.start()
-        except OSError as err:  # one sentence (the supervisor shows it), not a traceback
-            raise click.ClickException(f"cannot listen on {host}:{port}: {port_problem(err)}") from None
+        except OSError as err:  # one sentence (the supervisor shows it), not a traceback; the user's choice refused: exit 2
+            raise CliError(f"cannot listen on {host}:{port}: {port_problem(err)}", EXIT_INVALID) from None
         if tls is not None:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGHUP, tls.reload)

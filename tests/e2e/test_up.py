@@ -251,10 +251,10 @@ async def test_another_shell_finds_the_deployment_and_a_busy_port_is_named(
         taken.listen()
         port = taken.getsockname()[1]
         code, out = await _muster("up", "--data-dir", str(tmp_path / "other"), "--tracker-port", str(port), cwd=elsewhere)
-        assert code != 0 and f"tracker port {port} on 127.0.0.1 is taken" in out, out
+        assert code == 2 and f"tracker port {port} on 127.0.0.1 is in use by another program" in out, out
         code, out = await _muster("tracker", "--port", str(port), "--nats-url", seen["nats"], cwd=elsewhere,
                                   MUSTER_CREDENTIALS=str(data / "auth" / "tracker.cred"))
-        assert code != 0 and f"cannot listen on 127.0.0.1:{port}: the port is taken" in out, out
+        assert code == 2 and f"cannot listen on 127.0.0.1:{port}: the port is in use" in out, out
 
 
 # -- --planners and --autoscale (docs/scaling.md; the autoscaler's timing: tests/unit/scaling) --

@@ -115,6 +115,13 @@ class AutomatorPlugin(Plugin):
     async def run(self, action: Action, ctx: PluginContext) -> TaskOutcome: ...
 
 
+PERMANENT_EXIT = 78
+"""The exit status by which a script (the shell automator's) or a command of a playbook (the
+ansible automator's) says no retry can mend its failure (sysexits' EX_CONFIG: a configuration it
+refuses fails the same way every time). Not 1 or 2, which any failing command returns, nor
+126/127 (a command not installed yet may be on a later attempt)."""
+
+
 def failed(error: str, *, stdout: str = "", stderr: str = "", may_have_made: bool = False, permanent: bool = False,
            **result: Any) -> TaskOutcome:
     """`may_have_made`: a create that failed after asking the cloud for the machine, whose answer

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import types
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +124,15 @@ def _import_entry_point(folder: Path, descriptor: PluginDescriptor, path: Path) 
     return cls
 
 
+Elsewhere = Callable[[TaskMessage], Awaitable[bool]]
+"""Whether a live provisioner besides this one, that has not tried the task, serves its tenant
+and class (`presence.untried_elsewhere`)."""
+
+
+class SecretLacking(ValueError):
+    """A `secret://NAME` the task's tenant lacks in this provisioner's secrets file."""
+
+
 class PluginRegistry:
     """The plugins of one provisioner process. Use `discover`; close with `aclose`."""
 
@@ -141,6 +150,9 @@ class PluginRegistry:
         self.work_dir = work_dir
         self._owns_work_dir = owns_work_dir
         self._closed = False
+        self.elsewhere: Elsewhere | None = None
+        """Set by the provisioner's composition root. None: no other provisioner is known, so a
+        secret this one lacks is lacked wherever the task could go."""
 
     # ------------------------------------------------------------------ discovery
 
@@ -252,7 +264,7 @@ class PluginRegistry:
         if not wanted:
             return task, []
         if why := self._secrets.lacks(task.tenant, wanted):
-            raise ValueError(why)
+            raise SecretLacking(why)
         update: dict[str, Any] = {"config": resolved(task.config, named),
                                   "provider": task.provider.model_copy(update={"fields": resolved(task.provider.fields, named)})}
         if task.service is not None:
@@ -268,13 +280,15 @@ class PluginRegistry:
         deadline = loop.time() + task.timeout_s
         started = time.perf_counter()
         timeout = asyncio.timeout_at(deadline)
+        early: TaskOutcome | None = None
         try:
             task, revealed = self.resolve(task)
+        except SecretLacking as err:
+            revealed = []
+            early = failed(str(err), permanent=not await self._may_be_elsewhere(task))
         except ValueError as err:
-            task, revealed = task, []
-            early: TaskOutcome | None = failed(str(err))
-        else:
-            early = None
+            revealed = []
+            early = failed(str(err))
         masker = self.masker(task, revealed)
         progress = _masked(current_progress.get(), masker)
         # The plugin's span (a traced task's) ends with the masked outcome: a secret the plugin
@@ -315,6 +329,18 @@ class PluginRegistry:
             seconds=round(time.perf_counter() - started, 4),
         )
         return outcome
+
+    async def _may_be_elsewhere(self, task: TaskMessage) -> bool:
+        """A secret this provisioner lacks is permanent (no retry mends it: the file is read at
+        start) unless a retry may reach a provisioner that has not tried the task, whose file
+        may have it (decision 0039)."""
+        if self.elsewhere is None:
+            return False
+        try:
+            return await self.elsewhere(task)
+        except Exception as err:  # noqa: BLE001 - unknown: retried, which costs attempts, not the job
+            log.warning("provisioner presence not read; the task is retried", task_id=task.task_id, error=str(err) or type(err).__name__)
+            return True
 
     async def _dispatch(self, task: TaskMessage, deadline: float, progress: Progress) -> TaskOutcome:
         action = task.action

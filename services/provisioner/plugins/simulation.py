@@ -70,6 +70,13 @@ class Behaviour:
     fails: bool
     failure_rate: float
     rng: random.Random
+    permanent: bool = False
+    """A failure drawn is one no retry can mend (the planner does not retry it): to show a
+    "failed, not retried" job in tests and demos."""
+
+    def failure(self, action: str) -> str:
+        kind = "permanent failure (not retried)" if self.permanent else "failure"
+        return f"simulated {kind} of {action} (failure rate {self.failure_rate:g})"
 
 
 def _lookup(fields: Mapping[str, Any], fallback: Mapping[str, Any], key: str) -> Any:
@@ -92,10 +99,22 @@ def task_rng(task: TaskMessage, seed: Any, kind: str) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(material.encode()).digest()[:8], "big"))
 
 
+def _flag(fields: Mapping[str, Any], fallback: Mapping[str, Any], key: str, action: str) -> bool:
+    raw = _lookup(fields, fallback, f"{key}_{action}")
+    raw = _lookup(fields, fallback, key) if raw is None else raw
+    if raw is None or isinstance(raw, bool):
+        return bool(raw)
+    text = str(raw).strip().lower()
+    if text in ("true", "yes", "1", "on", "false", "no", "0", "off"):
+        return text in ("true", "yes", "1", "on")
+    raise ValueError(f"bad {key} {raw!r}: use true or false")
+
+
 def behaviour(
     task: TaskMessage, fields: Mapping[str, Any], kind: str, fallback: Mapping[str, Any] | None = None
 ) -> Behaviour:
-    """Read latency_ms[_<action>], failure_rate[_<action>], fail_first_attempts[_<action>] and seed."""
+    """Read latency_ms[_<action>], failure_rate[_<action>], fail_first_attempts[_<action>],
+    failure_permanent[_<action>] and seed."""
     fallback = fallback or {}
     action = task.action.value
     latency = Latency.parse(
@@ -120,7 +139,8 @@ def behaviour(
     rng = task_rng(task, _lookup(fields, fallback, "seed"), kind)
     latency_ms = latency.sample_ms(rng)
     roll = rng.random()
-    return Behaviour(latency_ms=latency_ms, fails=task.attempt <= first or roll < rate, failure_rate=rate, rng=rng)
+    return Behaviour(latency_ms=latency_ms, fails=task.attempt <= first or roll < rate, failure_rate=rate, rng=rng,
+                     permanent=_flag(fields, fallback, "failure_permanent", action))
 
 
 async def simulate_latency(b: Behaviour) -> None:

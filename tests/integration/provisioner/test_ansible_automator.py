@@ -203,6 +203,48 @@ async def test_what_ansible_refuses_before_it_starts_is_not_retried_and_a_refuse
     assert ok.ok, ok.error
 
 
+EXITS_78 = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: check the version
+      shell: "echo 'no such version: 9.9' >&2; exit {{ muster.exit_permanent }}"
+"""
+MARKED = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: say why no retry can pass
+      set_stats:
+        data:
+          muster_permanent: "version 9.9 does not exist"
+      when: version == "9.9"
+    - name: refuse the version
+      fail:
+        msg: "no such version: {{ version }}"
+"""
+
+
+@pytest.mark.timeout(300)
+async def test_a_playbook_says_its_failure_is_permanent(ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path) -> None:
+    """With the real ansible-runner, over SSH to a namespace node: a command that exits
+    `{{ muster.exit_permanent }}` (78, as a shell script does), or `muster_permanent` set with
+    set_stats before the failure; the same `fail` without the marker is retried."""
+    reg, fields = ns_registry
+    books = playbooks(tmp_path, exits=EXITS_78, marked=MARKED)
+    node = await made(reg, fields, "n1")
+    exits = await reg.execute(ansible_task(node, "install", playbook="exits.yml", playbook_dir=str(books)))
+    assert not exits.ok and exits.permanent, exits.error
+    assert exits.error == ("demo install: ansible task 'check the version' failed on n1: non-zero return code: "
+                           "no such version: 9.9 (exit status 78: permanent, not retried)")
+    marked = await reg.execute(ansible_task(node, "install", playbook="marked.yml", playbook_dir=str(books), vars={"version": "9.9"}))
+    assert not marked.ok and marked.permanent, marked.error
+    assert marked.error == ("demo install: ansible task 'refuse the version' failed on n1: no such version: 9.9 "
+                            "(permanent, not retried: version 9.9 does not exist)")
+    unmarked = await reg.execute(ansible_task(node, "install", playbook="marked.yml", playbook_dir=str(books), vars={"version": "1.0"}))
+    assert not unmarked.ok and not unmarked.permanent and unmarked.error.endswith("no such version: 1.0"), unmarked.error
+
+
 @LONG
 @pytest.mark.timeout(300)
 async def test_check_mode_changes_nothing_and_status_answers_from_the_playbook(

@@ -149,3 +149,21 @@ async def test_a_provisioner_says_which_attempts_it_holds(bench: Bench, tenant: 
     await asyncio.wait_for(p.workers.idle.wait(), DEADLINE_S)  # both outcomes stored and acked
     reply = await bench.nc.request(subjects.provisioner_held(pid), b"", timeout=DEADLINE_S)
     assert HeldAttempts.model_validate_json(reply.data).attempts == []
+
+
+async def test_a_retry_may_go_elsewhere_while_a_live_provisioner_has_not_tried_the_task(bench: Bench, tenant: str) -> None:
+    """What a provisioner that lacks a task's secret asks (decision 0039): another live one of
+    the tenant and class that is not in the task's `avoid`, and is not draining, may have it."""
+    from services.provisioner.plugins.testing import make_task
+    from services.provisioner.presence import untried_elsewhere
+
+    task = make_task("install", service="svc", tenant=tenant)
+    await bench.provisioner(HeldExecutor(), f"a-{tenant}", provisioner_class="default")
+    assert not await untried_elsewhere(bench.nc, f"a-{tenant}", task)  # alone
+    assert not await untried_elsewhere(bench.nc, f"a-{tenant}", task.model_copy(update={"tenant": f"{tenant}-x"}))
+    b = await bench.provisioner(HeldExecutor(), f"b-{tenant}", provisioner_class="default")
+    await bench.provisioner(HeldExecutor(), f"gpu-{tenant}", provisioner_class="gpu")  # (another class: never)
+    assert await untried_elsewhere(bench.nc, f"a-{tenant}", task)
+    assert not await untried_elsewhere(bench.nc, f"a-{tenant}", task.model_copy(update={"avoid": [f"b-{tenant}"]}))
+    await b.drain()
+    assert not await untried_elsewhere(bench.nc, f"a-{tenant}", task)

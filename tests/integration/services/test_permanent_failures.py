@@ -110,3 +110,32 @@ async def test_a_script_that_exits_78_is_not_retried(stack: Stack) -> None:
     assert ran and all(tries == [1] for tries in ran.values()), attempts
     assert ("failed, not retried: its plugin says a retry cannot succeed: base install: script exited with status 78 "
             "(permanent: not retried): no such version: 9.9") in final.reason, final.reason
+
+
+async def test_a_secret_the_provisioner_lacks_is_not_retried_and_is_named(stack: Stack) -> None:
+    """`secret://NAME` that this (only) provisioner's secrets file lacks: no retry can mend it,
+    so each create runs once (it ran 3 times), and the reason names the secret."""
+    reply = await stack.client.send(stack.tenant, CreateCluster(name="nosecret", template="hadoop-small", nodes=2,
+                                                                config={"db": {"password": "secret://db-prod"}}))
+    assert isinstance(reply, Accepted), reply
+    final = await stack.client.wait(reply.job_id, timeout=120)
+    assert isinstance(final, JobRolledBack), final
+    queued = [r.event for r in await stack.store.read(subjects.job_tasks(stack.tenant, reply.job_id)) if r.type == "TaskQueued"]
+    assert {(q.task_id, q.attempt) for q in queued} == {("n1000.create", 1), ("n1001.create", 1)}
+    assert ("failed, not retried: its plugin says a retry cannot succeed: secret 'db-prod' is not in this provisioner's "
+            "secrets file") in final.reason, final.reason
+
+
+async def test_the_simulated_plugins_show_failed_not_retried(stack: Stack) -> None:
+    """`failure_permanent_install` on the sim provider (the automator reads it there): the
+    install that fails is not retried, and the job says so."""
+    catalog = quick_demo_catalog()
+    sim = catalog.providers["sim"]
+    catalog.providers["sim"] = sim.model_copy(update={"provisioner": {
+        **sim.provisioner, "failure_rate_install": "1", "failure_permanent_install": "true"}})
+    await apply_catalog(stack.store, stack.tenant, catalog)
+    final, attempts = await _created(stack, "hadoop-small")
+    said = "failed, not retried: its plugin says a retry cannot succeed: simulated permanent failure (not retried) of install"
+    assert said in final.reason, final.reason
+    installs = {task: tries for task, tries in attempts.items() if ".install." in task}
+    assert installs and all(tries == [1] for tries in installs.values()), attempts

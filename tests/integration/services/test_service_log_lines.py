@@ -78,7 +78,8 @@ async def test_a_service_whose_collector_is_down_writes_only_json_lines(nats_url
 
 async def test_a_service_that_cannot_start_says_why_in_json(nats_url: str) -> None:
     """A tracker whose port is taken: its refusal is a JSON line whose `error` muster up quotes
-    ("tracker exited during start: cannot listen on ..."), not click's plain "Error: ..."."""
+    ("tracker exited during start: cannot listen on ..."), not click's plain "Error: ...", and
+    it exits 2: the port chosen is refused, as bad input (it exited 1, as a failure of its own)."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -87,7 +88,7 @@ async def test_a_service_that_cannot_start_says_why_in_json(nats_url: str) -> No
                                                     "--port", str(port), stdout=asyncio.subprocess.DEVNULL,
                                                     stderr=asyncio.subprocess.PIPE)
         _, said = await asyncio.wait_for(done.communicate(), 60)
-    assert done.returncode == 1, said
+    assert done.returncode == 2, said
     records = []
     for line in filter(str.strip, said.decode().splitlines()):
         try:
@@ -95,4 +96,4 @@ async def test_a_service_that_cannot_start_says_why_in_json(nats_url: str) -> No
         except ValueError:
             raise AssertionError(f"a line of the tracker's log is not JSON: {line!r}") from None
     assert records[-1]["event"] == "cannot start" and records[-1]["level"] == "error", records
-    assert records[-1]["error"].startswith(f"cannot listen on 127.0.0.1:{port}: "), records
+    assert records[-1]["error"].startswith(f"cannot listen on 127.0.0.1:{port}: the port is in use by another program"), records

@@ -232,13 +232,16 @@ async def test_events_dumps_the_log_as_json_lines(tracked: Tracked) -> None:
     assert (await muster("events", "--tenant", "a.b", "--nats-url", tracked.url)).exit_code == 2
 
 
-async def test_events_follow_prints_new_events_as_they_come(tracked: Tracked) -> None:
+async def test_events_follow_prints_new_events_as_they_come_and_ctrl_c_ends_it_quietly(tracked: Tracked) -> None:
+    """Ctrl-C (SIGINT) is how a follow ends, as `tail -f`'s: exit 130, nothing on stderr (it
+    said "Error: interrupted (what muster accepted goes on without us)")."""
+    import signal
     import subprocess
     import sys
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "muster", "events", "--follow", "--subject", "job.*", "--nats-url", tracked.url,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:
         reply = await tracked.create(nodes=2)
@@ -248,6 +251,10 @@ async def test_events_follow_prints_new_events_as_they_come(tracked: Tracked) ->
                 if line["type"] == "JobSucceeded":
                     break
         assert line["event"]["job_id"] == reply.job_id
+        proc.send_signal(signal.SIGINT)
+        _, said = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 130 and said == b"", said
     finally:
-        proc.terminate()
-        await proc.wait()
+        if proc.returncode is None:
+            proc.terminate()
+            await proc.wait()

@@ -112,6 +112,28 @@ async def test_fail_first_attempts_makes_retries_succeed(registry: PluginRegistr
     assert creates == [False, False, True] and confirm.ok
 
 
+async def test_an_injected_failure_may_be_permanent_per_action_and_from_the_provider(registry: PluginRegistry) -> None:
+    """To show "failed, not retried" (decision 0039): the provider's own failures, and an
+    action's through the automator, which falls back to the provider's fields."""
+    out = await registry.execute(make_task("create", provider_fields={"failure_rate": "1", "failure_permanent": "true"}))
+    assert not out.ok and out.permanent and out.error == "simulated permanent failure (not retried) of create (failure rate 1)"
+    plain = await registry.execute(make_task("create", provider_fields={"failure_rate": "1"}))
+    assert not plain.ok and not plain.permanent and plain.error == "simulated failure of create (failure rate 1)"
+
+    fields = {"fail_first_attempts": "1", "failure_permanent_install": "yes"}  # installs only
+    install = await registry.execute(make_task("install", service="base", provider_fields=fields))
+    assert not install.ok and install.permanent and "permanent failure (not retried) of install" in install.error
+    configure = await registry.execute(make_task("configure", service="base", provider_fields=fields))
+    assert not configure.ok and not configure.permanent
+    assert (await registry.execute(make_task("install", service="base", provider_fields=fields, attempt=2))).ok
+    own = await registry.execute(make_task("install", service="base", provider_fields=fields,
+                                           action_fields={"failure_permanent_install": "false"}))
+    assert not own.ok and not own.permanent  # the action's own field first
+
+    bad = await registry.execute(make_task("install", service="base", action_fields={"failure_permanent": "sometimes"}))
+    assert not bad.ok and "failure_permanent" in bad.error
+
+
 async def test_seed_makes_every_attempt_deterministic(tmp_path: Path) -> None:
     async def outcomes(work: str, order: list[int]) -> dict[int, tuple[bool, str]]:
         reg = PluginRegistry.discover(work_dir=tmp_path / work)

@@ -6,7 +6,8 @@ key in a known_hosts file of the task's own (StrictHostKeyChecking=yes: there is
 Each Ansible task's result is a line of the attempt's output, reported as it comes (the attempt's
 progress: the console shows it live); a failure names the failing task and
 host. `status` answers from the playbook's `set_stats: {data: {muster_status: running|stopped|failed}}`,
-else from whether the playbook succeeded.
+else from whether the playbook succeeded. A playbook says its failure is permanent with a command
+that exits `{{ muster.exit_permanent }}` or `set_stats: {data: {muster_permanent: why}}` (events.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
 from muster import tracing
 from muster.macros import MacroError, Scope, expand
-from services.provisioner.plugins.base import AutomatorPlugin, PluginContext, failed, succeeded
+from services.provisioner.plugins.base import PERMANENT_EXIT, AutomatorPlugin, PluginContext, failed, succeeded
 from services.provisioner.plugins.ssh import SshError, resolve_key_path, target_from_results
 
 from .events import AnsibleLog
@@ -76,6 +77,8 @@ def muster_vars(ctx: PluginContext) -> dict[str, Any]:
         "nodes": {n.id: {"hostname": n.hostname, "ip": n.ipaddresses.get("access_v4", ""), "services": n.services}
                   for n in task.nodes.values()},
         "config": task.config,
+        # A command of the playbook that exits with it says no retry can mend its failure.
+        "exit_permanent": PERMANENT_EXIT,
     }
 
 
@@ -178,4 +181,7 @@ def outcome(what: str, action: Action, status: str, rc: int | None, log: Ansible
         return failed(f"{what}: ansible timed out" + (f" in task '{log.running}'" if log.running else ""), stdout=stdout)
     last = [line for line in raw.strip().splitlines() if line.strip() and "error" in line.lower()][-2:]
     reason = log.failure or f"ansible-playbook {status} (exit status {rc})" + (": " + " / ".join(last) if last else "")
-    return failed(f"{what}: {reason}", stdout=stdout or raw, stderr=log.stderr(), permanent=status == "failed" and log.permanent)
+    permanent = status == "failed" and log.permanent
+    if permanent and (said := log.said_permanent):
+        reason += f" ({said})"
+    return failed(f"{what}: {reason}", stdout=stdout or raw, stderr=log.stderr(), permanent=permanent)

@@ -3,9 +3,11 @@ at once as the attempt's progress), the first failure (its task and host), the p
 `set_stats` data, ansible's own error text, and whether no retry can mend the failure.
 
 `permanent`: ansible refused the playbook before it started (its YAML, a role or module it
-cannot find: the same files fail the same way), or the node's host key is not the recorded
-one. A host that does not answer, a task that fails, or
-an error ansible does not place in the playbook's files may pass."""
+cannot find: the same files fail the same way), the node's host key is not the recorded one, or
+the playbook says so of the task that failed: the task's command exited 78 (PERMANENT_EXIT, as a
+shell automator's script does), or the playbook set `set_stats: {data: {muster_permanent: ...}}`
+before it failed. A host that does not answer, any other task that fails, or an error ansible
+does not place in the playbook's files may pass."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import re
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from services.provisioner.plugins.base import PERMANENT_EXIT
 
 MESSAGE_LIMIT = 300
 _ERROR = re.compile(r"^\s*(\[ERROR\]:|ERROR!)\s*")
@@ -50,6 +54,10 @@ class AnsibleLog:
         self.origin = ""
         """The playbook or role file (path:line:col) ansible's first error is about."""
         self.refused_login = False
+        self.failed_task = False
+        """The failure is a task's (not an unreachable host, not ansible's own error)."""
+        self.exit_permanent = False
+        """That task's command exited PERMANENT_EXIT."""
 
     def handle(self, event: dict[str, Any]) -> bool:
         kind = str(event.get("event", ""))
@@ -72,6 +80,8 @@ class AnsibleLog:
                 self._line(f"failed: [{host}] {task}" + (" (ignored)" if ignored else ""), message)
                 if not ignored and not self.failure:
                     self.failure = f"ansible task '{task}' failed on {host}: {message or 'no message'}"
+                    self.failed_task = True
+                    self.exit_permanent = isinstance(res, dict) and res.get("rc") == PERMANENT_EXIT
             elif kind == "runner_on_unreachable":
                 message = _message(res)
                 self.refused_login = self.refused_login or bool(_REFUSED_LOGIN.search(message))
@@ -101,9 +111,23 @@ class AnsibleLog:
                 self.failure += f" (in {self.origin})"
 
     @property
+    def said_permanent(self) -> str:
+        """Why the playbook says its failed task cannot pass on a retry ('' if it does not)."""
+        if not self.failed_task:
+            return ""
+        if self.exit_permanent:
+            return f"exit status {PERMANENT_EXIT}: permanent, not retried"
+        marker = self.stats.get("muster_permanent")
+        if marker is None or marker is False or str(marker).strip().lower() in ("", "false", "no", "0", "off"):
+            return ""
+        reason = "" if marker is True or str(marker).strip().lower() in ("true", "yes", "1", "on") else str(marker).strip()
+        return "permanent, not retried" + (f": {reason[:MESSAGE_LIMIT]}" if reason else "")
+
+    @property
     def permanent(self) -> bool:
-        """Ansible refused the playbook's own files before it started, or the node the login."""
-        return self.refused_login or (not self.started and bool(self.origin))
+        """Ansible refused the playbook's own files before it started, or the node the login, or
+        the playbook said so (`said_permanent`)."""
+        return self.refused_login or (not self.started and bool(self.origin)) or bool(self.said_permanent)
 
     def _line(self, head: str, message: str) -> None:
         self._add(f"{head}: {message}" if message else head)

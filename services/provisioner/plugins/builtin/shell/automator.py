@@ -26,7 +26,7 @@ import asyncssh
 from contracts.catalog import Action
 from contracts.tasks import TaskOutcome
 from muster.readmodel.observed import LSB_STATE
-from services.provisioner.plugins.base import AutomatorPlugin, PluginContext, failed, succeeded
+from services.provisioner.plugins.base import PERMANENT_EXIT, AutomatorPlugin, PluginContext, failed, succeeded
 from services.provisioner.plugins.ssh import SshCommandTimeout, SshError, connect, run, target_from_results
 
 CONFIG_ENV_LIMIT = 32 * 1024
@@ -35,10 +35,6 @@ CLEANUP_TIMEOUT_S = 5.0
 CLEANUP_MARGIN_S = 2.0
 SAID_LINES, SAID_LIMIT = 2, 200
 """A failed script's error ends with its last stderr lines (at most this many, and characters)."""
-PERMANENT_EXIT = 78
-"""The exit status by which a script says no retry can mend its failure (sysexits' EX_CONFIG: a
-configuration the script refuses fails the same way every time). Not 1 or 2, which any failing
-command returns, nor 126/127 (a command not installed yet may be on a later attempt)."""
 BOOTSTRAP_PROBE = 'echo "bootstrap: $(id -un)@$(hostname) in $PWD"'
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

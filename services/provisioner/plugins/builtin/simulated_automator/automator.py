@@ -61,11 +61,8 @@ class SimulatedAutomator(AutomatorPlugin):
         )
         self.runs.append(SimulatedRun(ctx.task.cluster_id, ctx.node.id, service, action, script, not b.fails, ctx.task.config))
         if b.fails:
-            return failed(
-                f"simulated failure of {action.value} (failure rate {b.failure_rate:g})",
-                stdout=line,
-                stderr=f"simulated error in {script or action.value}",
-            )
+            return failed(b.failure(action.value), stdout=line, stderr=f"simulated error in {script or action.value}",
+                          permanent=b.permanent)
         key = (ctx.task.cluster_id, ctx.node.id, service)
         recorded = ctx.task.results.get(STATE_RESULT + service)
         if action in (Action.START, Action.STOP):

@@ -40,7 +40,7 @@ class SimulatedProvider(ProviderPlugin):
             f"region {ctx.fields.get('region', 'local')}, {b.latency_ms:.0f} ms"
         )
         failure = (
-            failed(f"simulated failure of {ctx.action.value} (failure rate {b.failure_rate:g})", stdout=line)
+            failed(b.failure(ctx.action.value), stdout=line, permanent=b.permanent)
             if b.fails
             else None
         )
