@@ -16,6 +16,7 @@ whether it resolves inside the deployment or not at all (`explain`).
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 ALLOW_OPTION = "--webhook-allow"
+_TENANT = re.compile(r"[A-Za-z0-9_\-]{1,128}")
 ALLOW_ENV = "MUSTER_WEBHOOK_ALLOW"
 DOC = 'docs/governance.md, "Where webhooks may go"'
 
@@ -146,12 +148,23 @@ class Allowed:
 
     networks: tuple[tuple[Network, int | None], ...] = ()
     names: tuple[tuple[str, int | None], ...] = ()
+    tenants: tuple[tuple[str, Allowed], ...] = ()
+    """Entries of one tenant's (`acme=hooks.acme.internal:443`): open to that tenant's webhooks
+    only, besides the entries above, which are open to every tenant (`for_tenant`)."""
 
     @classmethod
     def parse(cls, entries: Iterable[str]) -> Allowed:
         networks: list[tuple[Network, int | None]] = []
         names: list[tuple[str, int | None]] = []
+        tenants: dict[str, list[str]] = {}
         for raw in (e.strip() for entry in entries for e in entry.replace(",", " ").split()):
+            if "=" in raw:  # (no host name, address or range holds one)
+                tenant, _, rest = raw.partition("=")
+                if not _TENANT.fullmatch(tenant) or not rest or "=" in rest:
+                    raise AllowError(f"{ALLOW_OPTION} {raw!r}: a tenant's entry is TENANT=HOST|CIDR[:PORT] (acme=hooks.acme.internal:443), "
+                                     "a tenant being 1-128 letters, digits, '-' or '_'")
+                tenants.setdefault(tenant, []).append(rest)
+                continue
             if "://" in raw:  # a URL: its scheme's colon is no port's
                 raise AllowError(f"{ALLOW_OPTION} {raw!r} is neither an address, an address range (10.0.0.0/8) nor a host "
                                  "name (alerts.internal, *.corp.example), each with an optional :PORT")
@@ -168,7 +181,15 @@ class Allowed:
                 raise AllowError(f"{ALLOW_OPTION} {raw!r} is neither an address, an address range (10.0.0.0/8) nor a host "
                                  "name (alerts.internal, *.corp.example), each with an optional :PORT")
             names.append((name, port))
-        return cls(tuple(networks), tuple(names))
+        return cls(tuple(networks), tuple(names), tuple((t, cls.parse(said)) for t, said in sorted(tenants.items())))
+
+    def for_tenant(self, tenant: str) -> Allowed:
+        """What a webhook of `tenant` may reach besides public addresses: the entries open to every
+        tenant and its own. Another tenant's entry is not among them: an operator who allows a
+        receiver inside the deployment for acme lets no other tenant's webhooks reach it (or learn
+        from their attempts' outcomes what answers there)."""
+        own = [a for t, a in self.tenants if t == tenant]
+        return Allowed(self.networks + tuple(n for a in own for n in a.networks), self.names + tuple(n for a in own for n in a.names))
 
     def name(self, host: str, port: int | None = None) -> bool:
         """Whether `host` is allowed by name on `port` (None: not known, so only an entry of every port)."""
@@ -181,7 +202,8 @@ class Allowed:
         return any((ip in net or (inner is not None and inner in net)) and p in (None, port) for net, p in self.networks)
 
     def __str__(self) -> str:
-        return ", ".join([*(_with_port(str(n), p) for n, p in self.networks), *(_with_port(n, p) for n, p in self.names)]) or "nothing"
+        return ", ".join([*(_with_port(str(n), p) for n, p in self.networks), *(_with_port(n, p) for n, p in self.names),
+                          *(f"{t}={e}" for t, a in self.tenants for e in str(a).split(", "))]) or "nothing"
 
 
 class DestinationRefused(Exception):

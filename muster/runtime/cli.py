@@ -184,9 +184,10 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
 @click.option("--autoscale-cooldown", default=30.0, show_default=True, type=click.FloatRange(0), help="seconds between two changes")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N", callback=_checked_tenant_limits,
               help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
-@click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="HOST|CIDR[:PORT]", callback=_checked_webhook_allow,
+@click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]", callback=_checked_webhook_allow,
               help="the notifier's, the pool service's and the planners': a webhook or a pool callback may go to this host name or "
-                   f"address range besides public addresses, on every port or on :PORT only (repeatable; ${ALLOW_ENV} too; {DOC})")
+                   "address range besides public addresses, on every port or on :PORT only; TENANT=: that tenant's webhooks only "
+                   f"(repeatable; ${ALLOW_ENV} too; {DOC})")
 @click.option("--policy-deadline", default=None, type=click.FloatRange(0.1, 60.0),
               help="every planner's --policy-deadline: seconds one policy may evaluate before it denies the request "
                    "(default: the planner's; docs/governance.md)")

@@ -119,9 +119,10 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--secrets", "secrets_file", envvar="MUSTER_NOTIFIER_SECRETS", default=None,
               help="JSON file whose `@secrets` (every tenant's) and `@tenants` (each tenant's own) hold the webhooks' "
                    "signing secrets and secret URLs; the provisioners' format, one file may serve both (docs/secrets.md)")
-@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR[:PORT]",
+@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]",
               help="a webhook may go to this host name (*.corp.example: the names under it) or address range besides "
-                   f"public addresses, on every port or on :PORT only ([fd00::1]:8080); repeat, or separate with commas (${ALLOW_ENV}; {DOC})")
+                   "public addresses, on every port or on :PORT only ([fd00::1]:8080); TENANT=: that tenant's webhooks only "
+                   f"(acme=hooks.acme.internal:443); repeat, or separate with commas (${ALLOW_ENV}; {DOC})")
 def main(nats_url: str | None, secrets_file: str | None, allow: tuple[str, ...]) -> None:
     """Run the notifier: webhooks and bus messages for subscribers."""
     secrets = named_secrets(secrets_file)

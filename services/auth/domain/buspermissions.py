@@ -26,12 +26,23 @@ BODIES = ("BODIES", "muster.body")
 """Large event bodies (muster/bus/bodies.py): stream, subject prefix `.<tenant>.<digest>...`"""
 
 
+ANSWERS = "_INBOX.>"
+"""Where a service answers the requests it takes: an inbox (muster/bus/answers.py), any
+principal's, since a request's sender names the inbox and may be a service forwarding another's
+request (docs/security.md). Services get this instead of the server's `allow_responses`, which
+lets a connection publish on whatever reply subject a request names: a tenant's raw client
+that named another tenant's log as its request's reply had every service write there, and
+since then only each service's own check stood in the way; now the server refuses such an
+answer too."""
+
+
 @dataclass(frozen=True)
 class BusPermissions:
     pub: tuple[str, ...]
     sub: tuple[str, ...]
     responses: bool = False
-    """may answer the requests it receives (on their reply subjects, whatever they are)"""
+    """may answer the requests it receives on their reply subjects, whatever they are (the
+    server's `allow_responses`): the system identity only, which may publish anywhere anyway"""
 
     @property
     def everything(self) -> bool:
@@ -117,18 +128,19 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             subjects.ALL_PROVISIONER_HELD,  # what each provisioner holds, after the task queue was lost
             # May the pool service POST to a create's callback URL? (decision 38; no other pool command)
             f"{subjects.POOL}.{pid}.{ANY_POOL}.check-callback",
+            ANSWERS,
         ]
         sub = [f"{subjects.OPS}.*.*.*", subjects.ALL_JOB_QUERIES, subjects.PLANNER_METRICS, f"{subjects.SHARD}.>", inbox]
-        return BusPermissions(tuple(pub), tuple(sub), responses=True)
+        return BusPermissions(tuple(pub), tuple(sub))
     if kind == "pool":
         # The pool service (docs/pools.md): it alone writes the pools; it records the facts of
         # requesters that ask over the bus, answers commands, and sends callbacks to the
         # requesting tenant's own `muster.cb.<tenant>.` subjects (checked when the request comes).
         pub = common + _read_log() + [
             subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
-            f"{BODIES[1]}.>",
+            f"{BODIES[1]}.>", ANSWERS,
         ]
-        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, inbox), responses=True)
+        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, inbox))
     if kind == "governance":
         # Governance entities in its requesters' names (checked against their grants), and each
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
@@ -136,21 +148,20 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # notifier to check a subscription before storing it, in the requester's name too.
         pub = common + _read_log() + [
             subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
-            f"{subjects.GOV}.*.*.notify-check",
+            f"{subjects.GOV}.*.*.notify-check", ANSWERS,
         ]
-        return BusPermissions(tuple(pub), (subjects.ALL_GOVERNANCE_REQUESTS, inbox), responses=True)
+        return BusPermissions(tuple(pub), (subjects.ALL_GOVERNANCE_REQUESTS, inbox))
     if kind == "notifier":
         # Notifications and their attempts, and the bus subjects subscriptions name (a tenant's
         # own `muster.cb.<tenant>.`, checked when the subscription is made).
         pub = common + _read_log() + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
-                                      f"{BODIES[1]}.>"]
+                                      f"{BODIES[1]}.>", ANSWERS]
         # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`) and the
         # governance service's check of a subscription before it is stored (`notify-check`).
-        return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox),
-                              responses=True)
+        return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox))
     if kind == "solver":
-        pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>"]
-        return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox), responses=True)
+        pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
+        return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox))
     if kind == "tracker":
         # Queries in its own name only. It sends people's operations on connections opened with
         # their own tokens (services/tracker/acting.py, decision 17): it may send none itself.
@@ -159,19 +170,18 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
             "$KV.snapshots.*.story.*",  # replay's story snapshots (services/tracker/story.py)
         ]
-        return BusPermissions(tuple(pub), (inbox,), responses=True)
+        return BusPermissions(tuple(pub), (inbox,))  # it takes requests from nobody: it answers none
     if kind == "provisioner":
         pub = common + [f"$KV.{subjects.PRESENCE_BUCKET}.provisioner.{pid}", f"{JS}.DIRECT.GET.KV_presence",
                         f"{JS}.DIRECT.GET.KV_presence.>", f"{subjects.AUTH}.{pid}.*",
                         # tasks' node maps (stored by the planner; a get by key is a message get)
-                        f"{JS}.STREAM.MSG.GET.KV_nodemaps"]
+                        f"{JS}.STREAM.MSG.GET.KV_nodemaps", ANSWERS]  # (what it holds, to a planner; a drain)
         for tenant, klass in provisioner_queues(grants):
             pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
                     f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
                     f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
             pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass))
-        return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox),
-                              responses=True)
+        return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox))
     return BusPermissions((), ())
 
 

@@ -57,8 +57,16 @@ class Deliveries:
         self.nc, self.clock, self.timeout_s = nc, clock, timeout_s
         self.secrets = secrets if isinstance(secrets, NotifierSecrets) else NotifierSecrets(shared=dict(secrets))
         self.allowed = allowed or Allowed()
-        self.resolver = CheckedResolver(self.allowed, resolver)
-        self._http: aiohttp.ClientSession | None = None
+        self._inner = resolver
+        self._resolvers: dict[str, CheckedResolver] = {}
+        self._http: dict[str, aiohttp.ClientSession] = {}
+
+    def resolver(self, tenant: str) -> CheckedResolver:
+        """The tenant's checked resolver: what the operator allows every tenant, and this one
+        (`Allowed.for_tenant`); its connections are its own (a session each), none shared."""
+        if tenant not in self._resolvers:
+            self._resolvers[tenant] = CheckedResolver(self.allowed.for_tenant(tenant), self._inner)
+        return self._resolvers[tenant]
 
     async def __call__(self, tenant: str, sub: Subscription, body: dict[str, Any], nid: str) -> tuple[bool, int | None, str]:
         if sub.subject is not None:
@@ -77,15 +85,16 @@ class Deliveries:
         if isinstance(where, str):
             return False, None, f"{shown}: {where}"
         host, port = where
-        if why := refused_address(self.allowed, host, port):  # an address is not resolved: checked here
+        resolver = self.resolver(tenant)
+        if why := refused_address(resolver.allowed, host, port):  # an address is not resolved: checked here
             raise DestinationRefused(explain(why, host, hidden, NOTIFIER, port))
         data = json.dumps(slack(body) if hook.format == "slack" else body).encode()
         headers = {"Content-Type": "application/json", DELIVERY: nid,
                    SIGNATURE: sign(secret.encode(), data, int(self.clock.now().timestamp()))}
-        if self._http is None:
-            self._http = session(self.resolver, self.timeout_s)
+        if tenant not in self._http:
+            self._http[tenant] = session(resolver, self.timeout_s)
         try:
-            async with self._http.post(url, data=data, headers=headers, allow_redirects=False) as resp:
+            async with self._http[tenant].post(url, data=data, headers=headers, allow_redirects=False) as resp:
                 if resp.status < 300:
                     return True, resp.status, ""
                 if resp.status < 400:
@@ -118,7 +127,7 @@ class Deliveries:
             said = f"{hook.url} does not hold an http(s) URL with a host" if hidden else f"{_safe(url)}: {where}"
             return [*problems, f"{label}: webhook.url: {said}"], []
         host, port = where
-        found = await look_up(self.resolver, host, port, CHECK_RESOLVE_S)
+        found = await look_up(self.resolver(tenant), host, port, CHECK_RESOLVE_S)
         if found.refused is not None:
             problems.append(f"{label}: webhook.url: {explain(found.refused, host, hidden, NOTIFIER, port)}")
         elif found.unreachable:
@@ -137,6 +146,8 @@ class Deliveries:
         return f"the URL of {url}" if url.startswith("secret://") else None
 
     async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-        await self.resolver.close()  # (a connector closes only a resolver it made)
+        for http in self._http.values():
+            await http.close()
+        for resolver in self._resolvers.values():
+            await resolver.close()  # (a connector closes only a resolver it made)
+        self._http, self._resolvers = {}, {}

@@ -32,7 +32,7 @@ from muster.readmodel.locations import parse_subject
 
 from ..app import Tracker, skipped_json
 from ..sse import KEEPALIVE_S, sse, stream_response
-from .bigjob import REPLAN, TASK_STEPS, TIMELINE_TAIL, JobFold, line
+from .bigjob import REPLAN, TASK_STEPS, TIMELINE_TAIL, JobFold, line, lines_for
 from .folds import JobFolds
 
 INTERVAL_S = 0.25
@@ -109,15 +109,17 @@ class Batch:
             self.recount = True
             self.replan = self.replan or e.type in REPLAN
 
-    def body(self, tally: Tally) -> dict[str, Any]:
+    def body(self, tally: Tally, operator: bool = True) -> dict[str, Any]:
+        """`operator`: a super admin or a service, who may read a planner's name (bigjob.lines_for)."""
         if self.recount:
             tally.recount()
         tasks = [t for t in map(tally.move, self.tasks) if t is not None]
-        return {"seq": self.seq, "tasks": tasks, "lines": list(self.lines), "progress": self.progress, "replan": self.replan,
+        return {"seq": self.seq, "tasks": tasks, "lines": lines_for(self.lines, operator), "progress": self.progress, "replan": self.replan,
                 **tally.summary()}
 
 
-async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenant: str, job_id: str, after: int) -> web.StreamResponse:
+async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenant: str, job_id: str, after: int,
+                  operator: bool = True) -> web.StreamResponse:
     fold = await folds.get(tracker, tenant, job_id)
     tally = Tally(fold)
     response = stream_response()
@@ -141,7 +143,7 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
                 if deadline is None:
                     await response.write(b": keep-alive\n\n")
                 else:
-                    await response.write(sse("batch", batch.seq, batch.body(tally)))
+                    await response.write(sse("batch", batch.seq, batch.body(tally, operator)))
                     batch, deadline = Batch(), None
                 continue
             r = await inflate(bodies, lenient_from_msg(msg))
@@ -153,7 +155,7 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
             deadline = deadline or loop.time() + INTERVAL_S
             if r.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
                 batch.recount = True
-                await response.write(sse("batch", batch.seq, batch.body(tally)))
+                await response.write(sse("batch", batch.seq, batch.body(tally, operator)))
                 await _end(response, tally)
                 return response
     except ConnectionError:

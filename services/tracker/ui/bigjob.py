@@ -21,6 +21,8 @@ from muster.readmodel.locations import merge_all, parse_subject, updates_from
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import describe, who
 
+from ..planner_view import FIELDS, recorded_for
+
 BIG = 2000
 """Tasks above which the job page aggregates (a job of up to ~180 nodes keeps a chip per task)."""
 PAGE_ROWS = 100
@@ -103,7 +105,21 @@ class JobFold(JobProgress):
 
 
 def line(r: Recorded) -> dict[str, Any]:
-    return {"seq": r.seq, "time": r.time.isoformat(), "type": r.type, "text": describe(r.event), "who": who(r.event), "took_s": None}
+    said = {"seq": r.seq, "time": r.time.isoformat(), "type": r.type, "text": describe(r.event), "who": who(r.event), "took_s": None}
+    if r.type in FIELDS:  # the fold is shared by every viewer: what a tenant's people read too
+        said[NEUTRAL] = describe(recorded_for(r).event)
+    return said
+
+
+NEUTRAL = "text_for_tenant"
+"""A line's text with "a planner" for a planner's instance name (planner_view.py), where it differs."""
+
+
+def lines_for(lines: Iterable[dict[str, Any]], operator: bool) -> list[dict[str, Any]]:
+    """Timeline lines as the viewer may read them: a super admin or a service sees a planner's
+    name, a tenant's people "a planner"."""
+    return [{k: v for k, v in ({**said, "text": said[NEUTRAL]} if NEUTRAL in said and not operator else said).items() if k != NEUTRAL}
+            for said in lines]
 
 
 # -- groups ------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from contracts.subjects import SubjectError
 from muster import tracing
 
 from ..planner_view import status_for
-from .bigjob import ATTENTION, GROUP_TASKS, PAGE_ROWS, JobFold, aggregate, group_title, rows
+from .bigjob import ATTENTION, GROUP_TASKS, PAGE_ROWS, JobFold, aggregate, group_title, lines_for, rows
 from .controls import CONTROLS, controls_for
 from .folds import JobFolds
 from .graph import attempts
@@ -60,7 +60,7 @@ async def job(request: web.Request, viewer: Viewer, job_id: str, fold: JobFold, 
                   unserved=await tracker_of(request).warnings(viewer.tenant, status),
                   rows=shown, matching=matching, filter_state=state, filter_part=part, page_no=number,
                   pages=max(1, -(-matching // PAGE_ROWS)), states=ATTENTION, title_of=group_title,
-                  timeline=list(fold.lines), timeline_total=fold.lines_total, seq=fold.seq, trace_url=tracing.link(fold.trace))
+                  timeline=lines_for(fold.lines, viewer.operator), timeline_total=fold.lines_total, seq=fold.seq, trace_url=tracing.link(fold.trace))
 
 
 def graph(request: web.Request, fold: JobFold) -> web.StreamResponse:

@@ -59,7 +59,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
         tracker = tracker_of(request)
         if not await tracker.job_exists(viewer.tenant, job_id.lower()):
             return not_found("job", job_id.lower(), viewer.tenant)
-        return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id.lower(), after)
+        return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id.lower(), after, viewer.operator)
     return await job_stream(request, viewer.tenant, job_id.lower(), after, operator=viewer.operator)
 
 

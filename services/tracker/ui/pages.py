@@ -100,12 +100,13 @@ async def _point(request: web.Request) -> int | None:
     return seq
 
 
-async def _job_history(request: web.Request, viewer: Viewer) -> tuple[str, list[Any]]:
+async def _job_history(request: web.Request, viewer: Viewer, as_read: bool = True) -> tuple[str, list[Any]]:
+    """The job's history: `as_read` as the viewer may read it (planner_view.py), else as logged."""
     job_id = uuid_param(request, "job_id", "job")
     history = await reads.job_history(tracker_of(request), viewer.tenant, job_id)
     if not any(r.type == "JobRequested" for r in history[:1]) or not viewer.may_job("read", job_id, cluster_of(history)):
         raise NotFound(f"There is no job {job_id} in tenant {viewer.tenant}.")
-    return job_id, history if viewer.operator else [recorded_for(r) for r in history]
+    return job_id, history if viewer.operator or not as_read else [recorded_for(r) for r in history]
 
 
 def cluster_of(history: list[Any]) -> str | None:
@@ -127,10 +128,11 @@ async def _job(request: web.Request, viewer: Viewer) -> tuple[str, JobFold | Non
     job_id, fold = await _kept(request, viewer)
     if fold is not None:
         return job_id, fold, []
-    job_id, history = await _job_history(request, viewer)
-    if planned_tasks(history) > BIG:
-        return job_id, request.app[FOLDS].keep(viewer.tenant, job_id, history), history
-    return job_id, None, history
+    job_id, history = await _job_history(request, viewer, as_read=False)
+    shown = history if viewer.operator else [recorded_for(r) for r in history]
+    if planned_tasks(history) > BIG:  # kept as logged, for every viewer: each reads it as it may (bigjob.lines_for)
+        return job_id, request.app[FOLDS].keep(viewer.tenant, job_id, history), shown
+    return job_id, None, shown
 
 
 @page

@@ -136,6 +136,31 @@ async def test_an_allowed_entry_with_a_port_opens_that_port_only(webhook: Webhoo
     assert webhook.got.qsize() == 3
 
 
+async def test_an_entry_of_one_tenants_opens_that_tenants_webhooks_only(webhook: Webhook) -> None:
+    """Attack: the operator allows a receiver inside the deployment for tenant a (`a=HOST:PORT`);
+    tenant b subscribes its own webhook there. Before, an allowed entry was open to every tenant:
+    b's events, signed with b's key, were POSTed to a's receiver, and each attempt's outcome told
+    b what answers there. Now b's webhook is refused there as if nothing were allowed, by name or
+    by address, at `notify add` and at a delivery; a's goes through."""
+    port = int(webhook.url.split(":")[2].split("/")[0])
+    for entry, host in ((f"a=127.0.0.1:{port}", "127.0.0.1"), (f"a=localhost:{port}", "localhost")):
+        allowed = Allowed.parse([entry])
+        url = webhook.url.replace("127.0.0.1", host)
+        deliveries = Deliveries(None, NotifierSecrets.of({"@secrets": {"hook": webhook.secret}}), CLOCK, allowed=allowed)
+        assert await deliveries.check("a", hook(url)) == ([], [])
+        problems, warnings = await deliveries.check("b", hook(url))
+        assert (problems or warnings) and "public addresses only" in (problems + warnings)[0], (problems, warnings)
+        assert (await deliveries("a", hook(url), {"kind": "test"}, f"a-{host}"))[:2] == (True, 204)
+        if host == "localhost":  # a name: a failed attempt, in the words of a name that does not resolve
+            ok, status, error = await deliveries("b", hook(url), {"kind": "test"}, f"b-{host}")
+            assert not ok and status is None and "localhost does not resolve to a public address now" in error, error
+        else:
+            with pytest.raises(DestinationRefused, match="^127.0.0.1 is a loopback address"):
+                await deliveries("b", hook(url), {"kind": "test"}, f"b-{host}")
+        await deliveries.close()
+    assert webhook.got.qsize() == 2  # tenant a's, by address and by name
+
+
 async def test_a_redirect_is_not_followed(webhook: Webhook, moved: str) -> None:
     ok, status, error = await send(Deliveries(None, {"hook": webhook.secret}, CLOCK, allowed=LOCAL), moved)
     assert not ok and status == 307, error

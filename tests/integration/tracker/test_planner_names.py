@@ -71,3 +71,28 @@ async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tr
         assert f"<dd>{shown}</dd>" in page_ and (shown == NAME or NAME not in page_), page_[:3000]
         cluster_page = await (await tracked.http.get(f"/ui/clusters/{reply.cluster_id}", headers=signed)).text()
         assert f"owner {shown}" in cluster_page and (shown == NAME or NAME not in cluster_page), cluster_page[:3000]
+
+
+async def test_a_large_jobs_page_and_stream_name_a_planner_to_a_tenants_people(tracked: Tracked, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large job's page (docs/ui.md, "Large jobs") shows the timeline of its kept fold, shared by
+    every viewer, and its stream sends that timeline's lines in batches: the tenant's people read
+    the planner's instance name there (the fold kept for an operator), and operators read "a
+    planner" (the fold kept for a person)."""
+    from services.tracker.ui import folds, pages
+
+    monkeypatch.setattr(pages, "BIG", 1)  # every job is a large one
+    monkeypatch.setattr(folds, "BIG", 1)
+    token = await _reader_token(tracked)
+    viewers = ((os.environ["MUSTER_TOKEN"], NAME), (token, PLANNER))
+    for order in (viewers, viewers[::-1]):  # the first viewer of a job has its fold kept
+        reply = await _finished_job(tracked)
+        for token_, shown in order:
+            signed = {"Authorization": f"Bearer {token_}"}
+            page_ = await (await tracked.http.get(f"/ui/jobs/{reply.job_id}", headers=signed)).text()
+            assert 'data-testid="aggregate"' in page_ or '"big": true' in page_, page_[:2000]
+            assert f"owner {shown}</span>" in page_ or f"owner {shown} <span" in page_, page_[page_.find("h-timeline"):][:1500]
+            assert shown == NAME or NAME not in page_, page_[page_.find(NAME) - 300:page_.find(NAME) + 100]
+            sent = await _sse(await tracked.http.get(f"/ui/jobs/{reply.job_id}/stream", params={"batch": "1"}, headers=signed))
+            lines = [said["text"] for kind, data in sent if kind == "batch" for said in data["lines"]]
+            assert any(t.endswith(f"owner {shown}") for t in lines), lines[:5]
+            assert shown == NAME or NAME not in json.dumps(sent), json.dumps(sent)[:2000]

@@ -84,12 +84,14 @@ def test_requests_not_signed_by_a_server_are_ignored(state: IdentityState) -> No
     assert answer(tampered, [BuiltinBackend(state)], state, ISSUER, NOW).response is None
 
 
-def test_services_may_answer_requests_and_provisioners_only_name_themselves(state: IdentityState) -> None:
+def test_services_may_answer_requests_on_inboxes_only_and_provisioners_only_name_themselves(state: IdentityState) -> None:
     token = token_for(state, "root", principal="p1")
     outcome = answer(request(token), [BuiltinBackend(state)], state, ISSUER, NOW)
     user = decode_verified(decode_verified(outcome.response or "", "A")["nats"]["jwt"], "A")
-    assert user["nats"]["resp"] == {"max": 1, "ttl": 0} and "exp" not in user
+    # No `allow_responses` (an answer on whatever reply subject a request names): inboxes only.
+    assert "resp" not in user["nats"] and "exp" not in user
     pub = user["nats"]["pub"]["allow"]
+    assert "_INBOX.>" in pub
     assert "muster.evt.a.task.*.*.p1" in pub and "$JS.API.CONSUMER.MSG.NEXT.TASKS.workers-a-default" in pub
     assert not any(s.startswith("muster.evt.b.") or s.startswith("muster.task.") for s in pub)
     assert not any("DELETE" in s and "CONSUMER" not in s or "PURGE" in s for s in pub)

@@ -165,3 +165,19 @@ async def test_a_refused_destination_is_tried_once_and_not_again() -> None:
     assert notifier.owed == {} and notifier.timers == {}
     await clock.advance(3600)
     assert tries == ["hook-test-1"]
+
+
+def test_a_tenants_entry_opens_that_tenants_webhooks_only() -> None:
+    allowed = Allowed.parse(["10.1.0.0/16:443, acme=127.0.0.1:9000 acme=hooks.acme.internal", "beta=[fd00::1]:80"])
+    assert str(allowed) == "10.1.0.0/16:443, acme=127.0.0.1/32:9000, acme=hooks.acme.internal, beta=[fd00::1/128]:80"
+    loopback = ipaddress.ip_address("127.0.0.1")
+    assert not allowed.address(loopback, 9000) and not allowed.name("hooks.acme.internal")  # (pool callbacks: shared entries only)
+    acme, beta, other = allowed.for_tenant("acme"), allowed.for_tenant("beta"), allowed.for_tenant("gamma")
+    assert acme.address(loopback, 9000) and acme.name("hooks.acme.internal") and acme.address(ipaddress.ip_address("10.1.2.3"), 443)
+    assert not beta.address(loopback, 9000) and not beta.name("hooks.acme.internal") and beta.address(ipaddress.ip_address("fd00::1"), 80)
+    assert not other.address(loopback, 9000) and str(other) == "10.1.0.0/16:443"
+    for bad in ("=127.0.0.1", "acme=", "acme=x=y", "ac/me=127.0.0.1"):
+        with pytest.raises(AllowError, match="a tenant's entry is TENANT=HOST"):
+            Allowed.parse([bad])
+    with pytest.raises(AllowError, match="the port 'http'"):
+        Allowed.parse(["acme=alerts.internal:http"])
