@@ -150,4 +150,5 @@ def may_govern(principal: Principal | None, grants: Iterable[Grant], tenant: str
     decision = may(principal, grants, wanted, Scope(tenant=tenant))
     if decision or wanted != "grant":
         return decision
-    return Decision(False, f"{decision.reason}: only the tenant's administrators change its {kind}s")
+    plural = {"policy": "policies", "rule": "approval rules"}.get(kind, f"{kind}s")
+    return Decision(False, f"{decision.reason}: only the tenant's administrators change its {plural}")

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from contracts.identity import PERMISSIONS, Scope
-from services.auth.domain.authz import may, may_grant, may_operate, permission_covers, scope_covers
+from services.auth.domain.authz import may, may_govern, may_grant, may_operate, permission_covers, scope_covers
 from services.auth.domain.state import Grant, IdentityState, Principal
 
 A_SCOPES = [Scope(tenant="a"), Scope(tenant="a", kind="cluster", id="c1"), Scope(tenant="a", kind="cluster", id="*"),
@@ -66,6 +66,14 @@ def test_read_only_cannot_create_write_or_execute(state: IdentityState) -> None:
     assert may(alice, grants, "read", Scope(tenant="a", kind="cluster", id="c1"))
     for verb in ("create", "delete", "expand", "configure", "restart", "pause", "retry"):
         assert not may_operate(alice, grants, "a", verb, "c1", "j1"), verb
+
+
+def test_a_governance_refusal_names_what_only_administrators_change(state: IdentityState) -> None:
+    alice = p(state, "alice")
+    grants = {Grant("write", Scope(tenant="a"))}
+    assert "change its policies" in may_govern(alice, grants, "a", "policy").reason
+    assert "change its approval rules" in may_govern(alice, grants, "a", "rule").reason
+    assert may_govern(alice, grants, "a", "schedule")
 
 
 def test_write_on_one_cluster_does_not_create_clusters(state: IdentityState) -> None:
