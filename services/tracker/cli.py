@@ -37,12 +37,15 @@ def _check(value: str, pattern: str, what: str) -> str:
 
 
 @click.command("status")
-@click.argument("job_id")
+@click.argument("job_id", required=False)
 @bus_options
 @json_option
 @command
-async def status(job_id: str, bus: Bus, as_json: bool) -> None:
+async def status(job_id: str | None, bus: Bus, as_json: bool) -> None:
     """A job's status, from the tracker (its owner's view, or the log's)."""
+    if not job_id:  # a new user's `muster status` met click's bare "Missing argument 'JOB_ID'"
+        raise CliError("muster status JOB_ID: which job? `muster job list` lists the tenant's jobs "
+                       "(`--state running`), `muster cluster list` each cluster's last one", EXIT_INVALID)
     job = job_id_of(job_id)
     async with TrackerReads(bus) as tracker:
         body = await tracker.get(f"/v1/jobs/{job}")

@@ -153,3 +153,28 @@ def test_bad_input_is_refused_at_its_field_and_nothing_reaches_the_log(muster: M
     expect(preview).to_be_disabled()
     delete.get_by_label(re.compile("^Type the cluster's name")).press("e")
     expect(preview).to_be_enabled()
+
+
+def test_an_operator_stops_a_service_on_one_node_from_the_cluster_page_after_a_preview(muster: Muster, page: Any) -> None:
+    """The console could not start, stop, check or repair (the CLI can: `muster cluster stop c1
+    SERVICE --nodes n1000`; a new user's walk, session 20). Each is a change form now, previewed
+    first; they take `execute` (repair `write`), so a user with `execute` alone gets them and no other."""
+    made = muster.create("stop-here", "hadoop-small", 2)
+    sign_in(page, person(muster, "operator", "execute", "cluster:*"))
+    page.goto(f"/ui/jobs/{made['job_id']}")
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+    page.goto(f"/ui/clusters/{made['cluster_id']}")
+    offered = page.get_by_test_id("operations").locator("details").evaluate_all("ds => ds.map(d => d.dataset.testid)")
+    assert offered == ["op-start", "op-stop", "op-restart", "op-check"], offered
+    stop = page.get_by_test_id("op-stop")
+    stop.locator("summary").click()
+    stop.get_by_label("zookeeper-server").check()
+    stop.get_by_label(re.compile("^On nodes")).fill("n1000")
+    stop.get_by_role("button", name="Preview").click()
+    expect(page.get_by_role("heading", name=re.compile("^Preview: stop services cluster stop-here"))).to_be_visible()
+    expect(page.locator("main")).to_contain_text("stop")
+    page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"/ui/jobs/[0-9a-f-]{36}$"))
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+    page.goto(f"/ui/clusters/{made['cluster_id']}")
+    expect(page.get_by_test_id("node-states").first).to_contain_text("zookeeper-server: stopped")

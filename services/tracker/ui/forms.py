@@ -180,7 +180,7 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart")} if form else {}
     return {"ops": [o.name for o in allowed], "titles": {o.name: o.title for o in allowed}, "name": info.name,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
-            "addable": [s for s in permitted if s not in on], "config": posted.get("config") or json.dumps(info.config, indent=2),
+            "addable": [s for s in permitted if s not in on], "node_ids": [n.id for n in info.nodes], "config": posted.get("config") or json.dumps(info.config, indent=2),
             "posted": posted, "checked": list(form.get("services") or ()) if form else [], "errors": errors or {}, "open": op,
             "busy": info.job_id if info.status not in ("active", "incomplete") else None}
 
