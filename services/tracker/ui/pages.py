@@ -21,6 +21,7 @@ from muster.bus.repository import log_seq
 from services.pool.domain.views import pool_view, terms_for
 
 from .. import api
+from ..people import cluster_name
 from ..planner_view import recorded_for
 from ..pools import POOLS
 from . import bigpage, reads
@@ -58,7 +59,8 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if state is not None and state not in api.JOB_STATES:
         raise NotFound(f"{state[:40]!r} is not a job state; states are {', '.join(api.JOB_STATES)}.")
     shown = [j for j in reads.jobs(tracker_of(request), viewer.tenant, state) if viewer.may_job("read", j["id"], j["cluster_id"])]
-    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)),
+    names = {c["id"]: c["name"] for c in reads.clusters(tracker_of(request), viewer.tenant)}  # as `muster job list` names them
+    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)), names=names,
                   state=state, states=api.JOB_STATES)
 
 
@@ -151,7 +153,9 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if task_id:
         found = task_of(data["graph"], task_id)
         task = {"task": found, "attempts": attempts(history, task_id)} if found else None
-    return render(request, "job.html", viewer, job_id=job_id, big=False, group=group, open_task=task, said=said,
+    owner = cluster_of(history)
+    name = await cluster_name(tracker_of(request), viewer.tenant, owner) if owner else ""  # what people called it
+    return render(request, "job.html", viewer, job_id=job_id, big=False, group=group, open_task=task, said=said, cluster_name=name,
                   can_control=viewer.may_job("execute", job_id, cluster_of(history)), controls=CONTROLS,
                   allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
                   can_approve=viewer.may_job("approve", job_id, cluster_of(history)),

@@ -220,6 +220,11 @@ async def test_a_stop_on_one_node_a_check_and_a_repair_are_previewed_and_applied
         plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
         status, _, location = await writer.post(f"/ui/plans/{plan_id}/apply", [])
         assert status == 303 and (await job_end(session, served, location.rsplit("/", 1)[1]))["state"] == "succeeded"
+        # The job's page and the jobs list name the cluster as its people do (they said `572eb6ba`).
+        _, page = await writer.get(location)
+        assert page.count(f'<a href="/ui/clusters/{cid}" title="{cid}">f4</a>') == 2, page[:3000]
+        _, page = await writer.get("/ui/jobs")
+        assert f'<a href="/ui/clusters/{cid}" title="{cid}">f4</a>' in page
 
     before = served.log()
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "stop"), ("services", "zookeeper-server"),
