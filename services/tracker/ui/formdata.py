@@ -52,12 +52,13 @@ OPS: dict[str, Op] = {op.name: op for op in (
     Op("upgrade", "Upgrade a service"),
     Op("check", "Check services"),
     Op("repair", "Repair"),
+    Op("rollback", "Roll back"),
     Op("delete", "Delete"),
 )}
 OPERATION_OF_OP = {"expand": "expand", "shrink": "shrink", "add-services": "add-services", "remove-services": "remove-services",
                    "start": "start", "stop": "stop", "restart": "restart", "configure": "configure",
                    "configure-restart": "configure", "upgrade": "upgrade", "check": "check", "repair": "repair",
-                   "delete": "delete"}
+                   "rollback": "rollback", "delete": "delete"}
 """A saved plan's operation -> the form that asks for it."""
 _BATCH = re.compile(r"^(\d+|\d+(\.\d+)?%)$")
 
@@ -169,6 +170,10 @@ def operation_body(op: str, form: Form, cluster_name: str) -> tuple[dict[str, An
         body["services"] = _many(form, "services") or None
     elif op == "repair":
         pass  # what to repair is what the last check found (the cluster page's drift)
+    elif op == "rollback":
+        body["to_job"] = _one(form, "to_job")
+        if not body["to_job"]:
+            errors["to_job"] = "pick the job to go back before"
     elif op == "configure":
         config = config_of(_one(form, "config"), errors)
         body.update(config=config, restart=_one(form, "restart") in ("on", "true", "1"), rolling=_rolling(form, errors))
@@ -199,7 +204,7 @@ def field_of(parameter: str | None, fields: Sequence[str]) -> str:
 def fields_of(operation: str, request: Mapping[str, Any]) -> list[tuple[str, str]]:
     """A saved plan's request as the form fields that ask for it again."""
     out: list[tuple[str, str]] = []
-    for name in ("name", "template", "nodes", "provider", "hardwaretype", "imagetype", "service"):
+    for name in ("name", "template", "nodes", "provider", "hardwaretype", "imagetype", "service", "to_job"):
         if request.get(name) not in (None, ""):
             value = request[name]  # `nodes`: a count (expand, shrink) or the nodes a start/stop acts on
             out.append((name, ", ".join(map(str, value)) if isinstance(value, list) else str(value)))

@@ -177,10 +177,14 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     except TemplateError:
         permitted, bounds = sorted(catalog.services), (1, MAX_CLUSTER_SIZE)
     on = sorted(info.services)
-    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart")} if form else {}
+    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart",
+                                                    "to_job")} if form else {}
+    # What a rollback may go back before: the cluster's succeeded changes, newest first (its create is where it began).
+    done = tracker.list_jobs(viewer.tenant, cluster_id, "succeeded", 0, 500).items if tracker.index is not None else []
+    earlier = [j for j in reversed(done) if j["operation"] not in ("create", "check")]
     return {"ops": [o.name for o in allowed], "titles": {o.name: o.title for o in allowed}, "name": info.name,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
-            "addable": [s for s in permitted if s not in on], "node_ids": [n.id for n in info.nodes], "config": posted.get("config") or json.dumps(info.config, indent=2),
+            "addable": [s for s in permitted if s not in on], "node_ids": [n.id for n in info.nodes], "earlier": earlier, "config": posted.get("config") or json.dumps(info.config, indent=2),
             "posted": posted, "checked": list(form.get("services") or ()) if form else [], "errors": errors or {}, "open": op,
             "busy": info.job_id if info.status not in ("active", "incomplete") else None}
 
@@ -209,7 +213,8 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
                           apply="Delete" if op == "delete" else "Apply",
                           again=(f"/ui/clusters/{cluster_id}/preview", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
                           cluster_id=cluster_id)
-        errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart"))
+        errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart",
+                                   "to_job"))
     status = written.status if written is not None else 200 if editing else 422
     if status == 403:
         return render(request, "error.html", viewer, 403, title="Not allowed", message=written.message if written else "")

@@ -239,5 +239,10 @@ async def test_a_stop_on_one_node_a_check_and_a_repair_are_previewed_and_applied
     await run([("op", "stop"), ("services", "zookeeper-server"), ("nodes", "n1000")], "stop services", "1× stop hdfs-namenode")
     await run([("op", "check")], "check services", "status")
     _, page = await writer.get(f"/ui/clusters/{cid}")
+    # A rollback to before the stop, previewed: the select offers the cluster's changes (not its create, nor a check).
+    stop_job = re.search(r'<option value="([0-9a-f-]{36})">stop ', page)
+    assert stop_job and "<option value" not in page.split('id="rollback-to_job"')[1].split("</select>")[0].split(stop_job.group(0))[1]
+    status, preview, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "rollback"), ("to_job", stop_job.group(1))])
+    assert status == 200 and "Preview: roll back cluster f4" in preview and "start zookeeper-server" in preview, preview[-3000:]
     row = re.search(r"<tr><th scope=\"row\" class=\"mono\">n1000<.*?</tr>", page, re.S)
     assert row and "zookeeper-server: stopped / stopped" in re.sub(r"<[^>]+>", "", row.group(0)), row

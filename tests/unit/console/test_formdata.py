@@ -98,3 +98,7 @@ def test_a_start_or_stop_names_its_services_and_nodes_and_a_repair_takes_nothing
     assert operation_body("check", {"services": ["hdfs-namenode"]}, "c1") == ({"services": ["hdfs-namenode"]}, {})
     assert operation_body("repair", {}, "c1") == ({}, {})
     assert ("nodes", "n1000, n1001") in fields_of("stop", {"nodes": ["n1000", "n1001"]})  # Change: the form as typed
+    assert operation_body("rollback", {"to_job": ["5ae0e438-c796-575d-8e25-9e786000fb74"]}, "c1") == (
+        {"to_job": "5ae0e438-c796-575d-8e25-9e786000fb74"}, {})
+    assert operation_body("rollback", {}, "c1")[1] == {"to_job": "pick the job to go back before"}
+    assert ("to_job", "5ae0") in fields_of("rollback", {"to_job": "5ae0"})
