@@ -218,7 +218,7 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
     status = written.status if written is not None else 200 if editing else 422
     if status == 403:
         return render(request, "error.html", viewer, 403, title="Not allowed", message=written.message if written else "")
-    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None)
+    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None, viewer.operator)  # (as its page)
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
     ops = await operations(request, viewer, cluster_id, form, errors, op)

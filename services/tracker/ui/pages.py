@@ -69,7 +69,7 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
     seq = await _point(request)
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq, viewer.operator)
-    if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
+    if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None, viewer.operator):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at log sequence {seq}.")  # a link to a point before it
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
@@ -85,7 +85,7 @@ async def cluster_at(request: web.Request, viewer: Viewer) -> web.StreamResponse
     if seq is None:
         raise NotFound("Name the point of the cluster's history to show: ?seq=N, a log sequence.")
     replay = await reads.replay_at(tracker_of(request), viewer.tenant, cluster_id, seq)
-    if replay is None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
+    if replay is None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None, viewer.operator):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at that point.")
     if replay is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")

@@ -232,6 +232,10 @@ async def test_a_stop_on_one_node_a_check_and_a_repair_are_previewed_and_applied
     assert status == 422 and "n9999" in _field_error(page, "nodes") and 'id="stop-nodes" name="nodes" autocomplete="off" value="n9999"' in page
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "repair")])  # nothing checked yet: no drift
     assert status == 409 and "no drift to repair" in page and 'data-testid="form-error"' in page
+    # The page the refusal renders is the cluster's page as its people see it: "a planner", never
+    # the planner's instance name (it named it: the refused form's page read the log as an operator's).
+    assert "planner-writes" not in page and "a planner" in page
+    assert 'action="/ui/clusters/' + cid + '/preview#operations"' in page  # the answer opens where the refusal is said
     assert served.log() == before
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "start"), ("nodes", "n1001, n1002")])
     assert status == 200 and "Preview: start services cluster f4" in page
