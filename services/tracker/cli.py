@@ -37,7 +37,7 @@ def _check(value: str, pattern: str, what: str) -> str:
 
 
 @click.command("status")
-@click.argument("job_id", required=False)
+@click.argument("job_id", required=False, metavar="JOB_ID")  # (asked for: its own error below)
 @bus_options
 @json_option
 @command
@@ -137,7 +137,7 @@ def _state(progress: JobProgress) -> str:
 
 
 @click.command("history")
-@click.argument("job_id", required=False)
+@click.argument("job_id", required=False, metavar="JOB_ID")  # (asked for: its own error below)
 @click.option("--cluster", "cluster_ref", default=None, metavar="CLUSTER",
               help="the whole history of a cluster (its id or name): its events and its jobs'")
 @click.option("--governance", is_flag=True, help="the tenant's governance decisions: rules, policies, subscriptions and "
