@@ -62,7 +62,7 @@ def cluster_read(name: str) -> Callable[[Callable[..., Any]], click.Command]:
 
 @cluster_read("show")
 async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
-    """One cluster: status, template, config, every node."""
+    """One cluster: status, template, config, every node, and what its last job is doing."""
     async with TrackerReads(bus) as tracker:
         c = await tracker.cluster(cluster_ref)
         data = c.to_json()
