@@ -178,3 +178,24 @@ def test_an_operator_stops_a_service_on_one_node_from_the_cluster_page_after_a_p
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
     page.goto(f"/ui/clusters/{made['cluster_id']}")
     expect(page.get_by_test_id("node-states").first).to_contain_text("zookeeper-server: stopped")
+
+
+def test_a_cluster_whose_job_waits_for_an_approver_says_it_is_busy_above_its_change_forms(muster: Muster, page: Any) -> None:
+    """A delete waiting for approval leaves its cluster `active`: the change forms were offered as
+    if nothing waited, and the apply after a preview was refused as busy (session 20's walk)."""
+    data = ["--tenant", "default", "--data-dir", str(muster.data_dir)]
+    muster.cli("rule", "add", "waits-expands", "-o", "expand", "--cluster", "waits-*", *data)
+    try:
+        made = muster.create("waits-here", "tiny-small", 1)
+        sign_in(page, person(muster, "writer", "write", "cluster:*"))
+        page.goto(f"/ui/jobs/{made['job_id']}")
+        expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+        asked = json.loads(muster.cli("cluster", "expand", "waits-here", "--nodes", "2", "--json", *data).stdout.splitlines()[0])
+        page.goto(f"/ui/clusters/{made['cluster_id']}")
+        busy = page.get_by_test_id("ops-busy")
+        expect(busy).to_contain_text(f"busy with its expand job {asked['job_id'][:8]}, waiting for approval")
+        muster.cli("job", "reject", asked["job_id"], "--comment", "a test", *data)
+        page.reload()
+        expect(page.get_by_test_id("ops-busy")).to_have_count(0)
+    finally:
+        muster.cli("rule", "delete", "waits-expands", *data)

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from contracts import subjects
 from contracts.commands import MAX_CLUSTER_SIZE
+from contracts.events import FINAL_JOB_STATES
 from muster.catalog.templates import TemplateError, resolve_template
 from muster.readmodel.clusters import ClusterInfo
 
@@ -180,13 +181,15 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart",
                                                     "to_job")} if form else {}
     # What a rollback may go back before: the cluster's succeeded changes, newest first (its create is where it began).
-    done = tracker.list_jobs(viewer.tenant, cluster_id, "succeeded", 0, 500).items if tracker.index is not None else []
-    earlier = [j for j in reversed(done) if j["operation"] not in ("create", "check")]
+    jobs = tracker.list_jobs(viewer.tenant, cluster_id, None, 0, 10_000).items if tracker.index is not None else []
+    earlier = [j for j in reversed(jobs) if j["state"] == "succeeded" and j["operation"] not in ("create", "check")]
+    # A job that waits (for an approver, for hosts) leaves the cluster `active` and busy all the same.
+    waiting = next((j for j in jobs if j["id"] == info.job_id and j["state"] not in FINAL_JOB_STATES), None)
     return {"ops": [o.name for o in allowed], "titles": {o.name: o.title for o in allowed}, "name": info.name,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
             "addable": [s for s in permitted if s not in on], "node_ids": [n.id for n in info.nodes], "earlier": earlier, "config": posted.get("config") or json.dumps(info.config, indent=2),
             "posted": posted, "checked": list(form.get("services") or ()) if form else [], "errors": errors or {}, "open": op,
-            "busy": info.job_id if info.status not in ("active", "incomplete") else None}
+            "busy": info.job_id if info.status not in ("active", "incomplete") else None, "waiting": waiting}
 
 
 @page
