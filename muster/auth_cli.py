@@ -178,7 +178,8 @@ async def user_list(for_tenant: str | None, bus: Bus, as_json: bool) -> None:
 @json_option
 @command
 async def user_disable(principal: str, reason: str, bus: Bus, as_json: bool) -> None:
-    """Disable PRINCIPAL: its tokens stop working, its connections are closed."""
+    """Disable PRINCIPAL: its tokens stop working, its connections are closed. For good: there
+    is no enable (its id stays taken; make another principal)."""
     data = await ask(bus, "user-disable", principal=principal, reason=reason)
     echo_json(data) if as_json else console.print(f"{data['principal']} disabled")
 
