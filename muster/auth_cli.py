@@ -85,9 +85,16 @@ def _show_token(data: dict[str, Any], save: Path | None, as_json: bool) -> None:
 
 
 def _table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
-    print_rows(title, columns, [[", ".join(f"{g['permission']} on {g['scope']}" for g in r[c]) if c == "grants" else
-                                 _time(r[c]) if c == "expires_at" else str(r.get(c) if r.get(c) is not None else "")
-                                 for c in columns] for r in rows])
+    # Headers and yes/no as every other table says them (`TOKEN ID`, not `TOKEN_ID`; `no`, not `False`).
+    print_rows(title, [c.replace("_", " ") for c in columns],
+               [[", ".join(f"{g['permission']} on {g['scope']}" for g in r[c]) if c == "grants" else
+                 _time(r[c]) if c == "expires_at" else _cell(r.get(c)) for c in columns] for r in rows])
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "" if value is None else str(value)
 
 
 # -- tenant -------------------------------------------------------------------------------------
@@ -171,7 +178,8 @@ async def user_list(for_tenant: str | None, bus: Bus, as_json: bool) -> None:
 @json_option
 @command
 async def user_disable(principal: str, reason: str, bus: Bus, as_json: bool) -> None:
-    """Disable PRINCIPAL: its tokens stop working, its connections are closed."""
+    """Disable PRINCIPAL: its tokens stop working, its connections are closed. For good: there
+    is no enable (its id stays taken; make another principal)."""
     data = await ask(bus, "user-disable", principal=principal, reason=reason)
     echo_json(data) if as_json else console.print(f"{data['principal']} disabled")
 

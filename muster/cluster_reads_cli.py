@@ -11,9 +11,9 @@ from typing import Any
 import click
 
 from .cli_bus import Bus, bus_options
-from .cli_support import command, echo_json, json_option
+from .cli_support import CliError, command, echo_json, json_option
 from .client import ClusterInfo
-from .ops_session import out, read_cluster
+from .ops_session import out
 from .tables import print_rows
 from .tracker_client import TrackerReads
 
@@ -62,15 +62,17 @@ def cluster_read(name: str) -> Callable[[Callable[..., Any]], click.Command]:
 
 @cluster_read("show")
 async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
-    """One cluster: status, template, config, every node."""
-    c = await read_cluster(bus, cluster_ref)
-    data = c.to_json()
-    if as_json:
-        echo_json(data)
-        return
+    """One cluster: status, template, config, every node, and what its last job is doing."""
+    async with TrackerReads(bus) as tracker:
+        c = await tracker.cluster(cluster_ref)
+        data = c.to_json()
+        if as_json:
+            echo_json(data)
+            return
+        last = await _job_state(tracker, c.job_id)
     status = c.status + (f" ({c.status_reason})" if c.status_reason else "")
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
-                         ("provider", c.provider), ("last job", c.job_id), ("services", ", ".join(c.services)),
+                         ("provider", c.provider), ("last job", f"{c.job_id}{last}"), ("services", ", ".join(c.services)),
                          ("version", str(c.version)), ("nodes", str(len(c.nodes))),
                          ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
                          ("config", json.dumps(c.config))):
@@ -81,6 +83,18 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
         addresses = list(dict.fromkeys(n["ipaddresses"].values()))  # access and bind are often one address
         rows.append([n["id"], n["hostname"], n["hardwaretype"], n["imagetype"], ", ".join(addresses), ", ".join(services)])
     print_rows(f"{len(c.nodes)} nodes", ["node", "hostname", "hardware", "image", "address", "services"], rows)
+
+
+async def _job_state(tracker: TrackerReads, job_id: str | None) -> str:
+    """` (delete, waiting_for_approval)`: a cluster `active` while a job waits on it is busy all the
+    same (a new user's walk, session 20, met `status: active` and then "busy" at its next change)."""
+    if not job_id:
+        return ""
+    try:
+        job = await tracker.get(f"/v1/jobs/{job_id}")
+    except CliError:  # (best effort: the cluster reads without it)
+        return ""
+    return f" ({job.get('operation')}, {job.get('state')})"
 
 
 @click.command("list")

@@ -280,8 +280,10 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
                         break
         except TimeoutError:
             status = progress.status()
-            state = status["state"] if status else "not started"
-            raise CliError(f"job {job_id} is still {state} after {timeout:g} s (--timeout); it goes on without us "
+            # Followed from a request on a job (a cancel, a resume) it may have seen none of the
+            # job's own story: it said "is still not started" of a running job.
+            said = f"is still {status['state']}" if status else "has not ended"
+            raise CliError(f"job {job_id} {said} after {timeout:g} s (--timeout); it goes on without us "
                            f"(`muster watch {job_id}`)", EXIT_UNREACHABLE) from None
     if followed.final is None:
         raise CliError(f"the story of job {job_id} ended before {' or '.join(sorted(stop))}", EXIT_UNREACHABLE)

@@ -49,6 +49,10 @@ def _layout_text(layout: Any) -> str:
     return f"{layout.nodes} nodes: {groups}" if groups else f"{layout.nodes} nodes"
 
 
+def _some(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def place(provisioner: str | None, worker: str | None) -> str:
     """`provisioner/worker`, without saying the provisioner twice when the worker's name has it."""
     if not provisioner:
@@ -182,6 +186,13 @@ def describe(e: Any) -> str:
             return "desired: " + (f"stopped {'; '.join(off)}" if off else "every service running")
         case "TasksRecorded":
             return f"{e.count} task records"
+        case "ServicesMoved":
+            return "services left: " + "; ".join(f"{c.service} {c.state} on {_some(c.nodes)}" for c in e.changes) \
+                if e.changes else "no service moved"
+        case "PlanSaved":
+            return f"plan {e.plan_id} saved: {e.operation}, {e.tasks} tasks (apply it: muster cluster apply {e.plan_id})"
+        case "ClusterNameClaimed":
+            return f"name {e.name!r} taken by cluster {e.cluster_id}"
     return str(t)
 
 

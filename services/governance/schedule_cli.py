@@ -112,12 +112,14 @@ def _toggle(name: str, paused: bool) -> Any:
     @json_option
     @command
     async def change(as_json: bool, bus: Bus, **kwargs: Any) -> None:
-        tenant, listed = await ask_in(bus, "list", "schedule", as_json, "schedule list", name=kwargs["name"])
+        said = f"schedule {'pause' if paused else 'resume'}"
+        # It reads the schedule to put it back paused: `read` on the tenant (docs/governance.md);
+        # a refusal names the command typed, not the read (it said "schedule list refused").
+        tenant, listed = await ask_in(bus, "list", "schedule", as_json, said, name=kwargs["name"])
         if not listed.items:
             raise CliError(f"no schedule {kwargs['name']!r} in tenant {tenant!r}")
         items = listed.items
         entity = {**items[0]["entity"], "paused": paused}
-        said = f"schedule {'pause' if paused else 'resume'}"
         report(await ask(bus, "put", "schedule", as_json, said, entities=[entity]), as_json, said)
 
     change.__doc__ = f"{'Pause' if paused else 'Resume'} schedule NAME."

@@ -216,11 +216,13 @@ class ConsoleTokens:
         return self._viewer(current, token, request)
 
     async def sign_in(self, request: web.Request, secret: str, response: web.StreamResponse) -> Any:
-        from .ui.session import SESSION_COOKIE, set_cookie
+        from .ui.session import SESSION_COOKIE, NeedsSignIn, set_cookie
 
         current = self.auth()
         if current is None:
             return await self.fallback.sign_in(request, secret, response)
+        if secret.strip().startswith("{"):  # the whole file `--save` wrote, pasted as it is
+            raise NeedsSignIn('that is a credentials file: paste the value of its "token" (jq -r .token FILE)')
         viewer = self._viewer(current, secret.strip(), request)
         set_cookie(response, request, SESSION_COOKIE, secret.strip())
         return viewer

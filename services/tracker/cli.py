@@ -47,12 +47,15 @@ def _check(value: str, pattern: str, what: str) -> str:
 
 
 @click.command("status")
-@click.argument("job_id")
+@click.argument("job_id", required=False, metavar="JOB_ID")  # (asked for: its own error below)
 @bus_options
 @json_option
 @command
-async def status(job_id: str, bus: Bus, as_json: bool) -> None:
+async def status(job_id: str | None, bus: Bus, as_json: bool) -> None:
     """A job's status, from the tracker (its owner's view, or the log's)."""
+    if not job_id:  # a new user's `muster status` met click's bare "Missing argument 'JOB_ID'"
+        raise CliError("muster status JOB_ID: which job? `muster job list` lists the tenant's jobs "
+                       "(`--state running`), `muster cluster list` each cluster's last one", EXIT_INVALID)
     job = job_id_of(job_id)
     async with TrackerReads(bus) as tracker:
         body = await tracker.get(f"/v1/jobs/{job}")
@@ -144,7 +147,7 @@ def _state(progress: JobProgress) -> str:
 
 
 @click.command("history")
-@click.argument("job_id", required=False)
+@click.argument("job_id", required=False, metavar="JOB_ID")  # (asked for: its own error below)
 @click.option("--cluster", "cluster_ref", default=None, metavar="CLUSTER",
               help="the whole history of a cluster (its id or name): its events and its jobs'")
 @click.option("--governance", is_flag=True, help="the tenant's governance decisions: rules, policies, subscriptions and "

@@ -31,7 +31,8 @@ def summary(plan: dict[str, Any]) -> dict[str, Any]:
         "tasks": len(tasks),
         "nodes": len({t.get("node") for t in tasks.values()}),
         "actions": dict(Counter(t.get("action") for t in tasks.values())),
-        "stages": [{"stage": i, "tasks": len(s), "actions": dict(Counter(tasks[t].get("action") for t in s if t in tasks))}
+        "stages": [{"stage": i, "tasks": len(s), "actions": dict(Counter(tasks[t].get("action") for t in s if t in tasks)),
+                    "work": dict(Counter(_work(tasks[t]) for t in s if t in tasks))}
                    for i, s in enumerate(stages, start=1)],
         "estimate": estimate(tasks, plan.get("edges") or ()) if len(tasks) <= MAX_ESTIMATED_TASKS else None,
     }
@@ -39,6 +40,11 @@ def summary(plan: dict[str, Any]) -> dict[str, Any]:
     if isinstance(rolling, dict):
         out["rolling"] = {"batches": len(rolling.get("batches") or ()), "tolerance": rolling.get("tolerance", 0)}
     return out
+
+
+def _work(task: dict[str, Any]) -> str:
+    """`install hdfs-namenode`, or `create` for a task of no service (the words `--dry-run` prints)."""
+    return " ".join(filter(None, (str(task.get("action") or ""), task.get("service"))))
 
 
 def estimate(tasks: dict[str, dict[str, Any]], edges: Any) -> dict[str, Any] | None:

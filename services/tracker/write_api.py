@@ -53,6 +53,9 @@ class StageCount(_Out):
     stage: int
     tasks: int
     actions: dict[str, int]
+    work: dict[str, int] = Field(default_factory=dict, description=(
+        "its tasks by action and service (`stop zookeeper-server`: 1), as `--dry-run` prints each stage: a stop also "
+        "stops what depends on the service, and this is where that shows"))
 
 
 class Estimate(_Out):

@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,14 +95,19 @@ def request_id_for(tenant: str, principal: str, key: str | None) -> str:
     return "http-" + hashlib.sha256(f"{tenant}\n{principal}\n{key}".encode()).hexdigest()[:40]
 
 
-def validation_refusal(err: ValidationError, what: str = "body") -> Written:
+def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable[str] = ()) -> Written:
     """422 naming the first field at fault. A field that takes one of several types (a rolling
     batch: a count or a percentage) is named once, with what each type would have needed, not
-    by pydantic's names of the types (`rolling.batch.constrained-int`)."""
+    by pydantic's names of the types (`rolling.batch.constrained-int`). A field the body does
+    not have is answered with those it has (`takes`): `{"add": "2h"}` to extend-lease was told
+    "Extra inputs are not permitted", and not that the field is `add_s`."""
     reasons: dict[str, list[str]] = {}
     for problem in err.errors():
         where = ".".join(str(p) for p in problem["loc"] if not _UNION_MEMBER.search(str(p))) or what
-        reasons.setdefault(where, []).append(problem_text(problem))
+        said = problem_text(problem)
+        if problem.get("type") == "extra_forbidden" and len(problem["loc"]) == 1 and takes:
+            said = f"this body has no field {where!r} (its fields: {', '.join(takes)})"
+        reasons.setdefault(where, []).append(said)
     words = "; ".join(f"{where}: {', or '.join(msgs)}" for where, msgs in reasons.items())
     return refused(422, f"invalid request: {words}", next(iter(reasons), what))
 
@@ -116,7 +121,7 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         try:
             fields = route.body.model_validate(body or {}).model_dump(exclude_unset=True)
         except ValidationError as err:
-            return validation_refusal(err)
+            return validation_refusal(err, takes=route.body.model_fields)
     elif body:
         return refused(422, f"{route.method.upper()} {route.path} takes no body; got fields {', '.join(sorted(body))[:200]}", "body")
     denied = await _permission(tracker, actor, route, ids)

@@ -153,3 +153,49 @@ def test_bad_input_is_refused_at_its_field_and_nothing_reaches_the_log(muster: M
     expect(preview).to_be_disabled()
     delete.get_by_label(re.compile("^Type the cluster's name")).press("e")
     expect(preview).to_be_enabled()
+
+
+def test_an_operator_stops_a_service_on_one_node_from_the_cluster_page_after_a_preview(muster: Muster, page: Any) -> None:
+    """The console could not start, stop, check or repair (the CLI can: `muster cluster stop c1
+    SERVICE --nodes n1000`; a new user's walk, session 20). Each is a change form now, previewed
+    first; they take `execute` (repair `write`), so a user with `execute` alone gets them and no other."""
+    made = muster.create("stop-here", "hadoop-small", 2)
+    sign_in(page, person(muster, "operator", "execute", "cluster:*"))
+    page.goto(f"/ui/jobs/{made['job_id']}")
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+    page.goto(f"/ui/clusters/{made['cluster_id']}")
+    offered = page.get_by_test_id("operations").locator("details").evaluate_all("ds => ds.map(d => d.dataset.testid)")
+    assert offered == ["op-start", "op-stop", "op-restart", "op-check"], offered
+    stop = page.get_by_test_id("op-stop")
+    stop.locator("summary").click()
+    stop.get_by_label("zookeeper-server").check()
+    stop.get_by_label(re.compile("^On nodes")).fill("n1000")
+    stop.get_by_role("button", name="Preview").click()
+    expect(page.get_by_role("heading", name=re.compile("^Preview: stop services cluster stop-here"))).to_be_visible()
+    expect(page.locator("main")).to_contain_text("stop")
+    page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"/ui/jobs/[0-9a-f-]{36}$"))
+    expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+    page.goto(f"/ui/clusters/{made['cluster_id']}")
+    expect(page.get_by_test_id("node-states").first).to_contain_text("zookeeper-server: stopped")
+
+
+def test_a_cluster_whose_job_waits_for_an_approver_says_it_is_busy_above_its_change_forms(muster: Muster, page: Any) -> None:
+    """A delete waiting for approval leaves its cluster `active`: the change forms were offered as
+    if nothing waited, and the apply after a preview was refused as busy (session 20's walk)."""
+    data = ["--tenant", "default", "--data-dir", str(muster.data_dir)]
+    muster.cli("rule", "add", "waits-expands", "-o", "expand", "--cluster", "waits-*", *data)
+    try:
+        made = muster.create("waits-here", "tiny-small", 1)
+        sign_in(page, person(muster, "writer", "write", "cluster:*"))
+        page.goto(f"/ui/jobs/{made['job_id']}")
+        expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)
+        asked = json.loads(muster.cli("cluster", "expand", "waits-here", "--nodes", "2", "--json", *data).stdout.splitlines()[0])
+        page.goto(f"/ui/clusters/{made['cluster_id']}")
+        busy = page.get_by_test_id("ops-busy")
+        expect(busy).to_contain_text(f"busy with its expand job {asked['job_id'][:8]}, waiting for approval")
+        muster.cli("job", "reject", asked["job_id"], "--comment", "a test", *data)
+        page.reload()
+        expect(page.get_by_test_id("ops-busy")).to_have_count(0)
+    finally:
+        muster.cli("rule", "delete", "waits-expands", *data)

@@ -14,6 +14,7 @@ from contracts import subjects
 from contracts.subjects import SubjectError
 from muster import tracing
 
+from ..people import cluster_name
 from ..planner_view import status_for
 from .bigjob import ATTENTION, GROUP_TASKS, PAGE_ROWS, JobFold, aggregate, group_title, lines_for, rows
 from .controls import CONTROLS, controls_for
@@ -54,6 +55,7 @@ async def job(request: web.Request, viewer: Viewer, job_id: str, fold: JobFold, 
     shown, matching = rows(fold, state, part, (number - 1) * PAGE_ROWS)
     cluster = fold.job.cluster_id
     return render(request, "job.html", viewer, job_id=job_id, big=True, group="stage", open_task=None, said=said,
+                  cluster_name=await cluster_name(tracker_of(request), viewer.tenant, cluster) if cluster else "",
                   can_control=viewer.may_job("execute", job_id, cluster), controls=CONTROLS,
                   allowed=controls_for(status["state"], bool(status["tasks_total"])),
                   can_approve=viewer.may_job("approve", job_id, cluster), status=status, graph=agg, graph_json=agg,

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from contracts import subjects
 from contracts.commands import MAX_CLUSTER_SIZE
+from contracts.events import FINAL_JOB_STATES
 from muster.catalog.templates import TemplateError, resolve_template
 from muster.readmodel.clusters import ClusterInfo
 
@@ -177,12 +178,18 @@ async def operations(request: web.Request, viewer: Viewer, cluster_id: str, form
     except TemplateError:
         permitted, bounds = sorted(catalog.services), (1, MAX_CLUSTER_SIZE)
     on = sorted(info.services)
-    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart")} if form else {}
+    posted = {k: (form.get(k) or [""])[0] for k in ("nodes", "config", "rolling", "tolerance", "service", "confirm", "restart",
+                                                    "to_job")} if form else {}
+    # What a rollback may go back before: the cluster's succeeded changes, newest first (its create is where it began).
+    jobs = tracker.list_jobs(viewer.tenant, cluster_id, None, 0, 10_000).items if tracker.index is not None else []
+    earlier = [j for j in reversed(jobs) if j["state"] == "succeeded" and j["operation"] not in ("create", "check")]
+    # A job that waits (for an approver, for hosts) leaves the cluster `active` and busy all the same.
+    waiting = next((j for j in jobs if j["id"] == info.job_id and j["state"] not in FINAL_JOB_STATES), None)
     return {"ops": [o.name for o in allowed], "titles": {o.name: o.title for o in allowed}, "name": info.name,
             "status": info.status, "nodes": len(info.nodes), "bounds": bounds, "on": on,
-            "addable": [s for s in permitted if s not in on], "config": posted.get("config") or json.dumps(info.config, indent=2),
+            "addable": [s for s in permitted if s not in on], "node_ids": [n.id for n in info.nodes], "earlier": earlier, "config": posted.get("config") or json.dumps(info.config, indent=2),
             "posted": posted, "checked": list(form.get("services") or ()) if form else [], "errors": errors or {}, "open": op,
-            "busy": info.job_id if info.status not in ("active", "incomplete") else None}
+            "busy": info.job_id if info.status not in ("active", "incomplete") else None, "waiting": waiting}
 
 
 @page
@@ -209,11 +216,12 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
                           apply="Delete" if op == "delete" else "Apply",
                           again=(f"/ui/clusters/{cluster_id}/preview", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
                           cluster_id=cluster_id)
-        errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart"))
+        errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart",
+                                   "to_job"))
     status = written.status if written is not None else 200 if editing else 422
     if status == 403:
         return render(request, "error.html", viewer, 403, title="Not allowed", message=written.message if written else "")
-    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None)
+    data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None, viewer.operator)  # (as its page)
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
     ops = await operations(request, viewer, cluster_id, form, errors, op)

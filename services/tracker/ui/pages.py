@@ -21,6 +21,7 @@ from muster.bus.repository import log_seq
 from services.pool.domain.views import pool_view, terms_for
 
 from .. import api
+from ..people import cluster_name
 from ..planner_view import recorded_for
 from ..pools import POOLS
 from . import bigpage, reads
@@ -58,7 +59,8 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if state is not None and state not in api.JOB_STATES:
         raise NotFound(f"{state[:40]!r} is not a job state; states are {', '.join(api.JOB_STATES)}.")
     shown = [j for j in reads.jobs(tracker_of(request), viewer.tenant, state) if viewer.may_job("read", j["id"], j["cluster_id"])]
-    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)),
+    names = {c["id"]: c["name"] for c in reads.clusters(tracker_of(request), viewer.tenant)}  # as `muster job list` names them
+    return render(request, "jobs.html", viewer, jobs=list(reversed(shown)), names=names,
                   state=state, states=api.JOB_STATES)
 
 
@@ -67,7 +69,7 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     cluster_id = readable_cluster(request, viewer)
     seq = await _point(request)
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq, viewer.operator)
-    if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
+    if data is None and seq is not None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None, viewer.operator):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at log sequence {seq}.")  # a link to a point before it
     if data is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
@@ -83,7 +85,7 @@ async def cluster_at(request: web.Request, viewer: Viewer) -> web.StreamResponse
     if seq is None:
         raise NotFound("Name the point of the cluster's history to show: ?seq=N, a log sequence.")
     replay = await reads.replay_at(tracker_of(request), viewer.tenant, cluster_id, seq)
-    if replay is None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None):
+    if replay is None and await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, None, viewer.operator):
         raise NotFound(f"Cluster {cluster_id} did not exist yet at that point.")
     if replay is None:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
@@ -153,7 +155,9 @@ async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     if task_id:
         found = task_of(data["graph"], task_id)
         task = {"task": found, "attempts": attempts(history, task_id)} if found else None
-    return render(request, "job.html", viewer, job_id=job_id, big=False, group=group, open_task=task, said=said,
+    owner = cluster_of(history)
+    name = await cluster_name(tracker_of(request), viewer.tenant, owner) if owner else ""  # what people called it
+    return render(request, "job.html", viewer, job_id=job_id, big=False, group=group, open_task=task, said=said, cluster_name=name,
                   can_control=viewer.may_job("execute", job_id, cluster_of(history)), controls=CONTROLS,
                   allowed=controls_for(data["status"]["state"], bool(data["status"]["tasks_total"])),
                   can_approve=viewer.may_job("approve", job_id, cluster_of(history)),

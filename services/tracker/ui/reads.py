@@ -81,7 +81,7 @@ def graph_json(history: list[Any]) -> dict[str, Any]:
 
 
 async def cluster_page(tracker: Tracker, tenant: str, cluster_id: str, seq: int | None,
-                       operator: bool = True) -> dict[str, Any] | None:
+                       operator: bool) -> dict[str, Any] | None:
     """The cluster now (or as `muster replay --seq` shows it after log sequence `seq`), its
     jobs and its timeline (its own events and its jobs'); not for an `operator`, with "a
     planner" for a planner's name (planner_view.py)."""

@@ -4,6 +4,8 @@ tokens; 401 and 403 with reasons; /healthz and the OpenAPI document open; /metri
 from __future__ import annotations
 
 import asyncio
+import html
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -146,6 +148,14 @@ async def test_the_console_signs_in_with_a_token_and_shows_only_its_tenant(serve
     refused = await served.http.post("/ui/sign-in", data={"secret": "mst_alice_0123456789ab_" + "0" * 64},
                                      headers={"Origin": str(served.http.make_url("")).rstrip("/")}, allow_redirects=False)
     assert "unknown token" in (await refused.text()) + refused.headers.get("Location", "")
+    # A new user pasted the whole file `muster user create --save` wrote (session 20's walk): it was
+    # told its token "has characters a token never has"; the page now says where the token is.
+    assert "jq -r .token FILE" in await (await served.http.get("/ui/sign-in")).text()
+    pasted = json.dumps({"token": served.tokens["alice"], "principal": "alice"})
+    refused = await served.http.post("/ui/sign-in", data={"secret": pasted},
+                                     headers={"Origin": str(served.http.make_url("")).rstrip("/")}, allow_redirects=False)
+    said = html.unescape(await refused.text())
+    assert 'that is a credentials file: paste the value of its "token"' in said and served.tokens["alice"] not in said
     for who, sees in (("alice", True), ("bob", False)):
         page = await served.http.get("/ui/clusters", cookies={"muster_session": served.tokens[who]})
         assert page.status == 200 and (sees or CLUSTER not in await page.text()), who

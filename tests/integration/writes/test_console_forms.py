@@ -1,6 +1,7 @@
 """The console's forms without a browser (the browser tests drive the same pages in chromium):
 a create previewed and applied as the signed-in user; refusals at their fields with nothing in
-the log; forms only for those who may use them, and a 403 for a post anyway; CSRF."""
+the log; forms only for those who may use them, and a 403 for a post anyway; CSRF; a stop on one
+node, a check and the repair it calls for, each previewed and applied from the cluster page."""
 
 from __future__ import annotations
 
@@ -164,7 +165,8 @@ async def test_each_change_on_the_cluster_page_is_previewed_and_a_typed_delete_r
     cid, writer = made["cluster_id"], Console(session, served, "writer")
     status, page = await writer.get(f"/ui/clusters/{cid}")
     offered = set(re.findall(r'data-testid="op-([a-z-]+)"', page))
-    assert offered == {"expand", "shrink", "add-services", "remove-services", "restart", "configure", "upgrade", "delete"}, offered
+    assert offered == {"expand", "shrink", "add-services", "remove-services", "start", "stop", "restart", "configure", "upgrade",
+                       "check", "repair", "delete"}, offered
     assert 'value="yarn-nodemanager"' in page  # what the template allows and the cluster lacks, to add
     before = served.log()
     for fields, title, shown in (
@@ -196,3 +198,55 @@ async def test_each_change_on_the_cluster_page_is_previewed_and_a_typed_delete_r
     assert status == 303 and (await job_end(session, served, location.rsplit("/", 1)[1]))["state"] == "succeeded"
     status, page = await writer.get(f"/ui/clusters/{cid}")
     assert status == 200 and 'data-testid="operations"' not in page  # nothing to change on a deleted cluster
+
+
+async def test_a_stop_on_one_node_a_check_and_a_repair_are_previewed_and_applied_from_the_page(
+        session: aiohttp.ClientSession, served: Served) -> None:
+    """The console offered no start, stop, check or repair (a new user's walk, session 20): what
+    the CLI does with `muster cluster stop c1 SERVICE --nodes n1000`, `check` and `repair` now
+    has its form, previewed first like every change."""
+    async with session.post(f"{served.url}/v1/clusters", headers={"Authorization": f"Bearer {served.tokens['writer']}"},
+                            json={"name": "f4", "template": "hadoop-small", "nodes": 3,
+                                  "services": ["base", "zookeeper-server", "hdfs-namenode", "hdfs-datanode"]}) as resp:
+        made = await resp.json()
+    assert (await job_end(session, served, made["job_id"]))["state"] == "succeeded"
+    cid, writer = made["cluster_id"], Console(session, served, "writer")
+    _, page = await writer.get(f"/ui/clusters/{cid}")
+    assert 'id="stop-nodes" name="nodes"' in page and "e.g. n1000, n1001" in page
+
+    async def run(fields: list[tuple[str, str]], title: str, shown: str) -> None:
+        status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", fields)
+        assert status == 200 and f"Preview: {title} cluster f4" in page and shown in page, (fields, status, page[-3000:])
+        plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
+        status, _, location = await writer.post(f"/ui/plans/{plan_id}/apply", [])
+        assert status == 303 and (await job_end(session, served, location.rsplit("/", 1)[1]))["state"] == "succeeded"
+        # The job's page and the jobs list name the cluster as its people do (they said `572eb6ba`).
+        _, page = await writer.get(location)
+        assert page.count(f'<a href="/ui/clusters/{cid}" title="{cid}">f4</a>') == 2, page[:3000]
+        _, page = await writer.get("/ui/jobs")
+        assert f'<a href="/ui/clusters/{cid}" title="{cid}">f4</a>' in page
+
+    before = served.log()
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "stop"), ("services", "zookeeper-server"),
+                                                                        ("nodes", "n9999")])
+    assert status == 422 and "n9999" in _field_error(page, "nodes") and 'id="stop-nodes" name="nodes" autocomplete="off" value="n9999"' in page
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "repair")])  # nothing checked yet: no drift
+    assert status == 409 and "no drift to repair" in page and 'data-testid="form-error"' in page
+    # The page the refusal renders is the cluster's page as its people see it: "a planner", never
+    # the planner's instance name (it named it: the refused form's page read the log as an operator's).
+    assert "planner-writes" not in page and "a planner" in page
+    assert 'action="/ui/clusters/' + cid + '/preview#operations"' in page  # the answer opens where the refusal is said
+    assert served.log() == before
+    status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "start"), ("nodes", "n1001, n1002")])
+    assert status == 200 and "Preview: start services cluster f4" in page
+    # Each stage names its services, as `--dry-run` does: the stop of zookeeper-server stops what depends on it.
+    await run([("op", "stop"), ("services", "zookeeper-server"), ("nodes", "n1000")], "stop services", "1× stop hdfs-namenode")
+    await run([("op", "check")], "check services", "status")
+    _, page = await writer.get(f"/ui/clusters/{cid}")
+    # A rollback to before the stop, previewed: the select offers the cluster's changes (not its create, nor a check).
+    stop_job = re.search(r'<option value="([0-9a-f-]{36})">stop ', page)
+    assert stop_job and "<option value" not in page.split('id="rollback-to_job"')[1].split("</select>")[0].split(stop_job.group(0))[1]
+    status, preview, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "rollback"), ("to_job", stop_job.group(1))])
+    assert status == 200 and "Preview: roll back cluster f4" in preview and "start zookeeper-server" in preview, preview[-3000:]
+    row = re.search(r"<tr><th scope=\"row\" class=\"mono\">n1000<.*?</tr>", page, re.S)
+    assert row and "zookeeper-server: stopped / stopped" in re.sub(r"<[^>]+>", "", row.group(0)), row

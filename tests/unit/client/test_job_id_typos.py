@@ -26,3 +26,11 @@ def test_a_job_id_in_capitals_is_taken(command: list[str]) -> None:
     # A well-formed id goes on to muster (here: nobody answers, exit 3), whatever its case.
     result = CliRunner().invoke(main, [*command, "1C6B69EC-2266-5BBA-B37F-60463EE270E0", *NOWHERE])
     assert result.exit_code == 3, result.output
+
+
+def test_status_without_a_job_says_where_the_jobs_are_listed() -> None:
+    """`muster status` alone (a new user's first guess at a deployment's state, session 20) met
+    click's bare "Missing argument 'JOB_ID'"."""
+    result = CliRunner().invoke(main, ["status", *NOWHERE])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: muster status JOB_ID: which job? `muster job list` lists the tenant's jobs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from muster.readmodel.progress import JobProgress
@@ -73,3 +74,17 @@ def test_a_job_that_ended_mid_plan_says_where_it_stopped() -> None:
     running = io.StringIO()
     print_status({**_status(), "state": "running", "stage": {"current": 8, "total": 11}}, Console(file=running, width=200))
     assert running.getvalue().splitlines()[3].endswith("· stage 8 of 11")
+
+
+def test_the_identity_tables_say_their_headers_and_yes_no_as_the_others_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`muster token list` printed `TOKEN_ID  NAME  EXPIRES_AT  REVOKED` and `False`, `muster user
+    list` `DISABLED False`, where every other table says `LAST JOB` and `no` (session 20's walk)."""
+    import muster.tables
+    from muster.auth_cli import _table
+
+    buf = io.StringIO()
+    monkeypatch.setattr(muster.tables, "out", Console(file=buf, width=200))
+    _table([{"token_id": "c5243869941a", "name": "first token", "expires_at": None, "revoked": False}],
+           ["token_id", "name", "expires_at", "revoked"], "tokens")
+    assert buf.getvalue().splitlines() == ["TOKEN ID      NAME         EXPIRES AT  REVOKED",
+                                           "c5243869941a  first token  never       no"]

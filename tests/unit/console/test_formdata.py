@@ -76,7 +76,8 @@ def test_a_jobs_state_decides_its_controls() -> None:
 
 def test_each_change_form_has_its_write_route_and_the_planners_permission() -> None:
     assert all(BY_NAME[op.route].verb == op.name for op in OPS.values())
-    assert {op.name: op.permission for op in OPS.values() if op.permission != "write"} == {"restart": "execute"}
+    assert {op.name: op.permission for op in OPS.values() if op.permission != "write"} == {
+        "start": "execute", "stop": "execute", "restart": "execute", "check": "execute"}
 
 
 def test_durations_read_in_the_unit_that_fits() -> None:
@@ -84,3 +85,20 @@ def test_durations_read_in_the_unit_that_fits() -> None:
 
     assert [_seconds(v) for v in (0.25, 3, 90, 600, 86400, 7 * 86400, None)] == ["250 ms", "3.0 s", "90.0 s", "10 min", "24 h",
                                                                                  "7 d", "–"]
+
+
+def test_a_start_or_stop_names_its_services_and_nodes_and_a_repair_takes_nothing() -> None:
+    """The console's start, stop, check and repair forms (a new user's walk, session 20)."""
+    from services.tracker.ui.formdata import fields_of, operation_body
+
+    body, errors = operation_body("stop", {"services": ["zookeeper-server"], "nodes": ["n1000, n1001  n1002"]}, "c1")
+    assert errors == {} and body == {"services": ["zookeeper-server"], "nodes": ["n1000", "n1001", "n1002"]}
+    assert operation_body("start", {"nodes": [" "]}, "c1") == ({}, {})  # every service, every node
+    assert operation_body("restart", {"nodes": ["n1001"]}, "c1") == ({"nodes": ["n1001"]}, {})
+    assert operation_body("check", {"services": ["hdfs-namenode"]}, "c1") == ({"services": ["hdfs-namenode"]}, {})
+    assert operation_body("repair", {}, "c1") == ({}, {})
+    assert ("nodes", "n1000, n1001") in fields_of("stop", {"nodes": ["n1000", "n1001"]})  # Change: the form as typed
+    assert operation_body("rollback", {"to_job": ["5ae0e438-c796-575d-8e25-9e786000fb74"]}, "c1") == (
+        {"to_job": "5ae0e438-c796-575d-8e25-9e786000fb74"}, {})
+    assert operation_body("rollback", {}, "c1")[1] == {"to_job": "pick the job to go back before"}
+    assert ("to_job", "5ae0") in fields_of("rollback", {"to_job": "5ae0"})

@@ -30,3 +30,23 @@ def test_the_operations_refusal_keeps_its_exit_code(code: int, monkeypatch: pyte
         _captured(("cluster", "check", "c2"), bus)  # type: ignore[arg-type]
     assert refused.value.exit_code == code
     assert refused.value.format_message() == "`cluster check c2`: refused: uma has no read permission on cluster c2"
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume"])
+def test_a_pause_refused_its_read_names_the_command_typed(verb: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The owner of a schedule without `read` on the tenant typed `muster schedule pause nightly`
+    and was told `schedule list refused: ...` (a new user's walk, session 20)."""
+    from click.testing import CliRunner
+
+    import services.governance.schedule_cli as schedule_cli
+    from contracts.governance import GovernanceAnswer
+    from services.governance.cli import refusal
+
+    async def refused(bus: Any, verb_: str, kind: str, as_json: bool = False, said: str = "", **body: Any) -> Any:
+        raise refusal(said, GovernanceAnswer(ok=False, reason="alice has no read permission on tenant acme",
+                                             code="forbidden"), as_json)
+
+    monkeypatch.setattr(schedule_cli, "ask_in", refused)
+    result = CliRunner().invoke(muster.cli.main, ["schedule", verb, "nightly", "--nats-url", "nats://127.0.0.1:1"])
+    assert result.exit_code == EXIT_DENIED, result.output
+    assert result.stderr == f"Error: schedule {verb} refused: alice has no read permission on tenant acme\n"

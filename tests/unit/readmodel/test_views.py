@@ -143,3 +143,21 @@ def test_each_progress_step_carries_its_task_as_the_status_shows_it() -> None:
     assert steps[3]["task"] == {"id": "n1.create", "node": "n1", "action": "create", "service": None, "state": "claimed",
                                 "attempt": 1, "provisioner": "p", "worker": "p/w1"}
     assert steps[3]["counts"] == {"claimed": 1} and progress.stage_progress()[0]["running"] == ["n1.create @ p/w1"]
+
+
+def test_what_a_job_left_on_a_cluster_and_a_saved_plan_are_said_in_words() -> None:
+    """`muster history --cluster c1` printed `ServicesMoved  ServicesMoved` for what a create
+    left on the nodes (a new user's walk, session 20): the type again, no sentence."""
+    from contracts.events import ClusterNameClaimed, PlanSaved, ServiceChange, ServicesMoved
+
+    moved = ServicesMoved(cluster_id="c", job_id=J, changes=[
+        ServiceChange(service="base", state="running", nodes=["n1000", "n1001", "n1002", "n1003", "n1004"]),
+        ServiceChange(service="hdfs-namenode", state="running", nodes=["n1000"])])
+    saved = PlanSaved(plan_id="5c3c", job_id=J, cluster_id="c", operation="expand", command={}, cluster_version=3,
+                      catalog_version="4a28", digest="d", tasks=12)
+    claimed = ClusterNameClaimed(name="c1", cluster_id="c", job_id=J)
+    lines = timeline([rec(1, 0, "cluster", moved), rec(2, 1, "cluster", saved), rec(3, 2, "cluster", claimed)])
+    assert lines[0].text == ("services left: base running on n1000, n1001, n1002 and 2 more; "
+                             "hdfs-namenode running on n1000")
+    assert lines[1].text == "plan 5c3c saved: expand, 12 tasks (apply it: muster cluster apply 5c3c)"
+    assert lines[2].text == "name 'c1' taken by cluster c"

@@ -45,3 +45,15 @@ def test_the_planners_refusals_name_the_headers_the_client_sent() -> None:
                                   "if_version"), None, None, {"C": "web"})
     assert named.message.startswith("cluster web (C) is at version 9, not 7 (If-Match)"), named.message
     assert in_http_terms(refused(422, "bad", "nodes"), None, None).field == "nodes"
+
+
+def test_a_field_the_body_does_not_have_is_answered_with_those_it_has() -> None:
+    """`{"add": "2h"}` to extend-lease (the CLI's option is `--add`) was told "Extra inputs are
+    not permitted" (a new user's walk, session 20)."""
+    body = BY_NAME["extend_lease"].body
+    assert body is not None
+    with pytest.raises(ValidationError) as raised:
+        body.model_validate({"add": "2h"})
+    written = validation_refusal(raised.value, takes=body.model_fields)
+    assert (written.status, written.field) == (422, "add")
+    assert written.message == "invalid request: add: this body has no field 'add' (its fields: by_s, until)"
