@@ -1,5 +1,6 @@
-"""The planners' spend board (`services.planner.ports.SpendBoard`) on a KV bucket: `spend`, a key
-per tenant and shard (`<tenant>.<shard>`), the value that shard's spend as JSON
+"""The planners' spend board (`services.planner.ports.SpendBoard`) on the KV bucket `spend`.
+
+A key per tenant and shard (`<tenant>.<shard>`), the value that shard's spend as JSON
 (`services/planner/domain/spend.py`). Every planner watches the whole bucket and reads it from
 what the watch delivered; a key is written only by its shard's owner. One revision per key,
 no TTL: a dead planner's entries stay true (they are the log's clusters) until the shard's next

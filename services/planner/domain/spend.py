@@ -1,5 +1,6 @@
-"""A tenant's spend as one shard holds it (pure): its clusters not deleted and their nodes by
-provider and hardware type, the unit that planners share so that a policy's tenant totals
+"""A tenant's spend as one shard holds it (pure).
+
+Its clusters not deleted and their nodes by provider and hardware type: the unit that planners share so that a policy's tenant totals
 (`input.tenant.clusters|nodes|per_hour`) count every planner's clusters, not the admitting
 planner's alone (docs/decisions/0046-a-tenant-s-spend-is-shared-by-shard.md).
 
