@@ -163,6 +163,15 @@ def uses_tls(urls: list[str]) -> bool:
     return any(url.startswith("tls://") for url in urls)
 
 
+def plain_to_tls(err: BaseException, urls: list[str]) -> str:
+    """What nats-py's error means when a plain `nats://` client meets a server that wants the TLS
+    handshake first: the server says nothing and hangs up at its TLS timeout, and nats-py calls
+    that an empty response. A service retrying it forever would log only that ("" otherwise)."""
+    if uses_tls(urls) or "expecting INFO" not in str(err):
+        return ""
+    return "; a server that wants TLS first answers a plain nats:// client nothing: if it runs TLS, give its URL as tls://"
+
+
 def nats_options(urls: list[str], data_dir: Path | None = None) -> dict[str, object]:
     """nats-py's TLS options for a connection to `urls`: with `tls://` URLs, a verifying context
     and the TLS handshake first (nothing in clear, no talking down to plain TCP: the servers

@@ -111,5 +111,5 @@ def marks(job: Job, events: Iterable[Any]) -> None:
         name = MARKS.get(getattr(event, "type", ""))
         if name is not None:
             with tracer.span(name, parent, task=getattr(event, "task_id", None), attempt=getattr(event, "attempt", None),
-                             reason=getattr(event, "reason", None), **attributes(job)):
+                             reason=getattr(event, "reason", None) or getattr(event, "error", None), **attributes(job)):
                 pass

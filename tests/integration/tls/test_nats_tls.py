@@ -160,3 +160,21 @@ async def test_the_cli_suggests_tls_only_when_a_server_answered(tls_server: Star
     with pytest.raises(CliError) as down:
         await asyncio.wait_for(connect_or_fail(nobody), 30)
     assert f"cannot reach NATS at {nobody}" in str(down.value) and "tls://" not in str(down.value), down.value
+
+
+async def test_a_service_given_a_plain_url_to_a_tls_server_says_to_give_tls(tls_server: StartTls, ca: LocalCA) -> None:
+    """A service retries a server it cannot talk to, and logs each failure: to a server that
+    wants TLS first, nats-py's own words ("empty response from server when expecting INFO
+    message") did not say that the URL was the thing to fix."""
+    plain = tls_server().replace("tls://", "nats://")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "muster", "solver", "--nats-url", plain, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, CA_ENV: str(ca.cert_path), "MUSTER_TOKEN": "mst_solver_0123456789ab_" + "0" * 64})
+    assert proc.stderr is not None
+    try:
+        while b'"nats error"' not in (line := await asyncio.wait_for(proc.stderr.readline(), 60)):
+            assert line, "the solver exited before it tried"
+        assert "expecting INFO" in line.decode() and "give its URL as tls://" in line.decode(), line
+    finally:
+        proc.terminate()
+        await proc.wait()
