@@ -81,7 +81,18 @@ def check(env: Mapping[str, str] = os.environ) -> list[tuple[str, str]]:
             raise TracingError(f"OTEL_TRACES_EXPORTER={name!r}: muster knows otlp, console and none")
         if name == "otlp" and protocol not in PROTOCOLS:
             raise TracingError(f"{variable}={protocol!r}: muster exports OTLP over {' or '.join(PROTOCOLS)}")
+    if "otlp" in names:
+        _check_files(env)
     return [(name, protocol) for name in names]
+
+
+def _check_files(env: Mapping[str, str]) -> None:
+    """A CA file, client certificate or key the exporter would read and cannot: the SDK says so
+    only at each export, every few seconds in every process's log, and no span leaves."""
+    for what in ("CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"):
+        variable = next((v for v in (f"OTEL_EXPORTER_OTLP_TRACES_{what}", f"OTEL_EXPORTER_OTLP_{what}") if env.get(v)), None)
+        if variable is not None and not os.path.isfile(env[variable]):
+            raise TracingError(f"{variable}={env[variable]!r}: no such file (the exporter reads it at each export)")
 
 
 def describe(env: Mapping[str, str] = os.environ) -> str | None:

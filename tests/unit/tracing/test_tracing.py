@@ -308,3 +308,25 @@ def test_the_collectors_ca_file_is_used_whatever_requests_bundle_the_environment
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_collector_file_that_is_not_there_is_named(tmp_path: Any) -> None:
+    """The SDK reads `..._CERTIFICATE` (and a client's pair) at each export: a path that is not
+    there made every batch fail, in every process's log, after a start that said nothing."""
+    there = tmp_path / "ca.pem"
+    there.write_text("")
+    for variable in ("OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:4318", variable: str(tmp_path / "gone.pem")}
+        try:
+            tracing.configure("x", env=env)
+        except tracing.TracingError as err:
+            assert f"{variable}={str(tmp_path / 'gone.pem')!r}: no such file" in str(err), err
+        else:
+            tracing.shutdown()
+            raise AssertionError(f"exported with a file that is not there: {env}")
+        assert not tracing.enabled()
+    # The signal's own variable is the one the SDK reads: the general one then does not matter.
+    from muster.tracing.sdk import check
+
+    assert check({"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": str(there), "OTEL_EXPORTER_OTLP_CERTIFICATE": "/gone.pem"})
+    assert check({"OTEL_TRACES_EXPORTER": "console", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/gone.pem"}) == [("console", "http/protobuf")]
