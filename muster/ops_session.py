@@ -195,7 +195,7 @@ class Session:
         tracker = await self.tracker()
         events = (recorded(item) async for item in tracker.events(job=job_id, after=since, follow=True))
         try:
-            followed = await follow(events, job_id, title, until, self.opts.timeout, quiet=self.opts.as_json)
+            followed = await follow(events, job_id, title, until, self.opts.timeout, quiet=self.opts.as_json, to_the_end=True)
         except CliError as err:
             if err.exit_code != EXIT_UNREACHABLE or "goes on" in err.message:
                 raise
@@ -251,10 +251,12 @@ class Followed:
 
 
 async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until: Iterable[str], timeout: float,
-                 quiet: bool = False) -> Followed:
+                 quiet: bool = False, to_the_end: bool = False) -> Followed:
     """Live progress of a job from its events (stderr: through the tracker for people, the bus
     for the demos), folded by the read model's JobProgress, until one of `until` (or `timeout`
-    seconds: exit 3, saying so)."""
+    seconds: exit 3, saying so). `to_the_end`: `events` end with the job's story (the tracker's
+    do), so a job's end is its last one: a retried job ended once before it ran again, and
+    `muster job wait` said that first end (rolled back) of a job still running, then succeeding."""
     stop = frozenset(until)
     progress = JobProgress()
     followed = Followed(None)
@@ -275,9 +277,12 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
                     total = sum(s["total"] for s in stages)
                     bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),
                                 description=f"{title}: {step['text']}"[:120])
-                    if r.type in stop:
+                    if r.type == "JobRetried":
+                        followed.final = None  # the end read before it was not the job's last
+                    elif r.type in stop:
                         followed.final = r.event
-                        break
+                        if not to_the_end or r.type not in FINAL_JOB_EVENTS:
+                            break
         except TimeoutError:
             status = progress.status()
             # Followed from a request on a job (a cancel, a resume) it may have seen none of the

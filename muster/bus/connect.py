@@ -24,7 +24,7 @@ from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.tokens import TokenError, principal_of_token
-from muster.tls.context import connect_verified, nats_options
+from muster.tls.context import connect_verified, nats_options, plain_to_tls
 
 from . import wire
 
@@ -133,7 +133,7 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
     nc = Client()
 
     async def on_error(err: Exception) -> None:
-        log.warning("nats error", error=str(err) or type(err).__name__)
+        log.warning("nats error", error=(str(err) or type(err).__name__) + plain_to_tls(err, servers))
 
     async def on_disconnect() -> None:
         if not (nc.is_closed or nc.is_draining):  # our own close is not news

@@ -163,6 +163,15 @@ def uses_tls(urls: list[str]) -> bool:
     return any(url.startswith("tls://") for url in urls)
 
 
+def plain_to_tls(err: BaseException, urls: list[str]) -> str:
+    """What nats-py's error means when a plain `nats://` client meets a server that wants the TLS
+    handshake first: the server says nothing and hangs up at its TLS timeout, and nats-py calls
+    that an empty response. A service retrying it forever would log only that ("" otherwise)."""
+    if uses_tls(urls) or "expecting INFO" not in str(err):
+        return ""
+    return "; a server that wants TLS first answers a plain nats:// client nothing: if it runs TLS, give its URL as tls://"
+
+
 def nats_options(urls: list[str], data_dir: Path | None = None) -> dict[str, object]:
     """nats-py's TLS options for a connection to `urls`: with `tls://` URLs, a verifying context
     and the TLS handshake first (nothing in clear, no talking down to plain TCP: the servers
@@ -213,12 +222,39 @@ async def connect_verified(connect: Callable[..., Awaitable[None]], settings: di
         return
     if refused.done():
         err = refused.result()
-        why = getattr(err, "verify_message", None) or getattr(err, "reason", None) or str(err)
         servers = ",".join(str(s) for s in settings.get("servers", ()))
+        tls = client_tls(data_dir)
+        mine = refused_ours(err, tls)
+        if mine is not None:
+            raise TlsRefused(f"the TLS handshake with NATS at {servers} failed: {mine}")
+        why = getattr(err, "verify_message", None) or getattr(err, "reason", None) or str(err)
         raise TlsRefused(f"the TLS handshake with NATS at {servers} failed: {why}; this client trusts "
-                         f"{client_tls(data_dir).describe()} (${CA_ENV} names a CA file; the server's certificate must "
+                         f"{tls.describe()} (${CA_ENV} names a CA file; the server's certificate must "
                          f"name the host of the URL; with mutual TLS, ${CERT_ENV} and ${KEY_ENV} name this client's)")
     connecting.result()  # raises its error
+
+
+# The server's alerts when it refuses this client's certificate (mutual TLS). OpenSSL names them
+# in its code words, and the CA this client trusts has nothing to do with them.
+_ALERTS = {
+    "CERTIFICATE_REQUIRED": "the server asks for a client certificate (mutual TLS) and this client showed none",
+    "UNKNOWN_CA": "the server does not trust this client's certificate {cert}: it is not of the server's CA",
+    "CERTIFICATE_EXPIRED": "the server refused this client's certificate {cert}: it has ended",
+}
+
+
+def refused_ours(err: BaseException, tls: ClientTls) -> str | None:
+    """Why the server refused this client's certificate, when the handshake ended with its alert
+    (None: this client refused the server's, or another failure)."""
+    reason = str(getattr(err, "reason", "") or "")
+    if isinstance(err, ssl.SSLCertVerificationError) or "ALERT" not in reason:
+        return None
+    said = next((text for alert, text in _ALERTS.items() if alert in reason),
+                "the server refused this client's certificate {cert}")
+    cert = tls.cert if tls.cert is not None else "(none)"
+    return (f"{said.format(cert=cert)} ({reason}); ${CERT_ENV} and ${KEY_ENV} name this client's certificate and key "
+            f"(`muster up --mtls` makes {TLS_DIR}/{CLIENT_CERT} and {CLIENT_KEY} in its data directory, which a command "
+            "run where it finds that directory presents)")
 
 
 class TlsRefused(TlsError):

@@ -81,7 +81,18 @@ def check(env: Mapping[str, str] = os.environ) -> list[tuple[str, str]]:
             raise TracingError(f"OTEL_TRACES_EXPORTER={name!r}: muster knows otlp, console and none")
         if name == "otlp" and protocol not in PROTOCOLS:
             raise TracingError(f"{variable}={protocol!r}: muster exports OTLP over {' or '.join(PROTOCOLS)}")
+    if "otlp" in names:
+        _check_files(env)
     return [(name, protocol) for name in names]
+
+
+def _check_files(env: Mapping[str, str]) -> None:
+    """A CA file, client certificate or key the exporter would read and cannot: the SDK says so
+    only at each export, every few seconds in every process's log, and no span leaves."""
+    for what in ("CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"):
+        variable = next((v for v in (f"OTEL_EXPORTER_OTLP_TRACES_{what}", f"OTEL_EXPORTER_OTLP_{what}") if env.get(v)), None)
+        if variable is not None and not os.path.isfile(env[variable]):
+            raise TracingError(f"{variable}={env[variable]!r}: no such file (the exporter reads it at each export)")
 
 
 def describe(env: Mapping[str, str] = os.environ) -> str | None:
@@ -113,8 +124,30 @@ def _exporters(env: Mapping[str, str]) -> list[Any]:
             made.append(Grpc())
         else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
-            made.append(Http())
+            made.append(Http(session=_keeping_the_ca()) if _ca_named() else Http())
     return made
+
+
+def _ca_named() -> bool:
+    # The SDK reads these from the process's environment, not from `env`: so do we.
+    return bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE") or os.environ.get("OTEL_EXPORTER_OTLP_CERTIFICATE"))
+
+
+def _keeping_the_ca() -> Any:
+    """A requests session that verifies the collector with the CA file the SDK sets on it. A plain
+    one lets $REQUESTS_CA_BUNDLE or $CURL_CA_BUNDLE (set system-wide in many images) override it
+    at each request (psf/requests#3829): `OTEL_EXPORTER_OTLP_CERTIFICATE` was then ignored, and
+    every export failed verification, retried and was dropped."""
+    import requests
+
+    class KeepingTheCa(requests.Session):
+        def merge_environment_settings(self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any) -> Any:
+            settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if verify is None and isinstance(self.verify, str):
+                settings["verify"] = self.verify
+            return settings
+
+    return KeepingTheCa()
 
 
 def shutdown(env: Mapping[str, str] = os.environ) -> None:

@@ -110,6 +110,9 @@ def marks(job: Job, events: Iterable[Any]) -> None:
     for event in events:
         name = MARKS.get(getattr(event, "type", ""))
         if name is not None:
+            # A failed attempt's event names its reason `error` (masked as the log has it); cut as
+            # a failed span's status is.
+            reason = getattr(event, "reason", None) or getattr(event, "error", None)
             with tracer.span(name, parent, task=getattr(event, "task_id", None), attempt=getattr(event, "attempt", None),
-                             reason=getattr(event, "reason", None), **attributes(job)):
+                             reason=reason[:200] if isinstance(reason, str) else reason, **attributes(job)):
                 pass

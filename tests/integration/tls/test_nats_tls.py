@@ -86,14 +86,23 @@ async def test_mutual_tls_refuses_a_client_without_a_certificate_of_the_ca(
         tls_server: StartTls, ca: LocalCA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = tls_server(verify_clients=True)
     monkeypatch.setenv(CA_ENV, str(ca.cert_path))
-    with pytest.raises(TlsRefused, match="(?i)certificate"):
+    # Each refusal says it is this client's certificate the server refused, and why: not the CA
+    # this client trusts, which OpenSSL's alert names alone led to.
+    with pytest.raises(TlsRefused, match=r"asks for a client certificate \(mutual TLS\) and this client showed none.*"
+                                         f"\\${CERT_ENV}") as none:
         await asyncio.wait_for(connect(url, name="no-client-cert"), 15)
+    assert "this client trusts" not in str(none.value)
     foreign = trustme.CA().issue_cert("planner")
     with foreign.private_key_pem.tempfile() as key, foreign.cert_chain_pems[0].tempfile() as cert:
         monkeypatch.setenv(CERT_ENV, cert)
         monkeypatch.setenv(KEY_ENV, key)
-        with pytest.raises(TlsRefused, match="(?i)certificate"):
+        with pytest.raises(TlsRefused, match=f"does not trust this client's certificate {cert}: it is not of the server's CA"):
             await asyncio.wait_for(connect(url, name="foreign-client-cert"), 15)
+    ended = ca.issue(tmp_path / "tls" / "clients" / "ended", "muster ended", server=False, days=-0.001)
+    monkeypatch.setenv(CERT_ENV, str(ended.cert))
+    monkeypatch.setenv(KEY_ENV, str(ended.key))
+    with pytest.raises(TlsRefused, match=f"refused this client's certificate {ended.cert}: it has ended"):
+        await asyncio.wait_for(connect(url, name="ended-client-cert"), 15)
     own = ca.issue(tmp_path / "tls" / "clients" / "planner", "muster planner", server=False)
     monkeypatch.setenv(CERT_ENV, str(own.cert))
     monkeypatch.setenv(KEY_ENV, str(own.key))
@@ -160,3 +169,21 @@ async def test_the_cli_suggests_tls_only_when_a_server_answered(tls_server: Star
     with pytest.raises(CliError) as down:
         await asyncio.wait_for(connect_or_fail(nobody), 30)
     assert f"cannot reach NATS at {nobody}" in str(down.value) and "tls://" not in str(down.value), down.value
+
+
+async def test_a_service_given_a_plain_url_to_a_tls_server_says_to_give_tls(tls_server: StartTls, ca: LocalCA) -> None:
+    """A service retries a server it cannot talk to, and logs each failure: to a server that
+    wants TLS first, nats-py's own words ("empty response from server when expecting INFO
+    message") did not say that the URL was the thing to fix."""
+    plain = tls_server().replace("tls://", "nats://")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "muster", "solver", "--nats-url", plain, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, CA_ENV: str(ca.cert_path), "MUSTER_TOKEN": "mst_solver_0123456789ab_" + "0" * 64})
+    assert proc.stderr is not None
+    try:
+        while b'"nats error"' not in (line := await asyncio.wait_for(proc.stderr.readline(), 60)):
+            assert line, "the solver exited before it tried"
+        assert "expecting INFO" in line.decode() and "give its URL as tls://" in line.decode(), line
+    finally:
+        proc.terminate()
+        await proc.wait()

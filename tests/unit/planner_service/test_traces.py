@@ -63,6 +63,12 @@ async def test_retries_and_a_rollback_are_marked_and_the_job_span_fails(h: Harne
     finished = spans.get_finished_spans()
     names = Counter(s.name for s in finished)
     assert names["attempt failed"] >= h.config.max_attempts and names["rollback planned"] == 1
+    # Each failed attempt's mark says why (the event's `error`, as the log has it), as the rollback's does.
+    marks = [s for s in finished if s.name == "attempt failed"]
+    errors = {(r.event.task_id, r.event.attempt): r.event.error for r in h.log.records if r.type == "TaskAttemptFailed"}
+    assert all(m.attributes.get("muster.reason") == errors[m.attributes["muster.task"], m.attributes["muster.attempt"]]
+               for m in marks), \
+        [dict(m.attributes) for m in marks]
     [job] = [s for s in finished if s.name == "job create"]
     assert job.status.status_code.name == "ERROR" and job.attributes["muster.state"] == "rolled_back"
     failed = [s for s in finished if s.name.startswith("task ") and s.status.status_code.name == "ERROR"]

@@ -256,3 +256,77 @@ def test_muster_up_says_where_spans_go_and_refuses_what_it_cannot_export(tmp_pat
     result = CliRunner().invoke(up, ["--data-dir", str(tmp_path / "data")], env={"OTEL_TRACES_EXPORTER": "jaeger"})
     assert result.exit_code == 2 and "OTEL_TRACES_EXPORTER='jaeger'" in result.output, result.output
     assert not (tmp_path / "data").exists()
+
+
+def test_the_collectors_ca_file_is_used_whatever_requests_bundle_the_environment_names(monkeypatch: Any, tmp_path: Any) -> None:
+    """`OTEL_EXPORTER_OTLP_CERTIFICATE` names the CA of an HTTPS collector; requests let
+    $REQUESTS_CA_BUNDLE / $CURL_CA_BUNDLE (the system's roots, in many images) win over it, and
+    every export failed verification."""
+    import http.server
+    import ssl
+
+    import trustme
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from muster.tracing.sdk import _exporters
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "collector-ca.pem"))
+    received: list[bytes] = []
+
+    class Collector(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Collector)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(tmp_path / "collector-ca.pem"))
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "other.pem"))
+        monkeypatch.setenv("CURL_CA_BUNDLE", str(tmp_path / "other.pem"))
+        trustme.CA().cert_pem.write_to_path(str(tmp_path / "other.pem"))  # the bundle: not the collector's CA
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"https://127.0.0.1:{server.server_port}/v1/traces")
+        [exporter] = _exporters(os.environ)
+        span = TracerProvider().get_tracer("t").start_span("s")
+        span.end()
+        try:
+            assert exporter.export([span]) == SpanExportResult.SUCCESS and len(received) == 1
+        finally:
+            exporter.shutdown()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_collector_file_that_is_not_there_is_named(tmp_path: Any) -> None:
+    """The SDK reads `..._CERTIFICATE` (and a client's pair) at each export: a path that is not
+    there made every batch fail, in every process's log, after a start that said nothing."""
+    there = tmp_path / "ca.pem"
+    there.write_text("")
+    for variable in ("OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY"):
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://127.0.0.1:4318", variable: str(tmp_path / "gone.pem")}
+        try:
+            tracing.configure("x", env=env)
+        except tracing.TracingError as err:
+            assert f"{variable}={str(tmp_path / 'gone.pem')!r}: no such file" in str(err), err
+        else:
+            tracing.shutdown()
+            raise AssertionError(f"exported with a file that is not there: {env}")
+        assert not tracing.enabled()
+    # The signal's own variable is the one the SDK reads: the general one then does not matter.
+    from muster.tracing.sdk import check
+
+    assert check({"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": str(there), "OTEL_EXPORTER_OTLP_CERTIFICATE": "/gone.pem"})
+    assert check({"OTEL_TRACES_EXPORTER": "console", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/gone.pem"}) == [("console", "http/protobuf")]
