@@ -88,8 +88,6 @@ class Execution:
         """Record the aggregates' new events, then publish, then arm the timeouts. `chain`: the
         events are each a whole decision, record them in one round trip (`PlannerState.save`)
         unless there are so many that the server's syncs of each would cost more."""
-        for a in effects.disarm:
-            self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         recorded = bool(job.pending_events or cluster.pending_events)
         if tracing.enabled():
             traces.marks(job, [getattr(e, "payload", None) for e in job.pending_events])
@@ -108,6 +106,10 @@ class Execution:
             # topology's stall, docs/testing.md); a timeout's does not come again at all.
             self.timers.arm(("unsent", str(job.id)), self.timers.clock.now() + timedelta(seconds=UNSENT_CHECK_S))
             raise
+        # Only now: an outcome not recorded keeps its attempt's timeout (the net if it never comes
+        # again), and an attempt with no timeout armed is one never sent from here (`send_unsent`).
+        for a in effects.disarm:
+            self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         if effects.ask_layout:
             await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog_of(job)))
         if effects.republish_queued:

@@ -468,3 +468,20 @@ async def test_a_timeout_whose_save_failed_is_decided_again_and_what_it_queued_g
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
     assert [e.attempt for e in h.events(reply.job_id, "TaskAttemptFailed")] == [1]
+
+
+async def test_an_outcome_whose_save_was_refused_keeps_its_attempt_s_timeout_and_is_not_sent_again(h: Harness) -> None:
+    """The check after a failed save sends only what was never sent from here (no timeout armed):
+    an attempt whose outcome came and could not be recorded ran already, and a second message of
+    it, once the queue's de-duplication window has passed, would run it twice (a second machine)."""
+    reply = await h.send(CreateCluster(name="refused", template="hadoop-small", nodes=2))
+    h.log.inject(lambda subject, items: any(i.event.type == "TaskCompleted" for i in items), TimeoutError("refused"))
+    failed_delivery = await _failed_delivery(h)
+    task = (reply.job_id, failed_delivery.event.task_id, failed_delivery.event.attempt)
+    assert ("timeout", *task) in h.planner.timers.handles  # still the net while the outcome is not recorded
+    before = h.queue.published
+    await h.clock.advance(UNSENT_CHECK_S)
+    assert h.queue.published == before  # nothing sent again
+    await h.deliver(failed_delivery)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
