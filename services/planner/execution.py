@@ -280,13 +280,15 @@ class Execution:
         log cannot be read."""
         async with self.state.lock:
             job = self.state.jobs.get(job_id)
-            if job is None or job.is_final or not self.ownership.owns(job.tenant, job.cluster_id):
-                return  # ended, or another planner's now (its resume sends them)
+            if job is None or not self.ownership.owns(job.tenant, job.cluster_id):
+                return  # another planner's now (its resume sends them)
             try:
                 job, cluster = await self.state.fresh(job)
             except Exception as err:  # noqa: BLE001 - checked once the log can be read
                 log.warning("job not read again; its attempts' check waits", job=job_id, error=str(err) or type(err).__name__)
                 self.timers.arm(("unsent", job_id), self.timers.clock.now() + timedelta(seconds=STALE_WAIT_S))
+                return
+            if job.is_final:  # (decided on the log's view: a stale copy may have ended where the log has not)
                 return
             unsent = [a for a in saga.queued_attempts(job) if ("timeout", job_id, a.task_id, a.attempt) not in self.timers.handles]
             if unsent:

@@ -485,3 +485,34 @@ async def test_an_outcome_whose_save_was_refused_keeps_its_attempt_s_timeout_and
     await h.deliver(failed_delivery)
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded)
+
+
+async def test_the_check_after_a_landed_save_waits_for_a_log_that_cannot_be_read() -> None:
+    """As above, with the log unreadable after the save (a partition): the copy is stale, the
+    check waits for the log, then sends what the landed save queued."""
+    h = Harness(PlannerConfig(instance="planner-test", replicas=3))
+    h.behaviour = lambda m: "succeed" if m.action.value == "create" else "hold"
+    reply = await h.send(CreateCluster(name="split", template="hadoop-small", nodes=3))
+    await h.settle()
+    await h.deliver([r for r in h.log.records if r.type == "TaskSucceeded"][-1])  # the republish is spent
+    unavailable = TimeoutError("nats: JetStream system temporarily unavailable")
+
+    def split(subject: str, items: Sequence[Any]) -> bool:
+        if any(i.event.type == "TaskCompleted" for i in items):
+            h.log.unreadable = unavailable
+            return True
+        return False
+
+    h.log.inject(split, unavailable, lands=True)
+    h.behaviour = lambda m: "succeed"
+    with pytest.raises(TimeoutError):
+        await h.release()
+    failed_delivery = h.log.records[h.cursor - 1]
+    await h.clock.advance(UNSENT_CHECK_S)  # the log still unreadable: the check waits
+    h.log.unreadable = None
+    await h.deliver(failed_delivery)  # a duplicate on the log's view
+    await h.settle()
+    assert h.final(reply.job_id) is None
+    await h.clock.advance(STALE_WAIT_S)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
