@@ -488,8 +488,9 @@ async def test_an_outcome_whose_save_was_refused_keeps_its_attempt_s_timeout_and
 
 
 async def test_the_check_after_a_landed_save_waits_for_a_log_that_cannot_be_read() -> None:
-    """As above, with the log unreadable after the save (a partition): the copy is stale, the
-    check waits for the log, then sends what the landed save queued."""
+    """The landed save of `test_an_attempt_queued_by_a_save_whose_ack_was_lost_...`, with the log
+    unreadable after it (a partition): the copy is stale, and the check waits for the log, then
+    sends what the save queued."""
     h = Harness(PlannerConfig(instance="planner-test", replicas=3))
     h.behaviour = lambda m: "succeed" if m.action.value == "create" else "hold"
     reply = await h.send(CreateCluster(name="split", template="hadoop-small", nodes=3))
