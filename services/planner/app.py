@@ -309,6 +309,9 @@ class Planner:
     async def republish(self, job_id: str, task_id: str, attempt: int) -> None:
         await self.execution.republish(job_id, task_id, attempt)
 
+    async def send_unsent(self, job_id: str) -> None:
+        await self.execution.send_unsent(job_id)
+
     async def approval_expired(self, job_id: str) -> None:
         async with self._owned(job_id) as found:
             if found is not None:

@@ -53,6 +53,8 @@ spends its CPU on duplicates (docs/planner.md, "Execution"). Once is enough to r
 messages; task timeouts are the net behind it."""
 STALE_WAIT_S = 5.0
 """How long a timeout waits for a job the log could not give back after a failed save."""
+UNSENT_CHECK_S = 1.0
+"""From a failed save to the check that every attempt the log then holds queued went out."""
 CHAIN_MOST = 16
 """The most events of one chained save (`execute(chain=True)`): a chain costs the server one
 disk sync per event, an atomic batch one commit whatever its size (decision 6, docs/bus.md)."""
@@ -86,16 +88,28 @@ class Execution:
         """Record the aggregates' new events, then publish, then arm the timeouts. `chain`: the
         events are each a whole decision, record them in one round trip (`PlannerState.save`)
         unless there are so many that the server's syncs of each would cost more."""
-        for a in effects.disarm:
-            self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         recorded = bool(job.pending_events or cluster.pending_events)
         if tracing.enabled():
             traces.marks(job, [getattr(e, "payload", None) for e in job.pending_events])
         rest = list(effects.dispatch)
-        if effects.dispatch and len(job.pending_events) > self.state.part:
-            rest = await self._save_and_publish(job, cluster, effects.dispatch)
-        else:
-            await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
+        try:
+            if effects.dispatch and len(job.pending_events) > self.state.part:
+                rest = await self._save_and_publish(job, cluster, effects.dispatch)
+            else:
+                await self.state.save(job, cluster, chain=chain and len(job.pending_events) + len(cluster.pending_events) <= CHAIN_MOST)
+        except Exception as err:
+            log.info("save failed; the log's view taken", job=str(job.id), error=str(err)[:200] or type(err).__name__)
+            # It may have landed (its ack lost in a failover): then the log, whose view is taken
+            # now, queues attempts nothing here publishes (that follows a save that returned),
+            # nor times out (a timeout is armed with the publish). The event that brought us here
+            # comes again, but as a duplicate, whose republish is throttled (the compose
+            # topology's stall, docs/testing.md); a timeout's does not come again at all.
+            self.timers.arm(("unsent", str(job.id)), self.timers.clock.now() + timedelta(seconds=UNSENT_CHECK_S))
+            raise
+        # Only now: an outcome not recorded keeps its attempt's timeout (the net if it never comes
+        # again), and an attempt with no timeout armed is one never sent from here (`send_unsent`).
+        for a in effects.disarm:
+            self.timers.disarm(("timeout", str(job.id), a.task_id, a.attempt))
         if effects.ask_layout:
             await self.ask_for_layout(job, planning.layout_request_of(job, cluster, await self.state.catalog_of(job)))
         if effects.republish_queued:
@@ -259,6 +273,29 @@ class Execution:
                 return
             await self.publish(job, cluster, await self.state.catalog_of(job), Attempt(task_id, attempt))
 
+    async def send_unsent(self, job_id: str) -> None:
+        """After a failed save (`execute`): the attempts the log holds queued for the job that
+        were never sent from here, their timeouts not armed, go out (as a resume sends every
+        queued attempt, under its own message id: the queue takes each once). Waits while the
+        log cannot be read."""
+        async with self.state.lock:
+            job = self.state.jobs.get(job_id)
+            if job is None or not self.ownership.owns(job.tenant, job.cluster_id):
+                return  # another planner's now (its resume sends them)
+            try:
+                job, cluster = await self.state.fresh(job)
+            except Exception as err:  # noqa: BLE001 - checked once the log can be read
+                log.warning("job not read again; its attempts' check waits", job=job_id, error=str(err) or type(err).__name__)
+                self.timers.arm(("unsent", job_id), self.timers.clock.now() + timedelta(seconds=STALE_WAIT_S))
+                return
+            if job.is_final:  # (decided on the log's view: a stale copy may have ended where the log has not)
+                return
+            unsent = [a for a in saga.queued_attempts(job) if ("timeout", job_id, a.task_id, a.attempt) not in self.timers.handles]
+            if unsent:
+                log.warning("attempts queued by a save whose answer was lost; publishing them", job=job_id,
+                            tasks=[a.task_id for a in unsent][:10], attempts=len(unsent))
+                await self.publish_many(job, cluster, await self.state.catalog_of(job), [(a, None) for a in unsent])
+
     # -- reactions ---------------------------------------------------------------------------
 
     def on_claimed(self, recorded: Recorded) -> None:
@@ -330,8 +367,12 @@ class Execution:
             self.traces.attempt_ended(job, task_id, attempt, self.timers.clock.now(), error="timed out")
             try:
                 await self.execute(job, cluster, effects or Effects())
-            except ConcurrencyError:
-                log.warning("timeout lost a race with another writer; state reloaded", job=job_id)
+            except Exception as err:  # noqa: BLE001 - decided again on the log's view
+                # The timer is spent, and nothing comes again to take it up: the attempt, current
+                # in the log when the save did not land, would never time out.
+                log.warning("timeout not recorded; decided again on the log's view", job=job_id, task=task_id,
+                            attempt=attempt, error=str(err) or type(err).__name__, lost_race=isinstance(err, ConcurrencyError))
+                self.timers.arm(("timeout", job_id, task_id, attempt), self.timers.clock.now() + timedelta(seconds=STALE_WAIT_S))
 
     # -- the solver's request, and a restart ---------------------------------------------------
 

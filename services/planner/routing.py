@@ -67,6 +67,7 @@ BUDGETS = "on_budget_change"
 TIMERS = {
     "timeout": "task_timed_out",
     "republish": "republish",
+    "unsent": "send_unsent",
     "requeue": "requeue_lost",
     "lease": "lease_expired",
     "approval": "approval_expired",

@@ -3,6 +3,7 @@ clock that moves only when told, rollback, needs_attention, lost publishes and l
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ from contracts.tasks import TaskMessage
 from muster.readmodel.jobs import job_view
 from services.planner.app import PlannerConfig
 from services.planner.domain import saga
-from services.planner.execution import REPUBLISH_QUEUED_EVERY_S, STALE_WAIT_S
+from services.planner.execution import REPUBLISH_QUEUED_EVERY_S, STALE_WAIT_S, UNSENT_CHECK_S
 
 
 def _is(m: TaskMessage, action: str, service: str | None = None, node: str | None = None) -> bool:
@@ -414,3 +415,105 @@ async def test_a_part_of_a_wave_refused_by_the_log_is_not_published(h: Harness) 
     queued = [(r.event.task_id, r.event.attempt) for r in h.log.records if r.type == "TaskQueued"]
     assert len(queued) == len(set(queued))  # the lost part was decided again, not recorded twice
     assert isinstance(h.final(reply.job_id), JobSucceeded)
+
+
+async def test_an_attempt_queued_by_a_save_whose_ack_was_lost_goes_out_though_redeliveries_were_just_republished() -> None:
+    """test-long's compose topology, the EVENTS leader split off (session 19): a job stopped with
+    outcomes recorded and nothing after them for 180 s, and no timeout either. An outcome's save
+    (its TaskCompleted and the successor's TaskQueued, one atomic batch on a replicated log)
+    landed and its ack was lost; the log's view was taken, holding the successor queued, and the
+    handler failed before publishing it. The outcome delivered again was a duplicate, whose
+    republish of the job's queued attempts is throttled (REPUBLISH_QUEUED_EVERY_S) and had just
+    been spent on an earlier redelivery: the successor was never published, nor its timeout
+    armed (it is armed with the publish), and nothing else would ever send it."""
+    h = Harness(PlannerConfig(instance="planner-test", replicas=3))  # atomic saves, as on the compose topology
+    h.behaviour = lambda m: "succeed" if m.action.value == "create" else "hold"
+    reply = await h.send(CreateCluster(name="split", template="hadoop-small", nodes=3))
+    await h.settle()
+    created = [r for r in h.log.records if r.type == "TaskSucceeded"][-1]
+    await h.deliver(created)  # an outcome delivered again (a slow ack in the partition): the republish is spent
+    h.log.inject(lambda subject, items: any(i.event.type == "TaskCompleted" for i in items), TimeoutError("ack lost"), lands=True)
+    h.behaviour = lambda m: "succeed"
+    with pytest.raises(TimeoutError):
+        await h.release()
+    failed_delivery = h.log.records[h.cursor - 1]
+    assert failed_delivery.type == "TaskSucceeded"
+    await h.deliver(failed_delivery)  # a duplicate now: acked
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert h.final(reply.job_id) is None
+    assert job.task_state["n1000.bootstrap"] == "queued"  # in the log: the rest of the job waits on it ...
+    assert not [m for m in h.queue.messages if m.task_id == "n1000.bootstrap"]  # ... and it never went out
+    await h.clock.advance(UNSENT_CHECK_S)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
+    queued = [(e.task_id, e.attempt) for e in h.events(reply.job_id, "TaskQueued")]
+    assert len(queued) == len(set(queued)) and all(a == 1 for _, a in queued)  # sent, not retried
+
+
+@pytest.mark.parametrize("lands", [False, True], ids=["refused", "ack-lost"])
+async def test_a_timeout_whose_save_failed_is_decided_again_and_what_it_queued_goes_out(h: Harness, lands: bool) -> None:
+    """A timeout's save fails (the log away, or its ack lost): its timer is spent, and no event
+    comes again to take it up. Refused, the attempt is still current in the log and would never
+    time out; landed, the retry it queued would never go out nor time out."""
+    h.behaviour = lambda m: "silent" if _is(m, "create", node="n1000") and m.attempt == 1 else "succeed"
+    reply = await h.send(CreateCluster(name="mute", template="hadoop-small", nodes=2))
+    await h.settle()
+    h.log.inject(lambda subject, items: any(i.event.type == "TaskAttemptFailed" for i in items),
+                 TimeoutError("nats: timeout"), lands=lands)
+    with contextlib.suppress(TimeoutError):  # (a timer's error goes nowhere: the asyncio clock's task)
+        await h.clock.advance(h.config.task_timeout_s + 1)
+    await h.settle()
+    await h.clock.advance(STALE_WAIT_S)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
+    assert [e.attempt for e in h.events(reply.job_id, "TaskAttemptFailed")] == [1]
+
+
+async def test_an_outcome_whose_save_was_refused_keeps_its_attempt_s_timeout_and_is_not_sent_again(h: Harness) -> None:
+    """The check after a failed save sends only what was never sent from here (no timeout armed):
+    an attempt whose outcome came and could not be recorded ran already, and a second message of
+    it, once the queue's de-duplication window has passed, would run it twice (a second machine)."""
+    reply = await h.send(CreateCluster(name="refused", template="hadoop-small", nodes=2))
+    h.log.inject(lambda subject, items: any(i.event.type == "TaskCompleted" for i in items), TimeoutError("refused"))
+    failed_delivery = await _failed_delivery(h)
+    task = (reply.job_id, failed_delivery.event.task_id, failed_delivery.event.attempt)
+    assert ("timeout", *task) in h.planner.timers.handles  # still the net while the outcome is not recorded
+    before = h.queue.published
+    await h.clock.advance(UNSENT_CHECK_S)
+    assert h.queue.published == before  # nothing sent again
+    await h.deliver(failed_delivery)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+
+
+async def test_the_check_after_a_landed_save_waits_for_a_log_that_cannot_be_read() -> None:
+    """The landed save of `test_an_attempt_queued_by_a_save_whose_ack_was_lost_...`, with the log
+    unreadable after it (a partition): the copy is stale, and the check waits for the log, then
+    sends what the save queued."""
+    h = Harness(PlannerConfig(instance="planner-test", replicas=3))
+    h.behaviour = lambda m: "succeed" if m.action.value == "create" else "hold"
+    reply = await h.send(CreateCluster(name="split", template="hadoop-small", nodes=3))
+    await h.settle()
+    await h.deliver([r for r in h.log.records if r.type == "TaskSucceeded"][-1])  # the republish is spent
+    unavailable = TimeoutError("nats: JetStream system temporarily unavailable")
+
+    def split(subject: str, items: Sequence[Any]) -> bool:
+        if any(i.event.type == "TaskCompleted" for i in items):
+            h.log.unreadable = unavailable
+            return True
+        return False
+
+    h.log.inject(split, unavailable, lands=True)
+    h.behaviour = lambda m: "succeed"
+    with pytest.raises(TimeoutError):
+        await h.release()
+    failed_delivery = h.log.records[h.cursor - 1]
+    await h.clock.advance(UNSENT_CHECK_S)  # the log still unreadable: the check waits
+    h.log.unreadable = None
+    await h.deliver(failed_delivery)  # a duplicate on the log's view
+    await h.settle()
+    assert h.final(reply.job_id) is None
+    await h.clock.advance(STALE_WAIT_S)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
