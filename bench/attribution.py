@@ -9,6 +9,9 @@
   queue, `pull` for a worker's pull request, `js api <verb> (<principal>)` for any other call of
   the JetStream API (a direct get, a consumer made, a stream's info) and who made it. Messages of the auth callout (another account) and
   the wiretap's own are not in it.
+- **Stores**: each publish to the log or the task queue by writer and how the server stores it
+  (`write_of`: an atomic batch, counted once on its commit, and the messages in it; a single
+  append or a chain's link).
 - **Messages per connection**: the server's own counters (`/connz`, in_msgs / out_msgs and
   bytes per connection, by connection name), read before and after: what each service sent and
   was sent, counted by the server.
