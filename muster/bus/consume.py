@@ -22,7 +22,8 @@ from ..ports.delivery import ACK, PROGRESS, TERM, Settle, nak
 from ..routing import BatchHandler, Handler, NotYet, Route, router
 from .bodies import Bodies
 from .eventstore import H_TYPE, ConcurrencyError, NoDirectGet, Recorded, StoreError, inflate, recorded_from_msg
-from .wire import connection_of, settle
+from .protocol import header
+from .wire import connection_of, screen, settle
 
 log = structlog.get_logger("muster.bus")
 
@@ -143,7 +144,7 @@ async def consume_events(
         _settle(msg, TERM if await _poisoned(recorded, err, on_poison) else nak(MAX_RETRY_DELAY_S))
 
     config = _config(durable, [filter_subject, *also], ack_wait, deliver_policy, inactive_threshold)
-    return await _subscribe(js, filter_subject, durable, queue, config, on_msg)
+    return _screened(nc, await _subscribe(js, filter_subject, durable, queue, config, on_msg), types)
 
 
 def _config(durable: str, filters: Sequence[str], ack_wait: float, deliver_policy: DeliverPolicy,
@@ -179,6 +180,31 @@ async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Ro
     return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, also=r.also, stubs=r.stubs,
                                  types=frozenset(r.handlers), **options)
             for r in routes]
+
+
+def _screened(nc: Any, sub: JetStreamContext.PushSubscription,
+              types: Collection[str] | None) -> JetStreamContext.PushSubscription:
+    """With `types`, the events of other types are acked from the read loop by their type
+    header (`wire.screen`), before nats-py makes a `Msg` of them: a job's fence markers, one
+    a wave of outcomes (docs/decisions/0033), reach the notifier and the tracker's index,
+    which take none (docs/benchmarks.md, "Scale"). Those delivered before the screen is in
+    place are acked by `_unwanted`."""
+    if types is not None:
+        wanted = frozenset(types)
+
+        def take(reply: bytes, headers: bytes) -> bool:
+            kind = header(headers, _TYPE)
+            if kind is None or kind in wanted or not reply:
+                return False
+            if not settle(nc, reply.decode(), ACK):
+                log.warning("ack lost with the connection; the event is redelivered", verdict=ACK.verdict.value)
+            return True
+
+        screen(nc, sub._sub, take)
+    return sub
+
+
+_TYPE = H_TYPE.encode()
 
 
 def _unwanted(msg: Msg, types: Collection[str] | None) -> bool:
@@ -279,7 +305,7 @@ async def consume_batches(
         _settle_on(nc, msg, ACK)
 
     config = _config(durable, [filter_subject], ack_wait, deliver_policy, inactive_threshold)
-    return await _subscribe(js, filter_subject, durable, None, config, on_msg)
+    return _screened(nc, await _subscribe(js, filter_subject, durable, None, config, on_msg), types)
 
 
 def _settle_on(nc: Any, msg: Msg, verdict: Settle) -> None:

@@ -30,6 +30,16 @@ def parse_headers(block: bytes) -> tuple[str, dict[str, str]]:
     return status, headers
 
 
+def header(block: bytes, name: bytes) -> str | None:
+    """The value of one header of a block, found without parsing the others (None if absent)."""
+    at = block.find(b"\r\n" + name + b":")
+    if at < 0:
+        return None
+    start = at + len(name) + 3
+    end = block.find(b"\r\n", start)
+    return block[start : end if end >= 0 else len(block)].decode("utf-8", "replace").strip()
+
+
 def ack_sequences(reply: bytes) -> tuple[int, int, int]:
     """(stream sequence, consumer sequence, pending) from a JetStream delivery's reply subject,
     `$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<time>.<pending>` (or the v2 form

@@ -4,6 +4,9 @@
   protocol frame (subject, reply, payload, header block as bytes), synchronously from its read
   loop, instead of building a `Msg` and queueing it for a task: the callback decodes what it
   needs and nothing else. Everything else on the connection is untouched.
+- **Screening**: `screen` puts a test in front of a nats-py subscription (a durable
+  consumer's): a frame it takes (an event of a type the consumer ignores, acked by its header)
+  goes no further, the others reach nats-py as before.
 - **Writing**: `Publisher` (one per connection) writes protocol frames of its own into
   nats-py's send buffer, behind whatever nats-py queued, and writes the buffer to the socket
   either at once (a claim sent from the read loop, a chain) or once at the end of the loop's
@@ -66,7 +69,11 @@ RawHandler = Callable[[bytes, bytes, bytes, bytes], "str | None"]
 Answer = Callable[["bytes | BaseException"], None]
 """Told the answer to a publish: its payload (a JetStream ack as JSON), or why there is none."""
 
+Screen = Callable[[bytes, bytes], bool]
+"""(reply, header block) -> True when it took the frame itself (nats-py never sees it)."""
+
 _HOOKS = "_muster_raw_handlers"
+_SCREENS = "_muster_screens"
 _PUBLISHER = "_muster_publisher"
 
 
@@ -78,12 +85,16 @@ def _handlers(nc: Client) -> dict[int, RawHandler]:
     if handlers is None:
         handlers = {}
         setattr(nc, _HOOKS, handlers)
+        screens: dict[int, Screen] = {}
+        setattr(nc, _SCREENS, screens)
         original = nc._process_msg
 
         async def process_msg(sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes) -> None:
             handler = handlers.get(sid)
             if handler is None:
-                await original(sid, subject, reply, data, headers)
+                take = screens.get(sid)
+                if take is None or not take(reply, headers or b""):
+                    await original(sid, subject, reply, data, headers)
                 return
             answer = handler(subject, reply, data, headers or b"")
             if answer:
@@ -100,6 +111,15 @@ async def raw_subscribe(nc: Client, subject: str, handler: RawHandler) -> Subscr
     sub = await nc.subscribe(subject)
     handlers[sub._id] = handler
     return sub
+
+
+def screen(nc: Client, sub: Subscription, take: Screen) -> None:
+    """Frames of `sub` (a subscription nats-py delivers) go to `take` first, in the read loop;
+    one it took goes no further. A consumer's events of types it ignores cost an ack there,
+    not a `Msg`, a queue and a callback each (docs/benchmarks.md, "Scale"). Left in place when
+    the subscription ends: nats-py never gives its id to another, nor the server a frame to it."""
+    _handlers(nc)
+    getattr(nc, _SCREENS)[sub._id] = take
 
 
 async def raw_unsubscribe(nc: Client, sub: Subscription) -> None:

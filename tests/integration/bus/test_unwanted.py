@@ -94,3 +94,35 @@ async def test_without_types_the_missing_body_is_fetched_and_fails(nc: Client, t
         await sub.unsubscribe()
     assert kind == "ClusterLayoutChanged" and "missing" in error
     assert "ClusterLayoutChanged" not in seen
+
+
+@pytest.mark.parametrize("batches", [False, True], ids=["one-at-a-time", "batches"])
+async def test_the_types_it_does_not_handle_never_reach_nats_py(nc: Client, tenant: str, batches: bool) -> None:
+    """Acked from the read loop by their header (`wire.screen`): nats-py makes no `Msg` of them
+    (its subscription counts only what it delivered), and the consumer still acks every event."""
+    subject = subjects.cluster_events(tenant, "c1")
+    got: list[Recorded] = []
+    both = asyncio.Event()
+
+    async def many(rs: Sequence[Recorded]) -> None:
+        got.extend(rs)
+        if len(got) == 2:
+            both.set()
+
+    async def one(r: Recorded) -> None:
+        await many([r])
+
+    durable = f"screened-{tenant}"
+    acks = await _acks(nc, durable)
+    sub = await (consume_batches(nc.jetstream(), subject, durable, many, types={"ClusterStatusChanged"}) if batches else
+                 consume_events(nc.jetstream(), subject, durable, one, types={"ClusterStatusChanged"}))
+    try:
+        await _write_without_body(nc, tenant)  # after the subscription: every delivery meets the screen
+        await asyncio.wait_for(both.wait(), 10)
+        await acks.until(3)
+        info = await sub.consumer_info()
+    finally:
+        await sub.unsubscribe()
+    assert [r.event.status for r in got] == ["pending", "active"]
+    assert sub._sub.delivered == 2
+    assert acks.count == 3 and info.num_ack_pending == 0 and info.num_redelivered == 0

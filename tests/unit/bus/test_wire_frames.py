@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from contracts.catalog import Action
 from contracts.events import TaskQueued
 from muster.bus.eventstore import Append, _decode, _from_wire
-from muster.bus.protocol import ack_sequences, parse_headers
+from muster.bus.protocol import ack_sequences, header, parse_headers
 
 
 def _block(headers: dict[str, str], status: str = "") -> bytes:
@@ -23,6 +23,15 @@ def test_a_header_block_gives_its_status_and_fields() -> None:
     assert parse_headers(_block({"Nats-Last-Consumer": "7"}, "100 Idle Heartbeat")) == (
         "100", {"Description": "Idle Heartbeat", "Nats-Last-Consumer": "7"})
     assert parse_headers(b"NATS/1.0 503\r\n\r\n") == ("503", {})
+
+
+def test_one_header_is_found_without_parsing_the_block() -> None:
+    block = _block({"Muster-Type": "TasksRecorded", "Muster-Typed": "no", "Nats-Msg-Id": "m"})
+    assert header(block, b"Muster-Type") == "TasksRecorded"
+    assert header(block, b"Nats-Msg-Id") == "m"
+    assert header(block, b"Muster-Time") is None and header(b"", b"Muster-Type") is None
+    assert header(_block({"X-Muster-Type": "no"}), b"Muster-Type") is None  # a whole name, not a suffix
+    assert header(_block({}, "100 Idle Heartbeat"), b"Muster-Type") is None
 
 
 def test_an_ack_subject_gives_stream_and_consumer_sequence_and_pending() -> None:
