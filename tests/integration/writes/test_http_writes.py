@@ -144,7 +144,7 @@ async def _tracker_may_not_send_as(served: Served, principal: str) -> str:
 
 async def test_job_control_and_a_revoked_token(api: Api, served: Served) -> None:
     status, answer, _ = await api.call("POST", f"/v1/jobs/{MADE['job_id']}/pause", "writer")
-    assert status == 409 and "succeeded: cannot pause" in _error(answer)[1], answer
+    assert status == 409 and "has succeeded (it ended): nothing to pause" in _error(answer)[1], answer
     made = served.run(served.ask_auth(served.sys_nc, "token-create", principal="writer"))["data"]
     served.tokens["writer-2"] = made["token"]
     acting = served.acting()
