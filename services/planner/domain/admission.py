@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from contracts.catalog import Catalog, ClusterTemplate
-from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster
+from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster, UpgradeService
 from muster.catalog.templates import TemplateError, resolve_template
 
 if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules import the table)
@@ -175,6 +175,16 @@ def services_of(f: Facts) -> list[str]:
 def services_known(f: Facts) -> None:
     if unknown := sorted(set(services_of(f)) - set(f.catalog.services)):
         raise Refused(f"unknown services: {', '.join(unknown)}", code="invalid", field="services")
+
+
+def named_services_known(f: Facts) -> None:
+    """A start, stop, restart or upgrade names services of the catalog: refused at the field,
+    before a plan is tried."""
+    cmd = f.command
+    field, names = ("service", [cmd.service]) if isinstance(cmd, UpgradeService) else ("services", list(cmd.services or ()))
+    if unknown := sorted(set(names) - set(f.catalog.services)):
+        raise Refused(f"unknown {'service' if len(unknown) == 1 else 'services'}: {', '.join(unknown)} (not in the catalog)",
+                      code="invalid", field=field)
 
 
 def _template_of_request(f: Facts) -> ClusterTemplate | None:

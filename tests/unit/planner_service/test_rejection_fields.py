@@ -21,7 +21,11 @@ from contracts.commands import (
     ExpandCluster,
     PauseJob,
     Rejected,
+    RestartServices,
     ShrinkCluster,
+    StartServices,
+    StopServices,
+    UpgradeService,
 )
 from contracts.identity import Scope
 from muster.ports.eventlog import ConcurrencyError
@@ -176,3 +180,18 @@ async def test_a_cluster_operation_whose_job_save_finds_the_log_moved_on_is_to_b
     h.log.inject(moved_on_once, ConcurrencyError("wrong last sequence"))
     command = DeleteCluster(cluster_id=cid, request_id="r-delete")
     await _to_be_sent_again_then_done_once(h, command, failed)
+
+
+async def test_a_service_not_in_the_catalog_is_refused_at_its_field_for_every_verb_that_names_services() -> None:
+    h = Harness()
+    cid = await h.cluster_of(2)
+    before = len(h.log.records)
+    for command, field in ((StartServices(cluster_id=cid, services=["nope"]), "services"),
+                           (StopServices(cluster_id=cid, services=["base", "nope"]), "services"),
+                           (RestartServices(cluster_id=cid, services=["nope"]), "services"),
+                           (UpgradeService(cluster_id=cid, service="nope"), "service")):
+        for dry in (True, False):
+            reply = await h.send(command.model_copy(update={"dry_run": dry}))
+            assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", field), (command, reply)
+            assert "unknown service: nope (not in the catalog)" in reply.reason, reply
+    assert len(h.log.records) == before
