@@ -207,7 +207,7 @@ async def test_an_unknown_template_or_service_gets_a_did_you_mean_among_what_the
     cid = await h.cluster_of(2)
     reply = await h.send(UpgradeService(cluster_id=cid, service="bsae"))
     assert isinstance(reply, Rejected) and reply.reason.endswith("(did you mean 'base'?)"), reply
-    assert (await h.send(_create(template="zzz"))).reason == "unknown cluster template 'zzz'"  # type: ignore[union-attr]
+    assert (await h.send(_create(template="zzz"))).reason == "unknown cluster template 'zzz'"
 
 
 async def test_a_did_you_mean_names_no_template_the_requester_may_not_read() -> None:
