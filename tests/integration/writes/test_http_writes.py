@@ -80,6 +80,8 @@ async def test_a_preview_is_applied_exactly_once_or_refused_when_the_cluster_mov
     status, refused, _ = await api.call("POST", f"/v1/clusters/{cid}/shrink", "writer", {"nodes": 3}, **{"If-Match": f'"{version - 1}"'})
     assert status == 412 and _error(refused)[0] == "If-Match" and "(If-Match)" in _error(refused)[1], refused
     assert f"cluster {cluster['name']} ({cid})" in _error(refused)[1], refused  # by its name, as the CLI names it
+    status, clean, _ = await api.call("POST", f"/v1/clusters/{cid}/repair", "writer", {})
+    assert status == 409 and _error(clean)[1].startswith(f"cluster {cluster['name']} ({cid}) has no drift to repair"), clean
     status, shrunk, _ = await api.call("POST", f"/v1/clusters/{cid}/shrink", "writer", {"nodes": 3}, **{"If-Match": headers["ETag"]})
     assert status == 202 and (await api.finished(shrunk["job_id"]))["state"] == "succeeded"
 
