@@ -198,8 +198,8 @@ def named_services_known(f: Facts) -> None:
     cmd = f.command
     field, names = ("service", [cmd.service]) if isinstance(cmd, UpgradeService) else ("services", list(cmd.services or ()))
     if unknown := sorted(set(names) - set(f.catalog.services)):
-        raise Refused(f"unknown {'service' if len(unknown) == 1 else 'services'}: {', '.join(unknown)} (not in the catalog)"
-                      f"{_services_hint(f, unknown)}", code="invalid", field=field)
+        raise Refused(f"unknown {'service' if len(unknown) == 1 else 'services'} {', '.join(map(repr, unknown))}: not in the "
+                      f"catalog{_services_hint(f, unknown)}", code="invalid", field=field)
 
 
 def _services_hint(f: Facts, unknown: list[str]) -> str:

@@ -193,7 +193,7 @@ async def test_a_service_not_in_the_catalog_is_refused_at_its_field_for_every_ve
         for dry in (True, False):
             reply = await h.send(command.model_copy(update={"dry_run": dry}))
             assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", field), (command, reply)
-            assert "unknown service: nope (not in the catalog)" in reply.reason, reply
+            assert "unknown service 'nope': not in the catalog" in reply.reason, reply
     assert len(h.log.records) == before
 
 
