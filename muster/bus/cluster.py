@@ -23,7 +23,7 @@ import yaml
 from muster.tls.context import check_listen, insecure_network_allowed
 from muster.tls.natsconf import ServerTls, client_block, route_block
 
-from .server import NatsServer
+from .server import NatsServer, append_private
 from .serverauth import server_auth_config
 
 CLUSTER_NAME = "muster"
@@ -289,7 +289,7 @@ class ClusterNode(NatsServer):
 
     async def _copy_log(self) -> None:
         assert self.process and self.process.stderr and self.log_path
-        with self.log_path.open("ab") as log:
+        with append_private(self.log_path) as log:
             async for line in self.process.stderr:
                 log.write(line)
                 log.flush()

@@ -20,6 +20,7 @@ import sysconfig
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from muster.tls.context import check_listen, insecure_network_allowed
 from muster.tls.natsconf import ServerTls, client_block
@@ -166,7 +167,7 @@ class NatsServer:
 
     async def _until_ready(self) -> None:
         assert self.process and self.process.stderr and self.log_path
-        with self.log_path.open("ab") as log:
+        with append_private(self.log_path) as log:
             while True:
                 line = await self.process.stderr.readline()
                 if not line:
@@ -179,7 +180,7 @@ class NatsServer:
 
     async def _copy_log(self) -> None:
         assert self.process and self.process.stderr and self.log_path
-        with self.log_path.open("ab") as log:
+        with append_private(self.log_path) as log:
             async for line in self.process.stderr:
                 log.write(line)
                 log.flush()
@@ -323,6 +324,14 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def append_private(path: Path) -> BinaryIO:
+    """A log to append to that only its owner may read: what services log names tenants and
+    clusters. One left readable by others (an older muster made it so) is narrowed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "ab")
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Coroutine
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,10 @@ def _checked_tenant(_ctx: click.Context, _param: click.Parameter, value: str) ->
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOPPING = {signal.SIGINT: "interrupted; stopping.", signal.SIGTERM: "stopping (asked by muster down / SIGTERM).",
+            signal.SIGHUP: "the terminal closed (SIGHUP); stopping."}
+"""What `muster up` says as it stops, by the signal: Ctrl-C is an interruption, `muster down`
+(SIGTERM) was asked for."""
 
 
 async def _guarded(deployment: Deployment, work: Any = None) -> Any:
@@ -85,9 +90,15 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
     depends on how we were started (a background job starts with SIGINT ignored). SIGUSR1
     rotates the server certificates (`muster tls rotate`)."""
     stop = asyncio.Event()
+    received: list[signal.Signals] = []
     loop = asyncio.get_running_loop()
+
+    def stopped_by(sig: signal.Signals) -> None:
+        received.append(sig)
+        stop.set()
+
     for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, stopped_by, sig)
     rotations: set[asyncio.Task[None]] = set()
     loop.add_signal_handler(signal.SIGUSR1, lambda: _rotate_in_background(deployment, rotations))
     if deployment.tls is not None and deployment.tls.issuing:  # (an operator's certificates are the operator's to renew)
@@ -104,7 +115,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         if waits["failed"] in done:
             raise CliError(waits["failed"].result(), EXIT_FAILED)
         if waits["signal"] in done:
-            console.print("interrupted; stopping.")
+            console.print(STOPPING[received[0]])
             return None
         return waits["work"].result()
     finally:
@@ -113,6 +124,30 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         await asyncio.gather(*waits.values(), *rotations, return_exceptions=True)
         for sig in (*STOP_SIGNALS, signal.SIGUSR1):
             loop.remove_signal_handler(sig)
+
+
+async def _stoppable(work: Coroutine[Any, Any, None]) -> None:
+    """Run `muster up`'s or `demo`'s `work`, a SIGTERM before `_guarded` holds the stop signals
+    (`muster down` while it starts) ending it as Ctrl-C would: `work` is cancelled and its
+    `finally` stops what had started (Python's default for SIGTERM ends the process on the spot)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(work)
+    asked: list[bool] = []
+
+    def stop() -> None:
+        console.print(STOPPING[signal.SIGTERM])
+        asked.append(True)
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, stop)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not asked:
+            raise
+        raise CliError("stopped while starting", EXIT_INTERRUPTED) from None
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None]]) -> None:
@@ -223,7 +258,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
                 await deployment.stop()
                 console.print("stopped.")
 
-    _run(main())
+    _run(_stoppable(main()))
 
 
 def _planner_args(tenant_limit: tuple[str, ...], policy_deadline: float | None) -> list[str]:
@@ -243,6 +278,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
     console.print(f"logs:    {data_dir / 'logs'}")
     if (traces := tracing.describe()) is not None:
         console.print(f"traces:  {traces} (every service; docs/tracing.md)", markup=False, highlight=False, soft_wrap=True)
+        if (clear := tracing.in_clear()) is not None:
+            console.print(f"warning: {clear}", markup=False, highlight=False, soft_wrap=True, style="yellow")
     _print_credentials(deployment, data_dir)
     if planners > 1:
         console.print(f"planners: {planners} (they share the clusters: muster planners)")
@@ -389,7 +426,7 @@ def demo(data_dir: Path, nodes: int, tenant: str, keep: bool, on_pool: bool, rea
                 await deployment.stop()
                 console.print("everything stopped.")
 
-    _run(main())
+    _run(_stoppable(main()))
 
 
 async def _real_scenario(deployment: Deployment, data_dir: Path, tenant: str) -> None:

@@ -3,8 +3,8 @@ a script or a service manager, as Ctrl-C in its terminal would.
 
 Who to stop comes from `<dir>/deployment.json` (`muster up` describes itself there while it holds
 the directory's lock). A pid is only signalled while its command line is still the one recorded
-(a `muster` or `nats-server` process): pids are reused. `muster up` gets SIGINT and stops its
-children itself; processes left without it (a `muster up` killed outright on a system without
+(a `muster` or `nats-server` process): pids are reused. `muster up` gets SIGTERM, which it takes
+as Ctrl-C (saying who asked), and stops its children itself; processes left without it (a `muster up` killed outright on a system without
 muster.runtime.lifeline's signal) get SIGTERM, and SIGKILL after the timeout.
 """
 
@@ -86,7 +86,7 @@ async def stop_deployment(data_dir: Path, timeout: float) -> Stopped | None:
     processes = [int(p) for p in dict(state.get("processes") or {}).values()]
     running = supervisor if supervisor and ours(supervisor, "muster") else None
     if running is not None:
-        os.kill(running, signal.SIGINT)  # what Ctrl-C sends: it stops every child, then itself
+        os.kill(running, signal.SIGTERM)  # taken as Ctrl-C: it stops every child, then itself
         if await gone([running], timeout):
             raise DownError(f"`muster up` pid {running} did not stop within {timeout:g} s; kill -TERM {running}")
     left = [p for p in processes if ours(p, "muster", "nats-server")]

@@ -57,6 +57,8 @@ def configure_logging(service: str) -> None:
     )
     structlog.contextvars.bind_contextvars(service=service)
     route_libraries(service, stamped, renderer, level)
+    if traced and (clear := tracing.in_clear()) is not None:  # once, at the start of the service's log
+        structlog.get_logger().warning(clear)
 
 
 def route_libraries(service: str, stamped: list[structlog.typing.Processor], renderer: structlog.typing.Processor,

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from muster.bus.server import DataDirLock, NatsServer, ServerError, free_port, reachable
+from muster.bus.server import DataDirLock, NatsServer, ServerError, append_private, free_port, reachable
 from muster.tls.context import CA_ENV, check_listen
 
 from .lifeline import lifeline
@@ -204,7 +204,7 @@ class Deployment:
         self._fatal = asyncio.get_running_loop().create_future()
         self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
-            (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+            (self.data_dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
             if self.tracker_port and (problem := port_problem(self.host, self.tracker_port)):
                 raise StartRefused(f"tracker port {self.tracker_port} on {self.host} {problem}: "
                                    "pass another --tracker-port, or 0 for any free one")
@@ -247,7 +247,7 @@ class Deployment:
             return
         if not self.lock.held:  # a harness starts the auth child before the others
             self.lock.acquire()
-        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (self.data_dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
         self._write_bootstrap()
         await self._spawn("auth", self.commands()["auth"])
 
@@ -451,7 +451,7 @@ class Deployment:
 
     async def _copy(self, child: Child, ready: asyncio.Future[None]) -> None:
         assert child.process.stderr is not None
-        with child.log_path.open("ab") as log:
+        with append_private(child.log_path) as log:
             async for line in lines_of(child.process.stderr):
                 log.write(line)
                 log.flush()

@@ -29,9 +29,9 @@ from datetime import datetime
 from typing import Any
 
 from . import sdk
-from .sdk import TracingError, configure, describe, enabled, shutdown, wanted
+from .sdk import TracingError, configure, describe, enabled, in_clear, shutdown, wanted
 
-__all__ = ["HEADER", "Tracer", "TracingError", "attempt", "child", "configure", "current", "describe", "enabled", "from_environment", "headers", "link",
+__all__ = ["HEADER", "Tracer", "TracingError", "attempt", "child", "configure", "current", "describe", "enabled", "from_environment", "in_clear", "headers", "link",
            "log_ids", "new_job", "outgoing", "set_attributes", "set_error", "shutdown", "valid", "wanted", "within"]
 
 HEADER = "traceparent"

@@ -5,9 +5,11 @@ the SDK until `configure` is called and the variables ask for traces."""
 from __future__ import annotations
 
 import contextvars
+import ipaddress
 import os
 import socket
 import threading
+import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -105,11 +107,53 @@ def describe(env: Mapping[str, str] = os.environ) -> str | None:
         if name == "console":
             said.append("console (stdout)")
             continue
-        signal = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ("http://localhost:4317" if protocol == "grpc" else "http://localhost:4318")
-        where = signal or (base if protocol == "grpc" else f"{base.rstrip('/')}/v1/traces")
-        said.append(f"OTLP {protocol} to {where}")
+        said.append(f"OTLP {protocol} to {shown(_endpoint(env, protocol))}")
     return ", ".join(said)
+
+
+def _endpoint(env: Mapping[str, str], protocol: str) -> str:
+    signal = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ("http://localhost:4317" if protocol == "grpc" else "http://localhost:4318")
+    return signal or (base if protocol == "grpc" else f"{base.rstrip('/')}/v1/traces")
+
+
+def shown(endpoint: str) -> str:
+    """An endpoint as it may be printed: no user, password, query or fragment (where a
+    collector's key is put when not in a header)."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if not parts.netloc:
+        return endpoint.split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
+
+
+def in_clear(env: Mapping[str, str] = os.environ) -> str | None:
+    """A warning when spans would cross the network unencrypted (an `http://` collector, or a
+    gRPC one with `OTEL_EXPORTER_OTLP_INSECURE`, on another machine): their attributes name
+    tenants and clusters, and the collector's key in OTEL_EXPORTER_OTLP_HEADERS travels with
+    them. None when they stay on loopback or go over TLS; TracingError as `check`."""
+    if not wanted(env):
+        return None
+    for name, protocol in check(env):
+        if name != "otlp":
+            continue
+        endpoint = _endpoint(env, protocol)
+        parts = urllib.parse.urlsplit(endpoint if "//" in endpoint else f"//{endpoint}")
+        insecure = any(env.get(v, "").strip().lower() == "true"
+                       for v in ("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"))
+        clear = parts.scheme == "http" or (protocol == "grpc" and not parts.scheme and insecure)
+        if clear and not _loopback(parts.hostname or ""):
+            return (f"traces go unencrypted to {shown(endpoint)}, another machine: their spans name tenants and "
+                    "clusters, and a collector key in OTEL_EXPORTER_OTLP_HEADERS goes with them; use https:// (docs/tracing.md)")
+    return None
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _exporters(env: Mapping[str, str]) -> list[Any]:

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from contracts import subjects
-from services.auth.domain.authz import may_operate, unmade_tenant
+from contracts.identity import Scope
+from services.auth.domain.authz import may, may_operate, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.admission import Refused
@@ -48,3 +49,17 @@ class OperationAuthz:
         decision = may_operate(principal, self.state.grants_of(principal.id), ctx.tenant, verb, cluster_id, job_id)
         if not decision:
             raise Refused(decision.reason, code="forbidden")
+
+
+def catalog_reads(state: IdentityState | None) -> Callable[[str | None, str], Callable[[str], bool]]:
+    """What a requester may read of a tenant's catalog (`<kind>/<name>`), as the tracker's
+    catalog reads decide: a refusal's "did you mean" names only that. Everything on a bus
+    without identities."""
+    def reader(principal_id: str | None, tenant: str) -> Callable[[str], bool]:
+        if state is None:
+            return lambda entity: True
+        principal = state.principals.get(principal_id or subjects.ANONYMOUS)
+        grants = state.grants_of(principal.id) if principal is not None else frozenset()
+        return lambda entity: bool(may(principal, grants, "read", Scope(tenant=tenant, kind="catalog", id=entity)))
+
+    return reader

@@ -15,7 +15,7 @@ from services.auth.domain.state import IdentityState
 from . import leases
 from .app import Planner
 from .attempts import AttemptHolders
-from .authz import OperationAuthz
+from .authz import OperationAuthz, catalog_reads
 from .budget import SharedBudget
 from .config import PlannerConfig
 from .domain.limits import Limits
@@ -89,7 +89,8 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
                           nodemaps=nodemaps, limits=limits, pools=broker, budget=budget)
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
-                        solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks, spend=shared)
+                        solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks, spend=shared,
+                        catalog_reader=catalog_reads(identities))
     expiry = leases.LeaseExpiry(state.clusters, timers, lambda ctx: requests.handle(ctx, system=True))
     attempts = AttemptHolders(log)
     recovery = Recovery(state, execution, timers, limits, nodemaps, attempts, requests.approvals, config)

@@ -111,9 +111,11 @@ class Requests:
     def __init__(self, state: PlannerState, execution: Execution, config: PlannerConfig, *, ownership: Ownership,
                  admission: Sequence[AdmissionCheck], dispatch: DispatchPolicy, pools: Pools | None,
                  solver: Solver | None, workers: Workers | None = None, role_of: Callable[[str], str] | None = None,
-                 callbacks: CallbackCheck | None = None, spend: SharedSpend | None = None) -> None:
+                 callbacks: CallbackCheck | None = None, spend: SharedSpend | None = None,
+                 catalog_reader: Callable[[str | None, str], Callable[[str], bool]] | None = None) -> None:
         self.state, self.execution, self.solver, self.config = state, execution, solver, config
         self.callbacks = callbacks
+        self.catalog_reader = catalog_reader or (lambda principal, tenant: lambda entity: True)
         self.ownership, self.admission, self.dispatch, self.pools = ownership, tuple(admission), dispatch, pools
         self.workers = workers
         self.previews = Previews(state, solver, execution.limits)
@@ -220,7 +222,8 @@ class Requests:
                 same_request(known, cmd)
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         catalog, seq = await self.state.current_catalog(ctx.tenant, refresh=True)
-        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools, catalog_seq=seq)
+        facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools, catalog_seq=seq,
+                      may_read=self.catalog_reader(ctx.principal, ctx.tenant))
         self._check(op, facts)
         if cmd.dry_run:
             await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
@@ -313,7 +316,7 @@ class Requests:
                       current=await self.state.find_job(tenant, cluster.job_id), principal=ctx.principal,
                       source=await self.state.find_job(tenant, cmd.to_job) if rollback else None,
                       since=await self.state.jobs_since(tenant, cmd.cluster_id, cmd.to_job) if rollback else (),
-                      pools=self.pools, catalog_seq=seq)
+                      pools=self.pools, catalog_seq=seq, may_read=self.catalog_reader(ctx.principal, tenant))
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)

@@ -151,7 +151,9 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return refused(503, f"{err}; send it again (with the same Idempotency-Key it maps to the same job)")
     written = answer(route, reply)
     cluster_id = ids.get("cluster_id")
-    name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and written.field == "if_version" else ""
+    error = written.body.get("error")
+    named = bool(cluster_id) and error is not None and str(cluster_id) in str(error.get("message", ""))
+    name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and named else ""
     return in_http_terms(written, values["request_id"], key, {cluster_id: name} if cluster_id and name else None)
 
 
@@ -159,7 +161,8 @@ def in_http_terms(written: Written, request_id: str | None, key: str | None, nam
     """A refusal names the header the HTTP client sent, not the bus field it became: the
     derived `request_id` is the client's `Idempotency-Key`, `if_version` its `If-Match`. The
     planner names a cluster by id; with its name in `names` it is said as `cluster <name>
-    (<id>)`, as the CLI says it (a 412 is read by someone who knows the cluster by its name)."""
+    (<id>)`, as the CLI says it (a 412 or a refused repair is read by someone who knows the
+    cluster by its name)."""
     error = written.body.get("error")
     if error is None:
         return written

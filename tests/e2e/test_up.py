@@ -212,6 +212,8 @@ async def test_a_killed_muster_up_takes_its_children_with_it_and_muster_down_sto
         code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
         assert code == 0 and f"stopped muster up (pid {again.pid})" in said, said
         assert await asyncio.wait_for(again.wait(), 5) == 0 and await gone(children, timeout=5) == []
+        rest = (await again.stdout.read()).decode()  # asked, not interrupted (it said "interrupted; stopping.")
+        assert "stopping (asked by muster down / SIGTERM)." in rest and "interrupted" not in rest, rest
         code, said = await _muster("down", "--data-dir", str(data), cwd=tmp_path)
         assert code == 0 and "nothing to stop" in said, said
     finally:

@@ -10,13 +10,14 @@ signature and name it in the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from contracts.catalog import Catalog, ClusterTemplate
-from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster
+from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster, UpgradeService
 from muster.catalog.templates import TemplateError, resolve_template
 
 if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules import the table)
@@ -63,9 +64,19 @@ class Facts:
     """Resource pools, when the planner has them."""
     catalog_seq: int | None = None
     """Where `catalog` is in the log (its last event): the job made of the request runs with it."""
+    may_read: Callable[[str], bool] | None = None
+    """Whether the requester may read a catalog entity (`<kind>/<name>`): a refusal's "did you
+    mean" names only those (None: it names none)."""
 
 
 Rule = Callable[[Facts], None]
+
+
+def did_you_mean(f: Facts, name: str, kind: str, known: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` when one of the catalog's `kind` the requester may read is close."""
+    readable = [k for k in known if f.may_read is not None and f.may_read(f"{kind}/{k}")]
+    close = difflib.get_close_matches(name, readable, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _cluster(f: Facts) -> Cluster:
@@ -88,7 +99,7 @@ def at_version(f: Facts) -> None:
 def not_busy(f: Facts) -> None:
     current = f.current
     if current is not None and not current.is_final and current.id != UUID(f.job_id):
-        raise Refused(f"cluster {f.command.cluster_id!r} is busy with job {_cluster(f).job_id} ({current.operation}, {current.state})",
+        raise Refused(f"cluster {f.command.cluster_id!r} is busy with job {_cluster(f).job_id} ({current.operation}, {current.shown})",
                       code="conflict")
 
 
@@ -110,8 +121,12 @@ def template_of(f: Facts) -> ClusterTemplate:
     if not f.catalog.clustertemplates:  # most often a tenant's name mistyped (`--tenant acmee`)
         raise Refused(f"tenant {f.tenant!r} has no cluster templates: is it the tenant you meant (`muster tenant list`)? "
                       "A tenant's catalog comes from `muster catalog apply`", code="invalid", field="template")
+    name = f.command.template
+    if name not in f.catalog.clustertemplates:
+        raise Refused(f"unknown cluster template {name!r}{did_you_mean(f, name, 'clustertemplates', f.catalog.clustertemplates)}",
+                      code="invalid", field="template")
     try:
-        return resolve_template(f.catalog, f.command.template)
+        return resolve_template(f.catalog, name)
     except TemplateError as err:
         raise Refused(str(err), code="invalid", field="template") from None
 
@@ -174,7 +189,21 @@ def services_of(f: Facts) -> list[str]:
 
 def services_known(f: Facts) -> None:
     if unknown := sorted(set(services_of(f)) - set(f.catalog.services)):
-        raise Refused(f"unknown services: {', '.join(unknown)}", code="invalid", field="services")
+        raise Refused(f"unknown services: {', '.join(unknown)}{_services_hint(f, unknown)}", code="invalid", field="services")
+
+
+def named_services_known(f: Facts) -> None:
+    """A start, stop, restart or upgrade names services of the catalog: refused at the field,
+    before a plan is tried."""
+    cmd = f.command
+    field, names = ("service", [cmd.service]) if isinstance(cmd, UpgradeService) else ("services", list(cmd.services or ()))
+    if unknown := sorted(set(names) - set(f.catalog.services)):
+        raise Refused(f"unknown {'service' if len(unknown) == 1 else 'services'} {', '.join(map(repr, unknown))}: not in the "
+                      f"catalog{_services_hint(f, unknown)}", code="invalid", field=field)
+
+
+def _services_hint(f: Facts, unknown: list[str]) -> str:
+    return did_you_mean(f, unknown[0], "services", f.catalog.services) if len(unknown) == 1 else ""
 
 
 def _template_of_request(f: Facts) -> ClusterTemplate | None:

@@ -710,6 +710,17 @@ class Job(Aggregate):
 
     # -- views --------------------------------------------------------------------------
 
+    @property
+    def shown(self) -> str:
+        """The state a person is shown: `running` split by what the job waits for."""
+        if self.paused and not self.is_final:
+            return "paused"
+        if self.awaiting_approval:
+            return "waiting_for_approval"
+        if self.waiting_for_resources and self.state == "running":
+            return "waiting_for_resources"
+        return self.state
+
     def view(self) -> dict[str, Any]:
         """The job as its owner sees it (the tracker adds where each task runs)."""
         forward = self.plan.by_id if self.cancel_requested and self.plan is not None else {}
@@ -727,9 +738,7 @@ class Job(Aggregate):
         current = next((i for i, st in enumerate(stages, 1) if not set(st) <= done), None)
         return {
             "id": str(self.id), "tenant": self.tenant, "cluster_id": self.cluster_id, "operation": self.operation,
-            "state": "paused" if self.paused and not self.is_final else
-                     "waiting_for_approval" if self.awaiting_approval else
-                     "waiting_for_resources" if self.waiting_for_resources and self.state == "running" else self.state,
+            "state": self.shown,
             "error": self.error or None, "owner": self.planner, "mode": self.mode,
             "requested_by": self.requested_by, "started_at": self.created_on.isoformat(),
             "finished_at": self.modified_on.isoformat() if self.is_final else None,

@@ -90,14 +90,16 @@ _ROWS = (
     # puts the old config back before the service starts again (`rollback.py`).
     Operation("configure-restart", "ConfigureCluster", "cluster", chain=(A.BOOTSTRAP, A.CONFIGURE, A.STOP, A.START, A.STATUS),
               offline=True, rules=_PICKED, rolling=True),
-    Operation("start", "StartServices", "cluster", chain=(A.START, A.STATUS), closure="requires", offline=True, rules=_PICKED),
-    Operation("stop", "StopServices", "cluster", chain=(A.STOP, A.STATUS), closure="dependents", offline=True, rules=_PICKED),
+    Operation("start", "StartServices", "cluster", chain=(A.START, A.STATUS), closure="requires", offline=True,
+              rules=(*_PICKED, rule.named_services_known)),
+    Operation("stop", "StopServices", "cluster", chain=(A.STOP, A.STATUS), closure="dependents", offline=True,
+              rules=(*_PICKED, rule.named_services_known)),
     Operation("restart", "RestartServices", "cluster", chain=(A.STOP, A.START, A.STATUS), closure="dependents", offline=True,
-              rules=_PICKED, rolling=True),
+              rules=(*_PICKED, rule.named_services_known), rolling=True),
     # The named service only, with the catalog's current definition; dependents keep running
     # (a rolling upgrade), so the service's install must cope with a live peer.
     Operation("upgrade", "UpgradeService", "cluster", chain=(A.STOP, A.INSTALL, A.CONFIGURE, A.START, A.STATUS),
-              needs_services=True, rules=_CLUSTER, rolling=True),
+              needs_services=True, rules=(*_CLUSTER, rule.named_services_known), rolling=True),
     # Planned by `restore.restore_plan` (phases of ordinary plans), not by one chain.
     Operation("rollback", "RollbackCluster", "cluster", shrinking=True, rules=(*_CLUSTER, rule.restorable)),
     # Observed state: every node's `status` tasks; never stops on a failed check (its tolerance

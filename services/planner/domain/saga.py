@@ -366,6 +366,26 @@ def retriable(job: Job, cluster: Cluster) -> None:
                       field="job_id")
 
 
+_ENDED = {"succeeded": "has succeeded (it ended)", "failed": "has failed (it ended)",
+          "rolled_back": "was rolled back (it ended)", "needs_attention": "ended needing attention"}
+
+
+def control_refusal(job: Job, verb: str) -> str:
+    """Why `verb` does nothing to this job, in words: an ended job has nothing to control."""
+    if job.is_final and verb == "retry" and job.state in ("failed", "rolled_back"):
+        return (f"job {job.id} {_ENDED[job.state]} before it had an approved plan: nothing to retry; "
+                "ask for the operation again")
+    if job.is_final:
+        return f"job {job.id} {_ENDED.get(job.state, 'ended')}: nothing to {verb}"
+    if verb == "resume":
+        return f"job {job.id} is {job.shown}, not paused: nothing to resume"
+    if verb == "pause" and job.paused:
+        return f"job {job.id} is paused already"
+    if verb == "cancel" and job.cancel_requested:
+        return f"job {job.id} is being cancelled already"
+    return f"job {job.id} is {job.shown}: cannot {verb} it"
+
+
 def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapping[str, Service],
             settings: Settings, policy: DispatchPolicy = DISPATCH_ALL, catalog_seq: int | None = None) -> Effects:
     """Pause, resume, cancel or retry; refused when the job's state does not allow it. A retry
@@ -379,7 +399,7 @@ def control(job: Job, cluster: Cluster, cmd: JobCommand, by: str, services: Mapp
         raise Refused(f"job {cmd.job_id} needs attention with no rollback to retry (it stopped before one began: "
                       f"{job.error}); `muster cluster delete` removes what it made", code="conflict")
     if not changed:
-        raise Refused(f"job {cmd.job_id} is {job.view()['state']}: cannot {VERB_OF[cmd.type]} it", code="conflict")  # type: ignore[attr-defined]
+        raise Refused(control_refusal(job, VERB_OF[cmd.type]), code="conflict")  # type: ignore[attr-defined]
     if isinstance(cmd, RetryJob) and job.state == "rolling_back":  # the rest of its rollback: the layout stays
         cluster.set_status(cluster.status, str(job.id), f"job {job.id} retries its rollback ({job.error})")
     elif isinstance(cmd, RetryJob):  # back to the layout the job was taking the cluster to

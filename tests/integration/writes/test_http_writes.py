@@ -80,6 +80,8 @@ async def test_a_preview_is_applied_exactly_once_or_refused_when_the_cluster_mov
     status, refused, _ = await api.call("POST", f"/v1/clusters/{cid}/shrink", "writer", {"nodes": 3}, **{"If-Match": f'"{version - 1}"'})
     assert status == 412 and _error(refused)[0] == "If-Match" and "(If-Match)" in _error(refused)[1], refused
     assert f"cluster {cluster['name']} ({cid})" in _error(refused)[1], refused  # by its name, as the CLI names it
+    status, clean, _ = await api.call("POST", f"/v1/clusters/{cid}/repair", "writer", {})
+    assert status == 409 and _error(clean)[1].startswith(f"cluster {cluster['name']} ({cid}) has no drift to repair"), clean
     status, shrunk, _ = await api.call("POST", f"/v1/clusters/{cid}/shrink", "writer", {"nodes": 3}, **{"If-Match": headers["ETag"]})
     assert status == 202 and (await api.finished(shrunk["job_id"]))["state"] == "succeeded"
 
@@ -144,7 +146,7 @@ async def _tracker_may_not_send_as(served: Served, principal: str) -> str:
 
 async def test_job_control_and_a_revoked_token(api: Api, served: Served) -> None:
     status, answer, _ = await api.call("POST", f"/v1/jobs/{MADE['job_id']}/pause", "writer")
-    assert status == 409 and "succeeded: cannot pause" in _error(answer)[1], answer
+    assert status == 409 and "has succeeded (it ended): nothing to pause" in _error(answer)[1], answer
     made = served.run(served.ask_auth(served.sys_nc, "token-create", principal="writer"))["data"]
     served.tokens["writer-2"] = made["token"]
     acting = served.acting()

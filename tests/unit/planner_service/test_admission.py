@@ -37,8 +37,11 @@ from contracts.commands import (
     StopServices,
     UpgradeService,
 )
+from contracts.events import FINAL_JOB_STATES, JobRequested
 from services.planner.domain.admission import Refused
+from services.planner.domain.job import Job, job_uuid
 from services.planner.domain.operations import VERBS
+from services.planner.domain.saga import control_refusal
 
 HOLD_ALL = "hold"
 
@@ -181,7 +184,7 @@ REFUSED: dict[str, list[Refuse]] = {
     "start": [lambda h: _with(_active(h), lambda cid: (StartServices(cluster_id=cid, services=["extra"]), "cannot plan start"))],
     "stop": [lambda h: _with(_deleted(h), lambda cid: (StopServices(cluster_id=cid), "is deleted"))],
     "restart": [lambda h: _with(_unsolvable(h), lambda cid: (RestartServices(cluster_id=cid), "restart needs an active cluster"))],
-    "upgrade": [lambda h: _with(_active(h), lambda cid: (UpgradeService(cluster_id=cid, service="ghost"), "cannot plan upgrade"))],
+    "upgrade": [lambda h: _with(_active(h), lambda cid: (UpgradeService(cluster_id=cid, service="ghost"), "unknown service 'ghost'"))],
     "rollback": [
         lambda h: _with(_active(h), lambda cid: (RollbackCluster(cluster_id=cid, to_job="no-such"), "unknown job 'no-such'")),
         lambda h: _with(_create_job_of(h), lambda c: (RollbackCluster(cluster_id=c[0], to_job=c[1]), "left no earlier state")),
@@ -193,9 +196,9 @@ REFUSED: dict[str, list[Refuse]] = {
         lambda h: _with(_deleted(h), lambda cid: (ExtendLease(cluster_id=cid, by_s=60), "is deleted")),
         lambda h: _pair(ExtendLease(cluster_id="nope", by_s=60), "unknown cluster 'nope'"),
     ],
-    "pause": [lambda h: _with(_create_job_of(h), lambda c: (PauseJob(job_id=c[1]), "is succeeded: cannot pause it"))],
-    "resume": [lambda h: _with(_running_job(h), lambda j: (ResumeJob(job_id=j), "is running: cannot resume it"))],
-    "cancel": [lambda h: _with(_create_job_of(h), lambda c: (CancelJob(job_id=c[1]), "is succeeded: cannot cancel it"))],
+    "pause": [lambda h: _with(_create_job_of(h), lambda c: (PauseJob(job_id=c[1]), "has succeeded (it ended): nothing to pause"))],
+    "resume": [lambda h: _with(_running_job(h), lambda j: (ResumeJob(job_id=j), "is running, not paused: nothing to resume"))],
+    "cancel": [lambda h: _with(_create_job_of(h), lambda c: (CancelJob(job_id=c[1]), "has succeeded (it ended): nothing to cancel"))],
     "retry": [lambda h: _with(_running_job(h), lambda j: (RetryJob(job_id=j), "is running: cannot retry it"))],
     "approve": [lambda h: _with(_running_job(h), lambda j: (ApproveJob(job_id=j), "not waiting for approval"))],
     "reject": [lambda h: _with(_running_job(h), lambda j: (RejectJob(job_id=j), "not waiting for approval"))],
@@ -335,3 +338,19 @@ async def test_a_create_in_a_tenant_without_templates_names_the_tenant_not_the_t
     assert len(h.log.records) == before
     reply = await h.send(CreateCluster(name="c1", template="nope", nodes=2))  # a tenant with a catalog: the template
     assert isinstance(reply, Rejected) and reply.reason == "unknown cluster template 'nope'"
+
+
+def test_a_control_of_an_ended_job_says_it_ended_in_plain_words_for_every_final_state() -> None:
+    job = Job(JobRequested(tenant="acme", job_id=str(job_uuid("acme", "r")), cluster_id="c", operation="create",
+                           request={}, max_attempts=3))
+    said = {}
+    for state in sorted(FINAL_JOB_STATES):
+        job.state = state  # the words only: how the job got there does not matter
+        said[state] = control_refusal(job, "cancel")
+    assert said == {
+        "failed": f"job {job.id} has failed (it ended): nothing to cancel",
+        "needs_attention": f"job {job.id} ended needing attention: nothing to cancel",
+        "rolled_back": f"job {job.id} was rolled back (it ended): nothing to cancel",
+        "succeeded": f"job {job.id} has succeeded (it ended): nothing to cancel",
+    }
+    assert "cannot" not in control_refusal(job, "pause") and " is " not in control_refusal(job, "resume")

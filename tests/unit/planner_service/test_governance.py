@@ -11,7 +11,17 @@ from typing import Any
 from planner_harness import Harness, fails_creates, identities
 
 from contracts import subjects
-from contracts.commands import Accepted, ApproveJob, CreateCluster, DeleteCluster, DryRun, ExtendLease, Rejected, RejectJob
+from contracts.commands import (
+    Accepted,
+    ApproveJob,
+    CreateCluster,
+    DeleteCluster,
+    DryRun,
+    ExpandCluster,
+    ExtendLease,
+    Rejected,
+    RejectJob,
+)
 from contracts.governance import GovernanceDeleted, GovernancePut
 from contracts.identity import Scope
 from muster.ports.eventlog import Append
@@ -123,6 +133,13 @@ async def test_a_matching_request_waits_with_its_plan_and_runs_it_once_approved(
     assert "approved by apo: looked at it" in story and any(line.startswith("waits for approval (rules deletes)") for line in story)
     again = await h.send(ApproveJob(job_id=job_id), principal="apo")
     assert isinstance(again, Rejected)
+
+
+async def test_a_change_refused_while_a_job_waits_for_approval_says_it_waits_not_that_it_runs() -> None:
+    h = Harness()
+    job_id, cluster_id = await approval_pending(h)
+    busy = await h.send(ExpandCluster(cluster_id=cluster_id, nodes=4))
+    assert isinstance(busy, Rejected) and f"busy with job {job_id} (delete, waiting_for_approval)" in busy.reason, busy
 
 
 async def test_self_approval_when_every_matching_rule_allows_it() -> None:

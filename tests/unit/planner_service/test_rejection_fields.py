@@ -21,7 +21,11 @@ from contracts.commands import (
     ExpandCluster,
     PauseJob,
     Rejected,
+    RestartServices,
     ShrinkCluster,
+    StartServices,
+    StopServices,
+    UpgradeService,
 )
 from contracts.identity import Scope
 from muster.ports.eventlog import ConcurrencyError
@@ -176,3 +180,41 @@ async def test_a_cluster_operation_whose_job_save_finds_the_log_moved_on_is_to_b
     h.log.inject(moved_on_once, ConcurrencyError("wrong last sequence"))
     command = DeleteCluster(cluster_id=cid, request_id="r-delete")
     await _to_be_sent_again_then_done_once(h, command, failed)
+
+
+async def test_a_service_not_in_the_catalog_is_refused_at_its_field_for_every_verb_that_names_services() -> None:
+    h = Harness()
+    cid = await h.cluster_of(2)
+    before = len(h.log.records)
+    for command, field in ((StartServices(cluster_id=cid, services=["nope"]), "services"),
+                           (StopServices(cluster_id=cid, services=["base", "nope"]), "services"),
+                           (RestartServices(cluster_id=cid, services=["nope"]), "services"),
+                           (UpgradeService(cluster_id=cid, service="nope"), "service")):
+        for dry in (True, False):
+            reply = await h.send(command.model_copy(update={"dry_run": dry}))
+            assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", field), (command, reply)
+            assert "unknown service 'nope': not in the catalog" in reply.reason, reply
+    assert len(h.log.records) == before
+
+
+async def test_an_unknown_template_or_service_gets_a_did_you_mean_among_what_the_requester_may_read() -> None:
+    h = Harness()
+    reply = await h.send(_create(template="hadoop-smal"))
+    assert isinstance(reply, Rejected) and reply.field == "template", reply
+    assert reply.reason == "unknown cluster template 'hadoop-smal' (did you mean 'hadoop-small'?)"
+    reply = await h.send(_create(services=["base", "zookeper-server"]))
+    assert isinstance(reply, Rejected) and reply.reason.endswith("(did you mean 'zookeeper-server'?)"), reply
+    cid = await h.cluster_of(2)
+    reply = await h.send(UpgradeService(cluster_id=cid, service="bsae"))
+    assert isinstance(reply, Rejected) and reply.reason.endswith("(did you mean 'base'?)"), reply
+    assert (await h.send(_create(template="zzz"))).reason == "unknown cluster template 'zzz'"
+
+
+async def test_a_did_you_mean_names_no_template_the_requester_may_not_read() -> None:
+    writes = ("builder", "write", Scope(tenant="default", kind="cluster", id="*"))
+    h = Harness(identities=identities(writes))
+    reply = await h.send(_create(template="hadoop-smal"), principal="builder")
+    assert isinstance(reply, Rejected) and reply.reason == "unknown cluster template 'hadoop-smal'", reply
+    h = Harness(identities=identities(writes, ("builder", "read", Scope.parse("default", "catalog:clustertemplates/hadoop-small"))))
+    reply = await h.send(_create(template="hadoop-smal"), principal="builder")
+    assert isinstance(reply, Rejected) and reply.reason.endswith("(did you mean 'hadoop-small'?)"), reply

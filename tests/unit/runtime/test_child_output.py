@@ -33,3 +33,19 @@ async def test_a_child_that_logs_a_long_line_goes_on_being_read(tmp_path: Path) 
     assert ready.done() and ready.exception() is None
     assert await process.wait() == 0
     assert child.log_path.read_bytes().startswith(LONG) and child.last_line == '{"event": "started"}'
+
+
+async def test_a_childs_log_is_readable_by_its_owner_only_even_one_left_open_before(tmp_path: Path) -> None:
+    """The logs name tenants and clusters; `muster up` made them 0644."""
+    older = tmp_path / "planner.log"
+    older.write_bytes(b"from an older muster\n")
+    older.chmod(0o644)
+    for name in ("solver", "planner"):
+        process = await asyncio.create_subprocess_exec(sys.executable, "-c", "import sys; sys.stderr.write('{\"event\": \"started\"}\\n')",
+                                                       stderr=asyncio.subprocess.PIPE)
+        child = Child(name, process, tmp_path / f"{name}.log")
+        ready = asyncio.get_running_loop().create_future()
+        await asyncio.wait_for(Deployment(tmp_path)._copy(child, ready), 30)
+        assert await process.wait() == 0 and ready.done() and ready.exception() is None
+        assert child.log_path.stat().st_mode & 0o777 == 0o600, name
+    assert older.read_bytes() == b'from an older muster\n{"event": "started"}\n'

@@ -330,3 +330,33 @@ def test_a_collector_file_that_is_not_there_is_named(tmp_path: Any) -> None:
 
     assert check({"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": str(there), "OTEL_EXPORTER_OTLP_CERTIFICATE": "/gone.pem"})
     assert check({"OTEL_TRACES_EXPORTER": "console", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/gone.pem"}) == [("console", "http/protobuf")]
+
+
+def test_spans_sent_unencrypted_to_another_machine_are_warned_of_naming_the_endpoint_without_its_key() -> None:
+    from muster.tracing.sdk import describe, in_clear
+
+    far = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://ada:sekrit@collector.example:4318"}
+    said = in_clear(far)
+    assert said is not None and "unencrypted to http://collector.example:4318/v1/traces" in said, said
+    assert "sekrit" not in said and "ada" not in said
+    assert describe(far) == "OTLP http/protobuf to http://collector.example:4318/v1/traces"  # (`muster up` prints it)
+    keyed = in_clear({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://10.0.0.9:4318/v1/traces?api_key=k2#k4"})
+    assert keyed is not None and "unencrypted to http://10.0.0.9:4318/v1/traces," in keyed and "k2" not in keyed, keyed
+    grpc = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector.example:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    assert in_clear(grpc) is None and in_clear({**grpc, "OTEL_EXPORTER_OTLP_INSECURE": "true"}) is not None
+    for quiet in ({}, {"OTEL_TRACES_EXPORTER": "otlp"}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+                  {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://[::1]:4318"}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://collector.example"},
+                  {"OTEL_TRACES_EXPORTER": "console", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.example:4318"},
+                  {**far, "OTEL_SDK_DISABLED": "true"}):
+        assert in_clear(quiet) is None, quiet
+
+
+def test_a_service_says_once_at_its_start_that_its_spans_cross_the_network_in_clear() -> None:
+    code = "from muster.runtime.logs import configure_logging; configure_logging('solver')"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}, "OTEL_BSP_EXPORT_TIMEOUT": "0",
+           "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.example:4318", "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=k3y"}
+    err = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stderr
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]
+    warned = [line for line in lines if "unencrypted" in line["event"]]
+    assert len(warned) == 1 and warned[0]["level"] == "warning" and "http://collector.example:4318/v1/traces" in warned[0]["event"]
+    assert "k3y" not in err
