@@ -24,11 +24,14 @@ PEOPLE: dict[str, str] = {}
 
 
 def person(muster: Muster, role: str, permission: str, scope: str) -> str:
-    """A user of tenant default with one grant (made once per package run); its token."""
+    """A user of tenant default with one grant (made once per package run); its token. A writer
+    may read the catalog too: the create form lists only the templates its viewer may read."""
     if role not in PEOPLE:
         name = f"{role}-{uuid.uuid4().hex[:6]}"
         made = json.loads(muster.cli("user", "create", name, "--tenant", "default", "--data-dir", str(muster.data_dir), "--json").stdout)
-        muster.cli("grant", name, permission, "--scope", scope, "--tenant", "default", "--data-dir", str(muster.data_dir))
+        grants = [(permission, scope)] + ([("read", "catalog:*")] if role == "writer" else [])
+        for permission, scope in grants:
+            muster.cli("grant", name, permission, "--scope", scope, "--tenant", "default", "--data-dir", str(muster.data_dir))
         PEOPLE[role] = made["token"]
     return PEOPLE[role]
 

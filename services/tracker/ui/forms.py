@@ -80,8 +80,9 @@ async def _create_page(request: web.Request, viewer: Viewer, template: str | Non
                        errors: dict[str, str] | None = None, status: int = 200) -> web.Response:
     data = await reads.catalog(tracker_of(request), viewer.tenant)
     catalog = data["catalog"]
-    # Those who may create clusters may use every template (the planner asks nothing more), so they see them.
-    names = [n for n in sorted(catalog.clustertemplates) if may_create(viewer) or viewer.may_catalog("read", "clustertemplates", n)]
+    # Only what the viewer may read, as /ui/catalog and `muster catalog get` show it.
+    names = [n for n in sorted(catalog.clustertemplates) if viewer.may_catalog("read", "clustertemplates", n)]
+    hidden = len(catalog.clustertemplates) - len(names)
     chosen = template if template in names else (names[0] if names else None)
     spec, errors = None, dict(errors or {})
     if template and template not in names:  # a mistyped or stale link: say so, not another template's form unasked
@@ -95,16 +96,20 @@ async def _create_page(request: web.Request, viewer: Viewer, template: str | Non
             errors["template"] = str(err)
         else:
             size = t.constraints.size
-            spec = {"min": size.min, "max": size.max or MAX_CLUSTER_SIZE, "services": t.compatibility.services or sorted(catalog.services),
-                    "providers": sorted(catalog.providers), "provider": t.defaults.provider or "",
-                    "hardwaretypes": t.compatibility.hardwaretypes or sorted(catalog.hardwaretypes),
-                    "imagetypes": t.compatibility.imagetypes or sorted(catalog.imagetypes),
+            def readable(kind: str, names: list[str]) -> list[str]:
+                return [n for n in names if viewer.may_catalog("read", kind, n)]
+
+            spec = {"min": size.min, "max": size.max or MAX_CLUSTER_SIZE,
+                    "services": readable("services", t.compatibility.services or sorted(catalog.services)),
+                    "providers": readable("providers", sorted(catalog.providers)), "provider": t.defaults.provider or "",
+                    "hardwaretypes": readable("hardwaretypes", t.compatibility.hardwaretypes or sorted(catalog.hardwaretypes)),
+                    "imagetypes": readable("imagetypes", t.compatibility.imagetypes or sorted(catalog.imagetypes)),
                     "hardwaretype": t.defaults.hardwaretype or "", "imagetype": t.defaults.imagetype or "",
                     "defaults": {"services": t.defaults.services, "config": json.dumps(t.defaults.config, indent=2),
                                  "nodes": str(max(size.min, min(3, size.max or 3)))}}
     values = _values(form, spec) if spec is not None else {}
-    return render(request, "create.html", viewer, status, templates=names, chosen=chosen, spec=spec, values=values,
-                  errors=errors)
+    return render(request, "create.html", viewer, status, templates=names, hidden=hidden, chosen=chosen, spec=spec,
+                  values=values, errors=errors)
 
 
 def _values(form: formdata.Form | None, spec: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@ callout, the auth service, a planner, a solver and a provisioner (quick simulate
 the tracker listening on a real port, all in one event loop on a thread of their own (so that
 blocking clients such as schemathesis can call it). One per test package and worker.
 
-People of tenant `default`: `writer` (write and execute on every cluster), `reader` (read on the
-tenant), `onec` (grants on one cluster, given by a test); `outsider` of tenant `other` (write on
+People of tenant `default`: `writer` (write and execute on every cluster, read on the catalog),
+`maker` (write on every cluster, nothing on the catalog), `reader` (read on the tenant), `onec`
+(grants on one cluster, given by a test); `outsider` of tenant `other` (write on
 every cluster there); `root` (super admin). Services run as `sys` (the system identity), the
 tracker as its own service principal.
 """
@@ -46,9 +47,10 @@ from services.tracker.write_routes import ACTING
 
 DEMO = Path(__file__).parents[3] / "muster" / "demo" / "catalog"
 T = TypeVar("T")
-PEOPLE = {"writer": {"tenant": "default"}, "reader": {"tenant": "default"}, "onec": {"tenant": "default"},
+PEOPLE = {"writer": {"tenant": "default"}, "maker": {"tenant": "default"}, "reader": {"tenant": "default"}, "onec": {"tenant": "default"},
           "outsider": {"tenant": "other"}, "tracker": {"role": "service", "service": "tracker"}}
 GRANTS = [("writer", "write", "cluster:*", "default"), ("writer", "execute", "cluster:*", "default"),
+          ("writer", "read", "catalog:*", "default"), ("maker", "write", "cluster:*", "default"),
           ("reader", "read", "tenant", "default"), ("outsider", "write", "cluster:*", "other")]
 
 

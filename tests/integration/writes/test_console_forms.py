@@ -117,6 +117,20 @@ async def test_a_reader_gets_no_forms_and_a_403_for_posting_anyway(session: aioh
     assert served.log() == before
 
 
+async def test_the_create_form_lists_only_the_templates_its_viewer_may_read(session: aiohttp.ClientSession,
+                                                                            served: Served) -> None:
+    """As /ui/catalog and `muster catalog get`: one who may create clusters but not read the
+    catalog is told why there is no template to pick, and a link to one is no form."""
+    maker = Console(session, served, "maker")
+    status, page = await maker.get("/ui/clusters/new")
+    assert status == 200 and 'data-testid="templates-hidden"' in page and "hadoop-small" not in page
+    assert "none you may read" in page and "catalog:*" in html.unescape(page)
+    status, page = await maker.get("/ui/clusters/new?template=hadoop-small")
+    assert status == 404 and 'data-testid="templates-hidden"' in page and 'value="hadoop-small"' not in page
+    status, page = await Console(session, served, "writer").get("/ui/clusters/new")
+    assert status == 200 and 'value="hadoop-small"' in page and "templates-hidden" not in page
+
+
 async def test_posts_need_the_pages_csrf_token(session: aiohttp.ClientSession, served: Served) -> None:
     writer = Console(session, served, "writer")
     for token in ("", "forged"):
