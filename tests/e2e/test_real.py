@@ -36,7 +36,7 @@ from contracts.commands import (
 from contracts.events import TaskAttemptFailed, TaskCompleted, TaskQueued
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
-from muster.client import MusterClient
+from muster.client import MusterClient, RequestRejected
 from muster.runtime.real_demo import REAL_CATALOG, kill_member, members_by_node, real_catalog
 from muster.runtime.supervisor import Deployment
 from services.provisioner.plugins.builtin.namespaces import system
@@ -115,8 +115,35 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
     assert f"access_v4 {ips['access_v4']}" in page and re.search(r'data-testid="node-machine">e[0-9a-f]{4}-[0-9a-f]{8}<br>'
                                                               r'<span class="small">host key SHA256:', page)
     assert "nats: running / running" in page
+
+    # Its sshd dies: a check cannot ask, the state is unknown, and the drift says why; a repair,
+    # which cannot act on it, says so (it said "no drift to repair"); delete still leaves nothing.
+    assert kill_sshd(real.prefix)
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert [(d.node, d.observed, d.repair) for d in info.drift] == [(node, "unknown", "")]
+    assert f"cannot connect to root@{ips['access_v4']}:22" in info.observed_detail[(node, "nats")]
+    with pytest.raises(RequestRejected, match=f"no drift a repair can act on: the state of nats on {node} is unknown"):
+        await real.client.submit(RepairCluster(cluster_id=cluster, requested_by="test"), tenant=TENANT)
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
+
+
+def kill_sshd(prefix: str) -> list[int]:
+    """SIGKILL the sshd of every node of this run, as a crash would: found by `ip netns pids`."""
+    import signal
+    import subprocess
+
+    killed = []
+    for netns in Path("/run/netns").glob(f"{prefix}-*"):
+        for pid in subprocess.run(["ip", "netns", "pids", netns.name], capture_output=True, text=True, check=True).stdout.split():
+            try:
+                if b"sshd" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed.append(int(pid))
+            except OSError:
+                continue
+    return killed
 
 
 @LONG
