@@ -50,6 +50,8 @@ class AnsibleLog:
         self.origin = ""
         """The playbook or role file (path:line:col) ansible's first error is about."""
         self.refused_login = False
+        self.unreachable = False
+        """A host did not answer: the playbook asked nothing of it."""
 
     def handle(self, event: dict[str, Any]) -> bool:
         kind = str(event.get("event", ""))
@@ -74,6 +76,7 @@ class AnsibleLog:
                     self.failure = f"ansible task '{task}' failed on {host}: {message or 'no message'}"
             elif kind == "runner_on_unreachable":
                 message = _message(res)
+                self.unreachable = True
                 self.refused_login = self.refused_login or bool(_REFUSED_LOGIN.search(message))
                 if "IDENTIFICATION HAS CHANGED" in message or "Host key verification failed" in message:
                     message = "host key verification failed: the node's key is not the one recorded for it"
