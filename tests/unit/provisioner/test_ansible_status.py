@@ -30,3 +30,16 @@ def test_a_status_playbook_that_ran_says_the_state_it_reported() -> None:
     log.handle({"event": "playbook_on_stats", "event_data": {"artifact_data": {"muster_status": "failed"}}})
     said = outcome("redis-replica status", Action.STATUS, "successful", 0, log)
     assert said.ok and said.result == {"state": "failed", "detail": "replica of 10.213.0.2, link down"}
+
+
+def test_a_playbook_says_a_failure_is_permanent_with_set_stats() -> None:
+    """A config redis-server refuses was tried three times before the job rolled back (the
+    shell flavour's exit status 78 says it at once)."""
+    def failed_configure(stats: dict[str, object]) -> AnsibleLog:
+        log = AnsibleLog()
+        log.handle({"event": "runner_on_failed", "event_data": {"task": "refused", "host": "n1", "res": {"msg": "'maxmemory lots'"}}})
+        log.handle({"event": "playbook_on_stats", "event_data": {"artifact_data": stats}})
+        return log
+
+    assert outcome("redis configure", Action.CONFIGURE, "failed", 2, failed_configure({"muster_permanent": True})).permanent
+    assert not outcome("redis configure", Action.CONFIGURE, "failed", 2, failed_configure({})).permanent

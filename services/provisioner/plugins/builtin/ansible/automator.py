@@ -180,4 +180,7 @@ def outcome(what: str, action: Action, status: str, rc: int | None, log: Ansible
         return failed(f"{what}: ansible timed out" + (f" in task '{log.running}'" if log.running else ""), stdout=stdout)
     last = [line for line in raw.strip().splitlines() if line.strip() and "error" in line.lower()][-2:]
     reason = log.failure or f"ansible-playbook {status} (exit status {rc})" + (": " + " / ".join(last) if last else "")
-    return failed(f"{what}: {reason}", stdout=stdout or raw, stderr=log.stderr(), permanent=status == "failed" and log.permanent)
+    # A playbook says a failure is permanent (`set_stats: {data: {muster_permanent: true}}`): a config
+    # the service refuses fails the same way every time, so the job rolls back at once, not after 3 tries.
+    permanent = status == "failed" and (log.permanent or log.stats.get("muster_permanent") in (True, "true", "True"))
+    return failed(f"{what}: {reason}", stdout=stdout or raw, stderr=log.stderr(), permanent=permanent)
