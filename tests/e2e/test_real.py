@@ -129,6 +129,21 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
     assert real.left() == []
 
 
+def nats_server_ids(info: object) -> dict[str, str]:
+    """Each node's nats-server's server_id (/varz): a new one for every process it starts."""
+    import json
+    import urllib.request
+
+    ids = {}
+    for node, addrs in info.ipaddresses.items():  # type: ignore[attr-defined]
+        try:
+            with urllib.request.urlopen(f"http://{addrs['access_v4']}:8222/varz", timeout=5) as answer:
+                ids[node] = str(json.load(answer)["server_id"])
+        except OSError:
+            ids[node] = ""
+    return ids
+
+
 def nats_logs(real: Real, lines: int = 8) -> dict[str, list[str]]:
     """The last lines of every node's nats-server log (in the node's own /root), for a failure's message."""
     return {log.parts[-4]: log.read_text(errors="replace").splitlines()[-lines:] for log in real.nodes_dir.glob("*/root/nats/nats.log")}
@@ -163,6 +178,7 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
 
     await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
+    before = nats_server_ids(info)
     rolled = await real.client.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1),
                                                     requested_by="test"), tenant=TENANT, timeout=600)
     assert rolled.succeeded, rolled.reason
@@ -170,6 +186,8 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
     assert len(counts) == 5 and set(counts.values()) == {5}, (counts, nats_logs(real))  # (once: one server gone, the others saw 4)
     most, restarted = await down_at_once(real, rolled.reply.job_id)
     assert restarted == set(counts) and most == 1  # every server restarted, never two at once: 4 of 5 always up
+    after = nats_server_ids(info)  # a new process on every node (a new server_id each start): each stop did stop its own
+    assert [node for node in before if after[node] in ("", before[node])] == [], (before, after)
 
     bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
     refused = await real.client.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1),
