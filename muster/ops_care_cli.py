@@ -116,6 +116,8 @@ def print_drift(c: ClusterInfo) -> None:
         if d.after:  # the repair's own reason for not installing it again
             action = f"start it after {', '.join(d.after)}, down too (it may have failed for that alone)"
         out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")
+        if d.observed in ("unknown", "failed") and (said := c.observed_detail.get((d.node, d.service))):
+            out.print(f"    its status said: {said}")  # why: "unknown" alone left the reader to dig in the job's history
     if any(d.repair for d in c.drift):
         out.print(f"repair: muster cluster repair {c.name}")
 
@@ -127,7 +129,8 @@ async def drift(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     if as_json:
         echo_json({"cluster": c.id, "drift": [d.to_json() for d in c.drift],
                    "stopped": [{"node": n, "service": s} for n, s in sorted(c.stopped)],
-                   "observed": [{"node": n, "service": s, "state": st} for (n, s), st in sorted(c.observed.items())]})
+                   "observed": [{"node": n, "service": s, "state": st, "detail": c.observed_detail.get((n, s), "")}
+                                for (n, s), st in sorted(c.observed.items())]})
         return
     print_drift(c)
 

@@ -180,6 +180,9 @@ class ClusterInfo:
     expires_at: datetime | None = None
     observed: dict[tuple[str, str], str] = field(default_factory=dict)
     """(node, service) -> the state its last `status` task found."""
+    observed_detail: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(node, service) -> the words of its last `status` task: the plugin's, or why it could not
+    ask (an unknown state: the node's ssh refused, ...)."""
     drift: list[Drift] = field(default_factory=list)
     stopped: frozenset[desired.Pair] = frozenset()
     """(node, service) pairs meant to be stopped; every other one of the layout is meant to run."""
@@ -194,7 +197,8 @@ class ClusterInfo:
                    status_reason=c.status_reason, job_id=c.job_id, config=dict(c.config), nodes=list(c.nodes.values()),
                    ipaddresses=dict(c.ipaddresses), hostnames=dict(c.hostnames), updated=history[-1].time.isoformat(),
                    version=c.version, expires_at=c.expires_at,
-                   observed={k: v["state"] for k, v in c.observed.items()}, drift=c.drift(catalog), stopped=frozenset(c.stopped_pairs()))
+                   observed={k: v["state"] for k, v in c.observed.items()},
+                   observed_detail={k: v["detail"] for k, v in c.observed.items() if v.get("detail")}, drift=c.drift(catalog), stopped=frozenset(c.stopped_pairs()))
 
     @property
     def services(self) -> list[str]:

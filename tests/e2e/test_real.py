@@ -36,7 +36,7 @@ from contracts.commands import (
 from contracts.events import TaskAttemptFailed, TaskCompleted, TaskQueued
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
-from muster.client import MusterClient
+from muster.client import MusterClient, RequestRejected
 from muster.runtime.real_demo import REAL_CATALOG, kill_member, members_by_node, real_catalog
 from muster.runtime.supervisor import Deployment
 from services.provisioner.plugins.builtin.namespaces import system
@@ -115,8 +115,59 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
     assert f"access_v4 {ips['access_v4']}" in page and re.search(r'data-testid="node-machine">e[0-9a-f]{4}-[0-9a-f]{8}<br>'
                                                               r'<span class="small">host key SHA256:', page)
     assert "nats: running / running" in page
+
+    # Its sshd dies: a check cannot ask, the state is unknown, and the drift says why; a repair,
+    # which cannot act on it, says so (it said "no drift to repair"); delete still leaves nothing.
+    assert kill_sshd(real.prefix)
+    await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert [(d.node, d.observed, d.repair) for d in info.drift] == [(node, "unknown", "")]
+    assert f"cannot connect to root@{ips['access_v4']}:22" in info.observed_detail[(node, "nats")]
+    with pytest.raises(RequestRejected, match=f"no drift a repair can act on: the state of nats on {node} is unknown"):
+        await real.client.submit(RepairCluster(cluster_id=cluster, requested_by="test"), tenant=TENANT)
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
+
+
+def nats_server_ids(info: object) -> dict[str, str]:
+    """Each node's nats-server's server_id (/varz): a new one for every process it starts."""
+    import json
+    import urllib.request
+
+    ids = {}
+    for node, addrs in info.ipaddresses.items():  # type: ignore[attr-defined]
+        try:
+            with urllib.request.urlopen(f"http://{addrs['access_v4']}:8222/varz", timeout=5) as answer:
+                ids[node] = str(json.load(answer)["server_id"])
+        except OSError:
+            ids[node] = ""
+    return ids
+
+
+def nats_logs(real: Real, lines: int = 8) -> dict[str, list[str]]:
+    """The last lines of every node's nats-server log (in the node's own /root), for a failure's message."""
+    return {log.parts[-4]: log.read_text(errors="replace").splitlines()[-lines:] for log in real.nodes_dir.glob("*/root/nats/nats.log")}
+
+
+def kill_sshd(prefix: str, ip: str = "") -> list[int]:
+    """SIGKILL the sshd of every node of this run (or of the one at `ip`), as a crash would:
+    found by `ip netns pids`."""
+    import signal
+    import subprocess
+
+    killed = []
+    for netns in Path("/run/netns").glob(f"{prefix}-*"):
+        addresses = subprocess.run(["ip", "-n", netns.name, "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+        if ip and f" {ip}/" not in addresses:
+            continue
+        for pid in subprocess.run(["ip", "netns", "pids", netns.name], capture_output=True, text=True, check=True).stdout.split():
+            try:
+                if b"sshd" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed.append(int(pid))
+            except OSError:
+                continue
+    return killed
 
 
 @LONG
@@ -127,13 +178,16 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
 
     await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
+    before = nats_server_ids(info)
     rolled = await real.client.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1),
                                                     requested_by="test"), tenant=TENANT, timeout=600)
     assert rolled.succeeded, rolled.reason
     counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
-    assert len(counts) == 5 and set(counts.values()) == {5}
+    assert len(counts) == 5 and set(counts.values()) == {5}, (counts, nats_logs(real))  # (once: one server gone, the others saw 4)
     most, restarted = await down_at_once(real, rolled.reply.job_id)
     assert restarted == set(counts) and most == 1  # every server restarted, never two at once: 4 of 5 always up
+    after = nats_server_ids(info)  # a new process on every node (a new server_id each start): each stop did stop its own
+    assert [node for node in before if after[node] in ("", before[node])] == [], (before, after)
 
     bad = {**info.config, "nats": {**info.config["nats"], "settings": {"max_payload": "lots"}}}
     refused = await real.client.run(ConfigureCluster(cluster_id=cluster, config=bad, restart=True, rolling=Rolling(batch=1),
@@ -181,9 +235,17 @@ async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Re
         await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
         info = await real.client.cluster(cluster, tenant=TENANT)
         assert set(info.observed.values()) == {"stopped"}, info.observed
+        assert [d for d in info.observed_detail.values() if " does not answer: " not in d] == [], info.observed_detail  # why
         await real.run(StartServices(cluster_id=cluster, requested_by="test"))
         if len(services) > 1:  # a cluster keeps at least one service: the replicas go (stop, remove)
             await real.run(RemoveServices(cluster_id=cluster, services=services[-1:], requested_by="test"))
+        else:  # a node whose sshd died: ansible cannot ask, so its state is unknown (it said `failed`, and repair reinstalled)
+            victim = sorted(info.ipaddresses)[0]
+            assert kill_sshd(real.prefix, info.ipaddresses[victim]["access_v4"])
+            await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
+            info = await real.client.cluster(cluster, tenant=TENANT)
+            assert [(d.node, d.observed, d.repair) for d in info.drift] == [(victim, "unknown", "")]
+            assert "Connection refused" in info.observed_detail[(victim, services[0])]
         await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 

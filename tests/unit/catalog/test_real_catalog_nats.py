@@ -5,7 +5,10 @@ The whole cluster's story is tests/e2e/test_real.py's (make test-long)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import random
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,11 +20,11 @@ from muster.runtime.real_demo import REAL_CATALOG
 from services.provisioner.plugins.builtin.shell.automator import PERMANENT_EXIT
 
 
-def run(home: Path, action: Action, settings: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def run(home: Path, action: Action, settings: dict[str, Any], ip: str = "127.0.0.1") -> subprocess.CompletedProcess[str]:
     catalog = load_sources([REAL_CATALOG / "catalog.yaml"]).catalog
     script = str(catalog.services["nats"].provisioner.actions[action].fields["script"])
     config = {"nats": {"binary": nats_server_binary(), "routes": "nats-route://127.0.0.1:6222", "settings": settings}}
-    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "MUSTER_IP": "127.0.0.1", "MUSTER_HOSTNAME": "n1",
+    env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "MUSTER_IP": ip, "MUSTER_HOSTNAME": "n1",
            "MUSTER_CLUSTER_ID": "c1", "MUSTER_CONFIG": json.dumps(config)}
     return subprocess.run(["sh", "-c", script], env=env, cwd=home, capture_output=True, text=True, timeout=30)
 
@@ -37,3 +40,37 @@ def test_a_config_nats_server_refuses_fails_permanently_and_keeps_the_good_one(t
     assert bad.returncode == PERMANENT_EXIT, (bad.returncode, bad.stderr)
     assert "nats.conf.new:4:1: interface conversion" in bad.stderr  # nats-server's own words, at the setting's line
     assert (tmp_path / "nats" / "nats.conf").read_text() == conf
+
+
+def test_a_stop_kills_only_this_nodes_own_server_not_what_has_its_old_pid_now(tmp_path: Path) -> None:
+    """A nats-server killed by hand leaves its pidfile; pids are the host's and reused (32768 of
+    them here), so the stop killed whatever ran under that number then: another node's server."""
+    import signal
+
+    (tmp_path / "nats").mkdir()
+    elsewhere = tmp_path / "another-node"
+    elsewhere.mkdir()
+    other = subprocess.Popen(["nats-server", "60"], executable="/bin/sleep", cwd=elsewhere)  # another node's server, as ps sees it
+    try:
+        (tmp_path / "nats" / "nats.pid").write_text(f"{other.pid}\n")
+        stopped = run(tmp_path, Action.STOP, {})
+        assert stopped.returncode == 0, stopped.stderr
+        assert other.poll() is None, "the stop killed another node's process"
+        assert f"not running (pid {other.pid} is not this node's nats-server)" in stopped.stdout
+        assert not (tmp_path / "nats" / "nats.pid").exists()
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
+    # Its own server (here a localhost node's: the host's network namespace, its own directory) it does stop.
+    ip = f"127.{random.randrange(100, 250)}.{random.randrange(1, 250)}.{random.randrange(1, 250)}"
+    assert run(tmp_path, Action.INSTALL, {}, ip).returncode == 0 and run(tmp_path, Action.CONFIGURE, {}, ip).returncode == 0
+    started = run(tmp_path, Action.START, {}, ip)
+    assert started.returncode == 0, started.stderr
+    pid = int(started.stdout.split("started pid ")[1].split()[0])
+    try:
+        stopped = run(tmp_path, Action.STOP, {}, ip)
+        assert stopped.stdout.strip() == f"stopped pid {pid}", stopped
+        assert not Path(f"/proc/{pid}/cmdline").exists() or b"nats-server" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

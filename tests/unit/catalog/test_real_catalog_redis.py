@@ -127,3 +127,25 @@ def test_a_start_where_another_server_keeps_the_address_fails_saying_so(pair: tu
     refused = primary.run(Action.START)
     assert refused.returncode != 0 and f"another redis-server answers on {primary.ip}:6379" in refused.stderr, refused
     assert f"process_id:{pid}" in primary.cli("info", "server")  # still the first one
+
+
+def test_a_stop_stops_only_this_nodes_own_server_not_what_has_its_old_pid_now(pair: tuple[Node, Node]) -> None:
+    """A redis-server killed by hand leaves its pidfile; pids are the host's and reused, and the stop,
+    its own address not answering, TERMed whatever ran under that number then: another node's server."""
+    primary, replica = pair
+    replica.home.joinpath("redis").mkdir(parents=True)
+    primary.home.mkdir(parents=True)
+    other = subprocess.Popen(["redis-server", "60"], executable="/bin/sleep", cwd=primary.home)  # another node's, as ps sees it
+    try:
+        (replica.home / "redis" / "redis.pid").write_text(f"{other.pid}\n")
+        stopped = replica.run(Action.STOP)
+        assert stopped.returncode == 0, stopped.stderr
+        assert other.poll() is None, "the stop killed another node's process"
+        assert f"not running (pid {other.pid} is not this node's redis-server)" in stopped.stdout
+    finally:
+        other.kill()
+        other.wait()
+    primary.up()  # its own server it does stop (the SHUTDOWN of the test above, through the same check)
+    pid = (primary.home / "redis" / "redis.pid").read_text().strip()
+    stopped = primary.run(Action.STOP)
+    assert stopped.stdout.strip() == f"stopped pid {pid}" and primary.cli("ping") == "", stopped

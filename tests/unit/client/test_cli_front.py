@@ -180,6 +180,27 @@ def test_the_drift_of_a_failed_service_says_what_it_waits_for_and_of_a_deleted_c
     assert captured.get() == "cluster web (c) is deleted: no service runs on it\n"  # not "check it"
 
 
+def test_the_drift_of_a_service_whose_state_is_unknown_says_why() -> None:
+    """A node whose sshd died showed "unknown: check again, or look at the node", and its
+    reason was in the check job's history only."""
+    from contracts.layout import NodeSpec
+    from muster import ops_session
+    from muster.ops_care_cli import print_drift
+    from muster.readmodel.clusters import ClusterInfo
+    from muster.readmodel.observed import Drift
+
+    node = NodeSpec(id="n1", hostname="h1", hardwaretype="small", imagetype="deb", services=["zk"])
+    why = "zk status: cannot connect to root@10.213.0.3:22: Connect call failed ('10.213.0.3', 22)"
+    info = ClusterInfo(id="c", name="web", tenant="t", template="x", provider="sim", status="active", status_reason="",
+                       job_id="j", config={}, nodes=[node], observed={("n1", "zk"): "unknown"},
+                       observed_detail={("n1", "zk"): why}, drift=[Drift("n1", "zk", "running", "unknown")])
+    with ops_session.out.capture() as captured:
+        print_drift(info)
+    assert f"n1 zk: unknown, should be running -> unknown: check again, or look at the node\n    its status said: {why}\n" \
+        in captured.get()
+    assert "repair:" not in captured.get()
+
+
 def test_the_drift_table_shows_each_nodes_desired_and_observed_state(capsys: pytest.CaptureFixture[str]) -> None:
     from contracts.layout import NodeSpec
     from muster import ops_session

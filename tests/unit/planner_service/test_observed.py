@@ -137,6 +137,10 @@ async def test_a_check_tolerates_nodes_that_do_not_answer_and_changes_no_status(
     assert h.job(job_id).state == "succeeded" and h.cluster(cid).status == "active"
     assert h.cluster(cid).observed[(node, "checked")] == ("unknown", job_id)
     assert [d.repair for d in h.cluster(cid).drift()] == [""]  # unknown: look, or check again
+    # A repair then refused saying "no drift to repair", while `muster cluster drift` listed one.
+    refused = await h.send(RepairCluster(cluster_id=cid))
+    assert isinstance(refused, Rejected) and "no drift to repair" not in refused.reason
+    assert f"has no drift a repair can act on: the state of checked on {node} is unknown" in refused.reason
 
 
 async def test_a_check_needs_a_service_with_a_status_action() -> None:

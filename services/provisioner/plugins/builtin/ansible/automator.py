@@ -172,7 +172,9 @@ def _run(kwargs: dict[str, Any]) -> tuple[str, int | None, str]:
 
 def outcome(what: str, action: Action, status: str, rc: int | None, log: AnsibleLog, raw: str = "") -> TaskOutcome:
     stdout = log.text()
-    if action is Action.STATUS and status in ("successful", "failed"):
+    # A node ansible could not reach says nothing of its service: the status task fails (the state
+    # is unknown, as the shell automator's), where "failed" had a repair reinstall it over a dead ssh.
+    if action is Action.STATUS and status in ("successful", "failed") and not log.unreachable:
         state = log.stats.get("muster_status") or ("running" if status == "successful" else "failed")
         return succeeded({"state": str(state), "detail": log.last_message or f"playbook {status}"}, stdout=stdout)
     if status == "successful":

@@ -58,6 +58,8 @@ class AnsibleLog:
         """The failure is a task's (not an unreachable host, not ansible's own error)."""
         self.exit_permanent = False
         """That task's command exited PERMANENT_EXIT."""
+        self.unreachable = False
+        """A host did not answer: the playbook asked nothing of it."""
 
     def handle(self, event: dict[str, Any]) -> bool:
         kind = str(event.get("event", ""))
@@ -84,6 +86,7 @@ class AnsibleLog:
                     self.exit_permanent = isinstance(res, dict) and res.get("rc") == PERMANENT_EXIT
             elif kind == "runner_on_unreachable":
                 message = _message(res)
+                self.unreachable = True
                 self.refused_login = self.refused_login or bool(_REFUSED_LOGIN.search(message))
                 if "IDENTIFICATION HAS CHANGED" in message or "Host key verification failed" in message:
                     message = "host key verification failed: the node's key is not the one recorded for it"

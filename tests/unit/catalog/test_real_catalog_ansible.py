@@ -1,0 +1,66 @@
+"""The configure step of examples/catalog-real's Ansible flavour, run here by ansible-runner on
+this host (a local connection) and read as the ansible automator reads a run (`AnsibleLog`,
+`outcome`): a good config is put in place; one the server itself refuses fails naming it, is
+permanent (the job rolls back at once: it was tried three times) and never replaces the good one.
+The whole cluster's story is tests/e2e/test_real.py's (make test-long)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts.catalog import Action
+from muster.bus.server import nats_server_binary
+from muster.runtime.real_demo import REAL_CATALOG
+from services.provisioner.plugins.base import PERMANENT_EXIT, TaskOutcome
+from services.provisioner.plugins.builtin.ansible.automator import outcome
+from services.provisioner.plugins.builtin.ansible.events import AnsibleLog
+
+
+def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any]) -> TaskOutcome:
+    import ansible_runner
+
+    log = AnsibleLog()
+    work = Path(tempfile.mkdtemp(dir=tmp_path))
+    muster = {"service": service, "cluster_id": "c1", "node": {"id": "n1", "hostname": "n1", "ip": "127.0.0.1"}, "config": config,
+              "exit_permanent": PERMANENT_EXIT}  # as the automator gives it (`muster_vars`)
+    runner = ansible_runner.run(
+        private_data_dir=str(work), playbook=str(REAL_CATALOG / "ansible" / playbook), quiet=True,
+        inventory={"all": {"hosts": {"n1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}},
+        extravars={"step": "configure", "muster": muster, "muster_home": str(tmp_path)}, event_handler=log.handle,
+        envvars={"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "ANSIBLE_NOCOLOR": "1",
+                 "ANSIBLE_LOCAL_TEMP": str(work / "tmp")})
+    return outcome(f"{service} configure", Action.CONFIGURE, str(runner.status), runner.rc, log)
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
+def test_redis_a_setting_redis_server_refuses_fails_permanently_and_keeps_the_good_config(tmp_path: Path) -> None:
+    (tmp_path / "redis").mkdir()
+    good = configure(tmp_path, "redis.yml", "redis-replica-ansible", {"redis": {"primary": "10.0.0.1", "settings": {"maxmemory": "64mb"}}})
+    assert good.ok, good.error
+    conf = (tmp_path / "redis" / "redis.conf").read_text()
+    assert "maxmemory 64mb" in conf.splitlines() and "replicaof 10.0.0.1 6379" in conf.splitlines()
+    bad = configure(tmp_path, "redis.yml", "redis-replica-ansible", {"redis": {"primary": "10.0.0.1", "settings": {"maxmemory": "lots"}}})
+    assert not bad.ok and bad.permanent, bad
+    assert "'maxmemory lots'" in bad.error and "argument must be a memory value" in bad.error  # redis-server's own words
+    assert (tmp_path / "redis" / "redis.conf").read_text() == conf
+
+
+def test_nats_a_setting_nats_server_refuses_fails_permanently_and_keeps_the_good_config(tmp_path: Path) -> None:
+    (tmp_path / "nats").mkdir()
+    shutil.copy(nats_server_binary(), tmp_path / "nats" / "nats-server")
+    config = {"routes": "nats-route://127.0.0.1:6222", "settings": {"max_payload": 65536}}
+    good = configure(tmp_path, "nats.yml", "nats-ansible", {"nats": config})
+    assert good.ok, good.error
+    conf = (tmp_path / "nats" / "nats.conf").read_text()
+    assert "max_payload: 65536" in conf
+    bad = configure(tmp_path, "nats.yml", "nats-ansible", {"nats": {**config, "settings": {"max_payload": "lots"}}})
+    assert not bad.ok and bad.permanent, bad
+    assert "nats.conf.new:4:1: interface conversion" in bad.error and "permanent, not retried" in bad.error  # its words
+    assert (tmp_path / "nats" / "nats.conf").read_text() == conf
