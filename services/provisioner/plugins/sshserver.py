@@ -162,6 +162,11 @@ class LocalSshEndpoint:
             self._running.discard(proc)
             if proc.returncode is None:
                 _kill_group(proc)
+            # A command killed because its client went away leaves its pipes open (nobody reads
+            # them now): closed here, not by the garbage collector's ResourceWarning.
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import click
@@ -21,6 +21,17 @@ from muster.tracker_client import TrackerReads
 from services.tracker import cli as tracker_cli
 
 JOB = "00000000-0000-4000-8000-000000000001"
+
+
+@pytest.fixture(autouse=True)
+def sigint_as_a_terminal_has_it() -> Iterator[None]:
+    """A pytest-xdist worker ignores SIGINT (its controller stops it): the test's own signal would
+    then be lost, and the follow would wait for ever."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 async def _interrupted() -> None:
