@@ -14,6 +14,11 @@
   subscription, each to the callback (or future) of its publish; a publish nobody answers
   fails after its timeout. `settle` acks, naks, terminates or extends a JetStream delivery.
 
+- **Flow control**: nats-py answers a push subscription's flow-control requests from a task
+  that looked 4 times a second whether one was pending, for the life of every ordered consumer
+  and KV watch: most of what an idle service spent (docs/benchmarks.md, "Idle"). The task is
+  replaced by one that sleeps until a request is pending (`_answer_flow_control`).
+
 - **Ending**: `close_push` and `stop_watch` end a JetStream push subscription (an ordered
   consumer, a KV watch) with the tasks nats-py runs for it (heartbeat and flow-control checks),
   awaited: its own `unsubscribe` only cancels them, and not at all once the connection is closed
@@ -57,7 +62,8 @@ INTERNALS = {
     Subscription: ("_id", "_jsi", "_wait_for_msgs_task"),
     JetStreamContext: ("_nc", "_timeout"),
     JetStreamContext.PushSubscription: ("_sub",),
-    JetStreamContext._JSI: ("_hbtask", "_fctask"),
+    JetStreamContext._JSI: ("_hbtask", "_fctask", "_hbi", "_conn", "_psub", "_fcr", "_fcd", "_fciseq",
+                            "check_flow_control_response", "schedule_flow_control_response"),
     KeyValue.KeyWatcher: ("_sub",),
 }
 """The private attributes of nats-py this module uses (instance attributes are checked on a
@@ -134,6 +140,60 @@ def auth_required(nc: Client) -> bool:
     """Does the server this connection reached authorize connections?"""
     info = getattr(nc, "_server_info", None) or {}
     return bool(info.get("auth_required"))
+
+
+# -- flow control ------------------------------------------------------------------------------
+
+FLOW_CONTROL_CHECK_S = 0.25
+"""While a flow-control request waits for the messages before it to be delivered, how often
+that is looked at (nats-py's pace: no event says a callback took a message)."""
+
+_WAKE = "_muster_flow_control_wake"
+
+
+def _wake_of(jsi: Any) -> asyncio.Event:
+    wake: asyncio.Event | None = getattr(jsi, _WAKE, None)
+    if wake is None:
+        wake = asyncio.Event()
+        setattr(jsi, _WAKE, wake)
+    return wake
+
+
+async def _answer_flow_control(jsi: Any) -> None:
+    """nats-py's `check_flow_control_response` without its wake-ups when nothing is pending:
+    it waits for `schedule_flow_control_response` (called from the read loop when a request
+    comes before the messages it follows were delivered) and then looks as nats-py does until
+    the answer is sent. With nothing pending it also wakes at the pace of the subscription's
+    heartbeat check (twice the idle heartbeat) to end once the connection is closed, as
+    nats-py's loop did (an unsubscribe or `close_push` cancels it at once)."""
+    wake = _wake_of(jsi)
+    idle_s = 2 * (jsi._hbi or 5.0)
+    while not jsi._conn.is_closed:
+        if jsi._fcr is None:
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), idle_s)
+            continue
+        if jsi._fciseq - jsi._psub._pending_queue.qsize() >= jsi._fcd:
+            reply, jsi._fcr, jsi._fcd = jsi._fcr, None, 0
+            with contextlib.suppress(Exception):  # as nats-py: a lost answer is asked for again
+                await jsi._conn.publish(reply)
+        else:
+            await asyncio.sleep(FLOW_CONTROL_CHECK_S)
+
+
+_schedule_flow_control = JetStreamContext._JSI.schedule_flow_control_response
+
+
+def _schedule_and_wake(jsi: Any, reply: str) -> None:
+    _schedule_flow_control(jsi, reply)
+    _wake_of(jsi).set()
+
+
+# Every push subscription nats-py makes in a muster process (its ordered consumers, KV watches),
+# on any connection: the class is patched, once, when the bus layer is imported.
+JetStreamContext._JSI.check_flow_control_response = _answer_flow_control  # type: ignore[method-assign]
+JetStreamContext._JSI.schedule_flow_control_response = _schedule_and_wake  # type: ignore[method-assign,assignment]
 
 
 # -- ending push subscriptions ---------------------------------------------------------------
