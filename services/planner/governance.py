@@ -113,7 +113,7 @@ class Governance:
         # Not the request's own cluster: at admission a new one is not there yet, at an approval it
         # is (its create waited), and counted it would be a cluster more than the tenant has.
         # The clusters of the shards this planner holds, and what the other planners wrote of theirs:
-        # a tenant's totals, not this planner's (decision 46).
+        # a tenant's totals, not this planner's (decision 44).
         others = [c for c in self.state.clusters.values() if c.tenant == facts.tenant and c.status != "deleted" and c.id != after.id
                   and (self.shared is None or self.shared.holds(c))]
         elsewhere = self.shared.elsewhere(facts.tenant) if self.shared is not None else spend.NONE

@@ -1,5 +1,5 @@
 """The tenants' spend, shared with the other planners (docs/governance.md, "Policies";
-docs/decisions/0046-a-tenant-s-spend-is-shared-by-shard.md).
+docs/decisions/0044-a-tenant-s-spend-is-shared-by-shard.md).
 
 A policy's tenant totals (`input.tenant.clusters|nodes|per_hour`: a budget, a node ceiling)
 were this planner's clusters only: with several planners each let a tenant spend its whole

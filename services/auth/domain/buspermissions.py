@@ -123,7 +123,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             f"{subjects.QUERY}.*.{pid}.solve", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             "$KV.nodemaps.>", "$KV.leases.>", "$KV.snapshots.>",
             "$KV.budgets.>", *_read_stream("KV_budgets"),  # the concurrency limits shared by the planners
-            "$KV.spend.>", *_read_stream("KV_spend"),  # the tenants' spend by shard, for the policies (decision 46)
+            "$KV.spend.>", *_read_stream("KV_spend"),  # the tenants' spend by shard, for the policies (decision 44)
             f"{subjects.SHARD}.>",  # requests forwarded to the holder of a cluster's shard
             subjects.ALL_PROVISIONER_HELD,  # what each provisioner holds, after the task queue was lost
             # May the pool service POST to a create's callback URL? (decision 38; no other pool command)

@@ -2,7 +2,7 @@
 
 Its clusters not deleted and their nodes by provider and hardware type: the unit that planners share so that a policy's tenant totals
 (`input.tenant.clusters|nodes|per_hour`) count every planner's clusters, not the admitting
-planner's alone (docs/decisions/0046-a-tenant-s-spend-is-shared-by-shard.md).
+planner's alone (docs/decisions/0044-a-tenant-s-spend-is-shared-by-shard.md).
 
 Counts, not prices: the prices are the catalog's at the moment a policy is evaluated (a price
 raised since the nodes were made counts at the new price, as the request's own cost does).

@@ -1,4 +1,4 @@
-"""A tenant's budget holds across planners (decision 46): two planners on a real nats-server,
+"""A tenant's budget holds across planners (decision 44): two planners on a real nats-server,
 each holding half the shards; a cluster made on one planner's shard fills the tenant's budget
 (examples/policies/tenant_budget.rego), and the other planner refuses a create on its own shard
 that would go over it. Each planner counted only its own shards' clusters before: the tenant got

@@ -1,4 +1,4 @@
-"""A tenant's totals in the policies' input count every planner's clusters (decision 46): two
+"""A tenant's totals in the policies' input count every planner's clusters (decision 44): two
 planners on fakes, each holding one shard, share the log and the spend board; a budget policy
 refuses on one planner a create that the other planner's clusters put over the budget. The real
 thing (two planners on a nats-server): tests/integration/services/test_shared_spend.py."""
