@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -61,6 +62,13 @@ from .harness import TRANSIENT, FaultStack
 from .history import History
 from .invariants import TRACKER_TENANT_HEADER, Report
 from .soak_faults import pick
+
+_ID = re.compile(r"\b[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}\b")
+
+
+def _kind_of(reason: str) -> str:
+    """A refusal's first words with its ids as <id>: one count per kind, not per job."""
+    return " ".join(_ID.sub("<id>", reason).split()[:6])
 
 TENANTS = ("acme", "globex", "initech", "umbrella")
 
@@ -246,7 +254,7 @@ class Soak:
             return self._unanswered(tenant, what, reply.reason)
         if isinstance(reply, Rejected):
             seen.outcome, seen.reason = "refused", reply.reason
-            self.result.rejected[" ".join(reply.reason.split()[:6])] += 1
+            self.result.rejected[_kind_of(reply.reason)] += 1
         elif isinstance(reply, Accepted):
             seen.outcome, seen.job_id, seen.cluster_id = "accepted", reply.job_id, reply.cluster_id
             self.result.accepted += 1
