@@ -11,20 +11,17 @@ revision per key and no TTL: a budget's entries are its shards' owners' to chang
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
 
 from muster.ports.budgets import BudgetConflict, Stored
 
-from . import streams
+from .watched import WatchedBucket
 from .wire import stop_watch
 
 log = structlog.get_logger("muster.budgets")
@@ -41,28 +38,15 @@ def _shares(value: bytes | None) -> dict[int, int]:
         return {}
 
 
-class NatsBudgets:
+class NatsBudgets(WatchedBucket):
     def __init__(self, js: JetStreamContext, replicas: int = 1) -> None:
-        self.js, self.replicas = js, replicas
-        self._kv: KeyValue | None = None
+        super().__init__(js, replicas)
         self._known: dict[str, Stored] = {}
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self, on_change: Callable[[str], Awaitable[None]]) -> None:
         """Declare the bucket, read it whole, then watch it (returns once the current values are in)."""
-        self._kv = await streams.ensure_bucket(self.js, KeyValueConfig(
-            bucket=BUCKET, history=1, storage=StorageType.FILE, replicas=self.replicas,
-            description="concurrency limits' budgets: tenant.<t> / provider.<t>.<p> -> {shard: slots}"))
-        watcher = await self._kv.watchall()
-        ready = asyncio.Event()
-        self._task = asyncio.create_task(self._watch(watcher, ready, on_change))
-        await ready.wait()
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._follow(BUCKET, "concurrency limits' budgets: tenant.<t> / provider.<t>.<p> -> {shard: slots}",
+                           lambda watcher, ready: self._watch(watcher, ready, on_change))
 
     async def _watch(self, watcher: Any, ready: asyncio.Event, on_change: Callable[[str], Awaitable[None]]) -> None:
         try:

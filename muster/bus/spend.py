@@ -9,17 +9,14 @@ owner writes them again."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
 from nats.js import JetStreamContext
-from nats.js.api import KeyValueConfig, StorageType
-from nats.js.kv import KeyValue
 
-from . import streams
+from .watched import WatchedBucket
 from .wire import stop_watch
 
 log = structlog.get_logger("muster.spend")
@@ -27,29 +24,16 @@ log = structlog.get_logger("muster.spend")
 BUCKET = "spend"
 
 
-class NatsSpend:
+class NatsSpend(WatchedBucket):
     def __init__(self, js: JetStreamContext, replicas: int = 1) -> None:
-        self.js, self.replicas = js, replicas
-        self._kv: KeyValue | None = None
+        super().__init__(js, replicas)
         self._known: dict[str, dict[str, Any]] = {}
-        self._task: asyncio.Task[None] | None = None
         self._changed = asyncio.Condition()
 
     async def start(self) -> None:
         """Declare the bucket, read it whole, then watch it (returns once the current values are in)."""
-        self._kv = await streams.ensure_bucket(self.js, KeyValueConfig(
-            bucket=BUCKET, history=1, storage=StorageType.FILE, replicas=self.replicas,
-            description="the tenants' spend by shard, for the policies' tenant totals: <tenant>.<shard> -> {clusters, nodes}"))
-        watcher = await self._kv.watchall()
-        ready = asyncio.Event()
-        self._task = asyncio.create_task(self._watch(watcher, ready))
-        await ready.wait()
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._follow(BUCKET, "the tenants' spend by shard, for the policies' tenant totals: <tenant>.<shard> -> {clusters, nodes}",
+                           self._watch)
 
     async def _watch(self, watcher: Any, ready: asyncio.Event) -> None:
         try:
