@@ -19,7 +19,7 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from yarl import URL
 
@@ -221,6 +221,15 @@ def refused(allowed: Allowed, host: str, addresses: Iterable[Address], port: int
         if why is not None and not allowed.address(ip, port):
             return why
     return None
+
+
+def printable(url: str) -> str:
+    """A URL as a log, an error or a console line may say it: no user or password, no query or
+    fragment (where a token or a collector's key is put when not in a header)."""
+    parts = urlsplit(url)
+    if not parts.netloc:
+        return url.split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
+    return urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
 
 
 def target(url: str) -> tuple[str, int] | str:

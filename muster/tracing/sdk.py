@@ -13,6 +13,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from muster.destinations import printable
+
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
@@ -107,7 +109,7 @@ def describe(env: Mapping[str, str] = os.environ) -> str | None:
         if name == "console":
             said.append("console (stdout)")
             continue
-        said.append(f"OTLP {protocol} to {shown(_endpoint(env, protocol))}")
+        said.append(f"OTLP {protocol} to {printable(_endpoint(env, protocol))}")
     return ", ".join(said)
 
 
@@ -115,15 +117,6 @@ def _endpoint(env: Mapping[str, str], protocol: str) -> str:
     signal = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     base = env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or ("http://localhost:4317" if protocol == "grpc" else "http://localhost:4318")
     return signal or (base if protocol == "grpc" else f"{base.rstrip('/')}/v1/traces")
-
-
-def shown(endpoint: str) -> str:
-    """An endpoint as it may be printed: no user, password, query or fragment (where a
-    collector's key is put when not in a header)."""
-    parts = urllib.parse.urlsplit(endpoint)
-    if not parts.netloc:
-        return endpoint.split("?", 1)[0].split("#", 1)[0].rsplit("@", 1)[-1]
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, "", ""))
 
 
 def in_clear(env: Mapping[str, str] = os.environ) -> str | None:
@@ -142,7 +135,7 @@ def in_clear(env: Mapping[str, str] = os.environ) -> str | None:
                        for v in ("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE"))
         clear = parts.scheme == "http" or (protocol == "grpc" and not parts.scheme and insecure)
         if clear and not _loopback(parts.hostname or ""):
-            return (f"traces go unencrypted to {shown(endpoint)}, another machine: their spans name tenants and "
+            return (f"traces go unencrypted to {printable(endpoint)}, another machine: their spans name tenants and "
                     "clusters, and a collector key in OTEL_EXPORTER_OTLP_HEADERS goes with them; use https:// (docs/tracing.md)")
     return None
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import structlog
@@ -29,7 +28,7 @@ from nats.aio.client import Client
 
 from contracts.governance import Subscription
 from muster.checked_http import LOOKUP_S, CheckedResolver, Refused, look_up, refused_address, session
-from muster.destinations import NOTIFIER, Allowed, DestinationRefused, explain, target
+from muster.destinations import NOTIFIER, Allowed, DestinationRefused, explain, printable, target
 from muster.ports.clock import Clock
 
 from ..domain.notices import slack
@@ -41,13 +40,6 @@ log = structlog.get_logger("muster.notifier")
 TIMEOUT_S = 5.0
 CHECK_RESOLVE_S = LOOKUP_S
 """How long `notify add` waits for a webhook's host to resolve (a slow resolver is a warning, not a refusal)."""
-
-
-def _safe(url: str) -> str:
-    """The URL as an error may say it: no query (it may carry a token), no user or password."""
-    parts = urlsplit(url.split("?", 1)[0])
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 class Deliveries:
@@ -79,7 +71,7 @@ class Deliveries:
         url, missing_url = self._url(tenant, hook.url)
         if missing or missing_url:
             return False, None, missing or missing_url
-        shown = hook.url if hook.url.startswith("secret://") else _safe(hook.url)
+        shown = hook.url if hook.url.startswith("secret://") else printable(hook.url)
         hidden = self._hidden(hook.url)
         where = target(url)
         if isinstance(where, str):
@@ -124,7 +116,7 @@ class Deliveries:
         hidden = self._hidden(hook.url)
         where = target(url)
         if isinstance(where, str):
-            said = f"{hook.url} does not hold an http(s) URL with a host" if hidden else f"{_safe(url)}: {where}"
+            said = f"{hook.url} does not hold an http(s) URL with a host" if hidden else f"{printable(url)}: {where}"
             return [*problems, f"{label}: webhook.url: {said}"], []
         host, port = where
         found = await look_up(self.resolver(tenant), host, port, CHECK_RESOLVE_S)

@@ -28,7 +28,7 @@ from nats.aio.client import Client
 
 from contracts.pools import Callback
 from muster.checked_http import CheckedResolver, Refused, look_up, refused_address, session
-from muster.destinations import POOL, Allowed, explain, target
+from muster.destinations import POOL, Allowed, explain, printable, target
 
 log = structlog.get_logger("muster.pool")
 
@@ -60,7 +60,7 @@ class CallbackSender:
             return "", ""
         where = target(callback.url)
         if isinstance(where, str):
-            return f"{_safe(callback.url)}: {where}", ""
+            return f"{printable(callback.url)}: {where}", ""
         host, port = where
         found = await look_up(self.checked, host, port)
         if found.refused is not None:
@@ -81,7 +81,7 @@ class CallbackSender:
         assert callback.url is not None
         where = target(callback.url)
         if isinstance(where, str):
-            return 1, f"{_safe(callback.url)}: {where}"
+            return 1, f"{printable(callback.url)}: {where}"
         host, port = where
         if why := refused_address(self.allowed, host, port):  # an address is not resolved: checked here
             return 1, f"refused: {explain(why, host, sender=POOL, port=port)}"
@@ -98,8 +98,8 @@ class CallbackSender:
                     log.info("callback host not reachable", host=err.host, cause=err.cause)
                     error = explain(err.why, err.host, sender=POOL, port=port)
                 except (TimeoutError, aiohttp.ClientError) as err:
-                    error = (str(err) or type(err).__name__).replace(callback.url, _safe(callback.url))
-                log.info("callback failed; will retry", url=_safe(callback.url), attempt=attempt, error=error)
+                    error = (str(err) or type(err).__name__).replace(callback.url, printable(callback.url))
+                log.info("callback failed; will retry", url=printable(callback.url), attempt=attempt, error=error)
                 if attempt < self.attempts:
                     await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))  # backoff between retries of one send
         return self.attempts, error
@@ -109,10 +109,5 @@ class CallbackSender:
             await self._checked.close()
 
 
-def _safe(url: str) -> str:
-    """A URL for logs: without its query string, which may carry a token."""
-    return url.split("?", 1)[0]
-
-
 def target_text(target: Callback) -> str:
-    return target.subject or _safe(target.url or "")
+    return target.subject or printable(target.url or "")

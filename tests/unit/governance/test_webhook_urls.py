@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from muster.destinations import printable
 from services.governance.domain.entities import plan_puts
-from services.notifier.adapters.delivery import _safe
 
 
 def put(url: str) -> list[str]:
@@ -38,4 +38,4 @@ def test_a_plain_url_or_a_reference_is_taken(url: str) -> None:
 
 
 def test_an_error_about_a_url_says_neither_its_query_nor_its_user() -> None:
-    assert _safe("https://u:pw@hooks.example:8443/x?token=abc") == "https://hooks.example:8443/x"
+    assert printable("https://u:pw@hooks.example:8443/x?token=abc") == "https://hooks.example:8443/x"
