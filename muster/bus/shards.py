@@ -40,6 +40,7 @@ from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
 from nats.js.errors import APIError, NoStreamResponseError, ServiceUnavailableError
+from nats.js.kv import KeyValue
 
 from . import streams
 from .wire import stop_watch
@@ -82,6 +83,13 @@ async def until(condition: asyncio.Condition, predicate: Callable[[], bool], tim
 
 async def _nothing(_: Shards) -> None:
     return None
+
+
+async def leases_bucket(js: JetStreamContext, replicas: int = 1) -> KeyValue:
+    """The `leases` bucket, made if missing (a watcher may start before any member)."""
+    return await streams.ensure_bucket(js, KeyValueConfig(
+        bucket=BUCKET, history=1, ttl=MARKER_TTL_S * 10, limit_marker_ttl=MARKER_TTL_S, storage=StorageType.FILE,
+        replicas=replicas, description="shard leases and members: shard.<n> / member.<name>, each with a TTL"))
 
 
 @dataclass
@@ -153,9 +161,7 @@ class ShardLeases:
     # -- life --------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.kv = await streams.ensure_bucket(self.js, KeyValueConfig(
-            bucket=BUCKET, history=1, ttl=MARKER_TTL_S * 10, limit_marker_ttl=MARKER_TTL_S, storage=StorageType.FILE,
-            replicas=self.replicas, description="shard leases and members: shard.<n> / member.<name>, each with a TTL"))
+        self.kv = await leases_bucket(self.js, self.replicas)
         await self._join()
         watcher = await self.kv.watch(">")
         self._spawn(self._watch(watcher))

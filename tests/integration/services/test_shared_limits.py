@@ -19,11 +19,11 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
-from nats.aio.msg import Msg
 
 from contracts import subjects
 from contracts.commands import Accepted, CreateCluster
@@ -32,6 +32,7 @@ from muster.bus import shards
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
+from muster.bus.wire import stop_watch
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
 from services.planner.domain import planning
@@ -87,25 +88,39 @@ async def nc(fresh_nats: str) -> AsyncIterator[Client]:
 
 
 class Leases:
-    """Shard -> planner, from the writes to the leases bucket as they happen (a subscription
-    made before any planner starts: no polling)."""
+    """Shard -> planner, from a watch of the leases bucket made before any planner starts (no
+    polling). A watch, not a subscription to `$KV.leases.shard.*`: a core subscriber also sees
+    the writes the stream refused (a take that lost its compare-and-set, a late renewal), and
+    one of those seen last named an owner that never held the shard."""
 
     def __init__(self) -> None:
         self.owners: dict[int, str] = {}
         self.split = asyncio.Event()
 
-    async def follow(self, nc: Client) -> None:
-        await nc.subscribe(f"$KV.{shards.BUCKET}.shard.*", cb=self.on_write)
+    @contextlib.asynccontextmanager
+    async def follow(self, nc: Client) -> AsyncIterator[None]:
+        watcher = await (await shards.leases_bucket(nc.jetstream())).watch("shard.*")
+        task = asyncio.create_task(self._read(watcher))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await stop_watch(watcher)
 
-    async def on_write(self, msg: Msg) -> None:
-        shard = int(msg.subject.rsplit(".", 1)[1])
-        if (msg.headers or {}).get("KV-Operation") or not msg.data:
-            self.owners.pop(shard, None)
-        else:
-            self.owners[shard] = json.loads(msg.data)["owner"]
-        held = Counter(self.owners.values())
-        if set(held) == set(PLANNERS) and set(held.values()) == {SHARDS // len(PLANNERS)}:  # each its fair share
-            self.split.set()
+    async def _read(self, watcher: Any) -> None:
+        async for entry in watcher:
+            if entry is None:  # the bucket's state so far has been delivered
+                continue
+            shard = int(entry.key.rsplit(".", 1)[1])
+            if entry.operation is not None or not entry.value:
+                self.owners.pop(shard, None)
+            else:
+                self.owners[shard] = json.loads(entry.value)["owner"]
+            held = Counter(self.owners.values())
+            if set(held) == set(PLANNERS) and set(held.values()) == {SHARDS // len(PLANNERS)}:  # each its fair share
+                self.split.set()
 
 
 def requests_on_every_planner(owners: dict[int, str], per_planner: int) -> list[str]:
@@ -141,12 +156,12 @@ async def test_three_planners_keep_a_provider_limit_and_a_tenant_limit_together(
     store = EventStore(nc)
     await apply_catalog(store, T, catalog)
     leases = Leases()
-    await leases.follow(nc)
-    with planners(fresh_nats) as procs:
-        await asyncio.wait_for(leases.split.wait(), 60)
-        await _run(nc, store, leases.owners)
-        for p in procs:
-            assert p.poll() is None, "a planner died"
+    async with leases.follow(nc):
+        with planners(fresh_nats) as procs:
+            await asyncio.wait_for(leases.split.wait(), 60)
+            await _run(nc, store, leases.owners)
+            for p in procs:
+                assert p.poll() is None, "a planner died"
 
 
 async def _where(nc: Client, store: EventStore, replies: list[Accepted]) -> str:
