@@ -134,6 +134,10 @@ class Requests:
                 pin = await self.previews.saved(ctx.tenant, command.plan_id)
                 # The saved request, asked for by whoever applies it.
                 command = COMMAND_ADAPTER.validate_python({**pin.command, "requested_by": command.requested_by})
+            if ctx.principal and command.requested_by != ctx.principal:
+                # The body's `requested_by` is whatever the client wrote (the CLI: the OS user);
+                # with a known caller the job's request and a policy's `input.request` name the caller.
+                command = command.model_copy(update={"requested_by": ctx.principal})
             op = operation_of(command)
             for check in () if system else self.admission:
                 check(ctx, op, command)

@@ -105,6 +105,13 @@ async def test_policies_see_the_requesters_role() -> None:
                            principal="builder")
     assert isinstance(preview, DryRun) and preview.policy is not None
     assert preview.policy["input"]["requester"] == {"id": "builder", "role": "user"} and preview.policy["deny"], preview.policy
+    # And the request a policy reads names the caller too, not what the client wrote in its body
+    # (the CLI writes the OS user there).
+    assert preview.policy["input"]["request"]["requested_by"] == "builder", preview.policy["input"]["request"]
+    made = await h.send(CreateCluster(name="u", template="hadoop-small", nodes=2, requested_by="root"), principal="builder")
+    assert isinstance(made, Accepted)
+    await h.settle()
+    assert h.job(made.job_id).requested_by == "builder"
 
 
 async def approval_pending(h: Harness, allow_self: bool = False) -> tuple[str, str]:
