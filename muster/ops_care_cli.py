@@ -111,8 +111,11 @@ def print_drift(c: ClusterInfo) -> None:
     out.print(f"drift ({len(c.drift)}):")
     for d in c.drift:
         action = {"start": "start it", "reinstall": "install, configure and start it again", "stop": "stop it",
-                  "restart": "restart it, to run the cluster's config"}.get(
-            d.repair, "unknown: check again, or look at the node")
+                  "restart": "restart it, to run the cluster's config",
+                  "reconfigure": "configure and restart it: its config was written for another config or other members "
+                                 "(an expand or a shrink since)",
+                  "reconnect": "confirm the node through its provider (which brings its ssh back where it can), start it, "
+                               "check it"}.get(d.repair, "unknown: check again, or look at the node")
         if d.after:  # the repair's own reason for not installing it again
             action = f"start it after {', '.join(d.after)}, down too (it may have failed for that alone)"
         out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")
