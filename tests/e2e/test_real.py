@@ -222,7 +222,7 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert len(info.nodes) == 3 and set((await members_by_node(info)).values()) == {3}
     # Their configs still name the two nodes gone: stale, and the repair writes them again.
-    assert {(d.node, d.repair) for d in info.drift} == {(n, "reconfigure") for n in info.ipaddresses}
+    assert {(d.node, d.repair) for d in info.drift} == {(n.id, "reconfigure") for n in info.nodes}
     await real.run(RepairCluster(cluster_id=cluster, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert info.drift == [] and set((await members_by_node(info)).values()) == {3}
@@ -366,6 +366,8 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     assert len(re.findall(r"members each server sees after it: (?:\d, ){4}\d\n", out)) == 2, out
     assert re.search(r"killed by hand: nats-server of node \S+ on 10\.213\.\S+ \(pid \d+\)", out)
     assert re.search(r"drift: node \S+ nats is stopped, should be running \(repair: start\)", out)
+    stale = re.findall(r"drift: node \S+ nats is stale, should be running \(repair: reconfigure\)", out)
+    assert len(stale) == 3 + 3 and re.search(r"repair the stale configs: job \S+ succeeded", out), out  # after the expand, the shrink
     assert re.search(r"repair: job \S+ succeeded", out) and re.search(r"shrink to 3: job \S+ succeeded", out)
     assert "delete: job" in out and out.rstrip().endswith("everything stopped.")
     assert "Traceback" not in out + done.stderr
