@@ -79,7 +79,8 @@ async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> N
 async def repair(cluster_ref: str, opts: Options) -> None:
     """Re-run what the last check says is missing: start what should run (install and configure
     again where it failed, unless something it needs was down too), stop what should not,
-    restart what runs an older config."""
+    restart what runs an older config, configure and restart what is stale (an expand or a
+    shrink since), reconnect a node whose state is unknown (its provider confirms it)."""
     async with Session(opts) as s:
         await s.execute(RepairCluster(cluster_id=(await s.cluster(cluster_ref)).id))
 

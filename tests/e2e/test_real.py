@@ -2,7 +2,8 @@
 a NATS cluster from examples/catalog-real that the servers themselves report as formed.
 
 The fast case (default run): one node, created, checked from the live process, deleted, nothing
-left; its sshd killed, the node is reconnected by a repair. The long one (`make test-long`): 3
+left; on the way, expanded to two (the first node's config stale, repaired), its sshd killed and
+the node reconnected by a repair. The long one (`make test-long`): 3
 nodes -> 5 (the old ones stale, reconfigured with the new peers, one at a time) -> a configure that
 fails rolls back -> a killed server is drift -> repair -> shrink (the rest stale, repaired) ->
 delete, nothing left."""
@@ -102,7 +103,7 @@ async def real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
         await system.sweep(prefix, [nodes_dir])
 
 
-async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: Real) -> None:
+async def test_one_real_node_is_made_checked_from_its_process_grown_reconnected_and_deleted(real: Real) -> None:
     cluster = await real.run(CreateCluster(name="one", template="nats-cluster", nodes=1, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
     [(node, ips)] = info.ipaddresses.items()
@@ -117,11 +118,21 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
                                                               r'<span class="small">host key SHA256:', page)
     assert "nats: running / running" in page
 
+    # Expanded to two: the first node's nats.conf has no route to the second, and the drift says
+    # so (it said nothing); the repair writes it and restarts the server.
+    await real.run(ExpandCluster(cluster_id=cluster, nodes=2, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert [(d.node, d.observed, d.repair) for d in info.drift] == [(node, "stale", "reconfigure")]
+    assert sorted(c.read_text().count("nats-route://") for c in real.nodes_dir.glob("*/root/nats/nats.conf")) == [1, 2]
+    await real.run(RepairCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert info.drift == [] and all(c.read_text().count("nats-route://") == 2 for c in real.nodes_dir.glob("*/root/nats/nats.conf"))
+
     # Its sshd dies: a check cannot ask, the state is unknown, and the drift says why. The repair
     # reconnects the node (a repair was refused: nothing brought a node's sshd back): the
     # provider's confirm starts its sshd again, the service is started (it ran all along) and
     # asked; delete still leaves nothing.
-    assert kill_sshd(real.prefix)
+    assert kill_sshd(real.prefix, ips["access_v4"])
     await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert [(d.node, d.observed, d.repair) for d in info.drift] == [(node, "unknown", "reconnect")]
@@ -129,8 +140,8 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
     repaired = await real.client.run(RepairCluster(cluster_id=cluster, requested_by="test"), tenant=TENANT, timeout=600)
     assert repaired.succeeded, repaired.reason
     info = await real.client.cluster(cluster, tenant=TENANT)
-    assert info.observed == {(node, "nats"): "running"} and info.drift == []
-    assert await members_by_node(info) == {node: 1}
+    assert set(info.observed.values()) == {"running"} and info.drift == []
+    assert set((await members_by_node(info)).values()) == {2}
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 
