@@ -202,7 +202,9 @@ class CheckCluster(ClusterCommand):
 
 class RepairCluster(ClusterCommand):
     """Re-run what the last observed states say is missing: start services that should run and
-    do not (install and configure again where they failed), stop those that should not run."""
+    do not (install and configure again where they failed), stop those that should not run,
+    restart the outdated, configure and restart the stale, reconnect a node whose state is
+    unknown (its provider's confirm, then start and check)."""
 
     type: Literal["RepairCluster"] = "RepairCluster"
     v: Literal[1] = 1

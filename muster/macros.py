@@ -303,6 +303,28 @@ def problems(config: Any, path: tuple[str | int, ...] = ()) -> list[str]:
     return []
 
 
+def services_named(config: Any) -> set[str]:
+    """The services whose nodes the config's macros name (`%ip.service.nats%`, `%num.service.x%`,
+    ...): what a node's expanded config depends on besides the config itself, so a layout that
+    changes who has them makes a config written before it stale (`readmodel/lifecycle.py`).
+    Ill-formed macros name nothing (the task that expands them fails on its own)."""
+    if isinstance(config, str):
+        found = set()
+        for macro in macros_in(config) if "%" in config else ():
+            try:
+                service = _kind(parse(macro).name)[2]
+            except MacroError:
+                continue
+            if service:
+                found.add(service)
+        return found
+    if isinstance(config, Mapping):
+        return set().union(*(services_named(v) for v in config.values()))
+    if isinstance(config, list):
+        return set().union(*(services_named(v) for v in config))
+    return set()
+
+
 def expand_task(task: TaskMessage) -> TaskMessage:
     """The task with its config's macros expanded from its node, the cluster's nodes (resolved
     already: `nodes.py`) and owner; the task itself for a hardware task or a config without

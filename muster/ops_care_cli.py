@@ -79,7 +79,8 @@ async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> N
 async def repair(cluster_ref: str, opts: Options) -> None:
     """Re-run what the last check says is missing: start what should run (install and configure
     again where it failed, unless something it needs was down too), stop what should not,
-    restart what runs an older config."""
+    restart what runs an older config, configure and restart what is stale (an expand or a
+    shrink since), reconnect a node whose state is unknown (its provider confirms it)."""
     async with Session(opts) as s:
         await s.execute(RepairCluster(cluster_id=(await s.cluster(cluster_ref)).id))
 
@@ -111,8 +112,11 @@ def print_drift(c: ClusterInfo) -> None:
     out.print(f"drift ({len(c.drift)}):")
     for d in c.drift:
         action = {"start": "start it", "reinstall": "install, configure and start it again", "stop": "stop it",
-                  "restart": "restart it, to run the cluster's config"}.get(
-            d.repair, "unknown: check again, or look at the node")
+                  "restart": "restart it, to run the cluster's config",
+                  "reconfigure": "configure and restart it: its config was written for another config or other members "
+                                 "(an expand or a shrink since)",
+                  "reconnect": "confirm the node through its provider (which brings its ssh back where it can), start it, "
+                               "check it"}.get(d.repair, "unknown: check again, or look at the node")
         if d.after:  # the repair's own reason for not installing it again
             action = f"start it after {', '.join(d.after)}, down too (it may have failed for that alone)"
         out.print(f"  {d.node} {d.service}: {d.observed}, should be {d.desired} -> {action}")

@@ -45,7 +45,7 @@ from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
 from .ops_care_cli import seconds
-from .ops_session import CAPTURE, Options, Session, cluster_op, job_op, service_list
+from .ops_session import CAPTURE, Options, Session, cluster_op, job_op, out, service_list
 
 
 def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -165,6 +165,7 @@ async def expand(cluster_ref: str, nodes: int | None, add: int | None, relayout:
         c = await s.cluster(cluster_ref)
         await s.execute(ExpandCluster(cluster_id=c.id, nodes=_total(nodes, add, len(c.nodes), +1, "expand"), relayout=relayout,
                                       pool=_pool_wait(urgency, wait_for_hosts, callback)))
+        await _say_stale(s, c.id)
 
 
 @cluster.command("shrink")
@@ -180,6 +181,21 @@ async def shrink(cluster_ref: str, nodes: int | None, remove: int | None, opts: 
         if total < 1:
             raise CliError(f"cluster {c.name!r} has {len(c.nodes)} nodes; it cannot shrink by {remove}")
         await s.execute(ShrinkCluster(cluster_id=c.id, nodes=total))
+        await _say_stale(s, c.id)
+
+
+async def _say_stale(s: Session, cluster_id: str) -> None:
+    """After a waited expand or shrink: the nodes whose configs name the members of before (the
+    drift's `stale`), and the two ways to write them, so nobody has to know to look."""
+    if not s.opts.wait or s.opts.as_json:
+        return
+    c = await s.cluster(cluster_id)
+    stale = sorted({d.node for d in c.drift if d.observed == "stale"})
+    if stale:
+        shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+        out.print(f"stale: the config of {len(stale)} node(s) ({shown}) names the members before this change: "
+                  f"`muster cluster repair {c.name}` writes them and restarts their services, "
+                  f"`muster cluster configure {c.name} --restart --rolling 1` does it a node at a time")
 
 
 @cluster.command("configure")

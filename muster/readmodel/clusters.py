@@ -94,8 +94,9 @@ class ClusterState:
     def drift(self, catalog: Catalog | None = None) -> list[Drift]:
         """`catalog`: the tenant's services, which say what the repair does about a failed one
         (None: each pair's own repair; the planner's aggregate has no catalog either)."""
-        found = drift(self.layout_map(), self.stopped_pairs(), {k: v["state"] for k, v in self.observed.items()},
-                      lifecycle.outdated(self.services_state, self.config))
+        layout = self.layout_map()
+        found = drift(layout, self.stopped_pairs(), {k: v["state"] for k, v in self.observed.items()},
+                      lifecycle.outdated(self.services_state, self.config, layout), lifecycle.stale(self.services_state, self.config, layout))
         return as_repaired(found, catalog, self.services()) if catalog is not None else found
 
     def services(self) -> set[str]:
@@ -109,6 +110,7 @@ class ClusterState:
 
     def node_views(self) -> list[dict[str, Any]]:
         off = self.stopped_pairs()
+        old = lifecycle.outdated(self.services_state, self.config, self.layout_map())  # once, not once per node
         return [
             {
                 "id": n.id, "hostname": self.hostnames.get(n.id) or n.hostname, "hardwaretype": n.hardwaretype,
@@ -116,7 +118,7 @@ class ClusterState:
                 "ipaddresses": dict(sorted(self.ipaddresses.get(n.id, {}).items())),
                 "desired": desired.per_node(n.id, n.services, off),
                 "observed": {s: self.observed[(n.id, s)]["state"] for s in sorted(n.services) if (n.id, s) in self.observed},
-                "lifecycle": lifecycle.view(self.services_state, n.id, n.services, self.config),
+                "lifecycle": lifecycle.view(self.services_state, n.id, n.services, old),
                 "machine": self.machines.get(n.id, {}),
             }
             for n in sorted(self.nodes.values(), key=lambda n: n.id)

@@ -6,6 +6,8 @@ cluster's own events: `ServicesMoved` (what a job did, recorded once when it end
 config each service was configured with and runs with, as digests) and `ServiceStateObserved`
 (a `status` task's finding is the real state). `outdated` is not recorded: it is a running
 service whose config is not the cluster's now, so a config put back makes it current again.
+"The cluster's config" includes who has the services its macros name: a service configured
+before an expand or a shrink changed them is `stale` (its file names the old members).
 docs/planner.md, "Services on nodes".
 """
 
@@ -13,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Collection, Iterable, Mapping, MutableMapping
 from typing import Any
 
 from contracts.catalog import Action
 from contracts.events import ServiceChange, ServiceLife
+from muster.macros import services_named
 
 Pair = tuple[str, str]
 """(node, service)"""
@@ -37,8 +40,23 @@ machine does not allow (start a service never configured). None: a state not kno
 from before these states were kept): an install, a start or a stop makes it known."""
 
 
-def digest(config: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+def digest(config: Mapping[str, Any], nodes: Mapping[str, Iterable[str]] | None = None) -> str:
+    """The config's digest; with the cluster's `nodes` (node -> services), also of who has the
+    services its macros name (`%ip.service.nats%`): a node's expanded config depends on them, so
+    after an expand or a shrink the other nodes' configs are stale. `<config>.<members>` then;
+    `<config>` alone for a config without such macros (as every digest was before)."""
+    text = hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    named = services_named(config) if nodes is not None else set()
+    if not named:
+        return text
+    members = {s: sorted(n for n, has in nodes.items() if s in has) for s in sorted(named)}  # type: ignore[union-attr]
+    return f"{text}.{hashlib.sha256(json.dumps(members).encode()).hexdigest()[:8]}"
+
+
+def _current(recorded: str | None, now: str) -> bool:
+    """A recorded digest is the cluster's now; one without members (recorded before they were
+    kept) is judged by the config alone."""
+    return recorded is not None and (recorded == now or ("." not in recorded and recorded == now.split(".")[0]))
 
 
 def after(state: ServiceLife | None, action: Action) -> ServiceLife | None:
@@ -101,10 +119,19 @@ def keep_layout(states: MutableMapping[Pair, State], nodes: Mapping[str, Any]) -
         del states[key]
 
 
-def outdated(states: Mapping[Pair, State], config: Mapping[str, Any]) -> set[Pair]:
-    """Running services whose config is known and is not the cluster's `config`."""
-    now = digest(config)
-    return {k for k, (state, _, running) in states.items() if state == "running" and running is not None and running != now}
+def outdated(states: Mapping[Pair, State], config: Mapping[str, Any], nodes: Mapping[str, Iterable[str]] | None = None) -> set[Pair]:
+    """Running services whose config is known and is not the cluster's `config` (on its `nodes`)."""
+    now = digest(config, nodes)
+    return {k for k, (state, _, running) in states.items() if state == "running" and running is not None and not _current(running, now)}
+
+
+def stale(states: Mapping[Pair, State], config: Mapping[str, Any], nodes: Mapping[str, Iterable[str]] | None = None) -> set[Pair]:
+    """The outdated services whose node has not even been configured with the cluster's config:
+    another config, or the same one written for other members (an expand or a shrink since, a
+    configure of other nodes only). A restart would start them on the old file again: their
+    repair configures them first."""
+    now = digest(config, nodes)
+    return {k for k in outdated(states, config, nodes) if not _current(states[k][1], now)}
 
 
 def invalid(states: Mapping[Pair, State], planned: Iterable[tuple[str, str | None, Action]]) -> str:
@@ -126,6 +153,6 @@ def invalid(states: Mapping[Pair, State], planned: Iterable[tuple[str, str | Non
     return ""
 
 
-def view(states: Mapping[Pair, State], node: str, services: Iterable[str], config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    old = outdated(states, config)
+def view(states: Mapping[Pair, State], node: str, services: Iterable[str], old: Collection[Pair]) -> dict[str, dict[str, Any]]:
+    """`old`: the cluster's `outdated` pairs."""
     return {s: {"state": states[(node, s)][0], "outdated": (node, s) in old} for s in sorted(services) if (node, s) in states}

@@ -38,7 +38,9 @@ class Drift:
     """running or stopped."""
     observed: str
     """running, stopped, failed or unknown; or `outdated`: running with a config older than the
-    cluster's (docs/planner.md, "Services on nodes")."""
+    cluster's (docs/planner.md, "Services on nodes"); or `stale`: outdated, and its node was
+    not even configured with the cluster's config (another one, or the same written for other
+    members: an expand or a shrink since)."""
     after: tuple[str, ...] = ()
     """A failed service's needs (runtime dependencies, on any node) that are down too
     (`as_repaired`): the repair starts it after them, it does not install it again."""
@@ -46,11 +48,16 @@ class Drift:
     @property
     def repair(self) -> str:
         """What the repair re-runs: `start`, `reinstall` (install and configure, then start),
-        `stop`, `restart`; "" for an unknown state (check again, or look)."""
+        `stop`, `restart`, `reconfigure` (configure, then restart); `reconnect` for an unknown
+        state (its status could not be asked: the node's provider confirms the node, bringing
+        its ssh back where it can, then the service is started, which leaves one that runs as
+        it is, and asked again)."""
         if self.observed == "unknown":
-            return ""
+            return "reconnect"
         if self.observed == "outdated":
             return "restart"
+        if self.observed == "stale":
+            return "reconfigure"
         if self.desired == "running":
             return "reinstall" if self.observed == "failed" and not self.after else "start"
         return "stop"
@@ -67,11 +74,12 @@ class Drift:
 
 
 def drift(nodes: Mapping[str, Iterable[str]], stopped: Collection[tuple[str, str]], observed: Mapping[tuple[str, str], str],
-          outdated: Collection[tuple[str, str]] = ()) -> list[Drift]:
+          outdated: Collection[tuple[str, str]] = (), stale: Collection[tuple[str, str]] = ()) -> list[Drift]:
     """Every (node, service) of the layout whose last observed state is not the desired one, and
-    every one meant to run that runs with an older config (`outdated`). `stopped`: the (node,
-    service) pairs meant to be stopped (`desired.stopped_pairs`). Pairs never observed (no
-    `status` action, never checked) are not drift by their state."""
+    every one meant to run that runs with an older config (`outdated`; `stale` among them: not
+    even configured with the cluster's). `stopped`: the (node, service) pairs meant to be
+    stopped (`desired.stopped_pairs`). Pairs never observed (no `status` action, never checked)
+    are not drift by their state."""
     out = []
     for node in sorted(nodes):
         for service in sorted(set(nodes[node])):
@@ -80,7 +88,7 @@ def drift(nodes: Mapping[str, Iterable[str]], stopped: Collection[tuple[str, str
             if seen is not None and seen != desired:
                 out.append(Drift(node, service, desired, seen))
             elif desired == "running" and (node, service) in outdated:
-                out.append(Drift(node, service, desired, "outdated"))
+                out.append(Drift(node, service, desired, "stale" if (node, service) in stale else "outdated"))
     return out
 
 

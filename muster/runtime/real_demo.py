@@ -2,10 +2,11 @@
 
 Three nodes, each a Linux namespace with its own address and sshd, run nats-server from the
 catalog in `examples/catalog-real/`; the servers themselves are asked how many members they see.
-Expanded to five, the old nodes are reconfigured with the new peer list (macros) one at a time. A
+Expanded to five, the old nodes' configs are stale (the drift says so) and are reconfigured with
+the new peer list (macros) one at a time. A
 configure with a bad setting fails and rolls back while the servers go on; `muster cluster check`
 reads the state from the processes; a server killed by hand is drift, and repair starts it again;
-shrunk to three; delete leaves nothing behind. Without root the nodes are localhost nodes on their
+shrunk to three, the rest are stale again and a repair writes their configs; delete leaves nothing behind. Without root the nodes are localhost nodes on their
 own loopback addresses (the same scenario, shell flavour).
 """
 
@@ -141,6 +142,7 @@ async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes
         if not grown.succeeded:
             return
         info = await client.cluster(cluster_id, tenant=tenant)
+        print_drift(console, info)  # the old nodes' configs name the three of before: stale
         await run(client, ConfigureCluster(cluster_id=cluster_id, config=info.config, restart=True, rolling=Rolling(batch=1),
                                            requested_by="demo"), tenant, console, "reconfigure with the new peers, one node at a time")
         await run(client, CheckCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "check")
@@ -150,8 +152,15 @@ async def scenario(client: MusterClient, tenant: str, console: Console, *, nodes
         await run(client, ShrinkCluster(cluster_id=cluster_id, nodes=nodes, requested_by="demo"), tenant, console, f"shrink to {nodes}")
         info = await client.cluster(cluster_id, tenant=tenant)
         console.print(members_table(info, await members_by_node(info)))
+        print_drift(console, info)  # the rest still name the two nodes gone
+        await run(client, RepairCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "repair the stale configs")
     finally:
         await run(client, DeleteCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "delete")
+
+
+def print_drift(console: Console, info: ClusterInfo) -> None:
+    for d in info.drift:
+        console.print(f"drift: node {d.node} {d.service} is {d.observed}, should be {d.desired} (repair: {d.repair})")
 
 
 async def misbehave(client: MusterClient, tenant: str, console: Console, info: ClusterInfo) -> None:
@@ -166,8 +175,7 @@ async def misbehave(client: MusterClient, tenant: str, console: Console, info: C
     ip = info.ipaddresses[victim]["access_v4"]
     console.print(f"killed by hand: nats-server of node {victim} on {ip} (pid {', '.join(map(str, kill_member(ip))) or 'none found'})")
     await run(client, CheckCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "check")
-    for d in (await client.cluster(cluster_id, tenant=tenant)).drift:
-        console.print(f"drift: node {d.node} {d.service} is {d.observed}, should be {d.desired} (repair: {d.repair})")
+    print_drift(console, await client.cluster(cluster_id, tenant=tenant))
     await run(client, RepairCluster(cluster_id=cluster_id, requested_by="demo"), tenant, console, "repair")
     counts = await members_by_node(await client.cluster(cluster_id, tenant=tenant))
     console.print(f"members each server sees after it: {', '.join(str(n) for n in counts.values())}")

@@ -176,7 +176,10 @@ class DriftItem(_Out):
     observed: str
     repair: str = Field(description="what `muster cluster repair` re-runs there with the tenant's catalog now: start, "
                                     "reinstall (install, configure and start), stop, restart (observed `outdated`: it "
-                                    "runs with an older config); empty: check again")
+                                    "runs with an older config), reconfigure (observed `stale`: configured with another "
+                                    "config or for other members, as after an expand or a shrink: configure and restart), "
+                                    "reconnect (observed `unknown`: the node's provider confirms it, bringing its ssh "
+                                    "back where it can, then the service is started and checked)")
     after: list[str] = Field(default_factory=list, description="a failed service's runtime dependencies that are down "
                              "too: the repair starts it after them instead of reinstalling it (it may have failed for "
                              "that alone)")

@@ -2,9 +2,11 @@
 a NATS cluster from examples/catalog-real that the servers themselves report as formed.
 
 The fast case (default run): one node, created, checked from the live process, deleted, nothing
-left. The long one (`make test-long`): 3 nodes -> 5 (the old ones reconfigured with the new peers,
-one at a time) -> a configure that fails rolls back -> a killed server is drift -> repair -> shrink
--> delete, nothing left."""
+left; on the way, expanded to two (the first node's config stale, repaired), its sshd killed and
+the node reconnected by a repair. The long one (`make test-long`): 3
+nodes -> 5 (the old ones stale, reconfigured with the new peers, one at a time) -> a configure that
+fails rolls back -> a killed server is drift -> repair -> shrink (the rest stale, repaired) ->
+delete, nothing left."""
 
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from contracts.commands import (
 from contracts.events import TaskAttemptFailed, TaskCompleted, TaskQueued
 from muster.bus.eventstore import EventStore
 from muster.catalog.store import apply_catalog
-from muster.client import MusterClient, RequestRejected
+from muster.client import MusterClient
 from muster.runtime.real_demo import REAL_CATALOG, kill_member, members_by_node, real_catalog
 from muster.runtime.supervisor import Deployment
 from services.provisioner.plugins.builtin.namespaces import system
@@ -101,7 +103,7 @@ async def real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator
         await system.sweep(prefix, [nodes_dir])
 
 
-async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: Real) -> None:
+async def test_one_real_node_is_made_checked_from_its_process_grown_reconnected_and_deleted(real: Real) -> None:
     cluster = await real.run(CreateCluster(name="one", template="nats-cluster", nodes=1, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
     [(node, ips)] = info.ipaddresses.items()
@@ -116,15 +118,30 @@ async def test_one_real_node_is_made_checked_from_its_process_and_deleted(real: 
                                                               r'<span class="small">host key SHA256:', page)
     assert "nats: running / running" in page
 
-    # Its sshd dies: a check cannot ask, the state is unknown, and the drift says why; a repair,
-    # which cannot act on it, says so (it said "no drift to repair"); delete still leaves nothing.
-    assert kill_sshd(real.prefix)
+    # Expanded to two: the first node's nats.conf has no route to the second, and the drift says
+    # so (it said nothing); the repair writes it and restarts the server.
+    await real.run(ExpandCluster(cluster_id=cluster, nodes=2, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert [(d.node, d.observed, d.repair) for d in info.drift] == [(node, "stale", "reconfigure")]
+    assert sorted(c.read_text().count("nats-route://") for c in real.nodes_dir.glob("*/root/nats/nats.conf")) == [1, 2]
+    await real.run(RepairCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert info.drift == [] and all(c.read_text().count("nats-route://") == 2 for c in real.nodes_dir.glob("*/root/nats/nats.conf"))
+
+    # Its sshd dies: a check cannot ask, the state is unknown, and the drift says why. The repair
+    # reconnects the node (a repair was refused: nothing brought a node's sshd back): the
+    # provider's confirm starts its sshd again, the service is started (it ran all along) and
+    # asked; delete still leaves nothing.
+    assert kill_sshd(real.prefix, ips["access_v4"])
     await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
-    assert [(d.node, d.observed, d.repair) for d in info.drift] == [(node, "unknown", "")]
+    assert [(d.node, d.observed, d.repair) for d in info.drift] == [(node, "unknown", "reconnect")]
     assert f"cannot connect to root@{ips['access_v4']}:22" in info.observed_detail[(node, "nats")]
-    with pytest.raises(RequestRejected, match=f"no drift a repair can act on: the state of nats on {node} is unknown"):
-        await real.client.submit(RepairCluster(cluster_id=cluster, requested_by="test"), tenant=TENANT)
+    repaired = await real.client.run(RepairCluster(cluster_id=cluster, requested_by="test"), tenant=TENANT, timeout=600)
+    assert repaired.succeeded, repaired.reason
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert set(info.observed.values()) == {"running"} and info.drift == []
+    assert set((await members_by_node(info)).values()) == {2}
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 
@@ -178,12 +195,15 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
 
     await real.run(ExpandCluster(cluster_id=cluster, nodes=5, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
+    # The old nodes' nats.conf names the three of before: the drift says so (it said nothing).
+    assert len({d.node for d in info.drift}) == 3 and {(d.service, d.observed, d.repair) for d in info.drift} == {("nats", "stale", "reconfigure")}
     before = nats_server_ids(info)
     rolled = await real.client.run(ConfigureCluster(cluster_id=cluster, config=info.config, restart=True, rolling=Rolling(batch=1),
                                                     requested_by="test"), tenant=TENANT, timeout=600)
     assert rolled.succeeded, rolled.reason
     counts = await members_by_node(await real.client.cluster(cluster, tenant=TENANT))
     assert len(counts) == 5 and set(counts.values()) == {5}, (counts, nats_logs(real))  # (once: one server gone, the others saw 4)
+    assert (await real.client.cluster(cluster, tenant=TENANT)).drift == []
     most, restarted = await down_at_once(real, rolled.reply.job_id)
     assert restarted == set(counts) and most == 1  # every server restarted, never two at once: 4 of 5 always up
     after = nats_server_ids(info)  # a new process on every node (a new server_id each start): each stop did stop its own
@@ -212,6 +232,12 @@ async def test_a_nats_cluster_grows_survives_a_bad_configure_is_repaired_shrinks
     await real.run(ShrinkCluster(cluster_id=cluster, nodes=3, requested_by="test"))
     info = await real.client.cluster(cluster, tenant=TENANT)
     assert len(info.nodes) == 3 and set((await members_by_node(info)).values()) == {3}
+    # Their configs still name the two nodes gone: stale, and the repair writes them again.
+    assert {(d.node, d.repair) for d in info.drift} == {(n.id, "reconfigure") for n in info.nodes}
+    await real.run(RepairCluster(cluster_id=cluster, requested_by="test"))
+    info = await real.client.cluster(cluster, tenant=TENANT)
+    assert info.drift == [] and set((await members_by_node(info)).values()) == {3}
+    assert all(conf.read_text().count("nats-route://") == 3 for conf in real.nodes_dir.glob("*/root/nats/nats.conf"))
     await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 
@@ -244,8 +270,11 @@ async def test_redis_replicas_and_the_ansible_flavours_run_every_action(real: Re
             assert kill_sshd(real.prefix, info.ipaddresses[victim]["access_v4"])
             await real.run(CheckCluster(cluster_id=cluster, requested_by="test"))
             info = await real.client.cluster(cluster, tenant=TENANT)
-            assert [(d.node, d.observed, d.repair) for d in info.drift] == [(victim, "unknown", "")]
+            assert [(d.node, d.observed, d.repair) for d in info.drift] == [(victim, "unknown", "reconnect")]
             assert "Connection refused" in info.observed_detail[(victim, services[0])]
+            await real.run(RepairCluster(cluster_id=cluster, requested_by="test"))  # its sshd back, ansible asks again
+            info = await real.client.cluster(cluster, tenant=TENANT)
+            assert info.drift == [] and set(info.observed.values()) == {"running"}, info.drift
         await real.run(DeleteCluster(cluster_id=cluster, requested_by="test"))
     assert real.left() == []
 
@@ -348,6 +377,8 @@ def test_muster_demo_real_shows_what_the_servers_say(tmp_path: Path) -> None:
     assert len(re.findall(r"members each server sees after it: (?:\d, ){4}\d\n", out)) == 2, out
     assert re.search(r"killed by hand: nats-server of node \S+ on 10\.213\.\S+ \(pid \d+\)", out)
     assert re.search(r"drift: node \S+ nats is stopped, should be running \(repair: start\)", out)
+    stale = re.findall(r"drift: node \S+ nats is stale, should be running \(repair: reconfigure\)", out)
+    assert len(stale) == 3 + 3 and re.search(r"repair the stale configs: job \S+ succeeded", out), out  # after the expand, the shrink
     assert re.search(r"repair: job \S+ succeeded", out) and re.search(r"shrink to 3: job \S+ succeeded", out)
     assert "delete: job" in out and out.rstrip().endswith("everything stopped.")
     assert "Traceback" not in out + done.stderr

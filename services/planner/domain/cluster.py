@@ -210,9 +210,9 @@ class Cluster(Aggregate):
         return desired.stopped_pairs(self.layout(), self.stopped, self.stopped_on)
 
     def drift(self) -> list[Drift]:
-        return drift(self.layout(), self.stopped_pairs(),
-                     {k: state for k, (state, _) in self.observed.items()},
-                     lifecycle.outdated(self.services_state, self.config))
+        layout = self.layout()
+        return drift(layout, self.stopped_pairs(), {k: state for k, (state, _) in self.observed.items()},
+                     lifecycle.outdated(self.services_state, self.config, layout), lifecycle.stale(self.services_state, self.config, layout))
 
     @event("ClusterStatusChanged")
     def _status(self, payload: ClusterStatusChanged) -> None:

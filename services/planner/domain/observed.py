@@ -12,7 +12,10 @@ drift is; the Cluster aggregate keeps the observations).
 - The repair of drift re-runs, one phase after another: install and configure where a service
   failed (one phase per service), the start of every service that should run and does not
   (with what it needs running), the stop of every service that runs and should not, the restart
-  of every service that runs an older config. A service failed while something it needs is down
+  of every service that runs an older config, configure and restart where its node was not even
+  configured with the cluster's config (`stale`: written for the members before an expand or a
+  shrink). Before all that, a node whose services' state is unknown (its ssh did not answer) is
+  confirmed by its provider and its services started and asked again (`reconnect`). A service failed while something it needs is down
   too is only started, after that (`repairs`).
 """
 
@@ -67,10 +70,15 @@ def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     if not fixes:
         raise PlanError("nothing to repair")
     phases: list[Plan] = []
+    # First the nodes that could not be asked: their provider confirms them (and brings their
+    # ssh back where it can, docs/plugins.md), then their services are started (a start leaves
+    # one that runs as it is) and asked again.
+    phases += pair_phases(services, nodes, "repair-node", {k for k, r in fixes.items() if r == "reconnect"}, whole=False)
     for service in sorted({s for (_, s), r in fixes.items() if r == "reinstall"}):
         failed = sorted({n for (n, s), r in fixes.items() if r == "reinstall" and s == service})
         phases.append(build_plan(services, nodes, "repair-install", services=[service], node_ids=failed))
-    for action, kinds in (("start", ("start", "reinstall")), ("stop", ("stop",)), ("restart", ("restart",))):
+    for action, kinds in (("start", ("start", "reinstall")), ("stop", ("stop",)), ("restart", ("restart",)),
+                          ("configure-restart", ("reconfigure",))):
         # per (node, service): a service stopped on one node and meant to run on another is
         # started there only
         phases += pair_phases(services, nodes, action, {k for k, r in fixes.items() if r in kinds}, whole=False)

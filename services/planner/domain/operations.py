@@ -106,9 +106,14 @@ _ROWS = (
     # is every node) and leaves the cluster's status as it was.
     Operation("check", "CheckCluster", "cluster", chain=(A.STATUS,), offline=True, observes=True,
               rules=(rule.at_version, rule.not_busy, rule.not_deleted)),
-    # Planned by `observed.repair_plan` from the drift: phases of `repair-install`, `start`, `stop`.
+    # Planned by `observed.repair_plan` from the drift: phases of `repair-node`, `repair-install`, `start`, `stop`,
+    # `restart`, `configure-restart`.
     Operation("repair", "RepairCluster", "cluster", rules=(*_CLUSTER, rule.drifted)),
     Operation("repair-install", "RepairCluster", "cluster", chain=(A.INSTALL, A.CONFIGURE), rules=_CLUSTER),
+    # A node whose services could not be asked: its provider confirms it (the namespaces provider
+    # starts its sshd again if it died), then its services start (idempotent) and are asked.
+    Operation("repair-node", "RepairCluster", "cluster", chain=(A.CONFIRM, A.START, A.STATUS), machine=True, closure="requires",
+              rules=_CLUSTER),
     # Runs a saved plan: the saved request's own row decides (and its rules run again).
     Operation("apply", "ApplyPlan", "plan"),
     # Records the cluster's new lease at once (`ClusterLeaseChanged`); no job.

@@ -158,8 +158,10 @@ def exhausted_reason(job: Job) -> str:
 def record_moves(job: Job, cluster: Cluster) -> None:
     """What the job did to each service on each node, once, as it ends (`ServicesMoved`), with
     the config each configure carried (a rollback's, the one it put back: as `tasks.py`
-    sends it), before the cluster's config is put back."""
-    forward, back = lifecycle.digest(cluster.config), lifecycle.digest(job.previous_config or cluster.config)
+    sends it), before the cluster's config is put back; with who had the services its macros
+    name (the layout the tasks ran on: the provisioner expanded them against it)."""
+    layout = cluster.layout()
+    forward, back = lifecycle.digest(cluster.config, layout), lifecycle.digest(job.previous_config or cluster.config, layout)
     done = [(t.node, t.service, t.action, back if i.startswith(UNDO) else forward)
             for i, t in job.tasks.items() if t.service and job.task_state.get(i) == "succeeded" and i not in job.moved]
     cluster.services_moved(str(job.id), lifecycle.moves(cluster.services_state, done))
@@ -319,10 +321,17 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
         return Effects()  # out of attempts: the job stops, and its rollback deletes the machine
     if job.attempts_left(task_id) <= 0 or task.action not in (Action.CREATE, Action.CONFIRM):
         return Effects()
+    if task.action is Action.CONFIRM and _created_by(task_id) not in job.tasks:
+        return Effects()  # a repair's confirm of a node the cluster has: never delete it to make it again
     if not cluster.results.get(task.node, {}).get("providerid"):
         return Effects()
     cleanup = job.queue_cleanup(task_id)
     return Effects(dispatch=[Attempt(cleanup.task_id, cleanup.attempt)])
+
+
+def _created_by(confirm_id: str) -> str:
+    """The id of the create a confirm follows in its plan (its phase's prefix kept)."""
+    return confirm_id.removesuffix(Action.CONFIRM.value) + Action.CREATE.value
 
 
 # -- the solver's answer ---------------------------------------------------------------------

@@ -3,14 +3,17 @@ a real sshd per node, the shell automator logging in with the recorded host key.
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 from namespaces_support import NsNet, made, ns_task
 
+from contracts.catalog import Action
 from services.provisioner.plugins import PluginRegistry
-from services.provisioner.plugins.builtin.namespaces import system
+from services.provisioner.plugins.builtin.namespaces import rootfs, system
 from services.provisioner.plugins.testing import next_task, service_task
 
 
@@ -39,6 +42,30 @@ async def test_create_confirm_run_delete_leaves_nothing(ns_registry: tuple[Plugi
     assert not NsNet.mounts_naming(tmp_path / "nodes")
     again = await reg.execute(next_task(a, out, "delete"))
     assert again.ok and "did not exist any more" in again.stdout
+
+
+async def test_a_confirm_starts_again_the_sshd_of_a_node_whose_sshd_died(
+    ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The provider owns the node: a repair's confirm (docs/planner.md, "reconnect") brings its
+    sshd back, with the host key recorded at create (the automators check it)."""
+    reg, fields = ns_registry
+    a = await made(reg, fields, "n1")
+    name = a.results["providerid"]
+    first = rootfs.find_sshd(name)
+    assert first is not None
+    os.kill(first, signal.SIGKILL)  # as a crash would
+    down = await reg.execute(service_task(a, "status", "echo up"))
+    assert not down.ok and "cannot connect" in down.error
+    confirmed = await reg.execute(a.model_copy(update={"action": Action.CONFIRM, "service": None}))
+    assert confirmed.ok, confirmed.error
+    assert "its sshd was not running: started it again" in confirmed.stdout
+    assert confirmed.result["ssh_host_keys"] == a.results["ssh_host_keys"]
+    up = await reg.execute(service_task(a, "status", "echo up"))
+    assert up.ok and up.stdout.strip() == "up", up.error
+    again = await reg.execute(a.model_copy(update={"action": Action.CONFIRM, "service": None}))
+    assert again.ok and "started it again" not in again.stdout and rootfs.find_sshd(name) not in (None, first)
+    assert (await reg.execute(next_task(a, again, "delete"))).ok
 
 
 async def test_an_sshd_that_never_comes_up_fails_the_create_and_leaves_nothing(

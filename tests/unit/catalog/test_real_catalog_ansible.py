@@ -23,7 +23,7 @@ from services.provisioner.plugins.builtin.ansible.automator import outcome
 from services.provisioner.plugins.builtin.ansible.events import AnsibleLog
 
 
-def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any]) -> TaskOutcome:
+def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any], step: str = "configure") -> TaskOutcome:
     import ansible_runner
 
     log = AnsibleLog()
@@ -33,10 +33,10 @@ def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any
     runner = ansible_runner.run(
         private_data_dir=str(work), playbook=str(REAL_CATALOG / "ansible" / playbook), quiet=True,
         inventory={"all": {"hosts": {"n1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}},
-        extravars={"step": "configure", "muster": muster, "muster_home": str(tmp_path)}, event_handler=log.handle,
+        extravars={"step": step, "muster": muster, "muster_home": str(tmp_path)}, event_handler=log.handle,
         envvars={"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "ANSIBLE_NOCOLOR": "1",
                  "ANSIBLE_LOCAL_TEMP": str(work / "tmp")})
-    return outcome(f"{service} configure", Action.CONFIGURE, str(runner.status), runner.rc, log)
+    return outcome(f"{service} {step}", Action(step), str(runner.status), runner.rc, log)
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
@@ -64,3 +64,14 @@ def test_nats_a_setting_nats_server_refuses_fails_permanently_and_keeps_the_good
     assert not bad.ok and bad.permanent, bad
     assert "nats.conf.new:4:1: interface conversion" in bad.error and "permanent, not retried" in bad.error  # its words
     assert (tmp_path / "nats" / "nats.conf").read_text() == conf
+
+
+def test_nats_an_install_without_the_binary_fails_permanently_naming_the_setting(tmp_path: Path) -> None:
+    """It failed in a lookup ansible reports as a plugin error, and was tried three times."""
+    for binary in ("nats-server-not-here", "/nowhere/nats-server"):
+        missing = configure(tmp_path, "nats.yml", "nats-ansible", {"nats": {"binary": binary, "routes": ""}}, step="install")
+        assert not missing.ok and missing.permanent, missing
+        assert f"no nats-server '{binary}' on the provisioner (nats.binary: a path, or a name on its PATH" in missing.error
+    found = configure(tmp_path, "nats.yml", "nats-ansible", {"nats": {"binary": nats_server_binary(), "routes": ""}}, step="install")
+    assert found.ok, found.error
+    assert (tmp_path / "nats" / "nats-server").stat().st_size > 0

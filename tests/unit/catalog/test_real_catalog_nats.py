@@ -20,13 +20,21 @@ from muster.runtime.real_demo import REAL_CATALOG
 from services.provisioner.plugins.builtin.shell.automator import PERMANENT_EXIT
 
 
-def run(home: Path, action: Action, settings: dict[str, Any], ip: str = "127.0.0.1") -> subprocess.CompletedProcess[str]:
+def run(home: Path, action: Action, settings: dict[str, Any], ip: str = "127.0.0.1", binary: str = "") -> subprocess.CompletedProcess[str]:
     catalog = load_sources([REAL_CATALOG / "catalog.yaml"]).catalog
     script = str(catalog.services["nats"].provisioner.actions[action].fields["script"])
-    config = {"nats": {"binary": nats_server_binary(), "routes": "nats-route://127.0.0.1:6222", "settings": settings}}
+    config = {"nats": {"binary": binary or nats_server_binary(), "routes": "nats-route://127.0.0.1:6222", "settings": settings}}
     env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "MUSTER_IP": ip, "MUSTER_HOSTNAME": "n1",
            "MUSTER_CLUSTER_ID": "c1", "MUSTER_CONFIG": json.dumps(config)}
     return subprocess.run(["sh", "-c", script], env=env, cwd=home, capture_output=True, text=True, timeout=30)
+
+
+def test_an_install_without_the_binary_fails_permanently_naming_the_setting(tmp_path: Path) -> None:
+    """The template's default, `nats-server`, is on no PATH here: the install said "install:
+    cannot stat 'nats-server'" and was tried three times."""
+    missing = run(tmp_path, Action.INSTALL, {}, binary="nats-server-not-here")
+    assert missing.returncode == PERMANENT_EXIT, (missing.returncode, missing.stderr)
+    assert "no nats-server 'nats-server-not-here' on node n1 (nats.binary: a path, or a name on the node's PATH" in missing.stderr
 
 
 def test_a_config_nats_server_refuses_fails_permanently_and_keeps_the_good_one(tmp_path: Path) -> None:

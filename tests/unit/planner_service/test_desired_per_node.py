@@ -91,8 +91,15 @@ async def test_configure_with_restart_on_one_node_leaves_the_others_outdated() -
     a, b = sorted(h.cluster(cid).nodes)
     job_id = await _job(h, ConfigureCluster(cluster_id=cid, config={"x": 2}, restart=True, nodes=[a]))
     assert {m.node.id for m in h.queue.messages if m.job_id == job_id} == {a}
-    outdated = {(d.node, d.service) for d in h.cluster(cid).drift() if d.observed == "outdated"}
-    assert outdated and {n for n, _ in outdated} == {b}
+    # b's services run the old config and were not even configured with the new one: a restart
+    # would start them on the old file again (it was `outdated`, repaired by a restart only).
+    stale = {(d.node, d.service): d.repair for d in h.cluster(cid).drift() if d.observed == "stale"}
+    assert stale and {n for n, _ in stale} == {b} and set(stale.values()) == {"reconfigure"}
+    dry = await h.send(RepairCluster(cluster_id=cid, dry_run=True))
+    assert isinstance(dry, DryRun)
+    assert {(t["node"], t["service"]) for t in dry.plan["tasks"] if t["action"] == "configure"} == set(stale)
+    await _job(h, RepairCluster(cluster_id=cid))
+    assert h.cluster(cid).drift() == []
 
 
 async def test_unknown_nodes_and_nodes_without_the_service_are_refused_by_name_with_nothing_recorded() -> None:

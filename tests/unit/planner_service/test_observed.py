@@ -136,11 +136,34 @@ async def test_a_check_tolerates_nodes_that_do_not_answer_and_changes_no_status(
     job_id = await _job(h, CheckCluster(cluster_id=cid))
     assert h.job(job_id).state == "succeeded" and h.cluster(cid).status == "active"
     assert h.cluster(cid).observed[(node, "checked")] == ("unknown", job_id)
-    assert [d.repair for d in h.cluster(cid).drift()] == [""]  # unknown: look, or check again
-    # A repair then refused saying "no drift to repair", while `muster cluster drift` listed one.
-    refused = await h.send(RepairCluster(cluster_id=cid))
-    assert isinstance(refused, Rejected) and "no drift to repair" not in refused.reason
-    assert f"has no drift a repair can act on: the state of checked on {node} is unknown" in refused.reason
+    # Its repair reconnects the node: its provider confirms it (the namespaces provider starts
+    # its sshd again), then its services start and are asked again. (A repair was refused:
+    # nothing could bring back a node whose sshd died.)
+    assert [d.repair for d in h.cluster(cid).drift()] == ["reconnect"]
+    dry = await h.send(RepairCluster(cluster_id=cid, dry_run=True))
+    assert isinstance(dry, DryRun)
+    assert {(t["node"], t["action"], t["service"]) for t in dry.plan["tasks"]} == {
+        (node, "confirm", None), (node, "start", "checked"), (node, "status", "checked")}
+    h.behaviour = lambda m: "succeed"
+    repair = await _job(h, RepairCluster(cluster_id=cid))
+    assert h.job(repair).state == "succeeded" and h.cluster(cid).drift() == []
+    assert h.cluster(cid).observed[(node, "checked")] == ("running", repair)
+
+
+async def test_a_repair_whose_confirm_fails_never_deletes_the_node() -> None:
+    """A failed confirm of a create is followed by a delete of what the create made; a repair's
+    confirm of a node the cluster has is only tried again."""
+    h = checked()
+    cid = await h.cluster_of(2)
+    node = sorted(h.cluster(cid).nodes)[0]
+    h.behaviour = lambda m: "fail" if m.action.value == "status" and m.node.id == node else "succeed"
+    await _job(h, CheckCluster(cluster_id=cid))
+    h.behaviour = lambda m: "fail" if m.action.value == "confirm" else "succeed"
+    repair = await _job(h, RepairCluster(cluster_id=cid))
+    assert h.job(repair).state in ("rolled_back", "needs_attention", "failed")
+    actions = {m.action.value for m in h.queue.messages if m.job_id == repair}
+    assert "confirm" in actions and "delete" not in actions
+    assert node in h.cluster(cid).nodes
 
 
 async def test_a_check_needs_a_service_with_a_status_action() -> None:

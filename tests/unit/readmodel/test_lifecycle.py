@@ -71,3 +71,20 @@ def test_an_outdated_service_meant_to_run_is_drift_repaired_by_a_restart() -> No
     found = drift(nodes, {("n1", "b")}, {}, outdated={("n1", "a"), ("n1", "b")})  # b is meant to be stopped: not drift
     assert [(d.service, d.observed, d.repair) for d in found] == [("a", "outdated", "restart")]
     assert drift(nodes, set(), {("n1", "a"): "failed"}, outdated={("n1", "a")})[0].repair == "reinstall"  # the worse first
+
+
+def test_a_config_naming_members_is_stale_once_they_change_and_a_digest_recorded_without_them_is_not() -> None:
+    config = {"peers": "%join(ip.service.a,',')%"}
+    three, two = {"n1": ["a"], "n2": ["a"], "n3": ["a"]}, {"n1": ["a"], "n2": ["a"]}
+    assert lifecycle.digest({"v": 1}, three) == lifecycle.digest({"v": 1}) == D_OLD  # no macro about members: as before
+    written = lifecycle.digest(config, three)
+    states: dict[Pair, State] = {("n1", "a"): ("running", written, written)}
+    assert lifecycle.outdated(states, config, three) == set() and lifecycle.stale(states, config, two) == {("n1", "a")}
+    # Configured with the new members, not restarted yet: outdated, not stale (a restart will do).
+    states[("n1", "a")] = ("running", lifecycle.digest(config, two), written)
+    assert lifecycle.outdated(states, config, two) == {("n1", "a")} and lifecycle.stale(states, config, two) == set()
+    # A digest recorded before members were kept (config only) is judged by the config alone.
+    states[("n1", "a")] = ("running", lifecycle.digest(config), lifecycle.digest(config))
+    assert lifecycle.outdated(states, config, two) == set()
+    assert [(d.observed, d.repair) for d in drift(two, set(), {}, *[f(states, {"x": 1}, two) for f in (lifecycle.outdated, lifecycle.stale)])] \
+        == [("stale", "reconfigure")]

@@ -30,6 +30,8 @@ from .system import NetNs, SystemCommandError, delete_netns, netns_pids, reap, s
 OVERLAYS = ("etc", "var", "opt", "usr", "home", "srv", "tmp")
 SKEL = Path("/etc/skel")
 HOLDER_ENV = "MUSTER_NODE_HOLDER"
+SSHD_CONFIG = "/run/muster/sshd_config"
+"""Inside the node (its own /run): what marks its sshd among its processes."""
 
 _HOLDER_SCRIPT = """set -e
 dir="$1"; name="$2"; shift 2
@@ -138,24 +140,51 @@ async def start_sshd(node: NodeRoot, authorized_key: str, *, port: int = 22, tim
     address = node.netns.ip
     etc = node.inside("/run/muster")
     etc.mkdir(mode=0o700, exist_ok=True)
-    node.inside("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
     key = asyncssh.generate_private_key("ssh-ed25519")
     key_file = etc / "ssh_host_ed25519_key"
     key_file.write_bytes(key.export_private_key())
     key_file.chmod(0o600)
     (etc / "authorized_keys").write_text(authorized_key.strip() + "\n")
     (etc / "sshd_config").write_text(_sshd_config(address, port))
+    pid = await _run_sshd(node.exec_argv(), node.directory, f"{node.hostname} on {address}:{port}", timeout)
+    public = key.export_public_key().decode().split()
+    return Sshd(pid, address, port, f"{public[0]} {public[1]}", key.get_fingerprint("sha256"))
+
+
+async def _run_sshd(exec_argv: list[str], directory: Path, where: str, timeout: float) -> int:
+    (directory / "run" / "sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
     sshd = shutil.which("sshd", path="/usr/sbin:/usr/bin") or "/usr/sbin/sshd"
-    argv = [*node.exec_argv(), "sh", "-c", f"{sshd} -D -e -f /run/muster/sshd_config 2>&1 | tee -p -a /run/muster/sshd.log"]
+    argv = [*exec_argv, "sh", "-c", f"{sshd} -D -e -f {SSHD_CONFIG} 2>&1 | tee -p -a /run/muster/sshd.log"]
     started = await spawn_until(argv, "Server listening on", timeout)
     if not started.seen:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(started.process.pid, signal.SIGKILL)
         why = "exited" if started.ended else f"did not come up within {timeout:g} s"
         last = (started.output.strip().splitlines() or ["no output"])[-1]
-        raise SystemCommandError(f"sshd of node {node.hostname} on {address}:{port} {why}: {last}")
-    public = key.export_public_key().decode().split()
-    return Sshd(started.process.pid, address, port, f"{public[0]} {public[1]}", key.get_fingerprint("sha256"))
+        raise SystemCommandError(f"sshd of node {where} {why}: {last}")
+    return started.process.pid
+
+
+def find_sshd(netns: str) -> int | None:
+    """The node's sshd listener, if it runs (a process in the namespace started with its config)."""
+    for pid in netns_pids(netns):
+        with contextlib.suppress(OSError):
+            # (the listener may have retitled itself "sshd: /usr/sbin/sshd -D ... [listener] ...";
+            # the shell around it starts "sh", a login's process has no config in its title)
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"sshd" in cmdline.split(b"\0")[0] and SSHD_CONFIG.encode() in cmdline:
+                return pid
+    return None
+
+
+async def revive_sshd(netns: str, holder: int, directory: Path, *, timeout: float = 15.0) -> int | None:
+    """Start the node's sshd again if it died, with the files its create wrote (the same host
+    key, client key and address): the pid of the new one, or None when it was running."""
+    if find_sshd(netns) is not None:
+        return None
+    if not (directory / "run" / "muster" / "sshd_config").exists():
+        raise SystemCommandError(f"node {netns} has no sshd config under {directory}/run/muster: it cannot be started again")
+    return await _run_sshd(["nsenter", "-t", str(holder), "-n", "-m", "-u", "--"], directory, netns, timeout)
 
 
 async def delete_node(netns: str, veth: str | None, directory: Path | None) -> None:
