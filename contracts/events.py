@@ -213,7 +213,8 @@ class JobAdopted(Event):
 
 class JobCancelRequested(Event):
     """Nothing new is dispatched; what is in flight finishes, then the job rolls back. The
-    forward tasks not queued yet are `cancelled` from here on (until a `JobRetried`)."""
+    forward tasks not queued yet are `cancelled` from here on (until a `JobRetried`); so are
+    the queued ones no provisioner claimed before the cancel's `ClaimsClosed` (decision 46)."""
 
     type: Literal["JobCancelRequested"] = "JobCancelRequested"
     v: Literal[1] = 1
