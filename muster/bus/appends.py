@@ -150,6 +150,10 @@ class LogWriter:
         except _Refusal as err:
             if err.code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
                 raise StoreError(f"{subject}: {err.description} (code {err.code})") from None
+            if err.code in WRONG_LAST_SEQUENCE and items[-1].only_if_empty is not None:
+                # Its fence is closed. Not a retry that landed: a claim's key names its delivery,
+                # and its writer may not read the log's last message anyway (a provisioner).
+                raise ConcurrencyError(f"{subject}: {items[-1].only_if_empty} is closed ({err.description})") from None
             # The server checks the expected sequence before de-duplicating, so a retry of
             # an append that did land looks like a stale write. It is a duplicate if the
             # subject's last event carries the retried append's last idempotency key.
