@@ -10,7 +10,7 @@ from planner_harness import Harness
 
 from contracts import subjects
 from contracts.commands import Accepted, CancelJob, CreateCluster, RetryJob
-from contracts.events import JobRolledBack, TaskClaimed, TaskSucceeded
+from contracts.events import JobRolledBack, TaskClaimed, TaskFailed, TaskSucceeded
 from muster.ports.eventlog import Append, StoreError
 from muster.ports.memory import matches
 from muster.readmodel.jobs import job_view
@@ -134,3 +134,46 @@ async def test_a_retried_job_is_fenced_by_its_next_cancel_only(h: Harness) -> No
     fences = {m.fence for m in h.queue.messages if m.attempt > 1}
     assert fences == {subjects.claims_closed("default", reply.job_id, 1)}
     assert all(m.fence is None for m in h.queue.messages if m.task_id.startswith("undo."))
+
+
+async def test_a_cleanup_nobody_claimed_is_cancelled_and_the_rollback_deletes_its_node(h: Harness) -> None:
+    # n1000's confirm fails after its create made a machine: a cleanup delete is queued, and nobody takes it.
+    h.behaviour = lambda m: ("fail" if m.task_id == "n1000.confirm" else "hold" if m.task_id.startswith("n1000.cleanup")
+                             else "hold" if m.node.id == "n1001" else "succeed")
+    reply = await h.send(CreateCluster(name="c", template="hadoop-small", nodes=2))
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert job.task_state.get("n1000.cleanup1") == "queued"
+
+    h.behaviour = lambda m: "succeed"
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    await h.settle()
+    assert job.task_state["n1000.cleanup1"] == "cancelled"
+    assert [t.id for t in h.events(reply.job_id, "RollbackPlanned")[0].tasks] == ["undo.n1000.delete"]
+    assert isinstance(h.final(reply.job_id), JobRolledBack) and job.task_state["undo.n1000.delete"] == "succeeded"
+    await h.release()
+    assert {m.task_id for m in h.refused} == {"n1000.cleanup1", "n1001.create"}
+
+
+async def test_a_claimed_attempt_that_fails_after_the_cancel_is_not_cleaned_up_but_rolled_back(h: Harness) -> None:
+    h.behaviour = lambda m: "hold"
+    reply = await h.send(CreateCluster(name="c", template="hadoop-small", nodes=2))
+    await h.settle()
+    [create] = [m for m in h.held if m.task_id == "n1000.create"]
+    h.held.remove(create)
+    await h.work(create, "succeed")  # made the machine (its outcome not taken in yet: nothing settles)
+    await h.settle()
+    [confirm] = [m for m in h.held if m.task_id == "n1000.confirm"]
+    h.held.remove(confirm)
+    await h.work(confirm, "silent")  # claimed before the cancel...
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    subject = subjects.task_events("default", reply.job_id, confirm.task_id, "prov-fake")
+    failed = TaskFailed(job_id=reply.job_id, task_id=confirm.task_id, attempt=confirm.attempt, provisioner="prov-fake",
+                        worker="w1", error="no address")
+    await h.log.append(subject, [Append(failed, msg_id="late.outcome")])  # ...and fails after it
+    h.behaviour = lambda m: "succeed"
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert not [t for t in job.tasks if ".cleanup" in t]  # no cleanup under a closed fence
+    assert [t.id for t in h.events(reply.job_id, "RollbackPlanned")[0].tasks] == ["undo.n1000.delete"]
+    assert isinstance(h.final(reply.job_id), JobRolledBack)
