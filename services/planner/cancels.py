@@ -31,6 +31,7 @@ from .domain import saga
 from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.saga import DispatchPolicy, Effects
+from .metrics import QueueMetrics
 from .ports import Ownership
 from .state import PlannerState
 from .timers import Timers
@@ -44,6 +45,7 @@ class Execution(Protocol):
     dispatch: DispatchPolicy
     ownership: Ownership
     timers: Timers
+    metrics: QueueMetrics
 
     async def execute(self, job: Job, cluster: Cluster, effects: Effects, chain: bool = False) -> None: ...
 
@@ -69,8 +71,10 @@ async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None
         claimed = await _close(execution, job)
         catalog = await execution.state.catalog_of(job)
         effects = saga.close_claims(job, cluster, claimed, catalog.services, execution.config.settings, execution.dispatch)
-        ended = len(effects.disarm)
         await execution.execute(job, cluster, effects)
+        for a in effects.disarm:  # (the attempts it ended: no worker is wanted for them any more)
+            execution.metrics.dropped(str(job.id), a.task_id, a.attempt)
+        ended = len(effects.disarm)
     except Exception as err:  # noqa: BLE001 - decided again on the log's view, later
         log.warning("cancel's claims not closed yet; trying again", job=str(job.id), error=str(err)[:200] or type(err).__name__)
         execution.timers.arm(("claims", str(job.id)), execution.timers.clock.now() + timedelta(seconds=RETRY_S))

@@ -42,6 +42,8 @@ async def test_a_cancel_ends_at_once_what_nobody_claimed_and_nothing_runs_it_lat
     assert h.events(reply.job_id, "RollbackPlanned")[0].tasks == []  # nothing ran: nothing to undo
     assert h.cluster(job.cluster_id).status == "failed"
     assert not h.planner.timers.armed("timeout")
+    [queue] = h.planner.metrics.snapshot(h.clock.now())
+    assert queue["queue_length"] == 0 and queue["recommended_workers"] == 0  # no worker wanted for them any more
     view = job.view()
     assert {t["state"] for t in view["tasks"]} == {"cancelled"}
     assert job_view(h.job_records(reply.job_id)) == view
