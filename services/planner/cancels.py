@@ -57,9 +57,11 @@ RETRY_S = 2.0
 
 
 def open_fence(job: Job) -> bool:
-    """The job is cancelled and still waits on its forward attempts: its fence is to be closed
-    (again: closing is idempotent)."""
-    return job.cancel_requested and job.state == "running" and not job.is_final
+    """The job is cancelled after it had a plan and has not ended: its fence is to be closed
+    (again: closing is idempotent). Also when nothing is queued now (its rollback began at
+    once): a message of the round still in the queue (an attempt that timed out unclaimed) must
+    never run either."""
+    return job.cancel_requested and job.planned and not job.is_final
 
 
 async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None:
@@ -68,7 +70,10 @@ async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None
     if not open_fence(job):
         return
     try:
-        claimed = await _close(execution, job)
+        fence = await _close(execution, job)
+        if job.state != "running" or not any(s == "queued" for s in job.task_state.values()):
+            return  # (nothing waited on: its rollback runs already)
+        claimed = await _claimed(execution, job, fence)
         catalog = await execution.state.catalog_of(job)
         effects = saga.close_claims(job, cluster, claimed, catalog.services, execution.config.settings, execution.dispatch)
         await execution.execute(job, cluster, effects)
@@ -98,9 +103,8 @@ async def close_later(execution: Execution, job_id: str) -> None:
         await close_claims(execution, job, cluster)
 
 
-async def _close(execution: Execution, job: Job) -> set[tuple[str, int]]:
-    """Store the fence's `ClaimsClosed` (once: a repeat finds it) and return the (task, attempt)
-    claims the log holds before it."""
+async def _close(execution: Execution, job: Job) -> int:
+    """Store the fence's `ClaimsClosed` (once: a repeat finds it); its sequence."""
     round_ = job.cancels - 1
     subject = subjects.claims_closed(job.tenant, str(job.id), round_)
     closed = Append(ClaimsClosed(job_id=str(job.id), round=round_), msg_id=f"{job.id}:claims-closed:{round_}",
@@ -110,5 +114,10 @@ async def _close(execution: Execution, job: Job) -> set[tuple[str, int]]:
         [fence] = await store.append(subject, [closed], expect_last_seq=0)
     except ConcurrencyError:  # closed before (by a planner that stopped before it ended the attempts)
         fence = await store.last_seq(subject)
-    records = await store.read(subjects.job_task_outcomes(job.tenant, str(job.id)), up_to_seq=fence)
+    return fence
+
+
+async def _claimed(execution: Execution, job: Job, fence: int) -> set[tuple[str, int]]:
+    """The (task, attempt) claims the log holds before the fence: all there will ever be."""
+    records = await execution.state.log.read(subjects.job_task_outcomes(job.tenant, str(job.id)), up_to_seq=fence)
     return {(r.event.task_id, r.event.attempt) for r in records if r.type == "TaskClaimed"}

@@ -9,7 +9,7 @@ import pytest
 from planner_harness import Harness
 
 from contracts import subjects
-from contracts.commands import Accepted, CancelJob, CreateCluster, RetryJob
+from contracts.commands import Accepted, CancelJob, CreateCluster, PauseJob, RetryJob
 from contracts.events import JobRolledBack, TaskClaimed, TaskFailed, TaskSucceeded
 from muster.ports.eventlog import Append, StoreError
 from muster.ports.memory import matches
@@ -179,3 +179,25 @@ async def test_a_claimed_attempt_that_fails_after_the_cancel_is_not_cleaned_up_b
     assert not [t for t in job.tasks if ".cleanup" in t]  # no cleanup under a closed fence
     assert [t.id for t in h.events(reply.job_id, "RollbackPlanned")[0].tasks] == ["undo.n1000.delete"]
     assert isinstance(h.final(reply.job_id), JobRolledBack)
+
+
+async def test_a_cancel_with_nothing_queued_closes_the_fence_on_a_message_left_in_the_queue(h: Harness) -> None:
+    # n1000's first create attempt is never taken; the job is paused, and the attempt times out
+    # (no retry while paused): nothing is queued when the cancel comes, but its message still is.
+    h.behaviour = lambda m: "hold" if m.task_id == "n1000.create" else "succeed"
+    reply = await h.send(CreateCluster(name="c", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(await h.send(PauseJob(job_id=reply.job_id)), Accepted)
+    await h.clock.advance(h.config.task_timeout_s + 1)
+    await h.settle()
+    job = h.job(reply.job_id)
+    assert job.task_state["n1000.create"] == "failed" and job.in_flight == 0
+
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobRolledBack)
+    assert [r.type for r in h.log.records if r.subject == subjects.claims_closed("default", reply.job_id, 0)] == ["ClaimsClosed"]
+    h.behaviour = lambda m: "succeed"
+    await h.release()  # a provisioner takes the old message at last: it is not run
+    assert [m.task_id for m in h.refused] == ["n1000.create"] and _claims(h, reply.job_id)
+    assert not [r for r in _claims(h, reply.job_id) if r.event.task_id == "n1000.create"]
