@@ -45,6 +45,10 @@ EVENT_CHANNELS: list[tuple[str, str, dict[str, str], str]] = [
     ("events.job", "muster.evt.{tenant}.job.{jobId}", {"jobId": "the job's id (a UUID)"},
      "A job's own story, written by the planner that owns it: request, plan, queued and completed tasks, "
      "control (pause, resume, cancel, retry), rollback, and the end."),
+    ("events.claims", "muster.evt.{tenant}.job.{jobId}.claims.{round}",
+     {"jobId": "the job's id", "round": "how many cancels the job had before this one"},
+     "A cancel's fence (`ClaimsClosed`, written once by the planner: decision 46): a forward attempt's claim is "
+     "appended only while nothing is stored on its task message's `fence` subject, so none is claimed after it."),
     ("events.layout", "muster.evt.{tenant}.layout.{jobId}", {"jobId": "the job's id"},
      "Layout requests of a job (planner) and their answers (a solver)."),
     ("events.task", "muster.evt.{tenant}.task.{jobId}.{taskId}.{provisionerId}",
@@ -122,6 +126,8 @@ def event_channel(event_type: str) -> str:
         return "events.taskprogress"
     if event_type in IDENTITY_CHANNEL_EVENTS:
         return "events.identity"
+    if event_type == "ClaimsClosed":
+        return "events.claims"
     if event_type == "ClusterNameClaimed":
         return "events.clustername"
     if event_type.startswith("Layout"):

@@ -67,7 +67,7 @@ TaskState = Literal["planned", "queued", "claimed", "succeeded", "failed", "time
 """A task of a job as the views show it (docs/planner.md, "Task states"): `planned` (not queued
 yet), `queued`, `claimed` (a worker runs it), `succeeded`, `failed` (its last attempt failed),
 `timed_out` (its last attempt had no outcome within the attempt timeout), `cancelled` (never
-queued: the job was cancelled first)."""
+queued, or queued and never claimed, when the job was cancelled: it never ran)."""
 TIMED_OUT_PREFIX = "timed out: no outcome within"
 """How a v1 `TaskAttemptFailed` said that its attempt timed out (in `error` only)."""
 
@@ -213,13 +213,28 @@ class JobAdopted(Event):
 
 class JobCancelRequested(Event):
     """Nothing new is dispatched; what is in flight finishes, then the job rolls back. The
-    forward tasks not queued yet are `cancelled` from here on (until a `JobRetried`)."""
+    forward tasks not queued yet are `cancelled` from here on (until a `JobRetried`); so are
+    the queued ones no provisioner claimed before the cancel's `ClaimsClosed` (decision 46)."""
 
     type: Literal["JobCancelRequested"] = "JobCancelRequested"
     v: Literal[1] = 1
     job_id: str
     by: str = "anonymous"
     request_id: str | None = Field(default=None, description="the request's idempotency key")
+
+
+class ClaimsClosed(Event):
+    """A cancel's fence (docs/decisions/0046): after this, no provisioner can claim an attempt
+    queued in the job's cancel round `round`. Each such attempt's task message names this event's
+    subject (`TaskMessage.fence`, `subjects.claims_closed`), and a claim is appended only while
+    nothing is stored there, so the planner knows from the log which attempts were claimed
+    before it (they run to their end and the rollback undoes them) and ends the others at once."""
+
+    type: Literal["ClaimsClosed"] = "ClaimsClosed"
+    v: Literal[1] = 1
+    job_id: str
+    round: int = Field(ge=0, description="how many cancels the job had before this one (a retried job's attempts "
+                                         "are fenced by its next cancel's subject)")
 
 
 class JobLayoutRetried(Event):
@@ -317,17 +332,19 @@ class TaskCompleted(Event):
 class TaskAttemptFailed(Event):
     """The planner took a task attempt's failure into the job. v2 adds `state`; a v1 event said
     that its attempt timed out only in `error` ("timed out: no outcome within ..."), and reads
-    as `timed_out` then. v3 adds `may_have_made`, v4 `permanent`."""
+    as `timed_out` then. v3 adds `may_have_made`, v4 `permanent`, v5 the state `cancelled`."""
 
     type: Literal["TaskAttemptFailed"] = "TaskAttemptFailed"
-    v: Literal[1, 2, 3, 4] = 4
+    v: Literal[1, 2, 3, 4, 5] = 5
     job_id: str
     task_id: str
     attempt: int
     error: str
-    state: Literal["failed", "timed_out"] = Field(
+    state: Literal["failed", "timed_out", "cancelled"] = Field(
         default="failed", description="v2: `timed_out` when no outcome came within the attempt timeout (the planner "
-                                      "decided so), `failed` when the attempt failed")
+                                      "decided so), `failed` when the attempt failed; v5: `cancelled` when the job "
+                                      "was cancelled and no provisioner had claimed the attempt before the cancel's "
+                                      "`ClaimsClosed` (none can claim it after: it never runs)")
     may_have_made: bool = Field(default=False, description=(
         "v3: the attempt's `TaskFailed.may_have_made`: a failed create whose machine may exist; the rollback deletes "
         "its node"))
@@ -708,7 +725,7 @@ class CatalogEntityDeleted(Event):
 
 
 AnyEvent = Annotated[
-    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | TasksRecorded | JobCancelRequested | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
+    JobRequested | JobPlanned | RollbackPlanned | CleanupQueued | JobPaused | JobResumed | JobAdopted | TasksRecorded | JobCancelRequested | ClaimsClosed | JobRetried | JobLayoutRetried | JobResourcesRequested | JobResourcesGranted | JobRolledBack | JobNeedsAttention | TaskQueued | TaskCompleted | TaskAttemptFailed | JobSucceeded | JobFailed | LayoutRequested | LayoutSolved | LayoutUnsolvable | TaskClaimed | TaskSucceeded | TaskFailed | TaskProgressed | ProvisionerRegistered | ProvisionerDeregistered | ClusterRequested | ClusterNameClaimed | ClusterLayoutChanged | ClusterConfigChanged | NodeResultsRecorded | ClusterStatusChanged | ClusterLeaseChanged | ServiceStateObserved | ServicesMoved | ServicesDesired | CatalogEntityPut | CatalogEntityDeleted | PlanSaved
     | PoolCreated | PoolConfigured | HostsAdded | AmbiguityDetected | AmbiguityResolved | HostRemoved | HostReset
     | RequestAccepted | RequestRefused | HostsGranted | HostsConfirmed | HostsReleaseStarted | HostsReleased | HostFailed
     | RequestCancelled | RequestExpired | RequestClosed | CallbackDelivered | PoolHostsRequested | PoolRequestCancelled

@@ -58,6 +58,9 @@ class Append:
     none is given (`muster.bus.appends`)."""
     writer: str | None = None
     """Who appends it (`H_WRITER`), when the store names its writer."""
+    only_if_empty: str | None = None
+    """Appended only while nothing is stored on this subject (a claim, on its job's cancel fence:
+    docs/decisions/0046); else the log refuses it (`ConcurrencyError`)."""
 
     def headers(self) -> dict[str, str]:
         h = {H_TYPE: str(getattr(self.event, "type")), H_MSG_ID: self.msg_id}  # noqa: B009 - only Event's subclasses declare `type`
@@ -68,6 +71,8 @@ class Append:
         h[H_TIME] = (self.time or datetime.now(UTC)).isoformat()
         if self.writer:
             h[H_WRITER] = self.writer
+        if self.only_if_empty is not None:
+            h[H_EXPECT], h[H_EXPECT + "-Subject"] = "0", self.only_if_empty
         if self.trace is not None:  # last: readers find the three before it in this order
             h[H_TRACE] = self.trace
         return h

@@ -86,6 +86,17 @@ def job_filters(tenant: str, job_id: str) -> list[str]:
     return [job_events(tenant, job_id), job_tasks(tenant, job_id)]
 
 
+CLAIMS = "claims"
+
+
+def claims_closed(tenant: str, job_id: str, round_: int) -> str:
+    """Where a cancel's `ClaimsClosed` goes (docs/decisions/0046): a task message names it
+    (`TaskMessage.fence`) and its claim is appended only while nothing is stored here. One per
+    cancel round (a retried job's next cancel closes another), two tokens under the job's own
+    subject, so no consumer of job events or task records receives it."""
+    return f"{job_events(tenant, job_id)}.{CLAIMS}.{int(round_)}"
+
+
 def layout_events(tenant: str, job_id: str) -> str:
     """Layout requests and answers of one job: written by the planner (request) and the
     solver (answer), so the solver's answer is fenced by the request's sequence."""
@@ -150,7 +161,8 @@ def provisioner_events(tenant: str, provisioner_id: str) -> str:
 
 def job_history_filters(tenant: str, job_id: str) -> list[str]:
     """Every subject that tells a job's story."""
-    return [*job_filters(tenant, job_id), layout_events(tenant, job_id), job_task_events(tenant, job_id)]
+    return [*job_filters(tenant, job_id), f"{job_events(tenant, job_id)}.{CLAIMS}.*", layout_events(tenant, job_id),
+            job_task_events(tenant, job_id)]
 
 
 # -- governance (docs/governance.md) -------------------------------------------------------------
@@ -200,6 +212,7 @@ PROGRESS = "progress"
 ALL_JOB_EVENTS = f"{EVT}.*.job.*"
 """Every job's own events (not its task records, one token longer: `job_tasks`)."""
 ALL_JOB_TASK_RECORDS = f"{EVT}.*.job.*.{JOB_TASKS}"
+ALL_CLAIMS_CLOSED = f"{EVT}.*.job.*.{CLAIMS}.*"
 ALL_CLUSTER_EVENTS = f"{EVT}.*.cluster.*"
 ALL_CATALOG_EVENTS = f"{EVT}.*.catalog.>"
 

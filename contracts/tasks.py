@@ -67,7 +67,7 @@ class ProviderRef(_Wire):
 
 class TaskMessage(_Wire):
     type: Literal["Task"] = "Task"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     tenant: str
     cluster_id: str
     job_id: str
@@ -98,6 +98,12 @@ class TaskMessage(_Wire):
         default_factory=list,
         description="provisioners that ran earlier attempts: they let this attempt go on its first "
         "deliveries so that another provisioner can take it, and run it only if nobody else does",
+    )
+    fence: str | None = Field(
+        default=None,
+        description="v2: the subject of the job's cancel fence (`ClaimsClosed`, docs/decisions/0046): the claim is "
+        "appended only while nothing is stored there, so an attempt of a job cancelled meanwhile is never claimed nor "
+        "run; none on a rollback's tasks, which a cancel never stops",
     )
 
 

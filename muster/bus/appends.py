@@ -59,6 +59,11 @@ Part = tuple[str, Sequence[Append], "int | None"]
 """(subject, events, expected last sequence of the subject or None) as for `append`."""
 
 
+class _Fenced(Exception):
+    """A group refused because an event in it is appended only while its fence subject is empty
+    (`Append.only_if_empty`), and one is not."""
+
+
 class _Refusal(Exception):
     def __init__(self, answer: dict[str, Any]) -> None:
         super().__init__(answer.get("description") or "refused")
@@ -145,6 +150,10 @@ class LogWriter:
         except _Refusal as err:
             if err.code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
                 raise StoreError(f"{subject}: {err.description} (code {err.code})") from None
+            if err.code in WRONG_LAST_SEQUENCE and items[-1].only_if_empty is not None:
+                # Its fence is closed. Not a retry that landed: a claim's key names its delivery,
+                # and its writer may not read the log's last message anyway (a provisioner).
+                raise ConcurrencyError(f"{subject}: {items[-1].only_if_empty} is closed ({err.description})") from None
             # The server checks the expected sequence before de-duplicating, so a retry of
             # an append that did land looks like a stale write. It is a duplicate if the
             # subject's last event carries the retried append's last idempotency key.
@@ -183,10 +192,13 @@ class LogWriter:
     async def across(self, entries: Sequence[tuple[str, Append]]) -> list[int]:
         """Events for several subjects with no expected sequence, in one atomic batch; a batch
         refused because a key in it was stored before (a retry) goes one event at a time,
-        where a repeat is simply known."""
+        where a repeat is simply known. One refused because a fence in it is closed
+        (`Append.only_if_empty`) raises `_Fenced`."""
         try:
             last = await self._batch(entries, None)
         except _Refusal as err:
+            if err.code in WRONG_LAST_SEQUENCE and any(item.only_if_empty is not None for _, item in entries):
+                raise _Fenced from None  # one claim's fence is closed: the others must land all the same
             if err.code != BATCH_DUPLICATE:
                 raise StoreError(f"{len(entries)} events: {err.description} (code {err.code})") from None
             return [(await self._append(subject, [item], None))[0] for subject, item in entries]
@@ -291,6 +303,9 @@ class LogWriter:
         try:
             stored.set_result(_seq(got))
         except _Refusal as err:
+            if err.code in WRONG_LAST_SEQUENCE and item.only_if_empty is not None:  # its fence is closed
+                stored.set_exception(ConcurrencyError(f"{subject}: {item.only_if_empty} is closed ({err.description})"))
+                return
             stored.set_exception(StoreError(f"{subject}: {err.description} (code {err.code})"))
 
     def _sent(self, done: asyncio.Future[Any]) -> None:
@@ -317,6 +332,9 @@ class LogWriter:
             self.sent += 1
             try:
                 seqs = await self.across([(s, i) for s, i, _ in live])
+            except _Fenced:  # each alone: only the one whose fence is closed is refused
+                await asyncio.gather(*(self._alone(s, i, f) for s, i, f in live))
+                continue
             except Exception as err:  # noqa: BLE001 - every writer of the group gets the failure
                 for _, _, f in live:
                     if not f.done():

@@ -107,7 +107,11 @@ class MemoryEventLog:
         if fault is not None and not fault.lands:
             stored.set_exception(fault.error)
             return stored
-        [seq] = self._store(subject, [item], None)
+        try:
+            [seq] = self._store(subject, [item], None)
+        except ConcurrencyError as err:  # its fence is closed (`Append.only_if_empty`)
+            stored.set_exception(err)
+            return stored
         if fault is not None:
             stored.set_exception(fault.error)
         else:
@@ -128,6 +132,8 @@ class MemoryEventLog:
         last = self._last.get(subject, 0)
         fenced_on = self._last.get(fence_subject(subject), 0)  # a job's task records: the job's
         stale = expect_last_seq is not None and fenced_on != expect_last_seq
+        closed = [item.only_if_empty for item in items if item.only_if_empty is not None and self._last.get(item.only_if_empty)]
+        stale = stale or bool(closed)
         seen = [item.msg_id in self._ids for item in items]
         if stale or (len(items) > 1 and any(seen)):
             # As the server: the expected sequence is checked before de-duplication, so a

@@ -160,6 +160,9 @@ class JobView:
         self.task_state[e.task_id] = "succeeded"
 
     def _attempt_failed(self, e: Any) -> None:
+        if e.state == "cancelled":  # (never claimed when its job was cancelled: it never ran)
+            self.task_state[e.task_id] = "cancelled"
+            return
         self.task_state[e.task_id] = "failed"
         if e.state == "timed_out":
             self.timed_out.add(e.task_id)

@@ -112,6 +112,10 @@ def describe(e: Any) -> str:
             return f"{task} attempt {attempt} says: {e.line}{left_out}"
         case "TaskCompleted":
             return f"{task} done: taken into the job"
+        case "TaskAttemptFailed" if e.state == "cancelled":
+            return f"{task} attempt {attempt} cancelled: no provisioner claimed it before the cancel (it never ran)"
+        case "ClaimsClosed":
+            return "claims closed: no provisioner may claim the job's queued attempts any more (the cancel's fence)"
         case "TaskAttemptFailed":
             return f"{task} attempt {attempt} {'timed out' if e.state == 'timed_out' else 'failed'}: taken into the job"
         case "JobResourcesRequested":

@@ -22,7 +22,7 @@ from muster import tracing
 from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
-from . import leases, traces
+from . import cancels, leases, traces
 from .attempts import AttemptHolders
 from .budget import key_of
 from .config import PlannerConfig
@@ -311,6 +311,9 @@ class Planner:
 
     async def send_unsent(self, job_id: str) -> None:
         await self.execution.send_unsent(job_id)
+
+    async def close_claims(self, job_id: str) -> None:
+        await cancels.close_later(self.execution, job_id)
 
     async def approval_expired(self, job_id: str) -> None:
         async with self._owned(job_id) as found:

@@ -26,7 +26,7 @@ from muster import tracing
 from muster.ports.eventlog import Append, ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
 
-from . import leases, traces
+from . import cancels, leases, traces
 from .attempts import AttemptHolders
 from .budget import SharedBudget
 from .config import PlannerConfig
@@ -410,6 +410,7 @@ class Execution:
                 if attempts is not None and not await attempts.holds(r):
                     continue  # not the attempt's holder (attempts.py): recorded, changes nothing
                 await self.take_outcome(job, cluster, r.event, r)
+        await cancels.close_claims(self, job, cluster)  # (a cancel recorded by a planner that stopped before closing)
         if job.is_final:
             return
         catalog = await self.state.catalog_of(job)

@@ -83,6 +83,16 @@ class QueueMetrics:
             q.finished += 1
         self.where.pop(key, None)
 
+    def dropped(self, job: str, task: str, attempt: int) -> None:
+        """The attempt will never run (a cancel ended it unclaimed: docs/decisions/0046): out of
+        the backlog, counted neither as finished nor in the durations."""
+        key = (job, task, attempt)
+        q = self._queue(key)
+        if q is not None:
+            q.queued.pop(key, None)
+            q.claimed.pop(key, None)
+        self.where.pop(key, None)
+
     def _queue(self, key: tuple[str, str, int]) -> Queue | None:
         where = self.where.get(key)
         return self.queues.get(where) if where else None

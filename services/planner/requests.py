@@ -23,6 +23,7 @@ from contracts.commands import (
     Accepted,
     ApplyPlan,
     ApproveJob,
+    CancelJob,
     ConfigureCluster,
     CreateCluster,
     DryRun,
@@ -43,7 +44,7 @@ from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError, StoreError
 from services.governance.sandbox import PolicySandbox
 
-from . import leases
+from . import cancels, leases
 from .approvals import Approvals
 from .config import PlannerConfig
 from .domain import planning, saved
@@ -431,6 +432,8 @@ class Requests:
             catalog, seq = await self.state.catalog_of(job), None
         effects = control(job, cluster, cmd, ctx.by(cmd), catalog.services, self.config.settings, self.dispatch, seq)
         await self.execution.execute(job, cluster, effects)
+        if isinstance(cmd, CancelJob):  # what nobody claimed ends now, not at its timeout
+            await cancels.close_claims(self.execution, job, cluster)
         return Accepted(job_id=cmd.job_id, cluster_id=job.cluster_id)
 
 

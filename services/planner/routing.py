@@ -68,6 +68,7 @@ TIMERS = {
     "timeout": "task_timed_out",
     "republish": "republish",
     "unsent": "send_unsent",
+    "claims": "close_claims",
     "requeue": "requeue_lost",
     "lease": "lease_expired",
     "approval": "approval_expired",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from contracts import subjects
 from contracts.catalog import Action, Catalog
 from contracts.tasks import NodeInfo, ProviderRef, ServiceRef, TaskMessage
 
@@ -49,6 +50,17 @@ def nodes_map(cluster: Cluster, catalog: Catalog) -> dict[str, NodeInfo]:
     """Every node of the cluster, as a plugin sees it (the planner stores it by reference:
     nodemaps.py; this is the same map, whole)."""
     return {n: node_info(cluster, catalog, n) for n in sorted(cluster.nodes)}
+
+
+def _fence(job: Job, task_id: str, memo: dict[Any, Any]) -> str | None:
+    """The subject of the cancel fence the attempt's claim must find empty (docs/decisions/0046)."""
+    round_ = job.fence_round(task_id)
+    if round_ is None:
+        return None
+    fence = memo.get(("fence", str(job.id), round_))
+    if fence is None:
+        fence = memo[("fence", str(job.id), round_)] = subjects.claims_closed(job.tenant, str(job.id), round_)
+    return str(fence)
 
 
 def task_message(
@@ -97,6 +109,7 @@ def task_message(
         nodes_ref=nodes_ref if needs_nodes(action) else None,
         config=config,
         cluster_owner=cluster.owner,
+        fence=_fence(job, task_id, memo),
         timeout_s=(timeouts or {}).get(action.value, (timeouts or {}).get("default", 600.0)),
         avoid=list(avoid) if attempt > 1 else [],
     )

@@ -15,7 +15,7 @@ from nats.js import JetStreamContext
 from contracts.tasks import TaskMessage
 from muster.bus.protocol import delivery_count
 from muster.bus.wire import connection_of, settle
-from muster.ports.eventlog import EventLog
+from muster.ports.eventlog import ConcurrencyError, EventLog
 
 from .alarm import Alarm
 from .attempt_trace import Executor, Traces
@@ -75,6 +75,11 @@ class Workers:
     @property
     def passed(self) -> int:
         return self.core.passed
+
+    @property
+    def cancelled(self) -> int:
+        """Deliveries never run: their job was cancelled before their claim (docs/decisions/0046)."""
+        return self.core.cancelled
 
     @property
     def holding(self) -> set[str]:
@@ -182,7 +187,9 @@ class Workers:
         if self._traces.held:
             self._traces.claimed(held, written, self.core.held[held].task if held in self.core.held else None)
         if not written.cancelled():
-            self._do(self.core.claimed(held, asyncio.get_running_loop().time(), written.exception()))
+            error = written.exception()
+            # A claim refused as stale can only be its fence's doing (claims expect nothing else).
+            self._do(self.core.claimed(held, asyncio.get_running_loop().time(), error, closed=isinstance(error, ConcurrencyError)))
 
     def _stored(self, held: int, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)

@@ -8,7 +8,8 @@ NATS connection can call `check`).
    (`TaskCompleted` or `TaskAttemptFailed`); an outcome has a queued attempt. The only allowed
    exception: the job ended (a final event) while the attempt was in flight — listed by name in
    `Report.ended_in_flight`. Every `TaskCompleted` has the provisioner's `TaskSucceeded` for the
-   same attempt; every `TaskAttemptFailed` has its `TaskFailed`, or is a timeout (listed).
+   same attempt; every `TaskAttemptFailed` has its `TaskFailed`, or is a timeout (listed), or
+   ended an attempt a cancel's fence found unclaimed (then no claim of it is in the log at all).
 3. State rebuilt from the log equals what the services report: each job's view from its owner
    (`muster.q.<tenant>.<principal>.job.<id>`) equals `rebuild(Job, ...)`.view() (a planner holds each
    cluster's current job; a finished older job may go unanswered: the tracker reads it from the
@@ -270,6 +271,9 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
     if outcome.type == "TaskAttemptFailed":
         if e.state == "timed_out":
             report.timed_out.append(f"{name}: attempt {e.attempt} of {e.task_id}")
+        elif e.state == "cancelled":  # ended by a cancel's fence, as unclaimed: never claimed, before or after (decision 46)
+            if "TaskClaimed" in types:
+                report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} cancelled as unclaimed, and claimed")
         elif "TaskFailed" not in types:
             report.problems.append(f"{name}: TaskAttemptFailed of attempt {e.attempt} of {e.task_id} without a provisioner's TaskFailed")
 
@@ -291,7 +295,7 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
             if r.type not in ("TaskSucceeded", "TaskFailed"):
                 continue
             planner = outcomes.get((r.event.task_id, r.event.attempt), [])
-            if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.state == "timed_out"):
+            if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.state in ("timed_out", "cancelled")):
                 report.late_results += 1
 
 

@@ -116,7 +116,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     common = _streams_bootstrap()
     if kind == "planner":
         pub = common + _read_log() + _read_stream(subjects.TASKS_STREAM) + [
-            f"{evt}.*.job.*", subjects.ALL_JOB_TASK_RECORDS, f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
+            f"{evt}.*.job.*", subjects.ALL_JOB_TASK_RECORDS, subjects.ALL_CLAIMS_CLOSED, f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
             f"{evt}.*.denied.*",  # requests the tenant's policies refused (docs/governance.md)
             f"{evt}.*.catalog.>",  # catalog changes it checked against the requester's grants (catalog-apply|delete)
             subjects.ALL_POOL_REQUEST_EVENTS, f"{subjects.TASK}.>",

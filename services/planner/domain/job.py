@@ -130,6 +130,8 @@ class Job(Aggregate):
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
+        self.cancels = 0
+        """Cancels recorded so far: the round of the cancel fence (`fence_round`)."""
         self.control_requests: dict[str, str] = {}
         """Idempotency key of each job control request -> the event it made (JobPaused...)."""
         self.resources: dict[str, Any] | None = None
@@ -280,6 +282,11 @@ class Job(Aggregate):
             d.failed[task_id] = None
             if d.index is not None:
                 d.index.released(task_id)
+        elif state == "cancelled":  # out of flight, and no failure: the job waits for it no more
+            d.queued.discard(task_id)
+            d.failed.pop(task_id, None)
+            if d.index is not None:
+                d.index.released(task_id)
 
     # -- outcomes -------------------------------------------------------------------------
 
@@ -301,6 +308,9 @@ class Job(Aggregate):
 
     @event("TaskAttemptFailed")
     def _attempt_failed(self, payload: TaskAttemptFailed) -> None:
+        if payload.state == "cancelled":  # never ran: nothing failed, nothing to undo
+            self._set_state(payload.task_id, "cancelled")
+            return
         self._set_state(payload.task_id, "failed")
         self.last_errors[payload.task_id] = payload.error
         if payload.may_have_made or payload.state == "timed_out":
@@ -448,6 +458,7 @@ class Job(Aggregate):
         if payload.request_id:
             self.control_requests[payload.request_id] = payload.type
         self.cancel_requested = True
+        self.cancels += 1
         self.paused = False
 
     def cancel(self, by: str, request_id: str | None = None) -> bool:
@@ -455,6 +466,29 @@ class Job(Aggregate):
             return False
         self._cancel_requested(JobCancelRequested(job_id=str(self.id), by=by, request_id=request_id))
         return True
+
+    def fence_round(self, task_id: str) -> int | None:
+        """Which cancel fences this task's attempts (docs/decisions/0046): the round's next
+        cancel, or the one that came (then its fence is closed: nothing claims it any more).
+        None for a rollback's tasks: a cancel never stops a rollback."""
+        if task_id.startswith(UNDO):
+            return None
+        return self.cancels - 1 if self.cancel_requested else self.cancels
+
+    def cancel_unclaimed(self, claimed: set[tuple[str, int]]) -> list[str]:
+        """Once the cancel's fence is closed (`ClaimsClosed`): the queued forward attempts no
+        provisioner claimed before it (`claimed`: the (task, attempt) pairs with a claim in the
+        log before the fence) can never be claimed, so they end now, `cancelled`: the job waits
+        neither for them nor for their timeouts, and the rollback has nothing of theirs to undo.
+        A claimed attempt runs to its end (the rollback undoes it). Their task ids."""
+        if not self.cancel_requested or self.state != "running":
+            return []
+        ended = [t for t, s in self.task_state.items()
+                 if s == "queued" and self.fence_round(t) is not None and (t, self.attempts[t]) not in claimed]
+        for t in ended:
+            self._attempt_failed(TaskAttemptFailed(job_id=str(self.id), task_id=t, attempt=self.attempts[t], state="cancelled",
+                                                   error="cancelled before any provisioner claimed it"))
+        return ended
 
     @event("JobRetried")
     def _retried(self, payload: JobRetried) -> None:

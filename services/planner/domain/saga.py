@@ -270,12 +270,21 @@ def _take(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed, setting
                                   ipaddresses=event.ipaddresses, hostname=event.hostname))
     else:
         failed = TaskAttemptFailed(job_id=event.job_id, task_id=event.task_id, attempt=event.attempt, error=event.error,
-                                   may_have_made=event.may_have_made, permanent=event.permanent)
+                                   may_have_made=event.may_have_made or _leaves_machine(job, cluster, event.task_id),
+                                   permanent=event.permanent)
         if not job.fail_attempt(failed):
             effects.republish_queued = True
             return effects
         effects += after_failure(job, cluster, event.task_id, settings)
     return effects
+
+
+def _leaves_machine(job: Job, cluster: Cluster, task_id: str) -> bool:
+    """A create that failed on a node that has a machine, in a cancelled job: no cleanup deletes
+    it (`after_failure`), so the rollback must."""
+    task = job.tasks.get(task_id)
+    return (job.cancel_requested and task is not None and task.action is Action.CREATE
+            and bool(cluster.results.get(task.node, {}).get("providerid")))
 
 
 def _observed(job: Job, cluster: Cluster, event: TaskSucceeded | TaskFailed) -> TaskSucceeded | TaskFailed:
@@ -314,6 +323,10 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
     """A failed create or confirm may have left a machine: delete it before creating again
     (coopr-facts §5.7). Other failures are simply retried by `advance`."""
     task = job.tasks[task_id]
+    if job.cancel_requested and job.state == "running":
+        # Nothing more is queued under a closed fence (its claim would be refused): the rollback
+        # deletes the node instead (a create that failed with a machine counts as made, `_take`).
+        return Effects()
     if task_id in job.cleanups.values():
         if job.attempts_left(task_id) > 0:  # the cleanup itself failed: delete again
             q = job.queue(task_id, queue_class(cluster, settings))
@@ -332,6 +345,17 @@ def after_failure(job: Job, cluster: Cluster, task_id: str, settings: Settings) 
 def _created_by(confirm_id: str) -> str:
     """The id of the create a confirm follows in its plan (its phase's prefix kept)."""
     return confirm_id.removesuffix(Action.CONFIRM.value) + Action.CREATE.value
+
+
+def close_claims(job: Job, cluster: Cluster, claimed: set[tuple[str, int]], services: Mapping[str, Service],
+                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
+    """The cancel's fence is closed (`ClaimsClosed` stored): every queued forward attempt not in
+    `claimed` (the claims the log holds before the fence) ends `cancelled`, its timeout disarmed,
+    and the job takes its next step (its rollback, once nothing claimed is in flight)."""
+    ended = job.cancel_unclaimed(claimed)
+    effects = Effects(disarm=[Attempt(t, job.attempts[t]) for t in ended])
+    effects += advance(job, cluster, services, settings, policy)
+    return effects
 
 
 # -- the solver's answer ---------------------------------------------------------------------

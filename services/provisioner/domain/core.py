@@ -91,6 +91,8 @@ class WorkerCore:
     completed: int = 0
     passed: int = 0
     """Deliveries let go: `avoid`, no slot free, draining, or claimed ahead without a plugin slot."""
+    cancelled: int = 0
+    """Deliveries whose claim the job's cancel fence refused (`_cancelled`): never run."""
     draining: bool = False
     held: dict[int, Held] = field(default_factory=dict)
 
@@ -179,13 +181,16 @@ class WorkerCore:
         self._at(now + every, "keepalive", hid)
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=me, worker=worker,
                             delivery=delivery)
-        return [Claim(hid, subject, Append(claim, msg_id=f"{attempt_key(task)}.claim.{delivery}"))]
+        return [Claim(hid, subject, Append(claim, msg_id=f"{attempt_key(task)}.claim.{delivery}", only_if_empty=task.fence))]
 
-    def claimed(self, hid: int, now: float, error: BaseException | None = None) -> list[Action]:
-        """The claim is stored (or the log refused it: the task comes back later)."""
+    def claimed(self, hid: int, now: float, error: BaseException | None = None, closed: bool = False) -> list[Action]:
+        """The claim is stored (or the log refused it: the task comes back later; `closed`: the
+        log refused it because the task's fence is closed, and it never comes back)."""
         h = self.held.get(hid)
         if h is None:
             return []
+        if error is not None and closed and h.task.fence is not None:
+            return self._cancelled(hid)
         if error is not None:
             return self._give_back(hid, "task handling failed; will be redelivered", error)
         if self.running < self.capacity and not self.line:
@@ -265,6 +270,17 @@ class WorkerCore:
         if error is not None:
             fields["error"] = str(error) or type(error).__name__
         return [Note("error" if error is not None else "info", what, fields), Answer(h.reply, nak(delay))]
+
+    def _cancelled(self, hid: int) -> list[Action]:
+        """The claim was refused by its fence: the job was cancelled before this attempt was
+        claimed, and its planner ended the attempt (docs/decisions/0046). Never run; out of the
+        queue for good (a redelivery would be refused the same way)."""
+        h = self.held.pop(hid)
+        self.slots.give(h.slot)
+        self.cancelled += 1
+        task = h.task
+        return [Note("info", "task not run: its job was cancelled before it was claimed",
+                     {"job": task.job_id, "task": task.task_id, "attempt": task.attempt}), Answer(h.reply, TERM)]
 
     def _next_in_line(self) -> list[Action]:
         """A plugin slot came free: the next task in line takes it, or it stays free."""

@@ -9,6 +9,7 @@ from nats.aio.client import Client
 
 from contracts.events import TaskClaimed
 from muster.bus.eventstore import Append, EventStore
+from muster.ports.eventlog import ConcurrencyError
 
 pytestmark = pytest.mark.nats
 
@@ -79,3 +80,31 @@ async def test_without_group_commit_every_submit_goes_alone_at_once(nc: Client, 
     subjects = [f"muster.evt.{tenant}.task.j.a{i}" for i in range(10)]
     seqs = await asyncio.gather(*(store.submit(s, Append(_claim(i), msg_id=f"{tenant}.a{i}")) for i, s in enumerate(subjects)))
     assert len(set(seqs)) == 10 and store.writer.sent == 10
+
+
+async def test_a_claim_whose_fence_is_closed_is_refused_alone_and_its_group_lands(nc: Client, tenant: str) -> None:
+    """docs/decisions/0046: a claim goes only while its job's cancel fence is empty, at once or
+    in a group; the server refuses a closed one, and the rest of its group is stored all the same."""
+    store = await _grouped(nc)
+
+    async def unreadable(subject: str) -> None:  # a provisioner may not read the log (docs/security.md)
+        raise AssertionError(f"asked for the last message of {subject}")
+
+    store.writer.last = unreadable
+    closed, still_open = f"muster.evt.{tenant}.job.j.claims.0", f"muster.evt.{tenant}.job.k.claims.0"
+    await store.append(closed, [Append(_claim(99), msg_id=f"{tenant}.fence")])  # (any event closes it)
+    alone = store.submit(f"muster.evt.{tenant}.task.j.a", Append(_claim(0), msg_id=f"{tenant}.a", only_if_empty=closed),
+                         now=True)
+    with pytest.raises(ConcurrencyError):
+        await alone
+    group = [store.submit(f"muster.evt.{tenant}.task.j.g{i}", Append(_claim(i), msg_id=f"{tenant}.g{i}",
+                                                                     only_if_empty=closed if i == 3 else still_open))
+             for i in range(12)]
+    results = await asyncio.gather(*group, return_exceptions=True)
+    assert isinstance(results[3], ConcurrencyError), results[3]
+    assert all(isinstance(r, int) for i, r in enumerate(results) if i != 3)
+    few = [store.submit(f"muster.evt.{tenant}.task.j.f{i}", Append(_claim(i), msg_id=f"{tenant}.f{i}", only_if_empty=closed))
+           for i in range(2)]  # (fewer than a batch: each alone)
+    assert [type(r) for r in await asyncio.gather(*few, return_exceptions=True)] == [ConcurrencyError] * 2
+    assert await store.read(f"muster.evt.{tenant}.task.j.g3") == []
+    assert len(await store.read(f"muster.evt.{tenant}.task.j.g4")) == 1

@@ -20,7 +20,7 @@ def test_a_v1_timeout_reads_as_timed_out_and_other_v1_failures_as_failed() -> No
 def test_a_v2_event_carries_its_state() -> None:
     e = TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="no outcome", state="timed_out")
     body = json.loads(e.model_dump_json())
-    assert body["v"] == 4 and body["state"] == "timed_out" and body["may_have_made"] is False and body["permanent"] is False
+    assert body["v"] == 5 and body["state"] == "timed_out" and body["may_have_made"] is False and body["permanent"] is False
     assert EVENT_ADAPTER.validate_json(e.model_dump_json()) == e
     assert TaskAttemptFailed(job_id="j", task_id="t", attempt=1, error="exit 1").state == "failed"
 
@@ -46,3 +46,9 @@ def test_a_v4_event_says_whether_no_retry_can_mend_it_and_older_ones_read_as_ret
           "error": "x", "may_have_made": False}
     failed = EVENT_ADAPTER.validate_json(json.dumps(v2))
     assert failed.type == "TaskFailed" and failed.permanent is False
+
+
+def test_a_v5_event_says_its_attempt_was_cancelled_unclaimed() -> None:
+    e = TaskAttemptFailed(job_id="j", task_id="n1.create", attempt=1, error="cancelled before any provisioner claimed it",
+                          state="cancelled")
+    assert EVENT_ADAPTER.validate_json(e.model_dump_json()) == e and e.v == 5

@@ -111,6 +111,8 @@ class Harness:
         self.cursor = 0
         self.behaviour: Callable[[TaskMessage], Behaviour] = lambda m: "succeed"
         self.held: list[TaskMessage] = []
+        self.refused: list[TaskMessage] = []
+        """Tasks whose claim their job's cancel fence refused (never run)."""
         self.stopped: set[tuple[str, str]] = set()
         """(node, service) the workers stopped: what their `status` answers (else running)."""
         self.states: dict[tuple[str, str], str] = {}
@@ -193,7 +195,11 @@ class Harness:
         subject = subjects.task_events(message.tenant, message.job_id, message.task_id, "prov-fake")
         key = f"{message.job_id}.{message.task_id}.{message.attempt}"
         common = dict(job_id=message.job_id, task_id=message.task_id, attempt=message.attempt, provisioner="prov-fake", worker="w1")
-        await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim")])  # type: ignore[arg-type]
+        try:  # fenced as a provisioner's claim is (docs/decisions/0046)
+            await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim", only_if_empty=message.fence)])  # type: ignore[arg-type]
+        except ConcurrencyError:
+            self.refused.append(message)  # its job was cancelled first: never run
+            return
         if behaviour == "silent":
             return
         if behaviour in ("fail", "lose", "refuse"):  # lose: a create that asked the cloud and lost the answer;

@@ -23,7 +23,7 @@ async def test_a_refused_create_is_not_retried_and_the_reason_says_so(h: Harness
     creates = [(m.task_id, m.attempt) for m in h.queue.messages if m.task_id == "n1000.create"]
     assert creates == [("n1000.create", 1)]
     [failed] = [e for e in h.events(reply.job_id, "TaskAttemptFailed") if e.task_id == "n1000.create"]
-    assert failed.permanent and failed.v == 4
+    assert failed.permanent and failed.v == 5
     # n1001 was made, and the rollback deletes it; n1000 made nothing
     assert [t.id for t in h.events(reply.job_id, "RollbackPlanned")[0].tasks] == ["undo.n1001.delete"]
 

@@ -9,6 +9,7 @@ from contracts import subjects
 from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
+from muster.ports.eventlog import ConcurrencyError
 from services.provisioner.domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig
 from services.provisioner.domain.core import AHEAD_WAIT_S, FINISHING_PER_SLOT, RETRY_DELAY_S, WorkerCore
 from services.provisioner.plugins.testing import make_task
@@ -225,3 +226,21 @@ def test_pulls_stop_asking_while_too_many_outcomes_wait_to_be_stored() -> None:
     assert core.in_flight == 0 and core.finishing == FINISHING_PER_SLOT and core.wanted() == 0
     core.stored(hid)
     assert core.wanted() == 1
+
+
+def test_a_claim_refused_by_its_cancel_fence_is_never_run_and_leaves_the_queue() -> None:
+    core = _core()
+    fence = subjects.claims_closed("t1", "j", 0)
+    [claim] = _only(_deliver(core, 1, fence=fence), Claim)
+    assert claim.append.only_if_empty == fence  # the log appends it only while the fence is empty
+    actions = core.claimed(claim.held, 0.1, ConcurrencyError(f"{fence} is closed"), closed=True)
+    assert _only(actions, Run) == [] and _only(actions, Answer) == [Answer("reply.1", TERM)]  # not redelivered
+    assert core.cancelled == 1 and core.idle and core.in_flight == 0 and core.wanted() == 1
+
+
+def test_a_claim_the_log_failed_without_a_fence_is_given_back() -> None:
+    core = _core()
+    [claim] = _only(_deliver(core, 1), Claim)
+    assert claim.append.only_if_empty is None
+    actions = core.claimed(claim.held, 0.1, ConcurrencyError("not a fence"), closed=True)
+    assert _only(actions, Answer) == [Answer("reply.1", nak(RETRY_DELAY_S))] and core.cancelled == 0

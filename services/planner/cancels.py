@@ -1,0 +1,123 @@
+"""A cancel's fence (docs/decisions/0046): once the job's cancel is recorded, its claims are
+closed, and the attempts no provisioner claimed before that end at once.
+
+Every forward attempt's task message names the subject of its round's fence
+(`TaskMessage.fence`), and a provisioner's claim is appended only while nothing is stored there
+(`Append.only_if_empty`, checked by the server). So, once `ClaimsClosed` is stored, the log
+holds every claim there will ever be of those attempts, all before it: the ones it holds run
+to their end and the rollback undoes them; the others can never run, and end `cancelled`
+now, instead of at their timeout. A provisioner that takes one of their messages later, or
+holds one whose claim races the fence, has its claim refused and drops the message.
+
+Runs under the planner's lock (a cancel request, a resume, or this module's own retry timer).
+A failure to close (the log unavailable) is tried again from a timer: until then the job
+waits, at worst for the attempts' timeouts, as it did before fences.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Protocol
+
+import structlog
+
+from contracts import subjects
+from contracts.events import ClaimsClosed
+from muster.ports.eventlog import Append, ConcurrencyError
+
+from . import traces
+from .config import PlannerConfig
+from .domain import saga
+from .domain.cluster import Cluster
+from .domain.job import Job
+from .domain.saga import DispatchPolicy, Effects
+from .metrics import QueueMetrics
+from .ports import Ownership
+from .state import PlannerState
+from .timers import Timers
+
+
+class Execution(Protocol):
+    """What closing needs of the planner's `execution.Execution`."""
+
+    state: PlannerState
+    config: PlannerConfig
+    dispatch: DispatchPolicy
+    ownership: Ownership
+    timers: Timers
+    metrics: QueueMetrics
+
+    async def execute(self, job: Job, cluster: Cluster, effects: Effects, chain: bool = False) -> None: ...
+
+
+log = structlog.get_logger("muster.planner")
+
+RETRY_S = 2.0
+"""From a close that failed (the log unavailable) to the next try."""
+
+
+def open_fence(job: Job) -> bool:
+    """The job is cancelled after it had a plan and has not ended: its fence is to be closed
+    (again: closing is idempotent). Also when nothing is queued now (its rollback began at
+    once): a message of the round still in the queue (an attempt that timed out unclaimed) must
+    never run either."""
+    return job.cancel_requested and job.planned and not job.is_final
+
+
+async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None:
+    """Close the cancel's fence, then end the attempts nobody claimed before it. Never raises:
+    a failure arms a retry (the cancel itself is recorded already)."""
+    if not open_fence(job):
+        return
+    try:
+        fence = await _close(execution, job)
+        if job.state != "running" or not any(s == "queued" for s in job.task_state.values()):
+            return  # (nothing waited on: its rollback runs already)
+        claimed = await _claimed(execution, job, fence)
+        catalog = await execution.state.catalog_of(job)
+        effects = saga.close_claims(job, cluster, claimed, catalog.services, execution.config.settings, execution.dispatch)
+        await execution.execute(job, cluster, effects)
+        for a in effects.disarm:  # (the attempts it ended: no worker is wanted for them any more)
+            execution.metrics.dropped(str(job.id), a.task_id, a.attempt)
+        ended = len(effects.disarm)
+    except Exception as err:  # noqa: BLE001 - decided again on the log's view, later
+        log.warning("cancel's claims not closed yet; trying again", job=str(job.id), error=str(err)[:200] or type(err).__name__)
+        execution.timers.arm(("claims", str(job.id)), execution.timers.clock.now() + timedelta(seconds=RETRY_S))
+        return
+    if ended:
+        log.info("cancel ended the attempts nobody claimed", job=str(job.id), attempts=ended, claimed=len(claimed))
+
+
+async def close_later(execution: Execution, job_id: str) -> None:
+    """The retry timer's handler: on the log's view of the job, if this planner still owns it."""
+    async with execution.state.lock:
+        job = execution.state.jobs.get(job_id)
+        if job is None or not execution.ownership.owns(job.tenant, job.cluster_id):
+            return  # another planner's now (its resume closes the fence)
+        try:
+            job, cluster = await execution.state.fresh(job)
+        except Exception as err:  # noqa: BLE001 - the log unreadable: later
+            log.warning("job not read again; its cancel's fence waits", job=job_id, error=str(err) or type(err).__name__)
+            execution.timers.arm(("claims", job_id), execution.timers.clock.now() + timedelta(seconds=RETRY_S))
+            return
+        await close_claims(execution, job, cluster)
+
+
+async def _close(execution: Execution, job: Job) -> int:
+    """Store the fence's `ClaimsClosed` (once: a repeat finds it); its sequence."""
+    round_ = job.cancels - 1
+    subject = subjects.claims_closed(job.tenant, str(job.id), round_)
+    closed = Append(ClaimsClosed(job_id=str(job.id), round=round_), msg_id=f"{job.id}:claims-closed:{round_}",
+                    trace=traces.of(job))
+    store = execution.state.log
+    try:
+        [fence] = await store.append(subject, [closed], expect_last_seq=0)
+    except ConcurrencyError:  # closed before (by a planner that stopped before it ended the attempts)
+        fence = await store.last_seq(subject)
+    return fence
+
+
+async def _claimed(execution: Execution, job: Job, fence: int) -> set[tuple[str, int]]:
+    """The (task, attempt) claims the log holds before the fence: all there will ever be."""
+    records = await execution.state.log.read(subjects.job_task_outcomes(job.tenant, str(job.id)), up_to_seq=fence)
+    return {(r.event.task_id, r.event.attempt) for r in records if r.type == "TaskClaimed"}
