@@ -48,6 +48,7 @@ class Served:
         finally:
             await root.close()
         written = await self.system.jetstream().get_last_msg(subjects.EVENTS_STREAM, subjects.identity_events(aggregate, ident))
+        assert written.seq is not None
         await self.view.wait_for(written.seq)
 
 
