@@ -214,6 +214,8 @@ class Admin:
     def do_token_revoke(self, me: Principal, request: AuthRequest) -> Result:
         token_id = request.token_id or ""
         record = self.state.tokens.get(token_id)
+        if record is not None and _elsewhere(me, self.state.principals.get(record.principal)):
+            record = None  # another tenant's token: answered as one nobody has (its owner named it to a stranger)
         if record is not None:
             target = self._managed(me, record.principal)
         elif token_id.startswith("jwt-") and request.principal:
