@@ -1,8 +1,9 @@
 """A stream checks its reader again before each thing it sends (docs/security.md, "a stolen
-token"): the token may have been revoked or have expired, its principal disabled, or the grant
-that let it read taken back since the stream began. Bus connections are cut by the auth service
-within half a second; an HTTP stream (`/v1/events?follow=true`, a job's, a pool's, the console's)
-went on sending the tenant's new events to a revoked token for as long as it stayed open.
+token"): a token revoked or expired, its principal disabled, the grant taken back since.
+
+Bus connections are cut by the auth service within half a second; an HTTP stream
+(`/v1/events?follow=true`, a job's, a pool's, the console's) went on sending the tenant's new
+events to a revoked token for as long as it stayed open.
 
 The check is in memory (the token against the identities this tracker folds, then the grant),
 so it is made for every event, not now and then."""
