@@ -29,6 +29,10 @@ RESERVED_TENANTS = frozenset({"provisioner", "auth", "metrics"})
 PRINCIPAL_ID = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 """Principal ids are one subject token and never contain `_`, which separates a token's parts."""
 
+RESERVED_PRINCIPALS = frozenset({"anonymous"})
+"""Ids no principal may take: "anonymous" is who a request comes from on a bus without
+authorization, where services take the body's `requested_by` instead (docs/security.md)."""
+
 TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 Permission = Literal["read", "write", "execute", "grant", "approve"]

@@ -162,6 +162,8 @@ class TrackerReads:
                         if kind == "end":
                             self.log_end = int(data["seq"])
                             return
+                        if kind == "error":  # the tracker ended it: the token revoked, a grant taken back
+                            raise CliError(str(data.get("message", "the tracker ended the stream")), EXIT_DENIED)
                         lost = 0
                         if kind == "skipped":  # a message that is not an event: said, and read past
                             after = int(data["seq"])

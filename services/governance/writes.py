@@ -59,7 +59,9 @@ class GovernanceWrites:
             request = GovernanceRequest.model_validate_json(data)
         except ValidationError as err:
             return _refused(f"not a governance request: {describe_validation_error(err)}")
-        by = principal if principal != subjects.ANONYMOUS else request.requested_by
+        # The body's `requested_by` only on an open bus: with identities, the subject's principal
+        # is the requester even if it is named "anonymous" (a schedule's owner, whom ticks run as).
+        by = request.requested_by if self.identity is None and principal == subjects.ANONYMOUS else principal
         unmade = unmade_tenant(self.identity.principals.get(principal), self.identity.tenants, tenant) if self.identity else ""
         if unmade:  # as the tracker answers its reads and the planner a request: a typo wrote where nothing reads back
             return _refused(unmade)

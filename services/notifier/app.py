@@ -40,6 +40,14 @@ Deliver = Callable[[str, Subscription, dict[str, Any], str], Awaitable[tuple[boo
 """(tenant, subscription, body, notification id) -> (delivered, HTTP status, error); raises
 `DestinationRefused` for a webhook the operator's rule does not let go where it points."""
 Subscriptions = Callable[[str], list[Subscription]]
+AuthorRefusal = Callable[[str, str], str | None]
+"""(tenant, subscription) -> why its author (who last wrote it) may no longer have it sent, or
+None: a subscription sends the tenant's events as long as its author may read them, as a
+schedule runs only while its owner may (docs/governance.md)."""
+
+
+def _no_refusal(tenant: str, name: str) -> str | None:
+    return None
 
 
 @dataclass
@@ -55,8 +63,10 @@ def _key(tenant: str, subscription: str, nid: str) -> tuple[str, str, str]:
 
 
 class Notifier:
-    def __init__(self, log_: EventLog, deliver: Deliver, clock: Clock, subscriptions: Subscriptions) -> None:
+    def __init__(self, log_: EventLog, deliver: Deliver, clock: Clock, subscriptions: Subscriptions,
+                 author_refusal: AuthorRefusal = _no_refusal) -> None:
         self.log, self.deliver, self.clock, self.subscriptions = log_, deliver, clock, subscriptions
+        self.author_refusal = author_refusal
         self.owed: dict[tuple[str, str, str], Owed] = {}
         self.made: set[tuple[str, str, str]] = set()
         """Every notification queued (read back on start): a redelivered event, which makes the
@@ -175,6 +185,8 @@ class Notifier:
         elif not await self._still_true(tenant, owed.queued):
             outcome = NotificationAttempted(id=nid, attempt=attempt, ok=False, error="no longer true: the lease moved",
                                             final=True)
+        elif (why := self.author_refusal(tenant, name)) is not None:  # disabled, or its read taken back, since
+            outcome = NotificationAttempted(id=nid, attempt=attempt, ok=False, error=f"not sent: {why}"[:500], final=True)
         else:
             refused = False
             try:

@@ -28,6 +28,8 @@ from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowErro
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import load_secrets
+from services.auth.domain.authz import may_govern
+from services.auth.domain.state import IdentityState
 from services.auth.view import IdentityView
 from services.governance.mirror import GovernanceMirror
 from services.governance.store import read_entries
@@ -68,6 +70,23 @@ def subscriptions_of(mirror: GovernanceMirror) -> Any:
     return current
 
 
+def authors_of(mirror: GovernanceMirror, identity: IdentityState | None) -> Any:
+    """Why a subscription's author (who last wrote it) may no longer have it sent: disabled, or
+    without `read` on the tenant (what making it needs) since. A subscription of a user who left
+    went on sending the tenant's events to the webhook it chose. None on a bus without identities,
+    and for an author no principal is (written there, by "anonymous", a name no principal may take,
+    or by a harness): principals are disabled, never removed."""
+    def refusal(tenant: str, name: str) -> str | None:
+        entry = next((e for e in mirror.entries(tenant, "subscription") if e.name == name), None)
+        author = identity.principals.get(entry.by) if identity is not None and entry is not None else None
+        if identity is None or entry is None or author is None:
+            return None
+        decision = may_govern(author, identity.grants_of(entry.by), tenant, "subscription")
+        return None if decision else f"its author {entry.by} may no longer read tenant {tenant} ({decision.reason})"
+
+    return refusal
+
+
 async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str, Any] | NotifierSecrets,
                          ack_wait: float = 30.0, allowed: Allowed | None = None) -> Notifier:
     """`secrets`: a plain mapping is every tenant's (`@secrets`); `allowed`: where webhooks may go
@@ -80,14 +99,14 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
     clock = AsyncioClock()
     deliveries = Deliveries(nc, secrets, clock, allowed=allowed)
     stack.push_async_callback(deliveries.close)
-    notifier = Notifier(store, deliveries, clock, subscriptions_of(mirror))
-    stack.callback(notifier.close)
-    await notifier.resume()
     identity = None
     if auth_required(nc):
         view = await IdentityView(nc).start()
         stack.push_async_callback(view.stop)
         identity = view.state
+    notifier = Notifier(store, deliveries, clock, subscriptions_of(mirror), authors_of(mirror, identity))
+    stack.callback(notifier.close)
+    await notifier.resume()
 
     async def from_log(tenant: str, name: str | None) -> Subscription | None:
         return await _from_log(store, tenant, name)

@@ -89,7 +89,8 @@ class CatalogWrites:
         if VERB_OF[request.type] != verb:
             return Rejected(reason=f"{request.type} goes to {subjects.OPS}.<tenant>.<principal>.{VERB_OF[request.type]}, not .{verb}",
                             code="invalid")
-        by = principal if principal != subjects.ANONYMOUS else request.requested_by
+        # The body's `requested_by` only on an open bus (a principal may be named "anonymous").
+        by = request.requested_by if self.identity is None and principal == subjects.ANONYMOUS else principal
         if isinstance(request, DeleteCatalogEntity):
             return await self._delete(tenant, principal, by, request)
         return await self._apply(tenant, principal, by, request)

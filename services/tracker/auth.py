@@ -32,6 +32,7 @@ from services.auth.domain.state import IdentityState, Principal
 from services.auth.domain.tokens import TokenError, check_size
 
 from . import api
+from .still import ALWAYS, Still
 
 COOKIE = "muster_session"
 OPEN_ROUTES = frozenset({"healthz", "openapi", "ui-static"})
@@ -64,6 +65,8 @@ class Forbidden(Exception):
 
 PRINCIPAL = web.RequestKey("principal", Principal)
 AUTHZ = web.RequestKey("authz", Authz)
+AGAIN: web.RequestKey[Callable[[], Authz]] = web.RequestKey("authorize_again")
+"""The request's token checked again, as the guard did (a stream asks before each event: still.py)."""
 
 
 class Unauthorized(Exception):
@@ -155,6 +158,7 @@ def middleware(auth: Callable[[], HttpAuth | None]) -> Any:
         except UnknownTenant as err:
             return error(400, str(err), api.TENANT_HEADER)
         request[PRINCIPAL], request[AUTHZ] = authz.principal, authz
+        request[AGAIN] = lambda: current.authorize(request, route)
         try:
             return await handler(request)
         except Forbidden as err:
@@ -240,6 +244,29 @@ class ConsoleTokens:
 def may_read(request: web.Request, scope: Scope) -> None:
     """403 (Forbidden) unless the request's principal may read `scope`."""
     request[AUTHZ].require("read", scope)
+
+
+def still_reading(request: web.Request, scope: Scope | None) -> Still:
+    """For a stream: why the request's token may no longer read `scope` (revoked, expired, its
+    principal disabled, the grant taken back; None: it may). `scope` None: the token alone."""
+    again = request.get(AGAIN)
+    if again is None:  # auth off, or an open route
+        return ALWAYS
+
+    async def check() -> str | None:
+        try:
+            authz = again()
+        except (Unauthorized, Forbidden, UnknownTenant) as err:
+            return str(err)
+        decision = authz.may("read", scope) if scope is not None else Decision(True)
+        return None if decision else decision.reason
+
+    return check
+
+
+async def job_scope(tenant: str, job_id: str, tracker: Any) -> Scope:
+    """The scope reading a job needs: the job, within its cluster (a grant on either covers it)."""
+    return Scope(tenant=tenant, kind="job", id=job_id, cluster=await job_cluster(tracker, tenant, job_id))
 
 
 async def may_read_job(request: web.Request, tenant: str, job_id: str, tracker: Any) -> None:

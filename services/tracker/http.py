@@ -111,7 +111,8 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
         if not re.fullmatch(r"[0-9]{1,18}", raw_last):
             raise BadParameter("Last-Event-ID", f"Last-Event-ID {shown(raw_last)} is not a log sequence")
         last_id = int(raw_last)
-    return await sse.job_stream(request, tenant, job_id, last_id, operator=_operator(request))
+    still = auth_.still_reading(request, await auth_.job_scope(tenant, job_id, request.app[TRACKER]))
+    return await sse.job_stream(request, tenant, job_id, last_id, operator=_operator(request), still=still)
 
 
 async def list_clusters(request: web.Request) -> web.Response:

@@ -41,6 +41,7 @@ from .people import flag, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
 from .provisioner_view import event_for
 from .sse import deliveries, sse, stream_response
+from .still import Still, end_if_lost
 from .story import cluster_history
 
 log = structlog.get_logger("muster.tracker")
@@ -63,6 +64,8 @@ class Selection:
     cluster: str | None = None
     """A cluster's story with its jobs': `jobs` grows as its jobs start."""
     jobs: set[str] = field(default_factory=set)
+    scope: Scope | None = None
+    """What reading it needs, checked again before each event sent (still.py)."""
 
     def keeps(self, r: Recorded) -> bool:
         if self.cluster is None or r.subject == subjects.cluster_events(self.tenant, self.cluster):
@@ -97,23 +100,25 @@ async def _selection(request: web.Request, tenant: str) -> Selection:
         await auth_.may_read_job(request, tenant, job, tracker)
         if not await tracker.job_exists(tenant, job):
             raise web.HTTPNotFound(reason=f"no job {job} in tenant {tenant}")
-        return Selection(tenant, subjects.job_history_filters(tenant, job), job=job)
+        return Selection(tenant, subjects.job_history_filters(tenant, job), job=job,
+                         scope=await auth_.job_scope(tenant, job, tracker))
     if "cluster" in q:
         if q["cluster"] == "*":
-            auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id="*"))
-            return Selection(tenant, [f"{subjects.EVT}.{tenant}.cluster.*"])
+            every = Scope(tenant=tenant, kind="cluster", id="*")
+            auth_.may_read(request, every)
+            return Selection(tenant, [f"{subjects.EVT}.{tenant}.cluster.*"], scope=every)
         cluster_id, _ = await resolve_cluster(request, tenant, q["cluster"])
-        own = subjects.cluster_events(tenant, cluster_id)
+        own, scope = subjects.cluster_events(tenant, cluster_id), Scope(tenant=tenant, kind="cluster", id=cluster_id)
         if not with_jobs:
-            return Selection(tenant, [own])
+            return Selection(tenant, [own], scope=scope)
         return Selection(tenant, [own, *(f"{subjects.EVT}.{tenant}.{kind}.>" for kind in ("job", "layout", "task"))],
-                         cluster=cluster_id)
+                         cluster=cluster_id, scope=scope)
     pattern = q.get("subject", ">")
     if len(pattern) > 1000 or not _RELATIVE.fullmatch(pattern):
         raise BadParameter("subject", f"subject {shown(pattern)} is not a subject pattern under muster.evt.<tenant>. "
                            "(tokens or *, separated by dots, with an optional > last)")
     auth_.may_read(request, Scope(tenant=tenant))
-    return Selection(tenant, [f"{subjects.EVT}.{tenant}.{pattern}"])
+    return Selection(tenant, [f"{subjects.EVT}.{tenant}.{pattern}"], scope=Scope(tenant=tenant))
 
 
 async def stream_events(request: web.Request) -> web.StreamResponse:
@@ -138,7 +143,9 @@ async def stream_events(request: web.Request) -> web.StreamResponse:
         last = events[-1] if events else None
         job_over = selection.job is not None and last is not None and last.type in FINAL_JOB_EVENTS
         if follow and not job_over:
-            await _follow(response, store, selection, max(after, end), since, viewer)
+            if not await _follow(response, store, selection, max(after, end), since, viewer,
+                                 auth_.still_reading(request, selection.scope)):
+                return response  # the reader lost its right to it: the stream ended saying so
         await response.write(sse("end", None, {"seq": end}))
     except ConnectionError:
         pass  # the client went away
@@ -159,8 +166,9 @@ async def _send(response: web.StreamResponse, r: Recorded, since: datetime | Non
 
 
 async def _follow(response: web.StreamResponse, store: EventStore, selection: Selection, after: int,
-                  since: datetime | None, viewer: str | None) -> None:
-    """From just after `after`, live: a job's story until its last final event."""
+                  since: datetime | None, viewer: str | None, still: Still) -> bool:
+    """From just after `after`, live: a job's story until its last final event. False when the
+    reader lost its right to the stream on the way (`still`, asked before each event)."""
     queue: asyncio.Queue[Msg] = asyncio.Queue()
     filters = selection.filters
     config = ConsumerConfig(filter_subjects=filters if len(filters) > 1 else None,
@@ -172,9 +180,12 @@ async def _follow(response: web.StreamResponse, store: EventStore, selection: Se
             r = await inflate(store.bodies, lenient_from_msg(msg))
             if not selection.keeps(r):
                 continue
+            if await end_if_lost(response, still):
+                return False
             await _send(response, r, since, viewer)
             if selection.job is not None and r.type in FINAL_JOB_EVENTS and msg.metadata.num_pending == 0:
-                return
+                return True
+        return True
     finally:
         with contextlib.suppress(Exception):
             await close_push(sub)

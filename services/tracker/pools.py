@@ -17,8 +17,10 @@ from muster.bus.repository import log_seq
 from services.pool.domain.views import change_for, pool_view
 from services.pool.mirror import PoolMirror
 
+from . import auth as auth_
 from .params import BadParameter, not_found, shown, tenant_of
 from .sse import deliveries, sse, stream_response
+from .still import end_if_lost
 
 POOLS = web.AppKey("pools", PoolMirror)
 
@@ -68,6 +70,7 @@ async def stream_pool(request: web.Request) -> web.StreamResponse:
     mirror = request.app[POOLS]
     if await mirror.pool(name) is None:
         return not_found("pool", name, tenant)
+    still = auth_.still_reading(request, None)  # a pool is read by any principal of the tenant: the token alone
     response = stream_response()
     with mirror.listening(name) as queue:
         # Registered before the first view is taken: nothing recorded in between is missed,
@@ -78,6 +81,8 @@ async def stream_pool(request: web.Request) -> web.StreamResponse:
         await response.write(sse("pool", shown_seq, {**pool_view(pool, tenant), "seq": shown_seq}))
         try:
             async for r in deliveries(queue, response):
+                if await end_if_lost(response, still):
+                    break
                 if r.seq > shown_seq:
                     await response.write(sse("change", r.seq, change_for(mirror.pools[name], r, tenant)))
         except ConnectionError:

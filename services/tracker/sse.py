@@ -22,6 +22,7 @@ from muster.readmodel.progress import JobProgress
 from .app import skipped_json
 from .params import METRICS, TRACKER, not_found
 from .planner_view import recorded_for
+from .still import ALWAYS, Still, end_if_lost
 
 log = structlog.get_logger("muster.tracker")
 
@@ -50,10 +51,11 @@ def sse(event: str, ident: int | None, data: Any) -> bytes:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: int, *, operator: bool = True) -> web.StreamResponse:
+async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: int, *, operator: bool = True,
+                     still: Still = ALWAYS) -> web.StreamResponse:
     """The progress stream of one job of `tenant`, after log sequence `last_id` (also served to
     the console, which names the tenant from its session). Not for an `operator`: a planner
-    is named "a planner" (planner_view.py)."""
+    is named "a planner" (planner_view.py). `still`: asked before each event (still.py)."""
     tracker, metrics = request.app[TRACKER], request.app[METRICS]
     if not await tracker.job_exists(tenant, job_id):
         return not_found("job", job_id, tenant)
@@ -61,7 +63,7 @@ async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: in
     await response.prepare(request)
     metrics.streams.inc()
     try:
-        await _stream(response, tracker.follow(tenant, job_id, idle=KEEPALIVE_S), last_id, operator)
+        await _stream(response, tracker.follow(tenant, job_id, idle=KEEPALIVE_S), last_id, operator, still)
     except ConnectionError:
         pass  # the client went away
     except Exception:  # the response has started: all that is left is to end it
@@ -72,10 +74,12 @@ async def job_stream(request: web.Request, tenant: str, job_id: str, last_id: in
 
 
 async def _stream(response: web.StreamResponse, events: AsyncGenerator[Recorded | None, None], last_id: int,
-                  operator: bool = True) -> None:
+                  operator: bool = True, still: Still = ALWAYS) -> None:
     progress = JobProgress()
     async with contextlib.aclosing(events):
         async for recorded in events:
+            if await end_if_lost(response, still):
+                return
             if recorded is None:
                 await response.write(b": keep-alive\n\n")
                 continue

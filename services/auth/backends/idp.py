@@ -17,7 +17,7 @@ from typing import Any
 
 import jwt
 
-from contracts.identity import tenant_name_problem, valid_principal_id
+from contracts.identity import RESERVED_PRINCIPALS, tenant_name_problem, valid_principal_id
 
 from ..domain.state import IdentityState, Principal
 from ..domain.tokens import TokenError, check_size, looks_like_jwt
@@ -84,7 +84,7 @@ class IdpBackend:
         except jwt.InvalidTokenError as err:
             raise AuthError(f"the identity provider's token is not valid: {err}") from None
         principal_id = claims.get(c.principal_claim)
-        if not isinstance(principal_id, str) or not valid_principal_id(principal_id):
+        if not isinstance(principal_id, str) or not valid_principal_id(principal_id) or principal_id in RESERVED_PRINCIPALS:
             raise AuthError(f"the token's {c.principal_claim!r} claim is not a principal id")
         role = claims.get(c.role_claim, "user")
         if role not in ROLES:

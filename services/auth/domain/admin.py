@@ -14,6 +14,7 @@ from typing import Any
 
 from contracts import subjects
 from contracts.identity import (
+    RESERVED_PRINCIPALS,
     AuthReply,
     AuthRequest,
     IdentityEvent,
@@ -155,6 +156,8 @@ class Admin:
         pid, role = request.principal or "", request.role or "user"
         if not valid_principal_id(pid):
             raise Refused(f"principal id {pid!r}: use 1-64 lowercase letters, digits or '-', starting with a letter or digit")
+        if pid in RESERVED_PRINCIPALS:
+            raise Refused(f"principal id {pid!r} is reserved: it names the sender of a request on a bus without authorization")
         if pid in self.state.principals:
             raise Refused(f"principal {pid!r} exists already")
         if role in ("super_admin", "service"):
@@ -211,6 +214,8 @@ class Admin:
     def do_token_revoke(self, me: Principal, request: AuthRequest) -> Result:
         token_id = request.token_id or ""
         record = self.state.tokens.get(token_id)
+        if record is not None and _elsewhere(me, self.state.principals.get(record.principal)):
+            record = None  # another tenant's token: answered as one nobody has (its owner named it to a stranger)
         if record is not None:
             target = self._managed(me, record.principal)
         elif token_id.startswith("jwt-") and request.principal:

@@ -71,6 +71,18 @@ def _streams_bootstrap() -> list[str]:
             f"{JS}.STREAM.CREATE.*", f"{JS}.STREAM.UPDATE.*"]
 
 
+def _provisioner_streams() -> list[str]:
+    """What a provisioner's start declares (the log's streams and its presence bucket: already
+    there, so nothing changes) and the streams it binds to, by name. Not `_streams_bootstrap`:
+    a stream of its own sourcing EVENTS, or EVENTS updated with a `republish`, had the server copy
+    every tenant's events to its inbox, a lower limit dropped them, and EVENTS' info with a subject
+    filter named every subject of the log (tests/integration/auth/test_provisioner_streams.py)."""
+    created = (subjects.EVENTS_STREAM, subjects.TASKS_STREAM, BODIES[0], f"KV_{subjects.PRESENCE_BUCKET}")
+    bound = (subjects.TASKS_STREAM, f"KV_{subjects.PRESENCE_BUCKET}", "KV_nodemaps")
+    # (`$JS.API.INFO`, the account's totals: nats-py asks it before creating a bucket)
+    return [f"{JS}.INFO"] + [f"{JS}.STREAM.CREATE.{s}" for s in created] + [f"{JS}.STREAM.INFO.{s}" for s in bound]
+
+
 def _read_stream(stream: str) -> list[str]:
     """Direct gets, message gets and consumers (durable, ephemeral, ordered) of one stream."""
     return [f"{JS}.DIRECT.GET.{stream}", f"{JS}.DIRECT.GET.{stream}.>", f"{JS}.STREAM.MSG.GET.{stream}",
@@ -172,7 +184,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         ]
         return BusPermissions(tuple(pub), (inbox,))  # it takes requests from nobody: it answers none
     if kind == "provisioner":
-        pub = common + [f"$KV.{subjects.PRESENCE_BUCKET}.provisioner.{pid}", f"{JS}.DIRECT.GET.KV_presence",
+        pub = _provisioner_streams() + [f"$KV.{subjects.PRESENCE_BUCKET}.provisioner.{pid}", f"{JS}.DIRECT.GET.KV_presence",
                         f"{JS}.DIRECT.GET.KV_presence.>", f"{subjects.AUTH}.{pid}.*",
                         # tasks' node maps (stored by the planner; a get by key is a message get)
                         f"{JS}.STREAM.MSG.GET.KV_nodemaps", ANSWERS]  # (what it holds, to a planner; a drain)

@@ -32,6 +32,7 @@ from muster.readmodel.locations import parse_subject
 
 from ..app import Tracker, skipped_json
 from ..sse import KEEPALIVE_S, sse, stream_response
+from ..still import ALWAYS, Still, end_if_lost
 from .bigjob import REPLAN, TASK_STEPS, TIMELINE_TAIL, JobFold, line, lines_for
 from .folds import JobFolds
 
@@ -119,7 +120,7 @@ class Batch:
 
 
 async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenant: str, job_id: str, after: int,
-                  operator: bool = True) -> web.StreamResponse:
+                  operator: bool = True, still: Still = ALWAYS) -> web.StreamResponse:
     fold = await folds.get(tracker, tenant, job_id)
     tally = Tally(fold)
     response = stream_response()
@@ -146,6 +147,8 @@ async def batched(request: web.Request, tracker: Tracker, folds: JobFolds, tenan
                     await response.write(sse("batch", batch.seq, batch.body(tally, operator)))
                     batch, deadline = Batch(), None
                 continue
+            if await end_if_lost(response, still):  # asked before each event (still.py)
+                return response
             r = await inflate(bodies, lenient_from_msg(msg))
             if isinstance(r.event, Undecodable):  # not an event: named, and read past
                 await response.write(sse("skipped", r.seq, skipped_json(r)))

@@ -29,6 +29,7 @@ from .. import csrf
 from ..acting import ActingBus, TokenRefused
 from ..params import not_found
 from ..sse import job_stream
+from ..still import Still
 from ..write_routes import ACTING
 from .batches import batched
 from .bigpage import FOLDS
@@ -59,8 +60,23 @@ async def stream(request: web.Request) -> web.StreamResponse:
         tracker = tracker_of(request)
         if not await tracker.job_exists(viewer.tenant, job_id.lower()):
             return not_found("job", job_id.lower(), viewer.tenant)
-        return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id.lower(), after, viewer.operator)
-    return await job_stream(request, viewer.tenant, job_id.lower(), after, operator=viewer.operator)
+        return await batched(request, tracker, request.app[FOLDS], viewer.tenant, job_id.lower(), after, viewer.operator,
+                             still_reading(request, job_id.lower()))
+    return await job_stream(request, viewer.tenant, job_id.lower(), after, operator=viewer.operator,
+                            still=still_reading(request, job_id.lower()))
+
+
+def still_reading(request: web.Request, job_id: str) -> Still:
+    """The viewer signed in again, as each page does, before each event sent (still.py): a
+    session whose token was revoked, or whose grant on the job was taken back, ends its stream."""
+    async def check() -> str | None:
+        try:
+            viewer = await viewer_of(request)
+        except NeedsSignIn as need:
+            return need.reason
+        return None if await may_job(request, viewer, "read", job_id) else f"{viewer.name} may no longer read job {job_id}"
+
+    return check
 
 
 async def job_form(request: web.Request, what: str) -> tuple[Viewer, str, Any] | web.Response:

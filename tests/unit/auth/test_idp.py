@@ -47,6 +47,7 @@ def test_a_valid_token_names_its_principal_tenant_and_role(backend: IdpBackend) 
     ({"exp": None}, KEY, 'not valid: Token is missing the "exp" claim'),
     ({"iss": "https://evil.example"}, KEY, "not valid: Invalid issuer"),
     ({"sub": "Not Valid"}, KEY, "not a principal id"),
+    ({"sub": "anonymous"}, KEY, "not a principal id"),  # reserved: on an open bus the body names the requester
     ({"muster_role": "god"}, KEY, "is not one of"),
     ({"muster_tenant": "zz"}, KEY, "does not exist"),
     ({"muster_tenant": None}, KEY, "does not name a tenant"),

@@ -96,6 +96,11 @@ def test_who_may_make_and_revoke_whose_tokens(state: IdentityState) -> None:
     carols = run(state, "ada", "token-create", principal="carol").reply.data["token_id"]
     assert "cannot administer" in run(state, "alice", "token-revoke", token_id=carols).reply.reason
     assert "no token" in run(state, "alice", "token-revoke", token_id="ffffffffffff").reply.reason
+    # Another tenant's token is one nobody has: the refusal named its owner, so a token id told whose it was.
+    daves = run(state, "root", "token-create", principal="dave").reply.data["token_id"]
+    for who in ("ada", "alice"):
+        refused = run(state, who, "token-revoke", token_id=daves).reply.reason
+        assert refused == f"no token {daves!r} (an identity provider's token, jwt-..., needs --for PRINCIPAL too)", refused
 
 
 def test_disabled_users_cannot_authenticate_or_get_tokens(state: IdentityState) -> None:

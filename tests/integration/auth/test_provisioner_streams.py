@@ -1,0 +1,133 @@
+"""A provisioner serves the tenants of its queue grants only; its bus permissions must not give
+it the others' events through JetStream's own stream settings. It could create any stream and
+update any stream's config (`$JS.API.STREAM.CREATE.*`, `UPDATE.*`: every service declares its
+streams at start), and ask any stream's info: a stream of its own sourcing EVENTS, or EVENTS
+itself given a `republish`, had the server copy every tenant's events to the provisioner's own
+inbox; a lower limit on EVENTS would have dropped them all; EVENTS' info with a subject filter
+named every subject of the log (every tenant's clusters, jobs, governance entities, people)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import DiscardPolicy, RePublish, StreamConfig, StreamSource
+from nats.js.errors import APIError
+
+from contracts import subjects
+from contracts.events import ClusterRequested
+from contracts.records import Append
+from muster.bus.eventstore import EventStore
+from muster.bus.streams import ensure_streams, events_config
+from services.provisioner.presence import presence_bucket
+
+from .conftest import Authed
+
+QUIET_S = 1.0
+"""How long a copy has to arrive once an event is appended (none may)."""
+
+
+@dataclass
+class World:
+    authed: Authed
+    p1: Client
+    system: Client
+    violations: list[str]
+
+
+@pytest_asyncio.fixture
+async def world(authed: Authed) -> AsyncIterator[World]:
+    tokens = await authed.people({"p1": {"role": "service", "service": "provisioner"}},
+                                 (("p1", "execute", "queue:default"),), tenant="b")
+    system = await authed.raw(authed.system_token, "sys")
+    await ensure_streams(system.jetstream())
+    violations: list[str] = []
+
+    async def on_error(err: Exception) -> None:
+        violations.append(str(err).lower())
+
+    p1 = await authed.raw(tokens["p1"], "p1", error_cb=on_error)
+    yield World(authed, p1, system, violations)
+    await p1.close()
+    await system.close()
+
+
+async def _append_a(world: World, cluster: str) -> None:
+    requested = ClusterRequested(tenant="a", cluster_id=cluster, name=cluster, template="t", provider="p", job_id="j")
+    await EventStore(world.system).append(subjects.cluster_events("a", cluster), [Append(requested, msg_id=cluster)])
+
+
+async def _refused(js_call: asyncio.Future[object] | object) -> bool:
+    """True when the server refused the JetStream API request (a permission violation drops it:
+    the request times out; an API error is a refusal too)."""
+    try:
+        await js_call  # type: ignore[misc]
+    except (NatsTimeout, APIError):
+        return True
+    return False
+
+
+async def _copies(world: World) -> list[str]:
+    got: list[str] = []
+    done = asyncio.Event()
+
+    async def take(msg: object) -> None:
+        got.append(getattr(msg, "subject", ""))
+        done.set()
+
+    sub = await world.p1.subscribe("_INBOX.p1.>", cb=take)
+    await world.p1.flush()
+    await _append_a(world, "c-after")
+    try:
+        await asyncio.wait_for(done.wait(), QUIET_S)  # an event is what would wake it, never a sleep loop
+    except TimeoutError:
+        pass
+    await sub.unsubscribe()
+    return got
+
+
+async def test_a_provisioner_cannot_have_another_tenants_events_copied_to_it(world: World) -> None:
+    js = world.p1.jetstream(timeout=2)
+    spy = StreamConfig(name="SPY", subjects=["spy.nothing"], sources=[StreamSource(name=subjects.EVENTS_STREAM)],
+                       republish=RePublish(src=">", dest="_INBOX.p1.spy.>"))
+    assert await _refused(js.add_stream(spy))
+    republished = events_config()
+    republished.republish = RePublish(src=">", dest="_INBOX.p1.evt.>")
+    assert await _refused(js.update_stream(republished))
+    assert await _copies(world) == []
+
+
+async def test_a_provisioner_cannot_drop_the_log_nor_list_its_subjects(world: World) -> None:
+    await _append_a(world, "c-before")
+    js = world.p1.jetstream(timeout=2)
+    limited = events_config()
+    limited.max_msgs, limited.discard = 1, DiscardPolicy.OLD
+    assert await _refused(js.update_stream(limited))
+    info = await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)
+    assert info.config.max_msgs == -1 and info.state.messages >= 1
+    request = json.dumps({"subjects_filter": ">"}).encode()
+    with pytest.raises(NatsTimeout):
+        await world.p1.request(f"$JS.API.STREAM.INFO.{subjects.EVENTS_STREAM}", request, timeout=2)
+
+
+async def test_a_provisioner_still_declares_what_it_uses(world: World) -> None:
+    """What its start does: the log's streams (already there: no update) and its presence bucket."""
+    await ensure_streams(world.p1.jetstream(timeout=5))
+    await presence_bucket(world.p1.jetstream(timeout=5))
+    assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
+async def test_a_provisioner_uses_a_stream_another_version_declared_as_it_is(world: World) -> None:
+    """It may not update it (the auth service does at its start): its start goes on, not a crash."""
+    other = events_config()
+    other.description = "declared by another version"
+    await world.system.jetstream().update_stream(other)
+    await ensure_streams(world.p1.jetstream(timeout=1))
+    info = await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)
+    assert info.config.description == "declared by another version"
