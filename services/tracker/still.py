@@ -10,6 +10,7 @@ so it is made for every event, not now and then."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -28,8 +29,6 @@ ALWAYS: Still = _always
 
 def ended(reason: str) -> bytes:
     """The stream's last message: an `error` event saying why it ends (the token, the grant)."""
-    import json
-
     return f"event: error\ndata: {json.dumps({'message': f'the stream ends: {reason}'})}\n\n".encode()
 
 
