@@ -131,6 +131,33 @@ async def test_the_create_form_lists_only_the_templates_its_viewer_may_read(sess
     assert status == 200 and 'value="hadoop-small"' in page and "templates-hidden" not in page
 
 
+async def test_a_create_names_a_template_its_requester_may_read_in_the_console_over_http_alike(
+        session: aiohttp.ClientSession, served: Served, api: Any) -> None:
+    """What the create form offers is what the planner takes: `write` on every cluster without
+    `read` on the template was a create the CLI and the API made and the console could not offer.
+    Now each refuses it in the same words (403, naming the grant), and records nothing; `read` on
+    the one template opens it everywhere, with the services, hardware and image types the
+    template names (part of what its reader reads)."""
+    maker = Console(session, served, "maker")
+    before = served.log()
+    status, page, _ = await maker.post("/ui/clusters/new", _create("m1"))
+    words = "maker may not create a cluster from template 'hadoop-small': that needs read on catalog:clustertemplates/hadoop-small"
+    assert status == 403 and words in html.unescape(_field_error(page, "template")), page
+    status, body, _ = await api.call("POST", "/v1/clusters?dry_run=true", "maker",
+                                     {"name": "m1", "template": "hadoop-small", "nodes": 3})
+    assert status == 403 and words in body["error"]["message"] and body["error"]["parameter"] == "template", body
+    assert served.log() == before
+    await served.ask_auth(served.sys_nc, "grant", principal="maker", permission="read",
+                          scope="catalog:clustertemplates/hadoop-small", tenant="default")
+    status, page = await maker.get("/ui/clusters/new")
+    assert status == 200 and 'value="hadoop-small"' in page and 'value="zookeeper-server"' in page, page
+    status, page, _ = await maker.post("/ui/clusters/new", _create("m1"))
+    assert status == 200 and "Create" in page, page
+    status, body, _ = await api.call("POST", "/v1/clusters?dry_run=true", "maker",
+                                     {"name": "m1", "template": "hadoop-small", "nodes": 3})
+    assert status == 200 and body["plan_id"], body
+
+
 async def test_posts_need_the_pages_csrf_token(session: aiohttp.ClientSession, served: Served) -> None:
     writer = Console(session, served, "writer")
     for token in ("", "forged"):

@@ -23,7 +23,8 @@ CREATE = CreateCluster(name="c1", template="hadoop-small", nodes=3)
 
 
 async def test_read_only_cannot_create_and_write_on_every_cluster_can() -> None:
-    state = identities(("reader", "read", TENANT), ("builder", "write", Scope(tenant="default", kind="cluster", id="*")))
+    state = identities(("reader", "read", TENANT), ("builder", "write", Scope(tenant="default", kind="cluster", id="*")),
+                       ("builder", "read", Scope(tenant="default", kind="catalog", id="*")))
     h = harness(state)
     refused = await h.send(CREATE, principal="reader")
     assert isinstance(refused, Rejected) and "reader has no write permission on every cluster" in refused.reason
