@@ -255,6 +255,8 @@ async def test_a_reader_of_one_cluster_lists_its_jobs(served: Served) -> None:
     assert row[1:4] == ["c", "create", "running"]
     refused = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["job", "list"], catch_exceptions=False)
     assert refused.exit_code == 4 and "onec has no read permission on every cluster of tenant a" in refused.output
+    # what to do about it, as the planner's refusals say it
+    assert "(a tenant admin can give it: muster grant onec read --scope 'cluster:*')" in " ".join(refused.output.split())
 
 
 async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Served) -> None:
