@@ -128,8 +128,8 @@ def template_of(f: Facts) -> ClusterTemplate:
         # or not, so a name is not probed by creating.
         who = f.principal or "the requester"
         raise Refused(f"{who} may not create a cluster from template {name!r}: that needs read on "
-                      f"catalog:clustertemplates/{name} (or catalog:*), which a tenant admin gives: "
-                      f"muster grant {who} read --scope 'catalog:clustertemplates/{name}'"
+                      f"catalog:clustertemplates/{name} or catalog:* (a tenant admin can give it: "
+                      f"muster grant {who} read --scope catalog:clustertemplates/{name})"
                       f"{did_you_mean(f, name, 'clustertemplates', f.catalog.clustertemplates)}",
                       code="forbidden", field="template")
     if name not in f.catalog.clustertemplates:

@@ -233,8 +233,8 @@ async def test_a_create_names_a_template_its_requester_may_read() -> None:
             reply = await h.send(_create(template=template, dry_run=dry), principal="builder")
             assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("forbidden", "template"), reply
             assert reply.reason == (f"builder may not create a cluster from template {template!r}: that needs read on "
-                                    f"catalog:clustertemplates/{template} (or catalog:*), which a tenant admin gives: "
-                                    f"muster grant builder read --scope 'catalog:clustertemplates/{template}'"), reply
+                                    f"catalog:clustertemplates/{template} or catalog:* (a tenant admin can give it: "
+                                    f"muster grant builder read --scope catalog:clustertemplates/{template})"), reply
     assert h.log.records == []
     h = Harness(identities=identities(writes, ("builder", "read", Scope.parse("default", "catalog:clustertemplates/hadoop-small"))))
     assert isinstance(await h.send(_create(), principal="builder"), Accepted)
