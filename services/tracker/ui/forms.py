@@ -226,7 +226,7 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
             return render(request, "preview.html", viewer, preview=written.body, title=title,
                           apply="Delete" if op == "delete" else "Apply",
                           again=(f"/ui/clusters/{cluster_id}/preview", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
-                          cluster_id=cluster_id)
+                          cluster_id=cluster_id, cluster_name=info.name)
         errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart",
                                    "to_job"))
     status = written.status if written is not None else 200 if editing else 422

@@ -183,6 +183,7 @@ async def test_a_change_is_previewed_and_a_stale_preview_says_what_changed(sessi
     assert served.log() == before
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "expand"), ("nodes", "4")])
     assert status == 200 and "Preview: expand cluster f1" in page
+    assert f'<a href="/ui/clusters/{cid}">f1</a>' in page  # its crumb names it, as the job's page does (it said the id's start)
     plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
     async with session.post(f"{served.url}/v1/clusters/{cid}/restart", json={},
                             headers={"Authorization": f"Bearer {served.tokens['writer']}"}) as resp:  # the cluster moves on
