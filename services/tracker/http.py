@@ -34,7 +34,20 @@ from .adapters.kv import LocationIndex
 from .app import Tracker
 from .backlog import LogLag, PoolLines
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
-from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
+from .params import (
+    METRICS,
+    TRACKER,
+    UUID_RE,
+    BadParameter,
+    error,
+    not_an_id,
+    not_found,
+    page_json,
+    paging,
+    shown,
+    tenant_of,
+    uuid_of,
+)
 from .routing import OLD_DURABLES, ROUTES, IndexFeeder
 from .story import StoryWriter
 
@@ -57,7 +70,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     cluster = request.query.get("cluster")
     if cluster is not None and not UUID_RE.fullmatch(cluster):
-        raise BadParameter("cluster", f"cluster {shown(cluster)} is not a cluster id (a UUID)")
+        raise BadParameter("cluster", not_an_id("cluster", cluster))
     state = request.query.get("state")
     if state is not None and state not in api.JOB_STATES:
         raise BadParameter("state", f"state {shown(state)} is not one of {', '.join(api.JOB_STATES)}")
