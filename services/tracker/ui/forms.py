@@ -136,7 +136,9 @@ async def new_cluster(request: web.Request, viewer: Viewer) -> web.StreamRespons
 
 def _forbidden(request: web.Request, viewer: Viewer) -> web.Response:
     return render(request, "error.html", viewer, 403, title="Not allowed",
-                  message=f"{viewer.name} may not create clusters in tenant {viewer.tenant}: that needs write on every cluster.")
+                  message=f"{viewer.name} may not create clusters in tenant {viewer.tenant}: that needs write on every cluster "
+                          f"(a tenant admin can give it: muster grant {viewer.name} write --scope 'cluster:*'), "
+                          "and read on the template a cluster is made from.")
 
 
 @page

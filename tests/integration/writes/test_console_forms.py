@@ -112,6 +112,7 @@ async def test_a_reader_gets_no_forms_and_a_403_for_posting_anyway(session: aioh
     before = served.log()
     status, page, _ = await reader.post("/ui/clusters/new", _create("r1"))
     assert status == 403 and "may not create clusters" in page
+    assert "(a tenant admin can give it: muster grant reader write --scope 'cluster:*')" in html.unescape(page)  # as the CLI says
     status, page, _ = await reader.post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
     assert status == 403 and "no write permission" in page
     assert served.log() == before
