@@ -208,7 +208,12 @@ async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaita
     except BadParameter as err:
         response = error(400, str(err), err.parameter)
     except web.HTTPException as err:  # the router's 404 and 405
-        response = error(err.status, err.reason)
+        reason = err.reason
+        if err.status == 404 and route == "unmatched":  # "Not Found" said nothing of what exists
+            reason = f"no route {request.method} {request.path[:200]}: GET /v1/openapi.json lists the routes"
+            if request.method == "POST" and request.path.endswith("/delete"):
+                reason += " (a cluster is deleted with DELETE /v1/clusters/{id})"
+        response = error(err.status, reason)
         if "Allow" in err.headers:
             response.headers["Allow"] = err.headers["Allow"]
     except (nats.errors.Error, StoreError, TimeoutError) as err:

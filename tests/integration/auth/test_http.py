@@ -288,3 +288,15 @@ async def test_a_name_where_an_id_goes_is_told_where_the_ids_are(served: Served)
         assert status == 400 and f"(a UUID: {where})" in message, (path, status, message)
     resp = await served.http.post("/v1/clusters/c/stop", json={}, headers={"Authorization": f"Bearer {served.tokens['alice']}"})
     assert resp.status == 400 and "GET /v1/clusters lists each cluster's id" in (await resp.json())["error"]["message"]
+
+
+async def test_a_route_that_is_none_says_where_the_routes_are(served: Served) -> None:
+    """`POST /v1/clusters/{id}/delete` (the CLI's and the console's verb) answered `Not Found`,
+    as if the cluster were gone: a path no route takes now says so, and where the routes are."""
+    headers = {"Authorization": f"Bearer {served.tokens['alice']}"}
+    resp = await served.http.post(f"/v1/clusters/{CLUSTER}/delete", json={}, headers=headers)
+    message = (await resp.json())["error"]["message"]
+    assert resp.status == 404 and message == (f"no route POST /v1/clusters/{CLUSTER}/delete: GET /v1/openapi.json lists the "
+                                              "routes (a cluster is deleted with DELETE /v1/clusters/{id})"), message
+    resp = await served.http.get("/v1/nothing", headers=headers)
+    assert resp.status == 404 and "no route GET /v1/nothing" in (await resp.json())["error"]["message"]
