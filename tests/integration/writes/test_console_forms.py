@@ -148,6 +148,10 @@ async def test_a_create_names_a_template_its_requester_may_read_in_the_console_o
                                      {"name": "m1", "template": "hadoop-small", "nodes": 3})
     assert status == 403 and words in body["error"]["message"] and body["error"]["parameter"] == "template", body
     assert served.log() == before
+    # /v1/catalog said only `complete: false` where the CLI and the console say what is hidden and which grant shows it
+    status, body, _ = await api.call("GET", "/v1/catalog", "maker")
+    assert status == 200 and body["catalog"] == {} and body["hidden"] >= 13 and not body["complete"], body
+    assert "muster grant maker read --scope 'catalog:*'" in body["note"] and "template its creator may read" in body["note"], body
     await served.ask_auth(served.sys_nc, "grant", principal="maker", permission="read",
                           scope="catalog:clustertemplates/hadoop-small", tenant="default")
     status, page = await maker.get("/ui/clusters/new")
