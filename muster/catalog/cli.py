@@ -243,8 +243,10 @@ async def get(kind: str, name: str | None, bus: Bus, resolved: bool, as_json: bo
         else:  # an empty table read as "the catalog is empty" where the reader may see none of it
             out.print(f"no {KIND_LABEL[k]}s in the catalog of tenant {tenant!r}" + ("" if complete else " that you may read"))
         if not complete:
+            creates = "; a cluster is made only from a template its creator may read" if k == "clustertemplates" else ""
             err.print(f"note: the token's principal may read only part of the catalog of tenant {tenant!r}: the rest needs "
-                      f"read on catalog:{k}/<name> or catalog:* (`muster grant`, docs/security.md)")
+                      f"read on catalog:{k}/<name> or catalog:* (a tenant admin can give it: muster grant PRINCIPAL read "
+                      f"--scope 'catalog:*'; docs/security.md){creates}")
         return
     if name not in entities:
         raise CliError(f"no {KIND_LABEL[k]} {name!r} in the catalog of tenant {tenant!r} (or none you may read)")

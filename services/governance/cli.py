@@ -33,6 +33,7 @@ from muster.cli_support import (
     guarded,
     json_option,
 )
+from muster.durations import spoken
 from muster.ops_care_cli import seconds
 from muster.tables import print_rows
 
@@ -270,7 +271,7 @@ async def rule_list(as_json: bool, bus: Bus) -> None:
         return "; ".join(parts)
 
     listed(f"approval rules of tenant {tenant}", ["name", "matches", "expires after", "self-approval", "by"],
-           [[i["name"], when(i["entity"]), f"{i['entity']['expires_after_s']:g} s", "yes" if i["entity"]["allow_self_approval"] else "no",
+           [[i["name"], when(i["entity"]), spoken(i["entity"]["expires_after_s"]), "yes" if i["entity"]["allow_self_approval"] else "no",
              i["by"]] for i in answer.items],
            f"no approval rules in tenant {tenant}: no request waits for an approver (`muster rule add`)")
 
@@ -347,13 +348,9 @@ async def notify_list(as_json: bool, bus: Bus) -> None:
 def _on(entity: dict[str, Any]) -> str:
     events = ", ".join(entity["events"])
     warning = entity.get("lease_warning_s")
-    return f"{events} ({_duration(warning)} before a lease ends)" if "lease_expiring" in entity["events"] and warning else events
+    return f"{events} ({spoken(warning)} before a lease ends)" if "lease_expiring" in entity["events"] and warning else events
 
 
-def _duration(s: float) -> str:
-    """3600 -> `1 h` (as `--lease-warning 1h` was typed); an odd count of seconds as it is."""
-    return next((f"{s / size:g} {unit}" for unit, size in (("d", 86400), ("h", 3600), ("min", 60)) if s >= size and s % size == 0),
-                f"{s:g} s")
 
 
 @notify.command("remove")

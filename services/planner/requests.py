@@ -83,15 +83,17 @@ def _noted(answer: Accepted | DryRun, notes: list[str]) -> Accepted | DryRun:
     return answer
 
 
-def same_request(known: Job, cmd: Any) -> None:
+def same_request(known: Job, cmd: Any, by: str) -> None:
     """A request whose idempotency key made `known` is a retry only if it is the same request;
     another one under the same key is refused, naming the first job (as payment APIs do), never
-    answered with a job it did not ask for."""
-    again = cmd.model_dump(mode="json")
+    answered with a job it did not ask for. Each as sent by its principal (`by`): the log keeps
+    that as the request's `requested_by` (an older log the client's claim: its job's requester)."""
+    again = {**cmd.model_dump(mode="json"), "requested_by": by}
     try:  # the first one as today's contracts read it (defaults added since then included)
         first = COMMAND_ADAPTER.validate_python(known.request).model_dump(mode="json")
     except ValidationError:
-        first = known.request
+        first = dict(known.request)
+    first["requested_by"] = known.requested_by or first.get("requested_by")
     if first != again:
         raise Refused(f"request_id {cmd.request_id!r} was used already, for job {known.id} ({known.operation} of "
                       f"cluster {known.cluster_id}), with a different request ({_difference(first, again)}): "
@@ -224,7 +226,7 @@ class Requests:
         known = await self.state.find_job(ctx.tenant, job_id)
         if known is not None and not cmd.dry_run:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
-                same_request(known, cmd)
+                same_request(known, cmd, ctx.by(cmd))
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         catalog, seq = await self.state.current_catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools, catalog_seq=seq,
@@ -313,7 +315,7 @@ class Requests:
         known = await self.state.find_job(tenant, job_id)
         if known is not None and not cmd.dry_run:
             if pin is None:  # a saved plan's job is named by the plan, not by a request_id
-                same_request(known, cmd)
+                same_request(known, cmd, ctx.by(cmd))
             return Accepted(job_id=job_id, cluster_id=known.cluster_id, duplicate=True)
         rollback = isinstance(cmd, RollbackCluster)
         catalog, seq = await self.state.current_catalog(tenant, refresh=True)

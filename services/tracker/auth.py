@@ -27,7 +27,7 @@ from aiohttp import web
 from contracts import subjects
 from contracts.identity import Permission, Scope
 from services.auth.backends import Authenticated, AuthError, IdentityBackend
-from services.auth.domain.authz import Decision, may, unmade_tenant
+from services.auth.domain.authz import Decision, how_to_get, may, unmade_tenant
 from services.auth.domain.state import IdentityState, Principal
 from services.auth.domain.tokens import TokenError, check_size
 
@@ -49,9 +49,11 @@ class Authz:
     tenant: str
 
     def may(self, permission: Permission, scope: Scope) -> Decision:
+        """A refusal says what to do about it (`how_to_get`), as the planner's do."""
         if self.state is None:
             return Decision(True)
-        return may(self.principal, self.state.grants_of(self.principal.id), permission, scope)
+        decision = may(self.principal, self.state.grants_of(self.principal.id), permission, scope)
+        return decision if decision else Decision(False, decision.reason + how_to_get(self.principal, permission, scope))
 
     def require(self, permission: Permission, scope: Scope) -> None:
         decision = self.may(permission, scope)

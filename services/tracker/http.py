@@ -34,7 +34,20 @@ from .adapters.kv import LocationIndex
 from .app import Tracker
 from .backlog import LogLag, PoolLines
 from .metrics import CONTENT_TYPE, PlannerQueues, TrackerMetrics, WorkerScaling
-from .params import METRICS, TRACKER, UUID_RE, BadParameter, error, not_found, page_json, paging, shown, tenant_of, uuid_of
+from .params import (
+    METRICS,
+    TRACKER,
+    UUID_RE,
+    BadParameter,
+    error,
+    not_an_id,
+    not_found,
+    page_json,
+    paging,
+    shown,
+    tenant_of,
+    uuid_of,
+)
 from .routing import OLD_DURABLES, ROUTES, IndexFeeder
 from .story import StoryWriter
 
@@ -57,7 +70,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     cluster = request.query.get("cluster")
     if cluster is not None and not UUID_RE.fullmatch(cluster):
-        raise BadParameter("cluster", f"cluster {shown(cluster)} is not a cluster id (a UUID)")
+        raise BadParameter("cluster", not_an_id("cluster", cluster))
     state = request.query.get("state")
     if state is not None and state not in api.JOB_STATES:
         raise BadParameter("state", f"state {shown(state)} is not one of {', '.join(api.JOB_STATES)}")
@@ -196,7 +209,12 @@ async def _guarded(request: web.Request, handler: Callable[[web.Request], Awaita
     except BadParameter as err:
         response = error(400, str(err), err.parameter)
     except web.HTTPException as err:  # the router's 404 and 405
-        response = error(err.status, err.reason)
+        reason = err.reason
+        if err.status == 404 and route == "unmatched":  # "Not Found" said nothing of what exists
+            reason = f"no route {request.method} {request.path[:200]}: GET /v1/openapi.json lists the routes"
+            if request.method == "POST" and request.path.endswith("/delete"):
+                reason += " (a cluster is deleted with DELETE /v1/clusters/{id})"
+        response = error(err.status, reason)
         if "Allow" in err.headers:
             response.headers["Allow"] = err.headers["Allow"]
     except (nats.errors.Error, StoreError, TimeoutError) as err:

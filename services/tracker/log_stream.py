@@ -36,7 +36,7 @@ from muster.readmodel.story import job_of
 from . import auth as auth_
 from . import planner_view
 from .app import event_json, skipped_json
-from .params import TRACKER, UUID_RE, BadParameter, int_query, shown, tenant_of
+from .params import TRACKER, UUID_RE, BadParameter, int_query, not_an_id, shown, tenant_of
 from .people import flag, resolve_cluster, time_query
 from .people_api import MAX_SEQ, RELATIVE_SUBJECT
 from .provisioner_view import event_for
@@ -94,7 +94,7 @@ async def _selection(request: web.Request, tenant: str) -> Selection:
     if "job" in q:
         job = q["job"]
         if not UUID_RE.fullmatch(job):
-            raise BadParameter("job", f"job {shown(job)} is not a job id (a UUID)")
+            raise BadParameter("job", not_an_id("job", job))
         job = job.lower()
         tracker = request.app[TRACKER]
         await auth_.may_read_job(request, tenant, job, tracker)

@@ -49,10 +49,23 @@ def tenant_of(request: web.Request) -> str:
     return tenant
 
 
+LISTED_AT = {"cluster": "GET /v1/clusters lists each cluster's id with its name", "job": "GET /v1/jobs lists them",
+             "plan": "a dry run (?dry_run=true) answers with its plan_id"}
+"""Where a caller finds the id it gave wrong: a cluster's name (what the CLI takes) is no id here."""
+
+
+def not_an_id(what: str, value: str) -> str:
+    """`cluster 'web' is not a cluster id (a UUID: GET /v1/clusters lists ...)`: the problem and
+    where the right id is, as the CLI's `(a UUID: muster job list lists them)`."""
+    kind = what.removesuffix(" id")
+    where = LISTED_AT.get(kind)
+    return f"{what} {shown(value)} is not a {kind} id (a UUID{': ' + where if where else ''})"
+
+
 def uuid_of(request: web.Request, name: str, what: str) -> str:
     value = request.match_info[name]
     if not UUID_RE.fullmatch(value):
-        raise BadParameter(name, f"{what} {shown(value)} is not a {what} (a UUID)")
+        raise BadParameter(name, not_an_id(what, value))
     return value.lower()
 
 

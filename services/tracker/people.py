@@ -151,16 +151,21 @@ async def get_catalog(request: web.Request) -> web.Response:
     state = await read_state(request.app[TRACKER].store, tenant)
     shown_catalog: Catalog = redact(state.catalog, catalog_plugins())
     may = request[auth_.AUTHZ].may
-    complete = True
+    hidden = 0
     for kind in KINDS:
         entities = shown_catalog.entities(kind)
         for name in [n for n in entities if not may("read", Scope(tenant=tenant, kind="catalog", id=f"{kind}/{n}"))]:
             del entities[name]
-            complete = False
+            hidden += 1
     versions = [{"kind": k, "name": n, "version": v} for (k, n), v in sorted(state.versions.items())
                 if n in shown_catalog.entities(k)]
+    # An empty catalog read as "none applied yet" where the reader may see none of it: say so (as the CLI and console do).
+    note = (f"{hidden} of the catalog's entities are not shown: they need read on catalog:<kind>/<name> or catalog:* (a tenant "
+            f"admin can give it: muster grant {request[auth_.PRINCIPAL].id} read --scope 'catalog:*'); a cluster is made only "
+            "from a template its creator may read") if hidden else None
     return web.json_response({"tenant": tenant, "catalog": shown_catalog.model_dump(mode="json", exclude_defaults=True),
-                              "versions": versions, "last_seq": state.last_seq, "complete": complete})
+                              "versions": versions, "last_seq": state.last_seq, "complete": not hidden, "hidden": hidden,
+                              "note": note})
 
 
 async def get_catalog_history(request: web.Request) -> web.Response:

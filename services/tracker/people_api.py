@@ -38,6 +38,9 @@ class CatalogView(_Out):
     versions: list[CatalogVersion]
     last_seq: int = Field(description="the catalog's last event in the log (0: none yet)")
     complete: bool = Field(description="every entity is shown (false: some need a read grant this principal lacks)")
+    hidden: int = Field(0, description="how many entities are not shown (the principal may not read them)")
+    note: str | None = Field(None, description="with entities hidden: which grant shows them, as `muster catalog get` "
+                                               "and the console say it (a create needs `read` on its template)")
 
 
 class CatalogEntityVersion(_Out):

@@ -4,7 +4,8 @@ are: provisioner_view.py). Super admins and services see the name: they run the 
 
 The name is in a job's status and location (`owner`), in the jobs' list, and in the events
 that say who owns a job (`JobRequested.planner`, `JobAdopted.planner` and `previous`), which
-`/v1/events`, `/v1/jobs/{id}/events`, the progress stream and the console's pages read."""
+`/v1/events`, `/v1/jobs/{id}/events`, the progress stream and the console's pages read; and in
+the planners' queues the console's provisioners page shows (ui/reads.py)."""
 
 from __future__ import annotations
 

@@ -101,6 +101,22 @@ def may_grant(grantor: Principal | None, grantor_grants: Iterable[Grant], grante
     return ALLOW
 
 
+def how_to_get(principal: Principal | None, permission: Permission, scope: Scope) -> str:
+    """What a user refused by `may` can do about it: ask a tenant admin for the grant, named as
+    the command that gives it ('' when no grant would help: a stranger, a disabled principal,
+    another tenant's scope, a service). Appended by the planner's and the tracker's refusals, so
+    the CLI, the API and the console say the same."""
+    if principal is None or principal.disabled or principal.role != "user" or principal.tenant != scope.tenant:
+        return ""
+    if scope.kind == "tenant":
+        arg = "tenant"
+    elif scope.kind == "job" and scope.cluster:  # a grant on its cluster covers it, and every later job
+        arg = f"cluster:{scope.cluster}"
+    else:
+        arg = f"{scope.kind}:{scope.id}" if scope.id != "*" else f"'{scope.kind}:*'"
+    return f" (a tenant admin can give it: muster grant {principal.id} {permission} --scope {arg})"
+
+
 def _describe(scope: Scope) -> str:
     if scope.kind == "tenant":
         return f"tenant {scope.tenant}"
@@ -134,10 +150,13 @@ def operation_scope(tenant: str, verb: str, cluster_id: str | None, job_id: str 
 
 def may_operate(principal: Principal | None, grants: Iterable[Grant], tenant: str, verb: str,
                 cluster_id: str | None, job_id: str | None = None) -> Decision:
+    """As `may`, with what to do about a refusal (`how_to_get`)."""
     permission = OPERATION_PERMISSIONS.get(verb)
     if permission is None:
         return Decision(False, f"unknown operation {verb!r}")
-    return may(principal, grants, permission, operation_scope(tenant, verb, cluster_id, job_id))
+    scope = operation_scope(tenant, verb, cluster_id, job_id)
+    decision = may(principal, grants, permission, scope)
+    return decision if decision else Decision(False, decision.reason + how_to_get(principal, permission, scope))
 
 
 def may_govern(principal: Principal | None, grants: Iterable[Grant], tenant: str, kind: str) -> Decision:

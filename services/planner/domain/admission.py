@@ -122,6 +122,16 @@ def template_of(f: Facts) -> ClusterTemplate:
         raise Refused(f"tenant {f.tenant!r} has no cluster templates: is it the tenant you meant (`muster tenant list`)? "
                       "A tenant's catalog comes from `muster catalog apply`", code="invalid", field="template")
     name = f.command.template
+    if f.may_read is not None and not f.may_read(f"clustertemplates/{name}"):
+        # A template is used by those who may read it: what the console's create form and
+        # `muster catalog get` list is what a create may name. The same words whether it exists
+        # or not, so a name is not probed by creating.
+        who = f.principal or "the requester"
+        raise Refused(f"{who} may not create a cluster from template {name!r}: that needs read on "
+                      f"catalog:clustertemplates/{name} or catalog:* (a tenant admin can give it: "
+                      f"muster grant {who} read --scope catalog:clustertemplates/{name})"
+                      f"{did_you_mean(f, name, 'clustertemplates', f.catalog.clustertemplates)}",
+                      code="forbidden", field="template")
     if name not in f.catalog.clustertemplates:
         raise Refused(f"unknown cluster template {name!r}{did_you_mean(f, name, 'clustertemplates', f.catalog.clustertemplates)}",
                       code="invalid", field="template")

@@ -55,7 +55,9 @@ def new_job(f: Facts, cluster_id: str, by: str, planner: str, max_attempts: int,
             trace: tuple[str | None, str | None] = (None, None)) -> Job:
     """`trace`: the job's span and its parent, as traceparents (`muster.tracing.new_job`)."""
     return Job(JobRequested(tenant=f.tenant, job_id=f.job_id, cluster_id=cluster_id, operation=f.operation,
-                            request=f.command.model_dump(mode="json"), requested_by=by,
+                            # The log keeps who sent it (the transport's principal), not the client's
+                            # claim (the CLI's default is the OS user name: `root` read as the super admin).
+                            request={**f.command.model_dump(mode="json"), "requested_by": by}, requested_by=by,
                             planner=planner, max_attempts=max_attempts, plan_id=plan_id, relayout=relayouts(f),
                             trace=trace[0], trace_parent=trace[1], catalog_seq=f.catalog_seq))
 

@@ -44,7 +44,7 @@ def save(*, tenant: str, job_id: str, cluster_id: str, operation: str, command: 
     """The event of a dry run's plan. Its id is derived from what it binds, so the same dry run
     (same request id, same versions) saves one plan, however often it is asked."""
     plan_id = _digest([tenant, job_id, digest, cluster_version, catalog])[:20]
-    request = command.model_dump(mode="json", exclude={"dry_run", "if_version"})
+    request = {**command.model_dump(mode="json", exclude={"dry_run", "if_version"}), "requested_by": by}  # (as a job's: planning.new_job)
     return PlanSaved(plan_id=plan_id, job_id=job_id, cluster_id=cluster_id, operation=operation, command=request,
                      layout=layout, cluster_version=cluster_version, catalog_version=catalog, digest=digest,
                      tasks=tasks, by=by)

@@ -17,6 +17,7 @@ import jinja2
 from aiohttp import web
 
 from contracts.layout import Layout
+from muster.durations import spoken
 from muster.readmodel.cost import hardware_rates, rate, waiting_cost
 from services.pool.domain.views import resources_line
 
@@ -63,7 +64,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     kit.TRACKER_KEY = tracker_key
     env = aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(HERE / "templates"),
                                autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
-    env.filters.update(short=_short, seconds=_seconds, rate=rate)
+    env.filters.update(short=_short, seconds=_seconds, rate=rate, spoken=spoken)
     env.globals.update(duration=_duration, cost_rates=_cost_rates, resources_line=resources_line, waiting_cost=waiting_cost)
     if auth is not None:
         app[CONSOLE_AUTH] = auth

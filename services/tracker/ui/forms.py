@@ -80,13 +80,15 @@ async def _create_page(request: web.Request, viewer: Viewer, template: str | Non
                        errors: dict[str, str] | None = None, status: int = 200) -> web.Response:
     data = await reads.catalog(tracker_of(request), viewer.tenant)
     catalog = data["catalog"]
-    # Only what the viewer may read, as /ui/catalog and `muster catalog get` show it.
+    # The templates the viewer may read: those a create may name (the planner refuses the
+    # others), as /ui/catalog and `muster catalog get` list them.
     names = [n for n in sorted(catalog.clustertemplates) if viewer.may_catalog("read", "clustertemplates", n)]
     hidden = len(catalog.clustertemplates) - len(names)
     chosen = template if template in names else (names[0] if names else None)
     spec, errors = None, dict(errors or {})
-    if template and template not in names:  # a mistyped or stale link: say so, not another template's form unasked
-        errors["template"] = (f"there is no template {template[:80]!r} in tenant {viewer.tenant}"
+    if template and template not in names and "template" not in errors:  # (the planner's refusal says it best)
+        # A mistyped or stale link: say so, not another template's form unasked.
+        errors["template"] = (f"there is no template {template[:80]!r} you may read in tenant {viewer.tenant}"
                               + (f"; this is {chosen}'s form" if chosen else ""))
         status = max(status, 404)
     if chosen is not None:
@@ -96,14 +98,18 @@ async def _create_page(request: web.Request, viewer: Viewer, template: str | Non
             errors["template"] = str(err)
         else:
             size = t.constraints.size
-            def readable(kind: str, names: list[str]) -> list[str]:
-                return [n for n in names if viewer.may_catalog("read", kind, n)]
+            def offered(kind: str, named: list[str], every: list[str]) -> list[str]:
+                """What the template names is part of the template, which the viewer reads; a
+                template that names none allows the whole catalog: what the viewer may read of it."""
+                return list(named) or [n for n in every if viewer.may_catalog("read", kind, n)]
 
+            default_provider = [t.defaults.provider] if t.defaults.provider else []
             spec = {"min": size.min, "max": size.max or MAX_CLUSTER_SIZE,
-                    "services": readable("services", t.compatibility.services or sorted(catalog.services)),
-                    "providers": readable("providers", sorted(catalog.providers)), "provider": t.defaults.provider or "",
-                    "hardwaretypes": readable("hardwaretypes", t.compatibility.hardwaretypes or sorted(catalog.hardwaretypes)),
-                    "imagetypes": readable("imagetypes", t.compatibility.imagetypes or sorted(catalog.imagetypes)),
+                    "services": offered("services", t.compatibility.services, sorted(catalog.services)),
+                    "providers": sorted({*default_provider, *offered("providers", [], sorted(catalog.providers))}),
+                    "provider": t.defaults.provider or "",
+                    "hardwaretypes": offered("hardwaretypes", t.compatibility.hardwaretypes, sorted(catalog.hardwaretypes)),
+                    "imagetypes": offered("imagetypes", t.compatibility.imagetypes, sorted(catalog.imagetypes)),
                     "hardwaretype": t.defaults.hardwaretype or "", "imagetype": t.defaults.imagetype or "",
                     "defaults": {"services": t.defaults.services, "config": json.dumps(t.defaults.config, indent=2),
                                  "nodes": str(max(size.min, min(3, size.max or 3)))}}
@@ -130,7 +136,9 @@ async def new_cluster(request: web.Request, viewer: Viewer) -> web.StreamRespons
 
 def _forbidden(request: web.Request, viewer: Viewer) -> web.Response:
     return render(request, "error.html", viewer, 403, title="Not allowed",
-                  message=f"{viewer.name} may not create clusters in tenant {viewer.tenant}: that needs write on every cluster.")
+                  message=f"{viewer.name} may not create clusters in tenant {viewer.tenant}: that needs write on every cluster "
+                          f"(a tenant admin can give it: muster grant {viewer.name} write --scope 'cluster:*'), "
+                          "and read on the template a cluster is made from.")
 
 
 @page
@@ -220,7 +228,7 @@ async def post_operation(request: web.Request, viewer: Viewer) -> web.StreamResp
             return render(request, "preview.html", viewer, preview=written.body, title=title,
                           apply="Delete" if op == "delete" else "Apply",
                           again=(f"/ui/clusters/{cluster_id}/preview", [*formdata.fields_of(op, body or {}), ("op", op)][-200:]),
-                          cluster_id=cluster_id)
+                          cluster_id=cluster_id, cluster_name=info.name)
         errors = _errors(written, ("nodes", "services", "config", "rolling", "tolerance", "service", "confirm", "restart",
                                    "to_job"))
     status = written.status if written is not None else 200 if editing else 422

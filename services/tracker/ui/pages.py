@@ -206,7 +206,7 @@ async def catalog(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 @page
 async def provisioners(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    return render(request, "provisioners.html", viewer, **await reads.provisioners(tracker_of(request), viewer.tenant))
+    return render(request, "provisioners.html", viewer, **await reads.provisioners(tracker_of(request), viewer.tenant, viewer.operator))
 
 
 @page

@@ -21,6 +21,7 @@ from muster.readmodel.timeline import timeline
 from services.provisioner.plugins.specs import catalog_plugins
 from services.provisioner.presence import live_provisioners
 
+from .. import planner_view
 from ..app import Tracker
 from ..metrics import PlannerQueues
 from ..planner_view import recorded_for, status_for
@@ -134,9 +135,10 @@ async def catalog(tracker: Tracker, tenant: str) -> dict[str, Any]:
     return {"catalog": shown, "last_seq": state.last_seq, "versions": state.versions}
 
 
-async def provisioners(tracker: Tracker, tenant: str) -> dict[str, Any]:
+async def provisioners(tracker: Tracker, tenant: str, operator: bool) -> dict[str, Any]:
     """Live provisioners serving the tenant (other tenants they serve are counted, not named),
-    and the planners' queues of the tenant with their worker recommendation."""
+    and the planners' queues of the tenant with their worker recommendation; each queue's
+    planner by its instance name to operators, "a planner" to the tenant's people (planner_view)."""
     live = await live_provisioners(tracker.nc, tenant=tenant)
     now = datetime.now(UTC)
     rows: list[dict[str, Any]] = []
@@ -154,6 +156,7 @@ async def provisioners(tracker: Tracker, tenant: str) -> dict[str, Any]:
         for q in answer.get("queues") or ():
             if isinstance(q, dict) and q.get("tenant") == tenant:
                 workers = sum(r["capacity"] for r in rows if r["class"] == q.get("class") and not r["draining"])
-                queues.append({**q, "planner": answer.get("planner"), "workers": workers,
+                planner = answer.get("planner") if operator else planner_view.PLANNER
+                queues.append({**q, "planner": planner, "workers": workers,
                                "change": int(q.get("recommended_workers", 0)) - workers})
     return {"provisioners": rows, "queues": queues, "planners": len(planners.answers), "as_of": now.isoformat()}

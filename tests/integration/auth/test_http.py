@@ -255,6 +255,8 @@ async def test_a_reader_of_one_cluster_lists_its_jobs(served: Served) -> None:
     assert row[1:4] == ["c", "create", "running"]
     refused = await asyncio.to_thread(CliRunner(env=env).invoke, main, ["job", "list"], catch_exceptions=False)
     assert refused.exit_code == 4 and "onec has no read permission on every cluster of tenant a" in refused.output
+    # what to do about it, as the planner's refusals say it
+    assert "(a tenant admin can give it: muster grant onec read --scope 'cluster:*')" in " ".join(refused.output.split())
 
 
 async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Served) -> None:
@@ -273,3 +275,28 @@ async def test_a_super_admin_naming_a_tenant_no_one_made_is_told_so(served: Serv
     for args in (["cluster", "list"], ["status", JOB], ["cluster", "show", "c"]):
         ran = await asyncio.to_thread(CliRunner(env=env).invoke, main, args, catch_exceptions=False)
         assert (ran.exit_code, ran.output) == (2, "Error: no tenant 'acmee' (`muster tenant list` lists them; `muster tenant create` makes one)\n"), args
+
+
+async def test_a_name_where_an_id_goes_is_told_where_the_ids_are(served: Served) -> None:
+    """The CLI takes a cluster's name anywhere; the API's paths take ids, and said only `cluster
+    id 'c' is not a cluster id (a UUID)` to a user who typed the name the CLI takes (found walking
+    a user's day): each now says where the id is."""
+    for path, where in (("/v1/clusters/c", "GET /v1/clusters lists each cluster's id with its name"),
+                        ("/v1/jobs?cluster=c", "GET /v1/clusters lists each cluster's id with its name"),
+                        ("/v1/jobs/1c6b69ec-2266", "GET /v1/jobs lists them"), ("/v1/events?job=j1", "GET /v1/jobs lists them")):
+        status, message = await served.get(path, "alice")
+        assert status == 400 and f"(a UUID: {where})" in message, (path, status, message)
+    resp = await served.http.post("/v1/clusters/c/stop", json={}, headers={"Authorization": f"Bearer {served.tokens['alice']}"})
+    assert resp.status == 400 and "GET /v1/clusters lists each cluster's id" in (await resp.json())["error"]["message"]
+
+
+async def test_a_route_that_is_none_says_where_the_routes_are(served: Served) -> None:
+    """`POST /v1/clusters/{id}/delete` (the CLI's and the console's verb) answered `Not Found`,
+    as if the cluster were gone: a path no route takes now says so, and where the routes are."""
+    headers = {"Authorization": f"Bearer {served.tokens['alice']}"}
+    resp = await served.http.post(f"/v1/clusters/{CLUSTER}/delete", json={}, headers=headers)
+    message = (await resp.json())["error"]["message"]
+    assert resp.status == 404 and message == (f"no route POST /v1/clusters/{CLUSTER}/delete: GET /v1/openapi.json lists the "
+                                              "routes (a cluster is deleted with DELETE /v1/clusters/{id})"), message
+    resp = await served.http.get("/v1/nothing", headers=headers)
+    assert resp.status == 404 and "no route GET /v1/nothing" in (await resp.json())["error"]["message"]

@@ -71,6 +71,9 @@ async def test_a_tenants_people_see_a_planner_and_operators_its_name(tracked: Tr
         assert f"<dd>{shown}</dd>" in page_ and (shown == NAME or NAME not in page_), page_[:3000]
         cluster_page = await (await tracked.http.get(f"/ui/clusters/{reply.cluster_id}", headers=signed)).text()
         assert f"owner {shown}" in cluster_page and (shown == NAME or NAME not in cluster_page), cluster_page[:3000]
+        # the provisioners page's queues, each with its planner (it named the instance to everyone)
+        queues = await (await tracked.http.get("/ui/provisioners", headers=signed)).text()
+        assert f'<td class="mono">{shown}</td>' in queues and (shown == NAME or NAME not in queues), queues[-3000:]
 
 
 async def test_a_large_jobs_page_and_stream_name_a_planner_to_a_tenants_people(tracked: Tracked, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,6 +112,7 @@ async def test_a_reader_gets_no_forms_and_a_403_for_posting_anyway(session: aioh
     before = served.log()
     status, page, _ = await reader.post("/ui/clusters/new", _create("r1"))
     assert status == 403 and "may not create clusters" in page
+    assert "(a tenant admin can give it: muster grant reader write --scope 'cluster:*')" in html.unescape(page)  # as the CLI says
     status, page, _ = await reader.post(f"/ui/clusters/{cluster}/preview", [("op", "expand"), ("nodes", "5")])
     assert status == 403 and "no write permission" in page
     assert served.log() == before
@@ -129,6 +130,37 @@ async def test_the_create_form_lists_only_the_templates_its_viewer_may_read(sess
     assert status == 404 and 'data-testid="templates-hidden"' in page and 'value="hadoop-small"' not in page
     status, page = await Console(session, served, "writer").get("/ui/clusters/new")
     assert status == 200 and 'value="hadoop-small"' in page and "templates-hidden" not in page
+
+
+async def test_a_create_names_a_template_its_requester_may_read_in_the_console_over_http_alike(
+        session: aiohttp.ClientSession, served: Served, api: Any) -> None:
+    """What the create form offers is what the planner takes: `write` on every cluster without
+    `read` on the template was a create the CLI and the API made and the console could not offer.
+    Now each refuses it in the same words (403, naming the grant), and records nothing; `read` on
+    the one template opens it everywhere, with the services, hardware and image types the
+    template names (part of what its reader reads)."""
+    maker = Console(session, served, "maker")
+    before = served.log()
+    status, page, _ = await maker.post("/ui/clusters/new", _create("m1"))
+    words = "maker may not create a cluster from template 'hadoop-small': that needs read on catalog:clustertemplates/hadoop-small"
+    assert status == 403 and words in html.unescape(_field_error(page, "template")), page
+    status, body, _ = await api.call("POST", "/v1/clusters?dry_run=true", "maker",
+                                     {"name": "m1", "template": "hadoop-small", "nodes": 3})
+    assert status == 403 and words in body["error"]["message"] and body["error"]["parameter"] == "template", body
+    assert served.log() == before
+    # /v1/catalog said only `complete: false` where the CLI and the console say what is hidden and which grant shows it
+    status, body, _ = await api.call("GET", "/v1/catalog", "maker")
+    assert status == 200 and body["catalog"] == {} and body["hidden"] >= 13 and not body["complete"], body
+    assert "muster grant maker read --scope 'catalog:*'" in body["note"] and "template its creator may read" in body["note"], body
+    await served.ask_auth(served.sys_nc, "grant", principal="maker", permission="read",
+                          scope="catalog:clustertemplates/hadoop-small", tenant="default")
+    status, page = await maker.get("/ui/clusters/new")
+    assert status == 200 and 'value="hadoop-small"' in page and 'value="zookeeper-server"' in page, page
+    status, page, _ = await maker.post("/ui/clusters/new", _create("m1"))
+    assert status == 200 and "Create" in page, page
+    status, body, _ = await api.call("POST", "/v1/clusters?dry_run=true", "maker",
+                                     {"name": "m1", "template": "hadoop-small", "nodes": 3})
+    assert status == 200 and body["plan_id"], body
 
 
 async def test_posts_need_the_pages_csrf_token(session: aiohttp.ClientSession, served: Served) -> None:
@@ -156,6 +188,7 @@ async def test_a_change_is_previewed_and_a_stale_preview_says_what_changed(sessi
     assert served.log() == before
     status, page, _ = await writer.post(f"/ui/clusters/{cid}/preview", [("op", "expand"), ("nodes", "4")])
     assert status == 200 and "Preview: expand cluster f1" in page
+    assert f'<a href="/ui/clusters/{cid}">f1</a>' in page  # its crumb names it, as the job's page does (it said the id's start)
     plan_id = re.search(r'data-testid="plan-id">([^<]+)<', page).group(1)  # type: ignore[union-attr]
     async with session.post(f"{served.url}/v1/clusters/{cid}/restart", json={},
                             headers={"Authorization": f"Bearer {served.tokens['writer']}"}) as resp:  # the cluster moves on

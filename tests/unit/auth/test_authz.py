@@ -152,3 +152,19 @@ def test_the_cli_grants_and_revokes_every_permission() -> None:
     for command in (grant, revoke):
         (param,) = [p for p in command.params if p.name == "permission"]
         assert tuple(param.type.choices) == PERMISSIONS  # type: ignore[attr-defined]
+
+
+def test_a_refused_operation_says_which_grant_to_ask_for(state: IdentityState) -> None:
+    """A refusal names the problem and what to do: the grant, as the command a tenant admin runs
+    (found walking a user's day: `stop rejected: alice has no execute permission on cluster ...`
+    said nothing of how to get it). A job's grant is asked on its cluster, which covers the job and
+    the cluster's next ones. Nothing to ask for a principal of another tenant."""
+    stop = may_operate(p(state, "alice"), (), "a", "stop", "c1")
+    assert stop.reason == ("alice has no execute permission on cluster c1 of tenant a"
+                           " (a tenant admin can give it: muster grant alice execute --scope cluster:c1)")
+    create = may_operate(p(state, "alice"), (), "a", "create", None)
+    assert create.reason.endswith("(a tenant admin can give it: muster grant alice write --scope 'cluster:*')")
+    cancel = may_operate(p(state, "alice"), (), "a", "cancel", "c1", "j1")
+    assert cancel.reason.endswith("(a tenant admin can give it: muster grant alice execute --scope cluster:c1)")
+    other = may_operate(p(state, "alice"), (), "b", "stop", "c1")
+    assert not other and "tenant admin" not in other.reason

@@ -55,6 +55,9 @@ def test_a_reader_who_may_read_none_of_the_catalog_is_told_so(partial: str) -> N
     assert result.exit_code == 0, result.output
     assert result.stdout == "no cluster templates in the catalog of tenant 'acme' that you may read\n"
     assert "needs read on catalog:clustertemplates/<name> or catalog:*" in result.stderr
+    # what to do, and that a create needs it too (the console's create form lists what this lists)
+    assert "muster grant PRINCIPAL read --scope 'catalog:*'" in result.stderr
+    assert "a cluster is made only from a template its creator may read" in " ".join(result.stderr.split())
 
 
 def test_an_empty_catalog_says_it_is_empty_naming_the_tenant(whole_but_empty: str) -> None:

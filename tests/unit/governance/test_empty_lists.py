@@ -28,3 +28,20 @@ def test_an_empty_governance_list_says_the_tenant_has_none(command: list[str], s
     monkeypatch.setattr("services.governance.schedule_cli.ask_in", answered)
     result = CliRunner(env={"NATS_URL": "nats://127.0.0.1:1"}).invoke(main, command)
     assert result.exit_code == 0 and said in result.output and "LAST" not in result.output and "VERSION" not in result.output and "MATCHES" not in result.output, result.output
+
+
+def test_a_rules_expiry_reads_as_the_console_says_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rule list` said `86400 s` of a rule the console's governance page shows `24 h` of (and
+    `--expires 24h` made): one way to say a length of time (muster/durations.py)."""
+    from muster.durations import spoken
+
+    entity = {"operations": ["delete"], "clusters": ["prod-*"], "labels": {}, "expires_after_s": 86400.0, "allow_self_approval": False}
+
+    async def answered(*_: Any, **__: Any) -> tuple[str, GovernanceAnswer]:
+        return "acme", GovernanceAnswer(ok=True, items=[{"name": "prod-deletes", "entity": entity, "by": "ada"}])
+
+    monkeypatch.setattr(cli, "ask_in", answered)
+    result = CliRunner(env={"NATS_URL": "nats://127.0.0.1:1", "COLUMNS": "200"}).invoke(main, ["rule", "list"])
+    assert result.exit_code == 0 and "24 h" in result.output and "86400" not in result.output, result.output
+    assert [spoken(s) for s in (30, 90, 600, 3600, 5400, 86400, 172800, 7 * 86400)] == [
+        "30 s", "90 s", "10 min", "1 h", "90 min", "24 h", "2 d", "7 d"]

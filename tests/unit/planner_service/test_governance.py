@@ -28,6 +28,9 @@ from muster.ports.eventlog import Append
 from muster.readmodel.timeline import describe
 from services.planner.config import PlannerConfig
 
+READS_TEMPLATES = ("builder", "read", Scope(tenant="default", kind="catalog", id="*"))
+"""A create names a template its requester may read."""
+
 NODES = """package muster.nodes
 import rego.v1
 
@@ -93,7 +96,7 @@ async def test_a_delete_leaves_no_nodes_and_no_cost_so_a_ceiling_never_refuses_i
 
 
 async def test_policies_see_the_requesters_role() -> None:
-    h = Harness(identities=identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*"))))
+    h = Harness(identities=identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*")), READS_TEMPLATES))
     await put(h, "policy", "admins", source='package muster.admins\nimport rego.v1\n\n'
               'deny contains "only administrators create more than 3 nodes" if {\n'
               '    input.request.nodes > 3\n    not input.requester.role in {"tenant_admin", "super_admin"}\n}\n')
@@ -261,7 +264,7 @@ async def test_the_requester_may_reject_its_own_job_without_approve() -> None:
     """docs/governance.md: "a requester may always reject its own job". The planner asked for
     `approve` first, so a requester without it (most of them) was refused."""
     grants = [("builder", perm, Scope(tenant="default", kind="cluster", id="*")) for perm in ("write", "execute")]
-    h = Harness(identities=identities(*grants, ("reader", "read", Scope(tenant="default"))))
+    h = Harness(identities=identities(*grants, READS_TEMPLATES, ("reader", "read", Scope(tenant="default"))))
     await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
     waiting = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=3), principal="builder")
     assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting

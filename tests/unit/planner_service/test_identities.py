@@ -7,7 +7,7 @@ from __future__ import annotations
 from planner_harness import Harness, identities
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, PauseJob, Rejected, RestartServices
+from contracts.commands import Accepted, CreateCluster, DryRun, PauseJob, Rejected, RestartServices
 from contracts.events import TaskClaimed, TaskSucceeded
 from contracts.identity import Scope, TenantCreated
 from muster.ports.eventlog import Append
@@ -23,7 +23,8 @@ CREATE = CreateCluster(name="c1", template="hadoop-small", nodes=3)
 
 
 async def test_read_only_cannot_create_and_write_on_every_cluster_can() -> None:
-    state = identities(("reader", "read", TENANT), ("builder", "write", Scope(tenant="default", kind="cluster", id="*")))
+    state = identities(("reader", "read", TENANT), ("builder", "write", Scope(tenant="default", kind="cluster", id="*")),
+                       ("builder", "read", Scope(tenant="default", kind="catalog", id="*")))
     h = harness(state)
     refused = await h.send(CREATE, principal="reader")
     assert isinstance(refused, Rejected) and "reader has no write permission on every cluster" in refused.reason
@@ -91,3 +92,29 @@ async def test_a_super_admin_s_request_in_a_tenant_no_one_made_is_refused_as_the
     state.apply(TenantCreated(tenant="acme", by="root"), 100)
     made = await h.send(CREATE, tenant="acme", principal="root")  # (no catalog there: any answer but the tenant's)
     assert not (isinstance(made, Rejected) and made.reason.startswith("no tenant")), made
+
+
+async def test_the_log_keeps_the_request_as_its_principal_sent_it_not_the_clients_claim() -> None:
+    """A create by builder whose CLI claimed `requested_by: root` (the CLI's default is the OS
+    user's name) was recorded with `root` inside the job's request and the saved plan's: the
+    super admin's name in a user's job, read by `muster events`, and what a policy reads as
+    `input.request.requested_by`. The request is recorded as its principal sent it; a retry with
+    the key is still the same request, and another principal's request with it is not."""
+    state = identities(("builder", "write", Scope(tenant="default", kind="cluster", id="*")),
+                       ("builder", "read", Scope(tenant="default", kind="catalog", id="*")),
+                       ("operator", "write", Scope(tenant="default", kind="cluster", id="*")),
+                       ("operator", "read", Scope(tenant="default", kind="catalog", id="*")))
+    h = harness(state)
+    claimed = CREATE.model_copy(update={"requested_by": "root", "request_id": "k1"})
+    preview = await h.send(claimed.model_copy(update={"dry_run": True}), principal="builder")
+    assert isinstance(preview, DryRun), preview
+    [saved] = [r.event for r in h.log.records if r.type == "PlanSaved"]
+    assert saved.command["requested_by"] == "builder" and saved.by == "builder"
+    accepted = await h.send(claimed, principal="builder")
+    assert isinstance(accepted, Accepted), accepted
+    [requested] = h.events(accepted.job_id, "JobRequested")
+    assert requested.request["requested_by"] == "builder" and requested.requested_by == "builder"
+    again = await h.send(claimed, principal="builder")
+    assert isinstance(again, Accepted) and again.duplicate and again.job_id == accepted.job_id, again
+    theirs = await h.send(claimed, principal="operator")
+    assert isinstance(theirs, Rejected) and theirs.field == "request_id" and accepted.job_id in theirs.reason, theirs
