@@ -162,11 +162,15 @@ class LogWriter:
                 return list(range(last_event[0] - len(items) + 1, last_event[0] + 1))
             raise ConcurrencyError(f"{subject}: {err.description}") from None
 
-    async def fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int, subject_filter: str) -> list[int]:
+    async def fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int, subject_filter: str,
+                     more: Sequence[tuple[int, int, str]] = ()) -> list[int]:
         """Events on several subjects in one atomic batch, refused if any subject matching the
-        filter moved past `expect_last_seq` (`Nats-Expected-Last-Subject-Sequence-Subject`)."""
+        filter moved past `expect_last_seq` (`Nats-Expected-Last-Subject-Sequence-Subject`), or,
+        for each `(index, seq, filter)` of `more`, any subject matching that filter moved past
+        `seq` (the server checks each message's expectation against the stream as the batch's
+        earlier messages left it)."""
         try:
-            last = await self._batch(entries, expect_last_seq, subject_filter)
+            last = await self._batch(entries, expect_last_seq, subject_filter, more)
         except _Refusal as err:
             if err.code in WRONG_LAST_SEQUENCE:
                 raise ConcurrencyError(f"{subject_filter}: {err.description}") from None
@@ -174,7 +178,7 @@ class LogWriter:
         return list(range(last - len(entries) + 1, last + 1))
 
     async def _batch(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int | None,
-                     expect_filter: str | None = None) -> int:
+                     expect_filter: str | None = None, more: Sequence[tuple[int, int, str]] = ()) -> int:
         """One atomic batch (the headers are the protocol); returns the last one's sequence."""
         batch_id = f"{entries[0][1].msg_id}~{len(entries)}"[:64]
         encoded = [(subject, *await self._encode(subject, item)) for subject, item in entries]  # bodies first
@@ -183,6 +187,8 @@ class LogWriter:
             headers.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i)})
         if expect_last_seq is not None:
             _expect(encoded[0][2], encoded[0][0], expect_last_seq, expect_filter)
+        for at, seq, on in more:
+            _expect(encoded[at][2], encoded[at][0], seq, on)
         for subject, data, headers in encoded[:-1]:
             self.publisher.send(subject, data, headers)
         subject, data, headers = encoded[-1]

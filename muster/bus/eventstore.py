@@ -187,9 +187,10 @@ class EventStore:
         return await self.writer.chain(parts, linked=linked)
 
     async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
-                            subject_filter: str) -> list[int]:
-        """Events on several subjects, all or none, fenced on the subjects a filter matches."""
-        return await self.writer.fenced(entries, expect_last_seq, subject_filter)
+                            subject_filter: str, more: Sequence[tuple[int, int, str]] = ()) -> list[int]:
+        """Events on several subjects, all or none, fenced on the subjects a filter matches
+        (and each of `more` from its entry on)."""
+        return await self.writer.fenced(entries, expect_last_seq, subject_filter, more)
 
     def submit(self, subject: str, item: Append, *, now: bool = False) -> asyncio.Future[int]:
         """One event with no expected sequence, from synchronous code; the future gets its

@@ -13,10 +13,12 @@ in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same con
   at the first refusal (so a prefix may land, never a merge); one round trip on JetStream. A
   chain sent again after it landed is refused as stale (ConcurrencyError: reload), unless it
   is a single event, whose repeat is known as for `append`.
-- `append_fenced([(subject, item), ...], expect_last_seq, filter)`: events on several subjects,
-  all or none, refused (ConcurrencyError) if any subject matching `filter` holds an event after
-  `expect_last_seq` (an apply validated against everything the filter matched: the governance
-  entities of a kind).
+- `append_fenced([(subject, item), ...], expect_last_seq, filter, more=[(index, seq, filter)])`:
+  events on several subjects, all or none, refused (ConcurrencyError) if any subject matching
+  `filter` holds an event after `expect_last_seq` (an apply validated against everything the
+  filter matched: the governance entities of a kind); each of `more` fences the same way from
+  the entry at `index` on, on subjects that no entry before it touches (two aggregates saved in
+  one store: a cluster's events and its job's, each on its own fence).
 - `submit(subject, item)`: `append(subject, [item])` with no expected sequence, from synchronous
   code: the returned future gets the event's sequence (or the error). For events whose
   idempotency key makes a repeat harmless (a provisioner's claims and outcomes); with group
@@ -55,7 +57,7 @@ class EventLog(Protocol):
         ...
 
     async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
-                            subject_filter: str) -> list[int]:
+                            subject_filter: str, more: Sequence[tuple[int, int, str]] = ()) -> list[int]:
         """Several subjects' events at once, fenced on a filter's subjects (see the module's contract)."""
         ...
 

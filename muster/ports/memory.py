@@ -85,13 +85,16 @@ class MemoryEventLog:
         return seqs
 
     async def append_fenced(self, entries: Sequence[tuple[str, Append]], expect_last_seq: int,
-                            subject_filter: str) -> list[int]:
+                            subject_filter: str, more: Sequence[tuple[int, int, str]] = ()) -> list[int]:
         fault = self._fault(entries[0][0], [item for _, item in entries])
         if fault is not None and not fault.lands:
             raise fault.error
-        last = max((r.seq for r in self.records if matches(subject_filter, r.subject)), default=0)
-        if last > expect_last_seq:
-            raise ConcurrencyError(f"{subject_filter}: wrong last sequence: {last}")
+        for at, expect, on in [(0, expect_last_seq, subject_filter), *more]:
+            if any(matches(on, subject) for subject, _ in entries[:at]):
+                raise ValueError(f"{on}: an entry before {at} is on a subject it fences")
+            last = max((r.seq for r in self.records if matches(on, r.subject)), default=0)
+            if last > expect:
+                raise ConcurrencyError(f"{on}: wrong last sequence: {last}")
         if any(item.msg_id in self._ids for _, item in entries):
             raise ConcurrencyError(f"{subject_filter}: an idempotency key stored before")
         seqs: list[int] = []

@@ -53,6 +53,21 @@ async def append(log: EventLog, job: Job, appends: Sequence[Append]) -> None:
         mark_stored(job, seqs[-1], chunk[-1].version, fence=_last_own(own, items, seqs))
 
 
+async def append_after(log: EventLog, job: Job, appends: Sequence[Append], before: Sequence[tuple[str, Append]],
+                       expect_before: int) -> list[int]:
+    """`before` (another aggregate's new events, on one subject, fenced on `expect_before`) and
+    the job's new events in one atomic batch, each fenced on its own subject as if saved alone:
+    one store where there were two (docs/decisions/0045). At most `MAX_ATOMIC` in all. Returns
+    the sequences of `before`."""
+    own = subjects.job_events(job.tenant, str(job.id))
+    items = entries(job, appends)
+    expect = fence(job, own, appends)
+    seqs = await log.append_fenced([*before, *items], expect_before, before[0][0], more=[(len(before), expect, own)])
+    mine = seqs[len(before):]
+    mark_stored(job, mine[-1], appends[-1].version, fence=_last_own(own, items, mine))
+    return seqs[: len(before)]
+
+
 def chain_parts(job: Job, appends: Sequence[Append]) -> list[Part]:
     """The job's new events as parts of a chain (`EventLog.append_chain`): runs of one subject,
     the first on the job's own subject and fenced."""

@@ -341,7 +341,7 @@ class PlannerState:
                 if self.snapshotter is not None:
                     self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
                     self.snapshotter.saved(JOB, job, job.tenant)
-            else:
+            elif not await self._save_together(job, cluster):
                 await self.save_cluster(cluster)
                 await self.save_job(job)
         except Exception:
@@ -362,6 +362,28 @@ class PlannerState:
             stored(part)
         if events and self.snapshotter is not None:
             self.snapshotter.saved(JOB, job, job.tenant)
+
+    async def _save_together(self, job: Job, cluster: Cluster) -> bool:
+        """The cluster's new events and the job's in one atomic batch, each fenced on its own
+        subject (docs/decisions/0045), when the job's would be an atomic batch anyway: the
+        cluster's node results of a wave (`NodeResultsRecorded`) no longer cost a store of their
+        own before it. False when not (nothing saved)."""
+        theirs, mine = len(cluster.pending_events), len(job.pending_events)
+        first = getattr(getattr(job.pending_events[0], "payload", None), "type", None) if mine else None
+        batch = mine > 1 or first in subjects.JOB_TASK_TYPES  # (a lone record goes with a marker)
+        if not theirs or not batch or theirs + mine + 1 > MAX_ATOMIC:  # (+1: room for a marker)
+            return False
+        subject = subjects.cluster_events(cluster.tenant, str(cluster.id))
+        ours = pending_appends(cluster)
+        expect = fence(cluster, subject, ours)
+        seqs = await joblog.append_after(self.log, job, pending_appends(job), [(subject, a) for a in ours], expect)
+        mark_stored(cluster, seqs[-1])
+        if self.snapshotter is not None:
+            self.snapshotter.saved(CLUSTER, cluster, cluster.tenant)
+            self.snapshotter.saved(JOB, job, job.tenant)
+        if self.cluster_saved is not None:
+            self.cluster_saved(cluster)
+        return True
 
     async def _save_chain(self, job: Job, cluster: Cluster) -> None:
         """The cluster's new events, then the job's, as one chain (`EventLog.append_chain`)."""

@@ -165,6 +165,26 @@ async def test_a_fenced_append_lands_whole_only_if_nothing_matching_the_filter_m
     assert _ids(await log.read(f"{kind}.*")) == ["t0", "t1", "t2", "t3"]
 
 
+async def test_a_second_fence_in_a_fenced_append_holds_its_own_subject_and_the_append_lands_whole_or_not(
+        log: EventLog, tenant: str) -> None:
+    """Two aggregates in one store (a cluster's events, then its job's: decision 45), each fenced
+    on its own subject; either stale, nothing lands."""
+    cluster, job = f"muster.evt.{tenant}.cluster.c", f"muster.evt.{tenant}.job.j"
+    records = f"{job}.tasks"  # (fenced on the job's subject: decision 33)
+    [c0] = await log.append(cluster, [_ev(tenant, 0)])
+    [j0] = await log.append(job, [_ev(tenant, 1)])
+    seqs = await log.append_fenced([(cluster, _ev(tenant, 2)), (records, _ev(tenant, 3)), (job, _ev(tenant, 4))], c0, cluster,
+                                   more=[(1, j0, job)])
+    assert len(seqs) == 3 and seqs == sorted(seqs)
+    with pytest.raises(ConcurrencyError):  # the job moved past j0
+        await log.append_fenced([(cluster, _ev(tenant, 5)), (records, _ev(tenant, 6))], seqs[0], cluster, more=[(1, j0, job)])
+    with pytest.raises(ConcurrencyError):  # the cluster moved past c0
+        await log.append_fenced([(cluster, _ev(tenant, 7)), (job, _ev(tenant, 8))], c0, cluster, more=[(1, seqs[2], job)])
+    assert _ids(await log.read(cluster)) == ["t0", "t2"] and _ids(await log.read(f"{job}.>")) == ["t3"]
+    assert len(await log.append_fenced([(cluster, _ev(tenant, 9)), (job, _ev(tenant, 10))], seqs[0], cluster,
+                                       more=[(1, seqs[2], job)])) == 2
+
+
 # -- submits (group commit on or off) --------------------------------------------------------
 
 

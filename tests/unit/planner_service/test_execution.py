@@ -306,9 +306,9 @@ async def test_an_outcome_s_save_is_a_chain_and_a_failure_s_is_atomic(h: Harness
         chains.append([a.event.type for _, items, _ in parts for a in items])
         return await chain(parts)
 
-    async def watch_fenced(entries: Sequence[Any], *args: Any) -> Any:
+    async def watch_fenced(entries: Sequence[Any], *args: Any, **kw: Any) -> Any:
         batches.append([a.event.type for _, a in entries])
-        return await fenced(entries, *args)
+        return await fenced(entries, *args, **kw)
 
     h.log.append_chain, h.log.append_fenced = watch_chain, watch_fenced
     reply = await h.send(CreateCluster(name="shape", template="hadoop-small", nodes=2))
@@ -517,3 +517,28 @@ async def test_the_check_after_a_landed_save_waits_for_a_log_that_cannot_be_read
     await h.clock.advance(STALE_WAIT_S)
     await h.settle()
     assert isinstance(h.final(reply.job_id), JobSucceeded), h.history(reply.job_id)[-4:]
+
+
+async def test_a_wave_s_node_results_are_saved_in_the_wave_s_own_store() -> None:
+    """Decision 45: the cluster's `NodeResultsRecorded` of a wave goes in the atomic batch of the
+    wave's records, each fenced on its own subject, not as a store of its own before it."""
+    h = Harness(config=PlannerConfig(instance="planner-test", replicas=3))  # (a replicated log: no chains)
+    alone: list[list[str]] = []
+    together: list[list[str]] = []
+    append, fenced = h.log.append, h.log.append_fenced
+
+    async def watch_append(subject: str, items: Sequence[Any], *args: Any, **kw: Any) -> Any:
+        if ".cluster." in subject:
+            alone.append([a.event.type for a in items])
+        return await append(subject, items, *args, **kw)
+
+    async def watch_fenced(entries: Sequence[Any], *args: Any, **kw: Any) -> Any:
+        together.append([a.event.type for _, a in entries])
+        return await fenced(entries, *args, **kw)
+
+    h.log.append, h.log.append_fenced = watch_append, watch_fenced
+    reply = await h.send(CreateCluster(name="results", template="hadoop-small", nodes=2))
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobSucceeded)
+    assert not any("NodeResultsRecorded" in types for types in alone)
+    assert any(types[0] == "NodeResultsRecorded" and "TaskCompleted" in types for types in together)
