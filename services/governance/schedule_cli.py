@@ -18,6 +18,7 @@ from muster.cli_support import CliError, command, echo_json, guarded, json_optio
 from muster.ops_care_cli import seconds
 
 from .cli import ask, ask_in, listed, report
+from .domain.operation_text import operation_text
 from .domain.schedules import due
 
 # -- muster schedule ----------------------------------------------------------------------------
@@ -101,7 +102,7 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
         e = i["entity"]
         last = i["runs"][-1] if i["runs"] else None
         ran = "" if last is None else f"{last['tick'][:19]}: " + ran_text(last["job_id"], last["rejected"], last.get("done", ""))
-        rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or e["verb"], e.get("owner", ""),
+        rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or operation_text(e["verb"], e["command"]), e.get("owner", ""),
                      ran, _next(e, i)])
     listed(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows,
            f"no schedules in tenant {tenant} (`muster schedule create NAME --cron '0 3 * * *' -- cluster check CLUSTER`)")

@@ -26,10 +26,12 @@ from contracts.commands import COMMAND_ADAPTER, VERB_OF, RejectionCode
 from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Schedule
 from muster.ports.eventlog import ConcurrencyError, EventLog
+from muster.readmodel.clusters import fold_cluster
 from services.auth.domain.authz import Decision, may_govern, may_operate, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
+from .domain.operation_text import operation_text
 from .domain.schedules import cluster_gone, cluster_of
 from .store import append_delete, append_puts, read_entries, read_for_put, with_deliveries
 
@@ -141,6 +143,8 @@ class GovernanceWrites:
             incoming = [self._stamped(tenant, by, request.kind, dict(e), entries) for e in request.entities]
             problems = [p for e in incoming if isinstance(e, str) for p in [e]]
             bodies = [e for e in incoming if isinstance(e, dict)]
+            if request.kind == "schedule":
+                await self._described(tenant, bodies, entries)
             puts, found = plan_puts(entries, request.kind, bodies, versions)
             problems += found
             if problems:
@@ -188,6 +192,27 @@ class GovernanceWrites:
             return GovernanceAnswer(ok=True, items=[{"kind": p.kind, "name": p.name, "version": p.version, "action": p.action,
                                                      "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
         return _refused(f"the schedule kept changing while it was being {said}; nothing was written: run it again", code="conflict")
+
+    async def _described(self, tenant: str, bodies: list[dict[str, Any]], entries: dict[tuple[str, str], Entry]) -> None:
+        """A schedule put without `text` (over HTTP, the command as the bus takes it) gets one
+        written from its command, its cluster by name (`cluster check web`), as `muster schedule
+        create` keeps the words typed: it was listed as its bare verb. A put that keeps its
+        operation keeps the text it had."""
+        for body in bodies:
+            if body.get("text"):
+                continue
+            old = entries.get(("schedule", str(body.get("name"))))
+            if old is not None and same_operation(old.entity, body) and old.entity.get("text"):
+                body["text"] = old.entity["text"]
+                continue
+            command = body["command"]
+            cluster = None
+            if command.get("cluster_id"):
+                try:
+                    cluster = fold_cluster(await self.store.read(subjects.cluster_events(tenant, str(command["cluster_id"]))))
+                except subjects.SubjectError:
+                    cluster = None  # refused by `_clusters_gone`, once the rights are checked
+            body["text"] = operation_text(str(body.get("verb")), command, cluster.name if cluster else None)
 
     async def _clusters_gone(self, tenant: str, puts: list[Put], entries: dict[tuple[str, str], Entry]) -> list[str]:
         """Schedules made, or given another operation, on a cluster the log does not have or has

@@ -478,3 +478,29 @@ async def test_a_schedules_owner_pauses_resumes_and_deletes_it_without_read_on_t
         assert status == 404, body
         async with http.delete("/v1/governance/schedules/mine", headers={"Authorization": f"Bearer {served.tokens['sam']}"}) as resp:
             assert resp.status == 200, await resp.text()
+
+
+async def test_a_schedule_put_over_http_without_text_lists_what_it_will_run(served: People) -> None:
+    """`muster schedule list` showed `restart` for a schedule put over HTTP without `text` (the
+    CLI keeps the words typed): not what it would restart, nor on which cluster. The governance
+    service writes the text from its command, the cluster by its name."""
+    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+    try:
+        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
+        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
+    finally:
+        await system.close()
+    body = {"every_s": 600, "command": {"type": "RestartServices", "cluster_id": "c1", "services": ["hbase"], "rolling": {"batch": 1}}}
+    said = 'cluster restart web --services hbase --rolling {"batch":1}'
+    async with tracker_http(served) as (http, _):
+        headers = {"Authorization": f"Bearer {served.tokens['uma']}"}
+        async with http.put("/v1/governance/schedules/roll", json=body, headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+        async with http.put("/v1/governance/schedules/roll", json=body, headers=headers) as resp:
+            assert resp.status == 200 and (await resp.json())["items"] == []  # the same put twice writes nothing
+        async with http.get("/v1/governance/schedules", headers=headers) as resp:
+            (item,) = (await resp.json())["items"]
+    assert (item["entity"]["text"], item["operation"]) == (said, said), item
+    code, out, err = await muster(served.authed, "schedule", "list", token=served.tokens["uma"])
+    row = next(line for line in out.splitlines() if line.startswith("roll "))
+    assert code == 0 and said in row, (out, err)
