@@ -193,11 +193,12 @@ GOVERNANCE_EVENTS: tuple[type[Event], ...] = (GovernancePut, GovernanceDeleted, 
 
 # -- requests to the governance service: muster.gov.<tenant>.<principal>.<verb> -------------------
 
-GOV_VERBS = ("put", "delete", "list", "test")
+GOV_VERBS = ("put", "delete", "list", "pause", "resume", "notify-test", "notify-check")
 
 
 class GovernanceRequest(_Model):
-    """`put` (entities, all or none), `delete` (one), `list` (of a kind); to the notifier,
+    """`put` (entities, all or none), `delete` (one), `list` (of a kind), `pause` and `resume` (a
+    schedule, by `name`: its owner needs no `read` on the tenant); to the notifier,
     `notify-test` (a subscription: send it a test notification now) and `notify-check` (may
     these subscriptions be delivered: the secrets they name, where their webhooks go)."""
 

@@ -19,6 +19,11 @@
   and KV watch: most of what an idle service spent (docs/benchmarks.md, "Idle"). The task is
   replaced by one that sleeps until a request is pending (`_answer_flow_control`).
 
+- **Re-creating**: `restart_ordered` re-creates an ordered consumer at once, from the message
+  after the last it delivered (nats-py does so only once two idle heartbeats did not come), and
+  retries its creation a few times (nats-py tries once): the tracker's location mirror calls it
+  when its consumer may be lost, so its heartbeat can be rare.
+
 - **Ending**: `close_push` and `stop_watch` end a JetStream push subscription (an ordered
   consumer, a KV watch) with the tasks nats-py runs for it (heartbeat and flow-control checks),
   awaited: its own `unsubscribe` only cancels them, and not at all once the connection is closed
@@ -31,7 +36,8 @@ reply, data, headers)`, called by its parser for every MSG/HMSG; `Subscription._
 buffer `Client._pending`, `_pending_data_size`, `_max_pending_size`, `_transport.writelines`;
 `Client._server_info`; `JetStreamContext._nc` and `_timeout`; a JetStream subscription's
 `PushSubscription._sub` (a KV watch's `KeyWatcher._sub`), `Subscription._jsi` with its tasks
-`_hbtask` and `_fctask`, and `Subscription._wait_for_msgs_task`; `Client._close` and
+`_hbtask` and `_fctask` (and, for `restart_ordered`, its ordered consumer's `_sseq`, `_ccreq`,
+`reset_ordered_consumer` and `recreate_consumer`), and `Subscription._wait_for_msgs_task`; `Client._close` and
 `_error_cb`. `INTERNALS` names them and
 tests/unit/bus/test_wire_internals.py fails if one changes.
 """
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 from collections import deque
 from collections.abc import Callable
@@ -48,6 +55,7 @@ from typing import Any
 from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 from nats.errors import BadSubscriptionError, ConnectionClosedError, ConnectionDrainingError, OutboundBufferLimitError
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
@@ -60,10 +68,11 @@ INTERNALS = {
     Client: ("_process_msg", "_pending", "_pending_data_size", "_max_pending_size", "_transport", "_server_info", "_close",
              "_error_cb"),
     Subscription: ("_id", "_jsi", "_wait_for_msgs_task"),
-    JetStreamContext: ("_nc", "_timeout"),
-    JetStreamContext.PushSubscription: ("_sub",),
+    JetStreamContext: ("_nc", "_timeout", "_jsm"),
+    JetStreamContext.PushSubscription: ("_sub", "_consumer"),
     JetStreamContext._JSI: ("_hbtask", "_fctask", "_hbi", "_conn", "_psub", "_fcr", "_fcd", "_fciseq",
-                            "check_flow_control_response", "schedule_flow_control_response"),
+                            "check_flow_control_response", "schedule_flow_control_response", "_ordered", "_sseq",
+                            "_js", "_stream", "_ccreq", "reset_ordered_consumer", "recreate_consumer"),
     KeyValue.KeyWatcher: ("_sub",),
 }
 """The private attributes of nats-py this module uses (instance attributes are checked on a
@@ -194,6 +203,46 @@ def _schedule_and_wake(jsi: Any, reply: str) -> None:
 # on any connection: the class is patched, once, when the bus layer is imported.
 JetStreamContext._JSI.check_flow_control_response = _answer_flow_control  # type: ignore[method-assign]
 JetStreamContext._JSI.schedule_flow_control_response = _schedule_and_wake  # type: ignore[method-assign,assignment]
+
+
+# -- re-creating an ordered consumer at once -------------------------------------------------
+
+RECREATE_TRIES = 6
+"""Tries of re-creating an ordered consumer (0.2 s doubling: ~12 s): a restarted server takes
+connections a moment before its JetStream answers."""
+
+
+async def _recreate_consumer(jsi: Any) -> None:
+    """nats-py's `recreate_consumer` with a bounded retry: nats-py tries once and leaves a failure
+    to its heartbeat check, two idle heartbeats later. A newer reset (another deliver subject)
+    takes over from a retry still waiting."""
+    deliver = jsi._ccreq.deliver_subject
+    for attempt in range(RECREATE_TRIES + 1):
+        try:
+            info = await jsi._js._jsm.add_consumer(jsi._stream, config=jsi._ccreq, timeout=jsi._js._timeout)
+        except NatsError as err:  # (nats-py's own and JetStream's: a timeout, no responders, a 503)
+            if attempt == RECREATE_TRIES or jsi._conn.is_closed:
+                await jsi._conn._error_cb(err)
+                return
+            await asyncio.sleep(0.2 * 2**attempt)  # a bounded retry of one request, not a poll
+            if jsi._ccreq.deliver_subject != deliver or jsi._conn.is_closed:
+                return
+        else:
+            jsi._psub._consumer = info.name
+            return
+
+
+async def restart_ordered(sub: JetStreamContext.PushSubscription) -> bool:
+    """Re-create an ordered consumer now, from the message after the last it delivered (nats-py
+    does that only once two idle heartbeats did not come): called when the consumer may be lost
+    (the connection came back, perhaps to a restarted server; a write of ours not delivered back).
+    Nothing is missed or delivered twice past what was delivered. False: not an ordered consumer
+    on an open connection."""
+    jsi = sub._sub._jsi
+    if jsi is None or not jsi._ordered or jsi._conn.is_closed or jsi._conn.is_draining:
+        return False
+    jsi.recreate_consumer = functools.partial(_recreate_consumer, jsi)  # type: ignore[method-assign]  # this one's resets, the heartbeat's too
+    return bool(await jsi.reset_ordered_consumer(jsi._sseq + 1))
 
 
 # -- ending push subscriptions ---------------------------------------------------------------

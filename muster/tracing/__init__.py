@@ -5,8 +5,9 @@ request, a task message and every event appended while a span is current, and in
 first event (`JobRequested.trace`), so whichever planner holds the job (after a restart, a
 takeover) goes on with the same trace. Two spans of a job are known only at their end and are
 made then, with ids fixed beforehand: the job's own span (its id chosen at admission, recorded
-in `JobRequested`) and each task attempt's span (its id derived from the attempt, so every
-planner and provisioner names it alike); `record` makes them.
+in `JobRequested`; a retried job's later runs each their own, under it, with ids derived from
+the retry) and each task attempt's span (its id derived from the attempt, so every planner and
+provisioner names it alike); `record` makes them.
 
 Off unless the standard variables ask for an exporter (`OTEL_TRACES_EXPORTER`, or an OTLP
 endpoint in `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`; the protocol
@@ -32,7 +33,7 @@ from . import sdk
 from .sdk import TracingError, configure, describe, enabled, in_clear, shutdown, wanted
 
 __all__ = ["HEADER", "Tracer", "TracingError", "attempt", "child", "configure", "current", "describe", "enabled", "from_environment", "in_clear", "headers", "link",
-           "log_ids", "new_job", "outgoing", "set_attributes", "set_error", "shutdown", "valid", "wanted", "within"]
+           "log_ids", "new_job", "outgoing", "run", "set_attributes", "set_error", "shutdown", "valid", "wanted", "within"]
 
 HEADER = "traceparent"
 ATTR = "muster."
@@ -177,6 +178,17 @@ def attempt(job_trace: str | None, job_id: str, task_id: str, attempt: int) -> s
     if parsed is None:
         return None
     digest = hashlib.sha256(f"{job_id}.{task_id}.{attempt}".encode()).digest()
+    return _format(parsed[0], int.from_bytes(digest[:8], "big") or 1, parsed[2])
+
+
+def run(job_trace: str | None, job_id: str, run: int) -> str | None:
+    """The traceparent of a job's run: the job's own span for its first run (0), else one whose
+    id is derived from the retry (`<job>.run.<n>`), the same wherever it is asked, so each run's
+    span is made once, by whichever planner sees that run end."""
+    parsed = _parse(job_trace)
+    if parsed is None or run == 0:
+        return job_trace if parsed is not None else None
+    digest = hashlib.sha256(f"{job_id}.run.{run}".encode()).digest()
     return _format(parsed[0], int.from_bytes(digest[:8], "big") or 1, parsed[2])
 
 

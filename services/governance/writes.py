@@ -5,7 +5,8 @@ The requester is the subject's principal, which the server lets no one else use 
 without it, the body's `requested_by`). Approval rules and policies need the tenant's
 administrators; a subscription `read` on the tenant; a schedule the permission its operation
 needs on its cluster (`may_operate`), as its owner sends it at every tick and the planner checks
-again then; a schedule made (or given another operation) on a cluster the log does not have, or
+again then (to pause or delete one, its owner needs nothing more: `pause`, `resume` name it and
+the service reads it); a schedule made (or given another operation) on a cluster the log does not have, or
 has deleted, is refused, as every tick of it would be; a webhook subscription the notifier says it
 could not deliver (a secret it lacks, a destination its operator's rule refuses) is refused; a
 super admin's request in a tenant no one made is refused (`unmade_tenant`), as the tracker and the
@@ -25,10 +26,12 @@ from contracts.commands import COMMAND_ADAPTER, VERB_OF, RejectionCode
 from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Schedule
 from muster.ports.eventlog import ConcurrencyError, EventLog
+from muster.readmodel.clusters import fold_cluster
 from services.auth.domain.authz import Decision, may_govern, may_operate, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
+from .domain.operation_text import operation_text
 from .domain.schedules import cluster_gone, cluster_of
 from .store import append_delete, append_puts, read_entries, read_for_put, with_deliveries
 
@@ -71,7 +74,9 @@ class GovernanceWrites:
             return await self._delete(tenant, principal, by, request)
         if verb == "put":
             return await self._put(tenant, principal, by, request)
-        return _refused(f"unknown governance verb {verb!r}: put, delete or list")
+        if verb in ("pause", "resume"):
+            return await self._pause(tenant, principal, by, request, verb == "pause")
+        return _refused(f"unknown governance verb {verb!r}: put, delete, list, pause or resume")
 
     # -- rights ---------------------------------------------------------------------------------
 
@@ -88,6 +93,14 @@ class GovernanceWrites:
             if not decision:
                 return Decision(False, f"schedule {s.get('name')!r}: {decision.reason}")
         return Decision(True)
+
+    def _may_stop(self, principal: str, tenant: str, entity: dict[str, Any]) -> Decision:
+        """Pausing or deleting a schedule stops requests sent in its owner's name: its owner may,
+        whatever its grants now, and so may anyone who may run its operation (as they may make
+        it). Neither needs `read` on the tenant (docs/governance.md, "Who may do what")."""
+        if self.identity is None or entity.get("owner") == principal:
+            return Decision(True)
+        return self._may(principal, tenant, "schedule", [entity])
 
     def _may_read(self, principal: str, tenant: str) -> Decision:
         if self.identity is None:
@@ -113,7 +126,8 @@ class GovernanceWrites:
         entry = entries.get((request.kind, request.name))
         if entry is None:
             return _refused(f"no {request.kind} {request.name!r} in tenant {tenant!r}", code="not_found")
-        allowed = self._may(principal, tenant, request.kind, [entry.entity])
+        stop = request.kind == "schedule"
+        allowed = self._may_stop(principal, tenant, entry.entity) if stop else self._may(principal, tenant, request.kind, [entry.entity])
         if not allowed:
             return _refused(f"not deleted: {allowed.reason}", code="forbidden")
         try:
@@ -131,6 +145,8 @@ class GovernanceWrites:
             incoming = [self._stamped(tenant, by, request.kind, dict(e), entries) for e in request.entities]
             problems = [p for e in incoming if isinstance(e, str) for p in [e]]
             bodies = [e for e in incoming if isinstance(e, dict)]
+            if request.kind == "schedule":
+                await self._described(tenant, bodies, entries)
             puts, found = plan_puts(entries, request.kind, bodies, versions)
             problems += found
             if problems:
@@ -151,6 +167,54 @@ class GovernanceWrites:
                                             "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
         return _refused(f"the tenant's {PLURAL[request.kind]} kept changing while this put was being checked; nothing was written: "
                         "run it again", code="conflict")
+
+    async def _pause(self, tenant: str, principal: str, by: str, request: GovernanceRequest, paused: bool) -> GovernanceAnswer:
+        """A schedule paused or resumed by its name alone: the service reads it, so the requester
+        needs no `read` on the tenant (it did when the CLI read it to put it back). Pausing needs
+        what deleting needs (`_may_stop`); resuming makes it run again, so it needs what making it
+        needs (its operation's permission). Its operation is kept, so it is not checked again."""
+        said = "paused" if paused else "resumed"
+        if request.kind != "schedule" or request.name is None:
+            return _refused(f"only a schedule is {said}, by its name (`kind`: schedule, `name`)")
+        for _ in range(TRIES):
+            entries, last, versions = await read_for_put(self.store, tenant, "schedule")
+            entry = entries.get(("schedule", request.name))
+            if entry is None:
+                return _refused(f"no schedule {request.name!r} in tenant {tenant!r}", code="not_found")
+            allowed = self._may_stop(principal, tenant, entry.entity) if paused else self._may(principal, tenant, "schedule", [entry.entity])
+            if not allowed:
+                return _refused(f"not {said}: {allowed.reason}", code="forbidden")
+            puts, problems = plan_puts(entries, "schedule", [{**entry.entity, "paused": paused}], versions)
+            if problems:
+                return _refused(f"not {said}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
+            try:
+                seqs = await append_puts(self.store, tenant, "schedule", puts, last, by)
+            except ConcurrencyError:
+                continue
+            return GovernanceAnswer(ok=True, items=[{"kind": p.kind, "name": p.name, "version": p.version, "action": p.action,
+                                                     "seq": seq} for p, seq in zip(puts, seqs, strict=True)])
+        return _refused(f"the schedule kept changing while it was being {said}; nothing was written: run it again", code="conflict")
+
+    async def _described(self, tenant: str, bodies: list[dict[str, Any]], entries: dict[tuple[str, str], Entry]) -> None:
+        """A schedule put without `text` (over HTTP, the command as the bus takes it) gets one
+        written from its command, its cluster by name (`cluster check web`), as `muster schedule
+        create` keeps the words typed: it was listed as its bare verb. A put that keeps its
+        operation keeps the text it had."""
+        for body in bodies:
+            if body.get("text"):
+                continue
+            old = entries.get(("schedule", str(body.get("name"))))
+            if old is not None and same_operation(old.entity, body) and old.entity.get("text"):
+                body["text"] = old.entity["text"]
+                continue
+            command = body["command"]
+            cluster = None
+            if command.get("cluster_id"):
+                try:
+                    cluster = fold_cluster(await self.store.read(subjects.cluster_events(tenant, str(command["cluster_id"]))))
+                except subjects.SubjectError:
+                    cluster = None  # refused by `_clusters_gone`, once the rights are checked
+            body["text"] = operation_text(str(body.get("verb")), command, cluster.name if cluster else None)
 
     async def _clusters_gone(self, tenant: str, puts: list[Put], entries: dict[tuple[str, str], Entry]) -> list[str]:
         """Schedules made, or given another operation, on a cluster the log does not have or has

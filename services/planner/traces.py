@@ -5,7 +5,9 @@ The job's span and each task attempt's span are made when they end, with ids fix
 job then makes them, with the times the log gives. An attempt's span runs from its queueing to
 its outcome; the provisioner's claim and run are in it (the task message's `traceparent`).
 The planner's own steps (planning, taking an outcome) are spans under the job's; its turns
-(a retry, a rollback, a pause) are marks: spans of no length under the job's.
+(a retry, a rollback, a pause) are marks: spans of no length under the job's. A retried job's
+later runs are spans of their own (`job <operation> (retry <n>)`), children of the job's, each
+holding its run's steps, attempts and marks.
 """
 
 from __future__ import annotations
@@ -34,14 +36,20 @@ def of(job: Job) -> str | None:
     return getattr(job, "trace", None)
 
 
+def of_run(job: Job) -> str | None:
+    """The span of the job's current run: the job's own for its first, then each retry's
+    (`muster job retry`), a child of the job's made once at that run's end."""
+    return tracing.run(of(job), str(job.id), getattr(job, "runs", 0))
+
+
 def attributes(job: Job) -> dict[str, Any]:
     return {"tenant": job.tenant, "cluster": job.cluster_id, "job": str(job.id), "operation": job.operation}
 
 
 def span(job: Job, name: str, parent: str | None = None, **attrs: Any) -> Any:
-    """A span of the planner's about a traced job, under `parent` (default: the job's span);
+    """A span of the planner's about a traced job, under `parent` (default: its run's span);
     nothing for a job that is not traced."""
-    trace = of(job)
+    trace = of_run(job)
     if trace is None or not tracing.enabled():
         return nullcontext()
     return tracer.span(name, parent or trace, **attributes(job), **attrs)
@@ -82,29 +90,37 @@ class JobTraces:
 
     def attempt_ended(self, job: Job, task_id: str, attempt: int, at: datetime, *, error: str | None = None,
                       **attrs: Any) -> None:
-        """The attempt's span, from its queueing to `at`."""
+        """The attempt's span, from its queueing to `at`, under its run's."""
         parent = of(job)
         if parent is None or not tracing.enabled():
             return
         job_id = str(job.id)
         start = self.queued.pop((job_id, task_id, attempt), at)
-        tracer.record(f"task {task_id}", tracing.attempt(parent, job_id, task_id, attempt), parent, start, at, error=error,
+        tracer.record(f"task {task_id}", tracing.attempt(parent, job_id, task_id, attempt), of_run(job), start, at, error=error,
                       task=task_id, attempt=attempt, **attributes(job), **attrs)
 
     def ended(self, job: Job, at: datetime) -> None:
-        """The job's span, from its request to `at` (its final event just recorded)."""
+        """The span of the job's run that just ended (its final event just recorded): the job's
+        own, from its request to `at`; after a retry, the retry's, from the retry to `at`, under
+        the job's. Each is made once: a retried job's span made again with the same id was
+        shown twice (Jaeger warned of a duplicate span id)."""
         if of(job) is None or not tracing.enabled():
             return
         job_id = str(job.id)
         for key in [k for k in self.queued if k[0] == job_id]:
             del self.queued[key]
-        tracer.record(f"job {job.operation}", of(job), getattr(job, "trace_parent", None), job.created_on, at,
-                      error=job.error or job.state if job.state != "succeeded" else None, state=job.state, **attributes(job))
+        run = getattr(job, "runs", 0)
+        name, parent, start = f"job {job.operation}", getattr(job, "trace_parent", None), job.created_on
+        if run:
+            name, parent, start = f"job {job.operation} (retry {run})", of(job), getattr(job, "run_started", None) or at
+        tracer.record(name, of_run(job), parent, start, at, error=job.error or job.state if job.state != "succeeded" else None,
+                      state=job.state, run=run, **attributes(job))
 
 
 def marks(job: Job, events: Iterable[Any]) -> None:
-    """A mark under the job's span for each turn among these events (about to be recorded)."""
-    parent = of(job)
+    """A mark under the run's span for each turn among these events (about to be recorded): a
+    retry's `job retried` opens its run."""
+    parent = of_run(job)
     if parent is None or not tracing.enabled():
         return
     for event in events:

@@ -319,6 +319,7 @@ class PoolDetail(PoolSummary):
 class GovernanceList(_Out):
     items: list[dict[str, Any]] = Field(description=(
         "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run, "
+        "operation: what it sends, as a command line would say it (its `text`, else written from its command), "
         "ended: why a schedule ended, its cluster deleted, empty while it runs), or the denied requests, newest first"))
 
 

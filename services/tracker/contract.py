@@ -79,7 +79,7 @@ def _operation(route: WriteRoute) -> dict[str, Any]:
     params: list[dict[str, Any]] = [api.TENANT, *(PATH_PARAMS[p] for p in _path_names(route.path))]
     if route.dry_run:
         params.append(DRY_RUN)
-    if route.verb not in ("catalog-apply", "catalog-delete", "governance-put", "governance-delete"):
+    if route.verb not in ("catalog-apply", "catalog-delete") and not route.verb.startswith("governance-"):
         params.append(KEY)
     if route.if_match:
         params.append(IF_MATCH)

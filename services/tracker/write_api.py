@@ -250,6 +250,11 @@ def _governance_routes() -> tuple[WriteRoute, ...]:
                                  answer=GovernanceAnswer, status=200))
         routes.append(WriteRoute("delete", path, f"delete_{kind}", f"Delete the tenant's {kind} `name` ({who}).",
                                  "governance-delete", entity, None, ("name",), answer=GovernanceAnswer, status=200))
+    for verb, who in (("pause", "its owner, or who may run its operation"), ("resume", "who may run its operation")):
+        routes.append(WriteRoute("post", f"/v1/governance/schedules/{{name}}/{verb}", f"{verb}_schedule",
+                                 f"{verb.capitalize()} the tenant's schedule `name` ({who}; as `muster schedule {verb}`, "
+                                 "docs/governance.md): no body, no `read` on the tenant needed.", f"governance-{verb}",
+                                 Schedule, None, ("name",), answer=GovernanceAnswer, status=200))
     return tuple(routes)
 
 

@@ -129,7 +129,7 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return denied
     if route.verb in ("catalog-apply", "catalog-delete"):
         return await _catalog(bus, actor, route, ids, fields)
-    if route.verb in ("governance-put", "governance-delete"):
+    if route.verb.startswith("governance-"):
         return await _governance(bus, actor, route, ids, fields)
     values: dict[str, Any] = {**fields, **ids, "request_id": request_id_for(actor.tenant, actor.principal, key),
                               "requested_by": actor.principal}
@@ -267,7 +267,7 @@ async def _governance(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict
     request to the governance service in the requester's name, which checks its rights and writes
     it with the requester as `by`."""
     kind = GOVERNANCE_KINDS[route.command][0]
-    verb = "put" if route.verb == "governance-put" else "delete"
+    verb = route.verb.removeprefix("governance-")  # put, delete; a schedule's pause, resume
     request: dict[str, Any] = {"kind": kind, "requested_by": actor.principal}
     if verb == "put":
         if kind == "schedule" and not fields.get("verb"):  # the command's own (the governance service checks they agree)

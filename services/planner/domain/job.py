@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid4, uuid5
 
@@ -92,6 +93,10 @@ class Job(Aggregate):
         self.planner = payload.planner
         self.max_attempts = payload.max_attempts
         self.trace, self.trace_parent = payload.trace, payload.trace_parent
+        self.runs = 0
+        """Its retries (`JobRetried`): each starts a run of its own, with its own span (docs/tracing.md)."""
+        self.run_started: datetime | None = None
+        """When the latest retry was recorded (its `JobRetried`'s time); None before any."""
         self.catalog_seq = payload.catalog_seq
         """Where in the log the catalog it runs with is (`PlannerState.catalog_of`); None: the current one."""
         self.state = "running"
@@ -490,8 +495,21 @@ class Job(Aggregate):
                                                    error="cancelled before any provisioner claimed it"))
         return ended
 
+    @property
+    def modified_on(self) -> datetime:
+        return self._modified_on
+
+    @modified_on.setter
+    def modified_on(self, value: datetime) -> None:
+        # eventsourcing sets this to each event's time once the event is applied (recorded, or
+        # read back): a retry's run starts at its `JobRetried`'s time, with no clock read here.
+        self._modified_on = value
+        if getattr(self, "runs", 0) and self.run_started is None:
+            self.run_started = value
+
     @event("JobRetried")
     def _retried(self, payload: JobRetried) -> None:
+        self.runs, self.run_started = self.runs + 1, None  # set to this event's time once applied (`modified_on`)
         if payload.request_id:
             self.control_requests[payload.request_id] = payload.type
         if payload.catalog_seq is not None:

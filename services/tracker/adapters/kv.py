@@ -8,6 +8,14 @@ race on a key, or see events out of order, still converge.
 Each tracker mirrors the whole bucket in memory through an ordered consumer on the bucket's
 stream (last value per key, then every change), so reads never leave the process; a restarted
 tracker loads the mirror before it serves.
+
+A mirror whose consumer is lost (a server that restarted, or died with it in a cluster) would
+serve stale locations: it is re-created from the last change it delivered when the connection
+comes back (the server may have restarted), and when a write of this tracker's is not delivered
+back while nothing else is (`ECHO_S`). The consumer's idle heartbeat (`IDLE_HEARTBEAT_S`), which
+nats-py re-creates it on when two do not come, is the rare net under those: a consumer lost on
+another server of a cluster while this tracker writes nothing. It was 1 s, which woke an idle
+tracker 1.5 times a second (docs/benchmarks.md, "Idle").
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ from nats.js.errors import (
 from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 
 from contracts import subjects
+from muster.bus import wire
+from muster.bus.connect import on_reconnect
 from muster.bus.wire import close_push
 from muster.readmodel.locations import CLUSTER, JOB, TASK, Record, Update, merge
 
@@ -42,6 +52,14 @@ MAX_CAS_TRIES = 50
 OPEN_RETRIES = 6
 """Tries of opening the bucket after the first (0.2 s doubling: ~12 s): on a young cluster a
 bucket another tracker is creating answers once its stream has a leader."""
+
+
+IDLE_HEARTBEAT_S = 30.0
+"""The mirror's consumer's idle heartbeat: a consumer lost while the connection stays and this
+tracker writes nothing is re-created within two of them."""
+ECHO_S = 5.0
+"""A write of ours the mirror has not delivered back this long after, while it delivered nothing
+else meanwhile: its consumer is taken as lost and re-created."""
 
 
 class IndexConflict(Exception):
@@ -129,6 +147,12 @@ class LocationIndex:
         self.ready = asyncio.Event()
         self._sub: Any = None
         self._prefix = f"$KV.{bucket}."
+        self._delivered = 0
+        """The bucket's stream sequence of the last change the mirror's consumer delivered."""
+        self._written = 0
+        """The latest revision this tracker wrote, waited for back from the consumer."""
+        self._echo: asyncio.TimerHandle | None = None
+        self._restarts: set[asyncio.Task[Any]] = set()
 
     @classmethod
     async def open(cls, js: JetStreamContext, bucket: str = subjects.LOCATIONS_BUCKET, replicas: int = 1) -> LocationIndex:
@@ -155,21 +179,54 @@ class LocationIndex:
             self.ready.set()
         self._sub = await self.js.subscribe(
             f"{self._prefix}>", stream=stream, ordered_consumer=True, deliver_policy=DeliverPolicy.LAST_PER_SUBJECT,
-            cb=self._on_msg, idle_heartbeat=1.0,
+            cb=self._on_msg, idle_heartbeat=IDLE_HEARTBEAT_S,
         )
+        on_reconnect(wire.connection_of(self.js), self._reconnected)
         try:
             await asyncio.wait_for(self.ready.wait(), timeout)
         except TimeoutError:
             log.warning("location mirror still loading; serving what it has", keys=len(self.mirror.records))
 
     async def stop(self) -> None:
+        if self._echo is not None:
+            self._echo.cancel()
+            self._echo = None
+        for task in list(self._restarts):
+            task.cancel()
+        await asyncio.gather(*self._restarts, return_exceptions=True)
         if self._sub is not None:
             await close_push(self._sub)
             self._sub = None
 
+    async def _reconnected(self) -> None:
+        """The connection came back, perhaps to a server that restarted and lost the consumer."""
+        await self._restart("reconnected")
+
+    async def _restart(self, why: str) -> None:
+        if self._sub is not None and await wire.restart_ordered(self._sub):
+            log.info("location mirror's consumer re-created", why=why, after_seq=self._delivered)
+
+    def _expect(self, revision: int) -> None:
+        """A write of ours at `revision`: the mirror should deliver it back."""
+        self._written = max(self._written, revision)
+        if self._echo is None and self._sub is not None:
+            self._echo = asyncio.get_running_loop().call_later(ECHO_S, self._check_echo, self._delivered)
+
+    def _check_echo(self, delivered_then: int) -> None:
+        self._echo = None
+        if self._delivered >= self._written or self._sub is None:
+            return
+        if self._delivered > delivered_then:  # delivering, only behind (a burst): alive
+            self._echo = asyncio.get_running_loop().call_later(ECHO_S, self._check_echo, self._delivered)
+            return
+        task = asyncio.create_task(self._restart(f"write {self._written} not delivered back in {ECHO_S:g} s"))
+        self._restarts.add(task)
+        task.add_done_callback(self._restarts.discard)
+
     async def _on_msg(self, msg: Msg) -> None:
         key = msg.subject[len(self._prefix):]
         meta = msg.metadata
+        self._delivered = max(self._delivered, meta.sequence.stream)
         if msg.headers and msg.headers.get(KV_OP) in (KV_DEL, KV_PURGE):
             self.mirror.records.pop(key, None)
         else:
@@ -202,6 +259,7 @@ class LocationIndex:
             except KeyWrongLastSequenceError:
                 await self._refresh(update.key)
                 continue
+            self._expect(new)
             if self.mirror.offer(update.key, new, merged):
                 await self.mirror.notify()
             return True

@@ -51,10 +51,12 @@ PEOPLE: dict[str, dict[str, Any]] = {
     "uma": {"tenant": "a"},
     "apo": {"tenant": "a"},
     "rex": {"tenant": "a"},
+    "sam": {"tenant": "a"},
     "eve": {"tenant": "b", "role": "tenant_admin"},
 }
 GRANTS = (("uma", "read", "tenant"), ("uma", "execute", "cluster:*"), ("uma", "write", "cluster:*"), ("uma", "approve", "cluster:*"),
-          ("apo", "approve", "tenant"), ("rex", "read", "tenant"), ("rex", "write", "cluster:*"), ("rex", "execute", "cluster:*"))
+          ("apo", "approve", "tenant"), ("rex", "read", "tenant"), ("rex", "write", "cluster:*"), ("rex", "execute", "cluster:*"),
+          ("sam", "execute", "cluster:*"))
 
 
 @dataclass
@@ -434,3 +436,71 @@ async def test_schedules_over_http_with_the_rights_of_their_operation_and_never_
         assert status == 404, body
         kinds = [(r.event.type, r.event.by) for r in await store.read(subjects.governance_events("a", "schedule", "nightly"))]
         assert kinds == [("GovernancePut", "uma"), ("GovernancePut", "uma"), ("GovernanceDeleted", "uma")]
+
+
+async def test_a_schedules_owner_pauses_resumes_and_deletes_it_without_read_on_the_tenant(served: People) -> None:
+    """sam may run checks on the tenant's clusters, so sam may schedule one; `muster schedule
+    pause` read the schedule first (a `list`), and sam, without `read` on the tenant, was refused
+    pausing a schedule of its own. The service now pauses and resumes by name, over the bus, the
+    CLI and HTTP alike: its owner or who may run its operation; never one who may not."""
+    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+    try:
+        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
+        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
+    finally:
+        await system.close()
+    schedule = {"name": "mine", "cron": "0 3 * * *", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}}
+    assert (await ask(served, "sam", "put", kind="schedule", entities=[schedule]))["ok"]
+    assert (await ask(served, "sam", "list", kind="schedule"))["code"] == "forbidden"  # sam reads no schedule
+
+    code, out, err = await muster(served.authed, "schedule", "pause", "mine", token=served.tokens["sam"])
+    assert (code, out.strip()) == (0, "schedule mine: version 2 (change)"), err
+    paused = await ask(served, "rex", "list", kind="schedule", name="mine")
+    assert paused["items"][0]["entity"]["paused"] is True and paused["items"][0]["entity"]["owner"] == "sam", paused
+    code, out, err = await muster(served.authed, "schedule", "resume", "mine", token=served.tokens["sam"])
+    assert (code, out.strip()) == (0, "schedule mine: version 3 (change)"), err
+    refused = await ask(served, "apo", "pause", kind="schedule", name="mine")  # `approve` runs no check
+    assert (refused["ok"], refused["code"]) == (False, "forbidden") and "execute" in refused["reason"], refused
+    code, _, err = await muster(served.authed, "schedule", "pause", "nobody", token=served.tokens["sam"])
+    assert code == 2 and "schedule pause refused: no schedule 'nobody' in tenant 'a'" in err, err
+
+    async with tracker_http(served) as (http, _):
+        async def post(who: str, path: str) -> tuple[int, dict[str, Any]]:
+            async with http.post(path, headers={"Authorization": f"Bearer {served.tokens[who]}"}) as resp:
+                return resp.status, await resp.json()
+
+        assert (await post("apo", "/v1/governance/schedules/mine/pause"))[0] == 403
+        status, body = await post("rex", "/v1/governance/schedules/mine/pause")  # not its owner: may run its operation
+        assert status == 200 and body["items"][0]["version"] == 4, body
+        status, body = await post("sam", "/v1/governance/schedules/mine/resume")
+        assert status == 200 and body["items"][0]["version"] == 5, body
+        status, body = await post("sam", "/v1/governance/schedules/nobody/pause")
+        assert status == 404, body
+        async with http.delete("/v1/governance/schedules/mine", headers={"Authorization": f"Bearer {served.tokens['sam']}"}) as resp:
+            assert resp.status == 200, await resp.text()
+
+
+async def test_a_schedule_put_over_http_without_text_lists_what_it_will_run(served: People) -> None:
+    """`muster schedule list` showed `restart` for a schedule put over HTTP without `text` (the
+    CLI keeps the words typed): not what it would restart, nor on which cluster. The governance
+    service writes the text from its command, the cluster by its name."""
+    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+    try:
+        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
+        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
+    finally:
+        await system.close()
+    body = {"every_s": 600, "command": {"type": "RestartServices", "cluster_id": "c1", "services": ["hbase"], "rolling": {"batch": 1}}}
+    said = 'cluster restart web --services hbase --rolling {"batch":1}'
+    async with tracker_http(served) as (http, _):
+        headers = {"Authorization": f"Bearer {served.tokens['uma']}"}
+        async with http.put("/v1/governance/schedules/roll", json=body, headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+        async with http.put("/v1/governance/schedules/roll", json=body, headers=headers) as resp:
+            assert resp.status == 200 and (await resp.json())["items"] == []  # the same put twice writes nothing
+        async with http.get("/v1/governance/schedules", headers=headers) as resp:
+            (item,) = (await resp.json())["items"]
+    assert (item["entity"]["text"], item["operation"]) == (said, said), item
+    code, out, err = await muster(served.authed, "schedule", "list", token=served.tokens["uma"])
+    row = next(line for line in out.splitlines() if line.startswith("roll "))
+    assert code == 0 and said in row, (out, err)

@@ -33,20 +33,25 @@ def test_the_operations_refusal_keeps_its_exit_code(code: int, monkeypatch: pyte
 
 
 @pytest.mark.parametrize("verb", ["pause", "resume"])
-def test_a_pause_refused_its_read_names_the_command_typed(verb: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The owner of a schedule without `read` on the tenant typed `muster schedule pause nightly`
-    and was told `schedule list refused: ...` (a new user's walk, session 20)."""
+def test_a_pause_is_asked_by_name_and_a_refusal_names_the_command_typed(verb: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The owner of a schedule without `read` on the tenant typed `muster schedule pause nightly`:
+    the command listed the schedule to put it back paused, and was refused the list. It asks the
+    service to pause it by name (verb `pause`), and a refusal names the command typed."""
     from click.testing import CliRunner
 
     import services.governance.schedule_cli as schedule_cli
     from contracts.governance import GovernanceAnswer
     from services.governance.cli import refusal
 
+    asked: list[tuple[str, str, dict[str, Any]]] = []
+
     async def refused(bus: Any, verb_: str, kind: str, as_json: bool = False, said: str = "", **body: Any) -> Any:
-        raise refusal(said, GovernanceAnswer(ok=False, reason="alice has no read permission on tenant acme",
+        asked.append((verb_, kind, body))
+        raise refusal(said, GovernanceAnswer(ok=False, reason="not paused: alice has no execute permission on cluster c1",
                                              code="forbidden"), as_json)
 
-    monkeypatch.setattr(schedule_cli, "ask_in", refused)
+    monkeypatch.setattr(schedule_cli, "ask", refused)
     result = CliRunner().invoke(muster.cli.main, ["schedule", verb, "nightly", "--nats-url", "nats://127.0.0.1:1"])
+    assert asked == [(verb, "schedule", {"name": "nightly"})]
     assert result.exit_code == EXIT_DENIED, result.output
-    assert result.stderr == f"Error: schedule {verb} refused: alice has no read permission on tenant acme\n"
+    assert result.stderr == f"Error: schedule {verb} refused: not paused: alice has no execute permission on cluster c1\n"
