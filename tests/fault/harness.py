@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90.0
 """How long each service has to say it started (`muster up`'s 30 s): a fault scenario starts
 eight or more at once, often while the other worker starts its own; at load 15-20 a planner or a
-tracker outlasted 30 s (two scenarios of one run of tests/fault, before any fault)."""
+tracker outlasted 30 s (4 scenarios in 2 runs of tests/fault, before any fault)."""
 DEMO = ROOT / "muster" / "demo" / "catalog"
 PEER_OFFLINE = 10005
 TRANSIENT = (TimeoutError, NoRespondersError, ServiceUnavailableError)
