@@ -58,7 +58,7 @@ from .invariants import Report, check
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 90.0
-"""How long each service has to say it started (`muster up`'s 30 s): a fault scenario starts
+"""How long each service has to say it started (`muster up`'s 60 s): a fault scenario starts
 eight or more at once, often while the other worker starts its own; at load 15-20 a planner or a
 tracker outlasted 30 s (4 scenarios in 2 runs of tests/fault, before any fault)."""
 DEMO = ROOT / "muster" / "demo" / "catalog"
