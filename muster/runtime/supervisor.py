@@ -160,6 +160,10 @@ class Deployment:
     namespace of its own, `nsenter --net=... --`, which execs: the PID stays the child's)."""
     tracker_host: str | None = None
     """Where the (first) tracker is reached (`tracker_url`), when not where it listens."""
+    start_timeout_s: float = 60.0
+    """How long a process has to say it started (StartError past it; one that exits is said at
+    once). 60 s: `muster up` starts eight or more at once, and on a loaded 2-core machine the
+    last of them (the tracker) said it 34 s after the first; the fault tests give 90 s."""
 
     @property
     def credentials(self) -> Path:
@@ -422,7 +426,8 @@ class Deployment:
             self._describe()
             self.notify(f"{child.name} has left, as asked ({exit_text(child.process.returncode)})")
 
-    async def _spawn(self, name: str, args: list[str], timeout: float = 30.0) -> Child:
+    async def _spawn(self, name: str, args: list[str]) -> Child:
+        timeout = self.start_timeout_s
         env = {**os.environ, "NATS_URL": self.nats_url or "", "MUSTER_LOG_LEVEL": os.environ.get("MUSTER_LOG_LEVEL", "INFO")}
         own = self.child_credentials(name, args)
         if own is not None:  # its own identity, not whatever the caller's environment holds
@@ -446,7 +451,7 @@ class Deployment:
         try:
             await asyncio.wait_for(ready, timeout)
         except TimeoutError:
-            raise StartError(f"{name} did not start within {timeout:.0f}s; see {child.log_path}") from None
+            raise StartError(f"{name} did not start within {timeout:g}s; see {child.log_path}") from None
         return child
 
     async def _copy(self, child: Child, ready: asyncio.Future[None]) -> None:

@@ -91,7 +91,7 @@ def write_catalog(folder: Path) -> Path:
         "dependencies": {"install": {"requires": ["base"]}},
         "provisioner": {"actions": {"install": {"type": "simulated", "fields": {
             "script": "install talky", "progress": "ok: [n1] TASK [install redis];changed: [n1] TASK [configure redis]",
-            "latency_ms": "4000"}}, "remove": {"type": "simulated", "fields": {"script": "remove talky"}}}}}))
+            "latency_ms": "15000"}}, "remove": {"type": "simulated", "fields": {"script": "remove talky"}}}}}))
     template = json.loads((folder / "clustertemplates" / "hadoop-small.json").read_text())
     for name, provider, services in (("slow-small", "slowsim", None), ("mid-small", "midsim", None), ("broken-small", "sim", ["base", "broken"]),
                                      ("talky-small", "sim", ["base", "talky"]), ("tiny-small", "sim", ["base"])):

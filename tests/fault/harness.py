@@ -57,6 +57,10 @@ from .history import History
 from .invariants import Report, check
 
 ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT_S = 90.0
+"""How long each service has to say it started (`muster up`'s 60 s): a fault scenario starts
+eight or more at once, often while the other worker starts its own; at load 15-20 a planner or a
+tracker outlasted 30 s (4 scenarios in 2 runs of tests/fault, before any fault)."""
 DEMO = ROOT / "muster" / "demo" / "catalog"
 PEER_OFFLINE = 10005
 TRANSIENT = (TimeoutError, NoRespondersError, ServiceUnavailableError)
@@ -178,7 +182,8 @@ class FaultStack:
         for name, args in (extra_args or {}).items():
             options[name] = [*options.get(name, []), *args]
         deployment = Deployment(base / "deploy", nats_url=server.url, capacity=capacity, tenants=tenants,
-                                replicas={"provisioner": provisioners}, extra_args=options, auth_dir=base / "auth")
+                                replicas={"provisioner": provisioners}, extra_args=options, auth_dir=base / "auth",
+                                start_timeout_s=START_TIMEOUT_S)
         return await cls(base, deployment, server=server)._start()
 
     @classmethod
@@ -200,7 +205,7 @@ class FaultStack:
             # compose (a rotation's reload can end a connection for good: docs/security.md).
             deployment = Deployment(base / "deploy", nats_url=url, capacity=capacity, tenants=tenants,
                                     replicas=replicas, extra_args=extra_args, auth_dir=base / "auth", tls=deployment_tls,
-                                    supervise=tls)
+                                    supervise=tls, start_timeout_s=START_TIMEOUT_S)
             stack_ = cls(base, deployment, nodes=nodes)
             await deployment.start_auth()
             await stack_._create_streams(int(os.environ.get("MUSTER_REPLICAS", "1")))

@@ -27,7 +27,7 @@ from muster.runtime.supervisor import Deployment
 from muster.tls.context import INSECURE_ENV
 from services.auth.keys import AuthKeys, server_auth_config
 
-from .harness import FaultStack
+from .harness import START_TIMEOUT_S, FaultStack
 from .nemesis import DelayProxy, Nemesis
 from .netns import Network
 
@@ -81,7 +81,8 @@ class NetStack(FaultStack):
             args = {name: list(a) for name, a in extra_args.items()}
             args["tracker"] = [*args.get("tracker", []), "--host", "0.0.0.0"]  # its own namespace's interface
             deployment = Deployment(base / "deploy", nats_url=url, capacity=capacity, tenants=tenants, replicas=replicas,
-                                    extra_args=args, auth_dir=base / "auth", launcher=net.launcher)
+                                    extra_args=args, auth_dir=base / "auth", launcher=net.launcher,
+                                    start_timeout_s=START_TIMEOUT_S)
             for name in deployment.commands():
                 await net.add(name)
             deployment.tracker_host = net.nodes[deployment.processes("tracker")[0]].ip

@@ -10,7 +10,14 @@ import stat
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import Authed
+
+# 300 s, not the suite's 120: a test here runs up to 16 `muster` processes one after the other,
+# each a few seconds of CPU to start, and at load 20 the first test outlasted 120 s (the
+# processes it had running then, cut off, failed the next test of the worker with their pipes).
+pytestmark = pytest.mark.timeout(300)
 
 
 async def muster(authed: Authed, *args: str, creds: Path | None = None, token: str | None = None) -> tuple[int, str, str]:

@@ -33,6 +33,9 @@ async def cloud_registry(tmp_path: Path) -> AsyncIterator[PluginRegistry]:
 
 
 def cloud_task(action: str, provider: str, fields: dict[str, Any], *, flavor: str, image: str, node: str = "n1", **kw: Any) -> TaskMessage:
+    # 120 s, not make_task's 30: moto's first answers load its data (seconds of CPU), and at load
+    # 17 a create's "list sizes" got no answer within 30 s. No test here waits the deadline out.
+    kw.setdefault("timeout_s", 120)
     task = make_task(action, providertype="libcloud", provider_name=provider, provider_fields=fields, node_id=node,
                      automators=["simulated"], **kw)
     return task.model_copy(update={"node": task.node.model_copy(update={"flavor": flavor, "image": image, "sshuser": "ubuntu"})})

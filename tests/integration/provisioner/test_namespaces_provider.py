@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +70,21 @@ async def test_a_confirm_starts_again_the_sshd_of_a_node_whose_sshd_died(
 
 
 async def test_an_sshd_that_never_comes_up_fails_the_create_and_leaves_nothing(
-    ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path
+    ns_registry: tuple[PluginRegistry, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The node's real sshd starts, and is waited for a line it never prints. (A timeout of
+    0.001 s was not "never": the timer is checked only once the loop comes back to it, and on a
+    loaded machine sshd's "Server listening" was read by then, so the create succeeded.)"""
     reg, fields = ns_registry
-    out = await reg.execute(ns_task("create", {**fields, "sshd_timeout_s": "0.001"}))
+    real = rootfs.spawn_until
+
+    async def never_listening(argv: Sequence[str], until: str, timeout: float, env: dict[str, str] | None = None) -> system.Spawned:
+        if until == "Server listening on":  # start_sshd's wait (the node's holder is started this way too)
+            until = "a line sshd never prints"
+        return await real(argv, until, timeout, env)
+
+    monkeypatch.setattr(rootfs, "spawn_until", never_listening)
+    out = await reg.execute(ns_task("create", {**fields, "sshd_timeout_s": "1"}))
     assert not out.ok
     assert "create: node n1: sshd of node n1.c1.muster on 10.213." in out.error and ":22 did not come up within" in out.error
     assert not out.permanent  # a slow sshd may come up in time on a retry
