@@ -37,6 +37,11 @@ class Answers:
             self._kept.move_to_end(key)
         return answer
 
+    def forget(self, key: tuple[str, str]) -> None:
+        old = self._kept.pop(key, None)
+        if old is not None:
+            self.bytes -= len(old.body)
+
     def put(self, key: tuple[str, str], answer: Answer) -> None:
         """Keep it (replacing the job's older one); one larger than the whole budget is not kept."""
         old = self._kept.pop(key, None)

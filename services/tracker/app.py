@@ -189,6 +189,13 @@ class Tracker:
             self._answers.put(key, Answer(now, version, status["state"] in FINAL_JOB_STATES, body))
         return body
 
+    def written(self, tenant: str, job_id: str) -> None:
+        """A write to the job went through this tracker: its next read is computed again. The
+        index may not have applied what the write recorded yet (its version unchanged), and a
+        client reads its own write (an approval refused by a policy, then a `GET`: the job is
+        failed, not still waiting, docs/tracker.md)."""
+        self._answers.forget((tenant, job_id))
+
     async def job_status(self, tenant: str, job_id: str) -> dict[str, Any] | None:
         if not await self.job_exists(tenant, job_id):
             return None

@@ -149,6 +149,8 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
         return refused(401, str(err))
     except NoAnswer as err:
         return refused(503, f"{err}; send it again (with the same Idempotency-Key it maps to the same job)")
+    for job_id in {ids.get("job_id"), getattr(reply, "job_id", None)} - {None, ""}:
+        tracker.written(actor.tenant, str(job_id))
     written = answer(route, reply)
     cluster_id = ids.get("cluster_id")
     error = written.body.get("error")
