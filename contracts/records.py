@@ -45,6 +45,18 @@ class Recorded:
 
 
 @dataclass(frozen=True)
+class Head:
+    """An event as a headers-only read gives it (`EventLog.read_heads`): where it is, its type
+    and idempotency key, its body never decoded (a reader that needs only which events there
+    are: a cancel's close reads a job's claims this way, docs/decisions/0046)."""
+
+    seq: int
+    subject: str
+    type: str
+    msg_id: str | None = None
+
+
+@dataclass(frozen=True)
 class Append:
     """One event to append, with what the log needs to know about it."""
 

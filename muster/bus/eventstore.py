@@ -31,6 +31,7 @@ from contracts.records import (
     H_TYPE,
     H_VERSION,
     Append,
+    Head,
     Recorded,
     Undecodable,
     recorded,
@@ -40,7 +41,7 @@ from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
 from .bodies import H_BODY, Bodies, Offloaded, parse_stub, tenant_of
 from .ordered import leader_next, read_in_order
-from .protocol import parse_headers
+from .protocol import header, parse_headers
 from .wire import raw_subscribe, raw_unsubscribe
 
 # The envelope types live in contracts.records, the port's errors in muster.ports.eventlog (no
@@ -71,6 +72,9 @@ def _decode(subject: str, seq: int, data: bytes, headers: dict[str, str]) -> Rec
         event=parse_stub(data), aggregate_id=headers.get(H_AGGREGATE), version=int(version) if version else None,
         trace=headers.get(H_TRACE),
     )
+
+
+_TYPE, _MSG_ID = H_TYPE.encode(), H_MSG_ID.encode()
 
 
 DECODE_ERRORS = (ValidationError, ValueError, KeyError, TypeError)
@@ -263,6 +267,28 @@ class EventStore:
         if await self._is_replicated():
             out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
         return [await inflate(self.bodies, r) for r in out]
+
+    async def read_heads(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None,
+                         timeout: float = 600.0) -> list[Head]:
+        """`read`'s events as their heads: an ordered read of the filter (`replay`'s), two
+        headers of each message looked up, its body neither decoded nor fetched if offloaded.
+        A batch direct get on a wildcard filter costs the server more than the decoding saves
+        (docs/benchmarks.md "A cancel's close": 120,000 records of a job in 4.5 s read, 1.3 s
+        so). Complete as `read` is (the leader checked on a replicated stream)."""
+        out: list[Head] = []
+
+        def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
+            if up_to_seq is None or seq <= up_to_seq:
+                out.append(Head(seq, subject.decode(), header(header_block, _TYPE) or "", header(header_block, _MSG_ID)))
+
+        try:
+            await read_in_order(self.nc, self.stream, [subject_filter], on_message, start_seq=start_seq,
+                                api_timeout=self.timeout, timeout=timeout, leader_check=await self._is_replicated())
+        except TimeoutError:
+            raise
+        except Exception as err:
+            raise StoreError(f"read of {subject_filter} stopped: {err}") from err
+        return out
 
     async def _from_leader(self, subject_filter: str, seq: int, up_to_seq: int | None) -> list[Recorded]:
         """Direct gets may be answered by any replica, and a follower may not have applied

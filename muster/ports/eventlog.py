@@ -26,6 +26,8 @@ in-memory fake is `muster.ports.memory.MemoryEventLog`. Both honour the same con
   when nothing else is on its way (the latency of one event matters more than a group).
 - `read(filter)`: every event on the subjects matching the NATS filter (`*` one token, `>` the
   rest), in log order, including everything acknowledged to anyone before the call.
+- `read_heads(filter)`: the same events as `read` gives, each as its `Head` (sequence, subject,
+  type and idempotency key from its headers), its body neither fetched nor decoded.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from contracts.records import Append, Recorded
+from contracts.records import Append, Head, Recorded
 
-__all__ = ["Append", "ConcurrencyError", "EventLog", "Recorded", "StoreError"]
+__all__ = ["Append", "ConcurrencyError", "EventLog", "Head", "Recorded", "StoreError"]
 
 
 class ConcurrencyError(Exception):
@@ -70,6 +72,10 @@ class EventLog(Protocol):
         ...
 
     async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
+        ...
+
+    async def read_heads(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Head]:
+        """`read`'s events as their heads only (see the module's contract)."""
         ...
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:

@@ -24,7 +24,7 @@ from muster import tracing
 
 from .budgets import BudgetConflict, Stored
 from .clock import Call
-from .eventlog import Append, ConcurrencyError, Recorded
+from .eventlog import Append, ConcurrencyError, Head, Recorded
 from .taskqueue import task_msg_id
 
 
@@ -170,6 +170,12 @@ class MemoryEventLog:
         self._readable()
         end = len(self.records) if up_to_seq is None else min(up_to_seq, len(self.records))
         return [r for r in self.records[max(0, start_seq - 1):end] if matches(subject_filter, r.subject)]
+
+    async def read_heads(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Head]:
+        self._readable()
+        end = len(self.records) if up_to_seq is None else min(up_to_seq, len(self.records))
+        return [Head(r.seq, r.subject, r.type, self._id_of.get(r.seq)) for r in self.records[max(0, start_seq - 1):end]
+                if matches(subject_filter, r.subject)]
 
     async def read_many(self, subject_filters: Sequence[str], up_to_seq: int | None = None) -> list[Recorded]:
         self._readable()

@@ -118,6 +118,37 @@ async def _close(execution: Execution, job: Job) -> int:
 
 
 async def _claimed(execution: Execution, job: Job, fence: int) -> set[tuple[str, int]]:
-    """The (task, attempt) claims the log holds before the fence: all there will ever be."""
-    records = await execution.state.log.read(subjects.job_task_outcomes(job.tenant, str(job.id)), up_to_seq=fence)
-    return {(r.event.task_id, r.event.attempt) for r in records if r.type == "TaskClaimed"}
+    """The (task, attempt) claims the log holds before the fence: all there will ever be. Read
+    from the records' headers only (a claim's idempotency key names its attempt): a job far
+    along holds some 10^5 claims and outcomes, read under the planner's lock (docs/benchmarks.md
+    "A cancel's close"). A claim whose key is of another form has its body read instead."""
+    log_ = execution.state.log
+    outcomes = subjects.job_task_outcomes(job.tenant, str(job.id))
+    claimed: set[tuple[str, int]] = set()
+    odd: list[int] = []
+    for head in await log_.read_heads(outcomes, up_to_seq=fence):
+        if head.type == "TaskClaimed":
+            key = claim_key(str(job.id), head.subject, head.msg_id)
+            if key is None:
+                odd.append(head.seq)
+            else:
+                claimed.add(key)
+    if odd:  # (never from this muster's provisioners: `WorkerCore` keys each claim `<job>.<task>.<attempt>.claim.<delivery>`)
+        claimed |= {(r.event.task_id, r.event.attempt) for r in await log_.read(outcomes, start_seq=odd[0], up_to_seq=fence)
+                    if r.type == "TaskClaimed"}
+    return claimed
+
+
+def claim_key(job_id: str, subject: str, msg_id: str | None) -> tuple[str, int] | None:
+    """(task, attempt) of a claim from its idempotency key, `<job>.<task>.<attempt>.claim.<delivery>`,
+    checked against the task its subject names; None if the key is of another form."""
+    if not msg_id or not msg_id.startswith(f"{job_id}."):
+        return None
+    attempt_of, sep, delivery = msg_id[len(job_id) + 1:].rpartition(".claim.")
+    task_id, _, attempt = attempt_of.rpartition(".")
+    if not sep or not attempt.isdigit() or not delivery.isdigit():
+        return None
+    parts = subject.split(".")
+    if len(parts) < 6 or parts[5].replace("~", ".") != task_id:
+        return None
+    return task_id, int(attempt)

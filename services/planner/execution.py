@@ -359,6 +359,7 @@ class Execution:
                 self.timers.arm(("timeout", job_id, task_id, attempt), self.timers.clock.now() + timedelta(seconds=STALE_WAIT_S))
                 return
             if not job.is_current(task_id, attempt):
+                self.metrics.dropped(job_id, task_id, attempt)  # (waited for by nobody)
                 return
             catalog = await self.state.catalog_of(job)
             effects = saga.time_out(job, cluster, Attempt(task_id, attempt), self.config.task_timeout_s,
@@ -373,6 +374,10 @@ class Execution:
                 log.warning("timeout not recorded; decided again on the log's view", job=job_id, task=task_id,
                             attempt=attempt, error=str(err) or type(err).__name__, lost_race=isinstance(err, ConcurrencyError))
                 self.timers.arm(("timeout", job_id, task_id, attempt), self.timers.clock.now() + timedelta(seconds=STALE_WAIT_S))
+                return
+            # Waited for no more: out of the backlog the autoscaler reads (its message may stay
+            # in the queue unclaimed, or its silent provisioner never reports).
+            self.metrics.dropped(job_id, task_id, attempt)
 
     # -- the solver's request, and a restart ---------------------------------------------------
 

@@ -84,8 +84,10 @@ class QueueMetrics:
         self.where.pop(key, None)
 
     def dropped(self, job: str, task: str, attempt: int) -> None:
-        """The attempt will never run (a cancel ended it unclaimed: docs/decisions/0046): out of
-        the backlog, counted neither as finished nor in the durations."""
+        """The attempt is waited for no more: a cancel ended it unclaimed (docs/decisions/0046),
+        or it timed out (unclaimed, or its provisioner silent). Out of the backlog and of the
+        work in progress, counted neither as finished nor in the durations; a late outcome of
+        it changes nothing here."""
         key = (job, task, attempt)
         q = self._queue(key)
         if q is not None:

@@ -225,6 +225,20 @@ async def test_reads_follow_subject_filters_in_log_order_up_to_a_sequence(log: E
     assert await log.last_seq(f"muster.evt.{tenant}.job.x2") == seqs[2] and await log.last_seq(f"muster.evt.{tenant}.none") == 0
 
 
+async def test_a_heads_read_gives_reads_events_by_type_and_key_without_their_bodies(log: EventLog, tenant: str) -> None:
+    seqs = []
+    for i in range(5):
+        item = _ev(tenant, i) if i % 2 else Append(JobPaused(job_id=f"j{i}", by="me"), msg_id=f"{tenant}-p{i}")
+        seqs += await log.append(f"muster.evt.{tenant}.{'task' if i < 4 else 'job'}.x{i}", [item])
+    heads = await log.read_heads(f"muster.evt.{tenant}.task.*", up_to_seq=seqs[2])
+    assert [(h.seq, h.subject, h.type, h.msg_id) for h in heads] == [
+        (seqs[0], f"muster.evt.{tenant}.task.x0", "JobPaused", f"{tenant}-p0"),
+        (seqs[1], f"muster.evt.{tenant}.task.x1", "TaskClaimed", f"{tenant}.c1"),
+        (seqs[2], f"muster.evt.{tenant}.task.x2", "JobPaused", f"{tenant}-p2")]
+    every = await log.read_heads(f"muster.evt.{tenant}.>", start_seq=seqs[1])
+    assert [h.seq for h in every] == [r.seq for r in await log.read(f"muster.evt.{tenant}.>", start_seq=seqs[1])] == seqs[1:]
+
+
 async def test_replay_takes_several_filters_and_a_start_sequence(log: EventLog, tenant: str) -> None:
     seqs = []
     for i in range(6):
@@ -275,6 +289,6 @@ async def test_a_named_writer_is_on_every_event_it_appends(nc: Client, tenant: s
 def test_the_jetstream_store_offers_exactly_the_ports_methods() -> None:
     port = {name for name, value in vars(EventLog).items() if callable(value) and not name.startswith("_")}
     offered = {name for name, value in vars(EventStore).items() if callable(value) and not name.startswith("_")}
-    assert offered == port == {"append", "append_chain", "append_fenced", "submit", "last_seq", "read", "read_many", "subjects",
+    assert offered == port == {"append", "append_chain", "append_fenced", "submit", "last_seq", "read", "read_heads", "read_many", "subjects",
                                "replay"}
     assert port <= {name for name in dir(MemoryEventLog) if not name.startswith("_")}

@@ -195,8 +195,8 @@ class Harness:
         subject = subjects.task_events(message.tenant, message.job_id, message.task_id, "prov-fake")
         key = f"{message.job_id}.{message.task_id}.{message.attempt}"
         common = dict(job_id=message.job_id, task_id=message.task_id, attempt=message.attempt, provisioner="prov-fake", worker="w1")
-        try:  # fenced as a provisioner's claim is (docs/decisions/0046)
-            await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim", only_if_empty=message.fence)])  # type: ignore[arg-type]
+        try:  # keyed and fenced as a provisioner's claim is (WorkerCore; docs/decisions/0046)
+            await self.log.append(subject, [Append(TaskClaimed(**common), msg_id=f"{key}.claim.1", only_if_empty=message.fence)])  # type: ignore[arg-type]
         except ConcurrencyError:
             self.refused.append(message)  # its job was cancelled first: never run
             return

@@ -70,6 +70,7 @@ async def test_a_claim_that_got_in_before_the_fence_runs_to_its_end_and_is_undon
     h.held.remove(racing)
     subject = subjects.task_events("default", reply.job_id, racing.task_id, "prov-fake")
     claim = TaskClaimed(job_id=reply.job_id, task_id=racing.task_id, attempt=racing.attempt, provisioner="prov-fake", worker="w1")
+    # (keyed in another form than this muster's provisioners key claims: the close reads its body)
     await h.log.append(subject, [Append(claim, msg_id="race.claim", only_if_empty=racing.fence)])
 
     assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
@@ -201,3 +202,31 @@ async def test_a_cancel_with_nothing_queued_closes_the_fence_on_a_message_left_i
     await h.release()  # a provisioner takes the old message at last: it is not run
     assert [m.task_id for m in h.refused] == ["n1000.create"] and _claims(h, reply.job_id)
     assert not [r for r in _claims(h, reply.job_id) if r.event.task_id == "n1000.create"]
+
+
+def test_a_claim_s_key_names_its_attempt_and_a_key_of_another_form_nothing() -> None:
+    subject = subjects.task_events("acme", "job-1", "n1000.install.hdfs", "prov-1")
+    assert cancels.claim_key("job-1", subject, "job-1.n1000.install.hdfs.3.claim.2") == ("n1000.install.hdfs", 3)
+    for odd in (None, "race.claim", "job-1.n1000.install.hdfs.3.claim", "job-1.n1000.install.hdfs.x.claim.1",
+                "job-1.n1001.install.hdfs.3.claim.1", "job-2.n1000.install.hdfs.3.claim.1"):
+        assert cancels.claim_key("job-1", subject, odd) is None, odd
+
+
+async def test_the_close_reads_claims_from_their_keys_and_never_decodes_them(h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job far along has some 10^5 claims and outcomes, read under the planner's lock: the close
+    takes them from their headers (docs/benchmarks.md "A cancel's close")."""
+    h.behaviour = lambda m: "hold" if m.task_id == "n1001.create" else "silent"  # n1000's claimed, n1001's not
+    reply = await h.send(CreateCluster(name="c", template="hadoop-small", nodes=2))
+    await h.settle()
+    decoded: list[str] = []
+    read = h.log.read
+
+    async def counted(subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> Any:
+        decoded.append(subject_filter)
+        return await read(subject_filter, start_seq, up_to_seq)
+
+    monkeypatch.setattr(h.log, "read", counted)
+    assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
+    job = h.job(reply.job_id)
+    assert job.task_state == {**job.task_state, "n1000.create": "queued", "n1001.create": "cancelled"}
+    assert subjects.job_task_outcomes("default", reply.job_id) not in decoded

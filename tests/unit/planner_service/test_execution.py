@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from planner_harness import SIMPLE, Harness, demo_catalog
+from planner_harness import SIMPLE, Behaviour, Harness, demo_catalog
 
 from contracts.commands import Accepted, AddServices, CancelJob, CreateCluster, PauseJob, Rejected
 from contracts.events import JobNeedsAttention, JobRolledBack, JobSucceeded
@@ -104,6 +104,24 @@ async def test_a_silent_worker_times_out_and_its_late_result_changes_nothing() -
     assert h.job(reply.job_id).state == "rolled_back"
     assert "slow" not in {s for n in h.cluster(created).nodes.values() for s in n.services}
     assert not h.planner.timers.handles  # every timeout disarmed or fired
+
+
+@pytest.mark.parametrize("behaviour", ["hold", "silent"])
+async def test_a_timed_out_attempt_leaves_the_queue_metrics(behaviour: Behaviour) -> None:
+    """An attempt that timed out, whether nobody claimed it (`hold`) or its provisioner went
+    silent, is waited for no more: out of the backlog and of the work in progress, so the
+    autoscaler does not keep asking workers for it."""
+    h = Harness(config=PlannerConfig(instance="planner-test", task_timeout_s=1.5, max_attempts=1), catalog=demo_catalog(slow=SIMPLE))
+    created = await h.cluster_of(2)
+    h.behaviour = lambda m: behaviour if _is(m, "install", "slow") else "succeed"
+    reply = await h.send(AddServices(cluster_id=created, services=["slow"]))
+    await h.settle()
+    [queue] = [q for q in h.planner.metrics.snapshot(h.clock.now()) if q["queue_length"] or q["in_progress"]]
+    assert queue["queue_length" if behaviour == "hold" else "in_progress"] == 2  # the two installs, waited for
+    await h.clock.advance(1.6)  # it times out; out of attempts, the job rolls back
+    await h.settle()
+    assert isinstance(h.final(reply.job_id), JobRolledBack)
+    assert all(q["queue_length"] == 0 and q["in_progress"] == 0 for q in h.planner.metrics.snapshot(h.clock.now()))
 
 
 async def test_the_tasks_a_cancel_keeps_from_running_are_cancelled(h: Harness) -> None:
