@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -42,6 +43,11 @@ from .bodies import H_BODY, INLINE_LIMIT, Bodies, stub, tenant_of
 from .wire import Publisher
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
+FENCE_BUSY = 10164
+"""On a replicated stream, a message expecting a subject's last sequence while another such
+message on that subject is still being replicated: refused, whatever the subject holds (every
+claim of a job names its fence: of 20 at once, 19 got this). Not a closed fence (10071)."""
+FENCE_BUSY_TRIES = 8
 WRONG_LAST_MSG_ID = 10070
 """A chain's link whose predecessor is not the stream's last message."""
 BATCH_DUPLICATE = 10201
@@ -57,6 +63,10 @@ LastOf = Callable[[str], Awaitable["tuple[int, dict[str, str]] | None"]]
 """A subject -> (sequence, headers) of its last event, None if it has none."""
 Part = tuple[str, Sequence[Append], "int | None"]
 """(subject, events, expected last sequence of the subject or None) as for `append`."""
+
+
+class _FenceBusy(Exception):
+    """A claim refused because another write on its fence subject was in flight (`FENCE_BUSY`)."""
 
 
 class _Fenced(Exception):
@@ -98,6 +108,8 @@ class LogWriter:
         self.events = 0
         self._waiting: list[tuple[str, Append, asyncio.Future[int]]] = []
         self._sending: asyncio.Future[Any] | None = None
+        self._retrying: set[asyncio.Task[None]] = set()
+        """Claims sent again alone after their fence was busy (`_stored`)."""
 
     @property
     def publisher(self) -> Publisher:
@@ -138,6 +150,18 @@ class LogWriter:
         return seqs
 
     async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
+        if items[-1].only_if_empty is None:
+            return await self._append_once(subject, items, expect_last_seq)
+        for attempt in range(FENCE_BUSY_TRIES):
+            try:
+                return await self._append_once(subject, items, expect_last_seq)
+            except _FenceBusy:
+                # A bounded retry of one write, not a poll: another claim on the fence is being
+                # replicated; a few ms later one of the waiting ones lands, then the next.
+                await asyncio.sleep(random.uniform(0.002, 0.01) * 2**min(attempt, 4))
+        raise StoreError(f"{subject}: {items[-1].only_if_empty} stayed busy ({FENCE_BUSY_TRIES} tries); the task comes back")
+
+    async def _append_once(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         try:
             if len(items) == 1:
                 data, headers = await self._encode(subject, items[0])
@@ -150,6 +174,8 @@ class LogWriter:
         except _Refusal as err:
             if err.code not in WRONG_LAST_SEQUENCE + (BATCH_DUPLICATE,):
                 raise StoreError(f"{subject}: {err.description} (code {err.code})") from None
+            if err.code == FENCE_BUSY and items[-1].only_if_empty is not None:
+                raise _FenceBusy from None
             if err.code in WRONG_LAST_SEQUENCE and items[-1].only_if_empty is not None:
                 # Its fence is closed. Not a retry that landed: a claim's key names its delivery,
                 # and its writer may not read the log's last message anyway (a provisioner).
@@ -309,6 +335,11 @@ class LogWriter:
         try:
             stored.set_result(_seq(got))
         except _Refusal as err:
+            if err.code == FENCE_BUSY and item.only_if_empty is not None:  # not decided: again, alone
+                task = asyncio.get_running_loop().create_task(self._alone(subject, item, stored))
+                self._retrying.add(task)
+                task.add_done_callback(self._retrying.discard)
+                return
             if err.code in WRONG_LAST_SEQUENCE and item.only_if_empty is not None:  # its fence is closed
                 stored.set_exception(ConcurrencyError(f"{subject}: {item.only_if_empty} is closed ({err.description})"))
                 return

@@ -114,6 +114,11 @@ async def _close(execution: Execution, job: Job) -> int:
         [fence] = await store.append(subject, [closed], expect_last_seq=0)
     except ConcurrencyError:  # closed before (by a planner that stopped before it ended the attempts)
         fence = await store.last_seq(subject)
+        if not fence:
+            # Refused though nothing is there: a claim on the fence was being replicated (a
+            # replicated stream refuses a second expectation on a subject meanwhile). Not closed:
+            # read up to nothing, every queued attempt would be ended while claims still land.
+            raise RuntimeError(f"{subject}: not closed yet (a claim on it was in flight)") from None
     return fence
 
 

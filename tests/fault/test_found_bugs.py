@@ -149,6 +149,45 @@ async def test_a_read_right_after_a_write_sees_it_on_a_replicated_stream(tmp_pat
             await n.stop()
 
 
+# Found by the fault suite (the stream-leader and TLS-rotation cluster scenarios, session 21):
+# every claim of a job expects its cancel fence's subject empty (decision 46), and a replicated
+# stream refuses an expectation on a subject while another one on it is being replicated (10164,
+# whatever the subject holds): of a job's claims sent at once all but one were taken for "its job
+# was cancelled" and never ran, the job waited for good. A busy fence is now tried again; only a
+# closed one (10071) refuses the claim.
+async def test_claims_sent_at_once_on_one_fence_all_land_on_a_replicated_stream(tmp_path: Path) -> None:
+    from contracts.events import TaskClaimed
+    from muster.ports.eventlog import ConcurrencyError
+
+    nodes = loopback_cluster(tmp_path, [(free_port(), free_port()) for _ in range(3)])
+    try:
+        url = await start_cluster(nodes)
+        conns = [await connect(url, name=f"provisioner-{p}") for p in range(4)]  # as many provisioners
+        nc = conns[0]
+        try:
+            await create_streams(nc, 3)
+            stores = [EventStore(c) for c in conns]
+            fence, closed = "muster.evt.t.job.j.claims.0", "muster.evt.t.job.k.claims.0"
+
+            def claim(i: int, on: str) -> Any:
+                # Five a provisioner: fewer than a group, each sent alone, all at once.
+                event = TaskClaimed(job_id="j", task_id=f"n{i}.create", attempt=1, provisioner="p", worker=f"p/w{i}")
+                return stores[i % 4].submit(f"muster.evt.t.task.j.n{i}~create.p",
+                                            Append(event, msg_id=f"{on}.{i}", only_if_empty=on), now=True)
+
+            landed = await asyncio.gather(*(claim(i, fence) for i in range(20)), return_exceptions=True)
+            assert all(isinstance(r, int) for r in landed), [r for r in landed if not isinstance(r, int)][:3]
+            await stores[0].append(closed, [Append(JobPaused(job_id="k", by="x"), msg_id="closes-k")])
+            refused = await asyncio.gather(*(claim(i, closed) for i in range(20)), return_exceptions=True)
+            assert all(isinstance(r, ConcurrencyError) for r in refused), refused[:3]
+        finally:
+            for c in conns:
+                await c.close()
+    finally:
+        for n in nodes:
+            await n.stop()
+
+
 # Found by the fault suite (scenario 6): a failed cleanup delete was neither retried nor counted,
 # and its job stalled for good. Now it is retried; out of attempts, the job rolls back and the
 # rollback deletes the machine.

@@ -230,3 +230,27 @@ async def test_the_close_reads_claims_from_their_keys_and_never_decodes_them(h: 
     job = h.job(reply.job_id)
     assert job.task_state == {**job.task_state, "n1000.create": "queued", "n1001.create": "cancelled"}
     assert subjects.job_task_outcomes("default", reply.job_id) not in decoded
+
+
+async def test_a_close_refused_while_nothing_is_on_the_fence_is_not_taken_for_closed() -> None:
+    """On a replicated stream the close's own append (expecting the fence empty) is refused while a
+    claim on the fence is being replicated (10164), and nothing is there yet. Taken for "closed
+    before", the close read the claims up to sequence 0 and ended every queued attempt while
+    claims still landed; it is tried again instead (`close_claims` arms the retry)."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from muster.ports.eventlog import ConcurrencyError
+    from services.planner import cancels
+
+    class Busy:
+        async def append(self, subject: str, items: Any, expect_last_seq: int | None = None) -> list[int]:
+            raise ConcurrencyError(f"{subject}: wrong last sequence")
+
+        async def last_seq(self, subject: str) -> int:
+            return 0
+
+    execution = cast(Any, SimpleNamespace(state=SimpleNamespace(log=Busy())))
+    job = cast(Any, SimpleNamespace(cancels=1, tenant="t", id="8f669c0a-421a-5975-81bd-a390cac7827c"))
+    with pytest.raises(RuntimeError, match="not closed yet"):
+        await cancels._close(execution, job)
