@@ -15,6 +15,7 @@ from .cli_support import CliError, command, echo_json, json_option
 from .client import ClusterInfo
 from .ops_session import out
 from .tables import print_rows
+from .times import lease_end
 from .tracker_client import TrackerReads
 
 
@@ -74,7 +75,7 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
                          ("provider", c.provider), ("last job", f"{c.job_id}{last}"), ("services", ", ".join(c.services)),
                          ("version", str(c.version)), ("nodes", str(len(c.nodes))),
-                         ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
+                         ("expires", lease_end(c.expires_at)),
                          ("config", json.dumps(c.config))):
         out.print(f"{label:>9}: {value}")
     rows = []

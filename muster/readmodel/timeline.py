@@ -14,6 +14,7 @@ from typing import Any
 from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS
 from contracts.governance import ran_text
 from contracts.records import Recorded
+from muster.times import lease_end
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def describe(e: Any) -> str:
         case "CatalogEntityDeleted":
             return f"catalog {e.kind} {e.name!r} deleted by {e.by}"
         case "ClusterLeaseChanged":
-            return f"lease: expires {e.expires_at.isoformat()}" if e.expires_at else "lease: forever"
+            return f"lease: expires {lease_end(e.expires_at)}"
         case "ServiceStateObserved":
             seen = f"{e.service} on {e.node_id} is {e.state}"
             return seen + (f" (expected {e.expected})" if e.expected and e.expected != e.state else "")
