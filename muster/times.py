@@ -1,8 +1,9 @@
-"""Times as people read them (pure): one way for every CLI table and sentence, as the console's
-server-side `when` shows them (`2026-11-30 12:00:05 UTC`; the CLI showed microseconds in one
-command, milliseconds in another, `...Z` in a third and no zone in a fourth), and one wording for
-a cluster whose lease never ends (the CLI said "never (no lease)", the console "forever", the
-planner "lease is forever"). `--json` output keeps ISO 8601."""
+"""Times as people read them (pure): one format for the CLI, the console's own (`2026-11-30
+12:00:05 UTC`), and one wording for a lease that never ends.
+
+The CLI showed microseconds in one command, milliseconds in another, `...Z` in a third and no
+zone in a fourth; the CLI said "never (no lease)", the console "forever", the planner "lease is
+forever". `--json` output keeps ISO 8601."""
 
 from __future__ import annotations
 
