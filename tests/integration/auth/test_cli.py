@@ -58,6 +58,10 @@ async def test_identities_from_the_command_line(authed: Authed) -> None:
     assert (await muster(authed, "token", "revoke", token_id, creds=ada))[0] == 0
     code, out, err = await muster(authed, "whoami", token=alice)
     assert code == 4 and "the bus refused the token from $MUSTER_TOKEN" in err and alice not in out + err
+    # whoami says which it may be (no tracker runs here to say) and the way on, not "`muster
+    # whoami` asks the tracker which"
+    assert "expired or revoked" in err and "muster token create --for PRINCIPAL --save FILE" in err
+    assert "muster whoami" not in err
 
 
 async def test_a_credentials_file_readable_by_others_is_refused(authed: Authed) -> None:
