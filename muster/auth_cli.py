@@ -119,8 +119,19 @@ async def tenant_create(name: str, description: str, bus: Bus, as_json: bool) ->
         echo_json(data)
         return
     # Its work runs only on provisioners granted its queues: a create before that waits.
-    console.print(f"tenant {data['tenant']} created; its tasks run on a provisioner granted its queue: "
-                  f"muster grant <provisioner> execute --tenant {data['tenant']} --scope queue:default", soft_wrap=True)
+    provisioners = [p["principal"] for p in await ask(bus, "user-list")
+                    if p.get("service") == "provisioner" and not p.get("disabled")]
+    console.print(tenant_next_steps(data["tenant"], provisioners), soft_wrap=True)
+
+
+def tenant_next_steps(tenant: str, provisioners: list[str]) -> str:
+    """The grants that let the provisioners there serve a new tenant, as commands to paste: a
+    `<provisioner>` placeholder sent the reader to find the name (`muster up`'s is `provisioner`)."""
+    said = f"tenant {tenant} created; its tasks run on a provisioner granted its queue"
+    if not provisioners:
+        return (f"{said}, and no provisioner has an identity yet: once one has (`muster user list` shows it, "
+                f"service provisioner), muster grant PROVISIONER execute --tenant {tenant} --scope queue:default")
+    return f"{said}:" + "".join(f"\n  muster grant {p} execute --tenant {tenant} --scope queue:default" for p in provisioners)
 
 
 @tenant.command("list")

@@ -28,13 +28,3 @@ def test_a_lease_that_never_ends_reads_the_same_in_the_cli_and_the_timeline() ->
     assert lease_end(None) == NO_LEASE_END == "never (no lease)"
     assert lease_end("2026-11-30T12:00:05Z") == "2026-11-30 12:00:05 UTC"
     assert describe(ClusterLeaseChanged(cluster_id="c", expires_at=None)) == f"lease: expires {NO_LEASE_END}"
-
-
-def test_whoami_of_a_refused_token_says_why_and_how_to_get_a_new_one() -> None:
-    from muster.auth_cli import _refused_whoami
-
-    said = _refused_whoami("$MUSTER_TOKEN", "the tracker says: token abc of alice was revoked")
-    assert said.startswith("the bus refused the token from $MUSTER_TOKEN; the tracker says: token abc of alice was revoked")
-    assert "muster token create --for PRINCIPAL --save FILE" in said and "muster whoami" not in said
-    down = _refused_whoami("$MUSTER_TOKEN", "the tracker accepts the token: the auth service is probably down")
-    assert "token create" not in down
