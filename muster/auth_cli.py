@@ -25,6 +25,7 @@ from .cli_bus import Bus, bus_options, connect_or_fail
 from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
 from .tables import out as console
 from .tables import print_rows
+from .times import shown_time
 
 DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -66,7 +67,7 @@ async def ask(bus: Bus, verb: str, **body: Any) -> Any:
 
 
 def _time(stamp: float | None) -> str:
-    return "never" if stamp is None else dt.datetime.fromtimestamp(stamp, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return "never" if stamp is None else shown_time(dt.datetime.fromtimestamp(stamp, dt.UTC))
 
 
 def _show_token(data: dict[str, Any], save: Path | None, as_json: bool) -> None:
@@ -118,8 +119,19 @@ async def tenant_create(name: str, description: str, bus: Bus, as_json: bool) ->
         echo_json(data)
         return
     # Its work runs only on provisioners granted its queues: a create before that waits.
-    console.print(f"tenant {data['tenant']} created; its tasks run on a provisioner granted its queue: "
-                  f"muster grant <provisioner> execute --tenant {data['tenant']} --scope queue:default", soft_wrap=True)
+    provisioners = [p["principal"] for p in await ask(bus, "user-list")
+                    if p.get("service") == "provisioner" and not p.get("disabled")]
+    console.print(tenant_next_steps(data["tenant"], provisioners), soft_wrap=True)
+
+
+def tenant_next_steps(tenant: str, provisioners: list[str]) -> str:
+    """The grants that let the provisioners there serve a new tenant, as commands to paste: a
+    `<provisioner>` placeholder sent the reader to find the name (`muster up`'s is `provisioner`)."""
+    said = f"tenant {tenant} created; its tasks run on a provisioner granted its queue"
+    if not provisioners:
+        return (f"{said}, and no provisioner has an identity yet: once one has (`muster user list` shows it, "
+                f"service provisioner), muster grant PROVISIONER execute --tenant {tenant} --scope queue:default")
+    return f"{said}:" + "".join(f"\n  muster grant {p} execute --tenant {tenant} --scope queue:default" for p in provisioners)
 
 
 @tenant.command("list")
@@ -273,7 +285,7 @@ async def whoami(bus: Bus, as_json: bool) -> None:
         if "the bus refused" not in str(err):
             raise
         reason = await _reason_from_tracker(bus, bus.tracker_url())
-        raise CliError(f"{err.message}\n{reason}" if reason else err.message, err.exit_code) from None
+        raise CliError(_refused_whoami(credentials().source, reason), err.exit_code) from None
     if as_json:
         echo_json(data)
         return
@@ -286,13 +298,25 @@ async def whoami(bus: Bus, as_json: bool) -> None:
                   + (" ..." if len(data["bus"]["publish"]) > 6 else ""))
 
 
+NEW_TOKEN = ("a new token: an admin of your tenant runs `muster token create --for PRINCIPAL --save FILE` and gives you "
+             "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
+
+
+def _refused_whoami(source: str, reason: str) -> str:
+    """What whoami says of a token the bus refused: the refusal said "`muster whoami` asks the
+    tracker which", which sent the user in a circle; here the tracker's answer, and the way on."""
+    accepted = reason.startswith("the tracker accepts")
+    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{NEW_TOKEN}")
+
+
 async def _reason_from_tracker(bus: Bus, url: str) -> str:
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
             async with http.get(f"{url}/v1/whoami", headers=bearer_headers(), ssl=bus.http_ssl()) as resp:
                 body = await resp.json()
     except (aiohttp.ClientError, TimeoutError, ValueError):
-        return f"(the tracker at {url} did not answer either)"
+        return (f"the tracker at {url} did not answer either, so which is unsure: the token is malformed, unknown, expired "
+                "or revoked, its principal disabled, or the auth service down")
     if resp.status == 200:
         return "the tracker accepts the token: the auth service is probably down"
     return f"the tracker says: {body.get('error', {}).get('message', resp.status)}"

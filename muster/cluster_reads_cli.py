@@ -15,6 +15,7 @@ from .cli_support import CliError, command, echo_json, json_option
 from .client import ClusterInfo
 from .ops_session import out
 from .tables import print_rows
+from .times import lease_end, shown_time
 from .tracker_client import TrackerReads
 
 
@@ -48,7 +49,7 @@ async def list_clusters(show_all: bool, output: str | None, bus: Bus, as_json: b
 def _column(c: ClusterInfo, name: str) -> object:
     return {"name": c.name, "id": c.id, "status": c.status, "template": c.template, "nodes": len(c.nodes),
             "services": ",".join(c.services), "provider": c.provider, "version": c.version, "last job": c.job_id,
-            "expires": c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never"}[name]
+            "expires": lease_end(c.expires_at)}[name]
 
 
 def cluster_read(name: str) -> Callable[[Callable[..., Any]], click.Command]:
@@ -74,7 +75,7 @@ async def show(cluster_ref: str, bus: Bus, as_json: bool) -> None:
     for label, value in (("cluster", f"{c.name} ({c.id})"), ("status", status), ("template", c.template),
                          ("provider", c.provider), ("last job", f"{c.job_id}{last}"), ("services", ", ".join(c.services)),
                          ("version", str(c.version)), ("nodes", str(len(c.nodes))),
-                         ("expires", c.expires_at.isoformat(timespec="seconds") if c.expires_at else "never (no lease)"),
+                         ("expires", lease_end(c.expires_at)),
                          ("config", json.dumps(c.config))):
         out.print(f"{label:>9}: {value}")
     rows = []
@@ -120,7 +121,7 @@ async def list_jobs(cluster_ref: str | None, state: str | None, bus: Bus, as_jso
         out.print("no jobs" + (f" of cluster {named.name}" if named else "") + (f" in state {state}" if state else ""))
         return
     rows = [[j["id"], names.get(j["cluster_id"]) or j["cluster_id"] or "", j["operation"] or "", j["state"], j.get("requested_by") or "",
-             j.get("started_at") or "", j.get("finished_at") or ""] for j in jobs]
+             shown_time(j.get("started_at"), ""), shown_time(j.get("finished_at"), "")] for j in jobs]
     print_rows(None, ["job", "cluster", "operation", "state", "requested by", "started", "finished"], rows)
 
 

@@ -29,6 +29,7 @@ from .client import ClusterInfo, new_request_id
 from .readmodel.cost import hardware_rates, rate
 from .readmodel.progress import JobProgress
 from .tables import print_rows
+from .times import shown_time
 from .tracker_client import TrackerReads, recorded
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
@@ -180,7 +181,7 @@ class Session:
             return
         if isinstance(reply, LeaseExtended):
             if not self.opts.as_json:
-                out.print(f"lease of cluster {reply.cluster_id} extended: it expires at {reply.expires_at.isoformat()}")
+                out.print(f"lease of cluster {reply.cluster_id} extended: it expires at {shown_time(reply.expires_at)}")
             return
         if not self.opts.as_json:
             dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""

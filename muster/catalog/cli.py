@@ -67,6 +67,22 @@ def _kind(word: str) -> str:
     return kind
 
 
+class KindArgument(click.Argument):
+    """KIND left out: click's bare "Missing argument 'KIND'" named no kind; this says which exist
+    and gives an example (`example` follows the command's path)."""
+
+    def __init__(self, *args: Any, example: str = "clustertemplates", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.example = example
+
+    def process_value(self, ctx: click.Context, value: Any) -> Any:
+        try:
+            return super().process_value(ctx, value)
+        except click.MissingParameter:
+            raise click.UsageError(f"which kind? KIND is one of {', '.join(KINDS)} (or a singular, or 'templates'); "
+                                   f"e.g. {ctx.command_path} {self.example}", ctx) from None
+
+
 def _load(paths: Sequence[Path], consequence: str) -> LoadedCatalog:
     loaded = load_sources(paths)
     _print_problems(loaded.problems)
@@ -218,7 +234,7 @@ async def diff(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...],
 
 
 @catalog.command("get")
-@click.argument("kind")
+@click.argument("kind", cls=KindArgument)
 @click.argument("name", required=False)
 @bus_options
 @click.option("--resolved", is_flag=True, help="a cluster template with its extends/includes merged in")
@@ -273,7 +289,7 @@ async def _read_catalog(tracker: TrackerReads) -> tuple[CatalogState, str, bool]
 
 
 @catalog.command("delete")
-@click.argument("kind_word", metavar="KIND")
+@click.argument("kind_word", metavar="KIND", cls=KindArgument, example="services NAME")
 @click.argument("name")
 @bus_options
 @_plugins_option

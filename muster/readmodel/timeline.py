@@ -14,6 +14,7 @@ from typing import Any
 from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS
 from contracts.governance import ran_text
 from contracts.records import Recorded
+from muster.times import lease_end, shown_time
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Line:
     def render(self) -> str:
         took = f"  ({_duration(self.took)})" if self.took is not None else ""
         who = f"  [{self.who}]" if self.who else ""
-        return f"{self.time.isoformat(timespec='milliseconds')}  +{self.offset:9.3f}s  #{self.seq:<6} {self.type:<20} {self.text}{who}{took}"
+        return f"{shown_time(self.time)}  +{self.offset:9.3f}s  #{self.seq:<6} {self.type:<20} {self.text}{who}{took}"
 
 
 def _duration(seconds: float) -> str:
@@ -138,12 +139,12 @@ def describe(e: Any) -> str:
         case "JobAdopted":
             return f"job taken over by {e.planner} (owner was {e.previous or '?'})"
         case "JobApprovalRequested":
-            return f"waits for approval (rules {', '.join(e.rules)}) until {e.expires_at.isoformat()}"
+            return f"waits for approval (rules {', '.join(e.rules)}) until {shown_time(e.expires_at)}"
         case "JobApproved" | "JobRejected":
             said = f": {e.comment}" if e.comment else ""
             return f"{'approved' if t == 'JobApproved' else 'rejected'} by {e.by}{said}"
         case "JobApprovalExpired":
-            return f"nobody approved it before {e.expires_at.isoformat()}"
+            return f"nobody approved it before {shown_time(e.expires_at)}"
         case "PolicyWarned":
             return "policy warnings: " + "; ".join(f"{w.message} ({w.policy})" for w in e.warnings)
         case "RequestDenied":
@@ -157,10 +158,10 @@ def describe(e: Any) -> str:
         case "ScheduleFired":
             late = f", {e.late_s:g} s late" if e.late_s >= 1 else ""  # a timer a few ms late is on time
             skipped = f", {e.skipped} missed tick(s) not run" if e.skipped else ""
-            return f"schedule {e.name!r} took its tick {e.tick.isoformat()}{late}{skipped} (request {e.request_id})"
+            return f"schedule {e.name!r} took its tick {shown_time(e.tick)}{late}{skipped} (request {e.request_id})"
         case "ScheduleAnswered":
             ended = f"; the schedule ended: {e.ended}" if e.ended else ""
-            return f"schedule {e.name!r}, tick {e.tick.isoformat()}: {ran_text(e.job_id, e.rejected, e.done)}{ended}"
+            return f"schedule {e.name!r}, tick {shown_time(e.tick)}: {ran_text(e.job_id, e.rejected, e.done)}{ended}"
         case "ClusterRequested":
             return f"cluster {e.name!r} requested: template {e.template}, provider {e.provider}"
         case "ClusterLayoutChanged":
@@ -181,7 +182,7 @@ def describe(e: Any) -> str:
         case "CatalogEntityDeleted":
             return f"catalog {e.kind} {e.name!r} deleted by {e.by}"
         case "ClusterLeaseChanged":
-            return f"lease: expires {e.expires_at.isoformat()}" if e.expires_at else "lease: forever"
+            return f"lease: expires {lease_end(e.expires_at)}"
         case "ServiceStateObserved":
             seen = f"{e.service} on {e.node_id} is {e.state}"
             return seen + (f" (expected {e.expected})" if e.expected and e.expected != e.state else "")

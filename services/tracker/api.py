@@ -353,6 +353,7 @@ LAST_EVENT_ID = _param("Last-Event-ID", "header", {"type": "string", "pattern": 
                        "Resume a stream after this event id (a log sequence), as browsers do on reconnect.")
 POOL = _param("pool", "path", {"type": "string", "pattern": subjects.TOKEN.pattern}, "A pool's name.", required=True)
 HOSTS_FLAG = _param("hosts", "query", {"type": "boolean", "default": True}, "Include every host (false: summary and line).")
+NAME_FILTER = _param("name", "query", {"type": "string"}, "Only clusters of this name (a deleted one keeps its name).")
 STATE_FILTER = _param("state", "query", {"type": "string", "enum": list(JOB_STATES)}, "Only jobs in this state.")
 
 
@@ -379,8 +380,8 @@ ROUTES: tuple[Route, ...] = (
           "Server-sent events: one `progress` event per event of the job (id = log sequence), then `end` when "
           "the job ends. Resumes after the `Last-Event-ID` header.", None, (TENANT, JOB_ID, LAST_EVENT_ID),
           content_type="text/event-stream"),
-    Route("/v1/clusters", "list_clusters", "Clusters of the tenant, oldest first, paged.", ClusterPage,
-          (TENANT, LIMIT, AFTER), errors=(400, 503)),
+    Route("/v1/clusters", "list_clusters", "Clusters of the tenant, oldest first, paged; filter by name. Any other "
+          "query parameter is a 400 naming it.", ClusterPage, (TENANT, NAME_FILTER, LIMIT, AFTER), errors=(400, 503)),
     Route("/v1/clusters/{cluster_id}", "get_cluster", "A cluster: status, layout, nodes and its current job.",
           ClusterDetail, (TENANT, CLUSTER_ID)),
     Route("/v1/clusters/{cluster_id}/jobs", "get_cluster_jobs", "The jobs of a cluster, oldest first, paged.", JobPage,

@@ -356,12 +356,12 @@ class Tracker:
             view["job_id"] = record.get("job_id")  # a newer job started on it than its own events say
         return view
 
-    def list_clusters(self, tenant: str, after: int, limit: int) -> Page:
+    def list_clusters(self, tenant: str, after: int, limit: int, name: str | None = None) -> Page:
         assert self.index is not None
         items = []
         for key in self.index.mirror.clusters_of_tenant.get(tenant, ()):
             r = self.index.mirror.get(key)
-            if r is not None:
+            if r is not None and (name is None or r.get("name") == name):
                 items.append({"id": r.ident["cluster_id"], "name": r.get("name"), "template": r.get("template"), "status": r.get("status"),
                               "job_id": r.get("job_id"), "nodes": r.get("nodes", 0), "created_at": r.get("created_at"),
                               "expires_at": r.get("expires_at"),

@@ -32,6 +32,7 @@ from muster.cli_support import (
 )
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import timeline
+from muster.times import shown_time
 from muster.tracker_client import LAST_SEQ, TrackerReads, recorded
 
 from .render import LiveView, print_status, render_replay
@@ -109,7 +110,7 @@ async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> 
                 if view is not None:
                     view.update(progress, step)
                 else:
-                    click.echo(f"{r.time.isoformat(timespec='milliseconds')}  {step['text']}"
+                    click.echo(f"{shown_time(r.time)}  {step['text']}"
                                + (f"  [{step['who']}]" if step["who"] else ""))
     except TimeoutError:
         # Said as of the last event read: a long story may not be read to its end in time (a
@@ -117,7 +118,7 @@ async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> 
         if last is None:
             raise CliError(f"job {job_id}: none of its events read within {deadline:g} s (--timeout)", EXIT_UNREACHABLE) from None
         raise CliError(f"job {job_id} was {_state(progress)} at the last of its events read (#{last.seq}, "
-                       f"{last.time.isoformat(timespec='milliseconds')}) when {deadline:g} s (--timeout) ran out", EXIT_UNREACHABLE) from None
+                       f"{shown_time(last.time)}) when {deadline:g} s (--timeout) ran out", EXIT_UNREACHABLE) from None
     finally:
         if view is not None:
             view.close()

@@ -40,6 +40,7 @@ from .params import (
     UUID_RE,
     BadParameter,
     error,
+    known_query,
     not_an_id,
     not_found,
     page_json,
@@ -131,8 +132,9 @@ async def stream_job(request: web.Request) -> web.StreamResponse:
 async def list_clusters(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     auth_.may_read(request, Scope(tenant=tenant, kind="cluster", id="*"))
+    known_query(request, ("name", "limit", "after"))
     after, limit = paging(request)
-    return page_json(request.app[TRACKER].list_clusters(tenant, after, limit))
+    return page_json(request.app[TRACKER].list_clusters(tenant, after, limit, name=request.query.get("name")))
 
 
 async def get_cluster(request: web.Request) -> web.Response:

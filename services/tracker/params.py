@@ -86,6 +86,15 @@ def paging(request: web.Request) -> tuple[int, int]:
     return (int_query(request, "after", 0, 0, api.MAX_SEQ), int_query(request, "limit", api.DEFAULT_LIMIT, 1, api.MAX_LIMIT))
 
 
+def known_query(request: web.Request, known: tuple[str, ...]) -> None:
+    """A parameter the route does not take is a 400 naming it: ignored, `?name=web` listed every
+    cluster as if it had filtered."""
+    unknown = sorted(set(request.query) - set(known))
+    if unknown:
+        raise BadParameter(unknown[0], f"unknown query parameter{'s' if len(unknown) > 1 else ''} "
+                                       f"{', '.join(shown(u) for u in unknown)}: this route takes {', '.join(known)}")
+
+
 def page_json(page: Page) -> web.Response:
     return web.json_response({"items": page.items, "next_after": page.next_after})
 

@@ -14,6 +14,7 @@ from muster.readmodel.cost import rate, waiting_cost
 from muster.readmodel.progress import JobProgress
 from muster.readmodel.timeline import place
 from muster.tables import print_rows
+from muster.times import shown_time
 from services.pool.domain.views import resources_line
 
 
@@ -23,7 +24,7 @@ def print_status(body: dict[str, Any], console: Console, cluster_name: str | Non
     cluster = f"{cluster_name} ({body['cluster_id']})" if cluster_name else body["cluster_id"]
     console.print(f"job {body['id']}: [bold]{body['state']}[/bold] ({body['operation']} of cluster {escape(cluster)})")
     console.print(f"  owner {body.get('owner') or '?'} · answered from the {body.get('source')} · requested by {body.get('requested_by')}")
-    console.print(f"  started {body.get('started_at')} · finished {body.get('finished_at') or '-'}")
+    console.print(f"  started {shown_time(body.get('started_at'))} · finished {shown_time(body.get('finished_at'))}")
     where = f"stage {stage['current']} of {stage.get('total', 0)}" if stage.get("current") else f"{stage.get('total', 0)} stages"
     if stage.get("current") and body.get("state") in FINAL_JOB_STATES:  # over: where it stopped, not where it is
         where = "stopped at " + where
@@ -51,7 +52,7 @@ def approval_line(a: dict[str, Any], waiting: bool) -> str:
     costs = f"; costs {rate(cost['per_hour'])}/h once done (now {rate(cost.get('before_per_hour', 0))}/h)" if cost else ""
     if waiting:
         costs = f"; {waiting_cost(a)}" if cost else ""
-        return (f"approval: waits (rules {', '.join(a.get('rules') or [])}) until {a.get('expires_at')}{costs}: "
+        return (f"approval: waits (rules {', '.join(a.get('rules') or [])}) until {shown_time(a.get('expires_at'))}{costs}: "
                 "`muster job approve` or `muster job reject`")
     decided = {"approved": "approved", "rejected": "rejected", "expired": "expired: nobody decided"}.get(
         str(a.get("decision")), str(a.get("decision") or "not decided"))
@@ -98,8 +99,8 @@ def render_replay(state: dict[str, Any]) -> str:
     c, asof = state["cluster"], state["as_of"]
     lines = [
         f"cluster {c['id']} ({c['name']!r}, tenant {c['tenant']}) as of "
-        + (f"{asof['at']} (log sequence {asof['seq']})" if asof["at"] else f"log sequence {asof['seq']}"),
-        f"  its last event then: #{asof['cluster_event_seq']} at {asof['cluster_event_time']}",
+        + (f"{shown_time(asof['at'])} (log sequence {asof['seq']})" if asof["at"] else f"log sequence {asof['seq']}"),
+        f"  its last event then: #{asof['cluster_event_seq']} at {shown_time(asof['cluster_event_time'])}",
         f"  status {c['status']}" + (f" ({c['status_reason']})" if c["status_reason"] else "") + f", current job {c['job_id']}",
         f"  template {c['template']}, provider {c['provider']}, {len(c['nodes'])} nodes",
     ]

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from muster.times import NO_LEASE_END
+
 from .admission import Refused
 
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -83,7 +85,7 @@ def initial(terms: Terms, requested_s: float | None, now: datetime) -> Lease:
             raise Refused(f"lease_s {requested_s:g} is negative", code="invalid", field="lease_s")
         if terms.initial_s and (requested_s == 0 or requested_s > terms.initial_s):
             raise Refused(f"the template's lease is at most {terms.initial_s:g}s; {requested_s:g}s"
-                          f"{' (forever)' if requested_s == 0 else ''} requested", code="invalid", field="lease_s")
+                          f" requested{', which expires ' + NO_LEASE_END if requested_s == 0 else ''}", code="invalid", field="lease_s")
         seconds = requested_s
     max_at = now + timedelta(seconds=terms.max_s) if terms.max_s else None
     expires = now + timedelta(seconds=seconds) if seconds else None
@@ -95,7 +97,7 @@ def initial(terms: Terms, requested_s: float | None, now: datetime) -> Lease:
 def extended(current: Lease, now: datetime, *, by_s: float | None = None, until: datetime | None = None) -> datetime:
     """The new expiry an extension asks for, or `Refused` saying which limit it breaks."""
     if current.expires_at is None:
-        raise Refused("the cluster's lease is forever: nothing to extend", code="conflict")
+        raise Refused(f"the cluster expires {NO_LEASE_END}: nothing to extend", code="conflict")
     base = max(now, current.expires_at)
     if until is None:
         step = by_s if by_s is not None else current.step_s

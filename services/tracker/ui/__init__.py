@@ -19,6 +19,7 @@ from aiohttp import web
 from contracts.layout import Layout
 from muster.durations import spoken
 from muster.readmodel.cost import hardware_rates, rate, waiting_cost
+from muster.times import NO_LEASE_END
 from services.pool.domain.views import resources_line
 
 from ..app import Tracker
@@ -65,7 +66,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
     env = aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(HERE / "templates"),
                                autoescape=jinja2.select_autoescape(default=True), undefined=jinja2.StrictUndefined)
     env.filters.update(short=_short, seconds=_seconds, rate=rate, spoken=spoken)
-    env.globals.update(duration=_duration, cost_rates=_cost_rates, resources_line=resources_line, waiting_cost=waiting_cost)
+    env.globals.update(no_lease_end=NO_LEASE_END, duration=_duration, cost_rates=_cost_rates, resources_line=resources_line, waiting_cost=waiting_cost)
     if auth is not None:
         app[CONSOLE_AUTH] = auth
     app[FOLDS] = JobFolds()

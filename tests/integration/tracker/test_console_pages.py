@@ -50,7 +50,7 @@ async def test_pages_show_the_tenants_clusters_and_jobs(tracked: Tracked) -> Non
     cluster = await tracked.http.get(f"/ui/clusters/{cluster_id}")
     cluster_html = await cluster.text()
     assert cluster.status == 200 and "JobSucceeded" in cluster_html
-    assert 'data-testid="replay-version"' in cluster_html and "forever" in cluster_html  # version and lease shown
+    assert 'data-testid="replay-version"' in cluster_html and "expires never (no lease)" in cluster_html  # version and lease shown, as the CLI says it
     first = await tracked.http.get(f"/ui/clusters/{cluster_id}/at", params={"seq": "1"})
     assert first.status == 404 and "did not exist yet" in await first.text()  # no events yet at sequence 1
     before = await tracked.http.get(f"/ui/clusters/{cluster_id}", params={"seq": "1"})  # a link to a point before it

@@ -156,6 +156,9 @@ async def test_a_cluster_its_jobs_and_its_current_job(tracked: Tracked) -> None:
         (reply.job_id, "create", "succeeded"), (deleted.job_id, "delete", "succeeded")]
     clusters = await _json(await tracked.http.get("/v1/clusters"))
     assert [c["id"] for c in clusters["items"]] == [reply.cluster_id] and clusters["items"][0]["status"] == "deleted"
+    name = clusters["items"][0]["name"]
+    assert [c["id"] for c in (await _json(await tracked.http.get("/v1/clusters", params={"name": name})))["items"]] == [reply.cluster_id]
+    assert (await _json(await tracked.http.get("/v1/clusters", params={"name": name + "-other"})))["items"] == []
 
 
 async def test_jobs_are_listed_by_cluster_and_state_page_by_page(tracked: Tracked) -> None:
@@ -198,6 +201,7 @@ async def test_another_tenants_job_and_cluster_are_not_found(tracked: Tracked) -
         ("/v1/jobs?cluster=c1", {}, "cluster"),
         ("/v1/jobs?limit=501", {}, "limit"),
         ("/v1/clusters/zzz", {}, "cluster_id"),
+        ("/v1/clusters?nme=web", {}, "nme"),
         ("/v1/clusters/zzz/jobs", {}, "cluster_id"),
     ],
 )

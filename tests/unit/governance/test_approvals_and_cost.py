@@ -101,7 +101,7 @@ def test_muster_status_shows_a_jobs_policy_warnings_and_its_approval() -> None:
 
     waiting = shown(body)
     assert "policy warns: watch the cost (policy w)" in waiting
-    assert ("approval: waits (rules big) until 2026-11-30T03:48:01+00:00; costs 0.375/h once done at the prices when it was "
+    assert ("approval: waits (rules big) until 2026-11-30 03:48:01 UTC; costs 0.375/h once done at the prices when it was "
             "requested (now 0.00/h; Check first, or `muster job approve --dry-run`, for today's): "
             "`muster job approve` or `muster job reject`") in waiting
     decided = shown({**body, "state": "succeeded", "approval": {**body["approval"], "decision": "approved", "by": "apo",
