@@ -111,6 +111,9 @@ class CheckCallback(PoolCommand):
     type: Literal["CheckCallback"] = "CheckCallback"
     v: Literal[1] = 1
     callback: Callback
+    tenant: str = Field(default="", pattern=r"^[A-Za-z0-9_\-]{0,128}$",
+                        description="whose callback: the operator's entries for that tenant (`--webhook-allow acme=HOST`) "
+                                    "count too; '' (an older planner): only the entries of every tenant")
 
 
 AnyPoolCommand = Annotated[

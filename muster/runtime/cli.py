@@ -221,7 +221,7 @@ def _checked_webhook_allow(_ctx: click.Context, _param: click.Parameter, values:
               help="every planner's --tenant-limit: tasks of a tenant in flight at once (repeatable; docs/planner.md)")
 @click.option(ALLOW_OPTION, "webhook_allow", multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]", callback=_checked_webhook_allow,
               help="the notifier's, the pool service's and the planners': a webhook or a pool callback may go to this host name or "
-                   "address range besides public addresses, on every port or on :PORT only; TENANT=: that tenant's webhooks only "
+                   "address range besides public addresses, on every port or on :PORT only; TENANT=: that tenant's webhooks and callbacks only "
                    f"(repeatable; ${ALLOW_ENV} too; {DOC})")
 @click.option("--policy-deadline", default=None, type=click.FloatRange(0.1, 60.0),
               help="every planner's --policy-deadline: seconds one policy may evaluate before it denies the request "

@@ -34,22 +34,22 @@ class NatsCallbackCheck:
     def __init__(self, nc: Client, allowed: Allowed | None = None, timeout: float = 5.0) -> None:
         self.nc, self.allowed, self.timeout = nc, allowed or Allowed(), timeout
 
-    async def __call__(self, callback: Callback) -> tuple[str, str]:
+    async def __call__(self, callback: Callback, tenant: str) -> tuple[str, str]:
         principal = principal_of(self.nc)
-        body = CheckCallback(callback=callback, requested_by=principal).model_dump_json().encode()
+        body = CheckCallback(callback=callback, tenant=tenant, requested_by=principal).model_dump_json().encode()
         try:
             reply = await self.nc.request(subjects.pool_command(principal, ANY_POOL, "check-callback"), body, timeout=self.timeout)
             answer = json.loads(reply.data)
         except Exception as err:  # noqa: BLE001 - no pool service running, or it did not answer in time
             log.info("callback checked by the planner: no pool service answered", error=str(err) or type(err).__name__)
-            return self.without_pool_service(callback)
+            return self.without_pool_service(callback, tenant)
         if answer.get("type") == "Rejected":
             return str(answer.get("reason") or "refused"), ""
         return "", PoolAnswer.model_validate(answer).message
 
-    def without_pool_service(self, callback: Callback) -> tuple[str, str]:
+    def without_pool_service(self, callback: Callback, tenant: str) -> tuple[str, str]:
         assert callback.url is not None
-        problem, name = refused_url(callback.url, self.allowed, PLANNER)
+        problem, name = refused_url(callback.url, self.allowed.for_tenant(tenant), PLANNER)
         if problem or not name:
             return problem, ""
         return "", ("--callback: not checked whether its host resolves to a public address: no pool service answered; "

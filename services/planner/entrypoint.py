@@ -189,7 +189,7 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--policy-deadline", envvar=POLICY_DEADLINE_ENV, default=POLICY_DEADLINE_S, show_default=True,
               type=click.FloatRange(0.1, 60.0),
               help=f"seconds one policy may evaluate before it denies the request (${POLICY_DEADLINE_ENV} too; docs/governance.md)")
-@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR[:PORT]",
+@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]",
               help="the pool service's setting, with which the planner checks a pool callback when no pool service "
                    f"answers; repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,

@@ -121,8 +121,8 @@ class Pools(PoolAdmission, Protocol):
 
 
 class CallbackCheck(Protocol):
-    async def __call__(self, callback: Callback) -> tuple[str, str]:
-        """Whether the pool service would POST to a pool callback's URL (decision 38): (why its
+    async def __call__(self, callback: Callback, tenant: str) -> tuple[str, str]:
+        """Whether the pool service would POST to `tenant`'s pool callback's URL (decision 38): (why its
         rule refuses it, '') or ('', a warning: it does not resolve now, or no pool service
         answered) or ('', '')."""
         ...

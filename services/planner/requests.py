@@ -144,7 +144,7 @@ class Requests:
             op = operation_of(command)
             for check in () if system else self.admission:
                 check(ctx, op, command)
-            notes = await self._callback_allowed(command)
+            notes = await self._callback_allowed(ctx.tenant, command)
             async with self.state.lock:
                 # A new cluster's ids come from the request (its idempotency key, or random): once.
                 new = self._new_ids(ctx.tenant, command, pin) if op.target == "new-cluster" else ("", "")
@@ -180,14 +180,14 @@ class Requests:
             return Rejected(reason=f"the event log did not answer in time ({type(err).__name__}); send the request again",
                             retry=True, code="unavailable")
 
-    async def _callback_allowed(self, cmd: Any) -> list[str]:
+    async def _callback_allowed(self, tenant: str, cmd: Any) -> list[str]:
         """A pool callback's URL the pool service would never POST to (decision 38) is refused
         before anything is written; its warnings otherwise. Asked before the lock: a name that
         takes seconds to resolve holds up no other request."""
         wait = cmd.pool if isinstance(cmd, CreateCluster | ExpandCluster) else None
         if self.callbacks is None or wait is None or wait.callback is None or wait.callback.url is None:
             return []
-        problem, warning = await self.callbacks(wait.callback)
+        problem, warning = await self.callbacks(wait.callback, tenant)
         if problem:
             raise Refused(f"--callback: {problem}", code="invalid", field="pool.callback")
         return [warning] if warning else []

@@ -252,7 +252,7 @@ class PoolService:
             return PoolAnswer(message=f"pool {name} configured (policy {c.terms.policy})")
         if isinstance(c, CheckCallback):
             assert self.sender is not None
-            problem, warning = await self.sender.check(c.callback)
+            problem, warning = await self.sender.check(c.callback, c.tenant)
             if problem:
                 return Rejected(reason=problem, code="invalid", field="pool.callback")
             return PoolAnswer(state="allowed", message=warning)
@@ -279,7 +279,7 @@ class PoolService:
             reason = "" if known else pool.refusal(req)
             if not reason and not known and req.callback is not None:
                 assert self.sender is not None
-                why = (await self.sender.check(req.callback))[0]
+                why = (await self.sender.check(req.callback, req.tenant))[0]
                 reason = f"callback: {why}" if why else ""
             if reason:
                 return Rejected(reason=reason)  # refused at admission: nothing is recorded
@@ -349,7 +349,7 @@ class PoolService:
             key = (name, rid, on)
             if key not in self.sending:
                 self.sending.add(key)
-                self._spawn(self._send(key, due["target"], due["body"]))
+                self._spawn(self._send(key, due["target"], due["body"], due["tenant"]))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -367,11 +367,11 @@ class PoolService:
         except Exception:
             log.exception("expiry failed", pool=name, request=request_id)
 
-    async def _send(self, key: tuple[str, str, str], target: Callback, body: dict[str, Any]) -> None:
+    async def _send(self, key: tuple[str, str, str], target: Callback, body: dict[str, Any], tenant: str) -> None:
         name, rid, on = key
         try:
             assert self.sender is not None
-            attempts, error = await self.sender.send(target, body)
+            attempts, error = await self.sender.send(target, body, tenant)
             await self.decide(name, lambda p: p.delivered(rid, on, target_text(target), attempts, error))
             log.info("callback sent" if not error else "callback gave up", pool=name, request=rid, on=on, error=error)
         except Exception:

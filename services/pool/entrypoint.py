@@ -72,9 +72,10 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option("--instance", default=None, help="this pool service's name (default: pool-<host>-<pid>)")
 @click.option("--callback-attempts", default=5, show_default=True, type=click.IntRange(1, 100),
               help="tries of an HTTP callback before giving up (recorded either way)")
-@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="HOST|CIDR[:PORT]",
+@click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]",
               help="an HTTP callback may go to this host name (*.corp.example: the names under it) or address range "
-                   f"besides public addresses, on every port or on :PORT only ([fd00::1]:8080); repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
+                   "besides public addresses, on every port or on :PORT only ([fd00::1]:8080); TENANT=: that tenant's "
+                   f"callbacks only (acme=hooks.acme.internal:443); repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
 def serve(nats_url: str | None, instance: str | None, callback_attempts: int, allow: tuple[str, ...]) -> None:
     """Run the pool service: decide which hosts go to which nodes."""
     name = instance or f"pool-{socket.gethostname()}-{os.getpid()}"

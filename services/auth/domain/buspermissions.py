@@ -71,6 +71,21 @@ def _streams_bootstrap() -> list[str]:
             f"{JS}.STREAM.CREATE.*", f"{JS}.STREAM.UPDATE.*"]
 
 
+LOG_STREAMS = (subjects.EVENTS_STREAM, subjects.TASKS_STREAM, BODIES[0])
+"""What every service's start declares (`muster.bus.streams.ensure_streams`)."""
+
+
+def _streams_declared(created: Iterable[str]) -> list[str]:
+    """Services that declare only streams and buckets of their own list at start: created by
+    name (one already there is left as it is) and looked up, never updated (the auth service and
+    the planners update them). With `_streams_bootstrap` a compromised tracker (the service facing
+    the network) could drop the log with a lower limit, or capture `muster.ops.>` in a stream of
+    its own and answer every tenant's requests with its acknowledgements
+    (tests/integration/auth/test_service_streams.py)."""
+    return [f"{JS}.INFO", f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + [
+        f"{JS}.STREAM.CREATE.{s}" for s in dict.fromkeys(created)]
+
+
 def _provisioner_streams() -> list[str]:
     """What a provisioner's start declares (the log's streams and its presence bucket: already
     there, so nothing changes) and the streams it binds to, by name. Not `_streams_bootstrap`:
@@ -172,12 +187,14 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # governance service's check of a subscription before it is stored (`notify-check`).
         return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox))
     if kind == "solver":
-        pub = common + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
+        pub = _streams_declared(LOG_STREAMS) + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox))
     if kind == "tracker":
         # Queries in its own name only. It sends people's operations on connections opened with
         # their own tokens (services/tracker/acting.py, decision 17): it may send none itself.
-        pub = common + _read_log() + [
+        # Its streams: the log's, and the locations and snapshots buckets (its index, replay's stories).
+        declared = _streams_declared((*LOG_STREAMS, f"KV_{subjects.LOCATIONS_BUCKET}", "KV_snapshots"))
+        pub = declared + _read_log() + [
             f"{subjects.QUERY}.*.{pid}.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
             subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
             "$KV.snapshots.*.story.*",  # replay's story snapshots (services/tracker/story.py)

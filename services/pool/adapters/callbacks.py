@@ -7,7 +7,8 @@ log). Receivers use `request_id` and `type` to drop repeats.
 
 A URL is a tenant's choice and the POST leaves from inside the deployment, so it goes where the
 notifier's webhooks may go (decision 38, `muster/destinations.py`): public addresses, unless the
-operator allows more (`--webhook-allow`). It is checked when the request comes (`check`) and at
+operator allows more (`--webhook-allow`; an entry of one tenant's, `acme=HOST`, for that tenant's
+callbacks only, as for its webhooks: `Allowed.for_tenant`). It is checked when the request comes (`check`) and at
 every connection (`muster/checked_http.py`); redirects are not followed. A POST to an address
 the rule refuses is not tried again (each try would be another probe); a name that does not
 resolve to a public address is a failed attempt like any other, and its words do not say whether
@@ -44,15 +45,16 @@ class CallbackSender:
     resolver: AbstractResolver | None = None
     """How names resolve (tests: a resolver of their own); every answer is checked."""
 
-    _checked: CheckedResolver | None = field(default=None, init=False, repr=False)
+    _checked: dict[str, CheckedResolver] = field(default_factory=dict, init=False, repr=False)
 
-    @property
-    def checked(self) -> CheckedResolver:
-        if self._checked is None:  # (made on the loop: aiohttp's resolver needs one)
-            self._checked = CheckedResolver(self.allowed, self.resolver)
-        return self._checked
+    def checked(self, tenant: str) -> CheckedResolver:
+        """The tenant's checked resolver: the entries of every tenant and its own; another
+        tenant's allowed receiver is refused to it as if nothing allowed it."""
+        if tenant not in self._checked:  # (made on the loop: aiohttp's resolver needs one)
+            self._checked[tenant] = CheckedResolver(self.allowed.for_tenant(tenant), self.resolver)
+        return self._checked[tenant]
 
-    async def check(self, callback: Callback) -> tuple[str, str]:
+    async def check(self, callback: Callback, tenant: str) -> tuple[str, str]:
         """(why the rule refuses the callback's URL, '') or ('', a warning: its host does not
         resolve to a public address now, or not in time) or ('', ''), before a request that names
         it is recorded (no prefix: the asker says which field)."""
@@ -62,7 +64,7 @@ class CallbackSender:
         if isinstance(where, str):
             return f"{printable(callback.url)}: {where}", ""
         host, port = where
-        found = await look_up(self.checked, host, port)
+        found = await look_up(self.checked(tenant), host, port)
         if found.refused is not None:
             return explain(found.refused, host, sender=POOL, port=port), ""
         if found.unreachable:
@@ -72,7 +74,7 @@ class CallbackSender:
             return "", f"{host} {found.cause}: a callback fails if it does not when it is sent"
         return "", ""
 
-    async def send(self, callback: Callback, body: dict[str, Any]) -> tuple[int, str]:
+    async def send(self, callback: Callback, body: dict[str, Any], tenant: str) -> tuple[int, str]:
         """Deliver; returns (attempts made, '' or the last error)."""
         data = json.dumps(body).encode()
         if callback.subject:
@@ -83,10 +85,11 @@ class CallbackSender:
         if isinstance(where, str):
             return 1, f"{printable(callback.url)}: {where}"
         host, port = where
-        if why := refused_address(self.allowed, host, port):  # an address is not resolved: checked here
+        checked = self.checked(tenant)
+        if why := refused_address(checked.allowed, host, port):  # an address is not resolved: checked here
             return 1, f"refused: {explain(why, host, sender=POOL, port=port)}"
         error = ""
-        async with session(self.checked, self.timeout_s) as http:
+        async with session(checked, self.timeout_s) as http:
             for attempt in range(1, self.attempts + 1):
                 try:
                     async with http.post(callback.url, data=data, headers={"Content-Type": "application/json"},
@@ -105,8 +108,8 @@ class CallbackSender:
         return self.attempts, error
 
     async def close(self) -> None:
-        if self._checked is not None:
-            await self._checked.close()
+        for checked in self._checked.values():
+            await checked.close()
 
 
 def target_text(target: Callback) -> str:

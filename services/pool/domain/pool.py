@@ -505,7 +505,7 @@ class Pool(Aggregate):
             self.book.hold(host, Holder(tenant=req.tenant, cluster_id=req.cluster_id, node_id=a.node_id,
                                         request_id=req.request_id))
         if req.callback is not None:
-            self.callbacks_due[(req.request_id, "grant")] = {"target": req.callback, "body": {
+            self.callbacks_due[(req.request_id, "grant")] = {"target": req.callback, "tenant": req.tenant, "body": {
                 "type": "granted", "pool": self.name, "request_id": req.request_id, "cluster_id": req.cluster_id,
                 "hosts": [{"node_id": a.node_id, **_reach(self.book.hosts[a.host_id].spec)} for a in payload.assignments],
             }}
@@ -558,7 +558,7 @@ class Pool(Aggregate):
     def _ended(self, request_id: str, how: str, why: str) -> None:
         r = self.requests.finish(request_id, how)
         if r is not None and r.request.callback is not None:
-            self.callbacks_due[(request_id, "end")] = {"target": r.request.callback, "body": {
+            self.callbacks_due[(request_id, "end")] = {"target": r.request.callback, "tenant": r.request.tenant, "body": {
                 "type": "ended", "pool": self.name, "request_id": request_id, "cluster_id": r.request.cluster_id,
                 "how": how, "reason": why,
             }}

@@ -10,7 +10,6 @@ the signed-in person's own token (decision 17, as job control); the planner chec
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from aiohttp import web
 
@@ -22,7 +21,7 @@ from muster.readmodel.cost import rate
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
 from ..write_routes import ACTING
-from .kit import NotAllowed, page, redirect, render, tracker_of
+from .kit import NotAllowed, page, render, said_at, tracker_of
 from .live import job_form
 from .session import Viewer, session_token
 
@@ -50,7 +49,7 @@ async def decide(request: web.Request) -> web.StreamResponse:
         said = f"refused: {action[:40]!r} is neither approve, reject nor check"
     else:
         said = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, job_id, action, comment)
-    return redirect(f"/ui/jobs/{job_id}?said={quote(said)}")
+    return said_at(request, viewer, job_id, said)
 
 
 async def send(bus: ActingBus, token: str | None, tenant: str, by: str, job_id: str, action: str, comment: str) -> str:

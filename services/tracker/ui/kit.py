@@ -34,6 +34,20 @@ def redirect(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location})
 
 
+def said_at(request: web.Request, viewer: Viewer, job_id: str, said: str) -> web.Response:
+    """Back to the job's page, saying what a form's request got, sealed (csrf.seal)."""
+    seal = csrf.seal(session_token(request), viewer.tenant, job_id, said)
+    return redirect(f"/ui/jobs/{job_id}?said={quote(said)}&seal={seal}")
+
+
+def said_of(request: web.Request, viewer: Viewer, job_id: str) -> str | None:
+    """The `said` of the page's URL if the console made it for this viewer and job; nothing else."""
+    said = request.query.get("said")
+    if said and csrf.sealed(session_token(request), viewer.tenant, job_id, said, request.query.get("seal")):
+        return said
+    return None
+
+
 class NotFound(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)

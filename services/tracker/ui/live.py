@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import quote
 
 from aiohttp import web
 
@@ -33,7 +32,7 @@ from ..still import Still
 from ..write_routes import ACTING
 from .batches import batched
 from .bigpage import FOLDS
-from .kit import NotFound, may_job, redirect, tracker_of, uuid_param
+from .kit import NotFound, may_job, said_at, tracker_of, uuid_param
 from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
 CONTROL_TIMEOUT_S = 5.0
@@ -115,7 +114,7 @@ async def control(request: web.Request) -> web.StreamResponse:
         said, ok = await send(request.app[ACTING], session_token(request), viewer.tenant, viewer.name, action, job_id)
     if wants_json:
         return web.json_response({"said": said, "accepted": ok, "action": action})
-    return redirect(f"/ui/jobs/{job_id}?said={quote(said)}")
+    return said_at(request, viewer, job_id, said)
 
 
 async def send(bus: ActingBus, token: str | None, tenant: str, by: str, action: str, job_id: str) -> tuple[str, bool]:

@@ -30,7 +30,7 @@ from .bigpage import FOLDS
 from .controls import CONTROLS, controls_for
 from .forms import operations
 from .graph import attempts, task_of
-from .kit import NotFound, is_uuid, page, readable_cluster, redirect, render, seq_param, tracker_of, uuid_param
+from .kit import NotFound, is_uuid, page, readable_cluster, redirect, render, said_of, seq_param, tracker_of, uuid_param
 from .session import NeedsSignIn, Viewer, auth_of, same_origin, viewer_of
 
 log = structlog.get_logger("muster.tracker.ui")
@@ -140,7 +140,7 @@ async def _job(request: web.Request, viewer: Viewer) -> tuple[str, JobFold | Non
 @page
 async def job(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     job_id, fold, history = await _job(request, viewer)
-    said = request.query.get("said")
+    said = said_of(request, viewer, job_id)
     if fold is not None:
         return await bigpage.job(request, viewer, job_id, fold, said)
     data = reads.job_page(history)

@@ -1,5 +1,5 @@
 """An open HTTP stream ends when its reader loses the right to it: a revoked token, or a grant
-taken back. Before, `/v1/events?follow=true` and a job's stream went on sending the tenant's
+taken back. Before, `/v1/events?follow=true`, a job's stream and the console's went on sending the tenant's
 new events to a revoked (even disabled) token for as long as the client kept them open, while
 the same token's bus connections were closed within half a second."""
 
@@ -140,3 +140,23 @@ async def test_a_job_stream_ends_when_the_grant_that_let_it_be_read_is_revoked(s
     ended = await _until(resp, "progress")
     assert ended["sse"] == "error" and "jo has no read permission" in ended["message"], ended
     resp.close()
+
+
+async def test_the_consoles_batched_job_stream_ends_when_its_readers_grant_or_token_is_taken_back(served: Served) -> None:
+    """The job page's stream (`/ui/jobs/<id>/stream?batch=1`, services/tracker/ui/batches.py)
+    asks still.py before each event, as the API's streams do."""
+    jo = await _open(served, "jo", f"/ui/jobs/{JOB}/stream?batch=1")
+    rita = await _open(served, "rita", f"/ui/jobs/{JOB}/stream?batch=1")
+    for resp in (jo, rita):
+        first = await _until(resp, "batch")
+        assert first["sse"] == "batch" and first["state"], first  # it streams while the reader may read
+    await served.admin("revoke", "principal", "jo", principal="jo", permission="read", scope=f"cluster:{CLUSTER}", tenant="a")
+    token_id = served.tokens["rita"]["token_id"]
+    await served.admin("token-revoke", "token", token_id, token_id=token_id)
+    await _job_event(served)
+    ended = await _until(jo, "batch")
+    assert ended == {"sse": "error", "message": f"the stream ends: jo may no longer read job {JOB}"}, ended
+    ended = await _until(rita, "batch")
+    assert ended["sse"] == "error" and "the stream ends" in ended["message"] and "revoked" in ended["message"], ended
+    jo.close()
+    rita.close()

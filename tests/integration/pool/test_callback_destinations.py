@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pool_env import Pipeline, PoolEnv, hosts
+from pool_env import Pipeline, PoolEnv, _env, hosts
 
 from contracts import subjects
 from contracts.commands import CreateCluster, PoolWait, Rejected
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.nats
 SETTING = "`muster pool serve --webhook-allow`, $MUSTER_WEBHOOK_ALLOW; docs/pools.md"
 
 
-def req(rid: str, url: str) -> PoolRequest:
-    return PoolRequest(request_id=rid, pool="lab", tenant="acme", cluster_id=f"c-{rid}", job_id=rid,
+def req(rid: str, url: str, tenant: str = "acme") -> PoolRequest:
+    return PoolRequest(request_id=rid, pool="lab", tenant=tenant, cluster_id=f"c-{rid}", job_id=rid,
                        nodes=[NodeNeed(node_id="n0", hardwaretype="small")], callback=Callback(url=url))
 
 
@@ -87,6 +87,32 @@ async def test_what_the_operator_allows_is_delivered_and_a_redirect_is_not_follo
     assert body["type"] == "granted" and body["request_id"] == "r2"
 
 
+async def test_an_entry_of_one_tenants_is_delivered_to_for_its_callbacks_and_refused_to_anothers(fresh_nats: str,
+                                                                                                 webhook: Webhook) -> None:
+    """`--webhook-allow acme=127.0.0.1:PORT`: acme's callback there was refused (the pool service
+    read the entries of every tenant only) while the notifier sent acme's webhooks there. Now
+    acme's is delivered; beta's is refused when it comes and, already in the log, at the POST."""
+    from muster.destinations import Allowed
+
+    port = webhook.url.split(":")[2].split("/")[0]
+    async for env in _env(fresh_nats, Allowed.parse([f"acme=127.0.0.1:{port}"])):
+        await pools.send(env.nc, "lab", AddHosts(hosts=hosts(2)))
+        watch = await env.watch(subjects.pool_events("lab"))
+        with pytest.raises(pools.PoolRejected) as refused:
+            await pools.send(env.nc, "lab", RequestHosts(request=req("b1", webhook.url, tenant="beta")))
+        assert str(refused.value).startswith("callback: 127.0.0.1 is a loopback address")
+        await env.store.append(subjects.pool_request_events("beta", "lab", "b2"),
+                               [Append(event=PoolHostsRequested(request=req("b2", webhook.url, tenant="beta")), msg_id="b2")])
+        theirs = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "b2")
+        assert not theirs.event.ok and theirs.event.attempts == 1
+        assert theirs.event.error.startswith("refused: 127.0.0.1 is a loopback address")
+        assert webhook.got.empty()
+        await pools.send(env.nc, "lab", RequestHosts(request=req("a1", webhook.url)))
+        mine = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.request_id == "a1")
+        assert mine.event.ok, mine.event
+        assert (await webhook.got.get())[0]["request_id"] == "a1"
+
+
 async def test_a_create_whose_callback_aims_inside_is_refused_by_the_planner_in_the_pool_services_words(
         pipeline: Pipeline, webhook: Webhook) -> None:
     wait = PoolWait(callback=Callback(url=webhook.url))
@@ -109,15 +135,18 @@ async def test_with_no_pool_service_the_planner_checks_what_needs_no_lookup_with
     nc = await connect(fresh_nats, name="planner")
     try:
         check = NatsCallbackCheck(nc, Allowed.parse(["10.0.0.0/8:8443"]), timeout=2.0)
-        problem, warning = await check(Callback(url="http://127.0.0.1:8080/hook"))
+        problem, warning = await check(Callback(url="http://127.0.0.1:8080/hook"), "acme")
         assert warning == "" and problem.startswith(
             "127.0.0.1 is a loopback address: the pool service sends callbacks to public addresses only, unless the operator "
             "allows others (`muster up --webhook-allow 127.0.0.1:8080`, or `muster planner --webhook-allow`"), problem
-        assert (await check(Callback(url="https://10.1.2.3/x")))[0].startswith("10.1.2.3 is a private address")
-        assert await check(Callback(url="https://10.1.2.3:8443/x")) == ("", "")  # the operator's allow, on its port
-        assert await check(Callback(url="http://ci.example:http/x?token=t")) == (
+        assert (await check(Callback(url="https://10.1.2.3/x"), "acme"))[0].startswith("10.1.2.3 is a private address")
+        assert await check(Callback(url="https://10.1.2.3:8443/x"), "acme") == ("", "")  # the operator's allow, on its port
+        own = NatsCallbackCheck(nc, Allowed.parse(["acme=10.0.0.0/8:8443"]), timeout=2.0)  # one tenant's entry: its own
+        assert await own(Callback(url="https://10.1.2.3:8443/x"), "acme") == ("", "")
+        assert (await own(Callback(url="https://10.1.2.3:8443/x"), "beta"))[0].startswith("10.1.2.3 is a private address")
+        assert await check(Callback(url="http://ci.example:http/x?token=t"), "acme") == (
             "http://ci.example:http/x: its port is not a number from 1 to 65535", "")
-        problem, warning = await check(Callback(url="https://ci.example/x"))
+        problem, warning = await check(Callback(url="https://ci.example/x"), "acme")
         assert problem == "" and warning.startswith("--callback: not checked whether its host resolves to a public address: "
                                                     "no pool service answered")
     finally:

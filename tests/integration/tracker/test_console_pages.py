@@ -16,6 +16,7 @@ from contracts import subjects
 from contracts.events import CatalogEntityPut, JobSucceeded
 from muster.bus.eventstore import Append
 from services.tracker import csrf
+from services.tracker.ui.live import VERBS
 
 from .conftest import Tracked
 
@@ -133,6 +134,27 @@ async def test_job_control_answers_as_the_planner_does_and_refuses_other_sites(t
         assert stale.status == 403 and "CSRF" in (await stale.json())["error"]["message"]
     plain = await tracked.http.post(f"/ui/jobs/{job_id}/control", data=_form("nope"), allow_redirects=False)
     assert plain.status == 303 and "said=rejected" in plain.headers["Location"]
+
+
+def _said(page: str) -> str:
+    found = re.search(r'data-testid="control-said">([^<]*)</output>', page)
+    assert found, "the page offers job control"
+    return html.unescape(found.group(1))
+
+
+async def test_a_job_page_says_only_what_the_console_said(tracked: Tracked) -> None:
+    """A link to `/ui/jobs/<id>?said=approved` made the page say "approved" when nothing was
+    (docs/security.md): the page shows a `said` only under the seal its own redirect made."""
+    job_id, _ = await _finished(tracked)
+    other, _ = await _finished(tracked)
+    back = (await tracked.http.post(f"/ui/jobs/{job_id}/control", data=_form("nope"), allow_redirects=False)).headers["Location"]
+    assert _said(await (await tracked.http.get(back)).text()) == "rejected: 'nope' is not one of " + ", ".join(VERBS)
+    query = back.partition("?")[2]
+    for crafted in (f"/ui/jobs/{job_id}?said=approved", f"/ui/jobs/{job_id}?said=approved&seal=",
+                    f"/ui/jobs/{other}?{query}",  # another job's seal
+                    f"/ui/jobs/{job_id}?{query.replace('said=rejected', 'said=approved')}"):  # another text under the seal
+        page = await tracked.http.get(crafted)
+        assert page.status == 200 and _said(await page.text()) == "", crafted
 
 
 async def test_the_catalog_page_masks_sensitive_provider_fields(tracked: Tracked) -> None:

@@ -23,9 +23,11 @@ class PoolServiceSays:
     def __init__(self, problem: str = "", warning: str = "") -> None:
         self.answer = (problem, warning)
         self.asked: list[Callback] = []
+        self.tenants: list[str] = []
 
-    async def __call__(self, callback: Callback) -> tuple[str, str]:
+    async def __call__(self, callback: Callback, tenant: str) -> tuple[str, str]:
         self.asked.append(callback)
+        self.tenants.append(tenant)
         return self.answer
 
 
@@ -53,6 +55,7 @@ async def test_a_callback_the_pool_service_refuses_refuses_the_create_and_nothin
         assert reply.reason == f"--callback: {LOOPBACK}"
     assert h.log.records == []
     assert [c.url for c in says.asked] == ["http://127.0.0.1:8080/hook"] * 2
+    assert says.tenants == ["default"] * 2  # whose callback: its tenant's own entries count (--webhook-allow acme=HOST)
 
 
 async def test_a_warning_rides_on_the_acceptance_and_a_bus_callback_is_not_asked_about() -> None:
