@@ -36,6 +36,7 @@ from muster.cli_support import (
 from muster.durations import spoken
 from muster.ops_care_cli import seconds
 from muster.tables import print_rows
+from muster.times import shown_time
 
 from .domain.deliveries import said
 from .domain.policies import PolicyCompileError, PolicySource, compile_policy
@@ -149,7 +150,7 @@ async def policy_list(source: bool, as_json: bool, bus: Bus) -> None:
         echo_json(answer.model_dump(mode="json"))
         return
     listed(f"policies of tenant {tenant}", ["name", "version", "by", "updated", "description"],
-           [[i["name"], str(i["version"]), i["by"], i["updated_at"][:19], i["entity"].get("description", "")] for i in answer.items],
+           [[i["name"], str(i["version"]), i["by"], shown_time(i["updated_at"]), i["entity"].get("description", "")] for i in answer.items],
            f"no policies in tenant {tenant}: no request is refused or warned of by one (`muster policy apply FILE.rego`)")
     for i in answer.items if source else []:
         out.print(f"\n# {i['name']} (version {i['version']})\n{i['entity']['source']}")

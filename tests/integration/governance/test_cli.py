@@ -75,6 +75,7 @@ async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(
     as_json = await muster(url, "policy", "apply", str(tmp_path / "broken.rego"), "--json")
     assert as_json.exit_code == 2 and [a["code"] for a in answers(as_json)] == ["invalid"]
     assert "too many nodes" in (await muster(url, "policy", "list", "--source")).stdout
+    assert " UTC" in (await muster(url, "policy", "list")).stdout  # its time as every list shows one (muster.times)
 
     made = await muster(url, "notify", "add", "ops", "--on", "job_failed,needs_approval", "--subject", "muster.cb.default.ops")
     assert made.exit_code == 0, made.output
