@@ -157,6 +157,11 @@ async def check(
     clusters: dict[tuple[str, str], Cluster] = {}
     owner: dict[str, str] = {}  # cluster or job id -> tenant
     for subject, history in by_subject.items():
+        if f".{subjects.CLAIMS}." in subject:
+            # A cancel's fence (decision 46): one `ClaimsClosed`, not a history to fold as a job.
+            if [r.type for r in history] != ["ClaimsClosed"]:
+                report.problems.append(f"{subject}: a cancel's fence holds {[r.type for r in history]}, not one ClaimsClosed")
+            continue
         w = where(subject)
         if w is None:
             report.problems.append(f"{subject}: not a muster event subject")
