@@ -118,7 +118,7 @@ class Governance:
                   and (self.shared is None or self.shared.holds(c))]
         elsewhere = self.shared.elsewhere(facts.tenant) if self.shared is not None else spend.NONE
         doc = document(tenant=facts.tenant, operation=facts.operation.removesuffix("-restart"), now=now, requester=by,
-                       role=self.role_of(by), request={**facts.command.model_dump(mode="json"), "requested_by": by}, cluster=cluster_input(before),
+                       role=self.role_of(by), request=facts.command.model_dump(mode="json"), cluster=cluster_input(before),
                        before=previous, after=remaining, actions=actions, cost=cost,
                        tenant_clusters=len(others) + (before is not None and before.status != "deleted") + elsewhere["clusters"],
                        tenant_nodes=sum(len(c.nodes) for c in others) + len(previous) + spend.node_count(elsewhere),
