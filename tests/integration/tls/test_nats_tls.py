@@ -183,7 +183,10 @@ async def test_a_service_given_a_plain_url_to_a_tls_server_says_to_give_tls(tls_
     try:
         while b'"nats error"' not in (line := await asyncio.wait_for(proc.stderr.readline(), 60)):
             assert line, "the solver exited before it tried"
-        assert "expecting INFO" in line.decode() and "give its URL as tls://" in line.decode(), line
+        said = line.decode()
+        # which of the two 5 s timeouts fires first (the server's TLS one, the client's connect one)
+        # is a race on a loaded machine; either way the silence is named and the fix given
+        assert ("expecting INFO" in said or "TimeoutError" in said) and "give its URL as tls://" in said, line
     finally:
         proc.terminate()
         await proc.wait()

@@ -21,6 +21,7 @@ from muster.tls.context import (
     client_tls,
     is_loopback,
     nats_options,
+    plain_to_tls,
     refusal,
     server_context,
 )
@@ -162,3 +163,12 @@ def test_a_trust_or_client_file_that_is_not_pem_is_named(tmp_path: Path) -> None
         client_context(ClientTls(ca.cert_path, garbage, own.key))
     with pytest.raises(TlsError, match=f"certificate {own.cert} with the key {other.key} cannot be used \\(KEY_VALUES_MISMATCH\\)"):
         client_context(ClientTls(ca.cert_path, own.cert, other.key))
+
+
+def test_a_plain_client_meeting_silence_is_told_to_give_tls_whichever_timeout_fired() -> None:
+    plain, tls = ["nats://127.0.0.1:4222"], ["tls://127.0.0.1:4222"]
+    server_hung_up = Exception("nats: empty response from server when expecting INFO message")
+    for err in (server_hung_up, TimeoutError()):
+        assert "give its URL as tls://" in plain_to_tls(err, plain)
+        assert plain_to_tls(err, tls) == ""
+    assert plain_to_tls(ConnectionRefusedError("refused"), plain) == ""
