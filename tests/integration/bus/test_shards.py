@@ -152,13 +152,17 @@ async def test_a_member_too_busy_to_renew_in_time_keeps_what_nobody_took(ncs: li
     """Planning 10,000 nodes holds a planner's loop for seconds: its fence then finds the key
     exactly as it left it (nobody could take it meanwhile) and keeps the shard."""
     ledger = Ledger()
-    a = _member(ncs[0], "a", ledger)
+    ttl = 5.0  # the late renewals must land before the server expires the keys, a TTL after their send
+    a = ShardLeases(ncs[0].jetstream(), "a", shards=SHARDS, ttl_s=ttl, **ledger.callbacks("a"))
     await a.start()
     assert len(a.held) == SHARDS
     before = {s: a.revision(s) for s in range(SHARDS)}
-    time.sleep(TTL * 0.9)
+    # Blocked just past every lease's own lapse point, counted from its send (SAFETY x TTL before
+    # the server's expiry): a fixed sleep from here ate into that margin by however long `start`
+    # took to return on a loaded machine, and the keys expired before the renewals landed.
+    time.sleep(max(lease.valid_until for lease in a.held.values()) - time.monotonic() + 0.05)
     for s in range(SHARDS):  # each lease is written again (late), seen on the watch
-        assert await a.changed(s, before[s], TTL)
+        assert await a.changed(s, before[s], ttl)
     assert all(a.owns(s) for s in range(SHARDS))
     assert not [e for e in ledger.events if e[2] == "lost"]
     await a.stop()
