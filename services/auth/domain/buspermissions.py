@@ -66,8 +66,9 @@ CALLBACKS = "muster.cb"
 tenant's, contracts/pools.py)."""
 
 
-LOG_STREAMS = (subjects.EVENTS_STREAM, subjects.TASKS_STREAM, BODIES[0])
-"""What every service's start declares (`muster.bus.streams.ensure_streams`)."""
+LOG_STREAMS = (subjects.EVENTS_STREAM, BODIES[0])
+"""What every service's start declares (`muster.bus.streams.ensure_streams`); the planner's and
+the provisioners' TASKS too (`muster.runtime.service.TASK_QUEUE_SERVICES`)."""
 
 
 def _streams_declared(created: Iterable[str], bound: Iterable[str] = ()) -> list[str]:
@@ -152,7 +153,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # provisioners, and declares it when no provisioner has yet). It publishes tasks and
         # asks TASKS' info (a restarted server's new queue), and reads no task: no consumer there.
         presence = f"KV_{subjects.PRESENCE_BUCKET}"
-        pub = _streams_declared((*LOG_STREAMS, *PLANNER_BUCKETS, presence)) + _read_log(*PLANNER_BUCKETS, presence) + [
+        pub = _streams_declared((*LOG_STREAMS, subjects.TASKS_STREAM, *PLANNER_BUCKETS, presence)) + _read_log(*PLANNER_BUCKETS, presence) + [
             f"{evt}.*.job.*", subjects.ALL_JOB_TASK_RECORDS, subjects.ALL_CLAIMS_CLOSED, f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
             f"{evt}.*.denied.*",  # requests the tenant's policies refused (docs/governance.md)
             f"{evt}.*.catalog.>",  # catalog changes it checked against the requester's grants (catalog-apply|delete)

@@ -30,7 +30,8 @@ from muster.bus.eventstore import EventStore
 from muster.bus.shards import leases_bucket
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.spend import NatsSpend
-from muster.bus.streams import ensure_streams, events_config
+from muster.bus.streams import ensure_streams, events_config, tasks_config
+from muster.runtime.service import TASK_QUEUE_SERVICES
 from services.planner.nodemaps import ensure_bucket as nodemaps_bucket
 from services.provisioner.presence import live_provisioners, watched_bucket
 from services.tracker.adapters.kv import LocationIndex
@@ -208,7 +209,25 @@ async def test_the_pool_governance_and_notifier_read_no_bucket_but_the_planner_i
 @pytest.mark.parametrize("kind", SERVICES)
 async def test_a_service_still_declares_the_log_it_uses(world: World, kind: str) -> None:
     """What every start does (muster.runtime.service): the log's streams, already there: nothing changes."""
-    await ensure_streams(world.services[kind].jetstream(timeout=5))
+    await ensure_streams(world.services[kind].jetstream(timeout=5), tasks=kind in TASK_QUEUE_SERVICES)
+    assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
+@pytest.mark.parametrize("kind", sorted(set(SERVICES) - set(TASK_QUEUE_SERVICES)))
+async def test_a_service_that_takes_no_task_cannot_declare_the_lost_task_queue(world: World, kind: str) -> None:
+    """TASKS lives in memory: it is gone once nats-server restarts, until a planner or a
+    provisioner declares it again. A service that uses no task may not declare it first, with
+    subjects of its own (`muster.ops.>`: JetStream would acknowledge every tenant's request)
+    that the planners could not change back; its own start declares the other two."""
+    await world.system.jetstream().delete_stream(subjects.TASKS_STREAM)  # what a restart does to it
+    js = world.services[kind].jetstream(timeout=2)
+    capture = tasks_config()
+    capture.subjects = [f"{subjects.TASK}.>", f"{subjects.OPS}.>"]
+    assert await _refused(js.add_stream(capture))
+    with pytest.raises(NotFoundError):
+        await world.system.jetstream().stream_info(subjects.TASKS_STREAM)
+    world.violations.clear()  # (the attack's own)
+    await ensure_streams(js, tasks=False)
     assert not any("permissions violation" in v for v in world.violations), world.violations
 
 
@@ -249,6 +268,6 @@ async def test_a_service_uses_a_stream_another_version_declared_as_it_is(world: 
     other = events_config()
     other.description = "declared by another version"
     await world.system.jetstream().update_stream(other)
-    await ensure_streams(world.services[kind].jetstream(timeout=1))
+    await ensure_streams(world.services[kind].jetstream(timeout=1), tasks=kind in TASK_QUEUE_SERVICES)
     info = await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)
     assert info.config.description == "declared by another version"
