@@ -119,7 +119,7 @@ def _read_log(*buckets: str) -> list[str]:
 
 LOG_READER = _streams_declared(LOG_STREAMS) + _read_log()
 """A service whose only streams are the log's (the pool service, governance, the notifier): it
-declares the three at start and reads EVENTS and BODIES, no bucket."""
+declares the two at start and reads EVENTS and BODIES, no bucket."""
 
 PLANNER_BUCKETS = tuple(f"KV_{b}" for b in ("nodemaps", "leases", "snapshots", "budgets", "spend"))
 """The buckets a planner declares at start (and reads and writes)."""
