@@ -64,8 +64,9 @@ def tasks_config(replicas: int = 1) -> StreamConfig:
     )
 
 
-async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> None:
-    for config in (events_config(replicas), tasks_config(replicas), bodies_config(replicas)):
+async def ensure_streams(js: JetStreamContext, replicas: int = 1, tasks: bool = True) -> None:
+    """`tasks`: TASKS too (the services that use it: `muster.runtime.service.TASK_QUEUE_SERVICES`)."""
+    for config in (events_config(replicas), *([tasks_config(replicas)] if tasks else []), bodies_config(replicas)):
         await _declare(js, config)
 
 
@@ -85,9 +86,9 @@ async def _declare(js: JetStreamContext, config: StreamConfig) -> StreamInfo | N
     try:
         return await js.update_stream(config)
     except NatsTimeout:
-        # A connection that may not update streams (a provisioner: docs/security.md) finds one
-        # another version declared: the server drops the request. It is used as it is; the
-        # services that may (the auth service first, at its start) update it.
+        # A connection that may not update streams (every service's but the auth service's:
+        # docs/security.md, "Services' JetStream rights") finds one another version declared:
+        # the server drops the request. It is used as it is; the auth service updates it at its start.
         log.warning("a stream has another config than this version's and this connection may not update it: used as it is",
                     stream=config.name)
         return None

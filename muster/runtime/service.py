@@ -19,6 +19,12 @@ from muster.tls.context import TlsError
 
 Setup = Callable[[Client, AsyncExitStack], Awaitable[None]]
 
+TASK_QUEUE_SERVICES = ("planner", "provisioner")
+"""The services that use TASKS (the planner queues tasks, provisioners take them), and declare
+it at start. The others may not create it (docs/security.md, "Services' JetStream rights"): a
+memory stream, it is missing after nats-server restarts, and one of them that declared it first
+with other subjects would have them acknowledged by JetStream."""
+
 
 async def run_service(name: str, url: str | None, setup: Setup) -> None:
     """Connect, declare streams, let `setup` subscribe, then run until SIGINT/SIGTERM and
@@ -43,7 +49,7 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
         log.info("stopped before NATS answered")
         return
     try:
-        await ensure_streams(nc.jetstream(), replicas=replicas_from_env())
+        await ensure_streams(nc.jetstream(), replicas=replicas_from_env(), tasks=name in TASK_QUEUE_SERVICES)
         async with AsyncExitStack() as stack:
             await setup(nc, stack)
             await nc.flush()  # "started" means subscribed: a request sent on that word finds us

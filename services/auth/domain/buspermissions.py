@@ -22,6 +22,8 @@ from .state import Grant, Principal
 
 JS = "$JS.API"
 KV_STREAMS = ("KV_locations", "KV_presence", "KV_nodemaps", "KV_leases", "KV_snapshots")
+"""The buckets operators read (history, replay, drains, `muster planners`), and the tracker and the
+solver (not narrowed to their own yet)."""
 BODIES = ("BODIES", "muster.body")
 """Large event bodies (muster/bus/bodies.py): stream, subject prefix `.<tenant>.<digest>...`"""
 
@@ -64,31 +66,28 @@ CALLBACKS = "muster.cb"
 tenant's, contracts/pools.py)."""
 
 
-def _streams_bootstrap() -> list[str]:
-    """Every service declares the streams and buckets it uses at start (idempotent); nobody
-    may delete or purge them."""
-    return [f"{JS}.INFO", f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*",
-            f"{JS}.STREAM.CREATE.*", f"{JS}.STREAM.UPDATE.*"]
+LOG_STREAMS = (subjects.EVENTS_STREAM, BODIES[0])
+"""What every service's start declares (`muster.bus.streams.ensure_streams`); the planner's and
+the provisioners' TASKS too (`muster.runtime.service.TASK_QUEUE_SERVICES`)."""
 
 
-LOG_STREAMS = (subjects.EVENTS_STREAM, subjects.TASKS_STREAM, BODIES[0])
-"""What every service's start declares (`muster.bus.streams.ensure_streams`)."""
-
-
-def _streams_declared(created: Iterable[str]) -> list[str]:
-    """Services that declare only streams and buckets of their own list at start: created by
-    name (one already there is left as it is) and looked up, never updated (the auth service and
-    the planners update them). With `_streams_bootstrap` a compromised tracker (the service facing
-    the network) could drop the log with a lower limit, or capture `muster.ops.>` in a stream of
-    its own and answer every tenant's requests with its acknowledgements
+def _streams_declared(created: Iterable[str], bound: Iterable[str] = ()) -> list[str]:
+    """A service's streams: those its start declares, created by name (one already there is
+    left as it is), and the info of those and of `bound` (streams it reads but never declares);
+    no update, delete or purge of any: the auth service (system) updates them at its start, so
+    an upgrade's new config lands once whatever order the services start in. With every
+    service's right to create any stream and update any stream's config, a compromised one
+    could drop the log with a lower limit, change its subjects, or capture `muster.ops.>` (or
+    have EVENTS republished to its inbox) in a stream of its own
     (tests/integration/auth/test_service_streams.py)."""
-    return [f"{JS}.INFO", f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + [
-        f"{JS}.STREAM.CREATE.{s}" for s in dict.fromkeys(created)]
+    created = tuple(dict.fromkeys(created))
+    return [f"{JS}.INFO", f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST"] + [
+        f"{JS}.STREAM.CREATE.{s}" for s in created] + [f"{JS}.STREAM.INFO.{s}" for s in dict.fromkeys((*created, *bound))]
 
 
 def _provisioner_streams() -> list[str]:
     """What a provisioner's start declares (the log's streams and its presence bucket: already
-    there, so nothing changes) and the streams it binds to, by name. Not `_streams_bootstrap`:
+    there, so nothing changes) and the streams it binds to, by name. Not every stream's rights:
     a stream of its own sourcing EVENTS, or EVENTS updated with a `republish`, had the server copy
     every tenant's events to its inbox, a lower limit dropped them, and EVENTS' info with a subject
     filter named every subject of the log (tests/integration/auth/test_provisioner_streams.py)."""
@@ -113,8 +112,17 @@ def _consumer(stream: str, name: str) -> list[str]:
             f"{JS}.CONSUMER.MSG.NEXT.{stream}.{name}", f"$JS.ACK.{stream}.{name}.>"]
 
 
-def _read_log() -> list[str]:
-    return _read_stream(subjects.EVENTS_STREAM) + _read_stream(BODIES[0]) + [p for s in KV_STREAMS for p in _read_stream(s)]
+def _read_log(*buckets: str) -> list[str]:
+    """The log (and its large bodies), and the KV buckets named (their streams), to read."""
+    return [p for s in (subjects.EVENTS_STREAM, BODIES[0], *buckets) for p in _read_stream(s)]
+
+
+LOG_READER = _streams_declared(LOG_STREAMS) + _read_log()
+"""A service whose only streams are the log's (the pool service, governance, the notifier): it
+declares the two at start and reads EVENTS and BODIES, no bucket."""
+
+PLANNER_BUCKETS = tuple(f"KV_{b}" for b in ("nodemaps", "leases", "snapshots", "budgets", "spend"))
+"""The buckets a planner declares at start (and reads and writes)."""
 
 
 def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPermissions:
@@ -134,15 +142,18 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # `muster pool ...` (docs/pools.md): pool commands are administrators' only, in their own name.
         pub = _requests(pid, "*") + _pool_commands(pid) + [
                                      f"{evt}.*.catalog.>", f"{subjects.QUERY}.provisioner.*.drain", subjects.PLANNER_METRICS, f"{JS}.INFO",
-                                     f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + _read_log()
+                                     f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST", f"{JS}.STREAM.INFO.*"] + _read_log(*KV_STREAMS)
         # They may watch the log's events as they happen (what they may read anyway).
         return BusPermissions(tuple(pub), (inbox, f"{evt}.>"))
     kind = principal.service
     if kind == "system":
         return BusPermissions((">",), (">",), responses=True)
-    common = _streams_bootstrap()
     if kind == "planner":
-        pub = common + _read_log() + _read_stream(subjects.TASKS_STREAM) + [
+        # Its streams: the log's, and the buckets it keeps (it reads KV_presence, the live
+        # provisioners, and declares it when no provisioner has yet). It publishes tasks and
+        # asks TASKS' info (a restarted server's new queue), and reads no task: no consumer there.
+        presence = f"KV_{subjects.PRESENCE_BUCKET}"
+        pub = _streams_declared((*LOG_STREAMS, subjects.TASKS_STREAM, *PLANNER_BUCKETS, presence)) + _read_log(*PLANNER_BUCKETS, presence) + [
             f"{evt}.*.job.*", subjects.ALL_JOB_TASK_RECORDS, subjects.ALL_CLAIMS_CLOSED, f"{evt}.*.cluster.*", f"{evt}.*.layout.*", f"{evt}.*.plan.*", f"{evt}.*.clustername.*",
             f"{evt}.*.denied.*",  # requests the tenant's policies refused (docs/governance.md)
             f"{evt}.*.catalog.>",  # catalog changes it checked against the requester's grants (catalog-apply|delete)
@@ -163,7 +174,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # The pool service (docs/pools.md): it alone writes the pools; it records the facts of
         # requesters that ask over the bus, answers commands, and sends callbacks to the
         # requesting tenant's own `muster.cb.<tenant>.` subjects (checked when the request comes).
-        pub = common + _read_log() + [
+        pub = LOG_READER + [
             subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
             f"{BODIES[1]}.>", ANSWERS,
         ]
@@ -173,7 +184,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
         # naming someone else, and the planner checks that principal's grants again. It asks the
         # notifier to check a subscription before storing it, in the requester's name too.
-        pub = common + _read_log() + [
+        pub = LOG_READER + [
             subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             f"{subjects.GOV}.*.*.notify-check", ANSWERS,
         ]
@@ -181,20 +192,20 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if kind == "notifier":
         # Notifications and their attempts, and the bus subjects subscriptions name (a tenant's
         # own `muster.cb.<tenant>.`, checked when the subscription is made).
-        pub = common + _read_log() + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
+        pub = LOG_READER + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
                                       f"{BODIES[1]}.>", ANSWERS]
         # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`) and the
         # governance service's check of a subscription before it is stored (`notify-check`).
         return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox))
     if kind == "solver":
-        pub = _streams_declared(LOG_STREAMS) + _read_log() + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
+        pub = _streams_declared(LOG_STREAMS, ("*",)) + _read_log(*KV_STREAMS) + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox))
     if kind == "tracker":
         # Queries in its own name only. It sends people's operations on connections opened with
         # their own tokens (services/tracker/acting.py, decision 17): it may send none itself.
         # Its streams: the log's, and the locations and snapshots buckets (its index, replay's stories).
-        declared = _streams_declared((*LOG_STREAMS, f"KV_{subjects.LOCATIONS_BUCKET}", "KV_snapshots"))
-        pub = declared + _read_log() + [
+        declared = _streams_declared((*LOG_STREAMS, f"KV_{subjects.LOCATIONS_BUCKET}", "KV_snapshots"), ("*",))
+        pub = declared + _read_log(*KV_STREAMS) + [
             f"{subjects.QUERY}.*.{pid}.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
             subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
             "$KV.snapshots.*.story.*",  # replay's story snapshots (services/tracker/story.py)

@@ -53,7 +53,7 @@ async def anonymous(authed: Authed, monkeypatch: pytest.MonkeyPatch) -> AsyncIte
     async with AsyncExitStack() as stack:
         gov = await connect(authed.url, name="governance", token=tokens["gov"])
         stack.push_async_callback(gov.close)
-        await ensure_streams(gov.jetstream())
+        await ensure_streams(gov.jetstream(), tasks=False)  # what its start declares (muster.runtime.service)
         await start_governance(gov, stack, "governance-anon")
         pln = await connect(authed.url, name="planner", token=tokens["pln"])
         stack.push_async_callback(pln.close)

@@ -85,7 +85,7 @@ async def served(people: People) -> AsyncIterator[People]:
     async with AsyncExitStack() as stack:
         nc = await connect(people.authed.url, name="governance", token=people.tokens["gov"])
         stack.push_async_callback(nc.close)
-        await ensure_streams(nc.jetstream())
+        await ensure_streams(nc.jetstream(), tasks=False)  # what its start declares (muster.runtime.service)
         await start_governance(nc, stack, "governance-test")
         yield people
 

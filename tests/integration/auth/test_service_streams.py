@@ -1,30 +1,56 @@
-"""The tracker (the service facing the network) and the solver may create only the streams and
-buckets their start declares, and update none (docs/security.md). With every service's right to
-create any stream and update any stream's config, a compromised tracker could drop the log with
-a lower limit, or capture `muster.ops.>` in a stream of its own, so that JetStream answered every
-tenant's requests with its acknowledgements; as was closed for provisioners
-(test_provisioner_streams.py)."""
+"""Every service but the auth service may create only the streams and buckets its start declares,
+and update none (docs/security.md, "Services' JetStream rights"). With every service's right to
+create any stream and update any stream's config, a compromised one could drop the log with a
+lower limit, capture `muster.ops.>` in a stream of its own (JetStream then answered every
+tenant's requests with its acknowledgements), or have every tenant's events copied to its own
+inbox by a stream's `republish`; as was closed for provisioners (test_provisioner_streams.py).
+Each also reads only the buckets its code uses. These are a raw nats-py client's attacks with
+each service's own credentials, as a compromised service in any language would make them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import json
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import DiscardPolicy, StreamConfig
+from nats.js.api import ConsumerConfig, DiscardPolicy, KeyValueConfig, RePublish, StreamConfig, StreamSource
 from nats.js.errors import APIError, NotFoundError
 
 from contracts import subjects
+from contracts.events import ClusterRequested
+from contracts.records import Append
+from muster.bus.budgets import NatsBudgets
+from muster.bus.eventstore import EventStore
+from muster.bus.shards import leases_bucket
 from muster.bus.snapshotstore import SnapshotStore
-from muster.bus.streams import ensure_streams, events_config
+from muster.bus.spend import NatsSpend
+from muster.bus.streams import ensure_streams, events_config, tasks_config
+from muster.runtime.service import TASK_QUEUE_SERVICES
+from services.planner.nodemaps import ensure_bucket as nodemaps_bucket
+from services.provisioner.presence import live_provisioners, watched_bucket
 from services.tracker.adapters.kv import LocationIndex
 
 from .conftest import Authed
 
-SERVICES = ("tracker", "solver")
+SERVICES = ("tracker", "solver", "planner", "pool", "governance", "notifier")
+NARROWED = ("planner", "pool", "governance", "notifier")
+"""The services narrowed in session 22 (the tracker and the solver were before)."""
+
+QUIET_S = 1.0
+"""How long a copy has to arrive once an event is appended (none may)."""
+
+BUCKETS = ("locations", "nodemaps", "snapshots", "presence", "leases", "budgets", "spend")
+FORBIDDEN = {
+    "planner": ("locations",),  # the tracker's index: the planner answers from its own state
+    "pool": BUCKETS, "governance": BUCKETS, "notifier": BUCKETS,  # they read the log only
+}
+"""The buckets each service may not read (it may read the others)."""
 
 
 @dataclass
@@ -51,13 +77,37 @@ async def world(authed: Authed) -> AsyncIterator[World]:
     await system.close()
 
 
-async def _refused(call: object) -> bool:
+async def _refused(call: Any) -> bool:
     """The server refused the JetStream API request (a permission violation drops it: it times out)."""
     try:
-        await call  # type: ignore[misc]
+        await call
     except (NatsTimeout, APIError):
         return True
     return False
+
+
+async def _append(world: World, tenant: str, cluster: str) -> None:
+    requested = ClusterRequested(tenant=tenant, cluster_id=cluster, name=cluster, template="t", provider="p", job_id="j")
+    await EventStore(world.system).append(subjects.cluster_events(tenant, cluster), [Append(requested, msg_id=cluster)])
+
+
+async def _copies(world: World, kind: str) -> list[str]:
+    """What reaches the service's inbox once another tenant's event is appended."""
+    nc, got, done = world.services[kind], [], asyncio.Event()
+
+    async def take(msg: object) -> None:
+        got.append(getattr(msg, "subject", ""))
+        done.set()
+
+    sub = await nc.subscribe(f"_INBOX.{kind}-1.>", cb=take)
+    await nc.flush()
+    await _append(world, "other", "c-after")
+    try:
+        await asyncio.wait_for(done.wait(), QUIET_S)  # an event is what would wake it, never a sleep loop
+    except TimeoutError:
+        pass
+    await sub.unsubscribe()
+    return got
 
 
 @pytest.mark.parametrize("kind", SERVICES)
@@ -73,14 +123,151 @@ async def test_a_service_cannot_drop_the_log_nor_capture_the_tenants_requests(wo
         await world.system.jetstream().stream_info("CAPTURE")
 
 
+@pytest.mark.parametrize("kind", NARROWED)
+async def test_a_service_cannot_change_the_logs_subjects_nor_its_limits(world: World, kind: str) -> None:
+    js = world.services[kind].jetstream(timeout=2)
+    narrowed = events_config()
+    narrowed.subjects = [f"{subjects.EVT}.{kind}.>"]  # every other subject's appends refused
+    assert await _refused(js.update_stream(narrowed))
+    aged = events_config()
+    aged.max_age, aged.deny_purge, aged.deny_delete = 1.0, False, False
+    assert await _refused(js.update_stream(aged))
+    config = (await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)).config
+    assert config.subjects == [subjects.ALL_EVENTS] and not config.max_age and config.deny_purge
+
+
+@pytest.mark.parametrize("kind", NARROWED)
+async def test_a_service_cannot_have_every_tenants_events_copied_to_it(world: World, kind: str) -> None:
+    js = world.services[kind].jetstream(timeout=2)
+    spy = StreamConfig(name="SPY", subjects=["spy.nothing"], sources=[StreamSource(name=subjects.EVENTS_STREAM)],
+                       republish=RePublish(src=">", dest=f"_INBOX.{kind}-1.spy.>"))
+    assert await _refused(js.add_stream(spy))
+    republished = events_config()
+    republished.republish = RePublish(src=">", dest=f"_INBOX.{kind}-1.evt.>")
+    assert await _refused(js.update_stream(republished))
+    assert await _copies(world, kind) == []
+
+
+@pytest.mark.parametrize("kind", NARROWED)
+async def test_a_service_cannot_purge_nor_delete_the_log(world: World, kind: str) -> None:
+    """(Refused before too: no service ever had these; kept so that none gets them.)"""
+    await _append(world, "other", "c-before")
+    nc = world.services[kind]
+    js = nc.jetstream(timeout=2)
+    for stream in (subjects.EVENTS_STREAM, "BODIES", subjects.TASKS_STREAM):
+        assert await _refused(js.purge_stream(stream))
+        assert await _refused(js.delete_stream(stream))
+    assert (await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)).state.messages >= 1
+
+
+async def _buckets(world: World) -> None:
+    """Every bucket there, with a key of tenant `other` in each."""
+    js = world.system.jetstream()
+    for bucket in BUCKETS:
+        kv = await js.create_key_value(KeyValueConfig(bucket=bucket, history=1, direct=True))
+        await kv.put("other.c1", b"{}")
+
+
+async def _request_refused(nc: Client, subject: str, body: bytes = b"") -> bool:
+    try:
+        await nc.request(subject, body, timeout=2)
+    except NatsTimeout:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("kind", NARROWED)
+async def test_a_service_cannot_read_the_buckets_it_does_not_use(world: World, kind: str) -> None:
+    await _buckets(world)
+    nc = world.services[kind]
+    js = nc.jetstream(timeout=2)
+    attacks: dict[str, Coroutine[Any, Any, bool]] = {}
+    for bucket in FORBIDDEN[kind]:
+        stream, key = f"KV_{bucket}", f"$KV.{bucket}.other.c1"
+        consumer = ConsumerConfig(filter_subject=f"$KV.{bucket}.>", deliver_subject=f"_INBOX.{kind}-1.kv")
+        attacks |= {  # each waits for its refusal (a timeout): all at once
+            f"{bucket}: direct get by key": _request_refused(nc, f"$JS.API.DIRECT.GET.{stream}.{key}"),
+            f"{bucket}: direct get by seq": _request_refused(nc, f"$JS.API.DIRECT.GET.{stream}", json.dumps({"seq": 1}).encode()),
+            f"{bucket}: message get": _refused(js.get_msg(stream, seq=1)),
+            f"{bucket}: consumer": _refused(js.add_consumer(stream, consumer)),
+            f"{bucket}: info naming every key": _refused(js.stream_info(stream, subjects_filter=">")),
+            f"{bucket}: bind": _refused(js.key_value(bucket)),
+        }
+    outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
+    assert [attack for attack, refused in outcomes.items() if not refused] == []
+
+
+async def test_the_pool_governance_and_notifier_read_no_bucket_but_the_planner_its_own(world: World) -> None:
+    """The other side of the refusals above: the planner still reads what it keeps."""
+    await _buckets(world)
+    js = world.services["planner"].jetstream(timeout=5)
+    for bucket in set(BUCKETS) - set(FORBIDDEN["planner"]):
+        assert (await (await js.key_value(bucket)).get("other.c1")).value == b"{}"
+    assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
+@pytest.mark.parametrize("kind", SERVICES)
+async def test_a_service_still_declares_the_log_it_uses(world: World, kind: str) -> None:
+    """What every start does (muster.runtime.service): the log's streams, already there: nothing changes."""
+    await ensure_streams(world.services[kind].jetstream(timeout=5), tasks=kind in TASK_QUEUE_SERVICES)
+    assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
+@pytest.mark.parametrize("kind", sorted(set(SERVICES) - set(TASK_QUEUE_SERVICES)))
+async def test_a_service_that_takes_no_task_cannot_declare_the_lost_task_queue(world: World, kind: str) -> None:
+    """TASKS lives in memory: it is gone once nats-server restarts, until a planner or a
+    provisioner declares it again. A service that uses no task may not declare it first, with
+    subjects of its own (`muster.ops.>`: JetStream would acknowledge every tenant's request)
+    that the planners could not change back; its own start declares the other two."""
+    await world.system.jetstream().delete_stream(subjects.TASKS_STREAM)  # what a restart does to it
+    js = world.services[kind].jetstream(timeout=2)
+    capture = tasks_config()
+    capture.subjects = [f"{subjects.TASK}.>", f"{subjects.OPS}.>"]
+    assert await _refused(js.add_stream(capture))
+    with pytest.raises(NotFoundError):
+        await world.system.jetstream().stream_info(subjects.TASKS_STREAM)
+    world.violations.clear()  # (the attack's own)
+    await ensure_streams(js, tasks=False)
+    assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
 async def test_the_tracker_and_the_solver_still_declare_what_they_use(world: World) -> None:
-    """What their starts do: the log's streams (already there: nothing changes); the tracker's
-    locations bucket (made here: it is missing) and replay's snapshots bucket."""
-    for nc in world.services.values():
-        await ensure_streams(nc.jetstream(timeout=5))
+    """The tracker's locations bucket (made here: it is missing) and replay's snapshots bucket."""
     tracker = world.services["tracker"].jetstream(timeout=5)
     index = await LocationIndex.open(tracker)
     await index.start()
     await SnapshotStore(world.services["tracker"]).bucket()
     await index.stop()
     assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
+async def test_a_planner_still_declares_and_reads_its_buckets(world: World) -> None:
+    """A first planner's start on a new deployment: every bucket of its own is made by it."""
+    nc = world.services["planner"]
+    js = nc.jetstream(timeout=5)
+    await (await nodemaps_bucket(js)).put("other.c1", b"{}")
+    await (await leases_bucket(js)).put("member.p", b"{}")
+    await SnapshotStore(nc).bucket()
+    budgets, spend = NatsBudgets(js), NatsSpend(js)
+
+    async def changed(_: str) -> None:
+        return None
+
+    await budgets.start(changed)
+    await spend.start()
+    await budgets.stop()
+    await spend.stop()
+    await watched_bucket(js)  # no provisioner yet: the planner makes the presence bucket
+    assert await live_provisioners(nc, timeout=5) == []
+    assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
+@pytest.mark.parametrize("kind", NARROWED)
+async def test_a_service_uses_a_stream_another_version_declared_as_it_is(world: World, kind: str) -> None:
+    """It may not update it (the auth service does at its start): its start goes on, not a crash."""
+    other = events_config()
+    other.description = "declared by another version"
+    await world.system.jetstream().update_stream(other)
+    await ensure_streams(world.services[kind].jetstream(timeout=1), tasks=kind in TASK_QUEUE_SERVICES)
+    info = await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)
+    assert info.config.description == "declared by another version"
