@@ -15,7 +15,8 @@ provisioners (capacity 64 each), real processes (`muster planner|provisioner|...
 up` starts them, authorization on) create each size after an uncounted 5-node warm-up, the
 simulated cloud without latency. Per create:
 
-- wall time from the request to `JobSucceeded`, and tasks/s;
+- wall time from the request to `JobSucceeded`, and tasks/s (the job's `TaskCompleted`);
+- claims published (a core subscription sees refused ones too) against distinct claims;
 - the raw acked publish rate of the same servers in the same run (one publisher, 256 in flight,
   on a file stream with as many replicas as muster's);
 - claims refused with 10164 ("busy"): JetStream answers carrying that code, seen on the
@@ -113,10 +114,18 @@ class Counts:
     records' subjects), from a core subscription of the bench's own."""
 
     def __init__(self) -> None:
-        self.busy = self.closed = self.claims = self.again = 0
+        self.busy = self.closed = self.published = 0
+        self.keys: set[str] = set()
 
     def reset(self) -> None:
-        self.busy = self.closed = self.claims = self.again = 0
+        self.busy = self.closed = self.published = 0
+        self.keys.clear()
+
+    @property
+    def again(self) -> int:
+        """Claims for a delivery after the first (a core subscription sees every publish, refused
+        or not: these are distinct keys, `<attempt>.claim.<delivery>`)."""
+        return sum(1 for key in self.keys if (got := re.search(r"\.claim\.(\d+)$", key)) and int(got.group(1)) > 1)
 
     async def on_inbox(self, msg: Any) -> None:
         if b'"err_code"' in msg.data[:200]:
@@ -126,9 +135,8 @@ class Counts:
     async def on_task(self, msg: Any) -> None:
         headers = msg.headers or {}
         if headers.get(H_TYPE) == "TaskClaimed":
-            self.claims += 1
-            got = re.search(r"\.claim\.(\d+)$", headers.get(H_MSG_ID, ""))
-            self.again += bool(got and int(got.group(1)) > 1)
+            self.published += 1
+            self.keys.add(headers.get(H_MSG_ID, ""))
 
 
 class Run:
@@ -182,12 +190,16 @@ class Run:
         return sum(p.read_text(errors="replace").count(EXHAUSTED) for p in (self.base / "deploy" / "logs").glob("provisioner*.log"))
 
 
-async def create_and_wait(run: Run, nodes: int, name: str, timeout: float) -> str:
-    """Send the create; its final event's type (a core subscription on the job's subjects)."""
+async def create_and_wait(run: Run, nodes: int, name: str, timeout: float) -> tuple[str, int]:
+    """Send the create; its final event's type and the tasks it completed (a core subscription
+    on the job's subjects)."""
     final: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    completed = 0
 
     async def on_event(msg: Any) -> None:
+        nonlocal completed
         kind = (msg.headers or {}).get(H_TYPE, "")
+        completed += kind == "TaskCompleted"
         if kind in FINAL_JOB_EVENTS and not final.done():
             final.set_result(kind)
 
@@ -195,7 +207,7 @@ async def create_and_wait(run: Run, nodes: int, name: str, timeout: float) -> st
     try:
         reply = await run.client.send(T, CreateCluster(name=name, template="hadoop-big", nodes=nodes, request_id=name), timeout=120)
         assert isinstance(reply, Accepted), reply
-        return await asyncio.wait_for(final, timeout)
+        return await asyncio.wait_for(final, timeout), completed
     finally:
         await sub.unsubscribe()
 
@@ -258,16 +270,17 @@ async def one_deployment(args: argparse.Namespace, base: Path, mode: str, provis
     async with Run(base, mode, provisioners, args.capacity) as run:
         raw = await raw_publish_rate(run.nc, run.replicas)
         await apply_catalog(EventStore(run.nc), T, catalog(max(args.nodes)))
-        await create_and_wait(run, WARM_UP_NODES, "warm-up", args.timeout)
+        await create_and_wait(run, WARM_UP_NODES, "warm-up", args.timeout)  # (not counted)
         for nodes in args.nodes:
             run.counts.reset()
             exhausted = run.exhausted()
             start = time.perf_counter()
-            final = await create_and_wait(run, nodes, f"big{nodes}", args.timeout)
+            final, tasks = await create_and_wait(run, nodes, f"big{nodes}", args.timeout)
             wall = time.perf_counter() - start
             c = run.counts
             out.append({"mode": mode, "provisioners": provisioners, "nodes": nodes, "final": final, "wall_s": wall,
-                        "claims": c.claims, "tasks_per_s": c.claims / wall, "busy": c.busy, "closed": c.closed,
+                        "tasks": tasks, "tasks_per_s": tasks / wall, "claims_sent": c.published, "claims": len(c.keys),
+                        "busy": c.busy, "closed": c.closed,
                         "exhausted": run.exhausted() - exhausted, "claims_again": c.again, "raw_publish_per_s": raw})
             print(json.dumps(out[-1]), flush=True)
     return out
@@ -277,14 +290,16 @@ def section(rows: list[dict[str, Any]], label: str) -> str:
     lines = [SECTION, "", f"`bench/claims_cluster_bench.py`, {time.strftime('%Y-%m-%d %H:%M')}{label}: real processes "
              "(authorization on, one planner, provisioners of capacity 64, the simulated cloud with no latency) on one "
              "nats-server or on a 3-node loopback cluster (every stream 3 replicas), `sync_interval: always`. Tasks/s "
-             "counts claims (one a task) from the request to `JobSucceeded`; \"busy\" is JetStream answers refusing "
+             "counts the job's `TaskCompleted` from the request to `JobSucceeded`; \"claims sent\" every publish of a "
+             "claim (refused ones too) against the distinct claims; \"busy\" is JetStream answers refusing "
              "a publish with 10164 (a single claim or a batch of them: another write expecting the job's fence "
              "subject was being replicated); \"out of tries\" is claims given back because their fence stayed busy "
              "(\"stayed busy\" in the provisioners' logs: 8 tries before decision 50, 5 s since; the task delivered "
              "again), \"again\" the claims stored for a second delivery.", "",
-             "| servers | provisioners | nodes | wall | tasks/s | busy (10164) | out of tries | claimed again | raw acked publishes/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['mode']} | {r['provisioners']} | {r['nodes']:,} | {r['wall_s']:.1f} s | {r['tasks_per_s']:.0f} | {r['busy']:,} | "
+             "| servers | provisioners | nodes | wall | tasks/s | claims sent / distinct | busy (10164) | out of tries | claimed again | raw acked publishes/s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['mode']} | {r['provisioners']} | {r['nodes']:,} | {r['wall_s']:.1f} s | {r['tasks_per_s']:.0f} | "
+              f"{r['claims_sent']:,} / {r['claims']:,} | {r['busy']:,} | "
               f"{r['exhausted']:,} | {r['claims_again']:,} | {r['raw_publish_per_s']:.0f} |" for r in rows]
     return "\n".join(lines) + "\n"
 
