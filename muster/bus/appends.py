@@ -16,7 +16,9 @@
   0012) it goes with the others submitted in the same turn of the event loop, or, while a
   group is on its way, with the next one; fewer than `smallest_batch` go as that many single
   appends at once, more as one atomic batch (one disk sync for all). `now` (a claim sent from
-  the read loop): alone and at once if nothing else is on its way. Without group commit,
+  the read loop): alone and at once if nothing else is on its way. An event with a fence
+  (`Append.only_if_empty`, a claim) goes to its fence's lane instead: one atomic batch on a
+  fence at a time, a busy one sent again whole (docs/decisions/0050). Without group commit,
   every submit goes alone at once.
 
 Every event goes under the trace context it was given, or the current span's
@@ -47,7 +49,15 @@ FENCE_BUSY = 10164
 """On a replicated stream, a message expecting a subject's last sequence while another such
 message on that subject is still being replicated: refused, whatever the subject holds (every
 claim of a job names its fence: of 20 at once, 19 got this). Not a closed fence (10071)."""
-FENCE_BUSY_TRIES = 8
+FENCE_BUSY_S = 5.0
+"""How long a claim is sent again while its fence stays busy; then it fails and its task comes
+back. A time, not a count of tries: on a loaded host one replication round outlasted 8 short
+tries (as it was bounded before), and a claim's message is held for far longer (its ack wait)."""
+
+
+def _busy_pause(tries: int) -> float:
+    """A few ms, doubling to at most ~0.16 s: another write on the fence lands within a round."""
+    return random.uniform(0.002, 0.01) * 2.0 ** min(tries, 4)
 WRONG_LAST_MSG_ID = 10070
 """A chain's link whose predecessor is not the stream's last message."""
 BATCH_DUPLICATE = 10201
@@ -109,7 +119,11 @@ class LogWriter:
         self._waiting: list[tuple[str, Append, asyncio.Future[int]]] = []
         self._sending: asyncio.Future[Any] | None = None
         self._retrying: set[asyncio.Task[None]] = set()
-        """Claims sent again alone after their fence was busy (`_stored`)."""
+        """Claims sent again alone after their fence was busy (`_stored`, without group commit)."""
+        self._lanes: dict[str, _Lane] = {}
+        """Claims waiting or on their way, by fence subject (`_send_lane`)."""
+        self.busy = 0
+        """Claims, or batches of them, refused because their fence was busy (`FENCE_BUSY`)."""
 
     @property
     def publisher(self) -> Publisher:
@@ -152,14 +166,19 @@ class LogWriter:
     async def _append(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         if items[-1].only_if_empty is None:
             return await self._append_once(subject, items, expect_last_seq)
-        for attempt in range(FENCE_BUSY_TRIES):
+        loop = asyncio.get_running_loop()
+        until, attempt = loop.time() + FENCE_BUSY_S, 0
+        while True:
             try:
                 return await self._append_once(subject, items, expect_last_seq)
             except _FenceBusy:
+                self.busy += 1
+                if loop.time() >= until:
+                    raise StoreError(f"{subject}: {items[-1].only_if_empty} stayed busy ({FENCE_BUSY_S:g} s); the task comes back") from None
                 # A bounded retry of one write, not a poll: another claim on the fence is being
                 # replicated; a few ms later one of the waiting ones lands, then the next.
-                await asyncio.sleep(random.uniform(0.002, 0.01) * 2**min(attempt, 4))
-        raise StoreError(f"{subject}: {items[-1].only_if_empty} stayed busy ({FENCE_BUSY_TRIES} tries); the task comes back")
+                await asyncio.sleep(_busy_pause(attempt))
+                attempt += 1
 
     async def _append_once(self, subject: str, items: Sequence[Append], expect_last_seq: int | None) -> list[int]:
         try:
@@ -229,6 +248,8 @@ class LogWriter:
         try:
             last = await self._batch(entries, None)
         except _Refusal as err:
+            if err.code == FENCE_BUSY and any(item.only_if_empty is not None for _, item in entries):
+                raise _FenceBusy from None  # not decided: the group goes again
             if err.code in WRONG_LAST_SEQUENCE and any(item.only_if_empty is not None for _, item in entries):
                 raise _Fenced from None  # one claim's fence is closed: the others must land all the same
             if err.code != BATCH_DUPLICATE:
@@ -300,6 +321,9 @@ class LogWriter:
         if item.trace is None and tracing.enabled():
             item = replace(item, trace=tracing.current())
         stored: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        if self.group_commit and item.only_if_empty is not None:
+            self._lane(item.only_if_empty).waiting.append((subject, item, stored, 0.0))
+            return stored
         busy = self._sending is not None and not self._sending.done()
         if self.group_commit and (busy or self._waiting or not now):
             # With the others of this turn of the loop, or of the next group.
@@ -381,6 +405,72 @@ class LogWriter:
                 if not f.done():
                     f.set_result(seq)
 
+    # -- claims, a lane per fence -----------------------------------------------------------------
+
+    def _lane(self, fence: str) -> _Lane:
+        lane = self._lanes.get(fence)
+        if lane is None:
+            lane = self._lanes[fence] = _Lane()
+            lane.task = asyncio.get_running_loop().create_task(self._send_lane(fence, lane))
+        return lane
+
+    async def _send_lane(self, fence: str, lane: _Lane) -> None:
+        """The claims on one fence (docs/decisions/0050): what waits goes as one atomic batch,
+        the fence checked once for all, and nothing else of this writer expects that fence
+        meanwhile: a replicated stream refuses an expectation on a subject while another is being
+        replicated (`FENCE_BUSY`), so claims sent side by side refused each other. Refused busy
+        (another provisioner's claims on it were in flight), the batch goes again a few ms later
+        with whatever joined it meanwhile; a claim still refused busy `FENCE_BUSY_S` after its
+        first busy answer fails (its task comes back). Closed (10071): every claim of the batch is refused, it is one
+        fence."""
+        try:
+            pause, tries = 0.0, 0
+            while lane.waiting:
+                if pause:
+                    await asyncio.sleep(pause)  # a bounded retry of one write (the tries), not a poll
+                group, lane.waiting = lane.waiting[: self.most], lane.waiting[self.most :]
+                live = [w for w in group if not w[2].cancelled()]  # a writer that gave up
+                if not live:
+                    continue
+                self.sent += 1
+                self.events += sum(1 for *_, n in live if not n)  # (a claim sent again is counted once)
+                try:
+                    if len(live) == 1:
+                        seqs = await self._append_once(live[0][0], [live[0][1]], None)
+                    else:
+                        seqs = await self.across([(subject, item) for subject, item, _, _ in live])
+                except _FenceBusy:
+                    self.busy += 1
+                    now = asyncio.get_running_loop().time()
+                    again = [(s, i, f, n or now) for s, i, f, n in live if now - (n or now) < FENCE_BUSY_S]
+                    for _, _, f, n in live:
+                        if n and now - n >= FENCE_BUSY_S and not f.done():
+                            f.set_exception(StoreError(f"{fence} stayed busy ({FENCE_BUSY_S:g} s); the task comes back"))
+                    lane.waiting[:0] = again
+                    tries += 1
+                    pause = _busy_pause(tries - 1)
+                    continue
+                except (_Fenced, ConcurrencyError) as err:
+                    refused = err if isinstance(err, ConcurrencyError) else ConcurrencyError(f"{fence} is closed")
+                    for _, _, f, _ in live:
+                        if not f.done():
+                            f.set_exception(refused)
+                    pause = 0.0
+                    continue
+                except Exception as err:  # noqa: BLE001 - every writer of the group gets the failure
+                    for _, _, f, _ in live:
+                        if not f.done():
+                            f.set_exception(err)
+                    pause = 0.0
+                    continue
+                for (_, _, f, _), seq in zip(live, seqs, strict=True):
+                    if not f.done():
+                        f.set_result(seq)
+                pause, tries = 0.0, 0
+        finally:
+            if self._lanes.get(fence) is lane:
+                del self._lanes[fence]
+
     async def _alone(self, subject: str, item: Append, stored: asyncio.Future[int]) -> None:
         try:
             [seq] = await self._append(subject, [item], None)
@@ -390,6 +480,15 @@ class LogWriter:
             return
         if not stored.done():
             stored.set_result(seq)
+
+
+class _Lane:
+    """The claims on one fence (`LogWriter._send_lane`): (subject, event, its writer's future,
+    busy answers so far) waiting, and the task sending them."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[str, Append, asyncio.Future[int], float]] = []
+        self.task: asyncio.Task[None] | None = None
 
 
 def _split(parts: Sequence[Part], seqs: Sequence[int]) -> list[list[int]]:

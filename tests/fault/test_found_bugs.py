@@ -188,6 +188,42 @@ async def test_claims_sent_at_once_on_one_fence_all_land_on_a_replicated_stream(
             await n.stop()
 
 
+# Measured (bench/claims_cluster_bench.py, session 22): a wide create's claims on a replicated
+# stream. One provisioner's claims waiting together went as an atomic batch, but one refused busy
+# (another provisioner's claims on the fence in flight) was split into single claims sent side by
+# side, which refused each other on the one fence: hundreds of claims each tried 8 times, many ran
+# out of tries and their tasks came back. Now a writer's claims on one fence go as one batch at a
+# time, and a busy batch goes again whole (docs/decisions/0050).
+async def test_a_wide_fan_out_of_claims_on_one_fence_all_land_on_a_replicated_stream(tmp_path: Path) -> None:
+    from contracts.events import TaskClaimed
+
+    nodes = loopback_cluster(tmp_path, [(free_port(), free_port()) for _ in range(3)])
+    try:
+        url = await start_cluster(nodes)
+        conns = [await connect(url, name=f"provisioner-{p}") for p in range(4)]
+        try:
+            await create_streams(conns[0], 3)
+            stores = [EventStore(c) for c in conns]
+            fence = "muster.evt.t.job.j.claims.0"
+
+            def claim(i: int) -> Any:
+                # As a provisioner sends them when a pull brings many tasks of one job at once.
+                event = TaskClaimed(job_id="j", task_id=f"n{i}.create", attempt=1, provisioner="p", worker=f"p/w{i}")
+                return stores[i % 4].submit(f"muster.evt.t.task.j.n{i}~create.p", Append(event, msg_id=f"j.{i}", only_if_empty=fence),
+                                            now=True)
+
+            for wave in range(3):  # (waves: the provisioners' batches meet on the fence in several ways)
+                landed = await asyncio.gather(*(claim(wave * 400 + i) for i in range(400)), return_exceptions=True)
+                failed = [r for r in landed if not isinstance(r, int)]
+                assert not failed, f"wave {wave}: {len(failed)} of 400 did not land, e.g. {failed[:2]}"
+        finally:
+            for c in conns:
+                await c.close()
+    finally:
+        for n in nodes:
+            await n.stop()
+
+
 # Found by the fault suite (scenario 6): a failed cleanup delete was neither retried nor counted,
 # and its job stalled for good. Now it is retried; out of attempts, the job rolls back and the
 # rollback deletes the machine.

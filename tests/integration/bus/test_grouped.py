@@ -108,3 +108,19 @@ async def test_a_claim_whose_fence_is_closed_is_refused_alone_and_its_group_land
     assert [type(r) for r in await asyncio.gather(*few, return_exceptions=True)] == [ConcurrencyError] * 2
     assert await store.read(f"muster.evt.{tenant}.task.j.g3") == []
     assert len(await store.read(f"muster.evt.{tenant}.task.j.g4")) == 1
+
+
+async def test_claims_on_one_fence_go_as_one_batch_however_few(nc: Client, tenant: str) -> None:
+    """docs/decisions/0050: claims on one fence sent side by side refuse each other on a
+    replicated stream (only one write expecting a subject may be in flight), so a writer sends
+    those waiting on a fence as one atomic batch, the first one too, and the next batch only
+    after it; claims on another fence go apart."""
+    store = await _grouped(nc)
+    fence, other = f"muster.evt.{tenant}.job.j.claims.0", f"muster.evt.{tenant}.job.k.claims.0"
+    claims = [store.submit(f"muster.evt.{tenant}.task.j.c{i}", Append(_claim(i), msg_id=f"{tenant}.c{i}", only_if_empty=fence),
+                           now=True) for i in range(4)]
+    claims.append(store.submit(f"muster.evt.{tenant}.task.k.c9", Append(_claim(9), msg_id=f"{tenant}.c9", only_if_empty=other),
+                               now=True))
+    seqs = await asyncio.gather(*claims)
+    assert len(set(seqs)) == 5 and seqs[:4] == list(range(seqs[0], seqs[0] + 4))  # one batch: consecutive
+    assert store.writer.events == 5 and store.writer.sent == 2  # a batch for j's fence, a single for k's
