@@ -101,9 +101,10 @@ def unserved(planner_answers: Iterable[Mapping[str, Any]], provisioners: Iterabl
 def unserved_warning(tenant: str, provisioner_class: str, live: Iterable[Any], waiting: str) -> str | None:
     """What a user whose tasks of this tenant and class no live provisioner (not draining) takes
     is told, or None when one does: which live provisioners could take them and the grant that
-    lets them (effective at once), or, with none of the class, the commands that start one. A
-    `muster grant <provisioner>` placeholder left the reader to find the name (`muster up`'s is
-    `provisioner`), and said nothing when no provisioner of the class ran at all."""
+    lets them (effective at once), or, with none of the class, the commands that start one; both
+    a super admin's (services are theirs, docs/security.md). A `muster grant <provisioner>`
+    placeholder left the reader to find the name (`muster up`'s is `provisioner`), and said
+    nothing when no provisioner of the class ran at all."""
     live = list(live)
     if any(not p.draining and p.info.provisioner_class == provisioner_class and tenant in p.info.tenants for p in live):
         return None
@@ -116,8 +117,8 @@ def unserved_warning(tenant: str, provisioner_class: str, live: Iterable[Any], w
     of_class = sorted(p.info.id for p in live if not p.draining and p.info.provisioner_class == provisioner_class)
     if of_class:
         grants = " or ".join(f"muster grant {i} {queue}" for i in of_class[:3])
-        return f"{said}; an admin grants the queue to a live provisioner of class {provisioner_class!r}: {grants}"
+        return f"{said}; a super admin grants the queue to a live provisioner of class {provisioner_class!r}: {grants}"
     name = f"prov-{provisioner_class}"
-    return (f"{said}; no provisioner of class {provisioner_class!r} is running: an admin starts one with "
+    return (f"{said}; no provisioner of class {provisioner_class!r} is running: a super admin starts one with "
             f"muster user create {name} --role service --service provisioner --tenant {tenant} --save {name}.cred, "
             f"muster grant {name} {queue}, then MUSTER_CREDENTIALS={name}.cred muster provisioner --class {provisioner_class}")

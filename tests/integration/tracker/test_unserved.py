@@ -25,7 +25,7 @@ async def test_a_job_nobody_serves_is_accepted_and_every_view_says_why(tracked: 
     assert isinstance(reply, Accepted), reply
     assert reply.warnings and f"no live provisioner serves tenant '{LONELY}' (class 'default')" in reply.warnings[0]
     # (this fixture's workers register no presence: nothing of the class runs, so how to start one)
-    start = (f"no provisioner of class 'default' is running: an admin starts one with muster user create prov-default "
+    start = (f"no provisioner of class 'default' is running: a super admin starts one with muster user create prov-default "
              f"--role service --service provisioner --tenant {LONELY} --save prov-default.cred, muster grant prov-default "
              f"execute --tenant {LONELY} --scope queue:default, then MUSTER_CREDENTIALS=prov-default.cred muster provisioner "
              "--class default")

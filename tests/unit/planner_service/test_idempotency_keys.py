@@ -83,7 +83,7 @@ async def test_a_job_nobody_would_run_now_is_accepted_with_a_warning() -> None:
     reply = await h.send(CreateCluster(name="lonely", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
     assert reply.warnings == ["no live provisioner serves tenant 'default' (class 'default'): the job's tasks wait until "
-                              "one registers, and each attempt times out after 900 s; an admin grants the queue to a live "
+                              "one registers, and each attempt times out after 900 s; a super admin grants the queue to a live "
                               "provisioner of class 'default': muster grant p-other execute --tenant default --scope queue:default"]
 
     h.workers.now = [_provisioner("p-other", ("other", "default"))]

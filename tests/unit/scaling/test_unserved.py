@@ -38,7 +38,7 @@ def test_the_warning_names_the_live_provisioners_that_could_serve_and_their_real
     live = [named("provisioner", "default", ("default",)), named("gpu-1", "gpu", ("acme",)), named("p2", "default", ("globex",))]
     said = unserved_warning("acme", "default", live, WAIT)
     assert said == ("no live provisioner serves tenant 'acme' (class 'default'): 3 queued task(s) wait until one registers; "
-                    "an admin grants the queue to a live provisioner of class 'default': "
+                    "a super admin grants the queue to a live provisioner of class 'default': "
                     "muster grant p2 execute --tenant acme --scope queue:default or "
                     "muster grant provisioner execute --tenant acme --scope queue:default")
     assert "<" not in said
@@ -50,7 +50,7 @@ def test_with_no_provisioner_of_the_class_the_warning_says_how_to_start_one() ->
     said = unserved_warning("acme", "gpu", live, WAIT)
     assert said is not None and "<" not in said
     assert said.startswith("no live provisioner serves tenant 'acme' (class 'gpu'): 3 queued task(s) wait until one "
-                           "registers (draining: gpu-1); no provisioner of class 'gpu' is running: an admin starts one with ")
+                           "registers (draining: gpu-1); no provisioner of class 'gpu' is running: a super admin starts one with ")
     assert said.endswith("muster user create prov-gpu --role service --service provisioner --tenant acme --save prov-gpu.cred, "
                          "muster grant prov-gpu execute --tenant acme --scope queue:gpu, "
                          "then MUSTER_CREDENTIALS=prov-gpu.cred muster provisioner --class gpu")
