@@ -238,7 +238,8 @@ async def test_health_metrics_and_the_openapi_document(tracked: Tracked) -> None
     doc = await _json(await tracked.http.get("/v1/openapi.json"))
     assert doc["openapi"].startswith("3.") and {r.path for r in ROUTES} <= set(doc["paths"])
     registered = {(r.method, r.resource.canonical) for r in tracked.http.app.router.routes()
-                  if r.method != "HEAD" and not r.resource.canonical.startswith("/ui")}  # the console's pages (docs/ui.md)
+                  if r.method != "HEAD" and not r.resource.canonical.startswith("/ui")  # the console's pages (docs/ui.md)
+                  and r.resource.canonical != "/"}  # (which `/` opens)
     assert registered == {(method.upper(), path) for path, operations in doc["paths"].items() for method in operations}
     assert doc["paths"]["/v1/jobs/{job_id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/JobStatus"}
