@@ -239,7 +239,8 @@ class Requests:
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)))
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)),
+                                               warnings=await self._waits_for_workers(cluster))  # as the request would be told
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
         if preview is None and rules.active:  # the policies see the layout and the plan: solved now
             preview = await self.previews.preview(job, cluster, facts)
@@ -333,7 +334,8 @@ class Requests:
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         rules = await self.governance.load(tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, warnings=notes,
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts,
+                                               warnings=[*notes, *await self._waits_for_workers(cluster)],
                                                notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)

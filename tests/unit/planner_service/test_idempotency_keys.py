@@ -9,7 +9,7 @@ from typing import Any
 
 from planner_harness import Harness
 
-from contracts.commands import Accepted, CreateCluster, ExpandCluster, PauseJob, Rejected, ResumeJob
+from contracts.commands import Accepted, CreateCluster, DryRun, ExpandCluster, PauseJob, Rejected, ResumeJob
 
 
 async def _refused(h: Harness, command: object) -> str:
@@ -80,6 +80,9 @@ async def test_a_job_nobody_would_run_now_is_accepted_with_a_warning() -> None:
     h.workers = Workers([_provisioner("p-other", ("other",))])
     planner = await h.restart()
     assert planner.requests.workers is h.workers
+    # The preview says it too (it said nothing: the wait showed only once the job was made).
+    dry = await h.send(CreateCluster(name="lonely", template="hadoop-small", nodes=2, dry_run=True))
+    assert isinstance(dry, DryRun) and dry.warnings and dry.warnings[0].startswith("no live provisioner serves tenant 'default'")
     reply = await h.send(CreateCluster(name="lonely", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
     assert reply.warnings == ["no live provisioner serves tenant 'default' (class 'default'): the job's tasks wait until "
