@@ -22,7 +22,7 @@ from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, NEW_TOKEN, CliError, command, echo_json, json_option
 from .tables import out as console
 from .tables import print_rows
 from .times import shown_time
@@ -298,8 +298,6 @@ async def whoami(bus: Bus, as_json: bool) -> None:
                   + (" ..." if len(data["bus"]["publish"]) > 6 else ""))
 
 
-NEW_TOKEN = ("a new token: an admin of your tenant runs `muster token create --for PRINCIPAL --save FILE` and gives you "
-             "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
 
 
 def _refused_whoami(source: str, reason: str) -> str:
