@@ -262,6 +262,10 @@ def _grant_command(verb: str, doc: str) -> click.Command:
             except ValueError as err:
                 raise CliError(str(err), EXIT_INVALID) from None
         data = await ask(bus, verb, principal=principal, permission=permission, scope=scope, tenant=for_tenant)
+        if data.get("revoked") is False and not as_json:
+            console.print(f"{data['principal']} held no {data['permission']} on {data['scope']}: nothing to revoke "
+                          f"(`muster user list` shows each principal's grants)")
+            return
         echo_json(data) if as_json else console.print(
             f"{'revoked' if verb == 'revoke' else 'granted'}: {data['permission']} on {data['scope']} "
             f"{'from' if verb == 'revoke' else 'to'} {data['principal']}")
