@@ -101,7 +101,7 @@ def unserved(planner_answers: Iterable[Mapping[str, Any]], provisioners: Iterabl
 def unserved_warning(tenant: str, provisioner_class: str, live: Iterable[Any], waiting: str) -> str | None:
     """What a user whose tasks of this tenant and class no live provisioner (not draining) takes
     is told, or None when one does: which live provisioners could take them and the grant that
-    lets them (effective at once), or, with none of the class, the commands that start one; both
+    lets one (effective at once), or, with none of the class, the commands that start one; both
     a super admin's (services are theirs, docs/security.md). A `muster grant <provisioner>`
     placeholder left the reader to find the name (`muster up`'s is `provisioner`), and said
     nothing when no provisioner of the class ran at all."""
@@ -114,10 +114,13 @@ def unserved_warning(tenant: str, provisioner_class: str, live: Iterable[Any], w
                       and tenant in p.info.tenants)
     if draining:
         said += f" (draining: {', '.join(draining)})"
-    of_class = sorted(p.info.id for p in live if not p.draining and p.info.provisioner_class == provisioner_class)
+    of_class = [p for p in live if not p.draining and p.info.provisioner_class == provisioner_class]
     if of_class:
-        grants = " or ".join(f"muster grant {i} {queue}" for i in of_class[:3])
-        return f"{said}; a super admin grants the queue to a live provisioner of class {provisioner_class!r}: {grants}"
+        # Not named: they serve other tenants, and a provisioner's id may name one (`prov-beta`);
+        # the tenant's user reads this warning, the super admin lists them.
+        return (f"{said}; {len(of_class)} live provisioner(s) of class {provisioner_class!r} serve other tenants: "
+                f"a super admin lists them with muster provisioners and grants one the queue: "
+                f"muster grant PROVISIONER {queue}")
     name = f"prov-{provisioner_class}"
     return (f"{said}; no provisioner of class {provisioner_class!r} is running: a super admin starts one with "
             f"muster user create {name} --role service --service provisioner --tenant {tenant} --save {name}.cred, "

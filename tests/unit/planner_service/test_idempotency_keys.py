@@ -86,8 +86,9 @@ async def test_a_job_nobody_would_run_now_is_accepted_with_a_warning() -> None:
     reply = await h.send(CreateCluster(name="lonely", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
     assert reply.warnings == ["no live provisioner serves tenant 'default' (class 'default'): the job's tasks wait until "
-                              "one registers, and each attempt times out after 900 s; a super admin grants the queue to a live "
-                              "provisioner of class 'default': muster grant p-other execute --tenant default --scope queue:default"]
+                              "one registers, and each attempt times out after 900 s; 1 live provisioner(s) of class 'default' "
+                              "serve other tenants: a super admin lists them with muster provisioners and grants one the queue: "
+                              "muster grant PROVISIONER execute --tenant default --scope queue:default"]
 
     h.workers.now = [_provisioner("p-other", ("other", "default"))]
     served = await h.send(CreateCluster(name="served", template="hadoop-small", nodes=2))

@@ -32,16 +32,18 @@ def named(ident: str, klass: str, tenants: tuple[str, ...], draining: bool = Fal
 WAIT = "3 queued task(s) wait until one registers"
 
 
-def test_the_warning_names_the_live_provisioners_that_could_serve_and_their_real_grant() -> None:
+def test_the_warning_says_how_to_find_a_provisioner_that_could_serve_and_the_real_grant() -> None:
     """The warnings said `muster grant <provisioner> ...` (and `queue:<class>` on a job's status):
     a placeholder the reader had to resolve, and no help when nothing of the class ran."""
     live = [named("provisioner", "default", ("default",)), named("gpu-1", "gpu", ("acme",)), named("p2", "default", ("globex",))]
     said = unserved_warning("acme", "default", live, WAIT)
     assert said == ("no live provisioner serves tenant 'acme' (class 'default'): 3 queued task(s) wait until one registers; "
-                    "a super admin grants the queue to a live provisioner of class 'default': "
-                    "muster grant p2 execute --tenant acme --scope queue:default or "
-                    "muster grant provisioner execute --tenant acme --scope queue:default")
+                    "2 live provisioner(s) of class 'default' serve other tenants: a super admin lists them with "
+                    "muster provisioners and grants one the queue: "
+                    "muster grant PROVISIONER execute --tenant acme --scope queue:default")
     assert "<" not in said
+    # another tenant's provisioner is not named to this tenant's users (its id may name its tenant)
+    assert "p2" not in said and "globex" not in said
     assert unserved_warning("acme", "gpu", live, WAIT) is None  # gpu-1 serves it
 
 
