@@ -204,10 +204,12 @@ class RepairCluster(ClusterCommand):
     """Re-run what the last observed states say is missing: start services that should run and
     do not (install and configure again where they failed), stop those that should not run,
     restart the outdated, configure and restart the stale, reconnect a node whose state is
-    unknown (its provider's confirm, then start and check)."""
+    unknown (its provider's confirm, then start and check). With `rolling`, a batch of nodes at
+    a time, the nodes where it only brings services up first (docs/planner.md, "Rolling changes")."""
 
     type: Literal["RepairCluster"] = "RepairCluster"
     v: Literal[1] = 1
+    rolling: Rolling | None = Field(default=None, description="do it a batch of nodes at a time")
 
 
 class RollbackCluster(ClusterCommand):

@@ -16,6 +16,9 @@ _PATTERNS = {
     r"^\d+(\.\d+)?%$": "give a whole number or a percentage such as '25%'",
 }
 """Patterns of the contracts in words: a person is not asked to read a regular expression."""
+_OBJECTS = {"Rolling": '{"batch": 2, "tolerance": 0} (a batch of nodes, or a percentage such as "25%")'}
+"""An example of each object a person is likeliest to write as a bare value (`"rolling": 2`, as
+`--rolling 2` reads): pydantic said "a valid dictionary or instance of Rolling"."""
 
 
 def _pattern_words(pattern: str) -> str | None:
@@ -34,6 +37,12 @@ def problem_text(problem: Any) -> str:
             shown = str(problem.get("input", ""))
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
             return f"{shown!r} is not allowed here: {words}"
+    if problem.get("type") == "model_type":
+        name = str((problem.get("ctx") or {}).get("class_name", ""))
+        example = _OBJECTS.get(name)
+        shown = repr(problem.get("input"))
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        return f"{shown} is not an object: give one" + (f", e.g. {example}" if example else f" (a {name})")
     msg = str(problem["msg"])
     for prefix in _PYDANTIC_PREFIXES:
         msg = msg.removeprefix(prefix)

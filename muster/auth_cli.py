@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, NEW_TOKEN, CliError, command, echo_json, json_option
 from .tables import out as console
 from .tables import print_rows
 from .times import shown_time
@@ -249,24 +250,48 @@ def _grant_command(verb: str, doc: str) -> click.Command:
     @click.argument("principal")
     @click.argument("permission", type=click.Choice(list(PERMISSIONS)))
     @click.option("--scope", default="tenant", show_default=True,
-                  help="tenant, cluster:<id>, cluster:*, job:<id>, catalog:<kind>/<name>, catalog:*, queue:<class>")
+                  help="tenant, cluster:<id or name>, cluster:*, job:<id>, catalog:<kind>/<name>, catalog:*, queue:<class>")
     @click.option("--tenant", "for_tenant", envvar="MUSTER_TENANT", default=None, help="default: the principal's")
     @bus_options(tenant=False)
     @json_option
     @command
     async def run(principal: str, permission: str, scope: str, for_tenant: str | None, bus: Bus,
                   as_json: bool) -> None:
+        scope = await _cluster_by_name(bus, scope, for_tenant)
         if verb == "grant":
             try:
                 Scope.parse(for_tenant or "tenant", scope)  # its form; the auth service checks it again
             except ValueError as err:
                 raise CliError(str(err), EXIT_INVALID) from None
         data = await ask(bus, verb, principal=principal, permission=permission, scope=scope, tenant=for_tenant)
+        if data.get("revoked") is False and not as_json:
+            console.print(f"{data['principal']} held no {data['permission']} on {data['scope']}: nothing to revoke "
+                          f"(`muster user list` shows each principal's grants)")
+            return
         echo_json(data) if as_json else console.print(
             f"{'revoked' if verb == 'revoke' else 'granted'}: {data['permission']} on {data['scope']} "
             f"{'from' if verb == 'revoke' else 'to'} {data['principal']}")
 
     return run
+
+
+_NAMED_CLUSTER = re.compile(r"cluster:(?!\*$)(?![0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$)([A-Za-z0-9_][A-Za-z0-9_-]*)")
+
+
+async def _cluster_by_name(bus: Bus, scope: str, tenant: str | None) -> str:
+    """`cluster:web` as `cluster:<its id>`: every other command takes a cluster's name (the scope
+    was refused as "not a cluster id"). A grant stays on that cluster, not on the name."""
+    named = _NAMED_CLUSTER.fullmatch(scope)
+    if named is None:
+        return scope
+    from .tracker_client import TrackerReads
+
+    async with TrackerReads(bus, tenant) as tracker:
+        found = [c for c in (await tracker.get("/v1/clusters", name=named.group(1)))["items"] if c.get("status") != "deleted"]
+    if not found:
+        raise CliError(f"scope {scope!r}: no cluster named {named.group(1)!r} in tenant {tenant or 'of your token'} "
+                       "(`muster cluster list`); a cluster scope is a cluster's name or id, or cluster:*", EXIT_INVALID)
+    return f"cluster:{found[0]['id']}"
 
 
 grant = _grant_command("grant", "Give PRINCIPAL PERMISSION on a scope (you must hold it, and `grant` on that scope).")
@@ -298,8 +323,6 @@ async def whoami(bus: Bus, as_json: bool) -> None:
                   + (" ..." if len(data["bus"]["publish"]) > 6 else ""))
 
 
-NEW_TOKEN = ("a new token: an admin of your tenant runs `muster token create --for PRINCIPAL --save FILE` and gives you "
-             "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
 
 
 def _refused_whoami(source: str, reason: str) -> str:

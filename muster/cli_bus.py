@@ -190,11 +190,12 @@ async def _quiet(*_: Any) -> None:
 
 
 @asynccontextmanager
-async def open_nats(bus: Bus) -> AsyncIterator[Client]:
+async def open_nats(bus: Bus, elsewhere: str = "") -> AsyncIterator[Client]:
     """The connection of an operators' command (`muster planners`, `pool ...`, `provisioners
     drain`). One the bus refuses (a tenant's user's) fails at once, naming what was refused
     (exit 4): the server drops the message and says so on the side, so the command waited out a
-    timeout and called muster unreachable, or read nothing and said there were no planners."""
+    timeout and called muster unreachable, or read nothing and said there were no planners.
+    `elsewhere`: where a tenant's people read the same, said with the refusal."""
     task = asyncio.current_task()
     inside = False
 
@@ -211,7 +212,8 @@ async def open_nats(bus: Bus) -> AsyncIterator[Client]:
         if not refusals.seen or task is None:
             raise
         task.uncancel()
-        raise CliError(f"{refusals.describe(principal_of(nc))}: this command is for operators (super admins; docs/security.md)", EXIT_DENIED) from None
+        raise CliError(f"{refusals.describe(principal_of(nc))}: this command is for operators (super admins; docs/security.md)"
+                       + (f"; {elsewhere}" if elsewhere else ""), EXIT_DENIED) from None
     finally:
         inside = False
         await nc.close()

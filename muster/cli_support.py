@@ -45,6 +45,10 @@ EXIT_CODES: dict[int, str] = {
 }
 """The table docs/client.md shows (a unit test keeps the two the same)."""
 
+NEW_TOKEN = ("a new token: an admin of your tenant runs `muster token create --for PRINCIPAL --save FILE` and gives you "
+             "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
+"""The way on from a refused token, wherever it is refused (`whoami`, any read through the tracker)."""
+
 
 class CliError(click.ClickException):
     """One sentence on stderr and an exit code. With a `document`, the document is printed on

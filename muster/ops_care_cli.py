@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 import click
 
-from contracts.commands import ApplyPlan, CheckCluster, ExtendLease, RepairCluster
+from contracts.commands import ApplyPlan, CheckCluster, ExtendLease, RepairCluster, Rolling
 
 from .cli_bus import Bus
 from .cli_support import CliError, echo_json
@@ -28,6 +30,29 @@ def seconds(text: str, option: str) -> float:
     if match is None:
         raise CliError(f"{option}: {text!r} is not a duration (e.g. 3600, 90s, 15m, 2h, 7d)")
     return float(match.group(1)) * _UNITS.get(match.group(2) or "s", 1)
+
+
+def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """`--rolling N|P%` and `--tolerate N`: a batch of nodes at a time (docs/planner.md)."""
+    f = click.option("--tolerate", type=click.IntRange(0), default=0, show_default=True,
+                     help="with --rolling: nodes that may fail before the change stops and rolls back")(f)
+    return click.option("--rolling", default=None, metavar="N|P%",
+                        help="a batch of N nodes (or P% of them) at a time; the next once the previous is healthy")(f)
+
+
+def parse_rolling(batch: str | None, tolerate: int) -> Rolling | None:
+    if batch is None:
+        if tolerate:
+            raise CliError("--tolerate goes with --rolling")
+        return None
+    text = batch.strip()
+    if text.isdigit() and int(text) >= 1:
+        return Rolling(batch=int(text), tolerance=tolerate)
+    if re.fullmatch(r"\d+(\.\d+)?%", text) and 0 < float(text[:-1]) <= 100:
+        return Rolling(batch=text, tolerance=tolerate)
+    if re.fullmatch(r"\d+(\.\d+)?%?", text):  # a number, out of range: say so, not that it is none
+        raise CliError(f"--rolling: a batch is at least 1 node, or a percentage in (0, 100]; not {batch!r}")
+    raise CliError(f"--rolling: {batch!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)")
 
 
 @click.command("apply")
@@ -75,14 +100,17 @@ async def check(cluster_ref: str, services: tuple[str, ...], opts: Options) -> N
 
 @click.command("repair")
 @click.argument("cluster_ref", metavar="CLUSTER")
+@rolling_options
 @cluster_op
-async def repair(cluster_ref: str, opts: Options) -> None:
+async def repair(cluster_ref: str, rolling: str | None, tolerate: int, opts: Options) -> None:
     """Re-run what the last check says is missing: start what should run (install and configure
     again where it failed, unless something it needs was down too), stop what should not,
     restart what runs an older config, configure and restart what is stale (an expand or a
-    shrink since), reconnect a node whose state is unknown (its provider confirms it)."""
+    shrink since), reconnect a node whose state is unknown (its provider confirms it). With
+    --rolling, a batch of nodes at a time, those it only brings up first."""
+    spec = parse_rolling(rolling, tolerate)
     async with Session(opts) as s:
-        await s.execute(RepairCluster(cluster_id=(await s.cluster(cluster_ref)).id))
+        await s.execute(RepairCluster(cluster_id=(await s.cluster(cluster_ref)).id, rolling=spec))
 
 
 def print_drift(c: ClusterInfo) -> None:

@@ -8,7 +8,6 @@ is named by its id or its name.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,6 @@ from contracts.commands import (
     ResumeJob,
     RetryJob,
     RollbackCluster,
-    Rolling,
     ShrinkCluster,
     StartServices,
     StopServices,
@@ -44,16 +42,9 @@ from contracts.pools import Callback
 from . import cluster_reads_cli, ops_care_cli
 from .cli_bus import Bus, bus_options
 from .cli_support import CliError, command, job_id_of, json_option, parse_json_arg
-from .ops_care_cli import seconds
+from .ops_care_cli import parse_rolling as _rolling
+from .ops_care_cli import rolling_options, seconds
 from .ops_session import CAPTURE, Options, Session, cluster_op, job_op, out, service_list
-
-
-def rolling_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """`--rolling N|P%` and `--tolerate N`: a batch of nodes at a time (docs/planner.md)."""
-    f = click.option("--tolerate", type=click.IntRange(0), default=0, show_default=True,
-                     help="with --rolling: nodes that may fail before the change stops and rolls back")(f)
-    return click.option("--rolling", default=None, metavar="N|P%",
-                        help="a batch of N nodes (or P% of them) at a time; the next once the previous is healthy")(f)
 
 
 def nodes_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -61,21 +52,6 @@ def nodes_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--nodes", "nodes", multiple=True, metavar="N1,N2",
                         help="only on these nodes (ids as `muster cluster show` lists them; comma-separated or repeated; "
                              "default: every node)")(f)
-
-
-def _rolling(batch: str | None, tolerate: int) -> Rolling | None:
-    if batch is None:
-        if tolerate:
-            raise CliError("--tolerate goes with --rolling")
-        return None
-    text = batch.strip()
-    if text.isdigit() and int(text) >= 1:
-        return Rolling(batch=int(text), tolerance=tolerate)
-    if re.fullmatch(r"\d+(\.\d+)?%", text) and 0 < float(text[:-1]) <= 100:
-        return Rolling(batch=text, tolerance=tolerate)
-    if re.fullmatch(r"\d+(\.\d+)?%?", text):  # a number, out of range: say so, not that it is none
-        raise CliError(f"--rolling: a batch is at least 1 node, or a percentage in (0, 100]; not {batch!r}")
-    raise CliError(f"--rolling: {batch!r} is neither a number of nodes nor a percentage (e.g. 2, 25%)")
 
 
 def _total(nodes: int | None, delta: int | None, current: int, sign: int, verb: str) -> int:
@@ -195,7 +171,7 @@ async def _say_stale(s: Session, cluster_id: str) -> None:
         shown = ", ".join(stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
         out.print(f"stale: the config of {len(stale)} node(s) ({shown}) names the members before this change: "
                   f"`muster cluster repair {c.name}` writes them and restarts their services, "
-                  f"`muster cluster configure {c.name} --restart --rolling 1` does it a node at a time")
+                  f"`muster cluster repair {c.name} --rolling 1` does it a node at a time")
 
 
 @cluster.command("configure")

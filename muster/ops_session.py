@@ -181,11 +181,12 @@ class Session:
             return
         if isinstance(reply, LeaseExtended):
             if not self.opts.as_json:
-                out.print(f"lease of cluster {reply.cluster_id} extended: it expires at {shown_time(reply.expires_at)}")
+                # the cluster as the user named it (it said the id alone)
+                out.print(self.named(f"lease of cluster {reply.cluster_id} extended: it expires at {shown_time(reply.expires_at)}"))
             return
         if not self.opts.as_json:
             dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
-            out.print(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}")
+            out.print(self.named(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}"))
             for warning in reply.warnings:
                 out.print(f"warning: {warning}")
         if self.opts.wait:

@@ -96,3 +96,32 @@ def unserved(planner_answers: Iterable[Mapping[str, Any]], provisioners: Iterabl
             if n > 0 and key not in serving:
                 queued[key] = queued.get(key, 0) + n
     return queued
+
+
+def unserved_warning(tenant: str, provisioner_class: str, live: Iterable[Any], waiting: str) -> str | None:
+    """What a user whose tasks of this tenant and class no live provisioner (not draining) takes
+    is told, or None when one does: which live provisioners could take them and the grant that
+    lets one (effective at once), or, with none of the class, the commands that start one; both
+    a super admin's (services are theirs, docs/security.md). A `muster grant <provisioner>`
+    placeholder left the reader to find the name (`muster up`'s is `provisioner`), and said
+    nothing when no provisioner of the class ran at all."""
+    live = list(live)
+    if any(not p.draining and p.info.provisioner_class == provisioner_class and tenant in p.info.tenants for p in live):
+        return None
+    said = f"no live provisioner serves tenant {tenant!r} (class {provisioner_class!r}): {waiting}"
+    queue = f"execute --tenant {tenant} --scope queue:{provisioner_class}"
+    draining = sorted(p.info.id for p in live if p.draining and p.info.provisioner_class == provisioner_class
+                      and tenant in p.info.tenants)
+    if draining:
+        said += f" (draining: {', '.join(draining)})"
+    of_class = [p for p in live if not p.draining and p.info.provisioner_class == provisioner_class]
+    if of_class:
+        # Not named: they serve other tenants, and a provisioner's id may name one (`prov-beta`);
+        # the tenant's user reads this warning, the super admin lists them.
+        return (f"{said}; {len(of_class)} live provisioner(s) of class {provisioner_class!r} serve other tenants: "
+                f"a super admin lists them with muster provisioners and grants one the queue: "
+                f"muster grant PROVISIONER {queue}")
+    name = f"prov-{provisioner_class}"
+    return (f"{said}; no provisioner of class {provisioner_class!r} is running: a super admin starts one with "
+            f"muster user create {name} --role service --service provisioner --tenant {tenant} --save {name}.cred, "
+            f"muster grant {name} {queue}, then MUSTER_CREDENTIALS={name}.cred muster provisioner --class {provisioner_class}")

@@ -28,7 +28,7 @@ from contracts.events import EVENT_ADAPTER
 from contracts.records import Recorded
 
 from .bus.connect import CredentialsError, bearer_headers, credentials
-from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError
+from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, NEW_TOKEN, CliError
 from .readmodel.clusters import ClusterInfo
 from .readmodel.observed import Drift, needs_catalog
 from .tls.context import http_refusal
@@ -123,7 +123,8 @@ class TrackerReads:
         except (ValueError, KeyError, TypeError, aiohttp.ClientError):
             message = f"HTTP {resp.status}"
         if resp.status == 401:
-            raise CliError(f"the tracker refused the token from {self._source}: {message}", EXIT_DENIED)
+            # and the way on, as `whoami` says it (the commands said only that it was refused)
+            raise CliError(f"the tracker refused the token from {self._source}: {message}\n{NEW_TOKEN}", EXIT_DENIED)
         if resp.status == 403:
             raise CliError(f"refused: {message}", EXIT_DENIED)
         if resp.status in (400, 404):

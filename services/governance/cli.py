@@ -128,14 +128,25 @@ def policy() -> None:
 
 @policy.command("apply")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--description", default="", help="what the policies are for")
+@click.option("--description", default="", help="what the policies are for (default: each file's first comment line)")
 @json_option
 @bus_options
 @command
 async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool, bus: Bus) -> None:
     """Apply Rego FILES (each a policy named after its file), all or none."""
-    entities = [{"name": _name(f), "source": _text(f), "description": description} for f in files]
+    entities = [{"name": _name(f), "source": _text(f), "description": description or first_comment(_text(f))} for f in files]
     report(await ask(bus, "put", "policy", as_json, "policy apply", entities=entities), as_json, "policy apply")
+
+
+def first_comment(source: str) -> str:
+    """The first line of a Rego file's leading comment (examples/policies/ each say what they do
+    there): `policy list` showed an empty description for every policy applied without one."""
+    for line in source.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        return stripped.lstrip("#").strip()[:200] if stripped.startswith("#") else ""
+    return ""
 
 
 @policy.command("list")

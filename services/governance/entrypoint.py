@@ -25,6 +25,7 @@ from muster.bus.connect import auth_required
 from muster.bus.eventstore import EventStore
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
+from muster.times import shown_time
 from services.auth.view import IdentityView
 
 from .mirror import GovernanceMirror
@@ -57,7 +58,7 @@ class NatsSender:
         if isinstance(reply, Rejected):
             return Answer(None, reply.reason, again=reply.retry)
         if isinstance(reply, LeaseExtended):  # done at once, no job
-            return Answer(None, done=f"lease extended: expires at {reply.expires_at.isoformat()}")
+            return Answer(None, done=f"lease extended: expires at {shown_time(reply.expires_at)}")
         return Answer(None, f"unexpected answer {reply.type}")
 
 

@@ -16,6 +16,7 @@ from contracts.governance import Schedule, ran_text
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import CliError, command, echo_json, guarded, json_option, run
 from muster.ops_care_cli import seconds
+from muster.times import shown_time
 
 from .cli import ask, ask_in, listed, report
 from .domain.operation_text import operation_text
@@ -84,7 +85,7 @@ def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
         return "paused"
     s = Schedule.model_validate(entity)
     last = datetime.fromisoformat(item["last_tick"]) if item.get("last_tick") else None
-    return due(s, last, datetime.fromisoformat(item["created_at"]), datetime.now(UTC)).next_at.isoformat(timespec="seconds")
+    return shown_time(due(s, last, datetime.fromisoformat(item["created_at"]), datetime.now(UTC)).next_at)
 
 
 @schedule.command("list")
@@ -101,7 +102,7 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
     for i in answer.items:
         e = i["entity"]
         last = i["runs"][-1] if i["runs"] else None
-        ran = "" if last is None else f"{last['tick'][:19]}: " + ran_text(last["job_id"], last["rejected"], last.get("done", ""))
+        ran = "" if last is None else f"{shown_time(last['tick'])}: " + ran_text(last["job_id"], last["rejected"], last.get("done", ""))
         rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or operation_text(e["verb"], e["command"]), e.get("owner", ""),
                      ran, _next(e, i)])
     listed(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows,

@@ -14,7 +14,7 @@ from contracts.events import LayoutRequested
 from contracts.layout import Layout
 from contracts.pool_commands import ANY_POOL, CheckCallback, PoolAnswer
 from contracts.pools import Callback
-from contracts.tasks import HeldAttempts
+from contracts.tasks import HeldAttempts, ProvisionerPresence
 from muster import tracing
 from muster.bus.connect import principal_of
 from muster.destinations import PLANNER, Allowed, refused_url
@@ -62,14 +62,13 @@ class NatsWorkers:
     def __init__(self, nc: Client, timeout: float = 3.0) -> None:
         self.nc, self.timeout = nc, timeout
 
-    async def serving(self, tenant: str, provisioner_class: str) -> int | None:
+    async def live(self) -> list[ProvisionerPresence] | None:
         from services.provisioner.presence import live_provisioners
 
         try:
-            live = await live_provisioners(self.nc, tenant=tenant, provisioner_class=provisioner_class, timeout=self.timeout)
+            return await live_provisioners(self.nc, timeout=self.timeout)
         except Exception:  # noqa: BLE001 - a warning we cannot give is no reason to refuse
             return None
-        return sum(not p.draining for p in live)
 
     async def holding(self) -> set[str] | None:
         from services.provisioner.presence import live_provisioners

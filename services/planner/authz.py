@@ -42,6 +42,12 @@ class OperationAuthz:
             known = None
         if ctx.verb == "reject" and known is not None and known.requested_by == principal.id:
             return  # a requester may always reject its own job, `approve` or not (docs/governance.md)
+        if ctx.verb == "approve" and known is not None and known.requested_by == principal.id and known.awaiting_approval \
+                and not (known.approval or {}).get("allow_self_approval"):
+            # No grant would let it: said before the missing `approve`, whose refusal named a grant to ask for.
+            raise Refused(f"{principal.id} asked for the job and may not approve it (no rule that matched allows "
+                          f"self-approval): another principal with approve on its cluster decides; {principal.id} may "
+                          "reject it", code="forbidden")
         if job_id and cluster_id is None:
             cluster_id = known.cluster_id if known is not None else None
         # A saved plan asks for what its own operation asks, on its own cluster (loaded by now).

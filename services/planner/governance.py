@@ -25,6 +25,7 @@ from contracts.layout import Layout
 from muster.ports.clock import Clock
 from muster.ports.eventlog import Append
 from muster.readmodel.cost import rate
+from muster.times import shown_time
 from services.governance.domain import approvals
 from services.governance.domain.cost import per_hour, plan_cost
 from services.governance.domain.entities import fold
@@ -224,7 +225,7 @@ class Governance:
         """What an accepted request's answer says of governance."""
         out = [f"{w['message']} (policy {w['policy']})" for w in job.warnings]
         if job.awaiting_approval and job.approval is not None:
-            out.append(f"waits for approval (rules {', '.join(job.approval['rules'])}) until {job.approval['expires_at']}: "
+            out.append(f"waits for approval (rules {', '.join(job.approval['rules'])}) until {shown_time(job.approval['expires_at'])}: "
                        "`muster job approve` or `muster job reject` by a principal with `approve`")
             if job.relayouts:  # docs/governance.md, "Another layout needs another approval"
                 out.append(f"relayout {job.relayouts} is off for this job: another layout would be a plan nobody approved; "

@@ -16,6 +16,7 @@ from contracts.catalog import Catalog
 from contracts.events import LayoutRequested
 from contracts.layout import Layout
 from contracts.pools import Callback
+from contracts.tasks import ProvisionerPresence
 from muster.ports.budgets import Budgets as Budgets
 
 from .domain.admission import PoolAdmission
@@ -136,9 +137,9 @@ class CatalogSource(Protocol):
 
 
 class Workers(Protocol):
-    async def serving(self, tenant: str, provisioner_class: str) -> int | None:
-        """How many live provisioners take this tenant's tasks of this class now (None: the
-        presence records could not be read)."""
+    async def live(self) -> list[ProvisionerPresence] | None:
+        """The live provisioners now, with whom and which class each serves and whether it
+        drains (None: the presence records could not be read)."""
         ...
 
     async def holding(self) -> set[str] | None:

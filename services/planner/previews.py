@@ -88,7 +88,8 @@ class Previews:
                 layout = layout or await self._solve(job, cluster, facts)
                 plan, target = planning.plan_layout(job, cluster, facts.catalog, layout, cmd)
                 return Preview(plan, target, layout)
-            plan, batches, tolerance = planning.rolled(planning.plan_direct(job, cluster, facts.catalog, cmd), cmd)
+            plan, batches, tolerance = planning.rolled(planning.plan_direct(job, cluster, facts.catalog, cmd), cmd, cluster,
+                                                        facts.catalog)
             if op.observes:  # a check looks at every node, whichever fails to answer
                 if not plan.tasks:
                     raise Refused(f"nothing to check on cluster {cluster.name!r}: none of its services defines a `status` action")

@@ -42,6 +42,7 @@ from muster import tracing
 from muster.bus.consume import transient
 from muster.bus.repository import rebuild
 from muster.ports.eventlog import ConcurrencyError, StoreError
+from muster.scaling import unserved_warning
 from services.governance.sandbox import PolicySandbox
 
 from . import cancels, leases
@@ -238,7 +239,8 @@ class Requests:
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)))
+            return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)),
+                                               warnings=await self._waits_for_workers(cluster))  # as the request would be told
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
         if preview is None and rules.active:  # the policies see the layout and the plan: solved now
             preview = await self.previews.preview(job, cluster, facts)
@@ -295,12 +297,13 @@ class Requests:
     async def _waits_for_workers(self, cluster: Cluster) -> list[str]:
         """Accepted all the same (a provisioner may register any moment), but the requester is
         told when nobody would take the job's tasks now."""
-        klass = queue_class(cluster, self.config.settings)
-        if self.workers is None or await self.workers.serving(cluster.tenant, klass) != 0:
+        live = await self.workers.live() if self.workers is not None else None
+        if live is None:
             return []
-        return [f"no live provisioner serves tenant {cluster.tenant!r} (class {klass!r}): the job's tasks wait until "
-                f"one registers, and each attempt times out after {self.config.task_timeout_s:g} s (an admin grants a "
-                f"provisioner the queue: muster grant <provisioner> execute --tenant {cluster.tenant} --scope queue:{klass})"]
+        said = unserved_warning(cluster.tenant, queue_class(cluster, self.config.settings), live,
+                                f"the job's tasks wait until one registers, and each attempt times out after "
+                                f"{self.config.task_timeout_s:g} s")
+        return [said] if said else []
 
     def _new_job(self, ctx: RequestContext, facts: Facts, cluster_id: str, pin: PlanSaved | None = None) -> Job:
         return planning.new_job(facts, cluster_id, ctx.by(facts.command), self.config.instance, self.config.max_attempts,
@@ -331,7 +334,8 @@ class Requests:
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         rules = await self.governance.load(tenant)
         if cmd.dry_run:
-            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts, warnings=notes,
+            return await self.previews.dry_run(ctx.by(cmd), job, cluster, cluster, facts,
+                                               warnings=[*notes, *await self._waits_for_workers(cluster)],
                                                notes=self.governance.notes(rules, facts, cluster, ctx.by(cmd)))
         if pin is not None:
             preview = await self.previews.pinned(pin, job, cluster, cluster, facts)

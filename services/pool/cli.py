@@ -44,8 +44,12 @@ def _options(f: Any) -> Any:
     return bus_options(json_option(f), tenant=False)
 
 
-async def _send(bus: Bus, name: str, cmd: Any) -> Any:
-    async with open_nats(bus) as nc:
+POOLS_ELSEWHERE = "a tenant's people see the pools through the tracker: GET /v1/pools, the console's pools page"
+"""Where a tenant's user reads what `pool list|show` show (docs/pools.md): the bus refuses them."""
+
+
+async def _send(bus: Bus, name: str, cmd: Any, elsewhere: str = "") -> Any:
+    async with open_nats(bus, elsewhere) as nc:
         try:
             return await pools.send(nc, name, cmd)
         except pools.NoPoolService as err:
@@ -104,7 +108,7 @@ async def add_hosts(name: str, hosts_file: str, bus: Bus, as_json: bool) -> None
 @command
 async def list_pools(bus: Bus, as_json: bool) -> None:
     """Every pool: hosts by state, free hosts, waiting requests."""
-    async with open_nats(bus) as nc:
+    async with open_nats(bus, POOLS_ELSEWHERE) as nc:
         try:
             found = await pools.list_pools(nc)
         except pools.NoPoolService as err:
@@ -127,7 +131,7 @@ async def list_pools(bus: Bus, as_json: bool) -> None:
 @command
 async def show(name: str, no_hosts: bool, bus: Bus, as_json: bool) -> None:
     """A pool: its terms, every host and the waiting line in policy order."""
-    answer = await _send(bus, name, ShowPool(hosts=not no_hosts))
+    answer = await _send(bus, name, ShowPool(hosts=not no_hosts), POOLS_ELSEWHERE)
     view = answer.view or {}
     if as_json:
         echo_json(view)

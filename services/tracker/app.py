@@ -35,6 +35,7 @@ from muster.readmodel.clusters import cluster_view_of, fold_cluster
 from muster.readmodel.locations import TASK, Record, cluster_key, job_key, task_location, updates_from
 from muster.readmodel.observed import needs_catalog
 from muster.readmodel.status import compose, layout_of, split_history, status_from_log, task_records
+from muster.scaling import unserved_warning
 from services.pool.domain.pool import Pool
 
 from .adapters.kv import LocationIndex
@@ -111,6 +112,7 @@ class Tracker:
     """For the live story of a job (an ordered consumer) and requests to a job's owner."""
     _answers: Answers = field(default_factory=Answers)
     _asking: dict[tuple[str, str], asyncio.Future[dict[str, Any] | None]] = field(default_factory=dict)
+    _classes: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.tasks = TaskLocations(self.store)
@@ -217,20 +219,35 @@ class Tracker:
 
     async def warnings(self, tenant: str, status: dict[str, Any]) -> list[str]:
         """Why a running job may not move: its tasks are queued and no live provisioner serves
-        its tenant (read now, from the presence records)."""
+        its tenant (read now, from the presence records); which could, and the command."""
         queued = int(status.get("counts", {}).get("queued", 0))
         if status.get("state") != "running" or not queued:
             return []
         from services.provisioner.presence import live_provisioners
 
         try:
-            live = [p for p in await live_provisioners(self.nc, tenant=tenant, timeout=3.0) if not p.draining]
+            live = await live_provisioners(self.nc, timeout=3.0)
         except Exception:  # noqa: BLE001 - no warning rather than no status
             return []
-        if live:
-            return []
-        return [f"no live provisioner serves tenant {tenant!r}: {queued} queued task(s) wait until one registers (an admin "
-                f"grants a provisioner the queue: muster grant <provisioner> execute --tenant {tenant} --scope queue:<class>)"]
+        if any(not p.draining and tenant in p.info.tenants for p in live):
+            return []  # the job's class is read only when nobody serves the tenant at all
+        klass = await self.queued_class(tenant, str(status.get("id")))
+        said = unserved_warning(tenant, klass, live, f"{queued} queued task(s) wait until one registers")
+        return [said] if said else []
+
+    async def queued_class(self, tenant: str, job_id: str) -> str:
+        """The provisioner class the job's tasks are queued for (the cluster's, the same for
+        every task of it), from its first `TaskQueued`; kept, since it never changes."""
+        key = (tenant, job_id)
+        if key not in self._classes:
+            history = await self.store.read_many(subjects.job_filters(tenant, job_id))
+            found = next((r.event.provisioner_class for r in history if r.event.type == "TaskQueued"), None)
+            if found is None:
+                return "default"
+            while len(self._classes) >= 1000:
+                del self._classes[next(iter(self._classes))]
+            self._classes[key] = found
+        return self._classes[key]
 
     async def place_in_line(self, status: dict[str, Any]) -> dict[str, Any]:
         """A job waiting for pool hosts: where its request stands in the pool's line."""

@@ -18,6 +18,7 @@ import click
 from rich.console import Console
 
 from contracts import subjects
+from contracts.events import FENCE_MARKERS
 from muster.cli_bus import Bus, bus_options
 from muster.cli_support import (
     EXIT_FAILED,
@@ -109,7 +110,7 @@ async def _watch(tracker: TrackerReads, job_id: str, deadline: float | None) -> 
                     view = LiveView(console)  # only once the job is known to be there (and readable)
                 if view is not None:
                     view.update(progress, step)
-                else:
+                elif r.type not in FENCE_MARKERS:  # the log's, not the story's (as `muster history`)
                     click.echo(f"{shown_time(r.time)}  {step['text']}"
                                + (f"  [{step['who']}]" if step["who"] else ""))
     except TimeoutError:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import structlog
 from aiohttp import web
 
+from contracts.events import FENCE_MARKERS
 from contracts.records import Recorded, Undecodable
 from muster.readmodel.progress import JobProgress
 
@@ -95,7 +96,7 @@ async def _stream(response: web.StreamResponse, events: AsyncGenerator[Recorded 
                 log.exception("cannot fold job event", seq=recorded.seq)
                 await response.write(sse("error", recorded.seq, {"message": f"cannot follow the job past seq {recorded.seq}: {err}"}))
                 return
-            if data is not None:
+            if data is not None and recorded.type not in FENCE_MARKERS:  # the log's, not the story's
                 await response.write(sse("progress", recorded.seq, data))
     status = progress.status() or {}
     final = progress.final

@@ -165,7 +165,8 @@ CLUSTER_VERBS: tuple[tuple[str, type[c.Command], str], ...] = (
     ("upgrade", c.UpgradeService, "Run a service's current catalog definition on its nodes."),
     ("rollback", c.RollbackCluster, "Back to the layout and config before job `to_job`."),
     ("check", c.CheckCluster, "Ask every node for the state of its services."),
-    ("repair", c.RepairCluster, "Re-run what the last check says is missing."),
+    ("repair", c.RepairCluster, "Re-run what the last check says is missing; with `rolling`, a batch of nodes at a time, "
+                                "those where it only brings services up first."),
 )
 JOB_VERBS: tuple[tuple[str, type[c.Command], str], ...] = (
     ("pause", c.PauseJob, "Dispatch nothing new; tasks in flight finish."),

@@ -208,8 +208,10 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
     if actor.may is None or route.verb not in OPERATION_PERMISSIONS:
         return None
     verb, cluster_id, job_id = route.verb, ids.get("cluster_id"), ids.get("job_id")
-    if verb == "reject" and job_id and await job_requester(tracker, actor.tenant, job_id) == actor.principal:
-        return None  # a requester may always reject its own job (docs/governance.md); the planner checks again
+    if verb in ("reject", "approve") and job_id and await job_requester(tracker, actor.tenant, job_id) == actor.principal:
+        # A requester may always reject its own job (docs/governance.md), and is told by the planner
+        # why it may not approve it (a missing `approve` named a grant that would not help).
+        return None
     if verb in JOB_VERBS and job_id:
         cluster_id = await job_cluster(tracker, actor.tenant, job_id)
     if verb == "apply":

@@ -33,7 +33,7 @@ from contracts.identity import (
 from . import tokens
 from .authz import may_grant
 from .buspermissions import bus_permissions, provisioner_queues
-from .state import IdentityState, Principal
+from .state import Grant, IdentityState, Principal
 
 Random = Callable[[int], bytes]
 
@@ -263,6 +263,8 @@ class Admin:
     def do_revoke(self, me: Principal, request: AuthRequest) -> Result:
         grantee, scope = self._grant_change(me, request, strict=False)  # what an older version let in goes too
         assert request.permission is not None
+        if Grant(request.permission, scope) not in self.state.grants_of(grantee.id):  # said, not recorded ("revoked" before)
+            return ok({"principal": grantee.id, "permission": request.permission, "scope": str(scope), "revoked": False})
         event = PermissionRevoked(principal=grantee.id, permission=request.permission, scope=scope, by=me.id)
         return ok({"principal": grantee.id, "permission": request.permission, "scope": str(scope), "revoked": True},
                   (subjects.identity_events("principal", grantee.id), event, None))

@@ -167,7 +167,9 @@ def may_govern(principal: Principal | None, grants: Iterable[Grant], tenant: str
     at every tick: `write` on the tenant to make one."""
     wanted: Permission = {"rule": "grant", "policy": "grant", "subscription": "read"}.get(kind, "write")  # type: ignore[assignment]
     decision = may(principal, grants, wanted, Scope(tenant=tenant))
-    if decision or wanted != "grant":
+    if decision:
         return decision
+    if wanted != "grant":  # a grant helps: named, as an operation's refusal names it (`schedule list` said only no)
+        return Decision(False, decision.reason + how_to_get(principal, wanted, Scope(tenant=tenant)))
     plural = {"policy": "policies", "rule": "approval rules"}.get(kind, f"{kind}s")
     return Decision(False, f"{decision.reason}: only the tenant's administrators change its {plural}")

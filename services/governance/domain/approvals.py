@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from contracts.governance import ApprovalRule
+from muster.times import shown_time
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def refusal(*, approving: bool, waiting: bool, decided_by: str | None, expires_a
     if decided_by is not None:
         return f"the job was decided already (by {decided_by})"
     if expires_at is not None and now >= expires_at:  # before "not waiting": an expired job waits no more
-        return f"the approval expired at {expires_at.isoformat()}: nobody decided in time; ask again"
+        return f"the approval expired at {shown_time(expires_at)}: nobody decided in time; ask again"
     if not waiting:
         return "the job is not waiting for approval"
     if approving and approver == requester and not allow_self:

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from contracts.notifications import NotificationAttempted, NotificationQueued
+from muster.times import shown_time
 
 
 def latest(event: Any, at: datetime) -> dict[str, Any] | None:
@@ -26,11 +27,11 @@ def said(delivery: dict[str, Any] | None) -> str:
     """One line: `delivered at … (HTTP 204)`, `failing: <error> (attempt 2; next at …)`."""
     if not delivery:
         return "-"
-    state, at = delivery["state"], delivery["at"][:19]
+    state, at = delivery["state"], shown_time(delivery["at"])  # as people read times (it cut ISO 8601 short)
     if state == "queued":
-        return f"queued {delivery.get('kind')} (due at {delivery['due_at'][:19]})"
+        return f"queued {delivery.get('kind')} (due at {shown_time(delivery['due_at'])})"
     status = f"HTTP {delivery['status']}" if delivery.get("status") else ""
     if state == "delivered":
         return f"delivered at {at}" + (f" ({status})" if status else "")
-    tail = f"; next at {delivery['next_at'][:19]}" if delivery.get("next_at") else ""
+    tail = f"; next at {shown_time(delivery['next_at'])}" if delivery.get("next_at") else ""
     return f"{state} at {at}: {delivery.get('error') or status or 'no answer'} (attempt {delivery.get('attempt')}{tail})"

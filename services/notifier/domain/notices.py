@@ -17,6 +17,7 @@ from pydantic_core import to_jsonable_python
 
 from contracts.events import FINAL_STATE_OF
 from contracts.governance import Subscription
+from muster.times import shown_time
 
 KIND_OF: dict[str, str] = {
     "JobSucceeded": "job_succeeded", "JobFailed": "job_failed", "JobRolledBack": "job_failed",
@@ -82,7 +83,10 @@ def body(kind: str, tenant: str, facts: Mapping[str, Any]) -> dict[str, Any]:
     JSON values already (an approval's `expires_at` is a datetime in its event): the body is
     sent as the notifier made it, not as the log gives it back."""
     values = to_jsonable_python({k: v for k, v in facts.items() if v is not None})
-    text = TEXT[kind].format_map(_Blank({**values, "ended": ENDED.get(str(values.get("state")), str(values.get("state")))}))
+    said = {**values, "ended": ENDED.get(str(values.get("state")), str(values.get("state")))}
+    if "expires_at" in values:  # the sentence says it as people read times; the field stays ISO 8601
+        said["expires_at"] = shown_time(values["expires_at"])
+    text = TEXT[kind].format_map(_Blank(said))
     return {"kind": kind, "tenant": tenant, "text": text, **values}
 
 

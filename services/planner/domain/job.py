@@ -135,6 +135,8 @@ class Job(Aggregate):
         self.cleanups: dict[str, str] = {}  # node -> its running cleanup task
         self.paused = False
         self.cancel_requested = False
+        self.cancelled_by = ""
+        """Who asked for the cancel being taken (the reason names them)."""
         self.cancels = 0
         """Cancels recorded so far: the round of the cancel fence (`fence_round`)."""
         self.control_requests: dict[str, str] = {}
@@ -463,6 +465,7 @@ class Job(Aggregate):
         if payload.request_id:
             self.control_requests[payload.request_id] = payload.type
         self.cancel_requested = True
+        self.cancelled_by = payload.by
         self.cancels += 1
         self.paused = False
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from muster.times import NO_LEASE_END
+from muster.times import NO_LEASE_END, shown_time
 
 from .admission import Refused
 
@@ -106,12 +106,12 @@ def extended(current: Lease, now: datetime, *, by_s: float | None = None, until:
                           code="invalid", field="by_s")
         until = base + timedelta(seconds=step)
     if until <= current.expires_at:
-        raise Refused(f"the lease already runs until {current.expires_at.isoformat()}; {until.isoformat()} is not later",
+        raise Refused(f"the lease already runs until {shown_time(current.expires_at)}; {shown_time(until)} is not later",
                       code="invalid", field="until")
     if current.step_s and until > base + timedelta(seconds=current.step_s):
         raise Refused(f"an extension may add at most {current.step_s:g}s (the template's step) to "
-                      f"{base.isoformat()}; {until.isoformat()} asked", code="invalid", field="by_s" if by_s is not None else "until")
+                      f"{shown_time(base)}; {shown_time(until)} asked", code="invalid", field="by_s" if by_s is not None else "until")
     if current.max_at is not None and until > current.max_at:
-        raise Refused(f"the lease may not run past {current.max_at.isoformat()} (the template's max); "
-                      f"{until.isoformat()} asked", code="invalid", field="by_s" if by_s is not None else "until")
+        raise Refused(f"the lease may not run past {shown_time(current.max_at)} (the template's max); "
+                      f"{shown_time(until)} asked", code="invalid", field="by_s" if by_s is not None else "until")
     return until

@@ -85,6 +85,19 @@ def repair_plan(services: Mapping[str, Service], cluster: Cluster) -> Plan:
     return chain_phases(phases)
 
 
+UP = frozenset({"start", "reinstall", "reconnect"})
+"""Repairs that bring a service up and take nothing down (a reconnect's start leaves a running
+service as it is)."""
+
+
+def up_first(services: Mapping[str, Service], cluster: Cluster) -> set[str]:
+    """The nodes a rolling repair does first: those where it only brings services up. Done before
+    the nodes where it stops or restarts something, the service has its most members running
+    when each batch of those goes down (a NATS node started again before a stale one restarts)."""
+    fixes = repairs(services, cluster)
+    return {n for n, _ in fixes} - {n for (n, _), r in fixes.items() if r not in UP}
+
+
 def repairs(services: Mapping[str, Service], cluster: Cluster) -> dict[Pair, str]:
     """Each drifted (node, service) and what the repair runs there: the drift's own repair, except
     that a service failed while something it needs running is down too (a replica whose primary

@@ -107,8 +107,8 @@ _ROWS = (
     Operation("check", "CheckCluster", "cluster", chain=(A.STATUS,), offline=True, observes=True,
               rules=(rule.at_version, rule.not_busy, rule.not_deleted)),
     # Planned by `observed.repair_plan` from the drift: phases of `repair-node`, `repair-install`, `start`, `stop`,
-    # `restart`, `configure-restart`.
-    Operation("repair", "RepairCluster", "cluster", rules=(*_CLUSTER, rule.drifted)),
+    # `restart`, `configure-restart`. Rolling: the nodes it only brings up go first (`observed.up_first`).
+    Operation("repair", "RepairCluster", "cluster", rules=(*_CLUSTER, rule.drifted), rolling=True),
     Operation("repair-install", "RepairCluster", "cluster", chain=(A.INSTALL, A.CONFIGURE), rules=_CLUSTER),
     # A node whose services could not be asked: its provider confirms it (the namespaces provider
     # starts its sshd again if it died), then its services start (idempotent) and are asked.

@@ -180,13 +180,17 @@ def plan_direct(job: Job, cluster: Cluster, catalog: Catalog, cmd: Any) -> Plan:
                       node_ids=sorted(set(nodes)) if nodes else None)
 
 
-def rolled(plan: Plan, cmd: Any) -> tuple[Plan, list[list[str]], int]:
+def rolled(plan: Plan, cmd: Any, cluster: Cluster | None = None, catalog: Catalog | None = None) -> tuple[Plan, list[list[str]], int]:
     """A rolling change's plan (`rolling.py`), its batches and its failure tolerance; other
-    plans as they are."""
+    plans as they are. A repair's nodes where it only brings services up go first (with the
+    cluster and catalog it was planned on)."""
     spec = getattr(cmd, "rolling", None)
     if spec is None:
         return plan, [], 0
-    done = rolling.batched(plan, spec.batch)
+    first: set[str] = set()
+    if isinstance(cmd, RepairCluster) and cluster is not None and catalog is not None:
+        first = observed.up_first(catalog.services, cluster)
+    done = rolling.batched(plan, spec.batch, first)
     return done.plan, done.batches, spec.tolerance
 
 

@@ -1,7 +1,7 @@
-"""Rolling changes (pure): a restart, configure or upgrade done a batch of nodes at a time.
+"""Rolling changes (pure): a restart, configure, upgrade or repair done a batch of nodes at a time.
 
 The operation's plan is cut into batches of nodes (a count, or a percentage of the nodes the
-plan touches, in node order). Each batch keeps its own tasks and the links among them; a link
+plan touches, in node order; a repair's nodes that it only brings up first). Each batch keeps its own tasks and the links among them; a link
 between two batches is dropped (a later batch waits for the whole earlier one anyway, and a
 link backwards, e.g. "stop hbase on node 7 before zookeeper on node 2", is what a rolling change
 deliberately does not do: dependents keep running while a batch restarts); one link then makes
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .errors import PlanError
@@ -46,9 +46,10 @@ def batch_size(batch: int | str, nodes: int) -> int:
     return max(1, math.ceil(float(match.group(1)) * nodes / 100))
 
 
-def batched(plan: Plan, batch: int | str) -> Batched:
-    """The plan done `batch` nodes at a time."""
-    nodes = sorted({t.node for t in plan.tasks}, key=_natural)
+def batched(plan: Plan, batch: int | str, first: Collection[str] = ()) -> Batched:
+    """The plan done `batch` nodes at a time; the nodes in `first` before the others (a repair's
+    nodes where it only brings services up: nothing running goes down before they are back)."""
+    nodes = sorted({t.node for t in plan.tasks}, key=lambda n: (n not in first, _natural(n)))
     size = batch_size(batch, len(nodes))
     batches = [nodes[i:i + size] for i in range(0, len(nodes), size)]
     which = {n: i for i, group in enumerate(batches) for n in group}

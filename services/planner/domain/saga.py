@@ -113,7 +113,8 @@ def advance(job: Job, cluster: Cluster, services: Mapping[str, Service], setting
     """Take the job one step: finish, roll back, or queue what is ready."""
     if not job.is_final:
         if job.state == "running" and job.stopping and job.in_flight == 0:
-            reason = "cancelled by request" if job.cancel_requested else exhausted_reason(job)
+            # who cancelled, as an approval's rejection names its decider (it said "by request")
+            reason = f"cancelled by {job.cancelled_by or 'request'}" if job.cancel_requested else exhausted_reason(job)
             if not job.planned:  # cancelled before it had a plan: nothing ran, nothing to undo
                 return fail_unplanned(job, cluster, reason)
             job.plan_rollback(reason, services)

@@ -71,6 +71,7 @@ def setup_ui(app: web.Application, tracker_key: web.AppKey[Tracker], auth: Conso
         app[CONSOLE_AUTH] = auth
     app[FOLDS] = JobFolds()
     r = app.router
+    r.add_get("/", pages.root)  # the address `muster up` prints, opened in a browser (it was a JSON 404)
     r.add_get("/ui", pages.home)
     r.add_get("/ui/", pages.home)
     r.add_get("/ui/clusters", pages.clusters)

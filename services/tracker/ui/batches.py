@@ -23,7 +23,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from contracts import subjects
-from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
+from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.records import Recorded, Undecodable
 from muster.bus.bodies import Bodies
 from muster.bus.eventstore import inflate, lenient_from_msg
@@ -102,7 +102,8 @@ class Batch:
         if e.type == "TaskProgressed":
             self.progress.append({"task_id": e.task_id, "attempt": e.attempt, "n": e.n, "line": e.line, "skipped": e.skipped})
             return
-        self.lines.append(line(r))
+        if e.type not in FENCE_MARKERS:  # the log's, not the story's
+            self.lines.append(line(r))
         task_id = getattr(e, "task_id", None)
         if task_id:
             self.tasks[task_id] = None

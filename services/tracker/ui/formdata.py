@@ -168,8 +168,8 @@ def operation_body(op: str, form: Form, cluster_name: str) -> tuple[dict[str, An
         body["nodes"] = _node_ids(form)
     elif op == "check":
         body["services"] = _many(form, "services") or None
-    elif op == "repair":
-        pass  # what to repair is what the last check found (the cluster page's drift)
+    elif op == "repair":  # what to repair is what the last check found (the cluster page's drift)
+        body["rolling"] = _rolling(form, errors)
     elif op == "rollback":
         body["to_job"] = _one(form, "to_job")
         if not body["to_job"]:

@@ -42,6 +42,11 @@ _TASK = re.compile(r"^[A-Za-z0-9_\-.~]{1,400}$")
 # -- pages -------------------------------------------------------------------------------------------
 
 
+async def root(request: web.Request) -> web.StreamResponse:
+    """`/`: the console, for anyone (the API's routes are under /v1, listed by /v1/openapi.json)."""
+    return redirect("/ui/")
+
+
 @page
 async def home(request: web.Request, viewer: Viewer) -> web.StreamResponse:
     return redirect("/ui/clusters")
@@ -66,6 +71,9 @@ async def jobs(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 @page
 async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
+    named = _named_cluster(request, viewer)
+    if named is not None:  # a name, as every command takes it: its page (it was "not a cluster id")
+        return redirect(f"/ui/clusters/{named}" + (f"?{request.query_string}" if request.query_string else ""))
     cluster_id = readable_cluster(request, viewer)
     seq = await _point(request)
     data = await reads.cluster_page(tracker_of(request), viewer.tenant, cluster_id, seq, viewer.operator)
@@ -75,6 +83,17 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
         raise NotFound(f"There is no cluster {cluster_id} in tenant {viewer.tenant}.")
     ops = await operations(request, viewer, cluster_id) if seq is None else None
     return render(request, "cluster.html", viewer, cluster_id=cluster_id, operations=ops, **data)
+
+
+def _named_cluster(request: web.Request, viewer: Viewer) -> str | None:
+    """The id of the tenant's cluster (not deleted) that the page's parameter names, if it is a
+    name rather than an id; None: an id, or no such name (the id check then says what is wrong)."""
+    value = request.match_info["cluster_id"]
+    tracker = tracker_of(request)
+    if is_uuid(value) or tracker.index is None:
+        return None
+    found = [c["id"] for c in tracker.list_clusters(viewer.tenant, 0, 2, name=value).items if c.get("status") != "deleted"]
+    return found[0] if len(found) == 1 else None
 
 
 @page

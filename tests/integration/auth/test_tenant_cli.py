@@ -166,6 +166,8 @@ async def test_another_tenants_user_sees_nothing_and_refusals_say_what_is_missin
     for ran in runs[13:]:
         assert ran.code == 4 and "refused: the bus does not let bob publish to" in ran.err, ran
         assert "this command is for operators" in ran.err and "no live planners" not in ran.out, ran
+    # ... and where a tenant's user reads the pools instead (it said only that it may not).
+    assert "a tenant's people see the pools through the tracker: GET /v1/pools, the console's pools page" in runs[-2].err
     assert by_name.code == 2 and "no cluster named 'web' in tenant beta" in by_name.err, by_name
     for ran in (by_id, history, wait, events):
         assert ran.code == 2 and "in tenant beta" in ran.err and "web" not in ran.out + ran.err, ran
@@ -179,6 +181,12 @@ async def test_another_tenants_user_sees_nothing_and_refusals_say_what_is_missin
     # A reader of acme's clusters reads them, and may not run anything on them.
     assert show.code == 0 and web["id"] in show.out
     assert check.code == 4 and f"carol has no execute permission on cluster web ({web['id']}) of tenant acme" in check.err, check
+    # The grant it names, typed with the cluster's name as every other command takes it (it was
+    # refused: "a cluster scope names one cluster by its id").
+    granted = await day.muster("root", "grant", "carol", "execute", "--tenant", "acme", "--scope", "cluster:web")
+    assert granted.code == 0 and f"granted: execute on acme:cluster:{web['id']} to carol" in granted.out, granted
+    unknown = await day.muster("root", "grant", "carol", "execute", "--tenant", "acme", "--scope", "cluster:nope")
+    assert unknown.code == 2 and "no cluster named 'nope' in tenant acme" in unknown.err, unknown
 
 
 async def test_a_tenants_log_names_no_other_tenant_its_provisioners_serve(day: Day) -> None:

@@ -64,6 +64,8 @@ async def test_the_daily_commands(stack: Stack, fresh_nats: str) -> None:
 
     extended = await muster(fresh_nats, "cluster", "extend-lease", "daily", "--add", "30m")
     assert extended.code == 0 and "extended: it expires at" in extended.stdout, extended.stderr
+    # the cluster as it was named, as refusals say it (it said the id alone)
+    assert f"lease of cluster daily ({shown['id']}) extended: it expires at " in extended.stdout, extended.stdout
     too_far = await muster(fresh_nats, "cluster", "extend-lease", "daily", "--add", "3h")
     assert too_far.code == 2 and "(the template's step)" in too_far.stderr
 

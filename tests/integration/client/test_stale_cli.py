@@ -1,7 +1,7 @@
 """A user's expand and shrink of a cluster whose config names its members (#real, decision 0048):
 `--wait` says which nodes keep a config written for the members before (it said nothing, and
 the docs alone said to configure after an expand), `drift` lists them `stale`, and `repair`
-writes them (configure and restart)."""
+writes them (configure and restart), a node at a time with `--rolling 1`."""
 
 from __future__ import annotations
 
@@ -31,7 +31,12 @@ async def test_an_expand_and_a_shrink_say_which_configs_are_stale_and_repair_wri
     shown = await muster(fresh_nats, "cluster", "drift", "members")
     assert "stale, should be running -> configure and restart it: its config was written for another config or other members" \
         in shown.stdout, shown.stdout
-    repaired = await muster(fresh_nats, "cluster", "repair", "members", "--wait")
+    # ... and the rolling way is the repair's own (it was `configure --restart --rolling 1`, which
+    # restarts every node, drifted or not): a node at a time, its preview saying so.
+    assert "`muster cluster repair members --rolling 1` does it a node at a time" in grown.stdout, grown.stdout
+    dry = await muster(fresh_nats, "cluster", "repair", "members", "--rolling", "1", "--dry-run")
+    assert dry.code == 0 and "rolling: 3 batches, each after the previous one is healthy" in dry.stdout, dry.stdout + dry.stderr
+    repaired = await muster(fresh_nats, "cluster", "repair", "members", "--rolling", "1", "--wait")
     assert repaired.code == 0, repaired.stderr
     assert json.loads((await muster(fresh_nats, "cluster", "drift", "members", "--json")).stdout)["drift"] == []
 

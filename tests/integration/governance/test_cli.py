@@ -96,7 +96,7 @@ async def test_rules_policies_subscriptions_and_schedules_from_the_command_line(
     plain = (await muster(url, "schedule", "list")).stdout.splitlines()
     row = next(line for line in plain if line.startswith("nightly "))
     assert "…" not in row, plain
-    assert "cluster create web -t hadoop-small -n 3" in row and re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", row), row
+    assert "cluster create web -t hadoop-small -n 3" in row and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", row), row
     assert (await muster(url, "schedule", "pause", "nightly")).exit_code == 0
     assert listed(await muster(url, "schedule", "list", "--json"))[0]["entity"]["paused"] is True
     assert (await muster(url, "schedule", "resume", "nightly")).exit_code == 0

@@ -109,6 +109,9 @@ async def test_watch_follows_a_job_to_its_end_and_says_how_it_ended(tracked: Tra
     lines = out.stdout.splitlines()
     assert "create of cluster" in lines[0] and lines[-1].startswith(f"job {reply.job_id} succeeded")
     assert any("claimed" in line and "[prov-test/" in line for line in lines)
+    # The log's fence markers are not the story (`muster history` leaves them out): it said
+    # `2 task records` between a task's lines.
+    assert not any(line.endswith(" task records") for line in lines), lines
     # Once the job is over, watching it replays its story and ends at once.
     again = await muster("watch", reply.job_id, "--nats-url", tracked.url)
     assert again.exit_code == 0 and again.output.splitlines()[-1] == lines[-1]

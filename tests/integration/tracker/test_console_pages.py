@@ -104,6 +104,13 @@ async def test_unknown_and_malformed_ids_are_404_pages(tracked: Tracked) -> None
         resp = await tracked.http.get(path)
         assert resp.status == 404 and resp.content_type == "text/html", path
         assert text in html.unescape(await resp.text()), path
+    # A cluster's name, as every command takes it, opens its page (it was "not a cluster id").
+    _, cluster_id = await _finished(tracked)
+    resp = await tracked.http.get(f"/ui/clusters/c{tracked.created}?seq=3", allow_redirects=False)
+    assert resp.status in (302, 303) and resp.headers["Location"] == f"/ui/clusters/{cluster_id}?seq=3", resp.headers
+    # And the tracker's own address, as `muster up` prints it, opens the console (it was a JSON 404).
+    resp = await tracked.http.get("/", allow_redirects=False)
+    assert resp.status in (302, 303) and resp.headers["Location"] == "/ui/", resp.headers
 
 
 async def test_the_stream_says_each_tasks_state_and_resumes_after_a_sequence(tracked: Tracked) -> None:

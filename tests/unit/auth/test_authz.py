@@ -74,6 +74,10 @@ def test_a_governance_refusal_names_what_only_administrators_change(state: Ident
     assert "change its policies" in may_govern(alice, grants, "a", "policy").reason
     assert "change its approval rules" in may_govern(alice, grants, "a", "rule").reason
     assert may_govern(alice, grants, "a", "schedule")
+    # Reading them (`schedule list`, `notify add`) needs `read` on the tenant: the refusal names
+    # the grant to ask for, as an operation's does (it said only `alice has no read permission on tenant a`).
+    said = may_govern(alice, {Grant("write", Scope(tenant="a", kind="cluster", id="*"))}, "a", "subscription").reason
+    assert said == "alice has no read permission on tenant a (a tenant admin can give it: muster grant alice read --scope tenant)"
 
 
 def test_write_on_one_cluster_does_not_create_clusters(state: IdentityState) -> None:

@@ -21,3 +21,24 @@ def test_tenant_create_prints_the_real_grant_of_each_provisioner() -> None:
     assert said.splitlines()[1:] == ["  muster grant provisioner execute --tenant acme --scope queue:default",
                                      "  muster grant provisioner-2 execute --tenant acme --scope queue:default"]
     assert "<provisioner>" not in said and "PROVISIONER" in tenant_next_steps("acme", [])
+
+
+async def test_a_read_the_tracker_refuses_for_its_token_says_the_way_on_as_whoami_does() -> None:
+    """`muster cluster list` with a revoked token said only that the tracker refused it; `whoami`
+    said how to get a new one."""
+    import pytest
+
+    from muster.cli_support import NEW_TOKEN, CliError
+    from muster.tracker_client import TrackerReads
+
+    class Refused:
+        status = 401
+
+        async def json(self) -> dict[str, object]:
+            return {"error": {"status": 401, "message": "token abc of alice was revoked"}}
+
+    reads = object.__new__(TrackerReads)
+    reads._source = "alice.cred"
+    with pytest.raises(CliError) as raised:
+        await reads._check(Refused())  # type: ignore[arg-type]
+    assert str(raised.value) == f"the tracker refused the token from alice.cred: token abc of alice was revoked\n{NEW_TOKEN}"

@@ -136,6 +136,9 @@ def test_grants_through_requests(state: IdentityState) -> None:
     assert who["bus"]["subscribe"] == ["_INBOX.alice.>", "muster.cb.a.>"]
     assert run(state, "ada", "revoke", principal="alice", permission="write", scope="cluster:*").reply.ok
     assert run(state, "alice", "whoami").reply.data["grants"] == []
+    # A grant not held: said so, nothing recorded (it answered "revoked", as if it had been)
+    again = run(state, "ada", "revoke", principal="alice", permission="write", scope="cluster:*")
+    assert again.reply.ok and again.reply.data["revoked"] is False and not again.appends
 
 
 @pytest.mark.parametrize("scope, says", [

@@ -47,6 +47,7 @@ def test_a_create_forms_problems_are_named_at_their_field(pairs: list[tuple[str,
     ("configure", [("config", "{}"), ("restart", "on"), ("rolling", "2")], {"config": {}, "restart": True,
                                                                           "rolling": {"batch": 2, "tolerance": 0}}, {}),
     ("upgrade", [("service", "base")], {"service": "base"}, {}),
+    ("repair", [("rolling", "1")], {"rolling": {"batch": 1, "tolerance": 0}}, {}),  # as `repair --rolling 1`
     ("delete", [("confirm", "c1")], None, {}),
     ("delete", [("confirm", "C1")], None, {"confirm": "type the cluster's name, c1, to confirm"}),
 ])

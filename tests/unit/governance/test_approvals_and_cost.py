@@ -56,6 +56,7 @@ def test_who_may_decide_beyond_the_permission() -> None:
     # An expired job waits no more: said as "not waiting for approval", which did not say why.
     late = refusal(approving=True, approver="apo", **{**base, "waiting": False, "now": NOW + timedelta(hours=2)})  # type: ignore[arg-type]
     assert late.startswith("the approval expired at") and late.endswith("nobody decided in time; ask again"), late
+    assert "expired at 2026-11-28 13:00:00 UTC:" in late, late  # as people read times (it said ISO 8601)
 
 
 def node(i: int, hardware: str) -> NodeSpec:

@@ -136,6 +136,11 @@ async def test_a_lease_warning_is_due_before_the_lease_ends_and_dropped_when_it_
     assert deliver.sent == []
     await clock.advance(3600)
     assert [body["kind"] for _, _, body in deliver.sent] == ["lease_expiring"]
+    # The sentence says the time as every other human-facing place does (`muster.times`); it
+    # said `2026-...T...Z`. The field stays ISO 8601 for programs.
+    warned = deliver.sent[0][2]
+    assert warned["text"] == f"the lease of cluster web ends at {ends.strftime('%Y-%m-%d %H:%M:%S')} UTC", warned
+    assert datetime.fromisoformat(warned["expires_at"]) == ends
     # A lease extended before its warning was due: the warning is dropped, recorded as such.
     await log.append(subjects.cluster_events("a", "c1"), [Append(ClusterLeaseChanged(cluster_id="c1", expires_at=ends + timedelta(hours=5)),
                                                                  msg_id="ext")])
@@ -191,7 +196,7 @@ async def test_a_job_waiting_for_approval_notifies_needs_approval_in_json_and_a_
     assert [body["kind"] for _, _, body in deliver.sent] == ["needs_approval", "needs_approval"]
     body = deliver.sent[-1][2]
     assert body["expires_at"] == expires.isoformat().replace("+00:00", "Z") and body["rules"] == ["deletes"]
-    assert f"waits for approval until {body['expires_at']}" in body["text"]
+    assert f"waits for approval until {expires.strftime('%Y-%m-%d %H:%M:%S')} UTC" in body["text"]
     attempts = [r.event for r in await log.read(subjects.notification_events("a", "hook")) if r.type == "NotificationAttempted"]
     assert [(a.ok, a.final) for a in attempts] == [(False, False), (True, True)]
     assert "ConnectionResetError: the receiver hung up" in attempts[0].error

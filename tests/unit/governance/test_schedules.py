@@ -167,7 +167,7 @@ async def test_the_bus_sender_takes_an_extended_lease_as_done() -> None:
             return Reply()
 
     answer = await NatsSender(Bus(), timeout=1)("a", "uma", "extend-lease", {})  # type: ignore[arg-type]
-    assert answer == Answer(None, "", False, "lease extended: expires at 2026-11-28T00:00:00+00:00")
+    assert answer == Answer(None, "", False, "lease extended: expires at 2026-11-28 00:00:00 UTC")  # as people read times
 
 
 # -- a schedule whose cluster is deleted ----------------------------------------------------------

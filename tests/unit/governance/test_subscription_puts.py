@@ -76,4 +76,6 @@ async def test_a_listing_tells_each_subscriptions_last_delivery() -> None:
     assert by_name["bus"]["delivery"] is None and said(None) == "-"
     delivery = by_name["ops"]["delivery"]
     assert delivery["state"] == "failing" and delivery["status"] == 503 and delivery["attempt"] == 1, delivery
-    assert said(delivery) == "failing at 2026-11-30T12:00:00: HTTP 503 from https://hooks.example/x (attempt 1; next at 2026-11-30T12:00:01)"
+    # times as every other human view says them (they were ISO 8601 cut at the seconds, no zone)
+    assert said(delivery) == ("failing at 2026-11-30 12:00:00 UTC: HTTP 503 from https://hooks.example/x (attempt 1; next at "
+                              "2026-11-30 12:00:01 UTC)")

@@ -372,3 +372,18 @@ def test_json_round_trips_exactly() -> None:
     compact["tasks"].reverse()
     assert Plan.from_json(compact) == plan
     assert plan.to_json()["tasks"][1] == {"id": "n4.bootstrap", "node": "n4", "action": "bootstrap", "service": None}
+
+
+def test_a_rolling_plan_does_the_nodes_it_is_told_first_then_the_others_in_node_order() -> None:
+    """A rolling repair brings services up on some nodes and restarts them on others: those it
+    only brings up go first (`first`), so nothing running goes down before they are back."""
+    plan = build_plan(HADOOP, [*CLUSTER, node("n10", "base", "dn")], "restart")
+    assert batched(plan, 2).batches == [["n1", "n2"], ["n3", "n4"], ["n10"]]
+    done = batched(plan, 2, first={"n10", "n3"})
+    assert done.batches == [["n3", "n10"], ["n1", "n2"], ["n4"]]
+    # batch k+1 waits for all of batch k: the stages run the batches one after the other
+    batch = {n: i for i, group in enumerate(done.batches) for n in group}
+    in_stage = [{batch[done.plan.by_id[t].node] for t in stage} for stage in done.plan.stages]
+    assert all(len(b) == 1 for b in in_stage)
+    order = [min(b) for b in in_stage]
+    assert order == sorted(order) and order[0] == 0 and order[-1] == 2

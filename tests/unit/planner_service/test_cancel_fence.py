@@ -34,7 +34,10 @@ async def test_a_cancel_ends_at_once_what_nobody_claimed_and_nothing_runs_it_lat
 
     assert isinstance(await h.send(CancelJob(job_id=reply.job_id)), Accepted)
     final = h.final(reply.job_id)  # at once: not at the attempts' timeout
-    assert isinstance(final, JobRolledBack) and final.reason == "cancelled by request"
+    assert isinstance(final, JobRolledBack) and final.reason.startswith("cancelled by ")
+    # who cancelled (it said "cancelled by request")
+    [asked] = [r.event for r in h.log.records if r.type == "JobCancelRequested" and r.event.job_id == reply.job_id]
+    assert final.reason == f"cancelled by {asked.by}" and asked.by != "request"
     [closed] = [r for r in h.log.records if r.subject == fence]
     assert closed.type == "ClaimsClosed" and closed.event.round == 0
     ended = h.events(reply.job_id, "TaskAttemptFailed")

@@ -5,6 +5,7 @@ nobody approved in time; the requester cannot approve its own job unless a rule 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -268,8 +269,12 @@ async def test_the_requester_may_reject_its_own_job_without_approve() -> None:
     await put(h, "rule", "creates", operations=["create"], expires_after_s=600)
     waiting = await h.send(CreateCluster(name="w", template="hadoop-small", nodes=3), principal="builder")
     assert isinstance(waiting, Accepted) and "waits for approval" in waiting.warnings[0], waiting
+    # until when, as `muster status` says it (it said `2026-12-01T14:41:53.193697Z`)
+    assert re.search(r" until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: `muster job approve`", waiting.warnings[0]), waiting.warnings
     approve = await h.send(ApproveJob(job_id=waiting.job_id), principal="builder")
-    assert isinstance(approve, Rejected) and "no approve permission" in approve.reason, approve
+    # Why it may not (no grant would help); it named a grant of `approve` to ask for.
+    assert isinstance(approve, Rejected) and approve.reason.startswith("builder asked for the job and may not approve it"), approve
+    assert "muster grant" not in approve.reason and approve.code == "forbidden"
     other = await h.send(RejectJob(job_id=waiting.job_id), principal="reader")  # not its job, no `approve`
     assert isinstance(other, Rejected) and "no approve permission" in other.reason, other
     own = await h.send(RejectJob(job_id=waiting.job_id, comment="not now after all"), principal="builder")

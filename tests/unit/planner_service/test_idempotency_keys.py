@@ -4,9 +4,12 @@ is refused, naming the first job; nothing reaches the log."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 from planner_harness import Harness
 
-from contracts.commands import Accepted, CreateCluster, ExpandCluster, PauseJob, Rejected, ResumeJob
+from contracts.commands import Accepted, CreateCluster, DryRun, ExpandCluster, PauseJob, Rejected, ResumeJob
 
 
 async def _refused(h: Harness, command: object) -> str:
@@ -57,31 +60,39 @@ async def test_job_control_under_a_used_key_is_refused(h: Harness) -> None:
 
 
 class Workers:
-    """Live provisioners by (tenant, class); None: presence could not be read."""
+    """Live provisioners; None: presence could not be read."""
 
-    def __init__(self, serving: dict[tuple[str, str], int] | None) -> None:
-        self.by = serving
+    def __init__(self, live: list[Any] | None) -> None:
+        self.now = live
 
-    async def serving(self, tenant: str, provisioner_class: str) -> int | None:
-        return None if self.by is None else self.by.get((tenant, provisioner_class), 0)
+    async def live(self) -> list[Any] | None:
+        return self.now
+
+
+def _provisioner(ident: str, tenants: tuple[str, ...]) -> Any:
+    return SimpleNamespace(info=SimpleNamespace(id=ident, provisioner_class="default", tenants=tenants), draining=False)
 
 
 async def test_a_job_nobody_would_run_now_is_accepted_with_a_warning() -> None:
     """Issue #18.7: a create for a tenant no live provisioner serves was accepted silently and
     its tasks waited 900 s."""
     h = Harness()
-    h.workers = Workers({("other", "default"): 2})
+    h.workers = Workers([_provisioner("p-other", ("other",))])
     planner = await h.restart()
     assert planner.requests.workers is h.workers
+    # The preview says it too (it said nothing: the wait showed only once the job was made).
+    dry = await h.send(CreateCluster(name="lonely", template="hadoop-small", nodes=2, dry_run=True))
+    assert isinstance(dry, DryRun) and dry.warnings and dry.warnings[0].startswith("no live provisioner serves tenant 'default'")
     reply = await h.send(CreateCluster(name="lonely", template="hadoop-small", nodes=2))
     assert isinstance(reply, Accepted)
     assert reply.warnings == ["no live provisioner serves tenant 'default' (class 'default'): the job's tasks wait until "
-                              "one registers, and each attempt times out after 900 s (an admin grants a provisioner the "
-                              "queue: muster grant <provisioner> execute --tenant default --scope queue:default)"]
+                              "one registers, and each attempt times out after 900 s; 1 live provisioner(s) of class 'default' "
+                              "serve other tenants: a super admin lists them with muster provisioners and grants one the queue: "
+                              "muster grant PROVISIONER execute --tenant default --scope queue:default"]
 
-    h.workers.by = {("default", "default"): 1}
+    h.workers.now = [_provisioner("p-other", ("other", "default"))]
     served = await h.send(CreateCluster(name="served", template="hadoop-small", nodes=2))
     assert isinstance(served, Accepted) and served.warnings == []
-    h.workers.by = None  # presence unreadable: no warning rather than a wrong one
+    h.workers.now = None  # presence unreadable: no warning rather than a wrong one
     unknown = await h.send(CreateCluster(name="unknown", template="hadoop-small", nodes=2))
     assert isinstance(unknown, Accepted) and unknown.warnings == []

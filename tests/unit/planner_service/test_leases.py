@@ -159,3 +159,21 @@ async def test_a_template_without_a_lease_keeps_clusters_forever() -> None:
     bad = leased(initial="2 weeks")
     refused = await bad.send(CreateCluster(name="x", template="hadoop-small", nodes=2))
     assert isinstance(refused, Rejected) and "administration.leaseduration.initial: '2 weeks' is not a duration" in refused.reason
+
+
+def test_a_refused_extension_says_its_times_as_people_read_them() -> None:
+    """They said `2026-11-28T13:00:00+00:00` where every other view says `2026-11-28 13:00:00 UTC`."""
+    from datetime import UTC, datetime, timedelta
+
+    from services.planner.domain.admission import Refused
+    from services.planner.domain.leases import Lease, extended
+
+    now = datetime(2026, 11, 28, 12, tzinfo=UTC)
+    lease = Lease(now + timedelta(hours=1), now + timedelta(hours=2), 3600)
+    with pytest.raises(Refused) as earlier:
+        extended(lease, now, until=now + timedelta(minutes=30))
+    assert str(earlier.value) == ("the lease already runs until 2026-11-28 13:00:00 UTC; 2026-11-28 12:30:00 UTC "
+                                         "is not later")
+    with pytest.raises(Refused) as past:
+        extended(Lease(now + timedelta(hours=1), now + timedelta(hours=2), 0), now, until=now + timedelta(hours=3))
+    assert "may not run past 2026-11-28 14:00:00 UTC (the template's max); 2026-11-28 15:00:00 UTC asked" in str(past.value)

@@ -33,7 +33,7 @@ def test_what_the_table_says_each_operation_needs() -> None:
 def test_the_rolling_rows_are_the_commands_with_a_rolling_field() -> None:
     from contracts import commands
 
-    assert set(ROLLING) == {"configure", "configure-restart", "restart", "upgrade"}
+    assert set(ROLLING) == {"configure", "configure-restart", "restart", "upgrade", "repair"}
     assert {OPERATIONS[n].command for n in ROLLING} == {
         name for name in VERB_OF if "rolling" in getattr(commands, name).model_fields}
 
