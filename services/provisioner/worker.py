@@ -88,7 +88,7 @@ class Workers:
     def promise(self) -> set[str]:
         """What it holds, told a planner that found the task queue lost (`Provisioner.on_held_request`):
         each of these is this provisioner's to finish (`WorkerCore.promise`)."""
-        held = self.core.promise()
+        held = self.core.promise(asyncio.get_running_loop().time())
         self._sync()
         return held
 

@@ -92,6 +92,10 @@ class Held:
     again here instead of giving it back to nobody (docs/decisions/0013)."""
     again_at: float = 0.0
     outcome: Append | None = None
+    promised_until: float = 0.0
+    """Taken up again here only until then (the action's time limit from the promise): a plugin
+    that keeps crashing, or a log that keeps refusing, is not retried every second for ever; the
+    planner's attempt timeout then decides, as for any delivery given back."""
 
 
 @dataclass
@@ -139,11 +143,12 @@ class WorkerCore:
         stored or it goes back to the queue (docs/decisions/0013)."""
         return {attempt_key(h.task) for h in self.held.values()}
 
-    def promise(self) -> set[str]:
+    def promise(self, now: float = 0.0) -> set[str]:
         """`holding`, told to a planner that found the task queue lost: each of these is this
-        provisioner's to finish from now on (`Held.promised`)."""
+        provisioner's to finish from now on, within its action's time limit (`Held.promised`)."""
         for h in self.held.values():
-            h.promised = True
+            if not h.promised:
+                h.promised, h.promised_until = True, now + h.task.timeout_s
         return self.holding
 
     def wanted(self) -> int:
@@ -246,7 +251,7 @@ class WorkerCore:
         h = self.held.get(hid)
         if h is None:
             return []
-        if error is not None and h.promised:
+        if error is not None and h.promised and now < h.promised_until:
             h.again_at = now + RETRY_DELAY_S
             self._at(h.again_at, "store", hid)
             return [Note("error", "outcome not recorded; stored again here (the task queue it came from was lost)",
@@ -302,7 +307,7 @@ class WorkerCore:
         worker's does). A promised one has no queue to go back to: it keeps its slot and is
         claimed again here after the delay, as a redelivery would be."""
         h = self.held[hid]
-        if h.promised:
+        if h.promised and now < h.promised_until:
             h.stage, h.again_at = "again", now + max(delay, RETRY_DELAY_S)
             self._at(h.again_at, "again", hid)
             said: dict[str, Any] = {"task": h.task.task_id, "attempt": h.task.attempt}

@@ -296,6 +296,22 @@ def test_a_promised_task_claimed_ahead_waits_for_its_plugin_slot_rather_than_goi
     assert [a.held for a in _only(core.ran(first, OK, 0.01, now=2.0), Run)] == [second]
 
 
+def test_a_promised_task_is_taken_up_again_only_within_its_action_s_time_limit() -> None:
+    """A plugin that keeps crashing was claimed again every second for ever; past its time limit
+    the delivery is given back as any other, and the planner's attempt timeout decides."""
+    core = _core(capacity=1, claim_ahead=0)
+    hid = _held(_deliver(core, 1))
+    core.claimed(hid, 0.0)
+    limit = core.held[hid].task.timeout_s
+    core.promise(now=10.0)
+    core.promise(now=50.0)  # asked again: the first promise's limit stands
+    assert _nak_or_ack(core.ran(hid, None, 0.1, error=RuntimeError("boom"), now=10.0 + limit - 1)) == []
+    [claim] = _only(core.due(10.0 + limit - 1 + RETRY_DELAY_S), Claim)
+    assert isinstance(core.claimed(claim.held, 10.0 + limit)[0], Run)
+    given_back = core.ran(hid, None, 0.1, error=RuntimeError("boom"), now=10.0 + limit + 0.5)
+    assert _nak_or_ack(given_back) == [Answer("reply.1", nak(RETRY_DELAY_S))] and core.idle
+
+
 def test_an_unpromised_task_still_goes_back_to_its_queue() -> None:
     core = _core(capacity=2)
     hid = _held(_deliver(core, 1))
