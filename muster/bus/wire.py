@@ -24,6 +24,9 @@
   retries its creation a few times (nats-py tries once): the tracker's location mirror calls it
   when its consumer may be lost, so its heartbeat can be rare.
 
+- **Flushing**: `flush` is a round trip to the server behind everything sent before it
+  (nats-py's own `flush` may overtake the subscriptions just made).
+
 - **Ending**: `close_push` and `stop_watch` end a JetStream push subscription (an ordered
   consumer, a KV watch) with the tasks nats-py runs for it (heartbeat and flow-control checks),
   awaited: its own `unsubscribe` only cancels them, and not at all once the connection is closed
@@ -293,6 +296,23 @@ async def close_unconnected(nc: Client) -> None:
     nc._error_cb = quiet
     with contextlib.suppress(Exception):
         await nc._close(Client.CLOSED, do_cbs=False)
+
+
+async def flush(nc: Client, timeout: int = 10) -> None:
+    """A round trip that covers everything sent so far on `nc`: when it returns, the server has
+    read every subscription, unsubscription and publish made before the call. nats-py's own
+    `flush` (2.16) writes its PING straight to the socket, ahead of the commands its flusher
+    task has not written yet: its PONG can come back before the server has read the SUB made
+    just before, and another connection's publish then reaches the subscription unsubscribed
+    before it, or none (a tenant's bus callback was lost that way in
+    tests/integration/auth/test_isolation.py). The send buffer goes out first here, then the
+    PING behind it."""
+    transport = nc._transport
+    if nc._pending and nc.is_connected and transport is not None:
+        transport.writelines(nc._pending)
+        nc._pending = []
+        nc._pending_data_size = 0
+    await nc.flush(timeout)
 
 
 def connection_of(js: JetStreamContext) -> Client:

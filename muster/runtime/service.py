@@ -14,6 +14,7 @@ from nats.aio.client import Client
 from muster import tracing
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams, replicas_from_env
+from muster.bus.wire import flush
 from muster.runtime.logs import configure_logging
 from muster.tls.context import TlsError
 
@@ -52,7 +53,7 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
         await ensure_streams(nc.jetstream(), replicas=replicas_from_env(), tasks=name in TASK_QUEUE_SERVICES)
         async with AsyncExitStack() as stack:
             await setup(nc, stack)
-            await nc.flush()  # "started" means subscribed: a request sent on that word finds us
+            await flush(nc)  # "started" means subscribed: a request sent on that word finds us
             log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")
             await _first(stop.wait(), lost.wait())
             if lost.is_set() and not stop.is_set():

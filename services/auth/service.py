@@ -39,6 +39,7 @@ from muster.bus.answers import answer_on_inbox
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
+from muster.bus.wire import flush
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 
 from .backends import IdentityBackend, identity_backends
@@ -104,7 +105,7 @@ class AuthService:
         self.callout_nc = await self._connect(AUTH_USER, "muster-auth-callout")
         await self.callout_nc.subscribe(CALLOUT_SUBJECT, queue="auth", cb=self._on_callout)
         for nc in self._conns:
-            await nc.flush()
+            await flush(nc)  # started means subscribed (the callout first of all)
         return self
 
     async def _streams(self, tries: int = 8) -> None:

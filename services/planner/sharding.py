@@ -44,6 +44,7 @@ from contracts.events import PlanSaved
 from muster import tracing
 from muster.bus.leasethread import ThreadedLeases
 from muster.bus.shards import shard_of
+from muster.bus.wire import flush
 from muster.routing import NotYet
 
 from .app import Planner
@@ -122,7 +123,7 @@ class Sharding:
                 await _unsubscribe(stale)
             self._subs[shard] = await self.nc.subscribe(SHARD_REPLY.subject.format(shard=shard), cb=self._on_forwarded)
             self._ready[shard].set()
-        await self.nc.flush()
+        await flush(self.nc)
 
     async def lost(self, shards: set[int]) -> None:
         for shard in shards:

@@ -34,6 +34,7 @@ from contracts.tasks import DrainProvisioner, HeldAttempts, ProvisionerInfo
 from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.connect import on_reconnect
 from muster.bus.eventstore import EventStore
+from muster.bus.wire import flush
 
 from .presence import DEFAULT_TTL_S, Presence
 from .routing import REPLIES, drain_subject
@@ -117,7 +118,7 @@ class Provisioner:
         await self.workers.ensure_queues()
         await self.presence.register()
         self._control = [await self.nc.subscribe(r.subject(self.id), cb=getattr(self, r.handler)) for r in REPLIES]
-        await self.nc.flush()  # the drain subject answers once start() returns
+        await flush(self.nc)  # the drain subject answers once start() returns
         self._runner = asyncio.create_task(self.workers.run(), name=f"workers-{self.id}")
         if self.grants is not None:
             on_reconnect(self.nc, self._regrant)
@@ -175,9 +176,11 @@ class Provisioner:
         await answer_on_inbox(msg, json.dumps(said).encode())
 
     async def on_held_request(self, msg: Msg) -> None:
-        """What this provisioner holds now (a planner asks after the task queue was lost)."""
+        """What this provisioner holds now (a planner asks after the task queue was lost, and
+        sends again only what nobody holds): from now on each of these is ours to finish, as the
+        queue has them no more (`Workers.promise`, docs/decisions/0013)."""
         if answerable(msg.reply):
-            held = HeldAttempts(provisioner=self.id, attempts=sorted(self.workers.holding))
+            held = HeldAttempts(provisioner=self.id, attempts=sorted(self.workers.promise()))
             await answer_on_inbox(msg, held.model_dump_json().encode())
 
     async def _drain_and_leave(self, reason: Literal["drained", "stopped"]) -> None:

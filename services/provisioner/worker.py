@@ -83,8 +83,14 @@ class Workers:
 
     @property
     def holding(self) -> set[str]:
-        """Asked by a planner after the task queue was lost (`Provisioner.on_held_request`)."""
         return self.core.holding
+
+    def promise(self) -> set[str]:
+        """What it holds, told a planner that found the task queue lost (`Provisioner.on_held_request`):
+        each of these is this provisioner's to finish (`WorkerCore.promise`)."""
+        held = self.core.promise(asyncio.get_running_loop().time())
+        self._sync()
+        return held
 
     async def ensure_queues(self) -> None:
         for tenant in self.config.tenants:
@@ -194,7 +200,7 @@ class Workers:
     def _stored(self, held: int, written: asyncio.Future[int]) -> None:
         self._writing.discard(written)
         if not written.cancelled():
-            self._do(self.core.stored(held, written.exception()))
+            self._do(self.core.stored(held, written.exception(), asyncio.get_running_loop().time()))
 
     async def _run(self, held: int, task: TaskMessage) -> None:
         loop = asyncio.get_running_loop()
@@ -203,9 +209,9 @@ class Workers:
             with reporting(self.store, task, self.config.provisioner_id, self.core.held[held].worker):
                 outcome = await self._traces.run(self.executor, held, task)
         except Exception as err:  # noqa: BLE001 - a plugin failure is an outcome; this is the bus or a bug
-            self._do(self.core.ran(held, None, loop.time() - started, err))
+            self._do(self.core.ran(held, None, loop.time() - started, err, now=loop.time()))
             return
-        self._do(self.core.ran(held, outcome, loop.time() - started))
+        self._do(self.core.ran(held, outcome, loop.time() - started, now=loop.time()))
 
     def _sync(self) -> None:
         """The pulls, `idle` and the timer, as the core now stands."""

@@ -199,7 +199,10 @@ def test_a_running_attempts_progress_lines_show_live_under_its_task(muster: Must
     lines = page.get_by_test_id("task-detail").get_by_test_id("attempt-lines")
     expect(lines).to_contain_text("ok: [n1] TASK [install redis]", timeout=LONG)
     expect(lines).to_contain_text("changed: [n1] TASK [configure redis]")
-    assert page.evaluate("window.stateWhenLinesShowed") == "claimed"  # live: the attempt still ran
+    # Live: the attempt had not ended. The row may still say "planned" or "queued" then: its
+    # state comes with the stream's next batch, the lines as they come (1 run in 2 at load 11
+    # showed "planned"); the check is that the lines came before the end, not the row's lag.
+    assert page.evaluate("window.stateWhenLinesShowed") in ("planned", "queued", "claimed")
     assert page.evaluate("window.sameDocument === true")  # from the stream, without a reload
     expect(page.locator("#timeline")).not_to_contain_text("TASK [install redis]")  # under its task, not in the timeline
     expect(page.get_by_test_id("job-state")).to_have_text("succeeded", timeout=LONG)

@@ -43,6 +43,7 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore, Recorded, inflate, recorded_from_msg
 from muster.bus.server import NatsServer, free_port
 from muster.bus.streams import ensure_streams
+from muster.bus.wire import flush
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
@@ -331,7 +332,7 @@ class FaultStack:
                 found.set_result(r)
 
         sub = await self.nc.subscribe(subject, cb=on_msg)
-        await self.nc.flush()  # the server has it before the action runs or the log is read
+        await flush(self.nc)  # the server has it before the action runs or the log is read
         return sub, found
 
     async def when(self, subject: str, predicate: Callable[[Recorded], bool], action: Callable[[], Awaitable[Any]],

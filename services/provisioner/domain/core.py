@@ -9,8 +9,10 @@ slower one or after a task claimed ahead found no plugin slot within `AHEAD_WAIT
 back to the queue). Every held delivery gets keep-alives (in progress) every third of its
 queue's ack wait, until it is answered.
 
-Inputs: `queue_declared`, `delivered`, `claimed`, `ran`, `stored`, `drain`, `due` (the time
-came for the next deadline, `next_due`). Each returns the actions to carry out, in order:
+Inputs: `queue_declared`, `delivered`, `claimed`, `ran`, `stored`, `drain`, `promise` (a
+planner that found the task queue lost was told what is held: held deliveries are then this
+worker's to finish, and a failure takes them up again here rather than giving them back to a
+queue that lost them), `due` (the time came for the next deadline, `next_due`). Each returns the actions to carry out, in order:
 `Claim`, `Run`, `Store` (an outcome), `Answer` (ack, nak with delay, term, in progress) and
 `Note` (something to log). The adapter (`services/provisioner/worker.py`) feeds the answers of
 the log, the plugins and the clock back in.
@@ -66,7 +68,7 @@ class Slots:
         heapq.heappush(self._free, slot)
 
 
-Stage = Literal["claiming", "waiting", "running", "storing"]
+Stage = Literal["claiming", "waiting", "running", "storing", "again"]
 
 
 @dataclass(slots=True)
@@ -83,6 +85,17 @@ class Held:
     stage: Stage = "claiming"
     line_until: float = 0.0
     ok: bool = False
+    delivery: int = 1
+    promised: bool = False
+    """A planner that found the task queue lost was told this provisioner holds it, and sent it
+    again only if not (`promise`): the queue it came from is gone, so a failure takes it up
+    again here instead of giving it back to nobody (docs/decisions/0013)."""
+    again_at: float = 0.0
+    outcome: Append | None = None
+    promised_until: float = 0.0
+    """Taken up again here only until then (the action's time limit from the promise): a plugin
+    that keeps crashing, or a log that keeps refusing, is not retried every second for ever; the
+    planner's attempt timeout then decides, as for any delivery given back."""
 
 
 @dataclass
@@ -129,6 +142,14 @@ class WorkerCore:
         """The attempts held (`<job>.<task>.<attempt>`), from taking the task until its outcome is
         stored or it goes back to the queue (docs/decisions/0013)."""
         return {attempt_key(h.task) for h in self.held.values()}
+
+    def promise(self, now: float = 0.0) -> set[str]:
+        """`holding`, told to a planner that found the task queue lost: each of these is this
+        provisioner's to finish from now on, within its action's time limit (`Held.promised`)."""
+        for h in self.held.values():
+            if not h.promised:
+                h.promised, h.promised_until = True, now + h.task.timeout_s
+        return self.holding
 
     def wanted(self) -> int:
         """How many tasks the pulls may ask for now."""
@@ -177,11 +198,16 @@ class WorkerCore:
         subject = subjects.task_events(task.tenant, task.job_id, task.task_id, me)  # only this provisioner writes there
         every = self._keepalive_s.get(tenant, 1.0)
         hid = next(self._ids)
-        self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every)
+        self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every, delivery=delivery)
         self._at(now + every, "keepalive", hid)
-        claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=me, worker=worker,
-                            delivery=delivery)
-        return [Claim(hid, subject, Append(claim, msg_id=f"{attempt_key(task)}.claim.{delivery}", only_if_empty=task.fence))]
+        return [self._claim(hid)]
+
+    def _claim(self, hid: int) -> Claim:
+        h = self.held[hid]
+        task = h.task
+        claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=self.config.provisioner_id,
+                            worker=h.worker, delivery=h.delivery)
+        return Claim(hid, h.subject, Append(claim, msg_id=f"{attempt_key(task)}.claim.{h.delivery}", only_if_empty=task.fence))
 
     def claimed(self, hid: int, now: float, error: BaseException | None = None, closed: bool = False) -> list[Action]:
         """The claim is stored (or the log refused it: the task comes back later; `closed`: the
@@ -192,7 +218,7 @@ class WorkerCore:
         if error is not None and closed and h.task.fence is not None:
             return self._cancelled(hid)
         if error is not None:
-            return self._give_back(hid, "task handling failed; will be redelivered", error)
+            return self._give_back(hid, "task handling failed; will be redelivered", error, now=now)
         if self.running < self.capacity and not self.line:
             self.running += 1
             h.stage = "running"
@@ -202,7 +228,8 @@ class WorkerCore:
         self._at(h.line_until, "line", hid)
         return []
 
-    def ran(self, hid: int, outcome: TaskOutcome | None, seconds: float, error: BaseException | None = None) -> list[Action]:
+    def ran(self, hid: int, outcome: TaskOutcome | None, seconds: float, error: BaseException | None = None,
+            now: float = 0.0) -> list[Action]:
         """The plugin returned `outcome` after `seconds` (or crashed with `error`)."""
         self.ahead_ok = min(self.ahead_ok + 1, self.ahead) if seconds < SHORT_RUN_S else 0
         after = self._next_in_line()
@@ -210,19 +237,26 @@ class WorkerCore:
         if h is None:
             return after
         if error is not None or outcome is None:
-            return self._give_back(hid, "task handling failed; will be redelivered", error) + after
+            return self._give_back(hid, "task handling failed; will be redelivered", error, now=now) + after
         self.slots.give(h.slot)
         h.stage, h.ok = "storing", outcome.ok
         self.finishing += 1
         event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
-        return [Store(hid, h.subject, Append(event, msg_id=f"{attempt_key(h.task)}.outcome")), *after]
+        h.outcome = Append(event, msg_id=f"{attempt_key(h.task)}.outcome")
+        return [Store(hid, h.subject, h.outcome), *after]
 
-    def stored(self, hid: int, error: BaseException | None = None) -> list[Action]:
+    def stored(self, hid: int, error: BaseException | None = None, now: float = 0.0) -> list[Action]:
         """The outcome is stored (one per attempt: its key): ack. Or the log failed us: the task
-        comes back and runs again."""
-        h = self.held.pop(hid, None)
+        comes back and runs again (a promised one: the same outcome is stored again here)."""
+        h = self.held.get(hid)
         if h is None:
             return []
+        if error is not None and h.promised and now < h.promised_until:
+            h.again_at = now + RETRY_DELAY_S
+            self._at(h.again_at, "store", hid)
+            return [Note("error", "outcome not recorded; stored again here (the task queue it came from was lost)",
+                         {"task": h.task.task_id, "error": str(error) or type(error).__name__})]
+        del self.held[hid]
         self.finishing -= 1
         if error is not None:
             return [Note("error", "outcome not recorded; will be redelivered",
@@ -247,23 +281,41 @@ class WorkerCore:
                 continue
             _, _, kind, hid = entry
             h = self.held[hid]
-            if kind == "keepalive":
+            if kind == "again":
+                h.delivery += 1  # as a redelivery's claim: its own key
+                h.stage = "claiming"
+                out.append(self._claim(hid))
+            elif kind == "store":
+                assert h.outcome is not None
+                out.append(Store(hid, h.subject, h.outcome))
+            elif kind == "keepalive":
                 h.keepalive_at = now + h.every
                 self._at(h.keepalive_at, "keepalive", hid)
                 out.append(Answer(h.reply, PROGRESS))
-            else:
+            elif not h.promised:  # (a promised one waits its turn: it has no queue to go back to)
                 self.line.remove(hid)
                 self.ahead_ok = 0  # the slots turn over slowly: claim no more ahead
                 self.passed += 1
-                out += self._give_back(hid, "task claimed ahead let go: no free slot", None, delay=0.0)
+                out += self._give_back(hid, "task claimed ahead let go: no free slot", None, delay=0.0, now=now)
         return out
 
     # -- inside ----------------------------------------------------------------------------------
 
-    def _give_back(self, hid: int, what: str, error: BaseException | None, delay: float = RETRY_DELAY_S) -> list[Action]:
+    def _give_back(self, hid: int, what: str, error: BaseException | None, delay: float = RETRY_DELAY_S,
+                   now: float = 0.0) -> list[Action]:
         """The delivery goes back to the queue (its claim, if stored, stays in the log, as a dead
-        worker's does)."""
-        h = self.held.pop(hid)
+        worker's does). A promised one has no queue to go back to: it keeps its slot and is
+        claimed again here after the delay, as a redelivery would be."""
+        h = self.held[hid]
+        if h.promised and now < h.promised_until:
+            h.stage, h.again_at = "again", now + max(delay, RETRY_DELAY_S)
+            self._at(h.again_at, "again", hid)
+            said: dict[str, Any] = {"task": h.task.task_id, "attempt": h.task.attempt}
+            if error is not None:
+                said["error"] = str(error) or type(error).__name__
+            return [Note("error" if error is not None else "info",
+                         f"{what.split(';')[0]}; taken up again here (the task queue it came from was lost)", said)]
+        del self.held[hid]
         if h.stage != "storing":
             self.slots.give(h.slot)
         fields: dict[str, Any] = {"task": h.task.task_id, "attempt": h.task.attempt}
@@ -299,4 +351,10 @@ class WorkerCore:
         h = self.held.get(hid)
         if h is None:
             return False
-        return h.keepalive_at == when if kind == "keepalive" else h.stage == "waiting" and h.line_until == when
+        if kind == "keepalive":
+            return h.keepalive_at == when
+        if kind == "again":
+            return h.stage == "again" and h.again_at == when
+        if kind == "store":
+            return h.stage == "storing" and h.again_at == when
+        return h.stage == "waiting" and h.line_until == when

@@ -21,6 +21,7 @@ from contracts.events import TaskClaimed, TaskSucceeded
 from contracts.pool_commands import ANY_POOL, AddHosts
 from contracts.pools import HostSpec, PoolCreated
 from muster.bus.eventstore import Append, EventStore
+from muster.bus.wire import flush
 from services.pool.entrypoint import start_pool_service
 
 from .conftest import Authed
@@ -29,6 +30,9 @@ DENY_WAIT_S = 30.0
 """A deadline for a violation that comes (the error callback wakes the wait, so it costs nothing
 when it does): 3 s ran out at load 20 in test_service_answers.py, where a service is first to get
 the request, then to answer it on a subject it may not publish to."""
+ANSWER_S = 30.0
+"""A deadline for an answer or a message that comes (from the stand-in responder, or the system
+connection's publish): it costs nothing when it does. 2 s was a bet on a loaded machine."""
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP9DiqvhZyeLipjDVoIHhA2p8Eu/ozCrJdp0qXEeYYyF"
 
 
@@ -57,12 +61,12 @@ class Raw:
 
     async def denied_publish(self, subject: str, data: bytes = b"{}") -> None:
         await self.nc.publish(subject, data, reply=f"_INBOX.{self.name}.x")
-        await self.nc.flush()
+        await flush(self.nc)
         await self.until_violation("publish", subject)
 
     async def denied_subscribe(self, subject: str) -> None:
         sub = await self.nc.subscribe(subject)
-        await self.nc.flush()
+        await flush(self.nc)
         await self.until_violation("subscription", subject)
         await sub.unsubscribe()
 
@@ -115,12 +119,12 @@ async def _echo(msg: Any) -> None:
 async def test_every_operation_verb_and_query_is_the_own_tenants_only(world: World) -> None:
     for verb in (*subjects.OPERATION_VERBS, *CATALOG_VERBS):
         own = subjects.operation("a", "alice", verb)
-        assert (await world.alice.nc.request(own, b"{}", timeout=2)).data == own.encode()
+        assert (await world.alice.nc.request(own, b"{}", timeout=ANSWER_S)).data == own.encode()
         await world.bob.denied_publish(subjects.operation("a", "bob", verb))
         await world.bob.denied_publish(own)  # nor in A's principal's name
         await world.alice.denied_publish(subjects.operation("a", "bob", verb))
     for query in (subjects.job_query("a", "alice", "j1"), subjects.solve_request("a", "alice")):
-        assert (await world.alice.nc.request(query, b"", timeout=2)).data == query.encode()
+        assert (await world.alice.nc.request(query, b"", timeout=ANSWER_S)).data == query.encode()
         await world.bob.denied_publish(query)
         await world.bob.denied_publish(query.replace(".alice.", ".bob."))
 
@@ -191,8 +195,8 @@ async def test_refusals_tell_a_tenants_people_nothing_of_another_tenants_people(
 
 async def test_operators_command_pools_in_their_own_name_and_tenants_take_their_own_callbacks(world: World) -> None:
     own = subjects.pool_command("root", "lab", "show")
-    assert (await world.root.nc.request(own, b"{}", timeout=2)).data == own.encode()  # delivered (the stand-in answers)
-    assert (await world.root.nc.request(subjects.pool_list("root"), b"", timeout=2)).data == subjects.pool_list("root").encode()
+    assert (await world.root.nc.request(own, b"{}", timeout=ANSWER_S)).data == own.encode()  # delivered (the stand-in answers)
+    assert (await world.root.nc.request(subjects.pool_list("root"), b"", timeout=ANSWER_S)).data == subjects.pool_list("root").encode()
     # Nobody sends a pool command in another's name: the pool takes the subject's as `by`.
     await world.root.denied_publish(subjects.pool_command("alice", "lab", "reset"))
     await world.root.denied_publish(subjects.pool_list("alice"))
@@ -203,9 +207,9 @@ async def test_operators_command_pools_in_their_own_name_and_tenants_take_their_
     await world.alice.denied_subscribe("muster.cb.b.>")
     await world.alice.denied_subscribe("muster.cb.>")
     mine = await world.alice.nc.subscribe("muster.cb.a.>")
-    await world.alice.nc.flush()
+    await flush(world.alice.nc)  # (not nats-py's flush: its PING may overtake the SUB, muster.bus.wire.flush)
     await world.system.publish("muster.cb.a.hosts", b'{"type": "granted"}')  # what the pool service sends
-    assert (await mine.next_msg(timeout=2)).data == b'{"type": "granted"}'
+    assert (await mine.next_msg(timeout=ANSWER_S)).data == b'{"type": "granted"}'
     await mine.unsubscribe()
 
 
@@ -216,7 +220,7 @@ async def test_a_planner_asks_the_pool_service_to_check_a_callback_and_sends_no_
     planner = await raw(world.authed, made["data"]["token"], "pln")
     try:
         check = subjects.pool_command("pln", ANY_POOL, "check-callback")
-        assert (await planner.nc.request(check, b"{}", timeout=2)).data == check.encode()  # delivered (the stand-in answers)
+        assert (await planner.nc.request(check, b"{}", timeout=ANSWER_S)).data == check.encode()  # delivered (the stand-in answers)
         await planner.denied_publish(subjects.pool_command("pln", "lab", "reset"))
         await planner.denied_publish(subjects.pool_command("root", ANY_POOL, "check-callback"))
         await world.alice.denied_publish(subjects.pool_command("alice", ANY_POOL, "check-callback"))
@@ -290,7 +294,7 @@ async def test_only_super_admins_drain_provisioners(world: World) -> None:
     drain = subjects.provisioner_drain("p1")
     await world.alice.denied_publish(drain, b"garbage")
     await world.bob.denied_publish(drain, b"garbage")
-    assert (await world.root.nc.request(drain, b"{}", timeout=2)).data == drain.encode()  # delivered (the stand-in answers)
+    assert (await world.root.nc.request(drain, b"{}", timeout=ANSWER_S)).data == drain.encode()  # delivered (the stand-in answers)
 
 
 async def test_identity_requests_carry_their_senders_name(world: World) -> None:

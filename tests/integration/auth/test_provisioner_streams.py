@@ -25,6 +25,7 @@ from contracts.events import ClusterRequested
 from contracts.records import Append
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams, events_config
+from muster.bus.wire import flush
 from services.provisioner.presence import presence_bucket
 
 from .conftest import Authed
@@ -82,7 +83,7 @@ async def _copies(world: World) -> list[str]:
         done.set()
 
     sub = await world.p1.subscribe("_INBOX.p1.>", cb=take)
-    await world.p1.flush()
+    await flush(world.p1)
     await _append_a(world, "c-after")
     try:
         await asyncio.wait_for(done.wait(), QUIET_S)  # an event is what would wake it, never a sleep loop

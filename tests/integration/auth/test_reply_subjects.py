@@ -17,6 +17,7 @@ from nats.js.api import StreamConfig
 
 from contracts import subjects
 from muster.bus.connect import connect
+from muster.bus.wire import flush
 
 from .test_governance_grants import People, people, planned, served  # noqa: F401 - the fixtures this file uses
 
@@ -49,7 +50,7 @@ async def test_no_service_answers_a_tenants_request_anywhere_but_an_inbox(replyi
         await js.publish("scratch.kept", b"kept")
         for target in TARGETS[1:-1]:  # what a service would publish there (the JetStream API answers nobody)
             await system.subscribe(target, cb=saw)
-        await system.flush()
+        await flush(system)
         eve = replying.raw["eve"].nc  # tenant b's admin
         asks: list[tuple[str, dict[str, Any]]] = [
             (subjects.auth_request("eve", "whoami"), {}), (subjects.governance_request("b", "eve", "list"), {"kind": "rule"}),
@@ -62,7 +63,7 @@ async def test_no_service_answers_a_tenants_request_anywhere_but_an_inbox(replyi
                 await eve.publish(subject, data, reply=target)
             answered = await eve.request(subject, data, timeout=10)  # its own inbox is answered
             assert answered.data, subject
-        await system.flush()
+        await flush(system)
         assert seen == [], seen
         assert (await js.stream_info("SCRATCH")).state.messages == 1  # not purged
         events = await js.stream_info(subjects.EVENTS_STREAM, subjects_filter=f"muster.evt.a.job.{GHOST}")

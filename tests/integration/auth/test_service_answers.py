@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from contracts import subjects
+from muster.bus.wire import flush
 
 from .conftest import Authed
 from .test_isolation import Raw, raw
@@ -53,7 +54,7 @@ async def test_the_server_refuses_a_services_answer_anywhere_but_an_inbox(authed
         for target in STOLEN:
             await system.subscribe(target, cb=saw)
         await system.subscribe("_INBOX.sys.>", cb=saw)
-        await system.flush()
+        await flush(system)
         for kind, (listens, request) in SERVICES.items():
             pid = f"svc-{kind}"
             made = await authed.ask(root, "root", "user-create", principal=pid, role="service", service=kind)
@@ -61,15 +62,15 @@ async def test_the_server_refuses_a_services_answer_anywhere_but_an_inbox(authed
             service = await raw(authed, made["data"]["token"], pid)
             conns.append(service)
             await service.nc.subscribe(listens, cb=take)
-            await service.nc.flush()
+            await flush(service.nc)
             refused = STOLEN[1:] if kind == "planner" else STOLEN
             for reply in (*refused, f"_INBOX.sys.{kind}"):
                 await system.publish(request, b"{}", reply=reply)
-            await system.flush()
+            await flush(system)
             for target in refused:
                 await service.until_violation("publish", target)  # the server refused it
             await asyncio.wait_for(answered[kind].wait(), 10)  # the inbox is answered
-        await system.flush()
+        await flush(system)
         assert not set(STOLEN) & set(seen), seen
     finally:
         for r in conns:

@@ -16,6 +16,7 @@ from contracts.governance import GovernancePut
 from contracts.notifications import NotificationAttempted
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
+from muster.bus.wire import flush
 from services.notifier.entrypoint import start_notifier
 
 from .conftest import Authed
@@ -61,7 +62,7 @@ async def test_a_disabled_authors_subscription_is_not_sent(authed: Authed) -> No
                                 requested_by="ada"), msg_id=f"{job}-r"),
             Append(JobSucceeded(job_id=job), msg_id=f"{job}-s")])
         await asyncio.wait_for(both.wait(), DEADLINE_S)
-        await system.flush()
+        await flush(system)
     await system.close()
     assert attempts["adas"].ok, attempts["adas"]
     refused = attempts["sams"]

@@ -16,6 +16,7 @@ from contracts.events import TaskClaimed
 from contracts.records import Recorded
 from muster.bus.consume import consume_batches
 from muster.bus.eventstore import Append, EventStore
+from muster.bus.wire import flush
 
 pytestmark = pytest.mark.nats
 
@@ -51,7 +52,7 @@ class Acks:
 async def _acks(nc: Client, durable: str) -> Acks:
     acks = Acks()
     await nc.subscribe(f"$JS.ACK.{subjects.EVENTS_STREAM}.{durable}.>", cb=acks.on_ack)
-    await nc.flush()
+    await flush(nc)
     return acks
 
 

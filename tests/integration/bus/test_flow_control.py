@@ -62,7 +62,9 @@ async def test_flow_control_requests_are_still_answered(fresh_nats: str) -> None
         await ensure_streams(js)
         total, body = 3000, b"x" * 8192  # 24 MB: more than a push consumer sends unanswered
         for start in range(0, total, 500):
-            await asyncio.gather(*(js.publish(f"{subjects.EVT}.fc.busy.{i}", body, stream=subjects.EVENTS_STREAM)
+            # 500 acks of 4 MB stored at once: more than the default 5 s each at load 15
+            # (`nats: timeout`, 1 run in 2); an ack that comes costs nothing more.
+            await asyncio.gather(*(js.publish(f"{subjects.EVT}.fc.busy.{i}", body, stream=subjects.EVENTS_STREAM, timeout=30)
                                    for i in range(start, min(start + 500, total))))
         got: list[int] = []
         done = asyncio.get_running_loop().create_future()

@@ -13,6 +13,7 @@ from contracts import subjects
 from contracts.catalog import Action
 from contracts.tasks import NodeInfo, ProviderRef, TaskMessage
 from muster.bus.taskqueue import NatsTaskQueue
+from muster.bus.wire import flush
 from muster.ports.eventlog import StoreError
 
 pytestmark = pytest.mark.nats
@@ -116,7 +117,7 @@ async def test_a_wave_goes_as_atomic_batches_one_answer_each_and_a_repeat_goes_o
     # message goes alone (repeats acknowledged, the new one stored).
     assert await queue.publish_many(messages[:20] + [_task(tenant, 0, attempt=2)]) == [None] * 21
     assert await _stored(nc, tenant) == 1501 and queue.in_flight == 0
-    await nc.flush()
+    await flush(nc)
     await sub.unsubscribe()
     assert len(asked) == 1500 + 21 + 21 and sum(asked[:1500]) == 2  # two batches of the wave: two answers
     assert all(asked[-21:])  # then one by one

@@ -15,7 +15,7 @@ from nats.aio.msg import Msg
 from nats.js.api import StreamConfig
 
 from contracts.events import JobPaused, JobRequested
-from muster.bus import ordered
+from muster.bus import ordered, wire
 from muster.bus.bodies import INLINE_LIMIT, Offloaded
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore, Recorded, StoreError
@@ -128,7 +128,7 @@ async def test_the_connections_other_subscriptions_are_untouched(nc: Client) -> 
     await nc.publish(plain_inbox, b"two", headers={"B": "2"})
     msg = await asyncio.wait_for(plain, 5)
     assert msg.data == b"two" and msg.headers == {"B": "2"}
-    await nc.flush()
+    await wire.flush(nc)
     assert raw == [(raw_inbox.encode(), b"", b"one", b"NATS/1.0\r\nA: 1\r\n\r\n")]
     await raw_unsubscribe(nc, sub)
     await other.unsubscribe()
@@ -246,3 +246,20 @@ async def test_a_merged_read_whose_replicas_lag_stays_in_order_and_whole(
     assert await ordered.read_in_order(nc, stream, filters, lambda s, q, d, h: got.append(q), start_seq=7,
                                        leader_check=True) == len(got)
     assert got == list(range(7, 601))
+
+
+async def test_a_subscription_made_again_and_flushed_gets_the_next_publish_of_another_connection(nc: Client, nats_url: str) -> None:
+    """`wire.flush` after a subscribe: the server has the subscription before the other
+    connection publishes (nats-py's own flush did not promise it: a publish reached the
+    subscription unsubscribed just before, in a few dozen rounds at load; tests/unit/bus/test_wire_flush.py)."""
+    other = await connect(nats_url, name="test-other")
+    subject = f"wire.{uuid.uuid4().hex[:8]}"
+    try:
+        for i in range(100):
+            sub = await nc.subscribe(f"{subject}.>")
+            await wire.flush(nc)
+            await other.publish(f"{subject}.x", str(i).encode())
+            assert (await sub.next_msg(timeout=10)).data == str(i).encode()
+            await sub.unsubscribe()
+    finally:
+        await other.close()

@@ -26,6 +26,7 @@ from contracts.pools import (
 from muster.bus.connect import principal_of
 from muster.bus.eventstore import Append
 from muster.bus.repository import rebuild
+from muster.bus.wire import flush
 from services.pool import client as pools
 from services.pool.domain.pool import Pool
 
@@ -144,7 +145,7 @@ async def test_callbacks_fire_on_grant_and_on_end_with_retries_and_are_recorded(
     try:
         watch = await env.watch(subjects.pool_events("lab"))
         bus_calls = await env.nc.subscribe("muster.cb.acme.>")
-        await env.nc.flush()  # the server knows the subscription before anything is sent to it
+        await flush(env.nc)  # the server knows the subscription before anything is sent to it
         await pools.send(env.nc, "lab", RequestHosts(request=req("r1", 1, callback=Callback(url=f"http://127.0.0.1:{port}/hook?token=s3cret"))))
         done = await watch.wait(lambda r: r.type == "CallbackDelivered" and r.event.on == "grant")
         assert done.event.attempts == 3 and done.event.ok and "s3cret" not in done.event.target

@@ -17,6 +17,7 @@ from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.server import NatsServer, free_port
 from muster.bus.streams import ensure_streams
+from muster.bus.wire import flush
 from services.provisioner.worker import WorkerConfig, Workers
 
 from .conftest import HeldExecutor
@@ -61,7 +62,7 @@ async def test_an_idle_worker_sends_nothing_but_its_long_pull(tmp_path: Path) ->
 
         watch = await nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{subjects.TASKS_STREAM}.{durable}", cb=on_pull)
         stack.push_async_callback(watch.unsubscribe)
-        await nc.flush()
+        await flush(nc)
 
         worker_nc = await connect(server.url, name="idle-worker")
         stack.push_async_callback(worker_nc.close)

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from contracts import subjects
+from muster.bus.wire import flush
 
 from .conftest import DEADLINE_S, Bench, HeldExecutor, SlowExecutor
 
@@ -123,7 +124,7 @@ async def test_an_undecodable_task_is_dropped_and_the_worker_goes_on(bench: Benc
     await bench.log.wait_for(lambda log: len(log.of("TaskSucceeded")) == 1)
     assert [t.task_id for t in held.started] == ["n1-install"]
     await asyncio.wait_for(w.idle.wait(), DEADLINE_S)
-    await conn.flush()  # the server has the worker's term and ack
+    await flush(conn)  # the server has the worker's term and ack
     info = await bench.nc.jetstream().consumer_info("TASKS", f"workers-{bench.tenant}-default")
     assert info.num_pending == 0 and info.num_ack_pending == 0
 

@@ -242,9 +242,15 @@ async def test_events_follow_prints_new_events_as_they_come_and_ctrl_c_ends_it_q
     import subprocess
     import sys
 
+    def as_in_a_terminal() -> None:
+        # A shell starts a background job with SIGINT ignored, and so did every test run from
+        # one (a loop of runs in the background): the follow never saw the Ctrl-C, and the wait
+        # for its end ran out. A terminal's foreground command has it at its default.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "muster", "events", "--follow", "--subject", "job.*", "--nats-url", tracked.url,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_in_a_terminal,
     )
     try:
         reply = await tracked.create(nodes=2)

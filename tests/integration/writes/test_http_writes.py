@@ -15,6 +15,7 @@ import pytest
 from contracts import subjects
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
+from muster.bus.wire import flush
 from services.tracker import csrf
 
 from .conftest import Api, Served
@@ -137,7 +138,7 @@ async def _tracker_may_not_send_as(served: Served, principal: str) -> str:
     nc = await connect(served.sys_nc.connected_url.geturl(), name="as-tracker", token=served.tokens["tracker"], error_cb=seen)
     try:
         await nc.publish(subjects.operation("default", principal, "create"), json.dumps(MAKE).encode(), reply=nc.new_inbox())
-        await nc.flush()
+        await flush(nc)
         await asyncio.wait_for(refused.wait(), 10)  # the server says so at once
         return "refused"
     finally:

@@ -244,3 +244,78 @@ def test_a_claim_the_log_failed_without_a_fence_is_given_back() -> None:
     assert claim.append.only_if_empty is None
     actions = core.claimed(claim.held, 0.1, ConcurrencyError("not a fence"), closed=True)
     assert _only(actions, Answer) == [Answer("reply.1", nak(RETRY_DELAY_S))] and core.cancelled == 0
+
+
+def _nak_or_ack(actions: list[Action]) -> list[Answer]:
+    return [a for a in _only(actions, Answer) if a.settle != PROGRESS]
+
+
+def test_a_task_promised_to_a_planner_whose_claim_failed_is_claimed_again_here_not_given_back() -> None:
+    """The planner that found the task queue lost sends again only what no provisioner says it
+    holds: a held task given back then went to the lost queue and waited for its timeout (the
+    NATS restart fault scenario: its claim, sent as the server died, timed out after the
+    reconnect)."""
+    core = _core()
+    hid = _held(_deliver(core, 1))
+    assert core.promise() == {"j.t1.1"}
+    failed = core.claimed(hid, 5.0, error=TimeoutError())
+    assert _nak_or_ack(failed) == [] and core.holding == {"j.t1.1"} and core.in_flight == 1 and core.wanted() == 0
+    assert core.due(5.0 + RETRY_DELAY_S - 0.01) == []
+    [claim] = _only(core.due(5.0 + RETRY_DELAY_S), Claim)
+    assert claim.held == hid and claim.append.event.delivery == 2 and claim.append.msg_id == "j.t1.1.claim.2"
+    [run] = core.claimed(hid, 6.5)
+    assert isinstance(run, Run) and run.task.task_id == "t1"
+    core.ran(hid, OK, 0.1, now=7.0)
+    assert _nak_or_ack(core.stored(hid, now=7.1)) == [Answer("reply.1", ACK)] and core.idle
+
+
+def test_a_promised_task_whose_plugin_crashed_or_outcome_was_not_stored_is_taken_up_again_here() -> None:
+    core = _core(capacity=1, claim_ahead=0)
+    hid = _held(_deliver(core, 1))
+    core.claimed(hid, 0.0)
+    core.promise()
+    assert _nak_or_ack(core.ran(hid, None, 0.1, error=RuntimeError("nodes map: nats: timeout"), now=1.0)) == []
+    [claim] = _only(core.due(1.0 + RETRY_DELAY_S), Claim)
+    assert isinstance(core.claimed(claim.held, 2.1)[0], Run)
+    [store] = _only(core.ran(hid, OK, 0.1, now=3.0), Store)
+    assert _nak_or_ack(core.stored(hid, error=TimeoutError(), now=3.5)) == [] and core.holding == {"j.t1.1"}
+    assert core.wanted() == 1  # its plugin slot is free; only the outcome is kept
+    [again] = _only(core.due(3.5 + RETRY_DELAY_S), Store)
+    assert again.append == store.append  # the same outcome, with its own key: stored once
+    assert _nak_or_ack(core.stored(hid, now=5.0)) == [Answer("reply.1", ACK)] and core.completed == 1 and core.idle
+
+
+def test_a_promised_task_claimed_ahead_waits_for_its_plugin_slot_rather_than_going_back() -> None:
+    core = _core(capacity=1, claim_ahead=1)
+    core.ahead_ok = 1
+    first, second = _held(_deliver(core, 1)), _held(_deliver(core, 2))
+    core.claimed(first, 0.0)
+    core.claimed(second, 0.5)
+    core.promise()
+    assert _nak_or_ack(core.due(0.5 + AHEAD_WAIT_S)) == [] and core.line
+    assert [a.held for a in _only(core.ran(first, OK, 0.01, now=2.0), Run)] == [second]
+
+
+def test_a_promised_task_is_taken_up_again_only_within_its_action_s_time_limit() -> None:
+    """A plugin that keeps crashing was claimed again every second for ever; past its time limit
+    the delivery is given back as any other, and the planner's attempt timeout decides."""
+    core = _core(capacity=1, claim_ahead=0)
+    hid = _held(_deliver(core, 1))
+    core.claimed(hid, 0.0)
+    limit = core.held[hid].task.timeout_s
+    core.promise(now=10.0)
+    core.promise(now=50.0)  # asked again: the first promise's limit stands
+    assert _nak_or_ack(core.ran(hid, None, 0.1, error=RuntimeError("boom"), now=10.0 + limit - 1)) == []
+    [claim] = _only(core.due(10.0 + limit - 1 + RETRY_DELAY_S), Claim)
+    assert isinstance(core.claimed(claim.held, 10.0 + limit)[0], Run)
+    given_back = core.ran(hid, None, 0.1, error=RuntimeError("boom"), now=10.0 + limit + 0.5)
+    assert _nak_or_ack(given_back) == [Answer("reply.1", nak(RETRY_DELAY_S))] and core.idle
+
+
+def test_an_unpromised_task_still_goes_back_to_its_queue() -> None:
+    core = _core(capacity=2)
+    hid = _held(_deliver(core, 1))
+    core.promise()
+    hid2 = _held(_deliver(core, 2))  # taken after the planner asked: its queue is the new one
+    assert _nak_or_ack(core.claimed(hid2, 0.0, error=OSError("log down"))) == [Answer("reply.2", nak(RETRY_DELAY_S))]
+    assert core.holding == {"j.t1.1"} and hid in core.held
