@@ -22,8 +22,7 @@ from .state import Grant, Principal
 
 JS = "$JS.API"
 KV_STREAMS = ("KV_locations", "KV_presence", "KV_nodemaps", "KV_leases", "KV_snapshots")
-"""The buckets operators read (history, replay, drains, `muster planners`), and the tracker and the
-solver (not narrowed to their own yet)."""
+"""The buckets operators read (history, replay, drains, `muster planners`)."""
 BODIES = ("BODIES", "muster.body")
 """Large event bodies (muster/bus/bodies.py): stream, subject prefix `.<tenant>.<digest>...`"""
 
@@ -118,8 +117,8 @@ def _read_log(*buckets: str) -> list[str]:
 
 
 LOG_READER = _streams_declared(LOG_STREAMS) + _read_log()
-"""A service whose only streams are the log's (the pool service, governance, the notifier): it
-declares the two at start and reads EVENTS and BODIES, no bucket."""
+"""A service whose only streams are the log's (the pool service, governance, the notifier, the
+solver): it declares the two at start and reads EVENTS and BODIES, no bucket."""
 
 PLANNER_BUCKETS = tuple(f"KV_{b}" for b in ("nodemaps", "leases", "snapshots", "budgets", "spend"))
 """The buckets a planner declares at start (and reads and writes)."""
@@ -198,14 +197,18 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # governance service's check of a subscription before it is stored (`notify-check`).
         return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox))
     if kind == "solver":
-        pub = _streams_declared(LOG_STREAMS, ("*",)) + _read_log(*KV_STREAMS) + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
+        pub = LOG_READER + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox))
     if kind == "tracker":
         # Queries in its own name only. It sends people's operations on connections opened with
         # their own tokens (services/tracker/acting.py, decision 17): it may send none itself.
-        # Its streams: the log's, and the locations and snapshots buckets (its index, replay's stories).
-        declared = _streams_declared((*LOG_STREAMS, f"KV_{subjects.LOCATIONS_BUCKET}", "KV_snapshots"), ("*",))
-        pub = declared + _read_log(*KV_STREAMS) + [
+        # Its streams: the log's, and the locations and snapshots buckets (its index, replay's
+        # stories), which it reads. The live provisioners (`live_provisioners`: the console, `/v1/
+        # provisioners`, a job's status) in one direct get of every presence key's last record:
+        # no consumer, message get or info there. No node map, lease, budget or spend.
+        own = (f"KV_{subjects.LOCATIONS_BUCKET}", "KV_snapshots")
+        pub = _streams_declared((*LOG_STREAMS, *own)) + _read_log(*own) + [
+            f"{JS}.DIRECT.GET.KV_{subjects.PRESENCE_BUCKET}",
             f"{subjects.QUERY}.*.{pid}.>", f"$KV.{subjects.LOCATIONS_BUCKET}.>",
             subjects.PLANNER_METRICS, f"{subjects.AUTH}.{pid}.*",
             "$KV.snapshots.*.story.*",  # replay's story snapshots (services/tracker/story.py)

@@ -48,9 +48,12 @@ QUIET_S = 1.0
 BUCKETS = ("locations", "nodemaps", "snapshots", "presence", "leases", "budgets", "spend")
 FORBIDDEN = {
     "planner": ("locations",),  # the tracker's index: the planner answers from its own state
-    "pool": BUCKETS, "governance": BUCKETS, "notifier": BUCKETS,  # they read the log only
+    "pool": BUCKETS, "governance": BUCKETS, "notifier": BUCKETS, "solver": BUCKETS,  # they read the log only
+    "tracker": ("nodemaps", "leases", "budgets", "spend"),  # its index, the stories' snapshots, the live provisioners
 }
 """The buckets each service may not read (it may read the others)."""
+READERS = ("planner", "pool", "governance", "notifier", "tracker", "solver")
+"""The services whose buckets are narrowed to those they use (session 22)."""
 
 
 @dataclass
@@ -176,7 +179,7 @@ async def _request_refused(nc: Client, subject: str, body: bytes = b"") -> bool:
     return False
 
 
-@pytest.mark.parametrize("kind", NARROWED)
+@pytest.mark.parametrize("kind", READERS)
 async def test_a_service_cannot_read_the_buckets_it_does_not_use(world: World, kind: str) -> None:
     await _buckets(world)
     nc = world.services[kind]
@@ -195,6 +198,38 @@ async def test_a_service_cannot_read_the_buckets_it_does_not_use(world: World, k
         }
     outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
     assert [attack for attack, refused in outcomes.items() if not refused] == []
+
+
+@pytest.mark.parametrize("kind", ("tracker", "solver"))
+async def test_the_tracker_and_the_solver_ask_no_info_of_streams_they_do_not_use(world: World, kind: str) -> None:
+    """A stream's info with a subject filter names every subject it holds: TASKS' every task of
+    every tenant, the presence bucket's every provisioner (the tracker reads its records by one
+    direct get, and nothing else of that bucket)."""
+    await _buckets(world)
+    await ensure_streams(world.system.jetstream(), tasks=True)
+    nc = world.services[kind]
+    js = nc.jetstream(timeout=2)
+    consumer = ConsumerConfig(filter_subject="$KV.presence.>", deliver_subject=f"_INBOX.{kind}-1.kv")
+    attacks = {
+        "TASKS: info naming every subject": _refused(js.stream_info(subjects.TASKS_STREAM, subjects_filter=">")),
+        "presence: info naming every key": _refused(js.stream_info("KV_presence", subjects_filter=">")),
+        "presence: consumer": _refused(js.add_consumer("KV_presence", consumer)),
+        "presence: message get": _refused(js.get_msg("KV_presence", seq=1)),
+    }
+    outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
+    assert [attack for attack, refused in outcomes.items() if not refused] == []
+
+
+async def test_the_tracker_reads_its_buckets_and_the_live_provisioners(world: World) -> None:
+    """The other side of the refusals above, as its code reads them."""
+    await _buckets(world)
+    nc = world.services["tracker"]
+    js = nc.jetstream(timeout=5)
+    for bucket in ("locations", "snapshots"):
+        assert (await (await js.key_value(bucket)).get("other.c1")).value == b"{}"
+    assert await SnapshotStore(nc).nearest("story", "other", "c1", None) is None  # (no story there: read, not refused)
+    assert await live_provisioners(nc, timeout=5) == []  # (a record that is no presence: skipped)
+    assert not any("permissions violation" in v for v in world.violations), world.violations
 
 
 async def test_the_pool_governance_and_notifier_read_no_bucket_but_the_planner_its_own(world: World) -> None:
