@@ -349,6 +349,10 @@ class Publisher:
         self._write_due = False
         self._subscribed: asyncio.Future[Subscription] = asyncio.ensure_future(
             raw_subscribe(nc, f"{self.prefix}.*", self._on_answer))
+        # Read here, so that a connection closed or drained before the subscription was made (a
+        # service that could not start) is not reported as "Task exception was never retrieved"
+        # after the service's own last words: `of` and `start` see the failure all the same.
+        self._subscribed.add_done_callback(lambda f: None if f.cancelled() else f.exception())
 
     @classmethod
     def of(cls, nc: Client) -> Publisher:
