@@ -4,7 +4,8 @@ still open is marked xfail(strict=True) with its cause, so its fix shows up as a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,6 +150,33 @@ async def test_a_read_right_after_a_write_sees_it_on_a_replicated_stream(tmp_pat
             await n.stop()
 
 
+@contextlib.asynccontextmanager
+async def _four_provisioners_on_a_cluster(tmp_path: Path) -> AsyncIterator[list[EventStore]]:
+    """A 3-node cluster with the log's streams replicated 3 times, and four provisioners'
+    connections' event stores on it."""
+    nodes = loopback_cluster(tmp_path, [(free_port(), free_port()) for _ in range(3)])
+    try:
+        url = await start_cluster(nodes)
+        conns = [await connect(url, name=f"provisioner-{p}") for p in range(4)]
+        try:
+            await create_streams(conns[0], 3)
+            yield [EventStore(c) for c in conns]
+        finally:
+            for c in conns:
+                await c.close()
+    finally:
+        for n in nodes:
+            await n.stop()
+
+
+def _claim(stores: list[EventStore], i: int, fence: str, msg_id: str) -> Any:
+    """Task `n<i>`'s claim on `fence`, from provisioner `i % 4`, as it sends one (at once)."""
+    from contracts.events import TaskClaimed
+
+    event = TaskClaimed(job_id="j", task_id=f"n{i}.create", attempt=1, provisioner="p", worker=f"p/w{i}")
+    return stores[i % 4].submit(f"muster.evt.t.task.j.n{i}~create.p", Append(event, msg_id=msg_id, only_if_empty=fence), now=True)
+
+
 # Found by the fault suite (the stream-leader and TLS-rotation cluster scenarios, session 21):
 # every claim of a job expects its cancel fence's subject empty (decision 46), and a replicated
 # stream refuses an expectation on a subject while another one on it is being replicated (10164,
@@ -156,36 +184,16 @@ async def test_a_read_right_after_a_write_sees_it_on_a_replicated_stream(tmp_pat
 # was cancelled" and never ran, the job waited for good. A busy fence is now tried again; only a
 # closed one (10071) refuses the claim.
 async def test_claims_sent_at_once_on_one_fence_all_land_on_a_replicated_stream(tmp_path: Path) -> None:
-    from contracts.events import TaskClaimed
     from muster.ports.eventlog import ConcurrencyError
 
-    nodes = loopback_cluster(tmp_path, [(free_port(), free_port()) for _ in range(3)])
-    try:
-        url = await start_cluster(nodes)
-        conns = [await connect(url, name=f"provisioner-{p}") for p in range(4)]  # as many provisioners
-        nc = conns[0]
-        try:
-            await create_streams(nc, 3)
-            stores = [EventStore(c) for c in conns]
-            fence, closed = "muster.evt.t.job.j.claims.0", "muster.evt.t.job.k.claims.0"
-
-            def claim(i: int, on: str) -> Any:
-                # Five a provisioner: fewer than a group, each sent alone, all at once.
-                event = TaskClaimed(job_id="j", task_id=f"n{i}.create", attempt=1, provisioner="p", worker=f"p/w{i}")
-                return stores[i % 4].submit(f"muster.evt.t.task.j.n{i}~create.p",
-                                            Append(event, msg_id=f"{on}.{i}", only_if_empty=on), now=True)
-
-            landed = await asyncio.gather(*(claim(i, fence) for i in range(20)), return_exceptions=True)
-            assert all(isinstance(r, int) for r in landed), [r for r in landed if not isinstance(r, int)][:3]
-            await stores[0].append(closed, [Append(JobPaused(job_id="k", by="x"), msg_id="closes-k")])
-            refused = await asyncio.gather(*(claim(i, closed) for i in range(20)), return_exceptions=True)
-            assert all(isinstance(r, ConcurrencyError) for r in refused), refused[:3]
-        finally:
-            for c in conns:
-                await c.close()
-    finally:
-        for n in nodes:
-            await n.stop()
+    async with _four_provisioners_on_a_cluster(tmp_path) as stores:
+        fence, closed = "muster.evt.t.job.j.claims.0", "muster.evt.t.job.k.claims.0"
+        # Five a provisioner: fewer than a group, each sent alone, all at once.
+        landed = await asyncio.gather(*(_claim(stores, i, fence, f"{fence}.{i}") for i in range(20)), return_exceptions=True)
+        assert all(isinstance(r, int) for r in landed), [r for r in landed if not isinstance(r, int)][:3]
+        await stores[0].append(closed, [Append(JobPaused(job_id="k", by="x"), msg_id="closes-k")])
+        refused = await asyncio.gather(*(_claim(stores, i, closed, f"{closed}.{i}") for i in range(20)), return_exceptions=True)
+        assert all(isinstance(r, ConcurrencyError) for r in refused), refused[:3]
 
 
 # Measured (bench/claims_cluster_bench.py, session 22): a wide create's claims on a replicated
@@ -195,33 +203,14 @@ async def test_claims_sent_at_once_on_one_fence_all_land_on_a_replicated_stream(
 # out of tries and their tasks came back. Now a writer's claims on one fence go as one batch at a
 # time, and a busy batch goes again whole (docs/decisions/0050).
 async def test_a_wide_fan_out_of_claims_on_one_fence_all_land_on_a_replicated_stream(tmp_path: Path) -> None:
-    from contracts.events import TaskClaimed
-
-    nodes = loopback_cluster(tmp_path, [(free_port(), free_port()) for _ in range(3)])
-    try:
-        url = await start_cluster(nodes)
-        conns = [await connect(url, name=f"provisioner-{p}") for p in range(4)]
-        try:
-            await create_streams(conns[0], 3)
-            stores = [EventStore(c) for c in conns]
-            fence = "muster.evt.t.job.j.claims.0"
-
-            def claim(i: int) -> Any:
-                # As a provisioner sends them when a pull brings many tasks of one job at once.
-                event = TaskClaimed(job_id="j", task_id=f"n{i}.create", attempt=1, provisioner="p", worker=f"p/w{i}")
-                return stores[i % 4].submit(f"muster.evt.t.task.j.n{i}~create.p", Append(event, msg_id=f"j.{i}", only_if_empty=fence),
-                                            now=True)
-
-            for wave in range(3):  # (waves: the provisioners' batches meet on the fence in several ways)
-                landed = await asyncio.gather(*(claim(wave * 400 + i) for i in range(400)), return_exceptions=True)
-                failed = [r for r in landed if not isinstance(r, int)]
-                assert not failed, f"wave {wave}: {len(failed)} of 400 did not land, e.g. {failed[:2]}"
-        finally:
-            for c in conns:
-                await c.close()
-    finally:
-        for n in nodes:
-            await n.stop()
+    async with _four_provisioners_on_a_cluster(tmp_path) as stores:
+        fence = "muster.evt.t.job.j.claims.0"
+        for wave in range(3):  # (waves: the provisioners' batches meet on the fence in several ways)
+            # As provisioners send them when a pull brings many tasks of one job at once.
+            landed = await asyncio.gather(*(_claim(stores, wave * 400 + i, fence, f"j.{wave * 400 + i}") for i in range(400)),
+                                          return_exceptions=True)
+            failed = [r for r in landed if not isinstance(r, int)]
+            assert not failed, f"wave {wave}: {len(failed)} of 400 did not land, e.g. {failed[:2]}"
 
 
 # Found by the fault suite (scenario 6): a failed cleanup delete was neither retried nor counted,
