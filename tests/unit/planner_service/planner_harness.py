@@ -304,3 +304,10 @@ class Mirror:
 
     def watch(self, watcher: Callable[..., Any]) -> None:
         self.watchers.append(watcher)
+
+
+def checked_harness() -> Harness:
+    """The demo catalog with the `checked` service (CHECKED) on every node of hadoop-small."""
+    catalog = demo_catalog(checked=CHECKED)
+    catalog.clustertemplates["hadoop-small"].defaults.services.append("checked")
+    return Harness(catalog=catalog)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_harness import CHECKED, Harness, demo_catalog
+from planner_harness import Harness, checked_harness
 
 from contracts.commands import (
-    Accepted,
     CheckCluster,
     ConfigureCluster,
     DryRun,
@@ -28,31 +27,17 @@ from muster.readmodel.timeline import describe
 from services.planner.domain.cluster import Cluster
 
 
-def checked() -> Harness:
-    catalog = demo_catalog(checked=CHECKED)
-    catalog.clustertemplates["hadoop-small"].defaults.services.append("checked")
-    return Harness(catalog=catalog)
-
-
-async def _job(h: Harness, command: Any) -> str:
-    reply = await h.send(command)
-    assert isinstance(reply, Accepted), reply
-    await h.settle()
-    assert h.job(reply.job_id).state == "succeeded", h.job(reply.job_id).error
-    return reply.job_id
-
-
 def _desired_events(h: Harness, cid: str) -> list[Any]:
     return [r.event for r in h.log.records if r.subject == f"muster.evt.default.cluster.{cid}" and r.type == "ServicesDesired"]
 
 
 async def test_a_stop_on_one_node_plans_its_tasks_only_and_is_desired_there_only() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await h.cluster_of(3)
     a, b, c = sorted(h.cluster(cid).nodes)
     dry = await h.send(StopServices(cluster_id=cid, services=["checked"], nodes=[a], dry_run=True))
     assert isinstance(dry, DryRun) and {t["node"] for t in dry.plan["tasks"]} == {a}
-    job_id = await _job(h, StopServices(cluster_id=cid, services=["checked"], nodes=[a]))
+    job_id = (await h.ok(StopServices(cluster_id=cid, services=["checked"], nodes=[a]))).job_id
     assert {m.node.id for m in h.queue.messages if m.job_id == job_id} == {a}
     cluster = h.cluster(cid)
     assert cluster.stopped_pairs() == {(a, "checked")} and cluster.drift() == []
@@ -63,7 +48,7 @@ async def test_a_stop_on_one_node_plans_its_tasks_only_and_is_desired_there_only
     # repair stops it on a and starts it on b, nowhere else.
     h.stopped.discard((a, "checked"))
     h.stopped.add((b, "checked"))
-    await _job(h, CheckCluster(cluster_id=cid))
+    await h.ok(CheckCluster(cluster_id=cid))
     drift = {(d.node, d.service): (d.desired, d.observed, d.repair) for d in h.cluster(cid).drift()}
     assert drift == {(a, "checked"): ("stopped", "running", "stop"), (b, "checked"): ("running", "stopped", "start")}
     repair = await h.send(RepairCluster(cluster_id=cid, dry_run=True))
@@ -71,25 +56,25 @@ async def test_a_stop_on_one_node_plans_its_tasks_only_and_is_desired_there_only
     moved = {(t["node"], t["action"]) for t in repair.plan["tasks"] if t["service"] == "checked" and t["action"] != "status"}
     assert moved == {(a, "stop"), (b, "start")}
     # A start on a: meant to run everywhere again.
-    await _job(h, StartServices(cluster_id=cid, services=["checked"], nodes=[a]))
+    await h.ok(StartServices(cluster_id=cid, services=["checked"], nodes=[a]))
     assert h.cluster(cid).stopped_pairs() == set() and c in h.cluster(cid).nodes
 
 
 async def test_a_stop_on_every_node_that_has_it_is_cluster_wide_and_a_later_start_on_one_splits_it() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await h.cluster_of(2)
     a, b = sorted(h.cluster(cid).nodes)
-    await _job(h, StopServices(cluster_id=cid, services=["checked"]))
+    await h.ok(StopServices(cluster_id=cid, services=["checked"]))
     assert (h.cluster(cid).stopped, h.cluster(cid).stopped_on) == (["checked"], {})
-    await _job(h, RestartServices(cluster_id=cid, services=["checked"], nodes=[b]))
+    await h.ok(RestartServices(cluster_id=cid, services=["checked"], nodes=[b]))
     assert (h.cluster(cid).stopped, h.cluster(cid).stopped_on) == ([], {"checked": [a]})
 
 
 async def test_configure_with_restart_on_one_node_leaves_the_others_outdated() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await h.cluster_of(2)
     a, b = sorted(h.cluster(cid).nodes)
-    job_id = await _job(h, ConfigureCluster(cluster_id=cid, config={"x": 2}, restart=True, nodes=[a]))
+    job_id = (await h.ok(ConfigureCluster(cluster_id=cid, config={"x": 2}, restart=True, nodes=[a]))).job_id
     assert {m.node.id for m in h.queue.messages if m.job_id == job_id} == {a}
     # b's services run the old config and were not even configured with the new one: a restart
     # would start them on the old file again (it was `outdated`, repaired by a restart only).
@@ -98,12 +83,12 @@ async def test_configure_with_restart_on_one_node_leaves_the_others_outdated() -
     dry = await h.send(RepairCluster(cluster_id=cid, dry_run=True))
     assert isinstance(dry, DryRun)
     assert {(t["node"], t["service"]) for t in dry.plan["tasks"] if t["action"] == "configure"} == set(stale)
-    await _job(h, RepairCluster(cluster_id=cid))
+    await h.ok(RepairCluster(cluster_id=cid))
     assert h.cluster(cid).drift() == []
 
 
 async def test_unknown_nodes_and_nodes_without_the_service_are_refused_by_name_with_nothing_recorded() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await h.cluster_of(2)
     before = len(h.log.records)
     unknown = await h.send(StopServices(cluster_id=cid, services=["checked"], nodes=["n9"]))
@@ -121,16 +106,16 @@ async def test_unknown_nodes_and_nodes_without_the_service_are_refused_by_name_w
 
 
 async def test_a_rollback_to_a_job_puts_back_the_state_of_each_node() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await h.cluster_of(2)
     a, b = sorted(h.cluster(cid).nodes)
-    await _job(h, StopServices(cluster_id=cid, services=["checked"], nodes=[a]))
-    later = await _job(h, StartServices(cluster_id=cid, services=["checked"]))
+    await h.ok(StopServices(cluster_id=cid, services=["checked"], nodes=[a]))
+    later = (await h.ok(StartServices(cluster_id=cid, services=["checked"]))).job_id
     assert h.cluster(cid).stopped_pairs() == set()
     dry = await h.send(RollbackCluster(cluster_id=cid, to_job=later, dry_run=True))
     assert isinstance(dry, DryRun)
     assert {(t["node"], t["action"]) for t in dry.plan["tasks"] if t["service"] == "checked" and t["action"] != "status"} == {(a, "stop")}
-    await _job(h, RollbackCluster(cluster_id=cid, to_job=later))
+    await h.ok(RollbackCluster(cluster_id=cid, to_job=later))
     assert h.cluster(cid).stopped_pairs() == {(a, "checked")}
 
 

@@ -7,37 +7,21 @@ members running when each batch of the others restarts."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from planner_harness import CHECKED, Harness, demo_catalog
+from planner_harness import checked_harness
 
 from contracts.commands import Accepted, CheckCluster, CreateCluster, DryRun, ExpandCluster, RepairCluster, Rolling
 
 MEMBERS = {"checked": {"peers": "%join(map(ip.service.checked,'$:6222'),',')%"}}
 
 
-def checked() -> Harness:
-    catalog = demo_catalog(checked=CHECKED)
-    catalog.clustertemplates["hadoop-small"].defaults.services.append("checked")
-    return Harness(catalog=catalog)
-
-
-async def _job(h: Harness, command: Any) -> str:
-    reply = await h.send(command)
-    assert isinstance(reply, Accepted), reply
-    await h.settle()
-    assert h.job(reply.job_id).state == "succeeded", h.job(reply.job_id).error
-    return reply.job_id
-
-
 async def test_a_rolling_repair_brings_up_first_then_restarts_the_stale_a_batch_at_a_time() -> None:
-    h = checked()
+    h = checked_harness()
     cid = (await h.ok(CreateCluster(name="c1", template="hadoop-small", nodes=3, config=MEMBERS))).cluster_id
     old = sorted(h.cluster(cid).nodes)
-    await _job(h, ExpandCluster(cluster_id=cid, nodes=4))
+    await h.ok(ExpandCluster(cluster_id=cid, nodes=4))
     [new] = sorted(set(h.cluster(cid).nodes) - set(old))
     h.states[(new, "checked")] = "stopped"  # died since the expand
-    await _job(h, CheckCluster(cluster_id=cid))
+    await h.ok(CheckCluster(cluster_id=cid))
     fixes = {(d.node, d.repair) for d in h.cluster(cid).drift() if d.service == "checked"}
     assert fixes == {(new, "start"), *((n, "reconfigure") for n in old)}
 

@@ -8,27 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner_harness import CHECKED, Harness, demo_catalog
+from planner_harness import Harness, checked_harness
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster, DryRun, ExpandCluster, RepairCluster, ShrinkCluster
+from contracts.commands import CreateCluster, DryRun, ExpandCluster, RepairCluster, ShrinkCluster
 from muster.readmodel.clusters import ClusterInfo
 
 MEMBERS = {"checked": {"peers": "%join(map(ip.service.checked,'$:6222'),',')%"}}
-
-
-def checked() -> Harness:
-    catalog = demo_catalog(checked=CHECKED)
-    catalog.clustertemplates["hadoop-small"].defaults.services.append("checked")
-    return Harness(catalog=catalog)
-
-
-async def _job(h: Harness, command: Any) -> str:
-    reply = await h.send(command)
-    assert isinstance(reply, Accepted), reply
-    await h.settle()
-    assert h.job(reply.job_id).state == "succeeded", h.job(reply.job_id).error
-    return reply.job_id
 
 
 def _shown(h: Harness, cid: str) -> dict[tuple[str, str], str]:
@@ -47,11 +33,11 @@ async def _cluster(h: Harness, config: dict[str, Any], nodes: int = 2) -> str:
 
 
 async def test_an_expand_leaves_the_old_nodes_stale_and_the_repair_configures_them() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await _cluster(h, MEMBERS)
     old = sorted(h.cluster(cid).nodes)
     assert h.cluster(cid).drift() == []
-    await _job(h, ExpandCluster(cluster_id=cid, nodes=4))
+    await h.ok(ExpandCluster(cluster_id=cid, nodes=4))
     drift = {(d.node, d.service): (d.observed, d.repair) for d in h.cluster(cid).drift()}
     # Every running service of the old nodes (each is given the whole config, as a config change makes
     # each outdated); the new nodes were configured with all four.
@@ -61,23 +47,23 @@ async def test_an_expand_leaves_the_old_nodes_stale_and_the_repair_configures_th
     assert isinstance(dry, DryRun)
     assert {(t["node"], t["action"]) for t in dry.plan["tasks"] if t["service"] == "checked"} == {
         (n, a) for n in old for a in ("configure", "stop", "start", "status")}
-    await _job(h, RepairCluster(cluster_id=cid))
+    await h.ok(RepairCluster(cluster_id=cid))
     assert h.cluster(cid).drift() == [] and _shown(h, cid) == {}
 
 
 async def test_a_shrink_leaves_the_remaining_nodes_stale() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await _cluster(h, MEMBERS, nodes=3)
-    await _job(h, ShrinkCluster(cluster_id=cid, nodes=2))
+    await h.ok(ShrinkCluster(cluster_id=cid, nodes=2))
     kept = sorted(h.cluster(cid).nodes)
     assert {(d.node, d.service, d.repair) for d in h.cluster(cid).drift()} == {
         (n, s, "reconfigure") for n, s in _running(h, cid, kept)}
-    await _job(h, RepairCluster(cluster_id=cid))
+    await h.ok(RepairCluster(cluster_id=cid))
     assert h.cluster(cid).drift() == []
 
 
 async def test_a_config_that_names_no_members_is_not_stale_after_an_expand() -> None:
-    h = checked()
+    h = checked_harness()
     cid = await _cluster(h, {"checked": {"port": 6222, "me": "%ip.self%"}})
-    await _job(h, ExpandCluster(cluster_id=cid, nodes=3))
+    await h.ok(ExpandCluster(cluster_id=cid, nodes=3))
     assert h.cluster(cid).drift() == []
