@@ -31,6 +31,7 @@ from muster.bus.shards import leases_bucket
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.spend import NatsSpend
 from muster.bus.streams import ensure_streams, events_config, tasks_config
+from muster.bus.wire import flush
 from muster.runtime.service import TASK_QUEUE_SERVICES
 from services.planner.nodemaps import ensure_bucket as nodemaps_bucket
 from services.provisioner.presence import live_provisioners, watched_bucket
@@ -103,7 +104,7 @@ async def _copies(world: World, kind: str) -> list[str]:
         done.set()
 
     sub = await nc.subscribe(f"_INBOX.{kind}-1.>", cb=take)
-    await nc.flush()
+    await flush(nc)  # (wire.flush: nats-py's own may return before the SUB reached the server)
     await _append(world, "other", "c-after")
     try:
         await asyncio.wait_for(done.wait(), QUIET_S)  # an event is what would wake it, never a sleep loop
