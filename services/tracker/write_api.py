@@ -87,8 +87,10 @@ class Preview(_Out):
     this plan, or is refused (409) if the cluster or the catalog changed since."""
 
     operation: str
-    plan_id: str
-    plan_url: str
+    plan_id: str | None = Field(default=None, description=(
+        "the saved plan: POST plan_url + \"/apply\" runs it. Absent from `approve?dry_run=true`, which saves no "
+        "plan (the approval runs the plan the job was requested with)"))
+    plan_url: str | None = Field(default=None, description="/v1/plans/{plan_id}; absent with plan_id")
     cluster_version: int | None
     catalog_version: str | None
     layout: Layout | None

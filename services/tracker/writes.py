@@ -189,12 +189,14 @@ def answer(route: WriteRoute, reply: Any) -> Written:
                              "warnings": list(reply.warnings), "job_url": job_url, "cluster_url": f"/v1/clusters/{reply.cluster_id}"},
                        {"Location": job_url})
     if isinstance(reply, DryRun):
-        preview = Preview(operation=route.verb, plan_id=reply.plan_id or "",  # (an approval's look saves no plan)
-                          plan_url=f"/v1/plans/{reply.plan_id}" if reply.plan_id else "",
+        preview = Preview(operation=route.verb, plan_id=reply.plan_id or None,
+                          plan_url=f"/v1/plans/{reply.plan_id}" if reply.plan_id else None,
                           cluster_version=reply.cluster_version, catalog_version=reply.catalog_version, layout=reply.layout,
                           plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy,  # type: ignore[arg-type]
                           warnings=list(reply.warnings))
-        return Written(200, preview.model_dump(mode="json"))
+        # An approval's look saves no plan: its plan_id and plan_url are left out (they were
+        # empty strings, read as a plan to apply at "").
+        return Written(200, preview.model_dump(mode="json", exclude={"plan_id", "plan_url"} if not reply.plan_id else None))
     if isinstance(reply, LeaseExtended):
         return Written(200, {"cluster_id": reply.cluster_id, "expires_at": reply.expires_at.isoformat(), "version": reply.version})
     assert isinstance(reply, Rejected)
