@@ -209,7 +209,7 @@ def _routes() -> tuple[WriteRoute, ...]:
                              "apply", c.ApplyPlan, None, ("plan_id",)))
     routes.append(WriteRoute("put", "/v1/catalog", "apply_catalog",
                              "Apply catalog entities (all or nothing); unchanged ones need no grant.", "catalog-apply",
-                             ApplyCatalog, body_of(ApplyCatalog), answer=CatalogAnswer, status=200))
+                             ApplyCatalog, body_of(ApplyCatalog), dry_run=True, answer=CatalogAnswer, status=200))
     return tuple(routes)
 
 

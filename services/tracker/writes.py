@@ -128,7 +128,7 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
     if denied is not None:
         return denied
     if route.verb in ("catalog-apply", "catalog-delete"):
-        return await _catalog(bus, actor, route, ids, fields)
+        return await _catalog(bus, actor, route, ids, fields, dry_run)
     if route.verb.startswith("governance-"):
         return await _governance(bus, actor, route, ids, fields)
     values: dict[str, Any] = {**fields, **ids, "request_id": request_id_for(actor.tenant, actor.principal, key),
@@ -236,10 +236,11 @@ async def saved_plan(tracker: Tracker, tenant: str, plan_id: str) -> tuple[PlanS
     return (event, found[0].seq) if isinstance(event, PlanSaved) else None
 
 
-async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any]) -> Written:
+async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any],
+                   dry_run: bool = False) -> Written:
     request: ApplyCatalog | DeleteCatalogEntity
     if route.verb == "catalog-apply":
-        request = ApplyCatalog(**fields, requested_by=actor.principal)
+        request = ApplyCatalog(**fields, requested_by=actor.principal, dry_run=dry_run)
     else:
         request = DeleteCatalogEntity(kind=ids["kind"], name=ids["name"], requested_by=actor.principal)
     try:
@@ -264,7 +265,8 @@ def catalog_written(found: CatalogAnswer) -> Written:
     errors = [p for p in found.problems if p.severity == "error"]
     first = errors[0] if errors else None
     where = ".".join(x for x in (first.kind, first.entity, first.field) if x) if first else None
-    return refused(422, "catalog not applied: " + "; ".join(p.message for p in errors)[:2000], where and f"catalog.{where}",
+    said = "catalog would not be applied (dry run): " if found.dry_run else "catalog not applied: "
+    return refused(422, said + "; ".join(p.message for p in errors)[:2000], where and f"catalog.{where}",
                    problems=[p.model_dump(mode="json") for p in found.problems])
 
 
