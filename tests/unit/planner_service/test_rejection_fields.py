@@ -194,8 +194,20 @@ async def test_a_service_not_in_the_catalog_is_refused_at_its_field_for_every_ve
         for dry in (True, False):
             reply = await h.send(command.model_copy(update={"dry_run": dry}))
             assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", field), (command, reply)
-            assert "unknown service 'nope': not in the catalog" in reply.reason, reply
+            # (walk of session 22: it said "unknown service 'nope': not in the catalog", not the cluster's services)
+            assert reply.reason.startswith("cluster 'c1' has no service 'nope' (not in the catalog); its services: base, "), reply
     assert len(h.log.records) == before
+
+
+async def test_a_service_of_the_catalog_not_on_the_cluster_is_named_with_the_services_the_cluster_has() -> None:
+    h = Harness()
+    cid = (await h.ok(CreateCluster(name="zk", template="hadoop-small", nodes=2, services=["base", "zookeeper-server"]))).cluster_id
+    reply = await h.send(RestartServices(cluster_id=cid, services=["base", "nope", "hdfs-namenode"]))
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+    assert reply.reason == ("cluster 'zk' has no services 'hdfs-namenode' (not on this cluster), 'nope' (not in the catalog); "
+                            "its services: base, zookeeper-server"), reply
+    reply = await h.send(StopServices(cluster_id=cid, services=["zookeeper-serv"]))
+    assert isinstance(reply, Rejected) and reply.reason.endswith("(did you mean 'zookeeper-server'?)"), reply
 
 
 async def test_an_unknown_template_or_service_gets_a_did_you_mean_among_what_the_requester_may_read() -> None:
