@@ -216,6 +216,8 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
         return None
     if verb in JOB_VERBS and job_id:
         cluster_id = await job_cluster(tracker, actor.tenant, job_id)
+        if cluster_id is None:  # as a read of it answers, to anyone (a 403 named a grant on a job that is not there)
+            return refused(404, f"no job {job_id} in tenant {actor.tenant}", "job_id")
     if verb == "apply":
         found = await saved_plan(tracker, actor.tenant, ids["plan_id"])
         if found is None:

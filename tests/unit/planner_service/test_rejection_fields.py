@@ -16,6 +16,7 @@ from contracts.commands import (
     Accepted,
     AddServices,
     ApplyPlan,
+    CancelJob,
     CreateCluster,
     DeleteCluster,
     DryRun,
@@ -113,6 +114,25 @@ async def test_a_saved_plan_is_applied_with_the_permission_of_its_own_operation(
     assert isinstance(refused, Rejected) and refused.code == "forbidden" and "no write permission on cluster" in refused.reason
     accepted = await h.send(ApplyPlan(plan_id=plan.plan_id), principal="operator")  # write on that cluster only
     assert not isinstance(accepted, Rejected), accepted
+
+
+async def test_job_control_of_a_job_the_tenant_does_not_have_is_refused_as_unknown_not_as_a_missing_grant() -> None:
+    """Walk of session 22: `muster job cancel <a mistyped id>` said `alice has no execute
+    permission on job ...` and how to grant it, on a job that is not there."""
+    h = Harness()
+    cid = await h.cluster_of(2)
+    h.ports["identities"] = identities(("operator", "execute", Scope(tenant="default", kind="cluster", id="*")))
+    await h.restart()
+    ghost = "00000000-0000-4000-8000-000000000000"
+    for who in ("operator", "reader"):  # (reads answer 404 for it to anyone: the same here)
+        refused = await h.send(CancelJob(job_id=ghost), principal=who)
+        assert isinstance(refused, Rejected) and (refused.code, refused.field) == ("not_found", "job_id"), refused
+        assert refused.reason == f"unknown job '{ghost}' in tenant 'default' (`muster job list` lists its jobs)", refused
+    restart = await h.send(RestartServices(cluster_id=cid), principal="root")  # a job that is there: the grant is what lacks
+    assert isinstance(restart, Accepted), restart
+    job = restart.job_id
+    refused = await h.send(CancelJob(job_id=job), principal="reader")
+    assert isinstance(refused, Rejected) and refused.code == "forbidden" and "no execute permission" in refused.reason, refused
 
 
 UNAVAILABLE = [
