@@ -205,5 +205,15 @@ def job_id_of(value: str) -> str:
     """A JOB_ID argument, checked here: every job command says the same of a mistyped one, at
     once (`status` said "not valid", `job cancel` sent it and was told "unknown job")."""
     if not UUID_RE.fullmatch(value.strip()):
-        raise CliError(f"job {value[:80]!r} is not a job id (a UUID: `muster job list` lists them)")
+        said = f"job {value[:80]!r} is not a job id (a UUID: `muster job list` lists them)"
+        if _NAMEISH.fullmatch(value.strip()) and not _HEXISH.fullmatch(value.strip()):
+            # `muster status web`: a cluster's name where its job goes (a walk's first guess)
+            said += f"; if {value.strip()!r} is a cluster: `muster job list --cluster {value.strip()}` lists its jobs"
+        raise CliError(said)
     return value.strip().lower()
+
+
+_NAMEISH = re.compile(r"[A-Za-z0-9_\-]{1,128}")
+"""A cluster name's shape (contracts: 1-128 letters, digits, '-' and '_')."""
+_HEXISH = re.compile(r"[0-9a-fA-F\-]+")
+"""A job id cut short or mistyped, not a name."""
