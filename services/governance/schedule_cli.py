@@ -70,8 +70,10 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
 def schedule_create(name: str, cron: str | None, every: str | None, timezone: str, missed: str, operation: tuple[str, ...],
                     as_json: bool, bus: Bus) -> None:
     """Send OPERATION (a muster command, after `--`) at every tick, as you."""
-    if (cron is None) == (every is None):
-        raise CliError("give one of --cron and --every")
+    if cron is not None and every is not None:  # ("give one of" read as "at least one" to who gave both)
+        raise CliError("--cron and --every both given: a schedule has one of them, either a cron or an interval")
+    if cron is None and every is None:
+        raise CliError("when does it run? give --cron '0 3 * * *' (a cron expression) or --every 10m (an interval)")
     verb, body = _captured(operation, bus)
     entity = {"name": name, "cron": cron, "every_s": seconds(every, "--every") if every else None, "timezone": timezone,
               "missed": missed, "verb": verb, "command": body, "text": " ".join(operation)}
