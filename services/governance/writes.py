@@ -16,6 +16,7 @@ it is refused.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Schedule
 from muster.ports.eventlog import ConcurrencyError, EventLog
 from muster.readmodel.clusters import fold_cluster
-from services.auth.domain.authz import Decision, may_govern, may_operate, may_see_schedule, unmade_tenant
+from services.auth.domain.authz import Decision, may, may_govern, may_operate, may_see_schedule, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
@@ -129,7 +130,8 @@ class GovernanceWrites:
         # own, or one whose operation it may run), as one who may make schedules lists them.
         assert self.identity is not None  # (no identities: every read is allowed)
         who, grants = self.identity.principals.get(principal), self.identity.grants_of(principal)
-        return GovernanceAnswer(ok=True, items=[i for i in items if may_see_schedule(who, grants, tenant, i["entity"])],
+        asks = functools.partial(may, who, grants)
+        return GovernanceAnswer(ok=True, items=[i for i in items if may_see_schedule(principal, asks, tenant, i["entity"])],
                                 warnings=[schedules_shown(principal, tenant)])
 
     async def _delete(self, tenant: str, principal: str, by: str, request: GovernanceRequest) -> GovernanceAnswer:

@@ -73,8 +73,7 @@ def _readable(request: web.Request, tenant: str, what: str) -> bool:
 
 def _seen(request: web.Request, tenant: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     authz = request[auth_.AUTHZ]
-    grants = authz.state.grants_of(authz.principal.id) if authz.state is not None else ()
-    return [i for i in items if may_see_schedule(authz.principal, grants, tenant, i["entity"])]
+    return [i for i in items if may_see_schedule(authz.principal.id, authz.may, tenant, i["entity"])]
 
 
 async def get_governance(request: web.Request) -> web.Response:

@@ -17,7 +17,7 @@ from contracts.commands import Accepted, ApproveJob, DryRun, RejectJob
 from contracts.identity import Scope
 from muster.client import MusterClient, NoAnswer
 from muster.readmodel.cost import rate
-from services.auth.domain.authz import OPERATION_PERMISSIONS, operation_scope
+from services.auth.domain.authz import may_see_schedule
 
 from ..acting import ActingBus, TokenRefused
 from ..governance import denials, listing
@@ -35,21 +35,14 @@ async def governance(request: web.Request, viewer: Viewer) -> web.StreamResponse
     if viewer.may is not None and not viewer.may("read", Scope(tenant=viewer.tenant)):
         # Without `read` on the tenant: the schedules the viewer may pause or delete (its own, or
         # one whose operation it may run), as `muster schedule list` shows them; nothing else.
-        mine = [s for s in await listing(store, viewer.tenant, "schedule") if _sees(viewer, s["entity"])]
+        may = viewer.may
+        mine = [s for s in await listing(store, viewer.tenant, "schedule")
+                if may_see_schedule(viewer.name, may, viewer.tenant, s["entity"])]
         return render(request, "governance.html", viewer, partial=f"muster grant {viewer.name} read --scope tenant",
                       schedule=mine, rule=[], policy=[], subscription=[], denied=[])
     lists: dict[str, Any] = {kind: await listing(store, viewer.tenant, kind) for kind in ("schedule", "rule", "policy", "subscription")}
     return render(request, "governance.html", viewer, partial=None, denied=await denials(store, viewer.tenant, 20), **lists)
 
-
-def _sees(viewer: Viewer, schedule: dict[str, Any]) -> bool:
-    """A schedule of the viewer's, or one whose operation it may run (services.auth.domain.authz.may_see_schedule)."""
-    if schedule.get("owner") == viewer.name or viewer.may is None:
-        return True
-    verb, command = str(schedule.get("verb")), schedule.get("command") or {}
-    permission = OPERATION_PERMISSIONS.get(verb)
-    return permission is not None and bool(viewer.may(permission, operation_scope(viewer.tenant, verb, command.get("cluster_id"),
-                                                                                    command.get("job_id"))))
 
 
 async def decide(request: web.Request) -> web.StreamResponse:
