@@ -34,6 +34,9 @@ class ApplyCatalog(_Request):
     v: Literal[1] = 1
     catalog: dict[str, Any] = Field(description="entities by kind, as `contracts.catalog.Catalog` (the files' content)")
     sources: dict[str, str] = Field(default_factory=dict, description="`<kind>/<name>` -> the file it came from (for messages)")
+    dry_run: bool = Field(default=False, description=(
+        "checked as an apply is (the requester's grants, the whole catalog it would leave) and answered with what "
+        "would change; nothing is written"))
 
 
 class DeleteCatalogEntity(_Request):
@@ -71,3 +74,4 @@ class CatalogAnswer(BaseModel):
     seqs: list[int] = Field(default_factory=list)
     problems: list[CatalogProblem] = Field(default_factory=list)
     reasons: list[str] = Field(default_factory=list, description="a delete: why the entity is still in use")
+    dry_run: bool = Field(default=False, description="an apply's dry run: `changes` would be made, nothing was written")

@@ -201,9 +201,24 @@ def parse_json_arg(text: str, what: str) -> Any:
 UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
-def job_id_of(value: str) -> str:
+def job_id_of(value: str | None, command: str = "") -> str:
     """A JOB_ID argument, checked here: every job command says the same of a mistyped one, at
-    once (`status` said "not valid", `job cancel` sent it and was told "unknown job")."""
+    once (`status` said "not valid", `job cancel` sent it and was told "unknown job"), and of a
+    missing one where the jobs are listed (click's bare "Missing argument 'JOB_ID'"; `command`:
+    the command as typed, `muster job cancel`)."""
+    if not value:
+        raise CliError(f"{command or 'muster'} JOB_ID: which job? `muster job list` lists the tenant's jobs "
+                       "(`--state running`), `muster cluster list` each cluster's last one", EXIT_INVALID)
     if not UUID_RE.fullmatch(value.strip()):
-        raise CliError(f"job {value[:80]!r} is not a job id (a UUID: `muster job list` lists them)")
+        said = f"job {value[:80]!r} is not a job id (a UUID: `muster job list` lists them)"
+        if _NAMEISH.fullmatch(value.strip()) and not _HEXISH.fullmatch(value.strip()):
+            # `muster status web`: a cluster's name where its job goes (a walk's first guess)
+            said += f"; if {value.strip()!r} is a cluster: `muster job list --cluster {value.strip()}` lists its jobs"
+        raise CliError(said)
     return value.strip().lower()
+
+
+_NAMEISH = re.compile(r"[A-Za-z0-9_\-]{1,128}")
+"""A cluster name's shape (contracts: 1-128 letters, digits, '-' and '_')."""
+_HEXISH = re.compile(r"[0-9a-fA-F\-]+")
+"""A job id cut short or mistyped, not a name."""

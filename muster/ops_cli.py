@@ -278,10 +278,10 @@ def job() -> None:
 
 def _job_control(name: str, model: type[JobCommand], doc: str) -> None:
     @job.command(name, help=doc)
-    @click.argument("job_id")
+    @click.argument("job_id", required=False, metavar="JOB_ID")  # (missing: job_id_of says where jobs are listed)
     @job_op
-    async def control(job_id: str, opts: Options) -> None:
-        command = model(job_id=job_id_of(job_id))
+    async def control(job_id: str | None, opts: Options) -> None:
+        command = model(job_id=job_id_of(job_id, f"muster job {name}"))
         async with Session(opts) as s:
             await s.execute(command)
 
@@ -294,11 +294,11 @@ _job_control("retry", RetryJob, "Run a failed or rolled-back job's plan again; a
 
 
 def _decision(name: str, model: type[ApproveJob | RejectJob], doc: str) -> None:
-    @click.argument("job_id")
+    @click.argument("job_id", required=False, metavar="JOB_ID")
     @click.option("--comment", "-m", default="", help="why (recorded with the decision)")
     @job_op
-    async def decide(job_id: str, comment: str, opts: Options) -> None:
-        command = model(job_id=job_id_of(job_id), comment=comment)
+    async def decide(job_id: str | None, comment: str, opts: Options) -> None:
+        command = model(job_id=job_id_of(job_id, f"muster job {name}"), comment=comment)
         async with Session(opts) as s:
             await s.execute(command)
 
@@ -318,13 +318,13 @@ for _read in cluster_reads_cli.JOB_COMMANDS:  # list
 
 
 @job.command("wait")
-@click.argument("job_id")
+@click.argument("job_id", required=False, metavar="JOB_ID")
 @click.option("--timeout", default=3600.0, show_default=True, type=click.FloatRange(0.1), help="seconds to wait at most (then exit 3)")
 @_read_options
 @command
-async def wait(job_id: str, timeout: float, bus: Bus, as_json: bool) -> None:
+async def wait(job_id: str | None, timeout: float, bus: Bus, as_json: bool) -> None:
     """Follow JOB_ID live until it ends (from its first event); exit 0 if it succeeded."""
-    job_id = job_id_of(job_id)
+    job_id = job_id_of(job_id, "muster job wait")
     opts = Options(bus, True, as_json, None, None, timeout)
     async with Session(opts) as s:
         await s.follow(job_id, "job")

@@ -186,6 +186,8 @@ class Session:
             return
         if not self.opts.as_json:
             dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
+            if isinstance(cmd, JobCommand):  # named by its job: the cluster's name was never looked up
+                await self._learn_names(f"cluster {reply.cluster_id}")
             out.print(self.named(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}"))
             for warning in reply.warnings:
                 out.print(f"warning: {warning}")

@@ -142,49 +142,63 @@ def validate(paths: tuple[Path, ...], plugins_dir: tuple[Path, ...], as_json: bo
 @click.option("--by", default=None, help="who is applying, without a token (with one, the log records its principal)")
 @click.option("--drop-sensitive", is_flag=True,
               help="leave sensitive provider fields out (they belong in the provisioners' secrets file) instead of refusing")
+@click.option("--dry-run", is_flag=True,
+              help="check it as an apply would (your grants, the whole catalog it would leave) and print what would change; "
+                   "nothing is written")
 @json_option
 @command
 async def apply(paths: tuple[Path, ...], bus: Bus, plugins_dir: tuple[Path, ...], by: str | None, drop_sensitive: bool,
-                as_json: bool) -> None:
+                dry_run: bool, as_json: bool) -> None:
     """Validate every entity against the catalog in the log and append the changes, all or none."""
     plugins = _specs(plugins_dir)
     loaded = _load(paths, "nothing was applied")
     dropped = strip_sensitive(loaded.catalog, plugins) if drop_sensitive else {}
-    request = ApplyCatalog(catalog=loaded.catalog.model_dump(mode="json"),
+    request = ApplyCatalog(catalog=loaded.catalog.model_dump(mode="json"), dry_run=dry_run,
                            sources={f"{k}/{n}": src for (k, n), src in loaded.sources.items()}, requested_by=by or default_user())
     async with await open_client(bus) as client:
         tenant = client.tenant
         answer = await client.refusals.guard(ask_planner(client.nc, tenant, request), principal_of(client.nc))
         if answer is None:  # no planner: append it ourselves (the right to is the bus's to give)
-            answer = await _apply_here(client.nc, tenant, loaded, plugins, by)
+            answer = await _apply_here(client.nc, tenant, loaded, plugins, by, dry_run)
     problems = [*loaded.problems, *(_problem_of(p) for p in answer.problems)]
     if not as_json:
         _print_problems([_problem_of(p) for p in answer.problems if p.severity != "error"])
     if not answer.ok:
         if as_json:
-            echo_json({"applied": 0, "problems": [_problem_json(p) for p in problems]})
+            echo_json({"applied": 0, "problems": [_problem_json(p) for p in problems], **({"dry_run": True} if dry_run else {})})
         else:
             _print_problems([p for p in problems if p.is_error])
+        if dry_run:
+            errors = [p for p in problems if p.is_error]
+            raise CliError(f"dry run: apply would be refused ({len(errors)} error(s)); nothing was written", EXIT_INVALID)
         raise CatalogRejected([p for p in problems if p.is_error])
     if as_json:
-        echo_json({"applied": len(answer.seqs), "changes": answer.changes,
-                   "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in problems]})
+        echo_json({"applied": 0 if dry_run else len(answer.seqs), "changes": answer.changes,
+                   "dropped_sensitive": dropped, "problems": [_problem_json(p) for p in problems],
+                   **({"dry_run": True} if dry_run else {})})
         return
     for name, fields in dropped.items():
         err.print(f"left out of provider {name!r}: {', '.join(fields)} — set them in the provisioners' secrets file "
                   f"(docs/secrets.md): {json.dumps({name: {f: '...' for f in fields}})}")
     _print_changes(answer.changes)
     unchanged = loaded.count - len(answer.changes)
-    out.print(f"applied {len(answer.seqs)} change(s) for tenant {tenant!r}" + (f"; {unchanged} unchanged" if unchanged else ""))
+    tail = f"; {unchanged} unchanged" if unchanged else ""
+    if dry_run:
+        out.print(f"dry run: would apply {len(answer.changes)} change(s) for tenant {tenant!r}{tail}; nothing was written")
+        return
+    out.print(f"applied {len(answer.seqs)} change(s) for tenant {tenant!r}{tail}")
 
 
-async def _apply_here(nc: Any, tenant: str, loaded: LoadedCatalog, plugins: PluginSpecs, by: str | None) -> CatalogAnswer:
+async def _apply_here(nc: Any, tenant: str, loaded: LoadedCatalog, plugins: PluginSpecs, by: str | None,
+                      dry_run: bool = False) -> CatalogAnswer:
     """The apply without a planner (a bare server, tools, tests): only a connection that may
     append to the log directly (the system identity, an open bus) gets through."""
     store = EventStore(nc)
     state = await read_state(store, tenant)
     check = check_apply(state, loaded.catalog, plugins, loaded.sources, log_label=f"catalog of tenant {tenant!r} in the log")
     problems = [problem_json(p) for p in check.errors + check.warnings]
+    if dry_run:
+        return CatalogAnswer(ok=check.ok, dry_run=True, changes=[c.to_json() for c in check.changes], problems=problems)
     if not check.ok:
         return CatalogAnswer(ok=False, problems=problems)
     seqs = await append_changes(store, tenant, check.changes, state.last_seq, _writer(nc, by))

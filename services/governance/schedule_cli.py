@@ -18,7 +18,7 @@ from muster.cli_support import CliError, command, echo_json, guarded, json_optio
 from muster.ops_care_cli import seconds
 from muster.times import shown_time
 
-from .cli import ask, ask_in, listed, report
+from .cli import ask, ask_in, listed, out, report
 from .domain.operation_text import operation_text
 from .domain.schedules import due
 
@@ -70,8 +70,10 @@ def _captured(words: tuple[str, ...], bus: Bus) -> tuple[str, dict[str, Any]]:
 def schedule_create(name: str, cron: str | None, every: str | None, timezone: str, missed: str, operation: tuple[str, ...],
                     as_json: bool, bus: Bus) -> None:
     """Send OPERATION (a muster command, after `--`) at every tick, as you."""
-    if (cron is None) == (every is None):
-        raise CliError("give one of --cron and --every")
+    if cron is not None and every is not None:  # ("give one of" read as "at least one" to who gave both)
+        raise CliError("--cron and --every both given: a schedule has one of them, either a cron or an interval")
+    if cron is None and every is None:
+        raise CliError("when does it run? give --cron '0 3 * * *' (a cron expression) or --every 10m (an interval)")
     verb, body = _captured(operation, bus)
     entity = {"name": name, "cron": cron, "every_s": seconds(every, "--every") if every else None, "timezone": timezone,
               "missed": missed, "verb": verb, "command": body, "text": " ".join(operation)}
@@ -105,8 +107,11 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
         ran = "" if last is None else f"{shown_time(last['tick'])}: " + ran_text(last["job_id"], last["rejected"], last.get("done", ""))
         rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or operation_text(e["verb"], e["command"]), e.get("owner", ""),
                      ran, _next(e, i)])
+    some = " you may see" if answer.warnings else ""  # (without `read` on the tenant: those one owns or may run)
     listed(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows,
-           f"no schedules in tenant {tenant} (`muster schedule create NAME --cron '0 3 * * *' -- cluster check CLUSTER`)")
+           f"no schedules{some} in tenant {tenant} (`muster schedule create NAME --cron '0 3 * * *' -- cluster check CLUSTER`)")
+    for warning in answer.warnings:
+        out.print(f"note: {warning}")
 
 
 def _toggle(name: str, paused: bool) -> Any:

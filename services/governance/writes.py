@@ -16,6 +16,7 @@ it is refused.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ from contracts.errors import describe_validation_error
 from contracts.governance import GovernanceAnswer, GovernanceRequest, Schedule
 from muster.ports.eventlog import ConcurrencyError, EventLog
 from muster.readmodel.clusters import fold_cluster
-from services.auth.domain.authz import Decision, may_govern, may_operate, unmade_tenant
+from services.auth.domain.authz import Decision, may, may_govern, may_operate, may_see_schedule, unmade_tenant
 from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
@@ -41,6 +42,12 @@ PLURAL = {"rule": "rules", "policy": "policies", "subscription": "subscriptions"
 Vet = Callable[[str, str, list[dict[str, Any]]], Awaitable[GovernanceAnswer | None]]
 """(tenant, requester, subscriptions with a webhook) -> the notifier's check of them (`notify-check`:
 the secrets they name, where they send); None when no notifier answered."""
+
+
+def schedules_shown(principal: str, tenant: str) -> str:
+    """What a listing of only some of the tenant's schedules says (the CLI and HTTP alike)."""
+    return (f"only the schedules {principal} owns or may run are listed: every schedule of tenant {tenant} needs "
+            "read on the tenant")
 
 
 def _refused(reason: str, problems: list[str] | None = None, code: RejectionCode = "invalid") -> GovernanceAnswer:
@@ -111,13 +118,21 @@ class GovernanceWrites:
 
     async def _list(self, tenant: str, principal: str, request: GovernanceRequest) -> GovernanceAnswer:
         allowed = self._may_read(principal, tenant)
-        if not allowed:
+        if not allowed and request.kind != "schedule":
             return _refused(allowed.reason, code="forbidden")
         entries, _ = await read_entries(self.store, tenant, request.kind)
         items = [e.to_json() for (k, n), e in sorted(entries.items()) if k == request.kind and request.name in (None, n)]
         if request.kind == "subscription":
             items = await with_deliveries(self.store, tenant, items)
-        return GovernanceAnswer(ok=True, items=items)
+        if allowed:
+            return GovernanceAnswer(ok=True, items=items)
+        # Without `read` on the tenant: the schedules the requester may pause or delete (its
+        # own, or one whose operation it may run), as one who may make schedules lists them.
+        assert self.identity is not None  # (no identities: every read is allowed)
+        who, grants = self.identity.principals.get(principal), self.identity.grants_of(principal)
+        asks = functools.partial(may, who, grants)
+        return GovernanceAnswer(ok=True, items=[i for i in items if may_see_schedule(principal, asks, tenant, i["entity"])],
+                                warnings=[schedules_shown(principal, tenant)])
 
     async def _delete(self, tenant: str, principal: str, by: str, request: GovernanceRequest) -> GovernanceAnswer:
         if request.name is None:

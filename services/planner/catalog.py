@@ -110,19 +110,22 @@ class CatalogWrites:
         return Decision(True)
 
     async def _apply(self, tenant: str, principal: str, by: str, request: ApplyCatalog) -> CatalogAnswer | Rejected:
+        said = "catalog would not be applied (dry run)" if request.dry_run else "catalog not applied"
         try:
             incoming = Catalog.model_validate(request.catalog)
         except ValidationError as err:
-            return Rejected(reason=f"catalog not applied: {describe_validation_error(err)}", code="invalid", field="catalog")
+            return Rejected(reason=f"{said}: {describe_validation_error(err)}", code="invalid", field="catalog")
         state = await read_state(self.store, tenant)
         # Only what would change needs the grant: unchanged entities of a whole folder are not written.
         allowed = self._may_write(principal, tenant, [(c.kind, c.name) for c in plan_changes(state, incoming)])
         if not allowed:
-            return Rejected(reason=f"catalog not applied: {allowed.reason}", code="forbidden")
+            return Rejected(reason=f"{said}: {allowed.reason}", code="forbidden")
         sources = {(k.partition("/")[0], k.partition("/")[2]): v for k, v in request.sources.items()}
         plugins = offered_specs(self.plugins, await self.offered(tenant)) if self.offered else self.plugins
         check = check_apply(state, incoming, plugins, sources, log_label=f"catalog of tenant {tenant!r} in the log")
         problems = [problem_json(p) for p in check.errors + check.warnings]
+        if request.dry_run:  # what the apply would change, checked as it would be; nothing written
+            return CatalogAnswer(ok=check.ok, dry_run=True, changes=[c.to_json() for c in check.changes], problems=problems)
         if not check.ok:
             return CatalogAnswer(ok=False, problems=problems)
         seqs = await append_changes(self.store, tenant, check.changes, state.last_seq, by)

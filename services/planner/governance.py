@@ -138,7 +138,9 @@ class Governance:
         subject = subjects.denied_events(facts.tenant, facts.job_id)
         await self.state.log.append(subject, [Append(event, msg_id=f"{subject}:{len(verdict.denials)}")])
         reasons = "; ".join(f"{d.message} (policy {d.policy})" for d in verdict.denials)
-        raise Refused(f"{facts.operation} denied by the tenant's policies: {reasons}", code="forbidden")
+        # Said as what refused it: the CLI puts "expand rejected: " before it (it was "expand
+        # rejected: expand denied by the tenant's policies: ...").
+        raise Refused(f"the tenant's policies deny it: {reasons}", code="forbidden")
 
     async def again(self, job: Job, facts: Facts, after: Cluster, preview: Any) -> Judgement:
         """The tenant's policies as they are now on the plan being approved (decision 42): with

@@ -144,7 +144,11 @@ class Requests:
                 command = command.model_copy(update={"requested_by": ctx.principal})
             op = operation_of(command)
             for check in () if system else self.admission:
-                check(ctx, op, command)
+                try:
+                    check(ctx, op, command)
+                except Refused as refused:
+                    await self._no_such_job(ctx, command, refused)
+                    raise
             notes = await self._callback_allowed(ctx.tenant, command)
             async with self.state.lock:
                 # A new cluster's ids come from the request (its idempotency key, or random): once.
@@ -180,6 +184,15 @@ class Requests:
                         error=str(err) or type(err).__name__)
             return Rejected(reason=f"the event log did not answer in time ({type(err).__name__}); send the request again",
                             retry=True, code="unavailable")
+
+    async def _no_such_job(self, ctx: RequestContext, cmd: Any, refused: Refused) -> None:
+        """Job control of a job the tenant does not have is refused as that, not as a missing
+        grant on it: `cancel rejected: alice has no execute permission on job 0000...` with a
+        `muster grant ... --scope job:0000...` to paste, for a job id mistyped (the tracker's
+        reads answer 404 for it, to anyone)."""
+        if refused.code == "forbidden" and isinstance(cmd, JobCommand) and await self.state.find_job(ctx.tenant, cmd.job_id) is None:
+            raise Refused(f"unknown job {cmd.job_id!r} in tenant {ctx.tenant!r} (`muster job list` lists its jobs)",
+                          code="not_found", field="job_id") from None
 
     async def _callback_allowed(self, tenant: str, cmd: Any) -> list[str]:
         """A pool callback's URL the pool service would never POST to (decision 38) is refused

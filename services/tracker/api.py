@@ -321,6 +321,9 @@ class GovernanceList(_Out):
         "the entities (kind, name, version, by, entity, created_at, updated_at; schedules: when, next_at, last run, "
         "operation: what it sends, as a command line would say it (its `text`, else written from its command), "
         "ended: why a schedule ended, its cluster deleted, empty while it runs), or the denied requests, newest first"))
+    warnings: list[str] | None = Field(default=None, description=(
+        "schedules listed without `read` on the tenant: only those the requester owns or may run are listed, and this "
+        "says so (absent otherwise)"))
 
 
 class GovernanceEntry(_Out):

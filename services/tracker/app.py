@@ -219,7 +219,9 @@ class Tracker:
 
     async def warnings(self, tenant: str, status: dict[str, Any]) -> list[str]:
         """Why a running job may not move: its tasks are queued and no live provisioner serves
-        its tenant (read now, from the presence records); which could, and the command."""
+        its tenant and the class they are queued on (read now, from the presence records);
+        which could, and the command. A provisioner of the tenant of another class does not
+        take them: checking the tenant alone said nothing while they waited (docs/tracker.md)."""
         queued = int(status.get("counts", {}).get("queued", 0))
         if status.get("state") != "running" or not queued:
             return []
@@ -229,8 +231,6 @@ class Tracker:
             live = await live_provisioners(self.nc, timeout=3.0)
         except Exception:  # noqa: BLE001 - no warning rather than no status
             return []
-        if any(not p.draining and tenant in p.info.tenants for p in live):
-            return []  # the job's class is read only when nobody serves the tenant at all
         klass = await self.queued_class(tenant, str(status.get("id")))
         said = unserved_warning(tenant, klass, live, f"{queued} queued task(s) wait until one registers")
         return [said] if said else []

@@ -199,7 +199,7 @@ class ConsoleTokens:
         try:
             principal = current.authenticate(token).principal
         except Unauthorized as err:
-            raise NeedsSignIn(str(err)) from None
+            raise NeedsSignIn(str(err), refused=True) from None
         chosen = request.cookies.get(TENANT_COOKIE) or request.headers.get(api.TENANT_HEADER)
         tenant = principal.tenant or (chosen if chosen and subjects.TOKEN.fullmatch(chosen) else api.DEFAULT_TENANT)
         if principal.role == "service" and principal.service != "system":

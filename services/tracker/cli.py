@@ -49,16 +49,13 @@ def _check(value: str, pattern: str, what: str) -> str:
 
 
 @click.command("status")
-@click.argument("job_id", required=False, metavar="JOB_ID")  # (asked for: its own error below)
+@click.argument("job_id", required=False, metavar="JOB_ID")  # (asked for: job_id_of says where jobs are listed)
 @bus_options
 @json_option
 @command
 async def status(job_id: str | None, bus: Bus, as_json: bool) -> None:
     """A job's status, from the tracker (its owner's view, or the log's)."""
-    if not job_id:  # a new user's `muster status` met click's bare "Missing argument 'JOB_ID'"
-        raise CliError("muster status JOB_ID: which job? `muster job list` lists the tenant's jobs "
-                       "(`--state running`), `muster cluster list` each cluster's last one", EXIT_INVALID)
-    job = job_id_of(job_id)
+    job = job_id_of(job_id, "muster status")
     async with TrackerReads(bus) as tracker:
         body = await tracker.get(f"/v1/jobs/{job}")
         name = None if as_json else await _cluster_name(tracker, str(body.get("cluster_id") or ""))
@@ -80,13 +77,13 @@ async def _cluster_name(tracker: TrackerReads, cluster_id: str) -> str | None:
 
 
 @click.command("watch")
-@click.argument("job_id")
+@click.argument("job_id", required=False, metavar="JOB_ID")
 @bus_options
 @click.option("--timeout", "deadline", type=click.FloatRange(0.1), default=None, help="give up after this many seconds (exit 3)")
 @following
-async def watch(job_id: str, bus: Bus, deadline: float | None) -> None:
+async def watch(job_id: str | None, bus: Bus, deadline: float | None) -> None:
     """Follow a job live, stage by stage, until it ends. Exit 0 if it succeeded, 1 if not."""
-    job = job_id_of(job_id)
+    job = job_id_of(job_id, "muster watch")
     async with TrackerReads(bus) as tracker:
         state = await _watch(tracker, job, deadline)
     if state != "succeeded":

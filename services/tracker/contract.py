@@ -87,7 +87,7 @@ def _operation(route: WriteRoute) -> dict[str, Any]:
     if route.status == 202:
         ok["headers"] = {"Location": LOCATION}
     responses: dict[str, Any] = {str(route.status): {"description": route.answer.__doc__ or "OK", **ok}}
-    if route.dry_run:
+    if route.dry_run and route.status == 202:  # (a catalog's dry run answers as its apply does, `dry_run` true)
         responses["200"] = {"description": "The dry run's preview (`?dry_run=true`).",
                             "content": {"application/json": {"schema": _ref(Preview)}}}
     for status in (400, 401, 403, 404, 409, 412, 413, 415, 422, 503, *api.ANY_ROUTE_ERRORS):

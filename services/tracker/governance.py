@@ -20,9 +20,11 @@ from pydantic import ValidationError
 from contracts import subjects
 from contracts.governance import Schedule
 from contracts.identity import Scope
+from services.auth.domain.authz import may_see_schedule
 from services.governance.domain.operation_text import operation_text
 from services.governance.domain.schedules import describe, due
 from services.governance.store import read_entries, with_deliveries
+from services.governance.writes import schedules_shown
 
 from . import auth as auth_
 from .params import TRACKER, error, tenant_of
@@ -59,27 +61,48 @@ async def denials(store: Any, tenant: str, limit: int = 50) -> list[dict[str, An
     return [{**r.event.model_dump(mode="json"), "at": r.time.isoformat(), "seq": r.seq} for r in records[-limit:]][::-1]
 
 
+def _readable(request: web.Request, tenant: str, what: str) -> bool:
+    """Whether the requester reads every entity of `what`: with `read` on the tenant, yes; without,
+    the schedules it owns or may run are still its to list (as `muster schedule list` lists them,
+    docs/governance.md), and anything else is a 403."""
+    if what == "schedules" and not request[auth_.AUTHZ].may("read", Scope(tenant=tenant)):
+        return False
+    auth_.may_read(request, Scope(tenant=tenant))
+    return True
+
+
+def _seen(request: web.Request, tenant: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    authz = request[auth_.AUTHZ]
+    return [i for i in items if may_see_schedule(authz.principal.id, authz.may, tenant, i["entity"])]
+
+
 async def get_governance(request: web.Request) -> web.Response:
     """GET /v1/governance/rules|policies|subscriptions|schedules|denied."""
     tenant = tenant_of(request)
-    auth_.may_read(request, Scope(tenant=tenant))
     what = request.match_info["what"]
+    every = _readable(request, tenant, what)
     store = request.app[TRACKER].store
     if what == "denied":
         return web.json_response({"items": await denials(store, tenant)})
     if what not in KINDS:
         return error(404, f"no governance list {what[:40]!r}: one of {', '.join([*KINDS, 'denied'])}", "what")
-    return web.json_response({"items": await listing(store, tenant, KINDS[what])})
+    items = await listing(store, tenant, KINDS[what])
+    if every:
+        return web.json_response({"items": items})
+    return web.json_response({"items": _seen(request, tenant, items),
+                              "warnings": [schedules_shown(request[auth_.AUTHZ].principal.id, tenant)]})
 
 
 async def get_governance_entry(request: web.Request) -> web.Response:
     """GET /v1/governance/rules|policies|subscriptions|schedules/{name}."""
     tenant = tenant_of(request)
-    auth_.may_read(request, Scope(tenant=tenant))
     what, name = request.match_info["what"], request.match_info["name"]
+    every = _readable(request, tenant, what)
     if what not in KINDS:
         return error(404, f"no governance kind {what[:40]!r}: one of {', '.join(KINDS)}", "what")
     found = [i for i in await listing(request.app[TRACKER].store, tenant, KINDS[what]) if i["name"] == name]
+    if not every:  # one it may not see is answered as one the tenant has not (no news of others' schedules)
+        found = _seen(request, tenant, found)
     if not found:
         return error(404, f"no {KINDS[what]} {name[:64]!r} in tenant {tenant}", "name")
     return web.json_response(found[0])

@@ -87,8 +87,10 @@ class Preview(_Out):
     this plan, or is refused (409) if the cluster or the catalog changed since."""
 
     operation: str
-    plan_id: str
-    plan_url: str
+    plan_id: str | None = Field(default=None, description=(
+        "the saved plan: POST plan_url + \"/apply\" runs it. Absent from `approve?dry_run=true`, which saves no "
+        "plan (the approval runs the plan the job was requested with)"))
+    plan_url: str | None = Field(default=None, description="/v1/plans/{plan_id}; absent with plan_id")
     cluster_version: int | None
     catalog_version: str | None
     layout: Layout | None
@@ -207,7 +209,7 @@ def _routes() -> tuple[WriteRoute, ...]:
                              "apply", c.ApplyPlan, None, ("plan_id",)))
     routes.append(WriteRoute("put", "/v1/catalog", "apply_catalog",
                              "Apply catalog entities (all or nothing); unchanged ones need no grant.", "catalog-apply",
-                             ApplyCatalog, body_of(ApplyCatalog), answer=CatalogAnswer, status=200))
+                             ApplyCatalog, body_of(ApplyCatalog), dry_run=True, answer=CatalogAnswer, status=200))
     return tuple(routes)
 
 

@@ -128,7 +128,7 @@ async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRou
     if denied is not None:
         return denied
     if route.verb in ("catalog-apply", "catalog-delete"):
-        return await _catalog(bus, actor, route, ids, fields)
+        return await _catalog(bus, actor, route, ids, fields, dry_run)
     if route.verb.startswith("governance-"):
         return await _governance(bus, actor, route, ids, fields)
     values: dict[str, Any] = {**fields, **ids, "request_id": request_id_for(actor.tenant, actor.principal, key),
@@ -189,12 +189,14 @@ def answer(route: WriteRoute, reply: Any) -> Written:
                              "warnings": list(reply.warnings), "job_url": job_url, "cluster_url": f"/v1/clusters/{reply.cluster_id}"},
                        {"Location": job_url})
     if isinstance(reply, DryRun):
-        preview = Preview(operation=route.verb, plan_id=reply.plan_id or "",  # (an approval's look saves no plan)
-                          plan_url=f"/v1/plans/{reply.plan_id}" if reply.plan_id else "",
+        preview = Preview(operation=route.verb, plan_id=reply.plan_id or None,
+                          plan_url=f"/v1/plans/{reply.plan_id}" if reply.plan_id else None,
                           cluster_version=reply.cluster_version, catalog_version=reply.catalog_version, layout=reply.layout,
                           plan=reply.plan, summary=plans.summary(reply.plan), cost=reply.cost, policy=reply.policy,  # type: ignore[arg-type]
                           warnings=list(reply.warnings))
-        return Written(200, preview.model_dump(mode="json"))
+        # An approval's look saves no plan: its plan_id and plan_url are left out (they were
+        # empty strings, read as a plan to apply at "").
+        return Written(200, preview.model_dump(mode="json", exclude={"plan_id", "plan_url"} if not reply.plan_id else None))
     if isinstance(reply, LeaseExtended):
         return Written(200, {"cluster_id": reply.cluster_id, "expires_at": reply.expires_at.isoformat(), "version": reply.version})
     assert isinstance(reply, Rejected)
@@ -214,6 +216,8 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
         return None
     if verb in JOB_VERBS and job_id:
         cluster_id = await job_cluster(tracker, actor.tenant, job_id)
+        if cluster_id is None:  # as a read of it answers, to anyone (a 403 named a grant on a job that is not there)
+            return refused(404, f"no job {job_id} in tenant {actor.tenant}", "job_id")
     if verb == "apply":
         found = await saved_plan(tracker, actor.tenant, ids["plan_id"])
         if found is None:
@@ -234,10 +238,11 @@ async def saved_plan(tracker: Tracker, tenant: str, plan_id: str) -> tuple[PlanS
     return (event, found[0].seq) if isinstance(event, PlanSaved) else None
 
 
-async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any]) -> Written:
+async def _catalog(bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str], fields: dict[str, Any],
+                   dry_run: bool = False) -> Written:
     request: ApplyCatalog | DeleteCatalogEntity
     if route.verb == "catalog-apply":
-        request = ApplyCatalog(**fields, requested_by=actor.principal)
+        request = ApplyCatalog(**fields, requested_by=actor.principal, dry_run=dry_run)
     else:
         request = DeleteCatalogEntity(kind=ids["kind"], name=ids["name"], requested_by=actor.principal)
     try:
@@ -262,7 +267,8 @@ def catalog_written(found: CatalogAnswer) -> Written:
     errors = [p for p in found.problems if p.severity == "error"]
     first = errors[0] if errors else None
     where = ".".join(x for x in (first.kind, first.entity, first.field) if x) if first else None
-    return refused(422, "catalog not applied: " + "; ".join(p.message for p in errors)[:2000], where and f"catalog.{where}",
+    said = "catalog would not be applied (dry run): " if found.dry_run else "catalog not applied: "
+    return refused(422, said + "; ".join(p.message for p in errors)[:2000], where and f"catalog.{where}",
                    problems=[p.model_dump(mode="json") for p in found.problems])
 
 

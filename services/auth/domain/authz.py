@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from contracts.commands import JOB_VERBS
@@ -157,6 +157,22 @@ def may_operate(principal: Principal | None, grants: Iterable[Grant], tenant: st
     scope = operation_scope(tenant, verb, cluster_id, job_id)
     decision = may(principal, grants, permission, scope)
     return decision if decision else Decision(False, decision.reason + how_to_get(principal, permission, scope))
+
+
+def may_see_schedule(principal_id: str | None, allowed: Callable[[Permission, Scope], object], tenant: str,
+                     schedule: Mapping[str, object]) -> bool:
+    """Is `schedule` one of those a principal without `read` on the tenant is shown: the ones it
+    may pause or delete (docs/governance.md), its own or one whose operation it may run
+    (`allowed`: its `may`, as the governance service, the tracker or the console asks it). A
+    user who may make schedules could not list them (`schedule list` needed `read` on the tenant)."""
+    if principal_id is not None and schedule.get("owner") == principal_id:
+        return True
+    verb, command = str(schedule.get("verb")), schedule.get("command")
+    cmd: Mapping[str, object] = command if isinstance(command, Mapping) else {}
+    cluster_id, job_id = cmd.get("cluster_id"), cmd.get("job_id")
+    permission = OPERATION_PERMISSIONS.get(verb)
+    return permission is not None and bool(allowed(permission, operation_scope(
+        tenant, verb, cluster_id if isinstance(cluster_id, str) else None, job_id if isinstance(job_id, str) else None)))
 
 
 def may_govern(principal: Principal | None, grants: Iterable[Grant], tenant: str, kind: str) -> Decision:

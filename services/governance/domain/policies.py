@@ -175,8 +175,8 @@ def _messages(value: Any, rule: str) -> list[str]:
     `null`, a denial nobody could act on."""
     if value is None or value is False or value == [] or value == {}:
         return []
-    if value is True:
-        return [f"{'denied' if rule == 'deny' else 'warning'} (the policy gives no message)"]
+    if value is True:  # (it said "denied (the policy gives no message)": `expand rejected: expand denied ... denied`)
+        return [f"a {rule} rule holds that gives no message (a tenant admin reads the policy with muster policy list --source)"]
     if isinstance(value, dict) and not isinstance(value.get("msg", value.get("message")), str):
         raise Unreadable(f"its `{rule}` is an object ({_shown(value)}), not messages: a set of strings, or of objects "
                          "with a string `msg`")

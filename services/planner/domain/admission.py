@@ -202,14 +202,27 @@ def services_known(f: Facts) -> None:
         raise Refused(f"unknown services: {', '.join(unknown)}{_services_hint(f, unknown)}", code="invalid", field="services")
 
 
+SERVICES_LISTED = 30
+"""A cluster's services a refusal lists at most (a catalog may have dozens)."""
+
+
 def named_services_known(f: Facts) -> None:
-    """A start, stop, restart or upgrade names services of the catalog: refused at the field,
-    before a plan is tried."""
+    """A start, stop, restart or upgrade names services of the cluster: refused at the field,
+    before a plan is tried, naming each bad one (not in the catalog, or not on this cluster) and
+    the services the cluster has. It said `unknown service 'nosuch': not in the catalog`, and
+    left the person to find the cluster's services with another command."""
     cmd = f.command
     field, names = ("service", [cmd.service]) if isinstance(cmd, UpgradeService) else ("services", list(cmd.services or ()))
-    if unknown := sorted(set(names) - set(f.catalog.services)):
-        raise Refused(f"unknown {'service' if len(unknown) == 1 else 'services'} {', '.join(map(repr, unknown))}: not in the "
-                      f"catalog{_services_hint(f, unknown)}", code="invalid", field=field)
+    on = _on_cluster(f)
+    if not (unknown := sorted(set(names) - on)):
+        return
+    said = ", ".join(f"{s!r} ({'not on this cluster' if s in f.catalog.services else 'not in the catalog'})" for s in unknown)
+    has = sorted(on)
+    listed = ", ".join(has[:SERVICES_LISTED]) + (f", ... ({len(has)} in all)" if len(has) > SERVICES_LISTED else "")
+    close = difflib.get_close_matches(unknown[0], has, n=1, cutoff=0.6) if len(unknown) == 1 else []
+    raise Refused(f"cluster {_cluster(f).name!r} has no {'service' if len(unknown) == 1 else 'services'} {said}; "
+                  f"its services: {listed or 'none'}" + (f" (did you mean {close[0]!r}?)" if close else ""),
+                  code="invalid", field=field)
 
 
 def _services_hint(f: Facts, unknown: list[str]) -> str:

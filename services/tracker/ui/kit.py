@@ -7,7 +7,7 @@ import functools
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import aiohttp_jinja2
 import nats.errors
@@ -48,6 +48,28 @@ def said_of(request: web.Request, viewer: Viewer, job_id: str) -> str | None:
     return None
 
 
+def console_path(raw: str | None) -> str:
+    """Only a path of the console: never an open redirect."""
+    return raw if raw and raw.startswith("/ui/") and not raw.startswith("//") else "/ui/clusters"
+
+
+def signed_out(request: web.Request, need: NeedsSignIn) -> web.Response:
+    """No valid token. A browser (it asks for HTML: a page, a form it posts) gets the console's
+    sign-in page saying why, a revoked token as no longer valid; it got a JSON 401 for a form
+    posted with a revoked token. An API client or the pages' own scripts (`Accept:
+    application/json`) get the JSON 401. A page is redirected (back to it once signed in); a
+    form's post is answered with the page, back to where the form was."""
+    wants = request.headers.get("Accept", "text/html" if request.method == "GET" else "")
+    if "text/html" not in wants:  # (`sign_in`: where the page's script sends the browser, saying why)
+        return web.json_response({"error": {"status": 401, "message": need.reason, "parameter": None},
+                                  "sign_in": f"/ui/sign-in?why={quote(need.told)}"}, status=401)
+    if request.method == "GET":
+        return redirect(f"/ui/sign-in?next={quote(request.path_qs)}&why={quote(need.told)}")
+    referer = urlsplit(request.headers.get("Referer", ""))
+    back = referer.path + (f"?{referer.query}" if referer.query else "") if referer.netloc in ("", request.host) else ""
+    return render(request, "signin.html", None, 401, next=console_path(back), why=need.told)
+
+
 class NotFound(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -84,9 +106,7 @@ def page(handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamRespon
             viewer = await viewer_of(request)
             return await handler(request, viewer)
         except NeedsSignIn as need:
-            if request.method == "GET" and "text/html" in request.headers.get("Accept", "text/html"):
-                return redirect(f"/ui/sign-in?next={quote(request.path_qs)}&why={quote(need.reason)}")
-            return web.json_response({"error": {"status": 401, "message": need.reason, "parameter": None}}, status=401)
+            return signed_out(request, need)
         except NotFound as missing:
             return render(request, "error.html", viewer, 404, title="Not found", message=missing.message)
         except NotAllowed as refused:

@@ -32,7 +32,7 @@ from ..still import Still
 from ..write_routes import ACTING
 from .batches import batched
 from .bigpage import FOLDS
-from .kit import NotFound, may_job, said_at, tracker_of, uuid_param
+from .kit import NotFound, may_job, said_at, signed_out, tracker_of, uuid_param
 from .session import NeedsSignIn, Viewer, same_origin, session_token, viewer_of
 
 CONTROL_TIMEOUT_S = 5.0
@@ -84,7 +84,7 @@ async def job_form(request: web.Request, what: str) -> tuple[Viewer, str, Any] |
     try:
         viewer = await viewer_of(request)
     except NeedsSignIn as need:
-        return _error(401, need.reason)
+        return signed_out(request, need)  # the sign-in page for a browser's form, JSON for the page's script
     if not same_origin(request):
         return _error(403, f"{what} must come from the console's own page")
     try:

@@ -30,7 +30,19 @@ from .bigpage import FOLDS
 from .controls import CONTROLS, controls_for
 from .forms import operations
 from .graph import attempts, task_of
-from .kit import NotFound, is_uuid, page, readable_cluster, redirect, render, said_of, seq_param, tracker_of, uuid_param
+from .kit import (
+    NotFound,
+    console_path,
+    is_uuid,
+    page,
+    readable_cluster,
+    redirect,
+    render,
+    said_of,
+    seq_param,
+    tracker_of,
+    uuid_param,
+)
 from .session import NeedsSignIn, Viewer, auth_of, same_origin, viewer_of
 
 log = structlog.get_logger("muster.tracker.ui")
@@ -261,9 +273,7 @@ async def unknown(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 # -- signing in --------------------------------------------------------------------------------------
 
 
-def _next(raw: str | None) -> str:
-    """Only a path of the console: never an open redirect."""
-    return raw if raw and raw.startswith("/ui/") and not raw.startswith("//") else "/ui/clusters"
+_next = console_path
 
 
 async def sign_in_form(request: web.Request) -> web.StreamResponse:

@@ -62,11 +62,20 @@ class Viewer:
 
 
 class NeedsSignIn(Exception):
-    """No valid credential: the page redirects to the sign-in page (401 for scripts)."""
+    """No valid credential: the page redirects to the sign-in page (401 for scripts). `refused`:
+    a token was given and refused (revoked, expired, its principal disabled), not none at all."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, refused: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.refused = refused
+
+    @property
+    def told(self) -> str:
+        """What the sign-in page says: a refused token as no longer valid, with why."""
+        if not self.refused:
+            return self.reason
+        return f"Your token is no longer valid ({self.reason}): sign in again with a current one."
 
 
 class ConsoleAuth(Protocol):

@@ -123,3 +123,43 @@ async def test_muster_catalog_apply_goes_through_the_planner_with_the_users_toke
     assert proc.returncode == 0, err.decode()
     answer = json.loads(out)
     assert answer["applied"] == 1 and answer["changes"][0]["name"] == "web"
+
+
+async def test_catalog_apply_dry_run_says_what_would_change_and_writes_nothing(served: Served, tmp_path: Any) -> None:
+    """Walk of session 22: every changing command previews with `--dry-run` but `catalog apply`.
+    Its dry run is checked as the apply (the requester's grants, the catalog it would leave) and
+    answered with what would change; nothing reaches the log. Bus and CLI (HTTP: writes/)."""
+    assert (await served.ask("ada", ApplyCatalog(catalog=services(base="base", web="web"))))["ok"]
+    dry = await served.ask("ada", ApplyCatalog(catalog=services(base="base", web="web v2", extra="new"), dry_run=True))
+    assert dry["ok"] and dry["dry_run"] and dry["seqs"] == [], dry
+    assert sorted((c["name"], c["action"]) for c in dry["changes"]) == [("extra", "add"), ("web", "change")], dry
+    refused = await served.ask("wes", ApplyCatalog(catalog=services(base="base v2"), dry_run=True))
+    assert refused["type"] == "Rejected" and refused["reason"].startswith("catalog would not be applied (dry run): wes has no write "), refused
+
+    folder = tmp_path / "services"
+    folder.mkdir()
+    (folder / "web.json").write_text(json.dumps({"name": "web", "description": "from the CLI"}))
+    env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
+
+    async def cli(who: str, *args: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "catalog", "apply", str(folder), "--tenant", "a",
+                                                    "--dry-run", *args, env={**env, "NATS_URL": served.authed.url,
+                                                                             "MUSTER_TOKEN": served.tokens[who]},
+                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    code, out, err = await cli("wes")
+    assert code == 0 and "~ service web (v2): description" in out, (out, err)
+    assert "dry run: would apply 1 change(s) for tenant 'a'; nothing was written" in out, out
+    code, out, err = await cli("wes", "--json")
+    assert code == 0 and json.loads(out)["dry_run"] is True and json.loads(out)["applied"] == 0, out
+    code, out, err = await cli("rita")
+    assert code == 4 and "catalog would not be applied (dry run): rita has no write permission" in err, (code, out, err)
+    system = await served.authed.raw(served.authed.system_token, "sys")
+    try:
+        recorded = await EventStore(system).read(catalog_filter("a"))
+    finally:
+        await system.close()
+    assert [(r.event.name, r.event.by) for r in recorded] == [("base", "ada"), ("web", "ada")]  # the first apply alone

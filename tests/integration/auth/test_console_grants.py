@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from contracts import subjects
 from contracts.catalog import Catalog
 from contracts.events import ClusterRequested, JobRequested
-from contracts.governance import GovernancePut, Subscription
+from contracts.governance import GovernancePut, Schedule, Subscription
 from contracts.notifications import NotificationAttempted
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
@@ -79,6 +79,11 @@ async def console(authed: Authed) -> AsyncIterator[Console]:
     await apply_catalog(store, "a", Catalog.model_validate({"services": {n: {"name": n, "description": n} for n in ("svc-shown", "svc-hidden")}}))
     await store.append(subjects.governance_events("a", "subscription", "ops"), [Append(GovernancePut(
         kind="subscription", name="ops", version=1, by="ada", entity=HOOK), msg_id="sub-ops")])
+    for name, owner in (("mine", "onex"), ("theirs", "ada")):  # (the governance page: onex sees its own)
+        schedule = Schedule.model_validate({"name": name, "cron": "0 3 * * *", "verb": "check", "owner": owner,  # as stored
+                                            "command": {"type": "CheckCluster", "cluster_id": X}}).model_dump(mode="json")
+        await store.append(subjects.governance_events("a", "schedule", name), [Append(GovernancePut(
+            kind="schedule", name=name, version=1, by=owner, entity=schedule), msg_id=f"sched-{name}")])
     await store.append(subjects.notification_events("a", "ops"), [Append(NotificationAttempted(
         id="ops-9-job_failed", attempt=2, ok=False, status=503, error="HTTP 503 from https://hooks.example/x", final=False,
         next_at=datetime(2026, 11, 30, 12, tzinfo=UTC)), msg_id="ops-9-2")])
@@ -144,11 +149,17 @@ async def test_the_catalog_page_shows_the_entities_the_viewer_may_read(console: 
 
 
 async def test_the_governance_page_says_which_grant_it_needs(console: Console) -> None:
+    """Without `read` on the tenant the page was a 403: the viewer's own schedules are shown (as
+    `muster schedule list` shows them, walk of session 22), and what the rest needs."""
     status, html = await console.get("/ui/governance", "onex")  # its own tenant's page, which its grants do not open
-    assert status == 403 and "Not allowed" in html and "needs read on the tenant" in html
+    assert status == 200 and 'data-testid="governance-partial"' in html and "need read on the tenant" in html, html
     assert "muster grant onex read --scope tenant" in html
+    rows = html.count('data-testid="schedule"')
+    assert rows == 1 and "<th scope=\"row\">mine</th>" in html and ">theirs<" not in html, html
+    assert 'id="h-rules"' not in html and 'id="h-subscriptions"' not in html  # nothing else of the tenant's
     status, html = await console.get("/ui/governance", "ada")
-    assert status == 200 and "Governance" in html
+    assert status == 200 and "Governance" in html and "governance-partial" not in html
+    assert ">mine<" in html and ">theirs<" in html
 
 
 async def test_subscriptions_show_their_filters_and_last_delivery_in_the_console_and_over_http(console: Console) -> None:

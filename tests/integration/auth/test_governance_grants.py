@@ -454,7 +454,7 @@ async def test_a_schedules_owner_pauses_resumes_and_deletes_it_without_read_on_t
         await system.close()
     schedule = {"name": "mine", "cron": "0 3 * * *", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}}
     assert (await ask(served, "sam", "put", kind="schedule", entities=[schedule]))["ok"]
-    assert (await ask(served, "sam", "list", kind="schedule"))["code"] == "forbidden"  # sam reads no schedule
+    assert [i["name"] for i in (await ask(served, "sam", "list", kind="schedule"))["items"]] == ["mine"]  # its own
 
     code, out, err = await muster(served.authed, "schedule", "pause", "mine", token=served.tokens["sam"])
     assert (code, out.strip()) == (0, "schedule mine: version 2 (change)"), err
@@ -507,3 +507,42 @@ async def test_a_schedule_put_over_http_without_text_lists_what_it_will_run(serv
     code, out, err = await muster(served.authed, "schedule", "list", token=served.tokens["uma"])
     row = next(line for line in out.splitlines() if line.startswith("roll "))
     assert code == 0 and said in row, (out, err)
+
+
+async def test_who_may_make_schedules_lists_those_it_owns_or_may_run_without_read_on_the_tenant(served: People) -> None:
+    """Walk of session 22: sam may run checks on the tenant's clusters, so sam makes a schedule,
+    and `muster schedule list` was refused it (`read` on the tenant). Without that read one is
+    shown the schedules one may pause or delete (one's own, or one whose operation one may run),
+    said to be only those; the CLI, the bus and HTTP alike. The tenant's other lists stay refused."""
+    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+    try:
+        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
+        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
+    finally:
+        await system.close()
+    mine = {"name": "mine", "cron": "0 3 * * *", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}}
+    grow = {"name": "grow", "cron": "0 4 * * *", "verb": "expand", "command": {"type": "ExpandCluster", "cluster_id": "c1", "nodes": 3}}
+    assert (await ask(served, "sam", "put", kind="schedule", entities=[mine]))["ok"]
+    assert (await ask(served, "uma", "put", kind="schedule", entities=[grow]))["ok"]  # sam may not expand: not shown to sam
+    shown = "only the schedules sam owns or may run are listed: every schedule of tenant a needs read on the tenant"
+
+    listed = await ask(served, "sam", "list", kind="schedule")
+    assert listed["ok"] and [i["name"] for i in listed["items"]] == ["mine"] and listed["warnings"] == [shown], listed
+    every = await ask(served, "rex", "list", kind="schedule")  # `read` on the tenant: all, nothing said
+    assert [i["name"] for i in every["items"]] == ["grow", "mine"] and every["warnings"] == [], every
+    assert (await ask(served, "sam", "list", kind="rule"))["code"] == "forbidden"
+    code, out, err = await muster(served.authed, "schedule", "list", token=served.tokens["sam"])
+    assert code == 0 and "mine" in out and "grow" not in out and f"note: {shown}" in out, (out, err)
+
+    async with tracker_http(served) as (http, _):
+        async def get(who: str, path: str) -> tuple[int, dict[str, Any]]:
+            async with http.get(path, headers={"Authorization": f"Bearer {served.tokens[who]}"}) as resp:
+                return resp.status, await resp.json()
+
+        status, body = await get("sam", "/v1/governance/schedules")
+        assert status == 200 and [i["name"] for i in body["items"]] == ["mine"] and body["warnings"] == [shown], body
+        assert (await get("sam", "/v1/governance/schedules/mine"))[0] == 200
+        assert (await get("sam", "/v1/governance/schedules/grow"))[0] == 404  # as one the tenant has not
+        assert (await get("sam", "/v1/governance/rules"))[0] == 403
+        status, body = await get("rex", "/v1/governance/schedules")
+        assert status == 200 and [i["name"] for i in body["items"]] == ["grow", "mine"] and "warnings" not in body, body

@@ -160,3 +160,38 @@ async def test_the_consoles_batched_job_stream_ends_when_its_readers_grant_or_to
     assert ended["sse"] == "error" and "the stream ends" in ended["message"] and "revoked" in ended["message"], ended
     jo.close()
     rita.close()
+
+
+async def test_a_revoked_token_in_the_browser_gets_the_consoles_sign_in_page_and_api_clients_json(served: Served) -> None:
+    """Walk of session 22: a form posted from the console with a revoked token (job control, an
+    approval, an operation's preview) was answered with the API's JSON 401, shown raw in the
+    browser. A browser (it asks for HTML) gets the console's sign-in page saying the token is no
+    longer valid and why, back to the page it was on; a script asking for JSON still gets JSON."""
+    cookie, origin = {"muster_session": served.tokens["rita"]["token"]}, str(served.http.make_url("")).rstrip("/")
+    assert (await served.http.get("/ui/clusters", cookies=cookie, allow_redirects=False)).status == 200
+    token_id = served.tokens["rita"]["token_id"]
+    await served.admin("token-revoke", "token", token_id, token_id=token_id)
+    browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+
+    page = await served.http.get("/ui/clusters", cookies=cookie, headers={"Accept": browser}, allow_redirects=False)
+    where = page.headers["Location"]
+    assert page.status == 303 and where.startswith("/ui/sign-in?next=/ui/clusters&why=Your%20token%20is%20no%20longer%20valid"), where
+    assert "revoked" in where and "sign%20in%20again" in where, where
+    bearer = await served.http.get("/ui/clusters", headers={"Authorization": f"Bearer {served.tokens['rita']['token']}",
+                                                             "Accept": browser}, allow_redirects=False)
+    assert bearer.status == 303 and bearer.headers["Location"] == where
+
+    form = await served.http.post(f"/ui/jobs/{JOB}/control", data={"action": "pause", "csrf": "x"}, cookies=cookie,
+                                  headers={"Origin": origin, "Accept": browser, "Referer": f"{origin}/ui/jobs/{JOB}"})
+    html = await form.text()
+    assert form.status == 401 and form.content_type == "text/html", html
+    assert "<h1>Sign in</h1>" in html and "Your token is no longer valid (token" in html and "revoked" in html, html
+    assert f'name="next" value="/ui/jobs/{JOB}"' in html, html  # back to the job's page once signed in again
+
+    script = await served.http.post(f"/ui/jobs/{JOB}/control", data={"action": "pause", "csrf": "x"}, cookies=cookie,
+                                    headers={"Origin": origin, "Accept": "application/json"})
+    body = await script.json()
+    assert script.status == 401 and "revoked" in body["error"]["message"], body
+    assert body["sign_in"].startswith("/ui/sign-in?why=Your%20token%20is%20no%20longer%20valid"), body  # where job.js sends the browser
+    api_read = await served.http.get("/v1/jobs", headers={"Authorization": f"Bearer {served.tokens['rita']['token']}"})
+    assert api_read.status == 401 and "revoked" in (await api_read.json())["error"]["message"]

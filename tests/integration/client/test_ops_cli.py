@@ -113,6 +113,8 @@ async def test_job_control_and_exit_codes(stack: Stack, fresh_nats: str) -> None
     job_id = _lines(accepted.stdout)[0]["job_id"]
     paused = await muster(fresh_nats, "job", "pause", job_id, "--wait")
     assert paused.code == 0 and f"job {job_id} is paused" in paused.stdout, paused.stderr
+    cluster_id = _lines(accepted.stdout)[0]["cluster_id"]  # by the name people gave it (it was the id alone)
+    assert f"pause accepted: job {job_id}, cluster slow ({cluster_id})" in paused.stdout, paused.stdout
     again = await muster(fresh_nats, "job", "pause", job_id)
     assert again.code == 2 and again.stderr.startswith("Error: pause rejected: ") and "Traceback" not in again.stderr
     resumed = await muster(fresh_nats, "job", "resume", job_id, "--wait")

@@ -46,7 +46,8 @@ async def test_a_delete_approved_after_a_freeze_was_applied_is_denied_and_nothin
     look = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve?dry_run=true", json={})  # the approver looks first
     seen = await look.json()
     assert look.status == 200 and seen["policy"]["deny"] == ["no deletes this week (policy freeze)"], seen
-    assert seen["plan_url"] == "" and seen["cost"]["per_hour"] == 0
+    # It saves no plan: no plan_id or plan_url (they were empty strings), documented in docs/tracker.md.
+    assert "plan_id" not in seen and "plan_url" not in seen and seen["cost"]["per_hour"] == 0, seen
     assert (await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json())["state"] == "waiting_for_approval"
     resp = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve", json={"comment": "go"})  # as the console does
     answer = await resp.json()

@@ -42,6 +42,17 @@ async def test_every_operation_over_http_previews_then_runs_as_the_requester(api
     template.update(name="leased", administration={"leaseduration": {"initial": "1h", "max": "1d", "step": "30m"}})
     catalog = {"catalog": {"clustertemplates": {"leased": template}}}
     assert (await api.call("PUT", "/v1/catalog", "writer", catalog))[0] == 403
+    # A dry run first (walk of session 22: `catalog apply` had none): checked as the apply is, nothing written.
+    before = served.log()
+    status, refused, _ = await api.call("PUT", "/v1/catalog?dry_run=true", "writer", catalog)
+    assert status == 403 and "catalog would not be applied (dry run)" in refused["error"]["message"], refused
+    status, dry, _ = await api.call("PUT", "/v1/catalog?dry_run=true", "root", catalog)
+    assert status == 200 and dry["ok"] and dry["dry_run"] and dry["seqs"] == [], dry
+    assert [(c["kind"], c["name"], c["action"]) for c in dry["changes"]] == [("clustertemplates", "leased", "add")], dry
+    status, bad, _ = await api.call("PUT", "/v1/catalog?dry_run=true", "root",
+                                    {"catalog": {"clustertemplates": {"leased": {**template, "extends": "nosuch"}}}})
+    assert status == 422 and bad["error"]["message"].startswith("catalog would not be applied (dry run): "), bad
+    assert served.log() == before
     status, applied, _ = await api.call("PUT", "/v1/catalog", "root", catalog)
     assert status == 200 and applied["ok"], applied
     made = await _job(api, "POST", "/v1/clusters", {"name": "every", "template": "leased", "nodes": 3, "services": WITHOUT_YARN})

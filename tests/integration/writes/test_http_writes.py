@@ -148,6 +148,10 @@ async def _tracker_may_not_send_as(served: Served, principal: str) -> str:
 async def test_job_control_and_a_revoked_token(api: Api, served: Served) -> None:
     status, answer, _ = await api.call("POST", f"/v1/jobs/{MADE['job_id']}/pause", "writer")
     assert status == 409 and "has succeeded (it ended): nothing to pause" in _error(answer)[1], answer
+    # A job the tenant does not have: 404, as its read answers (it was a 403 naming a grant on it to ask for).
+    ghost = "00000000-0000-4000-8000-000000000000"
+    status, answer, _ = await api.call("POST", f"/v1/jobs/{ghost}/cancel", "writer")
+    assert status == 404 and _error(answer) == ("job_id", f"no job {ghost} in tenant default"), answer
     made = served.run(served.ask_auth(served.sys_nc, "token-create", principal="writer"))["data"]
     served.tokens["writer-2"] = made["token"]
     acting = served.acting()

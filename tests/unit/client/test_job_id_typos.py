@@ -34,3 +34,22 @@ def test_status_without_a_job_says_where_the_jobs_are_listed() -> None:
     result = CliRunner().invoke(main, ["status", *NOWHERE])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("Error: muster status JOB_ID: which job? `muster job list` lists the tenant's jobs")
+
+
+@pytest.mark.parametrize("command", [["status"], ["history"], ["job", "cancel"]], ids=" ".join)
+def test_a_cluster_name_given_for_a_job_says_how_to_find_its_jobs(command: list[str]) -> None:
+    """Walk of session 23: `muster status web` (the cluster's name) said only that 'web' is no job id."""
+    result = CliRunner().invoke(main, [*command, "web", *NOWHERE])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == ("Error: job 'web' is not a job id (a UUID: `muster job list` lists them); if 'web' is a cluster: "
+                             "`muster job list --cluster web` lists its jobs\n")
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c != ["history"]], ids=" ".join)
+def test_a_missing_job_id_says_where_the_jobs_are_listed(command: list[str]) -> None:
+    """Walk of session 23: `muster status` alone said where the jobs are listed; `muster watch`,
+    `muster job cancel`... alone met click's bare "Missing argument 'JOB_ID'"."""
+    result = CliRunner().invoke(main, [*command, *NOWHERE])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"Error: muster {' '.join(command)} JOB_ID: which job? `muster job list` lists the tenant's "
+                                    "jobs"), result.stderr

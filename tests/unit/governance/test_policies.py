@@ -57,7 +57,8 @@ def test_deny_as_true_or_as_objects_still_reads_as_messages() -> None:
     boolean = compile_policy("b", "package muster.b\nimport rego.v1\ndefault deny := false\ndeny if input.x\n")
     objects = compile_policy("o", 'package muster.o\nimport rego.v1\ndeny contains {"msg": "no"} if input.x\n')
     verdict = evaluate([boolean, objects], {"x": True})
-    assert [d.message for d in verdict.denials] == ["denied (the policy gives no message)", "no"]
+    assert [d.message for d in verdict.denials] == [
+        "a deny rule holds that gives no message (a tenant admin reads the policy with muster policy list --source)", "no"]
     assert not evaluate([boolean, objects], {"x": False}).denied
 
 

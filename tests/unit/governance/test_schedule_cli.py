@@ -55,3 +55,17 @@ def test_a_pause_is_asked_by_name_and_a_refusal_names_the_command_typed(verb: st
     assert asked == [(verb, "schedule", {"name": "nightly"})]
     assert result.exit_code == EXIT_DENIED, result.output
     assert result.stderr == f"Error: schedule {verb} refused: not paused: alice has no execute permission on cluster c1\n"
+
+
+@pytest.mark.parametrize(("timing", "said"), [
+    (["--cron", "0 3 * * *", "--every", "10m"], "Error: --cron and --every both given: a schedule has one of them, either a cron "
+                                                "or an interval\n"),
+    ([], "Error: when does it run? give --cron '0 3 * * *' (a cron expression) or --every 10m (an interval)\n")])
+def test_the_timing_given_twice_or_not_at_all_is_said_as_that(timing: list[str], said: str) -> None:
+    """Walk of session 23: `--cron X --every Y` was told "give one of --cron and --every", read as
+    "at least one"; and so was a schedule with neither."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(muster.cli.main, ["schedule", "create", "x", *timing, "--nats-url", "nats://127.0.0.1:1",
+                                                  "--", "cluster", "check", "web"])
+    assert (result.exit_code, result.stderr) == (2, said), result.output

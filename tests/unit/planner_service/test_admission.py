@@ -181,10 +181,10 @@ REFUSED: dict[str, list[Refuse]] = {
     ],
     "remove-services": [lambda h: _with(_active(h), lambda cid: (RemoveServices(cluster_id=cid, services=["extra"]), "not on the cluster: extra"))],
     "configure": [lambda h: _with(_unsolvable(h), lambda cid: (ConfigureCluster(cluster_id=cid, config={}), "is failed; configure needs an active cluster"))],
-    "start": [lambda h: _with(_active(h), lambda cid: (StartServices(cluster_id=cid, services=["extra"]), "cannot plan start"))],
+    "start": [lambda h: _with(_active(h), lambda cid: (StartServices(cluster_id=cid, services=["extra"]), "has no service 'extra' (not on this cluster)"))],
     "stop": [lambda h: _with(_deleted(h), lambda cid: (StopServices(cluster_id=cid), "is deleted"))],
     "restart": [lambda h: _with(_unsolvable(h), lambda cid: (RestartServices(cluster_id=cid), "restart needs an active cluster"))],
-    "upgrade": [lambda h: _with(_active(h), lambda cid: (UpgradeService(cluster_id=cid, service="ghost"), "unknown service 'ghost'"))],
+    "upgrade": [lambda h: _with(_active(h), lambda cid: (UpgradeService(cluster_id=cid, service="ghost"), "has no service 'ghost' (not in the catalog)"))],
     "rollback": [
         lambda h: _with(_active(h), lambda cid: (RollbackCluster(cluster_id=cid, to_job="no-such"), "unknown job 'no-such'")),
         lambda h: _with(_create_job_of(h), lambda c: (RollbackCluster(cluster_id=c[0], to_job=c[1]), "left no earlier state")),

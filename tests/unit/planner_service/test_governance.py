@@ -50,6 +50,18 @@ async def put(h: Harness, kind: str, name: str, **entity: Any) -> None:
                                                       by="ada"), msg_id=f"{subject}:1")])
 
 
+async def test_a_refusal_says_which_policy_denied_it_in_words_even_without_a_message() -> None:
+    """Walk of session 22: `expand rejected: expand denied by the tenant's policies: denied (the
+    policy gives no message) (policy quiet)`: denied twice over, and nothing a user could act on."""
+    h = Harness()
+    await put(h, "policy", "quiet", source="package muster.quiet\nimport rego.v1\n\ndeny if input.request.nodes > 10\n")
+    big = await h.send(CreateCluster(name="big", template="hadoop-small", nodes=50, request_id="big"), principal="uma")
+    assert isinstance(big, Rejected) and big.code == "forbidden", big
+    assert big.reason == ("the tenant's policies deny it: a deny rule holds that gives no message (a tenant admin reads the "
+                          "policy with muster policy list --source) (policy quiet)"), big.reason
+    assert "denied" not in big.reason
+
+
 async def test_a_policy_denies_a_50_node_create_with_its_message_and_allows_a_5_node_one() -> None:
     h = Harness()
     await put(h, "policy", "nodes", source=NODES)

@@ -16,6 +16,7 @@ from contracts.commands import (
     Accepted,
     AddServices,
     ApplyPlan,
+    CancelJob,
     CreateCluster,
     DeleteCluster,
     DryRun,
@@ -115,6 +116,25 @@ async def test_a_saved_plan_is_applied_with_the_permission_of_its_own_operation(
     assert not isinstance(accepted, Rejected), accepted
 
 
+async def test_job_control_of_a_job_the_tenant_does_not_have_is_refused_as_unknown_not_as_a_missing_grant() -> None:
+    """Walk of session 22: `muster job cancel <a mistyped id>` said `alice has no execute
+    permission on job ...` and how to grant it, on a job that is not there."""
+    h = Harness()
+    cid = await h.cluster_of(2)
+    h.ports["identities"] = identities(("operator", "execute", Scope(tenant="default", kind="cluster", id="*")))
+    await h.restart()
+    ghost = "00000000-0000-4000-8000-000000000000"
+    for who in ("operator", "reader"):  # (reads answer 404 for it to anyone: the same here)
+        refused = await h.send(CancelJob(job_id=ghost), principal=who)
+        assert isinstance(refused, Rejected) and (refused.code, refused.field) == ("not_found", "job_id"), refused
+        assert refused.reason == f"unknown job '{ghost}' in tenant 'default' (`muster job list` lists its jobs)", refused
+    restart = await h.send(RestartServices(cluster_id=cid), principal="root")  # a job that is there: the grant is what lacks
+    assert isinstance(restart, Accepted), restart
+    job = restart.job_id
+    refused = await h.send(CancelJob(job_id=job), principal="reader")
+    assert isinstance(refused, Rejected) and refused.code == "forbidden" and "no execute permission" in refused.reason, refused
+
+
 UNAVAILABLE = [
     ("append", TimeoutError()),
     ("append", NoStreamResponseError()),  # the stream had no leader to answer the publish
@@ -194,8 +214,20 @@ async def test_a_service_not_in_the_catalog_is_refused_at_its_field_for_every_ve
         for dry in (True, False):
             reply = await h.send(command.model_copy(update={"dry_run": dry}))
             assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", field), (command, reply)
-            assert "unknown service 'nope': not in the catalog" in reply.reason, reply
+            # (walk of session 22: it said "unknown service 'nope': not in the catalog", not the cluster's services)
+            assert reply.reason.startswith("cluster 'c1' has no service 'nope' (not in the catalog); its services: base, "), reply
     assert len(h.log.records) == before
+
+
+async def test_a_service_of_the_catalog_not_on_the_cluster_is_named_with_the_services_the_cluster_has() -> None:
+    h = Harness()
+    cid = (await h.ok(CreateCluster(name="zk", template="hadoop-small", nodes=2, services=["base", "zookeeper-server"]))).cluster_id
+    reply = await h.send(RestartServices(cluster_id=cid, services=["base", "nope", "hdfs-namenode"]))
+    assert isinstance(reply, Rejected) and (reply.code, reply.field) == ("invalid", "services"), reply
+    assert reply.reason == ("cluster 'zk' has no services 'hdfs-namenode' (not on this cluster), 'nope' (not in the catalog); "
+                            "its services: base, zookeeper-server"), reply
+    reply = await h.send(StopServices(cluster_id=cid, services=["zookeeper-serv"]))
+    assert isinstance(reply, Rejected) and reply.reason.endswith("(did you mean 'zookeeper-server'?)"), reply
 
 
 async def test_an_unknown_template_or_service_gets_a_did_you_mean_among_what_the_requester_may_read() -> None:

@@ -275,6 +275,10 @@
         const resp = await fetch(form.getAttribute("action"), {method: "POST",
           body: new URLSearchParams({action: action, csrf: form.elements.csrf.value}), headers: {Accept: "application/json"}});
         const body = await resp.json();
+        if (resp.status === 401 && body.sign_in) {  // the token is no longer valid: the sign-in page says so
+          window.location.assign(body.sign_in + "&next=" + encodeURIComponent(location.pathname + location.search));
+          return;
+        }
         said.textContent = action + ": " + (body.said || (body.error && body.error.message) || resp.status);
         if (body.accepted && action === "retry") { final = false; connect(); }
       } catch (err) {
