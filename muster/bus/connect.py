@@ -131,6 +131,7 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
     creds = credentials(token)
     servers = nats_url(url, data_dir if data_dir is not None else default_data_dir()).split(",")
     nc = Client()
+    wire.strict_handshake(nc)  # a reconnect is made once the server said PONG, not before
 
     async def on_error(err: Exception) -> None:
         log.warning("nats error", error=(str(err) or type(err).__name__) + plain_to_tls(err, servers))
