@@ -14,7 +14,7 @@ from nats.aio.client import Client
 from muster import tracing
 from muster.bus.connect import connect
 from muster.bus.streams import ensure_streams, replicas_from_env
-from muster.bus.wire import flush, on_closed
+from muster.bus.wire import flush
 from muster.runtime.logs import configure_logging
 from muster.tls.context import TlsError
 
@@ -36,16 +36,19 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
         loop.add_signal_handler(sig, stop.set)
     log = structlog.get_logger(f"muster.{name}")
     lost = asyncio.Event()
+
+    async def on_closed() -> None:
+        if not stop.is_set():
+            lost.set()
+
     try:
-        nc = await _connect_unless_stopped(url, name, stop)
+        nc = await _connect_unless_stopped(url, name, stop, on_closed)
     except TlsError as err:  # a setting to fix, in one line of the log, not a traceback
         log.error("cannot connect to NATS", error=str(err))
         raise SystemExit(1) from None
     if nc is None:
         log.info("stopped before NATS answered")
         return
-    # Told however nats-py closes it: it does not always call its closed callback (wire.on_closed).
-    on_closed(nc, lambda: None if stop.is_set() else lost.set())
     try:
         await ensure_streams(nc.jetstream(), replicas=replicas_from_env(), tasks=name in TASK_QUEUE_SERVICES)
         async with AsyncExitStack() as stack:
@@ -56,8 +59,9 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
             if lost.is_set() and not stop.is_set():
                 # nats-py gives a connection up for good on some of the server's errors (an
                 # "Authorization Violation" sent while connected, as a config reload of a server
-                # whose callout is busy may; one read while reconnecting, without a callback):
-                # exit, and the supervisor starts us again.
+                # whose callout is busy may; one read while reconnecting, where nats-py itself
+                # calls no callback: `connect` does, muster.bus.wire.on_closed): exit, and the
+                # supervisor starts us again.
                 log.error("the connection to NATS was closed for good; exiting to be started again",
                           error=str(nc.last_error) if nc.last_error else "")
                 stack.pop_all()  # their clean-ups need the connection that is gone
@@ -80,10 +84,11 @@ async def _first(*waits: Awaitable[object]) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Event) -> Client | None:
+async def _connect_unless_stopped(url: str | None, name: str, stop: asyncio.Event,
+                                  on_closed: Callable[[], Awaitable[None]]) -> Client | None:
     """The connection, or None when a signal came first: connecting waits for NATS without
     end (reconnects never give up), and a stop must not."""
-    connecting = asyncio.ensure_future(connect(url, name=name))
+    connecting = asyncio.ensure_future(connect(url, name=name, closed_cb=on_closed))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
     stopping.cancel()
