@@ -30,7 +30,7 @@
 - **Connecting again**: `strict_handshake` makes a (re)connect done only once the server
   answered its CONNECT's PING with PONG (nats-py 2.16 takes any other reply, an EOF among them,
   for done), and `on_closed` tells a listener when the connection is closed for good, however
-  it is closed (nats-py closes a reconnecting connection without calling its closed callback).
+  it is closed (nats-py can close a reconnecting connection without calling its closed callback).
   docs/testing.md, "A provisioner's connection closed for good, silently".
 
 - **Ending**: `close_push` and `stop_watch` end a JetStream push subscription (an ordered
@@ -371,8 +371,8 @@ def on_closed(nc: Client, listener: Callable[[], None]) -> None:
     """`listener` is called once, when `nc` starts closing for good, whoever closes it and
     whether or not nats-py then calls its closed callback (its `_close` sets the status CLOSED
     first and calls the callback last: an -ERR read while reconnecting closes without it, and an
-    error on the way, a reset socket's, ends `_close` before it). Called at once if `nc` is
-    closed already. A closed connection never comes back: a service exits on it, and its
+    error on the way, a reset socket's `drain`, would end `_close` before it). Called at once if
+    `nc` is closed already. A closed connection never comes back: a service exits on it, and its
     supervisor starts it again."""
     if nc.is_closed:
         listener()
