@@ -127,10 +127,12 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
                   **options: Any) -> Client:
     """Without `url` or $NATS_URL, the URL `muster up` saved in `data_dir` (default: $MUSTER_DATA_DIR,
     else ./.muster), as every command finds it; `data_dir` is also where a local CA may be
-    (muster.tls.context.client_tls)."""
+    (muster.tls.context.client_tls). `options` are nats-py's; its `closed_cb` is called (in a
+    task of its own) as the connection starts closing for good, whoever closes it."""
     creds = credentials(token)
     servers = nats_url(url, data_dir if data_dir is not None else default_data_dir()).split(",")
     nc = Client()
+    wire.strict_handshake(nc)  # a reconnect is made once the server said PONG, not before
 
     async def on_error(err: Exception) -> None:
         log.warning("nats error", error=(str(err) or type(err).__name__) + plain_to_tls(err, servers))
@@ -159,12 +161,17 @@ async def connect(url: str | None = None, name: str = "muster", token: str | Non
         settings["token"] = creds.token
     settings.update(nats_options(servers, data_dir))
     settings.update(options)
+    # Called here, once, however nats-py closes the connection for good: it does not always
+    # call its own (an -ERR read while reconnecting closes without it; wire.on_closed).
+    closed_cb: Callable[[], Awaitable[None]] | None = settings.pop("closed_cb", None)
     try:
         await connect_verified(nc.connect, settings, data_dir)
     except BaseException:
         await wire.close_unconnected(nc)
         raise
     nc._muster_principal = creds.principal  # type: ignore[attr-defined]
+    if closed_cb is not None:
+        wire.on_closed(nc, lambda: _background(closed_cb()))
     return nc
 
 

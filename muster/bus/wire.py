@@ -27,6 +27,12 @@
 - **Flushing**: `flush` is a round trip to the server behind everything sent before it
   (nats-py's own `flush` may overtake the subscriptions just made).
 
+- **Connecting again**: `strict_handshake` makes a (re)connect done only once the server
+  answered its CONNECT's PING with PONG (nats-py 2.16 takes any other reply, an EOF among them,
+  for done), and `on_closed` tells a listener when the connection is closed for good, however
+  it is closed (nats-py can close a reconnecting connection without calling its closed callback).
+  docs/testing.md, "A provisioner's connection closed for good, silently".
+
 - **Ending**: `close_push` and `stop_watch` end a JetStream push subscription (an ordered
   consumer, a KV watch) with the tasks nats-py runs for it (heartbeat and flow-control checks),
   awaited: its own `unsubscribe` only cancels them, and not at all once the connection is closed
@@ -37,7 +43,8 @@
 What is relied on, of nats-py (pinned in requirements.lock): `Client._process_msg(sid, subject,
 reply, data, headers)`, called by its parser for every MSG/HMSG; `Subscription._id`; the send
 buffer `Client._pending`, `_pending_data_size`, `_max_pending_size`, `_transport.writelines`;
-`Client._server_info`; `JetStreamContext._nc` and `_timeout`; a JetStream subscription's
+`Client._server_info`; `Client._process_connect_init` and the tasks it starts (`_reading_task`,
+`_ping_interval_task`, `_flusher_task`); `JetStreamContext._nc` and `_timeout`; a JetStream subscription's
 `PushSubscription._sub` (a KV watch's `KeyWatcher._sub`), `Subscription._jsi` with its tasks
 `_hbtask` and `_fctask` (and, for `restart_ordered`, its ordered consumer's `_sseq`, `_ccreq`,
 `reset_ordered_consumer` and `recreate_consumer`), and `Subscription._wait_for_msgs_task`; `Client._close` and
@@ -69,7 +76,7 @@ from .protocol import frame, settle_body
 
 INTERNALS = {
     Client: ("_process_msg", "_pending", "_pending_data_size", "_max_pending_size", "_transport", "_server_info", "_close",
-             "_error_cb"),
+             "_error_cb", "_process_connect_init", "_reading_task", "_ping_interval_task", "_flusher_task"),
     Subscription: ("_id", "_jsi", "_wait_for_msgs_task"),
     JetStreamContext: ("_nc", "_timeout", "_jsm"),
     JetStreamContext.PushSubscription: ("_sub", "_consumer"),
@@ -313,6 +320,80 @@ async def flush(nc: Client, timeout: int = 10) -> None:
         nc._pending = []
         nc._pending_data_size = 0
     await nc.flush(timeout)
+
+
+# -- connecting again, and closing for good ---------------------------------------------------
+
+
+class HandshakeError(NatsError):
+    """A (re)connect whose CONNECT was not answered with PONG: the attempt failed, and nats-py
+    tries again (the first connect: `connect` raises it, after its retries)."""
+
+    def __str__(self) -> str:
+        return "nats: the server did not answer the connect with PONG (it closed the connection or sent something else first)"
+
+
+def strict_handshake(nc: Client) -> None:
+    """A connect or reconnect of `nc` is done only once the server answered the PING behind its
+    CONNECT with PONG. Call before `nc.connect`.
+
+    nats-py's `_process_connect_init` (2.16) reads one line after its PING: PONG makes the
+    connection CONNECTED, -ERR raises, and anything else (an EOF, a PING or INFO of the
+    server's ahead of its answer) is taken for done, with the status left CONNECTING: the read
+    loop starts on a connection the server may be refusing, and the reconnect goes on as if it
+    had made it. When the server's "-ERR 'Authorization Violation'" then reaches that read loop
+    while the status still says CONNECTING (the resubscriptions written to the closed socket
+    fail, and the reconnect yields before it sets CONNECTED), `_process_err` takes it for the
+    refusal of a first connect and closes the connection for good without a callback: a service
+    lived on with a connection closed, neither reconnecting nor exiting (docs/testing.md).
+    Here such a handshake fails like one answered with -ERR: the tasks it started are
+    cancelled before they run, its socket closed, and nats-py's reconnect loop tries again."""
+    original = nc._process_connect_init
+
+    async def process_connect_init() -> None:
+        await original()
+        if nc.is_connected:
+            return
+        for task in (nc._reading_task, nc._ping_interval_task, nc._flusher_task):
+            if task is not None and not task.done():
+                task.cancel()
+        if nc._transport is not None:
+            nc._transport.close()  # type: ignore[no-untyped-call]  # (nats-py leaves it unannotated)
+        raise HandshakeError()
+
+    nc._process_connect_init = process_connect_init  # type: ignore[method-assign]
+
+
+_CLOSED_LISTENERS = "_muster_closed_listeners"
+
+
+def on_closed(nc: Client, listener: Callable[[], None]) -> None:
+    """`listener` is called once, when `nc` starts closing for good, whoever closes it and
+    whether or not nats-py then calls its closed callback (its `_close` sets the status CLOSED
+    first and calls the callback last: an -ERR read while reconnecting closes without it, and an
+    error on the way, a reset socket's `drain`, would end `_close` before it). Called at once if
+    `nc` is closed already. A closed connection never comes back: a service exits on it, and its
+    supervisor starts it again."""
+    if nc.is_closed:
+        listener()
+        return
+    listeners: list[Callable[[], None]] | None = getattr(nc, _CLOSED_LISTENERS, None)
+    if listeners is None:
+        listeners = []
+        setattr(nc, _CLOSED_LISTENERS, listeners)
+        original = nc._close
+
+        async def close(status: int, do_cbs: bool = True) -> None:
+            # (a first connect's failed attempt closes with DISCONNECTED, and tries again)
+            if status == Client.CLOSED and not nc.is_closed and listeners:
+                told = list(listeners)
+                listeners.clear()
+                for each in told:
+                    each()
+            await original(status, do_cbs)
+
+        nc._close = close  # type: ignore[method-assign]
+    listeners.append(listener)
 
 
 def connection_of(js: JetStreamContext) -> Client:

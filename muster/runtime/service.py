@@ -59,7 +59,9 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
             if lost.is_set() and not stop.is_set():
                 # nats-py gives a connection up for good on some of the server's errors (an
                 # "Authorization Violation" sent while connected, as a config reload of a server
-                # whose callout is busy may): exit, and the supervisor starts us again.
+                # whose callout is busy may; one read while reconnecting, where nats-py itself
+                # calls no callback: `connect` does, muster.bus.wire.on_closed): exit, and the
+                # supervisor starts us again.
                 log.error("the connection to NATS was closed for good; exiting to be started again",
                           error=str(nc.last_error) if nc.last_error else "")
                 stack.pop_all()  # their clean-ups need the connection that is gone
