@@ -55,7 +55,7 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
             await setup(nc, stack)
             await flush(nc)  # "started" means subscribed: a request sent on that word finds us
             log.info("started", nats=nc.connected_url.netloc if nc.connected_url else "")
-            await _first(stop.wait(), lost.wait())
+            await first_of(stop.wait(), lost.wait())
             if lost.is_set() and not stop.is_set():
                 # nats-py gives a connection up for good on some of the server's errors (an
                 # "Authorization Violation" sent while connected, as a config reload of a server
@@ -74,7 +74,8 @@ async def run_service(name: str, url: str | None, setup: Setup) -> None:
             await nc.close()
 
 
-async def _first(*waits: Awaitable[object]) -> None:
+async def first_of(*waits: Awaitable[object]) -> None:
+    """Returns when the first of `waits` is done; the others are cancelled."""
     tasks = [asyncio.ensure_future(w) for w in waits]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

@@ -11,6 +11,7 @@ import click
 import structlog
 
 from muster.runtime.logs import configure_logging
+from muster.runtime.service import first_of
 
 from .bootstrap import Bootstrap
 from .keys import AuthKeys, env_lines
@@ -26,7 +27,9 @@ async def _run(service: AuthService) -> None:
     await service.start()
     try:
         log.info("started", principals=len(service.view.state.principals) if service.view else 0)
-        await stop.wait()
+        await first_of(stop.wait(), service.lost.wait())
+        if not stop.is_set():
+            raise SystemExit(1)  # a connection closed for good (logged): the supervisor starts us again
         log.info("stopping")
     finally:
         await service.stop()

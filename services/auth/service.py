@@ -72,6 +72,10 @@ class AuthService:
     kicked: int = field(default=0, init=False)
     _conns: list[Client] = field(default_factory=list, init=False)
     _tasks: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
+    lost: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    """set when one of the connections is closed for good (nats-py gives one up on some of the
+    server's errors): the service exits, and its supervisor starts it again"""
+    _stopping: bool = field(default=False, init=False)
 
     async def _bootstrap(self) -> None:
         for attempt in range(BOOTSTRAP_RETRIES + 1):
@@ -85,8 +89,14 @@ class AuthService:
                 await asyncio.sleep(0.1 * 2**attempt)  # a bounded retry of one write, not a poll
 
     async def _connect(self, user: str, name: str) -> Client:
+        async def on_closed() -> None:
+            if not self._stopping:
+                log.error("a connection to NATS was closed for good; exiting to be started again",
+                          connection=name, error=str(nc.last_error) if nc.last_error else "")
+                self.lost.set()
+
         nc = await connect(self.url, name=name, user=user, password=self.keys.bus_secret, token=None,
-                           inbox_prefix="_INBOX.muster-auth")
+                           inbox_prefix="_INBOX.muster-auth", closed_cb=on_closed)
         self._conns.append(nc)
         return nc
 
@@ -122,6 +132,7 @@ class AuthService:
                 await asyncio.sleep(0.25 * 2**attempt)
 
     async def stop(self) -> None:
+        self._stopping = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
