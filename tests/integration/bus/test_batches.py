@@ -105,3 +105,50 @@ async def test_a_failing_event_is_found_and_delivered_again_the_others_acked(nc:
     await sub.unsubscribe()
     assert sorted(taken) == list(range(8))  # each taken once: the others of its batch were acked
     assert info.num_ack_pending == 0 and failures == {3: 0}  # delivered again until it was taken
+
+
+async def test_a_batch_lingers_for_the_events_its_linger_asks_for_and_takes_them_in_one_call(nc: Client, tenant: str) -> None:
+    """`linger` asks for more while fewer than ten events are in the batch: the five written
+    while the first five wait join them, and the handler is called once with all ten."""
+    durable = f"batch-{tenant}"
+    calls: list[list[int]] = []
+    asked = asyncio.Event()
+    done = asyncio.Event()
+
+    def linger(batch: Sequence[Recorded]) -> float:
+        asked.set()
+        return 30.0 if len(batch) < 10 else 0.0
+
+    async def handler(batch: Sequence[Recorded]) -> None:
+        calls.append([int(r.event.task_id[1:]) for r in batch])
+        done.set()
+
+    await _write(nc, tenant, 5)
+    acks = await _acks(nc, durable)
+    sub = await consume_batches(nc.jetstream(), f"muster.evt.{tenant}.task.>", durable, handler, linger=linger)
+    await asyncio.wait_for(asked.wait(), 10)
+    assert calls == []  # the first five wait
+    await _write(nc, tenant, 5, start=5)
+    await asyncio.wait_for(done.wait(), 10)
+    await acks.until(10)
+    await sub.unsubscribe()
+    assert calls == [list(range(10))]
+
+
+async def test_a_batch_lingers_no_longer_than_its_linger_said_first(nc: Client, tenant: str) -> None:
+    durable = f"batch-{tenant}"
+    calls: list[list[int]] = []
+    done = asyncio.Event()
+
+    async def handler(batch: Sequence[Recorded]) -> None:
+        calls.append([int(r.event.task_id[1:]) for r in batch])
+        done.set()
+
+    await _write(nc, tenant, 3)
+    acks = await _acks(nc, durable)
+    sub = await consume_batches(nc.jetstream(), f"muster.evt.{tenant}.task.>", durable, handler,
+                                linger=lambda batch: 0.2)  # always asks for more: its first answer bounds it
+    await asyncio.wait_for(done.wait(), 10)
+    await acks.until(3)
+    await sub.unsubscribe()
+    assert calls == [[0, 1, 2]]
