@@ -284,17 +284,10 @@ async def consume_batches(
                 log.error("undecodable event terminated", subject=msg.subject, durable=durable, error=str(err))
                 _settle_on(nc, msg, TERM)
 
-    def wanted(taken: list[tuple[Msg, Recorded]]) -> float:
-        assert linger is not None
-        try:
-            return linger([r for _, r in taken])
-        except Exception as err:  # noqa: BLE001 - a bug of the service's: the batch goes now, the consumer on
-            log.error("linger failed; the batch is taken as it is", durable=durable, error=f"{type(err).__name__}: {err}")
-            return 0.0
-
     async def lingered(taken: list[tuple[Msg, Recorded]]) -> None:
         """More deliveries into `taken` while `linger` asks for them, up to the time it first gave."""
-        wait = wanted(taken)
+        assert linger is not None
+        wait = linger([r for _, r in taken])
         if wait <= 0:
             return
         loop = asyncio.get_running_loop()
@@ -309,7 +302,7 @@ async def consume_batches(
             more = waiting[: most - len(taken)]
             del waiting[: len(more)]
             await decode(more, taken)
-            if wanted(taken) <= 0:
+            if linger([r for _, r in taken]) <= 0:
                 return
 
     async def take(batch: list[Msg]) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from contracts.commands import Rejected
-from contracts.events import Event, LayoutSolved, LayoutUnsolvable, TaskClaimed, TaskFailed, TaskSucceeded
+from contracts.events import Event, LayoutSolved, LayoutUnsolvable, TaskFailed, TaskSucceeded
 from muster import tracing
 from muster.ports.eventlog import ConcurrencyError, Recorded
 from muster.ports.taskqueue import TaskQueue
@@ -229,9 +229,7 @@ class Planner:
         ended: dict[str, set[tuple[str, int]]] = {}
         for recorded in batch:
             event = recorded.event
-            if not isinstance(event, TaskClaimed | TaskSucceeded | TaskFailed):
-                continue
-            into = claimed if isinstance(event, TaskClaimed) else ended
+            into = claimed if recorded.type == "TaskClaimed" else ended
             into.setdefault(event.job_id, set()).add((event.task_id, event.attempt))
         for job_id, done in ended.items():
             job = self.jobs.get(job_id)

@@ -152,24 +152,3 @@ async def test_a_batch_lingers_no_longer_than_its_linger_said_first(nc: Client, 
     await acks.until(3)
     await sub.unsubscribe()
     assert calls == [[0, 1, 2]]
-
-
-async def test_a_linger_that_fails_lets_the_batch_go_and_the_consumer_go_on(nc: Client, tenant: str) -> None:
-    durable = f"batch-{tenant}"
-    taken: list[int] = []
-    done = asyncio.Event()
-
-    def linger(batch: Sequence[Recorded]) -> float:
-        raise KeyError("a bug")
-
-    async def handler(batch: Sequence[Recorded]) -> None:
-        taken.extend(int(r.event.task_id[1:]) for r in batch)
-        if len(taken) == 6:
-            done.set()
-
-    await _write(nc, tenant, 3)
-    sub = await consume_batches(nc.jetstream(), f"muster.evt.{tenant}.task.>", durable, handler, linger=linger)
-    await _write(nc, tenant, 3, start=3)
-    await asyncio.wait_for(done.wait(), 10)
-    await sub.unsubscribe()
-    assert taken == list(range(6))

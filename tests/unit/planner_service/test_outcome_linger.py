@@ -65,9 +65,3 @@ async def test_without_a_linger_outcomes_are_taken_as_they_come() -> None:
     await h.settle()
     one = await _write(h, first, TaskSucceeded(**_common(first, "p1")), "outcome")  # type: ignore[arg-type]
     assert h.planner.linger([one]) == 0
-
-
-async def test_events_of_other_types_in_a_batch_are_not_looked_at() -> None:
-    h, (first, *_) = await _wave(LINGER_S)
-    planned = next(r for r in h.log.records if r.type == "JobPlanned")
-    assert h.planner.linger([planned]) == 0
