@@ -122,7 +122,7 @@ class WorkerCore:
         self.running = 0
         """Plugins running (at most `capacity`)."""
         self.finishing = 0
-        """Outcomes being stored (not those held back: `_hold`)."""
+        """Outcomes being stored."""
         self.line: deque[int] = deque()
         """Claimed tasks waiting for a plugin slot, first come first served."""
         self._keepalive_s: dict[str, float] = {}
@@ -252,6 +252,7 @@ class WorkerCore:
         self.slots.give(h.slot)
         self._leave(h)
         h.ok = outcome.ok
+        self.finishing += 1
         event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
         h.outcome = Append(event, msg_id=f"{attempt_key(h.task)}.outcome")
         return [*self._hold(hid, now), *after, *self._released()]
@@ -363,9 +364,7 @@ class WorkerCore:
         """A returned task's outcome: held back while other tasks of its job here have not
         returned (being claimed, waiting for a plugin slot or running), for at most
         `outcome_hold_s` from the first outcome held, so that a burst's outcomes go to the log
-        as one group. Else stored now, with those of its job held so far. A held outcome is not
-        among those `finishing` (the pulls' limit, for a slow log): it waits for no log, and
-        counting it stopped the pulls of a worker of capacity 1 while its outcomes were held.
+        as one group. Else stored now, with those of its job held so far.
 
         Why: the first task of a burst is claimed and runs ahead of the others (its claim goes
         alone, theirs together once it is stored), so its outcome went alone, the planner saved
@@ -386,7 +385,6 @@ class WorkerCore:
             holds.append(hid)
             return []
         h.stage = "storing"
-        self.finishing += 1
         return [Store(hid, h.subject, h.outcome), *self._release(job)]
 
     def _release(self, job: str) -> list[Action]:
@@ -396,7 +394,6 @@ class WorkerCore:
             h = self.held.get(hid)
             if h is not None and h.stage == "holding" and h.outcome is not None:
                 h.stage = "storing"
-                self.finishing += 1
                 out.append(Store(hid, h.subject, h.outcome))
         return out
 
