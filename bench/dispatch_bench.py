@@ -186,9 +186,6 @@ class Provisioner:
     """Workers with the real plugin registry, on a connection of their own; the process's heap
     frozen once they started, as `muster provisioner` does (services/provisioner/heap.py)."""
 
-    outcome_hold_s: float | None = None
-    """`WorkerConfig.outcome_hold_s` (`--outcome-hold-ms`; None: its default)."""
-
     def __init__(self, url: str, tenant: str, capacity: int, ack_wait_s: float = 30.0, index: int = 0) -> None:
         self.url, self.tenant, self.capacity, self.ack_wait_s, self.index = url, tenant, capacity, ack_wait_s, index
 
@@ -198,8 +195,6 @@ class Provisioner:
         self.executor = Counting(self.registry)
         config = WorkerConfig(provisioner_id=f"bench-{self.tenant}-{self.index}", tenants=(self.tenant,), capacity=self.capacity,
                               ack_wait_s=self.ack_wait_s)
-        if self.outcome_hold_s is not None:
-            config.outcome_hold_s = self.outcome_hold_s
         self.store = EventStore(self.nc)
         self.workers = Workers(self.nc.jetstream(), self.store, self.executor, config)
         self.executor.in_flight = lambda: self.workers.plugins_running
@@ -376,7 +371,7 @@ async def process_throughput(url: str, nc: Client, n: int, processes: int, capac
     tenant = f"benchproc{processes}x{time.perf_counter_ns() % 10**9}"
     children = [
         await asyncio.create_subprocess_exec(sys.executable, __file__, "--serve", url, tenant, str(capacity), str(i),
-                                             *_hold_args(), stdout=asyncio.subprocess.PIPE)
+                                             stdout=asyncio.subprocess.PIPE)
         for i in range(processes)
     ]
     try:
@@ -402,10 +397,6 @@ async def process_throughput(url: str, nc: Client, n: int, processes: int, capac
     stats = [json.loads((await child.communicate())[0].decode().strip().splitlines()[-1]) for child in children]
     return Throughput(rate, observer, max(s["most"] for s in stats), (mine + sum(s["cpu"] for s in stats)) / n,
                       sum(s["events"] for s in stats) / max(sum(s["sent"] for s in stats), 1), max(s["held"] for s in stats))
-
-
-def _hold_args() -> list[str]:
-    return [] if Provisioner.outcome_hold_s is None else ["--outcome-hold-ms", str(Provisioner.outcome_hold_s * 1000)]
 
 
 async def serve(url: str, tenant: str, capacity: int, index: int) -> None:
@@ -571,11 +562,8 @@ def main() -> None:
     parser.add_argument("--task-seconds", type=float, default=5.0, help="length of each of those tasks")
     parser.add_argument("--data-dir", default=None, help="keep the server's store and log here (default: a temp dir)")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' in docs/benchmarks.md")
-    parser.add_argument("--outcome-hold-ms", type=float, help="the workers' outcome hold (default: WorkerConfig's)")
     parser.add_argument("--serve", nargs=4, metavar=("URL", "TENANT", "CAPACITY", "INDEX"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.outcome_hold_ms is not None:
-        Provisioner.outcome_hold_s = args.outcome_hold_ms / 1000
     if args.serve:  # a provisioner process of process_throughput
         url, tenant, capacity, index = args.serve
         asyncio.run(serve(url, tenant, int(capacity), int(index)))

@@ -121,15 +121,10 @@ class Run:
     """One deployment with authorization on: a server (its monitoring endpoint on), the auth
     service and the others as processes, a client with a system token, and a wiretap."""
 
-    provisioner_args: list[str] = []
-    """Given to every provisioner (`--outcome-hold-ms`: an A/B of the hold)."""
-    planner_args: list[str] = []
-    """Given to every planner (`--outcome-linger-ms`)."""
-
     def __init__(self, base: Path, planners: int, provisioners: int, capacity: int, lease_ttl: float) -> None:
         self.base, self.planners = base, planners
-        options: dict[str, list[str]] = {"planner": ["--lease-ttl", str(lease_ttl), "--task-timeout", "3600", *self.planner_args],
-                                         "provisioner": ["--ack-wait", "30", *self.provisioner_args]}
+        options: dict[str, list[str]] = {"planner": ["--lease-ttl", str(lease_ttl), "--task-timeout", "3600"],
+                                         "provisioner": ["--ack-wait", "30"]}
         for i in range(1, planners + 1):
             if planners == 1:
                 options["planner"] += ["--instance", "planner-1"]
@@ -580,15 +575,9 @@ if __name__ == "__main__":
                         "during each create and print where its samples fall")
     parser.add_argument("--profile-dir", help="keep the profiles' collapsed stacks here (profile-<nodes>.txt)")
     parser.add_argument("--profile-top", type=int, default=25, help="functions shown per profile")
-    parser.add_argument("--outcome-hold-ms", type=float, help="the provisioners' --outcome-hold-ms (default: theirs)")
-    parser.add_argument("--outcome-linger-ms", type=float, help="the planners' --outcome-linger-ms (default: theirs)")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' (with --full: '{FULL_SECTION}') in docs/benchmarks.md")
     options = parser.parse_args()
     if options.full:
         options.nodes, options.takeover_jobs, options.jobs = "100,1000,10000", 0, 0
     options.nodes = [int(n) for n in str(options.nodes).split(",") if n.strip() and int(n)]
-    if options.outcome_hold_ms is not None:
-        Run.provisioner_args = ["--outcome-hold-ms", str(options.outcome_hold_ms)]
-    if options.outcome_linger_ms is not None:
-        Run.planner_args = ["--outcome-linger-ms", str(options.outcome_linger_ms)]
     asyncio.run(main(options))

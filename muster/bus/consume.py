@@ -222,8 +222,6 @@ def _unwanted(msg: Msg, types: Collection[str] | None) -> bool:
 
 
 MOST = 500
-Linger = Callable[[Sequence[Recorded]], float]
-"""A batch -> seconds it may wait for more deliveries to join it (`consume_batches`)."""
 """The most deliveries handed to a batch handler at once."""
 
 
@@ -239,7 +237,6 @@ async def consume_batches(
     inactive_threshold: float | None = None,
     most: int = MOST,
     types: Collection[str] | None = None,
-    linger: Linger | None = None,
 ) -> JetStreamContext.PushSubscription:
     """`consume_events` for a handler that takes a list: every delivery waiting when the
     handler is free goes to it at once, in order (a wave of events is one call, and one save
@@ -249,24 +246,17 @@ async def consume_batches(
     which failed: the others are acked, the failed one is delivered again after a delay (or
     made poison, as in `consume_events`). Acks stay explicit, one per event: with
     `AckPolicy.ALL` an ack would settle a failed event before it (nats-server 2.15 also
-    redelivers, in a tight loop, an unacked event older than an acked redelivery).
-
-    `linger(batch)`: seconds the batch may wait for more deliveries to join it (0: none). While
-    it says more than 0, the deliveries that arrive join the batch, until the time it first
-    said has passed: a planner waits so for the outcomes of a wave's other attempts, to save
-    them in one step (`Planner.linger`)."""
+    redelivers, in a tight loop, an unacked event older than an acked redelivery)."""
     bodies = Bodies(js)
     nc = connection_of(js)
     waiting: list[Msg] = []
     drains: list[asyncio.Task[None]] = []
-    arrived = asyncio.Event()
 
     async def on_msg(msg: Msg) -> None:  # nats-py's callback: hand over, return at once
         if _unwanted(msg, types):
             _settle_on(nc, msg, ACK)
             return
         waiting.append(msg)
-        arrived.set()
         if not drains or drains[-1].done():
             drains[:] = [asyncio.ensure_future(drain())]
 
@@ -276,40 +266,14 @@ async def consume_batches(
             del waiting[:most]
             await take(batch)
 
-    async def decode(batch: list[Msg], taken: list[tuple[Msg, Recorded]]) -> None:
+    async def take(batch: list[Msg]) -> None:
+        taken: list[tuple[Msg, Recorded]] = []
         for msg in batch:
             try:
                 taken.append((msg, await inflate(bodies, recorded_from_msg(msg))))
             except (ValidationError, ValueError, KeyError) as err:
                 log.error("undecodable event terminated", subject=msg.subject, durable=durable, error=str(err))
                 _settle_on(nc, msg, TERM)
-
-    async def lingered(taken: list[tuple[Msg, Recorded]]) -> None:
-        """More deliveries into `taken` while `linger` asks for them, up to the time it first gave."""
-        assert linger is not None
-        wait = linger([r for _, r in taken])
-        if wait <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        until = loop.time() + wait
-        while len(taken) < most and (left := until - loop.time()) > 0:
-            if not waiting:
-                arrived.clear()
-                try:
-                    await asyncio.wait_for(arrived.wait(), left)
-                except TimeoutError:
-                    return
-            more = waiting[: most - len(taken)]
-            del waiting[: len(more)]
-            await decode(more, taken)
-            if linger([r for _, r in taken]) <= 0:
-                return
-
-    async def take(batch: list[Msg]) -> None:
-        taken: list[tuple[Msg, Recorded]] = []
-        await decode(batch, taken)
-        if linger is not None and taken:
-            await lingered(taken)
         if not taken:
             return
         try:

@@ -68,8 +68,6 @@ class Planner:
         self.execution, self.attempts, self.requests, self.leases, self.pools = execution, attempts, requests, lease_expiry, pools
         self.recovery = recovery
         self.spend = spend
-        self._open: dict[str, set[tuple[str, int]]] = {}
-        """Attempts claimed and not ended yet, by job, as the task events told (`linger`)."""
 
     @property
     def jobs(self) -> dict[str, Job]:
@@ -172,8 +170,6 @@ class Planner:
     async def on_task_claimed(self, recorded: Recorded) -> None:
         await self._settled(recorded)
         self.attempts.claimed(recorded)
-        event = recorded.event
-        self._open.setdefault(event.job_id, set()).add((event.task_id, event.attempt))
         self.execution.on_claimed(recorded)
 
     async def on_task_outcome(self, recorded: Recorded) -> None:
@@ -182,7 +178,6 @@ class Planner:
             return  # recorded, but changes nothing: another provisioner's attempt (attempts.py)
         event: TaskSucceeded | TaskFailed = recorded.event
         self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
-        self._ended(event)
         async with self._owned(event.job_id) as found:
             if found is not None and not found[0].is_final:
                 await self.execution.take_outcome(*found, event, recorded)
@@ -204,49 +199,11 @@ class Planner:
             if await self.attempts.holds(recorded):
                 event: TaskSucceeded | TaskFailed = recorded.event
                 self.metrics.finished(event.job_id, event.task_id, event.attempt, recorded.time)
-                self._ended(event)
                 by_job.setdefault(event.job_id, []).append(event)
         for job_id, events in by_job.items():
             async with self._owned(job_id) as found:
                 if found is not None and not found[0].is_final:
                     await self.execution.take_outcomes(*found, events)
-            job = self.jobs.get(job_id)
-            if job is None or job.is_final:
-                self._open.pop(job_id, None)  # (an attempt that timed out never ends here)
-
-    def linger(self, batch: Sequence[Recorded]) -> float:
-        """How long these task events may wait for more to join them (`consume_batches`): while
-        an outcome's job has other attempts claimed and not ended, up to `outcome_linger_s`.
-
-        Why: the provisioners store a wave's outcomes each in a group of its own, a few ms
-        apart; taken as they come, each group is a save of its own, a publish of its own and,
-        for each provisioner, a claim and an outcome store of its own: the steps of a wave, each
-        a store the server syncs, repeated whatever the wave's width (docs/benchmarks.md,
-        "Scale", session 23)."""
-        if self.config.outcome_linger_s <= 0:
-            return 0.0
-        claimed: dict[str, set[tuple[str, int]]] = {}
-        ended: dict[str, set[tuple[str, int]]] = {}
-        for recorded in batch:
-            event = recorded.event
-            into = claimed if recorded.type == "TaskClaimed" else ended
-            into.setdefault(event.job_id, set()).add((event.task_id, event.attempt))
-        for job_id, done in ended.items():
-            job = self.jobs.get(job_id)
-            if job is None or job.is_final:
-                self._open.pop(job_id, None)  # (attempts that ended with their job, or another planner's)
-                continue
-            for key in (*self._open.get(job_id, ()), *claimed.get(job_id, ())):
-                if key not in done:
-                    return self.config.outcome_linger_s
-        return 0.0
-
-    def _ended(self, event: TaskSucceeded | TaskFailed) -> None:
-        attempts = self._open.get(event.job_id)
-        if attempts is not None:
-            attempts.discard((event.task_id, event.attempt))
-            if not attempts:
-                del self._open[event.job_id]
 
     async def _settled(self, recorded: Recorded) -> None:
         """Whether this planner acts for the event's cluster must be known before the event is

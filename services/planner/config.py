@@ -34,10 +34,6 @@ class PlannerConfig:
     tenant_limits: dict[str, int] = field(default_factory=dict)
     policy_deadline_s: float = POLICY_DEADLINE_S
     """How long one of a tenant's policies may evaluate before it denies (docs/governance.md)."""
-    outcome_linger_s: float = 0.01
-    """How long outcomes delivered while other attempts of their job are claimed and not ended
-    may wait for those to join them, to be taken in one step (0: taken as they come;
-    `Planner.linger`)."""
     callbacks_allowed: Allowed = field(default_factory=Allowed)
     """Where a pool callback may go besides public addresses: the pool service's setting, which
     the planner checks a callback with when no pool service answers (docs/pools.md)."""

@@ -134,8 +134,7 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
                                        deliver_policy=DeliverPolicy.NEW, inactive_threshold=CONSUMER_IDLE_S,
                                        types=frozenset(route.handlers))
         if route.batch:  # one subscriber: the events delivered together are taken together
-            subs.append(await consume_batches(nc.jetstream(), route.filter, durable, batch_router(planner, route),
-                                              linger=planner.linger, **options))
+            subs.append(await consume_batches(nc.jetstream(), route.filter, durable, batch_router(planner, route), **options))
         else:
             subs.append(await consume_events(nc.jetstream(), route.filter, durable, router(planner, route), **options))
     for sub in subs:
@@ -169,9 +168,6 @@ async def _unsubscribe(sub: Any) -> None:
         await sub.unsubscribe()
 
 
-DEFAULT_OUTCOME_LINGER_MS = PlannerConfig.outcome_linger_s * 1000
-
-
 @click.command("planner")
 @click.option("--nats-url", envvar="NATS_URL", default=None, help=SERVICE_URL_HELP)
 @click.option("--instance", default=None, help="this planner's name (default: planner-<host>-<pid>)")
@@ -188,9 +184,6 @@ DEFAULT_OUTCOME_LINGER_MS = PlannerConfig.outcome_linger_s * 1000
               help="shards the clusters are split into (the same for every planner)")
 @click.option("--lease-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.FloatRange(1.0),
               help="seconds after which a dead planner's shards are taken over")
-@click.option("--outcome-linger-ms", default=DEFAULT_OUTCOME_LINGER_MS, show_default=True, type=click.FloatRange(0, 1000),
-              help="ms outcomes may wait for the other attempts of their job claimed and not ended, to be taken in one "
-                   "step (0: taken as they come; docs/planner.md)")
 @click.option("--tenant-limit", "tenant_limit", multiple=True, metavar="N|TENANT=N",
               help="tasks of a tenant in flight at once: N for every tenant, TENANT=N for one (repeatable)")
 @click.option("--policy-deadline", envvar=POLICY_DEADLINE_ENV, default=POLICY_DEADLINE_S, show_default=True,
@@ -200,8 +193,7 @@ DEFAULT_OUTCOME_LINGER_MS = PlannerConfig.outcome_linger_s * 1000
               help="the pool service's setting, with which the planner checks a pool callback when no pool service "
                    f"answers; repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
-         action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, outcome_linger_ms: float,
-         tenant_limit: tuple[str, ...],
+         action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, tenant_limit: tuple[str, ...],
          policy_deadline: float, allow: tuple[str, ...]) -> None:
     """Run the planner service."""
     default, per_tenant = _tenant_limits(tenant_limit)
@@ -214,7 +206,6 @@ def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: st
         task_timeout_s=task_timeout, action_timeout_s={"default": action_timeout}, ack_wait_s=ack_wait,
         replicas=int(os.environ.get("MUSTER_REPLICAS", "1")), shards=shards, lease_ttl_s=lease_ttl,
         tenant_limit=default, tenant_limits=per_tenant, policy_deadline_s=policy_deadline, callbacks_allowed=allowed,
-        outcome_linger_s=outcome_linger_ms / 1000,
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:

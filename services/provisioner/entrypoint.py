@@ -58,9 +58,6 @@ async def granted_tenants(nc: Client, provisioner_class: str) -> tuple[str, ...]
     return tuple(q["tenant"] for q in reply["data"].get("queues", []) if q["class"] == provisioner_class)
 
 
-DEFAULT_OUTCOME_HOLD_MS = WorkerConfig.outcome_hold_s * 1000
-
-
 def default_work_dir(provisioner_id: str) -> Path:
     """Plugin state and keys survive restarts under the same id."""
     return Path(".muster") / "provisioner" / provisioner_id
@@ -77,9 +74,6 @@ def default_work_dir(provisioner_id: str) -> Path:
               help="tasks claimed beyond --capacity while plugins return within 1 s, each waiting for a slot with its claim "
                    "stored, back to the queue after 1 s without one (default: as many as --capacity; 0: never; "
                    "docs/provisioner.md)")
-@click.option("--outcome-hold-ms", default=DEFAULT_OUTCOME_HOLD_MS, show_default=True, type=click.FloatRange(0, 1000),
-              help="ms a task's outcome may wait for the other tasks of its job held here to return, to go to the log with "
-                   "theirs (0: never waits; docs/provisioner.md)")
 @click.option("--plugins-dir", multiple=True, type=click.Path(file_okay=False, path_type=Path), help="extra plugin folders")
 @click.option("--secrets", "secrets_file", envvar="MUSTER_SECRETS", default=None, help="JSON file: provider name -> sensitive fields, named secrets under @secrets, each tenant's own "
                    "under @tenants; the notifier's format too (docs/secrets.md)")
@@ -88,7 +82,7 @@ def default_work_dir(provisioner_id: str) -> Path:
 @click.option("--presence-ttl", default=DEFAULT_TTL_S, show_default=True, type=click.IntRange(1, MAX_TTL_S),
               help="seconds without a refresh after which this provisioner counts as gone")
 def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisioner_class: str, capacity: int,
-         ack_wait: float, claim_ahead: int | None, outcome_hold_ms: float, plugins_dir: tuple[Path, ...], secrets_file: str | None,
+         ack_wait: float, claim_ahead: int | None, plugins_dir: tuple[Path, ...], secrets_file: str | None,
          work_dir: Path | None, presence_ttl: int) -> None:
     """Run a provisioner: register plugins, then take tasks as they arrive.
 
@@ -119,8 +113,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
     except (PluginError, SecretsFileError) as err:  # bad input (exit 2), the file and the field named
         raise CliError(str(err)) from None
     config = WorkerConfig(provisioner_id=pid, tenants=tenant_list, provisioner_class=provisioner_class,
-                          capacity=capacity, ack_wait_s=ack_wait, claim_ahead=claim_ahead,
-                          outcome_hold_s=outcome_hold_ms / 1000)
+                          capacity=capacity, ack_wait_s=ack_wait, claim_ahead=claim_ahead)
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         stack.push_async_callback(registry.aclose)

@@ -30,10 +30,6 @@ class WorkerConfig:
     claim_ahead: int | None = None
     """Tasks taken and claimed beyond `capacity` while the slots turn over fast; None =
     `capacity`, 0 = never. At most `capacity` plugins run at once whatever this is."""
-    outcome_hold_s: float = 0.02
-    """A task's outcome waits up to this for the other tasks of its job held here (being
-    claimed, waiting or running) to return, and goes to the log with theirs (0: never waits;
-    docs/benchmarks.md, "Scale", session 23)."""
 
 
 def lets_go(task: TaskMessage, provisioner_id: str, delivery: int, config: WorkerConfig) -> bool:

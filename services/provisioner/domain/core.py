@@ -68,10 +68,7 @@ class Slots:
         heapq.heappush(self._free, slot)
 
 
-Stage = Literal["claiming", "waiting", "running", "holding", "storing", "again"]
-BUSY: tuple[Stage, ...] = ("claiming", "waiting", "running")
-"""A task in these has not returned from its plugin yet: an outcome of its job may wait for it
-(`WorkerConfig.outcome_hold_s`)."""
+Stage = Literal["claiming", "waiting", "running", "storing", "again"]
 
 
 @dataclass(slots=True)
@@ -95,7 +92,6 @@ class Held:
     again here instead of giving it back to nobody (docs/decisions/0013)."""
     again_at: float = 0.0
     outcome: Append | None = None
-    hold_until: float = 0.0
     promised_until: float = 0.0
     """Taken up again here only until then (the action's time limit from the promise): a plugin
     that keeps crashing, or a log that keeps refusing, is not retried every second for ever; the
@@ -127,13 +123,7 @@ class WorkerCore:
         """Claimed tasks waiting for a plugin slot, first come first served."""
         self._keepalive_s: dict[str, float] = {}
         self._ids = itertools.count()
-        self._due: list[tuple[float, int, str, int]] = []  # (when, tie, kind, held id)
-        self._busy: dict[str, int] = {}
-        """Tasks of each job in `BUSY` stages: claimed or being claimed and not returned yet."""
-        self._holds: dict[str, list[int]] = {}
-        """Outcomes held back, by job, until the job's other tasks here return (`_hold`)."""
-        self._idle_jobs: list[str] = []
-        """Jobs with outcomes held whose last busy task here just left `BUSY` (`_released`)."""
+        self._due: list[tuple[float, int, str, int]] = []  # (when, tie, "keepalive" | "line", held id)
         self._tie = itertools.count()
 
     # -- what the adapter asks ---------------------------------------------------------------
@@ -209,7 +199,6 @@ class WorkerCore:
         every = self._keepalive_s.get(tenant, 1.0)
         hid = next(self._ids)
         self.held[hid] = Held(reply, task, slot, worker, subject, every, now + every, delivery=delivery)
-        self._enter(task.job_id)
         self._at(now + every, "keepalive", hid)
         return [self._claim(hid)]
 
@@ -227,9 +216,9 @@ class WorkerCore:
         if h is None:
             return []
         if error is not None and closed and h.task.fence is not None:
-            return self._cancelled(hid) + self._released()
+            return self._cancelled(hid)
         if error is not None:
-            return self._give_back(hid, "task handling failed; will be redelivered", error, now=now) + self._released()
+            return self._give_back(hid, "task handling failed; will be redelivered", error, now=now)
         if self.running < self.capacity and not self.line:
             self.running += 1
             h.stage = "running"
@@ -248,14 +237,13 @@ class WorkerCore:
         if h is None:
             return after
         if error is not None or outcome is None:
-            return self._give_back(hid, "task handling failed; will be redelivered", error, now=now) + after + self._released()
+            return self._give_back(hid, "task handling failed; will be redelivered", error, now=now) + after
         self.slots.give(h.slot)
-        self._leave(h)
-        h.ok = outcome.ok
+        h.stage, h.ok = "storing", outcome.ok
         self.finishing += 1
         event = outcome_event(h.task, outcome, self.config.provisioner_id, h.worker)
         h.outcome = Append(event, msg_id=f"{attempt_key(h.task)}.outcome")
-        return [*self._hold(hid, now), *after, *self._released()]
+        return [Store(hid, h.subject, h.outcome), *after]
 
     def stored(self, hid: int, error: BaseException | None = None, now: float = 0.0) -> list[Action]:
         """The outcome is stored (one per attempt: its key): ack. Or the log failed us: the task
@@ -296,10 +284,7 @@ class WorkerCore:
             if kind == "again":
                 h.delivery += 1  # as a redelivery's claim: its own key
                 h.stage = "claiming"
-                self._enter(h.task.job_id)
                 out.append(self._claim(hid))
-            elif kind == "hold":
-                out += self._release(h.task.job_id)
             elif kind == "store":
                 assert h.outcome is not None
                 out.append(Store(hid, h.subject, h.outcome))
@@ -312,7 +297,7 @@ class WorkerCore:
                 self.ahead_ok = 0  # the slots turn over slowly: claim no more ahead
                 self.passed += 1
                 out += self._give_back(hid, "task claimed ahead let go: no free slot", None, delay=0.0, now=now)
-        return out + self._released()
+        return out
 
     # -- inside ----------------------------------------------------------------------------------
 
@@ -322,7 +307,6 @@ class WorkerCore:
         worker's does). A promised one has no queue to go back to: it keeps its slot and is
         claimed again here after the delay, as a redelivery would be."""
         h = self.held[hid]
-        self._leave(h)
         if h.promised and now < h.promised_until:
             h.stage, h.again_at = "again", now + max(delay, RETRY_DELAY_S)
             self._at(h.again_at, "again", hid)
@@ -344,7 +328,6 @@ class WorkerCore:
         claimed, and its planner ended the attempt (docs/decisions/0046). Never run; out of the
         queue for good (a redelivery would be refused the same way)."""
         h = self.held.pop(hid)
-        self._leave(h)
         self.slots.give(h.slot)
         self.cancelled += 1
         task = h.task
@@ -360,68 +343,6 @@ class WorkerCore:
         self.running -= 1
         return []
 
-    def _hold(self, hid: int, now: float) -> list[Action]:
-        """A returned task's outcome: held back while other tasks of its job here have not
-        returned (being claimed, waiting for a plugin slot or running), for at most
-        `outcome_hold_s` from the first outcome held, so that a burst's outcomes go to the log
-        as one group. Else stored now, with those of its job held so far.
-
-        Why: the first task of a burst is claimed and runs ahead of the others (its claim goes
-        alone, theirs together once it is stored), so its outcome went alone, the planner saved
-        it alone and queued its successor alone, and the lane went on through every stage of
-        the plan, a single store at each step (docs/benchmarks.md, "Scale", session 23)."""
-        h = self.held[hid]
-        assert h.outcome is not None
-        job = h.task.job_id
-        if self.config.outcome_hold_s > 0 and self._busy.get(job, 0) > 0:
-            holds = self._holds.get(job)
-            if holds is None:
-                holds = self._holds[job] = []
-                until = now + self.config.outcome_hold_s
-                self._at(until, "hold", hid)
-            else:
-                until = self.held[holds[0]].hold_until
-            h.stage, h.hold_until = "holding", until
-            holds.append(hid)
-            return []
-        h.stage = "storing"
-        return [Store(hid, h.subject, h.outcome), *self._release(job)]
-
-    def _release(self, job: str) -> list[Action]:
-        """The outcomes of `job` held back go to the log (together: one turn of the loop)."""
-        out: list[Action] = []
-        for hid in self._holds.pop(job, ()):
-            h = self.held.get(hid)
-            if h is not None and h.stage == "holding" and h.outcome is not None:
-                h.stage = "storing"
-                out.append(Store(hid, h.subject, h.outcome))
-        return out
-
-    def _released(self) -> list[Action]:
-        """The outcomes held for jobs none of whose tasks here is busy any more."""
-        out: list[Action] = []
-        while self._idle_jobs:
-            job = self._idle_jobs.pop()
-            if not self._busy.get(job):
-                out += self._release(job)
-        return out
-
-    def _enter(self, job: str) -> None:
-        self._busy[job] = self._busy.get(job, 0) + 1
-
-    def _leave(self, h: Held) -> None:
-        """`h` leaves the `BUSY` stages (call before its stage changes)."""
-        if h.stage not in BUSY:
-            return
-        job = h.task.job_id
-        left = self._busy[job] - 1
-        if left:
-            self._busy[job] = left
-            return
-        del self._busy[job]
-        if job in self._holds:
-            self._idle_jobs.append(job)
-
     def _at(self, when: float, kind: str, hid: int) -> None:
         heapq.heappush(self._due, (when, next(self._tie), kind, hid))
 
@@ -436,6 +357,4 @@ class WorkerCore:
             return h.stage == "again" and h.again_at == when
         if kind == "store":
             return h.stage == "storing" and h.again_at == when
-        if kind == "hold":
-            return h.stage == "holding" and h.hold_until == when
         return h.stage == "waiting" and h.line_until == when

@@ -18,8 +18,6 @@ OK = TaskOutcome(ok=True, result={"done": True})
 
 
 def _core(capacity: int = 1, claim_ahead: int | None = None, **config: Any) -> WorkerCore:
-    """A core whose outcomes are stored as their plugins return unless a test gives a hold."""
-    config.setdefault("outcome_hold_s", 0.0)
     core = WorkerCore(WorkerConfig(provisioner_id="p1", capacity=capacity, claim_ahead=claim_ahead, **config))
     core.queue_declared("t1", 30.0)
     return core
@@ -321,61 +319,3 @@ def test_an_unpromised_task_still_goes_back_to_its_queue() -> None:
     hid2 = _held(_deliver(core, 2))  # taken after the planner asked: its queue is the new one
     assert _nak_or_ack(core.claimed(hid2, 0.0, error=OSError("log down"))) == [Answer("reply.2", nak(RETRY_DELAY_S))]
     assert core.holding == {"j.t1.1"} and hid in core.held
-
-
-HOLD_S = 0.02
-
-
-def test_a_burst_leader_s_outcome_waits_for_the_others_of_its_job_being_claimed_and_goes_with_theirs() -> None:
-    """The first task of a burst is claimed and runs ahead of the others (their claims are
-    still being stored): its outcome is held, not stored alone, and all go in one turn."""
-    core = _core(capacity=4, outcome_hold_s=HOLD_S)
-    leader, *others = (_held(_deliver(core, i)) for i in range(3))
-    core.claimed(leader, 0.0)
-    assert _only(core.ran(leader, OK, 0.001, now=0.001), Store) == []  # the others' claims are in flight
-    assert core.finishing == 1  # a held outcome counts as one being stored (the pulls' limit)
-    core.claimed(others[0], 0.002)
-    core.claimed(others[1], 0.002)
-    assert _only(core.ran(others[0], OK, 0.001, now=0.003), Store) == []  # one more still running
-    stores = _only(core.ran(others[1], OK, 0.001, now=0.004), Store)
-    assert sorted(s.held for s in stores) == sorted([leader, *others])  # the last one brings them all
-    assert all(isinstance(s.append.event, TaskSucceeded) for s in stores)
-    assert not _only(core.due(1.0), Store)  # its deadline passes: nothing is stored twice
-    acks = [a for s in stores for a in _only(core.stored(s.held), Answer)]
-    assert sorted(a.reply for a in acks) == ["reply.0", "reply.1", "reply.2"] and {a.settle for a in acks} == {ACK}
-    assert core.idle and core.finishing == 0
-
-
-def test_a_held_outcome_goes_at_its_deadline_whatever_the_others_do() -> None:
-    core = _core(capacity=4, outcome_hold_s=HOLD_S)
-    first, slow = _held(_deliver(core, 1)), _held(_deliver(core, 2))
-    core.claimed(first, 0.0)
-    core.claimed(slow, 0.0)
-    assert _only(core.ran(first, OK, 0.001, now=0.001), Store) == []
-    assert core.next_due() == 0.001 + HOLD_S
-    assert _only(core.due(0.001 + HOLD_S - 0.0001), Store) == []
-    [store] = _only(core.due(0.001 + HOLD_S), Store)
-    assert store.held == first
-    [alone] = _only(core.ran(slow, OK, 5.0, now=5.0), Store)  # nothing of its job left to wait for
-    assert alone.held == slow
-
-
-def test_an_outcome_waits_only_for_its_own_job_and_not_for_tasks_given_back() -> None:
-    core = _core(capacity=4, outcome_hold_s=HOLD_S)
-    mine = _held(_deliver(core, 1))
-    other_job = _held(_deliver(core, 2, job_id="k"))
-    core.claimed(mine, 0.0)
-    core.claimed(other_job, 0.0)
-    assert [s.held for s in _only(core.ran(mine, OK, 0.001, now=0.001), Store)] == [mine]  # job k is not its burst
-    first, refused = _held(_deliver(core, 3)), _held(_deliver(core, 4))
-    core.claimed(first, 0.0)
-    assert _only(core.ran(first, OK, 0.001, now=0.002), Store) == []
-    after = core.claimed(refused, 0.003, error=OSError("log down"))  # the last busy task of the job goes back
-    assert Answer("reply.4", nak(RETRY_DELAY_S)) in after and [s.held for s in _only(after, Store)] == [first]
-
-
-def test_without_a_hold_each_outcome_is_stored_as_its_plugin_returns() -> None:
-    core = _core(capacity=4)
-    leader, _busy = _held(_deliver(core, 1)), _held(_deliver(core, 2))
-    core.claimed(leader, 0.0)
-    assert [s.held for s in _only(core.ran(leader, OK, 0.001, now=0.001), Store)] == [leader]
