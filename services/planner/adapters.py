@@ -7,6 +7,7 @@ import json
 
 import structlog
 from nats.aio.client import Client
+from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from contracts import subjects
@@ -18,6 +19,7 @@ from contracts.tasks import HeldAttempts, ProvisionerPresence
 from muster import tracing
 from muster.bus.connect import principal_of
 from muster.destinations import PLANNER, Allowed, refused_url
+from muster.ports.eventlog import EventLog
 
 from .ports import NoLayout, SolverUnavailable
 
@@ -59,8 +61,8 @@ class NatsCallbackCheck:
 class NatsWorkers:
     """Live provisioners, from their presence records (one direct get, no consumer)."""
 
-    def __init__(self, nc: Client, timeout: float = 3.0) -> None:
-        self.nc, self.timeout = nc, timeout
+    def __init__(self, nc: Client, timeout: float = 3.0, log_: EventLog | None = None) -> None:
+        self.nc, self.timeout, self.log = nc, timeout, log_
 
     async def live(self) -> list[ProvisionerPresence] | None:
         from services.provisioner.presence import live_provisioners
@@ -90,6 +92,32 @@ class NatsWorkers:
             except ValidationError as err:
                 log.warning("a provisioner's answer about what it holds is unreadable", provisioner=p.info.id, error=str(err)[:200])
         return held
+
+
+    async def gone(self, tenant: str, provisioners: set[str]) -> set[str]:
+        """Those of `provisioners` whose presence record the bucket's leader does not hold (it
+        expired or was deleted; a follower may lag behind a renewal) and that registered on
+        the tenant's log: a provisioner of this muster, which keeps a lease, so gone for good
+        with what it held (docs/decisions/0054). One never registered (a bare worker) is not
+        known to be gone. Raises when the bucket or the log cannot be read."""
+        from services.provisioner.presence import KV_STREAM, KV_SUBJECT_PREFIX, presence_key
+
+        if self.log is None:
+            return set()
+        js = self.nc.jetstream()
+        out: set[str] = set()
+        for pid in sorted(provisioners):
+            try:
+                last = await js.get_last_msg(KV_STREAM, KV_SUBJECT_PREFIX + presence_key(pid))
+            except NotFoundError:
+                last = None
+            headers = (last.headers or {}) if last is not None else {}
+            if last is not None and last.data and "KV-Operation" not in headers and "Nats-Marker-Reason" not in headers:
+                continue  # its record is there: alive, or not yet known dead
+            registrations = await self.log.read(subjects.provisioner_events(tenant, pid))
+            if any(r.type == "ProvisionerRegistered" for r in registrations):
+                out.add(pid)
+        return out
 
 
 class NatsSolver:

@@ -12,6 +12,11 @@ holds one whose claim races the fence, has its claim refused and drops the messa
 Runs under the planner's lock (a cancel request, a resume, or this module's own retry timer).
 A failure to close (the log unavailable) is tried again from a timer: until then the job
 waits, at worst for the attempts' timeouts, as it did before fences.
+
+A claimed attempt whose every claimer is gone for good (`Workers.gone`: its presence record
+expired or was deleted, which its lease makes sure comes after it stopped the attempt) ends
+too, failed and maybe made, its rollback undoing it: decided at the close, and again when a
+provisioner goes (`Planner.provisioner_gone`; docs/decisions/0054).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.saga import DispatchPolicy, Effects
 from .metrics import QueueMetrics
-from .ports import Ownership
+from .ports import Ownership, Workers
 from .state import PlannerState
 from .timers import Timers
 
@@ -46,6 +51,7 @@ class Execution(Protocol):
     ownership: Ownership
     timers: Timers
     metrics: QueueMetrics
+    workers: Workers | None
 
     async def execute(self, job: Job, cluster: Cluster, effects: Effects, chain: bool = False) -> None: ...
 
@@ -54,6 +60,8 @@ log = structlog.get_logger("muster.planner")
 
 RETRY_S = 2.0
 """From a close that failed (the log unavailable) to the next try."""
+LOST_PREFIX = "provisioner lost:"
+"""How the error of an attempt ended because its provisioner went begins."""
 
 
 def open_fence(job: Job) -> bool:
@@ -74,8 +82,10 @@ async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None
         if job.state != "running" or not any(s == "queued" for s in job.task_state.values()):
             return  # (nothing waited on: its rollback runs already)
         claimed = await _claimed(execution, job, fence)
+        lost = await _lost(execution, job, claimed)
         catalog = await execution.state.catalog_of(job)
-        effects = saga.close_claims(job, cluster, claimed, catalog.services, execution.config.settings, execution.dispatch)
+        effects = saga.close_claims(job, cluster, claimed, catalog.services, execution.config.settings, execution.dispatch,
+                                    lost=lost)
         await execution.execute(job, cluster, effects)
         for a in effects.disarm:  # (the attempts it ended: no worker is wanted for them any more)
             execution.metrics.dropped(str(job.id), a.task_id, a.attempt)
@@ -85,7 +95,31 @@ async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None
         execution.timers.arm(("claims", str(job.id)), execution.timers.clock.now() + timedelta(seconds=RETRY_S))
         return
     if ended:
-        log.info("cancel ended the attempts nobody claimed", job=str(job.id), attempts=ended, claimed=len(claimed))
+        log.info("cancel ended the attempts nobody claimed or whose provisioner is gone", job=str(job.id), attempts=ended,
+                 claimed=len(claimed), lost=sorted(f"{t}#{a}" for t, a in lost))
+
+
+def waits_on_claims(job: Job) -> bool:
+    """The job's cancel waits for claimed forward attempts (one of whose provisioners may go)."""
+    return open_fence(job) and job.state == "running" and any(
+        s == "queued" and job.fence_round(t) is not None for t, s in job.task_state.items())
+
+
+async def _lost(execution: Execution, job: Job, claimed: dict[tuple[str, int], set[str]]) -> dict[tuple[str, int], str]:
+    """The claimed attempts still in flight whose every claimer is gone for good, and why.
+    Asked after the fence is closed: a claimer gone now stopped each of these before its
+    presence record went (its lease), and none can be claimed again (docs/decisions/0054).
+    Unknown (the presence bucket unreadable): none; they wait for their outcome or timeout."""
+    flying = {a: by for a, by in claimed.items() if job.is_current(*a) and job.fence_round(a[0]) is not None and by}
+    if not flying or execution.workers is None:
+        return {}
+    try:
+        gone = await execution.workers.gone(job.tenant, set().union(*flying.values()))
+    except Exception as err:  # noqa: BLE001 - not known now: they wait, as before
+        log.warning("whether the claimers are gone is not known", job=str(job.id), error=str(err)[:200] or type(err).__name__)
+        return {}
+    return {a: f"{LOST_PREFIX} {', '.join(sorted(by))} went (its presence ended) without an outcome; its effect is unknown"
+            for a, by in flying.items() if by <= gone}
 
 
 async def close_later(execution: Execution, job_id: str) -> None:
@@ -122,25 +156,28 @@ async def _close(execution: Execution, job: Job) -> int:
     return fence
 
 
-async def _claimed(execution: Execution, job: Job, fence: int) -> set[tuple[str, int]]:
-    """The (task, attempt) claims the log holds before the fence: all there will ever be. Read
+async def _claimed(execution: Execution, job: Job, fence: int) -> dict[tuple[str, int], set[str]]:
+    """The (task, attempt) claims the log holds before the fence, all there will ever be, with
+    the provisioners that made them (a redelivery's claim is another's, or the same's). Read
     from the records' headers only (a claim's idempotency key names its attempt): a job far
     along holds some 10^5 claims and outcomes, read under the planner's lock (docs/benchmarks.md
     "A cancel's close"). A claim whose key is of another form has its body read instead."""
     log_ = execution.state.log
     outcomes = subjects.job_task_outcomes(job.tenant, str(job.id))
-    claimed: set[tuple[str, int]] = set()
+    claimed: dict[tuple[str, int], set[str]] = {}
     odd: list[int] = []
     for head in await log_.read_heads(outcomes, up_to_seq=fence):
         if head.type == "TaskClaimed":
             key = claim_key(str(job.id), head.subject, head.msg_id)
-            if key is None:
+            writer = subjects.task_event_writer(head.subject)
+            if key is None or writer is None:
                 odd.append(head.seq)
             else:
-                claimed.add(key)
+                claimed.setdefault(key, set()).add(writer)
     if odd:  # (never from this muster's provisioners: `WorkerCore` keys each claim `<job>.<task>.<attempt>.claim.<delivery>`)
-        claimed |= {(r.event.task_id, r.event.attempt) for r in await log_.read(outcomes, start_seq=odd[0], up_to_seq=fence)
-                    if r.type == "TaskClaimed"}
+        for r in await log_.read(outcomes, start_seq=odd[0], up_to_seq=fence):
+            if r.type == "TaskClaimed":
+                claimed.setdefault((r.event.task_id, r.event.attempt), set()).add(str(r.event.provisioner))
     return claimed
 
 

@@ -148,6 +148,13 @@ class Workers(Protocol):
         presence records could not be read."""
         ...
 
+    async def gone(self, tenant: str, provisioners: set[str]) -> set[str]:
+        """Those of `provisioners` gone for good, with whatever they held: their presence ended
+        (expired or deleted) and they are provisioners that keep a lease (registered on the
+        tenant's log), so each stopped its forward attempts before its record went
+        (docs/decisions/0054). Raises when that cannot be read."""
+        ...
+
 
 class NoLayout(Exception):
     """The solver answered: no layout satisfies the request (the message says why)."""

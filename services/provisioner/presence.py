@@ -6,7 +6,9 @@ as the provisioners do; and a writer that finds it gone creates it again). Key `
 provisioner chooses its own TTL; the bucket places a marker when an entry expires, so a watcher
 sees a dead provisioner go (`expired`) as well as a clean one (`left`: the key is deleted). The
 record is rewritten every `ttl / 3` seconds by a timer that waits on the stop event, and at once
-when something a reader cares about changes (draining).
+when something a reader cares about changes (draining). Each acknowledged write renews the
+provisioner's lease (`lease.py`): its workers stop the forward attempts they run when the record
+may have expired (docs/decisions/0054).
 
 The log gets the facts: `ProvisionerRegistered` when a provisioner starts and
 `ProvisionerDeregistered` when it stops cleanly, on `muster.evt.<tenant>.provisioner.<id>` of
@@ -40,6 +42,8 @@ from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
 from contracts.tasks import ProvisionerInfo, ProvisionerPresence, TaskMessage
 from muster.bus.wire import stop_watch
 from muster.ports.eventlog import Append, EventLog
+
+from .lease import Lease
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -267,6 +271,7 @@ class Presence:
         self._stop = asyncio.Event()
         self._refresher: asyncio.Task[None] | None = None
         self._bucket_ready = False
+        self.lease = Lease(self.ttl_s)
 
     async def register(self) -> None:
         """Record the registration on every tenant's log, publish the record, start refreshing.
@@ -283,7 +288,10 @@ class Presence:
             info=self.info, in_flight=in_flight, completed=completed, draining=draining,
             ttl_s=self.ttl_s, refreshed_at=datetime.now(UTC),
         )
+        sent_at = asyncio.get_running_loop().time()
         await self.js.publish(self.subject, record.model_dump_json().encode(), msg_ttl=self.ttl_s)
+        if not self._stop.is_set():
+            self.lease.renewed(sent_at)
 
     async def _write(self) -> bool:
         try:
@@ -340,6 +348,7 @@ class Presence:
     async def halt(self) -> None:
         """Stop refreshing and leave the record to expire (what a crash looks like)."""
         self._stop.set()
+        self.lease.stop()
         if self._refresher is not None:
             await self._refresher
 

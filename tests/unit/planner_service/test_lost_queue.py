@@ -82,6 +82,9 @@ class Provisioners:
     async def holding(self) -> set[str] | None:
         return self.held
 
+    async def gone(self, tenant: str, provisioners: set[str]) -> set[str]:
+        return set()
+
 
 async def test_with_the_provisioners_asked_only_what_none_of_them_holds_goes_out_again() -> None:
     """One create runs on a provisioner; one was claimed and let go back to the queue (a task

@@ -10,7 +10,7 @@ from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 from muster.ports.eventlog import ConcurrencyError
-from services.provisioner.domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig
+from services.provisioner.domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig
 from services.provisioner.domain.core import AHEAD_WAIT_S, FINISHING_PER_SLOT, RETRY_DELAY_S, WorkerCore
 from services.provisioner.plugins.testing import make_task
 
@@ -319,3 +319,63 @@ def test_an_unpromised_task_still_goes_back_to_its_queue() -> None:
     hid2 = _held(_deliver(core, 2))  # taken after the planner asked: its queue is the new one
     assert _nak_or_ack(core.claimed(hid2, 0.0, error=OSError("log down"))) == [Answer("reply.2", nak(RETRY_DELAY_S))]
     assert core.holding == {"j.t1.1"} and hid in core.held
+
+
+# -- the lease (docs/decisions/0054) -------------------------------------------------------------
+
+
+def _leased(capacity: int = 1, claim_ahead: int = 0) -> WorkerCore:
+    core = _core(capacity=capacity, claim_ahead=claim_ahead)
+    core.leased = True
+    core.lease_renewed()
+    return core
+
+
+FENCE: dict[str, Any] = {"fence": subjects.claims_closed("t1", "j", 0)}
+
+
+def test_a_lapsed_lease_stops_the_forward_attempts_running_and_gives_them_back() -> None:
+    core = _leased(capacity=2)
+    forward, rollback = _held(_deliver(core, 1, **FENCE)), _held(_deliver(core, 2))
+    assert _only(core.claimed(forward, 0.1), Run) and _only(core.claimed(rollback, 0.1), Run)
+    actions = core.lease_lapsed(5.0)
+    # The forward attempt's plugin is stopped and its delivery goes back; a rollback's (no fence) runs on.
+    assert Stop(forward) in actions and Stop(rollback) not in actions
+    assert [a for a in _only(actions, Answer) if a.settle != PROGRESS] == [Answer("reply.1", nak(RETRY_DELAY_S))]
+    assert core.holding == {"j.t2.1"} and core.running == 1 and core.stopped == 1
+    assert _only(core.ran(rollback, OK, 1.0, now=5.1), Store)
+
+
+def test_a_claim_of_a_lapsed_term_never_runs_even_once_the_lease_is_renewed() -> None:
+    core = _leased()
+    hid = _held(_deliver(core, 1, **FENCE))  # claim sent in term 0
+    core.lease_lapsed(1.0)
+    core.lease_renewed()  # term 1: a planner may have counted term 0's claims lost meanwhile
+    actions = core.claimed(hid, 1.1)
+    assert not _only(actions, Run) and _only(actions, Answer) == [Answer("reply.1", nak(RETRY_DELAY_S))]
+    assert core.idle and core.stopped == 1
+    # A claim sent while lapsed does not run either; one sent in the new term does.
+    core.lease_lapsed(2.0)
+    lapsed = _held(_deliver(core, 2, **FENCE))
+    core.lease_renewed()
+    assert not _only(core.claimed(lapsed, 2.1), Run)
+    fresh = _held(_deliver(core, 3, **FENCE))
+    assert _only(core.claimed(fresh, 2.2), Run)
+
+
+def test_a_forward_attempt_waiting_for_a_slot_is_given_back_when_the_lease_lapses() -> None:
+    core = _leased(claim_ahead=1)
+    core.ahead_ok = 1  # one task claimed ahead, waiting in line
+    first, second = _held(_deliver(core, 1, **FENCE)), _held(_deliver(core, 2, **FENCE))
+    assert _only(core.claimed(first, 0.1), Run) and not core.claimed(second, 0.1)
+    actions = core.lease_lapsed(0.5)
+    assert Stop(first) in actions and not _only(actions, Run)
+    assert sorted(a.reply for a in _only(actions, Answer)) == ["reply.1", "reply.2"]
+    assert core.idle and core.running == 0 and core.stopped == 2
+
+
+def test_a_worker_without_a_lease_never_stops_what_it_runs() -> None:
+    core = _core()
+    hid = _held(_deliver(core, 1, **FENCE))
+    assert _only(core.claimed(hid, 0.1), Run)
+    assert not _only(core.lease_lapsed(1.0), Stop)  # (a bare worker is never told: no presence, no lease)
