@@ -210,6 +210,10 @@ class WorkerCore:
             return [Note("info", "task let go for another provisioner", {"task": task.task_id, "attempt": task.attempt,
                                                                          "delivery": delivery}),
                     Answer(reply, nak(self.config.avoid_delay_s))]
+        if not self._may_claim(task):  # (its claim could never run: no claim, no event in the log)
+            self.slots.give(slot)
+            self.passed += 1
+            return [Answer(reply, nak(RETRY_DELAY_S))]
         me = self.config.provisioner_id
         worker = f"{me}/w{slot}"
         subject = subjects.task_events(task.tenant, task.job_id, task.task_id, me)  # only this provisioner writes there
@@ -330,7 +334,10 @@ class WorkerCore:
                 continue
             _, _, kind, hid = entry
             h = self.held[hid]
-            if kind == "again":
+            if kind == "again" and not self._may_claim(h.task):
+                h.again_at = now + RETRY_DELAY_S  # (not claimed while the lease has lapsed)
+                self._at(h.again_at, "again", hid)
+            elif kind == "again":
                 h.delivery += 1  # as a redelivery's claim: its own key
                 h.stage = "claiming"
                 out.append(self._claim(hid))
@@ -397,6 +404,10 @@ class WorkerCore:
             return [*out, Run(hid, h.task)]
         self.running -= 1
         return out
+
+    def _may_claim(self, task: TaskMessage) -> bool:
+        """A forward attempt is not claimed while the lease has lapsed: it could not run."""
+        return not self.leased or task.fence is None or self.lease_ok
 
     def _in_term(self, h: Held) -> bool:
         """Whether the task may start now: a rollback's always; a forward attempt only within the

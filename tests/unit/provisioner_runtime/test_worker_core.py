@@ -354,13 +354,16 @@ def test_a_claim_of_a_lapsed_term_never_runs_even_once_the_lease_is_renewed() ->
     actions = core.claimed(hid, 1.1)
     assert not _only(actions, Run) and _only(actions, Answer) == [Answer("reply.1", nak(RETRY_DELAY_S))]
     assert core.idle and core.stopped == 1
-    # A claim sent while lapsed does not run either; one sent in the new term does.
+    # While it has lapsed a forward attempt is not even claimed (no event in the log for nothing);
+    # a rollback's is. One delivered in the new term runs.
     core.lease_lapsed(2.0)
-    lapsed = _held(_deliver(core, 2, **FENCE))
+    assert _deliver(core, 2, **FENCE) == [Answer("reply.2", nak(RETRY_DELAY_S))] and core.idle
+    rollback = _held(_deliver(core, 3))
+    assert _only(core.claimed(rollback, 2.1), Run)
+    core.ran(rollback, OK, 0.1, now=2.2)
     core.lease_renewed()
-    assert not _only(core.claimed(lapsed, 2.1), Run)
-    fresh = _held(_deliver(core, 3, **FENCE))
-    assert _only(core.claimed(fresh, 2.2), Run)
+    fresh = _held(_deliver(core, 4, **FENCE))
+    assert _only(core.claimed(fresh, 2.3), Run)
 
 
 def test_a_forward_attempt_waiting_for_a_slot_is_given_back_when_the_lease_lapses() -> None:
@@ -379,3 +382,19 @@ def test_a_worker_without_a_lease_never_stops_what_it_runs() -> None:
     hid = _held(_deliver(core, 1, **FENCE))
     assert _only(core.claimed(hid, 0.1), Run)
     assert not _only(core.lease_lapsed(1.0), Stop)  # (a bare worker is never told: no presence, no lease)
+
+
+def test_a_promised_attempt_stopped_by_a_lapse_is_claimed_again_here_only_once_the_lease_holds() -> None:
+    core = _leased()
+    hid = _held(_deliver(core, 1, **FENCE))
+    core.claimed(hid, 0.1)
+    core.promise(0.2)  # the queue it came from was lost: it is this worker's to finish (decision 13)
+    actions = core.lease_lapsed(1.0)
+    assert Stop(hid) in actions and not _only(actions, Answer)  # (no queue to give it back to)
+    due = core.next_due()
+    assert due is not None and not _only(core.due(due), Claim)  # not claimed while lapsed
+    core.lease_renewed()
+    due = core.next_due()
+    assert due is not None
+    [claim] = _only(core.due(due), Claim)
+    assert claim.append.event.delivery == 2 and _only(core.claimed(claim.held, due), Run)
