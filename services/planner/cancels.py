@@ -13,10 +13,11 @@ Runs under the planner's lock (a cancel request, a resume, or this module's own 
 A failure to close (the log unavailable) is tried again from a timer: until then the job
 waits, at worst for the attempts' timeouts, as it did before fences.
 
-A claimed attempt whose every claimer is gone for good (`Workers.gone`: its presence record
-expired or was deleted, which its lease makes sure comes after it stopped the attempt) ends
-too, failed and maybe made, its rollback undoing it: decided at the close, and again when a
-provisioner goes (`Planner.provisioner_gone`; docs/decisions/0054).
+A claimed attempt whose every claim was made by a process that has stopped (`Workers.ended`:
+its presence record expired or was deleted, or another process of its id took it over long
+enough ago; its lease makes sure it stopped the attempt first) ends too, failed and maybe made,
+its rollback undoing it: decided at the close, and again when a provisioner goes
+(`Planner.provisioner_gone`; docs/decisions/0054).
 """
 
 from __future__ import annotations
@@ -105,21 +106,23 @@ def waits_on_claims(job: Job) -> bool:
         s == "queued" and job.fence_round(t) is not None for t, s in job.task_state.items())
 
 
-async def _lost(execution: Execution, job: Job, claimed: dict[tuple[str, int], set[str]]) -> dict[tuple[str, int], str]:
-    """The claimed attempts still in flight whose every claimer is gone for good, and why.
-    Asked after the fence is closed: a claimer gone now stopped each of these before its
-    presence record went (its lease), and none can be claimed again (docs/decisions/0054).
-    Unknown (the presence bucket unreadable): none; they wait for their outcome or timeout."""
+async def _lost(execution: Execution, job: Job, claimed: dict[tuple[str, int], dict[str, int]]) -> dict[tuple[str, int], str]:
+    """The claimed attempts still in flight whose every claim was made by a process that has
+    stopped, and why. Asked after the fence is closed: such a process stopped each of these
+    before its record went or was taken over (its lease), and none can be claimed again
+    (docs/decisions/0054). Unknown (the presence bucket unreadable): none; they wait for their
+    outcome or timeout."""
     flying = {a: by for a, by in claimed.items() if job.is_current(*a) and job.fence_round(a[0]) is not None and by}
     if not flying or execution.workers is None:
         return {}
     try:
-        gone = await execution.workers.gone(job.tenant, set().union(*flying.values()))
+        ended = await execution.workers.ended(job.tenant, {p for by in flying.values() for p in by})
     except Exception as err:  # noqa: BLE001 - not known now: they wait, as before
-        log.warning("whether the claimers are gone is not known", job=str(job.id), error=str(err)[:200] or type(err).__name__)
+        log.warning("whether the claimers stopped is not known", job=str(job.id), error=str(err)[:200] or type(err).__name__)
         return {}
-    return {a: f"{LOST_PREFIX} {', '.join(sorted(by))} went (its presence ended) without an outcome; its effect is unknown"
-            for a, by in flying.items() if by <= gone}
+    return {a: f"{LOST_PREFIX} {', '.join(sorted(by))} stopped (its presence ended, or another process took its id over) "
+               "without an outcome; its effect is unknown"
+            for a, by in flying.items() if all(seq < ended.get(p, 0) for p, seq in by.items())}
 
 
 async def close_later(execution: Execution, job_id: str) -> None:
@@ -156,15 +159,16 @@ async def _close(execution: Execution, job: Job) -> int:
     return fence
 
 
-async def _claimed(execution: Execution, job: Job, fence: int) -> dict[tuple[str, int], set[str]]:
+async def _claimed(execution: Execution, job: Job, fence: int) -> dict[tuple[str, int], dict[str, int]]:
     """The (task, attempt) claims the log holds before the fence, all there will ever be, with
-    the provisioners that made them (a redelivery's claim is another's, or the same's). Read
+    the provisioners that made them and the sequence of each one's last claim (a redelivery's
+    claim is another's, or the same's, maybe of a process started again). Read
     from the records' headers only (a claim's idempotency key names its attempt): a job far
     along holds some 10^5 claims and outcomes, read under the planner's lock (docs/benchmarks.md
     "A cancel's close"). A claim whose key is of another form has its body read instead."""
     log_ = execution.state.log
     outcomes = subjects.job_task_outcomes(job.tenant, str(job.id))
-    claimed: dict[tuple[str, int], set[str]] = {}
+    claimed: dict[tuple[str, int], dict[str, int]] = {}
     odd: list[int] = []
     for head in await log_.read_heads(outcomes, up_to_seq=fence):
         if head.type == "TaskClaimed":
@@ -173,11 +177,12 @@ async def _claimed(execution: Execution, job: Job, fence: int) -> dict[tuple[str
             if key is None or writer is None:
                 odd.append(head.seq)
             else:
-                claimed.setdefault(key, set()).add(writer)
+                claimed.setdefault(key, {})[writer] = head.seq
     if odd:  # (never from this muster's provisioners: `WorkerCore` keys each claim `<job>.<task>.<attempt>.claim.<delivery>`)
         for r in await log_.read(outcomes, start_seq=odd[0], up_to_seq=fence):
             if r.type == "TaskClaimed":
-                claimed.setdefault((r.event.task_id, r.event.attempt), set()).add(str(r.event.provisioner))
+                by = claimed.setdefault((r.event.task_id, r.event.attempt), {})
+                by[str(r.event.provisioner)] = max(by.get(str(r.event.provisioner), 0), r.seq)
     return claimed
 
 

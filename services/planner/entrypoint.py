@@ -37,7 +37,7 @@ from services.pool.mirror import PoolMirror
 from services.provisioner.plugins.specs import catalog_plugins
 from services.provisioner.presence import Change, PresenceWatch
 
-from .adapters import NatsCallbackCheck, NatsSolver, NatsWorkers
+from .adapters import NatsCallbackCheck, NatsSolver, NatsWorkers, Sessions
 from .app import Planner, PlannerConfig
 from .bootstrap import bootstrap
 from .catalog import CatalogWrites
@@ -158,23 +158,31 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     await mirror.start()
     stack.push_async_callback(mirror.stop)
     await mirror.wait_ready()
-    await _watch_presence(nc, stack, getattr(planner, PROVISIONER_GONE))
+    if isinstance(planner.workers, NatsWorkers):
+        await _watch_presence(nc, stack, planner.workers.sessions, getattr(planner, PROVISIONER_GONE))
     return planner
 
 
-async def _watch_presence(nc: Client, stack: AsyncExitStack, gone: Callable[[str], Coroutine[Any, Any, None]]) -> None:
-    """`gone(id)` for each provisioner whose presence record expires or is deleted, from the
-    bucket's watch (docs/decisions/0054). Without it (the bucket unreadable at the start) a
-    cancel still finds the claimers gone when it closes its fence, and what goes later waits
-    for its attempts' timeouts."""
+async def _watch_presence(nc: Client, stack: AsyncExitStack, sessions: Sessions,
+                          gone: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+    """`gone(id)` for each provisioner whose presence record expires or is deleted, or whose
+    new session's record has been there long enough (`Sessions`), from the bucket's watch
+    (docs/decisions/0054). Without it (the bucket unreadable at the start) a cancel still finds
+    the claimers gone when it closes its fence, and what goes later waits for its attempts'
+    timeouts."""
     tasks: set[asyncio.Task[None]] = set()
 
-    def on_change(pid: str, record: Any, change: Change) -> None:
-        if record is None:
-            task = asyncio.get_running_loop().create_task(gone(pid), name=f"provisioner-gone-{pid}")
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+    def stopped(pid: str) -> None:
+        task = asyncio.get_running_loop().create_task(gone(pid), name=f"provisioner-gone-{pid}")
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
+    def on_change(pid: str, record: Any, change: Change) -> None:
+        sessions.seen(pid, record)
+        if record is None:
+            stopped(pid)
+
+    sessions.on_settled = stopped
     watch = PresenceWatch(nc.jetstream(), on_change=on_change)
     try:
         await watch.start()
@@ -184,6 +192,7 @@ async def _watch_presence(nc: Client, stack: AsyncExitStack, gone: Callable[[str
 
     async def stop() -> None:
         await watch.stop()
+        sessions.close()
         for task in list(tasks):
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -148,11 +148,13 @@ class Workers(Protocol):
         presence records could not be read."""
         ...
 
-    async def gone(self, tenant: str, provisioners: set[str]) -> set[str]:
-        """Those of `provisioners` gone for good, with whatever they held: their presence ended
-        (expired or deleted) and they are provisioners that keep a lease (registered on the
-        tenant's log), so each stopped its forward attempts before its record went
-        (docs/decisions/0054). Raises when that cannot be read."""
+    async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
+        """For each of `provisioners`, the log sequence before which its claims were made by a
+        process that has stopped, with whatever it held (docs/decisions/0054): past every claim
+        when its presence ended (expired or deleted) and it keeps a lease (registered on the
+        tenant's log); its current session's registration once every earlier process of its id
+        must have stopped; 0 when nothing is known to have stopped. Raises when that cannot be
+        read."""
         ...
 
 

@@ -50,10 +50,15 @@ async def test_a_task_whose_provisioner_dies_completes_on_another(tmp_path: Path
         assert report.redelivered >= 1 and not report.timed_out
 
 
-async def test_a_cancelled_job_whose_claimed_attempt_lost_its_provisioner_rolls_back_without_its_timeout(tmp_path: Path) -> None:
+@pytest.mark.parametrize("restarted", [False, True], ids=["gone", "started-again-under-its-id"])
+async def test_a_cancelled_job_whose_claimed_attempt_lost_its_provisioner_rolls_back_without_its_timeout(
+        tmp_path: Path, restarted: bool) -> None:
     # Decision 54. Creates take 20 s (the victim is surely mid-task when it dies); an attempt
-    # with no outcome times out after 60 s (fault_options); presence records live 3 s.
-    ttl = ["--presence-ttl", "3"]
+    # with no outcome times out after 60 s (fault_options); presence records live 3 s. Started
+    # again (as `muster up` and compose do, under the same id), its record never goes (they live
+    # 25 s then, so the new process surely writes over the dead one's): the new process's takes
+    # it over, and the dead one's claims end once it must have stopped, 25 s after.
+    ttl = ["--presence-ttl", "25" if restarted else "3"]
     async with await FaultStack.single(tmp_path, provisioners=2, extra_args={"provisioner": ttl}) as fs:
         await fs.load_catalog("default", demo_catalog(latency_ms="20-80", latency_ms_create="20000"))
         replies: list[Accepted] = []
@@ -68,7 +73,10 @@ async def test_a_cancelled_job_whose_claimed_attempt_lost_its_provisioner_rolls_
 
         # The claim got in before the cancel's fence: the job waits for its outcome, which never comes.
         await fs.when(subjects.claims_closed("default", job, 0), lambda r: r.type == "ClaimsClosed", cancel)
-        pid = await fs.kill(f"provisioner-{victim.removeprefix('prov-')}")
+        name = f"provisioner-{victim.removeprefix('prov-')}"
+        pid = await fs.kill(name)
+        if restarted:
+            await fs.restart(name)
         final = await fs.client.wait(job, timeout=150)
         assert isinstance(final, JobRolledBack), final
 
@@ -80,7 +88,8 @@ async def test_a_cancelled_job_whose_claimed_attempt_lost_its_provisioner_rolls_
         # What it may have made is deleted by the rollback.
         node = claim.event.task_id.split(".")[0]
         assert f"undo.{node}.delete" in {r.event.task_id for r in story if r.type == "TaskCompleted"}
-        print(f"\n[scenario 1, cancelled] killed {victim} (pid {pid}) holding {claim.event.task_id}; ended: {lost.error}")
+        print(f"\n[scenario 1, cancelled] killed {victim} (pid {pid}) holding {claim.event.task_id}"
+              f"{', started again' if restarted else ''}; ended: {lost.error}")
 
         report = await fs.check()
         report.assert_ok()

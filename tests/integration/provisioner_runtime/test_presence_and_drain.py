@@ -14,7 +14,7 @@ from contracts.tasks import HeldAttempts, TaskMessage, TaskOutcome
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
-from services.planner.adapters import NatsWorkers
+from services.planner.adapters import ALL, NatsWorkers
 from services.provisioner.app import request_drain
 from services.provisioner.presence import KV_STREAM, PresenceWatch, live_provisioners, wait_gone
 from services.provisioner.routing import drain_subject
@@ -226,7 +226,8 @@ class StoppableExecutor(HeldExecutor):
 
 
 async def test_the_planner_counts_gone_only_registered_provisioners_whose_presence_ended(bench: Bench, tenant: str) -> None:
-    # Decision 54: gone = the bucket's leader holds no record, and it registered (so it keeps a lease).
+    # Decision 54: gone = the bucket's leader holds no record, and it registered (so it keeps a
+    # lease); all its claims are then of a process that stopped.
     workers = NatsWorkers(bench.nc, log_=EventStore(bench.nc))
     live, dead, left = f"live-{tenant}", f"dead-{tenant}", f"left-{tenant}"
     await bench.provisioner(HeldExecutor(), live, presence_ttl_s=15)
@@ -234,11 +235,34 @@ async def test_the_planner_counts_gone_only_registered_provisioners_whose_presen
     leaving = await bench.provisioner(HeldExecutor(), left)
     await bench.workers(HeldExecutor(), f"bare-{tenant}")  # no registration, no presence: not known to be gone
     everyone = {live, dead, left, f"bare-{tenant}", f"never-{tenant}"}
-    assert await workers.gone(tenant, everyone) == set()  # (the bare one and the unknown one: never registered)
+    nothing = dict.fromkeys(everyone, 0)
+    assert await workers.ended(tenant, everyone) == nothing  # (the bare one and the unknown one: never registered)
 
     async with PresenceWatch(bench.nc.jetstream()) as view:
         await victim.abort()  # dies: only its TTL tells
         await leaving.stop()  # leaves cleanly: its record deleted
         await view.wait_until(lambda now: dead not in now and left not in now, DEADLINE_S)
-    assert await workers.gone(tenant, everyone) == {dead, left}
-    assert await workers.gone(f"{tenant}-other", everyone) == set()  # (registered on another tenant's log only)
+    assert await workers.ended(tenant, everyone) == {**nothing, dead: ALL, left: ALL}
+    assert await workers.ended(f"{tenant}-other", everyone) == nothing  # (registered on another tenant's log only)
+
+
+async def test_a_process_started_again_under_the_same_id_takes_the_record_over_and_the_first_stops(
+        bench: Bench, tenant: str) -> None:
+    # Decision 54: the earlier session, if it lives on (cut off, then back), renews the record no
+    # more, so its lease lapses and its forward attempts stop; and it never deletes the new one's.
+    pid = f"p-{tenant}"
+    first_runs, second_runs = StoppableExecutor(), HeldExecutor()
+    first = await bench.provisioner(first_runs, pid, presence_ttl_s=2, ack_wait_s=3.0)
+    task = await bench.publish("n1.install", fence=subjects.claims_closed(tenant, "j1", 0))
+    await first_runs.wait_started(1)
+
+    second = await bench.provisioner(second_runs, pid, presence_ttl_s=2, ack_wait_s=3.0)
+    await asyncio.wait_for(first_runs.stopped.wait(), DEADLINE_S)
+    assert first.presence.replaced and not second.presence.replaced
+    await second_runs.wait_started(1)  # the message came back, and the live one took it
+    second_runs.release()
+    await bench.log.wait_for(lambda log: [e.provisioner for e in log.of("TaskSucceeded", task.task_id)] == [pid])
+
+    await first.stop()
+    [record] = [p for p in await live_provisioners(bench.nc, tenant=tenant)]
+    assert record.info.session == second.info.session  # its record stays

@@ -13,14 +13,17 @@ from contracts import subjects
 from contracts.commands import Accepted, CancelJob, CreateCluster
 from contracts.events import JobRolledBack, TaskClaimed
 from muster.ports.eventlog import Append
+from services.planner.adapters import ALL
 from services.planner.cancels import LOST_PREFIX
 
 
 class Provisioners:
-    """Which provisioners are gone for good (`Workers.gone`), as a test says."""
+    """Which provisioners are gone for good, or since which log sequence their claims are of a
+    process that stopped (`Workers.ended`), as a test says."""
 
     def __init__(self) -> None:
         self.gone_now: set[str] = set()
+        self.since: dict[str, int] = {}
         self.asked: list[set[str]] = []
         self.unreadable = False
 
@@ -30,11 +33,11 @@ class Provisioners:
     async def holding(self) -> set[str] | None:
         return None
 
-    async def gone(self, tenant: str, provisioners: set[str]) -> set[str]:
+    async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
         self.asked.append(set(provisioners))
         if self.unreadable:
             raise RuntimeError("the presence bucket is away")
-        return provisioners & self.gone_now
+        return {p: ALL if p in self.gone_now else self.since.get(p, 0) for p in provisioners}
 
 
 async def _claimed_create(nodes: int = 2) -> tuple[Harness, Provisioners, str]:
@@ -115,3 +118,54 @@ async def test_when_nobody_can_say_whether_it_went_the_claims_wait_as_before() -
     await h.settle()
     assert not _lost(h, job_id) and h.job(job_id).state == "running"
     assert h.planner.timers.armed("timeout")  # (its timeouts still end them)
+
+
+async def test_claims_of_a_process_its_id_was_started_again_after_end_once_the_old_one_must_have_stopped() -> None:
+    h, provisioners, job_id = await _claimed_create()
+    claims = [r for r in h.log.records if r.type == "TaskClaimed" and r.event.job_id == job_id]
+    # prov-fake started again under the same id after both claims, and its new record has been
+    # there long enough: every claim before its registration is the dead process's.
+    provisioners.since = {"prov-fake": claims[-1].seq + 1}
+    h.behaviour = lambda m: "succeed"
+    assert isinstance(await h.send(CancelJob(job_id=job_id)), Accepted)
+    await h.settle()
+    assert set(_lost(h, job_id)) == {"n1000.create", "n1001.create"}
+    assert isinstance(h.final(job_id), JobRolledBack)
+
+
+async def test_a_claim_the_new_process_may_have_made_is_waited_for() -> None:
+    h, provisioners, job_id = await _claimed_create()
+    claims = {r.event.task_id: r.seq for r in h.log.records if r.type == "TaskClaimed" and r.event.job_id == job_id}
+    provisioners.since = {"prov-fake": claims["n1001.create"]}  # n1001's claim is at or after the new registration
+    assert isinstance(await h.send(CancelJob(job_id=job_id)), Accepted)
+    await h.settle()
+    assert set(_lost(h, job_id)) == {"n1000.create"} and h.job(job_id).task_state["n1001.create"] == "queued"
+
+
+def _record(session: str, ttl_s: float) -> Any:
+    from datetime import UTC, datetime
+
+    from contracts.tasks import ProvisionerInfo, ProvisionerPresence
+
+    info = ProvisionerInfo(id="p1", session=session, host="h", pid=1, capacity=1, provisioner_class="default",
+                           tenants=["default"], started_at=datetime.now(UTC))
+    return ProvisionerPresence(info=info, ttl_s=ttl_s, refreshed_at=datetime.now(UTC))
+
+
+async def test_a_new_session_settles_once_every_earlier_one_must_have_stopped() -> None:
+    import asyncio
+
+    from services.planner.adapters import Sessions
+    from services.provisioner.presence import MAX_TTL_S
+
+    sessions, settled = Sessions(), asyncio.Event()
+    sessions.on_settled = lambda pid: settled.set()
+    sessions.seen("p1", _record("s1", 0.05))  # first seen: its earlier sessions' TTL unknown, so the longest allowed
+    assert sessions._timers["p1"].when() >= asyncio.get_running_loop().time() + MAX_TTL_S - 1
+    sessions.seen("p1", _record("s1", 0.05))  # a refresh changes nothing
+    sessions.seen("p1", _record("s2", 0.01))  # started again: settled after the longest TTL seen for the id
+    await asyncio.wait_for(settled.wait(), 5)
+    assert sessions.settled == {"p1": "s2"}
+    sessions.seen("p1", None)  # gone
+    assert sessions.settled == {} and sessions.current == {}
+    sessions.close()

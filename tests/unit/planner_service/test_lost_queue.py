@@ -82,8 +82,8 @@ class Provisioners:
     async def holding(self) -> set[str] | None:
         return self.held
 
-    async def gone(self, tenant: str, provisioners: set[str]) -> set[str]:
-        return set()
+    async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
+        return {}
 
 
 async def test_with_the_provisioners_asked_only_what_none_of_them_holds_goes_out_again() -> None:
