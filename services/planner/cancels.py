@@ -28,7 +28,7 @@ from typing import Protocol
 import structlog
 
 from contracts import subjects
-from contracts.events import ClaimsClosed
+from contracts.events import LOST_PREFIX, ClaimsClosed
 from muster.ports.eventlog import Append, ConcurrencyError
 
 from . import traces
@@ -61,8 +61,6 @@ log = structlog.get_logger("muster.planner")
 
 RETRY_S = 2.0
 """From a close that failed (the log unavailable) to the next try."""
-LOST_PREFIX = "provisioner lost:"
-"""How the error of an attempt ended because its provisioner went begins."""
 
 
 def open_fence(job: Job) -> bool:

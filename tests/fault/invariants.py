@@ -49,14 +49,13 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from contracts import subjects
-from contracts.events import FINAL_JOB_EVENTS
+from contracts.events import FINAL_JOB_EVENTS, LOST_PREFIX
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.repository import rebuild
 from muster.bus.shards import BUCKET as LEASES
 from muster.readmodel.jobs import job_view
 from services.planner.app import PlannerConfig
-from services.planner.cancels import LOST_PREFIX
 from services.planner.domain.cluster import Cluster
 from services.planner.domain.job import Job
 from services.planner.entrypoint import nats_planner

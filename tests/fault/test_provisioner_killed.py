@@ -11,9 +11,8 @@ import pytest
 
 from contracts import subjects
 from contracts.commands import Accepted, CancelJob, CreateCluster
-from contracts.events import JobRolledBack, JobSucceeded
+from contracts.events import LOST_PREFIX, JobRolledBack, JobSucceeded
 from muster.bus.eventstore import EventStore
-from services.planner.cancels import LOST_PREFIX
 
 from .harness import FaultStack, demo_catalog
 

@@ -11,10 +11,10 @@ from planner_harness import Harness
 
 from contracts import subjects
 from contracts.commands import Accepted, CancelJob, CreateCluster
-from contracts.events import JobRolledBack, TaskClaimed
+from contracts.events import LOST_PREFIX, JobRolledBack, TaskClaimed
 from muster.ports.eventlog import Append
+from muster.readmodel.timeline import describe
 from services.planner.adapters import ALL
-from services.planner.cancels import LOST_PREFIX
 
 
 class Provisioners:
@@ -75,6 +75,9 @@ async def test_a_claimed_attempt_whose_provisioner_goes_after_the_cancel_ends_lo
     assert sorted(t.id for t in h.events(job_id, "RollbackPlanned")[0].tasks) == ["undo.n1000.delete", "undo.n1001.delete"]
     assert isinstance(h.final(job_id), JobRolledBack)
     assert not h.planner.timers.armed("timeout")
+    # Its history says so (`muster history`).
+    lines = [describe(r.event) for r in h.log.records if r.type == "TaskAttemptFailed" and r.event.job_id == job_id]
+    assert all("provisioner lost: prov-fake stopped" in line and "the rollback undoes" in line for line in lines), lines
 
 
 async def test_a_provisioner_gone_before_the_cancel_has_its_claims_ended_by_the_close() -> None:
