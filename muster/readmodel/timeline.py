@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS
+from contracts.events import FENCE_MARKERS, FINAL_JOB_EVENTS, LOST_PREFIX
 from contracts.governance import ran_text
 from contracts.records import Recorded
 from muster.times import lease_end, shown_time
@@ -117,6 +117,8 @@ def describe(e: Any) -> str:
             return f"{task} attempt {attempt} cancelled: no provisioner claimed it before the cancel (it never ran)"
         case "ClaimsClosed":
             return "claims closed: no provisioner may claim the job's queued attempts any more (the cancel's fence)"
+        case "TaskAttemptFailed" if e.error.startswith(LOST_PREFIX):
+            return f"{task} attempt {attempt} {e.error} (the rollback undoes what it may have made)"
         case "TaskAttemptFailed":
             return f"{task} attempt {attempt} {'timed out' if e.state == 'timed_out' else 'failed'}: taken into the job"
         case "JobResourcesRequested":

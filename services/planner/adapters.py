@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 import structlog
 from nats.aio.client import Client
+from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from contracts import subjects
@@ -18,6 +20,7 @@ from contracts.tasks import HeldAttempts, ProvisionerPresence
 from muster import tracing
 from muster.bus.connect import principal_of
 from muster.destinations import PLANNER, Allowed, refused_url
+from muster.ports.eventlog import EventLog
 
 from .ports import NoLayout, SolverUnavailable
 
@@ -59,8 +62,9 @@ class NatsCallbackCheck:
 class NatsWorkers:
     """Live provisioners, from their presence records (one direct get, no consumer)."""
 
-    def __init__(self, nc: Client, timeout: float = 3.0) -> None:
-        self.nc, self.timeout = nc, timeout
+    def __init__(self, nc: Client, timeout: float = 3.0, log_: EventLog | None = None) -> None:
+        self.nc, self.timeout, self.log = nc, timeout, log_
+        self.sessions = Sessions()
 
     async def live(self) -> list[ProvisionerPresence] | None:
         from services.provisioner.presence import live_provisioners
@@ -90,6 +94,97 @@ class NatsWorkers:
             except ValidationError as err:
                 log.warning("a provisioner's answer about what it holds is unreadable", provisioner=p.info.id, error=str(err)[:200])
         return held
+
+
+    async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
+        """For each of `provisioners`, the log sequence before which its claims were made by a
+        process that has stopped (docs/decisions/0054): past every claim (`ALL`) when the presence
+        bucket's leader holds no record of it (expired or deleted; a follower may lag behind a
+        renewal) and it registered on the tenant's log (a provisioner of this muster: it keeps a
+        lease); its current session's registration when that session's record has been there
+        long enough for every other session of its id to have stopped (`Sessions.settled`); else
+        0. One never registered (a bare worker) is not known to have stopped. Raises when the
+        bucket or the log cannot be read."""
+        from services.provisioner.presence import KV_STREAM, KV_SUBJECT_PREFIX, is_record, presence_key
+
+        if self.log is None:
+            return {}
+        js = self.nc.jetstream()
+        out: dict[str, int] = {}
+        for pid in sorted(provisioners):
+            try:
+                last = await js.get_last_msg(KV_STREAM, KV_SUBJECT_PREFIX + presence_key(pid))
+            except NotFoundError:
+                last = None
+            live = last is not None and is_record(last.headers, last.data)
+            settled = self.sessions.settled.get(pid)
+            if live and settled is None:
+                out[pid] = 0
+                continue
+            registrations = [r for r in await self.log.read(subjects.provisioner_events(tenant, pid))
+                             if r.type == "ProvisionerRegistered"]
+            if not live:
+                out[pid] = ALL if registrations else 0
+                continue
+            assert last is not None
+            session = ProvisionerPresence.model_validate_json(last.data or b"").info.session
+            out[pid] = next((r.seq for r in registrations if r.event.provisioner.session == session == settled), 0)
+        return out
+
+
+ALL = 2**63
+"""Every claim: its provisioner is gone."""
+
+
+class Sessions:
+    """Each provisioner's current session, from the presence bucket's watch, and whether that
+    session's record has been there long enough that every other process of its id has
+    stopped: such a process can renew the record no more once the new session wrote it (each
+    writes only over its own last record), so its lease lapses within its TTL (decision 54).
+    Its TTL is the largest this planner saw for the id, or the largest allowed for an id first
+    seen now (whose earlier sessions it never saw)."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, str] = {}
+        self.settled: dict[str, str] = {}
+        self.on_settled: Callable[[str], None] | None = None
+        self._ttl: dict[str, float] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+
+    def seen(self, pid: str, record: ProvisionerPresence | None) -> None:
+        from services.provisioner.presence import MAX_TTL_S
+
+        if record is None:
+            self.current.pop(pid, None)
+            self.settled.pop(pid, None)
+            self._cancel(pid)
+            return
+        session = record.info.session
+        if self.current.get(pid) == session:
+            self._ttl[pid] = max(self._ttl.get(pid, 0.0), record.ttl_s)
+            return
+        wait = max(self._ttl.get(pid, float(MAX_TTL_S)), record.ttl_s)
+        self._ttl[pid] = max(self._ttl.get(pid, 0.0), record.ttl_s)
+        self.current[pid] = session
+        self.settled.pop(pid, None)
+        self._cancel(pid)
+        self._timers[pid] = asyncio.get_running_loop().call_later(wait, self._settle, pid, session)
+
+    def close(self) -> None:
+        for pid in list(self._timers):
+            self._cancel(pid)
+
+    def _settle(self, pid: str, session: str) -> None:
+        self._timers.pop(pid, None)
+        if self.current.get(pid) == session:
+            self.settled[pid] = session
+            if self.on_settled is not None:
+                self.on_settled(pid)
+
+    def _cancel(self, pid: str) -> None:
+        timer = self._timers.pop(pid, None)
+        if timer is not None:
+            timer.cancel()
 
 
 class NatsSolver:

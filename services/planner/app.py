@@ -315,6 +315,26 @@ class Planner:
     async def close_claims(self, job_id: str) -> None:
         await cancels.close_later(self.execution, job_id)
 
+    # -- provisioners (the presence bucket's watch, entrypoint.py) ------------------------------
+
+    async def provisioner_gone(self, provisioner_id: str) -> None:
+        """A provisioner's presence record expired or was deleted: each cancelled job of this
+        planner's that waits for claimed attempts is closed again, and those whose claimers
+        are all gone end as lost, so its rollback starts now rather than at their timeouts
+        (docs/decisions/0054). Without a cancel nothing is done: the work queue gives the
+        message to another provisioner after its ack wait, and that one runs the attempt."""
+        async with self.state.lock:
+            waiting = [j for j in self.jobs.values() if cancels.waits_on_claims(j) and self._acts_for(j)]
+            for job in waiting:
+                try:
+                    job, cluster = await self.state.fresh(job)
+                except Exception as err:  # noqa: BLE001 - closed again from the retry timer
+                    log.warning("job not read again; its cancel's claims are closed later", job=str(job.id),
+                                provisioner=provisioner_id, error=str(err) or type(err).__name__)
+                    self.timers.arm(("claims", str(job.id)), self.timers.clock.now() + timedelta(seconds=cancels.RETRY_S))
+                    continue
+                await cancels.close_claims(self.execution, job, cluster)
+
     async def approval_expired(self, job_id: str) -> None:
         async with self._owned(job_id) as found:
             if found is not None:

@@ -86,7 +86,7 @@ def bootstrap(log: EventLog, queue: TaskQueue, config: PlannerConfig | None = No
     metrics = QueueMetrics()
     nodemaps = nodemaps or NodeMaps(MemoryStore())
     execution = Execution(state, queue, timers, config, dispatch=policy, ownership=ownership, metrics=metrics,
-                          nodemaps=nodemaps, limits=limits, pools=broker, budget=budget)
+                          nodemaps=nodemaps, limits=limits, pools=broker, budget=budget, workers=workers)
     checks = (*admission, OperationAuthz(identities, state.jobs.get)) if identities is not None else tuple(admission)
     requests = Requests(state, execution, config, ownership=ownership, admission=checks, dispatch=policy, pools=broker,
                         solver=solver, workers=workers, role_of=role_of(identities), callbacks=callbacks, spend=shared,

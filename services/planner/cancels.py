@@ -12,6 +12,12 @@ holds one whose claim races the fence, has its claim refused and drops the messa
 Runs under the planner's lock (a cancel request, a resume, or this module's own retry timer).
 A failure to close (the log unavailable) is tried again from a timer: until then the job
 waits, at worst for the attempts' timeouts, as it did before fences.
+
+A claimed attempt whose every claim was made by a process that has stopped (`Workers.ended`:
+its presence record expired or was deleted, or another process of its id took it over long
+enough ago; its lease makes sure it stopped the attempt first) ends too, failed and maybe made,
+its rollback undoing it: decided at the close, and again when a provisioner goes
+(`Planner.provisioner_gone`; docs/decisions/0054).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from typing import Protocol
 import structlog
 
 from contracts import subjects
-from contracts.events import ClaimsClosed
+from contracts.events import LOST_PREFIX, ClaimsClosed
 from muster.ports.eventlog import Append, ConcurrencyError
 
 from . import traces
@@ -32,7 +38,7 @@ from .domain.cluster import Cluster
 from .domain.job import Job
 from .domain.saga import DispatchPolicy, Effects
 from .metrics import QueueMetrics
-from .ports import Ownership
+from .ports import Ownership, Workers
 from .state import PlannerState
 from .timers import Timers
 
@@ -46,6 +52,7 @@ class Execution(Protocol):
     ownership: Ownership
     timers: Timers
     metrics: QueueMetrics
+    workers: Workers | None
 
     async def execute(self, job: Job, cluster: Cluster, effects: Effects, chain: bool = False) -> None: ...
 
@@ -74,8 +81,10 @@ async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None
         if job.state != "running" or not any(s == "queued" for s in job.task_state.values()):
             return  # (nothing waited on: its rollback runs already)
         claimed = await _claimed(execution, job, fence)
+        lost = await _lost(execution, job, claimed)
         catalog = await execution.state.catalog_of(job)
-        effects = saga.close_claims(job, cluster, claimed, catalog.services, execution.config.settings, execution.dispatch)
+        effects = saga.close_claims(job, cluster, claimed, catalog.services, execution.config.settings, execution.dispatch,
+                                    lost=lost)
         await execution.execute(job, cluster, effects)
         for a in effects.disarm:  # (the attempts it ended: no worker is wanted for them any more)
             execution.metrics.dropped(str(job.id), a.task_id, a.attempt)
@@ -85,7 +94,33 @@ async def close_claims(execution: Execution, job: Job, cluster: Cluster) -> None
         execution.timers.arm(("claims", str(job.id)), execution.timers.clock.now() + timedelta(seconds=RETRY_S))
         return
     if ended:
-        log.info("cancel ended the attempts nobody claimed", job=str(job.id), attempts=ended, claimed=len(claimed))
+        log.info("cancel ended the attempts nobody claimed or whose provisioner is gone", job=str(job.id), attempts=ended,
+                 claimed=len(claimed), lost=sorted(f"{t}#{a}" for t, a in lost))
+
+
+def waits_on_claims(job: Job) -> bool:
+    """The job's cancel waits for claimed forward attempts (one of whose provisioners may go)."""
+    return open_fence(job) and job.state == "running" and any(
+        s == "queued" and job.fence_round(t) is not None for t, s in job.task_state.items())
+
+
+async def _lost(execution: Execution, job: Job, claimed: dict[tuple[str, int], dict[str, int]]) -> dict[tuple[str, int], str]:
+    """The claimed attempts still in flight whose every claim was made by a process that has
+    stopped, and why. Asked after the fence is closed: such a process stopped each of these
+    before its record went or was taken over (its lease), and none can be claimed again
+    (docs/decisions/0054). Unknown (the presence bucket unreadable): none; they wait for their
+    outcome or timeout."""
+    flying = {a: by for a, by in claimed.items() if job.is_current(*a) and job.fence_round(a[0]) is not None and by}
+    if not flying or execution.workers is None:
+        return {}
+    try:
+        ended = await execution.workers.ended(job.tenant, {p for by in flying.values() for p in by})
+    except Exception as err:  # noqa: BLE001 - not known now: they wait, as before
+        log.warning("whether the claimers stopped is not known", job=str(job.id), error=str(err)[:200] or type(err).__name__)
+        return {}
+    return {a: f"{LOST_PREFIX} {', '.join(sorted(by))} stopped (its presence ended, or another process took its id over) "
+               "without an outcome; its effect is unknown"
+            for a, by in flying.items() if all(seq < ended.get(p, 0) for p, seq in by.items())}
 
 
 async def close_later(execution: Execution, job_id: str) -> None:
@@ -122,25 +157,30 @@ async def _close(execution: Execution, job: Job) -> int:
     return fence
 
 
-async def _claimed(execution: Execution, job: Job, fence: int) -> set[tuple[str, int]]:
-    """The (task, attempt) claims the log holds before the fence: all there will ever be. Read
+async def _claimed(execution: Execution, job: Job, fence: int) -> dict[tuple[str, int], dict[str, int]]:
+    """The (task, attempt) claims the log holds before the fence, all there will ever be, with
+    the provisioners that made them and the sequence of each one's last claim (a redelivery's
+    claim is another's, or the same's, maybe of a process started again). Read
     from the records' headers only (a claim's idempotency key names its attempt): a job far
     along holds some 10^5 claims and outcomes, read under the planner's lock (docs/benchmarks.md
     "A cancel's close"). A claim whose key is of another form has its body read instead."""
     log_ = execution.state.log
     outcomes = subjects.job_task_outcomes(job.tenant, str(job.id))
-    claimed: set[tuple[str, int]] = set()
+    claimed: dict[tuple[str, int], dict[str, int]] = {}
     odd: list[int] = []
     for head in await log_.read_heads(outcomes, up_to_seq=fence):
         if head.type == "TaskClaimed":
             key = claim_key(str(job.id), head.subject, head.msg_id)
-            if key is None:
+            writer = subjects.task_event_writer(head.subject)
+            if key is None or writer is None:
                 odd.append(head.seq)
             else:
-                claimed.add(key)
+                claimed.setdefault(key, {})[writer] = head.seq
     if odd:  # (never from this muster's provisioners: `WorkerCore` keys each claim `<job>.<task>.<attempt>.claim.<delivery>`)
-        claimed |= {(r.event.task_id, r.event.attempt) for r in await log_.read(outcomes, start_seq=odd[0], up_to_seq=fence)
-                    if r.type == "TaskClaimed"}
+        for r in await log_.read(outcomes, start_seq=odd[0], up_to_seq=fence):
+            if r.type == "TaskClaimed":
+                by = claimed.setdefault((r.event.task_id, r.event.attempt), {})
+                by[str(r.event.provisioner)] = max(by.get(str(r.event.provisioner), 0), r.seq)
     return claimed
 
 

@@ -37,7 +37,7 @@ from .domain.limits import Key, Limits
 from .domain.saga import Attempt, DispatchPolicy, Effects
 from .metrics import QueueMetrics
 from .nodemaps import NodeMaps
-from .ports import Ownership, Pools
+from .ports import Ownership, Pools, Workers
 from .state import PlannerState
 from .tasks import needs_nodes, task_message
 from .timers import Timers
@@ -69,8 +69,11 @@ retry or a job's end keep the atomic save."""
 class Execution:
     def __init__(self, state: PlannerState, queue: TaskQueue, timers: Timers, config: PlannerConfig, *,
                  dispatch: DispatchPolicy, ownership: Ownership, metrics: QueueMetrics, nodemaps: NodeMaps,
-                 limits: Limits | None = None, pools: Pools | None = None, budget: SharedBudget | None = None) -> None:
+                 limits: Limits | None = None, pools: Pools | None = None, budget: SharedBudget | None = None,
+                 workers: Workers | None = None) -> None:
         self.state, self.queue, self.timers, self.config = state, queue, timers, config
+        self.workers = workers
+        """The live provisioners: a cancel's claimed attempts whose provisioner is gone end (cancels.py)."""
         self.dispatch, self.ownership, self.pools = dispatch, ownership, pools
         self.metrics, self.nodemaps, self.limits, self.budget = metrics, nodemaps, limits, budget
         self.waker = Waker(state, ownership, timers, limits, budget)

@@ -148,6 +148,15 @@ class Workers(Protocol):
         presence records could not be read."""
         ...
 
+    async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
+        """For each of `provisioners`, the log sequence before which its claims were made by a
+        process that has stopped, with whatever it held (docs/decisions/0054): past every claim
+        when its presence ended (expired or deleted) and it keeps a lease (registered on the
+        tenant's log); its current session's registration once every earlier process of its id
+        must have stopped; 0 when nothing is known to have stopped. Raises when that cannot be
+        read."""
+        ...
+
 
 class NoLayout(Exception):
     """The solver answered: no layout satisfies the request (the message says why)."""

@@ -13,6 +13,8 @@
 - `BUDGETS`: a concurrency limit's budget that another planner changed (`muster.bus.budgets`).
 - `TIMERS`: each kind of timer (`timers.py`) and the handler it fires.
 - `QUEUE_RESETS`: the task queue found empty after a restart (docs/decisions/0013).
+- `PROVISIONER_GONE`: a provisioner's presence record expired or was deleted (the presence
+  bucket's watch; docs/decisions/0054).
 
 Handlers and answers are names of the planner's methods (`app.Planner`), the answers'
 (`replies.Replies`) or the shards' (`sharding.Sharding`), resolved where the inputs are
@@ -78,3 +80,4 @@ TIMERS = {
 falls due, with the key's ids."""
 
 QUEUE_RESETS = "queue_lost"
+PROVISIONER_GONE = "provisioner_gone"

@@ -101,6 +101,7 @@ class Provisioner:
         log = EventStore(nc)  # claims and outcomes in group commits (its default), registrations
         self.workers = Workers(nc.jetstream(), log, plugins, config)
         self.presence = Presence(nc, log, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
+        self.workers.keep(self.presence.lease)
         self.finished = asyncio.Event()
         """Set when drained and deregistered."""
         self._runner: asyncio.Task[None] | None = None

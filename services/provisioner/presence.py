@@ -6,7 +6,12 @@ as the provisioners do; and a writer that finds it gone creates it again). Key `
 provisioner chooses its own TTL; the bucket places a marker when an entry expires, so a watcher
 sees a dead provisioner go (`expired`) as well as a clean one (`left`: the key is deleted). The
 record is rewritten every `ttl / 3` seconds by a timer that waits on the stop event, and at once
-when something a reader cares about changes (draining).
+when something a reader cares about changes (draining). Each acknowledged write renews the
+provisioner's lease (`lease.py`): its workers stop the forward attempts they run when the record
+may have expired (docs/decisions/0054). A session writes its first record unconditionally and
+every later one only over its own last (`Nats-Expected-Last-Subject-Sequence`): a process started
+again under the same id takes the record over, and the one before, if it still lives, can renew
+it no more (`Replaced`), so its lease lapses; it never deletes the other's record either.
 
 The log gets the facts: `ProvisionerRegistered` when a provisioner starts and
 `ProvisionerDeregistered` when it stops cleanly, on `muster.evt.<tenant>.provisioner.<id>` of
@@ -31,7 +36,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig, StorageType
-from nats.js.errors import BadRequestError, BucketNotFoundError
+from nats.js.errors import BadRequestError, BucketNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import ValidationError
 
@@ -40,6 +45,8 @@ from contracts.events import ProvisionerDeregistered, ProvisionerRegistered
 from contracts.tasks import ProvisionerInfo, ProvisionerPresence, TaskMessage
 from muster.bus.wire import stop_watch
 from muster.ports.eventlog import Append, EventLog
+
+from .lease import Lease
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -59,6 +66,17 @@ KEY_PREFIX = "provisioner."
 KV_STREAM = f"KV_{subjects.PRESENCE_BUCKET}"
 KV_SUBJECT_PREFIX = f"$KV.{subjects.PRESENCE_BUCKET}."
 BUCKET_EXISTS = 10058  # the bucket's stream exists with other settings: use it as it is
+WRONG_LAST_SEQUENCE = 10071  # the record is not this session's last one
+
+
+class Replaced(Exception):
+    """Another process of the same provisioner id took the presence record over."""
+
+
+def is_record(headers: dict[str, str] | None, data: bytes | None) -> bool:
+    """A stored presence message that is a record, not a delete, purge or expiry marker."""
+    headers = headers or {}
+    return bool(data) and "KV-Operation" not in headers and "Nats-Marker-Reason" not in headers
 
 
 def presence_key(provisioner_id: str) -> str:
@@ -131,7 +149,7 @@ async def live_provisioners(
             if not done.done():
                 done.set_result(None)
             return
-        if "KV-Operation" in headers or "Nats-Marker-Reason" in headers or not msg.data:
+        if not is_record(headers, msg.data):
             return  # a deleted or expired record
         record = _parse(msg.data, headers.get("Nats-Subject", "?"))
         if record is not None:
@@ -267,6 +285,10 @@ class Presence:
         self._stop = asyncio.Event()
         self._refresher: asyncio.Task[None] | None = None
         self._bucket_ready = False
+        self.lease = Lease(self.ttl_s)
+        self._last_seq: int | None = None
+        """The subject sequence of this session's last record (None: none written yet)."""
+        self.replaced = False
 
     async def register(self) -> None:
         """Record the registration on every tenant's log, publish the record, start refreshing.
@@ -283,7 +305,40 @@ class Presence:
             info=self.info, in_flight=in_flight, completed=completed, draining=draining,
             ttl_s=self.ttl_s, refreshed_at=datetime.now(UTC),
         )
-        await self.js.publish(self.subject, record.model_dump_json().encode(), msg_ttl=self.ttl_s)
+        if self.replaced:
+            raise Replaced(self.info.id)
+        data, loop = record.model_dump_json().encode(), asyncio.get_running_loop()
+        sent_at = loop.time()
+        try:
+            ack = await self.js.publish(self.subject, data, msg_ttl=self.ttl_s, headers=self._over_own())
+        except BadRequestError as err:
+            if err.err_code != WRONG_LAST_SEQUENCE:
+                raise
+            self._last_seq = await self._take_back()  # (our record expired, or the bucket is new)
+            sent_at = loop.time()
+            ack = await self.js.publish(self.subject, data, msg_ttl=self.ttl_s, headers=self._over_own())
+        self._last_seq = ack.seq
+        if not self._stop.is_set():
+            self.lease.renewed(sent_at)
+
+    def _over_own(self) -> dict[str, str] | None:
+        return None if self._last_seq is None else {"Nats-Expected-Last-Subject-Sequence": str(self._last_seq)}
+
+    async def _take_back(self) -> int | None:
+        """The sequence to write over, when the record is not this session's last one: an expiry
+        marker's or a delete's, or none. Another session's record: `Replaced` for good."""
+        try:
+            last = await self.js.get_last_msg(KV_STREAM, self.subject)
+        except NotFoundError:
+            return None
+        record = _parse(last.data or b"", self.subject) if is_record(last.headers, last.data) else None
+        if record is not None and record.info.session != self.info.session:
+            self.replaced = True
+            log.error("another process took over this provisioner id's presence record: this one renews it no more, "
+                      "and stops its forward attempts", provisioner=self.info.id, session=self.info.session,
+                      by=record.info.session, host=record.info.host, pid=record.info.pid)
+            raise Replaced(self.info.id)
+        return last.seq
 
     async def _write(self) -> bool:
         try:
@@ -292,6 +347,8 @@ class Presence:
                 self._bucket_ready = True
             await self.refresh()
             return True
+        except Replaced:
+            return False
         except Exception as err:  # noqa: BLE001 - the bus is away; the refresher tries again
             # The bucket may be what is gone (a server that lost its store, a memory bucket
             # of an older deployment after a restart): the next try declares it again.
@@ -301,7 +358,7 @@ class Presence:
 
     async def _refresh_until_stopped(self, written: bool) -> None:
         interval = self.ttl_s / 3
-        while True:
+        while not self.replaced:
             try:
                 await asyncio.wait_for(self._stop.wait(), interval if written else min(RETRY_S, interval))
                 return
@@ -328,8 +385,14 @@ class Presence:
     async def deregister(self, reason: Literal["drained", "stopped"], completed: int) -> None:
         """Stop refreshing, delete the record (watchers see `left`), record the leave."""
         await self.halt()
-        kv = await self.js.key_value(subjects.PRESENCE_BUCKET)
-        await kv.delete(presence_key(self.info.id))
+        if self._last_seq is not None and not self.replaced:  # (only its own record: never another session's)
+            kv = await self.js.key_value(subjects.PRESENCE_BUCKET)
+            try:
+                await kv.delete(presence_key(self.info.id), last=self._last_seq)
+            except BadRequestError as err:
+                if err.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                log.info("presence record not deleted: it is no longer this session's", provisioner=self.info.id)
         await self._record(
             ProvisionerDeregistered(provisioner_id=self.info.id, session=self.info.session, reason=reason,
                                     completed=completed),
@@ -340,6 +403,7 @@ class Presence:
     async def halt(self) -> None:
         """Stop refreshing and leave the record to expire (what a crash looks like)."""
         self._stop.set()
+        self.lease.stop()
         if self._refresher is not None:
             await self._refresher
 

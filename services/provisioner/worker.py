@@ -19,8 +19,9 @@ from muster.ports.eventlog import ConcurrencyError, EventLog
 
 from .alarm import Alarm
 from .attempt_trace import Executor, Traces
-from .domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, lets_go
+from .domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig, lets_go
 from .domain.core import Slots, WorkerCore
+from .lease import Lease
 from .nodes import NodesResolver
 from .progress import reporting
 from .pull import Pulls
@@ -53,6 +54,7 @@ class Workers:
         self._may_pull = asyncio.Event()
         self._alarm = Alarm(self._due)
         self._writing: set[asyncio.Future[int]] = set()
+        self._runs: dict[int, asyncio.Task[None]] = {}
         self._pulls = Pulls(self._nc, self.config.provisioner_class, self._accept, self.core.wanted, self._may_pull,
                             self.draining, self._ensure_queue)
         self._started = self._aborted = False
@@ -80,6 +82,21 @@ class Workers:
     def cancelled(self) -> int:
         """Deliveries never run: their job was cancelled before their claim (docs/decisions/0046)."""
         return self.core.cancelled
+
+    @property
+    def lapsed(self) -> int:
+        """Forward attempts stopped or not started because the lease lapsed (docs/decisions/0054)."""
+        return self.core.stopped
+
+    def keep(self, lease: Lease) -> None:
+        """Run forward attempts only within `lease`'s terms, and stop them when it lapses."""
+        self.core.leased = True
+        lease.follow(self.core.lease_renewed, self._lapsed)
+
+    def _lapsed(self) -> None:
+        log.error("presence not renewed in time: the forward attempts held are stopped and given back",
+                  running=self.core.running)
+        self._do(self.core.lease_lapsed(asyncio.get_running_loop().time()))
 
     @property
     def holding(self) -> set[str]:
@@ -173,7 +190,12 @@ class Workers:
             elif isinstance(action, Run):
                 run = asyncio.get_running_loop().create_task(self._run(action.held, action.task))
                 self.running.add(run)
-                run.add_done_callback(self.running.discard)
+                self._runs[action.held] = run
+                run.add_done_callback(partial(self._ran, action.held))
+            elif isinstance(action, Stop):
+                stopped = self._runs.pop(action.held, None)
+                if stopped is not None:
+                    stopped.cancel()  # (the core let it go: `ran` is not told)
             elif isinstance(action, Store):
                 append = self._traces.outcome(action.held, action.append) if self._traces.held else action.append
                 self._write(self.store.submit(action.subject, append), partial(self._stored, action.held))
@@ -183,6 +205,11 @@ class Workers:
             elif isinstance(action, Note):
                 getattr(log, action.level)(action.what, **action.fields)
         self._sync()
+
+    def _ran(self, held: int, run: asyncio.Task[None]) -> None:
+        self.running.discard(run)
+        if self._runs.get(held) is run:
+            del self._runs[held]
 
     def _write(self, written: asyncio.Future[int], then: Callable[[asyncio.Future[int]], None]) -> None:
         self._writing.add(written)

@@ -9,7 +9,9 @@ NATS connection can call `check`).
    exception: the job ended (a final event) while the attempt was in flight — listed by name in
    `Report.ended_in_flight`. Every `TaskCompleted` has the provisioner's `TaskSucceeded` for the
    same attempt; every `TaskAttemptFailed` has its `TaskFailed`, or is a timeout (listed), or
-   ended an attempt a cancel's fence found unclaimed (then no claim of it is in the log at all).
+   ended an attempt a cancel's fence found unclaimed (then no claim of it is in the log at all),
+   or ended a claimed attempt of a cancelled job whose provisioners had all gone (listed;
+   decision 54).
 3. State rebuilt from the log equals what the services report: each job's view from its owner
    (`muster.q.<tenant>.<principal>.job.<id>`) equals `rebuild(Job, ...)`.view() (a planner holds each
    cluster's current job; a finished older job may go unanswered: the tracker reads it from the
@@ -47,7 +49,7 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 
 from contracts import subjects
-from contracts.events import FINAL_JOB_EVENTS
+from contracts.events import FINAL_JOB_EVENTS, LOST_PREFIX
 from muster.bus.connect import bearer_headers, principal_of
 from muster.bus.eventstore import EventStore, Recorded
 from muster.bus.repository import rebuild
@@ -83,6 +85,9 @@ class Report:
     """Attempts after the first of a task."""
     outcomes: Counter[str] = field(default_factory=Counter)
     timed_out: list[str] = field(default_factory=list)
+    provisioner_lost: list[str] = field(default_factory=list)
+    """Claimed attempts of cancelled jobs ended because every provisioner that claimed them had
+    gone (their presence ended; docs/decisions/0054)."""
     ended_in_flight: list[str] = field(default_factory=list)
     """Attempts without a planner outcome because their job had ended first (allowed)."""
     redelivered: int = 0
@@ -108,7 +113,8 @@ class Report:
     def summary(self) -> str:
         return (
             f"{self.events} events; jobs {dict(self.jobs)}; {self.attempts} attempts ({self.retries} retries), "
-            f"outcomes {dict(self.outcomes)}; {len(self.timed_out)} timed out; {self.redelivered} redelivered; "
+            f"outcomes {dict(self.outcomes)}; {len(self.timed_out)} timed out; {len(self.provisioner_lost)} lost with their "
+            f"provisioner; {self.redelivered} redelivered; "
             f"{self.late_results} late results; {self.overlapping} ran twice at once; {len(self.ended_in_flight)} ended in flight; "
             f"compared {dict(self.compared)}; {self.fencing.summary()}; "
             f"{self.history.summary() + '; ' if self.history else ''}{len(self.problems)} problems"
@@ -279,6 +285,11 @@ def _check_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
         elif e.state == "cancelled":  # ended by a cancel's fence, as unclaimed: never claimed, before or after (decision 46)
             if "TaskClaimed" in types:
                 report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} cancelled as unclaimed, and claimed")
+        elif e.error.startswith(LOST_PREFIX):  # its claimers all gone, its job cancelled (decision 54)
+            report.provisioner_lost.append(f"{name}: attempt {e.attempt} of {e.task_id}")
+            if "TaskClaimed" not in types or not e.may_have_made:
+                report.problems.append(f"{name}: attempt {e.attempt} of {e.task_id} lost with its provisioner, "
+                                       f"but {'never claimed' if 'TaskClaimed' not in types else 'not counted as maybe made'}")
         elif "TaskFailed" not in types:
             report.problems.append(f"{name}: TaskAttemptFailed of attempt {e.attempt} of {e.task_id} without a provisioner's TaskFailed")
 
@@ -300,7 +311,8 @@ def _count_provisioner_side(report: Report, by_subject: dict[str, list[Recorded]
             if r.type not in ("TaskSucceeded", "TaskFailed"):
                 continue
             planner = outcomes.get((r.event.task_id, r.event.attempt), [])
-            if not planner or (planner[0].type == "TaskAttemptFailed" and planner[0].event.state in ("timed_out", "cancelled")):
+            if not planner or (planner[0].type == "TaskAttemptFailed" and (planner[0].event.state in ("timed_out", "cancelled")
+                                                                            or planner[0].event.error.startswith(LOST_PREFIX))):
                 report.late_results += 1
 
 

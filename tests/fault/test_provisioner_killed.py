@@ -1,4 +1,7 @@
-"""Scenario 1: kill -9 a provisioner mid-task; the task runs again on the other, the job succeeds."""
+"""Scenario 1: kill -9 a provisioner mid-task; the task runs again on the other, the job succeeds.
+And when the job was cancelled with that task claimed (nothing can claim it again under the
+cancel's fence): the attempt ends lost once the dead provisioner's presence expires, and the
+rollback deletes what it may have made, without waiting for the attempt's timeout."""
 
 from __future__ import annotations
 
@@ -7,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from contracts import subjects
-from contracts.commands import Accepted, CreateCluster
-from contracts.events import JobSucceeded
+from contracts.commands import Accepted, CancelJob, CreateCluster
+from contracts.events import LOST_PREFIX, JobRolledBack, JobSucceeded
 from muster.bus.eventstore import EventStore
 
 from .harness import FaultStack, demo_catalog
 
-pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(200)]
 
 
 async def test_a_task_whose_provisioner_dies_completes_on_another(tmp_path: Path) -> None:
@@ -44,3 +47,49 @@ async def test_a_task_whose_provisioner_dies_completes_on_another(tmp_path: Path
         report = await fs.check()
         report.assert_ok()
         assert report.redelivered >= 1 and not report.timed_out
+
+
+@pytest.mark.parametrize("restarted", [False, True], ids=["gone", "started-again-under-its-id"])
+async def test_a_cancelled_job_whose_claimed_attempt_lost_its_provisioner_rolls_back_without_its_timeout(
+        tmp_path: Path, restarted: bool) -> None:
+    # Decision 54. Creates take 20 s (the victim is surely mid-task when it dies); an attempt
+    # with no outcome times out after 60 s (fault_options); presence records live 3 s. Started
+    # again (as `muster up` and compose do, under the same id), its record never goes (they live
+    # 25 s then, so the new process surely writes over the dead one's): the new process's takes
+    # it over, and the dead one's claims end once it must have stopped, 25 s after.
+    ttl = ["--presence-ttl", "25" if restarted else "3"]
+    async with await FaultStack.single(tmp_path, provisioners=2, extra_args={"provisioner": ttl}) as fs:
+        await fs.load_catalog("default", demo_catalog(latency_ms="20-80", latency_ms_create="20000"))
+        replies: list[Accepted] = []
+        create = fs.sending("default", CreateCluster(name="lost", template="hadoop-small", nodes=2), replies)
+        claim = await fs.when("muster.evt.default.task.>",
+                              lambda r: r.type == "TaskClaimed" and r.event.task_id.endswith(".create"), create)
+        job = replies[0].job_id
+        victim = claim.event.provisioner
+
+        async def cancel() -> None:
+            assert isinstance(await fs.client.send("default", CancelJob(job_id=job)), Accepted)
+
+        # The claim got in before the cancel's fence: the job waits for its outcome, which never comes.
+        await fs.when(subjects.claims_closed("default", job, 0), lambda r: r.type == "ClaimsClosed", cancel)
+        name = f"provisioner-{victim.removeprefix('prov-')}"
+        pid = await fs.kill(name)
+        if restarted:
+            await fs.restart(name)
+        final = await fs.client.wait(job, timeout=150)
+        assert isinstance(final, JobRolledBack), final
+
+        story = await EventStore(fs.conn).read_many(subjects.job_history_filters("default", job))
+        ends = {(r.event.task_id, r.event.attempt): r.event for r in story if r.type == "TaskAttemptFailed"}
+        lost = ends.get((claim.event.task_id, claim.event.attempt))
+        assert lost is not None and lost.error.startswith(LOST_PREFIX) and lost.may_have_made, (lost, ends)
+        assert not [e for e in ends.values() if e.state == "timed_out"], ends
+        # What it may have made is deleted by the rollback.
+        node = claim.event.task_id.split(".")[0]
+        assert f"undo.{node}.delete" in {r.event.task_id for r in story if r.type == "TaskCompleted"}
+        print(f"\n[scenario 1, cancelled] killed {victim} (pid {pid}) holding {claim.event.task_id}"
+              f"{', started again' if restarted else ''}; ended: {lost.error}")
+
+        report = await fs.check()
+        report.assert_ok()
+        assert report.provisioner_lost and not report.timed_out

@@ -15,7 +15,7 @@ class would separate the two halves of every transition.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -483,7 +483,7 @@ class Job(Aggregate):
             return None
         return self.cancels - 1 if self.cancel_requested else self.cancels
 
-    def cancel_unclaimed(self, claimed: set[tuple[str, int]]) -> list[str]:
+    def cancel_unclaimed(self, claimed: Collection[tuple[str, int]]) -> list[str]:
         """Once the cancel's fence is closed (`ClaimsClosed`): the queued forward attempts no
         provisioner claimed before it (`claimed`: the (task, attempt) pairs with a claim in the
         log before the fence) can never be claimed, so they end now, `cancelled`: the job waits
@@ -496,6 +496,19 @@ class Job(Aggregate):
         for t in ended:
             self._attempt_failed(TaskAttemptFailed(job_id=str(self.id), task_id=t, attempt=self.attempts[t], state="cancelled",
                                                    error="cancelled before any provisioner claimed it"))
+        return ended
+
+    def lose_claimed(self, lost: Mapping[tuple[str, int], str]) -> list[str]:
+        """Once the cancel's fence is closed: the claimed forward attempts whose every claimer is
+        gone for good (`lost`: (task, attempt) -> why; docs/decisions/0054) will never report,
+        and nothing can claim them again. Each ends failed with its effect unknown
+        (`may_have_made`, as a timeout does): the rollback undoes it. Their task ids."""
+        if not self.cancel_requested or self.state != "running":
+            return []
+        ended = [t for (t, a) in lost if self.is_current(t, a) and self.fence_round(t) is not None]
+        for t in ended:
+            self._attempt_failed(TaskAttemptFailed(job_id=str(self.id), task_id=t, attempt=self.attempts[t],
+                                                   error=lost[(t, self.attempts[t])], may_have_made=True))
         return ended
 
     @property

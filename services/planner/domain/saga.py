@@ -15,7 +15,7 @@ next `advance` of the job (an outcome, a grant, `Planner.nudge`) looks at them a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -348,12 +348,15 @@ def _created_by(confirm_id: str) -> str:
     return confirm_id.removesuffix(Action.CONFIRM.value) + Action.CREATE.value
 
 
-def close_claims(job: Job, cluster: Cluster, claimed: set[tuple[str, int]], services: Mapping[str, Service],
-                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL) -> Effects:
+def close_claims(job: Job, cluster: Cluster, claimed: Collection[tuple[str, int]], services: Mapping[str, Service],
+                 settings: Settings, policy: DispatchPolicy = DISPATCH_ALL,
+                 lost: Mapping[tuple[str, int], str] | None = None) -> Effects:
     """The cancel's fence is closed (`ClaimsClosed` stored): every queued forward attempt not in
-    `claimed` (the claims the log holds before the fence) ends `cancelled`, its timeout disarmed,
-    and the job takes its next step (its rollback, once nothing claimed is in flight)."""
-    ended = job.cancel_unclaimed(claimed)
+    `claimed` (the claims the log holds before the fence) ends `cancelled`, every one in `lost`
+    (each of its claimers gone for good, docs/decisions/0054) ends failed as maybe made, their
+    timeouts disarmed, and the job takes its next step (its rollback, once nothing claimed is in
+    flight)."""
+    ended = job.cancel_unclaimed(claimed) + job.lose_claimed(lost or {})
     effects = Effects(disarm=[Attempt(t, job.attempts[t]) for t in ended])
     effects += advance(job, cluster, services, settings, policy)
     return effects

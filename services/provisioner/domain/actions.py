@@ -2,7 +2,8 @@
 
 Actions, in the order the core returns them: `Claim` (append the claim, then tell the core
 `claimed`), `Run` (run the plugin, then `ran`), `Store` (append the outcome, then `stored`),
-`Answer` (settle the delivery: ack, nak with a delay, term, in progress), `Note` (log it).
+`Stop` (stop a plugin `Run` started: its lease lapsed), `Answer` (settle the delivery: ack, nak with
+a delay, term, in progress), `Note` (log it).
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ class Run:
 
 
 @dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop the task's plugin, started by `Run`, at once (the core has let the delivery go:
+    its lease lapsed, `WorkerCore.lease_lapsed`); `ran` is not to be told."""
+
+    held: int
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
     """Settle the delivery whose reply subject this is."""
 
@@ -95,4 +104,4 @@ class Note:
     fields: dict[str, Any]
 
 
-Action = Claim | Run | Store | Answer | Note
+Action = Claim | Run | Stop | Store | Answer | Note

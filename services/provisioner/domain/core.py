@@ -9,11 +9,18 @@ slower one or after a task claimed ahead found no plugin slot within `AHEAD_WAIT
 back to the queue). Every held delivery gets keep-alives (in progress) every third of its
 queue's ack wait, until it is answered.
 
-Inputs: `queue_declared`, `delivered`, `claimed`, `ran`, `stored`, `drain`, `promise` (a
+A worker with a *lease* (`leased`: its provisioner keeps a presence record, and the lease is
+the time that record is sure to be there, `services/provisioner/lease.py`) runs a forward
+attempt (one with a cancel fence) only in the lease's term (`epoch`) its claim was sent in,
+and stops it when that term lapses (`lease_lapsed`): a planner may then count the attempt lost
+and have its rollback undo it (docs/decisions/0054). Rollback tasks (no fence) run on.
+
+Inputs: `queue_declared`, `delivered`, `claimed`, `ran`, `stored`, `drain`, `lease_renewed`,
+`lease_lapsed`, `promise` (a
 planner that found the task queue lost was told what is held: held deliveries are then this
 worker's to finish, and a failure takes them up again here rather than giving them back to a
 queue that lost them), `due` (the time came for the next deadline, `next_due`). Each returns the actions to carry out, in order:
-`Claim`, `Run`, `Store` (an outcome), `Answer` (ack, nak with delay, term, in progress) and
+`Claim`, `Run`, `Stop`, `Store` (an outcome), `Answer` (ack, nak with delay, term, in progress) and
 `Note` (something to log). The adapter (`services/provisioner/worker.py`) feeds the answers of
 the log, the plugins and the clock back in.
 """
@@ -34,7 +41,7 @@ from contracts.records import Append
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 
-from .actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig, attempt_key, lets_go, outcome_event
+from .actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig, attempt_key, lets_go, outcome_event
 
 FINISHING_PER_SLOT = 4
 """Outcomes being stored (their plugins done, their slots free) per plugin slot beyond which the
@@ -96,6 +103,8 @@ class Held:
     """Taken up again here only until then (the action's time limit from the promise): a plugin
     that keeps crashing, or a log that keeps refusing, is not retried every second for ever; the
     planner's attempt timeout then decides, as for any delivery given back."""
+    term: int = -1
+    """The lease's term its last claim was sent in (-1: sent while the lease had lapsed)."""
 
 
 @dataclass
@@ -108,6 +117,14 @@ class WorkerCore:
     """Deliveries whose claim the job's cancel fence refused (`_cancelled`): never run."""
     draining: bool = False
     held: dict[int, Held] = field(default_factory=dict)
+    leased: bool = False
+    """Forward attempts run only within their claim's lease term (set by a provisioner that keeps
+    a presence record; a bare worker, in tests and benchmarks, has no lease)."""
+    lease_ok: bool = False
+    epoch: int = 0
+    """The lease's term: one more at every lapse."""
+    stopped: int = 0
+    """Plugins stopped, or forward attempts not started, because the lease lapsed."""
 
     def __post_init__(self) -> None:
         self.capacity = self.config.capacity
@@ -193,6 +210,10 @@ class WorkerCore:
             return [Note("info", "task let go for another provisioner", {"task": task.task_id, "attempt": task.attempt,
                                                                          "delivery": delivery}),
                     Answer(reply, nak(self.config.avoid_delay_s))]
+        if not self._may_claim(task):  # (its claim could never run: no claim, no event in the log)
+            self.slots.give(slot)
+            self.passed += 1
+            return [Answer(reply, nak(RETRY_DELAY_S))]
         me = self.config.provisioner_id
         worker = f"{me}/w{slot}"
         subject = subjects.task_events(task.tenant, task.job_id, task.task_id, me)  # only this provisioner writes there
@@ -204,6 +225,7 @@ class WorkerCore:
 
     def _claim(self, hid: int) -> Claim:
         h = self.held[hid]
+        h.term = self.epoch if self.lease_ok else -1
         task = h.task
         claim = TaskClaimed(job_id=task.job_id, task_id=task.task_id, attempt=task.attempt, provisioner=self.config.provisioner_id,
                             worker=h.worker, delivery=h.delivery)
@@ -219,6 +241,9 @@ class WorkerCore:
             return self._cancelled(hid)
         if error is not None:
             return self._give_back(hid, "task handling failed; will be redelivered", error, now=now)
+        if not self._in_term(h):
+            self.stopped += 1
+            return self._give_back(hid, "task not run: the provisioner's lease lapsed since its claim was sent", None, now=now)
         if self.running < self.capacity and not self.line:
             self.running += 1
             h.stage = "running"
@@ -232,7 +257,7 @@ class WorkerCore:
             now: float = 0.0) -> list[Action]:
         """The plugin returned `outcome` after `seconds` (or crashed with `error`)."""
         self.ahead_ok = min(self.ahead_ok + 1, self.ahead) if seconds < SHORT_RUN_S else 0
-        after = self._next_in_line()
+        after = self._next_in_line(now)
         h = self.held.get(hid)
         if h is None:
             return after
@@ -272,6 +297,34 @@ class WorkerCore:
         """Take no new tasks; those held go on."""
         self.draining = True
 
+    def lease_renewed(self) -> None:
+        """The lease holds (again): claims sent from now on are of the current term."""
+        self.lease_ok = True
+
+    def lease_lapsed(self, now: float) -> list[Action]:
+        """The lease's term ended (the presence record could not be renewed in time, so a planner
+        may already count this provisioner gone, docs/decisions/0054): every forward attempt
+        running is stopped and given back, those waiting for a slot too, and nothing claimed
+        in that term runs any more, even if the lease is renewed later."""
+        if not self.leased:
+            return []
+        self.epoch += 1
+        self.lease_ok = False
+        self.ahead_ok = 0
+        out: list[Action] = []
+        for hid, h in list(self.held.items()):
+            if self.held.get(hid) is not h or h.task.fence is None or h.stage not in ("running", "waiting"):
+                continue  # (one in line may have been let go already, as the next of a stopped one)
+            self.stopped += 1
+            if h.stage == "running":
+                out.append(Stop(hid))
+                out += self._give_back(hid, "task stopped: the provisioner's lease lapsed", None, now=now)
+                out += self._next_in_line(now)
+            else:
+                self.line.remove(hid)
+                out += self._give_back(hid, "task not run: the provisioner's lease lapsed", None, now=now)
+        return out
+
     def due(self, now: float) -> list[Action]:
         """Keep-alives whose time came, and tasks claimed ahead that waited too long for a slot."""
         out: list[Action] = []
@@ -281,7 +334,10 @@ class WorkerCore:
                 continue
             _, _, kind, hid = entry
             h = self.held[hid]
-            if kind == "again":
+            if kind == "again" and not self._may_claim(h.task):
+                h.again_at = now + RETRY_DELAY_S  # (not claimed while the lease has lapsed)
+                self._at(h.again_at, "again", hid)
+            elif kind == "again":
                 h.delivery += 1  # as a redelivery's claim: its own key
                 h.stage = "claiming"
                 out.append(self._claim(hid))
@@ -334,14 +390,29 @@ class WorkerCore:
         return [Note("info", "task not run: its job was cancelled before it was claimed",
                      {"job": task.job_id, "task": task.task_id, "attempt": task.attempt}), Answer(h.reply, TERM)]
 
-    def _next_in_line(self) -> list[Action]:
+    def _next_in_line(self, now: float = 0.0) -> list[Action]:
         """A plugin slot came free: the next task in line takes it, or it stays free."""
-        if self.line:
+        out: list[Action] = []
+        while self.line:
             hid = self.line.popleft()
-            self.held[hid].stage = "running"
-            return [Run(hid, self.held[hid].task)]
+            h = self.held[hid]
+            if not self._in_term(h):  # (claimed in a term that lapsed since)
+                self.stopped += 1
+                out += self._give_back(hid, "task not run: the provisioner's lease lapsed since its claim was sent", None, now=now)
+                continue
+            h.stage = "running"
+            return [*out, Run(hid, h.task)]
         self.running -= 1
-        return []
+        return out
+
+    def _may_claim(self, task: TaskMessage) -> bool:
+        """A forward attempt is not claimed while the lease has lapsed: it could not run."""
+        return not self.leased or task.fence is None or self.lease_ok
+
+    def _in_term(self, h: Held) -> bool:
+        """Whether the task may start now: a rollback's always; a forward attempt only within the
+        lease term its claim was sent in (a planner may count a claim of a lapsed term lost)."""
+        return not self.leased or h.task.fence is None or (self.lease_ok and h.term == self.epoch)
 
     def _at(self, when: float, kind: str, hid: int) -> None:
         heapq.heappush(self._due, (when, next(self._tie), kind, hid))

@@ -152,10 +152,11 @@ class Bench:
         self.stack.push_async_callback(p.abort)
         return p
 
-    async def publish(self, task_id: str, tenant: str | None = None, avoid: list[str] | None = None, **kw: Any) -> TaskMessage:
+    async def publish(self, task_id: str, tenant: str | None = None, avoid: list[str] | None = None,
+                      fence: str | None = None, **kw: Any) -> TaskMessage:
         tenant = tenant or self.tenant
         task = make_task("install", service="svc", task_id=task_id, tenant=tenant, cluster_id=f"c-{tenant}", **kw)
-        task = task.model_copy(update={"avoid": avoid or []})
+        task = task.model_copy(update={"avoid": avoid or [], "fence": fence})
         await self.nc.jetstream().publish(
             subjects.task_queue(task.tenant, task.provisioner_class), task.model_dump_json().encode(),
             headers={"Nats-Msg-Id": f"{task.job_id}.{task.task_id}.{task.attempt}"},

@@ -4,18 +4,22 @@ stop) and drain (on request: finishes what runs, takes nothing new, leaves)."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import AsyncExitStack
+from dataclasses import replace
 
 import pytest
 
 from contracts import subjects
-from contracts.tasks import HeldAttempts
+from contracts.tasks import HeldAttempts, TaskMessage, TaskOutcome
 from muster.bus.connect import connect
-from services.planner.adapters import NatsWorkers
+from muster.bus.eventstore import EventStore
+from muster.bus.streams import ensure_streams
+from services.planner.adapters import ALL, NatsWorkers
 from services.provisioner.app import request_drain
-from services.provisioner.presence import PresenceWatch, live_provisioners, wait_gone
+from services.provisioner.presence import KV_STREAM, PresenceWatch, live_provisioners, wait_gone
 from services.provisioner.routing import drain_subject
 
-from .conftest import DEADLINE_S, Bench, HeldExecutor
+from .conftest import DEADLINE_S, Bench, HeldExecutor, LogWatch
 
 pytestmark = pytest.mark.nats
 
@@ -167,3 +171,98 @@ async def test_a_retry_may_go_elsewhere_while_a_live_provisioner_has_not_tried_t
     assert not await untried_elsewhere(bench.nc, f"a-{tenant}", task.model_copy(update={"avoid": [f"b-{tenant}"]}))
     await b.drain()
     assert not await untried_elsewhere(bench.nc, f"a-{tenant}", task)
+
+
+async def test_a_provisioner_that_cannot_renew_its_presence_stops_its_forward_attempts(fresh_nats: str, tenant: str) -> None:
+    # Decision 54: once its record may have expired, a planner may count what it claimed as lost
+    # (its job cancelled), so it must not run it on. A server of its own: the bucket is broken.
+    async with AsyncExitStack() as stack:
+        nc = await connect(fresh_nats, name="test")
+        stack.push_async_callback(nc.close)
+        await ensure_streams(nc.jetstream())
+        log = LogWatch()
+        sub = await log.start(nc, tenant)
+        stack.push_async_callback(sub.unsubscribe)
+        bench = Bench(fresh_nats, tenant, stack, log, nc)
+        held = StoppableExecutor()
+        p = await bench.provisioner(held, f"p-{tenant}", presence_ttl_s=2, ack_wait_s=30.0)
+        fence = subjects.claims_closed(tenant, "j1", 0)
+        task = await bench.publish("n1.install", fence=fence)
+        await held.wait_started(1)
+
+        # Every presence write refused from now on (as when the bus is out of reach): messages
+        # larger than the bucket's stream takes.
+        js = nc.jetstream()
+        config = (await js.stream_info(KV_STREAM)).config
+        await js.update_stream(replace(config, max_msg_size=1))
+        # Within the TTL the plugin is stopped and the delivery given back; taken again, it is not
+        # claimed (nor run) while the lease has lapsed.
+        await asyncio.wait_for(held.stopped.wait(), DEADLINE_S)
+        assert held.running == 0 and held.finished == [] and len(held.started) == 1
+        assert p.workers.lapsed == 1 and log.of("TaskSucceeded") == []
+
+        # The bucket takes writes again: a new term, and the task (claimed in it) runs.
+        await js.update_stream(replace(config, max_msg_size=-1))
+        await held.wait_started(2)
+        held.release()
+        await log.wait_for(lambda log: len(log.of("TaskSucceeded", task.task_id)) == 1)
+        # Two claims: the stopped run's, and the one made in the new term.
+        assert [c.delivery for c in log.of("TaskClaimed", task.task_id)][0] == 1 and len(log.of("TaskClaimed")) == 2
+
+
+class StoppableExecutor(HeldExecutor):
+    """`HeldExecutor`, and `stopped` set when a run is stopped from outside (cancelled)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stopped = asyncio.Event()
+
+    async def execute(self, task: TaskMessage) -> TaskOutcome:
+        try:
+            return await super().execute(task)
+        except asyncio.CancelledError:
+            self.stopped.set()
+            raise
+
+
+async def test_the_planner_counts_gone_only_registered_provisioners_whose_presence_ended(bench: Bench, tenant: str) -> None:
+    # Decision 54: gone = the bucket's leader holds no record, and it registered (so it keeps a
+    # lease); all its claims are then of a process that stopped.
+    workers = NatsWorkers(bench.nc, log_=EventStore(bench.nc))
+    live, dead, left = f"live-{tenant}", f"dead-{tenant}", f"left-{tenant}"
+    await bench.provisioner(HeldExecutor(), live, presence_ttl_s=15)
+    victim = await bench.provisioner(HeldExecutor(), dead, presence_ttl_s=1)
+    leaving = await bench.provisioner(HeldExecutor(), left)
+    await bench.workers(HeldExecutor(), f"bare-{tenant}")  # no registration, no presence: not known to be gone
+    everyone = {live, dead, left, f"bare-{tenant}", f"never-{tenant}"}
+    nothing = dict.fromkeys(everyone, 0)
+    assert await workers.ended(tenant, everyone) == nothing  # (the bare one and the unknown one: never registered)
+
+    async with PresenceWatch(bench.nc.jetstream()) as view:
+        await victim.abort()  # dies: only its TTL tells
+        await leaving.stop()  # leaves cleanly: its record deleted
+        await view.wait_until(lambda now: dead not in now and left not in now, DEADLINE_S)
+    assert await workers.ended(tenant, everyone) == {**nothing, dead: ALL, left: ALL}
+    assert await workers.ended(f"{tenant}-other", everyone) == nothing  # (registered on another tenant's log only)
+
+
+async def test_a_process_started_again_under_the_same_id_takes_the_record_over_and_the_first_stops(
+        bench: Bench, tenant: str) -> None:
+    # Decision 54: the earlier session, if it lives on (cut off, then back), renews the record no
+    # more, so its lease lapses and its forward attempts stop; and it never deletes the new one's.
+    pid = f"p-{tenant}"
+    first_runs, second_runs = StoppableExecutor(), HeldExecutor()
+    first = await bench.provisioner(first_runs, pid, presence_ttl_s=2, ack_wait_s=3.0)
+    task = await bench.publish("n1.install", fence=subjects.claims_closed(tenant, "j1", 0))
+    await first_runs.wait_started(1)
+
+    second = await bench.provisioner(second_runs, pid, presence_ttl_s=2, ack_wait_s=3.0)
+    await asyncio.wait_for(first_runs.stopped.wait(), DEADLINE_S)
+    assert first.presence.replaced and not second.presence.replaced
+    await second_runs.wait_started(1)  # the message came back, and the live one took it
+    second_runs.release()
+    await bench.log.wait_for(lambda log: [e.provisioner for e in log.of("TaskSucceeded", task.task_id)] == [pid])
+
+    await first.stop()
+    [record] = [p for p in await live_provisioners(bench.nc, tenant=tenant)]
+    assert record.info.session == second.info.session  # its record stays

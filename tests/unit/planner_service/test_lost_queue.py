@@ -82,6 +82,9 @@ class Provisioners:
     async def holding(self) -> set[str] | None:
         return self.held
 
+    async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
+        return {}
+
 
 async def test_with_the_provisioners_asked_only_what_none_of_them_holds_goes_out_again() -> None:
     """One create runs on a provisioner; one was claimed and let go back to the queue (a task

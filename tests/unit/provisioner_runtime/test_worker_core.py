@@ -10,7 +10,7 @@ from contracts.events import TaskClaimed, TaskFailed, TaskSucceeded
 from contracts.tasks import TaskMessage, TaskOutcome
 from muster.ports.delivery import ACK, PROGRESS, TERM, nak
 from muster.ports.eventlog import ConcurrencyError
-from services.provisioner.domain.actions import Action, Answer, Claim, Note, Run, Store, WorkerConfig
+from services.provisioner.domain.actions import Action, Answer, Claim, Note, Run, Stop, Store, WorkerConfig
 from services.provisioner.domain.core import AHEAD_WAIT_S, FINISHING_PER_SLOT, RETRY_DELAY_S, WorkerCore
 from services.provisioner.plugins.testing import make_task
 
@@ -319,3 +319,82 @@ def test_an_unpromised_task_still_goes_back_to_its_queue() -> None:
     hid2 = _held(_deliver(core, 2))  # taken after the planner asked: its queue is the new one
     assert _nak_or_ack(core.claimed(hid2, 0.0, error=OSError("log down"))) == [Answer("reply.2", nak(RETRY_DELAY_S))]
     assert core.holding == {"j.t1.1"} and hid in core.held
+
+
+# -- the lease (docs/decisions/0054) -------------------------------------------------------------
+
+
+def _leased(capacity: int = 1, claim_ahead: int = 0) -> WorkerCore:
+    core = _core(capacity=capacity, claim_ahead=claim_ahead)
+    core.leased = True
+    core.lease_renewed()
+    return core
+
+
+FENCE: dict[str, Any] = {"fence": subjects.claims_closed("t1", "j", 0)}
+
+
+def test_a_lapsed_lease_stops_the_forward_attempts_running_and_gives_them_back() -> None:
+    core = _leased(capacity=2)
+    forward, rollback = _held(_deliver(core, 1, **FENCE)), _held(_deliver(core, 2))
+    assert _only(core.claimed(forward, 0.1), Run) and _only(core.claimed(rollback, 0.1), Run)
+    actions = core.lease_lapsed(5.0)
+    # The forward attempt's plugin is stopped and its delivery goes back; a rollback's (no fence) runs on.
+    assert Stop(forward) in actions and Stop(rollback) not in actions
+    assert [a for a in _only(actions, Answer) if a.settle != PROGRESS] == [Answer("reply.1", nak(RETRY_DELAY_S))]
+    assert core.holding == {"j.t2.1"} and core.running == 1 and core.stopped == 1
+    assert _only(core.ran(rollback, OK, 1.0, now=5.1), Store)
+
+
+def test_a_claim_of_a_lapsed_term_never_runs_even_once_the_lease_is_renewed() -> None:
+    core = _leased()
+    hid = _held(_deliver(core, 1, **FENCE))  # claim sent in term 0
+    core.lease_lapsed(1.0)
+    core.lease_renewed()  # term 1: a planner may have counted term 0's claims lost meanwhile
+    actions = core.claimed(hid, 1.1)
+    assert not _only(actions, Run) and _only(actions, Answer) == [Answer("reply.1", nak(RETRY_DELAY_S))]
+    assert core.idle and core.stopped == 1
+    # While it has lapsed a forward attempt is not even claimed (no event in the log for nothing);
+    # a rollback's is. One delivered in the new term runs.
+    core.lease_lapsed(2.0)
+    assert _deliver(core, 2, **FENCE) == [Answer("reply.2", nak(RETRY_DELAY_S))] and core.idle
+    rollback = _held(_deliver(core, 3))
+    assert _only(core.claimed(rollback, 2.1), Run)
+    core.ran(rollback, OK, 0.1, now=2.2)
+    core.lease_renewed()
+    fresh = _held(_deliver(core, 4, **FENCE))
+    assert _only(core.claimed(fresh, 2.3), Run)
+
+
+def test_a_forward_attempt_waiting_for_a_slot_is_given_back_when_the_lease_lapses() -> None:
+    core = _leased(claim_ahead=1)
+    core.ahead_ok = 1  # one task claimed ahead, waiting in line
+    first, second = _held(_deliver(core, 1, **FENCE)), _held(_deliver(core, 2, **FENCE))
+    assert _only(core.claimed(first, 0.1), Run) and not core.claimed(second, 0.1)
+    actions = core.lease_lapsed(0.5)
+    assert Stop(first) in actions and not _only(actions, Run)
+    assert sorted(a.reply for a in _only(actions, Answer)) == ["reply.1", "reply.2"]
+    assert core.idle and core.running == 0 and core.stopped == 2
+
+
+def test_a_worker_without_a_lease_never_stops_what_it_runs() -> None:
+    core = _core()
+    hid = _held(_deliver(core, 1, **FENCE))
+    assert _only(core.claimed(hid, 0.1), Run)
+    assert not _only(core.lease_lapsed(1.0), Stop)  # (a bare worker is never told: no presence, no lease)
+
+
+def test_a_promised_attempt_stopped_by_a_lapse_is_claimed_again_here_only_once_the_lease_holds() -> None:
+    core = _leased()
+    hid = _held(_deliver(core, 1, **FENCE))
+    core.claimed(hid, 0.1)
+    core.promise(0.2)  # the queue it came from was lost: it is this worker's to finish (decision 13)
+    actions = core.lease_lapsed(1.0)
+    assert Stop(hid) in actions and not _only(actions, Answer)  # (no queue to give it back to)
+    due = core.next_due()
+    assert due is not None and not _only(core.due(due), Claim)  # not claimed while lapsed
+    core.lease_renewed()
+    due = core.next_due()
+    assert due is not None
+    [claim] = _only(core.due(due), Claim)
+    assert claim.append.event.delivery == 2 and _only(core.claimed(claim.held, due), Run)
