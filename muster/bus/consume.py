@@ -149,7 +149,12 @@ async def consume_events(
 
 def _config(durable: str, filters: Sequence[str], ack_wait: float, deliver_policy: DeliverPolicy,
             inactive_threshold: float | None) -> ConsumerConfig:
+    """With its name, nats-py asks for a consumer of one filter on
+    `$JS.API.CONSUMER.CREATE.EVENTS.<durable>.<filter>`, where the server's permissions see the
+    filter (a service's rights list the filters it reads, docs/security.md); without it, the
+    legacy `CONSUMER.DURABLE.CREATE.EVENTS.<durable>`, the filter in the body, unseen."""
     return ConsumerConfig(
+        name=durable,
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=ack_wait,

@@ -5,7 +5,9 @@ nats-py spending more time per message than decoding and folding it. `OrderedRea
 nats-py's ordered consumer does, on raw frames: an ephemeral push consumer (no acks, flow
 control, heartbeats) whose deliveries must come in consumer-sequence order; a gap or a silent
 consumer (a reconnect, a restarted server) re-creates it from the stream sequence after the
-last message taken, so every message is seen once, in log order.
+last message taken, so every message is seen once, in log order. Each consumer it makes has a
+name of its own, so that its filter is in the request's subject, where a service's rights see
+it (docs/security.md).
 
 On a replicated stream (`leader_check`) a read also ends the way `EventStore.read` does: the
 consumer of one replica (an ephemeral consumer of one replica may be placed on a follower) says
@@ -31,7 +33,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import APIError
 
 from .protocol import ack_sequences, parse_headers
-from .wire import RawHandler, raw_subscribe, raw_unsubscribe
+from .wire import RawHandler, fresh_name, raw_subscribe, raw_unsubscribe
 
 OnMessage = Callable[[bytes, int, bytes, bytes], Awaitable[None] | None]
 """(subject, stream sequence, payload, header block) of one message, in stream order. What it
@@ -173,6 +175,9 @@ class OrderedReader:
             inactive_threshold=max(30.0, 10 * self.heartbeat_s),  # the server removes a lost one
             deliver_policy=DeliverPolicy.ALL if self._next_seq <= 1 else DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=None if self._next_seq <= 1 else self._next_seq,
+            # A name of its own each time (a reset's consumer is another): with it, nats-py puts
+            # a lone filter in the request's subject, where a service's rights are checked.
+            name=fresh_name(),
         )
         if self._last_per_subject and self.count == 0:  # (after a reset: on from where it was)
             config.deliver_policy, config.opt_start_seq = DeliverPolicy.LAST_PER_SUBJECT, None

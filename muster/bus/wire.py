@@ -24,6 +24,12 @@
   retries its creation a few times (nats-py tries once): the tracker's location mirror calls it
   when its consumer may be lost, so its heartbeat can be rare.
 
+- **Naming**: an ordered consumer made with `ordered_config` has a name, so that nats-py asks
+  for it on `$JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>`, the one form whose filter the
+  server's permissions see (a service's rights name the filters it reads, docs/security.md). Each
+  re-creation (nats-py's reset after a gap, `restart_ordered`) gives it a new name: the server
+  refuses a second consumer of a name with another start sequence. One without a name keeps none.
+
 - **Flushing**: `flush` is a round trip to the server behind everything sent before it
   (nats-py's own `flush` may overtake the subscriptions just made).
 
@@ -46,8 +52,8 @@ buffer `Client._pending`, `_pending_data_size`, `_max_pending_size`, `_transport
 `Client._server_info`; `Client._process_connect_init` and the tasks it starts (`_reading_task`,
 `_ping_interval_task`, `_flusher_task`); `JetStreamContext._nc` and `_timeout`; a JetStream subscription's
 `PushSubscription._sub` (a KV watch's `KeyWatcher._sub`), `Subscription._jsi` with its tasks
-`_hbtask` and `_fctask` (and, for `restart_ordered`, its ordered consumer's `_sseq`, `_ccreq`,
-`reset_ordered_consumer` and `recreate_consumer`), and `Subscription._wait_for_msgs_task`; `Client._close` and
+`_hbtask` and `_fctask` (and, for `restart_ordered` and the renaming, its ordered consumer's `_sseq`,
+`_ccreq`, `reset_ordered_consumer` and `recreate_consumer`, replaced on the class), and `Subscription._wait_for_msgs_task`; `Client._close` and
 `_error_cb`. `INTERNALS` names them and
 tests/unit/bus/test_wire_internals.py fails if one changes.
 """
@@ -58,6 +64,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -68,6 +75,7 @@ from nats.errors import BadSubscriptionError, ConnectionClosedError, ConnectionD
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
 from nats.js.kv import KeyValue
 
 from ..ports.delivery import Settle
@@ -215,6 +223,44 @@ JetStreamContext._JSI.check_flow_control_response = _answer_flow_control  # type
 JetStreamContext._JSI.schedule_flow_control_response = _schedule_and_wake  # type: ignore[method-assign,assignment]
 
 
+# -- naming ordered consumers ------------------------------------------------------------------
+
+
+def fresh_name() -> str:
+    """A consumer name of its own for one creation of an ordered consumer (never reused)."""
+    return uuid.uuid4().hex
+
+
+def ordered_config(config: ConsumerConfig | None = None) -> ConsumerConfig:
+    """`config` (or a new one) with a fresh name, for `js.subscribe(..., ordered_consumer=True)`
+    of one filter: nats-py then puts the filter in the request's subject, where the server
+    checks the service's rights (see the module's docstring)."""
+    config = config or ConsumerConfig()
+    config.name = fresh_name()
+    return config
+
+
+def _renamed(jsi: Any) -> None:
+    """A new name for the consumer a reset is about to create again (a named one only)."""
+    if jsi._ccreq.name:
+        jsi._ccreq.name = fresh_name()
+
+
+_recreate_as_nats_py = JetStreamContext._JSI.recreate_consumer
+
+
+async def _recreate_renamed(jsi: Any) -> None:
+    """nats-py's re-creation after a gap or two missed heartbeats, which sends the config it
+    made the consumer with: under the same name the server refused it (that consumer is still
+    there, with another start sequence: 10012) and the reader read nothing until the old one
+    had expired and a later reset made it again."""
+    _renamed(jsi)
+    await _recreate_as_nats_py(jsi)
+
+
+JetStreamContext._JSI.recreate_consumer = _recreate_renamed  # type: ignore[method-assign,assignment]
+
+
 # -- re-creating an ordered consumer at once -------------------------------------------------
 
 RECREATE_TRIES = 6
@@ -227,6 +273,7 @@ async def _recreate_consumer(jsi: Any) -> None:
     to its heartbeat check, two idle heartbeats later. A newer reset (another deliver subject)
     takes over from a retry still waiting."""
     deliver = jsi._ccreq.deliver_subject
+    _renamed(jsi)  # (once: a retry of a creation that did land asks for the same consumer again)
     for attempt in range(RECREATE_TRIES + 1):
         try:
             info = await jsi._js._jsm.add_consumer(jsi._stream, config=jsi._ccreq, timeout=jsi._js._timeout)

@@ -36,12 +36,13 @@ from contracts.identity import (
     TokenRevoked,
 )
 from muster.bus.answers import answer_on_inbox
-from muster.bus.connect import connect
+from muster.bus.connect import connect, on_reconnect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
 from muster.bus.wire import flush
 from muster.ports.eventlog import Append, ConcurrencyError, EventLog
 
+from . import taskqueue
 from .backends import IdentityBackend, identity_backends
 from .bootstrap import Bootstrap, ensure_bootstrap
 from .callout import answer
@@ -104,6 +105,9 @@ class AuthService:
         self.signer = Signer(self.keys.issuer_seed)
         self.nc = await self._connect(LOG_USER, "muster-auth")
         await self._streams()
+        # TASKS as declared, whoever declares it again after a restart lost it (services/auth/taskqueue.py)
+        await self.nc.subscribe(taskqueue.CREATED, cb=self._on_tasks_created)
+        on_reconnect(self.nc, self._restore_tasks)
         self.store: EventLog = EventStore(self.nc)
         self.view = await IdentityView(self.nc, on_event=self._on_identity_event).start()
         self.backends: Sequence[IdentityBackend] = identity_backends(self.view.state, self.idp)
@@ -130,6 +134,15 @@ class AuthService:
                     raise
                 log.warning("streams not ready yet", error=str(err) or type(err).__name__)
                 await asyncio.sleep(0.25 * 2**attempt)
+
+    async def _on_tasks_created(self, msg: Msg) -> None:
+        await self._restore_tasks()  # (one at a time: the subscription's callbacks are)
+
+    async def _restore_tasks(self) -> None:
+        try:
+            await taskqueue.restore_tasks(self.nc.jetstream(), self.replicas)
+        except Exception as err:  # noqa: BLE001 - told; the next creation or reconnect looks again
+            log.error("TASKS could not be checked", error=str(err) or type(err).__name__)
 
     async def stop(self) -> None:
         self._stopping = True

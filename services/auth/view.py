@@ -16,7 +16,7 @@ from nats.js.api import DeliverPolicy
 from contracts import subjects
 from contracts.identity import IdentityEvent
 from muster.bus.eventstore import recorded_from_msg
-from muster.bus.wire import close_push
+from muster.bus.wire import close_push, ordered_config
 
 from .domain.state import IdentityState
 
@@ -52,7 +52,7 @@ class IdentityView:
 
         js = self.nc.jetstream()
         self._sub = await js.subscribe(
-            subjects.ALL_IDENTITY_EVENTS, ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=on_msg,
+            subjects.ALL_IDENTITY_EVENTS, ordered_consumer=True, config=ordered_config(), deliver_policy=DeliverPolicy.ALL, cb=on_msg,
             stream=subjects.EVENTS_STREAM, pending_msgs_limit=-1, pending_bytes_limit=-1,
         )
         info = await self._sub.consumer_info()

@@ -19,7 +19,7 @@ from nats.js.api import DeliverPolicy
 
 from contracts import subjects
 from muster.bus.eventstore import recorded_from_msg
-from muster.bus.wire import close_push
+from muster.bus.wire import close_push, ordered_config
 
 from .domain.entities import Entry, apply
 
@@ -65,7 +65,8 @@ class GovernanceMirror:
             if msg.metadata.num_pending == 0:
                 self.ready.set()
 
-        self.sub = await self.js.subscribe(self.filter, ordered_consumer=True, cb=on_msg, deliver_policy=DeliverPolicy.ALL,
+        self.sub = await self.js.subscribe(self.filter, ordered_consumer=True, config=ordered_config(), cb=on_msg,
+                                           deliver_policy=DeliverPolicy.ALL,
                                            stream=subjects.EVENTS_STREAM, pending_msgs_limit=-1, pending_bytes_limit=-1)
         info = await self.sub.consumer_info()
         if info.num_pending == 0 and info.delivered.consumer_seq == 0:

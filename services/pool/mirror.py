@@ -23,7 +23,7 @@ from contracts import subjects
 from contracts.records import Recorded
 from muster.bus.eventstore import recorded_from_msg
 from muster.bus.repository import fold
-from muster.bus.wire import close_push
+from muster.bus.wire import close_push, ordered_config
 
 from .domain.pool import Pool
 
@@ -67,7 +67,7 @@ class PoolMirror:
             if msg.metadata.num_pending == 0:
                 self.ready.set()
 
-        self.sub = await self.js.subscribe(subjects.ALL_POOL_EVENTS, ordered_consumer=True, cb=on_msg,
+        self.sub = await self.js.subscribe(subjects.ALL_POOL_EVENTS, ordered_consumer=True, config=ordered_config(), cb=on_msg,
                                                  deliver_policy=DeliverPolicy.ALL, stream=subjects.EVENTS_STREAM,
                                                  pending_msgs_limit=-1, pending_bytes_limit=-1)
         info = await self.sub.consumer_info()

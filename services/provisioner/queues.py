@@ -19,7 +19,9 @@ STREAM_NOT_FOUND = 10059
 async def declare_queue(js: JetStreamContext, tenant: str, config: WorkerConfig) -> float:
     """Declare the tenant's queue of this provisioner's class; returns its ack wait in force."""
     durable = subjects.task_consumer(tenant, config.provisioner_class)
-    consumer = ConsumerConfig(durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=config.ack_wait_s,
+    # (named: nats-py then asks on `CONSUMER.CREATE.TASKS.<durable>.<filter>`, the one form whose
+    # filter the server's permissions see, docs/security.md)
+    consumer = ConsumerConfig(name=durable, durable_name=durable, ack_policy=AckPolicy.EXPLICIT, ack_wait=config.ack_wait_s,
                               max_deliver=-1, filter_subject=subjects.task_queue(tenant, config.provisioner_class),
                               max_ack_pending=-1)
     try:

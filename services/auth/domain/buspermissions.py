@@ -105,9 +105,27 @@ def _read_stream(stream: str) -> list[str]:
             f"$JS.ACK.{stream}.>", f"$JS.FC.{stream}.>"]
 
 
-def _consumer(stream: str, name: str) -> list[str]:
-    return [f"{JS}.CONSUMER.CREATE.{stream}.{name}", f"{JS}.CONSUMER.CREATE.{stream}.{name}.>",
-            f"{JS}.CONSUMER.DURABLE.CREATE.{stream}.{name}", f"{JS}.CONSUMER.INFO.{stream}.{name}",
+def _read_events(filters: Iterable[str], *, deletes: bool) -> list[str]:
+    """The log, read by a service whose consumers there take only `filters`: each made by name
+    with its one filter in the request's subject (`CONSUMER.CREATE.EVENTS.<name>.<filter>`:
+    nats-server refuses a body whose filter is not the subject's), any name. No unnamed creation
+    (`CONSUMER.CREATE.EVENTS`, the filter in the body where permissions cannot see it) nor the
+    legacy durable one: with either, a compromised pool service read every tenant's events
+    (tests/integration/auth/test_service_consumers.py). `deletes`: it deletes the ordered
+    readers it is done with (`muster.bus.ordered`), under names it picked, so any name."""
+    stream = subjects.EVENTS_STREAM
+    return [f"{JS}.DIRECT.GET.{stream}", f"{JS}.DIRECT.GET.{stream}.>", f"{JS}.STREAM.MSG.GET.{stream}"] + [
+        f"{JS}.CONSUMER.CREATE.{stream}.*.{f}" for f in filters] + [
+        f"{JS}.CONSUMER.INFO.{stream}.*", f"{JS}.CONSUMER.NAMES.{stream}", f"{JS}.CONSUMER.LIST.{stream}",
+        f"$JS.ACK.{stream}.>", f"$JS.FC.{stream}.>"] + ([f"{JS}.CONSUMER.DELETE.{stream}.*"] if deletes else [])
+
+
+def _consumer(stream: str, name: str, subject_filter: str) -> list[str]:
+    """One durable of its own name and filter: created on the subject naming both (nats-server
+    refuses a body whose filter is not the subject's), not with the filter in the body, where a
+    provisioner made its queue's durable take every tenant's tasks (`muster.task.>`, on a TASKS a
+    restart had emptied of the other queues' consumers: tests/integration/auth/test_provisioner_streams.py)."""
+    return [f"{JS}.CONSUMER.CREATE.{stream}.{name}.{subject_filter}", f"{JS}.CONSUMER.INFO.{stream}.{name}",
             f"{JS}.CONSUMER.MSG.NEXT.{stream}.{name}", f"$JS.ACK.{stream}.{name}.>"]
 
 
@@ -116,9 +134,28 @@ def _read_log(*buckets: str) -> list[str]:
     return [p for s in (subjects.EVENTS_STREAM, BODIES[0], *buckets) for p in _read_stream(s)]
 
 
-LOG_READER = _streams_declared(LOG_STREAMS) + _read_log()
-"""A service whose only streams are the log's (the pool service, governance, the notifier, the
-solver): it declares the two at start and reads EVENTS and BODIES, no bucket."""
+def _log_reader(filters: Iterable[str], *, deletes: bool = False) -> list[str]:
+    """A service whose only streams are the log's (the pool service, governance, the notifier, the
+    solver): it declares the two at start and reads EVENTS (its consumers `filters` only) and
+    BODIES, no bucket."""
+    return _streams_declared(LOG_STREAMS) + _read_events(filters, deletes=deletes) + _read_stream(BODIES[0])
+
+
+CONSUMED: dict[str, tuple[str, ...]] = {
+    # its requesters' pool requests (its routes), the pools (its mirror and its start's replay)
+    "pool": (subjects.ALL_POOL_REQUEST_EVENTS, subjects.ALL_POOL_EVENTS),
+    # the schedules (its mirror), the identities (`IdentityView`: who may do what)
+    "governance": (subjects.ALL_SCHEDULE_EVENTS, subjects.ALL_IDENTITY_EVENTS),
+    # every tenant's jobs' ends and clusters' leases (its routes), the subscriptions (its mirror),
+    # the identities (whether a subscription's author may still read its tenant)
+    "notifier": (subjects.ALL_JOB_EVENTS, subjects.ALL_CLUSTER_EVENTS, subjects.ALL_SUBSCRIPTION_EVENTS,
+                 subjects.ALL_IDENTITY_EVENTS),
+    "solver": (subjects.ALL_LAYOUT_EVENTS,),  # layouts to solve (its route)
+}
+"""The filters of each service's consumers on EVENTS (its routes' filters, its mirrors', its
+replays'): all it may create a consumer of. What it reads aggregate by aggregate (a cluster's
+events, a job's) is a direct get, not a consumer. tests/unit/auth/test_consumed.py checks the
+routes against it; the planner and the tracker read every event for their work."""
 
 PLANNER_BUCKETS = tuple(f"KV_{b}" for b in ("nodemaps", "leases", "snapshots", "budgets", "spend"))
 """The buckets a planner declares at start (and reads and writes)."""
@@ -173,7 +210,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # The pool service (docs/pools.md): it alone writes the pools; it records the facts of
         # requesters that ask over the bus, answers commands, and sends callbacks to the
         # requesting tenant's own `muster.cb.<tenant>.` subjects (checked when the request comes).
-        pub = LOG_READER + [
+        pub = _log_reader(CONSUMED["pool"], deletes=True) + [  # (its start's replay: an ordered reader)
             subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
             f"{BODIES[1]}.>", ANSWERS,
         ]
@@ -183,7 +220,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
         # naming someone else, and the planner checks that principal's grants again. It asks the
         # notifier to check a subscription before storing it, in the requester's name too.
-        pub = LOG_READER + [
+        pub = _log_reader(CONSUMED["governance"]) + [
             subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             f"{subjects.GOV}.*.*.notify-check", ANSWERS,
         ]
@@ -191,13 +228,13 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
     if kind == "notifier":
         # Notifications and their attempts, and the bus subjects subscriptions name (a tenant's
         # own `muster.cb.<tenant>.`, checked when the subscription is made).
-        pub = LOG_READER + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
+        pub = _log_reader(CONSUMED["notifier"]) + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
                                       f"{BODIES[1]}.>", ANSWERS]
         # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`) and the
         # governance service's check of a subscription before it is stored (`notify-check`).
         return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox))
     if kind == "solver":
-        pub = LOG_READER + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
+        pub = _log_reader(CONSUMED["solver"]) + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox))
     if kind == "tracker":
         # Queries in its own name only. It sends people's operations on connections opened with
@@ -223,7 +260,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
                     f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
                     f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
-            pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass))
+            pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass), subjects.task_queue(tenant, klass))
         return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox))
     return BusPermissions((), ())
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import DiscardPolicy, RePublish, StreamConfig, StreamSource
+from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, RePublish, StreamConfig, StreamSource
 from nats.js.errors import APIError
 
 from contracts import subjects
@@ -26,7 +26,9 @@ from contracts.records import Append
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams, events_config
 from muster.bus.wire import flush
+from services.provisioner.domain.actions import WorkerConfig
 from services.provisioner.presence import presence_bucket
+from services.provisioner.queues import declare_queue
 
 from .conftest import Authed
 
@@ -132,3 +134,44 @@ async def test_a_provisioner_uses_a_stream_another_version_declared_as_it_is(wor
     await ensure_streams(world.p1.jetstream(timeout=1))
     info = await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)
     assert info.config.description == "declared by another version"
+
+
+async def test_a_provisioner_cannot_make_its_queue_take_every_tenants_tasks(world: World) -> None:
+    """Its queue's durable (`workers-b-default`) had its filter in the request's body, which
+    permissions cannot see: on a TASKS a restart had just emptied of the other queues' consumers
+    (TASKS is a work queue: no two consumers may overlap), a provisioner declaring it first with
+    `muster.task.>` took every tenant's tasks, and the other queues could not be declared."""
+    await ensure_streams(world.system.jetstream())
+    js = world.p1.jetstream(timeout=2)
+    durable = subjects.task_consumer("b", "default")
+    every = f"{subjects.TASK}.>"
+    create = f"$JS.API.CONSUMER.CREATE.{subjects.TASKS_STREAM}"
+    body = {"stream_name": subjects.TASKS_STREAM,
+            "config": {"name": durable, "durable_name": durable, "ack_policy": "explicit", "filter_subject": every}}
+
+    def durable_of(subject_filter: str, name: str | None = durable) -> ConsumerConfig:
+        return ConsumerConfig(name=name, durable_name=durable, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject_filter)
+
+    attacks = {
+        "legacy durable, the filter in the body": _refused(js.add_consumer(subjects.TASKS_STREAM, durable_of(every, None))),
+        "named, every task in the subject": _refused(js.add_consumer(subjects.TASKS_STREAM, durable_of(every))),
+        "named, no filter in the subject": _raw_refused(world.p1, f"{create}.{durable}", body),
+        "named, another tenant's queue": _refused(js.add_consumer(subjects.TASKS_STREAM,
+                                                                  durable_of(subjects.task_queue("a", "default")))),
+    }
+    outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
+    assert [attack for attack, refused in outcomes.items() if not refused] == []
+    assert [c.name for c in await world.system.jetstream().consumers_info(subjects.TASKS_STREAM)] == []
+    world.violations.clear()  # (the attacks')
+    await declare_queue(world.p1.jetstream(timeout=5), "b", WorkerConfig("p1", tenants=("b",)))  # its own, as its start does
+    (made,) = await world.system.jetstream().consumers_info(subjects.TASKS_STREAM)
+    assert (made.name, made.config.filter_subject) == (durable, subjects.task_queue("b", "default"))
+    assert not any("permissions violation" in v for v in world.violations), world.violations
+
+
+async def _raw_refused(nc: Client, subject: str, body: Mapping[str, object]) -> bool:
+    try:
+        reply = await nc.request(subject, json.dumps(body).encode(), timeout=2)
+    except NatsTimeout:
+        return True
+    return "error" in json.loads(reply.data)

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
+from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import ConsumerConfig, DiscardPolicy, KeyValueConfig, RePublish, StreamConfig, StreamSource
-from nats.js.errors import APIError, NotFoundError
+from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
 
 from contracts import subjects
 from contracts.events import ClusterRequested
@@ -33,6 +34,7 @@ from muster.bus.spend import NatsSpend
 from muster.bus.streams import ensure_streams, events_config, tasks_config
 from muster.bus.wire import flush
 from muster.runtime.service import TASK_QUEUE_SERVICES
+from services.auth.taskqueue import restore_tasks
 from services.planner.nodemaps import ensure_bucket as nodemaps_bucket
 from services.provisioner.presence import live_provisioners, watched_bucket
 from services.tracker.adapters.kv import LocationIndex
@@ -307,3 +309,58 @@ async def test_a_service_uses_a_stream_another_version_declared_as_it_is(world: 
     await ensure_streams(world.services[kind].jetstream(timeout=1), tasks=kind in TASK_QUEUE_SERVICES)
     info = await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)
     assert info.config.description == "declared by another version"
+
+
+async def test_the_auth_service_puts_back_a_lost_task_queue_declared_to_capture_requests(world: World) -> None:
+    """TASKS lives in memory and a planner or a provisioner may declare it (its config, in the
+    request's body, unseen by permissions): once a restart lost it, a compromised planner
+    declared it first capturing `muster.ops.>` (JetStream acknowledged and kept every tenant's
+    requests) and republishing every task to its inbox; the other planners and the provisioners
+    used it as it was. The auth service looks at each creation of TASKS and puts it back."""
+    js = world.system.jetstream()
+    await js.delete_stream(subjects.TASKS_STREAM)  # what a restart does to it
+    updated = asyncio.Event()
+
+    async def on_update(msg: object) -> None:
+        updated.set()
+
+    sub = await world.system.subscribe(f"$JS.EVENT.ADVISORY.STREAM.UPDATED.{subjects.TASKS_STREAM}", cb=on_update)
+    await flush(world.system)
+    capture = tasks_config()
+    capture.subjects = [f"{subjects.TASK}.>", f"{subjects.OPS}.>"]
+    capture.republish = RePublish(src=">", dest="_INBOX.planner-1.tasks.>")
+    await world.services["planner"].jetstream(timeout=5).add_stream(capture)  # (it may: it declares TASKS)
+    await asyncio.wait_for(updated.wait(), 10)  # an event is what wakes it, never a sleep loop
+    await sub.unsubscribe()
+    config = (await js.stream_info(subjects.TASKS_STREAM)).config
+    assert config.subjects == [f"{subjects.TASK}.>"] and config.republish is None
+    with pytest.raises((NoStreamResponseError, NoRespondersError, NatsTimeout)):
+        await js.publish(f"{subjects.OPS}.a.alice.create", b"{}", timeout=1)  # no stream takes it
+
+
+async def test_a_task_queue_that_cannot_be_updated_back_is_declared_again(world: World) -> None:
+    """A TASKS declared as a mirror of the log (every tenant's events, to any consumer of TASKS),
+    which no update turns back into a queue of subjects: the auth service deletes it and
+    declares it again."""
+    js = world.system.jetstream()
+    await js.delete_stream(subjects.TASKS_STREAM)
+    deleted, again = asyncio.Event(), asyncio.Event()
+
+    async def on_deleted(msg: object) -> None:
+        deleted.set()
+
+    async def on_created(msg: object) -> None:
+        if deleted.is_set():
+            again.set()
+
+    advisory = "$JS.EVENT.ADVISORY.STREAM"
+    subs = [await world.system.subscribe(f"{advisory}.DELETED.{subjects.TASKS_STREAM}", cb=on_deleted),
+            await world.system.subscribe(f"{advisory}.CREATED.{subjects.TASKS_STREAM}", cb=on_created)]
+    await flush(world.system)
+    await js.add_stream(StreamConfig(name=subjects.TASKS_STREAM, mirror=StreamSource(name=subjects.EVENTS_STREAM)))
+    await asyncio.wait_for(again.wait(), 10)
+    for sub in subs:
+        await sub.unsubscribe()
+    config = (await js.stream_info(subjects.TASKS_STREAM)).config
+    assert config.subjects == [f"{subjects.TASK}.>"] and config.mirror is None
+    assert not await restore_tasks(js)  # as declared: left alone (what a reconnect's look finds)
