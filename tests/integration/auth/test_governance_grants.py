@@ -136,12 +136,7 @@ async def test_a_schedule_needs_its_operations_permission_and_its_owner_is_its_a
     nowhere = await ask(served, "uma", "put", kind="schedule", entities=[schedule])  # the governance service reads the log
     assert not nowhere["ok"] and nowhere["problems"] == [
         "schedule 'nightly': there is no cluster 'c1' in tenant 'a': its operation could never run"], nowhere
-    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
-    try:
-        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
-        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
-    finally:
-        await system.close()
+    await _cluster_web(served)
     made = await ask(served, "uma", "put", kind="schedule", entities=[schedule])
     assert made["ok"], made
     listed = await ask(served, "uma", "list", kind="schedule")
@@ -396,12 +391,7 @@ async def test_schedules_over_http_with_the_rights_of_their_operation_and_never_
     """Schedules were made by `muster schedule create` alone; over HTTP one is put with the
     operation's command as the bus takes it, by whoever may run that operation, owned by its
     author; another tenant's token neither reads nor writes it."""
-    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
-    try:
-        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
-        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
-    finally:
-        await system.close()
+    await _cluster_web(served)
     async with tracker_http(served) as (http, store):
         async def call(method: str, who: str, path: str, body: Any = None, **headers: str) -> tuple[int, dict[str, Any]]:
             async with http.request(method, path, json=body, headers={"Authorization": f"Bearer {served.tokens[who]}", **headers}) as resp:
@@ -446,12 +436,7 @@ async def test_a_schedules_owner_pauses_resumes_and_deletes_it_without_read_on_t
     pause` read the schedule first (a `list`), and sam, without `read` on the tenant, was refused
     pausing a schedule of its own. The service now pauses and resumes by name, over the bus, the
     CLI and HTTP alike: its owner or who may run its operation; never one who may not."""
-    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
-    try:
-        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
-        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
-    finally:
-        await system.close()
+    await _cluster_web(served)
     schedule = {"name": "mine", "cron": "0 3 * * *", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}}
     assert (await ask(served, "sam", "put", kind="schedule", entities=[schedule]))["ok"]
     assert [i["name"] for i in (await ask(served, "sam", "list", kind="schedule"))["items"]] == ["mine"]  # its own
@@ -487,12 +472,7 @@ async def test_a_schedule_put_over_http_without_text_lists_what_it_will_run(serv
     """`muster schedule list` showed `restart` for a schedule put over HTTP without `text` (the
     CLI keeps the words typed): not what it would restart, nor on which cluster. The governance
     service writes the text from its command, the cluster by its name."""
-    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
-    try:
-        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
-        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
-    finally:
-        await system.close()
+    await _cluster_web(served)
     body = {"every_s": 600, "command": {"type": "RestartServices", "cluster_id": "c1", "services": ["hbase"], "rolling": {"batch": 1}}}
     said = 'cluster restart web --services hbase --rolling {"batch":1}'
     async with tracker_http(served) as (http, _):
@@ -514,12 +494,7 @@ async def test_who_may_make_schedules_lists_those_it_owns_or_may_run_without_rea
     and `muster schedule list` was refused it (`read` on the tenant). Without that read one is
     shown the schedules one may pause or delete (one's own, or one whose operation one may run),
     said to be only those; the CLI, the bus and HTTP alike. The tenant's other lists stay refused."""
-    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
-    try:
-        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
-        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
-    finally:
-        await system.close()
+    await _cluster_web(served)
     mine = {"name": "mine", "cron": "0 3 * * *", "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}}
     grow = {"name": "grow", "cron": "0 4 * * *", "verb": "expand", "command": {"type": "ExpandCluster", "cluster_id": "c1", "nodes": 3}}
     assert (await ask(served, "sam", "put", kind="schedule", entities=[mine]))["ok"]
@@ -546,3 +521,13 @@ async def test_who_may_make_schedules_lists_those_it_owns_or_may_run_without_rea
         assert (await get("sam", "/v1/governance/rules"))[0] == 403
         status, body = await get("rex", "/v1/governance/schedules")
         assert status == 200 and [i["name"] for i in body["items"]] == ["grow", "mine"] and "warnings" not in body, body
+
+
+async def _cluster_web(served: People) -> None:
+    """Cluster `web` (c1) of tenant a, as its request's event: what a schedule's command names."""
+    system = await connect(served.authed.url, name="system", token=served.authed.system_token)
+    try:
+        requested = ClusterRequested(tenant="a", cluster_id="c1", name="web", template="t", provider="sim", job_id="j1")
+        await EventStore(system).append(subjects.cluster_events("a", "c1"), [Append(requested, msg_id="c1")])
+    finally:
+        await system.close()

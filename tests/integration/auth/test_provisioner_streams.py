@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
@@ -18,7 +18,6 @@ import pytest_asyncio
 from nats.aio.client import Client
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, RePublish, StreamConfig, StreamSource
-from nats.js.errors import APIError
 
 from contracts import subjects
 from contracts.events import ClusterRequested
@@ -31,6 +30,7 @@ from services.provisioner.presence import presence_bucket
 from services.provisioner.queues import declare_queue
 
 from .conftest import Authed
+from .refusals import raw_refused, refused
 
 QUIET_S = 1.0
 """How long a copy has to arrive once an event is appended (none may)."""
@@ -66,16 +66,6 @@ async def _append_a(world: World, cluster: str) -> None:
     await EventStore(world.system).append(subjects.cluster_events("a", cluster), [Append(requested, msg_id=cluster)])
 
 
-async def _refused(js_call: asyncio.Future[object] | object) -> bool:
-    """True when the server refused the JetStream API request (a permission violation drops it:
-    the request times out; an API error is a refusal too)."""
-    try:
-        await js_call  # type: ignore[misc]
-    except (NatsTimeout, APIError):
-        return True
-    return False
-
-
 async def _copies(world: World) -> list[str]:
     got: list[str] = []
     done = asyncio.Event()
@@ -99,10 +89,10 @@ async def test_a_provisioner_cannot_have_another_tenants_events_copied_to_it(wor
     js = world.p1.jetstream(timeout=2)
     spy = StreamConfig(name="SPY", subjects=["spy.nothing"], sources=[StreamSource(name=subjects.EVENTS_STREAM)],
                        republish=RePublish(src=">", dest="_INBOX.p1.spy.>"))
-    assert await _refused(js.add_stream(spy))
+    assert await refused(js.add_stream(spy))
     republished = events_config()
     republished.republish = RePublish(src=">", dest="_INBOX.p1.evt.>")
-    assert await _refused(js.update_stream(republished))
+    assert await refused(js.update_stream(republished))
     assert await _copies(world) == []
 
 
@@ -111,7 +101,7 @@ async def test_a_provisioner_cannot_drop_the_log_nor_list_its_subjects(world: Wo
     js = world.p1.jetstream(timeout=2)
     limited = events_config()
     limited.max_msgs, limited.discard = 1, DiscardPolicy.OLD
-    assert await _refused(js.update_stream(limited))
+    assert await refused(js.update_stream(limited))
     info = await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)
     assert info.config.max_msgs == -1 and info.state.messages >= 1
     request = json.dumps({"subjects_filter": ">"}).encode()
@@ -153,10 +143,10 @@ async def test_a_provisioner_cannot_make_its_queue_take_every_tenants_tasks(worl
         return ConsumerConfig(name=name, durable_name=durable, ack_policy=AckPolicy.EXPLICIT, filter_subject=subject_filter)
 
     attacks = {
-        "legacy durable, the filter in the body": _refused(js.add_consumer(subjects.TASKS_STREAM, durable_of(every, None))),
-        "named, every task in the subject": _refused(js.add_consumer(subjects.TASKS_STREAM, durable_of(every))),
-        "named, no filter in the subject": _raw_refused(world.p1, f"{create}.{durable}", body),
-        "named, another tenant's queue": _refused(js.add_consumer(subjects.TASKS_STREAM,
+        "legacy durable, the filter in the body": refused(js.add_consumer(subjects.TASKS_STREAM, durable_of(every, None))),
+        "named, every task in the subject": refused(js.add_consumer(subjects.TASKS_STREAM, durable_of(every))),
+        "named, no filter in the subject": raw_refused(world.p1, f"{create}.{durable}", body),
+        "named, another tenant's queue": refused(js.add_consumer(subjects.TASKS_STREAM,
                                                                   durable_of(subjects.task_queue("a", "default")))),
     }
     outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
@@ -168,10 +158,3 @@ async def test_a_provisioner_cannot_make_its_queue_take_every_tenants_tasks(worl
     assert (made.name, made.config.filter_subject) == (durable, subjects.task_queue("b", "default"))
     assert not any("permissions violation" in v for v in world.violations), world.violations
 
-
-async def _raw_refused(nc: Client, subject: str, body: Mapping[str, object]) -> bool:
-    try:
-        reply = await nc.request(subject, json.dumps(body).encode(), timeout=2)
-    except NatsTimeout:
-        return True
-    return "error" in json.loads(reply.data)

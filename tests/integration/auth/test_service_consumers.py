@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,9 +20,7 @@ import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
-from nats.js.errors import APIError
 
 from contracts import subjects
 from contracts.events import ClusterRequested
@@ -39,6 +36,7 @@ from services.governance.mirror import GovernanceMirror
 from services.pool.mirror import PoolMirror
 
 from .conftest import Authed
+from .refusals import raw_refused, refused
 
 SCOPED = tuple(sorted(CONSUMED))
 DEADLINE_S = 10.0
@@ -75,23 +73,6 @@ async def world(authed: Authed) -> AsyncIterator[World]:
     await system.close()
 
 
-async def _refused(call: Any) -> bool:
-    """The server refused the JetStream API request (a permission violation drops it: it times out)."""
-    try:
-        await call
-    except (NatsTimeout, APIError):
-        return True
-    return False
-
-
-async def _raw_refused(nc: Client, subject: str, body: dict[str, Any]) -> bool:
-    try:
-        reply = await nc.request(subject, json.dumps(body).encode(), timeout=2)
-    except NatsTimeout:
-        return True
-    return "error" in json.loads(reply.data)
-
-
 async def _append(world: World, subject: str, name: str) -> None:
     requested = ClusterRequested(tenant="other", cluster_id=name, name=name, template="t", provider="p", job_id="j")
     await EventStore(world.system).append(subject, [Append(requested, msg_id=f"{subject}/{name}")])
@@ -124,19 +105,19 @@ async def test_a_service_cannot_read_other_events_by_a_consumer(world: World, ki
         return {"stream_name": subjects.EVENTS_STREAM, "config": config | ({"name": name} if name else {})}
 
     attacks = {
-        "unnamed, any filter in the body (nats-py's ordered consumer)": _refused(js.add_consumer(
+        "unnamed, any filter in the body (nats-py's ordered consumer)": refused(js.add_consumer(
             subjects.EVENTS_STREAM, ConsumerConfig(filter_subject=FOREIGN, deliver_subject=f"{inbox}.a", ack_policy=AckPolicy.NONE))),
-        "legacy durable, the filter in the body": _refused(js.add_consumer(
+        "legacy durable, the filter in the body": refused(js.add_consumer(
             subjects.EVENTS_STREAM, ConsumerConfig(durable_name="spy", filter_subject=FOREIGN, deliver_subject=f"{inbox}.b"))),
-        "named, a foreign filter in the subject": _refused(js.add_consumer(
+        "named, a foreign filter in the subject": refused(js.add_consumer(
             subjects.EVENTS_STREAM, ConsumerConfig(name="spy", filter_subject=FOREIGN, deliver_subject=f"{inbox}.c"))),
-        "named, every event": _raw_refused(nc, f"{create}.spy2.>", push("spy2", filter_subject=">")),
-        "named, no filter in the subject, several in the body": _raw_refused(
+        "named, every event": raw_refused(nc, f"{create}.spy2.>", push("spy2", filter_subject=">")),
+        "named, no filter in the subject, several in the body": raw_refused(
             nc, f"{create}.spy3", push("spy3", filter_subjects=[own, FOREIGN])),
         # what the server's own check refuses: the body's filter is not the subject's
-        "named, its own filter in the subject, another in the body": _raw_refused(
+        "named, its own filter in the subject, another in the body": raw_refused(
             nc, f"{create}.spy4.{own}", push("spy4", filter_subject=FOREIGN)),
-        "named, its own filter in the subject, several in the body": _raw_refused(
+        "named, its own filter in the subject, several in the body": raw_refused(
             nc, f"{create}.spy5.{own}", push("spy5", filter_subjects=[own, FOREIGN])),
     }
     outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
@@ -157,7 +138,7 @@ async def test_a_service_that_deletes_no_consumer_cannot_delete_a_planners(world
     durable = "planner-jobs-test"
     await world.system.jetstream().add_consumer(subjects.EVENTS_STREAM, ConsumerConfig(
         durable_name=durable, filter_subject=subjects.ALL_JOB_EVENTS, ack_policy=AckPolicy.EXPLICIT))
-    assert await _refused(world.services[kind].jetstream(timeout=2).delete_consumer(subjects.EVENTS_STREAM, durable))
+    assert await refused(world.services[kind].jetstream(timeout=2).delete_consumer(subjects.EVENTS_STREAM, durable))
     assert (await world.system.jetstream().consumer_info(subjects.EVENTS_STREAM, durable)).name == durable
 
 

@@ -21,7 +21,7 @@ from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from nats.js.api import ConsumerConfig, DiscardPolicy, KeyValueConfig, RePublish, StreamConfig, StreamSource
-from nats.js.errors import APIError, NoStreamResponseError, NotFoundError
+from nats.js.errors import NoStreamResponseError, NotFoundError
 
 from contracts import subjects
 from contracts.events import ClusterRequested
@@ -40,6 +40,7 @@ from services.provisioner.presence import live_provisioners, watched_bucket
 from services.tracker.adapters.kv import LocationIndex
 
 from .conftest import Authed
+from .refusals import refused
 
 SERVICES = ("tracker", "solver", "planner", "pool", "governance", "notifier")
 NARROWED = ("planner", "pool", "governance", "notifier")
@@ -83,15 +84,6 @@ async def world(authed: Authed) -> AsyncIterator[World]:
     await system.close()
 
 
-async def _refused(call: Any) -> bool:
-    """The server refused the JetStream API request (a permission violation drops it: it times out)."""
-    try:
-        await call
-    except (NatsTimeout, APIError):
-        return True
-    return False
-
-
 async def _append(world: World, tenant: str, cluster: str) -> None:
     requested = ClusterRequested(tenant=tenant, cluster_id=cluster, name=cluster, template="t", provider="p", job_id="j")
     await EventStore(world.system).append(subjects.cluster_events(tenant, cluster), [Append(requested, msg_id=cluster)])
@@ -121,10 +113,10 @@ async def test_a_service_cannot_drop_the_log_nor_capture_the_tenants_requests(wo
     js = world.services[kind].jetstream(timeout=2)
     limited = events_config()
     limited.max_msgs, limited.discard = 1, DiscardPolicy.OLD
-    assert await _refused(js.update_stream(limited))
+    assert await refused(js.update_stream(limited))
     assert (await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)).config.max_msgs == -1
     capture = StreamConfig(name="CAPTURE", subjects=[f"{subjects.OPS}.>"])
-    assert await _refused(js.add_stream(capture))
+    assert await refused(js.add_stream(capture))
     with pytest.raises(NotFoundError):
         await world.system.jetstream().stream_info("CAPTURE")
 
@@ -134,10 +126,10 @@ async def test_a_service_cannot_change_the_logs_subjects_nor_its_limits(world: W
     js = world.services[kind].jetstream(timeout=2)
     narrowed = events_config()
     narrowed.subjects = [f"{subjects.EVT}.{kind}.>"]  # every other subject's appends refused
-    assert await _refused(js.update_stream(narrowed))
+    assert await refused(js.update_stream(narrowed))
     aged = events_config()
     aged.max_age, aged.deny_purge, aged.deny_delete = 1.0, False, False
-    assert await _refused(js.update_stream(aged))
+    assert await refused(js.update_stream(aged))
     config = (await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)).config
     assert config.subjects == [subjects.ALL_EVENTS] and not config.max_age and config.deny_purge
 
@@ -147,10 +139,10 @@ async def test_a_service_cannot_have_every_tenants_events_copied_to_it(world: Wo
     js = world.services[kind].jetstream(timeout=2)
     spy = StreamConfig(name="SPY", subjects=["spy.nothing"], sources=[StreamSource(name=subjects.EVENTS_STREAM)],
                        republish=RePublish(src=">", dest=f"_INBOX.{kind}-1.spy.>"))
-    assert await _refused(js.add_stream(spy))
+    assert await refused(js.add_stream(spy))
     republished = events_config()
     republished.republish = RePublish(src=">", dest=f"_INBOX.{kind}-1.evt.>")
-    assert await _refused(js.update_stream(republished))
+    assert await refused(js.update_stream(republished))
     assert await _copies(world, kind) == []
 
 
@@ -161,8 +153,8 @@ async def test_a_service_cannot_purge_nor_delete_the_log(world: World, kind: str
     nc = world.services[kind]
     js = nc.jetstream(timeout=2)
     for stream in (subjects.EVENTS_STREAM, "BODIES", subjects.TASKS_STREAM):
-        assert await _refused(js.purge_stream(stream))
-        assert await _refused(js.delete_stream(stream))
+        assert await refused(js.purge_stream(stream))
+        assert await refused(js.delete_stream(stream))
     assert (await world.system.jetstream().stream_info(subjects.EVENTS_STREAM)).state.messages >= 1
 
 
@@ -174,7 +166,7 @@ async def _buckets(world: World) -> None:
         await kv.put("other.c1", b"{}")
 
 
-async def _request_refused(nc: Client, subject: str, body: bytes = b"") -> bool:
+async def _requestrefused(nc: Client, subject: str, body: bytes = b"") -> bool:
     try:
         await nc.request(subject, body, timeout=2)
     except NatsTimeout:
@@ -192,12 +184,12 @@ async def test_a_service_cannot_read_the_buckets_it_does_not_use(world: World, k
         stream, key = f"KV_{bucket}", f"$KV.{bucket}.other.c1"
         consumer = ConsumerConfig(filter_subject=f"$KV.{bucket}.>", deliver_subject=f"_INBOX.{kind}-1.kv")
         attacks |= {  # each waits for its refusal (a timeout): all at once
-            f"{bucket}: direct get by key": _request_refused(nc, f"$JS.API.DIRECT.GET.{stream}.{key}"),
-            f"{bucket}: direct get by seq": _request_refused(nc, f"$JS.API.DIRECT.GET.{stream}", json.dumps({"seq": 1}).encode()),
-            f"{bucket}: message get": _refused(js.get_msg(stream, seq=1)),
-            f"{bucket}: consumer": _refused(js.add_consumer(stream, consumer)),
-            f"{bucket}: info naming every key": _refused(js.stream_info(stream, subjects_filter=">")),
-            f"{bucket}: bind": _refused(js.key_value(bucket)),
+            f"{bucket}: direct get by key": _requestrefused(nc, f"$JS.API.DIRECT.GET.{stream}.{key}"),
+            f"{bucket}: direct get by seq": _requestrefused(nc, f"$JS.API.DIRECT.GET.{stream}", json.dumps({"seq": 1}).encode()),
+            f"{bucket}: message get": refused(js.get_msg(stream, seq=1)),
+            f"{bucket}: consumer": refused(js.add_consumer(stream, consumer)),
+            f"{bucket}: info naming every key": refused(js.stream_info(stream, subjects_filter=">")),
+            f"{bucket}: bind": refused(js.key_value(bucket)),
         }
     outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
     assert [attack for attack, refused in outcomes.items() if not refused] == []
@@ -214,10 +206,10 @@ async def test_the_tracker_and_the_solver_ask_no_info_of_streams_they_do_not_use
     js = nc.jetstream(timeout=2)
     consumer = ConsumerConfig(filter_subject="$KV.presence.>", deliver_subject=f"_INBOX.{kind}-1.kv")
     attacks = {
-        "TASKS: info naming every subject": _refused(js.stream_info(subjects.TASKS_STREAM, subjects_filter=">")),
-        "presence: info naming every key": _refused(js.stream_info("KV_presence", subjects_filter=">")),
-        "presence: consumer": _refused(js.add_consumer("KV_presence", consumer)),
-        "presence: message get": _refused(js.get_msg("KV_presence", seq=1)),
+        "TASKS: info naming every subject": refused(js.stream_info(subjects.TASKS_STREAM, subjects_filter=">")),
+        "presence: info naming every key": refused(js.stream_info("KV_presence", subjects_filter=">")),
+        "presence: consumer": refused(js.add_consumer("KV_presence", consumer)),
+        "presence: message get": refused(js.get_msg("KV_presence", seq=1)),
     }
     outcomes = dict(zip(attacks, await asyncio.gather(*attacks.values()), strict=True))
     assert [attack for attack, refused in outcomes.items() if not refused] == []
@@ -261,7 +253,7 @@ async def test_a_service_that_takes_no_task_cannot_declare_the_lost_task_queue(w
     js = world.services[kind].jetstream(timeout=2)
     capture = tasks_config()
     capture.subjects = [f"{subjects.TASK}.>", f"{subjects.OPS}.>"]
-    assert await _refused(js.add_stream(capture))
+    assert await refused(js.add_stream(capture))
     with pytest.raises(NotFoundError):
         await world.system.jetstream().stream_info(subjects.TASKS_STREAM)
     world.violations.clear()  # (the attack's own)
