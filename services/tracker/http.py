@@ -71,7 +71,7 @@ async def list_jobs(request: web.Request) -> web.Response:
     tenant = tenant_of(request)
     cluster = request.query.get("cluster")
     if cluster is not None and not UUID_RE.fullmatch(cluster):
-        raise BadParameter("cluster", not_an_id("cluster", cluster))
+        raise BadParameter("cluster", not_an_id("cluster", cluster, request))
     state = request.query.get("state")
     if state is not None and state not in api.JOB_STATES:
         raise BadParameter("state", f"state {shown(state)} is not one of {', '.join(api.JOB_STATES)}")

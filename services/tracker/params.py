@@ -54,19 +54,44 @@ LISTED_AT = {"cluster": "GET /v1/clusters lists each cluster's id with its name"
 """Where a caller finds the id it gave wrong: a cluster's name (what the CLI takes) is no id here."""
 
 
-def not_an_id(what: str, value: str) -> str:
+def not_an_id(what: str, value: str, request: web.Request | None = None) -> str:
     """`cluster 'web' is not a cluster id (a UUID: GET /v1/clusters lists ...)`: the problem and
-    where the right id is, as the CLI's `(a UUID: muster job list lists them)`."""
+    where the right id is, as the CLI's `(a UUID: muster job list lists them)`; with `request`,
+    the id itself when `value` names a cluster the caller may read."""
     kind = what.removesuffix(" id")
     where = LISTED_AT.get(kind)
-    return f"{what} {shown(value)} is not a {kind} id (a UUID{': ' + where if where else ''})"
+    said = f"{what} {shown(value)} is not a {kind} id (a UUID{': ' + where if where else ''})"
+    ident = named_cluster(request, value) if request is not None and kind == "cluster" else None
+    return said + (f"; cluster {shown(value)} is {ident}" if ident else "")
 
 
 def uuid_of(request: web.Request, name: str, what: str) -> str:
     value = request.match_info[name]
     if not UUID_RE.fullmatch(value):
-        raise BadParameter(name, not_an_id(what, value))
+        raise BadParameter(name, not_an_id(what, value, request))
     return value.lower()
+
+
+def named_cluster(request: web.Request, name: str) -> str | None:
+    """The id of the caller's tenant's cluster called `name` (its newest), if the caller may read
+    that cluster: told to one who gave the name where the id goes, and to nobody else (another
+    tenant's, or a cluster it may not read, is not named)."""
+    from contracts.identity import Scope
+
+    from .auth import AUTHZ
+
+    tracker = request.app.get(TRACKER)
+    if tracker is None or tracker.index is None:
+        return None
+    try:
+        tenant = tenant_of(request)
+    except BadParameter:
+        return None
+    authz = request.get(AUTHZ)
+    for item in reversed(tracker.list_clusters(tenant, 0, api.MAX_LIMIT, name=name).items):
+        if authz is None or authz.may("read", Scope(tenant=tenant, kind="cluster", id=item["id"])):
+            return str(item["id"])
+    return None
 
 
 def int_query(request: web.Request, name: str, default: int, low: int, high: int) -> int:

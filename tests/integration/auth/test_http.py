@@ -21,8 +21,10 @@ from contracts.events import ClusterNameClaimed, ClusterRequested, JobRequested
 from muster.bus.connect import connect
 from muster.bus.eventstore import Append, EventStore
 from muster.cli import main
+from muster.readmodel.locations import cluster_key
 from services.tracker import api
 from services.tracker.http import make_app
+from services.tracker.params import TRACKER
 
 from .conftest import Authed
 
@@ -288,6 +290,26 @@ async def test_a_name_where_an_id_goes_is_told_where_the_ids_are(served: Served)
         assert status == 400 and f"(a UUID: {where})" in message, (path, status, message)
     resp = await served.http.post("/v1/clusters/c/stop", json={}, headers={"Authorization": f"Bearer {served.tokens['alice']}"})
     assert resp.status == 400 and "GET /v1/clusters lists each cluster's id" in (await resp.json())["error"]["message"]
+
+
+async def test_a_cluster_s_name_where_its_id_goes_is_answered_with_its_id_to_who_may_read_it(served: Served) -> None:
+    """The id of the cluster named, for one who may read it (found walking a user's day: the
+    answer sent the user to a list to find what the tracker knew); never a cluster the caller
+    may not read, nor another tenant's."""
+    app = served.http.app
+    assert app is not None
+    index = app[TRACKER].index
+    assert index is not None  # names are looked up in it: wait until it has both clusters
+    await index.mirror.wait_for(lambda: all(index.mirror.get(cluster_key("a", c)) for c in (CLUSTER, OTHER)), 10)
+    for path in ("/v1/clusters/c", "/v1/jobs?cluster=c", "/v1/clusters/c/jobs"):
+        status, message = await served.get(path, "alice")
+        assert status == 400 and message.endswith(f"; cluster 'c' is {CLUSTER}"), (path, message)
+    resp = await served.http.post("/v1/clusters/c/stop", json={}, headers={"Authorization": f"Bearer {served.tokens['alice']}"})
+    assert (await resp.json())["error"]["message"].endswith(f"; cluster 'c' is {CLUSTER}")
+    assert (await served.get("/v1/clusters/c", "onec"))[1].endswith(CLUSTER)  # the one cluster it may read
+    for path, who in (("/v1/clusters/d", "onec"), ("/v1/clusters/c", "bob"), ("/v1/clusters/nosuch", "alice")):
+        status, message = await served.get(path, who)
+        assert status == 400 and "; cluster" not in message and OTHER not in message and CLUSTER not in message, (path, who, message)
 
 
 async def test_a_route_that_is_none_says_where_the_routes_are(served: Served) -> None:
