@@ -25,6 +25,7 @@ from contracts.commands import COMMAND_ADAPTER, Accepted, ApproveJob, DryRun, Re
 from contracts.layout import Layout
 from muster.ports.clock import Clock
 
+from .domain import saved as saving
 from .domain.admission import Facts, Refused
 from .domain.cluster import Cluster
 from .domain.job import Job
@@ -108,6 +109,7 @@ class Approvals:
         if preview.batches:
             plan["rolling"] = {"batches": preview.batches, "tolerance": preview.tolerance}
         return DryRun(layout=preview.layout, plan=plan, cluster_version=cluster.version if facts.cluster is not None else None,
+                      catalog_version=saving.catalog_version(facts.catalog),  # the catalog the approved plan was made with
                       cost=judgement.cost.model_dump(mode="json"), warnings=self.governance.changes(job, judgement),
                       policy={"deny": [f"{d.message} (policy {d.policy})" for d in verdict.denials],
                               "warn": [f"{w.message} (policy {w.policy})" for w in verdict.warnings],

@@ -328,7 +328,9 @@ class Presence:
         """The sequence to write over, when the record is not this session's last one: an expiry
         marker's or a delete's, or none. Another session's record: `Replaced` for good."""
         try:
-            last = await self.js.get_last_msg(KV_STREAM, self.subject)
+            # A direct get: a provisioner may not use the stream's message get (session 23's
+            # compose topology: every take-back was a permission violation, the lease never renewed).
+            last = await self.js.get_last_msg(KV_STREAM, self.subject, direct=True)
         except NotFoundError:
             return None
         record = _parse(last.data or b"", self.subject) if is_record(last.headers, last.data) else None

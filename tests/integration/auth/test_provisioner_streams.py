@@ -12,6 +12,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import pytest
 import pytest_asyncio
@@ -22,11 +23,12 @@ from nats.js.api import AckPolicy, ConsumerConfig, DiscardPolicy, RePublish, Str
 from contracts import subjects
 from contracts.events import ClusterRequested
 from contracts.records import Append
+from contracts.tasks import ProvisionerInfo
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams, events_config
 from muster.bus.wire import flush
 from services.provisioner.domain.actions import WorkerConfig
-from services.provisioner.presence import presence_bucket
+from services.provisioner.presence import Presence, live_provisioners, presence_bucket, presence_key
 from services.provisioner.queues import declare_queue
 
 from .conftest import Authed
@@ -158,3 +160,23 @@ async def test_a_provisioner_cannot_make_its_queue_take_every_tenants_tasks(worl
     assert (made.name, made.config.filter_subject) == (durable, subjects.task_queue("b", "default"))
     assert not any("permissions violation" in v for v in world.violations), world.violations
 
+
+
+async def test_a_provisioner_takes_its_own_expired_presence_record_back_with_its_own_rights(world: World) -> None:
+    """Decision 54: a provisioner writes its presence only over its own last record, and when that
+    is gone (expired, deleted) reads what is there to write over it. With its own credentials
+    that read was a permission violation (the stream's message get): its lease was never renewed
+    again and it gave every forward task back (test-long's compose topology, session 23)."""
+    info = ProvisionerInfo(id="p1", session="s-1", host="h", pid=1, capacity=1, provisioner_class="default",
+                           tenants=["b"], started_at=datetime.now(UTC))
+    presence = Presence(world.p1, EventStore(world.p1), info, lambda: (0, 0, False), ttl_s=30)
+    await presence.register()
+    try:
+        kv = await world.system.jetstream().key_value(subjects.PRESENCE_BUCKET)
+        await kv.delete(presence_key("p1"))  # as its expiry would leave it: the record is not its last one
+        await presence.refresh()
+        [record] = await live_provisioners(world.system, tenant="b")
+        assert record.info.session == "s-1" and not presence.replaced and presence.lease.held
+        assert not any("permissions violation" in v for v in world.violations), world.violations
+    finally:
+        await presence.halt()

@@ -7,6 +7,7 @@ fakes)."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -48,6 +49,8 @@ async def test_a_delete_approved_after_a_freeze_was_applied_is_denied_and_nothin
     assert look.status == 200 and seen["policy"]["deny"] == ["no deletes this week (policy freeze)"], seen
     # It saves no plan: no plan_id or plan_url (they were empty strings), documented in docs/tracker.md.
     assert "plan_id" not in seen and "plan_url" not in seen and seen["cost"]["per_hour"] == 0, seen
+    # the catalog the approved plan was made with (it answered null, as if there were none)
+    assert re.fullmatch(r"[0-9a-f]{16}", seen["catalog_version"] or ""), seen
     assert (await (await stack.http.get(f"/v1/jobs/{waiting.job_id}")).json())["state"] == "waiting_for_approval"
     resp = await stack.http.post(f"/v1/jobs/{waiting.job_id}/approve", json={"comment": "go"})  # as the console does
     answer = await resp.json()
