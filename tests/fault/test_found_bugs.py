@@ -160,13 +160,37 @@ async def _four_provisioners_on_a_cluster(tmp_path: Path) -> AsyncIterator[list[
         conns = [await connect(url, name=f"provisioner-{p}") for p in range(4)]
         try:
             await create_streams(conns[0], 3)
-            yield [EventStore(c) for c in conns]
+            stores = [EventStore(c) for c in conns]
+            for p, store in enumerate(stores):
+                await _first_write_lands(store, f"muster.evt.t.warm.p{p}")
+            yield stores
         finally:
             for c in conns:
                 await c.close()
     finally:
         for n in nodes:
             await n.stop()
+
+
+async def _first_write_lands(store: EventStore, subject: str, timeout: float = 30.0) -> None:
+    """A young cluster's node may not know the new stream yet: a publish through it is answered
+    503 (no stream takes the subject) for a moment, which a provisioner's claim meets as "give
+    the task back" (test-long, session 23: two of the four connections' claims, 200 of 400).
+    Each connection's first write is retried on that one answer, under a deadline, as
+    `create_streams` does the streams."""
+    from muster.bus.wire import Refused
+
+    async def until_stored() -> None:
+        for _ in range(int(timeout / 0.1)):
+            try:
+                await store.append(subject, [Append(JobPaused(job_id="warm", by="test"), msg_id=subject)])
+                return
+            except Refused as err:
+                if err.status != "503":
+                    raise
+            await asyncio.sleep(0.1)
+
+    await asyncio.wait_for(until_stored(), timeout)
 
 
 def _claim(stores: list[EventStore], i: int, fence: str, msg_id: str) -> Any:
