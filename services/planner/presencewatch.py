@@ -50,6 +50,9 @@ async def watch_presence(nc: Client, stack: AsyncExitStack, sessions: Sessions,
         watch = PresenceWatch(nc.jetstream(), on_change=on_change)
         try:
             await watch.start()
+        except asyncio.CancelledError:  # (the planner stops while it starts)
+            await watch.stop()
+            raise
         except Exception as err:  # noqa: BLE001 - tried again; a cancel's close still asks meanwhile
             await watch.stop()
             log.warning("provisioners' presence not watched; trying again", error=str(err) or type(err).__name__,
@@ -72,11 +75,11 @@ async def watch_presence(nc: Client, stack: AsyncExitStack, sessions: Sessions,
         tasks.add(asyncio.get_running_loop().create_task(retry(), name="presence-watch-retry"))
 
     async def stop() -> None:
+        for task in list(tasks):  # (first: a retry may be starting a watch)
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for watch in watches:
             await watch.stop()
         sessions.close()
-        for task in list(tasks):
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
     stack.push_async_callback(stop)
