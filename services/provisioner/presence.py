@@ -11,7 +11,8 @@ provisioner's lease (`lease.py`): its workers stop the forward attempts they run
 may have expired (docs/decisions/0054). A session writes its first record unconditionally and
 every later one only over its own last (`Nats-Expected-Last-Subject-Sequence`): a process started
 again under the same id takes the record over, and the one before, if it still lives, can renew
-it no more (`Replaced`), so its lease lapses; it never deletes the other's record either.
+it no more (`Replaced`, on evidence that the other record is newer: `takeback.py`), so its lease
+lapses, and its process exits (`on_replaced`); it never deletes the other's record either.
 
 The log gets the facts: `ProvisionerRegistered` when a provisioner starts and
 `ProvisionerDeregistered` when it stops cleanly, on `muster.evt.<tenant>.provisioner.<id>` of
