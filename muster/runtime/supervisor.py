@@ -37,6 +37,7 @@ from typing import Any
 from muster.bus.server import DataDirLock, NatsServer, ServerError, append_private, free_port, reachable
 from muster.tls.context import CA_ENV, check_listen
 
+from .exits import STAY_DOWN_EXIT
 from .lifeline import lifeline
 from .tls import DeploymentTls, reload_certificate
 
@@ -492,6 +493,10 @@ class Deployment:
             asked, code, log_path = await self._exited(name)
             if asked:
                 return
+            if code == STAY_DOWN_EXIT and name != SERVER:
+                self._stay_down(name, code, log_path)
+                await self._note_change()
+                return
             now = loop.time()
             exits = [t for t in exits if now - t < self.policy.window_s] + [now]
             if len(exits) >= self.policy.burst:
@@ -566,6 +571,15 @@ class Deployment:
                 except TimeoutError:  # hung in its start: count it as an exit (a kill of an exited,
                     child.process.kill()  # unreaped child would reap it here: exit code "255")
             return None
+
+    def _stay_down(self, name: str, code: int, log_path: Path) -> None:
+        """It asked not to be started again (`STAY_DOWN_EXIT`: a provisioner whose id another
+        process took over); its log says why."""
+        message = (f"{name} exited ({exit_text(code)}: it must not be started again); leaving it down, the others "
+                   f"keep running; see {log_path}")
+        self.given_up[name] = message
+        self._restarting.discard(name)
+        self.notify(message)
 
     def _give_up(self, name: str, code: int | None, exits: int, log_path: Path) -> None:
         last = exit_text(code)

@@ -3,12 +3,11 @@ the planner subscribed to what the routing tables (`routing.py`) name, and `must
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
 import socket
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -35,15 +34,15 @@ from services.auth.view import IdentityView
 from services.governance.domain.deadline import POLICY_DEADLINE_ENV, POLICY_DEADLINE_S
 from services.pool.mirror import PoolMirror
 from services.provisioner.plugins.specs import catalog_plugins
-from services.provisioner.presence import Change, PresenceWatch
 
-from .adapters import NatsCallbackCheck, NatsSolver, NatsWorkers, Sessions
+from .adapters import NatsCallbackCheck, NatsSolver, NatsWorkers
 from .app import Planner, PlannerConfig
 from .bootstrap import bootstrap
 from .catalog import CatalogWrites
 from .domain.limits import parse_tenant_limits
 from .nodemaps import LazyBucket, NodeMaps
 from .ports import CatalogSource, Ownership, Shards
+from .presencewatch import watch_presence
 from .replies import Replies, Responders
 from .routing import BUDGETS, POISON, POOL_FOLD, PROVISIONER_GONE, QUEUE_RESETS, REPLIES, ROUTES
 from .sharding import Sharding, ShardOwnership
@@ -159,45 +158,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     stack.push_async_callback(mirror.stop)
     await mirror.wait_ready()
     if isinstance(planner.workers, NatsWorkers):
-        await _watch_presence(nc, stack, planner.workers.sessions, getattr(planner, PROVISIONER_GONE))
+        await watch_presence(nc, stack, planner.workers.sessions, getattr(planner, PROVISIONER_GONE))
     return planner
-
-
-async def _watch_presence(nc: Client, stack: AsyncExitStack, sessions: Sessions,
-                          gone: Callable[[str], Coroutine[Any, Any, None]]) -> None:
-    """`gone(id)` for each provisioner whose presence record expires or is deleted, or whose
-    new session's record has been there long enough (`Sessions`), from the bucket's watch
-    (docs/decisions/0054). Without it (the bucket unreadable at the start) a cancel still finds
-    the claimers gone when it closes its fence, and what goes later waits for its attempts'
-    timeouts."""
-    tasks: set[asyncio.Task[None]] = set()
-
-    def stopped(pid: str) -> None:
-        task = asyncio.get_running_loop().create_task(gone(pid), name=f"provisioner-gone-{pid}")
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    def on_change(pid: str, record: Any, change: Change) -> None:
-        sessions.seen(pid, record)
-        if record is None:
-            stopped(pid)
-
-    sessions.on_settled = stopped
-    watch = PresenceWatch(nc.jetstream(), on_change=on_change)
-    try:
-        await watch.start()
-    except Exception as err:  # noqa: BLE001 - a cancel's close still asks; see above
-        structlog.get_logger("muster.planner").warning("provisioners' presence not watched", error=str(err) or type(err).__name__)
-        return
-
-    async def stop() -> None:
-        await watch.stop()
-        sessions.close()
-        for task in list(tasks):
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    stack.push_async_callback(stop)
 
 
 def _durable_token(instance: str) -> str:

@@ -36,7 +36,7 @@ from muster.bus.connect import on_reconnect
 from muster.bus.eventstore import EventStore
 from muster.bus.wire import flush
 
-from .presence import DEFAULT_TTL_S, Presence
+from .presence import DEFAULT_TTL_S, Presence, Replaced
 from .routing import REPLIES, drain_subject
 from .worker import Executor, WorkerConfig, Workers
 
@@ -80,7 +80,9 @@ class Provisioner:
         host: str | None = None,
         on_drained: Callable[[], None] | None = None,
         grants: Callable[[], Awaitable[tuple[str, ...] | None]] | None = None,
+        on_replaced: Callable[[ProvisionerInfo], None] | None = None,
     ) -> None:
+        """`on_replaced(other)`: another process took this id over (the process exits: docs/provisioner.md)."""
         self.nc = nc
         self.config = config
         self.on_drained = on_drained
@@ -101,6 +103,7 @@ class Provisioner:
         log = EventStore(nc)  # claims and outcomes in group commits (its default), registrations
         self.workers = Workers(nc.jetstream(), log, plugins, config)
         self.presence = Presence(nc, log, self.info, self._state, ttl_s=presence_ttl_s, replicas=replicas)
+        self.presence.on_replaced = on_replaced
         self.workers.keep(self.presence.lease)
         self.finished = asyncio.Event()
         """Set when drained and deregistered."""
@@ -188,6 +191,8 @@ class Provisioner:
         self.workers.stop_taking()
         try:
             await self.presence.refresh()  # readers see `draining` at once
+        except Replaced:
+            pass  # (the record is another process's: said when found)
         except Exception as err:  # noqa: BLE001 - the record expires anyway
             log.warning("presence refresh failed", error=str(err) or type(err).__name__)
         await self.workers.drain()

@@ -19,9 +19,11 @@ import structlog
 from nats.aio.client import Client
 
 from contracts import subjects
+from contracts.tasks import ProvisionerInfo
 from muster.bus.connect import CredentialsError, auth_required, credentials, principal_of
 from muster.bus.eventstore import EventStore
 from muster.cli_support import CliError
+from muster.runtime.exits import STAY_DOWN_EXIT
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.secretsfile import SecretsFileError, load_secrets
 
@@ -114,6 +116,17 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
         raise CliError(str(err)) from None
     config = WorkerConfig(provisioner_id=pid, tenants=tenant_list, provisioner_class=provisioner_class,
                           capacity=capacity, ack_wait_s=ack_wait, claim_ahead=claim_ahead)
+    replaced: list[ProvisionerInfo] = []
+
+    def on_replaced(other: ProvisionerInfo) -> None:
+        # It stops as SIGTERM stops it (its rollbacks run to their end; its forward attempts
+        # stopped with its lease), then exits so that no supervisor starts it again: a new
+        # process would take the id back from the other, which would then exit and come back.
+        replaced.append(other)
+        log.error(f"another process took provisioner id {pid} over; exiting (exit status {STAY_DOWN_EXIT}: "
+                  "not to be started again; run one process per id)", provisioner=pid, by_host=other.host,
+                  by_pid=other.pid, by_session=other.session)
+        signal.raise_signal(signal.SIGTERM)
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
         stack.push_async_callback(registry.aclose)
@@ -134,6 +147,7 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
             on_drained=lambda: signal.raise_signal(signal.SIGTERM),
             # A queue granted or revoked later is taken up live (docs/provisioner.md, "Tenants").
             grants=(lambda: granted_tenants(nc, provisioner_class)) if granted is not None else None,
+            on_replaced=on_replaced,
         )
         if len(own.tenants) > 1 and (shared := registry.secrets.shared_names()):
             # The operator's choice, said where it can be seen: names only (docs/secrets.md, "Whose secrets").
@@ -145,6 +159,8 @@ def main(nats_url: str | None, provisioner_id: str | None, tenants: str, provisi
                  capacity=capacity, tenants=own.tenants, work_dir=str(registry.work_dir))
 
     main_for("provisioner", nats_url, setup)
+    if replaced:
+        raise SystemExit(STAY_DOWN_EXIT)
 
 
 async def start_workers(nc: Client, stack: AsyncExitStack, executor: Executor, config: WorkerConfig) -> Workers:

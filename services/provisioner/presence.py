@@ -11,7 +11,8 @@ provisioner's lease (`lease.py`): its workers stop the forward attempts they run
 may have expired (docs/decisions/0054). A session writes its first record unconditionally and
 every later one only over its own last (`Nats-Expected-Last-Subject-Sequence`): a process started
 again under the same id takes the record over, and the one before, if it still lives, can renew
-it no more (`Replaced`), so its lease lapses; it never deletes the other's record either.
+it no more (`Replaced`, on evidence that the other record is newer: `takeback.py`), so its lease
+lapses, and its process exits (`on_replaced`); it never deletes the other's record either.
 
 The log gets the facts: `ProvisionerRegistered` when a provisioner starts and
 `ProvisionerDeregistered` when it stops cleanly, on `muster.evt.<tenant>.provisioner.<id>` of
@@ -47,6 +48,7 @@ from muster.bus.wire import stop_watch
 from muster.ports.eventlog import Append, EventLog
 
 from .lease import Lease
+from .takeback import Read, leader_last, take_back
 
 log = structlog.get_logger("muster.provisioner")
 
@@ -71,6 +73,10 @@ WRONG_LAST_SEQUENCE = 10071  # the record is not this session's last one
 
 class Replaced(Exception):
     """Another process of the same provisioner id took the presence record over."""
+
+
+class StaleRead(Exception):
+    """The presence record read is older than the leader's: a replica that lags (tried again)."""
 
 
 def is_record(headers: dict[str, str] | None, data: bytes | None) -> bool:
@@ -289,6 +295,8 @@ class Presence:
         self._last_seq: int | None = None
         """The subject sequence of this session's last record (None: none written yet)."""
         self.replaced = False
+        self.on_replaced: Callable[[ProvisionerInfo], None] | None = None
+        """Called once, with the other process's info, when another process took the id over."""
 
     async def register(self) -> None:
         """Record the registration on every tenant's log, publish the record, start refreshing.
@@ -314,7 +322,7 @@ class Presence:
         except BadRequestError as err:
             if err.err_code != WRONG_LAST_SEQUENCE:
                 raise
-            self._last_seq = await self._take_back()  # (our record expired, or the bucket is new)
+            self._last_seq = await self._take_back(leader_last(err.description))  # (our record expired, or the bucket is new)
             sent_at = loop.time()
             ack = await self.js.publish(self.subject, data, msg_ttl=self.ttl_s, headers=self._over_own())
         self._last_seq = ack.seq
@@ -324,23 +332,33 @@ class Presence:
     def _over_own(self) -> dict[str, str] | None:
         return None if self._last_seq is None else {"Nats-Expected-Last-Subject-Sequence": str(self._last_seq)}
 
-    async def _take_back(self) -> int | None:
-        """The sequence to write over, when the record is not this session's last one: an expiry
-        marker's or a delete's, or none. Another session's record: `Replaced` for good."""
+    async def _take_back(self, leader: int | None) -> int | None:
+        """The sequence to write over, when the record is not this session's last one (`leader`:
+        the key's last sequence at the stream's leader, as the refusal named it): an expiry
+        marker's or a delete's, or none. Another session's newer record: `Replaced` for good
+        (`takeback.py`: a lagging replica's older record is no evidence, and is read again)."""
         try:
             # A direct get: a provisioner may not use the stream's message get (session 23's
             # compose topology: every take-back was a permission violation, the lease never renewed).
             last = await self.js.get_last_msg(KV_STREAM, self.subject, direct=True)
         except NotFoundError:
-            return None
-        record = _parse(last.data or b"", self.subject) if is_record(last.headers, last.data) else None
-        if record is not None and record.info.session != self.info.session:
+            last = None
+        record = None if last is None or not is_record(last.headers, last.data) else _parse(last.data or b"", self.subject)
+        read = Read(None if last is None else last.seq, None if record is None else record.info.session)
+        verdict = take_back(self.info.session, self._last_seq, leader, read)
+        if verdict == "stale":
+            raise StaleRead(f"the presence record read (sequence {read.seq}) is older than the leader's last ({leader}): "
+                            "a replica that lags; read again")
+        if verdict == "replaced":
+            assert record is not None
             self.replaced = True
-            log.error("another process took over this provisioner id's presence record: this one renews it no more, "
+            log.error(f"another process took provisioner id {self.info.id} over: this one renews its presence no more "
                       "and stops its forward attempts", provisioner=self.info.id, session=self.info.session,
                       by=record.info.session, host=record.info.host, pid=record.info.pid)
+            if self.on_replaced is not None:
+                self.on_replaced(record.info)
             raise Replaced(self.info.id)
-        return last.seq
+        return verdict
 
     async def _write(self) -> bool:
         try:
@@ -350,6 +368,9 @@ class Presence:
             await self.refresh()
             return True
         except Replaced:
+            return False
+        except StaleRead as err:  # (the bucket is there: not declared again)
+            log.warning("presence refresh failed", error=str(err), retry_in_s=RETRY_S)
             return False
         except Exception as err:  # noqa: BLE001 - the bus is away; the refresher tries again
             # The bucket may be what is gone (a server that lost its store, a memory bucket

@@ -22,7 +22,9 @@ from muster.bus.server import free_port
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.client import MusterClient
+from muster.runtime.exits import STAY_DOWN_EXIT
 from muster.runtime.supervisor import SERVER, Deployment, RestartPolicy
+from services.provisioner.presence import live_provisioners
 
 from .test_up import DEMO
 
@@ -142,3 +144,28 @@ async def test_a_child_added_runs_supervised_and_a_retired_one_leaves_without_a_
     assert "provisioner-2" not in {c.name for c in deployment.children}
     assert "provisioner-2" not in json.loads((deployment.data_dir / "deployment.json").read_text())["processes"]
     assert not [line for line in notes.lines if "provisioner-2 exited" in line and "SIGKILL" not in line]
+
+
+async def test_a_provisioner_whose_id_another_process_took_over_exits_and_stays_down(
+        supervised: tuple[Deployment, Notes]) -> None:
+    """Decision 54: the replaced process renews its presence no more and would give every task
+    back while it looks alive; it exits instead, with a status the supervisor does not restart
+    on (started again, it would take the id back, and the two would do so for ever)."""
+    deployment, notes = supervised
+    first = deployment.child("provisioner")
+    args = [*deployment.commands()["provisioner"][:5], "--id", "provisioner", "--work-dir", str(deployment.data_dir / "again")]
+    second = await deployment.add("provisioner-2", args)  # (its credentials: the first's, under auth)
+
+    assert await asyncio.wait_for(first.process.wait(), 60) == STAY_DOWN_EXIT
+    said = await notes.wait_for("provisioner exited")
+    assert said.startswith(f"provisioner exited (exit code {STAY_DOWN_EXIT}: it must not be started again); leaving it down")
+    assert deployment.given_up == {"provisioner": said}
+    log = (deployment.data_dir / "logs" / "provisioner.log").read_text()
+    assert "another process took provisioner id provisioner over; exiting" in log
+    await deployment.steady()
+    assert not [line for line in notes.lines if "restarting" in line or "running again" in line], notes.lines
+    assert second.process.returncode is None
+
+    async with await MusterClient.connect(deployment.nats_url) as client:
+        [record] = await live_provisioners(client.nc)
+    assert record.info.pid == second.pid  # its record stays: the first never deleted it

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from contracts import subjects
-from contracts.tasks import HeldAttempts, TaskMessage, TaskOutcome
+from contracts.tasks import HeldAttempts, ProvisionerInfo, TaskMessage, TaskOutcome
 from muster.bus.connect import connect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
@@ -253,12 +253,15 @@ async def test_a_process_started_again_under_the_same_id_takes_the_record_over_a
     pid = f"p-{tenant}"
     first_runs, second_runs = StoppableExecutor(), HeldExecutor()
     first = await bench.provisioner(first_runs, pid, presence_ttl_s=2, ack_wait_s=3.0)
+    told: list[ProvisionerInfo] = []
+    first.presence.on_replaced = told.append  # (the process exits on it: tests/e2e/test_supervisor.py)
     task = await bench.publish("n1.install", fence=subjects.claims_closed(tenant, "j1", 0))
     await first_runs.wait_started(1)
 
     second = await bench.provisioner(second_runs, pid, presence_ttl_s=2, ack_wait_s=3.0)
     await asyncio.wait_for(first_runs.stopped.wait(), DEADLINE_S)
     assert first.presence.replaced and not second.presence.replaced
+    assert [info.session for info in told] == [second.info.session]
     await second_runs.wait_started(1)  # the message came back, and the live one took it
     second_runs.release()
     await bench.log.wait_for(lambda log: [e.provisioner for e in log.of("TaskSucceeded", task.task_id)] == [pid])
