@@ -5,6 +5,7 @@ the table; `--write-docs` puts it into docs/benchmarks.md ("## Scale").
     .venv/bin/python bench/scale_bench.py [--nodes 1000] [--takeover-jobs 6] [--jobs 30] [--write-docs]
     .venv/bin/python bench/scale_bench.py --full [--write-docs]       # the curve to 10,000 nodes alone
     .venv/bin/python bench/scale_bench.py --nodes 100,1000 --repeat 3 --takeover-jobs 0 --jobs 0   # medians
+    .venv/bin/python bench/scale_bench.py --nodes 100,1000 --takeover-jobs 0 --jobs 0 --small 0 --server-profile
 
 The defaults finish in a few minutes (`make bench` runs them); `--full` (= `--nodes 100,1000,10000
 --takeover-jobs 0 --jobs 0`) takes tens of minutes and writes its own section ("## Scale: a
@@ -27,6 +28,9 @@ latency, and measures next to the raw figure of the same server in the same run:
 - takeover: 3 planners (`--lease-ttl`), clusters in flight; kill -9 the planner with most of
   them; the time until the others hold all shards and until each of its jobs moves again,
   against the TTL.
+- `--server-profile`: nats-server's own Go CPU profile during each create, by part and by
+  function, and its counters (JetStream API calls, connections, consumers) before and after
+  (`bench/server_profile.py`; `--profile-dir` keeps each run as `server-<nodes>-<round>.json`).
 - throughput: `--jobs` 2-node creates sent at once; jobs/s from the first request to the last
   final event, with 1, 2 and 3 planners (the other services the same).
 """
@@ -53,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from nats.aio.client import Client  # noqa: E402
 from nats.js.api import StorageType, StreamConfig  # noqa: E402
 
-from bench import goals, profile  # noqa: E402
+from bench import goals, profile, server_profile  # noqa: E402
 from bench.attribution import Meter, Wiretap, connections, delta  # noqa: E402
 from contracts import subjects  # noqa: E402
 from contracts.commands import Accepted, CreateCluster  # noqa: E402
@@ -121,7 +125,8 @@ class Run:
     """One deployment with authorization on: a server (its monitoring endpoint on), the auth
     service and the others as processes, a client with a system token, and a wiretap."""
 
-    def __init__(self, base: Path, planners: int, provisioners: int, capacity: int, lease_ttl: float) -> None:
+    def __init__(self, base: Path, planners: int, provisioners: int, capacity: int, lease_ttl: float,
+                 profile_server: bool = False) -> None:
         self.base, self.planners = base, planners
         options: dict[str, list[str]] = {"planner": ["--lease-ttl", str(lease_ttl), "--task-timeout", "3600"],
                                          "provisioner": ["--ack-wait", "30"]}
@@ -138,7 +143,9 @@ class Run:
                 options[f"provisioner-{i}"] = own
         keys = AuthKeys.load_or_create(base / "auth")
         self.monitor = free_port()
-        self.server = NatsServer(base / "nats", auth=server_auth_config(keys.issuer_public, keys.bus_secret), http_port=self.monitor)
+        self.prof_port = free_port() if profile_server else None
+        self.server = ProfiledServer(base / "nats", auth=server_auth_config(keys.issuer_public, keys.bus_secret), http_port=self.monitor,
+                                     prof_port=self.prof_port)
         self.deployment = Deployment(base / "deploy", capacity=capacity, replicas={"planner": planners, "provisioner": provisioners},
                                      extra_args=options, auth_dir=base / "auth")
         self.wiretap = Wiretap()
@@ -167,6 +174,17 @@ class Run:
         assert self.server.process is not None
         pids = {c.name: c.pid for c in self.deployment.children if c.process.returncode is None}
         return Meter({**pids, "nats-server": self.server.process.pid})
+
+
+class ProfiledServer(NatsServer):
+    """The server, with its Go profiler on `prof_port` (127.0.0.1) when given one."""
+
+    def __init__(self, *args: Any, prof_port: int | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prof_port = prof_port
+
+    def config_text(self) -> str:
+        return super().config_text() + (f"prof_port: {self.prof_port}\n" if self.prof_port else "")
 
 
 WARM_UP_NODES = 5
@@ -217,7 +235,8 @@ async def caught_up(run: Run, timeout: float) -> dict[str, int]:
 
 
 async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[str, Any]:
-    async with Run(base / f"big{nodes}", planners=1, provisioners=args.provisioners, capacity=args.capacity, lease_ttl=10) as run:
+    async with Run(base / f"big{nodes}", planners=1, provisioners=args.provisioners, capacity=args.capacity, lease_ttl=10,
+                   profile_server=args.server_profile) as run:
         raw = await raw_publish_rate(run.nc)
         await apply_catalog(EventStore(run.nc), T, catalog(nodes))
         # A small create first, not counted: what a fresh process pays once (building each
@@ -231,6 +250,9 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
         recording = profile.Recording(meter.pids[args.profile], base / f"profile-{nodes}.txt") if args.profile else None
         if recording is not None:
             await recording.start()
+        probe = server_profile.ServerProbe(f"http://127.0.0.1:{run.prof_port}", run.monitor_url) if run.prof_port else None
+        if probe is not None:
+            await probe.start()
         meter.start()
         start = time.perf_counter()
         final, types, cluster = await create_and_wait(run, nodes, args.timeout)
@@ -241,6 +263,8 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
         cpu = meter.stop()
         if recording is not None:
             await recording.stop()
+        if probe is not None:
+            await probe.stop()
         counts, sizes, writes = dict(run.wiretap.count), dict(run.wiretap.bytes), dict(run.wiretap.writes)
         per_connection = delta(await connections(run.monitor_url), before)
         per_connection.pop("bench", None)
@@ -254,7 +278,9 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
                 "bytes_per_task": sum(sizes.values()) / max(tasks, 1),
                 "by_kind": dict(Counter(counts).most_common()), "bytes_by_kind": sizes, "writes": writes, "connections": per_connection,
                 "story_snapshot": story, "largest_bytes": largest, "largest_subject": re.sub(r"[0-9a-f-]{36}|[0-9a-f]{32,64}", "<id>", where),
-                **({"profile": profiled(args, recording.out)} if recording is not None else {})}
+                **({"profile": profiled(args, recording.out)} if recording is not None else {}),
+                **({"server_profile": {"windows": probe.windows, "counters": probe.counters,
+                                       "stacks": {";".join(k): v for k, v in probe.profile.items()}}} if probe is not None else {})}
 
 
 async def story_written(run: Run, tasks: int, cluster: str) -> bool:
@@ -534,7 +560,13 @@ async def main(args: argparse.Namespace) -> None:
             for nodes in args.nodes:
                 runs[nodes].append(await big_create(args, base / f"round{r}", nodes))
                 shutil.rmtree(base / f"round{r}" / f"big{nodes}", ignore_errors=True)  # (a 10,000-node log is GBs)
-                print(json.dumps(runs[nodes][-1], indent=1), flush=True)
+                shown = {k: v for k, v in runs[nodes][-1].items() if k != "server_profile"}
+                print(json.dumps(shown, indent=1), flush=True)
+                if "server_profile" in runs[nodes][-1]:
+                    print("\n".join(server_profile.lines(runs[nodes][-1]["server_profile"], runs[nodes][-1]["tasks"])), flush=True)
+                    if args.profile_dir:
+                        Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
+                        (Path(args.profile_dir) / f"server-{nodes}-{r}.json").write_text(json.dumps(runs[nodes][-1]))
                 if "profile" in runs[nodes][-1]:
                     print("\n".join(profile.lines(runs[nodes][-1])), flush=True)
         curve = [median_run(runs[n]) for n in args.nodes] if args.repeat > 1 else [runs[n][0] for n in args.nodes if runs[n]]
@@ -573,7 +605,10 @@ if __name__ == "__main__":
                         "costs whatever its size (0: skip)")
     parser.add_argument("--profile", metavar="PROCESS", help="record a py-spy profile of this process (planner, tracker...) "
                         "during each create and print where its samples fall")
-    parser.add_argument("--profile-dir", help="keep the profiles' collapsed stacks here (profile-<nodes>.txt)")
+    parser.add_argument("--server-profile", action="store_true", help="nats-server's own CPU profile (Go pprof) and "
+                        "counters (/varz, /jsz) during each create, printed by function (bench/server_profile.py)")
+    parser.add_argument("--profile-dir", help="keep the profiles here (profile-<nodes>.txt: collapsed stacks; "
+                        "server-<nodes>-<round>.json: the run with nats-server's profile)")
     parser.add_argument("--profile-top", type=int, default=25, help="functions shown per profile")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' (with --full: '{FULL_SECTION}') in docs/benchmarks.md")
     options = parser.parse_args()
