@@ -237,9 +237,9 @@ class EventStore:
         """Every subject matching the filter that holds events."""
         return set(await self.subjects(subject_filter))
 
-    async def _end_check(self) -> dict[str, Any]:
-        """How an ordered read's end is confirmed (`ordered.read_in_order`'s options): on a
-        replicated stream, with the leader's message API (`ordered.leader_next`)."""
+    async def _end_check(self, filters: Sequence[str]) -> dict[str, Any]:
+        """How an ordered read's end of `filters` is confirmed (`ordered.read_in_order`'s
+        options): on a replicated stream, with the leader's message API (`ordered.leader_next`)."""
         return {"leader_check": await self._is_replicated()}
 
     async def _is_replicated(self) -> bool:
@@ -292,7 +292,7 @@ class EventStore:
 
         try:
             await read_in_order(self.nc, self.stream, [subject_filter], on_message, start_seq=start_seq,
-                                api_timeout=self.timeout, timeout=timeout, **await self._end_check())
+                                api_timeout=self.timeout, timeout=timeout, **await self._end_check([subject_filter]))
         except TimeoutError:
             raise
         except Exception as err:
@@ -349,7 +349,7 @@ class EventStore:
 
         try:
             return await read_in_order(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout,
-                                       timeout=timeout, **await self._end_check())
+                                       timeout=timeout, **await self._end_check(filters))
         except TimeoutError:
             raise
         except Exception as err:

@@ -45,6 +45,11 @@ returns, if anything, is awaited before the next message is read: the read pause
 given up, a new one made after) rather than take in what follows meanwhile."""
 
 
+NO_DELETE_INACTIVE_S = 5.0
+"""How long a consumer of a reader that deletes none stays once nobody listens to it (a push
+consumer is active while its reader is subscribed, whatever it has to send)."""
+
+
 class OrderedReader:
     """Every message of `stream` matching `filters` from `start_seq` on, in stream order, to
     `on_message` (synchronously, from the connection's read loop); `run()` returns how many
@@ -68,8 +73,12 @@ class OrderedReader:
         api_timeout: float = 10.0,
         leader_check: bool = False,
         leader_last: LeaderLast | None = None,
+        deletes: bool = True,
     ) -> None:
         self.nc = nc
+        self.deletes = deletes
+        """Deletes each consumer it is done with; otherwise (a reader whose rights delete none:
+        session 23) the server removes it once nobody listens (`NO_DELETE_INACTIVE_S`)."""
         self.api_timeout = api_timeout
         self.leader_check = leader_check and not last_per_subject
         """Confirm the end with the stream leader (see the module's docstring). Not for a
@@ -194,14 +203,15 @@ class OrderedReader:
             return wake.result()
         finally:
             await raw_unsubscribe(self.nc, sub)
-            if consumer:
+            if consumer and self.deletes:
                 await self._delete(consumer)
 
     async def _create(self, inbox: str, deadline: float) -> Any:
         config = ConsumerConfig(
             deliver_subject=inbox, ack_policy=AckPolicy.NONE, max_deliver=1, flow_control=True,
             idle_heartbeat=self.heartbeat_s, mem_storage=True, num_replicas=1,
-            inactive_threshold=max(30.0, 10 * self.heartbeat_s),  # the server removes a lost one
+            # the server removes a lost one (or, for a reader that deletes none, one done with)
+            inactive_threshold=max(30.0, 10 * self.heartbeat_s) if self.deletes else NO_DELETE_INACTIVE_S,
             deliver_policy=DeliverPolicy.ALL if self._next_seq <= 1 else DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=None if self._next_seq <= 1 else self._next_seq,
             # A name of its own each time (a reset's consumer is another): with it, nats-py puts
@@ -309,7 +319,7 @@ def _wildcard(subject: str) -> bool:
 
 async def read_in_order(nc: Client, stream: str, filters: Sequence[str], on_message: OnMessage, *, start_seq: int = 1,
                         api_timeout: float = 10.0, timeout: float = 600.0, leader_check: bool = False,
-                        leader_last: LeaderLast | None = None) -> int:
+                        leader_last: LeaderLast | None = None, deletes: bool = True) -> int:
     """`OrderedReader(...).run()` for any filters: one ordered consumer a lane (`lanes_of`),
     merged by stream sequence as they come, each message handed over once (filters may
     overlap) and in stream order; what `on_message` returns, if anything, is awaited before
@@ -319,8 +329,8 @@ async def read_in_order(nc: Client, stream: str, filters: Sequence[str], on_mess
     lanes = lanes_of(filters)
     if len(lanes) == 1:
         return await OrderedReader(nc, stream, lanes[0], on_message, start_seq=start_seq, api_timeout=api_timeout,
-                                   leader_check=leader_check, leader_last=leader_last).run(timeout)
-    return await _Merge(nc, stream, lanes, on_message, start_seq, api_timeout, leader_check, leader_last).run(timeout)
+                                   leader_check=leader_check, leader_last=leader_last, deletes=deletes).run(timeout)
+    return await _Merge(nc, stream, lanes, on_message, start_seq, api_timeout, leader_check, leader_last, deletes).run(timeout)
 
 
 Frame = tuple[bytes, int, bytes, bytes]
@@ -338,10 +348,11 @@ class _Merge:
     every lane not over has a head (each lane is in stream order, so nothing lower can come)."""
 
     def __init__(self, nc: Client, stream: str, lanes: list[list[str]], on_message: OnMessage, start_seq: int,
-                 api_timeout: float, leader_check: bool = False, leader_last: LeaderLast | None = None) -> None:
+                 api_timeout: float, leader_check: bool = False, leader_last: LeaderLast | None = None,
+                 deletes: bool = True) -> None:
         self.lanes = [_Lane() for _ in lanes]
         self.readers = [OrderedReader(nc, stream, f, self._taker(lane), start_seq=start_seq, api_timeout=api_timeout,
-                                      leader_check=leader_check, leader_last=leader_last)
+                                      leader_check=leader_check, leader_last=leader_last, deletes=deletes)
                         for f, lane in zip(lanes, self.lanes, strict=True)]
         self.on_message = on_message
         self.moved = asyncio.Event()

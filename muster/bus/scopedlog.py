@@ -24,13 +24,15 @@ the body. The leader answers a publish too: one fenced on a sequence no subject 
 leader's last sequence of the subject or filter ("wrong last sequence: N") and stores nothing
 (`fenced_last`). So a read goes on until it has reached that sequence. That takes the right to
 publish on the subjects read: a service that has it on what it reads (the pool its pools and
-requests, the solver the layouts) says so with `confirm=True`.
+requests, the solver the layouts) says so with `confirm=True`; one that has it on some (the
+governance service on its own entities, not on the clusters it reads) names those filters.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from nats.aio.client import Client
@@ -39,6 +41,7 @@ from nats.js.errors import NotFoundError
 from contracts.records import Recorded
 
 from ..ports.eventlog import StoreError
+from ..ports.memory import matches
 from .appends import FENCE_BUSY
 from .eventstore import EventStore, inflate
 from .ordered import OrderedReader, read_in_order
@@ -59,15 +62,19 @@ def literal(subject_filter: str) -> bool:
     return not any(t in ("*", ">") for t in subject_filter.split("."))
 
 
+def probe_subject(subject_filter: str) -> str:
+    """Where the probe of a filter is published: the filter, a token for each wildcard."""
+    return ".".join(PROBE_TOKEN if t in ("*", ">") else t for t in subject_filter.split("."))
+
+
 async def fenced_last(nc: Client, stream: str, subject_filter: str, timeout: float) -> int:
     """The stream leader's last sequence of a subject or filter (0: none), from a publish on it
     fenced on a sequence it cannot have: refused (10071) with the leader's own, nothing stored.
     Busy (another fenced write on that subject being replicated: 10164): asked again."""
     headers = {"Nats-Expected-Stream": stream, "Nats-Expected-Last-Subject-Sequence": UNREACHABLE}
-    subject = subject_filter
+    subject = probe_subject(subject_filter)
     if not literal(subject_filter):
         headers["Nats-Expected-Last-Subject-Sequence-Subject"] = subject_filter
-        subject = ".".join(PROBE_TOKEN if t in ("*", ">") else t for t in subject_filter.split("."))
     loop = asyncio.get_running_loop()
     deadline, tries = loop.time() + timeout, 0
     while True:
@@ -85,12 +92,17 @@ async def fenced_last(nc: Client, stream: str, subject_filter: str, timeout: flo
 
 class ScopedEventStore(EventStore):
     """`EventStore` with every read in a form whose filter is in the request's subject.
-    `confirm`: the service may publish on every subject it reads, so a replicated log's reads
-    are confirmed with the leader (`fenced_last`); without it they are not."""
+    `confirm`: the service may publish on every subject it reads (True), or on those of these
+    filters, so a replicated log's reads of them are confirmed with the leader (`fenced_last`);
+    the others are not."""
 
-    def __init__(self, nc: Client, *args: Any, confirm: bool = True, **kwargs: Any) -> None:
+    def __init__(self, nc: Client, *args: Any, confirm: bool | tuple[str, ...] = True, deletes: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(nc, *args, **kwargs)
         self.confirm = confirm
+        self.deletes = deletes
+        """Deletes the consumers it read with (a service whose rights delete none leaves them to
+        the server, `ordered.NO_DELETE_INACTIVE_S`)."""
 
     async def _is_replicated(self) -> bool:
         if self._replicated is None:
@@ -105,14 +117,19 @@ class ScopedEventStore(EventStore):
     async def _leader_last(self, subject_filter: str) -> int:
         return await fenced_last(self.nc, self.stream, subject_filter, self.timeout)
 
-    async def _confirming(self) -> bool:
-        return self.confirm and await self._is_replicated()
+    def _publishable(self, subject_filter: str) -> bool:
+        if isinstance(self.confirm, bool):
+            return self.confirm
+        return any(matches(allowed, probe_subject(subject_filter)) for allowed in self.confirm)
 
-    async def _end_check(self) -> dict[str, Any]:
-        return {"leader_last": self._leader_last} if await self._confirming() else {}
+    async def _confirming(self, filters: Sequence[str]) -> bool:
+        return all(self._publishable(f) for f in filters) and await self._is_replicated()
+
+    async def _end_check(self, filters: Sequence[str]) -> dict[str, Any]:
+        return {"deletes": self.deletes} | ({"leader_last": self._leader_last} if await self._confirming(filters) else {})
 
     async def _last(self, subject: str) -> tuple[int, dict[str, str]] | None:
-        leader = await self._leader_last(subject) if await self._confirming() else None
+        leader = await self._leader_last(subject) if await self._confirming([subject]) else None
         loop = asyncio.get_running_loop()
         deadline, tries = loop.time() + self.timeout, 0
         while True:
@@ -128,7 +145,7 @@ class ScopedEventStore(EventStore):
 
     async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
         if literal(subject_filter):
-            if await self._confirming():
+            if await self._confirming([subject_filter]):
                 last = await self._leader_last(subject_filter)
             else:
                 found = await self._last(subject_filter)
@@ -142,7 +159,7 @@ class ScopedEventStore(EventStore):
                 out.append(self._decoded(subject, seq, data, header_block))
 
         await read_in_order(self.nc, self.stream, [subject_filter], on_message, start_seq=start_seq,
-                            api_timeout=self.timeout, timeout=READ_TIMEOUT_S, **await self._end_check())
+                            api_timeout=self.timeout, timeout=READ_TIMEOUT_S, **await self._end_check([subject_filter]))
         return [await inflate(self.bodies, r) for r in out]
 
     async def subject_names(self, subject_filter: str) -> set[str]:
@@ -153,7 +170,7 @@ class ScopedEventStore(EventStore):
 
         # (each subject's last event: a subject a lagging replica lacks is met at its next read)
         await OrderedReader(self.nc, self.stream, [subject_filter], on_message, last_per_subject=True,
-                            api_timeout=self.timeout).run(READ_TIMEOUT_S)
+                            api_timeout=self.timeout, deletes=self.deletes).run(READ_TIMEOUT_S)
         return names
 
     async def subjects(self, subject_filter: str) -> dict[str, int]:

@@ -161,8 +161,10 @@ def _log_reader(filters: Iterable[str], *, deletes: bool = False, scoped: bool =
 CONSUMED: dict[str, tuple[str, ...]] = {
     # its requesters' pool requests (its routes), the pools (its mirror and its start's replay)
     "pool": (subjects.ALL_POOL_REQUEST_EVENTS, subjects.ALL_POOL_EVENTS),
-    # the schedules (its mirror), the identities (`IdentityView`: who may do what)
-    "governance": (subjects.ALL_SCHEDULE_EVENTS, subjects.ALL_IDENTITY_EVENTS),
+    # the schedules (its mirror), the identities (`IdentityView`: who may do what), its entities
+    # and the clusters a schedule names (its scoped reads: decision 0057)
+    "governance": (subjects.ALL_SCHEDULE_EVENTS, subjects.ALL_IDENTITY_EVENTS, subjects.ALL_GOVERNANCE_EVENTS,
+                   subjects.ALL_CLUSTER_EVENTS),
     # every tenant's jobs' ends and clusters' leases (its routes), the subscriptions (its mirror),
     # the identities (whether a subscription's author may still read its tenant)
     "notifier": (subjects.ALL_JOB_EVENTS, subjects.ALL_CLUSTER_EVENTS, subjects.ALL_SUBSCRIPTION_EVENTS,
@@ -170,8 +172,9 @@ CONSUMED: dict[str, tuple[str, ...]] = {
     "solver": (subjects.ALL_LAYOUT_EVENTS,),  # layouts to solve (its route)
 }
 """The filters of each service's consumers on EVENTS (its routes' filters, its mirrors', its
-replays'): all it may create a consumer of. What it reads aggregate by aggregate (a cluster's
-events, a job's) is a direct get, not a consumer. tests/unit/auth/test_consumed.py checks the
+replays', and of a service reading in scoped forms its aggregates'): all it may create a
+consumer of. A service not moved to scoped reads yet (the notifier) reads an aggregate (a
+cluster's events, a job's) by a batch direct get, not a consumer. tests/unit/auth/test_consumed.py checks the
 routes against it; the planner and the tracker read every event for their work."""
 
 PLANNER_BUCKETS = tuple(f"KV_{b}" for b in ("nodemaps", "leases", "snapshots", "budgets", "spend"))
@@ -239,7 +242,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
         # naming someone else, and the planner checks that principal's grants again. It asks the
         # notifier to check a subscription before storing it, in the requester's name too.
-        pub = _log_reader(CONSUMED["governance"]) + [
+        pub = _log_reader(CONSUMED["governance"], scoped=True) + [  # (services/governance/entrypoint.py)
             subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             f"{subjects.GOV}.*.*.notify-check", ANSWERS,
         ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -27,11 +28,12 @@ from muster.bus.streams import ensure_streams
 from .conftest import Authed
 from .refusals import raw_refused, refused
 
-FOREIGN = f"{subjects.EVT}.other.cluster.c1"
-"""Another tenant's cluster: an event the pool service may not read."""
+FOREIGN = f"{subjects.EVT}.other.plan.p1"
+"""Another tenant's plan: an event none of them may read (governance reads clusters)."""
 EVENTS = subjects.EVENTS_STREAM
-SCOPED = ("pool", "solver")
-OWN = {"pool": subjects.pool_events("p1"), "solver": subjects.layout_events("acme", "j1")}
+SCOPED = ("pool", "solver", "governance")
+OWN = {"pool": subjects.pool_events("p1"), "solver": subjects.layout_events("acme", "j1"),
+       "governance": subjects.governance_filter("acme", "schedule").replace("*", "s1")}
 """A subject of each one's own filters."""
 
 
@@ -97,10 +99,10 @@ async def test_a_service_cannot_read_another_tenants_events(world: World, kind: 
     assert b"other.cluster" not in listed.data and json.loads(listed.data)["streams"]
 
 
-def _scoped(nc: Client, replicated: bool) -> ScopedEventStore:
+def _scoped(nc: Client, replicated: bool, **options: Any) -> ScopedEventStore:
     """`replicated`: its reads confirmed as on a replicated log (`fenced_last`: the probes a
     single server answers as a leader does), whatever the test's log is."""
-    store = ScopedEventStore(nc)
+    store = ScopedEventStore(nc, **options)
     store._replicated = replicated
     return store
 
@@ -137,8 +139,29 @@ async def test_the_solver_answers_a_layout_in_scoped_forms(world: World, replica
     retry that landed (a direct get of the layout's subject)."""
     layout = OWN["solver"]
     first = await EventStore(world.system).append(layout, [_requested("asked")])
-    mine = _scoped(world.services["solver"], replicated)
+    mine = _scoped(world.services["solver"], replicated, deletes=False)
     [answered] = await mine.append(layout, [_requested("answer")], expect_last_seq=first[0])
     assert await mine.append(layout, [_requested("answer")], expect_last_seq=first[0]) == [answered]
     assert (await EventStore(world.system).read(layout))[-1].seq == answered  # (no probe was stored)
+    assert world.clean(), world.violations
+
+
+@pytest.mark.parametrize("replicated", (False, True))
+async def test_the_governance_service_reads_its_entities_and_the_clusters_in_scoped_forms(world: World, replicated: bool) -> None:
+    """Its store as services/governance/entrypoint.py makes it: a tenant's entities of a kind, one
+    entity from a sequence, its last sequence, a fenced write's refused retry; any tenant's
+    cluster (a schedule names one), not confirmed with a leader (it may not publish there); no
+    consumer deleted (its rights delete none)."""
+    schedule = OWN["governance"]
+    cluster = subjects.cluster_events("other", "c9")
+    everyone = EventStore(world.system)
+    [made] = await everyone.append(cluster, [_requested("c9")])
+    mine = _scoped(world.services["governance"], replicated, confirm=(subjects.ALL_GOVERNANCE_EVENTS,), deletes=False)
+    [first] = await mine.append(schedule, [_requested("s1-a")], expect_last_seq=0)
+    [second] = await mine.append(schedule, [_requested("s1-b")], expect_last_seq=first)
+    assert await mine.append(schedule, [_requested("s1-b")], expect_last_seq=first) == [second]
+    assert [r.seq for r in await mine.read(subjects.governance_filter("acme", "schedule"))] == [first, second]
+    assert [r.seq for r in await mine.read(schedule, start_seq=second)] == [second]
+    assert await mine.last_seq(schedule) == second
+    assert [r.seq for r in await mine.read(cluster)] == [made]
     assert world.clean(), world.violations
