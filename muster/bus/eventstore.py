@@ -233,6 +233,15 @@ class EventStore:
             if not page or len(out) >= int(answer.get("total", 0)):
                 return out
 
+    async def subject_names(self, subject_filter: str) -> set[str]:
+        """Every subject matching the filter that holds events."""
+        return set(await self.subjects(subject_filter))
+
+    async def _end_check(self, filters: Sequence[str]) -> dict[str, Any]:
+        """How an ordered read's end of `filters` is confirmed (`ordered.read_in_order`'s
+        options): on a replicated stream, with the leader's message API (`ordered.leader_next`)."""
+        return {"leader_check": await self._is_replicated()}
+
     async def _is_replicated(self) -> bool:
         if self._replicated is None:
             if self._asking is None:  # one question, however many readers ask at once
@@ -283,7 +292,7 @@ class EventStore:
 
         try:
             await read_in_order(self.nc, self.stream, [subject_filter], on_message, start_seq=start_seq,
-                                api_timeout=self.timeout, timeout=timeout, leader_check=await self._is_replicated())
+                                api_timeout=self.timeout, timeout=timeout, **await self._end_check([subject_filter]))
         except TimeoutError:
             raise
         except Exception as err:
@@ -340,7 +349,7 @@ class EventStore:
 
         try:
             return await read_in_order(self.nc, self.stream, filters, on_message, start_seq=start_seq, api_timeout=self.timeout,
-                                       timeout=timeout, leader_check=await self._is_replicated())
+                                       timeout=timeout, **await self._end_check(filters))
         except TimeoutError:
             raise
         except Exception as err:

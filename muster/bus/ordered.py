@@ -35,10 +35,19 @@ from nats.js.errors import APIError
 from .protocol import ack_sequences, parse_headers
 from .wire import RawHandler, fresh_name, raw_subscribe, raw_unsubscribe
 
+LeaderLast = Callable[[str], Awaitable[int]]
+"""The stream leader's last sequence of a filter (0: none): another way to confirm a read's end
+than the message API, for a reader whose rights do not have it (`scopedlog.fenced_last`)."""
+
 OnMessage = Callable[[bytes, int, bytes, bytes], Awaitable[None] | None]
 """(subject, stream sequence, payload, header block) of one message, in stream order. What it
 returns, if anything, is awaited before the next message is read: the read pauses (its consumer
 given up, a new one made after) rather than take in what follows meanwhile."""
+
+
+NO_DELETE_INACTIVE_S = 5.0
+"""How long a consumer of a reader that deletes none stays once nobody listens to it (a push
+consumer is active while its reader is subscribed, whatever it has to send)."""
 
 
 class OrderedReader:
@@ -63,8 +72,13 @@ class OrderedReader:
         heartbeat_s: float = 2.0,
         api_timeout: float = 10.0,
         leader_check: bool = False,
+        leader_last: LeaderLast | None = None,
+        deletes: bool = True,
     ) -> None:
         self.nc = nc
+        self.deletes = deletes
+        """Deletes each consumer it is done with; otherwise (a reader whose rights delete none:
+        session 23) the server removes it once nobody listens (`NO_DELETE_INACTIVE_S`)."""
         self.api_timeout = api_timeout
         self.leader_check = leader_check and not last_per_subject
         """Confirm the end with the stream leader (see the module's docstring). Not for a
@@ -72,6 +86,12 @@ class OrderedReader:
         a reader of current values takes at its next read anyway."""
         self.from_leader = 0
         """Messages read from the leader because the consumer's replica did not have them."""
+        self.leader_last = leader_last if not last_per_subject else None
+        """Confirm the end by the leader's last sequence of the filters instead: while the leader
+        has more than was read, the consumer's replica lags, and the read goes on with a new
+        consumer (after a pause: the replica applies it within a replication round)."""
+        self.behind = 0
+        """How many times the consumer's replica had less than the leader (`leader_last`)."""
         self.js = nc.jetstream(timeout=api_timeout)
         self.stream = stream
         self.filters = list(filters)
@@ -99,17 +119,35 @@ class OrderedReader:
         deadline = loop.time() + timeout
         while True:
             outcome = await self._one_consumer(deadline)
-            if outcome == "done":
-                return await self._confirmed(deadline)
             if outcome == "paused":
                 waiting, self._paused = self._paused, None
                 assert waiting is not None
                 self.pauses += 1
                 await asyncio.wait_for(waiting, max(0.0, deadline - loop.time()))
-                if self._last_pending == 0:
-                    return await self._confirmed(deadline)
-                continue  # a new consumer from the message after the paused one
+                if self._last_pending != 0:
+                    continue  # a new consumer from the message after the paused one
+                outcome = "done"
+            if outcome == "done":
+                if await self._behind_leader(deadline):
+                    continue  # on from the next message, with a new consumer
+                return await self._confirmed(deadline)
             self.resets += 1  # "reset": carry on from the message after the last one taken
+
+    async def _behind_leader(self, deadline: float) -> bool:
+        """Whether the leader has a message of the filters this read has not reached yet (then
+        after a pause, so that the replica has applied it); never without `leader_last`."""
+        if self.leader_last is None:
+            return False
+        last = max([await self.leader_last(f) for f in self.filters])
+        if last < self._next_seq:
+            return False
+        loop = asyncio.get_running_loop()
+        pause = min(0.005 * 2 ** min(self.behind, 6), deadline - loop.time())
+        if pause <= 0:
+            raise TimeoutError(f"reading {self.stream} {self.filters}: the replica read has not reached the leader's {last}")
+        self.behind += 1
+        await asyncio.sleep(pause)  # (a bounded wait for replication, not a poll for work)
+        return True
 
     async def _confirmed(self, deadline: float) -> int:
         """The count, once the leader has nothing after the last message taken (what it has is
@@ -165,14 +203,15 @@ class OrderedReader:
             return wake.result()
         finally:
             await raw_unsubscribe(self.nc, sub)
-            if consumer:
+            if consumer and self.deletes:
                 await self._delete(consumer)
 
     async def _create(self, inbox: str, deadline: float) -> Any:
         config = ConsumerConfig(
             deliver_subject=inbox, ack_policy=AckPolicy.NONE, max_deliver=1, flow_control=True,
             idle_heartbeat=self.heartbeat_s, mem_storage=True, num_replicas=1,
-            inactive_threshold=max(30.0, 10 * self.heartbeat_s),  # the server removes a lost one
+            # the server removes a lost one (or, for a reader that deletes none, one done with)
+            inactive_threshold=max(30.0, 10 * self.heartbeat_s) if self.deletes else NO_DELETE_INACTIVE_S,
             deliver_policy=DeliverPolicy.ALL if self._next_seq <= 1 else DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=None if self._next_seq <= 1 else self._next_seq,
             # A name of its own each time (a reset's consumer is another): with it, nats-py puts
@@ -279,17 +318,19 @@ def _wildcard(subject: str) -> bool:
 
 
 async def read_in_order(nc: Client, stream: str, filters: Sequence[str], on_message: OnMessage, *, start_seq: int = 1,
-                        api_timeout: float = 10.0, timeout: float = 600.0, leader_check: bool = False) -> int:
+                        api_timeout: float = 10.0, timeout: float = 600.0, leader_check: bool = False,
+                        leader_last: LeaderLast | None = None, deletes: bool = True) -> int:
     """`OrderedReader(...).run()` for any filters: one ordered consumer a lane (`lanes_of`),
     merged by stream sequence as they come, each message handed over once (filters may
     overlap) and in stream order; what `on_message` returns, if anything, is awaited before
     the next. Returns how many were handed over. `leader_check`: each lane's end confirmed
-    with the stream leader before the merge counts it over (a replicated stream)."""
+    with the stream leader before the merge counts it over (a replicated stream); `leader_last`:
+    the same by the leader's last sequence of each lane's filters."""
     lanes = lanes_of(filters)
     if len(lanes) == 1:
         return await OrderedReader(nc, stream, lanes[0], on_message, start_seq=start_seq, api_timeout=api_timeout,
-                                   leader_check=leader_check).run(timeout)
-    return await _Merge(nc, stream, lanes, on_message, start_seq, api_timeout, leader_check).run(timeout)
+                                   leader_check=leader_check, leader_last=leader_last, deletes=deletes).run(timeout)
+    return await _Merge(nc, stream, lanes, on_message, start_seq, api_timeout, leader_check, leader_last, deletes).run(timeout)
 
 
 Frame = tuple[bytes, int, bytes, bytes]
@@ -307,10 +348,11 @@ class _Merge:
     every lane not over has a head (each lane is in stream order, so nothing lower can come)."""
 
     def __init__(self, nc: Client, stream: str, lanes: list[list[str]], on_message: OnMessage, start_seq: int,
-                 api_timeout: float, leader_check: bool = False) -> None:
+                 api_timeout: float, leader_check: bool = False, leader_last: LeaderLast | None = None,
+                 deletes: bool = True) -> None:
         self.lanes = [_Lane() for _ in lanes]
         self.readers = [OrderedReader(nc, stream, f, self._taker(lane), start_seq=start_seq, api_timeout=api_timeout,
-                                      leader_check=leader_check)
+                                      leader_check=leader_check, leader_last=leader_last, deletes=deletes)
                         for f, lane in zip(lanes, self.lanes, strict=True)]
         self.on_message = on_message
         self.moved = asyncio.Event()

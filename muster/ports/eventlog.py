@@ -85,6 +85,11 @@ class EventLog(Protocol):
         """Every subject matching the filter that holds events, with how many."""
         ...
 
+    async def subject_names(self, subject_filter: str) -> set[str]:
+        """Every subject matching the filter that holds events (a reader whose rights do not
+        let it count them: muster.bus.scopedlog)."""
+        ...
+
     async def replay(self, subject_filter: str | Sequence[str], on_event: Callable[[Recorded], None], timeout: float = 600.0,
                      *, start_seq: int = 1, bodies: bool = True) -> int:
         """Feed every event matching the filter (or any of several), from `start_seq` on, in log

@@ -199,6 +199,9 @@ class MemoryEventLog:
                 out[r.subject] = out.get(r.subject, 0) + 1
         return out
 
+    async def subject_names(self, subject_filter: str) -> set[str]:
+        return set(await self.subjects(subject_filter))
+
     def types(self, subject_filter: str = ">") -> list[str]:
         """The types of the matching events, in log order (for assertions)."""
         return [r.type for r in self.records if matches(subject_filter, r.subject)]

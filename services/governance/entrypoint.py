@@ -22,7 +22,7 @@ from contracts.commands import REPLY_ADAPTER, Accepted, LeaseExtended, Rejected
 from contracts.governance import GovernanceAnswer
 from muster.bus.answers import answer_on_inbox
 from muster.bus.connect import auth_required
-from muster.bus.eventstore import EventStore
+from muster.bus.scopedlog import ScopedEventStore
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from muster.times import shown_time
@@ -78,7 +78,10 @@ class NatsVet:
 
 
 async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> tuple[GovernanceWrites, Scheduler]:
-    store = EventStore(nc)
+    # Its reads name their filter in the request's subject, where its rights scope them (its
+    # entities', the clusters'); those of its entities confirmed with a replicated log's leader
+    # (decision 0057).
+    store = ScopedEventStore(nc, confirm=(subjects.ALL_GOVERNANCE_EVENTS,), deletes=False)
     writes = GovernanceWrites(store, vet=NatsVet(nc))
     if auth_required(nc):
         view = await IdentityView(nc).start()

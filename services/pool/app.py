@@ -326,7 +326,7 @@ class PoolService:
 
     async def list_pools(self) -> list[dict[str, Any]]:
         """Every pool in the log (another pool service may have made some)."""
-        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subjects(subjects.ALL_POOL_EVENTS)}
+        names = set(self.pools) | {s.rsplit(".", 1)[1] for s in await self.store.subject_names(subjects.ALL_POOL_EVENTS)}
         for name in names:
             await self.catch_up(name)
         return [self.pools[n].summary() for n in sorted(names) if n in self.pools]

@@ -19,7 +19,7 @@ from contracts import subjects
 from contracts.commands import Rejected
 from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.consume import consume_routes, transient
-from muster.bus.eventstore import EventStore
+from muster.bus.scopedlog import ScopedEventStore
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 
@@ -35,7 +35,7 @@ async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, a
                              allowed: Allowed | None = None) -> PoolService:
     """`allowed`: where an HTTP callback may go besides public addresses (decision 38)."""
     sender = CallbackSender(nc, attempts=callback_attempts, backoff_s=callback_backoff_s, allowed=allowed or Allowed())
-    service = PoolService(nc=nc, store=EventStore(nc), instance=instance, sender=sender)
+    service = PoolService(nc=nc, store=ScopedEventStore(nc), instance=instance, sender=sender)
     stack.push_async_callback(service.close)
     await service.resume()
     log.info("callbacks", allowed_besides_public=str(sender.allowed))

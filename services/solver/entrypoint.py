@@ -10,7 +10,7 @@ import click
 from nats.aio.client import Client
 
 from muster.bus.consume import consume_routes
-from muster.bus.eventstore import EventStore
+from muster.bus.scopedlog import ScopedEventStore
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 
 from .routing import REPLIES, ROUTES
@@ -33,7 +33,7 @@ def main(nats_url: str | None, name: str | None) -> None:
 async def start_solver(nc: Client, stack: AsyncExitStack, name: str) -> SolverService:
     """A solver on `nc`, subscribed to what its routing tables (routing.py) name; stopped
     with `stack`."""
-    service = SolverService(EventStore(nc), name)
+    service = SolverService(ScopedEventStore(nc, deletes=False), name)
     for sub in await consume_routes(nc.jetstream(), service, ROUTES, on_poison=service.on_poison):
         stack.push_async_callback(sub.unsubscribe)
     for reply in REPLIES:

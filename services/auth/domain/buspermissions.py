@@ -70,7 +70,7 @@ LOG_STREAMS = (subjects.EVENTS_STREAM, BODIES[0])
 the provisioners' TASKS too (`muster.runtime.service.TASK_QUEUE_SERVICES`)."""
 
 
-def _streams_declared(created: Iterable[str], bound: Iterable[str] = ()) -> list[str]:
+def _streams_declared(created: Iterable[str], bound: Iterable[str] = (), *, no_info: Iterable[str] = ()) -> list[str]:
     """A service's streams: those its start declares, created by name (one already there is
     left as it is), and the info of those and of `bound` (streams it reads but never declares);
     no update, delete or purge of any: the auth service (system) updates them at its start, so
@@ -78,10 +78,13 @@ def _streams_declared(created: Iterable[str], bound: Iterable[str] = ()) -> list
     service's right to create any stream and update any stream's config, a compromised one
     could drop the log with a lower limit, change its subjects, or capture `muster.ops.>` (or
     have EVENTS republished to its inbox) in a stream of its own
-    (tests/integration/auth/test_service_streams.py)."""
+    (tests/integration/auth/test_service_streams.py). `no_info`: streams whose info it may not
+    ask (EVENTS' with a subject filter in the body names every subject of the log); the list of
+    streams (`STREAM.LIST`, no subject of any in its answer) tells it their configs."""
     created = tuple(dict.fromkeys(created))
     return [f"{JS}.INFO", f"{JS}.STREAM.NAMES", f"{JS}.STREAM.LIST"] + [
-        f"{JS}.STREAM.CREATE.{s}" for s in created] + [f"{JS}.STREAM.INFO.{s}" for s in dict.fromkeys((*created, *bound))]
+        f"{JS}.STREAM.CREATE.{s}" for s in created] + [
+        f"{JS}.STREAM.INFO.{s}" for s in dict.fromkeys((*created, *bound)) if s not in set(no_info)]
 
 
 def _provisioner_streams() -> list[str]:
@@ -105,16 +108,26 @@ def _read_stream(stream: str) -> list[str]:
             f"$JS.ACK.{stream}.>", f"$JS.FC.{stream}.>"]
 
 
-def _read_events(filters: Iterable[str], *, deletes: bool) -> list[str]:
+def _read_events(filters: Iterable[str], *, deletes: bool, gets: Iterable[str] | None = None) -> list[str]:
     """The log, read by a service whose consumers there take only `filters`: each made by name
     with its one filter in the request's subject (`CONSUMER.CREATE.EVENTS.<name>.<filter>`:
     nats-server refuses a body whose filter is not the subject's), any name. No unnamed creation
     (`CONSUMER.CREATE.EVENTS`, the filter in the body where permissions cannot see it) nor the
     legacy durable one: with either, a compromised pool service read every tenant's events
     (tests/integration/auth/test_service_consumers.py). `deletes`: it deletes the ordered
-    readers it is done with (`muster.bus.ordered`), under names it picked, so any name."""
+    readers it is done with (`muster.bus.ordered`), under names it picked, so any name.
+
+    `gets`: the subjects whose last event it reads by the direct get naming the subject in the
+    API subject (`DIRECT.GET.EVENTS.<subject>`, `muster.bus.scopedlog`), and no other get. None:
+    the batch direct get and the message get too, whose filter is in the body where permissions
+    cannot see it (`next_by_subj: muster.evt.acme.>` read every tenant's events: decision 0057),
+    for the services not moved to scoped reads yet."""
     stream = subjects.EVENTS_STREAM
-    return [f"{JS}.DIRECT.GET.{stream}", f"{JS}.DIRECT.GET.{stream}.>", f"{JS}.STREAM.MSG.GET.{stream}"] + [
+    if gets is None:
+        reads = [f"{JS}.DIRECT.GET.{stream}", f"{JS}.DIRECT.GET.{stream}.>", f"{JS}.STREAM.MSG.GET.{stream}"]
+    else:
+        reads = [f"{JS}.DIRECT.GET.{stream}.{g}" for g in gets]
+    return reads + [
         f"{JS}.CONSUMER.CREATE.{stream}.*.{f}" for f in filters] + [
         f"{JS}.CONSUMER.INFO.{stream}.*", f"{JS}.CONSUMER.NAMES.{stream}", f"{JS}.CONSUMER.LIST.{stream}",
         f"$JS.ACK.{stream}.>", f"$JS.FC.{stream}.>"] + ([f"{JS}.CONSUMER.DELETE.{stream}.*"] if deletes else [])
@@ -134,18 +147,24 @@ def _read_log(*buckets: str) -> list[str]:
     return [p for s in (subjects.EVENTS_STREAM, BODIES[0], *buckets) for p in _read_stream(s)]
 
 
-def _log_reader(filters: Iterable[str], *, deletes: bool = False) -> list[str]:
+def _log_reader(filters: Iterable[str], *, deletes: bool = False, scoped: bool = False) -> list[str]:
     """A service whose only streams are the log's (the pool service, governance, the notifier, the
     solver): it declares the two at start and reads EVENTS (its consumers `filters` only) and
-    BODIES, no bucket."""
-    return _streams_declared(LOG_STREAMS) + _read_events(filters, deletes=deletes) + _read_stream(BODIES[0])
+    BODIES, no bucket. `scoped`: it reads EVENTS in scoped forms only (`muster.bus.scopedlog`):
+    the last event of a subject of `filters` by the subject's direct get, no other get, and
+    not EVENTS' info (decision 0057)."""
+    filters = tuple(filters)
+    return (_streams_declared(LOG_STREAMS, no_info=(subjects.EVENTS_STREAM,) if scoped else ())
+            + _read_events(filters, deletes=deletes, gets=filters if scoped else None) + _read_stream(BODIES[0]))
 
 
 CONSUMED: dict[str, tuple[str, ...]] = {
     # its requesters' pool requests (its routes), the pools (its mirror and its start's replay)
     "pool": (subjects.ALL_POOL_REQUEST_EVENTS, subjects.ALL_POOL_EVENTS),
-    # the schedules (its mirror), the identities (`IdentityView`: who may do what)
-    "governance": (subjects.ALL_SCHEDULE_EVENTS, subjects.ALL_IDENTITY_EVENTS),
+    # the schedules (its mirror), the identities (`IdentityView`: who may do what), its entities
+    # and the clusters a schedule names (its scoped reads: decision 0057)
+    "governance": (subjects.ALL_SCHEDULE_EVENTS, subjects.ALL_IDENTITY_EVENTS, subjects.ALL_GOVERNANCE_EVENTS,
+                   subjects.ALL_CLUSTER_EVENTS),
     # every tenant's jobs' ends and clusters' leases (its routes), the subscriptions (its mirror),
     # the identities (whether a subscription's author may still read its tenant)
     "notifier": (subjects.ALL_JOB_EVENTS, subjects.ALL_CLUSTER_EVENTS, subjects.ALL_SUBSCRIPTION_EVENTS,
@@ -153,8 +172,9 @@ CONSUMED: dict[str, tuple[str, ...]] = {
     "solver": (subjects.ALL_LAYOUT_EVENTS,),  # layouts to solve (its route)
 }
 """The filters of each service's consumers on EVENTS (its routes' filters, its mirrors', its
-replays'): all it may create a consumer of. What it reads aggregate by aggregate (a cluster's
-events, a job's) is a direct get, not a consumer. tests/unit/auth/test_consumed.py checks the
+replays', and of a service reading in scoped forms its aggregates'): all it may create a
+consumer of. A service not moved to scoped reads yet (the notifier) reads an aggregate (a
+cluster's events, a job's) by a batch direct get, not a consumer. tests/unit/auth/test_consumed.py checks the
 routes against it; the planner and the tracker read every event for their work."""
 
 PLANNER_BUCKETS = tuple(f"KV_{b}" for b in ("nodemaps", "leases", "snapshots", "budgets", "spend"))
@@ -210,7 +230,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # The pool service (docs/pools.md): it alone writes the pools; it records the facts of
         # requesters that ask over the bus, answers commands, and sends callbacks to the
         # requesting tenant's own `muster.cb.<tenant>.` subjects (checked when the request comes).
-        pub = _log_reader(CONSUMED["pool"], deletes=True) + [  # (its start's replay: an ordered reader)
+        # It reads the log in scoped forms (services/pool/entrypoint.py: decision 0057): its
+        # requests' and pools' events, nothing else, by consumers and subject direct gets.
+        pub = _log_reader(CONSUMED["pool"], deletes=True, scoped=True) + [  # (its ordered readers)
             subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
             f"{BODIES[1]}.>", ANSWERS,
         ]
@@ -220,7 +242,7 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
         # naming someone else, and the planner checks that principal's grants again. It asks the
         # notifier to check a subscription before storing it, in the requester's name too.
-        pub = _log_reader(CONSUMED["governance"]) + [
+        pub = _log_reader(CONSUMED["governance"], scoped=True) + [  # (services/governance/entrypoint.py)
             subjects.ALL_GOVERNANCE_EVENTS, f"{subjects.OPS}.*.*.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>",
             f"{subjects.GOV}.*.*.notify-check", ANSWERS,
         ]
@@ -234,7 +256,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         # governance service's check of a subscription before it is stored (`notify-check`).
         return BusPermissions(tuple(pub), (f"{subjects.GOV}.*.*.notify-test", f"{subjects.GOV}.*.*.notify-check", inbox))
     if kind == "solver":
-        pub = _log_reader(CONSUMED["solver"]) + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
+        # Scoped reads (services/solver/entrypoint.py, decision 0057): a layout's last event, when
+        # its fenced answer is refused (was it a retry that landed?).
+        pub = _log_reader(CONSUMED["solver"], scoped=True) + [f"{evt}.*.layout.*", f"{subjects.AUTH}.{pid}.*", f"{BODIES[1]}.>", ANSWERS]
         return BusPermissions(tuple(pub), (subjects.ALL_SOLVE_REQUESTS, inbox))
     if kind == "tracker":
         # Queries in its own name only. It sends people's operations on connections opened with

@@ -20,9 +20,10 @@ async def refused(call: Awaitable[object]) -> bool:
 
 
 async def raw_refused(nc: Client, subject: str, body: Mapping[str, object]) -> bool:
-    """The same, for a request sent as raw JSON on `subject` (a form nats-py does not send)."""
+    """The same, for a request sent as raw JSON on `subject` (a form nats-py does not send). A
+    direct get's answer of a status only (its 408 for a request it refuses) read nothing."""
     try:
         reply = await nc.request(subject, json.dumps(body).encode(), timeout=2)
     except NatsTimeout:
         return True
-    return "error" in json.loads(reply.data)
+    return not reply.data or "error" in json.loads(reply.data)

@@ -28,6 +28,7 @@ from contracts.records import Append, Recorded
 from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.ordered import OrderedReader
+from muster.bus.scopedlog import ScopedEventStore
 from muster.bus.streams import ensure_streams
 from muster.bus.wire import close_push, flush, ordered_config, restart_ordered
 from services.auth.domain.buspermissions import CONSUMED
@@ -174,7 +175,7 @@ async def test_the_mirrors_and_views_start_with_the_services_credentials(world: 
     views = [await IdentityView(world.services[kind]).start() for kind in ("governance", "notifier")]
     await _append(world, subjects.pool_events("p1"), "p1")
     replayed: list[str] = []
-    assert await EventStore(world.services["pool"]).replay(subjects.ALL_POOL_EVENTS, lambda r: replayed.append(r.subject)) == 1
+    assert await ScopedEventStore(world.services["pool"]).replay(subjects.ALL_POOL_EVENTS, lambda r: replayed.append(r.subject)) == 1
     assert replayed == [subjects.pool_events("p1")]
     for mirror in (pool, schedules, subscriptions):
         await mirror.stop()

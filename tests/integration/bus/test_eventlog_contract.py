@@ -290,5 +290,6 @@ def test_the_jetstream_store_offers_exactly_the_ports_methods() -> None:
     port = {name for name, value in vars(EventLog).items() if callable(value) and not name.startswith("_")}
     offered = {name for name, value in vars(EventStore).items() if callable(value) and not name.startswith("_")}
     assert offered == port == {"append", "append_chain", "append_fenced", "submit", "last_seq", "read", "read_heads", "read_many", "subjects",
+                               "subject_names",
                                "replay"}
     assert port <= {name for name in dir(MemoryEventLog) if not name.startswith("_")}

@@ -1,0 +1,167 @@
+"""The pool service reads only its requests' and its pools' events, and the solver only the layouts',
+in forms nats-server scopes by the request's subject (decision 0057; docs/security.md, "Services'
+JetStream rights"). Before, their rights had the log's batch direct get (`$JS.API.DIRECT.GET.EVENTS`, `next_by_subj` or
+`multi_last` in the body), its message get (`$JS.API.STREAM.MSG.GET.EVENTS`, the filter in the
+body) and `EVENTS`' info (a subject filter in the body names every subject of the log), so a
+compromised pool service or solver read any tenant's events: a cluster's nodes and addresses, a
+job's results. These are a raw nats-py client's attacks with each one's own credentials; and its
+own reads (`ScopedEventStore`), as its code makes them, with no permission violation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+
+from contracts import subjects
+from contracts.events import ClusterRequested
+from contracts.records import Append
+from muster.bus.eventstore import EventStore
+from muster.bus.scopedlog import ScopedEventStore
+from muster.bus.streams import ensure_streams
+
+from .conftest import Authed
+from .refusals import raw_refused, refused
+
+FOREIGN = f"{subjects.EVT}.other.plan.p1"
+"""Another tenant's plan: an event none of them may read (governance reads clusters)."""
+EVENTS = subjects.EVENTS_STREAM
+SCOPED = ("pool", "solver", "governance")
+OWN = {"pool": subjects.pool_events("p1"), "solver": subjects.layout_events("acme", "j1"),
+       "governance": subjects.governance_filter("acme", "schedule").replace("*", "s1")}
+"""A subject of each one's own filters."""
+
+
+@dataclass
+class World:
+    system: Client
+    services: dict[str, Client]
+    violations: list[str]
+
+    def clean(self) -> bool:
+        return not any("permissions violation" in v for v in self.violations)
+
+
+@pytest_asyncio.fixture
+async def world(authed: Authed) -> AsyncIterator[World]:
+    tokens = await authed.people({f"{kind}-1": {"role": "service", "service": kind} for kind in SCOPED})
+    system = await authed.raw(authed.system_token, "sys")
+    await ensure_streams(system.jetstream())
+    violations: list[str] = []
+
+    async def on_error(err: Exception) -> None:
+        violations.append(str(err).lower())
+
+    services = {kind: await authed.raw(tokens[f"{kind}-1"], f"{kind}-1", error_cb=on_error) for kind in SCOPED}
+    yield World(system, services, violations)
+    for nc in services.values():
+        await nc.close()
+    await system.close()
+
+
+def _requested(name: str) -> Append:
+    event = ClusterRequested(tenant="other", cluster_id=name, name=name, template="t", provider="p", job_id="j")
+    return Append(event, msg_id=f"requested/{name}")
+
+
+@pytest.mark.parametrize("kind", SCOPED)
+async def test_a_service_cannot_read_another_tenants_events(world: World, kind: str) -> None:
+    await EventStore(world.system).append(FOREIGN, [_requested("c1")])
+    nc = world.services[kind]
+    js, own = nc.jetstream(timeout=2), OWN[kind]
+    direct, message = f"$JS.API.DIRECT.GET.{EVENTS}", f"$JS.API.STREAM.MSG.GET.{EVENTS}"
+    attacks = {
+        "batch direct get, a filter in the body (EventStore.read's)": raw_refused(
+            nc, direct, {"seq": 1, "batch": 10, "next_by_subj": f"{subjects.EVT}.other.>"}),
+        "direct get of each subject's last (multi_last)": raw_refused(nc, direct, {"multi_last": [f"{subjects.EVT}.>"], "batch": 10}),
+        "direct get, the last of a subject in the body": raw_refused(nc, direct, {"last_by_subj": FOREIGN}),
+        "direct get of another tenant's subject in the API subject": refused(js.get_last_msg(EVENTS, FOREIGN, direct=True)),
+        "direct get of its own subject, another's filter in the body": raw_refused(
+            nc, f"{direct}.{own}", {"seq": 1, "next_by_subj": FOREIGN}),
+        "message get, the next of a filter (ordered.leader_next's)": raw_refused(
+            nc, message, {"seq": 1, "next_by_subj": f"{subjects.EVT}.other.>"}),
+        "message get, the last of a subject": refused(js.get_last_msg(EVENTS, FOREIGN)),
+        "message get by sequence": refused(js.get_msg(EVENTS, 1)),
+        "EVENTS' info naming every subject": refused(js.stream_info(EVENTS, subjects_filter=">")),
+    }
+    outcomes = {attack: await outcome for attack, outcome in attacks.items()}
+    assert [attack for attack, was_refused in outcomes.items() if not was_refused] == []
+    # The list of streams, which it asks for the log's replicas, names no subject of a stream: it
+    # takes no subject filter (nats-server 2.15.1: "unknown field"), and its answer has none.
+    listing = "$JS.API.STREAM.LIST"
+    assert "error" in json.loads((await nc.request(listing, json.dumps({"subjects_filter": ">"}).encode(), timeout=2)).data)
+    listed = await nc.request(listing, json.dumps({"subject": ">"}).encode(), timeout=2)
+    assert b"other.cluster" not in listed.data and json.loads(listed.data)["streams"]
+
+
+def _scoped(nc: Client, replicated: bool, **options: Any) -> ScopedEventStore:
+    """`replicated`: its reads confirmed as on a replicated log (`fenced_last`: the probes a
+    single server answers as a leader does), whatever the test's log is."""
+    store = ScopedEventStore(nc, **options)
+    store._replicated = replicated
+    return store
+
+
+@pytest.mark.parametrize("replicated", (False, True))
+async def test_the_pool_service_reads_its_own_events_in_scoped_forms(world: World, replicated: bool) -> None:
+    """Its store's every read (an aggregate's events whole and from a sequence, a subject's last
+    event, the pools' names, a replay, a chain's append, a retried append's check) with its
+    own credentials, and the same events as the unscoped store reads."""
+    pool, request = subjects.pool_events("p1"), subjects.pool_request_events("acme", "p1", "r1")
+    await EventStore(world.system).append(FOREIGN, [_requested("c1")])
+    mine = _scoped(world.services["pool"], replicated)
+    seqs = [await mine.append(pool, [_requested("p1-a")]), await mine.append(request, [_requested("r1-a")]),
+            await mine.append(pool, [_requested("p1-b")])]
+    [[chained]] = await mine.append_chain([(pool, [_requested("p1-c")], seqs[2][0])])
+    # a retry of an append that landed: the subject's last event's key checked (a direct get)
+    assert await mine.append(pool, [_requested("p1-c")], expect_last_seq=seqs[2][0]) == [chained]
+    everyone = EventStore(world.system)
+    assert [r.seq for r in await mine.read(pool)] == [r.seq for r in await everyone.read(pool)]
+    assert [r.seq for r in await mine.read(pool, start_seq=seqs[2][0])] == [r.seq for r in await everyone.read(pool)][1:]
+    assert await mine.read(pool, start_seq=10_000) == []
+    assert [r.seq for r in await mine.read(request)] == seqs[1]
+    assert await mine.last_seq(pool) == await everyone.last_seq(pool)
+    assert await mine.subject_names(subjects.ALL_POOL_EVENTS) == {pool}
+    replayed: list[str] = []
+    assert await mine.replay(subjects.ALL_POOL_EVENTS, lambda r: replayed.append(r.subject)) == 3
+    assert world.clean(), world.violations
+    assert await EventStore(world.system).read(pool) == await mine.read(pool)  # (no probe was stored)
+
+
+@pytest.mark.parametrize("replicated", (False, True))
+async def test_the_solver_answers_a_layout_in_scoped_forms(world: World, replicated: bool) -> None:
+    """Its one read: a fenced answer refused, the layout's last event tells whether it was a
+    retry that landed (a direct get of the layout's subject)."""
+    layout = OWN["solver"]
+    first = await EventStore(world.system).append(layout, [_requested("asked")])
+    mine = _scoped(world.services["solver"], replicated, deletes=False)
+    [answered] = await mine.append(layout, [_requested("answer")], expect_last_seq=first[0])
+    assert await mine.append(layout, [_requested("answer")], expect_last_seq=first[0]) == [answered]
+    assert (await EventStore(world.system).read(layout))[-1].seq == answered  # (no probe was stored)
+    assert world.clean(), world.violations
+
+
+@pytest.mark.parametrize("replicated", (False, True))
+async def test_the_governance_service_reads_its_entities_and_the_clusters_in_scoped_forms(world: World, replicated: bool) -> None:
+    """Its store as services/governance/entrypoint.py makes it: a tenant's entities of a kind, one
+    entity from a sequence, its last sequence, a fenced write's refused retry; any tenant's
+    cluster (a schedule names one), not confirmed with a leader (it may not publish there); no
+    consumer deleted (its rights delete none)."""
+    schedule = OWN["governance"]
+    cluster = subjects.cluster_events("other", "c9")
+    everyone = EventStore(world.system)
+    [made] = await everyone.append(cluster, [_requested("c9")])
+    mine = _scoped(world.services["governance"], replicated, confirm=(subjects.ALL_GOVERNANCE_EVENTS,), deletes=False)
+    [first] = await mine.append(schedule, [_requested("s1-a")], expect_last_seq=0)
+    [second] = await mine.append(schedule, [_requested("s1-b")], expect_last_seq=first)
+    assert await mine.append(schedule, [_requested("s1-b")], expect_last_seq=first) == [second]
+    assert [r.seq for r in await mine.read(subjects.governance_filter("acme", "schedule"))] == [first, second]
+    assert [r.seq for r in await mine.read(schedule, start_seq=second)] == [second]
+    assert await mine.last_seq(schedule) == second
+    assert [r.seq for r in await mine.read(cluster)] == [made]
+    assert world.clean(), world.violations

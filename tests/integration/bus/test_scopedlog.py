@@ -1,0 +1,63 @@
+"""The scoped reads' confirmation with the leader (muster/bus/scopedlog.py, decision 0057): the
+probe's answer, and a read whose consumer's replica lacks what the leader has goes on until it
+has it. One server here: the lagging replica is played by a probe that appends (the server has
+the event the moment after the consumer said nothing was pending)."""
+
+from __future__ import annotations
+
+from nats.aio.client import Client
+
+from contracts import subjects
+from contracts.events import ClusterRequested
+from contracts.records import Append
+from muster.bus.eventstore import EventStore
+from muster.bus.scopedlog import ScopedEventStore, fenced_last
+from muster.bus.streams import ensure_streams
+
+
+def _requested(tenant: str, name: str) -> Append:
+    event = ClusterRequested(tenant=tenant, cluster_id=name, name=name, template="t", provider="p", job_id="j")
+    return Append(event, msg_id=f"requested/{tenant}/{name}")
+
+
+async def test_the_probe_answers_the_last_sequence_and_stores_nothing(nc: Client, tenant: str) -> None:
+    await ensure_streams(nc.jetstream())
+    store = EventStore(nc)
+    one, two = subjects.cluster_events(tenant, "c1"), subjects.cluster_events(tenant, "c2")
+    [first] = await store.append(one, [_requested(tenant, "c1")])
+    [second] = await store.append(two, [_requested(tenant, "c2")])
+    before = (await nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    assert await fenced_last(nc, subjects.EVENTS_STREAM, one, 5) == first
+    assert await fenced_last(nc, subjects.EVENTS_STREAM, f"{subjects.EVT}.{tenant}.cluster.*", 5) == second
+    assert await fenced_last(nc, subjects.EVENTS_STREAM, f"{subjects.EVT}.{tenant}.>", 5) == second
+    assert await fenced_last(nc, subjects.EVENTS_STREAM, subjects.cluster_events(tenant, "none"), 5) == 0
+    assert (await nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq == before
+
+
+class _Lagging(ScopedEventStore):
+    """Its first probes find an event the consumer's replica did not have yet."""
+
+    def __init__(self, nc: Client, late: tuple[str, Append]) -> None:
+        super().__init__(nc)
+        self._replicated = True
+        self.late: tuple[str, Append] | None = late
+
+    async def _leader_last(self, subject_filter: str) -> int:
+        if self.late is not None:
+            subject, item = self.late
+            self.late = None
+            await EventStore(self.nc).append(subject, [item])
+        return await super()._leader_last(subject_filter)
+
+
+async def test_a_read_goes_on_to_the_leaders_last_event(nc: Client, tenant: str) -> None:
+    await ensure_streams(nc.jetstream())
+    pools = f"{subjects.EVT}.{tenant}.cluster.*"
+    subject = subjects.cluster_events(tenant, "c1")
+    [first] = await EventStore(nc).append(subject, [_requested(tenant, "c1")])
+    late = (subjects.cluster_events(tenant, "c2"), _requested(tenant, "c2"))
+    replayed: list[int] = []
+    assert await _Lagging(nc, late).replay(pools, lambda r: replayed.append(r.seq)) == 2
+    assert replayed[0] == first and len(replayed) == 2
+    assert [r.seq for r in await _Lagging(nc, (subject, _requested(tenant, "c1b"))).read(subject, start_seq=first + 1)] == [
+        (await EventStore(nc).read(subject))[-1].seq]
