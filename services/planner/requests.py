@@ -32,6 +32,7 @@ from contracts.commands import (
     JobCommand,
     LeaseExtended,
     Rejected,
+    RejectedProblem,
     RejectJob,
     RetryJob,
     RollbackCluster,
@@ -48,7 +49,7 @@ from services.governance.sandbox import PolicySandbox
 from . import cancels, leases
 from .approvals import Approvals
 from .config import PlannerConfig
-from .domain import planning, saved
+from .domain import admission, planning, saved
 from .domain.admission import Facts, Refused, size_notes
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
@@ -169,7 +170,8 @@ class Requests:
         except Moved as err:
             return Rejected(reason=str(err), retry=True, code="unavailable")
         except Refused as err:
-            return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id)  # type: ignore[arg-type]
+            return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id,  # type: ignore[arg-type]
+                            problems=[RejectedProblem(field=f, reason=r) for f, r in err.problems])
         except subjects.SubjectError as err:
             return Rejected(reason=str(err), code="invalid")
         except Exception as err:
@@ -227,8 +229,16 @@ class Requests:
         return str(cmd.cluster_id)
 
     def _check(self, op: Operation, facts: Facts) -> None:
+        if found := self._problems(op, facts):
+            raise admission.together(found)
+
+    @staticmethod
+    def _problems(op: Operation, facts: Facts) -> list[Refused]:
+        if op.every_problem:
+            return admission.every_refusal(op.rules, facts)
         for rule in op.rules:
             rule(facts)
+        return []
 
     def _job_id(self, tenant: str, cmd: Any, pin: PlanSaved | None) -> str:
         return pin.job_id if pin is not None else str(job_uuid(tenant, cmd.request_id))
@@ -245,9 +255,14 @@ class Requests:
         catalog, seq = await self.state.current_catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools, catalog_seq=seq,
                       may_read=self.catalog_reader(ctx.principal, ctx.tenant))
-        self._check(op, facts)
-        if cmd.dry_run:
-            await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
+        found = self._problems(op, facts)
+        if cmd.dry_run:  # a name taken is one more problem (the rules' first decides the status, as before)
+            try:
+                await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
+            except Refused as err:
+                found.append(err)
+        if found:
+            raise admission.together(found)
         job = self._new_job(ctx, facts, cluster_id, pin)
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         rules = await self.governance.load(ctx.tenant)

@@ -56,6 +56,28 @@ async def test_a_refused_create_names_its_kind_and_field_and_records_nothing(com
     assert h.log.records == []
 
 
+async def test_a_create_with_several_mistakes_is_refused_for_each_at_its_field_at_once() -> None:
+    """A form with three mistakes was told of one per preview (the first rule's): every rule
+    runs, each problem is named with its field, and the reason (what the CLI shows) says each."""
+    h = Harness()
+    await h.send(_create(name="taken"))
+    for dry in (True, False):
+        reply = await h.send(_create(name="taken", template="nope", nodes=60, provider="elsewhere", hardwaretype="huge",
+                                     imagetype="nonesuch", services=["base", "ghost"], dry_run=dry))
+        assert isinstance(reply, Rejected), reply
+        fields = [p.field for p in reply.problems]
+        assert fields == ["template", "provider", "services", "hardwaretype", "imagetype", *(["name"] if dry else [])], reply
+        assert reply.field == fields[0] and all(p.reason in reply.reason for p in reply.problems)
+        assert "unknown cluster template 'nope'" in reply.reason and "unknown provider 'elsewhere'" in reply.reason
+    # On a template that is there, its bounds and compatibility are checked with the rest.
+    reply = await h.send(_create(nodes=60, provider="elsewhere", hardwaretype="huge", dry_run=True))
+    assert isinstance(reply, Rejected) and [p.field for p in reply.problems] == ["nodes", "provider", "hardwaretype"], reply
+    assert "allows between 2 and 50 nodes" in reply.problems[0].reason
+    # One problem is said as before: no list.
+    reply = await h.send(_create(nodes=60, dry_run=True))
+    assert isinstance(reply, Rejected) and reply.problems == [] and "problems" not in reply.model_dump(mode="json")
+
+
 async def test_a_service_or_image_the_template_does_not_allow_is_refused_at_admission() -> None:
     catalog = demo_catalog()
     catalog.clustertemplates["hadoop-small"].compatibility.services.remove("zookeeper-server")
