@@ -50,7 +50,7 @@ from . import cancels, leases
 from .approvals import Approvals
 from .config import PlannerConfig
 from .domain import admission, planning, saved
-from .domain.admission import Facts, Refused, size_notes
+from .domain.admission import Facts, Refused, config_notes, size_notes
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
@@ -268,7 +268,7 @@ class Requests:
         rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
             return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)),
-                                               warnings=await self._waits_for_workers(cluster))  # as the request would be told
+                                               warnings=[*config_notes(facts), *await self._waits_for_workers(cluster)])  # as the request would be told
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
         if preview is None and rules.active:  # the policies see the layout and the plan: solved now
             preview = await self.previews.preview(job, cluster, facts)
@@ -296,7 +296,7 @@ class Requests:
         else:
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, catalog, cmd))
         log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=await self._warnings(job, cluster))
+        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=config_notes(facts) + await self._warnings(job, cluster))
 
     async def _claim_name(self, tenant: str, name: str, cluster_id: str, job_id: str, record: bool) -> None:
         """Cluster names are unique in a tenant among clusters not deleted. The holder of a name
@@ -358,7 +358,7 @@ class Requests:
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
-        notes = size_notes(facts)
+        notes = size_notes(facts) + config_notes(facts)
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         rules = await self.governance.load(tenant)
         if cmd.dry_run:

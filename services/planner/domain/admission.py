@@ -19,6 +19,7 @@ from uuid import UUID
 from contracts.catalog import Catalog, ClusterTemplate
 from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster, UpgradeService
 from muster.catalog.templates import TemplateError, resolve_template
+from muster.macros import services_named
 
 if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules import the table)
     from .cluster import Cluster
@@ -369,6 +370,28 @@ def size_notes(f: Facts) -> list[str]:
         return []
     after = f"will have {nodes}, still" if nodes != current else "stays"
     return [f"cluster {_cluster(f).name!r} has {current} nodes and {after} {_outside(template, current)}"]
+
+
+def config_notes(f: Facts) -> list[str]:
+    """What an accepted create or configure says of a config whose macros name a service the
+    cluster has not (`%ip.service.redis-primary%` on the Ansible flavour's `redis-primary-ansible`):
+    such a macro stays as written (Coopr's rule, muster/macros.py), and the service then failed
+    far from the cause (a replica waited three times 60 s for a primary called
+    `%ip.service.redis-primary%`, with `no message`)."""
+    config = getattr(f.command, "config", None)
+    if not config:
+        return []
+    try:
+        has = set(services_of(f)) if isinstance(f.command, CreateCluster) else _on_cluster(f)
+    except Refused:
+        return []
+    notes = []
+    for service in sorted(services_named(config) - has):
+        close = difflib.get_close_matches(service, sorted(has), n=1, cutoff=0.6)
+        notes.append(f"config: a macro names service {service!r}, which the cluster does not have (its services: "
+                     f"{', '.join(sorted(has)) or 'none'}): it stays as written, %...% and all"
+                     + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return notes
 
 
 OPERATIONS_WITH_LAYOUT = frozenset({"expand", "shrink", "add-services", "remove-services"})

@@ -292,3 +292,24 @@ async def test_a_create_names_a_template_its_requester_may_read() -> None:
     assert h.log.records == []
     h = Harness(identities=identities(writes, ("builder", "read", Scope.parse("default", "catalog:clustertemplates/hadoop-small"))))
     assert isinstance(await h.send(_create(), principal="builder"), Accepted)
+
+
+async def test_a_config_whose_macro_names_a_service_the_cluster_has_not_is_accepted_with_a_warning() -> None:
+    """The Ansible flavour's Redis configured with the shell flavour's `%ip.service.redis-primary%`
+    (docs' /tmp/redis.yaml as written): the macro stays as written, and the replicas waited 3 x 60 s
+    for a primary of that name, failing with `no message`. The answer (and its dry run) says so."""
+    from contracts.commands import ConfigureCluster, DryRun
+
+    h = Harness()
+    config = {"zk": {"quorum": "%join(map(ip.service.zookeeper,'$:2181'),',')%", "me": "%ip.self%"}}
+    said = ("config: a macro names service 'zookeeper', which the cluster does not have (its services: base, zookeeper-server): "
+            "it stays as written, %...% and all (did you mean 'zookeeper-server'?)")
+    dry = await h.send(_create(services=["base", "zookeeper-server"], config=config, dry_run=True))
+    assert isinstance(dry, DryRun) and said in dry.warnings, dry.warnings
+    made = await h.send(_create(services=["base", "zookeeper-server"], config=config))
+    assert isinstance(made, Accepted) and said in made.warnings, made.warnings
+    cid = await h.cluster_of(3)
+    reply = await h.send(ConfigureCluster(cluster_id=cid, config=config))
+    assert isinstance(reply, Accepted) and any("names service 'zookeeper'" in w for w in reply.warnings), reply.warnings
+    right = await h.send(ConfigureCluster(cluster_id=await h.cluster_of(3, "c2"), config={"zk": "%ip.service.zookeeper-server%"}))
+    assert isinstance(right, Accepted) and not right.warnings, right.warnings
