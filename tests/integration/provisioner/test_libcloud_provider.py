@@ -65,6 +65,16 @@ async def test_dummy_create_confirm_delete(cloud_registry: PluginRegistry) -> No
     assert twice.ok and "did not exist any more" in twice.stdout
 
 
+async def test_the_offline_dummy_needs_no_credentials(cloud_registry: PluginRegistry) -> None:
+    """docs/plugins.md's first try of the provider (`{"driver": "dummy"}`, no secrets entry) failed:
+    `libcloud driver 'dummy' needs 'key' ...: put them in the provisioners' secrets file`."""
+    create = cloud_task("create", "offline", {"driver": "dummy"}, flavor="1", image="1")
+    created = await cloud_registry.execute(create)
+    assert created.ok, created.error
+    deleted = await cloud_registry.execute(next_task(create, created, "delete"))
+    assert deleted.ok, deleted.error
+
+
 async def test_dummy_machines_have_their_names_and_ids_of_their_own(cloud_registry: PluginRegistry) -> None:
     """libcloud's dummy named every machine dummy-<n> and numbered it one more than it held: a
     machine made after a delete took the id of one still running, and deleting either destroyed
