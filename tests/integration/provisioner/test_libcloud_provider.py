@@ -176,6 +176,19 @@ async def test_refused_credentials_are_named() -> None:
 
 
 @pytest.mark.timeout(120)
+async def test_an_endpoint_the_driver_reads_nothing_from_is_said_to_be_that(cloud_registry: PluginRegistry) -> None:
+    """moto's own server (its XML namespaces are not AWS's): the ec2 driver finds no image in its
+    answers, and a user trying EC2 offline was told `the cloud has no image 'ami-785db401'`, one
+    of moto's own, as if mistyped. The same image on the patched server is found."""
+    async with moto_ec2(as_aws=False) as endpoint:
+        fields = {"driver": "ec2", "region": "us-east-1", "driver_args": endpoint}
+        out = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
+    assert not out.ok and out.permanent, out
+    assert out.error == (f"create: the cloud has no image {UBUNTU_AMI!r} (image type 'ubuntu22'); it lists no image at all: is "
+                         "the endpoint one the driver reads? (a local EC2: docs/plugins.md, \"Trying EC2 offline\")"), out.error
+
+
+@pytest.mark.timeout(120)
 async def test_the_endpoint_going_down_mid_create_leaves_no_machine_behind(cloud_registry: PluginRegistry) -> None:
     """The cloud makes the machine, the endpoint goes away before the answer: create fails
     saying the machine may exist, and the rollback's delete (no providerid) destroys it by name
