@@ -139,6 +139,16 @@ def test_a_start_where_another_server_keeps_the_address_fails_saying_so(pair: tu
     assert f"process_id:{pid}" in primary.cli("info", "server")  # still the first one
 
 
+def test_a_start_of_a_replica_already_running_waits_for_its_link_too(pair: tuple[Node, Node]) -> None:
+    """A start that waited 60 s for the link and failed left the server running: its retry found it
+    `already running` and passed at once, the link still down (the job went on to a failing status)."""
+    primary, replica = pair
+    primary.up()
+    replica.up()
+    again = replica.run(Action.START)
+    assert again.returncode == 0 and again.stdout.strip() == "already running, in sync with the primary", again
+
+
 def test_a_stop_stops_only_this_nodes_own_server_not_what_has_its_old_pid_now(pair: tuple[Node, Node]) -> None:
     """A redis-server killed by hand leaves its pidfile; pids are the host's and reused, and the stop,
     its own address not answering, TERMed whatever ran under that number then: another node's server."""
