@@ -364,6 +364,14 @@ collides with the state or an earlier request (`conflict`), its `if_version` no 
 (`precondition`), its saved plan is out of date (`stale`), or nobody could decide (`unavailable`)."""
 
 
+class RejectedProblem(BaseModel):
+    """One of several problems a request was refused for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    field: str | None = Field(default=None, max_length=256, description="the request's field at fault, when one is")
+    reason: str
+
+
 class Rejected(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     type: Literal["Rejected"] = "Rejected"
@@ -377,10 +385,16 @@ class Rejected(BaseModel):
     field: str | None = Field(default=None, max_length=256,
                               description="the request's field at fault (a dotted path), when one is; left out otherwise")
     job_id: str | None = Field(default=None, description="a request_id used before for another request: the job it made")
+    problems: list[RejectedProblem] = Field(default_factory=list, description=(
+        "a request refused for several problems (a create: its template, node count, provider, services, hardware "
+        "and image types, name are each checked): every one, each with its field; `reason` says them all, `field` "
+        "is the first's. Left out when there are fewer than two"))
 
     @model_serializer(mode="wrap")
     def _without_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
+        if not self.problems:
+            data.pop("problems", None)
         if not self.retry:
             data.pop("retry", None)
         for name in ("code", "field", "job_id"):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -71,7 +71,16 @@ class MusterError(Exception):
 class RequestRejected(MusterError):
     def __init__(self, reply: Rejected, verb: str) -> None:
         self.reply = reply
-        super().__init__(f"{verb} rejected: {reply.reason}")
+        super().__init__(rejected_words(verb, reply))
+
+
+def rejected_words(verb: str, reply: Rejected, named: Callable[[str], str] = str) -> str:
+    """`<verb> rejected: <reason>`; a refusal of several problems, one line each with its field
+    (joined on one line, where one ended and the next began was the reader's guess)."""
+    if not reply.problems:
+        return f"{verb} rejected: {named(reply.reason)}"
+    listed = "".join(f"\n  {p.field or 'request'}: {named(p.reason)}" for p in reply.problems)
+    return f"{verb} rejected, {len(reply.problems)} problems:{listed}"
 
 
 class NoAnswer(MusterError):

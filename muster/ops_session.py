@@ -25,7 +25,7 @@ from contracts.records import Recorded
 
 from .cli_bus import Bus, CliClient, bus_options, open_client
 from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option
-from .client import ClusterInfo, new_request_id
+from .client import ClusterInfo, new_request_id, rejected_words
 from .readmodel.cost import hardware_rates, rate
 from .readmodel.progress import JobProgress
 from .tables import print_rows
@@ -174,7 +174,7 @@ class Session:
             echo_json(reply.model_dump(mode="json"))
         if isinstance(reply, Rejected):
             await self._learn_names(reply.reason)
-            raise CliError(f"{verb} rejected: {self.named(reply.reason)}", EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
+            raise CliError(rejected_words(verb, reply, self.named), EXIT_DENIED if reply.code == "forbidden" else EXIT_INVALID)
         if isinstance(reply, DryRun):
             if not self.opts.as_json:
                 print_dry_run(verb, reply)

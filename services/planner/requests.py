@@ -32,6 +32,7 @@ from contracts.commands import (
     JobCommand,
     LeaseExtended,
     Rejected,
+    RejectedProblem,
     RejectJob,
     RetryJob,
     RollbackCluster,
@@ -48,8 +49,8 @@ from services.governance.sandbox import PolicySandbox
 from . import cancels, leases
 from .approvals import Approvals
 from .config import PlannerConfig
-from .domain import planning, saved
-from .domain.admission import Facts, Refused, size_notes
+from .domain import admission, planning, saved
+from .domain.admission import Facts, Refused, config_notes, size_notes
 from .domain.cluster import Cluster
 from .domain.job import Job, job_uuid
 from .domain.operations import OPERATIONS, Operation, operation_of
@@ -169,7 +170,8 @@ class Requests:
         except Moved as err:
             return Rejected(reason=str(err), retry=True, code="unavailable")
         except Refused as err:
-            return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id)  # type: ignore[arg-type]
+            return Rejected(reason=str(err), code=err.code, field=err.field, job_id=err.job_id,  # type: ignore[arg-type]
+                            problems=[RejectedProblem(field=f, reason=r) for f, r in err.problems])
         except subjects.SubjectError as err:
             return Rejected(reason=str(err), code="invalid")
         except Exception as err:
@@ -227,8 +229,16 @@ class Requests:
         return str(cmd.cluster_id)
 
     def _check(self, op: Operation, facts: Facts) -> None:
+        if found := self._problems(op, facts):
+            raise admission.together(found)
+
+    @staticmethod
+    def _problems(op: Operation, facts: Facts) -> list[Refused]:
+        if op.every_problem:
+            return admission.every_refusal(op.rules, facts)
         for rule in op.rules:
             rule(facts)
+        return []
 
     def _job_id(self, tenant: str, cmd: Any, pin: PlanSaved | None) -> str:
         return pin.job_id if pin is not None else str(job_uuid(tenant, cmd.request_id))
@@ -245,15 +255,20 @@ class Requests:
         catalog, seq = await self.state.current_catalog(ctx.tenant, refresh=True)
         facts = Facts(ctx.tenant, op.name, cmd, catalog, job_id, principal=ctx.principal, pools=self.pools, catalog_seq=seq,
                       may_read=self.catalog_reader(ctx.principal, ctx.tenant))
-        self._check(op, facts)
-        if cmd.dry_run:
-            await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
+        found = self._problems(op, facts)
+        if cmd.dry_run:  # a name taken is one more problem (the rules' first decides the status, as before)
+            try:
+                await self._claim_name(ctx.tenant, cmd.name, cluster_id, job_id, record=False)
+            except Refused as err:
+                found.append(err)
+        if found:
+            raise admission.together(found)
         job = self._new_job(ctx, facts, cluster_id, pin)
         cluster = planning.new_cluster(facts, cluster_id, ctx.by(cmd), self.execution.timers.clock.now())
         rules = await self.governance.load(ctx.tenant)
         if cmd.dry_run:
             return await self.previews.dry_run(ctx.by(cmd), job, None, cluster, facts, notes=self.governance.notes(rules, facts, None, ctx.by(cmd)),
-                                               warnings=await self._waits_for_workers(cluster))  # as the request would be told
+                                               warnings=[*config_notes(facts), *await self._waits_for_workers(cluster)])  # as the request would be told
         preview = await self.previews.pinned(pin, job, None, cluster, facts) if pin is not None else None
         if preview is None and rules.active:  # the policies see the layout and the plan: solved now
             preview = await self.previews.preview(job, cluster, facts)
@@ -281,7 +296,7 @@ class Requests:
         else:
             await self.execution.ask_for_layout(job, planning.layout_request(job_id, cluster, catalog, cmd))
         log.info("accepted", tenant=ctx.tenant, job=job_id, operation="create", nodes=cmd.nodes, plan=pin and pin.plan_id)
-        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=await self._warnings(job, cluster))
+        return Accepted(job_id=job_id, cluster_id=cluster_id, warnings=config_notes(facts) + await self._warnings(job, cluster))
 
     async def _claim_name(self, tenant: str, name: str, cluster_id: str, job_id: str, record: bool) -> None:
         """Cluster names are unique in a tenant among clusters not deleted. The holder of a name
@@ -343,7 +358,7 @@ class Requests:
         if pin is not None:  # before the rules: "it changed" says more than what the change broke
             saved.check_unchanged(pin, cluster, saved.catalog_version(facts.catalog))
         self._check(op, facts)
-        notes = size_notes(facts)
+        notes = size_notes(facts) + config_notes(facts)
         job = self._new_job(ctx, facts, cmd.cluster_id, pin)
         rules = await self.governance.load(tenant)
         if cmd.dry_run:

@@ -128,9 +128,17 @@ class LeaseOut(_Out):
     version: int
 
 
+class RequestProblem(_Out):
+    parameter: str | None = Field(description="the body's field at fault (a dotted path), when one is")
+    message: str
+
+
 class WriteErrorDetail(api.ErrorDetail):
     job_id: str | None = Field(default=None, description="409 for a reused Idempotency-Key: the job it made first")
-    problems: list[CatalogProblem] | None = Field(default=None, description="a refused catalog: every problem")
+    problems: list[CatalogProblem | RequestProblem] | None = Field(default=None, description=(
+        "every problem: of a refused catalog (its entities'), or of a request refused for several (a create's "
+        "template, nodes, provider, services, hardwaretype, imagetype, name; each with its `parameter`; the "
+        "error's `message` says them all and its `parameter` is the first's)"))
 
 
 class WriteError(_Out):

@@ -80,6 +80,14 @@ class Written:
     def field(self) -> str | None:
         return self.body.get("error", {}).get("parameter")
 
+    @property
+    def problems(self) -> list[tuple[str | None, str]]:
+        """Each problem a refusal names, with its field: several when the request had several
+        (a create), else the one."""
+        error = self.body.get("error", {})
+        listed = [(p.get("parameter"), str(p.get("message", ""))) for p in error.get("problems") or () if "parameter" in p]
+        return listed or [(self.field, self.message)]
+
 
 def refused(status: int, message: str, parameter: str | None = None, **extra: Any) -> Written:
     error = {"status": status, "message": message, "parameter": parameter, **{k: v for k, v in extra.items() if v is not None}}
@@ -109,7 +117,8 @@ def validation_refusal(err: ValidationError, what: str = "body", takes: Iterable
             said = f"this body has no field {where!r} (its fields: {', '.join(takes)})"
         reasons.setdefault(where, []).append(said)
     words = "; ".join(f"{where}: {', or '.join(msgs)}" for where, msgs in reasons.items())
-    return refused(422, f"invalid request: {words}", next(iter(reasons), what))
+    problems = [{"parameter": where, "message": ", or ".join(msgs)} for where, msgs in reasons.items()]
+    return refused(422, f"invalid request: {words}", next(iter(reasons), what), problems=problems if len(problems) > 1 else None)
 
 
 async def submit(tracker: Tracker, bus: ActingBus, actor: Actor, route: WriteRoute, ids: dict[str, str],
@@ -201,7 +210,8 @@ def answer(route: WriteRoute, reply: Any) -> Written:
         return Written(200, {"cluster_id": reply.cluster_id, "expires_at": reply.expires_at.isoformat(), "version": reply.version})
     assert isinstance(reply, Rejected)
     status = 503 if reply.retry else STATUS_OF_CODE.get(reply.code or "", 422)
-    return refused(status, reply.reason, reply.field, job_id=reply.job_id)
+    problems = [{"parameter": p.field, "message": p.reason} for p in reply.problems]
+    return refused(status, reply.reason, reply.field, job_id=reply.job_id, problems=problems or None)
 
 
 async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: dict[str, str]) -> Written | None:

@@ -19,6 +19,7 @@ from uuid import UUID
 from contracts.catalog import Catalog, ClusterTemplate
 from contracts.commands import AddServices, CreateCluster, ExpandCluster, RemoveServices, ShrinkCluster, UpgradeService
 from muster.catalog.templates import TemplateError, resolve_template
+from muster.macros import services_named
 
 if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules import the table)
     from .cluster import Cluster
@@ -28,11 +29,38 @@ if TYPE_CHECKING:  # read only; no runtime import (the aggregates' modules impor
 class Refused(Exception):
     """A request that cannot be accepted; the message is the reply's reason. `code` and `field`
     say what kind of refusal and which field of the request is at fault, when that is known
-    (`contracts.commands.Rejected`); `job_id`: the job a reused request_id made first."""
+    (`contracts.commands.Rejected`); `job_id`: the job a reused request_id made first;
+    `problems`: each problem of a request refused for several, as (field, reason)."""
 
-    def __init__(self, reason: str, *, code: str | None = None, field: str | None = None, job_id: str | None = None) -> None:
+    def __init__(self, reason: str, *, code: str | None = None, field: str | None = None, job_id: str | None = None,
+                 problems: tuple[tuple[str | None, str], ...] = ()) -> None:
         super().__init__(reason)
-        self.code, self.field, self.job_id = code, field, job_id
+        self.code, self.field, self.job_id, self.problems = code, field, job_id, problems
+
+
+def every_refusal(rules: Iterable[Rule], f: Facts) -> list[Refused]:
+    """What each rule refuses, once each: a create's rules look at separate fields, and a form
+    with three mistakes was told of one per try. Rules that need the template repeat its
+    refusal (deduplicated here) rather than guess at a template that is not there."""
+    found: list[Refused] = []
+    for rule in rules:
+        try:
+            rule(f)
+        except Refused as err:
+            for one in [Refused(r, code=err.code, field=field) for field, r in err.problems] or [err]:
+                if not any(str(e) == str(one) and e.field == one.field for e in found):
+                    found.append(one)
+    return found
+
+
+def together(found: list[Refused]) -> Refused:
+    """One refusal of several problems: the reason says each (a client that reads only the
+    reason, the CLI, shows them all), the first names the field and the kind of refusal."""
+    if len(found) == 1:
+        return found[0]
+    first = found[0]
+    return Refused("; ".join(str(e) for e in found), code=first.code, field=first.field,
+                   problems=tuple((e.field, str(e)) for e in found))
 
 
 class PoolAdmission(Protocol):
@@ -241,29 +269,43 @@ def _template_of_request(f: Facts) -> ClusterTemplate | None:
 
 def services_allowed(f: Facts) -> None:
     """The template's compatibility allows every service asked for (an empty list allows all)."""
-    template = _template_of_request(f)
+    if isinstance(f.command, CreateCluster):
+        try:  # a template the requester may not read is not described (its own rule refuses it)
+            template: ClusterTemplate | None = template_of(f)
+        except Refused:
+            return
+    else:
+        template = _template_of_request(f)
     if template is None:
         return
-    if forbidden := sorted(s for s in set(services_of(f)) if not template.compatibility.allows_service(s)):
+    # (an unknown service is refused as that, by its own rule)
+    if forbidden := sorted(s for s in set(services_of(f)) if s in f.catalog.services and not template.compatibility.allows_service(s)):
         raise Refused(f"template {template.name!r} does not allow {', '.join(forbidden)} "
                       f"(allowed: {', '.join(template.compatibility.services)})", code="invalid", field="services")
 
 
 def setting_allowed(f: Facts) -> None:
-    """A create's hardware and image types exist and the template allows them."""
+    """A create's hardware and image types exist and the template allows them: each refused
+    at its field (both, when both are wrong), whether the template is there or not."""
     cmd: CreateCluster = f.command
-    template = template_of(f)
-    for field, kind, name, known, allowed in (
-        ("hardwaretype", "hardware type", cmd.hardwaretype, f.catalog.hardwaretypes, template.compatibility.hardwaretypes),
-        ("imagetype", "image type", cmd.imagetype, f.catalog.imagetypes, template.compatibility.imagetypes),
-    ):
+    found: list[Refused] = []
+    for field, kind, name, known in (("hardwaretype", "hardware type", cmd.hardwaretype, f.catalog.hardwaretypes),
+                                     ("imagetype", "image type", cmd.imagetype, f.catalog.imagetypes)):
         if name is None:
             continue
         if name not in known:
-            raise Refused(f"unknown {kind} {name!r}", code="invalid", field=field)
+            found.append(Refused(f"unknown {kind} {name!r}", code="invalid", field=field))
+            continue
+        try:
+            template = template_of(f)
+        except Refused:
+            continue  # (refused at the template's field by its own rule)
+        allowed = getattr(template.compatibility, field + "s")
         if allowed and name not in allowed:
-            raise Refused(f"template {template.name!r} does not allow {kind} {name!r} (allowed: {', '.join(allowed)})",
-                          code="invalid", field=field)
+            found.append(Refused(f"template {template.name!r} does not allow {kind} {name!r} (allowed: {', '.join(allowed)})",
+                                 code="invalid", field=field))
+    if found:
+        raise together(found)
 
 
 # -- layout changes --------------------------------------------------------------------------
@@ -328,6 +370,28 @@ def size_notes(f: Facts) -> list[str]:
         return []
     after = f"will have {nodes}, still" if nodes != current else "stays"
     return [f"cluster {_cluster(f).name!r} has {current} nodes and {after} {_outside(template, current)}"]
+
+
+def config_notes(f: Facts) -> list[str]:
+    """What an accepted create or configure says of a config whose macros name a service the
+    cluster has not (`%ip.service.redis-primary%` on the Ansible flavour's `redis-primary-ansible`):
+    such a macro stays as written (Coopr's rule, muster/macros.py), and the service then failed
+    far from the cause (a replica waited three times 60 s for a primary called
+    `%ip.service.redis-primary%`, with `no message`)."""
+    config = getattr(f.command, "config", None)
+    if not config:
+        return []
+    try:
+        has = set(services_of(f)) if isinstance(f.command, CreateCluster) else _on_cluster(f)
+    except Refused:
+        return []
+    notes = []
+    for service in sorted(services_named(config) - has):
+        close = difflib.get_close_matches(service, sorted(has), n=1, cutoff=0.6)
+        notes.append(f"config: a macro names service {service!r}, which the cluster does not have (its services: "
+                     f"{', '.join(sorted(has)) or 'none'}): it stays as written, %...% and all"
+                     + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return notes
 
 
 OPERATIONS_WITH_LAYOUT = frozenset({"expand", "shrink", "add-services", "remove-services"})

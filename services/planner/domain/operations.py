@@ -51,6 +51,10 @@ class Operation:
     """`muster plan` plans it from a nodes file, without a solver or a log."""
     rules: tuple[Rule, ...] = ()
     """Admission rules, run in order once the request's facts are loaded."""
+    every_problem: bool = False
+    """Its rules look at separate fields of the request: all run, and a refusal names every
+    problem found (`admission.every_refusal`); otherwise the first refusal stops the rest (a
+    cluster's busy or deleted makes the later rules moot)."""
     rolling: bool = False
     """May be done a batch of nodes at a time (the command's `rolling`, `rolling.py`)."""
     observes: bool = False
@@ -69,7 +73,7 @@ _PICKED = (*_CLUSTER, rule.nodes_known)
 _CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZE, A.START, A.STATUS)
 
 _ROWS = (
-    Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True,
+    Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True, every_problem=True,
               rules=(rule.template_allows_size, rule.provider_known, rule.services_known, rule.services_allowed,
                      rule.setting_allowed, rule.callback_needs_pool, rule.pool_admits)),
     Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,

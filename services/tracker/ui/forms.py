@@ -15,12 +15,15 @@ import json
 from typing import Any
 
 from aiohttp import web
+from pydantic import ValidationError
 
 from contracts import subjects
-from contracts.commands import MAX_CLUSTER_SIZE
+from contracts.commands import MAX_CLUSTER_SIZE, CreateCluster
 from contracts.events import FINAL_JOB_STATES
 from muster.catalog.templates import TemplateError, resolve_template
 from muster.readmodel.clusters import ClusterInfo
+from services.planner.domain.admission import Facts, every_refusal
+from services.planner.domain.operations import OPERATIONS
 
 from .. import csrf
 from ..write_api import BY_NAME
@@ -153,8 +156,9 @@ async def post_new_cluster(request: web.Request, viewer: Viewer) -> web.StreamRe
     if (form.get("step") or [""])[0] != "preview":  # another template chosen, or back from a preview: the form again
         return await _create_page(request, viewer, template, form)
     body, errors = formdata.create_body(form)
-    if errors:
-        return await _create_page(request, viewer, template, form, errors, 422)
+    if errors:  # the rest checked too, here: a form with several mistakes is told of each at once
+        found = await _rule_errors(request, viewer, {**body, **formdata.stand_ins(errors)})
+        return await _create_page(request, viewer, template, form, {**found, **errors}, 422)
     written = await submit(tracker_of(request), request.app[ACTING], actor(request, viewer), BY_NAME["create_cluster"], {}, body,
                            dry_run=True)
     if not written.ok:
@@ -164,8 +168,30 @@ async def post_new_cluster(request: web.Request, viewer: Viewer) -> web.StreamRe
                   again=("/ui/clusters/new", formdata.fields_of("create", body)), cluster_id=None)
 
 
+async def _rule_errors(request: web.Request, viewer: Viewer, body: dict[str, Any]) -> dict[str, str]:
+    """What the planner's create rules (pure) would say of the fields the form found no fault
+    in, the others given stand-ins (`formdata.stand_ins`): asked here, not as a dry run, so a
+    form the console refuses writes nothing (a dry run the planner admits saves a plan). The
+    planner decides when the form is right."""
+    try:
+        command = CreateCluster.model_validate({**body, "requested_by": viewer.name})
+    except ValidationError:
+        return {}  # (said by the form's own checks, or by the planner once they pass)
+    catalog = (await reads.catalog(tracker_of(request), viewer.tenant))["catalog"]
+    facts = Facts(viewer.tenant, "create", command, catalog, "", principal=viewer.name,
+                  may_read=lambda entity: bool(viewer.may_catalog("read", *entity.split("/", 1))))
+    errors: dict[str, list[str]] = {}
+    for refused in every_refusal(OPERATIONS["create"].rules, facts):
+        errors.setdefault(formdata.field_of(refused.field, CREATE_FIELDS), []).append(str(refused))
+    return {field: "; ".join(said) for field, said in errors.items()}
+
+
 def _errors(written: Written, fields: tuple[str, ...]) -> dict[str, str]:
-    return {formdata.field_of(written.field, fields): written.message}
+    """Each problem at its field (a create refused for several has each at its own)."""
+    errors: dict[str, list[str]] = {}
+    for parameter, message in written.problems:
+        errors.setdefault(formdata.field_of(parameter, fields), []).append(message)
+    return {field: "; ".join(said) for field, said in errors.items()}
 
 
 # -- an existing cluster ----------------------------------------------------------------------------

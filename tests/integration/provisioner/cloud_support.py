@@ -51,13 +51,15 @@ main(["-H", "127.0.0.1", "-p", sys.argv[1]])
 
 
 @contextlib.asynccontextmanager
-async def moto_ec2(timeout: float = 60.0, *, auth: bool = False) -> AsyncIterator[dict[str, object]]:
-    """Yields the driver arguments that point libcloud's ec2 driver at the local endpoint."""
+async def moto_ec2(timeout: float = 60.0, *, auth: bool = False, as_aws: bool = True) -> AsyncIterator[dict[str, object]]:
+    """Yields the driver arguments that point libcloud's ec2 driver at the local endpoint
+    (`as_aws=False`: moto's server as it is, which the driver reads nothing from)."""
     port = free_port()
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     if auth:
         env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", _SERVER, str(port), env=env,
+    server = _SERVER if as_aws else "import sys; from moto.server import main; main(['-H', '127.0.0.1', '-p', sys.argv[1]])"
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", server, str(port), env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     assert proc.stdout is not None
     seen: list[str] = []
@@ -135,3 +137,10 @@ class CuttingProxy:
 
         await asyncio.gather(pipe(client_r, cloud_w, True), pipe(cloud_r, client_w, False))
         self._conns -= {client_w, cloud_w}
+
+
+if __name__ == "__main__":  # docs/plugins.md, "Trying EC2 offline": the patched server, by hand
+    sys.argv = ["moto", sys.argv[1] if len(sys.argv) > 1 else "4566"]
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    exec(compile(_SERVER, "moto-as-aws", "exec"), {"__name__": "__moto__"})

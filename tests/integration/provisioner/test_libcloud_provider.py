@@ -65,6 +65,16 @@ async def test_dummy_create_confirm_delete(cloud_registry: PluginRegistry) -> No
     assert twice.ok and "did not exist any more" in twice.stdout
 
 
+async def test_the_offline_dummy_needs_no_credentials(cloud_registry: PluginRegistry) -> None:
+    """docs/plugins.md's first try of the provider (`{"driver": "dummy"}`, no secrets entry) failed:
+    `libcloud driver 'dummy' needs 'key' ...: put them in the provisioners' secrets file`."""
+    create = cloud_task("create", "offline", {"driver": "dummy"}, flavor="1", image="1")
+    created = await cloud_registry.execute(create)
+    assert created.ok, created.error
+    deleted = await cloud_registry.execute(next_task(create, created, "delete"))
+    assert deleted.ok, deleted.error
+
+
 async def test_dummy_machines_have_their_names_and_ids_of_their_own(cloud_registry: PluginRegistry) -> None:
     """libcloud's dummy named every machine dummy-<n> and numbered it one more than it held: a
     machine made after a delete took the id of one still running, and deleting either destroyed
@@ -163,6 +173,19 @@ async def test_refused_credentials_are_named() -> None:
     assert secret not in out.model_dump_json()
     assert out.permanent and not out.may_have_made  # no retry can do better (the masking of secrets keeps the flag)
     assert not gone.ok and gone.permanent and "refused the credentials" in gone.error
+
+
+@pytest.mark.timeout(120)
+async def test_an_endpoint_the_driver_reads_nothing_from_is_said_to_be_that(cloud_registry: PluginRegistry) -> None:
+    """moto's own server (its XML namespaces are not AWS's): the ec2 driver finds no image in its
+    answers, and a user trying EC2 offline was told `the cloud has no image 'ami-785db401'`, one
+    of moto's own, as if mistyped. The same image on the patched server is found."""
+    async with moto_ec2(as_aws=False) as endpoint:
+        fields = {"driver": "ec2", "region": "us-east-1", "driver_args": endpoint}
+        out = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI))
+    assert not out.ok and out.permanent, out
+    assert out.error == (f"create: the cloud has no image {UBUNTU_AMI!r} (image type 'ubuntu22'); it lists no image at all: is "
+                         "the endpoint one the driver reads? (a local EC2: docs/plugins.md, \"Trying EC2 offline\")"), out.error
 
 
 @pytest.mark.timeout(120)

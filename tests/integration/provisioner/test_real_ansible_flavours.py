@@ -25,17 +25,18 @@ from services.provisioner.plugins.builtin.ansible.events import AnsibleLog
 pytestmark = pytest.mark.timeout(300)
 
 
-def play(tmp_path: Path, book: str, step: str, muster: dict[str, Any]) -> TaskOutcome:
+def play(tmp_path: Path, book: str, step: str, muster: dict[str, Any], login_home: Path | None = None) -> TaskOutcome:
+    """`login_home`: no `muster_home`; the login's HOME is this (as a localhost node's is its directory)."""
     log = AnsibleLog()
     work = tmp_path / f"run-{step}-{len(list(tmp_path.glob('run-*')))}"
     work.mkdir()
     status, rc, raw = _run(dict(
         private_data_dir=str(work), playbook=str(REAL_CATALOG / "ansible" / book), quiet=True, event_handler=log.handle,
         inventory={"all": {"hosts": {"n1": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}},
-        extravars={"step": step, "muster_home": str(tmp_path), "muster": {
+        extravars={"step": step, **({"muster_home": str(tmp_path)} if login_home is None else {}), "muster": {
             "node": {"ip": "127.0.0.1", "hostname": "n1"}, "cluster_id": "c1", "exit_permanent": PERMANENT_EXIT, **muster}},
         envvars={"PATH": f"{Path(ansible_playbook()).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "ANSIBLE_NOCOLOR": "1",
-                 "ANSIBLE_LOCAL_TEMP": str(work / "tmp")},
+                 "ANSIBLE_LOCAL_TEMP": str(work / "tmp"), **({"HOME": str(login_home)} if login_home is not None else {})},
     ))
     return outcome(f"{book} {step}", Action(step), status, rc, log, raw)
 
@@ -53,6 +54,21 @@ def test_a_config_nats_server_refuses_fails_permanently(tmp_path: Path) -> None:
     assert not bad.ok and bad.permanent, bad.error
     assert "interface conversion" in bad.error and bad.error.endswith("(exit status 78: permanent, not retried)"), bad.error
     assert (tmp_path / "nats" / "nats.conf").read_text() == conf  # the good one stays
+
+
+def test_each_node_keeps_its_files_in_its_logins_home(tmp_path: Path) -> None:
+    """Two localhost nodes are one host: the playbooks wrote both into the host's /root/nats (one
+    config for two servers; the second node's server never answered). They use the login's home:
+    a localhost node's directory, a namespace node's own /root."""
+    for node in ("n1", "n2"):
+        home = tmp_path / node
+        home.mkdir()
+        config = {"nats": {"binary": nats_server_binary(), "routes": f"nats-route://{node}:6222"}}
+        for step in ("install", "configure"):
+            done = play(tmp_path, "nats.yml", step, {"service": "nats-ansible", "config": config}, login_home=home)
+            assert done.ok, done.error
+        assert f"nats-route://{node}:6222" in (home / "nats" / "nats.conf").read_text()
+    assert not (tmp_path / "nats").exists()
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")

@@ -297,3 +297,41 @@ async def test_a_stop_on_one_node_a_check_and_a_repair_are_previewed_and_applied
     assert status == 200 and "Preview: roll back cluster f4" in preview and "start zookeeper-server" in preview, preview[-3000:]
     row = re.search(r"<tr><th scope=\"row\" class=\"mono\">n1000<.*?</tr>", page, re.S)
     assert row and "zookeeper-server: stopped / stopped" in re.sub(r"<[^>]+>", "", row.group(0)), row
+
+
+async def test_a_create_with_several_mistakes_is_told_of_each_at_its_field_in_one_preview(
+        session: aiohttp.ClientSession, served: Served, api: Any) -> None:
+    """Three mistakes were fixed one preview at a time: the first rule's refusal was the only
+    one said. Now the console puts each at its field at once, whether the form's own checks
+    found some (a name) or only the planner's (node bounds, provider, hardware, template), and
+    the API's refusal lists each with its parameter; nothing is written."""
+    writer = Console(session, served, "writer")
+    before = served.log()
+    status, page, _ = await writer.post("/ui/clusters/new", _create("m2", "60", provider="elsewhere", hardwaretype="huge"))
+    assert status == 422, status
+    assert "allows between 2 and 50 nodes" in _field_error(page, "nodes")
+    assert "unknown provider 'elsewhere'" in _field_error(page, "provider")
+    assert "unknown hardware type 'huge'" in _field_error(page, "hardwaretype")
+    # With a mistake the form finds itself (the planner is not asked: a dry run it admits saves a plan).
+    status, page, _ = await writer.post("/ui/clusters/new", _create("bad name!", "60", provider="elsewhere",
+                                                                    services=["base", "ghost"], config="{x"))
+    assert status == 422, status
+    assert "a cluster's name is letters" in _field_error(page, "name") and "not valid JSON" in _field_error(page, "config")
+    assert "allows between 2 and 50 nodes" in _field_error(page, "nodes")
+    assert "unknown provider 'elsewhere'" in _field_error(page, "provider")
+    assert "unknown services: ghost" in _field_error(page, "services")
+    status, page, _ = await writer.post("/ui/clusters/new", [("template", "nope") if k == "template" else (k, v) for k, v in
+                                                             _create("m2", provider="elsewhere", imagetype="bsd")])
+    assert status == 422 and "unknown cluster template 'nope'" in html.unescape(_field_error(page, "template")), status
+    assert "unknown provider 'elsewhere'" in _field_error(page, "provider")
+    assert "unknown image type 'bsd'" in _field_error(page, "imagetype")
+    status, body, _ = await api.call("POST", "/v1/clusters?dry_run=true", "writer",
+                                     {"name": "m2", "template": "nope", "nodes": 60, "provider": "elsewhere", "hardwaretype": "huge"})
+    error = body["error"]
+    assert status == 422 and error["parameter"] == "template", body
+    assert [p["parameter"] for p in error["problems"]] == ["template", "provider", "hardwaretype"], body
+    assert all(p["message"] in error["message"] for p in error["problems"]), body
+    status, body, _ = await api.call("POST", "/v1/clusters?dry_run=true", "writer",
+                                     {"name": "m2", "template": "hadoop-small", "nodes": 60, "provider": "elsewhere"})
+    assert status == 422 and [p["parameter"] for p in body["error"]["problems"]] == ["nodes", "provider"], body
+    assert served.log() == before

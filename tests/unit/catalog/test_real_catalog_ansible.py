@@ -52,6 +52,20 @@ def test_redis_a_setting_redis_server_refuses_fails_permanently_and_keeps_the_go
     assert (tmp_path / "redis" / "redis.conf").read_text() == conf
 
 
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
+def test_redis_a_primary_left_a_macro_fails_permanently_naming_the_flavours_own(tmp_path: Path) -> None:
+    """The shell flavour's /tmp/redis.yaml (docs: `%ip.service.redis-primary%`) on this one: the
+    macro stays as written, and each replica's start waited 60 s for it three times (`no message`)."""
+    (tmp_path / "redis").mkdir()
+    bad = configure(tmp_path, "redis.yml", "redis-replica-ansible", {"redis": {"primary": "%ip.service.redis-primary%"}})
+    assert not bad.ok and bad.permanent, bad
+    assert "redis.primary is '%ip.service.redis-primary%': a macro left as written" in bad.error, bad.error
+    assert "this flavour's primary is %ip.service.redis-primary-ansible%" in bad.error
+    assert not (tmp_path / "redis" / "redis.conf").exists()
+    primary = configure(tmp_path, "redis.yml", "redis-primary-ansible", {"redis": {"primary": "%ip.service.redis-primary%"}})
+    assert primary.ok, primary.error  # (the primary has no primary)
+
+
 def test_nats_a_setting_nats_server_refuses_fails_permanently_and_keeps_the_good_config(tmp_path: Path) -> None:
     (tmp_path / "nats").mkdir()
     shutil.copy(nats_server_binary(), tmp_path / "nats" / "nats-server")

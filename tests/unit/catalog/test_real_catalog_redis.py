@@ -32,10 +32,10 @@ def script(action: Action) -> str:
     return str(catalog.services["redis-replica"].provisioner.actions[action].fields["script"])
 
 
-def configure(home: Path, settings: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+def configure(home: Path, settings: dict[str, Any], primary: str = "10.0.0.1") -> subprocess.CompletedProcess[str]:
     (home / "redis").mkdir(exist_ok=True)
     env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), "MUSTER_IP": "127.0.0.1",
-           "MUSTER_SERVICES": "redis-replica", "MUSTER_CONFIG": json.dumps({"redis": {"primary": "10.0.0.1", "settings": settings}})}
+           "MUSTER_SERVICES": "redis-replica", "MUSTER_CONFIG": json.dumps({"redis": {"primary": primary, "settings": settings}})}
     return subprocess.run(["sh", "-c", script(Action.CONFIGURE)], env=env, cwd=home, capture_output=True, text=True, timeout=30)
 
 
@@ -49,6 +49,16 @@ def test_settings_reach_redis_conf_and_a_bad_one_never_replaces_the_good_file(tm
     assert bad.returncode == PERMANENT_EXIT  # the same config fails the same way: the planner does not try it again
     assert "'maxmemory lots'" in bad.stderr and "argument must be a memory value" in bad.stderr  # redis-server's own words
     assert (tmp_path / "redis" / "redis.conf").read_text().splitlines() == conf
+
+
+def test_a_primary_left_a_macro_fails_permanently_naming_the_flavours_own(tmp_path: Path) -> None:
+    """The Ansible flavour's /tmp/redis.yaml on this one (or the reverse): its macro names a service
+    the cluster has not, stays as written, and the replica waited for a host of that name."""
+    bad = configure(tmp_path, {}, primary="%ip.service.redis-primary-ansible%")
+    assert bad.returncode == PERMANENT_EXIT, bad.stderr
+    assert "redis.primary is '%ip.service.redis-primary-ansible%': a macro left as written" in bad.stderr
+    assert "this flavour's primary is %ip.service.redis-primary%" in bad.stderr
+    assert not (tmp_path / "redis" / "redis.conf").exists()
 
 
 def test_a_stop_keeps_the_data_a_restarted_primary_comes_back_with() -> None:
@@ -127,6 +137,16 @@ def test_a_start_where_another_server_keeps_the_address_fails_saying_so(pair: tu
     refused = primary.run(Action.START)
     assert refused.returncode != 0 and f"another redis-server answers on {primary.ip}:6379" in refused.stderr, refused
     assert f"process_id:{pid}" in primary.cli("info", "server")  # still the first one
+
+
+def test_a_start_of_a_replica_already_running_waits_for_its_link_too(pair: tuple[Node, Node]) -> None:
+    """A start that waited 60 s for the link and failed left the server running: its retry found it
+    `already running` and passed at once, the link still down (the job went on to a failing status)."""
+    primary, replica = pair
+    primary.up()
+    replica.up()
+    again = replica.run(Action.START)
+    assert again.returncode == 0 and again.stdout.strip() == "already running, in sync with the primary", again
 
 
 def test_a_stop_stops_only_this_nodes_own_server_not_what_has_its_old_pid_now(pair: tuple[Node, Node]) -> None:

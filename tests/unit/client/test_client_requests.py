@@ -8,8 +8,8 @@ from typing import Any
 import nats.errors
 import pytest
 
-from contracts.commands import Accepted, CreateCluster, ExpandCluster, Rejected
-from muster.client import MusterClient, NoAnswer, RequestRejected
+from contracts.commands import Accepted, CreateCluster, ExpandCluster, Rejected, RejectedProblem
+from muster.client import MusterClient, NoAnswer, RequestRejected, rejected_words
 
 
 class FlakyBus:
@@ -59,6 +59,16 @@ async def test_submit_raises_a_rejection_with_its_reason() -> None:
     client = MusterClient(FlakyBus(failures=0, reply=Rejected(reason="unknown template 'x'")))  # type: ignore[arg-type]
     with pytest.raises(RequestRejected, match="create rejected: unknown template 'x'"):
         await client.submit(CreateCluster(name="c", template="x", nodes=1))
+
+
+def test_a_rejection_of_several_problems_says_each_on_its_own_line_with_its_field() -> None:
+    """`muster cluster create --dry-run` with three mistakes (ops_session and the client say it alike):
+    joined on one line, `...; 60 requested; unknown provider ...` left where each ended to the reader."""
+    reply = Rejected(reason="a; b", field="nodes", problems=[RejectedProblem(field="nodes", reason="template 't' allows between 2 "
+                     "and 50 nodes; 60 requested"), RejectedProblem(field="provider", reason="unknown provider 'x'")])
+    said = "create rejected, 2 problems:\n  nodes: template 't' allows between 2 and 50 nodes; 60 requested\n  provider: unknown provider 'x'"
+    assert str(RequestRejected(reply, "create")) == said == rejected_words("create", reply)
+    assert rejected_words("create", Rejected(reason="unknown provider 'x'")) == "create rejected: unknown provider 'x'"
 
 
 class RetryBus(FlakyBus):

@@ -56,6 +56,28 @@ async def test_a_refused_create_names_its_kind_and_field_and_records_nothing(com
     assert h.log.records == []
 
 
+async def test_a_create_with_several_mistakes_is_refused_for_each_at_its_field_at_once() -> None:
+    """A form with three mistakes was told of one per preview (the first rule's): every rule
+    runs, each problem is named with its field, and the reason (what the CLI shows) says each."""
+    h = Harness()
+    await h.send(_create(name="taken"))
+    for dry in (True, False):
+        reply = await h.send(_create(name="taken", template="nope", nodes=60, provider="elsewhere", hardwaretype="huge",
+                                     imagetype="nonesuch", services=["base", "ghost"], dry_run=dry))
+        assert isinstance(reply, Rejected), reply
+        fields = [p.field for p in reply.problems]
+        assert fields == ["template", "provider", "services", "hardwaretype", "imagetype", *(["name"] if dry else [])], reply
+        assert reply.field == fields[0] and all(p.reason in reply.reason for p in reply.problems)
+        assert "unknown cluster template 'nope'" in reply.reason and "unknown provider 'elsewhere'" in reply.reason
+    # On a template that is there, its bounds and compatibility are checked with the rest.
+    reply = await h.send(_create(nodes=60, provider="elsewhere", hardwaretype="huge", dry_run=True))
+    assert isinstance(reply, Rejected) and [p.field for p in reply.problems] == ["nodes", "provider", "hardwaretype"], reply
+    assert "allows between 2 and 50 nodes" in reply.problems[0].reason
+    # One problem is said as before: no list.
+    reply = await h.send(_create(nodes=60, dry_run=True))
+    assert isinstance(reply, Rejected) and reply.problems == [] and "problems" not in reply.model_dump(mode="json")
+
+
 async def test_a_service_or_image_the_template_does_not_allow_is_refused_at_admission() -> None:
     catalog = demo_catalog()
     catalog.clustertemplates["hadoop-small"].compatibility.services.remove("zookeeper-server")
@@ -270,3 +292,24 @@ async def test_a_create_names_a_template_its_requester_may_read() -> None:
     assert h.log.records == []
     h = Harness(identities=identities(writes, ("builder", "read", Scope.parse("default", "catalog:clustertemplates/hadoop-small"))))
     assert isinstance(await h.send(_create(), principal="builder"), Accepted)
+
+
+async def test_a_config_whose_macro_names_a_service_the_cluster_has_not_is_accepted_with_a_warning() -> None:
+    """The Ansible flavour's Redis configured with the shell flavour's `%ip.service.redis-primary%`
+    (docs' /tmp/redis.yaml as written): the macro stays as written, and the replicas waited 3 x 60 s
+    for a primary of that name, failing with `no message`. The answer (and its dry run) says so."""
+    from contracts.commands import ConfigureCluster, DryRun
+
+    h = Harness()
+    config = {"zk": {"quorum": "%join(map(ip.service.zookeeper,'$:2181'),',')%", "me": "%ip.self%"}}
+    said = ("config: a macro names service 'zookeeper', which the cluster does not have (its services: base, zookeeper-server): "
+            "it stays as written, %...% and all (did you mean 'zookeeper-server'?)")
+    dry = await h.send(_create(services=["base", "zookeeper-server"], config=config, dry_run=True))
+    assert isinstance(dry, DryRun) and said in dry.warnings, dry.warnings
+    made = await h.send(_create(services=["base", "zookeeper-server"], config=config))
+    assert isinstance(made, Accepted) and said in made.warnings, made.warnings
+    cid = await h.cluster_of(3)
+    reply = await h.send(ConfigureCluster(cluster_id=cid, config=config))
+    assert isinstance(reply, Accepted) and any("names service 'zookeeper'" in w for w in reply.warnings), reply.warnings
+    right = await h.send(ConfigureCluster(cluster_id=await h.cluster_of(3, "c2"), config={"zk": "%ip.service.zookeeper-server%"}))
+    assert isinstance(right, Accepted) and not right.warnings, right.warnings

@@ -55,7 +55,13 @@ def find_playbook(ctx: PluginContext, name: str) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
-    raise PlaybookNotFound(f"playbook {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)})")
+    # What to do, with where it looked: a $MUSTER_PLAYBOOK_PATH exported after `muster up` started
+    # (or not at all) left only the provisioner's working directory, and the message said no more.
+    dirs = os.environ.get(PATH_ENV)
+    hint = ("" if dirs.strip(":") else f"; ${PATH_ENV} is empty") if dirs is not None else f"; ${PATH_ENV} is not set"
+    raise PlaybookNotFound(f"playbook {name!r} not found (looked in: {', '.join(str(c.parent) for c in candidates)}{hint}): "
+                           f"put it in one of them, or name its directory in the action's playbook_dir or in the "
+                           f"provisioner's ${PATH_ENV} (its environment when it starts: `{PATH_ENV}=DIR muster up`)")
 
 
 def ansible_playbook() -> str:

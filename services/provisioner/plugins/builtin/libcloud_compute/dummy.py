@@ -17,7 +17,9 @@ from libcloud.compute.drivers.dummy import DummyNodeDriver, _int_to_ip, _ip_to_i
 
 
 class NamedDummyNodeDriver(DummyNodeDriver):
-    def __init__(self, creds: Any) -> None:
+    # An offline driver needs no credentials (libcloud's takes one it never checks): a provider on
+    # it wanted a secrets file entry, and `muster up` started again with it, to make a first machine.
+    def __init__(self, creds: Any = "") -> None:
         super().__init__(creds)
         # itertools.count: next() is atomic, and the provider's calls run in threads.
         self._ids = itertools.count(max((int(n.id) for n in self.nl), default=0) + 1)

@@ -180,10 +180,15 @@ class LibcloudProvider(ProviderPlugin):
             raise  # the list would fail the same way (and on EC2 it is every public image)
         except CloudError:
             pass  # not every driver looks one image up; search the list
-        for image in await self._call(ctx, "list images", driver.list_images):
+        images = await self._call(ctx, "list images", driver.list_images)
+        for image in images:
             if wanted in (image.id, image.name):
                 return image
-        raise CloudRefused(f"the cloud has no image {wanted!r} (image type {ctx.node.imagetype!r})")
+        # A cloud with no image at all is an endpoint the driver does not read (moto's own server, whose
+        # XML libcloud's ec2 driver finds nothing in): said so, not left to look like a mistyped id.
+        nothing = ("; it lists no image at all: is the endpoint one the driver reads? (a local EC2: docs/plugins.md, "
+                   "\"Trying EC2 offline\")") if not images else ""
+        raise CloudRefused(f"the cloud has no image {wanted!r} (image type {ctx.node.imagetype!r}){nothing}")
 
     async def _destroy_quietly(self, ctx: PluginContext, node: Any) -> bool:
         try:
