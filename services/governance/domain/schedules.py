@@ -30,6 +30,7 @@ from cronsim import CronSim, CronSimError
 
 from contracts.governance import Schedule
 from contracts.records import Recorded
+from muster.durations import spoken
 from muster.readmodel.clusters import fold_cluster
 
 MAX_COUNTED = 10_000
@@ -59,12 +60,22 @@ def check(schedule: Schedule) -> None:
 
 
 def describe(schedule: Schedule) -> str:
+    """In words, for the console (`At 06:00 on Monday (Europe/Paris)`, `every 10 min`)."""
     if schedule.cron is not None:
         try:
             return f"{CronSim(schedule.cron, datetime(2000, 1, 1, tzinfo=UTC)).explain()} ({schedule.timezone})"
         except (CronSimError, ValueError, IndexError):
             return schedule.cron
-    return f"every {schedule.every_s:g} s"
+    return typed(schedule)
+
+
+def typed(schedule: Schedule) -> str:
+    """As `muster schedule create` takes it, for `muster schedule list`: the cron with its zone
+    unless UTC (listed bare beside its next tick in UTC, a Paris cron read an hour off), the
+    interval in the unit it was likely typed in (`every 10 min`: `every 600 s` for `--every 10m`)."""
+    if schedule.cron is not None:
+        return schedule.cron if schedule.timezone == "UTC" else f"{schedule.cron} ({schedule.timezone})"
+    return f"every {spoken(schedule.every_s or 0)}"
 
 
 def next_tick(schedule: Schedule, after: datetime, created_at: datetime) -> datetime:
