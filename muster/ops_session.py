@@ -19,7 +19,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from contracts.commands import VERB_OF, Command, DryRun, JobCommand, LeaseExtended, Rejected
+from contracts.commands import VERB_OF, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
 from contracts.events import FINAL_JOB_EVENTS
 from contracts.records import Recorded
 
@@ -188,6 +188,8 @@ class Session:
             dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
             if isinstance(cmd, JobCommand):  # named by its job: the cluster's name was never looked up
                 await self._learn_names(f"cluster {reply.cluster_id}")
+            elif isinstance(cmd, CreateCluster):  # named by whoever typed it: said back as the others are
+                self.names.setdefault(reply.cluster_id, cmd.name)
             out.print(self.named(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}"))
             for warning in reply.warnings:
                 out.print(f"warning: {warning}")
