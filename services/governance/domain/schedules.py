@@ -143,3 +143,16 @@ def cluster_gone(history: Sequence[Recorded]) -> str:
     """Why a schedule on the cluster with these (its own) events ends: '' unless it is deleted."""
     cluster = fold_cluster(history)
     return f"cluster {cluster.name} was deleted (job {cluster.job_id})" if cluster is not None and cluster.status == "deleted" else ""
+
+
+def never_runs(schedule: Schedule, history: Sequence[Recorded]) -> str:
+    """Why no tick of this schedule could run on the cluster with these events ('' if one may): it
+    is deleted, or the schedule extends the lease of a cluster that has none (a lease is set at
+    create only, so every tick would be refused `nothing to extend`)."""
+    gone = cluster_gone(history)
+    if gone:
+        return gone
+    cluster = fold_cluster(history)
+    if schedule.command.get("type") == "ExtendLease" and cluster is not None and cluster.expires_at is None:
+        return f"cluster {cluster.name} has no lease (it expires never)"
+    return ""
