@@ -232,6 +232,13 @@ def print_governance(reply: DryRun) -> None:
         out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})")
 
 
+APPROVAL_STEPS = {
+    "JobApprovalRequested": (": an approver decides (`muster job approve|reject`); --wait waits for the end "
+                             "(Ctrl-C stops the waiting, not the job)"),
+    "JobApproved": "", "JobRejected": "", "JobApprovalExpired": ""}
+"""What `--wait` says in a pipe of a job's approval, after the event's own words."""
+
+
 def describe_end(job_id: str, final: Any, last_error: str = "") -> str:
     words = {"JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "was rolled back",
              "JobNeedsAttention": "needs an administrator's attention", "JobPaused": "is paused"}
@@ -283,6 +290,9 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
                     total = sum(s["total"] for s in stages)
                     bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),
                                 description=f"{title}: {step['text']}"[:120])
+                    if r.type in APPROVAL_STEPS and not quiet and not err.is_terminal:
+                        # No bar in a pipe: a job held for a person said nothing for up to --timeout.
+                        err.print(f"{title}: {step['text']}" + APPROVAL_STEPS[r.type])
                     if r.type == "JobRetried":
                         followed.final = None  # the end read before it was not the job's last
                     elif r.type in stop:
