@@ -19,8 +19,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from contracts.commands import VERB_OF, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
-from contracts.events import FINAL_JOB_EVENTS
+from contracts.commands import VERB_OF, ApplyPlan, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
+from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.records import Recorded
 
 from .cli_bus import Bus, CliClient, bus_options, open_client
@@ -150,6 +150,17 @@ class Session:
             with contextlib.suppress(CliError):
                 await self.cluster(ident)
 
+    async def _ended(self, job_id: str, cmd: Command) -> str:
+        """`, which failed: <why>` of a repeated request's job that has ended (best effort): a plan
+        applied again after its job was rejected read as running now."""
+        with contextlib.suppress(CliError):
+            job = await (await self.tracker()).get(f"/v1/jobs/{job_id}")
+            if job.get("state") in FINAL_JOB_STATES:
+                why = f": {job['error']}" if job.get("error") else ""
+                again = "; nothing runs again: a new dry run makes a new plan" if isinstance(cmd, ApplyPlan) else ""
+                return f", which {'succeeded' if job['state'] == 'succeeded' else job['state'].replace('_', ' ')}{why}{again}"
+        return ""
+
     def stamp(self, cmd: Command, requested_by: str) -> Command:
         update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": requested_by}
         if "dry_run" in type(cmd).model_fields:
@@ -185,8 +196,8 @@ class Session:
                 out.print(self.named(f"lease of cluster {reply.cluster_id} extended: it expires at {shown_time(reply.expires_at)}"))
             return
         if not self.opts.as_json:
-            dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
-            if isinstance(cmd, JobCommand):  # named by its job: the cluster's name was never looked up
+            dup = f" (a repeat of an earlier request: same job{await self._ended(reply.job_id, cmd)})" if reply.duplicate else ""
+            if isinstance(cmd, JobCommand | ApplyPlan):  # named by its job or plan: the cluster's name was never looked up
                 await self._learn_names(f"cluster {reply.cluster_id}")
             elif isinstance(cmd, CreateCluster):  # named by whoever typed it: said back as the others are
                 self.names.setdefault(reply.cluster_id, cmd.name)
