@@ -238,7 +238,9 @@ def print_governance(reply: DryRun) -> None:
     for message in policy.get("deny", []):
         out.print(f"policy would deny: {message}")
     for message in policy.get("warn", []):
-        out.print(f"policy warns: {message}")
+        # An approval's look repeats a warning that is new since the request among its warnings, saying so.
+        if not any(w.startswith(message.removesuffix(")") + "; ") for w in reply.warnings):
+            out.print(f"policy warns: {message}")
     if policy.get("approval"):
         out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})")
 
