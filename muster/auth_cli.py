@@ -23,7 +23,7 @@ from contracts.identity import PERMISSIONS, SERVICE_KINDS, AuthReply, Scope
 
 from .bus.connect import CredentialsError, bearer_headers, credentials, principal_of, write_credentials_file
 from .cli_bus import Bus, bus_options, connect_or_fail
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, NEW_TOKEN, CliError, command, echo_json, json_option
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, command, echo_json, json_option, new_token
 from .tables import out as console
 from .tables import print_rows
 from .times import shown_time
@@ -310,7 +310,8 @@ async def whoami(bus: Bus, as_json: bool) -> None:
         if "the bus refused" not in str(err):
             raise
         reason = await _reason_from_tracker(bus, bus.tracker_url())
-        raise CliError(_refused_whoami(credentials().source, reason), err.exit_code) from None
+        found = credentials()
+        raise CliError(_refused_whoami(found.source, reason, found.principal), err.exit_code) from None
     if as_json:
         echo_json(data)
         return
@@ -325,11 +326,11 @@ async def whoami(bus: Bus, as_json: bool) -> None:
 
 
 
-def _refused_whoami(source: str, reason: str) -> str:
+def _refused_whoami(source: str, reason: str, principal: str | None) -> str:
     """What whoami says of a token the bus refused: the refusal said "`muster whoami` asks the
     tracker which", which sent the user in a circle; here the tracker's answer, and the way on."""
     accepted = reason.startswith("the tracker accepts")
-    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{NEW_TOKEN}")
+    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{new_token(principal)}")
 
 
 async def _reason_from_tracker(bus: Bus, url: str) -> str:

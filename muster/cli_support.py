@@ -45,9 +45,12 @@ EXIT_CODES: dict[int, str] = {
 }
 """The table docs/client.md shows (a unit test keeps the two the same)."""
 
-NEW_TOKEN = ("a new token: an admin of your tenant runs `muster token create --for PRINCIPAL --save FILE` and gives you "
-             "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
-"""The way on from a refused token, wherever it is refused (`whoami`, any read through the tracker)."""
+def new_token(principal: str | None) -> str:
+    """The way on from a refused token, wherever it is refused (`whoami`, any read through the
+    tracker), for the principal the token names (`PRINCIPAL` when it names none)."""
+    who = principal if principal and principal != "anonymous" else "PRINCIPAL"
+    return (f"a new token: an admin of your tenant runs `muster token create --for {who} --save FILE` and gives you "
+            "FILE; use it with MUSTER_CREDENTIALS=FILE (or its token in MUSTER_TOKEN)")
 
 
 class CliError(click.ClickException):

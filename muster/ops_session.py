@@ -19,8 +19,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from contracts.commands import VERB_OF, Command, DryRun, JobCommand, LeaseExtended, Rejected
-from contracts.events import FINAL_JOB_EVENTS
+from contracts.commands import VERB_OF, ApplyPlan, Command, CreateCluster, DryRun, JobCommand, LeaseExtended, Rejected
+from contracts.events import FINAL_JOB_EVENTS, FINAL_JOB_STATES
 from contracts.records import Recorded
 
 from .cli_bus import Bus, CliClient, bus_options, open_client
@@ -150,6 +150,17 @@ class Session:
             with contextlib.suppress(CliError):
                 await self.cluster(ident)
 
+    async def _ended(self, job_id: str, cmd: Command) -> str:
+        """`, which failed: <why>` of a repeated request's job that has ended (best effort): a plan
+        applied again after its job was rejected read as running now."""
+        with contextlib.suppress(CliError):
+            job = await (await self.tracker()).get(f"/v1/jobs/{job_id}")
+            if job.get("state") in FINAL_JOB_STATES:
+                why = f": {job['error']}" if job.get("error") else ""
+                again = "; nothing runs again: a new dry run makes a new plan" if isinstance(cmd, ApplyPlan) else ""
+                return f", which {'succeeded' if job['state'] == 'succeeded' else job['state'].replace('_', ' ')}{why}{again}"
+        return ""
+
     def stamp(self, cmd: Command, requested_by: str) -> Command:
         update: dict[str, Any] = {"request_id": self.opts.request_id or new_request_id(), "requested_by": requested_by}
         if "dry_run" in type(cmd).model_fields:
@@ -185,9 +196,11 @@ class Session:
                 out.print(self.named(f"lease of cluster {reply.cluster_id} extended: it expires at {shown_time(reply.expires_at)}"))
             return
         if not self.opts.as_json:
-            dup = " (a repeat of an earlier request: same job)" if reply.duplicate else ""
-            if isinstance(cmd, JobCommand):  # named by its job: the cluster's name was never looked up
+            dup = f" (a repeat of an earlier request: same job{await self._ended(reply.job_id, cmd)})" if reply.duplicate else ""
+            if isinstance(cmd, JobCommand | ApplyPlan):  # named by its job or plan: the cluster's name was never looked up
                 await self._learn_names(f"cluster {reply.cluster_id}")
+            elif isinstance(cmd, CreateCluster):  # named by whoever typed it: said back as the others are
+                self.names.setdefault(reply.cluster_id, cmd.name)
             out.print(self.named(f"{verb} accepted: job {reply.job_id}, cluster {reply.cluster_id}{dup}"))
             for warning in reply.warnings:
                 out.print(f"warning: {warning}")
@@ -225,9 +238,18 @@ def print_governance(reply: DryRun) -> None:
     for message in policy.get("deny", []):
         out.print(f"policy would deny: {message}")
     for message in policy.get("warn", []):
-        out.print(f"policy warns: {message}")
+        # An approval's look repeats a warning that is new since the request among its warnings, saying so.
+        if not any(w.startswith(message.removesuffix(")") + "; ") for w in reply.warnings):
+            out.print(f"policy warns: {message}")
     if policy.get("approval"):
         out.print(f"approval: the request would wait for an approver (rules {', '.join(policy['approval'])})")
+
+
+APPROVAL_STEPS = {
+    "JobApprovalRequested": (": an approver decides (`muster job approve|reject`); --wait waits for the end "
+                             "(Ctrl-C stops the waiting, not the job)"),
+    "JobApproved": "", "JobRejected": "", "JobApprovalExpired": ""}
+"""What `--wait` says in a pipe of a job's approval, after the event's own words."""
 
 
 def describe_end(job_id: str, final: Any, last_error: str = "") -> str:
@@ -281,6 +303,9 @@ async def follow(events: AsyncIterator[Recorded], job_id: str, title: str, until
                     total = sum(s["total"] for s in stages)
                     bars.update(bar, total=total or None, completed=sum(s["done"] for s in stages),
                                 description=f"{title}: {step['text']}"[:120])
+                    if r.type in APPROVAL_STEPS and not quiet and not err.is_terminal:
+                        # No bar in a pipe: a job held for a person said nothing for up to --timeout.
+                        err.print(f"{title}: {step['text']}" + APPROVAL_STEPS[r.type])
                     if r.type == "JobRetried":
                         followed.final = None  # the end read before it was not the job's last
                     elif r.type in stop:

@@ -28,7 +28,7 @@ from contracts.events import EVENT_ADAPTER
 from contracts.records import Recorded
 
 from .bus.connect import CredentialsError, bearer_headers, credentials
-from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, NEW_TOKEN, CliError
+from .cli_support import EXIT_DENIED, EXIT_FAILED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token
 from .readmodel.clusters import ClusterInfo
 from .readmodel.observed import Drift, needs_catalog
 from .tls.context import http_refusal
@@ -63,7 +63,8 @@ class TrackerReads:
         self.tenant: str | None = tenant or bus.asked
         try:
             self._headers = bearer_headers()
-            self._source = credentials().source
+            found = credentials()
+            self._source, self._principal = found.source, found.principal
         except CredentialsError as err:
             raise CliError(str(err), EXIT_INVALID) from None
         if self.tenant is not None:
@@ -124,7 +125,7 @@ class TrackerReads:
             message = f"HTTP {resp.status}"
         if resp.status == 401:
             # and the way on, as `whoami` says it (the commands said only that it was refused)
-            raise CliError(f"the tracker refused the token from {self._source}: {message}\n{NEW_TOKEN}", EXIT_DENIED)
+            raise CliError(f"the tracker refused the token from {self._source}: {message}\n{new_token(self._principal)}", EXIT_DENIED)
         if resp.status == 403:
             raise CliError(f"refused: {message}", EXIT_DENIED)
         if resp.status in (400, 404):

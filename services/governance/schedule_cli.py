@@ -20,7 +20,7 @@ from muster.times import shown_time
 
 from .cli import ask, ask_in, listed, out, report
 from .domain.operation_text import operation_text
-from .domain.schedules import due
+from .domain.schedules import due, typed
 
 # -- muster schedule ----------------------------------------------------------------------------
 
@@ -80,6 +80,13 @@ def schedule_create(name: str, cron: str | None, every: str | None, timezone: st
     report(run(ask(bus, "put", "schedule", as_json, "schedule create", entities=[entity])), as_json, "schedule create")
 
 
+def _when(entity: dict[str, Any]) -> str:
+    try:
+        return typed(Schedule.model_validate(entity))
+    except ValueError:  # as the console: a schedule no longer read by this version is listed, not a crash
+        return "?"
+
+
 def _next(entity: dict[str, Any], item: dict[str, Any]) -> str:
     if item.get("ended"):
         return f"ended: {item['ended']}"
@@ -105,7 +112,7 @@ async def schedule_list(as_json: bool, bus: Bus) -> None:
         e = i["entity"]
         last = i["runs"][-1] if i["runs"] else None
         ran = "" if last is None else f"{shown_time(last['tick'])}: " + ran_text(last["job_id"], last["rejected"], last.get("done", ""))
-        rows.append([i["name"], e.get("cron") or f"every {e['every_s']:g} s", e.get("text") or operation_text(e["verb"], e["command"]), e.get("owner", ""),
+        rows.append([i["name"], _when(e), e.get("text") or operation_text(e["verb"], e["command"]), e.get("owner", ""),
                      ran, _next(e, i)])
     some = " you may see" if answer.warnings else ""  # (without `read` on the tenant: those one owns or may run)
     listed(f"schedules of tenant {tenant}", ["name", "when", "operation", "owner", "last run", "next"], rows,

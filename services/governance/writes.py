@@ -33,7 +33,7 @@ from services.auth.domain.state import IdentityState
 
 from .domain.entities import Entry, Put, plan_puts, same_operation
 from .domain.operation_text import operation_text
-from .domain.schedules import cluster_gone, cluster_of
+from .domain.schedules import cluster_of, never_runs
 from .store import append_delete, append_puts, read_entries, read_for_put, with_deliveries
 
 TRIES = 3
@@ -233,14 +233,15 @@ class GovernanceWrites:
 
     async def _clusters_gone(self, tenant: str, puts: list[Put], entries: dict[tuple[str, str], Entry]) -> list[str]:
         """Schedules made, or given another operation, on a cluster the log does not have or has
-        deleted: every tick would be refused. One that keeps its operation (paused, resumed,
-        retimed) is not checked again."""
+        deleted, or whose lease they extend while it has none (`never_runs`): every tick would be
+        refused. One that keeps its operation (paused, resumed, retimed) is not checked again."""
         problems = []
         for put in puts:
             old = entries.get((put.kind, put.name))
             if put.kind != "schedule" or (old is not None and same_operation(old.entity, put.entity)):
                 continue
-            cluster_id = cluster_of(Schedule.model_validate(put.entity))
+            made = Schedule.model_validate(put.entity)
+            cluster_id = cluster_of(made)
             if cluster_id is None:
                 continue
             try:
@@ -248,7 +249,7 @@ class GovernanceWrites:
             except subjects.SubjectError as err:
                 problems.append(f"schedule {put.name!r}: {err}")
                 continue
-            gone = cluster_gone(history) if history else f"there is no cluster {cluster_id!r} in tenant {tenant!r}"
+            gone = never_runs(made, history) if history else f"there is no cluster {cluster_id!r} in tenant {tenant!r}"
             if gone:
                 problems.append(f"schedule {put.name!r}: {gone}: its operation could never run")
         return problems

@@ -46,6 +46,8 @@ log = structlog.get_logger("muster.notifier")
 def named_secrets(path: str | None) -> NotifierSecrets:
     """The named secrets of a secrets file (docs/secrets.md, the provisioners' format): the shared
     `@secrets` and each tenant's own under `@tenants`."""
+    if not path:
+        return NotifierSecrets(given=False)
     try:
         return NotifierSecrets.of(load_secrets(path), f"secrets file {path}")
     except SecretsFileError as err:  # bad input (exit 2), as the provisioner says it of the same file

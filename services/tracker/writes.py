@@ -238,7 +238,10 @@ async def _permission(tracker: Tracker, actor: Actor, route: WriteRoute, ids: di
     decision = actor.may(OPERATION_PERMISSIONS[verb], operation_scope(actor.tenant, verb, cluster_id, job_id))
     if decision:
         return None
-    return refused(403, f"{verb} refused: {getattr(decision, 'reason', '') or 'no permission'}")
+    reason = getattr(decision, "reason", "") or "no permission"
+    # The auth rule names the cluster by id; its requester knows it by name (as the CLI says it).
+    name = await cluster_name(tracker, actor.tenant, cluster_id) if cluster_id and cluster_id in reason else ""
+    return in_http_terms(refused(403, f"{verb} refused: {reason}"), None, None, {cluster_id: name} if cluster_id and name else None)
 
 
 async def saved_plan(tracker: Tracker, tenant: str, plan_id: str) -> tuple[PlanSaved, int] | None:

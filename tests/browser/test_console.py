@@ -137,7 +137,7 @@ def test_unknown_ids_and_pages_say_so(page: Any) -> None:
     for url, text in ((f"/ui/jobs/{unknown}", f"There is no job {unknown} in tenant default."),
                       (f"/ui/clusters/{unknown}", f"There is no cluster {unknown} in tenant default."),
                       (f"/ui/jobs/{unknown}/tasks/n1000.create", f"There is no job {unknown} in tenant default."),
-                      ("/ui/clusters/not-an-id", "'not-an-id' is not a cluster id (a UUID)."),
+                      ("/ui/clusters/not-an-id", "There is no cluster named 'not-an-id' in tenant default."),
                       ("/ui/nowhere", "The console has no page /ui/nowhere.")):
         response = page.goto(url)
         assert response.status == 404, url

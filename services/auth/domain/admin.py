@@ -230,7 +230,7 @@ class Admin:
         subject = subjects.identity_events("token", token_id) if record else subjects.identity_events("principal", target.id)
         return ok({"token_id": token_id, "principal": target.id, "revoked": True}, (subject, event, None))
 
-    def _grant_change(self, me: Principal, request: AuthRequest, strict: bool = True) -> tuple[Principal, Scope]:
+    def _grant_change(self, me: Principal, request: AuthRequest, strict: bool = True, verb: str = "grant") -> tuple[Principal, Scope]:
         if request.permission is None or not request.principal:
             raise Refused("name a principal and a permission (read, write, execute or grant)")
         grantee = self.state.principals.get(request.principal)
@@ -247,7 +247,7 @@ class Admin:
             raise Refused(str(err)) from None
         if tenant not in self.state.tenants:
             raise Refused(f"no tenant {tenant!r}")
-        decision = may_grant(me, self.state.grants_of(me.id), grantee, request.permission, scope)
+        decision = may_grant(me, self.state.grants_of(me.id), grantee, request.permission, scope, verb)
         if not decision:
             raise Forbidden(decision.reason)
         assert grantee is not None
@@ -261,7 +261,7 @@ class Admin:
                   (subjects.identity_events("principal", grantee.id), event, None))
 
     def do_revoke(self, me: Principal, request: AuthRequest) -> Result:
-        grantee, scope = self._grant_change(me, request, strict=False)  # what an older version let in goes too
+        grantee, scope = self._grant_change(me, request, strict=False, verb="revoke")  # what an older version let in goes too
         assert request.permission is not None
         if Grant(request.permission, scope) not in self.state.grants_of(grantee.id):  # said, not recorded ("revoked" before)
             return ok({"principal": grantee.id, "permission": request.permission, "scope": str(scope), "revoked": False})

@@ -81,8 +81,9 @@ def may(principal: Principal | None, grants: Iterable[Grant], permission: Permis
 
 
 def may_grant(grantor: Principal | None, grantor_grants: Iterable[Grant], grantee: Principal | None,
-              permission: Permission, scope: Scope) -> Decision:
-    """May `grantor` give (or take back) `permission` on `scope` to `grantee`?"""
+              permission: Permission, scope: Scope, verb: str = "grant") -> Decision:
+    """May `grantor` give (`verb` grant) or take back (revoke) `permission` on `scope` to `grantee`?
+    A user refused is told the command a tenant admin runs for it, as `may_operate` says."""
     if grantee is None:
         return Decision(False, "no such principal")
     if grantee.role in ("super_admin", "service") and not (grantor and (grantor.is_super_admin or grantor.service == "system")):
@@ -94,11 +95,19 @@ def may_grant(grantor: Principal | None, grantor_grants: Iterable[Grant], grante
     grants = list(grantor_grants)
     held = may(grantor, grants, "grant", scope)
     if not held:
-        return held
+        return Decision(False, held.reason + _ask_an_admin(grantor, grantee, permission, scope, verb))
     own = may(grantor, grants, permission, scope)
     if not own:
-        return Decision(False, f"cannot give {permission} on {_describe(scope)}: {own.reason}")
+        return Decision(False, f"cannot give {permission} on {_describe(scope)}: {own.reason}"
+                               + _ask_an_admin(grantor, grantee, permission, scope, verb))
     return ALLOW
+
+
+def _ask_an_admin(grantor: Principal | None, grantee: Principal, permission: Permission, scope: Scope, verb: str) -> str:
+    if grantor is None or grantor.disabled or grantor.role != "user" or grantor.tenant != scope.tenant:
+        return ""
+    does = "take it back" if verb == "revoke" else "give it"
+    return f" (a tenant admin can {does}: muster {verb} {grantee.id} {permission} --scope {_scope_arg(scope)})"
 
 
 def how_to_get(principal: Principal | None, permission: Permission, scope: Scope) -> str:
@@ -108,13 +117,16 @@ def how_to_get(principal: Principal | None, permission: Permission, scope: Scope
     the CLI, the API and the console say the same."""
     if principal is None or principal.disabled or principal.role != "user" or principal.tenant != scope.tenant:
         return ""
+    return f" (a tenant admin can give it: muster grant {principal.id} {permission} --scope {_scope_arg(scope)})"
+
+
+def _scope_arg(scope: Scope) -> str:
+    """The scope as `muster grant --scope` takes it (quoted where a shell would expand it)."""
     if scope.kind == "tenant":
-        arg = "tenant"
-    elif scope.kind == "job" and scope.cluster:  # a grant on its cluster covers it, and every later job
-        arg = f"cluster:{scope.cluster}"
-    else:
-        arg = f"{scope.kind}:{scope.id}" if scope.id != "*" else f"'{scope.kind}:*'"
-    return f" (a tenant admin can give it: muster grant {principal.id} {permission} --scope {arg})"
+        return "tenant"
+    if scope.kind == "job" and scope.cluster:  # a grant on its cluster covers it, and every later job
+        return f"cluster:{scope.cluster}"
+    return f"{scope.kind}:{scope.id}" if scope.id != "*" else f"'{scope.kind}:*'"
 
 
 def _describe(scope: Scope) -> str:

@@ -30,6 +30,7 @@ from cronsim import CronSim, CronSimError
 
 from contracts.governance import Schedule
 from contracts.records import Recorded
+from muster.durations import spoken
 from muster.readmodel.clusters import fold_cluster
 
 MAX_COUNTED = 10_000
@@ -59,12 +60,22 @@ def check(schedule: Schedule) -> None:
 
 
 def describe(schedule: Schedule) -> str:
+    """In words, for the console (`At 06:00 on Monday (Europe/Paris)`, `every 10 min`)."""
     if schedule.cron is not None:
         try:
             return f"{CronSim(schedule.cron, datetime(2000, 1, 1, tzinfo=UTC)).explain()} ({schedule.timezone})"
         except (CronSimError, ValueError, IndexError):
             return schedule.cron
-    return f"every {schedule.every_s:g} s"
+    return typed(schedule)
+
+
+def typed(schedule: Schedule) -> str:
+    """As `muster schedule create` takes it, for `muster schedule list`: the cron with its zone
+    unless UTC (listed bare beside its next tick in UTC, a Paris cron read an hour off), the
+    interval in the unit it was likely typed in (`every 10 min`: `every 600 s` for `--every 10m`)."""
+    if schedule.cron is not None:
+        return schedule.cron if schedule.timezone == "UTC" else f"{schedule.cron} ({schedule.timezone})"
+    return f"every {spoken(schedule.every_s or 0)}"
 
 
 def next_tick(schedule: Schedule, after: datetime, created_at: datetime) -> datetime:
@@ -132,3 +143,16 @@ def cluster_gone(history: Sequence[Recorded]) -> str:
     """Why a schedule on the cluster with these (its own) events ends: '' unless it is deleted."""
     cluster = fold_cluster(history)
     return f"cluster {cluster.name} was deleted (job {cluster.job_id})" if cluster is not None and cluster.status == "deleted" else ""
+
+
+def never_runs(schedule: Schedule, history: Sequence[Recorded]) -> str:
+    """Why no tick of this schedule could run on the cluster with these events ('' if one may): it
+    is deleted, or the schedule extends the lease of a cluster that has none (a lease is set at
+    create only, so every tick would be refused `nothing to extend`)."""
+    gone = cluster_gone(history)
+    if gone:
+        return gone
+    cluster = fold_cluster(history)
+    if schedule.command.get("type") == "ExtendLease" and cluster is not None and cluster.expires_at is None:
+        return f"cluster {cluster.name} has no lease (it expires never)"
+    return ""

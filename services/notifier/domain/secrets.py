@@ -23,6 +23,8 @@ __all__ = ["TENANTS", "NotifierSecrets", "SecretsFileError"]
 class NotifierSecrets:
     shared: Mapping[str, Any] = field(default_factory=dict)
     tenants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    given: bool = True
+    """False: the notifier was started without a file (every reference is missing, and why)."""
 
     @classmethod
     def of(cls, data: Mapping[str, Any], where: str = "the secrets file") -> NotifierSecrets:
@@ -40,6 +42,10 @@ class NotifierSecrets:
         own = self.tenants.get(tenant, {})
         value = own.get(name) if name in own else self.shared.get(name)
         if not isinstance(value, str) or not value:
+            if not self.given:  # said as what to do: "not in the file" sent people looking for one
+                return "", (f"secret {name or '?'!r}: the notifier was started without a secrets file (its operator gives "
+                            "it one: `muster notifier --secrets FILE`, or $MUSTER_NOTIFIER_SECRETS, which `muster up` "
+                            'passes on; docs/governance.md, "Whose secrets")')
             return "", (f"secret {name or '?'!r} is not in the notifier's secrets file (under '{NAMED}', or "
                         f"'{TENANTS}' → '{tenant}')")
         return value, ""

@@ -99,13 +99,17 @@ async def cluster(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 def _named_cluster(request: web.Request, viewer: Viewer) -> str | None:
     """The id of the tenant's cluster (not deleted) that the page's parameter names, if it is a
-    name rather than an id; None: an id, or no such name (the id check then says what is wrong)."""
+    name rather than an id and the viewer may read it; None: an id. A name of no cluster the
+    viewer may read is "no cluster named" (it said "not a cluster id", as if names were not taken)."""
     value = request.match_info["cluster_id"]
     tracker = tracker_of(request)
     if is_uuid(value) or tracker.index is None:
         return None
     found = [c["id"] for c in tracker.list_clusters(viewer.tenant, 0, 2, name=value).items if c.get("status") != "deleted"]
-    return found[0] if len(found) == 1 else None
+    # Only to who may read it: the redirect's `Location` is the cluster's id (as the API names an id).
+    if len(found) != 1 or not viewer.may_cluster("read", found[0]):
+        raise NotFound(f"There is no cluster named {value[:80]!r} in tenant {viewer.tenant}.")
+    return found[0]
 
 
 @page

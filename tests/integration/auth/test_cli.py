@@ -68,7 +68,7 @@ async def test_identities_from_the_command_line(authed: Authed) -> None:
     assert code == 4 and "the bus refused the token from $MUSTER_TOKEN" in err and alice not in out + err
     # whoami says which it may be (no tracker runs here to say) and the way on, not "`muster
     # whoami` asks the tracker which"
-    assert "expired or revoked" in err and "muster token create --for PRINCIPAL --save FILE" in err
+    assert "expired or revoked" in err and "muster token create --for alice --save FILE" in err
     assert "muster whoami" not in err
 
 

@@ -173,3 +173,27 @@ async def test_subscriptions_show_their_filters_and_last_delivery_in_the_console
     resp = await console.http.get("/v1/governance/subscriptions", headers={"Authorization": f"Bearer {console.tokens['ada']}"})
     (item,) = (await resp.json())["items"]
     assert resp.status == 200 and item["delivery"]["state"] == "failing" and item["delivery"]["status"] == 503, item
+
+
+async def test_a_cluster_named_in_the_url_opens_only_for_who_may_read_it(console: Console, authed: Authed) -> None:
+    """`/ui/clusters/<name>` opens the cluster of that name (docs/ui.md). Walk of session 24: it
+    redirected to the cluster's id whether or not the viewer could read it (the `Location` told a
+    user with a grant on one cluster the id of another it may not see; the API names an id only
+    to who may read it), and a name of no cluster said `'x' is not a cluster id (a UUID)`, as if
+    names were not taken."""
+    hidden = str(uuid.uuid4())
+    system = await authed.raw(authed.system_token, "sys")
+    await EventStore(system).append(subjects.cluster_events("a", hidden), [Append(ClusterRequested(
+        tenant="a", cluster_id=hidden, name="secret", template="t", provider="p", job_id=str(uuid.uuid4())),
+        msg_id=f"c-{hidden}")], expect_last_seq=0)
+    await system.close()
+    tracker = console.http.app[TRACKER]
+    await tracker.index.mirror.wait_for(lambda: bool(tracker.list_clusters("a", 0, 2, name="secret").items), 20)
+    opened = await console.http.get("/ui/clusters/secret", cookies={"muster_session": console.tokens["ada"]}, allow_redirects=False)
+    assert opened.status in (302, 303) and opened.headers["Location"] == f"/ui/clusters/{hidden}"
+    refused = await console.http.get("/ui/clusters/secret", cookies={"muster_session": console.tokens["onex"]}, allow_redirects=False)
+    body = await refused.text()
+    assert refused.status == 404 and hidden not in body + refused.headers.get("Location", ""), (refused.status, refused.headers)
+    assert "There is no cluster named &#39;secret&#39; in tenant a." in body, body
+    status, nothing = await console.get("/ui/clusters/nosuch", "onex")  # the same words as a name nobody took
+    assert status == 404 and nothing.replace("nosuch", "secret") == body

@@ -99,7 +99,7 @@ async def test_another_tenant_sees_nothing_of_them(tracked: Tracked) -> None:
 async def test_unknown_and_malformed_ids_are_404_pages(tracked: Tracked) -> None:
     unknown = str(uuid.uuid4())
     for path, text in ((f"/ui/jobs/{unknown}", f"There is no job {unknown} in tenant default."),
-                       ("/ui/jobs/../etc", "The console has no page"), ("/ui/clusters/x", "'x' is not a cluster id"),
+                       ("/ui/jobs/../etc", "The console has no page"), ("/ui/clusters/x", "There is no cluster named 'x' in tenant default."),
                        ("/ui/clusters/" + unknown + "?seq=abc", "is not a log sequence")):
         resp = await tracked.http.get(path)
         assert resp.status == 404 and resp.content_type == "text/html", path

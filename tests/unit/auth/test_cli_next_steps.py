@@ -8,10 +8,12 @@ from muster.auth_cli import _refused_whoami, tenant_next_steps
 
 
 def test_whoami_of_a_refused_token_says_why_and_how_to_get_a_new_one() -> None:
-    said = _refused_whoami("$MUSTER_TOKEN", "the tracker says: token abc of alice was revoked")
+    said = _refused_whoami("$MUSTER_TOKEN", "the tracker says: token abc of alice was revoked", "alice")
     assert said.startswith("the bus refused the token from $MUSTER_TOKEN; the tracker says: token abc of alice was revoked")
-    assert "muster token create --for PRINCIPAL --save FILE" in said and "muster whoami" not in said
-    down = _refused_whoami("$MUSTER_TOKEN", "the tracker accepts the token: the auth service is probably down")
+    # the principal the token names (walk of session 24: `--for PRINCIPAL`, to a user who is alice)
+    assert "muster token create --for alice --save FILE" in said and "muster whoami" not in said
+    assert "--for PRINCIPAL" in _refused_whoami("$MUSTER_TOKEN", "the tracker says: malformed token", "anonymous")
+    down = _refused_whoami("$MUSTER_TOKEN", "the tracker accepts the token: the auth service is probably down", "alice")
     assert "token create" not in down
 
 
@@ -28,7 +30,7 @@ async def test_a_read_the_tracker_refuses_for_its_token_says_the_way_on_as_whoam
     said how to get a new one."""
     import pytest
 
-    from muster.cli_support import NEW_TOKEN, CliError
+    from muster.cli_support import CliError, new_token
     from muster.tracker_client import TrackerReads
 
     class Refused:
@@ -38,7 +40,8 @@ async def test_a_read_the_tracker_refuses_for_its_token_says_the_way_on_as_whoam
             return {"error": {"status": 401, "message": "token abc of alice was revoked"}}
 
     reads = object.__new__(TrackerReads)
-    reads._source = "alice.cred"
+    reads._source, reads._principal = "alice.cred", "alice"
     with pytest.raises(CliError) as raised:
         await reads._check(Refused())  # type: ignore[arg-type]
-    assert str(raised.value) == f"the tracker refused the token from alice.cred: token abc of alice was revoked\n{NEW_TOKEN}"
+    assert str(raised.value) == f"the tracker refused the token from alice.cred: token abc of alice was revoked\n{new_token('alice')}"
+    assert "`muster token create --for alice --save FILE`" in new_token("alice")

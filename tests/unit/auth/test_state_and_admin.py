@@ -205,3 +205,15 @@ def test_revoking_an_unknown_token_names_the_option_that_exists(state: IdentityS
     flag = reason.split("needs ")[1].split()[0]
     assert reason.startswith("no token 'jwt-abc'") and flag == "--for"
     assert "--for" in CliRunner().invoke(token, ["revoke", "--help"]).output
+
+
+@pytest.mark.parametrize(("verb", "said"), [
+    ("grant", "a tenant admin can give it: muster grant alice read --scope tenant"),
+    ("revoke", "a tenant admin can take it back: muster revoke alice read --scope tenant")])
+def test_a_user_refused_a_grant_is_told_who_can_make_it(state: IdentityState, verb: str, said: str) -> None:
+    """Walk of session 24: a user who typed `muster grant alice read --scope tenant` (itself, to
+    read the tenant's schedules) was told `alice has no grant permission on tenant a` and no more,
+    where every other refusal names the command a tenant admin runs."""
+    refused = run(state, "alice", verb, principal="alice", permission="read").reply
+    assert not refused.ok and refused.code == "forbidden"
+    assert refused.reason == f"alice has no grant permission on tenant a ({said})", refused.reason

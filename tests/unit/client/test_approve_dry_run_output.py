@@ -18,3 +18,17 @@ def test_an_approvals_look_says_nothing_was_decided_and_what_the_policies_say_no
     assert "nothing was decided" in said and "the plan is saved" not in said and "cluster apply" not in said
     assert "policy would deny: over budget (policy budget)" in said and "an approval now is refused" in said
     assert "warning: it costs 0.30/h at the catalog's prices now (0.15/h when it was requested)" in said
+
+
+def test_a_warning_new_since_the_request_is_said_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """Walk of session 24: an approver's look printed `policy warns: tenant acme would have 39 of its
+    40 nodes (policy nodes_per_tenant)` and, next to it, the same warning `(policy nodes_per_tenant;
+    new since the request)`. Said once, with what it adds."""
+    said = "tenant acme would have 39 of its 40 nodes"
+    reply = DryRun(plan={"tasks": [], "stages": []}, policy={"deny": [], "warn": [f"{said} (policy nodes)", "older (policy p)"],
+                                                              "approval": []},
+                   warnings=[f"{said} (policy nodes; new since the request)"])
+    print_dry_run("approve", reply)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line for line in lines if said in line] == [f"warning: {said} (policy nodes; new since the request)"], lines
+    assert "policy warns: older (policy p)" in lines

@@ -88,3 +88,24 @@ def test_tenant_budget() -> None:
     assert verdict("tenant_budget", doc(per_hour=2.0, before_per_hour=1.5, tenant_per_hour=4.0))[0] == []
     # over budget already, a shrink is not refused
     assert verdict("tenant_budget", doc(operation="shrink", per_hour=1.0, before_per_hour=2.0, tenant_per_hour=7.0))[0] == []
+
+
+@pytest.mark.parametrize(("operation", "before", "after", "before_per_hour", "per_hour"), [
+    ("check", 6, 6, 0.30, 0.30), ("stop", 6, 6, 0.30, 0.30), ("shrink", 20, 19, 4.0, 3.8), ("delete", 7, 0, 0.35, 0.0)])
+def test_the_examples_warn_of_what_a_request_adds_not_of_every_request(operation: str, before: int, after: int,
+                                                                        before_per_hour: float, per_hour: float) -> None:
+    """Walk of session 24: with the tenant at 33 of its 40 nodes and 4.65 of its 5.00 an hour,
+    every request warned `would have 33 of its 40 nodes` and `would spend 4.65 ...`: a nightly
+    `check`, a stop, a shrink, the delete that brings the tenant down (each job then carried a
+    PolicyWarned, and an approver read warnings about a request that spends nothing). A warning
+    is for a request that adds nodes or cost, as the denials already were."""
+    document_ = doc(operation=operation, before=before, after=after, tenant_nodes=33, before_per_hour=before_per_hour,
+                    per_hour=per_hour, tenant_per_hour=4.65)
+    assert verdict("nodes_per_tenant", document_) == ([], [])
+    assert verdict("tenant_budget", document_) == ([], [])
+    # a tenant over its limits (lowered since): its 25-node cluster may still be checked and shrunk
+    over = doc(operation=operation, before=25, after=25 if operation in ("check", "stop") else 24, tenant_nodes=45)
+    assert verdict("nodes_per_tenant", over) == ([], [])
+    growing = doc(operation="expand", before=6, after=7, tenant_nodes=33, before_per_hour=0.30, per_hour=0.35, tenant_per_hour=4.65)
+    assert verdict("nodes_per_tenant", growing)[1] == ["tenant t would have 34 of its 40 nodes"]
+    assert verdict("tenant_budget", growing)[1] == ["tenant t would spend 4.70 of its 5.00 an hour"]

@@ -4,6 +4,7 @@ input)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -69,3 +70,34 @@ def test_the_timing_given_twice_or_not_at_all_is_said_as_that(timing: list[str],
     result = CliRunner().invoke(muster.cli.main, ["schedule", "create", "x", *timing, "--nats-url", "nats://127.0.0.1:1",
                                                   "--", "cluster", "check", "web"])
     assert (result.exit_code, result.stderr) == (2, said), result.output
+
+
+def test_a_schedules_timing_is_listed_as_it_was_typed_with_its_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Walk of session 24: `schedule create weekly --cron '0 6 * * MON' --tz Europe/Paris` was
+    listed `0 6 * * MON` beside its next tick `05:00 UTC`, an hour off to whoever did not remember
+    the zone (the console said it); and `--every 10m` was listed `every 600 s`, in the CLI and the
+    console, where a rule's `--expires 24h` is listed `24 h`."""
+    from click.testing import CliRunner
+
+    import services.governance.schedule_cli as schedule_cli
+    from contracts.governance import GovernanceAnswer, Schedule
+    from services.governance.domain.schedules import describe
+
+    def item(name: str, **timing: Any) -> dict[str, Any]:
+        entity = {"name": name, "verb": "check", "command": {"type": "CheckCluster", "cluster_id": "c1"}, "owner": "ada",
+                  "text": "cluster check c1", **timing}
+        return {"name": name, "entity": entity, "runs": [], "created_at": "2026-11-30T20:00:00+00:00"}
+
+    items = [item("weekly", cron="0 6 * * MON", timezone="Europe/Paris"), item("nightly", cron="0 3 * * *"),
+             item("often", every_s=600.0), item("odd", every_s=90.0)]
+
+    async def listing(*_: Any, **__: Any) -> tuple[str, GovernanceAnswer]:
+        return "acme", GovernanceAnswer(ok=True, items=items)
+
+    monkeypatch.setattr(schedule_cli, "ask_in", listing)
+    result = CliRunner().invoke(muster.cli.main, ["schedule", "list", "--nats-url", "nats://127.0.0.1:1"])
+    assert result.exit_code == 0, result.output
+    when = dict(re.split(r"\s{2,}", line)[:2] for line in result.stdout.splitlines()[1:])
+    assert when == {"weekly": "0 6 * * MON (Europe/Paris)", "nightly": "0 3 * * *", "often": "every 10 min",
+                    "odd": "every 90 s"}, result.stdout
+    assert describe(Schedule.model_validate(items[2]["entity"])) == "every 10 min"  # the console's words

@@ -11,7 +11,7 @@ import pytest
 
 from contracts import subjects
 from contracts.commands import LeaseExtended
-from contracts.events import ClusterRequested, ClusterStatusChanged
+from contracts.events import ClusterLeaseChanged, ClusterRequested, ClusterStatusChanged
 from contracts.governance import GovernancePut, GovernanceRequest, Schedule, ScheduleAnswered, ran_text
 from contracts.records import Recorded
 from muster.ports.eventlog import Append
@@ -265,3 +265,25 @@ async def test_a_schedule_is_refused_on_a_cluster_the_log_does_not_have_or_has_d
         "schedule 'late': cluster web was deleted (job j2): its operation could never run"], late
     # The schedule made before keeps its operation: it may still be paused (its next tick ends it).
     assert (await create("nightly", "c1", paused=True)).ok
+
+
+async def test_a_lease_extension_is_refused_on_a_cluster_without_a_lease() -> None:
+    """Walk of session 24: `schedule create weekly --cron '0 6 * * MON' -- cluster extend-lease c1
+    --add 7d` on a cluster that expires never was written, and every tick would be refused (`the
+    cluster expires never (no lease): nothing to extend`): a lease is set at create only."""
+    log = MemoryEventLog()
+    writes = GovernanceWrites(log)
+
+    async def create(name: str) -> Any:
+        entity = {**schedule(name=name).model_dump(mode="json"), "verb": "extend-lease",
+                  "command": {"type": "ExtendLease", "cluster_id": "c1", "by_s": 7 * 86400}}
+        request = GovernanceRequest(kind="schedule", entities=[entity], requested_by="uma")
+        return await writes.answer("a", "anonymous", "put", request.model_dump_json().encode())
+
+    await delete_cluster(log, "active")
+    never = await create("weekly")
+    assert not never.ok and never.code == "invalid" and never.problems == [
+        "schedule 'weekly': cluster web has no lease (it expires never): its operation could never run"], never
+    await log.append(subjects.cluster_events("a", "c1"), [Append(
+        ClusterLeaseChanged(cluster_id="c1", expires_at=T0 + timedelta(days=1), max_at=None, step_s=0), msg_id="lease", time=T0)])
+    assert (await create("weekly")).ok
