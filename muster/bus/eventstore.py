@@ -277,6 +277,11 @@ class EventStore:
             out.extend(await self._from_leader(subject_filter, seq, up_to_seq))
         return [await inflate(self.bodies, r) for r in out]
 
+    async def read_through(self, subject: str, seq: int) -> list[Recorded]:
+        """The subject's events up to the one at `seq`, which the caller was delivered (`read`
+        has it: on a replicated stream its end is the leader's)."""
+        return await self.read(subject, up_to_seq=seq)
+
     async def read_heads(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None,
                          timeout: float = 600.0) -> list[Head]:
         """`read`'s events as their heads: an ordered read of the filter (`replay`'s), two

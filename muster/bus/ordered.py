@@ -74,8 +74,16 @@ class OrderedReader:
         leader_check: bool = False,
         leader_last: LeaderLast | None = None,
         deletes: bool = True,
+        reach_seq: int | None = None,
+        reach_wait: float = 10.0,
     ) -> None:
         self.nc = nc
+        self.reach_seq = reach_seq if not last_per_subject else None
+        """A sequence of the filters the reader knows is stored (it was delivered that event): the
+        read goes on until it has it, as with `leader_last`, for a reader that may not ask the
+        leader; a replica that has not applied it within `reach_wait` seconds fails the read."""
+        self.reach_wait = reach_wait
+        self._reach_by: float | None = None
         self.deletes = deletes
         """Deletes each consumer it is done with; otherwise (a reader whose rights delete none:
         session 23) the server removes it once nobody listens (`NO_DELETE_INACTIVE_S`)."""
@@ -134,17 +142,25 @@ class OrderedReader:
             self.resets += 1  # "reset": carry on from the message after the last one taken
 
     async def _behind_leader(self, deadline: float) -> bool:
-        """Whether the leader has a message of the filters this read has not reached yet (then
-        after a pause, so that the replica has applied it); never without `leader_last`."""
-        if self.leader_last is None:
+        """Whether the leader has a message of the filters this read has not reached yet, or the
+        read has not reached `reach_seq` (then after a pause, so that the replica has applied it);
+        never without `leader_last` or `reach_seq`."""
+        if self.leader_last is None and self.reach_seq is None:
             return False
-        last = max([await self.leader_last(f) for f in self.filters])
+        last = max([self.reach_seq or 0] + [await self.leader_last(f) for f in self.filters if self.leader_last is not None])
         if last < self._next_seq:
             return False
         loop = asyncio.get_running_loop()
+        if self.reach_seq is not None and last == self.reach_seq:
+            if self._reach_by is None:
+                self._reach_by = loop.time() + self.reach_wait
+            deadline = min(deadline, self._reach_by)
         pause = min(0.005 * 2 ** min(self.behind, 6), deadline - loop.time())
         if pause <= 0:
-            raise TimeoutError(f"reading {self.stream} {self.filters}: the replica read has not reached the leader's {last}")
+            raise TimeoutError(f"reading {self.stream} {self.filters}: the replica read has not reached the leader's {last}"
+                               if last != self.reach_seq else
+                               f"reading {self.stream} {self.filters}: the replica read has not reached {last}, "
+                               f"delivered to this reader, within {self.reach_wait:g} s")
         self.behind += 1
         await asyncio.sleep(pause)  # (a bounded wait for replication, not a poll for work)
         return True

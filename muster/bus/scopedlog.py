@@ -5,7 +5,8 @@
 body too), and lists subjects by `EVENTS`' info with a subject filter in the body: a service
 with those rights reads every tenant's events whatever its permissions say, since permissions
 see subjects, never bodies. `ScopedEventStore` is the same port read otherwise, for the
-services whose rights name the filters they read (the pool service, the solver):
+services whose rights name the filters they read (the pool service, the solver, governance,
+the notifier):
 
 - events of a filter: a named ordered consumer with its one filter in the request's subject
   (`$JS.API.CONSUMER.CREATE.EVENTS.<name>.<filter>`, `muster.bus.ordered`); for a literal
@@ -25,7 +26,10 @@ leader's last sequence of the subject or filter ("wrong last sequence: N") and s
 (`fenced_last`). So a read goes on until it has reached that sequence. That takes the right to
 publish on the subjects read: a service that has it on what it reads (the pool its pools and
 requests, the solver the layouts) says so with `confirm=True`; one that has it on some (the
-governance service on its own entities, not on the clusters it reads) names those filters.
+governance service on its own entities, not on the clusters it reads; the notifier on its
+notifications, not on the jobs) names those filters. A subject read up to an event the reader
+was delivered (`read_through`: the notifier's job ends) needs no leader: the read goes on until
+it has that sequence.
 """
 
 from __future__ import annotations
@@ -160,6 +164,25 @@ class ScopedEventStore(EventStore):
 
         await read_in_order(self.nc, self.stream, [subject_filter], on_message, start_seq=start_seq,
                             api_timeout=self.timeout, timeout=READ_TIMEOUT_S, **await self._end_check([subject_filter]))
+        return [await inflate(self.bodies, r) for r in out]
+
+    async def read_through(self, subject: str, seq: int) -> list[Recorded]:
+        """The subject's events up to the one at `seq`, which the caller was delivered: a consumer
+        of a replica that has not applied it yet is followed, after a short pause, by another,
+        until the read has it (`OrderedReader.reach_seq`). A reader that may not probe the leader
+        (`confirm`) still reads what it was told of; what the subject got before is in it."""
+        out: list[Recorded] = []
+
+        def on_message(subject_: bytes, seq_: int, data: bytes, header_block: bytes) -> None:
+            if seq_ <= seq:
+                out.append(self._decoded(subject_, seq_, data, header_block))
+
+        # (no last sequence asked first, as `read` does: the subject has the event at `seq`; one
+        # server holds what it delivered, so only a replicated log's reader reads on for it)
+        replicated = await self._is_replicated()
+        await OrderedReader(self.nc, self.stream, [subject], on_message, api_timeout=self.timeout,
+                            reach_seq=seq if replicated else None, reach_wait=self.timeout,
+                            **await self._end_check([subject])).run(READ_TIMEOUT_S)
         return [await inflate(self.bodies, r) for r in out]
 
     async def subject_names(self, subject_filter: str) -> set[str]:

@@ -74,6 +74,12 @@ class EventLog(Protocol):
     async def read(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Recorded]:
         ...
 
+    async def read_through(self, subject: str, seq: int) -> list[Recorded]:
+        """The subject's events up to and including the one at `seq`, an event of it the caller
+        was delivered (a consumer's): the read includes it even where the reader's replica of a
+        replicated log has not applied it yet (muster.bus.scopedlog)."""
+        ...
+
     async def read_heads(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Head]:
         """`read`'s events as their heads only (see the module's contract)."""
         ...

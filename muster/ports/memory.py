@@ -171,6 +171,9 @@ class MemoryEventLog:
         end = len(self.records) if up_to_seq is None else min(up_to_seq, len(self.records))
         return [r for r in self.records[max(0, start_seq - 1):end] if matches(subject_filter, r.subject)]
 
+    async def read_through(self, subject: str, seq: int) -> list[Recorded]:
+        return await self.read(subject, up_to_seq=seq)
+
     async def read_heads(self, subject_filter: str, start_seq: int = 1, up_to_seq: int | None = None) -> list[Head]:
         self._readable()
         end = len(self.records) if up_to_seq is None else min(up_to_seq, len(self.records))

@@ -113,7 +113,7 @@ class Notifier:
         subs = self.subscriptions(tenant)
         if not subs:
             return
-        cluster = fold_cluster(await self.log.read(r.subject, up_to_seq=r.seq))
+        cluster = fold_cluster(await self.log.read_through(r.subject, r.seq))
         name = cluster.name if cluster is not None else ""
         ends: datetime | None = r.event.expires_at
         facts = {"cluster_id": r.event.cluster_id, "cluster": name or r.event.cluster_id,
@@ -124,7 +124,7 @@ class Notifier:
                 await self._queue(tenant, sub, "lease_expiring", r, when, facts)
 
     async def _job_facts(self, tenant: str, r: Recorded) -> dict[str, Any] | None:
-        history = await self.log.read(subjects.job_events(tenant, r.event.job_id))
+        history = await self.log.read_through(r.subject, r.seq)  # (the job's subject: ALL_JOB_EVENTS)
         first = history[0].event if history else None
         if first is None or first.type != "JobRequested":
             return None

@@ -23,6 +23,7 @@ from contracts.governance import Subscription
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
+from muster.bus.scopedlog import ScopedEventStore
 from muster.cli_support import CliError
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ports.clock import AsyncioClock
@@ -93,7 +94,10 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
                          ack_wait: float = 30.0, allowed: Allowed | None = None) -> Notifier:
     """`secrets`: a plain mapping is every tenant's (`@secrets`); `allowed`: where webhooks may go
     besides public addresses (none: the safe default)."""
-    store = EventStore(nc)
+    # Scoped reads (decision 0057): jobs, clusters, catalogs, subscriptions by consumers and subject
+    # direct gets; its own notifications confirmed with the leader (it publishes there), the rest
+    # not (it may not), a job's end and a lease's change read until their delivered sequence.
+    store = ScopedEventStore(nc, confirm=(subjects.ALL_NOTIFICATION_EVENTS,), deletes=False)
     mirror = GovernanceMirror(nc.jetstream(), subjects.ALL_SUBSCRIPTION_EVENTS)
     await mirror.start()
     stack.push_async_callback(mirror.stop)

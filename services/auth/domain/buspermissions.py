@@ -165,17 +165,19 @@ CONSUMED: dict[str, tuple[str, ...]] = {
     # and the clusters a schedule names (its scoped reads: decision 0057)
     "governance": (subjects.ALL_SCHEDULE_EVENTS, subjects.ALL_IDENTITY_EVENTS, subjects.ALL_GOVERNANCE_EVENTS,
                    subjects.ALL_CLUSTER_EVENTS),
-    # every tenant's jobs' ends and clusters' leases (its routes), the subscriptions (its mirror),
-    # the identities (whether a subscription's author may still read its tenant)
+    # every tenant's jobs' ends and clusters' leases (its routes; a job's events and a cluster's,
+    # its scoped reads), the subscriptions (its mirror, one just made), the identities (whether a
+    # subscription's author may still read its tenant), the catalogs (a repair's drift) and its
+    # own notifications (its start's replay)
     "notifier": (subjects.ALL_JOB_EVENTS, subjects.ALL_CLUSTER_EVENTS, subjects.ALL_SUBSCRIPTION_EVENTS,
-                 subjects.ALL_IDENTITY_EVENTS),
+                 subjects.ALL_IDENTITY_EVENTS, subjects.ALL_CATALOG_EVENTS, subjects.ALL_NOTIFICATION_EVENTS),
     "solver": (subjects.ALL_LAYOUT_EVENTS,),  # layouts to solve (its route)
 }
 """The filters of each service's consumers on EVENTS (its routes' filters, its mirrors', its
 replays', and of a service reading in scoped forms its aggregates'): all it may create a
-consumer of. A service not moved to scoped reads yet (the notifier) reads an aggregate (a
-cluster's events, a job's) by a batch direct get, not a consumer. tests/unit/auth/test_consumed.py checks the
-routes against it; the planner and the tracker read every event for their work."""
+consumer of (and, each of these services reading in scoped forms only, direct get a subject's
+last event of). tests/unit/auth/test_consumed.py checks the routes against it; the planner and
+the tracker read every event for their work."""
 
 PLANNER_BUCKETS = tuple(f"KV_{b}" for b in ("nodemaps", "leases", "snapshots", "budgets", "spend"))
 """The buckets a planner declares at start (and reads and writes)."""
@@ -249,8 +251,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
         return BusPermissions(tuple(pub), (subjects.ALL_GOVERNANCE_REQUESTS, inbox))
     if kind == "notifier":
         # Notifications and their attempts, and the bus subjects subscriptions name (a tenant's
-        # own `muster.cb.<tenant>.`, checked when the subscription is made).
-        pub = _log_reader(CONSUMED["notifier"]) + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
+        # own `muster.cb.<tenant>.`, checked when the subscription is made). It reads the log in
+        # scoped forms (services/notifier/entrypoint.py, decision 0057), and deletes no consumer.
+        pub = _log_reader(CONSUMED["notifier"], scoped=True) + [subjects.ALL_NOTIFICATION_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
                                       f"{BODIES[1]}.>", ANSWERS]
         # It answers `muster notify test` (`muster.gov.<tenant>.<principal>.notify-test`) and the
         # governance service's check of a subscription before it is stored (`notify-check`).

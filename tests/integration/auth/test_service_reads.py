@@ -1,9 +1,10 @@
-"""The pool service reads only its requests' and its pools' events, and the solver only the layouts',
-in forms nats-server scopes by the request's subject (decision 0057; docs/security.md, "Services'
-JetStream rights"). Before, their rights had the log's batch direct get (`$JS.API.DIRECT.GET.EVENTS`, `next_by_subj` or
+"""The pool service reads only its requests' and its pools' events, the solver only the layouts',
+governance its entities and the clusters, and the notifier the jobs, clusters, catalogs,
+subscriptions and its notifications, in forms nats-server scopes by the request's subject
+(decision 0057; docs/security.md, "Services' JetStream rights"). Before, their rights had the log's batch direct get (`$JS.API.DIRECT.GET.EVENTS`, `next_by_subj` or
 `multi_last` in the body), its message get (`$JS.API.STREAM.MSG.GET.EVENTS`, the filter in the
 body) and `EVENTS`' info (a subject filter in the body names every subject of the log), so a
-compromised pool service or solver read any tenant's events: a cluster's nodes and addresses, a
+compromised pool service, solver or notifier read any tenant's events: a cluster's nodes and addresses, a
 job's results. These are a raw nats-py client's attacks with each one's own credentials; and its
 own reads (`ScopedEventStore`), as its code makes them, with no permission violation."""
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,11 +21,14 @@ import pytest_asyncio
 from nats.aio.client import Client
 
 from contracts import subjects
-from contracts.events import ClusterRequested
+from contracts.events import ClusterRequested, JobRequested, JobSucceeded
+from contracts.governance import GovernancePut
 from contracts.records import Append
 from muster.bus.eventstore import EventStore
 from muster.bus.scopedlog import ScopedEventStore
 from muster.bus.streams import ensure_streams
+from muster.catalog.store import catalog_filter
+from services.notifier.entrypoint import start_notifier
 
 from .conftest import Authed
 from .refusals import raw_refused, refused
@@ -31,9 +36,10 @@ from .refusals import raw_refused, refused
 FOREIGN = f"{subjects.EVT}.other.plan.p1"
 """Another tenant's plan: an event none of them may read (governance reads clusters)."""
 EVENTS = subjects.EVENTS_STREAM
-SCOPED = ("pool", "solver", "governance")
+SCOPED = ("pool", "solver", "governance", "notifier")
 OWN = {"pool": subjects.pool_events("p1"), "solver": subjects.layout_events("acme", "j1"),
-       "governance": subjects.governance_filter("acme", "schedule").replace("*", "s1")}
+       "governance": subjects.governance_filter("acme", "schedule").replace("*", "s1"),
+       "notifier": subjects.job_events("acme", "j1")}
 """A subject of each one's own filters."""
 
 
@@ -164,4 +170,52 @@ async def test_the_governance_service_reads_its_entities_and_the_clusters_in_sco
     assert [r.seq for r in await mine.read(schedule, start_seq=second)] == [second]
     assert await mine.last_seq(schedule) == second
     assert [r.seq for r in await mine.read(cluster)] == [made]
+    assert world.clean(), world.violations
+
+
+@pytest.mark.parametrize("replicated", (False, True))
+async def test_the_notifier_reads_jobs_clusters_and_catalogs_in_scoped_forms(world: World, replicated: bool) -> None:
+    """Its store as services/notifier/entrypoint.py makes it: any tenant's job and cluster read up
+    to an event it was delivered, a cluster whole, a tenant's catalog up to an event, a
+    subscription just made, its own notifications (confirmed with the leader: it publishes
+    there); no consumer deleted (its rights delete none)."""
+    everyone = EventStore(world.system)
+    job, cluster = subjects.job_events("other", "j1"), subjects.cluster_events("other", "c1")
+    ran = await everyone.append(job, [Append(JobRequested(tenant="other", job_id="j1", cluster_id="c1", operation="check",
+                                                          request={}, requested_by="uma"), msg_id="j1-r"),
+                                      Append(JobSucceeded(job_id="j1"), msg_id="j1-end")])
+    [made] = await everyone.append(cluster, [_requested("c1")])
+    [catalog] = await everyone.append(f"{subjects.EVT}.other.catalog.services", [_requested("catalog")])
+    subscription = subjects.governance_events("other", "subscription", "s1")
+    [subscribed] = await everyone.append(subscription, [Append(GovernancePut(
+        kind="subscription", name="s1", entity={"name": "s1"}, version=1, by="ada"), msg_id="s1")])
+    mine = _scoped(world.services["notifier"], replicated, confirm=(subjects.ALL_NOTIFICATION_EVENTS,), deletes=False)
+    assert [r.seq for r in await mine.read_through(job, ran[-1])] == ran
+    assert [r.seq for r in await mine.read_through(job, ran[0])] == ran[:1]
+    assert [r.seq for r in await mine.read_through(cluster, made)] == [made]
+    assert [r.seq for r in await mine.read(cluster)] == [made]
+    assert [r.seq for r in await mine.read(catalog_filter("other"), up_to_seq=catalog)] == [catalog]
+    assert [r.seq for r in await mine.read(subjects.governance_filter("other", "subscription"))] == [subscribed]
+    [told] = await mine.append(subjects.notification_events("other", "s1"), [_requested("told")])
+    assert [r.seq for r in await mine.read(subjects.ALL_NOTIFICATION_EVENTS)] == [told]
+    assert await mine.last_seq(job) == ran[-1]
+    assert world.clean(), world.violations
+
+
+async def test_the_notifier_tells_a_jobs_end_under_its_own_rights(world: World) -> None:
+    """The notifier as `muster notifier` starts it, on its own credentials: its mirror, its
+    start's replay, its routes' consumers, a job's end read and told on the bus."""
+    everyone = EventStore(world.system)
+    entity = {"name": "bus", "events": ["job_succeeded"], "subject": "muster.cb.a.jobs"}
+    await everyone.append(subjects.governance_events("a", "subscription", "bus"), [Append(GovernancePut(
+        kind="subscription", name="bus", entity=entity, version=1, by="ada"), msg_id="bus")])
+    told = await world.system.subscribe("muster.cb.a.jobs")
+    async with AsyncExitStack() as stack:
+        await start_notifier(world.services["notifier"], stack, {})
+        await everyone.append(subjects.job_events("a", "j7"), [
+            Append(JobRequested(tenant="a", job_id="j7", cluster_id="c7", operation="delete", request={}, requested_by="uma"),
+                   msg_id="j7-r"),
+            Append(JobSucceeded(job_id="j7"), msg_id="j7-end")])
+        message = await told.next_msg(timeout=20)
+    assert json.loads(message.data)["kind"] == "job_succeeded" and json.loads(message.data)["job_id"] == "j7"
     assert world.clean(), world.violations

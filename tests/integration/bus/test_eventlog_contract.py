@@ -223,6 +223,9 @@ async def test_reads_follow_subject_filters_in_log_order_up_to_a_sequence(log: E
         seqs[1], seqs[3]]
     assert await log.subjects(f"muster.evt.{tenant}.job.*") == {f"muster.evt.{tenant}.job.x0": 1, f"muster.evt.{tenant}.job.x2": 1}
     assert await log.last_seq(f"muster.evt.{tenant}.job.x2") == seqs[2] and await log.last_seq(f"muster.evt.{tenant}.none") == 0
+    more = await log.append(f"muster.evt.{tenant}.job.x0", [Append(JobPaused(job_id="j0", by="me"), msg_id=f"{tenant}-0b")])
+    assert [r.seq for r in await log.read_through(f"muster.evt.{tenant}.job.x0", seqs[0])] == [seqs[0]]
+    assert [r.seq for r in await log.read_through(f"muster.evt.{tenant}.job.x0", more[0])] == [seqs[0], more[0]]
 
 
 async def test_a_heads_read_gives_reads_events_by_type_and_key_without_their_bodies(log: EventLog, tenant: str) -> None:
@@ -290,6 +293,6 @@ def test_the_jetstream_store_offers_exactly_the_ports_methods() -> None:
     port = {name for name, value in vars(EventLog).items() if callable(value) and not name.startswith("_")}
     offered = {name for name, value in vars(EventStore).items() if callable(value) and not name.startswith("_")}
     assert offered == port == {"append", "append_chain", "append_fenced", "submit", "last_seq", "read", "read_heads", "read_many", "subjects",
-                               "subject_names",
+                               "subject_names", "read_through",
                                "replay"}
     assert port <= {name for name in dir(MemoryEventLog) if not name.startswith("_")}

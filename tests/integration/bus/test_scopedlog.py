@@ -5,11 +5,13 @@ the event the moment after the consumer said nothing was pending)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.events import ClusterRequested
-from contracts.records import Append
+from contracts.records import Append, Recorded
 from muster.bus.eventstore import EventStore
 from muster.bus.scopedlog import ScopedEventStore, fenced_last
 from muster.bus.streams import ensure_streams
@@ -61,3 +63,36 @@ async def test_a_read_goes_on_to_the_leaders_last_event(nc: Client, tenant: str)
     assert replayed[0] == first and len(replayed) == 2
     assert [r.seq for r in await _Lagging(nc, (subject, _requested(tenant, "c1b"))).read(subject, start_seq=first + 1)] == [
         (await EventStore(nc).read(subject))[-1].seq]
+
+
+class _Behind(ScopedEventStore):
+    """A replica that has not applied the event the reader was delivered when its first consumer
+    says nothing more is pending: the event is appended only once that consumer has given its
+    last (the one before). Its reads are never confirmed with the leader (`confirm=False`)."""
+
+    def __init__(self, nc: Client, late: tuple[str, Append]) -> None:
+        super().__init__(nc, confirm=False, deletes=False)
+        self._replicated = True
+        self.late: tuple[str, Append] | None = late
+        self.appending: list[asyncio.Future[list[int]]] = []
+
+    def _decoded(self, subject: bytes, seq: int, data: bytes, header_block: bytes) -> Recorded:
+        if self.late is not None:
+            where, item = self.late
+            self.late = None
+            self.appending.append(asyncio.ensure_future(EventStore(self.nc).append(where, [item])))
+        return super()._decoded(subject, seq, data, header_block)
+
+
+async def test_a_read_through_a_delivered_event_goes_on_until_it_has_it(nc: Client, tenant: str) -> None:
+    """The notifier is told of a job's end (a consumer of every job) and reads the job up to it,
+    where it may not ask the leader: a consumer on a replica that lacks the end is followed by
+    another until the read has it."""
+    await ensure_streams(nc.jetstream())
+    subject = subjects.job_events(tenant, "j1")
+    [first] = await EventStore(nc).append(subject, [_requested(tenant, "j1-a")])
+    end = (await nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq + 1
+    behind = _Behind(nc, (subject, _requested(tenant, "j1-end")))
+    read = [r.seq for r in await behind.read_through(subject, end)]
+    [[appended]] = await asyncio.gather(*behind.appending)
+    assert appended == end and read == [first, end]

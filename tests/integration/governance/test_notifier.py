@@ -12,7 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
+import nats
+import pytest
 import pytest_asyncio
+from nats.aio.client import Client
 
 from contracts import subjects
 from contracts.events import JobFailed, JobRequested, JobSucceeded
@@ -26,14 +29,34 @@ from services.notifier.entrypoint import start_notifier
 from tests.integration.conftest import LOCAL, Webhook
 
 
-@pytest_asyncio.fixture
-async def world(fresh_nats: str, webhook: Webhook) -> AsyncIterator[tuple[Any, Webhook]]:
+async def _own_connection(url: str, system: Client, violations: list[str]) -> Client:
+    """A connection with a notifier service's own token (its rights: services/auth/domain/buspermissions.py)."""
+    answer = json.loads((await system.request(subjects.auth_request("test-system", "user-create"), json.dumps(
+        {"principal": "notifier-1", "role": "service", "service": "notifier"}).encode(), timeout=10)).data)
+    assert answer["ok"], answer
+
+    async def on_error(err: Exception) -> None:
+        violations.append(str(err))
+
+    return await nats.connect(url, token=answer["data"]["token"], inbox_prefix="_INBOX.notifier-1", error_cb=on_error,
+                              allow_reconnect=False)
+
+
+@pytest_asyncio.fixture(params=("system", "own"))
+async def world(fresh_nats: str, webhook: Webhook, request: pytest.FixtureRequest) -> AsyncIterator[tuple[Any, Webhook]]:
+    """The notifier on the test's connection (the system's rights), or on one with its own rights."""
+    violations: list[str] = []
     async with AsyncExitStack() as stack:
         nc = await connect(fresh_nats, name="notifier-test")
         stack.push_async_callback(nc.close)
         await ensure_streams(nc.jetstream())
-        await start_notifier(nc, stack, {"hook": webhook.secret}, allowed=LOCAL)
+        mine = nc
+        if request.param == "own":
+            mine = await _own_connection(fresh_nats, nc, violations)
+            stack.push_async_callback(mine.close)
+        await start_notifier(mine, stack, {"hook": webhook.secret}, allowed=LOCAL)
         yield nc, webhook
+    assert not any("permissions violation" in v.lower() for v in violations), violations
 
 
 async def subscribe(store: EventStore, name: str, **fields: Any) -> None:
