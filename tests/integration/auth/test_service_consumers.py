@@ -13,12 +13,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import pytest_asyncio
-from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
@@ -29,7 +27,6 @@ from muster.bus.consume import consume_events
 from muster.bus.eventstore import EventStore
 from muster.bus.ordered import OrderedReader
 from muster.bus.scopedlog import ScopedEventStore
-from muster.bus.streams import ensure_streams
 from muster.bus.wire import close_push, flush, ordered_config, restart_ordered
 from services.auth.domain.buspermissions import CONSUMED
 from services.auth.view import IdentityView
@@ -38,6 +35,7 @@ from services.pool.mirror import PoolMirror
 
 from .conftest import Authed
 from .refusals import raw_refused, refused
+from .serviceworld import World, service_world
 
 SCOPED = tuple(sorted(CONSUMED))
 DEADLINE_S = 10.0
@@ -47,31 +45,10 @@ FOREIGN = f"{subjects.EVT}.other.plan.>"
 """Another tenant's plans: a filter none of these services' consumers reads."""
 
 
-@dataclass
-class World:
-    system: Client
-    services: dict[str, Client]
-    violations: list[str]
-
-    def clean(self) -> bool:
-        return not any("permissions violation" in v for v in self.violations)
-
-
 @pytest_asyncio.fixture
 async def world(authed: Authed) -> AsyncIterator[World]:
-    tokens = await authed.people({f"{kind}-1": {"role": "service", "service": kind} for kind in (*SCOPED, "planner")})
-    system = await authed.raw(authed.system_token, "sys")
-    await ensure_streams(system.jetstream())
-    violations: list[str] = []
-
-    async def on_error(err: Exception) -> None:
-        violations.append(str(err).lower())
-
-    services = {kind: await authed.raw(tokens[f"{kind}-1"], f"{kind}-1", error_cb=on_error) for kind in (*SCOPED, "planner")}
-    yield World(system, services, violations)
-    for nc in services.values():
-        await nc.close()
-    await system.close()
+    async with service_world(authed, (*SCOPED, "planner")) as made:
+        yield made
 
 
 async def _append(world: World, subject: str, name: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,12 +25,12 @@ from contracts.governance import GovernancePut
 from contracts.records import Append
 from muster.bus.eventstore import EventStore
 from muster.bus.scopedlog import ScopedEventStore
-from muster.bus.streams import ensure_streams
 from muster.catalog.store import catalog_filter
 from services.notifier.entrypoint import start_notifier
 
 from .conftest import Authed
 from .refusals import raw_refused, refused
+from .serviceworld import World, service_world
 
 FOREIGN = f"{subjects.EVT}.other.plan.p1"
 """Another tenant's plan: an event none of them may read (governance reads clusters)."""
@@ -43,31 +42,10 @@ OWN = {"pool": subjects.pool_events("p1"), "solver": subjects.layout_events("acm
 """A subject of each one's own filters."""
 
 
-@dataclass
-class World:
-    system: Client
-    services: dict[str, Client]
-    violations: list[str]
-
-    def clean(self) -> bool:
-        return not any("permissions violation" in v for v in self.violations)
-
-
 @pytest_asyncio.fixture
 async def world(authed: Authed) -> AsyncIterator[World]:
-    tokens = await authed.people({f"{kind}-1": {"role": "service", "service": kind} for kind in SCOPED})
-    system = await authed.raw(authed.system_token, "sys")
-    await ensure_streams(system.jetstream())
-    violations: list[str] = []
-
-    async def on_error(err: Exception) -> None:
-        violations.append(str(err).lower())
-
-    services = {kind: await authed.raw(tokens[f"{kind}-1"], f"{kind}-1", error_cb=on_error) for kind in SCOPED}
-    yield World(system, services, violations)
-    for nc in services.values():
-        await nc.close()
-    await system.close()
+    async with service_world(authed, SCOPED) as made:
+        yield made
 
 
 def _requested(name: str) -> Append:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -41,6 +40,7 @@ from services.tracker.adapters.kv import LocationIndex
 
 from .conftest import Authed
 from .refusals import refused
+from .serviceworld import World, service_world
 
 SERVICES = ("tracker", "solver", "planner", "pool", "governance", "notifier")
 NARROWED = ("planner", "pool", "governance", "notifier")
@@ -60,28 +60,10 @@ READERS = ("planner", "pool", "governance", "notifier", "tracker", "solver")
 """The services whose buckets are narrowed to those they use (session 22)."""
 
 
-@dataclass
-class World:
-    system: Client
-    services: dict[str, Client]
-    violations: list[str]
-
-
 @pytest_asyncio.fixture
 async def world(authed: Authed) -> AsyncIterator[World]:
-    tokens = await authed.people({f"{kind}-1": {"role": "service", "service": kind} for kind in SERVICES})
-    system = await authed.raw(authed.system_token, "sys")
-    await ensure_streams(system.jetstream())
-    violations: list[str] = []
-
-    async def on_error(err: Exception) -> None:
-        violations.append(str(err).lower())
-
-    services = {kind: await authed.raw(tokens[f"{kind}-1"], f"{kind}-1", error_cb=on_error) for kind in SERVICES}
-    yield World(system, services, violations)
-    for nc in services.values():
-        await nc.close()
-    await system.close()
+    async with service_world(authed, SERVICES) as made:
+        yield made
 
 
 async def _append(world: World, tenant: str, cluster: str) -> None:
