@@ -65,3 +65,11 @@ def test_muster_up_gives_the_notifier_files_in_its_data_directory_unless_named(t
     (data / "notifier-secrets.json").write_text('{"@secrets": {"a": "b"}}')
     assert notifier_files(data, {}) == args and "b" in (data / "notifier-secrets.json").read_text()  # made once, then kept
     assert notifier_files(data, {"MUSTER_NOTIFIER_SECRETS": "/etc/s.json", "MUSTER_WEBHOOK_ALLOW_FILE": "/etc/allow"}) == []
+
+
+def test_a_refused_receiver_says_how_a_running_notifier_is_given_it() -> None:
+    from muster.destinations import NOTIFIER, POOL, explain
+
+    said = explain("private", "10.0.0.5", None, NOTIFIER, 8080)
+    assert "`muster up --webhook-allow 10.0.0.5:8080`, or while it runs a line of its webhook-allow file and `muster reload`" in said
+    assert "muster reload" not in explain("private", "10.0.0.5", None, POOL, 8080)  # (read at start only)
