@@ -41,9 +41,12 @@ class Sender:
     command: str
     """the service's own command, which takes ALLOW_OPTION too"""
     doc: str
+    running: str = ""
+    """how a running one is given more (the notifier: its allow file, read again on `muster reload`)"""
 
 
-NOTIFIER = Sender("the notifier sends webhooks", "muster notifier", DOC)
+NOTIFIER = Sender("the notifier sends webhooks", "muster notifier", DOC,
+                  ", or while it runs a line of its webhook-allow file and `muster reload`")
 POOL = Sender("the pool service sends callbacks", "muster pool serve", 'docs/pools.md, "Where callbacks may go"')
 PLANNER = Sender(POOL.sends, "muster planner", POOL.doc)
 """A callback checked by the planner, with the same setting, when no pool service answers."""
@@ -281,7 +284,7 @@ def explain(why: str | None, host: str, shown: str | None = None, sender: Sender
             where += " (a cloud's metadata service answers at 169.254.169.254)"
     entry = "<its host>" if shown is not None else _with_port(host.strip("[]"), port)
     return (f"{where}: {sender.sends} to public addresses only, unless the operator allows others "
-            f"(`muster up {ALLOW_OPTION} {entry}`, or `{sender.command} {ALLOW_OPTION}`, ${ALLOW_ENV}; {sender.doc})")
+            f"(`muster up {ALLOW_OPTION} {entry}`{sender.running}, or `{sender.command} {ALLOW_OPTION}`, ${ALLOW_ENV}; {sender.doc})")
 
 
 def refused_url(url: str, allowed: Allowed, sender: Sender = NOTIFIER) -> tuple[str, bool]:

@@ -239,6 +239,7 @@ COMPOSE_INTRO = """\
 #   MUSTER_TLS_CA=ca.pem MUSTER_CREDENTIALS=admin.cred NATS_URL=tls://localhost:4222 muster catalog apply ...
 # Webhook secrets (docs/governance.md): mount a secrets file into the notifier and set
 # MUSTER_NOTIFIER_SECRETS to its path; without it a signed webhook is not sent (`notify add` refuses it, naming the secret).
+# Edited, it is read again on `docker compose kill -s HUP notifier` (and a MUSTER_WEBHOOK_ALLOW_FILE's receivers too).
 # Policies (docs/governance.md): each planner evaluates one within MUSTER_POLICY_DEADLINE seconds (default 2; set it
 # in .env), past which the policy denies the request.
 # Webhooks and pool callbacks go to public addresses only; set MUSTER_WEBHOOK_ALLOW (hosts, CIDRs) on the notifier and

@@ -38,6 +38,7 @@ from services.provisioner.plugins.specs import catalog_plugins
 from .autoscale import AutoscalePolicy, autoscaling
 from .down import DownError, stop_deployment
 from .network import Network, network_options
+from .reload import RELOAD_SIGNAL, notifier_files
 from .supervisor import Deployment, StartError, StartRefused, local_principal, tenant_names
 
 console = Console(highlight=False, soft_wrap=True, markup=False)
@@ -88,7 +89,8 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
     """Run `work` (or nothing) until it ends, a signal arrives, or the deployment fails;
     SIGINT, SIGTERM and SIGHUP (a closed terminal) are handled here so a clean stop never
     depends on how we were started (a background job starts with SIGINT ignored). SIGUSR1
-    rotates the server certificates (`muster tls rotate`)."""
+    rotates the server certificates (`muster tls rotate`); SIGUSR2 has the notifiers read their
+    secrets and allow files again (`muster reload`)."""
     stop = asyncio.Event()
     received: list[signal.Signals] = []
     loop = asyncio.get_running_loop()
@@ -101,6 +103,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         loop.add_signal_handler(sig, stopped_by, sig)
     rotations: set[asyncio.Task[None]] = set()
     loop.add_signal_handler(signal.SIGUSR1, lambda: _rotate_in_background(deployment, rotations))
+    loop.add_signal_handler(RELOAD_SIGNAL, lambda: _reload_in_background(deployment, rotations))
     if deployment.tls is not None and deployment.tls.issuing:  # (an operator's certificates are the operator's to renew)
         renewing = asyncio.create_task(_renew_when_due(deployment))
         rotations.add(renewing)
@@ -122,7 +125,7 @@ async def _guarded(deployment: Deployment, work: Any = None) -> Any:
         for f in [*waits.values(), *rotations]:
             f.cancel()
         await asyncio.gather(*waits.values(), *rotations, return_exceptions=True)
-        for sig in (*STOP_SIGNALS, signal.SIGUSR1):
+        for sig in (*STOP_SIGNALS, signal.SIGUSR1, RELOAD_SIGNAL):
             loop.remove_signal_handler(sig)
 
 
@@ -160,6 +163,22 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
         _say(f"certificates rotated: new server certificates loaded by {', '.join(reloaded)}")
 
     task = asyncio.create_task(rotate())
+    running.add(task)
+    task.add_done_callback(running.discard)
+
+
+def _reload_in_background(deployment: Deployment, running: set[asyncio.Task[None]]) -> None:
+    """`muster reload`: the notifiers read their secrets and allow files again."""
+    async def reload() -> None:
+        try:
+            said = await deployment.reload_notifiers()
+        except StartError as err:
+            _say(f"notifiers not reloaded: {err}")
+            return
+        console.print(f"reload: {'; '.join(said) or 'no notifier runs'}", soft_wrap=True, markup=False, highlight=False)
+        sys.stdout.flush()
+
+    task = asyncio.create_task(reload())
     running.add(task)
     task.add_done_callback(running.discard)
 
@@ -245,7 +264,7 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
                                 capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
                                 extra_args={"planner": _planner_args(tenant_limit, policy_deadline) + allows,
-                                            "notifier": allows, "pool": allows},
+                                            "notifier": allows + notifier_files(data_dir), "pool": allows},
                                 **network.deployment(data_dir))
         try:
             await deployment.start()

@@ -45,6 +45,9 @@ SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifi
 
 READY = b'"started"'
 RELOADED = b'"certificate reloaded"'
+SETTINGS_RELOADED = (b'"notifier reloaded"', b'"notifier not reloaded"')
+"""What a notifier says once a SIGHUP is done: its settings read, or kept with the reason
+(services/notifier/settings.py); a tracker says RELOADED of its certificate."""
 SERVER = "nats-server"
 
 
@@ -91,7 +94,9 @@ class Child:
     last_line: str = ""
     """Its last log line: why it exited during start."""
     reloaded: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when it says it reloaded its certificate (a tracker, after SIGHUP)."""
+    """Set when it says it reloaded (a tracker its certificate, a notifier its settings: after SIGHUP)."""
+    reload_said: str = ""
+    """The line it said that in (a notifier's may say why it kept its settings)."""
     started: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when it says it started (its signal handlers are set by then), cleared when it ends."""
 
@@ -305,6 +310,17 @@ class Deployment:
             raise StartError(f"a tracker did not reload its certificate within {timeout:g} s; see its log") from None
         return done + [c.name for c in trackers]
 
+    async def reload_notifiers(self, timeout: float = 15.0) -> list[str]:
+        """Have every running notifier read its secrets file and allow file again (SIGHUP),
+        without a restart; what each said (`notifier: reloaded`, or why not)."""
+        notifiers = [c for c in self.children if c.name.split("-")[0] == "notifier" and c.process.returncode is None]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(reload_certificate(c) for c in notifiers)), timeout)
+        except TimeoutError:
+            raise StartError(f"a notifier did not reload within {timeout:g} s; see its log") from None
+        return [f"{c.name}: not reloaded{_why(c.reload_said)}" if "not reloaded" in c.reload_said else f"{c.name}: reloaded"
+                for c in notifiers]
+
     def processes(self, service: str) -> list[str]:
         n = self.replicas.get(service, 1)
         return [service] if n == 1 else [f"{service}-{i}" for i in range(1, n + 1)]
@@ -467,7 +483,8 @@ class Deployment:
                     ready.set_result(None)
                     child.started.set()
                     await self._note_change()
-                if RELOADED in line:
+                if RELOADED in line or any(said in line for said in SETTINGS_RELOADED):
+                    child.reload_said = line.decode(errors="replace").strip()
                     child.reloaded.set()
         child.started.clear()
         await self._note_change()

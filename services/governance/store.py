@@ -14,13 +14,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from contracts import subjects
-from contracts.governance import GovernanceDeleted, GovernancePut
+from contracts.governance import GovernanceDeleted, GovernancePut, Schedule
 from contracts.records import Append
 from muster.ports.eventlog import EventLog
 
 from .domain.deliveries import latest
 from .domain.entities import Entry, Put, fold, retired
+from .domain.schedules import cluster_gone, cluster_of
 
 
 async def read_entries(log: EventLog, tenant: str, kind: str = "*") -> tuple[dict[tuple[str, str], Entry], int]:
@@ -38,6 +41,28 @@ async def with_deliveries(log: EventLog, tenant: str, items: list[dict[str, Any]
         seq = await log.last_seq(subject)
         records = await log.read(subject, start_seq=seq) if seq else []
         out.append({**item, "delivery": latest(records[-1].event, records[-1].time) if records else None})
+    return out
+
+
+async def with_ends(log: EventLog, tenant: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Schedules (`Entry.to_json`), each whose cluster the log says is deleted shown as ended
+    (`ended`, why; `ended_at` null until its end is recorded), not with a next run: it never
+    runs again (every operation on a deleted cluster is refused, an id is never used again), and
+    its end is recorded at its next tick (docs/governance.md). One read of its cluster's events
+    per schedule that has not ended, as a refused tick reads them."""
+    out = []
+    for item in items:
+        try:
+            cluster_id = None if item.get("ended") else cluster_of(Schedule.model_validate(item["entity"]))
+        except ValidationError:
+            cluster_id = None  # (listed as it is: written by an older contract)
+        gone = ""
+        if cluster_id is not None:
+            try:
+                gone = cluster_gone(await log.read(subjects.cluster_events(tenant, cluster_id)))
+            except subjects.SubjectError:
+                gone = ""  # not a cluster id: its ticks are refused for that, and say so
+        out.append({**item, "ended": gone, "ended_at": None} if gone else item)
     return out
 
 

@@ -34,7 +34,7 @@ from services.auth.domain.state import IdentityState
 from .domain.entities import Entry, Put, plan_puts, same_operation
 from .domain.operation_text import operation_text
 from .domain.schedules import cluster_of, never_runs
-from .store import append_delete, append_puts, read_entries, read_for_put, with_deliveries
+from .store import append_delete, append_puts, read_entries, read_for_put, with_deliveries, with_ends
 
 TRIES = 3
 """Puts validated again after a concurrent change overtook them (a schedule's tick, another put)."""
@@ -124,6 +124,8 @@ class GovernanceWrites:
         items = [e.to_json() for (k, n), e in sorted(entries.items()) if k == request.kind and request.name in (None, n)]
         if request.kind == "subscription":
             items = await with_deliveries(self.store, tenant, items)
+        if request.kind == "schedule":
+            items = await with_ends(self.store, tenant, items)
         if allowed:
             return GovernanceAnswer(ok=True, items=items)
         # Without `read` on the tenant: the schedules the requester may pause or delete (its

@@ -4,8 +4,10 @@ job and lease events from durable consumers, deliveries on timers, and the reque
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 import socket
 from collections.abc import Iterable, Mapping
 from contextlib import AsyncExitStack
@@ -28,7 +30,6 @@ from muster.cli_support import CliError
 from muster.destinations import ALLOW_ENV, ALLOW_OPTION, DOC, Allowed, AllowError
 from muster.ports.clock import AsyncioClock
 from muster.runtime.service import SERVICE_URL_HELP, main_for
-from muster.secretsfile import load_secrets
 from services.auth.domain.authz import may_govern
 from services.auth.domain.state import IdentityState
 from services.auth.view import IdentityView
@@ -40,6 +41,7 @@ from .app import Notifier
 from .domain.secrets import NotifierSecrets, SecretsFileError
 from .requests import VERBS, NotifierRequests
 from .routing import QUEUE, ROUTES
+from .settings import ALLOW_FILE_ENV, ALLOW_FILE_OPTION, Settings, reload
 
 log = structlog.get_logger("muster.notifier")
 
@@ -47,17 +49,15 @@ log = structlog.get_logger("muster.notifier")
 def named_secrets(path: str | None) -> NotifierSecrets:
     """The named secrets of a secrets file (docs/secrets.md, the provisioners' format): the shared
     `@secrets` and each tenant's own under `@tenants`."""
-    if not path:
-        return NotifierSecrets(given=False)
     try:
-        return NotifierSecrets.of(load_secrets(path), f"secrets file {path}")
+        return Settings(secrets_file=path).secrets()
     except SecretsFileError as err:  # bad input (exit 2), as the provisioner says it of the same file
         raise CliError(str(err)) from None
 
 
-def allowed_destinations(entries: Iterable[str]) -> Allowed:
+def allowed_destinations(entries: Iterable[str], allow_file: str | None = None) -> Allowed:
     try:
-        return Allowed.parse(entries)
+        return Settings(allow=tuple(entries), allow_file=allow_file).allowed()
     except AllowError as err:
         raise click.BadParameter(str(err)) from None
 
@@ -91,9 +91,10 @@ def authors_of(mirror: GovernanceMirror, identity: IdentityState | None) -> Any:
 
 
 async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str, Any] | NotifierSecrets,
-                         ack_wait: float = 30.0, allowed: Allowed | None = None) -> Notifier:
+                         ack_wait: float = 30.0, allowed: Allowed | None = None, settings: Settings | None = None) -> Notifier:
     """`secrets`: a plain mapping is every tenant's (`@secrets`); `allowed`: where webhooks may go
-    besides public addresses (none: the safe default)."""
+    besides public addresses (none: the safe default); `settings`: where both came from, read
+    again on SIGHUP (None: not)."""
     # Scoped reads (decision 0057): jobs, clusters, catalogs, subscriptions by consumers and subject
     # direct gets; its own notifications confirmed with the leader (it publishes there), the rest
     # not (it may not), a job's end and a lease's change read until their delivered sequence.
@@ -123,6 +124,10 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
         stack.push_async_callback(_unsubscribe, sub)
     for consumer in await consume_routes(nc.jetstream(), notifier, ROUTES, ack_wait=ack_wait, deliver_policy=DeliverPolicy.NEW):
         stack.push_async_callback(_unsubscribe, consumer)
+    if settings is not None:  # (set before it says it started: a SIGHUP before that ends it)
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, reload, settings, deliveries)
+        stack.callback(loop.remove_signal_handler, signal.SIGHUP)
     log.info("webhooks", allowed_besides_public=str(deliveries.allowed))
     return notifier
 
@@ -148,14 +153,19 @@ async def _unsubscribe(sub: Any) -> None:
               help="a webhook may go to this host name (*.corp.example: the names under it) or address range besides "
                    "public addresses, on every port or on :PORT only ([fd00::1]:8080); TENANT=: that tenant's webhooks only "
                    f"(acme=hooks.acme.internal:443); repeat, or separate with commas (${ALLOW_ENV}; {DOC})")
-def main(nats_url: str | None, secrets_file: str | None, allow: tuple[str, ...]) -> None:
-    """Run the notifier: webhooks and bus messages for subscribers."""
+@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, metavar="FILE",
+              help=f"more {ALLOW_OPTION} entries, one or more a line (# comments); read again, with the secrets file, on "
+                   f"SIGHUP (`muster reload`) (${ALLOW_FILE_ENV})")
+def main(nats_url: str | None, secrets_file: str | None, allow: tuple[str, ...], allow_file: str | None) -> None:
+    """Run the notifier: webhooks and bus messages for subscribers. SIGHUP reads its secrets file
+    and its allow file again."""
     secrets = named_secrets(secrets_file)
-    allowed = allowed_destinations(allow)
+    allowed = allowed_destinations(allow, allow_file)
+    settings = Settings(secrets_file, allow, allow_file)
     name = f"notifier-{socket.gethostname()}-{os.getpid()}"
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        await start_notifier(nc, stack, secrets, allowed=allowed)
+        await start_notifier(nc, stack, secrets, allowed=allowed, settings=settings)
 
     structlog.contextvars.bind_contextvars(instance=name)
     main_for("notifier", nats_url, setup)

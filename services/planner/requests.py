@@ -225,7 +225,9 @@ class Requests:
             return job.cluster_id
         cluster = self.state.clusters.get(cmd.cluster_id)
         if cluster is None or cluster.tenant != ctx.tenant:
-            raise Refused(f"unknown cluster {cmd.cluster_id!r}", code="not_found", field="cluster_id")
+            # In the words of its reads (`muster cluster show`, `GET /v1/clusters/<id>`), the same
+            # whether the id is another tenant's cluster or none (was `unknown cluster '<id>'`).
+            raise Refused(f"no cluster {cmd.cluster_id} in tenant {ctx.tenant}", code="not_found", field="cluster_id")
         return str(cmd.cluster_id)
 
     def _check(self, op: Operation, facts: Facts) -> None:

@@ -23,7 +23,7 @@ from contracts.identity import Scope
 from services.auth.domain.authz import may_see_schedule
 from services.governance.domain.operation_text import operation_text
 from services.governance.domain.schedules import describe, due
-from services.governance.store import read_entries, with_deliveries
+from services.governance.store import read_entries, with_deliveries, with_ends
 from services.governance.writes import schedules_shown
 
 from . import auth as auth_
@@ -50,7 +50,7 @@ async def listing(store: Any, tenant: str, kind: str) -> list[dict[str, Any]]:
     items = [e.to_json() for (k, _), e in sorted(entries.items()) if k == kind]
     if kind == "schedule":
         now = datetime.now(UTC)
-        items = [{**i, **schedule_runs(i, now)} for i in items]
+        items = [{**i, **schedule_runs(i, now)} for i in await with_ends(store, tenant, items)]
     if kind == "subscription":
         items = await with_deliveries(store, tenant, items)
     return items

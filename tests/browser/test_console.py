@@ -132,6 +132,26 @@ def test_another_tenants_cluster_is_not_reachable_by_url(muster: Muster, page: A
     expect(page.get_by_role("button", name="Pause")).to_have_count(0)
 
 
+def test_the_cluster_list_hides_deleted_clusters_unless_asked_as_the_cli_does(muster: Muster, page: Any) -> None:
+    """Walk of session 24: the console listed deleted clusters among the live ones, where `muster
+    cluster list` shows them only with `--all`."""
+    name = f"gone-{uuid.uuid4().hex[:6]}"
+    made = muster.create(name, "tiny-small", 1)
+    data = ("--data-dir", str(muster.data_dir))
+    muster.cli("watch", made["job_id"], *data)
+    muster.cli("cluster", "delete", name, "--wait", *data)
+    page.goto("/ui/clusters")
+    expect(page.get_by_role("link", name=name, exact=True)).to_have_count(0)
+    toggle = page.get_by_test_id("deleted-toggle")
+    expect(page.get_by_test_id("deleted-clusters")).to_contain_text(re.compile(r"\d+ deleted clusters? hidden"))
+    toggle.click()
+    assert page.url.endswith("/ui/clusters?all=1")
+    row = page.locator("[data-testid=clusters] tbody tr", has=page.get_by_role("link", name=name, exact=True))
+    expect(row).to_contain_text("deleted")
+    page.get_by_test_id("deleted-toggle").click()  # and back
+    expect(page.get_by_role("link", name=name, exact=True)).to_have_count(0)
+
+
 def test_unknown_ids_and_pages_say_so(page: Any) -> None:
     unknown = str(uuid.uuid4())
     for url, text in ((f"/ui/jobs/{unknown}", f"There is no job {unknown} in tenant default."),

@@ -52,6 +52,18 @@ class Deliveries:
         self._inner = resolver
         self._resolvers: dict[str, CheckedResolver] = {}
         self._http: dict[str, aiohttp.ClientSession] = {}
+        self._retired: list[tuple[aiohttp.ClientSession | None, CheckedResolver]] = []
+
+    def reconfigure(self, secrets: NotifierSecrets, allowed: Allowed) -> None:
+        """The operator's settings read again (SIGHUP: services/notifier/settings.py). A new
+        allowlist gives each tenant a new checked resolver, and so a new session, from the next
+        delivery on; the old ones are closed with the notifier, not now: a delivery in flight
+        still uses its session."""
+        self.secrets = secrets
+        if allowed != self.allowed:
+            self.allowed = allowed
+            self._retired += [(self._http.get(t), r) for t, r in self._resolvers.items()]
+            self._resolvers, self._http = {}, {}
 
     def resolver(self, tenant: str) -> CheckedResolver:
         """The tenant's checked resolver: what the operator allows every tenant, and this one
@@ -138,8 +150,8 @@ class Deliveries:
         return f"the URL of {url}" if url.startswith("secret://") else None
 
     async def close(self) -> None:
-        for http in self._http.values():
-            await http.close()
-        for resolver in self._resolvers.values():
+        for http, resolver in [*((self._http.get(t), r) for t, r in self._resolvers.items()), *self._retired]:
+            if http is not None:
+                await http.close()
             await resolver.close()  # (a connector closes only a resolver it made)
-        self._http, self._resolvers = {}, {}
+        self._http, self._resolvers, self._retired = {}, {}, []

@@ -66,8 +66,12 @@ async def home(request: web.Request, viewer: Viewer) -> web.StreamResponse:
 
 @page
 async def clusters(request: web.Request, viewer: Viewer) -> web.StreamResponse:
-    shown = [c for c in reads.clusters(tracker_of(request), viewer.tenant) if viewer.may_cluster("read", c["id"])]
-    return render(request, "clusters.html", viewer, clusters=shown, may_create=viewer.may_cluster("write", "*"))
+    readable = [c for c in reads.clusters(tracker_of(request), viewer.tenant) if viewer.may_cluster("read", c["id"])]
+    # Deleted clusters only with `?all=1`, as `muster cluster list` shows them only with `--all`.
+    show_all = request.query.get("all") in ("1", "true", "yes")
+    shown = readable if show_all else [c for c in readable if c.get("status") != "deleted"]
+    return render(request, "clusters.html", viewer, clusters=shown, may_create=viewer.may_cluster("write", "*"),
+                  show_all=show_all, deleted=sum(c.get("status") == "deleted" for c in readable))
 
 
 @page

@@ -21,6 +21,7 @@ from services.governance.domain.schedules import ScheduleError, check, cluster_g
 from services.governance.entrypoint import NatsSender
 from services.governance.scheduler import Answer, Scheduler
 from services.governance.writes import GovernanceWrites
+from services.tracker.governance import listing
 
 T0 = datetime(2026, 11, 28, 0, 0, tzinfo=UTC)
 
@@ -210,6 +211,30 @@ async def test_a_tick_refused_because_its_cluster_was_deleted_ends_the_schedule_
     assert len(sender.sent) == 1 and again.timers == {}
     types = log.types(subjects.governance_filter("a", "schedule"))
     assert types == ["GovernancePut", "ScheduleFired", "ScheduleAnswered"]
+
+
+async def test_a_schedule_whose_cluster_was_deleted_is_listed_as_ended_before_its_next_tick() -> None:
+    """Walk of session 24: deleted, a schedule's cluster left the schedule listed with its next
+    run (`muster schedule list`, HTTP, the console) until its first tick was refused."""
+    log = MemoryEventLog()
+    writes = GovernanceWrites(log)
+    await put(log, cron=None, every_s=10)
+
+    async def listed() -> dict[str, Any]:
+        answer = await writes.answer("a", "anonymous", "list", GovernanceRequest(kind="schedule", requested_by="uma").model_dump_json().encode())
+        assert answer.ok, answer
+        [item] = answer.items
+        return item
+
+    await delete_cluster(log, "active", "deleting")
+    assert (await listed())["ended"] == ""  # its delete may still fail
+    await log.append(subjects.cluster_events("a", "c1"), [Append(ClusterStatusChanged(cluster_id="c1", status="deleted", job_id="j2"),
+                                                                 msg_id="c1-deleted", time=T0)])
+    item = await listed()
+    assert (item["ended"], item["ended_at"]) == ("cluster web was deleted (job j2)", None)  # (recorded at its next tick)
+    assert item["runs"] == []
+    [shown] = await listing(log, "a", "schedule")  # GET /v1/governance/schedules, the console's governance page
+    assert (shown["ended"], shown["next_at"]) == ("cluster web was deleted (job j2)", None)
 
 
 async def test_a_tick_refused_for_another_reason_leaves_the_schedule_running() -> None:

@@ -194,7 +194,7 @@ REFUSED: dict[str, list[Refuse]] = {
     "repair": [lambda h: _with(_active(h), lambda cid: (RepairCluster(cluster_id=cid), "has no drift to repair"))],
     "extend-lease": [  # and test_leases.py: the lease's own limits
         lambda h: _with(_deleted(h), lambda cid: (ExtendLease(cluster_id=cid, by_s=60), "is deleted")),
-        lambda h: _pair(ExtendLease(cluster_id="nope", by_s=60), "unknown cluster 'nope'"),
+        lambda h: _pair(ExtendLease(cluster_id="nope", by_s=60), "no cluster nope in tenant default"),
     ],
     "pause": [lambda h: _with(_create_job_of(h), lambda c: (PauseJob(job_id=c[1]), "has succeeded (it ended): nothing to pause"))],
     "resume": [lambda h: _with(_running_job(h), lambda j: (ResumeJob(job_id=j), "is running, not paused: nothing to resume"))],

@@ -81,7 +81,7 @@ async def test_busy_cluster_and_bad_operations_are_rejected(h: Harness) -> None:
         (ShrinkCluster(cluster_id=cid, nodes=5), "fewer than"),
         (AddServices(cluster_id=cid, services=["base"]), "already on the cluster"),
         (RemoveServices(cluster_id=cid, services=["nope"]), "not on the cluster"),
-        (ExpandCluster(cluster_id="no-such", nodes=3), "unknown cluster"),
+        (ExpandCluster(cluster_id="no-such", nodes=3), "no cluster no-such in tenant default"),
         (CancelJob(job_id="no-such"), "unknown job"),
     ]:
         reply = await h.send(command)
@@ -308,7 +308,7 @@ async def test_a_repeated_request_id_maps_to_the_same_job(h: Harness) -> None:
         ("create", body({"name": "c", "template": "no-such-template", "nodes": 3}), "no-such-template"),
         ("create", body({"name": "c", "template": "hadoop-small", "nodes": 51}), "between 2 and 50 nodes; 51 requested"),
         ("create", body({"type": "DeleteCluster", "cluster_id": "x"}), "takes a CreateCluster"),
-        ("delete", body({"cluster_id": "no-such-cluster"}), "unknown cluster"),
+        ("delete", body({"cluster_id": "no-such-cluster"}), "no cluster no-such-cluster in tenant default"),
         ("explode", b"{}", "unknown operation"),
     ],
 )

@@ -157,6 +157,24 @@ async def test_job_control_of_a_job_the_tenant_does_not_have_is_refused_as_unkno
     assert isinstance(refused, Rejected) and refused.code == "forbidden" and "no execute permission" in refused.reason, refused
 
 
+
+async def test_an_operation_on_a_cluster_the_tenant_does_not_have_says_so_as_its_reads_do() -> None:
+    """Walk of session 24: a stop, a delete, an expand of another tenant's cluster or of none said
+    `unknown cluster '<id>'`, where `muster cluster show` and `GET /v1/clusters/<id>` say `no
+    cluster <id> in tenant <tenant>`; the same words for both, so they tell nothing of another
+    tenant's clusters."""
+    h = Harness()
+    cid = await h.cluster_of(2)  # tenant default's
+    ghost = "00000000-0000-4000-8000-000000000000"
+    for command in (StopServices, DeleteCluster):
+        for ident in (cid, ghost):
+            refused = await h.send(command(cluster_id=ident), tenant="other")
+            assert isinstance(refused, Rejected) and (refused.code, refused.field) == ("not_found", "cluster_id"), refused
+            assert refused.reason == f"no cluster {ident} in tenant other", refused
+    refused = await h.send(ExpandCluster(cluster_id=ghost, nodes=3))
+    assert isinstance(refused, Rejected) and refused.reason == f"no cluster {ghost} in tenant default", refused
+    # (Without a grant on the cluster, a user is refused for the grant, as its read is: a 403 naming it.)
+
 UNAVAILABLE = [
     ("append", TimeoutError()),
     ("append", NoStreamResponseError()),  # the stream had no leader to answer the publish
