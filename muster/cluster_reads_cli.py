@@ -30,14 +30,18 @@ from .tracker_client import TrackerReads
 async def list_clusters(show_all: bool, output: str | None, bus: Bus, as_json: bool) -> None:
     """The tenant's clusters, from their events (through the tracker)."""
     async with TrackerReads(bus) as tracker:
-        clusters = [c for c in await tracker.clusters() if show_all or c.status != "deleted"]
+        every = await tracker.clusters()
+    clusters = [c for c in every if show_all or c.status != "deleted"]
     if as_json or output == "json":
         echo_json([{k: v for k, v in c.to_json().items() if k not in ("nodes", "config")} | {"nodes": len(c.nodes)}
                    for c in clusters])
         return
-    tenant = bus.asked or (clusters[0].tenant if clusters else "")
+    tenant = bus.asked or (every[0].tenant if every else "")
     if not clusters:
-        out.print(f"no clusters in tenant {tenant!r}" if tenant else "no clusters")
+        # Only deleted ones: say so, else "no clusters" reads as if the tenant never had any.
+        hidden = len(every) - len(clusters)
+        where = f" in tenant {tenant!r}" if tenant else ""
+        out.print(f"no clusters{where}" + (f" ({hidden} deleted: --all lists them)" if hidden else ""))
         return
     columns = ["name", "id", "status", "template", "nodes", "last job", "expires"]
     if output == "wide":

@@ -48,3 +48,17 @@ def test_show_names_the_last_jobs_operation_and_state(job: dict[str, Any] | None
     result = CliRunner().invoke(main, ["cluster", "show", "web3", "--tracker-url", "http://127.0.0.1:1"])
     assert result.exit_code == 0, result.output
     assert said in result.stdout.splitlines()
+
+
+class DeletedOnly(FakeTracker):
+    async def clusters(self) -> list[Any]:
+        return [SimpleNamespace(name="old", id="9f1de169", status="deleted", tenant="acme")]
+
+
+def test_a_list_of_only_deleted_clusters_says_they_are_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`no clusters` alone read as if the tenant never had one, where `--all` lists its deleted
+    ones (the console says how many it hides too)."""
+    monkeypatch.setattr(muster.cluster_reads_cli, "TrackerReads", lambda bus: DeletedOnly(bus, None))
+    result = CliRunner().invoke(main, ["cluster", "list", "--tracker-url", "http://127.0.0.1:1"])
+    assert result.exit_code == 0, result.output
+    assert "no clusters in tenant 'acme' (1 deleted: --all lists them)" in result.stdout, result.stdout
