@@ -8,10 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from muster.catalog.files import load_sources
 from muster.catalog.store import merge
 from muster.catalog.validation import validate_catalog
 from muster.runtime.real_demo import REAL_CATALOG
+from services.provisioner.plugins.descriptor import FieldSpec
 from services.provisioner.plugins.specs import catalog_plugins
 
 HEREDOC = re.compile(r"^cat > /tmp/ns\.yaml <<'EOF'[^\n]*\n(.*?)^EOF$", re.S | re.M)
@@ -29,3 +33,25 @@ def test_the_readmes_ns_yaml_changes_only_the_prefix_and_range_of_provider_ns(tm
     ns, before = merged.providers["ns"], base.providers["ns"]
     assert ns.provisioner["prefix"] != before.provisioner["prefix"] and ns.provisioner["network"] != before.provisioner["network"]
     assert ns.model_dump(exclude={"provisioner"}) == before.model_dump(exclude={"provisioner"})
+
+
+def test_a_prefix_the_namespaces_provider_cannot_use_is_refused_when_the_catalog_is_applied() -> None:
+    """It was accepted, and every create on the provider then failed, permanently: the plugin's
+    descriptor gives the form (`pattern`), and the catalog's check refuses the value at its field."""
+    catalog = load_sources([REAL_CATALOG / "catalog.yaml"]).catalog
+    for prefix in ("Walk", "toolong1", "a-b", ""):  # ("": unset, the default)
+        catalog.providers["ns"].provisioner["prefix"] = prefix
+        errors = [str(p) for p in validate_catalog(catalog, catalog_plugins()) if p.is_error]
+        assert errors == ([f"provider 'ns', field provisioner.prefix: {prefix!r} is not of the form [a-z0-9]{{1,6}} "
+                          "(1-6 lower-case letters or digits: the bridge is <prefix>-br, each node <prefix>-<8 hex>; "
+                          "a sweep of one prefix leaves others alone)"] if prefix else []), (prefix, errors)
+
+
+@pytest.mark.parametrize(("field", "said"), [
+    ({"label": "n", "type": "number", "pattern": "[0-9]+"}, "'pattern' is only for text fields"),
+    ({"label": "p", "pattern": "[a-z"}, "'pattern' is not a regular expression"),
+    ({"label": "p", "pattern": "[a-z]+", "default": "A"}, "'A' is not of the form [a-z]+ (p)"),
+])
+def test_a_descriptor_pattern_is_a_text_fields_regular_expression_its_default_matches(field: dict[str, object], said: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(said)):
+        FieldSpec.model_validate(field)
