@@ -55,3 +55,15 @@ def test_a_prefix_the_namespaces_provider_cannot_use_is_refused_when_the_catalog
 def test_a_descriptor_pattern_is_a_text_fields_regular_expression_its_default_matches(field: dict[str, object], said: str) -> None:
     with pytest.raises(ValidationError, match=re.escape(said)):
         FieldSpec.model_validate(field)
+
+
+def test_muster_catalog_validate_prints_the_form_as_written(tmp_path: Path) -> None:
+    """The problem's text went through rich's markup: `is not of the form {1,6}` ([a-z0-9] taken for a style)."""
+    from click.testing import CliRunner
+
+    from muster.cli import main
+
+    text = (REAL_CATALOG / "catalog.yaml").read_text().replace("prefix: mu}", "prefix: Walk_1}")
+    (tmp_path / "catalog.yaml").write_text(text)
+    said = CliRunner().invoke(main, ["catalog", "validate", str(tmp_path / "catalog.yaml")])
+    assert said.exit_code != 0 and "'Walk_1' is not of the form [a-z0-9]{1,6} (1-6 lower-case" in said.output, said.output
