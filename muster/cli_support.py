@@ -179,7 +179,9 @@ def echo_json(value: Any) -> None:
 
 
 def parse_json_arg(text: str, what: str) -> Any:
-    """A JSON value given inline, or `@file` to read it from a file (JSON or YAML)."""
+    """A JSON value given inline, or `@file` to read it from a file (JSON or YAML: by its name, else
+    JSON, else YAML of a mapping or a list; a config saved as `nats.yaml.bad` was refused as `not
+    valid JSON`)."""
     source = what
     if text.startswith("@"):
         path = Path(text[1:])
@@ -198,7 +200,18 @@ def parse_json_arg(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise CliError(f"{source}: not valid JSON: {err}") from None
+        if source != what:  # a file of another name (`@/tmp/redis.conf.yaml.bad`, `@config.txt`) may be YAML
+            import yaml
+
+            try:
+                read = yaml.safe_load(text)
+            except yaml.YAMLError:
+                read = None
+            if isinstance(read, dict | list):
+                return read
+        raise CliError(f"{source}: not valid JSON: {err}"
+                       + (" (nor YAML of a mapping or a list; a file ending .yaml or .yml is read as YAML alone)" if source != what else "")
+                       ) from None
 
 
 UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")

@@ -95,7 +95,7 @@ def _load(paths: Sequence[Path], consequence: str) -> LoadedCatalog:
 def _print_problems(problems: Sequence[Problem]) -> None:
     for p in problems:
         style = "red" if p.is_error else "yellow"
-        err.print(f"[{style}]{p.severity}[/{style}]: {p}", markup=True, highlight=False)
+        err.print(f"[{style}]{p.severity}[/{style}]: {escape(str(p))}", markup=True, highlight=False)  # ([a-z0-9] is text)
 
 
 def _problem_json(p: Problem) -> dict[str, Any]:

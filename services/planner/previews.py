@@ -91,6 +91,8 @@ class Previews:
             plan, batches, tolerance = planning.rolled(planning.plan_direct(job, cluster, facts.catalog, cmd), cmd, cluster,
                                                         facts.catalog)
             if op.observes:  # a check looks at every node, whichever fails to answer
+                if not cluster.nodes:  # (it said none of its services defines a `status` action)
+                    raise Refused(f"nothing to check on cluster {cluster.name!r}: it has no nodes (cluster {cluster.status})")
                 if not plan.tasks:
                     raise Refused(f"nothing to check on cluster {cluster.name!r}: none of its services defines a `status` action")
                 tolerance = len(cluster.nodes)

@@ -346,6 +346,22 @@ async def redis_keeps_its_data_and_its_good_config(real: Real, cluster: str, con
     # Permanent in both flavours (exit 78): no task is tried twice (the Ansible one's was, three times).
     assert len({f.task_id for f in failed}) == len(failed) and all("permanent" in error for error in errors), errors
     assert await down_at_once(real, bad.reply.job_id) == (0, set())  # refused before any server stopped
+    # A config a replica cannot link with (its primary where nothing answers): its start fails saying what
+    # it waited for and what it saw, and stops the server it started, so the rollback's start (after its
+    # configure put the good config back) starts it on that; it found it `already running` on the undone one.
+    nowhere = primary.rsplit(".", 1)[0] + ".250"
+    unlinked = settings("64mb")
+    unlinked["redis"] = {**config["redis"], "settings": {"maxmemory": "64mb"}, "primary": nowhere, "link_wait_s": 3}  # type: ignore[dict-item]
+    lost = await real.client.run(ConfigureCluster(cluster_id=cluster, config=unlinked, restart=True, rolling=Rolling(batch=1),
+                                                  requested_by="test"), tenant=TENANT, timeout=600)
+    assert not lost.succeeded
+    errors = [r.event.error async for r in real.client.events(lost.reply.job_id, tenant=TENANT) if isinstance(r.event, TaskAttemptFailed)]
+    assert errors and all("started, but no link to the primary after 3 s (redis.link_wait_s), stopped the redis-server it started; "
+                          f"it said: master_host:{nowhere} master_link_status:down" in error for error in errors), errors
+    # (the rollback restarted the primary last: WAIT until every replica has linked again and acknowledged)
+    assert redis(primary, stdin=f"SET unlinked no\nWAIT {replicas} 15000\n").split() == ["OK", str(replicas)]
+    assert all(f"master_host:{primary}\nmaster_port:6379\nmaster_link_status:up" in redis(ip, "info", "replication")
+               for ip in ips if ip != primary), {ip: redis(ip, "info", "replication") for ip in ips}
     before = run_ids(ips)
     await real.run(RestartServices(cluster_id=cluster, rolling=Rolling(batch=1), requested_by="test"))
     after = run_ids(ips)

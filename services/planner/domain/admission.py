@@ -308,6 +308,44 @@ def setting_allowed(f: Facts) -> None:
         raise together(found)
 
 
+def provider_mapped(f: Facts) -> None:
+    """Some hardware type and some image type the create may use maps its provider (a `flavor`,
+    an `image` in its providermap): the solver picks only among those. A create on a provider
+    none maps was accepted and failed at layout time, after the job was recorded. Refused at the
+    provider's field (at the type's own when the request names one), naming the providers that
+    would do; an unknown provider, template or type is refused by its own rule."""
+    cmd: CreateCluster = f.command
+    try:
+        template = template_of(f)
+    except Refused:
+        return
+    provider = cmd.provider or template.defaults.provider
+    if not provider or provider not in f.catalog.providers:
+        return
+    found: list[Refused] = []
+    for field, kind, key, asked, known in (
+            ("hardwaretype", "hardware type", "flavor", cmd.hardwaretype, f.catalog.hardwaretypes),
+            ("imagetype", "image type", "image", cmd.imagetype, f.catalog.imagetypes)):
+        allowed: list[str] = getattr(template.compatibility, field + "s")
+        if asked is not None and (asked not in known or (allowed and asked not in allowed)):
+            continue  # (refused at its field by setting_allowed)
+        candidates = [asked] if asked is not None else sorted(n for n in known if not allowed or n in allowed)
+        if any(key in known[n].providermap.get(provider, {}) for n in candidates):
+            continue
+        mapped = sorted({p for n in candidates for p, m in known[n].providermap.items() if key in m and p in f.catalog.providers})
+        listed = ", ".join(candidates[:SERVICES_LISTED]) + (f", ... ({len(candidates)} in all)" if len(candidates) > SERVICES_LISTED else "")
+        which = (f"{kind} {asked!r} does not map provider {provider!r} (no {key!r} for it in its providermap)" if asked is not None else
+                 f"no {kind} that template {template.name!r} allows ({listed or 'none'}) maps provider {provider!r} "
+                 f"(no {key!r} for it in their providermaps)")
+        found.append(Refused(
+            f"{which}: no layout can be made; "
+            + (f"{'it maps' if asked is not None else 'they map'} {', '.join(mapped)}" if mapped else
+               f"add {{{provider!r}: {{{key!r}: ...}}}} to a {kind}'s providermap (muster catalog apply)"),
+            code="invalid", field=field if asked is not None else "provider"))
+    if found:
+        raise together(found)
+
+
 # -- layout changes --------------------------------------------------------------------------
 
 

@@ -75,7 +75,7 @@ _CREATE = (A.CREATE, A.CONFIRM, A.BOOTSTRAP, A.INSTALL, A.CONFIGURE, A.INITIALIZ
 _ROWS = (
     Operation("create", "CreateCluster", "new-cluster", layout=True, chain=_CREATE, machine=True, offline=True, every_problem=True,
               rules=(rule.template_allows_size, rule.provider_known, rule.services_known, rule.services_allowed,
-                     rule.setting_allowed, rule.callback_needs_pool, rule.pool_admits)),
+                     rule.setting_allowed, rule.provider_mapped, rule.callback_needs_pool, rule.pool_admits)),
     Operation("delete", "DeleteCluster", "cluster", shrinking=True, chain=(A.DELETE,), machine=True, offline=True,
               rules=(rule.at_version, rule.not_busy, rule.not_deleted)),  # a cluster in any state may be deleted
     Operation("expand", "ExpandCluster", "cluster", layout=True, chain=_CREATE, machine=True, needs_nodes=True,

@@ -8,6 +8,7 @@ as text in Coopr catalogs (`"failure_rate": "0"`), so each field type knows how 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
@@ -49,6 +50,7 @@ class FieldSpec(BaseModel):
     sensitive: bool = False
     default: Any = None
     options: list[str] = Field(default_factory=list, description="allowed values of a select")
+    pattern: str | None = Field(default=None, description="a text field's value matches this regular expression whole")
 
     @model_validator(mode="after")
     def _consistent(self) -> FieldSpec:
@@ -56,6 +58,13 @@ class FieldSpec(BaseModel):
             raise ValueError("a select field needs 'options'")
         if self.type != "select" and self.options:
             raise ValueError("'options' is only for select fields")
+        if self.pattern is not None:
+            if self.type != "text":
+                raise ValueError("'pattern' is only for text fields")
+            try:
+                re.compile(self.pattern)
+            except re.error as err:
+                raise ValueError(f"'pattern' is not a regular expression: {err}") from None
         if self.sensitive and self.default is not None:
             raise ValueError("a sensitive field cannot have a default (descriptors are published)")
         if self.required and self.default is not None:
@@ -70,7 +79,11 @@ class FieldSpec(BaseModel):
         if kind in ("text", "password"):
             if isinstance(value, (dict, list)):
                 raise ValueError(f"expected text, got {type(value).__name__}")
-            return value if isinstance(value, str) else str(value)
+            text = value if isinstance(value, str) else str(value)
+            # (refused when the catalog is applied: the plugin refused it only when a task ran, permanently)
+            if self.pattern is not None and text and not re.fullmatch(self.pattern, text):  # ("": unset)
+                raise ValueError(f"{text!r} is not of the form {self.pattern} ({self.tip or self.label})")
+            return text
         if kind == "integer":
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError(f"expected an integer, got {value!r}")

@@ -7,9 +7,13 @@ The whole cluster's story is tests/e2e/test_real.py's (make test-long)."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +27,13 @@ from services.provisioner.plugins.builtin.ansible.automator import outcome
 from services.provisioner.plugins.builtin.ansible.events import AnsibleLog
 
 
-def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any], step: str = "configure") -> TaskOutcome:
+def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any], step: str = "configure",
+              ip: str = "127.0.0.1") -> TaskOutcome:
     import ansible_runner
 
     log = AnsibleLog()
     work = Path(tempfile.mkdtemp(dir=tmp_path))
-    muster = {"service": service, "cluster_id": "c1", "node": {"id": "n1", "hostname": "n1", "ip": "127.0.0.1"}, "config": config,
+    muster = {"service": service, "cluster_id": "c1", "node": {"id": "n1", "hostname": "n1", "ip": ip}, "config": config,
               "exit_permanent": PERMANENT_EXIT}  # as the automator gives it (`muster_vars`)
     runner = ansible_runner.run(
         private_data_dir=str(work), playbook=str(REAL_CATALOG / "ansible" / playbook), quiet=True,
@@ -64,6 +69,49 @@ def test_redis_a_primary_left_a_macro_fails_permanently_naming_the_flavours_own(
     assert not (tmp_path / "redis" / "redis.conf").exists()
     primary = configure(tmp_path, "redis.yml", "redis-primary-ansible", {"redis": {"primary": "%ip.service.redis-primary%"}})
     assert primary.ok, primary.error  # (the primary has no primary)
+
+
+@pytest.fixture
+def loopback() -> Iterator[str]:
+    """A /24 of loopback addresses of this test's own; whatever redis-server still answers on .1
+    or .2 is killed after it (named by the server itself)."""
+    net = f"127.78.{random.randrange(256)}"
+    yield net
+    for ip in (f"{net}.1", f"{net}.2"):
+        said = subprocess.run(["redis-cli", "-h", ip, "info", "server"], capture_output=True, text=True, timeout=10).stdout
+        for line in said.splitlines():
+            if line.startswith("process_id:"):
+                os.kill(int(line.split(":")[1]), signal.SIGKILL)
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
+def test_redis_a_replica_start_with_no_link_says_what_it_waited_for_and_stops_what_it_started(tmp_path: Path, loopback: str) -> None:
+    """The link wait (an `until` that ran out) failed with `no message`, and left the server it had
+    started running on the new config: the rollback's start (after its configure put the old
+    config back) found it `already running` and the replica stayed on the undone config."""
+    primary, replica = tmp_path / "primary", tmp_path / "replica"
+    for home in (primary, replica):
+        (home / "redis").mkdir(parents=True)
+
+    def step(home: Path, service: str, ip: str, what: str, primary_ip: str, **redis: Any) -> TaskOutcome:
+        return configure(home, "redis.yml", service, {"redis": {"primary": primary_ip, **redis}}, step=what, ip=ip)
+
+    p_ip, r_ip, nowhere = f"{loopback}.1", f"{loopback}.2", f"{loopback}.9"
+    for what in ("configure", "start"):
+        done = step(primary, "redis-primary-ansible", p_ip, what, p_ip)
+        assert done.ok, done.error
+    assert step(replica, "redis-replica-ansible", r_ip, "configure", nowhere).ok  # a primary where nothing listens
+    failed = step(replica, "redis-replica-ansible", r_ip, "start", nowhere, link_wait_s=2)
+    assert not failed.ok and not failed.permanent, failed
+    assert "started, but no link to the primary after 2 s (redis.link_wait_s), stopped the redis-server it started; it said: " in failed.error, failed.error
+    assert f"it said: master_host:{nowhere} master_link_status:down ; its log: " in failed.error
+    assert "Connection refused" in failed.error, failed.error  # its log's last line
+    # the rollback: configure (the old config), start
+    assert step(replica, "redis-replica-ansible", r_ip, "configure", p_ip).ok
+    back = step(replica, "redis-replica-ansible", r_ip, "start", p_ip)
+    assert back.ok, back.error
+    info = subprocess.run(["redis-cli", "-h", r_ip, "info", "replication"], capture_output=True, text=True, timeout=10).stdout
+    assert f"master_host:{p_ip}" in info and "master_link_status:up" in info, info
 
 
 def test_nats_a_setting_nats_server_refuses_fails_permanently_and_keeps_the_good_config(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +74,10 @@ class Node:
     service: str
     primary: str
 
-    def run(self, action: Action, settings: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(self, action: Action, settings: dict[str, Any] | None = None, **redis: Any) -> subprocess.CompletedProcess[str]:
         (self.home / "redis").mkdir(parents=True, exist_ok=True)
         env = {"PATH": "/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(self.home), "MUSTER_IP": self.ip, "MUSTER_SERVICES": self.service,
-               "MUSTER_CONFIG": json.dumps({"redis": {"primary": self.primary, "settings": settings or {}}})}
+               "MUSTER_CONFIG": json.dumps({"redis": {"primary": self.primary, "settings": settings or {}, **redis}})}
         return subprocess.run(["sh", "-c", script(action)], env=env, cwd=self.home, capture_output=True, text=True, timeout=150)
 
     def up(self, settings: dict[str, Any] | None = None) -> None:
@@ -169,3 +169,42 @@ def test_a_stop_stops_only_this_nodes_own_server_not_what_has_its_old_pid_now(pa
     pid = (primary.home / "redis" / "redis.pid").read_text().strip()
     stopped = primary.run(Action.STOP)
     assert stopped.stdout.strip() == f"stopped pid {pid}" and primary.cli("ping") == "", stopped
+
+
+def test_a_replica_start_with_no_link_stops_what_it_started_so_the_rollback_starts_the_good_config(pair: tuple[Node, Node]) -> None:
+    """A configure --restart whose new config starts a replica that never links: the start failed
+    and left the server running on that config; the rollback's configure put the good file back,
+    and its start found the server `already running` (on the bad config) and waited for a link
+    that never came. The failed start stops what it started and says what it waited for."""
+    primary, replica = pair
+    primary.up()
+    replica.up()
+    assert replica.run(Action.STOP).returncode == 0
+    nowhere = replace(replica, primary=primary.ip.rsplit(".", 1)[0] + ".9")  # nothing listens there
+    assert nowhere.run(Action.CONFIGURE).returncode == 0  # redis-server reads it well: only the link tells
+    failed = nowhere.run(Action.START, link_wait_s=2)
+    assert failed.returncode == 1, failed
+    assert "started, but no link to the primary after 2 s (redis.link_wait_s), stopped the redis-server it started; it said: " in failed.stderr, failed.stderr
+    assert f"it said: master_host:{nowhere.primary} master_link_status:down ; its log: " in failed.stderr
+    assert "Connection refused" in failed.stderr and replica.cli("ping") == ""  # its log's last line
+    # the rollback: configure (the old config), start
+    assert replica.run(Action.CONFIGURE).returncode == 0
+    back = replica.run(Action.START)
+    assert back.returncode == 0 and back.stdout.strip() == "started, in sync with the primary", back
+    assert f"master_host:{primary.ip}" in replica.cli("info", "replication")
+
+
+def test_a_start_finding_its_server_on_another_config_than_the_file_restarts_it(pair: tuple[Node, Node]) -> None:
+    """The same rollback where the failed start could not stop the server (its task killed at its
+    deadline while it waited): the server runs the undone config, and the start restarts it on the
+    file's. One on the file's config is left as it is."""
+    primary, _ = pair
+    primary.up({"maxmemory": "32mb"})
+    pid = (primary.home / "redis" / "redis.pid").read_text().strip()
+    assert primary.run(Action.CONFIGURE, {"maxmemory": "64mb"}).returncode == 0
+    again = primary.run(Action.START)
+    assert again.returncode == 0 and again.stdout.strip() == "started (it ran another config: restarted)", again
+    assert primary.cli("config", "get", "maxmemory").split() == ["maxmemory", str(64 << 20)]
+    assert f"process_id:{pid}" not in primary.cli("info", "server")
+    same = primary.run(Action.START)
+    assert same.returncode == 0 and same.stdout.strip() == "already running", same

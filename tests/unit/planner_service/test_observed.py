@@ -8,8 +8,8 @@ from typing import Any
 
 from planner_harness import CHECKED, Harness, demo_catalog
 
-from contracts.catalog import ServiceConstraint
-from contracts.commands import Accepted, CheckCluster, DryRun, Rejected, RepairCluster, StartServices, StopServices
+from contracts.catalog import Action, ServiceConstraint
+from contracts.commands import Accepted, CheckCluster, CreateCluster, DryRun, Rejected, RepairCluster, StartServices, StopServices
 from services.planner.domain.observed import repairs
 
 
@@ -171,3 +171,16 @@ async def test_a_check_needs_a_service_with_a_status_action() -> None:
     cid = await h.cluster_of(2)
     reply = await h.send(CheckCluster(cluster_id=cid))
     assert isinstance(reply, Rejected) and "none of its services defines a `status` action" in reply.reason
+
+
+async def test_a_check_of_a_cluster_whose_create_rolled_back_says_it_has_no_nodes() -> None:
+    """It said `none of its services defines a status action`, of services that do (walking the
+    real clusters: a create whose playbook was not found rolled back, then `muster cluster check`)."""
+    h = checked()
+    h.behaviour = lambda m: "refuse" if m.action is Action.INSTALL else "succeed"
+    reply = await h.send(CreateCluster(name="c1", template="hadoop-small", nodes=3))
+    assert isinstance(reply, Accepted)
+    await h.settle()
+    assert h.cluster(reply.cluster_id).nodes == {}
+    said = await h.send(CheckCluster(cluster_id=reply.cluster_id))
+    assert isinstance(said, Rejected) and said.reason == "nothing to check on cluster 'c1': it has no nodes (cluster failed)", said

@@ -331,3 +331,39 @@ async def test_a_config_whose_macro_names_a_service_the_cluster_has_not_is_accep
     assert isinstance(reply, Accepted) and any("names service 'zookeeper'" in w for w in reply.warnings), reply.warnings
     right = await h.send(ConfigureCluster(cluster_id=await h.cluster_of(3, "c2"), config={"zk": "%ip.service.zookeeper-server%"}))
     assert isinstance(right, Accepted) and not right.warnings, right.warnings
+
+
+def _with_unmapped_provider() -> Any:
+    """The demo catalog with a provider `cloud` that only one hardware type and no image type map."""
+    from contracts.catalog import Provider
+    catalog = demo_catalog()
+    catalog.providers["cloud"] = Provider.model_validate({"name": "cloud", "providertype": "simulated", "provisioner": {}})
+    catalog.providers["bare"] = Provider.model_validate({"name": "bare", "providertype": "simulated", "provisioner": {}})
+    catalog.hardwaretypes["large"].providermap["cloud"] = {"flavor": "xl"}
+    return catalog
+
+
+async def test_a_create_on_a_provider_no_type_of_its_template_maps_is_refused_at_the_create() -> None:
+    """A create on a provider no hardware type maps was accepted, and failed at layout time. It
+    is refused at the preview and the create, naming the provider, the types the template allows
+    and the providers they map, with every other problem of the request."""
+    h = Harness(catalog=_with_unmapped_provider())
+    for dry in (True, False):
+        reply = await h.send(_create(provider="bare", nodes=60, dry_run=dry))
+        assert isinstance(reply, Rejected), reply
+        assert [p.field for p in reply.problems] == ["nodes", "provider", "provider"], reply
+        hardware, image = reply.problems[1].reason, reply.problems[2].reason
+        assert hardware.startswith("no hardware type that template 'hadoop-small' allows (large, medium, small) maps provider 'bare'")
+        assert "they map cloud, sim" in hardware and "no 'flavor' for it" in hardware, hardware
+        assert image.startswith("no image type that template 'hadoop-small' allows (centos7, ubuntu22) maps provider 'bare'"), image
+    # A hardware type maps `cloud`, no image type does; a type named in the request is judged alone.
+    reply = await h.send(_create(provider="cloud", hardwaretype="small", dry_run=True))
+    assert isinstance(reply, Rejected) and [p.field for p in reply.problems] == ["hardwaretype", "provider"], reply
+    assert reply.problems[0].reason.startswith("hardware type 'small' does not map provider 'cloud'"), reply
+    assert "it maps sim" in reply.problems[0].reason
+    assert h.log.records == []
+    # Mapped, it is accepted.
+    catalog = _with_unmapped_provider()
+    catalog.imagetypes["ubuntu22"].providermap["cloud"] = {"image": "u22"}
+    reply = await Harness(catalog=catalog).send(_create(provider="cloud", dry_run=True))
+    assert not isinstance(reply, Rejected), reply

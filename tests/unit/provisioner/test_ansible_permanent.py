@@ -73,3 +73,17 @@ def test_a_timeout_is_retried_whatever_the_playbook_said() -> None:
     for event in (START, _failed("check the version", EXIT_78), _stats({"muster_permanent": True})):
         log.handle(event)
     assert not outcome("redis install", Action.INSTALL, "timeout", None, log).permanent
+
+
+UNTIL_RAN_OUT = {"changed": True, "stdout": "role:slave\nmaster_host:10.213.0.9\nmaster_link_status:down", "stderr": "", "rc": 0,
+                 "msg": "", "attempts": 120, "exception": "(traceback unavailable)"}
+"""ansible-core 2.19's result of a task whose `until` never held (from a real run): no message."""
+
+
+def test_a_task_whose_until_ran_out_says_how_often_it_asked_and_what_it_saw_last() -> None:
+    """The Ansible flavour's link wait failed with `no message`, three times."""
+    out = _outcome(_failed("a replica has started once it holds the primary's data", UNTIL_RAN_OUT), _stats(), action=Action.START)
+    assert not out.ok and not out.permanent
+    assert out.error == ("redis install: ansible task 'a replica has started once it holds the primary's data' failed on n1: "
+                         "its until condition still did not hold after 120 attempts; its last output: "
+                         "role:slave master_host:10.213.0.9 master_link_status:down")

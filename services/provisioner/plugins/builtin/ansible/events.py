@@ -33,6 +33,10 @@ def _message(res: Any) -> str:
         return ""
     texts = {key: str(res.get(key) or "").strip().replace("\n", " ") for key in ("msg", "stderr", "module_stderr", "reason")}
     text = next((t for t in texts.values() if t), "")
+    if not text and res.get("attempts"):  # an `until` that ran out: ansible gives no message of its own
+        last = str(res.get("stdout") or "").strip().splitlines()[-3:]
+        text = (f"its until condition still did not hold after {res['attempts']} attempts"
+                + (f"; its last output: {' '.join(line.strip() for line in last)}" if last else ""))
     if texts["msg"] and texts["stderr"] and res.get("rc") not in (None, 0):
         text = f"{texts['msg']}: {texts['stderr']}"  # a command's msg is only "non-zero return code": its stderr says why
     return text[:MESSAGE_LIMIT]
