@@ -99,16 +99,19 @@ class NatsWorkers:
 
     async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
         """For each of `provisioners`, the log sequence before which its claims were made by a
-        process that has stopped (docs/decisions/0054): past every claim (`ALL`) when the presence
-        bucket's leader holds no record of it (expired or deleted; a follower may lag behind a
-        renewal) and it registered on the tenant's log (a provisioner of this muster: it keeps a
-        lease); its current session's registration when that session's record has been there
-        long enough for every other session of its id to have stopped (`Sessions.settled`) and
-        the planner's first sight of the id is older than the TTL that every earlier session
-        registered on this tenant's log with (`domain/sessions.py`: a session replaced before
-        the planner looked; until then 0, and it asks again then); else 0. One never registered
-        (a bare worker) is not known to have stopped. Raises when the bucket or the log cannot
-        be read."""
+        process that has stopped (docs/decisions/0054), from what the presence bucket's leader
+        holds (a follower may lag behind a renewal) and the TTLs the sessions registered with
+        on the tenant's log (`domain/sessions.py`; a wait still to run is 0 now, and the planner
+        asks again then, `Sessions.ask_again`):
+        - no record (expired or deleted) of an id registered here (a provisioner of this muster:
+          it keeps a lease): past every claim (`ALL`), once the sessions the last one replaced
+          must have stopped too (`_all_stopped`);
+        - its current session's registration, when that session's record has been there long
+          enough for every other session the watch saw to have stopped (`Sessions.settled`) and
+          the planner's first sight of the id is older than the TTL of each earlier session
+          registered here (one replaced before the planner looked);
+        - else 0. One never registered (a bare worker) is not known to have stopped. Raises
+        when the bucket or the log cannot be read."""
         from services.provisioner.presence import KV_STREAM, KV_SUBJECT_PREFIX, is_record, presence_key
 
         if self.log is None:
@@ -130,7 +133,7 @@ class NatsWorkers:
                        for r in await self.log.read(subjects.provisioner_events(tenant, pid))
                        if r.type in ("ProvisionerRegistered", "ProvisionerDeregistered")]
             if not live:
-                out[pid] = ALL if any(isinstance(r, sessions.Registered) for r in history) else 0
+                out[pid] = self._all_stopped(tenant, pid, history)
                 continue
             assert last is not None
             session = ProvisionerPresence.model_validate_json(last.data or b"").info.session
@@ -143,6 +146,24 @@ class NatsWorkers:
             else:
                 out[pid] = stopped.since
         return out
+
+    def _all_stopped(self, tenant: str, pid: str, history: list[sessions.Registered | sessions.Deregistered]) -> int:
+        """`ALL` for a registered id whose record the leader no longer holds, once its sessions
+        that the last writer replaced must have stopped too (their TTLs may be longer than the
+        last one's, whose expiry the leader shows); until then 0, asking again then."""
+        if not any(isinstance(r, sessions.Registered) for r in history):
+            return 0
+        watch = self.sessions
+        if watch.watching_since is None:  # no watch (yet): the record alone, as before (decision 54, "Left")
+            return ALL
+        if pid in watch.current:  # the watch has not seen it go yet: asked again when it does
+            return 0
+        last, seen_at = watch.last.get(pid, (None, watch.watching_since))
+        at = sessions.earlier_stopped(history, last, seen_at).at
+        if at > asyncio.get_running_loop().time():
+            watch.ask_again(pid, tenant, at)
+            return 0
+        return ALL
 
 
 ALL = 2**63
@@ -164,6 +185,10 @@ class Sessions:
         self.settled: dict[str, str] = {}
         self.first_seen: dict[str, float] = {}
         """When the watch first saw each id's record (the event loop's clock)."""
+        self.last: dict[str, tuple[str, float]] = {}
+        """Each id's last session the watch saw, and when it first saw it (kept once it goes)."""
+        self.watching_since: float | None = None
+        """When the watch had read the records there were (None: not watching yet)."""
         self.on_settled: Callable[[str], None] | None = None
         self._ttl: dict[str, float] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -185,6 +210,7 @@ class Sessions:
         wait = max(self._ttl.get(pid, float(MAX_TTL_S)), record.ttl_s)
         self._ttl[pid] = max(self._ttl.get(pid, 0.0), record.ttl_s)
         self.current[pid] = session
+        self.last[pid] = (session, asyncio.get_running_loop().time())
         self.settled.pop(pid, None)
         self._cancel(pid)
         self._timers[pid] = asyncio.get_running_loop().call_later(wait, self._settle, pid, session)

@@ -4,14 +4,13 @@
 A process started again under a provisioner's id (a new *session*) registers on each tenant's
 log before it claims, so every claim before its registration is an earlier session's. Each
 earlier session renews its presence record no more once a later one wrote it, so its lease
-lapses within its own TTL of that write. The planner's watch of the bucket (`Sessions`,
-services/planner/adapters.py) covers the sessions whose records it saw; a session replaced
-before the planner first saw the id it never saw, and its TTL is the one its registration
-carries (`ProvisionerRegistered.ttl_s`, v2): such a session had stopped renewing by the
-planner's first sight of the id, so its claims have stopped once that first sight plus its TTL
-has passed. A registration without a TTL (an older provisioner's) says nothing: it is left to
-the watch, as before the TTL was registered. A session that deregistered had drained first: it
-runs nothing.
+lapses within its own TTL of that write, and that write was before the planner saw the later
+session's record (or before the planner first looked). The planner's watch of the bucket
+(`Sessions`, services/planner/adapters.py) knows the TTLs of the records it saw; a session
+replaced before the planner first saw the id it never saw, and its TTL is the one its
+registration carries (`ProvisionerRegistered.ttl_s`, v2). A registration without a TTL (an
+older provisioner's) says nothing: it is left to the watch, as before the TTL was registered. A
+session that deregistered had drained first: it runs nothing.
 """
 
 from __future__ import annotations
@@ -37,18 +36,19 @@ class Deregistered:
 @dataclass(frozen=True)
 class Stopped:
     since: int
-    """The claims before this log sequence are earlier sessions' (the session's registration);
-    0: it did not register on this log."""
+    """The claims before this log sequence are earlier sessions' (`session`'s registration);
+    0: it did not register on this log (or none was named)."""
     at: float
-    """From when those sessions are known to have stopped, on the clock of `first_sight`."""
+    """From when those earlier sessions are known to have stopped, on the clock of `seen_at`."""
 
 
-def earlier_stopped(history: Sequence[Registered | Deregistered], session: str, first_sight: float) -> Stopped:
-    """On one tenant's log of a provisioner id (`history`, in log order), the earlier sessions of
-    `session`, current now: since which sequence their claims end, and from when, given when
-    the planner first saw the id's presence record (`first_sight`)."""
+def earlier_stopped(history: Sequence[Registered | Deregistered], session: str | None, seen_at: float) -> Stopped:
+    """On one tenant's log of a provisioner id (`history`, in log order), the sessions before
+    `session` (every one registered here, when it is None or did not register here): since
+    which sequence their claims end, and from when, given a time by which each of them had been
+    replaced (`seen_at`: when the planner saw `session`'s record, or first looked)."""
     mine = next((r.seq for r in history if isinstance(r, Registered) and r.session == session), 0)
     left = {r.session for r in history if isinstance(r, Deregistered)}
-    ttls = [r.ttl_s for r in history if isinstance(r, Registered) and r.seq < mine
+    ttls = [r.ttl_s for r in history if isinstance(r, Registered) and (not mine or r.seq < mine)
             and r.session != session and r.session not in left and r.ttl_s is not None]
-    return Stopped(mine, first_sight + max(ttls, default=0.0))
+    return Stopped(mine, seen_at + max(ttls, default=0.0))

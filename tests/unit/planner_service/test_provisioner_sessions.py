@@ -8,7 +8,7 @@ import asyncio
 from datetime import UTC, datetime
 
 from contracts.tasks import ProvisionerInfo, ProvisionerPresence
-from services.planner.adapters import Sessions
+from services.planner.adapters import ALL, NatsWorkers, Sessions
 from services.planner.domain.sessions import Deregistered, Registered, Stopped, earlier_stopped
 
 FIRST_SIGHT = 1000.0
@@ -51,9 +51,35 @@ def test_only_the_sessions_before_the_current_one_that_did_not_leave_count() -> 
     assert earlier_stopped(history, "s2", FIRST_SIGHT) == Stopped(9, FIRST_SIGHT + 20)
 
 
-def test_a_session_that_did_not_register_on_this_log_ends_nothing() -> None:
-    assert earlier_stopped([Registered(5, "s0", 15.0)], "s1", FIRST_SIGHT).since == 0
+def test_a_session_that_did_not_register_on_this_log_ends_nothing_and_every_registered_one_counts() -> None:
+    assert earlier_stopped([Registered(5, "s0", 15.0)], "s1", FIRST_SIGHT) == Stopped(0, FIRST_SIGHT + 15)
+    assert earlier_stopped([Registered(5, "s0", 15.0)], None, FIRST_SIGHT) == Stopped(0, FIRST_SIGHT + 15)
     assert earlier_stopped([], "s1", FIRST_SIGHT) == Stopped(0, FIRST_SIGHT)
+
+
+async def test_a_record_gone_ends_every_claim_once_the_sessions_it_replaced_must_have_stopped() -> None:
+    # s0 (a 100 s TTL) was replaced by s1 (1 s), which died: s1's record expires after 1 s, but
+    # s0, cut off, may run on until 100 s after s1 wrote, so at most after the watch saw s1.
+    workers, loop = NatsWorkers(None, log_=None), asyncio.get_running_loop()  # type: ignore[arg-type]
+    history: list[Registered | Deregistered] = [Registered(5, "s0", 100.0), Registered(9, "s1", 1.0)]
+    watch = workers.sessions
+    assert workers._all_stopped("t1", "p1", history) == ALL  # no watch (yet): the record alone, as before
+    assert workers._all_stopped("t1", "p1", []) == 0  # never registered: not known
+    watch.watching_since = loop.time()
+    assert workers._all_stopped("t1", "p1", history) == 0  # the watch never saw it: from when it started
+    assert watch._again[("p1", "t1")].when() >= watch.watching_since + 100
+    watch.seen("p1", _record("s1", 1))
+    assert workers._all_stopped("t1", "p1", history) == 0  # the watch has not seen it go: asked when it does
+    watch.seen("p1", None)
+    sight = watch.last["p1"][1]
+    assert workers._all_stopped("t1", "p1", history) == 0
+    assert watch._again[("p1", "t1")].when() >= sight + 100
+    watch.last["p1"] = ("s1", sight - 100)  # (as if seen 100 s ago)
+    assert workers._all_stopped("t1", "p1", history) == ALL
+    one_ttl: list[Registered | Deregistered] = [Registered(5, "s0", 1.0), Registered(9, "s1", 1.0)]
+    watch.last["p1"] = ("s1", loop.time() - 1)  # the common case: one TTL throughout, s1 there for longer
+    assert workers._all_stopped("t1", "p1", one_ttl) == ALL
+    watch.close()
 
 
 async def test_sessions_note_the_first_sight_and_ask_again_when_told() -> None:
