@@ -500,8 +500,12 @@ class ProvisionerRegistered(Event):
     """A provisioner process started taking this tenant's tasks."""
 
     type: Literal["ProvisionerRegistered"] = "ProvisionerRegistered"
-    v: Literal[1] = 1
+    v: Literal[1, 2] = 2
     provisioner: ProvisionerInfo
+    ttl_s: float | None = Field(default=None, gt=0, description=(
+        "v2: the TTL of this process's presence record, which its lease keeps within (docs/decisions/0054): a "
+        "planner that never saw the process's record knows from it how long the process may run on once replaced; "
+        "None (v1, an older provisioner): not known"))
 
 
 class ProvisionerDeregistered(Event):

@@ -22,6 +22,7 @@ from muster.bus.connect import principal_of
 from muster.destinations import PLANNER, Allowed, refused_url
 from muster.ports.eventlog import EventLog
 
+from .domain import sessions
 from .ports import NoLayout, SolverUnavailable
 
 log = structlog.get_logger("muster.planner")
@@ -98,13 +99,19 @@ class NatsWorkers:
 
     async def ended(self, tenant: str, provisioners: set[str]) -> dict[str, int]:
         """For each of `provisioners`, the log sequence before which its claims were made by a
-        process that has stopped (docs/decisions/0054): past every claim (`ALL`) when the presence
-        bucket's leader holds no record of it (expired or deleted; a follower may lag behind a
-        renewal) and it registered on the tenant's log (a provisioner of this muster: it keeps a
-        lease); its current session's registration when that session's record has been there
-        long enough for every other session of its id to have stopped (`Sessions.settled`); else
-        0. One never registered (a bare worker) is not known to have stopped. Raises when the
-        bucket or the log cannot be read."""
+        process that has stopped (docs/decisions/0054), from what the presence bucket's leader
+        holds (a follower may lag behind a renewal) and the TTLs the sessions registered with
+        on the tenant's log (`domain/sessions.py`; a wait still to run is 0 now, and the planner
+        asks again then, `Sessions.ask_again`):
+        - no record (expired or deleted) of an id registered here (a provisioner of this muster:
+          it keeps a lease): past every claim (`ALL`), once the sessions the last one replaced
+          must have stopped too (`_all_stopped`);
+        - its current session's registration, when that session's record has been there long
+          enough for every other session the watch saw to have stopped (`Sessions.settled`) and
+          the planner's first sight of the id is older than the TTL of each earlier session
+          registered here (one replaced before the planner looked);
+        - else 0. One never registered (a bare worker) is not known to have stopped. Raises
+        when the bucket or the log cannot be read."""
         from services.provisioner.presence import KV_STREAM, KV_SUBJECT_PREFIX, is_record, presence_key
 
         if self.log is None:
@@ -121,15 +128,42 @@ class NatsWorkers:
             if live and settled is None:
                 out[pid] = 0
                 continue
-            registrations = [r for r in await self.log.read(subjects.provisioner_events(tenant, pid))
-                             if r.type == "ProvisionerRegistered"]
+            history = [sessions.Registered(r.seq, r.event.provisioner.session, r.event.ttl_s) if r.type == "ProvisionerRegistered"
+                       else sessions.Deregistered(r.event.session)
+                       for r in await self.log.read(subjects.provisioner_events(tenant, pid))
+                       if r.type in ("ProvisionerRegistered", "ProvisionerDeregistered")]
             if not live:
-                out[pid] = ALL if registrations else 0
+                out[pid] = self._all_stopped(tenant, pid, history)
                 continue
             assert last is not None
             session = ProvisionerPresence.model_validate_json(last.data or b"").info.session
-            out[pid] = next((r.seq for r in registrations if r.event.provisioner.session == session == settled), 0)
+            stopped = sessions.earlier_stopped(history, session, self.sessions.first_seen.get(pid, 0.0))
+            if session != settled or not stopped.since:
+                out[pid] = 0
+            elif stopped.at > asyncio.get_running_loop().time():
+                out[pid] = 0
+                self.sessions.ask_again(pid, tenant, stopped.at)
+            else:
+                out[pid] = stopped.since
         return out
+
+    def _all_stopped(self, tenant: str, pid: str, history: list[sessions.Registered | sessions.Deregistered]) -> int:
+        """`ALL` for a registered id whose record the leader no longer holds, once its sessions
+        that the last writer replaced must have stopped too (their TTLs may be longer than the
+        last one's, whose expiry the leader shows); until then 0, asking again then."""
+        if not any(isinstance(r, sessions.Registered) for r in history):
+            return 0
+        watch = self.sessions
+        if watch.watching_since is None:  # no watch (yet): the record alone, as before (decision 54, "Left")
+            return ALL
+        if pid in watch.current:  # the watch has not seen it go yet: asked again when it does
+            return 0
+        last, seen_at = watch.last.get(pid, (None, watch.watching_since))
+        at = sessions.earlier_stopped(history, last, seen_at).at
+        if at > asyncio.get_running_loop().time():
+            watch.ask_again(pid, tenant, at)
+            return 0
+        return ALL
 
 
 ALL = 2**63
@@ -142,14 +176,23 @@ class Sessions:
     stopped: such a process can renew the record no more once the new session wrote it (each
     writes only over its own last record), so its lease lapses within its TTL (decision 54).
     Its TTL is the largest this planner saw for the id, or the largest allowed for an id first
-    seen now (whose earlier sessions it never saw)."""
+    seen now (whose earlier sessions it never saw). A session replaced before the planner first
+    saw the id may have had a longer TTL than any seen: `NatsWorkers.ended` waits for it too,
+    from `first_seen` (`domain/sessions.py`), and asks again then (`ask_again`)."""
 
     def __init__(self) -> None:
         self.current: dict[str, str] = {}
         self.settled: dict[str, str] = {}
+        self.first_seen: dict[str, float] = {}
+        """When the watch first saw each id's record (the event loop's clock)."""
+        self.last: dict[str, tuple[str, float]] = {}
+        """Each id's last session the watch saw, and when it first saw it (kept once it goes)."""
+        self.watching_since: float | None = None
+        """When the watch had read the records there were (None: not watching yet)."""
         self.on_settled: Callable[[str], None] | None = None
         self._ttl: dict[str, float] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._again: dict[tuple[str, str], asyncio.TimerHandle] = {}
 
     def seen(self, pid: str, record: ProvisionerPresence | None) -> None:
         from services.provisioner.presence import MAX_TTL_S
@@ -160,19 +203,40 @@ class Sessions:
             self._cancel(pid)
             return
         session = record.info.session
+        self.first_seen.setdefault(pid, asyncio.get_running_loop().time())
         if self.current.get(pid) == session:
             self._ttl[pid] = max(self._ttl.get(pid, 0.0), record.ttl_s)
             return
         wait = max(self._ttl.get(pid, float(MAX_TTL_S)), record.ttl_s)
         self._ttl[pid] = max(self._ttl.get(pid, 0.0), record.ttl_s)
         self.current[pid] = session
+        self.last[pid] = (session, asyncio.get_running_loop().time())
         self.settled.pop(pid, None)
         self._cancel(pid)
         self._timers[pid] = asyncio.get_running_loop().call_later(wait, self._settle, pid, session)
 
+    def ask_again(self, pid: str, tenant: str, at: float) -> None:
+        """`on_settled(pid)` at `at` (the event loop's clock), when the earlier sessions of the
+        id that registered on `tenant`'s log must have stopped: the cancelled jobs that wait for
+        their claims are closed again then. Armed from what `ended` read on the log, each time it
+        reads it; the last asked for a tenant stands."""
+        old = self._again.pop((pid, tenant), None)
+        if old is not None:
+            old.cancel()
+
+        def due() -> None:
+            self._again.pop((pid, tenant), None)
+            if self.on_settled is not None:
+                self.on_settled(pid)
+
+        self._again[(pid, tenant)] = asyncio.get_running_loop().call_at(at, due)
+
     def close(self) -> None:
         for pid in list(self._timers):
             self._cancel(pid)
+        for timer in self._again.values():
+            timer.cancel()
+        self._again.clear()
 
     def _settle(self, pid: str, session: str) -> None:
         self._timers.pop(pid, None)

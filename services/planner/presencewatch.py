@@ -59,6 +59,8 @@ async def watch_presence(nc: Client, stack: AsyncExitStack, sessions: Sessions,
                         retry_in_s=retry_in_s)
             return False
         watches.append(watch)
+        if sessions.watching_since is None:  # (an id it never saw had no record from then on: decision 54)
+            sessions.watching_since = asyncio.get_running_loop().time()
         return True
 
     async def retry() -> None:

@@ -301,7 +301,7 @@ class Presence:
     async def register(self) -> None:
         """Record the registration on every tenant's log, publish the record, start refreshing.
         A record that cannot be written yet is retried every second by the refresher."""
-        await self._retrying("registration", lambda: self._record(ProvisionerRegistered(provisioner=self.info), "registered"))
+        await self._retrying("registration", lambda: self._record(self._registered(self.info), "registered"))
         written = await self._write()
         self._refresher = asyncio.create_task(self._refresh_until_stopped(written), name=f"presence-{self.info.id}")
         log.info("provisioner registered", provisioner=self.info.id, ttl_s=self.ttl_s,
@@ -435,8 +435,13 @@ class Presence:
         record says so at once."""
         new = [t for t in info.tenants if t not in self.info.tenants]
         self.info = info
-        await self._record(ProvisionerRegistered(provisioner=info), "registered", new)
+        await self._record(self._registered(info), "registered", new)
         await self._write()
+
+    def _registered(self, info: ProvisionerInfo) -> ProvisionerRegistered:
+        # The TTL tells a planner that never saw this session's record how long the session may
+        # run on once another process of the id replaced it (decision 54).
+        return ProvisionerRegistered(provisioner=info, ttl_s=self.ttl_s)
 
     async def _record(self, event: ProvisionerRegistered | ProvisionerDeregistered, what: str,
                       tenants: list[str] | None = None) -> None:

@@ -5,6 +5,8 @@ rollback deletes what it may have made, without waiting for the attempt's timeou
 
 from __future__ import annotations
 
+import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,51 @@ async def test_a_cancelled_job_whose_claimed_attempt_lost_its_provisioner_rolls_
         assert f"undo.{node}.delete" in {r.event.task_id for r in story if r.type == "TaskCompleted"}
         print(f"\n[scenario 1, cancelled] killed {victim} (pid {pid}) holding {claim.event.task_id}"
               f"{', started again' if restarted else ''}; ended: {lost.error}")
+
+        report = await fs.check()
+        report.assert_ok()
+        assert report.provisioner_lost and not report.timed_out
+
+
+@pytest.mark.skipif(os.environ.get("MUSTER_LONG_TESTS") != "1", reason="long: MUSTER_LONG_TESTS=1 (make test-long)")
+async def test_a_session_replaced_before_the_planner_started_with_a_longer_ttl_is_waited_for(tmp_path: Path) -> None:
+    # Decision 54, covered in session 25 (the fast case on a real server:
+    # tests/integration/provisioner_runtime/test_earlier_sessions.py). prov-1 ran with a 30 s
+    # presence TTL and was started again with 3 s while no planner ran: the planner never sees
+    # the 30 s record, only the registration says it. Its next restart's claims before it
+    # registered end no sooner than 30 s after the planner started, not 3 s after the restart.
+    long_ttl = 30
+    async with await FaultStack.single(tmp_path, provisioners=2,
+                                       extra_args={"provisioner": ["--presence-ttl", str(long_ttl)]}) as fs:
+        await fs.load_catalog("default", demo_catalog(latency_ms="20-80", latency_ms_create="20000"))
+        short = [*fs.deployment.commands()["provisioner-1"], "--presence-ttl", "3"]  # (the last one counts)
+        await fs.kill("planner")
+        await fs.kill("provisioner-1")
+        await fs.deployment.restart("provisioner-1", short)
+        planner_started = datetime.now(UTC)
+        await fs.restart("planner")
+
+        replies: list[Accepted] = []
+        create = fs.sending("default", CreateCluster(name="ttl", template="hadoop-small", nodes=2), replies)
+        claim = await fs.when("muster.evt.default.task.>", lambda r: r.type == "TaskClaimed" and r.event.provisioner == "prov-1"
+                              and r.event.task_id.endswith(".create"), create)
+        job = replies[0].job_id
+
+        async def cancel() -> None:
+            assert isinstance(await fs.client.send("default", CancelJob(job_id=job)), Accepted)
+
+        await fs.when(subjects.claims_closed("default", job, 0), lambda r: r.type == "ClaimsClosed", cancel)
+        await fs.kill("provisioner-1")
+        await fs.deployment.restart("provisioner-1", short)
+        final = await fs.client.wait(job, timeout=150)
+        assert isinstance(final, JobRolledBack), final
+
+        story = await EventStore(fs.conn).read_many(subjects.job_history_filters("default", job))
+        [lost] = [r for r in story if r.type == "TaskAttemptFailed" and r.event.task_id == claim.event.task_id]
+        assert lost.event.error.startswith(LOST_PREFIX), lost.event
+        waited = (lost.time - planner_started).total_seconds()
+        assert waited >= long_ttl, f"ended {waited:.1f}s after the planner started, within the replaced session's TTL"
+        print(f"\n[scenario 1, replaced before the planner's start] {claim.event.task_id} ended {waited:.1f}s after it")
 
         report = await fs.check()
         report.assert_ok()
