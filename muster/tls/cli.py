@@ -75,8 +75,16 @@ def rotate(data_dir: Path) -> None:
         lock.release()
         raise CliError(f"no muster deployment runs in {data_dir}: its certificates are checked at its next start", EXIT_INVALID)
     try:
-        pid = int(json.loads((data_dir / DataDirLock.STATE).read_text())["pid"])
-        os.kill(pid, signal.SIGUSR1)
+        state = json.loads((data_dir / DataDirLock.STATE).read_text())
+        pid = int(state["pid"])
     except (OSError, ValueError, KeyError) as err:
+        raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
+    if str(state.get("tracker_url", "")).startswith("http://"):
+        # Said here, not only on `muster up`'s terminal (which may be another's, or a log).
+        raise CliError(f"the deployment in {data_dir} runs without TLS ({state['tracker_url']}): nothing to rotate "
+                       "(`muster up --tls` makes and rotates certificates)", EXIT_INVALID)
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError as err:
         raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
     click.echo(f"asked `muster up` (pid {pid}) to rotate the server certificates; it says when it has")
