@@ -21,7 +21,13 @@ def _spec(text: str) -> tuple[str, list[str]]:
     name, _, hosts = text.partition("=")
     if not name or "/" in name or name.startswith("."):
         raise CliError(f"{text!r}: give NAME=HOST[,HOST...] (NAME names the files, without a slash)", EXIT_INVALID)
-    return name, [h for h in hosts.split(",") if h]
+    from .ca import host_problem
+
+    named = [h for h in hosts.split(",") if h]
+    for host in named:
+        if (problem := host_problem(host)) is not None:
+            raise CliError(f"{text!r}: {problem}", EXIT_INVALID)
+    return name, named
 
 
 @tls.command("issue")
@@ -39,6 +45,7 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
     from .ca import LocalCA, write_private
     from .context import TlsError
 
+    wanted = [_spec(spec) for spec in specs]  # every name checked before a CA is made
     try:
         ca = LocalCA.load_or_create(folder)
     except TlsError as err:
@@ -46,7 +53,7 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
     out = out or folder
     if out != folder:
         write_private(out / "ca.pem", ca.cert_path.read_bytes())
-    for name, hosts in map(_spec, specs):
+    for name, hosts in wanted:
         if not client and not hosts:
             raise CliError(f"{name}: a server certificate needs the host names clients reach it by (NAME=HOST,...)", EXIT_INVALID)
         path = out / ("clients" if client else "servers") / name
