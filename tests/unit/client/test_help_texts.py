@@ -77,3 +77,11 @@ def test_muster_help_names_every_subcommand_of_a_group(group: str) -> None:
         return
     said = COMMANDS[group][1].lower()
     assert [name for name in command.list_commands(click.Context(command)) if not re.search(rf"\b{re.escape(name)}\b", said)] == []
+
+
+def test_history_says_its_job_is_one_of_three_things_to_name() -> None:
+    # `Usage: muster history [OPTIONS] JOB_ID` read as if a job were required; `--cluster` and
+    # `--governance` take its place (docs/tracker.md: `muster history JOB | --cluster CLUSTER`).
+    said = CliRunner().invoke(main, ["history", "--help"], prog_name="muster").output
+    assert "Usage: muster history [OPTIONS] [JOB_ID]" in said
+    assert "of a job (JOB_ID), a cluster (--cluster) or the tenant's governance (--governance)" in " ".join(said.split())
