@@ -46,6 +46,9 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
     from .context import TlsError
 
     wanted = [_spec(spec) for spec in specs]  # every name checked before a CA is made
+    for name, hosts in wanted:
+        if not client and not hosts:
+            raise CliError(f"{name}: a server certificate needs the host names clients reach it by (NAME=HOST,...)", EXIT_INVALID)
     try:
         ca = LocalCA.load_or_create(folder)
     except TlsError as err:
@@ -54,8 +57,6 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
     if out != folder:
         write_private(out / "ca.pem", ca.cert_path.read_bytes())
     for name, hosts in wanted:
-        if not client and not hosts:
-            raise CliError(f"{name}: a server certificate needs the host names clients reach it by (NAME=HOST,...)", EXIT_INVALID)
         path = out / ("clients" if client else "servers") / name
         pair = (ca.issue if renew else ca.ensure)(path, f"muster {name}", hosts, server=not client)
         click.echo(f"{pair.cert} {pair.key}")

@@ -55,3 +55,10 @@ def test_dns_names_and_addresses_are_taken(name: str) -> None:
     from muster.tls.ca import host_problem
 
     assert host_problem(name) is None
+
+
+def test_issue_refuses_a_server_without_hosts_before_it_makes_anything(tmp_path: Path) -> None:
+    """`muster tls issue --dir ca good=localhost nats` made the CA and good's pair, then refused nats."""
+    result = CliRunner().invoke(tls, ["issue", "--dir", str(tmp_path / "ca"), "good=localhost", "nats"])
+    assert result.exit_code == 2 and "nats: a server certificate needs the host names clients reach it by" in result.output
+    assert not (tmp_path / "ca").exists()
