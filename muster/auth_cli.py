@@ -309,7 +309,12 @@ async def whoami(bus: Bus, as_json: bool) -> None:
     except CliError as err:
         if "the bus refused" not in str(err):
             raise
-        reason = await _reason_from_tracker(bus, bus.tracker_url())
+        try:
+            url = bus.tracker_url()
+        except CliError as bad:  # the bus's refusal is the news; the tracker URL's problem is said with it
+            reason = str(bad)
+        else:
+            reason = await _reason_from_tracker(bus, url)
         found = credentials()
         raise CliError(_refused_whoami(found.source, reason, found.principal), err.exit_code) from None
     if as_json:

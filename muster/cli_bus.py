@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar, overload
+from urllib.parse import urlsplit
 
 import click
 import nats.errors
@@ -63,8 +64,14 @@ class Bus:
 
     def tracker_url(self, explicit: str | None = None) -> str:
         """`--tracker-url`, else $MUSTER_TRACKER_URL, else the one `muster up` saved, else the local default."""
-        url = (explicit or self.tracker or os.environ.get("MUSTER_TRACKER_URL") or saved_url(self.data_dir, "tracker.url")
-               or DEFAULT_TRACKER_URL)
+        given = [("--tracker-url", explicit or self.tracker), ("$MUSTER_TRACKER_URL", os.environ.get("MUSTER_TRACKER_URL")),
+                 (f"{self.data_dir}/tracker.url", saved_url(self.data_dir, "tracker.url")), ("the default", DEFAULT_TRACKER_URL)]
+        source, url = next((source, url) for source, url in given if url)
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            # Not "cannot reach the tracker at notaurl ... is `muster up` running?" (exit 3).
+            raise CliError(f"the tracker URL {url!r} (from {source}) is not an http:// or https:// URL with a host, "
+                           "such as http://127.0.0.1:8080", EXIT_INVALID)
         return url.rstrip("/")
 
 

@@ -29,6 +29,15 @@ class Network:
         return {"tls": tls, "host": self.host, "insecure_network": self.insecure_network}
 
 
+def _host_names(ctx: click.Context, param: click.Parameter, names: tuple[str, ...]) -> tuple[str, ...]:
+    from muster.tls.ca import host_problem  # cryptography only when a name is given
+
+    for name in names:
+        if (problem := host_problem(name)) is not None:
+            raise click.BadParameter(problem)
+    return names
+
+
 def network_options(f: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(f)
     def wrapper(*args: Any, tls: bool, mtls: bool, host: str, tls_names: tuple[str, ...], insecure_network: bool, **kwargs: Any) -> Any:
@@ -40,7 +49,8 @@ def network_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--mtls", is_flag=True, help="mutual TLS on the bus (implies --tls): every client presents a certificate of the CA"),
         click.option("--host", default="127.0.0.1", show_default=True,
                      help="where nats-server and the tracker listen; another address than loopback needs --tls"),
-        click.option("--tls-name", "tls_names", multiple=True, help="one more DNS name or IP address the server certificates carry"),
+        click.option("--tls-name", "tls_names", multiple=True, callback=_host_names,
+                     help="one more DNS name or IP address the server certificates carry"),
         click.option("--insecure-network", is_flag=True, envvar=INSECURE_ENV,
                      help="allow plain TCP on another address than loopback (tokens then cross the network in clear)"),
     ]

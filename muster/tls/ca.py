@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,24 @@ def _now() -> dt.datetime:
 
 def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)")
+
+
+def host_problem(host: str) -> str | None:
+    """Why `host` cannot be a name a certificate carries, or None: a DNS name (a leading `*.`
+    allowed) or an IP address. A space, a port or a URL went into the certificate as a DNS name
+    no client ever dials, and every handshake by that name failed later, naming the certificate."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    labels = host.removeprefix("*.").removesuffix(".").split(".")
+    if len(host) <= 253 and all(_LABEL.fullmatch(label) for label in labels):
+        return None
+    return f"{host!r} is not a DNS name or an IP address (letters, digits, '-' and '.'; no port, no scheme, no space)"
 
 
 def alt_names(hosts: Sequence[str]) -> list[x509.GeneralName]:

@@ -21,7 +21,13 @@ def _spec(text: str) -> tuple[str, list[str]]:
     name, _, hosts = text.partition("=")
     if not name or "/" in name or name.startswith("."):
         raise CliError(f"{text!r}: give NAME=HOST[,HOST...] (NAME names the files, without a slash)", EXIT_INVALID)
-    return name, [h for h in hosts.split(",") if h]
+    from .ca import host_problem
+
+    named = [h for h in hosts.split(",") if h]
+    for host in named:
+        if (problem := host_problem(host)) is not None:
+            raise CliError(f"{text!r}: {problem}", EXIT_INVALID)
+    return name, named
 
 
 @tls.command("issue")
@@ -39,6 +45,10 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
     from .ca import LocalCA, write_private
     from .context import TlsError
 
+    wanted = [_spec(spec) for spec in specs]  # every name checked before a CA is made
+    for name, hosts in wanted:
+        if not client and not hosts:
+            raise CliError(f"{name}: a server certificate needs the host names clients reach it by (NAME=HOST,...)", EXIT_INVALID)
     try:
         ca = LocalCA.load_or_create(folder)
     except TlsError as err:
@@ -46,9 +56,7 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
     out = out or folder
     if out != folder:
         write_private(out / "ca.pem", ca.cert_path.read_bytes())
-    for name, hosts in map(_spec, specs):
-        if not client and not hosts:
-            raise CliError(f"{name}: a server certificate needs the host names clients reach it by (NAME=HOST,...)", EXIT_INVALID)
+    for name, hosts in wanted:
         path = out / ("clients" if client else "servers") / name
         pair = (ca.issue if renew else ca.ensure)(path, f"muster {name}", hosts, server=not client)
         click.echo(f"{pair.cert} {pair.key}")
@@ -75,8 +83,16 @@ def rotate(data_dir: Path) -> None:
         lock.release()
         raise CliError(f"no muster deployment runs in {data_dir}: its certificates are checked at its next start", EXIT_INVALID)
     try:
-        pid = int(json.loads((data_dir / DataDirLock.STATE).read_text())["pid"])
-        os.kill(pid, signal.SIGUSR1)
+        state = json.loads((data_dir / DataDirLock.STATE).read_text())
+        pid = int(state["pid"])
     except (OSError, ValueError, KeyError) as err:
+        raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
+    if str(state.get("tracker_url", "")).startswith("http://"):
+        # Said here, not only on `muster up`'s terminal (which may be another's, or a log).
+        raise CliError(f"the deployment in {data_dir} runs without TLS ({state['tracker_url']}): nothing to rotate "
+                       "(`muster up --tls` makes and rotates certificates)", EXIT_INVALID)
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError as err:
         raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
     click.echo(f"asked `muster up` (pid {pid}) to rotate the server certificates; it says when it has")

@@ -197,7 +197,12 @@ def refusal(err: BaseException) -> bool:
     if isinstance(err, ssl.SSLCertVerificationError):
         return True
     text = f"{getattr(err, 'reason', '')} {err}".upper()
-    return isinstance(err, ssl.SSLError) and ("CERTIFICATE" in text or "UNKNOWN_CA" in text)
+    return isinstance(err, ssl.SSLError) and ("CERTIFICATE" in text or "UNKNOWN_CA" in text or _PLAIN in text)
+
+
+_PLAIN = "WRONG_VERSION_NUMBER"
+"""OpenSSL's words for a server that answered the handshake in plain text: a `tls://` URL to a
+server without TLS. nats-py then hung (nats-io/nats.py#718), and `muster whoami` with it."""
 
 
 async def connect_verified(connect: Callable[..., Awaitable[None]], settings: dict[str, Any], data_dir: Path | None) -> None:
@@ -227,6 +232,9 @@ async def connect_verified(connect: Callable[..., Awaitable[None]], settings: di
         err = refused.result()
         servers = ",".join(str(s) for s in settings.get("servers", ()))
         tls = client_tls(data_dir)
+        if _PLAIN in str(getattr(err, "reason", "") or err).upper():
+            raise TlsRefused(f"the TLS handshake with NATS at {servers} failed: the server answered in plain text, "
+                             "so it runs without TLS: give its URL as nats:// (on loopback), or start it with TLS")
         mine = refused_ours(err, tls)
         if mine is not None:
             raise TlsRefused(f"the TLS handshake with NATS at {servers} failed: {mine}")
@@ -271,6 +279,9 @@ def http_refusal(err: BaseException, url: str, data_dir: Path | None = None) -> 
     cause = getattr(err, "certificate_error", None) or getattr(err, "os_error", None)
     if not isinstance(cause, ssl.SSLError) or not refusal(cause):
         return None
+    if _PLAIN in str(getattr(cause, "reason", "") or cause).upper():
+        return (f"the TLS handshake with the tracker at {url} failed: it answered in plain text, so it serves "
+                "HTTP: give its URL as http:// (on loopback), or start it with TLS")
     why = getattr(cause, "verify_message", None) or getattr(cause, "reason", None) or str(cause)
     return (f"the TLS handshake with the tracker at {url} failed: {why}; this client trusts "
             f"{client_tls(data_dir).describe()} (${CA_ENV} names a CA file; the tracker's certificate must name the "

@@ -107,7 +107,7 @@ def describe(env: Mapping[str, str] = os.environ) -> str | None:
     said = []
     for name, protocol in check(env):
         if name == "console":
-            said.append("console (stdout)")
+            said.append("console (stderr, a JSON line per span: a service's in its log)")
             continue
         said.append(f"OTLP {protocol} to {printable(_endpoint(env, protocol))}")
     return ", ".join(said)
@@ -153,9 +153,7 @@ def _exporters(env: Mapping[str, str]) -> list[Any]:
     made: list[Any] = []
     for name, protocol in check(env):
         if name == "console":
-            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-            made.append(ConsoleSpanExporter())
+            made.append(_console())
         elif protocol == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
             made.append(Grpc())
@@ -163,6 +161,17 @@ def _exporters(env: Mapping[str, str]) -> list[Any]:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
             made.append(Http(session=_keeping_the_ca()) if _ca_named() else Http())
     return made
+
+
+def _console() -> Any:
+    """The console exporter on stderr, one JSON line per span. On stdout (the SDK's default,
+    an indented document of many lines) they were lost under `muster up`, which keeps only a
+    service's stderr (its log), and mixed into a command's output (`--json` included)."""
+    import sys
+
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    return ConsoleSpanExporter(out=sys.stderr, formatter=lambda span: span.to_json(indent=None) + "\n")
 
 
 def _ca_named() -> bool:

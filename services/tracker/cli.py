@@ -146,7 +146,7 @@ def _state(progress: JobProgress) -> str:
 
 
 @click.command("history")
-@click.argument("job_id", required=False, metavar="JOB_ID")  # (asked for: its own error below)
+@click.argument("job_id", required=False, metavar="[JOB_ID]")  # or --cluster, or --governance: its own error below
 @click.option("--cluster", "cluster_ref", default=None, metavar="CLUSTER",
               help="the whole history of a cluster (its id or name): its events and its jobs'")
 @click.option("--governance", is_flag=True, help="the tenant's governance decisions: rules, policies, subscriptions and "
@@ -155,8 +155,9 @@ def _state(progress: JobProgress) -> str:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per line")
 @command
 async def history(job_id: str | None, cluster_ref: str | None, governance: bool, bus: Bus, as_json: bool) -> None:
-    """A readable timeline from the log: who requested what, the layout, the plan, every claim,
-    result, retry and rollback, with times and durations."""
+    """A readable timeline from the log, of a job (JOB_ID), a cluster (--cluster) or the tenant's
+    governance (--governance): who requested what, the layout, the plan, every claim, result,
+    retry and rollback, with times and durations."""
     if [job_id is not None, cluster_ref is not None, governance].count(True) != 1:
         raise CliError("name a JOB, a --cluster or --governance (one of them)", EXIT_INVALID)
     async with TrackerReads(bus) as tracker:

@@ -190,3 +190,12 @@ async def test_a_service_given_a_plain_url_to_a_tls_server_says_to_give_tls(tls_
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_a_tls_url_to_a_plain_server_is_refused_at_once(tmp_path: Path) -> None:
+    """`muster whoami --nats-url tls://...` to a server without TLS hung: the handshake ended with
+    WRONG_VERSION_NUMBER, which nats-py does not recover from on a first connect (nats.py#718)."""
+    async with NatsServer(tmp_path / "nats") as server:
+        url = server.url.replace("nats://", "tls://")
+        with pytest.raises(TlsRefused, match="the server answered in plain text, so it runs without TLS: give its URL as nats://"):
+            await asyncio.wait_for(connect(url, name="plain"), 15)

@@ -77,3 +77,22 @@ def test_muster_help_names_every_subcommand_of_a_group(group: str) -> None:
         return
     said = COMMANDS[group][1].lower()
     assert [name for name in command.list_commands(click.Context(command)) if not re.search(rf"\b{re.escape(name)}\b", said)] == []
+
+
+def test_history_says_its_job_is_one_of_three_things_to_name() -> None:
+    # `Usage: muster history [OPTIONS] JOB_ID` read as if a job were required; `--cluster` and
+    # `--governance` take its place (docs/tracker.md: `muster history JOB | --cluster CLUSTER`).
+    said = CliRunner().invoke(main, ["history", "--help"], prog_name="muster").output
+    assert "Usage: muster history [OPTIONS] [JOB_ID]" in said
+    assert "of a job (JOB_ID), a cluster (--cluster) or the tenant's governance (--governance)" in " ".join(said.split())
+
+
+@pytest.mark.parametrize("url", ["notaurl", "ftp://tracker.example", "http://"])
+def test_a_tracker_url_that_is_no_http_url_is_bad_input_naming_where_it_came_from(url: str) -> None:
+    # `--tracker-url notaurl` read "cannot reach the tracker at notaurl (InvalidUrlClientError): is
+    # `muster up` running?" and exited 3, as if the tracker were down.
+    result = CliRunner().invoke(main, ["cluster", "list", "--tracker-url", url, "--nats-url", "nats://127.0.0.1:1"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"Error: the tracker URL {url!r} (from --tracker-url) is not an http:// or https:// URL with a host, such as http://127.0.0.1:8080"
+    result = CliRunner().invoke(main, ["status", "00000000-0000-0000-0000-000000000000"], env={"MUSTER_TRACKER_URL": url})
+    assert result.exit_code == 2 and "(from $MUSTER_TRACKER_URL)" in result.stderr, result.output

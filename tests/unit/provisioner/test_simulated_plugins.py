@@ -241,3 +241,22 @@ async def test_automator_bootstrap_and_all_service_actions(registry: PluginRegis
     for action in ("install", "configure", "initialize", "start", "stop", "remove"):
         out = await registry.execute(make_task(action, service="base", action_fields={"script": f"{action} base"}))
         assert out.ok and f"{action} base" in out.stdout
+
+
+def test_the_simulated_providers_per_action_fields_are_its_own_for_the_catalog() -> None:
+    """docs/plugins.md's way to show a failure, `failure_rate_install: 1` with
+    `failure_permanent_install: true` on the provider (the automator reads the provider's fields),
+    works; `muster catalog apply` warned each was "not a field of the 'simulated' provider plugin"."""
+    from muster.catalog.files import load_catalog
+    from muster.catalog.validation import validate_catalog
+    from services.provisioner.plugins.specs import catalog_plugins
+
+    catalog = load_catalog(DEMO)
+    sim = catalog.providers["sim"]
+    fields = {**sim.provisioner, "failure_rate_install": "1", "failure_permanent_install": "true",
+              "fail_first_attempts_start": "2", "latency_ms_configure": "50-100", "failure_permanent_delete": True}
+    catalog.providers["sim"] = sim.model_copy(update={"provisioner": fields})
+    assert [(p.field, p.message) for p in validate_catalog(catalog, catalog_plugins()) if p.kind == "providers"] == []
+    fields["failure_rate_install"] = "often"  # declared, so checked too
+    problems = [(p.field, p.is_error) for p in validate_catalog(catalog, catalog_plugins()) if p.kind == "providers"]
+    assert problems == [("provisioner.failure_rate_install", True)]

@@ -99,6 +99,7 @@ def test_only_refusals_of_the_handshake_end_a_first_connect() -> None:
     required = ssl.SSLError(1, "[SSL: TLSV13_ALERT_CERTIFICATE_REQUIRED] tlsv13 alert certificate required")
     assert refusal(required)
     assert refusal(ssl.SSLError(1, "[SSL: TLSV1_ALERT_UNKNOWN_CA] tlsv1 alert unknown ca"))
+    assert refusal(ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number"))  # a server without TLS
     assert not refusal(ssl.SSLEOFError(8, "EOF occurred in violation of protocol"))
     assert not refusal(ConnectionRefusedError())
 
@@ -172,3 +173,29 @@ def test_a_plain_client_meeting_silence_is_told_to_give_tls_whichever_timeout_fi
         assert "give its URL as tls://" in plain_to_tls(err, plain)
         assert plain_to_tls(err, tls) == ""
     assert plain_to_tls(ConnectionRefusedError("refused"), plain) == ""
+
+
+async def test_an_https_url_to_a_plain_tracker_says_it_serves_http(tmp_path: Path) -> None:
+    """`--tracker-url https://...` to a tracker without TLS read "cannot reach the tracker ...
+    (ClientConnectorSSLError): is `muster up` running?" though it answered, in plain text."""
+    from aiohttp import web
+
+    from muster.cli_bus import Bus
+    from muster.cli_support import EXIT_UNREACHABLE, CliError
+    from muster.tracker_client import TrackerReads
+
+    runner = web.AppRunner(web.Application())
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    url = f"https://127.0.0.1:{port}"
+    try:
+        async with TrackerReads(Bus(tenant=None, explicit_url=None, data_dir=tmp_path / ".muster", tracker=url)) as tracker:
+            with pytest.raises(CliError) as refused:
+                await tracker.get("/v1/whoami")
+    finally:
+        await runner.cleanup()
+    assert refused.value.exit_code == EXIT_UNREACHABLE
+    assert refused.value.message == (f"the TLS handshake with the tracker at {url} failed: it answered in plain text, so it "
+                                     "serves HTTP: give its URL as http:// (on loopback), or start it with TLS")

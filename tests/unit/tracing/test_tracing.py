@@ -250,7 +250,7 @@ def test_muster_up_says_where_spans_go_and_refuses_what_it_cannot_export(tmp_pat
     assert describe({}) is None and describe({"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}) is None
     assert describe({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"}) == "OTLP http/protobuf to http://127.0.0.1:4318/v1/traces"
     assert describe({"OTEL_TRACES_EXPORTER": "otlp,console", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}) == \
-        "OTLP grpc to http://localhost:4317, console (stdout)"
+        "OTLP grpc to http://localhost:4317, console (stderr, a JSON line per span: a service's in its log)"
     assert describe({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://c.example/t"}) == "OTLP http/protobuf to https://c.example/t"
     # Refused before anything starts (each service would exit at its start, one after the other).
     result = CliRunner().invoke(up, ["--data-dir", str(tmp_path / "data")], env={"OTEL_TRACES_EXPORTER": "jaeger"})
@@ -360,3 +360,23 @@ def test_a_service_says_once_at_its_start_that_its_spans_cross_the_network_in_cl
     warned = [line for line in lines if "unencrypted" in line["event"]]
     assert len(warned) == 1 and warned[0]["level"] == "warning" and "http://collector.example:4318/v1/traces" in warned[0]["event"]
     assert "k3y" not in err
+
+
+def test_the_console_exporter_writes_a_json_line_per_span_to_stderr(capsys: Any) -> None:
+    """`muster up` keeps a service's stderr (its log) and drops its stdout: on stdout, the SDK's
+    default, every span of OTEL_TRACES_EXPORTER=console was lost, and a command's spans were
+    mixed into its output (`--json` too)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from muster.tracing.sdk import _exporters
+
+    made = TracerProvider()
+    for exporter in _exporters({"OTEL_TRACES_EXPORTER": "console"}):
+        made.add_span_processor(SimpleSpanProcessor(exporter))
+    with made.get_tracer("t").start_as_current_span("outer"):
+        with made.get_tracer("t").start_as_current_span("inner"):
+            pass
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert [json.loads(line)["name"] for line in err.splitlines()] == ["inner", "outer"]
