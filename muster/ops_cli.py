@@ -177,15 +177,21 @@ async def _say_stale(s: Session, cluster_id: str) -> None:
 @cluster.command("configure")
 @click.argument("cluster_ref", metavar="CLUSTER")
 @click.argument("config_text", metavar="[CONFIG]", required=False)
+@click.option("--config", "config_option", default=None, metavar="CONFIG",
+              help="CONFIG given as `cluster create --config` takes it (the same as the argument)")
 @click.option("--restart", is_flag=True, help="stop and start the services around the change")
 @rolling_options
 @nodes_option
 @cluster_op
-async def configure(cluster_ref: str, config_text: str | None, restart: bool, rolling: str | None, tolerate: int,
-                    nodes: tuple[str, ...], opts: Options) -> None:
+async def configure(cluster_ref: str, config_text: str | None, config_option: str | None, restart: bool,
+                    rolling: str | None, tolerate: int, nodes: tuple[str, ...], opts: Options) -> None:
     """Replace CLUSTER's config with CONFIG (JSON, or @FILE with JSON or YAML). Without CONFIG,
     its config again, its macros expanded anew: after an expand, the old nodes learn the new
     peers (refused if the cluster changed since it was read)."""
+    if config_text is not None and config_option is not None:
+        raise CliError("CONFIG is given twice (as the argument and as --config): give it once")
+    # `cluster create` takes --config: someone coming from it typed it here too.
+    config_text = config_option if config_text is None else config_text
     config = None
     if config_text is None and CAPTURE.get() is not None:
         raise CliError("a scheduled configure needs its CONFIG: the cluster's config of today would be frozen into it")

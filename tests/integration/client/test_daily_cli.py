@@ -44,6 +44,11 @@ async def test_the_daily_commands(stack: Stack, fresh_nats: str) -> None:
 
     stale = await muster(fresh_nats, "cluster", "configure", "daily", '{"a": 1}', "--if-version", str(shown["version"]))
     assert stale.code == 2 and "(if_version): it changed since you looked" in stale.stderr
+    # CONFIG as `cluster create` takes it (--config: a user coming from create typed it), once
+    as_option = await muster(fresh_nats, "cluster", "configure", "daily", "--config", '{"a": 1}', "--if-version", str(shown["version"]))
+    assert as_option.code == 2 and "(if_version): it changed since you looked" in as_option.stderr, as_option.stderr
+    twice = await muster(fresh_nats, "cluster", "configure", "daily", '{"a": 1}', "--config", '{"a": 2}')
+    assert twice.code == 2 and "CONFIG is given twice" in twice.stderr, twice.stderr
 
     # Without CONFIG: the cluster's config again (its macros expanded anew, as after an expand),
     # on the version just read; a schedule may not freeze today's config into itself.
