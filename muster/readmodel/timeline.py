@@ -226,6 +226,7 @@ def timeline(history: Iterable[Recorded]) -> list[Line]:
     lines: list[Line] = []
     clocks: dict[tuple[str, ...], datetime] = {}
     owners: dict[str, str] = {}  # job -> its planner, who writes the job's and cluster's events
+    claims: dict[tuple[str, ...], tuple[str, datetime]] = {}  # attempt -> its open claim's claimer, time
     for r in history:
         e = r.event
         if e.type in FENCE_MARKERS:  # (the fence's, not the story's)
@@ -234,8 +235,18 @@ def timeline(history: Iterable[Recorded]) -> list[Line]:
         text, took = describe(e), None
         if e.type in ENDS and key in clocks:
             took = (r.time - clocks[key]).total_seconds()
+        elif e.type == "TaskClaimed" and key in claims:
+            # A claim with no outcome before another: without saying so, the story read as if the
+            # task had waited in its queue all along (a provisioner killed mid-job).
+            before, at = claims[key]
+            text += (f" again, {_duration((r.time - at).total_seconds())} after {before} claimed it: that claim "
+                     "never reported (its process stopped or lost the task, whose message came back after its ack wait)")
         elif e.type == "TaskClaimed" and key in clocks:
             text += f" after {_duration((r.time - clocks[key]).total_seconds())} in the queue"
+        if e.type == "TaskClaimed":
+            claims[key] = (who(e), r.time)
+        elif e.type in ENDS:
+            claims.pop(key, None)
         if e.type in STARTS:
             clocks[key] = r.time
         if e.type in ("JobRequested", "JobAdopted") and e.planner:

@@ -75,6 +75,26 @@ def test_the_timeline_says_who_did_what_and_how_long_it_took() -> None:
     assert "(1.50 s)" in lines[3].render() and lines[4].to_json()["took_s"] == 2.0
 
 
+def test_a_second_claim_of_an_attempt_says_the_first_never_reported() -> None:
+    """A provisioner killed mid-job: its claim's message came back after the ack wait and another
+    claimed the same attempt. The story said `claimed (attempt 1) after 30.00 s in the queue`, as
+    if nobody had held it (an operator's walk, session 25)."""
+    history = [
+        rec(1, 0, "job", TaskQueued(job_id=J, task_id="n1.create", attempt=1, node="n1", action=Action.CREATE)),
+        rec(2, 10, "task", TaskClaimed(job_id=J, task_id="n1.create", attempt=1, provisioner="p", worker="p/w1"), "n1.create"),
+        rec(3, 30010, "task", TaskClaimed(job_id=J, task_id="n1.create", attempt=1, provisioner="q", worker="q/w1", delivery=2),
+            "n1.create"),
+        rec(4, 31010, "task", TaskSucceeded(job_id=J, task_id="n1.create", attempt=1, provisioner="q", worker="q/w1"), "n1.create"),
+        rec(5, 31020, "job", TaskQueued(job_id=J, task_id="n2.create", attempt=1, node="n2", action=Action.CREATE)),
+        rec(6, 31030, "task", TaskClaimed(job_id=J, task_id="n2.create", attempt=1, provisioner="q", worker="q/w1"), "n2.create"),
+    ]
+    lines = timeline(history)
+    assert lines[1].text.endswith("after 10 ms in the queue")
+    assert "claimed (attempt 1) again, 30.00 s after p/w1 claimed it: that claim never reported" in lines[2].text, lines[2].text
+    assert "in the queue" not in lines[2].text and lines[3].took == 1.0
+    assert lines[5].text.endswith("after 10 ms in the queue")  # another task's first claim, as before
+
+
 def test_an_event_stamped_before_the_one_logged_ahead_of_it_shows_no_negative_offset() -> None:
     """A create's `JobRequested` is stamped a moment before its `ClusterRequested`, and appended
     after it: `muster history --cluster` printed `+ -0.001s` (and `+ -0.000s` under a ms)."""
