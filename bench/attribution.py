@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -76,6 +78,42 @@ def write_of(subject: bytes, headers: bytes) -> list[str]:
     return [f"{writer} batched", f"{writer} batches"] if b"Nats-Batch-Commit" in headers else [f"{writer} batched"]
 
 
+_TYPE = re.compile(rb"Muster-Type: *([^\r\n]+)")
+_BATCH = re.compile(rb"Nats-Batch-Id: *([^\r\n]+)")
+
+
+def _traced(subject: bytes, headers: bytes) -> tuple[float, str, str, str, bool]:
+    kind = write_of(subject, headers)[-1].rsplit(" ", 1)[0]
+    found, batch = _TYPE.search(headers), _BATCH.search(headers)
+    return (time.perf_counter(), kind, found.group(1).decode() if found else "", batch.group(1).decode() if batch else "",
+            b"Nats-Batch-Commit" in headers)
+
+
+def stores_of(trace: list[tuple[float, str, str, str, bool]]) -> list[dict[str, object]]:
+    """A `Wiretap.trace` as the server's stores, in the order of their first message: an
+    atomic batch is one (its first message's time, its size and event types), a single append
+    or a chain's link one each. The writer: `provisioners` split into `claims` and `outcomes`."""
+    start = trace[0][0] if trace else 0.0
+    stores: list[tuple[int, dict[str, object]]] = []
+    batches: dict[tuple[bool, str], tuple[int, dict[str, object], Counter[str]]] = {}
+    for i, (at, writer, kind, batch, commit) in enumerate(trace):
+        if writer == "provisioners":
+            writer = "claims" if kind == "TaskClaimed" else "outcomes"
+        store = {"ms": round(1000 * (at - start), 1), "writer": writer, "batch": bool(batch), "n": 1}
+        if not batch:
+            stores.append((i, {**store, "types": {kind: 1}}))
+            continue
+        # A batch may span subjects (a wave's cluster and job events, decision 45): one store,
+        # named by its first message's writer; the task queue's batches are another stream's.
+        key = (writer == "planner tasks", batch)
+        first, opened, types = batches.setdefault(key, (i, store, Counter()))
+        types[kind] += 1
+        if commit:
+            del batches[key]
+            stores.append((first, {**opened, "n": sum(types.values()), "types": dict(types)}))
+    return [store for _, store in sorted(stores, key=lambda s: s[0])]
+
+
 def _consumer(ack: list[str]) -> str:
     """`<consumer>` of a `$JS.ACK.<stream>.<consumer>...` subject; an ordered consumer (a
     generated name) as `<stream> (ordered)`."""
@@ -99,6 +137,12 @@ class Wiretap:
         """Stores of the log and the task queue by writer and how (`write_of`): what nats-server
         pays for apart from the messages themselves (an atomic batch ~1.1 ms of its CPU, a single
         append one disk sync)."""
+        self.trace: list[tuple[float, str, str, str, bool]] | None = None
+        """With `trace_stores()`: every publish to the log or the task queue as (time, writer,
+        event type, batch id, whether it commits its batch), for `stores_of`."""
+
+    def trace_stores(self) -> None:
+        self.trace = []
 
     async def activity(self, at_most: float = 1.0) -> None:
         """Until the next ack of a delivery passes (or `at_most` seconds)."""
@@ -141,6 +185,8 @@ class Wiretap:
         if kind.startswith(("evt.", "muster.task")) and not reply.startswith(b"$JS.ACK."):
             for key in write_of(subject, headers):
                 self.writes[key] += 1
+            if self.trace is not None:
+                self.trace.append(_traced(subject, headers))
         size = len(data) + len(headers)
         self.count[kind] += 1
         self.bytes[kind] += size

@@ -113,7 +113,7 @@ def lines(big: dict[str, Any]) -> list[str]:
     p = big["profile"]
     per_task = 1e6 * big["cpu_s"].get(p["process"], 0) / max(big["tasks"], 1)
     out = [f"py-spy profile of the {p['process']} during the {big['nodes']:,}-node create: {p['samples']:,} samples "
-           f"(100 a second, of the thread holding the GIL), {p['working']:,} working (not in the event loop's poll or an idle "
+           f"(of the thread holding the GIL), {p['working']:,} working (not in the event loop's poll or an idle "
            f"pool thread); "
            f"{per_task:.0f} µs CPU per task", ""]
     for title, key in (("the project's, by cumulative share (the function and what it calls)", "cumulative"),

@@ -31,6 +31,11 @@ latency, and measures next to the raw figure of the same server in the same run:
 - `--server-profile`: nats-server's own Go CPU profile during each create, by part and by
   function, and its counters (JetStream API calls, connections, consumers) before and after
   (`bench/server_profile.py`; `--profile-dir` keeps each run as `server-<nodes>-<round>.json`).
+- `--store-trace DIR`: the sequence of each create's stores (the wiretap's, grouped into the
+  server's stores: an atomic batch is one), as JSON, to see a create's waves.
+- `--profile PROCESS` (`--profile-rate`, samples a second): py-spy on one service during each
+  create, and over the `--small` creates together: those are nearly all fixed cost (a stage
+  of one or two tasks), so their profile shows what a wave costs whatever its width.
 - throughput: `--jobs` 2-node creates sent at once; jobs/s from the first request to the last
   final event, with 1, 2 and 3 planners (the other services the same).
 """
@@ -58,7 +63,7 @@ from nats.aio.client import Client  # noqa: E402
 from nats.js.api import StorageType, StreamConfig  # noqa: E402
 
 from bench import goals, profile, server_profile  # noqa: E402
-from bench.attribution import Meter, Wiretap, connections, delta  # noqa: E402
+from bench.attribution import Meter, Wiretap, connections, delta, stores_of  # noqa: E402
 from contracts import subjects  # noqa: E402
 from contracts.commands import Accepted, CreateCluster  # noqa: E402
 from contracts.events import FINAL_JOB_EVENTS  # noqa: E402
@@ -247,7 +252,9 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
         meter = run.meter()
         before = await connections(run.monitor_url)
         run.wiretap.reset()
-        recording = profile.Recording(meter.pids[args.profile], base / f"profile-{nodes}.txt") if args.profile else None
+        if args.store_trace:
+            run.wiretap.trace_stores()
+        recording = profile.Recording(meter.pids[args.profile], base / f"profile-{nodes}.txt", rate=args.profile_rate) if args.profile else None
         if recording is not None:
             await recording.start()
         probe = server_profile.ServerProbe(f"http://127.0.0.1:{run.prof_port}", run.monitor_url) if run.prof_port else None
@@ -266,6 +273,11 @@ async def big_create(args: argparse.Namespace, base: Path, nodes: int) -> dict[s
         if probe is not None:
             await probe.stop()
         counts, sizes, writes = dict(run.wiretap.count), dict(run.wiretap.bytes), dict(run.wiretap.writes)
+        if run.wiretap.trace is not None:
+            Path(args.store_trace).mkdir(parents=True, exist_ok=True)
+            stores = stores_of(run.wiretap.trace)
+            (Path(args.store_trace) / f"stores-{nodes}-{base.name}.json").write_text(json.dumps(stores, indent=0))
+            run.wiretap.trace = None
         per_connection = delta(await connections(run.monitor_url), before)
         per_connection.pop("bench", None)
         raw_after = await raw_publish_rate(run.nc)
@@ -312,6 +324,9 @@ async def small_creates(args: argparse.Namespace, base: Path) -> dict[str, Any]:
         await caught_up(run, args.timeout)
         meter = run.meter()
         run.wiretap.reset()
+        recording = profile.Recording(meter.pids[args.profile], base / "profile-small.txt", rate=args.profile_rate) if args.profile else None
+        if recording is not None:
+            await recording.start()
         meter.start()
         tasks = 0
         for i in range(args.small):
@@ -320,7 +335,9 @@ async def small_creates(args: argparse.Namespace, base: Path) -> dict[str, Any]:
             await story_written(run, types["TaskCompleted"], cluster)
             tasks += types["TaskCompleted"]
         cpu = meter.stop()
-        return {"creates": args.small, "nodes": SMALL_NODES, "tasks": tasks, "cpu_s": cpu,
+        if recording is not None:
+            await recording.stop()
+        return {**({"profile": profiled(args, recording.out)} if recording is not None else {}), "creates": args.small, "nodes": SMALL_NODES, "tasks": tasks, "cpu_s": cpu,
                 "cpu_ms_per_create": 1000 * sum(cpu.values()) / args.small,
                 "messages_per_create": sum(run.wiretap.count.values()) / args.small,
                 "by_kind_per_create": {k: round(v / args.small, 1) for k, v in Counter(run.wiretap.count).most_common()},
@@ -573,6 +590,8 @@ async def main(args: argparse.Namespace) -> None:
         small = await small_creates(args, base) if args.small and curve else None
         if small:
             print(json.dumps(small), flush=True)
+            if "profile" in small:
+                print("\n".join(profile.lines(small)), flush=True)
         take = await takeover(args, base) if args.takeover_jobs else None
         if take:
             print(json.dumps(take), flush=True)
@@ -604,11 +623,15 @@ if __name__ == "__main__":
     parser.add_argument("--small", type=int, default=10, help="2-node creates in a row after the curve: what a create "
                         "costs whatever its size (0: skip)")
     parser.add_argument("--profile", metavar="PROCESS", help="record a py-spy profile of this process (planner, tracker...) "
-                        "during each create and print where its samples fall")
+                        "during each create, and over the --small creates together (where a create's cost "
+                        "whatever its width goes: profile-small.txt), and print where its samples fall")
     parser.add_argument("--server-profile", action="store_true", help="nats-server's own CPU profile (Go pprof) and "
                         "counters (/varz, /jsz) during each create, printed by function (bench/server_profile.py)")
     parser.add_argument("--profile-dir", help="keep the profiles here (profile-<nodes>.txt: collapsed stacks; "
                         "server-<nodes>-<round>.json: the run with nats-server's profile)")
+    parser.add_argument("--store-trace", metavar="DIR", help="write every store of each create, in order (time, writer, "
+                        "atomic batch or not, its size and event types), to DIR/stores-<nodes>-<round>.json")
+    parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples a second (--profile)")
     parser.add_argument("--profile-top", type=int, default=25, help="functions shown per profile")
     parser.add_argument("--write-docs", action="store_true", help=f"replace '{SECTION}' (with --full: '{FULL_SECTION}') in docs/benchmarks.md")
     options = parser.parse_args()

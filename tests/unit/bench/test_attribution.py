@@ -20,3 +20,35 @@ def test_single_appends_are_named_by_their_writer() -> None:
     assert write_of(b"muster.evt.t.job.j1", b"") == ["planner job singles"]
     assert write_of(b"muster.task.t.default", single) == ["planner tasks singles"]
     assert write_of(b"muster.evt.t.cluster.c1", single) == ["cluster singles"]
+
+
+def test_a_trace_groups_a_batch_into_one_store_and_tells_claims_from_outcomes() -> None:
+    from bench.attribution import Wiretap, stores_of
+
+    tap = Wiretap()
+    tap.trace_stores()
+    task = b"muster.evt.t.task.j1.n1~install.prov-1"
+    claim = b"NATS/1.0\r\nMuster-Type: TaskClaimed\r\nNats-Batch-Id: b1\r\nNats-Batch-Sequence: %d\r\n%s\r\n"
+    tap.on_raw(task, b"_INBOX.prov-1.x", b"{}", claim % (1, b""))
+    tap.on_raw(b"muster.evt.t.job.j1.tasks", b"_INBOX.planner.y", b"{}", b"NATS/1.0\r\nMuster-Type: TaskQueued\r\n\r\n")
+    tap.on_raw(task, b"_INBOX.prov-1.x", b"{}", claim % (2, b"Nats-Batch-Commit: 1\r\n"))
+    tap.on_raw(task, b"_INBOX.prov-1.x", b"{}", b"NATS/1.0\r\nMuster-Type: TaskSucceeded\r\n\r\n")
+    assert tap.trace is not None
+    stores = stores_of(tap.trace)
+    assert [(s["writer"], s["batch"], s["n"], s["types"]) for s in stores] == [
+        ("claims", True, 2, {"TaskClaimed": 2}),
+        ("planner job", False, 1, {"TaskQueued": 1}),
+        ("outcomes", False, 1, {"TaskSucceeded": 1}),
+    ]
+
+
+def test_a_batch_across_subjects_is_one_store() -> None:
+    from bench.attribution import Wiretap, stores_of
+
+    tap = Wiretap()
+    tap.trace_stores()
+    head = b"NATS/1.0\r\nMuster-Type: %s\r\nNats-Batch-Id: w1\r\nNats-Batch-Sequence: %d\r\n%s\r\n"
+    tap.on_raw(b"muster.evt.t.cluster.c1", b"_INBOX.planner.y", b"{}", head % (b"NodeResultsRecorded", 1, b""))
+    tap.on_raw(b"muster.evt.t.job.j1.tasks", b"_INBOX.planner.y", b"{}", head % (b"TaskQueued", 2, b"Nats-Batch-Commit: 1\r\n"))
+    assert tap.trace is not None
+    assert [(s["writer"], s["n"]) for s in stores_of(tap.trace)] == [("cluster", 2)]
