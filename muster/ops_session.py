@@ -256,10 +256,17 @@ def describe_end(job_id: str, final: Any, last_error: str = "") -> str:
     words = {"JobSucceeded": "succeeded", "JobFailed": "failed", "JobRolledBack": "was rolled back",
              "JobNeedsAttention": "needs an administrator's attention", "JobPaused": "is paused"}
     reason = getattr(final, "reason", "")
-    said = f"job {job_id} {words.get(final.type, final.type)}" + (f": {reason}" if reason else "")
-    # The planner's reason names its task's last error itself (`task X failed 3 times: <error>`).
+    # The planner's reason names its task's last error itself (`task X failed 3 times: <error>`),
+    # on one line and cut at saga.REASON_ERROR_MAX characters with `…`.
     error = last_error.split(": ", 1)[-1] if re.match(r"\S+ attempt \d+: ", last_error) else last_error
-    return said + (f"; last error: {last_error}" if last_error and error not in reason else "")
+    flat = " ".join(error.split())
+    if flat and reason.endswith("…"):  # a cut reason: its whole error once, not twice
+        cut = reason[:-1].rstrip()
+        start = next((i + 2 for i in range(len(cut)) if cut.startswith(": ", i) and flat.startswith(cut[i + 2:])), -1)
+        if start >= 0:
+            reason, last_error = cut[:start] + flat, ""
+    said = f"job {job_id} {words.get(final.type, final.type)}" + (f": {reason}" if reason else "")
+    return said + (f"; last error: {last_error}" if last_error and flat not in reason else "")
 
 
 @dataclass

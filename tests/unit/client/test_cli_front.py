@@ -253,6 +253,16 @@ async def test_a_failed_job_ends_with_the_error_of_the_task_its_reason_names() -
     # A reason that names the error itself (the planner's, since it does): said once.
     named = "task n1000.install.a failed 3 times: exit 3 on n1000"
     assert describe_end("j", JobRolledBack(job_id="j", reason=named), followed.error_for(named)) == f"job j was rolled back: {named}"
+    # A long error the reason carries cut and on one line: said once, whole (it was the cut reason
+    # and then the whole error again, a walk of session 24 with Ansible's long messages).
+    from services.planner.domain.saga import REASON_ERROR_MAX
+    long = "started, but no link to the primary after 5 s;\n its log: " + "x " * 400
+    flat = " ".join(long.split())
+    cut = f"task n1000.install.a failed 3 times: {flat[:REASON_ERROR_MAX - 1].rstrip()}…"
+    assert describe_end("j", JobRolledBack(job_id="j", reason=cut), f"n1000.install.a attempt 3: {long}") == \
+        f"job j was rolled back: task n1000.install.a failed 3 times: {flat}"
+    assert describe_end("j", JobRolledBack(job_id="j", reason="task n1000.install.a failed 3 times: a b"),
+                        "n1000.install.a attempt 3: a\n b") == "job j was rolled back: task n1000.install.a failed 3 times: a b"
 
 
 def test_a_dry_runs_stages_name_each_service_so_a_stop_shows_what_it_takes_with_it() -> None:
