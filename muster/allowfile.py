@@ -1,7 +1,9 @@
 """An allow file: more `--webhook-allow` entries, read at start and again on SIGHUP (`muster
-reload`), by the notifier (its webhooks), the pool service (its callbacks) and the planners
-(their check of a callback when no pool service answers); docs/governance.md, "Secrets and
-receivers added while it runs".
+reload`) by the notifier, the pool service and the planners (docs/governance.md, "Secrets and
+receivers added while it runs").
+
+The notifier's webhooks, the pool service's callbacks and the planners' check of a callback
+when no pool service answers go by the same file, as by the same `--webhook-allow`.
 
 A reload is all or nothing: a file that cannot be read, or has an entry that does not parse,
 keeps what the process had and says why in its log (the file and the entry): a typo made while
