@@ -42,13 +42,14 @@ class Sender:
     """the service's own command, which takes ALLOW_OPTION too"""
     doc: str
     running: str = ""
-    """how a running one is given more (the notifier: its allow file, read again on `muster reload`)"""
+    """how a running one is given more (its allow file, read again on `muster reload`)"""
 
 
-NOTIFIER = Sender("the notifier sends webhooks", "muster notifier", DOC,
-                  ", or while it runs a line of its webhook-allow file and `muster reload`")
-POOL = Sender("the pool service sends callbacks", "muster pool serve", 'docs/pools.md, "Where callbacks may go"')
-PLANNER = Sender(POOL.sends, "muster planner", POOL.doc)
+RUNNING = ", or while it runs a line of its webhook-allow file and `muster reload`"
+"""The notifier, the pool service and the planners read the same allow file again (muster/allowfile.py)."""
+NOTIFIER = Sender("the notifier sends webhooks", "muster notifier", DOC, RUNNING)
+POOL = Sender("the pool service sends callbacks", "muster pool serve", 'docs/pools.md, "Where callbacks may go"', RUNNING)
+PLANNER = Sender(POOL.sends, "muster planner", POOL.doc, RUNNING)
 """A callback checked by the planner, with the same setting, when no pool service answers."""
 
 _RANGES: tuple[tuple[str, tuple[str, ...]], ...] = (

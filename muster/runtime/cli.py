@@ -38,7 +38,7 @@ from services.provisioner.plugins.specs import catalog_plugins
 from .autoscale import AutoscalePolicy, autoscaling
 from .down import DownError, stop_deployment
 from .network import Network, network_options
-from .reload import RELOAD_SIGNAL, notifier_files
+from .reload import RELOAD_SIGNAL, allow_file_args, notifier_files
 from .supervisor import Deployment, StartError, StartRefused, local_principal, tenant_names
 
 console = Console(highlight=False, soft_wrap=True, markup=False)
@@ -168,14 +168,15 @@ def _rotate_in_background(deployment: Deployment, running: set[asyncio.Task[None
 
 
 def _reload_in_background(deployment: Deployment, running: set[asyncio.Task[None]]) -> None:
-    """`muster reload`: the notifiers read their secrets and allow files again."""
+    """`muster reload`: the notifiers read their secrets and allow files again, the pool service
+    and the planners their allow file."""
     async def reload() -> None:
         try:
-            said = await deployment.reload_notifiers()
+            said = await deployment.reload_settings()
         except StartError as err:
-            _say(f"notifiers not reloaded: {err}")
+            _say(f"not reloaded: {err}")
             return
-        console.print(f"reload: {'; '.join(said) or 'no notifier runs'}", soft_wrap=True, markup=False, highlight=False)
+        console.print(f"reload: {'; '.join(said) or 'no notifier, pool service or planner runs'}", soft_wrap=True, markup=False, highlight=False)
         sys.stdout.flush()
 
     task = asyncio.create_task(reload())
@@ -259,12 +260,13 @@ def up(data_dir: Path, tracker_port: int, catalog_dir: Path | None, tenant: str,
 
     # One setting for both senders, and the planner that checks a callback when no pool service answers (decision 38).
     allows = [a for allow in webhook_allow for a in (ALLOW_OPTION, allow)]
+    allow_file = allow_file_args(data_dir)  # (the same file: one `muster reload` for all three)
 
     async def main() -> None:
         deployment = Deployment(data_dir, nats_url=os.environ.get("NATS_URL"), tracker_port=tracker_port,
                                 capacity=capacity, tenants=tenant, supervise=True, notify=_say, replicas={"planner": planners},
-                                extra_args={"planner": _planner_args(tenant_limit, policy_deadline) + allows,
-                                            "notifier": allows + notifier_files(data_dir), "pool": allows},
+                                extra_args={"planner": _planner_args(tenant_limit, policy_deadline) + allows + allow_file,
+                                            "notifier": allows + notifier_files(data_dir), "pool": allows + allow_file},
                                 **network.deployment(data_dir))
         try:
             await deployment.start()

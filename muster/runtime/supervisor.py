@@ -45,9 +45,11 @@ SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifi
 
 READY = b'"started"'
 RELOADED = b'"certificate reloaded"'
-SETTINGS_RELOADED = (b'"notifier reloaded"', b'"notifier not reloaded"')
-"""What a notifier says once a SIGHUP is done: its settings read, or kept with the reason
-(services/notifier/settings.py); a tracker says RELOADED of its certificate."""
+RELOADING = ("notifier", "pool", "planner")
+"""The services that read their operator's files again on SIGHUP (`muster reload`)."""
+SETTINGS_RELOADED = tuple(f'"{s}{said} reloaded"'.encode() for s in RELOADING for said in ("", " not"))
+"""What one of them says once a SIGHUP is done: its files read, or kept with the reason
+(muster/allowfile.py, services/notifier/settings.py); a tracker says RELOADED of its certificate."""
 SERVER = "nats-server"
 
 
@@ -310,16 +312,18 @@ class Deployment:
             raise StartError(f"a tracker did not reload its certificate within {timeout:g} s; see its log") from None
         return done + [c.name for c in trackers]
 
-    async def reload_notifiers(self, timeout: float = 15.0) -> list[str]:
-        """Have every running notifier read its secrets file and allow file again (SIGHUP),
-        without a restart; what each said (`notifier: reloaded`, or why not)."""
-        notifiers = [c for c in self.children if c.name.split("-")[0] == "notifier" and c.process.returncode is None]
+    async def reload_settings(self, timeout: float = 15.0) -> list[str]:
+        """Have every running notifier read its secrets file and allow file again, and the pool
+        service and the planners their allow file (SIGHUP), without a restart; what each said
+        (`notifier: reloaded`, or why not)."""
+        reloading = [c for c in self.children if c.name.split("-")[0] in RELOADING and c.process.returncode is None]
         try:
-            await asyncio.wait_for(asyncio.gather(*(reload_certificate(c) for c in notifiers)), timeout)
+            await asyncio.wait_for(asyncio.gather(*(reload_certificate(c) for c in reloading)), timeout)
         except TimeoutError:
-            raise StartError(f"a notifier did not reload within {timeout:g} s; see its log") from None
+            late = ", ".join(c.name for c in reloading if not c.reloaded.is_set())
+            raise StartError(f"{late or 'a service'} did not reload within {timeout:g} s; see its log") from None
         return [f"{c.name}: not reloaded{_why(c.reload_said)}" if "not reloaded" in c.reload_said else f"{c.name}: reloaded"
-                for c in notifiers]
+                for c in reloading]
 
     def processes(self, service: str) -> list[str]:
         n = self.replicas.get(service, 1)

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from contracts import subjects
 from contracts.governance import Subscription
+from muster.allowfile import ALLOW_FILE_ENV, ALLOW_FILE_OPTION
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_routes
 from muster.bus.eventstore import EventStore
@@ -41,7 +42,7 @@ from .app import Notifier
 from .domain.secrets import NotifierSecrets, SecretsFileError
 from .requests import VERBS, NotifierRequests
 from .routing import QUEUE, ROUTES
-from .settings import ALLOW_FILE_ENV, ALLOW_FILE_OPTION, Settings, reload
+from .settings import Settings, reload
 
 log = structlog.get_logger("muster.notifier")
 

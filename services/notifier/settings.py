@@ -7,38 +7,25 @@ fixed at start. A secret or a receiver is added without a restart of the deploym
 file, then `muster reload` (or `kill -HUP` the notifier).
 
 A reload that cannot read a file keeps what the notifier had and says why in its log (the
-file and the problem, never a value): a typo while it runs stops no delivery.
+file and the problem, never a value): a typo while it runs stops no delivery. The allow file is
+read as the pool service and the planners read theirs (muster/allowfile.py); the secrets file is
+the notifier's alone, and is read with it, all or nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import structlog
 
-from muster.destinations import ALLOW_OPTION, Allowed, AllowError
+from muster.allowfile import AllowSettings
+from muster.destinations import Allowed, AllowError
 from muster.secretsfile import load_secrets
 
 from .adapters.delivery import Deliveries
 from .domain.secrets import NotifierSecrets, SecretsFileError
 
 log = structlog.get_logger("muster.notifier")
-ALLOW_FILE_OPTION = f"{ALLOW_OPTION}-file"
-ALLOW_FILE_ENV = "MUSTER_WEBHOOK_ALLOW_FILE"
-ALLOW_FILE_HEADER = (
-    "# Where the notifier's webhooks may go besides public addresses: [TENANT=]HOST|CIDR[:PORT] entries,\n"
-    "# one or more a line (docs/governance.md, \"Where webhooks may go\"), with `muster up --webhook-allow`'s.\n"
-    "# `muster reload` has the running notifier read this file (and its secrets file) again.\n")
-
-
-def allow_file_entries(path: str) -> list[str]:
-    """The entries of an allow file: lines, `#` starting a comment; commas or spaces between entries."""
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as err:
-        raise AllowError(f"{ALLOW_FILE_OPTION} {path}: cannot read it: {err}") from None
-    return [line.split("#", 1)[0] for line in text.splitlines() if line.split("#", 1)[0].strip()]
 
 
 @dataclass(frozen=True)
@@ -54,15 +41,9 @@ class Settings:
         return NotifierSecrets.of(load_secrets(self.secrets_file), f"secrets file {self.secrets_file}")
 
     def allowed(self) -> Allowed:
-        """Raises AllowError naming the entry (and the file it is in)."""
-        if not self.allow_file:
-            return Allowed.parse(self.allow)
-        extra = allow_file_entries(self.allow_file)
-        try:
-            Allowed.parse(extra)
-        except AllowError as err:
-            raise AllowError(f"{self.allow_file}: {err}") from None
-        return Allowed.parse([*self.allow, *extra])
+        """Raises AllowError naming the entry (and the file it is in): muster/allowfile.py's, as
+        the pool service and the planners read theirs."""
+        return AllowSettings(self.allow, self.allow_file).allowed()
 
 
 def reload(settings: Settings, deliveries: Deliveries) -> bool:

@@ -38,6 +38,10 @@ class NatsCallbackCheck:
     def __init__(self, nc: Client, allowed: Allowed | None = None, timeout: float = 5.0) -> None:
         self.nc, self.allowed, self.timeout = nc, allowed or Allowed(), timeout
 
+    def reconfigure(self, allowed: Allowed) -> None:
+        """The operator's allow file read again (SIGHUP: muster/allowfile.py)."""
+        self.allowed = allowed
+
     async def __call__(self, callback: Callback, tenant: str) -> tuple[str, str]:
         principal = principal_of(self.nc)
         body = CheckCallback(callback=callback, tenant=tenant, requested_by=principal).model_dump_json().encode()

@@ -17,6 +17,7 @@ from nats.aio.client import Client
 from nats.errors import ConnectionClosedError
 from nats.js.api import DeliverPolicy
 
+from muster.allowfile import ALLOW_FILE_ENV, ALLOW_FILE_HELP, ALLOW_FILE_OPTION, AllowSettings, on_sighup, reload_allowed
 from muster.bus.budgets import NatsBudgets
 from muster.bus.connect import auth_required
 from muster.bus.consume import consume_batches, consume_events
@@ -26,7 +27,7 @@ from muster.bus.shards import DEFAULT_SHARDS, DEFAULT_TTL_S
 from muster.bus.snapshotstore import SnapshotStore
 from muster.bus.spend import NatsSpend
 from muster.bus.taskqueue import NatsTaskQueue
-from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, Allowed, AllowError
+from muster.destinations import ALLOW_ENV, ALLOW_OPTION, POOL, AllowError
 from muster.routing import batch_router, router
 from muster.runtime.service import SERVICE_URL_HELP, main_for
 from services.auth.domain.state import IdentityState
@@ -53,18 +54,20 @@ CONSUMER_IDLE_S = 3600.0
 def nats_planner(nc: Client, config: PlannerConfig, store: EventStore | None = None, *, ownership: Ownership | None = None,
                  identities: IdentityState | None = None, queue: NatsTaskQueue | None = None,
                  pools: PoolMirror | None = None, catalogs: CatalogSource | None = None, budgets: NatsBudgets | None = None,
-                 shards: Shards | None = None, spend: NatsSpend | None = None) -> Planner:
+                 shards: Shards | None = None, spend: NatsSpend | None = None,
+                 callbacks: NatsCallbackCheck | None = None) -> Planner:
     """The planner on NATS adapters: the log and task queue on JetStream, dry runs asking the
     solvers, the nodes maps and snapshots in KV buckets, resource pools followed live
     (docs/pools.md); `ownership`: which clusters it acts for (default: all; shards: `start_planner`);
     `budgets`: the concurrency limits' budgets shared with the other planners, by `shards`;
-    `spend`: the tenants' spend by shard, shared with them too."""
+    `spend`: the tenants' spend by shard, shared with them too; `callbacks`: the check of a pool
+    callback (default: one with `config.callbacks_allowed`)."""
     store = store or EventStore(nc, writer_name=config.instance)  # the log names who wrote what
     return bootstrap(store, queue or NatsTaskQueue(store.js), config, ownership=ownership, identities=identities,
                      pools=pools or PoolMirror(store.js), catalogs=catalogs, solver=NatsSolver(nc, config.solve_timeout_s),
                      nodemaps=NodeMaps(LazyBucket(store.js, config.replicas)), workers=NatsWorkers(nc, log_=store),
                      snapshots=SnapshotStore(nc, config.replicas, store.timeout) if config.snapshot_every > 0 else None,
-                     budgets=budgets, shards=shards, callbacks=NatsCallbackCheck(nc, config.callbacks_allowed), spend=spend)
+                     budgets=budgets, shards=shards, callbacks=callbacks or NatsCallbackCheck(nc, config.callbacks_allowed), spend=spend)
 
 
 def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]]]]:
@@ -83,10 +86,12 @@ def offered_plugins(nc: Client) -> Callable[[str], Awaitable[list[dict[str, Any]
     return offered
 
 
-async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig) -> Planner:
+async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig,
+                        allow: AllowSettings | None = None) -> Planner:
     """A planner that holds a fair share of the shards (docs/scaling.md): it listens first,
     then takes its leases, and rebuilds the clusters of each shard it gains; on the way out it
-    hands its shards over before anything else stops."""
+    hands its shards over before anything else stops. `allow`: where `config.callbacks_allowed`
+    came from, read again on SIGHUP (None: not)."""
     # On a thread and a connection of their own: a busy planner loop must not let them lapse.
     servers = ",".join(u.geturl() for u in nc.servers)
 
@@ -112,8 +117,9 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     ownership = ShardOwnership(leases)
     budgets = NatsBudgets(nc.jetstream(), config.replicas)
     spend = NatsSpend(nc.jetstream(), config.replicas)
+    callbacks = NatsCallbackCheck(nc, config.callbacks_allowed)
     planner = nats_planner(nc, config, store, ownership=ownership, identities=identities, queue=queue,
-                           pools=mirror, budgets=budgets, shards=ownership, spend=spend)
+                           pools=mirror, budgets=budgets, shards=ownership, spend=spend, callbacks=callbacks)
     sharding = Sharding(nc, planner, leases)
     stack.callback(planner.timers.cancel_all)
     if planner.state.snapshotter is not None:
@@ -159,6 +165,8 @@ async def start_planner(nc: Client, stack: AsyncExitStack, config: PlannerConfig
     await mirror.wait_ready()
     if isinstance(planner.workers, NatsWorkers):
         await watch_presence(nc, stack, planner.workers.sessions, getattr(planner, PROVISIONER_GONE))
+    if allow is not None:
+        on_sighup(stack, lambda: reload_allowed(allow, callbacks.reconfigure, "planner"))
     return planner
 
 
@@ -195,13 +203,15 @@ async def _unsubscribe(sub: Any) -> None:
 @click.option(ALLOW_OPTION, "allow", envvar=ALLOW_ENV, multiple=True, metavar="[TENANT=]HOST|CIDR[:PORT]",
               help="the pool service's setting, with which the planner checks a pool callback when no pool service "
                    f"answers; repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
+@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, metavar="FILE", help=ALLOW_FILE_HELP)
 def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: str, task_timeout: float,
          action_timeout: float, ack_wait: float, shards: int, lease_ttl: float, tenant_limit: tuple[str, ...],
-         policy_deadline: float, allow: tuple[str, ...]) -> None:
-    """Run the planner service."""
+         policy_deadline: float, allow: tuple[str, ...], allow_file: str | None) -> None:
+    """Run the planner service. SIGHUP reads its allow file again."""
     default, per_tenant = _tenant_limits(tenant_limit)
+    settings = AllowSettings(allow, allow_file)
     try:
-        allowed = Allowed.parse(allow)
+        allowed = settings.allowed()
     except AllowError as err:
         raise click.BadParameter(str(err)) from None
     config = PlannerConfig(
@@ -212,7 +222,7 @@ def main(nats_url: str | None, instance: str | None, max_attempts: int, mode: st
     )
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        await start_planner(nc, stack, config)
+        await start_planner(nc, stack, config, settings)
 
     main_for("planner", nats_url, setup)
 

@@ -17,6 +17,7 @@ from nats.errors import ConnectionClosedError
 
 from contracts import subjects
 from contracts.commands import Rejected
+from muster.allowfile import ALLOW_FILE_ENV, ALLOW_FILE_HELP, ALLOW_FILE_OPTION, AllowSettings, on_sighup, reload_allowed
 from muster.bus.answers import answer_on_inbox, answerable
 from muster.bus.consume import consume_routes, transient
 from muster.bus.scopedlog import ScopedEventStore
@@ -32,8 +33,9 @@ log = structlog.get_logger("muster.pool")
 
 async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, ack_wait: float = 30.0,
                              callback_attempts: int = 5, callback_backoff_s: float = 0.5,
-                             allowed: Allowed | None = None) -> PoolService:
-    """`allowed`: where an HTTP callback may go besides public addresses (decision 38)."""
+                             allowed: Allowed | None = None, settings: AllowSettings | None = None) -> PoolService:
+    """`allowed`: where an HTTP callback may go besides public addresses (decision 38);
+    `settings`: where it came from, read again on SIGHUP (None: not)."""
     sender = CallbackSender(nc, attempts=callback_attempts, backoff_s=callback_backoff_s, allowed=allowed or Allowed())
     service = PoolService(nc=nc, store=ScopedEventStore(nc), instance=instance, sender=sender)
     stack.push_async_callback(service.close)
@@ -59,6 +61,8 @@ async def start_pool_service(nc: Client, stack: AsyncExitStack, instance: str, a
     subs += await consume_routes(nc.jetstream(), service, ROUTES, ack_wait=ack_wait)
     for sub in subs:
         stack.push_async_callback(_unsubscribe, sub)
+    if settings is not None:
+        on_sighup(stack, lambda: reload_allowed(settings, sender.reconfigure, "pool"))
     return service
 
 
@@ -76,16 +80,19 @@ async def _unsubscribe(sub: Any) -> None:
               help="an HTTP callback may go to this host name (*.corp.example: the names under it) or address range "
                    "besides public addresses, on every port or on :PORT only ([fd00::1]:8080); TENANT=: that tenant's "
                    f"callbacks only (acme=hooks.acme.internal:443); repeat, or separate with commas (${ALLOW_ENV}; {POOL.doc})")
-def serve(nats_url: str | None, instance: str | None, callback_attempts: int, allow: tuple[str, ...]) -> None:
-    """Run the pool service: decide which hosts go to which nodes."""
+@click.option(ALLOW_FILE_OPTION, "allow_file", envvar=ALLOW_FILE_ENV, default=None, metavar="FILE", help=ALLOW_FILE_HELP)
+def serve(nats_url: str | None, instance: str | None, callback_attempts: int, allow: tuple[str, ...],
+          allow_file: str | None) -> None:
+    """Run the pool service: decide which hosts go to which nodes. SIGHUP reads its allow file again."""
     name = instance or f"pool-{socket.gethostname()}-{os.getpid()}"
+    settings = AllowSettings(allow, allow_file)
     try:
-        allowed = Allowed.parse(allow)
+        allowed = settings.allowed()
     except AllowError as err:
         raise click.BadParameter(str(err)) from None
 
     async def setup(nc: Client, stack: AsyncExitStack) -> None:
-        await start_pool_service(nc, stack, name, callback_attempts=callback_attempts, allowed=allowed)
+        await start_pool_service(nc, stack, name, callback_attempts=callback_attempts, allowed=allowed, settings=settings)
 
     main_for("pool", nats_url, setup)
 

@@ -46,6 +46,16 @@ class CallbackSender:
     """How names resolve (tests: a resolver of their own); every answer is checked."""
 
     _checked: dict[str, CheckedResolver] = field(default_factory=dict, init=False, repr=False)
+    _retired: list[CheckedResolver] = field(default_factory=list, init=False, repr=False)
+
+    def reconfigure(self, allowed: Allowed) -> None:
+        """The operator's allow file read again (SIGHUP: muster/allowfile.py). Each tenant gets a
+        new checked resolver from the next check or send on; the old ones are closed with the
+        sender, not now: a send in flight still resolves with its own."""
+        if allowed != self.allowed:
+            self.allowed = allowed
+            self._retired += self._checked.values()
+            self._checked = {}
 
     def checked(self, tenant: str) -> CheckedResolver:
         """The tenant's checked resolver: the entries of every tenant and its own; another
@@ -108,7 +118,7 @@ class CallbackSender:
         return self.attempts, error
 
     async def close(self) -> None:
-        for checked in self._checked.values():
+        for checked in [*self._retired, *self._checked.values()]:
             await checked.close()
 
 

@@ -138,7 +138,7 @@ async def test_with_no_pool_service_the_planner_checks_what_needs_no_lookup_with
         problem, warning = await check(Callback(url="http://127.0.0.1:8080/hook"), "acme")
         assert warning == "" and problem.startswith(
             "127.0.0.1 is a loopback address: the pool service sends callbacks to public addresses only, unless the operator "
-            "allows others (`muster up --webhook-allow 127.0.0.1:8080`, or `muster planner --webhook-allow`"), problem
+            "allows others (`muster up --webhook-allow 127.0.0.1:8080`, or while it runs a line of its webhook-allow file and `muster reload`, or `muster planner --webhook-allow`"), problem
         assert (await check(Callback(url="https://10.1.2.3/x"), "acme"))[0].startswith("10.1.2.3 is a private address")
         assert await check(Callback(url="https://10.1.2.3:8443/x"), "acme") == ("", "")  # the operator's allow, on its port
         own = NatsCallbackCheck(nc, Allowed.parse(["acme=10.0.0.0/8:8443"]), timeout=2.0)  # one tenant's entry: its own

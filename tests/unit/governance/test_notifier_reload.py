@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from muster.allowfile import ALLOW_FILE_HEADER
 from muster.ports.memory import ManualClock
 from muster.runtime.reload import notifier_files
 from services.notifier.adapters.delivery import Deliveries
-from services.notifier.settings import ALLOW_FILE_HEADER, Settings, reload
+from services.notifier.settings import Settings, reload
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 
@@ -72,4 +73,4 @@ def test_a_refused_receiver_says_how_a_running_notifier_is_given_it() -> None:
 
     said = explain("private", "10.0.0.5", None, NOTIFIER, 8080)
     assert "`muster up --webhook-allow 10.0.0.5:8080`, or while it runs a line of its webhook-allow file and `muster reload`" in said
-    assert "muster reload" not in explain("private", "10.0.0.5", None, POOL, 8080)  # (read at start only)
+    assert "its webhook-allow file and `muster reload`" in explain("private", "10.0.0.5", None, POOL, 8080)  # (the same file)

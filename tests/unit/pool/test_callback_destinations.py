@@ -70,7 +70,8 @@ async def test_a_name_that_does_not_resolve_to_a_public_address_is_a_warning_tha
     port = 443 if url.startswith("https") else 80
     assert problem == "" and warning == (
         f"{host} does not resolve to a public address now: the pool service sends callbacks to public addresses only, unless "
-        f"the operator allows others (`muster up --webhook-allow {host}:{port}`, or `muster pool serve --webhook-allow`, "
+        f"the operator allows others (`muster up --webhook-allow {host}:{port}`, or while it runs a line of its webhook-allow file and `muster reload`, "
+        f"or `muster pool serve --webhook-allow`, "
         f"$MUSTER_WEBHOOK_ALLOW; docs/pools.md, \"Where callbacks may go\"); every callback fails until it does")
     assert "10.1.2.3" not in warning and "private" not in warning and "loopback" not in warning
 
