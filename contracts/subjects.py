@@ -204,6 +204,21 @@ ALL_GOVERNANCE_REQUESTS = f"{GOV}.*.*.*"
 
 
 ALL_EVENTS = f"{EVT}.>"
+BODY = "muster.body"
+"""Large event bodies (`muster.bus.bodies`): part `i` of the body of an event on
+`muster.evt.<rest>` is on `muster.body.<rest>.<sha256>.<i>` (decision 0057)."""
+
+
+def body_part(event_subject: str, digest: str, index: int) -> str:
+    return f"{BODY}.{event_subject.split('.', 2)[2]}.{digest}.{index}"
+
+
+def body_filter(event_filter: str) -> str:
+    """The subjects of the bodies of the events of `event_filter`."""
+    rest = event_filter.split(".", 2)[2]
+    return f"{BODY}.{rest}" if rest.endswith(">") else f"{BODY}.{rest}.*.*"
+
+
 ALL_LAYOUT_EVENTS = f"{EVT}.*.layout.*"
 ALL_TASK_EVENTS = f"{EVT}.*.task.>"
 ALL_TASK_OUTCOMES = f"{EVT}.*.task.*.*.*"
