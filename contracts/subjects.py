@@ -210,12 +210,12 @@ BODY = "muster.body"
 
 
 def body_part(event_subject: str, digest: str, index: int) -> str:
-    return f"{BODY}.{event_subject.split('.', 2)[2]}.{digest}.{index}"
+    return f"{BODY}.{event_subject.removeprefix(EVT + '.')}.{digest}.{index}"
 
 
 def body_filter(event_filter: str) -> str:
     """The subjects of the bodies of the events of `event_filter`."""
-    rest = event_filter.split(".", 2)[2]
+    rest = event_filter.removeprefix(EVT + ".")
     return f"{BODY}.{rest}" if rest.endswith(">") else f"{BODY}.{rest}.*.*"
 
 
@@ -373,6 +373,12 @@ def pool_command(principal: str, pool: str, verb: str) -> str:
 
 
 ALL_POOL_COMMANDS = f"{POOL}.*.*.*"
+DELIVER = "muster.deliver"
+POOL_REQUESTS_DELIVERY = f"{DELIVER}.pool-requests"
+"""Where the pool services' shared durable of requesters' facts delivers (queue group
+`pool-requests`): a subject every pool service's identity may subscribe to and no principal may
+publish on, not the inbox of the one that created the durable (another identity's pool service
+may not subscribe there, and every service may publish on `_INBOX.>`, its answers)."""
 POOL_LIST = "muster.pools"
 ALL_POOL_LISTS = f"{POOL_LIST}.*"
 

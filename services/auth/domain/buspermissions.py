@@ -248,7 +248,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
             f"{BODIES[1]}.>", ANSWERS,
         ]
-        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, inbox))
+        # Its requesters' facts come on a subject of its own, not its inbox: the durable is shared
+        # by the pool services of every identity (services/pool/routing.py).
+        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, subjects.POOL_REQUESTS_DELIVERY, inbox))
     if kind == "governance":
         # Governance entities in its requesters' names (checked against their grants), and each
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
