@@ -24,12 +24,13 @@ the body. The leader answers a publish too: one fenced on a sequence no subject 
 (`Nats-Expected-Last-Subject-Sequence`, with `...-Subject` naming a filter) is refused with the
 leader's last sequence of the subject or filter ("wrong last sequence: N") and stores nothing
 (`fenced_last`). So a read goes on until it has reached that sequence. That takes the right to
-publish on the subjects read: a service that has it on what it reads (the pool its pools and
+publish on a subject of the log: a service that has it on what it reads (the pool its pools and
 requests, the solver the layouts) says so with `confirm=True`; one that has it on some (the
 governance service on its own entities, not on the clusters it reads; the notifier on its
-notifications, not on the jobs) names those filters. A subject read up to an event the reader
-was delivered (`read_through`: the notifier's job ends) needs no leader: the read goes on until
-it has that sequence.
+notifications, not on the jobs) names those filters, and the probe of any other filter goes on
+the first of them, the filter read in `...-Subject` (nats-server fences on that, whatever the
+subject). A subject read up to an event the reader was delivered (`read_through`: the
+notifier's job ends) needs no leader: the read goes on until it has that sequence.
 """
 
 from __future__ import annotations
