@@ -11,6 +11,7 @@ is played deterministically on one server in test_scopedlog.py."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import AsyncIterator
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from nats.aio.client import Client
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.errors import BadRequestError
 
 from contracts import subjects
 from contracts.events import ClusterRequested
@@ -48,6 +51,20 @@ async def nodes(tmp_path: Path) -> AsyncIterator[list[ClusterNode]]:
             await node.stop()
 
 
+async def _declared(nc: Client, tries: int = 8) -> None:
+    """A cluster that has just elected its meta leader may not know every peer yet ("no suitable
+    peers for placement", or no answer in time): a bounded retry of the declaration (0.25 s, doubling), as the auth
+    service's start does."""
+    for attempt in range(tries):
+        try:
+            await ensure_streams(nc.jetstream(), replicas=3)
+            return
+        except (BadRequestError, NatsTimeout):
+            if attempt == tries - 1:
+                raise
+            await asyncio.sleep(0.25 * 2**attempt)
+
+
 def _requested(name: str) -> Append:
     return Append(ClusterRequested(tenant="acme", cluster_id=name, name=name, template="t", provider="p", job_id="j"),
                   msg_id=f"requested/{name}")
@@ -56,7 +73,7 @@ def _requested(name: str) -> Append:
 async def test_a_read_through_a_lagging_follower_is_confirmed_with_the_leader(nodes: list[ClusterNode]) -> None:
     writer = await connect(",".join(n.url for n in nodes), name="writer")
     try:
-        await ensure_streams(writer.jetstream(), replicas=3)
+        await _declared(writer)
         info = await writer.jetstream().stream_info(subjects.EVENTS_STREAM)
         assert info.cluster is not None and info.cluster.leader
         follower = next(n for n in nodes if n.name != info.cluster.leader)
