@@ -204,6 +204,21 @@ ALL_GOVERNANCE_REQUESTS = f"{GOV}.*.*.*"
 
 
 ALL_EVENTS = f"{EVT}.>"
+BODY = "muster.body"
+"""Large event bodies (`muster.bus.bodies`): part `i` of the body of an event on
+`muster.evt.<rest>` is on `muster.body.<rest>.<sha256>.<i>` (decision 0057)."""
+
+
+def body_part(event_subject: str, digest: str, index: int) -> str:
+    return f"{BODY}.{event_subject.removeprefix(EVT + '.')}.{digest}.{index}"
+
+
+def body_filter(event_filter: str) -> str:
+    """The subjects of the bodies of the events of `event_filter`."""
+    rest = event_filter.removeprefix(EVT + ".")
+    return f"{BODY}.{rest}" if rest.endswith(">") else f"{BODY}.{rest}.*.*"
+
+
 ALL_LAYOUT_EVENTS = f"{EVT}.*.layout.*"
 ALL_TASK_EVENTS = f"{EVT}.*.task.>"
 ALL_TASK_OUTCOMES = f"{EVT}.*.task.*.*.*"
@@ -358,6 +373,12 @@ def pool_command(principal: str, pool: str, verb: str) -> str:
 
 
 ALL_POOL_COMMANDS = f"{POOL}.*.*.*"
+DELIVER = "muster.deliver"
+POOL_REQUESTS_DELIVERY = f"{DELIVER}.pool-requests"
+"""Where the pool services' shared durable of requesters' facts delivers (queue group
+`pool-requests`): a subject every pool service's identity may subscribe to and no principal may
+publish on, not the inbox of the one that created the durable (another identity's pool service
+may not subscribe there, and every service may publish on `_INBOX.>`, its answers)."""
 POOL_LIST = "muster.pools"
 ALL_POOL_LISTS = f"{POOL_LIST}.*"
 

@@ -44,6 +44,10 @@ class Route:
     """The service's method that takes the events delivered together, as a list in order (a
     consumer of one subscriber: `muster.bus.consume.consume_batches`); it does with each what
     the method `handlers` names for its type does, so one at a time stays right too."""
+    deliver: str | None = None
+    """Where the durable delivers, a subject every identity of the service may subscribe to
+    (instances under several identities share the queue); None: the inbox of the instance that
+    made it, which only that identity may subscribe to."""
     stubs: frozenset[str] = frozenset()
     """Event types handed over as they sit in the log when their body is stored apart (the
     event is then a `muster.bus.bodies.Offloaded`, its body not fetched nor decoded): for a

@@ -41,7 +41,7 @@ from contracts.subjects import fence_subject
 from muster import tracing
 
 from ..ports.eventlog import ConcurrencyError, StoreError
-from .bodies import H_BODY, INLINE_LIMIT, Bodies, stub, tenant_of
+from .bodies import H_BODY, INLINE_LIMIT, Bodies, stub
 from .wire import Publisher
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
@@ -149,9 +149,9 @@ class LogWriter:
         headers = self._headers(item)
         data = item.event.model_dump_json().encode()
         if len(data) > INLINE_LIMIT:
-            ref = await self.bodies.put(tenant_of(subject), data)
+            ref, parts = await self.bodies.put(subject, data)
             headers[H_BODY] = ref
-            data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data))
+            data = stub(headers[H_TYPE], getattr(item.event, "v", None), ref, len(data), parts)
         return data, headers
 
     # -- appends -------------------------------------------------------------------------------

@@ -4,9 +4,17 @@ An event whose JSON is larger than `INLINE_LIMIT` (a plan or a layout of thousan
 solver's catalog) is not written into `EVENTS` as it is: its JSON is compressed, cut into
 chunks of at most `CHUNK` bytes, and stored on `muster.body.<tenant>.<sha256>`; the log gets a
 small message in its place, with the same headers plus `Muster-Body: sha256:<hex>` and the body
-`{"type", "v", "body": {"ref", "size", "encoding", "stream"}}`. Readers of this package
+`{"type", "v", "body": {"ref", "size", "encoding", "stream", "parts"}}`. Readers of this package
 (`EventStore.read/replay`, `consume_events`) put the whole event back before anyone sees it, so
 aggregates and read models fold exactly the events they folded before. docs/decisions/0003.
+
+Where a body is stored follows the event's subject (decision 0057): part `i` of the body of an
+event on `muster.evt.<rest>` is the one message on `muster.body.<rest>.<hex>.<i>` (`part_subject`),
+read by the direct get that names that subject in the request's subject. So whoever may read the
+event's subject there (a service's rights name the filters it reads, `muster.body.<filter>.*.*`)
+may read its body, and no other: a body stored per tenant (`muster.body.<tenant>.<hex>`, the
+layout before, a stub with no `parts`), read by the message API with the subject in the request's
+body, was readable by every service that reads bodies at all.
 
 `BODIES` is as durable as the log (file storage, never expires, no delete, no purge, the same
 replicas): a reference in the log must always resolve. Content addressing makes a retried or
@@ -22,12 +30,16 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, RawStreamMsg, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
+from contracts import subjects
+
 BODIES_STREAM = "BODIES"
-BODY = "muster.body"
+BODY = subjects.BODY
 INLINE_LIMIT = 32 * 1024
 """Event bodies up to this size stay in the log as they are (readable by any client)."""
 CHUNK = 44 * 1024
@@ -54,12 +66,20 @@ def bodies_config(replicas: int = 1) -> StreamConfig:
         deny_delete=True,
         deny_purge=True,
         duplicate_window=120.0,
+        allow_direct=True,  # each part is read by the direct get of its own subject
         num_replicas=replicas,
     )
 
 
 def body_subject(tenant: str, digest: str) -> str:
+    """Where a body of the layout before 0057 is (every part on one subject, per tenant)."""
     return f"{BODY}.{tenant}.{digest}"
+
+
+def part_subject(event_subject: str, digest: str, index: int) -> str:
+    """Where part `index` of the body of an event on `event_subject` is: the event's subject
+    (under `muster.body.` for `muster.evt.`), the digest, the part's index."""
+    return subjects.body_part(event_subject, digest, index)
 
 
 def tenant_of(event_subject: str) -> str:
@@ -75,65 +95,138 @@ class Offloaded:
     type: str
     ref: str
     size: int
+    parts: int | None = None
+    """How many parts, each on its own subject (`part_subject`); None: a body stored before
+    0057, all its parts on one subject of its tenant (`body_subject`)."""
 
 
-def stub(event_type: str, version: Any, ref: str, size: int) -> bytes:
+def stub(event_type: str, version: Any, ref: str, size: int, parts: int) -> bytes:
     return json.dumps({
         "type": event_type, "v": version,
-        "body": {"ref": ref, "size": size, "encoding": "zlib", "stream": BODIES_STREAM},
+        "body": {"ref": ref, "size": size, "encoding": "zlib", "stream": BODIES_STREAM, "parts": parts},
     }).encode()
 
 
 def parse_stub(data: bytes) -> Offloaded:
     doc = json.loads(data)
-    return Offloaded(type=doc["type"], ref=doc["body"]["ref"], size=int(doc["body"]["size"]))
+    parts = doc["body"].get("parts")
+    return Offloaded(type=doc["type"], ref=doc["body"]["ref"], size=int(doc["body"]["size"]),
+                     parts=int(parts) if parts is not None else None)
+
+
+def _digest(ref: str) -> str:
+    algo, _, digest = ref.partition(":")
+    if algo != "sha256" or not digest:
+        raise BodyError(f"unknown body reference {ref!r}")
+    return digest
 
 
 class Bodies:
-    def __init__(self, js: JetStreamContext) -> None:
-        self.js = js
-        self._stored: set[str] = set()
+    """`wait`: how long a read of a replicated `BODIES` waits for a part the replica that answered
+    has not applied yet (the event that references it was appended after every part was
+    acknowledged, so it is there, or coming); on one server a part not found is missing."""
 
-    async def put(self, tenant: str, data: bytes) -> str:
-        """Store `data` (if it is not there yet); returns its reference `sha256:<hex>`."""
+    def __init__(self, js: JetStreamContext, wait: float = 10.0) -> None:
+        self.js = js
+        self.wait = wait
+        self._stored: set[str] = set()
+        self._replicated: bool | None = None
+
+    async def _is_replicated(self) -> bool:
+        if self._replicated is None:
+            try:  # (the list of streams: every service that reads bodies may ask it, and it names no subject)
+                infos = await self.js.streams_info()
+            except Exception:  # noqa: BLE001 - unknown: wait for a part, as on a replicated stream
+                return True
+            self._replicated = any(i.config.name == BODIES_STREAM and (i.config.num_replicas or 1) > 1 for i in infos)
+        return self._replicated
+
+    async def put(self, event_subject: str, data: bytes) -> tuple[str, int]:
+        """Store `data`, the body of an event on `event_subject` (if it is not there yet):
+        its reference `sha256:<hex>` and its number of parts."""
         # Hashing and compressing megabytes take a while: in a thread, so the service's loop
         # goes on meanwhile (its leases, its heartbeats, other requests).
         digest = await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest())
-        subject = body_subject(tenant, digest)
-        if subject in self._stored or await self._complete(subject):
-            self._stored.add(subject)
-            return f"sha256:{digest}"
         packed = await asyncio.to_thread(zlib.compress, data, 6)
         parts = [packed[i : i + CHUNK] for i in range(0, len(packed), CHUNK)] or [b""]
+        last = part_subject(event_subject, digest, len(parts) - 1)
+        if last in self._stored or await self._part(last) is not None:
+            self._stored.add(last)
+            return f"sha256:{digest}", len(parts)
         for i, part in enumerate(parts):
             # Acknowledged one by one: the last part's presence means every part is stored.
-            await self.js.publish(subject, part, headers={H_PART: f"{i}/{len(parts)}", "Nats-Msg-Id": f"{digest}.{i}"})
-        self._stored.add(subject)
-        return f"sha256:{digest}"
+            await self.js.publish(part_subject(event_subject, digest, i), part,
+                                  headers={H_PART: f"{i}/{len(parts)}", "Nats-Msg-Id": f"{digest}.{event_subject}.{i}"})
+        self._stored.add(last)
+        return f"sha256:{digest}", len(parts)
 
-    async def _complete(self, subject: str) -> bool:
+    async def _message(self, subject: str) -> RawStreamMsg | None:
+        """The part stored on `subject` (None: none there, or not on the replica that answered)."""
         try:
-            last = await self.js.get_last_msg(BODIES_STREAM, subject)
+            return await self.js.get_last_msg(BODIES_STREAM, subject, direct=True)
         except NotFoundError:
-            return False
-        index, count = (int(x) for x in (last.headers or {}).get(H_PART, "0/0").split("/"))
-        return count > 0 and index == count - 1
+            return None
+        except NoRespondersError:
+            raise BodyError(f"{BODIES_STREAM} answers no direct get (a stream declared by an older version: "
+                            "the auth service of this version allows it at its start)") from None
+        except NatsTimeout:
+            raise BodyError(f"no answer to the direct get of {subject} (is it outside this connection's "
+                            "rights? nats-server's log names a permissions violation)") from None
 
-    async def get(self, tenant: str, ref: str) -> bytes:
-        algo, _, digest = ref.partition(":")
-        if algo != "sha256" or not digest:
-            raise BodyError(f"unknown body reference {ref!r}")
+    async def _part(self, subject: str) -> bytes | None:
+        msg = await self._message(subject)
+        return None if msg is None else msg.data or b""
+
+    async def stored(self, subject: str) -> bool:
+        return await self._message(subject) is not None
+
+    async def get(self, event_subject: str, body: Offloaded) -> bytes:
+        """The body of the event on `event_subject` whose stub is `body`, checked."""
+        digest = _digest(body.ref)
+        parts = body.parts
+        if parts is None:  # (stored before 0057: copied under the event's subject by the auth service, `bodymove`?)
+            first = await self._message(part_subject(event_subject, digest, 0))
+            if first is not None:
+                parts = int((first.headers or {}).get(H_PART, "0/1").split("/")[1])
+        if parts is None:
+            packed = await self._get_old(tenant_of(event_subject), body.ref, digest)
+        else:
+            loop = asyncio.get_running_loop()
+            deadline, tries = loop.time() + self.wait, 0
+            parts_ = [part_subject(event_subject, digest, i) for i in range(parts)]
+            found: dict[int, bytes] = {}
+            while True:
+                got = await asyncio.gather(*(self._part(s) for i, s in enumerate(parts_) if i not in found))
+                missing = [i for i in range(parts) if i not in found]
+                found |= {i: part for i, part in zip(missing, got, strict=True) if part is not None}
+                if len(found) == parts:
+                    break
+                if loop.time() >= deadline or not await self._is_replicated():
+                    raise BodyError(f"body {body.ref} of {event_subject} is missing or incomplete in {BODIES_STREAM}")
+                tries += 1  # a replica that has not applied every part yet answered
+                await asyncio.sleep(0.005 * 2 ** min(tries, 7))
+            packed = b"".join(found[i] for i in range(parts))
+        data = await asyncio.to_thread(zlib.decompress, packed)
+        if await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest()) != digest:
+            raise BodyError(f"body {body.ref} of {event_subject} does not match its digest")
+        return data
+
+    async def _get_old(self, tenant: str, ref: str, digest: str) -> bytes:
+        """A body stored before 0057 (`body_subject`): its parts through the message API, which
+        the stream's leader answers (it has every acknowledged write), the subject in the
+        request's body; a service whose rights are scoped (decision 0057) may not ask it."""
         subject = body_subject(tenant, digest)
         parts: dict[int, bytes] = {}
         count = None
         seq = 1
-        # The message API is answered by the stream's leader, which has every acknowledged
-        # write (a direct get may be answered by a follower that lags).
         while count is None or len(parts) < count:
             try:
                 msg = await self.js.get_msg(BODIES_STREAM, seq=seq, subject=subject, next=True)
             except NotFoundError:
                 break
+            except NatsTimeout:
+                raise BodyError(f"body {ref} of tenant {tenant} was stored in the layout before decision 0057, "
+                                "which this connection may not read (docs/runtime.md, Upgrading muster)") from None
             index, count = (int(x) for x in (msg.headers or {}).get(H_PART, "0/1").split("/"))
             parts.setdefault(index, msg.data or b"")
             if msg.seq is None:  # a stored message always has one
@@ -141,7 +234,4 @@ class Bodies:
             seq = msg.seq + 1
         if count is None or len(parts) < count:
             raise BodyError(f"body {ref} of tenant {tenant} is missing or incomplete in {BODIES_STREAM}")
-        data = await asyncio.to_thread(zlib.decompress, b"".join(parts[i] for i in range(count)))
-        if await asyncio.to_thread(lambda: hashlib.sha256(data).hexdigest()) != digest:
-            raise BodyError(f"body {ref} of tenant {tenant} does not match its digest")
-        return data
+        return b"".join(parts[i] for i in range(count))

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
@@ -71,6 +72,7 @@ async def consume_events(
     also: Sequence[str] = (),
     stubs: Collection[str] = (),
     types: Collection[str] | None = None,
+    deliver: str | None = None,
 ) -> JetStreamContext.PushSubscription:
     """Deliver every event matching the filter (and the filters `also` names) to `handler`, at
     least once, resuming where the durable consumer left off.
@@ -87,7 +89,8 @@ async def consume_events(
     long after its last subscriber went away (a planner that died does not leave it behind).
     An event of a type in `stubs` whose body is stored apart reaches `handler` as its stub
     (`Route.stubs`). With `types`, an event whose type header names another type is
-    acknowledged unread (`_unwanted`)."""
+    acknowledged unread (`_unwanted`). `deliver`: the durable's delivery subject
+    (`Route.deliver`), put back if a durable made before delivers elsewhere."""
 
     bodies = Bodies(js)
     nc = connection_of(js)
@@ -144,7 +147,22 @@ async def consume_events(
         _settle(msg, TERM if await _poisoned(recorded, err, on_poison) else nak(MAX_RETRY_DELAY_S))
 
     config = _config(durable, [filter_subject, *also], ack_wait, deliver_policy, inactive_threshold)
+    if deliver is not None:
+        config.deliver_subject = deliver
+        await _deliver_on(js, durable, deliver)
     return _screened(nc, await _subscribe(js, filter_subject, durable, queue, config, on_msg), types)
+
+
+async def _deliver_on(js: JetStreamContext, durable: str, deliver: str) -> None:
+    """A durable an earlier version made delivers to its maker's inbox: moved to `deliver`
+    (nats-server takes a push consumer's new delivery subject as an update)."""
+    try:
+        info = await js.consumer_info(subjects.EVENTS_STREAM, durable)
+    except js_errors.NotFoundError:
+        return
+    if info.config.deliver_subject != deliver:
+        log.info("the durable's delivery moved to a subject every instance may take", durable=durable, deliver=deliver)
+        await js.add_consumer(subjects.EVENTS_STREAM, dataclasses.replace(info.config, deliver_subject=deliver))
 
 
 def _config(durable: str, filters: Sequence[str], ack_wait: float, deliver_policy: DeliverPolicy,
@@ -183,7 +201,7 @@ async def consume_routes(js: JetStreamContext, service: Any, routes: Sequence[Ro
                          **options: Any) -> list[JetStreamContext.PushSubscription]:
     """Subscribe `service` to every route of its table (options as `consume_events`)."""
     return [await consume_events(js, r.filter, r.durable, router(service, r), queue=r.queue, also=r.also, stubs=r.stubs,
-                                 types=frozenset(r.handlers), **options)
+                                 types=frozenset(r.handlers), deliver=r.deliver, **options)
             for r in routes]
 
 

@@ -39,7 +39,7 @@ from contracts.records import (
 
 from ..ports.eventlog import ConcurrencyError, StoreError
 from .appends import MAX_ATOMIC, LogWriter
-from .bodies import H_BODY, Bodies, Offloaded, parse_stub, tenant_of
+from .bodies import H_BODY, Bodies, Offloaded, parse_stub
 from .ordered import leader_next, read_in_order
 from .protocol import header, parse_headers
 from .wire import raw_subscribe, raw_unsubscribe
@@ -135,7 +135,7 @@ async def inflate(bodies: Bodies, r: Recorded) -> Recorded:
     """The recorded event with its offloaded body put back (unchanged if it was inline)."""
     if not isinstance(r.event, Offloaded):
         return r
-    data = await bodies.get(tenant_of(r.subject), r.event.ref)
+    data = await bodies.get(r.subject, r.event)
     model = EVENT_TYPES.get(r.event.type)
     parse = model.model_validate_json if model is not None else parse_event
     return replace(r, event=await asyncio.to_thread(parse, data))  # megabytes: off the loop

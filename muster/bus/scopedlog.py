@@ -24,12 +24,13 @@ the body. The leader answers a publish too: one fenced on a sequence no subject 
 (`Nats-Expected-Last-Subject-Sequence`, with `...-Subject` naming a filter) is refused with the
 leader's last sequence of the subject or filter ("wrong last sequence: N") and stores nothing
 (`fenced_last`). So a read goes on until it has reached that sequence. That takes the right to
-publish on the subjects read: a service that has it on what it reads (the pool its pools and
+publish on a subject of the log: a service that has it on what it reads (the pool its pools and
 requests, the solver the layouts) says so with `confirm=True`; one that has it on some (the
 governance service on its own entities, not on the clusters it reads; the notifier on its
-notifications, not on the jobs) names those filters. A subject read up to an event the reader
-was delivered (`read_through`: the notifier's job ends) needs no leader: the read goes on until
-it has that sequence.
+notifications, not on the jobs) names those filters, and the probe of any other filter goes on
+the first of them, the filter read in `...-Subject` (nats-server fences on that, whatever the
+subject). A subject read up to an event the reader was delivered (`read_through`: the
+notifier's job ends) needs no leader: the read goes on until it has that sequence.
 """
 
 from __future__ import annotations
@@ -71,13 +72,15 @@ def probe_subject(subject_filter: str) -> str:
     return ".".join(PROBE_TOKEN if t in ("*", ">") else t for t in subject_filter.split("."))
 
 
-async def fenced_last(nc: Client, stream: str, subject_filter: str, timeout: float) -> int:
+async def fenced_last(nc: Client, stream: str, subject_filter: str, timeout: float, on: str | None = None) -> int:
     """The stream leader's last sequence of a subject or filter (0: none), from a publish on it
     fenced on a sequence it cannot have: refused (10071) with the leader's own, nothing stored.
-    Busy (another fenced write on that subject being replicated: 10164): asked again."""
+    Busy (another fenced write on that subject being replicated: 10164): asked again. `on`: a
+    subject of the stream the caller may publish on, to carry the probe of a filter it may not
+    publish on (the filter in `...-Subject`: nats-server fences on it, whatever the subject)."""
     headers = {"Nats-Expected-Stream": stream, "Nats-Expected-Last-Subject-Sequence": UNREACHABLE}
-    subject = probe_subject(subject_filter)
-    if not literal(subject_filter):
+    subject = on if on is not None else probe_subject(subject_filter)
+    if not literal(subject_filter) or on is not None:
         headers["Nats-Expected-Last-Subject-Sequence-Subject"] = subject_filter
     loop = asyncio.get_running_loop()
     deadline, tries = loop.time() + timeout, 0
@@ -119,15 +122,18 @@ class ScopedEventStore(EventStore):
         return self._replicated
 
     async def _leader_last(self, subject_filter: str) -> int:
-        return await fenced_last(self.nc, self.stream, subject_filter, self.timeout)
+        return await fenced_last(self.nc, self.stream, subject_filter, self.timeout, on=self._probe_on(subject_filter))
 
-    def _publishable(self, subject_filter: str) -> bool:
-        if isinstance(self.confirm, bool):
-            return self.confirm
-        return any(matches(allowed, probe_subject(subject_filter)) for allowed in self.confirm)
+    def _probe_on(self, subject_filter: str) -> str | None:
+        """Where the probe of a filter goes: on the filter itself if the service may publish
+        there, else on the first filter of `confirm` (one of its own: the governance service's
+        entities for a cluster, the notifier's notifications for a job, a cluster or a catalog)."""
+        if isinstance(self.confirm, bool) or any(matches(allowed, probe_subject(subject_filter)) for allowed in self.confirm):
+            return None
+        return probe_subject(self.confirm[0])
 
     async def _confirming(self, filters: Sequence[str]) -> bool:
-        return all(self._publishable(f) for f in filters) and await self._is_replicated()
+        return self.confirm is not False and self.confirm != () and await self._is_replicated()
 
     async def _end_check(self, filters: Sequence[str]) -> dict[str, Any]:
         return {"deletes": self.deletes} | ({"leader_last": self._leader_last} if await self._confirming(filters) else {})
@@ -179,10 +185,11 @@ class ScopedEventStore(EventStore):
 
         # (no last sequence asked first, as `read` does: the subject has the event at `seq`; one
         # server holds what it delivered, so only a replicated log's reader reads on for it)
+        # (nor the leader's last: what came after `seq` is not read)
         replicated = await self._is_replicated()
         await OrderedReader(self.nc, self.stream, [subject], on_message, api_timeout=self.timeout,
                             reach_seq=seq if replicated else None, reach_wait=self.timeout,
-                            **await self._end_check([subject])).run(READ_TIMEOUT_S)
+                            deletes=self.deletes).run(READ_TIMEOUT_S)
         return [await inflate(self.bodies, r) for r in out]
 
     async def subject_names(self, subject_filter: str) -> set[str]:

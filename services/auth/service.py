@@ -36,6 +36,7 @@ from contracts.identity import (
     TokenRevoked,
 )
 from muster.bus.answers import answer_on_inbox
+from muster.bus.bodymove import move_old_bodies
 from muster.bus.connect import connect, on_reconnect
 from muster.bus.eventstore import EventStore
 from muster.bus.streams import ensure_streams
@@ -105,6 +106,7 @@ class AuthService:
         self.signer = Signer(self.keys.issuer_seed)
         self.nc = await self._connect(LOG_USER, "muster-auth")
         await self._streams()
+        self._spawn(self._move_bodies())
         # TASKS as declared, whoever declares it again after a restart lost it (services/auth/taskqueue.py)
         await self.nc.subscribe(taskqueue.CREATED, cb=self._on_tasks_created)
         on_reconnect(self.nc, self._restore_tasks)
@@ -134,6 +136,13 @@ class AuthService:
                     raise
                 log.warning("streams not ready yet", error=str(err) or type(err).__name__)
                 await asyncio.sleep(0.25 * 2**attempt)
+
+    async def _move_bodies(self) -> None:
+        """Bodies offloaded before decision 0057, copied where the scoped services read them."""
+        try:
+            await move_old_bodies(self.nc)
+        except Exception as err:  # noqa: BLE001 - told; the next start moves them (nothing is marked done)
+            log.error("bodies stored before 0057 could not be moved", error=str(err) or type(err).__name__)
 
     async def _on_tasks_created(self, msg: Msg) -> None:
         await self._restore_tasks()  # (one at a time: the subscription's callbacks are)

@@ -79,8 +79,8 @@ class NatsVet:
 
 async def start_governance(nc: Client, stack: AsyncExitStack, instance: str) -> tuple[GovernanceWrites, Scheduler]:
     # Its reads name their filter in the request's subject, where its rights scope them (its
-    # entities', the clusters'); those of its entities confirmed with a replicated log's leader
-    # (decision 0057).
+    # entities', the clusters'); each confirmed with a replicated log's leader by a probe on its
+    # entities' subjects, where it may publish (a cluster's too: decision 0057, session 25).
     store = ScopedEventStore(nc, confirm=(subjects.ALL_GOVERNANCE_EVENTS,), deletes=False)
     writes = GovernanceWrites(store, vet=NatsVet(nc))
     if auth_required(nc):

@@ -97,8 +97,9 @@ async def start_notifier(nc: Client, stack: AsyncExitStack, secrets: Mapping[str
     besides public addresses (none: the safe default); `settings`: where both came from, read
     again on SIGHUP (None: not)."""
     # Scoped reads (decision 0057): jobs, clusters, catalogs, subscriptions by consumers and subject
-    # direct gets; its own notifications confirmed with the leader (it publishes there), the rest
-    # not (it may not), a job's end and a lease's change read until their delivered sequence.
+    # direct gets, each confirmed with a replicated log's leader by a probe on its notifications'
+    # subjects, where it publishes (session 25); a job's end and a lease's change read until
+    # their delivered sequence.
     store = ScopedEventStore(nc, confirm=(subjects.ALL_NOTIFICATION_EVENTS,), deletes=False)
     mirror = GovernanceMirror(nc.jetstream(), subjects.ALL_SUBSCRIPTION_EVENTS)
     await mirror.start()

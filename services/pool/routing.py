@@ -2,7 +2,9 @@
 
 `ROUTES`: the durable consumer on the log (requesters' facts, `muster.evt.<tenant>.poolreq.…`)
 and which handler takes each event type; every pool service joins the queue group
-`pool-requests`, so each fact reaches one of them (they are fenced on the pool's subject).
+`pool-requests`, so each fact reaches one of them (they are fenced on the pool's subject); the
+durable delivers on `muster.deliver.pool-requests`, so pool services under several identities
+share it (docs/pools.md).
 `REPLIES`: the request/reply subjects it answers, queue group `pools`. The pool service also
 *reads* the pools' own subjects (its aggregates, rebuilt at start and caught up on demand).
 """
@@ -23,7 +25,7 @@ ROUTES = (
         "PoolNodesReported": "on_request_event",
         "PoolDynamicHostCreated": "on_request_event",
         "PoolRequestClosed": "on_request_event",
-    }, queue=REQUESTS),
+    }, queue=REQUESTS, deliver=subjects.POOL_REQUESTS_DELIVERY),
 )
 
 

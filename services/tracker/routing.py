@@ -76,7 +76,7 @@ class IndexFeeder:
         if isinstance(recorded.event, Offloaded):
             if self.bodies is None:
                 raise RuntimeError(f"{recorded.type} at {recorded.seq} is stored apart and this index reads no bodies")
-            data = await self.bodies.get(tenant_of(recorded.subject), recorded.event.ref)
+            data = await self.bodies.get(recorded.subject, recorded.event)
             recorded = replace(recorded, event=await asyncio.to_thread(sized, data))  # megabytes: off the loop
         total, changed = await self.tracker.on_event(recorded)
         if self.stories is not None and recorded.type == "ClusterRequested":

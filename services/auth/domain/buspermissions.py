@@ -147,15 +147,25 @@ def _read_log(*buckets: str) -> list[str]:
     return [p for s in (subjects.EVENTS_STREAM, BODIES[0], *buckets) for p in _read_stream(s)]
 
 
+def _read_bodies(filters: Iterable[str]) -> list[str]:
+    """The bodies of the events of `filters` (`muster.body.<filter>.<hex>.<part>`), each part by
+    the direct get naming its subject: no other read of BODIES (the message get, the batch direct
+    get and a consumer created with its filter in the body read any tenant's bodies), nor its
+    info (with a subject filter it names every body's subject, and so every offloaded event's)."""
+    return [f"{JS}.DIRECT.GET.{BODIES[0]}.{subjects.body_filter(f)}" for f in filters]
+
+
 def _log_reader(filters: Iterable[str], *, deletes: bool = False, scoped: bool = False) -> list[str]:
     """A service whose only streams are the log's (the pool service, governance, the notifier, the
     solver): it declares the two at start and reads EVENTS (its consumers `filters` only) and
     BODIES, no bucket. `scoped`: it reads EVENTS in scoped forms only (`muster.bus.scopedlog`):
     the last event of a subject of `filters` by the subject's direct get, no other get, and
-    not EVENTS' info (decision 0057)."""
+    not EVENTS' info; and BODIES only the bodies of those events (decision 0057)."""
     filters = tuple(filters)
-    return (_streams_declared(LOG_STREAMS, no_info=(subjects.EVENTS_STREAM,) if scoped else ())
-            + _read_events(filters, deletes=deletes, gets=filters if scoped else None) + _read_stream(BODIES[0]))
+    if not scoped:
+        return _streams_declared(LOG_STREAMS) + _read_events(filters, deletes=deletes) + _read_stream(BODIES[0])
+    return (_streams_declared(LOG_STREAMS, no_info=LOG_STREAMS)
+            + _read_events(filters, deletes=deletes, gets=filters) + _read_bodies(filters))
 
 
 CONSUMED: dict[str, tuple[str, ...]] = {
@@ -238,7 +248,9 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
             subjects.ALL_POOL_EVENTS, subjects.ALL_POOL_REQUEST_EVENTS, f"{CALLBACKS}.*.>", f"{subjects.AUTH}.{pid}.*",
             f"{BODIES[1]}.>", ANSWERS,
         ]
-        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, inbox))
+        # Its requesters' facts come on a subject of its own, not its inbox: the durable is shared
+        # by the pool services of every identity (services/pool/routing.py).
+        return BusPermissions(tuple(pub), (subjects.ALL_POOL_COMMANDS, subjects.ALL_POOL_LISTS, subjects.POOL_REQUESTS_DELIVERY, inbox))
     if kind == "governance":
         # Governance entities in its requesters' names (checked against their grants), and each
         # schedule's tick sent as the schedule's owner: like the tracker, it sends requests
@@ -284,8 +296,10 @@ def bus_permissions(principal: Principal, grants: Iterable[Grant] = ()) -> BusPe
                         # tasks' node maps (stored by the planner; a get by key is a message get)
                         f"{JS}.STREAM.MSG.GET.KV_nodemaps", ANSWERS]  # (what it holds, to a planner; a drain)
         for tenant, klass in provisioner_queues(grants):
-            pub += [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
-                    f"{evt}.{tenant}.provisioner.{pid}", f"{BODIES[1]}.{tenant}.>",
+            writes = [f"{evt}.{tenant}.task.*.*.{pid}", f"{evt}.{tenant}.task.*.*.{pid}.{subjects.PROGRESS}",
+                   f"{evt}.{tenant}.provisioner.{pid}"]
+            # (a large result's body: whether it is stored already, by the direct get of its last part)
+            pub += writes + _read_bodies(writes) + [f"{BODIES[1]}.{tenant}.>",
                     f"{JS}.DIRECT.GET.KV_nodemaps.$KV.nodemaps.{tenant}.>"]
             pub += _consumer(subjects.TASKS_STREAM, subjects.task_consumer(tenant, klass), subjects.task_queue(tenant, klass))
         return BusPermissions(tuple(dict.fromkeys(pub)), (subjects.provisioner_drain(pid), subjects.provisioner_held(pid), inbox))

@@ -26,4 +26,10 @@ async def raw_refused(nc: Client, subject: str, body: Mapping[str, object]) -> b
         reply = await nc.request(subject, json.dumps(body).encode(), timeout=2)
     except NatsTimeout:
         return True
-    return not reply.data or "error" in json.loads(reply.data)
+    if not reply.data:
+        return True
+    try:
+        answer = json.loads(reply.data)
+    except ValueError:  # (a message read, not an API answer: a body's compressed part)
+        return False
+    return isinstance(answer, dict) and "error" in answer

@@ -134,8 +134,8 @@ async def test_the_solver_answers_a_layout_in_scoped_forms(world: World, replica
 async def test_the_governance_service_reads_its_entities_and_the_clusters_in_scoped_forms(world: World, replicated: bool) -> None:
     """Its store as services/governance/entrypoint.py makes it: a tenant's entities of a kind, one
     entity from a sequence, its last sequence, a fenced write's refused retry; any tenant's
-    cluster (a schedule names one), not confirmed with a leader (it may not publish there); no
-    consumer deleted (its rights delete none)."""
+    cluster (a schedule names one), confirmed with the leader by a probe on its own entities'
+    subjects (it may not publish on clusters); no consumer deleted (its rights delete none)."""
     schedule = OWN["governance"]
     cluster = subjects.cluster_events("other", "c9")
     everyone = EventStore(world.system)
@@ -155,8 +155,9 @@ async def test_the_governance_service_reads_its_entities_and_the_clusters_in_sco
 async def test_the_notifier_reads_jobs_clusters_and_catalogs_in_scoped_forms(world: World, replicated: bool) -> None:
     """Its store as services/notifier/entrypoint.py makes it: any tenant's job and cluster read up
     to an event it was delivered, a cluster whole, a tenant's catalog up to an event, a
-    subscription just made, its own notifications (confirmed with the leader: it publishes
-    there); no consumer deleted (its rights delete none)."""
+    subscription just made, its own notifications; on a replicated log each confirmed with the
+    leader by a probe on its notifications' subjects, where it publishes; no consumer deleted
+    (its rights delete none)."""
     everyone = EventStore(world.system)
     job, cluster = subjects.job_events("other", "j1"), subjects.cluster_events("other", "c1")
     ran = await everyone.append(job, [Append(JobRequested(tenant="other", job_id="j1", cluster_id="c1", operation="check",

@@ -4,6 +4,8 @@ reader gets the whole event back (docs/decisions/0003-large-bodies.md)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import zlib
 
 import pytest
 from nats.aio.client import Client
@@ -94,18 +96,39 @@ async def test_small_events_stay_inline(nc: Client, tenant: str) -> None:
     assert H_BODY not in (raw.headers or {}) and ClusterLayoutChanged.model_validate_json(raw.data or b"") == event
 
 
-async def test_a_body_is_stored_once_and_checked_on_read(nc: Client, tenant: str) -> None:
-    bodies = Bodies(nc.jetstream())
+async def test_a_body_is_stored_once_by_its_events_subject_and_checked_on_read(nc: Client, tenant: str) -> None:
+    bodies = Bodies(nc.jetstream(), wait=0.3)
+    subject = subjects.cluster_events(tenant, "c4")
     data = b"x" * (3 * CHUNK) + bytes(range(256)) * 2000  # compressible and not
-    ref = await bodies.put(tenant, data)
+    ref, parts = await bodies.put(subject, data)
     before = (await nc.jetstream().stream_info(BODIES_STREAM)).state.messages
-    assert await Bodies(nc.jetstream()).put(tenant, data) == ref  # another process: found, not stored again
+    assert await Bodies(nc.jetstream()).put(subject, data) == (ref, parts)  # another process: found, not stored again
     assert (await nc.jetstream().stream_info(BODIES_STREAM)).state.messages == before
-    assert await bodies.get(tenant, ref) == data
+    # Each part on its own subject, under the event's (decision 0057): whoever may read the
+    # event's subject may read its body, by the direct get naming the part's subject.
+    digest = ref.split(":")[1]
+    for i in range(parts):
+        part = await nc.jetstream().get_last_msg(BODIES_STREAM, f"muster.body.{tenant}.cluster.c4.{digest}.{i}", direct=True)
+        assert (part.headers or {})["Muster-Part"] == f"{i}/{parts}"
+    assert await bodies.get(subject, Offloaded("ClusterLayoutChanged", ref, len(data), parts)) == data
     with pytest.raises(BodyError, match="missing"):
-        await bodies.get(tenant, "sha256:" + "0" * 64)
+        await bodies.get(subject, Offloaded("ClusterLayoutChanged", "sha256:" + "0" * 64, 1, 1))
+    with pytest.raises(BodyError, match="missing"):  # bodies are per event subject
+        await bodies.get(subjects.cluster_events(tenant, "c5"), Offloaded("ClusterLayoutChanged", ref, len(data), parts))
     with pytest.raises(BodyError, match="missing"):
-        await bodies.get("other-tenant", ref)  # bodies are per tenant
+        await bodies.get(subjects.cluster_events("other-tenant", "c4"), Offloaded("ClusterLayoutChanged", ref, len(data), parts))
+
+
+async def test_a_body_stored_in_the_layout_before_0057_is_read_as_it_was(nc: Client, tenant: str) -> None:
+    """A stub with no `parts`: its body's parts are on `muster.body.<tenant>.<hex>`, in order."""
+    data = bytes(range(256)) * 600
+    digest = hashlib.sha256(data).hexdigest()
+    packed = zlib.compress(data)
+    chunks = [packed[i : i + CHUNK] for i in range(0, len(packed), CHUNK)]
+    for i, chunk in enumerate(chunks):
+        await nc.jetstream().publish(f"muster.body.{tenant}.{digest}", chunk, headers={"Muster-Part": f"{i}/{len(chunks)}"})
+    old = Offloaded("ClusterLayoutChanged", f"sha256:{digest}", len(data))
+    assert await Bodies(nc.jetstream()).get(subjects.cluster_events(tenant, "c6"), old) == data
 
 
 async def test_an_append_longer_than_one_atomic_batch_lands_whole_and_fenced(nc: Client, tenant: str) -> None:

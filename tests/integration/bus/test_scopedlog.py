@@ -39,8 +39,8 @@ async def test_the_probe_answers_the_last_sequence_and_stores_nothing(nc: Client
 class _Lagging(ScopedEventStore):
     """Its first probes find an event the consumer's replica did not have yet."""
 
-    def __init__(self, nc: Client, late: tuple[str, Append]) -> None:
-        super().__init__(nc)
+    def __init__(self, nc: Client, late: tuple[str, Append], confirm: bool | tuple[str, ...] = True) -> None:
+        super().__init__(nc, confirm=confirm)
         self._replicated = True
         self.late: tuple[str, Append] | None = late
 
@@ -96,3 +96,26 @@ async def test_a_read_through_a_delivered_event_goes_on_until_it_has_it(nc: Clie
     read = [r.seq for r in await behind.read_through(subject, end)]
     [[appended]] = await asyncio.gather(*behind.appending)
     assert appended == end and read == [first, end]
+
+
+async def test_a_filter_it_may_not_publish_on_is_confirmed_by_a_probe_on_one_of_its_own(nc: Client, tenant: str) -> None:
+    """Governance reads the cluster a schedule names and may not publish on clusters; the notifier
+    a job end's cluster and catalog, the same. The probe goes on a subject of their own (the first
+    filter of `confirm`), the filter read in `...-Subject`: the leader's last sequence of the
+    filter, nothing stored. A cluster just made (its event on the leader, not on the consumer's
+    replica yet) is found: before, this read ended at what the replica had (no such cluster)."""
+    await ensure_streams(nc.jetstream())
+    cluster = subjects.cluster_events(tenant, "c1")
+    before = (await nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state.last_seq
+    for own in (subjects.ALL_GOVERNANCE_EVENTS, subjects.ALL_NOTIFICATION_EVENTS):
+        lagging = _Lagging(nc, (cluster, _requested(tenant, f"c1-{own}")), confirm=(own,))
+        assert lagging._probe_on(cluster) == own.replace("*", "_")
+        assert [r.event.name for r in await lagging.read(cluster)] == ["c1-" + f for f in (
+            subjects.ALL_GOVERNANCE_EVENTS, subjects.ALL_NOTIFICATION_EVENTS)[: 1 + (own == subjects.ALL_NOTIFICATION_EVENTS)]]
+    catalog = f"{subjects.EVT}.{tenant}.catalog.>"
+    [entry] = await EventStore(nc).append(f"{subjects.EVT}.{tenant}.catalog.services", [_requested(tenant, "catalog")])
+    assert await fenced_last(nc, subjects.EVENTS_STREAM, catalog, 5, on="muster.evt._.notify._") == entry
+    assert await fenced_last(nc, subjects.EVENTS_STREAM, cluster, 5, on="muster.evt._.gov._._") == entry - 1
+    after = (await nc.jetstream().stream_info(subjects.EVENTS_STREAM)).state
+    assert after.last_seq == before + 3  # the three events, no probe
+    assert await EventStore(nc).read("muster.evt._.>") == []

@@ -38,7 +38,7 @@ async def _write_without_body(nc: Client, tenant: str) -> str:
     await store.append(subject, [Append(ClusterStatusChanged(cluster_id="c1", status="pending", job_id="j1"), msg_id=f"{tenant}.1")])
     big = _big()
     headers = {**Append(big, msg_id=f"{tenant}.2").headers(), H_BODY: "sha256:" + "0" * 64}
-    await nc.jetstream().publish(subject, stub(big.type, big.v, headers[H_BODY], len(big.model_dump_json())), headers=headers)
+    await nc.jetstream().publish(subject, stub(big.type, big.v, headers[H_BODY], len(big.model_dump_json()), 1), headers=headers)
     await store.append(subject, [Append(ClusterStatusChanged(cluster_id="c1", status="active", job_id="j1"), msg_id=f"{tenant}.3")])
     return subject
 
