@@ -1,0 +1,43 @@
+"""The `muster` command run in the test's process, for tests of what a command says and does
+rather than of its process: a `python -m muster` costs about half a second of CPU to start (the
+interpreter and its imports) where the command's own work is a tenth of that, and the suite is
+bound by CPU (docs/testing.md, "Where the CPU goes"). Each command family keeps a test that runs
+it as a real process.
+
+The command runs in a thread (its `asyncio.run` needs a loop of its own, the test's loop goes on
+serving the services it talks to), under click's `CliRunner`: its arguments, environment, exit
+code, stdout and stderr as a process would have them. The runner swaps `sys.stdout`, `sys.stderr`
+and `os.environ` for the whole process while the command runs, so commands run one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import traceback
+from collections.abc import Mapping, Sequence
+
+from click.testing import CliRunner
+
+from muster.cli import main
+
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
+    """`muster ARGS` with exactly `env` as its environment: (exit code, stdout, stderr). An
+    exception the command let out is in stderr with its traceback, as a process prints it."""
+    changes: dict[str, str | None] = {k: v for k, v in env.items() if os.environ.get(k) != v}
+    changes.update({k: None for k in os.environ if k not in env})
+    with _ONE_AT_A_TIME:
+        result = CliRunner(env=changes).invoke(main, list(args), prog_name="muster")
+    err = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        err += "".join(traceback.format_exception(result.exception))
+    return result.exit_code, result.stdout, err
+
+
+async def run(args: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:
+    """`invoke` from a coroutine, the test's loop running meanwhile."""
+    return await asyncio.wait_for(asyncio.to_thread(invoke, args, dict(env)), timeout)
