@@ -7,22 +7,62 @@ it as a real process.
 The command runs in a thread (its `asyncio.run` needs a loop of its own, the test's loop goes on
 serving the services it talks to), under click's `CliRunner`: its arguments, environment, exit
 code, stdout and stderr as a process would have them. The runner swaps `sys.stdout`, `sys.stderr`
-and `os.environ` for the whole process while the command runs, so commands run one at a time.
+and `os.environ` for the whole process while the command runs, so commands run one at a time,
+and what the other threads write meanwhile (the session's auth service logs each connection it
+accepts to stdout) goes where it went, not into the command's output (`_Routed`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import sys
 import threading
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from click.testing import CliRunner
 
 from muster.cli import main
 
 _ONE_AT_A_TIME = threading.Lock()
+_COMMANDS = threading.local()
+
+
+class _Routed:
+    """`sys.stdout` (or `sys.stderr`) while a command runs: the command's thread writes to the
+    runner's stream, every other thread to the stream the runner replaced."""
+
+    def __init__(self, name: str, replaced: Any) -> None:
+        self._name, self._replaced = name, replaced
+
+    def _stream(self) -> Any:
+        return getattr(_COMMANDS, self._name, None) or self._replaced
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._stream(), attr)
+
+    def write(self, text: Any) -> int:
+        return int(self._stream().write(text))
+
+    def flush(self) -> None:
+        self._stream().flush()
+
+
+class _Runner(CliRunner):
+    @contextlib.contextmanager
+    def isolation(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        outer = sys.stdout, sys.stderr
+        with super().isolation(*args, **kwargs) as streams:
+            _COMMANDS.stdout, _COMMANDS.stderr = sys.stdout, sys.stderr
+            sys.stdout, sys.stderr = _Routed("stdout", outer[0]), _Routed("stderr", outer[1])
+            try:
+                yield streams
+            finally:
+                sys.stdout, sys.stderr = _COMMANDS.stdout, _COMMANDS.stderr
+                _COMMANDS.stdout = _COMMANDS.stderr = None
 
 
 def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
@@ -31,7 +71,7 @@ def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
     changes: dict[str, str | None] = {k: v for k, v in env.items() if os.environ.get(k) != v}
     changes.update({k: None for k in os.environ if k not in env})
     with _ONE_AT_A_TIME:
-        result = CliRunner(env=changes).invoke(main, list(args), prog_name="muster")
+        result = _Runner(env=changes).invoke(main, list(args), prog_name="muster")
     err = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         err += "".join(traceback.format_exception(result.exception))
