@@ -68,9 +68,9 @@ class _Runner(CliRunner):
 def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
     """`muster ARGS` with exactly `env` as its environment: (exit code, stdout, stderr). An
     exception the command let out is in stderr with its traceback, as a process prints it."""
-    changes: dict[str, str | None] = {k: v for k, v in env.items() if os.environ.get(k) != v}
-    changes.update({k: None for k in os.environ if k not in env})
-    with _ONE_AT_A_TIME:
+    with _ONE_AT_A_TIME:  # os.environ as no other command has it
+        changes: dict[str, str | None] = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        changes.update({k: None for k in os.environ if k not in env})
         result = _Runner(env=changes).invoke(main, list(args), prog_name="muster")
     err = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
