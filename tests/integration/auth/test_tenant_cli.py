@@ -52,9 +52,9 @@ class Day:
         env.update(MUSTER_TOKEN=self.tokens[who], NATS_URL=self.deployment.nats_url or "", COLUMNS="200",
                    MUSTER_TRACKER_URL=self.deployment.tracker_url)
         if not (shell or process):
-            code, out, err = await cli_in_process.run(args, env, 120)
-            assert self.tokens[who] not in out + err
-            return Ran(code, out, err)
+            ran = Ran(*await cli_in_process.run(args, env, 120))
+            assert self.tokens[who] not in ran.out + ran.err
+            return ran
         command = [sys.executable, "-m", "muster", *args]
         if shell:
             command = ["bash", "-o", "pipefail", "-c", " ".join(f"'{a}'" for a in command) + " " + shell]
