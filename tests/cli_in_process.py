@@ -15,6 +15,7 @@ accepts to stdout) goes where it went, not into the command's output (`_Routed`)
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import sys
@@ -81,3 +82,10 @@ def invoke(args: Sequence[str], env: Mapping[str, str]) -> tuple[int, str, str]:
 async def run(args: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:
     """`invoke` from a coroutine, the test's loop running meanwhile."""
     return await asyncio.wait_for(asyncio.to_thread(invoke, args, dict(env)), timeout)
+
+
+def run_sync(args: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str]:
+    """`invoke` from a test without a loop of its own, in a thread all the same: the command's
+    `asyncio.run` is not to meet a loop of the caller's (Playwright's sync API keeps one)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(invoke, args, dict(env)).result(timeout)
