@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives import serialization
 
 from muster.bus.connect import read_credentials_file
 from muster.tls.context import CA_ENV
+from tests import cli_in_process
 
 
 def _otlp() -> Any:
@@ -115,7 +116,15 @@ class Muster:
     traces: OnThread
 
     def cli(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """`muster ARGS` in the test's process (tests/cli_in_process.py: these tests are about the
+        console), or as a process of its own where the test gives it an environment (the traces)."""
+        process = env is not None
         env = {**{k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TRACKER_URL")}, **(env or {})}
+        if not process:
+            code, out, err = cli_in_process.run_sync(args, env, 60)
+            if check and code:
+                raise subprocess.CalledProcessError(code, ["muster", *args], out, err)
+            return subprocess.CompletedProcess(["muster", *args], code, out, err)
         return subprocess.run([sys.executable, "-m", "muster", *args], capture_output=True, text=True, timeout=60,
                               check=check, env=env, cwd=self.data_dir.parent)
 

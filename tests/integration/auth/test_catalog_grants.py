@@ -23,6 +23,7 @@ from muster.bus.streams import ensure_streams
 from muster.catalog.store import catalog_filter
 from services.planner.app import PlannerConfig
 from services.planner.entrypoint import start_planner
+from tests import cli_in_process
 
 from .conftest import Authed
 from .test_isolation import Raw, raw
@@ -141,14 +142,9 @@ async def test_catalog_apply_dry_run_says_what_would_change_and_writes_nothing(s
     (folder / "web.json").write_text(json.dumps({"name": "web", "description": "from the CLI"}))
     env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
 
-    async def cli(who: str, *args: str) -> tuple[int, str, str]:
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", "catalog", "apply", str(folder), "--tenant", "a",
-                                                    "--dry-run", *args, env={**env, "NATS_URL": served.authed.url,
-                                                                             "MUSTER_TOKEN": served.tokens[who]},
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
-        assert proc.returncode is not None
-        return proc.returncode, out.decode(), err.decode()
+    async def cli(who: str, *args: str) -> tuple[int, str, str]:  # in the test's process (tests/cli_in_process.py)
+        return await cli_in_process.run(["catalog", "apply", str(folder), "--tenant", "a", "--dry-run", *args],
+                                        {**env, "NATS_URL": served.authed.url, "MUSTER_TOKEN": served.tokens[who]}, 30)
 
     code, out, err = await cli("wes")
     assert code == 0 and "~ service web (v2): description" in out, (out, err)

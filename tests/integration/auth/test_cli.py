@@ -12,21 +12,28 @@ from pathlib import Path
 
 import pytest
 
+from tests import cli_in_process
+
 from .conftest import Authed
 
-# 300 s, not the suite's 120: a test here runs up to 16 `muster` processes one after the other,
+# 300 s, not the suite's 120: a test here ran up to 16 `muster` processes one after the other,
 # each a few seconds of CPU to start, and at load 20 the first test outlasted 120 s (the
 # processes it had running then, cut off, failed the next test of the worker with their pipes).
 pytestmark = pytest.mark.timeout(300)
 
 
-async def muster(authed: Authed, *args: str, creds: Path | None = None, token: str | None = None) -> tuple[int, str, str]:
+async def muster(authed: Authed, *args: str, creds: Path | None = None, token: str | None = None,
+                 process: bool = False) -> tuple[int, str, str]:
+    """`muster ARGS` with the credentials file or token given: in the test's process
+    (tests/cli_in_process.py), or as a process of its own if `process`."""
     env = {k: v for k, v in os.environ.items() if k not in ("MUSTER_TOKEN", "MUSTER_CREDENTIALS")}
     env["NATS_URL"] = authed.url
     if creds is not None:
         env["MUSTER_CREDENTIALS"] = str(creds)
     if token is not None:
         env["MUSTER_TOKEN"] = token
+    if not process:
+        return await cli_in_process.run(args, env, 60)
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", *args, env=env, cwd=authed.folder,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
@@ -35,7 +42,8 @@ async def muster(authed: Authed, *args: str, creds: Path | None = None, token: s
 
 async def test_identities_from_the_command_line(authed: Authed) -> None:
     root = authed.folder / "root.cred"
-    code, out, _ = await muster(authed, "whoami", "--json", creds=root)
+    # a real process for the identity commands (the others run in the test's process)
+    code, out, _ = await muster(authed, "whoami", "--json", creds=root, process=True)
     assert code == 0 and json.loads(out)["role"] == "super_admin"
     code, out, _ = await muster(authed, "tenant", "create", "acme", creds=root)
     # No provisioner serves a new tenant unasked: the command says which grant makes one.
@@ -64,7 +72,7 @@ async def test_identities_from_the_command_line(authed: Authed) -> None:
     # Revoked: the bus refuses, and says what it may mean; the token is never echoed.
     token_id = alice.split("_")[2]
     assert (await muster(authed, "token", "revoke", token_id, creds=ada))[0] == 0
-    code, out, err = await muster(authed, "whoami", token=alice)
+    code, out, err = await muster(authed, "whoami", token=alice, process=True)
     assert code == 4 and "the bus refused the token from $MUSTER_TOKEN" in err and alice not in out + err
     # whoami says which it may be (no tracker runs here to say) and the way on, not "`muster
     # whoami` asks the tracker which"

@@ -24,6 +24,7 @@ from muster.bus.eventstore import EventStore
 from muster.catalog.files import load_catalog
 from muster.catalog.store import apply_catalog
 from muster.runtime.supervisor import Deployment
+from tests import cli_in_process
 
 pytestmark = [pytest.mark.nats, pytest.mark.e2e, pytest.mark.timeout(300), pytest.mark.asyncio(loop_scope="module")]
 
@@ -43,11 +44,17 @@ class Day:
     tokens: dict[str, str] = field(repr=False)  # never in test output
     base: Path = Path()
 
-    async def muster(self, who: str, *args: str, shell: str = "") -> Ran:
-        """`muster ARGS` as `who` (its own token only), or `muster ARGS SHELL` through bash."""
+    async def muster(self, who: str, *args: str, shell: str = "", process: bool = False) -> Ran:
+        """`muster ARGS` as `who` (its own token only), in the test's process
+        (tests/cli_in_process.py), or as a process of its own if `process`, or `muster ARGS
+        SHELL` through bash."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("MUSTER_") and k != "NATS_URL"}
         env.update(MUSTER_TOKEN=self.tokens[who], NATS_URL=self.deployment.nats_url or "", COLUMNS="200",
                    MUSTER_TRACKER_URL=self.deployment.tracker_url)
+        if not (shell or process):
+            ran = Ran(*await cli_in_process.run(args, env, 120))
+            assert self.tokens[who] not in ran.out + ran.err
+            return ran
         command = [sys.executable, "-m", "muster", *args]
         if shell:
             command = ["bash", "-o", "pipefail", "-c", " ".join(f"'{a}'" for a in command) + " " + shell]
@@ -91,7 +98,8 @@ async def day(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Day]:
 
 
 async def test_a_tenants_user_does_its_day_with_its_own_token(day: Day) -> None:
-    created = await day.muster("alice", "cluster", "create", "web", "-t", "hadoop-small", "-n", "2", "--wait", "--timeout", "90")
+    created = await day.muster("alice", "cluster", "create", "web", "-t", "hadoop-small", "-n", "2", "--wait", "--timeout", "90",
+                               process=True)
     assert created.code == 0, created.err
     job = created.out.split("job ")[1].split(",")[0]
     assert f"job {job} succeeded" in created.out

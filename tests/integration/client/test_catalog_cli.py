@@ -37,7 +37,8 @@ async def _count(nc: Client, tenant: str) -> int:
 
 async def test_apply_then_reapply_then_change(nc: Client, nats_url: str, tenant: str, tmp_path: Path) -> None:
     cat = _copy(tmp_path)
-    first = await muster(nats_url, "catalog", "apply", str(cat), "--tenant", tenant)
+    # a real process for `catalog` (the other commands here run in the test's process: tests/cli_in_process.py)
+    first = await muster(nats_url, "catalog", "apply", str(cat), "--tenant", tenant, process=True)
     assert first.code == 0, first.stderr
     assert f"applied 13 change(s) for tenant {tenant!r}" in first.stdout and "+ cluster template hadoop-small (v1)" in first.stdout
 
@@ -137,10 +138,10 @@ async def test_errors_are_one_sentence_and_an_exit_code(nats_url: str, tenant: s
         f"Error: no service 'nope' in the catalog of tenant {tenant!r} (or none you may read)")
     kind = await muster(nats_url, "catalog", "get", "gadgets", "--tenant", tenant)
     assert kind.code == 2 and "unknown kind 'gadgets'" in kind.stderr
-    unreachable = await muster(nats_url, "catalog", "get", "services", MUSTER_TRACKER_URL="http://127.0.0.1:9")
+    unreachable = await muster(nats_url, "catalog", "get", "services", process=True, MUSTER_TRACKER_URL="http://127.0.0.1:9")
     assert unreachable.code == 3 and "cannot reach the tracker at http://127.0.0.1:9" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
-    no_bus = await muster("nats://127.0.0.1:1", "catalog", "apply", str(DEMO))
+    no_bus = await muster("nats://127.0.0.1:1", "catalog", "apply", str(DEMO), process=True)
     assert no_bus.code == 3 and "cannot reach NATS at nats://127.0.0.1:1" in no_bus.stderr
     offline = await muster(nats_url, "catalog", "validate", str(DEMO))
     assert offline.code == 0 and "13 entities: valid" in offline.stdout

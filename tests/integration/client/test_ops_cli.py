@@ -30,7 +30,8 @@ async def test_dry_run_create_wait_list_show_delete(stack: Stack, fresh_nats: st
     assert "layout: 4 nodes" in dry.stdout and "stage 1:" in dry.stdout and "create" in dry.stdout
     assert (await stack.store.read(f"muster.evt.{stack.tenant}.cluster.*")) == []
 
-    created = await muster(fresh_nats, "cluster", "create", "web", "-t", "hadoop-small", "-n", "3", "--wait")
+    # a real process for `cluster` (the other commands here run in the test's process: tests/cli_in_process.py)
+    created = await muster(fresh_nats, "cluster", "create", "web", "-t", "hadoop-small", "-n", "3", "--wait", process=True)
     assert created.code == 0, created.stderr
     assert "create accepted: job " in created.stdout and "succeeded" in created.stdout
 
@@ -90,7 +91,7 @@ async def test_every_cluster_operation_from_the_command_line(stack: Stack, fresh
 async def test_upgrade_from_the_command_line(stack: Stack, fresh_nats: str) -> None:
     created = await muster(fresh_nats, "cluster", "create", "up", "-t", "hadoop-small", "-n", "2", "--wait")
     assert created.code == 0, created.stderr
-    upgrade = await muster(fresh_nats, "cluster", "upgrade", "up", "hdfs-datanode", "--wait")
+    upgrade = await muster(fresh_nats, "cluster", "upgrade", "up", "hdfs-datanode", "--wait", process=True)
     assert upgrade.code == 0 and "succeeded" in upgrade.stdout, upgrade.stderr
     assert "━" not in upgrade.stderr + created.stderr  # a bar is for a terminal: in a pipe its last frame was cut to 80 columns
 
@@ -111,11 +112,11 @@ async def test_job_control_and_exit_codes(stack: Stack, fresh_nats: str) -> None
     await apply_catalog(stack.store, stack.tenant, Catalog(providers={"sim": slow}))
     accepted = await muster(fresh_nats, "cluster", "create", "slow", "-t", "hadoop-small", "-n", "2", "--json")
     job_id = _lines(accepted.stdout)[0]["job_id"]
-    paused = await muster(fresh_nats, "job", "pause", job_id, "--wait")
+    paused = await muster(fresh_nats, "job", "pause", job_id, "--wait", process=True)  # a real process for `job`
     assert paused.code == 0 and f"job {job_id} is paused" in paused.stdout, paused.stderr
     cluster_id = _lines(accepted.stdout)[0]["cluster_id"]  # by the name people gave it (it was the id alone)
     assert f"pause accepted: job {job_id}, cluster slow ({cluster_id})" in paused.stdout, paused.stdout
-    again = await muster(fresh_nats, "job", "pause", job_id)
+    again = await muster(fresh_nats, "job", "pause", job_id, process=True)
     assert again.code == 2 and again.stderr.startswith("Error: pause rejected: ") and "Traceback" not in again.stderr
     resumed = await muster(fresh_nats, "job", "resume", job_id, "--wait")
     assert resumed.code == 0 and f"job {job_id} succeeded" in resumed.stdout, resumed.stderr

@@ -1,6 +1,6 @@
 """Pool integration tests' environment: a pool service in the test's event loop on a
 nats-server of the test's own (the service's durable consumer would otherwise see other tests'
-requests), or the whole pipeline; a watch on the log; `muster` as a process."""
+requests), or the whole pipeline; a watch on the log; the `muster` command."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from muster.bus.streams import ensure_streams
 from muster.destinations import Allowed
 from services.pool.app import PoolService
 from services.pool.entrypoint import start_pool_service
+from tests import cli_in_process
 
 LOCAL = Allowed.parse(["127.0.0.1"])
 """Where the tests' operator lets callbacks go besides public addresses: their receivers on
@@ -137,9 +138,12 @@ class Run:
     stderr: str
 
 
-async def muster(url: str, *args: str, timeout: float = 60) -> Run:
-    """`muster ARGS...` as a user runs it (a process, NATS_URL set)."""
+async def muster(url: str, *args: str, timeout: float = 60, process: bool = False) -> Run:
+    """`muster ARGS...` as a user runs it (NATS_URL set): in the test's process
+    (tests/cli_in_process.py), or as a process of its own if `process`."""
     env = {**os.environ, "NATS_URL": url, "COLUMNS": "200", "USER": "tester"}
+    if not process:
+        return Run(*await cli_in_process.run(args, env, timeout))
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "muster", *args, env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), timeout)

@@ -20,7 +20,8 @@ async def test_an_administrator_manages_a_pool_from_the_command_line(env: PoolEn
         {"id": f"node{i}", "address": f"10.0.0.{i}", "host_key": keys[i], "cpu": 8, "memory": "16G", "labels": ["ssd"]}
         for i in range(3)
     ]))
-    added = await muster(env.url, "pool", "add-hosts", "lab", str(hosts_file))
+    # a real process for `pool` (the other commands here run in the test's process: tests/cli_in_process.py)
+    added = await muster(env.url, "pool", "add-hosts", "lab", str(hosts_file), process=True)
     assert added.code == 0, added.stderr
     assert "3 hosts registered in pool lab" in added.stdout
 
