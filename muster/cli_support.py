@@ -238,3 +238,21 @@ _NAMEISH = re.compile(r"[A-Za-z0-9_\-]{1,128}")
 """A cluster name's shape (contracts: 1-128 letters, digits, '-' and '_')."""
 _HEXISH = re.compile(r"[0-9a-fA-F\-]+")
 """A job id cut short or mistyped, not a name."""
+
+
+def running_deployment(data_dir: Path, absent: str) -> dict[str, Any]:
+    """What the `muster up` running in `data_dir` says of itself (its pid, its URLs), for a
+    command that signals it (`muster reload`, `muster tls rotate`); `absent` finishes the
+    refusal when nothing runs there (what happens to the change instead)."""
+    from muster.bus.server import DataDirLock
+
+    if not data_dir.is_dir():
+        raise CliError(f"no data directory {data_dir}: pass --data-dir (or set $MUSTER_DATA_DIR)", EXIT_INVALID)
+    if not DataDirLock(data_dir).in_use():
+        raise CliError(f"no muster deployment runs in {data_dir}: {absent}", EXIT_INVALID)
+    try:
+        state = json.loads((data_dir / DataDirLock.STATE).read_text())
+        int(state["pid"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
+    return dict(state)

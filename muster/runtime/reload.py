@@ -12,7 +12,6 @@ the trackers reload certificates) and says what each did.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import click
 
 from muster.allowfile import ALLOW_FILE_ENV, ALLOW_FILE_HEADER, ALLOW_FILE_OPTION
-from muster.cli_support import EXIT_FAILED, EXIT_INVALID, CliError, guarded
+from muster.cli_support import EXIT_FAILED, CliError, guarded, running_deployment
 
 SECRETS_ENV = "MUSTER_NOTIFIER_SECRETS"
 RELOAD_SIGNAL = signal.SIGUSR2
@@ -59,22 +58,11 @@ def reload(data_dir: Path) -> None:
     """Have the running `muster up` make its notifiers read their secrets file and webhook allow
     file again, and its pool service and planners the allow file (SIGHUP), without a restart (it
     prints what each did)."""
-    from muster.bus.server import DataDirBusy, DataDirLock
-
-    if not data_dir.is_dir():
-        raise CliError(f"no data directory {data_dir}: pass --data-dir (or set $MUSTER_DATA_DIR)", EXIT_INVALID)
-    lock = DataDirLock(data_dir)
+    state = running_deployment(data_dir, "its services read their files at its next start")
+    pid = int(state["pid"])
     try:
-        lock.acquire()
-    except DataDirBusy:
-        pass  # a deployment runs there: it holds the lock, and described itself
-    else:
-        lock.release()
-        raise CliError(f"no muster deployment runs in {data_dir}: its services read their files at its next start", EXIT_INVALID)
-    try:
-        pid = int(json.loads((data_dir / DataDirLock.STATE).read_text())["pid"])
         os.kill(pid, RELOAD_SIGNAL)
-    except (OSError, ValueError, KeyError) as err:
+    except OSError as err:
         raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
     click.echo(f"asked `muster up` (pid {pid}) to have its notifiers, pool service and planners read their files again; "
                "it says when they have")

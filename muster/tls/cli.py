@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
 
 import click
 
-from muster.cli_support import EXIT_FAILED, EXIT_INVALID, CliError, guarded
+from muster.cli_support import EXIT_FAILED, EXIT_INVALID, CliError, guarded, running_deployment
 
 
 @click.group("tls")
@@ -70,23 +69,8 @@ def issue(specs: tuple[str, ...], folder: Path, out: Path | None, client: bool, 
 def rotate(data_dir: Path) -> None:
     """Ask the running `muster up --tls` to make new server certificates and have nats-server and
     the tracker load them, without a restart (it prints when done)."""
-    from muster.bus.server import DataDirBusy, DataDirLock
-
-    if not data_dir.is_dir():
-        raise CliError(f"no data directory {data_dir}: pass --data-dir (or set $MUSTER_DATA_DIR)", EXIT_INVALID)
-    lock = DataDirLock(data_dir)
-    try:
-        lock.acquire()
-    except DataDirBusy:
-        pass  # a deployment runs there: it holds the lock, and described itself
-    else:
-        lock.release()
-        raise CliError(f"no muster deployment runs in {data_dir}: its certificates are checked at its next start", EXIT_INVALID)
-    try:
-        state = json.loads((data_dir / DataDirLock.STATE).read_text())
-        pid = int(state["pid"])
-    except (OSError, ValueError, KeyError) as err:
-        raise CliError(f"cannot reach the deployment in {data_dir}: {err}", EXIT_FAILED) from None
+    state = running_deployment(data_dir, "its certificates are checked at its next start")
+    pid = int(state["pid"])
     if str(state.get("tracker_url", "")).startswith("http://"):
         # Said here, not only on `muster up`'s terminal (which may be another's, or a log).
         raise CliError(f"the deployment in {data_dir} runs without TLS ({state['tracker_url']}): nothing to rotate "

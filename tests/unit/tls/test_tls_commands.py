@@ -32,6 +32,23 @@ def test_rotate_refuses_a_deployment_without_tls_and_signals_nothing(tmp_path: P
         stand_in.wait()
 
 
+@pytest.mark.parametrize(("command", "absent"), [(["tls", "rotate"], "its certificates are checked at its next start"),
+                                                 (["reload"], "its services read their files at its next start")])
+def test_a_signal_to_no_running_deployment_is_refused_naming_the_directory(command: list[str], absent: str,
+                                                                          tmp_path: Path) -> None:
+    """`muster tls rotate` and `muster reload` share how they find the running `muster up`."""
+    from muster.cli import main
+
+    missing = tmp_path / "nowhere"
+    result = CliRunner().invoke(main, [*command, "--data-dir", str(missing)])
+    assert result.exit_code == 2 and f"no data directory {missing}: pass --data-dir" in result.output, result.output
+    idle = tmp_path / ".muster"
+    idle.mkdir()
+    DataDirLock(idle).acquire().release()  # a deployment ran there once and stopped
+    result = CliRunner().invoke(main, [*command, "--data-dir", str(idle)])
+    assert result.exit_code == 2 and f"no muster deployment runs in {idle}: {absent}" in result.output, result.output
+
+
 @pytest.mark.parametrize("name", ["bad name", "nats.example:4222", "tls://nats.example", "-x.example", "a..b"])
 def test_a_tls_name_that_no_client_can_dial_is_refused_before_anything_starts(tmp_path: Path, name: str) -> None:
     """`muster up --tls --tls-name 'bad name'` wrote `DNS:bad name` into the certificates and
