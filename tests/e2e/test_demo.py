@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+LONG = pytest.mark.skipif(os.environ.get("MUSTER_LONG_TESTS") != "1", reason="long: MUSTER_LONG_TESTS=1 (make test-long)")
 
 
 def test_demo_builds_shows_and_deletes_a_cluster(tmp_path: Path) -> None:
@@ -27,6 +28,10 @@ def test_demo_builds_shows_and_deletes_a_cluster(tmp_path: Path) -> None:
     assert f"logs {tmp_path / 'data' / 'logs'}\n" in out  # a line is not cut at 80 columns in a pipe
 
 
+# Long since session 25 (docs/testing.md, "Long scenarios"): one more whole `muster demo` for its
+# `--pool`; the demo's fast case is the one above, a job waiting for a pool's hosts and getting
+# them over SSH tests/fault/test_pools.py's and tests/browser/test_pools_page.py's.
+@LONG
 def test_demo_on_a_pool_shows_a_cluster_waiting_for_hosts_and_getting_them(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "MUSTER_TOKEN", "MUSTER_AUTH_SYSTEM_TOKEN")}
     done = subprocess.run(

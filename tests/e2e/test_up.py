@@ -33,6 +33,7 @@ from muster.runtime.supervisor import Deployment
 from muster.tls.context import CA_ENV, TlsRefused, http_ssl, served_serial
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+LONG = pytest.mark.skipif(os.environ.get("MUSTER_LONG_TESTS") != "1", reason="long: MUSTER_LONG_TESTS=1 (make test-long)")
 
 DEMO = Path(__file__).parents[2] / "muster" / "demo" / "catalog"
 
@@ -328,6 +329,11 @@ async def test_the_fleet_adds_a_supervised_provisioner_and_a_drained_one_leaves_
         await deployment.stop()
 
 
+# Long since session 25 (docs/testing.md, "Long scenarios"): its kind, `muster up` with TLS whose
+# certificates are replaced while it runs, keeps the renewal below as its fast case; a client
+# without a certificate refused by mutual TLS is tests/integration/tls/test_nats_tls.py's, and
+# every certificate rotated mid-create tests/fault/test_cluster_tls.py's.
+@LONG
 async def test_up_with_mutual_tls_rotates_its_certificates_mid_create(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue #33.3: TLS on every hop, every client presenting a certificate of the local CA, the
     server certificates rotated in the middle of a create."""

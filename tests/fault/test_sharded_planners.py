@@ -4,9 +4,12 @@ clusters in flight.
 
 - kill -9 the planner with the most jobs mid-job: each of its jobs makes progress again under
   another planner within 2x the lease TTL and finishes; no attempt is queued twice; the
-  whole-log invariant checker passes (in the default run);
+  whole-log invariant checker passes;
 - then kill one NATS node too, and later stop a planner gracefully: its shards move without any
-  job waiting for the TTL (the long run: `MUSTER_LONG_TESTS=1`, `make test-long`).
+  job waiting for the TTL.
+
+Both run in `make test-long` (`MUSTER_LONG_TESTS=1`) only, since session 25 (the first alone
+costs ~21 s of CPU; its kind's fast cases are named above the test).
 """
 
 from __future__ import annotations
@@ -179,6 +182,11 @@ async def _kill_busiest_planner(fs: FaultStack) -> tuple[list[Accepted], str]:
     return replies, victim
 
 
+# Long since session 25 (docs/faults.md, scenario 8): the kill of a planner among several, its
+# jobs adopted by the others, is the first phase of the long test below too; the default suite's
+# cases of its kind are tests/integration/services/test_sharded_planners.py (a dead planner's jobs
+# finish under the other) and scenarios 2 (kill -9 a planner) and 9 (another planner adopts, fenced).
+@pytest.mark.skipif(os.environ.get("MUSTER_LONG_TESTS") != "1", reason="long: MUSTER_LONG_TESTS=1 (make test-long)")
 async def test_a_killed_planners_jobs_finish_under_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with await _stack(tmp_path, monkeypatch) as fs:
         _, victim = await _kill_busiest_planner(fs)

@@ -24,6 +24,8 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 
+import aiohttp
+
 from muster.bus.server import free_port
 
 UBUNTU_AMI = "ami-785db401"
@@ -91,6 +93,15 @@ async def moto_ec2(timeout: float = 60.0, *, auth: bool = False, as_aws: bool = 
                 await proc.wait()
         with contextlib.suppress(NameError):
             await drain
+
+
+async def fresh_cloud(endpoint: dict[str, object]) -> None:
+    """Empties a running endpoint (moto's `/moto-api/reset`): what a server just started holds, so
+    that tests sharing one server each find only their own machines (a start costs a process and
+    moto's imports, ~2 s of CPU)."""
+    url = f"http://{endpoint['host']}:{endpoint['port']}/moto-api/reset"
+    async with aiohttp.ClientSession() as http, http.post(url) as resp:
+        assert resp.status == 200, await resp.text()
 
 
 class CuttingProxy:

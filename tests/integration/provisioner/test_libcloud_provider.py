@@ -1,5 +1,7 @@
 """The libcloud provider through the plugin registry: libcloud's offline `dummy` driver, and the
-real `ec2` driver against a local AWS endpoint (moto's server, a process of this test)."""
+real `ec2` driver against a local AWS endpoint (moto's server, a process of this module's: one,
+emptied before each test that uses it, for the tests of the endpoint as AWS writes it; one of
+their own for those of another endpoint, moto's own or one checking credentials)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from cloud_support import UBUNTU_AMI, CuttingProxy, moto_ec2
+from cloud_support import UBUNTU_AMI, CuttingProxy, fresh_cloud, moto_ec2
 
 from contracts.tasks import TaskMessage
 from muster.bus.server import free_port
@@ -23,8 +25,25 @@ from services.provisioner.plugins.testing import make_task, next_task
 
 DUMMY_KEY = "dummy-credential-7f3a"
 
+# One loop for the module's async tests: the shared endpoint's process (and the task reading its
+# output) lives in it, as long as the module's tests.
+MODULE_LOOP = pytest.mark.asyncio(loop_scope="module")
 
-@pytest_asyncio.fixture
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared_ec2() -> AsyncIterator[dict[str, object]]:
+    async with moto_ec2() as endpoint:
+        yield endpoint
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def ec2(shared_ec2: dict[str, object]) -> dict[str, object]:
+    """The local AWS endpoint, holding nothing (the tests count machines by name)."""
+    await fresh_cloud(shared_ec2)
+    return shared_ec2
+
+
+@pytest_asyncio.fixture(loop_scope="module")
 async def cloud_registry(tmp_path: Path) -> AsyncIterator[PluginRegistry]:
     secrets = {"dummy": {"key": DUMMY_KEY}, "aws": {"key": "testing", "secret": "testing"}}
     reg = PluginRegistry.discover(secrets=secrets, work_dir=tmp_path / "work")
@@ -41,6 +60,7 @@ def cloud_task(action: str, provider: str, fields: dict[str, Any], *, flavor: st
     return task.model_copy(update={"node": task.node.model_copy(update={"flavor": flavor, "image": image, "sshuser": "ubuntu"})})
 
 
+@MODULE_LOOP
 async def test_dummy_create_confirm_delete(cloud_registry: PluginRegistry) -> None:
     fields = {"driver": "dummy"}
     create = cloud_task("create", "dummy", fields, flavor="1", image="Ubuntu 9.10")
@@ -65,6 +85,7 @@ async def test_dummy_create_confirm_delete(cloud_registry: PluginRegistry) -> No
     assert twice.ok and "did not exist any more" in twice.stdout
 
 
+@MODULE_LOOP
 async def test_the_offline_dummy_needs_no_credentials(cloud_registry: PluginRegistry) -> None:
     """docs/plugins.md's first try of the provider (`{"driver": "dummy"}`, no secrets entry) failed:
     `libcloud driver 'dummy' needs 'key' ...: put them in the provisioners' secrets file`."""
@@ -75,6 +96,7 @@ async def test_the_offline_dummy_needs_no_credentials(cloud_registry: PluginRegi
     assert deleted.ok, deleted.error
 
 
+@MODULE_LOOP
 async def test_dummy_machines_have_their_names_and_ids_of_their_own(cloud_registry: PluginRegistry) -> None:
     """libcloud's dummy named every machine dummy-<n> and numbered it one more than it held: a
     machine made after a delete took the id of one still running, and deleting either destroyed
@@ -101,6 +123,7 @@ async def test_dummy_machines_have_their_names_and_ids_of_their_own(cloud_regist
     assert not [n for n in driver.list_nodes() if n.name.startswith("muster-")]
 
 
+@MODULE_LOOP
 async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
     """Each is permanent: the same request fails the same way, so the planner does not retry it."""
     unknown = await cloud_registry.execute(cloud_task("create", "dummy", {"driver": "nosuchcloud"}, flavor="1", image="1"))
@@ -125,6 +148,7 @@ async def test_bad_input_is_named(cloud_registry: PluginRegistry) -> None:
     assert nokey.permanent and alone.permanent
 
 
+@MODULE_LOOP
 async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginRegistry) -> None:
     port = free_port()  # nothing listens there
     fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {"host": "127.0.0.1", "port": port, "secure": False}}
@@ -137,6 +161,7 @@ async def test_an_endpoint_that_does_not_answer_is_named(cloud_registry: PluginR
     assert not gone.ok and gone.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{port}: Connection refused"
 
 
+@MODULE_LOOP
 async def test_credentials_go_where_the_driver_takes_them(cloud_registry: PluginRegistry) -> None:
     """azure_arm takes (tenant_id, subscription_id, key, secret): with the first two in
     driver_args, as docs/plugins.md shows, the credentials are its key and secret, not given
@@ -156,6 +181,7 @@ async def test_credentials_go_where_the_driver_takes_them(cloud_registry: Plugin
 
 
 @pytest.mark.timeout(120)
+@MODULE_LOOP
 async def test_refused_credentials_are_named() -> None:
     secret = "wrong-secret-8c1e"
     reg = PluginRegistry.discover(secrets={"aws": {"key": "AKIAWRONGWRONGWRONG1", "secret": secret}})
@@ -176,6 +202,7 @@ async def test_refused_credentials_are_named() -> None:
 
 
 @pytest.mark.timeout(120)
+@MODULE_LOOP
 async def test_an_endpoint_the_driver_reads_nothing_from_is_said_to_be_that(cloud_registry: PluginRegistry) -> None:
     """moto's own server (its XML namespaces are not AWS's): the ec2 driver finds no image in its
     answers, and a user trying EC2 offline was told `the cloud has no image 'ami-785db401'`, one
@@ -189,39 +216,41 @@ async def test_an_endpoint_the_driver_reads_nothing_from_is_said_to_be_that(clou
 
 
 @pytest.mark.timeout(120)
-async def test_the_endpoint_going_down_mid_create_leaves_no_machine_behind(cloud_registry: PluginRegistry) -> None:
+@MODULE_LOOP
+async def test_the_endpoint_going_down_mid_create_leaves_no_machine_behind(cloud_registry: PluginRegistry,
+                                                                           ec2: dict[str, object]) -> None:
     """The cloud makes the machine, the endpoint goes away before the answer: create fails
     saying the machine may exist, and the rollback's delete (no providerid) destroys it by name
     once the endpoint is back."""
-    async with moto_ec2() as endpoint:
-        proxy = CuttingProxy(int(str(endpoint["port"])))
-        await proxy.start()
-        try:
-            fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {**endpoint, "port": proxy.port}}
-            proxy.cut_after = b"Action=RunInstances"
-            create = cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)
-            lost = await cloud_registry.execute(create)
-            assert proxy.cut.is_set() and not lost.ok and lost.may_have_made  # (kept through the masking of the secrets)
-            assert lost.error.startswith(f"create: create node: cannot reach the cloud at 127.0.0.1:{proxy.port}: "), lost.error
-            assert lost.error.endswith("; the machine may have been made: the next attempt, or the job's rollback, "
-                                       "destroys it by its name, muster-c1-n1"), lost.error
-            provider = cloud_registry.provider("libcloud")
-            assert isinstance(provider, LibcloudProvider)
-            [driver] = provider._drivers.values()
-            rollback = cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)  # no providerid
-            down = await cloud_registry.execute(rollback)
-            assert not down.ok and down.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{proxy.port}: Connection refused"
-            again = await cloud_registry.execute(create)  # fails before asking for a machine: it made none
-            assert not again.ok and not again.may_have_made and "may have been made" not in again.error
+    endpoint = ec2
+    proxy = CuttingProxy(int(str(endpoint["port"])))
+    await proxy.start()
+    try:
+        fields = {"driver": "ec2", "region": "us-east-1", "driver_args": {**endpoint, "port": proxy.port}}
+        proxy.cut_after = b"Action=RunInstances"
+        create = cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)
+        lost = await cloud_registry.execute(create)
+        assert proxy.cut.is_set() and not lost.ok and lost.may_have_made  # (kept through the masking of the secrets)
+        assert lost.error.startswith(f"create: create node: cannot reach the cloud at 127.0.0.1:{proxy.port}: "), lost.error
+        assert lost.error.endswith("; the machine may have been made: the next attempt, or the job's rollback, "
+                                   "destroys it by its name, muster-c1-n1"), lost.error
+        provider = cloud_registry.provider("libcloud")
+        assert isinstance(provider, LibcloudProvider)
+        [driver] = provider._drivers.values()
+        rollback = cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)  # no providerid
+        down = await cloud_registry.execute(rollback)
+        assert not down.ok and down.error == f"delete: list nodes: cannot reach the cloud at 127.0.0.1:{proxy.port}: Connection refused"
+        again = await cloud_registry.execute(create)  # fails before asking for a machine: it made none
+        assert not again.ok and not again.may_have_made and "may have been made" not in again.error
 
-            await proxy.start()  # the endpoint is back (libcloud blocks: its calls leave the loop to the proxy)
-            [made] = [n for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"]
-            assert str(made.state) == "running"
-            deleted = await cloud_registry.execute(rollback)
-            assert deleted.ok and deleted.stdout == f"destroyed {made.id} (muster-c1-n1), which a failed create had made"
-            assert [str(n.state) for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"] == ["terminated"]
-        finally:
-            await proxy.stop()
+        await proxy.start()  # the endpoint is back (libcloud blocks: its calls leave the loop to the proxy)
+        [made] = [n for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"]
+        assert str(made.state) == "running"
+        deleted = await cloud_registry.execute(rollback)
+        assert deleted.ok and deleted.stdout == f"destroyed {made.id} (muster-c1-n1), which a failed create had made"
+        assert [str(n.state) for n in await asyncio.to_thread(driver.list_nodes) if n.name == "muster-c1-n1"] == ["terminated"]
+    finally:
+        await proxy.stop()
 
 
 def test_only_a_terminated_machine_counts_as_gone() -> None:
@@ -243,58 +272,60 @@ def test_host_keys_come_from_cloud_inits_console_block() -> None:
 
 
 @pytest.mark.timeout(180)
-async def test_ec2_against_a_local_aws_endpoint(cloud_registry: PluginRegistry) -> None:
-    async with moto_ec2() as endpoint:
-        fields = {"driver": "ec2", "region": "us-east-1", "driver_args": endpoint, "wait_period_s": 0.2,
-                  "identityfile": "aws/deploy"}
-        create = cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)
-        created = await cloud_registry.execute(create)
-        assert created.ok, created.error
-        first = created.result["providerid"]
-        assert first.startswith("i-") and created.result["ssh-auth"] == {"user": "ubuntu", "identityfile": "aws/deploy"}
-        provider = cloud_registry.provider("libcloud")
-        assert isinstance(provider, LibcloudProvider)
-        [driver] = provider._drivers.values()
+@MODULE_LOOP
+async def test_ec2_against_a_local_aws_endpoint(cloud_registry: PluginRegistry, ec2: dict[str, object]) -> None:
+    endpoint = ec2
+    fields = {"driver": "ec2", "region": "us-east-1", "driver_args": endpoint, "wait_period_s": 0.2,
+              "identityfile": "aws/deploy"}
+    create = cloud_task("create", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI)
+    created = await cloud_registry.execute(create)
+    assert created.ok, created.error
+    first = created.result["providerid"]
+    assert first.startswith("i-") and created.result["ssh-auth"] == {"user": "ubuntu", "identityfile": "aws/deploy"}
+    provider = cloud_registry.provider("libcloud")
+    assert isinstance(provider, LibcloudProvider)
+    [driver] = provider._drivers.values()
 
-        def states() -> dict[str, str]:
-            return {n.id: str(n.state) for n in driver.list_nodes() if n.name == "muster-c1-n1"}
+    def states() -> dict[str, str]:
+        return {n.id: str(n.state) for n in driver.list_nodes() if n.name == "muster-c1-n1"}
 
-        created = await cloud_registry.execute(create)  # a retry of create: the first machine is destroyed first
-        assert created.ok, created.error
-        instance = created.result["providerid"]
-        assert instance != first and states()[first] == "terminated"
-        confirm = next_task(create, created, "confirm")
-        confirmed = await cloud_registry.execute(confirm)
-        assert confirmed.ok, confirmed.error
-        assert confirmed.result["cloud_state"] == "running" and confirmed.ipaddresses["access_v4"]
-        missing = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image="ami-00000000", node="n2"))
-        assert not missing.ok and "the cloud has no image 'ami-00000000'" in missing.error and missing.permanent
-        # A parameter the cloud itself refuses as invalid (HTTP 400) is permanent too.
-        bad = await cloud_registry.execute(cloud_task("create", "aws", {**fields, "create_args": {"ex_iamprofile": "no-such-profile"}},
-                                                      flavor="t2.micro", image=UBUNTU_AMI, node="n4"))
-        assert not bad.ok and bad.permanent, bad.error
-        assert bad.error == "create: create node: BaseHTTPError: NoSuchEntity: Instance profile no-such-profile not found"
-        deleted = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
-        assert deleted.ok, deleted.error
-        assert states() == {first: "terminated", instance: "terminated"}
-        again = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
-        assert again.ok and "did not exist any more" not in again.stdout  # terminated machines stay listed a while
+    created = await cloud_registry.execute(create)  # a retry of create: the first machine is destroyed first
+    assert created.ok, created.error
+    instance = created.result["providerid"]
+    assert instance != first and states()[first] == "terminated"
+    confirm = next_task(create, created, "confirm")
+    confirmed = await cloud_registry.execute(confirm)
+    assert confirmed.ok, confirmed.error
+    assert confirmed.result["cloud_state"] == "running" and confirmed.ipaddresses["access_v4"]
+    missing = await cloud_registry.execute(cloud_task("create", "aws", fields, flavor="t2.micro", image="ami-00000000", node="n2"))
+    assert not missing.ok and "the cloud has no image 'ami-00000000'" in missing.error and missing.permanent
+    # A parameter the cloud itself refuses as invalid (HTTP 400) is permanent too.
+    bad = await cloud_registry.execute(cloud_task("create", "aws", {**fields, "create_args": {"ex_iamprofile": "no-such-profile"}},
+                                                  flavor="t2.micro", image=UBUNTU_AMI, node="n4"))
+    assert not bad.ok and bad.permanent, bad.error
+    assert bad.error == "create: create node: BaseHTTPError: NoSuchEntity: Instance profile no-such-profile not found"
+    deleted = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
+    assert deleted.ok, deleted.error
+    assert states() == {first: "terminated", instance: "terminated"}
+    again = await cloud_registry.execute(next_task(confirm, confirmed, "delete"))
+    assert again.ok and "did not exist any more" not in again.stdout  # terminated machines stay listed a while
 
-        # The endpoint went away after the cloud made n3's machine and before create heard of it:
-        # create failed, n3 has no providerid, and the rollback's delete finds the machine by the
-        # name every attempt gives it.
-        size = next(s for s in driver.list_sizes() if s.id == "t2.micro")
-        half_made = driver.create_node(name="muster-c1-n3", size=size, image=driver.get_image(UBUNTU_AMI))
-        orphan = cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI, node="n3")
-        deleted = await cloud_registry.execute(orphan)
-        assert deleted.ok and deleted.stdout == f"destroyed {half_made.id} (muster-c1-n3), which a failed create had made"
-        assert {n.id: str(n.state) for n in driver.list_nodes() if n.name == "muster-c1-n3"} == {half_made.id: "terminated"}
-        again = await cloud_registry.execute(orphan)
-        assert again.ok and again.stdout == "nothing to delete: no machine is called muster-c1-n3", again
+    # The endpoint went away after the cloud made n3's machine and before create heard of it:
+    # create failed, n3 has no providerid, and the rollback's delete finds the machine by the
+    # name every attempt gives it.
+    size = next(s for s in driver.list_sizes() if s.id == "t2.micro")
+    half_made = driver.create_node(name="muster-c1-n3", size=size, image=driver.get_image(UBUNTU_AMI))
+    orphan = cloud_task("delete", "aws", fields, flavor="t2.micro", image=UBUNTU_AMI, node="n3")
+    deleted = await cloud_registry.execute(orphan)
+    assert deleted.ok and deleted.stdout == f"destroyed {half_made.id} (muster-c1-n3), which a failed create had made"
+    assert {n.id: str(n.state) for n in driver.list_nodes() if n.name == "muster-c1-n3"} == {half_made.id: "terminated"}
+    again = await cloud_registry.execute(orphan)
+    assert again.ok and again.stdout == "nothing to delete: no machine is called muster-c1-n3", again
 
 
 @pytest.mark.timeout(180)
-async def test_ec2_refusals_of_a_state_of_the_moment_are_retried() -> None:
+@MODULE_LOOP
+async def test_ec2_refusals_of_a_state_of_the_moment_are_retried(ec2: dict[str, object]) -> None:
     """EC2 sends HTTP 400 for a resource that is busy (a volume still attached, a network whose
     subnets are still there, an instance it does not know yet): such a refusal may pass, unlike
     one of the request itself (no such volume). The codes as moto's server sends them."""
@@ -310,28 +341,28 @@ async def test_ec2_refusals_of_a_state_of_the_moment_are_retried() -> None:
             return translate(fn.__name__, fn, err, "aws")
         raise AssertionError(f"{fn.__name__} succeeded")
 
-    async with moto_ec2() as endpoint:
-        driver: Any = get_driver("ec2")("testing", "testing", region="us-east-1", **endpoint)
+    endpoint = ec2
+    driver: Any = get_driver("ec2")("testing", "testing", region="us-east-1", **endpoint)
 
-        def calls() -> dict[str, Any]:
-            size = next(s for s in driver.list_sizes() if s.id == "t2.micro")
-            node = driver.create_node(name="busy", size=size, image=driver.get_image(UBUNTU_AMI))
-            # libcloud names the volume with CreateTags' ResourceId.0, which AWS takes and moto
-            # refuses (its lists start at 1): the volume is made all the same.
-            with contextlib.suppress(BaseHTTPError):
-                driver.create_volume(1, "disk", location=driver.list_locations()[0])
-            [volume] = [v for v in driver.list_volumes() if v.size == 1]  # (not the machine's root volume)
-            driver.attach_volume(node, volume, "/dev/sdh")
-            network = driver.ex_create_network("10.9.0.0/16")
-            driver.ex_create_subnet(network.id, "10.9.1.0/24", "us-east-1a")
-            return {
-                "attached": refusal(driver.destroy_volume, volume),
-                "subnets": refusal(driver.ex_delete_network, network),
-                "unknown instance": refusal(driver.destroy_node, Node("i-0123456789abcdef0", "x", NodeState.UNKNOWN, [], [], driver)),
-                "no such volume": refusal(driver.destroy_volume, StorageVolume("vol-0123456789abcdef0", "x", 1, driver)),
-            }
+    def calls() -> dict[str, Any]:
+        size = next(s for s in driver.list_sizes() if s.id == "t2.micro")
+        node = driver.create_node(name="busy", size=size, image=driver.get_image(UBUNTU_AMI))
+        # libcloud names the volume with CreateTags' ResourceId.0, which AWS takes and moto
+        # refuses (its lists start at 1): the volume is made all the same.
+        with contextlib.suppress(BaseHTTPError):
+            driver.create_volume(1, "disk", location=driver.list_locations()[0])
+        [volume] = [v for v in driver.list_volumes() if v.size == 1]  # (not the machine's root volume)
+        driver.attach_volume(node, volume, "/dev/sdh")
+        network = driver.ex_create_network("10.9.0.0/16")
+        driver.ex_create_subnet(network.id, "10.9.1.0/24", "us-east-1a")
+        return {
+            "attached": refusal(driver.destroy_volume, volume),
+            "subnets": refusal(driver.ex_delete_network, network),
+            "unknown instance": refusal(driver.destroy_node, Node("i-0123456789abcdef0", "x", NodeState.UNKNOWN, [], [], driver)),
+            "no such volume": refusal(driver.destroy_volume, StorageVolume("vol-0123456789abcdef0", "x", 1, driver)),
+        }
 
-        said = await asyncio.to_thread(calls)
+    said = await asyncio.to_thread(calls)
     assert said["attached"].args[0].startswith("destroy_volume: BaseHTTPError: VolumeInUse: "), said["attached"]
     assert said["subnets"].args[0].startswith("ex_delete_network: BaseHTTPError: DependencyViolation: ")
     assert said["unknown instance"].args[0].startswith("destroy_node: BaseHTTPError: InvalidInstanceID.NotFound: ")

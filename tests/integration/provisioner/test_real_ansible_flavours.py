@@ -42,17 +42,22 @@ def play(tmp_path: Path, book: str, step: str, muster: dict[str, Any], login_hom
 
 
 def test_a_config_nats_server_refuses_fails_permanently(tmp_path: Path) -> None:
-    def nats(settings: dict[str, Any]) -> dict[str, Any]:
-        return {"service": "nats-ansible",
-                "config": {"nats": {"binary": nats_server_binary(), "routes": "nats-route://127.0.0.1:6222", "settings": settings}}}
+    # (Its install: tests/unit/catalog/test_real_catalog_ansible.py, which ran this check too until
+    # session 25.)
+    (tmp_path / "nats").mkdir()
+    shutil.copy(nats_server_binary(), tmp_path / "nats" / "nats-server")
 
-    assert play(tmp_path, "nats.yml", "install", nats({})).ok
+    def nats(settings: dict[str, Any]) -> dict[str, Any]:
+        return {"service": "nats-ansible", "config": {"nats": {"routes": "nats-route://127.0.0.1:6222", "settings": settings}}}
+
     good = play(tmp_path, "nats.yml", "configure", nats({"max_payload": 65536}))
     assert good.ok, good.error
     conf = (tmp_path / "nats" / "nats.conf").read_text()
+    assert "max_payload: 65536" in conf
     bad = play(tmp_path, "nats.yml", "configure", nats({"max_payload": "lots"}))
     assert not bad.ok and bad.permanent, bad.error
-    assert "interface conversion" in bad.error and bad.error.endswith("(exit status 78: permanent, not retried)"), bad.error
+    assert "nats.conf.new:4:1: interface conversion" in bad.error, bad.error  # nats-server's own words
+    assert bad.error.endswith("(exit status 78: permanent, not retried)"), bad.error
     assert (tmp_path / "nats" / "nats.conf").read_text() == conf  # the good one stays
 
 
@@ -73,15 +78,18 @@ def test_each_node_keeps_its_files_in_its_logins_home(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
 def test_a_config_redis_server_refuses_fails_permanently(tmp_path: Path) -> None:
+    # A replica's (its `replicaof` written too); tests/unit/catalog/test_real_catalog_ansible.py ran
+    # this check on it and this file on a primary until session 25.
     def redis(settings: dict[str, Any]) -> dict[str, Any]:
-        return {"service": "redis-primary-ansible", "config": {"redis": {"settings": settings}}}
+        return {"service": "redis-replica-ansible", "config": {"redis": {"primary": "10.0.0.1", "settings": settings}}}
 
     (tmp_path / "redis").mkdir()
     good = play(tmp_path, "redis.yml", "configure", redis({"maxmemory": "64mb"}))
     assert good.ok, good.error
     conf = (tmp_path / "redis" / "redis.conf").read_text()
-    assert "maxmemory 64mb" in conf
+    assert "maxmemory 64mb" in conf.splitlines() and "replicaof 10.0.0.1 6379" in conf.splitlines()
     bad = play(tmp_path, "redis.yml", "configure", redis({"maxmemory": "lots"}))
     assert not bad.ok and bad.permanent, bad.error
-    assert "'maxmemory lots'" in bad.error and bad.error.endswith("(exit status 78: permanent, not retried)"), bad.error
+    assert "'maxmemory lots'" in bad.error and "argument must be a memory value" in bad.error, bad.error  # redis-server's own words
+    assert bad.error.endswith("(exit status 78: permanent, not retried)"), bad.error
     assert (tmp_path / "redis" / "redis.conf").read_text() == conf

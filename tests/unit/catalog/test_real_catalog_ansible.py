@@ -1,8 +1,9 @@
 """The configure step of examples/catalog-real's Ansible flavour, run here by ansible-runner on
 this host (a local connection) and read as the ansible automator reads a run (`AnsibleLog`,
-`outcome`): a good config is put in place; one the server itself refuses fails naming it, is
-permanent (the job rolls back at once: it was tried three times) and never replaces the good one.
-The whole cluster's story is tests/e2e/test_real.py's (make test-long)."""
+`outcome`): what fails for good is permanent (the job rolls back at once: it was tried three
+times) and says why. A config the server itself refuses, and the good one kept, is
+tests/integration/provisioner/test_real_ansible_flavours.py's (once, since session 25). The whole
+cluster's story is tests/e2e/test_real.py's (make test-long)."""
 
 from __future__ import annotations
 
@@ -42,19 +43,6 @@ def configure(tmp_path: Path, playbook: str, service: str, config: dict[str, Any
         envvars={"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}", "ANSIBLE_NOCOLOR": "1",
                  "ANSIBLE_LOCAL_TEMP": str(work / "tmp")})
     return outcome(f"{service} {step}", Action(step), str(runner.status), runner.rc, log)
-
-
-@pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
-def test_redis_a_setting_redis_server_refuses_fails_permanently_and_keeps_the_good_config(tmp_path: Path) -> None:
-    (tmp_path / "redis").mkdir()
-    good = configure(tmp_path, "redis.yml", "redis-replica-ansible", {"redis": {"primary": "10.0.0.1", "settings": {"maxmemory": "64mb"}}})
-    assert good.ok, good.error
-    conf = (tmp_path / "redis" / "redis.conf").read_text()
-    assert "maxmemory 64mb" in conf.splitlines() and "replicaof 10.0.0.1 6379" in conf.splitlines()
-    bad = configure(tmp_path, "redis.yml", "redis-replica-ansible", {"redis": {"primary": "10.0.0.1", "settings": {"maxmemory": "lots"}}})
-    assert not bad.ok and bad.permanent, bad
-    assert "'maxmemory lots'" in bad.error and "argument must be a memory value" in bad.error  # redis-server's own words
-    assert (tmp_path / "redis" / "redis.conf").read_text() == conf
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="Debian's redis-server is not installed")
@@ -112,20 +100,6 @@ def test_redis_a_replica_start_with_no_link_says_what_it_waited_for_and_stops_wh
     assert back.ok, back.error
     info = subprocess.run(["redis-cli", "-h", r_ip, "info", "replication"], capture_output=True, text=True, timeout=10).stdout
     assert f"master_host:{p_ip}" in info and "master_link_status:up" in info, info
-
-
-def test_nats_a_setting_nats_server_refuses_fails_permanently_and_keeps_the_good_config(tmp_path: Path) -> None:
-    (tmp_path / "nats").mkdir()
-    shutil.copy(nats_server_binary(), tmp_path / "nats" / "nats-server")
-    config = {"routes": "nats-route://127.0.0.1:6222", "settings": {"max_payload": 65536}}
-    good = configure(tmp_path, "nats.yml", "nats-ansible", {"nats": config})
-    assert good.ok, good.error
-    conf = (tmp_path / "nats" / "nats.conf").read_text()
-    assert "max_payload: 65536" in conf
-    bad = configure(tmp_path, "nats.yml", "nats-ansible", {"nats": {**config, "settings": {"max_payload": "lots"}}})
-    assert not bad.ok and bad.permanent, bad
-    assert "nats.conf.new:4:1: interface conversion" in bad.error and "permanent, not retried" in bad.error  # its words
-    assert (tmp_path / "nats" / "nats.conf").read_text() == conf
 
 
 def test_nats_an_install_without_the_binary_fails_permanently_naming_the_setting(tmp_path: Path) -> None:
