@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
 from pydantic import ValidationError
 
@@ -111,7 +112,7 @@ class AuthService:
         await self.nc.subscribe(taskqueue.CREATED, cb=self._on_tasks_created)
         on_reconnect(self.nc, self._restore_tasks)
         self.store: EventLog = EventStore(self.nc)
-        self.view = await IdentityView(self.nc, on_event=self._on_identity_event).start()
+        self.view = await self._identity_view()
         self.backends: Sequence[IdentityBackend] = identity_backends(self.view.state, self.idp)
         await self._bootstrap()
         self.sys_nc = await self._connect(SYS_USER, "muster-auth-sys")
@@ -123,6 +124,20 @@ class AuthService:
         for nc in self._conns:
             await flush(nc)  # started means subscribed (the callout first of all)
         return self
+
+    async def _identity_view(self, tries: int = 4) -> IdentityView:
+        """A cluster just formed (its streams declared a moment ago) may take longer than the
+        JetStream API's 5 s to make the view's consumer: a bounded retry of that request (0.25 s,
+        doubling), never a poll; it made `muster up` fail to start (a fault scenario, session 25)."""
+        for attempt in range(tries):
+            try:
+                return await IdentityView(self.nc, on_event=self._on_identity_event).start()
+            except NatsTimeoutError:
+                if attempt == tries - 1:
+                    raise
+                log.info("the log did not make the identity view's consumer in time; asking again", attempt=attempt + 1)
+                await asyncio.sleep(0.25 * 2**attempt)
+        raise AssertionError("unreachable")
 
     async def _streams(self, tries: int = 8) -> None:
         """A cluster that has just elected its meta leader may refuse a stream for a moment:

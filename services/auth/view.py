@@ -55,10 +55,14 @@ class IdentityView:
             subjects.ALL_IDENTITY_EVENTS, ordered_consumer=True, config=ordered_config(), deliver_policy=DeliverPolicy.ALL, cb=on_msg,
             stream=subjects.EVENTS_STREAM, pending_msgs_limit=-1, pending_bytes_limit=-1,
         )
-        info = await self._sub.consumer_info()
-        if info.num_pending == 0 and info.delivered.consumer_seq == 0:
-            return self  # no identity events yet
-        await asyncio.wait_for(caught_up, timeout)
+        try:
+            info = await self._sub.consumer_info()
+            if info.num_pending == 0 and info.delivered.consumer_seq == 0:
+                return self  # no identity events yet
+            await asyncio.wait_for(caught_up, timeout)
+        except BaseException:
+            await self.stop()  # (a start tried again must not leave this one folding beside it)
+            raise
         return self
 
     async def wait_for(self, seq: int, timeout: float = 10.0) -> None:

@@ -113,10 +113,15 @@ async def watched_bucket(js: JetStreamContext) -> KeyValue:
     """The bucket for a reader: bound to as it is, created only where nobody made it yet. An
     operator's connection (`muster provisioners drain`) may look a stream up but not create one:
     asking to create it went unanswered and read as a timeout."""
+    from muster.bus.streams import replicas_from_env
+
     try:
         return await js.key_value(subjects.PRESENCE_BUCKET)
     except BucketNotFoundError:
-        return await presence_bucket(js)
+        # With the deployment's replicas, as a provisioner makes it: a planner or tracker started
+        # first made it with one replica on a cluster, on a node whose loss then stopped every
+        # provisioner (their presence unrenewable: decision 54's lease) until it came back.
+        return await presence_bucket(js, replicas_from_env())
 
 
 def serves(p: ProvisionerPresence, tenant: str | None, provisioner_class: str | None) -> bool:

@@ -42,3 +42,31 @@ async def test_a_log_that_never_answers_fails_the_start(tmp_path: Path, monkeypa
     monkeypatch.setattr(module, "BOOTSTRAP_RETRIES", 1)
     with pytest.raises(NoStreamResponseError):
         await _service(tmp_path)._bootstrap()
+
+
+async def test_the_identity_views_consumer_is_asked_again_when_a_new_cluster_is_slow_to_make_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster whose streams were declared a moment ago took over the JetStream API's 5 s to make
+    the view's consumer, and `muster up` failed to start (a fault scenario, session 25)."""
+    from nats.errors import TimeoutError as NatsTimeoutError
+
+    starts: list[int] = []
+
+    class SlowThenReady:
+        def __init__(self, nc: Any, on_event: Any) -> None:
+            pass
+
+        async def start(self) -> SlowThenReady:
+            starts.append(1)
+            if len(starts) < 3:
+                raise NatsTimeoutError
+            return self
+
+    monkeypatch.setattr(module, "IdentityView", SlowThenReady)
+    service = _service(tmp_path)
+    service.nc = None  # type: ignore[assignment]  # (the fake view connects to nothing)
+    assert isinstance(await service._identity_view(), SlowThenReady) and len(starts) == 3
+    starts.clear()
+    with pytest.raises(NatsTimeoutError):
+        await service._identity_view(tries=2)
+    assert len(starts) == 2
