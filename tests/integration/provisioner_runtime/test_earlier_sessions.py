@@ -9,8 +9,8 @@ ended, not necessarily those it replaced."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
@@ -45,25 +45,26 @@ class Planner:
             await asyncio.wait_for(self.asked.wait_for(predicate), DEADLINE_S)
 
 
-async def _replaced_before_the_start(bench: Bench, pid: str, replaced_ttl_s: int) -> Provisioner:
-    """s0 registers, s1 takes the id over (s0 renews no more): s1. (s0 is stopped, so that it
-    does not take the id back once s1's record expires, as a live one would; the planner cannot
-    tell it from one cut off.)"""
+@asynccontextmanager
+async def _replaced_before_the_start(bench: Bench, pid: str, replaced_ttl_s: int) -> AsyncIterator[tuple[Provisioner, Planner]]:
+    """s0 registers, s1 takes the id over (s0 renews no more), then a planner starts watching:
+    s1 and the planner. (s0 is stopped, so that it does not take the id back once s1's record
+    expires, as a live one would; the planner cannot tell it from one cut off.)"""
     s0 = await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=replaced_ttl_s)
     s1 = await bench.provisioner(HeldExecutor(), pid, presence_ttl_s=SHORT_S)
     await s0.abort()
-    return s1
+    planner = Planner(bench)
+    async with AsyncExitStack() as stack:
+        await watch_presence(bench.nc, stack, planner.workers.sessions, planner.gone)
+        yield s1, planner
 
 
 @pytest.mark.parametrize("replaced_ttl_s", [LONG_S, SHORT_S], ids=["longer-ttl-replaced-before-the-start", "one-ttl"])
 async def test_claims_before_a_new_session_end_once_every_earlier_one_must_have_stopped(
         bench: Bench, tenant: str, replaced_ttl_s: int) -> None:
     pid = f"p-{tenant}"
-    s1 = await _replaced_before_the_start(bench, pid, replaced_ttl_s)
-    planner = Planner(bench)
-    workers, loop = planner.workers, planner.loop
-    async with AsyncExitStack() as stack:
-        await watch_presence(bench.nc, stack, workers.sessions, planner.gone)
+    async with _replaced_before_the_start(bench, pid, replaced_ttl_s) as (s1, planner):
+        workers, loop = planner.workers, planner.loop
         first = workers.sessions.first_seen[pid]
         # s1 dies and is started again under the id as s2 (`muster up`'s supervisor).
         await s1.abort()
@@ -86,11 +87,8 @@ async def test_claims_before_a_new_session_end_once_every_earlier_one_must_have_
 async def test_claims_of_an_id_whose_record_expired_end_once_the_sessions_it_replaced_must_have_stopped(
         bench: Bench, tenant: str, replaced_ttl_s: int) -> None:
     pid = f"p-{tenant}"
-    s1 = await _replaced_before_the_start(bench, pid, replaced_ttl_s)
-    planner = Planner(bench)
-    workers, loop = planner.workers, planner.loop
-    async with AsyncExitStack() as stack:
-        await watch_presence(bench.nc, stack, workers.sessions, planner.gone)
+    async with _replaced_before_the_start(bench, pid, replaced_ttl_s) as (s1, planner):
+        workers, loop = planner.workers, planner.loop
         sight = workers.sessions.last[pid][1]
         await s1.abort()  # dies, not started again: its record expires one (short) TTL later
         await planner.when(lambda: pid not in workers.sessions.current)
