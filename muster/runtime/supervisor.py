@@ -39,7 +39,7 @@ from muster.tls.context import CA_ENV, check_listen
 
 from .exits import STAY_DOWN_EXIT
 from .lifeline import lifeline
-from .tls import DeploymentTls, reload_certificate
+from .tls import DeploymentTls, reload_child
 
 SERVICES = ("solver", "planner", "provisioner", "tracker", "governance", "notifier")
 
@@ -307,7 +307,7 @@ class Deployment:
             done.append(SERVER)
         trackers = [c for c in self.children if c.name.split("-")[0] == "tracker" and c.process.returncode is None]
         try:
-            await asyncio.wait_for(asyncio.gather(*(reload_certificate(c) for c in trackers)), timeout)
+            await asyncio.wait_for(asyncio.gather(*(reload_child(c) for c in trackers)), timeout)
         except TimeoutError:
             raise StartError(f"a tracker did not reload its certificate within {timeout:g} s; see its log") from None
         return done + [c.name for c in trackers]
@@ -318,7 +318,7 @@ class Deployment:
         (`notifier: reloaded`, or why not)."""
         reloading = [c for c in self.children if c.name.split("-")[0] in RELOADING and c.process.returncode is None]
         try:
-            await asyncio.wait_for(asyncio.gather(*(reload_certificate(c) for c in reloading)), timeout)
+            await asyncio.wait_for(asyncio.gather(*(reload_child(c) for c in reloading)), timeout)
         except TimeoutError:
             late = ", ".join(c.name for c in reloading if not c.reloaded.is_set())
             raise StartError(f"{late or 'a service'} did not reload within {timeout:g} s; see its log") from None

@@ -174,8 +174,9 @@ class Reloading(Protocol):
     reloaded: asyncio.Event
 
 
-async def reload_certificate(child: Reloading) -> None:
-    """Have a running tracker read its rotated certificate: SIGHUP once its start is done (its
+async def reload_child(child: Reloading) -> None:
+    """Have a running child read its files again (a tracker its rotated certificate; a notifier,
+    pool service or planner its settings: `muster reload`): SIGHUP once its start is done (its
     handler is set before it says it started; a SIGHUP before would end it), then its word that
     it reloaded. A child that exits meanwhile needs nothing: the process started in its place
     (by the supervisor) reads the new files."""

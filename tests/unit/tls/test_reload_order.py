@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from muster.runtime.supervisor import READY, RELOADED, Child
-from muster.runtime.tls import reload_certificate
+from muster.runtime.tls import reload_child
 
 STARTING = f"""
 import signal, sys, time
@@ -48,12 +48,12 @@ async def child(tmp_path: Path, script: str, *args: str) -> AsyncIterator[Child]
 
 async def test_a_tracker_still_starting_is_signalled_once_it_says_it_started(tmp_path: Path) -> None:
     async with child(tmp_path, STARTING, "0.5") as starting:
-        await asyncio.wait_for(reload_certificate(starting), 30)
+        await asyncio.wait_for(reload_child(starting), 30)
         assert starting.started.is_set() and starting.reloaded.is_set()
         assert starting.process.returncode is None  # not ended by a SIGHUP it had no handler for
 
 
 async def test_a_tracker_that_exits_before_it_started_is_not_waited_for(tmp_path: Path) -> None:
     async with child(tmp_path, "import sys; sys.exit(1)") as gone:
-        await asyncio.wait_for(reload_certificate(gone), 30)
+        await asyncio.wait_for(reload_child(gone), 30)
         assert not gone.reloaded.is_set() and await gone.process.wait() == 1
