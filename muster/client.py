@@ -62,6 +62,15 @@ RETRYABLE = (nats.errors.TimeoutError, nats.errors.NoRespondersError)
 BACKOFF_CAP_S = 3.0
 """The longest pause between two tries of a request (0.2 s doubling up to this): uncapped, the
 last of the soak's 12 tries would wait 410 s after a "no responders"."""
+NO_PLANNER_WAIT_S = 6.0
+"""How long a request is sent again while no planner is subscribed, its tries counted or not: a
+deployment whose nats-server just restarted has its planners back in ~3 s (each waits out the
+server's auth-callout timeout on its first try), and three tries gave up after 1.2 s, telling
+the user "no planner is listening" of a deployment that was coming back (an operator's walk)."""
+
+
+def _pause(attempt: int) -> float:
+    return min(BACKOFF_CAP_S, 0.2 * 2**attempt)
 
 
 class MusterError(Exception):
@@ -202,21 +211,25 @@ class MusterClient(Operations):
 
     async def _request(self, command: Command, tenant: str, verb: str, timeout: float | None, attempts: int) -> Reply:
         last: BaseException | Rejected | None = None
-        for attempt in range(attempts):
+        attempt, waited = 0, 0.0
+        while attempt < attempts or (isinstance(last, nats.errors.NoRespondersError)
+                                     and waited + _pause(attempt) <= NO_PLANNER_WAIT_S):
             if attempt and isinstance(last, nats.errors.NoRespondersError | Rejected):
                 # back off: no planner is subscribed, or none holds the cluster's shard yet
-                await asyncio.sleep(min(BACKOFF_CAP_S, 0.2 * 2**attempt))
+                waited += _pause(attempt)
+                await asyncio.sleep(_pause(attempt))
+            attempt += 1
             try:
                 reply = await self.send(tenant, command, timeout or self.timeout)
             except RETRYABLE as err:
                 last = err
                 continue
-            if isinstance(reply, Rejected) and reply.retry and attempt + 1 < attempts:
+            if isinstance(reply, Rejected) and reply.retry and attempt < attempts:
                 last = reply
                 continue
             return reply
         what = "no planner is listening" if isinstance(last, nats.errors.NoRespondersError) else "no answer in time"
-        raise NoAnswer(f"{verb} request {command.request_id} got no answer after {attempts} attempts ({what})")
+        raise NoAnswer(f"{verb} request {command.request_id} got no answer after {attempt} attempts ({what})")
 
     async def submit(self, command: Command, *, tenant: str | None = None) -> Accepted | DryRun | LeaseExtended:
         """`request`, with a rejection raised as RequestRejected."""

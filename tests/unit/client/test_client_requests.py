@@ -103,3 +103,31 @@ async def test_send_again_on_every_attempt_returns_that_answer() -> None:
 def test_retry_is_left_out_of_an_ordinary_rejection() -> None:
     assert json.loads(Rejected(reason="no").model_dump_json()) == {"type": "Rejected", "v": 1, "reason": "no"}
     assert json.loads(Rejected(reason="later", retry=True).model_dump_json())["retry"] is True
+
+
+async def test_no_planner_listening_is_asked_again_for_a_few_seconds_beyond_the_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment whose nats-server just restarted has no planner subscribed for ~3 s: three
+    tries (1.2 s) told the user "no planner is listening" of a deployment coming back."""
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    monkeypatch.setattr("muster.client.asyncio.sleep", pause)
+    bus = FlakyBus(failures=4, error=nats.errors.NoRespondersError)
+    reply = await MusterClient(bus, attempts=3).request(CreateCluster(name="c", template="t", nodes=1))  # type: ignore[arg-type]
+    assert isinstance(reply, Accepted) and len(bus.sent) == 5
+    assert pauses == [0.4, 0.8, 1.6, 3.0]
+
+    pauses.clear()
+    gone = FlakyBus(failures=99, error=nats.errors.NoRespondersError)
+    with pytest.raises(NoAnswer, match=r"after 5 attempts \(no planner is listening\)"):
+        await MusterClient(gone, attempts=3).request(CreateCluster(name="c", template="t", nodes=1))  # type: ignore[arg-type]
+    assert sum(pauses) <= 6.0 and len(gone.sent) == 5
+
+
+async def test_a_request_that_times_out_is_tried_only_its_attempts() -> None:
+    bus = FlakyBus(failures=99)
+    with pytest.raises(NoAnswer, match=r"after 3 attempts \(no answer in time\)"):
+        await MusterClient(bus, attempts=3, timeout=0.01).request(CreateCluster(name="c", template="t", nodes=1))  # type: ignore[arg-type]
+    assert len(bus.sent) == 3
