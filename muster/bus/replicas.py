@@ -38,8 +38,9 @@ but the auth service's under authorization: docs/security.md) is not answered (t
 the request), so this is what a service pays, once per short bucket at its start, when the auth
 service has not moved it yet; an update that was allowed takes a few milliseconds."""
 
-CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.KV_*"
-"""The advisories of the buckets' creation (the auth service looks at each)."""
+CREATED = "$JS.EVENT.ADVISORY.STREAM.CREATED.*"
+"""The advisories of streams' creation (the auth service looks at each bucket's: a wildcard
+takes a whole token, so every stream's, told apart by name)."""
 
 BUCKETS = ("presence", "leases", "snapshots", "nodemaps", "locations", "budgets", "spend")
 """Every KV bucket muster makes (each module's `BUCKET`; tests/unit/bus/test_replicas.py holds
