@@ -8,7 +8,8 @@ A nats-server of its own (no authorization: the auth service's connection may re
 anyway), a log of `--events` events over `--tenants` tenants (~350-byte payloads, as a job's
 and a cluster's events are), of which a `--share` were offloaded the way a version before 0057
 did (a stub naming no `parts`, its body of ~100 KB of JSON, a layout's, on
-`muster.body.<tenant>.<hex>`); and the same log with no old body at all (a deployment that
+`muster.body.<tenant>.<hex>`), the jobs spread over the tenants at random; the same with a tenth
+of that share (fewer tenants hold an old body); and with no old body at all (a deployment that
 began with session 25 or later). Each timed: the first move (copies every old body), then the
 next start's (from the mark: nothing new). The fill is not timed.
 """
@@ -62,7 +63,7 @@ async def fill(nc: Client, events: int, share: float, tenants: int) -> int:
     offloaded = 0
     pending: list[Any] = []
     for i in range(events):
-        tenant = f"t{i % tenants}"
+        tenant = f"t{zlib.crc32(str(i // 10).encode()) % tenants}"  # (a job's ten events in one tenant, jobs spread)
         subject = f"{subjects.EVT}.{tenant}.job.j{i // 10}"
         headers = {"Muster-Type": "TaskCompleted", "Muster-Time": "2026-12-01T00:00:00+00:00"}
         if every and i % every == every - 1:
@@ -108,7 +109,7 @@ async def one(base: Path, events: int, share: float, tenants: int) -> dict[str, 
 
 async def main(args: argparse.Namespace) -> None:
     for events in args.events:
-        for share in (args.share, 0.0):
+        for share in dict.fromkeys((args.share, args.share / 10, 0.0)):
             with tempfile.TemporaryDirectory(prefix="bodymove-bench-") as tmp:
                 print(json.dumps(await one(Path(tmp), events, share, args.tenants)), flush=True)
 

@@ -214,7 +214,7 @@ class Bodies:
                 # Not a wait for state that is to come: every part was acknowledged (stored on a
                 # quorum) before the event naming it was appended, so it is stored; a direct get
                 # is answered by any replica, and a follower that has not applied it yet says
-                # "not found". So a bounded retry of that read (5 ms doubling, to 640 ms, for
+                # "not found". So a bounded retry of that read (its pause doubling, for at most
                 # `wait`), as `OrderedReader` waits for a lagging replica. No event could be
                 # waited on instead: this reader may not consume `BODIES` (its rights are the
                 # direct gets of its own subjects) and no message tells when a follower applied

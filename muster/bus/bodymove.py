@@ -12,14 +12,17 @@ sequence looked at: the next start reads only the events appended since (an olde
 running after the auth service's upgrade may have offloaded some the old way).
 
 Only what can hold an old body is read (session 26): the old bodies are listed first (the parts
-on `muster.body.<tenant>.<hex>`, headers only), and then only their tenants' events, headers
-only (the reference is a header), an event kept when it names one of them. None at all (a
-deployment that began with this version, or whose old bodies were all on tenants read before):
-no event is read. A read of a whole log of 1,000,000 events took 40 s; bench/bodymove_bench.py.
+on `muster.body.<tenant>.<hex>`, headers only); none at all (a deployment that began with
+session 25 or later, or whose old bodies were all copied before the mark): no event is read.
+Otherwise one read of the log's headers (the reference is a header), an event kept when its
+tenant holds an old body of that digest, and the bodies copied several at a time. Read per
+tenant instead, the server looked at every message once per tenant's consumer (their events
+are interleaved), slower than the one read. Figures: docs/benchmarks.md, bench/bodymove_bench.py.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 
 import structlog
@@ -36,6 +39,9 @@ log = structlog.get_logger("muster.bus")
 
 MOVED = f"{subjects.BODY}._moved.0057"
 """The log's last sequence whose events' bodies are where this version reads them."""
+AT_ONCE = 16
+"""Bodies copied at once: each is a few round trips and some compression (in a thread), so
+one at a time left the connection and the cores mostly idle."""
 OLD_LAYOUT = f"{subjects.BODY}.*.*"
 """Where the parts of bodies stored before 0057 are (`muster.body.<tenant>.<hex>`); a part of
 this version's has at least six tokens (`muster.body.<tenant>.<kind>.<id>.<hex>.<i>`)."""
@@ -55,17 +61,21 @@ async def old_bodies(nc: Client) -> dict[str, set[str]]:
 
 
 async def referencing(nc: Client, old: dict[str, set[str]], since: int) -> list[tuple[str, str]]:
-    """(event subject, reference) of each event after `since` that names one of `old`'s bodies."""
+    """(event subject, reference) of each event after `since` that names one of `old`'s bodies.
+    One read of the log's headers, not one per tenant: a consumer filtered to one tenant has the
+    server look at every message of a log whose tenants' events are interleaved, once per tenant."""
     offloaded: list[tuple[str, str]] = []
-    for tenant, digests in old.items():
-        def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes, digests: set[str] = digests) -> None:
-            if H_BODY.encode() in header_block:
-                ref = parse_headers(header_block)[1][H_BODY]
-                if ref.partition(":")[2] in digests:
-                    offloaded.append((subject.decode(), ref))
+    marker = H_BODY.encode()
 
-        await OrderedReader(nc, subjects.EVENTS_STREAM, [f"{subjects.EVT}.{tenant}.>"], on_message, start_seq=since + 1,
-                            headers_only=True).run()
+    def on_message(subject: bytes, seq: int, data: bytes, header_block: bytes) -> None:
+        if marker in header_block:
+            digests = old.get(subject.split(b".", 3)[2].decode())
+            ref = parse_headers(header_block)[1][H_BODY] if digests else ""
+            if digests and ref.partition(":")[2] in digests:
+                offloaded.append((subject.decode(), ref))
+
+    await OrderedReader(nc, subjects.EVENTS_STREAM, [subjects.ALL_EVENTS], on_message, start_seq=since + 1,
+                        headers_only=True).run()
     return offloaded
 
 
@@ -83,18 +93,22 @@ async def move_old_bodies(nc: Client) -> int:
     last = (await js.stream_info(subjects.EVENTS_STREAM)).state.last_seq
     old = await old_bodies(nc) if last > since else {}
     offloaded = await referencing(nc, old, since) if old else []
-    bodies, moved = Bodies(js), 0
-    for event_subject, ref in dict.fromkeys(offloaded):
-        digest = ref.partition(":")[2]
-        if await bodies.stored(part_subject(event_subject, digest, 0)):
-            continue  # stored there by this version, or copied by a start that stopped before the mark
-        try:
-            data = await bodies.get(event_subject, Offloaded("", ref, 0))
-        except Exception as err:  # noqa: BLE001 - told; a missing body is missing either way
-            log.error("an offloaded body could not be read to be moved", subject=event_subject, ref=ref, error=str(err))
-            continue
-        await bodies.put(event_subject, data)
-        moved += 1
+    bodies, room = Bodies(js), asyncio.Semaphore(AT_ONCE)
+
+    async def copy(event_subject: str, ref: str) -> bool:
+        async with room:
+            digest = ref.partition(":")[2]
+            if await bodies.stored(part_subject(event_subject, digest, 0)):
+                return False  # stored there by this version, or copied by a start that stopped before the mark
+            try:
+                data = await bodies.get(event_subject, Offloaded("", ref, 0))
+            except Exception as err:  # noqa: BLE001 - told; a missing body is missing either way
+                log.error("an offloaded body could not be read to be moved", subject=event_subject, ref=ref, error=str(err))
+                return False
+            await bodies.put(event_subject, data)
+            return True
+
+    moved = sum(await asyncio.gather(*(copy(s, r) for s, r in dict.fromkeys(offloaded))))
     if last > since:
         await js.publish(MOVED, str(last).encode())
     log.info("bodies stored before 0057 copied under their events' subjects", moved=moved, offloaded=len(offloaded),
