@@ -235,7 +235,7 @@ SERVICES_LISTED = 30
 
 
 def named_services_known(f: Facts) -> None:
-    """A start, stop, restart or upgrade names services of the cluster: refused at the field,
+    """A start, stop, restart, upgrade or check names services of the cluster: refused at the field,
     before a plan is tried, naming each bad one (not in the catalog, or not on this cluster) and
     the services the cluster has. It said `unknown service 'nosuch': not in the catalog`, and
     left the person to find the cluster's services with another command."""
