@@ -235,7 +235,7 @@ SERVICES_LISTED = 30
 
 
 def named_services_known(f: Facts) -> None:
-    """A start, stop, restart or upgrade names services of the cluster: refused at the field,
+    """A start, stop, restart, upgrade or check names services of the cluster: refused at the field,
     before a plan is tried, naming each bad one (not in the catalog, or not on this cluster) and
     the services the cluster has. It said `unknown service 'nosuch': not in the catalog`, and
     left the person to find the cluster's services with another command."""
@@ -447,8 +447,15 @@ def services_absent(f: Facts) -> None:
 
 def services_present(f: Facts) -> None:
     cmd: RemoveServices = f.command
-    if absent := sorted(set(cmd.services) - _on_cluster(f)):
+    on = _on_cluster(f)
+    if absent := sorted(set(cmd.services) - on):
         raise Refused(f"not on the cluster: {', '.join(absent)}", code="invalid", field="services")
+    if on and not on - set(cmd.services):
+        # The solver refuses it too, but only after the job was accepted: the request said
+        # "accepted" and the job failed a moment later (`no layout: removing every service ...`).
+        name = _cluster(f).name
+        raise Refused(f"removing every service ({', '.join(sorted(on))}) leaves nothing on the cluster: "
+                      f"to remove the nodes too, `muster cluster delete {name}`", code="invalid", field="services")
 
 
 def nodes_known(f: Facts) -> None:
