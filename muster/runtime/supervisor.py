@@ -315,15 +315,41 @@ class Deployment:
     async def reload_settings(self, timeout: float = 15.0) -> list[str]:
         """Have every running notifier read its secrets file and allow file again, and the pool
         service and the planners their allow file (SIGHUP), without a restart; what each said
-        (`notifier: reloaded`, or why not)."""
-        reloading = [c for c in self.children if c.name.split("-")[0] in RELOADING and c.process.returncode is None]
+        (`notifier: reloaded`, or why not). One of them given up on (a file it could not read at
+        its restarts) is started again: the operator fixed the file and says so by reloading."""
+        down = [name for name in self.given_up if name.split("-")[0] in RELOADING and name != SERVER]
+        revived = asyncio.gather(*(self._revive(name) for name in down))
+        reloading = [c for c in self.children if c.name.split("-")[0] in RELOADING and c.process.returncode is None
+                     and c.name not in down]
         try:
             await asyncio.wait_for(asyncio.gather(*(reload_child(c) for c in reloading)), timeout)
         except TimeoutError:
             late = ", ".join(c.name for c in reloading if not c.reloaded.is_set())
             raise StartError(f"{late or 'a service'} did not reload within {timeout:g} s; see its log") from None
-        return [f"{c.name}: not reloaded{_why(c.reload_said)}" if "not reloaded" in c.reload_said else f"{c.name}: reloaded"
-                for c in reloading]
+        finally:
+            again = await revived
+        said = {c.name: f"{c.name}: not reloaded{_why(c.reload_said)}" if "not reloaded" in c.reload_said
+                else f"{c.name}: reloaded" for c in reloading}
+        said.update(zip(down, again, strict=True))
+        return [said[c.name] for c in self.children if c.name in said]
+
+    async def _revive(self, name: str) -> str:
+        """Start a child given up on again, as at its first start; what happened, as a reload says it."""
+        old = self.child(name)
+        self.children.remove(old)
+        try:
+            child = await self._spawn(name, old.args)
+        except StartError as err:
+            failed = self.child(name)
+            if failed.process.returncode is None:  # (hung in its start: it is down, as before)
+                failed.process.kill()
+            await failed.process.wait()
+            return f"{name}: not started again: {err}"
+        del self.given_up[name]
+        self._describe()
+        self._watch(name)
+        self.notify(f"{name} is running again (pid {child.pid}), as `muster reload` asked")
+        return f"{name}: started again (pid {child.pid})"
 
     def processes(self, service: str) -> list[str]:
         n = self.replicas.get(service, 1)
@@ -395,12 +421,13 @@ class Deployment:
         raise KeyError(name)
 
     def _describe(self) -> None:
-        """Who holds the data directory, for the next `muster up` there and for operators."""
-        processes = {c.name: c.pid for c in self.children}
+        """Who holds the data directory, for the next `muster up` there and for operators: the
+        processes that run, and those given up on with why (their last pid named nothing)."""
+        processes = {c.name: c.pid for c in self.children if c.name not in self.given_up}
         if self.server is not None and self.server.process is not None:
             processes = {SERVER: self.server.process.pid, **processes}
         self.lock.describe(pid=os.getpid(), nats_url=self.nats_url, tracker_url=self.tracker_url,
-                           started_at=self._started_at, processes=processes)
+                           started_at=self._started_at, processes=processes, given_up=dict(self.given_up))
 
     async def kill(self, name: str) -> int:
         """kill -9 one child by its PID (fault tests; it is not restarted); returns the PID."""
@@ -600,6 +627,7 @@ class Deployment:
                    f"keep running; see {log_path}")
         self.given_up[name] = message
         self._restarting.discard(name)
+        self._describe()
         self.notify(message)
 
     def _give_up(self, name: str, code: int | None, exits: int, log_path: Path) -> None:
@@ -614,6 +642,7 @@ class Deployment:
                        f"on it, the others keep running; see {log_path}")
         self.given_up[name] = message
         self._restarting.discard(name)
+        self._describe()
         self.notify(message)
 
     async def wait_failed(self) -> str:
