@@ -30,6 +30,7 @@ from contracts.commands import Command
 from contracts.identity import AuthReply
 from contracts.subjects import SubjectError
 
+from .bus import connect as connect_module
 from .bus.connect import (
     DATA_DIR,
     CredentialsError,
@@ -37,6 +38,7 @@ from .bus.connect import (
     connect,
     credentials,
     looked_in,
+    missing_data_dir,
     nats_url,
     principal_of,
     saved_url,
@@ -192,8 +194,8 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
         # Only a server that answered may be a TLS one: where nothing listens the hint misleads.
         listened = not any(isinstance(e, ConnectionRefusedError) for e in (*seen, err))
         plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") and listened else ""
-        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?",
-                       EXIT_UNREACHABLE) from None
+        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?"
+                       f"{missing_data_dir(url, connect_module.DEFAULT_URL, data_dir)}", EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
         if "authorization violation" not in str(err).lower():
             raise

@@ -48,6 +48,14 @@ def _credentials_files() -> list[Path]:
     return [Path(data_dir) / "credentials", *CREDENTIALS_FILES] if data_dir else list(CREDENTIALS_FILES)
 
 
+def missing_data_dir(url: str, default: str, data_dir: Path | None) -> str:
+    """Why a command tried the default `url`, when that is a data directory that is not there (a
+    typo in `--data-dir` or $MUSTER_DATA_DIR; else the default URL tried reads as muster down)."""
+    if url != default or data_dir is None or data_dir.is_dir():
+        return ""
+    return f"; no data directory {data_dir} (where `muster up` runs: --data-dir, $MUSTER_DATA_DIR), so the default was tried"
+
+
 def looked_in() -> str:
     """Where a token was looked for, for the message of a command that found none."""
     return ", ".join(["$MUSTER_TOKEN", "$MUSTER_CREDENTIALS", *(str(p) for p in _credentials_files())])

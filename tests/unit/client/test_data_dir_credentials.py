@@ -55,3 +55,24 @@ def test_no_token_at_all_is_said_so_with_where_it_was_looked_for() -> None:
     said = refused_message(credentials().source)
     assert "from none" not in said
     assert said.startswith("the bus refused a client without a token: none in $MUSTER_TOKEN, $MUSTER_CREDENTIALS,"), said
+
+
+def test_a_data_dir_that_is_not_there_is_named_when_nothing_answers_at_the_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mistyped `--data-dir` fell back to the default URLs in silence: `cannot reach the
+    tracker at http://127.0.0.1:8080`, as if muster were down."""
+    from muster import cli_bus
+    from muster.bus import connect
+    from muster.bus.server import free_port
+    from muster.cli import main
+
+    # (defaults where nothing listens: another `muster up` on this machine may have 8080)
+    monkeypatch.setattr(cli_bus, "DEFAULT_TRACKER_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setattr(connect, "DEFAULT_URL", f"nats://127.0.0.1:{free_port()}")
+
+    missing = tmp_path / "no-such" / ".muster"
+    for command in (["cluster", "list"], ["cluster", "delete", "c1"]):  # the tracker's read, NATS's request
+        result = CliRunner().invoke(main, [*command, "--data-dir", str(missing)],
+                                    env={"NATS_URL": None, "MUSTER_TRACKER_URL": None})
+        assert result.exit_code == 3, result.output
+        assert f"no data directory {missing}" in result.output, result.output
