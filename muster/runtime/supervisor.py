@@ -131,8 +131,21 @@ def port_problem(host: str, port: int) -> str:
         try:
             s.bind(address)
         except OSError as err:
+            if err.errno == errno.EADDRNOTAVAIL:
+                return f"cannot be bound: {host} is not an address of this machine"
             return "is in use by another program" if err.errno == errno.EADDRINUSE else f"cannot be bound: {err.strerror or err}"
     return ""
+
+
+def host_problem(host: str) -> str:
+    """Why nothing can listen on `host` ('' if something can), said before anything starts: else
+    nats-server failed first ("did not become ready"), or the tracker's port was blamed."""
+    problem = port_problem(host, 0)
+    if not problem.startswith("cannot be bound: "):
+        return ""
+    why = problem.removeprefix("cannot be bound: ").removeprefix(f"{host} is not an address of this machine").strip(" ()")
+    return (f"--host {host} is not an address of this machine{f' ({why})' if why else ''}: give one of its own "
+            "(127.0.0.1, an address of one of its interfaces, or 0.0.0.0 for all)")
 
 
 def _stderr(message: str) -> None:
@@ -217,6 +230,8 @@ class Deployment:
         self._started_at = datetime.now(UTC).isoformat(timespec="seconds")
         try:
             (self.data_dir / "logs").mkdir(parents=True, exist_ok=True, mode=0o700)
+            if problem := host_problem(self.host):
+                raise StartRefused(problem)
             if self.tracker_port and (problem := port_problem(self.host, self.tracker_port)):
                 raise StartRefused(f"tracker port {self.tracker_port} on {self.host} {problem}: "
                                    "pass another --tracker-port, or 0 for any free one")
