@@ -336,6 +336,9 @@ class Deployment:
         revived = asyncio.gather(*(self._revive(name) for name in down))
         reloading = [c for c in self.children if c.name.split("-")[0] in RELOADING and c.process.returncode is None
                      and c.name not in down]
+        for c in reloading:  # what each says now, not what it said at an earlier reload
+            c.reload_said = ""
+            c.reloaded.clear()
         try:
             await asyncio.wait_for(asyncio.gather(*(reload_child(c) for c in reloading)), timeout)
         except TimeoutError:
@@ -343,8 +346,7 @@ class Deployment:
             raise StartError(f"{late or 'a service'} did not reload within {timeout:g} s; see its log") from None
         finally:
             again = await revived
-        said = {c.name: f"{c.name}: not reloaded{_why(c.reload_said)}" if "not reloaded" in c.reload_said
-                else f"{c.name}: reloaded" for c in reloading}
+        said = {c.name: _reload_said(c) for c in reloading}
         said.update(zip(down, again, strict=True))
         return [said[c.name] for c in self.children if c.name in said]
 
@@ -735,6 +737,14 @@ async def lines_of(stream: asyncio.StreamReader) -> AsyncIterator[bytes]:
             if end.partial:
                 yield end.partial
             return
+
+
+def _reload_said(child: Child) -> str:
+    """What one process did on `muster reload`, for `muster up`'s line."""
+    if not child.reloaded.is_set():  # (it exited: reload_child waits for its word or its end)
+        return (f"{child.name}: exited before it reloaded ({exit_text(child.process.returncode)}); started again, it "
+                "reads the files at its start")
+    return f"{child.name}: not reloaded{_why(child.reload_said)}" if "not reloaded" in child.reload_said else f"{child.name}: reloaded"
 
 
 def _why(line: str) -> str:
