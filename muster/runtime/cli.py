@@ -302,6 +302,8 @@ async def _serve(deployment: Deployment, data_dir: Path, catalog_dir: Path | Non
         console.print(f"traces:  {traces} (every service; docs/tracing.md)", markup=False, highlight=False, soft_wrap=True)
         if (clear := tracing.in_clear()) is not None:
             console.print(f"warning: {clear}", markup=False, highlight=False, soft_wrap=True, style="yellow")
+        if (silent := tracing.collector_silent()) is not None:
+            console.print(f"warning: {silent}", markup=False, highlight=False, soft_wrap=True, style="yellow")
     _print_credentials(deployment, data_dir)
     if planners > 1:
         console.print(f"planners: {planners} (they share the clusters: muster planners)")
