@@ -30,7 +30,19 @@ from contracts.commands import Command
 from contracts.identity import AuthReply
 from contracts.subjects import SubjectError
 
-from .bus.connect import CredentialsError, auth_required, connect, credentials, nats_url, principal_of, saved_url
+from .bus import connect as connect_module
+from .bus.connect import (
+    DATA_DIR,
+    CredentialsError,
+    auth_required,
+    connect,
+    credentials,
+    looked_in,
+    missing_data_dir,
+    nats_url,
+    principal_of,
+    saved_url,
+)
 from .bus.eventstore import ConcurrencyError, StoreError
 from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, translates
 from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
@@ -93,11 +105,15 @@ def bus_options(f: Callable[..., Any] | None = None, *, all_tenants: bool = Fals
         def wrapper(*args: Any, nats_url: str | None, data_dir: Path, tracker_url: str | None, **kwargs: Any) -> Any:
             asked = kwargs.pop("tenant", None)
             default = None if all_tenants or not tenant else "default"
-            return f(*args, bus=Bus(asked if asked is not None else default, nats_url, data_dir, asked, tracker_url), **kwargs)
+            given = DATA_DIR.set(data_dir)
+            try:
+                return f(*args, bus=Bus(asked if asked is not None else default, nats_url, data_dir, asked, tracker_url), **kwargs)
+            finally:
+                DATA_DIR.reset(given)
 
         g: Any = click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
                               show_default=True, envvar="MUSTER_DATA_DIR",
-                              help="where `muster up` saved the NATS and tracker URLs ($MUSTER_DATA_DIR)")(wrapper)
+                              help="where `muster up` saved the NATS and tracker URLs and the credentials ($MUSTER_DATA_DIR)")(wrapper)
         g = click.option("--tracker-url", "tracker_url", default=None,
                          help="the tracker, which reads go through (default: $MUSTER_TRACKER_URL, else the one `muster up` saved)")(g)
         g = click.option("--nats-url", "nats_url", envvar="NATS_URL", default=None,
@@ -178,8 +194,8 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
         # Only a server that answered may be a TLS one: where nothing listens the hint misleads.
         listened = not any(isinstance(e, ConnectionRefusedError) for e in (*seen, err))
         plain = " (a TLS server needs a tls:// URL)" if url.startswith("nats://") and listened else ""
-        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?",
-                       EXIT_UNREACHABLE) from None
+        raise CliError(f"cannot reach NATS at {url} ({type(err).__name__}){plain}: is `muster up` running, or NATS_URL set?"
+                       f"{missing_data_dir(url, connect_module.DEFAULT_URL, data_dir)}", EXIT_UNREACHABLE) from None
     except nats.errors.Error as err:
         if "authorization violation" not in str(err).lower():
             raise
@@ -188,6 +204,9 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
 
 def refused_message(source: str) -> str:
     """nats-server says only "Authorization Violation": what it may mean, and who can tell."""
+    if source == "none":  # (no token: the bus admits no anonymous client while authorization is on)
+        return (f"the bus refused a client without a token: none in {looked_in()}; export MUSTER_DATA_DIR=<the "
+                "deployment's data directory> (or MUSTER_CREDENTIALS=FILE, `muster token create`: docs/security.md)")
     return (f"the bus refused the token from {source}: it is malformed, unknown, expired or revoked, its principal is "
             "disabled, or the auth service is down (`muster whoami` asks the tracker which)")
 
