@@ -21,7 +21,7 @@ from rich.console import Console
 from contracts import subjects
 from contracts.governance import NOTIFICATION_KINDS, GovernanceAnswer
 from muster.bus.connect import principal_of
-from muster.cli_bus import Bus, Refusals, bus_options, connect_or_fail, resolved
+from muster.cli_bus import Bus, Refusals, bus_options, connect_bus, resolved
 from muster.cli_support import (
     EXIT_DENIED,
     EXIT_FAILED,
@@ -57,7 +57,7 @@ async def ask_in(bus: Bus, verb: str, kind: str, as_json: bool = False, said: st
     the bus refuses fails at once, naming what was refused, rather than waiting for an answer.
     `said`: the command as people typed it (`policy apply`), which a refusal names."""
     refusals = Refusals()
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    nc = await connect_bus(bus, refusals)
     try:
         tenant = (await resolved(bus, nc)).tenant or "default"
         subject = subjects.governance_request(tenant, principal_of(nc), verb)
