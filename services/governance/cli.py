@@ -128,7 +128,7 @@ def policy() -> None:
 
 @policy.command("apply")
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--description", default="", help="what the policies are for (default: each file's first comment line)")
+@click.option("--description", default="", help="what the policies are for (default: the first sentence of each file's leading comment)")
 @json_option
 @bus_options
 @command
@@ -139,14 +139,23 @@ async def policy_apply(files: tuple[Path, ...], description: str, as_json: bool,
 
 
 def first_comment(source: str) -> str:
-    """The first line of a Rego file's leading comment (examples/policies/ each say what they do
-    there): `policy list` showed an empty description for every policy applied without one."""
+    """The first sentence of a Rego file's leading comment (examples/policies/ each say what they
+    do there): `policy list` showed an empty description for every policy applied without one,
+    then the first line only, cut mid-sentence where the sentence went on (`freeze_window`:
+    "... looking (check) and")."""
+    said: list[str] = []
     for line in source.splitlines():
         stripped = line.strip()
-        if not stripped:
+        if not stripped.startswith("#"):
+            if stripped or said:
+                break
             continue
-        return stripped.lstrip("#").strip()[:200] if stripped.startswith("#") else ""
-    return ""
+        said.append(stripped.lstrip("#").strip())
+        if said[-1].endswith("."):
+            break
+    text = " ".join(w for w in said if w)
+    end = text.find(". ")
+    return (text[:end + 1] if end >= 0 else text)[:200]
 
 
 @policy.command("list")
