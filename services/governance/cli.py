@@ -40,7 +40,7 @@ from muster.times import shown_time
 
 from .domain.deliveries import said
 from .domain.policies import PolicyCompileError, PolicySource, compile_policy
-from .domain.references import unknown_inputs
+from .domain.references import absent_inputs, unknown_inputs
 from .sandbox import POLICY_DEADLINE_S, PolicySandbox
 
 out = Console(highlight=False, soft_wrap=True, markup=False)
@@ -222,15 +222,20 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
         document = yaml.safe_load(_text(input_file))
     except yaml.YAMLError as err:
         raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
+    given = policy_input(document, input_file)
+    absent = absent_inputs(source, given)  # a rule on them never holds here: "allowed" would mislead unsaid
+    for said in absent:
+        click.echo(f"note: {said}: a rule reading it never holds on this input (the input document: docs/governance.md; "
+                   "or a dry run's answer, `--dry-run --json`)", err=True)
     # As the planner evaluates it: in a child process, within the same deadline.
     sandbox = PolicySandbox(deadline, prints=True)  # an author's print() on its own terminal
     try:
-        verdict = sandbox.evaluate_now([PolicySource(_name(file), 0, source)], policy_input(document, input_file))
+        verdict = sandbox.evaluate_now([PolicySource(_name(file), 0, source)], given)
     finally:
         sandbox.close()
     if as_json:
         echo_json({"allowed": not verdict.denied, "deny": [d.message for d in verdict.denials],
-                   "warn": [w.message for w in verdict.warnings]})
+                   "warn": [w.message for w in verdict.warnings], "absent": absent})
     else:
         for d in verdict.denials:
             out.print(f"deny: {d.message}")
