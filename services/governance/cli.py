@@ -224,8 +224,8 @@ def policy_test(file: Path, input_file: Path, deadline: float, as_json: bool) ->
         raise CliError(f"{input_file}: not JSON or YAML: {err}", EXIT_INVALID) from None
     given = policy_input(document, input_file)
     absent = absent_inputs(source, given)  # a rule on them never holds here: "allowed" would mislead unsaid
-    for said in absent:
-        click.echo(f"note: {said}: a rule reading it never holds on this input (the input document: docs/governance.md; "
+    for gap in absent:
+        click.echo(f"note: {gap}: a rule reading it never holds on this input (the input document: docs/governance.md; "
                    "or a dry run's answer, `--dry-run --json`)", err=True)
     # As the planner evaluates it: in a child process, within the same deadline.
     sandbox = PolicySandbox(deadline, prints=True)  # an author's print() on its own terminal
