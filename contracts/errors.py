@@ -53,6 +53,6 @@ def describe_validation_error(err: ValidationError) -> str:
     """One part per problem, each naming the field by its dotted path."""
     parts = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(document)"
-        parts.append(f"{loc}: {problem_text(e)}")
+        loc = ".".join(str(p) for p in e["loc"])  # none: a rule between fields, said alone
+        parts.append(f"{loc}: {problem_text(e)}" if loc else problem_text(e))
     return "; ".join(parts)

@@ -101,6 +101,16 @@ def test_a_refusal_reads_as_our_words_not_pydantics() -> None:
     assert describe_validation_error(err.value) == "CreateCluster.nodes: must be a whole number, not true or false"
 
 
+def test_a_problem_of_the_whole_document_is_said_without_a_made_up_field() -> None:
+    """A rule between fields (a model validator) has no field to name: it read `subscription
+    's1': (document): a subscription has exactly one of webhook and subject` (walk of session 26)."""
+    from contracts.governance import Subscription
+
+    with pytest.raises(ValidationError) as err:
+        Subscription.model_validate({"name": "s1", "events": ["job_failed"]})
+    assert describe_validation_error(err.value) == "a subscription has exactly one of webhook and subject"
+
+
 @pytest.mark.parametrize(("make", "said"), [
     (lambda: CreateCluster(name="bad name!", template="t", nodes=2),
      "name: 'bad name!' is not allowed here: use 1 to 128 letters, digits, '-' and '_'"),
