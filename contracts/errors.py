@@ -37,6 +37,8 @@ def problem_text(problem: Any) -> str:
             shown = str(problem.get("input", ""))
             shown = shown if len(shown) <= 40 else shown[:37] + "..."
             return f"{shown!r} is not allowed here: {words}"
+    if problem.get("type") == "string_too_short" and (problem.get("ctx") or {}).get("min_length") == 1:
+        return "is empty: give a value"  # (an empty policy file read "String should have at least 1 character")
     if problem.get("type") == "model_type":
         name = str((problem.get("ctx") or {}).get("class_name", ""))
         example = _OBJECTS.get(name)
