@@ -152,8 +152,8 @@ async def cost(bus: Bus, as_json: bool) -> None:
         out.print(f"no clusters in tenant {tenant!r}: nothing to pay for" if tenant else "no clusters: nothing to pay for")
         return
     rows = [[c["name"], str(c["nodes"]), f"{rate(c['per_hour'])}/h",
-             ", ".join(f"{h} {v['nodes']} × {rate(v['each'])}/h" for h, v in c["by_hardware"].items())
-             + (f" (no price: {', '.join(c['unknown'])})" if c["unknown"] else "")] for c in report["clusters"]]
+             ", ".join(f"{h} {v['nodes']} × " + ("no price" if h in c["unknown"] else f"{rate(v['each'])}/h")
+                       for h, v in c["by_hardware"].items())] for c in report["clusters"]]
     print_rows(f"what the clusters of tenant {tenant!r} cost at today's prices", ["cluster", "nodes", "per hour", "hardware"], rows)
     out.print(f"total: {rate(report['per_hour'])}/h for {report['nodes']} nodes in {len(live)} clusters"
               + (f"; no price for {', '.join(report['unknown'])} (counted as 0)" if report["unknown"] else ""))
