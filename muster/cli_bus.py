@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 from urllib.parse import urlsplit
 
+import aiohttp
 import click
 import nats.errors
 from nats.aio.client import Client
@@ -35,6 +36,7 @@ from .bus.connect import (
     DATA_DIR,
     CredentialsError,
     auth_required,
+    bearer_headers,
     connect,
     credentials,
     looked_in,
@@ -44,7 +46,7 @@ from .bus.connect import (
     saved_url,
 )
 from .bus.eventstore import ConcurrencyError, StoreError
-from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, translates
+from .cli_support import EXIT_DENIED, EXIT_INVALID, EXIT_UNREACHABLE, CliError, new_token, translates
 from .client import MusterClient, MusterError, NoAnswer, Reply, RequestRejected
 from .tls.context import TlsError, TlsRefused, http_ssl
 
@@ -202,6 +204,47 @@ async def connect_or_fail(url: str, data_dir: Path | None = None, refusals: Refu
         raise CliError(refused_message(credentials().source), EXIT_INVALID) from None
 
 
+async def connect_bus(bus: Bus, refusals: Refusals | None = None) -> Client:
+    """`connect_or_fail` for a command on `bus`: a token the bus refuses is said with the
+    tracker's reason (expired, revoked, unknown...) and the way to a new one, by every command
+    (an operation, a governance request, whoami). They said the possibilities and "`muster
+    whoami` asks the tracker which": a second command to learn what the first could ask."""
+    try:
+        return await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    except CliError as err:
+        if not str(err).startswith("the bus refused the token"):
+            raise
+        try:
+            url = bus.tracker_url()
+        except CliError as bad:  # the bus's refusal is the news; the tracker URL's problem is said with it
+            reason = str(bad)
+        else:
+            reason = await reason_from_tracker(bus, url)
+        found = credentials()
+        raise CliError(refused_token(found.source, reason, found.principal), err.exit_code) from None
+
+
+def refused_token(source: str, reason: str, principal: str | None) -> str:
+    """A token the bus refused: the tracker's reason, and the way on (unless the tracker takes it)."""
+    accepted = reason.startswith("the tracker accepts")
+    return f"the bus refused the token from {source}; {reason}" + ("" if accepted else f"\n{new_token(principal)}")
+
+
+async def reason_from_tracker(bus: Bus, url: str) -> str:
+    """Why the tracker refuses the token in use, which the bus does not say (nats-server's
+    "Authorization Violation" is all it tells a client)."""
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            async with http.get(f"{url}/v1/whoami", headers=bearer_headers(), ssl=bus.http_ssl()) as resp:
+                body = await resp.json()
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return (f"the tracker at {url} did not answer either, so which is unsure: the token is malformed, unknown, expired "
+                "or revoked, its principal disabled, or the auth service down")
+    if resp.status == 200:
+        return "the tracker accepts the token: the auth service is probably down"
+    return f"the tracker says: {body.get('error', {}).get('message', resp.status)}"
+
+
 def refused_message(source: str) -> str:
     """nats-server says only "Authorization Violation": what it may mean, and who can tell."""
     if source == "none":  # (no token: the bus admits no anonymous client while authorization is on)
@@ -230,7 +273,7 @@ async def open_nats(bus: Bus, elsewhere: str = "") -> AsyncIterator[Client]:
             task.cancel()
 
     refusals = Refusals(on_refused=stop)
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    nc = await connect_bus(bus, refusals)
     try:
         inside = True
         yield nc
@@ -275,7 +318,7 @@ async def open_client(bus: Bus, requested_by: str | None = None) -> CliClient:
     """The Python client on a fail-fast connection (closed with `async with`), for the tenant
     the command names, else the token's own."""
     refusals = Refusals()
-    nc = await connect_or_fail(bus.nats_url, bus.data_dir, refusals)
+    nc = await connect_bus(bus, refusals)
     client = CliClient(nc, owns_connection=True, tenant=(await resolved(bus, nc)).tenant or "default", requested_by=requested_by)
     client.refusals = refusals
     return client

@@ -276,7 +276,7 @@ def _read_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return bus_options(json_option(f))
 
 
-for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, extend-lease, check, repair, drift; list, show
+for _more in (*ops_care_cli.COMMANDS, *cluster_reads_cli.COMMANDS):  # apply, extend-lease, check, repair, drift; list, show, cost
     cluster.add_command(_more)
 
 

@@ -127,8 +127,15 @@ def at_version(f: Facts) -> None:
 def not_busy(f: Facts) -> None:
     current = f.current
     if current is not None and not current.is_final and current.id != UUID(f.job_id):
-        raise Refused(f"cluster {f.command.cluster_id!r} is busy with job {_cluster(f).job_id} ({current.operation}, {current.shown})",
+        raise Refused(f"cluster {_named(f)} is busy with job {_cluster(f).job_id} ({current.operation}, {current.shown})",
                       code="conflict")
+
+
+def _named(f: Facts) -> str:
+    """The cluster as people named it, its id beside: a scheduled tick's refusal (`muster
+    schedule list`) said only the id."""
+    name = _cluster(f).name
+    return f"{name} ({f.command.cluster_id})" if name else repr(f.command.cluster_id)
 
 
 def not_deleted(f: Facts) -> None:
